@@ -1,0 +1,28 @@
+"""What every task receives inside a rank, whoever started the rank (elastic launcher, torchrun, Slurm)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+@dataclass
+class RankContext:
+    cfg: Any                 # OmegaConf DictConfig, fully resolved (no interpolations left)
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device     # cuda:<local_rank> with a GPU per rank, else cpu
+    backend: str             # the process group's backend: "nccl" | "gloo"
+    output_dir: Path         # the job's directory, shared by all ranks
+    hostname: str
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def rank_file(self, stem: str, suffix: str) -> Path:
+        """Per-rank files carry the rank in their name, so ranks sharing a directory never collide."""
+        return self.output_dir / f"{stem}.rank{self.rank}{suffix}"
