@@ -1,0 +1,39 @@
+"""Datasets and per-rank loaders. `build_loader` returns a DataLoader over a DistributedSampler shard."""
+from __future__ import annotations
+
+import torch
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
+
+from data.fake import FakeImages
+from data.raw_folder import RawFolder
+from engine.errors import ConfigError
+
+KINDS = ("fake", "raw_folder")
+
+
+def build_dataset(data_cfg, rank: int, world_size: int, samples_needed: int) -> Dataset:
+    if data_cfg.kind == "fake":
+        return FakeImages(samples_needed, data_cfg.image_size, data_cfg.num_classes, data_cfg.pool, seed=rank)
+    if data_cfg.kind == "raw_folder":
+        return RawFolder(data_cfg.root, data_cfg.image_size)
+    raise ConfigError(f"data.kind={data_cfg.kind!r} is unknown; choose one of {', '.join(KINDS)}.")
+
+
+def build_loader(cfg, rank: int, world_size: int, pin_memory: bool) -> DataLoader:
+    per_step = cfg.batch_size * world_size
+    samples_needed = per_step * (cfg.warmup_steps + cfg.steps + cfg.probe_steps + 1) * cfg.accumulate
+    dataset = build_dataset(cfg.data, rank, world_size, samples_needed)
+    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=cfg.seed, drop_last=True)
+    return DataLoader(
+        dataset, batch_size=cfg.batch_size, sampler=sampler, num_workers=cfg.data.workers,
+        pin_memory=pin_memory, drop_last=True, persistent_workers=cfg.data.workers > 0,
+    )
+
+
+def batches(loader: DataLoader):
+    """Endless batches: a new epoch (and sampler shuffle) whenever the shard runs out."""
+    epoch = 0
+    while True:
+        loader.sampler.set_epoch(epoch)
+        yield from loader
+        epoch += 1

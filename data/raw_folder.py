@@ -1,0 +1,63 @@
+"""The VGG11 thread's data set: root/<class>/<file>, each file the raw bytes of a 3xHxW float32 tensor, read with
+torch.from_file (no decoding), so the data phase is pure file I/O."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+from torch.utils.data import Dataset
+
+from engine.errors import ConfigError
+
+
+def sample_bytes(image_size: int) -> int:
+    return 3 * image_size * image_size * 4
+
+
+def generator_command(root, image_size: int) -> str:
+    return f"python -m data.make_raw_folder --root {root} --size {image_size} --classes 10 --files-per-class 64"
+
+
+class RawFolder(Dataset):
+    def __init__(self, root: str | os.PathLike, image_size: int):
+        self.root = Path(root)
+        self.image_size = image_size
+        self.numel = 3 * image_size * image_size
+        self.samples = scan(self.root, image_size)
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, i: int):
+        path, label = self.samples[i]
+        x = torch.from_file(str(path), shared=False, size=self.numel, dtype=torch.float32)
+        return x.view(3, self.image_size, self.image_size), label
+
+
+def scan(root: Path, image_size: int) -> list[tuple[Path, int]]:
+    """Every (file, class index); checks sizes up front so a bad file is named before any rank starts."""
+    if not root.is_dir():
+        raise ConfigError(f"data.root={root} does not exist. Make a raw folder with:\n  {generator_command(root, image_size)}")
+    classes = sorted(d.name for d in os.scandir(root) if d.is_dir())
+    want = sample_bytes(image_size)
+    samples = []
+    for label, cls in enumerate(classes):
+        for entry in sorted(os.scandir(root / cls), key=lambda e: e.name):
+            if not entry.is_file():
+                continue
+            size = entry.stat().st_size
+            if size != want:
+                raise ConfigError(
+                    f"{entry.path} has {size} bytes; a 3x{image_size}x{image_size} float32 sample has {want} bytes. "
+                    f"Set data.image_size to the size the folder was made with, or regenerate it:\n  "
+                    f"{generator_command(root, image_size)}"
+                )
+            samples.append((Path(entry.path), label))
+    if not samples:
+        raise ConfigError(f"data.root={root} holds no sample files. Make a raw folder with:\n  {generator_command(root, image_size)}")
+    return samples
+
+
+def class_count(root: str | os.PathLike) -> int:
+    return sum(1 for d in os.scandir(root) if d.is_dir())

@@ -1,0 +1,52 @@
+"""NCCL/Gloo environment from config (`nccl.*`, `gloo.*`), set in each rank before its process group starts, and the
+transports NCCL reports with NCCL_DEBUG=INFO (P2P, SHM, NET/IB, ...) read back from its log files."""
+from __future__ import annotations
+
+import glob
+import os
+import re
+from collections import Counter
+from pathlib import Path
+
+RECORDED_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "OMP_NUM_THREADS", "MASTER_", "CUDA_VISIBLE_DEVICES")
+NCCL_LOG_STEM = "nccl_debug"
+
+
+def apply(cfg, output_dir: Path) -> dict[str, str]:
+    """Export the configured variables; returns what was set. NCCL_DEBUG output goes to one file per process
+    in the job directory so it can be parsed into the record."""
+    set_now: dict[str, str] = {}
+    for section, prefix in (("nccl", "NCCL_"), ("gloo", "GLOO_")):
+        for key, value in (cfg.get(section) or {}).items():
+            if value is not None:
+                set_now[prefix + key] = str(value)
+    if set_now.get("NCCL_DEBUG") and "NCCL_DEBUG_FILE" not in os.environ:
+        set_now["NCCL_DEBUG_FILE"] = str(output_dir / f"{NCCL_LOG_STEM}.%h.%p.log")
+    if cfg.get("cuda_graphs"):
+        set_now["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "0"  # required for capturing NCCL calls in a graph
+    os.environ.update(set_now)
+    return set_now
+
+
+def recorded_vars() -> dict[str, str]:
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(RECORDED_PREFIXES)}
+
+
+# "NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read", "... via SHM/direct/direct", "... via NET/IB/0"
+_VIA = re.compile(r"Channel\s+\S+\s*:.*?->.*?\bvia\s+(\S+)")
+
+
+def parse_transports(lines) -> dict[str, int]:
+    """How many channel connections used each transport, from NCCL_DEBUG=INFO lines."""
+    return dict(Counter(m.group(1) for line in lines if (m := _VIA.search(line))))
+
+
+def transports_from_logs(output_dir: Path) -> dict[str, int] | None:
+    files = glob.glob(str(output_dir / f"{NCCL_LOG_STEM}.*.log"))
+    if not files:
+        return None
+    lines = []
+    for f in files:
+        with open(f, errors="replace") as fh:
+            lines.extend(fh)
+    return parse_transports(lines)
