@@ -130,14 +130,16 @@ class DDPSync:
         self.model._set_ddp_runtime_logging_sample_rate(1)
 
     def describe(self) -> dict:
+        """What DDP reports it is doing (its own logging data), not what the config asked for."""
+        data = self.model._get_ddp_logging_data()
         sizes = self.buckets()
         out = {
             "bucket_cap_mb": float(self.cfg.bucket),
             "buckets": {"count": len(sizes), "sizes_bytes": sizes},
-            "static_graph": self.static_graph,
-            "gradient_as_bucket_view": bool(self.cfg.ddp.gradient_as_bucket_view),
-            "find_unused_parameters": bool(self.cfg.ddp.find_unused_parameters),
-            "broadcast_buffers": bool(self.cfg.ddp.broadcast_buffers),
+            "static_graph": bool(self.model.static_graph),
+            "gradient_as_bucket_view": bool(data.get("gradient_as_bucket_view")),
+            "find_unused_parameters": bool(data.get("find_unused_parameters")),
+            "broadcast_buffers": bool(data.get("broadcast_buffers")),
             "comm_hook": self.hook.__name__ if self.hook else None,
             "comm_hook_calls": self.hook.calls if self.hook else 0,
         }
