@@ -20,7 +20,7 @@ def make_raw_folder(root, classes: int, files_per_class: int, size: int = 224, c
         raise SystemExit("--classes, --files-per-class and --size must be positive")
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
-    base = root / ".base.raw"
+    base = root / ".base.bin"  # outside the class folders: not a sample
     g = torch.Generator().manual_seed(seed)
     torch.randn(3, size, size, generator=g).numpy().tofile(base)
     for c in range(classes):

@@ -1,0 +1,44 @@
+"""Shared helpers: run train.py for real (subprocess, Hydra, elastic launcher, gloo ranks) and read its record."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CONF = ROOT / "conf"
+TINY = ["model=vgg11_tiny", "scale=smoke", "logger=none"]
+
+
+def run_train(args: list[str], tmp_path: Path, multirun: bool = False, timeout: float = 240, env: dict | None = None):
+    """Run `python train.py args` in a fresh process; outputs go under tmp_path."""
+    out = tmp_path / ("sweep" if multirun else "run")
+    cmd = [sys.executable, "train.py", *(["-m"] if multirun else []), *args,
+           f"hydra.{'sweep' if multirun else 'run'}.dir={out}"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "WANDB_MODE": "disabled", **(env or {})})
+    proc.out_dir = out
+    return proc
+
+
+def read(out_dir: Path) -> dict:
+    return json.loads((Path(out_dir) / "run_record.json").read_text())
+
+
+def compose(overrides: list[str] | None = None):
+    from hydra import compose as hydra_compose, initialize_config_dir
+
+    from engine.config import register_resolvers
+
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=overrides or [], return_hydra_config=False)
+
+
+@pytest.fixture
+def tiny():
+    return list(TINY)

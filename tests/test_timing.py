@@ -1,0 +1,45 @@
+import time
+
+import pytest
+import torch
+
+from engine.comm_env import parse_transports
+from engine.timing import PhaseTimer, stats
+
+
+def test_stats_median_and_p90():
+    s = stats([float(i) for i in range(1, 11)])
+    assert s["median"] == 5.5 and s["p90"] == 9.0 and s["min"] == 1.0 and s["max"] == 10.0
+
+
+def test_phase_timer_on_cpu_sums_repeated_phases():
+    t = PhaseTimer(torch.device("cpu"))
+    t.start_step()
+    for _ in range(2):
+        with t.phase("forward"):
+            time.sleep(0.01)
+    with t.phase("optimizer"):
+        time.sleep(0.02)
+    (d,) = t.durations()
+    assert d["forward"] == pytest.approx(0.02, abs=0.01)
+    assert d["optimizer"] == pytest.approx(0.02, abs=0.01)
+    assert d["step"] == pytest.approx(d["forward"] + d["optimizer"], rel=1e-6)
+
+
+def test_phase_timer_off_records_nothing():
+    t = PhaseTimer(torch.device("cpu"), enabled=False)
+    t.start_step()
+    with t.phase("forward"):
+        pass
+    assert t.durations() == []
+
+
+def test_nccl_transport_lines_from_the_study():
+    lines = [
+        "ip-1:123:456 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via SHM/direct/direct",
+        "ip-1:123:456 [0] NCCL INFO Channel 01 : 0[0] -> 1[1] via SHM/direct/direct",
+        "ip-2:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read",
+        "node:1:2 [0] NCCL INFO Channel 00/0 : 1[0] -> 2[0] [send] via NET/IB/0",
+        "NCCL INFO NET/IB : Using [0]mlx5_1:1/IB",
+    ]
+    assert parse_transports(lines) == {"SHM/direct/direct": 2, "P2P/CUMEM/read": 1, "NET/IB/0": 1}
