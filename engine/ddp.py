@@ -2,6 +2,8 @@
 unused-parameter search, buffer broadcast, and the compression comm hooks (`optim=`)."""
 from __future__ import annotations
 
+import functools
+from contextlib import nullcontext
 import warnings
 
 import torch
@@ -32,17 +34,32 @@ def check_backend_supports(optim: str, device: torch.device) -> None:
         ) from None
 
 
-class CountingHook:
-    """Wraps a comm hook to count its calls (one per bucket per synchronised step): proof the hook really ran."""
+def counting(hook):
+    """The comm hook, counting its calls (one per bucket per synchronised step): proof the hook really ran.
+    A function, not a callable object: DDP reads the hook's __qualname__ for its logs."""
 
-    def __init__(self, hook):
-        self.hook = hook
-        self.calls = 0
-        self.__name__ = getattr(hook, "__name__", "hook")
+    @functools.wraps(hook)
+    def wrapper(state, bucket):
+        wrapper.calls += 1
+        return hook(state, bucket)
 
-    def __call__(self, state, bucket):
-        self.calls += 1
-        return self.hook(state, bucket)
+    wrapper.calls = 0
+    return wrapper
+
+
+def serialized(hook):
+    """PowerSGD issues its second all-reduce (of Q) from a future callback. Gloo runs callbacks on its own threads,
+    so with several buckets in flight two ranks can issue different buckets' all-reduces in different orders and gloo
+    aborts on the size mismatch. Waiting for each bucket before DDP hands over the next keeps the order identical
+    on every rank, at the price of PowerSGD's overlap with backward (the record says `serialized: true`)."""
+
+    @functools.wraps(hook)
+    def wrapper(state, bucket):
+        fut = hook(state, bucket)
+        fut.wait()
+        return fut
+
+    return wrapper
 
 
 class DDPSync:
@@ -68,12 +85,21 @@ class DDPSync:
                 **knobs,
             )
         self.static_graph = static_graph
+        self.graph_recorded = not static_graph
+        if static_graph:  # watch for DDP's first synchronised forward, then stop watching (no per-step cost)
+            def first_synced_forward(module, args):
+                if module.require_backward_grad_sync:
+                    self.graph_recorded = True
+                    handle.remove()
+
+            handle = self.model.register_forward_pre_hook(first_synced_forward)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.hook = None
         self.hook_state = None
+        self.serialized = False
         if self.optim != "none":
             self.hook_state, hook = self._hook()
-            self.hook = CountingHook(hook)
+            self.hook = counting(hook)
             self.model.register_comm_hook(self.hook_state, self.hook)
         # Runtime stats are only sampled in the untimed probe steps (on GPU sampling synchronises the host).
         self.model._set_ddp_runtime_logging_sample_rate(1 << 30)
@@ -96,9 +122,16 @@ class DDPSync:
             batch_tensors_with_same_shape=bool(o.batch_tensors_with_same_shape),
         )
         hook = powerSGD_hook.batched_powerSGD_hook if o.batched else powerSGD_hook.powerSGD_hook
+        if dist.get_backend() == "gloo":
+            self.serialized = True
+            return state, serialized(hook)
         return state, hook
 
     def no_sync(self):
+        """DDP's no_sync; except that with a static graph DDP must see one synchronised backward before any
+        no_sync one (its first iteration records the graph), so the first warm-up micro-step communicates."""
+        if not self.graph_recorded:
+            return nullcontext()
         return self.model.no_sync()
 
     def after_backward(self) -> None:
@@ -142,6 +175,7 @@ class DDPSync:
             "broadcast_buffers": bool(data.get("broadcast_buffers")),
             "comm_hook": self.hook.__name__ if self.hook else None,
             "comm_hook_calls": self.hook.calls if self.hook else 0,
+            "serialized": self.serialized,
         }
         if isinstance(self.hook_state, powerSGD_hook.PowerSGDState):
             out["powersgd_iter"] = self.hook_state.iter

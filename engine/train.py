@@ -101,6 +101,8 @@ def run(ctx) -> dict | None:
     grad_error = grad_error_probe(sync, criterion, autocast, probe_batches, cfg.probe_steps) \
         if cfg.sync == "ddp" and cfg.optim.name != "none" and not cfg.cuda_graphs else None
     counter.uninstall()
+    with torch.no_grad(), autocast():  # what precision= really did to the forward pass
+        forward_dtype = str(model(next(probe_batches)[0]).dtype).removeprefix("torch.")
 
     final_loss = torch.stack(losses).float().mean()
     dist.all_reduce(final_loss)
@@ -117,8 +119,10 @@ def run(ctx) -> dict | None:
             sync, ctx.world_size, steps, comm_stats,
             collectives=calls / cfg.steps + builtin_calls, nbytes=py_bytes / cfg.steps + builtin_bytes,
         )
-    return assemble(cfg, ctx, sync, feeder, steps, everyone, comm,
-                    final_loss=final_loss.item() / ctx.world_size, grad_error=grad_error)
+    result = assemble(cfg, ctx, sync, feeder, steps, everyone, comm,
+                      final_loss=final_loss.item() / ctx.world_size, grad_error=grad_error)
+    result["forward_dtype"] = forward_dtype
+    return result
 
 
 def maybe_fail(cfg, rank: int, step: int) -> None:
