@@ -73,7 +73,9 @@ class DDPSync:
         knobs = {}
         if not cfg.ddp.broadcast_buffers:  # default True; torch 2.15 warns whenever the (deprecated) name is passed
             knobs["broadcast_buffers"] = False
-        with warnings.catch_warnings():
+        # cuda_graphs: PyTorch's rule for capturing DDP is to construct it under a side stream
+        stream = torch.cuda.stream(torch.cuda.Stream(device)) if cfg.cuda_graphs else nullcontext()
+        with warnings.catch_warnings(), stream:
             warnings.filterwarnings("ignore", message=".*broadcast_buffers.*", category=FutureWarning)
             self.model = DDP(
                 model,

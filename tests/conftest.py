@@ -42,3 +42,14 @@ def compose(overrides: list[str] | None = None):
 @pytest.fixture
 def tiny():
     return list(TINY)
+
+
+def pytest_collection_modifyitems(config, items):
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (none on this machine)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
