@@ -74,3 +74,23 @@ def test_config_error_exits_2_with_message_and_no_traceback(tmp_path):
 def test_unknown_model_lists_choices(tmp_path):
     proc = run_train(["model=resnet9000", "logger=none"], tmp_path)
     assert proc.returncode != 0 and "Available options in 'model'" in proc.stderr and "vgg11" in proc.stderr
+
+
+def test_vit_l_32_real_size_runs(tmp_path):
+    """306 M parameters: 1.2 GB of gradients all-reduced by 2 gloo ranks (small images keep the compute short)."""
+    r = ok(run_train(["model=vit_l_32", "scale=smoke", "logger=none", "warmup_steps=0", "steps=1", "probe_steps=1"],
+                     tmp_path))["result"]
+    # at 64x64 the position embedding has 2*2+1 tokens instead of 7*7+1: 45*1024 fewer parameters than at 224
+    assert r["comm"]["bytes_per_step"] == (306_535_400 - 45 * 1024) * 4
+
+
+def test_harness_cost_command_prints_the_ratio():
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    out = subprocess.run([sys.executable, "-m", "engine.harness_cost", "model=vgg11_tiny", "scale=smoke"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "timing on :" in out.stdout and "timing off:" in out.stdout and "ratio on/off:" in out.stdout
