@@ -56,6 +56,10 @@ def validate(cfg: DictConfig) -> None:
         if cfg.launcher.name == "local" and cfg.world_size > gpus:
             raise ConfigError(f"backend=nccl with world_size={cfg.world_size} needs one GPU per rank, and this machine "
                               f"has {gpus}. Use world_size<={gpus}, or backend=gloo.")
+    if cfg.logger.name == "wandb":
+        from results.wandb_log import check_logger_config
+
+        check_logger_config(cfg)
     if cfg.task == "train":
         validate_train(cfg, gpus)
     module = __import__(TASKS[cfg.task], fromlist=["_"])

@@ -83,8 +83,7 @@ def run_rank(plain: dict, job: dict) -> dict | None:
             record["error"] = f"rank {rank}: {type(e).__name__}: {e}"
             record["traceback"] = traceback.format_exc()
             record["result"] = None
-            write_record(output_dir, record)
-            log_to_wandb(record, cfg)
+            write_record(output_dir, record)  # W&B is told by launchers/job.py, which outlives the ranks
         raise
     finally:
         if dist.is_initialized():

@@ -3,6 +3,7 @@ In a multirun a failed job returns normally with a failed record, so the sweep g
 shows it as a failed row; a single run exits non-zero with the failing rank's message."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -50,7 +51,9 @@ def run_job(cfg: DictConfig, job: dict | None = None) -> dict:
 
         try:
             return run_rank(plain, job) or {"status": "ok"}
-        except Exception as e:  # this rank's record is written by run_rank (rank 0); report and end the task
+        except Exception as e:
+            if os.environ.get("RANK", "0") != "0":
+                raise  # only rank 0 owns the record; this task's non-zero exit ends the job (srun --kill-on-bad-exit)
             return _failed(plain, job, f"{type(e).__name__}: {e}", exit_code=1, keep_record=True)
     from launchers.local import RankFailed, launch_local
 
@@ -85,6 +88,7 @@ def _failed(cfg, job: dict, error: str, exit_code: int, traceback: str | None = 
     if traceback:
         record["traceback"] = traceback
     write_record(out, record)
+    _tell_wandb(record, cfg, out)
     print(f"\nerror: {error}", file=sys.stderr)
     if traceback:
         print(f"(traceback of the failing rank)\n{traceback}", file=sys.stderr)
@@ -92,3 +96,17 @@ def _failed(cfg, job: dict, error: str, exit_code: int, traceback: str | None = 
     if job.get("multirun"):
         return {"status": "failed", "error": error, "record": str(path)}
     sys.exit(exit_code)
+
+
+def _tell_wandb(record: dict, cfg, out: Path) -> None:
+    """A failed run is logged (marked failed) once, by the process that outlives the ranks; never fatal."""
+    cfg = OmegaConf.create(cfg) if isinstance(cfg, dict) else cfg
+    if OmegaConf.select(cfg, "logger.name") != "wandb" or OmegaConf.select(cfg, "logger.mode") == "disabled":
+        return
+    try:
+        from results import wandb_log
+
+        if not wandb_log.logged(out):
+            wandb_log.log_run(record, cfg)
+    except Exception as e:  # noqa: BLE001
+        print(f"warning: W&B logging failed ({type(e).__name__}: {e}); the run record is kept.", file=sys.stderr)

@@ -1,0 +1,257 @@
+"""End-of-sweep table: a Hydra callback, so it works with every launcher (local, joblib, Slurm).
+
+The table is made from the run records under the sweep dir, merged with the jobs Hydra knows about, so
+a job that crashed before writing its record still shows up as a failed row. With launchers that run
+jobs elsewhere (Slurm), on_job_start/on_job_end run in the job, not here; the list of jobs then comes
+from the sweep's own overrides (on_multirun_start) and the job directories Hydra created.
+"""
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from results.record import RecordError, find_records, read_record
+from results.table import Entry, Table, build_table
+
+TABLE_MD = "sweep_table.md"
+TABLE_CSV = "sweep_table.csv"
+
+
+class SweepFailed(SystemExit):
+    """Raised after the table is saved when a job failed, so `train.py -m` exits non-zero.
+
+    A SystemExit because Hydra turns callback exceptions into warnings (hydra/_internal/callbacks.py).
+    """
+
+
+def expected_jobs(config: DictConfig) -> list[list[str]] | None:
+    """The overrides of every job the basic sweeper will launch, in job-number order; None if unknown."""
+    try:
+        target = str(OmegaConf.select(config, "hydra.sweeper._target_") or "")
+        if not target.endswith("BasicSweeper"):
+            return None
+        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        params = OmegaConf.select(config, "hydra.sweeper.params") or {}
+        arguments = [f"{k}={v}" for k, v in params.items()]
+        arguments += list(OmegaConf.select(config, "hydra.overrides.task") or [])
+        parsed = OverridesParser.create().parse_overrides(arguments)
+        return [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+    except Exception:  # glob() sweeps need Hydra's config loader; progress then shows "?" for the total
+        return None
+
+
+def sweep_command(config: DictConfig) -> str:
+    """The command line that started the sweep, as Hydra saw it."""
+    script = f"{OmegaConf.select(config, 'hydra.job.name') or 'train'}.py"
+    hydra_overrides = [o for o in (OmegaConf.select(config, "hydra.overrides.hydra") or [])
+                       if not o.startswith("hydra.mode=")]
+    task = list(OmegaConf.select(config, "hydra.overrides.task") or [])
+    return " ".join(["python", script, "-m"] + [shlex.quote(o) for o in task + hydra_overrides])
+
+
+def _job_dirs(sweep_dir: Path) -> dict[int, list[str]]:
+    """Job directories Hydra created ({num: overrides}); a job writes .hydra/overrides.yaml before it starts."""
+    found = {}
+    for path in sweep_dir.glob("*/.hydra/overrides.yaml"):
+        name = path.parent.parent.name
+        if name.isdigit():
+            try:
+                found[int(name)] = [str(o) for o in OmegaConf.load(path)]
+            except Exception:
+                found[int(name)] = []
+    return found
+
+
+def sweep_entries(sweep_dir: str | Path, expected: list[list[str]] | None = None,
+                  returns: dict[int, dict] | None = None) -> list[Entry]:
+    """One entry per job: its run record if it wrote one, else a failed entry saying what is known."""
+    sweep_dir = Path(sweep_dir)
+    returns = returns or {}
+    by_num: dict[int, Entry] = {}
+    unnumbered: list[Entry] = []
+    for path in find_records(sweep_dir):
+        dir_num = int(path.parent.name) if path.parent.name.isdigit() else None
+        try:
+            entry = Entry.from_record(read_record(path))
+        except (RecordError, OSError, ValueError) as e:
+            entry = Entry(num=dir_num, overrides=[], status="failed", error=f"unreadable run record {path}: {e}",
+                          output_dir=str(path.parent))
+        if entry.num is None:
+            entry.num = dir_num
+        if entry.num is None or entry.num in by_num:
+            unnumbered.append(entry)
+        else:
+            by_num[entry.num] = entry
+
+    dirs = _job_dirs(sweep_dir)
+    nums = set(dirs) | set(returns) | set(range(len(expected or [])))
+    for num in sorted(nums - set(by_num)):
+        ret = returns.get(num, {})
+        overrides = ret.get("overrides") or dirs.get(num) or (expected[num] if expected and num < len(expected) else [])
+        error = ret.get("error")
+        if not error:
+            if num in returns:
+                error = "the job ended without writing a run record"
+            elif num in dirs:
+                error = "no run record: the job crashed or was killed before writing it"
+                if (sweep_dir / ".submitit").is_dir():
+                    error += f" (launcher logs: {sweep_dir / '.submitit'})"
+            else:
+                error = "the job never started (no job directory)"
+        job_dir = sweep_dir / str(num)
+        by_num[num] = Entry(num=num, overrides=list(overrides), status="failed", error=error,
+                            output_dir=str(job_dir) if job_dir.is_dir() else ret.get("output_dir"))
+    entries = [by_num[n] for n in sorted(by_num)] + unnumbered
+    _infer_missing(entries)
+    return entries
+
+
+def _infer_missing(entries: list[Entry]) -> None:
+    """A job without a record takes task and world size from its sweep's other jobs when they all agree."""
+    with_record = [e for e in entries if e.record is not None]
+    for name in ("task", "world_size"):
+        values = {e.task if name == "task" else e.knob(name) for e in with_record}
+        if len(values) == 1 and None not in values:
+            for e in entries:
+                if e.record is None:
+                    e.inferred.setdefault(name, next(iter(values)))
+
+
+def _is_multirun(config: DictConfig) -> bool:
+    from hydra.types import RunMode
+    return OmegaConf.select(config, "hydra.mode") == RunMode.MULTIRUN
+
+
+def _fmt_duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+class SweepTable(Callback):
+    """Prints which job runs and how many remain; at the end, prints and saves the comparison table.
+
+    fail_on_failed_jobs: after the table is saved, exit non-zero when any job failed.
+    plots / wandb: also save PNG plots into the sweep dir / log the table as a W&B summary run.
+    """
+
+    def __init__(self, fail_on_failed_jobs: bool = True, plots: bool = True, wandb: bool = True) -> None:
+        self.fail_on_failed_jobs = fail_on_failed_jobs
+        self.plots = plots
+        self.wandb = wandb
+        self.expected: list[list[str]] | None = None
+        self.returns: dict[int, dict] = {}
+        self.started: float | None = None
+
+    # progress ------------------------------------------------------------------------------------
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self.expected = expected_jobs(config)
+        self.started = time.monotonic()
+        total = len(self.expected) if self.expected is not None else "?"
+        print(f"[sweep] {total} jobs -> {OmegaConf.select(config, 'hydra.sweep.dir')}", flush=True)
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if not _is_multirun(config):
+            return
+        num = int(OmegaConf.select(config, "hydra.job.num") or 0)
+        overrides = " ".join(OmegaConf.select(config, "hydra.overrides.task") or []) or "(no overrides)"
+        if self.expected is not None:
+            total = len(self.expected)
+            left = total - num - 1
+            progress = f"job {num + 1}/{total}"
+            tail = f"{left} more after this" if left else "last job"
+            done = len(self.returns)
+            if done and self.started is not None and left >= 0:
+                per_job = (time.monotonic() - self.started) / done
+                tail += f", ~{_fmt_duration(per_job * (left + 1))} left"
+        else:
+            progress, tail = f"job {num + 1}/?", "total unknown"
+        print(f"[sweep] {progress} ({tail}): {overrides}", flush=True)
+
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        from hydra.core.utils import JobStatus
+
+        num = OmegaConf.select(config, "hydra.job.num")
+        if num is None:
+            return
+        value = getattr(job_return, "_return_value", None)
+        info: dict[str, Any] = {"overrides": list(job_return.overrides or []),
+                                "output_dir": OmegaConf.select(config, "hydra.runtime.output_dir")}
+        if job_return.status == JobStatus.FAILED:
+            info["error"] = f"{type(value).__name__}: {value}"
+        elif isinstance(value, dict) and value.get("status") == "failed":
+            info["error"] = str(value.get("error") or "failed")
+        self.returns[int(num)] = info
+        if "error" in info and self.wandb and info["output_dir"]:
+            _log_failure_once(Path(info["output_dir"]), OmegaConf.select(config, "logger"))
+
+    # the table -----------------------------------------------------------------------------------
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = Path(str(OmegaConf.select(config, "hydra.sweep.dir")))
+        entries = sweep_entries(sweep_dir, expected=self.expected, returns=self.returns)
+        command = sweep_command(config)
+        table = build_table(entries, first="job", title=f"Sweep {sweep_dir}")
+        text = table.markdown()
+        print(f"\n{command}\n\n{text}", flush=True)
+
+        md, csv = write_sweep_table(sweep_dir, table, command)
+        written = [md, csv]
+        images: dict[str, Path] = {}
+        if self.plots:
+            images = _sweep_plots(entries, sweep_dir)
+            written += list(images.values())
+        if self.wandb:
+            from results import wandb_log
+            logger_cfg = OmegaConf.select(config, "logger")
+            tags = OmegaConf.select(config, "tags")
+            tags = list(tags) if tags is not None and not isinstance(tags, str) else ([tags] if tags else [])
+            wandb_log.log_sweep(table, entries, sweep_dir, logger_cfg, images=images, command=command, tags=tags)
+        print("[sweep] table: " + ", ".join(str(p) for p in written), flush=True)
+
+        failed = [e for e in entries if not e.ok]
+        if failed and self.fail_on_failed_jobs:
+            jobs = ", ".join(str(e.num) for e in failed)
+            raise SweepFailed(f"[sweep] {len(failed)} of {len(entries)} jobs failed (job {jobs}); "
+                              f"see the failed rows in {md}")
+
+
+def _log_failure_once(job_dir: Path, logger_cfg: Any) -> None:
+    """A failed job's W&B run, when rank 0 could not log it (the launcher stops the other ranks as soon as one
+    fails, possibly mid-log). Runs in the job's process after the task returned (also on Slurm)."""
+    from results import wandb_log
+
+    try:
+        record = read_record(job_dir)
+    except (RecordError, OSError, ValueError):
+        return
+    if record.get("status") != "ok" and not wandb_log.logged(job_dir):
+        wandb_log.log_run(record, logger_cfg)
+
+
+def write_sweep_table(sweep_dir: Path, table: Table, command: str) -> tuple[Path, Path]:
+    md = sweep_dir / TABLE_MD
+    md.write_text(f"# {table.title}\n\n```\n{command}\n```\n\n{table.markdown()}")
+    csv = table.write_csv(sweep_dir / TABLE_CSV)
+    return md, csv
+
+
+def _sweep_plots(entries: list[Entry], sweep_dir: Path) -> dict[str, Path]:
+    try:
+        from results import plots
+        return plots.standard_plots(entries, sweep_dir, prefix="sweep_", title=f"sweep {sweep_dir.name}")
+    except Exception as e:  # a plot never costs the table
+        print(f"[sweep] plots skipped: {type(e).__name__}: {e}", file=sys.stderr)
+        return {}

@@ -1,0 +1,244 @@
+"""Paper-style tables and plots from run records.
+
+    python -m results.report <run or sweep dirs...> [--out DIR] [--title TEXT] [--machine-key hosts|devices]
+
+Writes report.md, one CSV per table and PNG plots into --out (default: <dir>/report for one dir, else
+./report). Records are grouped by machine (hostnames + device names; `--machine-key devices` drops the
+hostnames, for multi-node runs whose node names differ) and, inside a machine, by world size, so no table
+mixes numbers from different hardware or rank counts. Only the scaling plot crosses world sizes, on purpose.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from results import plots
+from results.callbacks import sweep_command, sweep_entries
+from results.record import RecordError, find_records, read_record
+from results.table import Entry, Table, build_table, comm_table, phase_table, rows_table, scaling_table
+
+
+def load_entries(paths: list[str | Path]) -> list[Entry]:
+    """Every run under the given dirs; a sweep dir also yields failed rows for jobs that left no record."""
+    entries: list[Entry] = []
+    seen: set[str] = set()
+    for path in map(Path, paths):
+        if not path.exists():
+            raise SystemExit(f"results.report: {path} does not exist; pass run or sweep directories "
+                             "(the ones holding run_record.json or multirun.yaml).")
+        if path.is_dir() and (path / "multirun.yaml").is_file():
+            found = sweep_entries(path)
+        else:
+            found = []
+            for rec in find_records(path):
+                try:
+                    found.append(Entry.from_record(read_record(rec)))
+                except (RecordError, OSError, ValueError) as e:
+                    found.append(Entry(num=None, overrides=[], status="failed", error=f"unreadable {rec}: {e}",
+                                       output_dir=str(rec.parent)))
+        for e in found:
+            key = str(Path(e.output_dir).resolve()) if e.output_dir else f"{path}#{e.num}"
+            if key not in seen:
+                seen.add(key)
+                entries.append(e)
+    return entries
+
+
+# ------------------------------------------------------------------------------------------ machines
+
+
+def _device_names(e: Entry) -> list[str]:
+    env = (e.record or {}).get("env") or {}
+    devices = env.get("devices")
+    names: list[str] = []
+    if isinstance(devices, list):
+        names = [d if isinstance(d, str) else str((d or {}).get("name", d)) for d in devices]
+    elif isinstance(devices, dict):
+        names = [str(v) for v in devices.values()]
+    elif isinstance(devices, str):
+        names = [devices]
+    if not names:
+        names = [str(e.result.get("device_name") or e.result.get("device") or "cpu")]
+    return names
+
+
+def _hosts(e: Entry) -> list[str]:
+    env = (e.record or {}).get("env") or {}
+    hosts = env.get("hostnames") or []
+    return sorted(set(hosts if isinstance(hosts, list) else [hosts]))
+
+
+def machine_key(e: Entry, by: str = "hosts") -> tuple:
+    devices = tuple(sorted(set(_device_names(e))))
+    return devices if by == "devices" else (tuple(_hosts(e)), devices)
+
+
+def describe_machine(entries: list[Entry]) -> list[str]:
+    with_env = [e for e in entries if e.record and e.record.get("env")]
+    if not with_env:
+        return ["- machine unknown: none of these jobs wrote a run record"]
+    hosts = sorted({h for e in with_env for h in _hosts(e)})
+    devices = Counter()
+    for e in with_env:
+        for name, n in Counter(_device_names(e)).items():
+            devices[name] = max(devices[name], n)
+    env = with_env[0].record["env"]
+    sizes = sorted({e.knob("world_size") for e in with_env if e.knob("world_size") is not None}, key=float)
+    lines = [
+        f"- hosts: {', '.join(hosts) or 'unknown'}",
+        "- devices: " + ", ".join(f"{n} x {name}" for name, n in devices.items()),
+        f"- CPU cores per host: {env.get('cpu_count', 'unknown')}",
+        f"- backend: {', '.join(sorted({str(e.record['env'].get('backend')) for e in with_env}))}; "
+        f"world size: {', '.join(str(s) for s in sizes)}",
+        f"- torch {env.get('torch')}, CUDA {env.get('cuda') or '–'}, NCCL {env.get('nccl') or '–'}",
+    ]
+    variables = {k: v for k, v in (env.get("vars") or {}).items() if not k.startswith("MASTER_")}
+    if variables:
+        lines.append("- environment: " + " ".join(f"{k}={v}" for k, v in sorted(variables.items())))
+    return lines
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:40] or "machine"
+
+
+# ------------------------------------------------------------------------------------------ commands
+
+
+def commands(entries: list[Entry]) -> list[str]:
+    """The exact command(s) that produced these runs: the sweep's (multirun.yaml) or the run's own."""
+    out: list[str] = []
+    for e in entries:
+        job = (e.record or {}).get("job") or {}
+        cmd = None
+        for sweep in [Path(e.output_dir).parent if e.output_dir else None, job.get("sweep_dir")]:
+            if sweep and (Path(sweep) / "multirun.yaml").is_file():
+                try:
+                    from omegaconf import OmegaConf
+                    cmd = sweep_command(OmegaConf.load(Path(sweep) / "multirun.yaml"))
+                    break
+                except Exception:
+                    cmd = None
+        if cmd is None and e.record and e.record.get("command"):
+            cmd = str(e.record["command"])
+        if cmd is None:
+            cmd = " ".join(["python", "train.py"] + [shlex.quote(o) for o in e.overrides])
+        if cmd not in out:
+            out.append(cmd)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ the report
+
+
+class _Writer:
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.md: list[str] = []
+        self.files: list[Path] = []
+
+    def table(self, table: Table, stem: str, heading: str = "####") -> None:
+        if not table.rows:
+            return
+        path = table.write_csv(self.out / f"{stem}.csv")
+        self.files.append(path)
+        self.md += [f"{heading} {table.title}", "", table.markdown(), f"CSV: [{path.name}]({path.name})", ""]
+
+    def images(self, images: dict[str, Path]) -> None:
+        for name, path in images.items():
+            self.files.append(path)
+            self.md += [f"![{name}]({path.name})", ""]
+
+
+def _task_tables(w: _Writer, entries: list[Entry], stem: str) -> None:
+    by_task: dict[str, list[Entry]] = defaultdict(list)
+    for e in entries:
+        by_task[e.task or "unknown"].append(e)
+    for task, group in by_task.items():
+        if task == "train":
+            w.table(build_table(group, first="configuration", title="Throughput (task=train)"), f"{stem}-train")
+            w.table(phase_table(group), f"{stem}-phases")
+            w.table(comm_table(group), f"{stem}-comm")
+        else:
+            w.table(build_table(group, first="configuration", title=f"Headline (task={task})"), f"{stem}-{task}")
+            w.table(rows_table(group, title=f"Results per op and size (task={task})"), f"{stem}-{task}-rows")
+
+
+def write_report(entries: list[Entry], out: Path, title: str, argv: list[str], by: str = "hosts") -> tuple[Path, list[Path]]:
+    out.mkdir(parents=True, exist_ok=True)
+    w = _Writer(out)
+
+    # jobs without a record (crashed) belong to the machine of their sweep's other jobs
+    sweep_key: dict[str, tuple] = {}
+    for e in entries:
+        if e.record and e.output_dir:
+            sweep_key.setdefault(str(Path(e.output_dir).parent), machine_key(e, by))
+    sections: dict[tuple, list[Entry]] = defaultdict(list)
+    for e in entries:
+        key = machine_key(e, by) if e.record else sweep_key.get(str(Path(e.output_dir or ".").parent), ("unknown",))
+        sections[key].append(e)
+
+    w.md += [f"# {title}", "",
+             f"{len(entries)} runs on {len(sections)} machine(s); regenerate with "
+             f"`python -m results.report {' '.join(shlex.quote(a) for a in argv)}`.", ""]
+    if len(sections) > 1:
+        w.md += ["Each machine has its own section: numbers from different hardware are never compared in one table.", ""]
+
+    slugs: set[str] = set()
+    for i, (key, group) in enumerate(sections.items(), 1):
+        first = next((e for e in group if e.record), None)
+        name = ", ".join(_hosts(first)) + " / " + ", ".join(sorted(set(_device_names(first)))) if first else "unknown"
+        slug = _slug(name)
+        if slug in slugs:
+            slug = f"{slug}-{i}"
+        slugs.add(slug)
+        w.md += [f"## Machine {i}: {name}", ""] + describe_machine(group) + [""]
+        w.md += ["Command(s):", "", "```"] + commands(group) + ["```", ""]
+
+        by_size: dict[str, list[Entry]] = defaultdict(list)
+        for e in group:
+            by_size[str(e.knob("world_size") or "?")].append(e)
+        for size, sized in sorted(by_size.items(), key=lambda kv: (not kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0)):
+            stem = f"{slug}-ws{size}"
+            w.md += [f"### World size {size}", ""]
+            _task_tables(w, sized, stem)
+            w.images(plots.standard_plots([e for e in sized], out, prefix=f"{stem}-", title=f"{name}, {size} ranks"))
+        if len(by_size) > 1:
+            w.table(scaling_table(group), f"{slug}-scaling", heading="###")
+            scaling = plots.scaling(group, out / f"{slug}-scaling.png", title=f"Scaling on {name} (dashed: ideal)")
+            if scaling:
+                w.images({"scaling": scaling})
+
+    report = out / "report.md"
+    report.write_text("\n".join(w.md).rstrip() + "\n")
+    return report, w.files
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="python -m results.report", description=__doc__.split("\n\n")[0])
+    parser.add_argument("dirs", nargs="+", help="run or sweep directories (or run_record.json files)")
+    parser.add_argument("--out", help="output folder (default: <dir>/report for one dir, else ./report)")
+    parser.add_argument("--title", default="Gradient communication overhead: results")
+    parser.add_argument("--machine-key", choices=["hosts", "devices"], default="hosts",
+                        help="what makes two runs the same machine (default: hostnames + device names)")
+    args = parser.parse_args(argv)
+    entries = load_entries(args.dirs)
+    if not entries:
+        raise SystemExit(f"results.report: no run records under {', '.join(args.dirs)} "
+                         "(each run writes run_record.json in its output dir).")
+    out = Path(args.out) if args.out else (Path(args.dirs[0]) / "report" if len(args.dirs) == 1 else Path("report"))
+    report, files = write_report(entries, out, args.title, argv, by=args.machine_key)
+    print(report.read_text())
+    print(f"report: {report}")
+    for f in files:
+        print(f"  {f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,438 @@
+"""Weights & Biases logging of run records (rank 0 only, after the record is on disk).
+
+Everything here is best effort: a W&B problem prints a warning and returns; it never raises into the
+job, never loses the local record, never prompts and never blocks on the network for long:
+  - mode "auto" goes online only when credentials exist (WANDB_API_KEY, identity token, netrc) and the
+    W&B host answers a TCP connect within logger.probe_timeout_s; otherwise offline, with the
+    `wandb sync` command to upload later;
+  - wandb.init has logger.init_timeout_s, run.finish has logger.finish_timeout_s; an online init that
+    fails falls back to offline;
+  - every run is finished (exit code 1 when the job failed, so W&B marks it failed) and the W&B
+    service process is torn down, so the rank can exit.
+W&B files go under the job's output dir (<dir>/wandb/...), next to the run record.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+MODES = ("auto", "online", "offline", "disabled")
+DEFAULTS: dict[str, Any] = {
+    "name": "wandb",
+    "mode": "auto",
+    "project": "ddp-comm-overhead",
+    "entity": None,
+    "group": None,
+    "tags": [],
+    "probe_timeout_s": 2.0,
+    "init_timeout_s": 30.0,
+    "finish_timeout_s": 60.0,
+}
+SIDECAR = "wandb_run.json"  # what was logged where; the sweep summary reads the group from it
+DEFAULT_BASE_URL = "https://api.wandb.ai"
+
+
+def _say(msg: str) -> None:
+    print(f"[wandb] {msg}", flush=True)
+
+
+def _warn(msg: str) -> None:
+    print(f"[wandb] WARNING: {msg}", file=sys.stderr, flush=True)
+
+
+def _plain(obj: Any) -> Any:
+    if obj is None:
+        return None
+    try:
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+        if isinstance(obj, (DictConfig, ListConfig)):
+            return OmegaConf.to_container(obj, resolve=True)
+    except Exception:
+        pass
+    return obj
+
+
+def logger_settings(cfg: Any = None, record: dict | None = None) -> dict[str, Any]:
+    """logger.* from cfg (a DictConfig or a plain dict: the whole config or its logger node), else from the record."""
+    plain = _plain(cfg) or {}
+    node = plain.get("logger", plain) if isinstance(plain, dict) else {}
+    if not node and record:
+        node = (record.get("config") or {}).get("logger") or {}
+    settings = dict(DEFAULTS)
+    settings.update({k: v for k, v in dict(node or {}).items() if v is not None or k in ("entity", "group")})
+    return settings
+
+
+def check_logger_config(cfg: Any) -> None:
+    """Bad logger settings, found before any rank starts."""
+    s = logger_settings(cfg)
+    if s.get("name") == "wandb" and str(s.get("mode")).lower() not in MODES:
+        from engine.errors import ConfigError
+        raise ConfigError(f"logger.mode={s.get('mode')!r} is not one of {', '.join(MODES)}; "
+                          "e.g. logger.mode=offline (upload later with `wandb sync`), or logger=none.")
+
+
+# ----------------------------------------------------------------------------------------- the mode
+
+
+def _base_url() -> str:
+    if os.environ.get("WANDB_BASE_URL"):
+        return os.environ["WANDB_BASE_URL"]
+    try:  # also reads `wandb login --host` settings files
+        from wandb.sdk import wandb_setup
+        return str(wandb_setup.singleton().settings.base_url)
+    except Exception:
+        return DEFAULT_BASE_URL
+
+
+def _has_credentials(base_url: str) -> bool:
+    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_IDENTITY_TOKEN_FILE"):
+        return True
+    try:
+        from wandb.sdk.lib.wbauth import read_netrc_auth
+        return bool(read_netrc_auth(host=base_url))
+    except Exception:
+        pass
+    try:
+        import netrc
+        path = os.environ.get("NETRC") or os.path.expanduser("~/.netrc")
+        return netrc.netrc(path).authenticators(urlsplit(base_url).hostname or "") is not None
+    except Exception:
+        return False
+
+
+def _probe_target(base_url: str) -> tuple[str, int]:
+    url = urlsplit(base_url)
+    scheme = url.scheme or "https"
+    host, port = url.hostname or "", url.port or (443 if scheme == "https" else 80)
+    no_proxy = os.environ.get("NO_PROXY") or os.environ.get("no_proxy") or ""
+    proxy = os.environ.get(f"{scheme.upper()}_PROXY") or os.environ.get(f"{scheme}_proxy")
+    if proxy and not any(host.endswith(h.strip().lstrip(".")) for h in no_proxy.split(",") if h.strip()):
+        p = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        return p.hostname or host, p.port or 80
+    return host, port
+
+
+def _reachable(base_url: str, timeout_s: float) -> tuple[bool, str]:
+    host, port = _probe_target(base_url)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True, ""
+    except OSError as e:
+        return False, f"{host}:{port}: {e.strerror or type(e).__name__}"
+
+
+def resolve_mode(settings: dict[str, Any]) -> tuple[str, str]:
+    """(mode, why): the W&B mode this run uses; never prompts, waits at most probe_timeout_s."""
+    requested = str(settings.get("mode") or "auto").lower()
+    if requested not in MODES:
+        return "offline", f"unknown logger.mode={requested!r} (one of {', '.join(MODES)})"
+    if requested in ("offline", "disabled"):
+        return requested, f"logger.mode={requested}"
+    env_mode = (os.environ.get("WANDB_MODE") or "").lower()
+    if requested == "auto" and env_mode in ("offline", "dryrun", "disabled"):
+        return ("disabled" if env_mode == "disabled" else "offline"), f"WANDB_MODE={env_mode}"
+    base_url = _base_url()
+    if not _has_credentials(base_url):
+        return "offline", f"not logged in to {base_url} (no WANDB_API_KEY, no netrc entry; `wandb login` fixes it)"
+    ok, why = _reachable(base_url, float(settings.get("probe_timeout_s") or 2.0))
+    if not ok:
+        return "offline", f"{base_url} not reachable ({why})"
+    return "online", f"logged in to {base_url}"
+
+
+# ----------------------------------------------------------------------------------------- naming
+
+
+def group_for(path: str | Path) -> str:
+    """One W&B group per sweep dir (or per single run's dir): its last two path parts, e.g. 2025-01-31_12-00-00."""
+    p = Path(path).resolve()
+    return f"{p.parent.name}_{p.name}" if p.parent.name else p.name
+
+
+def _record_group(record: dict, settings: dict) -> str:
+    if settings.get("group"):
+        return str(settings["group"])
+    job = record.get("job") or {}
+    where = job.get("sweep_dir") or job.get("output_dir") or (Path(record["_path"]).parent if record.get("_path") else ".")
+    return group_for(where)
+
+
+def swept_keys(sweep_dir: str | Path | None) -> list[str]:
+    """Keys the sweep varies (from <sweep_dir>/multirun.yaml, which Hydra writes before launching any job)."""
+    if not sweep_dir or not (Path(sweep_dir) / "multirun.yaml").is_file():
+        return []
+    try:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+        from omegaconf import OmegaConf
+
+        conf = OmegaConf.load(Path(sweep_dir) / "multirun.yaml")
+        params = OmegaConf.select(conf, "hydra.sweeper.params") or {}
+        task = [f"{k}={v}" for k, v in params.items()] + [str(o) for o in OmegaConf.select(conf, "hydra.overrides.task") or []]
+        parsed = OverridesParser.create().parse_overrides(task)
+        return [o.get_key_element().lstrip("+~") for o in parsed if o.is_sweep_override()]
+    except Exception:
+        return []
+
+
+def run_name(overrides: list[str], task: str | None, sweep_dir: str | Path | None = None) -> str:
+    """The job's overrides, the ones its sweep varies first (so runs in a group read apart at a glance)."""
+    parts = [o for o in overrides if not o.lstrip("+~").startswith(("logger", "hydra."))]
+    swept = swept_keys(sweep_dir)
+    if swept:
+        parts = sorted(parts, key=lambda o: o.partition("=")[0].lstrip("+~") not in swept)
+    name = " ".join(parts) or (task or "run")
+    return name if len(name) <= 128 else name[:127] + "…"
+
+
+def run_tags(cfg: Any, record: dict, settings: dict) -> list[str]:
+    """logger.tags + the config's top-level `tags` (experiment presets set either) + `experiment:<name>`."""
+    config = _plain(cfg) if cfg is not None else None
+    if not isinstance(config, dict) or "logger" not in config:
+        config = record.get("config") or {}
+    tags: list[str] = []
+    for source in (settings.get("tags"), config.get("tags")):
+        if isinstance(source, (list, tuple)):
+            tags += [str(t) for t in source]
+        elif isinstance(source, str):
+            tags.append(source)
+    experiment = config.get("experiment")
+    if isinstance(experiment, str) and experiment:
+        tags.append(f"experiment:{experiment}")
+    elif isinstance(experiment, dict) and experiment.get("name"):
+        tags.append(f"experiment:{experiment['name']}")
+    return list(dict.fromkeys(t[:64] for t in tags if t))
+
+
+# ----------------------------------------------------------------------------------------- runs
+
+
+class _Run:
+    """One W&B run: started with a fallback to offline, always finished and torn down."""
+
+    def __init__(self, settings: dict, *, dir: Path, **init_kwargs: Any) -> None:
+        self.settings = settings
+        self.dir = Path(dir)
+        self.init_kwargs = init_kwargs
+        self.run = None
+        self.mode = "disabled"
+        self.error = False
+
+    def start(self) -> bool:
+        mode, why = resolve_mode(self.settings)
+        if mode == "disabled":
+            if why.startswith("WANDB_MODE"):
+                _say(f"disabled ({why})")
+            return False
+        os.environ.setdefault("WANDB_SILENT", "true")
+        import wandb
+
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for attempt in ([mode, "offline"] if mode == "online" else [mode]):
+            try:
+                ws = wandb.Settings(silent=True, init_timeout=float(self.settings["init_timeout_s"]),
+                                    finish_timeout=float(self.settings["finish_timeout_s"]),
+                                    disable_git=True, save_code=False, console="off", x_disable_stats=True)
+                self.run = wandb.init(mode=attempt, dir=str(self.dir), settings=ws, reinit="create_new",
+                                      project=self.settings.get("project"), entity=self.settings.get("entity"),
+                                      **self.init_kwargs)
+                self.mode = attempt
+                if attempt != mode:
+                    why = f"online start failed ({why})"
+                break
+            except Exception as e:
+                why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                _warn(f"wandb.init(mode={attempt}) failed: {why}")
+        if self.run is None:
+            return False
+        if self.mode == "offline":
+            _say(f"offline ({why}); upload later with: wandb sync {self.run_dir}")
+        else:
+            _say(f"online: {getattr(self.run, 'url', '')}")
+        return True
+
+    @property
+    def run_dir(self) -> Path | None:
+        return Path(self.run.dir).parent if self.run is not None else None  # run.dir is <run dir>/files
+
+    def finish(self, failed: bool) -> None:
+        import wandb
+        try:
+            if self.run is not None:
+                self.run.finish(exit_code=1 if failed or self.error else 0)
+        except Exception as e:
+            _warn(f"finishing the W&B run failed: {type(e).__name__}: {e}")
+        finally:
+            try:
+                wandb.teardown()
+            except Exception as e:
+                _warn(f"W&B teardown failed: {type(e).__name__}: {e}")
+
+    def sidecar(self, out_dir: Path, **extra: Any) -> None:
+        if self.run is None:
+            return
+        info = {"mode": self.mode, "id": self.run.id, "project": self.settings.get("project"),
+                "entity": self.settings.get("entity"), "group": self.init_kwargs.get("group"),
+                "name": self.init_kwargs.get("name"), "job_type": self.init_kwargs.get("job_type"),
+                "run_dir": str(self.run_dir), "url": getattr(self.run, "url", None) if self.mode == "online" else None,
+                "sync": f"wandb sync {self.run_dir}" if self.mode == "offline" else None, **extra}
+        (out_dir / SIDECAR).write_text(json.dumps(info, indent=2))
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _history(run, result: dict) -> None:
+    """Per measured step (rank 0): step time, each phase, throughput."""
+    series = result.get("series") or {}
+    times = series.get("step_time_s") or []
+    phases = series.get("phases") or {}
+    tp = result.get("throughput") or {}
+    per_step = None  # samples per step, as the record defines its throughput
+    if tp.get("samples_per_s") and tp.get("steps_per_s"):
+        per_step = tp["samples_per_s"] / tp["steps_per_s"]
+    elif result.get("global_batch"):
+        per_step = result["global_batch"]
+    for i, t in enumerate(times):
+        if t is None:
+            continue
+        row: dict[str, Any] = {"step/time_ms": t * 1e3}
+        if t > 0:
+            row["throughput/steps_per_s"] = 1.0 / t
+            if per_step:
+                row["throughput/samples_per_s"] = per_step / t
+        for name, values in phases.items():
+            if values and i < len(values) and values[i] is not None:
+                row[f"phase_ms/{name}"] = values[i] * 1e3
+        run.log(row, step=i)
+
+
+def log_run(record: dict, cfg: Any = None) -> None:
+    """Log one finished (or failed) run record as a W&B run. Never raises."""
+    w = None
+    failed = record.get("status") != "ok"
+    try:
+        settings = logger_settings(cfg, record)
+        if settings.get("name") in ("none", None):
+            return
+        job = record.get("job") or {}
+        out_dir = Path(job.get("output_dir") or (Path(record["_path"]).parent if record.get("_path") else "."))
+        config = dict(record.get("config") or {})
+        config.setdefault("overrides", record.get("overrides"))
+        config.setdefault("env", record.get("env"))
+        w = _Run(settings, dir=out_dir, group=_record_group(record, settings), job_type=record.get("task") or "train",
+                 name=run_name(list(record.get("overrides") or []), record.get("task"), job.get("sweep_dir")),
+                 config=config, tags=run_tags(cfg, record, settings))
+        if not w.start():
+            return
+        result = record.get("result") or {}
+        try:
+            _history(w.run, result)
+            if isinstance(result.get("rows"), list) and result["rows"]:
+                import wandb
+                cols = list(dict.fromkeys(k for r in result["rows"] for k in r))
+                w.run.log({"rows": wandb.Table(columns=cols, data=[[_clean(r.get(c)) for c in cols]
+                                                                    for r in result["rows"]],
+                                               allow_mixed_types=True)})
+            summary = {k: _clean(v) for k, v in (result.get("headline") or {}).items()}
+            summary.update(status=record.get("status"), task=record.get("task"),
+                           world_size=result.get("world_size") or (record.get("env") or {}).get("world_size"),
+                           device=result.get("device_name"), run_record=str(out_dir / "run_record.json"))
+            if failed:
+                summary["error"] = str(record.get("error") or "")[:2000]
+            w.run.summary.update(summary)
+        except Exception as e:
+            w.error = True
+            _warn(f"logging to W&B failed part-way ({type(e).__name__}: {e}); the run record is intact")
+        w.sidecar(out_dir)
+    except Exception as e:
+        _warn(f"W&B logging skipped ({type(e).__name__}: {e}); the run record is intact")
+    finally:
+        if w is not None and w.run is not None:
+            w.finish(failed)
+
+
+def logged(out_dir: str | Path) -> bool:
+    """Whether a W&B run was logged for the job in out_dir (its sidecar exists)."""
+    return (Path(out_dir) / SIDECAR).is_file()
+
+
+log_failed = log_run  # a failed record (status "failed") is logged the same way; its run is marked failed
+
+
+def _sidecar_group(entries: list) -> str | None:
+    groups = []
+    for e in entries:
+        if e.output_dir and (Path(e.output_dir) / SIDECAR).is_file():
+            try:
+                groups.append(json.loads((Path(e.output_dir) / SIDECAR).read_text()).get("group"))
+            except (OSError, ValueError):
+                pass
+    groups = [g for g in groups if g]
+    return max(set(groups), key=groups.count) if groups else None
+
+
+def log_sweep(table, entries: list, sweep_dir: str | Path, logger_cfg: Any, *, images: dict | None = None,
+              command: str = "", tags: list | None = None) -> None:
+    """The sweep table (+ plots) as a W&B run of job_type sweep_summary, in the jobs' group. Never raises."""
+    sweep_dir = Path(sweep_dir)
+    w = None
+    failed = [e for e in entries if not e.ok]
+    try:
+        settings = logger_settings(logger_cfg)
+        if settings.get("name") in ("none", None):
+            return
+        group = settings.get("group") or _sidecar_group(entries) or group_for(sweep_dir)
+        w = _Run(settings, dir=sweep_dir, group=group, job_type="sweep_summary", name=f"sweep summary {group}",
+                 config={"command": command, "sweep_dir": str(sweep_dir.resolve()), "jobs": len(entries)},
+                 tags=list(dict.fromkeys(str(t)[:64] for t in [*(settings.get("tags") or []), *(tags or [])])))
+        if not w.start():
+            return
+        import wandb
+        try:
+            columns = list(table.columns)
+            data = [[_wandb_cell(row.get(c)) for c in columns] for row in table.rows]
+            wtable = wandb.Table(columns=columns, data=data, allow_mixed_types=True)
+            logged: dict[str, Any] = {"sweep_table": wtable}
+            for name, path in (images or {}).items():
+                logged[f"plots/{name}"] = wandb.Image(str(path))
+            value = next((c for c in ("samples/s", "steps/s") if c in columns), None)
+            if value is not None:
+                label = "overrides" if "overrides" in columns else columns[0]
+                bars = wandb.Table(columns=[label, value],
+                                   data=[[str(r.get(label)), _wandb_cell(r.get(value))] for r in table.rows
+                                         if isinstance(r.get(value), (int, float))])
+                logged["throughput_bar"] = wandb.plot.bar(bars, label, value, title=f"{value} per job")
+            w.run.log(logged)
+            w.run.summary.update({"jobs": len(entries), "failed_jobs": len(failed), "notes": " ".join(table.notes)})
+        except Exception as e:
+            w.error = True
+            _warn(f"logging the sweep table to W&B failed ({type(e).__name__}: {e}); sweep_table.md/csv are intact")
+        w.sidecar(sweep_dir)
+        if w.mode == "offline":
+            _say(f"upload the whole sweep later with: wandb sync {sweep_dir}/wandb/offline-run-* "
+                 f"{sweep_dir}/*/wandb/offline-run-*")
+    except Exception as e:
+        _warn(f"W&B sweep summary skipped ({type(e).__name__}: {e}); sweep_table.md/csv are intact")
+    finally:
+        if w is not None and w.run is not None:
+            w.finish(False)
+
+
+def _wandb_cell(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return _clean(value)
+    return None if value is None else str(value)

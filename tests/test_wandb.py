@@ -1,0 +1,290 @@
+"""W&B logging, checked on the files W&B writes in offline mode (the .wandb run file, the table JSON), no mocks."""
+from __future__ import annotations
+
+import csv
+import glob
+import http.server
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from results import wandb_log
+from results.record import RECORD_NAME, read_record, write_record
+from results.sample_records import train_record, write_sweep
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# --- reading what W&B wrote ------------------------------------------------------------------------------------
+
+def wandb_records(run_file: str | Path):
+    """Records of a .wandb file (W&B's leveldb-log format: 7-byte header, 32 KiB blocks of CRC|len|type chunks)."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    data = Path(run_file).read_bytes()
+    assert data[:4] == b":W&B", run_file
+    pos, buf, block = 7, b"", 32768
+    while pos + 7 <= len(data):
+        if block - pos % block < 7:
+            pos += block - pos % block
+            continue
+        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        pos += 7
+        if kind == 0 and length == 0:
+            break
+        buf += data[pos:pos + length]
+        pos += length
+        if kind in (1, 4):  # FULL or LAST
+            record = pb.Record()
+            record.ParseFromString(buf)
+            buf = b""
+            yield record
+
+
+def read_run(run_dir: str | Path) -> dict:
+    """run (group, job_type, name, tags), history rows, final summary and exit code of one offline run."""
+    out = {"history": [], "summary": {}, "exit_code": None}
+    files = glob.glob(str(Path(run_dir) / "run-*.wandb"))
+    if not files:  # a run whose process was killed before W&B wrote anything
+        return out
+    (run_file,) = files
+    for r in wandb_records(run_file):
+        kind = r.WhichOneof("record_type")
+        if kind == "run":
+            out.update(group=r.run.run_group, job_type=r.run.job_type, name=r.run.display_name,
+                       tags=list(r.run.tags), project=r.run.project,
+                       config={u.key: json.loads(u.value_json) for u in r.run.config.update})
+        elif kind == "history":
+            out["history"].append({"/".join(i.nested_key) or i.key: json.loads(i.value_json) for i in r.history.item})
+        elif kind == "summary":
+            for u in r.summary.update:
+                out["summary"]["/".join(u.nested_key) or u.key] = json.loads(u.value_json)
+        elif kind == "exit":
+            out["exit_code"] = r.exit.exit_code
+    return out
+
+
+def offline_runs(directory: Path) -> list[Path]:
+    return sorted(Path(p) for p in glob.glob(str(directory / "wandb" / "offline-run-*")))
+
+
+@pytest.fixture
+def wandb_env(tmp_path, monkeypatch):
+    """No credentials, no user W&B settings: what a fresh CI machine looks like."""
+    for var in [v for v in os.environ if v.startswith("WANDB_")]:
+        monkeypatch.delenv(var)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("NETRC", str(home / ".netrc"))
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(home / "wandb-config"))
+    monkeypatch.setenv("WANDB_CACHE_DIR", str(home / "wandb-cache"))
+    monkeypatch.setenv("WANDB_DATA_DIR", str(home / "wandb-data"))
+    return home
+
+
+@pytest.fixture
+def refused_port():
+    """A port bound but not listening: connections are refused at once."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    yield s.getsockname()[1]
+    s.close()
+
+
+# --- mode -------------------------------------------------------------------------------------------------------
+
+def test_mode_auto_goes_offline_without_credentials_or_host_and_online_with_both(wandb_env, monkeypatch,
+                                                                                 refused_port):
+    assert wandb_log.resolve_mode({"mode": "disabled"})[0] == "disabled"
+    assert wandb_log.resolve_mode({"mode": "offline"})[0] == "offline"
+    mode, why = wandb_log.resolve_mode({"mode": "auto"})
+    assert mode == "offline" and "not logged in" in why
+
+    monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{refused_port}")
+    t = time.monotonic()
+    mode, why = wandb_log.resolve_mode({"mode": "online", "probe_timeout_s": 2})
+    assert mode == "offline" and "not reachable" in why and time.monotonic() - t < 3
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    try:
+        monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{listener.getsockname()[1]}")
+        assert wandb_log.resolve_mode({"mode": "auto", "probe_timeout_s": 2})[0] == "online"
+    finally:
+        listener.close()
+
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    assert wandb_log.resolve_mode({"mode": "auto"})[0] == "disabled"
+
+
+def test_netrc_entry_counts_as_logged_in(wandb_env, monkeypatch):
+    monkeypatch.setenv("WANDB_BASE_URL", "https://wandb.example.org")
+    (wandb_env / ".netrc").write_text("machine wandb.example.org\n  login user\n  password " + "p" * 40 + "\n")
+    (wandb_env / ".netrc").chmod(0o600)
+    assert wandb_log._has_credentials("https://wandb.example.org")
+    assert not wandb_log._has_credentials("https://other.example.org")
+
+
+# --- one run ----------------------------------------------------------------------------------------------------
+
+def _job(tmp_path, **kw):
+    job_dir = tmp_path / "sweep" / "0"
+    rec = train_record(overrides=["optim=none", "bucket=25", "logger.mode=offline"], steps_per_s=2.0, num=0,
+                       sweep_dir=str(tmp_path / "sweep"), output_dir=str(job_dir), **kw)
+    write_record(job_dir, rec)
+    return job_dir, read_record(job_dir)
+
+
+def test_offline_run_has_group_config_tags_history_and_headline_summary(tmp_path, wandb_env, capsys):
+    job_dir, rec = _job(tmp_path)
+    cfg = {**rec["config"], "logger": {"name": "wandb", "mode": "offline", "tags": ["cpu"]}, "tags": ["vit_study"]}
+    wandb_log.log_run(rec, cfg)
+    (run_dir,) = offline_runs(job_dir)
+    run = read_run(run_dir)
+    assert run["group"] == wandb_log.group_for(tmp_path / "sweep") == f"{tmp_path.name}_sweep"
+    assert run["job_type"] == "train" and run["name"] == "optim=none bucket=25"
+    assert set(run["tags"]) == {"cpu", "vit_study"} and run["project"] == "ddp-comm-overhead"
+    assert run["config"]["task"] == "train" and run["config"]["overrides"] == rec["overrides"]
+    steps = rec["result"]["series"]["step_time_s"]
+    assert [h["step/time_ms"] for h in run["history"]] == pytest.approx([t * 1e3 for t in steps])
+    assert run["history"][0]["phase_ms/backward"] == pytest.approx(rec["result"]["series"]["phases"]["backward"][0] * 1e3)
+    assert run["history"][0]["throughput/samples_per_s"] == pytest.approx(8 / steps[0])  # 4 per rank x 2 ranks
+    for label, value in rec["result"]["headline"].items():
+        assert run["summary"][label] == pytest.approx(value)
+    assert run["summary"]["status"] == "ok" and run["exit_code"] == 0
+    assert f"wandb sync {run_dir}" in capsys.readouterr().out
+    side = json.loads((job_dir / wandb_log.SIDECAR).read_text())
+    assert side["group"] == run["group"] and side["mode"] == "offline"
+
+
+def test_failed_record_gives_a_finished_run_marked_failed(tmp_path, wandb_env):
+    job_dir, rec = _job(tmp_path, status="failed", error="RuntimeError: rank 1 died")
+    wandb_log.log_failed(rec, {"logger": {"name": "wandb", "mode": "offline"}})
+    run = read_run(offline_runs(job_dir)[0])
+    assert run["exit_code"] == 1 and run["summary"]["status"] == "failed"
+    assert "rank 1 died" in run["summary"]["error"]
+
+
+def test_a_wandb_failure_never_raises_and_leaves_the_record(tmp_path, wandb_env, capsys):
+    job_dir, rec = _job(tmp_path)
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("a file where W&B wants a directory")
+    rec["job"]["output_dir"] = str(blocker)
+    wandb_log.log_run(rec, {"logger": {"name": "wandb", "mode": "offline"}})  # must not raise
+    assert "WARNING" in capsys.readouterr().err
+    rec["job"]["output_dir"] = str(job_dir)
+    wandb_log.log_run(rec, {"logger": {"name": "wandb", "mode": "offline", "project": "bad/name"}})  # wandb.init raises
+    assert "Invalid project name" in capsys.readouterr().err
+    assert read_record(job_dir / RECORD_NAME)["status"] == "ok"
+    wandb_log.log_run(rec, {"logger": {"name": "wandb", "mode": "disabled"}})
+    wandb_log.log_run(rec, {"logger": {"name": "none"}})
+    assert not (job_dir / "wandb").exists()
+
+
+def test_online_with_a_broken_server_falls_back_to_offline_in_seconds(tmp_path, wandb_env, monkeypatch):
+    class Broken(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.send_response(500)
+            self.end_headers()
+
+        do_GET = do_POST
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Broken)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{server.server_address[1]}")
+        monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
+        job_dir, rec = _job(tmp_path)
+        t = time.monotonic()
+        wandb_log.log_run(rec, {"logger": {"name": "wandb", "mode": "online", "init_timeout_s": 3}})
+        assert time.monotonic() - t < 30
+    finally:
+        server.shutdown()
+    (run_dir,) = offline_runs(job_dir)
+    assert read_run(run_dir)["exit_code"] == 0
+
+
+def test_sweep_summary_run_holds_the_table(tmp_path, wandb_env):
+    from results.callbacks import sweep_entries
+    from results.plots import standard_plots
+    from results.table import build_table
+
+    sweep = tmp_path / "sweep"
+    write_sweep(sweep, [train_record(overrides=[f"bucket={b}"], bucket=b, steps_per_s=s)
+                        for b, s in ((25, 2.0), (100, 3.0))], ["bucket=25,100"])
+    entries = sweep_entries(sweep)
+    table = build_table(entries)
+    images = standard_plots(entries, sweep, prefix="sweep_")
+    wandb_log.log_sweep(table, entries, sweep, {"name": "wandb", "mode": "offline"}, images=images, command="cmd")
+    (run_dir,) = offline_runs(sweep)
+    run = read_run(run_dir)
+    assert run["job_type"] == "sweep_summary" and run["group"] == wandb_log.group_for(sweep)
+    (table_json,) = glob.glob(str(run_dir / "files" / "media" / "table" / "sweep_table_*.table.json"))
+    data = json.loads(Path(table_json).read_text())
+    assert [row[data["columns"].index("steps/s")] for row in data["data"]] == [2.0, 3.0]
+    assert glob.glob(str(run_dir / "files" / "media" / "images" / "plots" / "*.png"))
+
+
+# --- end to end: train.py sweeps -------------------------------------------------------------------------------
+
+def _train(tmp_path, *args, env=None):
+    return subprocess.run([sys.executable, "train.py", "-m", *args, "model=vgg11_tiny", "scale=smoke",
+                           f"hydra.sweep.dir={tmp_path / 'sweep'}"], cwd=REPO, capture_output=True, text=True,
+                          timeout=400, env={**os.environ, **(env or {})})
+
+
+@pytest.mark.slow
+def test_sweep_offline_gives_one_run_per_job_and_a_summary_in_one_group(tmp_path, wandb_env):
+    proc = _train(tmp_path, "optim=none,bf16", "bucket=25,100", "logger=wandb", "logger.mode=offline")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    sweep = tmp_path / "sweep"
+    job_runs = [offline_runs(sweep / str(n)) for n in range(4)]
+    assert all(len(r) == 1 for r in job_runs), job_runs
+    jobs = [read_run(r[0]) for r in job_runs]
+    (summary_dir,) = offline_runs(sweep)
+    summary = read_run(summary_dir)
+    assert {j["group"] for j in jobs} == {summary["group"]} == {wandb_log.group_for(sweep)}
+    assert [j["job_type"] for j in jobs] == ["train"] * 4 and summary["job_type"] == "sweep_summary"
+    assert [j["exit_code"] for j in jobs] == [0] * 4
+    assert jobs[3]["name"].startswith("optim=bf16 bucket=100")
+    (table_json,) = glob.glob(str(summary_dir / "files" / "media" / "table" / "sweep_table_*.table.json"))
+    table = json.loads(Path(table_json).read_text())
+    col = table["columns"].index
+    assert len(table["data"]) == 4
+    for n, row in enumerate(table["data"]):
+        record = read_record(sweep / str(n))
+        assert row[col("status")] == "ok" and row[col("job")] == n
+        assert row[col("steps/s")] == pytest.approx(record["result"]["throughput"]["steps_per_s"])
+    assert "job 4/4" in proc.stdout and (sweep / "sweep_table.md").is_file()
+
+
+@pytest.mark.slow
+def test_sweep_with_wandb_unreachable_completes_keeps_every_record_and_marks_the_failed_run(
+        tmp_path, wandb_env, refused_port):
+    env = {"WANDB_BASE_URL": f"http://127.0.0.1:{refused_port}", "WANDB_API_KEY": "k" * 40}
+    proc = _train(tmp_path, "fault.rank=null,1", "logger=wandb", "logger.mode=online", env=env)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]  # job 1 failed (injected), by design
+    sweep = tmp_path / "sweep"
+    records = [read_record(sweep / str(n)) for n in range(2)]
+    assert [r["status"] for r in records] == ["ok", "failed"] and "fault injected" in records[1]["error"]
+    assert "not reachable" in proc.stdout and "wandb sync" in proc.stdout
+    with open(sweep / "sweep_table.csv") as f:
+        assert [row["status"] for row in csv.DictReader(f)] == ["ok", "failed"]
+    ok_run = read_run(offline_runs(sweep / "0")[0])
+    assert ok_run["exit_code"] == 0 and ok_run["summary"]["status"] == "ok"
+    finished = [read_run(r) for r in offline_runs(sweep / "1")]
+    finished = [r for r in finished if r["exit_code"] is not None]
+    assert len(finished) == 1 and finished[0]["exit_code"] == 1 and finished[0]["summary"]["status"] == "failed"
+    assert len(offline_runs(sweep)) == 1  # the summary run
