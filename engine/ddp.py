@@ -140,8 +140,9 @@ class DDPSync:
         pass  # DDP all-reduces inside backward
 
     def buckets(self) -> list[int]:
-        """Bucket sizes in bytes as DDP built them (after its rebuild on the first step); the first bucket is small
-        (DDP caps it at 1 MiB) whatever bucket_cap_mb says."""
+        """Bucket sizes in bytes as DDP reports it built them (after its rebuild on the first step), so a bucket
+        sweep shows what really changed (e.g. a tensor larger than the cap gets a bucket of its own; older torch
+        versions also capped the first bucket at 1 MiB)."""
         data = self.model._get_ddp_logging_data()
         sizes = data.get("rebuilt_bucket_sizes") or data.get("bucket_sizes") or ""
         return [int(s) for s in str(sizes).split(",") if s.strip()]

@@ -82,8 +82,10 @@ def run_rank(plain: dict, job: dict) -> dict | None:
             record = base_record(plain, job, locals().get("env") or {}, started, status="failed")
             record["error"] = f"rank {rank}: {type(e).__name__}: {e}"
             record["traceback"] = traceback.format_exc()
-            record["result"] = None
+            record["result"] = getattr(e, "result", None)  # e.g. a failed correctness check keeps its figures
             write_record(output_dir, record)  # W&B is told by launchers/job.py, which outlives the ranks
+            if record["result"] is not None:
+                print(module.summarize(record), flush=True)
         raise
     finally:
         if dist.is_initialized():

@@ -1,0 +1,374 @@
+"""task=collectives: the nccl-tests-style microbenchmark users compare against.
+
+For each op and message size: `warmup_iters` untimed calls, one window of `iters` back-to-back calls (time per op =
+window / iters), then `check_iters` separate untimed rounds on inputs whose result is known exactly (comm/check.py)
+that count wrong elements. The table has nccl-tests' columns (size, count, type, redop, root, then time/algbw/busbw/
+#wrong for out-of-place and in-place), plus the slowest rank's time. Sizes follow nccl-tests: the buffer for
+all_reduce/broadcast, the total over ranks for all_gather/reduce_scatter.
+
+torch has no out-of-place all_reduce or broadcast: their out-of-place column times a copy of the input into the
+output buffer plus the in-place call (the output says so). Timing buffers hold zeros (values never grow or overflow
+over many in-place rounds); check rounds use the exact-result inputs.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.distributed as dist
+
+from comm import CorrectnessError
+from comm import bandwidth as bw
+from comm.check import count_wrong, expected_output, fill_input
+from comm.measure import gather_all, rank_stats, resolve_device, synchronize, time_window
+from engine.errors import ConfigError
+
+MODES = {"out_of_place": "out-of-place", "in_place": "in-place"}
+ROOT = 0
+CHECK_CHUNK_BYTES = 128 << 20      # expected values are built in float64 chunks of at most this size
+
+
+# ----------------------------------------------------------------------------------------------------------- config
+def settings(cfg) -> dict:
+    """The collectives section, validated; every problem is a ConfigError naming the key and the fix."""
+    c = cfg.collectives
+    ops = list(c.ops) if not isinstance(c.ops, str) else [c.ops]
+    for op in ops:
+        if op not in bw.OPS:
+            guess = [o for o in bw.OPS if o.replace("_", "") == str(op).replace("_", "").lower()]
+            hint = f" Did you mean {guess[0]}?" if guess else ""
+            raise ConfigError(f"collectives.ops: {op!r} is not a collective this task runs; choose from "
+                              f"{', '.join(bw.OPS)}.{hint}")
+    if not ops:
+        raise ConfigError("collectives.ops is empty; list at least one of " + ", ".join(bw.OPS) + ".")
+    if c.reduce_op not in bw.REDUCE_OPS:
+        raise ConfigError(f"collectives.reduce_op={c.reduce_op!r}: choose one of {', '.join(bw.REDUCE_OPS)}.")
+    try:
+        dtype = bw.dtype_name(c.dtype)
+    except KeyError:
+        raise ConfigError(f"collectives.dtype={c.dtype!r}: choose one of {', '.join(bw.DTYPES)}.") from None
+    for key in ("min_bytes", "max_bytes", "iters"):
+        if not isinstance(c[key], int) or c[key] < 1:
+            raise ConfigError(f"collectives.{key}={c[key]!r}: must be a whole number >= 1.")
+    for key in ("warmup_iters", "check_iters"):
+        if not isinstance(c[key], int) or c[key] < 0:
+            raise ConfigError(f"collectives.{key}={c[key]!r}: must be a whole number >= 0.")
+    if c.min_bytes > c.max_bytes:
+        raise ConfigError(f"collectives.min_bytes={c.min_bytes} is larger than max_bytes={c.max_bytes}.")
+    if not isinstance(c.factor, (int, float)) or not c.factor > 1:
+        raise ConfigError(f"collectives.factor={c.factor!r}: sizes grow by this factor, so it must be > 1 "
+                          "(nccl-tests' -f; 2 doubles the size each step).")
+    inplace = c.inplace
+    if inplace in (True, "true", "in_place"):
+        modes = ["in_place"]
+    elif inplace in (False, "false", "out_of_place"):
+        modes = ["out_of_place"]
+    elif inplace == "both":
+        modes = ["out_of_place", "in_place"]
+    else:
+        raise ConfigError(f"collectives.inplace={inplace!r}: true (in-place), false (out-of-place) or both "
+                          "(both column groups, as nccl-tests prints).")
+    if str(c.device) not in ("auto", "cpu", "cuda"):
+        raise ConfigError(f"collectives.device={c.device!r}: choose auto, cpu or cuda.")
+    corrupt_rank = c.get("corrupt_rank", None)
+    if corrupt_rank is not None and (not isinstance(corrupt_rank, int) or corrupt_rank < 0):
+        raise ConfigError(f"collectives.corrupt_rank={corrupt_rank!r}: a rank number, or null.")
+    return {
+        "ops": ops, "reduce_op": str(c.reduce_op), "dtype": dtype, "elem": bw.element_size(dtype),
+        "sizes": bw.size_list(int(c.min_bytes), int(c.max_bytes), float(c.factor)),
+        "warmup_iters": int(c.warmup_iters), "iters": int(c.iters), "check_iters": int(c.check_iters),
+        "modes": modes, "device": str(c.device), "corrupt_rank": corrupt_rank,
+    }
+
+
+def check_config(cfg) -> None:
+    s = settings(cfg)
+    backend = str(cfg.get("backend", "auto"))
+    refused = known_unsupported("gloo" if backend == "auto" and torch.cuda.device_count() == 0 else backend, s)
+    if refused:
+        raise ConfigError(refused)
+    if str(cfg.get("backend", "auto")) == "nccl" and s["device"] == "cpu":
+        raise ConfigError("collectives.device=cpu with backend=nccl: NCCL only moves CUDA tensors. "
+                          "Use backend=gloo, or collectives.device=cuda/auto.")
+    if s["device"] == "cuda" and torch.cuda.device_count() == 0:
+        raise ConfigError("collectives.device=cuda but no GPU is visible. Use collectives.device=cpu (or auto).")
+    if s["device"] != "cuda" and torch.cuda.device_count() == 0:
+        world = int(cfg.get("world_size") or 1)
+        _check_host_memory(s, world)
+
+
+def _check_host_memory(s: dict, ranks_on_host: int) -> None:
+    """Refuse sizes whose buffers cannot fit, instead of letting the OOM killer take a rank mid-collective."""
+    need = ranks_on_host * (2 * max(s["sizes"]) + CHECK_CHUNK_BYTES * 3)
+    try:
+        avail = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return
+    if need > 0.8 * avail:
+        raise ConfigError(
+            f"collectives.max_bytes={max(s['sizes'])}: {ranks_on_host} ranks need about {bw.fmt_bytes(need)} of "
+            f"buffers on this host and {bw.fmt_bytes(avail)} is free. Lower collectives.max_bytes or world_size.")
+
+
+def plan_sizes(op: str, sizes: list[int], elem: int, world_size: int) -> tuple[list[tuple[int, int]], str | None]:
+    """(requested, used) sizes for one op, and a note when rounding changed any (nccl-tests rounds silently)."""
+    unit = bw.size_unit(op, elem, world_size)
+    planned, seen = [], set()
+    for s in sizes:
+        r = bw.round_size(s, unit)
+        if r not in seen:
+            seen.add(r)
+            planned.append((s, r))
+    changed = [(a, b) for a, b in planned if a != b]
+    dropped = len(sizes) - len(planned)
+    note = None
+    if changed or dropped:
+        why = (f"{elem} B per element x {world_size} ranks" if op in bw.SPLIT_OPS else f"{elem} B per element")
+        shown = ", ".join(f"{a}->{b}" for a, b in changed[:4]) + (" ..." if len(changed) > 4 else "")
+        note = f"{op}: sizes rounded down to a multiple of {unit} B ({why}): {shown}"
+        if dropped:
+            note += f"; {dropped} size(s) fell onto an earlier one and were dropped"
+    return planned, note
+
+
+# ---------------------------------------------------------------------------------------------------------- buffers
+class Case:
+    """Buffers and the call for one (op, size, mode). `send` is what the check fills, `out` what it reads."""
+
+    def __init__(self, op: str, mode: str, size: int, s: dict, rank: int, world: int, device: torch.device):
+        self.op, self.mode, self.rank, self.world = op, mode, rank, world
+        self.redop_name = s["reduce_op"] if op in bw.REDUCING_OPS else "none"
+        self.redop = getattr(dist.ReduceOp, bw.REDUCE_OPS[s["reduce_op"]])
+        self.counts = bw.counts(op, size, s["elem"], world)
+        dtype = bw.DTYPES[s["dtype"]][0]
+        send_n, recv_n = self.counts["send"], self.counts["recv"]
+        inplace = mode == "in_place"
+        if op == "all_gather" and inplace:
+            self.out = torch.zeros(recv_n, dtype=dtype, device=device)
+            self.send = self.out.narrow(0, rank * send_n, send_n)          # nccl-tests' in-place offset
+        elif op == "reduce_scatter" and inplace:
+            self.send = torch.zeros(send_n, dtype=dtype, device=device)
+            self.out = self.send.narrow(0, rank * recv_n, recv_n)
+        elif inplace:                                                         # all_reduce, broadcast
+            self.send = self.out = torch.zeros(send_n, dtype=dtype, device=device)
+        else:
+            self.send = torch.zeros(send_n, dtype=dtype, device=device)
+            self.out = torch.zeros(recv_n, dtype=dtype, device=device)
+
+    def __call__(self) -> None:
+        op, send, out = self.op, self.send, self.out
+        if op == "all_reduce":
+            if out is not send:
+                out.copy_(send)
+            dist.all_reduce(out, op=self.redop)
+        elif op == "broadcast":
+            if out is not send and self.rank == ROOT:
+                out.copy_(send)
+            dist.broadcast(out, src=ROOT)
+        elif op == "all_gather":
+            dist.all_gather_into_tensor(out, send)
+        elif op == "reduce_scatter":
+            dist.reduce_scatter_tensor(out, send, op=self.redop)
+
+    def zero(self) -> None:
+        self.send.zero_()
+        self.out.zero_()
+
+
+def run_check(case: Case, s: dict, rounds: int, device: torch.device, corrupt: bool = False) -> int:
+    """Wrong elements on this rank over `rounds` untimed calls with exact-result inputs. corrupt=True perturbs one
+    output element after the first call, to show the check catches a wrong result."""
+    op, rank, world = case.op, case.rank, case.world
+    redop = s["reduce_op"] if op in bw.REDUCING_OPS else None
+    wrong = 0
+    for k in range(rounds):
+        salt = 1 + 7 * k
+        case.zero()
+        if not (op == "broadcast" and rank != ROOT):      # non-roots keep zeros: a broadcast that did nothing shows
+            fill_input(case.send, redop, rank, world, s["dtype"], salt)
+        case()
+        synchronize(device)
+        if corrupt and k == 0:
+            case.out.view(-1)[0] += 1
+        wrong += _compare(case, redop, s["dtype"], device, salt)
+    return wrong
+
+
+def _compare(case: Case, redop: str | None, dtype: str, device: torch.device, salt: int) -> int:
+    recv = case.counts["recv"]
+    chunk = max(4096, CHECK_CHUNK_BYTES // 8 // max(1, case.world))
+    wrong = 0
+    flat = case.out.view(-1)
+    for lo in range(0, recv, chunk):
+        hi = min(recv, lo + chunk)
+        want = expected_output(case.op, redop, case.rank, case.world, recv, dtype, device, ROOT, salt, lo, hi)
+        wrong += count_wrong(flat[lo:hi], want, redop, dtype, case.world)
+    return wrong
+
+
+# -------------------------------------------------------------------------------------------------------------- run
+def run(ctx) -> dict | None:
+    s = settings(ctx.cfg)
+    device = resolve_device(s["device"], ctx.backend, ctx.device, ctx.local_rank)
+    if device.type == "cpu":
+        _check_host_memory(s, int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world_size)))
+    refused = known_unsupported(ctx.backend, s)
+    if refused:
+        raise ConfigError(refused)
+    rank, world = ctx.rank, ctx.world_size
+    corrupt = s["corrupt_rank"] is not None and s["corrupt_rank"] == rank
+    if s["corrupt_rank"] is not None and s["corrupt_rank"] >= world:
+        raise ConfigError(f"collectives.corrupt_rank={s['corrupt_rank']} but the run has {world} ranks.")
+
+    entries, notes = [], []
+    for op in s["ops"]:
+        planned, note = plan_sizes(op, s["sizes"], s["elem"], world)
+        if note:
+            notes.append(note)
+        for requested, size in planned:
+            for mode in s["modes"]:
+                case = Case(op, mode, size, s, rank, world, device)
+                _warm_up(case, s["warmup_iters"], ctx.backend, device)
+                seconds = time_window(case, s["iters"], device)
+                wrong = run_check(case, s, s["check_iters"], device, corrupt) if s["check_iters"] else None
+                entries.append({"op": op, "mode": mode, "requested": requested, "size": size,
+                                "counts": case.counts, "seconds": seconds, "wrong": wrong})
+                del case
+    if any(op in ("all_reduce", "broadcast") for op in s["ops"]) and "out_of_place" in s["modes"]:
+        notes.append("out-of-place all_reduce/broadcast: torch has no out-of-place form; timed as a copy into the "
+                     "output buffer plus the in-place call")
+    if s["warmup_iters"] == 0:
+        notes.append("warmup_iters=0: each case still makes one untimed call first (it probes whether the backend "
+                     "can run the op)")
+    if s["corrupt_rank"] is not None:
+        notes.append(f"collectives.corrupt_rank={s['corrupt_rank']}: that rank perturbs one output element in the "
+                     "first check round of every case (to show the check catches it)")
+
+    per_rank = gather_all([(e["seconds"], e["wrong"]) for e in entries])
+    result = _result(s, entries, per_rank, notes, ctx, device)
+    if result["wrong_total"] and ctx.is_main:       # only rank 0: its record must be written before peers exit
+        raise CorrectnessError(
+            f"collectives: {result['wrong_total']} wrong elements in the correctness check "
+            f"({', '.join(sorted({r['op'] for r in result['rows'] if r['wrong']}))})",
+            result)
+    return result if ctx.is_main else None
+
+
+def _warm_up(case: Case, iters: int, backend: str, device: torch.device) -> None:
+    """The first call also tells us whether this backend can run the op at all: an error there that is not a
+    communication failure (torch.distributed.DistError) means it cannot, and the user gets that plainly."""
+    try:
+        case()
+        synchronize(device)
+    except dist.DistError:
+        raise
+    except (RuntimeError, NotImplementedError, ValueError, TypeError) as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ConfigError(
+            f"backend {backend} cannot run {case.op} ({MODES[case.mode]}, reduce_op={case.redop_name}) on "
+            f"{device.type} {case.send.dtype} tensors in torch {torch.__version__}: {msg}. Remove it from "
+            "collectives.ops, or change collectives.dtype / reduce_op / device / backend.") from None
+    for _ in range(iters - 1):
+        case()
+    synchronize(device)
+
+
+def known_unsupported(backend: str, s: dict) -> str | None:
+    """Combinations we know a backend refuses, caught before any rank starts."""
+    if backend == "gloo" and s["reduce_op"] == "avg" and not bw.DTYPES[s["dtype"]][0].is_floating_point \
+            and any(op in bw.REDUCING_OPS for op in s["ops"]):
+        return (f"collectives.reduce_op=avg with dtype={s['dtype']}: gloo averages in floating point and cannot "
+                "store the result in an integer tensor. Use a float dtype, another reduce_op, or backend=nccl.")
+    return None
+
+
+def _result(s, entries, per_rank, notes, ctx, device) -> dict:
+    """One flat row per (op, size, mode), the shape results/ tables and plots read; summarize() pairs the modes."""
+    world = ctx.world_size
+    rows = []
+    for i, e in enumerate(entries):
+        times = [r[i][0] for r in per_rank]
+        wrongs = [r[i][1] for r in per_rank]
+        st = rank_stats(times)
+        rows.append({
+            "op": e["op"], "mode": e["mode"], "bytes": e["size"], "requested_bytes": e["requested"],
+            "count": e["counts"]["count"], "dtype": s["dtype"],
+            "redop": s["reduce_op"] if e["op"] in bw.REDUCING_OPS else "none",
+            "root": ROOT if e["op"] == "broadcast" else -1,
+            "time_us": st["avg"] * 1e6, "time_max_us": st["max"] * 1e6, "slowest_rank": st["slowest_rank"],
+            "algbw_GBps": bw.algbw(e["size"], st["avg"]),
+            "busbw_GBps": bw.busbw(e["op"], e["size"], st["avg"], world),
+            "wrong": None if wrongs[0] is None else int(sum(wrongs)),
+        })
+    busbws = [r["busbw_GBps"] for r in rows]
+    wrong_total = sum(r["wrong"] or 0 for r in rows)
+    headline = {"ranks": world}
+    for op in s["ops"]:
+        last = [r for r in rows if r["op"] == op][-1]              # largest size, last mode measured
+        headline[f"{op} busbw GB/s"] = round(last["busbw_GBps"], 4)
+    headline["max size B"] = max(r["bytes"] for r in rows)
+    headline["avg busbw GB/s"] = round(sum(busbws) / len(busbws), 4)
+    headline["#wrong"] = wrong_total if s["check_iters"] else None
+    return {
+        "device": str(device), "device_name": _device_name(device), "backend": ctx.backend, "world_size": world,
+        "dtype": s["dtype"], "reduce_op": s["reduce_op"], "ops": s["ops"], "modes": s["modes"],
+        "warmup_iters": s["warmup_iters"], "iters": s["iters"], "check_iters": s["check_iters"],
+        "timing": "CUDA events on the current stream" if device.type == "cuda" else "time.perf_counter",
+        "notes": notes, "rows": rows, "wrong_total": wrong_total,
+        "time_per_rank_us": [[r[i][0] * 1e6 for r in per_rank] for i in range(len(entries))],   # aligned with rows
+        "avg_busbw_GBps": sum(busbws) / len(busbws), "headline": headline,
+    }
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    import platform
+    return platform.processor() or platform.machine()
+
+
+# -------------------------------------------------------------------------------------------------------- summarize
+def summarize(record: dict) -> str:
+    r = record.get("result") or {}
+    if not r.get("rows"):
+        return "collectives: no result"
+    modes = r["modes"]
+    lines = [
+        f"# collectives (nccl-tests style): {r['world_size']} ranks, backend {r['backend']}, device {r['device']} "
+        f"({r['device_name']}), {r['dtype']}",
+        f"# {r['warmup_iters']} warm-up + {r['iters']} timed iterations per size ({r['timing']}, barrier before each "
+        f"window); {r['check_iters']} untimed check round(s); time = average over ranks, GB = 1e9 B",
+    ]
+    group_w = 37
+    short = {"out_of_place": "oop", "in_place": "ip"}
+    top = ("#" + " " * 49 + "".join(f"{MODES[m]:^{group_w}}" for m in modes)
+           + "  slowest rank" + (f" ({', '.join(short[m] for m in modes)})" if len(modes) > 1 else ""))
+    head = (f"#{'size':>11}  {'count':>12}  {'type':>8}  {'redop':>6}  {'root':>6}"
+            + "".join(f"  {'time':>7}  {'algbw':>6}  {'busbw':>6}  {'#wrong':>6}" for _ in modes)
+            + "".join(f"  {'time':>7}" for _ in modes))
+    units = (f"#{'(B)':>11}  {'(elements)':>12}  {'':>8}  {'':>6}  {'':>6}"
+             + "".join(f"  {'(us)':>7}  {'(GB/s)':>6}  {'(GB/s)':>6}  {'':>6}" for _ in modes)
+             + "".join(f"  {'(us)':>7}" for _ in modes))
+    for op in r["ops"]:
+        lines += ["#", f"# {op}", top, head, units]
+        by_size: dict[int, dict] = {}
+        for x in r["rows"]:
+            if x["op"] == op:
+                by_size.setdefault(x["bytes"], {})[x["mode"]] = x
+        for size, per_mode in by_size.items():
+            first = next(iter(per_mode.values()))
+            type_name = bw.DTYPES[first["dtype"]][1]
+            line = f"{size:>12}  {first['count']:>12}  {type_name:>8}  {first['redop']:>6}  {first['root']:>6}"
+            for m in modes:
+                x = per_mode[m]
+                wrong = "N/A" if x["wrong"] is None else str(x["wrong"])
+                line += (f"  {bw.fmt_us(x['time_us'] / 1e6):>7}  {x['algbw_GBps']:>6.2f}  {x['busbw_GBps']:>6.2f}"
+                         f"  {wrong:>6}")
+            line += "".join(f"  {bw.fmt_us(per_mode[m]['time_max_us'] / 1e6):>7}" for m in modes)
+            lines.append(line)
+    ok = "OK" if not r["wrong_total"] else "FAILED"
+    checked = r["check_iters"] > 0
+    lines += [f"# Out of bounds values : {r['wrong_total'] if checked else 'N/A'} {ok if checked else '(check off)'}",
+              f"# Avg bus bandwidth    : {r['avg_busbw_GBps']:.4g}", "#"]
+    lines += [f"# note: {n}" for n in r.get("notes", [])]
+    return "\n".join(lines)

@@ -1,0 +1,553 @@
+"""task=grad_sync: the VGG11 thread's comparison, for any model of the project.
+
+The model is built on the meta device for its parameter shapes only; each rank then holds one fp32 "gradient" per
+parameter, filled with a deterministic pattern (refilled, untimed, before every sync, so results stay exact and never
+grow). On the same ranks and buffers it times one gradient synchronisation (SUM) done five ways:
+
+  per_param   one all_reduce per parameter tensor, in model.parameters() order: the thread's loop; every call timed
+  flat        copy all gradients into one buffer, one all_reduce, copy back (apex/Horovod-style flattening)
+  bucketed    DDP's buckets: torch's own _compute_bucket_assignment_by_size over the gradients in autograd's
+              ready order (found by a meta-device backward) with the limits DDP(bucket_cap_mb=`bucket`) uses; each bucket packed, all_reduce'd async_op=True as soon
+              as packed, all waited at the end, then unpacked (DDP's reducer without backward to overlap)
+  coalesced   the per-parameter calls inside torch.distributed._coalescing_manager, which hands the whole list to the
+              process group's allreduce_coalesced in one call
+  microbench  one all_reduce of a standalone buffer of the same total bytes, warmed up and timed back-to-back like
+              task=collectives: the "nccl-tests" number of the thread. Also done for each top-level module's bytes
+              (VGG11: the classifier's 471.6 MiB) and for a single element (the per-call latency).
+
+Each method: `warmup_iters` syncs, then `iters` timed syncs, a barrier before each; the figure is the median over
+syncs, averaged over ranks (and the slowest rank's). After the last sync of every method the gradients are checked
+against the exact expected sum.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+
+import torch
+import torch.distributed as dist
+
+from comm import CorrectnessError
+from comm import bandwidth as bw
+from comm.measure import Clock, gather_all, rank_stats, resolve_device, synchronize, time_window
+from engine.errors import ConfigError
+
+METHODS = ("per_param", "flat", "bucketed", "coalesced")
+PATTERN_PERIOD = 7                  # gradient values are ((i + k) % 7 + 1) * (rank + 1) for element i of tensor k
+PATTERN_LEN = PATTERN_PERIOD * 4096
+LATENCY_BYTES = 4
+SMALL_CALL_BYTES = 64 << 10         # per-parameter calls this small are all latency (biases, small convs)
+
+
+# ----------------------------------------------------------------------------------------------------------- config
+def settings(cfg) -> dict:
+    g = cfg.grad_sync
+    for key, low in (("warmup_iters", 0), ("iters", 1)):
+        if not isinstance(g[key], int) or g[key] < low:
+            raise ConfigError(f"grad_sync.{key}={g[key]!r}: must be a whole number >= {low}.")
+    if str(g.device) not in ("auto", "cpu", "cuda"):
+        raise ConfigError(f"grad_sync.device={g.device!r}: choose auto, cpu or cuda.")
+    bucket = cfg.get("bucket", 25)
+    if not isinstance(bucket, (int, float)) or bucket <= 0:
+        raise ConfigError(f"bucket={bucket!r}: DDP's bucket_cap_mb, a size in MiB > 0 (DDP's default is 25).")
+    return {"warmup_iters": int(g.warmup_iters), "iters": int(g.iters), "device": str(g.device),
+            "bucket_mb": float(bucket)}
+
+
+def check_config(cfg) -> None:
+    settings(cfg)
+    if cfg.get("model") is None or cfg.model.get("arch") is None:
+        raise ConfigError("task=grad_sync needs a model (model=vgg11, model=vit_l_32, ...): it syncs that model's "
+                          "gradient shapes.")
+    if str(cfg.get("backend", "auto")) == "nccl" and str(cfg.grad_sync.device) == "cpu":
+        raise ConfigError("grad_sync.device=cpu with backend=nccl: NCCL only moves CUDA tensors.")
+    if str(cfg.grad_sync.device) == "cuda" and torch.cuda.device_count() == 0:
+        raise ConfigError("grad_sync.device=cuda but no GPU is visible. Use grad_sync.device=cpu (or auto).")
+    if torch.cuda.device_count() == 0:
+        _check_host_memory(cfg)
+
+
+def _check_host_memory(cfg) -> None:
+    """Each rank holds the gradients three times (gradients, flat buffer, DDP buckets): refuse what cannot fit,
+    instead of letting the OOM killer take a rank mid-collective."""
+    shapes = param_shapes(cfg)
+    total = sum(torch.Size(s).numel() for _, s in shapes) * 4
+    ranks = int(cfg.get("world_size") or 1)
+    need = ranks * 3 * total
+    try:
+        avail = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return
+    if need > 0.8 * avail:
+        raise ConfigError(
+            f"task=grad_sync with model={cfg.model.get('name')}: {ranks} ranks x 3 copies of {bw.fmt_bytes(total)} of "
+            f"gradients need about {bw.fmt_bytes(need)} and {bw.fmt_bytes(avail)} is free on this host. "
+            "Use fewer ranks (world_size=) or a smaller model.")
+
+
+def param_shapes(cfg) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, shape) of every trainable parameter, in model.parameters() order, without allocating the model."""
+    return model_gradients(cfg)[0]
+
+
+def model_gradients(cfg) -> tuple[list[tuple[str, tuple[int, ...]]], list[int], str]:
+    """Parameter shapes, the order autograd makes their gradients ready (what DDP's reducer records to rebuild its
+    buckets), and how that order was found. Model and backward run on the meta device: shapes only, no memory."""
+    from models import build_model
+
+    image_size = int(cfg.get("scale", {}).get("image_size", 224) or 224)
+    try:
+        with torch.device("meta"):
+            model = build_model(cfg.model, image_size)
+    except (RuntimeError, NotImplementedError):     # a model whose __init__ reads tensor values: build it for real
+        model = build_model(cfg.model, image_size)
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    shapes = [(n, tuple(p.shape)) for n, p in params]
+    reverse = list(reversed(range(len(params))))
+    if not params or params[0][1].device.type != "meta":
+        return shapes, reverse, "reverse parameter order (DDP's initial guess)"
+    index = {id(p): i for i, (_, p) in enumerate(params)}
+    order: list[int] = []
+    handles = [p.register_post_accumulate_grad_hook(lambda t: order.append(index[id(t)])) for _, p in params]
+    try:
+        model(torch.zeros(1, 3, image_size, image_size, device="meta")).sum().backward()
+    except Exception as e:  # noqa: BLE001 - any model whose forward does not run on meta tensors
+        return shapes, reverse, f"reverse parameter order (DDP's initial guess; meta backward failed: {type(e).__name__})"
+    finally:
+        for h in handles:
+            h.remove()
+    seen = set(order)
+    order = list(dict.fromkeys(order)) + [i for i in reverse if i not in seen]   # unused parameters last
+    return shapes, order, "autograd's gradient-ready order (meta-device backward), as DDP rebuilds its buckets"
+
+
+# -------------------------------------------------------------------------------------------------------- gradients
+class Grads:
+    """One fp32 gradient per parameter, filled with an exact, rank-dependent pattern."""
+
+    def __init__(self, shapes, rank: int, world: int, device: torch.device):
+        self.names = [n for n, _ in shapes]
+        self.tensors = [torch.empty(s, dtype=torch.float32, device=device) for _, s in shapes]
+        self.rank, self.world = rank, world
+        base = torch.arange(PATTERN_LEN + PATTERN_PERIOD, device=device) % PATTERN_PERIOD + 1
+        self._base = base.float()
+
+    def _pattern(self, k: int) -> torch.Tensor:
+        s = k % PATTERN_PERIOD
+        return self._base[s:s + PATTERN_LEN]
+
+    @staticmethod
+    def _tiles(t: torch.Tensor):
+        flat = t.view(-1)
+        full = flat.numel() // PATTERN_LEN * PATTERN_LEN
+        return flat[:full].view(-1, PATTERN_LEN), flat[full:]
+
+    def fill(self) -> None:
+        for k, t in enumerate(self.tensors):
+            body, tail = self._tiles(t)
+            p = self._pattern(k) * (self.rank + 1)
+            body.copy_(p.expand_as(body))
+            tail.copy_(p[:tail.numel()])
+
+    def wrong_after_sum(self) -> int:
+        """Elements that differ from the exact SUM over ranks of what fill() wrote."""
+        scale = self.world * (self.world + 1) / 2
+        wrong = 0
+        for k, t in enumerate(self.tensors):
+            body, tail = self._tiles(t)
+            p = self._pattern(k) * scale
+            wrong += int((body != p).sum().item()) + int((tail != p[:tail.numel()]).sum().item())
+        return wrong
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.tensors)
+
+
+# ---------------------------------------------------------------------------------------------------------- methods
+class PerParam:
+    """The thread's loop; a mark before every call gives per-parameter times (CUDA events on GPU, like the thread)."""
+    name, calls_label = "per_param", "one all_reduce per parameter"
+
+    def __init__(self, grads: Grads):
+        self.grads = grads
+        self.calls = len(grads.tensors)
+
+    def __call__(self, clock: Clock) -> list:
+        marks = []
+        for t in self.grads.tensors:
+            marks.append(clock.mark())
+            dist.all_reduce(t)
+        marks.append(clock.mark())
+        return marks
+
+
+class Flat:
+    name, calls = "flat", 1
+    calls_label = "copy into one buffer, one all_reduce, copy back"
+
+    def __init__(self, grads: Grads, device):
+        self.grads = grads
+        self.views = [t.view(-1) for t in grads.tensors]
+        # zeros, not empty: the pages are touched here, so first-touch faults stay out of the first timed sync
+        self.buffer = torch.zeros(sum(v.numel() for v in self.views), dtype=torch.float32, device=device)
+        self.outs = list(self.buffer.split([v.numel() for v in self.views]))
+
+    def __call__(self, clock: Clock) -> list:
+        m0 = clock.mark()
+        torch.cat(self.views, out=self.buffer)
+        m1 = clock.mark()
+        dist.all_reduce(self.buffer)
+        m2 = clock.mark()
+        torch._foreach_copy_(self.views, self.outs)
+        return [m0, m1, m2, clock.mark()]
+
+
+def ddp_bucket_limits(bucket_mb: float) -> list[int]:
+    """The byte limits DDP's reducer uses when it rebuilds buckets, for DDP(bucket_cap_mb=bucket_mb) as engine/ddp.py
+    builds it. Recent torch caps the first bucket at 1 MiB only when bucket_cap_mb is left at its default (so here
+    all buckets share the cap); older versions always did. Ask torch's own bucket config where it has one."""
+    cap = int(bucket_mb * 1024 * 1024)
+    try:
+        from torch.nn.parallel.distributed import _BucketCapacityConfig
+
+        first = _BucketCapacityConfig.create(bucket_mb, None, False).first_bucket_bytes_cap
+    except (ImportError, AttributeError, TypeError):
+        first = dist._DEFAULT_FIRST_BUCKET_BYTES
+    return [first, cap] if first < cap else [cap]
+
+
+class Bucketed:
+    name = "bucketed"
+
+    def __init__(self, grads: Grads, bucket_mb: float, device, ready: list[int] | None = None):
+        self.grads = grads
+        ready = list(reversed(range(len(grads.tensors)))) if ready is None else ready
+        limits = ddp_bucket_limits(bucket_mb)
+        order, _ = dist._compute_bucket_assignment_by_size([grads.tensors[i] for i in ready], limits)
+        self.buckets = [[ready[j] for j in b] for b in order]
+        self.views = [[grads.tensors[i].view(-1) for i in b] for b in self.buckets]
+        self.buffers = [torch.zeros(sum(v.numel() for v in vs), dtype=torch.float32, device=device)
+                        for vs in self.views]
+        self.outs = [list(buf.split([v.numel() for v in vs])) for buf, vs in zip(self.buffers, self.views)]
+        self.calls = len(self.buckets)
+        first = f"first {bw.fmt_bytes(limits[0])}, then " if limits[0] != limits[-1] else ""
+        self.calls_label = (f"{self.calls} DDP buckets ({first}{bucket_mb:g} MiB), async all_reduce per bucket, "
+                            "wait at the end")
+        self.bucket_bytes = [b.numel() * 4 for b in self.buffers]
+
+    def __call__(self, clock: Clock) -> list:
+        m0 = clock.mark()
+        works = []
+        for buf, vs in zip(self.buffers, self.views):
+            torch.cat(vs, out=buf)
+            works.append(dist.all_reduce(buf, async_op=True))
+        for w in works:
+            w.wait()
+        m1 = clock.mark()
+        for vs, outs in zip(self.views, self.outs):
+            torch._foreach_copy_(vs, outs)
+        return [m0, m1, clock.mark()]
+
+
+class Coalesced:
+    name, calls = "coalesced", 1
+
+    def __init__(self, grads: Grads, backend: str, device):
+        self.grads = grads
+        self.calls_label = (f"_coalescing_manager around the {len(grads.tensors)} all_reduce calls -> "
+                            f"ProcessGroup({backend}).allreduce_coalesced, one call")
+
+    def __call__(self, clock: Clock) -> list:
+        from torch.distributed.distributed_c10d import _coalescing_manager
+
+        m0 = clock.mark()
+        with _coalescing_manager():
+            for t in self.grads.tensors:
+                dist.all_reduce(t)
+        return [m0, clock.mark()]
+
+
+# -------------------------------------------------------------------------------------------------------------- run
+def run(ctx) -> dict | None:
+    s = settings(ctx.cfg)
+    device = resolve_device(s["device"], ctx.backend, ctx.device, ctx.local_rank)
+    rank, world = ctx.rank, ctx.world_size
+    shapes, ready, order_how = model_gradients(ctx.cfg)
+    if not shapes:
+        raise ConfigError(f"model {ctx.cfg.model.get('name')} has no trainable parameters to synchronise.")
+    grads = Grads(shapes, rank, world, device)
+    methods = [PerParam(grads), Flat(grads, device), Bucketed(grads, s["bucket_mb"], device, ready),
+               Coalesced(grads, ctx.backend, device)]
+
+    mine: dict = {"methods": {}, "micro": {}}
+    for m in methods:
+        mine["methods"][m.name] = _time_method(m, grads, s, device)
+
+    # the microbenchmark: one all_reduce of the same bytes, back-to-back, in the flat buffer (zeroed: values don't grow)
+    flat = methods[1].buffer
+    groups = _groups(grads.names)
+    sizes = {"total": grads.total_bytes, "latency": LATENCY_BYTES}
+    for g, idx in groups.items():
+        sizes[f"group:{g}"] = sum(grads.tensors[i].numel() * 4 for i in idx)
+    for key, nbytes in sizes.items():
+        buf = flat[: nbytes // 4]
+        buf.zero_()
+        for _ in range(s["warmup_iters"]):
+            dist.all_reduce(buf)
+        iters = s["iters"] if key != "latency" else max(20, s["iters"])
+        mine["micro"][key] = time_window(lambda: dist.all_reduce(buf), iters, device)
+
+    everyone = gather_all(mine)
+    result = _result(ctx, s, device, grads, methods, groups, sizes, everyone, order_how) if ctx.is_main else None
+    wrong = {name: sum(r["methods"][name]["wrong"] or 0 for r in everyone) for name in mine["methods"]}
+    if any(wrong.values()) and ctx.is_main:         # only rank 0: its record must be written before peers exit
+        bad = ", ".join(f"{k}: {v}" for k, v in wrong.items() if v)
+        raise CorrectnessError(f"grad_sync: gradients differ from the exact sum after sync ({bad} wrong elements)",
+                               result)
+    return result
+
+
+def _time_method(method, grads: Grads, s: dict, device) -> dict:
+    clock = Clock(device)
+    runs = []
+    try:
+        for i in range(s["warmup_iters"] + s["iters"]):
+            grads.fill()
+            synchronize(device)
+            dist.barrier()
+            marks = method(clock)
+            synchronize(device)
+            if i >= s["warmup_iters"]:
+                runs.append([clock.seconds(a, b) for a, b in zip(marks[:-1], marks[1:])])
+    except dist.DistError:
+        raise
+    except (RuntimeError, NotImplementedError, ValueError) as e:
+        if not isinstance(method, Coalesced) or runs:     # only coalescing may be missing from a backend
+            raise
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return {"unsupported": msg, "wrong": None}
+    parts = [statistics.median(col) for col in zip(*runs)]
+    return {"total_s": statistics.median(sum(r) for r in runs), "parts_s": parts, "wrong": grads.wrong_after_sum()}
+
+
+def _groups(names: list[str]) -> dict[str, list[int]]:
+    """Top-level modules (VGG11: features, classifier), in parameter order."""
+    groups: dict[str, list[int]] = {}
+    for i, n in enumerate(names):
+        groups.setdefault(n.split(".")[0], []).append(i)
+    return groups
+
+
+def _across(everyone, getter) -> dict:
+    vals = [getter(r) for r in everyone]
+    st = rank_stats(vals)
+    return {"time_s": st["avg"], "time_max_s": st["max"], "slowest_rank": st["slowest_rank"]}
+
+
+def _bw(nbytes: int, t: float, world: int) -> dict:
+    return {"algbw_GBps": bw.algbw(nbytes, t), "busbw_GBps": bw.busbw("all_reduce", nbytes, t, world)}
+
+
+def _result(ctx, s, device, grads, methods, groups, sizes, everyone, order_how) -> dict:
+    world = ctx.world_size
+    total = grads.total_bytes
+    per_param = []
+    for k, (name, t) in enumerate(zip(grads.names, grads.tensors)):
+        nbytes = t.numel() * 4
+        x = _across(everyone, lambda r: r["methods"]["per_param"]["parts_s"][k])
+        per_param.append({"name": name, "group": name.split(".")[0], "shape": list(t.shape), "numel": t.numel(),
+                          "bytes": nbytes, **x, **_bw(nbytes, x["time_s"], world)})
+
+    out_methods = {}
+    for m in methods:
+        mine0 = everyone[0]["methods"][m.name]
+        entry = {"calls": m.calls, "how": m.calls_label}
+        if mine0.get("unsupported"):
+            entry["unsupported"] = mine0["unsupported"]
+            out_methods[m.name] = entry
+            continue
+        x = _across(everyone, lambda r: r["methods"][m.name]["total_s"])
+        entry.update(x, **_bw(total, x["time_s"], world), wrong=sum(r["methods"][m.name]["wrong"] for r in everyone))
+        if m.name == "flat":
+            pk, ar, up = (_across(everyone, lambda r, i=i: r["methods"]["flat"]["parts_s"][i])["time_s"]
+                          for i in range(3))
+            entry["phases_s"] = {"pack": pk, "all_reduce": ar, "unpack": up}
+        if m.name == "bucketed":
+            entry["bucket_mb"] = s["bucket_mb"]
+            entry["bucket_bytes"] = m.bucket_bytes
+            entry["bucket_params"] = [[grads.names[i] for i in b] for b in m.buckets]
+            entry["order"] = order_how
+            red, up = (_across(everyone, lambda r, i=i: r["methods"]["bucketed"]["parts_s"][i])["time_s"]
+                       for i in range(2))
+            entry["phases_s"] = {"pack+all_reduce": red, "unpack": up}
+        out_methods[m.name] = entry
+    micro = {}
+    for key, nbytes in sizes.items():
+        x = _across(everyone, lambda r: r["micro"][key])
+        micro[key] = {"bytes": nbytes, **x, **_bw(nbytes, x["time_s"], world)}
+    out_methods["microbench"] = {"calls": 1, "how": "one all_reduce of a standalone buffer of the same bytes, "
+                                 "back-to-back like task=collectives", **{k: v for k, v in micro["total"].items()}}
+
+    group_rows = []
+    for g, idx in groups.items():
+        pp = sum(per_param[i]["time_s"] for i in idx)
+        mg = micro[f"group:{g}"]
+        mb = mg["time_s"]
+        group_rows.append({"group": g, "tensors": len(idx), "bytes": mg["bytes"], "per_param_s": pp,
+                           "microbench_s": mb, "microbench_busbw_GBps": mg["busbw_GBps"],
+                           "ratio": pp / mb if mb > 0 else None})
+
+    fit = _fit_latency_bandwidth(per_param)
+    result = {
+        "model": ctx.cfg.model.get("name"), "params": sum(p["numel"] for p in per_param),
+        "param_tensors": len(per_param), "total_bytes": total, "dtype": "float32", "reduce_op": "sum",
+        "world_size": world, "backend": ctx.backend, "device": str(device),
+        "warmup_iters": s["warmup_iters"], "iters": s["iters"],
+        "timing": "CUDA events on the current stream" if device.type == "cuda" else "time.perf_counter",
+        "per_param": per_param, "groups": group_rows, "methods": out_methods,
+        "latency": micro["latency"], "fit": fit,
+    }
+    result["explanation"] = explain(result)
+    result["headline"] = _headline(result)
+    return result
+
+
+def _fit_latency_bandwidth(rows: list[dict]) -> dict | None:
+    """t = alpha + bytes / beta over the per-parameter calls (the latency-bandwidth model), least squares on relative
+    error (weights 1/t^2) so that the few-KiB calls, not the one 392 MiB call, set alpha."""
+    pts = [(r["bytes"], r["time_s"]) for r in rows if r["time_s"] > 0]
+    if len({x for x, _ in pts}) < 2:
+        return None
+    w = [1 / y**2 for _, y in pts]
+    sw = sum(w)
+    mx = sum(wi * x for wi, (x, _) in zip(w, pts)) / sw
+    my = sum(wi * y for wi, (_, y) in zip(w, pts)) / sw
+    sxx = sum(wi * (x - mx) ** 2 for wi, (x, _) in zip(w, pts))
+    slope = sum(wi * (x - mx) * (y - my) for wi, (x, y) in zip(w, pts)) / sxx
+    alpha = my - slope * mx
+    return {"alpha_s": alpha, "beta_GBps": (1 / slope / bw.GB) if slope > 0 else None, "points": len(pts),
+            "weights": "1/t^2"}
+
+
+def explain(r: dict) -> list[str]:
+    """What explains per-parameter vs one call of the same bytes, from this run's numbers."""
+    meth = r["methods"]
+    n = r["param_tensors"]
+    t_pp = meth["per_param"]["time_s"]
+    t_mb = meth["microbench"]["time_s"]
+    probe = r["latency"]["time_s"]
+    small = sorted(p["time_s"] for p in r["per_param"] if p["bytes"] <= SMALL_CALL_BYTES)
+    ms = lambda t: f"{t * 1e3:.3g} ms"                                   # noqa: E731
+    if len(small) >= 3:          # latency as the loop itself pays it: its calls too small to be bandwidth-bound
+        lat = statistics.median(small)
+        lat_how = (f"median of the {len(small)} per-parameter calls of <= {bw.fmt_bytes(SMALL_CALL_BYTES)}; an "
+                   f"isolated {LATENCY_BYTES} B all_reduce, back-to-back: {ms(probe)}")
+    else:
+        lat, lat_how = probe, f"an isolated {LATENCY_BYTES} B all_reduce, back-to-back"
+    gap = t_pp - t_mb
+    extra_latency = (n - 1) * lat
+    lines = [
+        f"per_param made {n} all_reduce calls, microbench 1, for the same {bw.fmt_bytes(r['total_bytes'])}: "
+        f"{ms(t_pp)} vs {ms(t_mb)} ({t_pp / t_mb:.2f}x).",
+        f"Per-call latency here: {ms(lat)} ({lat_how}); one call of the total moves "
+        f"{meth['microbench']['busbw_GBps']:.3g} GB/s busbw.",
+    ]
+    noise = max(0.05 * max(t_pp, t_mb), abs(meth["microbench"]["time_max_s"] - t_mb),
+                abs(meth["per_param"]["time_max_s"] - t_pp))
+    if abs(gap) <= noise:
+        lines.append(
+            f"The two differ by {ms(gap)}, within the spread of this measurement ({ms(noise)}): the {n} calls' latency "
+            f"({n} x {ms(lat)} = {ms(n * lat)}, {100 * n * lat / t_pp:.0f}% of per_param) is small next to moving "
+            f"the bytes, so this sync is bandwidth-bound and fewer, larger calls would not help much here.")
+    elif gap > 0:
+        share = extra_latency / gap
+        if share >= 0.5:
+            lines.append(
+                f"per_param is {ms(gap)} slower; {n - 1} extra calls x {ms(lat)} latency = {ms(extra_latency)} "
+                f"explain {100 * min(share, 1):.0f}% of it: the number of collectives x per-call latency dominates. "
+                f"Fewer, larger calls (flat, bucketed, coalesced) remove it.")
+        else:
+            moving = t_pp - n * lat
+            eff = bw.algbw(r["total_bytes"], moving) if moving > 0 else None
+            lines.append(
+                f"per_param is {ms(gap)} slower; {n - 1} extra calls x {ms(lat)} latency = {ms(extra_latency)} "
+                f"explain only {100 * max(share, 0):.0f}% of it. The rest ({ms(gap - extra_latency)}) is bandwidth: "
+                + (f"with the latency taken out, the per-parameter calls move {eff:.3g} GB/s algbw against "
+                   f"{meth['microbench']['algbw_GBps']:.3g} GB/s for one call of the total"
+                   if eff is not None else "the per-parameter calls move data slower than one call of the total")
+                + ".")
+    else:
+        lines.append(f"per_param is {ms(-gap)} faster than one call of the total: on this backend several smaller "
+                     f"calls move the bytes faster than one large one (per-call latency {ms(lat)}).")
+    flat = meth.get("flat", {})
+    if "phases_s" in flat:
+        ph = flat["phases_s"]
+        lines.append(f"flat = pack {ms(ph['pack'])} + all_reduce {ms(ph['all_reduce'])} + unpack {ms(ph['unpack'])}: "
+                     f"the copies cost {100 * (ph['pack'] + ph['unpack']) / flat['time_s']:.0f}% of it.")
+    fit = r.get("fit")
+    if fit and fit.get("beta_GBps") and fit["alpha_s"] > 0:
+        lines.append(f"Fit over the {fit['points']} per-parameter calls, t = alpha + bytes/beta (relative error): "
+                     f"alpha = {ms(fit['alpha_s'])} per call, beta = {fit['beta_GBps']:.3g} GB/s algbw; "
+                     f"{n} x alpha = {ms(n * fit['alpha_s'])} of per_param's {ms(t_pp)}.")
+    return lines
+
+
+def _headline(r: dict) -> dict:
+    m = r["methods"]
+    h = {"model": r["model"], "ranks": r["world_size"], "MiB": round(r["total_bytes"] / 2**20, 1)}
+    for name in ("per_param", "flat", "bucketed", "coalesced", "microbench"):
+        t = m.get(name, {}).get("time_s")
+        h[f"{name} ms"] = round(t * 1e3, 3) if t is not None else None
+    if m["microbench"]["time_s"] > 0:
+        h["per_param/microbench x"] = round(m["per_param"]["time_s"] / m["microbench"]["time_s"], 3)
+    return h
+
+
+# -------------------------------------------------------------------------------------------------------- summarize
+def summarize(record: dict) -> str:
+    r = record.get("result") or {}
+    if not r.get("per_param"):
+        return "grad_sync: no result"
+    ms = lambda t: f"{t * 1e3:10.3f}"                                    # noqa: E731
+    lines = [
+        f"grad_sync: {r['model']}, {r['param_tensors']} parameter tensors, {r['params']:,} params = "
+        f"{bw.fmt_bytes(r['total_bytes'])} of fp32 gradients; {r['world_size']} ranks, backend {r['backend']}, "
+        f"device {r['device']}",
+        f"each method: {r['warmup_iters']} warm-up + {r['iters']} timed syncs (median; barrier before each, "
+        f"{r['timing']}); time = average over ranks; busbw = algbw x 2(n-1)/n, GB = 1e9 B",
+        "",
+        "per-parameter all_reduce (the thread's loop):",
+        f"{'#':>3}  {'parameter':<34} {'shape':<20} {'bytes':>12} {'time ms':>10} {'algbw':>7} {'busbw':>7}",
+    ]
+    for i, p in enumerate(r["per_param"]):
+        lines.append(f"{i:>3}  {p['name']:<34} {'x'.join(map(str, p['shape'])):<20} {p['bytes']:>12} "
+                     f"{ms(p['time_s'])} {p['algbw_GBps']:>7.3f} {p['busbw_GBps']:>7.3f}")
+    lines += ["", "by top-level module (per-parameter sum vs one all_reduce of the same bytes):",
+              f"     {'module':<16} {'tensors':>7} {'size':>11} {'per-param ms':>13} {'one call ms':>12} "
+              f"{'ratio':>6}"]
+    for g in r["groups"]:
+        ratio = f"{g['ratio']:.2f}x" if g["ratio"] else "-"
+        lines.append(f"     {g['group']:<16} {g['tensors']:>7} {bw.fmt_bytes(g['bytes']):>11} "
+                     f"{g['per_param_s'] * 1e3:>13.3f} {g['microbench_s'] * 1e3:>12.3f} {ratio:>6}")
+    lines += ["", f"one sync of all {bw.fmt_bytes(r['total_bytes'])}:",
+              f"     {'method':<11} {'calls':>5} {'time ms':>10} {'slowest':>10} {'algbw':>7} {'busbw':>7}  how"]
+    for name in ("per_param", "flat", "bucketed", "coalesced", "microbench"):
+        m = r["methods"].get(name)
+        if not m:
+            continue
+        if m.get("unsupported"):
+            lines.append(f"     {name:<11} {m['calls']:>5} {'n/a':>10} {'':>10} {'':>7} {'':>7}  "
+                         f"not supported here: {m['unsupported']}")
+            continue
+        lines.append(f"     {name:<11} {m['calls']:>5} {ms(m['time_s'])} {ms(m['time_max_s'])} "
+                     f"{m['algbw_GBps']:>7.3f} {m['busbw_GBps']:>7.3f}  {m['how']}")
+    lat = r["latency"]
+    b = r["methods"].get("bucketed", {})
+    if b.get("bucket_bytes"):
+        sizes = ", ".join(bw.fmt_bytes(x) for x in b["bucket_bytes"][:8]) + (" ..." if len(b["bucket_bytes"]) > 8 else "")
+        lines.append(f"     {'':<11} {'':>5} buckets: {sizes}; order: {b['order']}")
+    lines.append(f"     {'latency':<11} {1:>5} {ms(lat['time_s'])} {ms(lat['time_max_s'])} {'':>7} {'':>7}  "
+                 f"one all_reduce of {lat['bytes']} B")
+    lines += ["", "why:"] + [f"  {x}" for x in r["explanation"]]
+    return "\n".join(lines)

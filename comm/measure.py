@@ -1,0 +1,85 @@
+"""How the comm tasks take time: the same rules in all three.
+
+- A dist.barrier() before every timed window, so no rank starts the clock while a peer is still busy elsewhere.
+- GPU: CUDA events on the current stream, read after the window (the host never waits inside it).
+  CPU: time.perf_counter. Gloo's blocking calls return when the collective is done, so both read completion.
+- Per-rank times are all-gathered once at the end; tables show the ranks' average (nccl-tests' default) and the
+  slowest rank.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+from engine.errors import ConfigError
+
+
+def resolve_device(choice: str, backend: str, ctx_device: torch.device, local_rank: int) -> torch.device:
+    """device: auto = cuda when the backend is nccl or a GPU is present, else cpu. Gloo runs on CUDA tensors too."""
+    choice = str(choice)
+    if choice not in ("auto", "cpu", "cuda"):
+        raise ConfigError(f"device={choice!r}: choose auto, cpu or cuda.")
+    if choice == "cpu":
+        if backend == "nccl":
+            raise ConfigError("device=cpu with backend=nccl: NCCL only moves CUDA tensors. "
+                              "Use backend=gloo for CPU tensors, or device=cuda.")
+        return torch.device("cpu")
+    if choice == "auto" and backend != "nccl" and not torch.cuda.is_available():
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise ConfigError(f"device={choice} with backend={backend} needs a GPU and none is visible here. "
+                          "Use backend=gloo with device=cpu (or device=auto).")
+    if ctx_device.type == "cuda":
+        return ctx_device
+    device = torch.device("cuda", local_rank % torch.cuda.device_count())
+    torch.cuda.set_device(device)
+    return device
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class Clock:
+    """Marks on the device's timeline: CUDA events on GPU, perf_counter on CPU. Read them after synchronize()."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+
+    def mark(self):
+        if self.cuda:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            return ev
+        return time.perf_counter()
+
+    def seconds(self, a, b) -> float:
+        return a.elapsed_time(b) / 1e3 if self.cuda else b - a
+
+
+def time_window(step: Callable[[], None], iters: int, device: torch.device, group=None) -> float:
+    """Seconds per call of step() over `iters` back-to-back calls, after a barrier."""
+    clock = Clock(device)
+    dist.barrier(group=group)
+    start = clock.mark()
+    for _ in range(iters):
+        step()
+    end = clock.mark()
+    synchronize(device)
+    return clock.seconds(start, end) / iters
+
+
+def gather_all(obj):
+    """Every rank's obj, in rank order, on every rank (so every rank can act on the total, e.g. fail together)."""
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def rank_stats(per_rank: list[float]) -> dict:
+    return {"avg": sum(per_rank) / len(per_rank), "max": max(per_rank),
+            "slowest_rank": max(range(len(per_rank)), key=per_rank.__getitem__)}

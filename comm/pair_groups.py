@@ -1,0 +1,241 @@
+"""task=pair_groups: the gloo thread's experiment, with what it needs to see why it scales as it does.
+
+pairs=p runs 2p ranks. Every rank takes part in creating one process group per consecutive pair (0,1), (2,3), ...
+(torch requires all ranks to call new_group for each group), then each rank runs `iters` all-reduces of a fresh
+`shape` tensor (torch.randn, as the thread's loop) in its own pair's group. After a barrier of all ranks the loop is
+timed with perf_counter (GPU: a device synchronise ends the window, so it is wall-clock like the thread's), after
+`pair_groups.warmup_iters` (default 8) untimed all-reduces. Rank 0's time (what the thread printed) and the slowest
+rank's are reported.
+
+To tell transport cost from CPU contention, every rank also records over the same window its process CPU time and
+its voluntary / involuntary context switches (getrusage; involuntary = the kernel took the CPU from a thread that
+could still run), and rank 0 how busy the whole host was (/proc/stat, every process). The explanation printed
+with the table is read from those numbers; the sweep over pairs shows how they grow together.
+
+Variants: pair_groups.async_op=true issues every all_reduce with async_op=True and waits for all at the end;
+backend=gloo|nccl; pair_groups.threads sets torch's intra-op threads and OMP_NUM_THREADS in every rank.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import time
+
+import torch
+import torch.distributed as dist
+
+from comm.measure import gather_all, synchronize
+from engine.errors import ConfigError
+
+OVERSUBSCRIBE_LIMIT = 8        # gloo ranks per CPU we still start: the thread's pairs=8 (16 ranks) runs on 2 cores
+RANK_MEMORY_BYTES = 400 << 20  # what one CPU rank process costs (python + torch + gloo), for the memory check
+WARMUP_ITERS = 8               # default pair_groups.warmup_iters: first-call costs stay out of the window
+
+
+def settings(cfg) -> dict:
+    p = cfg.pair_groups
+    pairs = cfg.get("pairs")
+    if not isinstance(pairs, int) or pairs < 1:
+        raise ConfigError(f"pairs={pairs!r}: the number of rank pairs, a whole number >= 1 (world size = 2 x pairs).")
+    if not isinstance(p.iters, int) or p.iters < 1:
+        raise ConfigError(f"pair_groups.iters={p.iters!r}: a whole number >= 1 (the thread used 1024).")
+    shape = list(p.shape) if not isinstance(p.shape, int) else [p.shape]
+    if not shape or not all(isinstance(d, int) and d >= 1 for d in shape):
+        raise ConfigError(f"pair_groups.shape={p.shape!r}: a list of positive dimensions, e.g. [10,10].")
+    threads = p.get("threads")
+    if threads is not None and (not isinstance(threads, int) or threads < 1):
+        raise ConfigError(f"pair_groups.threads={threads!r}: torch threads per rank, a whole number >= 1, or null.")
+    warmup = p.get("warmup_iters", WARMUP_ITERS)
+    if not isinstance(warmup, int) or warmup < 0:
+        raise ConfigError(f"pair_groups.warmup_iters={warmup!r}: a whole number >= 0.")
+    return {"pairs": pairs, "world_size": 2 * pairs, "iters": p.iters, "shape": shape,
+            "async_op": bool(p.async_op), "threads": threads, "warmup_iters": warmup}
+
+
+def check_config(cfg) -> None:
+    """Refuse a pairs= that this machine cannot hold, before any rank starts."""
+    s = settings(cfg)
+    world = s["world_size"]
+    backend = str(cfg.get("backend", "auto"))
+    gpus = torch.cuda.device_count()
+    if backend == "nccl" or (backend == "auto" and gpus > 0):
+        if world > gpus:
+            raise ConfigError(
+                f"pairs={s['pairs']} needs {world} ranks; NCCL needs one GPU per rank and {gpus} are visible. "
+                f"Use pairs<={gpus // 2} here, or backend=gloo (CPU ranks).")
+        return
+    cpus = os.cpu_count() or 1
+    if world > OVERSUBSCRIBE_LIMIT * cpus:
+        raise ConfigError(
+            f"pairs={s['pairs']} needs {world} ranks on this machine's {cpus} CPUs: more than {OVERSUBSCRIBE_LIMIT} "
+            f"ranks per CPU only measures the scheduler. Use pairs<={OVERSUBSCRIBE_LIMIT * cpus // 2}, or run on "
+            "more nodes (launcher=slurm).")
+    try:
+        avail = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        avail = None
+    if avail is not None and world * RANK_MEMORY_BYTES > avail:
+        raise ConfigError(
+            f"pairs={s['pairs']} needs {world} rank processes, about {world * RANK_MEMORY_BYTES / 2**30:.1f} GiB, and "
+            f"{avail / 2**30:.1f} GiB is free. Use fewer pairs, or more nodes (launcher=slurm).")
+    threads = s["threads"] or 1
+    if world * threads > cpus:
+        import warnings
+        each = f" x {threads} threads" if threads > 1 else ""
+        warnings.warn(f"pairs={s['pairs']}: {world} ranks{each} on {cpus} CPUs oversubscribe this machine; the result "
+                      "shows the contention (CPU busy %, involuntary context switches).", stacklevel=2)
+
+
+def run(ctx) -> dict | None:
+    s = settings(ctx.cfg)
+    world, rank = ctx.world_size, ctx.rank
+    if world != s["world_size"]:
+        raise ConfigError(f"task=pair_groups with pairs={s['pairs']} needs world_size={s['world_size']}, this run has "
+                          f"{world} ranks. Leave world_size unset (the launcher takes it from pairs) or set it to "
+                          f"2 x pairs.")
+    if s["threads"]:
+        os.environ["OMP_NUM_THREADS"] = str(s["threads"])
+        torch.set_num_threads(s["threads"])
+    device = ctx.device if ctx.backend == "nccl" else torch.device("cpu")
+
+    t0 = time.perf_counter()
+    mine = None
+    for i in range(0, world, 2):                 # every rank creates every pair's group, as in the thread
+        g = dist.new_group([i, i + 1])
+        if rank in (i, i + 1):
+            mine = g
+    setup_s = time.perf_counter() - t0
+
+    def loop(n: int) -> None:
+        works = []
+        for _ in range(n):
+            x = torch.randn(*s["shape"], device=device)
+            w = dist.all_reduce(x, group=mine, async_op=s["async_op"])
+            if s["async_op"]:
+                works.append(w)
+        for w in works:
+            w.wait()
+
+    loop(s["warmup_iters"])
+    synchronize(device)
+    dist.barrier()
+    host0 = _host_cpu_jiffies()
+    ru0, cpu0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.process_time(), time.perf_counter()
+    loop(s["iters"])
+    synchronize(device)
+    wall = time.perf_counter() - t0
+    cpu, ru1 = time.process_time() - cpu0, resource.getrusage(resource.RUSAGE_SELF)
+    host1 = _host_cpu_jiffies()
+    host_busy = ((host1[0] - host0[0]) / (host1[1] - host0[1])
+                 if host0 and host1 and host1[1] > host0[1] else None)
+
+    figures = {"rank": rank, "host": ctx.hostname, "wall_s": wall, "cpu_s": cpu,
+               "voluntary_switches": ru1.ru_nvcsw - ru0.ru_nvcsw,
+               "involuntary_switches": ru1.ru_nivcsw - ru0.ru_nivcsw,
+               "torch_threads": torch.get_num_threads(), "group_setup_s": setup_s, "host_busy_fraction": host_busy}
+    everyone = gather_all(figures)
+    dist.barrier()
+    dist.destroy_process_group(mine)
+    return _result(ctx, s, device, everyone) if ctx.is_main else None
+
+
+def _host_cpu_jiffies() -> tuple[int, int] | None:
+    """(busy, total) CPU time of the whole host from /proc/stat: every process, not only ours (Linux)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)          # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def _result(ctx, s, device, everyone) -> dict:
+    world = s["world_size"]
+    walls = [r["wall_s"] for r in everyone]
+    slowest = max(range(world), key=walls.__getitem__)
+    hosts = sorted({r["host"] for r in everyone})
+    cpus = os.cpu_count() or 1
+    cpu_total = sum(r["cpu_s"] for r in everyone)
+    # machine share: CPU-seconds the ranks used / CPU-seconds this host offered over the slowest window (one host)
+    busy = cpu_total / (cpus * max(walls)) if len(hosts) == 1 and max(walls) > 0 else None
+    invol = sum(r["involuntary_switches"] for r in everyone)
+    threads = everyone[0]["torch_threads"]
+    result = {
+        "pairs": s["pairs"], "world_size": world, "backend": ctx.backend, "device": str(device),
+        "iters": s["iters"], "warmup_iters": s["warmup_iters"], "shape": s["shape"], "async_op": s["async_op"],
+        "torch_threads": threads, "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "cpu_count": cpus, "hosts": hosts,
+        "rank0_s": walls[0], "slowest_s": walls[slowest], "slowest_rank": slowest,
+        "per_op_us_rank0": walls[0] / s["iters"] * 1e6,
+        "cpu_s_total": cpu_total, "cpu_busy_fraction": busy,
+        "host_busy_fraction": everyone[0]["host_busy_fraction"] if len(hosts) == 1 else None,
+        "ranks_per_cpu": world / cpus if len(hosts) == 1 else None,
+        "involuntary_switches": invol, "voluntary_switches": sum(r["voluntary_switches"] for r in everyone),
+        "group_setup_s_rank0": everyone[0]["group_setup_s"],
+        "per_rank": everyone,
+    }
+    result["explanation"] = explain(result)
+    result["headline"] = {
+        "pairs": s["pairs"], "ranks": world,
+        "rank 0 s": round(walls[0], 4), "slowest s": round(walls[slowest], 4),
+        "us per all_reduce": round(result["per_op_us_rank0"], 2),
+        "CPU busy %": round(100 * busy, 1) if busy is not None else None,
+        "host busy %": (round(100 * result["host_busy_fraction"], 1)
+                        if result["host_busy_fraction"] is not None else None),
+        "invol. switches / op": round(invol / (world * s["iters"]), 3),
+    }
+    return result
+
+
+def explain(r: dict) -> list[str]:
+    """A reading of this run's own figures; the sweep over pairs shows the trend."""
+    it, world = r["iters"], r["world_size"]
+    lines = [f"rank 0: {r['iters']} all_reduces of {'x'.join(map(str, r['shape']))} in {r['rank0_s']:.4g} s = "
+             f"{r['per_op_us_rank0']:.1f} us each; slowest rank {r['slowest_rank']}: {r['slowest_s']:.4g} s."]
+    busy, invol = r["cpu_busy_fraction"], r["involuntary_switches"] / (world * it)
+    if busy is None:
+        lines.append("ranks span several hosts: CPU share not computed (per-rank CPU time is in per_rank).")
+        return lines
+    host = r.get("host_busy_fraction")
+    lines.append(f"{world} ranks on {r['cpu_count']} CPUs ({r['ranks_per_cpu']:.2g} ranks per CPU, {r['torch_threads']} "
+                 f"torch thread(s) each) used {r['cpu_s_total']:.3g} CPU-s in the window: {100 * busy:.0f}% of the "
+                 f"machine" + (f" ({100 * host:.0f}% busy counting every process on the host)" if host is not None
+                               else "")
+                 + f"; {invol:.2f} involuntary context switches (the kernel preempting a runnable thread) per "
+                 f"all_reduce per rank.")
+    if r["ranks_per_cpu"] > 1 or busy >= 0.8 or (host is not None and host >= 0.8):
+        if r["ranks_per_cpu"] > 1:
+            why = f"more ranks than CPUs ({world} on {r['cpu_count']})"
+        elif busy >= 0.8:
+            why = f"the ranks kept {100 * busy:.0f}% of the CPUs busy"
+        else:
+            why = f"other processes kept the host {100 * host:.0f}% busy"
+        lines.append(f"CPU contention: {why}, so a rank that is ready to answer its peer often waits for a CPU; "
+                     "time per all_reduce then grows with the number of pairs although each pair's traffic is "
+                     "independent. Compare pairs values at the same ranks-per-CPU, or pair_groups.threads=1 / "
+                     "async_op=true, to separate it from the transport.")
+    else:
+        lines.append(f"No sign of CPU contention (no more ranks than CPUs, CPUs {100 * busy:.0f}% busy): the time "
+                     "per all_reduce is the round trip of the backend's transport (per-call latency), which other "
+                     "pairs do not share.")
+    return lines
+
+
+def summarize(record: dict) -> str:
+    r = record.get("result") or {}
+    if "rank0_s" not in r:
+        return "pair_groups: no result"
+    lines = [
+        f"pair_groups: pairs={r['pairs']} ({r['world_size']} ranks), backend {r['backend']}, device {r['device']}, "
+        f"{r['iters']} all_reduces of {'x'.join(map(str, r['shape']))} per rank in its pair's group"
+        f"{' (async_op=True, waited at the end)' if r['async_op'] else ''}; {r['warmup_iters']} untimed first",
+        f"{'rank':>5} {'host':<16} {'time s':>9} {'us/op':>9} {'CPU s':>8} {'vol.sw':>8} {'invol.sw':>9} {'threads':>7}",
+    ]
+    for p in r["per_rank"]:
+        lines.append(f"{p['rank']:>5} {p['host'][:16]:<16} {p['wall_s']:>9.4f} {p['wall_s'] / r['iters'] * 1e6:>9.1f} "
+                     f"{p['cpu_s']:>8.3f} {p['voluntary_switches']:>8} {p['involuntary_switches']:>9} "
+                     f"{p['torch_threads']:>7}")
+    lines += [f"Time to run target() (rank 0) = {r['rank0_s']:.6f} s; slowest rank {r['slowest_rank']}: "
+              f"{r['slowest_s']:.6f} s", "why:"] + [f"  {x}" for x in r["explanation"]]
+    return "\n".join(lines)
