@@ -197,7 +197,8 @@ def test_collectives_refuses_sizes_that_cannot_fit():
 
 
 def test_collectives_inplace_modes():
-    assert collectives.settings(base_cfg())["modes"] == ["in_place"]
+    assert collectives.settings(base_cfg())["modes"] == ["out_of_place", "in_place"]  # default: nccl-tests' layout
+    assert collectives.settings(base_cfg(**{"collectives.inplace": True}))["modes"] == ["in_place"]
     assert collectives.settings(base_cfg(**{"collectives.inplace": False}))["modes"] == ["out_of_place"]
     assert collectives.settings(base_cfg(**{"collectives.inplace": "both"}))["modes"] == ["out_of_place", "in_place"]
 
