@@ -42,15 +42,18 @@ def _positive(cfg, key: str, allow_zero: bool = False) -> None:
                           f"e.g. {key}={1 if not allow_zero else 0}.")
 
 
-def validate(cfg: DictConfig) -> None:
+def validate(cfg: DictConfig, submitting: bool = False) -> None:
+    """submitting=True: checked on a Slurm login node for the compute nodes, so this machine's GPUs do not count."""
     from engine.runner import TASKS
+    from launchers.slurm import check_config as check_launcher
 
     _choice(cfg, "task", TASKS)
     _choice(cfg, "backend", BACKENDS)
     _positive(cfg, "world_size")
     _positive(cfg, "timeout_s")
+    check_launcher(cfg, submitting=submitting)
     gpus = _gpu_count()
-    if cfg.backend == "nccl":
+    if cfg.backend == "nccl" and not submitting:
         if gpus == 0:
             raise ConfigError("backend=nccl needs CUDA GPUs and this machine has none. Use backend=gloo (or auto).")
         if cfg.launcher.name == "local" and cfg.world_size > gpus:
@@ -61,13 +64,13 @@ def validate(cfg: DictConfig) -> None:
 
         check_logger_config(cfg)
     if cfg.task == "train":
-        validate_train(cfg, gpus)
+        validate_train(cfg, gpus, submitting)
     module = __import__(TASKS[cfg.task], fromlist=["_"])
     if hasattr(module, "check_config"):
         module.check_config(cfg)
 
 
-def validate_train(cfg: DictConfig, gpus: int) -> None:
+def validate_train(cfg: DictConfig, gpus: int, submitting: bool = False) -> None:
     _choice(cfg, "sync", SYNCS)
     _choice(cfg, "precision", PRECISIONS)
     _choice(cfg, "h2d", H2D_MODES)
@@ -94,7 +97,7 @@ def validate_train(cfg: DictConfig, gpus: int) -> None:
         if o.orthogonalization_epsilon < 0:
             raise ConfigError(f"optim.orthogonalization_epsilon={o.orthogonalization_epsilon!r}: must be >= 0.")
     if cfg.cuda_graphs:
-        if gpus == 0:
+        if gpus == 0 and not submitting:
             raise ConfigError("cuda_graphs=true needs a CUDA GPU; this machine has none. Drop cuda_graphs=true.")
         problems = []
         if cfg.sync not in ("ddp", "local"):
@@ -119,7 +122,7 @@ def validate_train(cfg: DictConfig, gpus: int) -> None:
         _positive(cfg, "data.pool")
 
 
-def prepare(cfg: DictConfig) -> dict:
+def prepare(cfg: DictConfig, submitting: bool = False) -> dict:
     """Validate, then resolve every interpolation once: the ranks get a plain dict (Hydra's runtime config does not
     exist in child processes)."""
     cfg = cfg.copy()
@@ -132,5 +135,5 @@ def prepare(cfg: DictConfig) -> dict:
         raise ConfigError(f"config does not resolve: {e}") from None
     if cfg.task == "pair_groups":
         cfg.world_size = 2 * int(cfg.pairs) if cfg.launcher.name == "local" else cfg.world_size
-    validate(cfg)
+    validate(cfg, submitting)
     return OmegaConf.to_container(cfg, resolve=True)

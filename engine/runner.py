@@ -34,12 +34,22 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def pick_backend(requested: str, local_world_size: int) -> str:
+def own_gpu(local_rank: int, local_world: int) -> int | None:
+    """The GPU index this rank owns, or None when ranks cannot have one GPU each. Either every local rank sees all
+    the node's GPUs (torchrun, our launcher: cuda:LOCAL_RANK), or Slurm bound one GPU to each task
+    (--gpus-per-task=1: each task sees a single device, cuda:0)."""
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if n >= local_world:
+        return local_rank
+    if n == 1 and os.environ.get("SLURM_GPUS_PER_TASK") == "1":
+        return 0
+    return None
+
+
+def pick_backend(requested: str, gpu: int | None) -> str:
     if requested != "auto":
         return requested
-    if torch.cuda.is_available() and torch.cuda.device_count() >= local_world_size and dist.is_nccl_available():
-        return "nccl"
-    return "gloo"
+    return "nccl" if gpu is not None and dist.is_nccl_available() else "gloo"
 
 
 def run_rank(plain: dict, job: dict) -> dict | None:
@@ -52,11 +62,15 @@ def run_rank(plain: dict, job: dict) -> dict | None:
     output_dir = Path(job["output_dir"])
     started = now()
     comm_env.apply(cfg, output_dir)
-    backend = pick_backend(cfg.backend, local_world)
+    gpu = own_gpu(local_rank, local_world)
+    backend = pick_backend(cfg.backend, gpu)
     device = torch.device("cpu")
-    if backend == "nccl" or (torch.cuda.is_available() and torch.cuda.device_count() >= local_world):
-        device = torch.device("cuda", local_rank)
+    if gpu is not None:
+        device = torch.device("cuda", gpu)
         torch.cuda.set_device(device)
+    elif backend == "nccl":
+        raise RuntimeError(f"backend=nccl but rank {rank} has no GPU of its own ({torch.cuda.device_count()} visible "
+                           f"to {local_world} local ranks): use backend=gloo or one GPU per rank.")
     dist.init_process_group(backend, timeout=timedelta(seconds=float(cfg.timeout_s)),
                             **({"device_id": device} if backend == "nccl" else {}))
     ctx = RankContext(cfg=cfg, rank=rank, world_size=world_size, local_rank=local_rank, device=device,

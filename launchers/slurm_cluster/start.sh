@@ -8,9 +8,10 @@
 #   sudo launchers/slurm_cluster/start.sh --no-accounting    # no slurmdbd/MariaDB: faster, but see below
 #   sudo launchers/slurm_cluster/stop.sh [--purge]
 #
-# Why accounting by default: submitit polls `sacct` for job states. Without slurmdbd every state reads UNKNOWN, which is
-# harmless for jobs that finish (submitit sees their result file), but a job killed without writing one (OOM, scancel,
-# node failure) would never be seen as finished and the sweep would wait forever.
+# Why accounting by default: submitit reads job states with `sacct`, which needs slurmdbd; without it every state is
+# UNKNOWN and a job killed before writing its result (OOM, scancel, node failure) is never seen to end. The project's
+# launcher (launchers/slurm.py) then falls back to `squeue`, which forgets a job 5 min (MinJobAge) after it ends;
+# with accounting, `sacct` keeps every job's state and exit code for later.
 #
 # Writes /etc/slurm/slurm.conf and /etc/slurm/slurmdbd.conf (refuses to overwrite ones it did not write, unless --force);
 # state in /var/lib/slurm, logs in /var/log/slurm. Environment: SLURM_CLUSTER_NAME (local), SLURM_PARTITION (debug).
@@ -33,7 +34,7 @@ while [ $# -gt 0 ]; do
     --force) FORCE=1 ;;
     --cpus) [ $# -ge 2 ] || die "--cpus needs a number"; CPUS="$2"; shift ;;
     --cpus=*) CPUS="${1#--cpus=}" ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
   shift
@@ -195,11 +196,12 @@ until node_ready; do
 done
 
 # --- check the whole path: a job step runs and accounting sees it -----------------------------------------------------
-out=$(timeout 60 srun --job-name=slurm_cluster_check -N1 -n1 -t 1 hostname 2>&1) \
+out=$(timeout 60 srun --job-name=slurm_cluster_check -N1 -n1 -t 1 printenv SLURM_JOB_ID 2>&1) \
   || die "a test job step failed: $out (logs: /var/log/slurm/)"
 if [ "$ACCOUNTING" -eq 1 ]; then
-  wait_for 20 "accounting (sacct shows no jobs; log: /var/log/slurm/slurmdbd.log)" \
-    bash -c 'sacct -n -X -P -o JobName -S now-1hour | grep -q slurm_cluster_check'
+  CHECK_JOB=$(tail -1 <<<"$out")
+  wait_for 20 "accounting (sacct does not show test job $CHECK_JOB; log: /var/log/slurm/slurmdbd.log)" \
+    bash -c "sacct -n -X -P -o JobID -j '$CHECK_JOB' | grep -qx '$CHECK_JOB'"
 fi
 say "up in $(elapsed)s: $(sinfo -h -N -o 'node %N, %c CPUs, %m MB, partition %P, %T' | head -1);" \
     "accounting $([ "$ACCOUNTING" -eq 1 ] && echo on || echo off); logs in /var/log/slurm"

@@ -1,0 +1,329 @@
+"""launcher=slurm: config, rank detection, and sweeps through a real Slurm cluster.
+
+The tests marked `slurm` need a running cluster they may submit to as root (CI starts one on the test machine with
+launchers/slurm_cluster/start.sh); elsewhere they are skipped, saying why. Each sweep gets its own directory (and so
+its own submitit folder): job ids restart at 1 on a fresh cluster.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from engine.errors import ConfigError
+from launchers import slurm
+from tests.conftest import ROOT, TINY, compose, run_train
+
+START = "launchers/slurm_cluster/start.sh"
+
+
+def _cluster_problem() -> str | None:
+    if os.geteuid() != 0:
+        return f"needs root: submits to the local Slurm cluster that `sudo {START}` starts"
+    if shutil.which("sinfo") is None:
+        return f"Slurm is not installed; start a local cluster with `sudo {START}`"
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"sinfo failed ({e}); start a local cluster with `sudo {START}`"
+    if out.returncode != 0:
+        return f"no Slurm controller answers (sinfo: {out.stderr.strip()}); start one with `sudo {START}`"
+    if not any(s.rstrip("*~#") in ("idle", "mixed", "allocated", "completing") for s in out.stdout.split()):
+        return f"no Slurm node is up (states: {out.stdout.split()}); restart with `sudo {START}`"
+    return None
+
+
+needs_cluster = pytest.mark.skipif((problem := _cluster_problem()) is not None, reason=str(problem))
+TWO_RANKS = ["launcher=slurm", "launcher.tasks_per_node=2", "launcher.cpus_per_task=1", "launcher.timeout_min=10"]
+
+
+def _table_rows(sweep: Path) -> dict[str, list[str]]:
+    """job number -> the cells of its row in sweep_table.md."""
+    rows = {}
+    for line in (sweep / "sweep_table.md").read_text().splitlines():
+        if not line.startswith("|"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        num = cells[0].split()[0] if cells and cells[0] else ""   # "0" or "0 (baseline)"
+        if num.isdigit():
+            rows[num] = cells
+    return rows
+
+
+def _sacct(job_id: str) -> dict[str, str]:
+    out = subprocess.run(["sacct", "-n", "-P", "-X", "-o", "JobID,State,NTasks,AllocCPUS", "-j", job_id.split("_")[0]],
+                         capture_output=True, text=True, timeout=30).stdout
+    return {line.split("|")[0]: line for line in out.splitlines()}
+
+
+# --------------------------------------------------------------------------------------------- config (no cluster)
+
+@pytest.mark.parametrize("overrides, world, tasks, nodes, gpus", [
+    (["launcher=slurm"], 1, 1, 1, None),
+    (["launcher=slurm", "launcher.tasks_per_node=2"], 2, 2, 1, None),
+    (["launcher=slurm", "launcher.nodes=16", "launcher.gpus_per_node=1"], 16, 1, 16, 1),  # the issue's command
+    (["launcher=slurm", "launcher.gpus_per_node=4", "scale=paper"], 4, 4, 1, 4),           # one rank per GPU
+    (["launcher=slurm_16x1"], 16, 1, 16, 1),
+    (["launcher=slurm_1x8"], 8, 8, 1, 8),
+])
+def test_slurm_world_size_is_nodes_times_tasks(overrides, world, tasks, nodes, gpus):
+    from hydra import compose as hydra_compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = hydra_compose(config_name="config", overrides=overrides, return_hydra_config=True)
+    assert cfg.world_size == world
+    launcher = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
+    assert launcher["_target_"] == "hydra_plugins.slurm_sweep_launcher.SlurmLauncher"
+    assert (launcher["nodes"], launcher["tasks_per_node"], launcher["gpus_per_node"]) == (nodes, tasks, gpus)
+    assert launcher["submitit_folder"].endswith("/.submitit/%j")
+    assert cfg.launcher.srun_args == ["--kill-on-bad-exit=1"]
+
+
+@pytest.mark.skipif(shutil.which("srun") is None, reason="needs Slurm's client commands (srun) to build a Slurm "
+                    f"executor; `sudo {START}` installs them")
+def test_user_facing_keys_reach_sbatch(tmp_path):
+    """Every launcher.* key lands in the sbatch script the launcher would submit (rendered, not submitted)."""
+    from hydra import compose as hydra_compose, initialize_config_dir
+
+    overrides = ["launcher=slurm", "launcher.nodes=2", "launcher.tasks_per_node=4", "launcher.gpus_per_node=4",
+                 "launcher.cpus_per_task=6", "launcher.mem_gb=64", "launcher.timeout_min=30", "launcher.partition=gpu",
+                 "launcher.account=proj", "launcher.qos=high", "launcher.constraint=a100",
+                 "launcher.setup=['module load cuda']", "+launcher.additional_parameters.exclusive=true",
+                 f"hydra.sweep.dir={tmp_path}"]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = hydra_compose(config_name="config", overrides=overrides, return_hydra_config=True)
+    params = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
+    executor = slurm.make_executor(params, srun_args=list(cfg.launcher.srun_args))
+    script = executor._executor._make_submission_file_text("python -m submitit.core._submit x", "uid")
+    for flag in ("--nodes=2", "--ntasks-per-node=4", "--gpus-per-node=4", "--cpus-per-task=6", "--mem=64GB",
+                 "--time=30", "--partition=gpu", "--account=proj", "--qos=high", "--constraint=a100", "--exclusive",
+                 "--job-name="):
+        assert f"#SBATCH {flag}" in script, flag
+    assert "\nmodule load cuda\n" in script
+    assert f"export PYTHONPATH={ROOT}" in script
+    assert "--kill-on-bad-exit=1" in script and "--error" not in script  # one log per task
+    assert f"{tmp_path}/.submitit/%j/%j_0_log.out" in script
+
+
+def _cfg(**kw):
+    base = {"world_size": 2, "backend": "auto",
+            "launcher": {"name": "slurm", "nodes": 1, "tasks_per_node": 2, "gpus_per_node": None, "cpus_per_task": None,
+                         "mem_gb": None, "timeout_min": 60}}
+    for key, value in kw.items():
+        if key in base["launcher"]:
+            base["launcher"][key] = value
+        else:
+            base[key] = value
+    return OmegaConf.create(base)
+
+
+@pytest.mark.parametrize("kw, words", [
+    ({"world_size": 8}, ["world_size=8", "1 x 2 = 2", "launcher.tasks_per_node"]),
+    ({"tasks_per_node": 0}, ["launcher.tasks_per_node=0"]),
+    ({"mem_gb": -1}, ["launcher.mem_gb=-1"]),
+    ({"backend": "nccl", "gpus_per_node": 1, "tasks_per_node": 2}, ["one GPU per rank", "launcher.tasks_per_node=1"]),
+])
+def test_check_config_names_problem_and_fix(kw, words, monkeypatch):
+    for var in [v for v in os.environ if v.startswith(("SLURM_", "SUBMITIT_"))]:
+        monkeypatch.delenv(var)
+    with pytest.raises(ConfigError) as err:
+        slurm.check_config(_cfg(**kw))
+    for word in words:
+        assert word in str(err.value)
+    slurm.check_config(_cfg())  # the consistent config passes
+
+
+def test_launcher_slurm_without_multirun_is_refused(tmp_path):
+    """Hydra only uses its launcher in a multirun: without -m the job would quietly run here, on this machine."""
+    proc = run_train(["launcher=slurm", *TINY], tmp_path, timeout=120)
+    assert proc.returncode != 0
+    assert "add -m" in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-2000:]
+    assert not (proc.out_dir / "run_record.json").exists() or json.loads(
+        (proc.out_dir / "run_record.json").read_text())["status"] == "failed"
+
+
+def test_world_size_disagreeing_with_slurm_layout_is_refused_before_submitting(tmp_path):
+    proc = run_train(["launcher=slurm", *TINY, "world_size=4", "bucket=25,100"], tmp_path, multirun=True, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "world_size=4" in out and "1 x 1 = 1" in out and "launcher.tasks_per_node" in out, out[-2000:]
+    assert "Traceback" not in out
+    assert not (proc.out_dir / ".submitit").exists()   # nothing was queued
+
+
+def _rank_probe(env: dict) -> dict:
+    code = ("import json, os; from launchers.slurm import export_rank_env; ok = export_rank_env(); "
+            "print(json.dumps({'ok': ok, **{k: os.environ.get(k) for k in "
+            "('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR', 'MASTER_PORT')}}))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_batch_shell_is_not_a_rank():
+    """The environment of an sbatch script / salloc shell (as Slurm 22.05 sets it: SLURM_PROCID and SLURM_NTASKS, no
+    step) is the user's shell: `python train.py` there starts its own ranks."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SUBMITIT_", "RANK", "WORLD_SIZE",
+                                                                      "MASTER_", "LOCAL_RANK"))}
+    assert _rank_probe(env) == {"ok": False, "RANK": None, "WORLD_SIZE": None, "LOCAL_RANK": None,
+                                "MASTER_ADDR": None, "MASTER_PORT": None}
+    batch = {**env, "SLURM_JOB_ID": "7", "SLURM_NTASKS": "2", "SLURM_NPROCS": "2", "SLURM_PROCID": "0",
+             "SLURM_LOCALID": "0", "SLURM_JOB_NODELIST": "node[1-2]", "SLURM_JOB_NUM_NODES": "2"}
+    assert _rank_probe(batch)["ok"] is False
+
+
+# --------------------------------------------------------------------------------------------- on the cluster
+
+@pytest.mark.slurm
+@needs_cluster
+def test_rank_env_from_srun_salloc_and_sbatch(tmp_path):
+    """srun tasks are ranks (RANK = task, one master); salloc's shell and sbatch's script are not; one task is not."""
+    code = ("from launchers.slurm import export_rank_env, job_info; import os, json; ok = export_rank_env(); "
+            "print('PROBE', json.dumps({'ok': ok, 'info': job_info(), **{k: os.environ.get(k) for k in "
+            "('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR', 'MASTER_PORT')}}))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SUBMITIT_", "RANK", "WORLD_SIZE", "MASTER_"))}
+
+    def probes(cmd):
+        out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        return [json.loads(line.split("PROBE", 1)[1]) for line in out.stdout.splitlines() if "PROBE" in line]
+
+    ranks = probes(["srun", "-n", "2", "-c", "1", "-t", "5", sys.executable, "-c", code])
+    assert sorted(p["RANK"] for p in ranks) == ["0", "1"]
+    assert {p["WORLD_SIZE"] for p in ranks} == {"2"} and {p["LOCAL_RANK"] for p in ranks} == {"0", "1"}
+    assert len({(p["MASTER_ADDR"], p["MASTER_PORT"]) for p in ranks}) == 1 and all(p["ok"] for p in ranks)
+    assert all(p["info"]["slurm_job_id"] for p in ranks)
+
+    [one] = probes(["srun", "-n", "1", "-t", "5", sys.executable, "-c", code])
+    assert one["ok"] is False and one["RANK"] is None
+
+    [shell] = probes(["salloc", "-n", "2", "-c", "1", "-t", "5", sys.executable, "-c", code])
+    assert shell["ok"] is False and shell["RANK"] is None
+
+    script = tmp_path / "batch.sh"
+    script.write_text(f"#!/bin/bash\n{sys.executable} -c \"{code}\"\n")
+    log = tmp_path / "batch.out"
+    subprocess.run(["sbatch", "-W", "-n", "2", "-c", "1", "-t", "5", "-o", str(log), str(script)], cwd=ROOT, env=env,
+                   check=True, capture_output=True, timeout=120)
+    [batch] = [json.loads(line.split("PROBE", 1)[1]) for line in log.read_text().splitlines() if "PROBE" in line]
+    assert batch["ok"] is False and batch["RANK"] is None and batch["info"]["log"] == str(log)
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+@needs_cluster
+def test_sweep_runs_as_slurm_array_with_two_ranks_per_job(tmp_path):
+    """The README's example at tiny scale: 2 jobs x 2 tasks, one job array, every task one gloo rank."""
+    started = time.monotonic()
+    proc = run_train([*TWO_RANKS, *TINY, "bucket=25,100"], tmp_path, multirun=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    sweep = proc.out_dir
+    records = [json.loads((sweep / str(n) / "run_record.json").read_text()) for n in (0, 1)]
+    array_ids = set()
+    for num, record in enumerate(records):
+        assert record["status"] == "ok"
+        assert record["env"]["world_size"] == 2 and record["config"]["world_size"] == 2
+        assert sorted(r["rank"] for r in record["result"]["per_rank"]) == [0, 1]
+        job_id = record["job"]["slurm_job_id"]
+        array_id, index = job_id.split("_")
+        assert index == str(num)
+        array_ids.add(array_id)
+        log = Path(record["job"]["log"])
+        assert log.is_file() and log.parent.parent == sweep / ".submitit"
+        assert (log.parent / f"{job_id}_1_log.out").is_file()          # the second task's own log
+        line = _sacct(job_id)[job_id].split("|")
+        assert line[1] == "COMPLETED" and line[3] == "2", line        # state, CPUs (= 2 tasks x 1 CPU)
+    assert len(array_ids) == 1, "one multirun is one job array"
+    rows = _table_rows(sweep)
+    assert set(rows) == {"0", "1"} and all("ok" in cells for cells in rows.values())
+    assert "bucket=25" in proc.stdout and "bucket=100" in proc.stdout   # the table printed on the submitting host
+    print(f"2-job Slurm sweep: {time.monotonic() - started:.1f} s")
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+@needs_cluster
+def test_failed_job_is_reported_with_its_log_and_other_rows_kept(tmp_path):
+    """Rank 1 of job 1 raises at step 1 (fault injection): job 1's row says so and names its Slurm job and the failing
+    rank's log; job 0's row is intact; the sweep exits non-zero after printing the table."""
+    proc = run_train([*TWO_RANKS, *TINY, "fault.rank=null,1", "fault.step=1"], tmp_path, multirun=True, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    sweep = proc.out_dir
+    ok, failed = (json.loads((sweep / n / "run_record.json").read_text()) for n in ("0", "1"))
+    assert ok["status"] == "ok"
+    assert failed["status"] == "failed"
+    assert "fault injected on rank 1" in failed["error"], failed["error"]
+    job_id, log = failed["job"]["slurm_job_id"], Path(failed["job"]["log"])
+    assert log.name == f"{job_id}_1_log.out" and "fault injected on rank 1" in log.read_text()
+    rows = _table_rows(sweep)
+    assert "ok" in rows["0"] and "failed" in rows["1"]
+    row = " ".join(rows["1"])
+    assert job_id in row and str(log) in row
+    assert "1 of 2 jobs failed" in out
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+@needs_cluster
+def test_killed_job_gets_a_failed_row_from_the_submitting_host(tmp_path):
+    """A job killed by Slurm (SIGKILL to every task, as the OOM killer or a dead node would) writes nothing itself:
+    the submitting host notices, writes its failed record (job id, state, log) and still prints the table."""
+    sweep = tmp_path / "sweep"
+    cmd = [sys.executable, "train.py", "-m", *TWO_RANKS, *TINY, "steps=100000", f"hydra.sweep.dir={sweep}"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "WANDB_MODE": "disabled"})
+    job_id = None
+    try:
+        deadline = time.monotonic() + 420
+        while time.monotonic() < deadline:   # wait until rank 0 (it prints the progress) is in the measured loop
+            logs = list(sweep.glob(".submitit/*/*_0_log.out"))
+            if logs:
+                job_id = logs[0].name.split("_")[0]
+                if "measured" in logs[0].read_text(errors="replace"):
+                    break
+            assert proc.poll() is None, proc.stdout.read()
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"the job did not reach its step loop within 420 s; squeue: "
+                        f"{subprocess.run(['squeue'], capture_output=True, text=True).stdout}")
+        killed = time.monotonic()
+        subprocess.run(["scancel", "--signal=KILL", job_id], check=True, timeout=30)
+        out, _ = proc.communicate(timeout=180)
+        noticed = time.monotonic() - killed
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if job_id is not None:   # never leave the 100000-step job behind (submitit ignores SIGTERM: KILL it)
+            subprocess.run(["scancel", "--full", "--signal=KILL", job_id], timeout=30)
+            subprocess.run(["scancel", job_id], timeout=30)
+    assert proc.returncode != 0, out[-3000:]
+    record = json.loads((sweep / "0" / "run_record.json").read_text())
+    assert record["status"] == "failed" and record["job"]["slurm_job_id"] == job_id
+    assert "ended without a result" in record["error"] and "Slurm state" in record["error"], record["error"]
+    assert Path(record["job"]["log"]).is_file()
+    row = " ".join(_table_rows(sweep)["0"])
+    assert "failed" in row and job_id in row
+    assert noticed < 60, f"the submitting host took {noticed:.0f} s to notice the killed job"
+    assert [r["slurm_job_id"] for r in slurm.failed_job_rows(sweep)] == []   # it has a record now
+    (sweep / "0" / "run_record.json").unlink()
+    [row] = slurm.failed_job_rows(sweep)
+    assert row["job_num"] == 0 and row["slurm_job_id"] == job_id and "steps=100000" in row["overrides"]
+
+
+@pytest.mark.slurm
+@needs_cluster
+def test_sbatch_refusal_is_a_clear_error(tmp_path):
+    proc = run_train(["launcher=slurm", *TINY, "launcher.partition=no_such_partition", "bucket=25,100"], tmp_path,
+                     multirun=True, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "sbatch refused the job array" in out and "invalid partition" in out.lower(), out[-2000:]
+    assert "launcher.partition" in out
