@@ -20,7 +20,7 @@ import torch.distributed as dist
 from comm import CorrectnessError
 from comm import bandwidth as bw
 from comm.check import count_wrong, expected_output, fill_input
-from comm.measure import gather_all, rank_stats, resolve_device, synchronize, time_window
+from comm.measure import free_host_bytes, gather_all, rank_stats, resolve_device, synchronize, time_window
 from engine.errors import ConfigError
 
 MODES = {"out_of_place": "out-of-place", "in_place": "in-place"}
@@ -100,11 +100,8 @@ def check_config(cfg) -> None:
 def _check_host_memory(s: dict, ranks_on_host: int) -> None:
     """Refuse sizes whose buffers cannot fit, instead of letting the OOM killer take a rank mid-collective."""
     need = ranks_on_host * (2 * max(s["sizes"]) + CHECK_CHUNK_BYTES * 3)
-    try:
-        avail = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return
-    if need > 0.8 * avail:
+    avail = free_host_bytes()
+    if avail is not None and need > 0.8 * avail:
         raise ConfigError(
             f"collectives.max_bytes={max(s['sizes'])}: {ranks_on_host} ranks need about {bw.fmt_bytes(need)} of "
             f"buffers on this host and {bw.fmt_bytes(avail)} is free. Lower collectives.max_bytes or world_size.")

@@ -29,7 +29,7 @@ import torch.distributed as dist
 
 from comm import CorrectnessError
 from comm import bandwidth as bw
-from comm.measure import Clock, gather_all, rank_stats, resolve_device, synchronize, time_window
+from comm.measure import Clock, free_host_bytes, gather_all, rank_stats, resolve_device, synchronize, time_window
 from engine.errors import ConfigError
 
 METHODS = ("per_param", "flat", "bucketed", "coalesced")
@@ -74,11 +74,8 @@ def _check_host_memory(cfg) -> None:
     total = sum(torch.Size(s).numel() for _, s in shapes) * 4
     ranks = int(cfg.get("world_size") or 1)
     need = ranks * 3 * total
-    try:
-        avail = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return
-    if need > 0.8 * avail:
+    avail = free_host_bytes()
+    if avail is not None and need > 0.8 * avail:
         raise ConfigError(
             f"task=grad_sync with model={cfg.model.get('name')}: {ranks} ranks x 3 copies of {bw.fmt_bytes(total)} of "
             f"gradients need about {bw.fmt_bytes(need)} and {bw.fmt_bytes(avail)} is free on this host. "

@@ -8,13 +8,14 @@
 """
 from __future__ import annotations
 
-import time
+import os
 from typing import Callable
 
 import torch
 import torch.distributed as dist
 
 from engine.errors import ConfigError
+from engine.timing import Clock, device_sync as synchronize  # noqa: F401 - shared with the step loop
 
 
 def resolve_device(choice: str, backend: str, ctx_device: torch.device, local_rank: int) -> torch.device:
@@ -39,26 +40,13 @@ def resolve_device(choice: str, backend: str, ctx_device: torch.device, local_ra
     return device
 
 
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-class Clock:
-    """Marks on the device's timeline: CUDA events on GPU, perf_counter on CPU. Read them after synchronize()."""
-
-    def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
-
-    def mark(self):
-        if self.cuda:
-            ev = torch.cuda.Event(enable_timing=True)
-            ev.record()
-            return ev
-        return time.perf_counter()
-
-    def seconds(self, a, b) -> float:
-        return a.elapsed_time(b) / 1e3 if self.cuda else b - a
+def free_host_bytes() -> int | None:
+    """Memory this host can still give (None where the OS does not say): tasks refuse sizes that cannot fit instead
+    of letting the OOM killer take a rank mid-collective."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def time_window(step: Callable[[], None], iters: int, device: torch.device, group=None) -> float:

@@ -24,7 +24,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from comm.measure import gather_all, synchronize
+from comm.measure import free_host_bytes, gather_all, synchronize
 from engine.errors import ConfigError
 
 OVERSUBSCRIBE_LIMIT = 8        # gloo ranks per CPU we still start: the thread's pairs=8 (16 ranks) runs on 2 cores
@@ -70,10 +70,7 @@ def check_config(cfg) -> None:
             f"pairs={s['pairs']} needs {world} ranks on this machine's {cpus} CPUs: more than {OVERSUBSCRIBE_LIMIT} "
             f"ranks per CPU only measures the scheduler. Use pairs<={OVERSUBSCRIBE_LIMIT * cpus // 2}, or run on "
             "more nodes (launcher=slurm).")
-    try:
-        avail = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        avail = None
+    avail = free_host_bytes()
     if avail is not None and world * RANK_MEMORY_BYTES > avail:
         raise ConfigError(
             f"pairs={s['pairs']} needs {world} rank processes, about {world * RANK_MEMORY_BYTES / 2**30:.1f} GiB, and "

@@ -15,23 +15,35 @@ import torch
 PHASES = ("data", "h2d", "forward", "backward", "sync", "optimizer")
 
 
-class PhaseTimer:
-    def __init__(self, device: torch.device, enabled: bool = True, nvtx: bool = False):
-        self.cuda = device.type == "cuda"
-        self.enabled = enabled
-        self.nvtx = nvtx and self.cuda
-        self.steps: list[list[tuple[str, object]]] = []   # per step: [("start", mark), (phase, mark at its end), ...]
+class Clock:
+    """Marks on the device's timeline: CUDA events on GPU (no host wait), perf_counter on CPU.
+    Read them with seconds() after device_sync()."""
 
-    def _mark(self):
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+
+    def mark(self):
         if self.cuda:
             ev = torch.cuda.Event(enable_timing=True)
             ev.record()
             return ev
         return time.perf_counter()
 
+    def seconds(self, a, b) -> float:
+        return a.elapsed_time(b) / 1e3 if self.cuda else b - a
+
+
+class PhaseTimer:
+    def __init__(self, device: torch.device, enabled: bool = True, nvtx: bool = False):
+        self.clock = Clock(device)
+        self.cuda = self.clock.cuda
+        self.enabled = enabled
+        self.nvtx = nvtx and self.cuda
+        self.steps: list[list[tuple[str, object]]] = []   # per step: [("start", mark), (phase, mark at its end), ...]
+
     def start_step(self) -> None:
         if self.enabled:
-            self.steps.append([("start", self._mark())])
+            self.steps.append([("start", self.clock.mark())])
 
     @contextmanager
     def phase(self, name: str):
@@ -43,7 +55,7 @@ class PhaseTimer:
             if self.nvtx:
                 torch.cuda.nvtx.range_pop()
             if self.enabled:
-                self.steps[-1].append((name, self._mark()))
+                self.steps[-1].append((name, self.clock.mark()))
 
     def reset(self) -> None:
         self.steps.clear()
@@ -55,13 +67,10 @@ class PhaseTimer:
         for marks in self.steps:
             d = {p: 0.0 for p in PHASES}
             for (_, a), (name, b) in zip(marks[:-1], marks[1:]):
-                d[name] = d.get(name, 0.0) + self._elapsed(a, b)
-            d["step"] = self._elapsed(marks[0][1], marks[-1][1])
+                d[name] = d.get(name, 0.0) + self.clock.seconds(a, b)
+            d["step"] = self.clock.seconds(marks[0][1], marks[-1][1])
             out.append(d)
         return out
-
-    def _elapsed(self, a, b) -> float:
-        return a.elapsed_time(b) / 1e3 if self.cuda else b - a
 
 
 def stats(values: list[float]) -> dict[str, float] | None:
