@@ -21,7 +21,6 @@ against the exact expected sum.
 """
 from __future__ import annotations
 
-import os
 import statistics
 
 import torch
