@@ -94,6 +94,11 @@ def validate_train(cfg: DictConfig, gpus: int, submitting: bool = False) -> None
                               "(PowerSGD needs one plain all-reduce step first). Use optim.start_iter=2.")
         if not isinstance(o.min_compression_rate, (int, float)) or o.min_compression_rate < 0:
             raise ConfigError(f"optim.min_compression_rate={o.min_compression_rate!r}: must be >= 0.")
+        if o.start_iter > cfg.warmup_steps:
+            raise ConfigError(
+                f"optim.start_iter={o.start_iter} > warmup_steps={cfg.warmup_steps}: PowerSGD all-reduces uncompressed "
+                f"until step {o.start_iter}, so {o.start_iter - cfg.warmup_steps} measured step(s) would not be "
+                f"PowerSGD at all. Use warmup_steps={o.start_iter} or more, or a smaller optim.start_iter.")
         if o.orthogonalization_epsilon < 0:
             raise ConfigError(f"optim.orthogonalization_epsilon={o.orthogonalization_epsilon!r}: must be >= 0.")
     if cfg.cuda_graphs:

@@ -52,6 +52,7 @@ BAD = [
     (["optim=powersgd", "optim.rank=0"], "matrix approximation rank must be an integer >= 1"),
     (["optim=powersgd", "optim.start_iter=1"], "optim.start_iter must be > 1"),
     (["optim=powersgd", "optim.min_compression_rate=-1"], "min_compression_rate"),
+    (["optim=powersgd", "warmup_steps=1"], "1 measured step(s) would not be PowerSGD at all"),
 ]
 
 
