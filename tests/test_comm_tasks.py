@@ -56,14 +56,14 @@ def test_collectives_table_all_ops_both_modes(tmp_path):
 @pytest.mark.slow
 def test_collectives_wrong_result_fails_the_run(tmp_path):
     proc = run_train([*SMALL_COLLECTIVES, "world_size=2", "collectives.ops=[all_reduce,broadcast]",
-                      "++collectives.corrupt_rank=1"],
+                      "collectives.inplace=both", "++collectives.corrupt_rank=1"],
                      tmp_path)
     assert proc.returncode != 0
     assert "CorrectnessError" in proc.stderr and "wrong elements in the correctness check" in proc.stderr
     rec = read(proc.out_dir)
     assert rec["status"] == "failed" and "wrong elements" in rec["error"]
     if rec["result"]:                       # the runner keeps CorrectnessError.result: the counts are in the record
-        assert rec["result"]["wrong_total"] == 2 * 3           # 2 ops x 3 sizes x one element on rank 1
+        assert rec["result"]["wrong_total"] == 2 * 3 * 2       # 2 ops x 3 sizes x 2 modes x one element on rank 1
 
 
 # -------------------------------------------------------------------------------------------------------- grad_sync
