@@ -2,7 +2,9 @@
 error is raised here with the problem and the fix, never from deep inside torch in the middle of a run."""
 from __future__ import annotations
 
-import os
+import importlib
+import warnings
+from pathlib import Path
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -14,6 +16,7 @@ BACKENDS = ("auto", "nccl", "gloo")
 PRECISIONS = ("fp32", "tf32", "bf16")
 H2D_MODES = ("blocking", "non_blocking", "side_stream")
 OPTIMS = ("none", "fp16", "bf16", "powersgd")
+DDP_ALWAYS_TIMED = 10  # DDP samples its runtime stats on iterations 1..10 whatever the sample rate (reducer.cpp)
 
 
 def _gpu_count() -> int:
@@ -65,7 +68,7 @@ def validate(cfg: DictConfig, submitting: bool = False) -> None:
         check_logger_config(cfg)
     if cfg.task == "train":
         validate_train(cfg, gpus, submitting)
-    module = __import__(TASKS[cfg.task], fromlist=["_"])
+    module = importlib.import_module(TASKS[cfg.task])
     if hasattr(module, "check_config"):
         module.check_config(cfg)
 
@@ -101,6 +104,11 @@ def validate_train(cfg: DictConfig, gpus: int, submitting: bool = False) -> None
                 f"PowerSGD at all. Use warmup_steps={o.start_iter} or more, or a smaller optim.start_iter.")
         if o.orthogonalization_epsilon < 0:
             raise ConfigError(f"optim.orthogonalization_epsilon={o.orthogonalization_epsilon!r}: must be >= 0.")
+    if gpus > 0 and cfg.sync == "ddp" and cfg.warmup_steps * cfg.accumulate < DDP_ALWAYS_TIMED:
+        warnings.warn(
+            f"warmup_steps={cfg.warmup_steps} x accumulate={cfg.accumulate} < {DDP_ALWAYS_TIMED}: on GPU DDP times its "
+            f"first {DDP_ALWAYS_TIMED} iterations itself and synchronises the host at the next forward, so the first "
+            f"measured steps include those waits. Use warmup_steps>={DDP_ALWAYS_TIMED} for clean numbers.")
     if cfg.cuda_graphs:
         if gpus == 0 and not submitting:
             raise ConfigError("cuda_graphs=true needs a CUDA GPU; this machine has none. Drop cuda_graphs=true.")
@@ -118,7 +126,7 @@ def validate_train(cfg: DictConfig, gpus: int, submitting: bool = False) -> None
     if cfg.data.kind == "raw_folder":
         from data.raw_folder import class_count, scan
 
-        scan(__import__("pathlib").Path(cfg.data.root), cfg.data.image_size)  # missing, empty, wrong-size files
+        scan(Path(cfg.data.root), cfg.data.image_size)  # missing, empty, wrong-size files
         classes = class_count(cfg.data.root)
         if classes > cfg.model.num_classes:
             raise ConfigError(f"data.root={cfg.data.root} has {classes} classes but the model has "

@@ -61,7 +61,7 @@ def run(ctx) -> dict | None:
         with timer.phase("optimizer"):
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-        return loss.detach() * K
+        return loss.detach()  # of the last micro-batch, divided by K (undone once, after the window)
 
     if cfg.cuda_graphs:
         from engine.cuda_graphs import GraphedStep
@@ -104,7 +104,7 @@ def run(ctx) -> dict | None:
     with torch.no_grad(), autocast():  # what precision= really did to the forward pass
         forward_dtype = str(model(next(probe_batches)[0]).dtype).removeprefix("torch.")
 
-    final_loss = torch.stack(losses).float().mean()
+    final_loss = torch.stack(losses).float().mean() * K
     dist.all_reduce(final_loss)
     mine = rank_figures(ctx, steps, wall)
     everyone = [None] * ctx.world_size
