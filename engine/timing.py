@@ -36,9 +36,8 @@ class Clock:
 class PhaseTimer:
     def __init__(self, device: torch.device, enabled: bool = True, nvtx: bool = False):
         self.clock = Clock(device)
-        self.cuda = self.clock.cuda
         self.enabled = enabled
-        self.nvtx = nvtx and self.cuda
+        self.nvtx = nvtx and self.clock.cuda
         self.steps: list[list[tuple[str, object]]] = []   # per step: [("start", mark), (phase, mark at its end), ...]
 
     def start_step(self) -> None:

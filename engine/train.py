@@ -7,8 +7,6 @@ inside it waits on the GPU. Untimed probe steps after the window read DDP's runt
 its overlap with backward) and, for lossy schemes, the gradient error against an exact fp32 all-reduce."""
 from __future__ import annotations
 
-import math
-import socket
 import time
 from contextlib import nullcontext
 
@@ -22,7 +20,7 @@ from engine.comm_counter import CollectiveCounter
 from engine.h2d import make_feeder
 from engine.probes import ddp_comm_probe, grad_error_probe
 from engine.sync import make_sync
-from engine.timing import PHASES, PhaseTimer, device_sync, stats
+from engine.timing import PhaseTimer, device_sync, stats
 from models import build_model
 
 
@@ -96,7 +94,7 @@ def run(ctx) -> dict | None:
     timer.enabled = False
 
     # ---- untimed probes ----
-    probe_batches = (feeder.to_device(next(host_batches)) for _ in iter(int, 1))
+    probe_batches = (feeder.to_device(batch) for batch in host_batches)
     comm_stats = ddp_comm_probe(sync, train_step, cfg.probe_steps) if not cfg.cuda_graphs else None
     grad_error = grad_error_probe(sync, criterion, autocast, probe_batches, cfg.probe_steps) \
         if cfg.sync == "ddp" and cfg.optim.name != "none" and not cfg.cuda_graphs else None
@@ -212,6 +210,7 @@ def comm_figures(sync, world_size: int, steps: list[dict], probe: dict | None, c
         overlap_s, exposed_s, backward_compute_s = 0.0, time_s, None
         method = "median sync phase of the measured steps (no overlap: all-reduce runs after backward)"
     algbw = nbytes / time_s / 1e9 if time_s else None
+    sizes = sync.buckets() if hasattr(sync, "buckets") else None  # DDP only
     return {
         "bytes_per_step": nbytes,
         "collectives_per_step": collectives,
@@ -222,7 +221,7 @@ def comm_figures(sync, world_size: int, steps: list[dict], probe: dict | None, c
         "algbw_GBps": algbw,
         "busbw_GBps": algbw * 2 * (world_size - 1) / world_size if algbw is not None else None,
         "method": method,
-        **({"buckets": sync.describe()["buckets"]} if hasattr(sync, "buckets") else {"buckets": None}),
+        "buckets": {"count": len(sizes), "sizes_bytes": sizes} if sizes else None,
     }
 
 
@@ -237,7 +236,7 @@ def assemble(cfg, ctx, sync, feeder, steps, everyone, comm, final_loss, grad_err
         names = [p for p in steps[0] if p != "step"]
         phases = {n: stats([s[n] for s in steps]) for n in names}
     slowest = max(everyone, key=lambda r: r["step_median_s"] or r["wall_s"])["rank"]
-    device_name = torch.cuda.get_device_name(ctx.device) if ctx.device.type == "cuda" else socket.gethostname() + " CPU"
+    device_name = torch.cuda.get_device_name(ctx.device) if ctx.device.type == "cuda" else f"{ctx.hostname} CPU"
     result = {
         "device": ctx.device.type,
         "device_name": device_name,

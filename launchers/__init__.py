@@ -9,8 +9,6 @@ import os
 def already_a_rank() -> bool:
     if all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")):
         return True
-    try:
-        from launchers.slurm import export_rank_env
-    except ImportError:
-        return False
+    from launchers.slurm import export_rank_env
+
     return export_rank_env()

@@ -31,12 +31,9 @@ def job_info() -> dict:
         "command": " ".join(["python train.py", *overrides]),
         "multirun": multirun,
     }
-    try:
-        from launchers.slurm import job_info as slurm_job_info
+    from launchers.slurm import job_info as slurm_job_info
 
-        info.update(slurm_job_info())
-    except ImportError:
-        pass
+    info.update(slurm_job_info())
     return info
 
 

@@ -117,6 +117,14 @@ def _numeric_knob(e: Entry, name: str) -> float | None:
     return v if math.isfinite(v) else None
 
 
+def _finish_line_plot(fig, ax, path: Path, title: str) -> Path:
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(title)
+    return _save(fig, path)
+
+
 def bucket_throughput(entries: list[Entry], path: Path, title: str = "") -> Path | None:
     """Throughput against DDP bucket size (log x), one line per other configuration."""
     runs = [e for e in _train(entries) if _numeric_knob(e, "bucket") is not None]
@@ -133,11 +141,7 @@ def bucket_throughput(entries: list[Entry], path: Path, title: str = "") -> Path
     ax.minorticks_off()
     ax.set_xlabel("DDP bucket_cap_mb (MB)")
     ax.set_ylabel(metric)
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title(title or "Bucket size vs throughput")
-    return _save(fig, path)
+    return _finish_line_plot(fig, ax, path, title or "Bucket size vs throughput")
 
 
 def scaling(entries: list[Entry], path: Path, title: str = "") -> Path | None:
@@ -159,11 +163,7 @@ def scaling(entries: list[Entry], path: Path, title: str = "") -> Path | None:
     ax.set_xticks(sizes, [f"{s:g}" for s in sizes])
     ax.set_xlabel("world size (ranks)")
     ax.set_ylabel(metric)
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title(title or "Scaling against world size (dashed: ideal)")
-    return _save(fig, path)
+    return _finish_line_plot(fig, ax, path, title or "Scaling against world size (dashed: ideal)")
 
 
 def busbw(entries: list[Entry], path: Path, title: str = "") -> Path | None:
@@ -189,11 +189,7 @@ def busbw(entries: list[Entry], path: Path, title: str = "") -> Path | None:
     ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: _bytes_label(v)))
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("busbw (GB/s, 1 GB = 1e9 B)")
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title(title or "Bus bandwidth against message size")
-    return _save(fig, path)
+    return _finish_line_plot(fig, ax, path, title or "Bus bandwidth against message size")
 
 
 def _bytes_label(v: float) -> str:
