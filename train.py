@@ -9,8 +9,8 @@ Config: conf/ (see README). The work happens in launchers/job.py:run_job, which 
 import hydra
 from omegaconf import DictConfig
 
-from engine.config import register_resolvers
-from launchers.job import run_job
+from core.config import register_resolvers
+from core.job import run_job
 
 register_resolvers()
 

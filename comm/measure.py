@@ -14,8 +14,8 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from engine.errors import ConfigError
-from engine.timing import Clock, device_sync as synchronize  # noqa: F401 - shared with the step loop
+from core.errors import ConfigError
+from tasks.train.timing import Clock, device_sync as synchronize  # noqa: F401 - shared with the step loop
 
 
 def resolve_device(choice: str, backend: str, ctx_device: torch.device, local_rank: int) -> torch.device:

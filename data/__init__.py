@@ -6,7 +6,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from data.fake import FakeImages
 from data.raw_folder import RawFolder
-from engine.errors import ConfigError
+from core.errors import ConfigError
 
 KINDS = ("fake", "raw_folder")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import Dataset
 
-from engine.errors import ConfigError
+from core.errors import ConfigError
 
 
 def sample_bytes(image_size: int) -> int:

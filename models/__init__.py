@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch.nn as nn
 
-from engine.errors import ConfigError
+from core.errors import ConfigError
 from models.vgg import VGG
 
 ARCHS = ("vgg", "torchvision", "vit", "timm")

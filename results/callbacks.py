@@ -80,7 +80,7 @@ def sweep_entries(sweep_dir: str | Path, expected: list[list[str]] | None = None
     for path in find_records(sweep_dir):
         dir_num = int(path.parent.name) if path.parent.name.isdigit() else None
         try:
-            entry = Entry.from_record(read_record(path))
+            entry = Entry.from_record(read_record(path), path)
         except (RecordError, OSError, ValueError) as e:
             entry = Entry(num=dir_num, overrides=[], status="failed", error=f"unreadable run record {path}: {e}",
                           output_dir=str(path.parent))
@@ -194,8 +194,6 @@ class SweepTable(Callback):
         elif isinstance(value, dict) and value.get("status") == "failed":
             info["error"] = str(value.get("error") or "failed")
         self.returns[int(num)] = info
-        if "error" in info and self.wandb and info["output_dir"]:
-            _log_failure_once(Path(info["output_dir"]), OmegaConf.select(config, "logger"))
 
     # the table -----------------------------------------------------------------------------------
 
@@ -226,19 +224,6 @@ class SweepTable(Callback):
             jobs = ", ".join(str(e.num) for e in failed)
             raise SweepFailed(f"[sweep] {len(failed)} of {len(entries)} jobs failed (job {jobs}); "
                               f"see the failed rows in {md}")
-
-
-def _log_failure_once(job_dir: Path, logger_cfg: Any) -> None:
-    """A failed job's W&B run, when rank 0 could not log it (the launcher stops the other ranks as soon as one
-    fails, possibly mid-log). Runs in the job's process after the task returned (also on Slurm)."""
-    from results import wandb_log
-
-    try:
-        record = read_record(job_dir)
-    except (RecordError, OSError, ValueError):
-        return
-    if record.get("status") != "ok" and not wandb_log.logged(job_dir):
-        wandb_log.log_run(record, logger_cfg)
 
 
 def write_sweep_table(sweep_dir: Path, table: Table, command: str) -> tuple[Path, Path]:

@@ -1,64 +1,162 @@
-"""The run record: one JSON per run, the only thing tables, plots and W&B read.
+"""The run record: one JSON per run, the only thing tables, plots, the report and W&B read.
 
-Fields (schema_version 1):
+There is one way to make a record (the `Record` constructors below) and one way to write it (`Record.write`, atomic,
+called only from core.finalise). On disk it is a JSON object (schema_version 2):
+
   schema_version  int; readers refuse versions they do not know
-  status          "ok" | "failed";  error: message of the failure (failed only)
+  status          "ok" | "failed" | "interrupted"
+  error           the failure's message, naming the rank it came from (failed/interrupted only)
+  traceback       the failing rank's traceback, when there is one
+  peer_error      a first error that only said a peer rank died, replaced by the root cause (amend_failure)
   task            "train" | "collectives" | "grad_sync" | "pair_groups"
+  command         `python train.py <overrides>`
   overrides       the command-line overrides of this job (Hydra's task overrides)
   job             {name, num, output_dir, sweep_dir, slurm_job_id, log}
   config          the resolved config every rank ran with
-  env             {hostnames, cpu_count, torch, cuda, nccl, devices, device_count, backend, world_size, vars{NCCL_*, GLOO_*, OMP_NUM_THREADS}}
+  env             {hostnames, cpu_count, torch, cuda, nccl, python, devices, device_count, backend, world_size,
+                   vars{NCCL_*, GLOO_*, OMP_NUM_THREADS, ...}}; {} when the ranks never got that far
   started, finished  ISO-8601 UTC
-  result          task-specific figures, seconds and bytes unless a name says otherwise; see README "The run record"
+  result          task-specific figures (seconds and bytes unless a name says otherwise), always with `headline`;
+                  null when the run failed before producing any; see README "The run record"
+
+Version 2 (this version) differs from 1 in who writes it (the process that outlives the ranks) and in the status
+"interrupted"; the fields of version 1 keep their meaning, so version-1 records are read as well.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 RECORD_NAME = "run_record.json"
+JOB_KEYS = ("name", "num", "output_dir", "sweep_dir", "slurm_job_id", "log")
 
 
 class RecordError(ValueError):
     pass
 
 
-def write_record(directory: str | Path, record: dict[str, Any]) -> Path:
-    """Atomic: write a temp file beside the target, fsync, rename. A crash leaves the old file or none."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / RECORD_NAME
-    record = {"schema_version": SCHEMA_VERSION, **record}
-    fd, tmp = tempfile.mkstemp(prefix=".run_record.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(record, f, indent=2, sort_keys=False, default=_jsonable)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class Record:
+    status: str
+    task: str | None = None
+    command: str | None = None
+    overrides: list[str] = field(default_factory=list)
+    job: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] | None = None
+    env: dict[str, Any] = field(default_factory=dict)
+    started: str | None = None
+    finished: str | None = None
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    traceback: str | None = None
+    peer_error: str | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    # ------------------------------------------------------------------------------------ constructors
+
+    @classmethod
+    def _base(cls, status: str, config: dict | None, job: dict, **fields) -> "Record":
+        config = dict(config or {})
+        config.pop("hydra", None)
+        overrides = list(job.get("overrides") or [])
+        return cls(status=status, task=config.get("task"),
+                   command=job.get("command") or " ".join(["python train.py", *overrides]),
+                   overrides=overrides, job={k: job.get(k) for k in JOB_KEYS}, config=config,
+                   finished=now(), **fields)
+
+    @classmethod
+    def ok(cls, config: dict, job: dict, *, env: dict, started: str, result: dict) -> "Record":
+        return cls._base("ok", config, job, env=env, started=started, result=result)
+
+    @classmethod
+    def failed(cls, config: dict | None, job: dict, error: str, *, traceback: str | None = None,
+               env: dict | None = None, started: str | None = None, result: dict | None = None,
+               status: str = "failed") -> "Record":
+        """A run that ended without a full result. `result` keeps what was measured (e.g. a failed correctness
+        check's figures, or the steps measured before an interrupt)."""
+        return cls._base(status, config, job, env=env or {}, started=started, result=result, error=error,
+                         traceback=traceback)
+
+    def amend_failure(self, error: str, log: str | None = None) -> bool:
+        """Replace an error that only says a peer died with the failing rank's own (the root cause found later,
+        e.g. by the Slurm submitter from the other tasks' results). True when the record changed."""
+        if self.status == "ok" or (self.error and not is_peer_failure(self.error)) or is_peer_failure(error):
+            return False
+        self.peer_error, self.error = self.error, error
+        if log:
+            self.job["log"] = log
+        return True
+
+    # ------------------------------------------------------------------------------------ I/O
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        return {"schema_version": d.pop("schema_version"), **d}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Record":
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def write(self, directory: str | Path) -> Path:
+        """Atomic: a temp file beside the target, fsync, rename; readable by the group like any file the user
+        makes (the umask decides), so teammates on shared storage can read it. A crash leaves the old file or none."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / RECORD_NAME
+        fd, tmp = tempfile.mkstemp(prefix=".run_record.", suffix=".tmp", dir=directory)
+        try:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(fd, 0o666 & ~umask)
+            with os.fdopen(fd, "w") as f:
+                json.dump(self.to_dict(), f, indent=2, default=_jsonable)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+
+PEER_FAILURE_SIGNS = ("closed by peer", "reset by peer", "broken pipe", "remote worker", "remote process exited",
+                      "watchdog caught collective operation timeout")
+
+
+def is_peer_failure(error: str | None) -> bool:
+    """Errors a rank reports when another rank died first (gloo/NCCL see the connection close)."""
+    return bool(error) and any(sign in error.lower() for sign in PEER_FAILURE_SIGNS)
+
+
+def record_path(path: str | Path) -> Path:
+    path = Path(path)
+    return path / RECORD_NAME if path.is_dir() else path
 
 
 def read_record(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
-    if path.is_dir():
-        path = path / RECORD_NAME
+    """The record at path (a file or a run directory) as the JSON dict it is on disk."""
+    path = record_path(path)
     with open(path) as f:
         record = json.load(f)
     version = record.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version not in READABLE_VERSIONS:
         raise RecordError(
-            f"{path}: run record schema_version {version!r}, this tool reads {SCHEMA_VERSION}. "
+            f"{path}: run record schema_version {version!r}, this tool reads {', '.join(map(str, READABLE_VERSIONS))}. "
             "Re-run the job with this version of the tool, or read it with the version that wrote it."
         )
-    record["_path"] = str(path)
     return record
 
 

@@ -36,7 +36,7 @@ def load_entries(paths: list[str | Path]) -> list[Entry]:
             found = []
             for rec in find_records(path):
                 try:
-                    found.append(Entry.from_record(read_record(rec)))
+                    found.append(Entry.from_record(read_record(rec), rec))
                 except (RecordError, OSError, ValueError) as e:
                     found.append(Entry(num=None, overrides=[], status="failed", error=f"unreadable {rec}: {e}",
                                        output_dir=str(rec.parent)))

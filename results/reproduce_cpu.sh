@@ -32,7 +32,7 @@ python train.py -m task=grad_sync model=vgg11 logger=none hydra.sweep.dir=$R/gra
 python train.py -m task=pair_groups pairs=1,2,4,8 logger=none hydra.sweep.dir=$R/pair_groups
 
 # 5. Cost of measuring (per-phase timing on vs off) on the default VGG11 run.
-python -m engine.harness_cost > $R/harness_cost_vgg11.txt
+python -m tasks.train.harness_cost > $R/harness_cost_vgg11.txt
 
 # Tables and plots from the records.
 python -m results.report $R/vgg11_sync $R/vgg11_bucket100 $R/vgg11_local $R/vgg11_raw_folder --out results/tables/vgg11 \

@@ -76,10 +76,11 @@ class Entry:
                                                              # taken from the other jobs of its sweep
 
     @classmethod
-    def from_record(cls, record: dict) -> "Entry":
+    def from_record(cls, record: dict, path: str | Path | None = None) -> "Entry":
+        """path: where the record was read from (runs get copied, e.g. committed under results/runs/); without it,
+        where it was written."""
         job = record.get("job") or {}
-        # where the record is now (runs get copied, e.g. committed under results/runs/), else where it was written
-        output_dir = str(Path(record["_path"]).parent) if record.get("_path") else job.get("output_dir")
+        output_dir = str(Path(path).parent) if path else job.get("output_dir")
         return cls(
             num=job.get("num"),
             overrides=list(record.get("overrides") or []),

@@ -73,7 +73,7 @@ def check_logger_config(cfg: Any) -> None:
     """Bad logger settings, found before any rank starts."""
     s = logger_settings(cfg)
     if s.get("name") == "wandb" and str(s.get("mode")).lower() not in MODES:
-        from engine.errors import ConfigError
+        from core.errors import ConfigError
         raise ConfigError(f"logger.mode={s.get('mode')!r} is not one of {', '.join(MODES)}; "
                           "e.g. logger.mode=offline (upload later with `wandb sync`), or logger=none.")
 
@@ -160,7 +160,7 @@ def _record_group(record: dict, settings: dict) -> str:
     if settings.get("group"):
         return str(settings["group"])
     job = record.get("job") or {}
-    where = job.get("sweep_dir") or job.get("output_dir") or (Path(record["_path"]).parent if record.get("_path") else ".")
+    where = job.get("sweep_dir") or job.get("output_dir") or "."
     return group_for(where)
 
 
@@ -325,7 +325,7 @@ def log_run(record: dict, cfg: Any = None) -> None:
         if settings.get("name") in ("none", None):
             return
         job = record.get("job") or {}
-        out_dir = Path(job.get("output_dir") or (Path(record["_path"]).parent if record.get("_path") else "."))
+        out_dir = Path(job.get("output_dir") or ".")
         config = dict(record.get("config") or {})
         config.setdefault("overrides", record.get("overrides"))
         config.setdefault("env", record.get("env"))
@@ -361,12 +361,6 @@ def log_run(record: dict, cfg: Any = None) -> None:
             w.finish(failed)
 
 
-def logged(out_dir: str | Path) -> bool:
-    """Whether a W&B run was logged for the job in out_dir (its sidecar exists)."""
-    return (Path(out_dir) / SIDECAR).is_file()
-
-
-log_failed = log_run  # a failed record (status "failed") is logged the same way; its run is marked failed
 
 
 def _sidecar_group(entries: list) -> str | None:

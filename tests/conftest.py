@@ -32,7 +32,7 @@ def read(out_dir: Path) -> dict:
 def compose(overrides: list[str] | None = None):
     from hydra import compose as hydra_compose, initialize_config_dir
 
-    from engine.config import register_resolvers
+    from core.config import register_resolvers
 
     register_resolvers()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):

@@ -8,9 +8,9 @@ import torch
 from omegaconf import OmegaConf
 
 from comm import bandwidth as bw
-from comm import collectives, grad_sync, pair_groups
+from tasks import collectives, grad_sync, pair_groups
 from comm.check import count_wrong, expected_output, fill_input
-from engine.errors import ConfigError
+from core.errors import ConfigError
 from tests.conftest import CONF
 
 
@@ -181,19 +181,19 @@ def base_cfg(**overrides):
 ])
 def test_collectives_bad_input(key, value, words):
     with pytest.raises(ConfigError, match=words.replace("(", r"\(")):
-        collectives.check_config(base_cfg(**{key: value}))
+        collectives.check(base_cfg(**{key: value}))
 
 
 def test_collectives_refuses_what_gloo_cannot_do():
     with pytest.raises(ConfigError, match="gloo averages in floating point"):
-        collectives.check_config(base_cfg(backend="gloo", **{"collectives.reduce_op": "avg",
+        collectives.check(base_cfg(backend="gloo", **{"collectives.reduce_op": "avg",
                                                              "collectives.dtype": "int32"}))
-    collectives.check_config(base_cfg(backend="gloo", **{"collectives.reduce_op": "avg"}))      # float: fine
+    collectives.check(base_cfg(backend="gloo", **{"collectives.reduce_op": "avg"}))      # float: fine
 
 
 def test_collectives_refuses_sizes_that_cannot_fit():
     with pytest.raises(ConfigError, match="Lower collectives.max_bytes"):
-        collectives.check_config(base_cfg(**{"collectives.max_bytes": 2**50}))
+        collectives.check(base_cfg(**{"collectives.max_bytes": 2**50}))
 
 
 def test_collectives_inplace_modes():
@@ -205,37 +205,37 @@ def test_collectives_inplace_modes():
 
 def test_nccl_needs_cuda_tensors():
     with pytest.raises(ConfigError, match="NCCL only moves CUDA tensors"):
-        collectives.check_config(base_cfg(backend="nccl", **{"collectives.device": "cpu"}))
+        collectives.check(base_cfg(backend="nccl", **{"collectives.device": "cpu"}))
 
 
 def test_pair_groups_refuses_more_ranks_than_the_machine_holds():
     cpus = os.cpu_count()
     too_many = pair_groups.OVERSUBSCRIBE_LIMIT * cpus // 2 + 1
     with pytest.raises(ConfigError, match=f"pairs={too_many} needs {2 * too_many} ranks"):
-        pair_groups.check_config(base_cfg(pairs=too_many, backend="gloo"))
+        pair_groups.check(base_cfg(pairs=too_many, backend="gloo"))
     with pytest.warns(UserWarning, match="oversubscribe"):
-        pair_groups.check_config(base_cfg(pairs=cpus, backend="gloo"))
+        pair_groups.check(base_cfg(pairs=cpus, backend="gloo"))
     for bad in ({"pairs": 0}, {"pair_groups.iters": 0}, {"pair_groups.shape": [10, 0]},
                 {"pair_groups.threads": 0}):
         with pytest.raises(ConfigError):
-            pair_groups.check_config(base_cfg(backend="gloo", **bad))
+            pair_groups.check(base_cfg(backend="gloo", **bad))
 
 
 @pytest.mark.skipif(torch.cuda.device_count() > 64, reason="machine with that many GPUs")
 def test_pair_groups_nccl_needs_a_gpu_per_rank():
     pairs = torch.cuda.device_count() // 2 + 1
     with pytest.raises(ConfigError, match="one GPU per rank"):
-        pair_groups.check_config(base_cfg(pairs=pairs, backend="nccl"))
+        pair_groups.check(base_cfg(pairs=pairs, backend="nccl"))
 
 
 def test_grad_sync_bad_input():
     for bad in ({"grad_sync.iters": 0}, {"grad_sync.warmup_iters": -1}, {"grad_sync.device": "gpu"},
                 {"bucket": 0}):
         with pytest.raises(ConfigError):
-            grad_sync.check_config(base_cfg(**bad))
+            grad_sync.check(base_cfg(**bad))
     if torch.cuda.device_count() == 0:
         with pytest.raises(ConfigError, match="3 copies of 506.8 MiB"):
-            grad_sync.check_config(base_cfg(world_size=10000))
+            grad_sync.check(base_cfg(world_size=10000))
 
 
 # ------------------------------------------------------------------------------------------------------- grad_sync

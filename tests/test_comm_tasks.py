@@ -132,7 +132,7 @@ def test_bad_input_is_refused_before_ranks_start(tmp_path, args, words):
 
 # ------------------------------------------------------------------------------------ real gloo ranks, no train.py
 def _gather_nothing_class():
-    from comm.collectives import Case
+    from tasks.collectives import Case
 
     class GatherNothing(Case):
         """An all_gather that moves no data."""
@@ -150,9 +150,9 @@ def _two_rank_worker(rank: int, store: str, out: str):
     import socket
     from pathlib import Path
 
-    from comm import collectives, grad_sync, pair_groups
-    from engine.context import RankContext
-    from engine.errors import ConfigError
+    from tasks import collectives, grad_sync, pair_groups
+    from core.context import RankContext
+    from core.errors import ConfigError
     from models import build_model
 
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)

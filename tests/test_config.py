@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.config import prepare
-from engine.errors import ConfigError
+from core.config import prepare
+from core.errors import ConfigError
 from tests.conftest import CONF, compose
 
 

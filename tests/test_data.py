@@ -7,7 +7,7 @@ from data import batches, build_loader
 from data.fake import FakeImages
 from data.make_raw_folder import make_raw_folder
 from data.raw_folder import RawFolder, sample_bytes
-from engine.config import prepare
+from core.config import prepare
 from tests.conftest import ROOT, compose
 
 

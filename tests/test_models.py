@@ -2,7 +2,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from engine.errors import ConfigError
+from core.errors import ConfigError
 from models import build_model
 from tests.conftest import CONF
 

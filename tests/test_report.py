@@ -9,8 +9,8 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 
-from results.record import write_record
-from results.sample_records import collectives_record, train_record, write_sweep
+from tests.records import write_record
+from tests.records import collectives_record, train_record, write_sweep
 
 REPO = Path(__file__).resolve().parents[1]
 

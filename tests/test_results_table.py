@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from results.callbacks import TABLE_CSV, TABLE_MD, sweep_entries
-from results.sample_records import train_record, write_sweep
+from tests.records import train_record, write_sweep
 from results.table import Entry, build_table, fmt, train_headline
 
 REPO = Path(__file__).resolve().parents[1]
@@ -127,8 +127,8 @@ import sys
 sys.path.insert(0, {repo!r})
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from results.record import write_record
-from results.sample_records import train_record
+from tests.records import write_record
+from tests.records import train_record
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg):

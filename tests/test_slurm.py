@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from engine.errors import ConfigError
+from core.errors import ConfigError
 from launchers import slurm
 from tests.conftest import ROOT, TINY, compose, run_train
 

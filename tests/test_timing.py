@@ -3,8 +3,8 @@ import time
 import pytest
 import torch
 
-from engine.comm_env import parse_transports
-from engine.timing import PhaseTimer, stats
+from core.comm_env import parse_transports
+from tasks.train.timing import PhaseTimer, stats
 
 
 def test_stats_median_and_p90():

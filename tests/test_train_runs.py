@@ -13,7 +13,7 @@ PARAMS_VGG11_TINY = 22
 def ok(proc):
     assert proc.returncode == 0, proc.stderr[-3000:]
     rec = read(proc.out_dir)
-    assert rec["status"] == "ok" and rec["schema_version"] == 1
+    assert rec["status"] == "ok" and rec["schema_version"] == 2
     return rec
 
 
@@ -90,7 +90,7 @@ def test_harness_cost_command_prints_the_ratio():
 
     from tests.conftest import ROOT
 
-    out = subprocess.run([sys.executable, "-m", "engine.harness_cost", "model=vgg11_tiny", "scale=smoke"], cwd=ROOT,
+    out = subprocess.run([sys.executable, "-m", "tasks.train.harness_cost", "model=vgg11_tiny", "scale=smoke"], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "timing on :" in out.stdout and "timing off:" in out.stdout and "ratio on/off:" in out.stdout

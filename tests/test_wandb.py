@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from results import wandb_log
-from results.record import RECORD_NAME, read_record, write_record
-from results.sample_records import train_record, write_sweep
+from results.record import RECORD_NAME, read_record
+from tests.records import write_record
+from tests.records import train_record, write_sweep
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -168,7 +169,7 @@ def test_offline_run_has_group_config_tags_history_and_headline_summary(tmp_path
 
 def test_failed_record_gives_a_finished_run_marked_failed(tmp_path, wandb_env):
     job_dir, rec = _job(tmp_path, status="failed", error="RuntimeError: rank 1 died")
-    wandb_log.log_failed(rec, {"logger": {"name": "wandb", "mode": "offline"}})
+    wandb_log.log_run(rec, {"logger": {"name": "wandb", "mode": "offline"}})
     run = read_run(offline_runs(job_dir)[0])
     assert run["exit_code"] == 1 and run["summary"]["status"] == "failed"
     assert "rank 1 died" in run["summary"]["error"]

@@ -21,7 +21,7 @@ from comm import CorrectnessError
 from comm import bandwidth as bw
 from comm.check import count_wrong, expected_output, fill_input
 from comm.measure import free_host_bytes, gather_all, rank_stats, resolve_device, synchronize, time_window
-from engine.errors import ConfigError
+from core.errors import ConfigError
 
 MODES = {"out_of_place": "out-of-place", "in_place": "in-place"}
 ROOT = 0
@@ -81,7 +81,7 @@ def settings(cfg) -> dict:
     }
 
 
-def check_config(cfg) -> None:
+def check(cfg, submitting: bool = False) -> None:
     s = settings(cfg)
     backend = str(cfg.get("backend", "auto"))
     refused = known_unsupported("gloo" if backend == "auto" and torch.cuda.device_count() == 0 else backend, s)

@@ -3,7 +3,7 @@
 GPU: a CUDA event is recorded on the compute stream at every phase boundary; durations are read after the window, so
 the host never waits inside it. A phase's GPU time is how long the stream spent between its boundaries: host stalls
 (a slow loader) show up as the gap the GPU had to wait. CPU: time.perf_counter at the same boundaries.
-With timing off, no boundaries are recorded at all (see engine/harness_cost.py for what they cost)."""
+With timing off, no boundaries are recorded at all (see tasks/train/harness_cost.py for what they cost)."""
 from __future__ import annotations
 
 import statistics

@@ -29,7 +29,7 @@ import torch.distributed as dist
 from comm import CorrectnessError
 from comm import bandwidth as bw
 from comm.measure import Clock, free_host_bytes, gather_all, rank_stats, resolve_device, synchronize, time_window
-from engine.errors import ConfigError
+from core.errors import ConfigError
 
 METHODS = ("per_param", "flat", "bucketed", "coalesced")
 PATTERN_PERIOD = 7                  # gradient values are ((i + k) % 7 + 1) * (rank + 1) for element i of tensor k
@@ -53,7 +53,7 @@ def settings(cfg) -> dict:
             "bucket_mb": float(bucket)}
 
 
-def check_config(cfg) -> None:
+def check(cfg, submitting: bool = False) -> None:
     settings(cfg)
     if cfg.get("model") is None or cfg.model.get("arch") is None:
         raise ConfigError("task=grad_sync needs a model (model=vgg11, model=vit_l_32, ...): it syncs that model's "
@@ -200,7 +200,7 @@ class Flat:
 
 
 def ddp_bucket_limits(bucket_mb: float) -> list[int]:
-    """The byte limits DDP's reducer uses when it rebuilds buckets, for DDP(bucket_cap_mb=bucket_mb) as engine/ddp.py
+    """The byte limits DDP's reducer uses when it rebuilds buckets, for DDP(bucket_cap_mb=bucket_mb) as tasks/train/ddp.py
     builds it. Recent torch caps the first bucket at 1 MiB only when bucket_cap_mb is left at its default (so here
     all buckets share the cap); older versions always did. Ask torch's own bucket config where it has one."""
     cap = int(bucket_mb * 1024 * 1024)

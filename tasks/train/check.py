@@ -1,79 +1,23 @@
-"""Config checks and resolution, done once in the process the user started, before any rank exists: every bad-input
-error is raised here with the problem and the fix, never from deep inside torch in the middle of a run."""
+"""task=train's config checks: every knob of the step loop, before any rank starts."""
 from __future__ import annotations
 
-import importlib
 import warnings
 from pathlib import Path
 
-import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from engine.errors import ConfigError
+from core.config import _choice, _positive, gpu_count
+from core.errors import ConfigError
 
 SYNCS = ("ddp", "per_param", "flat", "local")
-BACKENDS = ("auto", "nccl", "gloo")
 PRECISIONS = ("fp32", "tf32", "bf16")
 H2D_MODES = ("blocking", "non_blocking", "side_stream")
 OPTIMS = ("none", "fp16", "bf16", "powersgd")
 DDP_ALWAYS_TIMED = 10  # DDP samples its runtime stats on iterations 1..10 whatever the sample rate (reducer.cpp)
 
 
-def _gpu_count() -> int:
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
-def register_resolvers() -> None:
-    """${gpu_or:A,B}: A on a machine with a GPU, else B. ${gpu_count:}: GPUs visible here."""
-    if not OmegaConf.has_resolver("gpu_or"):
-        OmegaConf.register_new_resolver("gpu_or", lambda on_gpu, on_cpu: on_gpu if _gpu_count() > 0 else on_cpu)
-    if not OmegaConf.has_resolver("gpu_count"):
-        OmegaConf.register_new_resolver("gpu_count", _gpu_count)
-
-
-def _choice(cfg, key: str, choices) -> None:
-    value = OmegaConf.select(cfg, key)
-    if value not in choices:
-        raise ConfigError(f"{key}={value!r} is not known; choose one of: {', '.join(map(str, choices))}.")
-
-
-def _positive(cfg, key: str, allow_zero: bool = False) -> None:
-    value = OmegaConf.select(cfg, key)
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (value >= 0 if allow_zero else value > 0)
-    if not ok:
-        raise ConfigError(f"{key}={value!r}: must be a {'non-negative' if allow_zero else 'positive'} number, "
-                          f"e.g. {key}={1 if not allow_zero else 0}.")
-
-
-def validate(cfg: DictConfig, submitting: bool = False) -> None:
-    """submitting=True: checked on a Slurm login node for the compute nodes, so this machine's GPUs do not count."""
-    from engine.runner import TASKS
-    from launchers.slurm import check_config as check_launcher
-
-    _choice(cfg, "task", TASKS)
-    _choice(cfg, "backend", BACKENDS)
-    _positive(cfg, "world_size")
-    _positive(cfg, "timeout_s")
-    check_launcher(cfg, submitting=submitting)
-    gpus = _gpu_count()
-    if cfg.backend == "nccl" and not submitting:
-        if gpus == 0:
-            raise ConfigError("backend=nccl needs CUDA GPUs and this machine has none. Use backend=gloo (or auto).")
-        if cfg.launcher.name == "local" and cfg.world_size > gpus:
-            raise ConfigError(f"backend=nccl with world_size={cfg.world_size} needs one GPU per rank, and this machine "
-                              f"has {gpus}. Use world_size<={gpus}, or backend=gloo.")
-    if cfg.logger.name == "wandb":
-        from results.wandb_log import check_logger_config
-
-        check_logger_config(cfg)
-    if cfg.task == "train":
-        validate_train(cfg, gpus, submitting)
-    module = importlib.import_module(TASKS[cfg.task])
-    if hasattr(module, "check_config"):
-        module.check_config(cfg)
-
-
-def validate_train(cfg: DictConfig, gpus: int, submitting: bool = False) -> None:
+def check(cfg: DictConfig, submitting: bool = False) -> None:
+    gpus = gpu_count()
     _choice(cfg, "sync", SYNCS)
     _choice(cfg, "precision", PRECISIONS)
     _choice(cfg, "h2d", H2D_MODES)
@@ -133,20 +77,3 @@ def validate_train(cfg: DictConfig, gpus: int, submitting: bool = False) -> None
                               f"{cfg.model.num_classes} outputs; set model.num_classes>={classes}.")
     if cfg.data.kind == "fake":
         _positive(cfg, "data.pool")
-
-
-def prepare(cfg: DictConfig, submitting: bool = False) -> dict:
-    """Validate, then resolve every interpolation once: the ranks get a plain dict (Hydra's runtime config does not
-    exist in child processes)."""
-    cfg = cfg.copy()
-    OmegaConf.set_struct(cfg, False)
-    if "hydra" in cfg:
-        del cfg["hydra"]
-    try:
-        OmegaConf.resolve(cfg)
-    except Exception as e:  # noqa: BLE001 - interpolation errors name the key
-        raise ConfigError(f"config does not resolve: {e}") from None
-    if cfg.task == "pair_groups":
-        cfg.world_size = 2 * int(cfg.pairs) if cfg.launcher.name == "local" else cfg.world_size
-    validate(cfg, submitting)
-    return OmegaConf.to_container(cfg, resolve=True)

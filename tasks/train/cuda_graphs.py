@@ -1,7 +1,7 @@
 """cuda_graphs=true: forward + backward + optimizer step captured once as one CUDA graph and replayed (seed 002),
 following PyTorch's rules for whole-network capture with DDP: static input buffers, at least 11 eager warm-up
 iterations on a side stream before capture (DDP's own set-up happens there), a static graph, and
-TORCH_NCCL_ASYNC_ERROR_HANDLING=0 set before the process group starts (engine/runner.py does that).
+TORCH_NCCL_ASYNC_ERROR_HANDLING=0 set before the process group starts (core/rank.py does that).
 
 The replayed step has three timed phases: data (host batch), h2d (copy into the static input buffers), graph_replay."""
 from __future__ import annotations

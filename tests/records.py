@@ -1,4 +1,4 @@
-"""Run records with chosen numbers, shaped like the schema (results/record.py), written with write_record.
+"""Run records with chosen numbers, shaped like the schema (results/record.py), written as the tool writes them (Record.write).
 
 For tests of the tables, plots, report and W&B logging: every figure is derived from a few arguments, so a
 test can check a table cell against the number it put in.
@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from results.record import write_record
+from results.record import Record
 from results.table import train_headline
 
 PHASE_SHARE = {"data": 0.05, "h2d": 0.05, "forward": 0.25, "backward": 0.45, "sync": 0.1, "optimizer": 0.1}
@@ -102,3 +102,8 @@ def write_sweep(sweep_dir: str | Path, records: list[dict[str, Any]], sweep_over
         "hydra:\n  job:\n    name: train\n  overrides:\n    hydra:\n    - hydra.mode=MULTIRUN\n    task:\n"
         + "".join(f"    - {o}\n" for o in task))
     return sweep_dir
+
+
+def write_record(directory, record: dict) -> Path:
+    """A hand-made record dict written the way the tool writes records."""
+    return Record.from_dict(record).write(directory)

@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from comm.measure import free_host_bytes, gather_all, synchronize
-from engine.errors import ConfigError
+from core.errors import ConfigError
 
 OVERSUBSCRIBE_LIMIT = 8        # gloo ranks per CPU we still start: the thread's pairs=8 (16 ranks) runs on 2 cores
 RANK_MEMORY_BYTES = 400 << 20  # what one CPU rank process costs (python + torch + gloo), for the memory check
@@ -52,7 +52,7 @@ def settings(cfg) -> dict:
             "async_op": bool(p.async_op), "threads": threads, "warmup_iters": warmup}
 
 
-def check_config(cfg) -> None:
+def check(cfg, submitting: bool = False) -> None:
     """Refuse a pairs= that this machine cannot hold, before any rank starts."""
     s = settings(cfg)
     world = s["world_size"]

@@ -10,7 +10,7 @@ import torch.distributed as dist
 def ddp_comm_probe(sync, train_step, n: int) -> dict | None:
     """Median of DDP's runtime stats over n probe steps. DDP fills them in at the start of the next forward
     (synchronising the host with the GPU's timing events there, which is why this is not done in the window)."""
-    if not hasattr(sync, "runtime_stats") or n < 1:
+    if sync.runtime_stats_kind is None or n < 1:
         return None
     sync.enable_runtime_stats()
     samples = []

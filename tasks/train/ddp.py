@@ -12,7 +12,8 @@ import torch.nn as nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from engine.errors import ConfigError
+from core.errors import ConfigError
+from tasks.train.sync import Sync
 
 SCHEMES = ("none", "fp16", "bf16", "powersgd")
 COMPRESSED_DTYPE = {"fp16": torch.float16, "bf16": torch.bfloat16}
@@ -62,12 +63,14 @@ def serialized(hook):
     return wrapper
 
 
-class DDPSync:
+class DDPSync(Sync):
     communicates = True
+    runtime_stats_kind = "ddp"
 
     def __init__(self, cfg, model: nn.Module, device: torch.device):
         self.cfg = cfg
         self.optim = cfg.optim.name
+        self.lossy = self.optim != "none"
         check_backend_supports(self.optim, device)
         static_graph = bool(cfg.ddp.static_graph or cfg.cuda_graphs)   # whole-network capture needs a static graph
         knobs = {}

@@ -3,7 +3,7 @@
     local      no communication: the single-device baseline (the ViT study's "no DDP")
     per_param  the VGG11 thread's loop: one all_reduce per parameter after backward
     flat       all gradients copied into one buffer, one all_reduce, copied back
-    ddp        DistributedDataParallel: bucketed all-reduce overlapping backward, knobs and comm hooks (engine/ddp.py)
+    ddp        DistributedDataParallel: bucketed all-reduce overlapping backward, knobs and comm hooks (tasks/train/ddp.py)
 """
 from __future__ import annotations
 
@@ -13,11 +13,13 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-STRATEGIES = ("ddp", "per_param", "flat", "local")
 
-
-class LocalSync:
-    communicates = False
+class Sync:
+    """What the step loop, the probes and the result assembly may ask of a strategy. The base is `sync=local`:
+    every answer says "no communication", so no caller needs to know which strategy it holds."""
+    communicates = False      # sends anything at all (False: no comm figures in the record)
+    lossy = False             # delivers an approximate average (compression): the gradient-error probe applies
+    runtime_stats_kind = None  # "ddp": comm/overlap times come from DDP's reducer timers (engine probes read them)
 
     def __init__(self, model: nn.Module):
         self.model = model
@@ -33,11 +35,23 @@ class LocalSync:
         """(collectives, bytes) issued outside Python per synchronised step; none for Python-side strategies."""
         return 0, 0
 
+    def buckets(self) -> list[int] | None:
+        """Bucket sizes in bytes, for strategies that bucket (DDP); None otherwise."""
+        return None
+
+    def enable_runtime_stats(self) -> None:
+        pass
+
+    def runtime_stats(self) -> dict[str, float] | None:
+        return None
+
     def describe(self) -> dict:
         return {}
 
 
-class PerParamSync(LocalSync):
+
+
+class PerParamSync(Sync):
     communicates = True
 
     def after_backward(self) -> None:
@@ -47,7 +61,7 @@ class PerParamSync(LocalSync):
             p.grad.div_(ws)
 
 
-class FlatSync(LocalSync):
+class FlatSync(Sync):
     communicates = True
 
     def __init__(self, model: nn.Module):
@@ -71,11 +85,11 @@ class FlatSync(LocalSync):
 
 def make_sync(cfg, model: nn.Module, device: torch.device):
     if cfg.sync == "local":
-        return LocalSync(model)
+        return Sync(model)
     if cfg.sync == "per_param":
         return PerParamSync(model)
     if cfg.sync == "flat":
         return FlatSync(model)
-    from engine.ddp import DDPSync
+    from tasks.train.ddp import DDPSync
 
     return DDPSync(cfg, model, device)

@@ -1,6 +1,6 @@
 """What measuring costs: the same config run with per-phase timing on and off, and the throughput ratio.
 
-    python -m engine.harness_cost [overrides...]        e.g. python -m engine.harness_cost scale=paper
+    python -m tasks.train.harness_cost [overrides...]        e.g. python -m tasks.train.harness_cost scale=paper
 
 Each variant runs as a normal `python train.py` job (its own ranks, its own run record); the ratio compares the
 wall-clock throughput of the measured windows, which both variants take the same way."""
@@ -15,7 +15,7 @@ from pathlib import Path
 
 def run_variant(overrides: list[str], timing: bool, out: Path) -> dict:
     cmd = [sys.executable, "train.py", *overrides, f"timing={str(timing).lower()}", "logger=none", f"hydra.run.dir={out}"]
-    subprocess.run(cmd, check=True, cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.DEVNULL)
+    subprocess.run(cmd, check=True, cwd=Path(__file__).resolve().parents[2], stdout=subprocess.DEVNULL)
     return json.loads((out / "run_record.json").read_text())
 
 

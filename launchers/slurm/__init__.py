@@ -26,10 +26,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from engine.errors import ConfigError
+from core.errors import ConfigError
+from results.record import is_peer_failure
 
 SUBMITIT_DIR = ".submitit"
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 # Slurm job states in which a job can still produce results (anything else: it has ended)
 ACTIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
                  "RESIZING", "SUSPENDED", "STAGE_OUT", "SIGNALING"}
@@ -287,14 +288,6 @@ STATE_HINTS = {
 
 
 # Errors a rank raises because another rank died: the root cause is in the other rank's log.
-PEER_FAILURE_SIGNS = ("closed by peer", "reset by peer", "broken pipe", "remote worker", "remote process exited",
-                      "watchdog caught collective operation timeout")
-
-
-def is_peer_failure(error: str | None) -> bool:
-    return bool(error) and any(sign in error.lower() for sign in PEER_FAILURE_SIGNS)
-
-
 def describe_job(folder: Path, job_id: str, tasks: int, state: dict[str, str] | None) -> tuple[str | None, str]:
     """(error or None, log path) of one finished Slurm job, from its result pickles, Slurm's state and its logs.
     The error names the task (= rank) whose own failure ended the job, and the log is that task's."""
@@ -325,23 +318,17 @@ def describe_job(folder: Path, job_id: str, tasks: int, state: dict[str, str] | 
 
 def amend_failed_record(path: Path, error: str, log: str) -> bool:
     """A failed record whose error only says a peer rank died (rank 0 saw the connection close) gets the failing
-    rank's own error and log; the replaced message is kept as "peer_error". True if the record changed."""
-    from results.record import read_record, write_record
+    rank's own error and log (Record.amend_failure). Rank 0 already logged the run to W&B: not again."""
+    from core.finalise import finalise
+    from results.record import Record, read_record
 
     try:
-        record = read_record(path)
+        record = Record.from_dict(read_record(path))
     except Exception:  # noqa: BLE001 - an unreadable record is the table's to report
         return False
-    if record.get("status") != "failed" or not (is_peer_failure(record.get("error")) or not record.get("error")):
+    if not record.amend_failure(error, log):
         return False
-    if is_peer_failure(error):
-        return False
-    record.pop("_path", None)
-    record.pop("schema_version", None)
-    record["peer_error"] = record.get("error")
-    record["error"] = error
-    record.setdefault("job", {})["log"] = log
-    write_record(path.parent, record)
+    finalise(record, path.parent, wandb=False, quiet=True)
     return True
 
 
@@ -404,24 +391,13 @@ def _task_count(folder: Path, job_id: str) -> int:
 def write_failed_record(output_dir: Path, *, error: str, overrides: list[str], num: int | None, sweep_dir: Path,
                         slurm_job_id: str, log: str | None, config: dict | None, hostnames: list[str]) -> Path:
     """The run record of a job that died without writing one: what the submitting side knows."""
-    from results.record import write_record
+    from core.finalise import finalise
+    from results.record import Record
 
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    return write_record(output_dir, {
-        "status": "failed",
-        "error": error,
-        "task": (config or {}).get("task"),
-        "command": " ".join(["python train.py", *overrides]),
-        "overrides": overrides,
-        "job": {"name": "train", "num": num, "output_dir": str(output_dir), "sweep_dir": str(sweep_dir),
-                "slurm_job_id": slurm_job_id, "log": log},
-        "config": config,
-        "env": {"hostnames": hostnames},
-        "started": None,
-        "finished": now,
-        "result": None,
-        "written_by": "submitting host (launchers.slurm): the job wrote no record",
-    })
+    job = {"name": "train", "num": num, "output_dir": str(output_dir), "sweep_dir": str(sweep_dir),
+           "slurm_job_id": slurm_job_id, "log": log, "overrides": overrides}
+    record = Record.failed(config, job, error, env={"hostnames": hostnames})
+    return finalise(record, output_dir, quiet=True)
 
 
 def make_executor(params: dict[str, Any], srun_args: list[str]):
@@ -456,7 +432,7 @@ class SweepSafeSlurmLauncher(_SubmititSlurmLauncher):  # type: ignore[misc,valid
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # in each Slurm task: train.py's module code (its resolver registration) does not run here, the pickled
         # task function does; register what the config interpolates before Hydra loads the job's config
-        from engine.config import register_resolvers as engine_resolvers
+        from core.config import register_resolvers as engine_resolvers
 
         engine_resolvers()
         register_resolvers()
@@ -482,7 +458,7 @@ class SweepSafeSlurmLauncher(_SubmititSlurmLauncher):  # type: ignore[misc,valid
         for i, overrides in enumerate(job_overrides):
             num = initial_job_idx + i
             try:  # every job's config (Slurm settings included), before anything is queued
-                from engine.config import prepare
+                from core.config import prepare
 
                 prepare(self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides)),
                         submitting=True)

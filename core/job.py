@@ -1,0 +1,84 @@
+"""One Hydra job: check the config, start (or become) the ranks, and end through core.finalise whatever happens.
+In a multirun a failed job returns normally with a failed status, so the sweep goes on and the end-of-sweep table
+shows it as a failed row; a single run exits non-zero (2: bad input, before any rank started; 1: a rank failed)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from core.config import prepare
+from core.errors import ConfigError
+from core.finalise import finalise
+from launchers import already_a_rank
+from results.record import Record
+
+
+def job_info() -> dict:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    from launchers.slurm import job_info as slurm_job_info
+
+    hc = HydraConfig.get()
+    multirun = hc.mode == RunMode.MULTIRUN
+    overrides = list(hc.overrides.task)
+    return {
+        "name": hc.job.name,
+        "num": hc.job.num if multirun else None,
+        "output_dir": hc.runtime.output_dir,
+        "sweep_dir": str(Path(hc.sweep.dir).resolve()) if multirun else None,
+        "overrides": overrides,
+        "command": " ".join(["python train.py", *overrides]),
+        "multirun": multirun,
+        **slurm_job_info(),
+    }
+
+
+def run_job(cfg: DictConfig, job: dict | None = None) -> dict:
+    """The body of every job. `job` (output_dir, overrides, ...) comes from Hydra unless given (tests)."""
+    job = job or job_info()
+    try:
+        plain = prepare(cfg)
+    except ConfigError as e:
+        config = OmegaConf.to_container(cfg, resolve=False)
+        return _end(Record.failed(config, job, f"ConfigError: {e}"), job, exit_code=2)
+    if already_a_rank():
+        return _as_a_rank(plain, job)
+    from launchers.local import RankFailed, launch_local
+
+    try:
+        outcome = launch_local(plain, job)
+    except RankFailed as e:
+        o = e.outcome
+        record = Record.failed(plain, job, str(e), traceback=e.traceback, env=o and o.env,
+                               started=o and o.started, result=o and o.result)
+        return _end(record, job, exit_code=1)
+    return _end(Record.ok(plain, job, env=outcome.env, started=outcome.started, result=outcome.result), job)
+
+
+def _as_a_rank(plain: dict, job: dict) -> dict:
+    """torchrun or a Slurm task: this process is a rank and there is no parent of ours that outlives the ranks,
+    so rank 0 finalises. The other ranks re-raise: their non-zero exit ends the job (srun --kill-on-bad-exit)."""
+    from core.rank import RankError, run_rank
+
+    try:
+        outcome = run_rank(plain, job)
+    except RankError as e:
+        o = e.outcome
+        record = Record.failed(plain, job, o.error, traceback=o.traceback, env=o.env, started=o.started,
+                               result=o.result)
+        return _end(record, job, exit_code=1)
+    if outcome is None:
+        return {"status": "ok"}
+    return _end(Record.ok(plain, job, env=outcome.env, started=outcome.started, result=outcome.result), job)
+
+
+def _end(record: Record, job: dict, exit_code: int = 0) -> dict:
+    path = finalise(record, job["output_dir"])
+    if record.status == "ok":
+        return {"status": "ok", "record": str(path)}
+    if job.get("multirun"):
+        return {"status": record.status, "error": record.error, "record": str(path)}
+    sys.exit(exit_code)

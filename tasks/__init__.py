@@ -1,0 +1,35 @@
+"""The tasks train.py can run (`task=`), one module or package each, all with the same small protocol:
+
+    check(cfg, submitting: bool) -> None   every bad-input error of the task, raised as ConfigError before any
+                                           rank starts (submitting=True: on a Slurm login node, for the compute
+                                           nodes, so this machine's GPUs and memory do not count)
+    run(ctx) -> dict | None                inside every rank; rank 0 returns the task's `result` for the record
+    summarize(record) -> str               the text printed after the run, from the record alone
+
+The registry below is the only list of tasks: config checks, the rank runner and the tests all read it.
+"""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Protocol
+
+
+class Task(Protocol):
+    def check(self, cfg, submitting: bool = False) -> None: ...
+
+    def run(self, ctx) -> dict | None: ...
+
+    def summarize(self, record: dict) -> str: ...
+
+
+TASKS = {
+    "train": "tasks.train",
+    "collectives": "tasks.collectives",
+    "grad_sync": "tasks.grad_sync",
+    "pair_groups": "tasks.pair_groups",
+}
+
+
+def get(name: str) -> Task | ModuleType:
+    return importlib.import_module(TASKS[name])

@@ -1,0 +1,184 @@
+"""task=train: a measured data-parallel training step, phase by phase.
+
+    data -> h2d -> forward -> backward (DDP's all-reduce overlaps it) -> sync (explicit strategies) -> optimizer
+
+Warm-up steps run first; the measured window is bracketed by one device sync and a barrier at each end, and nothing
+inside it waits on the GPU. Untimed probe steps after the window read DDP's runtime statistics (communication time and
+its overlap with backward) and, for lossy schemes, the gradient error against an exact fp32 all-reduce."""
+from __future__ import annotations
+
+import time
+from contextlib import nullcontext
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from tqdm import tqdm
+
+from data import batches, build_loader
+from tasks.train.comm_counter import CollectiveCounter
+from tasks.train.h2d import make_feeder
+from tasks.train.probes import ddp_comm_probe, grad_error_probe
+from tasks.train.sync import make_sync
+from tasks.train.result import assemble, comm_figures, rank_figures
+from tasks.train.timing import PhaseTimer, device_sync
+from models import build_model
+
+
+def run(ctx) -> dict | None:
+    cfg = ctx.cfg
+    torch.manual_seed(cfg.seed)  # identical initial weights on every rank (the explicit strategies rely on it)
+    set_precision(cfg.precision)
+    model = build_model(cfg.model, cfg.data.image_size).to(ctx.device)
+    sync = make_sync(cfg, model, ctx.device)
+    model = sync.model
+    optimizer = torch.optim.SGD(model.parameters(), lr=cfg.solver.lr, momentum=cfg.solver.momentum)
+    criterion = nn.CrossEntropyLoss()
+    pin = ctx.device.type == "cuda" and (cfg.data.pin_memory or cfg.h2d != "blocking")
+    host_batches = batches(build_loader(cfg, ctx.rank, ctx.world_size, pin_memory=pin))
+    feeder = make_feeder(cfg.h2d, ctx.device)
+    timer = PhaseTimer(ctx.device, enabled=cfg.timing, nvtx=cfg.profile.enabled)
+    autocast = autocast_for(cfg.precision, ctx.device)
+    counter = CollectiveCounter().install()
+    K = cfg.accumulate
+
+    def train_step():
+        """One optimizer step: K micro-batches, gradients synchronised on the last one only."""
+        timer.start_step()
+        for micro in range(K):
+            with timer.phase("data"):
+                batch = next(host_batches)
+            with timer.phase("h2d"):
+                x, y = feeder.to_device(batch)
+            with nullcontext() if micro == K - 1 else sync.no_sync():
+                with timer.phase("forward"), autocast():
+                    loss = criterion(model(x), y) / K
+                with timer.phase("backward"):
+                    loss.backward()
+        with timer.phase("sync"):
+            sync.after_backward()
+        with timer.phase("optimizer"):
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        return loss.detach()  # of the last micro-batch, divided by K (undone once, after the window)
+
+    if cfg.cuda_graphs:
+        from tasks.train.cuda_graphs import GraphedStep
+
+        train_step = GraphedStep(model, optimizer, criterion, autocast, host_batches, feeder, timer, ctx.device)
+
+    bar = tqdm(total=cfg.warmup_steps + cfg.steps, desc="warm-up", disable=not ctx.is_main, mininterval=1.0)
+    for i in range(cfg.warmup_steps):
+        maybe_fail(cfg, ctx.rank, i)
+        train_step()
+        bar.update()
+
+    # ---- measured window: one device sync and a barrier at each end, none inside ----
+    device_sync(ctx.device)
+    dist.barrier()
+    timer.reset()
+    counter.start()
+    losses = []
+    bar.set_description("measured")
+    with profiler(cfg, ctx) as prof:
+        t0 = time.perf_counter()
+        for i in range(cfg.warmup_steps, cfg.warmup_steps + cfg.steps):
+            maybe_fail(cfg, ctx.rank, i)
+            losses.append(train_step())
+            prof.step()
+            bar.update()
+        device_sync(ctx.device)
+        wall = time.perf_counter() - t0
+    calls, py_bytes = counter.stop()
+    bar.close()
+    steps = timer.durations()
+    timer.enabled = False
+
+    # ---- untimed probes ----
+    probe_batches = (feeder.to_device(batch) for batch in host_batches)
+    comm_stats = ddp_comm_probe(sync, train_step, cfg.probe_steps) if not cfg.cuda_graphs else None
+    grad_error = grad_error_probe(sync, criterion, autocast, probe_batches, cfg.probe_steps) \
+        if sync.lossy and not cfg.cuda_graphs else None
+    counter.uninstall()
+    with torch.no_grad(), autocast():  # what precision= really did to the forward pass
+        forward_dtype = str(model(next(probe_batches)[0]).dtype).removeprefix("torch.")
+
+    final_loss = torch.stack(losses).float().mean() * K
+    dist.all_reduce(final_loss)
+    mine = rank_figures(ctx, steps, wall)
+    everyone = [None] * ctx.world_size
+    dist.all_gather_object(everyone, mine)
+    if not ctx.is_main:
+        return None
+
+    builtin_calls, builtin_bytes = sync.builtin_comm_per_sync()
+    described = sync.describe()  # what DDP reports it built (read once: it asks the reducer)
+    comm = None
+    if sync.communicates:
+        comm = comm_figures(
+            described, ctx.world_size, steps, comm_stats,
+            collectives=calls / cfg.steps + builtin_calls, nbytes=py_bytes / cfg.steps + builtin_bytes,
+        )
+    result = assemble(cfg, ctx, described, feeder, steps, everyone, comm,
+                      final_loss=final_loss.item() / ctx.world_size, grad_error=grad_error)
+    result["forward_dtype"] = forward_dtype
+    return result
+
+
+def maybe_fail(cfg, rank: int, step: int) -> None:
+    if cfg.fault.rank is not None and rank == cfg.fault.rank and step == cfg.fault.step:
+        raise RuntimeError(f"fault injected on rank {rank} at step {step} (fault.rank={cfg.fault.rank})")
+
+
+def set_precision(precision: str) -> None:
+    tf32 = precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+
+
+def autocast_for(precision: str, device: torch.device):
+    if precision != "bf16":
+        return nullcontext
+    # cache off: a cached cast would be baked into a CUDA graph capture
+    return lambda: torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=False)
+
+
+class _NoProfiler:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def step(self):
+        pass
+
+
+def profiler(cfg, ctx):
+    """torch.profiler over a wait/warm-up/active schedule, one Chrome trace per rank; on GPU also the CUDA profiler
+    API range, so `nsys profile --capture-range=cudaProfilerApi` captures the measured window."""
+    if not cfg.profile.enabled:
+        return _NoProfiler()
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ctx.device.type == "cuda" else [])
+    trace = ctx.rank_file("trace", ".json")
+
+    class _Profiled(profile):
+        def __enter__(self):
+            if ctx.device.type == "cuda":
+                torch.cuda.profiler.start()
+            return super().__enter__()
+
+        def __exit__(self, *exc):
+            if ctx.device.type == "cuda":
+                torch.cuda.profiler.stop()
+            return super().__exit__(*exc)
+
+    p = cfg.profile
+    return _Profiled(
+        activities=activities,
+        schedule=schedule(wait=p.wait, warmup=p.warmup, active=p.active, repeat=1),
+        on_trace_ready=lambda prof: prof.export_chrome_trace(str(trace)),
+        record_shapes=False,
+    )
