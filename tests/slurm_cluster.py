@@ -91,3 +91,25 @@ def job_processes(job_id: str) -> dict[int, dict[str, str]]:
         if ours and "SLURM_PROCID" in env:
             found[int(proc.name)] = env
     return found
+
+
+def wait_until_measuring(proc, sweep: Path, limit: float = 420) -> str:
+    """The Slurm job id of the sweep's job, once its rank 0 (it prints the progress) is in the measured loop."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        logs = list(sweep.glob(".submitit/*/*_0_log.out"))
+        if logs and "measured" in logs[0].read_text(errors="replace"):
+            return logs[0].name.rsplit("_", 2)[0]
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.5)
+    pytest.fail(f"the job did not reach its step loop within {limit:.0f} s; squeue: "
+                f"{subprocess.run(['squeue'], capture_output=True, text=True).stdout}")
+
+
+def never_leave_behind(proc, job_id: str | None) -> None:
+    """Never leave a 100000-step job running (submitit ignores SIGTERM: KILL it)."""
+    if proc.poll() is None:
+        proc.kill()
+    if job_id is not None:
+        subprocess.run(["scancel", "--full", "--signal=KILL", job_id], timeout=30)
+        subprocess.run(["scancel", job_id], timeout=30)

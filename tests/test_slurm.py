@@ -21,7 +21,8 @@ from core.errors import ConfigError
 from launchers import slurm
 from launchers.slurm import settings
 from tests.conftest import ROOT, TINY, run_train
-from tests.slurm_cluster import START, final_sacct, needs_cluster, table_rows
+from tests.slurm_cluster import (START, final_sacct, needs_cluster, never_leave_behind, table_rows,
+                                 wait_until_measuring)
 
 TWO_RANKS = ["launcher=slurm", "launcher.tasks_per_node=2", "launcher.cpus_per_task=1", "launcher.timeout_min=10"]
 LAUNCHER = "hydra_plugins.slurm_sweep_launcher.SlurmLauncher"
@@ -225,46 +226,26 @@ def test_rank_env_from_srun_salloc_and_sbatch(tmp_path):
 @pytest.mark.slurm
 @pytest.mark.slow
 @needs_cluster()
-def test_sweep_runs_as_slurm_array_with_two_ranks_per_job(tmp_path):
-    """The README's example at tiny scale: 2 jobs x 2 tasks, one job array, every task one gloo rank."""
-    started = time.monotonic()
-    proc = run_train([*TWO_RANKS, *TINY, "bucket=25,100"], tmp_path, multirun=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    sweep = proc.out_dir
-    records = [json.loads((sweep / str(n) / "run_record.json").read_text()) for n in (0, 1)]
-    array_ids = set()
-    for num, record in enumerate(records):
-        assert record["status"] == "ok"
-        assert record["env"]["world_size"] == 2 and record["config"]["world_size"] == 2
-        assert sorted(r["rank"] for r in record["result"]["per_rank"]) == [0, 1]
-        job_id = record["job"]["slurm_job_id"]
-        array_id, index = job_id.split("_")
-        assert index == str(num)
-        array_ids.add(array_id)
-        log = Path(record["job"]["log"])
-        assert log.is_file() and log.parent.parent == sweep / ".submitit"
-        assert (log.parent / f"{job_id}_1_log.out").is_file()          # the second task's own log
-        line = final_sacct(job_id)
-        assert line["state"] == "COMPLETED" and line["cpus"] == "2", line   # 2 tasks x 1 CPU
-    assert len(array_ids) == 1, "one multirun is one job array"
-    rows = table_rows(sweep)
-    assert set(rows) == {"0", "1"} and all("ok" in cells for cells in rows.values())
-    assert "bucket=25" in proc.stdout and "bucket=100" in proc.stdout   # the table printed on the submitting host
-    print(f"2-job Slurm sweep: {time.monotonic() - started:.1f} s")
-
-
-@pytest.mark.slurm
-@pytest.mark.slow
-@needs_cluster()
-def test_failed_job_is_reported_with_its_log_and_other_rows_kept(tmp_path):
-    """Rank 1 of job 1 raises at step 1 (fault injection): job 1's row says so and names its Slurm job and the failing
-    rank's log; job 0's row is intact; the sweep exits non-zero after printing the table."""
+def test_sweep_is_one_array_of_two_rank_jobs_and_a_failed_job_is_a_failed_row(tmp_path):
+    """The README's example at tiny scale, 2 jobs x 2 tasks in one job array, every task one gloo rank; rank 1 of
+    job 1 raises at step 1 (fault injection): job 1's row says so and names its Slurm job and the failing rank's log,
+    job 0's row is intact, and the sweep exits non-zero after printing the table."""
     proc = run_train([*TWO_RANKS, *TINY, "fault.rank=null,1", "fault.step=1"], tmp_path, multirun=True, timeout=600)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-3000:]
     sweep = proc.out_dir
     ok, failed = (json.loads((sweep / n / "run_record.json").read_text()) for n in ("0", "1"))
     assert ok["status"] == "ok"
+    assert ok["env"]["world_size"] == 2 and ok["config"]["world_size"] == 2
+    assert sorted(r["rank"] for r in ok["result"]["per_rank"]) == [0, 1]
+    assert [r["job"]["slurm_job_id"].split("_")[1] for r in (ok, failed)] == ["0", "1"]
+    assert len({r["job"]["slurm_job_id"].split("_")[0] for r in (ok, failed)}) == 1, "one multirun is one job array"
+    job_id, log = ok["job"]["slurm_job_id"], Path(ok["job"]["log"])
+    assert log.is_file() and log.parent.parent == sweep / ".submitit"
+    assert (log.parent / f"{job_id}_1_log.out").is_file()          # the second task's own log
+    line = final_sacct(job_id)
+    assert line["state"] == "COMPLETED" and line["cpus"] == "2", line   # 2 tasks x 1 CPU
+
     assert failed["status"] == "failed"
     assert "fault injected on rank 1" in failed["error"], failed["error"]
     job_id, log = failed["job"]["slurm_job_id"], Path(failed["job"]["log"])
@@ -273,7 +254,7 @@ def test_failed_job_is_reported_with_its_log_and_other_rows_kept(tmp_path):
     assert "ok" in rows["0"] and "failed" in rows["1"]
     row = " ".join(rows["1"])
     assert job_id in row and str(log) in row
-    assert "1 of 2 jobs failed" in out
+    assert "1 of 2 jobs failed" in out and "fault.rank=1" in proc.stdout   # the table, on the submitting host
 
 
 @pytest.mark.slurm
@@ -290,13 +271,13 @@ def test_killed_job_gets_one_failed_record_and_one_wandb_run_from_the_submitting
                             env={**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"})
     job_id = None
     try:
-        job_id = _wait_until_measuring(proc, sweep)
+        job_id = wait_until_measuring(proc, sweep)
         killed = time.monotonic()
         subprocess.run(["scancel", "--signal=KILL", job_id], check=True, timeout=30)
         out, _ = proc.communicate(timeout=180)
         noticed = time.monotonic() - killed
     finally:
-        _never_leave_behind(proc, job_id)
+        never_leave_behind(proc, job_id)
     assert proc.returncode != 0, out[-3000:]
     assert [p.relative_to(sweep) for p in sweep.rglob("run_record.json")] == [Path("0/run_record.json")]
     record = json.loads((sweep / "0" / "run_record.json").read_text())
@@ -308,28 +289,6 @@ def test_killed_job_gets_one_failed_record_and_one_wandb_run_from_the_submitting
     row = " ".join(table_rows(sweep)["0"])
     assert "failed" in row and job_id in row
     assert noticed < 60, f"the submitting host took {noticed:.0f} s to notice the killed job"
-
-
-def _wait_until_measuring(proc, sweep: Path, limit: float = 420) -> str:
-    """The Slurm job id of the sweep's job, once its rank 0 (it prints the progress) is in the measured loop."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        logs = list(sweep.glob(".submitit/*/*_0_log.out"))
-        if logs and "measured" in logs[0].read_text(errors="replace"):
-            return logs[0].name.rsplit("_", 2)[0]
-        assert proc.poll() is None, proc.stdout.read()
-        time.sleep(0.5)
-    pytest.fail(f"the job did not reach its step loop within {limit:.0f} s; squeue: "
-                f"{subprocess.run(['squeue'], capture_output=True, text=True).stdout}")
-
-
-def _never_leave_behind(proc, job_id: str | None) -> None:
-    """Never leave a 100000-step job running (submitit ignores SIGTERM: KILL it)."""
-    if proc.poll() is None:
-        proc.kill()
-    if job_id is not None:
-        subprocess.run(["scancel", "--full", "--signal=KILL", job_id], timeout=30)
-        subprocess.run(["scancel", job_id], timeout=30)
 
 
 @pytest.mark.slurm

@@ -12,6 +12,7 @@
 #   sudo launchers/slurm_cluster/start.sh --cpus 8           # declare 8 CPUs per node (oversubscribed)
 #   sudo launchers/slurm_cluster/start.sh --no-accounting    # no slurmdbd/MariaDB: faster, but see below
 #   sudo launchers/slurm_cluster/stop.sh [--purge]
+# Exit code 3: --nodes was asked where namespaces cannot be made (no daemon was touched).
 #
 # Why accounting by default: submitit reads job states with `sacct`, which needs slurmdbd; without it every state is
 # UNKNOWN and the launcher (launchers/slurm/state.py) falls back to `squeue`, which forgets a job 5 min (MinJobAge)
@@ -47,7 +48,7 @@ while [ $# -gt 0 ]; do
     --nodes=*) NODES="${1#--nodes=}"; NAMESPACED=1 ;;
     --fake-gpus) [ $# -ge 2 ] || die "--fake-gpus needs a number"; FAKE_GPUS="$2"; shift ;;
     --fake-gpus=*) FAKE_GPUS="${1#--fake-gpus=}" ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
   shift
@@ -57,10 +58,6 @@ done
 [[ "$FAKE_GPUS" =~ ^[0-9]$ ]] || die "--fake-gpus takes a number from 0 to 9, got '$FAKE_GPUS'"
 # shellcheck source=launchers/slurm_cluster/nodes.sh
 . "$HERE/nodes.sh"
-if [ "$NAMESPACED" -eq 1 ]; then
-  command -v nsenter >/dev/null && command -v unshare >/dev/null && command -v ip >/dev/null \
-    || die "--nodes needs ip (iproute2), nsenter and unshare (util-linux)"
-fi
 [ "$(id -u)" -eq 0 ] || die "run as root (it installs packages and starts system daemons): sudo $0"
 command -v apt-get >/dev/null || die "needs a Debian/Ubuntu machine with apt-get (tested on Debian bookworm, slurm 22.05)"
 
@@ -99,6 +96,7 @@ command -v slurmctld >/dev/null || need+=(slurmctld)
 command -v slurmd >/dev/null || need+=(slurmd)
 command -v sbatch >/dev/null || need+=(slurm-client)
 command -v munged >/dev/null || need+=(munge)
+[ "$NAMESPACED" -eq 0 ] || command -v ip >/dev/null || need+=(iproute2)
 if [ "$ACCOUNTING" -eq 1 ]; then
   command -v slurmdbd >/dev/null || need+=(slurmdbd)
   command -v mariadbd >/dev/null || need+=(mariadb-server)
@@ -109,6 +107,18 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq >/dev/null
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null 2>&1 \
     || apt-get install -y --no-install-recommends "${need[@]}" || die "apt-get install ${need[*]} failed"
+fi
+
+if [ "$NAMESPACED" -eq 1 ]; then
+  command -v nsenter >/dev/null && command -v unshare >/dev/null || die "--nodes needs nsenter and unshare (util-linux)"
+  # exit code 3: this machine cannot make the nodes (a container without CAP_SYS_ADMIN / CAP_NET_ADMIN)
+  if ! unshare --net --uts true 2>/dev/null || ! ip link add slurm-probe0 type veth peer name slurm-probe1 2>/dev/null
+  then
+    echo "slurm_cluster/start.sh: error: --nodes needs network and UTS namespaces and veth pairs, which this machine" \
+         "does not allow (a container without CAP_SYS_ADMIN/CAP_NET_ADMIN?); start one node without --nodes" >&2
+    exit 3
+  fi
+  ip link del slurm-probe0
 fi
 
 # --- the nodes --------------------------------------------------------------------------------------------------------
@@ -189,7 +199,7 @@ chmod 644 /etc/slurm/gres.conf.new
 if cmp -s /etc/slurm/slurm.conf.new /etc/slurm/slurm.conf && cmp -s /etc/slurm/gres.conf.new /etc/slurm/gres.conf \
     && cluster_up; then
   rm -f /etc/slurm/slurm.conf.new /etc/slurm/gres.conf.new
-  say "already up ($(sinfo -h -N -o '%N' | tr '\n' ' ')- $(sinfo -h -N -o '%c CPUs, %G, %T' | head -1)); nothing to do"
+  say "already up: nodes $(sinfo -h -N -o '%N %T' | tr '\n' ' ')($(sinfo -h -N -o '%c CPUs' | head -1)$GRES each); nothing to do"
   exit 0
 fi
 mv /etc/slurm/slurm.conf.new /etc/slurm/slurm.conf
@@ -282,5 +292,5 @@ if [ "$ACCOUNTING" -eq 1 ]; then
   wait_for 20 "accounting (sacct does not show test job $CHECK_JOB; log: /var/log/slurm/slurmdbd.log)" \
     bash -c "sacct -n -X -P -o JobID -j '$CHECK_JOB' | grep -qx '$CHECK_JOB'"
 fi
-say "up in $(elapsed)s: nodes $(sinfo -h -N -o '%N' | tr '\n' ' ')($(sinfo -h -N -o '%c CPUs, %m MB, gres %G' | head -1) each)," \
+say "up in $(elapsed)s: nodes $(sinfo -h -N -o '%N' | tr '\n' ' ')($(sinfo -h -N -o '%c CPUs, %m MB' | head -1)$GRES each)," \
     "partition $PARTITION; accounting $([ "$ACCOUNTING" -eq 1 ] && echo on || echo off); logs in /var/log/slurm"
