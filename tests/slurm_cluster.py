@@ -8,10 +8,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import ROOT
 
 START = "launchers/slurm_cluster/start.sh"
 
@@ -91,6 +94,14 @@ def job_processes(job_id: str) -> dict[int, dict[str, str]]:
         if ours and "SLURM_PROCID" in env:
             found[int(proc.name)] = env
     return found
+
+
+def start_endless_sweep(layout: list[str], sweep: Path) -> subprocess.Popen:
+    """`python train.py -m <layout> ...` of one job of 100000 steps (killed by the test), W&B offline."""
+    cmd = [sys.executable, "train.py", "-m", *layout, "model=vgg11_tiny", "scale=smoke", "logger=wandb",
+           "logger.mode=offline", "steps=100000", f"hydra.sweep.dir={sweep}"]
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"})
 
 
 def wait_until_measuring(proc, sweep: Path, limit: float = 420) -> str:

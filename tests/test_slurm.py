@@ -21,8 +21,8 @@ from core.errors import ConfigError
 from launchers import slurm
 from launchers.slurm import settings
 from tests.conftest import ROOT, TINY, run_train
-from tests.slurm_cluster import (START, final_sacct, needs_cluster, never_leave_behind, table_rows,
-                                 wait_until_measuring)
+from tests.slurm_cluster import (START, final_sacct, needs_cluster, never_leave_behind, start_endless_sweep,
+                                 table_rows, wait_until_measuring)
 
 TWO_RANKS = ["launcher=slurm", "launcher.tasks_per_node=2", "launcher.cpus_per_task=1", "launcher.timeout_min=10"]
 LAUNCHER = "hydra_plugins.slurm_sweep_launcher.SlurmLauncher"
@@ -265,10 +265,7 @@ def test_killed_job_gets_one_failed_record_and_one_wandb_run_from_the_submitting
     the submitting host notices, gives it its one failed record (job id, state, log) through core.finalise, which
     logs the one W&B run (offline here), and still prints the table."""
     sweep = tmp_path / "sweep"
-    cmd = [sys.executable, "train.py", "-m", *TWO_RANKS, "model=vgg11_tiny", "scale=smoke", "logger=wandb",
-           "logger.mode=offline", "steps=100000", f"hydra.sweep.dir={sweep}"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"})
+    proc = start_endless_sweep(TWO_RANKS, sweep)
     job_id = None
     try:
         job_id = wait_until_measuring(proc, sweep)

@@ -20,8 +20,8 @@ import pytest
 
 from results.record import is_peer_failure
 from tests.conftest import ROOT, TINY, run_train
-from tests.slurm_cluster import (final_sacct, job_processes, needs_cluster, never_leave_behind, table_rows,
-                                 wait_until_measuring)
+from tests.slurm_cluster import (final_sacct, job_processes, needs_cluster, never_leave_behind, start_endless_sweep,
+                                 table_rows, wait_until_measuring)
 
 TWO_NODES = ["launcher=slurm", "launcher.nodes=2", "launcher.tasks_per_node=1", "launcher.cpus_per_task=1",
              "launcher.timeout_min=10"]
@@ -58,10 +58,7 @@ def test_rank_killed_on_one_node_ends_the_job_on_both_and_leaves_one_record(tmp_
     either node (gloo tells rank 0 on node1; srun --kill-on-bad-exit ends the step), and the job has exactly one
     record naming rank 1, and at most one W&B run."""
     sweep = tmp_path / "sweep"
-    cmd = [sys.executable, "train.py", "-m", *TWO_NODES, "model=vgg11_tiny", "scale=smoke", "logger=wandb",
-           "logger.mode=offline", "steps=100000", f"hydra.sweep.dir={sweep}"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"})
+    proc = start_endless_sweep(TWO_NODES, sweep)
     job_id = None
     try:
         job_id = wait_until_measuring(proc, sweep)
@@ -117,10 +114,14 @@ def test_job_given_gpus_that_cuda_cannot_see_is_refused(tmp_path):
     assert "Slurm gave this job GPU(s) 0" in line and "CUDA sees none" in line, line
     assert "Traceback" not in probe.stderr
 
-    proc = run_train(["launcher=slurm", "launcher.gpus_per_node=1", "launcher.timeout_min=5", *TINY], tmp_path,
-                     multirun=True, timeout=300)
+    # two tasks (ranks) on the node's one fake GPU: both refuse, rank 0 alone writes the record and the W&B run
+    proc = run_train(["launcher=slurm", "launcher.gpus_per_node=1", "launcher.tasks_per_node=2",
+                      "launcher.cpus_per_task=1", "launcher.timeout_min=5", "model=vgg11_tiny", "scale=smoke",
+                      "logger=wandb", "logger.mode=offline"], tmp_path, multirun=True, timeout=300,
+                     env={"WANDB_MODE": "offline", "WANDB_SILENT": "true"})
     assert proc.returncode != 0
     record = json.loads((proc.out_dir / "0" / "run_record.json").read_text())
     assert record["status"] == "failed" and record["result"] is None and record["env"] == {}
+    assert len(list((proc.out_dir / "0" / "wandb").glob("offline-run-*"))) == 1
     # "GPU(s) 0": SLURM_STEP_GPUS in the job, Slurm's binding of what launcher.gpus_per_node asked for
     assert record["error"].startswith("ConfigError: Slurm gave this job GPU(s) 0"), record["error"]

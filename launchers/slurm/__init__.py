@@ -6,7 +6,7 @@
   state.py      on the submitting host: Slurm's state of the jobs and how each one ended
   launcher.py   the Hydra launcher (hydra/launcher=slurm_sweep, selected by launcher=slurm)
 """
-from launchers.slurm.rank_env import export_rank_env, is_slurm_rank, job_info
+from launchers.slurm.rank_env import export_rank_env, job_info
 from launchers.slurm.settings import check_config
 
-__all__ = ["check_config", "export_rank_env", "is_slurm_rank", "job_info"]
+__all__ = ["check_config", "export_rank_env", "job_info"]

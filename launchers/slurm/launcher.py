@@ -7,6 +7,7 @@ first failed job return, which would skip on_multirun_end. conf/launcher/slurm.y
 hydra/launcher=slurm_sweep (hydra_plugins/slurm_sweep_launcher/, where Hydra requires the launcher class to be)."""
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,8 @@ class SlurmSweepLauncher(SubmititSlurmLauncher):
         from hydra.core.utils import filter_overrides
         from omegaconf import OmegaConf
 
+        from core.config import prepare
+
         assert self.config is not None and self.hydra_context is not None
         refusal = settings.stock_plugin_refusal(self.config, self.params,
                                                 OmegaConf.to_container(OmegaConf.structured(SlurmQueueConf)))
@@ -51,13 +54,9 @@ class SlurmSweepLauncher(SubmititSlurmLauncher):
         loader = self.hydra_context.config_loader
         for i, overrides in enumerate(job_overrides):   # every job's config, before anything is queued
             try:
-                from core.config import prepare
-
                 prepare(loader.load_sweep_config(self.config, list(overrides)), submitting=True)
             except ConfigError as e:
                 _refuse(f"job #{initial_job_idx + i} ({' '.join(filter_overrides(overrides))}): {e}")
-        import shutil
-
         if shutil.which("sbatch") is None:
             _refuse("launcher=slurm needs Slurm's sbatch on PATH (run on a Slurm login node; to try it on one "
                     "machine as root: launchers/slurm_cluster/start.sh).")
@@ -149,8 +148,8 @@ def _record_failure(output_dir: Path, error: str, end: state.Ending, sweep_confi
         config = OmegaConf.to_container(sweep_config, resolve=False)  # unresolved: resolvers are per host
     except Exception:  # noqa: BLE001
         config = None
-    job = {"name": str(sweep_config.hydra.job.name), "num": num, "output_dir": str(output_dir), "sweep_dir": str(sweep_dir),
-           "slurm_job_id": job_id, "log": end.log, "overrides": overrides}
+    job = {"name": str(sweep_config.hydra.job.name), "num": num, "output_dir": str(output_dir),
+           "sweep_dir": str(sweep_dir), "slurm_job_id": job_id, "log": end.log, "overrides": overrides}
     return finalise(Record.failed(config, job, error, env={"hostnames": end.hostnames}), output_dir, quiet=True)
 
 

@@ -136,29 +136,36 @@ def stock_plugin_refusal(config, params: dict[str, Any], stock_defaults: dict[st
     """None when the launcher is used as launcher=slurm sets it up; else the one line that says what to type
     instead. `params` is hydra.launcher as given to the launcher; `stock_defaults` hydra-submitit-launcher's
     SlurmQueueConf, which hydra/launcher=submitit_slurm composes here so that its keys can be translated."""
-    derived = ("_target_", "submitit_folder", "name")       # interpolated from the sweep: not the user's
+    hydra_overrides = OmegaConf.select(config, "hydra.overrides.hydra") or []
+    typed = {o.lstrip("+~").split("=", 1)[0].removeprefix("hydra.launcher.") for o in hydra_overrides
+             if o.lstrip("+~").startswith("hydra.launcher.")}
+    derived = ("submitit_folder", "name")       # interpolated from the sweep, unless typed: not the user's
     missing = object()
-    changed = {k: v for k, v in params.items() if k not in derived and stock_defaults.get(k, missing) != v}
+    changed = {k: v for k, v in params.items() if k != "_target_" and (
+        k in typed or k not in derived and stock_defaults.get(k, missing) != v)}
     is_slurm = OmegaConf.select(config, "launcher.name") == "slurm"
     if is_slurm and not changed:
         return None
     known = set(GENERIC + TEXT_OR_NULL) | {"setup", "srun_args", "array_parallelism"}
+    not_sbatch = derived + ("signal_delay_s", "max_num_timeout", "stderr_to_stdout")
     words = ["python train.py -m launcher=slurm"]
     for key, value in changed.items():
         if key in known:
             words.append(f"launcher.{key}={_override_value(value)}")
         elif key == "additional_parameters":
             words += [f"+launcher.additional_parameters.{k}={_override_value(v)}" for k, v in (value or {}).items()]
-        elif key not in ("signal_delay_s", "max_num_timeout", "stderr_to_stdout"):
+        elif key not in not_sbatch:
             words.append(f"+launcher.additional_parameters.{key}={_override_value(value)}")   # any sbatch option
-    hydra_overrides = OmegaConf.select(config, "hydra.overrides.hydra") or []
     words += [o for o in hydra_overrides if not o.lstrip("+~").startswith(("hydra/launcher", "hydra.launcher.",
                                                                            "hydra.mode="))]
     words += [o for o in OmegaConf.select(config, "hydra.overrides.task") or [] if not o.startswith("launcher=")]
     what = (f"hydra.launcher.{', hydra.launcher.'.join(changed)} set" if is_slurm and changed
-            else "hydra/launcher=submitit_slurm chosen without launcher=slurm")
+            else f"hydra/launcher={OmegaConf.select(config, 'hydra.runtime.choices').get('hydra/launcher')} chosen "
+                 "without launcher=slurm")
+    fixed = [k for k in changed if k in not_sbatch]
     return (f"{what}: this tool's Slurm settings have one home, launcher.* (README 'Running on Slurm'), and "
-            f"launcher=slurm wires the ranks and the failure handling. Run: {' '.join(words)}")
+            f"launcher=slurm wires the ranks and the failure handling. Run: {' '.join(words)}"
+            + (f" (hydra.launcher.{', hydra.launcher.'.join(fixed)}: fixed here, no equivalent)" if fixed else ""))
 
 
 def _override_value(value: Any) -> str:
