@@ -37,7 +37,8 @@ def cluster_problem(nodes: int = 1, gpus: bool = False) -> str | None:
         return (f"needs {nodes} Slurm node(s) up, found {len(up)} ({out.stdout.split()}); start them with "
                 f"`sudo {START} --nodes {nodes}{' --fake-gpus 1' if gpus else ''}`")
     if gpus and not any(gres.startswith("gpu:") for _, _, gres in up):
-        return f"no Slurm node declares GPUs; start the cluster with `sudo {START} --nodes {nodes} --fake-gpus 1`"
+        layout = f" --nodes {nodes}" if nodes > 1 else ""
+        return f"no Slurm node declares GPUs; start the cluster with `sudo {START}{layout} --fake-gpus 1`"
     return None
 
 
