@@ -3,6 +3,7 @@ In a multirun a failed job returns normally with a failed status, so the sweep g
 shows it as a failed row; a single run exits non-zero (2: bad input, before any rank started; 1: a rank failed)."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -42,6 +43,8 @@ def run_job(cfg: DictConfig, job: dict | None = None) -> dict:
     try:
         plain = prepare(cfg)
     except ConfigError as e:
+        if already_a_rank() and os.environ["RANK"] != "0":   # every rank refuses; rank 0 alone writes the record
+            return {"status": "failed", "error": f"ConfigError: {e}"}
         config = OmegaConf.to_container(cfg, resolve=False)
         return _end(Record.failed(config, job, f"ConfigError: {e}"), job, exit_code=2)
     if already_a_rank():
