@@ -19,7 +19,7 @@ from typing import Any, Iterable
 import stats
 from results.callbacks import SweepTable
 from results.table import Entry, override_items
-from stats.compare import FASTER
+from stats.compare import FASTER, SLOWER
 
 STAGE_KEY = "autotune.stage"
 CONFIRM = "confirm"
@@ -148,13 +148,13 @@ def conclude(confirm: list[Entry], candidates: list[Candidate], *, noise: float,
         runner_up = max((r for r in measured if r is not base and "vs default" in r), key=lambda r: r["samples/s"],
                         default=None)
         out["conclusion"] = f"{default} re-measured fastest: keep it" + (
-            f" (next best {runner_up['configuration']}: {runner_up['vs default']} its samples/s)" if runner_up else "")
+            f" (next best {runner_up['configuration']}: {runner_up['vs default']} vs the default)" if runner_up else "")
     elif win.get("verdict") == FASTER:
-        out["conclusion"] = (f"winner {win['configuration']}: {win['vs default']} the samples/s of {default}; "
+        out["conclusion"] = (f"winner {win['configuration']}: samples/s {win['vs default']} vs {default}; "
                              f"use it with: {' '.join(win['overrides'])}")
     else:
-        out["conclusion"] = (f"best re-measured {win['configuration']}: {win.get('vs default', 'not compared')} the "
-                             f"samples/s of {default}, not significantly faster: keep the default")
+        out["conclusion"] = (f"best re-measured {win['configuration']}: {win.get('vs default', 'not compared')} vs "
+                             f"{default}, not significantly faster: keep the default")
     return out
 
 
@@ -180,6 +180,8 @@ def markdown(result: dict[str, Any]) -> str:
         search = ", ".join(f"{v:.4g}" for v in r["search samples/s"]) or "–"
         measured = stats.fmt_ci(r["samples/s"], *r["ci"]) if "samples/s" in r else "–"
         vs = "baseline" if r["default"] else r.get("vs default", "–")
+        if r.get("verdict") in (FASTER, SLOWER):
+            vs += f", {r['verdict']}"
         lines.append(f"| {r['configuration']}{' (default)' if r['default'] else ''} | {search} | {measured} "
                      f"| {r['runs']} | {vs} |")
     method = next((r["method"] for r in result["rows"] if r.get("method")), None)
