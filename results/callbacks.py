@@ -191,8 +191,8 @@ class SweepTable(Callback):
                                 "output_dir": OmegaConf.select(config, "hydra.runtime.output_dir")}
         if job_return.status == JobStatus.FAILED:
             info["error"] = f"{type(value).__name__}: {value}"
-        elif isinstance(value, dict) and value.get("status") == "failed":
-            info["error"] = str(value.get("error") or "failed")
+        elif getattr(value, "status", "ok") != "ok":  # core.job.JobResult of a failed job
+            info["error"] = str(getattr(value, "error", None) or value.status)
         self.returns[int(num)] = info
 
     # the table -----------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ first failed job return, which would skip on_multirun_end. conf/launcher/slurm.y
 hydra/launcher=slurm_sweep (hydra_plugins/slurm_sweep_launcher/, where Hydra requires the launcher class to be)."""
 from __future__ import annotations
 
+import math
 import shutil
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from hydra_plugins.hydra_submitit_launcher.config import SlurmQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as SubmititSlurmLauncher
 
 from core.errors import ConfigError
+from core.job import JobResult
 from launchers.slurm import settings, state
 
 
@@ -113,8 +115,7 @@ class SlurmSweepLauncher(SubmititSlurmLauncher):
         failed = end.returned if isinstance(end.returned, JobReturn) else JobReturn(
             overrides=overrides, working_dir=str(output_dir), task_name=str(sweep_config.hydra.job.name))
         failed.status = JobStatus.COMPLETED
-        failed.return_value = {"status": "failed", "error": error, "slurm_job_id": job.job_id, "log": end.log,
-                               "record": str(record)}
+        failed.return_value = JobResult(math.nan, status="failed", error=error, record=str(record))
         return failed
 
 

@@ -116,8 +116,8 @@ def _outcomes(tasks: list) -> dict[int, tuple[str | None, Any]]:
             found[i] = (f"unreadable result {task.paths.result_pickle}: {type(e).__name__}: {e}", None)
             continue
         value = getattr(returned, "return_value", None)
-        failed = isinstance(value, dict) and value.get("status", "ok") != "ok"
-        found[i] = (str(value.get("error") or value["status"]) if failed else None, returned)
+        status = getattr(value, "status", "ok")  # core.job.JobResult
+        found[i] = (str(getattr(value, "error", None) or status) if status != "ok" else None, returned)
     return found
 
 
