@@ -4,7 +4,7 @@ Three stages, each refusing bad input with one line that names the problem and t
   1. Hydra composes conf/ onto core/schema.py: wrong types, unknown choices and misspelt keys fail there, and
      `hydra_error()` turns Hydra's several lines into one that names the nearest real key or choice (train.py);
   2. `check_schema()`: keys added with `+`, values removed with `~`, and the bounds the schema declares;
-  3. every check between keys: the launcher's, the logger's, the data's, the model's and the task's own
+  3. every check between keys: the launcher's, the data's, the model's and the task's own
      (`tasks.get(task).check`), with what this host offers (`Host`) injected so tests can pose as any machine.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-import core.schema as schema  # noqa: F401 - registers the schema in Hydra's ConfigStore
+import core.schema as schema  # importing it registers the schema in Hydra's ConfigStore
 from core.errors import ConfigError
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -36,7 +36,7 @@ def register_resolvers() -> None:
     if not OmegaConf.has_resolver("gpu_or"):
         OmegaConf.register_new_resolver("gpu_or", lambda on_gpu, on_cpu: on_gpu if gpu_count() > 0 else on_cpu)
     if not OmegaConf.has_resolver("gpu_count"):
-        OmegaConf.register_new_resolver("gpu_count", gpu_count)
+        OmegaConf.register_new_resolver("gpu_count", lambda: gpu_count())   # looked up when resolved: tests inject
 
 
 # -------------------------------------------------------------------------------------------------------- the host
@@ -47,7 +47,7 @@ class Host:
     gpus: int
     cpus: int
     free_bytes: int | None          # host memory still free
-    gpu_free_bytes: int | None      # free memory of the emptiest-looking visible GPU (None without GPUs)
+    gpu_free_bytes: int | None      # the least free memory of any visible GPU (None without GPUs)
     ranks_started: bool = False     # this process is a rank already (torchrun, a Slurm task): nothing to spawn
 
     @classmethod
@@ -95,8 +95,36 @@ def check_fits(cfg, host: Host, *, ranks: int, per_rank_bytes: int, what: str, f
                           f"{OVERSUBSCRIBE_LIMIT * host.cpus} ranks here). {fix}, {override}.")
     if host.free_bytes is not None and ranks * per_rank_bytes > host.free_bytes:
         raise ConfigError(f"{what}: {ranks} ranks need about {ranks * per_rank_bytes / gib:.1f} GiB of host memory "
-                          f"and {host.free_bytes / gib:.1f} GiB is free (room for {host.free_bytes // per_rank_bytes}). "
-                          f"{fix}, {override}.")
+                          f"and {host.free_bytes / gib:.1f} GiB is free (room for "
+                          f"{host.free_bytes // per_rank_bytes}). {fix}, {override}.")
+
+
+def expected_backend(cfg, host: Host, submitting: bool = False) -> str:
+    """The backend the ranks will pick (core.rank.pick_backend: auto is nccl when every rank has a GPU of its own);
+    still "auto" on a login node, which cannot tell."""
+    if cfg.backend != "auto" or submitting:
+        return str(cfg.backend)
+    return "nccl" if on_gpus(cfg, host) else "gloo"
+
+
+def check_buffers(cfg, host: Host, *, key: str, per_rank_bytes: int, what: str, fix: str,
+                  submitting: bool = False) -> None:
+    """A comm task's device choice (`key`: auto|cpu|cuda) and its buffers, on the device they will live on
+    (comm.measure.resolve_device: cuda when asked, or auto with nccl or a visible GPU): refuse what cannot work or
+    fit there, per node. Submitting: the nodes' GPUs and their memory are unknown here."""
+    device, backend = OmegaConf.select(cfg, key), expected_backend(cfg, host, submitting)
+    if backend == "nccl" and device == "cpu":
+        raise ConfigError(f"{key}=cpu with backend=nccl: NCCL only moves CUDA tensors. Use backend=gloo, or "
+                          f"{key}=cuda/auto.")
+    if device == "cuda" and host.gpus == 0 and not submitting:
+        raise ConfigError(f"{key}=cuda but no GPU is visible. Use {key}=cpu (or auto).")
+    on_device = device == "cuda" or (device == "auto" and (backend == "nccl" or (not submitting and host.gpus > 0)))
+    if not on_device:
+        check_fits(cfg, host, ranks=ranks_per_node(cfg), per_rank_bytes=RANK_MEMORY_BYTES + per_rank_bytes,
+                   what=what, fix=fix, submitting=submitting)
+    elif not submitting and host.gpu_free_bytes is not None and per_rank_bytes > host.gpu_free_bytes:
+        raise ConfigError(f"{what}: a rank needs about {per_rank_bytes / 2 ** 30:.1f} GiB on its GPU and "
+                          f"{host.gpu_free_bytes / 2 ** 30:.1f} GiB is free. {fix}.")
 
 
 # -------------------------------------------------------------------------------------------------- Hydra's errors
@@ -135,6 +163,10 @@ def hydra_error(e: Exception, overrides: list[str]) -> ConfigError | None:
         arg = first.split("'")[1] if "'" in first else first
         return ConfigError(f"{arg}: a comma-separated list sweeps, so it needs -m (python train.py -m ...); "
                            f"for a list value write key=[a,b].")
+    if first.startswith("Could not append to config"):
+        key = first.split("'")[1] if "'" in first else "the key"
+        return ConfigError(f"+{key}=...: {key} is in the config already; set it without the +: "
+                           f"{key}={_value_of(key, overrides) or '...'}")
     cause = e.__cause__
     key = str(getattr(cause, "full_key", None) or "")
     if isinstance(cause, (ConfigAttributeError, ConfigKeyError)) and key:
@@ -273,9 +305,9 @@ def validate(cfg: DictConfig, submitting: bool = False, host: Host | None = None
             raise ConfigError(f"fault.step={cfg.fault.step} but the run's steps are 0...{last} (warmup_steps + steps), "
                               f"so the fault never fires. Use fault.step<={last}.")
     if cfg.task in ("train", "grad_sync"):
-        check_model(cfg.model, submitting=submitting)
+        check_model(cfg.model)
     if cfg.task == "train":
-        check_data(cfg)
+        check_data(cfg, submitting=submitting)
     tasks.get(cfg.task).check(cfg, submitting=submitting, host=host)
 
 

@@ -3,7 +3,7 @@
 Hydra merges conf/'s YAML onto these dataclasses, so a wrong type or an unknown choice (`steps=1.5`, `sync=allgather`,
 a misspelt key) is refused while the config is composed, before any code of ours runs. The values themselves (the
 defaults) live in the YAML only: a field here says what a key may hold, conf/ says what it holds. Bounds are field
-metadata (`ge`/`gt`), checked once by core.config.check_bounds; the checks between keys belong to each task's
+metadata (`ge`/`gt`), checked once by core.config.check_schema; the checks between keys belong to each task's
 check().
 
 Each group option extends its group's schema in its defaults list (`- /schema/model/vgg@_here_`), the primary config
@@ -313,7 +313,7 @@ class Config:
 
 
 GROUP_SCHEMAS = {
-    "model": {"vgg": VGGModel, "torchvision": Model, "vit": ViTModel, "timm": Model},
+    "model": {arch.value: node for arch, node in MODEL_SCHEMAS.items()},      # one per arch
     "data": {"fake": FakeData, "raw_folder": RawFolderData},
     "optim": {"hook": CommHookConfig, "powersgd": PowerSGD},
     "scale": {"scale": Scale},

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from core.errors import ConfigError
@@ -11,9 +10,12 @@ from data.fake import FakeImages
 from data.raw_folder import RawFolder, class_count, scan
 
 
-def check(cfg) -> None:
-    """Before any rank starts: the data set exists and fits the model (data.kind itself is the schema's)."""
+def check(cfg, submitting: bool = False) -> None:
+    """Before any rank starts: the data set exists and fits the model (data.kind itself is the schema's). On a Slurm
+    login node a root this host cannot see may be the compute nodes' own disk: the job checks it there."""
     if cfg.data.kind == "raw_folder":
+        if submitting and not Path(cfg.data.root).exists():
+            return
         scan(Path(cfg.data.root), cfg.data.image_size)  # missing, empty, wrong-size files
         classes = class_count(cfg.data.root)
         if classes > cfg.model.num_classes:

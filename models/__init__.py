@@ -7,7 +7,7 @@ from core.errors import ConfigError
 from models.vgg import VGG
 
 
-def check(model_cfg, submitting: bool = False) -> None:
+def check(model_cfg) -> None:
     """Before any rank starts (and again in build_model): the arch fits the model's schema and the name exists."""
     from omegaconf import DictConfig, OmegaConf
 

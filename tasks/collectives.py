@@ -20,7 +20,7 @@ from comm import bandwidth as bw
 from comm.check import count_wrong, expected_output, fill_input
 from comm.measure import gather_all, rank_stats, resolve_device, synchronize, time_window
 import core.schema as schema
-from core.config import RANK_MEMORY_BYTES, Host, check_fits, on_gpus, ranks_per_node
+from core.config import Host, check_buffers, expected_backend
 from core.errors import ConfigError
 from core.schema import typed
 
@@ -77,27 +77,12 @@ def check(cfg, submitting: bool = False, host: Host | None = None) -> None:
     if c.corrupt_rank is not None and c.corrupt_rank >= cfg.world_size:
         raise ConfigError(f"collectives.corrupt_rank={c.corrupt_rank} but the run has {cfg.world_size} ranks. "
                           f"Use collectives.corrupt_rank<={cfg.world_size - 1}, or null.")
-    backend = cfg.backend
-    if backend == "auto" and not submitting:
-        backend = "nccl" if on_gpus(cfg, host) else "gloo"
-    refused = known_unsupported(backend, c)
+    refused = known_unsupported(expected_backend(cfg, host, submitting), c)
     if refused:
         raise ConfigError(refused)
-    if backend == "nccl" and c.device == "cpu":
-        raise ConfigError("collectives.device=cpu with backend=nccl: NCCL only moves CUDA tensors. "
-                          "Use backend=gloo, or collectives.device=cuda/auto.")
-    if c.device == "cuda" and host.gpus == 0 and not submitting:
-        raise ConfigError("collectives.device=cuda but no GPU is visible. Use collectives.device=cpu (or auto).")
-    on_device = c.device == "cuda" or (c.device == "auto" and (backend == "nccl" or (not submitting and host.gpus)))
-    per_rank = 2 * largest + CHECK_CHUNK_BYTES * 3
-    what = f"collectives.max_bytes={c.max_bytes}"
-    if on_device:
-        if not submitting and host.gpu_free_bytes is not None and per_rank > host.gpu_free_bytes:
-            raise ConfigError(f"{what}: a rank needs about {bw.fmt_bytes(per_rank)} of buffers on its GPU and "
-                              f"{bw.fmt_bytes(host.gpu_free_bytes)} is free. Lower collectives.max_bytes.")
-        return
-    check_fits(cfg, host, ranks=ranks_per_node(cfg), per_rank_bytes=RANK_MEMORY_BYTES + per_rank, what=what,
-               fix="Lower collectives.max_bytes or the ranks per node", submitting=submitting)
+    check_buffers(cfg, host, key="collectives.device", per_rank_bytes=2 * largest + CHECK_CHUNK_BYTES * 3,
+                  what=f"collectives.max_bytes={c.max_bytes}", fix="Lower collectives.max_bytes or the ranks per node",
+                  submitting=submitting)
 
 
 def plan_sizes(op: str, sizes: list[int], elem: int, world_size: int) -> tuple[list[tuple[int, int]], str | None]:

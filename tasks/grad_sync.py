@@ -30,7 +30,7 @@ from comm import CorrectnessError
 from comm import bandwidth as bw
 from comm.measure import Clock, gather_all, rank_stats, resolve_device, synchronize, time_window
 import core.schema as schema
-from core.config import RANK_MEMORY_BYTES, Host, check_fits, ranks_per_node
+from core.config import Host, check_buffers
 from core.errors import ConfigError
 from core.schema import typed
 
@@ -49,23 +49,11 @@ def settings(cfg) -> schema.GradSync:
 
 def check(cfg, submitting: bool = False, host: Host | None = None) -> None:
     host = host or Host.probe()
-    gs = settings(cfg)
-    if cfg.backend == "nccl" and gs.device == "cpu":
-        raise ConfigError("grad_sync.device=cpu with backend=nccl: NCCL only moves CUDA tensors.")
-    if gs.device == "cuda" and host.gpus == 0 and not submitting:
-        raise ConfigError("grad_sync.device=cuda but no GPU is visible. Use grad_sync.device=cpu (or auto).")
-    on_device = gs.device == "cuda" or (gs.device == "auto"
-                                        and (cfg.backend == "nccl" or (not submitting and host.gpus > 0)))
     total = sum(torch.Size(s).numel() for _, s in param_shapes(cfg)) * 4
-    per_rank = 3 * total        # each rank holds the gradients three times: gradients, flat buffer, DDP buckets
-    what = f"task=grad_sync with model={cfg.model.name} (3 copies of {bw.fmt_bytes(total)} of gradients per rank)"
-    if on_device:
-        if not submitting and host.gpu_free_bytes is not None and per_rank > host.gpu_free_bytes:
-            raise ConfigError(f"{what}: {bw.fmt_bytes(per_rank)} per GPU and {bw.fmt_bytes(host.gpu_free_bytes)} is "
-                              "free. Use a smaller model.")
-        return
-    check_fits(cfg, host, ranks=ranks_per_node(cfg), per_rank_bytes=RANK_MEMORY_BYTES + per_rank, what=what,
-               fix="Use fewer ranks per node or a smaller model", submitting=submitting)
+    check_buffers(cfg, host, key="grad_sync.device",
+                  per_rank_bytes=3 * total,     # the gradients three times: gradients, flat buffer, DDP buckets
+                  what=f"task=grad_sync with model={cfg.model.name} (3 copies of {bw.fmt_bytes(total)} of gradients "
+                  "per rank)", fix="Use fewer ranks per node or a smaller model", submitting=submitting)
 
 
 def param_shapes(cfg) -> list[tuple[str, tuple[int, ...]]]:

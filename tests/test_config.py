@@ -86,6 +86,7 @@ BAD = [
     (["optim=nope"], "optim=nope is not an option of optim; choose one of: bf16, fp16, none, powersgd. "
                      "Did you mean optim=none?"),
     (["optim=bf16,powersgd"], "needs -m"),
+    (["+bucket=3"], "+bucket=...: bucket is in the config already; set it without the +: bucket=3"),
     (["collectives.ops=[allreduce]"], "Did you mean all_reduce?"),
     (["collectives.ops=all_reduce"], "must be a list, e.g. collectives.ops=[all_reduce]"),
     # refused by the checks, in the job, before any rank starts
