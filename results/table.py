@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-DEFAULT_BUCKET_MB = 25  # DDP's default bucket_cap_mb, the baseline's bucket
+from omegaconf import OmegaConf
+
+DEFAULT_BUCKET_MB = OmegaConf.load(Path(__file__).resolve().parent.parent / "conf" / "config.yaml").bucket  # baseline
 MISSING = "–"
 
 # Overrides that say how a job was run, not what was measured: never used to tell configurations apart.

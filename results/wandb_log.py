@@ -25,20 +25,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from core.schema import WandbMode
 from results.record import RECORD_NAME
 
-MODES = ("auto", "online", "offline", "disabled")
-DEFAULTS: dict[str, Any] = {
-    "name": "wandb",
-    "mode": "auto",
-    "project": "ddp-comm-overhead",
-    "entity": None,
-    "group": None,
-    "tags": [],
-    "probe_timeout_s": 2.0,
-    "init_timeout_s": 30.0,
-    "finish_timeout_s": 60.0,
-}
+LOGGER_YAML = Path(__file__).resolve().parent.parent / "conf" / "logger" / "wandb.yaml"
 SIDECAR = "wandb_run.json"  # what was logged where; the sweep summary reads the group from it
 DEFAULT_BASE_URL = "https://api.wandb.ai"
 
@@ -69,18 +59,19 @@ def logger_settings(cfg: Any = None, record: dict | None = None) -> dict[str, An
     node = plain.get("logger", plain) if isinstance(plain, dict) else {}
     if not node and record:
         node = (record.get("config") or {}).get("logger") or {}
-    settings = dict(DEFAULTS)
+    settings = defaults()
     settings.update({k: v for k, v in dict(node or {}).items() if v is not None or k in ("entity", "group")})
     return settings
 
 
-def check_logger_config(cfg: Any) -> None:
-    """Bad logger settings, found before any rank starts."""
-    s = logger_settings(cfg)
-    if s.get("name") == "wandb" and str(s.get("mode")).lower() not in MODES:
-        from core.errors import ConfigError
-        raise ConfigError(f"logger.mode={s.get('mode')!r} is not one of {', '.join(MODES)}; "
-                          "e.g. logger.mode=offline (upload later with `wandb sync`), or logger=none.")
+def defaults() -> dict[str, Any]:
+    """conf/logger/wandb.yaml's values, the one place they are written: a partial logger node (a hand-made one, or
+    an older record's) is completed from it."""
+    from omegaconf import OmegaConf
+
+    node = OmegaConf.load(LOGGER_YAML)
+    node.pop("defaults", None)
+    return OmegaConf.to_container(node)
 
 
 # ----------------------------------------------------------------------------------------- the mode
@@ -136,8 +127,8 @@ def _reachable(base_url: str, timeout_s: float) -> tuple[bool, str]:
 def resolve_mode(settings: dict[str, Any]) -> tuple[str, str]:
     """(mode, why): the W&B mode this run uses; never prompts, waits at most probe_timeout_s."""
     requested = str(settings.get("mode") or "auto").lower()
-    if requested not in MODES:
-        return "offline", f"unknown logger.mode={requested!r} (one of {', '.join(MODES)})"
+    if requested not in WandbMode.__members__:
+        return "offline", f"unknown logger.mode={requested!r} (one of {', '.join(WandbMode)})"
     if requested in ("offline", "disabled"):
         return requested, f"logger.mode={requested}"
     env_mode = (os.environ.get("WANDB_MODE") or "").lower()
