@@ -39,7 +39,9 @@ def test_every_experiment_composes_and_resolves(experiment):
     cfg = compose([f"experiment={experiment}", "scale=smoke"])
     assert "tags" in cfg and cfg.tags
     plain = accepted([f"experiment={experiment}", "scale=smoke"])
-    assert plain["model"]["name"] == "vit_l_32" and plain["batch_size"] == 2  # command-line scale wins
+    assert plain["batch_size"] == 2  # command-line scale wins
+    if "vit_study" in cfg.tags:  # the ViT study's presets bring their model
+        assert plain["model"]["name"] == "vit_l_32"
 
 
 def test_defaults_are_the_thread_setting_on_this_machine():
