@@ -349,6 +349,8 @@ def log_run(record: dict, cfg: Any = None) -> None:
                            device=result.get("device_name"), run_record=str(out_dir / "run_record.json"))
             if failed:
                 summary["error"] = str(record.get("error") or "")[:2000]
+            from diagnosis import wandb_summary
+            summary.update(wandb_summary(result.get("diagnosis")))
             w.run.summary.update(summary)
         except Exception as e:
             w.error = True
@@ -376,7 +378,7 @@ def _sidecar_group(entries: list) -> str | None:
 
 
 def log_sweep(table, entries: list, sweep_dir: str | Path, logger_cfg: Any, *, images: dict | None = None,
-              command: str = "", tags: list | None = None) -> None:
+              command: str = "", tags: list | None = None, diagnosis: dict | None = None) -> None:
     """The sweep table (+ plots) as a W&B run of job_type sweep_summary, in the jobs' group. Never raises."""
     sweep_dir = Path(sweep_dir)
     w = None
@@ -406,8 +408,17 @@ def log_sweep(table, entries: list, sweep_dir: str | Path, logger_cfg: Any, *, i
                                    data=[[str(r.get(label)), _wandb_cell(r.get(value))] for r in table.rows
                                          if isinstance(r.get(value), (int, float))])
                 logged["throughput_bar"] = wandb.plot.bar(bars, label, value, title=f"{value} per job")
+            if diagnosis and diagnosis.get("checked"):   # estimated against measured savings, errors included
+                cols = ["run", "finding", "recommends", "ran_as", "estimated", "measured", "measured_lo", "measured_hi",
+                        "error", "verdict"]
+                logged["diagnosis/checked_estimates"] = wandb.Table(
+                    columns=cols, data=[[_wandb_cell(c.get(k)) for k in cols] for c in diagnosis["checked"]],
+                    allow_mixed_types=True)
             w.run.log(logged)
             w.run.summary.update({"jobs": len(entries), "failed_jobs": len(failed), "notes": " ".join(table.notes)})
+            if diagnosis:
+                from diagnosis import format_sweep
+                w.run.summary["diagnosis"] = format_sweep(diagnosis)
         except Exception as e:
             w.error = True
             _warn(f"logging the sweep table to W&B failed ({type(e).__name__}: {e}); sweep_table.md/csv are intact")

@@ -26,6 +26,9 @@ def check(cfg: DictConfig, submitting: bool = False) -> None:
         _positive(cfg, key)
     for key in ("warmup_steps", "probe_steps", "data.workers"):
         _positive(cfg, key, allow_zero=True)
+    _choice(cfg, "diagnose.microbench", ("auto", True, False))
+    _positive(cfg, "diagnose.microbench_iters")
+    _positive(cfg, "diagnose.microbench_budget")
     if not isinstance(cfg.accumulate, int):
         raise ConfigError(f"accumulate={cfg.accumulate!r}: must be a whole number of micro-steps >= 1.")
     if cfg.optim.name != "none" and cfg.sync != "ddp":
