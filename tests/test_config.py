@@ -24,7 +24,9 @@ def test_every_experiment_composes_and_resolves(experiment):
     cfg = compose([f"experiment={experiment}", "scale=smoke"])
     assert "tags" in cfg and cfg.tags
     plain = prepare(cfg)
-    assert plain["model"]["name"] == "vit_l_32" and plain["batch_size"] == 2  # command-line scale wins
+    assert plain["batch_size"] == 2  # command-line scale wins
+    if experiment != "scaling":      # the ViT study's presets pin their model; scaling runs any
+        assert plain["model"]["name"] == "vit_l_32"
 
 
 def test_defaults_are_the_thread_setting_on_this_machine():

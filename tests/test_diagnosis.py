@@ -399,3 +399,13 @@ def test_sweep_summaries_scaling_and_pair_groups():
     p = diagnose_sweep([_entry(_pairs(1, 0.5, cpus=4), 0), _entry(_pairs(4, 0.97, cpus=4), 1)])
     assert [x["pairs"] for x in p["pair_groups"]] == [1, 4]
     assert "grows 4.00x from pairs=1 to pairs=4" in format_sweep(p)
+
+
+def test_scaling_experiment_trains_one_rank_without_ddp():
+    from core.config import prepare
+    from tests.conftest import compose
+
+    for ws, sync in ((1, "local"), (2, "ddp"), (8, "ddp")):
+        plain = prepare(compose(["experiment=scaling", f"world_size={ws}", "model=vgg11_tiny", "scale=smoke",
+                                 "logger=none", "backend=gloo"]))
+        assert (plain["world_size"], plain["sync"]) == (ws, sync)
