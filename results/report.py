@@ -192,11 +192,12 @@ def _diagnosis_section(w: _Writer, group: list[Entry], slug: str) -> None:
         done = [e for e in sweep if e.ok and e.record]
         diagnoses.update({id(e): r["diagnosis"] for e, r in zip(done, d["runs"])})
         checked += d["checked"]
-    w.md += ["### Diagnosis", ""]
-    w.table(findings_table(group, diagnoses), f"{slug}-diagnosis")
-    w.table(checked_table(checked), f"{slug}-checked-estimates")
-    w.table(efficiency_table(group), f"{slug}-comm-efficiency")
-    w.table(straggler_table(group), f"{slug}-stragglers")
+    tables = [(findings_table(group, diagnoses), "diagnosis"), (checked_table(checked), "checked-estimates"),
+              (efficiency_table(group), "comm-efficiency"), (straggler_table(group), "stragglers")]
+    if any(t.rows for t, _ in tables):
+        w.md += ["### Diagnosis", ""]
+        for table, stem in tables:
+            w.table(table, f"{slug}-{stem}")
 
 
 def write_report(entries: list[Entry], out: Path, title: str, argv: list[str], by: str = "hosts") -> tuple[Path, list[Path]]:

@@ -409,3 +409,29 @@ def test_scaling_experiment_trains_one_rank_without_ddp():
         plain = prepare(compose(["experiment=scaling", f"world_size={ws}", "model=vgg11_tiny", "scale=smoke",
                                  "logger=none", "backend=gloo"]))
         assert (plain["world_size"], plain["sync"]) == (ws, sync)
+
+
+# ------------------------------------------------------------------------------------------------------ per-rank work
+def test_rank_work_and_find_straggler():
+    from tasks.train.stragglers import cpu_usage, find_straggler, rank_work
+
+    usage = cpu_usage(since=cpu_usage())
+    assert set(usage) == {"cpu_s", "voluntary_switches", "involuntary_switches", "wall_s", "host_busy"}
+
+    def steps(forward: float, backward: float, n: int = 20):
+        return [{"data": 0.001, "h2d": 0.0, "forward": forward * (1 + 0.01 * (i % 3)), "backward": backward,
+                 "sync": 0.0, "optimizer": 0.001} for i in range(n)]
+
+    # DDP: backward compute from the reducer's timer, not the backward phase (which holds the wait for the others)
+    fast = rank_work(steps(0.010, 0.050), {"backward_compute_s": 0.020}, usage)
+    slow = rank_work(steps(0.030, 0.030), {"backward_compute_s": 0.020}, usage)
+    assert fast["compute_s"] == pytest.approx(0.030, rel=0.02) and fast["backward_from"].startswith("DDP")
+    everyone = [{"rank": 0, "host": "a", "work": fast}, {"rank": 1, "host": "b", "work": slow}]
+    s = find_straggler(everyone, step_median_s=0.1)
+    assert s["rank"] == 1 and s["host"] == "b" and s["mostly"] == "compute" and s["significant"] is True
+    assert s["by_s"] == pytest.approx(0.020, rel=0.05) and s["share_of_step"] == pytest.approx(0.2, rel=0.05)
+    # explicit sync: the backward phase is compute
+    assert rank_work(steps(0.01, 0.05), None, usage)["compute_s"] == pytest.approx(0.06, rel=0.02)
+    same = find_straggler([{"rank": 0, "work": fast}, {"rank": 1, "work": fast}], 0.1)
+    assert same["by_s"] == 0 and same["significant"] is False
+    assert find_straggler([{"rank": 0, "work": fast}], 0.1) is None

@@ -4,7 +4,8 @@
 
 Warm-up steps run first; the measured window is bracketed by one device sync and a barrier at each end, and nothing
 inside it waits on the GPU. Untimed probe steps after the window read DDP's runtime statistics (communication time and
-its overlap with backward) and, for lossy schemes, the gradient error against an exact fp32 all-reduce."""
+its overlap with backward) and, for lossy schemes, the gradient error against an exact fp32 all-reduce; then the sync's
+own calls are timed alone on the same ranks (the on-rank microbenchmark, diagnose.microbench)."""
 from __future__ import annotations
 
 import time
