@@ -7,6 +7,12 @@ from dataclasses import asdict, dataclass, field
 from stats import fmt_ci
 
 
+def ms(seconds: float) -> str:
+    """Milliseconds as people read them: 3813, 21.4, 0.374 (never 3.81e+03)."""
+    v = 1e3 * seconds
+    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
 @dataclass
 class Evidence:
     name: str
@@ -44,7 +50,7 @@ class Saving:
             return f"not estimated: {self.how}"
         rng = (f" (range {100 * self.lo:.0f}-{100 * self.hi:.0f}%)"
                if self.lo is not None and self.hi is not None and self.hi > self.lo else "")
-        secs = f", {1e3 * self.seconds:.3g} ms" if self.seconds is not None else ""
+        secs = f", {ms(self.seconds)} ms" if self.seconds is not None else ""
         return f"{100 * self.fraction:.1f}% of {self.of}{secs}{rng}: {self.how}"
 
 

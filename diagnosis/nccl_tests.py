@@ -17,6 +17,7 @@ import math
 import re
 from pathlib import Path
 
+from diagnosis.finding import ms
 from diagnosis.efficiency import bus_factor, call_sizes, versus_sync
 
 
@@ -202,15 +203,15 @@ def versus(record: dict, parsed: dict) -> dict | None:
 
 
 def format_comparison(vs: dict) -> str:
-    lines = [f"comm vs {vs['reference']}: the sync took {1e3 * vs['sync_s']:.3g} ms per step; the same "
-             f"{vs['calls']} call(s) ({vs['bytes'] / 2**20:.1f} MiB) take {1e3 * vs['achievable_s']:.3g} ms there: "
+    lines = [f"comm vs {vs['reference']}: the sync took {ms(vs['sync_s'])} ms per step; the same "
+             f"{vs['calls']} call(s) ({vs['bytes'] / 2**20:.1f} MiB) take {ms(vs['achievable_s'])} ms there: "
              f"efficiency {100 * vs['efficiency']:.0f}%"
              + (f" [{100 * vs['efficiency_ci_lo']:.0f}, {100 * vs['efficiency_ci_hi']:.0f}]"
                 if vs.get("efficiency_ci_lo") is not None else " (no interval)")
              + (f"; busbw {vs['sync_busbw_GBps']:.3g} vs {vs['reference_busbw_GBps']:.3g} GB/s"
                 if vs.get("reference_busbw_GBps") else "")]
     if vs.get("one_call_of_total_s"):
-        lines.append(f"  one all_reduce of the whole gradient alone: {1e3 * vs['one_call_of_total_s']:.3g} ms "
+        lines.append(f"  one all_reduce of the whole gradient alone: {ms(vs['one_call_of_total_s'])} ms "
                      "(the VGG11 thread's nccl-tests comparison)")
     lines.append(f"  ({vs['method']})")
     return "\n".join(lines)

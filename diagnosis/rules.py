@@ -11,7 +11,7 @@ import math
 import statistics
 
 from diagnosis.figures import RunView, get, interval_note, lower, point
-from diagnosis.finding import Evidence, Finding, Saving
+from diagnosis.finding import Evidence, Finding, Saving, ms
 from diagnosis.seeds import cite
 
 EXPOSED_SHARE = 0.15        # exposed communication above 15% of the step
@@ -170,7 +170,7 @@ def _sync_path(v, c, exposed_s, share, ref, evidence) -> Finding:
         seed=cite("000", "PyTorch's all_reduce of 471 MB took 280 ms where nccl-tests took ~60 ms for the same "
                          "bytes; the cause was the default-stream host-to-device copy, not the network"),
         saving=_saving(v, gain, f"the exposed time the sync would lose at the {ref['reference']}'s speed "
-                                f"({1e3 * ref['sync_s']:.3g} ms -> {1e3 * ref['achievable_s']:.3g} ms)", 0.0, exposed_s),
+                                f"({ms(ref['sync_s'])} ms -> {ms(ref['achievable_s'])} ms)", 0.0, exposed_s),
         impact=share["median"], recommends=change, command=v.command(change, env))
 
 
@@ -181,7 +181,7 @@ def _slow_link(v, c, exposed_s, share, ref, evidence) -> Finding:
     alternatives = (
         f"Other levers: optim=powersgd (far fewer bytes; its gradient error and bytes are measured by the run), "
         f"bucket={DEFAULT_BUCKET_MB * 4} (fewer calls), or accumulate={k} (one sync per {k} micro-batches: "
-        f"~{1e3 * exposed_s * (1 - 1 / k):.3g} ms less exposed time per {k} micro-batches, at {k}x the effective "
+        f"~{ms(exposed_s * (1 - 1 / k))} ms less exposed time per {k} micro-batches, at {k}x the effective "
         "batch).")
     return Finding(
         rule="exposed_comm.slow_link",
@@ -227,9 +227,12 @@ def per_param(v: RunView) -> Finding | None:
             evidence += [ev("per-call latency (fit)", 1e3 * fit["alpha_s"], "ms", "result.microbench.sizes",
                             f"t = alpha + bytes/beta over {fit['points']} sizes, weights {fit['weights']}"),
                          ev("bandwidth (fit)", fit["beta_GBps"], "GB/s", "result.microbench.sizes", "algbw")]
-            detail.append(f"{n:.0f} calls x {1e3 * fit['alpha_s']:.3g} ms latency = {1e3 * latency:.3g} ms; moving "
-                          f"the bytes at {fit['beta_GBps']:.3g} GB/s = {1e3 * moving:.3g} ms; measured "
-                          f"{1e3 * sync['median']:.3g} ms.")
+            rest = sync["median"] - latency - moving
+            detail.append(f"{n:.0f} calls x {ms(fit['alpha_s'])} ms latency = {ms(latency)} ms; moving "
+                          f"the bytes at {fit['beta_GBps']:.3g} GB/s = {ms(moving)} ms; measured "
+                          f"{ms(sync['median'])} ms" + (f": the other {ms(rest)} ms is the same calls "
+                                                             "running slower inside training than alone." if rest > 0
+                                                             else "."))
     if one_call:
         evidence.append(ev("one all_reduce of the whole gradient, alone", 1e3 * one_call, "ms",
                            "result.microbench.total", "median of the microbenchmark's calls"))
@@ -409,7 +412,7 @@ def straggler(v: RunView) -> Finding | None:
     return Finding(
         rule="straggler",
         title=f"Rank {rank}" + (f" on {s['host']}" if s.get("host") else "") + f" is the straggler: the others wait "
-              f"{1e3 * s['by_s']:.3g} ms per step for it ({100 * s['share_of_step']:.0f}% of the step), mostly {mostly}",
+              f"{ms(s['by_s'])} ms per step for it ({100 * s['share_of_step']:.0f}% of the step), mostly {mostly}",
         detail=("Under DDP the all-reduce evens out step times, so the slowest wall clock does not name the culprit; "
                 "the rank with the most work before the collective does. "
                 + ("Time that rank's device alone with the command below and compare." if mostly == "compute"

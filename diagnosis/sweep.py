@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from diagnosis.finding import ms
 from stats import ratio_ci, verdict
 
 IGNORED = ("hydra", "logger", "tags", "diagnose", "launcher", "scale.name")
@@ -193,7 +194,7 @@ def format_sweep(d: dict) -> str:
     if d["scaling"]:
         lines += ["", "scaling (efficiency against the smallest world size x n):"]
         for s in d["scaling"]:
-            exposed = f"{1e3 * s['exposed_comm_s']:.3g} ms" if s["exposed_comm_s"] is not None else "–"
+            exposed = f"{ms(s['exposed_comm_s'])} ms" if s["exposed_comm_s"] is not None else "–"
             lines.append(f"- {s['world_size']} rank(s), sync={s['sync']}: {s['samples_per_s']:.4g} samples/s, "
                          f"{_pct(s['efficiency'])} of ideal, exposed comm {exposed}"
                          + (f"; top finding: {s['top_finding']}" if s["top_finding"] else ""))
