@@ -273,6 +273,14 @@ class Fault:
 
 
 @dataclass
+class Diagnose:
+    microbench: Any = MISSING      # auto | true | false (checked in tasks/train/check.py: OmegaConf has no bool|str)
+    microbench_iters: int = ge(1)
+    microbench_budget: float = gt(0)
+    hta: bool = MISSING
+
+
+@dataclass
 class Autotune:
     """experiment=autotune's own settings (conf/experiment/autotune.yaml); absent in every other run."""
     stage: str = MISSING
@@ -311,7 +319,9 @@ class Config:
     pairs: int = ge(1)
     pair_groups: PairGroups = field(default_factory=PairGroups)
     fault: Fault = field(default_factory=Fault)
+    diagnose: Diagnose = field(default_factory=Diagnose)
     autotune: Optional[Autotune] = None
+    scaling: Optional[Dict[str, str]] = None   # experiment=scaling: sync_at_<world size>
     # groups: each option carries its own schema (above); the launcher's belong to launchers/slurm
     model: Any = MISSING
     data: Any = MISSING

@@ -420,6 +420,8 @@ def log_run(record: dict, cfg: Any = None) -> None:
                            device=result.get("device_name"), run_record=str(out_dir / RECORD_NAME))
             if failed:
                 summary["error"] = str(record.get("error") or "")[:2000]
+            from diagnosis import wandb_summary
+            summary.update(wandb_summary(result.get("diagnosis")))
             w.run.summary.update(summary)
             _run_evidence(w.run, record, out_dir, group)
         except Exception as e:
@@ -448,7 +450,7 @@ def _sidecar_group(entries: list) -> str | None:
 
 
 def log_sweep(table, entries: list, sweep_dir: str | Path, logger_cfg: Any, *, images: dict | None = None,
-              command: str = "", tags: list | None = None) -> None:
+              command: str = "", tags: list | None = None, diagnosis: dict | None = None) -> None:
     """The sweep table (+ plots) as a W&B run of job_type sweep_summary, in the jobs' group. Never raises."""
     sweep_dir = Path(sweep_dir)
     w = None
@@ -478,6 +480,12 @@ def log_sweep(table, entries: list, sweep_dir: str | Path, logger_cfg: Any, *, i
                                    data=[[str(r.get(label)), _wandb_cell(r.get(value))] for r in table.rows
                                          if isinstance(r.get(value), (int, float))])
                 logged["throughput_bar"] = wandb.plot.bar(bars, label, value, title=f"{value} per job")
+            if diagnosis and diagnosis.get("checked"):   # estimated against measured savings, errors included
+                cols = ["run", "finding", "recommends", "ran_as", "estimated", "measured", "measured_lo", "measured_hi",
+                        "error", "verdict"]
+                logged["diagnosis/checked_estimates"] = wandb.Table(
+                    columns=cols, data=[[_wandb_cell(c.get(k)) for k in cols] for c in diagnosis["checked"]],
+                    allow_mixed_types=True)
             w.run.log(logged)
             w.run.summary.update({"jobs": len(entries), "failed_jobs": len(failed), "notes": " ".join(table.notes)})
             autotune = sweep_dir / "autotune.json"
@@ -487,6 +495,9 @@ def log_sweep(table, entries: list, sweep_dir: str | Path, logger_cfg: Any, *, i
                          sorted(f for f in sweep_dir.iterdir() if f.suffix in SWEEP_EVIDENCE and f.name != SIDECAR),
                          description=f"sweep table, plots and sweep files: {command}",
                          metadata={"jobs": len(entries), "failed_jobs": len(failed), "command": command})
+            if diagnosis:
+                from diagnosis import format_sweep
+                w.run.summary["diagnosis"] = format_sweep(diagnosis)
         except Exception as e:
             w.error = True
             _warn(f"logging the sweep table to W&B failed ({type(e).__name__}: {e}); sweep_table.md/csv are intact")

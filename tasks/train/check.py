@@ -16,6 +16,8 @@ PARAMETER_COPIES = 4
 
 def check(cfg: DictConfig, submitting: bool = False, host: Host | None = None) -> None:
     host = host or Host.probe()
+    if cfg.diagnose.microbench not in ("auto", True, False):
+        raise ConfigError(f"diagnose.microbench={cfg.diagnose.microbench!r}: choose auto, true or false.")
     if cfg.optim.name != "none" and cfg.sync != "ddp":
         raise ConfigError(f"optim={cfg.optim.name} is a DDP comm hook; it needs sync=ddp (got sync={cfg.sync}).")
     if cfg.optim.name == "powersgd":
