@@ -13,6 +13,7 @@ SYNCS = ("ddp", "per_param", "flat", "local")
 PRECISIONS = ("fp32", "tf32", "bf16")
 H2D_MODES = ("blocking", "non_blocking", "side_stream")
 OPTIMS = ("none", "fp16", "bf16", "powersgd")
+MEASURE_POLICIES = ("fixed", "adaptive")
 DDP_ALWAYS_TIMED = 10  # DDP samples its runtime stats on iterations 1..10 whatever the sample rate (reducer.cpp)
 
 
@@ -26,6 +27,7 @@ def check(cfg: DictConfig, submitting: bool = False) -> None:
         _positive(cfg, key)
     for key in ("warmup_steps", "probe_steps", "data.workers"):
         _positive(cfg, key, allow_zero=True)
+    check_measure(cfg)
     if not isinstance(cfg.accumulate, int):
         raise ConfigError(f"accumulate={cfg.accumulate!r}: must be a whole number of micro-steps >= 1.")
     if cfg.optim.name != "none" and cfg.sync != "ddp":
@@ -77,3 +79,38 @@ def check(cfg: DictConfig, submitting: bool = False) -> None:
                               f"{cfg.model.num_classes} outputs; set model.num_classes>={classes}.")
     if cfg.data.kind == "fake":
         _positive(cfg, "data.pool")
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_measure(cfg: DictConfig) -> None:
+    """measure.*, repeats and compare.noise: the statistics' knobs."""
+    m = cfg.measure
+    _choice(cfg, "measure.policy", MEASURE_POLICIES)
+    if not _number(m.rel_ci) or not 0 < m.rel_ci < 1:
+        raise ConfigError(f"measure.rel_ci={m.rel_ci!r}: the target CI half-width is relative to the median step and must "
+                          f"lie in (0, 1), e.g. measure.rel_ci=0.02 for +-2%.")
+    if not isinstance(m.block_steps, int) or isinstance(m.block_steps, bool) or m.block_steps < 1:
+        raise ConfigError(f"measure.block_steps={m.block_steps!r}: must be a whole number of steps >= 1.")
+    if m.max_steps is not None and (not isinstance(m.max_steps, int) or isinstance(m.max_steps, bool)):
+        raise ConfigError(f"measure.max_steps={m.max_steps!r}: must be a whole number of steps, or null for no cap.")
+    if m.max_s is not None and (not _number(m.max_s) or m.max_s <= 0):
+        raise ConfigError(f"measure.max_s={m.max_s!r}: must be a positive number of seconds, or null for no cap.")
+    if m.policy == "adaptive":
+        if m.max_steps is not None and m.max_steps < cfg.steps:
+            raise ConfigError(f"measure.max_steps={m.max_steps} < steps={cfg.steps}: with measure.policy=adaptive `steps` "
+                              f"is the minimum, so the cap must be at least that. Use measure.max_steps>={cfg.steps}.")
+        if m.max_steps is None and m.max_s is None:
+            raise ConfigError("measure.policy=adaptive with measure.max_steps=null and measure.max_s=null could measure "
+                              "forever on a noisy machine. Set one of them, e.g. measure.max_s=120.")
+    if not isinstance(cfg.repeats, int) or isinstance(cfg.repeats, bool) or cfg.repeats < 1:
+        raise ConfigError(f"repeats={cfg.repeats!r}: must be a whole number of runs per configuration >= 1, "
+                          f"e.g. repeats=3 (with -m).")
+    if not _number(cfg.compare.noise) or not 0 <= cfg.compare.noise < 1:
+        raise ConfigError(f"compare.noise={cfg.compare.noise!r}: the relative change below which no difference is "
+                          f"claimed must lie in [0, 1), e.g. compare.noise=0.02.")
+    if not _number(cfg.fault.sleep_s) or cfg.fault.sleep_s < 0:
+        raise ConfigError(f"fault.sleep_s={cfg.fault.sleep_s!r}: must be >= 0 seconds.")
+
