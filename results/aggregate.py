@@ -28,6 +28,7 @@ NOISE = 0.02
 NO_INTERVAL = "no interval"
 SENTINEL_PHASES = ("forward", "data")
 SENTINEL_MIN_SHARE = 0.05   # a phase under 5% of the step is too small to tell anything about the machine
+SENTINEL_MIN_STEPS = 6      # the fewest steps whose median interval reaches 95% (stats.median_ranks)
 # config keys (prefixes) that cannot change forward compute or data wait: only comm knobs, seeds and bookkeeping
 UNTOUCHING = ("bucket", "optim", "ddp.static_graph", "ddp.gradient_as_bucket_view", "nccl.", "gloo.", "seed",
               "compare.", "measure.", "fault.sleep_s", "timeout_s", "probe_steps", "tags", "logger", "repeat")
@@ -227,7 +228,7 @@ def sentinel(configs: list[Config]) -> tuple[dict | None, str]:
     touching = [k for k in keys if not k.startswith(UNTOUCHING)]
     if touching:
         return None, f"not applicable: the compared keys ({', '.join(touching[:3])}) can change forward time"
-    worst = None
+    worst, judged = None, []
     for phase in SENTINEL_PHASES:
         samples: dict[str, list] = {}
         for c in rows:
@@ -237,11 +238,17 @@ def sentinel(configs: list[Config]) -> tuple[dict | None, str]:
                 break
             samples[c.label] = values
         else:
+            if sum(len(v) >= SENTINEL_MIN_STEPS for v in samples.values()) < 2:
+                continue
+            judged.append(phase)
             s = noise_sentinel(samples)
             if s is not None and (worst is None or s["spread"] > worst["spread"]):
                 worst = {**s, "phase": phase}
     if worst is None:
-        return None, f"{' and '.join(SENTINEL_PHASES)} time agree across rows (or are too small to judge)"
+        if not judged:
+            return None, (f"could not judge: {' and '.join(SENTINEL_PHASES)} time are under {SENTINEL_MIN_SHARE:.0%} of "
+                          f"the step or have fewer than {SENTINEL_MIN_STEPS} steps per row")
+        return None, f"{' and '.join(judged)} time agree across rows"
     return worst, ""
 
 

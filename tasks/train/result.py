@@ -156,16 +156,17 @@ def summarize_window(r: dict) -> list[str]:
         f"{tp.get('method', '')})",
     ]
     if m:
-        how = f"window      {m['steps']} steps in {m['blocks']} block(s) of <= {m['block_steps']}, policy={m['policy']}"
+        each = "1 step" if m["block_steps"] == 1 else f"<= {m['block_steps']} steps"
+        how = f"window      {m['steps']} steps in {m['blocks']} timed blocks of {each}, measure.policy={m['policy']}"
         if m["policy"] == "adaptive":
             half = "n/a" if m["rel_ci_halfwidth"] is None else f"+-{m['rel_ci_halfwidth']:.1%}"
-            how += (f": median step known to {half} (target +-{m['rel_ci_target']:.1%}); "
-                    + ("target reached" if m["target_reached"] else f"stopped by {m['stopped_by']}, TARGET NOT REACHED"))
+            how += (f": median step known to {half} on rank 0 (target +-{m['rel_ci_target']:.1%} on every rank); "
+                    + ("target reached" if m["target_reached"] else f"stopped by {m['stopped_by']}: TARGET NOT REACHED"))
         lines.append(how)
     st = r.get("steady_state") or {}
     if st.get("steady") is False:
-        lines.append(f"WARNING     not at steady state ({st['of']}): {st['reason']}; warm-up was not enough "
-                     f"(raise warmup_steps) or the machine changed during the window")
+        lines.append(f"WARNING     {st['reason']} ({st['of']}): warm-up was not enough (raise warmup_steps) or the "
+                     f"machine changed during the window; steady: false")
     elif st:
         lines.append(f"steady      {'yes' if st['steady'] else 'untested'}: {st.get('reason')} ({st.get('of')})")
     if r["phases"]:
