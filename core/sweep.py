@@ -17,7 +17,8 @@ from core.errors import ConfigError
 def repeat_arguments(repeats, arguments: list[str]) -> list[str]:
     """The sweep's overrides (hydra.sweeper.params first, then the command line's) with the repeat loop outermost."""
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ConfigError(f"repeats={repeats!r}: must be a whole number of runs per configuration >= 1, e.g. repeats=3.")
+        raise ConfigError(f"repeats={repeats!r}: must be a whole number of runs per configuration >= 1, "
+                          f"e.g. repeats=3.")
     keys = {a.partition("=")[0].lstrip("+~") for a in arguments}
     if "repeat" in keys:
         raise ConfigError("repeat= is set by the sweeper, one value per repeat; ask for repeats=R instead.")

@@ -87,8 +87,8 @@ def launch_local(plain: dict, job: dict):
 def torchrun_threads(nproc: int):
     """torchrun's rule (torch/distributed/run.py): with several ranks per node and OMP_NUM_THREADS unset, each rank gets
     OMP_NUM_THREADS=1. Without it every rank starts one OpenMP thread per core; on 2 cores shared by 2 ranks (and
-    anyone else) the spinning threads made a tiny model's step 40-140x slower (0.6-0.9 vs 37-86 steps/s, interleaved runs,
-    load average ~15). Returns the undo."""
+    anyone else) the spinning threads made a tiny model's step 40-140x slower (0.6-0.9 vs 37-86 steps/s, interleaved
+    runs, load average ~15). Returns the undo."""
     if "OMP_NUM_THREADS" in os.environ or nproc <= 1:
         return lambda: None
     os.environ["OMP_NUM_THREADS"] = "1"  # the spawned ranks inherit it

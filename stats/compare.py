@@ -71,7 +71,8 @@ def _has_interval(runs: list[np.ndarray]) -> bool:
 
 def _throughput_method(n_runs: int, resamples: int, seed: int) -> str:
     if n_runs > 1:
-        how = "two-level percentile bootstrap (runs, then blocks within each run) of the median over runs of sum(work)/sum(wall)"
+        how = ("two-level percentile bootstrap (runs, then blocks within each run) of the median over runs of "
+               "sum(work)/sum(wall)")
     else:
         how = "percentile bootstrap over blocks of sum(work)/sum(wall)"
     return f"{how}, {resamples} resamples, seed {seed}"

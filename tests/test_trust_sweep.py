@@ -25,6 +25,7 @@ def test_injected_delay_is_significantly_slower_and_an_identical_twin_is_not(tmp
                      tmp_path, multirun=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     sweep = proc.out_dir
+    assert "[sweep] 8 jobs" in proc.stdout and "job 8/8" in proc.stdout  # the callback knows the repeats too
     # interleaved: every configuration once, then every configuration again
     repeats = [read(sweep / str(n))["config"]["repeat"] for n in range(8)]
     assert repeats == [0, 0, 0, 0, 1, 1, 1, 1]

@@ -3,8 +3,9 @@
     data -> h2d -> forward -> backward (DDP's all-reduce overlaps it) -> sync (explicit strategies) -> optimizer
 
 Warm-up steps run first; the measured window is a run of timed blocks (tasks/train/window.py), each bracketed by one
-device sync (and a barrier) at its ends, with nothing inside a block waiting on the GPU. Untimed probe steps after the window read DDP's runtime statistics (communication time and
-its overlap with backward) and, for lossy schemes, the gradient error against an exact fp32 all-reduce."""
+device sync (and a barrier) at its ends, with nothing inside a block waiting on the GPU. Untimed probe steps after the
+window read DDP's runtime statistics (communication time and its overlap with backward) and, for lossy schemes, the
+gradient error against an exact fp32 all-reduce."""
 from __future__ import annotations
 
 import time
