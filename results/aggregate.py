@@ -248,7 +248,7 @@ def sentinel(configs: list[Config]) -> tuple[dict | None, str]:
         if not judged:
             return None, (f"could not judge: {' and '.join(SENTINEL_PHASES)} time are under {SENTINEL_MIN_SHARE:.0%} of "
                           f"the step or have fewer than {SENTINEL_MIN_STEPS} steps per row")
-        return None, f"{' and '.join(judged)} time agree across rows"
+        return None, f"{' and '.join(judged)} time agree{'s' if len(judged) == 1 else ''} across rows"
     return worst, ""
 
 
