@@ -42,7 +42,16 @@ def measure(a: list[str], b: list[str], pairs: int, tmp: Path) -> dict:
     cmp = compare_throughput([blocks(r) for r in runs_b], [blocks(r) for r in runs_a])
     return {"ratio": cmp["ratio"], "ci_lo": cmp["ci_lo"], "ci_hi": cmp["ci_hi"], "method": cmp["method"],
             "a": [r["result"]["throughput"]["steps_per_s"] for r in runs_a],
-            "b": [r["result"]["throughput"]["steps_per_s"] for r in runs_b], "record": runs_a[0]}
+            "b": [r["result"]["throughput"]["steps_per_s"] for r in runs_b],
+            "cpu_a": [cpu_per_step(r) for r in runs_a], "cpu_b": [cpu_per_step(r) for r in runs_b], "record": runs_a[0]}
+
+
+def cpu_per_step(record: dict) -> float | None:
+    """Rank 0's process CPU time per measured step (all its threads): what the loop costs whatever the machine's
+    load did to the wall clock."""
+    r = record["result"]
+    values = [p.get("cpu_s_per_step") for p in r.get("per_rank") or []] or r.get("cpu_s_per_step") or [None]
+    return values[0]
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -65,6 +74,9 @@ def main(argv: list[str] | None = None) -> dict:
     width = max(map(len, names))
     for name, rates in ((names[0], m["a"]), (names[1], m["b"])):
         print(f"{name:<{width}}: " + "  ".join(f"{v:.4g}" for v in rates) + " steps/s")
+    for name, cpu in ((names[0], m["cpu_a"]), (names[1], m["cpu_b"])):
+        if all(c is not None for c in cpu):
+            print(f"{name:<{width}}: " + "  ".join(f"{c:.4g}" for c in cpu) + " CPU s per step (rank 0, all threads)")
     v = verdict(m["ratio"], m["ci_lo"], m["ci_hi"], noise=0.0)
     label = "harness/reference" if args.reference else "ratio on/off"
     print(f"{label}: {fmt_ci(m['ratio'], m['ci_lo'], m['ci_hi'])}  "

@@ -43,6 +43,7 @@ def run(ctx) -> dict | None:
     for _ in range(cfg.warmup_steps):
         step()
     walls, sizes = [], []
+    cpu = time.process_time()
     while sum(sizes) < cfg.steps:
         n = min(cfg.measure.block_steps, cfg.steps - sum(sizes))
         device_sync(device)
@@ -54,7 +55,8 @@ def run(ctx) -> dict | None:
         walls.append(time.perf_counter() - t0)
         sizes.append(n)
     everyone = [None] * ctx.world_size
-    dist.all_gather_object(everyone, {"walls": walls, "threads": thread_counts()})
+    cpu_per_step = (time.process_time() - cpu) / sum(sizes)
+    dist.all_gather_object(everyone, {"walls": walls, "threads": thread_counts(), "cpu_s_per_step": cpu_per_step})
     if not ctx.is_main:
         return None
     slowest = [max(r["walls"][i] for r in everyone) for i in range(len(walls))]
@@ -64,7 +66,7 @@ def run(ctx) -> dict | None:
                   "samples_per_s": tp["steps_per_s"] * per_step, "n_blocks": tp["n_blocks"], "method": tp["method"],
                   "blocks": {"walls_s": slowest, "steps": sizes}}
     return {"steps": sum(sizes), "global_batch": per_step, "world_size": ctx.world_size, "throughput": throughput,
-            "threads": [r["threads"] for r in everyone],
+            "threads": [r["threads"] for r in everyone], "cpu_s_per_step": [r["cpu_s_per_step"] for r in everyone],
             "headline": {"steps/s": tp["steps_per_s"], "samples/s": tp["steps_per_s"] * per_step}}
 
 

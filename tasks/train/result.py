@@ -33,6 +33,7 @@ def rank_figures(ctx, steps: list[dict], window) -> dict:
         "step_p90_s": float(np.percentile(step_times, 90)) if step_times else None,
         "phases_median": {n: float(np.median([s[n] for s in steps])) for n in names},
         "block_walls_s": list(window.walls),
+        "cpu_s_per_step": window.cpu_s / window.steps,  # all of this rank's threads: > wall per step = busy helpers
         "threads": thread_counts(),
     }
 
