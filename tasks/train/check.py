@@ -68,9 +68,11 @@ def check(cfg: DictConfig, submitting: bool = False) -> None:
         if problems:
             raise ConfigError("cuda_graphs=true cannot capture this run:\n  - " + "\n  - ".join(problems))
     if cfg.data.kind == "raw_folder":
+        from data import check_shard
         from data.raw_folder import class_count, scan
 
-        scan(Path(cfg.data.root), cfg.data.image_size)  # missing, empty, wrong-size files
+        samples = scan(Path(cfg.data.root), cfg.data.image_size)  # missing, empty, wrong-size files
+        check_shard(len(samples), cfg.batch_size, cfg.world_size, cfg.data.root)
         classes = class_count(cfg.data.root)
         if classes > cfg.model.num_classes:
             raise ConfigError(f"data.root={cfg.data.root} has {classes} classes but the model has "
