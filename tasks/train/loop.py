@@ -71,6 +71,7 @@ def run(ctx) -> dict | None:
     for i in range(cfg.warmup_steps):
         maybe_fail(cfg, ctx.rank, i)
         train_step()
+        ctx.progress["warmup_steps_done"] = i + 1  # what an interrupt records and the heartbeat reports
         bar.update()
 
     # ---- measured window: one device sync and a barrier at each end, none inside ----
@@ -85,6 +86,7 @@ def run(ctx) -> dict | None:
         for i in range(cfg.warmup_steps, cfg.warmup_steps + cfg.steps):
             maybe_fail(cfg, ctx.rank, i)
             losses.append(train_step())
+            ctx.progress["measured_steps_done"] = len(losses)
             prof.step()
             bar.update()
         device_sync(ctx.device)
