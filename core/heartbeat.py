@@ -5,9 +5,11 @@ names the waiter, not the rank that never came. So every local rank beats: a dae
 <launch_dir>/heartbeat.rank<r>.json every BEAT_S with its pid and its progress (steps done). A thread of a stopped
 process (SIGSTOP, a frozen VM, a debugger) stops beating with it, while a rank that is merely busy keeps beating.
 
-The launcher's Watch reads the beats. A rank silent for silent_s is stopped or frozen: the Watch names it, kills it
-(SIGKILL: a stopped process ignores SIGTERM until it is continued) and the elastic agent ends the job at once. When a
-rank fails with a timeout instead, the Watch names the rank that was silent or furthest behind at that moment."""
+The launcher's Watch reads the beats. A rank silent for silent_s while another rank beats is stopped or frozen: the
+Watch names it, kills it (SIGKILL: a stopped process ignores SIGTERM until it is continued) and the elastic agent ends
+the job at once. When every rank is silent, or the Watch itself was not running (Ctrl-Z then `fg`, a suspended
+machine), nobody is blamed. When a rank fails with a timeout instead, the Watch names the rank that was silent or
+furthest behind at that moment."""
 from __future__ import annotations
 
 import json
@@ -123,15 +125,25 @@ class Watch:
         self._thread.join(timeout=2 * BEAT_S)
 
     def _run(self) -> None:
+        calm_until, last = 0.0, time.time()
         while not self._stop.wait(BEAT_S) and self.stuck is None:
             now = time.time()
-            for rank, beat in sorted(read_beats(self.directory).items()):
-                silent = now - float(beat.get("time", now))
-                state = proc_state(int(beat.get("pid", 0)))
-                if beat.get("done") or state in (None, "Z") or silent < self.silent_s:
-                    continue  # finished, gone (the agent reports an exit itself), or beating
-                self.stuck = Stuck(rank, f"stopped responding: no heartbeat for {silent:.0f} s "
-                                         f"{describe_progress(beat)} (process {beat.get('pid')} is "
+            if now - last > 4 * BEAT_S:  # this process was not running either (Ctrl-Z then fg, a suspended
+                calm_until = now + 4 * BEAT_S  # machine, starvation): let the ranks beat again before judging
+            last = now
+            if now < calm_until:
+                continue
+            beats = {r: b for r, b in read_beats(self.directory).items()
+                     if not b.get("done") and proc_state(int(b.get("pid", 0))) not in (None, "Z")}
+            silent = {r: now - float(b.get("time", now)) for r, b in beats.items()}
+            beating = [r for r, age in silent.items() if age < self.silent_s / 2]
+            for rank, age in sorted(silent.items()):
+                if age < self.silent_s or (not beating and len(beats) > 1):
+                    continue  # beating, or every rank is silent: the whole job was stopped, not one rank
+                beat = beats[rank]
+                state = proc_state(int(beat["pid"]))
+                self.stuck = Stuck(rank, f"stopped responding: no heartbeat for {age:.0f} s "
+                                         f"{describe_progress(beat)} (process {beat['pid']} is "
                                          f"{PROC_STATES.get(state, state)}); killed it to end the job")
                 try:
                     os.kill(int(beat["pid"]), signal.SIGKILL)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import pickle
 import shutil
 import sys
@@ -47,12 +48,22 @@ def rank_entry(plain: dict, job: dict):
     except RankError as e:
         _hand_in(e.outcome, job)
         if e.outcome.signal:
-            sys.exit(1)  # interrupted: the launcher reports it, no traceback in the error file
+            _exit_now()
         raise
     except Interrupted:
-        sys.exit(1)  # another rank, interrupted: exit quietly (a BaseException would print a traceback)
+        _exit_now()
     if outcome is not None:
         _hand_in(outcome, job)
+
+
+def _exit_now() -> None:
+    """An interrupted rank, once rank 0 handed in: exit at once. The interpreter's own exit can wait for ever on a
+    collective left in flight (the garbage collector frees it and waits for a peer that is gone), and a
+    BaseException would print a traceback; the launcher reports the interruption itself."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
 
 
 def _hand_in(outcome, job: dict) -> None:

@@ -97,7 +97,9 @@ class Run:
         except subprocess.TimeoutExpired:
             self.kill()
             pytest.fail(f"train.py still running {limit} s after the fault:\n{self.stderr[-3000:]}")
-        return rc, time.monotonic() - t
+        took = time.monotonic() - t
+        print(f"[fault] exit {rc} {took:.1f} s after the fault")  # shown with -s: the README's figures
+        return rc, took
 
     def kill(self) -> None:
         try:
@@ -358,3 +360,32 @@ def test_a_timeout_is_blamed_on_the_rank_that_went_silent_or_fell_behind(tmp_pat
     beat(2, 0, done=True, warmup_steps_done=2, measured_steps_done=3)
     beat(3, 0, done=True, warmup_steps_done=2, measured_steps_done=3)
     assert watch.laggard(0) is None  # nobody to blame but the rank that timed out
+
+
+def test_the_watch_blames_one_silent_rank_among_beating_ones_and_never_a_stopped_job(tmp_path):
+    """Ctrl-Z (SIGTSTP to the whole job) then `fg` must not get a rank killed; a lone silent rank must."""
+    from core.heartbeat import Watch, beat_path
+
+    sleepers = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
+    try:
+        def beat(rank, age):
+            beat_path(tmp_path, rank).write_text(json.dumps({"pid": sleepers[rank].pid, "time": time.time() - age}))
+
+        beat(0, 30)
+        beat(1, 30)
+        with Watch(tmp_path, silent_s=3) as watch:
+            time.sleep(2)
+        assert watch.stuck is None and sleepers[0].poll() is None  # everyone silent: the job was stopped
+        beat(0, 0)
+        with Watch(tmp_path, silent_s=3) as watch:
+            for _ in range(20):
+                beat(0, 0)
+                if watch.stuck is not None:
+                    break
+                time.sleep(0.25)
+        assert watch.stuck is not None and watch.stuck.rank == 1 and "no heartbeat for 3" in watch.stuck.message
+        assert sleepers[1].wait(timeout=5) == -signal.SIGKILL and sleepers[0].poll() is None
+    finally:
+        for p in sleepers:
+            p.kill()
+            p.wait()
