@@ -154,21 +154,21 @@ class Watch:
     def laggard(self, failed_rank: int) -> Stuck | None:
         """After `failed_rank` timed out in a collective: the rank it was waiting for, if the beats show one (silent
         for more than two beats, else the furthest behind)."""
-        beats = {r: b for r, b in read_beats(self.directory).items() if r != failed_rank}
-        if not beats:
-            return None
+        beats = read_beats(self.directory)
+        mine = beats.pop(failed_rank, {})
         now = time.time()
         silent = {r: now - float(b.get("time", now)) for r, b in beats.items() if not b.get("done")}
         if silent and max(silent.values()) > 2 * BEAT_S + 1:
             rank = max(silent, key=silent.get)
             return Stuck(rank, f"never arrived: silent for {silent[rank]:.0f} s {describe_progress(beats[rank])}")
-        mine = read_beats(self.directory).get(failed_rank) or {}
-
-        def steps(b: dict) -> int:
-            return int(b.get("warmup_steps_done") or 0) + int(b.get("measured_steps_done") or 0)
-
-        rank = min(beats, key=lambda r: steps(beats[r]))
-        if steps(beats[rank]) < steps(mine):
+        if not beats:
+            return None
+        rank = min(beats, key=lambda r: steps_done(beats[r]))
+        if steps_done(beats[rank]) < steps_done(mine):
             return Stuck(rank, f"never arrived: it was {describe_progress(beats[rank])}, rank {failed_rank} "
                                f"{describe_progress(mine)}")
         return None
+
+
+def steps_done(beat: dict) -> int:
+    return int(beat.get("warmup_steps_done") or 0) + int(beat.get("measured_steps_done") or 0)

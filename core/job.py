@@ -8,6 +8,7 @@ table callback writes the rows it has, and no later job of the sweep starts."""
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from pathlib import Path
 
@@ -50,26 +51,24 @@ def run_job(cfg: DictConfig, job: dict | None = None) -> dict:
         sys.exit(128 + interrupt.received())
     job = job or job_info()
     logging.captureWarnings(True)  # config warnings reach the job log too, printed as before
-    known = {"config": None}
     with signals_raise():
         try:
-            record, exit_code = _run(cfg, job, known)
+            plain = prepare(cfg)
+        except ConfigError as e:
+            return _end(Record.failed(OmegaConf.to_container(cfg, resolve=False), job, f"ConfigError: {e}"), job, 2)
         except Interrupted as e:
-            config = known["config"] or OmegaConf.to_container(cfg, resolve=False)
-            record, exit_code = interrupted_record(config, job, e.name, e.outcome), e.exit_code
+            return _end(interrupted_record(OmegaConf.to_container(cfg, resolve=False), job, e.name), job,
+                        e.exit_code)
+        try:
+            record, exit_code = _as_a_rank(plain, job) if already_a_rank() else _launch(plain, job)
+        except Interrupted as e:
+            record, exit_code = interrupted_record(plain, job, e.name, e.outcome), e.exit_code
         if record is None:  # a rank other than 0 under torchrun/Slurm: rank 0 finalises
             return {"status": "ok"}
         return _end(record, job, exit_code)
 
 
-def _run(cfg: DictConfig, job: dict, known: dict) -> tuple[Record | None, int]:
-    try:
-        plain = prepare(cfg)
-    except ConfigError as e:
-        return Record.failed(OmegaConf.to_container(cfg, resolve=False), job, f"ConfigError: {e}"), 2
-    known["config"] = plain
-    if already_a_rank():
-        return _as_a_rank(plain, job)
+def _launch(plain: dict, job: dict) -> tuple[Record, int]:
     from launchers.local import RankFailed, launch_local
 
     try:
@@ -91,7 +90,7 @@ def _as_a_rank(plain: dict, job: dict) -> tuple[Record | None, int]:
     except RankError as e:
         o = e.outcome
         if o.signal:
-            return interrupted_record(plain, job, o.signal, o), 128 + _signum(o.signal)
+            return interrupted_record(plain, job, o.signal, o), 128 + signal.Signals[o.signal]
         return Record.failed(plain, job, o.error, traceback=o.traceback, env=o.env, started=o.started,
                              result=o.result), 1
     except Interrupted as e:  # not rank 0: end quietly, rank 0 writes the record
@@ -116,12 +115,6 @@ def _where(progress: dict, config: dict) -> str:
     if warmup is not None:
         return f" after {warmup} of {config.get('warmup_steps')} warm-up steps"
     return " before the first step" if config.get("task") == "train" else ""
-
-
-def _signum(name: str) -> int:
-    import signal
-
-    return int(signal.Signals[name])
 
 
 def _end(record: Record, job: dict, exit_code: int = 0) -> dict:

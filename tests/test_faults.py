@@ -71,6 +71,15 @@ class Run:
             time.sleep(0.1)
         pytest.fail(f"no {text!r} within {limit} s:\n{self.stderr[-3000:]}")
 
+    def rank_ended(self, rank: int) -> float:
+        """When a rank logged its end in the job log (wall clock)."""
+        from datetime import datetime
+
+        for line in (self.out_dir / "train.log").read_text().splitlines():
+            if line.startswith("[") and f"[rank {rank}]" in line and f"rank {rank} ended:" in line:
+                return datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        raise AssertionError(f"rank {rank} logged no end")
+
     def rank_pid(self, rank: int) -> int:
         """The pid of a local rank: the elastic agent spawns them in rank order, as children of train.py."""
         parent = self.proc.pid
@@ -149,8 +158,10 @@ def test_a_rank_that_raises_is_named_and_ends_the_job_at_once(tmp_path, runs, ra
     run = start(runs, args, tmp_path, env=env, merge=True)
     error = f"error: rank {rank} failed: RuntimeError: fault injected on rank {rank} at step 3"
     error_seen = run.wait_for_text(error, limit=240)
-    rc, took = run.wait(limit=120)
-    assert rc == 1
+    rc, _ = run.wait(limit=120)
+    took = time.time() - run.rank_ended(rank)  # from the fault, as the failing rank logged it, to the exit
+    print(f"[fault] rank {rank} raised: exit {took:.1f} s after the fault")
+    assert rc == 1 and took < (15 if rank == 0 else 15 + 16), took
     rec = run.record()
     assert rec["status"] == "failed" and rec["error"].startswith(f"rank {rank} failed: RuntimeError: fault injected")
     assert "fault injected" in rec["traceback"]
