@@ -23,10 +23,6 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("gpu_or", lambda on_gpu, on_cpu: on_gpu if gpu_count() > 0 else on_cpu)
     if not OmegaConf.has_resolver("gpu_count"):
         OmegaConf.register_new_resolver("gpu_count", gpu_count)
-    if not OmegaConf.has_resolver("unique_dir"):  # ${unique_dir:base}: hydra.run/sweep.dir, see core/output_dir.py
-        from core.output_dir import unique_dir
-
-        OmegaConf.register_new_resolver("unique_dir", unique_dir, use_cache=True)
 
 
 def _choice(cfg, key: str, choices) -> None:

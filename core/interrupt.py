@@ -54,6 +54,16 @@ def _raise_first(signum, frame) -> None:
         raise Interrupted(signum)
 
 
+def _note(signum, frame) -> None:
+    note(signum)
+
+
+def _ours_to_take(handler) -> bool:
+    """Python's defaults and our own. Another handler was put there on purpose: submitit's Slurm tasks ignore SIGTERM
+    (preemption sends it first; the submitting host records a job Slurm ended), and a caller's own stays in charge."""
+    return handler in (signal.SIG_DFL, signal.default_int_handler, _raise_first, _note, None)
+
+
 @contextmanager
 def signals_raise():
     """Within this block the first SIGINT or SIGTERM raises Interrupted (main thread only, where Python runs signal
@@ -63,7 +73,8 @@ def signals_raise():
         return
     previous = {s: signal.getsignal(s) for s in SIGNALS}
     for s in SIGNALS:
-        signal.signal(s, _raise_first)
+        if _ours_to_take(previous[s]):
+            signal.signal(s, _raise_first)
     try:
         yield
     finally:
@@ -89,4 +100,5 @@ def note_signals() -> None:
     which then stops at the next job boundary, with its table (results.callbacks.SweepTable)."""
     if threading.current_thread() is threading.main_thread():
         for s in SIGNALS:
-            signal.signal(s, lambda signum, frame: note(signum))
+            if _ours_to_take(signal.getsignal(s)):
+                signal.signal(s, _note)

@@ -89,8 +89,10 @@ def _as_a_rank(plain: dict, job: dict) -> tuple[Record | None, int]:
         outcome = run_rank(plain, job)
     except RankError as e:
         o = e.outcome
-        if o.signal:
-            return interrupted_record(plain, job, o.signal, o), 128 + signal.Signals[o.signal]
+        if o.signal:  # the launcher may have stopped this rank for another rank's failure: say so
+            record = interrupted_record(plain, job, o.signal, o)
+            record.error += " (sent by the launcher: Ctrl-C, a time limit, or another rank's failure)"
+            return record, 128 + signal.Signals[o.signal]
         return Record.failed(plain, job, o.error, traceback=o.traceback, env=o.env, started=o.started,
                              result=o.result), 1
     except Interrupted as e:  # not rank 0: end quietly, rank 0 writes the record

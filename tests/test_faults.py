@@ -286,33 +286,36 @@ def test_a_record_its_directory_will_not_take_goes_elsewhere_and_says_where(tmp_
 
 
 def test_a_directory_another_run_claimed_is_not_shared(tmp_path):
-    from core import output_dir
+    from core.output_dir import claim
 
-    base = str(tmp_path / "12-00-00")
-    first = output_dir.unique_dir(base)
-    output_dir._claimed.clear()  # as seen from another process
-    second = output_dir.unique_dir(base)
-    assert (first, second) == (base, f"{base}_1") and output_dir.unique_dir(base) == second  # stable in a process
+    base = tmp_path / "12-00-00"
+    assert [claim(base), claim(base), claim(base)] == [base, tmp_path / "12-00-00_1", tmp_path / "12-00-00_2"]
+    assert claim("/proc/x") is None
 
 
 @pytest.mark.slow
 def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path):
-    """Issue 13/14.4 (hydra#1607): two runs and two sweeps started together from one directory, default paths.
-    Bad input makes them quick: each still writes its (failed) record in its own output directory."""
+    """Issue 13/14.4 (hydra#1607): another run already has this second's directory (made here for every second of
+    the next few minutes); a run and a sweep with the default paths take `<time>_1` instead of writing into it.
+    Bad input makes them quick: each still writes its (failed) record in its own directory."""
+    from datetime import datetime, timedelta
+
+    now = datetime.now()
+    taken = [now + timedelta(seconds=s) for s in range(-5, 300)]
+    for kind in ("outputs", "multirun"):
+        for t in taken:
+            (tmp_path / kind / t.strftime("%Y-%m-%d") / t.strftime("%H-%M-%S")).mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, str(ROOT / "train.py"), "logger=none", "bucket=-1"]
     env = {**os.environ, "WANDB_MODE": "disabled"}
-    for attempt in range(3):  # the two must start in the same second for the test to mean anything
-        cwd = tmp_path / str(attempt)
-        cwd.mkdir()
-        procs = [subprocess.Popen(c, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                 for c in (cmd, cmd, [*cmd[:2], "-m", *cmd[2:]], [*cmd[:2], "-m", *cmd[2:]])]
-        assert [p.wait(timeout=240) for p in procs] == [2, 2, 1, 1]
-        runs = sorted(p.parent for p in cwd.glob("outputs/*/*/run_record.json"))
-        sweeps = sorted(p.parent.parent for p in cwd.glob("multirun/*/*/0/run_record.json"))
-        assert len(runs) == 2 and len(sweeps) == 2, (runs, sweeps)  # the second did not overwrite the first
-        if runs[1].name == f"{runs[0].name}_1" and sweeps[1].name == f"{sweeps[0].name}_1":
-            return
-    pytest.skip("the two runs never started within the same second")
+    procs = [subprocess.Popen(c, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for c in (cmd, [*cmd[:2], "-m", *cmd[2:]])]
+    outs = [p.communicate(timeout=240) for p in procs]
+    assert [p.returncode for p in procs] == [2, 1], outs
+    (run,) = [p.parent for p in tmp_path.glob("outputs/*/*/run_record.json")]
+    (sweep,) = [p.parent.parent for p in tmp_path.glob("multirun/*/*/0/run_record.json")]
+    assert run.name.endswith("_1") and sweep.name.endswith("_1"), (run, sweep)
+    assert (sweep / "sweep_table.md").is_file() and f"this one writes to {sweep.relative_to(tmp_path)}" in outs[1][0]
+    assert f"failed run record: {run}/run_record.json" in outs[0][1]
 
 
 def test_an_unwritable_output_dir_is_one_line_and_exit_2_before_anything_runs(tmp_path):
