@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import diagnosis
 from core.interrupt import Interrupted
 from core.log import get
 from results.record import Record
@@ -32,6 +33,7 @@ def fallback_dirs() -> list[Path]:
 def finalise(record: Record, out_dir: str | Path, *, wandb: bool = True, quiet: bool = False) -> Path | None:
     """wandb=False: the run was logged already (a record amended with a root cause found later). Returns where the
     record is (None only when no place at all would take it; it is then printed whole)."""
+    diagnosis.attach(record)  # into record.result, so the record, the printout and W&B hold the same diagnosis
     try:
         path, problem = record.write(out_dir), None
     except OSError as e:
@@ -72,6 +74,8 @@ def _print_summary(record: Record) -> None:
             log.info(tasks.get(record.task).summarize(record.to_dict()))
         except Exception as e:  # noqa: BLE001 - a summary never costs the record
             log.warning(f"(summary unavailable: {type(e).__name__}: {e})")
+        if result.get("diagnosis"):
+            log.info("\n" + diagnosis.format_text(result["diagnosis"]))
     for warning in result.get("warnings") or []:
         log.warning(f"warning: {warning}")
 

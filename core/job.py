@@ -8,6 +8,8 @@ table callback writes the rows it has, and no later job of the sweep starts."""
 from __future__ import annotations
 
 import logging
+import math
+import os
 import signal
 import sys
 from pathlib import Path
@@ -45,7 +47,7 @@ def job_info() -> dict:
     }
 
 
-def run_job(cfg: DictConfig, job: dict | None = None) -> dict:
+def run_job(cfg: DictConfig, job: dict | None = None) -> "JobResult":
     """The body of every job. `job` (output_dir, overrides, ...) comes from Hydra unless given (tests)."""
     if interrupt.received() is not None:  # an earlier job of this sweep was interrupted: start no other
         sys.exit(128 + interrupt.received())
@@ -55,6 +57,8 @@ def run_job(cfg: DictConfig, job: dict | None = None) -> dict:
         try:
             plain = prepare(cfg)
         except ConfigError as e:
+            if already_a_rank() and os.environ["RANK"] != "0":   # every rank refuses; rank 0 alone writes the record
+                return JobResult(math.nan, status="failed", error=f"ConfigError: {e}")
             return _end(Record.failed(OmegaConf.to_container(cfg, resolve=False), job, f"ConfigError: {e}"), job, 2)
         except Interrupted as e:
             return _end(interrupted_record(OmegaConf.to_container(cfg, resolve=False), job, e.name), job,
@@ -63,8 +67,8 @@ def run_job(cfg: DictConfig, job: dict | None = None) -> dict:
             record, exit_code = _as_a_rank(plain, job) if already_a_rank() else _launch(plain, job)
         except Interrupted as e:
             record, exit_code = interrupted_record(plain, job, e.name, e.outcome), e.exit_code
-        if record is None:  # a rank other than 0 under torchrun/Slurm: rank 0 finalises
-            return {"status": "ok"}
+        if record is None:
+            return JobResult(math.nan)  # ranks other than 0: rank 0 returns the job's result
         return _end(record, job, exit_code)
 
 
@@ -119,12 +123,27 @@ def _where(progress: dict, config: dict) -> str:
     return " before the first step" if config.get("task") == "train" else ""
 
 
-def _end(record: Record, job: dict, exit_code: int = 0) -> dict:
+class JobResult(float):
+    """What a job returns to Hydra: the objective, samples/s (NaN for a failed job or a task without samples/s), as a
+    float so optimising sweepers (hydra-optuna-sweeper's `float(return_value)`, Nevergrad, Ax) maximise it; the
+    status, error and record path ride along as attributes. The sweep table reads the records, not this."""
+
+    def __new__(cls, value: float, status: str = "ok", error: str | None = None, record: str | None = None):
+        self = super().__new__(cls, value)
+        self.status, self.error, self.record = status, error, record
+        return self
+
+    def __repr__(self) -> str:
+        return f"JobResult({float(self)!r}, status={self.status!r})"
+
+
+def _end(record: Record, job: dict, exit_code: int = 0) -> JobResult:
     path = finalise(record, job["output_dir"])
     if record.status == "ok":
-        return {"status": "ok", "record": str(path)}
+        samples_per_s = ((record.result or {}).get("throughput") or {}).get("samples_per_s")
+        return JobResult(math.nan if samples_per_s is None else samples_per_s, record=str(path))
     if job.get("multirun") and (record.status != "interrupted" or job.get("sweep_table")):
         # the sweep goes on past a failed job; an interrupted one returns so that the table callback
         # (results.callbacks.SweepTable) writes the rows so far and stops the sweep
-        return {"status": record.status, "error": record.error, "record": str(path), "exit_code": exit_code}
+        return JobResult(math.nan, status=record.status, error=record.error, record=str(path))
     sys.exit(exit_code)

@@ -15,7 +15,6 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from core.errors import ConfigError
 from tasks.train.sync import Sync
 
-SCHEMES = ("none", "fp16", "bf16", "powersgd")
 COMPRESSED_DTYPE = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import torch
 
-MODES = ("blocking", "non_blocking", "side_stream")
-
 
 class CpuFeeder:
     """CPU ranks compute on host memory: no copy is made, so the h2d phase is only the (empty) hand-over."""
