@@ -1,7 +1,7 @@
 """What every task receives inside a rank, whoever started the rank (elastic launcher, torchrun, Slurm)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,8 @@ class RankContext:
     backend: str             # the process group's backend: "nccl" | "gloo"
     output_dir: Path         # the job's directory, shared by all ranks
     hostname: str
+    progress: dict = field(default_factory=dict)  # how far the task got (e.g. warmup_steps_done): what an
+                                                  # interrupted run records, and what its heartbeat reports
 
     @property
     def is_main(self) -> bool:

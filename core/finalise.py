@@ -3,44 +3,93 @@
 Called by the process that outlives the ranks, whatever happened: the process the user started (after the local
 ranks ended), rank 0 itself when there is no such process (torchrun, a Slurm task), or the Slurm submitter for a job
 that died without a record. Nothing else writes a record or talks to W&B about a run, so a run has exactly one
-record and at most one W&B run."""
+record and at most one W&B run.
+
+A record is never lost to its directory: when the output dir cannot be written at the end (removed, full, read-only),
+the summary is still printed and the record goes to the first place that takes it (FALLBACK_DIRS), named on the
+console. W&B comes last and is bounded by its own deadline (results/wandb_log.py), so the error line and the record
+never wait for it."""
 from __future__ import annotations
 
-import sys
+import json
+import os
+import tempfile
+import time
 from pathlib import Path
 
 import diagnosis
+from core.interrupt import Interrupted
+from core.log import get
 from results.record import Record
 
+log = get(__name__)
 
-def finalise(record: Record, out_dir: str | Path, *, wandb: bool = True, quiet: bool = False) -> Path:
-    """wandb=False: the run was logged already (a record amended with a root cause found later)."""
+
+def fallback_dirs() -> list[Path]:
+    return [Path(tempfile.gettempdir()) / "ddp-comm-records", Path.home() / ".cache" / "ddp-comm-records",
+            Path.cwd() / "ddp-comm-records"]
+
+
+def finalise(record: Record, out_dir: str | Path, *, wandb: bool = True, quiet: bool = False) -> Path | None:
+    """wandb=False: the run was logged already (a record amended with a root cause found later). Returns where the
+    record is (None only when no place at all would take it; it is then printed whole)."""
     diagnosis.attach(record)  # into record.result, so the record, the printout and W&B hold the same diagnosis
-    path = record.write(out_dir)
+    try:
+        path, problem = record.write(out_dir), None
+    except OSError as e:
+        path, problem = None, e
     if not quiet:
-        _print(record, path)
+        _print_summary(record)
+    if problem is not None:
+        path = _write_elsewhere(record, out_dir, problem)
+    if not quiet:
+        _print_end(record, path)
     if wandb:
         _log_wandb(record)
     return path
 
 
-def _print(record: Record, path: Path) -> None:
-    if record.result is not None and record.task:
+def _write_elsewhere(record: Record, out_dir: str | Path, problem: OSError) -> Path | None:
+    name = f"{time.strftime('%Y-%m-%d_%H-%M-%S')}_{os.getpid()}"
+    for base in fallback_dirs():
+        try:
+            path = record.write(base / name)
+        except OSError:
+            continue
+        log.warning(f"warning: cannot write the run record to {out_dir} ({problem.strerror or problem}); "
+                    f"saved it to {path} instead")
+        return path
+    log.error(f"error: cannot write the run record to {out_dir} ({problem.strerror or problem}) nor to any of "
+              f"{', '.join(map(str, fallback_dirs()))}; here it is:\n"
+              + json.dumps(record.to_dict(), indent=2, default=str))
+    return None
+
+
+def _print_summary(record: Record) -> None:
+    result = record.result or {}
+    if result.get("headline") is not None and record.task:
         import tasks
 
         try:
-            print(tasks.get(record.task).summarize(record.to_dict()), flush=True)
+            log.info(tasks.get(record.task).summarize(record.to_dict()))
         except Exception as e:  # noqa: BLE001 - a summary never costs the record
-            print(f"(summary unavailable: {type(e).__name__}: {e})", file=sys.stderr)
-        if record.result.get("diagnosis"):
-            print("\n" + diagnosis.format_text(record.result["diagnosis"]), flush=True)
+            log.warning(f"(summary unavailable: {type(e).__name__}: {e})")
+        if result.get("diagnosis"):
+            log.info("\n" + diagnosis.format_text(result["diagnosis"]))
+    for warning in result.get("warnings") or []:
+        log.warning(f"warning: {warning}")
+
+
+def _print_end(record: Record, path: Path | None) -> None:
     if record.status == "ok":
-        print(f"\nrun record: {path}", flush=True)
-        return
-    print(f"\nerror: {record.error}", file=sys.stderr)
-    if record.traceback:
-        print(f"(traceback of the failing rank)\n{record.traceback}", file=sys.stderr)
-    print(f"{record.status} run record: {path}", file=sys.stderr, flush=True)
+        log.info(f"\nrun record: {path}")
+    elif record.status == "interrupted":  # one line: the user knows why, a traceback would only hide the path
+        log.warning(f"{record.error}; interrupted run record: {path}")
+    else:
+        log.error(f"\nerror: {record.error}")
+        if record.traceback:
+            log.error(f"(traceback of the failing rank)\n{record.traceback}")
+        log.error(f"{record.status} run record: {path}")
 
 
 def _log_wandb(record: Record) -> None:
@@ -53,6 +102,5 @@ def _log_wandb(record: Record) -> None:
         from results import wandb_log
 
         wandb_log.log_run(record.to_dict(), logger_cfg)
-    except Exception as e:  # noqa: BLE001
-        print(f"warning: W&B logging failed ({type(e).__name__}: {e}); the run record is kept.", file=sys.stderr)
-
+    except (Exception, Interrupted) as e:  # noqa: BLE001
+        log.warning(f"warning: W&B logging failed ({type(e).__name__}: {e}); the run record is kept.")

@@ -1,19 +1,27 @@
 """One Hydra job: check the config, start (or become) the ranks, and end through core.finalise whatever happens.
 In a multirun a failed job returns normally with a failed status, so the sweep goes on and the end-of-sweep table
-shows it as a failed row; a single run exits non-zero (2: bad input, before any rank started; 1: a rank failed)."""
+shows it as a failed row; a single run exits non-zero (2: bad input, before any rank started; 1: a rank failed).
+
+SIGINT/SIGTERM (Ctrl-C, `timeout`, `kill`, Slurm's time limit) end the job as `interrupted`: a record with the signal
+and how far the ranks got, one line on the console, exit code 128 + the signal (130, 143). A sweep stops there: its
+table callback writes the rows it has, and no later job of the sweep starts."""
 from __future__ import annotations
 
+import logging
 import math
 import os
+import signal
 import sys
 import time
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from core import interrupt
 from core.config import prepare
 from core.errors import ConfigError
 from core.finalise import finalise
+from core.interrupt import Interrupted, signals_raise
 from launchers import already_a_rank
 from results.record import Record
 
@@ -37,36 +45,50 @@ def job_info() -> dict:
         "overrides": overrides,
         "command": " ".join(["python train.py", *overrides]),
         "multirun": multirun,
+        "sweep_table": any(str(c.get("_target_", "")).endswith("SweepTable") for c in (hc.callbacks or {}).values()),
         **slurm_job_info(),
     }
 
 
 def run_job(cfg: DictConfig, job: dict | None = None) -> "JobResult":
     """The body of every job. `job` (output_dir, overrides, ...) comes from Hydra unless given (tests)."""
+    if interrupt.received() is not None:  # an earlier job of this sweep was interrupted: start no other
+        sys.exit(128 + interrupt.received())
     job = job or job_info()
     mark_job_start()
-    try:
-        plain = prepare(cfg)
-        if (plain.get("repeats") or 1) > 1 and not job.get("multirun"):
-            raise ConfigError(f"repeats={plain['repeats']} runs each configuration as separate jobs of a sweep: add -m "
-                              f"(python train.py -m ... repeats={plain['repeats']}).")
-    except ConfigError as e:
-        if already_a_rank() and os.environ["RANK"] != "0":   # every rank refuses; rank 0 alone writes the record
-            return JobResult(math.nan, status="failed", error=f"ConfigError: {e}")
-        config = OmegaConf.to_container(cfg, resolve=False)
-        return _end(Record.failed(config, job, f"ConfigError: {e}"), job, exit_code=2)
-    if already_a_rank():
-        return _as_a_rank(plain, job)
+    logging.captureWarnings(True)  # config warnings reach the job log too, printed as before
+    with signals_raise():
+        try:
+            plain = prepare(cfg)
+            if (plain.get("repeats") or 1) > 1 and not job.get("multirun"):
+                raise ConfigError(f"repeats={plain['repeats']} runs each configuration as separate jobs of a sweep: "
+                                  f"add -m (python train.py -m ... repeats={plain['repeats']}).")
+        except ConfigError as e:
+            if already_a_rank() and os.environ["RANK"] != "0":   # every rank refuses; rank 0 alone writes the record
+                return JobResult(math.nan, status="failed", error=f"ConfigError: {e}")
+            return _end(Record.failed(OmegaConf.to_container(cfg, resolve=False), job, f"ConfigError: {e}"), job, 2)
+        except Interrupted as e:
+            return _end(interrupted_record(OmegaConf.to_container(cfg, resolve=False), job, e.name), job,
+                        e.exit_code)
+        try:
+            record, exit_code = _as_a_rank(plain, job) if already_a_rank() else _launch(plain, job)
+        except Interrupted as e:
+            record, exit_code = interrupted_record(plain, job, e.name, e.outcome), e.exit_code
+        if record is None:
+            return JobResult(math.nan)  # ranks other than 0: rank 0 returns the job's result
+        return _end(record, job, exit_code)
+
+
+def _launch(plain: dict, job: dict) -> tuple[Record, int]:
     from launchers.local import RankFailed, launch_local
 
     try:
         outcome = launch_local(plain, job)
     except RankFailed as e:
         o = e.outcome
-        record = Record.failed(plain, job, str(e), traceback=e.traceback, env=o and o.env,
-                               started=o and o.started, result=o and o.result)
-        return _end(record, job, exit_code=1)
-    return _end(Record.ok(plain, job, env=outcome.env, started=outcome.started, result=outcome.result), job)
+        return Record.failed(plain, job, str(e), traceback=e.traceback, env=o and o.env, started=o and o.started,
+                             result=o and o.result), 1
+    return Record.ok(plain, job, env=outcome.env, started=outcome.started, result=outcome.result), 0
 
 
 _first_job = True
@@ -89,7 +111,7 @@ def mark_job_start() -> None:
     os.environ[JOB_START_ENV] = repr(start)
 
 
-def _as_a_rank(plain: dict, job: dict) -> dict:
+def _as_a_rank(plain: dict, job: dict) -> tuple[Record | None, int]:
     """torchrun or a Slurm task: this process is a rank and there is no parent of ours that outlives the ranks,
     so rank 0 finalises. The other ranks re-raise: their non-zero exit ends the job (srun --kill-on-bad-exit)."""
     from core.rank import RankError, run_rank
@@ -98,12 +120,34 @@ def _as_a_rank(plain: dict, job: dict) -> dict:
         outcome = run_rank(plain, job)
     except RankError as e:
         o = e.outcome
-        record = Record.failed(plain, job, o.error, traceback=o.traceback, env=o.env, started=o.started,
-                               result=o.result)
-        return _end(record, job, exit_code=1)
+        if o.signal:  # the launcher may have stopped this rank for another rank's failure: say so
+            record = interrupted_record(plain, job, o.signal, o)
+            record.error += " (sent by the launcher: Ctrl-C, a time limit, or another rank's failure)"
+            return record, 128 + signal.Signals[o.signal]
+        return Record.failed(plain, job, o.error, traceback=o.traceback, env=o.env, started=o.started,
+                             result=o.result), 1
+    except Interrupted as e:  # not rank 0: end quietly, rank 0 writes the record
+        sys.exit(e.exit_code)
     if outcome is None:
-        return JobResult(math.nan)  # ranks other than 0: rank 0 returns the job's result
-    return _end(Record.ok(plain, job, env=outcome.env, started=outcome.started, result=outcome.result), job)
+        return None, 0
+    return Record.ok(plain, job, env=outcome.env, started=outcome.started, result=outcome.result), 0
+
+
+def interrupted_record(config: dict, job: dict, signal_name: str, outcome=None) -> Record:
+    """status "interrupted", the signal, and how far rank 0 got (result.progress: steps done)."""
+    progress = dict(outcome.progress) if outcome is not None else {}
+    return Record.failed(config, job, f"interrupted by {signal_name}{_where(progress, config)}",
+                         env=outcome and outcome.env, started=outcome and outcome.started,
+                         result={"signal": signal_name, "progress": progress}, status="interrupted")
+
+
+def _where(progress: dict, config: dict) -> str:
+    measured, warmup = progress.get("measured_steps_done"), progress.get("warmup_steps_done")
+    if measured is not None:
+        return f" after {measured} of {config.get('steps')} measured steps"
+    if warmup is not None:
+        return f" after {warmup} of {config.get('warmup_steps')} warm-up steps"
+    return " before the first step" if config.get("task") == "train" else ""
 
 
 class JobResult(float):
@@ -125,6 +169,8 @@ def _end(record: Record, job: dict, exit_code: int = 0) -> JobResult:
     if record.status == "ok":
         samples_per_s = ((record.result or {}).get("throughput") or {}).get("samples_per_s")
         return JobResult(math.nan if samples_per_s is None else samples_per_s, record=str(path))
-    if job.get("multirun"):
+    if job.get("multirun") and (record.status != "interrupted" or job.get("sweep_table")):
+        # the sweep goes on past a failed job; an interrupted one returns so that the table callback
+        # (results.callbacks.SweepTable) writes the rows so far and stops the sweep
         return JobResult(math.nan, status=record.status, error=record.error, record=str(path))
     sys.exit(exit_code)

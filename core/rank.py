@@ -1,6 +1,9 @@
 """Inside one rank, whoever started it: set the comm environment, start the process group, run the task. Rank 0
 hands its outcome (the task's result, the environment, or the error) back to core.job, which turns it into the run
-record: no rank writes a record itself."""
+record: no rank writes a record itself.
+
+While it runs, a rank turns SIGINT/SIGTERM into core.interrupt.Interrupted (so rank 0 can still hand in how far it
+got) and, under the local launcher, beats (core.heartbeat) so that a rank that stops answering is named."""
 from __future__ import annotations
 
 import os
@@ -18,17 +21,25 @@ from omegaconf import OmegaConf
 import tasks
 from core import comm_env
 from core.context import RankContext
+from core.heartbeat import beating
+from core.interrupt import Interrupted, signals_raise
+from core.log import for_rank, get
 from results.record import now
+
+log = get(__name__)
 
 
 @dataclass
 class Outcome:
-    """What rank 0 hands in. error is set when the rank failed; result then holds whatever was measured."""
+    """What rank 0 hands in. error is set when the rank failed; result then holds whatever was measured.
+    progress: how far the task got (RankContext.progress); signal: the signal's name when one interrupted it."""
     started: str
     env: dict = field(default_factory=dict)
     result: dict | None = None
     error: str | None = None
     traceback: str | None = None
+    progress: dict = field(default_factory=dict)
+    signal: str | None = None
 
 
 class RankError(RuntimeError):
@@ -60,13 +71,30 @@ def pick_backend(requested: str, gpu: int | None) -> str:
 def run_rank(plain: dict, job: dict) -> Outcome | None:
     """Entry point of every rank. RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT come from the environment
     (elastic launcher, torchrun, or submitit's TorchDistributedEnvironment on Slurm). Returns rank 0's Outcome
-    (None on the other ranks); a failing rank 0 raises RankError carrying it."""
+    (None on the other ranks); a failing or interrupted rank 0 raises RankError carrying it."""
+    own_log = for_rank(job)
+    rank = int(os.environ["RANK"])
+    if own_log:
+        log.info(f"rank {rank} of {os.environ['WORLD_SIZE']} started: pid {os.getpid()} on {socket.gethostname()}")
+    outcome = Outcome(started=now())
+    with signals_raise(), beating(job.get("launch_dir"), rank, outcome.progress):
+        try:
+            mine = _run_rank(plain, job, outcome)
+        except BaseException as e:
+            if own_log:
+                log.info(f"rank {rank} ended: {outcome.error or f'{type(e).__name__}: {e}'} {outcome.progress}")
+            raise
+    if own_log:
+        log.info(f"rank {rank} finished {outcome.progress}")
+    return mine
+
+
+def _run_rank(plain: dict, job: dict, outcome: Outcome) -> Outcome | None:
     cfg = OmegaConf.create(plain)
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
     output_dir = Path(job["output_dir"])
-    outcome = Outcome(started=now())
     try:
         comm_env.apply(cfg, output_dir)
         gpu = own_gpu(local_rank, local_world)
@@ -81,7 +109,8 @@ def run_rank(plain: dict, job: dict) -> Outcome | None:
         dist.init_process_group(backend, timeout=timedelta(seconds=float(cfg.timeout_s)),
                                 **({"device_id": device} if backend == "nccl" else {}))
         ctx = RankContext(cfg=cfg, rank=rank, world_size=world_size, local_rank=local_rank, device=device,
-                          backend=backend, output_dir=output_dir, hostname=socket.gethostname())
+                          backend=backend, output_dir=output_dir, hostname=socket.gethostname(),
+                          progress=outcome.progress)
         outcome.env = environment(ctx)
         result = tasks.get(cfg.task).run(ctx)
         if rank != 0:
@@ -92,9 +121,12 @@ def run_rank(plain: dict, job: dict) -> Outcome | None:
         outcome.result = result
         return outcome
     except BaseException as e:
-        if rank == 0:
+        if rank == 0 and isinstance(e, Interrupted):
+            outcome.signal, outcome.error = e.name, f"rank 0 interrupted by {e.name}"
+        elif rank == 0:
             outcome.error = f"rank {rank} failed: {type(e).__name__}: {e}"
             outcome.traceback = traceback.format_exc()
+        if rank == 0:
             outcome.result = getattr(e, "result", None)  # e.g. a failed correctness check keeps its figures
             raise RankError(outcome) from e
         raise

@@ -218,6 +218,7 @@ class WandbLogger(Logger):
     probe_timeout_s: float = gt(0)
     init_timeout_s: float = gt(0)
     finish_timeout_s: float = gt(0)
+    deadline_s: float = gt(0)            # everything W&B does for one run ends within this (results/wandb_log.py)
 
 
 # ------------------------------------------------------------------------------------------------ top-level sections

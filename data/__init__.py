@@ -16,7 +16,8 @@ def check(cfg, submitting: bool = False) -> None:
     if cfg.data.kind == "raw_folder":
         if submitting and not Path(cfg.data.root).exists():
             return
-        scan(Path(cfg.data.root), cfg.data.image_size)  # missing, empty, wrong-size files
+        samples = scan(Path(cfg.data.root), cfg.data.image_size)  # missing, empty, wrong-size files
+        check_shard(len(samples), cfg.batch_size, cfg.world_size, cfg.data.root)
         classes = class_count(cfg.data.root)
         if classes > cfg.model.num_classes:
             raise ConfigError(f"data.root={cfg.data.root} has {classes} classes but the model has "
@@ -44,10 +45,27 @@ def build_loader(cfg, rank: int, world_size: int, pin_memory: bool) -> DataLoade
     )
 
 
+def check_shard(samples: int, batch_size: int, world_size: int, root) -> None:
+    """Each rank's shard (DistributedSampler, drop_last) must hold one full batch, or its loader yields nothing."""
+    per_rank = samples // world_size
+    if per_rank < batch_size:
+        raise ConfigError(
+            f"data.root={root} holds {samples} samples: {per_rank} per rank for {world_size} ranks, fewer than "
+            f"batch_size={batch_size}. It needs at least {batch_size * world_size} samples "
+            f"(batch_size x world_size): add files, or lower batch_size or world_size.")
+
+
 def batches(loader: DataLoader):
-    """Endless batches: a new epoch (and sampler shuffle) whenever the shard runs out."""
+    """Endless batches: a new epoch (and sampler shuffle) whenever the shard runs out. An epoch that yields nothing
+    raises: looping over it again would spin forever without ever reaching a collective that could time out."""
     epoch = 0
     while True:
         loader.sampler.set_epoch(epoch)
-        yield from loader
+        yielded = False
+        for batch in loader:
+            yielded = True
+            yield batch
+        if not yielded:
+            raise RuntimeError(f"this rank's data shard ({len(loader.sampler)} samples) holds no full batch of "
+                               f"{loader.batch_size}: the data set is too small for batch_size x world_size.")
         epoch += 1

@@ -2,20 +2,35 @@
 torchrun: a c10d rendezvous on a free local port, one spawned process per rank, and when any rank fails the agent
 stops the others at once (max_restarts=0), so a failure ends the job within seconds instead of hanging it.
 
-Rank 0 hands its Outcome to this process through one pickle in the job directory (removed once read), whether it
-succeeded or failed, so the record made here keeps what was measured even when a rank failed."""
+The ranks and this process share a private launch directory (a temp dir, not the output dir, so an output location
+that stopped being writable loses nothing): rank 0 hands its Outcome over through one pickle there, whether it
+succeeded, failed or was interrupted, so the record made here keeps what was measured; every rank beats there
+(core.heartbeat), so a rank that stops answering is named and killed instead of being waited for.
+
+A signal to this process (Ctrl-C, `timeout`, `kill`) reaches the agent, which stops the ranks; it comes out of here as
+core.interrupt.Interrupted carrying rank 0's Outcome."""
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import pickle
+import shutil
+import sys
+import tempfile
 import uuid
 from pathlib import Path
 
+from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, record
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-OUTCOME_FILE = ".rank0_outcome.pkl"
+from core.heartbeat import Watch, silent_limit
+from core.interrupt import Interrupted, note, restored_handlers
+
+OUTCOME_FILE = "rank0_outcome.pkl"
+SHUTDOWN_S = 5  # how long the agent waits for the other ranks to exit after a failure before it kills them
+TIMEOUT_SIGNS = ("timed out", "timeout")
 
 
 class RankFailed(RuntimeError):
@@ -32,33 +47,54 @@ def rank_entry(plain: dict, job: dict):
         outcome = run_rank(plain, job)
     except RankError as e:
         _hand_in(e.outcome, job)
+        if e.outcome.signal:
+            _exit_now()
         raise
+    except Interrupted:
+        _exit_now()
     if outcome is not None:
         _hand_in(outcome, job)
 
 
+def _exit_now() -> None:
+    """An interrupted rank, once rank 0 handed in: exit at once. The interpreter's own exit can wait for ever on a
+    collective left in flight (the garbage collector frees it and waits for a peer that is gone), and a
+    BaseException would print a traceback; the launcher reports the interruption itself."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
+
+
 def _hand_in(outcome, job: dict) -> None:
-    path = Path(job["output_dir"]) / OUTCOME_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(pickle.dumps(outcome))
+    path = Path(job["launch_dir"]) / OUTCOME_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(pickle.dumps(outcome))
+    tmp.replace(path)
 
 
-def _take(job: dict):
-    path = Path(job["output_dir"]) / OUTCOME_FILE
-    if not path.exists():
-        return None
+def _take(launch_dir: Path):
+    path = launch_dir / OUTCOME_FILE
     try:
         return pickle.loads(path.read_bytes())
-    except Exception:  # noqa: BLE001 - a rank killed mid-write leaves a torn file: nothing to keep
+    except Exception:  # noqa: BLE001 - none handed in (rank 0 killed): nothing to keep
         return None
-    finally:
-        path.unlink(missing_ok=True)
+
+
+def _quiet_torch() -> None:
+    """We report the failing rank ourselves, once. torch's elastic loggers each carry their own level, so setting the
+    parent's is not enough."""
+    prefixes = ("torch.distributed.elastic", "torch.distributed.launcher", "torch.multiprocessing")
+    for name in [*prefixes, *logging.root.manager.loggerDict]:
+        if name.startswith(prefixes):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def launch_local(plain: dict, job: dict):
-    """Rank 0's Outcome; raises RankFailed naming the first rank that failed (with rank 0's Outcome if it has one)."""
-    for name in ("torch.distributed.elastic", "torch.distributed.launcher"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)  # we report the failing rank ourselves, once
+    """Rank 0's Outcome. Raises RankFailed naming the rank that failed (or stopped answering) with rank 0's Outcome
+    if it has one, or Interrupted when this process got SIGINT/SIGTERM."""
+    _quiet_torch()
+    launch_dir = Path(tempfile.mkdtemp(prefix="ddp-comm-launch-"))
     config = LaunchConfig(
         min_nodes=1,
         max_nodes=1,
@@ -69,19 +105,50 @@ def launch_local(plain: dict, job: dict):
         max_restarts=0,
         monitor_interval=0.1,
         start_method="spawn",
+        shutdown_timeout=SHUTDOWN_S,
     )
     threads = torchrun_threads(int(plain["world_size"]))
+    watch = Watch(launch_dir, silent_limit(plain["timeout_s"]))
     try:
-        elastic_launch(config, rank_entry)(plain, job)
-    except ChildFailedError as e:
-        rank, failure = e.get_first_failure()
-        outcome = _take(job)
-        if rank == 0 and outcome is not None and outcome.error:  # rank 0's own words, not its RankError wrapper
-            raise RankFailed(0, outcome.error.removeprefix("rank 0 failed: "), outcome.traceback, outcome) from None
-        raise RankFailed(rank, *_failure_text(failure), outcome=outcome) from None
+        try:
+            with restored_handlers(), watch:
+                elastic_launch(config, rank_entry)(plain, {**job, "launch_dir": str(launch_dir)})
+            error = None
+        except SignalException as e:
+            note(e.sigval)
+            error = Interrupted(e.sigval)
+        except Interrupted as e:  # before the agent took over the signals
+            error = Interrupted(e.signum)
+        except ChildFailedError as e:
+            error = _failed(e, watch)
+        gc.collect()  # the dead agent's rendezvous keep-alive timer is stopped by a finalizer: run it in this thread
+        outcome = _take(launch_dir)
     finally:
         threads()
-    return _take(job)
+        shutil.rmtree(launch_dir, ignore_errors=True)
+    if error is None:
+        return outcome
+    error.outcome = outcome
+    raise error
+
+
+def _failed(e: ChildFailedError, watch: Watch) -> RankFailed:
+    """Who is to blame: a rank the heartbeat watch found stuck; else the first rank that failed, unless that failure
+    was a timeout waiting for another rank, which the heartbeats then name; rank 0 in its own words."""
+    if watch.stuck is not None:
+        return RankFailed(watch.stuck.rank, watch.stuck.message, None)
+    rank, failure = e.get_first_failure()
+    outcome = _take(watch.directory)
+    if rank == 0 and outcome is not None and outcome.error and not outcome.signal:
+        message, traceback = outcome.error.removeprefix("rank 0 failed: "), outcome.traceback
+    else:
+        message, traceback = _failure_text(failure)
+    if any(sign in message.lower() for sign in TIMEOUT_SIGNS):
+        laggard = watch.laggard(rank)
+        if laggard is not None:
+            return RankFailed(laggard.rank, f"{laggard.message}; rank {rank} timed out waiting for it ({message})",
+                              traceback)
+    return RankFailed(rank, message, traceback)
 
 
 def torchrun_threads(nproc: int):

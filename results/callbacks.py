@@ -16,6 +16,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from core import interrupt
 from results.record import RecordError, find_records, read_record
 from results.table import Entry, Table, build_table
 
@@ -30,6 +31,11 @@ class SweepFailed(SystemExit):
 
     A SystemExit because Hydra turns callback exceptions into warnings (hydra/_internal/callbacks.py).
     """
+
+
+class SweepInterrupted(SystemExit):
+    """Raised after the table of the rows so far is saved when SIGINT/SIGTERM stopped the sweep: no further job
+    starts, and `train.py -m` exits 128 + the signal (Hydra would otherwise re-raise before any table is written)."""
 
 
 def expected_jobs(config: DictConfig) -> list[list[str]] | None:
@@ -159,18 +165,23 @@ class SweepTable(Callback):
         self.expected: list[list[str]] | None = None
         self.returns: dict[int, dict] = {}
         self.started: float | None = None
+        self.sweep_config: DictConfig | None = None  # set in the sweep's own process only
+        self.interrupted = False  # a signal stopped the sweep: the table has the jobs that ran
 
     # progress ------------------------------------------------------------------------------------
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         self.expected = expected_jobs(config)
         self.started = time.monotonic()
+        self.sweep_config = config
+        interrupt.note_signals()  # a signal between two jobs stops the sweep at the next job start
         total = len(self.expected) if self.expected is not None else "?"
         print(f"[sweep] {total} jobs -> {OmegaConf.select(config, 'hydra.sweep.dir')}", flush=True)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         if not _is_multirun(config):
             return
+        self._stop_if_interrupted()
         num = int(OmegaConf.select(config, "hydra.job.num") or 0)
         overrides = " ".join(OmegaConf.select(config, "hydra.overrides.task") or []) or "(no overrides)"
         if self.expected is not None:
@@ -197,15 +208,23 @@ class SweepTable(Callback):
                                 "output_dir": OmegaConf.select(config, "hydra.runtime.output_dir")}
         if job_return.status == JobStatus.FAILED:
             info["error"] = f"{type(value).__name__}: {value}"
-        elif getattr(value, "status", "ok") != "ok":  # core.job.JobResult of a failed job
+        elif getattr(value, "status", "ok") != "ok":  # core.job.JobResult of a failed or interrupted job
             info["error"] = str(getattr(value, "error", None) or value.status)
         self.returns[int(num)] = info
+        self._stop_if_interrupted()
+
+    def _stop_if_interrupted(self) -> None:
+        """After a signal, in the sweep's process: save the table of the jobs that ran (the interrupted one is a row
+        with status "interrupted"; jobs never started are not rows) and stop the sweep."""
+        if interrupt.received() is not None and self.sweep_config is not None:
+            self.interrupted = True
+            self.on_multirun_end(self.sweep_config)
 
     # the table -----------------------------------------------------------------------------------
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(str(OmegaConf.select(config, "hydra.sweep.dir")))
-        entries = sweep_entries(sweep_dir, expected=self.expected, returns=self.returns)
+        entries = sweep_entries(sweep_dir, expected=None if self.interrupted else self.expected, returns=self.returns)
         command = sweep_command(config)
         table = build_table(entries, first="job", title=f"Sweep {sweep_dir}")
         text = table.markdown()
@@ -229,6 +248,13 @@ class SweepTable(Callback):
                                 diagnosis=diagnosis)
         print("[sweep] table: " + ", ".join(str(p) for p in written), flush=True)
 
+        signum = interrupt.received()
+        if signum is not None:
+            import signal
+
+            print(f"[sweep] interrupted by {signal.Signals(signum).name}: stopped after {len(entries)} job(s); "
+                  f"their rows are in {md}", file=sys.stderr, flush=True)
+            raise SweepInterrupted(128 + signum)
         failed = [e for e in entries if not e.ok]
         if failed and self.fail_on_failed_jobs:
             jobs = ", ".join(str(e.num) for e in failed)

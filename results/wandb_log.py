@@ -3,10 +3,12 @@
 Everything here is best effort: a W&B problem prints a warning and returns; it never raises into the
 job, never loses the local record, never prompts and never blocks on the network for long:
   - mode "auto" goes online only when credentials exist (WANDB_API_KEY, identity token, netrc) and the
-    W&B host answers a TCP connect within logger.probe_timeout_s; otherwise offline, with the
-    `wandb sync` command to upload later;
-  - wandb.init has logger.init_timeout_s, run.finish has logger.finish_timeout_s; an online init that
-    fails falls back to offline;
+    W&B host answers an HTTP request within logger.probe_timeout_s (a TCP connect is not enough: a host or
+    proxy that accepts connections and never answers would hold wandb.init for its whole timeout);
+    otherwise offline, with the `wandb sync` command to upload later;
+  - everything W&B does for one run (probe, init, the offline fallback, upload at finish) ends within one
+    total deadline, logger.deadline_s; wandb.init and run.finish also keep their own logger.init_timeout_s
+    and logger.finish_timeout_s; an online init that fails falls back to offline while time is left;
   - every run is finished (exit code 1 when the job failed, so W&B marks it failed) and the W&B
     service process is torn down, so the rank can exit.
 W&B files go under the job's output dir (<dir>/wandb/...), next to the run record. Runs are grouped by what their
@@ -19,26 +21,30 @@ import json
 import math
 import os
 import re
-import socket
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from core.log import get
 from core.schema import WandbMode
 from results.record import RECORD_NAME
 
 LOGGER_YAML = Path(__file__).resolve().parent.parent / "conf" / "logger" / "wandb.yaml"
+MIN_STAGE_S = 1.0  # a W&B stage given less than this is skipped rather than started
 SIDECAR = "wandb_run.json"  # what was logged where; the sweep summary reads the group from it
 DEFAULT_BASE_URL = "https://api.wandb.ai"
+log = get(__name__)
 
 
 def _say(msg: str) -> None:
-    print(f"[wandb] {msg}", flush=True)
+    log.info(f"[wandb] {msg}")
 
 
 def _warn(msg: str) -> None:
-    print(f"[wandb] WARNING: {msg}", file=sys.stderr, flush=True)
+    log.warning(f"[wandb] WARNING: {msg}")
 
 
 def _plain(obj: Any) -> Any:
@@ -103,29 +109,33 @@ def _has_credentials(base_url: str) -> bool:
         return False
 
 
-def _probe_target(base_url: str) -> tuple[str, int]:
-    url = urlsplit(base_url)
-    scheme = url.scheme or "https"
-    host, port = url.hostname or "", url.port or (443 if scheme == "https" else 80)
-    no_proxy = os.environ.get("NO_PROXY") or os.environ.get("no_proxy") or ""
-    proxy = os.environ.get(f"{scheme.upper()}_PROXY") or os.environ.get(f"{scheme}_proxy")
-    if proxy and not any(host.endswith(h.strip().lstrip(".")) for h in no_proxy.split(",") if h.strip()):
-        p = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
-        return p.hostname or host, p.port or 80
-    return host, port
-
-
 def _reachable(base_url: str, timeout_s: float) -> tuple[bool, str]:
-    host, port = _probe_target(base_url)
-    try:
-        with socket.create_connection((host, port), timeout=timeout_s):
-            return True, ""
-    except OSError as e:
-        return False, f"{host}:{port}: {e.strerror or type(e).__name__}"
+    """Whether the W&B host answers HTTP (any status) within timeout_s, name resolution and proxies (urllib reads
+    *_PROXY/NO_PROXY) included: the request runs in a daemon thread that is given up on at the deadline."""
+    import urllib.error
+    import urllib.request
+
+    answer: dict[str, str] = {}
+
+    def probe() -> None:
+        try:
+            urllib.request.urlopen(base_url, timeout=timeout_s).close()
+            answer["ok"] = ""
+        except urllib.error.HTTPError:
+            answer["ok"] = ""  # an error status is an answer
+        except Exception as e:  # noqa: BLE001 - URLError, timeouts, resets: no answer
+            answer["no"] = str(getattr(e, "reason", "") or e) or type(e).__name__
+
+    thread = threading.Thread(target=probe, name="wandb-probe", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if "ok" in answer:
+        return True, ""
+    return False, f"{urlsplit(base_url).netloc}: {answer.get('no') or f'no answer within {timeout_s:g} s'}"
 
 
-def resolve_mode(settings: dict[str, Any]) -> tuple[str, str]:
-    """(mode, why): the W&B mode this run uses; never prompts, waits at most probe_timeout_s."""
+def resolve_mode(settings: dict[str, Any], budget_s: float | None = None) -> tuple[str, str]:
+    """(mode, why): the W&B mode this run uses; never prompts, waits at most probe_timeout_s (or budget_s)."""
     requested = str(settings.get("mode") or "auto").lower()
     if requested not in WandbMode.__members__:
         return "offline", f"unknown logger.mode={requested!r} (one of {', '.join(WandbMode)})"
@@ -137,7 +147,8 @@ def resolve_mode(settings: dict[str, Any]) -> tuple[str, str]:
     base_url = _base_url()
     if not _has_credentials(base_url):
         return "offline", f"not logged in to {base_url} (no WANDB_API_KEY, no netrc entry; `wandb login` fixes it)"
-    ok, why = _reachable(base_url, float(settings.get("probe_timeout_s") or 2.0))
+    timeout_s = float(settings.get("probe_timeout_s") or 2.0)
+    ok, why = _reachable(base_url, timeout_s if budget_s is None else min(timeout_s, budget_s))
     if not ok:
         return "offline", f"{base_url} not reachable ({why})"
     return "online", f"logged in to {base_url}"
@@ -241,7 +252,9 @@ def run_tags(cfg: Any, record: dict, settings: dict) -> list[str]:
 
 
 class _Run:
-    """One W&B run: started with a fallback to offline, always finished and torn down."""
+    """One W&B run: started with a fallback to offline, always finished and torn down, all of it within
+    logger.deadline_s from its creation: each stage gets what is left (wandb.init and the upload at finish half of
+    it each, as both timeouts are fixed when the run starts)."""
 
     def __init__(self, settings: dict, *, dir: Path, **init_kwargs: Any) -> None:
         self.settings = settings
@@ -250,9 +263,13 @@ class _Run:
         self.run = None
         self.mode = "disabled"
         self.error = False
+        self.deadline = time.monotonic() + float(settings.get("deadline_s") or 30.0)
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
 
     def start(self) -> bool:
-        mode, why = resolve_mode(self.settings)
+        mode, why = resolve_mode(self.settings, budget_s=max(self.left(), 0.1))
         if mode == "disabled":
             if why.startswith("WANDB_MODE"):
                 _say(f"disabled ({why})")
@@ -262,9 +279,14 @@ class _Run:
 
         self.dir.mkdir(parents=True, exist_ok=True)
         for attempt in ([mode, "offline"] if mode == "online" else [mode]):
+            if self.left() < 2 * MIN_STAGE_S:
+                _warn(f"no time left for wandb.init(mode={attempt}) within logger.deadline_s="
+                      f"{self.settings.get('deadline_s')}; the run record is kept")
+                break
             try:
-                ws = wandb.Settings(silent=True, init_timeout=float(self.settings["init_timeout_s"]),
-                                    finish_timeout=float(self.settings["finish_timeout_s"]),
+                half = self.left() / 2
+                ws = wandb.Settings(silent=True, init_timeout=min(float(self.settings["init_timeout_s"]), half),
+                                    finish_timeout=min(float(self.settings["finish_timeout_s"]), half),
                                     disable_git=True, save_code=False, console="off", x_disable_stats=True)
                 self.run = wandb.init(mode=attempt, dir=str(self.dir), settings=ws, reinit="create_new",
                                       project=self.settings.get("project"), entity=self.settings.get("entity"),

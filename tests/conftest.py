@@ -40,6 +40,33 @@ def compose(overrides: list[str] | None = None):
 
 
 @pytest.fixture
+def silent_host():
+    """http://127.0.0.1:<port> that accepts connections and never answers (a hung W&B server or proxy)."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0), backlog=64)
+    listener.settimeout(0.2)
+    held, stop = [], threading.Event()
+
+    def accept():
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    listener.close()
+
+
+@pytest.fixture
 def tiny():
     return list(TINY)
 

@@ -47,3 +47,37 @@ def test_loader_shards_per_rank_and_cycles():
     for _ in range(len(loaders[0]) * 2 + 1):  # past the end of an epoch: a new one starts
         x, y = next(it)
         assert x.shape == (3, 3, 8, 8)
+
+
+def test_a_shard_smaller_than_a_batch_is_refused_before_the_ranks_start(tmp_path):
+    """Issue 14.1: 1 sample for 2 ranks x batch 2 used to spin at "warm-up 0/N" forever."""
+    import pytest
+
+    from core.errors import ConfigError
+
+    root = make_raw_folder(tmp_path / "one", classes=1, files_per_class=1, size=8)
+    with pytest.raises(ConfigError, match=r"holds 1 samples: 0 per rank .* at least 4 samples"):
+        prepare(compose(["model=vgg11_tiny", "scale=smoke", "data=raw_folder", f"data.root={root}",
+                         "data.image_size=8", "data.workers=0"]))
+
+
+def test_an_epoch_without_a_full_batch_raises_instead_of_spinning():
+    import signal
+
+    import pytest
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    def spinning(*_):
+        raise TimeoutError("batches() spun over empty epochs")
+
+    ds = FakeImages(length=1, image_size=8, num_classes=2, pool=1)
+    loader = DataLoader(ds, batch_size=2, drop_last=True,
+                        sampler=DistributedSampler(ds, num_replicas=1, rank=0, drop_last=True))
+    old = signal.signal(signal.SIGALRM, spinning)
+    signal.alarm(10)
+    try:
+        with pytest.raises(RuntimeError, match="no full batch of 2"):
+            next(batches(loader))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

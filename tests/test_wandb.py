@@ -1,6 +1,7 @@
 """W&B logging, checked on the files W&B writes in offline mode (the .wandb run file, the table JSON), no mocks."""
 from __future__ import annotations
 
+import contextlib
 import csv
 import glob
 import http.server
@@ -101,6 +102,31 @@ def refused_port():
     s.close()
 
 
+@contextlib.contextmanager
+def answering_server(hang_posts: bool = False):
+    """A local W&B stand-in that answers GET at once; hang_posts: POST (wandb.init's graphql) never answers."""
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+
+        def do_POST(self):
+            if hang_posts:
+                time.sleep(600)
+            self.do_GET()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
 # --- mode -------------------------------------------------------------------------------------------------------
 
 def test_mode_auto_goes_offline_without_credentials_or_host_and_online_with_both(wandb_env, monkeypatch,
@@ -116,15 +142,39 @@ def test_mode_auto_goes_offline_without_credentials_or_host_and_online_with_both
     mode, why = wandb_log.resolve_mode({"mode": "online", "probe_timeout_s": 2})
     assert mode == "offline" and "not reachable" in why and time.monotonic() - t < 3
 
-    listener = socket.create_server(("127.0.0.1", 0))
-    try:
-        monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{listener.getsockname()[1]}")
+    with answering_server() as url:
+        monkeypatch.setenv("WANDB_BASE_URL", url)
         assert wandb_log.resolve_mode({"mode": "auto", "probe_timeout_s": 2})[0] == "online"
-    finally:
-        listener.close()
 
     monkeypatch.setenv("WANDB_MODE", "disabled")
     assert wandb_log.resolve_mode({"mode": "auto"})[0] == "disabled"
+
+
+def test_a_host_that_accepts_and_never_answers_costs_only_the_probe(tmp_path, wandb_env, monkeypatch, silent_host):
+    """It used to pass the TCP probe and hold wandb.init for init_timeout_s, then the offline fallback: ~36-55 s."""
+    monkeypatch.setenv("WANDB_BASE_URL", silent_host)
+    monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
+    t = time.monotonic()
+    mode, why = wandb_log.resolve_mode({"mode": "auto", "probe_timeout_s": 2})
+    assert mode == "offline" and "not reachable" in why and time.monotonic() - t < 3
+    job_dir, rec = _job(tmp_path)
+    t = time.monotonic()
+    wandb_log.log_run(rec, {"logger": {"name": "wandb", "mode": "auto"}})
+    assert time.monotonic() - t < 20  # probe (2 s) + W&B writing its files offline on a loaded 2-core machine
+    assert len(offline_runs(job_dir)) == 1
+
+
+def test_everything_wandb_does_for_a_run_ends_within_the_deadline(tmp_path, wandb_env, monkeypatch):
+    """A host that answers the probe but never answers wandb.init: the online try, the offline fallback and the
+    finish share logger.deadline_s (init_timeout_s alone would allow 30 s, finish_timeout_s 60 s more)."""
+    monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
+    with answering_server(hang_posts=True) as url:
+        monkeypatch.setenv("WANDB_BASE_URL", url)
+        job_dir, rec = _job(tmp_path)
+        t = time.monotonic()
+        wandb_log.log_run(rec, {"logger": {"name": "wandb", "mode": "online", "deadline_s": 8}})
+        took = time.monotonic() - t
+    assert took < 8 + 6, took  # the deadline, plus W&B's local offline write after the online try gave up
 
 
 def test_netrc_entry_counts_as_logged_in(wandb_env, monkeypatch):

@@ -82,6 +82,7 @@ def run(ctx) -> dict | None:
     for i in range(cfg.warmup_steps):
         maybe_fail(cfg, ctx.rank, i)
         train_step()
+        ctx.progress["warmup_steps_done"] = i + 1  # what an interrupt records and the heartbeat reports
         bar.update()
     marks["warmup"] = time.time()
 
@@ -97,6 +98,7 @@ def run(ctx) -> dict | None:
             for _ in range(block):
                 maybe_fail(cfg, ctx.rank, step)
                 losses.append(train_step())
+                ctx.progress["measured_steps_done"] = len(losses)
                 prof.step()
                 bar.update()
                 step += 1

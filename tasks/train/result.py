@@ -3,6 +3,7 @@ dict of the run record, and the summary printed from a record. Kept apart from t
 top to bottom as the measurement it is."""
 from __future__ import annotations
 
+import math
 import os
 import time
 
@@ -126,6 +127,10 @@ def assemble(cfg, ctx, described: dict, feeder, steps, everyone, comm, window, m
                    "phases": {n: [s[n] for s in steps] for n in (steps[0] if steps else {}) if n != "step"}},
     }
     result["headline"] = train_headline(result)
+    if not math.isfinite(final_loss):  # printed by core.finalise and kept in the record
+        result["warnings"] = [f"the training loss is {final_loss} (not finite): the data or the settings (lr, "
+                              f"precision) produce NaN/inf. The timings stand; the loss and gradients are not "
+                              f"meaningful."]
     return result
 
 
