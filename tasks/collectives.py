@@ -20,7 +20,8 @@ import torch.distributed as dist
 from comm import CorrectnessError
 from comm import bandwidth as bw
 from comm.check import count_wrong, expected_output, fill_input
-from comm.measure import free_host_bytes, gather_all, rank_stats, resolve_device, synchronize, time_window
+from comm.measure import (all_gather_single, free_host_bytes, gather_all, rank_stats, reduce_scatter_single,
+                          resolve_device, synchronize, time_window)
 from core.errors import ConfigError
 
 MODES = {"out_of_place": "out-of-place", "in_place": "in-place"}
@@ -163,9 +164,9 @@ class Case:
                 out.copy_(send)
             dist.broadcast(out, src=ROOT)
         elif op == "all_gather":
-            dist.all_gather_into_tensor(out, send)
+            all_gather_single(out, send)
         elif op == "reduce_scatter":
-            dist.reduce_scatter_tensor(out, send, op=self.redop)
+            reduce_scatter_single(out, send, op=self.redop)
 
     def zero(self) -> None:
         self.send.zero_()

@@ -67,7 +67,7 @@ def test_bad_input_names_problem_and_fix(overrides, message):
 def test_gpu_only_knobs_refused_without_gpu():
     with pytest.raises(ConfigError, match="backend=nccl needs CUDA GPUs"):
         prepare(compose(["backend=nccl"]))
-    with pytest.raises(ConfigError, match="cuda_graphs=true needs a CUDA GPU"):
+    with pytest.raises(ConfigError, match="cuda_graphs=true cannot capture this run:\n  - the ranks run on CPU"):
         prepare(compose(["cuda_graphs=true"]))
 
 

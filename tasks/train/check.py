@@ -6,18 +6,20 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from core.config import _choice, _positive, gpu_count
+from core.config import _choice, _positive
 from core.errors import ConfigError
+from device.memory import local_ranks, preflight as memory_preflight
+from device.placement import preflight as placement_preflight
+from tasks.train.cuda_graphs import problems as graph_problems
+from tasks.train.ddp import warmup_warning
 
 SYNCS = ("ddp", "per_param", "flat", "local")
 PRECISIONS = ("fp32", "tf32", "bf16")
 H2D_MODES = ("blocking", "non_blocking", "side_stream")
 OPTIMS = ("none", "fp16", "bf16", "powersgd")
-DDP_ALWAYS_TIMED = 10  # DDP samples its runtime stats on iterations 1..10 whatever the sample rate (reducer.cpp)
 
 
 def check(cfg: DictConfig, submitting: bool = False) -> None:
-    gpus = gpu_count()
     _choice(cfg, "sync", SYNCS)
     _choice(cfg, "precision", PRECISIONS)
     _choice(cfg, "h2d", H2D_MODES)
@@ -48,25 +50,13 @@ def check(cfg: DictConfig, submitting: bool = False) -> None:
                 f"PowerSGD at all. Use warmup_steps={o.start_iter} or more, or a smaller optim.start_iter.")
         if o.orthogonalization_epsilon < 0:
             raise ConfigError(f"optim.orthogonalization_epsilon={o.orthogonalization_epsilon!r}: must be >= 0.")
-    if gpus > 0 and cfg.sync == "ddp" and cfg.warmup_steps * cfg.accumulate < DDP_ALWAYS_TIMED:
-        warnings.warn(
-            f"warmup_steps={cfg.warmup_steps} x accumulate={cfg.accumulate} < {DDP_ALWAYS_TIMED}: on GPU DDP times its "
-            f"first {DDP_ALWAYS_TIMED} iterations itself and synchronises the host at the next forward, so the first "
-            f"measured steps include those waits. Use warmup_steps>={DDP_ALWAYS_TIMED} for clean numbers.")
+    where = placement_preflight(cfg, submitting)  # where the ranks will run (None: only the compute nodes know)
+    on_gpu = where.kind == "cuda" if where is not None else bool(cfg.launcher.get("gpus_per_node"))
+    if on_gpu and cfg.sync == "ddp" and not cfg.cuda_graphs and (message := warmup_warning(cfg)):
+        warnings.warn(message)
     if cfg.cuda_graphs:
-        if gpus == 0 and not submitting:
-            raise ConfigError("cuda_graphs=true needs a CUDA GPU; this machine has none. Drop cuda_graphs=true.")
-        problems = []
-        if cfg.sync not in ("ddp", "local"):
-            problems.append(f"sync={cfg.sync} (its Python all-reduce loop runs outside the graph): use sync=ddp or local")
-        if cfg.optim.name != "none":
-            problems.append(f"optim={cfg.optim.name} (comm hooks run Python callbacks a replay skips): use optim=none")
-        if cfg.accumulate != 1:
-            problems.append("accumulate>1 (no_sync micro-steps change the captured graph): use accumulate=1")
-        if cfg.ddp.find_unused_parameters:
-            problems.append("ddp.find_unused_parameters=true (needs a dynamic graph): set it false")
-        if problems:
-            raise ConfigError("cuda_graphs=true cannot capture this run:\n  - " + "\n  - ".join(problems))
+        if found := graph_problems(cfg, where):
+            raise ConfigError("cuda_graphs=true cannot capture this run:\n  - " + "\n  - ".join(found))
     if cfg.data.kind == "raw_folder":
         from data.raw_folder import class_count, scan
 
@@ -77,3 +67,5 @@ def check(cfg: DictConfig, submitting: bool = False) -> None:
                               f"{cfg.model.num_classes} outputs; set model.num_classes>={classes}.")
     if cfg.data.kind == "fake":
         _positive(cfg, "data.pool")
+    if where is not None:
+        memory_preflight(cfg, where, local_ranks(cfg))

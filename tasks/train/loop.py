@@ -3,8 +3,11 @@
     data -> h2d -> forward -> backward (DDP's all-reduce overlaps it) -> sync (explicit strategies) -> optimizer
 
 Warm-up steps run first; the measured window is bracketed by one device sync and a barrier at each end, and nothing
-inside it waits on the GPU. Untimed probe steps after the window read DDP's runtime statistics (communication time and
-its overlap with backward) and, for lossy schemes, the gradient error against an exact fp32 all-reduce."""
+inside it waits on the GPU (where the config itself puts no sync there, a host sync in it is an error: see
+window_sync_check in tasks/train/h2d.py). Untimed probe steps after the window read DDP's runtime statistics
+(communication time and its overlap with backward) and, for lossy schemes, the gradient error against an exact fp32
+all-reduce. Streams, events, syncs and graph capture come from ctx.dev (device/), so device=fake runs the GPU paths
+of this loop on CPU with the stream rules checked."""
 from __future__ import annotations
 
 import time
@@ -17,27 +20,27 @@ from tqdm import tqdm
 
 from data import batches, build_loader
 from tasks.train.comm_counter import CollectiveCounter
-from tasks.train.h2d import make_feeder
+from tasks.train.h2d import make_feeder, window_sync_check
 from tasks.train.probes import ddp_comm_probe, grad_error_probe
 from tasks.train.sync import make_sync
 from tasks.train.result import assemble, comm_figures, rank_figures
-from tasks.train.timing import PhaseTimer, device_sync
+from tasks.train.timing import PhaseTimer
 from models import build_model
 
 
 def run(ctx) -> dict | None:
-    cfg = ctx.cfg
+    cfg, dev = ctx.cfg, ctx.dev
     torch.manual_seed(cfg.seed)  # identical initial weights on every rank (the explicit strategies rely on it)
     set_precision(cfg.precision)
-    model = build_model(cfg.model, cfg.data.image_size).to(ctx.device)
+    model = dev.model_to_device(build_model(cfg.model, cfg.data.image_size))
     sync = make_sync(cfg, model, ctx.device)
     model = sync.model
     optimizer = torch.optim.SGD(model.parameters(), lr=cfg.solver.lr, momentum=cfg.solver.momentum)
     criterion = nn.CrossEntropyLoss()
-    pin = ctx.device.type == "cuda" and (cfg.data.pin_memory or cfg.h2d != "blocking")
+    pin = dev.pins_memory and (cfg.data.pin_memory or cfg.h2d != "blocking")
     host_batches = batches(build_loader(cfg, ctx.rank, ctx.world_size, pin_memory=pin))
-    feeder = make_feeder(cfg.h2d, ctx.device)
-    timer = PhaseTimer(ctx.device, enabled=cfg.timing, nvtx=cfg.profile.enabled)
+    feeder = make_feeder(cfg.h2d, dev, host_batches)
+    timer = PhaseTimer(dev, enabled=cfg.timing, nvtx=cfg.profile.enabled)
     autocast = autocast_for(cfg.precision, ctx.device)
     counter = CollectiveCounter().install()
     K = cfg.accumulate
@@ -65,7 +68,8 @@ def run(ctx) -> dict | None:
     if cfg.cuda_graphs:
         from tasks.train.cuda_graphs import GraphedStep
 
-        train_step = GraphedStep(model, optimizer, criterion, autocast, host_batches, feeder, timer, ctx.device)
+        train_step = GraphedStep(model, optimizer, criterion, autocast, host_batches, feeder, timer, dev, sync,
+                                 cfg.probe_steps)
 
     bar = tqdm(total=cfg.warmup_steps + cfg.steps, desc="warm-up", disable=not ctx.is_main, mininterval=1.0)
     for i in range(cfg.warmup_steps):
@@ -74,20 +78,22 @@ def run(ctx) -> dict | None:
         bar.update()
 
     # ---- measured window: one device sync and a barrier at each end, none inside ----
-    device_sync(ctx.device)
+    dev.synchronize()
     dist.barrier()
     timer.reset()
     counter.start()
     losses = []
     bar.set_description("measured")
+    strict, unchecked_because = window_sync_check(cfg, ctx.backend, dev.kind)
     with profiler(cfg, ctx) as prof:
         t0 = time.perf_counter()
-        for i in range(cfg.warmup_steps, cfg.warmup_steps + cfg.steps):
-            maybe_fail(cfg, ctx.rank, i)
-            losses.append(train_step())
-            prof.step()
-            bar.update()
-        device_sync(ctx.device)
+        with dev.window(strict):
+            for i in range(cfg.warmup_steps, cfg.warmup_steps + cfg.steps):
+                maybe_fail(cfg, ctx.rank, i)
+                losses.append(train_step())
+                prof.step()
+                bar.update()
+        dev.synchronize()
         wall = time.perf_counter() - t0
     calls, py_bytes = counter.stop()
     bar.close()
@@ -96,7 +102,7 @@ def run(ctx) -> dict | None:
 
     # ---- untimed probes ----
     probe_batches = (feeder.to_device(batch) for batch in host_batches)
-    comm_stats = ddp_comm_probe(sync, train_step, cfg.probe_steps) if not cfg.cuda_graphs else None
+    comm_stats = ddp_comm_probe(sync, train_step, cfg.probe_steps) if not cfg.cuda_graphs else train_step.comm_stats
     grad_error = grad_error_probe(sync, criterion, autocast, probe_batches, cfg.probe_steps) \
         if sync.lossy and not cfg.cuda_graphs else None
     counter.uninstall()
@@ -122,6 +128,7 @@ def run(ctx) -> dict | None:
     result = assemble(cfg, ctx, described, feeder, steps, everyone, comm,
                       final_loss=final_loss.item() / ctx.world_size, grad_error=grad_error)
     result["forward_dtype"] = forward_dtype
+    result["device_layer"] = {**dev.report(), "window_unchecked_because": unchecked_because}
     return result
 
 

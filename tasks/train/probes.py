@@ -9,7 +9,8 @@ import torch.distributed as dist
 
 def ddp_comm_probe(sync, train_step, n: int) -> dict | None:
     """Median of DDP's runtime stats over n probe steps. DDP fills them in at the start of the next forward
-    (synchronising the host with the GPU's timing events there, which is why this is not done in the window)."""
+    (synchronising the host with the GPU's timing events there, which is why this is not done in the window), so
+    sampling is turned off again at the end."""
     if sync.runtime_stats_kind is None or n < 1:
         return None
     sync.enable_runtime_stats()
@@ -18,6 +19,7 @@ def ddp_comm_probe(sync, train_step, n: int) -> dict | None:
         train_step()
         if i > 0:  # stats now describe the previous step's backward
             samples.append(sync.runtime_stats())
+    sync.disable_runtime_stats()
     return {k: statistics.median(s[k] for s in samples) for k in samples[0]}
 
 
