@@ -180,7 +180,9 @@ class FakeDevice(CpuDevice):
             self.log.append(("use", before.name))
 
     def record_stream(self, tensor, stream: FakeStream) -> None:
-        self._memory(tensor, create=True).recorded.add(stream)
+        mem = self._memory(tensor, create=True)
+        if mem is not None:  # None: an empty tensor, no memory to protect
+            mem.recorded.add(stream)
         self.counts["record_stream"] += 1
         self.log.append(("record_stream", stream.name))
 
@@ -193,7 +195,9 @@ class FakeDevice(CpuDevice):
         self.counts["copies"] += 1
         self.log.append(("copy", self.current.name))
         copy = tensor.clone()
-        self._memory(copy, new=True).device = True
+        mem = self._memory(copy, new=True)
+        if mem is not None:
+            mem.device = True
         return copy
 
     def model_to_device(self, model):
