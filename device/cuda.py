@@ -87,8 +87,9 @@ class CudaDevice(CpuDevice):
         except RuntimeError as e:
             if "synchronizing" not in str(e).lower():
                 raise
-            raise HostSyncInWindow(f"a host synchronisation inside the measured window: {e}. The window must not wait "
-                                   "on the GPU; h2d=blocking measures without this check.") from e
+            raise HostSyncInWindow(f"a host synchronisation inside the measured window ({e}): something in the step "
+                                   "waits for the GPU there (see the traceback), which would skew the numbers. "
+                                   "h2d=blocking measures without this check.") from e
         finally:
             torch.cuda.set_sync_debug_mode(before)
 

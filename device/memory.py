@@ -57,7 +57,8 @@ def _activation_bytes(model, criterion, image_size: int, num_classes: int, batch
     return sum(saved.values()) + sum(largest)
 
 
-def estimate(cfg) -> Estimate:
+def estimate(cfg) -> Estimate | None:
+    """None where the activations cannot be counted on the meta device (an operation without a meta kernel)."""
     from models import build_model
 
     with torch.device("meta"):
@@ -77,8 +78,14 @@ def estimate(cfg) -> Estimate:
     elif cfg.sync == "ddp" and optim == "powersgd" and cfg.optim.use_error_feedback:
         fixed["comm hook"] = grads
     criterion = torch.nn.CrossEntropyLoss()
-    one, two = (_activation_bytes(model, criterion, cfg.data.image_size, cfg.model.num_classes, b, keys)
-                for b in (1, 2))
+    try:
+        one, two = (_activation_bytes(model, criterion, cfg.data.image_size, cfg.model.num_classes, b, keys)
+                    for b in (1, 2))
+    except NotImplementedError:  # an operation without a meta kernel: activations unknown here
+        return None
+    except RuntimeError as e:  # a shape error: the run itself would fail the same way in every rank
+        raise ConfigError(f"model={cfg.model.name} cannot take data.image_size={cfg.data.image_size} inputs "
+                          f"({str(e).splitlines()[0]}). Use a larger data.image_size.") from None
     return Estimate(fixed, per_sample=two - one, activations_fixed=max(0, 2 * one - two))
 
 
@@ -114,6 +121,8 @@ def preflight(cfg, placement, local_ranks: int, room: tuple[int | None, str] | N
     if cap is None:
         return None
     est = estimate(cfg)
+    if est is None:
+        return None
     reserve = RESERVE[placement.kind]
     if cfg.data.kind == "fake" and placement.kind != "cuda":  # the in-memory image pool lives with the CPU ranks
         est.fixed["data pool"] = int(cfg.data.pool) * 3 * cfg.data.image_size ** 2 * 4

@@ -115,10 +115,14 @@ def test_host_values_are_no_sync_and_blocking_copies_pass_a_lenient_window():
 
 
 def test_window_strictness_follows_the_config():
-    cfg = OmegaConf.create({"h2d": "side_stream", "sync": "ddp", "optim": {"name": "powersgd", "warm_start": False}})
+    cfg = OmegaConf.create({"h2d": "side_stream", "sync": "ddp", "warmup_steps": 2,
+                            "optim": {"name": "powersgd", "warm_start": False, "start_iter": 2}})
     strict, because = window_sync_check(cfg, "nccl", "cuda")
     assert not strict and "PowerSGD copies CPU torch.randn" in because
     cfg.optim.warm_start = True
+    strict, because = window_sync_check(cfg, "nccl", "cuda")  # its first compressed step is the first measured one
+    assert not strict and "warmup_steps=3 keeps that out of the window" in because
+    cfg.warmup_steps = 3
     assert window_sync_check(cfg, "nccl", "cuda") == (True, None)
     assert window_sync_check(cfg, "gloo", "cuda")[0] is False and window_sync_check(cfg, "gloo", "fake")[0] is True
     cfg.h2d = "blocking"

@@ -75,3 +75,8 @@ def test_the_train_check_refuses_before_any_rank_starts(monkeypatch):
         prepare(compose(TINY))
     monkeypatch.setattr("device.memory.capacity", lambda placement, ranks: (64 * GiB, "host memory (test)"))
     prepare(compose(TINY))
+
+
+def test_an_image_too_small_for_the_model_is_bad_input():
+    with pytest.raises(ConfigError, match="model=vgg11_tiny cannot take data.image_size=8 inputs .* Use a larger"):
+        prepare(compose([*TINY, "data.image_size=8"]))

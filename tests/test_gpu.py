@@ -52,7 +52,7 @@ def test_bf16_hook_on_nccl(tmp_path):
 
 
 def test_powersgd_on_nccl(tmp_path):
-    r = ok(run_train([*SMALL, "backend=nccl", "optim=powersgd", "h2d=non_blocking"], tmp_path))
+    r = ok(run_train([*SMALL, "backend=nccl", "optim=powersgd", "h2d=non_blocking", "warmup_steps=3"], tmp_path))
     assert r["ddp"]["comm_hook"] == "powerSGD_hook" and r["ddp"]["powersgd_iter"] > 2
     assert 0 < r["accuracy"]["grad_rel_error"] and r["device_layer"]["window_sync_check"] == "error"
 

@@ -86,6 +86,10 @@ def window_sync_check(cfg, backend: str, kind: str) -> tuple[bool, str | None]:
     if cfg.optim.name == "powersgd" and not cfg.optim.warm_start:
         return False, ("optim.warm_start=false: PowerSGD copies CPU torch.randn into its Q matrices every step "
                        "(a blocking host-to-device copy per bucket)")
+    if cfg.optim.name == "powersgd" and cfg.optim.start_iter >= cfg.warmup_steps:
+        return False, (f"optim.start_iter={cfg.optim.start_iter} with warmup_steps={cfg.warmup_steps}: PowerSGD "
+                       "compresses first in the first measured step and fills its matrices there from CPU torch.randn "
+                       f"(a blocking copy); warmup_steps={cfg.optim.start_iter + 1} keeps that out of the window")
     if kind == "cuda" and backend == "gloo" and cfg.sync != "local":
         return False, "backend=gloo: on CUDA tensors gloo synchronises its own streams on its worker threads"
     return True, None
