@@ -3,21 +3,46 @@
     python train.py                                   # VGG11, 2 ranks (CPU) or every GPU, per-phase table
     python train.py -m optim=bf16,powersgd bucket=25,100,2000
     python train.py task=collectives                  # nccl-tests style microbenchmark
+    python train.py --help
 
-Config: conf/ (see README). The work happens in launchers/job.py:run_job, which tests call directly.
+Config: conf/ on core/schema.py (see README). Each job's body is core.job.run_job. What Hydra itself refuses while
+composing (an unknown option, a misspelt key, a wrong type) is printed here as one line naming the nearest real key
+or choice, exit code 2; set HYDRA_FULL_ERROR=1 for Hydra's own report.
 """
+import os
+import sys
+
 import hydra
 from omegaconf import DictConfig
 
-from core.config import register_resolvers
+from core.config import CONF_DIR, check_added_keys, hydra_error, register_resolvers
+from core.errors import ConfigError
 from core.job import run_job
 
 register_resolvers()
 
 
-@hydra.main(version_base="1.3", config_path="conf", config_name="config")
-def main(cfg: DictConfig):
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")   # absolute: tests import this
+def app(cfg: DictConfig):
     return run_job(cfg)
+
+
+def main() -> None:
+    overrides = [a for a in sys.argv[1:] if not a.startswith("-")]
+    asked = os.environ.get("HYDRA_FULL_ERROR")
+    os.environ["HYDRA_FULL_ERROR"] = "1"    # Hydra raises what it refuses, instead of printing several lines
+    try:
+        check_added_keys(overrides)
+        app()
+    except Exception as e:  # noqa: BLE001 - only Hydra's composition errors are translated; the rest re-raise
+        error = e if isinstance(e, ConfigError) else None if asked else hydra_error(e, overrides)
+        if error is None:
+            raise
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(ConfigError.exit_code)
+    finally:
+        if asked is None:
+            del os.environ["HYDRA_FULL_ERROR"]
 
 
 if __name__ == "__main__":

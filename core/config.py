@@ -1,16 +1,30 @@
-"""Config checks and resolution, done once in the process the user started, before any rank exists: every bad-input
-error is raised here with the problem and the fix, never from deep inside torch in the middle of a run."""
+"""Config checks and resolution, done once in the process the user started, before any rank exists.
+
+Three stages, each refusing bad input with one line that names the problem and the fix (a ConfigError, exit 2):
+  1. Hydra composes conf/ onto core/schema.py: wrong types, unknown choices and misspelt keys fail there, and
+     `hydra_error()` turns Hydra's several lines into one that names the nearest real key or choice (train.py);
+  2. `check_schema()`: keys added with `+`, values removed with `~`, and the bounds the schema declares;
+  3. every check between keys: the launcher's, the data's, the model's and the task's own
+     (`tasks.get(task).check`), with what this host offers (`Host`) injected so tests can pose as any machine.
+"""
 from __future__ import annotations
 
-import warnings
+import dataclasses
+import difflib
+import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+import core.schema as schema  # importing it registers the schema in Hydra's ConfigStore
 from core.errors import ConfigError
 
-BACKENDS = ("auto", "nccl", "gloo")
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+OVERSUBSCRIBE_LIMIT = 8        # CPU ranks per CPU we still start: the gloo thread's pairs=8 (16 ranks) runs on 2 cores
+RANK_MEMORY_BYTES = 400 << 20  # what one CPU rank process costs before it holds any data (python + torch + gloo)
 
 
 def gpu_count() -> int:
@@ -22,50 +36,285 @@ def register_resolvers() -> None:
     if not OmegaConf.has_resolver("gpu_or"):
         OmegaConf.register_new_resolver("gpu_or", lambda on_gpu, on_cpu: on_gpu if gpu_count() > 0 else on_cpu)
     if not OmegaConf.has_resolver("gpu_count"):
-        OmegaConf.register_new_resolver("gpu_count", gpu_count)
+        OmegaConf.register_new_resolver("gpu_count", lambda: gpu_count())   # looked up when resolved: tests inject
 
 
-def _choice(cfg, key: str, choices) -> None:
-    value = OmegaConf.select(cfg, key)
-    if value not in choices:
-        raise ConfigError(f"{key}={value!r} is not known; choose one of: {', '.join(map(str, choices))}.")
+# -------------------------------------------------------------------------------------------------------- the host
+@dataclass(frozen=True)
+class Host:
+    """What the machine running the checks offers the ranks. On a Slurm login node (submitting) these facts belong
+    to the wrong machine, and the checks that need them are skipped: the compute nodes run them again."""
+    gpus: int
+    cpus: int
+    free_bytes: int | None          # host memory still free
+    gpu_free_bytes: int | None      # the least free memory of any visible GPU (None without GPUs)
+    ranks_started: bool = False     # this process is a rank already (torchrun, a Slurm task): nothing to spawn
+
+    @classmethod
+    def probe(cls) -> Host:
+        from comm.measure import free_host_bytes
+        from launchers import already_a_rank
+
+        gpus = gpu_count()
+        gpu_free = min(torch.cuda.mem_get_info(i)[0] for i in range(gpus)) if gpus else None
+        return cls(gpus=gpus, cpus=os.cpu_count() or 1, free_bytes=free_host_bytes(), gpu_free_bytes=gpu_free,
+                   ranks_started=already_a_rank())
 
 
-def _positive(cfg, key: str, allow_zero: bool = False) -> None:
-    value = OmegaConf.select(cfg, key)
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (value >= 0 if allow_zero else value > 0)
-    if not ok:
-        raise ConfigError(f"{key}={value!r}: must be a {'non-negative' if allow_zero else 'positive'} number, "
-                          f"e.g. {key}={1 if not allow_zero else 0}.")
+def ranks_per_node(cfg) -> int:
+    """Ranks that share one machine: a Slurm node's tasks, else all of them (the local launcher)."""
+    launcher = cfg.get("launcher") or {}
+    if launcher.get("name") == "slurm":
+        return int(launcher.get("tasks_per_node") or 1)
+    return int(cfg.world_size)
 
 
-def validate(cfg: DictConfig, submitting: bool = False) -> None:
-    """submitting=True: checked on a Slurm login node for the compute nodes, so this machine's GPUs do not count."""
+def on_gpus(cfg, host: Host) -> bool:
+    """Whether the ranks get a GPU each (core.rank.own_gpu: every local rank sees a GPU of its own), so their
+    buffers live on the device rather than in host memory."""
+    return host.gpus >= ranks_per_node(cfg)
+
+
+def check_fits(cfg, host: Host, *, ranks: int, per_rank_bytes: int, what: str, fix: str,
+               submitting: bool = False) -> None:
+    """Refuse more ranks, or more memory, than one machine holds, instead of letting the OOM killer or the scheduler
+    decide mid-run. Submitting: the node's memory is what the job asks for (launcher.mem_gb), if it says."""
+    gib = 2 ** 30
+    if submitting:
+        mem_gb = (cfg.get("launcher") or {}).get("mem_gb")
+        if mem_gb and ranks * per_rank_bytes > mem_gb * gib:
+            raise ConfigError(f"{what}: {ranks} ranks per node need about {ranks * per_rank_bytes / gib:.1f} GiB and "
+                              f"the job asks for launcher.mem_gb={mem_gb}. {fix}, or a larger launcher.mem_gb.")
+        return
+    if host.ranks_started or cfg.oversubscribe:
+        return
+    override = "or oversubscribe=true if you know better"
+    if ranks > OVERSUBSCRIBE_LIMIT * host.cpus and not on_gpus(cfg, host):
+        raise ConfigError(f"{what} starts {ranks} ranks on this machine's {host.cpus} CPUs: more than "
+                          f"{OVERSUBSCRIBE_LIMIT} ranks per CPU only measures the scheduler (at most "
+                          f"{OVERSUBSCRIBE_LIMIT * host.cpus} ranks here). {fix}, {override}.")
+    if host.free_bytes is not None and ranks * per_rank_bytes > host.free_bytes:
+        raise ConfigError(f"{what}: {ranks} ranks need about {ranks * per_rank_bytes / gib:.1f} GiB of host memory "
+                          f"and {host.free_bytes / gib:.1f} GiB is free (room for "
+                          f"{host.free_bytes // per_rank_bytes}). {fix}, {override}.")
+
+
+def expected_backend(cfg, host: Host, submitting: bool = False) -> str:
+    """The backend the ranks will pick (core.rank.pick_backend: auto is nccl when every rank has a GPU of its own);
+    still "auto" on a login node, which cannot tell."""
+    if cfg.backend != "auto" or submitting:
+        return str(cfg.backend)
+    return "nccl" if on_gpus(cfg, host) else "gloo"
+
+
+def check_buffers(cfg, host: Host, *, key: str, per_rank_bytes: int, what: str, fix: str,
+                  submitting: bool = False) -> None:
+    """A comm task's device choice (`key`: auto|cpu|cuda) and its buffers, on the device they will live on
+    (comm.measure.resolve_device: cuda when asked, or auto with nccl or a visible GPU): refuse what cannot work or
+    fit there, per node. Submitting: the nodes' GPUs and their memory are unknown here."""
+    device, backend = OmegaConf.select(cfg, key), expected_backend(cfg, host, submitting)
+    if backend == "nccl" and device == "cpu":
+        raise ConfigError(f"{key}=cpu with backend=nccl: NCCL only moves CUDA tensors. Use backend=gloo, or "
+                          f"{key}=cuda/auto.")
+    if device == "cuda" and host.gpus == 0 and not submitting:
+        raise ConfigError(f"{key}=cuda but no GPU is visible. Use {key}=cpu (or auto).")
+    on_device = device == "cuda" or (device == "auto" and (backend == "nccl" or (not submitting and host.gpus > 0)))
+    if not on_device:
+        check_fits(cfg, host, ranks=ranks_per_node(cfg), per_rank_bytes=RANK_MEMORY_BYTES + per_rank_bytes,
+                   what=what, fix=fix, submitting=submitting)
+    elif not submitting and host.gpu_free_bytes is not None and per_rank_bytes > host.gpu_free_bytes:
+        raise ConfigError(f"{what}: a rank needs about {per_rank_bytes / 2 ** 30:.1f} GiB on its GPU and "
+                          f"{host.gpu_free_bytes / 2 ** 30:.1f} GiB is free. {fix}.")
+
+
+# -------------------------------------------------------------------------------------------------- Hydra's errors
+def nearest(word: str, candidates) -> str | None:
+    found = difflib.get_close_matches(str(word), [str(c) for c in candidates], n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def _value_of(key: str, overrides: list[str]) -> str | None:
+    for o in overrides:
+        k, eq, v = o.lstrip("+~").partition("=")
+        if eq and k == key:
+            return v
+    return None
+
+
+def hydra_error(e: Exception, overrides: list[str]) -> ConfigError | None:
+    """One line for what Hydra refused while composing conf/ (None: not bad input). Hydra's own text is several lines
+    and, for a misspelt key, suggests `+key=...`, which would only add a key nothing reads."""
+    from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ValidationError
+
+    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    if isinstance(e, MissingConfigException):
+        group, _, choice = (e.missing_cfg_file or "").rpartition("/")
+        if not (group and e.options):
+            return ConfigError(first)
+        guess = nearest(choice, e.options)
+        return ConfigError(f"{group}={choice} is not an option of {group}; choose one of: {', '.join(e.options)}."
+                           + (f" Did you mean {group}={guess}?" if guess else ""))
+    if isinstance(e, OverrideParseException):
+        return ConfigError(f"cannot read the command line: {first}")
+    if not isinstance(e, ConfigCompositionException):
+        return None
+    if first.startswith("Ambiguous value for argument"):
+        arg = first.split("'")[1] if "'" in first else first
+        return ConfigError(f"{arg}: a comma-separated list sweeps, so it needs -m (python train.py -m ...); "
+                           f"for a list value write key=[a,b].")
+    if first.startswith("Could not append to config"):
+        key = first.split("'")[1] if "'" in first else "the key"
+        return ConfigError(f"+{key}=...: {key} is in the config already; set it without the +: "
+                           f"{key}={_value_of(key, overrides) or '...'}")
+    cause = e.__cause__
+    key = str(getattr(cause, "full_key", None) or "")
+    if isinstance(cause, (ConfigAttributeError, ConfigKeyError)) and key:
+        parent = getattr(cause, "parent_node", None)
+        known = list(parent.keys()) if isinstance(parent, DictConfig) else []
+        leaf = key.rpartition(".")[2]
+        guess = nearest(leaf, known)
+        where = key.rpartition(".")[0]
+        if guess:
+            fixed = f"{where}.{guess}" if where else guess
+            value = _value_of(key, overrides)
+            return ConfigError(f"{key}: no such key. Did you mean {fixed}{'=' + value if value is not None else ''}?")
+        return ConfigError(f"{key}: no such key; the keys {'of ' + where if where else 'at the top'} are: "
+                           f"{', '.join(map(str, known))}.")
+    if isinstance(cause, ValidationError) and key:
+        msg = str(getattr(cause, "msg", cause)).splitlines()[0]
+        value = _value_of(key, overrides)
+        shown = f"{key}={value}" if value is not None else key
+        m = re.match(r"Invalid value '(.*)', expected one of \[(.*)\]", msg)
+        if m:
+            options = [x.strip() for x in m.group(2).split(",")]
+            guess = nearest(m.group(1), options)
+            return ConfigError(f"{key}={m.group(1)!r} is not known; choose one of: {', '.join(options)}."
+                               + (f" Did you mean {guess}?" if guess else ""))
+        m = re.match(r"Value '(.*)' of type '(\w+)' could not be converted to (\w+)", msg)
+        if m:
+            return ConfigError(f"{shown}: must be {'a whole number' if m.group(3) == 'Integer' else 'a ' + m.group(3)}"
+                               f" (got {m.group(2)} {m.group(1)!r}).")
+        if "is not a ListConfig" in msg:
+            return ConfigError(f"{shown}: must be a list, e.g. {key}=[{value or '...'}].")
+        return ConfigError(f"{shown}: {msg}")
+    return ConfigError(first)
+
+
+def check_added_keys(overrides: list[str]) -> None:
+    """`+key=value` at the top level adds a key the typed root has not got and nothing reads (Hydra's own suggestion
+    for a misspelt key): refused before Hydra runs, so a -m sweep stops before its first job too. Deeper keys
+    (`+model.x=1`) depend on the option chosen; check_schema refuses them in the job."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    known = {f.name for f in dataclasses.fields(schema.Config)} | {"hydra"}
+    known |= {p.name for p in CONF_DIR.iterdir() if p.is_dir()}
+    try:
+        parsed = OverridesParser.create().parse_overrides([o for o in overrides if o.startswith("+")])
+    except Exception:  # noqa: BLE001 - Hydra reports syntax errors itself, in its own words
+        return
+    for o in parsed:
+        key = o.key_or_group
+        head = key.split(".")[0].split("/")[0]
+        if head not in known:
+            guess = nearest(head, known - {"hydra"})
+            fixed = key.replace(head, guess, 1) if guess else None
+            value = o.input_line.partition("=")[2]
+            raise ConfigError(f"{key}: no such key, and adding it with + would only add a key nothing reads."
+                              + (f" Did you mean {fixed}={value}?" if fixed else ""))
+
+
+# -------------------------------------------------------------------------------------------------- schema checks
+def _schema_of(node) -> type | None:
+    t = OmegaConf.get_type(node) if isinstance(node, DictConfig) else None
+    return t if t is not None and dataclasses.is_dataclass(t) else None
+
+
+def check_schema(cfg: DictConfig, path: str = "") -> None:
+    """What composing cannot refuse: keys added with `+` to a typed node, values removed with `~`, and the bounds
+    the schema declares (`ge`/`gt`). Walks the config alongside the dataclasses it was built on."""
+    t = _schema_of(cfg)
+    if t is None:
+        return
+    fields = {f.name: f for f in dataclasses.fields(t)}
+    for key in cfg.keys():
+        if key not in fields and not (path == "" and key == "hydra"):
+            guess = nearest(key, fields)
+            full = f"{path}{key}"
+            raise ConfigError(f"{full}: no such key" + (f". Did you mean {path}{guess}?" if guess
+                                                        else f"; the keys here are: {', '.join(fields)}."))
+    for name, f in fields.items():
+        full = f"{path}{name}"
+        if name not in cfg or OmegaConf.is_missing(cfg, name):
+            raise ConfigError(f"{full} has no value (was it removed with ~{full}?). Give it one: {full}=...")
+        value = cfg[name]
+        if isinstance(value, DictConfig):
+            check_schema(value, f"{full}.")
+            continue
+        for bound, ok, words in (("ge", lambda v, n: v >= n, ">="), ("gt", lambda v, n: v > n, ">")):
+            n = f.metadata.get(bound)
+            if n is not None and value is not None and not ok(value, n):
+                raise ConfigError(f"{full}={value!r}: must be {words} {n}.")
+
+
+def check_run_mode() -> None:
+    """A preset that sweeps (hydra.sweeper.params) run without -m would silently run one row."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized():
+        return
+    hc = HydraConfig.get()
+    params = OmegaConf.select(hc, "sweeper.params")
+    if hc.mode == RunMode.RUN and params:
+        preset = hc.runtime.choices.get("experiment")
+        rows = " ".join(f"{k}={v}" for k, v in params.items())
+        raise ConfigError(f"{'experiment=' + preset if preset else 'this config'} is a sweep ({rows}) and needs -m: "
+                          f"python train.py -m {' '.join(hc.overrides.task)}")
+
+
+# -------------------------------------------------------------------------------------------------------- checks
+def validate(cfg: DictConfig, submitting: bool = False, host: Host | None = None) -> None:
+    """submitting=True: checked on a Slurm login node for the compute nodes, so this machine's GPUs, CPUs and memory
+    do not count (they are checked again on the nodes, in each job)."""
     import tasks
+    from data import check as check_data
     from launchers.slurm import check_config as check_launcher
+    from models import check as check_model
 
-    _choice(cfg, "task", tasks.TASKS)
-    _choice(cfg, "backend", BACKENDS)
-    _positive(cfg, "world_size")
-    _positive(cfg, "timeout_s")
+    host = host or Host.probe()
     check_launcher(cfg, submitting=submitting)
-    gpus = gpu_count()
     if cfg.backend == "nccl" and not submitting:
-        if gpus == 0:
+        if host.gpus == 0:
             raise ConfigError("backend=nccl needs CUDA GPUs and this machine has none. Use backend=gloo (or auto).")
-        if cfg.launcher.name == "local" and cfg.world_size > gpus:
-            raise ConfigError(f"backend=nccl with world_size={cfg.world_size} needs one GPU per rank, and this machine "
-                              f"has {gpus}. Use world_size<={gpus}, or backend=gloo.")
-    if cfg.logger.name == "wandb":
-        from results.wandb_log import check_logger_config
+        ranks = ranks_per_node(cfg)
+        if ranks > host.gpus:
+            knob, fits = ("pairs", host.gpus // 2) if cfg.task == "pair_groups" else ("world_size", host.gpus)
+            raise ConfigError(f"backend=nccl with {knob}={cfg[knob]} runs {ranks} ranks on this machine, one GPU per "
+                              f"rank, and it has {host.gpus}. Use {knob}<={fits}, or backend=gloo (or auto: gloo on "
+                              "CPU).")
+    if cfg.fault.rank is not None:
+        if cfg.task != "train":
+            raise ConfigError(f"fault.rank={cfg.fault.rank}: fault injection is a task=train knob and task={cfg.task} "
+                              "never reaches it. Drop fault.rank, or use task=train.")
+        if cfg.fault.rank >= cfg.world_size:
+            raise ConfigError(f"fault.rank={cfg.fault.rank} but the run has {cfg.world_size} ranks (0..."
+                              f"{cfg.world_size - 1}), so the fault never fires. Use fault.rank<={cfg.world_size - 1}.")
+        last = cfg.warmup_steps + cfg.steps - 1
+        if cfg.fault.step > last:
+            raise ConfigError(f"fault.step={cfg.fault.step} but the run's steps are 0...{last} (warmup_steps + steps), "
+                              f"so the fault never fires. Use fault.step<={last}.")
+    if cfg.task in ("train", "grad_sync"):
+        check_model(cfg.model)
+    if cfg.task == "train":
+        check_data(cfg, submitting=submitting)
+    tasks.get(cfg.task).check(cfg, submitting=submitting, host=host)
 
-        check_logger_config(cfg)
-    tasks.get(cfg.task).check(cfg, submitting=submitting)
 
-
-def prepare(cfg: DictConfig, submitting: bool = False) -> dict:
-    """Validate, then resolve every interpolation once: the ranks get a plain dict (Hydra's runtime config does not
-    exist in child processes)."""
+def prepare(cfg: DictConfig, submitting: bool = False, host: Host | None = None) -> dict:
+    """Check everything, then resolve every interpolation once: the ranks get a plain dict (Hydra's runtime config
+    does not exist in child processes), with choices as plain strings."""
+    check_run_mode()
     cfg = cfg.copy()
     OmegaConf.set_struct(cfg, False)
     if "hydra" in cfg:
@@ -73,8 +322,10 @@ def prepare(cfg: DictConfig, submitting: bool = False) -> dict:
     try:
         OmegaConf.resolve(cfg)
     except Exception as e:  # noqa: BLE001 - interpolation errors name the key
-        raise ConfigError(f"config does not resolve: {e}") from None
-    if cfg.task == "pair_groups":
-        cfg.world_size = 2 * int(cfg.pairs) if cfg.launcher.name == "local" else cfg.world_size
-    validate(cfg, submitting)
-    return OmegaConf.to_container(cfg, resolve=True)
+        raise ConfigError(f"config does not resolve: {str(e).splitlines()[0]}") from None
+    check_schema(cfg)
+    if cfg.task == "pair_groups" and cfg.launcher.name == "local":
+        cfg.world_size = 2 * cfg.pairs
+    validate(cfg, submitting, host)
+    return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+

@@ -1,5 +1,8 @@
-"""Errors meant for the user: train.py prints their message, without a traceback, and exits non-zero."""
+"""Errors meant for the user, printed as one line without a traceback: by core.finalise for a job (its record holds
+the line too), by train.py for what Hydra refused before a job existed."""
 
 
 class ConfigError(ValueError):
-    """Bad input found before any rank starts: the message names the problem and the fix."""
+    """Bad input found before any rank starts: the message names the problem and the fix. Exit code 2."""
+
+    exit_code = 2

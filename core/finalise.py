@@ -9,11 +9,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import diagnosis
 from results.record import Record
 
 
 def finalise(record: Record, out_dir: str | Path, *, wandb: bool = True, quiet: bool = False) -> Path:
     """wandb=False: the run was logged already (a record amended with a root cause found later)."""
+    diagnosis.attach(record)  # into record.result, so the record, the printout and W&B hold the same diagnosis
     path = record.write(out_dir)
     if not quiet:
         _print(record, path)
@@ -30,6 +32,8 @@ def _print(record: Record, path: Path) -> None:
             print(tasks.get(record.task).summarize(record.to_dict()), flush=True)
         except Exception as e:  # noqa: BLE001 - a summary never costs the record
             print(f"(summary unavailable: {type(e).__name__}: {e})", file=sys.stderr)
+        if record.result.get("diagnosis"):
+            print("\n" + diagnosis.format_text(record.result["diagnosis"]), flush=True)
     if record.status == "ok":
         print(f"\nrun record: {path}", flush=True)
         return

@@ -3,6 +3,8 @@ In a multirun a failed job returns normally with a failed status, so the sweep g
 shows it as a failed row; a single run exits non-zero (2: bad input, before any rank started; 1: a rank failed)."""
 from __future__ import annotations
 
+import math
+import os
 import sys
 from pathlib import Path
 
@@ -36,12 +38,14 @@ def job_info() -> dict:
     }
 
 
-def run_job(cfg: DictConfig, job: dict | None = None) -> dict:
+def run_job(cfg: DictConfig, job: dict | None = None) -> "JobResult":
     """The body of every job. `job` (output_dir, overrides, ...) comes from Hydra unless given (tests)."""
     job = job or job_info()
     try:
         plain = prepare(cfg)
     except ConfigError as e:
+        if already_a_rank() and os.environ["RANK"] != "0":   # every rank refuses; rank 0 alone writes the record
+            return JobResult(math.nan, status="failed", error=f"ConfigError: {e}")
         config = OmegaConf.to_container(cfg, resolve=False)
         return _end(Record.failed(config, job, f"ConfigError: {e}"), job, exit_code=2)
     if already_a_rank():
@@ -71,14 +75,29 @@ def _as_a_rank(plain: dict, job: dict) -> dict:
                                result=o.result)
         return _end(record, job, exit_code=1)
     if outcome is None:
-        return {"status": "ok"}
+        return JobResult(math.nan)  # ranks other than 0: rank 0 returns the job's result
     return _end(Record.ok(plain, job, env=outcome.env, started=outcome.started, result=outcome.result), job)
 
 
-def _end(record: Record, job: dict, exit_code: int = 0) -> dict:
+class JobResult(float):
+    """What a job returns to Hydra: the objective, samples/s (NaN for a failed job or a task without samples/s), as a
+    float so optimising sweepers (hydra-optuna-sweeper's `float(return_value)`, Nevergrad, Ax) maximise it; the
+    status, error and record path ride along as attributes. The sweep table reads the records, not this."""
+
+    def __new__(cls, value: float, status: str = "ok", error: str | None = None, record: str | None = None):
+        self = super().__new__(cls, value)
+        self.status, self.error, self.record = status, error, record
+        return self
+
+    def __repr__(self) -> str:
+        return f"JobResult({float(self)!r}, status={self.status!r})"
+
+
+def _end(record: Record, job: dict, exit_code: int = 0) -> JobResult:
     path = finalise(record, job["output_dir"])
     if record.status == "ok":
-        return {"status": "ok", "record": str(path)}
+        samples_per_s = ((record.result or {}).get("throughput") or {}).get("samples_per_s")
+        return JobResult(math.nan if samples_per_s is None else samples_per_s, record=str(path))
     if job.get("multirun"):
-        return {"status": record.status, "error": record.error, "record": str(path)}
+        return JobResult(math.nan, status=record.status, error=record.error, record=str(path))
     sys.exit(exit_code)

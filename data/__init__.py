@@ -1,14 +1,26 @@
 """Datasets and per-rank loaders. `build_loader` returns a DataLoader over a DistributedSampler shard."""
 from __future__ import annotations
 
-import torch
+from pathlib import Path
+
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-from data.fake import FakeImages
-from data.raw_folder import RawFolder
 from core.errors import ConfigError
+from data.fake import FakeImages
+from data.raw_folder import RawFolder, class_count, scan
 
-KINDS = ("fake", "raw_folder")
+
+def check(cfg, submitting: bool = False) -> None:
+    """Before any rank starts: the data set exists and fits the model (data.kind itself is the schema's). On a Slurm
+    login node a root this host cannot see may be the compute nodes' own disk: the job checks it there."""
+    if cfg.data.kind == "raw_folder":
+        if submitting and not Path(cfg.data.root).exists():
+            return
+        scan(Path(cfg.data.root), cfg.data.image_size)  # missing, empty, wrong-size files
+        classes = class_count(cfg.data.root)
+        if classes > cfg.model.num_classes:
+            raise ConfigError(f"data.root={cfg.data.root} has {classes} classes but the model has "
+                              f"{cfg.model.num_classes} outputs; set model.num_classes>={classes}.")
 
 
 def build_dataset(data_cfg, rank: int, world_size: int, samples_needed: int) -> Dataset:
@@ -16,7 +28,9 @@ def build_dataset(data_cfg, rank: int, world_size: int, samples_needed: int) -> 
         return FakeImages(samples_needed, data_cfg.image_size, data_cfg.num_classes, data_cfg.pool, seed=rank)
     if data_cfg.kind == "raw_folder":
         return RawFolder(data_cfg.root, data_cfg.image_size)
-    raise ConfigError(f"data.kind={data_cfg.kind!r} is unknown; choose one of {', '.join(KINDS)}.")
+    from core.schema import DataKind
+
+    raise ConfigError(f"data.kind={data_cfg.kind!r} is unknown; choose one of {', '.join(DataKind)}.")
 
 
 def build_loader(cfg, rank: int, world_size: int, pin_memory: bool) -> DataLoader:

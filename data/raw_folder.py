@@ -38,7 +38,7 @@ class RawFolder(Dataset):
 def scan(root: Path, image_size: int) -> list[tuple[Path, int]]:
     """Every (file, class index); checks sizes up front so a bad file is named before any rank starts."""
     if not root.is_dir():
-        raise ConfigError(f"data.root={root} does not exist. Make a raw folder with:\n  {generator_command(root, image_size)}")
+        raise ConfigError(f"data.root={root} does not exist. Make a raw folder with: {generator_command(root, image_size)}")
     classes = sorted(d.name for d in os.scandir(root) if d.is_dir())
     want = sample_bytes(image_size)
     samples = []
@@ -50,12 +50,12 @@ def scan(root: Path, image_size: int) -> list[tuple[Path, int]]:
             if size != want:
                 raise ConfigError(
                     f"{entry.path} has {size} bytes; a 3x{image_size}x{image_size} float32 sample has {want} bytes. "
-                    f"Set data.image_size to the size the folder was made with, or regenerate it:\n  "
+                    f"Set data.image_size to the size the folder was made with, or regenerate it: "
                     f"{generator_command(root, image_size)}"
                 )
             samples.append((Path(entry.path), label))
     if not samples:
-        raise ConfigError(f"data.root={root} holds no sample files. Make a raw folder with:\n  {generator_command(root, image_size)}")
+        raise ConfigError(f"data.root={root} holds no sample files. Make a raw folder with: {generator_command(root, image_size)}")
     return samples
 
 

@@ -1,5 +1,6 @@
 """Memory preflight: estimate one rank's peak memory for task=train and refuse, before any rank starts, a config that
-cannot fit on the device (the GPU, or host RAM shared by the local CPU ranks), naming the batch size that would.
+cannot fit on the GPU, naming the batch size that would (CPU ranks: the same estimate, against the host memory the
+node's ranks share, is core.config.check_fits's to judge, with the host's other limits).
 An out-of-memory error halfway into a multi-rank run costs the user a queue slot and tells them less.
 
 The model is built on the meta device (shapes only, no memory): its parameters give the fixed part, and one
@@ -14,15 +15,15 @@ It is an estimate: it refuses only configs it finds larger than the whole device
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 import torch
 
+from core.config import RANK_MEMORY_BYTES
 from core.errors import ConfigError
 
 GiB = 1024 ** 3
-RESERVE = {"cuda": 1 * GiB, "cpu": GiB // 2, "fake": GiB // 2}
+RESERVE = {"cuda": 1 * GiB, "cpu": RANK_MEMORY_BYTES, "fake": RANK_MEMORY_BYTES}
 
 
 @dataclass
@@ -30,6 +31,7 @@ class Estimate:
     fixed: dict[str, int]    # bytes that do not grow with the batch, by part
     per_sample: int          # activation bytes (saved + backward working set) per sample of the micro-batch
     activations_fixed: int   # activation bytes that do not grow with the batch
+    activations_counted: bool = True  # False: an operation without a meta kernel (only the fixed part is known)
 
     def total(self, batch: int) -> int:
         return sum(self.fixed.values()) + self.activations_fixed + self.per_sample * batch
@@ -57,8 +59,9 @@ def _activation_bytes(model, criterion, image_size: int, num_classes: int, batch
     return sum(saved.values()) + sum(largest)
 
 
-def estimate(cfg) -> Estimate | None:
-    """None where the activations cannot be counted on the meta device (an operation without a meta kernel)."""
+def estimate(cfg, kind: str | None = None) -> Estimate:
+    """kind: the device the rank computes on ("cuda", "cpu", "fake"): adds its reserve, and on CPU the in-memory
+    image pool. None: the model's own parts only."""
     from models import build_model
 
     with torch.device("meta"):
@@ -82,51 +85,37 @@ def estimate(cfg) -> Estimate | None:
         one, two = (_activation_bytes(model, criterion, cfg.data.image_size, cfg.model.num_classes, b, keys)
                     for b in (1, 2))
     except NotImplementedError:  # an operation without a meta kernel: activations unknown here
-        return None
+        one = two = 0
     except RuntimeError as e:  # a shape error: the run itself would fail the same way in every rank
         raise ConfigError(f"model={cfg.model.name} cannot take data.image_size={cfg.data.image_size} inputs "
                           f"({str(e).splitlines()[0]}). Use a larger data.image_size.") from None
-    return Estimate(fixed, per_sample=two - one, activations_fixed=max(0, 2 * one - two))
+    if kind is not None:
+        if cfg.data.kind == "fake" and kind != "cuda":  # the in-memory image pool lives with the CPU ranks
+            fixed["data pool"] = int(cfg.data.pool) * 3 * cfg.data.image_size ** 2 * 4
+        fixed["reserve"] = RESERVE[kind]
+    return Estimate(fixed, per_sample=two - one, activations_fixed=max(0, 2 * one - two),
+                    activations_counted=bool(two))
 
 
-def host_available() -> int | None:
-    """MemAvailable (what the kernel can give without swapping), None where /proc/meminfo does not say."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
+def rank_bytes(cfg) -> int:
+    """One CPU rank's peak host memory at cfg.batch_size (the check of the host's memory, core.config.check_fits)."""
+    return estimate(cfg, "cpu").total(int(cfg.batch_size))
 
 
-def capacity(placement, local_ranks: int) -> tuple[int | None, str]:
-    """(bytes one rank may use, what that is), for a rank placed as `placement` with `local_ranks` ranks on the host."""
-    if placement.kind == "cuda":
-        props = torch.cuda.get_device_properties(placement.gpu)  # no CUDA context is made for this
-        sharing = local_ranks if placement.shared else 1
-        share = f", shared by {sharing} ranks" if sharing > 1 else ""
-        return props.total_memory // sharing, f"cuda:{placement.gpu} ({props.name}, {_size(props.total_memory)}{share})"
-    free = host_available()
-    if free is None:
-        return None, "host memory"
-    return free // local_ranks, f"host memory ({_size(free)} available, shared by {local_ranks} ranks)"
+def capacity(placement, local_ranks: int) -> tuple[int, str]:
+    """(bytes one rank may use, what that is) on the GPU `placement` gives it (shared GPUs: shared by the node's
+    ranks). Host memory is core.config.Host's to tell (core.config.check_fits)."""
+    props = torch.cuda.get_device_properties(placement.gpu)  # NVML-free and context-free: no CUDA context is made
+    sharing = local_ranks if placement.shared else 1
+    share = f", shared by {sharing} ranks" if sharing > 1 else ""
+    return props.total_memory // sharing, f"cuda:{placement.gpu} ({props.name}, {_size(props.total_memory)}{share})"
 
 
-def preflight(cfg, placement, local_ranks: int, room: tuple[int | None, str] | None = None) -> Estimate | None:
-    """Raise ConfigError if one rank of this run cannot fit. room: (bytes, what) to check against (default: the
-    placement's device, see capacity())."""
+def preflight(cfg, placement, local_ranks: int, room: tuple[int, str] | None = None) -> Estimate:
+    """Raise ConfigError if one rank of this run cannot fit on its GPU. room: (bytes, what) to check against
+    (default: the placement's GPU, see capacity())."""
     cap, what = room if room is not None else capacity(placement, local_ranks)
-    if cap is None:
-        return None
-    est = estimate(cfg)
-    if est is None:
-        return None
-    reserve = RESERVE[placement.kind]
-    if cfg.data.kind == "fake" and placement.kind != "cuda":  # the in-memory image pool lives with the CPU ranks
-        est.fixed["data pool"] = int(cfg.data.pool) * 3 * cfg.data.image_size ** 2 * 4
-    est.fixed["reserve"] = reserve
+    est = estimate(cfg, placement.kind)
     b = int(cfg.batch_size)
     need = est.total(b)
     if need <= cap:
@@ -147,8 +136,3 @@ def preflight(cfg, placement, local_ranks: int, room: tuple[int | None, str] | N
 
 def _size(n: int) -> str:
     return f"{n / GiB:.1f} GiB" if n >= GiB // 10 else f"{n / 1024 ** 2:.1f} MiB"
-
-
-def local_ranks(cfg) -> int:
-    """Ranks sharing this host's memory (and, for shared GPUs, a GPU): the local launcher starts them all here."""
-    return int(os.environ.get("LOCAL_WORLD_SIZE") or cfg.world_size)

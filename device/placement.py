@@ -208,16 +208,26 @@ def _facts(rank: int, host: str, placement: Placement, gpu_identity) -> dict:
     return {"rank": rank, "host": host, **asdict(placement), "gpu": gpu_identity}
 
 
-def preflight(cfg, submitting: bool = False) -> Placement | None:
+def preflight(cfg, submitting: bool = False, gpus: int | None = None, ranks_started: bool | None = None
+              ) -> Placement | None:
     """In the process the user started, before any rank: the placement every local rank will take (that of rank 0),
-    or None where only the ranks can know (submitting to Slurm, or already inside a rank). Raises PlacementError."""
+    agreed as the ranks will agree it. In a rank started already (torchrun, a Slurm task): this rank's own. None on a
+    Slurm login node (submitting), which cannot tell. gpus, ranks_started: the host's (core.config.Host), injected by
+    tests; default: this machine's. Raises PlacementError."""
     device, backend = str(cfg.get("device", "auto")), str(cfg.get("backend", "auto"))
-    if submitting or cfg.launcher.name != "local" or "RANK" in os.environ:
-        if device not in DEVICES:
-            raise PlacementError(f"device={device!r} is not known; choose one of: {', '.join(DEVICES)}.")
+    if device not in DEVICES:
+        raise PlacementError(f"device={device!r} is not known; choose one of: {', '.join(DEVICES)}.")
+    if submitting:
+        return None
+    visible = visible_gpus() if gpus is None else gpus
+    nccl = torch.distributed.is_nccl_available()
+    if ranks_started if ranks_started is not None else "RANK" in os.environ:
+        world = int(os.environ.get("WORLD_SIZE", cfg.world_size))
+        return place(device, backend, visible, int(os.environ.get("LOCAL_RANK", 0)),
+                     int(os.environ.get("LOCAL_WORLD_SIZE", world)), os.environ, nccl)
+    if cfg.launcher.name != "local":
         return None
     world = int(cfg.world_size)
-    visible, nccl = visible_gpus(), torch.distributed.is_nccl_available()
     placements = [place(device, backend, visible, r, world, os.environ, nccl) for r in range(world)]
     agree([_facts(r, "this host", p, p.gpu) for r, p in enumerate(placements)])
     return placements[0]

@@ -21,6 +21,8 @@ from results.table import Entry, Table, build_table
 
 TABLE_MD = "sweep_table.md"
 TABLE_CSV = "sweep_table.csv"
+SCALING_MD, SCALING_CSV = "sweep_scaling.md", "sweep_scaling.csv"
+DIAGNOSIS_MD = "sweep_diagnosis.md"
 
 
 class SweepFailed(SystemExit):
@@ -191,8 +193,8 @@ class SweepTable(Callback):
                                 "output_dir": OmegaConf.select(config, "hydra.runtime.output_dir")}
         if job_return.status == JobStatus.FAILED:
             info["error"] = f"{type(value).__name__}: {value}"
-        elif isinstance(value, dict) and value.get("status") == "failed":
-            info["error"] = str(value.get("error") or "failed")
+        elif getattr(value, "status", "ok") != "ok":  # core.job.JobResult of a failed job
+            info["error"] = str(getattr(value, "error", None) or value.status)
         self.returns[int(num)] = info
 
     # the table -----------------------------------------------------------------------------------
@@ -207,6 +209,9 @@ class SweepTable(Callback):
 
         md, csv = write_sweep_table(sweep_dir, table, command)
         written = [md, csv]
+        written += _scaling_table(entries, sweep_dir, command)
+        diagnosis, path = _sweep_diagnosis(entries, sweep_dir)
+        written += [path] if path else []
         images: dict[str, Path] = {}
         if self.plots:
             images = _sweep_plots(entries, sweep_dir)
@@ -216,7 +221,8 @@ class SweepTable(Callback):
             logger_cfg = OmegaConf.select(config, "logger")
             tags = OmegaConf.select(config, "tags")
             tags = list(tags) if tags is not None and not isinstance(tags, str) else ([tags] if tags else [])
-            wandb_log.log_sweep(table, entries, sweep_dir, logger_cfg, images=images, command=command, tags=tags)
+            wandb_log.log_sweep(table, entries, sweep_dir, logger_cfg, images=images, command=command, tags=tags,
+                                diagnosis=diagnosis)
         print("[sweep] table: " + ", ".join(str(p) for p in written), flush=True)
 
         failed = [e for e in entries if not e.ok]
@@ -231,6 +237,36 @@ def write_sweep_table(sweep_dir: Path, table: Table, command: str) -> tuple[Path
     md.write_text(f"# {table.title}\n\n```\n{command}\n```\n\n{table.markdown()}")
     csv = table.write_csv(sweep_dir / TABLE_CSV)
     return md, csv
+
+
+def _scaling_table(entries: list[Entry], sweep_dir: Path, command: str) -> list[Path]:
+    """A sweep over world sizes also gets the scaling table (throughput, efficiency against ideal, exposed comm)."""
+    from results.table import scaling_table
+
+    sizes = {e.knob("world_size") for e in entries if e.ok and e.task == "train"}
+    if len(sizes) < 2:
+        return []
+    table = scaling_table(entries)
+    print(f"\n{table.markdown(heading='##')}", flush=True)
+    md = sweep_dir / SCALING_MD
+    md.write_text(f"# {table.title}\n\n```\n{command}\n```\n\n{table.markdown()}")
+    return [md, table.write_csv(sweep_dir / SCALING_CSV)]
+
+
+def _sweep_diagnosis(entries: list[Entry], sweep_dir: Path) -> tuple[dict | None, Path | None]:
+    """Every run's top finding and the estimates the sweep itself can check; a diagnosis never costs the table."""
+    try:
+        from diagnosis import diagnose_sweep, format_sweep
+
+        diagnosis = diagnose_sweep(entries)
+        text = format_sweep(diagnosis)
+    except Exception as e:  # noqa: BLE001
+        print(f"[sweep] diagnosis skipped: {type(e).__name__}: {e}", file=sys.stderr)
+        return None, None
+    print(f"\n{text}", flush=True)
+    path = sweep_dir / DIAGNOSIS_MD
+    path.write_text(f"# Diagnosis of {sweep_dir}\n\n{text}\n")
+    return diagnosis, path
 
 
 def _sweep_plots(entries: list[Entry], sweep_dir: Path) -> dict[str, Path]:

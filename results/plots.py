@@ -131,8 +131,11 @@ def bucket_throughput(entries: list[Entry], path: Path, title: str = "") -> Path
     if len({_numeric_knob(e, "bucket") for e in runs}) < 2:
         return None
     metric = _metric(runs)
+    lines = {k: v for k, v in _series(runs, "bucket").items() if len({_numeric_knob(e, "bucket") for e in v}) > 1}
+    if not lines:
+        return None  # no configuration ran at two bucket sizes: no line to draw
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, line in _series(runs, "bucket").items():
+    for name, line in lines.items():
         pts = sorted((_numeric_knob(e, "bucket"), e.value(metric)) for e in line)
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
     ax.set_xscale("log")
@@ -145,25 +148,65 @@ def bucket_throughput(entries: list[Entry], path: Path, title: str = "") -> Path
 
 
 def scaling(entries: list[Entry], path: Path, title: str = "") -> Path | None:
-    """samples/s against world size, with the ideal line (linear from each line's smallest world size)."""
+    """Left: samples/s against world size, with the ideal line (linear from each line's smallest world size) and the
+    scaling efficiency written at each point. Right: exposed communication per step at each world size. Lines with a
+    single world size are left out (nothing to scale)."""
     runs = [e for e in _train(entries) if _numeric_knob(e, "world_size") is not None]
     sizes = sorted({_numeric_knob(e, "world_size") for e in runs})
     if len(sizes) < 2:
         return None
     metric = _metric(runs)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    lines = _series(runs, "world_size")
+    lines = {k: v for k, v in _series(runs, "world_size").items()
+             if len({_numeric_knob(e, "world_size") for e in v}) > 1}
+    if not lines:
+        return None
+    fig, (ax, ax_comm) = plt.subplots(1, 2, figsize=(11, 4.5), gridspec_kw={"width_ratios": [3, 2]})
     for name, line in lines.items():
         name = name if len(lines) > 1 else "measured"
-        pts = sorted((_numeric_knob(e, "world_size"), e.value(metric)) for e in line)
+        pts = sorted((_numeric_knob(e, "world_size"), e.value(metric), e) for e in line)
         drawn = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
-        n0, v0 = pts[0]
+        n0, v0 = pts[0][:2]
         ax.plot(sizes, [v0 * n / n0 for n in sizes], linestyle="--", color=drawn[0].get_color(), alpha=0.6,
                 label=f"ideal ({name})" if len(lines) > 1 else "ideal (linear from the smallest size)")
-    ax.set_xticks(sizes, [f"{s:g}" for s in sizes])
-    ax.set_xlabel("world size (ranks)")
-    ax.set_ylabel(metric)
+        for n, v, _ in pts[1:]:
+            ax.annotate(f"{v / (v0 * n / n0):.0%}", (n, v), textcoords="offset points", xytext=(4, -12), fontsize=8)
+        comm = [(n, ((e.result.get("comm") or {}).get("exposed_s") or 0.0) * 1e3) for n, _, e in pts]
+        ax_comm.plot([c[0] for c in comm], [c[1] for c in comm], marker="s", color=drawn[0].get_color(), label=name)
+    for a in (ax, ax_comm):
+        a.set_xticks(sizes, [f"{s:g}" for s in sizes])
+        a.set_xlabel("world size (ranks)")
+    ax.set_ylabel(f"{metric}   (% of ideal at each point)")
+    ax_comm.set_ylabel("exposed communication per step (ms)")
+    ax_comm.set_ylim(bottom=0)
+    ax_comm.grid(alpha=0.3)
+    ax_comm.set_title("Exposed communication")
     return _finish_line_plot(fig, ax, path, title or "Scaling against world size (dashed: ideal)")
+
+
+def pair_groups(entries: list[Entry], path: Path, title: str = "") -> Path | None:
+    """task=pair_groups across pairs: one curve of the time per all_reduce (rank 0 and the slowest rank), and the
+    CPU's busy share on a second axis, so the growth and the contention read together."""
+    runs = sorted((e for e in entries if e.ok and e.task == "pair_groups" and _finite(e.result.get("per_op_us_rank0"))),
+                  key=lambda e: e.result["pairs"])
+    if len({e.result["pairs"] for e in runs}) < 2:
+        return None
+    pairs = [e.result["pairs"] for e in runs]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.plot(pairs, [e.result["per_op_us_rank0"] for e in runs], marker="o", label="rank 0")
+    ax.plot(pairs, [e.result["slowest_s"] / e.result["iters"] * 1e6 for e in runs], marker="o", linestyle=":",
+            label="slowest rank")
+    busy = [(p, e.result.get("cpu_busy_fraction")) for p, e in zip(pairs, runs) if _finite(e.result.get("cpu_busy_fraction"))]
+    if len(busy) > 1:
+        ax2 = ax.twinx()
+        ax2.plot([b[0] for b in busy], [100 * b[1] for b in busy], marker="^", color="#7f7f7f", alpha=0.7,
+                 label="CPU busy % (right)")
+        ax2.set_ylim(0, 105)
+        ax2.set_ylabel("ranks' CPU time / (cores x window), %")
+        ax2.legend(loc="lower right", fontsize=8)
+    ax.set_xticks(pairs, [str(p) for p in pairs])
+    ax.set_xlabel("pairs (world size = 2 x pairs)")
+    ax.set_ylabel("time per all_reduce (us)")
+    return _finish_line_plot(fig, ax, path, title or "Pair groups: time per all_reduce against pairs")
 
 
 def busbw(entries: list[Entry], path: Path, title: str = "") -> Path | None:
@@ -209,6 +252,7 @@ def standard_plots(entries: list[Entry], out_dir: Path, prefix: str = "", title:
         ("phases", phase_breakdown, "Step-time breakdown per configuration"),
         ("bucket", bucket_throughput, "Bucket size vs throughput"),
         ("scaling", scaling, "Scaling against world size (dashed: ideal)"),
+        ("pair_groups", pair_groups, "Pair groups: time per all_reduce against pairs"),
         ("busbw", busbw, "Bus bandwidth against message size"),
     ):
         path = draw(entries, out_dir / f"{prefix}{name}.png", title=heading + suffix)

@@ -168,6 +168,38 @@ def _task_tables(w: _Writer, entries: list[Entry], stem: str) -> None:
             w.table(rows_table(group, title=f"Results per op and size (task={task})"), f"{stem}-{task}-rows")
 
 
+def _pair_groups_section(w: _Writer, group: list[Entry], slug: str, name: str) -> None:
+    """task=pair_groups crosses world sizes on purpose: the curve over pairs is the gloo thread's finding."""
+    pairs = sorted((e for e in group if e.task == "pair_groups"), key=lambda e: e.result.get("pairs") or 0)
+    if not pairs:
+        return
+    w.md += ["### Pair groups across pairs", ""]
+    w.table(build_table(pairs, first="configuration", title="Pair groups (task=pair_groups), one row per pairs="),
+            f"{slug}-pair-groups")
+    curve = plots.pair_groups(pairs, w.out / f"{slug}-pair-groups.png", title=f"Pair groups on {name}")
+    if curve:
+        w.images({"pair groups": curve})
+
+
+def _diagnosis_section(w: _Writer, group: list[Entry], slug: str) -> None:
+    """Findings per run, estimates checked within each sweep, comm efficiency and stragglers (diagnosis/)."""
+    from diagnosis import diagnose_sweep
+    from diagnosis.tables import by_sweep, checked_table, efficiency_table, findings_table, straggler_table
+
+    diagnoses, checked = {}, []
+    for sweep in by_sweep([e for e in group if e.ok and e.record]).values():
+        d = diagnose_sweep(sweep)
+        done = [e for e in sweep if e.ok and e.record]
+        diagnoses.update({id(e): r["diagnosis"] for e, r in zip(done, d["runs"])})
+        checked += d["checked"]
+    tables = [(findings_table(group, diagnoses), "diagnosis"), (checked_table(checked), "checked-estimates"),
+              (efficiency_table(group), "comm-efficiency"), (straggler_table(group), "stragglers")]
+    if any(t.rows for t, _ in tables):
+        w.md += ["### Diagnosis", ""]
+        for table, stem in tables:
+            w.table(table, f"{slug}-{stem}")
+
+
 def write_report(entries: list[Entry], out: Path, title: str, argv: list[str], by: str = "hosts") -> tuple[Path, list[Path]]:
     out.mkdir(parents=True, exist_ok=True)
     w = _Writer(out)
@@ -201,7 +233,8 @@ def write_report(entries: list[Entry], out: Path, title: str, argv: list[str], b
 
         by_size: dict[str, list[Entry]] = defaultdict(list)
         for e in group:
-            by_size[str(e.knob("world_size") or "?")].append(e)
+            if e.task != "pair_groups":     # pair groups: one table across pairs, below
+                by_size[str(e.knob("world_size") or "?")].append(e)
         for size, sized in sorted(by_size.items(), key=lambda kv: (not kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0)):
             stem = f"{slug}-ws{size}"
             w.md += [f"### World size {size}", ""]
@@ -212,6 +245,8 @@ def write_report(entries: list[Entry], out: Path, title: str, argv: list[str], b
             scaling = plots.scaling(group, out / f"{slug}-scaling.png", title=f"Scaling on {name} (dashed: ideal)")
             if scaling:
                 w.images({"scaling": scaling})
+        _pair_groups_section(w, group, slug, name)
+        _diagnosis_section(w, group, slug)
 
     report = out / "report.md"
     report.write_text("\n".join(w.md).rstrip() + "\n")

@@ -34,11 +34,22 @@ python train.py -m task=pair_groups pairs=1,2,4,8 logger=none hydra.sweep.dir=$R
 # 5. Cost of measuring (per-phase timing on vs off) on the default VGG11 run.
 python -m tasks.train.harness_cost > $R/harness_cost_vgg11.txt
 
+# 6. Scaling: 1 rank without DDP (sync=local), 2 ranks with DDP; VGG11's full gradients at smoke-size inputs.
+python train.py -m experiment=scaling model=vgg11 scale=smoke logger=none hydra.sweep.dir=$R/scaling_vgg11
+
+# Diagnosis of each reproduction: every record holds its own (result.diagnosis) and every report has a Diagnosis
+# section; this keeps the ranked text of each study, with the estimates its sweep could check.
+for d in vgg11_sync vgg11_bucket100 vgg11_local vgg11_raw_folder ddp_knobs_vgg11 vit_ddp_optimizations \
+         vit_ddp_overhead collectives grad_sync_vgg11 pair_groups scaling_vgg11; do
+  python -m diagnosis $R/$d > $R/$d/diagnosis.txt
+done
+
 # Tables and plots from the records.
 python -m results.report $R/vgg11_sync $R/vgg11_bucket100 $R/vgg11_local $R/vgg11_raw_folder --out results/tables/vgg11 \
   --title "VGG11 (the 16-node thread's model) on 2 gloo ranks, CPU"
 python -m results.report $R/ddp_knobs_vgg11 --out results/tables/ddp_knobs_vgg11 --title "DDP knobs sweep, VGG11 gradients, CPU"
 python -m results.report $R/vit_ddp_optimizations --out results/tables/vit_ddp_optimizations --title "ViT-L/32 study rows (smoke scale), CPU"
 python -m results.report $R/vit_ddp_overhead --out results/tables/vit_ddp_overhead --title "DDP on one device vs no DDP (smoke scale), CPU"
+python -m results.report $R/scaling_vgg11 --out results/tables/scaling_vgg11 --title "Scaling, VGG11 gradients (smoke), CPU"
 python -m results.report $R/collectives $R/grad_sync_vgg11 $R/pair_groups --out results/tables/collectives \
   --title "Collectives, gradient sync and pair groups, CPU"

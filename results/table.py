@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-DEFAULT_BUCKET_MB = 25  # DDP's default bucket_cap_mb, the baseline's bucket
+from omegaconf import OmegaConf
+
+DEFAULT_BUCKET_MB = OmegaConf.load(Path(__file__).resolve().parent.parent / "conf" / "config.yaml").bucket  # baseline
 MISSING = "–"
 
 # Overrides that say how a job was run, not what was measured: never used to tell configurations apart.
@@ -485,10 +487,12 @@ def scaling_table(entries: list[Entry], title: str = "Scaling against world size
         for n, e in sized:
             rate = e.value("samples/s")
             ideal = e0.value("samples/s") * n / n0
-            rows.append({"configuration": label, "world size": int(n), "samples/s": rate,
+            rows.append({"configuration": label, "world size": int(n), "sync": e.result.get("sync"), "samples/s": rate,
                          "samples/s per rank": rate / n, f"speed-up vs {int(n0)} ranks": rate / e0.value("samples/s"),
-                         "scaling efficiency": rate / ideal if ideal else None})
-    columns = ["configuration", "world size", "samples/s", "samples/s per rank"]
-    columns += list(dict.fromkeys(k for r in rows for k in r if k.startswith("speed-up vs"))) + ["scaling efficiency"]
+                         "scaling efficiency": rate / ideal if ideal else None,
+                         "exposed comm ms": _scaled(_get(e.result, "comm", "exposed_s"), 1e3)})
+    columns = ["configuration", "world size", "sync", "samples/s", "samples/s per rank"]
+    columns += list(dict.fromkeys(k for r in rows for k in r if k.startswith("speed-up vs")))
+    columns += ["scaling efficiency", "exposed comm ms"]
     return Table(columns, rows, title=title,
                  notes=["scaling efficiency = samples/s ÷ (samples/s at the smallest world size × n ÷ that size)."])

@@ -9,31 +9,26 @@ job, never loses the local record, never prompts and never blocks on the network
     fails falls back to offline;
   - every run is finished (exit code 1 when the job failed, so W&B marks it failed) and the W&B
     service process is torn down, so the rank can exit.
-W&B files go under the job's output dir (<dir>/wandb/...), next to the run record.
+W&B files go under the job's output dir (<dir>/wandb/...), next to the run record. Runs are grouped by what their
+sweep studies (group_for), and carry their evidence as artifacts a W&B report can link: the run record and profiler
+traces of a run, the sweep table and the sweep dir's files of a sweep summary.
 """
 from __future__ import annotations
 
 import json
 import math
 import os
+import re
 import socket
 import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-MODES = ("auto", "online", "offline", "disabled")
-DEFAULTS: dict[str, Any] = {
-    "name": "wandb",
-    "mode": "auto",
-    "project": "ddp-comm-overhead",
-    "entity": None,
-    "group": None,
-    "tags": [],
-    "probe_timeout_s": 2.0,
-    "init_timeout_s": 30.0,
-    "finish_timeout_s": 60.0,
-}
+from core.schema import WandbMode
+from results.record import RECORD_NAME
+
+LOGGER_YAML = Path(__file__).resolve().parent.parent / "conf" / "logger" / "wandb.yaml"
 SIDECAR = "wandb_run.json"  # what was logged where; the sweep summary reads the group from it
 DEFAULT_BASE_URL = "https://api.wandb.ai"
 
@@ -64,18 +59,19 @@ def logger_settings(cfg: Any = None, record: dict | None = None) -> dict[str, An
     node = plain.get("logger", plain) if isinstance(plain, dict) else {}
     if not node and record:
         node = (record.get("config") or {}).get("logger") or {}
-    settings = dict(DEFAULTS)
+    settings = defaults()
     settings.update({k: v for k, v in dict(node or {}).items() if v is not None or k in ("entity", "group")})
     return settings
 
 
-def check_logger_config(cfg: Any) -> None:
-    """Bad logger settings, found before any rank starts."""
-    s = logger_settings(cfg)
-    if s.get("name") == "wandb" and str(s.get("mode")).lower() not in MODES:
-        from core.errors import ConfigError
-        raise ConfigError(f"logger.mode={s.get('mode')!r} is not one of {', '.join(MODES)}; "
-                          "e.g. logger.mode=offline (upload later with `wandb sync`), or logger=none.")
+def defaults() -> dict[str, Any]:
+    """conf/logger/wandb.yaml's values, the one place they are written: a partial logger node (a hand-made one, or
+    an older record's) is completed from it."""
+    from omegaconf import OmegaConf
+
+    node = OmegaConf.load(LOGGER_YAML)
+    node.pop("defaults", None)
+    return OmegaConf.to_container(node)
 
 
 # ----------------------------------------------------------------------------------------- the mode
@@ -131,8 +127,8 @@ def _reachable(base_url: str, timeout_s: float) -> tuple[bool, str]:
 def resolve_mode(settings: dict[str, Any]) -> tuple[str, str]:
     """(mode, why): the W&B mode this run uses; never prompts, waits at most probe_timeout_s."""
     requested = str(settings.get("mode") or "auto").lower()
-    if requested not in MODES:
-        return "offline", f"unknown logger.mode={requested!r} (one of {', '.join(MODES)})"
+    if requested not in WandbMode.__members__:
+        return "offline", f"unknown logger.mode={requested!r} (one of {', '.join(WandbMode)})"
     if requested in ("offline", "disabled"):
         return requested, f"logger.mode={requested}"
     env_mode = (os.environ.get("WANDB_MODE") or "").lower()
@@ -150,31 +146,62 @@ def resolve_mode(settings: dict[str, Any]) -> tuple[str, str]:
 # ----------------------------------------------------------------------------------------- naming
 
 
-def group_for(path: str | Path) -> str:
-    """One W&B group per sweep dir (or per single run's dir): its last two path parts, e.g. 2025-01-31_12-00-00."""
+def group_for(path: str | Path, overrides: list[str] | None = None, task: str | None = None) -> str:
+    """One W&B group per sweep (or single run), named for what it studies and then when: the experiment preset, else
+    the keys the sweep varies, else (a single run) the task; then the dir's last two parts, Hydra's date and time.
+    E.g. `autotune 2025-01-31_12-00-00`, `optim,bucket 2025-01-31_12-00-00`, `train 2025-01-31_12-00-00`.
+    A sweep's jobs and its summary call this with the sweep dir alone, so they land in one group."""
     p = Path(path).resolve()
-    return f"{p.parent.name}_{p.name}" if p.parent.name else p.name
+    stamp = f"{p.parent.name}_{p.name}" if p.parent.name else p.name
+    sweep = _multirun(p)
+    experiment = _experiment(list(overrides or []) + [str(o) for o in _select(sweep, "hydra.overrides.task") or []])
+    label = experiment or ",".join(swept_keys(p)) or ("" if sweep is not None else task or "")
+    return f"{label[:127 - len(stamp)]} {stamp}" if label else stamp[-128:]  # W&B caps group names at 128
+
+
+def _experiment(overrides: list[str]) -> str | None:
+    """The experiment preset a command line chose (a preset is @package _global_: the config keeps no key for it)."""
+    return next((o.partition("=")[2] for o in overrides if o.lstrip("+").startswith("experiment=")), None)
+
+
+def _multirun(sweep_dir: Path):
+    """<sweep_dir>/multirun.yaml (Hydra writes it before launching any job), or None."""
+    if not (sweep_dir / "multirun.yaml").is_file():
+        return None
+    try:
+        from omegaconf import OmegaConf
+        return OmegaConf.load(sweep_dir / "multirun.yaml")
+    except Exception:
+        return None
+
+
+def _select(conf, key: str):
+    if conf is None:
+        return None
+    from omegaconf import OmegaConf
+    return OmegaConf.select(conf, key)
 
 
 def _record_group(record: dict, settings: dict) -> str:
     if settings.get("group"):
         return str(settings["group"])
     job = record.get("job") or {}
-    where = job.get("sweep_dir") or job.get("output_dir") or "."
-    return group_for(where)
+    if job.get("sweep_dir"):
+        return group_for(job["sweep_dir"])
+    return group_for(job.get("output_dir") or ".", record.get("overrides"), record.get("task"))
 
 
 def swept_keys(sweep_dir: str | Path | None) -> list[str]:
-    """Keys the sweep varies (from <sweep_dir>/multirun.yaml, which Hydra writes before launching any job)."""
-    if not sweep_dir or not (Path(sweep_dir) / "multirun.yaml").is_file():
+    """Keys the sweep varies (from <sweep_dir>/multirun.yaml): its sweeper's params (also an optimising sweeper's
+    choice()/interval() search space) and the command line's sweeps."""
+    conf = _multirun(Path(sweep_dir)) if sweep_dir else None
+    if conf is None:
         return []
     try:
         from hydra.core.override_parser.overrides_parser import OverridesParser
-        from omegaconf import OmegaConf
 
-        conf = OmegaConf.load(Path(sweep_dir) / "multirun.yaml")
-        params = OmegaConf.select(conf, "hydra.sweeper.params") or {}
-        task = [f"{k}={v}" for k, v in params.items()] + [str(o) for o in OmegaConf.select(conf, "hydra.overrides.task") or []]
+        params = _select(conf, "hydra.sweeper.params") or {}
+        task = [f"{k}={v}" for k, v in params.items()] + [str(o) for o in _select(conf, "hydra.overrides.task") or []]
         parsed = OverridesParser.create().parse_overrides(task)
         return [o.get_key_element().lstrip("+~") for o in parsed if o.is_sweep_override()]
     except Exception:
@@ -202,7 +229,7 @@ def run_tags(cfg: Any, record: dict, settings: dict) -> list[str]:
             tags += [str(t) for t in source]
         elif isinstance(source, str):
             tags.append(source)
-    experiment = config.get("experiment")
+    experiment = config.get("experiment") or _experiment(list(record.get("overrides") or []))
     if isinstance(experiment, str) and experiment:
         tags.append(f"experiment:{experiment}")
     elif isinstance(experiment, dict) and experiment.get("name"):
@@ -316,6 +343,49 @@ def _history(run, result: dict) -> None:
         run.log(row, step=i)
 
 
+# ----------------------------------------------------------------------------------------- artifacts
+# The evidence behind a run's or a sweep's numbers, as W&B artifacts a report can link (offline runs keep them
+# staged until `wandb sync`). Names say what and which: record-<group>-job<num>, trace-<group>-job<num>, sweep-<group>.
+
+SWEEP_EVIDENCE = (".csv", ".md", ".json", ".yaml", ".png")  # the sweep dir's own files: table, plots, autotune, ...
+
+
+def artifact_name(*parts: Any) -> str:
+    """W&B artifact names allow letters, digits, '-', '_' and '.'."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", "-".join(str(p) for p in parts if p not in (None, ""))).strip("-.")
+    return name[:128] or "evidence"
+
+
+def log_evidence(run, name: str, kind: str, files: list[Path], *, description: str = "",
+                 metadata: dict | None = None) -> None:
+    """One artifact of `files` (their names kept) logged by `run`; nothing when no file exists."""
+    files = [f for f in files if f.is_file()]
+    if not files:
+        return
+    import wandb
+
+    art = wandb.Artifact(artifact_name(name), type=kind, description=description,
+                         metadata={k: _clean(v) for k, v in (metadata or {}).items()})
+    for f in files:
+        art.add_file(str(f), name=f.name)
+    run.log_artifact(art)
+
+
+def _run_evidence(run, record: dict, out_dir: Path, group: str) -> None:
+    """The run record and, with profile.enabled, each rank's Chrome trace (trace.rank<N>.json)."""
+    job = record.get("job") or {}
+    which = f"job{job['num']}" if job.get("num") is not None else None
+    meta = {"status": record.get("status"), "task": record.get("task"), "command": record.get("command"),
+            **((record.get("result") or {}).get("headline") or {})}
+    log_evidence(run, artifact_name("record", group, which), "run_record", [out_dir / RECORD_NAME],
+                 description=f"run record: {record.get('command') or ''}", metadata=meta)
+    if ((record.get("config") or {}).get("profile") or {}).get("enabled"):
+        log_evidence(run, artifact_name("trace", group, which), "profiler_trace",
+                     sorted(out_dir.glob("trace.rank*.json")),
+                     description="torch.profiler Chrome traces, one per rank (open in Perfetto or chrome://tracing)",
+                     metadata={"profile": (record.get("config") or {}).get("profile")})
+
+
 def log_run(record: dict, cfg: Any = None) -> None:
     """Log one finished (or failed) run record as a W&B run. Never raises."""
     w = None
@@ -329,7 +399,8 @@ def log_run(record: dict, cfg: Any = None) -> None:
         config = dict(record.get("config") or {})
         config.setdefault("overrides", record.get("overrides"))
         config.setdefault("env", record.get("env"))
-        w = _Run(settings, dir=out_dir, group=_record_group(record, settings), job_type=record.get("task") or "train",
+        group = _record_group(record, settings)
+        w = _Run(settings, dir=out_dir, group=group, job_type=record.get("task") or "train",
                  name=run_name(list(record.get("overrides") or []), record.get("task"), job.get("sweep_dir")),
                  config=config, tags=run_tags(cfg, record, settings))
         if not w.start():
@@ -346,10 +417,13 @@ def log_run(record: dict, cfg: Any = None) -> None:
             summary = {k: _clean(v) for k, v in (result.get("headline") or {}).items()}
             summary.update(status=record.get("status"), task=record.get("task"),
                            world_size=result.get("world_size") or (record.get("env") or {}).get("world_size"),
-                           device=result.get("device_name"), run_record=str(out_dir / "run_record.json"))
+                           device=result.get("device_name"), run_record=str(out_dir / RECORD_NAME))
             if failed:
                 summary["error"] = str(record.get("error") or "")[:2000]
+            from diagnosis import wandb_summary
+            summary.update(wandb_summary(result.get("diagnosis")))
             w.run.summary.update(summary)
+            _run_evidence(w.run, record, out_dir, group)
         except Exception as e:
             w.error = True
             _warn(f"logging to W&B failed part-way ({type(e).__name__}: {e}); the run record is intact")
@@ -376,7 +450,7 @@ def _sidecar_group(entries: list) -> str | None:
 
 
 def log_sweep(table, entries: list, sweep_dir: str | Path, logger_cfg: Any, *, images: dict | None = None,
-              command: str = "", tags: list | None = None) -> None:
+              command: str = "", tags: list | None = None, diagnosis: dict | None = None) -> None:
     """The sweep table (+ plots) as a W&B run of job_type sweep_summary, in the jobs' group. Never raises."""
     sweep_dir = Path(sweep_dir)
     w = None
@@ -406,8 +480,24 @@ def log_sweep(table, entries: list, sweep_dir: str | Path, logger_cfg: Any, *, i
                                    data=[[str(r.get(label)), _wandb_cell(r.get(value))] for r in table.rows
                                          if isinstance(r.get(value), (int, float))])
                 logged["throughput_bar"] = wandb.plot.bar(bars, label, value, title=f"{value} per job")
+            if diagnosis and diagnosis.get("checked"):   # estimated against measured savings, errors included
+                cols = ["run", "finding", "recommends", "ran_as", "estimated", "measured", "measured_lo", "measured_hi",
+                        "error", "verdict"]
+                logged["diagnosis/checked_estimates"] = wandb.Table(
+                    columns=cols, data=[[_wandb_cell(c.get(k)) for k in cols] for c in diagnosis["checked"]],
+                    allow_mixed_types=True)
             w.run.log(logged)
             w.run.summary.update({"jobs": len(entries), "failed_jobs": len(failed), "notes": " ".join(table.notes)})
+            autotune = sweep_dir / "autotune.json"
+            if autotune.is_file():
+                w.run.summary.update({"autotune": json.loads(autotune.read_text()).get("conclusion")})
+            log_evidence(w.run, artifact_name("sweep", group), "sweep_table",
+                         sorted(f for f in sweep_dir.iterdir() if f.suffix in SWEEP_EVIDENCE and f.name != SIDECAR),
+                         description=f"sweep table, plots and sweep files: {command}",
+                         metadata={"jobs": len(entries), "failed_jobs": len(failed), "command": command})
+            if diagnosis:
+                from diagnosis import format_sweep
+                w.run.summary["diagnosis"] = format_sweep(diagnosis)
         except Exception as e:
             w.error = True
             _warn(f"logging the sweep table to W&B failed ({type(e).__name__}: {e}); sweep_table.md/csv are intact")

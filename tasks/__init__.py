@@ -1,8 +1,9 @@
 """The tasks train.py can run (`task=`), one module or package each, all with the same small protocol:
 
-    check(cfg, submitting: bool) -> None   every bad-input error of the task, raised as ConfigError before any
+    check(cfg, submitting, host) -> None   every bad-input error of the task, raised as ConfigError before any
                                            rank starts (submitting=True: on a Slurm login node, for the compute
-                                           nodes, so this machine's GPUs and memory do not count)
+                                           nodes, so this machine's GPUs and memory do not count); host: what this
+                                           machine offers (core.config.Host, injected by tests)
     run(ctx) -> dict | None                inside every rank; rank 0 returns the task's `result` for the record
     summarize(record) -> str               the text printed after the run, from the record alone
 
@@ -16,7 +17,7 @@ from typing import Protocol
 
 
 class Task(Protocol):
-    def check(self, cfg, submitting: bool = False) -> None: ...
+    def check(self, cfg, submitting: bool = False, host=None) -> None: ...
 
     def run(self, ctx) -> dict | None: ...
 

@@ -12,17 +12,18 @@ over many in-place rounds); check rounds use the exact-result inputs.
 """
 from __future__ import annotations
 
-import os
-
 import torch
 import torch.distributed as dist
 
 from comm import CorrectnessError
 from comm import bandwidth as bw
 from comm.check import count_wrong, expected_output, fill_input
-from comm.measure import (all_gather_single, free_host_bytes, gather_all, rank_stats, reduce_scatter_single,
-                          resolve_device, synchronize, time_window)
+from comm.measure import (all_gather_single, gather_all, rank_stats, reduce_scatter_single, resolve_device,
+                          synchronize, time_window)
+import core.schema as schema
+from core.config import Host, check_buffers, expected_backend
 from core.errors import ConfigError
+from core.schema import typed
 
 MODES = {"out_of_place": "out-of-place", "in_place": "in-place"}
 ROOT = 0
@@ -30,82 +31,59 @@ CHECK_CHUNK_BYTES = 128 << 20      # expected values are built in float64 chunks
 
 
 # ----------------------------------------------------------------------------------------------------------- config
-def settings(cfg) -> dict:
-    """The collectives section, validated; every problem is a ConfigError naming the key and the fix."""
-    c = cfg.collectives
-    ops = list(c.ops) if not isinstance(c.ops, str) else [c.ops]
-    for op in ops:
-        if op not in bw.OPS:
-            guess = [o for o in bw.OPS if o.replace("_", "") == str(op).replace("_", "").lower()]
-            hint = f" Did you mean {guess[0]}?" if guess else ""
-            raise ConfigError(f"collectives.ops: {op!r} is not a collective this task runs; choose from "
-                              f"{', '.join(bw.OPS)}.{hint}")
-    if not ops:
-        raise ConfigError("collectives.ops is empty; list at least one of " + ", ".join(bw.OPS) + ".")
-    if c.reduce_op not in bw.REDUCE_OPS:
-        raise ConfigError(f"collectives.reduce_op={c.reduce_op!r}: choose one of {', '.join(bw.REDUCE_OPS)}.")
-    try:
-        dtype = bw.dtype_name(c.dtype)
-    except KeyError:
-        raise ConfigError(f"collectives.dtype={c.dtype!r}: choose one of {', '.join(bw.DTYPES)}.") from None
-    for key in ("min_bytes", "max_bytes", "iters"):
-        if not isinstance(c[key], int) or c[key] < 1:
-            raise ConfigError(f"collectives.{key}={c[key]!r}: must be a whole number >= 1.")
-    for key in ("warmup_iters", "check_iters"):
-        if not isinstance(c[key], int) or c[key] < 0:
-            raise ConfigError(f"collectives.{key}={c[key]!r}: must be a whole number >= 0.")
-    if c.min_bytes > c.max_bytes:
+def settings(cfg) -> schema.Collectives:
+    """cfg.collectives as its typed dataclass (the ranks get a plain dict; the schema checked it when composed)."""
+    return typed(schema.Collectives, cfg.collectives)
+
+
+def parse_bytes(value, key: str) -> int:
+    """A size in bytes: a whole number, or one with nccl-tests' suffixes K, M, G (powers of 1024), e.g. 8G."""
+    text = str(value).strip().upper().removesuffix("B")
+    scale = 1024 ** ("KMG".index(text[-1]) + 1) if text and text[-1] in "KMG" else 1
+    number = text[:-1] if scale > 1 else text
+    if not number.isdigit() or int(number) < 1:
+        raise ConfigError(f"collectives.{key}={value!r}: a size in bytes >= 1, e.g. 1024, 64K, 8M or 8G.")
+    return int(number) * scale
+
+
+def sizes(c: schema.Collectives) -> list[int]:
+    """The message sizes, as nccl-tests' -b/-e/-f."""
+    low, high = parse_bytes(c.min_bytes, "min_bytes"), parse_bytes(c.max_bytes, "max_bytes")
+    if low > high:
         raise ConfigError(f"collectives.min_bytes={c.min_bytes} is larger than max_bytes={c.max_bytes}.")
-    if not isinstance(c.factor, (int, float)) or not c.factor > 1:
-        raise ConfigError(f"collectives.factor={c.factor!r}: sizes grow by this factor, so it must be > 1 "
-                          "(nccl-tests' -f; 2 doubles the size each step).")
-    inplace = c.inplace
-    if inplace in (True, "true", "in_place"):
-        modes = ["in_place"]
-    elif inplace in (False, "false", "out_of_place"):
-        modes = ["out_of_place"]
-    elif inplace == "both":
-        modes = ["out_of_place", "in_place"]
-    else:
-        raise ConfigError(f"collectives.inplace={inplace!r}: true (in-place), false (out-of-place) or both "
+    return bw.size_list(low, high, c.factor)
+
+
+def modes(c: schema.Collectives) -> list[str]:
+    """inplace: true (in-place), false (out-of-place) or both (both column groups, as nccl-tests prints)."""
+    found = {True: ["in_place"], "in_place": ["in_place"], False: ["out_of_place"], "out_of_place": ["out_of_place"],
+             "both": ["out_of_place", "in_place"]}.get(c.inplace)
+    if found is None:
+        raise ConfigError(f"collectives.inplace={c.inplace!r}: true (in-place), false (out-of-place) or both "
                           "(both column groups, as nccl-tests prints).")
-    if str(c.device) not in ("auto", "cpu", "cuda"):
-        raise ConfigError(f"collectives.device={c.device!r}: choose auto, cpu or cuda.")
-    corrupt_rank = c.get("corrupt_rank", None)
-    if corrupt_rank is not None and (not isinstance(corrupt_rank, int) or corrupt_rank < 0):
-        raise ConfigError(f"collectives.corrupt_rank={corrupt_rank!r}: a rank number, or null.")
-    return {
-        "ops": ops, "reduce_op": str(c.reduce_op), "dtype": dtype, "elem": bw.element_size(dtype),
-        "sizes": bw.size_list(int(c.min_bytes), int(c.max_bytes), float(c.factor)),
-        "warmup_iters": int(c.warmup_iters), "iters": int(c.iters), "check_iters": int(c.check_iters),
-        "modes": modes, "device": str(c.device), "corrupt_rank": corrupt_rank,
-    }
+    return found
 
 
-def check(cfg, submitting: bool = False) -> None:
-    s = settings(cfg)
-    backend = str(cfg.get("backend", "auto"))
-    refused = known_unsupported("gloo" if backend == "auto" and torch.cuda.device_count() == 0 else backend, s)
+def element_size(c: schema.Collectives) -> int:
+    return bw.element_size(c.dtype.value)
+
+
+def check(cfg, submitting: bool = False, host: Host | None = None) -> None:
+    host = host or Host.probe()
+    c = settings(cfg)
+    if not c.ops:
+        raise ConfigError("collectives.ops is empty; list at least one of " + ", ".join(bw.OPS) + ".")
+    largest = max(sizes(c))
+    modes(c)
+    if c.corrupt_rank is not None and c.corrupt_rank >= cfg.world_size:
+        raise ConfigError(f"collectives.corrupt_rank={c.corrupt_rank} but the run has {cfg.world_size} ranks. "
+                          f"Use collectives.corrupt_rank<={cfg.world_size - 1}, or null.")
+    refused = known_unsupported(expected_backend(cfg, host, submitting), c)
     if refused:
         raise ConfigError(refused)
-    if str(cfg.get("backend", "auto")) == "nccl" and s["device"] == "cpu":
-        raise ConfigError("collectives.device=cpu with backend=nccl: NCCL only moves CUDA tensors. "
-                          "Use backend=gloo, or collectives.device=cuda/auto.")
-    if s["device"] == "cuda" and torch.cuda.device_count() == 0:
-        raise ConfigError("collectives.device=cuda but no GPU is visible. Use collectives.device=cpu (or auto).")
-    if s["device"] != "cuda" and torch.cuda.device_count() == 0:
-        world = int(cfg.get("world_size") or 1)
-        _check_host_memory(s, world)
-
-
-def _check_host_memory(s: dict, ranks_on_host: int) -> None:
-    """Refuse sizes whose buffers cannot fit, instead of letting the OOM killer take a rank mid-collective."""
-    need = ranks_on_host * (2 * max(s["sizes"]) + CHECK_CHUNK_BYTES * 3)
-    avail = free_host_bytes()
-    if avail is not None and need > 0.8 * avail:
-        raise ConfigError(
-            f"collectives.max_bytes={max(s['sizes'])}: {ranks_on_host} ranks need about {bw.fmt_bytes(need)} of "
-            f"buffers on this host and {bw.fmt_bytes(avail)} is free. Lower collectives.max_bytes or world_size.")
+    check_buffers(cfg, host, key="collectives.device", per_rank_bytes=2 * largest + CHECK_CHUNK_BYTES * 3,
+                  what=f"collectives.max_bytes={c.max_bytes}", fix="Lower collectives.max_bytes or the ranks per node",
+                  submitting=submitting)
 
 
 def plan_sizes(op: str, sizes: list[int], elem: int, world_size: int) -> tuple[list[tuple[int, int]], str | None]:
@@ -133,12 +111,13 @@ def plan_sizes(op: str, sizes: list[int], elem: int, world_size: int) -> tuple[l
 class Case:
     """Buffers and the call for one (op, size, mode). `send` is what the check fills, `out` what it reads."""
 
-    def __init__(self, op: str, mode: str, size: int, s: dict, rank: int, world: int, device: torch.device):
+    def __init__(self, op: str, mode: str, size: int, c: schema.Collectives, rank: int, world: int,
+                 device: torch.device):
         self.op, self.mode, self.rank, self.world = op, mode, rank, world
-        self.redop_name = s["reduce_op"] if op in bw.REDUCING_OPS else "none"
-        self.redop = getattr(dist.ReduceOp, bw.REDUCE_OPS[s["reduce_op"]])
-        self.counts = bw.counts(op, size, s["elem"], world)
-        dtype = bw.DTYPES[s["dtype"]][0]
+        self.redop_name = c.reduce_op.value if op in bw.REDUCING_OPS else "none"
+        self.redop = getattr(dist.ReduceOp, bw.REDUCE_OPS[c.reduce_op])
+        self.counts = bw.counts(op, size, element_size(c), world)
+        dtype = bw.DTYPES[c.dtype][0]
         send_n, recv_n = self.counts["send"], self.counts["recv"]
         inplace = mode == "in_place"
         if op == "all_gather" and inplace:
@@ -173,22 +152,22 @@ class Case:
         self.out.zero_()
 
 
-def run_check(case: Case, s: dict, rounds: int, device: torch.device, corrupt: bool = False) -> int:
+def run_check(case: Case, c: schema.Collectives, rounds: int, device: torch.device, corrupt: bool = False) -> int:
     """Wrong elements on this rank over `rounds` untimed calls with exact-result inputs. corrupt=True perturbs one
     output element after the first call, to show the check catches a wrong result."""
     op, rank, world = case.op, case.rank, case.world
-    redop = s["reduce_op"] if op in bw.REDUCING_OPS else None
+    redop = c.reduce_op.value if op in bw.REDUCING_OPS else None
     wrong = 0
     for k in range(rounds):
         salt = 1 + 7 * k
         case.zero()
         if not (op == "broadcast" and rank != ROOT):      # non-roots keep zeros: a broadcast that did nothing shows
-            fill_input(case.send, redop, rank, world, s["dtype"], salt)
+            fill_input(case.send, redop, rank, world, c.dtype.value, salt)
         case()
         synchronize(device)
         if corrupt and k == 0:
             case.out.view(-1)[0] += 1
-        wrong += _compare(case, redop, s["dtype"], device, salt)
+        wrong += _compare(case, redop, c.dtype.value, device, salt)
     return wrong
 
 
@@ -206,44 +185,38 @@ def _compare(case: Case, redop: str | None, dtype: str, device: torch.device, sa
 
 # -------------------------------------------------------------------------------------------------------------- run
 def run(ctx) -> dict | None:
-    s = settings(ctx.cfg)
-    device = resolve_device(s["device"], ctx.backend, ctx.device, ctx.local_rank)
-    if device.type == "cpu":
-        _check_host_memory(s, int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world_size)))
-    refused = known_unsupported(ctx.backend, s)
-    if refused:
-        raise ConfigError(refused)
+    c = settings(ctx.cfg)
+    device = resolve_device(c.device, ctx.backend, ctx.device, ctx.local_rank)
     rank, world = ctx.rank, ctx.world_size
-    corrupt = s["corrupt_rank"] is not None and s["corrupt_rank"] == rank
-    if s["corrupt_rank"] is not None and s["corrupt_rank"] >= world:
-        raise ConfigError(f"collectives.corrupt_rank={s['corrupt_rank']} but the run has {world} ranks.")
+    corrupt = c.corrupt_rank == rank
+    ops, wanted, elem = [op.value for op in c.ops], sizes(c), element_size(c)
 
     entries, notes = [], []
-    for op in s["ops"]:
-        planned, note = plan_sizes(op, s["sizes"], s["elem"], world)
+    for op in ops:
+        planned, note = plan_sizes(op, wanted, elem, world)
         if note:
             notes.append(note)
         for requested, size in planned:
-            for mode in s["modes"]:
-                case = Case(op, mode, size, s, rank, world, device)
-                _warm_up(case, s["warmup_iters"], ctx.backend, device)
-                seconds = time_window(case, s["iters"], device)
-                wrong = run_check(case, s, s["check_iters"], device, corrupt) if s["check_iters"] else None
+            for mode in modes(c):
+                case = Case(op, mode, size, c, rank, world, device)
+                _warm_up(case, c.warmup_iters, ctx.backend, device)
+                seconds = time_window(case, c.iters, device)
+                wrong = run_check(case, c, c.check_iters, device, corrupt) if c.check_iters else None
                 entries.append({"op": op, "mode": mode, "requested": requested, "size": size,
                                 "counts": case.counts, "seconds": seconds, "wrong": wrong})
                 del case
-    if any(op in ("all_reduce", "broadcast") for op in s["ops"]) and "out_of_place" in s["modes"]:
+    if any(op in ("all_reduce", "broadcast") for op in ops) and "out_of_place" in modes(c):
         notes.append("out-of-place all_reduce/broadcast: torch has no out-of-place form; timed as a copy into the "
                      "output buffer plus the in-place call")
-    if s["warmup_iters"] == 0:
+    if c.warmup_iters == 0:
         notes.append("warmup_iters=0: each case still makes one untimed call first (it probes whether the backend "
                      "can run the op)")
-    if s["corrupt_rank"] is not None:
-        notes.append(f"collectives.corrupt_rank={s['corrupt_rank']}: that rank perturbs one output element in the "
+    if c.corrupt_rank is not None:
+        notes.append(f"collectives.corrupt_rank={c.corrupt_rank}: that rank perturbs one output element in the "
                      "first check round of every case (to show the check catches it)")
 
     per_rank = gather_all([(e["seconds"], e["wrong"]) for e in entries])
-    result = _result(s, entries, per_rank, notes, ctx, device)
+    result = _result(c, entries, per_rank, notes, ctx, device)
     if result["wrong_total"] and ctx.is_main:       # only rank 0: its record must be written before peers exit
         raise CorrectnessError(
             f"collectives: {result['wrong_total']} wrong elements in the correctness check "
@@ -271,16 +244,16 @@ def _warm_up(case: Case, iters: int, backend: str, device: torch.device) -> None
     synchronize(device)
 
 
-def known_unsupported(backend: str, s: dict) -> str | None:
+def known_unsupported(backend: str, c: schema.Collectives) -> str | None:
     """Combinations we know a backend refuses, caught before any rank starts."""
-    if backend == "gloo" and s["reduce_op"] == "avg" and not bw.DTYPES[s["dtype"]][0].is_floating_point \
-            and any(op in bw.REDUCING_OPS for op in s["ops"]):
-        return (f"collectives.reduce_op=avg with dtype={s['dtype']}: gloo averages in floating point and cannot "
+    if backend == "gloo" and c.reduce_op == "avg" and not bw.DTYPES[c.dtype][0].is_floating_point \
+            and any(op in bw.REDUCING_OPS for op in c.ops):
+        return (f"collectives.reduce_op=avg with dtype={c.dtype}: gloo averages in floating point and cannot "
                 "store the result in an integer tensor. Use a float dtype, another reduce_op, or backend=nccl.")
     return None
 
 
-def _result(s, entries, per_rank, notes, ctx, device) -> dict:
+def _result(c: schema.Collectives, entries, per_rank, notes, ctx, device) -> dict:
     """One flat row per (op, size, mode), the shape results/ tables and plots read; summarize() pairs the modes."""
     world = ctx.world_size
     rows = []
@@ -290,8 +263,8 @@ def _result(s, entries, per_rank, notes, ctx, device) -> dict:
         st = rank_stats(times)
         rows.append({
             "op": e["op"], "mode": e["mode"], "bytes": e["size"], "requested_bytes": e["requested"],
-            "count": e["counts"]["count"], "dtype": s["dtype"],
-            "redop": s["reduce_op"] if e["op"] in bw.REDUCING_OPS else "none",
+            "count": e["counts"]["count"], "dtype": c.dtype.value,
+            "redop": c.reduce_op.value if e["op"] in bw.REDUCING_OPS else "none",
             "root": ROOT if e["op"] == "broadcast" else -1,
             "time_us": st["avg"] * 1e6, "time_max_us": st["max"] * 1e6, "slowest_rank": st["slowest_rank"],
             "algbw_GBps": bw.algbw(e["size"], st["avg"]),
@@ -301,16 +274,16 @@ def _result(s, entries, per_rank, notes, ctx, device) -> dict:
     busbws = [r["busbw_GBps"] for r in rows]
     wrong_total = sum(r["wrong"] or 0 for r in rows)
     headline = {"ranks": world}
-    for op in s["ops"]:
+    for op in c.ops:
         last = [r for r in rows if r["op"] == op][-1]              # largest size, last mode measured
         headline[f"{op} busbw GB/s"] = round(last["busbw_GBps"], 4)
     headline["max size B"] = max(r["bytes"] for r in rows)
     headline["avg busbw GB/s"] = round(sum(busbws) / len(busbws), 4)
-    headline["#wrong"] = wrong_total if s["check_iters"] else None
+    headline["#wrong"] = wrong_total if c.check_iters else None
     return {
         "device": str(device), "device_name": _device_name(device), "backend": ctx.backend, "world_size": world,
-        "dtype": s["dtype"], "reduce_op": s["reduce_op"], "ops": s["ops"], "modes": s["modes"],
-        "warmup_iters": s["warmup_iters"], "iters": s["iters"], "check_iters": s["check_iters"],
+        "dtype": c.dtype.value, "reduce_op": c.reduce_op.value, "ops": [op.value for op in c.ops], "modes": modes(c),
+        "warmup_iters": c.warmup_iters, "iters": c.iters, "check_iters": c.check_iters,
         "timing": "CUDA events on the current stream" if device.type == "cuda" else "time.perf_counter",
         "notes": notes, "rows": rows, "wrong_total": wrong_total,
         "time_per_rank_us": [[r[i][0] * 1e6 for r in per_rank] for i in range(len(entries))],   # aligned with rows

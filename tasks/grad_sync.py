@@ -28,8 +28,11 @@ import torch.distributed as dist
 
 from comm import CorrectnessError
 from comm import bandwidth as bw
-from comm.measure import Clock, free_host_bytes, gather_all, rank_stats, resolve_device, synchronize, time_window
+from comm.measure import Clock, gather_all, rank_stats, resolve_device, synchronize, time_window
+import core.schema as schema
+from core.config import Host, check_buffers
 from core.errors import ConfigError
+from core.schema import typed
 
 METHODS = ("per_param", "flat", "bucketed", "coalesced")
 PATTERN_PERIOD = 7                  # gradient values are ((i + k) % 7 + 1) * (rank + 1) for element i of tensor k
@@ -39,46 +42,18 @@ SMALL_CALL_BYTES = 64 << 10         # per-parameter calls this small are all lat
 
 
 # ----------------------------------------------------------------------------------------------------------- config
-def settings(cfg) -> dict:
-    g = cfg.grad_sync
-    for key, low in (("warmup_iters", 0), ("iters", 1)):
-        if not isinstance(g[key], int) or g[key] < low:
-            raise ConfigError(f"grad_sync.{key}={g[key]!r}: must be a whole number >= {low}.")
-    if str(g.device) not in ("auto", "cpu", "cuda"):
-        raise ConfigError(f"grad_sync.device={g.device!r}: choose auto, cpu or cuda.")
-    bucket = cfg.get("bucket", 25)
-    if not isinstance(bucket, (int, float)) or bucket <= 0:
-        raise ConfigError(f"bucket={bucket!r}: DDP's bucket_cap_mb, a size in MiB > 0 (DDP's default is 25).")
-    return {"warmup_iters": int(g.warmup_iters), "iters": int(g.iters), "device": str(g.device),
-            "bucket_mb": float(bucket)}
+def settings(cfg) -> schema.GradSync:
+    """cfg.grad_sync as its typed dataclass (the bucket size is the top-level `bucket`, as for task=train)."""
+    return typed(schema.GradSync, cfg.grad_sync)
 
 
-def check(cfg, submitting: bool = False) -> None:
-    settings(cfg)
-    if cfg.get("model") is None or cfg.model.get("arch") is None:
-        raise ConfigError("task=grad_sync needs a model (model=vgg11, model=vit_l_32, ...): it syncs that model's "
-                          "gradient shapes.")
-    if str(cfg.get("backend", "auto")) == "nccl" and str(cfg.grad_sync.device) == "cpu":
-        raise ConfigError("grad_sync.device=cpu with backend=nccl: NCCL only moves CUDA tensors.")
-    if str(cfg.grad_sync.device) == "cuda" and torch.cuda.device_count() == 0:
-        raise ConfigError("grad_sync.device=cuda but no GPU is visible. Use grad_sync.device=cpu (or auto).")
-    if torch.cuda.device_count() == 0:
-        _check_host_memory(cfg)
-
-
-def _check_host_memory(cfg) -> None:
-    """Each rank holds the gradients three times (gradients, flat buffer, DDP buckets): refuse what cannot fit,
-    instead of letting the OOM killer take a rank mid-collective."""
-    shapes = param_shapes(cfg)
-    total = sum(torch.Size(s).numel() for _, s in shapes) * 4
-    ranks = int(cfg.get("world_size") or 1)
-    need = ranks * 3 * total
-    avail = free_host_bytes()
-    if avail is not None and need > 0.8 * avail:
-        raise ConfigError(
-            f"task=grad_sync with model={cfg.model.get('name')}: {ranks} ranks x 3 copies of {bw.fmt_bytes(total)} of "
-            f"gradients need about {bw.fmt_bytes(need)} and {bw.fmt_bytes(avail)} is free on this host. "
-            "Use fewer ranks (world_size=) or a smaller model.")
+def check(cfg, submitting: bool = False, host: Host | None = None) -> None:
+    host = host or Host.probe()
+    total = sum(torch.Size(s).numel() for _, s in param_shapes(cfg)) * 4
+    check_buffers(cfg, host, key="grad_sync.device",
+                  per_rank_bytes=3 * total,     # the gradients three times: gradients, flat buffer, DDP buckets
+                  what=f"task=grad_sync with model={cfg.model.name} (3 copies of {bw.fmt_bytes(total)} of gradients "
+                  "per rank)", fix="Use fewer ranks per node or a smaller model", submitting=submitting)
 
 
 def param_shapes(cfg) -> list[tuple[str, tuple[int, ...]]]:
@@ -91,7 +66,7 @@ def model_gradients(cfg) -> tuple[list[tuple[str, tuple[int, ...]]], list[int], 
     buckets), and how that order was found. Model and backward run on the meta device: shapes only, no memory."""
     from models import build_model
 
-    image_size = int(cfg.get("scale", {}).get("image_size", 224) or 224)
+    image_size = int(cfg.scale.image_size)
     try:
         with torch.device("meta"):
             model = build_model(cfg.model, image_size)
@@ -266,19 +241,19 @@ class Coalesced:
 
 # -------------------------------------------------------------------------------------------------------------- run
 def run(ctx) -> dict | None:
-    s = settings(ctx.cfg)
-    device = resolve_device(s["device"], ctx.backend, ctx.device, ctx.local_rank)
+    gs = settings(ctx.cfg)
+    device = resolve_device(gs.device, ctx.backend, ctx.device, ctx.local_rank)
     rank, world = ctx.rank, ctx.world_size
     shapes, ready, order_how = model_gradients(ctx.cfg)
     if not shapes:
         raise ConfigError(f"model {ctx.cfg.model.get('name')} has no trainable parameters to synchronise.")
     grads = Grads(shapes, rank, world, device)
-    methods = [PerParam(grads), Flat(grads, device), Bucketed(grads, s["bucket_mb"], device, ready),
+    methods = [PerParam(grads), Flat(grads, device), Bucketed(grads, float(ctx.cfg.bucket), device, ready),
                Coalesced(grads, ctx.backend, device)]
 
     mine: dict = {"methods": {}, "micro": {}}
     for m in methods:
-        mine["methods"][m.name] = _time_method(m, grads, s, device)
+        mine["methods"][m.name] = _time_method(m, grads, gs, device)
 
     # the microbenchmark: one all_reduce of the same bytes, back-to-back, in the flat buffer (zeroed: values don't grow)
     flat = methods[1].buffer
@@ -289,13 +264,13 @@ def run(ctx) -> dict | None:
     for key, nbytes in sizes.items():
         buf = flat[: nbytes // 4]
         buf.zero_()
-        for _ in range(s["warmup_iters"]):
+        for _ in range(gs.warmup_iters):
             dist.all_reduce(buf)
-        iters = s["iters"] if key != "latency" else max(20, s["iters"])
+        iters = gs.iters if key != "latency" else max(20, gs.iters)
         mine["micro"][key] = time_window(lambda: dist.all_reduce(buf), iters, device)
 
     everyone = gather_all(mine)
-    result = _result(ctx, s, device, grads, methods, groups, sizes, everyone, order_how) if ctx.is_main else None
+    result = _result(ctx, gs, device, grads, methods, groups, sizes, everyone, order_how) if ctx.is_main else None
     wrong = {name: sum(r["methods"][name]["wrong"] or 0 for r in everyone) for name in mine["methods"]}
     if any(wrong.values()) and ctx.is_main:         # only rank 0: its record must be written before peers exit
         bad = ", ".join(f"{k}: {v}" for k, v in wrong.items() if v)
@@ -304,17 +279,17 @@ def run(ctx) -> dict | None:
     return result
 
 
-def _time_method(method, grads: Grads, s: dict, device) -> dict:
+def _time_method(method, grads: Grads, gs: schema.GradSync, device) -> dict:
     clock = Clock(device)
     runs = []
     try:
-        for i in range(s["warmup_iters"] + s["iters"]):
+        for i in range(gs.warmup_iters + gs.iters):
             grads.fill()
             synchronize(device)
             dist.barrier()
             marks = method(clock)
             synchronize(device)
-            if i >= s["warmup_iters"]:
+            if i >= gs.warmup_iters:
                 runs.append([clock.seconds(a, b) for a, b in zip(marks[:-1], marks[1:])])
     except dist.DistError:
         raise
@@ -345,7 +320,7 @@ def _bw(nbytes: int, t: float, world: int) -> dict:
     return {"algbw_GBps": bw.algbw(nbytes, t), "busbw_GBps": bw.busbw("all_reduce", nbytes, t, world)}
 
 
-def _result(ctx, s, device, grads, methods, groups, sizes, everyone, order_how) -> dict:
+def _result(ctx, gs: schema.GradSync, device, grads, methods, groups, sizes, everyone, order_how) -> dict:
     world = ctx.world_size
     total = grads.total_bytes
     per_param = []
@@ -370,7 +345,7 @@ def _result(ctx, s, device, grads, methods, groups, sizes, everyone, order_how) 
                           for i in range(3))
             entry["phases_s"] = {"pack": pk, "all_reduce": ar, "unpack": up}
         if m.name == "bucketed":
-            entry["bucket_mb"] = s["bucket_mb"]
+            entry["bucket_mb"] = float(ctx.cfg.bucket)
             entry["bucket_bytes"] = m.bucket_bytes
             entry["bucket_params"] = [[grads.names[i] for i in b] for b in m.buckets]
             entry["order"] = order_how
@@ -399,7 +374,7 @@ def _result(ctx, s, device, grads, methods, groups, sizes, everyone, order_how) 
         "model": ctx.cfg.model.get("name"), "params": sum(p["numel"] for p in per_param),
         "param_tensors": len(per_param), "total_bytes": total, "dtype": "float32", "reduce_op": "sum",
         "world_size": world, "backend": ctx.backend, "device": str(device),
-        "warmup_iters": s["warmup_iters"], "iters": s["iters"],
+        "warmup_iters": gs.warmup_iters, "iters": gs.iters,
         "timing": "CUDA events on the current stream" if device.type == "cuda" else "time.perf_counter",
         "per_param": per_param, "groups": group_rows, "methods": out_methods,
         "latency": micro["latency"], "fit": fit,

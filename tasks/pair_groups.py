@@ -20,79 +20,56 @@ from __future__ import annotations
 import os
 import resource
 import time
+import warnings
 
 import torch
 import torch.distributed as dist
 
-from comm.measure import free_host_bytes, gather_all, synchronize
+import core.schema as schema
+from comm.measure import gather_all, synchronize
+from core.config import RANK_MEMORY_BYTES, Host, check_fits, on_gpus, ranks_per_node
 from core.errors import ConfigError
+from core.schema import typed
 
-OVERSUBSCRIBE_LIMIT = 8        # gloo ranks per CPU we still start: the thread's pairs=8 (16 ranks) runs on 2 cores
-RANK_MEMORY_BYTES = 400 << 20  # what one CPU rank process costs (python + torch + gloo), for the memory check
-WARMUP_ITERS = 8               # default pair_groups.warmup_iters: first-call costs stay out of the window
-
-
-def settings(cfg) -> dict:
-    p = cfg.pair_groups
-    pairs = cfg.get("pairs")
-    if not isinstance(pairs, int) or pairs < 1:
-        raise ConfigError(f"pairs={pairs!r}: the number of rank pairs, a whole number >= 1 (world size = 2 x pairs).")
-    if not isinstance(p.iters, int) or p.iters < 1:
-        raise ConfigError(f"pair_groups.iters={p.iters!r}: a whole number >= 1 (the thread used 1024).")
-    shape = list(p.shape) if not isinstance(p.shape, int) else [p.shape]
-    if not shape or not all(isinstance(d, int) and d >= 1 for d in shape):
-        raise ConfigError(f"pair_groups.shape={p.shape!r}: a list of positive dimensions, e.g. [10,10].")
-    threads = p.get("threads")
-    if threads is not None and (not isinstance(threads, int) or threads < 1):
-        raise ConfigError(f"pair_groups.threads={threads!r}: torch threads per rank, a whole number >= 1, or null.")
-    warmup = p.get("warmup_iters", WARMUP_ITERS)
-    if not isinstance(warmup, int) or warmup < 0:
-        raise ConfigError(f"pair_groups.warmup_iters={warmup!r}: a whole number >= 0.")
-    return {"pairs": pairs, "world_size": 2 * pairs, "iters": p.iters, "shape": shape,
-            "async_op": bool(p.async_op), "threads": threads, "warmup_iters": warmup}
+def settings(cfg) -> schema.PairGroups:
+    """cfg.pair_groups as its typed dataclass; the number of pairs is the top-level `pairs` (world size 2 x pairs)."""
+    return typed(schema.PairGroups, cfg.pair_groups)
 
 
-def check(cfg, submitting: bool = False) -> None:
-    """Refuse a pairs= that this machine cannot hold, before any rank starts."""
-    s = settings(cfg)
-    world = s["world_size"]
-    backend = str(cfg.get("backend", "auto"))
-    gpus = torch.cuda.device_count()
-    if backend == "nccl" or (backend == "auto" and gpus > 0):
-        if world > gpus:
-            raise ConfigError(
-                f"pairs={s['pairs']} needs {world} ranks; NCCL needs one GPU per rank and {gpus} are visible. "
-                f"Use pairs<={gpus // 2} here, or backend=gloo (CPU ranks).")
+def check(cfg, submitting: bool = False, host: Host | None = None) -> None:
+    """Refuse a pairs= that the ranks cannot hold, before any rank starts."""
+    host = host or Host.probe()
+    p = settings(cfg)
+    world = 2 * cfg.pairs
+    if not all(d >= 1 for d in p.shape):
+        raise ConfigError(f"pair_groups.shape={list(p.shape)}: a list of positive dimensions, e.g. [10,10].")
+    if cfg.world_size != world:
+        raise ConfigError(f"task=pair_groups with pairs={cfg.pairs} needs {world} ranks and this run has "
+                          f"world_size={cfg.world_size}: set pairs={cfg.world_size // 2} (launcher=slurm: "
+                          "launcher.nodes x launcher.tasks_per_node = 2 x pairs).")
+    if submitting:
+        return                  # GPUs, CPUs and memory are the compute nodes': checked there, in the job
+    node_ranks = ranks_per_node(cfg)       # backend=nccl: one GPU per rank is core.config.validate's check
+    if on_gpus(cfg, host):
         return
-    cpus = os.cpu_count() or 1
-    if world > OVERSUBSCRIBE_LIMIT * cpus:
-        raise ConfigError(
-            f"pairs={s['pairs']} needs {world} ranks on this machine's {cpus} CPUs: more than {OVERSUBSCRIBE_LIMIT} "
-            f"ranks per CPU only measures the scheduler. Use pairs<={OVERSUBSCRIBE_LIMIT * cpus // 2}, or run on "
-            "more nodes (launcher=slurm).")
-    avail = free_host_bytes()
-    if avail is not None and world * RANK_MEMORY_BYTES > avail:
-        raise ConfigError(
-            f"pairs={s['pairs']} needs {world} rank processes, about {world * RANK_MEMORY_BYTES / 2**30:.1f} GiB, and "
-            f"{avail / 2**30:.1f} GiB is free. Use fewer pairs, or more nodes (launcher=slurm).")
-    threads = s["threads"] or 1
-    if world * threads > cpus:
-        import warnings
+    check_fits(cfg, host, ranks=node_ranks, per_rank_bytes=RANK_MEMORY_BYTES, what=f"pairs={cfg.pairs}",
+               fix="Use fewer pairs, or more nodes (launcher=slurm)")
+    threads = p.threads or 1
+    if node_ranks * threads > host.cpus:
         each = f" x {threads} threads" if threads > 1 else ""
-        warnings.warn(f"pairs={s['pairs']}: {world} ranks{each} on {cpus} CPUs oversubscribe this machine; the result "
-                      "shows the contention (CPU busy %, involuntary context switches).", stacklevel=2)
+        warnings.warn(f"pairs={cfg.pairs}: {node_ranks} ranks{each} on {host.cpus} CPUs oversubscribe this machine; "
+                      "the result shows the contention (CPU busy %, involuntary context switches).", stacklevel=2)
 
 
 def run(ctx) -> dict | None:
-    s = settings(ctx.cfg)
+    p, pairs = settings(ctx.cfg), ctx.cfg.pairs
     world, rank = ctx.world_size, ctx.rank
-    if world != s["world_size"]:
-        raise ConfigError(f"task=pair_groups with pairs={s['pairs']} needs world_size={s['world_size']}, this run has "
-                          f"{world} ranks. Leave world_size unset (the launcher takes it from pairs) or set it to "
-                          f"2 x pairs.")
-    if s["threads"]:
-        os.environ["OMP_NUM_THREADS"] = str(s["threads"])
-        torch.set_num_threads(s["threads"])
+    if world != 2 * pairs:      # torchrun decides the world size itself
+        raise ConfigError(f"task=pair_groups with pairs={pairs} needs world_size={2 * pairs}, this run has "
+                          f"{world} ranks. Start 2 x pairs ranks, or set pairs={world // 2}.")
+    if p.threads:
+        os.environ["OMP_NUM_THREADS"] = str(p.threads)
+        torch.set_num_threads(p.threads)
     device = ctx.device if ctx.backend == "nccl" else torch.device("cpu")
 
     t0 = time.perf_counter()
@@ -106,19 +83,19 @@ def run(ctx) -> dict | None:
     def loop(n: int) -> None:
         works = []
         for _ in range(n):
-            x = torch.randn(*s["shape"], device=device)
-            w = dist.all_reduce(x, group=mine, async_op=s["async_op"])
-            if s["async_op"]:
+            x = torch.randn(*p.shape, device=device)
+            w = dist.all_reduce(x, group=mine, async_op=p.async_op)
+            if p.async_op:
                 works.append(w)
         for w in works:
             w.wait()
 
-    loop(s["warmup_iters"])
+    loop(p.warmup_iters)
     synchronize(device)
     dist.barrier()
     host0 = _host_cpu_jiffies()
     ru0, cpu0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.process_time(), time.perf_counter()
-    loop(s["iters"])
+    loop(p.iters)
     synchronize(device)
     wall = time.perf_counter() - t0
     cpu, ru1 = time.process_time() - cpu0, resource.getrusage(resource.RUSAGE_SELF)
@@ -133,7 +110,7 @@ def run(ctx) -> dict | None:
     everyone = gather_all(figures)
     dist.barrier()
     dist.destroy_process_group(mine)
-    return _result(ctx, s, device, everyone) if ctx.is_main else None
+    return _result(ctx, p, device, everyone) if ctx.is_main else None
 
 
 def _host_cpu_jiffies() -> tuple[int, int] | None:
@@ -147,8 +124,8 @@ def _host_cpu_jiffies() -> tuple[int, int] | None:
     return sum(fields) - idle, sum(fields)
 
 
-def _result(ctx, s, device, everyone) -> dict:
-    world = s["world_size"]
+def _result(ctx, p: schema.PairGroups, device, everyone) -> dict:
+    world, pairs = ctx.world_size, ctx.cfg.pairs
     walls = [r["wall_s"] for r in everyone]
     slowest = max(range(world), key=walls.__getitem__)
     hosts = sorted({r["host"] for r in everyone})
@@ -159,12 +136,12 @@ def _result(ctx, s, device, everyone) -> dict:
     invol = sum(r["involuntary_switches"] for r in everyone)
     threads = everyone[0]["torch_threads"]
     result = {
-        "pairs": s["pairs"], "world_size": world, "backend": ctx.backend, "device": str(device),
-        "iters": s["iters"], "warmup_iters": s["warmup_iters"], "shape": s["shape"], "async_op": s["async_op"],
+        "pairs": pairs, "world_size": world, "backend": ctx.backend, "device": str(device),
+        "iters": p.iters, "warmup_iters": p.warmup_iters, "shape": list(p.shape), "async_op": p.async_op,
         "torch_threads": threads, "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "cpu_count": cpus, "hosts": hosts,
         "rank0_s": walls[0], "slowest_s": walls[slowest], "slowest_rank": slowest,
-        "per_op_us_rank0": walls[0] / s["iters"] * 1e6,
+        "per_op_us_rank0": walls[0] / p.iters * 1e6,
         "cpu_s_total": cpu_total, "cpu_busy_fraction": busy,
         "host_busy_fraction": everyone[0]["host_busy_fraction"] if len(hosts) == 1 else None,
         "ranks_per_cpu": world / cpus if len(hosts) == 1 else None,
@@ -174,13 +151,13 @@ def _result(ctx, s, device, everyone) -> dict:
     }
     result["explanation"] = explain(result)
     result["headline"] = {
-        "pairs": s["pairs"], "ranks": world,
+        "pairs": pairs, "ranks": world,
         "rank 0 s": round(walls[0], 4), "slowest s": round(walls[slowest], 4),
         "us per all_reduce": round(result["per_op_us_rank0"], 2),
         "CPU busy %": round(100 * busy, 1) if busy is not None else None,
         "host busy %": (round(100 * result["host_busy_fraction"], 1)
                         if result["host_busy_fraction"] is not None else None),
-        "invol. switches / op": round(invol / (world * s["iters"]), 3),
+        "invol. switches / op": round(invol / (world * p.iters), 3),
     }
     return result
 

@@ -1,17 +1,18 @@
 """The comm tasks' arithmetic and checks, without ranks: nccl-tests' bandwidth definitions against hand-computed
 values, size lists and rounding, the exact-result inputs against an independent simulation of each collective, the
 wrong-element counter against deliberately wrong results, config errors, and the grad_sync explanation logic."""
-import os
+import dataclasses
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from comm import bandwidth as bw
-from tasks import collectives, grad_sync, pair_groups
 from comm.check import count_wrong, expected_output, fill_input
-from core.errors import ConfigError
-from tests.conftest import CONF
+from core.config import OVERSUBSCRIBE_LIMIT
+from tasks import collectives, grad_sync
+from tests.bad_input import CPU_BOX, GIB, accepted, composed, refused
+
+ONE_GPU_EACH = dataclasses.replace(CPU_BOX, gpus=2, gpu_free_bytes=70 * GIB)
 
 
 # ------------------------------------------------------------------------------------------------ bandwidth arithmetic
@@ -155,98 +156,65 @@ def test_grad_pattern_is_exact_after_a_sum():
 
 
 # --------------------------------------------------------------------------------------------------- config errors
-def base_cfg(**overrides):
-    cfg = OmegaConf.load(CONF / "config.yaml")
-    keep = {k: cfg[k] for k in ("collectives", "grad_sync", "pair_groups", "pairs", "bucket", "backend")}
-    out = OmegaConf.create(keep)
-    out.world_size = 2
-    out.model = OmegaConf.load(CONF / "model" / "vgg11.yaml")
-    for k, v in overrides.items():
-        OmegaConf.update(out, k, v, force_add=True)
-    return out
-
-
-@pytest.mark.parametrize("key,value,words", [
-    ("collectives.ops", ["allreduce"], "Did you mean all_reduce"),
-    ("collectives.ops", [], "empty"),
-    ("collectives.reduce_op", "mean", "collectives.reduce_op='mean'"),
-    ("collectives.dtype", "float8", "collectives.dtype='float8'"),
-    ("collectives.min_bytes", 0, "collectives.min_bytes=0"),
-    ("collectives.max_bytes", 512, "larger than max_bytes=512"),
-    ("collectives.factor", 1, "must be > 1"),
-    ("collectives.inplace", "sometimes", "both"),
-    ("collectives.iters", 0, "collectives.iters=0"),
-    ("collectives.device", "tpu", "auto, cpu or cuda"),
-    ("collectives.corrupt_rank", -1, "corrupt_rank"),
+@pytest.mark.parametrize("overrides,words", [
+    (["collectives.ops=[allreduce]"], "Did you mean all_reduce"),
+    (["collectives.ops=[]"], "empty"),
+    (["collectives.reduce_op=mean"], "collectives.reduce_op='mean' is not known"),
+    (["collectives.dtype=float8"], "collectives.dtype='float8' is not known"),
+    (["collectives.min_bytes=0"], "collectives.min_bytes=0: a size in bytes >= 1"),
+    (["collectives.max_bytes=512"], "larger than max_bytes=512"),
+    (["collectives.factor=1"], "collectives.factor=1.0: must be > 1"),
+    (["collectives.inplace=sometimes"], "both"),
+    (["collectives.iters=0"], "collectives.iters=0: must be >= 1"),
+    (["collectives.device=tpu"], "collectives.device='tpu' is not known; choose one of: auto, cpu, cuda"),
+    (["collectives.corrupt_rank=-1"], "collectives.corrupt_rank=-1: must be >= 0"),
+    (["collectives.corrupt_rank=2"], "collectives.corrupt_rank=2 but the run has 2 ranks"),
+    (["backend=gloo", "collectives.reduce_op=avg", "collectives.dtype=int32"], "gloo averages in floating point"),
+    (["collectives.max_bytes=1048576G"], "Lower collectives.max_bytes"),
+    (["backend=nccl", "collectives.device=cpu"], "NCCL only moves CUDA tensors"),
 ])
-def test_collectives_bad_input(key, value, words):
-    with pytest.raises(ConfigError, match=words.replace("(", r"\(")):
-        collectives.check(base_cfg(**{key: value}))
+def test_collectives_bad_input(overrides, words):
+    assert words in refused(["task=collectives", *overrides], host=ONE_GPU_EACH)
 
 
-def test_collectives_refuses_what_gloo_cannot_do():
-    with pytest.raises(ConfigError, match="gloo averages in floating point"):
-        collectives.check(base_cfg(backend="gloo", **{"collectives.reduce_op": "avg",
-                                                             "collectives.dtype": "int32"}))
-    collectives.check(base_cfg(backend="gloo", **{"collectives.reduce_op": "avg"}))      # float: fine
-
-
-def test_collectives_refuses_sizes_that_cannot_fit():
-    with pytest.raises(ConfigError, match="Lower collectives.max_bytes"):
-        collectives.check(base_cfg(**{"collectives.max_bytes": 2**50}))
+def test_collectives_what_gloo_can_do_passes():
+    accepted(["task=collectives", "backend=gloo", "collectives.reduce_op=avg"])      # float: fine
 
 
 def test_collectives_inplace_modes():
-    assert collectives.settings(base_cfg())["modes"] == ["out_of_place", "in_place"]  # default: nccl-tests' layout
-    assert collectives.settings(base_cfg(**{"collectives.inplace": True}))["modes"] == ["in_place"]
-    assert collectives.settings(base_cfg(**{"collectives.inplace": False}))["modes"] == ["out_of_place"]
-    assert collectives.settings(base_cfg(**{"collectives.inplace": "both"}))["modes"] == ["out_of_place", "in_place"]
+    def modes(value):
+        return collectives.modes(collectives.settings(composed([f"collectives.inplace={value}"])))
 
-
-def test_nccl_needs_cuda_tensors():
-    with pytest.raises(ConfigError, match="NCCL only moves CUDA tensors"):
-        collectives.check(base_cfg(backend="nccl", **{"collectives.device": "cpu"}))
+    assert modes("both") == ["out_of_place", "in_place"]                # default: nccl-tests' layout
+    assert modes("true") == ["in_place"] and modes("false") == ["out_of_place"]
 
 
 def test_pair_groups_refuses_more_ranks_than_the_machine_holds():
-    cpus = os.cpu_count()
-    too_many = pair_groups.OVERSUBSCRIBE_LIMIT * cpus // 2 + 1
-    with pytest.raises(ConfigError, match=f"pairs={too_many} needs {2 * too_many} ranks"):
-        pair_groups.check(base_cfg(pairs=too_many, backend="gloo"))
+    too_many = OVERSUBSCRIBE_LIMIT * CPU_BOX.cpus // 2 + 1
+    assert f"pairs={too_many} starts {2 * too_many} ranks" in refused(["task=pair_groups", f"pairs={too_many}"])
     with pytest.warns(UserWarning, match="oversubscribe"):
-        pair_groups.check(base_cfg(pairs=cpus, backend="gloo"))
-    for bad in ({"pairs": 0}, {"pair_groups.iters": 0}, {"pair_groups.shape": [10, 0]},
-                {"pair_groups.threads": 0}):
-        with pytest.raises(ConfigError):
-            pair_groups.check(base_cfg(backend="gloo", **bad))
-
-
-@pytest.mark.skipif(torch.cuda.device_count() > 64, reason="machine with that many GPUs")
-def test_pair_groups_nccl_needs_a_gpu_per_rank():
-    pairs = torch.cuda.device_count() // 2 + 1
-    with pytest.raises(ConfigError, match="one GPU per rank"):
-        pair_groups.check(base_cfg(pairs=pairs, backend="nccl"))
+        accepted(["task=pair_groups", f"pairs={CPU_BOX.cpus}"])
+    for bad, words in ((["pairs=0"], "pairs=0: must be >= 1"), (["pair_groups.iters=0"], "must be >= 1"),
+                       (["pair_groups.shape=[10,0]"], "positive dimensions"),
+                       (["pair_groups.threads=0"], "pair_groups.threads=0: must be >= 1")):
+        assert words in refused(["task=pair_groups", *bad])
 
 
 def test_grad_sync_bad_input():
-    for bad in ({"grad_sync.iters": 0}, {"grad_sync.warmup_iters": -1}, {"grad_sync.device": "gpu"},
-                {"bucket": 0}):
-        with pytest.raises(ConfigError):
-            grad_sync.check(base_cfg(**bad))
-    if torch.cuda.device_count() == 0:
-        with pytest.raises(ConfigError, match="3 copies of 506.8 MiB"):
-            grad_sync.check(base_cfg(world_size=10000))
+    for bad, words in ((["grad_sync.iters=0"], "must be >= 1"), (["grad_sync.warmup_iters=-1"], "must be >= 0"),
+                       (["grad_sync.device=gpu"], "is not known"), (["bucket=0"], "bucket=0: must be > 0")):
+        assert words in refused(["task=grad_sync", *bad])
+    many_cpus = dataclasses.replace(CPU_BOX, cpus=10000)
+    assert "3 copies of 506.8 MiB" in refused(["task=grad_sync", "world_size=10000"], host=many_cpus)
 
 
 # ------------------------------------------------------------------------------------------------------- grad_sync
 def test_vgg11_shapes_and_ddp_buckets():
-    shapes, ready, how = grad_sync.model_gradients(base_cfg())
+    shapes, ready, how = grad_sync.model_gradients(composed(["task=grad_sync"]))
     assert len(shapes) == 22 and "meta-device backward" in how
     classifier = sum(torch.Size(s).numel() for n, s in shapes if n.startswith("classifier"))
     assert classifier == 123_642_856
-    tiny = base_cfg()
-    tiny.model = OmegaConf.load(CONF / "model" / "vgg11_tiny.yaml")
-    shapes, ready, _ = grad_sync.model_gradients(tiny)
+    shapes, ready, _ = grad_sync.model_gradients(composed(["task=grad_sync", "model=vgg11_tiny"]))
     # autograd's order: the classifier first (last layer first, bias before weight), then the convs weight first
     assert ready[:8] == [21, 20, 19, 18, 17, 16, 14, 15]
     g = grad_sync.Grads(shapes, 0, 2, torch.device("cpu"))

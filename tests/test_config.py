@@ -1,87 +1,266 @@
-"""Every config choice composes and resolves; every bad input is refused before any rank starts, naming the fix."""
+"""Every config choice composes onto the schema and resolves; every bad input is refused with one line naming the
+fix and exit code 2, before any rank starts: through train.py's real entry point, in-process (Hydra's main with a
+patched argv, the rank launcher replaced by a tripwire), and a few times as a real `python train.py`."""
+from __future__ import annotations
+
+import dataclasses
+import sys
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
-from core.config import prepare
-from core.errors import ConfigError
-from tests.conftest import CONF, compose
+import core.schema as schema
+import tasks
+from core.config import Host
+from tests.bad_input import CPU_BOX, GIB, LOGIN_NODE, accepted, composed, refused
+from tests.conftest import CONF, compose, read, run_train
+
+ONE_GPU = Host(gpus=1, cpus=8, free_bytes=60 * GIB, gpu_free_bytes=70 * GIB)
 
 
 def choices(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
 
 
+# --------------------------------------------------------------------------------------------------- composition
 @pytest.mark.parametrize("group", ["model", "data", "optim", "scale", "launcher", "logger", "variant"])
-def test_every_group_choice_composes(group):
+def test_every_group_choice_composes_onto_the_schema(group):
     for choice in choices(group):
         cfg = compose([f"{group}={choice}"])
-        assert cfg is not None
+        assert not OmegaConf.missing_keys(cfg), (choice, OmegaConf.missing_keys(cfg))
+        assert OmegaConf.get_type(cfg) is schema.Config
+        if group in schema.GROUP_SCHEMAS:          # the launcher's options are launchers/slurm's to check
+            assert dataclasses.is_dataclass(OmegaConf.get_type(cfg[group])), (group, choice)
 
 
 @pytest.mark.parametrize("experiment", choices("experiment"))
 def test_every_experiment_composes_and_resolves(experiment):
     cfg = compose([f"experiment={experiment}", "scale=smoke"])
     assert "tags" in cfg and cfg.tags
-    plain = prepare(cfg)
-    assert plain["model"]["name"] == "vit_l_32" and plain["batch_size"] == 2  # command-line scale wins
+    plain = accepted([f"experiment={experiment}", "scale=smoke"])
+    assert plain["batch_size"] == 2  # command-line scale wins
+    if "vit_study" in cfg.tags:  # the ViT study's presets bring their model
+        assert plain["model"]["name"] == "vit_l_32"
 
 
 def test_defaults_are_the_thread_setting_on_this_machine():
-    plain = prepare(compose())
+    plain = accepted([])
     assert plain["model"]["name"] == "vgg11" and plain["data"]["image_size"] == 224
     assert plain["sync"] == "ddp" and plain["bucket"] == 25 and plain["world_size"] >= 1
+    assert type(plain["sync"]) is str and type(plain["collectives"]["ops"][0]) is str   # the ranks get plain values
+
+
+def test_choices_come_from_the_registries():
+    assert [t.value for t in schema.Task] == list(tasks.TASKS)
+    assert schema.DType["fp32"] is schema.DType.float32          # nccl-tests' aliases are enum aliases
+    assert accepted(["task=collectives", "collectives.dtype=bf16"])["collectives"]["dtype"] == "bfloat16"
 
 
 def test_pair_groups_sets_world_size_from_pairs():
-    assert prepare(compose(["task=pair_groups", "pairs=3"]))["world_size"] == 6
+    assert accepted(["task=pair_groups", "pairs=3"])["world_size"] == 6
 
 
+def test_nccl_tests_size_suffixes():
+    from tasks import collectives
+
+    c = collectives.settings(composed(["task=collectives", "collectives.min_bytes=64K", "collectives.max_bytes=1M"]))
+    assert collectives.sizes(c) == [65536, 262144, 1048576]
+
+
+# ------------------------------------------------------------------------------------------------------ bad input
 BAD = [
+    # refused by Hydra while composing onto the schema: train.py prints one line instead of Hydra's several
     (["sync=allgather"], "sync='allgather' is not known; choose one of: ddp, per_param, flat, local"),
     (["backend=mpi"], "backend='mpi' is not known"),
     (["task=nope"], "task='nope' is not known"),
-    (["batch_size=0"], "batch_size=0: must be a positive number"),
-    (["steps=-1"], "steps=-1: must be a positive number"),
-    (["bucket=0"], "bucket=0: must be a positive number"),
-    (["accumulate=0"], "accumulate=0: must be a positive number"),
-    (["world_size=0"], "world_size=0"),
     (["h2d=magic"], "h2d='magic' is not known"),
     (["precision=fp8"], "precision='fp8' is not known"),
+    (["data.kind=lmdb"], "data.kind='lmdb' is not known; choose one of: fake, raw_folder"),
+    (["model.arch=resnet"], "model.arch='resnet' is not known; choose one of: vgg, torchvision, vit, timm"),
+    (["logger=wandb", "logger.mode=sometimes"], "logger.mode='sometimes' is not known"),
+    (["steps=1.5"], "steps=1.5: must be a whole number"),
+    (["batch_size=2.5"], "batch_size=2.5: must be a whole number"),
+    (["warmup_steps=1.5"], "warmup_steps=1.5: must be a whole number"),
+    (["bukcet=100"], "bukcet: no such key. Did you mean bucket=100?"),
+    (["+bukcet=100"], "Did you mean bucket=100?"),
+    (["model.nme=x"], "model.nme: no such key. Did you mean model.name=x?"),
+    (["optim=nope"], "optim=nope is not an option of optim; choose one of: bf16, fp16, none, powersgd. "
+                     "Did you mean optim=none?"),
+    (["optim=bf16,powersgd"], "needs -m"),
+    (["+bucket=3"], "+bucket=...: bucket is in the config already; set it without the +: bucket=3"),
+    (["collectives.ops=[allreduce]"], "Did you mean all_reduce?"),
+    (["collectives.ops=all_reduce"], "must be a list, e.g. collectives.ops=[all_reduce]"),
+    # refused by the checks, in the job, before any rank starts
+    (["batch_size=0"], "batch_size=0: must be >= 1"),
+    (["steps=-1"], "steps=-1: must be >= 1"),
+    (["bucket=0"], "bucket=0: must be > 0"),
+    (["accumulate=0"], "accumulate=0: must be >= 1"),
+    (["world_size=0"], "world_size=0: must be >= 1"),
+    (["~bucket"], "bucket has no value"),
+    (["model=vgg11", "model.arch=vit"], "model.arch=vit does not fit model=vgg11"),
+    (["model=timm", "model.name=not_a_model_xyz"], "is not a timm model"),
     (["optim=bf16", "sync=per_param"], "needs sync=ddp"),
-    (["optim=powersgd", "optim.rank=0"], "matrix approximation rank must be an integer >= 1"),
+    (["optim=powersgd", "optim.rank=0"], "optim.rank=0: must be >= 1"),
     (["optim=powersgd", "optim.start_iter=1"], "optim.start_iter must be > 1"),
-    (["optim=powersgd", "optim.min_compression_rate=-1"], "min_compression_rate"),
+    (["optim=powersgd", "optim.min_compression_rate=-1"], "optim.min_compression_rate=-1.0: must be >= 0"),
     (["optim=powersgd", "warmup_steps=1"], "1 measured step(s) would not be PowerSGD at all"),
+    (["task=pair_groups", "pairs=0"], "pairs=0: must be >= 1"),
+    (["fault.rank=2"], "fault.rank=2 but the run has 2 ranks (0...1), so the fault never fires"),
+    (["fault.rank=1", "fault.step=7"], "fault.step=7 but the run's steps are 0...6"),
+    (["task=collectives", "fault.rank=1"], "task=collectives never reaches it"),
+    (["world_size=64"], "world_size=64 starts 64 ranks on this machine's 2 CPUs"),
+    (["backend=nccl"], "backend=nccl needs CUDA GPUs and this machine has none"),
+    (["cuda_graphs=true"], "cuda_graphs=true needs a CUDA GPU"),
+    (["task=collectives", "collectives.min_bytes=4096", "collectives.max_bytes=1024"], "larger than max_bytes"),
+    (["task=collectives", "collectives.max_bytes=12X"], "collectives.max_bytes='12X': a size in bytes"),
+    (["task=pair_groups", "pairs=100000"], "pairs=100000 starts 200000 ranks"),
 ]
 
 
 @pytest.mark.parametrize("overrides,message", BAD, ids=[" ".join(o) for o, _ in BAD])
-def test_bad_input_names_problem_and_fix(overrides, message):
-    with pytest.raises(ConfigError, match=None) as e:
-        prepare(compose(overrides))
-    assert message in str(e.value)
+def test_bad_input_is_one_line_before_any_rank(overrides, message):
+    """What train.py prints (as `error: ...`, exit code 2: the next test) for each bad input."""
+    assert message in refused(overrides)
 
 
-@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the no-GPU errors")
-def test_gpu_only_knobs_refused_without_gpu():
-    with pytest.raises(ConfigError, match="backend=nccl needs CUDA GPUs"):
-        prepare(compose(["backend=nccl"]))
-    with pytest.raises(ConfigError, match="cuda_graphs=true cannot capture this run:\n  - the ranks run on CPU"):
-        prepare(compose(["cuda_graphs=true"]))
+ENTRY = [(["sync=allgather"], BAD[0][1]),                                   # refused by Hydra
+         (["+bukcet=100"], "Did you mean bucket=100?"),                      # refused before Hydra runs
+         (["batch_size=0"], "batch_size=0: must be >= 1"),                   # refused in the job, by the schema
+         (["world_size=64"], "world_size=64 starts 64 ranks")]               # refused in the job, by a task check
+
+
+@pytest.mark.parametrize("overrides,message", ENTRY, ids=[" ".join(o) for o, _ in ENTRY])
+def test_bad_input_exits_2_before_any_rank_starts(overrides, message, tmp_path, monkeypatch, capsys):
+    """train.py's own entry point, in-process: one line on stderr, exit code 2, and no rank was ever started."""
+    import launchers.local
+
+    import train
+
+    def tripwire(*args, **kwargs):
+        raise AssertionError("a rank was started")
+
+    monkeypatch.setattr(launchers.local, "launch_local", tripwire)
+    monkeypatch.setattr(Host, "probe", classmethod(lambda cls: CPU_BOX))
+    monkeypatch.setattr("core.config.gpu_count", lambda: CPU_BOX.gpus)
+    monkeypatch.setattr(sys, "argv", ["train.py", *overrides, "logger=none", f"hydra.run.dir={tmp_path}"])
+    with pytest.raises(SystemExit) as e:
+        train.main()
+    err = capsys.readouterr().err
+    assert e.value.code == 2, err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if message in line]
+    assert lines and lines[0].startswith("error: "), err
+
+
+def test_a_failed_check_leaves_a_record(tmp_path, monkeypatch):
+    import train
+
+    monkeypatch.setattr(Host, "probe", classmethod(lambda cls: CPU_BOX))
+    monkeypatch.setattr("core.config.gpu_count", lambda: CPU_BOX.gpus)
+    monkeypatch.setattr(sys, "argv", ["train.py", "batch_size=0", "logger=none", f"hydra.run.dir={tmp_path}"])
+    with pytest.raises(SystemExit):
+        train.main()
+    rec = read(tmp_path)
+    assert rec["status"] == "failed" and rec["error"] == "ConfigError: batch_size=0: must be >= 1."
+
+
+# -------------------------------------------------------------------------------------------- host-dependent checks
+def test_gpu_only_knobs_refused_without_gpu_whatever_this_machine_has():
+    assert "backend=nccl needs CUDA GPUs" in refused(["backend=nccl"], host=CPU_BOX)
+    assert "cuda_graphs=true needs a CUDA GPU" in refused(["cuda_graphs=true"], host=CPU_BOX)
+    assert "no GPU is visible" in refused(["task=collectives", "collectives.device=cuda"], host=CPU_BOX)
+    assert "no GPU is visible" in refused(["task=grad_sync", "grad_sync.device=cuda"], host=CPU_BOX)
+
+
+def test_pair_groups_on_one_gpu_under_auto_runs_on_gloo():
+    """backend=auto picks gloo when the ranks cannot have a GPU each, so NCCL's one-GPU-per-rank rule is not the
+    one to apply (it refused the default pairs=1 on a 1-GPU box)."""
+    assert accepted(["task=pair_groups"], host=ONE_GPU)["world_size"] == 2
+    assert "backend=nccl with pairs=1 runs 2 ranks on this machine, one GPU per rank, and it has 1. Use pairs<=0" \
+        in refused(["task=pair_groups", "backend=nccl"], host=ONE_GPU)
+
+
+def test_train_refuses_more_ranks_or_memory_than_the_host_holds_unless_told():
+    assert "(at most 16 ranks here)" in refused(["world_size=64"])
+    assert "oversubscribe=true" in refused(["world_size=64"])
+    accepted(["world_size=64", "oversubscribe=true"])
+    small = Host(gpus=0, cpus=64, free_bytes=8 * GIB, gpu_free_bytes=None)
+    message = refused(["world_size=8"], host=small)             # VGG11: 4 fp32 copies of 471 MiB + a process each
+    assert "8 ranks need about" in message and "8.0 GiB is free (room for 3)" in message
+    accepted(["world_size=8", "model=vgg11_tiny"], host=small)
+    accepted(["world_size=8", "oversubscribe=true"], host=small)
+
+
+def test_already_started_ranks_spawn_nothing():
+    torchrun_rank = dataclasses.replace(CPU_BOX, free_bytes=GIB, ranks_started=True)
+    accepted(["world_size=64"], host=torchrun_rank)
+
+
+# issue 10: on a GPU-less Slurm login node these were refused for the login node's GPUs and memory
+SUBMITTED = [
+    ["launcher=slurm_16x1", "task=collectives", "backend=nccl", "collectives.device=cuda"],
+    ["launcher=slurm_16x1", "task=pair_groups", "backend=nccl", "pairs=8"],
+    ["launcher=slurm_16x1", "task=collectives", "collectives.max_bytes=8G"],
+    ["launcher=slurm_16x1", "task=grad_sync", "model=vit_l_32"],
+]
+
+
+@pytest.mark.parametrize("overrides", SUBMITTED, ids=[" ".join(o) for o in SUBMITTED])
+def test_submitting_from_a_gpu_less_login_node(overrides):
+    accepted(overrides, host=LOGIN_NODE, submitting=True)
+
+
+def test_submitting_counts_memory_per_node():
+    cpu_buffers = ["launcher=slurm_16x1", "task=collectives", "collectives.max_bytes=8G", "collectives.device=cpu"]
+    accepted(cpu_buffers, host=LOGIN_NODE, submitting=True)                  # one rank per node, memory unknown
+    assert "launcher.mem_gb=4" in refused([*cpu_buffers, "launcher.mem_gb=4"], host=LOGIN_NODE, submitting=True)
+    assert "collectives.max_bytes=8G: 2 ranks need about 17.5 GiB" in refused(cpu_buffers[1:], host=LOGIN_NODE)
+    assert "pairs=4 needs 8 ranks and this run has world_size=16" in refused(
+        ["launcher=slurm_16x1", "task=pair_groups", "pairs=4"], host=LOGIN_NODE, submitting=True)
+
+
+# ---------------------------------------------------------------------------------------------- the entry point
+def test_help_lists_tasks_groups_and_examples(monkeypatch, capsys):
+    import train
+
+    monkeypatch.setattr(sys, "argv", ["train.py", "--help"])
+    with pytest.raises(SystemExit) as e:
+        train.main()
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and len(out.splitlines()) < 60
+    for word in [*tasks.TASKS, *(c for g in ("model", "data", "optim", "scale", "logger", "experiment")
+                                 for c in choices(g)), "python train.py -m optim=bf16,powersgd bucket=25,100,2000"]:
+        assert word in out, word
+
+
+def test_typo_and_unknown_choice_from_the_command_line(tmp_path):
+    """Real processes: Hydra's multi-line errors (and its `+bukcet=100` advice) become one line, exit 2, for a single
+    run and for a -m sweep before its first job."""
+    proc = run_train(["bukcet=100", "logger=none"], tmp_path)
+    assert proc.returncode == 2 and proc.stderr.strip() == "error: bukcet: no such key. Did you mean bucket=100?"
+    proc = run_train(["optim=bf16,nope", "logger=none"], tmp_path, multirun=True)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "error: optim=nope is not an option of optim; choose one of: bf16, fp16, none, powersgd. "
+        "Did you mean optim=none?"]
+    assert not list(Path(proc.out_dir).glob("*/run_record.json"))
+
+
+def test_preset_without_m_is_refused(tmp_path):
+    proc = run_train(["experiment=ddp_overhead", "logger=none"], tmp_path)
+    assert proc.returncode == 2
+    assert "experiment=ddp_overhead is a sweep (sync=local,ddp) and needs -m: python train.py -m " \
+           "experiment=ddp_overhead logger=none" in proc.stderr
 
 
 def test_raw_folder_errors_print_the_generator(tmp_path: Path):
     missing = tmp_path / "nowhere"
-    with pytest.raises(ConfigError) as e:
-        prepare(compose(["data=raw_folder", f"data.root={missing}"]))
-    assert "does not exist" in str(e.value) and "python -m data.make_raw_folder" in str(e.value)
+    message = refused(["data=raw_folder", f"data.root={missing}"])
+    assert "does not exist" in message and "python -m data.make_raw_folder" in message
     (tmp_path / "empty" / "class_0").mkdir(parents=True)
-    with pytest.raises(ConfigError, match="holds no sample files"):
-        prepare(compose(["data=raw_folder", f"data.root={tmp_path / 'empty'}"]))
+    assert "holds no sample files" in refused(["data=raw_folder", f"data.root={tmp_path / 'empty'}"])
     bad = tmp_path / "bad" / "class_0"
     bad.mkdir(parents=True)
     (bad / "x.raw").write_bytes(b"\0" * 1000)
-    with pytest.raises(ConfigError) as e:
-        prepare(compose(["data=raw_folder", f"data.root={tmp_path / 'bad'}"]))
-    assert "x.raw has 1000 bytes" in str(e.value) and "602112 bytes" in str(e.value)
+    message = refused(["data=raw_folder", f"data.root={tmp_path / 'bad'}"])
+    assert "x.raw has 1000 bytes" in message and "602112 bytes" in message

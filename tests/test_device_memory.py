@@ -1,5 +1,8 @@
 """Memory preflight (device/memory.py): the estimate's parts against what torch really allocates and saves on CPU, and
 the refusal before any rank starts, naming the batch size that fits."""
+import dataclasses
+import re
+
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -9,7 +12,10 @@ from core.errors import ConfigError
 from device.memory import GiB, estimate, preflight
 from device.placement import Placement
 from models import build_model
+from tests.bad_input import CPU_BOX, accepted, refused
 from tests.conftest import TINY, compose
+
+TWO_GPUS = dataclasses.replace(CPU_BOX, gpus=2, cpus=16, free_bytes=64 * GiB)
 
 CPU = Placement("cpu", None, "gloo", "test")
 
@@ -70,11 +76,16 @@ def test_a_model_larger_than_the_device_is_refused_for_every_batch():
 
 
 def test_the_train_check_refuses_before_any_rank_starts(monkeypatch):
-    monkeypatch.setattr("device.memory.capacity", lambda placement, ranks: (GiB // 2 + 1, "host memory (test)"))
-    with pytest.raises(ConfigError, match="does not fit in host memory \\(test\\)"):
-        prepare(compose(TINY))
-    monkeypatch.setattr("device.memory.capacity", lambda placement, ranks: (64 * GiB, "host memory (test)"))
-    prepare(compose(TINY))
+    """GPU ranks: against their GPU, naming the batch size that fits; CPU ranks: against the host's free memory."""
+    monkeypatch.setattr("device.memory.capacity", lambda placement, ranks: (8 * GiB, "cuda:0 (a test GPU, 8.0 GiB)"))
+    message = refused(["model=vgg11", "scale=smoke", "world_size=2", "batch_size=4096", "data.image_size=224"],
+                      host=TWO_GPUS)
+    assert "model=vgg11 batch_size=4096 does not fit in cuda:0 (a test GPU, 8.0 GiB)" in message
+    fits = int(re.search(r"batch_size=(\d+) fits by this estimate", message).group(1))
+    accepted(["model=vgg11", "scale=smoke", "world_size=2", f"batch_size={fits}", "data.image_size=224"],
+             host=TWO_GPUS)
+    small = dataclasses.replace(CPU_BOX, free_bytes=GiB // 2)
+    assert "world_size=2: 2 ranks need about" in refused([*TINY], host=small)
 
 
 def test_an_image_too_small_for_the_model_is_bad_input():

@@ -1,6 +1,7 @@
 """The rules the GPU paths follow, as pure functions and checks that run without a GPU: CUDA-graph feasibility, DDP's
 own timing waits, the CUDA device layer's calls (against the torch installed), communication figures that were not
 measured, NCCL's transport lines, and the non-deprecated collective names."""
+import dataclasses
 import inspect
 import shutil
 import warnings
@@ -12,14 +13,18 @@ import torch.distributed as dist
 from omegaconf import OmegaConf
 
 from core.comm_env import parse_transports, transport_name, transports_from_logs
-from core.config import prepare
 from core.errors import ConfigError
 from device.placement import Placement
 from tasks.train.cuda_graphs import problems
 from tasks.train.ddp import stats_waits, synchronised_iterations, warmup_warning
 from tasks.train.result import comm_figures
+from tests.bad_input import CPU_BOX, accepted, refused
 from tests.conftest import TINY, compose
 
+GiB = 2 ** 30
+GRAPHS = ["model=vgg11_tiny", "scale=smoke", "cuda_graphs=true"]
+ONE_GPU = dataclasses.replace(CPU_BOX, gpus=1, cpus=8)
+TWO_GPUS = dataclasses.replace(CPU_BOX, gpus=2, cpus=8)
 FIXTURES = Path(__file__).parent / "fixtures" / "nccl"
 CUDA = Placement("cuda", 0, "nccl", "test")
 
@@ -46,12 +51,10 @@ def test_graph_problems(placement, over, expect):
     assert any(expect in p for p in problems(graph_cfg(*over), placement))
 
 
-def test_graphs_with_two_ranks_on_a_one_gpu_box_are_refused_before_any_rank(monkeypatch):
-    monkeypatch.setattr("device.placement.visible_gpus", lambda: 1)
-    with pytest.raises(ConfigError, match="rank 0 cannot have a GPU of its own"):
-        prepare(graph_cfg("world_size=2", "backend=gloo"))
-    with pytest.raises(ConfigError, match="the ranks run on CPU"):
-        prepare(graph_cfg("world_size=2", "device=cpu"))
+def test_graphs_with_two_ranks_on_a_one_gpu_box_are_refused_before_any_rank():
+    assert "rank 0 cannot have a GPU of its own" in refused(GRAPHS + ["world_size=2", "backend=gloo"], host=ONE_GPU)
+    assert "cuda_graphs=true needs a CUDA GPU per rank and the ranks would run on CPU (device=cpu)" in refused(
+        GRAPHS + ["world_size=2", "device=cpu"], host=ONE_GPU)
 
 
 def test_graphs_on_the_fake_device_accept_gloo():
@@ -83,14 +86,12 @@ def test_warmup_rule_counts_synchronised_steps_not_micro_steps():
 
 
 def test_check_warns_on_gpu_only(monkeypatch):
-    monkeypatch.setattr("device.placement.visible_gpus", lambda: 2)
-    monkeypatch.setattr("device.memory.capacity", lambda placement, ranks: (None, "test"))
-    cfg = compose([*TINY, "accumulate=4", "warmup_steps=3", "steps=50", "world_size=2"])
+    monkeypatch.setattr("device.memory.capacity", lambda placement, ranks: (80 * GiB, "a test GPU"))
     with pytest.warns(UserWarning, match="8 measured step"):
-        prepare(cfg)
+        accepted([*TINY, "accumulate=4", "warmup_steps=3", "steps=50", "world_size=2"], host=TWO_GPUS)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        prepare(compose([*TINY, "accumulate=4", "warmup_steps=3", "device=cpu"]))
+        accepted([*TINY, "accumulate=4", "warmup_steps=3", "world_size=2"])
 
 
 # ------------------------------------------------------------------------------------ the CUDA layer, mocked
@@ -189,15 +190,15 @@ def test_transport_names_drop_the_nic_index():
 
 
 def test_collectives_use_the_non_deprecated_names(tmp_path):
-    from tasks.collectives import Case
+    from tasks.collectives import Case, settings
 
+    c = settings(compose(["task=collectives", "logger=none"]))
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
     try:
-        s = {"dtype": "float32", "reduce_op": "sum", "elem": 4}
         with warnings.catch_warnings():
             warnings.simplefilter("error", FutureWarning)
             for op in ("all_gather", "reduce_scatter"):
-                Case(op, "out_of_place", 64, s, 0, 1, torch.device("cpu"))()
+                Case(op, "out_of_place", 64, c, 0, 1, torch.device("cpu"))()
     finally:
         dist.destroy_process_group()
 

@@ -1,8 +1,8 @@
-"""launcher=slurm: config, rank detection, and sweeps through a real Slurm cluster.
+"""launcher=slurm: its settings (one home: launcher.*), rank detection, and sweeps through a real Slurm cluster.
 
-The tests marked `slurm` need a running cluster they may submit to as root (CI starts one on the test machine with
-launchers/slurm_cluster/start.sh); elsewhere they are skipped, saying why. Each sweep gets its own directory (and so
-its own submitit folder): job ids restart at 1 on a fresh cluster.
+The tests marked `slurm` need a running cluster they may submit to as root (tests/slurm_cluster.py says which, and
+why they skip elsewhere); CI starts one with launchers/slurm_cluster/start.sh. Each sweep gets its own directory
+(and so its own submitit folder): job ids restart at 1 on a fresh cluster.
 """
 from __future__ import annotations
 
@@ -19,48 +19,20 @@ from omegaconf import OmegaConf
 
 from core.errors import ConfigError
 from launchers import slurm
-from tests.conftest import ROOT, TINY, compose, run_train
+from launchers.slurm import settings
+from tests.conftest import ROOT, TINY, run_train
+from tests.slurm_cluster import (START, final_sacct, needs_cluster, never_leave_behind, start_endless_sweep,
+                                 table_rows, wait_until_measuring)
 
-START = "launchers/slurm_cluster/start.sh"
-
-
-def _cluster_problem() -> str | None:
-    if os.geteuid() != 0:
-        return f"needs root: submits to the local Slurm cluster that `sudo {START}` starts"
-    if shutil.which("sinfo") is None:
-        return f"Slurm is not installed; start a local cluster with `sudo {START}`"
-    try:
-        out = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError) as e:
-        return f"sinfo failed ({e}); start a local cluster with `sudo {START}`"
-    if out.returncode != 0:
-        return f"no Slurm controller answers (sinfo: {out.stderr.strip()}); start one with `sudo {START}`"
-    if not any(s.rstrip("*~#") in ("idle", "mixed", "allocated", "completing") for s in out.stdout.split()):
-        return f"no Slurm node is up (states: {out.stdout.split()}); restart with `sudo {START}`"
-    return None
-
-
-needs_cluster = pytest.mark.skipif((problem := _cluster_problem()) is not None, reason=str(problem))
 TWO_RANKS = ["launcher=slurm", "launcher.tasks_per_node=2", "launcher.cpus_per_task=1", "launcher.timeout_min=10"]
+LAUNCHER = "hydra_plugins.slurm_sweep_launcher.SlurmLauncher"
 
 
-def _table_rows(sweep: Path) -> dict[str, list[str]]:
-    """job number -> the cells of its row in sweep_table.md."""
-    rows = {}
-    for line in (sweep / "sweep_table.md").read_text().splitlines():
-        if not line.startswith("|"):
-            continue
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        num = cells[0].split()[0] if cells and cells[0] else ""   # "0" or "0 (baseline)"
-        if num.isdigit():
-            rows[num] = cells
-    return rows
+def _hydra_compose(overrides):
+    from hydra import compose as hydra_compose, initialize_config_dir
 
-
-def _sacct(job_id: str) -> dict[str, str]:
-    out = subprocess.run(["sacct", "-n", "-P", "-X", "-o", "JobID,State,NTasks,AllocCPUS", "-j", job_id.split("_")[0]],
-                         capture_output=True, text=True, timeout=30).stdout
-    return {line.split("|")[0]: line for line in out.splitlines()}
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=overrides, return_hydra_config=True)
 
 
 # --------------------------------------------------------------------------------------------- config (no cluster)
@@ -74,15 +46,12 @@ def _sacct(job_id: str) -> dict[str, str]:
     (["launcher=slurm_1x8"], 8, 8, 1, 8),
 ])
 def test_slurm_world_size_is_nodes_times_tasks(overrides, world, tasks, nodes, gpus):
-    from hydra import compose as hydra_compose, initialize_config_dir
-
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = hydra_compose(config_name="config", overrides=overrides, return_hydra_config=True)
+    """Every Slurm setting is read from launcher.*: hydra.launcher holds the launcher class and nothing else."""
+    cfg = _hydra_compose(overrides)
     assert cfg.world_size == world
-    launcher = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
-    assert launcher["_target_"] == "hydra_plugins.slurm_sweep_launcher.SlurmLauncher"
-    assert (launcher["nodes"], launcher["tasks_per_node"], launcher["gpus_per_node"]) == (nodes, tasks, gpus)
-    assert launcher["submitit_folder"].endswith("/.submitit/%j")
+    assert (cfg.launcher.nodes, cfg.launcher.tasks_per_node, cfg.launcher.gpus_per_node) == (nodes, tasks, gpus)
+    assert OmegaConf.to_container(cfg.hydra.launcher) == {"_target_": LAUNCHER}
+    assert cfg.hydra.runtime.choices["hydra/launcher"] == "slurm_sweep"
     assert cfg.launcher.srun_args == ["--kill-on-bad-exit=1"]
 
 
@@ -90,32 +59,29 @@ def test_slurm_world_size_is_nodes_times_tasks(overrides, world, tasks, nodes, g
                     f"executor; `sudo {START}` installs them")
 def test_user_facing_keys_reach_sbatch(tmp_path):
     """Every launcher.* key lands in the sbatch script the launcher would submit (rendered, not submitted)."""
-    from hydra import compose as hydra_compose, initialize_config_dir
-
     overrides = ["launcher=slurm", "launcher.nodes=2", "launcher.tasks_per_node=4", "launcher.gpus_per_node=4",
                  "launcher.cpus_per_task=6", "launcher.mem_gb=64", "launcher.timeout_min=30", "launcher.partition=gpu",
-                 "launcher.account=proj", "launcher.qos=high", "launcher.constraint=a100",
+                 "launcher.account=proj", "launcher.qos=high", "launcher.constraint=a100", "launcher.gres=gpu:a100:4",
                  "launcher.setup=['module load cuda']", "+launcher.additional_parameters.exclusive=true",
-                 f"hydra.sweep.dir={tmp_path}"]
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = hydra_compose(config_name="config", overrides=overrides, return_hydra_config=True)
-    params = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
-    executor = slurm.make_executor(params, srun_args=list(cfg.launcher.srun_args))
+                 "launcher.array_parallelism=3"]
+    cfg = _hydra_compose(overrides)
+    folder = tmp_path / ".submitit" / "%j"
+    executor = settings.make_executor(OmegaConf.to_container(cfg.launcher, resolve=True), folder, job_name="train")
     script = executor._executor._make_submission_file_text("python -m submitit.core._submit x", "uid")
     for flag in ("--nodes=2", "--ntasks-per-node=4", "--gpus-per-node=4", "--cpus-per-task=6", "--mem=64GB",
-                 "--time=30", "--partition=gpu", "--account=proj", "--qos=high", "--constraint=a100", "--exclusive",
-                 "--job-name="):
+                 "--time=30", "--partition=gpu", "--account=proj", "--qos=high", "--constraint=a100",
+                 "--gres=gpu:a100:4", "--exclusive", "--job-name=train"):
         assert f"#SBATCH {flag}" in script, flag
     assert "\nmodule load cuda\n" in script
     assert f"export PYTHONPATH={ROOT}" in script
     assert "--kill-on-bad-exit=1" in script and "--error" not in script  # one log per task
-    assert f"{tmp_path}/.submitit/%j/%j_0_log.out" in script
+    assert f"{folder}/%j_0_log.out" in script
 
 
 def _cfg(**kw):
     base = {"world_size": 2, "backend": "auto",
             "launcher": {"name": "slurm", "nodes": 1, "tasks_per_node": 2, "gpus_per_node": None, "cpus_per_task": None,
-                         "mem_gb": None, "timeout_min": 60}}
+                         "mem_gb": None, "timeout_min": 60, "partition": None}}
     for key, value in kw.items():
         if key in base["launcher"]:
             base["launcher"][key] = value
@@ -128,6 +94,8 @@ def _cfg(**kw):
     ({"world_size": 8}, ["world_size=8", "1 x 2 = 2", "launcher.tasks_per_node"]),
     ({"tasks_per_node": 0}, ["launcher.tasks_per_node=0"]),
     ({"mem_gb": -1}, ["launcher.mem_gb=-1"]),
+    ({"timeout_min": 1.5}, ["launcher.timeout_min=1.5", "whole number"]),
+    ({"partition": 3}, ["launcher.partition=3", "text"]),
     ({"backend": "nccl", "gpus_per_node": 1, "tasks_per_node": 2}, ["one GPU per rank", "launcher.tasks_per_node=1"]),
 ])
 def test_check_config_names_problem_and_fix(kw, words, monkeypatch):
@@ -152,10 +120,49 @@ def test_launcher_slurm_without_multirun_is_refused(tmp_path):
 def test_world_size_disagreeing_with_slurm_layout_is_refused_before_submitting(tmp_path):
     proc = run_train(["launcher=slurm", *TINY, "world_size=4", "bucket=25,100"], tmp_path, multirun=True, timeout=120)
     out = proc.stdout + proc.stderr
-    assert proc.returncode != 0
+    assert proc.returncode == 2
     assert "world_size=4" in out and "1 x 1 = 1" in out and "launcher.tasks_per_node" in out, out[-2000:]
     assert "Traceback" not in out
     assert not (proc.out_dir / ".submitit").exists()   # nothing was queued
+
+
+@pytest.mark.parametrize("typed, said, expected", [
+    (["hydra/launcher=submitit_slurm", "hydra.launcher.partition=gpu", "hydra.launcher.tasks_per_node=2",
+      "hydra.launcher.exclude=n3"], "hydra/launcher=submitit_slurm chosen without launcher=slurm",
+     ["launcher.partition=gpu", "launcher.tasks_per_node=2", "+launcher.additional_parameters.exclude=n3"]),
+    (["launcher=slurm", "+hydra.launcher.partition=gpu"], "hydra.launcher.partition set", ["launcher.partition=gpu"]),
+])
+def test_hydra_submitit_habits_are_refused_with_the_equivalent_command(typed, said, expected, tmp_path):
+    """A hydra-submitit-launcher user's command (hydra/launcher=submitit_slurm, hydra.launcher.<key>) is refused
+    before anything is submitted, in one line naming the command that does it here; that command composes to the
+    same Slurm job with every setting in its one place, launcher.*."""
+    proc = run_train([*typed, *TINY, "bucket=25,100"], tmp_path, multirun=True, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in out, out[-2000:]
+    [line] = [ln for ln in out.splitlines() if ln.startswith("error:")]
+    assert said in line and "launcher.*" in line, line
+    command = line.split("Run: ", 1)[1]
+    assert command.startswith("python train.py -m launcher=slurm "), command
+    words = command.split()[3:]
+    assert set(expected) | {"bucket=25,100", "model=vgg11_tiny", "logger=none"} <= set(words), words
+    assert not any(w.lstrip("+").startswith(("hydra.launcher.", "hydra/launcher")) for w in words), words
+    assert not (proc.out_dir / ".submitit").exists()   # nothing was queued
+    cfg = _hydra_compose([w for w in words if "," not in w])
+    assert cfg.launcher.partition == "gpu" and cfg.world_size == cfg.launcher.tasks_per_node
+    assert OmegaConf.to_container(cfg.hydra.launcher) == {"_target_": LAUNCHER}
+
+
+def test_stock_plugin_name_with_launcher_slurm_is_this_launcher():
+    """launcher=slurm hydra/launcher=submitit_slurm (no hydra.launcher.* key changed) runs as launcher=slurm does:
+    the stock plugin's choice name is answered by this launcher, which has nothing to refuse."""
+    from hydra_plugins.hydra_submitit_launcher.config import SlurmQueueConf
+
+    cfg = _hydra_compose(["launcher=slurm", "hydra/launcher=submitit_slurm"])
+    params = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
+    assert params.pop("_target_") == LAUNCHER
+    stock = OmegaConf.to_container(OmegaConf.structured(SlurmQueueConf))
+    assert settings.stock_plugin_refusal(cfg, params, stock) is None
+    assert "launcher.qos set" in settings.stock_plugin_refusal(cfg, {**params, "qos": "high"}, stock)
 
 
 def _rank_probe(env: dict) -> dict:
@@ -182,7 +189,7 @@ def test_batch_shell_is_not_a_rank():
 # --------------------------------------------------------------------------------------------- on the cluster
 
 @pytest.mark.slurm
-@needs_cluster
+@needs_cluster()
 def test_rank_env_from_srun_salloc_and_sbatch(tmp_path):
     """srun tasks are ranks (RANK = task, one master); salloc's shell and sbatch's script are not; one task is not."""
     code = ("from launchers.slurm import export_rank_env, job_info; import os, json; ok = export_rank_env(); "
@@ -218,108 +225,71 @@ def test_rank_env_from_srun_salloc_and_sbatch(tmp_path):
 
 @pytest.mark.slurm
 @pytest.mark.slow
-@needs_cluster
-def test_sweep_runs_as_slurm_array_with_two_ranks_per_job(tmp_path):
-    """The README's example at tiny scale: 2 jobs x 2 tasks, one job array, every task one gloo rank."""
-    started = time.monotonic()
-    proc = run_train([*TWO_RANKS, *TINY, "bucket=25,100"], tmp_path, multirun=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    sweep = proc.out_dir
-    records = [json.loads((sweep / str(n) / "run_record.json").read_text()) for n in (0, 1)]
-    array_ids = set()
-    for num, record in enumerate(records):
-        assert record["status"] == "ok"
-        assert record["env"]["world_size"] == 2 and record["config"]["world_size"] == 2
-        assert sorted(r["rank"] for r in record["result"]["per_rank"]) == [0, 1]
-        job_id = record["job"]["slurm_job_id"]
-        array_id, index = job_id.split("_")
-        assert index == str(num)
-        array_ids.add(array_id)
-        log = Path(record["job"]["log"])
-        assert log.is_file() and log.parent.parent == sweep / ".submitit"
-        assert (log.parent / f"{job_id}_1_log.out").is_file()          # the second task's own log
-        line = _sacct(job_id)[job_id].split("|")
-        assert line[1] == "COMPLETED" and line[3] == "2", line        # state, CPUs (= 2 tasks x 1 CPU)
-    assert len(array_ids) == 1, "one multirun is one job array"
-    rows = _table_rows(sweep)
-    assert set(rows) == {"0", "1"} and all("ok" in cells for cells in rows.values())
-    assert "bucket=25" in proc.stdout and "bucket=100" in proc.stdout   # the table printed on the submitting host
-    print(f"2-job Slurm sweep: {time.monotonic() - started:.1f} s")
-
-
-@pytest.mark.slurm
-@pytest.mark.slow
-@needs_cluster
-def test_failed_job_is_reported_with_its_log_and_other_rows_kept(tmp_path):
-    """Rank 1 of job 1 raises at step 1 (fault injection): job 1's row says so and names its Slurm job and the failing
-    rank's log; job 0's row is intact; the sweep exits non-zero after printing the table."""
+@needs_cluster()
+def test_sweep_is_one_array_of_two_rank_jobs_and_a_failed_job_is_a_failed_row(tmp_path):
+    """The README's example at tiny scale, 2 jobs x 2 tasks in one job array, every task one gloo rank; rank 1 of
+    job 1 raises at step 1 (fault injection): job 1's row says so and names its Slurm job and the failing rank's log,
+    job 0's row is intact, and the sweep exits non-zero after printing the table."""
     proc = run_train([*TWO_RANKS, *TINY, "fault.rank=null,1", "fault.step=1"], tmp_path, multirun=True, timeout=600)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-3000:]
     sweep = proc.out_dir
     ok, failed = (json.loads((sweep / n / "run_record.json").read_text()) for n in ("0", "1"))
     assert ok["status"] == "ok"
+    assert ok["env"]["world_size"] == 2 and ok["config"]["world_size"] == 2
+    assert sorted(r["rank"] for r in ok["result"]["per_rank"]) == [0, 1]
+    assert [r["job"]["slurm_job_id"].split("_")[1] for r in (ok, failed)] == ["0", "1"]
+    assert len({r["job"]["slurm_job_id"].split("_")[0] for r in (ok, failed)}) == 1, "one multirun is one job array"
+    job_id, log = ok["job"]["slurm_job_id"], Path(ok["job"]["log"])
+    assert log.is_file() and log.parent.parent == sweep / ".submitit"
+    assert (log.parent / f"{job_id}_1_log.out").is_file()          # the second task's own log
+    line = final_sacct(job_id)
+    assert line["state"] == "COMPLETED" and line["cpus"] == "2", line   # 2 tasks x 1 CPU
+
     assert failed["status"] == "failed"
     assert "fault injected on rank 1" in failed["error"], failed["error"]
     job_id, log = failed["job"]["slurm_job_id"], Path(failed["job"]["log"])
     assert log.name == f"{job_id}_1_log.out" and "fault injected on rank 1" in log.read_text()
-    rows = _table_rows(sweep)
+    rows = table_rows(sweep)
     assert "ok" in rows["0"] and "failed" in rows["1"]
     row = " ".join(rows["1"])
     assert job_id in row and str(log) in row
-    assert "1 of 2 jobs failed" in out
+    assert "1 of 2 jobs failed" in out and "fault.rank=1" in proc.stdout   # the table, on the submitting host
 
 
 @pytest.mark.slurm
 @pytest.mark.slow
-@needs_cluster
-def test_killed_job_gets_a_failed_row_from_the_submitting_host(tmp_path):
+@needs_cluster()
+def test_killed_job_gets_one_failed_record_and_one_wandb_run_from_the_submitting_host(tmp_path):
     """A job killed by Slurm (SIGKILL to every task, as the OOM killer or a dead node would) writes nothing itself:
-    the submitting host notices, writes its failed record (job id, state, log) and still prints the table."""
+    the submitting host notices, gives it its one failed record (job id, state, log) through core.finalise, which
+    logs the one W&B run (offline here), and still prints the table."""
     sweep = tmp_path / "sweep"
-    cmd = [sys.executable, "train.py", "-m", *TWO_RANKS, *TINY, "steps=100000", f"hydra.sweep.dir={sweep}"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "WANDB_MODE": "disabled"})
+    proc = start_endless_sweep(TWO_RANKS, sweep)
     job_id = None
     try:
-        deadline = time.monotonic() + 420
-        while time.monotonic() < deadline:   # wait until rank 0 (it prints the progress) is in the measured loop
-            logs = list(sweep.glob(".submitit/*/*_0_log.out"))
-            if logs:
-                job_id = logs[0].name.split("_")[0]
-                if "measured" in logs[0].read_text(errors="replace"):
-                    break
-            assert proc.poll() is None, proc.stdout.read()
-            time.sleep(0.5)
-        else:
-            pytest.fail(f"the job did not reach its step loop within 420 s; squeue: "
-                        f"{subprocess.run(['squeue'], capture_output=True, text=True).stdout}")
+        job_id = wait_until_measuring(proc, sweep)
         killed = time.monotonic()
         subprocess.run(["scancel", "--signal=KILL", job_id], check=True, timeout=30)
         out, _ = proc.communicate(timeout=180)
         noticed = time.monotonic() - killed
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        if job_id is not None:   # never leave the 100000-step job behind (submitit ignores SIGTERM: KILL it)
-            subprocess.run(["scancel", "--full", "--signal=KILL", job_id], timeout=30)
-            subprocess.run(["scancel", job_id], timeout=30)
+        never_leave_behind(proc, job_id)
     assert proc.returncode != 0, out[-3000:]
+    assert [p.relative_to(sweep) for p in sweep.rglob("run_record.json")] == [Path("0/run_record.json")]
     record = json.loads((sweep / "0" / "run_record.json").read_text())
     assert record["status"] == "failed" and record["job"]["slurm_job_id"] == job_id
     assert "ended without a result" in record["error"] and "Slurm state" in record["error"], record["error"]
     assert Path(record["job"]["log"]).is_file()
-    row = " ".join(_table_rows(sweep)["0"])
+    assert record["env"]["hostnames"], record["env"]             # from sacct's node list
+    assert len(list((sweep / "0" / "wandb").glob("offline-run-*"))) == 1
+    row = " ".join(table_rows(sweep)["0"])
     assert "failed" in row and job_id in row
     assert noticed < 60, f"the submitting host took {noticed:.0f} s to notice the killed job"
-    assert [r["slurm_job_id"] for r in slurm.failed_job_rows(sweep)] == []   # it has a record now
-    (sweep / "0" / "run_record.json").unlink()
-    [row] = slurm.failed_job_rows(sweep)
-    assert row["job_num"] == 0 and row["slurm_job_id"] == job_id and "steps=100000" in row["overrides"]
 
 
 @pytest.mark.slurm
-@needs_cluster
+@needs_cluster()
 def test_sbatch_refusal_is_a_clear_error(tmp_path):
     proc = run_train(["launcher=slurm", *TINY, "launcher.partition=no_such_partition", "bucket=25,100"], tmp_path,
                      multirun=True, timeout=120)

@@ -3,7 +3,6 @@ the modes let a user see that difference on their machine. Streams, copies and r
 layer, so device=fake runs these feeders on CPU with the stream rules checked."""
 from __future__ import annotations
 
-MODES = ("blocking", "non_blocking", "side_stream")
 
 
 class CpuFeeder:

@@ -6,8 +6,9 @@ Warm-up steps run first; the measured window is bracketed by one device sync and
 inside it waits on the GPU (where the config itself puts no sync there, a host sync in it is an error: see
 window_sync_check in tasks/train/h2d.py). Untimed probe steps after the window read DDP's runtime statistics
 (communication time and its overlap with backward) and, for lossy schemes, the gradient error against an exact fp32
-all-reduce. Streams, events, syncs and graph capture come from ctx.dev (device/), so device=fake runs the GPU paths
-of this loop on CPU with the stream rules checked."""
+all-reduce; then the sync's own calls are timed alone on the same ranks (the on-rank microbenchmark,
+diagnose.microbench). Streams, events, syncs and graph capture come from ctx.dev (device/), so device=fake runs the
+GPU paths of this loop on CPU with the stream rules checked."""
 from __future__ import annotations
 
 import time
@@ -21,9 +22,10 @@ from tqdm import tqdm
 from data import batches, build_loader
 from tasks.train.comm_counter import CollectiveCounter
 from tasks.train.h2d import make_feeder, window_sync_check
-from tasks.train.probes import ddp_comm_probe, grad_error_probe
+from tasks.train.probes import attach_probe_figures, comm_microbench, ddp_comm_probe, grad_error_probe
 from tasks.train.sync import make_sync
 from tasks.train.result import assemble, comm_figures, rank_figures
+from tasks.train.stragglers import cpu_usage, rank_work
 from tasks.train.timing import PhaseTimer
 from models import build_model
 
@@ -82,6 +84,7 @@ def run(ctx) -> dict | None:
     dist.barrier()
     timer.reset()
     counter.start()
+    cpu0 = cpu_usage()
     losses = []
     bar.set_description("measured")
     strict, unchecked_because = window_sync_check(cfg, ctx.backend, dev.kind)
@@ -96,6 +99,7 @@ def run(ctx) -> dict | None:
         dev.synchronize()
         wall = time.perf_counter() - t0
     calls, py_bytes = counter.stop()
+    window_cpu = cpu_usage(since=cpu0)
     bar.close()
     steps = timer.durations()
     timer.enabled = False
@@ -106,12 +110,14 @@ def run(ctx) -> dict | None:
     grad_error = grad_error_probe(sync, criterion, autocast, probe_batches, cfg.probe_steps) \
         if sync.lossy and not cfg.cuda_graphs else None
     counter.uninstall()
+    microbench = comm_microbench(cfg, sync, ctx.device, steps, comm_stats, wall) if not cfg.cuda_graphs else None
     with torch.no_grad(), autocast():  # what precision= really did to the forward pass
         forward_dtype = str(model(next(probe_batches)[0]).dtype).removeprefix("torch.")
 
     final_loss = torch.stack(losses).float().mean() * K
     dist.all_reduce(final_loss)
     mine = rank_figures(ctx, steps, wall)
+    mine["work"] = rank_work(steps, comm_stats, window_cpu)
     everyone = [None] * ctx.world_size
     dist.all_gather_object(everyone, mine)
     if not ctx.is_main:
@@ -128,6 +134,7 @@ def run(ctx) -> dict | None:
     result = assemble(cfg, ctx, described, feeder, steps, everyone, comm,
                       final_loss=final_loss.item() / ctx.world_size, grad_error=grad_error)
     result["forward_dtype"] = forward_dtype
+    attach_probe_figures(result, microbench, everyone)
     result["device_layer"] = {**dev.report(), "window_unchecked_because": unchecked_because}
     return result
 

@@ -2,9 +2,15 @@
 from __future__ import annotations
 
 import statistics
+import time
 
 import torch
 import torch.distributed as dist
+
+from comm import bandwidth as bw
+from diagnosis.efficiency import call_sizes, versus_sync
+from stats import describe
+from tasks.train.stragglers import find_straggler
 
 
 def ddp_comm_probe(sync, train_step, n: int) -> dict | None:
@@ -52,3 +58,125 @@ def grad_error_probe(sync, criterion, autocast, device_batches, n: int) -> float
     for p in params:
         p.grad = None
     return statistics.median(errors)
+
+
+def comm_microbench(cfg, sync, device: torch.device, steps: list[dict], comm_stats: dict | None,
+                    wall_s: float) -> dict | None:
+    """The sync's own calls, timed alone on the same ranks, process group and device: an all_reduce of each size the
+    sync really sends (DDP: the buckets it built; flat: one buffer; per_param: every parameter), 1 warm-up + k timed
+    calls per size, a barrier before each (comm.measure.time_window). This is the VGG11 thread's nccl-tests number,
+    measured where the training ran; tasks/train/result.py sets the training's sync time beside it.
+
+    diagnose.microbench: true runs it with diagnose.microbench_iters calls per size; auto (default) runs it only when
+    it costs at most diagnose.microbench_budget of the training (window + warm-up + probe steps, scaled from the
+    window's wall clock), fitting k to that budget after the warm-up pass; false never. Rank 0 decides for all."""
+    from comm.measure import time_window  # here: comm.measure imports tasks.train.timing, which imports this package
+
+    d = cfg.diagnose
+    mode = d.microbench
+    if mode is False or not sync.communicates or dist.get_world_size() < 2:
+        return None
+    sizes, dtype, skipped = _sync_sizes(cfg, sync)
+    iters, budget_fraction = int(d.microbench_iters), float(d.microbench_budget)
+    run_s = wall_s * (cfg.warmup_steps + cfg.steps + cfg.probe_steps) / max(cfg.steps, 1)
+    budget = budget_fraction * run_s
+    out = {"mode": str(mode).lower(), "budget_s": budget, "run_estimate_s": run_s, "skipped": skipped,
+           "timing": "CUDA events on the current stream" if device.type == "cuda" else "time.perf_counter",
+           "method": "all_reduce (SUM) of a zeroed buffer of each size the sync sends, alone on the same process "
+                     "group and device, after the window; 1 warm-up + k timed calls per size, barrier before each; "
+                     "rank 0's clock"}
+    if skipped:
+        return out
+    calls = call_sizes(sizes)
+    per_pass = _comm_time_estimate(cfg, steps, comm_stats)
+    if mode == "auto" and per_pass is not None and per_pass > budget:
+        out["skipped"] = _over_budget(per_pass, budget, budget_fraction)
+    out = _agreed(out)
+    if out["skipped"]:
+        return out
+    total = sum(b * n for b, n in calls)
+    sized = calls + ([(total, 0)] if cfg.sync == "per_param" else [])  # per_param: also one call of the total
+    element = torch.empty((), dtype=dtype).element_size()
+    buf = torch.zeros(max(b for b, _ in sized) // element, dtype=dtype, device=device)
+    timers = [lambda v=buf[: b // element]: dist.all_reduce(v) for b, _ in sized]
+    t0 = time.perf_counter()
+    for timed in timers:                                    # the warm-up pass: first-call costs stay out
+        time_window(timed, 1, device)
+    first = time.perf_counter() - t0
+    k = iters if mode is True else min(iters, int((budget - first) / first) if first > 0 else iters)
+    k = _agreed({"k": k})["k"]
+    if k < 1:
+        out["skipped"] = _over_budget(first, budget, budget_fraction)
+        return out
+    samples = [[time_window(timed, 1, device) for _ in range(k)] for timed in timers]
+    out.update(iters=k, warmup=1, dtype=str(dtype).removeprefix("torch."), cost_s=time.perf_counter() - t0,
+               sizes=[_size_row(b, n, s, dist.get_world_size()) for (b, n), s in zip(sized, samples) if n],
+               total=_size_row(total, 1, samples[-1], dist.get_world_size()) if cfg.sync == "per_param" else None)
+    return out
+
+
+def _sync_sizes(cfg, sync) -> tuple[list[int], torch.dtype, str | None]:
+    """What one synchronisation sends, call by call, and in which dtype (None sizes with a reason: not timed)."""
+    dtype = sync.params[0].dtype
+    if cfg.sync == "flat":
+        return [sum(p.numel() * p.element_size() for p in sync.params)], dtype, None
+    if cfg.sync == "per_param":
+        return [p.numel() * p.element_size() for p in sync.params], dtype, None
+    optim = cfg.optim.name
+    if optim == "powersgd":
+        return [], dtype, ("optim=powersgd: its all-reduces of P and Q depend on each bucket's matrix shapes and the "
+                           "rank; DDP's bucket sizes are not what it sends")
+    if optim in ("fp16", "bf16"):   # the hook all-reduces each bucket cast to half precision: same elements, 2 bytes
+        half = torch.float16 if optim == "fp16" else torch.bfloat16
+        return [b // 4 * 2 for b in sync.buckets()], half, None
+    return sync.buckets(), dtype, None
+
+
+def _comm_time_estimate(cfg, steps: list[dict], comm_stats: dict | None) -> float | None:
+    """One pass of the sync's calls, from the training: DDP's comm time (an over-estimate: it spans backward), else
+    the median sync phase."""
+    if comm_stats:
+        return comm_stats.get("comm_s")
+    sync_times = sorted(s["sync"] for s in steps if "sync" in s)
+    return sync_times[len(sync_times) // 2] if sync_times else None
+
+
+def _over_budget(seconds: float, budget: float, fraction: float) -> str:
+    return (f"one pass of the sync's calls takes ~{seconds:.3g} s; with a warm-up pass and timed calls it would cost "
+            f"more than diagnose.microbench_budget={fraction:g} of this run ({budget:.3g} s). "
+            "diagnose.microbench=true runs it anyway")
+
+
+def _agreed(obj: dict) -> dict:
+    """Rank 0's decision, on every rank: the probe is collective, so all ranks must take the same branch."""
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def _size_row(nbytes: int, calls: int, samples: list[float], world_size: int) -> dict:
+    t = describe(samples)
+    return {"bytes": nbytes, "calls": calls, "time_s": t,
+            "busbw_GBps": bw.busbw("all_reduce", nbytes, t["median"], world_size)}
+
+
+def attach_probe_figures(result: dict, microbench: dict | None, everyone: list[dict]) -> None:
+    """Into rank 0's result: the microbenchmark, the sync set beside it (comm.vs_microbench), and the straggler."""
+    comm = result.get("comm")
+    result["microbench"] = microbench
+    if comm and microbench and microbench.get("sizes"):
+        calls = [{"bytes": r["bytes"], "calls": r["calls"], "time_s": r["time_s"]["median"],
+                  **_interval(r["time_s"])} for r in microbench["sizes"]]
+        vs = versus_sync("on-rank microbenchmark", calls, comm["time_s"], comm["bytes_per_step"],
+                         result["world_size"], comm["method"])
+        if vs and microbench.get("total"):      # the thread's comparison: the whole gradient in one call
+            vs["one_call_of_total_s"] = microbench["total"]["time_s"]["median"]
+        comm["vs_microbench"] = vs
+    step = (result.get("step_time_s") or {}).get("median")
+    result["straggler"] = find_straggler(everyone, step)
+
+
+def _interval(t: dict) -> dict:
+    """A per-size interval only where it has some coverage (3+ calls: 75% for the median)."""
+    ok = t.get("ci_level", 0) >= 0.75
+    return {"ci_lo": t["ci_lo"] if ok else None, "ci_hi": t["ci_hi"] if ok else None}

@@ -145,5 +145,10 @@ def summarize(record: dict) -> str:
         lines.append("per rank: " + "  ".join(
             f"r{p['rank']}@{p['host']} {p['step_median_s'] * 1e3:.1f} ms" for p in per if p["step_median_s"] is not None)
             + f"   slowest: rank {r['slowest_rank']}")
+    if r.get("straggler"):  # the rank the others wait for (tasks/train/stragglers.py)
+        s = r["straggler"]
+        lines.append(f"straggler: rank {s['rank']}, {s['by_s'] * 1e3:+.1f} ms of work per step against the others' "
+                     f"median (mostly {s['mostly']})" + {True: "", False: ", inside the ranks' intervals: not "
+                                                         "significant", None: ", no interval"}[s["significant"]])
     lines.append(f"h2d: {r['h2d']['mode']} - {r['h2d']['note']}")
     return "\n".join(lines)

@@ -1,0 +1,366 @@
+"""The config's schema: the type, the allowed values and the bounds of every key conf/ can hold.
+
+Hydra merges conf/'s YAML onto these dataclasses, so a wrong type or an unknown choice (`steps=1.5`, `sync=allgather`,
+a misspelt key) is refused while the config is composed, before any code of ours runs. The values themselves (the
+defaults) live in the YAML only: a field here says what a key may hold, conf/ says what it holds. Bounds are field
+metadata (`ge`/`gt`), checked once by core.config.check_schema; the checks between keys belong to each task's
+check().
+
+Each group option extends its group's schema in its defaults list (`- /schema/model/vgg@_here_`), the primary config
+extends `config_schema` (Hydra's "structured config as schema" pattern). The launcher group is left untyped: its
+options belong to launchers/slurm, which checks them. Importing this module registers everything in Hydra's
+ConfigStore (Hydra's idiom; core.config imports it, so everything that composes conf/ has it).
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Dict, List, Optional, Union
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, OmegaConf
+
+from comm import bandwidth as bw
+from tasks import TASKS
+
+
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:
+    class StrEnum(str, Enum):
+        """Python 3.10: a choice that is its name wherever a string is expected (f-strings, ==, JSON)."""
+
+        def __str__(self) -> str:
+            return self.value
+
+        def __format__(self, spec: str) -> str:
+            return self.value.__format__(spec)
+
+
+def ge(n: float) -> Any:
+    """A field whose value must be >= n (checked with the other bounds, before any rank starts)."""
+    return field(default=MISSING, metadata={"ge": n})
+
+
+def gt(n: float) -> Any:
+    """A field whose value must be > n."""
+    return field(default=MISSING, metadata={"gt": n})
+
+
+# ----------------------------------------------------------------------------------------------------------- choices
+Task = StrEnum("Task", {name: name for name in TASKS})   # the task registry is the one list of tasks
+
+
+class Backend(StrEnum):
+    auto = "auto"        # nccl when every rank has its own GPU, else gloo
+    nccl = "nccl"
+    gloo = "gloo"
+
+
+class Sync(StrEnum):
+    ddp = "ddp"
+    per_param = "per_param"
+    flat = "flat"
+    local = "local"
+
+
+class Precision(StrEnum):
+    fp32 = "fp32"
+    tf32 = "tf32"
+    bf16 = "bf16"
+
+
+class H2D(StrEnum):
+    blocking = "blocking"
+    non_blocking = "non_blocking"
+    side_stream = "side_stream"
+
+
+class Device(StrEnum):
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+class RankDevice(StrEnum):
+    """Where the ranks compute (`device=`; decided in device/placement.py)."""
+    auto = "auto"        # a GPU per rank where there are GPUs, else CPU
+    cpu = "cpu"
+    cuda = "cuda"
+    fake = "fake"        # tests only: CPU tensors through the GPU code paths, the stream rules checked (device/fake.py)
+
+
+# task=collectives' names are comm/bandwidth.py's tables (dtype aliases such as fp32 are aliases of the enum too)
+Op = StrEnum("Op", {name: name for name in bw.OPS})
+ReduceOp = StrEnum("ReduceOp", {name: name for name in bw.REDUCE_OPS})
+DType = StrEnum("DType", {**{name: name for name in bw.DTYPES}, **bw.DTYPE_ALIASES})
+
+
+class Arch(StrEnum):
+    vgg = "vgg"
+    torchvision = "torchvision"
+    vit = "vit"
+    timm = "timm"
+
+
+class DataKind(StrEnum):
+    fake = "fake"
+    raw_folder = "raw_folder"
+
+
+class CommHook(StrEnum):
+    none = "none"
+    fp16 = "fp16"
+    bf16 = "bf16"
+    powersgd = "powersgd"
+
+
+class LoggerName(StrEnum):
+    none = "none"
+    wandb = "wandb"
+
+
+class WandbMode(StrEnum):
+    auto = "auto"
+    online = "online"
+    offline = "offline"
+    disabled = "disabled"
+
+
+# ---------------------------------------------------------------------------------------------------------- groups
+@dataclass
+class Model:
+    """conf/model/*.yaml. torchvision and timm models need nothing more than their name."""
+    arch: Arch = MISSING
+    name: str = MISSING
+    num_classes: int = ge(1)
+
+
+@dataclass
+class VGGModel(Model):
+    layers: List[Any] = MISSING          # conv widths and "M" (max-pool)
+    classifier: List[int] = MISSING      # hidden widths of the classifier
+
+
+@dataclass
+class ViTModel(Model):
+    patch_size: int = ge(1)
+    num_layers: int = ge(1)
+    num_heads: int = ge(1)
+    hidden_dim: int = ge(1)
+    mlp_dim: int = ge(1)
+
+
+MODEL_SCHEMAS = {Arch.vgg: VGGModel, Arch.torchvision: Model, Arch.vit: ViTModel, Arch.timm: Model}
+
+
+@dataclass
+class Data:
+    kind: DataKind = MISSING
+    image_size: int = ge(1)
+    num_classes: int = ge(1)
+    workers: int = ge(0)
+    pin_memory: bool = MISSING
+
+
+@dataclass
+class FakeData(Data):
+    pool: int = ge(1)
+
+
+@dataclass
+class RawFolderData(Data):
+    root: str = MISSING
+
+
+@dataclass
+class CommHookConfig:
+    name: CommHook = MISSING
+
+
+@dataclass
+class PowerSGD(CommHookConfig):
+    rank: int = ge(1)
+    start_iter: int = ge(1)
+    min_compression_rate: float = ge(0)
+    use_error_feedback: bool = MISSING
+    warm_start: bool = MISSING
+    batch_tensors_with_same_shape: bool = MISSING
+    orthogonalization_epsilon: float = ge(0)
+    random_seed: int = MISSING
+    batched: bool = MISSING
+
+
+@dataclass
+class Scale:
+    name: str = MISSING
+    world_size: int = ge(1)
+    batch_size: int = ge(1)
+    image_size: int = ge(1)
+    warmup_steps: int = ge(0)
+    steps: int = ge(1)
+
+
+@dataclass
+class Logger:
+    name: LoggerName = MISSING
+
+
+@dataclass
+class WandbLogger(Logger):
+    mode: WandbMode = MISSING
+    project: str = MISSING
+    entity: Optional[str] = MISSING
+    group: Optional[str] = MISSING
+    tags: List[str] = MISSING
+    probe_timeout_s: float = gt(0)
+    init_timeout_s: float = gt(0)
+    finish_timeout_s: float = gt(0)
+
+
+# ------------------------------------------------------------------------------------------------ top-level sections
+@dataclass
+class DDPFlags:
+    static_graph: bool = MISSING
+    gradient_as_bucket_view: bool = MISSING
+    find_unused_parameters: bool = MISSING
+    broadcast_buffers: bool = MISSING
+
+
+@dataclass
+class Solver:
+    lr: float = ge(0)
+    momentum: float = ge(0)
+
+
+@dataclass
+class Profile:
+    enabled: bool = MISSING
+    wait: int = ge(0)
+    warmup: int = ge(0)
+    active: int = ge(1)
+
+
+@dataclass
+class Collectives:
+    ops: List[Op] = MISSING
+    reduce_op: ReduceOp = MISSING
+    min_bytes: Union[int, str] = MISSING     # bytes, or with nccl-tests' suffixes: 64K, 8M, 8G (powers of 1024)
+    max_bytes: Union[int, str] = MISSING
+    factor: float = gt(1)
+    dtype: DType = MISSING
+    warmup_iters: int = ge(0)
+    iters: int = ge(1)
+    inplace: Union[bool, str] = MISSING      # true | false | both
+    check_iters: int = ge(0)
+    corrupt_rank: Optional[int] = ge(0)
+    device: Device = MISSING
+
+
+@dataclass
+class GradSync:
+    warmup_iters: int = ge(0)
+    iters: int = ge(1)
+    device: Device = MISSING
+
+
+@dataclass
+class PairGroups:
+    warmup_iters: int = ge(0)
+    iters: int = ge(1)
+    shape: List[int] = MISSING
+    async_op: bool = MISSING
+    threads: Optional[int] = ge(1)
+
+
+@dataclass
+class Fault:
+    rank: Optional[int] = ge(0)
+    step: int = ge(0)
+
+
+@dataclass
+class Diagnose:
+    microbench: Any = MISSING      # auto | true | false (checked in tasks/train/check.py: OmegaConf has no bool|str)
+    microbench_iters: int = ge(1)
+    microbench_budget: float = gt(0)
+    hta: bool = MISSING
+
+
+@dataclass
+class Autotune:
+    """experiment=autotune's own settings (conf/experiment/autotune.yaml); absent in every other run."""
+    stage: str = MISSING
+    top_k: int = ge(1)
+    repeats: int = ge(1)
+
+
+@dataclass
+class Config:
+    """conf/config.yaml: the knobs users type on the command line, then the groups."""
+    tags: List[str] = MISSING
+    task: Task = MISSING
+    world_size: int = ge(1)
+    backend: Backend = MISSING
+    device: RankDevice = MISSING
+    timeout_s: float = gt(0)
+    seed: int = MISSING
+    oversubscribe: bool = MISSING
+    sync: Sync = MISSING
+    bucket: Union[int, float] = gt(0)
+    ddp: DDPFlags = field(default_factory=DDPFlags)
+    accumulate: int = ge(1)
+    precision: Precision = MISSING
+    cuda_graphs: bool = MISSING
+    h2d: H2D = MISSING
+    batch_size: int = ge(1)
+    warmup_steps: int = ge(0)
+    steps: int = ge(1)
+    timing: bool = MISSING
+    probe_steps: int = ge(0)
+    solver: Solver = field(default_factory=Solver)
+    profile: Profile = field(default_factory=Profile)
+    nccl: Dict[str, Optional[str]] = MISSING     # any NCCL_<KEY>: open, add one with +nccl.KEY=value
+    gloo: Dict[str, Optional[str]] = MISSING
+    collectives: Collectives = field(default_factory=Collectives)
+    grad_sync: GradSync = field(default_factory=GradSync)
+    pairs: int = ge(1)
+    pair_groups: PairGroups = field(default_factory=PairGroups)
+    fault: Fault = field(default_factory=Fault)
+    diagnose: Diagnose = field(default_factory=Diagnose)
+    autotune: Optional[Autotune] = None
+    scaling: Optional[Dict[str, str]] = None   # experiment=scaling: sync_at_<world size>
+    # groups: each option carries its own schema (above); the launcher's belong to launchers/slurm
+    model: Any = MISSING
+    data: Any = MISSING
+    optim: Any = MISSING
+    scale: Any = MISSING
+    launcher: Any = MISSING
+    logger: Any = MISSING
+
+
+GROUP_SCHEMAS = {
+    "model": {arch.value: node for arch, node in MODEL_SCHEMAS.items()},      # one per arch
+    "data": {"fake": FakeData, "raw_folder": RawFolderData},
+    "optim": {"hook": CommHookConfig, "powersgd": PowerSGD},
+    "scale": {"scale": Scale},
+    "logger": {"none": Logger, "wandb": WandbLogger},
+}
+
+
+def typed(schema: type, node: Any) -> Any:
+    """A plain node (what the ranks get) as its schema's dataclass instance: fields read as attributes, enums as
+    enums. The node was checked when the config was composed; this only gives it its types back."""
+    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), node))
+
+
+def _register() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="config_schema", node=Config)
+    for group, options in GROUP_SCHEMAS.items():
+        for name, node in options.items():
+            cs.store(group=f"schema/{group}", name=name, node=node)
+
+
+_register()

@@ -1,0 +1,54 @@
+"""Comm efficiency: how fast the gradient sync moved its bytes against a microbenchmark of the same calls.
+
+One arithmetic for both references, so an on-rank probe and a pasted nccl-tests table give comparable numbers:
+    achievable_s = sum over the sync's calls of the reference's time for a call of that size
+    efficiency   = achievable_s / sync time  (= sync busbw / reference busbw at the same sizes, same bytes)
+Pure Python: the step loop (tasks/train/probes.py) and the diagnosis both call it.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+
+def call_sizes(sizes: list[int]) -> list[tuple[int, int]]:
+    """[(bytes, calls per sync)] for the sizes a sync sends, in first-seen order (per-parameter syncs repeat sizes)."""
+    return list(Counter(int(s) for s in sizes).items())
+
+
+def bus_factor(world_size: int) -> float:
+    """all_reduce's busbw factor 2(n-1)/n (comm/bandwidth.py has the general one; this module stays torch-free)."""
+    return 2 * (world_size - 1) / world_size if world_size > 1 else 0.0
+
+
+def achievable(calls: list[dict]) -> dict:
+    """calls: [{"bytes", "calls", "time_s", "ci_lo", "ci_hi"}] -> the sync's time at the reference's speed.
+    The interval adds the per-size bounds (conservative: it assumes the sizes' errors all lean the same way)."""
+    point = sum(c["calls"] * c["time_s"] for c in calls)
+    have_ci = all(c.get("ci_lo") is not None and c.get("ci_hi") is not None for c in calls)
+    return {"time_s": point,
+            "ci_lo": sum(c["calls"] * c["ci_lo"] for c in calls) if have_ci else None,
+            "ci_hi": sum(c["calls"] * c["ci_hi"] for c in calls) if have_ci else None,
+            "bytes": sum(c["calls"] * c["bytes"] for c in calls)}
+
+
+def versus_sync(reference: str, calls: list[dict], sync_time_s: float | None, sync_bytes: float | None,
+                world_size: int, sync_how: str) -> dict | None:
+    """The comparison the record keeps: the sync's time and busbw against the reference at the same calls."""
+    if not calls or not sync_time_s or sync_time_s <= 0:
+        return None
+    a = achievable(calls)
+    factor = bus_factor(world_size)
+    ref_busbw = a["bytes"] / a["time_s"] / 1e9 * factor if a["time_s"] > 0 else None
+    sync_busbw = (sync_bytes or a["bytes"]) / sync_time_s / 1e9 * factor
+    return {
+        "reference": reference,
+        "achievable_s": a["time_s"], "achievable_ci_lo": a["ci_lo"], "achievable_ci_hi": a["ci_hi"],
+        "sync_s": sync_time_s,
+        "efficiency": a["time_s"] / sync_time_s,
+        "efficiency_ci_lo": a["ci_lo"] / sync_time_s if a["ci_lo"] is not None else None,
+        "efficiency_ci_hi": a["ci_hi"] / sync_time_s if a["ci_hi"] is not None else None,
+        "sync_busbw_GBps": sync_busbw, "reference_busbw_GBps": ref_busbw,
+        "calls": sum(c["calls"] for c in calls), "bytes": a["bytes"],
+        "method": (f"efficiency = time the same calls take in the {reference} / the sync's time ({sync_how}); "
+                   "interval from the reference's per-size intervals only (the sync time is one figure)"),
+    }

@@ -1,0 +1,173 @@
+"""Numbers a rule reads from a record, each with its interval.
+
+The record's own intervals come first (stats.describe fields: ci_lo / ci_hi / ci_level on result.step_time_s and
+result.phases, result.steady). Records written before those fields existed still hold the per-step series, so the
+interval is computed here from the series with the same function; a figure with neither (a probe median, a DDP
+reducer timer) is used as it is and every place it is printed says "no interval".
+"""
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from stats import describe, steady_state
+from stats.compare import NOISE
+
+NOISY_HALFWIDTH = 0.05      # step median known to worse than +-5%: the machine (or the window) is noisy
+OUTLIER_SHARE = 0.10        # more than 1 step in 10 beyond Tukey's fences
+OTHER_LOAD = 0.20           # other processes used more than a fifth of the host's CPUs during the window
+
+
+def get(d: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(key)
+    return d
+
+
+def sample(summary: dict | None, series: list | None) -> dict | None:
+    """median, ci_lo, ci_hi, ci_level, n, source: the record's interval, else one computed from the series."""
+    if summary and summary.get("ci_lo") is not None and summary.get("ci_hi") is not None:
+        return {**summary, "source": "record"}
+    values = [v for v in series or [] if v is not None]
+    if values:
+        return {**describe(values), "source": "computed from the record's per-step series"}
+    if summary and summary.get("median") is not None:
+        return {"median": summary["median"], "ci_lo": None, "ci_hi": None, "ci_level": None, "n": None,
+                "source": "median only"}
+    return None
+
+
+def point(value: float | None, source: str) -> dict | None:
+    """A single figure (a probe median, a reducer timer): no interval, and the reason travels with it."""
+    if value is None:
+        return None
+    return {"median": value, "ci_lo": None, "ci_hi": None, "ci_level": None, "n": None, "source": source}
+
+
+def interval_note(s: dict | None) -> str:
+    if not s:
+        return "not in the record"
+    if s.get("ci_lo") is None:
+        return f"no interval: {s.get('source', 'one figure')}"
+    level, n = s.get("ci_level"), s.get("n")
+    note = f"{level:.0%} interval" if level is not None else "interval"
+    if n:
+        note += f" over {n} steps"
+    if s.get("source") and s["source"] != "record":
+        note += f", {s['source']}"
+    return note
+
+
+def lower(s: dict | None) -> float | None:
+    """The value a threshold is tested against: the interval's lower end where there is one, else the figure."""
+    if not s:
+        return None
+    return s["ci_lo"] if s.get("ci_lo") is not None else s["median"]
+
+
+class RunView:
+    """One record, as the rules read it."""
+
+    def __init__(self, record: dict, reference: dict | None = None):
+        self.record = record
+        self.result = record.get("result") or {}
+        self.config = record.get("config") or {}
+        self.env = record.get("env") or {}
+        self.task = record.get("task") or self.config.get("task")
+        self.world_size = int(self.result.get("world_size") or self.env.get("world_size") or 1)
+        self.series = self.result.get("series") or {}
+        self.step = sample(self.result.get("step_time_s"), self.series.get("step_time_s"))
+        self.reference = reference      # comm.vs_microbench, or the same from an nccl-tests file
+
+    # ------------------------------------------------------------------------------------------ figures
+    def phase(self, name: str) -> dict | None:
+        return sample(get(self.result, "phases", name), get(self.series, "phases", name))
+
+    def share(self, names: tuple[str, ...]) -> dict | None:
+        """The phases' share of the step, per step where the series exist (an interval of the median share), else
+        the ratio of medians (no interval)."""
+        phases = get(self.series, "phases") or {}
+        steps = self.series.get("step_time_s") or []
+        if steps and all(phases.get(n) and len(phases[n]) == len(steps) for n in names):
+            shares = [sum(phases[n][i] for n in names) / t for i, t in enumerate(steps) if t]
+            if shares:
+                return {**describe(shares), "source": "per-step share, computed from the record's series"}
+        medians = [get(self.result, "phases", n, "median") for n in names]
+        if self.step and all(m is not None for m in medians) and self.step["median"]:
+            return point(sum(medians) / self.step["median"], "ratio of medians")
+        return None
+
+    def fraction(self, seconds: float | None) -> float | None:
+        step = self.step["median"] if self.step else None
+        return seconds / step if seconds is not None and step else None
+
+    # ------------------------------------------------------------------------------------------ noise
+    def noise(self) -> dict:
+        """How far apart two numbers of this run must be to count: the step median's relative half-width, a window
+        that was still drifting, too many outliers. The floor never goes below stats' 2% noise."""
+        s = self.step
+        out: dict[str, Any] = {"floor": NOISE, "reasons": [], "noisy": False}
+        if not s:
+            out["reasons"].append("no step times in the record: noise not assessed")
+            return out
+        out.update(n=s.get("n"), ci_level=s.get("ci_level"), median_s=s["median"])
+        if s.get("ci_lo") is not None and s["median"]:
+            half = (s["ci_hi"] - s["ci_lo"]) / 2 / s["median"]
+            out["rel_halfwidth"] = half
+            out["floor"] = max(out["floor"], half)
+            if half > NOISY_HALFWIDTH:
+                out["noisy"] = True
+                out["reasons"].append(f"step median known only to +-{100 * half:.1f}% ({interval_note(s)})")
+            if (s.get("ci_level") or 0) < 0.95 and s.get("n"):
+                out["noisy"] = True
+                out["reasons"].append(f"{s['n']} measured steps cannot give a 95% interval for the median "
+                                      f"(the widest, min to max, covers {100 * s['ci_level']:.0f}%)")
+        steady = self.result.get("steady") or (steady_state(self.series["step_time_s"])
+                                                if len(self.series.get("step_time_s") or []) else None)
+        out["steady"] = steady
+        if steady and steady.get("steady") is False:
+            out["noisy"] = True
+            drift = abs(steady.get("drift") or 0.0)
+            out["floor"] = max(out["floor"], drift)
+            out["reasons"].append(f"the window was not steady: {steady.get('reason')}")
+        other = self.other_load()
+        if other is not None and other > OTHER_LOAD:
+            out["noisy"] = True
+            out["reasons"].append(f"other processes kept {100 * other:.0f}% of the host's CPUs busy during the "
+                                  "window (host counters minus the ranks' own CPU time)")
+        high = (s.get("outliers_high") or 0) + (s.get("outliers_low") or 0)
+        if s.get("n") and high / s["n"] > OUTLIER_SHARE:
+            out["noisy"] = True
+            out["reasons"].append(f"{high} of {s['n']} steps are outliers (beyond 1.5 IQR)")
+        return out
+
+    def works(self) -> list[dict]:
+        return [r["work"] for r in self.result.get("per_rank") or [] if r.get("work")]
+
+    def other_load(self) -> float | None:
+        """Share of the host's CPUs that processes other than the ranks used over the window (one host only)."""
+        works, cores = self.works(), self.env.get("cpu_count")
+        if not works or not cores or len(self.env.get("hostnames") or []) != 1 or works[0].get("host_busy") is None:
+            return None
+        wall = max(w["wall_s"] for w in works)
+        mine = sum(w["cpu_s"] for w in works) / (cores * wall) if wall else 0.0
+        return max(0.0, works[0]["host_busy"] - mine)
+
+    # ------------------------------------------------------------------------------------------ commands
+    def command(self, changes: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> str:
+        """This run's command with `changes` applied (None removes a key); env: variables to prefix."""
+        items: dict[str, str] = {}
+        for o in self.record.get("overrides") or []:
+            key = o.partition("=")[0].lstrip("+~")
+            if not key.startswith("hydra."):
+                items[key] = o
+        for key, value in (changes or {}).items():     # in place where the run set the key, else appended
+            if value is None:
+                items.pop(key, None)
+            else:
+                items[key] = f"{key}={str(value).lower() if isinstance(value, bool) else value}"
+        prefix = " ".join(f"{k}={v}" for k, v in (env or {}).items())
+        cmd = " ".join(["python", "train.py", *(shlex.quote(o) for o in items.values())])
+        return f"{prefix} {cmd}" if prefix else cmd

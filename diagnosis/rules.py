@@ -1,0 +1,572 @@
+"""The rules: each reads one record (diagnosis.figures.RunView) and returns a Finding or None.
+
+A rule fires on the lower end of its figure's interval where the record has one (a condition that the interval does
+not clear is not a finding), else on the figure itself, and says "no interval". Every saving is arithmetic on this
+run's own numbers, and says which arithmetic; where one record cannot say, the saving is None and the command is the
+run that would measure it. The order of RULES does not matter: findings are ranked by diagnosis.finding.rank_findings.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+
+from diagnosis.figures import RunView, get, interval_note, lower, point
+from diagnosis.finding import Evidence, Finding, Saving, ms
+from diagnosis.seeds import cite
+
+EXPOSED_SHARE = 0.15        # exposed communication above 15% of the step
+LOW_EFFICIENCY = 0.5        # the sync moves its bytes at under half the microbenchmark's speed: the path, not the link
+INPUT_SHARE = 0.10          # data wait + host-to-device copy above 10% of the step
+STRAGGLER_SHARE = 0.05      # one rank's extra work above 5% of the step
+TINY_BUCKET = 1 << 20       # "very many tiny buckets": more than MANY_BUCKETS, median under 1 MiB
+MANY_BUCKETS = 32
+DEFAULT_BUCKET_MB = 25      # DDP's own default bucket_cap_mb
+CPU_BUSY = 0.8
+MAX_STEPS = 200
+
+
+# ------------------------------------------------------------------------------------------------- evidence helpers
+def ev_ms(name: str, s: dict | None, source: str) -> Evidence:
+    if not s:
+        return Evidence(name, None, "ms", source=source, note="not in the record")
+    lo, hi = s.get("ci_lo"), s.get("ci_hi")
+    return Evidence(name, s["median"] * 1e3, "ms", lo * 1e3 if lo is not None else None,
+                    hi * 1e3 if hi is not None else None, source, interval_note(s))
+
+
+def ev_pct(name: str, s: dict | None, source: str) -> Evidence:
+    if not s:
+        return Evidence(name, None, "%", source=source, note="not in the record")
+    lo, hi = s.get("ci_lo"), s.get("ci_hi")
+    return Evidence(name, 100 * s["median"], "%", 100 * lo if lo is not None else None,
+                    100 * hi if hi is not None else None, source, interval_note(s))
+
+
+def ev(name: str, value, unit: str, source: str, note: str = "") -> Evidence:
+    return Evidence(name, value, unit, source=source, note=note or ("no interval: one figure" if value is not None
+                                                                    else "not in the record"))
+
+
+def _step_ev(v: RunView) -> Evidence:
+    return ev_ms("step time (median)", v.step, "result.step_time_s")
+
+
+def _saving(v: RunView, seconds: float | None, how: str, lo_s: float | None = None, hi_s: float | None = None,
+            of: str = "the step") -> Saving:
+    return Saving(fraction=v.fraction(seconds), seconds=seconds, lo=v.fraction(lo_s), hi=v.fraction(hi_s), of=of,
+                  how=how)
+
+
+def _ranks_per_host(v: RunView) -> int:
+    hosts = v.env.get("hostnames") or [None]
+    return max(1, math.ceil(v.world_size / len(hosts)))
+
+
+def _efficiency_ev(ref: dict) -> Evidence:
+    lo, hi = ref.get("efficiency_ci_lo"), ref.get("efficiency_ci_hi")
+    return Evidence("comm efficiency (sync's speed / microbenchmark's at the same calls)", 100 * ref["efficiency"], "%",
+                    100 * lo if lo is not None else None, 100 * hi if hi is not None else None,
+                    f"result.comm.vs_microbench ({ref['reference']})",
+                    "interval from the microbenchmark's per-size intervals" if lo is not None
+                    else "no interval: too few microbenchmark calls")
+
+
+# ------------------------------------------------------------------------------------------------- the noise rule
+def noise_rule(v: RunView, noise: dict) -> Finding | None:
+    """Said first: how far apart numbers of this run must be to count. Every other finding under the floor is not
+    named (diagnosis.diagnose drops it)."""
+    if not noise.get("noisy"):
+        return None
+    floor = noise["floor"]
+    n = noise.get("n") or v.result.get("steps") or 1
+    half = noise.get("rel_halfwidth") or floor
+    # the median's interval narrows roughly as 1/sqrt(n): steps for +-5%, at least 30 (a 95% interval, drift test),
+    # at most MAX_STEPS (beyond that the noise is a busy machine, which more steps do not remove)
+    steps = min(MAX_STEPS, max(30, int(math.ceil(n * (half / 0.05) ** 2))))
+    evidence = [_step_ev(v)]
+    steady = noise.get("steady") or {}
+    if steady.get("drift") is not None:
+        evidence.append(ev("drift, last third vs first third of the window", 100 * steady["drift"], "%",
+                           "result.steady", f"p={steady.get('p_value'):.2g}" if steady.get("p_value") is not None
+                           else ""))
+    return Finding(
+        rule="noise", first=True,
+        title=f"Noisy measurement: differences under {100 * floor:.1f}% of the step are not attributable to any knob",
+        detail="; ".join(noise["reasons"]) + ". Findings smaller than that are not named below. More steps narrow "
+               "the interval when the noise is random; a busy machine needs a quieter moment.",
+        evidence=evidence,
+        seed="no seed: the tool's own trust rule (a difference inside the noise is not a finding)",
+        saving=None, impact=floor, recommends={"steps": steps},
+        command=v.command({"steps": steps}),
+    )
+
+
+# ------------------------------------------------------------------------------------------------- train rules
+def exposed_comm(v: RunView) -> Finding | None:
+    """Exposed communication is a large share of the step: either the sync path is slow (low efficiency against the
+    microbenchmark) or the link is (the sync already runs near the microbenchmark's speed)."""
+    c = v.result.get("comm")
+    sync = v.result.get("sync")
+    if v.task != "train" or not c or v.world_size < 2 or sync == "per_param" or c.get("exposed_s") is None:
+        return None   # per_param: the per_param rule is this condition, named by its cause
+    if sync == "ddp":
+        exposed = point(c["exposed_s"], "DDP's reducer timers, median of the untimed probe steps")
+        share = point(v.fraction(c["exposed_s"]), "exposed comm / step median")
+    else:
+        exposed, share = v.phase("sync"), v.share(("sync",))
+    if share is None or lower(share) < EXPOSED_SHARE:
+        return None
+    ref = v.reference
+    exposed_s = exposed["median"]
+    evidence = [ev_ms("exposed communication per step", exposed, "result.comm.exposed_s"),
+                ev_pct("share of the step", share, "exposed / step"), _step_ev(v)]
+    if ref is None:
+        return Finding(
+            rule="exposed_comm.unexplained",
+            title=f"Exposed communication is {100 * share['median']:.0f}% of the step; this record cannot tell a "
+                  "slow sync path from a slow link",
+            detail="No microbenchmark of the sync's own calls in this record (diagnose.microbench was off, skipped "
+                   "or not run; or pass --nccl-tests FILE). Run it to see which of the two it is.",
+            evidence=evidence, seed=cite("003", "communication dominated the step; the remedy depended on the link"),
+            saving=Saving(None, how="the microbenchmark says how much of the exposed time the link itself needs"),
+            impact=share["median"], recommends={"diagnose.microbench": True},
+            command=v.command({"diagnose.microbench": True}))
+    evidence.append(_efficiency_ev(ref))
+    evidence.append(ev_ms(f"the same calls in the {ref['reference']}",
+                          {"median": ref["achievable_s"], "ci_lo": ref.get("achievable_ci_lo"),
+                           "ci_hi": ref.get("achievable_ci_hi"), "source": ref["reference"]},
+                          "result.comm.vs_microbench.achievable_s"))
+    if ref["efficiency"] < LOW_EFFICIENCY:
+        return _sync_path(v, c, exposed_s, share, ref, evidence)
+    return _slow_link(v, c, exposed_s, share, ref, evidence)
+
+
+def _sync_path(v, c, exposed_s, share, ref, evidence) -> Finding:
+    on_gpu = v.result.get("device") == "cuda"
+    h2d = get(v.result, "h2d", "mode")
+    sync = v.result.get("sync")
+    if on_gpu and h2d == "blocking":
+        change, env = {"h2d": "side_stream"}, None
+        why = ("h2d=blocking copies each batch on the compute stream: the host waits for the GPU every step, which "
+               "also delays the all-reduces queued behind it (the VGG11 thread's own finding)")
+    elif sync == "flat":
+        change, env = {"sync": "ddp"}, None
+        why = "sync=flat packs, all-reduces and unpacks after backward: no overlap, and two copies of every gradient"
+    elif not on_gpu:
+        per_rank = max(1, (v.env.get("cpu_count") or 1) // _ranks_per_host(v))
+        change, env = {}, {"OMP_NUM_THREADS": per_rank}
+        why = ("on CPU the all-reduce's gloo threads compete with the compute threads of every rank on the host; "
+               f"{per_rank} intra-op thread(s) per rank leaves the cores to share rather than to fight over")
+    else:
+        change, env = {"bucket": DEFAULT_BUCKET_MB * 4}, None
+        why = "DDP's calls run slower than alone: fewer, larger buckets cut per-call overhead"
+    gain = min(exposed_s, max(0.0, ref["sync_s"] - ref["achievable_s"]))
+    return Finding(
+        rule="exposed_comm.sync_path",
+        title=f"Exposed communication is {100 * share['median']:.0f}% of the step and the sync runs at "
+              f"{100 * ref['efficiency']:.0f}% of the {ref['reference']}'s speed: the sync path is the problem, "
+              "not the link",
+        detail=why + ".", evidence=evidence,
+        seed=cite("000", "PyTorch's all_reduce of 471 MB took 280 ms where nccl-tests took ~60 ms for the same "
+                         "bytes; the cause was the default-stream host-to-device copy, not the network"),
+        saving=_saving(v, gain, f"the exposed time the sync would lose at the {ref['reference']}'s speed "
+                                f"({ms(ref['sync_s'])} ms -> {ms(ref['achievable_s'])} ms)", 0.0, exposed_s),
+        impact=share["median"], recommends=change, command=v.command(change, env))
+
+
+def _slow_link(v, c, exposed_s, share, ref, evidence) -> Finding:
+    change = {"optim": "bf16"} if v.result.get("sync") == "ddp" else {"sync": "ddp", "optim": "bf16"}
+    err = get(v.result, "accuracy", "grad_rel_error")
+    k = 4
+    alternatives = (
+        f"Other levers: optim=powersgd (far fewer bytes; its gradient error and bytes are measured by the run), "
+        f"bucket={DEFAULT_BUCKET_MB * 4} (fewer calls), or accumulate={k} (one sync per {k} micro-batches: "
+        f"~{ms(exposed_s * (1 - 1 / k))} ms less exposed time per {k} micro-batches, at {k}x the effective "
+        "batch).")
+    return Finding(
+        rule="exposed_comm.slow_link",
+        title=f"Exposed communication is {100 * share['median']:.0f}% of the step and the sync already runs at "
+              f"{100 * ref['efficiency']:.0f}% of the {ref['reference']}'s speed: the link is the bottleneck, send "
+              "fewer bytes",
+        detail=("bf16 compression halves the bytes on the wire; its gradient error is measured by that run "
+                "(grad rel err)" + (f"; this run's own error is {err:.2e}" if err else "") + ". " + alternatives),
+        evidence=evidence,
+        seed=cite("003", "bf16 compression +65% and PowerSGD >5x on the PCIe-bound L40S box; seeds 001 and 004: "
+                         "gradient accumulation cuts how often the sync runs"),
+        saving=_saving(v, exposed_s / 2, "half the bytes, so half the exposed time if the link stays the bottleneck "
+                                         "(the compression kernels' own cost not counted)", 0.0, exposed_s),
+        impact=share["median"], recommends=change, command=v.command(change))
+
+
+def per_param(v: RunView) -> Finding | None:
+    """The explicit per-parameter all-reduce: collectives x per-call latency, against the bandwidth, from this run's
+    numbers (the microbenchmark's per-size times, fitted with task=grad_sync's latency-bandwidth arithmetic)."""
+    if v.task != "train" or v.result.get("sync") != "per_param" or v.world_size < 2:
+        return None
+    c = v.result.get("comm") or {}
+    sync = v.phase("sync")
+    if not sync:
+        return None
+    n = c.get("collectives_per_step")
+    nbytes = c.get("bytes_per_step")
+    evidence = [ev_ms("per-parameter sync per step", sync, "result.phases.sync"),
+                ev_pct("share of the step", v.share(("sync",)), "sync / step"),
+                ev("all_reduce calls per step", n, "", "result.comm.collectives_per_step", "counted"),
+                ev("bytes per step", nbytes / 1e6 if nbytes else None, "MB", "result.comm.bytes_per_step", "counted")]
+    detail = [f"{n:.0f} all_reduce calls per step after backward: none of it overlaps the backward pass, and every "
+              "call pays the collective's latency."]
+    micro = v.result.get("microbench") or {}
+    rows = [{"bytes": r["bytes"], "time_s": r["time_s"]["median"]} for r in micro.get("sizes") or []]
+    one_call = get(v.result, "comm", "vs_microbench", "one_call_of_total_s")
+    if len(rows) >= 2 and n:
+        from tasks.grad_sync import _fit_latency_bandwidth   # task=grad_sync's arithmetic, on this run's probe
+
+        fit = _fit_latency_bandwidth(rows)
+        if fit and fit.get("beta_GBps") and fit["alpha_s"] > 0:
+            latency, moving = n * fit["alpha_s"], nbytes / (fit["beta_GBps"] * 1e9)
+            evidence += [ev("per-call latency (fit)", 1e3 * fit["alpha_s"], "ms", "result.microbench.sizes",
+                            f"t = alpha + bytes/beta over {fit['points']} sizes, weights {fit['weights']}"),
+                         ev("bandwidth (fit)", fit["beta_GBps"], "GB/s", "result.microbench.sizes", "algbw")]
+            rest = sync["median"] - latency - moving
+            detail.append(f"{n:.0f} calls x {ms(fit['alpha_s'])} ms latency = {ms(latency)} ms; moving "
+                          f"the bytes at {fit['beta_GBps']:.3g} GB/s = {ms(moving)} ms; measured "
+                          f"{ms(sync['median'])} ms" + (f": the other {ms(rest)} ms is the same calls "
+                                                             "running slower inside training than alone." if rest > 0
+                                                             else "."))
+    if one_call:
+        evidence.append(ev("one all_reduce of the whole gradient, alone", 1e3 * one_call, "ms",
+                           "result.microbench.total", "median of the microbenchmark's calls"))
+    detail.append("DDP buckets the gradients into a few large calls and starts them while backward still runs.")
+    lo = sync["median"] - one_call if one_call else None
+    return Finding(
+        rule="per_param", title=f"The explicit per-parameter all-reduce is in use: {n:.0f} collectives per step, "
+                                f"{100 * (v.fraction(sync['median']) or 0):.0f}% of the step, none overlapped",
+        detail=" ".join(detail), evidence=evidence,
+        seed=cite("000", "the thread's per-parameter all_reduce loop: 280 ms against ~60 ms for one call of the same "
+                         "bytes; seed 001's reply: use DDP instead of hand-written all_reduce"),
+        saving=_saving(v, sync["median"], "DDP overlaps the all-reduce with backward; at best it hides all of it"
+                       + ("; at worst (no overlap) it saves the calls' overhead, down to one call of the total" if lo
+                          is not None else ""), max(lo, 0.0) if lo is not None else None, sync["median"]),
+        impact=v.fraction(sync["median"]) or 0.0, recommends={"sync": "ddp"}, command=v.command({"sync": "ddp"}))
+
+
+def ddp_world_size_1(v: RunView) -> Finding | None:
+    if v.task != "train" or v.result.get("sync") != "ddp" or v.world_size != 1:
+        return None
+    c = v.result.get("comm") or {}
+    cost = c.get("exposed_s")
+    if cost is None:
+        return None
+    return Finding(
+        rule="ddp_world_size_1",
+        title="DDP at world size 1: there is no one to communicate with, yet DDP still runs its reducer",
+        detail="DDP copies gradients into its buckets, all-reduces a one-rank group and copies them back; plain "
+               "training (sync=local) does none of that. The estimate is DDP's own exposed reducer time; its bucket "
+               "copies inside backward are not in it, so the real cost can be larger.",
+        evidence=[ev_ms("DDP exposed reducer time per step", point(cost, "DDP's reducer timers, probe steps"),
+                        "result.comm.exposed_s"), _step_ev(v)],
+        seed=cite("003", "DDP on one GPU cost 3-7% of throughput against no DDP (8.91 -> 8.40 steps/s on L40S)"),
+        saving=_saving(v, cost, "DDP's exposed reducer time, which plain training does not have", cost, None),
+        impact=v.fraction(cost) or 0.0, recommends={"sync": "local"}, command=v.command({"sync": "local"}))
+
+
+def input_pipeline(v: RunView) -> Finding | None:
+    if v.task != "train":
+        return None
+    share = v.share(("data", "h2d"))
+    if share is None or lower(share) < INPUT_SHARE:
+        return None
+    data, h2d = v.phase("data"), v.phase("h2d")
+    mode = get(v.result, "h2d", "mode")
+    workers = int(get(v.config, "data", "workers") or 0)
+    evidence = [ev_ms("data wait per step", data, "result.phases.data"), ev_ms("H2D copy per step", h2d,
+                                                                             "result.phases.h2d"),
+                ev_pct("their share of the step", share, "(data + h2d) / step")]
+    copy_bound = h2d and data and h2d["median"] >= data["median"]
+    if copy_bound and (v.result.get("device") != "cuda" or mode == "side_stream"):
+        return None   # the copy already runs beside compute: no knob of this tool makes it shorter
+    if copy_bound:
+        change, secs = {"h2d": "side_stream"}, h2d["median"]
+        title = f"The host-to-device copy is {100 * share['median']:.0f}% of the step with h2d={mode}"
+        detail = ("The copy runs on the compute stream, so compute waits for it (and, with h2d=blocking, the host "
+                  "waits for the GPU). A side stream copies the next batch while this one computes.")
+        how = "a side stream hides the copy behind compute when compute takes longer"
+    else:
+        n = max(2, 2 * workers)
+        change, secs = {"data.workers": n}, data["median"] if data else None
+        title = f"The step waits for data: data + H2D are {100 * share['median']:.0f}% of the step"
+        detail = (f"data.workers={workers}: " + ("batches are made in the training process, between steps. "
+                                                if workers == 0 else "the loader does not keep up. ")
+                  + f"{n} worker processes prepare batches ahead.")
+        how = "loader workers prepare batches during compute, up to the whole wait"
+    return Finding(
+        rule="input_pipeline", title=title, detail=detail, evidence=evidence,
+        seed=cite("000", "the poster's fix: the batch copy on the default stream synchronised every step; a separate "
+                         "stream solved it"),
+        saving=_saving(v, secs, how, 0.0, secs), impact=share["median"], recommends=change,
+        command=v.command(change))
+
+
+def oversubscription(v: RunView) -> Finding | None:
+    """gloo ranks (train on CPU, or pair_groups) asking for more threads than the host has cores."""
+    if v.task == "pair_groups":
+        return _pair_groups_oversubscription(v)
+    if v.task != "train" or v.result.get("device") != "cpu" or v.world_size < 2:
+        return None
+    works = [r.get("work") for r in v.result.get("per_rank") or [] if r.get("work")]
+    cores = v.env.get("cpu_count")
+    if not works or not cores:
+        return None
+    per_host = _ranks_per_host(v)
+    threads = works[0]["torch_threads"]
+    if per_host * threads <= cores:
+        return None
+    cpu = sum(w["cpu_s"] for w in works) / len(works) * per_host
+    wall = max(w["wall_s"] for w in works)
+    steps = works[0]["steps"] or 1
+    invol = statistics.median(w["involuntary_switches"] for w in works) / steps
+    compute = v.share(("forward", "backward"))
+    fair = max(1, cores // per_host)
+    return Finding(
+        rule="oversubscription",
+        title=f"{per_host} ranks x {threads} compute threads on {cores} cores: the ranks oversubscribe the CPU",
+        detail=("Each rank's forward and backward run on torch's intra-op threads, and gloo's all-reduce threads need "
+                "the same cores: a rank ready to compute or to answer its peer waits for a core, so adding ranks "
+                "slows every rank's compute."),
+        evidence=[ev("ranks on this host", per_host, "", "result.world_size / env.hostnames", "counted"),
+                  ev("torch intra-op threads per rank", threads, "", "result.per_rank[].work.torch_threads", "counted"),
+                  ev("cores", cores, "", "env.cpu_count", "counted"),
+                  ev("the ranks' CPU use over the window", 100 * cpu / (cores * wall) if wall else None, "%",
+                     "result.per_rank[].work.cpu_s", "getrusage of each rank / cores x wall"),
+                  ev("host busy over the window (every process)", 100 * works[0]["host_busy"]
+                     if works[0].get("host_busy") is not None else None, "%", "result.per_rank[0].work.host_busy",
+                     "/proc/stat"),
+                  ev("involuntary context switches per step per rank", invol, "",
+                     "result.per_rank[].work.involuntary_switches", "median over ranks"),
+                  ev_pct("compute share of the step (forward + backward)", compute, "phases")],
+        seed=cite("001", "gloo on a CPU host: time grew with every pair of ranks added; the ranks competed for cores"),
+        saving=Saving(None, how="one record cannot say how fast a rank computes without the contention; "
+                                "`python train.py -m experiment=scaling` measures one rank alone"),
+        impact=compute["median"] if compute else 0.0, recommends={},
+        command=v.command({}, env={"OMP_NUM_THREADS": fair}))
+
+
+def _pair_groups_oversubscription(v: RunView) -> Finding | None:
+    r = v.result
+    per_cpu, busy, threads = r.get("ranks_per_cpu"), r.get("cpu_busy_fraction"), r.get("torch_threads") or 1
+    if per_cpu is None or busy is None or (per_cpu * threads <= 1 and busy < CPU_BUSY):
+        return None
+    world, iters = r["world_size"], r["iters"]
+    if threads > 1:
+        change = {"pair_groups.threads": 1}
+    elif not r.get("async_op"):
+        change = {"pair_groups.async_op": True}
+    else:
+        change = {"pairs": max(1, int(r["cpu_count"]) // 2)}
+    return Finding(
+        rule="oversubscription",
+        title=f"{world} gloo ranks x {threads} thread(s) on {r['cpu_count']} CPUs "
+              f"({per_cpu * threads:.2g} threads per CPU, {100 * busy:.0f}% busy): the ranks compete for cores",
+        detail=("Each pair's traffic is independent, but a rank that is ready to answer its peer waits for a CPU; "
+                "the time per all_reduce then grows with the number of pairs."),
+        evidence=[ev("time per all_reduce, rank 0", r.get("per_op_us_rank0"), "us", "result.per_op_us_rank0",
+                     f"mean over {iters} calls"),
+                  ev("CPU busy (ranks' CPU time / cores x window)", 100 * busy, "%", "result.cpu_busy_fraction",
+                     "getrusage"),
+                  ev("host busy (every process)", 100 * r["host_busy_fraction"] if r.get("host_busy_fraction")
+                     is not None else None, "%", "result.host_busy_fraction", "/proc/stat"),
+                  ev("involuntary context switches per all_reduce per rank",
+                     r["involuntary_switches"] / (world * iters), "", "result.involuntary_switches", "getrusage")],
+        seed=cite("001"),
+        saving=Saving(None, how="one pairs= value cannot say how fast the loop runs without contention; a sweep "
+                                "over pairs (python train.py -m task=pair_groups pairs=1,2,4) sets it beside pairs=1"),
+        impact=min(1.0, 1 - 1 / (per_cpu * threads)) if per_cpu * threads > 1 else busy - CPU_BUSY,
+        recommends=change, command=v.command(change))
+
+
+def straggler(v: RunView) -> Finding | None:
+    if v.task != "train" or v.world_size < 2:
+        return None
+    s = v.result.get("straggler") or _straggler_from_phases(v)
+    if not s or s.get("share_of_step") is None or s["share_of_step"] < STRAGGLER_SHARE or s.get("significant") is False:
+        return None
+    rank, mostly = s["rank"], s.get("mostly", "compute")
+    others = [p for p in s["per_rank"] if p["rank"] != rank]
+    mine = next(p for p in s["per_rank"] if p["rank"] == rank)
+    ci = mine.get("ready_ci") or [None, None]
+    evidence = [Evidence(f"rank {rank}'s work before the collective", 1e3 * mine["ready_s"], "ms",
+                         1e3 * ci[0] if ci[0] is not None else None, 1e3 * ci[1] if ci[1] is not None else None,
+                         "result.straggler.per_rank", "data + H2D + forward + backward compute"),
+                ev("the other ranks' median", 1e3 * statistics.median(p["ready_s"] for p in others), "ms",
+                   "result.straggler.per_rank", f"{len(others)} rank(s)"),
+                ev("what differs most", 1e3 * s["parts_s"][mostly] if s.get("parts_s") else None, "ms",
+                   "result.straggler.parts_s", mostly)]
+    if mostly == "data":
+        change, env = {"data.workers": max(2, 2 * int(get(v.config, "data", "workers") or 0))}, None
+    elif mostly == "h2d":
+        change, env = {"h2d": "side_stream"}, None
+    else:
+        change = {"world_size": 1, "sync": "local"}
+        env = {"CUDA_VISIBLE_DEVICES": rank % max(1, v.env.get("device_count") or 1)} \
+            if v.result.get("device") == "cuda" else None
+    return Finding(
+        rule="straggler",
+        title=f"Rank {rank}" + (f" on {s['host']}" if s.get("host") else "") + f" is the straggler: the others wait "
+              f"{ms(s['by_s'])} ms per step for it ({100 * s['share_of_step']:.0f}% of the step), mostly {mostly}",
+        detail=("Under DDP the all-reduce evens out step times, so the slowest wall clock does not name the culprit; "
+                "the rank with the most work before the collective does. "
+                + ("Time that rank's device alone with the command below and compare." if mostly == "compute"
+                   else "")) + ("" if s.get("significant") else " (no interval: per-rank phase medians)"),
+        evidence=evidence,
+        seed=cite("004", "a single slow GPU holds every other one at the barrier"),
+        saving=_saving(v, s["by_s"], "the others' wait, if the straggler worked as fast as their median", 0.0,
+                       s["by_s"]),
+        impact=s["share_of_step"], recommends={} if mostly == "compute" else change,   # compute: a diagnostic run
+        command=v.command(change, env))
+
+
+def _straggler_from_phases(v: RunView) -> dict | None:
+    """Records without result.straggler: per-rank phase medians (no intervals). With DDP the backward phase holds the
+    wait for the others, so only data + H2D + forward count there."""
+    per = [p for p in v.result.get("per_rank") or [] if p.get("phases_median")]
+    if len(per) < 2:
+        return None
+    ddp = v.result.get("sync") == "ddp"
+    parts = {p["rank"]: {"data": p["phases_median"].get("data", 0.0), "h2d": p["phases_median"].get("h2d", 0.0),
+                         "compute": p["phases_median"].get("forward", 0.0)
+                         + (0.0 if ddp else p["phases_median"].get("backward", 0.0))} for p in per}
+    ready = {r: sum(x.values()) for r, x in parts.items()}
+    slow = max(ready, key=ready.get)
+    others = [r for r in ready if r != slow]
+    gap = ready[slow] - statistics.median(ready[r] for r in others)
+    diff = {k: parts[slow][k] - statistics.median(parts[r][k] for r in others) for k in ("data", "h2d", "compute")}
+    return {"rank": slow, "host": next(p.get("host") for p in per if p["rank"] == slow), "by_s": gap,
+            "share_of_step": v.fraction(gap), "significant": None, "mostly": max(diff, key=diff.get), "parts_s": diff,
+            "per_rank": [{"rank": r, "ready_s": ready[r], "ready_ci": None} for r in ready]}
+
+
+def bucket_layout(v: RunView) -> Finding | None:
+    if v.task != "train" or v.result.get("sync") != "ddp" or v.world_size < 2:
+        return None
+    sizes = get(v.result, "ddp", "buckets", "sizes_bytes") or get(v.result, "comm", "buckets", "sizes_bytes") or []
+    exposed = get(v.result, "comm", "exposed_s")
+    total = sum(sizes)
+    if not sizes or exposed is None:
+        return None
+    cap = v.result.get("bucket_mb") or v.config.get("bucket")
+    evidence = [ev("buckets DDP built", len(sizes), "", "result.ddp.buckets.count", f"bucket_cap_mb={cap}"),
+                ev("gradient bytes", total / 2**20, "MiB", "result.ddp.buckets.sizes_bytes", "counted"),
+                ev_ms("exposed communication per step", point(exposed, "DDP's reducer timers, probe steps"),
+                      "result.comm.exposed_s")]
+    default_k = max(1, math.ceil(total / (DEFAULT_BUCKET_MB * 2**20)))
+    if len(sizes) == 1 and default_k > 1:
+        gain = exposed * (1 - 1 / default_k)
+        return Finding(
+            rule="bucket_layout.one_bucket",
+            title=f"One {total / 2**20:.0f} MiB bucket: the all-reduce can only start after the whole backward",
+            detail=(f"With bucket={DEFAULT_BUCKET_MB} DDP would build ~{default_k} buckets and all-reduce the first "
+                    "ones while backward computes the rest; only the last bucket's all-reduce stays exposed."),
+            evidence=evidence,
+            seed=cite("003", "bucket_cap_mb=2000 put ViT-L/32's 1.2 GB of gradients in one bucket: no overlap; "
+                             "11 smaller buckets overlapped backward"),
+            saving=_saving(v, gain, f"exposed x (1 - 1/{default_k}): all but the last of ~{default_k} equal buckets "
+                                    "hidden, if backward is long enough to hide them", 0.0, exposed),
+            impact=v.fraction(exposed) or 0.0, recommends={"bucket": DEFAULT_BUCKET_MB},
+            command=v.command({"bucket": DEFAULT_BUCKET_MB}))
+    if len(sizes) > MANY_BUCKETS and statistics.median(sizes) < TINY_BUCKET:
+        sizes_micro = (v.result.get("microbench") or {}).get("sizes") or []
+        latency = min((r["time_s"]["median"] for r in sizes_micro), default=None)
+        gain = latency * (len(sizes) - default_k) if latency is not None else None
+        return Finding(
+            rule="bucket_layout.many_tiny",
+            title=f"{len(sizes)} buckets of median {statistics.median(sizes) / 2**10:.0f} KiB: each all-reduce is "
+                  "mostly per-call latency",
+            detail=f"bucket={DEFAULT_BUCKET_MB} would make ~{default_k} calls of the same bytes.",
+            evidence=evidence,
+            seed=cite("003", "the bucket size trades overlap against per-call cost; the optimum depends on the model "
+                             "and the machine"),
+            saving=(_saving(v, min(gain, exposed), f"{len(sizes) - default_k} fewer calls x the smallest call's "
+                                                   "microbenchmark time, at most the exposed time", 0.0, exposed)
+                    if gain is not None else Saving(None, how="needs the microbenchmark's per-call time "
+                                                              "(diagnose.microbench=true)")),
+            impact=v.fraction(exposed) or 0.0, recommends={"bucket": DEFAULT_BUCKET_MB},
+            command=v.command({"bucket": DEFAULT_BUCKET_MB}))
+    return None
+
+
+def nccl_transport(v: RunView) -> Finding | None:
+    """NCCL_DEBUG=INFO's channel lines: SHM (through host memory) or a socket NET where P2P or IB was expected."""
+    t = v.result.get("nccl_transports") or {}
+    hosts = v.env.get("hostnames") or []
+    shm = {k: n for k, n in t.items() if k.startswith("SHM")}
+    sock = {k: n for k, n in t.items() if k.startswith("NET/Socket")}
+    if len(hosts) <= 1 and shm and (v.env.get("device_count") or 0) > 1:
+        name, expected = ", ".join(shm), "P2P (NVLink or PCIe peer-to-peer)"
+        means = ("SHM moves every byte GPU -> host memory -> GPU over PCIe, through the CPU: busbw is bounded by host "
+                 "memory and the PCIe root complex rather than the GPUs' own links")
+        change, seed_point = ({"optim": "bf16"} if v.task == "train" else {}), (
+            "8 L40S GPUs over PCIe (NODE/SYS links): NCCL chose SHM/direct/direct and 8 GPUs ran >6x slower than one; "
+            "bf16 compression gave +65%")
+        seed_id = "003"
+    elif len(hosts) > 1 and sock:
+        name, expected = ", ".join(sock), "NET/IB (InfiniBand or RoCE)"
+        means = ("NCCL's socket transport moves data through the kernel's TCP stack with CPU copies; if `ibv_devinfo` "
+                 "lists ports, NCCL is not using them")
+        change, seed_point, seed_id = {"nccl.IB_HCA": "mlx5"}, ("RDMA over InfiniBand/RoCE via NCCL_IB_HCA instead "
+                                                               "of sockets"), "002"
+    else:
+        return None
+    c = v.result.get("comm") or {}
+    ref = v.reference or {}
+    evidence = [ev("channel connections by transport", sum(t.values()), "", "result.nccl_transports",
+                   ", ".join(f"{k}: {n}" for k, n in t.items())),
+                ev("gradient-sync busbw", c.get("busbw_GBps"), "GB/s", "result.comm.busbw_GBps"),
+                ev(f"{ref.get('reference', 'microbenchmark')} busbw at the same calls", ref.get("reference_busbw_GBps"),
+                   "GB/s", "result.comm.vs_microbench")]
+    share = v.fraction(c.get("exposed_s"))
+    return Finding(
+        rule="nccl_transport", title=f"NCCL used {name} where {expected} was expected",
+        detail=means + ". The busbw above is what this path gave; `nvidia-smi topo -m` shows the links.",
+        evidence=evidence, seed=cite(seed_id, seed_point),
+        saving=Saving(None, how="depends on the link NCCL could use instead; compare task=collectives busbw on a "
+                                "machine with that link"),
+        impact=share or 0.0, qualitative=True, recommends=change, command=v.command(change))
+
+
+# ------------------------------------------------------------------------------------------------- task=grad_sync
+def grad_sync_per_param(v: RunView) -> Finding | None:
+    if v.task != "grad_sync":
+        return None
+    m = v.result.get("methods") or {}
+    pp = m.get("per_param") or {}
+    others = {k: x for k, x in m.items() if k in ("flat", "bucketed", "coalesced") and x.get("time_s")}
+    if not pp.get("time_s") or not others:
+        return None
+    best_name = min(others, key=lambda k: others[k]["time_s"])
+    best = others[best_name]["time_s"]
+    spread = max(0.02, abs(pp.get("time_max_s", pp["time_s"]) - pp["time_s"]) / pp["time_s"])
+    if pp["time_s"] <= best * (1 + spread):
+        return None
+    micro = m.get("microbench") or {}
+    saving = pp["time_s"] - best
+    return Finding(
+        rule="grad_sync.per_param",
+        title=f"Per-parameter all_reduce ({pp.get('calls')} calls) takes {pp['time_s'] / best:.2f}x the {best_name} "
+              f"sync of the same gradients",
+        detail=" ".join(v.result.get("explanation") or []),
+        evidence=[ev("per_param sync", 1e3 * pp["time_s"], "ms", "result.methods.per_param.time_s",
+                     f"median over {v.result.get('iters')} syncs, average over ranks"),
+                  ev(f"{best_name} sync", 1e3 * best, "ms", f"result.methods.{best_name}.time_s",
+                     f"median over {v.result.get('iters')} syncs"),
+                  ev("one all_reduce of the same bytes (microbench)", 1e3 * micro["time_s"] if micro.get("time_s")
+                     else None, "ms", "result.methods.microbench.time_s")],
+        seed=cite("000", "per-parameter all_reduce 280 ms against nccl-tests ~60 ms for the same 471 MB"),
+        saving=Saving(saving / pp["time_s"], saving, of="the gradient sync",
+                      how=f"measured here: {best_name} instead of per_param"),
+        impact=saving / pp["time_s"], recommends={"sync": "ddp"},
+        command=" ".join(["python", "train.py", "task=train", "sync=ddp",
+                          f"model={get(v.config, 'model', 'name') or 'vgg11'}"]))
+
+
+RULES = (exposed_comm, per_param, ddp_world_size_1, input_pipeline, oversubscription, straggler, bucket_layout,
+         nccl_transport, grad_sync_per_param)

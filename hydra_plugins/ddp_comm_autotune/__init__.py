@@ -1,0 +1,84 @@
+"""experiment=autotune's sweeper: hydra-optuna-sweeper's study, then a confirmation stage through the same launcher
+(local or Slurm), so the winner is chosen on fresh repeated runs rather than on the luckiest search sample.
+
+It lives where Hydra looks for plugins (see hydra_plugins/slurm_sweep_launcher) and takes exactly the optuna sweeper's
+settings (conf/experiment/autotune.yaml overrides only its _target_), so every documented hydra.sweeper.* knob of
+hydra-optuna-sweeper works; the confirmation settings are the preset's `autotune.*`. Optuna is imported only when
+this sweeper runs, so the rest of the tool does not need it. The reading of records is results/autotune.py."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from hydra.plugins.sweeper import Sweeper
+from omegaconf import OmegaConf
+
+_OPTUNA_LOG = "hydra_plugins.hydra_optuna_sweeper._impl"
+
+
+class _HideSearchBest(logging.Filter):
+    """The optuna sweeper logs the study's best value: the maximum of noisy samples, not an answer to print."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(("Best parameters", "Best value"))
+
+
+class AutotuneSweeper(Sweeper):
+    def __init__(self, **optuna_settings: Any) -> None:
+        from hydra_plugins.hydra_optuna_sweeper.optuna_sweeper import OptunaSweeper
+
+        self.study = OptunaSweeper(**optuna_settings)
+        self.config = None
+
+    def setup(self, *, hydra_context, task_function, config) -> None:
+        self.study.setup(hydra_context=hydra_context, task_function=task_function, config=config)
+        self.config = config
+
+    def sweep(self, arguments: list[str]) -> None:
+        from hydra_plugins.hydra_optuna_sweeper._impl import create_params_from_overrides
+
+        import stats
+        from results import autotune
+        from results.callbacks import sweep_entries
+
+        impl = self.study.sweeper
+        hide = _HideSearchBest()
+        logging.getLogger(_OPTUNA_LOG).addFilter(hide)
+        try:
+            self.study.sweep(arguments)
+        finally:
+            logging.getLogger(_OPTUNA_LOG).removeFilter(hide)
+
+        # the search space and the fixed overrides, as the optuna sweeper split them
+        space, fixed = create_params_from_overrides(
+            [f"{k}={v}" for k, v in (impl.params or {}).items()] + list(arguments))
+        keys = list(space)
+        defaults = {k: self._default(k) for k in keys}
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        searched = impl.job_idx
+        search = [e for e in sweep_entries(sweep_dir) if e.num is not None and e.num < searched]
+        settings = OmegaConf.select(self.config, "autotune")
+        top = autotune.top_candidates(search, keys, defaults, int(settings.top_k))
+        candidates = [autotune.default_candidate(keys, defaults, search), *top]
+        if not top:
+            print("[autotune] no search trial other than the default config finished: nothing to confirm", flush=True)
+            return
+        plan = autotune.confirm_plan(candidates, [f"{k}={v}" for k, v in fixed.items()], int(settings.repeats))
+        print(f"[autotune] search done ({searched} trials). Re-measuring the default and the top {len(top)} "
+              f"candidate(s), {settings.repeats} runs each, interleaved (jobs {searched}-{searched + len(plan) - 1}):"
+              + "".join(f"\n  {c.label}{' (default)' if i == 0 else ''}" for i, c in enumerate(candidates)),
+              flush=True)
+        impl.job_idx += len(impl.launcher.launch(plan, initial_job_idx=impl.job_idx))
+        confirm = [e for e in sweep_entries(sweep_dir) if e.num is not None and e.num >= searched]
+        noise = OmegaConf.select(self.config, "compare.noise", default=stats.compare.NOISE)
+        result = autotune.conclude(confirm, candidates, noise=float(noise), search_trials=searched)
+        autotune.write(sweep_dir, result)
+        print(f"\n{autotune.markdown(result)}", flush=True)
+
+    def _default(self, key: str) -> Any:
+        """The searched key's value in the config without the search: a group's chosen option, else the value."""
+        choices = OmegaConf.select(self.config, "hydra.runtime.choices") or {}
+        if key in choices:
+            return choices[key]
+        return OmegaConf.select(self.config, key)

@@ -1,0 +1,179 @@
+"""Autotune: run_job's objective for optimising sweepers, the choice of candidates, and a winner chosen on re-measured
+runs with its CI against the default, never the search's luckiest sample."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import pickle
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from core.job import JobResult, _end
+from results import autotune
+from results.record import Record
+from results.table import Entry
+from tests.conftest import TINY, compose, run_train
+from tests.records import train_record
+
+KEYS = ["bucket", "optim", "ddp.static_graph"]
+DEFAULTS = {"bucket": 25, "optim": "none", "ddp.static_graph": False}
+
+
+def entry(num: int, overrides: list[str], samples_per_s: float, *, steps: list[float] | None = None,
+          status: str = "ok") -> Entry:
+    """A train record whose throughput is samples_per_s (global batch 8) and, if given, whose step times are `steps`."""
+    rec = train_record(overrides=overrides, steps_per_s=(samples_per_s or 1.0) / 8, num=num, status=status,
+                       error=None if status == "ok" else "RuntimeError: boom")
+    if steps is not None and status == "ok":
+        rec["result"]["series"]["step_time_s"] = steps
+    return Entry.from_record(rec)
+
+
+# --- the objective -------------------------------------------------------------------------------------------------
+
+def test_job_result_is_the_samples_per_s_float_optuna_reads_and_carries_the_status(tmp_path):
+    plain = OmegaConf.to_container(compose([*TINY]), resolve=True)
+    job = {"name": "train", "num": 0, "output_dir": str(tmp_path / "0"), "multirun": True, "overrides": []}
+    result = train_record(overrides=[], steps_per_s=4.0)["result"]
+    ok = _end(Record.ok(plain, job, env={}, started="", result=result), job)
+    assert isinstance(ok, float) and float(ok) == result["throughput"]["samples_per_s"] == 32.0
+    assert ok.status == "ok" and ok.record.endswith("run_record.json")
+    failed = _end(Record.failed(plain, job, "RuntimeError: rank 1 died"), job)
+    assert math.isnan(failed) and failed.status == "failed" and "rank 1 died" in failed.error
+    back = pickle.loads(pickle.dumps(failed))  # crosses the elastic launcher and submitit as a pickle
+    assert math.isnan(back) and back.status == "failed" and back.error == failed.error
+    assert float(JobResult(3.5)) == 3.5
+
+
+def test_a_failed_trial_is_a_failed_optuna_trial_and_the_study_goes_on():
+    optuna = pytest.importorskip("optuna")
+    study = optuna.create_study(direction="maximize")
+    for value in (JobResult(10.0), JobResult(math.nan, status="failed"), JobResult(12.0)):
+        trial = study.ask()
+        try:
+            study.tell(trial, values=[float(value)])  # what hydra-optuna-sweeper does with a job's return value
+        except ValueError:  # optuna refuses NaN; the sweeper then tells FAIL, as here
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    assert [t.state.name for t in study.trials] == ["COMPLETE", "FAIL", "COMPLETE"] and study.best_value == 12.0
+
+
+# --- candidates and the plan ---------------------------------------------------------------------------------------
+
+def test_top_candidates_rank_distinct_points_by_their_median_search_value_and_leave_out_the_default():
+    search = [
+        entry(0, ["bucket=100", "optim=bf16", "ddp.static_graph=True"], 50.0),
+        entry(1, ["bucket=100", "optim=bf16", "ddp.static_graph=true"], 10.0),  # the same point, spelt otherwise
+        entry(2, ["bucket=100", "optim=bf16", "ddp.static_graph=true"], 12.0),
+        entry(3, ["bucket=25", "optim=none", "ddp.static_graph=False"], 99.0),  # the default: always re-measured
+        entry(4, ["bucket=5", "optim=fp16", "ddp.static_graph=false"], 20.0),
+        entry(5, ["bucket=1", "optim=powersgd", "ddp.static_graph=false"], 0.0, status="failed"),
+        entry(6, ["bucket=1", "optim=none", "ddp.static_graph=false"], 15.0),
+    ]
+    top = autotune.top_candidates(search, KEYS, DEFAULTS, top_k=2)
+    assert [c.values for c in top] == [(5, "fp16", False), (1, "none", False)]
+    assert top[0].overrides == ["bucket=5", "optim=fp16", "ddp.static_graph=false"]
+    everything = autotune.top_candidates(search, KEYS, DEFAULTS, top_k=10)
+    assert everything[-1].values == (100, "bf16", True) and everything[-1].search == [50.0, 10.0, 12.0]
+    default = autotune.default_candidate(KEYS, DEFAULTS, search)
+    assert default.overrides == ["bucket=25", "optim=none", "ddp.static_graph=false"] and default.search == [99.0]
+
+
+def test_the_plan_interleaves_the_candidates_round_by_round():
+    a, b = autotune.Candidate(KEYS, (25, "none", False)), autotune.Candidate(KEYS, (100, "bf16", True))
+    plan = autotune.confirm_plan([a, b], ["model=vgg11_tiny"], repeats=3)
+    stage = f"{autotune.STAGE_KEY}={autotune.CONFIRM}"
+    assert plan == [["model=vgg11_tiny", stage, *c.overrides] for _ in range(3) for c in (a, b)]
+
+
+# --- the verdict ---------------------------------------------------------------------------------------------------
+
+def _confirm(points: dict[tuple, float], repeats: int, seed: int = 0) -> list[Entry]:
+    """`repeats` interleaved runs of each point, 20 steps each, step times around 8 / samples_per_s with 3% noise."""
+    rng = np.random.default_rng(seed)
+    entries = []
+    for r in range(repeats):
+        for values, rate in points.items():
+            steps = list(8 / rate * (1 + 0.03 * rng.standard_normal(20)))
+            c = autotune.Candidate(KEYS, values)
+            entries.append(entry(len(entries), [f"{autotune.STAGE_KEY}=confirm", *c.overrides], rate, steps=steps))
+    return entries
+
+
+def test_the_winner_is_chosen_on_the_re_measured_runs_not_the_luckiest_search_sample():
+    default = autotune.Candidate(KEYS, (25, "none", False), search=[100.0])
+    lucky = autotune.Candidate(KEYS, (100, "bf16", True), search=[300.0])  # one lucky search run
+    real = autotune.Candidate(KEYS, (5, "fp16", False), search=[120.0])
+    confirm = _confirm({default.values: 100.0, lucky.values: 98.0, real.values: 150.0}, repeats=3)
+    result = autotune.conclude(confirm, [default, lucky, real], noise=0.02, search_trials=6)
+    assert result["winner"] == result["recommended"] == real.label
+    rows = {r["configuration"]: r for r in result["rows"]}
+    win = rows[real.label]
+    assert win["runs"] == 3 and win["verdict"] == "faster" and win["speed-up CI"][0] < 1.5 < win["speed-up CI"][1]
+    assert win["ci"][0] < win["samples/s"] < win["ci"][1] and win["samples/s"] == pytest.approx(150, rel=0.05)
+    assert rows[lucky.label]["verdict"] == "no significant difference"
+    assert "winner bucket=5 optim=fp16" in result["conclusion"] and "1.5" in result["conclusion"]
+    assert "use it with: bucket=5 optim=fp16 ddp.static_graph=false" in result["conclusion"]
+    md = autotune.markdown(result)
+    assert "| 300 |" in md and "luckiest" in md
+
+
+def test_no_significant_winner_keeps_the_default_and_optuna_results_say_so(tmp_path):
+    default = autotune.Candidate(KEYS, (25, "none", False))
+    same = autotune.Candidate(KEYS, (100, "bf16", True), search=[130.0])
+    result = autotune.conclude(_confirm({default.values: 100.0, same.values: 100.5}, repeats=3),
+                               [default, same], noise=0.02, search_trials=4)
+    assert result["recommended"] == default.label and "keep" in result["conclusion"]
+    assert "n.s." in result["conclusion"] or "re-measured fastest" in result["conclusion"]
+    (tmp_path / autotune.OPTUNA_RESULTS).write_text("name: optuna\nbest_params: {bucket: 100}\nbest_value: 130.0\n")
+    autotune.write(tmp_path, result)
+    saved = OmegaConf.load(tmp_path / autotune.OPTUNA_RESULTS)
+    assert dict(saved.best_params) == {"bucket": 25, "optim": "none", "ddp.static_graph": False}
+    assert saved.search_best_value == 130.0 and saved.best_value == pytest.approx(100, rel=0.05)
+    assert json.loads((tmp_path / autotune.RESULT_JSON).read_text())["conclusion"] == result["conclusion"]
+
+
+def test_no_finished_re_measurement_gives_no_verdict():
+    default, other = autotune.Candidate(KEYS, (25, "none", False)), autotune.Candidate(KEYS, (5, "fp16", False))
+    failed = [entry(0, ["autotune.stage=confirm", *default.overrides], 0.0, status="failed")]
+    result = autotune.conclude(failed, [default, other], noise=0.02)
+    assert result["winner"] is None and result["conclusion"].startswith("no verdict")
+
+
+# --- the preset, for real ------------------------------------------------------------------------------------------
+
+def test_the_preset_composes_with_the_optuna_sweeper_and_the_searched_keys():
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+    from hydra import compose as hydra_compose, initialize_config_dir
+
+    from tests.conftest import CONF
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = hydra_compose(config_name="config", overrides=["experiment=autotune", *TINY], return_hydra_config=True)
+    sweeper = cfg.hydra.sweeper
+    assert sweeper._target_ == "hydra_plugins.ddp_comm_autotune.AutotuneSweeper" and sweeper.direction == "maximize"
+    assert set(sweeper.params) == {"bucket", "optim", "ddp.static_graph", "ddp.gradient_as_bucket_view"}
+    assert cfg.hydra.callbacks.sweep_table._target_ == "results.autotune.AutotuneTable"
+    assert cfg.autotune.repeats >= 2 and cfg.autotune.top_k >= 1
+
+
+@pytest.mark.slow
+def test_autotune_sweep_searches_re_measures_and_ends_with_the_winner_and_its_ci(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+    proc = run_train(["experiment=autotune", *TINY, "hydra.sweeper.n_trials=2", "autotune.top_k=1",
+                      "autotune.repeats=2"], tmp_path, multirun=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    sweep = proc.out_dir
+    result = json.loads((sweep / autotune.RESULT_JSON).read_text())
+    assert result["search_trials"] == 2 and [r["runs"] for r in result["rows"]] == [2, 2]
+    assert result["rows"][0]["default"] and "vs default" in result["rows"][1]
+    with open(sweep / "sweep_table.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 6 and sum("autotune.stage=confirm" in r["overrides"] for r in rows) == 4
+    assert all(r["status"] == "ok" for r in rows) and (sweep / "sweep_table.md").is_file()
+    assert OmegaConf.load(sweep / autotune.OPTUNA_RESULTS).name == "optuna+confirm"
+    assert "Best value" not in proc.stdout + proc.stderr  # the luckiest search sample is not reported
+    last = proc.stdout.strip().splitlines()[-2:]
+    assert last[0] == f"[autotune] {result['conclusion']}" and "vs default" in result["rows"][1]

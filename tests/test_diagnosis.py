@@ -1,0 +1,437 @@
+"""Diagnosis rules on hand-made records: each rule fires on a record that shows its condition and stays silent on one
+that does not; noise is said first and hides what is inside it; ranking, commands and checked estimates."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from diagnosis import diagnose, format_text, wandb_summary
+from diagnosis.figures import RunView
+from diagnosis.finding import Finding, Saving, rank_findings
+from diagnosis.sweep import checked_estimates, diagnose_sweep, format_sweep, matches
+from results.table import Entry
+from stats import describe
+from tests.records import train_record
+
+SHARES = {"data": 0.01, "h2d": 0.01, "forward": 0.3, "backward": 0.55, "sync": 0.0, "optimizer": 0.13}
+
+
+def train(*, steps: int = 40, step_s: float = 0.1, jitter: float = 0.002, shares: dict | None = None,
+          world_size: int = 2, sync: str = "ddp", exposed_s: float = 0.002, device: str = "cpu",
+          overrides: list[str] | None = None, **result) -> dict:
+    """A task=train record of `steps` quiet steps (a deterministic +-jitter pattern): every phase has a series, so
+    intervals come out of stats.describe as they would from a real run."""
+    shares = dict(SHARES, **(shares or {}))
+    rec = train_record(overrides=overrides or [f"sync={sync}"], steps_per_s=1 / step_s, world_size=world_size,
+                       exposed_s=exposed_s, steps=steps, device=device)
+    r = rec["result"]
+    wiggle = [1 + jitter * ((i * 7) % 5 - 2) / 2 for i in range(steps)]
+    series = {p: [step_s * s * w for w in wiggle] for p, s in shares.items()}
+    total = [sum(series[p][i] for p in series) for i in range(steps)]
+    r.update(sync=sync, device="cpu" if device == "cpu" else "cuda",
+             series={"step_time_s": total, "phases": series},
+             step_time_s=describe(total), phases={p: describe(v) for p, v in series.items()})
+    r["comm"]["time_s"] = max(r["comm"]["time_s"], exposed_s)
+    r["comm"]["overlap_s"] = r["comm"]["time_s"] - exposed_s
+    if sync != "ddp":
+        r["comm"].update(overlap_s=0.0, exposed_s=step_s * shares["sync"], time_s=step_s * shares["sync"])
+    rec["config"].update(sync=sync, data={"workers": 0}, bucket=r["bucket_mb"])
+    rec["result"].update(result)
+    return rec
+
+
+def rules(record: dict, **kw) -> list[str]:
+    return [f["rule"] for f in diagnose(record, **kw)["findings"]]
+
+
+def finding(record: dict, rule: str) -> dict:
+    return next(f for f in diagnose(record)["findings"] if f["rule"] == rule)
+
+
+def vs(efficiency: float, sync_s: float) -> dict:
+    return {"reference": "on-rank microbenchmark", "achievable_s": efficiency * sync_s, "achievable_ci_lo": None,
+            "achievable_ci_hi": None, "sync_s": sync_s, "efficiency": efficiency, "efficiency_ci_lo": None,
+            "efficiency_ci_hi": None, "sync_busbw_GBps": 1.0, "reference_busbw_GBps": 1.0 / efficiency, "calls": 3,
+            "bytes": 8_000_000, "method": "test"}
+
+
+# ------------------------------------------------------------------------------------------------------ noise
+def test_a_quiet_record_has_no_noise_finding():
+    d = diagnose(train())
+    assert d["noise"]["noisy"] is False and d["noise"]["floor"] == pytest.approx(0.02)
+    assert "noise" not in rules(train())
+
+
+def test_noise_is_said_first_and_hides_findings_inside_it():
+    loud = train(jitter=0.6, exposed_s=0.02)            # exposed comm 20% of the step (a finding when quiet)
+    loud["result"]["comm"]["vs_microbench"] = vs(0.2, 0.03)
+    quiet = copy.deepcopy(loud)
+    quiet_r = train(exposed_s=0.02)["result"]
+    quiet["result"].update(series=quiet_r["series"], step_time_s=quiet_r["step_time_s"], phases=quiet_r["phases"])
+    assert "exposed_comm.sync_path" in rules(quiet)
+    d = diagnose(loud)
+    assert d["findings"][0]["rule"] == "noise" and d["findings"][0]["first"]
+    assert d["noise"]["floor"] > 0.2
+    assert "exposed_comm.sync_path" not in [f["rule"] for f in d["findings"]]
+    assert {"rule": "exposed_comm.sync_path"}.items() <= d["inside_noise"][0].items()
+    text = format_text(d)
+    assert text.splitlines()[1].startswith("0. Noisy measurement") and "1 more inside the noise (not named)" in text
+    assert "sync path" not in text                       # named nowhere
+
+
+def test_too_few_steps_for_a_95_interval_is_noise():
+    d = diagnose(train(steps=5))
+    assert d["noise"]["noisy"] and any("cannot give a 95% interval" in r for r in d["noise"]["reasons"])
+
+
+def test_record_intervals_are_used_when_present_and_missing_ones_said():
+    rec = train()
+    rec["result"]["step_time_s"] = {"median": 0.1, "ci_lo": 0.05, "ci_hi": 0.15, "ci_level": 0.95, "n": 40}
+    assert RunView(rec).step["source"] == "record"
+    assert diagnose(rec)["noise"]["floor"] == pytest.approx(0.5)
+    bare = train(world_size=1, exposed_s=0.006)        # a figure with neither interval nor series says so
+    del bare["result"]["series"]
+    bare["result"]["step_time_s"] = {"median": 0.1}
+    assert RunView(bare).step["ci_lo"] is None
+    assert "step time (median) 100 ms (no interval: median only)" in format_text(diagnose(bare))
+
+
+def test_other_processes_on_the_host_make_noise():
+    rec = train()
+    for p in rec["result"]["per_rank"]:
+        p["work"] = {"cpu_s": 0.1, "wall_s": 1.0, "host_busy": 0.9, "torch_threads": 1, "steps": 40,
+                     "involuntary_switches": 0}
+    d = diagnose(rec)
+    assert d["noise"]["noisy"] and any("other processes" in r for r in d["noise"]["reasons"])
+    for p in rec["result"]["per_rank"]:
+        p["work"]["host_busy"] = 0.12
+    assert not diagnose(rec)["noise"]["noisy"]
+
+
+# ------------------------------------------------------------------------------------------------------ comm
+def test_exposed_comm_with_low_efficiency_blames_the_sync_path():
+    rec = train(exposed_s=0.03)
+    rec["result"]["comm"]["vs_microbench"] = vs(0.2, 0.05)
+    f = finding(rec, "exposed_comm.sync_path")
+    assert "sync path" in f["title"] and f["seed"].startswith("seed 000")
+    assert f["saving"]["seconds"] == pytest.approx(min(0.03, 0.05 - 0.01))
+    assert f["command"].startswith("OMP_NUM_THREADS=1 python train.py")       # CPU: gloo vs compute threads
+    gpu = train(exposed_s=0.03, device="H100")
+    gpu["result"]["comm"]["vs_microbench"] = vs(0.2, 0.05)
+    assert finding(gpu, "exposed_comm.sync_path")["recommends"] == {"h2d": "side_stream"}   # the thread's own fix
+
+
+def test_exposed_comm_with_high_efficiency_blames_the_link():
+    rec = train(exposed_s=0.03)
+    rec["result"]["comm"]["vs_microbench"] = vs(0.9, 0.05)
+    f = finding(rec, "exposed_comm.slow_link")
+    assert f["recommends"] == {"optim": "bf16"} and "optim=bf16" in f["command"]
+    assert f["saving"]["seconds"] == pytest.approx(0.015) and "accumulate=4" in f["detail"]
+    assert "powersgd" in f["detail"] and f["seed"].startswith("seed 003")
+
+
+def test_exposed_comm_without_a_microbenchmark_asks_for_one():
+    f = finding(train(exposed_s=0.03), "exposed_comm.unexplained")
+    assert f["saving"]["fraction"] is None and "diagnose.microbench=true" in f["command"]
+
+
+def test_small_exposed_comm_is_silent():
+    rec = train(exposed_s=0.005)
+    rec["result"]["comm"]["vs_microbench"] = vs(0.2, 0.05)
+    assert not any(r.startswith("exposed_comm") for r in rules(rec))
+
+
+def test_comm_efficiency_threshold_uses_the_interval():
+    rec = train(exposed_s=0.03)
+    rec["result"]["comm"]["vs_microbench"] = vs(0.2, 0.05)
+    v = RunView(rec, rec["result"]["comm"]["vs_microbench"])
+    assert v.reference["efficiency"] == 0.2
+
+
+# ------------------------------------------------------------------------------------------------------ transports
+def test_shm_on_one_host_with_gpus_is_named():
+    rec = train(device="L40S", nccl_transports={"SHM/direct/direct": 16})
+    rec["env"].update(device_count=2, hostnames=["box"])
+    f = finding(rec, "nccl_transport")
+    assert "SHM/direct/direct" in f["title"] and "P2P" in f["title"] and f["seed"].startswith("seed 003")
+    p2p = train(device="L40S", nccl_transports={"P2P/CUMEM/read": 16})
+    p2p["env"].update(device_count=2, hostnames=["box"])
+    assert "nccl_transport" not in rules(p2p)
+
+
+def test_socket_across_hosts_is_named():
+    rec = train(device="H100", nccl_transports={"NET/Socket/0": 4, "P2P/CUMEM/read": 8})
+    rec["env"].update(device_count=8, hostnames=["a", "b"])
+    f = finding(rec, "nccl_transport")
+    assert "NET/IB" in f["title"] and "nccl.IB_HCA=mlx5" in f["command"]
+    ib = train(device="H100", nccl_transports={"NET/IB/0": 4})
+    ib["env"].update(device_count=8, hostnames=["a", "b"])
+    assert "nccl_transport" not in rules(ib)
+
+
+# ------------------------------------------------------------------------------------------------------ DDP at 1
+def test_ddp_at_world_size_one():
+    rec = train(world_size=1, exposed_s=0.006)
+    f = finding(rec, "ddp_world_size_1")
+    assert f["recommends"] == {"sync": "local"} and f["saving"]["fraction"] == pytest.approx(0.06, rel=0.05)
+    assert "3-7%" in f["seed"]
+    assert "ddp_world_size_1" not in rules(train(world_size=1, sync="local"))
+    assert "ddp_world_size_1" not in rules(train(world_size=2))
+
+
+# ------------------------------------------------------------------------------------------------------ input
+def test_h2d_blocking_copy_on_gpu():
+    rec = train(device="H100", shares={"h2d": 0.2, "backward": 0.36})
+    f = finding(rec, "input_pipeline")
+    assert f["recommends"] == {"h2d": "side_stream"} and f["seed"].startswith("seed 000")
+    side = train(device="H100", shares={"h2d": 0.2, "backward": 0.36})
+    side["result"]["h2d"]["mode"] = "side_stream"       # already beside compute: no knob makes the copy shorter
+    assert "input_pipeline" not in rules(side)
+
+
+def test_data_wait_recommends_workers():
+    f = finding(train(shares={"data": 0.25, "backward": 0.31}), "input_pipeline")
+    assert f["recommends"] == {"data.workers": 2}
+    assert "input_pipeline" not in rules(train())
+
+
+# ------------------------------------------------------------------------------------------------------ per_param
+def _per_param(micro: bool) -> dict:
+    rec = train(sync="per_param", shares={"sync": 0.3, "backward": 0.25})
+    rec["result"]["comm"].update(collectives_per_step=22, bytes_per_step=8_000_000)
+    if micro:
+        sizes = [(4_000, 10), (400_000, 6), (3_000_000, 2)]
+        rec["result"]["microbench"] = {"sizes": [
+            {"bytes": b, "calls": n, "time_s": {"median": 2e-4 + b / 1e9, "ci_lo": None, "ci_hi": None}}
+            for b, n in sizes], "total": {"bytes": 8_000_000, "time_s": {"median": 0.0082}}}
+        rec["result"]["comm"]["vs_microbench"] = dict(vs(0.3, 0.03), one_call_of_total_s=0.0082)
+    return rec
+
+
+def test_per_param_uses_grad_syncs_latency_bandwidth_fit():
+    f = finding(_per_param(micro=True), "per_param")
+    assert f["recommends"] == {"sync": "ddp"} and "sync=ddp" in f["command"]
+    names = [e["name"] for e in f["evidence"]]
+    assert "per-call latency (fit)" in names and "bandwidth (fit)" in names
+    alpha = next(e for e in f["evidence"] if e["name"] == "per-call latency (fit)")["value"]
+    assert alpha == pytest.approx(0.2, rel=1e-3)                          # 2e-4 s per call, in ms
+    assert "22 calls x 0.2 ms latency" in f["detail"]
+    assert f["saving"]["lo"] == pytest.approx((0.03 - 0.0082) / 0.1, rel=0.05)
+    assert "exposed_comm.sync_path" not in rules(_per_param(micro=True))  # the same condition, named by its cause
+
+
+def test_per_param_without_microbenchmark_still_named_and_ddp_silent():
+    f = finding(_per_param(micro=False), "per_param")
+    assert f["saving"]["lo"] is None and f["saving"]["fraction"] == pytest.approx(0.3, rel=0.05)
+    assert "per_param" not in rules(train())
+
+
+# ------------------------------------------------------------------------------------------------------ CPU oversubscription
+def _work(threads: int) -> dict:
+    return {"torch_threads": threads, "cpu_s": 3.6, "wall_s": 2.0, "host_busy": 0.95, "voluntary_switches": 10,
+            "involuntary_switches": 400, "steps": 40}
+
+
+def test_gloo_ranks_oversubscribing_the_cpu():
+    rec = train()
+    for p in rec["result"]["per_rank"]:
+        p["work"] = _work(2)
+    f = finding(rec, "oversubscription")
+    assert "2 ranks x 2 compute threads on 2 cores" in f["title"] and f["seed"].startswith("seed 001")
+    assert f["command"].startswith("OMP_NUM_THREADS=1 ") and f["saving"]["fraction"] is None
+    for p in rec["result"]["per_rank"]:
+        p["work"] = _work(1)
+    assert "oversubscription" not in rules(rec)
+
+
+def _pairs(pairs: int, busy: float, threads: int = 1, cpus: int = 2) -> dict:
+    world = 2 * pairs
+    rec = train_record(overrides=["task=pair_groups", f"pairs={pairs}"], steps_per_s=1.0)
+    rec["task"] = rec["config"]["task"] = "pair_groups"
+    rec["result"] = {"pairs": pairs, "world_size": world, "iters": 1000, "cpu_count": cpus, "torch_threads": threads,
+                     "ranks_per_cpu": world / cpus, "cpu_busy_fraction": busy, "host_busy_fraction": busy,
+                     "involuntary_switches": 2000 * world, "per_op_us_rank0": 100.0 * pairs, "slowest_s": 0.1 * pairs,
+                     "async_op": False, "headline": {}}
+    return rec
+
+
+def test_pair_groups_oversubscription():
+    f = finding(_pairs(4, 0.97), "oversubscription")
+    assert "8 gloo ranks" in f["title"] and "pair_groups.async_op=true" in f["command"]
+    assert finding(_pairs(4, 0.97, threads=2), "oversubscription")["recommends"] == {"pair_groups.threads": 1}
+    assert "oversubscription" not in rules(_pairs(1, 0.3, cpus=4))
+
+
+# ------------------------------------------------------------------------------------------------------ straggler
+def _straggler(share: float, significant, mostly: str = "compute") -> dict:
+    rec = train()
+    step = rec["result"]["step_time_s"]["median"]
+    rec["result"]["straggler"] = {
+        "rank": 1, "host": "node-b", "by_s": share * step, "share_of_step": share, "significant": significant,
+        "mostly": mostly, "parts_s": {"data": 0.0, "h2d": 0.0, "compute": share * step},
+        "per_rank": [{"rank": 0, "ready_s": 0.05, "ready_ci": [0.049, 0.051]},
+                     {"rank": 1, "ready_s": 0.05 + share * step, "ready_ci": [0.06, 0.07]}]}
+    return rec
+
+
+def test_straggler_is_named():
+    f = finding(_straggler(0.2, True), "straggler")
+    assert f["title"].startswith("Rank 1 on node-b is the straggler") and f["seed"].startswith("seed 004")
+    assert f["saving"]["fraction"] == pytest.approx(0.2) and "world_size=1" in f["command"]
+    assert f["recommends"] == {}                          # a diagnostic command: not checked against a sweep
+    assert finding(_straggler(0.2, True, "data"), "straggler")["recommends"] == {"data.workers": 2}
+
+
+def test_straggler_silent_when_small_or_inside_the_intervals():
+    assert "straggler" not in rules(_straggler(0.02, True))
+    assert "straggler" not in rules(_straggler(0.2, False))
+
+
+def test_straggler_from_old_records_phases():
+    rec = train(sync="per_param", shares={"sync": 0.05, "backward": 0.5})
+    rec["result"]["per_rank"][1]["phases_median"]["forward"] *= 2     # rank 1 computes 2x longer forward
+    f = finding(rec, "straggler")
+    assert f["title"].startswith("Rank 1") and "no interval" in f["detail"]
+
+
+# ------------------------------------------------------------------------------------------------------ buckets
+def test_one_bucket_and_many_tiny_buckets():
+    one = train(exposed_s=0.02)
+    one["result"]["ddp"] = {"buckets": {"count": 1, "sizes_bytes": [500 * 2**20]}}
+    f = finding(one, "bucket_layout.one_bucket")
+    assert f["recommends"] == {"bucket": 25} and f["saving"]["seconds"] == pytest.approx(0.02 * (1 - 1 / 20))
+    tiny = train(exposed_s=0.02)
+    tiny["result"]["ddp"] = {"buckets": {"count": 100, "sizes_bytes": [100_000] * 100}}
+    tiny["result"]["microbench"] = {"sizes": [{"bytes": 100_000, "calls": 100, "time_s": {"median": 1e-4}}]}
+    assert finding(tiny, "bucket_layout.many_tiny")["saving"]["seconds"] == pytest.approx(min(0.02, 1e-4 * 99))
+    four = train(exposed_s=0.02)
+    four["result"]["ddp"] = {"buckets": {"count": 4, "sizes_bytes": [25 * 2**20] * 4}}
+    assert not any(r.startswith("bucket_layout") for r in rules(four))
+
+
+# ------------------------------------------------------------------------------------------------------ grad_sync
+def _grad_sync(per_param_s: float) -> dict:
+    rec = train_record(overrides=["task=grad_sync"], steps_per_s=1.0)
+    rec["task"] = rec["config"]["task"] = "grad_sync"
+    rec["config"]["model"] = {"name": "vgg11"}
+    rec["result"] = {"iters": 5, "explanation": ["per_param made 22 calls."], "methods": {
+        "per_param": {"calls": 22, "time_s": per_param_s, "time_max_s": per_param_s},
+        "flat": {"calls": 1, "time_s": 0.06}, "bucketed": {"calls": 4, "time_s": 0.07},
+        "microbench": {"calls": 1, "time_s": 0.055}}}
+    return rec
+
+
+def test_grad_sync_per_param_against_flat():
+    f = finding(_grad_sync(0.28), "grad_sync.per_param")
+    assert "4.67x the flat sync" in f["title"] and f["saving"]["of"] == "the gradient sync"
+    assert "grad_sync.per_param" not in rules(_grad_sync(0.059))
+
+
+# ------------------------------------------------------------------------------------------------------ ranking etc.
+def test_ranking_noise_first_then_savings_then_unestimated():
+    mk = lambda rule, frac, impact=0.0, first=False: Finding(  # noqa: E731
+        rule, rule, "", [], "", Saving(frac) if frac is not None else None, "cmd", impact=impact, first=first)
+    ranked = rank_findings([mk("b", 0.1), mk("none", None, impact=0.9), mk("noise", None, first=True), mk("a", 0.3)])
+    assert [f.rule for f in ranked] == ["noise", "a", "b", "none"]
+
+
+def test_command_keeps_the_runs_overrides_in_place():
+    rec = train(overrides=["sync=per_param", "model=vgg11", "hydra.run.dir=/x"])
+    v = RunView(rec)
+    assert v.command({"sync": "ddp"}) == "python train.py sync=ddp model=vgg11"
+    assert v.command({"optim": "bf16"}, env={"OMP_NUM_THREADS": 1}) == \
+        "OMP_NUM_THREADS=1 python train.py sync=per_param model=vgg11 optim=bf16"
+
+
+def test_a_rule_that_cannot_read_a_record_is_a_note_not_a_crash():
+    rec = train()
+    rec["result"]["straggler"] = {"rank": 1, "share_of_step": 0.5}     # malformed: no per-rank figures
+    d = diagnose(rec)
+    assert any(n.startswith("rule straggler could not read") for n in d["notes"])
+
+
+def test_wandb_summary_flattens_the_top_finding():
+    s = wandb_summary(diagnose(_per_param(micro=True)))
+    assert s["diagnosis/top_rule"] == "per_param" and s["diagnosis/top_saving_pct"] == pytest.approx(30, rel=0.05)
+    assert s["diagnosis/comm_efficiency"] == pytest.approx(0.3) and "diagnosis/text" in s
+
+
+# ------------------------------------------------------------------------------------------------------ sweeps
+def _entry(rec: dict, num: int) -> Entry:
+    rec["job"]["num"] = num
+    return Entry.from_record(rec)
+
+
+def test_checked_estimate_sets_the_estimate_beside_the_measured_saving():
+    a = _per_param(micro=False)
+    b = train(sync="ddp", step_s=0.08)                    # the recommended configuration, 20% faster per step
+    b["config"] = copy.deepcopy(a["config"])
+    b["config"]["sync"] = "ddp"
+    b["overrides"] = ["sync=ddp"]
+    d = diagnose_sweep([_entry(a, 0), _entry(b, 1)])
+    [c] = d["checked"]
+    assert c["finding"] == "per_param" and c["recommends"] == "sync=ddp" and c["ran_as"] == "sync=ddp"
+    assert c["measured"] == pytest.approx(0.2, abs=0.01) and c["estimated"] == pytest.approx(0.3, rel=0.05)
+    assert c["error"] == pytest.approx(c["estimated"] - c["measured"])
+    assert c["verdict"] == "faster" and c["within_measured_ci"] is False           # a bad estimate is shown
+    text = format_sweep(d)
+    assert "checked estimates" in text and "+10" in text and "estimate outside the measured interval" in text
+
+
+def test_checked_estimate_needs_exactly_the_recommended_change():
+    a = {"sync": "per_param", "bucket": 25, "optim": {"name": "none"}, "logger": {"name": "none"}}
+    assert matches(a, {**a, "sync": "ddp", "logger": {"name": "wandb"}}, {"sync": "ddp"})
+    assert not matches(a, {**a, "sync": "ddp", "bucket": 100}, {"sync": "ddp"})
+    assert matches({**a, "sync": "ddp"}, {**a, "sync": "ddp", "optim": {"name": "bf16", "x": 1}}, {"optim": "bf16"})
+    assert not checked_estimates([])
+
+
+def test_sweep_summaries_scaling_and_pair_groups():
+    one = train(world_size=1, sync="local", overrides=["world_size=1"])
+    two = train(world_size=2, overrides=["world_size=2"])
+    two["result"]["throughput"]["samples_per_s"] = one["result"]["throughput"]["samples_per_s"] * 1.5
+    d = diagnose_sweep([_entry(one, 0), _entry(two, 1)])
+    assert [s["world_size"] for s in d["scaling"]] == [1, 2]
+    assert d["scaling"][1]["efficiency"] == pytest.approx(0.75 * one["result"]["world_size"]
+                                                          * one["result"]["throughput"]["samples_per_s"]
+                                                          / one["result"]["throughput"]["samples_per_s"])
+    p = diagnose_sweep([_entry(_pairs(1, 0.5, cpus=4), 0), _entry(_pairs(4, 0.97, cpus=4), 1)])
+    assert [x["pairs"] for x in p["pair_groups"]] == [1, 4]
+    assert "grows 4.00x from pairs=1 to pairs=4" in format_sweep(p)
+
+
+def test_scaling_experiment_trains_one_rank_without_ddp():
+    from core.config import prepare
+    from tests.conftest import compose
+
+    for ws, sync in ((1, "local"), (2, "ddp"), (8, "ddp")):
+        plain = prepare(compose(["experiment=scaling", f"world_size={ws}", "model=vgg11_tiny", "scale=smoke",
+                                 "logger=none", "backend=gloo"]))
+        assert (plain["world_size"], plain["sync"]) == (ws, sync)
+
+
+# ------------------------------------------------------------------------------------------------------ per-rank work
+def test_rank_work_and_find_straggler():
+    from tasks.train.stragglers import cpu_usage, find_straggler, rank_work
+
+    usage = cpu_usage(since=cpu_usage())
+    assert set(usage) == {"cpu_s", "voluntary_switches", "involuntary_switches", "wall_s", "host_busy"}
+
+    def steps(forward: float, backward: float, n: int = 20):
+        return [{"data": 0.001, "h2d": 0.0, "forward": forward * (1 + 0.01 * (i % 3)), "backward": backward,
+                 "sync": 0.0, "optimizer": 0.001} for i in range(n)]
+
+    # DDP: backward compute from the reducer's timer, not the backward phase (which holds the wait for the others)
+    fast = rank_work(steps(0.010, 0.050), {"backward_compute_s": 0.020}, usage)
+    slow = rank_work(steps(0.030, 0.030), {"backward_compute_s": 0.020}, usage)
+    assert fast["compute_s"] == pytest.approx(0.030, rel=0.02) and fast["backward_from"].startswith("DDP")
+    everyone = [{"rank": 0, "host": "a", "work": fast}, {"rank": 1, "host": "b", "work": slow}]
+    s = find_straggler(everyone, step_median_s=0.1)
+    assert s["rank"] == 1 and s["host"] == "b" and s["mostly"] == "compute" and s["significant"] is True
+    assert s["by_s"] == pytest.approx(0.020, rel=0.05) and s["share_of_step"] == pytest.approx(0.2, rel=0.05)
+    # explicit sync: the backward phase is compute
+    assert rank_work(steps(0.01, 0.05), None, usage)["compute_s"] == pytest.approx(0.06, rel=0.02)
+    same = find_straggler([{"rank": 0, "work": fast}, {"rank": 1, "work": fast}], 0.1)
+    assert same["by_s"] == 0 and same["significant"] is False
+    assert find_straggler([{"rank": 0, "work": fast}], 0.1) is None

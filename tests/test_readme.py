@@ -1,0 +1,34 @@
+"""The README's set-up and test commands are what CI runs: a new user who follows the README gets CI's machine."""
+import re
+
+from tests.conftest import ROOT
+
+
+def readme_block(marker: str) -> list[str]:
+    """The indented code block that follows `<!-- ci: <marker> ... -->` in the README."""
+    text = (ROOT / "README.md").read_text()
+    m = re.search(rf"<!-- ci: {marker}\b.*?-->\n\n((?:    .*\n)+)", text)
+    assert m, f"README.md has no code block after '<!-- ci: {marker} -->'"
+    return [line[4:] for line in m.group(1).splitlines()]
+
+
+def ci_block(marker: str) -> list[str]:
+    text = (ROOT / ".ci" / "run").read_text()
+    m = re.search(rf"^# >>> README {marker}\n(.*?)^# <<< README {marker}$", text, re.S | re.M)
+    assert m, f".ci/run has no '# >>> README {marker}' block"
+    return m.group(1).strip().splitlines()
+
+
+def test_ci_runs_the_readme_setup_verbatim():
+    setup = readme_block("set-up")
+    assert any(line.startswith("pip install -r requirements.txt") for line in setup)
+    assert ci_block("set-up") == setup
+
+
+def test_ci_runs_the_readme_test_command_verbatim():
+    assert ci_block("test") == readme_block("test") == ["pytest"]
+
+
+def test_the_test_runner_is_installed_by_the_setup():
+    requirements = (ROOT / "requirements.txt").read_text()
+    assert re.search(r"^pytest\b", requirements, re.M), "pytest must come with `pip install -r requirements.txt`"
