@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import time
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -15,6 +16,8 @@ from core.errors import ConfigError
 from core.finalise import finalise
 from launchers import already_a_rank
 from results.record import Record
+
+JOB_START_ENV = "DDP_COMM_JOB_START"  # epoch seconds this job began (tasks/train/result.py: time_budget)
 
 
 def job_info() -> dict:
@@ -41,8 +44,12 @@ def job_info() -> dict:
 def run_job(cfg: DictConfig, job: dict | None = None) -> "JobResult":
     """The body of every job. `job` (output_dir, overrides, ...) comes from Hydra unless given (tests)."""
     job = job or job_info()
+    mark_job_start()
     try:
         plain = prepare(cfg)
+        if (plain.get("repeats") or 1) > 1 and not job.get("multirun"):
+            raise ConfigError(f"repeats={plain['repeats']} runs each configuration as separate jobs of a sweep: add -m "
+                              f"(python train.py -m ... repeats={plain['repeats']}).")
     except ConfigError as e:
         if already_a_rank() and os.environ["RANK"] != "0":   # every rank refuses; rank 0 alone writes the record
             return JobResult(math.nan, status="failed", error=f"ConfigError: {e}")
@@ -60,6 +67,26 @@ def run_job(cfg: DictConfig, job: dict | None = None) -> "JobResult":
                                started=o and o.started, result=o and o.result)
         return _end(record, job, exit_code=1)
     return _end(Record.ok(plain, job, env=outcome.env, started=outcome.started, result=outcome.result), job)
+
+
+_first_job = True
+
+
+def mark_job_start() -> None:
+    """When this job began, for the record's time budget; the ranks inherit it through the environment. The first
+    job of a process began with the process (imports count: /proc gives it to about a second), later ones now."""
+    global _first_job
+    start = time.time()
+    if _first_job:
+        try:
+            ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+            boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                        if line.startswith("btime"))
+            start = min(start, boot + ticks / os.sysconf("SC_CLK_TCK"))
+        except (OSError, ValueError, IndexError, StopIteration):
+            pass
+    _first_job = False
+    os.environ[JOB_START_ENV] = repr(start)
 
 
 def _as_a_rank(plain: dict, job: dict) -> dict:

@@ -77,6 +77,11 @@ class H2D(StrEnum):
     side_stream = "side_stream"
 
 
+class MeasurePolicy(StrEnum):
+    fixed = "fixed"          # exactly `steps` measured steps
+    adaptive = "adaptive"    # blocks until the median step's CI is +-measure.rel_ci, or a cap
+
+
 class Device(StrEnum):
     auto = "auto"
     cpu = "cpu"
@@ -200,6 +205,10 @@ class Scale:
     image_size: int = ge(1)
     warmup_steps: int = ge(0)
     steps: int = ge(1)
+    measure_policy: MeasurePolicy = MISSING
+    max_steps: Optional[int] = ge(1)
+    max_s: Optional[float] = gt(0)
+    block_steps: int = ge(1)
 
 
 @dataclass
@@ -278,6 +287,21 @@ class PairGroups:
 class Fault:
     rank: Optional[int] = ge(0)
     step: int = ge(0)
+    sleep_s: float = ge(0)     # test knob: a known delay in every step's optimizer phase, on every rank
+
+
+@dataclass
+class Measure:
+    policy: MeasurePolicy = MISSING
+    rel_ci: float = gt(0)
+    max_steps: Optional[int] = ge(1)
+    max_s: Optional[float] = gt(0)
+    block_steps: int = ge(1)
+
+
+@dataclass
+class Compare:
+    noise: float = ge(0)
 
 
 @dataclass
@@ -317,6 +341,10 @@ class Config:
     batch_size: int = ge(1)
     warmup_steps: int = ge(0)
     steps: int = ge(1)
+    measure: Measure = field(default_factory=Measure)
+    repeats: int = ge(1)
+    repeat: int = ge(0)
+    compare: Compare = field(default_factory=Compare)
     timing: bool = MISSING
     probe_steps: int = ge(0)
     solver: Solver = field(default_factory=Solver)

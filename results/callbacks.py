@@ -36,13 +36,17 @@ def expected_jobs(config: DictConfig) -> list[list[str]] | None:
     """The overrides of every job the basic sweeper will launch, in job-number order; None if unknown."""
     try:
         target = str(OmegaConf.select(config, "hydra.sweeper._target_") or "")
-        if not target.endswith("BasicSweeper"):
+        if not target.endswith(("BasicSweeper", "RepeatingSweeper")):
             return None
         from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
         params = OmegaConf.select(config, "hydra.sweeper.params") or {}
         arguments = [f"{k}={v}" for k, v in params.items()]
+        if target.endswith("RepeatingSweeper"):  # the repeat loop outermost, as core/sweep.py makes it
+            from core.sweep import repeat_arguments
+
+            arguments = repeat_arguments(OmegaConf.select(config, "repeats", default=1), arguments)
         arguments += list(OmegaConf.select(config, "hydra.overrides.task") or [])
         parsed = OverridesParser.create().parse_overrides(arguments)
         return [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]

@@ -14,26 +14,29 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from results.table import (PHASES, Entry, _finite, choose_baseline, config_labels, override_items,  # noqa: E402
-                           speed_up_basis, varying_keys)
+from results.aggregate import NO_INTERVAL, Config, compare  # noqa: E402
+from results.entries import PHASES, Entry, _finite, _get, config_labels, override_items, varying_keys  # noqa: E402
+from stats import fmt_ratio  # noqa: E402
 
 _PHASE_COLORS = {"data": "#8c8c8c", "h2d": "#d62728", "forward": "#2ca02c", "backward": "#9467bd",
-                 "sync": "#1f77b4", "optimizer": "#ffbf00"}
+                 "exposed comm": "#e377c2", "sync": "#1f77b4", "optimizer": "#ffbf00"}
 
 
-def _train(entries: list[Entry]) -> list[Entry]:
-    return [e for e in entries if e.ok and e.task == "train" and _finite(e.value("steps/s"))]
+def _train(entries: list[Entry]) -> list[Config]:
+    """task=train configurations (repeats merged) with a throughput, with their CIs and speed-ups."""
+    return [c for c in compare(entries).configs if c.task == "train" and c.throughput]
 
 
-def _labels(entries: list[Entry], runs: list[Entry]) -> list[str]:
-    """Labels of `runs` as the tables name them (computed over every entry, failed ones included)."""
-    by_id = {id(e): label for e, label in zip(entries, config_labels(entries))}
-    return [by_id[id(e)] for e in runs]
+def _metric(configs: list[Config]) -> tuple[str, str]:
+    """samples/s when every configuration has it (fair across batch sizes and world sizes), else steps/s."""
+    key = "samples_per_s" if all(_finite(c.throughput.get("samples_per_s")) for c in configs) else "steps_per_s"
+    return key, key.replace("_per_s", "/s")
 
 
-def _metric(entries: list[Entry]) -> str:
-    """samples/s when every run has it (fair across batch sizes and world sizes), else steps/s."""
-    return "samples/s" if all(_finite(e.value("samples/s")) for e in entries) else "steps/s"
+def _err(c: Config, key: str) -> tuple[float, float]:
+    """Error bar lengths (below, above) of the throughput's 95% CI; 0 where there is no interval."""
+    v, lo, hi = c.throughput[key], c.throughput.get(key + "_lo"), c.throughput.get(key + "_hi")
+    return (v - lo, hi - v) if lo is not None and hi is not None else (0.0, 0.0)
 
 
 def _save(fig, path: Path) -> Path:
@@ -45,76 +48,98 @@ def _save(fig, path: Path) -> Path:
 
 
 def throughput(entries: list[Entry], path: Path, title: str = "") -> Path | None:
-    """Throughput per configuration, the baseline highlighted, speed-up written on each bar."""
-    runs = _train(entries)
-    if not runs:
+    """Throughput per configuration with its 95% CI, the baseline highlighted, speed-up and verdict on each bar."""
+    configs = _train(entries)
+    if not configs:
         return None
-    labels = _labels(entries, runs)
-    metric = _metric(runs)
-    values = [e.value(metric) for e in runs]
-    base_i, _ = choose_baseline(runs)
-    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.45 * len(runs)))
-    colors = ["#ff7f0e" if i == base_i else "#1f77b4" for i in range(len(runs))]
-    y = list(range(len(runs)))[::-1]
-    ax.barh(y, values, color=colors)
-    ax.set_yticks(y, labels)
-    for yi, v, e in zip(y, values, runs):
+    key, metric = _metric(configs)
+    values = [c.throughput[key] for c in configs]
+    errs = [_err(c, key) for c in configs]
+    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.45 * len(configs)))
+    colors = ["#ff7f0e" if c.baseline else "#1f77b4" for c in configs]
+    y = list(range(len(configs)))[::-1]
+    ax.barh(y, values, color=colors, xerr=[[e[0] for e in errs], [e[1] for e in errs]], capsize=3,
+            error_kw={"elinewidth": 1})
+    ax.set_yticks(y, [c.label for c in configs])
+    for yi, v, e, c in zip(y, values, errs, configs):
         note = f"{v:.3g}"
-        if base_i is not None:
-            basis = speed_up_basis(runs[base_i], e)
-            base_v = runs[base_i].value(basis)
-            if _finite(base_v) and base_v > 0:
-                note += f"  ({e.value(basis) / base_v:.2f}x)"
-        ax.text(v, yi, " " + note, va="center", fontsize=8)
-    ax.set_xlabel(metric + ("   (orange: baseline; speed-up in brackets)" if base_i is not None else ""))
-    ax.set_xlim(0, max(values) * 1.3)
+        if c.speedup:
+            sp = c.speedup
+            note += "  (no CI)" if sp["verdict"] == NO_INTERVAL else \
+                f"  ({fmt_ratio(sp['ratio'], sp['ci_lo'], sp['ci_hi'], sp['verdict'])})"
+        ax.text(v + e[1], yi, " " + note, va="center", fontsize=8)
+    ax.set_xlabel(metric + " with 95% CI" + ("   (orange: baseline; speed-up [CI] in brackets, ~1: no "
+                                               "significant difference)" if any(c.baseline for c in configs) else ""))
+    ax.set_xlim(0, max(v + e[1] for v, e in zip(values, errs)) * 1.45)
     ax.set_title(title or f"Throughput per configuration ({metric})")
     return _save(fig, path)
 
 
+def _phase_ms(c: Config, phase: str) -> float:
+    """Median over runs of a phase's median (ms); DDP's exposed communication is its own segment, taken out of
+    backward (where the window measured it: backward waits for the all-reduces it did not hide)."""
+    exposed = c.median(lambda e: _get(e.result, "comm", "exposed_s")) if c.first.result.get("sync") == "ddp" else None
+    backward = c.median(lambda e: _get(e.result, "phases", "backward", "median")) or 0.0
+    shown = min(exposed or 0.0, backward)
+    if phase == "exposed comm":
+        return shown * 1e3
+    value = c.median(lambda e: _get(e.result, "phases", phase, "median")) or 0.0
+    return (value - shown if phase == "backward" else value) * 1e3
+
+
 def phase_breakdown(entries: list[Entry], path: Path, title: str = "") -> Path | None:
-    """Stacked per-phase medians per configuration (ms), with the measured step median as a marker."""
-    runs = [e for e in _train(entries) if e.result.get("phases")]
-    phases = [p for p in PHASES if any((e.result["phases"].get(p) or {}).get("median") is not None for e in runs)]
-    if not runs or not phases:
+    """Stacked per-phase medians per configuration (ms), exposed communication as its own segment, with the
+    measured step median as a marker."""
+    configs = [c for c in _train(entries) if any(e.result.get("phases") for e in c.ok)]
+    phases = [p for p in PHASES if any(_get(e.result, "phases", p, "median") is not None for c in configs for e in c.ok)]
+    if not configs or not phases:
         return None
-    labels = _labels(entries, runs)
-    fig, ax = plt.subplots(figsize=(9, 1.6 + 0.45 * len(runs)))
-    y = list(range(len(runs)))[::-1]
-    left = [0.0] * len(runs)
+    if "backward" in phases and any(_phase_ms(c, "exposed comm") > 0 for c in configs):
+        phases.insert(phases.index("backward") + 1, "exposed comm")
+    fig, ax = plt.subplots(figsize=(9, 1.6 + 0.45 * len(configs)))
+    y = list(range(len(configs)))[::-1]
+    left = [0.0] * len(configs)
     for p in phases:
-        widths = [((e.result["phases"].get(p) or {}).get("median") or 0.0) * 1e3 for e in runs]
-        ax.barh(y, widths, left=left, label=p, color=_PHASE_COLORS.get(p))
+        widths = [_phase_ms(c, p) for c in configs]
+        label = "backward (compute + hidden comm)" if p == "backward" and "exposed comm" in phases else p
+        ax.barh(y, widths, left=left, label=label, color=_PHASE_COLORS.get(p))
         left = [a + b for a, b in zip(left, widths)]
-    medians = [(e.result.get("step_time_s") or {}).get("median") for e in runs]
-    pts = [(m * 1e3, yi) for m, yi in zip(medians, y) if m is not None]
+    pts = [(c.step["median"] * 1e3, yi) for c, yi in zip(configs, y) if c.step and c.step.get("median")]
     if pts:
         ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker="|", s=300, color="black", zorder=3,
                    label="step median")
-    ax.set_yticks(y, labels)
-    ax.set_xlabel("median time per step (ms), rank 0")
+    ax.set_yticks(y, [c.label for c in configs])
+    ax.set_xlabel("median time per step (ms), rank 0" + ("; exposed comm: DDP's runtime stats" if "exposed comm" in
+                                                          phases else ""))
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, frameon=False, markerscale=0.4)
     ax.set_title(title or "Step-time breakdown per configuration")
     return _save(fig, path)
 
 
-def _series(runs: list[Entry], x_key: str) -> dict[str, list[Entry]]:
-    """Runs grouped into lines: same overrides apart from the x axis (and world-size-bound keys)."""
+def _series(configs: list[Config], x_key: str) -> dict[str, list[Config]]:
+    """Configurations grouped into lines: same overrides apart from the x axis (and world-size-bound keys)."""
     skip = {x_key, "world_size", "scale"} if x_key == "world_size" else {x_key}
-    keys = [k for k in varying_keys(runs) if k not in skip]
-    lines: dict[str, list[Entry]] = defaultdict(list)
-    for e in runs:
-        items = override_items(e.overrides)
-        lines[" ".join(f"{k}={items.get(k)}" for k in keys if k in items) or "all"].append(e)
+    keys = [k for k in varying_keys([c.first for c in configs]) if k not in skip]
+    lines: dict[str, list[Config]] = defaultdict(list)
+    for c in configs:
+        items = override_items(c.first.overrides)
+        lines[" ".join(f"{k}={items.get(k)}" for k in keys if k in items) or "all"].append(c)
     return lines
 
 
-def _numeric_knob(e: Entry, name: str) -> float | None:
+def _numeric_knob(c: Config, name: str) -> float | None:
     try:
-        v = float(e.knob(name))
+        v = float(c.first.knob(name))
     except (TypeError, ValueError):
         return None
     return v if math.isfinite(v) else None
+
+
+def _points(ax, line: list[Config], x_key: str, key: str, label: str):
+    """One series with its 95% CIs as error bars; joined by a line only when it has two points or more."""
+    pts = sorted(((_numeric_knob(c, x_key), c.throughput[key], _err(c, key)) for c in line), key=lambda p: p[0])
+    return ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[[p[2][0] for p in pts], [p[2][1] for p in pts]],
+                       marker="o", capsize=3, linestyle="-" if len(pts) > 1 else "none", label=label), pts
 
 
 def _finish_line_plot(fig, ax, path: Path, title: str) -> Path:
@@ -126,56 +151,57 @@ def _finish_line_plot(fig, ax, path: Path, title: str) -> Path:
 
 
 def bucket_throughput(entries: list[Entry], path: Path, title: str = "") -> Path | None:
-    """Throughput against DDP bucket size (log x), one line per other configuration."""
-    runs = [e for e in _train(entries) if _numeric_knob(e, "bucket") is not None]
-    if len({_numeric_knob(e, "bucket") for e in runs}) < 2:
+    """Throughput (95% CI bars) against DDP bucket size (log x), one series per other configuration."""
+    configs = [c for c in _train(entries) if _numeric_knob(c, "bucket") is not None]
+    if len({_numeric_knob(c, "bucket") for c in configs}) < 2:
         return None
-    metric = _metric(runs)
-    lines = {k: v for k, v in _series(runs, "bucket").items() if len({_numeric_knob(e, "bucket") for e in v}) > 1}
+    key, metric = _metric(configs)
+    lines = {k: v for k, v in _series(configs, "bucket").items() if len({_numeric_knob(c, "bucket") for c in v}) > 1}
     if not lines:
         return None  # no configuration ran at two bucket sizes: no line to draw
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name, line in lines.items():
-        pts = sorted((_numeric_knob(e, "bucket"), e.value(metric)) for e in line)
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+        _points(ax, line, "bucket", key, name)
     ax.set_xscale("log")
-    buckets = sorted({_numeric_knob(e, "bucket") for e in runs})
+    buckets = sorted({_numeric_knob(c, "bucket") for c in configs})
     ax.set_xticks(buckets, [f"{b:g}" for b in buckets])
     ax.minorticks_off()
     ax.set_xlabel("DDP bucket_cap_mb (MB)")
-    ax.set_ylabel(metric)
+    ax.set_ylabel(metric + " (95% CI)")
     return _finish_line_plot(fig, ax, path, title or "Bucket size vs throughput")
 
 
 def scaling(entries: list[Entry], path: Path, title: str = "") -> Path | None:
-    """Left: samples/s against world size, with the ideal line (linear from each line's smallest world size) and the
-    scaling efficiency written at each point. Right: exposed communication per step at each world size. Lines with a
-    single world size are left out (nothing to scale)."""
-    runs = [e for e in _train(entries) if _numeric_knob(e, "world_size") is not None]
-    sizes = sorted({_numeric_knob(e, "world_size") for e in runs})
+    """Left: samples/s (95% CI bars) against world size, with the ideal line (linear from each line's smallest world
+    size) and the scaling efficiency written at each point. Right: exposed communication per step at each world size
+    (median over repeats). Lines with a single world size are left out (nothing to scale)."""
+    configs = [c for c in _train(entries) if _numeric_knob(c, "world_size") is not None]
+    sizes = sorted({_numeric_knob(c, "world_size") for c in configs})
     if len(sizes) < 2:
         return None
-    metric = _metric(runs)
-    lines = {k: v for k, v in _series(runs, "world_size").items()
-             if len({_numeric_knob(e, "world_size") for e in v}) > 1}
+    key, metric = _metric(configs)
+    lines = {k: v for k, v in _series(configs, "world_size").items()
+             if len({_numeric_knob(c, "world_size") for c in v}) > 1}
     if not lines:
         return None
     fig, (ax, ax_comm) = plt.subplots(1, 2, figsize=(11, 4.5), gridspec_kw={"width_ratios": [3, 2]})
     for name, line in lines.items():
         name = name if len(lines) > 1 else "measured"
-        pts = sorted((_numeric_knob(e, "world_size"), e.value(metric), e) for e in line)
-        drawn = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
-        n0, v0 = pts[0][:2]
-        ax.plot(sizes, [v0 * n / n0 for n in sizes], linestyle="--", color=drawn[0].get_color(), alpha=0.6,
+        drawn, pts = _points(ax, line, "world_size", key, name)
+        n0, v0 = pts[0][0], pts[0][1]
+        color = drawn[0].get_color()
+        ax.plot(sizes, [v0 * n / n0 for n in sizes], linestyle="--", color=color, alpha=0.6,
                 label=f"ideal ({name})" if len(lines) > 1 else "ideal (linear from the smallest size)")
         for n, v, _ in pts[1:]:
             ax.annotate(f"{v / (v0 * n / n0):.0%}", (n, v), textcoords="offset points", xytext=(4, -12), fontsize=8)
-        comm = [(n, ((e.result.get("comm") or {}).get("exposed_s") or 0.0) * 1e3) for n, _, e in pts]
-        ax_comm.plot([c[0] for c in comm], [c[1] for c in comm], marker="s", color=drawn[0].get_color(), label=name)
+        by_size = sorted(line, key=lambda c: _numeric_knob(c, "world_size"))
+        comm = [(_numeric_knob(c, "world_size"),
+                 (c.median(lambda e: (e.result.get("comm") or {}).get("exposed_s")) or 0.0) * 1e3) for c in by_size]
+        ax_comm.plot([p[0] for p in comm], [p[1] for p in comm], marker="s", color=color, label=name)
     for a in (ax, ax_comm):
         a.set_xticks(sizes, [f"{s:g}" for s in sizes])
         a.set_xlabel("world size (ranks)")
-    ax.set_ylabel(f"{metric}   (% of ideal at each point)")
+    ax.set_ylabel(f"{metric} (95% CI; % of ideal at each point)")
     ax_comm.set_ylabel("exposed communication per step (ms)")
     ax_comm.set_ylim(bottom=0)
     ax_comm.grid(alpha=0.3)
@@ -215,9 +241,9 @@ def busbw(entries: list[Entry], path: Path, title: str = "") -> Path | None:
             and any(_finite(r.get("busbw_GBps")) and _finite(r.get("bytes")) for r in e.result["rows"])]
     if not runs:
         return None
-    labels = _labels(entries, runs)
+    by_id = {id(e): label for e, label in zip(entries, config_labels(entries))}
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for e, label in zip(runs, labels):
+    for e, label in ((e, by_id[id(e)]) for e in runs):
         by_op: dict[str, list] = defaultdict(list)
         modes = {r.get("mode") for r in e.result["rows"]}  # e.g. in-place / out-of-place, as nccl-tests reports both
         for r in e.result["rows"]:
@@ -227,7 +253,8 @@ def busbw(entries: list[Entry], path: Path, title: str = "") -> Path | None:
         for op, pts in by_op.items():
             pts.sort()
             name = op if len(runs) == 1 else f"{op} ({label})"
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=name)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=name,
+                    linestyle="-" if len(pts) > 1 else "none")
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: _bytes_label(v)))
     ax.set_xlabel("message size (bytes)")

@@ -1,38 +1,46 @@
 #!/usr/bin/env bash
 # The CPU reproductions committed under results/runs/ and results/tables/ (2-core, no-GPU machine, gloo).
 # Each block is the exact command; the tables are then regenerated from the records by results.report.
-# Run from the repository root:  bash results/reproduce_cpu.sh   (about 30 minutes on 2 cores)
+# Every train comparison runs repeats=3 (interleaved), so each table row has a CI with run-to-run spread in it.
+# Run from the repository root:  bash results/reproduce_cpu.sh
+# About 1 h 45 min on 2 quiet cores (estimate: the step rates of the previous records, plus ~15 s of start-up and
+# set-up per job; blocks below give their share). On a busy machine it takes longer and the intervals get wider.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 R=results/runs
 rm -rf "$R" results/tables
 export WANDB_MODE=disabled
 
-# 1. The VGG11 thread at its real size (224x224, 471 MiB classifier) on 2 gloo ranks: DDP vs the thread's
-#    per-parameter loop vs one flat all-reduce; DDP with 100 MB buckets; the no-communication single-rank baseline;
-#    the raw-float folder of the thread instead of in-memory data.
-python train.py -m sync=ddp,per_param,flat logger=none hydra.sweep.dir=$R/vgg11_sync
-python train.py -m bucket=100 logger=none hydra.sweep.dir=$R/vgg11_bucket100
-python train.py -m sync=local world_size=1 logger=none hydra.sweep.dir=$R/vgg11_local
+# 1. (~35 min, 18 jobs) The VGG11 thread at its real size (224x224, 471 MiB classifier) on 2 gloo ranks: DDP vs the
+#    thread's per-parameter loop vs one flat all-reduce; DDP with 100 MB buckets; the no-communication single-rank
+#    baseline; the raw-float folder of the thread instead of in-memory data. scale=auto on CPU measures adaptively
+#    (6..60 steps, until the median step is known to +-2%, at most measure.max_s=90 s per job).
+python train.py -m sync=ddp,per_param,flat repeats=3 logger=none hydra.sweep.dir=$R/vgg11_sync
+python train.py -m bucket=100 repeats=3 logger=none hydra.sweep.dir=$R/vgg11_bucket100
+python train.py -m sync=local world_size=1 repeats=3 logger=none hydra.sweep.dir=$R/vgg11_local
 python -m data.make_raw_folder --root data_raw/vgg11 --classes 10 --files-per-class 32
-python train.py -m data=raw_folder data.root=data_raw/vgg11 logger=none hydra.sweep.dir=$R/vgg11_raw_folder
+python train.py -m data=raw_folder data.root=data_raw/vgg11 repeats=3 logger=none hydra.sweep.dir=$R/vgg11_raw_folder
 
-# 2. The DDP knobs sweep of the product's headline command, plus its optim=none baseline, on VGG11 with small
-#    inputs (gradients at full size: communication-bound, as on the thread's 16 nodes).
-python train.py -m optim=none,bf16,powersgd bucket=25,100,2000 model=vgg11 scale=smoke logger=none \
+# 2. (~18 min, 27 jobs) The DDP knobs sweep of the product's headline command, plus its optim=none baseline, on VGG11
+#    with small inputs (gradients at full size: communication-bound, as on the thread's 16 nodes); 10 steps per run.
+python train.py -m optim=none,bf16,powersgd bucket=25,100,2000 model=vgg11 scale=smoke steps=10 repeats=3 logger=none \
   hydra.sweep.dir=$R/ddp_knobs_vgg11
 
-# 3. The ViT-L/32 study's presets at smoke scale (ViT-L/32 at full parameter count, 64x64 inputs, 2 ranks).
-python train.py -m experiment=vit_ddp_optimizations scale=smoke logger=none hydra.sweep.dir=$R/vit_ddp_optimizations
-python train.py -m experiment=ddp_overhead scale=smoke logger=none hydra.sweep.dir=$R/vit_ddp_overhead
+# 3. (~37 min, 30 jobs) The ViT-L/32 study's presets at smoke scale (ViT-L/32 at full parameter count, 64x64 inputs,
+#    2 ranks); 6 steps per run so that every run's median has a 95% interval.
+python train.py -m experiment=vit_ddp_optimizations scale=smoke steps=6 repeats=3 logger=none \
+  hydra.sweep.dir=$R/vit_ddp_optimizations
+python train.py -m experiment=ddp_overhead scale=smoke steps=6 repeats=3 logger=none hydra.sweep.dir=$R/vit_ddp_overhead
 
-# 4. Collectives: the microbenchmark, the thread's gradient-sync comparison, the gloo thread's pair groups.
+# 4. (~1 min) Collectives: the microbenchmark, the thread's gradient-sync comparison, the gloo thread's pair groups.
 python train.py -m task=collectives logger=none hydra.sweep.dir=$R/collectives
 python train.py -m task=grad_sync model=vgg11 logger=none hydra.sweep.dir=$R/grad_sync_vgg11
 python train.py -m task=pair_groups pairs=1,2,4,8 logger=none hydra.sweep.dir=$R/pair_groups
 
-# 5. Cost of measuring (per-phase timing on vs off) on the default VGG11 run.
-python -m tasks.train.harness_cost > $R/harness_cost_vgg11.txt
+# 5. (~11 min, 12 runs) What the harness costs on the default VGG11 run: per-phase timing on vs off, and the harness
+#    against a hand-written DDP loop of the same config; 3 interleaved pairs each, ratios with their 95% CIs.
+python -m tasks.train.harness_cost --pairs 3 > $R/harness_cost_vgg11.txt
+python -m tasks.train.harness_cost --reference --pairs 3 > $R/harness_reference_vgg11.txt
 
 # 6. Scaling: 1 rank without DDP (sync=local), 2 ranks with DDP; VGG11's full gradients at smoke-size inputs.
 python train.py -m experiment=scaling model=vgg11 scale=smoke logger=none hydra.sweep.dir=$R/scaling_vgg11

@@ -1,8 +1,10 @@
 """Tables made from run records.
 
 The end-of-sweep table (results.callbacks) and the report (results.report) both build their tables here,
-so a number printed after a sweep and the same number in a report come from one place.
-A table holds raw values; Markdown gets rounded numbers, CSV gets the values as measured.
+so a number printed after a sweep and the same number in a report come from one place. Repeats of one
+configuration are one row (results.aggregate computes its intervals, speed-up and verdict).
+A table holds raw values; Markdown gets rounded numbers (intervals trimmed to the digits they support),
+CSV gets the values as measured.
 """
 from __future__ import annotations
 
@@ -10,195 +12,12 @@ import csv
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
-from omegaconf import OmegaConf
-
-DEFAULT_BUCKET_MB = OmegaConf.load(Path(__file__).resolve().parent.parent / "conf" / "config.yaml").bucket  # baseline
-MISSING = "–"
-
-# Overrides that say how a job was run, not what was measured: never used to tell configurations apart.
-_NOISE_PREFIXES = ("hydra.", "logger")
-
-
-# ---------------------------------------------------------------------------------------------- records
-
-
-def _get(d: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(key)
-    return d
-
-
-def _scaled(value: Any, factor: float) -> float | None:
-    return None if value is None else value * factor
-
-
-# task=train columns, in the order the DDP-knobs issue lists them, each with the structured field it
-# falls back to when result["headline"] lacks the label. The training task can build its headline with
-# train_headline() so both always agree.
-TRAIN_COLUMNS: list[tuple[str, Callable[[dict], Any]]] = [
-    ("steps/s", lambda r: _get(r, "throughput", "steps_per_s")),
-    ("samples/s", lambda r: _get(r, "throughput", "samples_per_s")),
-    ("speed-up", lambda r: None),  # filled against the baseline row
-    ("step median ms", lambda r: _scaled(_get(r, "step_time_s", "median"), 1e3)),
-    ("exposed comm ms", lambda r: _scaled(_get(r, "comm", "exposed_s"), 1e3)),
-    ("MB/step", lambda r: _scaled(_get(r, "comm", "bytes_per_step"), 1e-6)),
-    ("grad rel err", lambda r: _get(r, "accuracy", "grad_rel_error")),
-]
-TRAIN_LABELS = [label for label, _ in TRAIN_COLUMNS]
-
-PHASES = ["data", "h2d", "forward", "backward", "sync", "optimizer"]
-
-
-def train_headline(result: dict) -> dict[str, Any]:
-    """The headline of a task=train result, from its structured fields (the labels the sweep table uses)."""
-    return {label: get(result) for label, get in TRAIN_COLUMNS if label != "speed-up"}
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-@dataclass
-class Entry:
-    """One job of a sweep (or one run in a report): what a table row is made from."""
-
-    num: int | None
-    overrides: list[str]
-    status: str  # "ok" | "failed"
-    error: str | None = None
-    record: dict | None = None
-    output_dir: str | None = None
-    slurm_job_id: str | None = None
-    log: str | None = None
-    inferred: dict[str, Any] = field(default_factory=dict)  # task / world_size of a job that left no record,
-                                                             # taken from the other jobs of its sweep
-
-    @classmethod
-    def from_record(cls, record: dict, path: str | Path | None = None) -> "Entry":
-        """path: where the record was read from (runs get copied, e.g. committed under results/runs/); without it,
-        where it was written."""
-        job = record.get("job") or {}
-        output_dir = str(Path(path).parent) if path else job.get("output_dir")
-        return cls(
-            num=job.get("num"),
-            overrides=list(record.get("overrides") or []),
-            status=record.get("status") or "failed",
-            error=record.get("error"),
-            record=record,
-            output_dir=output_dir,
-            slurm_job_id=job.get("slurm_job_id"),
-            log=job.get("log"),
-        )
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-    @property
-    def result(self) -> dict:
-        return (self.record or {}).get("result") or {}
-
-    @property
-    def config(self) -> dict:
-        return (self.record or {}).get("config") or {}
-
-    @property
-    def task(self) -> str | None:
-        if self.record is not None:
-            return self.record.get("task") or self.config.get("task")
-        return override_items(self.overrides).get("task") or self.inferred.get("task")
-
-    def value(self, label: str) -> Any:
-        """A table figure. The train columns come from the structured fields when the record has them (full
-        precision: a headline may be rounded for printing), else from result["headline"], like every other column."""
-        headline = self.result.get("headline") or {}
-        if self.task == "train":
-            for train_label, get in TRAIN_COLUMNS:
-                if train_label == label:
-                    value = get(self.result)
-                    return value if value is not None else headline.get(label)
-        return headline.get(label)
-
-    def knob(self, name: str) -> Any:
-        """optim / bucket / world_size of this run: as measured (result), else as configured, else as typed."""
-        result, config = self.result, self.config
-        if name == "optim":
-            value = result.get("optim")
-            if value is None:
-                value = config.get("optim")
-                value = value.get("name") if isinstance(value, dict) else value
-        elif name == "bucket":
-            value = result.get("bucket_mb", config.get("bucket"))
-        elif name == "world_size":
-            value = result.get("world_size") or _get(self.record, "env", "world_size") or config.get("world_size")
-        else:
-            value = result.get(name, config.get(name))
-        if value is None:
-            value = override_items(self.overrides).get(name)
-        if value is None:
-            value = self.inferred.get(name)
-        return value
-
-
-# -------------------------------------------------------------------------------------------- overrides
-
-
-def override_items(overrides: Iterable[str]) -> dict[str, str | None]:
-    """{key: value} of Hydra override strings ("+a.b=1", "~c" -> c: None)."""
-    items: dict[str, str | None] = {}
-    for text in overrides:
-        key, sep, value = text.partition("=")
-        items[key.lstrip("+~")] = value if sep else None
-    return items
-
-
-def _is_noise(key: str) -> bool:
-    return key.startswith(_NOISE_PREFIXES)
-
-
-def varying_keys(entries: list[Entry]) -> list[str]:
-    """Override keys whose value differs between entries (first-seen order)."""
-    parsed = [override_items(e.overrides) for e in entries]
-    keys: list[str] = []
-    for items in parsed:
-        keys.extend(k for k in items if k not in keys and not _is_noise(k))
-    return [k for k in keys if len({items.get(k, "<unset>") for items in parsed}) > 1]
-
-
-def constant_overrides(entries: list[Entry]) -> list[str]:
-    """Overrides every entry shares (the table states them once)."""
-    if not entries:
-        return []
-    varying = set(varying_keys(entries))
-    keys = [o.partition("=")[0].lstrip("+~") for o in entries[0].overrides]
-    return [o for o, k in zip(entries[0].overrides, keys) if k not in varying and not _is_noise(k)]
-
-
-def config_labels(entries: list[Entry]) -> list[str]:
-    """A short name per entry: its varying overrides (all of them for a lone entry); unique within the table."""
-    keys = varying_keys(entries)
-    labels = []
-    for e in entries:
-        items = override_items(e.overrides)
-        if len(entries) == 1:
-            parts = [o for o in e.overrides if not _is_noise(o.lstrip("+~"))]
-        else:
-            parts = [f"{k}={items[k]}" if items.get(k) is not None else f"~{k}" for k in keys if k in items]
-        labels.append(" ".join(parts) or "default")
-    seen: dict[str, int] = {}
-    for label in labels:
-        seen[label] = seen.get(label, 0) + 1
-    out = []
-    for label, e in zip(labels, entries):
-        if seen[label] > 1:
-            where = Path(e.output_dir).parent.name + "/" + Path(e.output_dir).name if e.output_dir else f"#{e.num}"
-            label = f"{label} ({where})"
-        out.append(label)
-    return out
+from stats import fmt_ci, fmt_ratio
+from results.aggregate import NO_INTERVAL, Comparison, Config, compare, group_repeats, sentinel_warning
+from results.entries import (MISSING, PHASES, TRAIN_COLUMNS, TRAIN_LABELS, Entry, _finite, _get, _scaled,  # noqa: F401
+                             config_labels, constant_overrides, override_items, train_headline, varying_keys)
 
 
 # ------------------------------------------------------------------------------------------ the tables
@@ -212,10 +31,16 @@ class Table:
     notes: list[str] = field(default_factory=list)
     csv_only: list[str] = field(default_factory=list)  # columns written to CSV, left out of Markdown
     marked: tuple[int, str, str] | None = None  # (row, column, suffix): e.g. " (baseline)" after a label, Markdown only
+    display: dict[str, Callable[[dict], str]] = field(default_factory=dict)  # column -> its Markdown text (intervals)
+    warnings: list[str] = field(default_factory=list)  # printed above the table
+
+    def text(self, row: dict, column: str) -> str:
+        """A cell as Markdown shows it: a value with its interval where the table has one, else rounded."""
+        return self.display[column](row) if column in self.display else fmt(row.get(column), column)
 
     def markdown(self, heading: str = "") -> str:
         shown = [c for c in self.columns if c not in self.csv_only]
-        cells = [[_md_cell(fmt(row.get(c), c)) for c in shown] for row in self.rows]
+        cells = [[_md_cell(self.text(row, c)) for c in shown] for row in self.rows]
         if self.marked is not None and self.marked[1] in shown:
             i, j = self.marked[0], shown.index(self.marked[1])
             cells[i][j] += self.marked[2]
@@ -230,6 +55,7 @@ class Table:
         out = []
         if heading and self.title:
             out += [f"{heading} {self.title}", ""]
+        out += [f"> **Warning**: {w}\n" for w in self.warnings]
         out.append(line(shown))
         out.append("|" + "|".join(("-" * (w + 1) + ":") if num else ("-" * (w + 2))
                                   for w, num in zip(widths, numeric)) + "|")
@@ -304,90 +130,150 @@ def short_error(entry: Entry, limit: int = 160) -> str:
     return text or "failed"
 
 
-def _is_default_baseline(e: Entry) -> bool:
-    bucket = e.knob("bucket")
-    try:
-        bucket = float(bucket)
-    except (TypeError, ValueError):
-        return False
-    return str(e.knob("optim")) == "none" and bucket == DEFAULT_BUCKET_MB
+def _interval(value_key: str, lo_key: str, hi_key: str, unit: str = ""):
+    """Markdown text of a value with its CI, digits trimmed to what the interval supports (stats.fmt_ci)."""
+    def text(row: dict) -> str:
+        value = row.get(value_key)
+        if not _finite(value):
+            return MISSING
+        return fmt_ci(value, row.get(lo_key), row.get(hi_key), unit) if row.get(lo_key) is not None \
+            else fmt(value, value_key)
+    return text
 
 
-def choose_baseline(entries: list[Entry]) -> tuple[int | None, str]:
-    """Index of the row speed-ups are measured against, and why that one.
-
-    The job with optim=none and the default bucket (25 MB) if there is one, else the first job; only
-    task=train rows that finished with a throughput count.
-    """
-    candidates = [i for i, e in enumerate(entries)
-                  if e.ok and e.task == "train" and _finite(e.value("steps/s"))]
-    if len(candidates) < 2:  # nothing to compare
-        return None, ""
-    for i in candidates:
-        if _is_default_baseline(entries[i]):
-            return i, f"optim=none with the default bucket ({DEFAULT_BUCKET_MB} MB)"
-    first = candidates[0]
-    return first, f"first finished job: no finished job with optim=none and bucket={DEFAULT_BUCKET_MB}"
+def _speedup_text(row: dict) -> str:
+    """Never a bare ratio on a row that is not significant: "1.04x" would be read as a 4% win."""
+    if row.get("baseline"):
+        return "1"
+    ratio, v = row.get("speed-up"), row.get("verdict")
+    if not _finite(ratio):
+        return MISSING
+    if v == NO_INTERVAL:
+        return "no CI"
+    return fmt_ratio(ratio, row.get("speed-up lo"), row.get("speed-up hi"), v)
 
 
-def speed_up_basis(baseline: Entry, entry: Entry) -> str:
-    """samples/s when both rows have it (fair when batch or world size differ), else steps/s."""
-    if _finite(baseline.value("samples/s")) and _finite(entry.value("samples/s")):
-        return "samples/s"
-    return "steps/s"
+INTERVAL_COLUMNS = ("steps/s", "samples/s", "speed-up", "step median ms")
 
 
-def build_table(entries: list[Entry], *, first: str = "job", title: str = "") -> Table:
-    """One row per entry: job (or configuration), overrides, status, headline figures (+ train columns, speed-up)."""
-    labels = config_labels(entries)
-    has_train = any(e.task == "train" for e in entries)
-    columns: list[str] = list(TRAIN_LABELS) if has_train else []
+def _status(c: Config) -> str:
+    ok = len(c.ok)
+    if ok == len(c.entries):
+        return "ok"
+    return "failed" if ok == 0 else f"{ok}/{len(c.entries)} ok"
+
+
+def _steady(c: Config) -> str | None:
+    flags = [e.result.get("steady") for e in c.ok]
+    if any(f is False for f in flags):
+        return "no" if len(flags) == 1 else f"no ({sum(f is False for f in flags)}/{len(flags)})"
+    return "yes" if flags and all(f is True for f in flags) else None
+
+
+def build_table(entries: list[Entry], *, first: str = "job", title: str = "", noise: float | None = None) -> Table:
+    """One row per configuration (its repeats merged): job(s) or configuration, status, headline figures; for
+    task=train throughput and step time with 95% CIs, speed-up against the baseline with its CI and a verdict."""
+    cmp = compare(entries, noise)
+    configs = cmp.configs
+    has_train = any(c.task == "train" for c in configs)
+    repeated = any(len(c.entries) > 1 for c in configs)
+    columns: list[str] = []
+    if has_train:
+        columns = TRAIN_LABELS[:3] + ["verdict"] + TRAIN_LABELS[3:] + ["steady"]
     for e in entries:
         for label in (e.result.get("headline") or {}):
             if label not in columns:
                 columns.append(label)
 
-    base_i, why = choose_baseline(entries) if has_train else (None, "")
-    base = entries[base_i] if base_i is not None else None
-
     rows = []
-    for i, (e, label) in enumerate(zip(entries, labels)):
+    for c in configs:
         row: dict[str, Any] = {}
         if first == "job":
-            row["job"] = e.num if e.num is not None else MISSING
-            row["overrides"] = label
+            nums = [n if n is not None else MISSING for n in c.nums]
+            row["job"] = nums[0] if len(nums) == 1 else ",".join(map(str, nums))
+            row["overrides"] = c.label
         else:
-            row["configuration"] = label
-        row["status"] = e.status
-        for c in columns:
-            row[c] = e.value(c) if e.ok else None
-        if e.ok and base is not None and e.task == "train":
-            basis = speed_up_basis(base, e)
-            mine, theirs = e.value(basis), base.value(basis)
-            if _finite(mine) and _finite(theirs) and theirs > 0:
-                row["speed-up"] = mine / theirs
-        row["baseline"] = i == base_i
-        row["error"] = None if e.ok else short_error(e)
-        row["run dir"] = e.output_dir
+            row["configuration"] = c.label
+        row["status"] = _status(c)
+        row["runs"] = len(c.ok)
+        for label in columns:
+            row[label] = c.median(lambda e: e.value(label)) if c.ok else None
+            if row[label] is None and c.ok:
+                row[label] = c.first.value(label)  # not a number (text headline): the first run's
+        if c.task == "train" and c.throughput:
+            t = c.throughput
+            for label, key in (("steps/s", "steps_per_s"), ("samples/s", "samples_per_s")):
+                row[label], row[f"{label} lo"], row[f"{label} hi"] = t.get(key), t.get(key + "_lo"), t.get(key + "_hi")
+        if c.task == "train" and c.step:
+            row["step median ms"] = c.step["median"] * 1e3
+            row["step median ms lo"] = _scaled(c.step["ci_lo"], 1e3)
+            row["step median ms hi"] = _scaled(c.step["ci_hi"], 1e3)
+        row["speed-up"] = row["verdict"] = None
+        if c.speedup:
+            sp = c.speedup
+            row["speed-up"], row["speed-up lo"], row["speed-up hi"] = sp["ratio"], sp["ci_lo"], sp["ci_hi"]
+            row["verdict"] = sp["verdict"]
+        elif c.baseline:
+            row["speed-up"], row["verdict"] = 1.0, "baseline"
+        if has_train:
+            row["steady"] = _steady(c) if c.task == "train" else None
+        row["baseline"] = c.baseline
+        failed = [e for e in c.entries if not e.ok]
+        row["error"] = short_error(failed[0]) if failed else None
+        row["run dir"] = ";".join(str(e.output_dir) for e in c.entries if e.output_dir) or None
         rows.append(row)
 
     lead = ["job", "overrides"] if first == "job" else ["configuration"]
     failed = any(not e.ok for e in entries)
-    all_columns = lead + ["status"] + columns + (["error"] if failed else []) + ["baseline", "run dir"]
+    shown = lead + ["status"] + (["runs"] if repeated else []) + columns + (["error"] if failed else [])
+    intervals = [f"{c} {end}" for c in INTERVAL_COLUMNS if c in columns for end in ("lo", "hi")] if has_train else []
+    all_columns = shown + intervals + ["baseline", "run dir"]
+    display = {c: _interval(c, f"{c} lo", f"{c} hi") for c in INTERVAL_COLUMNS if c != "speed-up"}
+    display["speed-up"] = _speedup_text
+    table = Table(all_columns, rows, title=title, notes=_notes(cmp, entries, rows, first),
+                  csv_only=intervals + ["baseline", "run dir"],
+                  marked=(cmp.base, lead[0], " (baseline)") if cmp.base is not None else None,
+                  display=display if has_train else {}, warnings=_warnings(cmp))
+    return table
+
+
+def _warnings(cmp: Comparison) -> list[str]:
+    out = [sentinel_warning(cmp.sentinel)] if cmp.sentinel else []
+    unsteady = [c.label for c in cmp.configs if c.task == "train" and _steady(c) not in (None, "yes")]
+    if unsteady:
+        out.append(f"not at steady state (steady = no): {', '.join(f'`{u}`' for u in unsteady)}; their warm-up was "
+                   f"not enough or the machine changed during the window. Raise warmup_steps and run them again.")
+    return out
+
+
+def _notes(cmp: Comparison, entries: list[Entry], rows: list[dict], first: str) -> list[str]:
     notes = []
-    if base is not None:
-        name = (f"job {base.num} ({labels[base_i]})" if first == "job" and base.num is not None
-                else f"`{labels[base_i]}`")
-        basis = speed_up_basis(base, base)
-        notes.append(f"Baseline for speed-up: {name}, {why}; speed-up = {basis} ÷ baseline {basis}.")
+    if cmp.base is not None:
+        base = cmp.configs[cmp.base]
+        name = (f"job {rows[cmp.base]['job']} ({base.label})" if first == "job" else f"`{base.label}`")
+        basis = next((c.speedup["basis"] for c in cmp.configs if c.speedup), "samples/s")
+        notes.append(f"Baseline for speed-up: {name}, {cmp.why}; speed-up = {basis} ÷ baseline {basis}, with its 95% "
+                     f"CI. Verdict: faster / slower only when the CI excludes 1 and the change exceeds "
+                     f"compare.noise={cmp.noise:g}; otherwise no significant difference, shown as ~1 with its range.")
+    methods = list(dict.fromkeys(c.speedup["method"] for c in cmp.configs if c.speedup))
+    if methods:
+        notes.append("Intervals (95%): " + "; ".join(methods) + ". Throughput of a run = steps / wall clock of its "
+                     "timed blocks (slowest rank per block); step median: rank 0's step times, order-statistic CI "
+                     "for one run.")
+    if any(len(c.entries) > 1 for c in cmp.configs):
+        notes.append("A row merges the repeats of one configuration (runs: how many finished): throughput = median "
+                     "over runs, step median = median of run medians; their CIs come from a two-level bootstrap "
+                     "(runs, then blocks or steps within each run), so run-to-run spread is inside them.")
+    if cmp.base is not None:
+        notes.append("Noise sentinel: " + (f"{cmp.sentinel['phase']} time, see the warning above." if cmp.sentinel
+                                          else cmp.sentinel_note + "."))
     same = constant_overrides(entries)
-    if len(entries) > 1 and same:
+    if len(cmp.configs) > 1 and same:
         notes.append("Same in every row: " + " ".join(same) + ".")
     n_failed = sum(not e.ok for e in entries)
     if n_failed:
         notes.append(f"{n_failed} of {len(entries)} failed; their rows keep the error.")
-    return Table(all_columns, rows, title=title, notes=notes, csv_only=["baseline", "run dir"],
-                 marked=(base_i, lead[0], " (baseline)") if base is not None else None)
+    return notes
 
 
 def _finished(entries: list[Entry], keep: Callable[[Entry], bool]) -> tuple[list[Entry], list[str]]:
@@ -397,48 +283,54 @@ def _finished(entries: list[Entry], keep: Callable[[Entry], bool]) -> tuple[list
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
+def _configurations(entries: list[Entry], keep: Callable[[Entry], bool]) -> list[Config]:
+    """Configurations (repeats merged) with a finished run that `keep` selects."""
+    return [c for c in (Config(label, group) for label, group in group_repeats(entries))
+            if any(e.ok and keep(e) for e in c.entries)]
+
+
 def phase_table(entries: list[Entry], title: str = "Step-time breakdown (median ms per phase)") -> Table:
-    """Per-phase medians of task=train runs; phases never timed are left out."""
-    train, labels = _finished(entries, lambda e: e.task == "train")
-    present = [p for p in PHASES if any(_get(e.result, "phases", p, "median") is not None for e in train)]
-    extra = [p for e in train for p in (e.result.get("phases") or {}) if p not in PHASES]
+    """Per-phase medians of task=train runs (median over repeats); phases never timed are left out."""
+    train = _configurations(entries, lambda e: e.task == "train")
+    runs = [e for c in train for e in c.ok]
+    present = [p for p in PHASES if any(_get(e.result, "phases", p, "median") is not None for e in runs)]
+    extra = [p for e in runs for p in (e.result.get("phases") or {}) if p not in PHASES]
     present += list(dict.fromkeys(extra))
     rows = []
-    for e, label in zip(train, labels):
-        row: dict[str, Any] = {"configuration": label,
-                               "step median ms": _scaled(_get(e.result, "step_time_s", "median"), 1e3)}
+    for c in train:
+        row: dict[str, Any] = {"configuration": c.label,
+                               "step median ms": _scaled(c.median(lambda e: _get(e.result, "step_time_s", "median")), 1e3)}
         total = 0.0
         for p in present:
-            row[f"{p} ms"] = _scaled(_get(e.result, "phases", p, "median"), 1e3)
+            row[f"{p} ms"] = _scaled(c.median(lambda e: _get(e.result, "phases", p, "median")), 1e3)
             total += row[f"{p} ms"] or 0.0
         row["sum of phases ms"] = total if present else None
         rows.append(row)
     columns = ["configuration", "step median ms"] + [f"{p} ms" for p in present] + ["sum of phases ms"]
-    notes = ["Medians over the measured steps on rank 0; a phase median is taken per phase, so the sum of "
-             "medians need not equal the step median."] if rows else []
+    notes = ["Medians over the measured steps on rank 0 (median over repeats); a phase median is taken per phase, so "
+             "the sum of medians need not equal the step median. Intervals per phase are in each run's summary and "
+             "record."] if rows else []
     return Table(columns, rows, title=title, notes=notes)
 
 
+_COMM_FIELDS = {"MB/step": ("bytes_per_step", 1e-6), "collectives/step": ("collectives_per_step", 1),
+                "comm ms": ("time_s", 1e3), "overlap ms": ("overlap_s", 1e3), "exposed ms": ("exposed_s", 1e3),
+                "backward compute ms": ("backward_compute_s", 1e3), "algbw GB/s": ("algbw_GBps", 1),
+                "busbw GB/s": ("busbw_GBps", 1)}
+
+
 def comm_table(entries: list[Entry], title: str = "Gradient communication per step") -> Table:
-    """Bytes, collectives, buckets and how much communication the step exposed (task=train, comm measured)."""
-    train, labels = _finished(entries, lambda e: e.task == "train" and bool(e.result.get("comm")))
+    """Bytes, collectives, buckets and how much communication the step exposed (task=train, comm measured; median
+    over repeats)."""
     rows = []
-    for e, label in zip(train, labels):
-        c = e.result["comm"]
-        rows.append({
-            "configuration": label,
-            "MB/step": _scaled(c.get("bytes_per_step"), 1e-6),
-            "collectives/step": c.get("collectives_per_step"),
-            "buckets": _get(c, "buckets", "count"),
-            "comm ms": _scaled(c.get("time_s"), 1e3),
-            "overlap ms": _scaled(c.get("overlap_s"), 1e3),
-            "exposed ms": _scaled(c.get("exposed_s"), 1e3),
-            "backward compute ms": _scaled(c.get("backward_compute_s"), 1e3),
-            "algbw GB/s": c.get("algbw_GBps"),
-            "busbw GB/s": c.get("busbw_GBps"),
-            "method": c.get("method"),
-            "slowest rank": e.result.get("slowest_rank"),
-        })
+    for c in _configurations(entries, lambda e: e.task == "train" and bool(e.result.get("comm"))):
+        comm = c.first.result["comm"]
+        row = {"configuration": c.label}
+        for label, (key, factor) in _COMM_FIELDS.items():
+            row[label] = _scaled(c.median(lambda e: _get(e.result, "comm", key)), factor)
+        row.update({"buckets": _get(comm, "buckets", "count"), "method": comm.get("method"),
+                    "slowest rank": c.first.result.get("slowest_rank")})
+        rows.append(row)
     columns = ["configuration", "MB/step", "collectives/step", "buckets", "comm ms", "overlap ms", "exposed ms",
                "backward compute ms", "algbw GB/s", "busbw GB/s", "slowest rank", "method"]
     columns = [c for c in columns if c == "configuration" or any(r.get(c) is not None for r in rows)]

@@ -415,6 +415,10 @@ def log_run(record: dict, cfg: Any = None) -> None:
                                                                     for r in result["rows"]],
                                                allow_mixed_types=True)})
             summary = {k: _clean(v) for k, v in (result.get("headline") or {}).items()}
+            tp = result.get("throughput") or {}
+            summary.update({"steps/s CI lo": _clean(tp.get("ci_lo")), "steps/s CI hi": _clean(tp.get("ci_hi")),
+                            "steady": result.get("steady"),
+                            "window share": _clean((result.get("time_budget") or {}).get("window_share"))})
             summary.update(status=record.get("status"), task=record.get("task"),
                            world_size=result.get("world_size") or (record.get("env") or {}).get("world_size"),
                            device=result.get("device_name"), run_record=str(out_dir / RECORD_NAME))
@@ -468,8 +472,11 @@ def log_sweep(table, entries: list, sweep_dir: str | Path, logger_cfg: Any, *, i
         import wandb
         try:
             columns = list(table.columns)
-            data = [[_wandb_cell(row.get(c)) for c in columns] for row in table.rows]
-            wtable = wandb.Table(columns=columns, data=data, allow_mixed_types=True)
+            shown = list(table.display)  # figures with intervals: also as the text the Markdown table shows
+            data = [[_wandb_cell(row.get(c)) for c in columns] + [table.text(row, c) for c in shown]
+                    for row in table.rows]
+            wtable = wandb.Table(columns=columns + [f"{c} (95% CI)" for c in shown], data=data,
+                                 allow_mixed_types=True)
             logged: dict[str, Any] = {"sweep_table": wtable}
             for name, path in (images or {}).items():
                 logged[f"plots/{name}"] = wandb.Image(str(path))
@@ -487,7 +494,8 @@ def log_sweep(table, entries: list, sweep_dir: str | Path, logger_cfg: Any, *, i
                     columns=cols, data=[[_wandb_cell(c.get(k)) for k in cols] for c in diagnosis["checked"]],
                     allow_mixed_types=True)
             w.run.log(logged)
-            w.run.summary.update({"jobs": len(entries), "failed_jobs": len(failed), "notes": " ".join(table.notes)})
+            w.run.summary.update({"jobs": len(entries), "failed_jobs": len(failed), "notes": " ".join(table.notes),
+                                  "warnings": " ".join(table.warnings)})
             autotune = sweep_dir / "autotune.json"
             if autotune.is_file():
                 w.run.summary.update({"autotune": json.loads(autotune.read_text()).get("conclusion")})

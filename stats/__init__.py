@@ -19,6 +19,8 @@ compare
   ratio_ci(baseline, candidate, ...)  speed-up of medians with a step-level bootstrap CI
   aggregate_repeats(runs, ...)        median of run medians with a two-level (runs, then steps) bootstrap CI
   compare_repeats(base, cand, ...)    speed-up of medians of run medians, two-level bootstrap CI
+  aggregate_throughput(runs, ...)     median over runs of sum(work)/sum(wall) of timed blocks, two-level bootstrap CI
+  compare_throughput(base, cand, ...) throughput speed-up of blocked runs, two-level bootstrap CI
   verdict(ratio, lo, hi, noise)       "faster" / "slower" / "no significant difference"
   noise_sentinel(samples_by_row, ...) largest significant spread of a phase the knobs cannot touch
 fmt
@@ -26,13 +28,15 @@ fmt
   fmt_ci(value, lo, hi, unit)         "1.8 [1.2, 2.5]"
   fmt_ratio(ratio, lo, hi, verdict)   "1.25x [1.18, 1.31]" or "~1 (0.93-1.07, n.s.)"
 """
-from .compare import aggregate_repeats, compare_repeats, noise_sentinel, ratio_ci, verdict
+from .compare import (aggregate_repeats, aggregate_throughput, compare_repeats, compare_throughput, noise_sentinel,
+                      ratio_ci, verdict)
 from .drift import mann_whitney_u, steady_state
 from .fmt import fmt_ci, fmt_ratio, sig_digits
 from .summary import adaptive_should_stop, block_throughput, describe, median_ci, median_ranks
 
 __all__ = [
-    "adaptive_should_stop", "aggregate_repeats", "block_throughput", "compare_repeats", "describe",
+    "adaptive_should_stop", "aggregate_repeats", "aggregate_throughput", "block_throughput", "compare_repeats",
+    "compare_throughput", "describe",
     "fmt_ci", "fmt_ratio", "mann_whitney_u", "median_ci", "median_ranks", "noise_sentinel", "ratio_ci",
     "sig_digits", "steady_state", "verdict",
 ]

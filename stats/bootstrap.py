@@ -27,18 +27,36 @@ def boot_medians(rng: np.random.Generator, x: np.ndarray, count: int) -> np.ndar
     return out
 
 
-def two_level_medians(rng: np.random.Generator, runs: list, resamples: int) -> np.ndarray:
-    """Bootstrap distribution of the median of run medians.
+def boot_ratio_of_sums(rng: np.random.Generator, blocks: np.ndarray, count: int) -> np.ndarray:
+    """sum(units) / sum(walls) of `count` with-replacement resamples of a run's blocks.
+    blocks: shape (2, n), row 0 the work done in each block (steps or samples), row 1 its wall clock."""
+    units, walls = np.asarray(blocks, dtype=float)
+    out = np.empty(count)
+    chunk = max(1, _MAX_CELLS // units.size)
+    for start in range(0, count, chunk):
+        m = min(chunk, count - start)
+        idx = rng.integers(0, units.size, size=(m, units.size))
+        out[start:start + m] = units[idx].sum(1) / walls[idx].sum(1)
+    return out
 
-    Resampling runs first and then steps inside each picked run keeps run-to-run spread
-    (a different process, allocator state, or neighbour on the machine) in the interval;
-    bootstrapping pooled steps would pretend all steps are independent and understate it.
-    A run picked twice in one resample gets two independent within-run resamples.
-    With a single run this reduces to the plain step-level bootstrap.
+
+def two_level(rng: np.random.Generator, runs: list, resamples: int, within=boot_medians) -> np.ndarray:
+    """Bootstrap distribution of the median over runs of a per-run statistic.
+
+    Resampling runs first and then the samples inside each picked run (`within`: count resampled
+    statistics of one run) keeps run-to-run spread (a different process, allocator state, or
+    neighbour on the machine) in the interval; bootstrapping pooled samples would pretend all of
+    them are independent and understate it. A run picked twice in one resample gets two
+    independent within-run resamples. With a single run this reduces to the plain bootstrap.
     """
     picks = rng.integers(0, len(runs), size=(resamples, len(runs)))
-    meds = np.empty(picks.shape)
+    stats = np.empty(picks.shape)
     for r, x in enumerate(runs):
         mask = picks == r
-        meds[mask] = boot_medians(rng, x, int(mask.sum()))
-    return np.median(meds, axis=1)
+        stats[mask] = within(rng, x, int(mask.sum()))
+    return np.median(stats, axis=1)
+
+
+def two_level_medians(rng: np.random.Generator, runs: list, resamples: int) -> np.ndarray:
+    """Median of run medians (see two_level)."""
+    return two_level(rng, runs, resamples, boot_medians)

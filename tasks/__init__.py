@@ -26,6 +26,7 @@ class Task(Protocol):
 
 TASKS = {
     "train": "tasks.train",
+    "train_reference": "tasks.train.reference",   # a hand-written DDP loop, for measuring the harness (harness_cost)
     "collectives": "tasks.collectives",
     "grad_sync": "tasks.grad_sync",
     "pair_groups": "tasks.pair_groups",

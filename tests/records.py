@@ -34,7 +34,10 @@ def train_record(*, overrides: list[str], steps_per_s: float, num: int | None = 
         "backend": "gloo" if device == "cpu" else "nccl", "sync": "ddp", "optim": optim, "bucket_mb": bucket,
         "batch_per_rank": batch_per_rank, "global_batch": global_batch, "accumulate": 1,
         "effective_batch": global_batch, "warmup_steps": 1, "steps": steps,
-        "throughput": {"wall_s": steps * step, "steps_per_s": steps_per_s, "samples_per_s": steps_per_s * global_batch},
+        "throughput": {"wall_s": steps * step, "steps_per_s": steps_per_s, "samples_per_s": steps_per_s * global_batch,
+                       # one step per timed block, +-2% around the step time: the sum is exactly steps * step
+                       "blocks": {"walls_s": [step * (1 + 0.01 * (i - (steps - 1) / 2)) for i in range(steps)],
+                                  "steps": [1] * steps}},
         "step_time_s": {"median": step, "p90": step * 1.1, "mean": step, "min": step * 0.9, "max": step * 1.2},
         "phases": {p: {"median": step * share, "p90": step * share * 1.1, "mean": step * share}
                    for p, share in PHASE_SHARE.items()},

@@ -91,7 +91,8 @@ def test_harness_cost_command_prints_the_ratio():
 
     from tests.conftest import ROOT
 
-    out = subprocess.run([sys.executable, "-m", "tasks.train.harness_cost", "model=vgg11_tiny", "scale=smoke"], cwd=ROOT,
+    out = subprocess.run([sys.executable, "-m", "tasks.train.harness_cost", "--pairs", "1", "model=vgg11_tiny",
+                          "scale=smoke"], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "timing on :" in out.stdout and "timing off:" in out.stdout and "ratio on/off:" in out.stdout

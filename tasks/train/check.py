@@ -20,6 +20,7 @@ def check(cfg: DictConfig, submitting: bool = False, host: Host | None = None) -
     host = host or Host.probe()
     if cfg.diagnose.microbench not in ("auto", True, False):
         raise ConfigError(f"diagnose.microbench={cfg.diagnose.microbench!r}: choose auto, true or false.")
+    check_measure(cfg)
     if cfg.optim.name != "none" and cfg.sync != "ddp":
         raise ConfigError(f"optim={cfg.optim.name} is a DDP comm hook; it needs sync=ddp (got sync={cfg.sync}).")
     if cfg.optim.name == "powersgd":
@@ -32,6 +33,25 @@ def check(cfg: DictConfig, submitting: bool = False, host: Host | None = None) -
     if cfg.cuda_graphs:
         _check_cuda_graphs(cfg, where)
     _check_memory(cfg, where, host, submitting)
+
+
+def check_measure(cfg: DictConfig) -> None:
+    """measure.* and compare.noise between keys (types and bounds are the schema's)."""
+    m = cfg.measure
+    if not 0 < m.rel_ci < 1:
+        raise ConfigError(f"measure.rel_ci={m.rel_ci!r}: the target CI half-width is relative to the median step and "
+                          f"must lie in (0, 1), e.g. measure.rel_ci=0.02 for +-2%.")
+    if m.policy == "adaptive":
+        if m.max_steps is not None and m.max_steps < cfg.steps:
+            raise ConfigError(f"measure.max_steps={m.max_steps} < steps={cfg.steps}: with measure.policy=adaptive "
+                              f"`steps` is the minimum, so the cap must be at least that. Use "
+                              f"measure.max_steps>={cfg.steps}.")
+        if m.max_steps is None and m.max_s is None:
+            raise ConfigError("measure.policy=adaptive with measure.max_steps=null and measure.max_s=null could measure "
+                              "forever on a noisy machine. Set one of them, e.g. measure.max_s=120.")
+    if not 0 <= cfg.compare.noise < 1:
+        raise ConfigError(f"compare.noise={cfg.compare.noise!r}: the relative change below which no difference is "
+                          f"claimed must lie in [0, 1), e.g. compare.noise=0.02.")
 
 
 def _check_powersgd(cfg: DictConfig) -> None:

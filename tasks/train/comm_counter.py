@@ -4,6 +4,7 @@ DDP's built-in reducer (no hook) calls C++ directly; for it, the DDPSync strateg
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 
 import torch.distributed as dist
 
@@ -37,6 +38,15 @@ class CollectiveCounter:
 
     def start(self) -> None:
         self.calls, self.bytes, self.active = 0, 0, True
+
+    @contextmanager
+    def paused(self):
+        """Collectives of the harness itself (the measured window's stopping agreement) are not gradient traffic."""
+        was, self.active = self.active, False
+        try:
+            yield
+        finally:
+            self.active = was
 
     def stop(self) -> tuple[int, int]:
         self.active = False

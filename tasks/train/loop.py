@@ -2,13 +2,13 @@
 
     data -> h2d -> forward -> backward (DDP's all-reduce overlaps it) -> sync (explicit strategies) -> optimizer
 
-Warm-up steps run first; the measured window is bracketed by one device sync and a barrier at each end, and nothing
-inside it waits on the GPU (where the config itself puts no sync there, a host sync in it is an error: see
-window_sync_check in tasks/train/h2d.py). Untimed probe steps after the window read DDP's runtime statistics
-(communication time and its overlap with backward) and, for lossy schemes, the gradient error against an exact fp32
-all-reduce; then the sync's own calls are timed alone on the same ranks (the on-rank microbenchmark,
-diagnose.microbench). Streams, events, syncs and graph capture come from ctx.dev (device/), so device=fake runs the
-GPU paths of this loop on CPU with the stream rules checked."""
+Warm-up steps run first; the measured window is a run of timed blocks (tasks/train/window.py), each bracketed by one
+device sync (and a barrier) at its ends, with nothing inside a block waiting on the GPU (where the config itself puts
+no sync there, a host sync in a block is an error: see window_sync_check in tasks/train/h2d.py). Untimed probe steps
+after the window read DDP's runtime statistics (communication time and its overlap with backward) and, for lossy
+schemes, the gradient error against an exact fp32 all-reduce; then the sync's own calls are timed alone on the same
+ranks (the on-rank microbenchmark, diagnose.microbench). Streams, events, syncs and graph capture come from ctx.dev
+(device/), so device=fake runs the GPU paths of this loop on CPU with the stream rules checked."""
 from __future__ import annotations
 
 import time
@@ -27,11 +27,13 @@ from tasks.train.sync import make_sync
 from tasks.train.result import assemble, comm_figures, rank_figures
 from tasks.train.stragglers import cpu_usage, rank_work
 from tasks.train.timing import PhaseTimer
+from tasks.train.window import Window
 from models import build_model
 
 
 def run(ctx) -> dict | None:
     cfg, dev = ctx.cfg, ctx.dev
+    marks = {"start": time.time()}  # where the job's time goes (record: time_budget)
     torch.manual_seed(cfg.seed)  # identical initial weights on every rank (the explicit strategies rely on it)
     set_precision(cfg.precision)
     model = dev.model_to_device(build_model(cfg.model, cfg.data.image_size))
@@ -65,6 +67,8 @@ def run(ctx) -> dict | None:
         with timer.phase("optimizer"):
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
+            if cfg.fault.sleep_s:  # test knob: a known delay on every rank, every step
+                time.sleep(cfg.fault.sleep_s)
         return loss.detach()  # of the last micro-batch, divided by K (undone once, after the window)
 
     if cfg.cuda_graphs:
@@ -73,36 +77,40 @@ def run(ctx) -> dict | None:
         train_step = GraphedStep(model, optimizer, criterion, autocast, host_batches, feeder, timer, dev, sync,
                                  cfg.probe_steps)
 
-    bar = tqdm(total=cfg.warmup_steps + cfg.steps, desc="warm-up", disable=not ctx.is_main, mininterval=1.0)
+    window = Window(cfg, ctx.device, timer, counter)
+    planned = window.planned_steps
+    bar = tqdm(total=cfg.warmup_steps + planned if planned else None, desc="warm-up", disable=not ctx.is_main,
+               mininterval=1.0)
+    marks["setup"] = time.time()
     for i in range(cfg.warmup_steps):
         maybe_fail(cfg, ctx.rank, i)
         train_step()
         bar.update()
+    marks["warmup"] = time.time()
 
-    # ---- measured window: one device sync and a barrier at each end, none inside ----
-    dev.synchronize()
-    dist.barrier()
+    # ---- measured window: timed blocks, a device sync + barrier before each and a device sync after, none inside ----
     timer.reset()
     counter.start()
     cpu0 = cpu_usage()
     losses = []
+    step = cfg.warmup_steps
     bar.set_description("measured")
     strict, unchecked_because = window_sync_check(cfg, ctx.backend, dev.kind)
     with profiler(cfg, ctx) as prof:
-        t0 = time.perf_counter()
-        with dev.window(strict):
-            for i in range(cfg.warmup_steps, cfg.warmup_steps + cfg.steps):
-                maybe_fail(cfg, ctx.rank, i)
-                losses.append(train_step())
-                prof.step()
-                bar.update()
-        dev.synchronize()
-        wall = time.perf_counter() - t0
+        for block in window.blocks():
+            with dev.window(strict):
+                for _ in range(block):
+                    maybe_fail(cfg, ctx.rank, step)
+                    losses.append(train_step())
+                    prof.step()
+                    bar.update()
+                    step += 1
     calls, py_bytes = counter.stop()
     window_cpu = cpu_usage(since=cpu0)
     bar.close()
     steps = timer.durations()
     timer.enabled = False
+    marks["window"] = time.time()
 
     # ---- untimed probes ----
     probe_batches = (feeder.to_device(batch) for batch in host_batches)
@@ -110,13 +118,15 @@ def run(ctx) -> dict | None:
     grad_error = grad_error_probe(sync, criterion, autocast, probe_batches, cfg.probe_steps) \
         if sync.lossy and not cfg.cuda_graphs else None
     counter.uninstall()
-    microbench = comm_microbench(cfg, sync, ctx.device, steps, comm_stats, wall) if not cfg.cuda_graphs else None
+    microbench = comm_microbench(cfg, sync, ctx.device, steps, comm_stats, window.window_s, window.steps) \
+        if not cfg.cuda_graphs else None
     with torch.no_grad(), autocast():  # what precision= really did to the forward pass
         forward_dtype = str(model(next(probe_batches)[0]).dtype).removeprefix("torch.")
 
     final_loss = torch.stack(losses).float().mean() * K
     dist.all_reduce(final_loss)
-    mine = rank_figures(ctx, steps, wall)
+    marks["probes"] = time.time()
+    mine = rank_figures(ctx, steps, window)
     mine["work"] = rank_work(steps, comm_stats, window_cpu)
     everyone = [None] * ctx.world_size
     dist.all_gather_object(everyone, mine)
@@ -129,9 +139,9 @@ def run(ctx) -> dict | None:
     if sync.communicates:
         comm = comm_figures(
             described, ctx.world_size, steps, comm_stats,
-            collectives=calls / cfg.steps + builtin_calls, nbytes=py_bytes / cfg.steps + builtin_bytes,
+            collectives=calls / window.steps + builtin_calls, nbytes=py_bytes / window.steps + builtin_bytes,
         )
-    result = assemble(cfg, ctx, described, feeder, steps, everyone, comm,
+    result = assemble(cfg, ctx, described, feeder, steps, everyone, comm, window, marks,
                       final_loss=final_loss.item() / ctx.world_size, grad_error=grad_error)
     result["forward_dtype"] = forward_dtype
     attach_probe_figures(result, microbench, everyone)

@@ -61,7 +61,7 @@ def grad_error_probe(sync, criterion, autocast, device_batches, n: int) -> float
 
 
 def comm_microbench(cfg, sync, device: torch.device, steps: list[dict], comm_stats: dict | None,
-                    wall_s: float) -> dict | None:
+                    wall_s: float, measured_steps: int) -> dict | None:
     """The sync's own calls, timed alone on the same ranks, process group and device: an all_reduce of each size the
     sync really sends (DDP: the buckets it built; flat: one buffer; per_param: every parameter), 1 warm-up + k timed
     calls per size, a barrier before each (comm.measure.time_window). This is the VGG11 thread's nccl-tests number,
@@ -78,7 +78,7 @@ def comm_microbench(cfg, sync, device: torch.device, steps: list[dict], comm_sta
         return None
     sizes, dtype, skipped = _sync_sizes(cfg, sync)
     iters, budget_fraction = int(d.microbench_iters), float(d.microbench_budget)
-    run_s = wall_s * (cfg.warmup_steps + cfg.steps + cfg.probe_steps) / max(cfg.steps, 1)
+    run_s = wall_s * (cfg.warmup_steps + measured_steps + cfg.probe_steps) / max(measured_steps, 1)
     budget = budget_fraction * run_s
     out = {"mode": str(mode).lower(), "budget_s": budget, "run_estimate_s": run_s, "skipped": skipped,
            "timing": "CUDA events on the current stream" if device.type == "cuda" else "time.perf_counter",

@@ -3,24 +3,38 @@ dict of the run record, and the summary printed from a record. Kept apart from t
 top to bottom as the measurement it is."""
 from __future__ import annotations
 
+import os
+import time
+
+import numpy as np
 import torch
 
+from core.job import JOB_START_ENV
 from results.table import train_headline
-from tasks.train.timing import stats
+from stats import block_throughput, describe, fmt_ci, steady_state
 
 
-def rank_figures(ctx, steps: list[dict], wall: float) -> dict:
+def thread_counts() -> dict:
+    """This rank's CPU threading: on a 2-core machine the setting alone moved the same loop's speed by 35%."""
+    return {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads(),
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")}
+
+
+def rank_figures(ctx, steps: list[dict], window) -> dict:
     step_times = [s["step"] for s in steps]
-    st = stats(step_times) or {}
     names = [p for p in (steps[0] if steps else {}) if p != "step"]
+    wall = sum(window.walls)
     return {
         "rank": ctx.rank,
         "host": ctx.hostname,
         "wall_s": wall,
-        "steps_per_s": len(steps) / wall if steps else None,
-        "step_median_s": st.get("median"),
-        "step_p90_s": st.get("p90"),
-        "phases_median": {n: stats([s[n] for s in steps])["median"] for n in names},
+        "steps_per_s": window.steps / wall,
+        "step_median_s": float(np.median(step_times)) if step_times else None,
+        "step_p90_s": float(np.percentile(step_times, 90)) if step_times else None,
+        "phases_median": {n: float(np.median([s[n] for s in steps])) for n in names},
+        "block_walls_s": list(window.walls),
+        "cpu_s_per_step": window.cpu_s / window.steps,  # all of this rank's threads: > wall per step = busy helpers
+        "threads": thread_counts(),
     }
 
 
@@ -34,7 +48,7 @@ def comm_figures(described: dict, world_size: int, steps: list[dict], probe: dic
                                          "first bucket all-reduce start to last finish; exposed = time - overlap "
                                          "with backward compute")
     elif sync_times and not described.get("buckets"):  # explicit strategies: the sync phase is all communication
-        time_s = stats(sync_times)["median"]
+        time_s = float(np.median(sync_times))
         overlap_s, exposed_s, backward_compute_s = 0.0, time_s, None
         method = "median sync phase of the measured steps (no overlap: all-reduce runs after backward)"
     else:  # nothing timed the communication: say so rather than print 0
@@ -58,19 +72,25 @@ def comm_figures(described: dict, world_size: int, steps: list[dict], probe: dic
     }
 
 
-def assemble(cfg, ctx, described: dict, feeder, steps, everyone, comm, final_loss, grad_error) -> dict:
-    walls = [r["wall_s"] for r in everyone]
-    wall = max(walls)  # the job is as fast as its slowest rank
+def assemble(cfg, ctx, described: dict, feeder, steps, everyone, comm, window, marks: dict, final_loss,
+             grad_error) -> dict:
     global_batch = cfg.batch_size * ctx.world_size
-    steps_per_s = cfg.steps / wall
-    step_time = stats([s["step"] for s in steps]) if steps else None
+    per_step = global_batch * cfg.accumulate
+    # the job is as fast as its slowest rank: every block started at a barrier, so take each block's slowest rank
+    walls = [max(r["block_walls_s"][i] for r in everyone) for i in range(len(window.sizes))]
+    tp = block_throughput(walls, window.sizes)
+    step_times = [s["step"] for s in steps]
+    step_time = describe(step_times) if steps else None
     phases = None
     if steps:
         names = [p for p in steps[0] if p != "step"]
-        phases = {n: stats([s[n] for s in steps]) for n in names}
+        phases = {n: describe([s[n] for s in steps]) for n in names}
+    steady = steady_state(step_times if steps else [w / n for w, n in zip(walls, window.sizes)])
+    steady["of"] = "step times (rank 0)" if steps else "block wall clock per step"
     slowest = max(everyone, key=lambda r: r["step_median_s"] or r["wall_s"])["rank"]
     ddp = described or None
     device_name = torch.cuda.get_device_name(ctx.device) if ctx.device.type == "cuda" else f"{ctx.hostname} CPU"
+    scale = lambda v: None if v is None else v * per_step  # noqa: E731 - steps/s -> samples/s
     result = {
         "device": ctx.device.type,
         "device_name": device_name,
@@ -84,15 +104,22 @@ def assemble(cfg, ctx, described: dict, feeder, steps, everyone, comm, final_los
         "batch_per_rank": cfg.batch_size,
         "global_batch": global_batch,
         "accumulate": cfg.accumulate,
-        "effective_batch": global_batch * cfg.accumulate,
+        "effective_batch": per_step,
         "warmup_steps": cfg.warmup_steps,
-        "steps": cfg.steps,
+        "steps": window.steps,
         "timing": bool(cfg.timing),
         "profiled": bool(cfg.profile.enabled),
-        "throughput": {"wall_s": wall, "steps_per_s": steps_per_s,
-                       "samples_per_s": steps_per_s * global_batch * cfg.accumulate},
+        "measure": window.describe(),
+        "throughput": {"wall_s": sum(walls), "steps_per_s": tp["steps_per_s"], "ci_lo": tp["ci_lo"],
+                       "ci_hi": tp["ci_hi"], "samples_per_s": scale(tp["steps_per_s"]),
+                       "samples_ci_lo": scale(tp["ci_lo"]), "samples_ci_hi": scale(tp["ci_hi"]),
+                       "ci_level": 0.95, "n_blocks": tp["n_blocks"], "method": tp["method"],
+                       "blocks": {"walls_s": walls, "steps": list(window.sizes)},
+                       "basis": "wall clock of each timed block on its slowest rank"},
         "step_time_s": step_time,
         "phases": phases,
+        "steady": steady["steady"],
+        "steady_state": steady,
         "per_rank": everyone,
         "slowest_rank": slowest,
         "comm": comm,
@@ -100,11 +127,66 @@ def assemble(cfg, ctx, described: dict, feeder, steps, everyone, comm, final_los
         "accuracy": {"final_loss": final_loss, "grad_rel_error": grad_error,
                      "grad_error_steps": cfg.probe_steps if grad_error is not None else 0},
         "h2d": {"mode": cfg.h2d, "copies": feeder.copies, "note": feeder.note},
-        "series": {"step_time_s": [s["step"] for s in steps],
+        "time_budget": time_budget(marks, window.window_s),
+        "series": {"step_time_s": step_times,
                    "phases": {n: [s[n] for s in steps] for n in (steps[0] if steps else {}) if n != "step"}},
     }
     result["headline"] = train_headline(result)
     return result
+
+
+def time_budget(marks: dict, window_s: float) -> dict:
+    """Where this job's wall time went, rank 0's clock. The job starts at its process's start for the first job of a
+    process (imports included; /proc gives it to about a second), else when Hydra started the job."""
+    now = time.time()
+    start = float(os.environ.get(JOB_START_ENV) or marks["start"])
+    job = now - start
+    return {"job_s": job, "before_task_s": marks["start"] - start, "setup_s": marks["setup"] - marks["start"],
+            "warmup_s": marks["warmup"] - marks["setup"], "window_s": window_s,
+            "probes_s": marks["probes"] - marks["window"], "window_share": window_s / job if job > 0 else None}
+
+
+def _ms_ci(d: dict) -> str:
+    """median [CI] in ms, digits as the interval allows; a CI that cannot reach 95% (n <= 5) is marked."""
+    text = fmt_ci(d["median"] * 1e3, d["ci_lo"] * 1e3, d["ci_hi"] * 1e3)
+    return text + ("*" if d.get("ci_level", 1) < 0.95 else "")
+
+
+def summarize_window(r: dict) -> list[str]:
+    """Throughput with its interval, how the window ended, steadiness and the phase table (with CIs)."""
+    tp, m = r["throughput"], r.get("measure") or {}
+    unit = lambda v, lo, hi, u: fmt_ci(v, lo, hi, u) if lo is not None else f"{v:.4g} {u} (no CI: < 3 blocks)"  # noqa: E731
+    lines = [
+        f"throughput  {unit(tp['steps_per_s'], tp.get('ci_lo'), tp.get('ci_hi'), 'steps/s')}   "
+        f"{unit(tp['samples_per_s'], tp.get('samples_ci_lo'), tp.get('samples_ci_hi'), 'samples/s')}",
+        f"            (95% CI; wall clock of {tp.get('n_blocks', 1)} timed blocks, slowest rank per block; "
+        f"{tp.get('method', '')})",
+    ]
+    if m:
+        each = "1 step" if m["block_steps"] == 1 else f"<= {m['block_steps']} steps"
+        how = f"window      {m['steps']} steps in {m['blocks']} timed blocks of {each}, measure.policy={m['policy']}"
+        if m["policy"] == "adaptive":
+            half = "n/a" if m["rel_ci_halfwidth"] is None else f"+-{m['rel_ci_halfwidth']:.1%}"
+            how += (f": median step known to {half} on rank 0 (target +-{m['rel_ci_target']:.1%} on every rank); "
+                    + ("target reached" if m["target_reached"] else f"stopped by {m['stopped_by']}: TARGET NOT REACHED"))
+        lines.append(how)
+    st = r.get("steady_state") or {}
+    if st.get("steady") is False:
+        lines.append(f"WARNING     {st['reason']} ({st['of']}): warm-up was not enough (raise warmup_steps) or the "
+                     f"machine changed during the window; steady: false")
+    elif st:
+        lines.append(f"steady      {'yes' if st['steady'] else 'untested'}: {st.get('reason')} ({st.get('of')})")
+    if r["phases"]:
+        step = r["step_time_s"]
+        lines += ["", f"{'phase':<12}{'median ms [95% CI]':>28}{'IQR ms':>10}{'outliers':>10}{'share':>8}   (rank 0)"]
+        for name, d in [*r["phases"].items(), ("step", step)]:
+            share = f"{d['median'] / step['median']:>8.1%}" if step["median"] and name != "step" else ""
+            outliers = d.get("outliers_low", 0) + d.get("outliers_high", 0)
+            lines.append(f"{name:<12}{_ms_ci(d):>28}{d['iqr'] * 1e3:>10.3g}{outliers:>10}{share}")
+        lines.append(f"(median CI: {step.get('ci_method')}; outliers: beyond Tukey's fences, 1.5 IQR"
+                     + ("; * fewer than 6 steps: the interval is (min, max) and covers less than 95%)"
+                        if step.get("ci_level", 1) < 0.95 else ")"))
+    return lines
 
 
 def summarize(record: dict) -> str:
@@ -115,16 +197,8 @@ def summarize(record: dict) -> str:
         f"batch/rank={r['batch_per_rank']}  global={r['global_batch']}  accumulate={r['accumulate']}  "
         f"effective={r['effective_batch']}  warm-up={r['warmup_steps']}  measured={r['steps']}",
         "",
-        f"throughput  {r['throughput']['steps_per_s']:.3f} steps/s   {r['throughput']['samples_per_s']:.1f} samples/s"
-        f"   (wall clock of the measured window, slowest rank)",
+        *summarize_window(r),
     ]
-    if r["phases"]:
-        step = r["step_time_s"]
-        lines += ["", f"{'phase':<12}{'median ms':>12}{'p90 ms':>12}{'share':>8}   (rank 0)"]
-        for name, s in r["phases"].items():
-            share = s["median"] / step["median"] if step["median"] else 0.0
-            lines.append(f"{name:<12}{s['median'] * 1e3:>12.2f}{s['p90'] * 1e3:>12.2f}{share:>8.1%}")
-        lines.append(f"{'step':<12}{step['median'] * 1e3:>12.2f}{step['p90'] * 1e3:>12.2f}")
     c = r["comm"]
     if c:
         f = lambda v, scale=1e3: "n/a" if v is None else f"{v * scale:.2f}"  # noqa: E731
@@ -151,4 +225,14 @@ def summarize(record: dict) -> str:
                      f"median (mostly {s['mostly']})" + {True: "", False: ", inside the ranks' intervals: not "
                                                          "significant", None: ", no interval"}[s["significant"]])
     lines.append(f"h2d: {r['h2d']['mode']} - {r['h2d']['note']}")
+    threads = {str(p.get("threads")) for p in per}
+    if per and per[0].get("threads"):
+        t = per[0]["threads"]
+        lines.append(f"threads: intra-op {t['intra_op']}, inter-op {t['inter_op']}, OMP_NUM_THREADS={t['OMP_NUM_THREADS']}"
+                     + (" (every rank)" if len(threads) == 1 else " (rank 0; they differ: see per_rank in the record)"))
+    b = r.get("time_budget")
+    if b and b.get("window_share") is not None:
+        lines.append(f"time: measured window {b['window_s']:.1f} s of {b['job_s']:.1f} s job ({b['window_share']:.0%}); "
+                     f"start {b['before_task_s']:.1f} s, set-up {b['setup_s']:.1f} s, warm-up {b['warmup_s']:.1f} s, "
+                     f"probes {b['probes_s']:.1f} s")
     return "\n".join(lines)

@@ -1,0 +1,38 @@
+"""`repeats=R` in a sweep: every configuration runs R times as separate jobs, interleaved.
+
+Hydra's BasicSweeper builds the job list with itertools.product over the overrides in order, hydra.sweeper.params
+first (hydra/_internal/core_plugins/basic_sweeper.py, split_arguments), so the first override is the outermost loop.
+Putting `repeat=range(R)` before everything gives A B C, A B C, ... rather than A A A, B B B: drift on the machine (a
+neighbour's job, thermal state) then hits every configuration alike. With launcher=slurm each job is its own array
+element, so repeats can land on different nodes, and the run-to-run spread the table shows includes that.
+"""
+from __future__ import annotations
+
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from omegaconf import OmegaConf
+
+from core.errors import ConfigError
+
+
+def repeat_arguments(repeats, arguments: list[str]) -> list[str]:
+    """The sweep's overrides (hydra.sweeper.params first, then the command line's) with the repeat loop outermost."""
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ConfigError(f"repeats={repeats!r}: must be a whole number of runs per configuration >= 1, "
+                          f"e.g. repeats=3.")
+    keys = {a.partition("=")[0].lstrip("+~") for a in arguments}
+    if "repeat" in keys:
+        raise ConfigError("repeat= is set by the sweeper, one value per repeat; ask for repeats=R instead.")
+    if "repeats" in keys and any(a.lstrip("+~").startswith("repeats=") and "," in a for a in arguments):
+        raise ConfigError("repeats cannot be swept; give one value, e.g. repeats=3.")
+    return ([f"repeat=range(0,{repeats})"] if repeats > 1 else []) + list(arguments)
+
+
+class RepeatingSweeper(BasicSweeper):
+    """BasicSweeper with `repeats` (conf/hydra/sweeper/repeating.yaml selects it)."""
+
+    def _parse_config(self) -> list[str]:
+        repeats = OmegaConf.select(self.config, "repeats", default=1)
+        try:
+            return repeat_arguments(repeats, super()._parse_config())
+        except ConfigError as e:  # before any job starts; SystemExit so Hydra prints one line, not a stack
+            raise SystemExit(f"error: {e}") from None

@@ -1,0 +1,296 @@
+"""From runs to compared configurations: the repeats of one configuration become one row with intervals, every row
+gets a speed-up against the baseline with its CI and a verdict, and a noise sentinel says when the machine, not the
+knobs, moved the numbers. The sweep table, the report, the plots and W&B all read these figures (statistics: stats/).
+
+How a row is computed (README "Reading the sweep table"):
+  - throughput: each run's steps / wall clock of its timed blocks (the record's figure); a row of R repeats shows the
+    median over runs, with a two-level percentile bootstrap CI (runs, then blocks within each run), so run-to-run
+    spread is inside the interval. One run: the record's own block-bootstrap CI.
+  - speed-up: row throughput / baseline throughput, CI from independent bootstraps of both sides; samples/s when
+    both rows have it (fair across batch or world sizes). Verdict: faster/slower only when the CI excludes 1 and the
+    change exceeds compare.noise (default 2%), else "no significant difference".
+  - step median: median of run medians of rank 0's step times, two-level bootstrap CI.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import OmegaConf
+
+from results.entries import _finite, _get, _is_noise, config_labels, override_items, varying_keys
+from stats.compare import NS as NO_DIFFERENCE
+from stats import aggregate_repeats, aggregate_throughput, compare_throughput, median_ci, noise_sentinel, verdict
+from stats.summary import CI_METHOD
+
+# the baseline's bucket: the config's default (conf/config.yaml), read once, never restated in code
+DEFAULT_BUCKET_MB = OmegaConf.load(Path(__file__).resolve().parent.parent / "conf" / "config.yaml").bucket
+NOISE = 0.02
+NO_INTERVAL = "no interval"
+SENTINEL_PHASES = ("forward", "data")
+SENTINEL_MIN_SHARE = 0.05   # a phase under 5% of the step is too small to tell anything about the machine
+SENTINEL_MIN_STEPS = 6      # the fewest steps whose median interval reaches 95% (stats.median_ranks)
+# config keys (prefixes) that cannot change forward compute or data wait: only comm knobs, seeds and bookkeeping
+UNTOUCHING = ("bucket", "optim", "ddp.static_graph", "ddp.gradient_as_bucket_view", "nccl.", "gloo.", "seed",
+              "compare.", "measure.", "fault.sleep_s", "timeout_s", "probe_steps", "tags", "logger", "repeat")
+
+
+@dataclass
+class Config:
+    """One configuration: every job of the sweep with these overrides, whatever its `repeat`."""
+
+    label: str
+    entries: list  # results.table.Entry, failed ones included
+    throughput: dict | None = None   # rate, ci_lo, ci_hi (steps/s), samples_per_s..., n_runs, method
+    step: dict | None = None         # median, ci_lo, ci_hi of the step time (s), n_runs, method
+    speedup: dict | None = None      # ratio, ci_lo, ci_hi, verdict, basis, method
+    baseline: bool = False
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> list:
+        return [e for e in self.entries if e.ok]
+
+    @property
+    def first(self):
+        return (self.ok or self.entries)[0]
+
+    @property
+    def task(self) -> str | None:
+        return self.first.task
+
+    @property
+    def nums(self) -> list:
+        return [e.num for e in self.entries]
+
+    def median(self, value) -> float | None:
+        """Median over finished runs of value(entry), or None when no run has it."""
+        vals = [v for v in (value(e) for e in self.ok) if _finite(v)]
+        return float(np.median(vals)) if vals else None
+
+
+def group_repeats(entries: list) -> list[tuple[str, list]]:
+    """[(label, entries)] in first-seen order: entries whose overrides differ only in `repeat` are one configuration."""
+    groups: dict[tuple, list] = {}
+    for e in entries:
+        items = override_items(e.overrides)
+        key = tuple(sorted((k, v) for k, v in items.items() if not _is_noise(k)))
+        if not e.overrides:  # no overrides known (e.g. an unreadable record): never merged with another
+            key = ("#", id(e))
+        groups.setdefault(key, []).append(e)
+    firsts = [g[0] for g in groups.values()]
+    return list(zip(config_labels(firsts), groups.values()))
+
+
+# ------------------------------------------------------------------------------------------- run samples
+
+
+def samples_per_step(e) -> float | None:
+    tp = e.result.get("throughput") or {}
+    if _finite(tp.get("samples_per_s")) and _finite(tp.get("steps_per_s")) and tp["steps_per_s"] > 0:
+        return tp["samples_per_s"] / tp["steps_per_s"]
+    return None
+
+
+def run_blocks(e, per_sample: bool) -> tuple[list[float], list[float]] | None:
+    """(block walls, work per block) of one run: its timed blocks, or the whole window as one block (older records).
+    Work is steps, or samples when per_sample."""
+    tp = e.result.get("throughput") or {}
+    blocks = tp.get("blocks") or {}
+    walls, steps = blocks.get("walls_s"), blocks.get("steps")
+    if not walls:
+        if not (_finite(tp.get("wall_s")) and _finite(e.result.get("steps"))):
+            return None
+        walls, steps = [tp["wall_s"]], [e.result["steps"]]
+    k = samples_per_step(e) if per_sample else 1.0
+    if k is None:
+        return None
+    return list(walls), [s * k for s in steps]
+
+
+def _rate(e, per_sample: bool) -> float | None:
+    tp = e.result.get("throughput") or {}
+    return tp.get("samples_per_s" if per_sample else "steps_per_s")
+
+
+def _throughput(c: Config) -> dict | None:
+    """The row's throughput: the record's own figures for one run, else the median over runs with a two-level CI."""
+    runs = [e for e in c.ok if _finite(_rate(e, False))]
+    if not runs:
+        return None
+    out = {"n_runs": len(runs)}
+    for per_sample, key in ((False, "steps_per_s"), (True, "samples_per_s")):
+        rates = [_rate(e, per_sample) for e in runs]
+        if not all(_finite(r) for r in rates):
+            continue
+        blocks = [run_blocks(e, per_sample) for e in runs]
+        tp = runs[0].result["throughput"]
+        lo, hi = (tp.get("samples_ci_lo"), tp.get("samples_ci_hi")) if per_sample else (tp.get("ci_lo"), tp.get("ci_hi"))
+        method = tp.get("method")
+        if (len(runs) > 1 or lo is None) and all(b is not None for b in blocks):
+            agg = aggregate_throughput(blocks)
+            lo, hi, method = agg["ci_lo"], agg["ci_hi"], agg["method"]
+        elif len(runs) > 1:
+            lo = hi = None
+        out[key], out[key + "_lo"], out[key + "_hi"] = float(np.median(rates)), lo, hi
+        out["method"] = method
+    return out
+
+
+def _step(c: Config) -> dict | None:
+    """The row's median step time: the record's own (with its order-statistic CI) for one run, else the median of
+    run medians with a two-level bootstrap CI over rank 0's step times."""
+    runs = [e for e in c.ok if _finite(_get(e.result, "step_time_s", "median"))]
+    if not runs:
+        return None
+    series = [_get(e.result, "series", "step_time_s") for e in runs]
+    if len(runs) == 1:
+        st = runs[0].result["step_time_s"]
+        lo, hi, level = st.get("ci_lo"), st.get("ci_hi"), st.get("ci_level")
+        if lo is None and series[0]:
+            lo, hi, level = median_ci(series[0])
+        if level is None or level < 0.95:  # (min, max) of <= 5 steps: not a 95% interval
+            lo = hi = None
+        return {"median": st["median"], "ci_lo": lo, "ci_hi": hi, "n_runs": 1, "method": CI_METHOD}
+    if all(series):
+        a = aggregate_repeats(series)
+        return {"median": a["median"], "ci_lo": a["ci_lo"], "ci_hi": a["ci_hi"], "n_runs": a["n_runs"],
+                "method": a["method"]}
+    return {"median": c.median(lambda e: _get(e.result, "step_time_s", "median")), "ci_lo": None, "ci_hi": None,
+            "n_runs": len(runs)}
+
+
+# ------------------------------------------------------------------------------------------- comparison
+
+
+def _is_default_baseline(c: Config) -> bool:
+    try:
+        bucket = float(c.first.knob("bucket"))
+    except (TypeError, ValueError):
+        return False
+    return str(c.first.knob("optim")) == "none" and bucket == DEFAULT_BUCKET_MB
+
+
+def choose_baseline(configs: list[Config]) -> tuple[int | None, str]:
+    """The configuration speed-ups are measured against, and why: optim=none with the default bucket (25 MB) if
+    there is one, else the first; only task=train configurations with a finished run count."""
+    candidates = [i for i, c in enumerate(configs) if c.task == "train" and c.throughput]
+    if len(candidates) < 2:
+        return None, ""
+    for i in candidates:
+        if _is_default_baseline(configs[i]):
+            return i, f"optim=none with the default bucket ({DEFAULT_BUCKET_MB} MB)"
+    return candidates[0], f"first finished job: no finished job with optim=none and bucket={DEFAULT_BUCKET_MB}"
+
+
+def _per_sample(base: Config, c: Config) -> bool:
+    """samples/s when both rows have it (fair when batch or world size differ), else steps/s."""
+    return all(samples_per_step(e) is not None for e in base.ok + c.ok)
+
+
+def _speedup(base: Config, c: Config, noise: float) -> dict:
+    per_sample = _per_sample(base, c)
+    key = "samples_per_s" if per_sample else "steps_per_s"
+    ratio = c.throughput[key] / base.throughput[key]
+    blocks_b = [run_blocks(e, per_sample) for e in base.ok if _finite(_rate(e, per_sample))]
+    blocks_c = [run_blocks(e, per_sample) for e in c.ok if _finite(_rate(e, per_sample))]
+    lo = hi = None
+    method = "no interval: a record without timed blocks"
+    if all(b is not None for b in blocks_b + blocks_c):
+        cmp = compare_throughput(blocks_b, blocks_c)
+        lo, hi, method = cmp["ci_lo"], cmp["ci_hi"], cmp["method"]
+    v = verdict(ratio, lo, hi, noise) if lo is not None else NO_INTERVAL
+    return {"ratio": ratio, "ci_lo": lo, "ci_hi": hi, "verdict": v, "basis": key.replace("_per_s", "/s"),
+            "method": method}
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(d, dict):
+        return {prefix: d}
+    out = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}{k}."))
+    return out if out else {prefix: d}
+
+
+def compared_keys(configs: list[Config]) -> list[str]:
+    """Config keys whose resolved value differs between the configurations (what the table compares)."""
+    flats = [_flat(c.first.config) for c in configs if c.ok]
+    keys = sorted({k for f in flats for k in f})
+    return [k.rstrip(".") for k in keys if len({repr(f.get(k)) for f in flats}) > 1]
+
+
+def sentinel(configs: list[Config]) -> tuple[dict | None, str]:
+    """(largest significant spread of a phase the compared knobs cannot change, or None; why / why not)."""
+    rows = [c for c in configs if c.task == "train" and c.ok]
+    if len(rows) < 2:
+        return None, ""
+    keys = compared_keys(rows)
+    touching = [k for k in keys if not k.startswith(UNTOUCHING)]
+    if touching:
+        return None, f"not applicable: the compared keys ({', '.join(touching[:3])}) can change forward time"
+    worst, judged = None, []
+    for phase in SENTINEL_PHASES:
+        samples: dict[str, list] = {}
+        for c in rows:
+            values = [v for e in c.ok for v in (_get(e.result, "series", "phases", phase) or [])]
+            step = c.step["median"] if c.step else None
+            if not values or not step or np.median(values) < SENTINEL_MIN_SHARE * step:
+                break
+            samples[c.label] = values
+        else:
+            if sum(len(v) >= SENTINEL_MIN_STEPS for v in samples.values()) < 2:
+                continue
+            judged.append(phase)
+            s = noise_sentinel(samples)
+            if s is not None and (worst is None or s["spread"] > worst["spread"]):
+                worst = {**s, "phase": phase}
+    if worst is None:
+        if not judged:
+            return None, (f"could not judge: {' and '.join(SENTINEL_PHASES)} time are under {SENTINEL_MIN_SHARE:.0%} of "
+                          f"the step or have fewer than {SENTINEL_MIN_STEPS} steps per row")
+        return None, f"{' and '.join(judged)} time agree{'s' if len(judged) == 1 else ''} across rows"
+    return worst, ""
+
+
+def sentinel_warning(s: dict) -> str:
+    spread = f"{s['spread']:.0%}"
+    return (f"{s['phase']} time varied by {spread} between rows whose knobs do not touch it (`{s['low_row']}` vs "
+            f"`{s['high_row']}`): this machine was noisy during the sweep; differences below {spread} are not "
+            f"attributable to the knobs.")
+
+
+@dataclass
+class Comparison:
+    configs: list[Config]
+    base: int | None
+    why: str
+    noise: float
+    sentinel: dict | None
+    sentinel_note: str
+
+
+def compare(entries: list, noise: float | None = None) -> Comparison:
+    """Group repeats into configurations, aggregate each, compare every train configuration with the baseline."""
+    configs = [Config(label, group) for label, group in group_repeats(entries)]
+    for c in configs:
+        if c.task == "train":
+            c.throughput = _throughput(c)
+            c.step = _step(c)
+    base, why = choose_baseline(configs)
+    if noise is None:
+        found = [_get(e.config, "compare", "noise") for c in configs for e in c.ok]
+        noise = next((n for n in found if _finite(n)), NOISE)
+    if base is not None:
+        configs[base].baseline = True
+        for i, c in enumerate(configs):
+            if c.task == "train" and c.throughput and i != base:
+                c.speedup = _speedup(configs[base], c, noise)
+    s, note = sentinel(configs)
+    return Comparison(configs, base, why, noise, s, note)
+
+
+__all__ = ["Comparison", "Config", "NO_DIFFERENCE", "NO_INTERVAL", "compare", "group_repeats", "run_blocks",
+           "sentinel_warning", "varying_keys"]

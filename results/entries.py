@@ -1,0 +1,195 @@
+"""What a table row is made from: one job's Entry (its record, or what is known of a job that left none), the
+overrides that tell configurations apart, and the labels rows get. results.table and results.aggregate build on it."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+MISSING = "–"
+
+# Overrides that say how a job was run, not what was measured: never used to tell configurations apart.
+_NOISE_PREFIXES = ("hydra.", "logger")
+# Overrides that say which job of a configuration this is (core/sweep.py sets `repeat`): repeats of one configuration.
+JOB_KEYS = ("repeat",)
+
+# ---------------------------------------------------------------------------------------------- records
+
+
+def _get(d: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(key)
+    return d
+
+
+def _scaled(value: Any, factor: float) -> float | None:
+    return None if value is None else value * factor
+
+
+# task=train columns, in the order the DDP-knobs issue lists them, each with the structured field it
+# falls back to when result["headline"] lacks the label. The training task can build its headline with
+# train_headline() so both always agree.
+TRAIN_COLUMNS: list[tuple[str, Callable[[dict], Any]]] = [
+    ("steps/s", lambda r: _get(r, "throughput", "steps_per_s")),
+    ("samples/s", lambda r: _get(r, "throughput", "samples_per_s")),
+    ("speed-up", lambda r: None),  # filled against the baseline row
+    ("step median ms", lambda r: _scaled(_get(r, "step_time_s", "median"), 1e3)),
+    ("exposed comm ms", lambda r: _scaled(_get(r, "comm", "exposed_s"), 1e3)),
+    ("MB/step", lambda r: _scaled(_get(r, "comm", "bytes_per_step"), 1e-6)),
+    ("grad rel err", lambda r: _get(r, "accuracy", "grad_rel_error")),
+]
+TRAIN_LABELS = [label for label, _ in TRAIN_COLUMNS]
+
+PHASES = ["data", "h2d", "forward", "backward", "sync", "optimizer"]
+
+
+def train_headline(result: dict) -> dict[str, Any]:
+    """The headline of a task=train result, from its structured fields (the labels the sweep table uses)."""
+    return {label: get(result) for label, get in TRAIN_COLUMNS if label != "speed-up"}
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@dataclass
+class Entry:
+    """One job of a sweep (or one run in a report): what a table row is made from."""
+
+    num: int | None
+    overrides: list[str]
+    status: str  # "ok" | "failed"
+    error: str | None = None
+    record: dict | None = None
+    output_dir: str | None = None
+    slurm_job_id: str | None = None
+    log: str | None = None
+    inferred: dict[str, Any] = field(default_factory=dict)  # task / world_size of a job that left no record,
+                                                             # taken from the other jobs of its sweep
+
+    @classmethod
+    def from_record(cls, record: dict, path: str | Path | None = None) -> "Entry":
+        """path: where the record was read from (runs get copied, e.g. committed under results/runs/); without it,
+        where it was written."""
+        job = record.get("job") or {}
+        output_dir = str(Path(path).parent) if path else job.get("output_dir")
+        return cls(
+            num=job.get("num"),
+            overrides=list(record.get("overrides") or []),
+            status=record.get("status") or "failed",
+            error=record.get("error"),
+            record=record,
+            output_dir=output_dir,
+            slurm_job_id=job.get("slurm_job_id"),
+            log=job.get("log"),
+        )
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def result(self) -> dict:
+        return (self.record or {}).get("result") or {}
+
+    @property
+    def config(self) -> dict:
+        return (self.record or {}).get("config") or {}
+
+    @property
+    def task(self) -> str | None:
+        if self.record is not None:
+            return self.record.get("task") or self.config.get("task")
+        return override_items(self.overrides).get("task") or self.inferred.get("task")
+
+    def value(self, label: str) -> Any:
+        """A table figure. The train columns come from the structured fields when the record has them (full
+        precision: a headline may be rounded for printing), else from result["headline"], like every other column."""
+        headline = self.result.get("headline") or {}
+        if self.task == "train":
+            for train_label, get in TRAIN_COLUMNS:
+                if train_label == label:
+                    value = get(self.result)
+                    return value if value is not None else headline.get(label)
+        return headline.get(label)
+
+    def knob(self, name: str) -> Any:
+        """optim / bucket / world_size of this run: as measured (result), else as configured, else as typed."""
+        result, config = self.result, self.config
+        if name == "optim":
+            value = result.get("optim")
+            if value is None:
+                value = config.get("optim")
+                value = value.get("name") if isinstance(value, dict) else value
+        elif name == "bucket":
+            value = result.get("bucket_mb", config.get("bucket"))
+        elif name == "world_size":
+            value = result.get("world_size") or _get(self.record, "env", "world_size") or config.get("world_size")
+        else:
+            value = result.get(name, config.get(name))
+        if value is None:
+            value = override_items(self.overrides).get(name)
+        if value is None:
+            value = self.inferred.get(name)
+        return value
+
+
+# -------------------------------------------------------------------------------------------- overrides
+
+
+def override_items(overrides: Iterable[str]) -> dict[str, str | None]:
+    """{key: value} of Hydra override strings ("+a.b=1", "~c" -> c: None)."""
+    items: dict[str, str | None] = {}
+    for text in overrides:
+        key, sep, value = text.partition("=")
+        items[key.lstrip("+~")] = value if sep else None
+    return items
+
+
+def _is_noise(key: str) -> bool:
+    key = key.lstrip("+~").partition("=")[0]
+    return key.startswith(_NOISE_PREFIXES) or key in JOB_KEYS
+
+
+def varying_keys(entries: list[Entry]) -> list[str]:
+    """Override keys whose value differs between entries (first-seen order)."""
+    parsed = [override_items(e.overrides) for e in entries]
+    keys: list[str] = []
+    for items in parsed:
+        keys.extend(k for k in items if k not in keys and not _is_noise(k))
+    return [k for k in keys if len({items.get(k, "<unset>") for items in parsed}) > 1]
+
+
+def constant_overrides(entries: list[Entry]) -> list[str]:
+    """Overrides every entry shares (the table states them once)."""
+    if not entries:
+        return []
+    varying = set(varying_keys(entries))
+    keys = [o.partition("=")[0].lstrip("+~") for o in entries[0].overrides]
+    return [o for o, k in zip(entries[0].overrides, keys) if k not in varying and not _is_noise(k)]
+
+
+def config_labels(entries: list[Entry]) -> list[str]:
+    """A short name per entry: its varying overrides (all of them for a lone entry); unique within the table."""
+    keys = varying_keys(entries)
+    labels = []
+    for e in entries:
+        items = override_items(e.overrides)
+        if len(entries) == 1:
+            parts = [o for o in e.overrides if not _is_noise(o.lstrip("+~"))]
+        else:
+            parts = [f"{k}={items[k]}" if items.get(k) is not None else f"~{k}" for k in keys if k in items]
+        labels.append(" ".join(parts) or "default")
+    seen: dict[str, int] = {}
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+    out = []
+    for label, e in zip(labels, entries):
+        if seen[label] > 1:
+            where = Path(e.output_dir).parent.name + "/" + Path(e.output_dir).name if e.output_dir else f"#{e.num}"
+            label = f"{label} ({where})"
+        out.append(label)
+    return out

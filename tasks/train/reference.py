@@ -1,0 +1,78 @@
+"""task=train_reference: the training step written by hand, as small as DDP training gets, for measuring the
+harness itself (`python -m tasks.train.harness_cost --reference`).
+
+Same config, started the same way (train.py, the same launcher and rank set-up), the same model, batch, optimizer and
+bucket, and the same timed blocks as task=train (a device sync and a barrier at each block's ends), so the only
+difference to task=train is the loop: one batch made once, no loader, no phase timer, no counters, no probes."""
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from models import build_model
+from stats import block_throughput, fmt_ci
+from tasks.train.check import check as train_check
+from tasks.train.result import thread_counts
+from tasks.train.timing import device_sync
+
+
+def check(cfg, submitting: bool = False) -> None:
+    train_check(cfg, submitting)
+
+
+def run(ctx) -> dict | None:
+    cfg, device = ctx.cfg, ctx.device
+    torch.manual_seed(cfg.seed)
+    model = build_model(cfg.model, cfg.data.image_size).to(device)
+    model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None, bucket_cap_mb=float(cfg.bucket))
+    optimizer = torch.optim.SGD(model.parameters(), lr=cfg.solver.lr, momentum=cfg.solver.momentum)
+    size = cfg.data.image_size
+    x = torch.randn(cfg.batch_size, 3, size, size, device=device)
+    y = torch.randint(0, cfg.model.num_classes, (cfg.batch_size,), device=device)
+
+    def step():
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    for _ in range(cfg.warmup_steps):
+        step()
+    walls, sizes = [], []
+    cpu = time.process_time()
+    while sum(sizes) < cfg.steps:
+        n = min(cfg.measure.block_steps, cfg.steps - sum(sizes))
+        device_sync(device)
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            step()
+        device_sync(device)
+        walls.append(time.perf_counter() - t0)
+        sizes.append(n)
+    everyone = [None] * ctx.world_size
+    cpu_per_step = (time.process_time() - cpu) / sum(sizes)
+    dist.all_gather_object(everyone, {"walls": walls, "threads": thread_counts(), "cpu_s_per_step": cpu_per_step})
+    if not ctx.is_main:
+        return None
+    slowest = [max(r["walls"][i] for r in everyone) for i in range(len(walls))]
+    tp = block_throughput(slowest, sizes)
+    per_step = cfg.batch_size * ctx.world_size
+    throughput = {"wall_s": sum(slowest), "steps_per_s": tp["steps_per_s"], "ci_lo": tp["ci_lo"], "ci_hi": tp["ci_hi"],
+                  "samples_per_s": tp["steps_per_s"] * per_step, "n_blocks": tp["n_blocks"], "method": tp["method"],
+                  "blocks": {"walls_s": slowest, "steps": sizes}}
+    return {"steps": sum(sizes), "global_batch": per_step, "world_size": ctx.world_size, "throughput": throughput,
+            "threads": [r["threads"] for r in everyone], "cpu_s_per_step": [r["cpu_s_per_step"] for r in everyone],
+            "headline": {"steps/s": tp["steps_per_s"], "samples/s": tp["steps_per_s"] * per_step}}
+
+
+def summarize(record: dict) -> str:
+    r = record["result"]
+    tp = r["throughput"]
+    return (f"task=train_reference  model={record['config']['model']['name']}  world_size={r['world_size']}\n"
+            f"throughput {fmt_ci(tp['steps_per_s'], tp['ci_lo'], tp['ci_hi'], 'steps/s')} over {r['steps']} steps "
+            f"(a hand-written DDP loop; compare with task=train: python -m tasks.train.harness_cost --reference)")

@@ -1,0 +1,126 @@
+"""The measured window: timed blocks of steps, and when to stop measuring (`measure.*`).
+
+    for n in window.blocks():        # before each block: device sync + barrier; after it: device sync
+        for _ in range(n):           # nothing in here waits on the device: steps are queued as in training
+            train_step()
+
+Each block's wall clock is one throughput sample (a rank's host clock, between the two syncs), so the throughput has an
+interval even with timing=false. Between blocks, outside any timed block, `policy=adaptive` asks whether the median
+step is known to `measure.rel_ci`; the ranks agree through one all_reduce of two flags, so every rank stops after the
+same block. `policy=fixed` measures exactly `steps` and needs no agreement."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from stats import adaptive_should_stop, median_ci
+from tasks.train.timing import device_sync
+
+AGREEMENT = ("one all_reduce(MAX) of [any rank wants more, any rank stopped on a cap] after each block, outside the "
+             "timed blocks")
+
+
+class Window:
+    def __init__(self, cfg, device: torch.device, timer, counter=None):
+        m = cfg.measure
+        self.policy = m.policy
+        self.min_steps = int(cfg.steps)
+        self.block = int(m.block_steps)
+        self.rel_ci = float(m.rel_ci)
+        self.max_steps = None if m.max_steps is None else int(m.max_steps)
+        self.max_s = None if m.max_s is None else float(m.max_s)
+        self.device, self.timer, self.counter = device, timer, counter
+        self.walls: list[float] = []        # per block, this rank
+        self.sizes: list[int] = []          # steps per block
+        self.stopped_by = None
+        self.target_reached = None
+        self.window_s = 0.0                 # first block's start to the last one's end, agreement included
+        self.cpu_s = 0.0                    # this process's CPU time (all its threads) over the same span
+
+    @property
+    def steps(self) -> int:
+        return sum(self.sizes)
+
+    @property
+    def planned_steps(self) -> int | None:
+        """For a progress bar: exact for policy=fixed, the cap for adaptive."""
+        return self.min_steps if self.policy == "fixed" else self.max_steps
+
+    def blocks(self):
+        start, cpu = time.perf_counter(), time.process_time()
+        while True:
+            n = self._next_size()
+            device_sync(self.device)
+            dist.barrier()
+            t0 = time.perf_counter()
+            yield n
+            device_sync(self.device)
+            self.walls.append(time.perf_counter() - t0)
+            self.sizes.append(n)
+            stop = self._stop(time.perf_counter() - start)
+            self.window_s = time.perf_counter() - start
+            self.cpu_s = time.process_time() - cpu
+            if stop:
+                return
+
+    def _next_size(self) -> int:
+        cap = self.min_steps if self.policy == "fixed" else self.max_steps
+        return self.block if cap is None else max(1, min(self.block, cap - self.steps))
+
+    def samples(self) -> tuple[list[float], str]:
+        """What the stopping rule and the record's precision figure are about: this rank's step times when
+        timing is on, else each block's wall clock per step."""
+        if self.timer.enabled:
+            return [d["step"] for d in self.timer.durations()], "step times (this rank's phase timer)"
+        return [w / n for w, n in zip(self.walls, self.sizes)], "block wall clock per step (timing=false)"
+
+    def _stop(self, elapsed: float) -> bool:
+        if self.policy == "fixed":
+            if self.steps >= self.min_steps:
+                self.stopped_by = "fixed"
+                return True
+            return False
+        if self.steps < self.min_steps:
+            return False
+        values, _ = self.samples()
+        stop, reason = adaptive_should_stop(values, self.rel_ci, self.min_steps, self.max_steps, elapsed, self.max_s)
+        flags = torch.tensor([int(not stop), int(stop and reason != "target reached")], device=self.device)
+        if self.counter is not None:
+            with self.counter.paused():  # not gradient traffic
+                dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+        else:
+            dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+        more, capped = flags.tolist()
+        if more:
+            return False
+        self.target_reached = not capped
+        self.stopped_by = reason if reason != "target reached" or not capped else "a cap on another rank"
+        return True
+
+    def describe(self) -> dict:
+        """The record's `measure` section (rank 0's view; every rank stopped after the same block)."""
+        values, what = self.samples()
+        half = None
+        if values:
+            lo, hi, level = median_ci(values)
+            med = float(np.median(values))
+            half = (hi - lo) / 2 / med if med > 0 and level >= 0.95 else None
+        return {
+            "policy": self.policy,
+            "min_steps": self.min_steps,
+            "block_steps": self.block,
+            "rel_ci_target": self.rel_ci if self.policy == "adaptive" else None,
+            "max_steps": self.max_steps if self.policy == "adaptive" else None,
+            "max_s": self.max_s if self.policy == "adaptive" else None,
+            "steps": self.steps,
+            "blocks": len(self.sizes),
+            "window_s": self.window_s,
+            "stopped_by": self.stopped_by,
+            "target_reached": self.target_reached,
+            "rel_ci_halfwidth": half,
+            "precision_of": what,
+            "agreement": AGREEMENT if self.policy == "adaptive" else None,
+        }

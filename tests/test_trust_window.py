@@ -1,0 +1,84 @@
+"""The measured window (tasks/train/window.py) on a one-rank gloo group in this process: timed blocks, the fixed
+policy, the adaptive stopping rule and its caps, and the agreement that is not counted as gradient traffic."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.distributed as dist
+from omegaconf import OmegaConf
+
+from tasks.train.comm_counter import CollectiveCounter
+from tasks.train.window import Window
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_rank_group():
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+class FakeTimer:
+    """Step times chosen by the test (the real timer's durations() shape)."""
+
+    def __init__(self, enabled=True):
+        self.enabled, self.times = enabled, []
+
+    def durations(self):
+        return [{"step": t} for t in self.times]
+
+
+def cfg(policy="adaptive", steps=6, block=1, rel_ci=0.02, max_steps=200, max_s=None):
+    return OmegaConf.create({"steps": steps, "measure": {"policy": policy, "block_steps": block, "rel_ci": rel_ci,
+                                                         "max_steps": max_steps, "max_s": max_s}})
+
+
+def measure(window, timer, draw):
+    for n in window.blocks():
+        for _ in range(n):
+            timer.times.append(draw())
+    return window.describe()
+
+
+def test_fixed_policy_measures_exactly_steps_in_blocks():
+    timer = FakeTimer()
+    w = Window(cfg("fixed", steps=7, block=3), torch.device("cpu"), timer)
+    m = measure(w, timer, lambda: 0.01)
+    assert w.sizes == [3, 3, 1] and len(w.walls) == 3 and all(x > 0 for x in w.walls)
+    assert m["steps"] == 7 and m["stopped_by"] == "fixed" and m["agreement"] is None and m["target_reached"] is None
+
+
+def test_adaptive_stops_at_the_target_once_the_interval_reaches_95_percent():
+    timer, rng = FakeTimer(), np.random.default_rng(0)
+    w = Window(cfg(steps=2), torch.device("cpu"), timer)
+    m = measure(w, timer, lambda: 0.01 * (1 + rng.normal(0, 0.002)))
+    assert m["stopped_by"] == "target reached" and m["target_reached"] is True
+    assert m["steps"] == 6  # n = 6 is the first whose order-statistic interval covers 95%
+    assert m["rel_ci_halfwidth"] <= 0.02 and "all_reduce" in m["agreement"]
+
+
+def test_adaptive_says_when_a_cap_stopped_it_before_the_target():
+    timer, rng = FakeTimer(), np.random.default_rng(1)
+    w = Window(cfg(steps=6, max_steps=40), torch.device("cpu"), timer)
+    m = measure(w, timer, lambda: 0.01 * rng.lognormal(0, 0.5))  # far too noisy for +-2% in 40 steps
+    assert m["steps"] == 40 and m["stopped_by"] == "max_steps reached" and m["target_reached"] is False
+    assert m["rel_ci_halfwidth"] > 0.02
+    timer = FakeTimer()
+    w = Window(cfg(steps=6, max_steps=None, max_s=1e-9), torch.device("cpu"), timer)
+    m = measure(w, timer, lambda: 0.01 * rng.lognormal(0, 0.5))
+    assert m["steps"] == 6 and m["stopped_by"] == "max_s reached" and m["target_reached"] is False
+
+
+def test_without_timing_the_rule_reads_block_walls_and_the_agreement_is_not_gradient_traffic():
+    counter = CollectiveCounter().install()
+    try:
+        counter.start()
+        timer = FakeTimer(enabled=False)
+        w = Window(cfg(steps=3, max_steps=12), torch.device("cpu"), timer, counter)
+        m = measure(w, timer, lambda: None)
+        assert counter.stop() == (0, 0)
+    finally:
+        counter.uninstall()
+    assert m["precision_of"].startswith("block wall clock") and 6 <= m["steps"] <= 12
