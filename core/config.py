@@ -302,8 +302,9 @@ def validate(cfg: DictConfig, submitting: bool = False, host: Host | None = None
                               f"{cfg.world_size - 1}), so the fault never fires. Use fault.rank<={cfg.world_size - 1}.")
         last = cfg.warmup_steps + cfg.steps - 1
         if cfg.fault.step > last:
-            raise ConfigError(f"fault.step={cfg.fault.step} but the run's steps are 0...{last} (warmup_steps + steps), "
-                              f"so the fault never fires. Use fault.step<={last}.")
+            raise ConfigError(f"fault.step={cfg.fault.step} but the run's steps are 0...{last} (warmup_steps + steps: "
+                              f"the steps every run takes; an adaptive window may stop there), so the fault may "
+                              f"never fire. Use fault.step<={last}.")
     if cfg.task in ("train", "grad_sync"):
         check_model(cfg.model)
     if cfg.task == "train":

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.bad_input import refused
+
 from core.config import prepare
 from core.errors import ConfigError
 from core.sweep import repeat_arguments
@@ -150,8 +152,8 @@ def test_repeats_are_the_outermost_loop_so_configurations_interleave():
 
 
 BAD = [
-    (["repeats=0"], "repeats=0: must be a whole number of runs per configuration >= 1"),
-    (["measure.rel_ci=0"], "measure.rel_ci=0: the target CI half-width is relative"),
+    (["repeats=0"], "repeats=0: must be >= 1"),
+    (["measure.rel_ci=0"], "measure.rel_ci=0.0: must be > 0"),
     (["measure.rel_ci=1.5"], "must lie in (0, 1)"),
     (["measure.policy=adaptive", "steps=10", "measure.max_steps=5"],
      "measure.max_steps=5 < steps=10: with measure.policy=adaptive"),
@@ -164,9 +166,7 @@ BAD = [
 
 @pytest.mark.parametrize("overrides,message", BAD, ids=[" ".join(o) for o, _ in BAD])
 def test_bad_measure_and_repeat_input_is_refused_before_any_rank(overrides, message):
-    with pytest.raises(ConfigError) as e:
-        prepare(compose(["model=vgg11_tiny", "scale=smoke", *overrides]))
-    assert message in str(e.value)
+    assert message in refused(["model=vgg11_tiny", "scale=smoke", *overrides])
 
 
 def test_repeats_without_a_sweep_is_refused(tmp_path):
