@@ -1,8 +1,10 @@
 """How the comm tasks take time: the same rules in all three.
 
 - A dist.barrier() before every timed window, so no rank starts the clock while a peer is still busy elsewhere.
-- GPU: CUDA events on the current stream, read after the window (the host never waits inside it).
-  CPU: time.perf_counter. Gloo's blocking calls return when the collective is done, so both read completion.
+- GPU: CUDA events on the current stream, read after the window (the host never waits inside it; with NCCL the
+  window runs under torch.cuda.set_sync_debug_mode("error")). CPU: the host clock. Gloo's blocking calls return
+  when the collective is done, so both read completion. Events, syncs and the window come from the device layer
+  (device/), so device=fake checks these windows too.
 - Per-rank times are all-gathered once at the end; tables show the ranks' average (nccl-tests' default) and the
   slowest rank.
 """
@@ -15,11 +17,21 @@ import torch
 import torch.distributed as dist
 
 from core.errors import ConfigError
-from tasks.train.timing import Clock, device_sync as synchronize  # noqa: F401 - shared with the step loop
+from device import Clock, layer_for  # noqa: F401 - Clock: the comm tasks' timer
+from device.placement import visible_gpus
+
+# torch 2.14 deprecates the *_tensor names in favour of *_single; older torch has only the former
+all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+reduce_scatter_single = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+
+def synchronize(device) -> None:
+    layer_for(device).synchronize()
 
 
 def resolve_device(choice: str, backend: str, ctx_device: torch.device, local_rank: int) -> torch.device:
-    """device: auto = cuda when the backend is nccl or a GPU is present, else cpu. Gloo runs on CUDA tensors too."""
+    """The task's tensors: auto = where the rank computes (its placement: device=, backend=); cpu; cuda (gloo runs on
+    CUDA tensors too, so a CPU-placed gloo rank may still move CUDA tensors)."""
     choice = str(choice)
     if choice not in ("auto", "cpu", "cuda"):
         raise ConfigError(f"device={choice!r}: choose auto, cpu or cuda.")
@@ -28,13 +40,11 @@ def resolve_device(choice: str, backend: str, ctx_device: torch.device, local_ra
             raise ConfigError("device=cpu with backend=nccl: NCCL only moves CUDA tensors. "
                               "Use backend=gloo for CPU tensors, or device=cuda.")
         return torch.device("cpu")
-    if choice == "auto" and backend != "nccl" and not torch.cuda.is_available():
-        return torch.device("cpu")
-    if not torch.cuda.is_available():
+    if choice == "auto" or ctx_device.type == "cuda":
+        return ctx_device
+    if visible_gpus() == 0:
         raise ConfigError(f"device={choice} with backend={backend} needs a GPU and none is visible here. "
                           "Use backend=gloo with device=cpu (or device=auto).")
-    if ctx_device.type == "cuda":
-        return ctx_device
     device = torch.device("cuda", local_rank % torch.cuda.device_count())
     torch.cuda.set_device(device)
     return device
@@ -50,15 +60,18 @@ def free_host_bytes() -> int | None:
 
 
 def time_window(step: Callable[[], None], iters: int, device: torch.device, group=None) -> float:
-    """Seconds per call of step() over `iters` back-to-back calls, after a barrier."""
-    clock = Clock(device)
+    """Seconds per call of step() over `iters` back-to-back calls, after a barrier. Nothing in the window waits on
+    the device; with NCCL on CUDA that is enforced (gloo's CUDA path synchronises its own streams on its threads,
+    which the check would break)."""
+    dev = layer_for(device)
     dist.barrier(group=group)
-    start = clock.mark()
-    for _ in range(iters):
-        step()
-    end = clock.mark()
-    synchronize(device)
-    return clock.seconds(start, end) / iters
+    start = dev.mark()
+    with dev.window(strict=dist.get_backend(group) == "nccl"):
+        for _ in range(iters):
+            step()
+    end = dev.mark()
+    dev.synchronize()
+    return dev.seconds(start, end) / iters
 
 
 def gather_all(obj):

@@ -32,13 +32,34 @@ def recorded_vars() -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith(RECORDED_PREFIXES)}
 
 
-# "NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read", "... via SHM/direct/direct", "... via NET/IB/0"
-_VIA = re.compile(r"Channel\s+\S+\s*:.*?->.*?\bvia\s+(\S+)")
+# One line per channel connection, logged by the process that sets it up (NCCL's src/transport/{p2p,shm,net}.cc):
+#   "Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read"          P2P and SHM: by the sender only
+#   "Channel 00 : 0[0] -> 1[1] via SHM/direct/direct"
+#   "Channel 00/0 : 1[0] -> 2[0] [send] via NET/IB/0/GDRDMA"   NET: by both ends, [send] and [receive], with the
+#   "Channel 00/0 : 1[0] -> 2[0] [receive] via NET/IB/0/GDRDMA"     index of the NIC the channel uses
+#   "Ring 00 : 0[7000] -> 1[b000] via P2P/IPC"                 older NCCL (bus ids in the brackets)
+_VIA = re.compile(r"(?:Channel|Ring)\s+\d+(?:/\d+)?\s*:\s*\d+\[[^\]]*\]\s*->\s*\d+\[[^\]]*\]"
+                  r"(?:\s*\[(send|receive)\])?\s+via\s+(.+?)\s*$")
+
+
+def transport_name(via: str) -> str:
+    """The transport a connection uses, without the NIC index: 'NET/IB/1/GDRDMA(PCI)/Shared' -> 'NET/IB/GDRDMA'
+    (which NIC a channel took is not a different transport), other transports as NCCL names them."""
+    if not via.startswith("NET/"):
+        return via
+    parts = via.split("/")
+    return f"NET/{parts[1]}" + ("/GDRDMA" if any(p.startswith("GDRDMA") for p in parts[3:]) else "")
 
 
 def parse_transports(lines) -> dict[str, int]:
-    """How many channel connections used each transport, from NCCL_DEBUG=INFO lines."""
-    return dict(Counter(m.group(1) for line in lines if (m := _VIA.search(line))))
+    """How many channel connections used each transport, from NCCL_DEBUG=INFO lines of all the processes. A NET
+    connection is logged by both ends; only its [send] line counts, so each connection counts once."""
+    found: Counter = Counter()
+    for line in lines:
+        m = _VIA.search(line)
+        if m and m.group(1) != "receive":
+            found[transport_name(m.group(2))] += 1
+    return dict(found)
 
 
 def transports_from_logs(output_dir: Path) -> dict[str, int] | None:

@@ -70,7 +70,7 @@ def ranks_per_node(cfg) -> int:
 
 
 def on_gpus(cfg, host: Host) -> bool:
-    """Whether the ranks get a GPU each (core.rank.own_gpu: every local rank sees a GPU of its own), so their
+    """Whether the ranks get a GPU each (device/placement.py decides it in the ranks), so their
     buffers live on the device rather than in host memory."""
     return host.gpus >= ranks_per_node(cfg)
 
@@ -100,7 +100,7 @@ def check_fits(cfg, host: Host, *, ranks: int, per_rank_bytes: int, what: str, f
 
 
 def expected_backend(cfg, host: Host, submitting: bool = False) -> str:
-    """The backend the ranks will pick (core.rank.pick_backend: auto is nccl when every rank has a GPU of its own);
+    """The backend the ranks will pick (device/placement.py: auto is nccl when every rank has a GPU of its own);
     still "auto" on a login node, which cannot tell."""
     if cfg.backend != "auto" or submitting:
         return str(cfg.backend)

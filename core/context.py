@@ -14,12 +14,13 @@ class RankContext:
     rank: int
     world_size: int
     local_rank: int
-    device: torch.device     # cuda:<local_rank> with a GPU per rank, else cpu
+    device: torch.device     # the rank's GPU (device/placement.py), else cpu
     backend: str             # the process group's backend: "nccl" | "gloo"
     output_dir: Path         # the job's directory, shared by all ranks
     hostname: str
     progress: dict = field(default_factory=dict)  # how far the task got (e.g. warmup_steps_done): what an
                                                   # interrupted run records, and what its heartbeat reports
+    dev: Any = None          # the device layer for `device` (device/): streams, events, syncs, graph capture
 
     @property
     def is_main(self) -> bool:

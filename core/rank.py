@@ -24,6 +24,8 @@ from core.context import RankContext
 from core.heartbeat import beating
 from core.interrupt import Interrupted, signals_raise
 from core.log import for_rank, get
+from device import open_device
+from device.placement import settle
 from results.record import now
 
 log = get(__name__)
@@ -48,24 +50,6 @@ class RankError(RuntimeError):
     def __init__(self, outcome: Outcome):
         super().__init__(outcome.error)
         self.outcome = outcome
-
-
-def own_gpu(local_rank: int, local_world: int) -> int | None:
-    """The GPU index this rank owns, or None when ranks cannot have one GPU each. Either every local rank sees all
-    the node's GPUs (torchrun, our launcher: cuda:LOCAL_RANK), or Slurm bound one GPU to each task
-    (--gpus-per-task=1: each task sees a single device, cuda:0)."""
-    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if n >= local_world:
-        return local_rank
-    if n == 1 and os.environ.get("SLURM_GPUS_PER_TASK") == "1":
-        return 0
-    return None
-
-
-def pick_backend(requested: str, gpu: int | None) -> str:
-    if requested != "auto":
-        return requested
-    return "nccl" if gpu is not None and dist.is_nccl_available() else "gloo"
 
 
 def run_rank(plain: dict, job: dict) -> Outcome | None:
@@ -97,20 +81,16 @@ def _run_rank(plain: dict, job: dict, outcome: Outcome) -> Outcome | None:
     output_dir = Path(job["output_dir"])
     try:
         comm_env.apply(cfg, output_dir)
-        gpu = own_gpu(local_rank, local_world)
-        backend = pick_backend(cfg.backend, gpu)
-        device = torch.device("cpu")
-        if gpu is not None:
-            device = torch.device("cuda", gpu)
-            torch.cuda.set_device(device)
-        elif backend == "nccl":
-            raise RuntimeError(f"backend=nccl but rank {rank} has no GPU of its own ({torch.cuda.device_count()} "
-                               f"visible to {local_world} local ranks): use backend=gloo or one GPU per rank.")
-        dist.init_process_group(backend, timeout=timedelta(seconds=float(cfg.timeout_s)),
-                                **({"device_id": device} if backend == "nccl" else {}))
-        ctx = RankContext(cfg=cfg, rank=rank, world_size=world_size, local_rank=local_rank, device=device,
+        timeout = timedelta(seconds=float(cfg.timeout_s))
+        # device and backend: decided alike by every rank, or the same error on all of them (device/placement.py)
+        placement, store = settle(cfg, rank, world_size, local_rank, local_world, timeout)
+        dev = open_device(placement)
+        backend = placement.backend
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout,
+                                **({"device_id": dev.torch_device} if backend == "nccl" else {}))
+        ctx = RankContext(cfg=cfg, rank=rank, world_size=world_size, local_rank=local_rank, device=dev.torch_device,
                           backend=backend, output_dir=output_dir, hostname=socket.gethostname(),
-                          progress=outcome.progress)
+                          progress=outcome.progress, dev=dev)
         outcome.env = environment(ctx)
         result = tasks.get(cfg.task).run(ctx)
         if rank != 0:
@@ -139,7 +119,7 @@ def environment(ctx: RankContext) -> dict:
     """What a reader needs to compare numbers across machines; gathered from every rank (before any timing)."""
     mine = {
         "host": ctx.hostname,
-        "device": torch.cuda.get_device_name(ctx.device) if ctx.device.type == "cuda" else "cpu",
+        "device": ctx.dev.name(),
         "cpu_count": os.cpu_count(),
     }
     everyone = [None] * ctx.world_size

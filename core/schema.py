@@ -88,6 +88,14 @@ class Device(StrEnum):
     cuda = "cuda"
 
 
+class RankDevice(StrEnum):
+    """Where the ranks compute (`device=`; decided in device/placement.py)."""
+    auto = "auto"        # a GPU per rank where there are GPUs, else CPU
+    cpu = "cpu"
+    cuda = "cuda"
+    fake = "fake"        # tests only: CPU tensors through the GPU code paths, the stream rules checked (device/fake.py)
+
+
 # task=collectives' names are comm/bandwidth.py's tables (dtype aliases such as fp32 are aliases of the enum too)
 Op = StrEnum("Op", {name: name for name in bw.OPS})
 ReduceOp = StrEnum("ReduceOp", {name: name for name in bw.REDUCE_OPS})
@@ -320,6 +328,7 @@ class Config:
     task: Task = MISSING
     world_size: int = ge(1)
     backend: Backend = MISSING
+    device: RankDevice = MISSING
     timeout_s: float = gt(0)
     seed: int = MISSING
     oversubscribe: bool = MISSING

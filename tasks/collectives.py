@@ -18,7 +18,8 @@ import torch.distributed as dist
 from comm import CorrectnessError
 from comm import bandwidth as bw
 from comm.check import count_wrong, expected_output, fill_input
-from comm.measure import gather_all, rank_stats, resolve_device, synchronize, time_window
+from comm.measure import (all_gather_single, gather_all, rank_stats, reduce_scatter_single, resolve_device,
+                          synchronize, time_window)
 import core.schema as schema
 from core.config import Host, check_buffers, expected_backend
 from core.errors import ConfigError
@@ -142,9 +143,9 @@ class Case:
                 out.copy_(send)
             dist.broadcast(out, src=ROOT)
         elif op == "all_gather":
-            dist.all_gather_into_tensor(out, send)
+            all_gather_single(out, send)
         elif op == "reduce_scatter":
-            dist.reduce_scatter_tensor(out, send, op=self.redop)
+            reduce_scatter_single(out, send, op=self.redop)
 
     def zero(self) -> None:
         self.send.zero_()

@@ -71,6 +71,14 @@ def tiny():
     return list(TINY)
 
 
+@pytest.fixture(autouse=True)
+def _cpu_unless_marked_gpu(request, monkeypatch):
+    """Tests not marked gpu run on CPU whatever the machine has: they, the ranks they start and their train.py
+    subprocesses see no GPU (device/placement.py reads CUDA_VISIBLE_DEVICES="" as none, even after CUDA started)."""
+    if "gpu" not in request.keywords:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+
+
 def pytest_collection_modifyitems(config, items):
     import torch
 

@@ -37,7 +37,7 @@ def test_generator_command_line(tmp_path):
 
 
 def test_loader_shards_per_rank_and_cycles():
-    plain = prepare(compose(["model=vgg11_tiny", "scale=smoke", "batch_size=3", "data.image_size=8"]))
+    plain = prepare(compose(["model=vgg11_tiny", "scale=smoke", "batch_size=3", "data.image_size=32"]))
     from omegaconf import OmegaConf
 
     cfg = OmegaConf.create(plain)
@@ -46,7 +46,7 @@ def test_loader_shards_per_rank_and_cycles():
     it = batches(loaders[0])
     for _ in range(len(loaders[0]) * 2 + 1):  # past the end of an epoch: a new one starts
         x, y = next(it)
-        assert x.shape == (3, 3, 8, 8)
+        assert x.shape == (3, 3, 32, 32)
 
 
 def test_a_shard_smaller_than_a_batch_is_refused_before_the_ranks_start(tmp_path):

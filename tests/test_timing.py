@@ -42,4 +42,4 @@ def test_nccl_transport_lines_from_the_study():
         "node:1:2 [0] NCCL INFO Channel 00/0 : 1[0] -> 2[0] [send] via NET/IB/0",
         "NCCL INFO NET/IB : Using [0]mlx5_1:1/IB",
     ]
-    assert parse_transports(lines) == {"SHM/direct/direct": 2, "P2P/CUMEM/read": 1, "NET/IB/0": 1}
+    assert parse_transports(lines) == {"SHM/direct/direct": 2, "P2P/CUMEM/read": 1, "NET/IB": 1}

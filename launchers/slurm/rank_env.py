@@ -54,7 +54,7 @@ def is_slurm_rank() -> bool:
 def export_rank_env() -> bool:
     """Export RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the Slurm step and return
     True if this process is one of its ranks; else change nothing and return False. CUDA_VISIBLE_DEVICES stays as
-    Slurm set it: a rank uses cuda:<LOCAL_RANK> among the GPUs its node gives the job (see core.rank.own_gpu)."""
+    Slurm set it: which GPU a rank uses under each binding is device/placement.py's to decide."""
     if not is_slurm_rank():
         return False
     step = StepEnvironment()

@@ -13,9 +13,27 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from core.errors import ConfigError
+from device import layer_for
 from tasks.train.sync import Sync
 
 COMPRESSED_DTYPE = {"fp16": torch.float16, "bf16": torch.bfloat16}
+ALWAYS_TIMED = 10   # DDP times its synchronised iterations 1..10 whatever the sample rate (Reducer::should_collect_runtime_stats)
+QUIET_SAMPLE_RATE = 1 << 30  # runtime stats sampled so rarely that no measured step ever is
+
+
+def synchronised_iterations(steps: int, accumulate: int, static_graph: bool) -> int:
+    """DDP iterations (synchronised forwards) in `steps` optimizer steps from the start: one per step (the K-1 no_sync
+    micro-steps do not count: DDP's forward only counts when require_backward_grad_sync), plus, with a static graph and
+    K>1, the first step's first micro-step (DDPSync.no_sync lets it communicate so DDP can record the graph)."""
+    return steps + (1 if static_graph and accumulate > 1 and steps > 0 else 0)
+
+
+def stats_waits(before: int, during: int) -> int:
+    """How many of `during` synchronised forwards, after `before` of them, wait on the host for DDP's timing events.
+    At the start of synchronised forward k, DDP reads iteration k-1's CUDA timing events (cudaEventSynchronize,
+    Logger::set_runtime_stats_and_log) when 1 <= k-1 <= ALWAYS_TIMED: forwards 2..11 wait."""
+    first, last = before + 1, before + during
+    return max(0, min(last, ALWAYS_TIMED + 1) - max(first, 2) + 1)
 
 
 def check_backend_supports(optim: str, device: torch.device) -> None:
@@ -75,9 +93,12 @@ class DDPSync(Sync):
         knobs = {}
         if not cfg.ddp.broadcast_buffers:  # default True; torch 2.15 warns whenever the (deprecated) name is passed
             knobs["broadcast_buffers"] = False
-        # cuda_graphs: PyTorch's rule for capturing DDP is to construct it under a side stream
-        stream = torch.cuda.stream(torch.cuda.Stream(device)) if cfg.cuda_graphs else nullcontext()
-        with warnings.catch_warnings(), stream:
+        # cuda_graphs: PyTorch's rule for capturing DDP is to construct it under a side stream (CUDA graph notes,
+        # "Usage with DistributedDataParallel"); its parameter broadcast is queued there, so the compute stream
+        # joins that stream afterwards, before the first forward reads the parameters
+        dev = layer_for(device)
+        side = dev.new_stream() if cfg.cuda_graphs else None
+        with warnings.catch_warnings(), dev.use_stream(side) if side is not None else nullcontext():
             warnings.filterwarnings("ignore", message=".*broadcast_buffers.*", category=FutureWarning)
             self.model = DDP(
                 model,
@@ -88,6 +109,8 @@ class DDPSync(Sync):
                 find_unused_parameters=bool(cfg.ddp.find_unused_parameters),
                 **knobs,
             )
+        if side is not None:
+            dev.current_stream().wait_stream(side)
         self.static_graph = static_graph
         self.graph_recorded = not static_graph
         if static_graph:  # watch for DDP's first synchronised forward, then stop watching (no per-step cost)
@@ -106,7 +129,7 @@ class DDPSync(Sync):
             self.hook = counting(hook)
             self.model.register_comm_hook(self.hook_state, self.hook)
         # Runtime stats are only sampled in the untimed probe steps (on GPU sampling synchronises the host).
-        self.model._set_ddp_runtime_logging_sample_rate(1 << 30)
+        self.disable_runtime_stats()
 
     def _hook(self):
         if self.optim == "fp16":
@@ -167,6 +190,9 @@ class DDPSync(Sync):
     def enable_runtime_stats(self) -> None:
         self.model._set_ddp_runtime_logging_sample_rate(1)
 
+    def disable_runtime_stats(self) -> None:
+        self.model._set_ddp_runtime_logging_sample_rate(QUIET_SAMPLE_RATE)
+
     def describe(self) -> dict:
         """What DDP reports it is doing (its own logging data), not what the config asked for."""
         data = self.model._get_ddp_logging_data()
@@ -184,4 +210,22 @@ class DDPSync(Sync):
         }
         if isinstance(self.hook_state, powerSGD_hook.PowerSGDState):
             out["powersgd_iter"] = self.hook_state.iter
+            if not self.hook_state.warm_start:
+                out["powersgd_note"] = ("warm_start=false: PowerSGD refills its Q matrices from CPU torch.randn every "
+                                        "step, a blocking host-to-device copy per bucket on GPU (part of the measured "
+                                        "step; warm_start=true avoids it)")
         return out
+
+
+def warmup_warning(cfg) -> str | None:
+    """The warning for a GPU run whose measured window contains DDP's own timing waits (None: it does not)."""
+    static = bool(cfg.ddp.static_graph)
+    before = synchronised_iterations(cfg.warmup_steps, cfg.accumulate, static)
+    waits = stats_waits(before, synchronised_iterations(cfg.steps, cfg.accumulate, False))
+    if not waits:
+        return None
+    enough = ALWAYS_TIMED + 1 - (1 if static and cfg.accumulate > 1 else 0)
+    return (f"warmup_steps={cfg.warmup_steps}: {waits} measured step(s) include a host wait. On GPU DDP times its "
+            f"synchronised iterations 1-{ALWAYS_TIMED} itself and waits for those timings at the next synchronised "
+            f"forward; accumulate={cfg.accumulate} does not add synchronised iterations (no_sync micro-steps do not "
+            f"count). Use warmup_steps>={enough} for clean numbers.")

@@ -1,8 +1,8 @@
 """How a host batch reaches the GPU (`h2d=`). The VGG11 thread traced its slowdown to the copy on the default stream;
-the modes let a user see that difference on their machine."""
+the modes let a user see that difference on their machine. Streams, copies and record_stream come from the device
+layer, so device=fake runs these feeders on CPU with the stream rules checked."""
 from __future__ import annotations
 
-import torch
 
 
 class CpuFeeder:
@@ -16,57 +16,79 @@ class CpuFeeder:
 
 
 class BlockingFeeder:
-    """`.to(device)` on the default stream: the host waits for the copy (and for the work queued before it)."""
+    """`.to(device)` on the compute stream: the host waits for the copy (and for the work queued before it)."""
 
     note = "copy on the compute stream, non_blocking=False"
     copies = True
+    non_blocking = False
 
-    def __init__(self, device):
-        self.device = device
+    def __init__(self, dev, host_batches=None):
+        self.dev = dev
 
     def to_device(self, batch):
-        return tuple(t.to(self.device) for t in batch)
+        return tuple(self.dev.to_device(t, non_blocking=self.non_blocking) for t in batch)
 
 
 class NonBlockingFeeder(BlockingFeeder):
     """Pinned host memory + non_blocking copy: queued on the compute stream, the host goes on."""
 
     note = "pinned memory, non_blocking copy on the compute stream"
-
-    def to_device(self, batch):
-        return tuple(t.to(self.device, non_blocking=True) for t in batch)
+    non_blocking = True
 
 
 class SideStreamFeeder:
     """The next batch is copied on its own stream while the current one computes. The compute stream waits for the
-    copy before using it, and record_stream tells the allocator the tensors are used there."""
+    copy before using it, and record_stream tells the allocator the tensors are used there.
+
+    One batch is always in flight: the first call copies the batch it is given and prefetches the next one from the
+    loader itself, so every batch is copied once and used once, in order."""
 
     note = "next batch copied on a side stream (pinned, non_blocking) while the current one computes"
     copies = True
 
-    def __init__(self, device):
-        self.device = device
-        self.stream = torch.cuda.Stream(device)
+    def __init__(self, dev, host_batches):
+        self.dev, self.host_batches = dev, host_batches
+        self.stream = dev.new_stream()
         self.pending = None
 
     def _copy(self, batch):
-        with torch.cuda.stream(self.stream):
-            return tuple(t.to(self.device, non_blocking=True) for t in batch)
+        with self.dev.use_stream(self.stream):
+            return tuple(self.dev.to_device(t, non_blocking=True) for t in batch)
 
     def to_device(self, batch):
-        """Returns the batch copied during the previous step and starts copying `batch` for the next one."""
-        if self.pending is None:  # first step: nothing was prefetched yet
+        """Returns the batch copied during the previous call and starts copying `batch` for the next one."""
+        if self.pending is None:  # first call: this batch now, the loader's next one in flight
             self.pending = self._copy(batch)
+            batch = next(self.host_batches)
         current = self.pending
-        compute = torch.cuda.current_stream(self.device)
+        compute = self.dev.current_stream()
         compute.wait_stream(self.stream)
         for t in current:
-            t.record_stream(compute)
+            self.dev.record_stream(t, compute)
         self.pending = self._copy(batch)
         return current
 
 
-def make_feeder(mode: str, device: torch.device):
-    if device.type != "cuda":
+def make_feeder(mode: str, dev, host_batches):
+    if not dev.copies:
         return CpuFeeder()
-    return {"blocking": BlockingFeeder, "non_blocking": NonBlockingFeeder, "side_stream": SideStreamFeeder}[mode](device)
+    return {"blocking": BlockingFeeder, "non_blocking": NonBlockingFeeder, "side_stream": SideStreamFeeder}[mode](
+        dev, host_batches)
+
+
+def window_sync_check(cfg, backend: str, kind: str) -> tuple[bool, str | None]:
+    """(strict, why not): whether the measured window runs with host syncs made errors (CUDA:
+    torch.cuda.set_sync_debug_mode("error"); the fake device: its own check), and, when not, the sync the config
+    itself puts there. kind: the device's (device/placement.py)."""
+    if cfg.h2d == "blocking":
+        return False, "h2d=blocking: the copy on the compute stream waits for the host by design"
+    if cfg.optim.name == "powersgd" and not cfg.optim.warm_start:
+        return False, ("optim.warm_start=false: PowerSGD copies CPU torch.randn into its Q matrices every step "
+                       "(a blocking host-to-device copy per bucket)")
+    if cfg.optim.name == "powersgd" and cfg.optim.start_iter >= cfg.warmup_steps:
+        return False, (f"optim.start_iter={cfg.optim.start_iter} with warmup_steps={cfg.warmup_steps}: PowerSGD "
+                       "compresses first in the first measured step and fills its matrices there from CPU torch.randn "
+                       f"(a blocking copy); warmup_steps={cfg.optim.start_iter + 1} keeps that out of the window")
+    if kind == "cuda" and backend == "gloo" and cfg.sync != "local":
+        return False, "backend=gloo: on CUDA tensors gloo synchronises its own streams on its worker threads"
+    return True, None

@@ -3,10 +3,12 @@
     data -> h2d -> forward -> backward (DDP's all-reduce overlaps it) -> sync (explicit strategies) -> optimizer
 
 Warm-up steps run first; the measured window is a run of timed blocks (tasks/train/window.py), each bracketed by one
-device sync (and a barrier) at its ends, with nothing inside a block waiting on the GPU. Untimed probe steps after the
-window read DDP's runtime statistics (communication time and its overlap with backward) and, for lossy schemes, the
-gradient error against an exact fp32 all-reduce; then the sync's own calls are timed alone on the same ranks (the
-on-rank microbenchmark, diagnose.microbench)."""
+device sync (and a barrier) at its ends, with nothing inside a block waiting on the GPU (where the config itself puts
+no sync there, a host sync in a block is an error: see window_sync_check in tasks/train/h2d.py). Untimed probe steps
+after the window read DDP's runtime statistics (communication time and its overlap with backward) and, for lossy
+schemes, the gradient error against an exact fp32 all-reduce; then the sync's own calls are timed alone on the same
+ranks (the on-rank microbenchmark, diagnose.microbench). Streams, events, syncs and graph capture come from ctx.dev
+(device/), so device=fake runs the GPU paths of this loop on CPU with the stream rules checked."""
 from __future__ import annotations
 
 import time
@@ -19,7 +21,7 @@ from tqdm import tqdm
 
 from data import batches, build_loader
 from tasks.train.comm_counter import CollectiveCounter
-from tasks.train.h2d import make_feeder
+from tasks.train.h2d import make_feeder, window_sync_check
 from tasks.train.probes import attach_probe_figures, comm_microbench, ddp_comm_probe, grad_error_probe
 from tasks.train.sync import make_sync
 from tasks.train.result import assemble, comm_figures, rank_figures
@@ -30,19 +32,19 @@ from models import build_model
 
 
 def run(ctx) -> dict | None:
-    cfg = ctx.cfg
+    cfg, dev = ctx.cfg, ctx.dev
     marks = {"start": time.time()}  # where the job's time goes (record: time_budget)
     torch.manual_seed(cfg.seed)  # identical initial weights on every rank (the explicit strategies rely on it)
     set_precision(cfg.precision)
-    model = build_model(cfg.model, cfg.data.image_size).to(ctx.device)
+    model = dev.model_to_device(build_model(cfg.model, cfg.data.image_size))
     sync = make_sync(cfg, model, ctx.device)
     model = sync.model
     optimizer = torch.optim.SGD(model.parameters(), lr=cfg.solver.lr, momentum=cfg.solver.momentum)
     criterion = nn.CrossEntropyLoss()
-    pin = ctx.device.type == "cuda" and (cfg.data.pin_memory or cfg.h2d != "blocking")
+    pin = dev.pins_memory and (cfg.data.pin_memory or cfg.h2d != "blocking")
     host_batches = batches(build_loader(cfg, ctx.rank, ctx.world_size, pin_memory=pin))
-    feeder = make_feeder(cfg.h2d, ctx.device)
-    timer = PhaseTimer(ctx.device, enabled=cfg.timing, nvtx=cfg.profile.enabled)
+    feeder = make_feeder(cfg.h2d, dev, host_batches)
+    timer = PhaseTimer(dev, enabled=cfg.timing, nvtx=cfg.profile.enabled)
     autocast = autocast_for(cfg.precision, ctx.device)
     counter = CollectiveCounter().install()
     K = cfg.accumulate
@@ -72,7 +74,8 @@ def run(ctx) -> dict | None:
     if cfg.cuda_graphs:
         from tasks.train.cuda_graphs import GraphedStep
 
-        train_step = GraphedStep(model, optimizer, criterion, autocast, host_batches, feeder, timer, ctx.device)
+        train_step = GraphedStep(model, optimizer, criterion, autocast, host_batches, feeder, timer, dev, sync,
+                                 cfg.probe_steps)
 
     window = Window(cfg, ctx.device, timer, counter)
     planned = window.planned_steps
@@ -93,15 +96,17 @@ def run(ctx) -> dict | None:
     losses = []
     step = cfg.warmup_steps
     bar.set_description("measured")
+    strict, unchecked_because = window_sync_check(cfg, ctx.backend, dev.kind)
     with profiler(cfg, ctx) as prof:
         for block in window.blocks():
-            for _ in range(block):
-                maybe_fail(cfg, ctx.rank, step)
-                losses.append(train_step())
-                ctx.progress["measured_steps_done"] = len(losses)
-                prof.step()
-                bar.update()
-                step += 1
+            with dev.window(strict):
+                for _ in range(block):
+                    maybe_fail(cfg, ctx.rank, step)
+                    losses.append(train_step())
+                    ctx.progress["measured_steps_done"] = len(losses)
+                    prof.step()
+                    bar.update()
+                    step += 1
     calls, py_bytes = counter.stop()
     window_cpu = cpu_usage(since=cpu0)
     bar.close()
@@ -111,7 +116,7 @@ def run(ctx) -> dict | None:
 
     # ---- untimed probes ----
     probe_batches = (feeder.to_device(batch) for batch in host_batches)
-    comm_stats = ddp_comm_probe(sync, train_step, cfg.probe_steps) if not cfg.cuda_graphs else None
+    comm_stats = ddp_comm_probe(sync, train_step, cfg.probe_steps) if not cfg.cuda_graphs else train_step.comm_stats
     grad_error = grad_error_probe(sync, criterion, autocast, probe_batches, cfg.probe_steps) \
         if sync.lossy and not cfg.cuda_graphs else None
     counter.uninstall()
@@ -142,6 +147,7 @@ def run(ctx) -> dict | None:
                       final_loss=final_loss.item() / ctx.world_size, grad_error=grad_error)
     result["forward_dtype"] = forward_dtype
     attach_probe_figures(result, microbench, everyone)
+    result["device_layer"] = {**dev.report(), "window_unchecked_because": unchecked_because}
     return result
 
 

@@ -15,7 +15,8 @@ from tasks.train.stragglers import find_straggler
 
 def ddp_comm_probe(sync, train_step, n: int) -> dict | None:
     """Median of DDP's runtime stats over n probe steps. DDP fills them in at the start of the next forward
-    (synchronising the host with the GPU's timing events there, which is why this is not done in the window)."""
+    (synchronising the host with the GPU's timing events there, which is why this is not done in the window), so
+    sampling is turned off again at the end."""
     if sync.runtime_stats_kind is None or n < 1:
         return None
     sync.enable_runtime_stats()
@@ -24,6 +25,7 @@ def ddp_comm_probe(sync, train_step, n: int) -> dict | None:
         train_step()
         if i > 0:  # stats now describe the previous step's backward
             samples.append(sync.runtime_stats())
+    sync.disable_runtime_stats()
     return {k: statistics.median(s[k] for s in samples) for k in samples[0]}
 
 
@@ -135,7 +137,7 @@ def _comm_time_estimate(cfg, steps: list[dict], comm_stats: dict | None) -> floa
     the median sync phase."""
     if comm_stats:
         return comm_stats.get("comm_s")
-    sync_times = sorted(s["sync"] for s in steps)
+    sync_times = sorted(s["sync"] for s in steps if "sync" in s)
     return sync_times[len(sync_times) // 2] if sync_times else None
 
 

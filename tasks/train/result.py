@@ -40,17 +40,23 @@ def rank_figures(ctx, steps: list[dict], window) -> dict:
 
 
 def comm_figures(described: dict, world_size: int, steps: list[dict], probe: dict | None, collectives: float, nbytes: float) -> dict:
+    sync_times = [s["sync"] for s in steps if "sync" in s]
     if probe is not None:  # DDP: its runtime stats from the probe steps
         time_s, overlap_s = probe["comm_s"], probe["overlap_s"]
         exposed_s = max(0.0, time_s - overlap_s)
         backward_compute_s = probe["backward_compute_s"]
-        method = ("DDP runtime stats (reducer timers) over the untimed probe steps: time = first bucket all-reduce "
-                  "start to last finish; exposed = time - overlap with backward compute")
-    else:  # explicit strategies: the sync phase is all communication and none of it is hidden
-        sync_times = [s["sync"] for s in steps]
-        time_s = float(np.median(sync_times)) if sync_times else None
+        method = probe.get("method") or ("DDP runtime stats (reducer timers) over the untimed probe steps: time = "
+                                         "first bucket all-reduce start to last finish; exposed = time - overlap "
+                                         "with backward compute")
+    elif sync_times and not described.get("buckets"):  # explicit strategies: the sync phase is all communication
+        time_s = float(np.median(sync_times))
         overlap_s, exposed_s, backward_compute_s = 0.0, time_s, None
         method = "median sync phase of the measured steps (no overlap: all-reduce runs after backward)"
+    else:  # nothing timed the communication: say so rather than print 0
+        time_s = overlap_s = exposed_s = backward_compute_s = None
+        method = "not measured: " + ("probe_steps=0, and only DDP's runtime stats in the probe steps time its "
+                                     "all-reduce (it runs inside backward)" if described.get("buckets")
+                                     else "timing=false, and the sync phase times the explicit strategies")
     algbw = nbytes / time_s / 1e9 if time_s else None
     buckets = described.get("buckets")  # DDP only
     return {

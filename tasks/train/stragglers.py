@@ -35,8 +35,9 @@ def cpu_usage(since: dict | None = None) -> dict:
 def rank_work(steps: list[dict], comm_stats: dict | None, window_usage: dict) -> dict | None:
     """This rank's work per step. With DDP the backward phase also holds the wait for the all-reduce (and so for the
     other ranks), so backward compute comes from DDP's own timer (the probe steps); explicit strategies communicate
-    in their sync phase, so their backward phase is compute only."""
-    if not steps:
+    in their sync phase, so their backward phase is compute only. A replayed CUDA graph has no forward or backward
+    phase of its own (one graph_replay): None, as without steps."""
+    if not steps or "forward" not in steps[0]:
         return None
     ddp_backward = comm_stats.get("backward_compute_s") if comm_stats else None
     local = [s["data"] + s["h2d"] + s["forward"] + (0.0 if comm_stats else s["backward"]) for s in steps]

@@ -2,42 +2,24 @@
 
 GPU: a CUDA event is recorded on the compute stream at every phase boundary; durations are read after the window, so
 the host never waits inside it. A phase's GPU time is how long the stream spent between its boundaries: host stalls
-(a slow loader) show up as the gap the GPU had to wait. CPU: time.perf_counter at the same boundaries.
+(a slow loader) show up as the gap the GPU had to wait. CPU (and device=fake): the host clock at the same boundaries.
 With timing off, no boundaries are recorded at all (see tasks/train/harness_cost.py for what they cost)."""
 from __future__ import annotations
 
 import statistics
-import time
 from contextlib import contextmanager
 
 import torch
 
-PHASES = ("data", "h2d", "forward", "backward", "sync", "optimizer")
-
-
-class Clock:
-    """Marks on the device's timeline: CUDA events on GPU (no host wait), perf_counter on CPU.
-    Read them with seconds() after device_sync()."""
-
-    def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
-
-    def mark(self):
-        if self.cuda:
-            ev = torch.cuda.Event(enable_timing=True)
-            ev.record()
-            return ev
-        return time.perf_counter()
-
-    def seconds(self, a, b) -> float:
-        return a.elapsed_time(b) / 1e3 if self.cuda else b - a
+from device import Clock, layer_for
 
 
 class PhaseTimer:
-    def __init__(self, device: torch.device, enabled: bool = True, nvtx: bool = False):
+    def __init__(self, device, enabled: bool = True, nvtx: bool = False):
+        """device: the rank's Device (or a torch.device)."""
         self.clock = Clock(device)
         self.enabled = enabled
-        self.nvtx = nvtx and self.clock.cuda
+        self.nvtx = nvtx and self.clock.device.kind == "cuda"
         self.steps: list[list[tuple[str, object]]] = []   # per step: [("start", mark), (phase, mark at its end), ...]
 
     def start_step(self) -> None:
@@ -61,10 +43,11 @@ class PhaseTimer:
 
     def durations(self) -> list[dict[str, float]]:
         """Seconds per phase for each recorded step (a phase entered several times, e.g. with gradient accumulation,
-        is summed), plus "step": the whole step. Call after the device is synchronised."""
+        is summed; a phase never entered, e.g. forward in a replayed CUDA graph, is absent), plus "step": the whole
+        step. Call after the device is synchronised."""
         out = []
         for marks in self.steps:
-            d = {p: 0.0 for p in PHASES}
+            d: dict[str, float] = {}
             for (_, a), (name, b) in zip(marks[:-1], marks[1:]):
                 d[name] = d.get(name, 0.0) + self.clock.seconds(a, b)
             d["step"] = self.clock.seconds(marks[0][1], marks[-1][1])
@@ -85,6 +68,5 @@ def stats(values: list[float]) -> dict[str, float] | None:
     }
 
 
-def device_sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+def device_sync(device) -> None:
+    layer_for(device).synchronize()

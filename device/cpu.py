@@ -1,0 +1,81 @@
+"""The device interface, and its CPU implementation: CPU ranks compute on host memory, have no streams, read the
+host clock and have nothing to synchronise. The CUDA and fake devices override what differs."""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager, nullcontext
+
+import torch
+
+
+class NullStream:
+    """A CPU rank's only "stream": work runs in program order, so there is nothing to wait for."""
+
+    name = "host"
+
+    def wait_stream(self, other) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+
+class CpuDevice:
+    """What the step loop, the H2D feeders, CUDA graphs and the comm tasks may ask of a device."""
+
+    kind = "cpu"
+    copies = False         # a host batch must be copied to the device before use
+    pins_memory = False    # the loader should pin host batches (page-locked memory makes non_blocking copies async)
+    torch_device = torch.device("cpu")
+    window_check = None    # how the last measured window was checked for host syncs (see window())
+    _stream = NullStream()
+
+    # -- streams
+    def new_stream(self):
+        return self._stream
+
+    def current_stream(self):
+        return self._stream
+
+    def use_stream(self, stream):
+        """Context in which work is queued on `stream`."""
+        return nullcontext()
+
+    def record_stream(self, tensor: torch.Tensor, stream) -> None:
+        """Tell the allocator `tensor` (allocated on another stream) is used on `stream`, so its memory is not reused
+        before that work is done."""
+
+    def to_device(self, tensor: torch.Tensor, non_blocking: bool) -> torch.Tensor:
+        return tensor  # no copy: CPU ranks compute on the host batch itself
+
+    def model_to_device(self, model):
+        return model.to(self.torch_device)
+
+    # -- time
+    def mark(self):
+        """A mark on the device's timeline, read with seconds() after synchronize()."""
+        return time.perf_counter()
+
+    def seconds(self, start, end) -> float:
+        return end - start
+
+    def synchronize(self) -> None:
+        """Wait until every queued operation is done (a host sync)."""
+
+    # -- graphs
+    def capture(self, step):
+        raise RuntimeError("CUDA graphs need a CUDA device (tasks/train/check.py refuses cuda_graphs=true on CPU)")
+
+    # -- the measured window
+    @contextmanager
+    def window(self, strict: bool):
+        """The measured window: nothing in it may wait on the device. `strict`: make a host sync there an error."""
+        yield
+
+    # -- description
+    def name(self) -> str:
+        return "cpu"
+
+    def report(self) -> dict:
+        """What the record says about the device layer (for the fake: what it checked)."""
+        return {"kind": self.kind}

@@ -1,0 +1,138 @@
+"""Memory preflight: estimate one rank's peak memory for task=train and refuse, before any rank starts, a config that
+cannot fit on the GPU, naming the batch size that would (CPU ranks: the same estimate, against the host memory the
+node's ranks share, is core.config.check_fits's to judge, with the host's other limits).
+An out-of-memory error halfway into a multi-rank run costs the user a queue slot and tells them less.
+
+The model is built on the meta device (shapes only, no memory): its parameters give the fixed part, and one
+forward pass under torch.autograd.graph.saved_tensors_hooks counts the bytes autograd keeps for backward, at two
+batch sizes, which separates what grows with the batch. Parts:
+  parameters, gradients (trainable), SGD momentum (solver.momentum != 0),
+  DDP buckets (sync=ddp without gradient_as_bucket_view: one flat copy of the gradients; sync=flat: its buffer),
+  comm hook buffers (fp16/bf16: the compressed copy; PowerSGD with error feedback: one error tensor per gradient),
+  saved activations (fp32: an upper bound under precision=bf16) and a backward working set (gradients of the two
+  largest activations), and a fixed reserve (CUDA: context and NCCL buffers; CPU: interpreter and torch).
+It is an estimate: it refuses only configs it finds larger than the whole device, and says so."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from core.config import RANK_MEMORY_BYTES
+from core.errors import ConfigError
+
+GiB = 1024 ** 3
+RESERVE = {"cuda": 1 * GiB, "cpu": RANK_MEMORY_BYTES, "fake": RANK_MEMORY_BYTES}
+
+
+@dataclass
+class Estimate:
+    fixed: dict[str, int]    # bytes that do not grow with the batch, by part
+    per_sample: int          # activation bytes (saved + backward working set) per sample of the micro-batch
+    activations_fixed: int   # activation bytes that do not grow with the batch
+    activations_counted: bool = True  # False: an operation without a meta kernel (only the fixed part is known)
+
+    def total(self, batch: int) -> int:
+        return sum(self.fixed.values()) + self.activations_fixed + self.per_sample * batch
+
+    def largest_batch(self, capacity: int) -> int:
+        room = capacity - sum(self.fixed.values()) - self.activations_fixed
+        return max(0, room // self.per_sample) if self.per_sample else (1 << 30 if room >= 0 else 0)
+
+
+def _activation_bytes(model, criterion, image_size: int, num_classes: int, batch: int, params: set) -> int:
+    """Bytes autograd saves for backward in one forward of `batch` samples, plus the gradients of the two largest."""
+    saved: dict[int, int] = {}
+
+    def pack(t):
+        key = t.untyped_storage()._cdata
+        if key not in params:
+            saved[key] = t.untyped_storage().nbytes()
+        return t
+
+    x = torch.empty(batch, 3, image_size, image_size, device="meta")
+    y = torch.zeros(batch, dtype=torch.long, device="meta")
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        criterion(model(x), y)
+    largest = sorted(saved.values())[-2:]
+    return sum(saved.values()) + sum(largest)
+
+
+def estimate(cfg, kind: str | None = None) -> Estimate:
+    """kind: the device the rank computes on ("cuda", "cpu", "fake"): adds its reserve, and on CPU the in-memory
+    image pool. None: the model's own parts only."""
+    from models import build_model
+
+    with torch.device("meta"):
+        model = build_model(cfg.model, cfg.data.image_size)
+    params = list(model.parameters())
+    keys = {p.untyped_storage()._cdata for p in params}
+    all_bytes = sum(p.numel() * p.element_size() for p in params)
+    grads = sum(p.numel() * p.element_size() for p in params if p.requires_grad)
+    fixed = {"parameters": all_bytes, "gradients": grads}
+    if cfg.solver.momentum:
+        fixed["momentum"] = grads
+    if (cfg.sync == "ddp" and not cfg.ddp.gradient_as_bucket_view) or cfg.sync == "flat":
+        fixed["buckets"] = grads
+    optim = cfg.optim.name
+    if cfg.sync == "ddp" and optim in ("fp16", "bf16"):
+        fixed["comm hook"] = grads // 2
+    elif cfg.sync == "ddp" and optim == "powersgd" and cfg.optim.use_error_feedback:
+        fixed["comm hook"] = grads
+    criterion = torch.nn.CrossEntropyLoss()
+    try:
+        one, two = (_activation_bytes(model, criterion, cfg.data.image_size, cfg.model.num_classes, b, keys)
+                    for b in (1, 2))
+    except NotImplementedError:  # an operation without a meta kernel: activations unknown here
+        one = two = 0
+    except RuntimeError as e:  # a shape error: the run itself would fail the same way in every rank
+        raise ConfigError(f"model={cfg.model.name} cannot take data.image_size={cfg.data.image_size} inputs "
+                          f"({str(e).splitlines()[0]}). Use a larger data.image_size.") from None
+    if kind is not None:
+        if cfg.data.kind == "fake" and kind != "cuda":  # the in-memory image pool lives with the CPU ranks
+            fixed["data pool"] = int(cfg.data.pool) * 3 * cfg.data.image_size ** 2 * 4
+        fixed["reserve"] = RESERVE[kind]
+    return Estimate(fixed, per_sample=two - one, activations_fixed=max(0, 2 * one - two),
+                    activations_counted=bool(two))
+
+
+def rank_bytes(cfg) -> int:
+    """One CPU rank's peak host memory at cfg.batch_size (the check of the host's memory, core.config.check_fits)."""
+    return estimate(cfg, "cpu").total(int(cfg.batch_size))
+
+
+def capacity(placement, local_ranks: int) -> tuple[int, str]:
+    """(bytes one rank may use, what that is) on the GPU `placement` gives it (shared GPUs: shared by the node's
+    ranks). Host memory is core.config.Host's to tell (core.config.check_fits)."""
+    props = torch.cuda.get_device_properties(placement.gpu)  # NVML-free and context-free: no CUDA context is made
+    sharing = local_ranks if placement.shared else 1
+    share = f", shared by {sharing} ranks" if sharing > 1 else ""
+    return props.total_memory // sharing, f"cuda:{placement.gpu} ({props.name}, {_size(props.total_memory)}{share})"
+
+
+def preflight(cfg, placement, local_ranks: int, room: tuple[int, str] | None = None) -> Estimate:
+    """Raise ConfigError if one rank of this run cannot fit on its GPU. room: (bytes, what) to check against
+    (default: the placement's GPU, see capacity())."""
+    cap, what = room if room is not None else capacity(placement, local_ranks)
+    est = estimate(cfg, placement.kind)
+    b = int(cfg.batch_size)
+    need = est.total(b)
+    if need <= cap:
+        return est
+    parts = ", ".join(f"{k} {_size(v)}" for k, v in est.fixed.items())
+    acts = est.activations_fixed + est.per_sample * b
+    head = (f"model={cfg.model.name} batch_size={b} does not fit in {what}: one rank needs about "
+            f"{_size(need)} ({parts}, activations {_size(acts)} at {b} samples; estimate).")
+    fits = est.largest_batch(cap)
+    if fits < 1:
+        raise ConfigError(f"{head} No batch size fits: the model's fixed part alone is too large for it.")
+    hint = ""
+    k = math.ceil(b / fits)
+    if k > 1 and b % k == 0:
+        hint = f" (or accumulate={k * int(cfg.accumulate)} batch_size={b // k}: the same effective batch)"
+    raise ConfigError(f"{head} batch_size={fits} fits by this estimate{hint}.")
+
+
+def _size(n: int) -> str:
+    return f"{n / GiB:.1f} GiB" if n >= GiB // 10 else f"{n / 1024 ** 2:.1f} MiB"

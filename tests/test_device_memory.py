@@ -1,0 +1,93 @@
+"""Memory preflight (device/memory.py): the estimate's parts against what torch really allocates and saves on CPU, and
+the refusal before any rank starts, naming the batch size that fits."""
+import dataclasses
+import re
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from core.config import prepare
+from core.errors import ConfigError
+from device.memory import GiB, estimate, preflight
+from device.placement import Placement
+from models import build_model
+from tests.bad_input import CPU_BOX, accepted, refused
+from tests.conftest import TINY, compose
+
+TWO_GPUS = dataclasses.replace(CPU_BOX, gpus=2, cpus=16, free_bytes=64 * GiB)
+
+CPU = Placement("cpu", None, "gloo", "test")
+
+
+def cfg_of(*over):
+    return OmegaConf.create(prepare(compose([*TINY, *over])))
+
+
+def saved_bytes_on_cpu(cfg, batch: int) -> int:
+    """What autograd really keeps for backward in one CPU forward (parameters excluded)."""
+    torch.manual_seed(0)
+    model = build_model(cfg.model, cfg.data.image_size)
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    saved = {}
+
+    def pack(t):
+        if t.untyped_storage().data_ptr() not in params:
+            saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    x = torch.randn(batch, 3, cfg.data.image_size, cfg.data.image_size)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        torch.nn.CrossEntropyLoss()(model(x), torch.zeros(batch, dtype=torch.long))
+    largest = sorted(saved.values())[-2:]
+    return sum(saved.values()) + sum(largest)
+
+
+def test_parts_match_what_torch_allocates():
+    cfg = cfg_of()
+    est = estimate(cfg)
+    model = build_model(cfg.model, cfg.data.image_size)
+    params = sum(p.numel() * 4 for p in model.parameters())
+    assert est.fixed == {"parameters": params, "gradients": params, "momentum": params, "buckets": params}
+    for batch in (1, 3):
+        assert est.activations_fixed + est.per_sample * batch == saved_bytes_on_cpu(cfg, batch)
+
+
+def test_parts_follow_the_knobs():
+    assert "buckets" not in estimate(cfg_of("ddp.gradient_as_bucket_view=true")).fixed
+    assert "momentum" not in estimate(cfg_of("solver.momentum=0")).fixed
+    assert "buckets" not in estimate(cfg_of("sync=per_param")).fixed
+    half = estimate(cfg_of("optim=bf16")).fixed
+    assert half["comm hook"] == half["gradients"] // 2
+
+
+def test_a_batch_that_does_not_fit_is_refused_with_the_one_that_does():
+    cfg = cfg_of("batch_size=64")
+    room = preflight(cfg, CPU, 1, room=(1 << 50, "a large room")).total(40)  # with the reserve and the data pool
+    with pytest.raises(ConfigError, match="batch_size=64 does not fit in test room.*batch_size=40 fits by this "
+                                          "estimate \\(or accumulate=2 batch_size=32: the same effective batch\\)"):
+        preflight(cfg, CPU, 1, room=(room, "test room"))
+    assert preflight(cfg_of("batch_size=40"), CPU, 1, room=(room, "test room")) is not None
+
+
+def test_a_model_larger_than_the_device_is_refused_for_every_batch():
+    with pytest.raises(ConfigError, match="No batch size fits"):
+        preflight(cfg_of(), CPU, 1, room=(1024, "a tiny device"))
+
+
+def test_the_train_check_refuses_before_any_rank_starts(monkeypatch):
+    """GPU ranks: against their GPU, naming the batch size that fits; CPU ranks: against the host's free memory."""
+    monkeypatch.setattr("device.memory.capacity", lambda placement, ranks: (8 * GiB, "cuda:0 (a test GPU, 8.0 GiB)"))
+    message = refused(["model=vgg11", "scale=smoke", "world_size=2", "batch_size=4096", "data.image_size=224"],
+                      host=TWO_GPUS)
+    assert "model=vgg11 batch_size=4096 does not fit in cuda:0 (a test GPU, 8.0 GiB)" in message
+    fits = int(re.search(r"batch_size=(\d+) fits by this estimate", message).group(1))
+    accepted(["model=vgg11", "scale=smoke", "world_size=2", f"batch_size={fits}", "data.image_size=224"],
+             host=TWO_GPUS)
+    small = dataclasses.replace(CPU_BOX, free_bytes=GiB // 2)
+    assert "world_size=2: 2 ranks need about" in refused([*TINY], host=small)
+
+
+def test_an_image_too_small_for_the_model_is_bad_input():
+    with pytest.raises(ConfigError, match="model=vgg11_tiny cannot take data.image_size=8 inputs .* Use a larger"):
+        prepare(compose([*TINY, "data.image_size=8"]))
