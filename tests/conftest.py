@@ -37,11 +37,12 @@ def run_train(args: list[str], tmp_path: Path, multirun: bool = False, timeout: 
     return proc
 
 
-def run_inprocess(overrides: list[str], tmp_path: Path, name: str = "run", env: dict | None = None
-                  ) -> tuple[dict | None, int]:
+def run_inprocess(overrides: list[str], tmp_path: Path, name: str = "run", env: dict | None = None,
+                  timeout: float = 240) -> tuple[dict | None, int]:
     """core.job.run_job on the composed config, as one single (not multirun) job writing under tmp_path/name.
     Returns (the run record, or None if none was written; the exit code train.py would have had). What the job
-    printed is in capfd (the summary comes from this process, rank output from the ranks)."""
+    printed is in capfd (the summary comes from this process, rank output from the ranks). Past `timeout` seconds
+    it raises TimeoutError, and the elastic agent stops the ranks on its way out."""
     from core.job import run_job
     from results.record import RECORD_NAME
 
@@ -50,14 +51,21 @@ def run_inprocess(overrides: list[str], tmp_path: Path, name: str = "run", env: 
            "command": " ".join(["python", "train.py", *overrides]), "multirun": False}
     environ = dict(os.environ)
     signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)  # the elastic agent installs its own
-    handlers = {s: signal.getsignal(s) for s in signals}
+    handlers = {s: signal.getsignal(s) for s in (*signals, signal.SIGALRM)}
     os.environ.update({"WANDB_MODE": "disabled", **(env or {})})  # as run_train: the ranks inherit it
+
+    def too_long(*_):
+        raise TimeoutError(f"the job ran past {timeout:g} s: {' '.join(overrides)}")
+
+    signal.signal(signal.SIGALRM, too_long)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
         run_job(compose(overrides), job=job)
         code = 0
     except SystemExit as e:  # a single run that failed ends the process: 2 bad input, 1 a rank failed
         code = e.code
     finally:  # nothing a job does may leak into the next test
+        signal.setitimer(signal.ITIMER_REAL, 0)
         os.environ.clear()
         os.environ.update(environ)
         for sig, handler in handlers.items():

@@ -23,8 +23,8 @@ def ok_record(rec, code=0):
     return rec
 
 
-def ok_inprocess(overrides, tmp_path):
-    return ok_record(*run_inprocess(overrides, tmp_path))
+def ok_inprocess(overrides, tmp_path, **kw):
+    return ok_record(*run_inprocess(overrides, tmp_path, **kw))
 
 
 def test_default_strategy_ddp_record(tmp_path):
@@ -89,7 +89,7 @@ def test_vit_l_32_real_size_runs(tmp_path):
     """306 M parameters: 1.2 GB of gradients all-reduced by 2 gloo ranks (small images keep the compute short; one
     step, no probe steps: the bytes are what DDP's buckets hold)."""
     r = ok_inprocess(["model=vit_l_32", "scale=smoke", "logger=none", "warmup_steps=0", "steps=1", "probe_steps=0"],
-                     tmp_path)["result"]
+                     tmp_path, timeout=600)["result"]
     # at 64x64 the position embedding has 2*2+1 tokens instead of 7*7+1: 45*1024 fewer parameters than at 224
     assert r["comm"]["bytes_per_step"] == (306_535_400 - 45 * 1024) * 4
 
