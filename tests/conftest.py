@@ -47,6 +47,7 @@ def run_inprocess(overrides: list[str], tmp_path: Path, name: str = "run", env: 
     from results.record import RECORD_NAME
 
     out = tmp_path / name
+    out.mkdir(parents=True, exist_ok=True)  # as Hydra makes the job's output dir before calling the task function
     job = {"name": "train", "num": None, "output_dir": str(out), "sweep_dir": None, "overrides": list(overrides),
            "command": " ".join(["python", "train.py", *overrides]), "multirun": False}
     environ = dict(os.environ)
