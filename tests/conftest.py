@@ -1,8 +1,13 @@
-"""Shared helpers: run train.py for real (subprocess, Hydra, elastic launcher, gloo ranks) and read its record."""
+"""Shared helpers. Two ways to run a job end to end, both reading the run record it wrote:
+  - run_inprocess: compose conf/ with Hydra's compose API and call core.job.run_job here (lightning-hydra-template);
+    the local launcher still spawns real gloo ranks, only the parent's start-up (python, torch, hydra) is saved;
+  - run_train: `python train.py` in a fresh process, for what only the entry point does (exit codes, Hydra's
+    multirun and its callbacks, the command line recorded)."""
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,16 +18,83 @@ ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
 TINY = ["model=vgg11_tiny", "scale=smoke", "logger=none"]
 
+# One intra-op thread per process, as torchrun sets for several ranks per machine (the local launcher does not):
+# 2 gloo ranks x 2 OpenMP threads on 2 cores spin against each other, and a tiny step then takes seconds, not
+# milliseconds. Set before torch is imported here, so this process and every rank it starts inherit it.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 
 def run_train(args: list[str], tmp_path: Path, multirun: bool = False, timeout: float = 240, env: dict | None = None):
-    """Run `python train.py args` in a fresh process; outputs go under tmp_path."""
+    """Run `python train.py args` in a fresh process; outputs go under tmp_path. env: variables to set over this
+    process's environment (None: unset it)."""
     out = tmp_path / ("sweep" if multirun else "run")
     cmd = [sys.executable, "train.py", *(["-m"] if multirun else []), *args,
            f"hydra.{'sweep' if multirun else 'run'}.dir={out}"]
+    environ = {**os.environ, "WANDB_MODE": "disabled", **(env or {})}
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "WANDB_MODE": "disabled", **(env or {})})
+                          env={k: v for k, v in environ.items() if v is not None})
     proc.out_dir = out
     return proc
+
+
+def run_inprocess(overrides: list[str], tmp_path: Path, name: str = "run", env: dict | None = None,
+                  timeout: float = 240) -> tuple[dict | None, int]:
+    """core.job.run_job on the composed config, as one single (not multirun) job writing under tmp_path/name.
+    Returns (the run record, or None if none was written; the exit code train.py would have had). What the job
+    printed is in capfd (the summary comes from this process, rank output from the ranks). Past `timeout` seconds
+    it raises TimeoutError, and the elastic agent stops the ranks on its way out."""
+    from core.job import run_job
+    from results.record import RECORD_NAME
+
+    out = tmp_path / name
+    out.mkdir(parents=True, exist_ok=True)  # as Hydra makes the job's output dir before calling the task function
+    job = {"name": "train", "num": None, "output_dir": str(out), "sweep_dir": None, "overrides": list(overrides),
+           "command": " ".join(["python", "train.py", *overrides]), "multirun": False}
+    environ = dict(os.environ)
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)  # the elastic agent installs its own
+    handlers = {s: signal.getsignal(s) for s in (*signals, signal.SIGALRM)}
+    os.environ.update({"WANDB_MODE": "disabled", **(env or {})})  # as run_train: the ranks inherit it
+
+    def too_long(*_):
+        raise TimeoutError(f"the job ran past {timeout:g} s: {' '.join(overrides)}")
+
+    signal.signal(signal.SIGALRM, too_long)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        run_job(compose(overrides), job=job)
+        code = 0
+    except SystemExit as e:  # a single run that failed ends the process: 2 bad input, 1 a rank failed
+        code = e.code
+    finally:  # nothing a job does may leak into the next test
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        os.environ.clear()
+        os.environ.update(environ)
+        for sig, handler in handlers.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+    path = out / RECORD_NAME
+    return (json.loads(path.read_text()) if path.exists() else None), code
+
+
+def wandb_free_env(home: Path) -> dict[str, str | None]:
+    """No credentials, no user W&B settings: what a fresh CI machine looks like (None: unset)."""
+    return {**{var: None for var in os.environ if var.startswith("WANDB_")}, "WANDB_MODE": None,
+            "HOME": str(home), "NETRC": str(home / ".netrc"), "WANDB_CONFIG_DIR": str(home / "wandb-config"),
+            "WANDB_CACHE_DIR": str(home / "wandb-cache"), "WANDB_DATA_DIR": str(home / "wandb-data")}
+
+
+HEADLINE_SWEEP = ["optim=bf16,powersgd", "bucket=25,100,2000", "model=vgg11_tiny", "scale=smoke", "logger=wandb",
+                  "logger.mode=offline"]
+
+
+@pytest.fixture(scope="session")
+def headline_sweep(tmp_path_factory):
+    """The design card's own command, `python train.py -m optim=bf16,powersgd bucket=25,100,2000`, on the tiny model
+    with W&B offline and no credentials: run once, read by the sweep-table tests (test_sweeps) and the W&B tests
+    (test_wandb). proc.out_dir is the sweep dir."""
+    tmp = tmp_path_factory.mktemp("headline")
+    (tmp / "home").mkdir()
+    return run_train(HEADLINE_SWEEP, tmp, multirun=True, timeout=600, env=wandb_free_env(tmp / "home"))
 
 
 def read(out_dir: Path) -> dict:

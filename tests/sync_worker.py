@@ -8,8 +8,17 @@ from tasks.train.sync import make_sync
 from models import build_model
 
 
-def one_step(strategy: str, model_cfg: dict, steps: int = 2):
+def every_strategy(strategies: list[str], model_cfg: dict, steps: int = 2) -> dict[str, torch.Tensor]:
+    """One process group, each strategy in turn from the same initial weights and the same data: {strategy: flat
+    parameters after `steps` steps}."""
     dist.init_process_group("gloo")
+    try:
+        return {s: one_step(s, model_cfg, steps) for s in strategies}
+    finally:
+        dist.destroy_process_group()
+
+
+def one_step(strategy: str, model_cfg: dict, steps: int = 2) -> torch.Tensor:
     rank = dist.get_rank()
     cfg = OmegaConf.create({"sync": strategy, "bucket": 0.001, "cuda_graphs": False, "optim": {"name": "none"},
                             "ddp": {"static_graph": False, "gradient_as_bucket_view": False,
@@ -25,6 +34,5 @@ def one_step(strategy: str, model_cfg: dict, steps: int = 2):
         sync.after_backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
-    dist.destroy_process_group()
-    return flat
+    dist.barrier()  # the next strategy starts with every rank done with this one
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])

@@ -1,16 +1,15 @@
-"""The three comm tasks end to end through train.py (Hydra, elastic launcher, 2 gloo ranks, run record, sweep table),
-plus real 2-rank gloo checks that the correctness check catches a wrong collective and that grad_sync's buckets are
-the ones DistributedDataParallel builds."""
+"""The three comm tasks end to end: one real `python train.py` run each (Hydra, elastic launcher, 2 gloo ranks, run
+record, sweep table), the failure and bad-input cases in this process (run_job on a composed config), plus real
+2-rank gloo checks that the correctness check catches a wrong collective and that grad_sync's buckets are the ones
+DistributedDataParallel builds."""
 import json
-import os
-import subprocess
-import sys
+import time
 
 import pytest
 import torch
 
 from comm import bandwidth as bw
-from tests.conftest import ROOT, read, run_train
+from tests.conftest import ROOT, read, run_inprocess, run_train
 
 SMALL_COLLECTIVES = ["task=collectives", "logger=none", "collectives.min_bytes=1001", "collectives.max_bytes=20000",
                      "collectives.factor=4", "collectives.warmup_iters=1", "collectives.iters=3",
@@ -54,13 +53,12 @@ def test_collectives_table_all_ops_both_modes(tmp_path):
 
 
 @pytest.mark.slow
-def test_collectives_wrong_result_fails_the_run(tmp_path):
-    proc = run_train([*SMALL_COLLECTIVES, "world_size=2", "collectives.ops=[all_reduce,broadcast]",
-                      "collectives.inplace=both", "++collectives.corrupt_rank=1"],
-                     tmp_path)
-    assert proc.returncode != 0
-    assert "CorrectnessError" in proc.stderr and "wrong elements in the correctness check" in proc.stderr
-    rec = read(proc.out_dir)
+def test_collectives_wrong_result_fails_the_run(tmp_path, capfd):
+    rec, code = run_inprocess([*SMALL_COLLECTIVES, "world_size=2", "collectives.ops=[all_reduce,broadcast]",
+                               "collectives.inplace=both", "++collectives.corrupt_rank=1"], tmp_path)
+    assert code != 0
+    err = capfd.readouterr().err
+    assert "CorrectnessError" in err and "wrong elements in the correctness check" in err
     assert rec["status"] == "failed" and "wrong elements" in rec["error"]
     if rec["result"]:                       # the runner keeps CorrectnessError.result: the counts are in the record
         assert rec["result"]["wrong_total"] == 2 * 3 * 2       # 2 ops x 3 sizes x 2 modes x one element on rank 1
@@ -131,13 +129,14 @@ def _gather_nothing_class():
 
 
 def _two_rank_worker(rank: int, store: str, out: str):
-    import torch.distributed as dist
-    from omegaconf import OmegaConf
-
+    import os
     import socket
     from pathlib import Path
 
     import dataclasses
+
+    import torch.distributed as dist
+    from omegaconf import OmegaConf
 
     import core.schema as schema
     from tasks import collectives, grad_sync, pair_groups
@@ -173,6 +172,8 @@ def _two_rank_worker(rank: int, store: str, out: str):
         mine = grad_sync.Bucketed(grad_sync.Grads(shapes, rank, 2, cpu), mb, cpu, ready)
         found[f"ddp {mb}"] = [data["rebuilt_bucket_sizes"], ", ".join(map(str, mine.bucket_bytes))]
     # pair_groups' variants: async_op=true and one thread per rank
+    os.environ["OMP_NUM_THREADS"] = "2"  # not what the knob asks, so the knob must be what sets them
+    torch.set_num_threads(2)
     pcfg = OmegaConf.create({"pairs": 1, "pair_groups": {"warmup_iters": 8, "iters": 32, "shape": [10, 10],
                                                          "async_op": True, "threads": 1}})
     ctx = RankContext(pcfg, rank, 2, rank, cpu, "gloo", Path(store).parent, socket.gethostname())
@@ -194,11 +195,16 @@ def _two_rank_worker(rank: int, store: str, out: str):
 
 @pytest.mark.slow
 def test_check_catches_wrong_collectives_buckets_match_ddp_pair_variants(tmp_path):
+    import torch.multiprocessing as mp
+
     out = tmp_path / "found.json"
-    code = (f"import torch.multiprocessing as mp; from tests.test_comm_tasks import _two_rank_worker as w; "
-            f"mp.spawn(w, args=({str(tmp_path / 'store')!r}, {str(out)!r}), nprocs=2)")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    ranks = mp.spawn(_two_rank_worker, args=(str(tmp_path / "store"), str(out)), nprocs=2, join=False)
+    deadline = time.monotonic() + 180
+    while not ranks.join(timeout=1):  # raises if a rank failed
+        if time.monotonic() > deadline:
+            for p in ranks.processes:
+                p.kill()
+            pytest.fail("the 2-rank worker did not finish in 180 s")
     found = json.loads(out.read_text())
     for op in bw.OPS:
         assert found[f"{op} right"] == 0

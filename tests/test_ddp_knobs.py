@@ -1,10 +1,11 @@
 """Each DDP knob changes what ran, seen in the record: buckets built, bytes sent, hooks called, no_sync skipping
-communication, DDP's own report of its flags, autocast dtype, profiler traces, comm environment."""
+communication, DDP's own report of its flags, autocast dtype, profiler traces, comm environment. Five runs, made once
+in this process (run_job on composed configs, 2 gloo ranks each) and shared by the tests."""
 import json
 
 import pytest
 
-from tests.conftest import TINY, read, run_train
+from tests.conftest import TINY, run_inprocess
 
 pytestmark = pytest.mark.slow
 BASE = [*TINY, "bucket=0.001", "warmup_steps=2"]
@@ -23,10 +24,11 @@ RUNS = {
 def runs(tmp_path_factory):
     out = {}
     for name, extra in RUNS.items():
-        proc = run_train([*BASE, *extra], tmp_path_factory.mktemp(name))
-        assert proc.returncode == 0, f"{name}: {proc.stderr[-3000:]}"
-        out[name] = read(proc.out_dir)
-        out[name]["_dir"] = proc.out_dir
+        tmp = tmp_path_factory.mktemp(name)
+        rec, code = run_inprocess([*BASE, *extra], tmp)
+        assert code == 0 and rec["status"] == "ok", f"{name}: {rec and rec.get('error')}"
+        out[name] = rec
+        out[name]["_dir"] = tmp / "run"
     return out
 
 

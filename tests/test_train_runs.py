@@ -1,10 +1,12 @@
-"""Real runs of train.py: Hydra, the elastic launcher, 2 gloo ranks, tiny models; the record says what ran."""
+"""Runs of the train task: 2 gloo ranks started by the elastic launcher, tiny models; the record says what ran.
+Most run in this process (run_job on a composed config); the entry point itself (`python train.py`: the recorded
+command line, exit codes, Hydra's own errors, the harness-cost command) runs as a real subprocess."""
 import time
 
 import pytest
 
 from data.make_raw_folder import make_raw_folder
-from tests.conftest import TINY, read, run_train
+from tests.conftest import TINY, read, run_inprocess, run_train
 
 pytestmark = pytest.mark.slow
 PARAMS_VGG11_TINY = 22
@@ -12,9 +14,17 @@ PARAMS_VGG11_TINY = 22
 
 def ok(proc):
     assert proc.returncode == 0, proc.stderr[-3000:]
-    rec = read(proc.out_dir)
-    assert rec["status"] == "ok" and rec["schema_version"] == 2
+    return ok_record(read(proc.out_dir))
+
+
+def ok_record(rec, code=0):
+    assert code == 0 and rec["status"] == "ok", rec and rec.get("error")
+    assert rec["schema_version"] == 2
     return rec
+
+
+def ok_inprocess(overrides, tmp_path, **kw):
+    return ok_record(*run_inprocess(overrides, tmp_path, **kw))
 
 
 def test_default_strategy_ddp_record(tmp_path):
@@ -36,30 +46,29 @@ def test_default_strategy_ddp_record(tmp_path):
 
 @pytest.mark.parametrize("sync,collectives", [("per_param", PARAMS_VGG11_TINY), ("flat", 1)])
 def test_explicit_strategies_count_their_collectives(tmp_path, sync, collectives):
-    r = ok(run_train([*TINY, f"sync={sync}"], tmp_path))["result"]
+    r = ok_inprocess([*TINY, f"sync={sync}"], tmp_path)["result"]
     assert r["comm"]["collectives_per_step"] == collectives
     assert r["comm"]["exposed_s"] == r["comm"]["time_s"] == r["phases"]["sync"]["median"]
 
 
 def test_local_single_rank_has_no_comm(tmp_path):
-    r = ok(run_train([*TINY, "sync=local", "world_size=1"], tmp_path))["result"]
+    r = ok_inprocess([*TINY, "sync=local", "world_size=1"], tmp_path)["result"]
     assert r["world_size"] == 1 and r["comm"] is None
 
 
 def test_raw_folder_data(tmp_path):
     root = make_raw_folder(tmp_path / "raw", classes=4, files_per_class=8, size=64)
-    r = ok(run_train([*TINY, "data=raw_folder", f"data.root={root}", "data.workers=0"], tmp_path))["result"]
+    r = ok_inprocess([*TINY, "data=raw_folder", f"data.root={root}", "data.workers=0"], tmp_path)["result"]
     assert r["steps"] == 3
 
 
-def test_a_failing_rank_ends_the_job_quickly_with_its_error(tmp_path):
+def test_a_failing_rank_ends_the_job_quickly_with_its_error(tmp_path, capfd):
     t = time.monotonic()
-    proc = run_train([*TINY, "fault.rank=1", "fault.step=2", "timeout_s=300"], tmp_path)
+    rec, code = run_inprocess([*TINY, "fault.rank=1", "fault.step=2", "timeout_s=300"], tmp_path)
     elapsed = time.monotonic() - t
-    assert proc.returncode == 1
-    assert "rank 1 failed: RuntimeError: fault injected on rank 1 at step 2" in proc.stderr
+    assert code == 1
+    assert "rank 1 failed: RuntimeError: fault injected on rank 1 at step 2" in capfd.readouterr().err
     assert elapsed < 60, f"took {elapsed:.0f}s: the job waited instead of ending"
-    rec = read(proc.out_dir)
     assert rec["status"] == "failed" and "fault injected on rank 1" in rec["error"]
 
 
@@ -78,9 +87,10 @@ def test_unknown_model_lists_choices(tmp_path):
 
 
 def test_vit_l_32_real_size_runs(tmp_path):
-    """306 M parameters: 1.2 GB of gradients all-reduced by 2 gloo ranks (small images keep the compute short)."""
-    r = ok(run_train(["model=vit_l_32", "scale=smoke", "logger=none", "warmup_steps=0", "steps=1", "probe_steps=1"],
-                     tmp_path))["result"]
+    """306 M parameters: 1.2 GB of gradients all-reduced by 2 gloo ranks (small images keep the compute short; one
+    step, no probe steps: the bytes are what DDP's buckets hold)."""
+    r = ok_inprocess(["model=vit_l_32", "scale=smoke", "logger=none", "warmup_steps=0", "steps=1", "probe_steps=0"],
+                     tmp_path, timeout=600)["result"]
     # at 64x64 the position embedding has 2*2+1 tokens instead of 7*7+1: 45*1024 fewer parameters than at 224
     assert r["comm"]["bytes_per_step"] == (306_535_400 - 45 * 1024) * 4
 
@@ -91,8 +101,8 @@ def test_harness_cost_command_prints_the_ratio():
 
     from tests.conftest import ROOT
 
+    # one rank per variant: the command's work (two train.py jobs, their ratio) is the same for any world size
     out = subprocess.run([sys.executable, "-m", "tasks.train.harness_cost", "--pairs", "1", "model=vgg11_tiny",
-                          "scale=smoke"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
+                          "scale=smoke", "world_size=1"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "timing on :" in out.stdout and "timing off:" in out.stdout and "ratio on/off:" in out.stdout

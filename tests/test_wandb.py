@@ -19,6 +19,7 @@ import pytest
 
 from results import wandb_log
 from results.record import RECORD_NAME, read_record
+from tests.conftest import wandb_free_env
 from tests.records import write_record
 from tests.records import train_record, write_sweep
 
@@ -81,15 +82,13 @@ def offline_runs(directory: Path) -> list[Path]:
 @pytest.fixture
 def wandb_env(tmp_path, monkeypatch):
     """No credentials, no user W&B settings: what a fresh CI machine looks like."""
-    for var in [v for v in os.environ if v.startswith("WANDB_")]:
-        monkeypatch.delenv(var)
     home = tmp_path / "home"
     home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("NETRC", str(home / ".netrc"))
-    monkeypatch.setenv("WANDB_CONFIG_DIR", str(home / "wandb-config"))
-    monkeypatch.setenv("WANDB_CACHE_DIR", str(home / "wandb-cache"))
-    monkeypatch.setenv("WANDB_DATA_DIR", str(home / "wandb-data"))
+    for var, value in wandb_free_env(home).items():
+        if value is None:
+            monkeypatch.delenv(var, raising=False)
+        else:
+            monkeypatch.setenv(var, value)
     return home
 
 
@@ -297,28 +296,30 @@ def _train(tmp_path, *args, env=None):
 
 
 @pytest.mark.slow
-def test_sweep_offline_gives_one_run_per_job_and_a_summary_in_one_group(tmp_path, wandb_env):
-    proc = _train(tmp_path, "optim=none,bf16", "bucket=25,100", "logger=wandb", "logger.mode=offline")
+def test_sweep_offline_gives_one_run_per_job_and_a_summary_in_one_group(headline_sweep):
+    """The headline sweep (tests.conftest.HEADLINE_SWEEP: optim=bf16,powersgd x bucket=25,100,2000, W&B offline, no
+    credentials), shared with test_sweeps."""
+    proc = headline_sweep
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    sweep = tmp_path / "sweep"
-    job_runs = [offline_runs(sweep / str(n)) for n in range(4)]
+    sweep = proc.out_dir
+    job_runs = [offline_runs(sweep / str(n)) for n in range(6)]
     assert all(len(r) == 1 for r in job_runs), job_runs
     jobs = [read_run(r[0]) for r in job_runs]
     (summary_dir,) = offline_runs(sweep)
     summary = read_run(summary_dir)
     assert {j["group"] for j in jobs} == {summary["group"]} == {wandb_log.group_for(sweep)}
-    assert [j["job_type"] for j in jobs] == ["train"] * 4 and summary["job_type"] == "sweep_summary"
-    assert [j["exit_code"] for j in jobs] == [0] * 4
-    assert jobs[3]["name"].startswith("optim=bf16 bucket=100")
+    assert [j["job_type"] for j in jobs] == ["train"] * 6 and summary["job_type"] == "sweep_summary"
+    assert [j["exit_code"] for j in jobs] == [0] * 6
+    assert jobs[1]["name"].startswith("optim=bf16 bucket=100")
     (table_json,) = glob.glob(str(summary_dir / "files" / "media" / "table" / "sweep_table_*.table.json"))
     table = json.loads(Path(table_json).read_text())
     col = table["columns"].index
-    assert len(table["data"]) == 4
+    assert len(table["data"]) == 6
     for n, row in enumerate(table["data"]):
         record = read_record(sweep / str(n))
         assert row[col("status")] == "ok" and row[col("job")] == n
         assert row[col("steps/s")] == pytest.approx(record["result"]["throughput"]["steps_per_s"])
-    assert "job 4/4" in proc.stdout and (sweep / "sweep_table.md").is_file()
+    assert "job 6/6" in proc.stdout and (sweep / "sweep_table.md").is_file()
 
 
 @pytest.mark.slow
