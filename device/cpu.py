@@ -27,7 +27,6 @@ class CpuDevice:
     copies = False         # a host batch must be copied to the device before use
     pins_memory = False    # the loader should pin host batches (page-locked memory makes non_blocking copies async)
     torch_device = torch.device("cpu")
-    window_check = None    # how the last measured window was checked for host syncs (see window())
     _stream = NullStream()
 
     # -- streams
@@ -71,6 +70,10 @@ class CpuDevice:
     def window(self, strict: bool):
         """The measured window: nothing in it may wait on the device. `strict`: make a host sync there an error."""
         yield
+
+    def window_check(self, strict: bool) -> str | None:
+        """For the record: how window(strict) checks for host syncs (None: a CPU rank has no device to wait on)."""
+        return None
 
     # -- description
     def name(self) -> str:

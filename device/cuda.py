@@ -76,7 +76,6 @@ class CudaDevice(CpuDevice):
         """strict: torch.cuda.set_sync_debug_mode("error") while the window is open, so a synchronising CUDA call there
         (.item(), a blocking copy, torch.cuda.synchronize) raises instead of skewing the numbers. Event and
         torch.distributed waits are not covered by that mode (see torch.cuda.set_sync_debug_mode)."""
-        self.window_check = "error" if strict else "off"
         if not strict:
             yield
             return
@@ -96,5 +95,5 @@ class CudaDevice(CpuDevice):
     def name(self) -> str:
         return torch.cuda.get_device_name(self.torch_device)
 
-    def report(self) -> dict:
-        return {"kind": self.kind, "window_sync_check": self.window_check}
+    def window_check(self, strict: bool) -> str:
+        return "error" if strict else "off"

@@ -130,7 +130,6 @@ class FakeDevice(CpuDevice):
         self.hazards: list[tuple] = []                   # (alloc stream, user stream, seq of use, message)
         self.no_sync_reason: str | None = None
         self.blocking_copies_allowed = True
-        self.window_check = None
         self._mode = _Rules(self)
         self._active = False
 
@@ -230,7 +229,6 @@ class FakeDevice(CpuDevice):
 
     @contextmanager
     def window(self, strict: bool):
-        self.window_check = "error" if strict else "error, blocking copies allowed"
         allowed, self.blocking_copies_allowed = self.blocking_copies_allowed, not strict
         self.log.append(("window", "open"))
         try:
@@ -240,11 +238,14 @@ class FakeDevice(CpuDevice):
             self.blocking_copies_allowed = allowed
             self.log.append(("window", "closed"))
 
+    def window_check(self, strict: bool) -> str:
+        return "error" if strict else "error, blocking copies allowed"
+
     def name(self) -> str:
         return "fake device (CPU)"
 
     def report(self) -> dict:
-        return {"kind": self.kind, "window_sync_check": self.window_check, "streams": len(self.streams),
+        return {"kind": self.kind, "streams": len(self.streams),
                 "checked_ops": self.counts["ops"], "cross_stream_uses": self.counts["cross_stream_uses"],
                 "waits": self.counts["waits"], "record_streams": self.counts["record_stream"],
                 "copies": self.counts["copies"], "blocking_copies": self.counts["blocking_copies"],

@@ -140,10 +140,10 @@ def test_cuda_window_raises_on_syncs_and_restores_the_mode(monkeypatch):
     with pytest.raises(HostSyncInWindow, match="inside the measured window"):
         with dev.window(strict=True):
             raise RuntimeError("called a synchronizing CUDA operation")
-    assert modes == ["error", 0] and dev.report()["window_sync_check"] == "error"
+    assert modes == ["error", 0] and dev.window_check(True) == "error"
     with dev.window(strict=False):
         pass
-    assert modes == ["error", 0] and dev.report()["window_sync_check"] == "off"
+    assert modes == ["error", 0] and dev.window_check(False) == "off"
 
 
 def test_cuda_calls_exist_in_the_torch_installed():

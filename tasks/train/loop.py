@@ -147,7 +147,8 @@ def run(ctx) -> dict | None:
                       final_loss=final_loss.item() / ctx.world_size, grad_error=grad_error)
     result["forward_dtype"] = forward_dtype
     attach_probe_figures(result, microbench, everyone)
-    result["device_layer"] = {**dev.report(), "window_unchecked_because": unchecked_because}
+    result["device_layer"] = {**dev.report(), "window_sync_check": dev.window_check(strict),
+                              "window_unchecked_because": unchecked_because}
     return result
 
 
