@@ -171,7 +171,8 @@ def test_autotune_sweep_searches_re_measures_and_ends_with_the_winner_and_its_ci
     assert result["rows"][0]["default"] and "vs default" in result["rows"][1]
     with open(sweep / "sweep_table.csv") as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) == 6 and sum("autotune.stage=confirm" in r["overrides"] for r in rows) == 4
+    # one row per configuration: 2 search trials, and the 2 confirmed configurations with their 2 runs each merged
+    assert len(rows) == 4 and sum("autotune.stage=confirm" in r["overrides"] for r in rows) == 2
     assert all(r["status"] == "ok" for r in rows) and (sweep / "sweep_table.md").is_file()
     assert OmegaConf.load(sweep / autotune.OPTUNA_RESULTS).name == "optuna+confirm"
     assert "Best value" not in proc.stdout + proc.stderr  # the luckiest search sample is not reported
