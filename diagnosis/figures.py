@@ -12,18 +12,14 @@ from typing import Any
 
 from stats import describe, steady_state
 from stats.compare import NOISE
+from results.entries import _get
 
 NOISY_HALFWIDTH = 0.05      # step median known to worse than +-5%: the machine (or the window) is noisy
 OUTLIER_SHARE = 0.10        # more than 1 step in 10 beyond Tukey's fences
 OTHER_LOAD = 0.20           # other processes used more than a fifth of the host's CPUs during the window
 
 
-def get(d: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(key)
-    return d
+get = _get  # one reader of nested record fields (results/entries.py)
 
 
 def sample(summary: dict | None, series: list | None) -> dict | None:
