@@ -208,13 +208,22 @@ def _facts(rank: int, host: str, placement: Placement, gpu_identity) -> dict:
     return {"rank": rank, "host": host, **asdict(placement), "gpu": gpu_identity}
 
 
+def requested_device(cfg) -> str:
+    """device= as the task means it: task=pair_groups is the gloo thread's CPU experiment, so under device=auto it
+    runs on CPU unless NCCL was asked for (issue 10 defect 11: a 1-GPU box must not refuse the default pairs=1)."""
+    device = str(cfg.get("device", "auto"))
+    if device == "auto" and cfg.get("task") == "pair_groups" and str(cfg.get("backend", "auto")) != "nccl":
+        return "cpu"
+    return device
+
+
 def preflight(cfg, submitting: bool = False, gpus: int | None = None, ranks_started: bool | None = None
               ) -> Placement | None:
     """In the process the user started, before any rank: the placement every local rank will take (that of rank 0),
     agreed as the ranks will agree it. In a rank started already (torchrun, a Slurm task): this rank's own. None on a
     Slurm login node (submitting), which cannot tell. gpus, ranks_started: the host's (core.config.Host), injected by
     tests; default: this machine's. Raises PlacementError."""
-    device, backend = str(cfg.get("device", "auto")), str(cfg.get("backend", "auto"))
+    device, backend = requested_device(cfg), str(cfg.get("backend", "auto"))
     if device not in DEVICES:
         raise PlacementError(f"device={device!r} is not known; choose one of: {', '.join(DEVICES)}.")
     if submitting:
@@ -243,7 +252,7 @@ def settle(cfg, rank: int, world_size: int, local_rank: int, local_world: int, t
     store.set_timeout(timeout)
     host = socket.gethostname()
     try:
-        mine = place(str(cfg.get("device", "auto")), str(cfg.backend), visible_gpus(), local_rank, local_world,
+        mine = place(requested_device(cfg), str(cfg.backend), visible_gpus(), local_rank, local_world,
                      os.environ, dist.is_nccl_available())
         identity = str(torch.cuda.get_device_properties(mine.gpu).uuid) if mine.kind == "cuda" else None
         facts = _facts(rank, host, mine, identity)

@@ -142,3 +142,18 @@ def test_settle_agrees_through_the_store_and_the_group_starts_on_it(monkeypatch)
         assert dist.get_backend() == "gloo"
     finally:
         dist.destroy_process_group()
+
+
+def test_pair_groups_under_device_auto_runs_on_cpu_on_a_one_gpu_box():
+    """Issue 10 defect 11 at run time: the gloo thread's experiment must not need a GPU per rank."""
+    from omegaconf import OmegaConf
+
+    from device.placement import preflight, requested_device
+
+    cfg = OmegaConf.create({"task": "pair_groups", "device": "auto", "backend": "auto", "world_size": 2,
+                            "launcher": {"name": "local"}})
+    assert requested_device(cfg) == "cpu"
+    placement = preflight(cfg, gpus=1, ranks_started=False)
+    assert placement.kind == "cpu" and placement.backend == "gloo"
+    cfg.task = "train"
+    assert requested_device(cfg) == "auto"
