@@ -21,7 +21,8 @@ def microbench(sync_name: str, model_cfg: dict, diagnose: dict, comm_s: float, w
         for _ in range(3):
             sync.model(torch.randn(2, 3, 32, 32)).sum().backward()
     out = comm_microbench(cfg, sync, torch.device("cpu"), steps=[{"sync": comm_s}] * 3,
-                          comm_stats={"comm_s": comm_s} if sync_name == "ddp" else None, wall_s=wall_s)
+                          comm_stats={"comm_s": comm_s} if sync_name == "ddp" else None, wall_s=wall_s,
+                          measured_steps=cfg.steps)
     if out is not None:
         out["expected_sizes"] = sync.buckets() if sync_name == "ddp" else [p.numel() * 4 for p in sync.params]
     dist.destroy_process_group()
