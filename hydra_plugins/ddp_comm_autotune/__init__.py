@@ -7,6 +7,7 @@ hydra-optuna-sweeper works; the confirmation settings are the preset's `autotune
 this sweeper runs, so the rest of the tool does not need it. The reading of records is results/autotune.py."""
 from __future__ import annotations
 
+import inspect
 import logging
 from pathlib import Path
 from typing import Any
@@ -26,9 +27,17 @@ class _HideSearchBest(logging.Filter):
 
 class AutotuneSweeper(Sweeper):
     def __init__(self, **optuna_settings: Any) -> None:
+        from hydra_plugins.hydra_optuna_sweeper.config import OptunaSweeperConf
         from hydra_plugins.hydra_optuna_sweeper.optuna_sweeper import OptunaSweeper
 
-        self.study = OptunaSweeper(**optuna_settings)
+        # conf/config.yaml selects hydra/sweeper=repeating for every run, and the primary config's group choice wins
+        # over a preset's, so this node arrives as repeating's keys plus the preset's: keep OptunaSweeper's arguments,
+        # with the Optuna plugin's defaults (TPE sampler) for those the preset leaves out
+        conf = OmegaConf.to_container(OmegaConf.structured(OptunaSweeperConf))
+        kwargs = {k: optuna_settings.get(k, conf.get(k)) for k in inspect.signature(OptunaSweeper).parameters}
+        sampler = OmegaConf.to_container(OmegaConf.create(kwargs["sampler"] or {}))
+        kwargs["sampler"] = OmegaConf.create({"_target_": "optuna.samplers.TPESampler", **sampler})
+        self.study = OptunaSweeper(**kwargs)
         self.config = None
 
     def setup(self, *, hydra_context, task_function, config) -> None:
