@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.plugins.sweeper import Sweeper
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 _OPTUNA_LOG = "hydra_plugins.hydra_optuna_sweeper._impl"
 
@@ -35,8 +35,12 @@ class AutotuneSweeper(Sweeper):
         # with the Optuna plugin's defaults (TPE sampler) for those the preset leaves out
         conf = OmegaConf.to_container(OmegaConf.structured(OptunaSweeperConf))
         kwargs = {k: optuna_settings.get(k, conf.get(k)) for k in inspect.signature(OptunaSweeper).parameters}
-        sampler = OmegaConf.to_container(OmegaConf.create(kwargs["sampler"] or {}))
-        kwargs["sampler"] = OmegaConf.create({"_target_": "optuna.samplers.TPESampler", **sampler})
+        sampler = kwargs["sampler"]
+        if sampler is None or isinstance(sampler, (dict, DictConfig)):  # Hydra instantiates a node with a _target_
+            from hydra.utils import instantiate
+
+            settings = OmegaConf.to_container(OmegaConf.create(sampler or {}))
+            kwargs["sampler"] = instantiate({"_target_": "optuna.samplers.TPESampler", **settings})
         self.study = OptunaSweeper(**kwargs)
         self.config = None
 
