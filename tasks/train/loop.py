@@ -128,7 +128,7 @@ def run(ctx) -> dict | None:
     final_loss = torch.stack(losses).float().mean() * K
     dist.all_reduce(final_loss)
     marks["probes"] = time.time()
-    mine = rank_figures(ctx, steps, window)
+    mine = rank_figures(ctx, steps, window, window_cpu["cpu_s"])
     mine["work"] = rank_work(steps, comm_stats, window_cpu)
     everyone = [None] * ctx.world_size
     dist.all_gather_object(everyone, mine)

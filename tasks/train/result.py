@@ -21,7 +21,8 @@ def thread_counts() -> dict:
             "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")}
 
 
-def rank_figures(ctx, steps: list[dict], window) -> dict:
+def rank_figures(ctx, steps: list[dict], window, cpu_s: float) -> dict:
+    """cpu_s: this rank's CPU time over the window (tasks/train/stragglers.cpu_usage, the one CPU reading)."""
     step_times = [s["step"] for s in steps]
     names = [p for p in (steps[0] if steps else {}) if p != "step"]
     wall = sum(window.walls)
@@ -34,7 +35,7 @@ def rank_figures(ctx, steps: list[dict], window) -> dict:
         "step_p90_s": float(np.percentile(step_times, 90)) if step_times else None,
         "phases_median": {n: float(np.median([s[n] for s in steps])) for n in names},
         "block_walls_s": list(window.walls),
-        "cpu_s_per_step": window.cpu_s / window.steps,  # all of this rank's threads: > wall per step = busy helpers
+        "cpu_s_per_step": cpu_s / window.steps,  # all of this rank's threads: > wall per step = busy helpers
         "threads": thread_counts(),
     }
 

@@ -38,7 +38,6 @@ class Window:
         self.stopped_by = None
         self.target_reached = None
         self.window_s = 0.0                 # first block's start to the last one's end, agreement included
-        self.cpu_s = 0.0                    # this process's CPU time (all its threads) over the same span
 
     @property
     def steps(self) -> int:
@@ -50,7 +49,7 @@ class Window:
         return self.min_steps if self.policy == "fixed" else self.max_steps
 
     def blocks(self):
-        start, cpu = time.perf_counter(), time.process_time()
+        start = time.perf_counter()
         while True:
             n = self._next_size()
             device_sync(self.device)
@@ -62,7 +61,6 @@ class Window:
             self.sizes.append(n)
             stop = self._stop(time.perf_counter() - start)
             self.window_s = time.perf_counter() - start
-            self.cpu_s = time.process_time() - cpu
             if stop:
                 return
 
