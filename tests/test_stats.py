@@ -74,14 +74,50 @@ def test_steady_state():
 
 
 def test_block_throughput():
-    walls, steps = [1.0, 1.1, 0.9, 1.05], [10, 10, 10, 10]
+    walls, steps = [1.0, 1.1, 0.9, 1.05, 0.95, 1.0], [10] * 6
     b = block_throughput(walls, steps)
-    assert b["steps_per_s"] == pytest.approx(40 / 4.05) and b["n_blocks"] == 4
-    assert b["ci_lo"] <= b["steps_per_s"] <= b["ci_hi"]
+    assert b["steps_per_s"] == pytest.approx(60 / 6.0) and b["n_blocks"] == 6
+    # every resample's rate lies between the slowest and the fastest block's
+    assert 10 / 1.1 <= b["ci_lo"] < b["steps_per_s"] < b["ci_hi"] <= 10 / 0.9
     assert block_throughput(walls, steps) == b and block_throughput(walls, steps, seed=1) != b
-    short = block_throughput([1.0, 2.0], [5, 5])
-    assert short["steps_per_s"] == pytest.approx(10 / 3) and short["ci_lo"] is None and short["ci_hi"] is None
-    assert "3" in short["method"]
+    for short in (block_throughput([1.0, 2.0], [5, 5]), block_throughput(walls[:5], steps[:5])):
+        assert short["ci_lo"] is None and short["ci_hi"] is None and "at least 6" in short["method"]
+    assert block_throughput([1.0, 2.0], [5, 5])["steps_per_s"] == pytest.approx(10 / 3)
+
+
+@pytest.mark.parametrize("df,q", [(1, 12.7062), (2, 4.3027), (5, 2.5706), (30, 2.0423)])
+def test_t_quantile_matches_tables(df, q):
+    from stats.bootstrap import _t_quantile
+    assert _t_quantile(0.975, df) == pytest.approx(q, abs=1e-3)
+
+
+def test_expanded_level_by_hand():
+    from stats.bootstrap import expanded_level
+    # n = 6: Phi(sqrt(6/5) * t_{0.975, 5}) = Phi(2.8159) -> two-sided 0.99514
+    assert expanded_level(0.95, 6) == pytest.approx(0.99514, abs=2e-5)
+    assert expanded_level(0.95, 1e6) == pytest.approx(0.95, abs=1e-4) and expanded_level(0.95, 1) == 1.0
+    assert expanded_level(0.95, 3) > expanded_level(0.95, 10) > expanded_level(0.95, 100) > 0.95
+
+
+def test_effective_n_counts_agreeing_runs_fully_and_disagreeing_runs_once():
+    from stats.bootstrap import effective_n
+    rng = np.random.default_rng(0)
+    agree = [rng.normal(0, 0.1, 20) for _ in range(3)]
+    apart = [rng.normal(mu, 0.001, 20) for mu in (0.0, 1.0, 2.0)]
+    assert effective_n(agree) > 25 and effective_n(apart) == pytest.approx(3, abs=0.1)
+    assert effective_n([np.ones(7)]) == 7
+
+
+def test_block_interval_covers_95_percent_at_small_n():
+    """The reason for the expansion: a plain percentile bootstrap over 6-10 blocks covered 85-92%."""
+    rng = np.random.default_rng(1)
+    for n in (6, 10):
+        hits = 0
+        for t in range(300):
+            walls = np.exp(rng.normal(0, 0.2, n))
+            b = block_throughput(walls, np.ones(n), seed=t)
+            hits += b["ci_lo"] <= np.exp(-0.02) <= b["ci_hi"]   # true rate 1 / E[wall] = exp(-sigma^2 / 2)
+        assert hits / 300 >= 0.91, (n, hits / 300)
 
 
 def test_ratio_ci_covers_injected_speedup_and_is_seeded():

@@ -161,7 +161,7 @@ def _ms_ci(d: dict) -> str:
 def summarize_window(r: dict) -> list[str]:
     """Throughput with its interval, how the window ended, steadiness and the phase table (with CIs)."""
     tp, m = r["throughput"], r.get("measure") or {}
-    unit = lambda v, lo, hi, u: fmt_ci(v, lo, hi, u) if lo is not None else f"{v:.4g} {u} (no CI: < 3 blocks)"  # noqa: E731
+    unit = lambda v, lo, hi, u: fmt_ci(v, lo, hi, u) if lo is not None else f"{v:.4g} {u} (no CI: < 6 blocks)"  # noqa: E731
     lines = [
         f"throughput  {unit(tp['steps_per_s'], tp.get('ci_lo'), tp.get('ci_hi'), 'steps/s')}   "
         f"{unit(tp['samples_per_s'], tp.get('samples_ci_lo'), tp.get('samples_ci_hi'), 'samples/s')}",
