@@ -20,8 +20,8 @@ from tasks.train.result import thread_counts
 from tasks.train.timing import device_sync
 
 
-def check(cfg, submitting: bool = False) -> None:
-    train_check(cfg, submitting)
+def check(cfg, submitting: bool = False, host=None) -> None:
+    train_check(cfg, submitting, host)
 
 
 def run(ctx) -> dict | None:
