@@ -1,7 +1,7 @@
 """Numbers a rule reads from a record, each with its interval.
 
 The record's own intervals come first (stats.describe fields: ci_lo / ci_hi / ci_level on result.step_time_s and
-result.phases, result.steady). Records written before those fields existed still hold the per-step series, so the
+result.phases, result.steady_state). Records written before those fields existed still hold the per-step series, so the
 interval is computed here from the series with the same function; a figure with neither (a probe median, a DDP
 reducer timer) is used as it is and every place it is printed says "no interval".
 """
@@ -120,8 +120,9 @@ class RunView:
                 out["noisy"] = True
                 out["reasons"].append(f"{s['n']} measured steps cannot give a 95% interval for the median "
                                       f"(the widest, min to max, covers {100 * s['ci_level']:.0f}%)")
-        steady = self.result.get("steady") or (steady_state(self.series["step_time_s"])
-                                                if len(self.series.get("step_time_s") or []) else None)
+        steady = self.result.get("steady_state")    # result.steady is its verdict alone (True/False/None)
+        if not isinstance(steady, dict):
+            steady = steady_state(self.series["step_time_s"]) if len(self.series.get("step_time_s") or []) else None
         out["steady"] = steady
         if steady and steady.get("steady") is False:
             out["noisy"] = True

@@ -11,7 +11,7 @@ from diagnosis.figures import RunView
 from diagnosis.finding import Finding, Saving, rank_findings
 from diagnosis.sweep import checked_estimates, diagnose_sweep, format_sweep, matches
 from results.table import Entry
-from stats import describe
+from stats import describe, steady_state
 from tests.records import train_record
 
 SHARES = {"data": 0.01, "h2d": 0.01, "forward": 0.3, "backward": 0.55, "sync": 0.0, "optimizer": 0.13}
@@ -29,8 +29,9 @@ def train(*, steps: int = 40, step_s: float = 0.1, jitter: float = 0.002, shares
     wiggle = [1 + jitter * ((i * 7) % 5 - 2) / 2 for i in range(steps)]
     series = {p: [step_s * s * w for w in wiggle] for p, s in shares.items()}
     total = [sum(series[p][i] for p in series) for i in range(steps)]
+    steady = steady_state(total)        # as tasks/train/result.py stores it: the verdict, and the test beside it
     r.update(sync=sync, device="cpu" if device == "cpu" else "cuda",
-             series={"step_time_s": total, "phases": series},
+             series={"step_time_s": total, "phases": series}, steady=steady["steady"], steady_state=steady,
              step_time_s=describe(total), phases={p: describe(v) for p, v in series.items()})
     r["comm"]["time_s"] = max(r["comm"]["time_s"], exposed_s)
     r["comm"]["overlap_s"] = r["comm"]["time_s"] - exposed_s

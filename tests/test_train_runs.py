@@ -42,6 +42,10 @@ def test_default_strategy_ddp_record(tmp_path):
     assert rec["env"]["world_size"] == 2 and rec["env"]["torch"] and rec["env"]["hostnames"]
     assert rec["overrides"] == TINY and rec["command"].startswith("python train.py")
     assert r["h2d"]["copies"] is False  # CPU: no copy, and the record says so
+    b = r["time_budget"]
+    assert 0 <= b["launcher_cpu_s"] <= b["launcher_wall_s"] * 4 and b["launcher_cpu_share"] < 1
+    assert "launcher:" in proc.stdout
+    assert r["diagnosis"]["findings"] is not None and "error" not in r["diagnosis"], r["diagnosis"]
 
 
 @pytest.mark.parametrize("sync,collectives", [("per_param", PARAMS_VGG11_TINY), ("flat", 1)])
