@@ -10,10 +10,13 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from results.entries import _get
 from stats import describe, steady_state
 from stats.compare import NOISE
-from results.entries import _get
 
+# keys a sweep sets on each of its jobs (repeats=3 runs repeat=0..2): a single run of a next command takes neither
+# (repeats>1 without -m is refused)
+SWEEP_ONLY = ("repeat", "repeats")
 NOISY_HALFWIDTH = 0.05      # step median known to worse than +-5%: the machine (or the window) is noisy
 OUTLIER_SHARE = 0.10        # more than 1 step in 10 beyond Tukey's fences
 OTHER_LOAD = 0.20           # other processes used more than a fifth of the host's CPUs during the window
@@ -158,7 +161,7 @@ class RunView:
         items: dict[str, str] = {}
         for o in self.record.get("overrides") or []:
             key = o.partition("=")[0].lstrip("+~")
-            if not key.startswith("hydra."):
+            if not key.startswith("hydra.") and key not in SWEEP_ONLY:
                 items[key] = o
         for key, value in (changes or {}).items():     # in place where the run set the key, else appended
             if value is None:

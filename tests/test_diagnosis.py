@@ -436,3 +436,11 @@ def test_rank_work_and_find_straggler():
     same = find_straggler([{"rank": 0, "work": fast}, {"rank": 1, "work": fast}], 0.1)
     assert same["by_s"] == 0 and same["significant"] is False
     assert find_straggler([{"rank": 0, "work": fast}], 0.1) is None
+
+
+def test_next_command_of_a_repeated_sweep_job_is_a_single_run():
+    """A job of `-m ... repeats=3` carries repeat=K repeats=3; its next command must run alone (repeats>1 needs -m)."""
+    rec = _per_param(micro=True)
+    rec["overrides"] = ["repeat=1", "sync=per_param", "repeats=3", "logger=none"]
+    f = finding(rec, "per_param")
+    assert f["command"] == "python train.py sync=ddp logger=none"
