@@ -8,6 +8,7 @@ reducer timer) is used as it is and every place it is printed says "no interval"
 from __future__ import annotations
 
 import shlex
+import statistics
 from typing import Any
 
 from results.entries import _get
@@ -19,6 +20,9 @@ from stats.compare import NOISE
 SWEEP_ONLY = ("repeat", "repeats")
 NOISY_HALFWIDTH = 0.05      # step median known to worse than +-5%: the machine (or the window) is noisy
 OUTLIER_SHARE = 0.10        # more than 1 step in 10 beyond Tukey's fences
+CONTENDED_BUSY = 0.90      # the host's cores at least 90% busy over the window
+CONTENDED_OWN = 0.75       # ... at least 75% of them by the ranks themselves
+CONTENDED_SWITCHES = 100   # ... and each rank preempted at least 100 times a second (every 10 ms or more often)
 OTHER_LOAD = 0.20           # other processes used more than a fifth of the host's CPUs during the window
 
 
@@ -154,6 +158,27 @@ class RunView:
         wall = max(w["wall_s"] for w in works)
         mine = sum(w["cpu_s"] for w in works) / (cores * wall) if wall else 0.0
         return max(0.0, works[0]["host_busy"] - mine)
+
+    def contention(self) -> dict | None:
+        """The ranks on one CPU host fighting over its cores, from the window's counters: the cores are full
+        (host_busy >= CONTENDED_BUSY), the ranks themselves fill them (>= CONTENDED_OWN of cores x wall), and the
+        scheduler preempts each rank at least CONTENDED_SWITCHES times a second (another of its threads, or a peer's,
+        wanted the core). None when a figure is missing or any of the three is not met."""
+        works, cores = self.works(), self.env.get("cpu_count")
+        if (len(works) < 2 or not cores or len(self.env.get("hostnames") or []) != 1
+                or works[0].get("host_busy") is None or self.result.get("device") != "cpu"):
+            return None
+        wall = max(w["wall_s"] for w in works)
+        if not wall:
+            return None
+        own = sum(w["cpu_s"] for w in works) / (cores * wall)
+        switches = statistics.median(w["involuntary_switches"] / w["wall_s"] for w in works if w["wall_s"])
+        cpu = [w["cpu_s"] for w in works]
+        out = {"cores": cores, "host_busy": works[0]["host_busy"], "own": own, "switches_per_s": switches,
+               "cpu_s": cpu, "cpu_spread": (max(cpu) - min(cpu)) / max(cpu) if max(cpu) else 0.0}
+        contended = (out["host_busy"] >= CONTENDED_BUSY and own >= CONTENDED_OWN
+                     and switches >= CONTENDED_SWITCHES)
+        return out if contended else None
 
     # ------------------------------------------------------------------------------------------ commands
     def command(self, changes: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> str:

@@ -192,7 +192,8 @@ def versus(record: dict, parsed: dict) -> dict | None:
         return None
     rows = [{"bytes": b, "calls": n, "time_s": time_at(parsed, b, world), "ci_lo": None, "ci_hi": None}
             for b, n in calls]
-    vs = versus_sync("nccl-tests file", rows, comm["time_s"], comm.get("bytes_per_step"), world, comm.get("method", ""))
+    vs = versus_sync("nccl-tests file", rows, comm["time_s"], comm.get("bytes_per_step"), world, comm.get("method", ""),
+                     comm.get("overlap_s"))
     if vs is not None:
         vs.update(file=parsed.get("file"), file_ranks=parsed.get("ranks"), sizes_from=how,
                   per_size=[{"bytes": r["bytes"], "calls": r["calls"], "time_s": r["time_s"]} for r in rows])
@@ -203,7 +204,10 @@ def versus(record: dict, parsed: dict) -> dict | None:
 
 
 def format_comparison(vs: dict) -> str:
-    lines = [f"comm vs {vs['reference']}: the sync took {ms(vs['sync_s'])} ms per step; the same "
+    took = (f"the all-reduces spanned {ms(vs['sync_s'])} ms per step ({ms(vs['overlap_s'])} ms of it beside backward, "
+            "waits for gradients included, so the efficiency is a lower bound)" if vs.get("overlap_s")
+            else f"the sync took {ms(vs['sync_s'])} ms per step")
+    lines = [f"comm vs {vs['reference']}: {took}; the same "
              f"{vs['calls']} call(s) ({vs['bytes'] / 2**20:.1f} MiB) take {ms(vs['achievable_s'])} ms there: "
              f"efficiency {100 * vs['efficiency']:.0f}%"
              + (f" [{100 * vs['efficiency_ci_lo']:.0f}, {100 * vs['efficiency_ci_hi']:.0f}]"

@@ -22,6 +22,7 @@ TINY_BUCKET = 1 << 20       # "very many tiny buckets": more than MANY_BUCKETS, 
 MANY_BUCKETS = 32
 DEFAULT_BUCKET_MB = 25      # DDP's own default bucket_cap_mb
 CPU_BUSY = 0.8
+SAME_CPU = 0.05             # ranks' CPU seconds over the window within 5% of each other: the same work
 MAX_STEPS = 200
 
 
@@ -163,9 +164,12 @@ def _sync_path(v, c, exposed_s, share, ref, evidence) -> Finding:
     gain = min(exposed_s, max(0.0, ref["sync_s"] - ref["achievable_s"]))
     return Finding(
         rule="exposed_comm.sync_path",
-        title=f"Exposed communication is {100 * share['median']:.0f}% of the step and the sync runs at "
-              f"{100 * ref['efficiency']:.0f}% of the {ref['reference']}'s speed: the sync path is the problem, "
-              "not the link",
+        title=(f"Exposed communication is {100 * share['median']:.0f}% of the step and the all-reduces spanned "
+               f"{1 / ref['efficiency']:.1f}x their time in the {ref['reference']} (waits for gradients included): "
+               "the sync path, not the link, is the likelier problem" if ref.get("overlap_s") else
+               f"Exposed communication is {100 * share['median']:.0f}% of the step and the sync runs at "
+               f"{100 * ref['efficiency']:.0f}% of the {ref['reference']}'s speed: the sync path is the problem, "
+               "not the link"),
         detail=why + ".", evidence=evidence,
         seed=cite("000", "PyTorch's all_reduce of 471 MB took 280 ms where nccl-tests took ~60 ms for the same "
                          "bytes; the cause was the default-stream host-to-device copy, not the network"),
@@ -320,7 +324,7 @@ def oversubscription(v: RunView) -> Finding | None:
     per_host = _ranks_per_host(v)
     threads = works[0]["torch_threads"]
     if per_host * threads <= cores:
-        return None
+        return _contention(v, per_host, threads)
     cpu = sum(w["cpu_s"] for w in works) / len(works) * per_host
     wall = max(w["wall_s"] for w in works)
     steps = works[0]["steps"] or 1
@@ -349,6 +353,49 @@ def oversubscription(v: RunView) -> Finding | None:
                                 "`python train.py -m experiment=scaling` measures one rank alone"),
         impact=compute["median"] if compute else 0.0, recommends={},
         command=v.command({}, env={"OMP_NUM_THREADS": fair}))
+
+
+def _contention(v: RunView, per_host: int, threads: int) -> Finding | None:
+    """No more compute threads than cores, yet the cores are full and the ranks keep being preempted: under DDP on CPU
+    gloo's all-reduce threads run beside backward on the same cores, so the overlap turns into turn-taking."""
+    c = v.contention()
+    if c is None or v.result.get("sync") != "ddp":
+        return None
+    compute = v.share(("forward", "backward"))
+    evidence = [ev("ranks on this host", per_host, "", "result.world_size / env.hostnames", "counted"),
+                ev("torch intra-op threads per rank", threads, "", "result.per_rank[].work.torch_threads", "counted"),
+                ev("cores", c["cores"], "", "env.cpu_count", "counted"),
+                ev("host busy over the window (every process)", 100 * c["host_busy"], "%",
+                   "result.per_rank[0].work.host_busy", "/proc/stat"),
+                ev("the ranks' own CPU use over the window", 100 * c["own"], "%", "result.per_rank[].work.cpu_s",
+                   "getrusage of each rank / cores x wall"),
+                ev("involuntary context switches per second per rank", c["switches_per_s"], "",
+                   "result.per_rank[].work.involuntary_switches", "median over ranks: preempted for another thread"),
+                ev_pct("compute share of the step (forward + backward)", compute, "phases")]
+    ref = v.reference
+    comm = v.result.get("comm") or {}
+    if ref and comm.get("time_s"):
+        evidence.append(ev("the all-reduces' span in training vs alone", 1e3 * comm["time_s"], "ms",
+                           "result.comm.time_s", f"alone (microbenchmark): {ms(ref['achievable_s'])} ms"))
+    k = 4
+    return Finding(
+        rule="oversubscription.contention",
+        title=f"{per_host} DDP ranks keep the {c['cores']} cores {100 * c['host_busy']:.0f}% busy and are preempted "
+              f"{c['switches_per_s']:.0f} times a second: compute and gloo's all-reduce threads take turns on the "
+              "cores",
+        detail=("DDP overlaps each bucket's all-reduce with the rest of backward; with gloo on CPU the all-reduce is "
+                "CPU work on gloo's own threads, so on a host with no spare core it does not hide behind backward, it "
+                "slows it down. The same contention makes identical ranks finish at different times, so it is not "
+                f"named as a straggler. Fewer syncs (accumulate={k}: DDP's no_sync for {k - 1} of {k} micro-batches, "
+                "the gloo thread's first reply) leave the cores to the compute; `python train.py -m "
+                "experiment=scaling` measures one rank alone."),
+        evidence=evidence,
+        seed=cite("001", "gloo on a CPU host: ranks competed for cores; the reply: use DDP, no_sync (accumulate "
+                         "locally), NCCL on GPUs"),
+        saving=Saving(None, how=f"how much compute the all-reduce's CPU work displaces is measured by accumulate={k} "
+                                "against accumulate=1 (compare samples/s)"),
+        impact=compute["median"] if compute else 0.0, recommends={"accumulate": k},
+        command=v.command({"accumulate": k}))
 
 
 def _pair_groups_oversubscription(v: RunView) -> Finding | None:
@@ -390,6 +437,9 @@ def straggler(v: RunView) -> Finding | None:
     s = v.result.get("straggler") or _straggler_from_phases(v)
     if not s or s.get("share_of_step") is None or s["share_of_step"] < STRAGGLER_SHARE or s.get("significant") is False:
         return None
+    c = v.contention()
+    if s.get("mostly", "compute") == "compute" and c is not None and c["cpu_spread"] < SAME_CPU:
+        return None   # ranks that used the same CPU time on one full host: they waited for a core, not a slow device
     rank, mostly = s["rank"], s.get("mostly", "compute")
     others = [p for p in s["per_rank"] if p["rank"] != rank]
     mine = next(p for p in s["per_rank"] if p["rank"] == rank)

@@ -444,3 +444,33 @@ def test_next_command_of_a_repeated_sweep_job_is_a_single_run():
     rec["overrides"] = ["repeat=1", "sync=per_param", "repeats=3", "logger=none"]
     f = finding(rec, "per_param")
     assert f["command"] == "python train.py sync=ddp logger=none"
+
+
+# ------------------------------------------------------------------------------------------------------ contention
+def _contended(busy: float = 0.998, switches_per_s: float = 420, cpu_s=(82.0, 82.0), sync: str = "ddp") -> dict:
+    """The committed default VGG11 run's counters: 2 ranks x 1 thread on 2 cores, 92 s window, 35 steps."""
+    rec = _straggler(0.09, True)
+    rec["result"]["sync"] = sync
+    for p, cpu in zip(rec["result"]["per_rank"], cpu_s):
+        p["work"] = {"torch_threads": 1, "cpu_s": cpu, "wall_s": 92.0, "host_busy": busy, "voluntary_switches": 47000,
+                     "involuntary_switches": switches_per_s * 92.0, "steps": 35}
+    return rec
+
+
+def test_gloo_and_compute_threads_taking_turns_on_full_cores():
+    rec = _contended()
+    names = rules(rec)
+    assert "oversubscription.contention" in names and "straggler" not in names  # same CPU time: it waited for a core
+    f = finding(rec, "oversubscription.contention")
+    assert "preempted 420 times a second" in f["title"] and f["seed"].startswith("seed 001")
+    assert f["recommends"] == {"accumulate": 4} and f["command"].endswith("accumulate=4")
+
+
+@pytest.mark.parametrize("kw", [{"busy": 0.6}, {"switches_per_s": 20}, {"sync": "per_param"}])
+def test_contention_silent_without_full_cores_preemption_or_overlap(kw):
+    assert "oversubscription.contention" not in rules(_contended(**kw))
+
+
+def test_a_rank_that_used_more_cpu_on_a_full_host_is_still_a_straggler():
+    names = rules(_contended(cpu_s=(82.0, 95.0)))
+    assert "straggler" in names and "oversubscription.contention" in names

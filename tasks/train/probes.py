@@ -168,7 +168,7 @@ def attach_probe_figures(result: dict, microbench: dict | None, everyone: list[d
         calls = [{"bytes": r["bytes"], "calls": r["calls"], "time_s": r["time_s"]["median"],
                   **_interval(r["time_s"])} for r in microbench["sizes"]]
         vs = versus_sync("on-rank microbenchmark", calls, comm["time_s"], comm["bytes_per_step"],
-                         result["world_size"], comm["method"])
+                         result["world_size"], comm["method"], comm.get("overlap_s"))
         if vs and microbench.get("total"):      # the thread's comparison: the whole gradient in one call
             vs["one_call_of_total_s"] = microbench["total"]["time_s"]["median"]
         comm["vs_microbench"] = vs
