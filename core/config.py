@@ -53,10 +53,12 @@ class Host:
     @classmethod
     def probe(cls) -> Host:
         from comm.measure import free_host_bytes
+        from device.nvml import free_bytes
         from launchers import already_a_rank
 
         gpus = gpu_count()
-        gpu_free = min(torch.cuda.mem_get_info(i)[0] for i in range(gpus)) if gpus else None
+        free = free_bytes(gpus) if gpus else None   # NVML: no CUDA context in this process (mem_get_info makes one)
+        gpu_free = min(free) if free else None
         return cls(gpus=gpus, cpus=os.cpu_count() or 1, free_bytes=free_host_bytes(), gpu_free_bytes=gpu_free,
                    ranks_started=already_a_rank())
 
