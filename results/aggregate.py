@@ -116,7 +116,9 @@ def _rate(e, per_sample: bool) -> float | None:
 
 
 def _throughput(c: Config) -> dict | None:
-    """The row's throughput: the record's own figures for one run, else the median over runs with a two-level CI."""
+    """The row's throughput: the median over runs (one run: its own rate) with the CI computed from the runs' timed
+    blocks by this version's method (for a run this version wrote, exactly the interval it printed; an older record's
+    stored interval is not reused); a lone record without blocks keeps its own figures."""
     runs = [e for e in c.ok if _finite(_rate(e, False))]
     if not runs:
         return None
@@ -129,7 +131,7 @@ def _throughput(c: Config) -> dict | None:
         tp = runs[0].result["throughput"]
         lo, hi = (tp.get("samples_ci_lo"), tp.get("samples_ci_hi")) if per_sample else (tp.get("ci_lo"), tp.get("ci_hi"))
         method = tp.get("method")
-        if (len(runs) > 1 or lo is None) and all(b is not None for b in blocks):
+        if all(b is not None for b in blocks):
             agg = aggregate_throughput(blocks)
             lo, hi, method = agg["ci_lo"], agg["ci_hi"], agg["method"]
         elif len(runs) > 1:

@@ -24,7 +24,7 @@ def _env(host: str, device: str, world_size: int, backend: str) -> dict[str, Any
 def train_record(*, overrides: list[str], steps_per_s: float, num: int | None = None, optim: str = "none",
                  bucket: float = 25, world_size: int = 2, batch_per_rank: int = 4, host: str = "node-a",
                  device: str = "cpu", bytes_per_step: int = 8_000_000, exposed_s: float = 0.004,
-                 grad_rel_error: float = 0.0, steps: int = 5, sweep_dir: str | None = None,
+                 grad_rel_error: float = 0.0, steps: int = 6, sweep_dir: str | None = None,
                  output_dir: str | None = None, status: str = "ok", error: str | None = None,
                  headline: bool = True) -> dict[str, Any]:
     step = 1.0 / steps_per_s
