@@ -23,7 +23,7 @@ from diagnosis.figures import RunView
 from diagnosis.finding import Finding, finding_from_dict, rank_findings
 from diagnosis.rules import RULES, noise_rule
 
-VERSION = 1
+VERSION = 2          # 2: CPU contention rule, per_param estimate on full cores, lower-bound efficiency under overlap
 
 
 def diagnose(record: dict, nccl_tests: dict | None = None, hta: bool = True) -> dict:

@@ -472,5 +472,7 @@ def test_contention_silent_without_full_cores_preemption_or_overlap(kw):
 
 
 def test_a_rank_that_used_more_cpu_on_a_full_host_is_still_a_straggler():
-    names = rules(_contended(cpu_s=(82.0, 95.0)))
+    names = rules(_contended(cpu_s=(82.0, 82.0 + 0.09 * 0.1 * 35)))   # rank 1: 100% of its 9 ms lag in extra CPU
     assert "straggler" in names and "oversubscription.contention" in names
+    names = rules(_contended(cpu_s=(82.0, 82.0 + 0.4 * 0.09 * 0.1 * 35)))  # 40% of it: it waited for a core
+    assert "straggler" not in names

@@ -8,6 +8,7 @@ import pytest
 from omegaconf import OmegaConf
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
+from diagnosis import VERSION
 from tests.conftest import CONF, TINY, read, run_train
 from tests.diagnosis_worker import microbench
 
@@ -62,7 +63,7 @@ def test_train_run_records_probe_straggler_and_prints_the_diagnosis(tmp_path):
     assert s["rank"] in (0, 1) and len(s["per_rank"]) == 2 and s["mostly"] in ("data", "h2d", "compute")
     assert all(p["work"]["torch_threads"] >= 1 and p["work"]["cpu_s"] > 0 for p in r["per_rank"])
     d = r["diagnosis"]
-    assert d["version"] == 1 and "comparisons" in d and "microbench" in d["comparisons"]
+    assert d["version"] == VERSION and "comparisons" in d and "microbench" in d["comparisons"]
     assert "\ndiagnosis: " in proc.stdout and "comm vs on-rank microbenchmark" in proc.stdout
     assert "straggler: rank" in proc.stdout
 
