@@ -102,8 +102,9 @@ def _own_cpu_s() -> float:
 
 
 def _note_launcher_cost(result: dict | None, cpu_s: float, wall_s: float) -> None:
-    """The launcher's own CPU while the ranks ran: on 2 cores shared with 2 ranks, a busy parent would be a harness
-    cost inside every measured step, so the record keeps it (time_budget.launcher_*)."""
+    """The launcher's own CPU over the whole launch (spawn, set-up, warm-up, window, probes; not the window alone): on
+    2 cores shared with 2 ranks, a busy parent would be a harness cost in every step, so the record keeps its average
+    share of one core (time_budget.launcher_*)."""
     budget = (result or {}).get("time_budget")
     if budget is not None and wall_s > 0:
         budget.update(launcher_cpu_s=cpu_s, launcher_wall_s=wall_s, launcher_cpu_share=cpu_s / wall_s)

@@ -38,5 +38,5 @@ def free_bytes(count: int) -> list[int] | None:
             return out
         finally:
             lib.nvmlShutdown()
-    except (OSError, AttributeError, ImportError, RuntimeError, ValueError):
+    except (OSError, AttributeError, ImportError, IndexError, RuntimeError, ValueError):
         return None

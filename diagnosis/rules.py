@@ -384,8 +384,8 @@ def _contention(v: RunView, per_host: int, threads: int) -> Finding | None:
     comm = v.result.get("comm") or {}
     if ref and comm.get("time_s"):
         evidence.append(ev("the all-reduces' span in training vs alone", 1e3 * comm["time_s"], "ms",
-                           "result.comm.time_s", f"alone (microbenchmark): {ms(ref['achievable_s'])} ms"))
-    k = 4
+                           "result.comm.time_s", f"alone ({ref['reference']}): {ms(ref['achievable_s'])} ms"))
+    k = max(4, 2 * int(v.result.get("accumulate") or 1))   # never the run's own setting
     return Finding(
         rule="oversubscription.contention",
         title=f"{per_host} DDP ranks keep the {c['cores']} cores {100 * c['host_busy']:.0f}% busy and are preempted "

@@ -118,7 +118,7 @@ def _rate(e, per_sample: bool) -> float | None:
 def _throughput(c: Config) -> dict | None:
     """The row's throughput: the median over runs (one run: its own rate) with the CI computed from the runs' timed
     blocks by this version's method (for a run this version wrote, exactly the interval it printed; an older record's
-    stored interval is not reused); a lone record without blocks keeps its own figures."""
+    stored interval is not reused; a record without blocks counts as one block: no interval)."""
     runs = [e for e in c.ok if _finite(_rate(e, False))]
     if not runs:
         return None

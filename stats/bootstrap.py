@@ -69,7 +69,8 @@ def effective_n(groups: list) -> float:
     k0 = (total - (k ** 2).sum() / total) / (m - 1)
     var_between = max(0.0, (ms_between - ms_within) / k0) if k0 > 0 else ms_between
     icc = var_between / (var_between + ms_within) if var_between + ms_within > 0 else 0.0
-    return float(max(m, total / (1 + (total / m - 1) * icc)))
+    cluster = float((k ** 2).sum() / total)   # the design effect's cluster size for unequal runs (sum n_i^2 / N)
+    return float(max(m, total / (1 + (cluster - 1) * icc)))
 
 
 def boot_medians(rng: np.random.Generator, x: np.ndarray, count: int) -> np.ndarray:

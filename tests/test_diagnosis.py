@@ -476,3 +476,9 @@ def test_a_rank_that_used_more_cpu_on_a_full_host_is_still_a_straggler():
     assert "straggler" in names and "oversubscription.contention" in names
     names = rules(_contended(cpu_s=(82.0, 82.0 + 0.4 * 0.09 * 0.1 * 35)))  # 40% of it: it waited for a core
     assert "straggler" not in names
+
+
+def test_contention_never_recommends_the_runs_own_accumulate():
+    rec = _contended()
+    rec["result"]["accumulate"] = 4
+    assert finding(rec, "oversubscription.contention")["recommends"] == {"accumulate": 8}

@@ -44,10 +44,19 @@ def measure(window, timer, draw):
 
 def test_fixed_policy_measures_exactly_steps_in_blocks():
     timer = FakeTimer()
-    w = Window(cfg("fixed", steps=7, block=3), torch.device("cpu"), timer)
+    w = Window(cfg("fixed", steps=20, block=3), torch.device("cpu"), timer)
     m = measure(w, timer, lambda: 0.01)
-    assert w.sizes == [3, 3, 1] and len(w.walls) == 3 and all(x > 0 for x in w.walls)
-    assert m["steps"] == 7 and m["stopped_by"] == "fixed" and m["agreement"] is None and m["target_reached"] is None
+    assert w.sizes == [3, 3, 3, 3, 3, 3, 2] and len(w.walls) == 7 and all(x > 0 for x in w.walls)
+    assert m["steps"] == 20 and m["stopped_by"] == "fixed" and m["agreement"] is None and m["target_reached"] is None
+
+
+@pytest.mark.parametrize("steps,block,sizes", [(50, 10, [8] * 6 + [2]), (30, 10, [5] * 6), (3, 10, [1] * 3)])
+def test_the_minimum_window_has_at_least_six_blocks_where_it_can(steps, block, sizes):
+    """GPU defaults (50 steps, blocks of 10) would give 5 blocks, and no throughput interval (stats.MIN_BLOCKS)."""
+    timer = FakeTimer()
+    w = Window(cfg("fixed", steps=steps, block=block), torch.device("cpu"), timer)
+    measure(w, timer, lambda: 0.01)
+    assert w.sizes == sizes
 
 
 def test_adaptive_stops_at_the_target_once_the_interval_reaches_95_percent():

@@ -242,6 +242,7 @@ def summarize(record: dict) -> str:
                      f"start {b['before_task_s']:.1f} s, set-up {b['setup_s']:.1f} s, warm-up {b['warmup_s']:.1f} s, "
                      f"probes {b['probes_s']:.1f} s")
     if b and b.get("launcher_cpu_share") is not None:
-        lines.append(f"launcher: {b['launcher_cpu_s']:.2f} CPU s over the ranks' {b['launcher_wall_s']:.1f} s "
-                     f"({b['launcher_cpu_share']:.1%} of one core: the parent's elastic agent and heartbeat watch)")
+        lines.append(f"launcher: {b['launcher_cpu_s']:.2f} CPU s over the {b['launcher_wall_s']:.1f} s launch "
+                     f"({b['launcher_cpu_share']:.1%} of one core on average: the parent's elastic agent and heartbeat "
+                     "watch)")
     return "\n".join(lines)

@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 
 from stats import adaptive_should_stop, median_ci
+from stats.summary import MIN_BLOCKS
 from tasks.train.timing import device_sync
 
 AGREEMENT = ("one all_reduce(MAX) of [any rank wants more, any rank stopped on a cap] after each block, outside the "
@@ -28,7 +29,9 @@ class Window:
         m = cfg.measure
         self.policy = m.policy
         self.min_steps = int(cfg.steps)
-        self.block = int(m.block_steps)
+        # at least MIN_BLOCKS blocks in the minimum window, so its throughput has an interval (50 GPU steps in blocks
+        # of 10 would be 5): the block shrinks to steps // MIN_BLOCKS when measure.block_steps is larger
+        self.block = max(1, min(int(m.block_steps), self.min_steps // MIN_BLOCKS))
         self.rel_ci = float(m.rel_ci)
         self.max_steps = None if m.max_steps is None else int(m.max_steps)
         self.max_s = None if m.max_s is None else float(m.max_s)
