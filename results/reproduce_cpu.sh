@@ -3,8 +3,8 @@
 # Each block is the exact command; the tables are then regenerated from the records by results.report.
 # Every train comparison runs repeats=3 (interleaved), so each table row has a CI with run-to-run spread in it.
 # Run from the repository root:  bash results/reproduce_cpu.sh
-# About 1 h 45 min on 2 quiet cores (estimate: the step rates of the previous records, plus ~15 s of start-up and
-# set-up per job; blocks below give their share). On a busy machine it takes longer and the intervals get wider.
+# Measured: 2 h 10 min on 2 quiet cores (2026-11-22, nothing else running but light editing); blocks below give their
+# share. On a busy machine it takes longer and the intervals get wider.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 R=results/runs
@@ -40,15 +40,29 @@ python train.py -m task=pair_groups pairs=1,2,4,8 logger=none hydra.sweep.dir=$R
 # 5. (~11 min, 12 runs) What the harness costs on the default VGG11 run: per-phase timing on vs off, and the harness
 #    against a hand-written DDP loop of the same config; 3 interleaved pairs each, ratios with their 95% CIs.
 python -m tasks.train.harness_cost --pairs 3 > $R/harness_cost_vgg11.txt
-python -m tasks.train.harness_cost --reference --pairs 3 > $R/harness_reference_vgg11.txt
+python -m tasks.train.harness_cost --reference --pairs 4 steps=20 > $R/harness_reference_vgg11.txt
 
 # 6. Scaling: 1 rank without DDP (sync=local), 2 ranks with DDP; VGG11's full gradients at smoke-size inputs.
 python train.py -m experiment=scaling model=vgg11 scale=smoke logger=none hydra.sweep.dir=$R/scaling_vgg11
 
+# 7. The diagnosis's next command for the default DDP run on this machine (CPU contention: accumulate=4), measured.
+python train.py -m accumulate=1,4 repeats=2 logger=none hydra.sweep.dir=$R/vgg11_accumulate
+
+# 8. Time to a verdict (benchmark): the headline sweep at scale=smoke, one run per configuration against repeats=3,
+#    with the old fixed 3-step window (the issue's "today"), the fixed 6-step window and the adaptive one.
+T=$R/time_to_verdict
+python train.py -m optim=none,bf16 bucket=25,100 model=vgg11_tiny scale=smoke steps=3 logger=none \
+  hydra.sweep.dir=$T/fixed
+python train.py -m optim=none,bf16 bucket=25,100 model=vgg11_tiny scale=smoke logger=none hydra.sweep.dir=$T/fixed6
+python train.py -m optim=none,bf16 bucket=25,100 repeats=3 model=vgg11_tiny scale=smoke logger=none \
+  hydra.sweep.dir=$T/fixed6_repeats3
+python train.py -m optim=none,bf16 bucket=25,100 repeats=3 model=vgg11_tiny scale=smoke measure.policy=adaptive \
+  logger=none hydra.sweep.dir=$T/adaptive
+
 # Diagnosis of each reproduction: every record holds its own (result.diagnosis) and every report has a Diagnosis
 # section; this keeps the ranked text of each study, with the estimates its sweep could check.
 for d in vgg11_sync vgg11_bucket100 vgg11_local vgg11_raw_folder ddp_knobs_vgg11 vit_ddp_optimizations \
-         vit_ddp_overhead collectives grad_sync_vgg11 pair_groups scaling_vgg11; do
+         vit_ddp_overhead collectives grad_sync_vgg11 pair_groups scaling_vgg11 vgg11_accumulate; do
   python -m diagnosis $R/$d > $R/$d/diagnosis.txt
 done
 
@@ -61,3 +75,8 @@ python -m results.report $R/vit_ddp_overhead --out results/tables/vit_ddp_overhe
 python -m results.report $R/scaling_vgg11 --out results/tables/scaling_vgg11 --title "Scaling, VGG11 gradients (smoke), CPU"
 python -m results.report $R/collectives $R/grad_sync_vgg11 $R/pair_groups --out results/tables/collectives \
   --title "Collectives, gradient sync and pair groups, CPU"
+python -m results.report $R/vgg11_accumulate --out results/tables/vgg11_accumulate \
+  --title "accumulate=4, the diagnosis's next command for DDP on 2 CPU cores"
+for t in fixed fixed6 fixed6_repeats3 adaptive; do
+  python -m results.report $T/$t --out results/tables/time_to_verdict/$t --title "Time to a verdict: $t"
+done
