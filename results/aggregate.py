@@ -294,5 +294,86 @@ def compare(entries: list, noise: float | None = None) -> Comparison:
     return Comparison(configs, base, why, noise, s, note)
 
 
+# ------------------------------------------------------------------------------------------- scaling
+
+
+def _world_size(c: Config) -> float | None:
+    try:
+        return float(c.first.knob("world_size"))
+    except (TypeError, ValueError):
+        return None
+
+
+def scaling_lines(configs: list[Config]) -> list[tuple[str, list[tuple[float, Config, str]]]]:
+    """[(label, [(world size, configuration, its label), ...])]: the lines a scaling table and plot draw, smallest
+    size first.
+
+    When the smallest world size holds one configuration (experiment=scaling's one rank without DDP, or a study's
+    single-rank baseline) it starts every line: each configuration at a larger size is measured against it, and lines
+    group configurations whose overrides differ only in world size (and in sync, which experiment=scaling ties to the
+    world size). Otherwise each line is its own configuration across sizes, from its own smallest size. Repeats are
+    already merged (a Config is every repeat of one configuration)."""
+    pts = [(n, c) for c in configs if c.task == "train" and c.throughput and (n := _world_size(c)) is not None]
+    sizes = sorted({n for n, _ in pts})
+    if len(sizes) < 2:
+        return []
+    keys = [k for k in varying_keys([c.first for _, c in pts]) if k not in ("world_size", "scale")]
+
+    def key(c: Config, drop: tuple = ()) -> str:
+        items = override_items(c.first.overrides)
+        return " ".join(f"{k}={items[k]}" for k in keys if k in items and k not in drop) or "default"
+
+    def grouped(points, drop: tuple = ()) -> dict[str, list]:
+        out: dict[str, list] = {}
+        for n, c in points:
+            label = key(c, drop)
+            out.setdefault(label, []).append((n, c, label))
+        return out
+
+    smallest = [(n, c) for n, c in pts if n == sizes[0]]
+    if len(smallest) == 1:
+        n0, base = smallest[0]
+        rest = [(n, c) for n, c in pts if n != sizes[0]]
+        lines = grouped(rest, ("sync",))
+        if any(len({p[0] for p in g}) < len(g) for g in lines.values()):   # sync is what tells them apart
+            lines = grouped(rest)
+        first = (n0, base, key(base))
+        return [(label, [first] + sorted(g, key=lambda p: p[0])) for label, g in lines.items()]
+    return [(label, sorted(g, key=lambda p: p[0])) for label, g in grouped(pts).items() if len({p[0] for p in g}) > 1]
+
+
+def scaling_rows(entries: list, noise: float | None = None) -> list[dict]:
+    """One row per configuration and world size against its line's first point: samples/s with its CI, speed-up with
+    its CI and verdict (as the sweep table computes them), scaling efficiency = speed-up x n0 / n with the same CI."""
+    cmp = compare(entries, noise)
+    rows, seen = [], set()
+    for label, line in scaling_lines(cmp.configs):
+        n0, base, _ = line[0]
+        for n, c, own in line:
+            if id(c) in seen:
+                continue            # a common baseline is one row, at the top
+            seen.add(id(c))
+            tp = c.throughput
+            per = "samples_per_s" if _finite(tp.get("samples_per_s")) else "steps_per_s"
+            row = {"configuration": own, "line": label,
+                   "world size": int(n), "sync": c.first.result.get("sync"), "runs": len(c.ok),
+                   "samples/s": tp.get(per), "samples/s lo": tp.get(per + "_lo"), "samples/s hi": tp.get(per + "_hi"),
+                   "exposed comm ms": None, "baseline": c is base}
+            exposed = c.median(lambda e: (e.result.get("comm") or {}).get("exposed_s"))
+            row["exposed comm ms"] = exposed * 1e3 if exposed is not None else None
+            if c is base:
+                row.update({"speed-up": 1.0, "verdict": "baseline", "scaling efficiency": 1.0})
+            else:
+                sp = _speedup(base, c, cmp.noise)
+                f = n0 / n
+                row.update({"speed-up": sp["ratio"], "speed-up lo": sp["ci_lo"], "speed-up hi": sp["ci_hi"],
+                            "verdict": sp["verdict"], "scaling efficiency": sp["ratio"] * f,
+                            "scaling efficiency lo": sp["ci_lo"] * f if sp["ci_lo"] is not None else None,
+                            "scaling efficiency hi": sp["ci_hi"] * f if sp["ci_hi"] is not None else None,
+                            "method": sp["method"]})
+            rows.append(row)
+    return rows
+
+
 __all__ = ["Comparison", "Config", "NO_DIFFERENCE", "NO_INTERVAL", "compare", "group_repeats", "run_blocks",
-           "sentinel_warning", "varying_keys"]
+           "scaling_lines", "scaling_rows", "sentinel_warning", "varying_keys"]

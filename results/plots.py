@@ -172,31 +172,30 @@ def bucket_throughput(entries: list[Entry], path: Path, title: str = "") -> Path
 
 
 def scaling(entries: list[Entry], path: Path, title: str = "") -> Path | None:
-    """Left: samples/s (95% CI bars) against world size, with the ideal line (linear from each line's smallest world
-    size) and the scaling efficiency written at each point. Right: exposed communication per step at each world size
-    (median over repeats). Lines with a single world size are left out (nothing to scale)."""
-    configs = [c for c in _train(entries) if _numeric_knob(c, "world_size") is not None]
-    sizes = sorted({_numeric_knob(c, "world_size") for c in configs})
-    if len(sizes) < 2:
-        return None
-    key, metric = _metric(configs)
-    lines = {k: v for k, v in _series(configs, "world_size").items()
-             if len({_numeric_knob(c, "world_size") for c in v}) > 1}
+    """Left: samples/s (95% CI bars) against world size, one line per results.aggregate.scaling_lines line (from the
+    one-rank baseline where there is one), with its ideal line and the scaling efficiency written at each point.
+    Right: exposed communication per step at each world size (median over repeats)."""
+    from results.aggregate import scaling_lines
+
+    lines = scaling_lines(_train(entries))
     if not lines:
         return None
+    key, metric = _metric([c for _, line in lines for _, c, _ in line])
+    sizes = sorted({n for _, line in lines for n, _, _ in line})
     fig, (ax, ax_comm) = plt.subplots(1, 2, figsize=(11, 4.5), gridspec_kw={"width_ratios": [3, 2]})
-    for name, line in lines.items():
+    common = len({id(line[0][1]) for _, line in lines}) == 1     # every line starts at one baseline: one ideal line
+    for i, (name, line) in enumerate(lines):
         name = name if len(lines) > 1 else "measured"
-        drawn, pts = _points(ax, line, "world_size", key, name)
+        drawn, pts = _points(ax, [c for _, c, _ in line], "world_size", key, name)
         n0, v0 = pts[0][0], pts[0][1]
         color = drawn[0].get_color()
-        ax.plot(sizes, [v0 * n / n0 for n in sizes], linestyle="--", color=color, alpha=0.6,
-                label=f"ideal ({name})" if len(lines) > 1 else "ideal (linear from the smallest size)")
+        if not common or i == 0:
+            ax.plot(sizes, [v0 * n / n0 for n in sizes], linestyle="--", color="grey" if common else color, alpha=0.6,
+                    label="ideal (linear from the smallest size)" if common or len(lines) == 1 else f"ideal ({name})")
         for n, v, _ in pts[1:]:
             ax.annotate(f"{v / (v0 * n / n0):.0%}", (n, v), textcoords="offset points", xytext=(4, -12), fontsize=8)
-        by_size = sorted(line, key=lambda c: _numeric_knob(c, "world_size"))
-        comm = [(_numeric_knob(c, "world_size"),
-                 (c.median(lambda e: (e.result.get("comm") or {}).get("exposed_s")) or 0.0) * 1e3) for c in by_size]
+        comm = [(n, (c.median(lambda e: (e.result.get("comm") or {}).get("exposed_s")) or 0.0) * 1e3)
+                for n, c, _ in line]
         ax_comm.plot([p[0] for p in comm], [p[1] for p in comm], marker="s", color=color, label=name)
     for a in (ax, ax_comm):
         a.set_xticks(sizes, [f"{s:g}" for s in sizes])

@@ -362,29 +362,23 @@ def rows_table(entries: list[Entry], title: str = "Collectives (nccl-tests style
 
 
 def scaling_table(entries: list[Entry], title: str = "Scaling against world size") -> Table:
-    """Throughput per world size for each configuration, against ideal linear scaling from its smallest size."""
-    train = [e for e in entries if e.ok and e.task == "train" and _finite(e.value("samples/s"))]
-    keys = [k for k in varying_keys(train) if k not in ("world_size", "scale")]
-    lines: dict[str, list[Entry]] = {}
-    for e in train:
-        items = override_items(e.overrides)
-        lines.setdefault(" ".join(f"{k}={items.get(k)}" for k in keys if k in items) or "default", []).append(e)
-    rows = []
-    for label, line in lines.items():
-        sized = sorted(((float(e.knob("world_size")), e) for e in line if e.knob("world_size") is not None),
-                       key=lambda p: p[0])
-        if not sized:
-            continue
-        n0, e0 = sized[0]
-        for n, e in sized:
-            rate = e.value("samples/s")
-            ideal = e0.value("samples/s") * n / n0
-            rows.append({"configuration": label, "world size": int(n), "sync": e.result.get("sync"), "samples/s": rate,
-                         "samples/s per rank": rate / n, f"speed-up vs {int(n0)} ranks": rate / e0.value("samples/s"),
-                         "scaling efficiency": rate / ideal if ideal else None,
-                         "exposed comm ms": _scaled(_get(e.result, "comm", "exposed_s"), 1e3)})
-    columns = ["configuration", "world size", "sync", "samples/s", "samples/s per rank"]
-    columns += list(dict.fromkeys(k for r in rows for k in r if k.startswith("speed-up vs")))
-    columns += ["scaling efficiency", "exposed comm ms"]
-    return Table(columns, rows, title=title,
-                 notes=["scaling efficiency = samples/s ÷ (samples/s at the smallest world size × n ÷ that size)."])
+    """One row per configuration and world size (repeats merged), against the line's first point: the one-rank
+    baseline where a sweep or study has one (results.aggregate.scaling_lines)."""
+    from results.aggregate import scaling_rows
+
+    rows = scaling_rows(entries)
+    columns = ["configuration", "world size", "sync", "runs", "samples/s", "speed-up", "verdict", "scaling efficiency",
+               "exposed comm ms", "samples/s lo", "samples/s hi", "speed-up lo", "speed-up hi",
+               "scaling efficiency lo", "scaling efficiency hi", "method"]
+    display = {"samples/s": _interval("samples/s", "samples/s lo", "samples/s hi"), "speed-up": _speedup_text,
+               "scaling efficiency": _interval("scaling efficiency", "scaling efficiency lo", "scaling efficiency hi")}
+    base = next((r for r in rows if r["baseline"]), None)
+    notes = ["speed-up = samples/s ÷ the line's first row's (the smallest world size; one common baseline where that "
+             "size has one configuration), with its 95% CI as in the sweep table; scaling efficiency = speed-up × "
+             "n0 ÷ n, the same interval scaled: 1 is linear scaling."]
+    if base is not None and base.get("sync") == "local":
+        notes.append("The baseline trains without DDP (sync=local): the efficiency counts DDP's own cost at one rank "
+                     "as a scaling loss, as the ViT study does.")
+    return Table(columns, rows, title=title, notes=notes, display=display,
+                 csv_only=["samples/s lo", "samples/s hi", "speed-up lo", "speed-up hi", "scaling efficiency lo",
+                           "scaling efficiency hi", "method"])

@@ -177,3 +177,27 @@ def test_repeats_without_a_sweep_is_refused(tmp_path):
                 {"output_dir": str(tmp_path), "overrides": ["repeats=3"], "multirun": False})
     assert e.value.code == 2
     assert "add -m" in (tmp_path / "run_record.json").read_text()
+
+
+def test_scaling_table_one_row_per_configuration_against_the_one_rank_baseline():
+    """The committed VGG11 study's shape: one rank without DDP (3 repeats), and two configurations at 2 ranks."""
+    from results.table import scaling_table
+
+    records = []
+    for repeat in range(3):
+        for over, ws, step in ((["sync=local", "world_size=1"], 1, 0.100), (["sync=ddp"], 2, 0.200),
+                               (["sync=per_param"], 2, 0.100)):
+            r = _record([f"repeat={repeat}", *over], step * (1 + 0.01 * repeat), len(records), seed=repeat)
+            r["result"]["world_size"] = ws
+            r["config"]["world_size"] = ws
+            r["result"]["sync"] = over[0].split("=")[1]
+            records.append(r)
+    t = scaling_table(_entries(records))
+    assert [(r["configuration"], r["world size"], r["runs"]) for r in t.rows] == [
+        ("sync=local", 1, 3), ("sync=ddp", 2, 3), ("sync=per_param", 2, 3)]
+    ddp, pp = t.rows[1], t.rows[2]
+    # samples/s per step doubles with the world size (train_record's batch x world size): ddp = same rate per rank
+    assert ddp["scaling efficiency"] == pytest.approx(ddp["speed-up"] / 2)
+    assert ddp["scaling efficiency lo"] < ddp["scaling efficiency"] < ddp["scaling efficiency hi"]
+    assert pp["speed-up"] == pytest.approx(2 * ddp["speed-up"], rel=0.05)
+    assert t.rows[0]["verdict"] == "baseline" and "sync=local" in " ".join(t.notes)
