@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from diagnosis.finding import ms
-from stats import ratio_ci, verdict
+from stats import fmt_ci, fmt_ratio, ratio_ci, verdict
 
 IGNORED = ("hydra", "logger", "tags", "diagnose", "launcher", "scale.name")
 
@@ -145,14 +145,28 @@ def scaling_summary(runs: list[dict]) -> list[dict] | None:
 
 
 def pair_groups_summary(runs: list[dict]) -> list[dict] | None:
+    """One row per pairs value; growth = time per all_reduce against the smallest pairs value, with a CI from the two
+    runs' timed blocks (stats.ratio_ci) where both have them, and its verdict."""
     rows = sorted(({"pairs": r["entry"].result["pairs"], "us_per_op": r["entry"].result["per_op_us_rank0"],
+                    "blocks": (r["entry"].result.get("per_rank") or [{}])[0].get("block_us_per_op"),
+                    "per_op": r["entry"].result.get("per_op_us"),
                     "ranks_per_cpu": r["entry"].result.get("ranks_per_cpu"),
                     "cpu_busy": r["entry"].result.get("cpu_busy_fraction"),
                     "involuntary_per_op": r["entry"].result["involuntary_switches"]
                     / (r["entry"].result["world_size"] * r["entry"].result["iters"])}
                    for r in runs if r["entry"].task == "pair_groups" and "per_op_us_rank0" in r["entry"].result),
                   key=lambda x: x["pairs"])
-    return rows if len(rows) > 1 else None
+    if len(rows) < 2:
+        return None
+    first = rows[0]
+    for x in rows:
+        x["growth"] = x["us_per_op"] / first["us_per_op"]
+        x["growth_ci"], x["growth_verdict"] = None, None
+        if x is not first and first["blocks"] and x["blocks"]:
+            ratio, lo, hi = ratio_ci(x["blocks"], first["blocks"])   # time ratio: > 1 means slower per all_reduce
+            x["growth"], x["growth_ci"] = ratio, [lo, hi]
+            x["growth_verdict"] = {"faster": "slower", "slower": "faster"}.get(verdict(ratio, lo, hi), "no change")
+    return rows
 
 
 # ---------------------------------------------------------------------------------------------- printing
@@ -202,10 +216,21 @@ def format_sweep(d: dict) -> str:
         p = d["pair_groups"]
         lines += ["", "pair groups (one curve across pairs):"]
         for x in p:
-            lines.append(f"- pairs={x['pairs']}: {x['us_per_op']:.1f} us per all_reduce, "
+            d = x.get("per_op")
+            us = (f"{fmt_ci(d['median'], d['ci_lo'], d['ci_hi'])} us per all_reduce (median of rank 0's blocks)" if d
+                  else f"{x['us_per_op']:.1f} us per all_reduce")
+            lines.append(f"- pairs={x['pairs']}: {us}, "
                          f"{x['ranks_per_cpu']:.2g} ranks per CPU, CPU busy {_pct(x['cpu_busy'])}, "
                          f"{x['involuntary_per_op']:.2f} involuntary switches per op per rank")
-        lines.append(f"- time per all_reduce grows {p[-1]['us_per_op'] / p[0]['us_per_op']:.2f}x from pairs="
-                     f"{p[0]['pairs']} to pairs={p[-1]['pairs']} while ranks per CPU grow "
-                     f"{p[-1]['ranks_per_cpu'] / p[0]['ranks_per_cpu']:.2g}x")
+        last = p[-1]
+        if last.get("growth_ci"):
+            lo, hi = last["growth_ci"]
+            grows = (f"is {fmt_ratio(last['growth'], lo, hi, 'no significant difference')}"
+                     if last["growth_verdict"] == "no change" else
+                     f"is {fmt_ratio(last['growth'], lo, hi, 'faster')} ({last['growth_verdict']}; 95% CI, "
+                     "stats.ratio_ci over the runs' blocks)")
+        else:
+            grows = f"grows {last['us_per_op'] / p[0]['us_per_op']:.2f}x (no interval: records without timed blocks)"
+        lines.append(f"- time per all_reduce from pairs={p[0]['pairs']} to pairs={last['pairs']} {grows}, while ranks "
+                     f"per CPU grow {last['ranks_per_cpu'] / p[0]['ranks_per_cpu']:.2g}x")
     return "\n".join(lines)

@@ -217,7 +217,13 @@ def pair_groups(entries: list[Entry], path: Path, title: str = "") -> Path | Non
         return None
     pairs = [e.result["pairs"] for e in runs]
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    ax.plot(pairs, [e.result["per_op_us_rank0"] for e in runs], marker="o", label="rank 0")
+    meds = [(e.result.get("per_op_us") or {}) for e in runs]
+    if all(m.get("ci_lo") is not None for m in meds):   # median of rank 0's timed blocks, 95% CI bars
+        ax.errorbar(pairs, [m["median"] for m in meds], yerr=[[m["median"] - m["ci_lo"] for m in meds],
+                                                               [m["ci_hi"] - m["median"] for m in meds]],
+                    marker="o", capsize=3, label="rank 0 (median of 8 timed blocks, 95% CI)")
+    else:
+        ax.plot(pairs, [e.result["per_op_us_rank0"] for e in runs], marker="o", label="rank 0")
     ax.plot(pairs, [e.result["slowest_s"] / e.result["iters"] * 1e6 for e in runs], marker="o", linestyle=":",
             label="slowest rank")
     busy = [(p, e.result.get("cpu_busy_fraction")) for p, e in zip(pairs, runs) if _finite(e.result.get("cpu_busy_fraction"))]

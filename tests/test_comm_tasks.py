@@ -219,6 +219,8 @@ def test_check_catches_wrong_collectives_buckets_match_ddp_pair_variants(tmp_pat
     p = found["pair_groups"]
     assert p["async_op"] is True and p["torch_threads"] == 1 and p["omp_num_threads"] == "1"
     assert [r["torch_threads"] for r in p["per_rank"]] == [1, 1] and p["rank0_s"] > 0 and p["iters"] == 32
+    assert all(len(r["block_us_per_op"]) == 8 for r in p["per_rank"])       # 8 timed blocks of 4 all_reduces
+    assert p["per_op_us"]["n"] == 8 and p["per_op_us"]["ci_lo"] <= p["per_op_us"]["median"] <= p["per_op_us"]["ci_hi"]
 
 
 # -------------------------------------------------------------------------------------------------------------- GPU

@@ -399,7 +399,18 @@ def test_sweep_summaries_scaling_and_pair_groups():
                                                           / one["result"]["throughput"]["samples_per_s"])
     p = diagnose_sweep([_entry(_pairs(1, 0.5, cpus=4), 0), _entry(_pairs(4, 0.97, cpus=4), 1)])
     assert [x["pairs"] for x in p["pair_groups"]] == [1, 4]
-    assert "grows 4.00x from pairs=1 to pairs=4" in format_sweep(p)
+    assert "from pairs=1 to pairs=4 grows 4.00x (no interval" in format_sweep(p)   # records without timed blocks
+    runs = []
+    for i, (pairs, us, spread) in enumerate(((1, 100.0, 0.02), (4, 400.0, 0.02), (8, 101.0, 0.05))):
+        rec = _pairs(pairs, 0.5, cpus=16)
+        blocks = [us * (1 + spread * ((k * 3) % 8 - 3.5) / 3.5) for k in range(8)]
+        rec["result"]["per_rank"] = [{"block_us_per_op": blocks}]
+        rec["result"]["per_op_us"] = describe(blocks)
+        runs.append(_entry(rec, i))
+    p = diagnose_sweep(runs[:2])
+    assert p["pair_groups"][1]["growth_verdict"] == "slower" and "is 4.00x [" in format_sweep(p)
+    p = diagnose_sweep([runs[0], runs[2]])     # 1% slower inside +-5% blocks: no claim
+    assert p["pair_groups"][1]["growth_verdict"] == "no change" and "is ~1 (" in format_sweep(p)
 
 
 def test_scaling_experiment_trains_one_rank_without_ddp():
