@@ -1,7 +1,8 @@
 """task=collectives: the nccl-tests-style microbenchmark users compare against.
 
-For each op and message size: `warmup_iters` untimed calls, one window of `iters` back-to-back calls (time per op =
-window / iters), then `check_iters` separate untimed rounds on inputs whose result is known exactly (comm/check.py)
+For each op and message size: `warmup_iters` untimed calls, `iters` back-to-back calls timed in 8 blocks (a barrier
+before each; time per op = total / iters, nccl-tests' figure; the blocks give the median time per op its 95%
+order-statistic interval, the table's last columns), then `check_iters` separate untimed rounds on inputs whose result is known exactly (comm/check.py)
 that count wrong elements. The table has nccl-tests' columns (size, count, type, redop, root, then time/algbw/busbw/
 #wrong for out-of-place and in-place), plus the slowest rank's time. Sizes follow nccl-tests: the buffer for
 all_reduce/broadcast, the total over ranks for all_gather/reduce_scatter.
@@ -24,6 +25,7 @@ import core.schema as schema
 from core.config import Host, check_buffers, expected_backend
 from core.errors import ConfigError
 from core.schema import typed
+from stats import describe, fmt_ci
 
 MODES = {"out_of_place": "out-of-place", "in_place": "in-place"}
 ROOT = 0
@@ -200,10 +202,12 @@ def run(ctx) -> dict | None:
             for mode in modes(c):
                 case = Case(op, mode, size, c, rank, world, device)
                 _warm_up(case, c.warmup_iters, ctx.backend, device)
-                seconds = time_window(case, c.iters, device)
+                blocks = [(time_window(case, n, device), n) for n in _block_sizes(c.iters)]
+                seconds = sum(t * n for t, n in blocks) / c.iters
                 wrong = run_check(case, c, c.check_iters, device, corrupt) if c.check_iters else None
                 entries.append({"op": op, "mode": mode, "requested": requested, "size": size,
-                                "counts": case.counts, "seconds": seconds, "wrong": wrong})
+                                "counts": case.counts, "seconds": seconds, "wrong": wrong,
+                                "blocks": [t for t, _ in blocks]})
                 del case
     if any(op in ("all_reduce", "broadcast") for op in ops) and "out_of_place" in modes(c):
         notes.append("out-of-place all_reduce/broadcast: torch has no out-of-place form; timed as a copy into the "
@@ -215,7 +219,7 @@ def run(ctx) -> dict | None:
         notes.append(f"collectives.corrupt_rank={c.corrupt_rank}: that rank perturbs one output element in the "
                      "first check round of every case (to show the check catches it)")
 
-    per_rank = gather_all([(e["seconds"], e["wrong"]) for e in entries])
+    per_rank = gather_all([(e["seconds"], e["wrong"], e["blocks"]) for e in entries])
     result = _result(c, entries, per_rank, notes, ctx, device)
     if result["wrong_total"] and ctx.is_main:       # only rank 0: its record must be written before peers exit
         raise CorrectnessError(
@@ -223,6 +227,14 @@ def run(ctx) -> dict | None:
             f"({', '.join(sorted({r['op'] for r in result['rows'] if r['wrong']}))})",
             result)
     return result if ctx.is_main else None
+
+
+BLOCKS = 8     # timed blocks per case: the median's 95% interval needs >= 6 samples (stats.median_ranks)
+
+
+def _block_sizes(iters: int) -> list[int]:
+    blocks = min(BLOCKS, iters)
+    return [iters // blocks + (1 if i < iters % blocks else 0) for i in range(blocks)]
 
 
 def _warm_up(case: Case, iters: int, backend: str, device: torch.device) -> None:
@@ -261,6 +273,9 @@ def _result(c: schema.Collectives, entries, per_rank, notes, ctx, device) -> dic
         times = [r[i][0] for r in per_rank]
         wrongs = [r[i][1] for r in per_rank]
         st = rank_stats(times)
+        # per block, the ranks' mean time per call; their median with its order-statistic 95% CI
+        blocks = [sum(r[i][2][b] for r in per_rank) / world for b in range(len(per_rank[0][i][2]))]
+        d = describe(blocks)
         rows.append({
             "op": e["op"], "mode": e["mode"], "bytes": e["size"], "requested_bytes": e["requested"],
             "count": e["counts"]["count"], "dtype": c.dtype.value,
@@ -270,6 +285,8 @@ def _result(c: schema.Collectives, entries, per_rank, notes, ctx, device) -> dic
             "algbw_GBps": bw.algbw(e["size"], st["avg"]),
             "busbw_GBps": bw.busbw(e["op"], e["size"], st["avg"], world),
             "wrong": None if wrongs[0] is None else int(sum(wrongs)),
+            "time_median_us": d["median"] * 1e6, "time_ci_lo_us": d["ci_lo"] * 1e6, "time_ci_hi_us": d["ci_hi"] * 1e6,
+            "time_ci_level": d["ci_level"], "blocks": len(blocks),
         })
     busbws = [r["busbw_GBps"] for r in rows]
     wrong_total = sum(r["wrong"] or 0 for r in rows)
@@ -307,19 +324,24 @@ def summarize(record: dict) -> str:
     lines = [
         f"# collectives (nccl-tests style): {r['world_size']} ranks, backend {r['backend']}, device {r['device']} "
         f"({r['device_name']}), {r['dtype']}",
-        f"# {r['warmup_iters']} warm-up + {r['iters']} timed iterations per size ({r['timing']}, barrier before each "
-        f"window); {r['check_iters']} untimed check round(s); time = average over ranks, GB = 1e9 B",
+        f"# {r['warmup_iters']} warm-up + {r['iters']} timed iterations per size in up to {BLOCKS} blocks "
+        f"({r['timing']}, barrier before each block); {r['check_iters']} untimed check round(s); time = total / iters, "
+        "average over ranks; last columns: median over blocks with its 95% order-statistic interval (8 blocks: 96.9%; "
+        "fewer than 6: min-max, below 95%); GB = 1e9 B",
     ]
     group_w = 37
     short = {"out_of_place": "oop", "in_place": "ip"}
+    ci = all(x.get("time_median_us") is not None for x in r["rows"])
     top = ("#" + " " * 49 + "".join(f"{MODES[m]:^{group_w}}" for m in modes)
-           + "  slowest rank" + (f" ({', '.join(short[m] for m in modes)})" if len(modes) > 1 else ""))
+           + "  slowest rank" + (f" ({', '.join(short[m] for m in modes)})" if len(modes) > 1 else "")
+           + (f"   median of blocks [95% CI]" + (f" ({', '.join(short[m] for m in modes)})" if len(modes) > 1 else "")
+              if ci else ""))
     head = (f"#{'size':>11}  {'count':>12}  {'type':>8}  {'redop':>6}  {'root':>6}"
             + "".join(f"  {'time':>7}  {'algbw':>6}  {'busbw':>6}  {'#wrong':>6}" for _ in modes)
-            + "".join(f"  {'time':>7}" for _ in modes))
+            + "".join(f"  {'time':>7}" for _ in modes) + ("".join(f"  {'time':>22}" for _ in modes) if ci else ""))
     units = (f"#{'(B)':>11}  {'(elements)':>12}  {'':>8}  {'':>6}  {'':>6}"
              + "".join(f"  {'(us)':>7}  {'(GB/s)':>6}  {'(GB/s)':>6}  {'':>6}" for _ in modes)
-             + "".join(f"  {'(us)':>7}" for _ in modes))
+             + "".join(f"  {'(us)':>7}" for _ in modes) + ("".join(f"  {'(us)':>22}" for _ in modes) if ci else ""))
     for op in r["ops"]:
         lines += ["#", f"# {op}", top, head, units]
         by_size: dict[int, dict] = {}
@@ -336,6 +358,9 @@ def summarize(record: dict) -> str:
                 line += (f"  {bw.fmt_us(x['time_us'] / 1e6):>7}  {x['algbw_GBps']:>6.2f}  {x['busbw_GBps']:>6.2f}"
                          f"  {wrong:>6}")
             line += "".join(f"  {bw.fmt_us(per_mode[m]['time_max_us'] / 1e6):>7}" for m in modes)
+            if ci:
+                line += "".join(f"  {fmt_ci(x['time_median_us'], x['time_ci_lo_us'], x['time_ci_hi_us']):>22}"
+                                for x in (per_mode[m] for m in modes))
             lines.append(line)
     ok = "OK" if not r["wrong_total"] else "FAILED"
     checked = r["check_iters"] > 0
