@@ -37,9 +37,9 @@ python train.py -m task=collectives logger=none hydra.sweep.dir=$R/collectives
 python train.py -m task=grad_sync model=vgg11 logger=none hydra.sweep.dir=$R/grad_sync_vgg11
 python train.py -m task=pair_groups pairs=1,2,4,8 logger=none hydra.sweep.dir=$R/pair_groups
 
-# 5. (~11 min, 12 runs) What the harness costs on the default VGG11 run: per-phase timing on vs off, and the harness
-#    against a hand-written DDP loop of the same config; 3 interleaved pairs each, ratios with their 95% CIs.
-python -m tasks.train.harness_cost --pairs 3 > $R/harness_cost_vgg11.txt
+# 5. (~20 min, 16 runs) What the harness costs on the default VGG11 run: per-phase timing on vs off, and the harness
+#    against a hand-written DDP loop of the same config; 4 interleaved pairs of 20-step runs each, ratios with CIs.
+python -m tasks.train.harness_cost --pairs 4 steps=20 > $R/harness_cost_vgg11.txt
 python -m tasks.train.harness_cost --reference --pairs 4 steps=20 > $R/harness_reference_vgg11.txt
 
 # 6. Scaling: 1 rank without DDP (sync=local), 2 ranks with DDP; VGG11's full gradients at smoke-size inputs.
