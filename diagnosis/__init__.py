@@ -23,7 +23,7 @@ from diagnosis.figures import RunView
 from diagnosis.finding import Finding, finding_from_dict, rank_findings
 from diagnosis.rules import RULES, noise_rule
 
-VERSION = 2          # 2: CPU contention rule, per_param estimate on full cores, lower-bound efficiency under overlap
+VERSION = 3          # 2: CPU contention, per_param on full cores, lower-bound efficiency; 3: no next command repeats the run
 
 
 def diagnose(record: dict, nccl_tests: dict | None = None, hta: bool = True) -> dict:

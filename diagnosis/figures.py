@@ -194,5 +194,8 @@ class RunView:
             else:
                 items[key] = f"{key}={str(value).lower() if isinstance(value, bool) else value}"
         prefix = " ".join(f"{k}={v}" for k, v in (env or {}).items())
-        cmd = " ".join(["python", "train.py", *(shlex.quote(o) for o in items.values())])
+        # an experiment preset may sweep (hydra.sweeper.params) and is refused without -m; every key it sweeps is
+        # pinned in the job's own overrides, so -m runs this one configuration
+        multirun = ["-m"] if "experiment" in items else []
+        cmd = " ".join(["python", "train.py", *multirun, *(shlex.quote(o) for o in items.values())])
         return f"{prefix} {cmd}" if prefix else cmd

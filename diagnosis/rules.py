@@ -155,9 +155,17 @@ def _sync_path(v, c, exposed_s, share, ref, evidence) -> Finding:
         why = "sync=flat packs, all-reduces and unpacks after backward: no overlap, and two copies of every gradient"
     elif not on_gpu:
         per_rank = max(1, (v.env.get("cpu_count") or 1) // _ranks_per_host(v))
-        change, env = {}, {"OMP_NUM_THREADS": per_rank}
-        why = ("on CPU the all-reduce's gloo threads compete with the compute threads of every rank on the host; "
-               f"{per_rank} intra-op thread(s) per rank leaves the cores to share rather than to fight over")
+        threads = next((p["work"]["torch_threads"] for p in v.result.get("per_rank") or [] if p.get("work")), None)
+        if threads is not None and threads <= per_rank:    # the threads already fit: fewer syncs, not fewer threads
+            k = max(4, 2 * int(v.result.get("accumulate") or 1))
+            change, env = {"accumulate": k}, None
+            why = (f"on CPU the all-reduce's gloo threads compete with the compute threads of every rank on the host, "
+                   f"and {threads} intra-op thread(s) per rank already fit the cores; accumulate={k} syncs once per "
+                   f"{k} micro-batches (DDP's no_sync), so the cores go to compute (the gloo thread's reply)")
+        else:
+            change, env = {}, {"OMP_NUM_THREADS": per_rank}
+            why = ("on CPU the all-reduce's gloo threads compete with the compute threads of every rank on the host; "
+                   f"{per_rank} intra-op thread(s) per rank leaves the cores to share rather than to fight over")
     else:
         change, env = {"bucket": DEFAULT_BUCKET_MB * 4}, None
         why = "DDP's calls run slower than alone: fewer, larger buckets cut per-call overhead"

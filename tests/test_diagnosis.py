@@ -118,6 +118,12 @@ def test_exposed_comm_with_low_efficiency_blames_the_sync_path():
     assert "sync path" in f["title"] and f["seed"].startswith("seed 000")
     assert f["saving"]["seconds"] == pytest.approx(min(0.03, 0.05 - 0.01))
     assert f["command"].startswith("OMP_NUM_THREADS=1 python train.py")       # CPU: gloo vs compute threads
+    for p in rec["result"]["per_rank"]:                                      # the threads already fit the cores:
+        p["work"] = {"torch_threads": 1, "cpu_s": 1.0, "wall_s": 2.0, "host_busy": 0.5, "voluntary_switches": 0,
+                     "involuntary_switches": 0, "steps": 40}
+    assert finding(rec, "exposed_comm.sync_path")["recommends"] == {"accumulate": 4}   # fewer syncs, not threads
+    rec["overrides"] = ["experiment=scaling", "world_size=2"]                # a sweep preset needs -m
+    assert finding(rec, "exposed_comm.sync_path")["command"].startswith("python train.py -m experiment=scaling")
     gpu = train(exposed_s=0.03, device="H100")
     gpu["result"]["comm"]["vs_microbench"] = vs(0.2, 0.05)
     assert finding(gpu, "exposed_comm.sync_path")["recommends"] == {"h2d": "side_stream"}   # the thread's own fix
