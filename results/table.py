@@ -243,6 +243,14 @@ def _warnings(cmp: Comparison) -> list[str]:
     if unsteady:
         out.append(f"not at steady state (steady = no): {', '.join(f'`{u}`' for u in unsteady)}; their warm-up was "
                    f"not enough or the machine changed during the window. Raise warmup_steps and run them again.")
+    claimed = [c.label for c in cmp.configs if c.speedup and c.speedup["verdict"] in ("faster", "slower")
+               and (len(c.ok) < 2 or len(cmp.configs[cmp.base].ok) < 2)]
+    if claimed:
+        out.append(f"one run per configuration behind {', '.join(f'`{u}`' for u in claimed)}: an interval from one run "
+                   "holds the noise inside it, not the spread between runs (another process start, allocator state, "
+                   "core placement), which can be larger: two rows of a 0.07 MB model called 0.66x and 0.68x "
+                   "'slower' from single runs were ~1 with repeats=3 (results/runs/time_to_verdict). Confirm with "
+                   "repeats=3.")
     return out
 
 

@@ -110,7 +110,7 @@ def test_noise_sentinel_warns_above_the_table_when_forward_moved_under_comm_knob
     base = _record(["bucket=25"], 0.100, 0, forward=0.030)
     moved = _record(["bucket=100"], 0.130, 1, seed=1, forward=0.045)  # DDP's bucket cannot change forward time
     table = build_table(_entries([base, moved]))
-    (warning,) = table.warnings
+    warning = table.warnings[0]     # the sentinel first; the single-run flag follows it
     assert warning.startswith("forward time varied by 50% between rows whose knobs do not touch it")
     assert "differences below 50% are not attributable" in warning
     assert table.markdown().startswith("> **Warning**: forward time varied by 50%")
@@ -201,3 +201,12 @@ def test_scaling_table_one_row_per_configuration_against_the_one_rank_baseline()
     assert ddp["scaling efficiency lo"] < ddp["scaling efficiency"] < ddp["scaling efficiency hi"]
     assert pp["speed-up"] == pytest.approx(2 * ddp["speed-up"], rel=0.05)
     assert t.rows[0]["verdict"] == "baseline" and "sync=local" in " ".join(t.notes)
+
+
+def test_a_verdict_from_single_runs_is_flagged_above_the_table():
+    base = _record(["bucket=25"], 0.100, 0)
+    fast = _record(["bucket=100"], 0.080, 1, seed=1)
+    table = build_table(_entries([base, fast]))
+    assert table.rows[1]["verdict"] == "faster"
+    assert any("one run per configuration behind `bucket=100`" in w for w in table.warnings)
+    assert "Confirm with repeats=3" in table.markdown()
