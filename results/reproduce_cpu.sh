@@ -3,15 +3,16 @@
 # Each block is the exact command; the tables are then regenerated from the records by results.report.
 # Every train comparison runs repeats=3 (interleaved), so each table row has a CI with run-to-run spread in it.
 # Run from the repository root:  bash results/reproduce_cpu.sh
-# Measured: 2 h 10 min on 2 quiet cores (2026-11-22, nothing else running but light editing); blocks below give their
-# share. On a busy machine it takes longer and the intervals get wider.
+# Measured: about 1 h 45 min on 2 quiet cores (2026-11-22, one block after another, nothing else running): block 1
+# 30 min, 2 15 min, 3 25 min, 4 3 min, 5 18 min, 6 1 min, 7 8 min, 8 4 min. On a busy machine it takes longer and the
+# intervals get wider.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 R=results/runs
 rm -rf "$R" results/tables
 export WANDB_MODE=disabled
 
-# 1. (~35 min, 18 jobs) The VGG11 thread at its real size (224x224, 471 MiB classifier) on 2 gloo ranks: DDP vs the
+# 1. (30 min, 18 jobs) The VGG11 thread at its real size (224x224, 471 MiB classifier) on 2 gloo ranks: DDP vs the
 #    thread's per-parameter loop vs one flat all-reduce; DDP with 100 MB buckets; the no-communication single-rank
 #    baseline; the raw-float folder of the thread instead of in-memory data. scale=auto on CPU measures adaptively
 #    (6..60 steps, until the median step is known to +-2%, at most measure.max_s=90 s per job).
@@ -21,12 +22,12 @@ python train.py -m sync=local world_size=1 repeats=3 logger=none hydra.sweep.dir
 python -m data.make_raw_folder --root data_raw/vgg11 --classes 10 --files-per-class 32
 python train.py -m data=raw_folder data.root=data_raw/vgg11 repeats=3 logger=none hydra.sweep.dir=$R/vgg11_raw_folder
 
-# 2. (~18 min, 27 jobs) The DDP knobs sweep of the product's headline command, plus its optim=none baseline, on VGG11
+# 2. (15 min, 27 jobs) The DDP knobs sweep of the product's headline command, plus its optim=none baseline, on VGG11
 #    with small inputs (gradients at full size: communication-bound, as on the thread's 16 nodes); 10 steps per run.
 python train.py -m optim=none,bf16,powersgd bucket=25,100,2000 model=vgg11 scale=smoke steps=10 repeats=3 logger=none \
   hydra.sweep.dir=$R/ddp_knobs_vgg11
 
-# 3. (~37 min, 30 jobs) The ViT-L/32 study's presets at smoke scale (ViT-L/32 at full parameter count, 64x64 inputs,
+# 3. (25 min, 30 jobs) The ViT-L/32 study's presets at smoke scale (ViT-L/32 at full parameter count, 64x64 inputs,
 #    2 ranks); 6 steps per run so that every run's median has a 95% interval.
 python train.py -m experiment=vit_ddp_optimizations scale=smoke steps=6 repeats=3 logger=none \
   hydra.sweep.dir=$R/vit_ddp_optimizations
