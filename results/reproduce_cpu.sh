@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The CPU reproductions committed under results/runs/ and results/tables/ (2-core, no-GPU machine, gloo).
 # Each block is the exact command; the tables are then regenerated from the records by results.report.
-# Every train comparison runs repeats=3 (interleaved), so each table row has a CI with run-to-run spread in it.
+# Train comparisons run repeats=3 (interleaved), so each row's CI holds the run-to-run spread; the exceptions are
+# the scaling sweep (block 6, one run per world size), the accumulate check (block 7, repeats=2) and the single-run
+# sweeps of the time-to-verdict benchmark (block 8), which exist to show what one run per row gives.
 # Run from the repository root:  bash results/reproduce_cpu.sh
-# Measured: about 1 h 45 min on 2 quiet cores (2026-11-22, one block after another, nothing else running): block 1
-# 30 min, 2 15 min, 3 25 min, 4 3 min, 5 18 min, 6 1 min, 7 8 min, 8 4 min. On a busy machine it takes longer and the
-# intervals get wider.
+# Measured: the blocks total about 1 h 45 min on 2 quiet cores (2026-11-22, run one at a time in a different order,
+# nothing else running): block 1 30 min, 2 15 min, 3 25 min, 4 3 min, 5 18 min, 6 1 min, 7 8 min, 8 4 min. On a busy
+# machine it takes longer and the intervals get wider.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 R=results/runs
@@ -33,12 +35,12 @@ python train.py -m experiment=vit_ddp_optimizations scale=smoke steps=6 repeats=
   hydra.sweep.dir=$R/vit_ddp_optimizations
 python train.py -m experiment=ddp_overhead scale=smoke steps=6 repeats=3 logger=none hydra.sweep.dir=$R/vit_ddp_overhead
 
-# 4. (~1 min) Collectives: the microbenchmark, the thread's gradient-sync comparison, the gloo thread's pair groups.
+# 4. (3 min) Collectives: the microbenchmark, the thread's gradient-sync comparison, the gloo thread's pair groups.
 python train.py -m task=collectives logger=none hydra.sweep.dir=$R/collectives
 python train.py -m task=grad_sync model=vgg11 logger=none hydra.sweep.dir=$R/grad_sync_vgg11
 python train.py -m task=pair_groups pairs=1,2,4,8 logger=none hydra.sweep.dir=$R/pair_groups
 
-# 5. (~20 min, 16 runs) What the harness costs on the default VGG11 run: per-phase timing on vs off, and the harness
+# 5. (18 min, 16 runs) What the harness costs on the default VGG11 run: per-phase timing on vs off, and the harness
 #    against a hand-written DDP loop of the same config; 4 interleaved pairs of 20-step runs each, ratios with CIs.
 python -m tasks.train.harness_cost --pairs 4 steps=20 > $R/harness_cost_vgg11.txt
 python -m tasks.train.harness_cost --reference --pairs 4 steps=20 > $R/harness_reference_vgg11.txt
@@ -52,12 +54,19 @@ python train.py -m accumulate=1,4 repeats=2 logger=none hydra.sweep.dir=$R/vgg11
 # 8. Time to a verdict (benchmark): the headline sweep at scale=smoke, one run per configuration against repeats=3,
 #    with the old fixed 3-step window (the issue's "today"), the fixed 6-step window and the adaptive one.
 T=$R/time_to_verdict
-python train.py -m optim=none,bf16 bucket=25,100 model=vgg11_tiny scale=smoke steps=3 logger=none \
+mkdir -p $T
+timed() {  # the sweep's wall time, with the machine's load before and after, into time_to_verdict.txt
+  echo "## $* (load before: $(cut -d' ' -f1-3 /proc/loadavg))" >> $T/time_to_verdict.txt
+  /usr/bin/time -a -o $T/time_to_verdict.txt -f "elapsed %e s, CPU %P" "$@"
+  echo "(load after: $(cut -d' ' -f1-3 /proc/loadavg))" >> $T/time_to_verdict.txt
+}
+echo "# Time to a verdict, $(nproc) cores, $(uname -m), $(date -u)" > $T/time_to_verdict.txt
+timed python train.py -m optim=none,bf16 bucket=25,100 model=vgg11_tiny scale=smoke steps=3 logger=none \
   hydra.sweep.dir=$T/fixed
-python train.py -m optim=none,bf16 bucket=25,100 model=vgg11_tiny scale=smoke logger=none hydra.sweep.dir=$T/fixed6
-python train.py -m optim=none,bf16 bucket=25,100 repeats=3 model=vgg11_tiny scale=smoke logger=none \
+timed python train.py -m optim=none,bf16 bucket=25,100 model=vgg11_tiny scale=smoke logger=none hydra.sweep.dir=$T/fixed6
+timed python train.py -m optim=none,bf16 bucket=25,100 repeats=3 model=vgg11_tiny scale=smoke logger=none \
   hydra.sweep.dir=$T/fixed6_repeats3
-python train.py -m optim=none,bf16 bucket=25,100 repeats=3 model=vgg11_tiny scale=smoke measure.policy=adaptive \
+timed python train.py -m optim=none,bf16 bucket=25,100 repeats=3 model=vgg11_tiny scale=smoke measure.policy=adaptive \
   logger=none hydra.sweep.dir=$T/adaptive
 
 # Diagnosis of each reproduction: every record holds its own (result.diagnosis) and every report has a Diagnosis
