@@ -387,6 +387,11 @@ def scaling_table(entries: list[Entry], title: str = "Scaling against world size
     if base is not None and base.get("sync") == "local":
         notes.append("The baseline trains without DDP (sync=local): the efficiency counts DDP's own cost at one rank "
                      "as a scaling loss, as the ViT study does.")
-    return Table(columns, rows, title=title, notes=notes, display=display,
+    firsts = {r["line"]: r for r in rows if r["baseline"]}
+    single = [f"`{r['configuration']}` ({r['world size']} ranks)" for r in rows
+              if r["verdict"] in ("faster", "slower") and min(r["runs"], firsts.get(r["line"], r)["runs"]) < 2]
+    warnings = [f"one run per world size behind {', '.join(single)}: these intervals hold the noise inside each run, "
+                "not the spread between runs, which can be larger. Confirm with repeats=3."] if single else []
+    return Table(columns, rows, title=title, notes=notes, display=display, warnings=warnings,
                  csv_only=["samples/s lo", "samples/s hi", "speed-up lo", "speed-up hi", "scaling efficiency lo",
                            "scaling efficiency hi", "method"])

@@ -201,6 +201,9 @@ def test_scaling_table_one_row_per_configuration_against_the_one_rank_baseline()
     assert ddp["scaling efficiency lo"] < ddp["scaling efficiency"] < ddp["scaling efficiency hi"]
     assert pp["speed-up"] == pytest.approx(2 * ddp["speed-up"], rel=0.05)
     assert t.rows[0]["verdict"] == "baseline" and "sync=local" in " ".join(t.notes)
+    assert t.warnings == []                                       # 3 runs each: no single-run warning
+    one = scaling_table(_entries([r for r in records if "repeat=0" in r["overrides"]]))
+    assert one.rows[1]["verdict"] in ("faster", "slower") and "one run per world size" in one.warnings[0]
 
 
 def test_a_verdict_from_single_runs_is_flagged_above_the_table():
