@@ -59,6 +59,15 @@ def free_host_bytes() -> int | None:
         return None
 
 
+TIMED_BLOCKS = 8  # a comm task's timed calls in 8 blocks: 8 samples, so the median has its 95% interval (n >= 6)
+
+
+def block_sizes(iters: int, blocks: int = TIMED_BLOCKS) -> list[int]:
+    """`iters` split into at most `blocks` near-equal contiguous blocks (the first ones one larger)."""
+    blocks = min(blocks, iters)
+    return [iters // blocks + (1 if i < iters % blocks else 0) for i in range(blocks)]
+
+
 def time_window(step: Callable[[], None], iters: int, device: torch.device, group=None) -> float:
     """Seconds per call of step() over `iters` back-to-back calls, after a barrier. Nothing in the window waits on
     the device; with NCCL on CUDA that is enforced (gloo's CUDA path synchronises its own streams on its threads,

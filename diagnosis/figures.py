@@ -150,32 +150,30 @@ class RunView:
     def works(self) -> list[dict]:
         return [r["work"] for r in self.result.get("per_rank") or [] if r.get("work")]
 
-    def other_load(self) -> float | None:
-        """Share of the host's CPUs that processes other than the ranks used over the window (one host only)."""
+    def _one_host(self) -> tuple[list[dict], int, float] | None:
+        """(the ranks' window counters, cores, the ranks' own CPU share of cores x window) on one host, or None."""
         works, cores = self.works(), self.env.get("cpu_count")
         if not works or not cores or len(self.env.get("hostnames") or []) != 1 or works[0].get("host_busy") is None:
             return None
         wall = max(w["wall_s"] for w in works)
-        mine = sum(w["cpu_s"] for w in works) / (cores * wall) if wall else 0.0
-        return max(0.0, works[0]["host_busy"] - mine)
+        return works, cores, sum(w["cpu_s"] for w in works) / (cores * wall) if wall else 0.0
+
+    def other_load(self) -> float | None:
+        """Share of the host's CPUs that processes other than the ranks used over the window (one host only)."""
+        host = self._one_host()
+        return None if host is None else max(0.0, host[0][0]["host_busy"] - host[2])
 
     def contention(self) -> dict | None:
         """The ranks on one CPU host fighting over its cores, from the window's counters: the cores are full
         (host_busy >= CONTENDED_BUSY), the ranks themselves fill them (>= CONTENDED_OWN of cores x wall), and the
         scheduler preempts each rank at least CONTENDED_SWITCHES times a second (another of its threads, or a peer's,
         wanted the core). None when a figure is missing or any of the three is not met."""
-        works, cores = self.works(), self.env.get("cpu_count")
-        if (len(works) < 2 or not cores or len(self.env.get("hostnames") or []) != 1
-                or works[0].get("host_busy") is None or self.result.get("device") != "cpu"):
+        host = self._one_host()
+        if host is None or len(host[0]) < 2 or not host[2] or self.result.get("device") != "cpu":
             return None
-        wall = max(w["wall_s"] for w in works)
-        if not wall:
-            return None
-        own = sum(w["cpu_s"] for w in works) / (cores * wall)
+        works, cores, own = host
         switches = statistics.median(w["involuntary_switches"] / w["wall_s"] for w in works if w["wall_s"])
-        cpu = [w["cpu_s"] for w in works]
-        out = {"cores": cores, "host_busy": works[0]["host_busy"], "own": own, "switches_per_s": switches,
-               "cpu_s": cpu, "cpu_spread": (max(cpu) - min(cpu)) / max(cpu) if max(cpu) else 0.0}
+        out = {"cores": cores, "host_busy": works[0]["host_busy"], "own": own, "switches_per_s": switches}
         contended = (out["host_busy"] >= CONTENDED_BUSY and own >= CONTENDED_OWN
                      and switches >= CONTENDED_SWITCHES)
         return out if contended else None

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
-from results.entries import _finite, _get, _is_noise, config_labels, override_items, varying_keys
+from results.entries import _finite, _get, _is_noise, _scaled, config_labels, override_items, varying_keys
 from stats.compare import NS as NO_DIFFERENCE
 from stats import aggregate_repeats, aggregate_throughput, compare_throughput, median_ci, noise_sentinel, verdict
 from stats.summary import CI_METHOD
@@ -358,9 +358,8 @@ def scaling_rows(entries: list, noise: float | None = None) -> list[dict]:
             row = {"configuration": own, "line": label,
                    "world size": int(n), "sync": c.first.result.get("sync"), "runs": len(c.ok),
                    "samples/s": tp.get(per), "samples/s lo": tp.get(per + "_lo"), "samples/s hi": tp.get(per + "_hi"),
-                   "exposed comm ms": None, "baseline": c is base}
-            exposed = c.median(lambda e: (e.result.get("comm") or {}).get("exposed_s"))
-            row["exposed comm ms"] = exposed * 1e3 if exposed is not None else None
+                   "exposed comm ms": _scaled(c.median(lambda e: (e.result.get("comm") or {}).get("exposed_s")), 1e3),
+                   "baseline": c is base}
             if c is base:
                 row.update({"speed-up": 1.0, "verdict": "baseline", "scaling efficiency": 1.0})
             else:

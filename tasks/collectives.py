@@ -19,8 +19,8 @@ import torch.distributed as dist
 from comm import CorrectnessError
 from comm import bandwidth as bw
 from comm.check import count_wrong, expected_output, fill_input
-from comm.measure import (all_gather_single, gather_all, rank_stats, reduce_scatter_single, resolve_device,
-                          synchronize, time_window)
+from comm.measure import (TIMED_BLOCKS, all_gather_single, block_sizes, gather_all, rank_stats, reduce_scatter_single,
+                          resolve_device, synchronize, time_window)
 import core.schema as schema
 from core.config import Host, check_buffers, expected_backend
 from core.errors import ConfigError
@@ -202,7 +202,7 @@ def run(ctx) -> dict | None:
             for mode in modes(c):
                 case = Case(op, mode, size, c, rank, world, device)
                 _warm_up(case, c.warmup_iters, ctx.backend, device)
-                blocks = [(time_window(case, n, device), n) for n in _block_sizes(c.iters)]
+                blocks = [(time_window(case, n, device), n) for n in block_sizes(c.iters)]
                 seconds = sum(t * n for t, n in blocks) / c.iters
                 wrong = run_check(case, c, c.check_iters, device, corrupt) if c.check_iters else None
                 entries.append({"op": op, "mode": mode, "requested": requested, "size": size,
@@ -227,14 +227,6 @@ def run(ctx) -> dict | None:
             f"({', '.join(sorted({r['op'] for r in result['rows'] if r['wrong']}))})",
             result)
     return result if ctx.is_main else None
-
-
-BLOCKS = 8     # timed blocks per case: the median's 95% interval needs >= 6 samples (stats.median_ranks)
-
-
-def _block_sizes(iters: int) -> list[int]:
-    blocks = min(BLOCKS, iters)
-    return [iters // blocks + (1 if i < iters % blocks else 0) for i in range(blocks)]
 
 
 def _warm_up(case: Case, iters: int, backend: str, device: torch.device) -> None:
@@ -324,7 +316,7 @@ def summarize(record: dict) -> str:
     lines = [
         f"# collectives (nccl-tests style): {r['world_size']} ranks, backend {r['backend']}, device {r['device']} "
         f"({r['device_name']}), {r['dtype']}",
-        f"# {r['warmup_iters']} warm-up + {r['iters']} timed iterations per size in up to {BLOCKS} blocks "
+        f"# {r['warmup_iters']} warm-up + {r['iters']} timed iterations per size in up to {TIMED_BLOCKS} blocks "
         f"({r['timing']}, barrier before each block); {r['check_iters']} untimed check round(s); time = total / iters, "
         "average over ranks; last columns: median over blocks with its 95% order-statistic interval (8 blocks: 96.9%; "
         "fewer than 6: min-max, below 95%); GB = 1e9 B",

@@ -13,7 +13,9 @@ could still run), and rank 0 how busy the whole host was (/proc/stat, every proc
 with the table is read from those numbers; the sweep over pairs shows how they grow together.
 
 The loop is timed in 8 contiguous blocks (rank 0's give the median time per all_reduce and its 95% interval, so a
-sweep over pairs can say whether a change is more than noise). Variants: pair_groups.async_op=true issues every
+sweep over pairs can say whether a change is more than noise). On GPU each block ends with a device synchronise, so
+the window holds 8 host syncs where it used to hold one; with NCCL's per-call round trip that is the thread's own
+wall-clock measure. Variants: pair_groups.async_op=true issues every
 all_reduce with async_op=True and waits for a block's at its end;
 backend=gloo|nccl; pair_groups.threads sets torch's intra-op threads and OMP_NUM_THREADS in every rank.
 """
@@ -28,7 +30,7 @@ import torch
 import torch.distributed as dist
 
 import core.schema as schema
-from comm.measure import gather_all, synchronize
+from comm.measure import block_sizes, gather_all, synchronize
 from stats import describe, fmt_ci
 from core.config import RANK_MEMORY_BYTES, Host, check_fits, on_gpus, ranks_per_node
 from core.errors import ConfigError
@@ -98,7 +100,7 @@ def run(ctx) -> dict | None:
     dist.barrier()
     host0 = _host_cpu_jiffies()
     ru0, cpu0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.process_time(), time.perf_counter()
-    block_walls, sizes = [], _block_sizes(p.iters)
+    block_walls, sizes = [], block_sizes(p.iters)
     for n in sizes:                 # contiguous blocks, no barrier between them: their sum is the whole loop
         b0 = time.perf_counter()
         loop(n)
@@ -119,14 +121,6 @@ def run(ctx) -> dict | None:
     dist.barrier()
     dist.destroy_process_group(mine)
     return _result(ctx, p, device, everyone) if ctx.is_main else None
-
-
-BLOCKS = 8     # the loop is timed in 8 contiguous blocks: 8 samples of the time per all_reduce, so it has an interval
-
-
-def _block_sizes(iters: int) -> list[int]:
-    blocks = min(BLOCKS, iters)
-    return [iters // blocks + (1 if i < iters % blocks else 0) for i in range(blocks)]
 
 
 def _host_cpu_jiffies() -> tuple[int, int] | None:
