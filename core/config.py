@@ -46,7 +46,7 @@ class Host:
     to the wrong machine, and the checks that need them are skipped: the compute nodes run them again."""
     gpus: int
     cpus: int
-    free_bytes: int | None          # host memory still free
+    free_bytes: int | None          # host memory still available (comm.measure.free_host_bytes)
     gpu_free_bytes: int | None      # the least free memory of any visible GPU (None without GPUs)
     ranks_started: bool = False     # this process is a rank already (torchrun, a Slurm task): nothing to spawn
 
@@ -97,7 +97,7 @@ def check_fits(cfg, host: Host, *, ranks: int, per_rank_bytes: int, what: str, f
                           f"{OVERSUBSCRIBE_LIMIT * host.cpus} ranks here). {fix}, {override}.")
     if host.free_bytes is not None and ranks * per_rank_bytes > host.free_bytes:
         raise ConfigError(f"{what}: {ranks} ranks need about {ranks * per_rank_bytes / gib:.1f} GiB of host memory "
-                          f"and {host.free_bytes / gib:.1f} GiB is free (room for "
+                          f"and {host.free_bytes / gib:.1f} GiB is available (room for "
                           f"{host.free_bytes // per_rank_bytes}). {fix}, {override}.")
 
 

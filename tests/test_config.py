@@ -187,7 +187,7 @@ def test_train_refuses_more_ranks_or_memory_than_the_host_holds_unless_told():
     accepted(["world_size=64", "oversubscribe=true"])
     small = Host(gpus=0, cpus=64, free_bytes=8 * GIB, gpu_free_bytes=None)
     message = refused(["world_size=8"], host=small)             # VGG11: 4 fp32 copies of 471 MiB + a process each
-    assert "8 ranks need about" in message and "8.0 GiB is free (room for 3)" in message
+    assert "8 ranks need about" in message and "8.0 GiB is available (room for 3)" in message
     accepted(["world_size=8", "model=vgg11_tiny"], host=small)
     accepted(["world_size=8", "oversubscribe=true"], host=small)
 
