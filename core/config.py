@@ -130,6 +130,12 @@ def check_buffers(cfg, host: Host, *, key: str, per_rank_bytes: int, what: str, 
 
 
 # -------------------------------------------------------------------------------------------------- Hydra's errors
+VALUE_HINTS = {   # keys whose value a user types with a unit or a word: what the value is, instead of a type hint
+    "bucket": "the bucket is a number of MB (DDP's bucket_cap_mb), e.g. bucket=25 or bucket=0.5; bucket=null leaves "
+              "DDP's default (25 MiB buckets, the first capped at 1 MiB).",
+}
+
+
 def nearest(word: str, candidates) -> str | None:
     found = difflib.get_close_matches(str(word), [str(c) for c in candidates], n=1, cutoff=0.6)
     return found[0] if found else None
@@ -193,6 +199,8 @@ def hydra_error(e: Exception, overrides: list[str]) -> ConfigError | None:
             guess = nearest(m.group(1), options)
             return ConfigError(f"{key}={m.group(1)!r} is not known; choose one of: {', '.join(options)}."
                                + (f" Did you mean {guess}?" if guess else ""))
+        if key in VALUE_HINTS:
+            return ConfigError(f"{shown}: {VALUE_HINTS[key]}")
         m = re.match(r"Value '(.*)' of type '(\w+)' could not be converted to (\w+)", msg)
         if m:
             return ConfigError(f"{shown}: must be {'a whole number' if m.group(3) == 'Integer' else 'a ' + m.group(3)}"

@@ -333,7 +333,7 @@ class Config:
     seed: int = MISSING
     oversubscribe: bool = MISSING
     sync: Sync = MISSING
-    bucket: Union[int, float] = gt(0)
+    bucket: Optional[Union[int, float]] = gt(0)     # MB; null: DDP's default (tasks/train/ddp.py: bucket_caps)
     ddp: DDPFlags = field(default_factory=DDPFlags)
     accumulate: int = ge(1)
     precision: Precision = MISSING

@@ -20,7 +20,9 @@ INPUT_SHARE = 0.10          # data wait + host-to-device copy above 10% of the s
 STRAGGLER_SHARE = 0.05      # one rank's extra work above 5% of the step
 TINY_BUCKET = 1 << 20       # "very many tiny buckets": more than MANY_BUCKETS, median under 1 MiB
 MANY_BUCKETS = 32
-DEFAULT_BUCKET_MB = 25      # DDP's own default bucket_cap_mb
+DDP_BUCKET_MB = 25          # DDP's bucket cap when bucket_cap_mb is left at None (bucket=null, the tool's default)
+DDP_FIRST_BUCKET = 1 << 20  # ... and its first bucket's cap then (an explicit bucket_cap_mb caps the first bucket too)
+LARGER_BUCKET_MB = 4 * DDP_BUCKET_MB
 CPU_BUSY = 0.8
 SAME_CPU = 0.5              # a straggler on a full CPU host must have used at least half its lag in extra CPU time
 MAX_STEPS = 200
@@ -167,8 +169,9 @@ def _sync_path(v, c, exposed_s, share, ref, evidence) -> Finding:
             why = ("on CPU the all-reduce's gloo threads compete with the compute threads of every rank on the host; "
                    f"{per_rank} intra-op thread(s) per rank leaves the cores to share rather than to fight over")
     else:
-        change, env = {"bucket": DEFAULT_BUCKET_MB * 4}, None
-        why = "DDP's calls run slower than alone: fewer, larger buckets cut per-call overhead"
+        change, env = {"bucket": LARGER_BUCKET_MB}, None
+        why = (f"DDP's calls run slower than alone: fewer, larger buckets (bucket={LARGER_BUCKET_MB}: 4x DDP's "
+               f"{DDP_BUCKET_MB} MiB) cut per-call overhead")
     gain = min(exposed_s, max(0.0, ref["sync_s"] - ref["achievable_s"]))
     return Finding(
         rule="exposed_comm.sync_path",
@@ -192,7 +195,7 @@ def _slow_link(v, c, exposed_s, share, ref, evidence) -> Finding:
     k = 4
     alternatives = (
         f"Other levers: optim=powersgd (far fewer bytes; its gradient error and bytes are measured by the run), "
-        f"bucket={DEFAULT_BUCKET_MB * 4} (fewer calls), or accumulate={k} (one sync per {k} micro-batches: "
+        f"bucket={LARGER_BUCKET_MB} (fewer calls), or accumulate={k} (one sync per {k} micro-batches: "
         f"~{ms(exposed_s * (1 - 1 / k))} ms less exposed time per {k} micro-batches, at {k}x the effective "
         "batch).")
     return Finding(
@@ -534,21 +537,22 @@ def bucket_layout(v: RunView) -> Finding | None:
                 ev("gradient bytes", total / 2**20, "MiB", "result.ddp.buckets.sizes_bytes", "counted"),
                 ev_ms("exposed communication per step", point(exposed, "DDP's reducer timers, probe steps"),
                       "result.comm.exposed_s")]
-    default_k = max(1, math.ceil(total / (DEFAULT_BUCKET_MB * 2**20)))
+    default_k = ddp_default_buckets(total)
+    stock = {"bucket": "null"}        # DDP's own default (the key's null: bucket_cap_mb=None)
     if len(sizes) == 1 and default_k > 1:
         gain = exposed * (1 - 1 / default_k)
         return Finding(
             rule="bucket_layout.one_bucket",
             title=f"One {total / 2**20:.0f} MiB bucket: the all-reduce can only start after the whole backward",
-            detail=(f"With bucket={DEFAULT_BUCKET_MB} DDP would build ~{default_k} buckets and all-reduce the first "
-                    "ones while backward computes the rest; only the last bucket's all-reduce stays exposed."),
+            detail=(f"With DDP's default buckets (bucket=null: {DDP_BUCKET_MB} MiB, the first capped at 1 MiB) DDP "
+                    f"would build ~{default_k} buckets and all-reduce the first ones while backward computes the rest; "
+                    "only the last bucket's all-reduce stays exposed."),
             evidence=evidence,
             seed=cite("003", "bucket_cap_mb=2000 put ViT-L/32's 1.2 GB of gradients in one bucket: no overlap; "
                              "11 smaller buckets overlapped backward"),
-            saving=_saving(v, gain, f"exposed x (1 - 1/{default_k}): all but the last of ~{default_k} equal buckets "
+            saving=_saving(v, gain, f"exposed x (1 - 1/{default_k}): all but the last of ~{default_k} buckets "
                                     "hidden, if backward is long enough to hide them", 0.0, exposed),
-            impact=v.fraction(exposed) or 0.0, recommends={"bucket": DEFAULT_BUCKET_MB},
-            command=v.command({"bucket": DEFAULT_BUCKET_MB}))
+            impact=v.fraction(exposed) or 0.0, recommends=stock, command=v.command(stock))
     if len(sizes) > MANY_BUCKETS and statistics.median(sizes) < TINY_BUCKET:
         sizes_micro = (v.result.get("microbench") or {}).get("sizes") or []
         latency = min((r["time_s"]["median"] for r in sizes_micro), default=None)
@@ -557,7 +561,8 @@ def bucket_layout(v: RunView) -> Finding | None:
             rule="bucket_layout.many_tiny",
             title=f"{len(sizes)} buckets of median {statistics.median(sizes) / 2**10:.0f} KiB: each all-reduce is "
                   "mostly per-call latency",
-            detail=f"bucket={DEFAULT_BUCKET_MB} would make ~{default_k} calls of the same bytes.",
+            detail=(f"DDP's default buckets (bucket=null: {DDP_BUCKET_MB} MiB, the first capped at 1 MiB) would make "
+                    f"~{default_k} calls of the same bytes."),
             evidence=evidence,
             seed=cite("003", "the bucket size trades overlap against per-call cost; the optimum depends on the model "
                              "and the machine"),
@@ -565,9 +570,15 @@ def bucket_layout(v: RunView) -> Finding | None:
                                                    "microbenchmark time, at most the exposed time", 0.0, exposed)
                     if gain is not None else Saving(None, how="needs the microbenchmark's per-call time "
                                                               "(diagnose.microbench=true)")),
-            impact=v.fraction(exposed) or 0.0, recommends={"bucket": DEFAULT_BUCKET_MB},
-            command=v.command({"bucket": DEFAULT_BUCKET_MB}))
+            impact=v.fraction(exposed) or 0.0, recommends=stock, command=v.command(stock))
     return None
+
+
+def ddp_default_buckets(total_bytes: int) -> int:
+    """About how many buckets DDP's default caps make of total_bytes (a first of ~1 MiB, then 25 MiB each)."""
+    if total_bytes <= DDP_FIRST_BUCKET:
+        return 1
+    return 1 + math.ceil((total_bytes - DDP_FIRST_BUCKET) / (DDP_BUCKET_MB * 2**20))
 
 
 def nccl_transport(v: RunView) -> Finding | None:

@@ -25,8 +25,10 @@ from stats.compare import NS as NO_DIFFERENCE
 from stats import aggregate_repeats, aggregate_throughput, compare_throughput, median_ci, noise_sentinel, verdict
 from stats.summary import CI_METHOD
 
-# the baseline's bucket: the config's default (conf/config.yaml), read once, never restated in code
-DEFAULT_BUCKET_MB = OmegaConf.load(Path(__file__).resolve().parent.parent / "conf" / "config.yaml").bucket
+# the baseline's bucket: the config's default (conf/config.yaml: null, DDP's own), read once, never restated in code;
+# records made before it was null ran bucket=25, which caps the first bucket at 25 MiB too (not stock DDP)
+DEFAULT_BUCKET = OmegaConf.load(Path(__file__).resolve().parent.parent / "conf" / "config.yaml").bucket
+EXPLICIT_25_MB = 25.0
 NOISE = 0.02
 NO_INTERVAL = "no interval"
 SENTINEL_PHASES = ("forward", "data")
@@ -167,24 +169,36 @@ def _step(c: Config) -> dict | None:
 # ------------------------------------------------------------------------------------------- comparison
 
 
-def _is_default_baseline(c: Config) -> bool:
+def _bucket_of(c: Config) -> str | float | None:
+    """"default" for DDP's own bucket setting (bucket=null; the record says "default"), else the MB asked."""
+    bucket = c.first.knob("bucket")
+    if bucket in (None, "default") and str(c.first.knob("sync") or "ddp") == "ddp":
+        return "default" if bucket == "default" or DEFAULT_BUCKET is None else None
     try:
-        bucket = float(c.first.knob("bucket"))
+        return float(bucket)
     except (TypeError, ValueError):
-        return False
-    return str(c.first.knob("optim")) == "none" and bucket == DEFAULT_BUCKET_MB
+        return None
 
 
 def choose_baseline(configs: list[Config]) -> tuple[int | None, str]:
-    """The configuration speed-ups are measured against, and why: optim=none with the default bucket (25 MB) if
-    there is one, else the first; only task=train configurations with a finished run count."""
+    """The configuration speed-ups are measured against, and why (the why names the bucket rule): optim=none with
+    DDP's default bucket (bucket=null: stock DDP) if there is one; else optim=none with bucket=25, the tool's
+    default before it left DDP's own (the committed reproductions' records), which caps the first bucket at 25 MiB;
+    else the first. Only task=train configurations with a finished run count."""
     candidates = [i for i, c in enumerate(configs) if c.task == "train" and c.throughput]
     if len(candidates) < 2:
         return None, ""
-    for i in candidates:
-        if _is_default_baseline(configs[i]):
-            return i, f"optim=none with the default bucket ({DEFAULT_BUCKET_MB} MB)"
-    return candidates[0], f"first finished job: no finished job with optim=none and bucket={DEFAULT_BUCKET_MB}"
+    plain = [i for i in candidates if str(configs[i].first.knob("optim")) == "none"]
+    for i in plain:
+        if _bucket_of(configs[i]) == "default":
+            return i, ("optim=none with DDP's default bucket (bucket=null: 25 MiB buckets, the first capped at 1 MiB: "
+                       "stock DDP)")
+    for i in plain:
+        if _bucket_of(configs[i]) == EXPLICIT_25_MB:
+            return i, ("optim=none with bucket=25 (every bucket capped at 25 MiB, the first too: the tool's default "
+                       "before it left DDP's own; stock DDP caps the first bucket at 1 MiB), as no finished job ran "
+                       "DDP's default bucket")
+    return candidates[0], "first finished job: no finished job with optim=none and DDP's default bucket (or bucket=25)"
 
 
 def _per_sample(base: Config, c: Config) -> bool:

@@ -47,7 +47,7 @@ def test_every_experiment_composes_and_resolves(experiment):
 def test_defaults_are_the_thread_setting_on_this_machine():
     plain = accepted([])
     assert plain["model"]["name"] == "vgg11" and plain["data"]["image_size"] == 224
-    assert plain["sync"] == "ddp" and plain["bucket"] == 25 and plain["world_size"] >= 1
+    assert plain["sync"] == "ddp" and plain["bucket"] is None and plain["world_size"] >= 1
     assert type(plain["sync"]) is str and type(plain["collectives"]["ops"][0]) is str   # the ranks get plain values
 
 
@@ -88,7 +88,8 @@ BAD = [
     (["optim=nope"], "optim=nope is not an option of optim; choose one of: bf16, fp16, none, powersgd. "
                      "Did you mean optim=none?"),
     (["optim=bf16,powersgd"], "needs -m"),
-    (["+bucket=3"], "+bucket=...: bucket is in the config already; set it without the +: bucket=3"),
+    (["+accumulate=3"], "+accumulate=...: accumulate is in the config already; set it without the +: accumulate=3"),
+    (["bucket=25MB"], "bucket=25MB: the bucket is a number of MB (DDP's bucket_cap_mb), e.g. bucket=25"),
     (["collectives.ops=[allreduce]"], "Did you mean all_reduce?"),
     (["collectives.ops=all_reduce"], "must be a list, e.g. collectives.ops=[all_reduce]"),
     # refused by the checks, in the job, before any rank starts
@@ -97,7 +98,7 @@ BAD = [
     (["bucket=0"], "bucket=0: must be > 0"),
     (["accumulate=0"], "accumulate=0: must be >= 1"),
     (["world_size=0"], "world_size=0: must be >= 1"),
-    (["~bucket"], "bucket has no value"),
+    (["~accumulate"], "accumulate has no value"),
     (["model=vgg11", "model.arch=vit"], "model.arch=vit does not fit model=vgg11"),
     (["model=timm", "model.name=not_a_model_xyz"], "is not a timm model"),
     (["optim=bf16", "sync=per_param"], "needs sync=ddp"),

@@ -307,11 +307,13 @@ def test_one_bucket_and_many_tiny_buckets():
     one = train(exposed_s=0.02)
     one["result"]["ddp"] = {"buckets": {"count": 1, "sizes_bytes": [500 * 2**20]}}
     f = finding(one, "bucket_layout.one_bucket")
-    assert f["recommends"] == {"bucket": 25} and f["saving"]["seconds"] == pytest.approx(0.02 * (1 - 1 / 20))
+    # DDP's own default (bucket=null), not an explicit 25: 25 MiB buckets after a first one of ~1 MiB (21 here)
+    assert f["recommends"] == {"bucket": "null"} and f["saving"]["seconds"] == pytest.approx(0.02 * (1 - 1 / 21))
+    assert "bucket=null" in f["command"] and "the first capped at 1 MiB" in f["detail"]
     tiny = train(exposed_s=0.02)
     tiny["result"]["ddp"] = {"buckets": {"count": 100, "sizes_bytes": [100_000] * 100}}
     tiny["result"]["microbench"] = {"sizes": [{"bytes": 100_000, "calls": 100, "time_s": {"median": 1e-4}}]}
-    assert finding(tiny, "bucket_layout.many_tiny")["saving"]["seconds"] == pytest.approx(min(0.02, 1e-4 * 99))
+    assert finding(tiny, "bucket_layout.many_tiny")["saving"]["seconds"] == pytest.approx(min(0.02, 1e-4 * 98))
     four = train(exposed_s=0.02)
     four["result"]["ddp"] = {"buckets": {"count": 4, "sizes_bytes": [25 * 2**20] * 4}}
     assert not any(r.startswith("bucket_layout") for r in rules(four))
@@ -390,6 +392,8 @@ def test_checked_estimate_needs_exactly_the_recommended_change():
     a = {"sync": "per_param", "bucket": 25, "optim": {"name": "none"}, "logger": {"name": "none"}}
     assert matches(a, {**a, "sync": "ddp", "logger": {"name": "wandb"}}, {"sync": "ddp"})
     assert not matches(a, {**a, "sync": "ddp", "bucket": 100}, {"sync": "ddp"})
+    assert matches(a, {**a, "bucket": None}, {"bucket": "null"})        # the record's null is the command's bucket=null
+    assert not matches(a, a, {"bucket": "null"})
     assert matches({**a, "sync": "ddp"}, {**a, "sync": "ddp", "optim": {"name": "bf16", "x": 1}}, {"optim": "bf16"})
     assert not checked_estimates([])
 

@@ -19,6 +19,40 @@ from tasks.train.sync import Sync
 COMPRESSED_DTYPE = {"fp16": torch.float16, "bf16": torch.bfloat16}
 ALWAYS_TIMED = 10   # DDP times its synchronised iterations 1..10 whatever the sample rate (Reducer::should_collect_runtime_stats)
 QUIET_SAMPLE_RATE = 1 << 30  # runtime stats sampled so rarely that no measured step ever is
+MIB = 1 << 20
+
+
+def bucket_cap_mb(bucket) -> float | None:
+    """conf's `bucket` as DDP's bucket_cap_mb: null leaves DDP's own default (stock DDP), a number is passed as is."""
+    return None if bucket is None else float(bucket)
+
+
+def bucket_caps(bucket) -> tuple[int, int]:
+    """(first bucket's cap, every other bucket's cap) in bytes, as DDP derives them from bucket_cap_mb
+    (torch/nn/parallel/distributed.py, _BucketCapacityConfig.create, torch 2.14): bucket_cap_mb=None gives 25 MiB
+    buckets with the first capped at dist._DEFAULT_FIRST_BUCKET_BYTES (1 MiB); an explicit bucket_cap_mb caps every
+    bucket at that size, the first too (bucket=25 is not stock DDP). After the first step the reducer rebuilds the
+    buckets in the order gradients became ready, so the first bucket holds the first gradients backward produces
+    (the output layers): the small first cap lets the first all-reduce start early. Asks torch's own bucket config
+    where it has one."""
+    mb = bucket_cap_mb(bucket)
+    try:
+        from torch.nn.parallel.distributed import _BucketCapacityConfig
+
+        c = _BucketCapacityConfig.create(mb, None, False)
+        return c.first_bucket_bytes_cap, c.bucket_bytes_cap
+    except (ImportError, AttributeError, TypeError):     # older torch: the same rule, stated here
+        cap = int((25 if mb is None else mb) * MIB)
+        return (dist._DEFAULT_FIRST_BUCKET_BYTES if mb is None else cap), cap
+
+
+def bucket_rule(bucket) -> str:
+    """The bucket setting in words, for the record and the summary."""
+    first, cap = bucket_caps(bucket)
+    if bucket is None:
+        return (f"DDP's default (bucket_cap_mb=None): {cap / MIB:g} MiB buckets, the first capped at "
+                f"{first / MIB:g} MiB")
+    return f"bucket_cap_mb={float(bucket):g}: every bucket capped at {cap / MIB:g} MiB, the first too"
 
 
 def synchronised_iterations(steps: int, accumulate: int, static_graph: bool) -> int:
@@ -103,7 +137,7 @@ class DDPSync(Sync):
             self.model = DDP(
                 model,
                 device_ids=[device.index] if device.type == "cuda" else None,
-                bucket_cap_mb=float(cfg.bucket),
+                bucket_cap_mb=bucket_cap_mb(cfg.bucket),
                 static_graph=static_graph,
                 gradient_as_bucket_view=bool(cfg.ddp.gradient_as_bucket_view),
                 find_unused_parameters=bool(cfg.ddp.find_unused_parameters),
@@ -165,9 +199,9 @@ class DDPSync(Sync):
         pass  # DDP all-reduces inside backward
 
     def buckets(self) -> list[int]:
-        """Bucket sizes in bytes as DDP reports it built them (after its rebuild on the first step), so a bucket
-        sweep shows what really changed (e.g. a tensor larger than the cap gets a bucket of its own; older torch
-        versions also capped the first bucket at 1 MiB)."""
+        """Bucket sizes in bytes as DDP reports it built them (after its rebuild on the first step, in the order
+        they are all-reduced), so a bucket sweep shows what really changed (e.g. a tensor larger than the cap gets
+        a bucket of its own, and DDP's default caps the first bucket at 1 MiB: bucket_caps)."""
         data = self.model._get_ddp_logging_data()
         sizes = data.get("rebuilt_bucket_sizes") or data.get("bucket_sizes") or ""
         return [int(s) for s in str(sizes).split(",") if s.strip()]
@@ -197,9 +231,13 @@ class DDPSync(Sync):
         """What DDP reports it is doing (its own logging data), not what the config asked for."""
         data = self.model._get_ddp_logging_data()
         sizes = self.buckets()
+        first, cap = bucket_caps(self.cfg.bucket)
         out = {
-            "bucket_cap_mb": float(self.cfg.bucket),
-            "buckets": {"count": len(sizes), "sizes_bytes": sizes},
+            "bucket_cap_mb": "default" if self.cfg.bucket is None else float(self.cfg.bucket),
+            "bucket_caps": {"first_bytes": first, "bytes": cap, "rule": bucket_rule(self.cfg.bucket)},
+            "buckets": {"count": len(sizes), "sizes_bytes": sizes,
+                        "rebuilt": bool(data.get("has_rebuilt_buckets") or data.get("rebuilt_bucket_sizes")),
+                        "order": "all-reduce order: the first bucket holds the gradients backward produces first"},
             "static_graph": bool(self.model.static_graph),
             "gradient_as_bucket_view": bool(data.get("gradient_as_bucket_view")),
             "find_unused_parameters": bool(data.get("find_unused_parameters")),

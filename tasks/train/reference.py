@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from models import build_model
+from tasks.train.ddp import bucket_cap_mb
 from stats import block_throughput, fmt_ci
 from tasks.train.check import check as train_check
 from tasks.train.result import thread_counts
@@ -28,7 +29,8 @@ def run(ctx) -> dict | None:
     cfg, device = ctx.cfg, ctx.device
     torch.manual_seed(cfg.seed)
     model = build_model(cfg.model, cfg.data.image_size).to(device)
-    model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None, bucket_cap_mb=float(cfg.bucket))
+    model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
+                bucket_cap_mb=bucket_cap_mb(cfg.bucket))
     optimizer = torch.optim.SGD(model.parameters(), lr=cfg.solver.lr, momentum=cfg.solver.momentum)
     size = cfg.data.image_size
     x = torch.randn(cfg.batch_size, 3, size, size, device=device)

@@ -216,6 +216,13 @@ def summarize(record: dict) -> str:
             + (f", backward compute {f(c['backward_compute_s'])} ms" if c["backward_compute_s"] is not None else ""),
             f"  algbw {f(c['algbw_GBps'], 1)} GB/s  busbw {f(c['busbw_GBps'], 1)} GB/s  ({c['method']})",
         ]
+        caps, built = (r.get("ddp") or {}).get("bucket_caps"), (r.get("ddp") or {}).get("buckets") or {}
+        if caps:
+            sizes = built.get("sizes_bytes") or []
+            shown = ", ".join(f"{b / 1e6:.3g}" for b in sizes[:8]) + (", ..." if len(sizes) > 8 else "")
+            lines.append(f"  buckets: {caps['rule']}; " + (f"as built after DDP's rebuild, in all-reduce order: {shown} MB"
+                                                             if built.get("rebuilt") else f"as first built: {shown} MB "
+                                                             "(DDP had not rebuilt them yet)"))
     acc = r["accuracy"]
     lines.append("")
     lines.append(f"loss {acc['final_loss']:.4f}" + (f"   gradient rel. error vs exact fp32 all-reduce "
