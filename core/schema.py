@@ -66,7 +66,8 @@ class Sync(StrEnum):
 
 
 class Precision(StrEnum):
-    fp32 = "fp32"
+    fp32 = "fp32"                # torch's defaults (tasks/train/loop.py: set_precision)
+    fp32_strict = "fp32_strict"  # no TF32 anywhere
     tf32 = "tf32"
     bf16 = "bf16"
 

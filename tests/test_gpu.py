@@ -21,6 +21,7 @@ def test_nccl_ddp_world_size_1(tmp_path):
     r = ok(run_train([*SMALL, "backend=nccl", "sync=ddp"], tmp_path))
     assert r["backend"] == "nccl" and r["device"] == "cuda"
     assert r["comm"]["time_s"] is not None
+    assert r["precision_flags"]["cudnn_allow_tf32"] is True      # precision=fp32 keeps torch's TF32 convolutions
 
 
 @two_gpus

@@ -119,3 +119,5 @@ def test_train_reference_runs_as_its_own_task(tmp_path):
     assert r["steps"] == 6 and r["world_size"] == 2 and r["throughput"]["n_blocks"] == 6
     assert r["throughput"]["ci_lo"] <= r["throughput"]["steps_per_s"] <= r["throughput"]["ci_hi"]
     assert len(r["threads"]) == 2 and all(c > 0 for c in r["cpu_s_per_step"])
+    # the same precision path as task=train (torch's TF32 defaults unless asked otherwise), recorded
+    assert r["precision"] == "fp32" and r["precision_flags"]["cudnn_allow_tf32"] is True
