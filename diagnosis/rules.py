@@ -655,5 +655,47 @@ def grad_sync_per_param(v: RunView) -> Finding | None:
                           f"model={get(v.config, 'model', 'name') or 'vgg11'}"]))
 
 
+def powersgd_sync(v: RunView) -> Finding | None:
+    """PowerSGD's lost overlap is not this tool's doing: torch's hook synchronises the device in every bucket's
+    decompression (torch.cuda.synchronize, powerSGD_hook.py), and on gloo this tool runs its buckets one after
+    another (tasks/train/ddp.py: serialized) so that ranks issue them in the same order. Said whatever the noise: it is
+    how the run was made, not a timing."""
+    if v.task != "train" or v.result.get("optim") != "powersgd" or v.world_size < 2:
+        return None
+    layer = v.result.get("device_layer") or {}
+    ddp = v.result.get("ddp") or {}
+    device_sync = v.result.get("device") == "cuda" or (layer.get("comm_hook_device_syncs") or 0) > 0
+    serialized = bool(ddp.get("serialized"))
+    if not (device_sync or serialized):
+        return None
+    exposed = get(v.result, "comm", "exposed_s")
+    why = []
+    if device_sync:
+        why.append("torch's PowerSGD hook calls torch.cuda.synchronize(device) in every bucket's decompression "
+                   "(torch/distributed/algorithms/ddp_comm_hooks/powerSGD_hook.py): the host waits for the whole "
+                   "device there, so backward's remaining work is not queued while a bucket is all-reduced. That is "
+                   "torch's own sync, in any training that uses the hook, not this tool's; the record names it "
+                   "(device_layer.window_unchecked_because)")
+    if serialized:
+        why.append("on gloo this tool waits for each bucket's PowerSGD before DDP hands over the next (ddp.serialized: "
+                   "gloo's callback threads could otherwise issue different buckets' all-reduces in different orders "
+                   "on different ranks), so the buckets do not overlap each other or backward here")
+    evidence = [ev_ms("exposed communication per step", point(exposed, "DDP's reducer timers, probe steps"),
+                      "result.comm.exposed_s")]
+    if layer.get("comm_hook_device_syncs") is not None:
+        evidence.append(ev("device-wide syncs from the comm hook", layer["comm_hook_device_syncs"], "",
+                           "result.device_layer.comm_hook_device_syncs", "counted by the fake device"))
+    return Finding(
+        rule="powersgd_sync", qualitative=True,
+        title="PowerSGD's lost overlap is " + ("torch's own device sync in every bucket" if device_sync else
+                                               "its buckets run one after another on gloo"),
+        detail="; ".join(why) + ". Compare its samples/s with optim=bf16, whose hook does not synchronise.",
+        evidence=evidence,
+        seed=cite("003", "PowerSGD worked best with a single bucket: with one bucket there is no overlap to lose"),
+        saving=Saving(None, how="no setting of this tool removes torch's sync; optim=bf16 or one bucket (the ViT "
+                                "study's PowerSGD setting) measures the alternative"),
+        impact=v.fraction(exposed) or 0.0, recommends={"optim": "bf16"}, command=v.command({"optim": "bf16"}))
+
+
 RULES = (exposed_comm, per_param, ddp_world_size_1, input_pipeline, oversubscription, straggler, bucket_layout,
-         nccl_transport, grad_sync_per_param)
+         nccl_transport, grad_sync_per_param, powersgd_sync)

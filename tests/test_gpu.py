@@ -55,7 +55,11 @@ def test_bf16_hook_on_nccl(tmp_path):
 def test_powersgd_on_nccl(tmp_path):
     r = ok(run_train([*SMALL, "backend=nccl", "optim=powersgd", "h2d=non_blocking", "warmup_steps=3"], tmp_path))
     assert r["ddp"]["comm_hook"] == "powerSGD_hook" and r["ddp"]["powersgd_iter"] > 2
-    assert 0 < r["accuracy"]["grad_rel_error"] and r["device_layer"]["window_sync_check"] == "error"
+    # torch's hook synchronises the device in every bucket (torch.cuda.synchronize, which set_sync_debug_mode does
+    # not catch): the window cannot be checked, and the record says why (issue 19.4)
+    assert 0 < r["accuracy"]["grad_rel_error"] and r["device_layer"]["window_sync_check"] == "off"
+    assert "torch.cuda.synchronize(device)" in r["device_layer"]["window_unchecked_because"]
+    assert any(f["rule"] == "powersgd_sync" for f in r["diagnosis"]["findings"])
 
 
 def test_the_window_turns_a_host_sync_into_an_error():

@@ -159,17 +159,18 @@ class DDPSync(Sync):
         self.hook_state = None
         self.serialized = False
         if self.optim != "none":
-            self.hook_state, hook = self._hook()
+            self.hook_state, hook = self._hook(dev)
             self.hook = counting(hook)
             self.model.register_comm_hook(self.hook_state, self.hook)
         # Runtime stats are only sampled in the untimed probe steps (on GPU sampling synchronises the host).
         self.disable_runtime_stats()
 
-    def _hook(self):
+    def _hook(self, dev):
+        """The comm hook as it runs on this rank's device (dev.comm_hook: the fake device watches its syncs)."""
         if self.optim == "fp16":
-            return None, default_hooks.fp16_compress_hook
+            return None, dev.comm_hook(default_hooks.fp16_compress_hook)
         if self.optim == "bf16":
-            return None, default_hooks.bf16_compress_hook
+            return None, dev.comm_hook(default_hooks.bf16_compress_hook)
         o = self.cfg.optim
         state = powerSGD_hook.PowerSGDState(
             process_group=None,
@@ -182,7 +183,7 @@ class DDPSync(Sync):
             random_seed=int(o.random_seed),
             batch_tensors_with_same_shape=bool(o.batch_tensors_with_same_shape),
         )
-        hook = powerSGD_hook.batched_powerSGD_hook if o.batched else powerSGD_hook.powerSGD_hook
+        hook = dev.comm_hook(powerSGD_hook.batched_powerSGD_hook if o.batched else powerSGD_hook.powerSGD_hook)
         if dist.get_backend() == "gloo":
             self.serialized = True
             return state, serialized(hook)
