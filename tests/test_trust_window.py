@@ -91,3 +91,23 @@ def test_without_timing_the_rule_reads_block_walls_and_the_agreement_is_not_grad
     finally:
         counter.uninstall()
     assert m["precision_of"].startswith("block wall clock") and 6 <= m["steps"] <= 12
+
+
+def test_the_profiler_steps_between_blocks_never_inside_one():
+    """Issue 19.5: prof.step() ran inside a timed block, and where its schedule ends torch synchronises the device and
+    writes the trace. `between` runs after each block's wall clock is taken; on the fake device its device sync there
+    is allowed, where inside the window it would be an error."""
+    from device.fake import FakeDevice
+
+    timer, seen = FakeTimer(), []
+    w = Window(cfg("fixed", steps=12, block=2), torch.device("cpu"), timer)
+    with FakeDevice() as dev:
+        def profiler_step():
+            seen.append(len(w.walls))
+            dev.synchronize()            # what the profiler's end does on a GPU (torch.cuda.synchronize)
+
+        for n in w.blocks(between=profiler_step):
+            with dev.window(strict=True):
+                for _ in range(n):
+                    timer.times.append(0.01)
+    assert seen == [1, 2, 3, 4, 5, 6] and w.sizes == [2] * 6

@@ -98,13 +98,12 @@ def run(ctx) -> dict | None:
     bar.set_description("measured")
     strict, unchecked_because = window_sync_check(cfg, ctx.backend, dev.kind)
     with profiler(cfg, ctx) as prof:
-        for block in window.blocks():
+        for block in window.blocks(between=prof.step):  # the profiler steps between blocks: its schedule counts blocks
             with dev.window(strict):
                 for _ in range(block):
                     maybe_fail(cfg, ctx.rank, step)
                     losses.append(train_step())
                     ctx.progress["measured_steps_done"] = len(losses)
-                    prof.step()
                     bar.update()
                     step += 1
     calls, py_bytes = counter.stop()
@@ -195,8 +194,10 @@ class _NoProfiler:
 
 
 def profiler(cfg, ctx):
-    """torch.profiler over a wait/warm-up/active schedule, one Chrome trace per rank; on GPU also the CUDA profiler
-    API range, so `nsys profile --capture-range=cudaProfilerApi` captures the measured window."""
+    """torch.profiler over a wait/warm-up/active schedule of timed blocks, one Chrome trace per rank; on GPU also the
+    CUDA profiler API range, so `nsys profile --capture-range=cudaProfilerApi` captures the measured window. It is
+    stepped between blocks, never inside one: where its schedule ends, torch/autograd/profiler.py synchronises the
+    device and the trace is written, which inside a timed block would be timed."""
     if not cfg.profile.enabled:
         return _NoProfiler()
     from torch.profiler import ProfilerActivity, profile, schedule

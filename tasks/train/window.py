@@ -51,7 +51,9 @@ class Window:
         """For a progress bar: exact for policy=fixed, the cap for adaptive."""
         return self.min_steps if self.policy == "fixed" else self.max_steps
 
-    def blocks(self):
+    def blocks(self, between=None):
+        """The size of each timed block, in turn. between(): called after each block, outside its timed span (the
+        profiler steps there: its schedule's end synchronises the device and writes the trace)."""
         start = time.perf_counter()
         while True:
             n = self._next_size()
@@ -62,6 +64,8 @@ class Window:
             device_sync(self.device)
             self.walls.append(time.perf_counter() - t0)
             self.sizes.append(n)
+            if between is not None:
+                between()
             stop = self._stop(time.perf_counter() - start)
             self.window_s = time.perf_counter() - start
             if stop:
