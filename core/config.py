@@ -31,12 +31,33 @@ def gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
+def asked_gpus_per_node(launcher) -> int | None:
+    """The GPUs a launcher=slurm job asks for on each node (launcher.gpus_per_node, else the count in launcher.gres,
+    e.g. gpu:8 or gpu:a100:8); None for a launcher that runs here."""
+    if not launcher or launcher.get("name") != "slurm":
+        return None
+    if launcher.get("gpus_per_node"):
+        return int(launcher["gpus_per_node"])
+    gres = str(launcher.get("gres") or "")
+    m = re.fullmatch(r"gpu(?::[\w.-]+)?:(\d+)", gres.split(",")[0].strip()) or re.fullmatch(r"gpu", gres.strip())
+    return (int(m.group(1)) if m.groups() else 1) if m else 0
+
+
+def gpus_for(root) -> int:
+    """GPUs of the machine the ranks run on: for launcher=slurm the nodes the job asks for (the same answer on the
+    login node that submits and on the compute nodes), else this one's."""
+    asked = asked_gpus_per_node(OmegaConf.select(root, "launcher", default=None) if root is not None else None)
+    return gpu_count() if asked is None else asked
+
+
 def register_resolvers() -> None:
-    """${gpu_or:A,B}: A on a machine with a GPU, else B. ${gpu_count:}: GPUs visible here."""
+    """${gpu_or:A,B}: A where the ranks get GPUs, else B. ${gpu_count:}: their node's GPUs. Both read the ranks'
+    machines (gpus_for): a Slurm submission resolves scale=auto for its compute nodes, not the login node."""
     if not OmegaConf.has_resolver("gpu_or"):
-        OmegaConf.register_new_resolver("gpu_or", lambda on_gpu, on_cpu: on_gpu if gpu_count() > 0 else on_cpu)
-    if not OmegaConf.has_resolver("gpu_count"):
-        OmegaConf.register_new_resolver("gpu_count", lambda: gpu_count())   # looked up when resolved: tests inject
+        OmegaConf.register_new_resolver("gpu_or", lambda on_gpu, on_cpu, _root_: on_gpu if gpus_for(_root_) > 0
+                                        else on_cpu)
+    if not OmegaConf.has_resolver("gpu_count"):   # looked up when resolved: tests inject
+        OmegaConf.register_new_resolver("gpu_count", lambda _root_: gpus_for(_root_))
 
 
 # -------------------------------------------------------------------------------------------------------- the host

@@ -212,6 +212,25 @@ def test_submitting_from_a_gpu_less_login_node(overrides):
     accepted(overrides, host=LOGIN_NODE, submitting=True)
 
 
+def test_a_slurm_submission_resolves_scale_auto_for_the_nodes_it_asks_for(recwarn):
+    """Issue 19.6: ${gpu_or:...} counted the GPU-less login node's GPUs, so a GPU job was checked with CPU values
+    (warm-up 2, steps 6, max_steps 60): steps=100 and optim.start_iter=10 were refused, and a false warm-up warning
+    printed. The nodes' GPUs are what launcher.gpus_per_node (or launcher.gres) asks for."""
+    gpu_job = ["launcher=slurm", "launcher.gpus_per_node=1"]
+    plain = accepted(gpu_job, host=LOGIN_NODE, submitting=True)
+    assert (plain["warmup_steps"], plain["steps"], plain["measure"]["max_steps"], plain["batch_size"]) == (11, 50, 500,
+                                                                                                          128)
+    assert not [w for w in recwarn if "warmup_steps" in str(w.message)]
+    accepted([*gpu_job, "steps=100"], host=LOGIN_NODE, submitting=True)
+    accepted([*gpu_job, "optim=powersgd", "optim.start_iter=10"], host=LOGIN_NODE, submitting=True)
+    assert accepted(["launcher=slurm", "launcher.gres=gpu:a100:8"], host=LOGIN_NODE, submitting=True)["steps"] == 50
+    # a CPU job (no GPUs asked) keeps the CPU values, on the login node and in the job alike
+    cpu = accepted(["launcher=slurm"], host=LOGIN_NODE, submitting=True)
+    assert (cpu["warmup_steps"], cpu["steps"], cpu["measure"]["max_steps"]) == (2, 6, 60)
+    assert "max_steps=60 < steps=100" in refused(["launcher=slurm", "steps=100"], host=LOGIN_NODE, submitting=True)
+    assert accepted([], host=CPU_BOX)["warmup_steps"] == 2              # a local run still reads this machine
+
+
 def test_submitting_counts_memory_per_node():
     cpu_buffers = ["launcher=slurm_16x1", "task=collectives", "collectives.max_bytes=8G", "collectives.device=cpu"]
     accepted(cpu_buffers, host=LOGIN_NODE, submitting=True)                  # one rank per node, memory unknown
