@@ -257,14 +257,23 @@ class DDPSync(Sync):
 
 
 def warmup_warning(cfg) -> str | None:
-    """The warning for a GPU run whose measured window contains DDP's own timing waits (None: it does not)."""
+    """The warning for a GPU run whose timed blocks contain DDP's own timing waits (None: they do not). DDP waits at
+    the start of synchronised forward k for iteration k-1's timing events (stats_waits); in the first step of a timed
+    block those events finished before the block's device sync, so the wait costs nothing there: only waits in a
+    block's later steps are timed."""
+    from tasks.train.window import block_size   # here: window -> timing -> this package
+
     static = bool(cfg.ddp.static_graph)
     before = synchronised_iterations(cfg.warmup_steps, cfg.accumulate, static)
-    waits = stats_waits(before, synchronised_iterations(cfg.steps, cfg.accumulate, False))
-    if not waits:
+    block = block_size(cfg.steps, cfg.measure.block_steps)
+    last = cfg.steps if cfg.measure.policy == "fixed" else (cfg.measure.max_steps or ALWAYS_TIMED + 1)
+    # measured step i runs synchronised forward before + i + 1 (a step's K-1 no_sync micro-steps do not count)
+    timed = [i for i in range(min(last, ALWAYS_TIMED + 1)) if i % block and stats_waits(before + i, 1)]
+    if not timed:
         return None
     enough = ALWAYS_TIMED + 1 - (1 if static and cfg.accumulate > 1 else 0)
-    return (f"warmup_steps={cfg.warmup_steps}: {waits} measured step(s) include a host wait. On GPU DDP times its "
-            f"synchronised iterations 1-{ALWAYS_TIMED} itself and waits for those timings at the next synchronised "
-            f"forward; accumulate={cfg.accumulate} does not add synchronised iterations (no_sync micro-steps do not "
+    return (f"warmup_steps={cfg.warmup_steps}: {len(timed)} measured step(s) include a host wait inside a timed "
+            f"block. On GPU DDP times its synchronised iterations 1-{ALWAYS_TIMED} itself and waits for those timings "
+            f"at the next synchronised forward (a block's first step waits for nothing: the block's device sync came "
+            f"first); accumulate={cfg.accumulate} does not add synchronised iterations (no_sync micro-steps do not "
             f"count). Use warmup_steps>={enough} for clean numbers.")

@@ -24,14 +24,19 @@ AGREEMENT = ("one all_reduce(MAX) of [any rank wants more, any rank stopped on a
              "timed blocks")
 
 
+def block_size(steps: int, block_steps: int) -> int:
+    """Steps per timed block: at least MIN_BLOCKS blocks in the minimum window, so its throughput has an interval (50
+    GPU steps in blocks of 10 would be 5): the block shrinks to steps // MIN_BLOCKS when measure.block_steps is
+    larger. Every block has this size but the fixed window's last, which may be shorter."""
+    return max(1, min(int(block_steps), int(steps) // MIN_BLOCKS))
+
+
 class Window:
     def __init__(self, cfg, device: torch.device, timer, counter=None):
         m = cfg.measure
         self.policy = m.policy
         self.min_steps = int(cfg.steps)
-        # at least MIN_BLOCKS blocks in the minimum window, so its throughput has an interval (50 GPU steps in blocks
-        # of 10 would be 5): the block shrinks to steps // MIN_BLOCKS when measure.block_steps is larger
-        self.block = max(1, min(int(m.block_steps), self.min_steps // MIN_BLOCKS))
+        self.block = block_size(self.min_steps, m.block_steps)
         self.rel_ci = float(m.rel_ci)
         self.max_steps = None if m.max_steps is None else int(m.max_steps)
         self.max_s = None if m.max_s is None else float(m.max_s)
