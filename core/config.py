@@ -182,8 +182,13 @@ def hydra_error(e: Exception, overrides: list[str]) -> ConfigError | None:
         if not (group and e.options):
             return ConfigError(first)
         guess = nearest(choice, e.options)
+        hint = f" Did you mean {group}={guess}?" if guess else ""
+        if group == "model" and not guess:   # a torchvision or timm model's name typed as the option
+            from models import where_name_belongs
+
+            hint = " " + where_name_belongs(choice)
         return ConfigError(f"{group}={choice} is not an option of {group}; choose one of: {', '.join(e.options)}."
-                           + (f" Did you mean {group}={guess}?" if guess else ""))
+                           + hint)
     if isinstance(e, OverrideParseException):
         return ConfigError(f"cannot read the command line: {first}")
     if not isinstance(e, ConfigCompositionException):

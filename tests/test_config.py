@@ -57,6 +57,12 @@ def test_choices_come_from_the_registries():
     assert accepted(["task=collectives", "collectives.dtype=bf16"])["collectives"]["dtype"] == "bfloat16"
 
 
+def test_the_torchvision_group_builds_any_torchvision_model():
+    plain = accepted(["model=torchvision", "model.name=resnet18", "scale=smoke"])
+    assert plain["model"] == {"arch": "torchvision", "name": "resnet18", "num_classes": 1000}
+    assert accepted(["model=vgg11_tiny", "model.name=vgg11_tiny"])["model"]["name"] == "vgg11_tiny"   # its own name
+
+
 def test_pair_groups_sets_world_size_from_pairs():
     assert accepted(["task=pair_groups", "pairs=3"])["world_size"] == 6
 
@@ -101,6 +107,15 @@ BAD = [
     (["~accumulate"], "accumulate has no value"),
     (["model=vgg11", "model.arch=vit"], "model.arch=vit does not fit model=vgg11"),
     (["model=timm", "model.name=not_a_model_xyz"], "is not a timm model"),
+    # issue 19.8: a name the arch does not read, a torchvision/timm name typed as the option, a near-miss name
+    (["model.name=vit_b_16"], "model.name=vit_b_16: model=vgg11 and model=vgg11_tiny (arch vgg) build their network "
+                              "from their own keys and do not use model.name"),
+    (["model.name=vit_b_16"], "vit_b_16 is a torchvision model: model=torchvision model.name=vit_b_16."),
+    (["model=vit_tiny", "model.name=resnet50"], "model=torchvision model.name=resnet50 or model=timm model.name="),
+    (["model=resnet50"], "resnet50 is a torchvision and a timm model: model=torchvision model.name=resnet50 or "
+                         "model=timm model.name=resnet50."),
+    (["model=timm", "model.name=resnet_5O"], "model.name='resnet_5O' is not a timm model; nearest: resnet50"),
+    (["model=torchvision", "model.name=resnet5"], "is not a torchvision model; nearest: resnet50"),
     (["optim=bf16", "sync=per_param"], "needs sync=ddp"),
     (["optim=powersgd", "optim.rank=0"], "optim.rank=0: must be >= 1"),
     (["optim=powersgd", "optim.start_iter=1"], "optim.start_iter must be > 1"),
