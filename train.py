@@ -15,7 +15,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from core.config import CONF_DIR, check_added_keys, hydra_error, register_resolvers
+from core.config import CONF_DIR, check_added_keys, check_command_line, hydra_error, register_resolvers
 from core.errors import ConfigError
 from core.job import run_job
 
@@ -33,6 +33,7 @@ def main() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"    # Hydra raises what it refuses, instead of printing several lines
     try:
         check_added_keys(overrides)
+        check_command_line(sys.argv[1:])
         app()
     except Exception as e:  # noqa: BLE001 - only Hydra's composition errors are translated; the rest re-raise
         error = e if isinstance(e, ConfigError) else None if asked else hydra_error(e, overrides)

@@ -260,6 +260,36 @@ def check_added_keys(overrides: list[str]) -> None:
                               + (f" Did you mean {fixed}={value}?" if fixed else ""))
 
 
+def check_repeats(repeats, arguments: list[str]) -> None:
+    """`repeats` of a sweep (core/sweep.py runs each configuration that many times) and the sweep's overrides."""
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ConfigError(f"repeats={repeats!r}: must be a whole number of runs per configuration >= 1, "
+                          f"e.g. repeats=3.")
+    keys = {a.partition("=")[0].lstrip("+~") for a in arguments}
+    if "repeat" in keys:
+        raise ConfigError("repeat= is set by the sweeper, one value per repeat; ask for repeats=R instead.")
+    if "repeats" in keys and any(a.lstrip("+~").startswith("repeats=") and "," in a for a in arguments):
+        raise ConfigError("repeats cannot be swept; give one value, e.g. repeats=3.")
+
+
+def check_command_line(argv: list[str]) -> None:
+    """What a -m sweep refuses as a whole (its repeats), checked before Hydra starts (train.py), so that nothing is
+    printed or created first (a single run's repeats is checked in its job, by the schema). Imports nothing of Hydra's
+    plugins: Hydra loads those itself."""
+    if not {"-m", "--multirun"} & set(argv):
+        return
+    for a in argv:
+        key, eq, value = a.lstrip("+~").partition("=")
+        if key == "repeat" or (key == "repeats" and "," in value):
+            check_repeats(1, [a])                      # refused: set by the sweeper / cannot be swept
+        elif key == "repeats" and eq:
+            try:
+                repeats = int(value)
+            except ValueError:
+                repeats = value
+            check_repeats(repeats, [])
+
+
 # -------------------------------------------------------------------------------------------------- schema checks
 def _schema_of(node) -> type | None:
     t = OmegaConf.get_type(node) if isinstance(node, DictConfig) else None

@@ -159,7 +159,7 @@ def test_bad_input_exits_2_before_any_rank_starts(overrides, message, tmp_path, 
     monkeypatch.setattr(launchers.local, "launch_local", tripwire)
     monkeypatch.setattr(Host, "probe", classmethod(lambda cls: CPU_BOX))
     monkeypatch.setattr("core.config.gpu_count", lambda: CPU_BOX.gpus)
-    monkeypatch.setattr(sys, "argv", ["train.py", *overrides, "logger=none", f"hydra.run.dir={tmp_path}"])
+    monkeypatch.setattr(sys, "argv", ["train.py", *overrides, "logger=none", f"hydra.run.dir={tmp_path / 'run'}"])
     with pytest.raises(SystemExit) as e:
         train.main()
     err = capsys.readouterr().err
@@ -167,18 +167,56 @@ def test_bad_input_exits_2_before_any_rank_starts(overrides, message, tmp_path, 
     assert "Traceback" not in err
     lines = [line for line in err.splitlines() if message in line]
     assert lines and lines[0].startswith("error: "), err
+    assert not (tmp_path / "run").exists()          # nothing on disk but the error line (issue 19.10)
 
 
-def test_a_failed_check_leaves_a_record(tmp_path, monkeypatch):
+def _no_wandb(monkeypatch):
+    from results import wandb_log
+
+    def tripwire(*args, **kwargs):
+        raise AssertionError("a W&B run was opened")
+
+    monkeypatch.setattr(wandb_log, "log_run", tripwire)
+
+
+def test_a_refused_run_leaves_nothing_but_the_error_line(tmp_path, monkeypatch, capsys):
+    """Issue 19.10: a typo caught after composition wrote outputs/<date>/<time>/run_record.json as a failed run and
+    opened a W&B run (online: a failed run in the user's project for every typo)."""
     import train
 
+    _no_wandb(monkeypatch)
+    monkeypatch.chdir(tmp_path)                      # Hydra's default outputs/<date>/<time>, and its parents
     monkeypatch.setattr(Host, "probe", classmethod(lambda cls: CPU_BOX))
     monkeypatch.setattr("core.config.gpu_count", lambda: CPU_BOX.gpus)
-    monkeypatch.setattr(sys, "argv", ["train.py", "batch_size=0", "logger=none", f"hydra.run.dir={tmp_path}"])
-    with pytest.raises(SystemExit):
+    monkeypatch.setattr(sys, "argv", ["train.py", "batch_size=0", "logger=wandb", "logger.mode=offline"])
+    with pytest.raises(SystemExit) as e:
         train.main()
-    rec = read(tmp_path)
+    assert e.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "error: batch_size=0: must be >= 1."
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_refused_job_of_a_sweep_keeps_its_row_and_opens_no_wandb_run(tmp_path, monkeypatch):
+    from core.job import run_job
+
+    _no_wandb(monkeypatch)
+    monkeypatch.setattr(Host, "probe", classmethod(lambda cls: CPU_BOX))
+    out = tmp_path / "sweep" / "0"
+    out.mkdir(parents=True)
+    job = {"name": "train", "num": 0, "output_dir": str(out), "sweep_dir": str(out.parent),
+           "overrides": ["batch_size=0"], "command": "python train.py batch_size=0", "multirun": True}
+    result = run_job(compose(["batch_size=0", "logger=wandb", "logger.mode=offline"]), job=job)
+    assert result.status == "failed" and "batch_size=0: must be >= 1" in result.error
+    rec = read(out)                                  # the sweep table's row, in the sweep's own directory
     assert rec["status"] == "failed" and rec["error"] == "ConfigError: batch_size=0: must be >= 1."
+
+
+def test_a_sweep_refused_as_a_whole_exits_2_and_creates_nothing(tmp_path):
+    """Issue 19.9: -m repeats=0 exited 1, printed `[sweep] ? jobs` and left an empty sweep directory."""
+    proc = run_train(["repeats=0", "logger=none"], tmp_path, multirun=True)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "error: repeats=0: must be a whole number of runs per configuration >= 1, e.g. repeats=3."]
+    assert "[sweep]" not in proc.stdout and not proc.out_dir.exists()
 
 
 # -------------------------------------------------------------------------------------------- host-dependent checks

@@ -81,7 +81,7 @@ def test_config_error_exits_2_with_message_and_no_traceback(tmp_path):
     assert proc.returncode == 2
     assert "batch_size=0: must be >= 1" in proc.stderr
     assert "Traceback" not in proc.stderr
-    assert read(proc.out_dir)["status"] == "failed"
+    assert not proc.out_dir.exists()        # refused before any rank: no record, no directory (issue 19.10)
 
 
 def test_unknown_model_lists_choices(tmp_path):
