@@ -13,6 +13,7 @@ import dataclasses
 import difflib
 import os
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 import core.schema as schema  # importing it registers the schema in Hydra's ConfigStore
-from core.errors import ConfigError
+from core.errors import ConfigError, ConfigWarning
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 OVERSUBSCRIBE_LIMIT = 8        # CPU ranks per CPU we still start: the gloo thread's pairs=8 (16 ranks) runs on 2 cores
@@ -109,7 +110,11 @@ def check_fits(cfg, host: Host, *, ranks: int, per_rank_bytes: int, what: str, f
             raise ConfigError(f"{what}: {ranks} ranks per node need about {ranks * per_rank_bytes / gib:.1f} GiB and "
                               f"the job asks for launcher.mem_gb={mem_gb}. {fix}, or a larger launcher.mem_gb.")
         return
-    if host.ranks_started or cfg.oversubscribe:
+    if host.ranks_started:
+        return
+    if ranks > host.cpus and not on_gpus(cfg, host) and (cfg.oversubscribe or ranks <= OVERSUBSCRIBE_LIMIT * host.cpus):
+        warn_ranks_over_cores(what, ranks, host.cpus)
+    if cfg.oversubscribe:
         return
     override = "or oversubscribe=true if you know better"
     if ranks > OVERSUBSCRIBE_LIMIT * host.cpus and not on_gpus(cfg, host):
@@ -120,6 +125,14 @@ def check_fits(cfg, host: Host, *, ranks: int, per_rank_bytes: int, what: str, f
         raise ConfigError(f"{what}: {ranks} ranks need about {ranks * per_rank_bytes / gib:.1f} GiB of host memory "
                           f"and {host.free_bytes / gib:.1f} GiB is available (room for "
                           f"{host.free_bytes // per_rank_bytes}). {fix}, {override}.")
+
+
+def warn_ranks_over_cores(what: str, ranks: int, cpus: int) -> None:
+    """Said once, before the ranks start; the CPU contention finding explains it again after the run."""
+    warnings.warn(f"{what}: {ranks} ranks on this machine's {cpus} CPU cores, more ranks than cores: they take "
+                  f"turns on the cores, so every step also times a rank waiting for one (after the run the "
+                  f"diagnosis's CPU contention finding reports it); {cpus} ranks or fewer measure without that.",
+                  ConfigWarning)
 
 
 def expected_backend(cfg, host: Host, submitting: bool = False) -> str:

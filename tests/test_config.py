@@ -246,6 +246,25 @@ def test_train_refuses_more_ranks_or_memory_than_the_host_holds_unless_told():
     accepted(["world_size=8", "oversubscribe=true"], host=small)
 
 
+def test_ranks_that_outnumber_the_cores_are_said_once_before_they_start():
+    """Issue 19.11: world_size=3 on 2 cores started silently. One line (core/log.py formats ConfigWarning as
+    `warning: ...`), before any rank starts; as many ranks as cores, or ranks on GPUs, say nothing."""
+    import warnings
+
+    from core.errors import ConfigWarning
+    import core.log  # noqa: F401 - installs the one-line format
+
+    with pytest.warns(ConfigWarning, match="world_size=3: 3 ranks on this machine's 2 CPU cores, more ranks than "
+                                           "cores") as caught:
+        accepted(["world_size=3", "model=vgg11_tiny"])
+    assert len([w for w in caught if issubclass(w.category, ConfigWarning)]) == 1
+    line = warnings.formatwarning(caught[0].message, caught[0].category, caught[0].filename, caught[0].lineno)
+    assert line.startswith("warning: world_size=3") and line.count("\n") == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConfigWarning)
+        accepted(["model=vgg11_tiny"])                              # 2 ranks, 2 cores
+
+
 def test_already_started_ranks_spawn_nothing():
     torchrun_rank = dataclasses.replace(CPU_BOX, free_bytes=GIB, ranks_started=True)
     accepted(["world_size=64"], host=torchrun_rank)

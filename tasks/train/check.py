@@ -9,7 +9,7 @@ import warnings
 from omegaconf import DictConfig
 
 from core.config import Host, asked_gpus_per_node, check_fits, ranks_per_node
-from core.errors import ConfigError
+from core.errors import ConfigError, ConfigWarning
 from device.memory import preflight as memory_preflight, rank_bytes
 from device.placement import preflight as placement_preflight
 from tasks.train.cuda_graphs import problems as graph_problems
@@ -29,7 +29,7 @@ def check(cfg: DictConfig, submitting: bool = False, host: Host | None = None) -
     where = placement_preflight(cfg, submitting, gpus=host.gpus, ranks_started=host.ranks_started)
     on_gpu = where.kind == "cuda" if where is not None else bool(asked_gpus_per_node(cfg.launcher))
     if on_gpu and cfg.sync == "ddp" and not cfg.cuda_graphs and (message := warmup_warning(cfg)):
-        warnings.warn(message)
+        warnings.warn(message, ConfigWarning)
     if cfg.cuda_graphs:
         _check_cuda_graphs(cfg, where)
     _check_memory(cfg, where, host, submitting)
