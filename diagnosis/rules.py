@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from diagnosis.figures import RunView, get, interval_note, lower, point
+from diagnosis.figures import RunView, get, interval_note, lower
 from diagnosis.finding import Evidence, Finding, Saving, ms
 from diagnosis.seeds import cite
 
@@ -113,8 +113,8 @@ def exposed_comm(v: RunView) -> Finding | None:
     if v.task != "train" or not c or v.world_size < 2 or sync == "per_param" or c.get("exposed_s") is None:
         return None   # per_param: the per_param rule is this condition, named by its cause
     if sync == "ddp":
-        exposed = point(c["exposed_s"], "DDP's reducer timers, median of the untimed probe steps")
-        share = point(v.fraction(c["exposed_s"]), "exposed comm / step median")
+        exposed = v.exposed()
+        share = v.fraction_of_step(exposed)
     else:
         exposed, share = v.phase("sync"), v.share(("sync",))
     if share is None or lower(share) < EXPOSED_SHARE:
@@ -123,6 +123,8 @@ def exposed_comm(v: RunView) -> Finding | None:
     exposed_s = exposed["median"]
     evidence = [ev_ms("exposed communication per step", exposed, "result.comm.exposed_s"),
                 ev_pct("share of the step", share, "exposed / step"), _step_ev(v)]
+    if exposed.get("ci_lo") is None:
+        return _exposed_unconfirmed(v, exposed, share, evidence)
     if ref is None:
         return Finding(
             rule="exposed_comm.unexplained",
@@ -142,6 +144,28 @@ def exposed_comm(v: RunView) -> Finding | None:
     if ref["efficiency"] < LOW_EFFICIENCY:
         return _sync_path(v, c, exposed_s, share, ref, evidence)
     return _slow_link(v, c, exposed_s, share, ref, evidence)
+
+
+def _exposed_unconfirmed(v, exposed, share, evidence) -> Finding:
+    """Exposed communication from too few probe steps for an interval (one by default): a single step's exposed time
+    moved from 315 to 58 ms between two runs of one config, so no cause or remedy rests on it alone; the next run
+    measures it over enough steps."""
+    n = exposed.get("n") or 1
+    ref = v.reference
+    if ref is not None:
+        evidence.append(_efficiency_ev(ref))
+    return Finding(
+        rule="exposed_comm.unconfirmed",
+        title=f"Exposed communication was {100 * share['median']:.0f}% of the step in {n} probe step"
+              f"{'s' if n != 1 else ''}: too few samples to name a cause",
+        detail=(f"DDP's reducer timers were read over probe_steps={n} untimed step(s) after the window, and one step's "
+                "exposed time moves a lot between runs; probe_steps=6 reads them over 6 steps, which gives it a 95% "
+                "interval, and the diagnosis of that run names the cause (a slow sync path or a slow link) and what "
+                "to change."),
+        evidence=evidence,
+        seed=cite("003", "communication dominated the step; the remedy depended on the link"),
+        saving=Saving(None, how="one probe step cannot say; probe_steps=6 measures it with an interval"),
+        impact=share["median"], recommends={"probe_steps": 6}, command=v.command({"probe_steps": 6}))
 
 
 def _sync_path(v, c, exposed_s, share, ref, evidence) -> Finding:
@@ -286,8 +310,7 @@ def ddp_world_size_1(v: RunView) -> Finding | None:
         detail="DDP copies gradients into its buckets, all-reduces a one-rank group and copies them back; plain "
                "training (sync=local) does none of that. The estimate is DDP's own exposed reducer time; its bucket "
                "copies inside backward are not in it, so the real cost can be larger.",
-        evidence=[ev_ms("DDP exposed reducer time per step", point(cost, "DDP's reducer timers, probe steps"),
-                        "result.comm.exposed_s"), _step_ev(v)],
+        evidence=[ev_ms("DDP exposed reducer time per step", v.exposed(), "result.comm.exposed_s"), _step_ev(v)],
         seed=cite("003", "DDP on one GPU cost 3-7% of throughput against no DDP (8.91 -> 8.40 steps/s on L40S)"),
         saving=_saving(v, cost, "DDP's exposed reducer time, which plain training does not have", cost, None),
         impact=v.fraction(cost) or 0.0, recommends={"sync": "local"}, command=v.command({"sync": "local"}))
@@ -535,8 +558,7 @@ def bucket_layout(v: RunView) -> Finding | None:
     cap = v.result.get("bucket_mb") or v.config.get("bucket")
     evidence = [ev("buckets DDP built", len(sizes), "", "result.ddp.buckets.count", f"bucket_cap_mb={cap}"),
                 ev("gradient bytes", total / 2**20, "MiB", "result.ddp.buckets.sizes_bytes", "counted"),
-                ev_ms("exposed communication per step", point(exposed, "DDP's reducer timers, probe steps"),
-                      "result.comm.exposed_s")]
+                ev_ms("exposed communication per step", v.exposed(), "result.comm.exposed_s")]
     default_k = ddp_default_buckets(total)
     stock = {"bucket": "null"}        # DDP's own default (the key's null: bucket_cap_mb=None)
     if len(sizes) == 1 and default_k > 1:
@@ -680,8 +702,7 @@ def powersgd_sync(v: RunView) -> Finding | None:
         why.append("on gloo this tool waits for each bucket's PowerSGD before DDP hands over the next (ddp.serialized: "
                    "gloo's callback threads could otherwise issue different buckets' all-reduces in different orders "
                    "on different ranks), so the buckets do not overlap each other or backward here")
-    evidence = [ev_ms("exposed communication per step", point(exposed, "DDP's reducer timers, probe steps"),
-                      "result.comm.exposed_s")]
+    evidence = [ev_ms("exposed communication per step", v.exposed(), "result.comm.exposed_s")]
     if layer.get("comm_hook_device_syncs") is not None:
         evidence.append(ev("device-wide syncs from the comm hook", layer["comm_hook_device_syncs"], "",
                            "result.device_layer.comm_hook_device_syncs", "counted by the fake device"))

@@ -356,6 +356,12 @@ def scaling_lines(configs: list[Config]) -> list[tuple[str, list[tuple[float, Co
     return [(label, sorted(g, key=lambda p: p[0])) for label, g in grouped(pts).items() if len({p[0] for p in g}) > 1]
 
 
+def _exposed_fields(c: Config) -> dict:
+    from results.table import _exposed_fields as fields   # the tables' one reading of how sampled exposed comm is
+
+    return fields(c)
+
+
 def scaling_rows(entries: list, noise: float | None = None) -> list[dict]:
     """One row per configuration and world size against its line's first point: samples/s with its CI, speed-up with
     its CI and verdict (as the sweep table computes them), scaling efficiency = speed-up x n0 / n with the same CI."""
@@ -373,6 +379,7 @@ def scaling_rows(entries: list, noise: float | None = None) -> list[dict]:
                    "world size": int(n), "sync": c.first.result.get("sync"), "runs": len(c.ok),
                    "samples/s": tp.get(per), "samples/s lo": tp.get(per + "_lo"), "samples/s hi": tp.get(per + "_hi"),
                    "exposed comm ms": _scaled(c.median(lambda e: (e.result.get("comm") or {}).get("exposed_s")), 1e3),
+                   **_exposed_fields(c),
                    "baseline": c is base}
             if c is base:
                 row.update({"speed-up": 1.0, "verdict": "baseline", "scaling efficiency": 1.0})

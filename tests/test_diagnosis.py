@@ -19,9 +19,10 @@ SHARES = {"data": 0.01, "h2d": 0.01, "forward": 0.3, "backward": 0.55, "sync": 0
 
 def train(*, steps: int = 40, step_s: float = 0.1, jitter: float = 0.002, shares: dict | None = None,
           world_size: int = 2, sync: str = "ddp", exposed_s: float = 0.002, device: str = "cpu",
-          overrides: list[str] | None = None, **result) -> dict:
+          overrides: list[str] | None = None, probe_steps: int = 6, **result) -> dict:
     """A task=train record of `steps` quiet steps (a deterministic +-jitter pattern): every phase has a series, so
-    intervals come out of stats.describe as they would from a real run."""
+    intervals come out of stats.describe as they would from a real run. DDP's exposed time comes from probe_steps
+    probe steps: 6 give it a 95% interval (+-5% here), fewer leave a single figure, as in a real record."""
     shares = dict(SHARES, **(shares or {}))
     rec = train_record(overrides=overrides or [f"sync={sync}"], steps_per_s=1 / step_s, world_size=world_size,
                        exposed_s=exposed_s, steps=steps, device=device)
@@ -37,6 +38,10 @@ def train(*, steps: int = 40, step_s: float = 0.1, jitter: float = 0.002, shares
     r["comm"]["overlap_s"] = r["comm"]["time_s"] - exposed_s
     if sync != "ddp":
         r["comm"].update(overlap_s=0.0, exposed_s=step_s * shares["sync"], time_s=step_s * shares["sync"])
+    else:
+        ci = probe_steps >= 6
+        r["comm"].update(exposed_n=probe_steps, exposed_ci_lo=exposed_s * 0.95 if ci else None,
+                         exposed_ci_hi=exposed_s * 1.05 if ci else None)
     rec["config"].update(sync=sync, data={"workers": 0}, bucket=r["bucket_mb"])
     rec["result"].update(result)
     return rec
@@ -141,6 +146,24 @@ def test_exposed_comm_with_high_efficiency_blames_the_link():
 def test_exposed_comm_without_a_microbenchmark_asks_for_one():
     f = finding(train(exposed_s=0.03), "exposed_comm.unexplained")
     assert f["saving"]["fraction"] is None and "diagnose.microbench=true" in f["command"]
+
+
+def test_exposed_comm_from_one_probe_step_is_never_acted_on_alone():
+    """Issue 19.13: the exposed time came from one untimed probe step (315 ms and 58 ms in two runs of one config),
+    yet the rules named a cause and a remedy from it. From fewer than 6 probe steps the finding asks for them."""
+    rec = train(exposed_s=0.03, probe_steps=1)
+    rec["result"]["comm"]["vs_microbench"] = vs(0.2, 0.03)
+    found = rules(rec)
+    assert "exposed_comm.unconfirmed" in found and "exposed_comm.sync_path" not in found
+    f = finding(rec, "exposed_comm.unconfirmed")
+    assert f["recommends"] == {"probe_steps": 6} and "probe_steps=6" in f["command"]
+    assert f["saving"]["fraction"] is None and "1 probe step" in f["title"]
+    assert any("no interval" in e["note"] and "1 probe step" in e["note"] for e in f["evidence"])
+    # records made before the record counted its samples: config.probe_steps says how many (1, the old default)
+    old = train(exposed_s=0.03, probe_steps=1)
+    old["result"]["comm"].pop("exposed_n")
+    old["config"]["probe_steps"] = 1
+    assert "exposed_comm.unconfirmed" in rules(old)
 
 
 def test_small_exposed_comm_is_silent():
