@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from diagnosis.figures import RunView, get, interval_note, lower
+from diagnosis.figures import OTHER_LOAD, RunView, get, interval_note, lower
 from diagnosis.finding import Evidence, Finding, Saving, ms
 from diagnosis.seeds import cite
 
@@ -479,10 +479,15 @@ def straggler(v: RunView) -> Finding | None:
     s = v.result.get("straggler") or _straggler_from_phases(v)
     if not s or s.get("share_of_step") is None or s["share_of_step"] < STRAGGLER_SHARE or s.get("significant") is False:
         return None
-    if s.get("mostly", "compute") == "compute" and v.contention() is not None:
-        extra = _extra_cpu_per_step(v, s["rank"])
-        if extra is not None and extra < SAME_CPU * s["by_s"]:
-            return None   # on one full host its extra CPU time explains under half its lag: it waited for a core
+    if s["rank"] != v.result.get("slowest_rank", s["rank"]) and s.get("significant") is not True:
+        return None       # the straggler and the slowest rank disagree, and neither is significant: noise
+    if s.get("mostly", "compute") == "compute":
+        busy = v.contention() is not None                # the ranks fill the cores themselves
+        other = v.other_load()                           # or other processes took them
+        if busy or (other is not None and other > OTHER_LOAD):
+            extra = _extra_cpu_per_step(v, s["rank"])
+            if (extra is None and not busy) or (extra is not None and extra < SAME_CPU * s["by_s"]):
+                return None   # on one full or busy host its extra CPU time explains under half its lag: it waited
     rank, mostly = s["rank"], s.get("mostly", "compute")
     others = [p for p in s["per_rank"] if p["rank"] != rank]
     mine = next(p for p in s["per_rank"] if p["rank"] == rank)

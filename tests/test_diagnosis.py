@@ -318,6 +318,26 @@ def test_straggler_silent_when_small_or_inside_the_intervals():
     assert "straggler" not in rules(_straggler(0.2, False))
 
 
+def test_no_straggler_where_the_hosts_other_load_explains_the_lag():
+    """Issue 19.14: other processes took 68% of the CPU, and rank 0 was named the straggler, 66% of the step."""
+    rec = _straggler(0.66, None)
+    for p, cpu in zip(rec["result"]["per_rank"], (1.20, 1.25)):   # about the same CPU: the lag was waiting for one
+        p["work"] = {**_work(1), "cpu_s": cpu, "wall_s": 4.0, "host_busy": 0.98, "involuntary_switches": 20}
+    assert RunView(rec).other_load() == pytest.approx(0.67, abs=0.01)    # the ranks used 31% of 2 cores, the host 98%
+    assert "straggler" not in rules(rec)
+    rec["result"]["per_rank"][1]["work"]["cpu_s"] = 1.2 + 0.066 * 40   # its own extra work explains the lag
+    assert "straggler" in rules(rec)
+
+
+def test_no_straggler_when_it_and_the_slowest_rank_disagree_without_significance():
+    rec = _straggler(0.2, None)
+    rec["result"]["slowest_rank"] = 0            # the other rank's steps were the slowest: the lag is noise
+    assert "straggler" not in rules(rec)
+    rec = _straggler(0.2, True)
+    rec["result"]["slowest_rank"] = 0            # a significant straggler stands (DDP evens out step times)
+    assert "straggler" in rules(rec)
+
+
 def test_straggler_from_old_records_phases():
     rec = train(sync="per_param", shares={"sync": 0.05, "backward": 0.5})
     rec["result"]["per_rank"][1]["phases_median"]["forward"] *= 2     # rank 1 computes 2x longer forward
