@@ -19,6 +19,7 @@ estimates, scaling, the pair-groups curve).
 """
 from __future__ import annotations
 
+from diagnosis.efficiency import not_measurable
 from diagnosis.figures import RunView
 from diagnosis.finding import Finding, finding_from_dict, rank_findings
 from diagnosis.rules import RULES, noise_rule
@@ -138,7 +139,7 @@ def wandb_summary(diag: dict | None) -> dict:
         if top.get("saving") and top["saving"].get("fraction") is not None:
             out["diagnosis/top_saving_pct"] = 100 * top["saving"]["fraction"]
     vs = (diag.get("comparisons") or {}).get("microbench")
-    if vs:
+    if vs and not not_measurable(vs):
         out["diagnosis/comm_efficiency"] = vs["efficiency"]
     return out
 

@@ -55,3 +55,20 @@ def versus_sync(reference: str, calls: list[dict], sync_time_s: float | None, sy
         "method": (f"efficiency = time the same calls take in the {reference} / the sync's time ({sync_how}); "
                    "interval from the reference's per-size intervals only (the sync time is one figure)"),
     }
+
+
+def not_measurable(vs: dict | None) -> str | None:
+    """Why an efficiency cannot be read as one (None: it can). Above 100% the sync took less time than the same calls
+    alone: with an interval that reaches 100% or below (e.g. 161% [68, 333]) the two timings are inside each other's
+    noise; with one wholly above, the microbenchmark's own per-call cost (the barrier before each call, its start)
+    exceeds the sync's. Either way there is no efficiency to report."""
+    if not vs or vs.get("efficiency") is None or vs["efficiency"] <= 1:
+        return None
+    lo, hi = vs.get("efficiency_ci_lo"), vs.get("efficiency_ci_hi")
+    shown = f"{100 * vs['efficiency']:.0f}%" + (f" [{100 * lo:.0f}, {100 * hi:.0f}]" if lo is not None and hi is not None
+                                               else " (no interval)")
+    if lo is not None and lo > 1:
+        return (f"not measurable: {shown}, the sync took less time than the same calls alone; the microbenchmark's own "
+                "per-call cost (a barrier before each call) is larger than the sync's")
+    return (f"not measurable: {shown}, the sync took less time than the same calls alone, and the two timings are "
+            "inside each other's noise")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 
+from diagnosis.efficiency import not_measurable
 from diagnosis.figures import OTHER_LOAD, RunView, get, interval_note, lower
 from diagnosis.finding import Evidence, Finding, Saving, ms
 from diagnosis.seeds import cite
@@ -66,6 +67,9 @@ def _ranks_per_host(v: RunView) -> int:
 
 
 def _efficiency_ev(ref: dict) -> Evidence:
+    if (unread := not_measurable(ref)) is not None:
+        return Evidence("comm efficiency (sync's speed / microbenchmark's at the same calls)", None, "%",
+                        source=f"result.comm.vs_microbench ({ref['reference']})", note=unread)
     lo, hi = ref.get("efficiency_ci_lo"), ref.get("efficiency_ci_hi")
     return Evidence("comm efficiency (sync's speed / microbenchmark's at the same calls)", 100 * ref["efficiency"], "%",
                     100 * lo if lo is not None else None, 100 * hi if hi is not None else None,
@@ -119,7 +123,7 @@ def exposed_comm(v: RunView) -> Finding | None:
         exposed, share = v.phase("sync"), v.share(("sync",))
     if share is None or lower(share) < EXPOSED_SHARE:
         return None
-    ref = v.reference
+    ref = v.reference if not not_measurable(v.reference) else None   # an efficiency over 100% tells neither cause
     exposed_s = exposed["median"]
     evidence = [ev_ms("exposed communication per step", exposed, "result.comm.exposed_s"),
                 ev_pct("share of the step", share, "exposed / step"), _step_ev(v)]
@@ -130,8 +134,10 @@ def exposed_comm(v: RunView) -> Finding | None:
             rule="exposed_comm.unexplained",
             title=f"Exposed communication is {100 * share['median']:.0f}% of the step; this record cannot tell a "
                   "slow sync path from a slow link",
-            detail="No microbenchmark of the sync's own calls in this record (diagnose.microbench was off, skipped "
-                   "or not run; or pass --nccl-tests FILE). Run it to see which of the two it is.",
+            detail=("The comparison with the microbenchmark of the sync's own calls is "
+                    f"{not_measurable(v.reference)}. " if v.reference else
+                    "No microbenchmark of the sync's own calls in this record (diagnose.microbench was off, skipped "
+                    "or not run; or pass --nccl-tests FILE). ") + "Run it to see which of the two it is.",
             evidence=evidence, seed=cite("003", "communication dominated the step; the remedy depended on the link"),
             saving=Saving(None, how="the microbenchmark says how much of the exposed time the link itself needs"),
             impact=share["median"], recommends={"diagnose.microbench": True},

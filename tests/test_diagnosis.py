@@ -563,3 +563,24 @@ def test_powersgds_lost_overlap_is_named_as_torchs_own_sync():
     cpu = train(exposed_s=0.03, optim="powersgd", ddp={"serialized": True})
     assert "one after another on gloo" in finding(cpu, "powersgd_sync")["title"]
     assert "powersgd_sync" not in rules(train(exposed_s=0.03, optim="bf16", ddp={"serialized": False}))
+
+
+def test_an_efficiency_over_100_percent_is_not_measurable():
+    """Issue 19.15: "efficiency 161% [68, 333]" is noise (the sync cannot beat the same calls alone): said so, never
+    printed as an efficiency, and no cause is read from it."""
+    from diagnosis.efficiency import not_measurable
+    from diagnosis.nccl_tests import format_comparison
+    from diagnosis.tables import efficiency_table
+
+    noisy = {**vs(1.61, 0.03), "efficiency_ci_lo": 0.68, "efficiency_ci_hi": 3.33}
+    text = format_comparison(noisy)
+    assert "efficiency not measurable: 161% [68, 333]" in text and "inside each other's noise" in text
+    assert not_measurable(vs(0.5, 0.03)) is None and "per-call cost" in not_measurable(
+        {**vs(1.3, 0.03), "efficiency_ci_lo": 1.2, "efficiency_ci_hi": 1.4})
+    rec = train(exposed_s=0.03)
+    rec["result"]["comm"]["vs_microbench"] = noisy
+    found = rules(rec)
+    assert "exposed_comm.unexplained" in found and "exposed_comm.slow_link" not in found
+    assert "diagnosis/comm_efficiency" not in wandb_summary(diagnose(rec))
+    row = efficiency_table([Entry.from_record(rec)]).rows[0]
+    assert row["comm efficiency"] is None and row["note"].startswith("not measurable: 161% [68, 333]")
