@@ -181,6 +181,8 @@ def interrupted_record(config: dict, job: dict, signal_name: str, outcome=None) 
 def _where(progress: dict, config: dict) -> str:
     measured, warmup = progress.get("measured_steps_done"), progress.get("warmup_steps_done")
     if measured is not None:
+        if (config.get("measure") or {}).get("policy") == "adaptive":   # `steps` is the minimum there, not the plan
+            return f" after {measured} measured steps (min {config.get('steps')})"
         return f" after {measured} of {config.get('steps')} measured steps"
     if warmup is not None:
         return f" after {warmup} of {config.get('warmup_steps')} warm-up steps"

@@ -111,3 +111,23 @@ def test_the_profiler_steps_between_blocks_never_inside_one():
                 for _ in range(n):
                     timer.times.append(0.01)
     assert seen == [1, 2, 3, 4, 5, 6] and w.sizes == [2] * 6
+
+
+def test_an_adaptive_window_promises_no_step_count_and_shows_its_caps():
+    """Issue 19.16: the bar printed `9/62 ... <07:08` on a run capped at 90 s (62 = warm-up + max_steps), and an
+    interrupt said "after 7 of 6 measured steps"."""
+    from core.job import interrupted_record
+
+    w = Window(cfg("adaptive", steps=6, max_steps=60, max_s=90), torch.device("cpu"), FakeTimer())
+    assert w.planned_steps is None and w.label() == "measured (min 6; until +-2% or 60 steps or 90 s)"
+    fixed = Window(cfg("fixed", steps=6), torch.device("cpu"), FakeTimer())
+    assert fixed.planned_steps == 6 and fixed.label() == "measured"
+    config = {"task": "train", "steps": 6, "warmup_steps": 2, "measure": {"policy": "adaptive"}}
+
+    class Outcome:
+        progress, env, started = {"measured_steps_done": 7}, {}, None
+
+    rec = interrupted_record(config, {"overrides": []}, "SIGINT", Outcome())
+    assert rec.error == "interrupted by SIGINT after 7 measured steps (min 6)"
+    config["measure"]["policy"] = "fixed"
+    assert interrupted_record(config, {}, "SIGINT", Outcome()).error.endswith("after 7 of 6 measured steps")

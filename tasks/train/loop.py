@@ -95,7 +95,7 @@ def run(ctx) -> dict | None:
     cpu0 = cpu_usage()
     losses = []
     step = cfg.warmup_steps
-    bar.set_description("measured")
+    bar.set_description(window.label())
     strict, unchecked_because = window_sync_check(cfg, ctx.backend, dev.kind)
     with profiler(cfg, ctx) as prof:
         for block in window.blocks(between=prof.step):  # the profiler steps between blocks: its schedule counts blocks

@@ -53,8 +53,18 @@ class Window:
 
     @property
     def planned_steps(self) -> int | None:
-        """For a progress bar: exact for policy=fixed, the cap for adaptive."""
-        return self.min_steps if self.policy == "fixed" else self.max_steps
+        """For a progress bar: exact for policy=fixed; None for adaptive, whose end no count predicts (the target,
+        or the step cap, or the time cap, whichever comes first), so a bar shows no false ETA."""
+        return self.min_steps if self.policy == "fixed" else None
+
+    def label(self) -> str:
+        """The progress bar's name for the window: how it ends."""
+        if self.policy == "fixed":
+            return "measured"
+        caps = [f"{self.max_steps} steps" if self.max_steps is not None else None,
+                f"{self.max_s:g} s" if self.max_s is not None else None]
+        return (f"measured (min {self.min_steps}; until +-{self.rel_ci:.0%} or " + " or ".join(c for c in caps if c)
+                + ")")
 
     def blocks(self, between=None):
         """The size of each timed block, in turn. between(): called after each block, outside its timed span (the
