@@ -87,3 +87,12 @@ def test_memory_check_refuses_a_batch_the_gpu_cannot_hold(tmp_path):
     proc = run_train(["model=vit_l_32", "scale=smoke", "logger=none", "world_size=1", "batch_size=100000",
                       "data.image_size=224"], tmp_path)
     assert proc.returncode == 2 and "does not fit in cuda:0" in proc.stderr and "fits by this estimate" in proc.stderr
+
+
+def test_the_profiler_runs_beside_a_checked_window(tmp_path):
+    """Issue 19.5: the profiler steps between timed blocks, so its schedule's end (torch's device sync, the trace
+    written) is never timed; the window stays checked."""
+    r = ok(run_train([*SMALL, "h2d=non_blocking", "profile.enabled=true", "profile.wait=0", "profile.warmup=1",
+                      "profile.active=2"], tmp_path))
+    assert r["profiled"] and r["device_layer"]["window_sync_check"] == "error"
+    assert (tmp_path / "run" / "trace.rank0.json").is_file()
