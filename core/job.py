@@ -68,8 +68,6 @@ def run_job(cfg: DictConfig, job: dict | None = None) -> "JobResult":
                 raise ConfigError(f"repeats={plain['repeats']} runs each configuration as separate jobs of a sweep: "
                                   f"add -m (python train.py -m ... repeats={plain['repeats']}).")
         except ConfigError as e:
-            if already_a_rank() and os.environ["RANK"] != "0":   # every rank refuses; rank 0 alone says so
-                return JobResult(math.nan, status="failed", error=f"ConfigError: {e}")
             return _refused(cfg, job, e)
         except Interrupted as e:
             return _end(interrupted_record(OmegaConf.to_container(cfg, resolve=False), job, e.name), job,
@@ -90,11 +88,16 @@ def _refused(cfg: DictConfig, job: dict, e: ConfigError) -> "JobResult":
     table whichever launcher ran it, but opens no W&B run."""
     from core.output_dir import discard
 
+    quiet = already_a_rank() and os.environ["RANK"] != "0"     # every rank refuses; rank 0 alone says so
+    if quiet and job.get("multirun"):
+        return JobResult(math.nan, status="failed", error=f"ConfigError: {e}")
     if job.get("multirun"):
         return _end(Record.failed(OmegaConf.to_container(cfg, resolve=False), job, f"ConfigError: {e}"), job, 2,
                     wandb=False)
-    log.error(f"error: {e}")
     discard(job.get("output_dir"), keep_if_other_than=(".hydra", f"{job.get('name') or 'train'}.log"))
+    if quiet:
+        return JobResult(math.nan, status="failed", error=f"ConfigError: {e}")
+    log.error(f"error: {e}")
     sys.exit(ConfigError.exit_code)
 
 
