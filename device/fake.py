@@ -250,7 +250,10 @@ class FakeDevice(CpuDevice):
     def comm_hook(self, hook):
         """The hook with its own torch.cuda calls routed here (a copy of the function whose global `torch` sees this
         device as torch.cuda): torch's hooks guard their device syncs with torch.cuda.is_available(), which a CPU
-        run would otherwise never pass. The callbacks a hook chains (PowerSGD's decompression) share its globals."""
+        run would otherwise never pass. The callbacks a hook chains (PowerSGD's decompression) share its globals.
+        A hook that is not a plain function (a partial, a callable object) runs as it is."""
+        if not isinstance(hook, types.FunctionType):
+            return hook
         view = _TorchOnThisDevice(_HookCuda(self))
         routed = types.FunctionType(hook.__code__, {**hook.__globals__, "torch": view}, hook.__name__,
                                     hook.__defaults__, hook.__closure__)
