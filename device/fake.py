@@ -257,8 +257,8 @@ class FakeDevice(CpuDevice):
         view = _TorchOnThisDevice(_HookCuda(self))
         routed = types.FunctionType(hook.__code__, {**hook.__globals__, "torch": view}, hook.__name__,
                                     hook.__defaults__, hook.__closure__)
-        routed.__kwdefaults__, routed.__qualname__, routed.__doc__ = hook.__kwdefaults__, hook.__qualname__, hook.__doc__
-        routed.__module__ = hook.__module__
+        for attr in ("__kwdefaults__", "__qualname__", "__doc__", "__module__"):
+            setattr(routed, attr, getattr(hook, attr))
         return routed
 
     def name(self) -> str:

@@ -24,9 +24,10 @@ from diagnosis.figures import RunView
 from diagnosis.finding import Finding, finding_from_dict, rank_findings
 from diagnosis.rules import RULES, noise_rule
 
-VERSION = 4          # 2: CPU contention, per_param on full cores, lower-bound efficiency; 3: no next command repeats the run;
-                     # 4: bucket=null (DDP's default) recommended, exposed comm from one probe step never acted on
-                     # alone, busy-host stragglers, PowerSGD's own sync, efficiencies over 100% not measurable
+# 2: CPU contention, per_param on full cores, lower-bound efficiency; 3: no next command repeats the run; 4: bucket=null
+# (DDP's default) recommended, exposed comm from one probe step never acted on alone, busy-host stragglers, PowerSGD's
+# own sync, efficiencies over 100% not measurable
+VERSION = 4
 
 
 def diagnose(record: dict, nccl_tests: dict | None = None, hta: bool = True) -> dict:

@@ -65,8 +65,8 @@ def not_measurable(vs: dict | None) -> str | None:
     if not vs or vs.get("efficiency") is None or vs["efficiency"] <= 1:
         return None
     lo, hi = vs.get("efficiency_ci_lo"), vs.get("efficiency_ci_hi")
-    shown = f"{100 * vs['efficiency']:.0f}%" + (f" [{100 * lo:.0f}, {100 * hi:.0f}]" if lo is not None and hi is not None
-                                               else " (no interval)")
+    interval = f" [{100 * lo:.0f}, {100 * hi:.0f}]" if lo is not None and hi is not None else " (no interval)"
+    shown = f"{100 * vs['efficiency']:.0f}%{interval}"
     if lo is not None and lo > 1:
         return (f"not measurable: {shown}, the sync took less time than the same calls alone; the microbenchmark's own "
                 "per-call cost (a barrier before each call) is larger than the sync's")

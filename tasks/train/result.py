@@ -240,9 +240,9 @@ def summarize(record: dict) -> str:
         if caps:
             sizes = built.get("sizes_bytes") or []
             shown = ", ".join(f"{b / 1e6:.3g}" for b in sizes[:8]) + (", ..." if len(sizes) > 8 else "")
-            lines.append(f"  buckets: {caps['rule']}; " + (f"as built after DDP's rebuild, in all-reduce order: {shown} MB"
-                                                             if built.get("rebuilt") else f"as first built: {shown} MB "
-                                                             "(DDP had not rebuilt them yet)"))
+            how = ("as built after DDP's rebuild, in all-reduce order" if built.get("rebuilt")
+                   else "as first built (DDP had not rebuilt them yet)")
+            lines.append(f"  buckets: {caps['rule']}; {how}: {shown} MB")
     acc = r["accuracy"]
     lines.append("")
     lines.append(f"loss {acc['final_loss']:.4f}" + (f"   gradient rel. error vs exact fp32 all-reduce "
