@@ -160,13 +160,13 @@ def run_ids(entries: list) -> dict[int, str]:
 
 def question(study: Study) -> str:
     """What the sweep asks: its experiment preset, else the keys it varies, else its task."""
+    from omegaconf import OmegaConf
+
     from results.entries import varying_keys
     from results.wandb_log import swept_keys
 
-    from omegaconf import OmegaConf
-
     conf = _multirun(study.dir)
-    task_overrides = [str(o) for o in (OmegaConf.select(conf, "hydra.overrides.task") or [] if conf is not None else [])]
+    task_overrides = [str(o) for o in OmegaConf.select(conf, "hydra.overrides.task") or []] if conf is not None else []
     preset = next((o.partition("=")[2] for o in task_overrides if o.lstrip("+").startswith("experiment=")), None)
     tasks = sorted({e.task for e in study.entries if e.task})
     train = tasks == ["train"]
@@ -266,7 +266,8 @@ def study_blocks(study: Study) -> list:
                     "figures with intervals also as text with their 95% CI."),
                wr.PanelGrid(runsets=[summary], panels=[wr.WeavePanelSummaryTable(
                    table_name=SWEEP_TABLE, layout=wr.Layout(w=24, h=12))]),
-               wr.P("The same table as the sweep printed it, with its notes (baseline, interval method, verdict rule):"),
+               wr.P("The same table as the sweep printed it, with its notes (baseline, interval method, verdict "
+                    "rule):"),
                wr.MarkdownBlock(text=study.table.markdown())]
 
     images = dict(study.images)
@@ -274,10 +275,10 @@ def study_blocks(study: Study) -> list:
     if "throughput" in images:
         images.pop("throughput")
         blocks += [wr.H2("Throughput with 95% CIs"),
-                   wr.P("W&B's bar charts cannot draw intervals, so this is the sweep's own plot (sweep_throughput.png, "
-                        f"logged by the sweep_summary run as {PLOT.format('throughput')}): each configuration's "
-                        "throughput with its 95% CI as error bars, the baseline in orange, the speed-up [CI] and "
-                        "verdict written on each bar."),
+                   wr.P("W&B's bar charts cannot draw intervals, so this is the sweep's own plot "
+                        f"(sweep_throughput.png, logged by the sweep_summary run as {PLOT.format('throughput')}): "
+                        "each configuration's throughput with its 95% CI as error bars, the baseline in orange, the "
+                        "speed-up [CI] and verdict written on each bar."),
                    wr.PanelGrid(runsets=[summary], panels=[wr.MediaBrowser(
                        title="throughput per configuration (95% CI)", media_keys=[PLOT.format("throughput")],
                        layout=wr.Layout(w=24, h=10))])]
@@ -329,7 +330,9 @@ def build(study: Study, *, project: str, entity: str = "") -> Any:
 
     ask = question(study)
     title = f"{ask} [{study.group}]"
-    return wr.Report(project=project, entity=entity, title=title if len(title) <= TITLE_MAX else title[:TITLE_MAX - 1] + "…",
+    if len(title) > TITLE_MAX:
+        title = title[:TITLE_MAX - 1] + "…"
+    return wr.Report(project=project, entity=entity, title=title,
                      description=f"Sweep {study.dir.name}: `{study.command}`"[:1000], blocks=study_blocks(study))
 
 
@@ -389,8 +392,8 @@ def push(path: str | Path, entity: str | None = None, project: str | None = None
 
 # ----------------------------------------------------------------------------------------- at the end of a sweep
 def _disabled(settings: dict) -> bool:
-    return str(settings.get("mode")).lower() == "disabled" or (
-        str(settings.get("mode") or "auto").lower() == "auto" and os.environ.get("WANDB_MODE", "").lower() == "disabled")
+    mode = str(settings.get("mode") or "auto").lower()
+    return mode == "disabled" or (mode == "auto" and os.environ.get("WANDB_MODE", "").lower() == "disabled")
 
 
 def _bounded(work, until: float, what: str, deadline_s: float) -> Any:
@@ -408,7 +411,8 @@ def _bounded(work, until: float, what: str, deadline_s: float) -> Any:
     thread.start()
     thread.join(max(until - time.monotonic(), 0.0))
     if thread.is_alive():
-        _warn(f"{what} gave up: everything W&B does for the sweep's report ends within logger.deadline_s={deadline_s:g} s")
+        _warn(f"{what} gave up: everything W&B does for the sweep's report ends within "
+              f"logger.deadline_s={deadline_s:g} s")
         return None
     if "error" in out:
         _warn(f"{what} failed ({out['error']})")
@@ -536,8 +540,15 @@ def main(argv: list[str] | None = None) -> int:
         settings = logger_settings(None)
         if not study.entries:
             raise SystemExit(f"results.wandb_report: no run records under {path}.")
-        write_spec(build(study, project=args.project or _sidecar(path).get("project") or settings["project"],
-                         entity=args.entity or _sidecar(path).get("entity") or ""), spec)
+        report = build(study, project=args.project or _sidecar(path).get("project") or settings["project"],
+                       entity=args.entity or _sidecar(path).get("entity") or "")
+        if spec.is_file():  # pushed before: keep the report's id and place, so a push updates that report
+            try:
+                old = read_spec(spec)
+                report.id, report.entity = old.id, args.entity or old.entity or report.entity
+            except Exception as e:  # noqa: BLE001 - an unreadable spec is replaced
+                _warn(f"{spec} was unreadable ({type(e).__name__}); a new report spec replaces it")
+        write_spec(report, spec)
         print(f"report spec: {spec}")
     if args.push:
         try:
