@@ -227,6 +227,7 @@ class WandbLogger(Logger):
     init_timeout_s: float = gt(0)
     finish_timeout_s: float = gt(0)
     deadline_s: float = gt(0)            # everything W&B does for one run ends within this (results/wandb_log.py)
+    report: bool = MISSING               # a W&B Report of each sweep (results/wandb_report.py)
 
 
 # ------------------------------------------------------------------------------------------------ top-level sections

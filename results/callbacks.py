@@ -246,6 +246,9 @@ class SweepTable(Callback):
             tags = list(tags) if tags is not None and not isinstance(tags, str) else ([tags] if tags else [])
             wandb_log.log_sweep(table, entries, sweep_dir, logger_cfg, images=images, command=command, tags=tags,
                                 diagnosis=diagnosis)
+            from results import wandb_report
+            written += wandb_report.at_sweep_end(sweep_dir, logger_cfg, entries=entries, table=table, command=command,
+                                                 diagnosis=diagnosis, images=images)
         print("[sweep] table: " + ", ".join(str(p) for p in written), flush=True)
 
         signum = interrupt.received()
