@@ -269,6 +269,24 @@ def test_world_size_and_a_link_preset_change_the_prediction():
         predict(RUNS / "vgg11_accumulate/0", {"bukcet": 100}, samples=200)
 
 
+def test_ranks_sharing_a_cpu_host_slow_each_ranks_compute():
+    from dataclasses import replace
+
+    from whatif.profile import from_record
+    from whatif.step import Config, changed, cpu_share
+
+    prof = from_record(_record("vgg11_accumulate/0"), "x")       # 2 ranks x 1 thread on 2 cores
+    base = Config.of(prof)
+    assert cpu_share(prof, base).value == 1.0
+    four = cpu_share(prof, changed(base, {"world_size": 4}))     # same host: half a core each
+    assert four.value == pytest.approx(2.0) and four.lo == pytest.approx(2 ** 0.7)
+    one = cpu_share(prof, changed(base, {"world_size": 1, "sync": "local"}))   # one rank gets both cores
+    assert one.value == pytest.approx(0.5) and one.hi == pytest.approx(0.5 ** 0.7)
+    # a network link between hosts: more hosts, the same ranks per host
+    assert cpu_share(prof, replace(changed(base, {"world_size": 8}), link=lk.preset("10gbe"))).value == 1.0
+    assert cpu_share(prof, changed(base, {"world_size": 8, "ranks_per_host": 1})).value == pytest.approx(0.5)
+
+
 def test_a_one_rank_run_needs_a_link_to_predict_ddp():
     from whatif.api import predict
 
@@ -400,6 +418,33 @@ def test_validation_on_hand_made_records(tmp_path):
     assert v.coverage[0] == pytest.approx(2 / 3) and v.mape == pytest.approx(0.3 / 1.3 / 3, abs=0.005)
     text = markdown(v, "python -m whatif.validate x")
     assert "MAPE" in text and "MISSED" in text and "coverage" in text
+
+
+def test_validation_takes_a_source_from_outside_the_dirs(tmp_path):
+    from whatif.api import predict
+    from whatif.validate import validate
+
+    src = _record("vgg11_accumulate/0")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "run_record.json").write_text(json.dumps(src))
+    rec = copy.deepcopy(src)
+    rec["result"]["world_size"] = 4
+    m = predict(src, {"world_size": 4}, samples=200).step_s
+    rec["result"]["step_time_s"] = {**rec["result"]["step_time_s"], "median": m, "ci_lo": m * 0.98, "ci_hi": m * 1.02}
+    (tmp_path / "ws4" / "0").mkdir(parents=True)
+    (tmp_path / "ws4" / "0" / "run_record.json").write_text(json.dumps(rec))
+    v = validate([tmp_path / "ws4"], source=tmp_path / "src", samples=200)
+    assert [r.change for r in v.rows] == ["world_size=4"] and abs(v.rows[0].error) < 1e-9
+
+
+def test_saving_and_pruning_for_the_diagnosis_and_the_autotune():
+    from whatif.api import prune, saving
+
+    s = saving(RUNS / "vgg11_accumulate/0", {"accumulate": 4}, samples=200)
+    assert 0 < s["lo"] <= s["fraction"] <= s["hi"] < 1 and s["of"] == "time per sample"
+    keep, skipped = prune(RUNS / "vgg11_accumulate/0", [{"bucket": 2000}, {"accumulate": 4}, {"bucket": 100}],
+                          samples=200)
+    assert {"accumulate": 4} in keep and [c for c, _ in skipped] == [{"bucket": 2000}]
 
 
 def test_validation_reads_an_emulated_link_from_the_record():

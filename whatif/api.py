@@ -44,7 +44,7 @@ def profile_of(record) -> Profile:
     return from_record(rec, path)
 
 
-def resolve_link(link=None, nccl_tests=None, collectives=None) -> lk.Link | None:
+def link_from(link=None, nccl_tests=None, collectives=None) -> lk.Link | None:
     """One of: a preset name, a Link, an nccl-tests file (path or parsed dict), a task=collectives record/dir."""
     if nccl_tests is not None:
         from diagnosis.nccl_tests import read
@@ -74,7 +74,7 @@ def predict(record, change: dict | None = None, *, link=None, nccl_tests=None, c
             world_size: int | None = None, samples: int = DEFAULT_SAMPLES, seed: int = 0,
             timeline: bool = False) -> Prediction:
     prof = profile_of(record)
-    the_link = resolve_link(link, nccl_tests, collectives)
+    the_link = link_from(link, nccl_tests, collectives)
     draws = Draws(samples, seed)
     own = _predict(prof, Config.of(prof), draws)
     cfg = changed(base_config(prof, the_link, world_size), change or {})
@@ -84,9 +84,9 @@ def predict(record, change: dict | None = None, *, link=None, nccl_tests=None, c
 def predict_sweep(record, grid: dict[str, list] | None = None, *, link=None, nccl_tests=None, collectives=None,
                   world_size: int | None = None, samples: int = DEFAULT_SAMPLES, seed: int = 0) -> Sweep:
     """Every combination of the grid's values (the sweep's order: the last key varies fastest), each against the run's
-    own configuration; the first row with a timeline."""
+    own configuration, each with its timeline."""
     prof = profile_of(record)
-    the_link = resolve_link(link, nccl_tests, collectives)
+    the_link = link_from(link, nccl_tests, collectives)
     draws = Draws(samples, seed)
     own = _predict(prof, Config.of(prof), draws, timeline=True)
     base = base_config(prof, the_link, world_size)
@@ -98,7 +98,7 @@ def predict_sweep(record, grid: dict[str, list] | None = None, *, link=None, ncc
         if cfg in seen:
             continue
         seen.add(cfg)
-        rows.append(_predict(prof, cfg, draws, own=own, timeline=not rows))
+        rows.append(_predict(prof, cfg, draws, own=own, timeline=True))
     for r in rows:
         r.label = r.config.label(Config.of(prof))
     return Sweep(prof, own, base, rows, the_link)
@@ -116,3 +116,27 @@ def parse_grid(items: list[str]) -> dict[str, list[str]]:
             raise ValueError(f"--sweep {item!r}: no values")
         grid[k.strip()] = values
     return grid
+
+
+def saving(record, change: dict, **kw) -> dict:
+    """What a change saves per sample, for the diagnosis's "estimated saving": 1 - 1/speed-up, with its interval (the
+    typical speed-up's), the prediction's dominant part and how it was computed."""
+    p = predict(record, change, **kw)
+    f = lambda s: None if s is None or s <= 0 else 1 - 1 / s  # noqa: E731
+    return {"fraction": f(p.speedup), "lo": f(p.speedup_lo), "hi": f(p.speedup_hi), "of": "time per sample",
+            "dominant": p.dominant, "prediction": p,
+            "how": f"the what-if model ({p.label}): predicted samples/s against the run's own configuration"}
+
+
+def prune(record, candidates: list[dict], noise: float = 0.02, **kw) -> tuple[list[dict], list[tuple[dict, Prediction]]]:
+    """For the autotune: the candidates worth measuring, and those the model rules out with confidence (the typical
+    speed-up's whole 95% interval below 1 - noise), each with its prediction."""
+    keep, skipped = [], []
+    prof = profile_of(record)
+    for change in candidates:
+        p = predict(prof, change, **kw)
+        if p.speedup_hi is not None and p.speedup_hi < 1 - noise:
+            skipped.append((change, p))
+        else:
+            keep.append(change)
+    return keep, skipped

@@ -18,7 +18,6 @@ not a reimplementation. The environment knob DDP_SET_LAST_BUCKET_CAP (reversed b
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -71,9 +70,3 @@ def assign(numel: list[int], element_size: list[int], ready_order: list[int], ca
 
 def _dtype_for(element_size: int) -> str:
     return {2: "float16", 4: "float32", 8: "float64"}.get(int(element_size), "float32")
-
-
-def equal_split(total_bytes: int, cap_mb) -> int:
-    """How many buckets DDP would need at most for this many bytes (a guide for text; `assign` is the answer)."""
-    first, rest = limits(cap_mb)
-    return 1 if total_bytes <= first else 1 + math.ceil((total_bytes - first) / rest)

@@ -45,6 +45,7 @@ class Link:
     nccl_table: dict | None = None     # parsed nccl-tests output (diagnosis.nccl_tests): interpolated at its rank count
     floor: "Link | None" = None        # the host's own cost (gloo on CPU), see the module docstring
     notes: tuple[str, ...] = field(default_factory=tuple)
+    same_host: bool = False            # an emulated link: the ranks still share one machine's cores
 
     def time(self, nbytes, n: int, alpha, busbw):
         """Seconds for one all-reduce of nbytes on n ranks, for drawn alpha and busbw (arrays or floats)."""
@@ -185,11 +186,12 @@ def from_nccl_tests(parsed: dict, rel: float = 0.05) -> Link:
         if x.get("time_us"):
             pts.append((r["bytes"], x["time_us"] * 1e-6, None, None))
     fit = fit_alpha_beta(pts, max(n, 2), name="nccl-tests", source=f"nccl-tests file {parsed.get('file') or ''}")
+    notes = fit.notes + (f"nccl-tests prints one mean per size without an interval: +-{rel:.0%} assumed "
+                         "(run-to-run spread of all_reduce_perf)",)
+    if not n:
+        notes += ("the file does not say how many ranks ran: 2 assumed for the fit",)
     return replace(fit, name=f"nccl-tests ({n or '?'} ranks)", nccl_table=parsed,
-                   busbw=fit.busbw.with_extra(rel, "nccl-tests busbw"),
-                   notes=fit.notes + (f"nccl-tests prints one mean per size without an interval: +-{rel:.0%} assumed "
-                                      "(run-to-run spread of all_reduce_perf)",
-                                      "" if n else "the file does not say how many ranks ran: 2 assumed for the fit"))
+                   busbw=fit.busbw.with_extra(rel, "nccl-tests busbw"), notes=notes)
 
 
 # -------------------------------------------------------------------------------------------------------- presets
@@ -273,7 +275,7 @@ def emulated(rate_gbit: float, base: Link | None = None) -> Link:
                 busbw=Quantity(rate * 0.90, rate * 0.80, rate * TC_PAYLOAD, "shaped rate x achieved share"),
                 source=f"htb at {rate_gbit:g} Gbit/s; gloo's achieved share 0.90 [0.80, 0.956] of the rate (DESIGN.md: "
                        "0.82-0.93 Gbit/s measured through a 1 Gbit/s htb pair; 0.956 = 1448/1514, the TCP payload of "
-                       "the frames tc counts)", floor=base)
+                       "the frames tc counts)", floor=base, same_host=True)
 
 
 def with_floor(link: Link, floor: Link | None) -> Link:

@@ -112,6 +112,9 @@ class Profile:
     samples_per_s: Quantity | None
     step_noise: Quantity | None      # the measured step median's 95% interval relative to it (a factor about 1)
     run_to_run_sd: float = 0.05      # log-normal sd of a run's step median about its configuration's (see above)
+    cores: int | None = None         # CPU cores per host, torch intra-op threads per rank, hosts (CPU core sharing)
+    threads: int | None = None
+    hosts: int = 1
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -156,8 +159,9 @@ def from_record(record: dict, path: str = "") -> Profile:
     gr = r.get("grad_ready") or None
     params, shapes, fwd_bwd = _params(record, gr, notes)
     sync = r.get("sync") or "ddp"
-    backward = _backward_alone(r, phases, forward, gr, fwd_bwd, sync, K, notes)
-    copy_in, copy_out, cast, psgd, psgd_rank, psgd_split = _costs(gr, notes)
+    mem = _memory_speed(cfg, optimizer, params)
+    backward = _backward_alone(r, phases, forward, gr, fwd_bwd, sync, K, notes, mem, params)
+    copy_in, copy_out, cast, psgd, psgd_rank, psgd_split = _costs(gr, notes, mem, params, shapes, optim_cfg)
     link = None
     try:
         link = from_microbench(r)
@@ -175,6 +179,7 @@ def from_record(record: dict, path: str = "") -> Profile:
     noise = None
     if step and step.has_interval and step.lo > 0:
         noise = Quantity(1.0, step.lo / step.value, step.hi / step.value, "the step median's interval, relative")
+    threads = ((r.get("per_rank") or [{}])[0].get("threads") or {}).get("intra_op")
     prof = Profile(
         record=record, path=path, model=(cfg.get("model") or {}).get("name", "?"), device=r.get("device") or "cpu",
         backend=r.get("backend") or "gloo", world_size=int(r.get("world_size") or 1),
@@ -187,7 +192,9 @@ def from_record(record: dict, path: str = "") -> Profile:
         powersgd=psgd, powersgd_measured_rank=psgd_rank, powersgd_split=psgd_split,
         contention=Contention(Quantity.exact(1.0), Quantity.exact(1.0), "none: not a multi-rank gloo run on CPU"),
         link=link, step=step, samples_per_s=sps, step_noise=noise,
-        run_to_run_sd=RUN_TO_RUN_SD.get(r.get("device") or "cpu", 0.05), notes=notes)
+        run_to_run_sd=RUN_TO_RUN_SD.get(r.get("device") or "cpu", 0.05), notes=notes,
+        cores=int((record.get("env") or {}).get("cpu_count") or 0) or None, threads=int(threads) if threads else None,
+        hosts=max(1, len(set((record.get("env") or {}).get("hostnames") or [None]))))
     _contention(prof, r)
     return prof
 
@@ -330,7 +337,30 @@ def probe_scale(mode: dict, forward: Quantity) -> float:
     return forward.value / _median(f)
 
 
-def _backward_alone(r, phases, forward: Quantity, gr, flops, sync: str, K: int, notes: list[str]) -> Quantity:
+def _memory_speed(cfg: dict, optimizer: Quantity, params: Params) -> Quantity | None:
+    """Bytes per second this rank streams through memory, from the optimizer phase: SGD reads each parameter and
+    gradient (and momentum buffer) and writes the parameter (and buffer): 20 bytes per fp32 parameter with momentum,
+    12 without. A stand-in, stated, for the memory-bound costs a record without the grad_ready probe did not time."""
+    if not optimizer.value or optimizer.value <= 0:
+        return None
+    momentum = float(((cfg.get("solver") or {}).get("momentum")) or 0.0)
+    per = 20 if momentum else 12
+    nbytes = per * sum(params.numel)
+    src = f"{per} bytes per parameter / the optimizer phase"
+    if optimizer.has_interval and optimizer.lo > 0:
+        return Quantity(nbytes / optimizer.value, nbytes / optimizer.hi, nbytes / optimizer.lo, src)
+    return Quantity.exact(nbytes / optimizer.value, src)
+
+
+def _bytes_time(nbytes: float, mem: Quantity, what: str, extra: float = 0.25) -> Quantity:
+    """nbytes at the record's memory speed, +-25% stated on top of its interval."""
+    v = nbytes / mem.value
+    q = Quantity(v, nbytes / mem.hi, nbytes / mem.lo, what) if mem.has_interval else Quantity.exact(v, what)
+    return q.with_extra(extra)
+
+
+def _backward_alone(r, phases, forward: Quantity, gr, flops, sync: str, K: int, notes: list[str],
+                    mem: Quantity | None = None, params: Params | None = None) -> Quantity:
     alone = ((gr or {}).get("modes") or {}).get("alone") or {}
     if alone.get("backward_s"):
         xs = alone["backward_s"]
@@ -345,33 +375,50 @@ def _backward_alone(r, phases, forward: Quantity, gr, flops, sync: str, K: int, 
         return Quantity.from_describe(phases.get("backward"), "result.phases.backward", 1 / K)
     if flops:
         ratio = flops[1] / flops[0]
-        notes.append(f"backward compute alone: not measured (DDP overlaps it with the all-reduce); assumed forward x "
-                     f"{ratio:.3g}, the model's backward/forward FLOP ratio, +-{FLOP_MODEL_EXTRA:.0%}")
-        return forward.scaled(ratio, "forward x backward/forward FLOP ratio").with_extra(FLOP_MODEL_EXTRA)
+        b = forward.scaled(ratio, "forward x backward/forward FLOP ratio").with_extra(FLOP_MODEL_EXTRA)
+        how = f"forward x {ratio:.3g}, the model's backward/forward FLOP ratio, +-{FLOP_MODEL_EXTRA:.0%}"
+        if mem is not None and params is not None:
+            w = _bytes_time(4 * sum(params.numel), mem, "writing every gradient once")
+            b = Quantity(b.value + w.value, b.lo + w.lo, b.hi + w.hi, b.source + " + writing every gradient")
+            how += (f", plus writing every gradient once at the optimizer's memory speed ({w.value * 1e3:.3g} ms; the "
+                    "FLOP count leaves out memory-bound work)")
+        notes.append("backward compute alone: not measured (DDP overlaps it with the all-reduce); assumed " + how)
+        return b
     notes.append("backward compute alone: assumed 2 x forward (no FLOP count for this model), +-25%")
     return forward.scaled(2.0, "2 x forward (assumed)").with_extra(0.25)
 
 
-def _costs(gr: dict | None, notes: list[str]):
+def _costs(gr: dict | None, notes: list[str], mem: Quantity | None = None, params: Params | None = None,
+           shapes=None, optim_cfg: dict | None = None):
     c = (gr or {}).get("costs") or {}
     zero = lambda what: Quantity.exact(0.0, f"{what}: not measured (taken as 0)")  # noqa: E731
 
-    def measured(key: str, what: str) -> Quantity:
+    def measured(key: str, what: str, nbytes_per_elt: float) -> Quantity:
         v = c.get(key)
         if v is None:
+            if mem is not None and params is not None:
+                return _bytes_time(nbytes_per_elt * sum(params.numel), mem, f"{what}: {nbytes_per_elt:g} bytes per "
+                                   "element at the optimizer's memory speed (not measured)")
             return zero(what)
         xs = v if isinstance(v, list) else [v]
         return Quantity.relative(_median(xs), 0.15, f"result.grad_ready.costs.{key} ({len(xs)} timing(s), "
                                                     "+-15% stated)")
 
-    copy_in, copy_out = measured("copy_in_s", "DDP's copy into buckets"), measured("copy_out_s", "DDP's copy back")
-    cast = {"bf16": measured("cast_bf16_s", "bf16 cast"), "fp16": measured("cast_fp16_s", "fp16 cast")}
+    copy_in = measured("copy_in_s", "DDP's copy into buckets", 8)
+    copy_out = measured("copy_out_s", "DDP's copy back", 8)
+    cast = {"bf16": measured("cast_bf16_s", "bf16 cast", 16), "fp16": measured("cast_fp16_s", "fp16 cast", 16)}
     ps = c.get("powersgd") or {}
     psgd = None
     if ps.get("s") is not None:
         xs = ps["s"] if isinstance(ps["s"], list) else [ps["s"]]
         psgd = Quantity.relative(_median(xs), 0.15, f"result.grad_ready.costs.powersgd at rank {ps.get('rank')} "
                                                     "(+-15% stated)")
+    elif mem is not None and params is not None and shapes is not None:
+        comp = _compressible(params, shapes, int((optim_cfg or {}).get("rank") or 1),
+                             float((optim_cfg or {}).get("min_compression_rate") or 2.0))
+        psgd = _bytes_time(sum(PSGD_PASSES.values()) * 4 * comp, mem,
+                           "PowerSGD: 11 fp32 passes over the compressed matrices at the optimizer's memory speed "
+                           "(not measured)", extra=0.5)
     split = dict(PSGD_PASSES_SHARE)
     parts = {k: ps.get(f"{k}_s") for k in split}
     if all(parts.values()) and sum(_median(v) for v in parts.values()) > 0:
@@ -379,9 +426,24 @@ def _costs(gr: dict | None, notes: list[str]):
         split = {k: _median(v) / tot for k, v in parts.items()}
     if not c:
         notes.append("DDP's gradient copies and the bf16/fp16/PowerSGD compute: not measured (the record predates "
-                     "the grad_ready probe): taken as 0, so predictions for gradient_as_bucket_view, bf16/fp16 and "
-                     "PowerSGD leave out their compute (optimistic for compression)")
-    return copy_in, copy_out, cast, psgd, int(ps.get("rank") or 1), split
+                     "the grad_ready probe): " + ("estimated as memory traffic at the speed the optimizer phase "
+                                                   "streamed its 12-20 bytes per parameter (+-25%; PowerSGD +-50%)"
+                                                   if mem is not None else "taken as 0"))
+    return copy_in, copy_out, cast, psgd, int(ps.get("rank") or (optim_cfg or {}).get("rank") or 1), split
+
+
+def _compressible(params: Params, shapes, rank: int, min_rate: float) -> int:
+    from torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook import _should_compress
+
+    total = 0
+    for i, shape in enumerate(shapes):
+        if len(shape) < 2:
+            continue
+        n = int(shape[0])
+        m = params.numel[i] // n
+        if _should_compress(n, m, min(n, m, rank), min_rate)[0]:
+            total += params.numel[i]
+    return total
 
 
 def _contention(prof: Profile, r: dict) -> None:

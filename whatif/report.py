@@ -31,18 +31,17 @@ def table(sweep: Sweep, noise: float = 0.02) -> Table:
         "speed-up": lambda r: fmt_ratio(r["speed-up"], r["speed-up lo"], r["speed-up hi"], r["verdict"])
         if r["speed-up"] is not None else "-",
     }
-    prof = sweep.profile
     notes = [
         "step ms, samples/s: the model at the inputs' point values [95% prediction interval: Monte Carlo over the "
         "inputs' intervals, plus a new run's own scatter of its step median]",
-        f"speed-up: predicted samples/s over the prediction for the run's own configuration, paired draws; "
-        f"faster/slower only when the interval excludes 1 and the change exceeds {noise:.0%}",
+        f"speed-up: predicted samples/s over the prediction for the run's own configuration [95% interval of the "
+        f"typical speed-up: the inputs' uncertainty over paired draws, without single runs' scatter]; faster/slower "
+        f"only when the interval excludes 1 and the change exceeds {noise:.0%}",
         "dominant: the largest of compute (data, forward, backward alone, DDP's copies, optimizer), exposed comm "
         "(the rest of the step: all-reduce not hidden behind backward, and compute slowed by it) and compression "
         "(bf16/fp16 casts, PowerSGD's matrix work)",
         f"not modelled: {'; '.join(NOT_MODELLED)}",
     ]
-    del prof
     return Table(columns=COLUMNS, rows=rows, title="What-if: predicted step", notes=notes, display=display,
                  csv_only=["step lo", "step hi", "samples/s lo", "samples/s hi", "speed-up lo", "speed-up hi",
                            "verdict"])
@@ -117,7 +116,8 @@ def plot_timeline(predictions: list[Prediction], path: str | Path, title: str = 
                 ax.text((a + b) / 2 * 1e3, 0, f"b{k}", ha="center", va="center", fontsize=7)
         ax.set_yticks([0, 1], ["all-reduce", "compute"])
         ax.set_xlim(0, end * 1e3 * 1.02)
-        ax.set_title(f"{p.label}: {p.step_s * 1e3:.4g} ms [{p.lo * 1e3:.4g}, {p.hi * 1e3:.4g}]", fontsize=9, loc="left")
+        label = p.label if len(p.label) <= 100 else p.label[:97] + "..."
+        ax.set_title(f"{label}: {p.step_s * 1e3:.4g} ms [{p.lo * 1e3:.4g}, {p.hi * 1e3:.4g}]", fontsize=8, loc="left")
     axes[-1, 0].set_xlabel("ms from the step's start (one predicted step, inputs at their point values)")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in ("#2ca02c", "#9467bd", "#d62728", "#17becf", "#ffbf00")]
     fig.legend(handles, ["forward", "backward", "comm hook on compute", "DDP copy back", "optimizer"], loc="upper right",

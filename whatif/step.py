@@ -69,6 +69,7 @@ class Config:
     psgd_rank: int
     link: Link | None                # None: the run's own ranks
     link_name: str = "own"
+    ranks_per_host: int | None = None   # None: a one-host run stays on its host unless a network link is named
 
     @classmethod
     def of(cls, prof) -> "Config":
@@ -83,7 +84,9 @@ class Config:
         return " ".join(f"{k}={v}" for k, v in items.items()) or "(the run's own config)"
 
     def items(self) -> dict[str, str]:
-        return {"world_size": str(self.world_size), "sync": self.sync, "optim": self.optim,
+        return {"world_size": str(self.world_size),
+                **({"ranks_per_host": str(self.ranks_per_host)} if self.ranks_per_host else {}),
+                "sync": self.sync, "optim": self.optim,
                 "bucket": bk.label(self.bucket_cap), "accumulate": str(self.accumulate),
                 "ddp.gradient_as_bucket_view": str(self.bucket_view).lower(),
                 "ddp.static_graph": str(self.static_graph).lower(),
@@ -96,7 +99,7 @@ KNOB_ALIASES = {"bucket": "bucket", "bucket_cap_mb": "bucket", "optim": "optim",
                 "static_graph": "static_graph", "ddp.static_graph": "static_graph",
                 "bucket_view": "bucket_view", "gradient_as_bucket_view": "bucket_view",
                 "ddp.gradient_as_bucket_view": "bucket_view", "optim.rank": "psgd_rank", "rank": "psgd_rank",
-                "link": "link"}
+                "link": "link", "ranks_per_host": "ranks_per_host"}
 
 
 def changed(cfg: Config, change: dict, links: dict | None = None) -> Config:
@@ -117,7 +120,7 @@ def changed(cfg: Config, change: dict, links: dict | None = None) -> Config:
             if v not in SYNCS:
                 raise ValueError(f"sync={v}: one of {', '.join(SYNCS)}")
             out = replace(out, sync=v)
-        elif k in ("accumulate", "world_size", "psgd_rank"):
+        elif k in ("accumulate", "world_size", "psgd_rank", "ranks_per_host"):
             out = replace(out, **{k: int(_positive(float(v), key))})
         elif k in ("static_graph", "bucket_view"):
             if v.lower() not in ("true", "false", "1", "0"):
@@ -447,6 +450,7 @@ class Prediction:
     timeline: dict | None = None
     notes: list[str] = field(default_factory=list)
     sps_samples: np.ndarray | None = field(default=None, repr=False)
+    sps_model: np.ndarray | None = field(default=None, repr=False)     # without the runs' own scatter
 
     def as_dict(self) -> dict:
         return {"config": self.config.items(), "label": self.label, "step_s": self.step_s, "step_lo": self.lo,
@@ -454,6 +458,34 @@ class Prediction:
                 "samples_hi": self.sps_hi, "speedup": self.speedup, "speedup_lo": self.speedup_lo,
                 "speedup_hi": self.speedup_hi, "dominant": self.dominant, "parts_s": self.parts,
                 "buckets_bytes": self.buckets, "notes": self.notes, "level": 0.95}
+
+
+def cpu_share(prof, cfg: Config) -> Quantity:
+    """Compute time per rank when a CPU host holds another number of ranks: each rank gets min(threads, cores /
+    ranks on its host) cores, and compute takes (cores before / cores after) ** e as long, e in [0.7, 1] (1: perfect
+    scaling; stated). Ranks per host: as the configuration says (ranks_per_host), else a single-host run keeps its one
+    host (more ranks share it; an emulated link too) unless a network link is named (then, as a multi-host run, it
+    keeps its ranks per host: more hosts). The local launcher gives several ranks one thread each, one rank every
+    core."""
+    if prof.device != "cpu" or not prof.cores:
+        return Quantity.exact(1.0, "same ranks per host")
+    per_src = math.ceil(prof.world_size / prof.hosts)
+    if cfg.ranks_per_host:
+        per_tgt = min(cfg.ranks_per_host, cfg.world_size)
+    elif prof.hosts == 1 and (cfg.link is None or cfg.link.same_host):
+        per_tgt = cfg.world_size
+    else:
+        per_tgt = min(per_src, cfg.world_size)
+    if per_tgt == per_src:
+        return Quantity.exact(1.0, "same ranks per host")
+    threads_src = prof.threads or 1
+    threads_tgt = 1 if per_tgt > 1 else prof.cores
+    c_src = min(threads_src, prof.cores / per_src)
+    c_tgt = min(threads_tgt, prof.cores / per_tgt)
+    f = c_src / c_tgt
+    lo, hi = sorted((f, f ** 0.7))
+    return Quantity(f, lo, hi, f"CPU cores per rank {c_src:g} -> {c_tgt:g} ({per_src} -> {per_tgt} ranks on "
+                               f"{prof.cores} cores)")
 
 
 def _inputs(prof, cfg: Config, draws) -> dict[str, np.ndarray]:
@@ -468,6 +500,12 @@ def _inputs(prof, cfg: Config, draws) -> dict[str, np.ndarray]:
     psgd = g("psgd", _psgd_cost(prof, cfg))
     for part, share in prof.powersgd_split.items():
         d[f"psgd_{part}"] = psgd * share
+    share = cpu_share(prof, cfg)
+    if share.value != 1.0 or share.has_interval:
+        f = g(f"cpu_share:{cfg.world_size}", share)
+        for k in list(d):
+            if k not in ("s_c", "s_m"):
+                d[k] = d[k] * f
     return d
 
 
@@ -584,6 +622,10 @@ def _evaluate(prof, cfg: Config, draws, timeline: bool = False) -> _Eval:
         compute = step - comm
         if timeline:
             tl = _timeline_serial(cfg, x, K, comm, extra)
+    share = cpu_share(prof, cfg)
+    if share.value != 1.0:
+        notes.append(f"compute per rank x {share.value:.3g} [{share.lo:.3g}, {share.hi:.3g}]: {share.source} "
+                     "(stated scaling, cores / ranks)")
     if cfg.static_graph != prof.static_graph:
         notes.append("ddp.static_graph: modelled as no change (without find_unused_parameters DDP does no per-step "
                      "graph search that a static graph would save; seed 003 measured 'negligible')")
@@ -594,7 +636,8 @@ def _evaluate(prof, cfg: Config, draws, timeline: bool = False) -> _Eval:
 
 def predict(prof, cfg: Config, draws: Draws, own: "Prediction | None" = None, timeline: bool = False) -> Prediction:
     """The configuration's step: the model at the inputs' point values, and its 95% prediction interval over the
-    joint draws, widened by a new run's own scatter (the source's step-median interval, log-normal)."""
+    joint draws, widened by a new run's own scatter (_noise). The speed-up against `own` is the typical one: its
+    interval is the model's uncertainty over paired draws, without the scatter of single runs."""
     pt = _evaluate(prof, cfg, PointDraws(), timeline=timeline)
     ev = _evaluate(prof, cfg, draws)
     samples = cfg.world_size * prof.batch_per_rank * cfg.accumulate
@@ -609,10 +652,12 @@ def predict(prof, cfg: Config, draws: Draws, own: "Prediction | None" = None, ti
     dominant = max((("compute", compute), ("exposed comm", exposed), ("compression", compression)),
                    key=lambda kv: kv[1])[0]
     pred = Prediction(cfg, cfg.label(Config.of(prof)), step, lo, hi, samples / step, slo, shi, dominant=dominant,
-                      parts=parts, buckets=pt.buckets, timeline=pt.timeline, notes=pt.notes, sps_samples=sps)
-    if own is not None and own.sps_samples is not None:
+                      parts=parts, buckets=pt.buckets, timeline=pt.timeline, notes=pt.notes, sps_samples=sps,
+                      sps_model=samples / ev.step)
+    if own is not None and own.sps_model is not None:
+        # the typical speed-up: the model's uncertainty (paired draws), not the scatter of two single runs
         pred.speedup = pred.samples_per_s / own.samples_per_s
-        pred.speedup_lo, pred.speedup_hi = interval(sps / own.sps_samples)
+        pred.speedup_lo, pred.speedup_hi = interval(pred.sps_model / own.sps_model)
     return pred
 
 

@@ -140,7 +140,12 @@ def validate(paths: list[str | Path], source: str | Path | None = None, samples:
 
     out = Validation()
     records = []
-    for p in find_records(*paths):
+    found = find_records(*paths)
+    if source is not None:       # a source outside the dirs joins them (e.g. 4-rank runs predicted from a 2-rank one)
+        src_file = Path(source) / "run_record.json" if Path(source).is_dir() else Path(source)
+        if src_file.resolve() not in {f.resolve() for f in found}:
+            found = [src_file, *found]
+    for p in found:
         try:
             rec = read_record(p)
         except (RecordError, OSError, ValueError) as e:
@@ -156,7 +161,8 @@ def validate(paths: list[str | Path], source: str | Path | None = None, samples:
     src_path = str(Path(source).resolve()) if source else None
     for key, members in groups.items():
         if src_path:
-            chosen = [m for m in members if str(Path(m[0]).resolve()) in (src_path, str(Path(src_path) / "run_record.json"))]
+            chosen = [m for m in members
+                      if str(Path(m[0]).resolve()) in (src_path, str(Path(src_path) / "run_record.json"))]
             if not chosen:
                 out.skipped += [f"{p}: not the workload of --source" for p, _ in members]
                 continue
@@ -220,6 +226,11 @@ def markdown(v: Validation, command: str) -> str:
             f"- coverage of the 95% prediction intervals: {100 * cov[0]:.0f}% [{100 * cov[1]:.0f}, {100 * cov[2]:.0f}] "
             f"(Wilson 95%) of {len(v.rows)} rows (goal 95% +- 5 points: "
             f"{'met' if abs(cov[0] - GOAL_COVERAGE) <= 0.05 else 'MISSED'})", "",
+            "| workload | rows | MAPE | worst | coverage |", "|---|---|---|---|---|",
+            *[f"| {w} | {len(rs)} | {100 * sum(abs(r.error) for r in rs) / len(rs):.1f}% | "
+              f"{100 * max((r.error for r in rs), key=abs):+.1f}% | {100 * sum(r.inside for r in rs) / len(rs):.0f}% |"
+              for w, rs in _by_workload(v.rows).items()],
+            "",
             "| workload | change from the source | measured ms | predicted ms | error | inside | target run |",
             "|---|---|---|---|---|---|---|"]
         for r in v.rows:
@@ -238,6 +249,13 @@ def markdown(v: Validation, command: str) -> str:
     if v.skipped:
         lines += ["", "Skipped:", ""] + [f"- {s}" for s in v.skipped]
     return "\n".join(lines) + "\n"
+
+
+def _by_workload(rows: list[Row]) -> dict[str, list[Row]]:
+    out: dict[str, list[Row]] = {}
+    for r in rows:
+        out.setdefault(r.group, []).append(r)
+    return out
 
 
 def _ms(x):
@@ -265,7 +283,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"python -m whatif.validate: {d} does not exist", file=sys.stderr)
             return 2
     v = validate(args.dirs, args.source, args.samples, args.seed)
-    command = "python -m whatif.validate " + " ".join(args.dirs) + (f" --source {args.source}" if args.source else "")
+    command = ("python -m whatif.validate " + " ".join(args.dirs) + (f" --source {args.source}" if args.source else "")
+               + (f" --out {args.out}" if args.out else "") + f" --samples {args.samples}"
+               + (f" --seed {args.seed}" if args.seed else ""))
     text = markdown(v, command)
     print(text)
     if args.out:
