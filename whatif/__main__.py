@@ -74,8 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         (out / "whatif.json").write_text(json.dumps(data, indent=2, default=str))
         others = sorted((r for r in sweep.rows if r.config != sweep.own.config), key=lambda r: -r.samples_per_s)
         png = plot_timeline([sweep.own] + others[:1], out / "whatif_timeline.png",
-                            title=f"what-if from {sweep.profile.path}: the run's own configuration and the fastest "
-                                  "predicted one")
+                            title=f"what-if from {sweep.profile.path}: the run's own step, and the fastest other")
     except OSError as e:
         return _fail(f"cannot write to {out} ({e.strerror or e}); pass --out DIR")
     if not args.json:

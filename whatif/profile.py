@@ -7,12 +7,13 @@ compute slow each other down; the link the run's own ranks had. Where the record
 says which assumption stands in for it (Profile.notes), so the command prints it.
 
 Where each figure comes from, best first:
-- backward compute alone: the grad_ready probe's backward under DDP's no_sync (result.grad_ready), the backward phase
-  of a run without overlap (sync=local/per_param/flat), else forward x the model's backward/forward FLOP ratio;
+- backward compute alone: the grad_ready probe's backward under DDP's no_sync (result.grad_ready, scaled to the
+  window by the ratio of forward times), the backward phase of a run without overlap (sync=local/per_param/flat),
+  else forward x the model's backward/forward FLOP ratio plus writing every gradient at the record's memory speed;
 - when each gradient is ready: the probe's post-accumulate-grad hooks, else the share of backward FLOPs done by then
   (torch's FlopCounterMode over a meta-device backward of the record's model), else the parameter's position;
-- DDP's copies and the bf16/fp16/PowerSGD compute: the probe's untimed measurements, else not known (taken as 0 and
-  said so);
+- DDP's copies and the bf16/fp16/PowerSGD compute: the probe's untimed measurements, else memory traffic at the speed
+  the optimizer phase streamed its bytes (SGD's 12-20 bytes per parameter), else 0; each said so;
 - CPU contention (gloo): calibrated so that the model reproduces the run's own DDP timers (backward compute under
   communication, and the all-reduces' span), see whatif.step.calibrate_contention.
 """
@@ -59,11 +60,6 @@ class Params:
     def total_bytes(self) -> int:
         return sum(n * e for n, e in zip(self.numel, self.element_size))
 
-    def matrix_shape(self, i: int, shapes: list[tuple[int, ...]] | None) -> tuple[int, int] | None:
-        if shapes is None or len(shapes[i]) < 2:
-            return None
-        rows = int(shapes[i][0])
-        return rows, int(self.numel[i] // rows)
 
 
 @dataclass
@@ -469,8 +465,7 @@ def _contention(prof: Profile, r: dict) -> None:
         under = comm.get("backward_compute_s")
     if not under:
         return
-    s_c, s_m, how = calibrate_contention(prof, compute_under_comm=float(under), comm_span=float(comm["time_s"]),
-                                         serialized=bool((r.get("ddp") or {}).get("serialized")))
+    s_c, s_m, how = calibrate_contention(prof, compute_under_comm=float(under), comm_span=float(comm["time_s"]))
     rel_c = max(MIN_DUTY_REL, _rel(prof.backward))
     prof.contention = Contention(Quantity.relative(s_c, rel_c, "calibrated compute slow-down under all-reduce"),
                                  Quantity.relative(s_m, max(MIN_DUTY_REL, _rel(prof.link.busbw)),

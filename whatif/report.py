@@ -103,7 +103,7 @@ def plot_timeline(predictions: list[Prediction], path: str | Path, title: str = 
     colors = {"forward": "#2ca02c", "backward": "#9467bd", "optimizer": "#ffbf00", "data + h2d": "#8c8c8c",
               "DDP copy back": "#17becf", "comm hook": "#d62728", "no_sync micro-step": "#bcbd22",
               "forward + backward": "#9467bd", "micro-step": "#bcbd22", "copy in": "#17becf", "copy out": "#17becf"}
-    cmap = plt.get_cmap("tab10")
+    lane = ["#1f77b4", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]   # buckets: none of compute's colours
     end = max(p.timeline["step_s"] for p in preds)
     for ax, p in zip(axes[:, 0], preds):
         tl = p.timeline
@@ -111,7 +111,8 @@ def plot_timeline(predictions: list[Prediction], path: str | Path, title: str = 
             ax.barh(1, (b - a) * 1e3, left=a * 1e3, height=0.6, color=colors.get(lab, "#7f7f7f"), edgecolor="white",
                     linewidth=0.3)
         for a, b, lab, k in tl["comm"]:
-            ax.barh(0, (b - a) * 1e3, left=a * 1e3, height=0.6, color=cmap(k % 10), edgecolor="white", linewidth=0.3)
+            ax.barh(0, (b - a) * 1e3, left=a * 1e3, height=0.6, color=lane[k % len(lane)], edgecolor="white",
+                    linewidth=0.3)
             if (b - a) > 0.04 * end:
                 ax.text((a + b) / 2 * 1e3, 0, f"b{k}", ha="center", va="center", fontsize=7)
         ax.set_yticks([0, 1], ["all-reduce", "compute"])
@@ -120,11 +121,11 @@ def plot_timeline(predictions: list[Prediction], path: str | Path, title: str = 
         ax.set_title(f"{label}: {p.step_s * 1e3:.4g} ms [{p.lo * 1e3:.4g}, {p.hi * 1e3:.4g}]", fontsize=8, loc="left")
     axes[-1, 0].set_xlabel("ms from the step's start (one predicted step, inputs at their point values)")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in ("#2ca02c", "#9467bd", "#d62728", "#17becf", "#ffbf00")]
-    fig.legend(handles, ["forward", "backward", "comm hook on compute", "DDP copy back", "optimizer"], loc="upper right",
-               fontsize=7, ncol=5)
+    fig.legend(handles, ["forward", "backward", "comm hook on compute", "DDP copy back", "optimizer"],
+               loc="lower center", fontsize=7, ncol=5, frameon=False)
     if title:
         fig.suptitle(title, fontsize=9, x=0.01, ha="left")
-    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    fig.tight_layout(rect=(0, 0.05, 1, 0.95))
     path = Path(path)
     fig.savefig(path, dpi=110)
     plt.close(fig)

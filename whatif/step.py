@@ -29,10 +29,11 @@ in that proportion (duty).
 sync=per_param: one all-reduce per parameter after backward, in parameter order, nothing overlapped; sync=flat: one
 copy in, one all-reduce of everything, one copy out; sync=local: no communication.
 
-Not modelled (said in every prediction): NCCL kernels competing with compute for the GPU; stragglers and rank skew;
-PowerSGD before start_iter (steady state is predicted); the data loader's own contention; the optimizer's dependence
-on world size; ranks sharing one host's cores beyond the calibrated contention (a one-rank CPU run cannot say how
-compute slows with more ranks on its cores).
+More or fewer ranks on one CPU host: each rank's compute scales with the cores it gets (cpu_share, stated).
+
+Not modelled (NOT_MODELLED, printed with every table): NCCL kernels competing with compute for the GPU; stragglers and
+rank skew; PowerSGD before start_iter (steady state is predicted); the optimizer's and data loader's dependence on
+world size; how CPU contention changes with the number of ranks on a host (the run's own calibration is kept).
 """
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ NOT_MODELLED = (
     "stragglers and skew between ranks",
     "PowerSGD before optim.start_iter (the steady state is predicted)",
     "the optimizer's and data loader's dependence on the world size",
-    "ranks sharing one CPU host beyond the contention calibrated on the run itself",
+    "how gloo's CPU contention changes with the ranks on a host (the run's own calibration is kept)",
 )
 
 
@@ -366,7 +367,7 @@ def simulate_backward(buckets: list[BucketPlan], B: float, copy_in: float, costs
     return Backward(compute_end, t, first_launch or 0.0, lane)
 
 
-def calibrate_contention(prof, compute_under_comm: float, comm_span: float, serialized: bool = False):
+def calibrate_contention(prof, compute_under_comm: float, comm_span: float):
     """The two slow-down factors that make the model reproduce this run's own DDP timers: compute_under_comm (the
     last bucket ready, measured with the all-reduces running) and comm_span (first launch to the end of finalize,
     DDP's backward_comm_time), at the inputs' point values. Bisection on each, alternated until both settle."""
