@@ -366,8 +366,24 @@ def test_grad_ready_probe_on_a_local_model():
     assert "with_sync" not in out["modes"] and len(alone["ready_s"]) == 2
     for rep, total in zip(alone["ready_s"], alone["backward_s"]):
         assert all(0 <= t <= total for t in rep)
-    assert set(out["costs"]) >= {"copy_in_s", "copy_out_s", "cast_bf16_s", "cast_fp16_s", "powersgd"}
+    assert set(out["costs"]) >= {"copy_in_s", "copy_out_s", "cast_bf16_s", "powersgd"}
+    assert out["costs"]["cast_timed"] == "bf16" and out["costs"]["powersgd"]["matrices"] == 2
     assert all(p.grad is None for p in model.parameters())
+
+
+def test_grad_ready_probe_keeps_powersgd_inside_its_budget():
+    import torch
+    from omegaconf import OmegaConf
+
+    from device.cpu import CpuDevice
+    from tasks.train.grad_ready import _costs
+
+    params = [torch.nn.Parameter(torch.zeros(64, 64)), torch.nn.Parameter(torch.zeros(64))]
+    cfg = OmegaConf.create({"optim": {"name": "none"}})
+    costs = _costs(cfg, params, CpuDevice(), budget_s=0.0)
+    assert "over the probe's budget" in costs["powersgd"]["skipped"]
+    cfg = OmegaConf.create({"optim": {"name": "powersgd", "rank": 2, "min_compression_rate": 2.0}})
+    assert _costs(cfg, params, CpuDevice(), budget_s=0.0)["powersgd"]["rank"] == 2   # the run's own: always timed
 
 
 # -------------------------------------------------------------------------------------------------------- seeds

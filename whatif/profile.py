@@ -403,15 +403,28 @@ def _costs(gr: dict | None, notes: list[str], mem: Quantity | None = None, param
     copy_in = measured("copy_in_s", "DDP's copy into buckets", 8)
     copy_out = measured("copy_out_s", "DDP's copy back", 8)
     cast = {"bf16": measured("cast_bf16_s", "bf16 cast", 16), "fp16": measured("cast_fp16_s", "fp16 cast", 16)}
+    timed = c.get("cast_timed")
+    if timed in cast:                 # one cast timed: the other moves the same bytes
+        other = "fp16" if timed == "bf16" else "bf16"
+        cast[other] = Quantity(cast[timed].value, cast[timed].lo, cast[timed].hi,
+                               f"{cast[timed].source}; {other} taken as {timed} (the same bytes)")
     ps = c.get("powersgd") or {}
     psgd = None
+    comp = None
+    if params is not None and shapes is not None:
+        comp = _compressible(params, shapes, int(ps.get("rank") or (optim_cfg or {}).get("rank") or 1),
+                             float((optim_cfg or {}).get("min_compression_rate") or 2.0))
     if ps.get("s") is not None:
         xs = ps["s"] if isinstance(ps["s"], list) else [ps["s"]]
         psgd = Quantity.relative(_median(xs), 0.15, f"result.grad_ready.costs.powersgd at rank {ps.get('rank')} "
                                                     "(+-15% stated)")
-    elif mem is not None and params is not None and shapes is not None:
-        comp = _compressible(params, shapes, int((optim_cfg or {}).get("rank") or 1),
-                             float((optim_cfg or {}).get("min_compression_rate") or 2.0))
+    elif c.get("copy_in_s") and comp is not None and params is not None:
+        total = sum(params.numel) or 1
+        psgd = Quantity.relative(_median(c["copy_in_s"]) * 44 / 8 * comp / total, 0.5,
+                                 "PowerSGD: 11 fp32 passes over the compressed matrices at the measured copy's speed "
+                                 f"(not timed: {ps.get('skipped') or 'absent'}), +-50%")
+        notes.append("PowerSGD's compute: " + psgd.source)
+    elif mem is not None and comp is not None:
         psgd = _bytes_time(sum(PSGD_PASSES.values()) * 4 * comp, mem,
                            "PowerSGD: 11 fp32 passes over the compressed matrices at the optimizer's memory speed "
                            "(not measured)", extra=0.5)
@@ -457,10 +470,13 @@ def _contention(prof: Profile, r: dict) -> None:
         return
     from whatif.step import calibrate_contention
 
-    gr_sync = ((r.get("grad_ready") or {}).get("modes") or {}).get("with_sync") or {}
-    if gr_sync.get("ready_s"):    # the last gradient ready with the all-reduces running, scaled to the window
+    modes = (r.get("grad_ready") or {}).get("modes") or {}
+    gr_sync, gr_alone = modes.get("with_sync") or {}, modes.get("alone") or {}
+    if gr_sync.get("ready_s") and gr_alone.get("backward_s"):
+        # the probe's own ratio (its modes interleaved: the same machine speed) of the last gradient ready with the
+        # all-reduces running to the backward alone, applied to the backward alone in the window
         last = _median([max(x for x in rep if x == x) for rep in gr_sync["ready_s"]])
-        under = last * probe_scale(gr_sync, prof.forward)
+        under = last / _median(gr_alone["backward_s"]) * prof.backward.value
     else:
         under = comm.get("backward_compute_s")
     if not under:

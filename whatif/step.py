@@ -47,6 +47,7 @@ from whatif.links import Link
 from whatif.quantity import Draws, Quantity, Z95, interval
 
 SYNCS = ("ddp", "per_param", "flat", "local")
+MAX_SLOWDOWN = 5.0      # contention factors beyond this are not CPU sharing (two busy threads per core give ~2)
 OPTIMS = ("none", "bf16", "fp16", "powersgd")
 NOT_MODELLED = (
     "NCCL kernels competing with compute on the GPU",
@@ -389,9 +390,9 @@ def calibrate_contention(prof, compute_under_comm: float, comm_span: float):
     def run(sc, sm):
         return simulate_backward(pl.buckets, B, cin, costs, net, du, sc, sm)
 
-    def solve(f, target, lo=1.0, hi=50.0):
+    def solve(f, target, lo=1.0, hi=MAX_SLOWDOWN):
         """(factor, identifiable): the factor in [lo, hi] that brings f to target. Not identifiable when the factor
-        barely moves f (nothing overlaps in the simulation): then 1."""
+        barely moves f (nothing overlaps in the simulation): then 1. A target out of reach gives the bound (said)."""
         f_lo, f_hi = f(lo), f(hi)
         if f_hi - f_lo < 0.02 * target:
             return 1.0, False
@@ -415,6 +416,10 @@ def calibrate_contention(prof, compute_under_comm: float, comm_span: float):
            f"this run's DDP timers (backward compute under all-reduce {compute_under_comm * 1e3:.0f} ms, model "
            f"{r.compute_end * 1e3:.0f}; all-reduce span {comm_span * 1e3:.0f} ms, model {span(r) * 1e3:.0f}) from "
            f"backward alone {B * 1e3:.0f} ms and the all-reduces alone (on-rank microbenchmark)")
+    at_bound = [w for w, v in (("compute", s_c), ("all-reduce", s_m)) if v >= MAX_SLOWDOWN - 1e-9]
+    if at_bound:
+        how += (f"; the {' and '.join(at_bound)} factor stopped at its bound {MAX_SLOWDOWN:g} (the timers ask for more "
+                "than the overlap can explain: a noisy or busy run)")
     if not (ok_c and ok_m):
         how += ("; " + " and ".join(w for w, ok in (("the compute factor", ok_c), ("the all-reduce factor", ok_m))
                                     if not ok) + " could not be calibrated (little or no overlap in this run's own "

@@ -120,7 +120,8 @@ def run(ctx) -> dict | None:
     comm_stats = ddp_comm_probe(sync, train_step, cfg.probe_steps) if not cfg.cuda_graphs else train_step.comm_stats
     grad_error = grad_error_probe(sync, criterion, autocast, probe_batches, cfg.probe_steps) \
         if sync.lossy and not cfg.cuda_graphs else None
-    grad_ready = grad_ready_probe(cfg, sync, criterion, autocast, probe_batches, dev)   # for the what-if model
+    grad_ready = grad_ready_probe(cfg, sync, criterion, autocast, probe_batches, dev,   # for the what-if model
+                                  window_s=window.window_s, measured_steps=window.steps)
     counter.uninstall()
     microbench = comm_microbench(cfg, sync, ctx.device, steps, comm_stats, window.window_s, window.steps) \
         if not cfg.cuda_graphs else None
