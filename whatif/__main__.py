@@ -4,7 +4,7 @@
 Predicts the DDP step of other configurations from one measured run: the step time and samples/s with 95% prediction
 intervals, the speed-up against the run's own configuration, what dominates; writes whatif.md/.csv/.json and a
 timeline plot of the predicted steps (whatif_timeline.png) into --out (default: <run dir>/whatif). Reads records only.
-Links: """
+"""
 from __future__ import annotations
 
 import argparse
@@ -27,8 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     where.add_argument("--nccl-tests", metavar="FILE", help="all_reduce_perf output (printed table or -J JSON)")
     where.add_argument("--collectives", metavar="DIR", help="a task=collectives run: its all_reduce rows as the link")
     parser.add_argument("--sweep", nargs="+", default=[], metavar="KEY=V1,V2",
-                        help="bucket, optim, accumulate, sync, world_size, ddp.static_graph, "
-                             "ddp.gradient_as_bucket_view, optim.rank, link")
+                        help="bucket (MB or default), optim, accumulate, sync, world_size, ranks_per_host, "
+                             "ddp.static_graph, ddp.gradient_as_bucket_view, optim.rank, link")
     parser.add_argument("--samples", type=int, default=1000, help="Monte Carlo draws (default 1000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", metavar="DIR", help="where to write the table and plot (default <run dir>/whatif)")
