@@ -151,7 +151,8 @@ class Spec:
 
     @property
     def label(self) -> str:
-        return f"link={self.name}" if self.name != "none" else f"link.rate={arith.human(self.rate_bit_s)}"
+        rate = arith.human(self.rate_bit_s).replace(" ", "")
+        return f"link={self.name} ({rate})" if self.name != "none" else f"link.rate={rate}"
 
     @property
     def quantum(self) -> int:
@@ -578,6 +579,8 @@ def join(info: dict) -> None:
     rendezvous at the emulated network. Only this thread moves; every thread and process the rank starts later
     (gloo's, the store's, data loader workers) inherits the namespace."""
     j = info["join"]
+    # torch's spawn wrapper asked for SIGINT, which a rank turns into an orderly stop; with the launcher gone there is
+    # nobody to stop for, and a rank blocked in a collective would wait out its timeout holding the namespace
     _syscall(_libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
     if os.getppid() != j["owner_pid"]:
         os._exit(1)      # the launcher died before we asked to die with it: nothing to run for
@@ -627,10 +630,7 @@ def observe() -> dict:
     try:
         dev = os.environ.get("GLOO_SOCKET_IFNAME")
         if not dev and ip:
-            out = subprocess.run([ip, "-o", "route", "get", os.environ.get("MASTER_ADDR", "127.0.0.1")],
-                                 capture_output=True, text=True, timeout=10).stdout
-            m = re.search(r"\bdev (\S+)", out)
-            dev = m.group(1) if m else None
+            dev = _interface_to(ip, socket.gethostbyname(os.environ.get("MASTER_ADDR") or "127.0.0.1"))
         if not dev:
             return {"emulated": None, "source": "interface", "note": "unknown: no interface found for MASTER_ADDR"}
         facts = {"emulated": False, "source": "interface", "interface": dev, "rate_bit_s": None, "qdisc": None,
@@ -647,6 +647,18 @@ def observe() -> dict:
         return facts
     except Exception as e:  # noqa: BLE001 - the record says it could not tell; the run goes on
         return {"emulated": None, "source": "interface", "note": f"unknown: {type(e).__name__}: {e}"}
+
+
+def _interface_to(ip: str, addr: str) -> str | None:
+    """The interface traffic to addr leaves by; for one of this host's own addresses (rank 0 on the master node, whose
+    route is `local ... dev lo`), the interface that holds it, which is what the other nodes reach."""
+    route = subprocess.run([ip, "-o", "route", "get", addr], capture_output=True, text=True, timeout=10).stdout
+    m = re.search(r"\bdev (\S+)", route)
+    if route.startswith("local") and not addr.startswith("127."):
+        held = subprocess.run([ip, "-o", "-4", "addr", "show"], capture_output=True, text=True, timeout=10).stdout
+        own = re.search(rf"^\d+:\s+(\S+)\s+inet {re.escape(addr)}/", held, re.MULTILINE)
+        return own.group(1) if own else None
+    return m.group(1) if m else None
 
 
 def _size(text: str) -> int:
