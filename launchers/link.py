@@ -306,10 +306,11 @@ def _check_timeout(cfg, spec: Spec, world: int) -> None:
     task = str(cfg.get("task"))
     try:
         if task in ("train", "grad_sync"):
-            from models import parameter_count
+            from omegaconf import OmegaConf
 
             image = int((cfg.get("data") or {}).get("image_size") or 224) if task == "train" else 224
-            nbytes, what = 4 * parameter_count(cfg.model, image), "one step's fp32 gradients"
+            nbytes = 4 * _parameters(OmegaConf.to_yaml(cfg.model), image)
+            what = "one step's fp32 gradients"
         elif task == "collectives":
             from tasks.collectives import settings, sizes
 
@@ -323,6 +324,16 @@ def _check_timeout(cfg, spec: Spec, world: int) -> None:
         raise LinkError(f"{spec.label}: all-reducing {what} ({nbytes / 1e6:.0f} MB) takes about {seconds:.0f} s at "
                         f"{arith.human(spec.rate_bit_s)}, over timeout_s={cfg.timeout_s:g}: the collective would time "
                         f"out. Raise the rate, or timeout_s={math.ceil(seconds * 3)}.")
+
+
+@lru_cache(maxsize=16)
+def _parameters(model_yaml: str, image_size: int) -> int:
+    """A model's parameter count, once per model and process (a sweep checks every job; ViT-L takes seconds)."""
+    from omegaconf import OmegaConf
+
+    from models import parameter_count
+
+    return parameter_count(OmegaConf.create(model_yaml), image_size)
 
 
 def _refuse_unsupported(support: Support, spec: Spec, what: str) -> None:
