@@ -14,9 +14,9 @@ that starts the ranks (the elastic agent, the `python train.py` the user ran) ho
 nothing else does; each rank joins its node's namespace through /proc/<launcher>/fd/<n> and asks the kernel for
 SIGKILL when the launcher dies (PR_SET_PDEATHSIG). So whatever ends the run - the end of the job, a crash, SIGTERM,
 SIGKILL of the launcher - the last holder goes away and the kernel frees the namespaces, and with them the veth
-pairs, the bridge and every qdisc. A rank that outlived its launcher anyway (killed before it could ask for
-PDEATHSIG) still carries DDP_COMM_LINK_RUN=<run>:<launcher pid>:<its start time> in its environment: the next link
-run kills such orphans before it builds its own network (`reap_stale`).
+pairs, the bridge and every qdisc. A process that outlived its launcher anyway (a rank stuck where no signal
+reaches it, a data loader worker of a killed rank) still carries DDP_COMM_LINK_RUN=<run>:<launcher pid>:<its start
+time> in its environment: the next link run kills such orphans before it builds its own network (`reap_stale`).
 
 Why this mechanism: namespaces made with unshare(CLONE_NEWNET) in a short-lived thread of the launcher (network
 namespaces are per thread, so the launcher itself never moves) and configured by iproute2's `ip`/`tc` started from a
@@ -24,7 +24,9 @@ thread that entered the namespace (a child inherits its thread's namespaces). `i
 /run/netns, where a SIGKILLed run leaves them behind; pyroute2 would be a new dependency for what a dozen `ip`/`tc`
 lines do, and tc is the reference for qdisc parameters, the same commands users can type to check by hand. The
 ranks stay the elastic launcher's ordinary children (failure detection, signals, heartbeats unchanged) and enter
-their namespace with setns(2) first thing (`join`), before any socket exists.
+their namespace with setns(2) first thing (`join`), before any socket exists; elastic's subprocess mode (each rank a
+command, `ip netns exec <name> python ...`) would need named namespaces and give up the in-process rank entry that
+hands rank 0's outcome back.
 
 netem is not in every kernel (not in the one this project is developed on): without it a link emulates the rate only,
 the record says so, and the path's own round-trip time is measured and recorded instead. docs/links.md has the
@@ -115,11 +117,12 @@ def new_netns() -> int:
     return _in_thread(body)
 
 
-def run_in(fd: int, argv: list[str], script: str | None = None) -> subprocess.CompletedProcess:
-    """argv started inside the namespace of fd (`ip -batch -` / `tc -batch -` with script on stdin)."""
+def run_in(fd: int, argv: list[str], script: str | None = None, pass_fds: tuple = ()) -> subprocess.CompletedProcess:
+    """argv started inside the namespace of fd (`ip -batch -` / `tc -batch -` with script on stdin); pass_fds: this
+    process's descriptors the child gets under the same numbers (/proc/self/fd/<n> there)."""
     def body():
         _setns(fd)
-        return subprocess.run(argv, input=script, capture_output=True, text=True, timeout=60)
+        return subprocess.run(argv, input=script, capture_output=True, text=True, timeout=60, pass_fds=pass_fds)
     return _in_thread(body)
 
 
@@ -336,21 +339,20 @@ def _parameters(model_yaml: str, image_size: int) -> int:
     return parameter_count(OmegaConf.create(model_yaml), image_size)
 
 
+UNSUPPORTED = {   # Support.problem -> the refusal, with {what} (the link asked for) and {detail} (what failed)
+    "root": "{what} needs root: it creates network namespaces, veth pairs and a bridge and shapes them with tc "
+            "(CAP_SYS_ADMIN, CAP_NET_ADMIN). Run it as root (sudo), or drop link= to run over loopback.",
+    "tools": "{what} needs iproute2's ip and tc, and {detail} is not installed: install iproute2 (apt-get install "
+             "iproute2), or drop link=.",
+    "netns": "{what}: this machine does not let even root create a network namespace ({detail}); a container needs "
+             "CAP_SYS_ADMIN and CAP_NET_ADMIN. Run it on a machine or VM of your own, or drop link=.",
+    "veth": "{what}: the kernel cannot make a veth pair or a bridge ({detail}): modprobe veth bridge, or drop link=.",
+}
+
+
 def _refuse_unsupported(support: Support, spec: Spec, what: str) -> None:
-    if support.problem == "root":
-        raise LinkError(f"{what} needs root: it creates network namespaces, veth pairs and a bridge and shapes them "
-                        "with tc (CAP_SYS_ADMIN, CAP_NET_ADMIN). Run it as root (sudo), or drop link= to run over "
-                        "loopback.")
-    if support.problem == "tools":
-        raise LinkError(f"{what} needs iproute2's ip and tc, and {support.detail} is not installed: install iproute2 "
-                        "(apt-get install iproute2), or drop link=.")
-    if support.problem == "netns":
-        raise LinkError(f"{what}: this machine does not let even root create a network namespace ({support.detail}); "
-                        "a container needs CAP_SYS_ADMIN and CAP_NET_ADMIN. Run it on a machine or VM of your own, or "
-                        "drop link=.")
-    if support.problem == "veth":
-        raise LinkError(f"{what}: the kernel cannot make a veth pair or a bridge ({support.detail}): modprobe veth "
-                        "bridge, or drop link=.")
+    if support.problem is not None:
+        raise LinkError(UNSUPPORTED[support.problem].format(what=what, detail=support.detail))
     if spec.qdisc not in support.qdiscs:
         other = next((q for q in ("htb", "tbf") if q != spec.qdisc and q in support.qdiscs), None)
         raise LinkError(f"{what}: the {spec.qdisc} qdisc is not in this kernel (tc: unknown qdisc kind): modprobe "
@@ -413,8 +415,8 @@ class Network:
         switch_ip = [f"link add {SWITCH} type bridge", f"link set {SWITCH} up"]
         for i, fd in enumerate(self.node_fds):
             switch_ip += [f"link add port{i} mtu {self.spec.mtu} type veth peer name {NIC} mtu {self.spec.mtu} "
-                          f"netns /proc/{me}/fd/{fd}", f"link set port{i} master {SWITCH} up"]
-        self._batch(self.switch, [ip, "-batch", "-"], switch_ip, "the switch")
+                          f"netns /proc/self/fd/{fd}", f"link set port{i} master {SWITCH} up"]
+        self._batch(self.switch, [ip, "-batch", "-"], switch_ip, "the switch", pass_fds=tuple(self.node_fds))
         for i, fd in enumerate(self.node_fds):
             self._batch(fd, [ip, "-batch", "-"], ["link set lo up", f"addr add {address(i)}/24 dev {NIC}",
                                                   f"link set {NIC} up"], f"node {i}")
@@ -447,8 +449,8 @@ class Network:
             del os.environ[MARK_ENV]
         self._marked = None
 
-    def _batch(self, fd: int, argv: list[str], lines: list[str], where: str) -> None:
-        done = run_in(fd, argv, "\n".join(lines) + "\n")
+    def _batch(self, fd: int, argv: list[str], lines: list[str], where: str, pass_fds: tuple = ()) -> None:
+        done = run_in(fd, argv, "\n".join(lines) + "\n", pass_fds)
         if done.returncode != 0:
             raise LinkError(f"{self.spec.label}: setting up {where} failed ({Path(argv[0]).name}: "
                             f"{_first_line(done.stderr or done.stdout)})")
