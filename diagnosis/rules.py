@@ -393,8 +393,9 @@ def _contention(v: RunView, per_host: int, threads: int) -> Finding | None:
     ref = v.reference
     comm = v.result.get("comm") or {}
     if ref and comm.get("time_s"):
-        evidence.append(ev("the all-reduces' span in training vs alone", 1e3 * comm["time_s"], "ms",
-                           "result.comm.time_s", f"alone ({ref['reference']}): {ms(ref['achievable_s'])} ms"))
+        alone = "what the link allows" if ref.get("source") == "result.env.link" else "alone"
+        evidence.append(ev(f"the all-reduces' span in training vs {alone}", 1e3 * comm["time_s"], "ms",
+                           "result.comm.time_s", f"{alone} ({ref['reference']}): {ms(ref['achievable_s'])} ms"))
     k = max(4, 2 * int(v.result.get("accumulate") or 1))   # never the run's own setting
     return Finding(
         rule="oversubscription.contention",
