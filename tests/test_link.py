@@ -371,7 +371,7 @@ def test_collectives_busbw_within_10_percent_of_what_the_link_allows(tmp_path):
     """The issue's check that the shaping works: `python train.py task=collectives link=1gbe`, 64 MiB all-reduces."""
     before = host_links()
     proc = run_train(["task=collectives", "link=1gbe", "logger=none", "collectives.ops=[all_reduce]",
-                      "collectives.min_bytes=64M", "collectives.max_bytes=64M", "collectives.iters=4",
+                      "collectives.min_bytes=64M", "collectives.max_bytes=64M", "collectives.iters=8",
                       "collectives.warmup_iters=1", "collectives.inplace=true"], tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = json.loads((proc.out_dir / "run_record.json").read_text())
@@ -379,8 +379,11 @@ def test_collectives_busbw_within_10_percent_of_what_the_link_allows(tmp_path):
     assert env_link["emulated"] and env_link["rate_bit_s"] == 1e9 and env_link["qdisc"] == "htb"
     assert env_link["check"]["rate_bit_s"] > 0 and env_link["latency_note"]
     [row] = record["result"]["rows"]
-    share = row["busbw_GBps"] * 8e9 / env_link["payload_rate_bit_s"]
-    assert 0.9 <= share <= 1.1, f"busbw {row['busbw_GBps']} GB/s is {share:.0%} of the link's payload rate"
+    # busbw from the median of the 8 timed blocks (the table's last column): a busy neighbour's burst moves the mean
+    busbw = row["bytes"] / (row["time_median_us"] * 1e-6) * 8    # bit/s; all_reduce at 2 ranks: busbw = algbw
+    share = busbw / env_link["payload_rate_bit_s"]
+    assert 0.9 <= share <= 1.1, (f"busbw {busbw / 1e9:.3f} Gbit/s (mean-based {row['busbw_GBps'] * 8:.3f}) is "
+                                 f"{share:.0%} of the link's payload rate")
     assert record["env"]["vars"]["GLOO_SOCKET_IFNAME"] == "nic0"
     assert record["env"]["vars"]["MASTER_ADDR"] == "198.18.0.1"
     assert "link: EMULATED 1 Gbit/s (htb" in proc.stdout and "vs the emulated link: all_reduce busbw" in proc.stdout
