@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from comm.link import table_note as link_note
 from stats import fmt_ci, fmt_ratio
 from results.aggregate import NO_INTERVAL, Comparison, Config, compare, group_repeats, sentinel_warning
 from results.entries import (MISSING, PHASES, TRAIN_COLUMNS, TRAIN_LABELS, Entry, _finite, _get, _scaled,  # noqa: F401
@@ -281,7 +282,13 @@ def _notes(cmp: Comparison, entries: list[Entry], rows: list[dict], first: str) 
     n_failed = sum(not e.ok for e in entries)
     if n_failed:
         notes.append(f"{n_failed} of {len(entries)} failed; their rows keep the error.")
-    return notes
+    return notes + _link_notes(entries)
+
+
+def _link_notes(entries: list[Entry]) -> list[str]:
+    """What network the rows ran on, when any ran behind an emulated link (comm/link.py)."""
+    note = link_note([((e.record or {}).get("env") or {}).get("link") for e in entries if e.ok])
+    return [note] if note else []
 
 
 def _finished(entries: list[Entry], keep: Callable[[Entry], bool]) -> tuple[list[Entry], list[str]]:
@@ -392,6 +399,6 @@ def scaling_table(entries: list[Entry], title: str = "Scaling against world size
               if r["verdict"] in ("faster", "slower") and min(r["runs"], firsts.get(r["line"], r)["runs"]) < 2]
     warnings = [f"one run per world size behind {', '.join(single)}: these intervals hold the noise inside each run, "
                 "not the spread between runs, which can be larger. Confirm with repeats=3."] if single else []
-    return Table(columns, rows, title=title, notes=notes, display=display, warnings=warnings,
+    return Table(columns, rows, title=title, notes=notes + _link_notes(entries), display=display, warnings=warnings,
                  csv_only=["samples/s lo", "samples/s hi", "speed-up lo", "speed-up hi", "scaling efficiency lo",
                            "scaling efficiency hi", "method"])
