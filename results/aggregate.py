@@ -168,7 +168,7 @@ def _throughput(c: Config) -> dict | None:
         else:
             blocks = run_blocks(runs[0], per_sample)
             b = batch_rate(*blocks) if blocks else None
-            out[key] = math.exp(logs[0])
+            out[key] = _rate(runs[0], per_sample)
             out[key + "_lo"], out[key + "_hi"] = (b["ci_lo"], b["ci_hi"]) if b else (None, None)
             method = (b["method"] if b else "no interval: a record without timed blocks") + \
                 " (one run: the noise inside it, not the spread between runs)"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from stats import fmt_ci, fmt_ratio, verdict_text
-from stats.verdict import CLAIMS, FASTER, NO_VERDICT, SLOWER
+from stats.verdict import NO_VERDICT, NS
 from results.aggregate import NO_INTERVAL, Comparison, Config, compare, group_repeats, sentinel_warning
 from results.entries import (MISSING, PHASES, TRAIN_COLUMNS, TRAIN_LABELS, Entry, _finite, _get, _scaled,  # noqa: F401
                              config_labels, constant_overrides, override_items, train_headline, varying_keys)
@@ -161,7 +161,10 @@ def _verdict_cell(row: dict) -> str:
     if v in (None, "baseline", NO_INTERVAL):
         return MISSING if v is None else v
     sp = row.get("speedup") or {}
-    return verdict_text(v, sp.get("noise"), sp.get("repeats_needed"), tuple(sp.get("notes") or ()))
+    notes = tuple(sp.get("notes") or ())
+    if v == NS and sp.get("ci_lo") is not None and sp.get("repeats_needed") is None:
+        notes = ("more than 100 runs each would be needed at this spread",) + notes
+    return verdict_text(v, sp.get("noise"), sp.get("repeats_needed"), notes)
 
 
 INTERVAL_COLUMNS = ("steps/s", "samples/s", "speed-up", "step median ms")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .runs import Speedup, compare_runs, log_rate, run_level
 from .verdict import EQUIVALENT, FASTER, NO_VERDICT, NOISE, NS, SLOWER, judge, verdict  # noqa: F401 (re-exported)
 from .within import BATCHES, batch_rate, log_median, t_quantile
@@ -38,21 +40,32 @@ def compare_throughput(baseline_runs, candidate_runs, level: float = 0.95, noise
             "repeats_needed": s.repeats_needed, "speedup": s}
 
 
-def ratio_ci(baseline, candidate, level: float = 0.95, seed: int | None = None) -> tuple[float, float | None,
-                                                                                           float | None]:
+def ratio_ci(baseline, candidate, level: float = 0.95, seed: int | None = None,
+             independent: bool = False) -> tuple[float, float | None, float | None]:
     """Ratio of two runs' medians (baseline / candidate, so > 1 when the candidate's times are shorter), with a
     batch-medians interval on the log scale (Welch across the two runs' batches). (ratio, None, None) when a series
     has fewer than 10 values. Within runs only: it holds the two runs' own noise, not the spread between runs.
-    `seed` is accepted for old callers; nothing is random."""
-    mb, sb, _ = log_median(baseline)
-    mc, sc, _ = log_median(candidate)
+    independent: the values are independent timed blocks (a microbenchmark's), not consecutive steps: the ratio of
+    their geometric means with a Welch t interval on the log values (>= 3 each). `seed` is accepted for old callers;
+    nothing is random."""
+    if independent:
+        b, c = (np.log(np.asarray(v, dtype=float).ravel()) for v in (baseline, candidate))
+        mb, mc = float(b.mean()), float(c.mean())
+        if b.size < 3 or c.size < 3:
+            return math.exp(mb - mc), None, None
+        vb, vc = b.var(ddof=1) / b.size, c.var(ddof=1) / c.size
+        sb, sc, dfs = math.sqrt(vb), math.sqrt(vc), (b.size - 1, c.size - 1)
+    else:
+        mb, sb, _ = log_median(baseline)
+        mc, sc, _ = log_median(candidate)
+        dfs = (BATCHES - 1, BATCHES - 1)
     ratio = math.exp(mb - mc)
     if sb is None or sc is None:
         return ratio, None, None
     se2 = sb * sb + sc * sc
     if se2 == 0:
         return ratio, ratio, ratio
-    df = se2 ** 2 / ((sb ** 4 + sc ** 4) / (BATCHES - 1))
+    df = se2 ** 2 / (sb ** 4 / dfs[0] + sc ** 4 / dfs[1])
     h = t_quantile(0.5 + level / 2, df) * math.sqrt(se2)
     return ratio, math.exp(mb - mc - h), math.exp(mb - mc + h)
 

@@ -9,15 +9,16 @@ of simulated sweeps with per-row tests). The family is controlled here:
     (autotune), never for a table a user acts on row by row.
 A row's printed interval is its own 95% interval; a claim that the interval alone would make but the family does not
 support is shown as "no significant difference" with the adjustment named in its row.
-A noise floor raised by the noise sentinel (the machine's own spread between rows) replaces compare.noise for every
-row, so the sentinel's warning and the verdicts under it never disagree.
+A noise floor raised by the noise sentinel (the machine's own spread between rows) replaces compare.noise as the bar
+for faster / slower in every row, so the sentinel's warning and the verdicts under it never disagree; equivalence is
+still judged within +-compare.noise (a machine spread is no reason to call two rows equivalent).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from .runs import compare_runs
-from .verdict import CLAIMS, FAMILY_METHODS, NO_VERDICT, NOISE, NS, adjust, best_claim, claim_pvalues, judge
+from .verdict import CLAIMS, FAMILY_METHODS, NO_VERDICT, NOISE, NS, adjust, best_claim
 
 
 @dataclass
@@ -46,15 +47,15 @@ def pair_verdicts(pairs: list[tuple[Row, Row]], noise: float = NOISE, level: flo
     threshold = max(noise, floor or 0.0)
     out: list[dict] = []
     for b, r in pairs:
-        s = compare_runs(b.logs, r.logs, b.rounds, r.rounds, level=level, noise=threshold)
+        s = compare_runs(b.logs, r.logs, b.rounds, r.rounds, level=level, noise=noise, floor=floor)
         d = {"ratio": s.ratio, "ci_lo": s.ci_lo, "ci_hi": s.ci_hi, "paired": s.paired, "df": s.df,
              "log_ratio": s.log_ratio, "log_se": s.log_se, "n_baseline": s.n_baseline, "n_candidate": s.n_candidate,
-             "method": s.method, "noise": threshold, "repeats_needed": s.repeats_needed, "notes": [], "family": None}
+             "method": s.method, "noise": noise, "floor": threshold, "repeats_needed": s.repeats_needed, "notes": [], "family": None}
         if s.verdict == NO_VERDICT:
             d.update(verdict=NO_VERDICT, verdict_unadjusted=NO_VERDICT, claim=None, p=None)
         else:
-            claim, p = best_claim(s.pvalues if s.pvalues else claim_pvalues(s.log_ratio, s.log_se, s.df, threshold))
-            d.update(verdict_unadjusted=judge(s.ci_lo, s.ci_hi, threshold), claim=claim, p=p)
+            claim, p = best_claim(s.pvalues)
+            d.update(verdict_unadjusted=s.verdict, claim=claim, p=p)
         if any(b.unsteady) or any(r.unsteady):
             d["notes"].append("rests on an unsteady run")
         out.append(d)

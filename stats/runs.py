@@ -83,8 +83,9 @@ class Speedup:
 
 
 def compare_runs(base_logs, cand_logs, base_rounds=None, cand_rounds=None, level: float = 0.95,
-                 noise: float = NOISE) -> Speedup:
-    """Speed-up of the candidate over the baseline from per-run log throughputs (or log samples/s)."""
+                 noise: float = NOISE, floor: float | None = None) -> Speedup:
+    """Speed-up of the candidate over the baseline from per-run log throughputs (or log samples/s). `floor`: a
+    larger bar for faster / slower (the noise sentinel's machine spread); equivalence stays within +-noise."""
     b = np.asarray(base_logs, dtype=float).ravel()
     c = np.asarray(cand_logs, dtype=float).ravel()
     if b.size == 0 or c.size == 0:
@@ -114,8 +115,8 @@ def compare_runs(base_logs, cand_logs, base_rounds=None, cand_rounds=None, level
         out.log_se = 1e-12
     h = t_quantile(0.5 + level / 2, out.df) * out.log_se
     out.ci_lo, out.ci_hi = math.exp(out.log_ratio - h), math.exp(out.log_ratio + h)
-    out.pvalues = claim_pvalues(out.log_ratio, out.log_se, out.df, noise)
-    out.verdict = judge(out.ci_lo, out.ci_hi, noise)
+    out.pvalues = claim_pvalues(out.log_ratio, out.log_se, out.df, noise, floor)
+    out.verdict = judge(out.ci_lo, out.ci_hi, noise, floor)
     if out.verdict == NS:
         out.repeats_needed = repeats_to_decide(out.log_ratio, out.log_se, out.df, min(b.size, c.size), noise, level,
                                                out.paired)

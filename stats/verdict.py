@@ -27,13 +27,15 @@ CLAIMS = (FASTER, SLOWER, EQUIVALENT)
 NOISE = 0.02
 
 
-def judge(lo: float | None, hi: float | None, noise: float = NOISE) -> str:
-    """The verdict of an interval of the speed-up ratio, unadjusted."""
+def judge(lo: float | None, hi: float | None, noise: float = NOISE, floor: float | None = None) -> str:
+    """The verdict of an interval of the speed-up ratio, unadjusted. `floor` (the noise sentinel's machine spread)
+    raises the bar for faster / slower only; equivalence stays judged against the user's band, +-noise."""
     if lo is None or hi is None:
         return NS
-    if lo > 1 + noise:
+    bar = max(noise, floor or 0.0)
+    if lo > 1 + bar:
         return FASTER
-    if hi < 1 - noise:
+    if hi < 1 - bar:
         return SLOWER
     if noise > 0 and lo >= 1 - noise and hi <= 1 + noise:
         return EQUIVALENT
@@ -45,18 +47,20 @@ def verdict(ratio: float | None, lo: float | None, hi: float | None, noise: floa
     return judge(lo, hi, noise)
 
 
-def claim_pvalues(log_ratio: float, se: float, df: float, noise: float = NOISE) -> dict[str, float]:
+def claim_pvalues(log_ratio: float, se: float, df: float, noise: float = NOISE,
+                  floor: float | None = None) -> dict[str, float]:
     """p-value of each claim on the interval's scale (a claim is made at level L iff p <= 1 - L).
 
     faster: H0 r <= 1 + noise, one-sided t, doubled; slower likewise; equivalent: the larger of the two one-sided
     tests' p-values, doubled (TOST at (1 - L) / 2 per side, which is the printed L interval inside the band)."""
     from scipy import stats as st
 
-    up, down = math.log1p(noise), math.log1p(-noise) if noise < 1 else -math.inf
     if se <= 0 or not math.isfinite(se):
         return {FASTER: 1.0, SLOWER: 1.0, EQUIVALENT: 1.0}
-    p_up = float(st.t.sf((log_ratio - up) / se, df))       # small when clearly above 1 + noise
-    p_down = float(st.t.cdf((log_ratio - down) / se, df))  # small when clearly below 1 - noise
+    bar = max(noise, floor or 0.0)
+    p_up = float(st.t.sf((log_ratio - math.log1p(bar)) / se, df))       # small when clearly above 1 + bar
+    p_down = float(st.t.cdf((log_ratio - math.log1p(-min(bar, 0.999))) / se, df))  # ... below 1 - bar
+    up, down = math.log1p(noise), math.log1p(-noise) if noise < 1 else -math.inf
     equiv = max(float(st.t.sf((log_ratio - down) / se, df)), float(st.t.cdf((log_ratio - up) / se, df)))
     return {FASTER: min(1.0, 2 * p_up), SLOWER: min(1.0, 2 * p_down),
             EQUIVALENT: min(1.0, 2 * equiv) if noise > 0 else 1.0}
