@@ -118,13 +118,17 @@ def _rate(e, per_sample: bool) -> float | None:
     return tp.get("samples_per_s" if per_sample else "steps_per_s")
 
 
-def run_round(e) -> int | None:
-    """The round a run ran in (`repeat`, set by the sweeper), or None outside a repeated sweep."""
+def run_round(e) -> tuple | None:
+    """The round a run ran in: its sweep and `repeat` (set by the sweeper), or None outside a repeated sweep. Runs of
+    different sweeps never share a round, even with the same repeat index."""
     value = override_items(e.overrides).get("repeat")
     try:
-        return int(value)
+        repeat = int(value)
     except (TypeError, ValueError):
         return None
+    job = (e.record or {}).get("job") or {}
+    sweep = job.get("sweep_dir") or (str(Path(e.output_dir).parent) if e.output_dir else None)
+    return (str(sweep), repeat)
 
 
 def run_log(e, per_sample: bool) -> float | None:

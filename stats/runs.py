@@ -84,7 +84,8 @@ class Speedup:
 
 def compare_runs(base_logs, cand_logs, base_rounds=None, cand_rounds=None, level: float = 0.95,
                  noise: float = NOISE, floor: float | None = None) -> Speedup:
-    """Speed-up of the candidate over the baseline from per-run log throughputs (or log samples/s). `floor`: a
+    """Speed-up of the candidate over the baseline from per-run log throughputs (or log samples/s). Rounds are any
+    hashable labels (a sweep and its repeat index): runs pair when both sides hold one run of every round. `floor`: a
     larger bar for faster / slower (the noise sentinel's machine spread); equivalence stays within +-noise."""
     b = np.asarray(base_logs, dtype=float).ravel()
     c = np.asarray(cand_logs, dtype=float).ravel()
@@ -93,9 +94,8 @@ def compare_runs(base_logs, cand_logs, base_rounds=None, cand_rounds=None, level
     out = Speedup(ratio=float(math.exp(c.mean() - b.mean())), log_ratio=float(c.mean() - b.mean()),
                   n_baseline=int(b.size), n_candidate=int(c.size))
     if _paired(base_rounds, cand_rounds, b.size, c.size):
-        order_b = np.argsort(np.asarray(list(base_rounds)))
-        order_c = np.argsort(np.asarray(list(cand_rounds)))
-        d = c[order_c] - b[order_b]
+        by_round = dict(zip(base_rounds, b))
+        d = np.array([v - by_round[r] for r, v in zip(cand_rounds, c)])
         out.paired, out.df = True, float(d.size - 1)
         out.log_se = float(d.std(ddof=1) / math.sqrt(d.size))
         out.method = (f"paired t on the per-round log ratios ({d.size} rounds, df {d.size - 1}): each round ran both, "
