@@ -9,9 +9,9 @@ position effect (the job after a heavy one, the first job's cold caches) does no
 round 1 may run C A B, round 2 B C A. Job numbers keep the declared order (job 0 is the first configuration of round
 0, whatever ran first), so rows, labels and the baseline rule do not depend on the shuffle; the order that ran is
 written to `sweep_order.json` in the sweep dir, and every record's `started` time shows it too. The shuffle needs a
-launcher that runs jobs one after another in this process (the local one); with launcher=slurm jobs run side by side
-as one array, in the declared order. With launcher=slurm each job is its own array element, so repeats can land on
-different nodes, and the run-to-run spread the table shows includes that.
+launcher that runs jobs one after another in this process (the local one); with launcher=slurm the jobs run side by
+side as one array in the declared order, each its own array element, so repeats can land on different nodes and the
+run-to-run spread the table shows includes that.
 """
 from __future__ import annotations
 
