@@ -36,6 +36,9 @@ def test_default_strategy_ddp_record(tmp_path):
     assert set(r["phases"]) >= {"data", "h2d", "forward", "backward", "sync", "optimizer"}
     assert r["throughput"]["samples_per_s"] == pytest.approx(r["throughput"]["steps_per_s"] * 4)
     assert len(r["series"]["step_time_s"]) == r["steps"] == 10
+    # serial correlation recorded for every run (issue 22): the blocks' and each series' lag-1 and effective size
+    assert {"lag1", "n_eff"} <= set(r["throughput"]) and {"lag1", "n_eff"} <= set(r["step_time_s"])
+    assert "batch means" in r["throughput"]["method"] and "batch medians" in r["step_time_s"]["ci_method"]
     c = r["comm"]
     assert c["buckets"]["count"] >= 1 and c["bytes_per_step"] == sum(c["buckets"]["sizes_bytes"])
     assert c["time_s"] > 0 and c["exposed_s"] >= 0 and c["busbw_GBps"] == pytest.approx(c["algbw_GBps"])
