@@ -17,6 +17,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from core import interrupt
+from core.sweep import position
 from results.record import RecordError, find_records, read_record
 from results.table import Entry, Table, build_table
 
@@ -186,8 +187,9 @@ class SweepTable(Callback):
         overrides = " ".join(OmegaConf.select(config, "hydra.overrides.task") or []) or "(no overrides)"
         if self.expected is not None:
             total = len(self.expected)
-            left = total - num - 1
-            progress = f"job {num + 1}/{total}"
+            at = position(num)   # repeats run each round in a shuffled order (core/sweep.py)
+            left = total - at - 1
+            progress = f"job {at + 1}/{total}" + (f" (#{num})" if at != num else "")
             tail = f"{left} more after this" if left else "last job"
             done = len(self.returns)
             if done and self.started is not None and left >= 0:
