@@ -8,7 +8,11 @@ succeeded, failed or was interrupted, so the record made here keeps what was mea
 (core.heartbeat), so a rank that stops answering is named and killed instead of being waited for.
 
 A signal to this process (Ctrl-C, `timeout`, `kill`) reaches the agent, which stops the ranks; it comes out of here as
-core.interrupt.Interrupted carrying rank 0's Outcome."""
+core.interrupt.Interrupted carrying rank 0's Outcome.
+
+With `link=` set, this process first builds the run's emulated network (launchers/link.py) and holds it while the
+ranks run: each rank enters its node's namespace first thing (rank_entry), rendezvous at node 0's address instead of
+loopback; the record's env.link says which link the ranks had (loopback otherwise)."""
 from __future__ import annotations
 
 import gc
@@ -27,6 +31,7 @@ from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from core.heartbeat import Watch, silent_limit
 from core.interrupt import Interrupted, note, restored_handlers
+from launchers import link
 
 OUTCOME_FILE = "rank0_outcome.pkl"
 SHUTDOWN_S = 5  # how long the agent waits for the other ranks to exit after a failure before it kills them
@@ -41,6 +46,10 @@ class RankFailed(RuntimeError):
 
 @record
 def rank_entry(plain: dict, job: dict):
+    if (job.get("link") or {}).get("join"):   # behind an emulated link: into this rank's node before any socket
+        from launchers.link import join
+
+        join(job["link"])
     from core.rank import RankError, run_rank
 
     try:
@@ -109,10 +118,15 @@ def launch_local(plain: dict, job: dict):
     )
     threads = torchrun_threads(int(plain["world_size"]))
     watch = Watch(launch_dir, silent_limit(plain["timeout_s"]))
+    spec = link.spec_of(plain)
+    network = link.Network(spec, int(plain["world_size"])) if spec is not None else None
     try:
+        if network is not None:
+            network.build()   # LinkError (a ConfigError): nothing started yet
+        link_info = network.rank_info() if network is not None else {"emulated": False, "facts": link.LOOPBACK}
         try:
             with restored_handlers(), watch:
-                elastic_launch(config, rank_entry)(plain, {**job, "launch_dir": str(launch_dir)})
+                elastic_launch(config, rank_entry)(plain, {**job, "launch_dir": str(launch_dir), "link": link_info})
             error = None
         except SignalException as e:
             note(e.sigval)
@@ -123,7 +137,11 @@ def launch_local(plain: dict, job: dict):
             error = _failed(e, watch)
         gc.collect()  # the dead agent's rendezvous keep-alive timer is stopped by a finalizer: run it in this thread
         outcome = _take(launch_dir)
+        if outcome is not None and outcome.env:
+            outcome.env.setdefault("link", link_info["facts"])
     finally:
+        if network is not None:
+            network.close()   # this process's hold on the namespaces; the kernel frees them with the last rank
         threads()
         shutil.rmtree(launch_dir, ignore_errors=True)
     if error is None:

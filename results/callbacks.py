@@ -17,6 +17,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from core import interrupt
+from core.sweep import position
 from results.record import RecordError, find_records, read_record
 from results.table import Entry, Table, build_table
 
@@ -186,8 +187,9 @@ class SweepTable(Callback):
         overrides = " ".join(OmegaConf.select(config, "hydra.overrides.task") or []) or "(no overrides)"
         if self.expected is not None:
             total = len(self.expected)
-            left = total - num - 1
-            progress = f"job {num + 1}/{total}"
+            at = position(num)   # repeats run each round in a shuffled order (core/sweep.py)
+            left = total - at - 1
+            progress = f"job {at + 1}/{total}" + (f" (#{num})" if at != num else "")
             tail = f"{left} more after this" if left else "last job"
             done = len(self.returns)
             if done and self.started is not None and left >= 0:
@@ -246,6 +248,9 @@ class SweepTable(Callback):
             tags = list(tags) if tags is not None and not isinstance(tags, str) else ([tags] if tags else [])
             wandb_log.log_sweep(table, entries, sweep_dir, logger_cfg, images=images, command=command, tags=tags,
                                 diagnosis=diagnosis)
+            from results import wandb_report
+            written += wandb_report.at_sweep_end(sweep_dir, logger_cfg, entries=entries, table=table, command=command,
+                                                 diagnosis=diagnosis, images=images)
         print("[sweep] table: " + ", ".join(str(p) for p in written), flush=True)
 
         signum = interrupt.received()

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from comm.link import short_label as link_label, tags as link_tags
 from core.log import get
 from core.schema import WandbMode
 from results.record import RECORD_NAME
@@ -230,7 +231,8 @@ def run_name(overrides: list[str], task: str | None, sweep_dir: str | Path | Non
 
 
 def run_tags(cfg: Any, record: dict, settings: dict) -> list[str]:
-    """logger.tags + the config's top-level `tags` (experiment presets set either) + `experiment:<name>`."""
+    """logger.tags + the config's top-level `tags` (experiment presets set either) + `emulated-link` and
+    `link:<rate>` for a run behind an emulated link + `experiment:<name>`."""
     config = _plain(cfg) if cfg is not None else None
     if not isinstance(config, dict) or "logger" not in config:
         config = record.get("config") or {}
@@ -240,6 +242,7 @@ def run_tags(cfg: Any, record: dict, settings: dict) -> list[str]:
             tags += [str(t) for t in source]
         elif isinstance(source, str):
             tags.append(source)
+    tags += link_tags((record.get("env") or {}).get("link"))
     experiment = config.get("experiment") or _experiment(list(record.get("overrides") or []))
     if isinstance(experiment, str) and experiment:
         tags.append(f"experiment:{experiment}")
@@ -443,7 +446,8 @@ def log_run(record: dict, cfg: Any = None) -> None:
                             "window share": _clean((result.get("time_budget") or {}).get("window_share"))})
             summary.update(status=record.get("status"), task=record.get("task"),
                            world_size=result.get("world_size") or (record.get("env") or {}).get("world_size"),
-                           device=result.get("device_name"), run_record=str(out_dir / RECORD_NAME))
+                           device=result.get("device_name"), run_record=str(out_dir / RECORD_NAME),
+                           link=link_label((record.get("env") or {}).get("link")) or "none")
             if failed:
                 summary["error"] = str(record.get("error") or "")[:2000]
             from diagnosis import wandb_summary

@@ -80,11 +80,11 @@ GPU_BLOCKS = ["measure.block_steps=10"]     # the GPU scales' blocks (scale=smok
 
 
 def test_warmup_rule_counts_synchronised_steps_not_micro_steps():
-    """Defect 6: accumulate=4 warmup_steps=3 passed the old check (3 x 4 >= 10) with 8 waits in the window; the first
-    of them opens a timed block (50 steps: blocks of 8), so 7 are timed."""
+    """Defect 6: accumulate=4 warmup_steps=3 passed the old check (3 x 4 >= 10) with 8 waits in the window; two of
+    them open a timed block (50 steps: blocks of 5, steps 0 and 5), so 6 are timed."""
     cfg = compose([*TINY, *GPU_BLOCKS, "accumulate=4", "warmup_steps=3", "steps=50"])
     message = warmup_warning(cfg)
-    assert message and message.startswith("warmup_steps=3: 7 measured step(s) include a host wait inside a timed block")
+    assert message and message.startswith("warmup_steps=3: 6 measured step(s) include a host wait inside a timed block")
     assert "warmup_steps>=11" in message
     assert warmup_warning(compose([*TINY, *GPU_BLOCKS, "warmup_steps=11"])) is None
 
@@ -104,7 +104,7 @@ def test_no_warmup_warning_where_the_wait_opens_a_block(overrides):
 
 def test_check_warns_on_gpu_only(monkeypatch):
     monkeypatch.setattr("device.memory.capacity", lambda placement, ranks: (80 * GiB, "a test GPU"))
-    with pytest.warns(UserWarning, match="7 measured step"):
+    with pytest.warns(UserWarning, match="6 measured step"):
         accepted([*TINY, *GPU_BLOCKS, "accumulate=4", "warmup_steps=3", "steps=50", "world_size=2"], host=TWO_GPUS)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
