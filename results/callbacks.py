@@ -52,7 +52,8 @@ def expected_jobs(config: DictConfig) -> list[list[str]] | None:
         target = str(OmegaConf.select(config, "hydra.sweeper._target_") or "")
         if not target.endswith(("BasicSweeper", "RepeatingSweeper")):
             return None
-        params = OmegaConf.to_container(OmegaConf.select(config, "hydra.sweeper.params") or {}, resolve=False)
+        params = OmegaConf.select(config, "hydra.sweeper.params")
+        params = OmegaConf.to_container(params, resolve=False) if params is not None else {}
         arguments = [f"{k}={v}" for k, v in params.items()]
         if target.endswith("RepeatingSweeper"):  # the repeat loop outermost, as core/sweep.py makes it
             from core.sweep import repeat_arguments

@@ -84,12 +84,19 @@ def shown_settings(settings: dict[str, Any], typed: dict[str, Any]) -> tuple[dic
     logger node as recorded (core/provenance.py: keys from the environment keep their `${oc.env:...}` text)."""
     shown, withheld = dict(settings), {}
     for key, value in typed.items():
-        if key in settings and value != settings[key]:
+        if key in settings and value != settings[key] and _interpolation(value):
             if key in ROUTING:
                 withheld[key] = value
             else:
                 shown[key] = value
     return shown, withheld
+
+
+def _interpolation(value: Any) -> bool:
+    """Text a record keeps instead of a value (`${oc.env:...}`), alone or in a list."""
+    if isinstance(value, (list, tuple)):
+        return any(_interpolation(v) for v in value)
+    return isinstance(value, str) and "${" in value
 
 
 def defaults() -> dict[str, Any]:
