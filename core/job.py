@@ -23,7 +23,7 @@ from core.config import prepare
 from core.errors import ConfigError
 from core.finalise import finalise
 from core.interrupt import Interrupted, signals_raise
-from core.provenance import as_typed, command, from_environment, typed_overrides
+from core.provenance import as_typed, as_typed_vars, command, from_environment, typed_overrides
 from launchers import already_a_rank
 from results.record import Record
 
@@ -195,7 +195,10 @@ def _typed(cfg: DictConfig) -> dict[str, str]:
 
 
 def _end(record: Record, job: dict, exit_code: int = 0) -> JobResult:
-    record.config = as_typed(record.config, job.get("typed") or {})
+    typed = job.get("typed") or {}
+    record.config = as_typed(record.config, typed)
+    if record.env.get("vars"):
+        record.env["vars"] = as_typed_vars(record.env["vars"], typed)
     path = finalise(record, job["output_dir"])
     if record.status == "ok":
         samples_per_s = ((record.result or {}).get("throughput") or {}).get("samples_per_s")

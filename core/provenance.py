@@ -4,7 +4,8 @@ A value passed through `${oc.env:NAME}` may be a secret (a token, a password, a 
 value, but the record, the job log, the printed `next:` commands and W&B get the text the user typed. So:
   - the recorded command and overrides are Hydra's task overrides unresolved (`typed_overrides`), shell-quoted;
   - the record's `config` is the resolved config except for the keys whose value came from the environment
-    (directly, or through an interpolation of such a key), which keep their `${oc.env:...}` text (`as_typed`).
+    (directly, or through an interpolation of such a key), which keep their `${oc.env:...}` text (`as_typed`), and
+    so do the communication variables the ranks exported from such keys (`as_typed_vars`).
 Replaying the command with the same environment gives the same run."""
 from __future__ import annotations
 
@@ -82,6 +83,23 @@ def as_typed(plain: dict | None, typed: dict[str, str]) -> dict | None:
                 node[int(leaf)] = text
             elif isinstance(node, dict) and leaf in node:
                 node[leaf] = text
+    return shown
+
+
+COMM_PREFIXES = {"nccl": "NCCL_", "gloo": "GLOO_"}  # core/comm_env.py exports nccl.X as NCCL_X, gloo.X as GLOO_X
+
+
+def as_typed_vars(variables: dict | None, typed: dict[str, str]) -> dict | None:
+    """The record's communication variables (env.vars) with those set from a typed key (nccl.X, gloo.X) shown as the
+    text typed: the ranks exported the value."""
+    if not variables or not typed:
+        return variables
+    shown = dict(variables)
+    for path, text in typed.items():
+        section, _, key = path.partition(".")
+        name = COMM_PREFIXES.get(section, "\0") + key
+        if name in shown:
+            shown[name] = text
     return shown
 
 
