@@ -558,6 +558,13 @@ def test_a_raw_file_that_goes_missing_mid_run_is_named_in_the_first_line(tmp_pat
     line = first_line(e.value)
     assert line.startswith(f"OSError: cannot read {gone}: unable to open file"), line
     assert line.endswith("(in DataLoader worker process 0)") and "\n" not in line
+    # a rank other than 0 reports through torch elastic's error file: the same first line
+    from types import SimpleNamespace
+
+    from launchers.local import _failure_text
+
+    failure = SimpleNamespace(message={"message": f"{type(e.value).__name__}: {e.value}", "extraInfo": {}}, exitcode=1)
+    assert _failure_text(failure)[0] == line
 
 
 # ------------------------------------------------------------------------------------------------ ranks not starting
@@ -894,6 +901,25 @@ def test_values_from_the_environment_are_written_nowhere(tmp_path, runs, multiru
     assert 'wandb sync --project "$SEC20_PROJECT"' in run.stdout  # the upload gets it from the environment
     subprocess.run(["bash", "-c", f"set -- {rec['command']}"], cwd=tmp_path, check=True)  # pasted into a shell
     assert not (tmp_path / "pwned").exists()
+
+
+def test_keys_from_the_environment_are_found_through_references_and_shown_as_typed(monkeypatch):
+    """What the record keeps as typed: a key with `${oc.env:...}`, and any key referring to one (here two steps away),
+    and the NCCL_/GLOO_ variable the ranks exported from such a key; every other key resolved."""
+    from omegaconf import OmegaConf
+
+    from core.provenance import as_typed, as_typed_vars, from_environment
+
+    monkeypatch.setenv("SEC20_HCA", "mlx5_secret")
+    cfg = OmegaConf.create({"a": "${oc.env:SEC20_HCA}", "b": "${a}", "c": {"d": "x-${b}"}, "e": "${f}", "f": 3,
+                            "nccl": {"IB_HCA": "${c.d}", "ALGO": None}, "tags": ["t", "${oc.env:SEC20_HCA,none}"]})
+    typed = from_environment(cfg)
+    assert typed == {"a": "${oc.env:SEC20_HCA}", "b": "${a}", "c.d": "x-${b}", "nccl.IB_HCA": "${c.d}",
+                     "tags.1": "${oc.env:SEC20_HCA,none}"}
+    shown = as_typed(OmegaConf.to_container(cfg, resolve=True), typed)
+    assert "mlx5_secret" not in json.dumps(shown) and shown["e"] == 3 and shown["tags"] == ["t", typed["tags.1"]]
+    assert as_typed_vars({"NCCL_IB_HCA": "x-mlx5_secret", "OMP_NUM_THREADS": "1"}, typed) == {
+        "NCCL_IB_HCA": "${c.d}", "OMP_NUM_THREADS": "1"}
 
 
 def test_the_recorded_command_is_shell_quoted_as_typed(tmp_path):
