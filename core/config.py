@@ -301,11 +301,13 @@ def validate(cfg: DictConfig, submitting: bool = False, host: Host | None = None
     do not count (they are checked again on the nodes, in each job)."""
     import tasks
     from data import check as check_data
+    from launchers.link import check as check_link
     from launchers.slurm import check_config as check_launcher
     from models import check as check_model
 
     host = host or Host.probe()
     check_launcher(cfg, submitting=submitting)
+    check_link(cfg, submitting=submitting, host=host)
     if cfg.backend == "nccl" and not submitting:
         if host.gpus == 0:
             raise ConfigError("backend=nccl needs CUDA GPUs and this machine has none. Use backend=gloo (or auto).")

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import diagnosis
+from comm.link import describe as describe_link, is_emulated
 from core.interrupt import Interrupted
 from core.log import get
 from results.record import Record
@@ -107,6 +108,9 @@ def _print_summary(record: Record) -> None:
             log.info(tasks.get(record.task).summarize(record.to_dict()))
         except Exception as e:  # noqa: BLE001 - a summary never costs the record
             log.warning(f"(summary unavailable: {type(e).__name__}: {e})")
+        link = (record.env or {}).get("link")
+        if is_emulated(link):
+            log.info(describe_link(link))
         if result.get("diagnosis"):
             log.info("\n" + diagnosis.format_text(result["diagnosis"]))
     for warning in result.get("warnings") or []:

@@ -91,6 +91,8 @@ def _launch(plain: dict, job: dict) -> tuple[Record, int]:
     try:
         outcome = launch_local(plain, job)
         _note_launcher_cost(outcome.result, _own_cpu_s() - cpu0, time.perf_counter() - wall0)
+    except ConfigError as e:  # the emulated link could not be built (launchers/link.py): no rank started
+        return Record.failed(plain, job, f"ConfigError: {e}"), 2
     except RankFailed as e:
         o = e.outcome
         return Record.failed(plain, job, str(e), traceback=e.traceback, env=o and o.env, started=o and o.started,

@@ -93,6 +93,8 @@ def _run_rank(plain: dict, job: dict, outcome: Outcome) -> Outcome | None:
                           backend=backend, output_dir=output_dir, hostname=socket.gethostname(),
                           progress=outcome.progress, dev=dev)
         outcome.env = environment(ctx)
+        if rank == 0:
+            outcome.env["link"] = _link(job)
         result = tasks.get(cfg.task).run(ctx)
         if rank != 0:
             return None
@@ -130,6 +132,17 @@ def worker_error(text: str) -> str | None:
     m = re.match(r"\w+: Caught \w+ (in DataLoader worker process \d+)\.?$", head.strip())
     lines = [ln.strip() for ln in rest.splitlines() if ln.strip()]
     return f"{lines[-1]} ({m.group(1)})" if m and lines else None
+
+
+def _link(job: dict) -> dict:
+    """The link the ranks talk over (record env.link): the local launcher says (an emulated link it built, or
+    loopback); a rank started otherwise (torchrun, Slurm) reads its own interface's shaping."""
+    info = job.get("link")
+    if info:
+        return info["facts"]
+    from launchers.link import observe
+
+    return observe()
 
 
 def environment(ctx: RankContext) -> dict:

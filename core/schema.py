@@ -121,6 +121,11 @@ class CommHook(StrEnum):
     powersgd = "powersgd"
 
 
+class LinkQdisc(StrEnum):
+    htb = "htb"          # hierarchical token bucket: one class at the rate (what DESIGN.md's figures used)
+    tbf = "tbf"          # token bucket filter: the simplest shaper
+
+
 class LoggerName(StrEnum):
     none = "none"
     wandb = "wandb"
@@ -212,6 +217,18 @@ class Scale:
 
 
 @dataclass
+class Link:
+    """conf/link/*.yaml: the network between the ranks (launchers/link.py builds it; comm/link.py reads rates)."""
+    name: str = MISSING
+    rate: Optional[Union[int, float, str]] = MISSING    # bit/s or tc's units (1gbit, 2.5gbit); null: no link
+    qdisc: LinkQdisc = MISSING
+    burst_bytes: Optional[int] = ge(1)
+    latency_us: Optional[float] = ge(0)
+    ranks_per_node: int = ge(1)
+    check_s: float = ge(0)
+
+
+@dataclass
 class Logger:
     name: LoggerName = MISSING
 
@@ -227,6 +244,7 @@ class WandbLogger(Logger):
     init_timeout_s: float = gt(0)
     finish_timeout_s: float = gt(0)
     deadline_s: float = gt(0)            # everything W&B does for one run ends within this (results/wandb_log.py)
+    report: bool = MISSING               # a W&B Report of each sweep (results/wandb_report.py)
 
 
 # ------------------------------------------------------------------------------------------------ top-level sections
@@ -367,6 +385,7 @@ class Config:
     scale: Any = MISSING
     launcher: Any = MISSING
     logger: Any = MISSING
+    link: Any = MISSING
 
 
 GROUP_SCHEMAS = {
@@ -375,6 +394,7 @@ GROUP_SCHEMAS = {
     "optim": {"hook": CommHookConfig, "powersgd": PowerSGD},
     "scale": {"scale": Scale},
     "logger": {"none": Logger, "wandb": WandbLogger},
+    "link": {"link": Link},
 }
 
 

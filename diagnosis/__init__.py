@@ -38,7 +38,12 @@ def diagnose(record: dict, nccl_tests: dict | None = None, hta: bool = True) -> 
         vs = nt.versus(record, nccl_tests)
         if vs:
             comparisons["nccl_tests"] = vs
-    v = RunView(record, comparisons.get("microbench") or comparisons.get("nccl_tests"))
+    from diagnosis.efficiency import versus_link
+
+    link = versus_link((record.get("env") or {}).get("link"), comm, int(result.get("world_size") or 1))
+    if link is not None and result.get("sync") != "local":
+        comparisons["link"] = link     # behind an emulated link: the reference when nothing was measured
+    v = RunView(record, comparisons.get("microbench") or comparisons.get("nccl_tests") or comparisons.get("link"))
     noise = v.noise()
     found: list[Finding] = []
     notes: list[str] = []

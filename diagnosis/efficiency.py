@@ -55,3 +55,27 @@ def versus_sync(reference: str, calls: list[dict], sync_time_s: float | None, sy
         "method": (f"efficiency = time the same calls take in the {reference} / the sync's time ({sync_how}); "
                    "interval from the reference's per-size intervals only (the sync time is one figure)"),
     }
+
+
+def versus_link(link: dict | None, comm: dict | None, world_size: int) -> dict | None:
+    """The sync against the emulated link it ran on (record env.link, launchers/link.py), when the record has no
+    measured reference: a bandwidth-optimal all-reduce puts 2(N-1)/N of each bucket's bytes through every node's NIC
+    (N nodes), which moves at most the link's TCP payload rate. So achievable_s is the least time the link allows for
+    the sync's bytes, and the efficiency says whether the link (near 100%) or the host (far below) is the limit."""
+    if not link or not link.get("emulated") or not link.get("payload_rate_bit_s") or not comm:
+        return None
+    nodes = int(link.get("nodes") or world_size)
+    sizes = (comm.get("buckets") or {}).get("sizes_bytes") or ([comm["bytes_per_step"]] if comm.get("bytes_per_step")
+                                                                else [])
+    if nodes < 2 or not sizes:
+        return None
+    wire = 2 * (nodes - 1) / nodes * 8 / link["payload_rate_bit_s"]
+    calls = [{"bytes": b, "calls": n, "time_s": b * wire} for b, n in call_sizes(sizes)]
+    vs = versus_sync("emulated link", calls, comm.get("time_s"), comm.get("bytes_per_step"), world_size,
+                     comm.get("method", ""), comm.get("overlap_s"))
+    if vs is not None:
+        vs["method"] = (f"efficiency = the least time the emulated link allows the same bytes (2(N-1)/N of them "
+                        f"through each of N={nodes} nodes' NICs at {link['payload_rate_bit_s'] / 1e9:.4g} Gbit/s, the "
+                        "TCP payload rate of its shaped rate) / the sync's time; no interval: the rate is a setting")
+        vs["source"] = "result.env.link"
+    return vs

@@ -65,10 +65,12 @@ def _ranks_per_host(v: RunView) -> int:
 
 def _efficiency_ev(ref: dict) -> Evidence:
     lo, hi = ref.get("efficiency_ci_lo"), ref.get("efficiency_ci_hi")
-    return Evidence("comm efficiency (sync's speed / microbenchmark's at the same calls)", 100 * ref["efficiency"], "%",
+    return Evidence(f"comm efficiency (sync's speed / the {ref['reference']} at the same calls)",
+                    100 * ref["efficiency"], "%",
                     100 * lo if lo is not None else None, 100 * hi if hi is not None else None,
-                    f"result.comm.vs_microbench ({ref['reference']})",
+                    f"{ref.get('source', 'result.comm.vs_microbench')} ({ref['reference']})",
                     "interval from the microbenchmark's per-size intervals" if lo is not None
+                    else "no interval: the link's rate is a setting" if ref.get("source") == "result.env.link"
                     else "no interval: too few microbenchmark calls")
 
 
@@ -391,8 +393,9 @@ def _contention(v: RunView, per_host: int, threads: int) -> Finding | None:
     ref = v.reference
     comm = v.result.get("comm") or {}
     if ref and comm.get("time_s"):
-        evidence.append(ev("the all-reduces' span in training vs alone", 1e3 * comm["time_s"], "ms",
-                           "result.comm.time_s", f"alone ({ref['reference']}): {ms(ref['achievable_s'])} ms"))
+        alone = "what the link allows" if ref.get("source") == "result.env.link" else "alone"
+        evidence.append(ev(f"the all-reduces' span in training vs {alone}", 1e3 * comm["time_s"], "ms",
+                           "result.comm.time_s", f"{alone} ({ref['reference']}): {ms(ref['achievable_s'])} ms"))
     k = max(4, 2 * int(v.result.get("accumulate") or 1))   # never the run's own setting
     return Finding(
         rule="oversubscription.contention",

@@ -87,7 +87,7 @@ def measured_saving(a, b) -> dict:
     sb = (rb.get("series") or {}).get("step_time_s") or []
     if sa and sb:
         r, lo, hi = ratio_ci(sa, sb)
-        method = "stats.ratio_ci over the two runs' per-step series (step-level bootstrap)"
+        method = "stats.ratio_ci over the two runs' per-step series (batch medians, Welch t on the log scale)"
     else:
         r, lo, hi = ra["step_time_s"]["median"] / rb["step_time_s"]["median"], None, None
         method = "ratio of step medians (no per-step series: no interval)"
@@ -163,7 +163,7 @@ def pair_groups_summary(runs: list[dict]) -> list[dict] | None:
         x["growth"] = x["us_per_op"] / first["us_per_op"]
         x["growth_ci"], x["growth_verdict"] = None, None
         if x is not first and first["blocks"] and x["blocks"]:
-            ratio, lo, hi = ratio_ci(x["blocks"], first["blocks"])   # time ratio: > 1 means slower per all_reduce
+            ratio, lo, hi = ratio_ci(x["blocks"], first["blocks"], independent=True)   # time ratio: > 1 = slower
             x["growth"], x["growth_ci"] = ratio, [lo, hi]
             x["growth_verdict"] = {"faster": "slower", "slower": "faster"}.get(verdict(ratio, lo, hi), "no change")
     return rows

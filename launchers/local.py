@@ -2,11 +2,12 @@
 torchrun: one spawned process per rank, and when any rank fails the agent stops the others at once
 (max_restarts=0), so a failure ends the job within seconds instead of hanging it.
 
-Nothing of a local run listens beyond one address, `host` (LOCAL_HOST, 127.0.0.1, unless the caller names another,
-e.g. a bridge for ranks behind emulated links): torch's c10d rendezvous would start two stores listening on every
+Nothing of a local run listens beyond loopback: torch's c10d rendezvous would start two stores listening on every
 interface (the rendezvous backend's and the one it shares with the workers), so the agent gets a rendezvous of one
-node whose only store listens on `host` (core/store.py); the ranks dial it (TORCHELASTIC_USE_AGENT_STORE), and with
-`host` on loopback their gloo/NCCL sockets are put on the loopback interface too (unless the user chose one).
+node whose only store listens on one explicit address, `host` (LOCAL_HOST, 127.0.0.1; core/store.py); the ranks dial
+it (TORCHELASTIC_USE_AGENT_STORE), and with `host` on loopback their gloo/NCCL sockets are put on the loopback
+interface too (unless the user chose one). Behind an emulated link the ranks serve their own store on node 0's NIC
+and gloo uses the NICs (launchers/link.py), addresses that exist only in the run's private namespaces.
 
 A rank that cannot start at all (an interpreter that does not run) is named before any rank is spawned; one that
 dies in start-up, before torch's error handler could record why, is reported with its exit code instead of torch's
@@ -21,7 +22,11 @@ succeeded, failed or was interrupted, so the record made here keeps what was mea
 (core.heartbeat), so a rank that stops answering is named and killed instead of being waited for.
 
 A signal to this process (Ctrl-C, `timeout`, `kill`) reaches the agent, which stops the ranks; it comes out of here as
-core.interrupt.Interrupted carrying rank 0's Outcome."""
+core.interrupt.Interrupted carrying rank 0's Outcome.
+
+With `link=` set, this process first builds the run's emulated network (launchers/link.py) and holds it while the
+ranks run: each rank enters its node's namespace first thing (rank_entry), rendezvous at node 0's address instead of
+loopback; the record's env.link says which link the ranks had (loopback otherwise)."""
 from __future__ import annotations
 
 import contextlib
@@ -48,6 +53,7 @@ from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 from core.heartbeat import Watch, silent_limit
 from core.interrupt import Interrupted, note, restored_handlers
 from core.store import LOOPBACK, interface_of, is_loopback, serve
+from launchers import link
 
 LOCAL_HOST = LOOPBACK  # the one address a plain local run listens on (its rendezvous store; gloo/NCCL's sockets)
 RENDEZVOUS = "ddp-comm-one-node"
@@ -117,6 +123,10 @@ rendezvous_handler_registry.register(RENDEZVOUS, OneNode)
 
 @record
 def rank_entry(plain: dict, job: dict):
+    if (job.get("link") or {}).get("join"):   # behind an emulated link: into this rank's node before any socket
+        from launchers.link import join
+
+        join(job["link"])
     from core.rank import RankError, run_rank
 
     try:
@@ -187,12 +197,19 @@ def launch_local(plain: dict, job: dict, host: str = LOCAL_HOST):
         shutdown_timeout=SHUTDOWN_S,
         logs_specs=DefaultLogsSpecs(log_dir=str(launch_dir / "elastic")),  # error files: not a torchelastic_* temp dir
     )
-    undo = [torchrun_threads(int(plain["world_size"])), sockets_on(host), ranks_temp_dir(launch_dir)]
+    spec = link.spec_of(plain)
+    network = link.Network(spec, int(plain["world_size"])) if spec is not None else None
+    # behind an emulated link the ranks serve their own store on node 0's NIC and gloo uses the NIC (link.join)
+    undo = [torchrun_threads(int(plain["world_size"])), sockets_on(host) if network is None else (lambda: None),
+            ranks_temp_dir(launch_dir)]
     watch = Watch(launch_dir, silent_limit(plain["timeout_s"]))
     try:
+        if network is not None:
+            network.build()   # LinkError (a ConfigError): nothing started yet
+        link_info = network.rank_info() if network is not None else {"emulated": False, "facts": link.LOOPBACK}
         try:
             with restored_handlers(), watch, temp_files_in(launch_dir):
-                elastic_launch(config, rank_entry)(plain, {**job, "launch_dir": str(launch_dir)})
+                elastic_launch(config, rank_entry)(plain, {**job, "launch_dir": str(launch_dir), "link": link_info})
             error = None
         except SignalException as e:
             note(e.sigval)
@@ -203,7 +220,11 @@ def launch_local(plain: dict, job: dict, host: str = LOCAL_HOST):
             error = _failed(e, watch)
         gc.collect()  # the dead agent's rendezvous keep-alive timer is stopped by a finalizer: run it in this thread
         outcome = _take(launch_dir)
+        if outcome is not None and outcome.env:
+            outcome.env.setdefault("link", link_info["facts"])
     finally:
+        if network is not None:
+            network.close()   # this process's hold on the namespaces; the kernel frees them with the last rank
         for step in undo:
             step()
         shutil.rmtree(launch_dir, ignore_errors=True)

@@ -1,18 +1,20 @@
 """From runs to compared configurations: the repeats of one configuration become one row with intervals, every row
 gets a speed-up against the baseline with its CI and a verdict, and a noise sentinel says when the machine, not the
-knobs, moved the numbers. The sweep table, the report, the plots and W&B all read these figures (statistics: stats/).
+knobs, moved the numbers. The sweep table, the report, the plots and W&B all read these figures; the statistics are
+in stats/ (docs/methods.md has each method, its reference and its calibration).
 
 How a row is computed (README "Reading the sweep table"):
-  - throughput: each run's steps / wall clock of its timed blocks (the record's figure); a row of R repeats shows the
-    median over runs, with a two-level percentile bootstrap CI (runs, then blocks within each run), so run-to-run
-    spread is inside the interval. One run: the record's own block-bootstrap CI.
-  - speed-up: row throughput / baseline throughput, CI from independent bootstraps of both sides; samples/s when
-    both rows have it (fair across batch or world sizes). Verdict: faster/slower only when the CI excludes 1 and the
-    change exceeds compare.noise (default 2%), else "no significant difference".
-  - step median: median of run medians of rank 0's step times, two-level bootstrap CI.
+  - the run is the unit: each run's throughput is steps (or samples) / wall clock of its timed blocks; a row of R >= 2
+    runs shows the geometric mean over runs with a t(R-1) interval on the runs' log values (stats.runs.run_level).
+    One run: its own batch-means interval (stats.within), which holds the noise inside the run only, and no verdict.
+  - speed-up: row / baseline on the log scale, paired by round when both ran once per round (repeats=R), else Welch;
+    verdicts faster / slower / equivalent / no significant difference (stats.verdict), Holm's step-down over the
+    table's comparisons (stats.family). A row whose comparison rests on a run the drift test flags says so.
+  - step median: the geometric mean of the runs' medians, t(R-1); one run: batch medians of its steps.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,17 +23,18 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from results.entries import _finite, _get, _is_noise, _scaled, config_labels, override_items, varying_keys
-from stats.compare import NS as NO_DIFFERENCE
-from stats import aggregate_repeats, aggregate_throughput, compare_throughput, median_ci, noise_sentinel, verdict
-from stats.summary import CI_METHOD
+from stats import (NO_VERDICT, batch_median, batch_rate, plan_repeats, run_level, sentinel as random_effects,
+                   steady_state, unsteady_runs)
+from stats.family import Row, pair_verdicts
+from stats.verdict import NS as NO_DIFFERENCE
 
 # the baseline's bucket: the config's default (conf/config.yaml), read once, never restated in code
 DEFAULT_BUCKET_MB = OmegaConf.load(Path(__file__).resolve().parent.parent / "conf" / "config.yaml").bucket
 NOISE = 0.02
+REL_CI = 0.02               # measure.rel_ci's default: the precision the repeats plan aims at
 NO_INTERVAL = "no interval"
 SENTINEL_PHASES = ("forward", "data")
 SENTINEL_MIN_SHARE = 0.05   # a phase under 5% of the step is too small to tell anything about the machine
-SENTINEL_MIN_STEPS = 6      # the fewest steps whose median interval reaches 95% (stats.median_ranks)
 # config keys (prefixes) that cannot change forward compute or data wait: only comm knobs, seeds and bookkeeping
 UNTOUCHING = ("bucket", "optim", "ddp.static_graph", "ddp.gradient_as_bucket_view", "nccl.", "gloo.", "seed",
               "compare.", "measure.", "fault.sleep_s", "timeout_s", "probe_steps", "tags", "logger", "repeat")
@@ -115,51 +118,96 @@ def _rate(e, per_sample: bool) -> float | None:
     return tp.get("samples_per_s" if per_sample else "steps_per_s")
 
 
+def run_round(e) -> tuple | None:
+    """The round a run ran in: its sweep and `repeat` (set by the sweeper), or None outside a repeated sweep. Runs of
+    different sweeps never share a round, even with the same repeat index."""
+    value = override_items(e.overrides).get("repeat")
+    try:
+        repeat = int(value)
+    except (TypeError, ValueError):
+        return None
+    job = (e.record or {}).get("job") or {}
+    sweep = job.get("sweep_dir") or (str(Path(e.output_dir).parent) if e.output_dir else None)
+    return (str(sweep), repeat)
+
+
+def run_log(e, per_sample: bool) -> float | None:
+    """A run's log throughput: its timed blocks' sum(work) / sum(wall), or the record's rate when it has no blocks."""
+    blocks = run_blocks(e, per_sample)
+    if blocks is not None and all(w > 0 for w in blocks[0]) and all(u > 0 for u in blocks[1]):
+        return math.log(sum(blocks[1]) / sum(blocks[0]))
+    rate = _rate(e, per_sample)
+    return math.log(rate) if _finite(rate) and rate > 0 else None
+
+
+def run_drift(e) -> dict | None:
+    """The drift test (stats.steady_state) on a run's step series, or its blocks' time per step, recomputed by this
+    version whatever the record holds."""
+    series = _get(e.result, "series", "step_time_s")
+    if not series:
+        blocks = run_blocks(e, False)
+        series = [w / n for w, n in zip(*blocks)] if blocks else None
+    return steady_state(series) if series else None
+
+
+def _rows_runs(c: Config) -> list:
+    return [e for e in c.ok if _finite(_rate(e, False))]
+
+
 def _throughput(c: Config) -> dict | None:
-    """The row's throughput: the median over runs (one run: its own rate) with the CI computed from the runs' timed
-    blocks by this version's method (for a run this version wrote, exactly the interval it printed; an older record's
-    stored interval is not reused; a record without blocks counts as one block: no interval)."""
-    runs = [e for e in c.ok if _finite(_rate(e, False))]
+    """The row's throughput. R >= 2 runs: geometric mean with the run-level t interval. One run: its rate with the
+    batch-means interval of its timed blocks (None below 10 blocks or without blocks), computed by this version
+    whatever interval the record stored."""
+    runs = _rows_runs(c)
     if not runs:
         return None
-    out = {"n_runs": len(runs)}
+    out: dict[str, Any] = {"n_runs": len(runs), "rounds": [run_round(e) for e in runs]}
     for per_sample, key in ((False, "steps_per_s"), (True, "samples_per_s")):
-        rates = [_rate(e, per_sample) for e in runs]
-        if not all(_finite(r) for r in rates):
+        logs = [run_log(e, per_sample) for e in runs]
+        if any(v is None for v in logs):
             continue
-        blocks = [run_blocks(e, per_sample) for e in runs]
-        tp = runs[0].result["throughput"]
-        lo, hi = (tp.get("samples_ci_lo"), tp.get("samples_ci_hi")) if per_sample else (tp.get("ci_lo"), tp.get("ci_hi"))
-        method = tp.get("method")
-        if all(b is not None for b in blocks):
-            agg = aggregate_throughput(blocks)
-            lo, hi, method = agg["ci_lo"], agg["ci_hi"], agg["method"]
-        elif len(runs) > 1:
-            lo = hi = None
-        out[key], out[key + "_lo"], out[key + "_hi"] = float(np.median(rates)), lo, hi
+        if len(runs) > 1:
+            r = run_level(logs)
+            out[key], out[key + "_lo"], out[key + "_hi"], method = r["value"], r["ci_lo"], r["ci_hi"], r["method"]
+        else:
+            blocks = run_blocks(runs[0], per_sample)
+            b = batch_rate(*blocks) if blocks else None
+            out[key] = _rate(runs[0], per_sample)
+            out[key + "_lo"], out[key + "_hi"] = (b["ci_lo"], b["ci_hi"]) if b else (None, None)
+            method = (b["method"] if b else "no interval: a record without timed blocks") + \
+                " (one run: the noise inside it, not the spread between runs)"
+            out["serial"] = {"lag1": b["lag1"], "n_eff": b["n_eff"]} if b else None
         out["method"] = method
+        out[key + "_logs"] = logs
+    if len(runs) > 1 and "steps_per_s_logs" in out:
+        within = []
+        for e in runs:
+            blocks = run_blocks(e, False)
+            within.append(batch_rate(*blocks)["log_se"] if blocks else None)
+        out["plan"] = plan_repeats(out["steps_per_s_logs"], within, rel_ci=_rel_ci(runs))
     return out
 
 
+def _rel_ci(runs: list) -> float:
+    found = [_get(e.config, "measure", "rel_ci") for e in runs]
+    return next((float(v) for v in found if _finite(v) and v > 0), REL_CI)
+
+
 def _step(c: Config) -> dict | None:
-    """The row's median step time: the record's own (with its order-statistic CI) for one run, else the median of
-    run medians with a two-level bootstrap CI over rank 0's step times."""
+    """The row's median step time: R >= 2 runs: the geometric mean of the runs' medians with a t(R-1) interval; one
+    run: batch medians of its step series (recomputed; an older record's order-statistic interval is not reused)."""
     runs = [e for e in c.ok if _finite(_get(e.result, "step_time_s", "median"))]
     if not runs:
         return None
-    series = [_get(e.result, "series", "step_time_s") for e in runs]
-    if len(runs) == 1:
-        st = runs[0].result["step_time_s"]
-        lo, hi, level = st.get("ci_lo"), st.get("ci_hi"), st.get("ci_level")
-        if lo is None and series[0]:
-            lo, hi, level = median_ci(series[0])
-        if level is None or level < 0.95:  # (min, max) of <= 5 steps: not a 95% interval
-            lo = hi = None
-        return {"median": st["median"], "ci_lo": lo, "ci_hi": hi, "n_runs": 1, "method": CI_METHOD}
-    if all(series):
-        a = aggregate_repeats(series)
-        return {"median": a["median"], "ci_lo": a["ci_lo"], "ci_hi": a["ci_hi"], "n_runs": a["n_runs"],
-                "method": a["method"]}
+    medians = [_get(e.result, "step_time_s", "median") for e in runs]
+    if len(runs) > 1 and all(m > 0 for m in medians):
+        r = run_level([math.log(m) for m in medians])
+        return {"median": r["value"], "ci_lo": r["ci_lo"], "ci_hi": r["ci_hi"], "n_runs": len(runs),
+                "method": r["method"]}
+    series = _get(runs[0].result, "series", "step_time_s")
+    if len(runs) == 1 and series:
+        b = batch_median(series)
+        return {"median": medians[0], "ci_lo": b["ci_lo"], "ci_hi": b["ci_hi"], "n_runs": 1, "method": b["method"]}
     return {"median": c.median(lambda e: _get(e.result, "step_time_s", "median")), "ci_lo": None, "ci_hi": None,
             "n_runs": len(runs)}
 
@@ -187,25 +235,28 @@ def choose_baseline(configs: list[Config]) -> tuple[int | None, str]:
     return candidates[0], f"first finished job: no finished job with optim=none and bucket={DEFAULT_BUCKET_MB}"
 
 
-def _per_sample(base: Config, c: Config) -> bool:
-    """samples/s when both rows have it (fair when batch or world size differ), else steps/s."""
-    return all(samples_per_step(e) is not None for e in base.ok + c.ok)
+def _per_sample(configs: list[Config]) -> bool:
+    """samples/s when every row has it (fair when batch or world size differ), else steps/s."""
+    return all(samples_per_step(e) is not None for c in configs for e in _rows_runs(c))
 
 
-def _speedup(base: Config, c: Config, noise: float) -> dict:
-    per_sample = _per_sample(base, c)
+def _row(c: Config, per_sample: bool, unsteady: set) -> Row:
+    runs = _rows_runs(c)
+    rounds = [run_round(e) for e in runs]
+    return Row(c.label, c.throughput["samples_per_s_logs" if per_sample else "steps_per_s_logs"],
+               rounds if None not in rounds else None, [id(e) in unsteady for e in runs])
+
+
+def _speedups(pairs: list[tuple[Config, Config]], noise: float, per_sample: bool, unsteady: set,
+              floor: float | None = None) -> list[dict]:
+    """The verdicts of one family of comparisons (stats.family.pair_verdicts, Holm), as rows show them."""
     key = "samples_per_s" if per_sample else "steps_per_s"
-    ratio = c.throughput[key] / base.throughput[key]
-    blocks_b = [run_blocks(e, per_sample) for e in base.ok if _finite(_rate(e, per_sample))]
-    blocks_c = [run_blocks(e, per_sample) for e in c.ok if _finite(_rate(e, per_sample))]
-    lo = hi = None
-    method = "no interval: a record without timed blocks"
-    if all(b is not None for b in blocks_b + blocks_c):
-        cmp = compare_throughput(blocks_b, blocks_c)
-        lo, hi, method = cmp["ci_lo"], cmp["ci_hi"], cmp["method"]
-    v = verdict(ratio, lo, hi, noise) if lo is not None else NO_INTERVAL
-    return {"ratio": ratio, "ci_lo": lo, "ci_hi": hi, "verdict": v, "basis": key.replace("_per_s", "/s"),
-            "method": method}
+    found = pair_verdicts([(_row(b, per_sample, unsteady), _row(c, per_sample, unsteady)) for b, c in pairs],
+                          noise, floor=floor)
+    for d, (b, c) in zip(found, pairs):
+        d["basis"] = key.replace("_per_s", "/s")
+        d["ratio"] = c.throughput[key] / b.throughput[key]   # the rows' printed figures' ratio (= exp of the mean logs)
+    return found
 
 
 def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
@@ -224,8 +275,15 @@ def compared_keys(configs: list[Config]) -> list[str]:
     return [k.rstrip(".") for k in keys if len({repr(f.get(k)) for f in flats}) > 1]
 
 
+def _phase_log_median(e, phase: str) -> float | None:
+    values = _get(e.result, "series", "phases", phase)
+    med = float(np.median(values)) if values else _get(e.result, "phases", phase, "median")
+    return math.log(med) if _finite(med) and med > 0 else None
+
+
 def sentinel(configs: list[Config]) -> tuple[dict | None, str]:
-    """(largest significant spread of a phase the compared knobs cannot change, or None; why / why not)."""
+    """(a phase the compared knobs cannot change that differs between rows beyond their runs' spread, or None; why /
+    why not). stats.sentinel's random-effects ANOVA on the runs' log medians, rows with >= 2 runs."""
     rows = [c for c in configs if c.task == "train" and c.ok]
     if len(rows) < 2:
         return None, ""
@@ -235,33 +293,36 @@ def sentinel(configs: list[Config]) -> tuple[dict | None, str]:
         return None, f"not applicable: the compared keys ({', '.join(touching[:3])}) can change forward time"
     worst, judged = None, []
     for phase in SENTINEL_PHASES:
-        samples: dict[str, list] = {}
+        by_row: dict[str, list] = {}
         for c in rows:
-            values = [v for e in c.ok for v in (_get(e.result, "series", "phases", phase) or [])]
+            logs = [v for v in (_phase_log_median(e, phase) for e in c.ok) if v is not None]
             step = c.step["median"] if c.step else None
-            if not values or not step or np.median(values) < SENTINEL_MIN_SHARE * step:
+            if not logs or not step or math.exp(float(np.median(logs))) < SENTINEL_MIN_SHARE * step:
                 break
-            samples[c.label] = values
+            by_row[c.label] = logs
         else:
-            if sum(len(v) >= SENTINEL_MIN_STEPS for v in samples.values()) < 2:
+            s = random_effects(by_row)
+            if s is None:
                 continue
-            judged.append(phase)
-            s = noise_sentinel(samples)
-            if s is not None and (worst is None or s["spread"] > worst["spread"]):
+            judged.append((phase, s))
+            if s["significant"] and (worst is None or s["floor"] > worst["floor"]):
                 worst = {**s, "phase": phase}
     if worst is None:
         if not judged:
             return None, (f"could not judge: {' and '.join(SENTINEL_PHASES)} time are under {SENTINEL_MIN_SHARE:.0%} of "
-                          f"the step or have fewer than {SENTINEL_MIN_STEPS} steps per row")
-        return None, f"{' and '.join(judged)} time agree{'s' if len(judged) == 1 else ''} across rows"
+                          "the step, or fewer than 2 rows have 2 runs (repeats)")
+        return None, "; ".join(f"{p} time agrees across rows (random-effects F test p={s['p_value']:.2g}, between-row "
+                               f"spread {s['spread']:.1%} [{math.expm1(s['tau_lo']):.1%}, "
+                               f"{math.expm1(s['tau_hi']):.1%}])" for p, s in judged)
     return worst, ""
 
 
 def sentinel_warning(s: dict) -> str:
-    spread = f"{s['spread']:.0%}"
-    return (f"{s['phase']} time varied by {spread} between rows whose knobs do not touch it (`{s['low_row']}` vs "
-            f"`{s['high_row']}`): this machine was noisy during the sweep; differences below {spread} are not "
-            f"attributable to the knobs.")
+    return (f"{s['phase']} time, which the compared knobs do not change, differs between rows by more than their runs "
+            f"do (random-effects F test p={s['p_value']:.2g}; between-row spread {s['spread']:.1%} "
+            f"[{math.expm1(s['tau_lo']):.1%}, {math.expm1(s['tau_hi']):.1%}], `{s['low_row']}` fastest, "
+            f"`{s['high_row']}` slowest): the machine changed between rows. Verdicts are judged against "
+            f"±{s['floor']:.0%} (what two rows can differ by from the machine alone) instead of compare.noise.")
 
 
 @dataclass
@@ -272,10 +333,20 @@ class Comparison:
     noise: float
     sentinel: dict | None
     sentinel_note: str
+    unsteady: dict = field(default_factory=dict)   # stats.unsteady_runs over the sweep's runs: {runs, tested, method}
+    per_sample: bool = True
+
+
+def _unsteady(configs: list[Config]) -> tuple[dict, set]:
+    tests = {id(e): run_drift(e) for c in configs if c.task == "train" for e in _rows_runs(c)}
+    found = unsteady_runs(tests)
+    found["tested_runs"] = [k for k, v in tests.items() if v and v.get("p_value") is not None]
+    return found, set(found["runs"])
 
 
 def compare(entries: list, noise: float | None = None) -> Comparison:
-    """Group repeats into configurations, aggregate each, compare every train configuration with the baseline."""
+    """Group repeats into configurations, aggregate each, compare every train configuration with the baseline: one
+    family of comparisons (Holm), judged against compare.noise or the noise sentinel's machine spread if larger."""
     configs = [Config(label, group) for label, group in group_repeats(entries)]
     for c in configs:
         if c.task == "train":
@@ -285,13 +356,17 @@ def compare(entries: list, noise: float | None = None) -> Comparison:
     if noise is None:
         found = [_get(e.config, "compare", "noise") for c in configs for e in c.ok]
         noise = next((n for n in found if _finite(n)), NOISE)
+    unsteady, flagged = _unsteady(configs)
+    s, note = sentinel(configs)
+    train = [c for c in configs if c.task == "train" and c.throughput]
+    per_sample = _per_sample(train)
     if base is not None:
         configs[base].baseline = True
-        for i, c in enumerate(configs):
-            if c.task == "train" and c.throughput and i != base:
-                c.speedup = _speedup(configs[base], c, noise)
-    s, note = sentinel(configs)
-    return Comparison(configs, base, why, noise, s, note)
+        others = [c for i, c in enumerate(configs) if c.task == "train" and c.throughput and i != base]
+        for c, sp in zip(others, _speedups([(configs[base], c) for c in others], noise, per_sample, flagged,
+                                           s["floor"] if s else None)):
+            c.speedup = sp
+    return Comparison(configs, base, why, noise, s, note, unsteady, per_sample)
 
 
 # ------------------------------------------------------------------------------------------- scaling
@@ -344,35 +419,41 @@ def scaling_lines(configs: list[Config]) -> list[tuple[str, list[tuple[float, Co
 
 def scaling_rows(entries: list, noise: float | None = None) -> list[dict]:
     """One row per configuration and world size against its line's first point: samples/s with its CI, speed-up with
-    its CI and verdict (as the sweep table computes them), scaling efficiency = speed-up x n0 / n with the same CI."""
+    its CI and verdict (as the sweep table computes them, Holm over the table's comparisons), scaling efficiency =
+    speed-up x n0 / n with the same CI."""
     cmp = compare(entries, noise)
-    rows, seen = [], set()
+    _, flagged = _unsteady(cmp.configs)
+    points, seen = [], set()
     for label, line in scaling_lines(cmp.configs):
         n0, base, _ = line[0]
         for n, c, own in line:
-            if id(c) in seen:
-                continue            # a common baseline is one row, at the top
-            seen.add(id(c))
-            tp = c.throughput
-            per = "samples_per_s" if _finite(tp.get("samples_per_s")) else "steps_per_s"
-            row = {"configuration": own, "line": label,
-                   "world size": int(n), "sync": c.first.result.get("sync"), "runs": len(c.ok),
-                   "samples/s": tp.get(per), "samples/s lo": tp.get(per + "_lo"), "samples/s hi": tp.get(per + "_hi"),
-                   "exposed comm ms": _scaled(c.median(lambda e: (e.result.get("comm") or {}).get("exposed_s")), 1e3),
-                   "baseline": c is base}
-            if c is base:
-                row.update({"speed-up": 1.0, "verdict": "baseline", "scaling efficiency": 1.0})
-            else:
-                sp = _speedup(base, c, cmp.noise)
-                f = n0 / n
-                row.update({"speed-up": sp["ratio"], "speed-up lo": sp["ci_lo"], "speed-up hi": sp["ci_hi"],
-                            "verdict": sp["verdict"], "scaling efficiency": sp["ratio"] * f,
-                            "scaling efficiency lo": sp["ci_lo"] * f if sp["ci_lo"] is not None else None,
-                            "scaling efficiency hi": sp["ci_hi"] * f if sp["ci_hi"] is not None else None,
-                            "method": sp["method"]})
-            rows.append(row)
+            if id(c) not in seen:
+                seen.add(id(c))         # a common baseline is one row, at the top
+                points.append((label, n0, base, n, c, own))
+    pairs = [(base, c) for _, _, base, _, c, _ in points if c is not base]
+    found = iter(_speedups(pairs, cmp.noise, _per_sample([c for _, _, _, _, c, _ in points]), flagged))
+    rows = []
+    for label, n0, base, n, c, own in points:
+        tp = c.throughput
+        per = "samples_per_s" if _finite(tp.get("samples_per_s")) else "steps_per_s"
+        row = {"configuration": own, "line": label,
+               "world size": int(n), "sync": c.first.result.get("sync"), "runs": len(c.ok),
+               "samples/s": tp.get(per), "samples/s lo": tp.get(per + "_lo"), "samples/s hi": tp.get(per + "_hi"),
+               "exposed comm ms": _scaled(c.median(lambda e: (e.result.get("comm") or {}).get("exposed_s")), 1e3),
+               "baseline": c is base}
+        if c is base:
+            row.update({"speed-up": 1.0, "verdict": "baseline", "scaling efficiency": 1.0})
+        else:
+            sp = next(found)
+            f = n0 / n
+            row.update({"speed-up": sp["ratio"], "speed-up lo": sp["ci_lo"], "speed-up hi": sp["ci_hi"],
+                        "verdict": sp["verdict"], "scaling efficiency": sp["ratio"] * f,
+                        "scaling efficiency lo": sp["ci_lo"] * f if sp["ci_lo"] is not None else None,
+                        "scaling efficiency hi": sp["ci_hi"] * f if sp["ci_hi"] is not None else None,
+                        "method": sp["method"], "speedup": sp})
+        rows.append(row)
     return rows
 
 
-__all__ = ["Comparison", "Config", "NO_DIFFERENCE", "NO_INTERVAL", "compare", "group_repeats", "run_blocks",
-           "scaling_lines", "scaling_rows", "sentinel_warning", "varying_keys"]
+__all__ = ["Comparison", "Config", "NO_DIFFERENCE", "NO_INTERVAL", "NO_VERDICT", "compare", "group_repeats",
+           "run_blocks", "scaling_lines", "scaling_rows", "sentinel_warning", "varying_keys"]

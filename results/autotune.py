@@ -1,12 +1,17 @@
-"""Autotune's two stages, read from run records: which candidates the search found, and which one wins when they
-and the default config are measured again.
+"""Autotune's three stages, read from run records: which candidates the search found, which one the re-measurement
+selects, and whether fresh runs confirm it against the default config.
 
-The search (hydra-optuna-sweeper, one run per trial) maximises a noisy objective, so its best value is the
-luckiest sample, biased upward by the very act of picking the maximum. The answer comes from the confirmation
-stage instead: the top candidates and the default config each run `repeats` more times, interleaved (A B C A B C,
-so drift on the machine hits every configuration alike), and the winner's speed-up over the default is the
-two-level bootstrap of stats.compare_repeats over those runs only, with stats.verdict's noise threshold.
-The sweeper that launches the stages is hydra_plugins/ddp_comm_autotune; this module never measures.
+The search (hydra-optuna-sweeper, one run per trial) maximises a noisy objective, so its best value is the luckiest
+sample, biased upward by the very act of picking the maximum. Picking the best of the re-measured candidates repeats
+that bias on a smaller scale (the winner's curse), so the answer comes in two more stages:
+  - select: the top candidates and the default config each run `repeats` times in rounds (each round in a seeded
+    random order); every candidate is compared with the default at the run level (stats.family, Benjamini-Hochberg
+    over the candidates: this stage only ranks them), and the fastest candidate whose verdict is "faster" is chosen;
+  - confirm: the chosen candidate and the default run `repeats` more times, fresh, in rounds; the speed-up, its 95%
+    interval and the verdict come from these runs only (paired by round), so the runs that picked the winner never
+    judge it. No candidate faster at selection: the default is kept and nothing more runs.
+The verdict code is the sweep table's (stats.verdict). The sweeper that launches the stages is
+hydra_plugins/ddp_comm_autotune; this module never measures.
 """
 from __future__ import annotations
 
@@ -17,11 +22,15 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import stats
+from results.aggregate import run_log, run_round
 from results.callbacks import SweepTable
 from results.table import Entry, override_items
-from stats.compare import FASTER, SLOWER
+from stats.family import Row, family_verdicts
+from stats.runs import compare_runs
+from stats.verdict import FASTER, SLOWER
 
 STAGE_KEY = "autotune.stage"
+SELECT = "select"
 CONFIRM = "confirm"
 RESULT_JSON = "autotune.json"
 RESULT_MD = "autotune.md"
@@ -93,74 +102,111 @@ def default_candidate(keys: list[str], defaults: dict[str, Any], search: Iterabl
     return c
 
 
-def confirm_plan(candidates: list[Candidate], fixed: list[str], repeats: int) -> list[list[str]]:
-    """Job overrides of the confirmation stage: every candidate once per round, `repeats` rounds."""
-    return [[*fixed, f"{STAGE_KEY}={CONFIRM}", *c.overrides] for _ in range(repeats) for c in candidates]
+def stage_plan(candidates: list[Candidate], fixed: list[str], repeats: int, stage: str, seed: int = 0) -> list[list[str]]:
+    """Job overrides of a re-measurement stage: every candidate once per round (`repeat=r`, so the analysis can pair
+    them by round), `repeats` rounds, each round's order shuffled with `seed` (core.sweep.round_order)."""
+    from core.sweep import round_order
+
+    jobs = [[*fixed, f"{STAGE_KEY}={stage}", f"repeat={r}", *c.overrides] for r in range(repeats) for c in candidates]
+    return [jobs[i] for i in round_order(len(jobs), repeats, seed)]
 
 
-def per_sample_times(entry: Entry) -> list[float] | None:
-    """Seconds per sample of each measured step (rank 0's series): the unit compare_repeats reads as time, so its
-    ratio baseline/candidate is the candidate's samples/s speed-up even if batch sizes differ."""
-    tp = entry.result.get("throughput") or {}
-    sps, steps_per_s = tp.get("samples_per_s"), tp.get("steps_per_s")
-    if not entry.ok or not sps or not steps_per_s:
-        return None
-    per_step = sps / steps_per_s
-    series = [t for t in ((entry.result.get("series") or {}).get("step_time_s") or []) if t and t > 0]
-    return [t / per_step for t in series] if series else [1.0 / sps]
+def _runs_of(entries: list[Entry], c: Candidate) -> tuple[list[float], list]:
+    """(log samples/s, round) of each finished run of candidate c; the stage's jobs set every searched key."""
+    runs = [e for e in entries if e.ok and point_of(e, c.keys, {}) == c.values]
+    logs = [(run_log(e, True), run_round(e)) for e in runs]
+    logs = [(v, r) for v, r in logs if v is not None]
+    return [v for v, _ in logs], [r for _, r in logs]
 
 
-def conclude(confirm: list[Entry], candidates: list[Candidate], *, noise: float,
-             level: float = 0.95, search_trials: int = 0) -> dict[str, Any]:
-    """The confirmation stage's answer: each configuration's samples/s with its CI, each speed-up over the default
-    (candidates[0]) with CI and verdict, and the winner: the highest median of run medians among them."""
-    runs = [_runs_of(confirm, c) for c in candidates]
-    rows = []
-    for c, mine in zip(candidates, runs):
+def _rows(entries: list[Entry], candidates: list[Candidate], noise: float, level: float, method: str) -> list[dict]:
+    """Each candidate's samples/s (geometric mean over runs, t interval) and its comparison with the default
+    (candidates[0]), judged as one family by `method`."""
+    runs = [_runs_of(entries, c) for c in candidates]
+    rows: list[dict[str, Any]] = []
+    for c, (logs, _) in zip(candidates, runs):
         row: dict[str, Any] = {"configuration": c.label, "params": dict(zip(c.keys, c.values)),
-                               "overrides": c.overrides, "runs": len(mine), "search samples/s": c.search,
+                               "overrides": c.overrides, "runs": len(logs), "search samples/s": c.search,
                                "default": c is candidates[0]}
-        if mine:
-            agg = stats.aggregate_repeats(mine, level=level)
-            row.update({"samples/s": 1.0 / agg["median"], "ci": [1.0 / agg["ci_hi"], 1.0 / agg["ci_lo"]],
-                        "run samples/s": [1.0 / m for m in agg["run_medians"]]})
-        if mine and runs[0] and c is not candidates[0]:
-            cmp = stats.compare_repeats(runs[0], mine, level=level)
-            v = stats.verdict(cmp["ratio"], cmp["ci_lo"], cmp["ci_hi"], noise)
-            row.update({"speed-up": cmp["ratio"], "speed-up CI": [cmp["ci_lo"], cmp["ci_hi"]], "verdict": v,
-                        "vs default": stats.fmt_ratio(cmp["ratio"], cmp["ci_lo"], cmp["ci_hi"], v),
-                        "method": cmp["method"]})
+        if logs:
+            agg = stats.run_level(logs, level)
+            row.update({"samples/s": agg["value"], "ci": [agg["ci_lo"], agg["ci_hi"]],
+                        "run samples/s": agg["run_values"]})
         rows.append(row)
+    measured = [i for i, (logs, _) in enumerate(runs) if logs]
+    if 0 in measured and len(measured) > 1:
+        table = [Row(candidates[i].label, runs[i][0], runs[i][1] if None not in runs[i][1] else None)
+                 for i in measured]
+        for i, v in zip(measured, family_verdicts(table, 0, noise, level, method)):
+            if v is not None:
+                rows[i].update(_comparison(v))
+    return rows
+
+
+def _comparison(v: dict) -> dict:
+    return {"speed-up": v["ratio"], "speed-up CI": [v["ci_lo"], v["ci_hi"]], "verdict": v["verdict"],
+            "vs default": stats.fmt_ratio(v["ratio"], v["ci_lo"], v["ci_hi"], v["verdict"]), "method": v["method"],
+            "family": v.get("family"), "notes": v.get("notes") or []}
+
+
+def select(entries: list[Entry], candidates: list[Candidate], *, noise: float, level: float = 0.95) -> dict[str, Any]:
+    """The selection stage: rows as in _rows (Benjamini-Hochberg over the candidates), and the chosen candidate: the
+    highest samples/s among those called faster than the default, or None."""
+    rows = _rows(entries, candidates, noise, level, "fdr_bh")
+    faster = [r for r in rows if r.get("verdict") == FASTER]
+    chosen = max(faster, key=lambda r: r["samples/s"])["configuration"] if faster else None
+    return {"rows": rows, "chosen": chosen}
+
+
+def conclude(entries: list[Entry], candidates: list[Candidate], *, noise: float, level: float = 0.95,
+             search_trials: int = 0, confirm: list[Entry] | None = None) -> dict[str, Any]:
+    """The answer: the selection stage over `entries` (their autotune.stage=select runs), then, when it chose a
+    candidate, the confirmation on fresh runs (`confirm`, autotune.stage=confirm): its verdict alone decides."""
+    picked = [e for e in entries if override_items(e.overrides).get(STAGE_KEY, SELECT) != CONFIRM]
+    fresh = confirm if confirm is not None else [e for e in entries
+                                                 if override_items(e.overrides).get(STAGE_KEY) == CONFIRM]
+    sel = select(picked, candidates, noise=noise, level=level)
+    rows = sel["rows"]
     base = rows[0]
-    measured = [r for r in rows if "samples/s" in r]
     out: dict[str, Any] = {"keys": candidates[0].keys, "rows": rows, "noise": noise, "level": level,
                            "search_trials": search_trials, "repeats": max((r["runs"] for r in rows), default=0),
-                           "winner": None, "recommended": None}
+                           "chosen": sel["chosen"], "confirmation": None, "winner": None, "recommended": None}
+    measured = [r for r in rows if "samples/s" in r]
     if not measured or "samples/s" not in base:
         out["conclusion"] = ("no verdict: the default config has no finished re-measured run" if measured
                              else "no verdict: no re-measured run finished")
         return out
-    win = max(measured, key=lambda r: r["samples/s"])
-    out["winner"] = win["configuration"]
-    out["recommended"] = win["configuration"] if win.get("verdict") == FASTER else base["configuration"]
     default = f"the default ({base['configuration']})"
-    if win is base:
-        runner_up = max((r for r in measured if r is not base and "vs default" in r), key=lambda r: r["samples/s"],
-                        default=None)
-        out["conclusion"] = f"{default} re-measured fastest: keep it" + (
-            f" (next best {runner_up['configuration']}: {runner_up['vs default']} vs the default)" if runner_up else "")
-    elif win.get("verdict") == FASTER:
-        out["conclusion"] = (f"winner {win['configuration']}: samples/s {win['vs default']} vs {default}; "
-                             f"use it with: {' '.join(win['overrides'])}")
+    out["recommended"] = base["configuration"]
+    if sel["chosen"] is None:
+        best = max((r for r in measured if not r["default"] and "vs default" in r), key=lambda r: r["samples/s"],
+                   default=None)
+        out["conclusion"] = (f"no candidate was faster than {default} when re-measured: keep it"
+                             + (f" (best candidate {best['configuration']}: {best['vs default']})" if best else ""))
+        return out
+    chosen = next(c for c in candidates if c.label == sel["chosen"])
+    out["winner"] = chosen.label
+    b_logs, b_rounds = _runs_of(fresh, candidates[0])
+    c_logs, c_rounds = _runs_of(fresh, chosen)
+    if not b_logs or not c_logs:
+        out["conclusion"] = (f"selected {chosen.label}, but its confirmation on fresh runs did not finish: keep "
+                             f"{default}")
+        return out
+    s = compare_runs(b_logs, c_logs, b_rounds if None not in b_rounds else None,
+                     c_rounds if None not in c_rounds else None, level=level, noise=noise)
+    conf = {"configuration": chosen.label, "runs": [len(b_logs), len(c_logs)], "speed-up": s.ratio,
+            "speed-up CI": [s.ci_lo, s.ci_hi], "verdict": s.verdict,
+            "vs default": stats.fmt_ratio(s.ratio, s.ci_lo, s.ci_hi, s.verdict), "method": s.method,
+            "samples/s": stats.run_level(c_logs, level)["value"], "repeats_needed": s.repeats_needed}
+    out["confirmation"] = conf
+    if s.verdict == FASTER:
+        out["recommended"] = chosen.label
+        out["conclusion"] = (f"winner {chosen.label}: samples/s {conf['vs default']} vs {default}, confirmed on fresh "
+                             f"runs; use it with: {' '.join(chosen.overrides)}")
     else:
-        out["conclusion"] = (f"best re-measured {win['configuration']}: {win.get('vs default', 'not compared')} vs "
-                             f"{default}, not significantly faster: keep the default")
+        out["conclusion"] = (f"selected {chosen.label}, but fresh runs did not confirm it: {conf['vs default']} vs "
+                             f"{default} ({stats.verdict_text(s.verdict, noise, s.repeats_needed)}): keep the default")
     return out
-
-
-def _runs_of(confirm: list[Entry], c: Candidate) -> list[list[float]]:
-    """Confirmation jobs set every searched key, so no defaults are needed to place them."""
-    return [t for e in confirm if point_of(e, c.keys, {}) == c.values for t in [per_sample_times(e)] if t]
 
 
 def _median(values: list[float]) -> float:
@@ -170,11 +216,11 @@ def _median(values: list[float]) -> float:
 
 
 def markdown(result: dict[str, Any]) -> str:
-    lines = [f"Autotune: {result['search_trials']} search trials (one run each), then the default and the top "
-             f"candidates re-measured {result['repeats']}x, interleaved; the winner is chosen on the re-measured runs "
-             "only (the search's best is the luckiest sample).", "",
-             f"| configuration | search samples/s | re-measured samples/s ({result['level']:.0%} CI) | runs "
-             "| vs default |",
+    lines = [f"Autotune: {result['search_trials']} search trials (one run each); the default and the top candidates "
+             f"re-measured {result['repeats']}x in rounds to select one (the search's best is the luckiest sample); "
+             "the selected candidate confirmed against the default on fresh runs.", "",
+             f"| configuration | search samples/s | selection samples/s ({result['level']:.0%} CI) | runs "
+             "| vs default (selection) |",
              "|---|---:|---:|---:|---|"]
     for r in result["rows"]:
         search = ", ".join(f"{v:.4g}" for v in r["search samples/s"]) or "–"
@@ -184,10 +230,15 @@ def markdown(result: dict[str, Any]) -> str:
             vs += f", {r['verdict']}"
         lines.append(f"| {r['configuration']}{' (default)' if r['default'] else ''} | {search} | {measured} "
                      f"| {r['runs']} | {vs} |")
-    method = next((r["method"] for r in result["rows"] if r.get("method")), None)
+    method = next((r for r in result["rows"] if r.get("method")), None)
     if method:
-        lines += ["", f"Speed-up = samples/s ÷ the default's; CI: {method}; verdict needs the CI to exclude 1 and a "
-                      f"change above {result['noise']:.0%}."]
+        lines += ["", f"Selection: speed-up = samples/s ÷ the default's; CI: {method['method']}; verdicts as in the "
+                      f"sweep table (faster only when the whole CI lies above 1 + {result['noise']:.0%}), "
+                      f"{method.get('family') or 'Benjamini-Hochberg'}."]
+    conf = result.get("confirmation")
+    if conf:
+        lines += ["", f"Confirmation on fresh runs ({conf['runs'][0]} of the default, {conf['runs'][1]} of "
+                      f"{conf['configuration']}): {conf['vs default']}, {conf['verdict']} ({conf['method']})."]
     lines += ["", f"**{result['conclusion']}**"]
     return "\n".join(lines) + "\n"
 
@@ -205,8 +256,9 @@ def write(sweep_dir: Path, result: dict[str, Any]) -> None:
                  "best_value_ci": best.get("ci"), "vs_default": best.get("vs default", "baseline" if best else None),
                  "conclusion": result["conclusion"],
                  "search_best_params": search.get("best_params"), "search_best_value": search.get("best_value"),
-                 "note": "best_*: the recommended config (the default unless a candidate was significantly faster on "
-                         "re-measurement), its median of run medians and CI; search_best_*: the luckiest search run"}
+                 "note": "best_*: the recommended config (the default unless the selected candidate was confirmed "
+                         "faster on fresh runs), its samples/s in the selection stage (geometric mean over runs) and "
+                         "CI; search_best_*: the luckiest search run"}
     OmegaConf.save(OmegaConf.create(confirmed), optuna)
 
 

@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from core import interrupt
 from core.provenance import as_typed, command as shell_command, from_environment, typed_overrides
+from core.sweep import position
 from results.record import RecordError, find_records, read_record
 from results.table import Entry, Table, build_table
 
@@ -220,8 +221,9 @@ class SweepTable(Callback):
             or "(no overrides)"
         if self.expected is not None:
             total = len(self.expected)
-            left = total - num - 1
-            progress = f"job {num + 1}/{total}"
+            at = position(num)   # repeats run each round in a shuffled order (core/sweep.py)
+            left = total - at - 1
+            progress = f"job {at + 1}/{total}" + (f" (#{num})" if at != num else "")
             tail = f"{left} more after this" if left else "last job"
             done = len(self.returns)
             if done and self.started is not None and left >= 0:
@@ -282,6 +284,9 @@ class SweepTable(Callback):
             tags = list(tags) if tags is not None and not isinstance(tags, str) else ([tags] if tags else [])
             wandb_log.log_sweep(table, entries, sweep_dir, logger_cfg, images=images, command=command, tags=tags,
                                 diagnosis=diagnosis, typed_logger=shown.get("logger"))
+            from results import wandb_report
+            written += wandb_report.at_sweep_end(sweep_dir, logger_cfg, entries=entries, table=table, command=command,
+                                                 diagnosis=diagnosis, images=images)
         print("[sweep] table: " + ", ".join(str(p) for p in written), flush=True)
 
         signum = interrupt.received()

@@ -15,7 +15,8 @@ called only from core.finalise). On disk it is a JSON object (schema_version 2):
   config          the resolved config every rank ran with, except keys whose value came from the environment
                   (`${oc.env:...}`), which keep the text typed (core/provenance.py)
   env             {hostnames, cpu_count, torch, cuda, nccl, python, devices, device_count, backend, world_size,
-                   vars{NCCL_*, GLOO_*, OMP_NUM_THREADS, ...}}; {} when the ranks never got that far
+                   vars{NCCL_*, GLOO_*, OMP_NUM_THREADS, ...}, link{emulated, rate_bit_s, qdisc, check, ...: the network
+                   the ranks used, docs/links.md}}; {} when the ranks never got that far
   started, finished  ISO-8601 UTC
   result          task-specific figures (seconds and bytes unless a name says otherwise), always with `headline`;
                   null when the run failed before producing any; see README "The run record"

@@ -261,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--title", default="Gradient communication overhead: results")
     parser.add_argument("--machine-key", choices=["hosts", "devices"], default="hosts",
                         help="what makes two runs the same machine (default: hostnames + device names)")
+    parser.add_argument("--wandb-report", action="store_true",
+                        help="also a W&B Report of these studies, a section each (results/wandb_report.py): saved "
+                             "when W&B is online, else its spec <out>/wandb_report.json and the command to push it")
     args = parser.parse_args(argv)
     entries = load_entries(args.dirs)
     if not entries:
@@ -272,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"report: {report}")
     for f in files:
         print(f"  {f}")
+    if args.wandb_report:
+        from results.wandb_report import studies_report
+        studies_report(args.dirs, out, title=args.title, argv=argv)
     return 0
 
 

@@ -90,3 +90,6 @@ python -m results.report $R/vgg11_accumulate --out results/tables/vgg11_accumula
 for t in fixed fixed6 fixed6_repeats3 adaptive; do
   python -m results.report $T/$t --out results/tables/time_to_verdict/$t --title "Time to a verdict: $t"
 done
+
+# No verdict may depend on a random seed (issue 22): recompute every committed verdict under seeds 0-49 (~2 min).
+python -m results.seed_check

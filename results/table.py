@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from stats import fmt_ci, fmt_ratio
+from comm.link import table_note as link_note
+from stats import fmt_ci, fmt_ratio, verdict_text
+from stats.verdict import NO_VERDICT, NS
 from results.aggregate import NO_INTERVAL, Comparison, Config, compare, group_repeats, sentinel_warning
 from results.entries import (MISSING, PHASES, TRAIN_COLUMNS, TRAIN_LABELS, Entry, _finite, _get, _scaled,  # noqa: F401
                              config_labels, constant_overrides, override_items, train_headline, varying_keys)
@@ -153,6 +155,19 @@ def _speedup_text(row: dict) -> str:
     return fmt_ratio(ratio, row.get("speed-up lo"), row.get("speed-up hi"), v)
 
 
+def _verdict_cell(row: dict) -> str:
+    """The verdict column: the one verdict code's words (stats.fmt.verdict_text), with what would decide an
+    inconclusive row and the caveats its comparison carries (an unsteady run, the family adjustment)."""
+    v = row.get("verdict")
+    if v in (None, "baseline", NO_INTERVAL):
+        return MISSING if v is None else v
+    sp = row.get("speedup") or {}
+    notes = tuple(sp.get("notes") or ())
+    if v == NS and sp.get("ci_lo") is not None and sp.get("repeats_needed") is None:
+        notes = ("more than 100 runs each would be needed at this spread",) + notes
+    return verdict_text(v, sp.get("noise"), sp.get("repeats_needed"), notes)
+
+
 INTERVAL_COLUMNS = ("steps/s", "samples/s", "speed-up", "step median ms")
 
 
@@ -165,11 +180,16 @@ def _status(c: Config) -> str:
     return f"{ok}/{len(c.entries)} ok"
 
 
-def _steady(c: Config) -> str | None:
-    flags = [e.result.get("steady") for e in c.ok]
-    if any(f is False for f in flags):
-        return "no" if len(flags) == 1 else f"no ({sum(f is False for f in flags)}/{len(flags)})"
-    return "yes" if flags and all(f is True for f in flags) else None
+def _steady(c: Config, flagged: set, tested: set) -> str | None:
+    """yes / no (k/R): the sweep's drift judgement of the row's runs (stats.unsteady_runs, recomputed from the series
+    by this version whatever the records say); None when no run could be tested (fewer than 10 steps)."""
+    runs = [e for e in c.ok if id(e) in tested]
+    if not runs:
+        return None
+    bad = sum(id(e) in flagged for e in runs)
+    if bad:
+        return "no" if len(runs) == 1 else f"no ({bad}/{len(runs)})"
+    return "yes"
 
 
 def build_table(entries: list[Entry], *, first: str = "job", title: str = "", noise: float | None = None) -> Table:
@@ -214,11 +234,13 @@ def build_table(entries: list[Entry], *, first: str = "job", title: str = "", no
         if c.speedup:
             sp = c.speedup
             row["speed-up"], row["speed-up lo"], row["speed-up hi"] = sp["ratio"], sp["ci_lo"], sp["ci_hi"]
-            row["verdict"] = sp["verdict"]
+            row["verdict"], row["speedup"] = sp["verdict"], sp
+            row["verdict notes"] = "; ".join(sp.get("notes") or []) or None
         elif c.baseline:
             row["speed-up"], row["verdict"] = 1.0, "baseline"
         if has_train:
-            row["steady"] = _steady(c) if c.task == "train" else None
+            row["steady"] = _steady(c, set(cmp.unsteady.get("runs") or []),
+                                    set(cmp.unsteady.get("tested_runs") or [])) if c.task == "train" else None
         row["baseline"] = c.baseline
         failed = [e for e in c.entries if not e.ok]
         row["error"] = short_error(failed[0]) if failed else None
@@ -229,11 +251,13 @@ def build_table(entries: list[Entry], *, first: str = "job", title: str = "", no
     failed = any(not e.ok for e in entries)
     shown = lead + ["status"] + (["runs"] if repeated else []) + columns + (["error"] if failed else [])
     intervals = [f"{c} {end}" for c in INTERVAL_COLUMNS if c in columns for end in ("lo", "hi")] if has_train else []
-    all_columns = shown + intervals + ["baseline", "run dir"]
+    notes_col = ["verdict notes"] if has_train else []
+    all_columns = shown + intervals + notes_col + ["baseline", "run dir"]
     display = {c: _interval(c, f"{c} lo", f"{c} hi") for c in INTERVAL_COLUMNS if c != "speed-up"}
     display["speed-up"] = _speedup_text
+    display["verdict"] = _verdict_cell
     table = Table(all_columns, rows, title=title, notes=_notes(cmp, entries, rows, first),
-                  csv_only=intervals + ["baseline", "run dir"],
+                  csv_only=intervals + notes_col + ["baseline", "run dir"],
                   marked=(cmp.base, lead[0], " (baseline)") if cmp.base is not None else None,
                   display=display if has_train else {}, warnings=_warnings(cmp))
     return table
@@ -241,18 +265,24 @@ def build_table(entries: list[Entry], *, first: str = "job", title: str = "", no
 
 def _warnings(cmp: Comparison) -> list[str]:
     out = [sentinel_warning(cmp.sentinel)] if cmp.sentinel else []
-    unsteady = [c.label for c in cmp.configs if c.task == "train" and _steady(c) not in (None, "yes")]
+    train = [c for c in cmp.configs if c.task == "train" and c.throughput]
+    flagged = set(cmp.unsteady.get("runs") or [])
+    unsteady = [c for c in train if any(id(e) in flagged for e in c.ok)]
     if unsteady:
-        out.append(f"not at steady state (steady = no): {', '.join(f'`{u}`' for u in unsteady)}; their warm-up was "
-                   f"not enough or the machine changed during the window. Raise warmup_steps and run them again.")
-    claimed = [c.label for c in cmp.configs if c.speedup and c.speedup["verdict"] in ("faster", "slower")
-               and (len(c.ok) < 2 or len(cmp.configs[cmp.base].ok) < 2)]
-    if claimed:
-        out.append(f"one run per configuration behind {', '.join(f'`{u}`' for u in claimed)}: an interval from one run "
-                   "holds the noise inside it, not the spread between runs (another process start, allocator state, "
-                   "core placement), which can be larger: two rows of a 0.07 MB model called 0.66x and 0.68x "
-                   "'slower' from single runs were ~1 with repeats=3 (results/runs/time_to_verdict). Confirm with "
-                   "repeats=3.")
+        out.append(f"not at steady state: {sum(id(e) in flagged for c in train for e in c.ok)} of "
+                   f"{cmp.unsteady['tested']} tested runs drifted by more than 2% ({cmp.unsteady['method']}), in "
+                   f"{', '.join(f'`{c.label}`' for c in unsteady)}; a verdict resting on them says so. Their warm-up "
+                   "was not enough or the machine changed during the window: raise warmup_steps and run them again.")
+    single = [c.label for c in cmp.configs if c.speedup and c.speedup["verdict"] == NO_VERDICT]
+    if single:
+        out.append(f"one run behind {', '.join(f'`{u}`' for u in single)} (or its baseline): no verdict. One run holds "
+                   "the noise inside it, not the spread between runs (a new process, allocator state, core placement), "
+                   "which is often larger: single-run verdicts on identical configurations were false in 58% of "
+                   "simulated comparisons with 4% run offsets (docs/methods.md). Run repeats=3 or more.")
+    few = [c.label for c in train if len(c.ok) == 2]
+    if few and cmp.base is not None:
+        out.append(f"two runs behind {', '.join(f'`{u}`' for u in few)}: their intervals are valid but wide (t on 1 "
+                   "degree of freedom); repeats=3 or more.")
     return out
 
 
@@ -262,18 +292,35 @@ def _notes(cmp: Comparison, entries: list[Entry], rows: list[dict], first: str) 
         base = cmp.configs[cmp.base]
         name = (f"job {rows[cmp.base]['job']} ({base.label})" if first == "job" else f"`{base.label}`")
         basis = next((c.speedup["basis"] for c in cmp.configs if c.speedup), "samples/s")
+        floor = cmp.sentinel["floor"] if cmp.sentinel else cmp.noise
         notes.append(f"Baseline for speed-up: {name}, {cmp.why}; speed-up = {basis} ÷ baseline {basis}, with its 95% "
-                     f"CI. Verdict: faster / slower only when the CI excludes 1 and the change exceeds "
-                     f"compare.noise={cmp.noise:g}; otherwise no significant difference, shown as ~1 with its range.")
-    methods = list(dict.fromkeys(c.speedup["method"] for c in cmp.configs if c.speedup))
+                     f"CI. Verdict: faster / slower only when the whole CI lies beyond 1 ± {floor:.3g} (compare.noise"
+                     f"{'' if floor == cmp.noise else ', raised to the machine spread'}; criterion.rs's rule); "
+                     f"equivalent when it lies inside (two one-sided tests, Schuirmann 1987); otherwise no significant "
+                     f"difference, shown as ~1 with its range and the runs that would decide it.")
+    family = next((c.speedup["family"] for c in cmp.configs if c.speedup and c.speedup.get("family")), None)
+    if family:
+        notes.append(f"Multiplicity: the verdicts control the chance of any false verdict in this table at 5% "
+                     f"({family}, Holm 1979); each row's interval is its own 95% interval.")
+    methods = list(dict.fromkeys(c.speedup["method"].split(" (")[0] for c in cmp.configs if c.speedup))
     if methods:
-        notes.append("Intervals (95%): " + "; ".join(methods) + ". Throughput of a run = steps / wall clock of its "
-                     "timed blocks (slowest rank per block); step median: rank 0's step times, order-statistic CI "
-                     "for one run.")
+        notes.append("Speed-up intervals (95%, log scale, the run is the unit): " + "; ".join(methods) + ".")
     if any(len(c.entries) > 1 for c in cmp.configs):
-        notes.append("A row merges the repeats of one configuration (runs: how many finished): throughput = median "
-                     "over runs, step median = median of run medians; their CIs come from a two-level bootstrap "
-                     "(runs, then blocks or steps within each run), so run-to-run spread is inside them.")
+        notes.append("A row merges the repeats of one configuration (runs: how many finished): throughput and step "
+                     "median are geometric means over runs with t(R-1) intervals (Kalibera & Jones 2013); one run: "
+                     "its batch-means interval (5 batches of its timed blocks), which holds its own noise only.")
+    plans = [(c.label, c.throughput["plan"]) for c in cmp.configs
+             if c.throughput and (c.throughput.get("plan") or {}).get("runs_sd") is not None]
+    if plans:
+        need = max((p["repeats"] or 101) for _, p in plans)
+        target = plans[0][1]["target"]
+        spread = max(p["runs_sd"] for _, p in plans)
+        between = [p["between_sd"] for _, p in plans if p["between_sd"] is not None]
+        split = (f", of which between runs up to {max(between):.1%}: more steps per run do not narrow that part, "
+                 "more runs do" if between else "")
+        notes.append(f"Repeats for ±{target:.0%} on throughput (measure.rel_ci; Kalibera & Jones 2013): "
+                     + (f"{need} runs per configuration" if need <= 100 else "more than 100 runs")
+                     + f" at the measured spread (SD of a run's log throughput up to {spread:.1%}{split}).")
     if cmp.base is not None:
         notes.append("Noise sentinel: " + (f"{cmp.sentinel['phase']} time, see the warning above." if cmp.sentinel
                                           else cmp.sentinel_note + "."))
@@ -283,7 +330,13 @@ def _notes(cmp: Comparison, entries: list[Entry], rows: list[dict], first: str) 
     n_failed = sum(not e.ok for e in entries)
     if n_failed:
         notes.append(f"{n_failed} of {len(entries)} failed; their rows keep the error.")
-    return notes
+    return notes + _link_notes(entries)
+
+
+def _link_notes(entries: list[Entry]) -> list[str]:
+    """What network the rows ran on, when any ran behind an emulated link (comm/link.py)."""
+    note = link_note([((e.record or {}).get("env") or {}).get("link") for e in entries if e.ok])
+    return [note] if note else []
 
 
 def _finished(entries: list[Entry], keep: Callable[[Entry], bool]) -> tuple[list[Entry], list[str]]:
@@ -381,7 +434,8 @@ def scaling_table(entries: list[Entry], title: str = "Scaling against world size
                "exposed comm ms", "samples/s lo", "samples/s hi", "speed-up lo", "speed-up hi",
                "scaling efficiency lo", "scaling efficiency hi", "method"]
     display = {"samples/s": _interval("samples/s", "samples/s lo", "samples/s hi"), "speed-up": _speedup_text,
-               "scaling efficiency": _interval("scaling efficiency", "scaling efficiency lo", "scaling efficiency hi")}
+               "scaling efficiency": _interval("scaling efficiency", "scaling efficiency lo", "scaling efficiency hi"),
+               "verdict": _verdict_cell}
     base = next((r for r in rows if r["baseline"]), None)
     notes = ["speed-up = samples/s ÷ the line's first row's (the smallest world size; one common baseline where that "
              "size has one configuration), with its 95% CI as in the sweep table; scaling efficiency = speed-up × "
@@ -389,11 +443,13 @@ def scaling_table(entries: list[Entry], title: str = "Scaling against world size
     if base is not None and base.get("sync") == "local":
         notes.append("The baseline trains without DDP (sync=local): the efficiency counts DDP's own cost at one rank "
                      "as a scaling loss, as the ViT study does.")
-    firsts = {r["line"]: r for r in rows if r["baseline"]}
-    single = [f"`{r['configuration']}` ({r['world size']} ranks)" for r in rows
-              if r["verdict"] in ("faster", "slower") and min(r["runs"], firsts.get(r["line"], r)["runs"]) < 2]
-    warnings = [f"one run per world size behind {', '.join(single)}: these intervals hold the noise inside each run, "
-                "not the spread between runs, which can be larger. Confirm with repeats=3."] if single else []
-    return Table(columns, rows, title=title, notes=notes, display=display, warnings=warnings,
+    single = [f"`{r['configuration']}` ({r['world size']} ranks)" for r in rows if r["verdict"] == NO_VERDICT]
+    warnings = [f"one run per world size behind {', '.join(single)}: no verdict; an interval from one run holds the "
+                "noise inside it, not the spread between runs, which can be larger. Run repeats=3 or more."] \
+        if single else []
+    family = next((r["speedup"]["family"] for r in rows if r.get("speedup") and r["speedup"].get("family")), None)
+    if family:
+        notes.append(f"Verdicts as in the sweep table, {family}.")
+    return Table(columns, rows, title=title, notes=notes + _link_notes(entries), display=display, warnings=warnings,
                  csv_only=["samples/s lo", "samples/s hi", "speed-up lo", "speed-up hi", "scaling efficiency lo",
                            "scaling efficiency hi", "method"])

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from comm.link import short_label as link_label, tags as link_tags
 from core.log import get
 from core.schema import WandbMode
 from results.record import RECORD_NAME
@@ -259,7 +260,8 @@ def run_name(overrides: list[str], task: str | None, sweep_dir: str | Path | Non
 
 
 def run_tags(cfg: Any, record: dict, settings: dict) -> list[str]:
-    """logger.tags + the config's top-level `tags` (experiment presets set either) + `experiment:<name>`."""
+    """logger.tags + the config's top-level `tags` (experiment presets set either) + `emulated-link` and
+    `link:<rate>` for a run behind an emulated link + `experiment:<name>`."""
     config = _plain(cfg) if cfg is not None else None
     if not isinstance(config, dict) or "logger" not in config:
         config = record.get("config") or {}
@@ -269,6 +271,7 @@ def run_tags(cfg: Any, record: dict, settings: dict) -> list[str]:
             tags += [str(t) for t in source]
         elif isinstance(source, str):
             tags.append(source)
+    tags += link_tags((record.get("env") or {}).get("link"))
     experiment = config.get("experiment") or _experiment(list(record.get("overrides") or []))
     if isinstance(experiment, str) and experiment:
         tags.append(f"experiment:{experiment}")
@@ -372,7 +375,9 @@ class _Run:
     def sidecar(self, out_dir: Path, **extra: Any) -> None:
         if self.run is None:
             return
-        typed = {k: self.withheld.get(k, self.settings.get(k)) for k in ROUTING}   # never a value from the env
+        # an offline run's files never hold a value from the environment; an online run's URL names its project
+        typed = {k: self.settings.get(k) if self.mode == "online" else self.withheld.get(k, self.settings.get(k))
+                 for k in ROUTING}
         info = {"mode": self.mode, "id": self.run.id, **typed, "group": self.init_kwargs.get("group"),
                 "name": self.init_kwargs.get("name"), "job_type": self.init_kwargs.get("job_type"),
                 "run_dir": str(self.run_dir), "url": getattr(self.run, "url", None) if self.mode == "online" else None,
@@ -489,7 +494,8 @@ def log_run(record: dict, cfg: Any = None) -> None:
                             "window share": _clean((result.get("time_budget") or {}).get("window_share"))})
             summary.update(status=record.get("status"), task=record.get("task"),
                            world_size=result.get("world_size") or (record.get("env") or {}).get("world_size"),
-                           device=result.get("device_name"), run_record=str(out_dir / RECORD_NAME))
+                           device=result.get("device_name"), run_record=str(out_dir / RECORD_NAME),
+                           link=link_label((record.get("env") or {}).get("link")) or "none")
             if failed:
                 summary["error"] = str(record.get("error") or "")[:2000]
             from diagnosis import wandb_summary

@@ -1,42 +1,51 @@
-"""Statistics that make every compared number trustworthy (stdlib + numpy only).
+"""Statistics that make every compared number trustworthy (numpy + scipy).
 
-Modelled on criterion.rs, pyperf, Google Benchmark's compare.py and torch.utils.benchmark: a number is
-printed with its interval, a difference is claimed only when the interval excludes "no change" and the
-change exceeds a noise floor, and every bootstrap is seeded so reports are reproducible.
+The unit of replication is a run, and within a run a batch of steps (docs/methods.md has each method with its
+reference and the calibration table that checks it: `python -m stats.calibrate`). Nothing here resamples, so the same
+records always give the same intervals and verdicts.
 
-Conventions: times are seconds; speed-up ratios are baseline time / candidate time (> 1 = candidate
-faster); `level` is the requested two-sided coverage; quartiles and p90 use numpy's linear interpolation.
+Conventions: times are seconds; speed-up ratios are candidate throughput / baseline throughput (> 1 = candidate
+faster); `level` is the two-sided coverage; quartiles and p90 use numpy's linear interpolation.
 
-summary
-  median_ci(values, level)            distribution-free median CI from order statistics (binomial ranks)
-  describe(values, level)             median + CI, mean, min/max, p90, quartiles, Tukey outlier counts
-  block_throughput(walls, steps, ...) steps/s of a blocked window with a bootstrap CI over blocks
-  adaptive_should_stop(...)           stop once the median's relative CI half-width meets a target, or a cap hits
+within   (one run: serially correlated steps or blocks)
+  batch_rate(walls, units)            sum(units)/sum(walls), batch-means t interval (Schmeiser 1982), lag-1, n_eff
+  batch_median(values)                median with a batch-medians interval
+  serial(values)                      lag-1 autocorrelation and effective sample size
+runs     (across runs: the run is the unit)
+  run_level(logs)                     geometric mean over runs, t(R-1) interval (Kalibera & Jones 2013)
+  compare_runs(base, cand, rounds)    speed-up: paired t by round, or Welch; claims' p-values; repeats to decide
+  plan_repeats(logs, within_se)       runs needed for +-rel_ci, from between- and within-run variance
+verdict  (the one verdict code)
+  judge(lo, hi, noise)                faster / slower / equivalent (TOST) / no significant difference
+  claim_pvalues, adjust               p-values of the claims; Holm, or Benjamini-Hochberg (scipy)
 drift
-  mann_whitney_u(a, b)                rank-sum U and two-sided p (normal approximation, tie-corrected)
-  steady_state(values, level)         first vs last third: flags warm-up or throttling drift > 2%
+  steady_state(values)                trend test on batch means; unsteady when significant at 2.5% and > 2%
+  unsteady_runs(tests)                a sweep's unsteady runs, Benjamini-Hochberg
+sentinel
+  sentinel(run_logs_by_row)           random-effects ANOVA of a phase the knobs cannot touch; spread with interval
+summary
+  median_ci(values, level)            distribution-free median CI from order statistics (independent samples)
+  describe(values, level, serial_series)  median + CI, mean, min/max, p90, quartiles, Tukey outlier counts
+  block_throughput(walls, steps)      a run's steps/s with its batch-means interval
+  adaptive_should_stop(...)           stop once the median's relative CI half-width meets a target, or a cap hits
 compare
-  ratio_ci(baseline, candidate, ...)  speed-up of medians with a step-level bootstrap CI
-  aggregate_repeats(runs, ...)        median of run medians with a two-level (runs, then steps) bootstrap CI
-  compare_repeats(base, cand, ...)    speed-up of medians of run medians, two-level bootstrap CI
-  aggregate_throughput(runs, ...)     median over runs of sum(work)/sum(wall) of timed blocks, two-level bootstrap CI
-  compare_throughput(base, cand, ...) throughput speed-up of blocked runs, two-level bootstrap CI
-  verdict(ratio, lo, hi, noise)       "faster" / "slower" / "no significant difference"
-  noise_sentinel(samples_by_row, ...) largest significant spread of a phase the knobs cannot touch
+  throughput(runs), compare_throughput(base, cand)   the same for callers that hold timed blocks
+  ratio_ci(a, b)                      ratio of two runs' medians, batch-medians interval
 fmt
-  sig_digits(value, lo, hi)           decimal places the interval supports
-  fmt_ci(value, lo, hi, unit)         "1.8 [1.2, 2.5]"
-  fmt_ratio(ratio, lo, hi, verdict)   "1.25x [1.18, 1.31]" or "~1 (0.93-1.07, n.s.)"
+  sig_digits, fmt_ci, fmt_ratio       digits the interval supports; "1.25x [1.18, 1.31]", "~1 (0.93-1.07, n.s.)"
 """
-from .compare import (aggregate_repeats, aggregate_throughput, compare_repeats, compare_throughput, noise_sentinel,
-                      ratio_ci, verdict)
-from .drift import mann_whitney_u, steady_state
-from .fmt import fmt_ci, fmt_ratio, sig_digits
+from .compare import compare_throughput, ratio_ci, throughput
+from .drift import steady_state, unsteady_runs
+from .fmt import fmt_ci, fmt_ratio, sig_digits, verdict_text
+from .runs import Speedup, compare_runs, plan_repeats, run_level
+from .sentinel import sentinel
 from .summary import adaptive_should_stop, block_throughput, describe, median_ci, median_ranks
+from .verdict import EQUIVALENT, FASTER, NO_VERDICT, NOISE, NS, SLOWER, adjust, judge, verdict
+from .within import batch_median, batch_rate, serial
 
 __all__ = [
-    "adaptive_should_stop", "aggregate_repeats", "aggregate_throughput", "block_throughput", "compare_repeats",
-    "compare_throughput", "describe",
-    "fmt_ci", "fmt_ratio", "mann_whitney_u", "median_ci", "median_ranks", "noise_sentinel", "ratio_ci",
-    "sig_digits", "steady_state", "verdict",
+    "EQUIVALENT", "FASTER", "NO_VERDICT", "NOISE", "NS", "SLOWER", "Speedup", "adaptive_should_stop", "adjust",
+    "batch_median", "batch_rate", "block_throughput", "compare_runs", "compare_throughput", "describe", "fmt_ci",
+    "fmt_ratio", "judge", "median_ci", "median_ranks", "plan_repeats", "ratio_ci", "run_level", "sentinel", "serial",
+    "sig_digits", "steady_state", "throughput", "unsteady_runs", "verdict", "verdict_text",
 ]

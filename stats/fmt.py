@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from .compare import FASTER, SLOWER
+from .verdict import EQUIVALENT, FASTER, NO_VERDICT, NS, SLOWER
 
 
 def sig_digits(value: float, lo: float | None, hi: float | None) -> int | None:
@@ -36,10 +36,30 @@ def fmt_ci(value: float, lo: float | None, hi: float | None, unit: str = "") -> 
 
 
 def fmt_ratio(ratio: float, lo: float | None, hi: float | None, verdict: str) -> str:
-    """A non-significant row never shows a bare ratio: "1.04x" would be read as a 4% win."""
+    """A row that is not faster or slower never shows a bare ratio: "1.04x" would be read as a 4% win.
+    faster / slower: "1.25x [1.18, 1.31]"; equivalent: "~1 (0.99-1.01, equiv.)"; no significant difference:
+    "~1 (0.93-1.07, n.s.)"; no verdict (one run a side): "0.66 (1 run: no CI)"."""
     d = sig_digits(ratio, lo, hi)
+    if verdict == NO_VERDICT:
+        return f"{ratio:.2f} (1 run: no CI)"
     if verdict not in (FASTER, SLOWER):
-        return "~1 (n.s.)" if d is None else f"~1 ({_num(lo, d)}-{_num(hi, d)}, n.s.)"
+        tag = "equiv." if verdict == EQUIVALENT else "n.s."
+        return f"~1 ({tag})" if d is None else f"~1 ({_num(lo, d)}-{_num(hi, d)}, {tag})"
     if d is None:
         return f"{_num(ratio, None)}x"
     return f"{_num(ratio, d)}x [{_num(lo, d)}, {_num(hi, d)}]"
+
+
+def verdict_text(verdict: str | None, noise: float | None = None, repeats_needed: int | None = None,
+                 notes: tuple = ()) -> str:
+    """The verdict column: the code's words, with what decides an inconclusive row and any caveat (notes)."""
+    if verdict is None:
+        return ""
+    if verdict == EQUIVALENT and noise is not None:
+        text = f"equivalent within ±{noise:.0%}" if noise * 100 == round(noise * 100) else \
+            f"equivalent within ±{noise:.1%}"
+    elif verdict == NS:
+        text = NS + (f" (~{repeats_needed} runs each would decide)" if repeats_needed else "")
+    else:
+        text = verdict
+    return "; ".join([text, *notes])

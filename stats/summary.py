@@ -1,8 +1,9 @@
 """One-sample summaries: how precisely a single configuration's step time or throughput is known.
 
-Step times are skewed and carry rare slow outliers (GC, page faults, a neighbour's job), so the
-median is the location estimate and its interval comes from order statistics: distribution-free,
-exact in coverage, and needing no resampling (as in pyperf and criterion.rs's median estimates).
+Step times are skewed and carry rare slow outliers (GC, page faults, a neighbour's job), so the median is the location
+estimate. For a series of consecutive steps (serially correlated) its interval comes from batch medians
+(stats.within); for samples that are independent by construction (timed blocks of a microbenchmark) from order
+statistics: distribution-free and exact in coverage for independent values (as in pyperf).
 """
 from __future__ import annotations
 
@@ -10,13 +11,15 @@ import math
 
 import numpy as np
 
-from .bootstrap import EXPANDED, expanded_level, percentile_interval
+from .within import MIN_SERIES, batch_median, batch_rate, serial
 
-# Fewest timed blocks a lone run's throughput interval is computed from: the same floor as the median's
-# order-statistic interval (n >= 6 for 95%); below it no percentile method reaches 95% (3 blocks: 75%).
-MIN_BLOCKS = 6
+# Fewest timed blocks a lone run's throughput interval is computed from: 5 batches of at least 2 (stats.within).
+MIN_BLOCKS = MIN_SERIES
 
 CI_METHOD = "order statistics (binomial), distribution-free"
+PILOT = 2 * MIN_SERIES   # the adaptive window's pilot: 20 steps (batches of 4) at least, so the plan is not made on
+                         # batches of 2 steps, whose spread serial correlation hides
+SERIAL_CI_METHOD = "batch medians (5 consecutive batches, t interval): honours serial correlation"
 
 
 def _as_array(values) -> np.ndarray:
@@ -56,21 +59,31 @@ def median_ci(values, level: float = 0.95) -> tuple[float, float, float]:
     return float(x[j - 1]), float(x[k - 1]), achieved
 
 
-def describe(values, level: float = 0.95) -> dict:
+def describe(values, level: float = 0.95, serial_series: bool = False) -> dict:
     """Everything a results row needs about one sample; quartiles and p90 use numpy's default
-    linear interpolation, so they can fall between observed values."""
+    linear interpolation, so they can fall between observed values.
+
+    serial_series: the values are consecutive steps of one run (serially correlated): the median's interval is the
+    batch-medians one (None below 10 values) and the lag-1 autocorrelation and effective sample size are added.
+    Otherwise the values are independent samples and the interval comes from order statistics."""
     x = _as_array(values)
-    lo, hi, achieved = median_ci(x, level)
     med = float(np.median(x))
+    if serial_series:
+        b = batch_median(x, level)
+        lo, hi, achieved, method = b["ci_lo"], b["ci_hi"], (level if b["ci_lo"] is not None else None), \
+            (SERIAL_CI_METHOD if b["ci_lo"] is not None else b["method"])
+    else:
+        lo, hi, achieved = median_ci(x, level)
+        method = CI_METHOD
     q1, q3, p90 = (float(v) for v in np.percentile(x, [25, 75, 90]))
     iqr = q3 - q1
-    return {
+    out = {
         "n": int(x.size),
         "median": med,
         "ci_lo": lo,
         "ci_hi": hi,
         "ci_level": achieved,
-        "ci_method": CI_METHOD,
+        "ci_method": method,
         "mean": float(x.mean()),
         "min": float(x.min()),
         "max": float(x.max()),
@@ -80,50 +93,47 @@ def describe(values, level: float = 0.95) -> dict:
         "iqr": iqr,
         "outliers_low": int((x < q1 - 1.5 * iqr).sum()),
         "outliers_high": int((x > q3 + 1.5 * iqr).sum()),
-        "rel_ci_halfwidth": None if med == 0 else (hi - lo) / 2 / med,
+        "rel_ci_halfwidth": None if med == 0 or lo is None else (hi - lo) / 2 / med,
     }
-
-
-def block_throughput(block_walls_s, block_steps, level: float = 0.95, seed: int = 0) -> dict:
-    """Throughput of a window split into timed blocks.
-
-    The point estimate is total steps / total wall (not a mean of per-block rates, which would
-    overweight short blocks). Blocks, not steps, are the resampling unit: steps inside a block
-    are not timed separately, and blocks are long enough to be roughly independent.
-    """
-    walls = np.asarray(block_walls_s, dtype=float)
-    steps = np.asarray(block_steps, dtype=float)
-    if walls.size == 0 or walls.shape != steps.shape:
-        raise ValueError("need one wall time per block, and at least one block")
-    if (walls <= 0).any():
-        raise ValueError("block wall times must be positive")
-    out = {"steps_per_s": float(steps.sum() / walls.sum()), "ci_lo": None, "ci_hi": None,
-           "n_blocks": int(walls.size)}
-    if walls.size < MIN_BLOCKS:
-        out["method"] = f"no interval: {walls.size} timed block(s), a 95% interval needs at least {MIN_BLOCKS}"
-        return out
-    resamples = 2000
-    idx = np.random.default_rng(seed).integers(0, walls.size, size=(resamples, walls.size))
-    out["ci_lo"], out["ci_hi"] = percentile_interval(steps[idx].sum(1) / walls[idx].sum(1),
-                                                     expanded_level(level, walls.size))
-    out["method"] = (f"bootstrap over blocks of sum(steps)/sum(wall), {EXPANDED}, {resamples} resamples, "
-                     f"seed {seed}")
+    if serial_series:
+        out.update(serial(np.log(x) if (x > 0).all() else x))
     return out
+
+
+def block_throughput(block_walls_s, block_steps, level: float = 0.95, seed: int | None = None) -> dict:
+    """Throughput of a window split into timed blocks: total steps / total wall (not a mean of per-block rates, which
+    would overweight short blocks), with the batch-means interval of stats.within.batch_rate (>= 10 blocks), and the
+    lag-1 autocorrelation and effective sample size of the blocks' log rates. `seed` is accepted for old callers."""
+    b = batch_rate(block_walls_s, block_steps, level)
+    return {"steps_per_s": b["rate"], "ci_lo": b["ci_lo"], "ci_hi": b["ci_hi"], "n_blocks": b["n_blocks"],
+            "method": b["method"], "lag1": b["lag1"], "n_eff": b["n_eff"], "log_se": b["log_se"],
+            "batches": b["batches"]}
+
+
+def planned_steps(pilot, rel_ci_target: float, min_steps: int, max_steps: int | None, level: float = 0.95) -> int:
+    """Stein's two-stage rule (Stein 1945, "A two-sample test for a linear hypothesis whose power is independent of the
+    variance", Ann. Math. Statist. 16): the first `min_steps` steps (the pilot) fix how many steps the window needs for
+    a median known to +-rel_ci_target, n = pilot size x (pilot half-width / target)^2; the window then measures exactly
+    that many (the caller caps it at max_steps). Deciding once, from the pilot, keeps the final interval honest: a rule that stops
+    whenever the running interval first looks narrow stops on the runs whose spread was underestimated, and its
+    intervals covered 77% instead of 95% in the calibration suite."""
+    b = batch_median(pilot, level)
+    if b["ci_lo"] is None or b["median"] <= 0:
+        return max(min_steps, len(pilot))
+    half = (b["ci_hi"] - b["ci_lo"]) / 2 / b["median"]
+    need = math.ceil(len(pilot) * (half / rel_ci_target) ** 2) if rel_ci_target > 0 else max_steps or len(pilot)
+    return max(min_steps, need)
 
 
 def adaptive_should_stop(step_times, rel_ci_target: float, min_steps: int, max_steps: int | None,
                          elapsed_s: float, max_s: float | None, level: float = 0.95) -> tuple[bool, str]:
-    """Stop measuring once the median is known to `rel_ci_target` (relative CI half-width), or a cap hits.
-
-    The target only counts once the interval actually reaches `level` coverage: with very few
-    steps the (min, max) interval is narrow by luck, not by precision.
-    """
+    """measure.policy=adaptive: stop once the window holds the steps Stein's two-stage rule planned from its first
+    `min_steps` (planned_steps), or a cap hits. "target reached" = the planned steps are measured; the record says
+    how precise the median then was. The calibration suite runs this rule."""
     n = len(step_times)
-    if n >= max(min_steps, 1):
-        lo, hi, achieved = median_ci(step_times, level)
-        med = float(np.median(step_times))
-        if achieved >= level and med > 0 and (hi - lo) / 2 / med <= rel_ci_target:
-            return True, "target reached"
+    pilot = max(min_steps, PILOT)
+    if n >= pilot and n >= planned_steps(list(step_times)[:pilot], rel_ci_target, pilot, max_steps, level):
+        return True, "target reached"
     if max_steps is not None and n >= max_steps:
         return True, "max_steps reached"
     if max_s is not None and elapsed_s >= max_s:

@@ -18,6 +18,7 @@ import torch.distributed as dist
 
 from comm import CorrectnessError
 from comm import bandwidth as bw
+from comm.link import human, is_emulated
 from comm.check import count_wrong, expected_output, fill_input
 from comm.measure import (TIMED_BLOCKS, all_gather_single, block_sizes, gather_all, rank_stats, reduce_scatter_single,
                           resolve_device, synchronize, time_window)
@@ -359,4 +360,22 @@ def summarize(record: dict) -> str:
     lines += [f"# Out of bounds values : {r['wrong_total'] if checked else 'N/A'} {ok if checked else '(check off)'}",
               f"# Avg bus bandwidth    : {r['avg_busbw_GBps']:.4g}", "#"]
     lines += [f"# note: {n}" for n in r.get("notes", [])]
+    lines += [f"# {line}" for line in vs_link(r, (record.get("env") or {}).get("link"))]
     return "\n".join(lines)
+
+
+def vs_link(r: dict, link: dict | None) -> list[str]:
+    """Each op's busbw at its largest size against what the emulated link allows a TCP stream (comm/link.py): the
+    check that the shaping works, and how close gloo gets to the link."""
+    if not is_emulated(link) or not link.get("payload_rate_bit_s"):
+        return []
+    allowed = link["payload_rate_bit_s"]
+    out = []
+    for op in r["ops"]:
+        rows = [x for x in r["rows"] if x["op"] == op]
+        largest = max(x["bytes"] for x in rows)
+        best = max(x["busbw_GBps"] for x in rows if x["bytes"] == largest)
+        out.append(f"vs the emulated link: {op} busbw at {largest} B {best * 8:.3g} Gbit/s = "
+                   f"{best * 8e9 / allowed:.0%} of the {human(allowed)} a TCP stream can carry at "
+                   f"{human(link['rate_bit_s'])} (headers take the rest)")
+    return out

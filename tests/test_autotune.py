@@ -81,52 +81,68 @@ def test_top_candidates_rank_distinct_points_by_their_median_search_value_and_le
     assert default.overrides == ["bucket=25", "optim=none", "ddp.static_graph=false"] and default.search == [99.0]
 
 
-def test_the_plan_interleaves_the_candidates_round_by_round():
+def test_a_stage_runs_every_candidate_once_per_round_in_a_seeded_order():
     a, b = autotune.Candidate(KEYS, (25, "none", False)), autotune.Candidate(KEYS, (100, "bf16", True))
-    plan = autotune.confirm_plan([a, b], ["model=vgg11_tiny"], repeats=3)
-    stage = f"{autotune.STAGE_KEY}={autotune.CONFIRM}"
-    assert plan == [["model=vgg11_tiny", stage, *c.overrides] for _ in range(3) for c in (a, b)]
+    plan = autotune.stage_plan([a, b], ["model=vgg11_tiny"], repeats=3, stage=autotune.SELECT, seed=0)
+    stage = f"{autotune.STAGE_KEY}={autotune.SELECT}"
+    expected = [["model=vgg11_tiny", stage, f"repeat={r}", *c.overrides] for r in range(3) for c in (a, b)]
+    assert sorted(map(tuple, plan)) == sorted(map(tuple, expected))
+    assert [p[2] for p in plan] == ["repeat=0"] * 2 + ["repeat=1"] * 2 + ["repeat=2"] * 2   # round by round
+    assert plan == autotune.stage_plan([a, b], ["model=vgg11_tiny"], 3, autotune.SELECT, seed=0)
 
 
 # --- the verdict ---------------------------------------------------------------------------------------------------
 
-def _confirm(points: dict[tuple, float], repeats: int, seed: int = 0) -> list[Entry]:
-    """`repeats` interleaved runs of each point, 20 steps each, step times around 8 / samples_per_s with 3% noise."""
+def _stage(points: dict[tuple, float], repeats: int, stage: str, seed: int = 0, start: int = 0) -> list[Entry]:
+    """`repeats` rounds of runs of each point at the given samples/s, with 3% run-to-run noise."""
     rng = np.random.default_rng(seed)
     entries = []
     for r in range(repeats):
         for values, rate in points.items():
-            steps = list(8 / rate * (1 + 0.03 * rng.standard_normal(20)))
             c = autotune.Candidate(KEYS, values)
-            entries.append(entry(len(entries), [f"{autotune.STAGE_KEY}=confirm", *c.overrides], rate, steps=steps))
+            entries.append(entry(start + len(entries), [f"{autotune.STAGE_KEY}={stage}", f"repeat={r}", *c.overrides],
+                                 rate * (1 + 0.03 * rng.standard_normal())))
     return entries
 
 
-def test_the_winner_is_chosen_on_the_re_measured_runs_not_the_luckiest_search_sample():
+def test_the_winner_is_selected_on_re_measured_runs_and_judged_on_fresh_ones():
     default = autotune.Candidate(KEYS, (25, "none", False), search=[100.0])
     lucky = autotune.Candidate(KEYS, (100, "bf16", True), search=[300.0])  # one lucky search run
     real = autotune.Candidate(KEYS, (5, "fp16", False), search=[120.0])
-    confirm = _confirm({default.values: 100.0, lucky.values: 98.0, real.values: 150.0}, repeats=3)
-    result = autotune.conclude(confirm, [default, lucky, real], noise=0.02, search_trials=6)
+    picked = _stage({default.values: 100.0, lucky.values: 98.0, real.values: 150.0}, repeats=4, stage=autotune.SELECT)
+    assert autotune.select(picked, [default, lucky, real], noise=0.02)["chosen"] == real.label
+    fresh = _stage({default.values: 100.0, real.values: 150.0}, repeats=4, stage=autotune.CONFIRM, seed=1, start=12)
+    result = autotune.conclude(picked, [default, lucky, real], noise=0.02, search_trials=6, confirm=fresh)
     assert result["winner"] == result["recommended"] == real.label
+    conf = result["confirmation"]
+    assert conf["verdict"] == "faster" and conf["speed-up CI"][0] < 1.5 < conf["speed-up CI"][1]
+    assert conf["runs"] == [4, 4] and "paired" in conf["method"]
     rows = {r["configuration"]: r for r in result["rows"]}
-    win = rows[real.label]
-    assert win["runs"] == 3 and win["verdict"] == "faster" and win["speed-up CI"][0] < 1.5 < win["speed-up CI"][1]
-    assert win["ci"][0] < win["samples/s"] < win["ci"][1] and win["samples/s"] == pytest.approx(150, rel=0.05)
-    assert rows[lucky.label]["verdict"] == "no significant difference"
-    assert "winner bucket=5 optim=fp16" in result["conclusion"] and "1.5" in result["conclusion"]
+    assert rows[real.label]["runs"] == 4 and "Benjamini-Hochberg" in rows[real.label]["family"]
+    assert rows[lucky.label]["verdict"] in ("no significant difference", "equivalent")
+    assert "winner bucket=5 optim=fp16" in result["conclusion"] and "confirmed on fresh runs" in result["conclusion"]
     assert "use it with: bucket=5 optim=fp16 ddp.static_graph=false" in result["conclusion"]
     md = autotune.markdown(result)
-    assert "| 300 |" in md and "luckiest" in md
+    assert "| 300 |" in md and "luckiest" in md and "Confirmation on fresh runs" in md
+
+
+def test_a_selection_that_fresh_runs_do_not_confirm_keeps_the_default():
+    default = autotune.Candidate(KEYS, (25, "none", False))
+    real = autotune.Candidate(KEYS, (5, "fp16", False))
+    picked = _stage({default.values: 100.0, real.values: 150.0}, repeats=4, stage=autotune.SELECT)
+    fresh = _stage({default.values: 100.0, real.values: 100.0}, repeats=4, stage=autotune.CONFIRM, seed=2, start=8)
+    result = autotune.conclude(picked, [default, real], noise=0.02, confirm=fresh)
+    assert result["winner"] == real.label and result["recommended"] == default.label
+    assert "did not confirm" in result["conclusion"] and "keep the default" in result["conclusion"]
 
 
 def test_no_significant_winner_keeps_the_default_and_optuna_results_say_so(tmp_path):
     default = autotune.Candidate(KEYS, (25, "none", False))
     same = autotune.Candidate(KEYS, (100, "bf16", True), search=[130.0])
-    result = autotune.conclude(_confirm({default.values: 100.0, same.values: 100.5}, repeats=3),
+    result = autotune.conclude(_stage({default.values: 100.0, same.values: 100.5}, 3, autotune.SELECT),
                                [default, same], noise=0.02, search_trials=4)
     assert result["recommended"] == default.label and "keep" in result["conclusion"]
-    assert "n.s." in result["conclusion"] or "re-measured fastest" in result["conclusion"]
+    assert result["chosen"] is None and result["confirmation"] is None
     (tmp_path / autotune.OPTUNA_RESULTS).write_text("name: optuna\nbest_params: {bucket: 100}\nbest_value: 130.0\n")
     autotune.write(tmp_path, result)
     saved = OmegaConf.load(tmp_path / autotune.OPTUNA_RESULTS)
@@ -137,7 +153,7 @@ def test_no_significant_winner_keeps_the_default_and_optuna_results_say_so(tmp_p
 
 def test_no_finished_re_measurement_gives_no_verdict():
     default, other = autotune.Candidate(KEYS, (25, "none", False)), autotune.Candidate(KEYS, (5, "fp16", False))
-    failed = [entry(0, ["autotune.stage=confirm", *default.overrides], 0.0, status="failed")]
+    failed = [entry(0, ["autotune.stage=select", *default.overrides], 0.0, status="failed")]
     result = autotune.conclude(failed, [default, other], noise=0.02)
     assert result["winner"] is None and result["conclusion"].startswith("no verdict")
 
@@ -171,8 +187,11 @@ def test_autotune_sweep_searches_re_measures_and_ends_with_the_winner_and_its_ci
     assert result["rows"][0]["default"] and "vs default" in result["rows"][1]
     with open(sweep / "sweep_table.csv") as f:
         rows = list(csv.DictReader(f))
-    # one row per configuration: 2 search trials, and the 2 confirmed configurations with their 2 runs each merged
-    assert len(rows) == 4 and sum("autotune.stage=confirm" in r["overrides"] for r in rows) == 2
+    # one row per configuration: 2 search trials, the 2 selection configurations with their 2 runs each merged, and
+    # the confirmation's 2 when a candidate was selected
+    staged = sum("autotune.stage=select" in r["overrides"] for r in rows)
+    confirmed = sum("autotune.stage=confirm" in r["overrides"] for r in rows)
+    assert staged == 2 and confirmed == (2 if result["chosen"] else 0) and len(rows) == 4 + confirmed
     assert all(r["status"] == "ok" for r in rows) and (sweep / "sweep_table.md").is_file()
     assert OmegaConf.load(sweep / autotune.OPTUNA_RESULTS).name == "optuna+confirm"
     assert "Best value" not in proc.stdout + proc.stderr  # the luckiest search sample is not reported

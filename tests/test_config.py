@@ -107,7 +107,7 @@ BAD = [
     (["optim=powersgd", "warmup_steps=1"], "1 measured step(s) would not be PowerSGD at all"),
     (["task=pair_groups", "pairs=0"], "pairs=0: must be >= 1"),
     (["fault.rank=2"], "fault.rank=2 but the run has 2 ranks (0...1), so the fault never fires"),
-    (["fault.rank=1", "fault.step=8"], "fault.step=8 but the run's steps are 0...7"),
+    (["fault.rank=1", "fault.step=12"], "fault.step=12 but the run's steps are 0...11"),
     (["task=collectives", "fault.rank=1"], "task=collectives never reaches it"),
     (["world_size=64"], "world_size=64 starts 64 ranks on this machine's 2 CPUs"),
     (["backend=nccl"], "backend=nccl needs CUDA GPUs and this machine has none"),

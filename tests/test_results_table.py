@@ -54,7 +54,7 @@ def test_rows_follow_the_records_and_the_baseline_is_none_bucket25_wherever_it_s
     assert table.rows[0]["overrides"] == "optim=bf16 bucket=100"
     assert any("model=vgg11_tiny" in n for n in table.notes)
     md = table.markdown()
-    assert "| 3 (baseline)" in md and "1.750x [" in md  # bf16/100: 3.5 / 2.0, with its CI
+    assert "| 3 (baseline)" in md and "1.75 (1 run: no CI)" in md  # bf16/100: 3.5 / 2.0; one run: no verdict
 
 
 def test_without_the_default_baseline_the_first_job_is_used_and_the_table_says_so():

@@ -35,7 +35,10 @@ def test_default_strategy_ddp_record(tmp_path):
     assert r["world_size"] == 2 and r["backend"] == "gloo" and len(r["per_rank"]) == 2
     assert set(r["phases"]) >= {"data", "h2d", "forward", "backward", "sync", "optimizer"}
     assert r["throughput"]["samples_per_s"] == pytest.approx(r["throughput"]["steps_per_s"] * 4)
-    assert len(r["series"]["step_time_s"]) == r["steps"] == 6
+    assert len(r["series"]["step_time_s"]) == r["steps"] == 10
+    # serial correlation recorded for every run (issue 22): the blocks' and each series' lag-1 and effective size
+    assert {"lag1", "n_eff"} <= set(r["throughput"]) and {"lag1", "n_eff"} <= set(r["step_time_s"])
+    assert "batch means" in r["throughput"]["method"] and "batch medians" in r["step_time_s"]["ci_method"]
     c = r["comm"]
     assert c["buckets"]["count"] >= 1 and c["bytes_per_step"] == sum(c["buckets"]["sizes_bytes"])
     assert c["time_s"] > 0 and c["exposed_s"] >= 0 and c["busbw_GBps"] == pytest.approx(c["algbw_GBps"])
@@ -63,7 +66,7 @@ def test_local_single_rank_has_no_comm(tmp_path):
 def test_raw_folder_data(tmp_path):
     root = make_raw_folder(tmp_path / "raw", classes=4, files_per_class=8, size=64)
     r = ok_inprocess([*TINY, "data=raw_folder", f"data.root={root}", "data.workers=0"], tmp_path)["result"]
-    assert r["steps"] == 6
+    assert r["steps"] == 10
 
 
 def test_a_failing_rank_ends_the_job_quickly_with_its_error(tmp_path, capfd):
@@ -116,6 +119,6 @@ def test_train_reference_runs_as_its_own_task(tmp_path):
     """The hand-written loop harness_cost --reference sets beside task=train: same checks, same record shape."""
     rec = ok_inprocess([*TINY, "task=train_reference", "measure.policy=fixed"], tmp_path)
     r = rec["result"]
-    assert r["steps"] == 6 and r["world_size"] == 2 and r["throughput"]["n_blocks"] == 6
+    assert r["steps"] == 10 and r["world_size"] == 2 and r["throughput"]["n_blocks"] == 10
     assert r["throughput"]["ci_lo"] <= r["throughput"]["steps_per_s"] <= r["throughput"]["ci_hi"]
     assert len(r["threads"]) == 2 and all(c > 0 for c in r["cpu_s_per_step"])

@@ -1,5 +1,7 @@
-"""experiment=autotune's sweeper: hydra-optuna-sweeper's study, then a confirmation stage through the same launcher
-(local or Slurm), so the winner is chosen on fresh repeated runs rather than on the luckiest search sample.
+"""experiment=autotune's sweeper: hydra-optuna-sweeper's study, then a selection stage (the default and the top
+candidates re-measured in rounds) and a confirmation stage (the selected candidate against the default on fresh runs),
+through the same launcher (local or Slurm): the winner is chosen on repeated runs rather than on the luckiest search
+sample, and judged on runs that did not choose it (results/autotune.py).
 
 It lives where Hydra looks for plugins (see hydra_plugins/slurm_sweep_launcher) and takes exactly the optuna sweeper's
 settings (conf/experiment/autotune.yaml overrides only its _target_), so every documented hydra.sweeper.* knob of
@@ -77,15 +79,28 @@ class AutotuneSweeper(Sweeper):
         if not top:
             print("[autotune] no search trial other than the default config finished: nothing to confirm", flush=True)
             return
-        plan = autotune.confirm_plan(candidates, [f"{k}={v}" for k, v in fixed.items()], int(settings.repeats))
-        print(f"[autotune] search done ({searched} trials). Re-measuring the default and the top {len(top)} "
-              f"candidate(s), {settings.repeats} runs each, interleaved (jobs {searched}-{searched + len(plan) - 1}):"
+        seed = int(OmegaConf.select(self.config, "hydra.sweeper.sampler.seed", default=0) or 0)
+        fixed_args = [f"{k}={v}" for k, v in fixed.items()]
+        plan = autotune.stage_plan(candidates, fixed_args, int(settings.repeats), autotune.SELECT, seed)
+        print(f"[autotune] search done ({searched} trials). Selecting: the default and the top {len(top)} "
+              f"candidate(s), {settings.repeats} runs each in rounds (jobs {searched}-{searched + len(plan) - 1}):"
               + "".join(f"\n  {c.label}{' (default)' if i == 0 else ''}" for i, c in enumerate(candidates)),
               flush=True)
         impl.job_idx += len(impl.launcher.launch(plan, initial_job_idx=impl.job_idx))
-        confirm = [e for e in sweep_entries(sweep_dir) if e.num is not None and e.num >= searched]
-        noise = OmegaConf.select(self.config, "compare.noise", default=stats.compare.NOISE)
-        result = autotune.conclude(confirm, candidates, noise=float(noise), search_trials=searched)
+        staged = [e for e in sweep_entries(sweep_dir) if e.num is not None and e.num >= searched]
+        noise = float(OmegaConf.select(self.config, "compare.noise", default=stats.NOISE))
+        chosen = autotune.select(staged, candidates, noise=noise)["chosen"]
+        confirm: list = []
+        if chosen is not None:
+            first = impl.job_idx
+            pick = next(c for c in candidates if c.label == chosen)
+            plan = autotune.stage_plan([candidates[0], pick], fixed_args, int(settings.repeats), autotune.CONFIRM,
+                                       seed + 1)
+            print(f"[autotune] selected {chosen}; confirming it against the default on {len(plan)} fresh runs "
+                  f"(jobs {first}-{first + len(plan) - 1}): the runs that picked it do not judge it", flush=True)
+            impl.job_idx += len(impl.launcher.launch(plan, initial_job_idx=first))
+            confirm = [e for e in sweep_entries(sweep_dir) if e.num is not None and e.num >= first]
+        result = autotune.conclude(staged, candidates, noise=noise, search_trials=searched, confirm=confirm)
         autotune.write(sweep_dir, result)
         print(f"\n{autotune.markdown(result)}", flush=True)
 

@@ -61,6 +61,34 @@ nodes_net_down() {
   fi
 }
 
+# nodes_link N RATE: shape both ends of every node's veth pair to RATE (tc's units: 1gbit), as `link=` does for local
+# ranks (launchers/link.py): the node's eth0 (what it sends) and its bridge port slurm-veth<i> (what it receives), each
+# an htb class at RATE with a 1 ms burst (at least 64 KiB + one frame) and a quantum htb accepts. RATE empty: remove
+# the shaping. A job's record reads the shaping back from the interface its ranks use (env.link).
+nodes_link() {
+  local n=$1 rate=$2 i bits burst quantum where dev
+  for i in $(seq "$n"); do
+    tc qdisc del dev "slurm-veth$i" root 2>/dev/null || true
+    tc -n "$(node_netns "$i")" qdisc del dev eth0 root 2>/dev/null || true
+  done
+  [ -n "$rate" ] || return 0
+  bits=$(awk -v r="$rate" 'BEGIN{ n=r; sub(/[kmgt]?bit$/, "", n); u=r; sub(/^[0-9.]+/, "", u);
+    f=(u=="kbit")?1e3:(u=="mbit")?1e6:(u=="gbit")?1e9:(u=="tbit")?1e12:1; printf "%.0f", n*f }')
+  burst=$(awk -v b="$bits" 'BEGIN{ x=b/8/1000; m=65536+1514; printf "%d", (x>m)?x:m }')
+  quantum=$(awk -v b="$bits" 'BEGIN{ x=b/8/1000; if (x<1514) x=1514; if (x>200000) x=200000; printf "%d", x }')
+  for i in $(seq "$n"); do
+    for where in "" "-n $(node_netns "$i")"; do
+      dev="slurm-veth$i"; [ -z "$where" ] || dev=eth0
+      # shellcheck disable=SC2086
+      tc $where qdisc add dev "$dev" root handle 1: htb default 1 \
+        && tc $where class add dev "$dev" parent 1: classid 1:1 htb rate "${bits}bit" ceil "${bits}bit" \
+             burst "$burst" cburst "$burst" quantum "$quantum" \
+        || die "tc could not shape $dev of node $i to $rate (is the sch_htb module there?)"
+    done
+  done
+  say "links shaped: every node's eth0 and its bridge port at $rate (htb, burst $burst B)"
+}
+
 # node_slurmd I: start node I's slurmd in its namespaces (it daemonizes; its job steps inherit both namespaces)
 node_slurmd() {
   local name

@@ -9,6 +9,10 @@
 #                                                            #   network + UTS namespace (see nodes.sh)
 #   sudo launchers/slurm_cluster/start.sh --fake-gpus 2      # each node declares 2 GPUs (gres/gpu) backed by fake
 #                                                            #   device files: jobs get Slurm's GPU binding, not GPUs
+#   sudo launchers/slurm_cluster/start.sh --nodes 2 --link-rate 1gbit
+#                                                            # each node's link shaped to 1 Gbit/s (htb on both ends of
+#                                                            #   its veth pair, as `link=` does for local ranks); a start
+#                                                            #   without --link-rate removes the shaping
 #   sudo launchers/slurm_cluster/start.sh --cpus 8           # declare 8 CPUs per node (oversubscribed)
 #   sudo launchers/slurm_cluster/start.sh --no-accounting    # no slurmdbd/MariaDB: faster, but see below
 #   sudo launchers/slurm_cluster/stop.sh [--purge]
@@ -34,6 +38,7 @@ NODES=1
 NAMESPACED=0
 FAKE_GPUS=0
 FAKE_GPU_DIR=/var/lib/slurm/fake-gpu
+LINK_RATE=""
 
 die() { echo "slurm_cluster/start.sh: error: $*" >&2; exit 1; }
 say() { echo "slurm_cluster: $*"; }
@@ -48,7 +53,9 @@ while [ $# -gt 0 ]; do
     --nodes=*) NODES="${1#--nodes=}"; NAMESPACED=1 ;;
     --fake-gpus) [ $# -ge 2 ] || die "--fake-gpus needs a number"; FAKE_GPUS="$2"; shift ;;
     --fake-gpus=*) FAKE_GPUS="${1#--fake-gpus=}" ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --link-rate) [ $# -ge 2 ] || die "--link-rate needs a rate, e.g. 1gbit"; LINK_RATE="$2"; shift ;;
+    --link-rate=*) LINK_RATE="${1#--link-rate=}" ;;
+    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
   shift
@@ -56,6 +63,11 @@ done
 [ -z "$CPUS" ] || [[ "$CPUS" =~ ^[1-9][0-9]*$ ]] || die "--cpus takes a positive integer, got '$CPUS'"
 [[ "$NODES" =~ ^[1-9][0-9]?$ ]] || die "--nodes takes a number from 1 to 99, got '$NODES'"
 [[ "$FAKE_GPUS" =~ ^[0-9]$ ]] || die "--fake-gpus takes a number from 0 to 9, got '$FAKE_GPUS'"
+if [ -n "$LINK_RATE" ]; then
+  [ "$NAMESPACED" -eq 1 ] || die "--link-rate shapes the namespaced nodes' links: add --nodes N"
+  [[ "$LINK_RATE" =~ ^[0-9]+(\.[0-9]+)?[kmgt]?bit$ ]] \
+    || die "--link-rate takes a rate in bits as tc writes it (1gbit, 2.5gbit, 100mbit), got '$LINK_RATE'"
+fi
 # shellcheck source=launchers/slurm_cluster/nodes.sh
 . "$HERE/nodes.sh"
 [ "$(id -u)" -eq 0 ] || die "run as root (it installs packages and starts system daemons): sudo $0"
@@ -199,6 +211,7 @@ chmod 644 /etc/slurm/gres.conf.new
 if cmp -s /etc/slurm/slurm.conf.new /etc/slurm/slurm.conf && cmp -s /etc/slurm/gres.conf.new /etc/slurm/gres.conf \
     && cluster_up; then
   rm -f /etc/slurm/slurm.conf.new /etc/slurm/gres.conf.new
+  [ "$NAMESPACED" -eq 0 ] || nodes_link "$NODES" "$LINK_RATE"
   say "already up: nodes $(sinfo -h -N -o '%N %T' | tr '\n' ' ')($(sinfo -h -N -o '%c CPUs' | head -1)$GRES each); nothing to do"
   exit 0
 fi
@@ -258,6 +271,7 @@ if [ "$NAMESPACED" -eq 1 ]; then
   for i in $(existing_nodes); do [ "$i" -le "$NODES" ] || { ip link del "slurm-veth$i" 2>/dev/null || true;
     ip netns del "$(node_netns "$i")"; }; done
   nodes_net_up "$NODES"
+  nodes_link "$NODES" "$LINK_RATE"
 else
   nodes_net_down
 fi
@@ -293,4 +307,5 @@ if [ "$ACCOUNTING" -eq 1 ]; then
     bash -c "sacct -n -X -P -o JobID -j '$CHECK_JOB' | grep -qx '$CHECK_JOB'"
 fi
 say "up in $(elapsed)s: nodes $(sinfo -h -N -o '%N' | tr '\n' ' ')($(sinfo -h -N -o '%c CPUs, %m MB' | head -1)$GRES each)," \
-    "partition $PARTITION; accounting $([ "$ACCOUNTING" -eq 1 ] && echo on || echo off); logs in /var/log/slurm"
+    "partition $PARTITION; accounting $([ "$ACCOUNTING" -eq 1 ] && echo on || echo off);" \
+    "links $([ -n "$LINK_RATE" ] && echo "shaped to $LINK_RATE" || echo unshaped); logs in /var/log/slurm"

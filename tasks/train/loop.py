@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from data import batches, build_loader
 from tasks.train.comm_counter import CollectiveCounter
+from tasks.train.grad_ready import grad_ready_probe
 from tasks.train.h2d import make_feeder, window_sync_check
 from tasks.train.probes import attach_probe_figures, comm_microbench, ddp_comm_probe, grad_error_probe
 from tasks.train.sync import make_sync
@@ -119,6 +120,8 @@ def run(ctx) -> dict | None:
     comm_stats = ddp_comm_probe(sync, train_step, cfg.probe_steps) if not cfg.cuda_graphs else train_step.comm_stats
     grad_error = grad_error_probe(sync, criterion, autocast, probe_batches, cfg.probe_steps) \
         if sync.lossy and not cfg.cuda_graphs else None
+    grad_ready = grad_ready_probe(cfg, sync, criterion, autocast, probe_batches, dev,   # for the what-if model
+                                  window_s=window.window_s, measured_steps=window.steps)
     counter.uninstall()
     microbench = comm_microbench(cfg, sync, ctx.device, steps, comm_stats, window.window_s, window.steps) \
         if not cfg.cuda_graphs else None
@@ -146,6 +149,7 @@ def run(ctx) -> dict | None:
     result = assemble(cfg, ctx, described, feeder, steps, everyone, comm, window, marks,
                       final_loss=final_loss.item() / ctx.world_size, grad_error=grad_error)
     result["forward_dtype"] = forward_dtype
+    result["grad_ready"] = grad_ready
     attach_probe_figures(result, microbench, everyone)
     result["device_layer"] = {**dev.report(), "window_sync_check": dev.window_check(strict),
                               "window_unchecked_because": unchecked_because}

@@ -82,11 +82,11 @@ def assemble(cfg, ctx, described: dict, feeder, steps, everyone, comm, window, m
     walls = [max(r["block_walls_s"][i] for r in everyone) for i in range(len(window.sizes))]
     tp = block_throughput(walls, window.sizes)
     step_times = [s["step"] for s in steps]
-    step_time = describe(step_times) if steps else None
+    step_time = describe(step_times, serial_series=True) if steps else None
     phases = None
     if steps:
         names = [p for p in steps[0] if p != "step"]
-        phases = {n: describe([s[n] for s in steps]) for n in names}
+        phases = {n: describe([s[n] for s in steps], serial_series=True) for n in names}
     steady = steady_state(step_times if steps else [w / n for w, n in zip(walls, window.sizes)])
     steady["of"] = "step times (rank 0)" if steps else "block wall clock per step"
     slowest = max(everyone, key=lambda r: r["step_median_s"] or r["wall_s"])["rank"]
@@ -116,6 +116,7 @@ def assemble(cfg, ctx, described: dict, feeder, steps, everyone, comm, window, m
                        "ci_hi": tp["ci_hi"], "samples_per_s": scale(tp["steps_per_s"]),
                        "samples_ci_lo": scale(tp["ci_lo"]), "samples_ci_hi": scale(tp["ci_hi"]),
                        "ci_level": 0.95, "n_blocks": tp["n_blocks"], "method": tp["method"],
+                       "lag1": tp["lag1"], "n_eff": tp["n_eff"], "batches": tp["batches"],
                        "blocks": {"walls_s": walls, "steps": list(window.sizes)},
                        "basis": "wall clock of each timed block on its slowest rank"},
         "step_time_s": step_time,
@@ -153,21 +154,29 @@ def time_budget(marks: dict, window_s: float) -> dict:
 
 
 def _ms_ci(d: dict) -> str:
-    """median [CI] in ms, digits as the interval allows; a CI that cannot reach 95% (n <= 5) is marked."""
+    """median [CI] in ms, digits as the interval allows; no interval (fewer than 10 steps) is marked *; an old
+    record's order-statistic interval that cannot reach 95% (n <= 5) likewise."""
+    if d.get("ci_lo") is None:
+        return fmt_ci(d["median"] * 1e3, None, None) + "*"
     text = fmt_ci(d["median"] * 1e3, d["ci_lo"] * 1e3, d["ci_hi"] * 1e3)
-    return text + ("*" if d.get("ci_level", 1) < 0.95 else "")
+    return text + ("*" if (d.get("ci_level") or 1) < 0.95 else "")
 
 
 def summarize_window(r: dict) -> list[str]:
     """Throughput with its interval, how the window ended, steadiness and the phase table (with CIs)."""
     tp, m = r["throughput"], r.get("measure") or {}
-    unit = lambda v, lo, hi, u: fmt_ci(v, lo, hi, u) if lo is not None else f"{v:.4g} {u} (no CI: < 6 blocks)"  # noqa: E731
+    unit = lambda v, lo, hi, u: fmt_ci(v, lo, hi, u) if lo is not None else f"{v:.4g} {u} (no CI: < 10 blocks)"  # noqa: E731
     lines = [
         f"throughput  {unit(tp['steps_per_s'], tp.get('ci_lo'), tp.get('ci_hi'), 'steps/s')}   "
         f"{unit(tp['samples_per_s'], tp.get('samples_ci_lo'), tp.get('samples_ci_hi'), 'samples/s')}",
         f"            (95% CI; wall clock of {tp.get('n_blocks', 1)} timed blocks, slowest rank per block; "
         f"{tp.get('method', '')})",
     ]
+    if tp.get("lag1") is not None:
+        n_eff = f"{tp['n_eff']:.0f}" if tp.get("n_eff") is not None else "n/a"
+        lines.append(f"            serial correlation of the blocks: lag-1 {tp['lag1']:.2f}, worth ~{n_eff} independent "
+                     f"blocks of {tp.get('n_blocks')}; one run's interval holds its own noise only (repeats add the "
+                     "spread between runs)")
     if m:
         each = "1 step" if m["block_steps"] == 1 else f"<= {m['block_steps']} steps"
         how = f"window      {m['steps']} steps in {m['blocks']} timed blocks of {each}, measure.policy={m['policy']}"
@@ -190,8 +199,8 @@ def summarize_window(r: dict) -> list[str]:
             outliers = d.get("outliers_low", 0) + d.get("outliers_high", 0)
             lines.append(f"{name:<12}{_ms_ci(d):>28}{d['iqr'] * 1e3:>10.3g}{outliers:>10}{share}")
         lines.append(f"(median CI: {step.get('ci_method')}; outliers: beyond Tukey's fences, 1.5 IQR"
-                     + ("; * fewer than 6 steps: the interval is (min, max) and covers less than 95%)"
-                        if step.get("ci_level", 1) < 0.95 else ")"))
+                     + ("; * no 95% interval: fewer than 10 steps)" if step.get("ci_lo") is None
+                        or (step.get("ci_level") or 1) < 0.95 else ")"))
     return lines
 
 

@@ -5,18 +5,18 @@
             train_step()
 
 Each block's wall clock is one throughput sample (a rank's host clock, between the two syncs), so the throughput has an
-interval even with timing=false. Between blocks, outside any timed block, `policy=adaptive` asks whether the median
-step is known to `measure.rel_ci`; the ranks agree through one all_reduce of two flags, so every rank stops after the
-same block. `policy=fixed` measures exactly `steps` and needs no agreement."""
+interval even with timing=false (batch means over the blocks: stats.within). Between blocks, outside any timed block,
+`policy=adaptive` asks whether the window has the steps Stein's two-stage rule planned from its first 20 (or `steps`)
+for a median known to `measure.rel_ci` (stats.summary.planned_steps); the ranks agree through one all_reduce of two
+flags, so every rank stops after the same block. `policy=fixed` measures exactly `steps` and needs no agreement."""
 from __future__ import annotations
 
 import time
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
-from stats import adaptive_should_stop, median_ci
+from stats import adaptive_should_stop, batch_median
 from stats.summary import MIN_BLOCKS
 from tasks.train.timing import device_sync
 
@@ -106,9 +106,9 @@ class Window:
         values, what = self.samples()
         half = None
         if values:
-            lo, hi, level = median_ci(values)
-            med = float(np.median(values))
-            half = (hi - lo) / 2 / med if med > 0 and level >= 0.95 else None
+            b = batch_median(values)
+            med = b["median"]
+            half = (b["ci_hi"] - b["ci_lo"]) / 2 / med if med > 0 and b["ci_lo"] is not None else None
         return {
             "policy": self.policy,
             "min_steps": self.min_steps,

@@ -1,0 +1,83 @@
+"""Do the committed tables' verdicts depend on a random seed? They must not (issue 22: with the old percentile
+bootstrap, 5 of 15 committed comparisons changed verdict between seeds 0-49).
+
+    python -m results.seed_check [sweep dirs ...] [--seeds 50]
+
+For each seed, every random generator numpy and the standard library could hand the statistics is seeded with it
+(numpy.random.default_rng(anything) becomes default_rng(seed), numpy's and random's global states too), and the
+verdicts of every sweep table row, scaling row and checked estimate are recomputed from the records. It prints the
+verdicts that differ from seed 0's and exits 1 if there is any. Default dirs: every sweep under results/runs.
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+RUNS = Path(__file__).resolve().parent / "runs"
+
+
+def sweep_dirs(root: Path = RUNS) -> list[Path]:
+    return sorted(p.parent for p in root.rglob("multirun.yaml"))
+
+
+@contextmanager
+def seeded(seed: int):
+    original = np.random.default_rng
+    np.random.default_rng = lambda *args, **kwargs: original(seed)
+    np.random.seed(seed)
+    random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.default_rng = original
+
+
+def verdicts(entries: list) -> dict[str, str]:
+    """Every verdict the report prints for these entries: sweep rows, scaling rows, checked estimates."""
+    from diagnosis import diagnose_sweep
+    from results.aggregate import compare, scaling_rows
+
+    out = {f"row {c.label}": c.speedup["verdict"] for c in compare(entries).configs if c.speedup}
+    out.update({f"scaling {r['configuration']} ws={r['world size']}": r["verdict"] for r in scaling_rows(entries)})
+    for c in diagnose_sweep(entries).get("checked") or []:
+        out[f"checked {c['run']} -> {c['ran_as']} ({c['finding']})"] = c["verdict"]
+    return out
+
+
+def check(dirs: list[Path], seeds: list[int]) -> list[str]:
+    from results.report import load_entries
+
+    loaded = {d: load_entries([d]) for d in dirs}
+    changed = []
+    first: dict[Path, dict] = {}
+    for seed in seeds:
+        with seeded(seed):
+            for d, entries in loaded.items():
+                got = verdicts(entries)
+                ref = first.setdefault(d, got)
+                changed += [f"{d.name}: {k}: seed {seeds[0]} {ref.get(k)!r}, seed {seed} {v!r}"
+                            for k, v in got.items() if ref.get(k) != v]
+    return changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m results.seed_check", description=__doc__.split("\n\n")[0])
+    ap.add_argument("dirs", nargs="*", type=Path)
+    ap.add_argument("--seeds", type=int, default=50, help="seeds 0..N-1 (default 50)")
+    args = ap.parse_args(argv)
+    dirs = args.dirs or sweep_dirs()
+    changed = check(dirs, list(range(args.seeds)))
+    print(f"{len(dirs)} sweeps, seeds 0-{args.seeds - 1}: "
+          + ("no verdict changes with the seed" if not changed else f"{len(changed)} verdict(s) change:"))
+    for line in changed:
+        print("  " + line)
+    return 1 if changed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

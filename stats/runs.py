@@ -1,0 +1,146 @@
+"""Across runs: the run is the unit of replication.
+
+Every run of a configuration gives one figure, its log throughput (log of sum(work) / sum(wall) over its timed blocks);
+the configuration's throughput is the geometric mean over runs, exp(mean of the logs), with a Student t interval on
+R - 1 degrees of freedom. This is the top level of Kalibera & Jones's random-effects model ("Rigorous benchmarking in
+reasonable time", ISMM 2013): runs differ by more than their steps do (a new process, allocator state, core placement,
+a neighbour's job), and a run's own steps, however many, say nothing about that. The interval holds whatever the
+serial correlation inside the runs, because each run is one number; with R = 3 and runs that disagree by 4% it is
+honestly wide (about +-10%), and only more repeats narrow it.
+
+A speed-up compares two configurations on the log scale, so the ratio's interval is exp of a difference's interval:
+  - paired by round when the sweep ran them in rounds (repeats=R: every configuration once per round, in a random
+    order) and each round holds one run of each: a paired t on the per-round log ratios, R - 1 degrees of freedom.
+    A round's machine state (a neighbour's job, thermal state) then cancels;
+  - Welch's t otherwise (Welch-Satterthwaite degrees of freedom).
+One run on a side gives no run-level interval at all: the comparison says so instead of a verdict.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .verdict import NO_VERDICT, NOISE, NS, claim_pvalues, judge, repeats_to_decide
+from .within import t_quantile
+
+
+def log_rate(walls, units) -> float:
+    w = np.asarray(walls, dtype=float).ravel()
+    u = np.asarray(units, dtype=float).ravel()
+    if w.size == 0 or w.shape != u.shape or (w <= 0).any() or (u <= 0).any():
+        raise ValueError("each run needs one positive wall time and one positive work count per block")
+    return float(math.log(u.sum() / w.sum()))
+
+
+def run_level(logs, level: float = 0.95) -> dict:
+    """exp(mean of per-run logs) with a t(R-1) interval; {value, ci_lo, ci_hi, log_mean, log_se, df, n_runs,
+    run_values, method}. One run: no interval."""
+    x = np.asarray(logs, dtype=float).ravel()
+    if x.size == 0:
+        raise ValueError("no runs")
+    out = {"value": float(math.exp(x.mean())), "ci_lo": None, "ci_hi": None, "log_mean": float(x.mean()),
+           "log_se": None, "df": None, "n_runs": int(x.size), "run_values": [float(math.exp(v)) for v in x]}
+    if x.size < 2:
+        out["method"] = "one run: no run-level interval (the spread between runs is unknown)"
+        return out
+    se = float(x.std(ddof=1) / math.sqrt(x.size))
+    h = t_quantile(0.5 + level / 2, x.size - 1) * se
+    out.update(ci_lo=math.exp(x.mean() - h), ci_hi=math.exp(x.mean() + h), log_se=se, df=x.size - 1,
+               method=f"geometric mean over {x.size} runs, t interval on the runs' log values (df {x.size - 1}; the run "
+                      "is the unit, Kalibera & Jones 2013)")
+    return out
+
+
+def _paired(base_rounds, cand_rounds, nb: int, nc: int) -> bool:
+    if base_rounds is None or cand_rounds is None or nb != nc or nb < 2:
+        return False
+    b, c = list(base_rounds), list(cand_rounds)
+    return None not in b and len(set(b)) == nb and set(b) == set(c)
+
+
+@dataclass
+class Speedup:
+    """A comparison of two configurations, run level. ratio = candidate / baseline throughput."""
+
+    ratio: float
+    ci_lo: float | None = None
+    ci_hi: float | None = None
+    log_ratio: float = 0.0
+    log_se: float | None = None
+    df: float | None = None
+    paired: bool = False
+    n_baseline: int = 0
+    n_candidate: int = 0
+    pvalues: dict = field(default_factory=dict)
+    verdict: str = NS            # unadjusted (compare.verdict's rule on this interval)
+    repeats_needed: int | None = None
+    method: str = ""
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def compare_runs(base_logs, cand_logs, base_rounds=None, cand_rounds=None, level: float = 0.95,
+                 noise: float = NOISE, floor: float | None = None) -> Speedup:
+    """Speed-up of the candidate over the baseline from per-run log throughputs (or log samples/s). Rounds are any
+    hashable labels (a sweep and its repeat index): runs pair when both sides hold one run of every round. `floor`: a
+    larger bar for faster / slower (the noise sentinel's machine spread); equivalence stays within +-noise."""
+    b = np.asarray(base_logs, dtype=float).ravel()
+    c = np.asarray(cand_logs, dtype=float).ravel()
+    if b.size == 0 or c.size == 0:
+        raise ValueError("both sides need at least one run")
+    out = Speedup(ratio=float(math.exp(c.mean() - b.mean())), log_ratio=float(c.mean() - b.mean()),
+                  n_baseline=int(b.size), n_candidate=int(c.size))
+    if _paired(base_rounds, cand_rounds, b.size, c.size):
+        by_round = dict(zip(base_rounds, b))
+        d = np.array([v - by_round[r] for r, v in zip(cand_rounds, c)])
+        out.paired, out.df = True, float(d.size - 1)
+        out.log_se = float(d.std(ddof=1) / math.sqrt(d.size))
+        out.method = (f"paired t on the per-round log ratios ({d.size} rounds, df {d.size - 1}): each round ran both, "
+                      "so a round's machine state cancels")
+    elif b.size >= 2 and c.size >= 2:
+        vb, vc = b.var(ddof=1) / b.size, c.var(ddof=1) / c.size
+        out.log_se = float(math.sqrt(vb + vc))
+        out.df = float((vb + vc) ** 2 / (vb ** 2 / (b.size - 1) + vc ** 2 / (c.size - 1))) if vb + vc > 0 else \
+            float(b.size + c.size - 2)
+        out.method = f"Welch t on the runs' log values ({b.size} vs {c.size} runs, df {out.df:.1f})"
+    else:
+        out.verdict = NO_VERDICT
+        out.method = (f"no run-level interval: {min(b.size, c.size)} run on a side; the spread between runs is unknown, "
+                      "so no verdict (repeats=3 or more)")
+        return out
+    if out.log_se == 0:   # identical runs: a degenerate interval, no claim
+        out.log_se = 1e-12
+    h = t_quantile(0.5 + level / 2, out.df) * out.log_se
+    out.ci_lo, out.ci_hi = math.exp(out.log_ratio - h), math.exp(out.log_ratio + h)
+    out.pvalues = claim_pvalues(out.log_ratio, out.log_se, out.df, noise, floor)
+    out.verdict = judge(out.ci_lo, out.ci_hi, noise, floor)
+    if out.verdict == NS:
+        out.repeats_needed = repeats_to_decide(out.log_ratio, out.log_se, out.df, min(b.size, c.size), noise, level,
+                                               out.paired)
+    return out
+
+
+def plan_repeats(logs, within_se=None, rel_ci: float = 0.02, level: float = 0.95, cap: int = 100) -> dict:
+    """How many runs give a run-level interval of +-rel_ci, from the measured spread (Kalibera & Jones 2013, sec. 3):
+    the variance of a run's figure is the between-run variance plus its own within-run variance (batch means); more
+    steps shrink only the second, more runs shrink both. {runs_sd, between_sd, within_sd, repeats, target}."""
+    x = np.asarray(logs, dtype=float).ravel()
+    out = {"target": rel_ci, "runs_sd": None, "between_sd": None, "within_sd": None, "repeats": None}
+    if x.size < 2:
+        return out
+    s2 = float(x.var(ddof=1))
+    w2 = [v * v for v in (within_se or []) if v is not None]
+    within = float(np.mean(w2)) if w2 and len(w2) == x.size else None
+    out["runs_sd"] = math.sqrt(s2)
+    if within is not None:
+        out["within_sd"] = math.sqrt(within)
+        out["between_sd"] = math.sqrt(max(0.0, s2 - within))
+    goal = math.log1p(rel_ci)
+    for r in range(2, cap + 1):
+        if t_quantile(0.5 + level / 2, r - 1) * math.sqrt(s2 / r) <= goal:
+            out["repeats"] = r
+            break
+    return out

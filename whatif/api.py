@@ -1,0 +1,142 @@
+"""What the diagnosis, the autotune and the command call.
+
+    predict(record, {"optim": "bf16"})            -> Prediction(step_s, lo, hi, samples_per_s, speedup, dominant, ...)
+    predict_sweep(record, {"bucket": [25, 100]})  -> Sweep(profile, own, rows)
+
+`record` is a run record dict, a run directory or a record file. A change uses the command line's words (bucket,
+optim, accumulate, sync, world_size, ddp.static_graph, ddp.gradient_as_bucket_view, optim.rank, link). Every
+prediction's speed-up is against the model's prediction of the run's own configuration (paired draws), so a model
+error common to both largely cancels; the own prediction is also set beside the run's measured step.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from whatif import links as lk
+from whatif.profile import Profile, ProfileError, from_record, load_record
+from whatif.quantity import Draws
+from whatif.step import NOT_MODELLED, Config, Prediction, changed, predict as _predict
+
+DEFAULT_SAMPLES = 1000
+
+
+@dataclass
+class Sweep:
+    profile: Profile
+    own: Prediction
+    base: Config
+    rows: list[Prediction]
+    link: lk.Link | None
+
+    @property
+    def not_modelled(self) -> tuple[str, ...]:
+        return NOT_MODELLED
+
+
+def profile_of(record) -> Profile:
+    if isinstance(record, Profile):
+        return record
+    if isinstance(record, dict):
+        return from_record(record, (record.get("job") or {}).get("output_dir") or "")
+    rec, path = load_record(record)
+    return from_record(rec, path)
+
+
+def link_from(link=None, nccl_tests=None, collectives=None) -> lk.Link | None:
+    """One of: a preset name, a Link, an nccl-tests file (path or parsed dict), a task=collectives record/dir."""
+    if nccl_tests is not None:
+        from diagnosis.nccl_tests import read
+
+        parsed = read(nccl_tests) if isinstance(nccl_tests, (str, Path)) else nccl_tests
+        return lk.from_nccl_tests(parsed)
+    if collectives is not None:
+        rec = collectives if isinstance(collectives, dict) else load_record(collectives)[0]
+        if rec.get("task") != "collectives":
+            raise ProfileError(f"--collectives: that record is task={rec.get('task')}, not task=collectives")
+        return lk.from_collectives(rec)
+    if link is None or isinstance(link, lk.Link):
+        return link
+    return lk.preset(str(link))
+
+
+def base_config(prof: Profile, link: lk.Link | None = None, world_size: int | None = None) -> Config:
+    cfg = Config.of(prof)
+    if link is not None:
+        cfg = replace(cfg, link=link, link_name=link.name)
+    if world_size is not None:
+        cfg = changed(cfg, {"world_size": world_size})
+    return cfg
+
+
+def predict(record, change: dict | None = None, *, link=None, nccl_tests=None, collectives=None,
+            world_size: int | None = None, samples: int = DEFAULT_SAMPLES, seed: int = 0,
+            timeline: bool = False) -> Prediction:
+    prof = profile_of(record)
+    the_link = link_from(link, nccl_tests, collectives)
+    draws = Draws(samples, seed)
+    own = _predict(prof, Config.of(prof), draws)
+    cfg = changed(base_config(prof, the_link, world_size), change or {})
+    return _predict(prof, cfg, draws, own=own, timeline=timeline)
+
+
+def predict_sweep(record, grid: dict[str, list] | None = None, *, link=None, nccl_tests=None, collectives=None,
+                  world_size: int | None = None, samples: int = DEFAULT_SAMPLES, seed: int = 0) -> Sweep:
+    """Every combination of the grid's values (the sweep's order: the last key varies fastest), each against the run's
+    own configuration, each with its timeline."""
+    prof = profile_of(record)
+    the_link = link_from(link, nccl_tests, collectives)
+    draws = Draws(samples, seed)
+    own = _predict(prof, Config.of(prof), draws, timeline=True)
+    base = base_config(prof, the_link, world_size)
+    keys = list((grid or {}).keys())
+    combos = list(itertools.product(*[list(grid[k]) for k in keys])) if keys else [()]
+    rows, seen = [], set()
+    for values in combos:
+        cfg = changed(base, dict(zip(keys, values)))
+        if cfg in seen:
+            continue
+        seen.add(cfg)
+        rows.append(_predict(prof, cfg, draws, own=own, timeline=True))
+    for r in rows:
+        r.label = r.config.label(Config.of(prof))
+    return Sweep(prof, own, base, rows, the_link)
+
+
+def parse_grid(items: list[str]) -> dict[str, list[str]]:
+    """["bucket=25,100", "optim=none,bf16"] -> {"bucket": ["25", "100"], "optim": ["none", "bf16"]}."""
+    grid: dict[str, list[str]] = {}
+    for item in items:
+        if "=" not in item:
+            raise ValueError(f"--sweep {item!r}: write key=v1,v2 (e.g. bucket=25,100,2000)")
+        k, v = item.split("=", 1)
+        values = [x for x in v.split(",") if x.strip()]
+        if not values:
+            raise ValueError(f"--sweep {item!r}: no values")
+        grid[k.strip()] = values
+    return grid
+
+
+def saving(record, change: dict, **kw) -> dict:
+    """What a change saves per sample, for the diagnosis's "estimated saving": 1 - 1/speed-up, with its interval (the
+    typical speed-up's), the prediction's dominant part and how it was computed."""
+    p = predict(record, change, **kw)
+    f = lambda s: None if s is None or s <= 0 else 1 - 1 / s  # noqa: E731
+    return {"fraction": f(p.speedup), "lo": f(p.speedup_lo), "hi": f(p.speedup_hi), "of": "time per sample",
+            "dominant": p.dominant, "prediction": p,
+            "how": f"the what-if model ({p.label}): predicted samples/s against the run's own configuration"}
+
+
+def prune(record, candidates: list[dict], noise: float = 0.02, **kw) -> tuple[list[dict], list[tuple[dict, Prediction]]]:
+    """For the autotune: the candidates worth measuring, and those the model rules out with confidence (the typical
+    speed-up's whole 95% interval below 1 - noise), each with its prediction."""
+    keep, skipped = [], []
+    prof = profile_of(record)
+    for change in candidates:
+        p = predict(prof, change, **kw)
+        if p.speedup_hi is not None and p.speedup_hi < 1 - noise:
+            skipped.append((change, p))
+        else:
+            keep.append(change)
+    return keep, skipped

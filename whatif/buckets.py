@@ -1,0 +1,72 @@
+"""DDP's bucket assignment for any bucket cap, with torch's own code.
+
+What torch 2.14 does (torch/nn/parallel/distributed.py and torch/csrc/distributed/c10d/reducer.cpp):
+- `_BucketCapacityConfig.create(bucket_cap_mb, ...)` sets `bucket_bytes_cap` and `first_bucket_bytes_cap`: the first
+  bucket is capped at `dist._DEFAULT_FIRST_BUCKET_BYTES` (1 MiB) only when `bucket_cap_mb` is left at None; an explicit
+  `bucket_cap_mb=25` caps the first bucket at 25 MiB too.
+- At construction (no unused-parameter search, or a static graph) DDP puts every parameter in one bucket; after the
+  first backward, `Reducer::rebuild_buckets` calls `compute_bucket_assignment_by_size(params in the order their
+  gradients became ready, [first_bucket_bytes_cap, bucket_bytes_cap], ..., tensor_indices=that order)`. That is the
+  C++ function Python sees as `dist._compute_bucket_assignment_by_size`; with tensor indices it keeps the buckets in
+  ready order, which is also the order the reducer launches them (`next_bucket_`: bucket k+1 never before bucket k).
+- A bucket closes once its bytes reach the current limit (so one tensor larger than the cap gets a bucket of its own,
+  and a bucket can exceed the cap by its last tensor); the limits advance per bucket and the last one repeats;
+  tensors of different dtypes or devices never share a bucket.
+
+`assign` calls that function on meta tensors of the parameters' sizes, so no memory is spent and the answer is torch's,
+not a reimplementation. The environment knob DDP_SET_LAST_BUCKET_CAP (reversed bucketing) is not modelled.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+MIB = 1 << 20
+DEFAULT_CAP_MB = 25.0          # torch.nn.parallel.distributed._DEFAULT_BUCKET_CAP_MB
+
+
+def is_default(cap_mb) -> bool:
+    """The record's or the user's way of saying "DDP's default": None (bucket_cap_mb left unset) or "default"."""
+    return cap_mb is None or (isinstance(cap_mb, str) and cap_mb.strip().lower() in ("default", "none", "null", ""))
+
+
+def limits(cap_mb) -> list[int]:
+    """[first bucket cap, cap] in bytes, as DDP(bucket_cap_mb=cap_mb) rebuilds with (None / "default": DDP's default)."""
+    cap = None if is_default(cap_mb) else float(cap_mb)
+    try:
+        from torch.nn.parallel.distributed import _BucketCapacityConfig
+
+        c = _BucketCapacityConfig.create(cap, None, False)
+        first, rest = int(c.first_bucket_bytes_cap), int(c.bucket_bytes_cap)
+    except (ImportError, AttributeError, TypeError):     # older torch: the first bucket was always 1 MiB
+        rest = int((DEFAULT_CAP_MB if cap is None else cap) * MIB)
+        first = min(int(dist._DEFAULT_FIRST_BUCKET_BYTES), rest)
+    return [first, rest]
+
+
+def label(cap_mb) -> str:
+    return "default" if is_default(cap_mb) else f"{float(cap_mb):g}"
+
+
+@dataclass(frozen=True)
+class Bucket:
+    params: tuple[int, ...]     # parameter indices (model.parameters() order, trainable only), in ready order
+    nbytes: int
+
+
+def assign(numel: list[int], element_size: list[int], ready_order: list[int], cap_mb,
+           dtypes: list[str] | None = None) -> list[Bucket]:
+    """The buckets DDP rebuilds for parameters of these sizes, gradients ready in `ready_order`, in launch order."""
+    if sorted(ready_order) != list(range(len(numel))):
+        raise ValueError(f"ready_order must be a permutation of the {len(numel)} parameter indices")
+    dtypes = dtypes or [_dtype_for(e) for e in element_size]
+    tensors = [torch.empty(int(numel[i]), dtype=getattr(torch, dtypes[i]), device="meta") for i in ready_order]
+    order, _ = dist._compute_bucket_assignment_by_size(tensors, limits(cap_mb), [False] * len(tensors),
+                                                       list(ready_order))
+    return [Bucket(tuple(int(i) for i in b), sum(int(numel[i]) * int(element_size[i]) for i in b)) for b in order]
+
+
+def _dtype_for(element_size: int) -> str:
+    return {2: "float16", 4: "float32", 8: "float64"}.get(int(element_size), "float32")
