@@ -6,8 +6,9 @@
     python train.py --help
 
 Config: conf/ on core/schema.py (see README). Each job's body is core.job.run_job. What Hydra itself refuses while
-composing (an unknown option, a misspelt key, a wrong type) is printed here as one line naming the nearest real key
-or choice, exit code 2; set HYDRA_FULL_ERROR=1 for Hydra's own report.
+composing (an unknown option, a misspelt key, a wrong type), and a disk that will not take Hydra's own files of the
+job (full, read-only), are printed here as one line naming the fix, exit code 2; set HYDRA_FULL_ERROR=1 for Hydra's
+own report.
 """
 import os
 import sys
@@ -15,7 +16,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from core.config import CONF_DIR, check_added_keys, check_command_line, hydra_error, register_resolvers
+from core.config import CONF_DIR, check_added_keys, check_command_line, disk_error, hydra_error, register_resolvers
 from core.errors import ConfigError
 from core.job import run_job
 
@@ -36,7 +37,7 @@ def main() -> None:
         check_command_line(sys.argv[1:])
         app()
     except Exception as e:  # noqa: BLE001 - only Hydra's composition errors are translated; the rest re-raise
-        error = e if isinstance(e, ConfigError) else None if asked else hydra_error(e, overrides)
+        error = e if isinstance(e, ConfigError) else None if asked else hydra_error(e, overrides) or disk_error(e)
         if error is None:
             raise
         print(f"error: {error}", file=sys.stderr)

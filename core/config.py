@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import errno
 import os
 import re
 import warnings
@@ -240,6 +241,11 @@ def hydra_error(e: Exception, overrides: list[str]) -> ConfigError | None:
                                + (f" Did you mean {guess}?" if guess else ""))
         if key in VALUE_HINTS:
             return ConfigError(f"{shown}: {VALUE_HINTS[key]}")
+        m = re.match(r"Value '(.*)' of type '(\w+)' is incompatible with type hint '(.*)'", msg)
+        if m:   # Union[int, float] and the like: a number
+            kind = "a number" if "int" in m.group(3) or "float" in m.group(3) else f"of type {m.group(3)}"
+            return ConfigError(f"{shown}: must be {kind} (got {m.group(2)} {m.group(1)!r})"
+                               + (f", e.g. {key}=25 or {key}=2.5." if kind == "a number" else "."))
         m = re.match(r"Value '(.*)' of type '(\w+)' could not be converted to (\w+)", msg)
         if m:
             return ConfigError(f"{shown}: must be {'a whole number' if m.group(3) == 'Integer' else 'a ' + m.group(3)}"
@@ -248,6 +254,20 @@ def hydra_error(e: Exception, overrides: list[str]) -> ConfigError | None:
             return ConfigError(f"{shown}: must be a list, e.g. {key}=[{value or '...'}].")
         return ConfigError(f"{shown}: {msg}")
     return ConfigError(first)
+
+
+DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+def disk_error(e: Exception) -> ConfigError | None:
+    """One line for a file Hydra could not write in the output directory (its config.yaml, hydra.yaml, ... before
+    the job starts: the directory check passed, then the disk filled or went read-only); None for anything else."""
+    if not isinstance(e, OSError) or e.errno not in DISK_ERRORS:
+        return None
+    where = Path(e.filename).parent if e.filename else "the output directory"
+    return ConfigError(f"cannot write {e.filename or 'the output directory'} ({e.strerror}): free space there or "
+                       f"choose another output directory (hydra.run.dir=... or, with -m, hydra.sweep.dir=...; "
+                       f"this one is {where})")
 
 
 def check_added_keys(overrides: list[str]) -> None:
@@ -401,11 +421,16 @@ def prepare(cfg: DictConfig, submitting: bool = False, host: Host | None = None)
     OmegaConf.set_struct(cfg, False)
     if "hydra" in cfg:
         del cfg["hydra"]
+    cap_set = not OmegaConf.is_interpolation(cfg.measure, "max_steps") if "measure" in cfg else False
     try:
         OmegaConf.resolve(cfg)
     except Exception as e:  # noqa: BLE001 - interpolation errors name the key
         raise ConfigError(f"config does not resolve: {str(e).splitlines()[0]}") from None
     check_schema(cfg)
+    if cap_set and cfg.task == "train":  # the scale's default cap (an interpolation) is for adaptive windows only
+        from tasks.train.check import check_fixed_cap
+
+        check_fixed_cap(cfg)
     if cfg.task == "pair_groups" and cfg.launcher.name == "local":
         cfg.world_size = 2 * cfg.pairs
     validate(cfg, submitting, host)

@@ -6,13 +6,18 @@ that died without a record. Nothing else writes a record or talks to W&B about a
 record and at most one W&B run.
 
 A record is never lost to its directory: when the output dir cannot be written at the end (removed, full, read-only),
-the summary is still printed and the record goes to the first place that takes it (FALLBACK_DIRS), named on the
-console. W&B comes last and is bounded by its own deadline (results/wandb_log.py), so the error line and the record
-never wait for it."""
+the summary is still printed and the record goes to the first place that takes it (fallback_dirs()), named on the
+console. The first of them has a predictable name in a shared temp dir, so each is used only as a directory of this
+user's own, mode 0700: made so here, or found so (not followed when it is a symbolic link someone planted).
+
+W&B comes last and is bounded by its own deadline (results/wandb_log.py), so the error line and the record never wait
+for it."""
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -50,12 +55,40 @@ def finalise(record: Record, out_dir: str | Path, *, wandb: bool = True, quiet: 
     return path
 
 
+def private_dir(base: Path) -> Path:
+    """base as a directory only this user can use: made with mode 0700, or an existing one checked through a
+    descriptor opened without following a symbolic link (O_NOFOLLOW), owned by this user, and tightened to 0700.
+    Raises OSError saying why it cannot be used."""
+    base.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mkdir(base, 0o700)
+    except FileExistsError:
+        pass
+    try:
+        fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as e:
+        if os.path.islink(base):
+            raise OSError(e.errno, "a symbolic link (someone else may have planted it)", str(base)) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.getuid():
+            raise PermissionError(errno.EPERM, f"owned by another user (uid {st.st_uid})", str(base))
+        if stat.S_IMODE(st.st_mode) != 0o700:
+            os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
+    return base
+
+
 def _write_elsewhere(record: Record, out_dir: str | Path, problem: OSError) -> Path | None:
     name = f"{time.strftime('%Y-%m-%d_%H-%M-%S')}_{os.getpid()}"
     for base in fallback_dirs():
         try:
-            path = record.write(base / name)
-        except OSError:
+            path = record.write(private_dir(base) / name)
+        except OSError as e:
+            if os.path.lexists(base) and e.filename == str(base):
+                log.warning(f"warning: not saving the run record in {base}: {e.strerror}")
             continue
         log.warning(f"warning: cannot write the run record to {out_dir} ({problem.strerror or problem}); "
                     f"saved it to {path} instead")
@@ -98,8 +131,9 @@ def _print_end(record: Record, path: Path | None) -> None:
 
 def _log_wandb(record: Record) -> None:
     """W&B never decides the fate of a run: any failure here is reported and ignored; the record is already on disk.
-    The logger settings are the run's own (its config's `logger`)."""
-    logger_cfg = (record.config or {}).get("logger") or {}
+    The logger settings are the run's own (its config's `logger`), resolved: the record keeps keys that came from
+    the environment as typed (core/provenance.py), and W&B decides what of them it may see (results/wandb_log.py)."""
+    logger_cfg = _resolved(record.config).get("logger") or {}
     if logger_cfg.get("name") in (None, "none") or logger_cfg.get("mode") == "disabled":
         return
     try:
@@ -108,3 +142,15 @@ def _log_wandb(record: Record) -> None:
         wandb_log.log_run(record.to_dict(), logger_cfg)
     except (Exception, Interrupted) as e:  # noqa: BLE001
         log.warning(f"warning: W&B logging failed ({type(e).__name__}: {e}); the run record is kept.")
+
+
+def _resolved(config: dict | None) -> dict:
+    """The recorded config with its typed `${oc.env:...}` keys resolved again (this process has the environment)."""
+    if not config:
+        return {}
+    try:
+        from omegaconf import OmegaConf
+
+        return OmegaConf.to_container(OmegaConf.create(config), resolve=True)
+    except Exception:  # noqa: BLE001 - e.g. a variable gone since: the text as recorded
+        return config

@@ -25,11 +25,13 @@ from core.errors import ConfigError
 from core.finalise import finalise
 from core.interrupt import Interrupted, signals_raise
 from core.log import get
+from core.provenance import as_typed, as_typed_vars, command, from_environment, typed_overrides
 from launchers import already_a_rank
 from results.record import Record
 
 log = get(__name__)
 JOB_START_ENV = "DDP_COMM_JOB_START"  # epoch seconds this job began (tasks/train/result.py: time_budget)
+SWEEP_ID_ENV = "DDP_COMM_SWEEP_ID"    # set by the sweep table's callback: which sweep a job's record belongs to
 
 
 def job_info() -> dict:
@@ -40,14 +42,15 @@ def job_info() -> dict:
 
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
-    overrides = list(hc.overrides.task)
+    overrides = typed_overrides(hc.overrides.task)  # as typed: `${oc.env:...}` stays text, never its value
     return {
         "name": hc.job.name,
         "num": hc.job.num if multirun else None,
         "output_dir": hc.runtime.output_dir,
         "sweep_dir": str(Path(hc.sweep.dir).resolve()) if multirun else None,
+        "sweep_id": os.environ.get(SWEEP_ID_ENV) if multirun else None,
         "overrides": overrides,
-        "command": " ".join(["python train.py", *overrides]),
+        "command": command(overrides),
         "multirun": multirun,
         "sweep_table": any(str(c.get("_target_", "")).endswith("SweepTable") for c in (hc.callbacks or {}).values()),
         **slurm_job_info(),
@@ -59,6 +62,7 @@ def run_job(cfg: DictConfig, job: dict | None = None) -> "JobResult":
     if interrupt.received() is not None:  # an earlier job of this sweep was interrupted: start no other
         sys.exit(128 + interrupt.received())
     job = job or job_info()
+    job["typed"] = _typed(cfg)   # keys whose value came from the environment: the record keeps their text
     mark_job_start()
     logging.captureWarnings(True)  # config warnings reach the job log too, printed as before
     with signals_raise():
@@ -208,7 +212,18 @@ class JobResult(float):
         return f"JobResult({float(self)!r}, status={self.status!r})"
 
 
+def _typed(cfg: DictConfig) -> dict[str, str]:
+    try:
+        return from_environment(cfg)
+    except Exception:  # noqa: BLE001 - a config OmegaConf cannot walk is refused by prepare() with its own words
+        return {}
+
+
 def _end(record: Record, job: dict, exit_code: int = 0, wandb: bool = True) -> JobResult:
+    typed = job.get("typed") or {}
+    record.config = as_typed(record.config, typed)
+    if record.env.get("vars"):
+        record.env["vars"] = as_typed_vars(record.env["vars"], typed)
     path = finalise(record, job["output_dir"], wandb=wandb)
     if record.status == "ok":
         samples_per_s = ((record.result or {}).get("throughput") or {}).get("samples_per_s")

@@ -76,6 +76,31 @@ def _one_line(message, category, filename, lineno, line=None) -> str:
 warnings.formatwarning = _one_line
 
 
+class JobLog(logging.FileHandler):
+    """The job log file. A disk that fills (or goes read-only) during the run costs the log, not a traceback per
+    line: the first failed write prints one warning and the file is given up; the console keeps every line."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        error = sys.exc_info()[1]
+        if not isinstance(error, OSError):
+            return super().handleError(record)
+        if self.stream is not None:
+            stream, self.stream = self.stream, None
+            try:
+                stream.close()
+            except OSError:
+                pass
+            sys.stderr.write(f"warning: cannot write the job log {self.baseFilename} ({error.strerror or error}); "
+                             f"the console has every line\n")
+        self.emit = lambda record: None   # given up: no more attempts, no more warnings
+
+    def flush(self) -> None:
+        try:
+            super().flush()
+        except OSError:
+            self.stream = None
+
+
 def get(name: str) -> logging.Logger:
     """The logger of a tool module (name: its __name__)."""
     root = logging.getLogger(ROOT)
@@ -98,7 +123,7 @@ def for_rank(job: dict) -> bool:
     root.addHandler(console)
     logging.captureWarnings(True)  # warnings.warn lines reach the job log too, printed as before
     try:
-        handler = logging.FileHandler(Path(job["output_dir"]) / f"{job.get('name') or 'train'}.log")
+        handler = JobLog(Path(job["output_dir"]) / f"{job.get('name') or 'train'}.log")
     except OSError:
         return True
     handler.setFormatter(FileFormat())

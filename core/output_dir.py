@@ -6,10 +6,15 @@ therefore claimed with an atomic mkdir before Hydra uses it; when another run go
 `<HH-MM-SS>_1`, `_2`, ... (and the config says so, so Hydra, the launcher and the records all use it). A directory
 the user names without a time stamp (hydra.run.dir=...) is used as given.
 
-The directory must also take a file: one line and exit code 2 otherwise, before Hydra creates anything, instead of
-Hydra's traceback or a record lost at the end of the run."""
+The directory must also take a few kilobytes (a full disk takes an empty file): one line and exit code 2 otherwise,
+before Hydra writes its own files there, instead of Hydra's traceback or a record lost at the end of the run.
+
+A sweep dir the user names (hydra.sweep.dir=multirun/mine) that holds an earlier sweep is moved aside, to
+`<dir>.1` (`.2`, ...), before this sweep writes anything: its jobs would overwrite the old ones' records and the table
+would mix them (the table also reads only this sweep's records: results/callbacks.py)."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sys
@@ -36,15 +41,39 @@ def claim(base: str | Path) -> Path | None:
             return None
 
 
+CHECK_BYTES = 16 << 10   # more than Hydra's own files of a job (config.yaml, hydra.yaml, overrides.yaml) take
+
+
 def unwritable(directory: str | Path) -> str | None:
-    """Why nothing can be written in directory (created if missing), or None when it can."""
+    """Why CHECK_BYTES cannot be written in directory (created if missing), or None when they can. The bytes are
+    written and synced: creating an empty file succeeds on a full disk."""
     try:
         Path(directory).mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=directory, prefix=".write_check."):
-            pass
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".write_check.") as f:
+            f.write(b"\0" * CHECK_BYTES)
+            f.flush()
+            os.fsync(f.fileno())
     except OSError as e:
         return e.strerror or str(e)
     return None
+
+
+SWEEP_SIGNS = ("multirun.yaml", "sweep_table.md", "sweep_table.csv", "*/run_record.json", "*/.hydra")
+
+
+def held_a_sweep(directory: Path) -> bool:
+    return any(next(directory.glob(sign), None) is not None for sign in SWEEP_SIGNS)
+
+
+def set_aside(directory: Path) -> Path:
+    """Move directory to <directory>.1 (.2, ... the first free name); returns where it went. Raises OSError."""
+    n = 1
+    while True:
+        target = directory.with_name(f"{directory.name}.{n}")
+        if not os.path.lexists(target):
+            os.rename(directory, target)   # a directory renamed onto an empty one would replace it: checked above
+            return target
+        n += 1
 
 
 def _quoted(path: Path) -> str:
@@ -74,6 +103,15 @@ def _own_and_writable(config: DictConfig, mode: str) -> None:
                 print(f"[sweep] {directory} belongs to a sweep started in the same second: this one writes to {mine}",
                       flush=True)
             directory = str(mine)
+    elif mode == "sweep" and Path(directory).is_dir() and held_a_sweep(Path(directory)):
+        try:
+            moved = set_aside(Path(directory))
+        except OSError as e:
+            print(f"error: {directory} holds an earlier sweep and cannot be moved aside ({e.strerror or e}); choose "
+                  f"another directory, e.g. {key}={directory}_2", file=sys.stderr, flush=True)
+            raise SystemExit(2) from None
+        print(f"[sweep] {directory} held an earlier sweep: moved it to {moved}, so this sweep's table has its own "
+              f"jobs only", flush=True)
     why = unwritable(directory)
     if why is not None:
         example = "multirun/my_sweep" if mode == "sweep" else "outputs/my_run"

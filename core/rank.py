@@ -7,6 +7,7 @@ got) and, under the local launcher, beats (core.heartbeat) so that a rank that s
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sys
 import traceback
@@ -106,7 +107,7 @@ def _run_rank(plain: dict, job: dict, outcome: Outcome) -> Outcome | None:
         if rank == 0 and isinstance(e, Interrupted):
             outcome.signal, outcome.error = e.name, f"rank 0 interrupted by {e.name}"
         elif rank == 0:
-            outcome.error = f"rank {rank} failed: {type(e).__name__}: {e}"
+            outcome.error = f"rank {rank} failed: {first_line(e)}"
             outcome.traceback = traceback.format_exc()
         if rank == 0:
             outcome.result = getattr(e, "result", None)  # e.g. a failed correctness check keeps its figures
@@ -115,6 +116,22 @@ def _run_rank(plain: dict, job: dict, outcome: Outcome) -> Outcome | None:
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def first_line(e: BaseException) -> str:
+    """`Type: message` of an error; see worker_error."""
+    text = f"{type(e).__name__}: {e}"
+    return worker_error(text) or text
+
+
+def worker_error(text: str) -> str | None:
+    """A DataLoader worker's error re-raised in its rank ("RuntimeError: Caught X in DataLoader worker process N.",
+    then the worker's traceback) as the worker's own last line, which names the path and the OS error, first; None
+    for any other error text."""
+    head, _, rest = text.partition("\n")
+    m = re.match(r"\w+: Caught \w+ (in DataLoader worker process \d+)\.?$", head.strip())
+    lines = [ln.strip() for ln in rest.splitlines() if ln.strip()]
+    return f"{lines[-1]} ({m.group(1)})" if m and lines else None
 
 
 def _link(job: dict) -> dict:

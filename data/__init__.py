@@ -1,6 +1,8 @@
 """Datasets and per-rank loaders. `build_loader` returns a DataLoader over a DistributedSampler shard."""
 from __future__ import annotations
 
+import functools
+import os
 from pathlib import Path
 
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
@@ -42,7 +44,27 @@ def build_loader(cfg, rank: int, world_size: int, pin_memory: bool) -> DataLoade
     return DataLoader(
         dataset, batch_size=cfg.batch_size, sampler=sampler, num_workers=cfg.data.workers,
         pin_memory=pin_memory, drop_last=True, persistent_workers=cfg.data.workers > 0,
+        worker_init_fn=functools.partial(die_with_the_rank, os.getpid()) if cfg.data.workers > 0 else None,
     )
+
+
+def die_with_the_rank(rank_pid: int, worker_id: int) -> None:
+    """A DataLoader worker ends when its rank dies (`kill -9`, the OOM killer): the kernel sends it SIGKILL
+    (prctl PR_SET_PDEATHSIG, Linux). Without it the worker notices only at its next status check (torch checks every
+    5 s) and holds its memory and a core until then."""
+    import ctypes
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    pr_set_pdeathsig = 1
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != rank_pid:  # the rank died before the request took effect
+        os._exit(1)
 
 
 def check_shard(samples: int, batch_size: int, world_size: int, root) -> None:

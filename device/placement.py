@@ -244,11 +244,16 @@ def preflight(cfg, submitting: bool = False, gpus: int | None = None, ranks_star
 
 def settle(cfg, rank: int, world_size: int, local_rank: int, local_world: int, timeout: timedelta):
     """Inside a rank, before its process group: this rank's placement, agreed with every other rank through the
-    rendezvous store (the same store `env://` would give init_process_group). Returns (placement, store to pass to
-    init_process_group)."""
+    rendezvous store (the store `env://` would give init_process_group, but one that ranks make themselves listens
+    on MASTER_ADDR's address only: core/store.py). Returns (placement, store to pass to init_process_group)."""
     import torch.distributed as dist
 
-    store, _, _ = next(dist.rendezvous("env://", rank=rank, world_size=world_size, timeout=timeout))
+    from core.store import rank_store
+
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == str(True):  # the agent's store (local launcher, torchrun)
+        store, _, _ = next(dist.rendezvous("env://", rank=rank, world_size=world_size, timeout=timeout))
+    else:  # ranks that make their own (Slurm tasks): on MASTER_ADDR's address only, not every interface
+        store = rank_store(rank, world_size, spans_hosts=world_size > local_world, timeout=timeout)
     store.set_timeout(timeout)
     host = socket.gethostname()
     try:

@@ -1,6 +1,20 @@
 """world_size ranks on this machine through torch.distributed.launcher.api.elastic_launch, the launcher behind
-torchrun: a c10d rendezvous on a free local port, one spawned process per rank, and when any rank fails the agent
-stops the others at once (max_restarts=0), so a failure ends the job within seconds instead of hanging it.
+torchrun: one spawned process per rank, and when any rank fails the agent stops the others at once
+(max_restarts=0), so a failure ends the job within seconds instead of hanging it.
+
+Nothing of a local run listens beyond loopback: torch's c10d rendezvous would start two stores listening on every
+interface (the rendezvous backend's and the one it shares with the workers), so the agent gets a rendezvous of one
+node whose only store listens on one explicit address, `host` (LOCAL_HOST, 127.0.0.1; core/store.py); the ranks dial
+it (TORCHELASTIC_USE_AGENT_STORE), and with `host` on loopback their gloo/NCCL sockets are put on the loopback
+interface too (unless the user chose one). Behind an emulated link the ranks serve their own store on node 0's NIC
+and gloo uses the NICs (launchers/link.py), addresses that exist only in the run's private namespaces.
+
+A rank that cannot start at all (an interpreter that does not run) is named before any rank is spawned; one that
+dies in start-up, before torch's error handler could record why, is reported with its exit code instead of torch's
+"To enable traceback see ..." link. Everything a launch puts on disk (torch elastic's log and error files, the error
+pickles of torch.multiprocessing, the ranks' own temp files: their TMPDIR) is inside its launch directory, removed at
+the end; the directories of launches whose process was killed (SIGKILL: no clean-up runs) are removed by the next
+launch.
 
 The ranks and this process share a private launch directory (a temp dir, not the output dir, so an output location
 that stopped being writable loses nothing): rank 0 hands its Outcome over through one pickle there, whether it
@@ -15,33 +29,96 @@ ranks run: each rank enters its node's namespace first thing (rank_entry), rende
 loopback; the record's env.link says which link the ranks had (loopback otherwise)."""
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
+import multiprocessing.spawn
 import os
 import pickle
 import shutil
+import subprocess
 import sys
 import tempfile
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
-from torch.distributed.elastic.multiprocessing.api import SignalException
+from torch.distributed import PrefixStore
+from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs, SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, record
+from torch.distributed.elastic.rendezvous import (RendezvousHandler, RendezvousInfo, RendezvousParameters,
+                                                  RendezvousStoreInfo, rendezvous_handler_registry)
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from core.heartbeat import Watch, silent_limit
 from core.interrupt import Interrupted, note, restored_handlers
+from core.store import LOOPBACK, interface_of, is_loopback, serve
 from launchers import link
 
+LOCAL_HOST = LOOPBACK  # the one address a plain local run listens on (its rendezvous store; gloo/NCCL's sockets)
+RENDEZVOUS = "ddp-comm-one-node"
+LAUNCH_PREFIX = "ddp-comm-launch-"
 OUTCOME_FILE = "rank0_outcome.pkl"
 SHUTDOWN_S = 5  # how long the agent waits for the other ranks to exit after a failure before it kills them
 TIMEOUT_SIGNS = ("timed out", "timeout")
+NO_ERROR_FILE = "To enable traceback see"  # torch elastic's message for a rank that left no error file
 
 
 class RankFailed(RuntimeError):
     def __init__(self, rank: int, message: str, traceback: str | None, outcome=None):
         super().__init__(f"rank {rank} failed: {message}")
         self.rank, self.message, self.traceback, self.outcome = rank, message, traceback, outcome
+
+
+class CannotStart(RankFailed):
+    """No rank can start: named before any is spawned."""
+
+    def __init__(self, message: str):
+        RuntimeError.__init__(self, f"the ranks cannot start: {message}")
+        self.rank, self.message, self.traceback, self.outcome = None, message, None, None
+
+
+class OneNode(RendezvousHandler):
+    """The rendezvous of a local launch: one node, one agent, one store, listening on the launch's host only (the
+    c10d backend would start two stores on every interface). The ranks dial it through MASTER_ADDR/MASTER_PORT."""
+
+    def __init__(self, params: RendezvousParameters):
+        self.host = params.endpoint
+        self.run_id = params.run_id
+        self.timeout = timedelta(seconds=int(params.get("timeout", 900)))
+        self._store = None
+
+    def get_backend(self) -> str:
+        return RENDEZVOUS
+
+    @property
+    def use_agent_store(self) -> bool:
+        return True
+
+    def next_rendezvous(self) -> RendezvousInfo:
+        if self._store is None:
+            self._store = serve(self.host, 0, timeout=self.timeout)
+        return RendezvousInfo(PrefixStore(self.run_id, self._store), 0, 1,
+                              RendezvousStoreInfo(self.host, self._store.port))
+
+    def is_closed(self) -> bool:
+        return False
+
+    def set_closed(self) -> None:
+        pass
+
+    def num_nodes_waiting(self) -> int:
+        return 0
+
+    def get_run_id(self) -> str:
+        return self.run_id
+
+    def shutdown(self) -> bool:
+        self._store = None  # its server stops listening when the last reference goes
+        return True
+
+
+rendezvous_handler_registry.register(RENDEZVOUS, OneNode)
 
 
 @record
@@ -99,33 +176,39 @@ def _quiet_torch() -> None:
             logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
-def launch_local(plain: dict, job: dict):
+def launch_local(plain: dict, job: dict, host: str = LOCAL_HOST):
     """Rank 0's Outcome. Raises RankFailed naming the rank that failed (or stopped answering) with rank 0's Outcome
-    if it has one, or Interrupted when this process got SIGINT/SIGTERM."""
+    if it has one, CannotStart when no rank could be spawned, or Interrupted when this process got SIGINT/SIGTERM.
+    host: the one address the launch listens on (its rendezvous store), which the ranks dial."""
     _quiet_torch()
-    launch_dir = Path(tempfile.mkdtemp(prefix="ddp-comm-launch-"))
+    check_interpreter()
+    remove_stale_launch_dirs()
+    launch_dir = Path(tempfile.mkdtemp(prefix=f"{LAUNCH_PREFIX}{os.getpid()}-"))
     config = LaunchConfig(
         min_nodes=1,
         max_nodes=1,
         nproc_per_node=int(plain["world_size"]),
         run_id=str(uuid.uuid4()),
-        rdzv_backend="c10d",
-        rdzv_endpoint="localhost:0",
+        rdzv_backend=RENDEZVOUS,
+        rdzv_endpoint=host,
         max_restarts=0,
         monitor_interval=0.1,
         start_method="spawn",
         shutdown_timeout=SHUTDOWN_S,
+        logs_specs=DefaultLogsSpecs(log_dir=str(launch_dir / "elastic")),  # error files: not a torchelastic_* temp dir
     )
-    threads = torchrun_threads(int(plain["world_size"]))
-    watch = Watch(launch_dir, silent_limit(plain["timeout_s"]))
     spec = link.spec_of(plain)
     network = link.Network(spec, int(plain["world_size"])) if spec is not None else None
+    # behind an emulated link the ranks serve their own store on node 0's NIC and gloo uses the NIC (link.join)
+    undo = [torchrun_threads(int(plain["world_size"])), sockets_on(host) if network is None else (lambda: None),
+            ranks_temp_dir(launch_dir)]
+    watch = Watch(launch_dir, silent_limit(plain["timeout_s"]))
     try:
         if network is not None:
             network.build()   # LinkError (a ConfigError): nothing started yet
         link_info = network.rank_info() if network is not None else {"emulated": False, "facts": link.LOOPBACK}
         try:
-            with restored_handlers(), watch:
+            with restored_handlers(), watch, temp_files_in(launch_dir):
                 elastic_launch(config, rank_entry)(plain, {**job, "launch_dir": str(launch_dir), "link": link_info})
             error = None
         except SignalException as e:
@@ -142,7 +225,8 @@ def launch_local(plain: dict, job: dict):
     finally:
         if network is not None:
             network.close()   # this process's hold on the namespaces; the kernel frees them with the last rank
-        threads()
+        for step in undo:
+            step()
         shutil.rmtree(launch_dir, ignore_errors=True)
     if error is None:
         return outcome
@@ -169,6 +253,99 @@ def _failed(e: ChildFailedError, watch: Watch) -> RankFailed:
     return RankFailed(rank, message, traceback)
 
 
+@contextlib.contextmanager
+def temp_files_in(directory: Path):
+    """torch.multiprocessing makes one error pickle per rank in the temp dir (pytorch-errorfile-*.pickle, never
+    removed): made here, they go with the launch directory."""
+    before = tempfile.tempdir
+    tempfile.tempdir = str(directory)
+    try:
+        yield
+    finally:
+        tempfile.tempdir = before
+
+
+UNIX_PATH_MAX = 107   # bytes of a Unix socket's path (sun_path, NUL excluded)
+MP_SOCKET_TAIL = len("/pymp-12345678/listener-12345678")   # multiprocessing's sockets under a TMPDIR
+
+
+def ranks_temp_dir(launch_dir: Path):
+    """The ranks' TMPDIR is inside the launch directory: what they leave there (multiprocessing's pymp-* dirs of a
+    rank killed with its DataLoader workers, or of one ended with os._exit) goes with it. Not where that would make
+    multiprocessing's Unix sockets there longer than a socket path may be (a deep TMPDIR). Returns the undo."""
+    before = os.environ.get("TMPDIR")
+    inside = launch_dir / "tmp"
+    if len(os.fsencode(inside)) + MP_SOCKET_TAIL > UNIX_PATH_MAX:
+        return lambda: None
+    inside.mkdir()
+    os.environ["TMPDIR"] = str(inside)   # the spawned ranks inherit it
+
+    def undo():
+        if before is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = before
+    return undo
+
+
+def remove_stale_launch_dirs(root: str | None = None) -> list[Path]:
+    """Launch directories of this user's launches whose process is gone (killed with SIGKILL: nothing cleaned up)."""
+    removed = []
+    for path in Path(root or tempfile.gettempdir()).glob(f"{LAUNCH_PREFIX}*-*"):
+        pid = path.name[len(LAUNCH_PREFIX):].split("-", 1)[0]
+        try:
+            if not pid.isdigit() or path.is_symlink() or path.lstat().st_uid != os.getuid() or _alive(int(pid)):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def check_interpreter() -> None:
+    """The ranks are spawned with multiprocessing's interpreter: one that cannot execute (or dies at once) would only
+    show as "exit code 255" per rank, so it is run once first (~30 ms) and named when it fails."""
+    exe = os.fsdecode(multiprocessing.spawn.get_executable())
+    try:
+        proc = subprocess.run([exe, "-c", "pass"], capture_output=True, text=True, timeout=120)
+    except OSError as e:
+        raise CannotStart(f"{exe}: {e.strerror or e} (the Python interpreter that runs the ranks). Start train.py "
+                          "with an interpreter that runs here.") from None
+    except subprocess.TimeoutExpired:
+        return  # a slow machine is not a broken interpreter
+    if proc.returncode != 0:
+        lines = [ln.strip() for ln in (proc.stderr or "").splitlines() if ln.strip()]
+        why = lines[-1] if lines else f"exit code {proc.returncode}"
+        raise CannotStart(f"{exe} -c pass fails: {why} (exit code {proc.returncode}; the Python interpreter that runs "
+                          "the ranks). Start train.py with an interpreter that runs here.")
+
+
+def sockets_on(host: str):
+    """With the launch on loopback, gloo's and NCCL's own sockets listen on the loopback interface too (they pick the
+    interface the host name resolves to otherwise, which may face the network), unless the user chose one
+    (gloo.SOCKET_IFNAME / nccl.SOCKET_IFNAME are applied in the rank, over this). Returns the undo."""
+    name = interface_of(host) if is_loopback(host) else None
+    added = [var for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME") if name and var not in os.environ]
+    for var in added:
+        os.environ[var] = name   # the spawned ranks inherit it
+
+    def undo():
+        for var in added:
+            os.environ.pop(var, None)
+    return undo
+
+
 def torchrun_threads(nproc: int):
     """torchrun's rule (torch/distributed/run.py): with several ranks per node and OMP_NUM_THREADS unset, each rank gets
     OMP_NUM_THREADS=1. Without it every rank starts one OpenMP thread per core; on 2 cores shared by 2 ranks (and
@@ -181,9 +358,16 @@ def torchrun_threads(nproc: int):
 
 
 def _failure_text(failure) -> tuple[str, str | None]:
+    from core.rank import worker_error
+
     msg = failure.message
     if isinstance(msg, dict):
-        return str(msg.get("message", msg)), (msg.get("extraInfo") or {}).get("py_callstack")
+        text = str(msg.get("message", msg))
+        return worker_error(text) or text, (msg.get("extraInfo") or {}).get("py_callstack")
     if failure.exitcode is not None and failure.exitcode < 0:
         return f"killed by signal {-failure.exitcode} (out of memory?)", None
-    return str(msg or f"exit code {failure.exitcode}"), None
+    if not msg or NO_ERROR_FILE in str(msg):  # no error file: it died before torch's @record could write one
+        exe = os.fsdecode(multiprocessing.spawn.get_executable())
+        return (f"exited with code {failure.exitcode} during start-up, before it could report an error (its own "
+                f"output, if any, is above; {exe} runs the ranks)"), None
+    return str(msg), None

@@ -4,12 +4,19 @@ The table is made from the run records under the sweep dir, merged with the jobs
 a job that crashed before writing its record still shows up as a failed row. With launchers that run
 jobs elsewhere (Slurm), on_job_start/on_job_end run in the job, not here; the list of jobs then comes
 from the sweep's own overrides (on_multirun_start) and the job directories Hydra created.
+
+Only this sweep's jobs make rows: a sweep dir that held an earlier sweep was moved aside before this one started
+(core/output_dir.py), and each job's record carries this sweep's id (DDP_COMM_SWEEP_ID, set here before any job),
+so a record another sweep wrote into the same dir meanwhile is left out. What the table, its command line and W&B
+show of the overrides is what the user typed (`${oc.env:...}` stays text: core/provenance.py).
 """
 from __future__ import annotations
 
-import shlex
+import itertools
+import os
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +24,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from core import interrupt
+from core.provenance import as_typed, command as shell_command, from_environment, typed_overrides
 from core.sweep import position
 from results.record import RecordError, find_records, read_record
 from results.table import Entry, Table, build_table
@@ -45,29 +53,44 @@ def expected_jobs(config: DictConfig) -> list[list[str]] | None:
         target = str(OmegaConf.select(config, "hydra.sweeper._target_") or "")
         if not target.endswith(("BasicSweeper", "RepeatingSweeper")):
             return None
-        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-
-        params = OmegaConf.select(config, "hydra.sweeper.params") or {}
+        params = OmegaConf.select(config, "hydra.sweeper.params")
+        params = OmegaConf.to_container(params, resolve=False) if params is not None else {}
         arguments = [f"{k}={v}" for k, v in params.items()]
         if target.endswith("RepeatingSweeper"):  # the repeat loop outermost, as core/sweep.py makes it
             from core.sweep import repeat_arguments
 
             arguments = repeat_arguments(OmegaConf.select(config, "repeats", default=1), arguments)
-        arguments += list(OmegaConf.select(config, "hydra.overrides.task") or [])
-        parsed = OverridesParser.create().parse_overrides(arguments)
-        return [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+        arguments += typed_overrides(OmegaConf.select(config, "hydra.overrides.task") or [])
+        return product_of(arguments)
     except Exception:  # glob() sweeps need Hydra's config loader; progress then shows "?" for the total
         return None
 
 
+def product_of(arguments: list[str]) -> list[list[str]]:
+    """The jobs of a sweep, in job-number order: the product of the overrides' values, the first override outermost
+    and a key given twice taking its first place and its last value, as Hydra's basic sweeper splits them (through
+    Hydra's public override parser)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    choices: dict[str, list[str]] = {}
+    for o in OverridesParser.create().parse_overrides(arguments):
+        key = o.get_key_element()
+        if o.is_sweep_override():
+            if not o.is_discrete_sweep():
+                raise ValueError(f"{key}: not a list of values")
+            choices[key] = [f"{key}={value}" for value in o.sweep_string_iterator()]
+        else:
+            choices[key] = [f"{key}={o.get_value_element_as_str()}"]
+    return [list(job) for job in itertools.product(*choices.values())]
+
+
 def sweep_command(config: DictConfig) -> str:
-    """The command line that started the sweep, as Hydra saw it."""
+    """The command line that started the sweep, as typed (Hydra's overrides unresolved), shell-quoted."""
     script = f"{OmegaConf.select(config, 'hydra.job.name') or 'train'}.py"
-    hydra_overrides = [o for o in (OmegaConf.select(config, "hydra.overrides.hydra") or [])
+    hydra_overrides = [o for o in typed_overrides(OmegaConf.select(config, "hydra.overrides.hydra") or [])
                        if not o.startswith("hydra.mode=")]
-    task = list(OmegaConf.select(config, "hydra.overrides.task") or [])
-    return " ".join(["python", script, "-m"] + [shlex.quote(o) for o in task + hydra_overrides])
+    task = typed_overrides(OmegaConf.select(config, "hydra.overrides.task") or [])
+    return shell_command(task + hydra_overrides, script=script, multirun=True)
 
 
 def _job_dirs(sweep_dir: Path) -> dict[int, list[str]]:
@@ -77,23 +100,29 @@ def _job_dirs(sweep_dir: Path) -> dict[int, list[str]]:
         name = path.parent.parent.name
         if name.isdigit():
             try:
-                found[int(name)] = [str(o) for o in OmegaConf.load(path)]
+                found[int(name)] = typed_overrides(OmegaConf.load(path))
             except Exception:
                 found[int(name)] = []
     return found
 
 
 def sweep_entries(sweep_dir: str | Path, expected: list[list[str]] | None = None,
-                  returns: dict[int, dict] | None = None) -> list[Entry]:
-    """One entry per job: its run record if it wrote one, else a failed entry saying what is known."""
+                  returns: dict[int, dict] | None = None, sweep_id: str | None = None) -> list[Entry]:
+    """One entry per job: its run record if it wrote one, else a failed entry saying what is known. sweep_id: leave
+    out records another sweep wrote (those that carry another sweep's id)."""
     sweep_dir = Path(sweep_dir)
     returns = returns or {}
     by_num: dict[int, Entry] = {}
     unnumbered: list[Entry] = []
+    foreign: set[int | None] = set()  # job dirs holding another sweep's record
     for path in find_records(sweep_dir):
         dir_num = int(path.parent.name) if path.parent.name.isdigit() else None
         try:
-            entry = Entry.from_record(read_record(path), path)
+            record = read_record(path)
+            if sweep_id and (record.get("job") or {}).get("sweep_id") not in (None, sweep_id):
+                foreign.add(dir_num)
+                continue
+            entry = Entry.from_record(record, path)
         except (RecordError, OSError, ValueError) as e:
             entry = Entry(num=dir_num, overrides=[], status="failed", error=f"unreadable run record {path}: {e}",
                           output_dir=str(path.parent))
@@ -105,7 +134,7 @@ def sweep_entries(sweep_dir: str | Path, expected: list[list[str]] | None = None
             by_num[entry.num] = entry
 
     dirs = _job_dirs(sweep_dir)
-    nums = set(dirs) | set(returns) | set(range(len(expected or [])))
+    nums = (set(dirs) - foreign) | set(returns) | set(range(len(expected or [])))
     for num in sorted(nums - set(by_num)):
         ret = returns.get(num, {})
         overrides = ret.get("overrides") or dirs.get(num) or (expected[num] if expected and num < len(expected) else [])
@@ -168,6 +197,7 @@ class SweepTable(Callback):
         self.started: float | None = None
         self.sweep_config: DictConfig | None = None  # set in the sweep's own process only
         self.interrupted = False  # a signal stopped the sweep: the table has the jobs that ran
+        self.sweep_id: str | None = None  # in every record of this sweep's jobs (core/job.py: job.sweep_id)
 
     # progress ------------------------------------------------------------------------------------
 
@@ -175,6 +205,9 @@ class SweepTable(Callback):
         self.expected = expected_jobs(config)
         self.started = time.monotonic()
         self.sweep_config = config
+        from core.job import SWEEP_ID_ENV
+
+        self.sweep_id = os.environ[SWEEP_ID_ENV] = uuid.uuid4().hex  # the jobs inherit it, here or on a Slurm node
         interrupt.note_signals()  # a signal between two jobs stops the sweep at the next job start
         total = len(self.expected) if self.expected is not None else "?"
         print(f"[sweep] {total} jobs -> {OmegaConf.select(config, 'hydra.sweep.dir')}", flush=True)
@@ -184,7 +217,8 @@ class SweepTable(Callback):
             return
         self._stop_if_interrupted()
         num = int(OmegaConf.select(config, "hydra.job.num") or 0)
-        overrides = " ".join(OmegaConf.select(config, "hydra.overrides.task") or []) or "(no overrides)"
+        overrides = " ".join(typed_overrides(OmegaConf.select(config, "hydra.overrides.task") or [])) \
+            or "(no overrides)"
         if self.expected is not None:
             total = len(self.expected)
             at = position(num)   # repeats run each round in a shuffled order (core/sweep.py)
@@ -226,7 +260,8 @@ class SweepTable(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(str(OmegaConf.select(config, "hydra.sweep.dir")))
-        entries = sweep_entries(sweep_dir, expected=None if self.interrupted else self.expected, returns=self.returns)
+        entries = sweep_entries(sweep_dir, expected=None if self.interrupted else self.expected, returns=self.returns,
+                                sweep_id=self.sweep_id)
         command = sweep_command(config)
         table = build_table(entries, first="job", title=f"Sweep {sweep_dir}")
         text = table.markdown()
@@ -244,10 +279,11 @@ class SweepTable(Callback):
         if self.wandb:
             from results import wandb_log
             logger_cfg = OmegaConf.select(config, "logger")
-            tags = OmegaConf.select(config, "tags")
+            shown = _as_typed(config)   # keys from the environment as typed: W&B sees the text, not the value
+            tags = shown.get("tags")
             tags = list(tags) if tags is not None and not isinstance(tags, str) else ([tags] if tags else [])
             wandb_log.log_sweep(table, entries, sweep_dir, logger_cfg, images=images, command=command, tags=tags,
-                                diagnosis=diagnosis)
+                                diagnosis=diagnosis, typed_logger=shown.get("logger"))
             from results import wandb_report
             written += wandb_report.at_sweep_end(sweep_dir, logger_cfg, entries=entries, table=table, command=command,
                                                  diagnosis=diagnosis, images=images)
@@ -265,6 +301,15 @@ class SweepTable(Callback):
             jobs = ", ".join(str(e.num) for e in failed)
             raise SweepFailed(f"[sweep] {len(failed)} of {len(entries)} jobs failed (job {jobs}); "
                               f"see the failed rows in {md}")
+
+
+def _as_typed(config: DictConfig) -> dict:
+    """The sweep's config without hydra, resolved except the keys whose value came from the environment."""
+    try:
+        node = OmegaConf.masked_copy(config, [k for k in config.keys() if k != "hydra"])
+        return as_typed(OmegaConf.to_container(node, resolve=True), from_environment(node)) or {}
+    except Exception:  # noqa: BLE001 - W&B then gets no tags rather than a value it must not see
+        return {}
 
 
 def write_sweep_table(sweep_dir: Path, table: Table, command: str) -> tuple[Path, Path]:

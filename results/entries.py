@@ -86,7 +86,7 @@ class Entry:
 
     num: int | None
     overrides: list[str]
-    status: str  # "ok" | "failed"
+    status: str  # "ok" | "failed" | "interrupted"
     error: str | None = None
     record: dict | None = None
     output_dir: str | None = None

@@ -9,10 +9,11 @@ called only from core.finalise). On disk it is a JSON object (schema_version 2):
   traceback       the failing rank's traceback, when there is one
   peer_error      a first error that only said a peer rank died, replaced by the root cause (amend_failure)
   task            "train" | "collectives" | "grad_sync" | "pair_groups"
-  command         `python train.py <overrides>`
-  overrides       the command-line overrides of this job (Hydra's task overrides)
-  job             {name, num, output_dir, sweep_dir, slurm_job_id, log}
-  config          the resolved config every rank ran with
+  command         `python train.py <overrides>`, shell-quoted (shlex.join), as typed: `${oc.env:...}` stays text
+  overrides       the command-line overrides of this job (Hydra's task overrides), as typed
+  job             {name, num, output_dir, sweep_dir, sweep_id, slurm_job_id, log}
+  config          the resolved config every rank ran with, except keys whose value came from the environment
+                  (`${oc.env:...}`), which keep the text typed (core/provenance.py)
   env             {hostnames, cpu_count, torch, cuda, nccl, python, devices, device_count, backend, world_size,
                    vars{NCCL_*, GLOO_*, OMP_NUM_THREADS, ...}, link{emulated, rate_bit_s, qdisc, check, ...: the network
                    the ranks used, docs/links.md}}; {} when the ranks never got that far
@@ -28,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -37,7 +39,7 @@ from typing import Any
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 RECORD_NAME = "run_record.json"
-JOB_KEYS = ("name", "num", "output_dir", "sweep_dir", "slurm_job_id", "log")
+JOB_KEYS = ("name", "num", "output_dir", "sweep_dir", "sweep_id", "slurm_job_id", "log")
 
 
 class RecordError(ValueError):
@@ -73,7 +75,7 @@ class Record:
         config.pop("hydra", None)
         overrides = list(job.get("overrides") or [])
         return cls(status=status, task=config.get("task"),
-                   command=job.get("command") or " ".join(["python train.py", *overrides]),
+                   command=job.get("command") or shlex.join(["python", "train.py", *overrides]),
                    overrides=overrides, job={k: job.get(k) for k in JOB_KEYS}, config=config,
                    finished=now(), **fields)
 

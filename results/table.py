@@ -202,7 +202,9 @@ def _status(c: Config) -> str:
     ok = len(c.ok)
     if ok == len(c.entries):
         return "ok"
-    return "failed" if ok == 0 else f"{ok}/{len(c.entries)} ok"
+    if ok == 0:  # as the records say: a job stopped by Ctrl-C or SIGTERM did not fail
+        return "interrupted" if all(e.status == "interrupted" for e in c.entries) else "failed"
+    return f"{ok}/{len(c.entries)} ok"
 
 
 def _steady(c: Config, flagged: set, tested: set) -> str | None:

@@ -10,7 +10,13 @@ job, never loses the local record, never prompts and never blocks on the network
     total deadline, logger.deadline_s; wandb.init and run.finish also keep their own logger.init_timeout_s
     and logger.finish_timeout_s; an online init that fails falls back to offline while time is left;
   - every run is finished (exit code 1 when the job failed, so W&B marks it failed) and the W&B
-    service process is torn down, so the rank can exit.
+    service process is torn down, so the rank can exit;
+  - a run that goes offline is offline for W&B's own telemetry too: wandb 0.31 otherwise exports OpenTelemetry
+    metrics to <base_url>/sdk/otel/v1/metrics from an exit hook (10 s per request), after the run and outside the
+    deadline, to a host already found unreachable;
+  - a logger setting whose value came from the environment (`${oc.env:...}`) reaches W&B as the text typed (group,
+    tags; the run's config is the record's), except project and entity, which an online run needs to land where
+    it belongs: an offline run leaves them unset and prints `wandb sync --project "$NAME"` instead.
 W&B files go under the job's output dir (<dir>/wandb/...), next to the run record. Runs are grouped by what their
 sweep studies (group_for), and carry their evidence as artifacts a W&B report can link: the run record and profiler
 traces of a run, the sweep table and the sweep dir's files of a sweep summary.
@@ -69,6 +75,29 @@ def logger_settings(cfg: Any = None, record: dict | None = None) -> dict[str, An
     settings = defaults()
     settings.update({k: v for k, v in dict(node or {}).items() if v is not None or k in ("entity", "group")})
     return settings
+
+
+ROUTING = ("project", "entity")   # what W&B needs to file an online run; everything else is only shown
+
+
+def shown_settings(settings: dict[str, Any], typed: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(settings W&B may see, {project/entity: typed text} of those withheld from an offline run). `typed`: the same
+    logger node as recorded (core/provenance.py: keys from the environment keep their `${oc.env:...}` text)."""
+    shown, withheld = dict(settings), {}
+    for key, value in typed.items():
+        if key in settings and value != settings[key] and _interpolation(value):
+            if key in ROUTING:
+                withheld[key] = value
+            else:
+                shown[key] = value
+    return shown, withheld
+
+
+def _interpolation(value: Any) -> bool:
+    """Text a record keeps instead of a value (`${oc.env:...}`), alone or in a list."""
+    if isinstance(value, (list, tuple)):
+        return any(_interpolation(v) for v in value)
+    return isinstance(value, str) and "${" in value
 
 
 def defaults() -> dict[str, Any]:
@@ -259,8 +288,9 @@ class _Run:
     logger.deadline_s from its creation: each stage gets what is left (wandb.init and the upload at finish half of
     it each, as both timeouts are fixed when the run starts)."""
 
-    def __init__(self, settings: dict, *, dir: Path, **init_kwargs: Any) -> None:
+    def __init__(self, settings: dict, *, dir: Path, withheld: dict | None = None, **init_kwargs: Any) -> None:
         self.settings = settings
+        self.withheld = withheld or {}   # project/entity from the environment: for an online run only
         self.dir = Path(dir)
         self.init_kwargs = init_kwargs
         self.run = None
@@ -291,9 +321,14 @@ class _Run:
                 ws = wandb.Settings(silent=True, init_timeout=min(float(self.settings["init_timeout_s"]), half),
                                     finish_timeout=min(float(self.settings["finish_timeout_s"]), half),
                                     disable_git=True, save_code=False, console="off", x_disable_stats=True)
+                if attempt == "offline":
+                    # W&B's process-wide settings decide its own telemetry (an OpenTelemetry exit hook that POSTs
+                    # to the host whatever the run's mode): offline there too
+                    wandb.setup(settings=wandb.Settings(mode="offline"))
+                route = {k: self.settings.get(k) if attempt == "online" or k not in self.withheld else None
+                         for k in ROUTING}
                 self.run = wandb.init(mode=attempt, dir=str(self.dir), settings=ws, reinit="create_new",
-                                      project=self.settings.get("project"), entity=self.settings.get("entity"),
-                                      **self.init_kwargs)
+                                      **route, **self.init_kwargs)
                 self.mode = attempt
                 if attempt != mode:
                     why = f"online start failed ({why})"
@@ -304,10 +339,21 @@ class _Run:
         if self.run is None:
             return False
         if self.mode == "offline":
-            _say(f"offline ({why}); upload later with: wandb sync {self.run_dir}")
+            _say(f"offline ({why}); upload later with: {self.sync_command()}")
         else:
             _say(f"online: {getattr(self.run, 'url', '')}")
         return True
+
+    def sync_command(self, target: Any = None) -> str:
+        """`wandb sync` for this offline run (or `target`), with the project/entity withheld from its files named by
+        their environment variables, so the shell supplies them at upload time."""
+        from core.provenance import env_name
+
+        options = []
+        for key, text in self.withheld.items():
+            name = env_name(text)
+            options.append(f'--{key} "${name}"' if name else f"--{key} <{key}>")
+        return " ".join(["wandb sync", *options, str(target if target is not None else self.run_dir)])
 
     @property
     def run_dir(self) -> Path | None:
@@ -329,11 +375,13 @@ class _Run:
     def sidecar(self, out_dir: Path, **extra: Any) -> None:
         if self.run is None:
             return
-        info = {"mode": self.mode, "id": self.run.id, "project": self.settings.get("project"),
-                "entity": self.settings.get("entity"), "group": self.init_kwargs.get("group"),
+        # an offline run's files never hold a value from the environment; an online run's URL names its project
+        typed = {k: self.settings.get(k) if self.mode == "online" else self.withheld.get(k, self.settings.get(k))
+                 for k in ROUTING}
+        info = {"mode": self.mode, "id": self.run.id, **typed, "group": self.init_kwargs.get("group"),
                 "name": self.init_kwargs.get("name"), "job_type": self.init_kwargs.get("job_type"),
                 "run_dir": str(self.run_dir), "url": getattr(self.run, "url", None) if self.mode == "online" else None,
-                "sync": f"wandb sync {self.run_dir}" if self.mode == "offline" else None, **extra}
+                "sync": self.sync_command() if self.mode == "offline" else None, **extra}
         (out_dir / SIDECAR).write_text(json.dumps(info, indent=2))
 
 
@@ -416,7 +464,7 @@ def log_run(record: dict, cfg: Any = None) -> None:
     w = None
     failed = record.get("status") != "ok"
     try:
-        settings = logger_settings(cfg, record)
+        settings, withheld = shown_settings(logger_settings(cfg, record), logger_settings(record=record))
         if settings.get("name") in ("none", None):
             return
         job = record.get("job") or {}
@@ -425,7 +473,7 @@ def log_run(record: dict, cfg: Any = None) -> None:
         config.setdefault("overrides", record.get("overrides"))
         config.setdefault("env", record.get("env"))
         group = _record_group(record, settings)
-        w = _Run(settings, dir=out_dir, group=group, job_type=record.get("task") or "train",
+        w = _Run(settings, dir=out_dir, withheld=withheld, group=group, job_type=record.get("task") or "train",
                  name=run_name(list(record.get("overrides") or []), record.get("task"), job.get("sweep_dir")),
                  config=config, tags=run_tags(cfg, record, settings))
         if not w.start():
@@ -480,17 +528,22 @@ def _sidecar_group(entries: list) -> str | None:
 
 
 def log_sweep(table, entries: list, sweep_dir: str | Path, logger_cfg: Any, *, images: dict | None = None,
-              command: str = "", tags: list | None = None, diagnosis: dict | None = None) -> None:
-    """The sweep table (+ plots) as a W&B run of job_type sweep_summary, in the jobs' group. Never raises."""
+              command: str = "", tags: list | None = None, diagnosis: dict | None = None,
+              typed_logger: dict | None = None) -> None:
+    """The sweep table (+ plots) as a W&B run of job_type sweep_summary, in the jobs' group. Never raises.
+    typed_logger: the logger node as recorded (keys from the environment as typed); default: logger_cfg."""
     sweep_dir = Path(sweep_dir)
     w = None
     failed = [e for e in entries if not e.ok]
     try:
-        settings = logger_settings(logger_cfg)
+        resolved = logger_settings(logger_cfg)
+        typed = resolved if typed_logger is None else logger_settings(typed_logger)
+        settings, withheld = shown_settings(resolved, typed)
         if settings.get("name") in ("none", None):
             return
         group = settings.get("group") or _sidecar_group(entries) or group_for(sweep_dir)
-        w = _Run(settings, dir=sweep_dir, group=group, job_type="sweep_summary", name=f"sweep summary {group}",
+        w = _Run(settings, dir=sweep_dir, withheld=withheld, group=group, job_type="sweep_summary",
+                 name=f"sweep summary {group}",
                  config={"command": command, "sweep_dir": str(sweep_dir.resolve()), "jobs": len(entries)},
                  tags=list(dict.fromkeys(str(t)[:64] for t in [*(settings.get("tags") or []), *(tags or [])])))
         if not w.start():
@@ -537,8 +590,8 @@ def log_sweep(table, entries: list, sweep_dir: str | Path, logger_cfg: Any, *, i
             _warn(f"logging the sweep table to W&B failed ({type(e).__name__}: {e}); sweep_table.md/csv are intact")
         w.sidecar(sweep_dir)
         if w.mode == "offline":
-            _say(f"upload the whole sweep later with: wandb sync {sweep_dir}/wandb/offline-run-* "
-                 f"{sweep_dir}/*/wandb/offline-run-*")
+            _say(f"upload the whole sweep later with: "
+                 f"{w.sync_command(f'{sweep_dir}/wandb/offline-run-* {sweep_dir}/*/wandb/offline-run-*')}")
     except Exception as e:
         _warn(f"W&B sweep summary skipped ({type(e).__name__}: {e}); sweep_table.md/csv are intact")
     finally:

@@ -366,6 +366,15 @@ def _absolute_links(report, prefix: str) -> bool:
     return changed
 
 
+def _from_environment(name: str | None) -> str | None:
+    """A spec of an offline sweep names a project/entity that came from the environment as typed
+    (`${oc.env:NAME}`, docs/failures.md): its value now, else the name as written."""
+    from core.provenance import env_name
+
+    var = env_name(name) if name else None
+    return os.environ.get(var) if var else name
+
+
 def push(path: str | Path, entity: str | None = None, project: str | None = None) -> str:
     """Save a spec (file, or the dir holding wandb_report.json) as a W&B report; returns its URL. Public W&B API only
     (Report.save, Report.url, wandb.Api().default_entity). Upload the runs first (`wandb sync`), or its panels are
@@ -373,10 +382,10 @@ def push(path: str | Path, entity: str | None = None, project: str | None = None
     path = Path(path)
     path = path / SPEC_NAME if path.is_dir() else path
     report = read_spec(path)
-    project = project or report.project or os.environ.get("WANDB_PROJECT")
+    project = project or _from_environment(report.project) or os.environ.get("WANDB_PROJECT")
     if not project:
         raise ValueError(f"{path} names no W&B project; pass --project")
-    entity = entity or report.entity or os.environ.get("WANDB_ENTITY")
+    entity = entity or _from_environment(report.entity) or os.environ.get("WANDB_ENTITY")
     if not entity:
         import wandb
         entity = wandb.Api().default_entity

@@ -1,18 +1,39 @@
-"""Fault injection: what a user's bad day leaves behind (issue 14). Real `python train.py` runs, 2 gloo ranks, the
-tiny model. Each case asserts the exit code, the time from the fault to the exit, the rank named, and the record.
+"""The fault matrix: what a user's bad day leaves behind (issues 14 and 20). Each case states what the user gets:
+the exit code, the first line, the record's status, and no leftovers (no process of the run, nothing of the tool in
+its temp dir). The categories are those of the reliability probe of issue 20:
 
-The run is started in its own session (like a shell job), and faults are sent once rank 0 shows the measured window
-on its progress bar, so the cases do not depend on how loaded the machine is. Time limits are loose for a shared
-2-core machine and far below what the old code took (timeout_s + ~30 s for a stuck rank, forever for Ctrl-C in a
-sweep)."""
+- bad input: one line `error: ...` naming the fix, exit 2, before any rank starts. The probe's 41 cases are in
+  test_config and the tasks' tests; here the ones it found wrong: `bucket=abc`, a fixed window's cap below `steps`,
+  an unreadable raw file (fast, in-process).
+- faults in runs: a rank that raises, is killed or stops: exit 1, `rank N failed: <cause>`, record `failed`;
+  SIGTERM / Ctrl-C: 143 / 130, `interrupted by ...`, record `interrupted`; ranks that cannot start: exit 1,
+  `the ranks cannot start: <cause>`, record `failed`; a disk full at start: exit 2, one line, no record; an output dir
+  gone at the end: exit 0, the record elsewhere; the parent killed: its ranks go, its launch dir is removed by the
+  next run; a killed rank's DataLoader workers go with it (slow: real `python train.py`; the full disk: root, tmpfs).
+- W&B: a host that accepts and never answers: the error line first, offline, and the whole W&B cost, the process's
+  exit included, within logger.deadline_s (slow).
+- security: nothing of a local run listens beyond loopback; a store the ranks make listens on MASTER_ADDR's address;
+  no value from `${oc.env:...}` in any file the run writes (W&B's offline files included) nor on its console; the
+  recorded command shell-quoted; the fallback record dir private: 0700, never a planted symlink nor another user's
+  (slow: sockets, secrets; the rest fast).
+- sweeps: a reused sweep dir is moved to `<dir>.1` and the table has this sweep's jobs only; an interrupted job is
+  `interrupted` in the table; Ctrl-C stops a sweep and writes the rows it has (fast: a tiny Hydra app; slow).
+
+Real runs: 2 gloo ranks, the tiny model, started in their own session (like a shell job), each with a private TMPDIR
+that must be empty of the tool's files afterwards. Faults are sent once rank 0 shows the measured window on its
+progress bar, so the cases do not depend on how loaded the machine is. Time limits are loose for a shared 2-core
+machine and far below what the old code took (timeout_s + ~30 s for a stuck rank, forever for Ctrl-C in a sweep)."""
 from __future__ import annotations
 
 import json
 import os
 import re
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,8 +48,9 @@ class Run:
     """`python train.py` in its own session; stderr (rank 0's progress bar) read while it runs."""
 
     def __init__(self, args: list[str], tmp_path: Path, multirun: bool = False, timeout_cmd: bool = False,
-                 env: dict | None = None, merge: bool = False):
-        """merge: stdout into stderr, to see the order of lines across both."""
+                 env: dict | None = None, merge: bool = False, tmp: Path | None = None):
+        """merge: stdout into stderr, to see the order of lines across both. tmp: the run's TMPDIR (default: a new
+        one of its own)."""
         self.out_dir = tmp_path / ("sweep" if multirun else "run")
         self.err_path, self.out_path = tmp_path / "stderr.txt", tmp_path / "stdout.txt"
         cmd = [sys.executable, "train.py", *(["-m"] if multirun else []), *args,
@@ -36,8 +58,13 @@ class Run:
         if timeout_cmd:  # the signal comes from timeout(1), which forwards it to the command and its group
             cmd = ["timeout", "--preserve-status", "-s", "TERM", "900", *cmd]
         err = self.err_path.open("w")
+        # the run's TMPDIR, where what the tool leaves is checked (leftovers()): short, as a user's /tmp is (the
+        # ranks' temp dir goes inside the launch dir when Unix socket paths there stay short enough)
+        self.own_tmp = tmp is None
+        self.tmp = Path(tempfile.mkdtemp(prefix="fault-", dir="/tmp")) if tmp is None else tmp
+        env = {**(env or {**os.environ, "WANDB_MODE": "disabled"}), "TMPDIR": str(self.tmp)}
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=err if merge else self.out_path.open("w"), stderr=err,
-                                     start_new_session=True, env=env or {**os.environ, "WANDB_MODE": "disabled"})
+                                     start_new_session=True, env=env)
 
     @property
     def stderr(self) -> str:
@@ -117,6 +144,23 @@ class Run:
             pass
         self.proc.wait()
 
+    def session(self) -> list[int]:
+        """The processes of the run's session still alive (train.py, its ranks, their workers)."""
+        return session_pids(self.proc.pid)
+
+    def first_error_line(self) -> str:
+        return next((ln for ln in self.stderr.splitlines() if ln.startswith("error: ")), "")
+
+    def leftovers(self, limit: float = 15, allow: tuple[str, ...] = ()) -> None:
+        """No process of the run outlives it (beyond `limit` s) and its TMPDIR holds nothing of the tool or of torch's
+        launcher (ddp-comm-launch-*, torchelastic_*, pytorch-errorfile-*); torch's compile caches may stay."""
+        end = time.monotonic() + limit
+        while self.session() and time.monotonic() < end:
+            time.sleep(0.2)
+        assert not self.session(), f"processes left: {self.session()}"
+        left = [p.name for p in self.tmp.iterdir() if not p.name.startswith(("torchinductor_", *allow))]
+        assert not left, f"left in TMPDIR: {left}"
+
     def record(self, sub: str = "") -> dict:
         return json.loads((self.out_dir / sub / "run_record.json").read_text())
 
@@ -128,6 +172,21 @@ def runs():
     for run in started:  # never leave a rank behind, whatever failed
         if run.proc.poll() is None:
             run.kill()
+        if run.own_tmp:
+            shutil.rmtree(run.tmp, ignore_errors=True)
+
+
+def session_pids(sid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[3]) == sid and fields[0] != "Z":
+                found.append(int(entry.name))
+    return found
 
 
 def start(runs, *args, **kwargs) -> Run:
@@ -165,6 +224,7 @@ def test_a_rank_that_raises_is_named_and_ends_the_job_at_once(tmp_path, runs, ra
     rec = run.record()
     assert rec["status"] == "failed" and rec["error"].startswith(f"rank {rank} failed: RuntimeError: fault injected")
     assert "fault injected" in rec["traceback"]
+    run.leftovers(allow=("wandb",) if rank == 1 else ())
     if rank == 1:
         output = run.stderr
         assert output.index(error) < output.index("[wandb]"), output[-3000:]
@@ -185,6 +245,8 @@ def test_kill_9_on_a_rank_names_it_within_seconds(tmp_path, runs):
     rec = run.record()
     assert rec["status"] == "failed" and rec["error"].startswith("rank 1 failed: killed by signal 9")
     assert rec["env"]["world_size"] == 2  # rank 0's outcome (env) survived the failure
+    assert run.first_error_line().startswith("error: rank 1 failed: killed by signal 9")
+    run.leftovers()  # the failed rank's error pickle and torch elastic's log dir went with the launch dir
 
 
 @pytest.mark.slow
@@ -200,6 +262,7 @@ def test_a_stopped_rank_is_named_and_the_job_ends_long_before_timeout_s(tmp_path
     assert rec["error"].startswith("rank 1 failed: stopped responding: no heartbeat"), rec["error"]
     assert "stopped (SIGSTOP?)" in rec["error"]
     assert "rank 1 failed: stopped responding" in run.stderr
+    run.leftovers()
 
 
 # ------------------------------------------------------------------------------------------------ interrupts
@@ -214,6 +277,7 @@ def interrupted(run: Run, signame: str, rc: int, took: float, sub: str = "") -> 
     assert rec["result"]["progress"]["measured_steps_done"] >= 1  # the steps measured so far
     assert rec["error"].startswith(f"interrupted by {signame} after ")
     no_traceback(run.stderr)
+    run.leftovers()
     return rec
 
 
@@ -340,10 +404,9 @@ def test_nan_data_and_an_output_dir_gone_mid_run_still_give_summary_warning_and_
 
     root = make_raw_folder(tmp_path / "nan", classes=2, files_per_class=4, size=64)
     np.full(3 * 64 * 64, np.nan, dtype=np.float32).tofile(root / ".base.bin")  # every sample is a hard link to it
-    env = {**os.environ, "WANDB_MODE": "disabled", "TMPDIR": str(tmp_path / "tmp")}
     (tmp_path / "tmp").mkdir()
     run = start(runs, [*TINY, "data=raw_folder", f"data.root={root}", "data.workers=0", "steps=10"], tmp_path,
-                env=env)
+                tmp=tmp_path / "tmp")
     run.wait_for_text("warm-up", limit=240)  # the ranks run: nothing but the record is written there from now on
     run.out_dir.rename(tmp_path / "moved")
     run.out_dir.write_text("a file where the output directory was")
@@ -405,3 +468,608 @@ def test_the_watch_blames_one_silent_rank_among_beating_ones_and_never_a_stopped
         for p in sleepers:
             p.kill()
             p.wait()
+
+
+# ================================================================================================ issue 20: the probe
+# ------------------------------------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (["bucket=abc"], "bucket=abc: must be a number (got str 'abc'), e.g. bucket=25 or bucket=2.5."),
+    (["measure.max_steps=3", "steps=10"], "measure.max_steps=3 < steps=10: measure.policy=fixed measures exactly"),
+])
+def test_bad_input_the_probe_found_is_one_line_naming_the_fix(overrides, words):
+    from tests.bad_input import refused
+
+    assert words in refused(["model=vgg11_tiny", "scale=smoke", *overrides])
+
+
+def test_a_fixed_window_longer_than_the_scale_default_cap_is_accepted():
+    """The scale's max_steps is a cap for adaptive windows: a fixed window of more steps is what steps= asks for."""
+    from tests.bad_input import accepted
+
+    assert accepted(["model=vgg11_tiny", "scale=smoke", "steps=100000"])["steps"] == 100000
+
+
+def as_another_user(fn):
+    """("ok", repr(result)) or ("raised", "Type: message") of fn() run without root's right to read anything: in a
+    forked child that became `nobody` when this is root, else here."""
+    def outcome():
+        try:
+            return ["ok", repr(fn())]
+        except BaseException as e:  # noqa: BLE001
+            return ["raised", f"{type(e).__name__}: {e}"]
+
+    if os.getuid() != 0:
+        return outcome()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no return from here
+        try:
+            os.close(r)
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            os.write(w, json.dumps(outcome()).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    return json.loads(data)
+
+
+def test_an_unreadable_raw_file_is_named_before_any_rank(tmp_path):
+    """Issue 20.8: it failed mid-warm-up inside a DataLoader worker, the path and "Permission denied" lines below the
+    first. The data check opens every file, as the user the ranks run as."""
+    import tempfile
+
+    from data.make_raw_folder import make_raw_folder
+    from data.raw_folder import scan
+
+    top = Path(tempfile.mkdtemp(prefix="sec20-raw-"))   # under /tmp, not pytest's 0700 dir: `nobody` must get in
+    try:
+        top.chmod(0o755)
+        root = make_raw_folder(top / "raw", classes=2, files_per_class=2, size=8, copy=True)
+        victim = root / "class_0001" / "000001.raw"
+        victim.chmod(0)
+        status, text = as_another_user(lambda: len(scan(root, 8)))
+    finally:
+        import shutil
+        shutil.rmtree(top, ignore_errors=True)
+    assert status == "raised" and text.startswith(f"ConfigError: {victim} cannot be read (Permission denied)"), text
+    assert "chmod a+r" in text
+
+
+def test_a_raw_file_that_goes_missing_mid_run_is_named_in_the_first_line(tmp_path):
+    """The same failure after the check (the file removed or made unreadable during the run): the first line of the
+    rank's error is the worker's own, with the path, not "Caught RuntimeError in DataLoader worker process 0."."""
+    from torch.utils.data import DataLoader
+
+    from core.rank import first_line
+    from data.make_raw_folder import make_raw_folder
+    from data.raw_folder import RawFolder
+
+    root = make_raw_folder(tmp_path / "raw", classes=1, files_per_class=2, size=8, copy=True)
+    data = RawFolder(root, 8)
+    gone = data.samples[0][0]
+    gone.unlink()
+    with pytest.raises(Exception) as e:
+        next(iter(DataLoader(data, batch_size=1, num_workers=1)))
+    line = first_line(e.value)
+    assert line.startswith(f"OSError: cannot read {gone}: unable to open file"), line
+    assert line.endswith("(in DataLoader worker process 0)") and "\n" not in line
+    # a rank other than 0 reports through torch elastic's error file: the same first line
+    from types import SimpleNamespace
+
+    from launchers.local import _failure_text
+
+    failure = SimpleNamespace(message={"message": f"{type(e.value).__name__}: {e.value}", "extraInfo": {}}, exitcode=1)
+    assert _failure_text(failure)[0] == line
+
+
+# ------------------------------------------------------------------------------------------------ ranks not starting
+
+
+@pytest.mark.parametrize("kind", ["not executable", "dies at start"])
+def test_ranks_that_cannot_start_are_named_in_the_first_line(tmp_path, kind, capfd):
+    """Issue 20.7: the only message was torch's "To enable traceback see: https://pytorch.org/docs/...", the record
+    had no cause. The interpreter the ranks are spawned with is run once before any rank."""
+    import multiprocessing
+
+    from tests.conftest import run_inprocess
+
+    exe = tmp_path / "python"
+    if kind == "not executable":
+        exe.write_text("not a program\n")
+        cause = f"{exe}: Permission denied"
+    else:
+        exe.write_text("#!/bin/sh\necho 'python: error while loading shared libraries: libpython3.so' >&2\nexit 127\n")
+        exe.chmod(0o755)
+        cause = "python: error while loading shared libraries: libpython3.so (exit code 127"
+    multiprocessing.set_executable(str(exe))
+    try:
+        rec, code = run_inprocess(TINY, tmp_path, env={"TMPDIR": str(tmp_path)})
+    finally:
+        multiprocessing.set_executable(sys.executable)
+    assert code == 1 and rec["status"] == "failed"
+    assert rec["error"].startswith("the ranks cannot start: ") and cause in rec["error"], rec["error"]
+    first = next(ln for ln in capfd.readouterr().err.splitlines() if ln.startswith("error: "))
+    assert first == f"error: {rec['error']}"
+    assert not list(tmp_path.glob("ddp-comm-launch-*"))  # refused before anything was made
+
+
+def test_a_rank_that_dies_in_start_up_is_reported_with_its_exit_code():
+    """A rank that died before torch's @record could write its error file (torch then says only "To enable
+    traceback see ...")."""
+    from types import SimpleNamespace
+
+    from launchers.local import _failure_text
+
+    failure = SimpleNamespace(message="To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+                              exitcode=1)
+    message, traceback = _failure_text(failure)
+    assert message.startswith("exited with code 1 during start-up, before it could report an error"), message
+    assert "pytorch.org" not in message and traceback is None
+
+
+# ------------------------------------------------------------------------------------------------ full disks
+
+
+def _tmpfs(path: Path, size: str):
+    if os.getuid() != 0:
+        pytest.skip("needs root: mounts a tiny tmpfs to fill (a full disk at start)")
+    path.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True,
+                             text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 64 KiB tmpfs filled to the last byte (root only; skipped with the reason elsewhere)."""
+    disk = tmp_path / "full"
+    _tmpfs(disk, "64k")
+    try:
+        fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            while os.write(fd, b"\0" * 4096):
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def test_a_disk_full_at_start_is_one_line_and_exit_2(tmp_path, full_disk):
+    """Issue 20.5: Hydra's _save_config raised OSError [Errno 28] with a traceback and exit 1, and no record anywhere;
+    the directory check had passed, as an empty file fits on a full disk."""
+    for args in ([f"hydra.run.dir={full_disk / 'run'}"], ["-m", f"hydra.sweep.dir={full_disk / 'sweep'}"]):
+        env = {**os.environ, "WANDB_MODE": "disabled", "TMPDIR": str(tmp_path)}
+        proc = subprocess.run([sys.executable, "train.py", *args[:-1], *TINY, args[-1]], cwd=ROOT, capture_output=True,
+                              text=True, timeout=240, env=env)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-3000:]
+        assert lines[0].startswith("error: cannot write to the output directory ") and \
+            "(No space left on device)" in lines[0], lines
+        assert not list(tmp_path.glob("ddp-comm-*")), "nothing ran, so no record went elsewhere"
+
+
+def test_hydra_failing_to_write_its_own_files_is_one_line_and_exit_2(tmp_path):
+    """The disk fills (or goes read-only) between the directory check and Hydra's config.yaml: Hydra's OSError is one
+    line naming the file and the fix, not a traceback."""
+    hook = (f"import sys, errno, runpy; sys.argv = ['train.py', *sys.argv[1:]]; sys.path.insert(0, {str(ROOT)!r})\n"
+            "import hydra.core.utils as u\n"
+            "def full(cfg, filename, output_dir):\n"
+            "    raise OSError(errno.ENOSPC, 'No space left on device', str(output_dir / filename))\n"
+            "u._save_config = full\n"
+            "runpy.run_path('train.py', run_name='__main__')\n")
+    proc = subprocess.run([sys.executable, "-c", hook, *TINY, f"hydra.run.dir={tmp_path / 'run'}"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=240, env={**os.environ, "WANDB_MODE": "disabled"})
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-3000:]
+    assert lines[0].startswith(f"error: cannot write {tmp_path / 'run' / '.hydra' / 'config.yaml'} (No space left on "
+                               "device): free space there or choose another output directory"), lines
+
+
+# ------------------------------------------------------------------------------------------------ leftovers
+
+
+def test_launch_dirs_of_killed_launches_are_removed_by_the_next(tmp_path):
+    """Issue 20.11: a launch killed with SIGKILL cannot clean up; the next launch removes its directory (by the dead
+    pid in its name), and leaves alone a live launch's and anything else."""
+    from launchers.local import LAUNCH_PREFIX, remove_stale_launch_dirs
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = tmp_path / f"{LAUNCH_PREFIX}{dead.pid}-abc"
+    live = tmp_path / f"{LAUNCH_PREFIX}{os.getpid()}-def"
+    other = tmp_path / f"{LAUNCH_PREFIX}x-ghi"
+    for d in (stale, live, other):
+        (d / "elastic").mkdir(parents=True)
+    assert remove_stale_launch_dirs(str(tmp_path)) == [stale]
+    assert not stale.exists() and live.exists() and other.exists()
+
+
+@pytest.mark.slow
+def test_a_killed_parent_leaves_nothing_once_the_next_run_started(tmp_path, runs):
+    """SIGKILL on train.py itself: its ranks go too, and its launch directory is removed by the next run."""
+    run = start(runs, LONG, tmp_path)
+    run.wait_for_measured_step()
+    os.kill(run.proc.pid, signal.SIGKILL)
+    run.proc.wait()
+    end = time.monotonic() + 60
+    while run.session() and time.monotonic() < end:
+        time.sleep(0.2)
+    assert not run.session(), "the ranks outlived their parent"
+    assert list(run.tmp.glob("ddp-comm-launch-*")), "a SIGKILLed launch cannot clean up after itself"
+    (tmp_path / "again").mkdir()
+    again = start(runs, [*TINY, "steps=6"], tmp_path / "again", tmp=run.tmp)
+    assert again.wait(limit=240)[0] == 0, again.stderr[-3000:]
+    run.leftovers()
+
+
+@pytest.mark.slow
+def test_a_killed_ranks_dataloader_workers_go_with_it(tmp_path, runs):
+    """Issue 20.11: after kill -9 on rank 1 with data.workers>0, its DataLoader worker lived on ~4 s (torch's own
+    check of its parent runs every 5 s)."""
+    run = start(runs, [*LONG, "data.workers=1"], tmp_path)
+    run.wait_for_measured_step()
+    rank = run.rank_pid(1)
+    workers = Run._children(rank)
+    assert workers, "data.workers=1 starts a worker process"
+    os.kill(rank, signal.SIGKILL)
+    killed = time.monotonic()
+    while any(Path(f"/proc/{w}").exists() and w in session_pids(run.proc.pid) for w in workers):
+        assert time.monotonic() - killed < 2.5, "the worker outlived its rank"
+        time.sleep(0.05)
+    rc, _ = run.wait(limit=60)
+    assert rc == 1 and run.record()["error"].startswith("rank 1 failed: killed by signal 9")
+    run.leftovers()
+
+
+# ------------------------------------------------------------------------------------------------ W&B
+
+
+@pytest.mark.slow
+def test_wandb_costs_at_most_its_deadline_even_at_exit(tmp_path, silent_host):
+    """Issue 20.10: with a host that accepts and never answers, an "offline" run's process still spent ~11 s at exit:
+    wandb 0.31's OpenTelemetry exit hook POSTs its metrics there (10 s timeout). Measured from outside the process,
+    from the moment W&B starts to the exit."""
+    deadline = 8
+    script = (f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+              "from core.finalise import finalise\n"
+              "from results.record import Record\n"
+              "from tests.records import train_record\n"
+              "rec = Record.from_dict(train_record(overrides=['bucket=25'], steps_per_s=2.0, output_dir=sys.argv[1]))\n"
+              f"rec.config['logger'] = {{'name': 'wandb', 'deadline_s': {deadline}}}\n"
+              "print('W&B starts', flush=True)\n"
+              "finalise(rec, sys.argv[1], quiet=True)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    env.update(WANDB_BASE_URL=silent_host, WANDB_API_KEY="k" * 40, HOME=str(tmp_path), TMPDIR=str(tmp_path))
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "run")], cwd=ROOT, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    output = []
+    for line in proc.stdout:
+        output.append(line)
+        if line.startswith("W&B starts"):
+            began = time.monotonic()
+            break
+    output += proc.stdout.readlines()
+    proc.wait(timeout=120)
+    took = time.monotonic() - began
+    text = "".join(output)
+    print(f"[fault] W&B to exit {took:.1f} s (deadline {deadline} s)")
+    assert proc.returncode == 0 and "not reachable" in text and "offline" in text, text[-3000:]
+    assert took < deadline + 5, (took, text[-3000:])  # + W&B's local offline write and the interpreter's exit
+
+
+# ------------------------------------------------------------------------------------------------ security
+
+
+def listening(pids: set[int]) -> list[tuple[str, int, int]]:
+    """(address, port, pid) of every TCP socket in LISTEN state that one of `pids` holds (/proc/net/tcp{,6})."""
+    import ipaddress
+    import socket as sk
+
+    inodes: dict[str, int] = {}
+    for pid in pids:
+        try:
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes[target[8:-1]] = pid
+        except OSError:
+            continue
+    found = []
+    for table, width in (("tcp", 8), ("tcp6", 32)):
+        try:
+            lines = Path(f"/proc/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] != "0A" or fields[9] not in inodes:  # 0A: LISTEN
+                continue
+            hex_addr, hex_port = fields[1].split(":")
+            raw = bytes.fromhex(hex_addr)
+            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))  # each 32-bit word in host order
+            address = str(ipaddress.ip_address(raw)) if width == 8 else sk.inet_ntop(sk.AF_INET6, raw)
+            found.append((address, int(hex_port, 16), inodes[fields[9]]))
+    return found
+
+
+def on_loopback(address: str) -> bool:
+    import ipaddress
+
+    ip = ipaddress.ip_address(address)
+    ip = ip.ipv4_mapped or ip if isinstance(ip, ipaddress.IPv6Address) else ip
+    return ip.is_loopback
+
+
+@pytest.mark.slow
+def test_a_local_run_listens_on_loopback_only(tmp_path, runs):
+    """Issue 20.1: during a local run the launcher's TCPStore and a second store listened on *:<port>, every
+    interface, unauthenticated, for the whole run. Every listening socket of the run's processes, sampled from start
+    to exit, is on a loopback address."""
+    run = start(runs, [*TINY, "steps=6"], tmp_path)
+    seen: set[tuple[str, int, int]] = set()
+    while run.proc.poll() is None:
+        seen |= set(listening(set(run.session())))
+        time.sleep(0.1)
+    assert run.proc.returncode == 0, run.stderr[-3000:]
+    assert any(pid == run.proc.pid for _, _, pid in seen), f"the rendezvous store was never seen: {seen}"
+    exposed = sorted(s for s in seen if not on_loopback(s[0]))
+    assert not exposed, f"listening beyond loopback: {exposed}"
+    assert run.record()["env"]["vars"].get("GLOO_SOCKET_IFNAME") == "lo"  # gloo's own sockets: on loopback too
+    run.leftovers()
+
+
+def test_a_store_the_ranks_make_themselves_listens_on_master_addr_only(monkeypatch):
+    """Slurm tasks (no agent) make their store in rank 0: env:// listened on every interface; now on the address
+    MASTER_ADDR names."""
+    import socket as sk
+    from datetime import timedelta
+
+    from omegaconf import OmegaConf
+
+    from device.placement import settle
+
+    with sk.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    for var in ("TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("MASTER_ADDR", "localhost")
+    monkeypatch.setenv("MASTER_PORT", str(port))
+    cfg = OmegaConf.create({"device": "cpu", "backend": "gloo", "task": "train"})
+    placement, store = settle(cfg, rank=0, world_size=1, local_rank=0, local_world=1, timeout=timedelta(seconds=30))
+    mine = [s for s in listening({os.getpid()}) if s[1] == port]
+    assert placement.backend == "gloo" and mine and all(on_loopback(a) for a, _, _ in mine), mine
+    del store
+
+
+def test_a_multi_node_store_listens_where_master_addr_points():
+    from core.store import EVERY_INTERFACE, listen_address
+
+    assert listen_address("127.0.0.1", spans_hosts=False) == "127.0.0.1"
+    assert listen_address("localhost", spans_hosts=True) == EVERY_INTERFACE  # loopback name on a multi-host job:
+    # nothing better to bind (the job's hosts must reach it), and a warning says so
+
+
+SECRETS = {"SEC20_PROJECT": "prj-7f3a9c01d2e4", "SEC20_TAG": "tag-5b8e2d4c6a10"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("multirun", [False, True], ids=["run", "sweep"])
+def test_values_from_the_environment_are_written_nowhere(tmp_path, runs, multirun):
+    """Issue 20.2: logger.project='${oc.env:WANDB_API_KEY}' put the key into 8 files (record command and overrides,
+    train.log's next: lines, wandb_run.json, W&B's .wandb file and debug.log). A run, and a one-job sweep (its
+    table, command line and W&B summary run), with W&B offline: every file under the run's home, output and temp
+    dirs, and its console, is searched for the values; the record keeps the typed text, and its command is
+    shell-quoted (20.3: the `$(...)` in a tag must not run when the command is pasted into a shell)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    from tests.conftest import wandb_free_env
+
+    env = {k: v for k, v in {**os.environ, **wandb_free_env(home)}.items() if v is not None}
+    env.update(SECRETS, WANDB_MODE="offline")
+    typed = ["logger=wandb", "logger.project=${oc.env:SEC20_PROJECT}", "tags=[${oc.env:SEC20_TAG},'$(touch pwned)']"]
+    run = start(runs, [*TINY, "steps=6", *typed], tmp_path, multirun=multirun, env=env)
+    rc, _ = run.wait(limit=300)
+    assert rc == 0, run.stderr[-3000:]
+    job = run.out_dir / "0" if multirun else run.out_dir
+    assert list((job / "wandb").glob("offline-run-*/*.wandb")), "W&B logged offline"
+    files = [p for root in (tmp_path, run.tmp) for p in root.rglob("*") if p.is_file()]
+    assert len(files) > 10   # the record, train.log, Hydra's files, W&B's offline run and logs
+    for path in files:
+        data = path.read_bytes()
+        for name, value in SECRETS.items():
+            assert value.encode() not in data, f"{name}'s value in {path}"
+    for value in SECRETS.values():
+        assert value not in run.stdout + run.stderr
+    rec = json.loads((job / "run_record.json").read_text())
+    # a sweep's job gets its overrides from Hydra's sweeper, which escapes `${` and `:` (`$\{oc.env\:...\}`): the
+    # same value to Hydra, and text either way
+    assert [o.replace("\\", "") for o in rec["overrides"][-2:]] == typed[1:], rec["overrides"]
+    assert shlex.split(rec["command"])[2:] == rec["overrides"]
+    assert rec["config"]["logger"]["project"] == "${oc.env:SEC20_PROJECT}"
+    assert rec["config"]["tags"] == ["${oc.env:SEC20_TAG}", "$(touch pwned)"]
+    assert 'wandb sync --project "$SEC20_PROJECT"' in run.stdout  # the upload gets it from the environment
+    subprocess.run(["bash", "-c", f"set -- {rec['command']}"], cwd=tmp_path, check=True)  # pasted into a shell
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_keys_from_the_environment_are_found_through_references_and_shown_as_typed(monkeypatch):
+    """What the record keeps as typed: a key with `${oc.env:...}`, and any key referring to one (here two steps away),
+    and the NCCL_/GLOO_ variable the ranks exported from such a key; every other key resolved."""
+    from omegaconf import OmegaConf
+
+    from core.provenance import as_typed, as_typed_vars, from_environment
+
+    monkeypatch.setenv("SEC20_HCA", "mlx5_secret")
+    cfg = OmegaConf.create({"a": "${oc.env:SEC20_HCA}", "b": "${a}", "c": {"d": "x-${b}"}, "e": "${f}", "f": 3,
+                            "nccl": {"IB_HCA": "${c.d}", "ALGO": None}, "tags": ["t", "${oc.env:SEC20_HCA,none}"]})
+    typed = from_environment(cfg)
+    assert typed == {"a": "${oc.env:SEC20_HCA}", "b": "${a}", "c.d": "x-${b}", "nccl.IB_HCA": "${c.d}",
+                     "tags.1": "${oc.env:SEC20_HCA,none}"}
+    shown = as_typed(OmegaConf.to_container(cfg, resolve=True), typed)
+    assert "mlx5_secret" not in json.dumps(shown) and shown["e"] == 3 and shown["tags"] == ["t", typed["tags.1"]]
+    assert as_typed_vars({"NCCL_IB_HCA": "x-mlx5_secret", "OMP_NUM_THREADS": "1"}, typed) == {
+        "NCCL_IB_HCA": "${c.d}", "OMP_NUM_THREADS": "1"}
+
+
+def test_the_recorded_command_is_shell_quoted_as_typed(tmp_path):
+    """Issue 20.3: nccl.DEBUG="$(touch x)" was stored bare in the record's command; pasted into a shell, it ran."""
+    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict
+
+    from core.config import register_resolvers
+    from core.job import job_info
+    from results.record import Record
+    from tests.conftest import CONF
+
+    register_resolvers()
+    typed = ['nccl.DEBUG="$(touch pwned)"', "logger=none", "tags=[a b]"]
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = hydra_compose(config_name="config", overrides=typed, return_hydra_config=True)
+    with open_dict(cfg):
+        cfg.hydra.runtime.output_dir = str(tmp_path)
+    HydraConfig.instance().set_config(cfg)
+    job = job_info()
+    for command in (job["command"], Record.failed({}, {"overrides": typed}, "x").command):
+        assert shlex.split(command) == ["python", "train.py", *typed], command
+        subprocess.run(["bash", "-c", f"set -- {command}"], cwd=tmp_path, check=True)
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_the_fallback_record_dir_is_private(tmp_path, monkeypatch, capsys):
+    """Issue 20.6: $TMPDIR/ddp-comm-records has a predictable name; another user could plant it as a symlink to a
+    directory of theirs and collect the records. A planted link or another user's directory is not used; one made
+    here is 0700."""
+    from core import finalise as fin
+    from results.record import Record
+
+    thief = tmp_path / "thief"
+    thief.mkdir()
+    planted, foreign, fresh = tmp_path / "planted", tmp_path / "foreign", tmp_path / "fresh" / "records"
+    planted.symlink_to(thief)
+    foreign.mkdir()
+    if os.getuid() == 0:
+        os.chown(foreign, 65534, 65534)
+    monkeypatch.setattr(fin, "fallback_dirs", lambda: [planted, foreign, fresh])
+    (tmp_path / "gone").write_text("a file where the output directory should be")
+    record = Record.failed({"task": "train", "logger": {"name": "none"}}, {"output_dir": "x"}, "rank 1 failed: boom")
+    path = fin.finalise(record, tmp_path / "gone" / "run")
+    assert not any(thief.iterdir()), "the record went through the planted link"
+    used = fresh if os.getuid() == 0 else foreign   # without root the "foreign" dir is this user's own
+    assert path is not None and path.parent.parent == used and used.stat().st_mode & 0o777 == 0o700, path
+    err = capsys.readouterr().err
+    assert f"not saving the run record in {planted}: a symbolic link" in err
+    if os.getuid() == 0:
+        assert not any(foreign.iterdir()) and f"{foreign}: owned by another user (uid 65534)" in err
+
+
+# ------------------------------------------------------------------------------------------------ sweeps
+
+
+SWEEP_APP = '''
+import sys
+sys.path.insert(0, {repo!r})
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from tests.records import train_record, write_record
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+def main(cfg):
+    hc = HydraConfig.get()
+    rec = train_record(overrides=list(hc.overrides.task), bucket=cfg.bucket, steps_per_s=2.0, num=hc.job.num,
+                       sweep_dir=hc.sweep.dir, output_dir=hc.runtime.output_dir)
+    if cfg.bucket == 13:
+        rec.update(status="failed", error="RuntimeError: an old failure")
+    write_record(hc.runtime.output_dir, rec)
+
+main()
+'''
+
+SWEEP_CONFIG = '''
+bucket: 25
+logger:
+  name: none
+hydra:
+  callbacks:
+    output_dir:
+      _target_: core.output_dir.OutputDir
+    sweep_table:
+      _target_: results.callbacks.SweepTable
+      plots: false
+      wandb: false
+'''
+
+
+def test_a_reused_sweep_dir_is_moved_aside_and_the_table_has_this_sweeps_jobs_only(tmp_path):
+    """Issue 20.4: a 2-job sweep that succeeded, run into a dir holding an older 4-job sweep, printed 4 rows, compared
+    stale rows with the new baseline, exited 1 for an old failure, and overwrote old records 0 and 1 unsaid."""
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "config.yaml").write_text(SWEEP_CONFIG)
+    (tmp_path / "app.py").write_text(SWEEP_APP.format(repo=str(ROOT)))
+    sweep = tmp_path / "mine"
+
+    def sweep_of(buckets: str):
+        return subprocess.run([sys.executable, "app.py", "-m", f"bucket={buckets}", f"hydra.sweep.dir={sweep}"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=240, env=os.environ)
+
+    old = sweep_of("13,25,50,100")
+    assert old.returncode == 1 and len(list(sweep.glob("*/run_record.json"))) == 4, old.stderr[-2000:]
+    new = sweep_of("25,200")
+    assert new.returncode == 0, new.stderr[-3000:]
+    assert f"[sweep] {sweep} held an earlier sweep: moved it to {sweep}.1" in new.stdout
+    rows = [ln for ln in (sweep / "sweep_table.md").read_text().splitlines() if ln.startswith("| ") and "bucket=" in ln]
+    assert len(rows) == 2 and "bucket=200" in rows[1], rows
+    assert sorted(p.parent.name for p in (tmp_path / "mine.1").glob("*/run_record.json")) == ["0", "1", "2", "3"]
+
+
+def test_a_record_another_sweep_wrote_into_the_dir_makes_no_row(tmp_path):
+    from results.callbacks import sweep_entries
+    from tests.records import train_record, write_sweep
+
+    records = [train_record(overrides=[f"bucket={b}"], steps_per_s=2.0) for b in (25, 100, 200)]
+    for record, sweep_id in zip(records, ("this", "this", "another")):
+        record["job"]["sweep_id"] = sweep_id
+    write_sweep(tmp_path, records)
+    assert [e.num for e in sweep_entries(tmp_path, sweep_id="this")] == [0, 1]
+    assert len(sweep_entries(tmp_path)) == 3  # a reader that does not know the sweep (report) reads them all
+
+
+@pytest.mark.parametrize("arguments", [
+    ["optim=bf16,powersgd", "bucket=25,100,2000", "model=vgg11_tiny"],
+    ["repeat=range(0,3)", "bucket=25,100", "bucket=7,8", "seed=1"],
+    ["experiment=scaling", "world_size=1,2", "+x=choice(a,b)"],
+])
+def test_the_sweeps_jobs_are_hydras_own(arguments):
+    """The job list (numbering) comes from Hydra's public override parser, in the order Hydra's basic sweeper makes."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper  # the reference only
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from results.callbacks import product_of
+
+    parsed = OverridesParser.create().parse_overrides(arguments)
+    assert product_of(arguments) == [list(j) for b in BasicSweeper.split_arguments(parsed, None) for j in b]
+
+
+def test_an_interrupted_job_is_interrupted_in_the_table():
+    """Issue 20.9: its record said `interrupted`, the table said `failed`."""
+    from results.table import Entry, build_table
+    from tests.records import train_record
+
+    ok = train_record(overrides=["bucket=25"], steps_per_s=2.0, num=0)
+    stopped = train_record(overrides=["bucket=100"], steps_per_s=2.0, num=1, status="interrupted",
+                           error="interrupted by SIGINT after 3 of 100000 measured steps")
+    table = build_table([Entry.from_record(r) for r in (ok, stopped)])
+    assert [r["status"] for r in table.rows] == ["ok", "interrupted"]

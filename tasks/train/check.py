@@ -54,6 +54,17 @@ def check_measure(cfg: DictConfig) -> None:
                           f"claimed must lie in [0, 1), e.g. compare.noise=0.02.")
 
 
+def check_fixed_cap(cfg: DictConfig) -> None:
+    """measure.policy=fixed measures exactly `steps`: a measure.max_steps the user set below it contradicts that (the
+    scale's default cap is for adaptive windows and is not checked here: core.config.prepare calls this only for a
+    cap that was set)."""
+    m = cfg.measure
+    if m.policy == "fixed" and m.max_steps is not None and m.max_steps < cfg.steps:
+        raise ConfigError(f"measure.max_steps={m.max_steps} < steps={cfg.steps}: measure.policy=fixed measures exactly "
+                          f"`steps`, so the cap would never apply. Use steps={m.max_steps}, or measure.policy=adaptive "
+                          f"(steps is then the minimum) with measure.max_steps>={cfg.steps}.")
+
+
 def _check_powersgd(cfg: DictConfig) -> None:
     o = cfg.optim
     if (o.use_error_feedback or o.warm_start) and o.start_iter <= 1:
