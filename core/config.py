@@ -165,9 +165,9 @@ def check_buffers(cfg, host: Host, *, key: str, per_rank_bytes: int, what: str, 
 
 
 # -------------------------------------------------------------------------------------------------- Hydra's errors
-VALUE_HINTS = {   # keys whose value a user types with a unit or a word: what the value is, instead of a type hint
-    "bucket": "the bucket is a number of MB (DDP's bucket_cap_mb), e.g. bucket=25 or bucket=0.5; bucket=null leaves "
-              "DDP's default (25 MiB buckets, the first capped at 1 MiB).",
+VALUE_HINTS = {   # keys whose value a user types with a unit or a word: what the number means, after the type line
+    "bucket": "The bucket is in MB (DDP's bucket_cap_mb, so bucket=25MB is bucket=25); bucket=null leaves DDP's "
+              "default (25 MiB buckets, the first capped at 1 MiB).",
 }
 
 
@@ -239,13 +239,12 @@ def hydra_error(e: Exception, overrides: list[str]) -> ConfigError | None:
             guess = nearest(m.group(1), options)
             return ConfigError(f"{key}={m.group(1)!r} is not known; choose one of: {', '.join(options)}."
                                + (f" Did you mean {guess}?" if guess else ""))
-        if key in VALUE_HINTS:
-            return ConfigError(f"{shown}: {VALUE_HINTS[key]}")
         m = re.match(r"Value '(.*)' of type '(\w+)' is incompatible with type hint '(.*)'", msg)
         if m:   # Union[int, float] and the like: a number
             kind = "a number" if "int" in m.group(3) or "float" in m.group(3) else f"of type {m.group(3)}"
             return ConfigError(f"{shown}: must be {kind} (got {m.group(2)} {m.group(1)!r})"
-                               + (f", e.g. {key}=25 or {key}=2.5." if kind == "a number" else "."))
+                               + (f", e.g. {key}=25 or {key}=2.5." if kind == "a number" else ".")
+                               + (f" {VALUE_HINTS[key]}" if key in VALUE_HINTS else ""))
         m = re.match(r"Value '(.*)' of type '(\w+)' could not be converted to (\w+)", msg)
         if m:
             return ConfigError(f"{shown}: must be {'a whole number' if m.group(3) == 'Integer' else 'a ' + m.group(3)}"

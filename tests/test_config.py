@@ -95,7 +95,8 @@ BAD = [
                      "Did you mean optim=none?"),
     (["optim=bf16,powersgd"], "needs -m"),
     (["+accumulate=3"], "+accumulate=...: accumulate is in the config already; set it without the +: accumulate=3"),
-    (["bucket=25MB"], "bucket=25MB: the bucket is a number of MB (DDP's bucket_cap_mb), e.g. bucket=25"),
+    (["bucket=25MB"], "bucket=25MB: must be a number (got str '25MB'), e.g. bucket=25 or bucket=2.5. The bucket is in "
+                      "MB (DDP's bucket_cap_mb, so bucket=25MB is bucket=25)"),
     (["collectives.ops=[allreduce]"], "Did you mean all_reduce?"),
     (["collectives.ops=all_reduce"], "must be a list, e.g. collectives.ops=[all_reduce]"),
     # refused by the checks, in the job, before any rank starts
