@@ -16,7 +16,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from core.config import CONF_DIR, check_added_keys, disk_error, hydra_error, register_resolvers
+from core.config import CONF_DIR, check_added_keys, check_command_line, disk_error, hydra_error, register_resolvers
 from core.errors import ConfigError
 from core.job import run_job
 
@@ -34,6 +34,7 @@ def main() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"    # Hydra raises what it refuses, instead of printing several lines
     try:
         check_added_keys(overrides)
+        check_command_line(sys.argv[1:])
         app()
     except Exception as e:  # noqa: BLE001 - only Hydra's composition errors are translated; the rest re-raise
         error = e if isinstance(e, ConfigError) else None if asked else hydra_error(e, overrides) or disk_error(e)

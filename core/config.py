@@ -14,6 +14,7 @@ import difflib
 import errno
 import os
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 import core.schema as schema  # importing it registers the schema in Hydra's ConfigStore
-from core.errors import ConfigError
+from core.errors import ConfigError, ConfigWarning
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 OVERSUBSCRIBE_LIMIT = 8        # CPU ranks per CPU we still start: the gloo thread's pairs=8 (16 ranks) runs on 2 cores
@@ -32,12 +33,33 @@ def gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
+def asked_gpus_per_node(launcher) -> int | None:
+    """The GPUs a launcher=slurm job asks for on each node (launcher.gpus_per_node, else the count in launcher.gres,
+    e.g. gpu:8 or gpu:a100:8); None for a launcher that runs here."""
+    if not launcher or launcher.get("name") != "slurm":
+        return None
+    if launcher.get("gpus_per_node"):
+        return int(launcher["gpus_per_node"])
+    gres = str(launcher.get("gres") or "")
+    m = re.fullmatch(r"gpu(?::[\w.-]+)?:(\d+)", gres.split(",")[0].strip()) or re.fullmatch(r"gpu", gres.strip())
+    return (int(m.group(1)) if m.groups() else 1) if m else 0
+
+
+def gpus_for(root) -> int:
+    """GPUs of the machine the ranks run on: for launcher=slurm the nodes the job asks for (the same answer on the
+    login node that submits and on the compute nodes), else this one's."""
+    asked = asked_gpus_per_node(OmegaConf.select(root, "launcher", default=None) if root is not None else None)
+    return gpu_count() if asked is None else asked
+
+
 def register_resolvers() -> None:
-    """${gpu_or:A,B}: A on a machine with a GPU, else B. ${gpu_count:}: GPUs visible here."""
+    """${gpu_or:A,B}: A where the ranks get GPUs, else B. ${gpu_count:}: their node's GPUs. Both read the ranks'
+    machines (gpus_for): a Slurm submission resolves scale=auto for its compute nodes, not the login node."""
     if not OmegaConf.has_resolver("gpu_or"):
-        OmegaConf.register_new_resolver("gpu_or", lambda on_gpu, on_cpu: on_gpu if gpu_count() > 0 else on_cpu)
-    if not OmegaConf.has_resolver("gpu_count"):
-        OmegaConf.register_new_resolver("gpu_count", lambda: gpu_count())   # looked up when resolved: tests inject
+        OmegaConf.register_new_resolver("gpu_or", lambda on_gpu, on_cpu, _root_: on_gpu if gpus_for(_root_) > 0
+                                        else on_cpu)
+    if not OmegaConf.has_resolver("gpu_count"):   # looked up when resolved: tests inject
+        OmegaConf.register_new_resolver("gpu_count", lambda _root_: gpus_for(_root_))
 
 
 # -------------------------------------------------------------------------------------------------------- the host
@@ -47,7 +69,7 @@ class Host:
     to the wrong machine, and the checks that need them are skipped: the compute nodes run them again."""
     gpus: int
     cpus: int
-    free_bytes: int | None          # host memory still free
+    free_bytes: int | None          # host memory still available (comm.measure.free_host_bytes)
     gpu_free_bytes: int | None      # the least free memory of any visible GPU (None without GPUs)
     ranks_started: bool = False     # this process is a rank already (torchrun, a Slurm task): nothing to spawn
 
@@ -89,7 +111,11 @@ def check_fits(cfg, host: Host, *, ranks: int, per_rank_bytes: int, what: str, f
             raise ConfigError(f"{what}: {ranks} ranks per node need about {ranks * per_rank_bytes / gib:.1f} GiB and "
                               f"the job asks for launcher.mem_gb={mem_gb}. {fix}, or a larger launcher.mem_gb.")
         return
-    if host.ranks_started or cfg.oversubscribe:
+    if host.ranks_started:
+        return
+    if ranks > host.cpus and not on_gpus(cfg, host) and (cfg.oversubscribe or ranks <= OVERSUBSCRIBE_LIMIT * host.cpus):
+        warn_ranks_over_cores(what, ranks, host.cpus)
+    if cfg.oversubscribe:
         return
     override = "or oversubscribe=true if you know better"
     if ranks > OVERSUBSCRIBE_LIMIT * host.cpus and not on_gpus(cfg, host):
@@ -98,8 +124,16 @@ def check_fits(cfg, host: Host, *, ranks: int, per_rank_bytes: int, what: str, f
                           f"{OVERSUBSCRIBE_LIMIT * host.cpus} ranks here). {fix}, {override}.")
     if host.free_bytes is not None and ranks * per_rank_bytes > host.free_bytes:
         raise ConfigError(f"{what}: {ranks} ranks need about {ranks * per_rank_bytes / gib:.1f} GiB of host memory "
-                          f"and {host.free_bytes / gib:.1f} GiB is free (room for "
+                          f"and {host.free_bytes / gib:.1f} GiB is available (room for "
                           f"{host.free_bytes // per_rank_bytes}). {fix}, {override}.")
+
+
+def warn_ranks_over_cores(what: str, ranks: int, cpus: int) -> None:
+    """Said once, before the ranks start; the CPU contention finding explains it again after the run."""
+    warnings.warn(f"{what}: {ranks} ranks on this machine's {cpus} CPU cores, more ranks than cores: they take "
+                  f"turns on the cores, so every step also times a rank waiting for one (after the run the "
+                  f"diagnosis's CPU contention finding reports it); {cpus} ranks or fewer measure without that.",
+                  ConfigWarning)
 
 
 def expected_backend(cfg, host: Host, submitting: bool = False) -> str:
@@ -131,6 +165,12 @@ def check_buffers(cfg, host: Host, *, key: str, per_rank_bytes: int, what: str, 
 
 
 # -------------------------------------------------------------------------------------------------- Hydra's errors
+VALUE_HINTS = {   # keys whose value a user types with a unit or a word: what the number means, after the type line
+    "bucket": "The bucket is in MB (DDP's bucket_cap_mb, so bucket=25MB is bucket=25); bucket=null leaves DDP's "
+              "default (25 MiB buckets, the first capped at 1 MiB).",
+}
+
+
 def nearest(word: str, candidates) -> str | None:
     found = difflib.get_close_matches(str(word), [str(c) for c in candidates], n=1, cutoff=0.6)
     return found[0] if found else None
@@ -156,8 +196,13 @@ def hydra_error(e: Exception, overrides: list[str]) -> ConfigError | None:
         if not (group and e.options):
             return ConfigError(first)
         guess = nearest(choice, e.options)
+        hint = f" Did you mean {group}={guess}?" if guess else ""
+        if group == "model" and not guess:   # a torchvision or timm model's name typed as the option
+            from models import where_name_belongs
+
+            hint = " " + where_name_belongs(choice)
         return ConfigError(f"{group}={choice} is not an option of {group}; choose one of: {', '.join(e.options)}."
-                           + (f" Did you mean {group}={guess}?" if guess else ""))
+                           + hint)
     if isinstance(e, OverrideParseException):
         return ConfigError(f"cannot read the command line: {first}")
     if not isinstance(e, ConfigCompositionException):
@@ -198,7 +243,8 @@ def hydra_error(e: Exception, overrides: list[str]) -> ConfigError | None:
         if m:   # Union[int, float] and the like: a number
             kind = "a number" if "int" in m.group(3) or "float" in m.group(3) else f"of type {m.group(3)}"
             return ConfigError(f"{shown}: must be {kind} (got {m.group(2)} {m.group(1)!r})"
-                               + (f", e.g. {key}=25 or {key}=2.5." if kind == "a number" else "."))
+                               + (f", e.g. {key}=25 or {key}=2.5." if kind == "a number" else ".")
+                               + (f" {VALUE_HINTS[key]}" if key in VALUE_HINTS else ""))
         m = re.match(r"Value '(.*)' of type '(\w+)' could not be converted to (\w+)", msg)
         if m:
             return ConfigError(f"{shown}: must be {'a whole number' if m.group(3) == 'Integer' else 'a ' + m.group(3)}"
@@ -244,6 +290,36 @@ def check_added_keys(overrides: list[str]) -> None:
             value = o.input_line.partition("=")[2]
             raise ConfigError(f"{key}: no such key, and adding it with + would only add a key nothing reads."
                               + (f" Did you mean {fixed}={value}?" if fixed else ""))
+
+
+def check_repeats(repeats, arguments: list[str]) -> None:
+    """`repeats` of a sweep (core/sweep.py runs each configuration that many times) and the sweep's overrides."""
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ConfigError(f"repeats={repeats!r}: must be a whole number of runs per configuration >= 1, "
+                          f"e.g. repeats=3.")
+    keys = {a.partition("=")[0].lstrip("+~") for a in arguments}
+    if "repeat" in keys:
+        raise ConfigError("repeat= is set by the sweeper, one value per repeat; ask for repeats=R instead.")
+    if "repeats" in keys and any(a.lstrip("+~").startswith("repeats=") and "," in a for a in arguments):
+        raise ConfigError("repeats cannot be swept; give one value, e.g. repeats=3.")
+
+
+def check_command_line(argv: list[str]) -> None:
+    """What a -m sweep refuses as a whole (its repeats), checked before Hydra starts (train.py), so that nothing is
+    printed or created first (a single run's repeats is checked in its job, by the schema). Imports nothing of Hydra's
+    plugins: Hydra loads those itself."""
+    if not {"-m", "--multirun"} & set(argv):
+        return
+    for a in argv:
+        key, eq, value = a.lstrip("+~").partition("=")
+        if key == "repeat" or (key == "repeats" and "," in value):
+            check_repeats(1, [a])                      # refused: set by the sweeper / cannot be swept
+        elif key == "repeats" and eq:
+            try:
+                repeats = int(value)
+            except ValueError:
+                repeats = value
+            check_repeats(repeats, [])
 
 
 # -------------------------------------------------------------------------------------------------- schema checks

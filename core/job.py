@@ -1,6 +1,7 @@
 """One Hydra job: check the config, start (or become) the ranks, and end through core.finalise whatever happens.
 In a multirun a failed job returns normally with a failed status, so the sweep goes on and the end-of-sweep table
-shows it as a failed row; a single run exits non-zero (2: bad input, before any rank started; 1: a rank failed).
+shows it as a failed row; a single run exits non-zero (2: bad input, before any rank started, leaving nothing but the
+error line; 1: a rank failed).
 
 SIGINT/SIGTERM (Ctrl-C, `timeout`, `kill`, Slurm's time limit) end the job as `interrupted`: a record with the signal
 and how far the ranks got, one line on the console, exit code 128 + the signal (130, 143). A sweep stops there: its
@@ -23,10 +24,12 @@ from core.config import prepare
 from core.errors import ConfigError
 from core.finalise import finalise
 from core.interrupt import Interrupted, signals_raise
+from core.log import get
 from core.provenance import as_typed, as_typed_vars, command, from_environment, typed_overrides
 from launchers import already_a_rank
 from results.record import Record
 
+log = get(__name__)
 JOB_START_ENV = "DDP_COMM_JOB_START"  # epoch seconds this job began (tasks/train/result.py: time_budget)
 SWEEP_ID_ENV = "DDP_COMM_SWEEP_ID"    # set by the sweep table's callback: which sweep a job's record belongs to
 
@@ -69,9 +72,7 @@ def run_job(cfg: DictConfig, job: dict | None = None) -> "JobResult":
                 raise ConfigError(f"repeats={plain['repeats']} runs each configuration as separate jobs of a sweep: "
                                   f"add -m (python train.py -m ... repeats={plain['repeats']}).")
         except ConfigError as e:
-            if already_a_rank() and os.environ["RANK"] != "0":   # every rank refuses; rank 0 alone writes the record
-                return JobResult(math.nan, status="failed", error=f"ConfigError: {e}")
-            return _end(Record.failed(OmegaConf.to_container(cfg, resolve=False), job, f"ConfigError: {e}"), job, 2)
+            return _refused(cfg, job, e)
         except Interrupted as e:
             return _end(interrupted_record(OmegaConf.to_container(cfg, resolve=False), job, e.name), job,
                         e.exit_code)
@@ -82,6 +83,26 @@ def run_job(cfg: DictConfig, job: dict | None = None) -> "JobResult":
         if record is None:
             return JobResult(math.nan)  # ranks other than 0: rank 0 returns the job's result
         return _end(record, job, exit_code)
+
+
+def _refused(cfg: DictConfig, job: dict, e: ConfigError) -> "JobResult":
+    """Bad input, before any rank started. A single run leaves the one error line and nothing else: no record, no W&B
+    run, and the directory Hydra made for it is removed (core.output_dir.discard: when it holds only Hydra's own
+    files). In a sweep the refused job keeps its record in the sweep's own directory, so that it is a row of the sweep
+    table whichever launcher ran it, but opens no W&B run."""
+    from core.output_dir import discard
+
+    quiet = already_a_rank() and os.environ["RANK"] != "0"     # every rank refuses; rank 0 alone says so
+    if quiet and job.get("multirun"):
+        return JobResult(math.nan, status="failed", error=f"ConfigError: {e}")
+    if job.get("multirun"):
+        return _end(Record.failed(OmegaConf.to_container(cfg, resolve=False), job, f"ConfigError: {e}"), job, 2,
+                    wandb=False)
+    discard(job.get("output_dir"), keep_if_other_than=(".hydra", f"{job.get('name') or 'train'}.log"))
+    if quiet:
+        return JobResult(math.nan, status="failed", error=f"ConfigError: {e}")
+    log.error(f"error: {e}")
+    sys.exit(ConfigError.exit_code)
 
 
 def _launch(plain: dict, job: dict) -> tuple[Record, int]:
@@ -169,6 +190,8 @@ def interrupted_record(config: dict, job: dict, signal_name: str, outcome=None) 
 def _where(progress: dict, config: dict) -> str:
     measured, warmup = progress.get("measured_steps_done"), progress.get("warmup_steps_done")
     if measured is not None:
+        if (config.get("measure") or {}).get("policy") == "adaptive":   # `steps` is the minimum there, not the plan
+            return f" after {measured} measured steps (min {config.get('steps')})"
         return f" after {measured} of {config.get('steps')} measured steps"
     if warmup is not None:
         return f" after {warmup} of {config.get('warmup_steps')} warm-up steps"
@@ -196,12 +219,12 @@ def _typed(cfg: DictConfig) -> dict[str, str]:
         return {}
 
 
-def _end(record: Record, job: dict, exit_code: int = 0) -> JobResult:
+def _end(record: Record, job: dict, exit_code: int = 0, wandb: bool = True) -> JobResult:
     typed = job.get("typed") or {}
     record.config = as_typed(record.config, typed)
     if record.env.get("vars"):
         record.env["vars"] = as_typed_vars(record.env["vars"], typed)
-    path = finalise(record, job["output_dir"])
+    path = finalise(record, job["output_dir"], wandb=wandb)
     if record.status == "ok":
         samples_per_s = ((record.result or {}).get("throughput") or {}).get("samples_per_s")
         return JobResult(math.nan if samples_per_s is None else samples_per_s, record=str(path))

@@ -9,7 +9,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import warnings
 from pathlib import Path
+
+from core.errors import ConfigWarning
 
 ROOT = "ddp_comm"
 FILE_FORMAT = "[%(asctime)s]%(rank)s[%(name)s][%(levelname)s] - %(message)s"
@@ -57,6 +60,20 @@ class FileFormat(logging.Formatter):
         rank = os.environ.get("RANK")
         record.rank = f"[rank {rank}]" if rank is not None else ""
         return super().format(record)
+
+
+_formatwarning = warnings.formatwarning
+
+
+def _one_line(message, category, filename, lineno, line=None) -> str:
+    """A ConfigWarning is one line for the user (`warning: ...`), not Python's file:line and source; the rest as
+    Python prints them. Installed for the whole process: warnings.warn and logging.captureWarnings both format here."""
+    if isinstance(category, type) and issubclass(category, ConfigWarning):
+        return f"warning: {message}\n"
+    return _formatwarning(message, category, filename, lineno, line)
+
+
+warnings.formatwarning = _one_line
 
 
 class JobLog(logging.FileHandler):

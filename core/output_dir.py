@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -117,3 +118,27 @@ def _own_and_writable(config: DictConfig, mode: str) -> None:
         print(f"error: cannot write to the output directory {directory} ({why}); choose a writable one, "
               f"e.g. {key}={example}", file=sys.stderr, flush=True)
         raise SystemExit(2)  # a SystemExit: Hydra turns a callback's exceptions into warnings
+
+
+def discard(directory: str | Path | None, keep_if_other_than: tuple[str, ...] = ()) -> bool:
+    """Remove a directory made for a run or sweep that was refused before anything ran, when it holds nothing but
+    `keep_if_other_than` names (Hydra's .hydra/ and the job log), and the parents it leaves empty up to the working
+    directory (outputs/<date> of a first run). Anything else in it (a directory the user named and filled) keeps all
+    of it. True when it is gone."""
+    if not directory:
+        return False
+    d = Path(directory)
+    try:
+        if not {p.name for p in d.iterdir()} <= set(keep_if_other_than):
+            return False
+        shutil.rmtree(d)
+    except OSError:
+        return False
+    cwd, parent = Path.cwd().resolve(), d.resolve().parent
+    while parent != cwd and cwd in parent.parents:
+        try:
+            parent.rmdir()          # only an empty one
+        except OSError:
+            break
+        parent = parent.parent
+    return True

@@ -66,7 +66,8 @@ class Sync(StrEnum):
 
 
 class Precision(StrEnum):
-    fp32 = "fp32"
+    fp32 = "fp32"                # torch's defaults (tasks/train/loop.py: set_precision)
+    fp32_strict = "fp32_strict"  # no TF32 anywhere
     tf32 = "tf32"
     bf16 = "bf16"
 
@@ -351,7 +352,7 @@ class Config:
     seed: int = MISSING
     oversubscribe: bool = MISSING
     sync: Sync = MISSING
-    bucket: Union[int, float] = gt(0)
+    bucket: Optional[Union[int, float]] = gt(0)     # MB; null: DDP's default (tasks/train/ddp.py: bucket_caps)
     ddp: DDPFlags = field(default_factory=DDPFlags)
     accumulate: int = ge(1)
     precision: Precision = MISSING

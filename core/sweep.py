@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from pathlib import Path
 
 from hydra._internal.core_plugins.basic_launcher import BasicLauncher
@@ -24,6 +25,7 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
+from core.config import check_repeats
 from core.errors import ConfigError
 
 ORDER_FILE = "sweep_order.json"
@@ -32,14 +34,7 @@ _RUN_ORDER: list[int] = []   # this process's sweep: job numbers in the order th
 
 def repeat_arguments(repeats, arguments: list[str]) -> list[str]:
     """The sweep's overrides (hydra.sweeper.params first, then the command line's) with the repeat loop outermost."""
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ConfigError(f"repeats={repeats!r}: must be a whole number of runs per configuration >= 1, "
-                          f"e.g. repeats=3.")
-    keys = {a.partition("=")[0].lstrip("+~") for a in arguments}
-    if "repeat" in keys:
-        raise ConfigError("repeat= is set by the sweeper, one value per repeat; ask for repeats=R instead.")
-    if "repeats" in keys and any(a.lstrip("+~").startswith("repeats=") and "," in a for a in arguments):
-        raise ConfigError("repeats cannot be swept; give one value, e.g. repeats=3.")
+    check_repeats(repeats, arguments)
     return ([f"repeat=range(0,{repeats})"] if repeats > 1 else []) + list(arguments)
 
 
@@ -72,8 +67,12 @@ class RepeatingSweeper(BasicSweeper):
         repeats = OmegaConf.select(self.config, "repeats", default=1)
         try:
             return repeat_arguments(repeats, super()._parse_config())
-        except ConfigError as e:  # before any job starts; SystemExit so Hydra prints one line, not a stack
-            raise SystemExit(f"error: {e}") from None
+        except ConfigError as e:  # before any job starts: one line, exit 2, and the sweep dir claimed for it removed
+            from core.output_dir import discard
+
+            print(f"error: {e}", file=sys.stderr, flush=True)
+            discard(OmegaConf.select(self.config, "hydra.sweep.dir"))
+            raise SystemExit(ConfigError.exit_code) from None
 
     def sweep(self, arguments: list[str]):
         repeats = OmegaConf.select(self.config, "repeats", default=1)

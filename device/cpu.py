@@ -61,6 +61,10 @@ class CpuDevice:
     def synchronize(self) -> None:
         """Wait until every queued operation is done (a host sync)."""
 
+    def comm_hook(self, hook):
+        """A DDP comm hook as it runs on this device (the fake device watches what it does there)."""
+        return hook
+
     # -- graphs
     def capture(self, step):
         raise RuntimeError("CUDA graphs need a CUDA device (tasks/train/check.py refuses cuda_graphs=true on CPU)")

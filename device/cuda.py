@@ -74,8 +74,10 @@ class CudaDevice(CpuDevice):
     @contextmanager
     def window(self, strict: bool):
         """strict: torch.cuda.set_sync_debug_mode("error") while the window is open, so a synchronising CUDA call there
-        (.item(), a blocking copy, torch.cuda.synchronize) raises instead of skewing the numbers. Event and
-        torch.distributed waits are not covered by that mode (see torch.cuda.set_sync_debug_mode)."""
+        (.item(), a blocking copy, a stream synchronize) raises instead of skewing the numbers. Not covered by that
+        mode (c10/cuda/CUDAFunctions.cpp: only callers of warn_or_error_on_sync raise): torch.cuda.synchronize (a
+        cudaDeviceSynchronize, as torch's PowerSGD hook calls in every bucket: tasks/train/h2d.py names it in the
+        record), event waits and torch.distributed waits (see torch.cuda.set_sync_debug_mode)."""
         if not strict:
             yield
             return

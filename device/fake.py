@@ -18,6 +18,9 @@ used it. Then:
   operations that read a device value on the host (.item(), bool(t), nonzero, ...) raise HostSyncError there
   (a host tensor's .item() is no sync: DDP's reducer reads its host-side map every step). A blocking
   host-to-device copy counts as a sync unless the window allows it (h2d=blocking);
+- a DDP comm hook runs as on a GPU (comm_hook): its torch.cuda.is_available() is True and its
+  torch.cuda.synchronize() is a device-wide sync of this device, counted (report: comm_hook_device_syncs) and an
+  error inside a strict window, so the sync torch's PowerSGD hook makes in every bucket is seen on CPU;
 - a "captured" step runs once at capture (like the real capture, with syncs forbidden) and replays eagerly, its
   outputs copied into the tensors capture returned.
 
@@ -27,6 +30,7 @@ to_device, DDP's host-side maps) are told apart from device memory by what they 
 from __future__ import annotations
 
 import time
+import types
 import weakref
 from collections import Counter
 from contextlib import contextmanager
@@ -130,6 +134,7 @@ class FakeDevice(CpuDevice):
         self.hazards: list[tuple] = []                   # (alloc stream, user stream, seq of use, message)
         self.no_sync_reason: str | None = None
         self.blocking_copies_allowed = True
+        self.strict = False                              # the open window makes every host sync an error
         self._mode = _Rules(self)
         self._active = False
 
@@ -230,16 +235,31 @@ class FakeDevice(CpuDevice):
     @contextmanager
     def window(self, strict: bool):
         allowed, self.blocking_copies_allowed = self.blocking_copies_allowed, not strict
+        before, self.strict = self.strict, strict
         self.log.append(("window", "open"))
         try:
             with self._no_sync("the measured window"):
                 yield
         finally:
-            self.blocking_copies_allowed = allowed
+            self.blocking_copies_allowed, self.strict = allowed, before
             self.log.append(("window", "closed"))
 
     def window_check(self, strict: bool) -> str:
-        return "error" if strict else "error, blocking copies allowed"
+        return "error" if strict else "error, blocking copies and comm-hook device syncs allowed"
+
+    def comm_hook(self, hook):
+        """The hook with its own torch.cuda calls routed here (a copy of the function whose global `torch` sees this
+        device as torch.cuda): torch's hooks guard their device syncs with torch.cuda.is_available(), which a CPU
+        run would otherwise never pass. The callbacks a hook chains (PowerSGD's decompression) share its globals.
+        A hook that is not a plain function (a partial, a callable object) runs as it is."""
+        if not isinstance(hook, types.FunctionType):
+            return hook
+        view = _TorchOnThisDevice(_HookCuda(self))
+        routed = types.FunctionType(hook.__code__, {**hook.__globals__, "torch": view}, hook.__name__,
+                                    hook.__defaults__, hook.__closure__)
+        for attr in ("__kwdefaults__", "__qualname__", "__doc__", "__module__"):
+            setattr(routed, attr, getattr(hook, attr))
+        return routed
 
     def name(self) -> str:
         return "fake device (CPU)"
@@ -250,6 +270,7 @@ class FakeDevice(CpuDevice):
                 "waits": self.counts["waits"], "record_streams": self.counts["record_stream"],
                 "copies": self.counts["copies"], "blocking_copies": self.counts["blocking_copies"],
                 "replays": sum(1 for e in self.log if e[0] == "replay"),
+                "comm_hook_device_syncs": self.counts["comm_hook_device_syncs"],
                 "freed_without_record_stream": len(self.hazards)}
 
     # ---------------------------------------------------------------------------------------- the rules
@@ -283,6 +304,17 @@ class FakeDevice(CpuDevice):
             self.done[stream] = max(self.done.get(stream, 0), upto if upto is not None else self._tick())
         self.counts["syncs"] += 1
         self.log.append(("sync", what))
+
+    def _hook_device_sync(self) -> None:
+        """torch.cuda.synchronize() from inside a comm hook (possibly on the backend's callback thread): the whole
+        device waits. Counted always; an error in a strict window; elsewhere a device sync like synchronize()."""
+        self.counts["comm_hook_device_syncs"] += 1
+        if self.no_sync_reason and self.strict:
+            raise HostSyncError(f"torch.cuda.synchronize() called from a DDP comm hook inside {self.no_sync_reason}: "
+                                "on a GPU every bucket's hook would wait for the whole device there.")
+        self.fence = self._tick()
+        self.counts["syncs"] += 1
+        self.log.append(("sync", "torch.cuda.synchronize() in a comm hook"))
 
     @contextmanager
     def _no_sync(self, reason: str):
@@ -387,6 +419,32 @@ class FakeDevice(CpuDevice):
                     raise StreamRuleError(
                         f"{func} on stream {stream.name} overwrites tensor {mem.what} that stream {other.name} reads, "
                         f"without waiting for {other.name}: on a GPU the read could see the new values.")
+
+
+class _HookCuda:
+    """torch.cuda as a comm hook on the fake device sees it: a GPU is there, and synchronize() waits for it."""
+
+    def __init__(self, device: FakeDevice):
+        self._device = device
+
+    def is_available(self) -> bool:
+        return True
+
+    def synchronize(self, device=None) -> None:
+        self._device._hook_device_sync()
+
+    def __getattr__(self, name):
+        return getattr(torch.cuda, name)
+
+
+class _TorchOnThisDevice:
+    """torch, except that torch.cuda is the fake's (_HookCuda)."""
+
+    def __init__(self, cuda: _HookCuda):
+        self.cuda = cuda
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
 
 
 def _tensors(obj):

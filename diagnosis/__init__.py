@@ -19,11 +19,15 @@ estimates, scaling, the pair-groups curve).
 """
 from __future__ import annotations
 
+from diagnosis.efficiency import not_measurable
 from diagnosis.figures import RunView
 from diagnosis.finding import Finding, finding_from_dict, rank_findings
 from diagnosis.rules import RULES, noise_rule
 
-VERSION = 3          # 2: CPU contention, per_param on full cores, lower-bound efficiency; 3: no next command repeats the run
+# 2: CPU contention, per_param on full cores, lower-bound efficiency; 3: no next command repeats the run; 4: bucket=null
+# (DDP's default) recommended, exposed comm from one probe step never acted on alone, busy-host stragglers, PowerSGD's
+# own sync, efficiencies over 100% not measurable
+VERSION = 4
 
 
 def diagnose(record: dict, nccl_tests: dict | None = None, hta: bool = True) -> dict:
@@ -143,7 +147,7 @@ def wandb_summary(diag: dict | None) -> dict:
         if top.get("saving") and top["saving"].get("fraction") is not None:
             out["diagnosis/top_saving_pct"] = 100 * top["saving"]["fraction"]
     vs = (diag.get("comparisons") or {}).get("microbench")
-    if vs:
+    if vs and not not_measurable(vs):
         out["diagnosis/comm_efficiency"] = vs["efficiency"]
     return out
 

@@ -79,3 +79,20 @@ def versus_link(link: dict | None, comm: dict | None, world_size: int) -> dict |
                         "TCP payload rate of its shaped rate) / the sync's time; no interval: the rate is a setting")
         vs["source"] = "result.env.link"
     return vs
+
+
+def not_measurable(vs: dict | None) -> str | None:
+    """Why an efficiency cannot be read as one (None: it can). Above 100% the sync took less time than the same calls
+    alone: with an interval that reaches 100% or below (e.g. 161% [68, 333]) the two timings are inside each other's
+    noise; with one wholly above, the microbenchmark's own per-call cost (the barrier before each call, its start)
+    exceeds the sync's. Either way there is no efficiency to report."""
+    if not vs or vs.get("efficiency") is None or vs["efficiency"] <= 1:
+        return None
+    lo, hi = vs.get("efficiency_ci_lo"), vs.get("efficiency_ci_hi")
+    interval = f" [{100 * lo:.0f}, {100 * hi:.0f}]" if lo is not None and hi is not None else " (no interval)"
+    shown = f"{100 * vs['efficiency']:.0f}%{interval}"
+    if lo is not None and lo > 1:
+        return (f"not measurable: {shown}, the sync took less time than the same calls alone; the microbenchmark's own "
+                "per-call cost (a barrier before each call) is larger than the sync's")
+    return (f"not measurable: {shown}, the sync took less time than the same calls alone, and the two timings are "
+            "inside each other's noise")

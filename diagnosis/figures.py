@@ -11,7 +11,7 @@ import shlex
 import statistics
 from typing import Any
 
-from results.entries import _get
+from results.entries import EXPOSED_MIN_N, _get, exposed_samples
 from stats import describe, steady_state
 from stats.compare import NOISE
 
@@ -101,6 +101,26 @@ class RunView:
         if self.step and all(m is not None for m in medians) and self.step["median"]:
             return point(sum(medians) / self.step["median"], "ratio of medians")
         return None
+
+    def exposed(self) -> dict | None:
+        """The exposed communication per step: with the record's 95% interval where its samples give one, else a
+        single figure that says how many samples it rests on (DDP's: probe_steps untimed steps, one by default)."""
+        c = self.result.get("comm") or {}
+        if c.get("exposed_s") is None:
+            return None
+        n = exposed_samples(self.result, self.config)
+        if c.get("exposed_ci_lo") is not None and c.get("exposed_ci_hi") is not None:
+            return {"median": c["exposed_s"], "ci_lo": c["exposed_ci_lo"], "ci_hi": c["exposed_ci_hi"],
+                    "ci_level": 0.95, "n": n, "source": "record"}
+        what = "DDP's reducer timers" if self.result.get("sync") == "ddp" else "the sync phase"
+        many = f"{n} probe step{'s' if n != 1 else ''}" if n is not None and n < EXPOSED_MIN_N else "its samples"
+        return {**point(c["exposed_s"], f"{what}, {many}"), "n": n}
+
+    def fraction_of_step(self, s: dict | None) -> dict | None:
+        """A figure (median and interval, in seconds) as a share of the step median."""
+        if not s:
+            return None
+        return {**s, **{k: self.fraction(s.get(k)) for k in ("median", "ci_lo", "ci_hi")}}
 
     def fraction(self, seconds: float | None) -> float | None:
         step = self.step["median"] if self.step else None

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 from diagnosis.finding import ms
-from diagnosis.efficiency import bus_factor, call_sizes, versus_sync
+from diagnosis.efficiency import bus_factor, call_sizes, not_measurable, versus_sync
 
 
 class NcclTestsError(ValueError):
@@ -207,11 +207,12 @@ def format_comparison(vs: dict) -> str:
     took = (f"the all-reduces spanned {ms(vs['sync_s'])} ms per step ({ms(vs['overlap_s'])} ms of it beside backward, "
             "waits for gradients included, so the efficiency is a lower bound)" if vs.get("overlap_s")
             else f"the sync took {ms(vs['sync_s'])} ms per step")
+    efficiency = not_measurable(vs) or (f"{100 * vs['efficiency']:.0f}%" + (
+        f" [{100 * vs['efficiency_ci_lo']:.0f}, {100 * vs['efficiency_ci_hi']:.0f}]"
+        if vs.get("efficiency_ci_lo") is not None else " (no interval)"))
     lines = [f"comm vs {vs['reference']}: {took}; the same "
              f"{vs['calls']} call(s) ({vs['bytes'] / 2**20:.1f} MiB) take {ms(vs['achievable_s'])} ms there: "
-             f"efficiency {100 * vs['efficiency']:.0f}%"
-             + (f" [{100 * vs['efficiency_ci_lo']:.0f}, {100 * vs['efficiency_ci_hi']:.0f}]"
-                if vs.get("efficiency_ci_lo") is not None else " (no interval)")
+             f"efficiency {efficiency}"
              + (f"; busbw {vs['sync_busbw_GBps']:.3g} vs {vs['reference_busbw_GBps']:.3g} GB/s"
                 if vs.get("reference_busbw_GBps") else "")]
     if vs.get("one_call_of_total_s"):

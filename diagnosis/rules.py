@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 import statistics
 
-from diagnosis.figures import RunView, get, interval_note, lower, point
+from diagnosis.efficiency import not_measurable
+from diagnosis.figures import OTHER_LOAD, RunView, get, interval_note, lower
 from diagnosis.finding import Evidence, Finding, Saving, ms
 from diagnosis.seeds import cite
 
@@ -20,7 +21,9 @@ INPUT_SHARE = 0.10          # data wait + host-to-device copy above 10% of the s
 STRAGGLER_SHARE = 0.05      # one rank's extra work above 5% of the step
 TINY_BUCKET = 1 << 20       # "very many tiny buckets": more than MANY_BUCKETS, median under 1 MiB
 MANY_BUCKETS = 32
-DEFAULT_BUCKET_MB = 25      # DDP's own default bucket_cap_mb
+DDP_BUCKET_MB = 25          # DDP's bucket cap when bucket_cap_mb is left at None (bucket=null, the tool's default)
+DDP_FIRST_BUCKET = 1 << 20  # ... and its first bucket's cap then (an explicit bucket_cap_mb caps the first bucket too)
+LARGER_BUCKET_MB = 4 * DDP_BUCKET_MB
 CPU_BUSY = 0.8
 SAME_CPU = 0.5              # a straggler on a full CPU host must have used at least half its lag in extra CPU time
 MAX_STEPS = 200
@@ -64,6 +67,9 @@ def _ranks_per_host(v: RunView) -> int:
 
 
 def _efficiency_ev(ref: dict) -> Evidence:
+    if (unread := not_measurable(ref)) is not None:
+        return Evidence("comm efficiency (sync's speed / microbenchmark's at the same calls)", None, "%",
+                        source=f"result.comm.vs_microbench ({ref['reference']})", note=unread)
     lo, hi = ref.get("efficiency_ci_lo"), ref.get("efficiency_ci_hi")
     return Evidence(f"comm efficiency (sync's speed / the {ref['reference']} at the same calls)",
                     100 * ref["efficiency"], "%",
@@ -113,23 +119,27 @@ def exposed_comm(v: RunView) -> Finding | None:
     if v.task != "train" or not c or v.world_size < 2 or sync == "per_param" or c.get("exposed_s") is None:
         return None   # per_param: the per_param rule is this condition, named by its cause
     if sync == "ddp":
-        exposed = point(c["exposed_s"], "DDP's reducer timers, median of the untimed probe steps")
-        share = point(v.fraction(c["exposed_s"]), "exposed comm / step median")
+        exposed = v.exposed()
+        share = v.fraction_of_step(exposed)
     else:
         exposed, share = v.phase("sync"), v.share(("sync",))
     if share is None or lower(share) < EXPOSED_SHARE:
         return None
-    ref = v.reference
+    ref = v.reference if not not_measurable(v.reference) else None   # an efficiency over 100% tells neither cause
     exposed_s = exposed["median"]
     evidence = [ev_ms("exposed communication per step", exposed, "result.comm.exposed_s"),
                 ev_pct("share of the step", share, "exposed / step"), _step_ev(v)]
+    if exposed.get("ci_lo") is None:
+        return _exposed_unconfirmed(v, exposed, share, evidence)
     if ref is None:
         return Finding(
             rule="exposed_comm.unexplained",
             title=f"Exposed communication is {100 * share['median']:.0f}% of the step; this record cannot tell a "
                   "slow sync path from a slow link",
-            detail="No microbenchmark of the sync's own calls in this record (diagnose.microbench was off, skipped "
-                   "or not run; or pass --nccl-tests FILE). Run it to see which of the two it is.",
+            detail=("The comparison with the microbenchmark of the sync's own calls is "
+                    f"{not_measurable(v.reference)}. " if v.reference else
+                    "No microbenchmark of the sync's own calls in this record (diagnose.microbench was off, skipped "
+                    "or not run; or pass --nccl-tests FILE). ") + "Run it to see which of the two it is.",
             evidence=evidence, seed=cite("003", "communication dominated the step; the remedy depended on the link"),
             saving=Saving(None, how="the microbenchmark says how much of the exposed time the link itself needs"),
             impact=share["median"], recommends={"diagnose.microbench": True},
@@ -142,6 +152,28 @@ def exposed_comm(v: RunView) -> Finding | None:
     if ref["efficiency"] < LOW_EFFICIENCY:
         return _sync_path(v, c, exposed_s, share, ref, evidence)
     return _slow_link(v, c, exposed_s, share, ref, evidence)
+
+
+def _exposed_unconfirmed(v, exposed, share, evidence) -> Finding:
+    """Exposed communication from too few probe steps for an interval (one by default): a single step's exposed time
+    moved from 315 to 58 ms between two runs of one config, so no cause or remedy rests on it alone; the next run
+    measures it over enough steps."""
+    n = exposed.get("n") or 1
+    ref = v.reference
+    if ref is not None:
+        evidence.append(_efficiency_ev(ref))
+    return Finding(
+        rule="exposed_comm.unconfirmed",
+        title=f"Exposed communication was {100 * share['median']:.0f}% of the step in {n} probe step"
+              f"{'s' if n != 1 else ''}: too few samples to name a cause",
+        detail=(f"DDP's reducer timers were read over probe_steps={n} untimed step(s) after the window, and one step's "
+                "exposed time moves a lot between runs; probe_steps=6 reads them over 6 steps, which gives it a 95% "
+                "interval, and the diagnosis of that run names the cause (a slow sync path or a slow link) and what "
+                "to change."),
+        evidence=evidence,
+        seed=cite("003", "communication dominated the step; the remedy depended on the link"),
+        saving=Saving(None, how="one probe step cannot say; probe_steps=6 measures it with an interval"),
+        impact=share["median"], recommends={"probe_steps": 6}, command=v.command({"probe_steps": 6}))
 
 
 def _sync_path(v, c, exposed_s, share, ref, evidence) -> Finding:
@@ -169,8 +201,9 @@ def _sync_path(v, c, exposed_s, share, ref, evidence) -> Finding:
             why = ("on CPU the all-reduce's gloo threads compete with the compute threads of every rank on the host; "
                    f"{per_rank} intra-op thread(s) per rank leaves the cores to share rather than to fight over")
     else:
-        change, env = {"bucket": DEFAULT_BUCKET_MB * 4}, None
-        why = "DDP's calls run slower than alone: fewer, larger buckets cut per-call overhead"
+        change, env = {"bucket": LARGER_BUCKET_MB}, None
+        why = (f"DDP's calls run slower than alone: fewer, larger buckets (bucket={LARGER_BUCKET_MB}: 4x DDP's "
+               f"{DDP_BUCKET_MB} MiB) cut per-call overhead")
     gain = min(exposed_s, max(0.0, ref["sync_s"] - ref["achievable_s"]))
     return Finding(
         rule="exposed_comm.sync_path",
@@ -194,7 +227,7 @@ def _slow_link(v, c, exposed_s, share, ref, evidence) -> Finding:
     k = 4
     alternatives = (
         f"Other levers: optim=powersgd (far fewer bytes; its gradient error and bytes are measured by the run), "
-        f"bucket={DEFAULT_BUCKET_MB * 4} (fewer calls), or accumulate={k} (one sync per {k} micro-batches: "
+        f"bucket={LARGER_BUCKET_MB} (fewer calls), or accumulate={k} (one sync per {k} micro-batches: "
         f"~{ms(exposed_s * (1 - 1 / k))} ms less exposed time per {k} micro-batches, at {k}x the effective "
         "batch).")
     return Finding(
@@ -285,8 +318,7 @@ def ddp_world_size_1(v: RunView) -> Finding | None:
         detail="DDP copies gradients into its buckets, all-reduces a one-rank group and copies them back; plain "
                "training (sync=local) does none of that. The estimate is DDP's own exposed reducer time; its bucket "
                "copies inside backward are not in it, so the real cost can be larger.",
-        evidence=[ev_ms("DDP exposed reducer time per step", point(cost, "DDP's reducer timers, probe steps"),
-                        "result.comm.exposed_s"), _step_ev(v)],
+        evidence=[ev_ms("DDP exposed reducer time per step", v.exposed(), "result.comm.exposed_s"), _step_ev(v)],
         seed=cite("003", "DDP on one GPU cost 3-7% of throughput against no DDP (8.91 -> 8.40 steps/s on L40S)"),
         saving=_saving(v, cost, "DDP's exposed reducer time, which plain training does not have", cost, None),
         impact=v.fraction(cost) or 0.0, recommends={"sync": "local"}, command=v.command({"sync": "local"}))
@@ -456,10 +488,15 @@ def straggler(v: RunView) -> Finding | None:
     s = v.result.get("straggler") or _straggler_from_phases(v)
     if not s or s.get("share_of_step") is None or s["share_of_step"] < STRAGGLER_SHARE or s.get("significant") is False:
         return None
-    if s.get("mostly", "compute") == "compute" and v.contention() is not None:
-        extra = _extra_cpu_per_step(v, s["rank"])
-        if extra is not None and extra < SAME_CPU * s["by_s"]:
-            return None   # on one full host its extra CPU time explains under half its lag: it waited for a core
+    if s["rank"] != v.result.get("slowest_rank", s["rank"]) and s.get("significant") is not True:
+        return None       # the straggler and the slowest rank disagree, and neither is significant: noise
+    if s.get("mostly", "compute") == "compute":
+        busy = v.contention() is not None                # the ranks fill the cores themselves
+        other = v.other_load()                           # or other processes took them
+        if busy or (other is not None and other > OTHER_LOAD):
+            extra = _extra_cpu_per_step(v, s["rank"])
+            if (extra is None and not busy) or (extra is not None and extra < SAME_CPU * s["by_s"]):
+                return None   # on one full or busy host its extra CPU time explains under half its lag: it waited
     rank, mostly = s["rank"], s.get("mostly", "compute")
     others = [p for p in s["per_rank"] if p["rank"] != rank]
     mine = next(p for p in s["per_rank"] if p["rank"] == rank)
@@ -535,23 +572,23 @@ def bucket_layout(v: RunView) -> Finding | None:
     cap = v.result.get("bucket_mb") or v.config.get("bucket")
     evidence = [ev("buckets DDP built", len(sizes), "", "result.ddp.buckets.count", f"bucket_cap_mb={cap}"),
                 ev("gradient bytes", total / 2**20, "MiB", "result.ddp.buckets.sizes_bytes", "counted"),
-                ev_ms("exposed communication per step", point(exposed, "DDP's reducer timers, probe steps"),
-                      "result.comm.exposed_s")]
-    default_k = max(1, math.ceil(total / (DEFAULT_BUCKET_MB * 2**20)))
+                ev_ms("exposed communication per step", v.exposed(), "result.comm.exposed_s")]
+    default_k = ddp_default_buckets(total)
+    stock = {"bucket": "null"}        # DDP's own default (the key's null: bucket_cap_mb=None)
     if len(sizes) == 1 and default_k > 1:
         gain = exposed * (1 - 1 / default_k)
         return Finding(
             rule="bucket_layout.one_bucket",
             title=f"One {total / 2**20:.0f} MiB bucket: the all-reduce can only start after the whole backward",
-            detail=(f"With bucket={DEFAULT_BUCKET_MB} DDP would build ~{default_k} buckets and all-reduce the first "
-                    "ones while backward computes the rest; only the last bucket's all-reduce stays exposed."),
+            detail=(f"With DDP's default buckets (bucket=null: {DDP_BUCKET_MB} MiB, the first capped at 1 MiB) DDP "
+                    f"would build ~{default_k} buckets and all-reduce the first ones while backward computes the rest; "
+                    "only the last bucket's all-reduce stays exposed."),
             evidence=evidence,
             seed=cite("003", "bucket_cap_mb=2000 put ViT-L/32's 1.2 GB of gradients in one bucket: no overlap; "
                              "11 smaller buckets overlapped backward"),
-            saving=_saving(v, gain, f"exposed x (1 - 1/{default_k}): all but the last of ~{default_k} equal buckets "
+            saving=_saving(v, gain, f"exposed x (1 - 1/{default_k}): all but the last of ~{default_k} buckets "
                                     "hidden, if backward is long enough to hide them", 0.0, exposed),
-            impact=v.fraction(exposed) or 0.0, recommends={"bucket": DEFAULT_BUCKET_MB},
-            command=v.command({"bucket": DEFAULT_BUCKET_MB}))
+            impact=v.fraction(exposed) or 0.0, recommends=stock, command=v.command(stock))
     if len(sizes) > MANY_BUCKETS and statistics.median(sizes) < TINY_BUCKET:
         sizes_micro = (v.result.get("microbench") or {}).get("sizes") or []
         latency = min((r["time_s"]["median"] for r in sizes_micro), default=None)
@@ -560,7 +597,8 @@ def bucket_layout(v: RunView) -> Finding | None:
             rule="bucket_layout.many_tiny",
             title=f"{len(sizes)} buckets of median {statistics.median(sizes) / 2**10:.0f} KiB: each all-reduce is "
                   "mostly per-call latency",
-            detail=f"bucket={DEFAULT_BUCKET_MB} would make ~{default_k} calls of the same bytes.",
+            detail=(f"DDP's default buckets (bucket=null: {DDP_BUCKET_MB} MiB, the first capped at 1 MiB) would make "
+                    f"~{default_k} calls of the same bytes."),
             evidence=evidence,
             seed=cite("003", "the bucket size trades overlap against per-call cost; the optimum depends on the model "
                              "and the machine"),
@@ -568,9 +606,15 @@ def bucket_layout(v: RunView) -> Finding | None:
                                                    "microbenchmark time, at most the exposed time", 0.0, exposed)
                     if gain is not None else Saving(None, how="needs the microbenchmark's per-call time "
                                                               "(diagnose.microbench=true)")),
-            impact=v.fraction(exposed) or 0.0, recommends={"bucket": DEFAULT_BUCKET_MB},
-            command=v.command({"bucket": DEFAULT_BUCKET_MB}))
+            impact=v.fraction(exposed) or 0.0, recommends=stock, command=v.command(stock))
     return None
+
+
+def ddp_default_buckets(total_bytes: int) -> int:
+    """About how many buckets DDP's default caps make of total_bytes (a first of ~1 MiB, then 25 MiB each)."""
+    if total_bytes <= DDP_FIRST_BUCKET:
+        return 1
+    return 1 + math.ceil((total_bytes - DDP_FIRST_BUCKET) / (DDP_BUCKET_MB * 2**20))
 
 
 def nccl_transport(v: RunView) -> Finding | None:
@@ -647,5 +691,46 @@ def grad_sync_per_param(v: RunView) -> Finding | None:
                           f"model={get(v.config, 'model', 'name') or 'vgg11'}"]))
 
 
+def powersgd_sync(v: RunView) -> Finding | None:
+    """PowerSGD's lost overlap is not this tool's doing: torch's hook synchronises the device in every bucket's
+    decompression (torch.cuda.synchronize, powerSGD_hook.py), and on gloo this tool runs its buckets one after
+    another (tasks/train/ddp.py: serialized) so that ranks issue them in the same order. Said whatever the noise: it is
+    how the run was made, not a timing."""
+    if v.task != "train" or v.result.get("optim") != "powersgd" or v.world_size < 2:
+        return None
+    layer = v.result.get("device_layer") or {}
+    ddp = v.result.get("ddp") or {}
+    device_sync = v.result.get("device") == "cuda" or (layer.get("comm_hook_device_syncs") or 0) > 0
+    serialized = bool(ddp.get("serialized"))
+    if not (device_sync or serialized):
+        return None
+    exposed = get(v.result, "comm", "exposed_s")
+    why = []
+    if device_sync:
+        why.append("torch's PowerSGD hook calls torch.cuda.synchronize(device) in every bucket's decompression "
+                   "(torch/distributed/algorithms/ddp_comm_hooks/powerSGD_hook.py): the host waits for the whole "
+                   "device there, so backward's remaining work is not queued while a bucket is all-reduced. That is "
+                   "torch's own sync, in any training that uses the hook, not this tool's; the record names it "
+                   "(device_layer.window_unchecked_because)")
+    if serialized:
+        why.append("on gloo this tool waits for each bucket's PowerSGD before DDP hands over the next (ddp.serialized: "
+                   "gloo's callback threads could otherwise issue different buckets' all-reduces in different orders "
+                   "on different ranks), so the buckets do not overlap each other or backward here")
+    evidence = [ev_ms("exposed communication per step", v.exposed(), "result.comm.exposed_s")]
+    if layer.get("comm_hook_device_syncs") is not None:
+        evidence.append(ev("device-wide syncs from the comm hook", layer["comm_hook_device_syncs"], "",
+                           "result.device_layer.comm_hook_device_syncs", "counted by the fake device"))
+    return Finding(
+        rule="powersgd_sync", qualitative=True,
+        title="PowerSGD's lost overlap is " + ("torch's own device sync in every bucket" if device_sync else
+                                               "its buckets run one after another on gloo"),
+        detail="; ".join(why) + ". Compare its samples/s with optim=bf16, whose hook does not synchronise.",
+        evidence=evidence,
+        seed=cite("003", "PowerSGD worked best with a single bucket: with one bucket there is no overlap to lose"),
+        saving=Saving(None, how="no setting of this tool removes torch's sync; optim=bf16 or one bucket (the ViT "
+                                "study's PowerSGD setting) measures the alternative"),
+        impact=v.fraction(exposed) or 0.0, recommends={"optim": "bf16"}, command=v.command({"optim": "bf16"}))
+
+
 RULES = (exposed_comm, per_param, ddp_world_size_1, input_pipeline, oversubscription, straggler, bucket_layout,
-         nccl_transport, grad_sync_per_param)
+         nccl_transport, grad_sync_per_param, powersgd_sync)

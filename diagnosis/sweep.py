@@ -57,6 +57,8 @@ def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def _same(x: Any, y: Any) -> bool:
+    if {str(x).lower(), str(y).lower()} <= {"none", "null"}:   # a key's null, as a record or a command writes it
+        return True
     try:
         return math.isclose(float(x), float(y))
     except (TypeError, ValueError):
@@ -67,8 +69,9 @@ def matches(a_config: dict, b_config: dict, recommends: dict) -> bool:
     """B is A with exactly the recommended overrides applied (group choices compare by their `name`)."""
     fa, fb = flatten(a_config), flatten(b_config)
     for key, value in recommends.items():
-        have = fb.get(key, fb.get(f"{key}.name"))
-        if have is None or not _same(have, value):
+        if key not in fb and f"{key}.name" not in fb:
+            return False
+        if not _same(fb[key] if key in fb else fb[f"{key}.name"], value):
             return False
     for key in set(fa) | set(fb):
         if key.startswith(IGNORED) or any(key == t or key.startswith(f"{t}.") for t in recommends):

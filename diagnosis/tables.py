@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+from diagnosis.efficiency import not_measurable
 from results.table import Table, config_labels
 
 
@@ -52,16 +53,17 @@ def efficiency_table(entries: list) -> Table:
         micro = e.result.get("microbench") or {}
         if not vs and not micro.get("skipped"):
             continue
+        unread = not_measurable(vs)
         rows.append({"configuration": label,
                      "sync ms": 1e3 * vs["sync_s"] if vs else None,
                      "at microbench speed ms": 1e3 * vs["achievable_s"] if vs else None,
-                     "comm efficiency": vs["efficiency"] if vs else None,
-                     "eff. lo": vs.get("efficiency_ci_lo") if vs else None,
-                     "eff. hi": vs.get("efficiency_ci_hi") if vs else None,
+                     "comm efficiency": vs["efficiency"] if vs and not unread else None,
+                     "eff. lo": vs.get("efficiency_ci_lo") if vs and not unread else None,
+                     "eff. hi": vs.get("efficiency_ci_hi") if vs and not unread else None,
                      "sync busbw GB/s": vs["sync_busbw_GBps"] if vs else None,
                      "microbench busbw GB/s": vs["reference_busbw_GBps"] if vs else None,
                      "calls": vs["calls"] if vs else None,
-                     "note": micro.get("skipped") or ""})
+                     "note": unread or micro.get("skipped") or ""})
     return Table(["configuration", "sync ms", "at microbench speed ms", "comm efficiency", "eff. lo", "eff. hi",
                   "sync busbw GB/s", "microbench busbw GB/s", "calls", "note"], rows,
                  title="Gradient sync against the on-rank microbenchmark of the same calls",

@@ -28,8 +28,10 @@ from stats import (NO_VERDICT, batch_median, batch_rate, plan_repeats, run_level
 from stats.family import Row, pair_verdicts
 from stats.verdict import NS as NO_DIFFERENCE
 
-# the baseline's bucket: the config's default (conf/config.yaml), read once, never restated in code
-DEFAULT_BUCKET_MB = OmegaConf.load(Path(__file__).resolve().parent.parent / "conf" / "config.yaml").bucket
+# the baseline's bucket: the config's default (conf/config.yaml: null, DDP's own), read once, never restated in code;
+# records made before it was null ran bucket=25, which caps the first bucket at 25 MiB too (not stock DDP)
+DEFAULT_BUCKET = OmegaConf.load(Path(__file__).resolve().parent.parent / "conf" / "config.yaml").bucket
+EXPLICIT_25_MB = 25.0
 NOISE = 0.02
 REL_CI = 0.02               # measure.rel_ci's default: the precision the repeats plan aims at
 NO_INTERVAL = "no interval"
@@ -215,24 +217,36 @@ def _step(c: Config) -> dict | None:
 # ------------------------------------------------------------------------------------------- comparison
 
 
-def _is_default_baseline(c: Config) -> bool:
+def _bucket_of(c: Config) -> str | float | None:
+    """"default" for DDP's own bucket setting (bucket=null; the record says "default"), else the MB asked."""
+    bucket = c.first.knob("bucket")
+    if bucket in (None, "default") and str(c.first.knob("sync") or "ddp") == "ddp":
+        return "default" if bucket == "default" or DEFAULT_BUCKET is None else None
     try:
-        bucket = float(c.first.knob("bucket"))
+        return float(bucket)
     except (TypeError, ValueError):
-        return False
-    return str(c.first.knob("optim")) == "none" and bucket == DEFAULT_BUCKET_MB
+        return None
 
 
 def choose_baseline(configs: list[Config]) -> tuple[int | None, str]:
-    """The configuration speed-ups are measured against, and why: optim=none with the default bucket (25 MB) if
-    there is one, else the first; only task=train configurations with a finished run count."""
+    """The configuration speed-ups are measured against, and why (the why names the bucket rule): optim=none with
+    DDP's default bucket (bucket=null: stock DDP) if there is one; else optim=none with bucket=25, the tool's
+    default before it left DDP's own (the committed reproductions' records), which caps the first bucket at 25 MiB;
+    else the first. Only task=train configurations with a finished run count."""
     candidates = [i for i, c in enumerate(configs) if c.task == "train" and c.throughput]
     if len(candidates) < 2:
         return None, ""
-    for i in candidates:
-        if _is_default_baseline(configs[i]):
-            return i, f"optim=none with the default bucket ({DEFAULT_BUCKET_MB} MB)"
-    return candidates[0], f"first finished job: no finished job with optim=none and bucket={DEFAULT_BUCKET_MB}"
+    plain = [i for i in candidates if str(configs[i].first.knob("optim")) == "none"]
+    for i in plain:
+        if _bucket_of(configs[i]) == "default":
+            return i, ("optim=none with DDP's default bucket (bucket=null: 25 MiB buckets, the first capped at 1 MiB: "
+                       "stock DDP)")
+    for i in plain:
+        if _bucket_of(configs[i]) == EXPLICIT_25_MB:
+            return i, ("optim=none with bucket=25 (every bucket capped at 25 MiB, the first too: the tool's default "
+                       "before it left DDP's own; stock DDP caps the first bucket at 1 MiB), as no finished job ran "
+                       "DDP's default bucket")
+    return candidates[0], "first finished job: no finished job with optim=none and DDP's default bucket (or bucket=25)"
 
 
 def _per_sample(configs: list[Config]) -> bool:
@@ -417,6 +431,12 @@ def scaling_lines(configs: list[Config]) -> list[tuple[str, list[tuple[float, Co
     return [(label, sorted(g, key=lambda p: p[0])) for label, g in grouped(pts).items() if len({p[0] for p in g}) > 1]
 
 
+def _exposed_fields(c: Config) -> dict:
+    from results.table import _exposed_fields as fields   # the tables' one reading of how sampled exposed comm is
+
+    return fields(c)
+
+
 def scaling_rows(entries: list, noise: float | None = None) -> list[dict]:
     """One row per configuration and world size against its line's first point: samples/s with its CI, speed-up with
     its CI and verdict (as the sweep table computes them, Holm over the table's comparisons), scaling efficiency =
@@ -440,6 +460,7 @@ def scaling_rows(entries: list, noise: float | None = None) -> list[dict]:
                "world size": int(n), "sync": c.first.result.get("sync"), "runs": len(c.ok),
                "samples/s": tp.get(per), "samples/s lo": tp.get(per + "_lo"), "samples/s hi": tp.get(per + "_hi"),
                "exposed comm ms": _scaled(c.median(lambda e: (e.result.get("comm") or {}).get("exposed_s")), 1e3),
+               **_exposed_fields(c),
                "baseline": c is base}
         if c is base:
             row.update({"speed-up": 1.0, "verdict": "baseline", "scaling efficiency": 1.0})

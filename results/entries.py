@@ -42,6 +42,31 @@ TRAIN_COLUMNS: list[tuple[str, Callable[[dict], Any]]] = [
     ("grad rel err", lambda r: _get(r, "accuracy", "grad_rel_error")),
 ]
 TRAIN_LABELS = [label for label, _ in TRAIN_COLUMNS]
+EXPOSED_MIN_N = 6   # the fewest samples whose median has a 95% interval (stats.median_ci): fewer, and a table marks it
+
+
+def exposed_samples(result: dict, config: dict | None = None) -> int | None:
+    """How many samples the exposed communication time rests on: DDP's is the median of probe_steps untimed steps
+    (one by default), the explicit strategies' of every measured step's sync phase. Records made before the record
+    said so (comm.exposed_n) are read by the same rule."""
+    comm = result.get("comm") or {}
+    if comm.get("exposed_s") is None:
+        return None
+    if comm.get("exposed_n") is not None:
+        return int(comm["exposed_n"])
+    if str(comm.get("method") or "").startswith("median sync phase"):
+        return result.get("steps")
+    return int((config or {}).get("probe_steps") or 1)
+
+
+def exposed_mark(value_ms: float | None, n: int | None) -> str | None:
+    """A table's exposed-comm cell when its samples give no 95% interval: the value and how many samples, e.g.
+    "658 (n=1)"; None when it has one (the cell shows the interval, or the value alone)."""
+    if value_ms is None or n is None or n >= EXPOSED_MIN_N:
+        return None
+    from results.table import fmt
+
+    return f"{fmt(value_ms)} (n={n})"
 
 PHASES = ["data", "h2d", "forward", "backward", "sync", "optimizer"]
 

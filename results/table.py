@@ -19,7 +19,8 @@ from stats import fmt_ci, fmt_ratio, verdict_text
 from stats.verdict import NO_VERDICT, NS
 from results.aggregate import NO_INTERVAL, Comparison, Config, compare, group_repeats, sentinel_warning
 from results.entries import (MISSING, PHASES, TRAIN_COLUMNS, TRAIN_LABELS, Entry, _finite, _get, _scaled,  # noqa: F401
-                             config_labels, constant_overrides, override_items, train_headline, varying_keys)
+                             config_labels, constant_overrides, exposed_mark, exposed_samples, override_items,
+                             train_headline, varying_keys)
 
 
 # ------------------------------------------------------------------------------------------ the tables
@@ -169,6 +170,32 @@ def _verdict_cell(row: dict) -> str:
 
 
 INTERVAL_COLUMNS = ("steps/s", "samples/s", "speed-up", "step median ms")
+EXPOSED = "exposed comm ms"
+EXPOSED_NOTE = ("exposed comm: communication backward did not hide, per step (DDP: its reducer timers over probe_steps "
+                "untimed steps after the window; explicit syncs: the sync phase); (n=1): a single sample, no interval "
+                "(probe_steps=6 gives a 95% one), which the diagnosis never acts on alone.")
+
+
+def _exposed_fields(c: Config) -> dict:
+    """The exposed-comm cell's companions: how many samples the least-sampled run had, and one run's interval."""
+    runs = [e for e in c.ok if e.result.get("comm")]
+    ns = [n for e in runs if (n := exposed_samples(e.result, e.config)) is not None]
+    comm = runs[0].result["comm"] if len(runs) == 1 else {}
+    return {f"{EXPOSED} n": min(ns) if ns else None, f"{EXPOSED} lo": _scaled(comm.get("exposed_ci_lo"), 1e3),
+            f"{EXPOSED} hi": _scaled(comm.get("exposed_ci_hi"), 1e3)}
+
+
+def _exposed_text(column: str = EXPOSED):
+    def text(row: dict) -> str:
+        value = row.get(column)
+        if not _finite(value):
+            return MISSING
+        marked = exposed_mark(value, row.get(f"{EXPOSED} n"))
+        if marked:
+            return marked
+        lo, hi = row.get(f"{EXPOSED} lo"), row.get(f"{EXPOSED} hi")
+        return fmt_ci(value, lo, hi) if lo is not None and hi is not None else fmt(value, column)
+    return text
 
 
 def _status(c: Config) -> str:
@@ -226,6 +253,8 @@ def build_table(entries: list[Entry], *, first: str = "job", title: str = "", no
             t = c.throughput
             for label, key in (("steps/s", "steps_per_s"), ("samples/s", "samples_per_s")):
                 row[label], row[f"{label} lo"], row[f"{label} hi"] = t.get(key), t.get(key + "_lo"), t.get(key + "_hi")
+        if c.task == "train":
+            row.update(_exposed_fields(c))
         if c.task == "train" and c.step:
             row["step median ms"] = c.step["median"] * 1e3
             row["step median ms lo"] = _scaled(c.step["ci_lo"], 1e3)
@@ -250,12 +279,14 @@ def build_table(entries: list[Entry], *, first: str = "job", title: str = "", no
     lead = ["job", "overrides"] if first == "job" else ["configuration"]
     failed = any(not e.ok for e in entries)
     shown = lead + ["status"] + (["runs"] if repeated else []) + columns + (["error"] if failed else [])
-    intervals = [f"{c} {end}" for c in INTERVAL_COLUMNS if c in columns for end in ("lo", "hi")] if has_train else []
+    intervals = [f"{c} {end}" for c in (*INTERVAL_COLUMNS, EXPOSED) if c in columns for end in ("lo", "hi")] \
+        + ([f"{EXPOSED} n"] if EXPOSED in columns else []) if has_train else []
     notes_col = ["verdict notes"] if has_train else []
     all_columns = shown + intervals + notes_col + ["baseline", "run dir"]
     display = {c: _interval(c, f"{c} lo", f"{c} hi") for c in INTERVAL_COLUMNS if c != "speed-up"}
     display["speed-up"] = _speedup_text
     display["verdict"] = _verdict_cell
+    display[EXPOSED] = _exposed_text()
     table = Table(all_columns, rows, title=title, notes=_notes(cmp, entries, rows, first),
                   csv_only=intervals + notes_col + ["baseline", "run dir"],
                   marked=(cmp.base, lead[0], " (baseline)") if cmp.base is not None else None,
@@ -324,6 +355,8 @@ def _notes(cmp: Comparison, entries: list[Entry], rows: list[dict], first: str) 
     if cmp.base is not None:
         notes.append("Noise sentinel: " + (f"{cmp.sentinel['phase']} time, see the warning above." if cmp.sentinel
                                           else cmp.sentinel_note + "."))
+    if any(r.get(f"{EXPOSED} n") is not None for r in rows):
+        notes.append(EXPOSED_NOTE)
     same = constant_overrides(entries)
     if len(cmp.configs) > 1 and same:
         notes.append("Same in every row: " + " ".join(same) + ".")
@@ -393,13 +426,16 @@ def comm_table(entries: list[Entry], title: str = "Gradient communication per st
             row[label] = _scaled(c.median(lambda e: _get(e.result, "comm", key)), factor)
         row.update({"buckets": _get(comm, "buckets", "count"), "method": comm.get("method"),
                     "slowest rank": c.first.result.get("slowest_rank")})
+        row.update(_exposed_fields(c))
         rows.append(row)
     columns = ["configuration", "MB/step", "collectives/step", "buckets", "comm ms", "overlap ms", "exposed ms",
                "backward compute ms", "algbw GB/s", "busbw GB/s", "slowest rank", "method"]
     columns = [c for c in columns if c == "configuration" or any(r.get(c) is not None for r in rows)]
+    exposed = [f"{EXPOSED} {end}" for end in ("lo", "hi", "n")] if "exposed ms" in columns else []
     methods = list(dict.fromkeys(r["method"] for r in rows if r.get("method")))
-    notes = [f"Measured with {m}." for m in methods]
-    return Table(columns, rows, title=title, notes=notes, csv_only=["method"])
+    notes = [f"Measured with {m}." for m in methods] + ([EXPOSED_NOTE] if exposed else [])
+    return Table(columns + exposed, rows, title=title, notes=notes, csv_only=["method", *exposed],
+                 display={"exposed ms": _exposed_text("exposed ms")})
 
 
 _ROW_ORDER = ["op", "mode", "bytes", "count", "dtype", "time_us", "algbw_GBps", "busbw_GBps"]
@@ -432,14 +468,16 @@ def scaling_table(entries: list[Entry], title: str = "Scaling against world size
     rows = scaling_rows(entries)
     columns = ["configuration", "world size", "sync", "runs", "samples/s", "speed-up", "verdict", "scaling efficiency",
                "exposed comm ms", "samples/s lo", "samples/s hi", "speed-up lo", "speed-up hi",
-               "scaling efficiency lo", "scaling efficiency hi", "method"]
+               "scaling efficiency lo", "scaling efficiency hi", f"{EXPOSED} n", "method"]
     display = {"samples/s": _interval("samples/s", "samples/s lo", "samples/s hi"), "speed-up": _speedup_text,
                "scaling efficiency": _interval("scaling efficiency", "scaling efficiency lo", "scaling efficiency hi"),
-               "verdict": _verdict_cell}
+               "verdict": _verdict_cell, EXPOSED: _exposed_text()}
     base = next((r for r in rows if r["baseline"]), None)
     notes = ["speed-up = samples/s ÷ the line's first row's (the smallest world size; one common baseline where that "
              "size has one configuration), with its 95% CI as in the sweep table; scaling efficiency = speed-up × "
              "n0 ÷ n, the same interval scaled: 1 is linear scaling."]
+    if any(r.get(f"{EXPOSED} n") is not None for r in rows):
+        notes.append(EXPOSED_NOTE)
     if base is not None and base.get("sync") == "local":
         notes.append("The baseline trains without DDP (sync=local): the efficiency counts DDP's own cost at one rank "
                      "as a scaling loss, as the ViT study does.")
@@ -452,4 +490,4 @@ def scaling_table(entries: list[Entry], title: str = "Scaling against world size
         notes.append(f"Verdicts as in the sweep table, {family}.")
     return Table(columns, rows, title=title, notes=notes + _link_notes(entries), display=display, warnings=warnings,
                  csv_only=["samples/s lo", "samples/s hi", "speed-up lo", "speed-up hi", "scaling efficiency lo",
-                           "scaling efficiency hi", "method"])
+                           "scaling efficiency hi", f"{EXPOSED} n", "method"])

@@ -33,6 +33,7 @@ import core.schema as schema
 from core.config import Host, check_buffers
 from core.errors import ConfigError
 from core.schema import typed
+from tasks.train.ddp import bucket_caps, bucket_rule
 
 METHODS = ("per_param", "flat", "bucketed", "coalesced")
 PATTERN_PERIOD = 7                  # gradient values are ((i + k) % 7 + 1) * (rank + 1) for element i of tensor k
@@ -174,24 +175,17 @@ class Flat:
         return [m0, m1, m2, clock.mark()]
 
 
-def ddp_bucket_limits(bucket_mb: float) -> list[int]:
-    """The byte limits DDP's reducer uses when it rebuilds buckets, for DDP(bucket_cap_mb=bucket_mb) as tasks/train/ddp.py
-    builds it. Recent torch caps the first bucket at 1 MiB only when bucket_cap_mb is left at its default (so here
-    all buckets share the cap); older versions always did. Ask torch's own bucket config where it has one."""
-    cap = int(bucket_mb * 1024 * 1024)
-    try:
-        from torch.nn.parallel.distributed import _BucketCapacityConfig
-
-        first = _BucketCapacityConfig.create(bucket_mb, None, False).first_bucket_bytes_cap
-    except (ImportError, AttributeError, TypeError):
-        first = dist._DEFAULT_FIRST_BUCKET_BYTES
+def ddp_bucket_limits(bucket) -> list[int]:
+    """The byte limits DDP's reducer uses when it rebuilds buckets, for DDP(bucket_cap_mb=...) as tasks/train/ddp.py
+    builds it from `bucket` (null: DDP's default, whose first bucket is capped at 1 MiB; a number: every bucket)."""
+    first, cap = bucket_caps(bucket)
     return [first, cap] if first < cap else [cap]
 
 
 class Bucketed:
     name = "bucketed"
 
-    def __init__(self, grads: Grads, bucket_mb: float, device, ready: list[int] | None = None):
+    def __init__(self, grads: Grads, bucket_mb: float | None, device, ready: list[int] | None = None):
         self.grads = grads
         ready = list(reversed(range(len(grads.tensors)))) if ready is None else ready
         limits = ddp_bucket_limits(bucket_mb)
@@ -202,9 +196,8 @@ class Bucketed:
                         for vs in self.views]
         self.outs = [list(buf.split([v.numel() for v in vs])) for buf, vs in zip(self.buffers, self.views)]
         self.calls = len(self.buckets)
-        first = f"first {bw.fmt_bytes(limits[0])}, then " if limits[0] != limits[-1] else ""
-        self.calls_label = (f"{self.calls} DDP buckets ({first}{bucket_mb:g} MiB), async all_reduce per bucket, "
-                            "wait at the end")
+        self.calls_label = (f"{self.calls} DDP buckets ({bucket_rule(bucket_mb)}), async all_reduce per bucket, wait "
+                            "at the end")
         self.bucket_bytes = [b.numel() * 4 for b in self.buffers]
 
     def __call__(self, clock: Clock) -> list:
@@ -248,7 +241,7 @@ def run(ctx) -> dict | None:
     if not shapes:
         raise ConfigError(f"model {ctx.cfg.model.get('name')} has no trainable parameters to synchronise.")
     grads = Grads(shapes, rank, world, device)
-    methods = [PerParam(grads), Flat(grads, device), Bucketed(grads, float(ctx.cfg.bucket), device, ready),
+    methods = [PerParam(grads), Flat(grads, device), Bucketed(grads, ctx.cfg.bucket, device, ready),
                Coalesced(grads, ctx.backend, device)]
 
     mine: dict = {"methods": {}, "micro": {}}
@@ -345,7 +338,8 @@ def _result(ctx, gs: schema.GradSync, device, grads, methods, groups, sizes, eve
                           for i in range(3))
             entry["phases_s"] = {"pack": pk, "all_reduce": ar, "unpack": up}
         if m.name == "bucketed":
-            entry["bucket_mb"] = float(ctx.cfg.bucket)
+            entry["bucket_mb"] = "default" if ctx.cfg.bucket is None else float(ctx.cfg.bucket)
+            entry["bucket_rule"] = bucket_rule(ctx.cfg.bucket)
             entry["bucket_bytes"] = m.bucket_bytes
             entry["bucket_params"] = [[grads.names[i] for i in b] for b in m.buckets]
             entry["order"] = order_how

@@ -164,7 +164,7 @@ def _two_rank_worker(rank: int, store: str, out: str):
     mcfg = OmegaConf.create({"model": OmegaConf.load(ROOT / "conf" / "model" / "vgg11_tiny.yaml"),
                              "scale": {"image_size": 32}})
     shapes, ready, _ = grad_sync.model_gradients(mcfg)
-    for mb in (0.01, 0.05):
+    for mb in (0.01, 0.05, None):          # None: DDP's default, the first bucket capped at 1 MiB
         ddp = torch.nn.parallel.DistributedDataParallel(build_model(mcfg.model, 32), bucket_cap_mb=mb)
         for _ in range(3):                       # DDP rebuilds its buckets in the second step's forward
             ddp(torch.randn(2, 3, 32, 32)).sum().backward()
@@ -211,7 +211,7 @@ def test_check_catches_wrong_collectives_buckets_match_ddp_pair_variants(tmp_pat
     assert found["all_reduce max-for-sum"] == 1024                 # every element of rank 0's buffer
     assert found["reduce_scatter max-for-sum"] == 512
     assert found["all_gather no-op"] == 1024                        # both chunks still zero
-    for mb in (0.01, 0.05):
+    for mb in (0.01, 0.05, None):          # None: DDP's default, the first bucket capped at 1 MiB
         ddp_sizes, mine = found[f"ddp {mb}"]
         assert mine == ddp_sizes
     assert found["unsupported"].startswith("backend gloo cannot run all_reduce (in-place, reduce_op=avg) on cpu "

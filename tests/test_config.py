@@ -47,7 +47,7 @@ def test_every_experiment_composes_and_resolves(experiment):
 def test_defaults_are_the_thread_setting_on_this_machine():
     plain = accepted([])
     assert plain["model"]["name"] == "vgg11" and plain["data"]["image_size"] == 224
-    assert plain["sync"] == "ddp" and plain["bucket"] == 25 and plain["world_size"] >= 1
+    assert plain["sync"] == "ddp" and plain["bucket"] is None and plain["world_size"] >= 1
     assert type(plain["sync"]) is str and type(plain["collectives"]["ops"][0]) is str   # the ranks get plain values
 
 
@@ -55,6 +55,12 @@ def test_choices_come_from_the_registries():
     assert [t.value for t in schema.Task] == list(tasks.TASKS)
     assert schema.DType["fp32"] is schema.DType.float32          # nccl-tests' aliases are enum aliases
     assert accepted(["task=collectives", "collectives.dtype=bf16"])["collectives"]["dtype"] == "bfloat16"
+
+
+def test_the_torchvision_group_builds_any_torchvision_model():
+    plain = accepted(["model=torchvision", "model.name=resnet18", "scale=smoke"])
+    assert plain["model"] == {"arch": "torchvision", "name": "resnet18", "num_classes": 1000}
+    assert accepted(["model=vgg11_tiny", "model.name=vgg11_tiny"])["model"]["name"] == "vgg11_tiny"   # its own name
 
 
 def test_pair_groups_sets_world_size_from_pairs():
@@ -88,7 +94,9 @@ BAD = [
     (["optim=nope"], "optim=nope is not an option of optim; choose one of: bf16, fp16, none, powersgd. "
                      "Did you mean optim=none?"),
     (["optim=bf16,powersgd"], "needs -m"),
-    (["+bucket=3"], "+bucket=...: bucket is in the config already; set it without the +: bucket=3"),
+    (["+accumulate=3"], "+accumulate=...: accumulate is in the config already; set it without the +: accumulate=3"),
+    (["bucket=25MB"], "bucket=25MB: must be a number (got str '25MB'), e.g. bucket=25 or bucket=2.5. The bucket is in "
+                      "MB (DDP's bucket_cap_mb, so bucket=25MB is bucket=25)"),
     (["collectives.ops=[allreduce]"], "Did you mean all_reduce?"),
     (["collectives.ops=all_reduce"], "must be a list, e.g. collectives.ops=[all_reduce]"),
     # refused by the checks, in the job, before any rank starts
@@ -97,9 +105,18 @@ BAD = [
     (["bucket=0"], "bucket=0: must be > 0"),
     (["accumulate=0"], "accumulate=0: must be >= 1"),
     (["world_size=0"], "world_size=0: must be >= 1"),
-    (["~bucket"], "bucket has no value"),
+    (["~accumulate"], "accumulate has no value"),
     (["model=vgg11", "model.arch=vit"], "model.arch=vit does not fit model=vgg11"),
     (["model=timm", "model.name=not_a_model_xyz"], "is not a timm model"),
+    # issue 19.8: a name the arch does not read, a torchvision/timm name typed as the option, a near-miss name
+    (["model.name=vit_b_16"], "model.name=vit_b_16: model=vgg11 and model=vgg11_tiny (arch vgg) build their network "
+                              "from their own keys and do not use model.name"),
+    (["model.name=vit_b_16"], "vit_b_16 is a torchvision model: model=torchvision model.name=vit_b_16."),
+    (["model=vit_tiny", "model.name=resnet50"], "model=torchvision model.name=resnet50 or model=timm model.name="),
+    (["model=resnet50"], "resnet50 is a torchvision and a timm model: model=torchvision model.name=resnet50 or "
+                         "model=timm model.name=resnet50."),
+    (["model=timm", "model.name=resnet_5O"], "model.name='resnet_5O' is not a timm model; nearest: resnet50"),
+    (["model=torchvision", "model.name=resnet5"], "is not a torchvision model; nearest: resnet50"),
     (["optim=bf16", "sync=per_param"], "needs sync=ddp"),
     (["optim=powersgd", "optim.rank=0"], "optim.rank=0: must be >= 1"),
     (["optim=powersgd", "optim.start_iter=1"], "optim.start_iter must be > 1"),
@@ -143,7 +160,7 @@ def test_bad_input_exits_2_before_any_rank_starts(overrides, message, tmp_path, 
     monkeypatch.setattr(launchers.local, "launch_local", tripwire)
     monkeypatch.setattr(Host, "probe", classmethod(lambda cls: CPU_BOX))
     monkeypatch.setattr("core.config.gpu_count", lambda: CPU_BOX.gpus)
-    monkeypatch.setattr(sys, "argv", ["train.py", *overrides, "logger=none", f"hydra.run.dir={tmp_path}"])
+    monkeypatch.setattr(sys, "argv", ["train.py", *overrides, "logger=none", f"hydra.run.dir={tmp_path / 'run'}"])
     with pytest.raises(SystemExit) as e:
         train.main()
     err = capsys.readouterr().err
@@ -151,18 +168,56 @@ def test_bad_input_exits_2_before_any_rank_starts(overrides, message, tmp_path, 
     assert "Traceback" not in err
     lines = [line for line in err.splitlines() if message in line]
     assert lines and lines[0].startswith("error: "), err
+    assert not (tmp_path / "run").exists()          # nothing on disk but the error line (issue 19.10)
 
 
-def test_a_failed_check_leaves_a_record(tmp_path, monkeypatch):
+def _no_wandb(monkeypatch):
+    from results import wandb_log
+
+    def tripwire(*args, **kwargs):
+        raise AssertionError("a W&B run was opened")
+
+    monkeypatch.setattr(wandb_log, "log_run", tripwire)
+
+
+def test_a_refused_run_leaves_nothing_but_the_error_line(tmp_path, monkeypatch, capsys):
+    """Issue 19.10: a typo caught after composition wrote outputs/<date>/<time>/run_record.json as a failed run and
+    opened a W&B run (online: a failed run in the user's project for every typo)."""
     import train
 
+    _no_wandb(monkeypatch)
+    monkeypatch.chdir(tmp_path)                      # Hydra's default outputs/<date>/<time>, and its parents
     monkeypatch.setattr(Host, "probe", classmethod(lambda cls: CPU_BOX))
     monkeypatch.setattr("core.config.gpu_count", lambda: CPU_BOX.gpus)
-    monkeypatch.setattr(sys, "argv", ["train.py", "batch_size=0", "logger=none", f"hydra.run.dir={tmp_path}"])
-    with pytest.raises(SystemExit):
+    monkeypatch.setattr(sys, "argv", ["train.py", "batch_size=0", "logger=wandb", "logger.mode=offline"])
+    with pytest.raises(SystemExit) as e:
         train.main()
-    rec = read(tmp_path)
+    assert e.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "error: batch_size=0: must be >= 1."
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_refused_job_of_a_sweep_keeps_its_row_and_opens_no_wandb_run(tmp_path, monkeypatch):
+    from core.job import run_job
+
+    _no_wandb(monkeypatch)
+    monkeypatch.setattr(Host, "probe", classmethod(lambda cls: CPU_BOX))
+    out = tmp_path / "sweep" / "0"
+    out.mkdir(parents=True)
+    job = {"name": "train", "num": 0, "output_dir": str(out), "sweep_dir": str(out.parent),
+           "overrides": ["batch_size=0"], "command": "python train.py batch_size=0", "multirun": True}
+    result = run_job(compose(["batch_size=0", "logger=wandb", "logger.mode=offline"]), job=job)
+    assert result.status == "failed" and "batch_size=0: must be >= 1" in result.error
+    rec = read(out)                                  # the sweep table's row, in the sweep's own directory
     assert rec["status"] == "failed" and rec["error"] == "ConfigError: batch_size=0: must be >= 1."
+
+
+def test_a_sweep_refused_as_a_whole_exits_2_and_creates_nothing(tmp_path):
+    """Issue 19.9: -m repeats=0 exited 1, printed `[sweep] ? jobs` and left an empty sweep directory."""
+    proc = run_train(["repeats=0", "logger=none"], tmp_path, multirun=True)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "error: repeats=0: must be a whole number of runs per configuration >= 1, e.g. repeats=3."]
+    assert "[sweep]" not in proc.stdout and not proc.out_dir.exists()
 
 
 # -------------------------------------------------------------------------------------------- host-dependent checks
@@ -187,9 +242,28 @@ def test_train_refuses_more_ranks_or_memory_than_the_host_holds_unless_told():
     accepted(["world_size=64", "oversubscribe=true"])
     small = Host(gpus=0, cpus=64, free_bytes=8 * GIB, gpu_free_bytes=None)
     message = refused(["world_size=8"], host=small)             # VGG11: 4 fp32 copies of 471 MiB + a process each
-    assert "8 ranks need about" in message and "8.0 GiB is free (room for 3)" in message
+    assert "8 ranks need about" in message and "8.0 GiB is available (room for 3)" in message
     accepted(["world_size=8", "model=vgg11_tiny"], host=small)
     accepted(["world_size=8", "oversubscribe=true"], host=small)
+
+
+def test_ranks_that_outnumber_the_cores_are_said_once_before_they_start():
+    """Issue 19.11: world_size=3 on 2 cores started silently. One line (core/log.py formats ConfigWarning as
+    `warning: ...`), before any rank starts; as many ranks as cores, or ranks on GPUs, say nothing."""
+    import warnings
+
+    from core.errors import ConfigWarning
+    import core.log  # noqa: F401 - installs the one-line format
+
+    with pytest.warns(ConfigWarning, match="world_size=3: 3 ranks on this machine's 2 CPU cores, more ranks than "
+                                           "cores") as caught:
+        accepted(["world_size=3", "model=vgg11_tiny"])
+    assert len([w for w in caught if issubclass(w.category, ConfigWarning)]) == 1
+    line = warnings.formatwarning(caught[0].message, caught[0].category, caught[0].filename, caught[0].lineno)
+    assert line.startswith("warning: world_size=3") and line.count("\n") == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConfigWarning)
+        accepted(["model=vgg11_tiny"])                              # 2 ranks, 2 cores
 
 
 def test_already_started_ranks_spawn_nothing():
@@ -209,6 +283,25 @@ SUBMITTED = [
 @pytest.mark.parametrize("overrides", SUBMITTED, ids=[" ".join(o) for o in SUBMITTED])
 def test_submitting_from_a_gpu_less_login_node(overrides):
     accepted(overrides, host=LOGIN_NODE, submitting=True)
+
+
+def test_a_slurm_submission_resolves_scale_auto_for_the_nodes_it_asks_for(recwarn):
+    """Issue 19.6: ${gpu_or:...} counted the GPU-less login node's GPUs, so a GPU job was checked with CPU values
+    (warm-up 2, steps 6 then, max_steps 60): steps=100 and optim.start_iter=10 were refused, and a false warm-up warning
+    printed. The nodes' GPUs are what launcher.gpus_per_node (or launcher.gres) asks for."""
+    gpu_job = ["launcher=slurm", "launcher.gpus_per_node=1"]
+    plain = accepted(gpu_job, host=LOGIN_NODE, submitting=True)
+    assert (plain["warmup_steps"], plain["steps"], plain["measure"]["max_steps"], plain["batch_size"]) == (11, 50, 500,
+                                                                                                          128)
+    assert not [w for w in recwarn if "warmup_steps" in str(w.message)]
+    accepted([*gpu_job, "steps=100"], host=LOGIN_NODE, submitting=True)
+    accepted([*gpu_job, "optim=powersgd", "optim.start_iter=10"], host=LOGIN_NODE, submitting=True)
+    assert accepted(["launcher=slurm", "launcher.gres=gpu:a100:8"], host=LOGIN_NODE, submitting=True)["steps"] == 50
+    # a CPU job (no GPUs asked) keeps the CPU values, on the login node and in the job alike
+    cpu = accepted(["launcher=slurm"], host=LOGIN_NODE, submitting=True)
+    assert (cpu["warmup_steps"], cpu["measure"]["max_steps"]) == (2, 60) and cpu["steps"] < 50
+    assert "max_steps=60 < steps=100" in refused(["launcher=slurm", "steps=100"], host=LOGIN_NODE, submitting=True)
+    assert accepted([], host=CPU_BOX)["warmup_steps"] == 2              # a local run still reads this machine
 
 
 def test_submitting_counts_memory_per_node():

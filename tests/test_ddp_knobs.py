@@ -80,6 +80,9 @@ def test_ddp_reports_the_flags_it_ran_with(runs):
 def test_precision_bf16_autocasts_the_forward(runs):
     assert runs["misc"]["result"]["forward_dtype"] == "bfloat16"
     assert runs["none"]["result"]["forward_dtype"] == "float32"
+    for name in ("none", "misc"):   # torch's own TF32 defaults in effect, recorded (precision=fp32 and bf16 keep them)
+        assert runs[name]["result"]["precision_flags"] == {"cudnn_allow_tf32": True, "matmul_allow_tf32": False,
+                                                           "float32_matmul_precision": "highest"}
 
 
 def test_profile_writes_a_chrome_trace_per_rank(runs):

@@ -122,7 +122,10 @@ def test_window_strictness_follows_the_config():
     cfg.optim.warm_start = True
     strict, because = window_sync_check(cfg, "nccl", "cuda")  # its first compressed step is the first measured one
     assert not strict and "warmup_steps=3 keeps that out of the window" in because
-    cfg.warmup_steps = 3
+    cfg.warmup_steps = 3     # PowerSGD's own torch.cuda.synchronize stays: named, never called checked (issue 19.4)
+    strict, because = window_sync_check(cfg, "nccl", "cuda")
+    assert not strict and because.startswith("optim=powersgd: torch's PowerSGD hook calls torch.cuda.synchronize")
+    cfg.optim.name = "bf16"
     assert window_sync_check(cfg, "nccl", "cuda") == (True, None)
     assert window_sync_check(cfg, "gloo", "cuda")[0] is False and window_sync_check(cfg, "gloo", "fake")[0] is True
     cfg.h2d = "blocking"
@@ -206,3 +209,42 @@ def test_the_fake_catches_ddp_built_on_a_side_stream_without_the_join(one_rank_g
             ddp = DDP(model, static_graph=True)
         with pytest.raises(StreamRuleError, match="written on stream side1 without waiting"):
             ddp(dev.to_device(torch.ones(3, 4), non_blocking=True))
+
+
+def _syncs_the_device(state, bucket):
+    """A comm hook written as torch's PowerSGD decompression is: a device-wide sync when CUDA is there."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return bucket
+
+
+def test_a_device_sync_in_a_comm_hook_is_flagged():
+    """torch.cuda.synchronize() is invisible to set_sync_debug_mode and, on CPU, never even called (is_available() is
+    False): the fake routes a hook's torch.cuda to itself, counts the sync, and refuses it in a strict window."""
+    with FakeDevice() as dev:
+        hook = dev.comm_hook(_syncs_the_device)
+        assert hook.__qualname__ == _syncs_the_device.__qualname__ and hook(None, 1) == 1
+        with dev.window(strict=False):   # a config that names the sync (window_unchecked_because): counted
+            hook(None, 2)
+        with pytest.raises(HostSyncError, match="comm hook inside the measured window"):
+            with dev.window(strict=True):
+                hook(None, 3)
+    assert dev.report()["comm_hook_device_syncs"] == 3
+
+
+def test_powersgd_synchronises_the_device_in_every_bucket_and_the_fake_sees_it(one_rank_group, monkeypatch):
+    from tasks.train.ddp import DDPSync
+
+    monkeypatch.setattr(device_layer, "_opened", None)
+    dev = device_layer.open_device(Placement("fake", None, "gloo", "test"))
+    try:
+        model = dev.model_to_device(nn.Sequential(nn.Linear(16, 16), nn.Linear(16, 4)))
+        powersgd = {"name": "powersgd", "rank": 1, "start_iter": 2, "min_compression_rate": 0.0,
+                    "use_error_feedback": True, "warm_start": True, "batch_tensors_with_same_shape": False,
+                    "orthogonalization_epsilon": 0.0, "random_seed": 0, "batched": False}
+        sync = DDPSync(ddp_cfg(optim=powersgd, cuda_graphs=False), model, dev.torch_device)
+        for _ in range(4):
+            sync.model(dev.to_device(torch.ones(3, 16), non_blocking=True)).sum().backward()
+    finally:
+        dev.deactivate()
+    assert sync.hook.calls == 4 and dev.report()["comm_hook_device_syncs"] >= 2   # every compressed step syncs

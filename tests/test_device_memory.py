@@ -91,3 +91,60 @@ def test_the_train_check_refuses_before_any_rank_starts(monkeypatch):
 def test_an_image_too_small_for_the_model_is_bad_input():
     with pytest.raises(ConfigError, match="model=vgg11_tiny cannot take data.image_size=8 inputs .* Use a larger"):
         prepare(compose([*TINY, "data.image_size=8"]))
+
+
+# ------------------------------------------------------------------------------- host memory (issue 19, item 1)
+MEMINFO = """MemTotal:       24576000 kB
+MemFree:         2621440 kB
+MemAvailable:   22020096 kB
+Buffers:          102400 kB
+Cached:         18874368 kB
+"""
+
+
+def _cgroup_v2(root, limit: str, current: int, inactive_file: int, path: str = "job"):
+    (root / "cgroup.controllers").write_text("memory\n")
+    d = root / path
+    d.mkdir(parents=True)
+    (d / "memory.max").write_text(limit + "\n")
+    (d / "memory.current").write_text(f"{current}\n")
+    (d / "memory.stat").write_text(f"anon 100\ninactive_file {inactive_file}\nactive_file 5\n")
+    (root / "self_cgroup").write_text(f"0::/{path}\n")
+    return root / "self_cgroup"
+
+
+def test_host_memory_counts_what_the_kernel_can_give_not_mem_free(tmp_path):
+    """A healthy machine whose page cache fills memory: 2.5 GiB free, 21 GiB available. The old reading (the pages
+    nobody uses) refused the default run; MemAvailable counts the cache the kernel gives back."""
+    from comm.measure import free_host_bytes
+
+    (tmp_path / "meminfo").write_text(MEMINFO)
+    no_cgroup = tmp_path / "none"
+    assert free_host_bytes(tmp_path / "meminfo", no_cgroup, tmp_path) == 21 * GiB
+    host = dataclasses.replace(CPU_BOX, free_bytes=free_host_bytes(tmp_path / "meminfo", no_cgroup, tmp_path))
+    accepted([], host=host)                       # the default VGG11 job: about 5.3 GiB for 2 ranks
+    assert "21.0 GiB is available" in refused(["world_size=16"], host=host)
+
+
+def test_a_cgroup_limit_counts_where_it_leaves_less_room(tmp_path):
+    from comm.measure import cgroup_room, free_host_bytes
+
+    (tmp_path / "meminfo").write_text(MEMINFO)
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    own = _cgroup_v2(v2, str(8 * GiB), current=6 * GiB, inactive_file=3 * GiB)
+    assert cgroup_room(own, v2) == 5 * GiB           # limit - usage + the page cache it reclaims first
+    assert free_host_bytes(tmp_path / "meminfo", own, v2) == 5 * GiB
+    unlimited = tmp_path / "unlimited"
+    unlimited.mkdir()
+    own = _cgroup_v2(unlimited, "max", current=6 * GiB, inactive_file=0)
+    assert cgroup_room(own, unlimited) is None and free_host_bytes(tmp_path / "meminfo", own, unlimited) == 21 * GiB
+    v1 = tmp_path / "v1"                               # cgroup v1: the memory controller's own hierarchy
+    (v1 / "memory" / "slurm" / "job_7").mkdir(parents=True)
+    (v1 / "memory" / "memory.limit_in_bytes").write_text("9223372036854771712\n")   # the root: no limit
+    (v1 / "memory" / "slurm" / "memory.limit_in_bytes").write_text(f"{4 * GiB}\n")
+    (v1 / "memory" / "slurm" / "memory.usage_in_bytes").write_text(f"{3 * GiB}\n")
+    (v1 / "memory" / "slurm" / "job_7" / "memory.limit_in_bytes").write_text(f"{16 * GiB}\n")
+    (v1 / "memory" / "slurm" / "job_7" / "memory.usage_in_bytes").write_text(f"{GiB}\n")
+    (v1 / "self_cgroup").write_text("5:cpu:/\n4:memory:/slurm/job_7\n0::/\n")
+    assert cgroup_room(v1 / "self_cgroup", v1) == GiB   # the parent's limit is the tighter one

@@ -17,6 +17,7 @@ from tests.conftest import TINY, compose, read, run_train
 RUNS = {
     "side_stream": ["h2d=side_stream"],
     "graphs": ["h2d=non_blocking", "cuda_graphs=true"],
+    "powersgd": ["h2d=non_blocking", "optim=powersgd", "warmup_steps=3"],
 }
 
 
@@ -64,6 +65,20 @@ from tests.test_device_fake import NoRecordStream as ForgetsRecordStream  # noqa
 
 
 @pytest.mark.slow
+@pytest.mark.slow
+def test_powersgds_device_sync_in_every_bucket_is_seen_and_named(runs):
+    """Issue 19.4: the record said window_sync_check "error" with no reason while torch's PowerSGD hook synchronises
+    the whole device in each bucket (invisible to set_sync_debug_mode). The fake device counts those syncs."""
+    r = runs["powersgd"]["result"]
+    layer = r["device_layer"]
+    assert layer["window_unchecked_because"].startswith("optim=powersgd: torch's PowerSGD hook calls "
+                                                        "torch.cuda.synchronize(device)")
+    assert layer["window_sync_check"] == "error, blocking copies and comm-hook device syncs allowed"
+    assert layer["comm_hook_device_syncs"] >= r["steps"]          # every compressed step, every bucket
+    top = [f for f in r["diagnosis"]["findings"] if f["rule"] == "powersgd_sync"]
+    assert top and "torch's own device sync" in top[0]["title"]
+
+
 def test_the_step_loop_with_a_feeder_that_forgets_record_stream_fails(tmp_path, monkeypatch):
     from tasks.train.loop import run
 

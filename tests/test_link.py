@@ -236,7 +236,8 @@ def test_diagnosis_names_the_link_not_cpu_contention():
     step = r["step_time_s"]["median"]
     nbytes = 60_000_000
     r["comm"].update(bytes_per_step=nbytes, buckets={"count": 3, "sizes_bytes": [nbytes // 3] * 3},
-                     time_s=0.7 * step, overlap_s=0.1 * step, exposed_s=0.6 * step)
+                     time_s=0.7 * step, overlap_s=0.1 * step, exposed_s=0.6 * step,      # over 6 probe steps: an
+                     exposed_ci_lo=0.57 * step, exposed_ci_hi=0.63 * step, exposed_n=6)  # interval (issue 19.13)
     rate = nbytes * 8 / (0.7 * step) / arith.payload_fraction() / 0.9   # the sync at 90% of the link's payload rate
     before = [f["rule"] for f in diagnose(rec)["findings"] if not f.get("first")]
     assert before[0] != "exposed_comm.slow_link"

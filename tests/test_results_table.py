@@ -196,3 +196,37 @@ def test_callback_can_leave_the_exit_code_alone(tmp_path):
     proc, sweep_dir = _run_app(tmp_path, fail="false", sweep="optim=none")
     assert proc.returncode == 0, proc.stderr
     assert (sweep_dir / TABLE_MD).is_file()
+
+
+def test_the_baseline_is_stock_ddp_and_the_table_names_the_bucket_rule_it_used():
+    """bucket=null (the record's "default": DDP's own caps, the first bucket 1 MiB) is the baseline; an explicit
+    bucket=25 caps the first bucket at 25 MiB too, so it is a configuration like any other (issue 19, item 3)."""
+    records = [train_record(overrides=["bucket=25"], bucket=25, steps_per_s=2.0, num=0),
+               train_record(overrides=["bucket=100"], bucket=100, steps_per_s=2.5, num=1),
+               train_record(overrides=[], bucket="default", steps_per_s=3.0, num=2)]
+    table = build_table(_entries(records))
+    assert table.rows[2]["baseline"] and not table.rows[0]["baseline"]
+    assert "optim=none with DDP's default bucket (bucket=null" in table.notes[0] and "stock DDP" in table.notes[0]
+    # records made when the tool's default was bucket=25 (the committed reproductions): their baseline says so
+    table = build_table(_entries(records[:2]))
+    assert table.rows[0]["baseline"]
+    assert "optim=none with bucket=25 (every bucket capped at 25 MiB, the first too" in table.notes[0]
+
+
+def test_exposed_comm_from_one_probe_step_is_marked_in_every_table():
+    """Issue 19.13: the exposed time of a DDP run is one untimed probe step unless probe_steps asks for more; a table
+    never shows it as if it had an interval. With 6 probe steps (the record's exposed_ci_*) it shows the interval."""
+    from results.table import comm_table, scaling_table
+
+    one = train_record(overrides=["bucket=25"], bucket=25, steps_per_s=2.0, num=0, exposed_s=0.658)
+    six = train_record(overrides=["bucket=100"], bucket=100, steps_per_s=2.5, num=1, exposed_s=0.058)
+    six["result"]["comm"].update(exposed_n=6, exposed_ci_lo=0.050, exposed_ci_hi=0.070)
+    entries = _entries([one, six])
+    table = build_table(entries)
+    md = table.markdown()
+    assert "658.0 (n=1)" in md and "58 [50, 70]" in md and "(n=1): a single sample" in md
+    assert [r["exposed comm ms n"] for r in table.rows] == [1, 6]
+    assert "658.0 (n=1)" in comm_table(entries).markdown()
+    one_rank = train_record(overrides=["world_size=1", "sync=local"], steps_per_s=3.0, world_size=1, num=2)
+    one_rank["result"]["comm"] = None
+    assert "(n=1)" in scaling_table(_entries([one_rank, one])).markdown()

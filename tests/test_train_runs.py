@@ -84,7 +84,7 @@ def test_config_error_exits_2_with_message_and_no_traceback(tmp_path):
     assert proc.returncode == 2
     assert "batch_size=0: must be >= 1" in proc.stderr
     assert "Traceback" not in proc.stderr
-    assert read(proc.out_dir)["status"] == "failed"
+    assert not proc.out_dir.exists()        # refused before any rank: no record, no directory (issue 19.10)
 
 
 def test_unknown_model_lists_choices(tmp_path):
@@ -122,3 +122,5 @@ def test_train_reference_runs_as_its_own_task(tmp_path):
     assert r["steps"] == 10 and r["world_size"] == 2 and r["throughput"]["n_blocks"] == 10
     assert r["throughput"]["ci_lo"] <= r["throughput"]["steps_per_s"] <= r["throughput"]["ci_hi"]
     assert len(r["threads"]) == 2 and all(c > 0 for c in r["cpu_s_per_step"])
+    # the same precision path as task=train (torch's TF32 defaults unless asked otherwise), recorded
+    assert r["precision"] == "fp32" and r["precision_flags"]["cudnn_allow_tf32"] is True

@@ -92,3 +92,43 @@ def test_without_timing_the_rule_reads_block_walls_and_the_agreement_is_not_grad
     finally:
         counter.uninstall()
     assert m["precision_of"].startswith("block wall clock") and 6 <= m["steps"] <= 12
+
+
+def test_the_profiler_steps_between_blocks_never_inside_one():
+    """Issue 19.5: prof.step() ran inside a timed block, and where its schedule ends torch synchronises the device and
+    writes the trace. `between` runs after each block's wall clock is taken; on the fake device its device sync there
+    is allowed, where inside the window it would be an error."""
+    from device.fake import FakeDevice
+
+    timer, seen = FakeTimer(), []
+    w = Window(cfg("fixed", steps=20, block=2), torch.device("cpu"), timer)
+    with FakeDevice() as dev:
+        def profiler_step():
+            seen.append(len(w.walls))
+            dev.synchronize()            # what the profiler's end does on a GPU (torch.cuda.synchronize)
+
+        for n in w.blocks(between=profiler_step):
+            with dev.window(strict=True):
+                for _ in range(n):
+                    timer.times.append(0.01)
+    assert seen == list(range(1, 11)) and w.sizes == [2] * 10
+
+
+def test_an_adaptive_window_promises_no_step_count_and_shows_its_caps():
+    """Issue 19.16: the bar printed `9/62 ... <07:08` on a run capped at 90 s (62 = warm-up + max_steps), and an
+    interrupt said "after 7 of 6 measured steps"."""
+    from core.job import interrupted_record
+
+    w = Window(cfg("adaptive", steps=6, max_steps=60, max_s=90), torch.device("cpu"), FakeTimer())
+    assert w.planned_steps is None and w.label() == "measured (min 6; until +-2% or 60 steps or 90 s)"
+    fixed = Window(cfg("fixed", steps=6), torch.device("cpu"), FakeTimer())
+    assert fixed.planned_steps == 6 and fixed.label() == "measured"
+    config = {"task": "train", "steps": 6, "warmup_steps": 2, "measure": {"policy": "adaptive"}}
+
+    class Outcome:
+        progress, env, started = {"measured_steps_done": 7}, {}, None
+
+    rec = interrupted_record(config, {"overrides": []}, "SIGINT", Outcome())
+    assert rec.error == "interrupted by SIGINT after 7 measured steps (min 6)"
+    config["measure"]["policy"] = "fixed"
+    assert interrupted_record(config, {}, "SIGINT", Outcome()).error.endswith("after 7 of 6 measured steps")

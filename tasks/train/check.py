@@ -8,8 +8,8 @@ import warnings
 
 from omegaconf import DictConfig
 
-from core.config import Host, check_fits, ranks_per_node
-from core.errors import ConfigError
+from core.config import Host, asked_gpus_per_node, check_fits, ranks_per_node
+from core.errors import ConfigError, ConfigWarning
 from device.memory import preflight as memory_preflight, rank_bytes
 from device.placement import preflight as placement_preflight
 from tasks.train.cuda_graphs import problems as graph_problems
@@ -27,9 +27,9 @@ def check(cfg: DictConfig, submitting: bool = False, host: Host | None = None) -
         _check_powersgd(cfg)
     # where the ranks will run (None: only the compute nodes, or the ranks already started, know)
     where = placement_preflight(cfg, submitting, gpus=host.gpus, ranks_started=host.ranks_started)
-    on_gpu = where.kind == "cuda" if where is not None else bool(cfg.launcher.get("gpus_per_node"))
+    on_gpu = where.kind == "cuda" if where is not None else bool(asked_gpus_per_node(cfg.launcher))
     if on_gpu and cfg.sync == "ddp" and not cfg.cuda_graphs and (message := warmup_warning(cfg)):
-        warnings.warn(message)
+        warnings.warn(message, ConfigWarning)
     if cfg.cuda_graphs:
         _check_cuda_graphs(cfg, where)
     _check_memory(cfg, where, host, submitting)
@@ -90,7 +90,7 @@ def _check_memory(cfg: DictConfig, where, host: Host, submitting: bool) -> None:
     or in the host memory a node's CPU ranks share (with the host's rank limits, core.config.check_fits)."""
     if where is not None and where.kind == "cuda":
         memory_preflight(cfg, where, ranks_per_node(cfg))
-    elif where is not None or not cfg.launcher.get("gpus_per_node"):
+    elif where is not None or not asked_gpus_per_node(cfg.launcher):
         check_fits(cfg, host, ranks=ranks_per_node(cfg), per_rank_bytes=rank_bytes(cfg), what=f"world_size="
                    f"{cfg.world_size}", fix="Use a smaller world_size, batch_size or model, or more nodes "
                    "(launcher=slurm)", submitting=submitting)

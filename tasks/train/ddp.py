@@ -19,6 +19,40 @@ from tasks.train.sync import Sync
 COMPRESSED_DTYPE = {"fp16": torch.float16, "bf16": torch.bfloat16}
 ALWAYS_TIMED = 10   # DDP times its synchronised iterations 1..10 whatever the sample rate (Reducer::should_collect_runtime_stats)
 QUIET_SAMPLE_RATE = 1 << 30  # runtime stats sampled so rarely that no measured step ever is
+MIB = 1 << 20
+
+
+def bucket_cap_mb(bucket) -> float | None:
+    """conf's `bucket` as DDP's bucket_cap_mb: null leaves DDP's own default (stock DDP), a number is passed as is."""
+    return None if bucket is None else float(bucket)
+
+
+def bucket_caps(bucket) -> tuple[int, int]:
+    """(first bucket's cap, every other bucket's cap) in bytes, as DDP derives them from bucket_cap_mb
+    (torch/nn/parallel/distributed.py, _BucketCapacityConfig.create, torch 2.14): bucket_cap_mb=None gives 25 MiB
+    buckets with the first capped at dist._DEFAULT_FIRST_BUCKET_BYTES (1 MiB); an explicit bucket_cap_mb caps every
+    bucket at that size, the first too (bucket=25 is not stock DDP). After the first step the reducer rebuilds the
+    buckets in the order gradients became ready, so the first bucket holds the first gradients backward produces
+    (the output layers): the small first cap lets the first all-reduce start early. Asks torch's own bucket config
+    where it has one."""
+    mb = bucket_cap_mb(bucket)
+    try:
+        from torch.nn.parallel.distributed import _BucketCapacityConfig
+
+        c = _BucketCapacityConfig.create(mb, None, False)
+        return c.first_bucket_bytes_cap, c.bucket_bytes_cap
+    except (ImportError, AttributeError, TypeError):     # older torch: the same rule, stated here
+        cap = int((25 if mb is None else mb) * MIB)
+        return (dist._DEFAULT_FIRST_BUCKET_BYTES if mb is None else cap), cap
+
+
+def bucket_rule(bucket) -> str:
+    """The bucket setting in words, for the record and the summary."""
+    first, cap = bucket_caps(bucket)
+    if bucket is None:
+        return (f"DDP's default (bucket_cap_mb=None): {cap / MIB:g} MiB buckets, the first capped at "
+                f"{first / MIB:g} MiB")
+    return f"bucket_cap_mb={float(bucket):g}: every bucket capped at {cap / MIB:g} MiB, the first too"
 
 
 def synchronised_iterations(steps: int, accumulate: int, static_graph: bool) -> int:
@@ -103,7 +137,7 @@ class DDPSync(Sync):
             self.model = DDP(
                 model,
                 device_ids=[device.index] if device.type == "cuda" else None,
-                bucket_cap_mb=float(cfg.bucket),
+                bucket_cap_mb=bucket_cap_mb(cfg.bucket),
                 static_graph=static_graph,
                 gradient_as_bucket_view=bool(cfg.ddp.gradient_as_bucket_view),
                 find_unused_parameters=bool(cfg.ddp.find_unused_parameters),
@@ -125,17 +159,18 @@ class DDPSync(Sync):
         self.hook_state = None
         self.serialized = False
         if self.optim != "none":
-            self.hook_state, hook = self._hook()
+            self.hook_state, hook = self._hook(dev)
             self.hook = counting(hook)
             self.model.register_comm_hook(self.hook_state, self.hook)
         # Runtime stats are only sampled in the untimed probe steps (on GPU sampling synchronises the host).
         self.disable_runtime_stats()
 
-    def _hook(self):
+    def _hook(self, dev):
+        """The comm hook as it runs on this rank's device (dev.comm_hook: the fake device watches its syncs)."""
         if self.optim == "fp16":
-            return None, default_hooks.fp16_compress_hook
+            return None, dev.comm_hook(default_hooks.fp16_compress_hook)
         if self.optim == "bf16":
-            return None, default_hooks.bf16_compress_hook
+            return None, dev.comm_hook(default_hooks.bf16_compress_hook)
         o = self.cfg.optim
         state = powerSGD_hook.PowerSGDState(
             process_group=None,
@@ -148,7 +183,7 @@ class DDPSync(Sync):
             random_seed=int(o.random_seed),
             batch_tensors_with_same_shape=bool(o.batch_tensors_with_same_shape),
         )
-        hook = powerSGD_hook.batched_powerSGD_hook if o.batched else powerSGD_hook.powerSGD_hook
+        hook = dev.comm_hook(powerSGD_hook.batched_powerSGD_hook if o.batched else powerSGD_hook.powerSGD_hook)
         if dist.get_backend() == "gloo":
             self.serialized = True
             return state, serialized(hook)
@@ -165,9 +200,9 @@ class DDPSync(Sync):
         pass  # DDP all-reduces inside backward
 
     def buckets(self) -> list[int]:
-        """Bucket sizes in bytes as DDP reports it built them (after its rebuild on the first step), so a bucket
-        sweep shows what really changed (e.g. a tensor larger than the cap gets a bucket of its own; older torch
-        versions also capped the first bucket at 1 MiB)."""
+        """Bucket sizes in bytes as DDP reports it built them (after its rebuild on the first step, in the order
+        they are all-reduced), so a bucket sweep shows what really changed (e.g. a tensor larger than the cap gets
+        a bucket of its own, and DDP's default caps the first bucket at 1 MiB: bucket_caps)."""
         data = self.model._get_ddp_logging_data()
         sizes = data.get("rebuilt_bucket_sizes") or data.get("bucket_sizes") or ""
         return [int(s) for s in str(sizes).split(",") if s.strip()]
@@ -197,9 +232,13 @@ class DDPSync(Sync):
         """What DDP reports it is doing (its own logging data), not what the config asked for."""
         data = self.model._get_ddp_logging_data()
         sizes = self.buckets()
+        first, cap = bucket_caps(self.cfg.bucket)
         out = {
-            "bucket_cap_mb": float(self.cfg.bucket),
-            "buckets": {"count": len(sizes), "sizes_bytes": sizes},
+            "bucket_cap_mb": "default" if self.cfg.bucket is None else float(self.cfg.bucket),
+            "bucket_caps": {"first_bytes": first, "bytes": cap, "rule": bucket_rule(self.cfg.bucket)},
+            "buckets": {"count": len(sizes), "sizes_bytes": sizes,
+                        "rebuilt": bool(data.get("has_rebuilt_buckets") or data.get("rebuilt_bucket_sizes")),
+                        "order": "all-reduce order: the first bucket holds the gradients backward produces first"},
             "static_graph": bool(self.model.static_graph),
             "gradient_as_bucket_view": bool(data.get("gradient_as_bucket_view")),
             "find_unused_parameters": bool(data.get("find_unused_parameters")),
@@ -218,14 +257,23 @@ class DDPSync(Sync):
 
 
 def warmup_warning(cfg) -> str | None:
-    """The warning for a GPU run whose measured window contains DDP's own timing waits (None: it does not)."""
+    """The warning for a GPU run whose timed blocks contain DDP's own timing waits (None: they do not). DDP waits at
+    the start of synchronised forward k for iteration k-1's timing events (stats_waits); in the first step of a timed
+    block those events finished before the block's device sync, so the wait costs nothing there: only waits in a
+    block's later steps are timed."""
+    from tasks.train.window import block_size   # here: window -> timing -> this package
+
     static = bool(cfg.ddp.static_graph)
     before = synchronised_iterations(cfg.warmup_steps, cfg.accumulate, static)
-    waits = stats_waits(before, synchronised_iterations(cfg.steps, cfg.accumulate, False))
-    if not waits:
+    block = block_size(cfg.steps, cfg.measure.block_steps)
+    last = cfg.steps if cfg.measure.policy == "fixed" else (cfg.measure.max_steps or ALWAYS_TIMED + 1)
+    # measured step i runs synchronised forward before + i + 1 (a step's K-1 no_sync micro-steps do not count)
+    timed = [i for i in range(min(last, ALWAYS_TIMED + 1)) if i % block and stats_waits(before + i, 1)]
+    if not timed:
         return None
     enough = ALWAYS_TIMED + 1 - (1 if static and cfg.accumulate > 1 else 0)
-    return (f"warmup_steps={cfg.warmup_steps}: {waits} measured step(s) include a host wait. On GPU DDP times its "
-            f"synchronised iterations 1-{ALWAYS_TIMED} itself and waits for those timings at the next synchronised "
-            f"forward; accumulate={cfg.accumulate} does not add synchronised iterations (no_sync micro-steps do not "
+    return (f"warmup_steps={cfg.warmup_steps}: {len(timed)} measured step(s) include a host wait inside a timed "
+            f"block. On GPU DDP times its synchronised iterations 1-{ALWAYS_TIMED} itself and waits for those timings "
+            f"at the next synchronised forward (a block's first step waits for nothing: the block's device sync came "
+            f"first); accumulate={cfg.accumulate} does not add synchronised iterations (no_sync micro-steps do not "
             f"count). Use warmup_steps>={enough} for clean numbers.")

@@ -76,19 +76,28 @@ def make_feeder(mode: str, dev, host_batches):
         dev, host_batches)
 
 
+POWERSGD_SYNC = ("optim=powersgd: torch's PowerSGD hook calls torch.cuda.synchronize(device) in its decompression "
+                 "(torch/distributed/algorithms/ddp_comm_hooks/powerSGD_hook.py), for every bucket of every step: a "
+                 "device-wide sync (cudaDeviceSynchronize) that torch.cuda.set_sync_debug_mode does not catch, so the "
+                 "measured steps include it, as they do in any training that uses the hook")
+
+
 def window_sync_check(cfg, backend: str, kind: str) -> tuple[bool, str | None]:
     """(strict, why not): whether the measured window runs with host syncs made errors (CUDA:
-    torch.cuda.set_sync_debug_mode("error"); the fake device: its own check), and, when not, the sync the config
+    torch.cuda.set_sync_debug_mode("error"); the fake device: its own check), and, when not, every sync the config
     itself puts there. kind: the device's (device/placement.py)."""
+    why = []
     if cfg.h2d == "blocking":
-        return False, "h2d=blocking: the copy on the compute stream waits for the host by design"
-    if cfg.optim.name == "powersgd" and not cfg.optim.warm_start:
-        return False, ("optim.warm_start=false: PowerSGD copies CPU torch.randn into its Q matrices every step "
-                       "(a blocking host-to-device copy per bucket)")
-    if cfg.optim.name == "powersgd" and cfg.optim.start_iter >= cfg.warmup_steps:
-        return False, (f"optim.start_iter={cfg.optim.start_iter} with warmup_steps={cfg.warmup_steps}: PowerSGD "
+        why.append("h2d=blocking: the copy on the compute stream waits for the host by design")
+    if cfg.optim.name == "powersgd":
+        why.append(POWERSGD_SYNC)
+        if not cfg.optim.warm_start:
+            why.append("optim.warm_start=false: PowerSGD copies CPU torch.randn into its Q matrices every step (a "
+                       "blocking host-to-device copy per bucket)")
+        elif cfg.optim.start_iter >= cfg.warmup_steps:
+            why.append(f"optim.start_iter={cfg.optim.start_iter} with warmup_steps={cfg.warmup_steps}: PowerSGD "
                        "compresses first in the first measured step and fills its matrices there from CPU torch.randn "
                        f"(a blocking copy); warmup_steps={cfg.optim.start_iter + 1} keeps that out of the window")
     if kind == "cuda" and backend == "gloo" and cfg.sync != "local":
-        return False, "backend=gloo: on CUDA tensors gloo synchronises its own streams on its worker threads"
-    return True, None
+        why.append("backend=gloo: on CUDA tensors gloo synchronises its own streams on its worker threads")
+    return not why, "; ".join(why) or None

@@ -36,7 +36,7 @@ def run(ctx) -> dict | None:
     cfg, dev = ctx.cfg, ctx.dev
     marks = {"start": time.time()}  # where the job's time goes (record: time_budget)
     torch.manual_seed(cfg.seed)  # identical initial weights on every rank (the explicit strategies rely on it)
-    set_precision(cfg.precision)
+    precision = set_precision(cfg.precision)
     model = dev.model_to_device(build_model(cfg.model, cfg.data.image_size))
     sync = make_sync(cfg, model, ctx.device)
     model = sync.model
@@ -96,16 +96,15 @@ def run(ctx) -> dict | None:
     cpu0 = cpu_usage()
     losses = []
     step = cfg.warmup_steps
-    bar.set_description("measured")
+    bar.set_description(window.label())
     strict, unchecked_because = window_sync_check(cfg, ctx.backend, dev.kind)
     with profiler(cfg, ctx) as prof:
-        for block in window.blocks():
+        for block in window.blocks(between=prof.step):  # the profiler steps between blocks: its schedule counts blocks
             with dev.window(strict):
                 for _ in range(block):
                     maybe_fail(cfg, ctx.rank, step)
                     losses.append(train_step())
                     ctx.progress["measured_steps_done"] = len(losses)
-                    prof.step()
                     bar.update()
                     step += 1
     calls, py_bytes = counter.stop()
@@ -150,6 +149,7 @@ def run(ctx) -> dict | None:
                       final_loss=final_loss.item() / ctx.world_size, grad_error=grad_error)
     result["forward_dtype"] = forward_dtype
     result["grad_ready"] = grad_ready
+    result["precision_flags"] = precision
     attach_probe_figures(result, microbench, everyone)
     result["device_layer"] = {**dev.report(), "window_sync_check": dev.window_check(strict),
                               "window_unchecked_because": unchecked_because}
@@ -161,10 +161,22 @@ def maybe_fail(cfg, rank: int, step: int) -> None:
         raise RuntimeError(f"fault injected on rank {rank} at step {step} (fault.rank={cfg.fault.rank})")
 
 
-def set_precision(precision: str) -> None:
-    tf32 = precision == "tf32"
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
+def set_precision(precision: str) -> dict:
+    """precision=fp32 (the default) and bf16 leave torch's own defaults alone, as the user's training and the seeds'
+    loops run: in torch 2.14 cuDNN convolutions may use TF32 (torch.backends.cudnn.allow_tf32 defaults to True) and
+    fp32 matmuls do not (torch.get_float32_matmul_precision() defaults to "highest"). fp32_strict turns TF32 off for
+    both, tf32 on for both. Returns the flags in effect, for the record: on a CPU they change nothing."""
+    if precision in ("fp32_strict", "tf32"):
+        tf32 = precision == "tf32"
+        torch.set_float32_matmul_precision("high" if tf32 else "highest")
+        torch.backends.cudnn.allow_tf32 = tf32
+    return precision_flags()
+
+
+def precision_flags() -> dict:
+    return {"matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+            "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+            "float32_matmul_precision": torch.get_float32_matmul_precision()}
 
 
 def autocast_for(precision: str, device: torch.device):
@@ -186,8 +198,10 @@ class _NoProfiler:
 
 
 def profiler(cfg, ctx):
-    """torch.profiler over a wait/warm-up/active schedule, one Chrome trace per rank; on GPU also the CUDA profiler
-    API range, so `nsys profile --capture-range=cudaProfilerApi` captures the measured window."""
+    """torch.profiler over a wait/warm-up/active schedule of timed blocks, one Chrome trace per rank; on GPU also the
+    CUDA profiler API range, so `nsys profile --capture-range=cudaProfilerApi` captures the measured window. It is
+    stepped between blocks, never inside one: where its schedule ends, torch/autograd/profiler.py synchronises the
+    device and the trace is written, which inside a timed block would be timed."""
     if not cfg.profile.enabled:
         return _NoProfiler()
     from torch.profiler import ProfilerActivity, profile, schedule

@@ -14,9 +14,10 @@ from tasks.train.stragglers import find_straggler
 
 
 def ddp_comm_probe(sync, train_step, n: int) -> dict | None:
-    """Median of DDP's runtime stats over n probe steps. DDP fills them in at the start of the next forward
-    (synchronising the host with the GPU's timing events there, which is why this is not done in the window), so
-    sampling is turned off again at the end."""
+    """Median of DDP's runtime stats over n probe steps, and each step's exposed communication (comm - overlap), so
+    that n >= 6 gives the exposed time a 95% interval (tasks/train/result.py). DDP fills them in at the start of the
+    next forward (synchronising the host with the GPU's timing events there, which is why this is not done in the
+    window), so sampling is turned off again at the end."""
     if sync.runtime_stats_kind is None or n < 1:
         return None
     sync.enable_runtime_stats()
@@ -26,7 +27,9 @@ def ddp_comm_probe(sync, train_step, n: int) -> dict | None:
         if i > 0:  # stats now describe the previous step's backward
             samples.append(sync.runtime_stats())
     sync.disable_runtime_stats()
-    return {k: statistics.median(s[k] for s in samples) for k in samples[0]}
+    out = {k: statistics.median(s[k] for s in samples) for k in samples[0]}
+    out["exposed_samples_s"] = [max(0.0, s["comm_s"] - s["overlap_s"]) for s in samples]
+    return out
 
 
 def grad_error_probe(sync, criterion, autocast, device_batches, n: int) -> float | None:

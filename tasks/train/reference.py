@@ -14,6 +14,8 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from models import build_model
+from tasks.train.ddp import bucket_cap_mb
+from tasks.train.loop import set_precision
 from stats import block_throughput, fmt_ci
 from tasks.train.check import check as train_check
 from tasks.train.result import thread_counts
@@ -27,8 +29,10 @@ def check(cfg, submitting: bool = False, host=None) -> None:
 def run(ctx) -> dict | None:
     cfg, device = ctx.cfg, ctx.device
     torch.manual_seed(cfg.seed)
+    precision = set_precision(cfg.precision)   # task=train's own settings, so the two loops compute alike
     model = build_model(cfg.model, cfg.data.image_size).to(device)
-    model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None, bucket_cap_mb=float(cfg.bucket))
+    model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
+                bucket_cap_mb=bucket_cap_mb(cfg.bucket))
     optimizer = torch.optim.SGD(model.parameters(), lr=cfg.solver.lr, momentum=cfg.solver.momentum)
     size = cfg.data.image_size
     x = torch.randn(cfg.batch_size, 3, size, size, device=device)
@@ -66,6 +70,7 @@ def run(ctx) -> dict | None:
                   "samples_per_s": tp["steps_per_s"] * per_step, "n_blocks": tp["n_blocks"], "method": tp["method"],
                   "blocks": {"walls_s": slowest, "steps": sizes}}
     return {"steps": sum(sizes), "global_batch": per_step, "world_size": ctx.world_size, "throughput": throughput,
+            "precision": cfg.precision, "precision_flags": precision,
             "threads": [r["threads"] for r in everyone], "cpu_s_per_step": [r["cpu_s_per_step"] for r in everyone],
             "headline": {"steps/s": tp["steps_per_s"], "samples/s": tp["steps_per_s"] * per_step}}
 

@@ -41,31 +41,40 @@ def rank_figures(ctx, steps: list[dict], window, cpu_s: float) -> dict:
 
 
 def comm_figures(described: dict, world_size: int, steps: list[dict], probe: dict | None, collectives: float, nbytes: float) -> dict:
+    """exposed_s with its 95% interval where its samples give one (exposed_ci_*; exposed_n samples): DDP's comes from
+    probe_steps untimed steps, one by default (a single sample: the tables say so, and the diagnosis does not act
+    on it alone); the explicit strategies' from every measured step's sync phase."""
     sync_times = [s["sync"] for s in steps if "sync" in s]
+    exposed = None
     if probe is not None:  # DDP: its runtime stats from the probe steps
         time_s, overlap_s = probe["comm_s"], probe["overlap_s"]
-        exposed_s = max(0.0, time_s - overlap_s)
+        exposed = probe.get("exposed_samples_s") or [max(0.0, time_s - overlap_s)]
         backward_compute_s = probe["backward_compute_s"]
         method = probe.get("method") or ("DDP runtime stats (reducer timers) over the untimed probe steps: time = "
                                          "first bucket all-reduce start to last finish; exposed = time - overlap "
                                          "with backward compute")
     elif sync_times and not described.get("buckets"):  # explicit strategies: the sync phase is all communication
-        time_s = float(np.median(sync_times))
-        overlap_s, exposed_s, backward_compute_s = 0.0, time_s, None
+        time_s, exposed = float(np.median(sync_times)), sync_times
+        overlap_s, backward_compute_s = 0.0, None
         method = "median sync phase of the measured steps (no overlap: all-reduce runs after backward)"
     else:  # nothing timed the communication: say so rather than print 0
-        time_s = overlap_s = exposed_s = backward_compute_s = None
+        time_s = overlap_s = backward_compute_s = None
         method = "not measured: " + ("probe_steps=0, and only DDP's runtime stats in the probe steps time its "
                                      "all-reduce (it runs inside backward)" if described.get("buckets")
                                      else "timing=false, and the sync phase times the explicit strategies")
     algbw = nbytes / time_s / 1e9 if time_s else None
     buckets = described.get("buckets")  # DDP only
+    ex = describe(exposed) if exposed else None
+    ci = ex is not None and ex["ci_level"] >= 0.95
     return {
         "bytes_per_step": nbytes,
         "collectives_per_step": collectives,
         "time_s": time_s,
         "overlap_s": overlap_s,
-        "exposed_s": exposed_s,
+        "exposed_s": ex["median"] if ex else None,
+        "exposed_ci_lo": ex["ci_lo"] if ci else None,
+        "exposed_ci_hi": ex["ci_hi"] if ci else None,
+        "exposed_n": ex["n"] if ex else None,
         "backward_compute_s": backward_compute_s,
         "algbw_GBps": algbw,
         "busbw_GBps": algbw * 2 * (world_size - 1) / world_size if algbw is not None else None,
@@ -204,6 +213,17 @@ def summarize_window(r: dict) -> list[str]:
     return lines
 
 
+def exposed_text(c: dict) -> str:
+    """The exposed time with its 95% interval, or how many samples it rests on when they give none."""
+    if c.get("exposed_s") is None:
+        return "n/a"
+    if c.get("exposed_ci_lo") is not None:
+        return fmt_ci(c["exposed_s"] * 1e3, c["exposed_ci_lo"] * 1e3, c["exposed_ci_hi"] * 1e3, "ms")
+    n = c.get("exposed_n")
+    return f"{c['exposed_s'] * 1e3:.2f} ms" + (f" ({n} probe step{'s' if n > 1 else ''}: no interval; probe_steps=6 "
+                                              "gives one)" if n is not None else "")
+
+
 def summarize(record: dict) -> str:
     r = record["result"]
     lines = [
@@ -221,10 +241,17 @@ def summarize(record: dict) -> str:
             "",
             f"gradient sync: {c['collectives_per_step']:.0f} collectives/step, {c['bytes_per_step'] / 1e6:.2f} MB/step"
             + (f", {c['buckets']['count']} buckets" if c.get("buckets") else ""),
-            f"  comm {f(c['time_s'])} ms, overlapped with backward {f(c['overlap_s'])} ms, exposed {f(c['exposed_s'])} ms"
+            f"  comm {f(c['time_s'])} ms, overlapped with backward {f(c['overlap_s'])} ms, exposed {exposed_text(c)}"
             + (f", backward compute {f(c['backward_compute_s'])} ms" if c["backward_compute_s"] is not None else ""),
             f"  algbw {f(c['algbw_GBps'], 1)} GB/s  busbw {f(c['busbw_GBps'], 1)} GB/s  ({c['method']})",
         ]
+        caps, built = (r.get("ddp") or {}).get("bucket_caps"), (r.get("ddp") or {}).get("buckets") or {}
+        if caps:
+            sizes = built.get("sizes_bytes") or []
+            shown = ", ".join(f"{b / 1e6:.3g}" for b in sizes[:8]) + (", ..." if len(sizes) > 8 else "")
+            how = ("as built after DDP's rebuild, in all-reduce order" if built.get("rebuilt")
+                   else "as first built (DDP had not rebuilt them yet)")
+            lines.append(f"  buckets: {caps['rule']}; {how}: {shown} MB")
     acc = r["accuracy"]
     lines.append("")
     lines.append(f"loss {acc['final_loss']:.4f}" + (f"   gradient rel. error vs exact fp32 all-reduce "

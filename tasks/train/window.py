@@ -24,14 +24,19 @@ AGREEMENT = ("one all_reduce(MAX) of [any rank wants more, any rank stopped on a
              "timed blocks")
 
 
+def block_size(steps: int, block_steps: int) -> int:
+    """Steps per timed block: at least MIN_BLOCKS blocks in the minimum window, so its throughput has an interval (50
+    GPU steps in blocks of 10 would be 5): the block shrinks to steps // MIN_BLOCKS when measure.block_steps is
+    larger. Every block has this size but the fixed window's last, which may be shorter."""
+    return max(1, min(int(block_steps), int(steps) // MIN_BLOCKS))
+
+
 class Window:
     def __init__(self, cfg, device: torch.device, timer, counter=None):
         m = cfg.measure
         self.policy = m.policy
         self.min_steps = int(cfg.steps)
-        # at least MIN_BLOCKS blocks in the minimum window, so its throughput has an interval (50 GPU steps in blocks
-        # of 10 would be 5): the block shrinks to steps // MIN_BLOCKS when measure.block_steps is larger
-        self.block = max(1, min(int(m.block_steps), self.min_steps // MIN_BLOCKS))
+        self.block = block_size(self.min_steps, m.block_steps)
         self.rel_ci = float(m.rel_ci)
         self.max_steps = None if m.max_steps is None else int(m.max_steps)
         self.max_s = None if m.max_s is None else float(m.max_s)
@@ -48,10 +53,22 @@ class Window:
 
     @property
     def planned_steps(self) -> int | None:
-        """For a progress bar: exact for policy=fixed, the cap for adaptive."""
-        return self.min_steps if self.policy == "fixed" else self.max_steps
+        """For a progress bar: exact for policy=fixed; None for adaptive, whose end no count predicts (the target,
+        or the step cap, or the time cap, whichever comes first), so a bar shows no false ETA."""
+        return self.min_steps if self.policy == "fixed" else None
 
-    def blocks(self):
+    def label(self) -> str:
+        """The progress bar's name for the window: how it ends."""
+        if self.policy == "fixed":
+            return "measured"
+        caps = [f"{self.max_steps} steps" if self.max_steps is not None else None,
+                f"{self.max_s:g} s" if self.max_s is not None else None]
+        return (f"measured (min {self.min_steps}; until +-{self.rel_ci:.0%} or " + " or ".join(c for c in caps if c)
+                + ")")
+
+    def blocks(self, between=None):
+        """The size of each timed block, in turn. between(): called after each block, outside its timed span (the
+        profiler steps there: its schedule's end synchronises the device and writes the trace)."""
         start = time.perf_counter()
         while True:
             n = self._next_size()
@@ -62,6 +79,8 @@ class Window:
             device_sync(self.device)
             self.walls.append(time.perf_counter() - t0)
             self.sizes.append(n)
+            if between is not None:
+                between()
             stop = self._stop(time.perf_counter() - start)
             self.window_s = time.perf_counter() - start
             if stop:
