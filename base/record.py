@@ -1,7 +1,7 @@
 """The run record: one JSON per run, the only thing tables, plots, the report and W&B read.
 
 There is one way to make a record (the `Record` constructors below) and one way to write it (`Record.write`, atomic,
-called only from core.finalise). On disk it is a JSON object (schema_version 2):
+called only from job.finalise). On disk it is a JSON object (schema_version 2):
 
   schema_version  int; readers refuse versions they do not know
   status          "ok" | "failed" | "interrupted"
@@ -13,7 +13,7 @@ called only from core.finalise). On disk it is a JSON object (schema_version 2):
   overrides       the command-line overrides of this job (Hydra's task overrides), as typed
   job             {name, num, output_dir, sweep_dir, sweep_id, slurm_job_id, log}
   config          the resolved config every rank ran with, except keys whose value came from the environment
-                  (`${oc.env:...}`), which keep the text typed (core/provenance.py)
+                  (`${oc.env:...}`), which keep the text typed (base/provenance.py)
   env             {hostnames, cpu_count, torch, cuda, nccl, python, devices, device_count, backend, world_size,
                    vars{NCCL_*, GLOO_*, OMP_NUM_THREADS, ...}, link{emulated, rate_bit_s, qdisc, check, ...: the network
                    the ranks used, docs/links.md}}; {} when the ranks never got that far

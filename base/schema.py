@@ -3,13 +3,13 @@
 Hydra merges conf/'s YAML onto these dataclasses, so a wrong type or an unknown choice (`steps=1.5`, `sync=allgather`,
 a misspelt key) is refused while the config is composed, before any code of ours runs. The values themselves (the
 defaults) live in the YAML only: a field here says what a key may hold, conf/ says what it holds. Bounds are field
-metadata (`ge`/`gt`), checked once by core.config.check_schema; the checks between keys belong to each task's
+metadata (`ge`/`gt`), checked once by job.config.check_schema; the checks between keys belong to each task's
 check().
 
 Each group option extends its group's schema in its defaults list (`- /schema/model/vgg@_here_`), the primary config
 extends `config_schema` (Hydra's "structured config as schema" pattern). The launcher group is left untyped: its
 options belong to launchers/slurm, which checks them. Importing this module registers everything in Hydra's
-ConfigStore (Hydra's idiom; core.config imports it, so everything that composes conf/ has it).
+ConfigStore (Hydra's idiom; job.config imports it, so everything that composes conf/ has it).
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from core.errors import ConfigError
+from base.errors import ConfigError
 from device import Clock, layer_for  # noqa: F401 - Clock: the comm tasks' timer
 from device.placement import visible_gpus
 

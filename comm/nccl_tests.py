@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 from diagnosis.finding import ms
-from diagnosis.efficiency import bus_factor, call_sizes, not_measurable, versus_sync
+from comm.efficiency import bus_factor, call_sizes, not_measurable, versus_sync
 
 
 class NcclTestsError(ValueError):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-from core.errors import ConfigError
+from base.errors import ConfigError
 from data.fake import FakeImages
 from data.raw_folder import RawFolder, class_count, scan
 
@@ -31,7 +31,7 @@ def build_dataset(data_cfg, rank: int, world_size: int, samples_needed: int) -> 
         return FakeImages(samples_needed, data_cfg.image_size, data_cfg.num_classes, data_cfg.pool, seed=rank)
     if data_cfg.kind == "raw_folder":
         return RawFolder(data_cfg.root, data_cfg.image_size)
-    from core.schema import DataKind
+    from base.schema import DataKind
 
     raise ConfigError(f"data.kind={data_cfg.kind!r} is unknown; choose one of {', '.join(DataKind)}.")
 

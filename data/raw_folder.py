@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import Dataset
 
-from core.errors import ConfigError
+from base.errors import ConfigError
 
 
 def sample_bytes(image_size: int) -> int:

@@ -7,7 +7,7 @@ The step loop, the H2D feeders, CUDA graphs and the comm tasks ask a Device (int
     fake   device/fake.py   tests only (device=fake): CPU tensors through the CUDA code paths, with the stream rules
                             enforced (waits before use, record_stream across streams, no sync in the window)
 
-Which one a rank gets, and its backend, is decided once for all ranks in device/placement.py; device/memory.py
+Which one a rank gets, and its backend, is decided once for all ranks in device/placement.py; tasks/train/memory.py
 refuses a config that cannot fit before any rank starts."""
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from typing import Mapping
 
 import torch
 
-from core.errors import ConfigError
+from base.errors import ConfigError
 
 DEVICES = ("auto", "cpu", "cuda", "fake")
 BACKENDS = ("auto", "nccl", "gloo")
@@ -221,7 +221,7 @@ def preflight(cfg, submitting: bool = False, gpus: int | None = None, ranks_star
               ) -> Placement | None:
     """In the process the user started, before any rank: the placement every local rank will take (that of rank 0),
     agreed as the ranks will agree it. In a rank started already (torchrun, a Slurm task): this rank's own. None on a
-    Slurm login node (submitting), which cannot tell. gpus, ranks_started: the host's (core.config.Host), injected by
+    Slurm login node (submitting), which cannot tell. gpus, ranks_started: the host's (job.config.Host), injected by
     tests; default: this machine's. Raises PlacementError."""
     device, backend = requested_device(cfg), str(cfg.get("backend", "auto"))
     if device not in DEVICES:
@@ -245,10 +245,10 @@ def preflight(cfg, submitting: bool = False, gpus: int | None = None, ranks_star
 def settle(cfg, rank: int, world_size: int, local_rank: int, local_world: int, timeout: timedelta):
     """Inside a rank, before its process group: this rank's placement, agreed with every other rank through the
     rendezvous store (the store `env://` would give init_process_group, but one that ranks make themselves listens
-    on MASTER_ADDR's address only: core/store.py). Returns (placement, store to pass to init_process_group)."""
+    on MASTER_ADDR's address only: base/store.py). Returns (placement, store to pass to init_process_group)."""
     import torch.distributed as dist
 
-    from core.store import rank_store
+    from base.store import rank_store
 
     if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == str(True):  # the agent's store (local launcher, torchrun)
         store, _, _ = next(dist.rendezvous("env://", rank=rank, world_size=world_size, timeout=timeout))

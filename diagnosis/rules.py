@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from diagnosis.efficiency import not_measurable
+from comm.efficiency import not_measurable
 from diagnosis.figures import OTHER_LOAD, RunView, get, interval_note, lower
 from diagnosis.finding import Evidence, Finding, Saving, ms
 from diagnosis.seeds import cite

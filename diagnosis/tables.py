@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from diagnosis.efficiency import not_measurable
+from comm.efficiency import not_measurable
 from results.table import Table, config_labels
 
 

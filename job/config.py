@@ -1,7 +1,7 @@
 """Config checks and resolution, done once in the process the user started, before any rank exists.
 
 Three stages, each refusing bad input with one line that names the problem and the fix (a ConfigError, exit 2):
-  1. Hydra composes conf/ onto core/schema.py: wrong types, unknown choices and misspelt keys fail there, and
+  1. Hydra composes conf/ onto base/schema.py: wrong types, unknown choices and misspelt keys fail there, and
      `hydra_error()` turns Hydra's several lines into one that names the nearest real key or choice (train.py);
   2. `check_schema()`: keys added with `+`, values removed with `~`, and the bounds the schema declares;
   3. every check between keys: the launcher's, the data's, the model's and the task's own
@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-import core.schema as schema  # importing it registers the schema in Hydra's ConfigStore
-from core.errors import ConfigError, ConfigWarning
+import base.schema as schema  # importing it registers the schema in Hydra's ConfigStore
+from base.errors import ConfigError, ConfigWarning
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 OVERSUBSCRIBE_LIMIT = 8        # CPU ranks per CPU we still start: the gloo thread's pairs=8 (16 ranks) runs on 2 cores
@@ -293,7 +293,7 @@ def check_added_keys(overrides: list[str]) -> None:
 
 
 def check_repeats(repeats, arguments: list[str]) -> None:
-    """`repeats` of a sweep (core/sweep.py runs each configuration that many times) and the sweep's overrides."""
+    """`repeats` of a sweep (hydra_plugins/repeat_sweeper/__init__.py runs each configuration that many times) and the sweep's overrides."""
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ConfigError(f"repeats={repeats!r}: must be a whole number of runs per configuration >= 1, "
                           f"e.g. repeats=3.")

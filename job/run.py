@@ -1,4 +1,4 @@
-"""One Hydra job: check the config, start (or become) the ranks, and end through core.finalise whatever happens.
+"""One Hydra job: check the config, start (or become) the ranks, and end through job.finalise whatever happens.
 In a multirun a failed job returns normally with a failed status, so the sweep goes on and the end-of-sweep table
 shows it as a failed row; a single run exits non-zero (2: bad input, before any rank started, leaving nothing but the
 error line; 1: a rank failed).
@@ -19,15 +19,15 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from core import interrupt
-from core.config import prepare
-from core.errors import ConfigError
-from core.finalise import finalise
-from core.interrupt import Interrupted, signals_raise
-from core.log import get
-from core.provenance import as_typed, as_typed_vars, command, from_environment, typed_overrides
+from base import interrupt
+from job.config import prepare
+from base.errors import ConfigError
+from job.finalise import finalise
+from base.interrupt import Interrupted, signals_raise
+from base.log import get
+from base.provenance import as_typed, as_typed_vars, command, from_environment, typed_overrides
 from launchers import already_a_rank
-from results.record import Record
+from base.record import Record
 
 log = get(__name__)
 JOB_START_ENV = "DDP_COMM_JOB_START"  # epoch seconds this job began (tasks/train/result.py: time_budget)
@@ -87,10 +87,10 @@ def run_job(cfg: DictConfig, job: dict | None = None) -> "JobResult":
 
 def _refused(cfg: DictConfig, job: dict, e: ConfigError) -> "JobResult":
     """Bad input, before any rank started. A single run leaves the one error line and nothing else: no record, no W&B
-    run, and the directory Hydra made for it is removed (core.output_dir.discard: when it holds only Hydra's own
+    run, and the directory Hydra made for it is removed (job.output_dir.discard: when it holds only Hydra's own
     files). In a sweep the refused job keeps its record in the sweep's own directory, so that it is a row of the sweep
     table whichever launcher ran it, but opens no W&B run."""
-    from core.output_dir import discard
+    from job.output_dir import discard
 
     quiet = already_a_rank() and os.environ["RANK"] != "0"     # every rank refuses; rank 0 alone says so
     if quiet and job.get("multirun"):
@@ -160,7 +160,7 @@ def mark_job_start() -> None:
 def _as_a_rank(plain: dict, job: dict) -> tuple[Record | None, int]:
     """torchrun or a Slurm task: this process is a rank and there is no parent of ours that outlives the ranks,
     so rank 0 finalises. The other ranks re-raise: their non-zero exit ends the job (srun --kill-on-bad-exit)."""
-    from core.rank import RankError, run_rank
+    from launchers.rank import RankError, run_rank
 
     try:
         outcome = run_rank(plain, job)

@@ -1,4 +1,4 @@
-"""Who starts the ranks. One code path inside a rank (core.rank.run_rank) whoever started it:
+"""Who starts the ranks. One code path inside a rank (launchers.rank.run_rank) whoever started it:
   - already a rank (torchrun, or a Slurm task started by submitit/srun): run it here;
   - else: start world_size local ranks with torch.distributed's elastic launcher (torchrun's machinery)."""
 from __future__ import annotations

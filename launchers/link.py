@@ -51,8 +51,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from comm import link as arith
-from core.errors import ConfigError
-from core.log import get
+from base.errors import ConfigError
+from base.log import get
 
 log = get(__name__)
 

@@ -1,9 +1,9 @@
 """Inside one rank, whoever started it: set the comm environment, start the process group, run the task. Rank 0
-hands its outcome (the task's result, the environment, or the error) back to core.job, which turns it into the run
+hands its outcome (the task's result, the environment, or the error) back to job.run, which turns it into the run
 record: no rank writes a record itself.
 
-While it runs, a rank turns SIGINT/SIGTERM into core.interrupt.Interrupted (so rank 0 can still hand in how far it
-got) and, under the local launcher, beats (core.heartbeat) so that a rank that stops answering is named."""
+While it runs, a rank turns SIGINT/SIGTERM into base.interrupt.Interrupted (so rank 0 can still hand in how far it
+got) and, under the local launcher, beats (launchers.heartbeat) so that a rank that stops answering is named."""
 from __future__ import annotations
 
 import os
@@ -20,14 +20,14 @@ import torch.distributed as dist
 from omegaconf import OmegaConf
 
 import tasks
-from core import comm_env
-from core.context import RankContext
-from core.heartbeat import beating
-from core.interrupt import Interrupted, signals_raise
-from core.log import for_rank, get
+from comm import env as comm_env
+from base.context import RankContext
+from launchers.heartbeat import beating
+from base.interrupt import Interrupted, signals_raise
+from base.log import for_rank, get
 from device import open_device
 from device.placement import settle
-from results.record import now
+from base.record import now
 
 log = get(__name__)
 

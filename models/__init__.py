@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch.nn as nn
 
-from core.errors import ConfigError
+from base.errors import ConfigError
 from models.vgg import VGG
 
 
@@ -17,7 +17,7 @@ def check(model_cfg) -> None:
     train VGG11 and record vit_b_16)."""
     from omegaconf import DictConfig, OmegaConf
 
-    from core.schema import MODEL_SCHEMAS
+    from base.schema import MODEL_SCHEMAS
 
     arch, name = model_cfg.get("arch"), str(model_cfg.get("name"))
     if isinstance(model_cfg, DictConfig) and OmegaConf.get_type(model_cfg) not in (None, dict):
@@ -53,7 +53,7 @@ def option_names(arch: str) -> list[str]:
     """The model= options (conf/model/*.yaml) of an arch: the names its models may carry."""
     from omegaconf import OmegaConf
 
-    from core.config import CONF_DIR
+    from job.config import CONF_DIR
 
     options = [OmegaConf.load(f) for f in sorted((CONF_DIR / "model").glob("*.yaml"))]
     return [str(o.name) for o in options if o.get("arch") == arch]
@@ -123,6 +123,6 @@ def build_model(model_cfg, image_size: int = 224) -> nn.Module:
         import timm
 
         return timm.create_model(model_cfg.name, pretrained=False, num_classes=model_cfg.num_classes)
-    from core.schema import Arch
+    from base.schema import Arch
 
     raise ConfigError(f"model.arch={arch!r} is unknown; choose one of {', '.join(Arch)}.")

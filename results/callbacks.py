@@ -6,9 +6,9 @@ jobs elsewhere (Slurm), on_job_start/on_job_end run in the job, not here; the li
 from the sweep's own overrides (on_multirun_start) and the job directories Hydra created.
 
 Only this sweep's jobs make rows: a sweep dir that held an earlier sweep was moved aside before this one started
-(core/output_dir.py), and each job's record carries this sweep's id (DDP_COMM_SWEEP_ID, set here before any job),
+(job/output_dir.py), and each job's record carries this sweep's id (DDP_COMM_SWEEP_ID, set here before any job),
 so a record another sweep wrote into the same dir meanwhile is left out. What the table, its command line and W&B
-show of the overrides is what the user typed (`${oc.env:...}` stays text: core/provenance.py).
+show of the overrides is what the user typed (`${oc.env:...}` stays text: base/provenance.py).
 """
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from core import interrupt
-from core.provenance import as_typed, command as shell_command, from_environment, typed_overrides
-from core.sweep import position
-from results.record import RecordError, find_records, read_record
+from base import interrupt
+from base.provenance import as_typed, command as shell_command, from_environment, typed_overrides
+from hydra_plugins.repeat_sweeper import position
+from base.record import RecordError, find_records, read_record
 from results.table import Entry, Table, build_table
 
 TABLE_MD = "sweep_table.md"
@@ -56,8 +56,8 @@ def expected_jobs(config: DictConfig) -> list[list[str]] | None:
         params = OmegaConf.select(config, "hydra.sweeper.params")
         params = OmegaConf.to_container(params, resolve=False) if params is not None else {}
         arguments = [f"{k}={v}" for k, v in params.items()]
-        if target.endswith("RepeatingSweeper"):  # the repeat loop outermost, as core/sweep.py makes it
-            from core.sweep import repeat_arguments
+        if target.endswith("RepeatingSweeper"):  # the repeat loop outermost, as hydra_plugins/repeat_sweeper/__init__.py makes it
+            from hydra_plugins.repeat_sweeper import repeat_arguments
 
             arguments = repeat_arguments(OmegaConf.select(config, "repeats", default=1), arguments)
         arguments += typed_overrides(OmegaConf.select(config, "hydra.overrides.task") or [])
@@ -197,7 +197,7 @@ class SweepTable(Callback):
         self.started: float | None = None
         self.sweep_config: DictConfig | None = None  # set in the sweep's own process only
         self.interrupted = False  # a signal stopped the sweep: the table has the jobs that ran
-        self.sweep_id: str | None = None  # in every record of this sweep's jobs (core/job.py: job.sweep_id)
+        self.sweep_id: str | None = None  # in every record of this sweep's jobs (job/run.py: job.sweep_id)
 
     # progress ------------------------------------------------------------------------------------
 
@@ -205,7 +205,7 @@ class SweepTable(Callback):
         self.expected = expected_jobs(config)
         self.started = time.monotonic()
         self.sweep_config = config
-        from core.job import SWEEP_ID_ENV
+        from job.run import SWEEP_ID_ENV
 
         self.sweep_id = os.environ[SWEEP_ID_ENV] = uuid.uuid4().hex  # the jobs inherit it, here or on a Slurm node
         interrupt.note_signals()  # a signal between two jobs stops the sweep at the next job start
@@ -221,7 +221,7 @@ class SweepTable(Callback):
             or "(no overrides)"
         if self.expected is not None:
             total = len(self.expected)
-            at = position(num)   # repeats run each round in a shuffled order (core/sweep.py)
+            at = position(num)   # repeats run each round in a shuffled order (hydra_plugins/repeat_sweeper/__init__.py)
             left = total - at - 1
             progress = f"job {at + 1}/{total}" + (f" (#{num})" if at != num else "")
             tail = f"{left} more after this" if left else "last job"
@@ -244,7 +244,7 @@ class SweepTable(Callback):
                                 "output_dir": OmegaConf.select(config, "hydra.runtime.output_dir")}
         if job_return.status == JobStatus.FAILED:
             info["error"] = f"{type(value).__name__}: {value}"
-        elif getattr(value, "status", "ok") != "ok":  # core.job.JobResult of a failed or interrupted job
+        elif getattr(value, "status", "ok") != "ok":  # job.run.JobResult of a failed or interrupted job
             info["error"] = str(getattr(value, "error", None) or value.status)
         self.returns[int(num)] = info
         self._stop_if_interrupted()

@@ -11,7 +11,7 @@ MISSING = "–"
 
 # Overrides that say how a job was run, not what was measured: never used to tell configurations apart.
 _NOISE_PREFIXES = ("hydra.", "logger")
-# Overrides that say which job of a configuration this is (core/sweep.py sets `repeat`): repeats of one configuration.
+# Overrides that say which job of a configuration this is (hydra_plugins/repeat_sweeper/__init__.py sets `repeat`): repeats of one configuration.
 JOB_KEYS = ("repeat",)
 
 # ---------------------------------------------------------------------------------------------- records

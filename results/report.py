@@ -18,7 +18,7 @@ from pathlib import Path
 
 from results import plots
 from results.callbacks import sweep_command, sweep_entries
-from results.record import RecordError, find_records, read_record
+from base.record import RecordError, find_records, read_record
 from results.table import Entry, Table, build_table, comm_table, phase_table, rows_table, scaling_table
 
 

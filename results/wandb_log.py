@@ -35,9 +35,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from comm.link import short_label as link_label, tags as link_tags
-from core.log import get
-from core.schema import WandbMode
-from results.record import RECORD_NAME
+from base.log import get
+from base.schema import WandbMode
+from base.record import RECORD_NAME
 
 LOGGER_YAML = Path(__file__).resolve().parent.parent / "conf" / "logger" / "wandb.yaml"
 MIN_STAGE_S = 1.0  # a W&B stage given less than this is skipped rather than started
@@ -82,7 +82,7 @@ ROUTING = ("project", "entity")   # what W&B needs to file an online run; everyt
 
 def shown_settings(settings: dict[str, Any], typed: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(settings W&B may see, {project/entity: typed text} of those withheld from an offline run). `typed`: the same
-    logger node as recorded (core/provenance.py: keys from the environment keep their `${oc.env:...}` text)."""
+    logger node as recorded (base/provenance.py: keys from the environment keep their `${oc.env:...}` text)."""
     shown, withheld = dict(settings), {}
     for key, value in typed.items():
         if key in settings and value != settings[key] and _interpolation(value):
@@ -347,7 +347,7 @@ class _Run:
     def sync_command(self, target: Any = None) -> str:
         """`wandb sync` for this offline run (or `target`), with the project/entity withheld from its files named by
         their environment variables, so the shell supplies them at upload time."""
-        from core.provenance import env_name
+        from base.provenance import env_name
 
         options = []
         for key, text in self.withheld.items():

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.log import get
+from base.log import get
 
 log = get(__name__)
 
@@ -369,7 +369,7 @@ def _absolute_links(report, prefix: str) -> bool:
 def _from_environment(name: str | None) -> str | None:
     """A spec of an offline sweep names a project/entity that came from the environment as typed
     (`${oc.env:NAME}`, docs/failures.md): its value now, else the name as written."""
-    from core.provenance import env_name
+    from base.provenance import env_name
 
     var = env_name(name) if name else None
     return os.environ.get(var) if var else name

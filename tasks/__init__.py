@@ -3,7 +3,7 @@
     check(cfg, submitting, host) -> None   every bad-input error of the task, raised as ConfigError before any
                                            rank starts (submitting=True: on a Slurm login node, for the compute
                                            nodes, so this machine's GPUs and memory do not count); host: what this
-                                           machine offers (core.config.Host, injected by tests)
+                                           machine offers (job.config.Host, injected by tests)
     run(ctx) -> dict | None                inside every rank; rank 0 returns the task's `result` for the record
     summarize(record) -> str               the text printed after the run, from the record alone
 

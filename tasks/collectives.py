@@ -22,10 +22,10 @@ from comm.link import human, is_emulated
 from comm.check import count_wrong, expected_output, fill_input
 from comm.measure import (TIMED_BLOCKS, all_gather_single, block_sizes, gather_all, rank_stats, reduce_scatter_single,
                           resolve_device, synchronize, time_window)
-import core.schema as schema
-from core.config import Host, check_buffers, expected_backend
-from core.errors import ConfigError
-from core.schema import typed
+import base.schema as schema
+from job.config import Host, check_buffers, expected_backend
+from base.errors import ConfigError
+from base.schema import typed
 from stats import describe, fmt_ci
 
 MODES = {"out_of_place": "out-of-place", "in_place": "in-place"}

@@ -29,10 +29,10 @@ import torch.distributed as dist
 from comm import CorrectnessError
 from comm import bandwidth as bw
 from comm.measure import Clock, gather_all, rank_stats, resolve_device, synchronize, time_window
-import core.schema as schema
-from core.config import Host, check_buffers
-from core.errors import ConfigError
-from core.schema import typed
+import base.schema as schema
+from job.config import Host, check_buffers
+from base.errors import ConfigError
+from base.schema import typed
 from tasks.train.ddp import bucket_caps, bucket_rule
 
 METHODS = ("per_param", "flat", "bucketed", "coalesced")

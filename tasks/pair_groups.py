@@ -29,12 +29,12 @@ import warnings
 import torch
 import torch.distributed as dist
 
-import core.schema as schema
+import base.schema as schema
 from comm.measure import block_sizes, gather_all, synchronize
 from stats import describe, fmt_ci
-from core.config import RANK_MEMORY_BYTES, Host, check_fits, on_gpus, ranks_per_node
-from core.errors import ConfigError
-from core.schema import typed
+from job.config import RANK_MEMORY_BYTES, Host, check_fits, on_gpus, ranks_per_node
+from base.errors import ConfigError
+from base.schema import typed
 
 def settings(cfg) -> schema.PairGroups:
     """cfg.pair_groups as its typed dataclass; the number of pairs is the top-level `pairs` (world size 2 x pairs)."""
@@ -54,7 +54,7 @@ def check(cfg, submitting: bool = False, host: Host | None = None) -> None:
                           "launcher.nodes x launcher.tasks_per_node = 2 x pairs).")
     if submitting:
         return                  # GPUs, CPUs and memory are the compute nodes': checked there, in the job
-    node_ranks = ranks_per_node(cfg)       # backend=nccl: one GPU per rank is core.config.validate's check
+    node_ranks = ranks_per_node(cfg)       # backend=nccl: one GPU per rank is job.config.validate's check
     if on_gpus(cfg, host):
         return
     check_fits(cfg, host, ranks=node_ranks, per_rank_bytes=RANK_MEMORY_BYTES, what=f"pairs={cfg.pairs}",

@@ -1,5 +1,5 @@
 """Bad input checked in-process, the way train.py meets it: compose conf/ with Hydra's compose API (Hydra's own
-refusals become one line through core.config.hydra_error), then core.config.prepare with an injected Host, so a test
+refusals become one line through job.config.hydra_error), then job.config.prepare with an injected Host, so a test
 can pose as a 1-GPU box or a GPU-less Slurm login node whatever this machine is (the config's ${gpu_count:} and
 ${gpu_or:...} resolve for the injected host too)."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ from unittest import mock
 
 import pytest
 
-from core.config import Host, check_added_keys, hydra_error, prepare
-from core.errors import ConfigError
+from job.config import Host, check_added_keys, hydra_error, prepare
+from base.errors import ConfigError
 from tests.conftest import compose
 
 GIB = 2 ** 30
@@ -32,7 +32,7 @@ def composed(overrides: list[str]):
 
 def accepted(overrides: list[str], host: Host = CPU_BOX, submitting: bool = False) -> dict:
     """The plain config the ranks would get on `host`."""
-    with mock.patch("core.config.gpu_count", lambda: host.gpus):
+    with mock.patch("job.config.gpu_count", lambda: host.gpus):
         return prepare(composed(overrides), submitting=submitting, host=host)
 
 

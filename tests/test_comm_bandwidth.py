@@ -8,7 +8,7 @@ import torch
 
 from comm import bandwidth as bw
 from comm.check import count_wrong, expected_output, fill_input
-from core.config import OVERSUBSCRIBE_LIMIT
+from job.config import OVERSUBSCRIBE_LIMIT
 from tasks import collectives, grad_sync
 from tests.bad_input import CPU_BOX, GIB, accepted, composed, refused
 

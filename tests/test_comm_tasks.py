@@ -138,10 +138,10 @@ def _two_rank_worker(rank: int, store: str, out: str):
     import torch.distributed as dist
     from omegaconf import OmegaConf
 
-    import core.schema as schema
+    import base.schema as schema
     from tasks import collectives, grad_sync, pair_groups
-    from core.context import RankContext
-    from core.errors import ConfigError
+    from base.context import RankContext
+    from base.errors import ConfigError
     from models import build_model
 
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)

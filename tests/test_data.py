@@ -7,7 +7,7 @@ from data import batches, build_loader
 from data.fake import FakeImages
 from data.make_raw_folder import make_raw_folder
 from data.raw_folder import RawFolder, sample_bytes
-from core.config import prepare
+from job.config import prepare
 from tests.conftest import ROOT, compose
 
 
@@ -53,7 +53,7 @@ def test_a_shard_smaller_than_a_batch_is_refused_before_the_ranks_start(tmp_path
     """Issue 14.1: 1 sample for 2 ranks x batch 2 used to spin at "warm-up 0/N" forever."""
     import pytest
 
-    from core.errors import ConfigError
+    from base.errors import ConfigError
 
     root = make_raw_folder(tmp_path / "one", classes=1, files_per_class=1, size=8)
     with pytest.raises(ConfigError, match=r"holds 1 samples: 0 per rank .* at least 4 samples"):

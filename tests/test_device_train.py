@@ -7,8 +7,8 @@ import torch.distributed as dist
 from omegaconf import OmegaConf
 
 import device as device_layer
-from core.config import prepare
-from core.context import RankContext
+from job.config import prepare
+from base.context import RankContext
 from device.fake import StreamRuleError
 from device.placement import Placement
 from tasks.train import h2d

@@ -467,7 +467,7 @@ def test_sweep_summaries_scaling_and_pair_groups():
 
 
 def test_scaling_experiment_trains_one_rank_without_ddp():
-    from core.config import prepare
+    from job.config import prepare
     from tests.conftest import compose
 
     for ws, sync in ((1, "local"), (2, "ddp"), (8, "ddp")):
@@ -568,8 +568,8 @@ def test_powersgds_lost_overlap_is_named_as_torchs_own_sync():
 def test_an_efficiency_over_100_percent_is_not_measurable():
     """Issue 19.15: "efficiency 161% [68, 333]" is noise (the sync cannot beat the same calls alone): said so, never
     printed as an efficiency, and no cause is read from it."""
-    from diagnosis.efficiency import not_measurable
-    from diagnosis.nccl_tests import format_comparison
+    from comm.efficiency import not_measurable
+    from comm.nccl_tests import format_comparison
     from diagnosis.tables import efficiency_table
 
     noisy = {**vs(1.61, 0.03), "efficiency_ci_lo": 0.68, "efficiency_ci_hi": 3.33}

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from comm import link as arith
-from core.config import Host
-from core.errors import ConfigError
+from job.config import Host
+from base.errors import ConfigError
 from launchers import link
 from launchers.link import Support
 from tests.conftest import ROOT, TINY, compose, run_inprocess, run_train

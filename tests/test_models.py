@@ -2,7 +2,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from core.errors import ConfigError
+from base.errors import ConfigError
 from models import build_model
 from tests.conftest import CONF
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from core.errors import ConfigError
+from base.errors import ConfigError
 from launchers import slurm
 from launchers.slurm import settings
 from tests.conftest import ROOT, TINY, run_train
@@ -262,7 +262,7 @@ def test_sweep_is_one_array_of_two_rank_jobs_and_a_failed_job_is_a_failed_row(tm
 @needs_cluster()
 def test_killed_job_gets_one_failed_record_and_one_wandb_run_from_the_submitting_host(tmp_path):
     """A job killed by Slurm (SIGKILL to every task, as the OOM killer or a dead node would) writes nothing itself:
-    the submitting host notices, gives it its one failed record (job id, state, log) through core.finalise, which
+    the submitting host notices, gives it its one failed record (job id, state, log) through job.finalise, which
     logs the one W&B run (offline here), and still prints the table."""
     sweep = tmp_path / "sweep"
     proc = start_endless_sweep(TWO_RANKS, sweep)

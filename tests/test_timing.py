@@ -3,7 +3,7 @@ import time
 import pytest
 import torch
 
-from core.comm_env import parse_transports
+from comm.env import parse_transports
 from tasks.train.timing import PhaseTimer, stats
 
 

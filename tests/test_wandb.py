@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from results import wandb_log
-from results.record import RECORD_NAME, read_record
+from base.record import RECORD_NAME, read_record
 from tests.conftest import wandb_free_env
 from tests.records import write_record
 from tests.records import train_record, write_sweep

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from whatif import buckets as bk
+from comm import buckets as bk
 from whatif import links as lk
 from whatif.quantity import Draws, Quantity, interval
 from whatif.step import BucketPlan, Seg, simulate_backward
@@ -121,7 +121,7 @@ def test_every_preset_has_a_public_source_and_an_interval():
 
 
 def test_nccl_tests_file_is_a_link_interpolated_at_its_rank_count():
-    from diagnosis.nccl_tests import read, time_at
+    from comm.nccl_tests import read, time_at
 
     parsed = read(ROOT / "tests/fixtures/nccl_tests/all_reduce_perf_2xH100.log")
     link = lk.from_nccl_tests(parsed)

@@ -47,7 +47,7 @@ def profile_of(record) -> Profile:
 def link_from(link=None, nccl_tests=None, collectives=None) -> lk.Link | None:
     """One of: a preset name, a Link, an nccl-tests file (path or parsed dict), a task=collectives record/dir."""
     if nccl_tests is not None:
-        from diagnosis.nccl_tests import read
+        from comm.nccl_tests import read
 
         parsed = read(nccl_tests) if isinstance(nccl_tests, (str, Path)) else nccl_tests
         return lk.from_nccl_tests(parsed)

@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from whatif import buckets as bk
+from comm import buckets as bk
 from whatif.links import Link, from_microbench
 from whatif.quantity import Quantity
 
@@ -120,7 +120,7 @@ class Profile:
 
 # ------------------------------------------------------------------------------------------------------ reading
 def load_record(path: str | Path) -> tuple[dict, str]:
-    from results.record import RecordError, read_record, record_path
+    from base.record import RecordError, read_record, record_path
 
     p = Path(path)
     if not p.exists():

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from whatif import buckets as bk
+from comm import buckets as bk
 from whatif.links import Link
 from whatif.quantity import Draws, Quantity, Z95, interval
 

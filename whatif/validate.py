@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from whatif import buckets as bk
+from comm import buckets as bk
 from whatif.links import emulated
 from whatif.profile import ProfileError, from_record
 from whatif.quantity import Draws, Quantity
@@ -136,7 +136,7 @@ def run_to_run(members: list) -> tuple[float | None, int]:
 # ------------------------------------------------------------------------------------------------------- validate
 def validate(paths: list[str | Path], source: str | Path | None = None, samples: int = 1000,
              seed: int = 0) -> Validation:
-    from results.record import RecordError, find_records, read_record
+    from base.record import RecordError, find_records, read_record
 
     out = Validation()
     records = []

@@ -25,8 +25,8 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
-from core.config import check_repeats
-from core.errors import ConfigError
+from job.config import check_repeats
+from base.errors import ConfigError
 
 ORDER_FILE = "sweep_order.json"
 _RUN_ORDER: list[int] = []   # this process's sweep: job numbers in the order they run (results.callbacks' progress)
@@ -68,7 +68,7 @@ class RepeatingSweeper(BasicSweeper):
         try:
             return repeat_arguments(repeats, super()._parse_config())
         except ConfigError as e:  # before any job starts: one line, exit 2, and the sweep dir claimed for it removed
-            from core.output_dir import discard
+            from job.output_dir import discard
 
             print(f"error: {e}", file=sys.stderr, flush=True)
             discard(OmegaConf.select(self.config, "hydra.sweep.dir"))

@@ -2,7 +2,7 @@
 
 It submits a multirun as one job array (settings from launcher.*, see settings.py), waits for every job, gives a
 job that died without a run record (killed, out of memory, time limit, node failure) its failed record through
-core.finalise, and returns normally, so that the end-of-sweep table is always made: Hydra's sweeper raises on the
+job.finalise, and returns normally, so that the end-of-sweep table is always made: Hydra's sweeper raises on the
 first failed job return, which would skip on_multirun_end. conf/launcher/slurm.yaml selects it through
 hydra/launcher=slurm_sweep (hydra_plugins/slurm_sweep_launcher/, where Hydra requires the launcher class to be)."""
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 from hydra_plugins.hydra_submitit_launcher.config import SlurmQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as SubmititSlurmLauncher
 
-from core.errors import ConfigError
-from core.job import JobResult
+from base.errors import ConfigError
+from job.run import JobResult
 from launchers.slurm import settings, state
 
 
@@ -28,7 +28,7 @@ class SlurmSweepLauncher(SubmititSlurmLauncher):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # train.py's module code (its resolver registration) does not run in a task, the pickled task function does:
         # register what the config interpolates before Hydra loads the job's config
-        from core.config import register_resolvers
+        from job.config import register_resolvers
 
         register_resolvers()
         ret = super().__call__(*args, **kwargs)
@@ -46,7 +46,7 @@ class SlurmSweepLauncher(SubmititSlurmLauncher):
         from hydra.core.utils import filter_overrides
         from omegaconf import OmegaConf
 
-        from core.config import prepare
+        from job.config import prepare
 
         assert self.config is not None and self.hydra_context is not None
         refusal = settings.stock_plugin_refusal(self.config, self.params,
@@ -133,8 +133,8 @@ def _record_failure(output_dir: Path, error: str, end: state.Ending, sweep_confi
     before that gets its record here, the first and only one."""
     from omegaconf import OmegaConf
 
-    from core.finalise import finalise
-    from results.record import RECORD_NAME, Record, read_record
+    from job.finalise import finalise
+    from base.record import RECORD_NAME, Record, read_record
 
     path = output_dir / RECORD_NAME
     if path.exists():

@@ -11,7 +11,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from core.errors import ConfigError
+from base.errors import ConfigError
 from launchers.slurm.rank_env import bound_gpus, is_slurm_rank, step_tasks
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -95,7 +95,7 @@ def _check_gpus_are_usable() -> None:
     gpus = bound_gpus()
     if gpus is None:
         return
-    from core.config import gpu_count
+    from job.config import gpu_count
 
     if gpu_count() == 0:
         raise ConfigError(f"Slurm gave this job GPU(s) {gpus} on this node, but CUDA sees none here, so the ranks "

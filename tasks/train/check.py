@@ -1,16 +1,16 @@
 """task=train's checks between keys, before any rank starts. Types, choices and bounds are the schema's
-(core/schema.py); the data set and the model are checked by data.check and models.check. Where the ranks will run
+(base/schema.py); the data set and the model are checked by data.check and models.check. Where the ranks will run
 comes from device/placement.py (decided as the ranks will decide it), and what one rank needs from
-device/memory.py's estimate."""
+tasks/train/memory.py's estimate."""
 from __future__ import annotations
 
 import warnings
 
 from omegaconf import DictConfig
 
-from core.config import Host, asked_gpus_per_node, check_fits, ranks_per_node
-from core.errors import ConfigError, ConfigWarning
-from device.memory import preflight as memory_preflight, rank_bytes
+from job.config import Host, asked_gpus_per_node, check_fits, ranks_per_node
+from base.errors import ConfigError, ConfigWarning
+from tasks.train.memory import preflight as memory_preflight, rank_bytes
 from device.placement import preflight as placement_preflight
 from tasks.train.cuda_graphs import problems as graph_problems
 from tasks.train.ddp import warmup_warning
@@ -56,7 +56,7 @@ def check_measure(cfg: DictConfig) -> None:
 
 def check_fixed_cap(cfg: DictConfig) -> None:
     """measure.policy=fixed measures exactly `steps`: a measure.max_steps the user set below it contradicts that (the
-    scale's default cap is for adaptive windows and is not checked here: core.config.prepare calls this only for a
+    scale's default cap is for adaptive windows and is not checked here: job.config.prepare calls this only for a
     cap that was set)."""
     m = cfg.measure
     if m.policy == "fixed" and m.max_steps is not None and m.max_steps < cfg.steps:
@@ -86,8 +86,8 @@ def _check_cuda_graphs(cfg: DictConfig, where) -> None:
 
 
 def _check_memory(cfg: DictConfig, where, host: Host, submitting: bool) -> None:
-    """One rank's peak (device/memory.py) where it will live: on its GPU (refused naming the batch size that fits),
-    or in the host memory a node's CPU ranks share (with the host's rank limits, core.config.check_fits)."""
+    """One rank's peak (tasks/train/memory.py) where it will live: on its GPU (refused naming the batch size that fits),
+    or in the host memory a node's CPU ranks share (with the host's rank limits, job.config.check_fits)."""
     if where is not None and where.kind == "cuda":
         memory_preflight(cfg, where, ranks_per_node(cfg))
     elif where is not None or not asked_gpus_per_node(cfg.launcher):

@@ -12,7 +12,7 @@ import torch.nn as nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from core.errors import ConfigError
+from base.errors import ConfigError
 from device import layer_for
 from tasks.train.sync import Sync
 

@@ -1,6 +1,6 @@
 """Memory preflight: estimate one rank's peak memory for task=train and refuse, before any rank starts, a config that
 cannot fit on the GPU, naming the batch size that would (CPU ranks: the same estimate, against the host memory the
-node's ranks share, is core.config.check_fits's to judge, with the host's other limits).
+node's ranks share, is job.config.check_fits's to judge, with the host's other limits).
 An out-of-memory error halfway into a multi-rank run costs the user a queue slot and tells them less.
 
 The model is built on the meta device (shapes only, no memory): its parameters give the fixed part, and one
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
-from core.config import RANK_MEMORY_BYTES
-from core.errors import ConfigError
+from job.config import RANK_MEMORY_BYTES
+from base.errors import ConfigError
 
 GiB = 1024 ** 3
 RESERVE = {"cuda": 1 * GiB, "cpu": RANK_MEMORY_BYTES, "fake": RANK_MEMORY_BYTES}
@@ -98,13 +98,13 @@ def estimate(cfg, kind: str | None = None) -> Estimate:
 
 
 def rank_bytes(cfg) -> int:
-    """One CPU rank's peak host memory at cfg.batch_size (the check of the host's memory, core.config.check_fits)."""
+    """One CPU rank's peak host memory at cfg.batch_size (the check of the host's memory, job.config.check_fits)."""
     return estimate(cfg, "cpu").total(int(cfg.batch_size))
 
 
 def capacity(placement, local_ranks: int) -> tuple[int, str]:
     """(bytes one rank may use, what that is) on the GPU `placement` gives it (shared GPUs: shared by the node's
-    ranks). Host memory is core.config.Host's to tell (core.config.check_fits)."""
+    ranks). Host memory is job.config.Host's to tell (job.config.check_fits)."""
     props = torch.cuda.get_device_properties(placement.gpu)  # NVML-free and context-free: no CUDA context is made
     sharing = local_ranks if placement.shared else 1
     share = f", shared by {sharing} ranks" if sharing > 1 else ""

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import torch
 
-from core.job import JOB_START_ENV
+from job.run import JOB_START_ENV
 from results.table import train_headline
 from stats import block_throughput, describe, fmt_ci, steady_state
 
@@ -144,7 +144,7 @@ def assemble(cfg, ctx, described: dict, feeder, steps, everyone, comm, window, m
                    "phases": {n: [s[n] for s in steps] for n in (steps[0] if steps else {}) if n != "step"}},
     }
     result["headline"] = train_headline(result)
-    if not math.isfinite(final_loss):  # printed by core.finalise and kept in the record
+    if not math.isfinite(final_loss):  # printed by job.finalise and kept in the record
         result["warnings"] = [f"the training loss is {final_loss} (not finite): the data or the settings (lr, "
                               f"precision) produce NaN/inf. The timings stand; the loss and gradients are not "
                               f"meaningful."]
