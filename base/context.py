@@ -7,6 +7,8 @@ from typing import Any
 
 import torch
 
+JOB_START_ENV = "DDP_COMM_JOB_START"  # epoch seconds the job began (job/run.py sets it; the ranks inherit it)
+
 
 @dataclass
 class RankContext:

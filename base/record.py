@@ -34,12 +34,13 @@ import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 RECORD_NAME = "run_record.json"
 JOB_KEYS = ("name", "num", "output_dir", "sweep_dir", "sweep_id", "slurm_job_id", "log")
+SWEEP_ID_ENV = "DDP_COMM_SWEEP_ID"   # set by the sweep table's callback before any job: the job.sweep_id of its records
 
 
 class RecordError(ValueError):
@@ -133,6 +134,35 @@ class Record:
             Path(tmp).unlink(missing_ok=True)
             raise
         return path
+
+
+def _get(d: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(key)
+    return d
+
+
+def _scaled(value: Any, factor: float) -> float | None:
+    return None if value is None else value * factor
+
+
+# task=train's headline: the sweep table's columns, in the order the DDP-knobs issue lists them, each read from the
+# structured field it falls back to when result["headline"] lacks the label. The training task builds its headline
+# with train_headline(), so both always agree.
+TRAIN_COLUMNS: list[tuple[str, Callable[[dict], Any]]] = [
+    ("steps/s", lambda r: _get(r, "throughput", "steps_per_s")),
+    ("samples/s", lambda r: _get(r, "throughput", "samples_per_s")),
+    ("speed-up", lambda r: None),  # filled against the baseline row
+    ("step median ms", lambda r: _scaled(_get(r, "step_time_s", "median"), 1e3)),
+    ("exposed comm ms", lambda r: _scaled(_get(r, "comm", "exposed_s"), 1e3)),
+    ("MB/step", lambda r: _scaled(_get(r, "comm", "bytes_per_step"), 1e-6)),
+    ("grad rel err", lambda r: _get(r, "accuracy", "grad_rel_error")),
+]
+def train_headline(result: dict) -> dict[str, Any]:
+    """The headline of a task=train result, from its structured fields (the labels the sweep table uses)."""
+    return {label: get(result) for label, get in TRAIN_COLUMNS if label != "speed-up"}
 
 
 PEER_FAILURE_SIGNS = ("closed by peer", "reset by peer", "broken pipe", "remote worker", "remote process exited",

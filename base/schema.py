@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Dict, List, Optional, Union
 
+from pathlib import Path
+
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
-from comm import bandwidth as bw
-from tasks import TASKS
 
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"   # the values (conf/) of this schema's keys
 
 if sys.version_info >= (3, 11):
     from enum import StrEnum
@@ -49,7 +50,13 @@ def gt(n: float) -> Any:
 
 
 # ----------------------------------------------------------------------------------------------------------- choices
-Task = StrEnum("Task", {name: name for name in TASKS})   # the task registry is the one list of tasks
+class Task(StrEnum):
+    """task=: what a run measures (tasks/__init__.py maps each to its module)."""
+    train = "train"
+    train_reference = "train_reference"   # a hand-written DDP loop, for measuring the harness (harness_cost)
+    collectives = "collectives"
+    grad_sync = "grad_sync"
+    pair_groups = "pair_groups"
 
 
 class Backend(StrEnum):
@@ -97,10 +104,16 @@ class RankDevice(StrEnum):
     fake = "fake"        # tests only: CPU tensors through the GPU code paths, the stream rules checked (device/fake.py)
 
 
-# task=collectives' names are comm/bandwidth.py's tables (dtype aliases such as fp32 are aliases of the enum too)
-Op = StrEnum("Op", {name: name for name in bw.OPS})
-ReduceOp = StrEnum("ReduceOp", {name: name for name in bw.REDUCE_OPS})
-DType = StrEnum("DType", {**{name: name for name in bw.DTYPES}, **bw.DTYPE_ALIASES})
+# task=collectives' names, nccl-tests' choices (comm/bandwidth.py maps them to torch; dtype aliases such as fp32 are
+# aliases of the enum too)
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+REDUCE_OPS = {"sum": "SUM", "prod": "PRODUCT", "max": "MAX", "min": "MIN", "avg": "AVG"}   # -> torch's ReduceOp name
+DTYPE_NAMES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32", "int64")
+DTYPE_ALIASES = {"float": "float32", "fp32": "float32", "half": "float16", "fp16": "float16", "bf16": "bfloat16",
+                 "double": "float64", "fp64": "float64", "int": "int32", "long": "int64"}
+Op = StrEnum("Op", {name: name for name in OPS})
+ReduceOp = StrEnum("ReduceOp", {name: name for name in REDUCE_OPS})
+DType = StrEnum("DType", {**{name: name for name in DTYPE_NAMES}, **DTYPE_ALIASES})
 
 
 class Arch(StrEnum):

@@ -46,6 +46,32 @@ def limits(cap_mb) -> list[int]:
     return [first, rest]
 
 
+def bucket_cap_mb(bucket) -> float | None:
+    """conf's `bucket` as DDP's bucket_cap_mb: null leaves DDP's own default (stock DDP), a number is passed as is."""
+    return None if bucket is None else float(bucket)
+
+
+def bucket_caps(bucket) -> tuple[int, int]:
+    """(first bucket's cap, every other bucket's cap) in bytes, as DDP derives them from bucket_cap_mb
+    (torch/nn/parallel/distributed.py, _BucketCapacityConfig.create, torch 2.14): bucket_cap_mb=None gives 25 MiB
+    buckets with the first capped at dist._DEFAULT_FIRST_BUCKET_BYTES (1 MiB); an explicit bucket_cap_mb caps every
+    bucket at that size, the first too (bucket=25 is not stock DDP). After the first step the reducer rebuilds the
+    buckets in the order gradients became ready, so the first bucket holds the first gradients backward produces
+    (the output layers): the small first cap lets the first all-reduce start early. Asks torch's own bucket config
+    where it has one (limits)."""
+    first, cap = limits(bucket)
+    return first, cap
+
+
+def bucket_rule(bucket) -> str:
+    """The bucket setting in words, for the record and the summary."""
+    first, cap = bucket_caps(bucket)
+    if bucket is None:
+        return (f"DDP's default (bucket_cap_mb=None): {cap / MIB:g} MiB buckets, the first capped at "
+                f"{first / MIB:g} MiB")
+    return f"bucket_cap_mb={float(bucket):g}: every bucket capped at {cap / MIB:g} MiB, the first too"
+
+
 def label(cap_mb) -> str:
     return "default" if is_default(cap_mb) else f"{float(cap_mb):g}"
 

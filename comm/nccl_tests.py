@@ -17,7 +17,7 @@ import math
 import re
 from pathlib import Path
 
-from diagnosis.finding import ms
+from stats.fmt import ms
 from comm.efficiency import bus_factor, call_sizes, not_measurable, versus_sync
 
 

@@ -52,6 +52,11 @@ def layer_for(device) -> CpuDevice:
     return CpuDevice()
 
 
+def synchronize(device) -> None:
+    """Wait until everything queued on `device` (a torch.device or a Device) is done: a host sync."""
+    layer_for(device).synchronize()
+
+
 class Clock:
     """Marks on a device's timeline (CUDA events, or the host clock), read with seconds() after a synchronize()."""
 
@@ -65,4 +70,4 @@ class Clock:
         return self.device.seconds(start, end)
 
 
-__all__ = ["Clock", "CpuDevice", "Placement", "layer_for", "open_device"]
+__all__ = ["Clock", "CpuDevice", "Placement", "layer_for", "open_device", "synchronize"]

@@ -29,6 +29,7 @@ from typing import Mapping
 import torch
 
 from base.errors import ConfigError
+from device.host import gpu_count
 
 DEVICES = ("auto", "cpu", "cuda", "fake")
 BACKENDS = ("auto", "nccl", "gloo")
@@ -49,14 +50,6 @@ class Placement:
     @property
     def torch_device(self) -> torch.device:
         return torch.device("cuda", self.gpu) if self.kind == "cuda" else torch.device("cpu")
-
-
-def visible_gpus() -> int:
-    """GPUs this process may use. CUDA_VISIBLE_DEVICES="" hides them all; it is read here as well because CUDA reads
-    it only once per process, so a process whose CUDA started before it was set would still count them."""
-    if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
-        return 0
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 # ------------------------------------------------------------------------------------------- the Slurm variables
@@ -221,14 +214,14 @@ def preflight(cfg, submitting: bool = False, gpus: int | None = None, ranks_star
               ) -> Placement | None:
     """In the process the user started, before any rank: the placement every local rank will take (that of rank 0),
     agreed as the ranks will agree it. In a rank started already (torchrun, a Slurm task): this rank's own. None on a
-    Slurm login node (submitting), which cannot tell. gpus, ranks_started: the host's (job.config.Host), injected by
+    Slurm login node (submitting), which cannot tell. gpus, ranks_started: the host's (device.host.Host), injected by
     tests; default: this machine's. Raises PlacementError."""
     device, backend = requested_device(cfg), str(cfg.get("backend", "auto"))
     if device not in DEVICES:
         raise PlacementError(f"device={device!r} is not known; choose one of: {', '.join(DEVICES)}.")
     if submitting:
         return None
-    visible = visible_gpus() if gpus is None else gpus
+    visible = gpu_count() if gpus is None else gpus
     nccl = torch.distributed.is_nccl_available()
     if ranks_started if ranks_started is not None else "RANK" in os.environ:
         world = int(os.environ.get("WORLD_SIZE", cfg.world_size))
@@ -257,7 +250,7 @@ def settle(cfg, rank: int, world_size: int, local_rank: int, local_world: int, t
     store.set_timeout(timeout)
     host = socket.gethostname()
     try:
-        mine = place(requested_device(cfg), str(cfg.backend), visible_gpus(), local_rank, local_world,
+        mine = place(requested_device(cfg), str(cfg.backend), gpu_count(), local_rank, local_world,
                      os.environ, dist.is_nccl_available())
         identity = str(torch.cuda.get_device_properties(mine.gpu).uuid) if mine.kind == "cuda" else None
         facts = _facts(rank, host, mine, identity)

@@ -5,12 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from stats import fmt_ci
-
-
-def ms(seconds: float) -> str:
-    """Milliseconds as people read them: 3813, 21.4, 0.374 (never 3.81e+03)."""
-    v = 1e3 * seconds
-    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
+from stats.fmt import ms  # noqa: F401 - the rules' name for it
 
 
 @dataclass

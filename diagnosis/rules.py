@@ -266,7 +266,7 @@ def per_param(v: RunView) -> Finding | None:
     rows = [{"bytes": r["bytes"], "time_s": r["time_s"]["median"]} for r in micro.get("sizes") or []]
     one_call = get(v.result, "comm", "vs_microbench", "one_call_of_total_s")
     if len(rows) >= 2 and n:
-        from tasks.grad_sync import _fit_latency_bandwidth   # task=grad_sync's arithmetic, on this run's probe
+        from comm.fit import fit_latency_bandwidth as _fit_latency_bandwidth   # task=grad_sync's, on the probe
 
         fit = _fit_latency_bandwidth(rows)
         if fit and fit.get("beta_GBps") and fit["alpha_s"] > 0:

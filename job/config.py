@@ -12,156 +12,34 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import errno
-import os
+import math
 import re
-import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 from omegaconf import DictConfig, OmegaConf
 
 import base.schema as schema  # importing it registers the schema in Hydra's ConfigStore
-from base.errors import ConfigError, ConfigWarning
-
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-OVERSUBSCRIBE_LIMIT = 8        # CPU ranks per CPU we still start: the gloo thread's pairs=8 (16 ranks) runs on 2 cores
-RANK_MEMORY_BYTES = 400 << 20  # what one CPU rank process costs before it holds any data (python + torch + gloo)
-
-
-def gpu_count() -> int:
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
-def asked_gpus_per_node(launcher) -> int | None:
-    """The GPUs a launcher=slurm job asks for on each node (launcher.gpus_per_node, else the count in launcher.gres,
-    e.g. gpu:8 or gpu:a100:8); None for a launcher that runs here."""
-    if not launcher or launcher.get("name") != "slurm":
-        return None
-    if launcher.get("gpus_per_node"):
-        return int(launcher["gpus_per_node"])
-    gres = str(launcher.get("gres") or "")
-    m = re.fullmatch(r"gpu(?::[\w.-]+)?:(\d+)", gres.split(",")[0].strip()) or re.fullmatch(r"gpu", gres.strip())
-    return (int(m.group(1)) if m.groups() else 1) if m else 0
-
-
-def gpus_for(root) -> int:
-    """GPUs of the machine the ranks run on: for launcher=slurm the nodes the job asks for (the same answer on the
-    login node that submits and on the compute nodes), else this one's."""
-    asked = asked_gpus_per_node(OmegaConf.select(root, "launcher", default=None) if root is not None else None)
-    return gpu_count() if asked is None else asked
+from base.errors import ConfigError
+from base.schema import CONF_DIR
+from device.host import Host, gpus_for, ranks_per_node
+from results.sweep_order import check_repeats
 
 
 def register_resolvers() -> None:
-    """${gpu_or:A,B}: A where the ranks get GPUs, else B. ${gpu_count:}: their node's GPUs. Both read the ranks'
-    machines (gpus_for): a Slurm submission resolves scale=auto for its compute nodes, not the login node."""
-    if not OmegaConf.has_resolver("gpu_or"):
-        OmegaConf.register_new_resolver("gpu_or", lambda on_gpu, on_cpu, _root_: on_gpu if gpus_for(_root_) > 0
-                                        else on_cpu)
-    if not OmegaConf.has_resolver("gpu_count"):   # looked up when resolved: tests inject
-        OmegaConf.register_new_resolver("gpu_count", lambda _root_: gpus_for(_root_))
-
-
-# -------------------------------------------------------------------------------------------------------- the host
-@dataclass(frozen=True)
-class Host:
-    """What the machine running the checks offers the ranks. On a Slurm login node (submitting) these facts belong
-    to the wrong machine, and the checks that need them are skipped: the compute nodes run them again."""
-    gpus: int
-    cpus: int
-    free_bytes: int | None          # host memory still available (comm.measure.free_host_bytes)
-    gpu_free_bytes: int | None      # the least free memory of any visible GPU (None without GPUs)
-    ranks_started: bool = False     # this process is a rank already (torchrun, a Slurm task): nothing to spawn
-
-    @classmethod
-    def probe(cls) -> Host:
-        from comm.measure import free_host_bytes
-        from device.nvml import free_bytes
-        from launchers import already_a_rank
-
-        gpus = gpu_count()
-        free = free_bytes(gpus) if gpus else None   # NVML: no CUDA context in this process (mem_get_info makes one)
-        gpu_free = min(free) if free else None
-        return cls(gpus=gpus, cpus=os.cpu_count() or 1, free_bytes=free_host_bytes(), gpu_free_bytes=gpu_free,
-                   ranks_started=already_a_rank())
-
-
-def ranks_per_node(cfg) -> int:
-    """Ranks that share one machine: a Slurm node's tasks, else all of them (the local launcher)."""
-    launcher = cfg.get("launcher") or {}
-    if launcher.get("name") == "slurm":
-        return int(launcher.get("tasks_per_node") or 1)
-    return int(cfg.world_size)
-
-
-def on_gpus(cfg, host: Host) -> bool:
-    """Whether the ranks get a GPU each (device/placement.py decides it in the ranks), so their
-    buffers live on the device rather than in host memory."""
-    return host.gpus >= ranks_per_node(cfg)
-
-
-def check_fits(cfg, host: Host, *, ranks: int, per_rank_bytes: int, what: str, fix: str,
-               submitting: bool = False) -> None:
-    """Refuse more ranks, or more memory, than one machine holds, instead of letting the OOM killer or the scheduler
-    decide mid-run. Submitting: the node's memory is what the job asks for (launcher.mem_gb), if it says."""
-    gib = 2 ** 30
-    if submitting:
-        mem_gb = (cfg.get("launcher") or {}).get("mem_gb")
-        if mem_gb and ranks * per_rank_bytes > mem_gb * gib:
-            raise ConfigError(f"{what}: {ranks} ranks per node need about {ranks * per_rank_bytes / gib:.1f} GiB and "
-                              f"the job asks for launcher.mem_gb={mem_gb}. {fix}, or a larger launcher.mem_gb.")
-        return
-    if host.ranks_started:
-        return
-    if ranks > host.cpus and not on_gpus(cfg, host) and (cfg.oversubscribe or ranks <= OVERSUBSCRIBE_LIMIT * host.cpus):
-        warn_ranks_over_cores(what, ranks, host.cpus)
-    if cfg.oversubscribe:
-        return
-    override = "or oversubscribe=true if you know better"
-    if ranks > OVERSUBSCRIBE_LIMIT * host.cpus and not on_gpus(cfg, host):
-        raise ConfigError(f"{what} starts {ranks} ranks on this machine's {host.cpus} CPUs: more than "
-                          f"{OVERSUBSCRIBE_LIMIT} ranks per CPU only measures the scheduler (at most "
-                          f"{OVERSUBSCRIBE_LIMIT * host.cpus} ranks here). {fix}, {override}.")
-    if host.free_bytes is not None and ranks * per_rank_bytes > host.free_bytes:
-        raise ConfigError(f"{what}: {ranks} ranks need about {ranks * per_rank_bytes / gib:.1f} GiB of host memory "
-                          f"and {host.free_bytes / gib:.1f} GiB is available (room for "
-                          f"{host.free_bytes // per_rank_bytes}). {fix}, {override}.")
-
-
-def warn_ranks_over_cores(what: str, ranks: int, cpus: int) -> None:
-    """Said once, before the ranks start; the CPU contention finding explains it again after the run."""
-    warnings.warn(f"{what}: {ranks} ranks on this machine's {cpus} CPU cores, more ranks than cores: they take "
-                  f"turns on the cores, so every step also times a rank waiting for one (after the run the "
-                  f"diagnosis's CPU contention finding reports it); {cpus} ranks or fewer measure without that.",
-                  ConfigWarning)
-
-
-def expected_backend(cfg, host: Host, submitting: bool = False) -> str:
-    """The backend the ranks will pick (device/placement.py: auto is nccl when every rank has a GPU of its own);
-    still "auto" on a login node, which cannot tell."""
-    if cfg.backend != "auto" or submitting:
-        return str(cfg.backend)
-    return "nccl" if on_gpus(cfg, host) else "gloo"
-
-
-def check_buffers(cfg, host: Host, *, key: str, per_rank_bytes: int, what: str, fix: str,
-                  submitting: bool = False) -> None:
-    """A comm task's device choice (`key`: auto|cpu|cuda) and its buffers, on the device they will live on
-    (comm.measure.resolve_device: cuda when asked, or auto with nccl or a visible GPU): refuse what cannot work or
-    fit there, per node. Submitting: the nodes' GPUs and their memory are unknown here."""
-    device, backend = OmegaConf.select(cfg, key), expected_backend(cfg, host, submitting)
-    if backend == "nccl" and device == "cpu":
-        raise ConfigError(f"{key}=cpu with backend=nccl: NCCL only moves CUDA tensors. Use backend=gloo, or "
-                          f"{key}=cuda/auto.")
-    if device == "cuda" and host.gpus == 0 and not submitting:
-        raise ConfigError(f"{key}=cuda but no GPU is visible. Use {key}=cpu (or auto).")
-    on_device = device == "cuda" or (device == "auto" and (backend == "nccl" or (not submitting and host.gpus > 0)))
-    if not on_device:
-        check_fits(cfg, host, ranks=ranks_per_node(cfg), per_rank_bytes=RANK_MEMORY_BYTES + per_rank_bytes,
-                   what=what, fix=fix, submitting=submitting)
-    elif not submitting and host.gpu_free_bytes is not None and per_rank_bytes > host.gpu_free_bytes:
-        raise ConfigError(f"{what}: a rank needs about {per_rank_bytes / 2 ** 30:.1f} GiB on its GPU and "
-                          f"{host.gpu_free_bytes / 2 ** 30:.1f} GiB is free. {fix}.")
+    """Every resolver conf/ uses, registered once per process (train.py, a Slurm task, the tests):
+    ${gpu_or:A,B}: A where the ranks get GPUs, else B. ${gpu_count:}: their node's GPUs. Both read the ranks'
+    machines (gpus_for): a Slurm submission resolves scale=auto for its compute nodes, not the login node.
+    ${mul:a,b,...}: the product (world_size = nodes x tasks_per_node); ${or:a,b,...}: the first set value
+    (tasks_per_node = one per GPU, else 1): conf/launcher/slurm.yaml."""
+    resolvers = {
+        "gpu_or": lambda on_gpu, on_cpu, _root_: on_gpu if gpus_for(_root_) > 0 else on_cpu,
+        "gpu_count": lambda _root_: gpus_for(_root_),   # gpus_for looked up when resolved: tests inject
+        "mul": lambda *xs: math.prod(int(x) for x in xs),
+        "or": lambda *xs: next((x for x in xs if x), xs[-1]),
+    }
+    for name, resolver in resolvers.items():
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, resolver)
 
 
 # -------------------------------------------------------------------------------------------------- Hydra's errors
@@ -292,18 +170,6 @@ def check_added_keys(overrides: list[str]) -> None:
                               + (f" Did you mean {fixed}={value}?" if fixed else ""))
 
 
-def check_repeats(repeats, arguments: list[str]) -> None:
-    """`repeats` of a sweep (hydra_plugins/repeat_sweeper/__init__.py runs each configuration that many times) and the sweep's overrides."""
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ConfigError(f"repeats={repeats!r}: must be a whole number of runs per configuration >= 1, "
-                          f"e.g. repeats=3.")
-    keys = {a.partition("=")[0].lstrip("+~") for a in arguments}
-    if "repeat" in keys:
-        raise ConfigError("repeat= is set by the sweeper, one value per repeat; ask for repeats=R instead.")
-    if "repeats" in keys and any(a.lstrip("+~").startswith("repeats=") and "," in a for a in arguments):
-        raise ConfigError("repeats cannot be swept; give one value, e.g. repeats=3.")
-
-
 def check_command_line(argv: list[str]) -> None:
     """What a -m sweep refuses as a whole (its repeats), checked before Hydra starts (train.py), so that nothing is
     printed or created first (a single run's repeats is checked in its job, by the schema). Imports nothing of Hydra's
@@ -381,7 +247,10 @@ def validate(cfg: DictConfig, submitting: bool = False, host: Host | None = None
     from launchers.slurm import check_config as check_launcher
     from models import check as check_model
 
-    host = host or Host.probe()
+    if host is None:
+        from launchers import already_a_rank
+
+        host = Host.probe(ranks_started=already_a_rank())
     check_launcher(cfg, submitting=submitting)
     check_link(cfg, submitting=submitting, host=host)
     if cfg.backend == "nccl" and not submitting:

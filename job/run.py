@@ -26,12 +26,11 @@ from job.finalise import finalise
 from base.interrupt import Interrupted, signals_raise
 from base.log import get
 from base.provenance import as_typed, as_typed_vars, command, from_environment, typed_overrides
-from launchers import already_a_rank
-from base.record import Record
+from launchers import already_a_rank, become_rank
+from base.context import JOB_START_ENV
+from base.record import SWEEP_ID_ENV, Record
 
 log = get(__name__)
-JOB_START_ENV = "DDP_COMM_JOB_START"  # epoch seconds this job began (tasks/train/result.py: time_budget)
-SWEEP_ID_ENV = "DDP_COMM_SWEEP_ID"    # set by the sweep table's callback: which sweep a job's record belongs to
 
 
 def job_info() -> dict:
@@ -61,6 +60,7 @@ def run_job(cfg: DictConfig, job: dict | None = None) -> "JobResult":
     """The body of every job. `job` (output_dir, overrides, ...) comes from Hydra unless given (tests)."""
     if interrupt.received() is not None:  # an earlier job of this sweep was interrupted: start no other
         sys.exit(128 + interrupt.received())
+    a_rank = become_rank()       # torchrun or a Slurm task: this process is a rank (its variables exported once, here)
     job = job or job_info()
     job["typed"] = _typed(cfg)   # keys whose value came from the environment: the record keeps their text
     mark_job_start()
@@ -77,7 +77,7 @@ def run_job(cfg: DictConfig, job: dict | None = None) -> "JobResult":
             return _end(interrupted_record(OmegaConf.to_container(cfg, resolve=False), job, e.name), job,
                         e.exit_code)
         try:
-            record, exit_code = _as_a_rank(plain, job) if already_a_rank() else _launch(plain, job)
+            record, exit_code = _as_a_rank(plain, job) if a_rank else _launch(plain, job)
         except Interrupted as e:
             record, exit_code = interrupted_record(plain, job, e.name, e.outcome), e.exit_code
         if record is None:

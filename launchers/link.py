@@ -287,11 +287,12 @@ def check(cfg, *, submitting: bool = False, host=None, support: Support | None =
 def _check_cpu_only(cfg, what: str, gpus: int | None) -> None:
     from omegaconf import OmegaConf
 
-    from device.placement import requested_device, visible_gpus
+    from device.host import gpu_count
+    from device.placement import requested_device
 
     backend, device = str(cfg.get("backend", "auto")), requested_device(cfg)
     task_device = str(OmegaConf.select(cfg, f"{cfg.task}.device", default="auto") or "auto")
-    gpus = visible_gpus() if gpus is None else gpus
+    gpus = gpu_count() if gpus is None else gpus
     asked = ("backend=nccl" if backend == "nccl" else "device=cuda" if device == "cuda"
              else f"{cfg.task}.device=cuda" if task_device == "cuda"
              else f"device=auto on a machine with {gpus} GPU(s)" if device == "auto" and gpus > 0 else None)

@@ -53,7 +53,7 @@ def option_names(arch: str) -> list[str]:
     """The model= options (conf/model/*.yaml) of an arch: the names its models may carry."""
     from omegaconf import OmegaConf
 
-    from job.config import CONF_DIR
+    from base.schema import CONF_DIR
 
     options = [OmegaConf.load(f) for f in sorted((CONF_DIR / "model").glob("*.yaml"))]
     return [str(o.name) for o in options if o.get("arch") == arch]

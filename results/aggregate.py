@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
-from results.entries import _finite, _get, _is_noise, _scaled, config_labels, override_items, varying_keys
+from results.entries import (EXPOSED, _finite, _get, _is_noise, _scaled, config_labels, exposed_samples,
+                             override_items, varying_keys)
 from stats import (NO_VERDICT, batch_median, batch_rate, plan_repeats, run_level, sentinel as random_effects,
                    steady_state, unsteady_runs)
 from stats.family import Row, pair_verdicts
@@ -432,9 +433,12 @@ def scaling_lines(configs: list[Config]) -> list[tuple[str, list[tuple[float, Co
 
 
 def _exposed_fields(c: Config) -> dict:
-    from results.table import _exposed_fields as fields   # the tables' one reading of how sampled exposed comm is
-
-    return fields(c)
+    """The exposed-comm cell's companions: how many samples the least-sampled run had, and one run's interval."""
+    runs = [e for e in c.ok if e.result.get("comm")]
+    ns = [n for e in runs if (n := exposed_samples(e.result, e.config)) is not None]
+    comm = runs[0].result["comm"] if len(runs) == 1 else {}
+    return {f"{EXPOSED} n": min(ns) if ns else None, f"{EXPOSED} lo": _scaled(comm.get("exposed_ci_lo"), 1e3),
+            f"{EXPOSED} hi": _scaled(comm.get("exposed_ci_hi"), 1e3)}
 
 
 def scaling_rows(entries: list, noise: float | None = None) -> list[dict]:

@@ -21,9 +21,10 @@ from comm import bandwidth as bw
 from comm.link import human, is_emulated
 from comm.check import count_wrong, expected_output, fill_input
 from comm.measure import (TIMED_BLOCKS, all_gather_single, block_sizes, gather_all, rank_stats, reduce_scatter_single,
-                          resolve_device, synchronize, time_window)
+                          resolve_device, time_window)
+from device import synchronize
 import base.schema as schema
-from job.config import Host, check_buffers, expected_backend
+from device.host import Host, check_buffers, expected_backend
 from base.errors import ConfigError
 from base.schema import typed
 from stats import describe, fmt_ci

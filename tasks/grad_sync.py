@@ -28,12 +28,14 @@ import torch.distributed as dist
 
 from comm import CorrectnessError
 from comm import bandwidth as bw
-from comm.measure import Clock, gather_all, rank_stats, resolve_device, synchronize, time_window
+from comm.fit import fit_latency_bandwidth
+from comm.measure import Clock, gather_all, rank_stats, resolve_device, time_window
+from device import synchronize
 import base.schema as schema
-from job.config import Host, check_buffers
+from device.host import Host, check_buffers
 from base.errors import ConfigError
 from base.schema import typed
-from tasks.train.ddp import bucket_caps, bucket_rule
+from comm.buckets import bucket_rule, limits as bucket_limits
 
 METHODS = ("per_param", "flat", "bucketed", "coalesced")
 PATTERN_PERIOD = 7                  # gradient values are ((i + k) % 7 + 1) * (rank + 1) for element i of tensor k
@@ -175,20 +177,13 @@ class Flat:
         return [m0, m1, m2, clock.mark()]
 
 
-def ddp_bucket_limits(bucket) -> list[int]:
-    """The byte limits DDP's reducer uses when it rebuilds buckets, for DDP(bucket_cap_mb=...) as tasks/train/ddp.py
-    builds it from `bucket` (null: DDP's default, whose first bucket is capped at 1 MiB; a number: every bucket)."""
-    first, cap = bucket_caps(bucket)
-    return [first, cap] if first < cap else [cap]
-
-
 class Bucketed:
     name = "bucketed"
 
     def __init__(self, grads: Grads, bucket_mb: float | None, device, ready: list[int] | None = None):
         self.grads = grads
         ready = list(reversed(range(len(grads.tensors)))) if ready is None else ready
-        limits = ddp_bucket_limits(bucket_mb)
+        limits = bucket_limits(bucket_mb)   # as DDP(bucket_cap_mb=...) rebuilds its buckets
         order, _ = dist._compute_bucket_assignment_by_size([grads.tensors[i] for i in ready], limits)
         self.buckets = [[ready[j] for j in b] for b in order]
         self.views = [[grads.tensors[i].view(-1) for i in b] for b in self.buckets]
@@ -363,7 +358,7 @@ def _result(ctx, gs: schema.GradSync, device, grads, methods, groups, sizes, eve
                            "microbench_s": mb, "microbench_busbw_GBps": mg["busbw_GBps"],
                            "ratio": pp / mb if mb > 0 else None})
 
-    fit = _fit_latency_bandwidth(per_param)
+    fit = fit_latency_bandwidth(per_param)
     result = {
         "model": ctx.cfg.model.get("name"), "params": sum(p["numel"] for p in per_param),
         "param_tensors": len(per_param), "total_bytes": total, "dtype": "float32", "reduce_op": "sum",
@@ -376,23 +371,6 @@ def _result(ctx, gs: schema.GradSync, device, grads, methods, groups, sizes, eve
     result["explanation"] = explain(result)
     result["headline"] = _headline(result)
     return result
-
-
-def _fit_latency_bandwidth(rows: list[dict]) -> dict | None:
-    """t = alpha + bytes / beta over the per-parameter calls (the latency-bandwidth model), least squares on relative
-    error (weights 1/t^2) so that the few-KiB calls, not the one 392 MiB call, set alpha."""
-    pts = [(r["bytes"], r["time_s"]) for r in rows if r["time_s"] > 0]
-    if len({x for x, _ in pts}) < 2:
-        return None
-    w = [1 / y**2 for _, y in pts]
-    sw = sum(w)
-    mx = sum(wi * x for wi, (x, _) in zip(w, pts)) / sw
-    my = sum(wi * y for wi, (_, y) in zip(w, pts)) / sw
-    sxx = sum(wi * (x - mx) ** 2 for wi, (x, _) in zip(w, pts))
-    slope = sum(wi * (x - mx) * (y - my) for wi, (x, y) in zip(w, pts)) / sxx
-    alpha = my - slope * mx
-    return {"alpha_s": alpha, "beta_GBps": (1 / slope / bw.GB) if slope > 0 else None, "points": len(pts),
-            "weights": "1/t^2"}
 
 
 def explain(r: dict) -> list[str]:

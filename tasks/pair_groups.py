@@ -30,9 +30,10 @@ import torch
 import torch.distributed as dist
 
 import base.schema as schema
-from comm.measure import block_sizes, gather_all, synchronize
+from comm.measure import block_sizes, gather_all
+from device import synchronize
 from stats import describe, fmt_ci
-from job.config import RANK_MEMORY_BYTES, Host, check_fits, on_gpus, ranks_per_node
+from device.host import RANK_MEMORY_BYTES, Host, check_fits, on_gpus, ranks_per_node
 from base.errors import ConfigError
 from base.schema import typed
 

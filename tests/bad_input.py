@@ -8,7 +8,8 @@ from unittest import mock
 
 import pytest
 
-from job.config import Host, check_added_keys, hydra_error, prepare
+from device.host import Host
+from job.config import check_added_keys, hydra_error, prepare
 from base.errors import ConfigError
 from tests.conftest import compose
 
@@ -32,7 +33,7 @@ def composed(overrides: list[str]):
 
 def accepted(overrides: list[str], host: Host = CPU_BOX, submitting: bool = False) -> dict:
     """The plain config the ranks would get on `host`."""
-    with mock.patch("job.config.gpu_count", lambda: host.gpus):
+    with mock.patch("device.host.gpu_count", lambda: host.gpus):
         return prepare(composed(overrides), submitting=submitting, host=host)
 
 

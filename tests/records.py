@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from base.record import Record
-from results.table import train_headline
+from base.record import train_headline
 
 PHASE_SHARE = {"data": 0.05, "h2d": 0.05, "forward": 0.25, "backward": 0.45, "sync": 0.1, "optimizer": 0.1}
 

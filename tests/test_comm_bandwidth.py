@@ -8,7 +8,8 @@ import torch
 
 from comm import bandwidth as bw
 from comm.check import count_wrong, expected_output, fill_input
-from job.config import OVERSUBSCRIBE_LIMIT
+from comm.fit import fit_latency_bandwidth
+from device.host import OVERSUBSCRIBE_LIMIT
 from tasks import collectives, grad_sync
 from tests.bad_input import CPU_BOX, GIB, accepted, composed, refused
 
@@ -228,7 +229,7 @@ def test_vgg11_shapes_and_ddp_buckets():
 
 def test_latency_bandwidth_fit():
     rows = [{"bytes": n, "time_s": 1e-4 + n / 2e9} for n in (4, 1000, 10**6, 10**8)]
-    fit = grad_sync._fit_latency_bandwidth(rows)
+    fit = fit_latency_bandwidth(rows)
     assert fit["alpha_s"] == pytest.approx(1e-4) and fit["beta_GBps"] == pytest.approx(2.0)
 
 

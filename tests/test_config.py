@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 
 import base.schema as schema
 import tasks
-from job.config import Host
+from device.host import Host
 from tests.bad_input import CPU_BOX, GIB, LOGIN_NODE, accepted, composed, refused
 from tests.conftest import CONF, compose, read, run_train
 
@@ -159,7 +159,7 @@ def test_bad_input_exits_2_before_any_rank_starts(overrides, message, tmp_path, 
 
     monkeypatch.setattr(launchers.local, "launch_local", tripwire)
     monkeypatch.setattr(Host, "probe", classmethod(lambda cls: CPU_BOX))
-    monkeypatch.setattr("job.config.gpu_count", lambda: CPU_BOX.gpus)
+    monkeypatch.setattr("device.host.gpu_count", lambda: CPU_BOX.gpus)
     monkeypatch.setattr(sys, "argv", ["train.py", *overrides, "logger=none", f"hydra.run.dir={tmp_path / 'run'}"])
     with pytest.raises(SystemExit) as e:
         train.main()
@@ -188,7 +188,7 @@ def test_a_refused_run_leaves_nothing_but_the_error_line(tmp_path, monkeypatch, 
     _no_wandb(monkeypatch)
     monkeypatch.chdir(tmp_path)                      # Hydra's default outputs/<date>/<time>, and its parents
     monkeypatch.setattr(Host, "probe", classmethod(lambda cls: CPU_BOX))
-    monkeypatch.setattr("job.config.gpu_count", lambda: CPU_BOX.gpus)
+    monkeypatch.setattr("device.host.gpu_count", lambda: CPU_BOX.gpus)
     monkeypatch.setattr(sys, "argv", ["train.py", "batch_size=0", "logger=wandb", "logger.mode=offline"])
     with pytest.raises(SystemExit) as e:
         train.main()

@@ -8,7 +8,8 @@ from datetime import timedelta
 import pytest
 import torch.distributed as dist
 
-from device.placement import Placement, PlacementError, agree, place, preflight, settle, visible_gpus
+from device.host import gpu_count
+from device.placement import Placement, PlacementError, agree, place, preflight, settle
 from tests.conftest import compose
 
 NO_SLURM: dict = {}
@@ -18,7 +19,7 @@ def test_tests_not_marked_gpu_see_no_gpu():
     """Defect 1: whatever the machine has, this test (and the ranks and train.py runs of other unmarked tests)
     sees no GPU, so the gloo/CPU paths are what the suite tests."""
     assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
-    assert visible_gpus() == 0
+    assert gpu_count() == 0
 
 
 def test_device_cpu_keeps_ranks_on_cpu_on_a_2_gpu_machine():
@@ -119,7 +120,7 @@ def test_agree_refuses_two_ranks_on_one_gpu():
 
 def test_preflight_refuses_before_any_rank_starts(monkeypatch):
     """The local launcher: the same decision every rank will take, made in the parent (exit 2 there)."""
-    monkeypatch.setattr("device.placement.visible_gpus", lambda: 1)
+    monkeypatch.setattr("device.placement.gpu_count", lambda: 1)
     cfg = compose(["model=vgg11_tiny", "scale=smoke", "logger=none", "world_size=2"])
     with pytest.raises(PlacementError, match="rank 0 cannot have a GPU of its own .2 rank.s. on this node, 1 GPU"):
         preflight(cfg)

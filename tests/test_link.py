@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from comm import link as arith
-from job.config import Host
+from device.host import Host
 from base.errors import ConfigError
 from launchers import link
 from launchers.link import Support

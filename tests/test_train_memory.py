@@ -116,7 +116,7 @@ def _cgroup_v2(root, limit: str, current: int, inactive_file: int, path: str = "
 def test_host_memory_counts_what_the_kernel_can_give_not_mem_free(tmp_path):
     """A healthy machine whose page cache fills memory: 2.5 GiB free, 21 GiB available. The old reading (the pages
     nobody uses) refused the default run; MemAvailable counts the cache the kernel gives back."""
-    from comm.measure import free_host_bytes
+    from device.host import free_host_bytes
 
     (tmp_path / "meminfo").write_text(MEMINFO)
     no_cgroup = tmp_path / "none"
@@ -127,7 +127,7 @@ def test_host_memory_counts_what_the_kernel_can_give_not_mem_free(tmp_path):
 
 
 def test_a_cgroup_limit_counts_where_it_leaves_less_room(tmp_path):
-    from comm.measure import cgroup_room, free_host_bytes
+    from device.host import cgroup_room, free_host_bytes
 
     (tmp_path / "meminfo").write_text(MEMINFO)
     v2 = tmp_path / "v2"

@@ -9,7 +9,7 @@ from tests.bad_input import refused
 
 from job.config import prepare
 from base.errors import ConfigError
-from hydra_plugins.repeat_sweeper import repeat_arguments
+from results.sweep_order import repeat_arguments
 from results.aggregate import compare
 from results.table import Entry, build_table
 from stats import block_throughput
@@ -177,7 +177,7 @@ def test_repeats_are_the_outermost_loop_so_configurations_interleave():
 
 
 def test_each_round_runs_in_a_seeded_random_order():
-    from hydra_plugins.repeat_sweeper import round_order
+    from results.sweep_order import round_order
 
     order = round_order(12, 3, seed=0)
     assert [sorted(order[i:i + 4]) for i in (0, 4, 8)] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]

@@ -25,36 +25,8 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
-from job.config import check_repeats
 from base.errors import ConfigError
-
-ORDER_FILE = "sweep_order.json"
-_RUN_ORDER: list[int] = []   # this process's sweep: job numbers in the order they run (results.callbacks' progress)
-
-
-def repeat_arguments(repeats, arguments: list[str]) -> list[str]:
-    """The sweep's overrides (hydra.sweeper.params first, then the command line's) with the repeat loop outermost."""
-    check_repeats(repeats, arguments)
-    return ([f"repeat=range(0,{repeats})"] if repeats > 1 else []) + list(arguments)
-
-
-def round_order(jobs: int, repeats: int, seed: int) -> list[int]:
-    """Job numbers in the order they run: round by round (jobs / repeats configurations each), shuffled inside each
-    round by one seeded generator."""
-    per_round = jobs // repeats
-    rng = random.Random(seed)
-    order: list[int] = []
-    for r in range(repeats):
-        nums = list(range(r * per_round, (r + 1) * per_round))
-        rng.shuffle(nums)
-        order += nums
-    return order + list(range(per_round * repeats, jobs))
-
-
-def position(num: int) -> int:
-    """How many jobs of this process's sweep ran before job `num` (its number when the order is not shuffled)."""
-    return _RUN_ORDER.index(num) if num in _RUN_ORDER else num
-
+from results.sweep_order import ORDER_FILE, repeat_arguments, round_order
 
 class RepeatingSweeper(BasicSweeper):
     """BasicSweeper with `repeats`, and rounds in a seeded random order (conf/hydra/sweeper/repeating.yaml)."""
@@ -91,15 +63,11 @@ class RepeatingSweeper(BasicSweeper):
             "seed": int(self.seed), "repeats": repeats, "run_order": order,
             "note": "job numbers in the order they ran: each round's configurations shuffled with this seed "
                     "(hydra.sweeper.seed); job numbers keep the declared order"}, indent=1))
-        _RUN_ORDER[:] = order
         returns = []
-        try:
-            for num in order:
-                results = self.launcher.launch([jobs[num]], initial_job_idx=num)
-                for r in results:
-                    _ = r.return_value   # a failed job raises here, as in BasicSweeper
-                returns.append(results)
-        finally:
-            _RUN_ORDER.clear()
+        for num in order:
+            results = self.launcher.launch([jobs[num]], initial_job_idx=num)
+            for r in results:
+                _ = r.return_value   # a failed job raises here, as in BasicSweeper
+            returns.append(results)
         self.batch_index = 1
         return returns

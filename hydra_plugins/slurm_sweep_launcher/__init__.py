@@ -15,7 +15,7 @@ from hydra.core.config_store import ConfigStore
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 
 from hydra_plugins.slurm_sweep_launcher.launcher import SlurmSweepLauncher
-from launchers.slurm.settings import register_resolvers
+from job.config import register_resolvers
 
 LAUNCHER = "hydra_plugins.slurm_sweep_launcher.SlurmLauncher"
 

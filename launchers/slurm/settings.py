@@ -24,15 +24,6 @@ TEXT_OR_NULL = ("partition", "account", "qos", "constraint", "gres")
 GENERIC = ("nodes", "tasks_per_node", "gpus_per_node", "cpus_per_task", "mem_gb", "timeout_min")
 
 
-def register_resolvers() -> None:
-    """${mul:a,b,...}: the product (world_size = nodes x tasks_per_node); ${or:a,b,...}: the first set value
-    (tasks_per_node = one per GPU, else 1). conf/launcher/slurm.yaml uses them."""
-    if not OmegaConf.has_resolver("mul"):
-        OmegaConf.register_new_resolver("mul", lambda *xs: math.prod(int(x) for x in xs))
-    if not OmegaConf.has_resolver("or"):
-        OmegaConf.register_new_resolver("or", lambda *xs: next((x for x in xs if x), xs[-1]))
-
-
 # ---------------------------------------------------------------------------------------------------- checks
 
 def check_config(cfg, submitting: bool = False) -> None:
@@ -95,7 +86,7 @@ def _check_gpus_are_usable() -> None:
     gpus = bound_gpus()
     if gpus is None:
         return
-    from job.config import gpu_count
+    from device.host import gpu_count
 
     if gpu_count() == 0:
         raise ConfigError(f"Slurm gave this job GPU(s) {gpus} on this node, but CUDA sees none here, so the ranks "

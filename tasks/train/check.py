@@ -8,7 +8,7 @@ import warnings
 
 from omegaconf import DictConfig
 
-from job.config import Host, asked_gpus_per_node, check_fits, ranks_per_node
+from device.host import Host, asked_gpus_per_node, check_fits, ranks_per_node
 from base.errors import ConfigError, ConfigWarning
 from tasks.train.memory import preflight as memory_preflight, rank_bytes
 from device.placement import preflight as placement_preflight

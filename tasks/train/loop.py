@@ -24,7 +24,8 @@ from tasks.train.comm_counter import CollectiveCounter
 from tasks.train.grad_ready import grad_ready_probe
 from tasks.train.h2d import make_feeder, window_sync_check
 from tasks.train.probes import attach_probe_figures, comm_microbench, ddp_comm_probe, grad_error_probe
-from tasks.train.sync import make_sync
+from tasks.train.ddp import DDPSync
+from tasks.train.sync import FlatSync, PerParamSync, Sync
 from tasks.train.result import assemble, comm_figures, rank_figures
 from tasks.train.stragglers import cpu_usage, rank_work
 from tasks.train.timing import PhaseTimer
@@ -154,6 +155,13 @@ def run(ctx) -> dict | None:
     result["device_layer"] = {**dev.report(), "window_sync_check": dev.window_check(strict),
                               "window_unchecked_because": unchecked_because}
     return result
+
+
+def make_sync(cfg, model: nn.Module, device: torch.device) -> Sync:
+    """The sync= strategy around the model: local, per_param, flat (tasks/train/sync.py) or ddp (ddp.py)."""
+    if cfg.sync == "ddp":
+        return DDPSync(cfg, model, device)
+    return {"local": Sync, "per_param": PerParamSync, "flat": FlatSync}[str(cfg.sync)](model)
 
 
 def maybe_fail(cfg, rank: int, step: int) -> None:

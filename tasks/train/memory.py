@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from job.config import RANK_MEMORY_BYTES
+from device.host import RANK_MEMORY_BYTES
 from base.errors import ConfigError
 
 GiB = 1024 ** 3
@@ -104,7 +104,7 @@ def rank_bytes(cfg) -> int:
 
 def capacity(placement, local_ranks: int) -> tuple[int, str]:
     """(bytes one rank may use, what that is) on the GPU `placement` gives it (shared GPUs: shared by the node's
-    ranks). Host memory is job.config.Host's to tell (job.config.check_fits)."""
+    ranks). Host memory is device.host.Host's to tell (device.host.check_fits)."""
     props = torch.cuda.get_device_properties(placement.gpu)  # NVML-free and context-free: no CUDA context is made
     sharing = local_ranks if placement.shared else 1
     share = f", shared by {sharing} ranks" if sharing > 1 else ""

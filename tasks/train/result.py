@@ -10,8 +10,8 @@ import time
 import numpy as np
 import torch
 
-from job.run import JOB_START_ENV
-from results.table import train_headline
+from base.context import JOB_START_ENV
+from base.record import train_headline
 from stats import block_throughput, describe, fmt_ci, steady_state
 
 

@@ -49,8 +49,6 @@ class Sync:
         return {}
 
 
-
-
 class PerParamSync(Sync):
     communicates = True
 
@@ -81,15 +79,3 @@ class FlatSync(Sync):
         self.buffer.div_(dist.get_world_size())
         for v, p in zip(self.views, self.params):
             p.grad.copy_(v)
-
-
-def make_sync(cfg, model: nn.Module, device: torch.device):
-    if cfg.sync == "local":
-        return Sync(model)
-    if cfg.sync == "per_param":
-        return PerParamSync(model)
-    if cfg.sync == "flat":
-        return FlatSync(model)
-    from tasks.train.ddp import DDPSync
-
-    return DDPSync(cfg, model, device)
