@@ -36,7 +36,7 @@ def main() -> None:
         check_added_keys(overrides)
         check_command_line(sys.argv[1:])
         app()
-    except Exception as e:  # noqa: BLE001 - only Hydra's composition errors are translated; the rest re-raise
+    except Exception as e:
         error = e if isinstance(e, ConfigError) else None if asked else hydra_error(e, overrides) or disk_error(e)
         if error is None:
             raise

@@ -117,10 +117,12 @@ DType = StrEnum("DType", {**{name: name for name in DTYPE_NAMES}, **DTYPE_ALIASE
 
 
 class Arch(StrEnum):
+    """The model families conf/model/ ships, each with its own keys (a schema below); any other arch is free text."""
     vgg = "vgg"
     torchvision = "torchvision"
     vit = "vit"
     timm = "timm"
+    custom = "custom"     # model=custom: the user's own nn.Module, named by model._target_
 
 
 class DataKind(StrEnum):
@@ -155,8 +157,10 @@ class WandbMode(StrEnum):
 # ---------------------------------------------------------------------------------------------------------- groups
 @dataclass
 class Model:
-    """conf/model/*.yaml. torchvision and timm models need nothing more than their name."""
-    arch: Arch = MISSING
+    """conf/model/*.yaml: `_target_` makes the model (models.build_model passes it the keys it takes, and image_size);
+    arch and name say what it is, in the record. torchvision and timm models need nothing more than their name."""
+    _target_: str = MISSING
+    arch: str = MISSING
     name: str = MISSING
     num_classes: int = ge(1)
 
@@ -176,11 +180,22 @@ class ViTModel(Model):
     mlp_dim: int = ge(1)
 
 
-MODEL_SCHEMAS = {Arch.vgg: VGGModel, Arch.torchvision: Model, Arch.vit: ViTModel, Arch.timm: Model}
+@dataclass
+class CustomModel(Model):
+    """model=custom: model._target_ names the user's nn.Module class or factory; it gets num_classes (and image_size,
+    input_shape) where its signature takes them."""
+    input_shape: List[int] = MISSING     # one sample, e.g. [3, 224, 224]: the fake data is made in this shape
+
+
+MODEL_SCHEMAS = {Arch.vgg: VGGModel, Arch.torchvision: Model, Arch.vit: ViTModel, Arch.timm: Model,
+                 Arch.custom: CustomModel}
 
 
 @dataclass
 class Data:
+    """conf/data/*.yaml: `_target_` is the Dataset (data.build_dataset passes it the keys it takes, the samples needed,
+    the sample shape and the rank's seed)."""
+    _target_: str = MISSING
     kind: DataKind = MISSING
     image_size: int = ge(1)
     num_classes: int = ge(1)
@@ -200,6 +215,9 @@ class RawFolderData(Data):
 
 @dataclass
 class CommHookConfig:
+    """conf/optim/*.yaml: `_target_` returns (state, hook) for DDP.register_comm_hook (tasks/train/hooks.py); null:
+    DDP's own all-reduce."""
+    _target_: Optional[str] = None
     name: CommHook = MISSING
 
 
@@ -244,6 +262,9 @@ class Link:
 
 @dataclass
 class Logger:
+    """conf/logger/*.yaml: `_target_` logs a finished run's record (job/finalise.py calls it with record= and cfg=);
+    null: no logger."""
+    _target_: Optional[str] = None
     name: LoggerName = MISSING
 
 

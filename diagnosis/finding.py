@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from stats import fmt_ci
-from stats.fmt import ms  # noqa: F401 - the rules' name for it
+from stats.fmt import ms
 
 
 @dataclass

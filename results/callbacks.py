@@ -23,12 +23,12 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from base import interrupt
-from base.provenance import as_typed, command as shell_command, from_environment, typed_overrides
+from base.provenance import as_typed, from_environment, typed_overrides
 from results.sweep import (TABLE_CSV, TABLE_MD, expected_jobs, product_of, sweep_command,  # noqa: F401 - and the
                            sweep_entries, write_sweep_table)                          # callers' names
 from results.sweep_order import position, run_order
-from base.record import SWEEP_ID_ENV, RecordError, find_records, read_record
-from results.table import Entry, Table, build_table
+from base.record import SWEEP_ID_ENV
+from results.table import Entry, build_table
 
 SCALING_MD, SCALING_CSV = "sweep_scaling.md", "sweep_scaling.csv"
 DIAGNOSIS_MD = "sweep_diagnosis.md"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from stats.fmt import rounded
 from base.record import TRAIN_COLUMNS, _get, _scaled, train_headline  # noqa: F401 - the readers' names for them

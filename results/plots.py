@@ -12,11 +12,11 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from results.aggregate import NO_INTERVAL, Config, compare  # noqa: E402
-from results.entries import PHASES, Entry, _finite, _get, config_labels, override_items, varying_keys  # noqa: E402
-from stats import fmt_ratio  # noqa: E402
+from results.aggregate import NO_INTERVAL, Config, compare
+from results.entries import PHASES, Entry, _finite, _get, config_labels, override_items, varying_keys
+from stats import fmt_ratio
 
 _PHASE_COLORS = {"data": "#8c8c8c", "h2d": "#d62728", "forward": "#2ca02c", "backward": "#9467bd",
                  "exposed comm": "#e377c2", "sync": "#1f77b4", "optimizer": "#ffbf00"}

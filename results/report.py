@@ -13,11 +13,11 @@ import argparse
 import re
 import shlex
 import sys
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
 
 from results import plots
-from results.sweep import commands, describe_machine, machine_key, sweep_entries
+from results.sweep import _device_names, _hosts, commands, describe_machine, machine_key, sweep_entries
 from base.record import RecordError, find_records, read_record
 from results.table import Entry, Table, build_table, comm_table, phase_table, rows_table, scaling_table
 

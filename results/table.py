@@ -9,7 +9,6 @@ CSV gets the values as measured.
 from __future__ import annotations
 
 import csv
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable

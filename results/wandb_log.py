@@ -27,7 +27,6 @@ import json
 import math
 import os
 import re
-import sys
 import threading
 import time
 from pathlib import Path

@@ -328,7 +328,7 @@ def summarize(record: dict) -> str:
     ci = all(x.get("time_median_us") is not None for x in r["rows"])
     top = ("#" + " " * 49 + "".join(f"{MODES[m]:^{group_w}}" for m in modes)
            + "  slowest rank" + (f" ({', '.join(short[m] for m in modes)})" if len(modes) > 1 else "")
-           + (f"   median of blocks [95% CI]" + (f" ({', '.join(short[m] for m in modes)})" if len(modes) > 1 else "")
+           + ("   median of blocks [95% CI]" + (f" ({', '.join(short[m] for m in modes)})" if len(modes) > 1 else "")
               if ci else ""))
     head = (f"#{'size':>11}  {'count':>12}  {'type':>8}  {'redop':>6}  {'root':>6}"
             + "".join(f"  {'time':>7}  {'algbw':>6}  {'busbw':>6}  {'#wrong':>6}" for _ in modes)

@@ -84,7 +84,8 @@ def model_gradients(cfg) -> tuple[list[tuple[str, tuple[int, ...]]], list[int], 
     order: list[int] = []
     handles = [p.register_post_accumulate_grad_hook(lambda t: order.append(index[id(t)])) for _, p in params]
     try:
-        model(torch.zeros(1, 3, image_size, image_size, device="meta")).sum().backward()
+        shape = tuple(cfg.model.get("input_shape") or (3, image_size, image_size))   # model=custom says its own
+        model(torch.zeros(1, *shape, device="meta")).sum().backward()
     except Exception as e:  # noqa: BLE001 - any model whose forward does not run on meta tensors
         return shapes, reverse, f"reverse parameter order (DDP's initial guess; meta backward failed: {type(e).__name__})"
     finally:

@@ -24,7 +24,7 @@ def composed(overrides: list[str]):
     check_added_keys(overrides)
     try:
         return compose(overrides)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         error = hydra_error(e, overrides)
         if error is None:
             raise

@@ -158,3 +158,22 @@ def test_pair_groups_under_device_auto_runs_on_cpu_on_a_one_gpu_box():
     assert placement.kind == "cpu" and placement.backend == "gloo"
     cfg.task = "train"
     assert requested_device(cfg) == "auto"
+
+
+def test_one_gpu_count_and_it_honours_an_empty_cuda_visible_devices(monkeypatch):
+    """The one GPU count (device/host.py) says 0 under CUDA_VISIBLE_DEVICES="" even where torch, whose CUDA started
+    before the variable was set, still counts GPUs: the config checks and the placement can no longer disagree."""
+    import torch
+
+    from device import host
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert host.gpu_count() == 2
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert host.gpu_count() == 0
+    import job.config
+    import device.placement
+
+    assert not hasattr(job.config, "gpu_count") and not hasattr(device.placement, "visible_gpus")

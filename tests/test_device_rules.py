@@ -13,7 +13,6 @@ import torch.distributed as dist
 from omegaconf import OmegaConf
 
 from comm.env import parse_transports, transport_name, transports_from_logs
-from base.errors import ConfigError
 from device.placement import Placement
 from tasks.train.cuda_graphs import problems
 from tasks.train.ddp import stats_waits, synchronised_iterations, warmup_warning

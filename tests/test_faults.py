@@ -497,7 +497,7 @@ def as_another_user(fn):
     def outcome():
         try:
             return ["ok", repr(fn())]
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             return ["raised", f"{type(e).__name__}: {e}"]
 
     if os.getuid() != 0:

@@ -7,7 +7,6 @@ import pytest
 
 from tests.bad_input import refused
 
-from job.config import prepare
 from base.errors import ConfigError
 from results.sweep_order import repeat_arguments
 from results.aggregate import compare

@@ -137,7 +137,7 @@ def seed003(report: Report, samples: int, seed: int) -> None:
               f"(error feedback, clone, M Q, M^T P, P Q^T, error) plus {PSGD_KERNELS} kernel launches of 5 [3, 10] us "
               "per matrix; three all-reduces (uncompressed tensors, P, Q); serial (torch.cuda.synchronize in its "
               "decompression)", "elsewhere", "torch powerSGD_hook.py"),
-        Input("links", f"L40S: preset pcie_shm, busbw 24 [6, 35] GB/s; A100: preset nvlink_a100, busbw 230.8 "
+        Input("links", "L40S: preset pcie_shm, busbw 24 [6, 35] GB/s; A100: preset nvlink_a100, busbw 230.8 "
               "[200, 240] GB/s", "elsewhere", PRESETS["pcie_shm"].source + " | " + PRESETS["nvlink_a100"].source),
         Input("L40S link, second variant", "busbw from the seed's own baseline: the 1.23 GB all-reduce took 587 ms "
               "(of a 701 ms step) -> 2 x 7/8 x 1.226 GB / 0.587 s = 3.66 GB/s (+-5% stated); used only to check the "

@@ -5,7 +5,6 @@ executor they configure, and the answer to hydra-submitit-launcher habits (`hydr
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 

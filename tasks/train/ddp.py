@@ -9,11 +9,12 @@ import warnings
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from base.build import build
 from base.errors import ConfigError
-from comm.buckets import bucket_cap_mb, bucket_caps, bucket_rule  # noqa: F401 - ddp.bucket_caps: the callers' name
+from comm.buckets import bucket_cap_mb, bucket_caps, bucket_rule
 from device import layer_for
 from tasks.train.sync import Sync
 
@@ -133,25 +134,11 @@ class DDPSync(Sync):
         self.disable_runtime_stats()
 
     def _hook(self, dev):
-        """The comm hook as it runs on this rank's device (dev.comm_hook: the fake device watches its syncs)."""
-        if self.optim == "fp16":
-            return None, dev.comm_hook(default_hooks.fp16_compress_hook)
-        if self.optim == "bf16":
-            return None, dev.comm_hook(default_hooks.bf16_compress_hook)
-        o = self.cfg.optim
-        state = powerSGD_hook.PowerSGDState(
-            process_group=None,
-            matrix_approximation_rank=int(o.rank),
-            start_powerSGD_iter=int(o.start_iter),
-            min_compression_rate=float(o.min_compression_rate),
-            use_error_feedback=bool(o.use_error_feedback),
-            warm_start=bool(o.warm_start),
-            orthogonalization_epsilon=float(o.orthogonalization_epsilon),
-            random_seed=int(o.random_seed),
-            batch_tensors_with_same_shape=bool(o.batch_tensors_with_same_shape),
-        )
-        hook = dev.comm_hook(powerSGD_hook.batched_powerSGD_hook if o.batched else powerSGD_hook.powerSGD_hook)
-        if dist.get_backend() == "gloo":
+        """The comm hook optim._target_ makes (tasks/train/hooks.py), as it runs on this rank's device
+        (dev.comm_hook: the fake device watches its syncs)."""
+        state, hook = build(self.cfg.optim)
+        hook = dev.comm_hook(hook)
+        if isinstance(state, powerSGD_hook.PowerSGDState) and dist.get_backend() == "gloo":
             self.serialized = True
             return state, serialized(hook)
         return state, hook
