@@ -28,9 +28,13 @@ def target_of(node: Any) -> Any:
                           ) from None
 
 
+DESCRIPTIVE = ("arch", "name", "kind", "input_shape", "workers", "pin_memory", "mode")   # what the tool reads
+
+
 def build(node: Any, /, **runtime: Any) -> Any:
-    """`node`'s target called with the node's keys and the `runtime` arguments it takes (all of them when it takes
-    **kwargs); keys it does not take are descriptions for the record, not arguments."""
+    """`node`'s target called with the node's keys and the `runtime` arguments its signature names; keys it does not
+    take are descriptions for the record, not arguments. A target that takes only **kwargs (torchvision's model
+    functions) gets the node's keys without the descriptive ones (DESCRIPTIVE) and no runtime arguments."""
     from hydra.utils import instantiate
 
     target = target_of(node)
@@ -42,6 +46,10 @@ def build(node: Any, /, **runtime: Any) -> Any:
         params = inspect.signature(target).parameters
     except (TypeError, ValueError):   # a builtin without a signature: everything
         params = None
-    if params is not None and not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+    named = {} if params is None else {k for k, p in params.items() if p.kind is not inspect.Parameter.VAR_KEYWORD}
+    if params is None or len(named) < len(params):   # **kwargs: the node's own keys, less the descriptive ones
+        given = {k: v for k, v in plain.items() if k != "_target_" and (k not in DESCRIPTIVE or k in named)}
+        given.update({k: v for k, v in runtime.items() if k in named})
+    else:
         given = {k: v for k, v in given.items() if k in params}
     return instantiate({"_target_": plain["_target_"], **given}, _convert_="all")

@@ -117,7 +117,8 @@ DType = StrEnum("DType", {**{name: name for name in DTYPE_NAMES}, **DTYPE_ALIASE
 
 
 class Arch(StrEnum):
-    """The model families conf/model/ ships, each with its own keys (a schema below); any other arch is free text."""
+    """The model families, each with its own keys (a schema below); a new model of any family is one YAML file, and
+    one that is none of these is `custom` (its own _target_, input_shape and num_classes)."""
     vgg = "vgg"
     torchvision = "torchvision"
     vit = "vit"
@@ -160,7 +161,7 @@ class Model:
     """conf/model/*.yaml: `_target_` makes the model (models.build_model passes it the keys it takes, and image_size);
     arch and name say what it is, in the record. torchvision and timm models need nothing more than their name."""
     _target_: str = MISSING
-    arch: str = MISSING
+    arch: Arch = MISSING
     name: str = MISSING
     num_classes: int = ge(1)
 

@@ -135,6 +135,17 @@ def _room(d: Path, limit_file: str, usage_file: str, inactive_key: str) -> int |
     return max(0, int(limit) - usage + inactive)
 
 
+def host_cpu_jiffies() -> tuple[int, int] | None:
+    """(busy, total) CPU time of the whole host from /proc/stat: every process, not only ours (Linux)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)          # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
 @dataclass(frozen=True)
 class Host:
     """What the machine running the checks offers the ranks. On a Slurm login node (submitting) these facts belong
@@ -146,16 +157,16 @@ class Host:
     ranks_started: bool = False     # this process is a rank already (torchrun, a Slurm task): nothing to spawn
 
     @classmethod
-    def probe(cls, ranks_started: bool = False) -> Host:
-        """This machine. ranks_started: whether this process is a rank already (launchers.already_a_rank, which
-        the job asks: the ground floor does not know who starts ranks)."""
+    def probe(cls) -> Host:
+        """This machine. Whether this process is a rank already (ranks_started) is the job's to add
+        (launchers.already_a_rank): the ground floor does not know who starts ranks."""
         from device.nvml import free_bytes
 
         gpus = gpu_count()
         free = free_bytes(gpus) if gpus else None   # NVML: no CUDA context in this process (mem_get_info makes one)
         gpu_free = min(free) if free else None
         return cls(gpus=gpus, cpus=os.cpu_count() or 1, free_bytes=free_host_bytes(), gpu_free_bytes=gpu_free,
-                   ranks_started=ranks_started)
+                   ranks_started=False)
 
 
 def ranks_per_node(cfg) -> int:

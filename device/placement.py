@@ -201,11 +201,12 @@ def _facts(rank: int, host: str, placement: Placement, gpu_identity) -> dict:
     return {"rank": rank, "host": host, **asdict(placement), "gpu": gpu_identity}
 
 
-def requested_device(cfg) -> str:
-    """device= as the task means it: task=pair_groups is the gloo thread's CPU experiment, so under device=auto it
-    runs on CPU unless NCCL was asked for (issue 10 defect 11: a 1-GPU box must not refuse the default pairs=1)."""
+def requested_device(cfg, cpu_by_default: bool = False) -> str:
+    """device= as the task means it. cpu_by_default: the task's own CPU_BY_DEFAULT (tasks/__init__.py; task=pair_groups,
+    the gloo thread's CPU experiment), so under device=auto it runs on CPU unless NCCL was asked for (issue 10 defect
+    11: a 1-GPU box must not refuse the default pairs=1)."""
     device = str(cfg.get("device", "auto"))
-    if device == "auto" and cfg.get("task") == "pair_groups" and str(cfg.get("backend", "auto")) != "nccl":
+    if device == "auto" and cpu_by_default and str(cfg.get("backend", "auto")) != "nccl":
         return "cpu"
     return device
 
@@ -235,7 +236,8 @@ def preflight(cfg, submitting: bool = False, gpus: int | None = None, ranks_star
     return placements[0]
 
 
-def settle(cfg, rank: int, world_size: int, local_rank: int, local_world: int, timeout: timedelta):
+def settle(cfg, rank: int, world_size: int, local_rank: int, local_world: int, timeout: timedelta,
+           cpu_by_default: bool = False):
     """Inside a rank, before its process group: this rank's placement, agreed with every other rank through the
     rendezvous store (the store `env://` would give init_process_group, but one that ranks make themselves listens
     on MASTER_ADDR's address only: base/store.py). Returns (placement, store to pass to init_process_group)."""
@@ -250,7 +252,7 @@ def settle(cfg, rank: int, world_size: int, local_rank: int, local_world: int, t
     store.set_timeout(timeout)
     host = socket.gethostname()
     try:
-        mine = place(requested_device(cfg), str(cfg.backend), gpu_count(), local_rank, local_world,
+        mine = place(requested_device(cfg, cpu_by_default), str(cfg.backend), gpu_count(), local_rank, local_world,
                      os.environ, dist.is_nccl_available())
         identity = str(torch.cuda.get_device_properties(mine.gpu).uuid) if mine.kind == "cuda" else None
         facts = _facts(rank, host, mine, identity)

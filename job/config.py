@@ -242,15 +242,14 @@ def validate(cfg: DictConfig, submitting: bool = False, host: Host | None = None
     """submitting=True: checked on a Slurm login node for the compute nodes, so this machine's GPUs, CPUs and memory
     do not count (they are checked again on the nodes, in each job)."""
     import tasks
-    from data import check as check_data
     from launchers.link import check as check_link
     from launchers.slurm import check_config as check_launcher
-    from models import check as check_model
 
     if host is None:
         from launchers import already_a_rank
 
-        host = Host.probe(ranks_started=already_a_rank())
+        host = dataclasses.replace(Host.probe(), ranks_started=already_a_rank())
+    task = tasks.get(cfg.task)
     check_launcher(cfg, submitting=submitting)
     check_link(cfg, submitting=submitting, host=host)
     if cfg.backend == "nccl" and not submitting:
@@ -258,27 +257,15 @@ def validate(cfg: DictConfig, submitting: bool = False, host: Host | None = None
             raise ConfigError("backend=nccl needs CUDA GPUs and this machine has none. Use backend=gloo (or auto).")
         ranks = ranks_per_node(cfg)
         if ranks > host.gpus:
-            knob, fits = ("pairs", host.gpus // 2) if cfg.task == "pair_groups" else ("world_size", host.gpus)
+            knob, per = getattr(task, "RANKS_KNOB", ("world_size", 1))   # pair_groups: pairs, 2 ranks each
+            fits = host.gpus // per
             raise ConfigError(f"backend=nccl with {knob}={cfg[knob]} runs {ranks} ranks on this machine, one GPU per "
                               f"rank, and it has {host.gpus}. Use {knob}<={fits}, or backend=gloo (or auto: gloo on "
                               "CPU).")
-    if cfg.fault.rank is not None:
-        if cfg.task != "train":
-            raise ConfigError(f"fault.rank={cfg.fault.rank}: fault injection is a task=train knob and task={cfg.task} "
-                              "never reaches it. Drop fault.rank, or use task=train.")
-        if cfg.fault.rank >= cfg.world_size:
-            raise ConfigError(f"fault.rank={cfg.fault.rank} but the run has {cfg.world_size} ranks (0..."
-                              f"{cfg.world_size - 1}), so the fault never fires. Use fault.rank<={cfg.world_size - 1}.")
-        last = cfg.warmup_steps + cfg.steps - 1
-        if cfg.fault.step > last:
-            raise ConfigError(f"fault.step={cfg.fault.step} but the run's steps are 0...{last} (warmup_steps + steps: "
-                              f"the steps every run takes; an adaptive window may stop there), so the fault may "
-                              f"never fire. Use fault.step<={last}.")
-    if cfg.task in ("train", "grad_sync"):
-        check_model(cfg.model)
-    if cfg.task == "train":
-        check_data(cfg, submitting=submitting)
-    tasks.get(cfg.task).check(cfg, submitting=submitting, host=host)
+    if cfg.fault.rank is not None and not getattr(task, "INJECTS_FAULTS", False):
+        raise ConfigError(f"fault.rank={cfg.fault.rank}: fault injection is a task=train knob and task={cfg.task} "
+                          "never reaches it. Drop fault.rank, or use task=train.")
+    task.check(cfg, submitting=submitting, host=host)
 
 
 def prepare(cfg: DictConfig, submitting: bool = False, host: Host | None = None) -> dict:
@@ -289,18 +276,17 @@ def prepare(cfg: DictConfig, submitting: bool = False, host: Host | None = None)
     OmegaConf.set_struct(cfg, False)
     if "hydra" in cfg:
         del cfg["hydra"]
-    cap_set = not OmegaConf.is_interpolation(cfg.measure, "max_steps") if "measure" in cfg else False
+    unresolved = cfg.copy()
     try:
         OmegaConf.resolve(cfg)
     except Exception as e:  # noqa: BLE001 - interpolation errors name the key
         raise ConfigError(f"config does not resolve: {str(e).splitlines()[0]}") from None
     check_schema(cfg)
-    if cap_set and cfg.task == "train":  # the scale's default cap (an interpolation) is for adaptive windows only
-        from tasks.train.check import check_fixed_cap
+    import tasks
 
-        check_fixed_cap(cfg)
-    if cfg.task == "pair_groups" and cfg.launcher.name == "local":
-        cfg.world_size = 2 * cfg.pairs
+    derive = getattr(tasks.get(cfg.task), "derive", None)   # what the task sets from other keys (tasks/__init__.py)
+    if derive is not None:
+        derive(cfg, unresolved)
     validate(cfg, submitting, host)
     return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
 

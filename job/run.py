@@ -195,7 +195,11 @@ def _where(progress: dict, config: dict) -> str:
         return f" after {measured} of {config.get('steps')} measured steps"
     if warmup is not None:
         return f" after {warmup} of {config.get('warmup_steps')} warm-up steps"
-    return " before the first step" if config.get("task") == "train" else ""
+    import tasks
+
+    measures = getattr(tasks.get(config["task"]), "MEASURES_STEPS", False) if config.get("task") in tasks.TASKS \
+        else False
+    return " before the first step" if measures else ""
 
 
 class JobResult(float):

@@ -84,7 +84,9 @@ def _run_rank(plain: dict, job: dict, outcome: Outcome) -> Outcome | None:
         comm_env.apply(cfg, output_dir)
         timeout = timedelta(seconds=float(cfg.timeout_s))
         # device and backend: decided alike by every rank, or the same error on all of them (device/placement.py)
-        placement, store = settle(cfg, rank, world_size, local_rank, local_world, timeout)
+        task = tasks.get(cfg.task)
+        placement, store = settle(cfg, rank, world_size, local_rank, local_world, timeout,
+                                  cpu_by_default=getattr(task, "CPU_BY_DEFAULT", False))
         dev = open_device(placement)
         backend = placement.backend
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout,
@@ -95,7 +97,7 @@ def _run_rank(plain: dict, job: dict, outcome: Outcome) -> Outcome | None:
         outcome.env = environment(ctx)
         if rank == 0:
             outcome.env["link"] = _link(job)
-        result = tasks.get(cfg.task).run(ctx)
+        result = task.run(ctx)
         if rank != 0:
             return None
         transports = comm_env.transports_from_logs(output_dir)

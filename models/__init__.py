@@ -2,6 +2,8 @@
 file; model=custom is the user's own nn.Module). No weights are downloaded."""
 from __future__ import annotations
 
+from functools import lru_cache
+
 import torch.nn as nn
 
 from base.build import build, target_of
@@ -91,6 +93,28 @@ def _nearest(name: str, names: list[str], n: int = 3) -> list[str]:
     return difflib.get_close_matches(name, names, n=n, cutoff=0.6)
 
 
+def gradient_bytes(model_cfg, image_size: int = 224) -> int:
+    """fp32 bytes of the model's trainable parameters (one step's gradients), counted on the meta device (no memory);
+    once per model and process (a sweep checks every job; ViT-L takes seconds to build)."""
+    from omegaconf import OmegaConf
+
+    return _gradient_bytes(OmegaConf.to_yaml(model_cfg), image_size)
+
+
+@lru_cache(maxsize=16)
+def _gradient_bytes(model_yaml: str, image_size: int) -> int:
+    import torch
+    from omegaconf import OmegaConf
+
+    model_cfg = OmegaConf.create(model_yaml)
+    try:
+        with torch.device("meta"):
+            model = build_model(model_cfg, image_size)
+    except (RuntimeError, NotImplementedError):     # a model whose __init__ reads tensor values: build it for real
+        model = build_model(model_cfg, image_size)
+    return 4 * sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
 def input_shape(cfg) -> tuple[int, ...]:
     """One sample's shape as the model takes it: model.input_shape when the model says (model=custom), else an image
     of data.image_size (3 x image_size x image_size)."""
@@ -101,9 +125,16 @@ def input_shape(cfg) -> tuple[int, ...]:
     return (3, size, size)
 
 
+# the target of each family, for a model node written before conf/model/ named its own (older run records)
+ARCH_TARGETS = {"vgg": "models.vgg.VGG", "torchvision": "models.torchvision_model", "vit": "models.vit",
+                "timm": "models.timm_model"}
+
+
 def build_model(model_cfg, image_size: int = 224) -> nn.Module:
     """The model model_cfg's `_target_` makes (base/build.py: its keys and image_size, where it takes them)."""
     check(model_cfg)
+    if not model_cfg.get("_target_") and str(model_cfg.get("arch")) in ARCH_TARGETS:
+        model_cfg = {**_plain(model_cfg), "_target_": ARCH_TARGETS[str(model_cfg.get("arch"))]}
     model = build(model_cfg, image_size=image_size)
     if not isinstance(model, nn.Module):
         raise ConfigError(f"model._target_={model_cfg.get('_target_')} returned {type(model).__name__}, not a "
@@ -112,6 +143,12 @@ def build_model(model_cfg, image_size: int = 224) -> nn.Module:
 
 
 # ------------------------------------------------------------------------ the targets of conf/model/*.yaml
+def _plain(node) -> dict:
+    from omegaconf import DictConfig, OmegaConf
+
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
+
+
 def torchvision_model(name: str, num_classes: int, image_size: int = 224) -> nn.Module:
     """Any torchvision classification model by name, random weights (no download); ViTs sized for the input."""
     import torchvision.models as tvm

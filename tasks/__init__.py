@@ -7,6 +7,16 @@
     run(ctx) -> dict | None                inside every rank; rank 0 returns the task's `result` for the record
     summarize(record) -> str               the text printed after the run, from the record alone
 
+and, where a task has them (job/config.py and the launchers ask through getattr, never by the task's name):
+
+    derive(cfg, unresolved) -> None        after the config resolved, before the checks: what the task sets from
+                                           other keys, and what only the unresolved config tells
+    largest_collective(cfg) -> (bytes, what) | None   the biggest all-reduce a run sends (the link's timeout check)
+    INJECTS_FAULTS = True                  fault.rank/fault.step reach its steps
+    RANKS_KNOB = ("pairs", 2)              the knob that sets the ranks, and ranks per unit (default world_size, 1)
+    CPU_BY_DEFAULT = True                  device=auto means CPU unless backend=nccl (the gloo thread's experiment)
+    MEASURES_STEPS = True                  an interrupted run says how many of its steps it measured
+
 The registry below maps each of the schema's task names (base/schema.py: Task, what `task=` accepts) to its module:
 config checks, the rank runner and the tests all read it.
 """

@@ -72,6 +72,11 @@ def element_size(c: schema.Collectives) -> int:
     return bw.element_size(c.dtype.value)
 
 
+def largest_collective(cfg) -> tuple[int, str]:
+    """The largest size of the sweep (the emulated link's timeout check)."""
+    return max(sizes(settings(cfg))), "the largest collective"
+
+
 def check(cfg, submitting: bool = False, host: Host | None = None) -> None:
     host = host or Host.probe()
     c = settings(cfg)

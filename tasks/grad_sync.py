@@ -51,12 +51,22 @@ def settings(cfg) -> schema.GradSync:
 
 
 def check(cfg, submitting: bool = False, host: Host | None = None) -> None:
+    from models import check as check_model
+
     host = host or Host.probe()
+    check_model(cfg.model)
     total = sum(torch.Size(s).numel() for _, s in param_shapes(cfg)) * 4
     check_buffers(cfg, host, key="grad_sync.device",
                   per_rank_bytes=3 * total,     # the gradients three times: gradients, flat buffer, DDP buckets
                   what=f"task=grad_sync with model={cfg.model.name} (3 copies of {bw.fmt_bytes(total)} of gradients "
                   "per rank)", fix="Use fewer ranks per node or a smaller model", submitting=submitting)
+
+
+def largest_collective(cfg) -> tuple[int, str]:
+    """The model's fp32 gradients in one call (the microbenchmark row; the emulated link's timeout check)."""
+    from models import gradient_bytes
+
+    return gradient_bytes(cfg.model, 224), "one step's fp32 gradients"
 
 
 def param_shapes(cfg) -> list[tuple[str, tuple[int, ...]]]:

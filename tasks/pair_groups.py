@@ -33,13 +33,23 @@ import base.schema as schema
 from comm.measure import block_sizes, gather_all
 from device import synchronize
 from stats import describe, fmt_ci
-from device.host import RANK_MEMORY_BYTES, Host, check_fits, on_gpus, ranks_per_node
+from device.host import RANK_MEMORY_BYTES, Host, check_fits, host_cpu_jiffies, on_gpus, ranks_per_node
 from base.errors import ConfigError
 from base.schema import typed
 
 def settings(cfg) -> schema.PairGroups:
     """cfg.pair_groups as its typed dataclass; the number of pairs is the top-level `pairs` (world size 2 x pairs)."""
     return typed(schema.PairGroups, cfg.pair_groups)
+
+
+RANKS_KNOB = ("pairs", 2)   # pairs=p runs 2p ranks
+CPU_BY_DEFAULT = True       # the gloo thread's CPU experiment: device=auto is CPU unless backend=nccl
+
+
+def derive(cfg, unresolved) -> None:
+    """pairs=p is 2p ranks (the local launcher's world_size; on Slurm the launcher's tasks are)."""
+    if cfg.launcher.name == "local":
+        cfg.world_size = 2 * cfg.pairs
 
 
 def check(cfg, submitting: bool = False, host: Host | None = None) -> None:
@@ -99,7 +109,7 @@ def run(ctx) -> dict | None:
     loop(p.warmup_iters)
     synchronize(device)
     dist.barrier()
-    host0 = _host_cpu_jiffies()
+    host0 = host_cpu_jiffies()
     ru0, cpu0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.process_time(), time.perf_counter()
     block_walls, sizes = [], block_sizes(p.iters)
     for n in sizes:                 # contiguous blocks, no barrier between them: their sum is the whole loop
@@ -109,7 +119,7 @@ def run(ctx) -> dict | None:
         block_walls.append(time.perf_counter() - b0)
     wall = time.perf_counter() - t0
     cpu, ru1 = time.process_time() - cpu0, resource.getrusage(resource.RUSAGE_SELF)
-    host1 = _host_cpu_jiffies()
+    host1 = host_cpu_jiffies()
     host_busy = ((host1[0] - host0[0]) / (host1[1] - host0[1])
                  if host0 and host1 and host1[1] > host0[1] else None)
 
@@ -122,17 +132,6 @@ def run(ctx) -> dict | None:
     dist.barrier()
     dist.destroy_process_group(mine)
     return _result(ctx, p, device, everyone) if ctx.is_main else None
-
-
-def _host_cpu_jiffies() -> tuple[int, int] | None:
-    """(busy, total) CPU time of the whole host from /proc/stat: every process, not only ours (Linux)."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)          # idle + iowait
-    return sum(fields) - idle, sum(fields)
 
 
 def _result(ctx, p: schema.PairGroups, device, everyone) -> dict:

@@ -59,7 +59,8 @@ def test_choices_come_from_the_registries():
 
 def test_the_torchvision_group_builds_any_torchvision_model():
     plain = accepted(["model=torchvision", "model.name=resnet18", "scale=smoke"])
-    assert plain["model"] == {"arch": "torchvision", "name": "resnet18", "num_classes": 1000}
+    assert plain["model"] == {"_target_": "models.torchvision_model", "arch": "torchvision", "name": "resnet18",
+                              "num_classes": 1000}
     assert accepted(["model=vgg11_tiny", "model.name=vgg11_tiny"])["model"]["name"] == "vgg11_tiny"   # its own name
 
 

@@ -3,7 +3,6 @@ below lives in this test file, as a user's would live in their own package."""
 import pytest
 import torch.nn as nn
 
-from base.errors import ConfigError
 from models import build_model
 from tests.bad_input import refused
 from tests.conftest import compose, run_inprocess
@@ -44,11 +43,11 @@ def test_a_custom_target_that_cannot_be_imported_is_one_line_before_any_rank():
     assert "my_pkg.nowhere.Net cannot be imported" in line and "\n" not in line
 
 
-def test_a_custom_model_needs_its_shape_and_classes():
-    with pytest.raises(ConfigError, match="model.input_shape has no value"):
-        from job.config import prepare
-
-        prepare(compose(["model=custom", f"model._target_={TARGET}", "model.num_classes=5", "logger=none"]))
+def test_model_custom_alone_is_an_example_target():
+    """model=custom without a _target_ of the user's builds the example the YAML names (a torchvision class taking
+    num_classes), so the option composes, resolves and runs as it is."""
+    cfg = compose(["model=custom", "model.num_classes=3"])
+    assert build_model(cfg.model).fc.out_features == 3
 
 
 @pytest.mark.slow

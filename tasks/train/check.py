@@ -6,18 +6,23 @@ from __future__ import annotations
 
 import warnings
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from device.host import Host, asked_gpus_per_node, check_fits, ranks_per_node
 from base.errors import ConfigError, ConfigWarning
 from tasks.train.memory import preflight as memory_preflight, rank_bytes
+from data import check as check_data
 from device.placement import preflight as placement_preflight
+from models import check as check_model
 from tasks.train.cuda_graphs import problems as graph_problems
 from tasks.train.ddp import warmup_warning
 
 
 def check(cfg: DictConfig, submitting: bool = False, host: Host | None = None) -> None:
     host = host or Host.probe()
+    check_model(cfg.model)
+    check_data(cfg, submitting=submitting)
+    check_fault(cfg)
     if cfg.diagnose.microbench not in ("auto", True, False):
         raise ConfigError(f"diagnose.microbench={cfg.diagnose.microbench!r}: choose auto, true or false.")
     check_measure(cfg)
@@ -33,6 +38,35 @@ def check(cfg: DictConfig, submitting: bool = False, host: Host | None = None) -
     if cfg.cuda_graphs:
         _check_cuda_graphs(cfg, where)
     _check_memory(cfg, where, host, submitting)
+
+
+def derive(cfg: DictConfig, unresolved: DictConfig) -> None:
+    """A measure.max_steps the user set (the scale's default is an interpolation, meant for adaptive windows only)
+    must not contradict a fixed window."""
+    if "measure" in unresolved and not OmegaConf.is_interpolation(unresolved.measure, "max_steps"):
+        check_fixed_cap(cfg)
+
+
+def largest_collective(cfg) -> tuple[int, str]:
+    """One step's fp32 gradients, all-reduced whole at worst (the emulated link's timeout check)."""
+    from models import gradient_bytes
+
+    return gradient_bytes(cfg.model, int((cfg.get("data") or {}).get("image_size") or 224)), \
+        "one step's fp32 gradients"
+
+
+def check_fault(cfg: DictConfig) -> None:
+    """fault.rank and fault.step must name a rank and a step the run has, or the fault never fires."""
+    if cfg.fault.rank is None:
+        return
+    if cfg.fault.rank >= cfg.world_size:
+        raise ConfigError(f"fault.rank={cfg.fault.rank} but the run has {cfg.world_size} ranks (0..."
+                          f"{cfg.world_size - 1}), so the fault never fires. Use fault.rank<={cfg.world_size - 1}.")
+    last = cfg.warmup_steps + cfg.steps - 1
+    if cfg.fault.step > last:
+        raise ConfigError(f"fault.step={cfg.fault.step} but the run's steps are 0...{last} (warmup_steps + steps: "
+                          f"the steps every run takes; an adaptive window may stop there), so the fault may "
+                          f"never fire. Use fault.step<={last}.")
 
 
 def check_measure(cfg: DictConfig) -> None:
@@ -56,8 +90,8 @@ def check_measure(cfg: DictConfig) -> None:
 
 def check_fixed_cap(cfg: DictConfig) -> None:
     """measure.policy=fixed measures exactly `steps`: a measure.max_steps the user set below it contradicts that (the
-    scale's default cap is for adaptive windows and is not checked here: job.config.prepare calls this only for a
-    cap that was set)."""
+    scale's default cap is for adaptive windows and is not checked here: derive calls this only for a cap that was
+    set)."""
     m = cfg.measure
     if m.policy == "fixed" and m.max_steps is not None and m.max_steps < cfg.steps:
         raise ConfigError(f"measure.max_steps={m.max_steps} < steps={cfg.steps}: measure.policy=fixed measures exactly "

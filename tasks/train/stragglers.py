@@ -19,7 +19,7 @@ from stats import describe
 def cpu_usage(since: dict | None = None) -> dict:
     """This process's CPU seconds and context switches (all its threads), and the whole host's CPU counters, now; or
     the change since an earlier reading, with host_busy = the host's busy share over that time (every process)."""
-    from tasks.pair_groups import _host_cpu_jiffies  # here: pair_groups -> comm.measure -> tasks.train is a cycle
+    from device.host import host_cpu_jiffies as _host_cpu_jiffies
 
     ru = resource.getrusage(resource.RUSAGE_SELF)
     now = {"cpu_s": ru.ru_utime + ru.ru_stime, "voluntary_switches": ru.ru_nvcsw,
