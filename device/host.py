@@ -216,7 +216,7 @@ def warn_ranks_over_cores(what: str, ranks: int, cpus: int) -> None:
     warnings.warn(f"{what}: {ranks} ranks on this machine's {cpus} CPU cores, more ranks than cores: they take "
                   f"turns on the cores, so every step also times a rank waiting for one (after the run the "
                   f"diagnosis's CPU contention finding reports it); {cpus} ranks or fewer measure without that.",
-                  ConfigWarning)
+                  ConfigWarning, stacklevel=2)
 
 
 def expected_backend(cfg, host: Host, submitting: bool = False) -> str:

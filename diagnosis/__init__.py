@@ -110,7 +110,7 @@ def format_text(diag: dict | None, heading: str = "diagnosis") -> str:
         lines.append(f.text(0 if f.first else i + (0 if findings[0].first else 1)))
     from comm.nccl_tests import format_comparison
 
-    for name, vs in (diag.get("comparisons") or {}).items():
+    for _name, vs in (diag.get("comparisons") or {}).items():
         lines.append(format_comparison(vs))
     if diag.get("hta"):
         from diagnosis.hta import format_hta
@@ -128,7 +128,7 @@ def attach(record) -> None:
         return
     try:
         record.result["diagnosis"] = diagnose(record.to_dict())
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - a diagnosis never costs the record
         record.result["diagnosis"] = {"version": VERSION, "error": f"{type(e).__name__}: {e}"}
 
 

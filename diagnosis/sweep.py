@@ -84,7 +84,7 @@ def matches(a_config: dict, b_config: dict, recommends: dict) -> bool:
 def measured_saving(a, b) -> dict:
     """1 - B's time per sample / A's: step-time medians, interval from the per-step series (ratio_ci)."""
     ra, rb = a.result, b.result
-    samples = lambda r: (r.get("global_batch") or 1) * (r.get("accumulate") or 1)  # noqa: E731
+    samples = lambda r: (r.get("global_batch") or 1) * (r.get("accumulate") or 1)  # noqa: E731 - local
     adjust = samples(rb) / samples(ra)
     sa = (ra.get("series") or {}).get("step_time_s") or []
     sb = (rb.get("series") or {}).get("step_time_s") or []

@@ -210,7 +210,7 @@ def _sweep_diagnosis(entries: list[Entry], sweep_dir: Path) -> tuple[dict | None
 
         diagnosis = diagnose_sweep(entries)
         text = format_sweep(diagnosis)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - a diagnosis never costs the table
         print(f"[sweep] diagnosis skipped: {type(e).__name__}: {e}", file=sys.stderr)
         return None, None
     print(f"\n{text}", flush=True)
@@ -223,6 +223,6 @@ def _sweep_plots(entries: list[Entry], sweep_dir: Path) -> dict[str, Path]:
     try:
         from results import plots
         return plots.standard_plots(entries, sweep_dir, prefix="sweep_", title=f"sweep {sweep_dir.name}")
-    except Exception as e:  # a plot never costs the table
+    except Exception as e:  # noqa: BLE001 - a plot never costs the table
         print(f"[sweep] plots skipped: {type(e).__name__}: {e}", file=sys.stderr)
         return {}

@@ -147,7 +147,7 @@ def write_report(entries: list[Entry], out: Path, title: str, argv: list[str], b
         w.md += ["Each machine has its own section: numbers from different hardware are never compared in one table.", ""]
 
     slugs: set[str] = set()
-    for i, (key, group) in enumerate(sections.items(), 1):
+    for i, (_key, group) in enumerate(sections.items(), 1):
         first = next((e for e in group if e.record), None)
         name = ", ".join(_hosts(first)) + " / " + ", ".join(sorted(set(_device_names(first)))) if first else "unknown"
         slug = _slug(name)

@@ -31,7 +31,7 @@ def expected_jobs(config: DictConfig) -> list[list[str]] | None:
             arguments = repeat_arguments(OmegaConf.select(config, "repeats", default=1), arguments)
         arguments += typed_overrides(OmegaConf.select(config, "hydra.overrides.task") or [])
         return product_of(arguments)
-    except Exception:  # glob() sweeps need Hydra's config loader; progress then shows "?" for the total
+    except Exception:  # noqa: BLE001 - glob() sweeps need Hydra's config loader; progress shows "?" for the total
         return None
 
 
@@ -70,7 +70,7 @@ def _job_dirs(sweep_dir: Path) -> dict[int, list[str]]:
         if name.isdigit():
             try:
                 found[int(name)] = typed_overrides(OmegaConf.load(path))
-            except Exception:
+            except Exception:  # noqa: BLE001 - an unreadable overrides file: the job is still a row
                 found[int(name)] = []
     return found
 
@@ -206,7 +206,7 @@ def commands(entries: list[Entry]) -> list[str]:
                     from omegaconf import OmegaConf
                     cmd = sweep_command(OmegaConf.load(Path(sweep) / "multirun.yaml"))
                     break
-                except Exception:
+                except Exception:  # noqa: BLE001 - an unreadable multirun.yaml: the run's own command
                     cmd = None
         if cmd is None and e.record and e.record.get("command"):
             cmd = str(e.record["command"])

@@ -203,7 +203,7 @@ def build_table(entries: list[Entry], *, first: str = "job", title: str = "", no
         row["status"] = _status(c)
         row["runs"] = len(c.ok)
         for label in columns:
-            row[label] = c.median(lambda e: e.value(label)) if c.ok else None
+            row[label] = c.median(lambda e, label=label: e.value(label)) if c.ok else None
             if row[label] is None and c.ok:
                 row[label] = c.first.value(label)  # not a number (text headline): the first run's
         if c.task == "train" and c.throughput:
@@ -355,7 +355,7 @@ def phase_table(entries: list[Entry], title: str = "Step-time breakdown (median 
                                "step median ms": _scaled(c.median(lambda e: _get(e.result, "step_time_s", "median")), 1e3)}
         total = 0.0
         for p in present:
-            row[f"{p} ms"] = _scaled(c.median(lambda e: _get(e.result, "phases", p, "median")), 1e3)
+            row[f"{p} ms"] = _scaled(c.median(lambda e, p=p: _get(e.result, "phases", p, "median")), 1e3)
             total += row[f"{p} ms"] or 0.0
         row["sum of phases ms"] = total if present else None
         rows.append(row)
@@ -380,7 +380,7 @@ def comm_table(entries: list[Entry], title: str = "Gradient communication per st
         comm = c.first.result["comm"]
         row = {"configuration": c.label}
         for label, (key, factor) in _COMM_FIELDS.items():
-            row[label] = _scaled(c.median(lambda e: _get(e.result, "comm", key)), factor)
+            row[label] = _scaled(c.median(lambda e, key=key: _get(e.result, "comm", key)), factor)
         row.update({"buckets": _get(comm, "buckets", "count"), "method": comm.get("method"),
                     "slowest rank": c.first.result.get("slowest_rank")})
         row.update(_exposed_fields(c))

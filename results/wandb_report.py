@@ -462,7 +462,7 @@ def at_sweep_end(sweep_dir: str | Path, logger_cfg: Any, *, entries: list, table
         else:
             _say(f"report spec kept: {spec}; push it later with: {push_cmd}")
         return [spec]
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - the report never costs the sweep
         _warn(f"W&B report skipped ({type(e).__name__}: {e}); the sweep table is intact")
         return []
 

@@ -266,7 +266,7 @@ def run(ctx) -> dict | None:
         for _ in range(gs.warmup_iters):
             dist.all_reduce(buf)
         iters = gs.iters if key != "latency" else max(20, gs.iters)
-        mine["micro"][key] = time_window(lambda: dist.all_reduce(buf), iters, device)
+        mine["micro"][key] = time_window(lambda buf=buf: dist.all_reduce(buf), iters, device)
 
     everyone = gather_all(mine)
     result = _result(ctx, gs, device, grads, methods, groups, sizes, everyone, order_how) if ctx.is_main else None
@@ -325,7 +325,7 @@ def _result(ctx, gs: schema.GradSync, device, grads, methods, groups, sizes, eve
     per_param = []
     for k, (name, t) in enumerate(zip(grads.names, grads.tensors)):
         nbytes = t.numel() * 4
-        x = _across(everyone, lambda r: r["methods"]["per_param"]["parts_s"][k])
+        x = _across(everyone, lambda r, k=k: r["methods"]["per_param"]["parts_s"][k])
         per_param.append({"name": name, "group": name.split(".")[0], "shape": list(t.shape), "numel": t.numel(),
                           "bytes": nbytes, **x, **_bw(nbytes, x["time_s"], world)})
 
@@ -337,7 +337,7 @@ def _result(ctx, gs: schema.GradSync, device, grads, methods, groups, sizes, eve
             entry["unsupported"] = mine0["unsupported"]
             out_methods[m.name] = entry
             continue
-        x = _across(everyone, lambda r: r["methods"][m.name]["total_s"])
+        x = _across(everyone, lambda r, m=m: r["methods"][m.name]["total_s"])
         entry.update(x, **_bw(total, x["time_s"], world), wrong=sum(r["methods"][m.name]["wrong"] for r in everyone))
         if m.name == "flat":
             pk, ar, up = (_across(everyone, lambda r, i=i: r["methods"]["flat"]["parts_s"][i])["time_s"]
@@ -355,7 +355,7 @@ def _result(ctx, gs: schema.GradSync, device, grads, methods, groups, sizes, eve
         out_methods[m.name] = entry
     micro = {}
     for key, nbytes in sizes.items():
-        x = _across(everyone, lambda r: r["micro"][key])
+        x = _across(everyone, lambda r, key=key: r["micro"][key])
         micro[key] = {"bytes": nbytes, **x, **_bw(nbytes, x["time_s"], world)}
     out_methods["microbench"] = {"calls": 1, "how": "one all_reduce of a standalone buffer of the same bytes, "
                                  "back-to-back like task=collectives", **{k: v for k, v in micro["total"].items()}}
@@ -392,7 +392,7 @@ def explain(r: dict) -> list[str]:
     t_mb = meth["microbench"]["time_s"]
     probe = r["latency"]["time_s"]
     small = sorted(p["time_s"] for p in r["per_param"] if p["bytes"] <= SMALL_CALL_BYTES)
-    ms = lambda t: f"{t * 1e3:.3g} ms"                                   # noqa: E731
+    ms = lambda t: f"{t * 1e3:.3g} ms"                       # noqa: E731 - a one-line formatter, here only
     if len(small) >= 3:          # latency as the loop itself pays it: its calls too small to be bandwidth-bound
         lat = statistics.median(small)
         lat_how = (f"median of the {len(small)} per-parameter calls of <= {bw.fmt_bytes(SMALL_CALL_BYTES)}; an "
@@ -463,7 +463,7 @@ def summarize(record: dict) -> str:
     r = record.get("result") or {}
     if not r.get("per_param"):
         return "grad_sync: no result"
-    ms = lambda t: f"{t * 1e3:10.3f}"                                    # noqa: E731
+    ms = lambda t: f"{t * 1e3:10.3f}"                        # noqa: E731 - a one-line formatter, here only
     lines = [
         f"grad_sync: {r['model']}, {r['param_tensors']} parameter tensors, {r['params']:,} params = "
         f"{bw.fmt_bytes(r['total_bytes'])} of fp32 gradients; {r['world_size']} ranks, backend {r['backend']}, "

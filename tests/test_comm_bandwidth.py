@@ -234,7 +234,7 @@ def test_latency_bandwidth_fit():
 
 
 def synthetic(n, t_pp, t_mb, lat, small_calls=()):
-    m = lambda t: {"time_s": t, "time_max_s": t, "algbw_GBps": 1e9 / t / 1e9, "busbw_GBps": 1e9 / t / 1e9}  # noqa
+    m = lambda t: {"time_s": t, "time_max_s": t, "algbw_GBps": 1e9 / t / 1e9, "busbw_GBps": 1e9 / t / 1e9}  # noqa: E731 - helper
     return {"param_tensors": n, "total_bytes": 10**9, "latency": {"time_s": lat},
             "methods": {"per_param": m(t_pp), "microbench": m(t_mb)}, "fit": None,
             "per_param": [{"bytes": 256, "time_s": t} for t in small_calls]}

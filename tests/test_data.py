@@ -42,7 +42,7 @@ def test_loader_shards_per_rank_and_cycles():
 
     cfg = OmegaConf.create(plain)
     loaders = [build_loader(cfg, rank, 2, pin_memory=False) for rank in (0, 1)]
-    assert all(len(l.sampler) * 2 == len(l.dataset) for l in loaders)
+    assert all(len(loader.sampler) * 2 == len(loader.dataset) for loader in loaders)
     it = batches(loaders[0])
     for _ in range(len(loaders[0]) * 2 + 1):  # past the end of an epoch: a new one starts
         x, y = next(it)

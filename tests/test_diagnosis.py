@@ -382,7 +382,7 @@ def test_grad_sync_per_param_against_flat():
 
 # ------------------------------------------------------------------------------------------------------ ranking etc.
 def test_ranking_noise_first_then_savings_then_unestimated():
-    mk = lambda rule, frac, impact=0.0, first=False: Finding(  # noqa: E731
+    mk = lambda rule, frac, impact=0.0, first=False: Finding(  # noqa: E731 - a test helper
         rule, rule, "", [], "", Saving(frac) if frac is not None else None, "cmd", impact=impact, first=first)
     ranked = rank_findings([mk("b", 0.1), mk("none", None, impact=0.9), mk("noise", None, first=True), mk("a", 0.3)])
     assert [f.rule for f in ranked] == ["noise", "a", "b", "none"]

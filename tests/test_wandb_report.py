@@ -121,7 +121,7 @@ def test_offline_sweep_writes_a_spec_with_the_table_the_plots_the_diagnosis_and_
     assert any(m.strip() and m.strip() in diagnosis_md for m in md)
     # links to the evidence: the runs (by their ids) and the artifacts wandb_log logged
     assert f"runs/{summary_dir.name.rsplit('-', 1)[1]}" in text
-    for n, j in enumerate(jobs):
+    for n, _job in enumerate(jobs):
         assert f"runs/{offline_runs(sweep / str(n))[0].name.rsplit('-', 1)[1]}" in text
         assert f"artifacts/run_record/{wandb_log.artifact_name('record', group, f'job{n}')}/latest" in text
     assert f"artifacts/sweep_table/{wandb_log.artifact_name('sweep', group)}/latest" in text

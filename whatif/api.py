@@ -122,7 +122,7 @@ def saving(record, change: dict, **kw) -> dict:
     """What a change saves per sample, for the diagnosis's "estimated saving": 1 - 1/speed-up, with its interval (the
     typical speed-up's), the prediction's dominant part and how it was computed."""
     p = predict(record, change, **kw)
-    f = lambda s: None if s is None or s <= 0 else 1 - 1 / s  # noqa: E731
+    f = lambda s: None if s is None or s <= 0 else 1 - 1 / s  # noqa: E731 - one use
     return {"fraction": f(p.speedup), "lo": f(p.speedup_lo), "hi": f(p.speedup_hi), "of": "time per sample",
             "dominant": p.dominant, "prediction": p,
             "how": f"the what-if model ({p.label}): predicted samples/s against the run's own configuration"}

@@ -143,7 +143,7 @@ def seed003(report: Report, samples: int, seed: int) -> None:
               "(of a 701 ms step) -> 2 x 7/8 x 1.226 GB / 0.587 s = 3.66 GB/s (+-5% stated); used only to check the "
               "bf16 and PowerSGD predictions apart from the link figure", "seed", SEED003),
     ]
-    for gpu, link, variants in (("L40S", preset("pcie_shm"), ("published link",)),
+    for gpu, link, _variants in (("L40S", preset("pcie_shm"), ("published link",)),
                                 ("A100", preset("nvlink_a100"), ("published link",))):
         prof = _vit_profile(gpu, published[gpu]["one"], link)
         _seed003_rows(report, prof, gpu, link, "published link", published[gpu], samples, seed)

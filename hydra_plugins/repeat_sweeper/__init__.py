@@ -16,7 +16,6 @@ run-to-run spread the table shows includes that.
 from __future__ import annotations
 
 import json
-import random
 import sys
 from pathlib import Path
 

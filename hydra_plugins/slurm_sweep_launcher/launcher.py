@@ -87,7 +87,7 @@ class SlurmSweepLauncher(SubmititSlurmLauncher):
     def _submit(self, executor, job_params, folder: Path) -> list:
         try:
             return executor.map_array(self, *zip(*job_params))
-        except Exception as e:  # sbatch refused the array: say why, with what we asked for
+        except Exception as e:  # noqa: BLE001 - sbatch refused the array: say why, with what we asked for
             from submitit.core.utils import JobPaths
 
             detail = str(getattr(e, "stderr", None) or e).strip()
@@ -147,7 +147,7 @@ def _record_failure(output_dir: Path, error: str, end: state.Ending, sweep_confi
         return path
     try:
         config = OmegaConf.to_container(sweep_config, resolve=False)  # unresolved: resolvers are per host
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a config Omegaconf cannot convert: the record without it
         config = None
     job = {"name": str(sweep_config.hydra.job.name), "num": num, "output_dir": str(output_dir),
            "sweep_dir": str(sweep_dir), "slurm_job_id": job_id, "log": end.log, "overrides": overrides}

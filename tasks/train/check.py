@@ -34,7 +34,7 @@ def check(cfg: DictConfig, submitting: bool = False, host: Host | None = None) -
     where = placement_preflight(cfg, submitting, gpus=host.gpus, ranks_started=host.ranks_started)
     on_gpu = where.kind == "cuda" if where is not None else bool(asked_gpus_per_node(cfg.launcher))
     if on_gpu and cfg.sync == "ddp" and not cfg.cuda_graphs and (message := warmup_warning(cfg)):
-        warnings.warn(message, ConfigWarning)
+        warnings.warn(message, ConfigWarning, stacklevel=2)
     if cfg.cuda_graphs:
         _check_cuda_graphs(cfg, where)
     _check_memory(cfg, where, host, submitting)

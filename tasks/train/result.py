@@ -174,7 +174,9 @@ def _ms_ci(d: dict) -> str:
 def summarize_window(r: dict) -> list[str]:
     """Throughput with its interval, how the window ended, steadiness and the phase table (with CIs)."""
     tp, m = r["throughput"], r.get("measure") or {}
-    unit = lambda v, lo, hi, u: fmt_ci(v, lo, hi, u) if lo is not None else f"{v:.4g} {u} (no CI: < 10 blocks)"  # noqa: E731
+    def unit(v, lo, hi, u):
+        return fmt_ci(v, lo, hi, u) if lo is not None else f"{v:.4g} {u} (no CI: < 10 blocks)"
+
     lines = [
         f"throughput  {unit(tp['steps_per_s'], tp.get('ci_lo'), tp.get('ci_hi'), 'steps/s')}   "
         f"{unit(tp['samples_per_s'], tp.get('samples_ci_lo'), tp.get('samples_ci_hi'), 'samples/s')}",
@@ -236,7 +238,7 @@ def summarize(record: dict) -> str:
     ]
     c = r["comm"]
     if c:
-        f = lambda v, scale=1e3: "n/a" if v is None else f"{v * scale:.2f}"  # noqa: E731
+        f = lambda v, scale=1e3: "n/a" if v is None else f"{v * scale:.2f}"  # noqa: E731 - local formatter
         lines += [
             "",
             f"gradient sync: {c['collectives_per_step']:.0f} collectives/step, {c['bytes_per_step'] / 1e6:.2f} MB/step"

@@ -65,7 +65,7 @@ def find_straggler(everyone: list[dict], step_median_s: float | None) -> dict | 
         return None
     slow = max(ranks, key=lambda r: r["work"]["ready_s"]["median"])
     others = [r for r in ranks if r is not slow]
-    median_of = lambda key: statistics.median(_part(r, key) for r in others)  # noqa: E731
+    median_of = lambda key: statistics.median(_part(r, key) for r in others)  # noqa: E731 - one use, below
     gap = slow["work"]["ready_s"]["median"] - median_of("ready")
     parts = {key: _part(slow, key) - median_of(key) for key in ("data", "h2d", "compute")}
     s = slow["work"]["ready_s"]
