@@ -211,13 +211,13 @@ def requested_device(cfg, cpu_by_default: bool = False) -> str:
     return device
 
 
-def preflight(cfg, submitting: bool = False, gpus: int | None = None, ranks_started: bool | None = None
-              ) -> Placement | None:
+def preflight(cfg, submitting: bool = False, gpus: int | None = None, ranks_started: bool | None = None,
+              cpu_by_default: bool = False) -> Placement | None:
     """In the process the user started, before any rank: the placement every local rank will take (that of rank 0),
     agreed as the ranks will agree it. In a rank started already (torchrun, a Slurm task): this rank's own. None on a
     Slurm login node (submitting), which cannot tell. gpus, ranks_started: the host's (device.host.Host), injected by
-    tests; default: this machine's. Raises PlacementError."""
-    device, backend = requested_device(cfg), str(cfg.get("backend", "auto"))
+    tests; default: this machine's. cpu_by_default: the task's (requested_device). Raises PlacementError."""
+    device, backend = requested_device(cfg, cpu_by_default), str(cfg.get("backend", "auto"))
     if device not in DEVICES:
         raise PlacementError(f"device={device!r} is not known; choose one of: {', '.join(DEVICES)}.")
     if submitting:

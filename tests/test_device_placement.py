@@ -149,15 +149,20 @@ def test_pair_groups_under_device_auto_runs_on_cpu_on_a_one_gpu_box():
     """Issue 10 defect 11 at run time: the gloo thread's experiment must not need a GPU per rank."""
     from omegaconf import OmegaConf
 
+    import tasks
     from device.placement import preflight, requested_device
 
     cfg = OmegaConf.create({"task": "pair_groups", "device": "auto", "backend": "auto", "world_size": 2,
                             "launcher": {"name": "local"}})
-    assert requested_device(cfg) == "cpu"
-    placement = preflight(cfg, gpus=1, ranks_started=False)
+
+    def cpu_by_default(cfg) -> bool:   # the task says (tasks/__init__.py); the device layer does not know tasks
+        return getattr(tasks.get(cfg.task), "CPU_BY_DEFAULT", False)
+
+    assert requested_device(cfg, cpu_by_default(cfg)) == "cpu"
+    placement = preflight(cfg, gpus=1, ranks_started=False, cpu_by_default=cpu_by_default(cfg))
     assert placement.kind == "cpu" and placement.backend == "gloo"
     cfg.task = "train"
-    assert requested_device(cfg) == "auto"
+    assert requested_device(cfg, cpu_by_default(cfg)) == "auto"
 
 
 def test_one_gpu_count_and_it_honours_an_empty_cuda_visible_devices(monkeypatch):
@@ -165,15 +170,17 @@ def test_one_gpu_count_and_it_honours_an_empty_cuda_visible_devices(monkeypatch)
     before the variable was set, still counts GPUs: the config checks and the placement can no longer disagree."""
     import torch
 
+    import device.placement
+    import job.config
     from device import host
 
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
-    assert host.gpu_count() == 2
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert host.gpu_count() == 0
-    import job.config
-    import device.placement
-
     assert not hasattr(job.config, "gpu_count") and not hasattr(device.placement, "visible_gpus")
+    counted = []
+    with monkeypatch.context() as m:     # torch's answer faked for gpu_count alone, undone before anything else runs
+        m.setattr(torch.cuda, "is_available", lambda: True)
+        m.setattr(torch.cuda, "device_count", lambda: 2)
+        m.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+        counted.append(host.gpu_count())
+        m.setenv("CUDA_VISIBLE_DEVICES", "")
+        counted.append(host.gpu_count())
+    assert counted == [2, 0]
