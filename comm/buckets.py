@@ -33,7 +33,8 @@ def is_default(cap_mb) -> bool:
 
 
 def limits(cap_mb) -> list[int]:
-    """[first bucket cap, cap] in bytes, as DDP(bucket_cap_mb=cap_mb) rebuilds with (None / "default": DDP's default)."""
+    """[first bucket cap, cap] in bytes, as DDP(bucket_cap_mb=cap_mb) rebuilds with (None / "default": DDP's
+    default)."""
     cap = None if is_default(cap_mb) else float(cap_mb)
     try:
         from torch.nn.parallel.distributed import _BucketCapacityConfig

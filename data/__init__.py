@@ -46,7 +46,8 @@ def build_loader(cfg, rank: int, world_size: int, pin_memory: bool) -> DataLoade
     per_step = cfg.batch_size * world_size
     samples_needed = per_step * (cfg.warmup_steps + cfg.steps + cfg.probe_steps + 1) * cfg.accumulate
     dataset = build_dataset(cfg.data, rank, world_size, samples_needed, sample_shape(cfg))
-    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=cfg.seed, drop_last=True)
+    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=cfg.seed,
+                                 drop_last=True)
     return DataLoader(
         dataset, batch_size=cfg.batch_size, sampler=sampler, num_workers=cfg.data.workers,
         pin_memory=pin_memory, drop_last=True, persistent_workers=cfg.data.workers > 0,

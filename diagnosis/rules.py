@@ -293,8 +293,9 @@ def per_param(v: RunView) -> Finding | None:
     if full is not None and lo is not None:   # overlap needs a free core: gloo's all-reduce is CPU work
         point = max(lo, 0.0)
         how = (f"this host's cores are full (host {100 * full['host_busy']:.0f}% busy, the ranks' own work "
-               f"{100 * full['own']:.0f}%), so DDP's all-reduce cannot run beside backward for free: the estimate is the "
-               "no-overlap case, the calls' overhead down to one call of the total; hiding all of it is the range's top")
+               f"{100 * full['own']:.0f}%), so DDP's all-reduce cannot run beside backward for free: the estimate is "
+               "the no-overlap case, the calls' overhead down to one call of the total; hiding all of it is the "
+               "range's top")
     return Finding(
         rule="per_param", title=f"The explicit per-parameter all-reduce is in use: {n:.0f} collectives per step, "
                                 f"{100 * (v.fraction(sync['median']) or 0):.0f}% of the step, none overlapped",

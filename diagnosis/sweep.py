@@ -141,7 +141,8 @@ def scaling_summary(runs: list[dict]) -> list[dict] | None:
         top = next((f for f in (r["diagnosis"] or {}).get("findings") or [] if not f.get("first")), None)
         n, rate = res["world_size"], res["throughput"]["samples_per_s"]
         rows.append({"world_size": n, "sync": res.get("sync"), "samples_per_s": rate,
-                     "samples_per_s_ci": [res["throughput"].get("samples_ci_lo"), res["throughput"].get("samples_ci_hi")],
+                     "samples_per_s_ci": [res["throughput"].get("samples_ci_lo"),
+                                          res["throughput"].get("samples_ci_hi")],
                      "efficiency": rate / (rate0 * n / n0), "exposed_comm_s": (res.get("comm") or {}).get("exposed_s"),
                      "top_finding": top["title"] if top else None, "label": r["label"]})
     return rows

@@ -324,8 +324,8 @@ def sentinel(configs: list[Config]) -> tuple[dict | None, str]:
                 worst = {**s, "phase": phase}
     if worst is None:
         if not judged:
-            return None, (f"could not judge: {' and '.join(SENTINEL_PHASES)} time are under {SENTINEL_MIN_SHARE:.0%} of "
-                          "the step, or fewer than 2 rows have 2 runs (repeats)")
+            return None, (f"could not judge: {' and '.join(SENTINEL_PHASES)} time are under "
+                          f"{SENTINEL_MIN_SHARE:.0%} of the step, or fewer than 2 rows have 2 runs (repeats)")
         return None, "; ".join(f"{p} time agrees across rows (random-effects F test p={s['p_value']:.2g}, between-row "
                                f"spread {s['spread']:.1%} [{math.expm1(s['tau_lo']):.1%}, "
                                f"{math.expm1(s['tau_hi']):.1%}])" for p, s in judged)

@@ -102,7 +102,8 @@ def default_candidate(keys: list[str], defaults: dict[str, Any], search: Iterabl
     return c
 
 
-def stage_plan(candidates: list[Candidate], fixed: list[str], repeats: int, stage: str, seed: int = 0) -> list[list[str]]:
+def stage_plan(candidates: list[Candidate], fixed: list[str], repeats: int, stage: str,
+               seed: int = 0) -> list[list[str]]:
     """Job overrides of a re-measurement stage: every candidate once per round (`repeat=r`, so the analysis can pair
     them by round), `repeats` rounds, each round's order shuffled with `seed` (results.sweep_order.round_order)."""
     from results.sweep_order import round_order

@@ -14,7 +14,8 @@ MISSING = "–"
 
 # Overrides that say how a job was run, not what was measured: never used to tell configurations apart.
 _NOISE_PREFIXES = ("hydra.", "logger")
-# Overrides that say which job of a configuration this is (hydra_plugins/repeat_sweeper/__init__.py sets `repeat`): repeats of one configuration.
+# Overrides that say which job of a configuration this is (the repeating sweeper sets `repeat`): repeats of one
+# configuration.
 JOB_KEYS = ("repeat",)
 
 # ---------------------------------------------------------------------------------------------- records

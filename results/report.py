@@ -126,7 +126,8 @@ def _diagnosis_section(w: _Writer, group: list[Entry], slug: str) -> None:
             w.table(table, f"{slug}-{stem}")
 
 
-def write_report(entries: list[Entry], out: Path, title: str, argv: list[str], by: str = "hosts") -> tuple[Path, list[Path]]:
+def write_report(entries: list[Entry], out: Path, title: str, argv: list[str],
+                 by: str = "hosts") -> tuple[Path, list[Path]]:
     out.mkdir(parents=True, exist_ok=True)
     w = _Writer(out)
 
@@ -144,7 +145,8 @@ def write_report(entries: list[Entry], out: Path, title: str, argv: list[str], b
              f"{len(entries)} runs on {len(sections)} machine(s); regenerate with "
              f"`python -m results.report {' '.join(shlex.quote(a) for a in argv)}`.", ""]
     if len(sections) > 1:
-        w.md += ["Each machine has its own section: numbers from different hardware are never compared in one table.", ""]
+        w.md += ["Each machine has its own section: numbers from different hardware are never compared in one "
+                 "table.", ""]
 
     slugs: set[str] = set()
     for i, (_key, group) in enumerate(sections.items(), 1):
@@ -161,7 +163,8 @@ def write_report(entries: list[Entry], out: Path, title: str, argv: list[str], b
         for e in group:
             if e.task != "pair_groups":     # pair groups: one table across pairs, below
                 by_size[str(e.knob("world_size") or "?")].append(e)
-        for size, sized in sorted(by_size.items(), key=lambda kv: (not kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0)):
+        numbered = lambda kv: (not kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0)  # noqa: E731 - sort key
+        for size, sized in sorted(by_size.items(), key=numbered):
             stem = f"{slug}-ws{size}"
             w.md += [f"### World size {size}", ""]
             _task_tables(w, sized, stem)

@@ -27,7 +27,7 @@ def expected_jobs(config: DictConfig) -> list[list[str]] | None:
         params = OmegaConf.select(config, "hydra.sweeper.params")
         params = OmegaConf.to_container(params, resolve=False) if params is not None else {}
         arguments = [f"{k}={v}" for k, v in params.items()]
-        if target.endswith("RepeatingSweeper"):  # the repeat loop outermost, as hydra_plugins/repeat_sweeper/__init__.py makes it
+        if target.endswith("RepeatingSweeper"):  # the repeat loop outermost, as the repeating sweeper makes it
             arguments = repeat_arguments(OmegaConf.select(config, "repeats", default=1), arguments)
         arguments += typed_overrides(OmegaConf.select(config, "hydra.overrides.task") or [])
         return product_of(arguments)

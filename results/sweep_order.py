@@ -45,7 +45,8 @@ def position(num: int, order: list[int] | None) -> int:
 
 
 def check_repeats(repeats, arguments: list[str]) -> None:
-    """`repeats` of a sweep (the repeating sweeper runs each configuration that many times) and the sweep's overrides."""
+    """`repeats` of a sweep (the repeating sweeper runs each configuration that many times) and the sweep's
+    overrides."""
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ConfigError(f"repeats={repeats!r}: must be a whole number of runs per configuration >= 1, "
                           f"e.g. repeats=3.")

@@ -18,7 +18,7 @@ from stats import fmt_ci, fmt_ratio, verdict_text
 from stats.verdict import NO_VERDICT, NS
 from results.aggregate import (NO_INTERVAL, Comparison, Config, _exposed_fields, compare, group_repeats,
                                sentinel_warning)
-from results.entries import (EXPOSED, MISSING, PHASES, TRAIN_COLUMNS, TRAIN_LABELS, Entry, _finite, _get, _scaled,  # noqa: F401
+from results.entries import (EXPOSED, MISSING, PHASES, TRAIN_COLUMNS, TRAIN_LABELS, Entry, _finite, _get, _scaled,  # noqa: F401 - re-exported
                              config_labels, constant_overrides, exposed_mark, exposed_samples, fmt, override_items,
                              train_headline, varying_keys)
 
@@ -352,7 +352,8 @@ def phase_table(entries: list[Entry], title: str = "Step-time breakdown (median 
     rows = []
     for c in train:
         row: dict[str, Any] = {"configuration": c.label,
-                               "step median ms": _scaled(c.median(lambda e: _get(e.result, "step_time_s", "median")), 1e3)}
+                               "step median ms": _scaled(c.median(lambda e: _get(e.result, "step_time_s",
+                                                                                 "median")), 1e3)}
         total = 0.0
         for p in present:
             row[f"{p} ms"] = _scaled(c.median(lambda e, p=p: _get(e.result, "phases", p, "median")), 1e3)

@@ -149,7 +149,8 @@ def within_coverage(rng, sims: int, phi: float, n: int = STEPS, stall: float = 0
             b = batch_rate(np.exp(row), np.ones(n))
             hits += b["ci_lo"] <= math.exp(truth) <= b["ci_hi"]
         total = sims
-        name = f"one run, {n} blocks, " + (f"AR(1) phi={phi}" if phi else "iid") + (f", {stall:.0%} stalls" if stall else "")
+        name = (f"one run, {n} blocks, " + (f"AR(1) phi={phi}" if phi else "iid")
+                + (f", {stall:.0%} stalls" if stall else ""))
     return Result(name, "throughput CI covers the run's own rate", hits, total, COVERAGE, "95%")
 
 
@@ -169,7 +170,8 @@ def repeats_coverage(rng, sims: int, runs: int, offset: float, phi: float = 0.5,
     x = series(rng, (sims, runs), STEPS, phi, stall=stall) + rng.normal(0, offset, (sims, runs, 1))
     logs = run_logs(x)
     hits = sum(r["ci_lo"] <= math.exp(truth) <= r["ci_hi"] for r in (run_level(v) for v in logs))
-    return Result(f"row of R={runs} runs, run offsets {offset:.0%}, phi={phi}" + (f", {stall:.0%} stalls" if stall else ""),
+    return Result(f"row of R={runs} runs, run offsets {offset:.0%}, phi={phi}"
+                  + (f", {stall:.0%} stalls" if stall else ""),
                   "throughput CI covers the configuration's value", hits, sims, COVERAGE, "95%")
 
 

@@ -114,9 +114,9 @@ def planned_steps(pilot, rel_ci_target: float, min_steps: int, max_steps: int | 
     """Stein's two-stage rule (Stein 1945, "A two-sample test for a linear hypothesis whose power is independent of the
     variance", Ann. Math. Statist. 16): the first `min_steps` steps (the pilot) fix how many steps the window needs for
     a median known to +-rel_ci_target, n = pilot size x (pilot half-width / target)^2; the window then measures exactly
-    that many (the caller caps it at max_steps). Deciding once, from the pilot, keeps the final interval honest: a rule that stops
-    whenever the running interval first looks narrow stops on the runs whose spread was underestimated, and its
-    intervals covered 77% instead of 95% in the calibration suite."""
+    that many (the caller caps it at max_steps). Deciding once, from the pilot, keeps the final interval honest: a rule
+    that stops whenever the running interval first looks narrow stops on the runs whose spread was underestimated, and
+    its intervals covered 77% instead of 95% in the calibration suite."""
     b = batch_median(pilot, level)
     if b["ci_lo"] is None or b["median"] <= 0:
         return max(min_steps, len(pilot))

@@ -39,7 +39,7 @@ class Task(Protocol):
 
 TASKS = {
     TaskName.train: "tasks.train",
-    TaskName.train_reference: "tasks.train.reference",   # a hand-written DDP loop, for measuring the harness (harness_cost)
+    TaskName.train_reference: "tasks.train.reference",   # a hand-written DDP loop, for the harness cost
     TaskName.collectives: "tasks.collectives",
     TaskName.grad_sync: "tasks.grad_sync",
     TaskName.pair_groups: "tasks.pair_groups",

@@ -2,10 +2,10 @@
 
 For each op and message size: `warmup_iters` untimed calls, `iters` back-to-back calls timed in 8 blocks (a barrier
 before each; time per op = total / iters, nccl-tests' figure; the blocks give the median time per op its 95%
-order-statistic interval, the table's last columns), then `check_iters` separate untimed rounds on inputs whose result is known exactly (comm/check.py)
-that count wrong elements. The table has nccl-tests' columns (size, count, type, redop, root, then time/algbw/busbw/
-#wrong for out-of-place and in-place), plus the slowest rank's time. Sizes follow nccl-tests: the buffer for
-all_reduce/broadcast, the total over ranks for all_gather/reduce_scatter.
+order-statistic interval, the table's last columns), then `check_iters` separate untimed rounds on inputs whose result
+is known exactly (comm/check.py) that count wrong elements. The table has nccl-tests' columns (size, count, type, redop,
+root, then time/algbw/busbw/#wrong for out-of-place and in-place), plus the slowest rank's time. Sizes follow
+nccl-tests: the buffer for all_reduce/broadcast, the total over ranks for all_gather/reduce_scatter.
 
 torch has no out-of-place all_reduce or broadcast: their out-of-place column times a copy of the input into the
 output buffer plus the in-place call (the output says so). Timing buffers hold zeros (values never grow or overflow

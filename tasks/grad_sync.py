@@ -7,8 +7,9 @@ grow). On the same ranks and buffers it times one gradient synchronisation (SUM)
   per_param   one all_reduce per parameter tensor, in model.parameters() order: the thread's loop; every call timed
   flat        copy all gradients into one buffer, one all_reduce, copy back (apex/Horovod-style flattening)
   bucketed    DDP's buckets: torch's own _compute_bucket_assignment_by_size over the gradients in autograd's
-              ready order (found by a meta-device backward) with the limits DDP(bucket_cap_mb=`bucket`) uses; each bucket packed, all_reduce'd async_op=True as soon
-              as packed, all waited at the end, then unpacked (DDP's reducer without backward to overlap)
+              ready order (found by a meta-device backward) with the limits DDP(bucket_cap_mb=`bucket`) uses; each
+              bucket packed, all_reduce'd async_op=True as soon as packed, all waited at the end, then unpacked (DDP's
+              reducer without backward to overlap)
   coalesced   the per-parameter calls inside torch.distributed._coalescing_manager, which hands the whole list to the
               process group's allreduce_coalesced in one call
   microbench  one all_reduce of a standalone buffer of the same total bytes, warmed up and timed back-to-back like
@@ -97,7 +98,8 @@ def model_gradients(cfg) -> tuple[list[tuple[str, tuple[int, ...]]], list[int], 
         shape = tuple(cfg.model.get("input_shape") or (3, image_size, image_size))   # model=custom says its own
         model(torch.zeros(1, *shape, device="meta")).sum().backward()
     except Exception as e:  # noqa: BLE001 - any model whose forward does not run on meta tensors
-        return shapes, reverse, f"reverse parameter order (DDP's initial guess; meta backward failed: {type(e).__name__})"
+        return shapes, reverse, (f"reverse parameter order (DDP's initial guess; meta backward failed: "
+                                 f"{type(e).__name__})")
     finally:
         for h in handles:
             h.remove()
@@ -499,7 +501,8 @@ def summarize(record: dict) -> str:
     lat = r["latency"]
     b = r["methods"].get("bucketed", {})
     if b.get("bucket_bytes"):
-        sizes = ", ".join(bw.fmt_bytes(x) for x in b["bucket_bytes"][:8]) + (" ..." if len(b["bucket_bytes"]) > 8 else "")
+        sizes = ", ".join(bw.fmt_bytes(x) for x in b["bucket_bytes"][:8]) \
+            + (" ..." if len(b["bucket_bytes"]) > 8 else "")
         lines.append(f"     {'':<11} {'':>5} buckets: {sizes}; order: {b['order']}")
     lines.append(f"     {'latency':<11} {1:>5} {ms(lat['time_s'])} {ms(lat['time_max_s'])} {'':>7} {'':>7}  "
                  f"one all_reduce of {lat['bytes']} B")

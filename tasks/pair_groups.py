@@ -187,10 +187,10 @@ def explain(r: dict) -> list[str]:
         lines.append("ranks span several hosts: CPU share not computed (per-rank CPU time is in per_rank).")
         return lines
     host = r.get("host_busy_fraction")
-    lines.append(f"{world} ranks on {r['cpu_count']} CPUs ({r['ranks_per_cpu']:.2g} ranks per CPU, {r['torch_threads']} "
-                 f"torch thread(s) each) used {r['cpu_s_total']:.3g} CPU-s in the window: {100 * busy:.0f}% of the "
-                 f"machine" + (f" ({100 * host:.0f}% busy counting every process on the host)" if host is not None
-                               else "")
+    lines.append(f"{world} ranks on {r['cpu_count']} CPUs ({r['ranks_per_cpu']:.2g} ranks per CPU, "
+                 f"{r['torch_threads']} torch thread(s) each) used {r['cpu_s_total']:.3g} CPU-s in the window: "
+                 f"{100 * busy:.0f}% of the machine"
+                 + (f" ({100 * host:.0f}% busy counting every process on the host)" if host is not None else "")
                  + f"; {invol:.2f} involuntary context switches (the kernel preempting a runnable thread) per "
                  f"all_reduce per rank.")
     if r["ranks_per_cpu"] > 1 or busy >= 0.8 or (host is not None and host >= 0.8):
@@ -220,7 +220,8 @@ def summarize(record: dict) -> str:
         f"{r['iters']} all_reduces of {'x'.join(map(str, r['shape']))} per rank in its pair's group"
         f"{' (async_op=True, waited at the end of each timed block)' if r['async_op'] else ''}; "
         f"{r['warmup_iters']} untimed first",
-        f"{'rank':>5} {'host':<16} {'time s':>9} {'us/op':>9} {'CPU s':>8} {'vol.sw':>8} {'invol.sw':>9} {'threads':>7}",
+        f"{'rank':>5} {'host':<16} {'time s':>9} {'us/op':>9} {'CPU s':>8} {'vol.sw':>8} {'invol.sw':>9} "
+        f"{'threads':>7}",
     ]
     for p in r["per_rank"]:
         lines.append(f"{p['rank']:>5} {p['host'][:16]:<16} {p['wall_s']:>9.4f} {p['wall_s'] / r['iters'] * 1e6:>9.1f} "

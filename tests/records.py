@@ -1,4 +1,5 @@
-"""Run records with chosen numbers, shaped like the schema (base/record.py), written as the tool writes them (Record.write).
+"""Run records with chosen numbers, shaped like the schema (base/record.py), written as the tool writes them
+(Record.write).
 
 For tests of the tables, plots, report and W&B logging: every figure is derived from a few arguments, so a
 test can check a table cell against the number it put in.

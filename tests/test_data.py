@@ -32,7 +32,8 @@ def test_raw_folder_generator_and_reader(tmp_path):
 
 def test_generator_command_line(tmp_path):
     out = subprocess.run([sys.executable, "-m", "data.make_raw_folder", "--root", str(tmp_path / "r"), "--classes", "2",
-                          "--files-per-class", "3", "--size", "8"], cwd=ROOT, capture_output=True, text=True, check=True)
+                          "--files-per-class", "3", "--size", "8"], cwd=ROOT, capture_output=True, text=True,
+                         check=True)
     assert "wrote 6 files of 768 bytes in 2 classes" in out.stdout
 
 

@@ -39,7 +39,8 @@ def test_side_stream_runs_on_two_ranks_with_the_stream_rules_checked(runs):
     layer = r["device_layer"]
     assert r["world_size"] == 2 and r["backend"] == "gloo" and r["h2d"] == {**r["h2d"], "mode": "side_stream",
                                                                             "copies": True}
-    assert layer["kind"] == "fake" and layer["window_sync_check"] == "error" and layer["window_unchecked_because"] is None
+    assert layer["kind"] == "fake" and layer["window_sync_check"] == "error"
+    assert layer["window_unchecked_because"] is None
     steps = r["warmup_steps"] + r["steps"] + runs["side_stream"]["config"]["probe_steps"] + 1
     assert layer["record_streams"] >= 2 * r["warmup_steps"] + r["steps"] and layer["waits"] >= steps - 1
     assert layer["cross_stream_uses"] > 0 and layer["checked_ops"] > 1000
@@ -52,7 +53,8 @@ def test_cuda_graphs_run_on_two_ranks_and_measure_their_communication(runs):
     backward, sync and optimizer as 0 ms."""
     rec = runs["graphs"]
     r = rec["result"]
-    assert r["cuda_graphs"] and r["ddp"]["static_graph"] and r["device_layer"]["replays"] == r["warmup_steps"] + r["steps"]
+    assert r["cuda_graphs"] and r["ddp"]["static_graph"]
+    assert r["device_layer"]["replays"] == r["warmup_steps"] + r["steps"]
     assert set(r["phases"]) == {"data", "h2d", "graph_replay"}
     c = r["comm"]
     assert c["time_s"] > 0 and c["exposed_s"] >= 0 and "before capture" in c["method"]

@@ -257,7 +257,7 @@ def test_per_param_without_microbenchmark_still_named_and_ddp_silent():
     assert "per_param" not in rules(train())
 
 
-# ------------------------------------------------------------------------------------------------------ CPU oversubscription
+# ----------------------------------------------------------------------------------------------- CPU oversubscription
 def _work(threads: int) -> dict:
     return {"torch_threads": threads, "cpu_s": 3.6, "wall_s": 2.0, "host_busy": 0.95, "voluntary_switches": 10,
             "involuntary_switches": 400, "steps": 40}

@@ -386,7 +386,8 @@ def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path):
 
 def test_an_unwritable_output_dir_is_one_line_and_exit_2_before_anything_runs(tmp_path):
     for args in (["hydra.run.dir=/proc/x"], ["-m", "hydra.sweep.dir=/proc/x"]):
-        proc = subprocess.run([sys.executable, "train.py", *args[:-1], *TINY, args[-1]], cwd=ROOT, capture_output=True, text=True,
+        proc = subprocess.run([sys.executable, "train.py", *args[:-1], *TINY, args[-1]], cwd=ROOT, capture_output=True,
+                              text=True,
                               timeout=240, env={**os.environ, "WANDB_MODE": "disabled"})
         assert proc.returncode == 2, proc.stderr
         lines = proc.stderr.strip().splitlines()

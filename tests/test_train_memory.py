@@ -1,4 +1,5 @@
-"""Memory preflight (tasks/train/memory.py): the estimate's parts against what torch really allocates and saves on CPU, and
+"""Memory preflight (tasks/train/memory.py): the estimate's parts against what torch really allocates and saves on CPU,
+and
 the refusal before any rank starts, naming the batch size that fits."""
 import dataclasses
 import re
@@ -77,7 +78,8 @@ def test_a_model_larger_than_the_device_is_refused_for_every_batch():
 
 def test_the_train_check_refuses_before_any_rank_starts(monkeypatch):
     """GPU ranks: against their GPU, naming the batch size that fits; CPU ranks: against the host's free memory."""
-    monkeypatch.setattr("tasks.train.memory.capacity", lambda placement, ranks: (8 * GiB, "cuda:0 (a test GPU, 8.0 GiB)"))
+    monkeypatch.setattr("tasks.train.memory.capacity",
+                        lambda placement, ranks: (8 * GiB, "cuda:0 (a test GPU, 8.0 GiB)"))
     message = refused(["model=vgg11", "scale=smoke", "world_size=2", "batch_size=4096", "data.image_size=224"],
                       host=TWO_GPUS)
     assert "model=vgg11 batch_size=4096 does not fit in cuda:0 (a test GPU, 8.0 GiB)" in message

@@ -128,7 +128,8 @@ def saving(record, change: dict, **kw) -> dict:
             "how": f"the what-if model ({p.label}): predicted samples/s against the run's own configuration"}
 
 
-def prune(record, candidates: list[dict], noise: float = 0.02, **kw) -> tuple[list[dict], list[tuple[dict, Prediction]]]:
+def prune(record, candidates: list[dict], noise: float = 0.02,
+          **kw) -> tuple[list[dict], list[tuple[dict, Prediction]]]:
     """For the autotune: the candidates worth measuring, and those the model rules out with confidence (the typical
     speed-up's whole 95% interval below 1 - noise), each with its prediction."""
     keep, skipped = [], []

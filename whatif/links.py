@@ -70,7 +70,8 @@ class Link:
                 + (" (ring or tree, the faster)" if self.tree else " (ring)"))
         if self.nccl_table is not None:
             what = f"nccl-tests table, {self.nccl_table.get('ranks') or '?'} ranks, interpolated; beyond it {what}"
-        return f"{self.name}: {what}; source: {self.source}" + (f"; host floor: {self.floor.name}" if self.floor else "")
+        floor = f"; host floor: {self.floor.name}" if self.floor else ""
+        return f"{self.name}: {what}; source: {self.source}{floor}"
 
 
 # ----------------------------------------------------------------------------------------------------------- fits
@@ -165,7 +166,8 @@ def from_collectives(record: dict) -> Link:
     n = int(r.get("world_size") or 1)
     rows = [x for x in r.get("rows") or [] if x.get("op") == "all_reduce" and x.get("mode") == "in_place"]
     if not rows:
-        raise ValueError("the collectives record has no in-place all_reduce rows (collectives.ops must hold all_reduce)")
+        raise ValueError("the collectives record has no in-place all_reduce rows (collectives.ops must hold "
+                         "all_reduce)")
     pts = []
     for x in rows:
         t = (x.get("time_median_us") or x.get("time_us")) * 1e-6

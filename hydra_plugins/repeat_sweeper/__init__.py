@@ -50,7 +50,8 @@ class RepeatingSweeper(BasicSweeper):
         if not (self.shuffle and isinstance(repeats, int) and repeats > 1 and isinstance(self.launcher, BasicLauncher)):
             return super().sweep(arguments)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
-        jobs = [list(j) for batch in self.split_arguments(parser.parse_overrides(self._parse_config() + arguments), None)
+        overrides = parser.parse_overrides(self._parse_config() + arguments)
+        jobs = [list(j) for batch in self.split_arguments(overrides, None)
                 for j in batch]
         self.overrides = [jobs]
         sweep_dir = Path(self.config.hydra.sweep.dir)

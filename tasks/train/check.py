@@ -81,8 +81,8 @@ def check_measure(cfg: DictConfig) -> None:
                               f"`steps` is the minimum, so the cap must be at least that. Use "
                               f"measure.max_steps>={cfg.steps}.")
         if m.max_steps is None and m.max_s is None:
-            raise ConfigError("measure.policy=adaptive with measure.max_steps=null and measure.max_s=null could measure "
-                              "forever on a noisy machine. Set one of them, e.g. measure.max_s=120.")
+            raise ConfigError("measure.policy=adaptive with measure.max_steps=null and measure.max_s=null could "
+                              "measure forever on a noisy machine. Set one of them, e.g. measure.max_s=120.")
     if not 0 <= cfg.compare.noise < 1:
         raise ConfigError(f"compare.noise={cfg.compare.noise!r}: the relative change below which no difference is "
                           f"claimed must lie in [0, 1), e.g. compare.noise=0.02.")

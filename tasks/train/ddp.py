@@ -20,7 +20,8 @@ from device import layer_for
 from tasks.train.sync import Sync
 
 COMPRESSED_DTYPE = {"fp16": torch.float16, "bf16": torch.bfloat16}
-ALWAYS_TIMED = 10   # DDP times its synchronised iterations 1..10 whatever the sample rate (Reducer::should_collect_runtime_stats)
+ALWAYS_TIMED = 10   # DDP times its synchronised iterations 1..10 whatever the sample rate
+                    # (Reducer::should_collect_runtime_stats)
 QUIET_SAMPLE_RATE = 1 << 30  # runtime stats sampled so rarely that no measured step ever is
 
 

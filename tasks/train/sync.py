@@ -3,7 +3,7 @@
     local      no communication: the single-device baseline (the ViT study's "no DDP")
     per_param  the VGG11 thread's loop: one all_reduce per parameter after backward
     flat       all gradients copied into one buffer, one all_reduce, copied back
-    ddp        DistributedDataParallel: bucketed all-reduce overlapping backward, knobs and comm hooks (tasks/train/ddp.py)
+    ddp        DistributedDataParallel: bucketed all-reduce overlapping backward, knobs and comm hooks (ddp.py)
 """
 from __future__ import annotations
 
