@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 
 from results import wandb_log
 from base.record import RECORD_NAME, read_record
-from tests.conftest import wandb_free_env
+from tests.conftest import serving, wandb_free_env
 from tests.records import write_record
 from tests.records import train_record, write_sweep
 
@@ -118,13 +118,8 @@ def answering_server(hang_posts: bool = False):
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
+    with serving(Handler) as url:
+        yield url
 
 
 # --- mode -------------------------------------------------------------------------------------------------------
