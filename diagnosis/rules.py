@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 
+from comm.buckets import DEFAULT_CAP_MB
 from comm.efficiency import not_measurable
 from diagnosis.figures import OTHER_LOAD, RunView, get, interval_note, lower
 from diagnosis.finding import Evidence, Finding, Saving, ms
@@ -21,7 +22,7 @@ INPUT_SHARE = 0.10          # data wait + host-to-device copy above 10% of the s
 STRAGGLER_SHARE = 0.05      # one rank's extra work above 5% of the step
 TINY_BUCKET = 1 << 20       # "very many tiny buckets": more than MANY_BUCKETS, median under 1 MiB
 MANY_BUCKETS = 32
-DDP_BUCKET_MB = 25          # DDP's bucket cap when bucket_cap_mb is left at None (bucket=null, the tool's default)
+DDP_BUCKET_MB = int(DEFAULT_CAP_MB)   # DDP's cap when bucket_cap_mb is left at None (bucket=null, the default)
 DDP_FIRST_BUCKET = 1 << 20  # ... and its first bucket's cap then (an explicit bucket_cap_mb caps the first bucket too)
 LARGER_BUCKET_MB = 4 * DDP_BUCKET_MB
 CPU_BUSY = 0.8

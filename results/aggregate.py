@@ -20,20 +20,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import OmegaConf
 
 from results.entries import (EXPOSED, _finite, _get, _is_noise, _scaled, config_labels, exposed_samples,
                              override_items, varying_keys)
 from stats import (NO_VERDICT, batch_median, batch_rate, plan_repeats, run_level, sentinel as random_effects,
                    steady_state, unsteady_runs)
 from stats.family import Row, pair_verdicts
-from stats.verdict import NS as NO_DIFFERENCE
+from stats.verdict import NOISE, NS as NO_DIFFERENCE
 
 # the baseline's bucket: the config's default (conf/config.yaml: null, DDP's own), read once, never restated in code;
 # records made before it was null ran bucket=25, which caps the first bucket at 25 MiB too (not stock DDP)
-DEFAULT_BUCKET = OmegaConf.load(Path(__file__).resolve().parent.parent / "conf" / "config.yaml").bucket
 EXPLICIT_25_MB = 25.0
-NOISE = 0.02
 REL_CI = 0.02               # measure.rel_ci's default: the precision the repeats plan aims at
 NO_INTERVAL = "no interval"
 SENTINEL_PHASES = ("forward", "data")
@@ -222,7 +219,7 @@ def _bucket_of(c: Config) -> str | float | None:
     """"default" for DDP's own bucket setting (bucket=null; the record says "default"), else the MB asked."""
     bucket = c.first.knob("bucket")
     if bucket in (None, "default") and str(c.first.knob("sync") or "ddp") == "ddp":
-        return "default" if bucket == "default" or DEFAULT_BUCKET is None else None
+        return "default"   # bucket=null (the tool's default) leaves DDP's own bucket setting
     try:
         return float(bucket)
     except (TypeError, ValueError):

@@ -31,12 +31,11 @@ from .family import Row, family_verdicts
 from .runs import run_level
 from .sentinel import sentinel
 from .summary import adaptive_should_stop
-from .verdict import EQUIVALENT, FASTER, NO_VERDICT, SLOWER
+from .verdict import EQUIVALENT, FASTER, NO_VERDICT, NOISE, SLOWER  # NOISE: compare.noise's default
 from .within import batch_rate
 
 SIGMA = 0.05          # marginal SD of log step time inside a run (5%: the committed CPU runs' typical spread)
 STEPS = 40            # steps (= timed blocks on CPU) per run: the default CPU run measured 37
-NOISE = 0.02          # compare.noise
 COVERAGE = (0.93, 0.97)
 FALSE_MAX = 0.05
 POWER_CLAIM = 0.20    # README: a true 10% change with R=3 and 4% run spread is called faster in >= 20% of sweeps

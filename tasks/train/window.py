@@ -16,7 +16,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from stats import adaptive_should_stop, batch_median
+from stats import adaptive_should_stop, batch_median, rel_halfwidth
 from stats.summary import MIN_BLOCKS
 from device import synchronize
 
@@ -127,7 +127,7 @@ class Window:
         if values:
             b = batch_median(values)
             med = b["median"]
-            half = (b["ci_hi"] - b["ci_lo"]) / 2 / med if med > 0 and b["ci_lo"] is not None else None
+            half = rel_halfwidth(med, b["ci_lo"], b["ci_hi"]) if med > 0 else None
         return {
             "policy": self.policy,
             "min_steps": self.min_steps,
