@@ -91,9 +91,9 @@ def _run_rank(plain: dict, job: dict, outcome: Outcome) -> Outcome | None:
         backend = placement.backend
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout,
                                 **({"device_id": dev.torch_device} if backend == "nccl" else {}))
-        ctx = RankContext(cfg=cfg, rank=rank, world_size=world_size, local_rank=local_rank, device=dev.torch_device,
+        ctx = RankContext(cfg=cfg, rank=rank, world_size=world_size, local_rank=local_rank, device=dev,
                           backend=backend, output_dir=output_dir, hostname=socket.gethostname(),
-                          progress=outcome.progress, dev=dev)
+                          progress=outcome.progress)
         outcome.env = environment(ctx)
         if rank == 0:
             outcome.env["link"] = _link(job)
@@ -151,7 +151,7 @@ def environment(ctx: RankContext) -> dict:
     """What a reader needs to compare numbers across machines; gathered from every rank (before any timing)."""
     mine = {
         "host": ctx.hostname,
-        "device": ctx.dev.name(),
+        "device": ctx.device.name(),
         "cpu_count": os.cpu_count(),
     }
     everyone = [None] * ctx.world_size

@@ -195,7 +195,7 @@ def _compare(case: Case, redop: str | None, dtype: str, device: torch.device, sa
 # -------------------------------------------------------------------------------------------------------------- run
 def run(ctx) -> dict | None:
     c = settings(ctx.cfg)
-    device = resolve_device(c.device, ctx.backend, ctx.device, ctx.local_rank)
+    device = resolve_device(c.device, ctx.backend, ctx.torch_device, ctx.local_rank)
     rank, world = ctx.rank, ctx.world_size
     corrupt = c.corrupt_rank == rank
     ops, wanted, elem = [op.value for op in c.ops], sizes(c), element_size(c)

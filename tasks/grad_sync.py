@@ -243,7 +243,7 @@ class Coalesced:
 # -------------------------------------------------------------------------------------------------------------- run
 def run(ctx) -> dict | None:
     gs = settings(ctx.cfg)
-    device = resolve_device(gs.device, ctx.backend, ctx.device, ctx.local_rank)
+    device = resolve_device(gs.device, ctx.backend, ctx.torch_device, ctx.local_rank)
     rank, world = ctx.rank, ctx.world_size
     shapes, ready, order_how = model_gradients(ctx.cfg)
     if not shapes:

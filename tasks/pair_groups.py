@@ -86,7 +86,7 @@ def run(ctx) -> dict | None:
     if p.threads:
         os.environ["OMP_NUM_THREADS"] = str(p.threads)
         torch.set_num_threads(p.threads)
-    device = ctx.device if ctx.backend == "nccl" else torch.device("cpu")
+    device = ctx.torch_device if ctx.backend == "nccl" else torch.device("cpu")
 
     t0 = time.perf_counter()
     mine = None

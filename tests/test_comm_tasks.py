@@ -176,7 +176,9 @@ def _two_rank_worker(rank: int, store: str, out: str):
     torch.set_num_threads(2)
     pcfg = OmegaConf.create({"pairs": 1, "pair_groups": {"warmup_iters": 8, "iters": 32, "shape": [10, 10],
                                                          "async_op": True, "threads": 1}})
-    ctx = RankContext(pcfg, rank, 2, rank, cpu, "gloo", Path(store).parent, socket.gethostname())
+    from device import layer_for
+
+    ctx = RankContext(pcfg, rank, 2, rank, layer_for(cpu), "gloo", Path(store).parent, socket.gethostname())
     res = pair_groups.run(ctx)
     # an op the backend refuses (gloo's avg on int32) becomes a plain ConfigError on the first call
     avg_int = dataclasses.replace(s, reduce_op=schema.ReduceOp.avg, dtype=schema.DType.int32)

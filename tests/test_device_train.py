@@ -2,7 +2,6 @@
 the side-stream and non-blocking feeders, CUDA graphs and the event timer run with the stream rules checked; and a
 deliberately broken feeder in the real step loop is caught."""
 import pytest
-import torch
 import torch.distributed as dist
 from omegaconf import OmegaConf
 
@@ -90,8 +89,8 @@ def test_the_step_loop_with_a_feeder_that_forgets_record_stream_fails(tmp_path, 
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
     dev = device_layer.open_device(Placement("fake", None, "gloo", "test"))
     try:
-        ctx = RankContext(cfg=cfg, rank=0, world_size=1, local_rank=0, device=torch.device("cpu"), backend="gloo",
-                          output_dir=tmp_path, hostname="test", dev=dev)
+        ctx = RankContext(cfg=cfg, rank=0, world_size=1, local_rank=0, device=dev, backend="gloo",
+                          output_dir=tmp_path, hostname="test")
         with pytest.raises(StreamRuleError, match="freed without record_stream\\(default\\)"):
             run(ctx)
     finally:

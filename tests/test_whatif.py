@@ -350,7 +350,7 @@ def test_grad_ready_probe_on_a_local_model():
     import torch
     from omegaconf import OmegaConf
 
-    from device.cpu import CpuDevice
+    from device.cpu import Device
     from tasks.train.grad_ready import grad_ready_probe
     from tasks.train.sync import Sync
 
@@ -359,7 +359,7 @@ def test_grad_ready_probe_on_a_local_model():
     cfg = OmegaConf.create({"cuda_graphs": False, "probe_steps": 2, "optim": {"name": "none"}})
     batches = iter([(torch.randn(5, 8), torch.randint(0, 4, (5,))) for _ in range(4)])
     out = grad_ready_probe(cfg, Sync(model), torch.nn.CrossEntropyLoss(), lambda: torch.autocast("cpu", enabled=False),
-                           batches, CpuDevice())
+                           batches, Device())
     assert out["names"] == ["0.weight", "0.bias", "2.weight", "2.bias"]
     assert sorted(out["order"]) == [0, 1, 2, 3] and set(out["order"][:2]) == {2, 3}   # the last layer first
     alone = out["modes"]["alone"]
@@ -375,15 +375,15 @@ def test_grad_ready_probe_keeps_powersgd_inside_its_budget():
     import torch
     from omegaconf import OmegaConf
 
-    from device.cpu import CpuDevice
+    from device.cpu import Device
     from tasks.train.grad_ready import _costs
 
     params = [torch.nn.Parameter(torch.zeros(64, 64)), torch.nn.Parameter(torch.zeros(64))]
     cfg = OmegaConf.create({"optim": {"name": "none"}})
-    costs = _costs(cfg, params, CpuDevice(), budget_s=0.0)
+    costs = _costs(cfg, params, Device(), budget_s=0.0)
     assert "over the probe's budget" in costs["powersgd"]["skipped"]
     cfg = OmegaConf.create({"optim": {"name": "powersgd", "rank": 2, "min_compression_rate": 2.0}})
-    assert _costs(cfg, params, CpuDevice(), budget_s=0.0)["powersgd"]["rank"] == 2   # the run's own: always timed
+    assert _costs(cfg, params, Device(), budget_s=0.0)["powersgd"]["rank"] == 2   # the run's own: always timed
 
 
 # -------------------------------------------------------------------------------------------------------- seeds

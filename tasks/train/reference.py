@@ -27,7 +27,7 @@ def check(cfg, submitting: bool = False, host=None) -> None:
 
 
 def run(ctx) -> dict | None:
-    cfg, device = ctx.cfg, ctx.device
+    cfg, device = ctx.cfg, ctx.torch_device
     torch.manual_seed(cfg.seed)
     precision = set_precision(cfg.precision)   # task=train's own settings, so the two loops compute alike
     model = build_model(cfg.model, cfg.data.image_size).to(device)

@@ -101,10 +101,11 @@ def assemble(cfg, ctx, described: dict, feeder, steps, everyone, comm, window, m
     steady["of"] = "step times (rank 0)" if steps else "block wall clock per step"
     slowest = max(everyone, key=lambda r: r["step_median_s"] or r["wall_s"])["rank"]
     ddp = described or None
-    device_name = torch.cuda.get_device_name(ctx.device) if ctx.device.type == "cuda" else f"{ctx.hostname} CPU"
+    device = ctx.torch_device
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{ctx.hostname} CPU"
     scale = lambda v: None if v is None else v * per_step  # noqa: E731 - steps/s -> samples/s
     result = {
-        "device": ctx.device.type,
+        "device": ctx.torch_device.type,
         "device_name": device_name,
         "world_size": ctx.world_size,
         "backend": ctx.backend,
