@@ -74,12 +74,11 @@ def run_job(cfg: DictConfig, job: dict | None = None) -> "JobResult":
         except ConfigError as e:
             return _refused(cfg, job, e)
         except Interrupted as e:
-            return _end(interrupted_record(OmegaConf.to_container(cfg, resolve=False), job, e.name), job,
-                        e.exit_code)
+            return _end(record_of(OmegaConf.to_container(cfg, resolve=False), job, signal=e.name), job, e.exit_code)
         try:
             record, exit_code = _as_a_rank(plain, job) if a_rank else _launch(plain, job)
         except Interrupted as e:
-            record, exit_code = interrupted_record(plain, job, e.name, e.outcome), e.exit_code
+            record, exit_code = record_of(plain, job, e.outcome, signal=e.name), e.exit_code
         if record is None:
             return JobResult(math.nan)  # ranks other than 0: rank 0 returns the job's result
         return _end(record, job, exit_code)
@@ -96,7 +95,7 @@ def _refused(cfg: DictConfig, job: dict, e: ConfigError) -> "JobResult":
     if quiet and job.get("multirun"):
         return JobResult(math.nan, status="failed", error=f"ConfigError: {e}")
     if job.get("multirun"):
-        return _end(Record.failed(OmegaConf.to_container(cfg, resolve=False), job, f"ConfigError: {e}"), job, 2,
+        return _end(record_of(OmegaConf.to_container(cfg, resolve=False), job, error=f"ConfigError: {e}"), job, 2,
                     wandb=False)
     discard(job.get("output_dir"), keep_if_other_than=(".hydra", f"{job.get('name') or 'train'}.log"))
     if quiet:
@@ -113,12 +112,10 @@ def _launch(plain: dict, job: dict) -> tuple[Record, int]:
         outcome = launch_local(plain, job)
         _note_launcher_cost(outcome.result, _own_cpu_s() - cpu0, time.perf_counter() - wall0)
     except ConfigError as e:  # the emulated link could not be built (launchers/link.py): no rank started
-        return Record.failed(plain, job, f"ConfigError: {e}"), 2
+        return record_of(plain, job, error=f"ConfigError: {e}"), 2
     except RankFailed as e:
-        o = e.outcome
-        return Record.failed(plain, job, str(e), traceback=e.traceback, env=o and o.env, started=o and o.started,
-                             result=o and o.result), 1
-    return Record.ok(plain, job, env=outcome.env, started=outcome.started, result=outcome.result), 0
+        return record_of(plain, job, e.outcome, error=str(e), traceback=e.traceback), 1
+    return record_of(plain, job, outcome), 0
 
 
 def _own_cpu_s() -> float:
@@ -167,24 +164,39 @@ def _as_a_rank(plain: dict, job: dict) -> tuple[Record | None, int]:
     except RankError as e:
         o = e.outcome
         if o.signal:  # the launcher may have stopped this rank for another rank's failure: say so
-            record = interrupted_record(plain, job, o.signal, o)
+            record = record_of(plain, job, o, signal=o.signal)
             record.error += " (sent by the launcher: Ctrl-C, a time limit, or another rank's failure)"
             return record, 128 + signal.Signals[o.signal]
-        return Record.failed(plain, job, o.error, traceback=o.traceback, env=o.env, started=o.started,
-                             result=o.result), 1
+        return record_of(plain, job, o), 1
     except Interrupted as e:  # not rank 0: end quietly, rank 0 writes the record
         sys.exit(e.exit_code)
     if outcome is None:
         return None, 0
-    return Record.ok(plain, job, env=outcome.env, started=outcome.started, result=outcome.result), 0
+    return record_of(plain, job, outcome), 0
+
+
+def record_of(config: dict | None, job: dict, outcome=None, *, error: str | None = None, traceback: str | None = None,
+              signal: str | None = None, env: dict | None = None) -> Record:
+    """The run's one record from whatever ended it, on every path (a run, bad input, a failed or interrupted rank, a
+    Slurm job that died): `outcome` is rank 0's (launchers.rank.Outcome: what it measured and its own error), when
+    the ranks got that far; `error` the first line when something else ended the run; `signal` the name of the
+    signal that interrupted it (status "interrupted", result.signal and result.progress: how far rank 0 got)."""
+    o = outcome
+    started, env = (o.started, o.env) if o is not None else (None, env or {})
+    if signal is not None:
+        progress = dict(o.progress) if o is not None else {}
+        return Record.failed(config, job, f"interrupted by {signal}{_where(progress, config)}", env=env,
+                             started=started, result={"signal": signal, "progress": progress}, status="interrupted")
+    error = error or (o.error if o is not None else None)
+    if error is None:
+        return Record.ok(config, job, env=env, started=started, result=o.result)
+    return Record.failed(config, job, error, traceback=traceback or (o.traceback if o is not None else None),
+                         env=env, started=started, result=o.result if o is not None else None)
 
 
 def interrupted_record(config: dict, job: dict, signal_name: str, outcome=None) -> Record:
-    """status "interrupted", the signal, and how far rank 0 got (result.progress: steps done)."""
-    progress = dict(outcome.progress) if outcome is not None else {}
-    return Record.failed(config, job, f"interrupted by {signal_name}{_where(progress, config)}",
-                         env=outcome and outcome.env, started=outcome and outcome.started,
-                         result={"signal": signal_name, "progress": progress}, status="interrupted")
+    """status "interrupted", the signal, and how far rank 0 got (result.progress: steps done): record_of's."""
+    return record_of(config, job, outcome, signal=signal_name)
 
 
 def _where(progress: dict, config: dict) -> str:

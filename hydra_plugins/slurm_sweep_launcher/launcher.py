@@ -133,8 +133,9 @@ def _record_failure(output_dir: Path, error: str, end: state.Ending, sweep_confi
     before that gets its record here, the first and only one."""
     from omegaconf import OmegaConf
 
-    from job.finalise import finalise
     from base.record import RECORD_NAME, Record, read_record
+    from job.finalise import finalise
+    from job.run import record_of
 
     path = output_dir / RECORD_NAME
     if path.exists():
@@ -151,7 +152,7 @@ def _record_failure(output_dir: Path, error: str, end: state.Ending, sweep_confi
         config = None
     job = {"name": str(sweep_config.hydra.job.name), "num": num, "output_dir": str(output_dir),
            "sweep_dir": str(sweep_dir), "slurm_job_id": job_id, "log": end.log, "overrides": overrides}
-    return finalise(Record.failed(config, job, error, env={"hostnames": end.hostnames}), output_dir, quiet=True)
+    return finalise(record_of(config, job, error=error, env={"hostnames": end.hostnames}), output_dir, quiet=True)
 
 
 def _output_dir(sweep_config, num: int, job_id: str) -> Path:
