@@ -6,9 +6,9 @@
     python train.py --help
 
 Config: conf/ on base/schema.py (see README). Each job's body is job.run.run_job. What Hydra itself refuses while
-composing (an unknown option, a misspelt key, a wrong type), and a disk that will not take Hydra's own files of the
-job (full, read-only), are printed here as one line naming the fix, exit code 2; set HYDRA_FULL_ERROR=1 for Hydra's
-own report.
+composing (an unknown option, a misspelt key, a wrong type: said from the error's own facts, job/config.py), and a disk
+that will not take Hydra's own files of the job (full, read-only), are printed here as one line naming the fix, exit
+code 2; set HYDRA_FULL_ERROR=1 for Hydra's own report.
 """
 import os
 import sys

@@ -14,7 +14,6 @@ import dataclasses
 import difflib
 import errno
 import math
-import re
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -63,9 +62,95 @@ def _value_of(key: str, overrides: list[str]) -> str | None:
     return None
 
 
+def _override(key: str, overrides: list[str]):
+    """Hydra's own reading of the override that set `key` (its parsed value keeps the type Hydra gave it), or None."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    mine = [o for o in overrides if o.lstrip("+~").partition("=")[0] == key]
+    try:
+        return OverridesParser.create().parse_overrides(mine[-1:])[0] if mine else None
+    except Exception:  # noqa: BLE001 - Hydra reports syntax errors itself, in its own words
+        return None
+
+
+def _hint(cause, key: str):
+    """The schema's type hint of `key` (the failing node): from the dataclass that holds it, else by walking the
+    typed root's fields along the key (a list element's hint is its list's)."""
+    import typing
+
+    path = key.partition("[")[0].split(".")
+    owner = cause.object_type if dataclasses.is_dataclass(cause.object_type) and "[" not in key else schema.Config
+    names = path[-1:] if owner is cause.object_type else path
+    hint = None
+    for name in names:
+        try:
+            hint = typing.get_type_hints(owner).get(name) if dataclasses.is_dataclass(owner) else None
+        except (NameError, TypeError):
+            return None
+        owner = hint
+    return hint
+
+
+def _enum_in(hint) -> type | None:
+    """The Enum a hint is, or holds (List[Op], Optional[Op])."""
+    import enum
+    import typing
+
+    for t in (hint, *typing.get_args(hint)):
+        if isinstance(t, type) and issubclass(t, enum.Enum):
+            return t
+    return None
+
+
+def _invalid_value(cause, key: str, overrides: list[str]) -> ConfigError | None:
+    """A value the schema's type refuses, said from the error's own facts (which node, of what type, the value as
+    Hydra parsed it), not from its English: a choice it does not know, a word where a number goes, a value where a
+    list goes. None: nothing this knows how to say better than Hydra."""
+    from omegaconf import ListConfig
+    from omegaconf import EnumNode, FloatNode, IntegerNode, UnionNode
+
+    base_key, _, index = key.partition("[")
+    parsed = _override(base_key, overrides)
+    value = parsed.value() if parsed is not None else None
+    text = parsed.input_line.partition("=")[2] if parsed is not None else None
+    shown = f"{key}={text}" if text is not None else key
+    child, parent = cause.child_node, cause.parent_node
+    enum_type = child.enum_type if isinstance(child, EnumNode) else \
+        _enum_in(_hint(cause, key)) if isinstance(parent, ListConfig) and index else None
+    if enum_type is not None:
+        bad = value[int(index.rstrip("]"))] if index and isinstance(value, list) else value
+        options = [m.name for m in enum_type]
+        guess = nearest(str(bad), options)
+        return ConfigError(f"{key}={str(bad)!r} is not known; choose one of: {', '.join(options)}."
+                           + (f" Did you mean {guess}?" if guess else ""))
+    if value is None:
+        return None
+    got = f"(got {type(value).__name__} {str(value)!r})"
+    if isinstance(child, IntegerNode):
+        return ConfigError(f"{shown}: must be a whole number {got}.")
+    if isinstance(child, FloatNode):
+        return ConfigError(f"{shown}: must be a Float {got}.")
+    if isinstance(child, UnionNode):
+        if typing_args(_hint(cause, key)) & {int, float}:
+            return ConfigError(f"{shown}: must be a number {got}, e.g. {key}=25 or {key}=2.5."
+                               + (f" {VALUE_HINTS[key]}" if key in VALUE_HINTS else ""))
+    if isinstance(child, ListConfig) and not isinstance(value, list):
+        return ConfigError(f"{shown}: must be a list, e.g. {key}=[{text or '...'}].")
+    return None
+
+
+def typing_args(t) -> set:
+    """The types a Union/Optional hint admits ({t} for a plain one)."""
+    import typing
+
+    return set(typing.get_args(t)) if typing.get_args(t) else {t}
+
+
 def hydra_error(e: Exception, overrides: list[str]) -> ConfigError | None:
-    """One line for what Hydra refused while composing conf/ (None: not bad input). Hydra's own text is several lines
-    and, for a misspelt key, suggests `+key=...`, which would only add a key nothing reads."""
+    """One line for what Hydra refused while composing conf/ (None: not bad input), built from the error's facts
+    (the missing option and its group's options, the key and its schema node), never from Hydra's English: what it
+    cannot say better is Hydra's own first line. For a misspelt key Hydra suggests `+key=...`, which would only add a
+    key nothing reads: the nearest real key is named instead."""
     from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ValidationError
 
@@ -86,14 +171,6 @@ def hydra_error(e: Exception, overrides: list[str]) -> ConfigError | None:
         return ConfigError(f"cannot read the command line: {first}")
     if not isinstance(e, ConfigCompositionException):
         return None
-    if first.startswith("Ambiguous value for argument"):
-        arg = first.split("'")[1] if "'" in first else first
-        return ConfigError(f"{arg}: a comma-separated list sweeps, so it needs -m (python train.py -m ...); "
-                           f"for a list value write key=[a,b].")
-    if first.startswith("Could not append to config"):
-        key = first.split("'")[1] if "'" in first else "the key"
-        return ConfigError(f"+{key}=...: {key} is in the config already; set it without the +: "
-                           f"{key}={_value_of(key, overrides) or '...'}")
     cause = e.__cause__
     key = str(getattr(cause, "full_key", None) or "")
     if isinstance(cause, (ConfigAttributeError, ConfigKeyError)) and key:
@@ -109,28 +186,12 @@ def hydra_error(e: Exception, overrides: list[str]) -> ConfigError | None:
         return ConfigError(f"{key}: no such key; the keys {'of ' + where if where else 'at the top'} are: "
                            f"{', '.join(map(str, known))}.")
     if isinstance(cause, ValidationError) and key:
-        msg = str(getattr(cause, "msg", cause)).splitlines()[0]
+        said = _invalid_value(cause, key, overrides)
+        if said is not None:
+            return said
         value = _value_of(key, overrides)
-        shown = f"{key}={value}" if value is not None else key
-        m = re.match(r"Invalid value '(.*)', expected one of \[(.*)\]", msg)
-        if m:
-            options = [x.strip() for x in m.group(2).split(",")]
-            guess = nearest(m.group(1), options)
-            return ConfigError(f"{key}={m.group(1)!r} is not known; choose one of: {', '.join(options)}."
-                               + (f" Did you mean {guess}?" if guess else ""))
-        m = re.match(r"Value '(.*)' of type '(\w+)' is incompatible with type hint '(.*)'", msg)
-        if m:   # Union[int, float] and the like: a number
-            kind = "a number" if "int" in m.group(3) or "float" in m.group(3) else f"of type {m.group(3)}"
-            return ConfigError(f"{shown}: must be {kind} (got {m.group(2)} {m.group(1)!r})"
-                               + (f", e.g. {key}=25 or {key}=2.5." if kind == "a number" else ".")
-                               + (f" {VALUE_HINTS[key]}" if key in VALUE_HINTS else ""))
-        m = re.match(r"Value '(.*)' of type '(\w+)' could not be converted to (\w+)", msg)
-        if m:
-            return ConfigError(f"{shown}: must be {'a whole number' if m.group(3) == 'Integer' else 'a ' + m.group(3)}"
-                               f" (got {m.group(2)} {m.group(1)!r}).")
-        if "is not a ListConfig" in msg:
-            return ConfigError(f"{shown}: must be a list, e.g. {key}=[{value or '...'}].")
-        return ConfigError(f"{shown}: {msg}")
+        msg = str(getattr(cause, "msg", cause)).splitlines()[0]
+        return ConfigError(f"{f'{key}={value}' if value is not None else key}: {msg}")
     return ConfigError(first)
 
 
@@ -160,9 +221,13 @@ def check_added_keys(overrides: list[str]) -> None:
         parsed = OverridesParser.create().parse_overrides([o for o in overrides if o.startswith("+")])
     except Exception:  # noqa: BLE001 - Hydra reports syntax errors itself, in its own words
         return
+    fields = {f.name for f in dataclasses.fields(schema.Config)}
     for o in parsed:
         key = o.key_or_group
         head = key.split(".")[0].split("/")[0]
+        if key in fields:   # Hydra: "Could not append to config. An item is already at ..."
+            raise ConfigError(f"+{key}=...: {key} is in the config already; set it without the +: "
+                              f"{key}={o.input_line.partition('=')[2] or '...'}")
         if head not in known:
             guess = nearest(head, known - {"hydra"})
             fixed = key.replace(head, guess, 1) if guess else None
@@ -174,8 +239,20 @@ def check_added_keys(overrides: list[str]) -> None:
 def check_command_line(argv: list[str]) -> None:
     """What a -m sweep refuses as a whole (its repeats), checked before Hydra starts (train.py), so that nothing is
     printed or created first (a single run's repeats is checked in its job, by the schema). Imports nothing of Hydra's
-    plugins: Hydra loads those itself."""
+    plugins: Hydra loads those itself. Without -m, a comma-separated value would make Hydra refuse an "ambiguous
+    value": it is said here, naming -m."""
     if not {"-m", "--multirun"} & set(argv):
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        overrides = [a for a in argv if not a.startswith("-")]
+        try:
+            parsed = OverridesParser.create().parse_overrides(overrides)
+        except Exception:  # noqa: BLE001 - Hydra reports syntax errors itself, in its own words
+            return
+        for o in parsed:
+            if o.is_sweep_override():
+                raise ConfigError(f"{o.input_line}: a comma-separated list sweeps, so it needs -m (python train.py "
+                                  f"-m ...); for a list value write key=[a,b].")
         return
     for a in argv:
         key, eq, value = a.lstrip("+~").partition("=")

@@ -9,7 +9,7 @@ from unittest import mock
 import pytest
 
 from device.host import Host
-from job.config import check_added_keys, hydra_error, prepare
+from job.config import check_added_keys, check_command_line, hydra_error, prepare
 from base.errors import ConfigError
 from tests.conftest import compose
 
@@ -21,7 +21,8 @@ LOGIN_NODE = Host(gpus=0, cpus=4, free_bytes=2 * GIB, gpu_free_bytes=None)      
 def composed(overrides: list[str]):
     """The config train.py would get, or the ConfigError it would print for what Hydra refused."""
     overrides = [*overrides, *(["logger=none"] if not any(o.startswith("logger=") for o in overrides) else [])]
-    check_added_keys(overrides)
+    check_added_keys(overrides)    # what train.py checks before Hydra runs, in its order
+    check_command_line(overrides)
     try:
         return compose(overrides)
     except Exception as e:
