@@ -6,6 +6,7 @@ While it runs, a rank turns SIGINT/SIGTERM into base.interrupt.Interrupted (so r
 got) and, under the local launcher, beats (launchers.heartbeat) so that a rank that stops answering is named."""
 from __future__ import annotations
 
+import gc
 import os
 import re
 import socket
@@ -117,6 +118,9 @@ def _run_rank(plain: dict, job: dict, outcome: Outcome) -> Outcome | None:
         raise
     finally:
         if dist.is_initialized():
+            # DDP's reducer keeps the group alive and sits in reference cycles: collected first, here, the group
+            # goes with destroy_process_group on this thread, not on whichever thread the collector next runs
+            gc.collect()
             dist.destroy_process_group()
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import contextlib
+import gc
 import os
 import signal
 import subprocess
@@ -73,8 +74,18 @@ def run_inprocess(overrides: list[str], tmp_path: Path, name: str = "run", env: 
         for sig, handler in handlers.items():
             if handler is not None:
                 signal.signal(sig, handler)
+        gc.collect()  # the job's agent, its rendezvous store and their threads go here, not in a later test
     path = out / RECORD_NAME
     return (json.loads(path.read_text()) if path.exists() else None), code
+
+
+def close_group() -> None:
+    """destroy_process_group for an in-process group, after a collection: a DDP reducer in a reference cycle holds
+    the group, and the collector would otherwise end it (and join its gloo threads) from inside a later test."""
+    import torch.distributed as dist
+
+    gc.collect()
+    dist.destroy_process_group()
 
 
 def wandb_free_env(home: Path) -> dict[str, str | None]:

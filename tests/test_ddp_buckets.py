@@ -10,6 +10,7 @@ import torch.nn as nn
 from omegaconf import OmegaConf
 
 from tasks.train.ddp import DDPSync, bucket_caps
+from tests.conftest import close_group
 
 MIB = 1 << 20
 
@@ -18,7 +19,7 @@ MIB = 1 << 20
 def one_rank_group(tmp_path):
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
     yield
-    dist.destroy_process_group()
+    close_group()
 
 
 def built(bucket):

@@ -11,6 +11,7 @@ from device.fake import FakeDevice, HostSyncError, StreamRuleError
 from device.placement import Placement
 from tasks.train.h2d import NonBlockingFeeder, SideStreamFeeder, make_feeder, window_sync_check
 from tasks.train.timing import PhaseTimer
+from tests.conftest import close_group
 
 
 def host_batches(n=10):
@@ -173,7 +174,7 @@ def test_make_feeder_copies_on_the_fake_and_not_on_cpu():
 def one_rank_group(tmp_path):
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
     yield
-    dist.destroy_process_group()
+    close_group()
 
 
 def ddp_cfg(**over):

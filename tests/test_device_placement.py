@@ -10,7 +10,7 @@ import torch.distributed as dist
 
 from device.host import gpu_count
 from device.placement import Placement, PlacementError, agree, place, preflight, settle
-from tests.conftest import compose
+from tests.conftest import compose, close_group
 
 NO_SLURM: dict = {}
 
@@ -142,7 +142,7 @@ def test_settle_agrees_through_the_store_and_the_group_starts_on_it(monkeypatch)
     try:
         assert dist.get_backend() == "gloo"
     finally:
-        dist.destroy_process_group()
+        close_group()
 
 
 def test_pair_groups_under_device_auto_runs_on_cpu_on_a_one_gpu_box():

@@ -18,7 +18,7 @@ from tasks.train.cuda_graphs import problems
 from tasks.train.ddp import stats_waits, synchronised_iterations, warmup_warning
 from tasks.train.result import comm_figures
 from tests.bad_input import CPU_BOX, accepted, refused
-from tests.conftest import TINY, compose
+from tests.conftest import TINY, compose, close_group
 
 GiB = 2 ** 30
 GRAPHS = ["model=vgg11_tiny", "scale=smoke", "cuda_graphs=true"]
@@ -216,7 +216,7 @@ def test_collectives_use_the_non_deprecated_names(tmp_path):
             for op in ("all_gather", "reduce_scatter"):
                 Case(op, "out_of_place", 64, c, 0, 1, torch.device("cpu"))()
     finally:
-        dist.destroy_process_group()
+        close_group()
 
 
 def test_powersgd_without_warm_start_is_noted_in_the_record(tmp_path):
@@ -232,5 +232,5 @@ def test_powersgd_without_warm_start_is_noted_in_the_record(tmp_path):
     try:
         described = DDPSync(cfg, torch.nn.Linear(4, 2), torch.device("cpu")).describe()
     finally:
-        dist.destroy_process_group()
+        close_group()
     assert "refills its Q matrices from CPU torch.randn every step" in described["powersgd_note"]

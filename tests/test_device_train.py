@@ -11,7 +11,7 @@ from base.context import RankContext
 from device.fake import StreamRuleError
 from device.placement import Placement
 from tasks.train import h2d
-from tests.conftest import TINY, compose, read, run_train
+from tests.conftest import TINY, compose, read, run_train, close_group
 
 RUNS = {
     "side_stream": ["h2d=side_stream"],
@@ -95,4 +95,4 @@ def test_the_step_loop_with_a_feeder_that_forgets_record_stream_fails(tmp_path, 
             run(ctx)
     finally:
         dev.deactivate()
-        dist.destroy_process_group()
+        close_group()

@@ -10,6 +10,7 @@ from omegaconf import OmegaConf
 
 from tasks.train.comm_counter import CollectiveCounter
 from tasks.train.window import Window
+from tests.conftest import close_group
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -17,7 +18,7 @@ def one_rank_group():
     if not dist.is_initialized():
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     yield
-    dist.destroy_process_group()
+    close_group()
 
 
 class FakeTimer:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TINY, run_inprocess
+from tests.conftest import TINY, run_inprocess, close_group
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -51,7 +51,7 @@ def _ddp_buckets(model, cap, image_size: int):
         sizes = [int(s) for s in str(data.get("rebuilt_bucket_sizes")).split(",") if s.strip()]
         return params, order, sizes
     finally:
-        dist.destroy_process_group()
+        close_group()
 
 
 @pytest.mark.parametrize("name, cap", [("resnet18", None), ("resnet18", 25), ("vgg11", None), ("vgg11", 100),
