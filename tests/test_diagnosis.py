@@ -492,7 +492,7 @@ def test_rank_work_and_find_straggler():
     slow = rank_work(steps(0.030, 0.030), {"backward_compute_s": 0.020}, usage)
     assert fast["compute_s"] == pytest.approx(0.030, rel=0.02) and fast["backward_from"].startswith("DDP")
     everyone = [{"rank": 0, "host": "a", "work": fast}, {"rank": 1, "host": "b", "work": slow}]
-    s = find_straggler(everyone, step_median_s=0.1)
+    s = find_straggler(everyone, step_s=0.1)
     assert s["rank"] == 1 and s["host"] == "b" and s["mostly"] == "compute" and s["significant"] is True
     assert s["by_s"] == pytest.approx(0.020, rel=0.05) and s["share_of_step"] == pytest.approx(0.2, rel=0.05)
     # explicit sync: the backward phase is compute
