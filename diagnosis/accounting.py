@@ -38,7 +38,8 @@ def account(result: dict) -> dict | None:
     out: dict = {"step_s": T, "step_lo_s": 1 / hi if hi else None, "step_hi_s": 1 / lo if lo else None,
                  "steps_per_s": rate, "basis": "throughput: the timed blocks' wall clock (each block's slowest rank) "
                                               "per step",
-                 "timer_median_s": (result.get("step_time_s") or {}).get("median")}
+                 "timer_median_s": (result.get("step_time_s") or {}).get("median"),
+                 "world_size": int(result.get("world_size") or 1)}
     per = [p for p in result.get("per_rank") or [] if p.get("rank") is not None]
     series = result.get("series") or {}
     r0 = next((p for p in per if p["rank"] == 0), per[0] if per else {})
@@ -104,7 +105,7 @@ def _mean(xs) -> float | None:
     return statistics.fmean(xs) if xs else None
 
 
-def lines(acc: dict | None, world_size: int = 1) -> list[str]:
+def lines(acc: dict | None) -> list[str]:
     """The printed accounting: the step, and where each of its milliseconds went, once."""
     if not acc:
         return []
@@ -112,8 +113,8 @@ def lines(acc: dict | None, world_size: int = 1) -> list[str]:
     r0 = acc["rank0"]
     head = (f"step accounting: {ms(T)} ms per step from throughput ({acc['steps_per_s']:.4g} steps/s, each block's "
             "slowest rank)")
-    if not acc.get("complete"):
-        return [head + "; rank 0's block wall clocks are not in this record, so the split below it is unknown"]
+    if not acc.get("complete"):      # an older record without rank 0's block wall clocks: no split to show
+        return []
     phases = r0["phases_s"]
     parts = []
     sync, wait = acc.get("sync") or {}, acc.get("wait") or {}
@@ -136,7 +137,7 @@ def lines(acc: dict | None, world_size: int = 1) -> list[str]:
     out.append(f"  + waiting at the block barrier{who}: {ms(barrier)}")
     if abs(r0.get("residual_s") or 0.0) > 0.01 * T:
         out.append(f"  + not accounted for: {ms(r0['residual_s'])} (the device timeline and the host clock disagree)")
-    if world_size > 1 and acc.get("ranks"):
+    if acc.get("world_size", 1) > 1 and acc.get("ranks"):
         per = "  ".join(f"r{r['rank']} {ms(r['work_s'])}" for r in acc["ranks"] if r.get("work_s") is not None)
         if per:
             out.append(f"  each rank's own work between collectives: {per}"

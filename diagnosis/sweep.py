@@ -11,14 +11,13 @@ import math
 from typing import Any
 
 from diagnosis.finding import ms
+from diagnosis.run import VERSION, diagnose
 from stats import fmt_ci, fmt_ratio, ratio_ci, verdict
 
 IGNORED = ("hydra", "logger", "tags", "diagnose", "launcher", "scale.name")
 
 
 def _diagnosis(entry, nccl_tests: dict | None) -> dict | None:
-    from diagnosis import VERSION, diagnose
-
     stored = entry.result.get("diagnosis")
     if stored and stored.get("version") == VERSION and not stored.get("error") and nccl_tests is None:
         return stored

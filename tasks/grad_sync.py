@@ -28,6 +28,7 @@ import torch.distributed as dist
 
 from comm import CorrectnessError
 from comm import bandwidth as bw
+from comm.fit import fit_latency_bandwidth
 from comm.measure import Clock, gather_all, rank_stats, resolve_device, synchronize, time_window
 import core.schema as schema
 from core.config import Host, check_buffers
@@ -363,7 +364,7 @@ def _result(ctx, gs: schema.GradSync, device, grads, methods, groups, sizes, eve
                            "microbench_s": mb, "microbench_busbw_GBps": mg["busbw_GBps"],
                            "ratio": pp / mb if mb > 0 else None})
 
-    fit = _fit_latency_bandwidth(per_param)
+    fit = fit_latency_bandwidth(per_param)
     result = {
         "model": ctx.cfg.model.get("name"), "params": sum(p["numel"] for p in per_param),
         "param_tensors": len(per_param), "total_bytes": total, "dtype": "float32", "reduce_op": "sum",
@@ -376,23 +377,6 @@ def _result(ctx, gs: schema.GradSync, device, grads, methods, groups, sizes, eve
     result["explanation"] = explain(result)
     result["headline"] = _headline(result)
     return result
-
-
-def _fit_latency_bandwidth(rows: list[dict]) -> dict | None:
-    """t = alpha + bytes / beta over the per-parameter calls (the latency-bandwidth model), least squares on relative
-    error (weights 1/t^2) so that the few-KiB calls, not the one 392 MiB call, set alpha."""
-    pts = [(r["bytes"], r["time_s"]) for r in rows if r["time_s"] > 0]
-    if len({x for x, _ in pts}) < 2:
-        return None
-    w = [1 / y**2 for _, y in pts]
-    sw = sum(w)
-    mx = sum(wi * x for wi, (x, _) in zip(w, pts)) / sw
-    my = sum(wi * y for wi, (_, y) in zip(w, pts)) / sw
-    sxx = sum(wi * (x - mx) ** 2 for wi, (x, _) in zip(w, pts))
-    slope = sum(wi * (x - mx) * (y - my) for wi, (x, y) in zip(w, pts)) / sxx
-    alpha = my - slope * mx
-    return {"alpha_s": alpha, "beta_GBps": (1 / slope / bw.GB) if slope > 0 else None, "points": len(pts),
-            "weights": "1/t^2"}
 
 
 def explain(r: dict) -> list[str]:

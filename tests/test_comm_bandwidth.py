@@ -228,7 +228,9 @@ def test_vgg11_shapes_and_ddp_buckets():
 
 def test_latency_bandwidth_fit():
     rows = [{"bytes": n, "time_s": 1e-4 + n / 2e9} for n in (4, 1000, 10**6, 10**8)]
-    fit = grad_sync._fit_latency_bandwidth(rows)
+    from comm.fit import fit_latency_bandwidth
+
+    fit = fit_latency_bandwidth(rows)
     assert fit["alpha_s"] == pytest.approx(1e-4) and fit["beta_GBps"] == pytest.approx(2.0)
 
 

@@ -24,27 +24,31 @@ def cpu_usage(since: dict | None = None) -> dict:
     """This process's CPU seconds, context switches and run-queue wait (all its threads), and the whole host's CPU
     counters, now; or the change since an earlier reading, with host_busy = the host's busy share over that time
     (every process). runqueue_s: time this process's threads were ready to run but waited for a core (Linux's
-    /proc/<pid>/task/*/schedstat; None where the kernel does not keep it)."""
+    /proc/<pid>/task/*/schedstat; None where the kernel does not keep it); main_runqueue_s: the same for the thread
+    that runs the loop."""
     from tasks.pair_groups import _host_cpu_jiffies  # here: pair_groups -> comm.measure -> tasks.train is a cycle
 
     ru = resource.getrusage(resource.RUSAGE_SELF)
     now = {"cpu_s": ru.ru_utime + ru.ru_stime, "voluntary_switches": ru.ru_nvcsw,
            "involuntary_switches": ru.ru_nivcsw, "wall_s": time.perf_counter(), "runqueue_s": _runqueue_s(),
+           "main_runqueue_s": _runqueue_s("/proc/self/schedstat"),
            "host": _host_cpu_jiffies()}
     if since is None:
         return now
-    out = {k: now[k] - since[k] for k in now if k not in ("host", "runqueue_s")}
-    out["runqueue_s"] = (now["runqueue_s"] - since["runqueue_s"] if now["runqueue_s"] is not None
-                         and since["runqueue_s"] is not None else None)
+    queues = ("runqueue_s", "main_runqueue_s")
+    out = {k: now[k] - since[k] for k in now if k not in ("host", *queues)}
+    for k in queues:
+        out[k] = now[k] - since[k] if now[k] is not None and since[k] is not None else None
     a, b = since["host"], now["host"]
     out["host_busy"] = (b[0] - a[0]) / (b[1] - a[1]) if a and b and b[1] > a[1] else None
     return out
 
 
-def _runqueue_s() -> float | None:
-    """Seconds this process's live threads have waited on a run queue (schedstat's second field, nanoseconds)."""
+def _runqueue_s(pattern: str = "/proc/self/task/*/schedstat") -> float | None:
+    """Seconds the threads matching `pattern` (this process's live threads; /proc/self/schedstat: the main thread) have
+    waited on a run queue (schedstat's second field, nanoseconds)."""
     total, seen = 0, False
-    for path in glob.glob("/proc/self/task/*/schedstat"):
+    for path in glob.glob(pattern):
         try:
             with open(path) as f:
                 total += int(f.read().split()[1])

@@ -1,5 +1,6 @@
-"""The diagnosis as report tables (results.table.Table): findings per run, checked estimates, comm efficiency and
-stragglers. results/report.py writes them beside the measurement tables."""
+"""The diagnosis as report tables (results.table.Table): findings per run, checked estimates (the rules' estimate and
+the what-if model's beside what the same sweep measured), comm efficiency and stragglers. results/report.py writes them
+beside the measurement tables; diagnosis/ computes what they show (a reader of records, as this module is)."""
 from __future__ import annotations
 
 from collections import defaultdict
