@@ -348,6 +348,7 @@ class Autotune:
     stage: str = MISSING
     top_k: int = ge(1)
     repeats: int = ge(1)
+    prune: bool = True         # the what-if model rules trials out before they run (results/autotune.py: Pruner)
 
 
 @dataclass

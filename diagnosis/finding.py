@@ -93,11 +93,18 @@ class Finding:
     fixes: list[dict] = field(default_factory=list)          # the fixes of its cause the model may price (overrides)
     predictions: list[dict] = field(default_factory=list)    # the what-if model's saving of each fix it priced
     folded: list[dict] = field(default_factory=list)          # findings this one explains (theirs is its time)
+    cause: float | None = None      # what the cause itself costs (share of the step), where it can be smaller than
+                                    # what its fix saves (accumulate=K also spreads the optimizer over K micro-batches)
 
     @property
     def effect(self) -> float:
-        """The size the noise floor is compared with."""
+        """The size findings are ranked by: the saving of the fix, else the share of the step it concerns."""
         return self.saving.fraction if self.saving and self.saving.fraction is not None else self.impact
+
+    @property
+    def material(self) -> float:
+        """The size the noise floor is compared with: the effect, and no more than the cause itself costs."""
+        return self.effect if self.cause is None else min(self.effect, self.cause)
 
     def to_dict(self) -> dict:
         return asdict(self)

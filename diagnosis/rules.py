@@ -89,7 +89,7 @@ def noise_rule(v: RunView, noise: dict, hidden: list[Finding] | None = None) -> 
     whose effect is above the 2% threshold (compare.noise's default, below which nothing is named anyway) and under
     the floor the noise sets. The title names the size of what it hides."""
     floor, threshold = noise["floor"], noise.get("threshold", 0.0)
-    masked = [f for f in hidden or [] if threshold < f.effect <= floor]
+    masked = [f for f in hidden or [] if threshold < f.material <= floor]
     if not noise.get("noisy") or not masked:
         return None
     n = noise.get("n") or v.result.get("steps") or 1
@@ -103,7 +103,7 @@ def noise_rule(v: RunView, noise: dict, hidden: list[Finding] | None = None) -> 
         evidence.append(ev("drift, last third vs first third of the window", 100 * steady["drift"], "%",
                            "result.steady", f"p={steady.get('p_value'):.2g}" if steady.get("p_value") is not None
                            else ""))
-    sizes = ", ".join(f"{100 * f.effect:.1f}%" for f in masked)
+    sizes = ", ".join(f"{100 * f.material:.1f}%" for f in masked)
     return Finding(
         rule="noise", first=True,
         title=f"Noisy measurement: differences under {100 * floor:.1f}% of the step are not attributable; it hides "
@@ -312,7 +312,7 @@ def per_param(v: RunView) -> Finding | None:
         detail=" ".join(detail), evidence=evidence,
         seed=cite("000", "the thread's per-parameter all_reduce loop: 280 ms against ~60 ms for one call of the same "
                          "bytes; seed 001's reply: use DDP instead of hand-written all_reduce"),
-        saving=_saving(v, point, how, max(lo, 0.0) if lo is not None else None, sync["median"]),
+        saving=_saving(v, point, how, max(lo, 0.0) if lo is not None else 0.0, sync["median"]),
         impact=v.fraction(sync["median"]) or 0.0, recommends={"sync": "ddp"}, command=v.command({"sync": "ddp"}))
 
 

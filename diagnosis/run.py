@@ -67,7 +67,7 @@ def diagnose(record: dict, nccl_tests: dict | None = None, hta: bool = True, mod
     floor = noise["floor"]
     threshold = noise.get("threshold", floor)
     settled = settle(v, found, floor)
-    named = [f for f in settled if f.qualitative or f.effect > floor]
+    named = [f for f in settled if f.qualitative or f.material > floor]
     hidden = [f for f in settled if f not in named]
     ranked = rank_findings(named, tie=floor)
     first = noise_rule(v, noise, hidden)
@@ -75,8 +75,8 @@ def diagnose(record: dict, nccl_tests: dict | None = None, hta: bool = True, mod
         "version": VERSION,
         "task": v.task,
         "findings": [f.to_dict() for f in ([first] if first else []) + ranked],
-        "inside_noise": [{"rule": f.rule, "effect": f.effect, "title": f.title,
-                          "under": "noise" if f.effect > threshold else "threshold"} for f in hidden],
+        "inside_noise": [{"rule": f.rule, "effect": f.material, "title": f.title,
+                          "under": "noise" if f.material > threshold else "threshold"} for f in hidden],
         "ties": ties(ranked, floor),
         "noise": {k: noise.get(k) for k in ("floor", "measured", "threshold", "noisy", "reasons", "n", "ci_level",
                                             "rel_halfwidth", "of")},
@@ -92,22 +92,52 @@ def diagnose(record: dict, nccl_tests: dict | None = None, hta: bool = True, mod
 
 
 # ------------------------------------------------------------------------------------------------- the what-if model
+def model_profile(record):
+    """(the what-if model's profile of this record, or None; why not). The model prices a change only where it has
+    the run's link: the on-rank microbenchmark (or a one-rank run, which has no link to price); a link taken from the
+    sync's own span (no microbenchmark) is a lower bound that extrapolates badly to other byte counts."""
+    from whatif.api import profile_of
+
+    try:
+        prof = profile_of(record)
+    except Exception as e:  # noqa: BLE001 - the model cannot read every record
+        return None, f"the what-if model cannot read this record ({e})"
+    if prof.world_size > 1 and (prof.link is None or prof.link.name.startswith("this run's sync")):
+        return None, ("the what-if model needs the run's link, and this record has no on-rank microbenchmark "
+                      "(diagnose.microbench=true measures it)")
+    return prof, None
+
+
+def model_saving(record, change: dict) -> dict | None:
+    """whatif.api.saving of `change` on this record, None where the model does not price it."""
+    from whatif.api import saving
+    from whatif.step import KNOB_ALIASES
+
+    if not change or not all(k in KNOB_ALIASES for k in change):
+        return None
+    prof, _ = model_profile(record)
+    if prof is None:
+        return None
+    try:
+        p = saving(prof, change, samples=MODEL_SAMPLES)
+    except Exception:  # noqa: BLE001 - a knob value the model refuses
+        return None
+    return p if p["fraction"] is not None else None
+
+
 def estimate_with_model(v: RunView, found: list[Finding]) -> list[str]:
     """Each finding's saving from the what-if model where it covers the finding's fixes (Finding.fixes, else its
     recommended overrides): the best of them, which then becomes the next command; the rule of thumb's estimate stays
     beside it (Saving.rule). Elsewhere the rule's estimate stays and says the model does not cover that fix. Returns
     notes."""
-    from whatif.api import profile_of, saving
+    from whatif.api import saving
     from whatif.step import KNOB_ALIASES
 
     priced = {id(f): [c for c in _fixes(f) if all(k in KNOB_ALIASES for k in c)] for f in found}
-    prof, why = None, None
-    if any(priced.values()):
-        try:
-            prof = profile_of(v.record)
-        except Exception as e:  # noqa: BLE001 - the model cannot read every record: the rules' estimates stand
-            why = f"the what-if model cannot read this record ({e})"
+    prof, why = model_profile(v.record) if any(priced.values()) else (None, None)
     for f in found:
+        if f.rule == "oversubscription.contention" and prof is not None:
+            _contention_cost(v, f, prof)
         options = priced[id(f)] if prof is not None else []
         preds = []
         for change in options:
@@ -123,15 +153,35 @@ def estimate_with_model(v: RunView, found: list[Finding]) -> list[str]:
                                   "the what-if model does not cover this fix"))
             continue
         change, best = max(preds, key=lambda cp: cp[1]["fraction"])
+        rule = _as_rule(f.saving)
+        if rule is not None:
+            rule["recommends"] = dict(f.recommends)
         f.saving = Saving(best["fraction"], v.step_s * best["fraction"] if v.step_s else None, best["lo"], best["hi"],
                           of="the time per sample", basis="interval", source="model",
                           how=best["how"] + (f"; the best of the {len(preds)} fixes it priced" if len(preds) > 1
-                                             else ""), rule=_as_rule(f.saving))
+                                             else ""), rule=rule)
         f.pool = "own"          # the model prices the whole step of the fix, not one part of it
         f.predictions = [{"change": c, "fraction": p["fraction"], "lo": p["lo"], "hi": p["hi"]} for c, p in preds]
         if change != f.recommends:
             f.recommends, f.command = change, v.command(change)
     return [why] if why else []
+
+
+def _contention_cost(v: RunView, f: Finding, prof) -> None:
+    """The cause's own size: the step with compute and all-reduce not slowing each other (whatif.api.contention_cost);
+    0 where the run's timers show no such slow-down."""
+    from diagnosis.finding import Evidence
+    from whatif.api import contention_cost
+
+    try:
+        c = contention_cost(prof, samples=MODEL_SAMPLES)
+    except Exception:  # noqa: BLE001 - the rule's own evidence stands
+        return
+    f.cause = max(0.0, c["fraction"] or 0.0) if c else 0.0
+    f.evidence.append(Evidence("what the contention costs (the what-if model: compute and all-reduce not slowing each "
+                               "other)", 100 * f.cause, "%", 100 * c["lo"] if c and c["lo"] is not None else None,
+                               100 * c["hi"] if c and c["hi"] is not None else None, "whatif.api.contention_cost",
+                               (c["how"] if c else "no slow-down calibrated on this run's DDP timers")))
 
 
 def _fixes(f: Finding) -> list[dict]:
@@ -228,7 +278,8 @@ def settle(v: RunView, found: list[Finding], floor: float) -> list[Finding]:
 
 def _fold(into: Finding, f: Finding, why: str) -> None:
     into.folded.append({"rule": f.rule, "title": f.title, "why": why, "command": f.command,
-                        "recommends": f.recommends, "saving": f.saving.__dict__ if f.saving else None})
+                        "recommends": f.recommends, "saving": dict(f.saving.__dict__) if f.saving else None,
+                        "predictions": f.predictions})
 
 
 def ties(ranked: list[Finding], floor: float) -> list[dict]:

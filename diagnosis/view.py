@@ -135,7 +135,9 @@ class RunView:
         if steps and all(phases.get(n) and len(phases[n]) == len(steps) for n in names):
             shares = [scale * sum(phases[n][i] for n in names) / t for i, t in enumerate(steps) if t]
             if shares:
-                return {**describe(shares), "source": "per-step share, computed from the record's series"
+                d = describe(shares)        # a share's interval stays a share: inside [0, 1]
+                d.update({k: min(1.0, max(0.0, d[k])) for k in ("ci_lo", "ci_hi") if d.get(k) is not None})
+                return {**d, "source": "per-step share, computed from the record's series"
                         + (f", x {scale:.3g} (rank 0's timed phases' part of the step)" if scale < 0.98 else "")}
         medians = [get(self.result, "phases", n, "median") for n in names]
         if self.step and all(m is not None for m in medians) and self.step["median"]:
