@@ -122,6 +122,10 @@ def lines(acc: dict | None) -> list[str]:
         text = f"{name} {ms(secs)}"
         if sync.get("phase") and name == sync["phase"].split()[0] and sync.get("exposed_s") is not None:
             inner = []
+            if sync.get("compute_s") is not None and sync["compute_s"] > secs:
+                parts.append(f"{text} (DDP's backward compute timer over the probe steps says {ms(sync['compute_s'])}:"
+                             " no wait inside)")
+                continue
             if sync.get("compute_s") is not None:
                 inner.append(f"compute {ms(sync['compute_s'])}")
             if wait.get("in_sync_s"):

@@ -242,9 +242,9 @@ def _slow_link(v, c, exposed_s, share, ref, evidence) -> Finding:
         "batch).")
     return Finding(
         rule="exposed_comm.slow_link", pool="exposed",
-        title=f"Exposed communication is {100 * share['median']:.0f}% of the step and the sync already runs at "
-              f"{100 * ref['efficiency']:.0f}% of the {ref['reference']}'s speed: the link is the bottleneck, send "
-              "fewer bytes",
+        title=f"Exposed communication is {100 * share['median']:.0f}% of the step and the sync already runs "
+              + (f"at {100 * ref['efficiency']:.0f}% of the {ref['reference']}'s speed" if ref["efficiency"] <= 1
+                 else f"as fast as the {ref['reference']}") + ": the link is the bottleneck, send fewer bytes",
         detail=("bf16 compression halves the bytes on the wire; its gradient error is measured by that run "
                 "(grad rel err)" + (f"; this run's own error is {err:.2e}" if err else "") + ". " + alternatives),
         evidence=evidence,
@@ -275,7 +275,8 @@ def per_param(v: RunView) -> Finding | None:
     detail = [f"{n:.0f} all_reduce calls per step after backward: none of it overlaps the backward pass, and every "
               "call pays the collective's latency."]
     micro = v.result.get("microbench") or {}
-    rows = [{"bytes": r["bytes"], "time_s": r["time_s"]["median"]} for r in micro.get("sizes") or []]
+    rows = [{"bytes": r["bytes"], "time_s": r["time_s"]["median"]}
+            for r in (micro.get("sizes") or []) + ([micro["latency"]] if micro.get("latency") else [])]
     one_call = get(v.result, "comm", "vs_microbench", "one_call_of_total_s")
     if len(rows) >= 2 and n:
         fit = fit_latency_bandwidth(rows)      # task=grad_sync's arithmetic, on this run's probe
@@ -702,8 +703,9 @@ def bucket_layout(v: RunView) -> Finding | None:
                                     "hidden, if backward is long enough to hide them", 0.0, exposed),
             impact=v.fraction(exposed) or 0.0, recommends=stock, command=v.command(stock))
     if len(sizes) > MANY_BUCKETS and statistics.median(sizes) < TINY_BUCKET:
-        sizes_micro = (v.result.get("microbench") or {}).get("sizes") or []
-        latency = min((r["time_s"]["median"] for r in sizes_micro), default=None)
+        micro = v.result.get("microbench") or {}
+        latency = min((r["time_s"]["median"] for r in (micro.get("sizes") or [])
+                       + ([micro["latency"]] if micro.get("latency") else [])), default=None)
         gain = latency * (len(sizes) - default_k) if latency is not None else None
         return Finding(
             rule="bucket_layout.many_tiny", pool="exposed",

@@ -6,8 +6,9 @@ once.
 2. The rules (diagnosis.rules) each read the record and return a finding or None.
 3. The what-if model (whatif.api) estimates the saving of every finding whose fix it covers (bucket, optim,
    accumulate, sync, world_size, ddp.*), with its 95% interval; where a finding has several fixes (a slow link: bf16,
-   PowerSGD, larger buckets, accumulation) the model's best is the next command. Elsewhere the rule's own arithmetic
-   stays, and the finding says the model does not cover that knob.
+   PowerSGD, larger buckets, accumulation) the model's best is the next command (a fix that keeps the effective batch
+   before accumulate=K, which changes it). Elsewhere the rule's own arithmetic stays, and the finding says the model
+   does not cover that knob.
 4. Findings are settled in the order of their savings: each draws its saving from the part of the step it acts on
    (Pools: the wait for a late peer, the exposed communication, the input pipeline, the compute), so the savings
    together never exceed the step; a finding whose part is already spent by a higher one, or whose next command a
@@ -152,7 +153,7 @@ def estimate_with_model(v: RunView, found: list[Finding]) -> list[str]:
             _rule_only(f, why or ("the what-if model does not cover " + ", ".join(fixes) if fixes else
                                   "the what-if model does not cover this fix"))
             continue
-        change, best = max(preds, key=lambda cp: cp[1]["fraction"])
+        change, best = max(preds, key=_preference)
         rule = _as_rule(f.saving)
         if rule is not None:
             rule["recommends"] = dict(f.recommends)
@@ -182,6 +183,13 @@ def _contention_cost(v: RunView, f: Finding, prof) -> None:
                                "other)", 100 * f.cause, "%", 100 * c["lo"] if c and c["lo"] is not None else None,
                                100 * c["hi"] if c and c["hi"] is not None else None, "whatif.api.contention_cost",
                                (c["how"] if c else "no slow-down calibrated on this run's DDP timers")))
+
+
+def _preference(pred: tuple[dict, dict]) -> tuple[bool, float]:
+    """Which priced fix becomes the next command: one that keeps the effective batch (accumulate=K trains with K
+    times the batch per optimizer step) before one that does not, when it saves anything; then the larger saving."""
+    change, p = pred
+    return ("accumulate" not in change and p["fraction"] > 0, p["fraction"])
 
 
 def _fixes(f: Finding) -> list[dict]:
