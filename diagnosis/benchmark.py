@@ -101,6 +101,10 @@ class Runner:
     def sweep(self, name: str, overrides: list[str], hog: bool = False, timeout: float = 1800) -> Path:
         """One `python train.py -m` over the given overrides, `repeats` rounds; its sweep dir."""
         sweep_dir = self.out / name
+        if sweep_dir.is_dir():          # a run of the benchmark before: its records must not mix with these
+            import shutil
+
+            shutil.rmtree(sweep_dir)
         cmd = [sys.executable, "train.py", "-m", *COMMON, *overrides, f"repeats={self.repeats}",
                f"hydra.sweep.dir={sweep_dir}"]
         self.log.append(" ".join(cmd[1:]))
@@ -166,9 +170,18 @@ def run(out: Path, repeats: int, names: list[str] | None, delay: float) -> dict:
             items = {**dict(o.split("=", 1) for o in c.overrides), **{k: _value(v) for k, v in change.items()}}
             runner.sweep(f"fix_{c.name}_{i}", [f"{k}={v}" for k, v in items.items()])
     result = table(out, chosen, delay)
-    result.update(skipped=skipped, wall_s=time.time() - t0, commands=runner.log, repeats=repeats)
+    result.update(skipped=skipped, wall_s=time.time() - t0, commands=runner.log, repeats=repeats, machine=machine())
     write(out, result)
     return result
+
+
+def machine() -> dict:
+    """Where the benchmark ran, for its table (the records hold the rest: env.*)."""
+    import platform
+
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    return {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
+            "platform": platform.platform(), "loadavg_at_end": list(load) if load else None}
 
 
 # ------------------------------------------------------------------------------------------------------------ reading
@@ -320,8 +333,11 @@ def _pct(x) -> str:
 
 
 def markdown(result: dict) -> str:
+    m = result.get("machine") or {}
+    where = (f" Machine: {m.get('host')}, {m.get('cpus')} CPUs, {m.get('platform')}, load average at the end "
+             f"{', '.join(f'{x:.2f}' for x in m['loadavg_at_end'])}." if m.get("loadavg_at_end") else "")
     lines = [f"Diagnosis benchmark: {result.get('repeats', '?')} run(s) per case; cases of one kind in one sweep, "
-             "interleaved by round. Common overrides: `" + " ".join(result["common"]) + "`.", "",
+             "interleaved by round. Common overrides: `" + " ".join(result["common"]) + f"`.{where}", "",
              "| case | injected | expected first | top-1 | false findings | max sum of savings | top finding's "
              "estimated saving [range] | measured saving [95% CI] | inside | fix measured |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]

@@ -103,7 +103,7 @@ def noise_rule(v: RunView, noise: dict, hidden: list[Finding] | None = None) -> 
         evidence.append(ev("drift, last third vs first third of the window", 100 * steady["drift"], "%",
                            "result.steady", f"p={steady.get('p_value'):.2g}" if steady.get("p_value") is not None
                            else ""))
-    sizes = ", ".join(f"{100 * f.material:.1f}%" for f in masked)
+    sizes = ", ".join(f"{100 * f.material:.1f}% ({f.rule})" for f in masked)
     return Finding(
         rule="noise", first=True,
         title=f"Noisy measurement: differences under {100 * floor:.1f}% of the step are not attributable; it hides "
