@@ -189,13 +189,13 @@ def test_fault_knobs_install_nothing_when_off_and_are_recorded_when_on():
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     batches, feeder = iter([1]), object()
     assert faults.inject(off, 0, model, opt, batches, feeder) == (batches, feeder)
-    assert not model.weight._backward_hooks and not opt._optimizer_step_post_hooks and faults.describe(off, 0) is None
+    assert not model.weight._backward_hooks and not opt._optimizer_step_post_hooks and faults.describe(off) is None
     on = OmegaConf.create({"fault": {"delay_s": 0.01, "delay_at": "after_optimizer", "delay_rank": 1, "sleep_s": 0}})
     faults.inject(on, 0, model, opt, batches, feeder)               # rank 0: not its rank
     assert not opt._optimizer_step_post_hooks
     faults.inject(on, 1, model, opt, batches, feeder)
     assert len(opt._optimizer_step_post_hooks) == 1
-    assert faults.describe(on, 1) == {"delay_s": 0.01, "delay_at": "after_optimizer", "delay_rank": 1}
+    assert faults.describe(on) == {"delay_s": 0.01, "delay_at": "after_optimizer", "delay_rank": 1}
     data = OmegaConf.create({"fault": {"delay_s": 0.01, "delay_at": "data", "delay_rank": None, "sleep_s": 0}})
     late, _ = faults.inject(data, 0, model, opt, iter([1, 2]), feeder)
     assert list(late) == [1, 2]

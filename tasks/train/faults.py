@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 
 
-def describe(cfg, rank: int) -> dict | None:
+def describe(cfg) -> dict | None:
     """The record's result.fault: what is injected and where; None when nothing is."""
     f = cfg.fault
     if not f.delay_s and not f.sleep_s:

@@ -150,7 +150,7 @@ def run(ctx) -> dict | None:
     result["forward_dtype"] = forward_dtype
     result["grad_ready"] = grad_ready
     result["precision_flags"] = precision
-    result["fault"] = faults.describe(cfg, ctx.rank)
+    result["fault"] = faults.describe(cfg)
     attach_probe_figures(result, microbench, everyone)
     result["device_layer"] = {**dev.report(), "window_sync_check": dev.window_check(strict),
                               "window_unchecked_because": unchecked_because}
