@@ -282,6 +282,17 @@ class Pruner:
                         "is told the upper end of that interval x the default's samples/s"}
 
 
+def nothing_to_select(default: Candidate, search_trials: int, noise: float,
+                      model: dict[str, Any] | None = None, level: float = 0.95) -> dict[str, Any]:
+    """The answer when no search trial other than the default finished (or the model ruled every one out)."""
+    skipped = (model or {}).get("skipped") or 0
+    why = (f"the what-if model ruled out {skipped} of the {search_trials} search trials and no other finished"
+           if skipped else "no search trial other than the default config finished")
+    return {"keys": default.keys, "rows": [], "noise": noise, "level": level, "search_trials": search_trials,
+            "repeats": 0, "chosen": None, "confirmation": None, "winner": None, "recommended": default.label,
+            "model": model, "conclusion": f"{why}: nothing to select, keep the default ({default.label})"}
+
+
 def _median(values: list[float]) -> float:
     s = sorted(values)
     n = len(s)

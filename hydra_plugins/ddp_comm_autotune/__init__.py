@@ -125,7 +125,10 @@ class AutotuneSweeper(Sweeper):
         top = autotune.top_candidates(search, keys, defaults, int(settings.top_k))
         candidates = [autotune.default_candidate(keys, defaults, search), *top]
         if not top:
-            print("[autotune] no search trial other than the default config finished: nothing to confirm", flush=True)
+            result = autotune.nothing_to_select(candidates[0], searched - started, noise,
+                                                pruner.summary() if pruner is not None else None)
+            autotune.write(sweep_dir, result)
+            print(f"[autotune] {result['conclusion']}", flush=True)
             return
         seed = int(OmegaConf.select(self.config, "hydra.sweeper.sampler.seed", default=0) or 0)
         plan = autotune.stage_plan(candidates, fixed_args, int(settings.repeats), autotune.SELECT, seed)
