@@ -31,7 +31,9 @@ def _diagnosis(entry, nccl_tests: dict | None) -> dict | None:
     return d
 
 
-def diagnose_sweep(entries: list, nccl_tests: dict | None = None) -> dict:
+def diagnose_sweep(entries: list, nccl_tests: dict | None = None, diagnoses: dict | None = None) -> dict:
+    """diagnoses: each run's diagnosis by output dir, computed before (results.seed_check recomputes the verdicts
+    under many seeds, not the diagnoses)."""
     from results.table import config_labels
 
     labels = config_labels(entries) if entries else []
@@ -40,8 +42,9 @@ def diagnose_sweep(entries: list, nccl_tests: dict | None = None) -> dict:
         if not e.ok or not e.record:
             continue
         stored = e.result.get("diagnosis") or {}
+        known = (diagnoses or {}).get(e.output_dir)
         runs.append({"entry": e, "label": label, "num": e.num, "output_dir": e.output_dir,
-                     "diagnosis": _diagnosis(e, nccl_tests),
+                     "diagnosis": known if known is not None else _diagnosis(e, nccl_tests),
                      # what an older version of the rules said when the run was made: the checked estimates' "before"
                      "before": stored if stored.get("version", VERSION) < VERSION else None})
     return {"runs": [{k: v for k, v in r.items() if k not in ("entry", "before")} for r in runs],
