@@ -81,7 +81,8 @@ def cases(delay: float = DELAY_S) -> list[Case]:
                     note="one other process spins on a core for the whole sweep"))
     out.append(Case("h2d_blocking", "h2d", ["device=fake", "h2d=blocking", f"fault.delay_s={delay}",
                                             "fault.delay_at=h2d"], ("input_pipeline",),
-                    note=f"every blocking copy waits {delay * 1e3:.0f} ms for the device", fixes=({"h2d": "side_stream"},)))
+                    note=f"every blocking copy waits {delay * 1e3:.0f} ms for the device",
+                    fixes=({"h2d": "side_stream"},)))
     for rate in LINK_RATES:
         out.append(Case(f"slow_link_{rate}", "link", [f"link.rate={rate}"], ("exposed_comm.slow_link",), root=True,
                         note=f"the ranks behind an emulated {rate}/s link"))
@@ -249,8 +250,8 @@ def judge(c: Case, rec: dict) -> dict:
     false = [f["rule"] for f in named if not f["rule"].startswith(c.expect + c.also) or not c.expect]
     total = sum(max(0.0, (f.get("saving") or {}).get("fraction") or 0.0) for f in named)
     return {"top": top["rule"] if top else None, "top_title": top["title"] if top else None, "top1": right,
-            "false": false, "sum": total, "saving": (top or {}).get("saving"), "recommends": (top or {}).get("recommends"),
-            "command": (top or {}).get("command")}
+            "false": false, "sum": total, "saving": (top or {}).get("saving"),
+            "recommends": (top or {}).get("recommends"), "command": (top or {}).get("command")}
 
 
 def measured(case_runs: list[dict], fix: list[dict]) -> dict | None:

@@ -109,8 +109,8 @@ def noise_rule(v: RunView, noise: dict, hidden: list[Finding] | None = None) -> 
         rule="noise", first=True,
         title=f"Noisy measurement: differences under {100 * floor:.1f}% of the step are not attributable; it hides "
               f"{len(masked)} finding{'s' if len(masked) != 1 else ''} of {sizes}",
-        detail="; ".join(noise["reasons"]) + ". More steps narrow the interval when the noise is random; a busy machine "
-               "needs a quieter moment.",
+        detail="; ".join(noise["reasons"]) + ". More steps narrow the interval when the noise is random; a busy "
+               "machine needs a quieter moment.",
         evidence=evidence,
         seed="no seed: the tool's own trust rule (a difference inside the noise is not a finding)",
         saving=None, impact=floor, recommends={"steps": steps},
@@ -600,8 +600,8 @@ def straggler(v: RunView) -> Finding | None:
         fix = "A side stream copies the next batch while this one computes."
     elif mostly in ("optimizer", "outside"):
         change, env = {"profile.enabled": True}, None
-        fix = (f"A profiler trace of every rank (trace.rank{rank}.json) shows what rank {rank} runs there that the others "
-               "do not.")
+        fix = (f"A profiler trace of every rank (trace.rank{rank}.json) shows what rank {rank} runs there that the "
+               "others do not.")
     else:
         change = {"world_size": 1, "sync": "local"}
         env = {"CUDA_VISIBLE_DEVICES": rank % max(1, v.env.get("device_count") or 1)} if gpu else None
@@ -617,7 +617,8 @@ def straggler(v: RunView) -> Finding | None:
     return Finding(
         rule="straggler",
         title=f"Rank {rank}" + (f" on {s['host']}" if s.get("host") else "") + f" is the straggler: the others wait "
-              f"{ms(s['by_s'])} ms per step for it ({100 * share:.0f}% of the step), in {WHAT_DIFFERS.get(mostly, mostly)}",
+              f"{ms(s['by_s'])} ms per step for it ({100 * share:.0f}% of the step), in "
+              f"{WHAT_DIFFERS.get(mostly, mostly)}",
         detail=("Under DDP the all-reduce evens out step times, so the slowest wall clock does not name the culprit; "
                 f"the rank with the most work between collectives does.{where} {fix}")
         + ("" if s.get("significant") else " (no interval: per-rank phase medians)"),

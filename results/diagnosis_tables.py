@@ -49,9 +49,9 @@ def checked_table(checked: list[dict]) -> Table:
                   "measured inside model interval", "verdict"], rows,
                  title="Checked estimates: a recommended configuration the same sweep also ran, estimated before (the "
                        "rules of thumb) and after (the what-if model)",
-                 notes=["measured saving = 1 - time per sample of the recommended run / this run's (step-time medians); "
-                        "lo/hi: 95% batch-medians interval over the runs' steps (stats.ratio_ci); verdict: the "
-                        "recommended run against this one. rules: the rule of thumb the diagnosis used before the "
+                 notes=["measured saving = 1 - time per sample of the recommended run / this run's (step-time "
+                        "medians); lo/hi: 95% batch-medians interval over the runs' steps (stats.ratio_ci); verdict: "
+                        "the recommended run against this one. rules: the rule of thumb the diagnosis used before the "
                         "what-if model (python -m diagnosis ... prices it beside the model); model: whatif.api.saving "
                         "with its 95% interval. Every estimate is listed, the bad ones too."] + _summary(checked)
                  if rows else [])

@@ -1,7 +1,8 @@
-"""The diagnosis benchmark's fast subset (issue 29): a hand-made record for every case of `python -m diagnosis.benchmark`
-(tests/diagnosis_cases.py) and the benchmark's own assertions: the first finding is the injected cause, no finding
-without a cause behind it, the savings never add up past the step, and the top finding's stated range holds the saving
-its fix has. Then the accounting, the disjoint findings and the ranking rules one at a time."""
+"""The diagnosis benchmark's fast subset (issue 29): a hand-made record for every case of
+`python -m diagnosis.benchmark` (tests/diagnosis_cases.py) and the benchmark's own assertions: the first finding is the
+injected cause, no finding without a cause behind it, the savings never add up past the step, and the top finding's
+stated range holds the saving its fix has. Then the accounting, the disjoint findings and the ranking rules one at a
+time."""
 from __future__ import annotations
 
 import re

@@ -134,7 +134,8 @@ class AutotuneSweeper(Sweeper):
         plan = autotune.stage_plan(candidates, fixed_args, int(settings.repeats), autotune.SELECT, seed)
         skipped = len(pruner.skipped) if pruner is not None else 0
         print(f"[autotune] search done ({searched - started} trials, {skipped} skipped by the model). Selecting: the "
-              f"default and the top {len(top)} candidate(s), {settings.repeats} runs each in rounds (jobs {searched}-{searched + len(plan) - 1}):"
+              f"default and the top {len(top)} candidate(s), {settings.repeats} runs each in rounds "
+              f"(jobs {searched}-{searched + len(plan) - 1}):"
               + "".join(f"\n  {c.label}{' (default)' if i == 0 else ''}" for i, c in enumerate(candidates)),
               flush=True)
         impl.job_idx += len(impl.launcher.launch(plan, initial_job_idx=impl.job_idx))

@@ -1,5 +1,5 @@
-"""Known faults, for the diagnosis benchmark and its tests (`fault.delay_*`, `fault.sleep_s`): a delay of known size at a
-known place of the step, on one rank or every rank, so that a diagnosis can be checked against the cause it must name.
+"""Known faults, for the diagnosis benchmark and its tests (`fault.delay_*`, `fault.sleep_s`): a delay of known size at
+a known place of the step, on one rank or every rank, so that a diagnosis can be checked against the cause it must name.
 
 Installed once, before the warm-up, by wrapping or hooking what the loop already calls (the loader's iterator, the
 feeder, a parameter's gradient hook, the optimizer's step post-hook); the loop itself has no fault code. With the

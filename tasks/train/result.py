@@ -274,8 +274,9 @@ def summarize(record: dict) -> str:
     if r.get("straggler"):  # the rank the others wait for (tasks/train/stragglers.py)
         s = r["straggler"]
         lines.append(f"straggler: rank {s['rank']}, {s['by_s'] * 1e3:+.1f} ms of work between collectives per step "
-                     f"against the others' median (mostly {MOSTLY.get(s['mostly'], s['mostly'])})" + {True: "", False: ", inside the ranks' intervals: not "
-                                                         "significant", None: ", no interval"}[s["significant"]])
+                     f"against the others' median (mostly {MOSTLY.get(s['mostly'], s['mostly'])})"
+                     + {True: "", False: ", inside the ranks' intervals: not significant",
+                        None: ", no interval"}[s["significant"]])
     lines.append(f"h2d: {r['h2d']['mode']} - {r['h2d']['note']}")
     threads = {str(p.get("threads")) for p in per}
     if per and per[0].get("threads"):
