@@ -278,7 +278,7 @@ def measured(case_runs: list[dict], fix: list[dict]) -> dict | None:
     else:
         s = compare_runs(a, b, ra, rb)
         ratio, lo, hi, method = s.ratio, s.ci_lo, s.ci_hi, s.method
-    f = lambda x: None if x is None else 1 - 1 / x  # noqa: E731
+    f = lambda x: None if x is None else 1 - 1 / x  # noqa: E731 - a local helper
     return {"saving": f(ratio), "lo": f(lo), "hi": f(hi), "method": method, "runs": [len(a), len(b)]}
 
 

@@ -175,7 +175,7 @@ def _model(record: dict, change: dict) -> dict | None:
 
 def _row(a: dict, b: dict, f: dict, est: dict, m: dict) -> dict:
     rule, model = est["rule"] or {}, est["model"] or {}
-    inside = lambda e: (e.get("lo") is not None and e.get("hi") is not None  # noqa: E731
+    inside = lambda e: (e.get("lo") is not None and e.get("hi") is not None  # noqa: E731 - a local helper
                         and e["lo"] <= m["saving"] <= e["hi"])
     main = model if model.get("fraction") is not None else rule
     within = m["ci_lo"] is not None and m["ci_lo"] <= main["fraction"] <= m["ci_hi"]
@@ -279,7 +279,7 @@ def format_sweep(d: dict) -> str:
             model = (_pct(c["model_estimated"]) + (f" [{_pct(c['model_lo'])}, {_pct(c['model_hi'])}]"
                                                    if c.get("model_lo") is not None else "")
                      if c.get("model_estimated") is not None else "–")
-            err = lambda x: "–" if x is None else f"{100 * x:+.1f}"  # noqa: E731
+            err = lambda x: "–" if x is None else f"{100 * x:+.1f}"  # noqa: E731 - a local helper
             lines.append(f"| {c['run']} | {c['finding']} | {c['recommends']} | {c['ran_as']} "
                          f"| {_pct(c.get('rule_estimated'))} | {model} | {_pct(c['measured'])}{ci} "
                          f"| {err(c.get('rule_error'))} / {err(c.get('model_error'))} points | {_verdict(c['verdict'])}"

@@ -156,7 +156,7 @@ class RunView:
         w = self.wait() if transfer else None
         less = min(w["total_s"], c["exposed_s"]) if w else 0.0
         cap = self.step_s or float("inf")
-        fix = lambda x: None if x is None else min(cap, max(0.0, x - less))  # noqa: E731
+        fix = lambda x: None if x is None else min(cap, max(0.0, x - less))  # noqa: E731 - a local helper
         after = f", less {ms_text(less)} ms of waiting for rank {w['rank']}" if less else ""
         if c.get("exposed_ci_lo") is not None and c.get("exposed_ci_hi") is not None:
             return {"median": fix(c["exposed_s"]), "ci_lo": fix(c["exposed_ci_lo"]), "ci_hi": fix(c["exposed_ci_hi"]),

@@ -66,7 +66,7 @@ def _summary(checked: list[dict]) -> list[str]:
     both = [c for c in checked if c.get("rule_error") is not None and c.get("model_error") is not None]
     if not both:
         return []
-    mae = lambda k: sum(abs(c[k]) for c in both) / len(both)  # noqa: E731
+    mae = lambda k: sum(abs(c[k]) for c in both) / len(both)  # noqa: E731 - a local helper
     inside = [c["measured_in_model_interval"] for c in both if c.get("measured_in_model_interval") is not None]
     return [f"Over the {len(both)} estimates made both ways: mean absolute error {100 * mae('rule_error'):.1f} points "
             f"(rules) and {100 * mae('model_error'):.1f} points (model); the measured saving lies inside the model's "

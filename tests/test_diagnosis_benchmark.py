@@ -105,7 +105,7 @@ def test_findings_with_the_same_next_command_are_one():
 
 
 def test_a_near_tie_goes_to_the_stronger_evidence_and_equal_ones_are_said():
-    mk = lambda rule, frac, basis: Finding(rule, rule, "", [], "", Saving(frac, lo=frac - 0.01, hi=frac + 0.01,  # noqa
+    mk = lambda rule, frac, basis: Finding(rule, rule, "", [], "", Saving(frac, lo=frac - 0.01, hi=frac + 0.01,  # noqa: E731 - a test helper
                                                                          basis=basis), f"cmd {rule}")
     ranked = rank_findings([mk("point", 0.31, "range"), mk("interval", 0.30, "interval")], tie=0.02)
     assert [f.rule for f in ranked] == ["interval", "point"]
@@ -154,7 +154,7 @@ def test_a_host_busy_with_other_work_is_named_with_its_cost():
 def test_benchmark_cases_table_and_measured_saving():
     names = [c.name for c in select(["straggler_backward_r1"], 0.1)]
     assert names == ["straggler_backward_r1", "healthy"]          # the case it is measured against comes along
-    tp = lambda sps, lo, hi, rep: {"overrides": [f"repeat={rep}"], "result": {"throughput": {  # noqa: E731
+    tp = lambda sps, lo, hi, rep: {"overrides": [f"repeat={rep}"], "result": {"throughput": {  # noqa: E731 - a test helper
         "samples_per_s": sps, "samples_ci_lo": lo, "samples_ci_hi": hi}}}
     m = measured([tp(10, 9.5, 10.5, 0)], [tp(100, 95, 105, 0)])
     assert m["saving"] == pytest.approx(0.9) and m["lo"] < 0.9 < m["hi"]
