@@ -32,3 +32,25 @@ def test_ci_runs_the_readme_test_command_verbatim():
 def test_the_test_runner_is_installed_by_the_setup():
     requirements = (ROOT / "requirements.txt").read_text()
     assert re.search(r"^pytest\b", requirements, re.M), "pytest must come with `pip install -r requirements.txt`"
+
+
+def _pages():
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def test_the_readme_leads_and_the_rest_is_in_docs():
+    """Issue 25: a README a new user reads to the end (about 200 lines); the reference lives in docs/."""
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 200
+
+
+def test_every_link_in_the_readme_and_docs_exists_in_a_clone():
+    missing = []
+    for page in _pages():
+        text = page.read_text()
+        assert "../shared" not in text, f"{page.name} names a path outside the repository"
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if target.startswith(("http://", "https://", "#", "mailto:")):
+                continue
+            if not (page.parent / target.split("#")[0]).exists():
+                missing.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert not missing, missing
