@@ -9,6 +9,7 @@
 
 and, where a task has them (job/config.py and the launchers ask through getattr, never by the task's name):
 
+    brief(record) -> list[str]             the few lines a default run (verbose=false) prints instead of summarize's
     derive(cfg, unresolved) -> None        after the config resolved, before the checks: what the task sets from
                                            other keys, and what only the unresolved config tells
     largest_collective(cfg) -> (bytes, what) | None   the biggest all-reduce a run sends (the link's timeout check)
