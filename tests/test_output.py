@@ -25,3 +25,23 @@ def test_the_brief_diagnosis_keeps_its_budget_and_says_what_it_left_out():
     wide = brief.diagnosis_lines(diag, budget=100)
     assert sum(line[:2] in ("1.", "2.", "3.") for line in wide) == brief.MAX_FINDINGS
 
+
+def test_the_sweep_terminal_table_has_five_columns_within_120_characters():
+    """The committed 27-job knob sweep (9 configurations x 3 repeats), read back as the end of a sweep reads it."""
+    from pathlib import Path
+
+    from results.callbacks import TERMINAL_WIDTH, terminal_table
+    from results.sweep import sweep_entries
+    from results.table import build_table
+
+    sweep = Path(__file__).resolve().parents[1] / "results" / "runs" / "ddp_knobs_vgg11"
+    entries = sweep_entries(sweep)
+    table = build_table(entries, first="job", title="knobs")
+    lines = terminal_table(table, entries).splitlines()
+    rows = [line for line in lines if line.startswith("|")]
+    assert len(rows) == 2 + 9 and max(map(len, rows)) <= TERMINAL_WIDTH
+    assert [c.strip() for c in rows[0].strip("|").split("|")] == [
+        "configuration", "samples/s [95% CI]", "speed-up [95% CI]", "verdict", "top finding"]
+    assert any(r.startswith("| optim=powersgd bucket=25 ") for r in rows)
+    assert rows[2].startswith("| optim=none bucket=25 ") and "| baseline " in rows[2]
+    assert "sweep_table.md" in lines[-1]
