@@ -289,7 +289,7 @@ def _sweep_diagnosis(entries: list[Entry], sweep_dir: Path) -> tuple[dict | None
 def _sweep_plots(entries: list[Entry], sweep_dir: Path) -> dict[str, Path]:
     try:
         from results import plots
-        return plots.standard_plots(entries, sweep_dir, prefix="sweep_", title=f"sweep {sweep_dir.name}")
+        return plots.standard_plots(entries, sweep_dir, prefix="sweep_")   # titles: the question
     except Exception as e:  # noqa: BLE001 - a plot never costs the table
         print(f"[sweep] plots skipped: {type(e).__name__}: {e}", file=sys.stderr)
         return {}

@@ -45,3 +45,44 @@ def test_the_sweep_terminal_table_has_five_columns_within_120_characters():
     assert any(r.startswith("| optim=powersgd bucket=25 ") for r in rows)
     assert rows[2].startswith("| optim=none bucket=25 ") and "| baseline " in rows[2]
     assert "sweep_table.md" in lines[-1]
+
+
+def test_plots_state_their_question_keep_legends_off_the_data_and_give_busbw_error_bars(monkeypatch, tmp_path):
+    """The committed records drawn as the report draws them: titles that ask the question (not a timestamp), no
+    annotation printed over another (the scaling efficiencies live in the legend), legends outside the axes, and
+    busbw with error bars from the recorded per-block intervals."""
+    from pathlib import Path
+
+    from matplotlib.container import ErrorbarContainer
+
+    from results import plots
+    from results.sweep import sweep_entries
+
+    drawn = {}
+
+    def keep(fig, path):
+        fig.canvas.draw()
+        drawn[Path(path).stem] = fig
+        return path
+
+    monkeypatch.setattr(plots, "_save", keep)
+    runs = Path(__file__).resolve().parents[1] / "results" / "runs"
+    knobs, scaling, coll = (sweep_entries(runs / d) for d in ("ddp_knobs_vgg11", "scaling_vgg11", "collectives"))
+    plots.standard_plots(knobs, tmp_path, title="vm / cpu")
+    plots.scaling(scaling, tmp_path / "scaling.png")
+    plots.busbw(coll, tmp_path / "busbw.png")
+    assert set(drawn) == {"throughput", "phases", "bucket", "scaling", "busbw"}
+    title = lambda name: drawn[name].axes[0].get_title()  # noqa: E731
+    assert title("throughput") == "vgg11, 2 gloo ranks: throughput by optim and bucket\nvm / cpu"
+    assert title("bucket").startswith("vgg11, 2 gloo ranks: does the DDP bucket size change throughput?")
+    assert "how close to linear" in title("scaling") and "bus bandwidth by message size" in title("busbw")
+    for name, fig in drawn.items():
+        ax = fig.axes[0]
+        box = ax.get_window_extent()
+        for legend in [*fig.legends, *(a.get_legend() for a in fig.axes if a.get_legend())]:
+            assert not legend.get_window_extent().overlaps(box), name   # outside the data
+    assert not drawn["scaling"].axes[0].texts                        # no efficiency printed at the points
+    assert any("% at 2" in t.get_text() for t in drawn["scaling"].axes[0].get_legend().get_texts())
+    bars = [c for c in drawn["busbw"].axes[0].containers if isinstance(c, ErrorbarContainer)]
+    assert bars and any(len(seg) for c in bars for seg in c.lines[2][0].get_segments())
+    assert "error bars" in drawn["busbw"].axes[0].get_xlabel()
