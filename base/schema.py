@@ -338,11 +338,21 @@ class PairGroups:
     threads: Optional[int] = ge(1)
 
 
+class FaultAt(StrEnum):
+    data = "data"                        # the loader's next batch comes late
+    h2d = "h2d"                          # a blocking host-to-device copy waits for the device
+    backward = "backward"                # inside backward (a gradient hook)
+    after_optimizer = "after_optimizer"  # right after the optimizer step (where logging or checkpointing sits)
+
+
 @dataclass
 class Fault:
     rank: Optional[int] = ge(0)
     step: int = ge(0)
     sleep_s: float = ge(0)     # test knob: a known delay in every step's optimizer phase, on every rank
+    delay_s: float = ge(0)     # benchmark knob (tasks/train/faults.py): a known delay per step at delay_at ...
+    delay_at: FaultAt = MISSING             # ... data | h2d | backward | after_optimizer
+    delay_rank: Optional[int] = ge(0)       # ... on this rank (null: every rank)
 
 
 @dataclass
@@ -373,6 +383,7 @@ class Autotune:
     stage: str = MISSING
     top_k: int = ge(1)
     repeats: int = ge(1)
+    prune: bool = True         # the what-if model rules trials out before they run (results/autotune.py: Pruner)
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The rules: each reads one record (diagnosis.figures.RunView) and returns a Finding or None.
+"""The rules: each reads one record (diagnosis.view.RunView) and returns a Finding or None.
 
 A rule fires on the lower end of its figure's interval where the record has one (a condition that the interval does
 not clear is not a finding), else on the figure itself, and says "no interval". Every saving is arithmetic on this
@@ -12,7 +12,8 @@ import statistics
 
 from comm.buckets import DEFAULT_CAP_MB
 from comm.efficiency import not_measurable
-from diagnosis.figures import OTHER_LOAD, RunView, get, interval_note, lower
+from comm.fit import fit_latency_bandwidth
+from diagnosis.view import OTHER_LOAD, RunView, get, interval_note, lower
 from diagnosis.finding import Evidence, Finding, Saving, ms
 from diagnosis.seeds import cite
 
@@ -53,6 +54,8 @@ def ev(name: str, value, unit: str, source: str, note: str = "") -> Evidence:
 
 
 def _step_ev(v: RunView) -> Evidence:
+    if v.acc:
+        return ev_ms("step (throughput)", v.step_sample(), "result.throughput")
     return ev_ms("step time (median)", v.step, "result.step_time_s")
 
 
@@ -82,12 +85,14 @@ def _efficiency_ev(ref: dict) -> Evidence:
 
 
 # ------------------------------------------------------------------------------------------------- the noise rule
-def noise_rule(v: RunView, noise: dict) -> Finding | None:
-    """Said first: how far apart numbers of this run must be to count. Every other finding under the floor is not
-    named (diagnosis.diagnose drops it)."""
-    if not noise.get("noisy"):
+def noise_rule(v: RunView, noise: dict, hidden: list[Finding] | None = None) -> Finding | None:
+    """Said before the findings, not numbered as a cause, and only where the run's own noise hides a finding: one
+    whose effect is above the 2% threshold (compare.noise's default, below which nothing is named anyway) and under
+    the floor the noise sets. The title names the size of what it hides."""
+    floor, threshold = noise["floor"], noise.get("threshold", 0.0)
+    masked = [f for f in hidden or [] if threshold < f.material <= floor]
+    if not noise.get("noisy") or not masked:
         return None
-    floor = noise["floor"]
     n = noise.get("n") or v.result.get("steps") or 1
     half = noise.get("rel_halfwidth") or floor
     # the median's interval narrows roughly as 1/sqrt(n): steps for +-5%, at least 30 (a 95% interval, drift test),
@@ -99,11 +104,13 @@ def noise_rule(v: RunView, noise: dict) -> Finding | None:
         evidence.append(ev("drift, last third vs first third of the window", 100 * steady["drift"], "%",
                            "result.steady", f"p={steady.get('p_value'):.2g}" if steady.get("p_value") is not None
                            else ""))
+    sizes = ", ".join(f"{100 * f.material:.1f}% ({f.rule})" for f in masked)
     return Finding(
         rule="noise", first=True,
-        title=f"Noisy measurement: differences under {100 * floor:.1f}% of the step are not attributable to any knob",
-        detail="; ".join(noise["reasons"]) + ". Findings smaller than that are not named below. More steps narrow "
-               "the interval when the noise is random; a busy machine needs a quieter moment.",
+        title=f"Noisy measurement: differences under {100 * floor:.1f}% of the step are not attributable; it hides "
+              f"{len(masked)} finding{'s' if len(masked) != 1 else ''} of {sizes}",
+        detail="; ".join(noise["reasons"]) + ". More steps narrow the interval when the noise is random; a busy "
+               "machine needs a quieter moment.",
         evidence=evidence,
         seed="no seed: the tool's own trust rule (a difference inside the noise is not a finding)",
         saving=None, impact=floor, recommends={"steps": steps},
@@ -119,22 +126,25 @@ def exposed_comm(v: RunView) -> Finding | None:
     sync = v.result.get("sync")
     if v.task != "train" or not c or v.world_size < 2 or sync == "per_param" or c.get("exposed_s") is None:
         return None   # per_param: the per_param rule is this condition, named by its cause
-    if sync == "ddp":
-        exposed = v.exposed()
-        share = v.fraction_of_step(exposed)
-    else:
-        exposed, share = v.phase("sync"), v.share(("sync",))
+    exposed = v.exposed()               # less rank 0's wait for a late peer: that is the straggler's time
+    if sync != "ddp" and v.phase("sync") and exposed.get("ci_lo") is None:
+        s = v.phase("sync")             # an explicit sync's phase has the interval its series give
+        less = exposed.get("wait_s") or 0.0
+        exposed = {**s, **{k: max(0.0, s[k] - less) if s.get(k) is not None else None
+                           for k in ("median", "ci_lo", "ci_hi")}, "wait_s": less}
+    share = v.fraction_of_step(exposed)
     if share is None or lower(share) < EXPOSED_SHARE:
         return None
     ref = v.reference if not not_measurable(v.reference) else None   # an efficiency over 100% tells neither cause
     exposed_s = exposed["median"]
-    evidence = [ev_ms("exposed communication per step", exposed, "result.comm.exposed_s"),
+    evidence = [ev_ms("exposed communication per step" + (", less the wait for a late peer" if exposed.get("wait_s")
+                                                          else ""), exposed, "result.comm.exposed_s"),
                 ev_pct("share of the step", share, "exposed / step"), _step_ev(v)]
     if exposed.get("ci_lo") is None:
         return _exposed_unconfirmed(v, exposed, share, evidence)
     if ref is None:
         return Finding(
-            rule="exposed_comm.unexplained",
+            rule="exposed_comm.unexplained", pool="exposed",
             title=f"Exposed communication is {100 * share['median']:.0f}% of the step; this record cannot tell a "
                   "slow sync path from a slow link",
             detail=("The comparison with the microbenchmark of the sync's own calls is "
@@ -164,7 +174,7 @@ def _exposed_unconfirmed(v, exposed, share, evidence) -> Finding:
     if ref is not None:
         evidence.append(_efficiency_ev(ref))
     return Finding(
-        rule="exposed_comm.unconfirmed",
+        rule="exposed_comm.unconfirmed", pool="exposed",
         title=f"Exposed communication was {100 * share['median']:.0f}% of the step in {n} probe step"
               f"{'s' if n != 1 else ''}: too few samples to name a cause",
         detail=(f"DDP's reducer timers were read over probe_steps={n} untimed step(s) after the window, and one step's "
@@ -178,7 +188,7 @@ def _exposed_unconfirmed(v, exposed, share, evidence) -> Finding:
 
 
 def _sync_path(v, c, exposed_s, share, ref, evidence) -> Finding:
-    on_gpu = v.result.get("device") == "cuda"
+    on_gpu = v.gpu_like                 # device=fake runs the GPU paths (and their copies) on CPU
     h2d = get(v.result, "h2d", "mode")
     sync = v.result.get("sync")
     if on_gpu and h2d == "blocking":
@@ -207,7 +217,7 @@ def _sync_path(v, c, exposed_s, share, ref, evidence) -> Finding:
                f"{DDP_BUCKET_MB} MiB) cut per-call overhead")
     gain = min(exposed_s, max(0.0, ref["sync_s"] - ref["achievable_s"]))
     return Finding(
-        rule="exposed_comm.sync_path",
+        rule="exposed_comm.sync_path", pool="exposed",
         title=(f"Exposed communication is {100 * share['median']:.0f}% of the step and the all-reduces spanned "
                f"{1 / ref['efficiency']:.1f}x their time in the {ref['reference']} (waits for gradients included): "
                "the sync path, not the link, is the likelier problem" if ref.get("overlap_s") else
@@ -232,10 +242,10 @@ def _slow_link(v, c, exposed_s, share, ref, evidence) -> Finding:
         f"~{ms(exposed_s * (1 - 1 / k))} ms less exposed time per {k} micro-batches, at {k}x the effective "
         "batch).")
     return Finding(
-        rule="exposed_comm.slow_link",
-        title=f"Exposed communication is {100 * share['median']:.0f}% of the step and the sync already runs at "
-              f"{100 * ref['efficiency']:.0f}% of the {ref['reference']}'s speed: the link is the bottleneck, send "
-              "fewer bytes",
+        rule="exposed_comm.slow_link", pool="exposed",
+        title=f"Exposed communication is {100 * share['median']:.0f}% of the step and the sync already runs "
+              + (f"at {100 * ref['efficiency']:.0f}% of the {ref['reference']}'s speed" if ref["efficiency"] <= 1
+                 else f"as fast as the {ref['reference']}") + ": the link is the bottleneck, send fewer bytes",
         detail=("bf16 compression halves the bytes on the wire; its gradient error is measured by that run "
                 "(grad rel err)" + (f"; this run's own error is {err:.2e}" if err else "") + ". " + alternatives),
         evidence=evidence,
@@ -243,7 +253,9 @@ def _slow_link(v, c, exposed_s, share, ref, evidence) -> Finding:
                          "gradient accumulation cuts how often the sync runs"),
         saving=_saving(v, exposed_s / 2, "half the bytes, so half the exposed time if the link stays the bottleneck "
                                          "(the compression kernels' own cost not counted)", 0.0, exposed_s),
-        impact=share["median"], recommends=change, command=v.command(change))
+        impact=share["median"], recommends=change, command=v.command(change),
+        fixes=[change] + ([{"optim": "powersgd"}, {"bucket": LARGER_BUCKET_MB}, {"accumulate": k}]
+                                 if v.result.get("sync") == "ddp" else [{"sync": "ddp"}]))
 
 
 def per_param(v: RunView) -> Finding | None:
@@ -264,12 +276,11 @@ def per_param(v: RunView) -> Finding | None:
     detail = [f"{n:.0f} all_reduce calls per step after backward: none of it overlaps the backward pass, and every "
               "call pays the collective's latency."]
     micro = v.result.get("microbench") or {}
-    rows = [{"bytes": r["bytes"], "time_s": r["time_s"]["median"]} for r in micro.get("sizes") or []]
+    rows = [{"bytes": r["bytes"], "time_s": r["time_s"]["median"]}
+            for r in (micro.get("sizes") or []) + ([micro["latency"]] if micro.get("latency") else [])]
     one_call = get(v.result, "comm", "vs_microbench", "one_call_of_total_s")
     if len(rows) >= 2 and n:
-        from comm.fit import fit_latency_bandwidth as _fit_latency_bandwidth   # task=grad_sync's, on the probe
-
-        fit = _fit_latency_bandwidth(rows)
+        fit = fit_latency_bandwidth(rows)      # task=grad_sync's arithmetic, on this run's probe
         if fit and fit.get("beta_GBps") and fit["alpha_s"] > 0:
             latency, moving = n * fit["alpha_s"], nbytes / (fit["beta_GBps"] * 1e9)
             evidence += [ev("per-call latency (fit)", 1e3 * fit["alpha_s"], "ms", "result.microbench.sizes",
@@ -298,12 +309,13 @@ def per_param(v: RunView) -> Finding | None:
                "the no-overlap case, the calls' overhead down to one call of the total; hiding all of it is the "
                "range's top")
     return Finding(
-        rule="per_param", title=f"The explicit per-parameter all-reduce is in use: {n:.0f} collectives per step, "
-                                f"{100 * (v.fraction(sync['median']) or 0):.0f}% of the step, none overlapped",
+        rule="per_param", pool="exposed",
+        title=f"The explicit per-parameter all-reduce is in use: {n:.0f} collectives per step, "
+              f"{100 * (v.fraction(sync['median']) or 0):.0f}% of the step, none overlapped",
         detail=" ".join(detail), evidence=evidence,
         seed=cite("000", "the thread's per-parameter all_reduce loop: 280 ms against ~60 ms for one call of the same "
                          "bytes; seed 001's reply: use DDP instead of hand-written all_reduce"),
-        saving=_saving(v, point, how, max(lo, 0.0) if lo is not None else None, sync["median"]),
+        saving=_saving(v, point, how, max(lo, 0.0) if lo is not None else 0.0, sync["median"]),
         impact=v.fraction(sync["median"]) or 0.0, recommends={"sync": "ddp"}, command=v.command({"sync": "ddp"}))
 
 
@@ -315,7 +327,7 @@ def ddp_world_size_1(v: RunView) -> Finding | None:
     if cost is None:
         return None
     return Finding(
-        rule="ddp_world_size_1",
+        rule="ddp_world_size_1", pool="exposed",
         title="DDP at world size 1: there is no one to communicate with, yet DDP still runs its reducer",
         detail="DDP copies gradients into its buckets, all-reduces a one-rank group and copies them back; plain "
                "training (sync=local) does none of that. The estimate is DDP's own exposed reducer time; its bucket "
@@ -339,7 +351,7 @@ def input_pipeline(v: RunView) -> Finding | None:
                                                                              "result.phases.h2d"),
                 ev_pct("their share of the step", share, "(data + h2d) / step")]
     copy_bound = h2d and data and h2d["median"] >= data["median"]
-    if copy_bound and (v.result.get("device") != "cuda" or mode == "side_stream"):
+    if copy_bound and (not v.gpu_like or mode == "side_stream"):
         return None   # the copy already runs beside compute: no knob of this tool makes it shorter
     if copy_bound:
         change, secs = {"h2d": "side_stream"}, h2d["median"]
@@ -356,7 +368,7 @@ def input_pipeline(v: RunView) -> Finding | None:
                   + f"{n} worker processes prepare batches ahead.")
         how = "loader workers prepare batches during compute, up to the whole wait"
     return Finding(
-        rule="input_pipeline", title=title, detail=detail, evidence=evidence,
+        rule="input_pipeline", pool="input", title=title, detail=detail, evidence=evidence,
         seed=cite("000", "the poster's fix: the batch copy on the default stream synchronised every step; a separate "
                          "stream solved it"),
         saving=_saving(v, secs, how, 0.0, secs), impact=share["median"], recommends=change,
@@ -384,7 +396,7 @@ def oversubscription(v: RunView) -> Finding | None:
     compute = v.share(("forward", "backward"))
     fair = max(1, cores // per_host)
     return Finding(
-        rule="oversubscription",
+        rule="oversubscription", pool="own",
         title=f"{per_host} ranks x {threads} compute threads on {cores} cores: the ranks oversubscribe the CPU",
         detail=("Each rank's forward and backward run on torch's intra-op threads, and gloo's all-reduce threads need "
                 "the same cores: a rank ready to compute or to answer its peer waits for a core, so adding ranks "
@@ -432,7 +444,7 @@ def _contention(v: RunView, per_host: int, threads: int) -> Finding | None:
                            "result.comm.time_s", f"{alone} ({ref['reference']}): {ms(ref['achievable_s'])} ms"))
     k = max(4, 2 * int(v.result.get("accumulate") or 1))   # never the run's own setting
     return Finding(
-        rule="oversubscription.contention",
+        rule="oversubscription.contention", pool="own",
         title=f"{per_host} DDP ranks keep the {c['cores']} cores {100 * c['host_busy']:.0f}% busy and are preempted "
               f"{c['switches_per_s']:.0f} times a second: compute and gloo's all-reduce threads take turns on the "
               "cores",
@@ -451,6 +463,52 @@ def _contention(v: RunView, per_host: int, threads: int) -> Finding | None:
         command=v.command({"accumulate": k}))
 
 
+def busy_host(v: RunView) -> Finding | None:
+    """Other processes took a share of the host's CPUs during the window (host counters minus the ranks' own CPU
+    time). What it costs the ranks is the time their loop thread waited on a run queue for a core (schedstat), of
+    which the others' share of the busy host is their doing: that share is the estimate, all of that wait the
+    range's top. Without run-queue counters (older records) the cost is not estimated."""
+    if v.task != "train" or v.result.get("device") == "cuda":
+        return None
+    other = v.other_load()
+    if other is None or other <= OTHER_LOAD:
+        return None
+    host = v._one_host()
+    works, cores, own = host
+    busy = works[0]["host_busy"]
+    queues = [w["main_runqueue_s"] / w["steps"] for w in works if w.get("main_runqueue_s") is not None
+              and w.get("steps")]
+    evidence = [ev("host busy over the window (every process)", 100 * busy, "%", "result.per_rank[0].work.host_busy",
+                   "/proc/stat"),
+                ev("the ranks' own CPU use over the window", 100 * own, "%", "result.per_rank[].work.cpu_s",
+                   "getrusage of each rank / cores x wall"),
+                ev("other processes' share of the host", 100 * other, "%", "host busy - the ranks' own",
+                   "no interval: counters over the window")]
+    if queues:
+        queue = statistics.median(queues)
+        evidence.append(ev("the loop thread's wait for a core per step", 1e3 * queue, "ms",
+                           "result.per_rank[].work.main_runqueue_s", "schedstat run-queue time, median over ranks"))
+        part = other / busy if busy else 0.0
+        saving = _saving(v, queue * part, f"the loop thread's wait for a core ({ms(queue)} ms per step) x the other "
+                                          f"processes' share of the busy host ({100 * part:.0f}%)", queue * part,
+                         queue)
+        saving.source = "measured"
+    else:
+        saving = Saving(None, how="this record has no run-queue counters; a run on a quiet host measures it")
+    return Finding(
+        rule="busy_host", pool="own",
+        title=f"Other processes used {100 * other:.0f}% of the host's {cores} cores during the window: the ranks "
+              "waited for cores they would otherwise have",
+        detail=("The host was busy with work that is not this run's (host counters minus the ranks' own CPU time). "
+                "Every rank's compute, and gloo's all-reduce threads, queue behind it for a core; the numbers of this "
+                "run hold that wait, so no knob of the run measures its own speed here. Find what runs beside it "
+                "(the command below) and run again when the host is quiet."),
+        evidence=evidence,
+        seed=cite("001", "gloo on a CPU host: ranks that wait for a core slow every collective"),
+        saving=saving, impact=other, recommends={},
+        command="ps -eo pid,pcpu,etime,args --sort=-pcpu | head -8")
+
+
 def _pair_groups_oversubscription(v: RunView) -> Finding | None:
     r = v.result
     per_cpu, busy, threads = r.get("ranks_per_cpu"), r.get("cpu_busy_fraction"), r.get("torch_threads") or 1
@@ -464,7 +522,7 @@ def _pair_groups_oversubscription(v: RunView) -> Finding | None:
     else:
         change = {"pairs": max(1, int(r["cpu_count"]) // 2)}
     return Finding(
-        rule="oversubscription",
+        rule="oversubscription", pool="own",
         title=f"{world} gloo ranks x {threads} thread(s) on {r['cpu_count']} CPUs "
               f"({per_cpu * threads:.2g} threads per CPU, {100 * busy:.0f}% busy): the ranks compete for cores",
         detail=("Each pair's traffic is independent, but a rank that is ready to answer its peer waits for a CPU; "
@@ -484,63 +542,119 @@ def _pair_groups_oversubscription(v: RunView) -> Finding | None:
         recommends=change, command=v.command(change))
 
 
+WHAT_DIFFERS = {"data": "its data loading", "h2d": "its host-to-device copy", "compute": "its compute (forward + "
+                "backward)", "optimizer": "its optimizer step (and what runs with it: step hooks, logging)",
+                "outside": "what it runs outside the timed phases (between steps: hooks, logging, checkpoints)"}
+
+
 def straggler(v: RunView) -> Finding | None:
+    """The rank the others wait for (tasks/train/stragglers.py: the most work between collectives). Its saving is
+    the others' wait: rank 0 spends it in the collective or at the block barrier (diagnosis.accounting), and the
+    exposed communication rule counts only what remains after it."""
     if v.task != "train" or v.world_size < 2:
         return None
     s = v.result.get("straggler") or _straggler_from_phases(v)
-    if not s or s.get("share_of_step") is None or s["share_of_step"] < STRAGGLER_SHARE or s.get("significant") is False:
+    if not s or s.get("significant") is False:
+        return None
+    share = v.fraction(s["by_s"]) if s.get("by_s") is not None else s.get("share_of_step")
+    if share is None or share < STRAGGLER_SHARE:
         return None
     if s["rank"] != v.result.get("slowest_rank", s["rank"]) and s.get("significant") is not True:
         return None       # the straggler and the slowest rank disagree, and neither is significant: noise
-    if s.get("mostly", "compute") == "compute":
-        busy = v.contention() is not None                # the ranks fill the cores themselves
-        other = v.other_load()                           # or other processes took them
-        if busy or (other is not None and other > OTHER_LOAD):
-            extra = _extra_cpu_per_step(v, s["rank"])
-            if (extra is None and not busy) or (extra is not None and extra < SAME_CPU * s["by_s"]):
-                return None   # on one full or busy host its extra CPU time explains under half its lag: it waited
     rank, mostly = s["rank"], s.get("mostly", "compute")
+    if _waited_for_a_core(v, s):
+        return None
     others = [p for p in s["per_rank"] if p["rank"] != rank]
     mine = next(p for p in s["per_rank"] if p["rank"] == rank)
     ci = mine.get("ready_ci") or [None, None]
-    evidence = [Evidence(f"rank {rank}'s work before the collective", 1e3 * mine["ready_s"], "ms",
+    complete = any(p.get("optimizer_s") is not None for p in s["per_rank"])
+    what = ("data + H2D + forward + backward compute + optimizer + time outside the phases" if complete
+            else "data + H2D + forward + backward compute (an older record)")
+    evidence = [Evidence(f"rank {rank}'s work between collectives", 1e3 * mine["ready_s"], "ms",
                          1e3 * ci[0] if ci[0] is not None else None, 1e3 * ci[1] if ci[1] is not None else None,
-                         "result.straggler.per_rank", "data + H2D + forward + backward compute"),
+                         "result.straggler.per_rank", what),
                 ev("the other ranks' median", 1e3 * statistics.median(p["ready_s"] for p in others), "ms",
                    "result.straggler.per_rank", f"{len(others)} rank(s)"),
                 ev("what differs most", 1e3 * s["parts_s"][mostly] if s.get("parts_s") else None, "ms",
                    "result.straggler.parts_s", mostly)]
+    wait = v.wait()
+    where = ""
+    if wait and wait["rank"] == rank and v.acc:
+        barrier, inside = wait.get("at_barrier_s") or 0.0, wait.get("in_sync_s") or 0.0
+        evidence.append(ev("rank 0's wait for it per step", 1e3 * wait["total_s"], "ms", "diagnosis.accounting",
+                           f"{ms(inside)} ms inside {wait.get('phase') or 'the collective'}, {ms(barrier)} ms at the "
+                           "block barrier"))
+        where = (" Rank 0 spends that wait at the barrier between timed blocks, in no phase of its own."
+                 if barrier >= inside else f" Rank 0 spends that wait inside {wait.get('phase') or 'the collective'}: "
+                 "its phase table counts it there.")
+        probe = (v.acc.get("probe") or {})
+        if probe.get("wait_s") and probe["wait_s"] >= 0.5 * (probe.get("exposed_s") or 0):
+            where += (f" The exposed communication DDP's timers measured on rank 0 ({ms(probe['exposed_s'])} ms) is "
+                      f"this wait ({ms(probe['wait_s'])} ms): {ms(probe['transfer_s'])} ms of it is the transfer.")
+    gpu = v.result.get("device") == "cuda"
     if mostly == "data":
         change, env = {"data.workers": max(2, 2 * int(get(v.config, "data", "workers") or 0))}, None
-    elif mostly == "h2d":
+        fix = "More loader workers prepare that rank's batches ahead."
+    elif mostly == "h2d" and v.gpu_like:
         change, env = {"h2d": "side_stream"}, None
+        fix = "A side stream copies the next batch while this one computes."
+    elif mostly in ("optimizer", "outside"):
+        change, env = {"profile.enabled": True}, None
+        fix = (f"A profiler trace of every rank (trace.rank{rank}.json) shows what rank {rank} runs there that the "
+               "others do not.")
     else:
         change = {"world_size": 1, "sync": "local"}
-        env = {"CUDA_VISIBLE_DEVICES": rank % max(1, v.env.get("device_count") or 1)} \
-            if v.result.get("device") == "cuda" else None
+        env = {"CUDA_VISIBLE_DEVICES": rank % max(1, v.env.get("device_count") or 1)} if gpu else None
+        fix = "Time that rank's device alone with the command below and compare."
+    lo = hi = None
+    if s.get("significant") and ci[0] is not None and all(p.get("ready_ci") and p["ready_ci"][0] is not None
+                                                            for p in others):
+        lo = max(0.0, ci[0] - max(p["ready_ci"][1] for p in others))
+        hi = ci[1] - min(p["ready_ci"][0] for p in others)
+    saving = _saving(v, s["by_s"], "the others' wait, if the straggler worked as fast as their median",
+                     lo if lo is not None else 0.0, hi if hi is not None else s["by_s"])
+    saving.basis, saving.source = ("interval" if lo is not None else "range"), "measured"
     return Finding(
         rule="straggler",
         title=f"Rank {rank}" + (f" on {s['host']}" if s.get("host") else "") + f" is the straggler: the others wait "
-              f"{ms(s['by_s'])} ms per step for it ({100 * s['share_of_step']:.0f}% of the step), mostly {mostly}",
+              f"{ms(s['by_s'])} ms per step for it ({100 * share:.0f}% of the step), in "
+              f"{WHAT_DIFFERS.get(mostly, mostly)}",
         detail=("Under DDP the all-reduce evens out step times, so the slowest wall clock does not name the culprit; "
-                "the rank with the most work before the collective does. "
-                + ("Time that rank's device alone with the command below and compare." if mostly == "compute"
-                   else "")) + ("" if s.get("significant") else " (no interval: per-rank phase medians)"),
+                f"the rank with the most work between collectives does.{where} {fix}")
+        + ("" if s.get("significant") else " (no interval: per-rank phase medians)"),
         evidence=evidence,
         seed=cite("004", "a single slow GPU holds every other one at the barrier"),
-        saving=_saving(v, s["by_s"], "the others' wait, if the straggler worked as fast as their median", 0.0,
-                       s["by_s"]),
-        impact=s["share_of_step"], recommends={} if mostly == "compute" else change,   # compute: a diagnostic run
+        saving=saving, impact=share, pool="wait",
+        recommends={} if mostly in ("compute", "optimizer", "outside") else change,   # diagnostic runs: not checked
         command=v.command(change, env))
 
 
-def _extra_cpu_per_step(v: RunView, rank: int) -> float | None:
-    """CPU seconds per measured step the rank used beyond the other ranks' median (getrusage over the window)."""
+def _waited_for_a_core(v: RunView, s: dict) -> bool:
+    """On a full or busy host two identical ranks finish at different times because one waited for a core: that is
+    not a straggler of its own. The record's run-queue wait says it directly (the straggler's extra wait for a core
+    explains at least half its lag); older records fall back to CPU time (its extra CPU time explains under half its
+    lag while the host was full or busy). A rank that sleeps (I/O, a lock, a slow peer of its own) shows neither."""
+    busy = v.contention() is not None                # the ranks fill the cores themselves
+    other = v.other_load()                           # or other processes took them
+    if not (busy or (other is not None and other > OTHER_LOAD)):
+        return False
+    queue = _extra_per_step(v, s["rank"], "runqueue_s")
+    if queue is not None:
+        return queue >= SAME_CPU * s["by_s"]
+    if s.get("mostly", "compute") != "compute":
+        return False
+    extra = _extra_per_step(v, s["rank"], "cpu_s")
+    return (extra is None and not busy) or (extra is not None and extra < SAME_CPU * s["by_s"])
+
+
+def _extra_per_step(v: RunView, rank: int, key: str) -> float | None:
+    """A window counter (cpu_s: getrusage; runqueue_s: schedstat) per measured step, the rank's beyond the other ranks'
+    median; None where a rank lacks it."""
     per = {p["rank"]: p["work"] for p in v.result.get("per_rank") or [] if p.get("work") and p["work"].get("steps")}
-    if rank not in per or len(per) < 2:
+    if rank not in per or len(per) < 2 or any(w.get(key) is None for w in per.values()):
         return None
-    cpu = {r: w["cpu_s"] / w["steps"] for r, w in per.items()}
-    return cpu[rank] - statistics.median(c for r, c in cpu.items() if r != rank)
+    x = {r: w[key] / w["steps"] for r, w in per.items()}
+    return x[rank] - statistics.median(c for r, c in x.items() if r != rank)
 
 
 def _straggler_from_phases(v: RunView) -> dict | None:
@@ -580,7 +694,7 @@ def bucket_layout(v: RunView) -> Finding | None:
     if len(sizes) == 1 and default_k > 1:
         gain = exposed * (1 - 1 / default_k)
         return Finding(
-            rule="bucket_layout.one_bucket",
+            rule="bucket_layout.one_bucket", pool="exposed",
             title=f"One {total / 2**20:.0f} MiB bucket: the all-reduce can only start after the whole backward",
             detail=(f"With DDP's default buckets (bucket=null: {DDP_BUCKET_MB} MiB, the first capped at 1 MiB) DDP "
                     f"would build ~{default_k} buckets and all-reduce the first ones while backward computes the rest; "
@@ -592,11 +706,12 @@ def bucket_layout(v: RunView) -> Finding | None:
                                     "hidden, if backward is long enough to hide them", 0.0, exposed),
             impact=v.fraction(exposed) or 0.0, recommends=stock, command=v.command(stock))
     if len(sizes) > MANY_BUCKETS and statistics.median(sizes) < TINY_BUCKET:
-        sizes_micro = (v.result.get("microbench") or {}).get("sizes") or []
-        latency = min((r["time_s"]["median"] for r in sizes_micro), default=None)
+        micro = v.result.get("microbench") or {}
+        latency = min((r["time_s"]["median"] for r in (micro.get("sizes") or [])
+                       + ([micro["latency"]] if micro.get("latency") else [])), default=None)
         gain = latency * (len(sizes) - default_k) if latency is not None else None
         return Finding(
-            rule="bucket_layout.many_tiny",
+            rule="bucket_layout.many_tiny", pool="exposed",
             title=f"{len(sizes)} buckets of median {statistics.median(sizes) / 2**10:.0f} KiB: each all-reduce is "
                   "mostly per-call latency",
             detail=(f"DDP's default buckets (bucket=null: {DDP_BUCKET_MB} MiB, the first capped at 1 MiB) would make "
@@ -723,7 +838,7 @@ def powersgd_sync(v: RunView) -> Finding | None:
         evidence.append(ev("device-wide syncs from the comm hook", layer["comm_hook_device_syncs"], "",
                            "result.device_layer.comm_hook_device_syncs", "counted by the fake device"))
     return Finding(
-        rule="powersgd_sync", qualitative=True,
+        rule="powersgd_sync", pool="exposed", qualitative=True,
         title="PowerSGD's lost overlap is " + ("torch's own device sync in every bucket" if device_sync else
                                                "its buckets run one after another on gloo"),
         detail="; ".join(why) + ". Compare its samples/s with optim=bf16, whose hook does not synchronise.",
@@ -735,4 +850,4 @@ def powersgd_sync(v: RunView) -> Finding | None:
 
 
 RULES = (exposed_comm, per_param, ddp_world_size_1, input_pipeline, oversubscription, straggler, bucket_layout,
-         nccl_transport, grad_sync_per_param, powersgd_sync)
+         nccl_transport, grad_sync_per_param, powersgd_sync, busy_host)

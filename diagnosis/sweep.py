@@ -11,14 +11,14 @@ import math
 from typing import Any
 
 from diagnosis.finding import ms
+from diagnosis.run import VERSION, diagnose
 from stats import fmt_ci, fmt_ratio, ratio_ci, verdict
 
 IGNORED = ("hydra", "logger", "tags", "diagnose", "launcher", "scale.name")
 
 
 def _diagnosis(entry, nccl_tests: dict | None) -> dict | None:
-    from diagnosis import VERSION, diagnose
-
+    """The run's diagnosis: the stored one when it is of this version, else computed again."""
     stored = entry.result.get("diagnosis")
     if stored and stored.get("version") == VERSION and not stored.get("error") and nccl_tests is None:
         return stored
@@ -31,7 +31,9 @@ def _diagnosis(entry, nccl_tests: dict | None) -> dict | None:
     return d
 
 
-def diagnose_sweep(entries: list, nccl_tests: dict | None = None) -> dict:
+def diagnose_sweep(entries: list, nccl_tests: dict | None = None, diagnoses: dict | None = None) -> dict:
+    """diagnoses: each run's diagnosis by output dir, computed before (results.seed_check recomputes the verdicts
+    under many seeds, not the diagnoses)."""
     from results.table import config_labels
 
     labels = config_labels(entries) if entries else []
@@ -39,9 +41,13 @@ def diagnose_sweep(entries: list, nccl_tests: dict | None = None) -> dict:
     for e, label in zip(entries, labels):
         if not e.ok or not e.record:
             continue
+        stored = e.result.get("diagnosis") or {}
+        known = (diagnoses or {}).get(e.output_dir)
         runs.append({"entry": e, "label": label, "num": e.num, "output_dir": e.output_dir,
-                     "diagnosis": _diagnosis(e, nccl_tests)})
-    return {"runs": [{k: v for k, v in r.items() if k != "entry"} for r in runs],
+                     "diagnosis": known if known is not None else _diagnosis(e, nccl_tests),
+                     # what an older version of the rules said when the run was made: the checked estimates' "before"
+                     "before": stored if stored.get("version", VERSION) < VERSION else None})
+    return {"runs": [{k: v for k, v in r.items() if k not in ("entry", "before")} for r in runs],
             "checked": checked_estimates(runs), "scaling": scaling_summary(runs),
             "pair_groups": pair_groups_summary(runs)}
 
@@ -99,30 +105,93 @@ def measured_saving(a, b) -> dict:
             "speed_up": r, "verdict": verdict(r, lo, hi), "method": method}
 
 
+def estimates(f: dict) -> list[dict]:
+    """What a finding (or one it folded) estimated, per change: {recommends, rule: fraction/lo/hi or None, model:
+    fraction/lo/hi or None}. The rule of thumb priced its own recommended change; the what-if model priced every fix
+    in `predictions` (its best is the finding's recommends)."""
+    s = f.get("saving") or {}
+    out: dict[str, dict] = {}
+
+    def slot(change: dict) -> dict:
+        key = " ".join(f"{k}={v}" for k, v in change.items())
+        return out.setdefault(key, {"recommends": dict(change), "rule": None, "model": None})
+
+    if s.get("source") == "model":
+        rule = s.get("rule")
+        if rule and rule.get("fraction") is not None and rule.get("recommends"):
+            slot(rule["recommends"])["rule"] = {k: rule.get(k) for k in ("fraction", "lo", "hi")}
+        for p in f.get("predictions") or []:
+            slot(p["change"])["model"] = {k: p.get(k) for k in ("fraction", "lo", "hi")}
+        if not f.get("predictions") and f.get("recommends"):
+            slot(f["recommends"])["model"] = {k: s.get(k) for k in ("fraction", "lo", "hi")}
+    elif s.get("fraction") is not None and f.get("recommends"):
+        slot(f["recommends"])["rule"] = {k: s.get(k) for k in ("fraction", "lo", "hi")}
+    return list(out.values())
+
+
 def checked_estimates(runs: list[dict]) -> list[dict]:
+    """Every estimate a run's findings (named, or folded into another) made for a change the sweep also ran: the rule of
+    thumb's and the what-if model's, each with its error against the saving measured there. A run whose record holds
+    a diagnosis of an older version adds that version's estimates as the rules' (what the rules said when the run was
+    made), and the model prices the same change."""
     rows = []
     for a in runs:
-        for f in (a["diagnosis"] or {}).get("findings") or []:
-            saving = f.get("saving") or {}
-            if f.get("first") or not f.get("recommends") or saving.get("fraction") is None:
+        diag = a["diagnosis"] or {}
+        found = [f for f in diag.get("findings") or [] if not f.get("first")]
+        found += [g for f in found for g in f.get("folded") or []]
+        ests: dict[str, dict] = {}
+        for f in found:
+            for est in estimates(f):
+                ests.setdefault(_key(est["recommends"]), {**est, "finding": f["rule"]})
+        for f in (a.get("before") or {}).get("findings") or []:
+            s = f.get("saving") or {}
+            if f.get("first") or not f.get("recommends") or s.get("fraction") is None:
                 continue
+            est = ests.setdefault(_key(f["recommends"]), {"recommends": dict(f["recommends"]), "rule": None,
+                                                         "model": None, "finding": f["rule"]})
+            est["rule"] = est["rule"] or {k: s.get(k) for k in ("fraction", "lo", "hi")}
+        for est in ests.values():
             for b in runs:
-                if b is a or not matches(a["entry"].config, b["entry"].config, f["recommends"]):
+                if b is a or not matches(a["entry"].config, b["entry"].config, est["recommends"]):
                     continue
+                if est["model"] is None:
+                    est["model"] = _model(a["entry"].record, est["recommends"])
                 m = measured_saving(a["entry"], b["entry"])
-                est = saving["fraction"]
-                within = m["ci_lo"] is not None and m["ci_lo"] <= est <= m["ci_hi"]
-                in_range = saving.get("lo") is not None and saving.get("hi") is not None and \
-                    saving["lo"] <= m["saving"] <= saving["hi"]
-                rows.append({
-                    "run": a["label"], "job": a["num"], "finding": f["rule"],
-                    "recommends": " ".join(f"{k}={v}" for k, v in f["recommends"].items()),
-                    "ran_as": b["label"], "ran_as_job": b["num"],
-                    "estimated": est, "estimated_lo": saving.get("lo"), "estimated_hi": saving.get("hi"),
-                    "measured": m["saving"], "measured_lo": m["ci_lo"], "measured_hi": m["ci_hi"],
-                    "verdict": m["verdict"], "error": est - m["saving"], "within_measured_ci": within,
-                    "measured_in_estimated_range": in_range, "method": m["method"]})
+                rows.append(_row(a, b, {"rule": est["finding"]}, est, m))
     return rows
+
+
+def _key(change: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in change.items())
+
+
+def _model(record: dict, change: dict) -> dict | None:
+    """The what-if model's saving of `change` on this run, or None where it does not cover the change or the record."""
+    from diagnosis.run import model_saving
+
+    p = model_saving(record, change)
+    return None if p is None else {k: p[k] for k in ("fraction", "lo", "hi")}
+
+
+def _row(a: dict, b: dict, f: dict, est: dict, m: dict) -> dict:
+    rule, model = est["rule"] or {}, est["model"] or {}
+    inside = lambda e: (e.get("lo") is not None and e.get("hi") is not None  # noqa: E731 - a local helper
+                        and e["lo"] <= m["saving"] <= e["hi"])
+    main = model if model.get("fraction") is not None else rule
+    within = m["ci_lo"] is not None and m["ci_lo"] <= main["fraction"] <= m["ci_hi"]
+    return {
+        "run": a["label"], "job": a["num"], "finding": f["rule"],
+        "recommends": " ".join(f"{k}={v}" for k, v in est["recommends"].items()),
+        "ran_as": b["label"], "ran_as_job": b["num"],
+        "rule_estimated": rule.get("fraction"), "rule_error": rule["fraction"] - m["saving"]
+        if rule.get("fraction") is not None else None,
+        "model_estimated": model.get("fraction"), "model_lo": model.get("lo"), "model_hi": model.get("hi"),
+        "model_error": model["fraction"] - m["saving"] if model.get("fraction") is not None else None,
+        "measured_in_model_interval": inside(model) if model else None,
+        "estimated": main["fraction"], "estimated_lo": main.get("lo"), "estimated_hi": main.get("hi"),
+        "measured": m["saving"], "measured_lo": m["ci_lo"], "measured_hi": m["ci_hi"],
+        "verdict": m["verdict"], "error": main["fraction"] - m["saving"], "within_measured_ci": within,
+        "measured_in_estimated_range": inside(main), "method": m["method"]}
 
 
 # ---------------------------------------------------------------------------------------------- across world sizes
@@ -200,14 +269,20 @@ def format_sweep(d: dict) -> str:
             head += f"; top: {top['title']}; saving {_pct(s.get('fraction'))}; next: `{top['command']}`"
         lines.append(head)
     if d["checked"]:
-        lines += ["", "checked estimates (a recommended configuration this sweep also ran):",
-                  "| run | finding | recommends | ran as | estimated | measured [95% CI] | error | verdict |",
-                  "|---|---|---|---|---:|---:|---:|---|"]
+        lines += ["", "checked estimates (a recommended configuration this sweep also ran; rules: the rule of thumb, "
+                      "model: the what-if model with its 95% interval):",
+                  "| run | finding | recommends | ran as | rules | model | measured [95% CI] | error rules / model "
+                  "| verdict |", "|---|---|---|---|---:|---:|---:|---:|---|"]
         for c in d["checked"]:
             ci = (f" [{_pct(c['measured_lo'])}, {_pct(c['measured_hi'])}]" if c["measured_lo"] is not None else
                   " (no interval)")
-            lines.append(f"| {c['run']} | {c['finding']} | {c['recommends']} | {c['ran_as']} | {_pct(c['estimated'])} "
-                         f"| {_pct(c['measured'])}{ci} | {100 * c['error']:+.1f} points | {_verdict(c['verdict'])}"
+            model = (_pct(c["model_estimated"]) + (f" [{_pct(c['model_lo'])}, {_pct(c['model_hi'])}]"
+                                                   if c.get("model_lo") is not None else "")
+                     if c.get("model_estimated") is not None else "–")
+            err = lambda x: "–" if x is None else f"{100 * x:+.1f}"  # noqa: E731 - a local helper
+            lines.append(f"| {c['run']} | {c['finding']} | {c['recommends']} | {c['ran_as']} "
+                         f"| {_pct(c.get('rule_estimated'))} | {model} | {_pct(c['measured'])}{ci} "
+                         f"| {err(c.get('rule_error'))} / {err(c.get('model_error'))} points | {_verdict(c['verdict'])}"
                          + ("" if c["within_measured_ci"] else "; estimate outside the measured interval") + " |")
     if d["scaling"]:
         lines += ["", "scaling (efficiency against the smallest world size x n):"]

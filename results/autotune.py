@@ -12,6 +12,12 @@ that bias on a smaller scale (the winner's curse), so the answer comes in two mo
     judge it. No candidate faster at selection: the default is kept and nothing more runs.
 The verdict code is the sweep table's (stats.verdict). The sweeper that launches the stages is
 hydra_plugins/ddp_comm_autotune; this module never measures.
+
+Before the search, the default config runs once (autotune.stage=model, with the on-rank microbenchmark) and the what-if
+model (whatif.api.prune) predicts every trial the search proposes from that run: a trial whose typical speed-up over
+the default has its whole 95% interval below 1 - compare.noise is ruled out with confidence and never runs (Pruner);
+the search is told the model's upper bound instead, and autotune.json says how many trials were skipped, with each
+prediction. Nothing the model did not rule out is skipped, and the winner is still chosen and judged on measured runs.
 """
 from __future__ import annotations
 
@@ -30,6 +36,7 @@ from stats.runs import compare_runs
 from stats.verdict import FASTER, SLOWER
 
 STAGE_KEY = "autotune.stage"
+MODEL = "model"
 SELECT = "select"
 CONFIRM = "confirm"
 RESULT_JSON = "autotune.json"
@@ -160,7 +167,8 @@ def select(entries: list[Entry], candidates: list[Candidate], *, noise: float, l
 
 
 def conclude(entries: list[Entry], candidates: list[Candidate], *, noise: float, level: float = 0.95,
-             search_trials: int = 0, confirm: list[Entry] | None = None) -> dict[str, Any]:
+             search_trials: int = 0, confirm: list[Entry] | None = None,
+             model: dict[str, Any] | None = None) -> dict[str, Any]:
     """The answer: the selection stage over `entries` (their autotune.stage=select runs), then, when it chose a
     candidate, the confirmation on fresh runs (`confirm`, autotune.stage=confirm): its verdict alone decides."""
     picked = [e for e in entries if override_items(e.overrides).get(STAGE_KEY, SELECT) != CONFIRM]
@@ -171,7 +179,8 @@ def conclude(entries: list[Entry], candidates: list[Candidate], *, noise: float,
     base = rows[0]
     out: dict[str, Any] = {"keys": candidates[0].keys, "rows": rows, "noise": noise, "level": level,
                            "search_trials": search_trials, "repeats": max((r["runs"] for r in rows), default=0),
-                           "chosen": sel["chosen"], "confirmation": None, "winner": None, "recommended": None}
+                           "chosen": sel["chosen"], "confirmation": None, "winner": None, "recommended": None,
+                           "model": model}
     measured = [r for r in rows if "samples/s" in r]
     if not measured or "samples/s" not in base:
         out["conclusion"] = ("no verdict: the default config has no finished re-measured run" if measured
@@ -210,6 +219,81 @@ def conclude(entries: list[Entry], candidates: list[Candidate], *, noise: float,
     return out
 
 
+class Pruner:
+    """The what-if model's view of the search: from the default config's own run, which trials it rules out."""
+
+    def __init__(self, entry: Entry | None, keys: list[str], defaults: dict[str, Any], noise: float):
+        self.keys, self.defaults, self.noise = keys, defaults, noise
+        self.entry = entry
+        self.skipped: list[dict[str, Any]] = []
+        self.kept: list[dict[str, Any]] = []       # the trials that ran, with the model's prediction where it made one
+        self.measured = 0
+        self.profile, self.why = None, None
+        if entry is None or not entry.ok or not entry.record:
+            self.why = "the default config's model run did not finish"
+            return
+        from diagnosis.run import model_profile   # the diagnosis's rule for when the model can price a change
+
+        self.profile, self.why = model_profile(entry.record)
+        self.samples_per_s = (entry.result.get("throughput") or {}).get("samples_per_s")
+
+    def change(self, overrides: list[str]) -> dict[str, Any]:
+        """The searched keys a trial sets away from the default, as the model's knobs."""
+        items = override_items(overrides)
+        out = {}
+        for k in self.keys:
+            if k in items and parse_value(items[k]) != self.defaults.get(k):
+                out[k] = hydra_value(parse_value(items[k]))
+        return out
+
+    def rules_out(self, overrides: list[str]) -> dict[str, Any] | None:
+        """The prediction that rules this trial out, or None (measure it)."""
+        if self.profile is None:
+            self.measured += 1
+            return None
+        from whatif.api import predict, ruled_out
+        from whatif.step import KNOB_ALIASES
+
+        change = self.change(overrides)
+        p = None
+        if change and all(k in KNOB_ALIASES for k in change):
+            try:
+                p = predict(self.profile, change, samples=400)
+            except Exception:  # noqa: BLE001 - a value the model refuses: measure it
+                p = None
+        row = {"overrides": list(overrides), "change": change}
+        if p is not None:
+            rate = self.samples_per_s or p.samples_per_s / (p.speedup or 1.0)
+            row.update({"speed-up": p.speedup, "speed-up CI": [p.speedup_lo, p.speedup_hi],
+                        "objective": rate * p.speedup_hi if p.speedup_hi is not None else None,
+                        "dominant": p.dominant})
+        if p is None or not ruled_out(p, self.noise):
+            self.measured += 1
+            self.kept.append(row)
+            return None
+        self.skipped.append(row)
+        return row
+
+    def summary(self) -> dict[str, Any]:
+        return {"job": self.entry.num if self.entry is not None else None, "measured": self.measured,
+                "skipped": len(self.skipped), "pruned": self.skipped, "ran": self.kept, "noise": self.noise,
+                "unavailable": self.why,
+                "rule": "skipped when the model's typical speed-up over the default has its whole 95% interval below "
+                        "1 - compare.noise (whatif.api.prune, predicted from the default config's run); the search "
+                        "is told the upper end of that interval x the default's samples/s"}
+
+
+def nothing_to_select(default: Candidate, search_trials: int, noise: float,
+                      model: dict[str, Any] | None = None, level: float = 0.95) -> dict[str, Any]:
+    """The answer when no search trial other than the default finished (or the model ruled every one out)."""
+    skipped = (model or {}).get("skipped") or 0
+    why = (f"the what-if model ruled out {skipped} of the {search_trials} search trials and no other finished"
+           if skipped else "no search trial other than the default config finished")
+    return {"keys": default.keys, "rows": [], "noise": noise, "level": level, "search_trials": search_trials,
+            "repeats": 0, "chosen": None, "confirmation": None, "winner": None, "recommended": default.label,
+            "model": model, "conclusion": f"{why}: nothing to select, keep the default ({default.label})"}
+
+
 def _median(values: list[float]) -> float:
     s = sorted(values)
     n = len(s)
@@ -217,9 +301,16 @@ def _median(values: list[float]) -> float:
 
 
 def markdown(result: dict[str, Any]) -> str:
+    model = result.get("model") or {}
+    pruned = ""
+    if model.get("skipped") is not None:
+        pruned = (f" The what-if model, from the default config's run (job {model.get('job')}), ruled out "
+                  f"{model['skipped']} of them before they ran (their whole predicted 95% interval below the default "
+                  f"by more than {result['noise']:.0%}); {model['measured']} ran."
+                  if model.get("unavailable") is None else f" No trial was skipped: {model['unavailable']}.")
     lines = [f"Autotune: {result['search_trials']} search trials (one run each); the default and the top candidates "
              f"re-measured {result['repeats']}x in rounds to select one (the search's best is the luckiest sample); "
-             "the selected candidate confirmed against the default on fresh runs.", "",
+             f"the selected candidate confirmed against the default on fresh runs.{pruned}", "",
              f"| configuration | search samples/s | selection samples/s ({result['level']:.0%} CI) | runs "
              "| vs default (selection) |",
              "|---|---:|---:|---:|---|"]
@@ -240,6 +331,11 @@ def markdown(result: dict[str, Any]) -> str:
     if conf:
         lines += ["", f"Confirmation on fresh runs ({conf['runs'][0]} of the default, {conf['runs'][1]} of "
                       f"{conf['configuration']}): {conf['vs default']}, {conf['verdict']} ({conf['method']})."]
+    for p in model.get("pruned") or []:
+        lo, hi = p["speed-up CI"]
+        change = " ".join(f"{k}={v}" for k, v in p["change"].items())
+        lines.append(f"- skipped {change}: predicted {p['speed-up']:.2f}x [{lo:.2f}, {hi:.2f}] of the default's "
+                     f"samples/s ({p['dominant']} dominates)")
     lines += ["", f"**{result['conclusion']}**"]
     return "\n".join(lines) + "\n"
 

@@ -110,7 +110,7 @@ def _pair_groups_section(w: _Writer, group: list[Entry], slug: str, name: str) -
 def _diagnosis_section(w: _Writer, group: list[Entry], slug: str) -> None:
     """Findings per run, estimates checked within each sweep, comm efficiency and stragglers (diagnosis/)."""
     from diagnosis import diagnose_sweep
-    from diagnosis.tables import by_sweep, checked_table, efficiency_table, findings_table, straggler_table
+    from results.diagnosis_tables import by_sweep, checked_table, efficiency_table, findings_table, straggler_table
 
     diagnoses, checked = {}, []
     for sweep in by_sweep([e for e in group if e.ok and e.record]).values():

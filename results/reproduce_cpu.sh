@@ -96,5 +96,12 @@ for t in fixed fixed6 fixed6_repeats3 adaptive; do
   python -m results.report $T/$t --out results/tables/time_to_verdict/$t --title "Time to a verdict: $t"
 done
 
+# 9. (about 10 min: 6 without root) The diagnosis's known-answer benchmark (docs/diagnosis.md): 13 injected causes, 3
+#    runs each, into results/diagnosis_benchmark (records, benchmark.md/.json). Run it as root for the emulated-link
+#    cases (slow links, small buckets), else they are listed as not run. It needs a quiet machine: another process's
+#    load is one of its causes. Not yet measured on a quiet machine (built and checked at 1 run per case on a loaded
+#    one).
+python -m diagnosis.benchmark --out results/diagnosis_benchmark
+
 # No verdict may depend on a random seed (issue 22): recompute every committed verdict under seeds 0-49 (~2 min).
 python -m results.seed_check

@@ -37,14 +37,15 @@ def seeded(seed: int):
         np.random.default_rng = original
 
 
-def verdicts(entries: list) -> dict[str, str]:
-    """Every verdict the report prints for these entries: sweep rows, scaling rows, checked estimates."""
+def verdicts(entries: list, diagnoses: dict | None = None) -> dict[str, str]:
+    """Every verdict the report prints for these entries: sweep rows, scaling rows, checked estimates. diagnoses: the
+    runs' diagnoses (by output dir), computed once: the findings are not verdicts, the checked estimates' are."""
     from diagnosis import diagnose_sweep
     from results.aggregate import compare, scaling_rows
 
     out = {f"row {c.label}": c.speedup["verdict"] for c in compare(entries).configs if c.speedup}
     out.update({f"scaling {r['configuration']} ws={r['world size']}": r["verdict"] for r in scaling_rows(entries)})
-    for c in diagnose_sweep(entries).get("checked") or []:
+    for c in diagnose_sweep(entries, diagnoses=diagnoses).get("checked") or []:
         out[f"checked {c['run']} -> {c['ran_as']} ({c['finding']})"] = c["verdict"]
     return out
 
@@ -52,13 +53,17 @@ def verdicts(entries: list) -> dict[str, str]:
 def check(dirs: list[Path], seeds: list[int]) -> list[str]:
     from results.report import load_entries
 
+    from diagnosis import diagnose_sweep
+
     loaded = {d: load_entries([d]) for d in dirs}
+    diagnoses = {d: {r["output_dir"]: r["diagnosis"] for r in diagnose_sweep(entries)["runs"]}
+                 for d, entries in loaded.items()}
     changed = []
     first: dict[Path, dict] = {}
     for seed in seeds:
         with seeded(seed):
             for d, entries in loaded.items():
-                got = verdicts(entries)
+                got = verdicts(entries, diagnoses[d])
                 ref = first.setdefault(d, got)
                 changed += [f"{d.name}: {k}: seed {seeds[0]} {ref.get(k)!r}, seed {seed} {v!r}"
                             for k, v in got.items() if ref.get(k) != v]

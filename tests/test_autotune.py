@@ -183,6 +183,9 @@ def test_autotune_sweep_searches_re_measures_and_ends_with_the_winner_and_its_ci
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     sweep = proc.out_dir
     result = json.loads((sweep / autotune.RESULT_JSON).read_text())
+    if result["model"]["skipped"] == 2:       # the model ruled both trials out: nothing to select, the default kept
+        assert result["rows"] == [] and "keep the default" in result["conclusion"]
+        return
     assert result["search_trials"] == 2 and [r["runs"] for r in result["rows"]] == [2, 2]
     assert result["rows"][0]["default"] and "vs default" in result["rows"][1]
     with open(sweep / "sweep_table.csv") as f:
@@ -191,9 +194,57 @@ def test_autotune_sweep_searches_re_measures_and_ends_with_the_winner_and_its_ci
     # the confirmation's 2 when a candidate was selected
     staged = sum("autotune.stage=select" in r["overrides"] for r in rows)
     confirmed = sum("autotune.stage=confirm" in r["overrides"] for r in rows)
-    assert staged == 2 and confirmed == (2 if result["chosen"] else 0) and len(rows) == 4 + confirmed
+    model = sum("autotune.stage=model" in r["overrides"] for r in rows)     # the default once, for the what-if model
+    ran = result["model"]["measured"]
+    assert model == 1 and ran + result["model"]["skipped"] == 2 and result["model"]["unavailable"] is None
+    assert staged == 2 and confirmed == (2 if result["chosen"] else 0) and len(rows) == 1 + ran + 2 + confirmed
     assert all(r["status"] == "ok" for r in rows) and (sweep / "sweep_table.md").is_file()
     assert OmegaConf.load(sweep / autotune.OPTUNA_RESULTS).name == "optuna+confirm"
     assert "Best value" not in proc.stdout + proc.stderr  # the luckiest search sample is not reported
     last = proc.stdout.strip().splitlines()[-2:]
     assert last[0] == f"[autotune] {result['conclusion']}" and "vs default" in result["rows"][1]
+
+
+# --- pruning with the what-if model -----------------------------------------------------------------------------------
+
+def test_the_model_rules_out_trials_before_they_run_and_says_how_many():
+    """The default config's run (here a committed VGG11 record) predicts every trial: those whose whole predicted
+    interval lies below the default by more than the noise never run; the launcher returns the model's upper bound for
+    them, and the summary lists them."""
+    from hydra.core.utils import JobReturn, JobStatus
+
+    from hydra_plugins.ddp_comm_autotune import _PruningLauncher
+    from results.table import Entry as E
+    from tests.test_whatif import RUNS
+
+    rec = json.loads((RUNS / "vgg11_accumulate/0/run_record.json").read_text())
+    rec["job"]["num"] = 0
+    keys, defaults = ["bucket", "optim"], {"bucket": None, "optim": "none"}
+    pruner = autotune.Pruner(E.from_record(rec), keys, defaults, noise=0.02)
+    assert pruner.profile is not None and pruner.why is None
+    assert pruner.change(["bucket=null", "optim=powersgd"]) == {"optim": "powersgd"}
+
+    class Launcher:
+        launched: list = []
+
+        def launch(self, jobs, initial_job_idx):
+            self.launched += [list(j) for j in jobs]
+            return [JobReturn(overrides=list(j), status=JobStatus.COMPLETED, _return_value=1.0) for j in jobs]
+
+    inner = Launcher()
+    trials = [["bucket=2000", "optim=none"], ["bucket=null", "optim=none"], ["bucket=null", "optim=powersgd"]]
+    out = _PruningLauncher(inner, pruner).launch(trials, initial_job_idx=1)
+    skipped = pruner.summary()
+    assert len(out) == 3 and skipped["measured"] + skipped["skipped"] == 3
+    assert inner.launched == [t for t in trials if not any(p["overrides"] == t for p in skipped["pruned"])]
+    for p in skipped["pruned"]:
+        assert p["speed-up CI"][1] < 0.98 and out[trials.index(p["overrides"])].return_value == p["objective"]
+    assert all("speed-up" in r for r in skipped["ran"] if r["change"])
+    result = autotune.conclude([], [autotune.Candidate(keys, (None, "none"))], noise=0.02, model=skipped)
+    assert result["model"]["skipped"] == skipped["skipped"]
+
+
+def test_no_model_run_skips_nothing():
+    pruner = autotune.Pruner(None, KEYS, DEFAULTS, noise=0.02)
+    assert pruner.rules_out(["bucket=100", "optim=bf16"]) is None and pruner.summary()["measured"] == 1
+    assert "did not finish" in pruner.summary()["unavailable"]

@@ -128,6 +128,25 @@ def saving(record, change: dict, **kw) -> dict:
             "how": f"the what-if model ({p.label}): predicted samples/s against the run's own configuration"}
 
 
+def contention_cost(record, samples: int = DEFAULT_SAMPLES, seed: int = 0) -> dict | None:
+    """What gloo's CPU contention costs this run per sample, for the diagnosis: the run's own configuration predicted
+    with compute and all-reduce not slowing each other down (both factors 1), against the same with the factors the
+    run's DDP timers calibrated (paired draws). None where no contention was calibrated (not gloo on CPU, no DDP
+    overlap)."""
+    from whatif.profile import Contention
+    from whatif.quantity import Quantity
+
+    prof = profile_of(record)
+    c = prof.contention
+    if c.s_compute.value == 1.0 and c.s_comm.value == 1.0:
+        return None
+    own = _predict(prof, Config.of(prof), Draws(samples, seed))
+    free = replace(prof, contention=Contention(Quantity.exact(1.0), Quantity.exact(1.0), "none (what if)"))
+    p = _predict(free, Config.of(free), Draws(samples, seed), own=own)
+    f = lambda s: None if s is None or s <= 0 else 1 - 1 / s  # noqa: E731 - one use
+    return {"fraction": f(p.speedup), "lo": f(p.speedup_lo), "hi": f(p.speedup_hi), "how": c.how}
+
+
 def prune(record, candidates: list[dict], noise: float = 0.02,
           **kw) -> tuple[list[dict], list[tuple[dict, Prediction]]]:
     """For the autotune: the candidates worth measuring, and those the model rules out with confidence (the typical
@@ -136,8 +155,13 @@ def prune(record, candidates: list[dict], noise: float = 0.02,
     prof = profile_of(record)
     for change in candidates:
         p = predict(prof, change, **kw)
-        if p.speedup_hi is not None and p.speedup_hi < 1 - noise:
+        if ruled_out(p, noise):
             skipped.append((change, p))
         else:
             keep.append(change)
     return keep, skipped
+
+
+def ruled_out(p: Prediction, noise: float = 0.02) -> bool:
+    """The prediction's typical speed-up has its whole 95% interval below 1 - noise: slower with confidence."""
+    return p.speedup_hi is not None and p.speedup_hi < 1 - noise

@@ -152,7 +152,7 @@ def from_microbench(result: dict) -> Link | None:
     if not rows or n < 2:
         return None
     pts = []
-    for r in rows + ([micro["total"]] if micro.get("total") else []):
+    for r in rows + [micro[k] for k in ("total", "latency") if micro.get(k)]:   # latency: one element, alone
         t = r.get("time_s") or {}
         ok = (t.get("ci_level") or 0) >= 0.75
         pts.append((r["bytes"], t.get("median"), t.get("ci_lo") if ok else None, t.get("ci_hi") if ok else None))

@@ -37,6 +37,7 @@ def check(cfg: DictConfig, submitting: bool = False, host: Host | None = None) -
         warnings.warn(message, ConfigWarning, stacklevel=2)
     if cfg.cuda_graphs:
         _check_cuda_graphs(cfg, where)
+    _check_fault(cfg, where)
     _check_memory(cfg, where, host, submitting)
 
 
@@ -109,6 +110,23 @@ def _check_powersgd(cfg: DictConfig) -> None:
             f"optim.start_iter={o.start_iter} > warmup_steps={cfg.warmup_steps}: PowerSGD all-reduces uncompressed "
             f"until step {o.start_iter}, so {o.start_iter - cfg.warmup_steps} measured step(s) would not be "
             f"PowerSGD at all. Use warmup_steps={o.start_iter} or more, or a smaller optim.start_iter.")
+
+
+def _check_fault(cfg: DictConfig, where) -> None:
+    """fault.delay_* (tasks/train/faults.py) where it would never fire."""
+    f = cfg.fault
+    if not f.delay_s:
+        return
+    if f.delay_rank is not None and f.delay_rank >= cfg.world_size:
+        raise ConfigError(f"fault.delay_rank={f.delay_rank} but the run has {cfg.world_size} ranks (0..."
+                          f"{cfg.world_size - 1}), so the delay never happens. Use fault.delay_rank<="
+                          f"{cfg.world_size - 1}, or null for every rank.")
+    if cfg.cuda_graphs:
+        raise ConfigError("fault.delay_s with cuda_graphs=true: a replayed graph runs no Python hooks, so the delay "
+                          "would happen once, at capture. Drop one of them.")
+    if f.delay_at == "h2d" and where is not None and where.kind == "cpu":
+        raise ConfigError("fault.delay_at=h2d delays a blocking host-to-device copy, and CPU ranks make no copy. Use "
+                          "device=fake (or a GPU) with h2d=blocking, or another fault.delay_at.")
 
 
 def _check_cuda_graphs(cfg: DictConfig, where) -> None:

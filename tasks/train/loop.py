@@ -20,6 +20,7 @@ import torch.nn as nn
 from tqdm import tqdm
 
 from data import batches, build_loader
+from tasks.train import faults
 from tasks.train.comm_counter import CollectiveCounter
 from tasks.train.grad_ready import grad_ready_probe
 from tasks.train.h2d import make_feeder, window_sync_check
@@ -46,6 +47,7 @@ def run(ctx) -> dict | None:
     pin = dev.pins_memory and (cfg.data.pin_memory or cfg.h2d != "blocking")
     host_batches = batches(build_loader(cfg, ctx.rank, ctx.world_size, pin_memory=pin))
     feeder = make_feeder(cfg.h2d, dev, host_batches)
+    host_batches, feeder = faults.inject(cfg, ctx.rank, model, optimizer, host_batches, feeder)  # off: unchanged
     timer = PhaseTimer(dev, enabled=cfg.timing, nvtx=cfg.profile.enabled)
     autocast = autocast_for(cfg.precision, ctx.torch_device)
     counter = CollectiveCounter().install()
@@ -69,8 +71,6 @@ def run(ctx) -> dict | None:
         with timer.phase("optimizer"):
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-            if cfg.fault.sleep_s:  # test knob: a known delay on every rank, every step
-                time.sleep(cfg.fault.sleep_s)
         return loss.detach()  # of the last micro-batch, divided by K (undone once, after the window)
 
     if cfg.cuda_graphs:
@@ -132,7 +132,7 @@ def run(ctx) -> dict | None:
     dist.all_reduce(final_loss)
     marks["probes"] = time.time()
     mine = rank_figures(ctx, steps, window, window_cpu["cpu_s"])
-    mine["work"] = rank_work(steps, comm_stats, window_cpu)
+    mine["work"] = rank_work(steps, comm_stats, window_cpu, window.walls)
     everyone = [None] * ctx.world_size
     dist.all_gather_object(everyone, mine)
     if not ctx.is_main:
@@ -151,6 +151,7 @@ def run(ctx) -> dict | None:
     result["forward_dtype"] = forward_dtype
     result["grad_ready"] = grad_ready
     result["precision_flags"] = precision
+    result["fault"] = faults.describe(cfg)
     attach_probe_figures(result, microbench, everyone)
     result["device_layer"] = {**dev.report(), "window_sync_check": dev.window_check(strict),
                               "window_unchecked_because": unchecked_because}

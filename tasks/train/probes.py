@@ -98,8 +98,10 @@ def comm_microbench(cfg, sync, device: torch.device, steps: list[dict], comm_sta
     if out["skipped"]:
         return out
     total = sum(b * n for b, n in calls)
-    sized = calls + ([(total, 0)] if cfg.sync == "per_param" else [])  # per_param: also one call of the total
     element = torch.empty((), dtype=dtype).element_size()
+    # per_param: also one call of the total; always one call of one element, the per-call latency (with a single
+    # bucket the sync's own sizes cannot tell latency from bandwidth: the what-if model needs both)
+    sized = calls + ([(total, 0)] if cfg.sync == "per_param" else []) + [(element, 0)]
     buf = torch.zeros(max(b for b, _ in sized) // element, dtype=dtype, device=device)
     timers = [lambda v=buf[: b // element]: dist.all_reduce(v) for b, _ in sized]
     t0 = time.perf_counter()
@@ -114,7 +116,8 @@ def comm_microbench(cfg, sync, device: torch.device, steps: list[dict], comm_sta
     samples = [[time_window(timed, 1, device) for _ in range(k)] for timed in timers]
     out.update(iters=k, warmup=1, dtype=str(dtype).removeprefix("torch."), cost_s=time.perf_counter() - t0,
                sizes=[_size_row(b, n, s, dist.get_world_size()) for (b, n), s in zip(sized, samples) if n],
-               total=_size_row(total, 1, samples[-1], dist.get_world_size()) if cfg.sync == "per_param" else None)
+               total=_size_row(total, 1, samples[-2], dist.get_world_size()) if cfg.sync == "per_param" else None,
+               latency=_size_row(element, 1, samples[-1], dist.get_world_size()))
     return out
 
 
@@ -175,7 +178,9 @@ def attach_probe_figures(result: dict, microbench: dict | None, everyone: list[d
         if vs and microbench.get("total"):      # the thread's comparison: the whole gradient in one call
             vs["one_call_of_total_s"] = microbench["total"]["time_s"]["median"]
         comm["vs_microbench"] = vs
-    step = (result.get("step_time_s") or {}).get("median")
+    tp = result.get("throughput") or {}     # the time per step the throughput implies: what every rank spends
+    step = tp["wall_s"] / result["steps"] if tp.get("wall_s") and result.get("steps") else \
+        (result.get("step_time_s") or {}).get("median")
     result["straggler"] = find_straggler(everyone, step)
 
 

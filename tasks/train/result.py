@@ -229,6 +229,9 @@ def exposed_text(c: dict) -> str:
                                               "gives one)" if n is not None else "")
 
 
+MOSTLY = {"outside": "outside the timed phases"}
+
+
 def summarize(record: dict) -> str:
     r = record["result"]
     lines = [
@@ -270,9 +273,10 @@ def summarize(record: dict) -> str:
             + f"   slowest: rank {r['slowest_rank']}")
     if r.get("straggler"):  # the rank the others wait for (tasks/train/stragglers.py)
         s = r["straggler"]
-        lines.append(f"straggler: rank {s['rank']}, {s['by_s'] * 1e3:+.1f} ms of work per step against the others' "
-                     f"median (mostly {s['mostly']})" + {True: "", False: ", inside the ranks' intervals: not "
-                                                         "significant", None: ", no interval"}[s["significant"]])
+        lines.append(f"straggler: rank {s['rank']}, {s['by_s'] * 1e3:+.1f} ms of work between collectives per step "
+                     f"against the others' median (mostly {MOSTLY.get(s['mostly'], s['mostly'])})"
+                     + {True: "", False: ", inside the ranks' intervals: not significant",
+                        None: ", no interval"}[s["significant"]])
     lines.append(f"h2d: {r['h2d']['mode']} - {r['h2d']['note']}")
     threads = {str(p.get("threads")) for p in per}
     if per and per[0].get("threads"):

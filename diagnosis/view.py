@@ -1,9 +1,13 @@
-"""Numbers a rule reads from a record, each with its interval.
+"""Numbers a rule reads from a record, each with its interval: RunView, one record as the rules see it.
 
 The record's own intervals come first (stats.describe fields: ci_lo / ci_hi / ci_level on result.step_time_s and
 result.phases, result.steady_state). Records written before those fields existed still hold the per-step series, so the
 interval is computed here from the series with the same function; a figure with neither (a probe median, a DDP
 reducer timer) is used as it is and every place it is printed says "no interval".
+
+"The step" a finding's share is of is the time per step the throughput implies (diagnosis.accounting): the wall clock
+of the timed blocks, each block's slowest rank, per step; what every rank spends, waits included. Rank 0's phase
+table covers only its own part of it; the accounting names the rest.
 """
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import shlex
 import statistics
 from typing import Any
 
+from diagnosis.accounting import account
 from results.entries import EXPOSED_MIN_N, _get, exposed_samples
 from stats import describe, rel_halfwidth, steady_state
 from stats.compare import NOISE
@@ -49,6 +54,11 @@ def point(value: float | None, source: str) -> dict | None:
     return {"median": value, "ci_lo": None, "ci_hi": None, "ci_level": None, "n": None, "source": source}
 
 
+def ms_text(seconds: float) -> str:
+    v = 1e3 * seconds
+    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
 def interval_note(s: dict | None) -> str:
     if not s:
         return "not in the record"
@@ -81,8 +91,36 @@ class RunView:
         self.task = record.get("task") or self.config.get("task")
         self.world_size = int(self.result.get("world_size") or self.env.get("world_size") or 1)
         self.series = self.result.get("series") or {}
-        self.step = sample(self.result.get("step_time_s"), self.series.get("step_time_s"))
+        self.step = sample(self.result.get("step_time_s"), self.series.get("step_time_s"))   # rank 0's timer
         self.reference = reference      # comm.vs_microbench, or the same from an nccl-tests file
+        self.acc = account(self.result) if self.task == "train" else None
+        # the step every share is of: the throughput's where the record has it, else rank 0's step median
+        self.step_s = self.acc["step_s"] if self.acc else (self.step["median"] if self.step else None)
+        layer = (self.result.get("device_layer") or {}).get("kind")
+        # a GPU, or device=fake (the GPU code paths on CPU): where host-to-device copies and streams exist
+        self.gpu_like = self.result.get("device") == "cuda" or layer == "fake"
+
+    def step_sample(self) -> dict | None:
+        """The step (throughput's) with its 95% interval, as a sample dict."""
+        if not self.acc:
+            return self.step
+        a = self.acc
+        return {"median": a["step_s"], "ci_lo": a.get("step_lo_s"), "ci_hi": a.get("step_hi_s"),
+                "ci_level": 0.95 if a.get("step_lo_s") is not None else None, "n": self.result.get("steps"),
+                "source": "record" if a.get("step_lo_s") is not None else "throughput, no interval (< 10 blocks)"}
+
+    def timed_share(self) -> float:
+        """The part of the step rank 0's timed phases cover (1 when the record cannot say): shares of rank 0's step
+        timer are scaled by it, so they are shares of the step."""
+        a = self.acc
+        if not a or not a.get("complete") or not a["rank0"].get("step_mean_s") or not a["step_s"]:
+            return 1.0
+        return min(1.0, a["rank0"]["step_mean_s"] / a["step_s"])
+
+    def wait(self) -> dict | None:
+        """Rank 0's wait per step for a late peer (diagnosis.accounting), None when there is none to speak of."""
+        w = (self.acc or {}).get("wait") or {}
+        return w if w.get("rank") is not None and w.get("total_s") else None
 
     # ------------------------------------------------------------------------------------------ figures
     def phase(self, name: str) -> dict | None:
@@ -93,28 +131,40 @@ class RunView:
         the ratio of medians (no interval)."""
         phases = get(self.series, "phases") or {}
         steps = self.series.get("step_time_s") or []
+        scale = self.timed_share()
         if steps and all(phases.get(n) and len(phases[n]) == len(steps) for n in names):
-            shares = [sum(phases[n][i] for n in names) / t for i, t in enumerate(steps) if t]
+            shares = [scale * sum(phases[n][i] for n in names) / t for i, t in enumerate(steps) if t]
             if shares:
-                return {**describe(shares), "source": "per-step share, computed from the record's series"}
+                d = describe(shares)        # a share's interval stays a share: inside [0, 1]
+                d.update({k: min(1.0, max(0.0, d[k])) for k in ("ci_lo", "ci_hi") if d.get(k) is not None})
+                return {**d, "source": "per-step share, computed from the record's series"
+                        + (f", x {scale:.3g} (rank 0's timed phases' part of the step)" if scale < 0.98 else "")}
         medians = [get(self.result, "phases", n, "median") for n in names]
         if self.step and all(m is not None for m in medians) and self.step["median"]:
-            return point(sum(medians) / self.step["median"], "ratio of medians")
+            return point(scale * sum(medians) / self.step["median"], "ratio of medians")
         return None
 
-    def exposed(self) -> dict | None:
+    def exposed(self, transfer: bool = True) -> dict | None:
         """The exposed communication per step: with the record's 95% interval where its samples give one, else a
-        single figure that says how many samples it rests on (DDP's: probe_steps untimed steps, one by default)."""
+        single figure that says how many samples it rests on (DDP's: probe_steps untimed steps, one by default).
+        transfer: less rank 0's wait for a late peer (diagnosis.accounting), which is the straggler's time, not the
+        communication's; never more than the step."""
         c = self.result.get("comm") or {}
         if c.get("exposed_s") is None:
             return None
         n = exposed_samples(self.result, self.config)
+        w = self.wait() if transfer else None
+        less = min(w["total_s"], c["exposed_s"]) if w else 0.0
+        cap = self.step_s or float("inf")
+        fix = lambda x: None if x is None else min(cap, max(0.0, x - less))  # noqa: E731 - a local helper
+        after = f", less {ms_text(less)} ms of waiting for rank {w['rank']}" if less else ""
         if c.get("exposed_ci_lo") is not None and c.get("exposed_ci_hi") is not None:
-            return {"median": c["exposed_s"], "ci_lo": c["exposed_ci_lo"], "ci_hi": c["exposed_ci_hi"],
-                    "ci_level": 0.95, "n": n, "source": "record"}
+            return {"median": fix(c["exposed_s"]), "ci_lo": fix(c["exposed_ci_lo"]), "ci_hi": fix(c["exposed_ci_hi"]),
+                    "ci_level": 0.95, "n": n, "source": "record" + after, "wait_s": less, "measured_s": c["exposed_s"]}
         what = "DDP's reducer timers" if self.result.get("sync") == "ddp" else "the sync phase"
         many = f"{n} probe step{'s' if n != 1 else ''}" if n is not None and n < EXPOSED_MIN_N else "its samples"
-        return {**point(c["exposed_s"], f"{what}, {many}"), "n": n}
+        return {**point(fix(c["exposed_s"]), f"{what}, {many}{after}"), "n": n, "wait_s": less,
+                "measured_s": c["exposed_s"]}
 
     def fraction_of_step(self, s: dict | None) -> dict | None:
         """A figure (median and interval, in seconds) as a share of the step median."""
@@ -123,30 +173,37 @@ class RunView:
         return {**s, **{k: self.fraction(s.get(k)) for k in ("median", "ci_lo", "ci_hi")}}
 
     def fraction(self, seconds: float | None) -> float | None:
-        step = self.step["median"] if self.step else None
-        return seconds / step if seconds is not None and step else None
+        """seconds as a share of the step (the throughput's)."""
+        return seconds / self.step_s if seconds is not None and self.step_s else None
 
     # ------------------------------------------------------------------------------------------ noise
     def noise(self) -> dict:
-        """How far apart two numbers of this run must be to count: the step median's relative half-width, a window
-        that was still drifting, too many outliers. The floor never goes below stats' 2% noise."""
-        s = self.step
-        out: dict[str, Any] = {"floor": NOISE, "reasons": [], "noisy": False}
+        """How far apart two numbers of this run must be to count: the step's relative half-width (the throughput's
+        interval where the record has one, else rank 0's step median's), a window that was still drifting, too many
+        outliers. The floor never goes below stats' 2% noise (compare.noise's default: the threshold below which
+        nothing is called a difference); `measured` is the part of it the run's own noise sets."""
+        timer = self.step
+        s = self.step_sample()
+        if not s or s.get("ci_lo") is None:
+            s = timer
+        out: dict[str, Any] = {"floor": NOISE, "reasons": [], "noisy": False, "measured": 0.0, "threshold": NOISE}
         if not s:
             out["reasons"].append("no step times in the record: noise not assessed")
             return out
         out.update(n=s.get("n"), ci_level=s.get("ci_level"), median_s=s["median"])
+        if (timer or {}).get("ci_level") is not None and (timer["ci_level"] or 0) < 0.95 and timer.get("n"):
+            out["noisy"] = True
+            out["reasons"].append(f"{timer['n']} measured steps cannot give a 95% interval for the median "
+                                  f"(the widest, min to max, covers {100 * timer['ci_level']:.0f}%)")
         if s.get("ci_lo") is not None and s["median"]:
             half = rel_halfwidth(s["median"], s["ci_lo"], s["ci_hi"])
             out["rel_halfwidth"] = half
+            out["of"] = "throughput" if s is not timer else "rank 0's step median"
             out["floor"] = max(out["floor"], half)
+            out["measured"] = half
             if half > NOISY_HALFWIDTH:
                 out["noisy"] = True
                 out["reasons"].append(f"step median known only to +-{100 * half:.1f}% ({interval_note(s)})")
-            if (s.get("ci_level") or 0) < 0.95 and s.get("n"):
-                out["noisy"] = True
-                out["reasons"].append(f"{s['n']} measured steps cannot give a 95% interval for the median "
-                                      f"(the widest, min to max, covers {100 * s['ci_level']:.0f}%)")
         steady = self.result.get("steady_state")    # result.steady is its verdict alone (True/False/None)
         if not isinstance(steady, dict):
             steady = steady_state(self.series["step_time_s"]) if len(self.series.get("step_time_s") or []) else None
@@ -155,16 +212,18 @@ class RunView:
             out["noisy"] = True
             drift = abs(steady.get("drift") or 0.0)
             out["floor"] = max(out["floor"], drift)
+            out["measured"] = max(out["measured"], drift)
             out["reasons"].append(f"the window was not steady: {steady.get('reason')}")
         other = self.other_load()
         if other is not None and other > OTHER_LOAD:
             out["noisy"] = True
             out["reasons"].append(f"other processes kept {100 * other:.0f}% of the host's CPUs busy during the "
                                   "window (host counters minus the ranks' own CPU time)")
-        high = (s.get("outliers_high") or 0) + (s.get("outliers_low") or 0)
-        if s.get("n") and high / s["n"] > OUTLIER_SHARE:
+        t = timer or {}
+        high = (t.get("outliers_high") or 0) + (t.get("outliers_low") or 0)
+        if t.get("n") and high / t["n"] > OUTLIER_SHARE:
             out["noisy"] = True
-            out["reasons"].append(f"{high} of {s['n']} steps are outliers (beyond 1.5 IQR)")
+            out["reasons"].append(f"{high} of {t['n']} steps are outliers (beyond 1.5 IQR)")
         return out
 
     def works(self) -> list[dict]:

@@ -1,5 +1,6 @@
-"""The diagnosis as report tables (results.table.Table): findings per run, checked estimates, comm efficiency and
-stragglers. results/report.py writes them beside the measurement tables."""
+"""The diagnosis as report tables (results.table.Table): findings per run, checked estimates (the rules' estimate and
+the what-if model's beside what the same sweep measured), comm efficiency and stragglers. results/report.py writes them
+beside the measurement tables; diagnosis/ computes what they show (a reader of records, as this module is)."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -34,17 +35,42 @@ def findings_table(entries: list, diagnoses: dict[int, dict]) -> Table:
 
 
 def checked_table(checked: list[dict]) -> Table:
+    """Each estimate a finding made for a configuration the same sweep also ran: the rule of thumb's (before) and the
+    what-if model's (after, with its 95% interval), each with its error against what was measured."""
     rows = [{"run": c["run"], "finding": c["finding"], "recommends": c["recommends"], "ran as": c["ran_as"],
-             "estimated saving": c["estimated"], "measured saving": c["measured"], "measured lo": c["measured_lo"],
-             "measured hi": c["measured_hi"], "error (points)": 100 * c["error"], "verdict": c["verdict"],
-             "estimate inside measured CI": c["within_measured_ci"]} for c in checked]
-    return Table(["run", "finding", "recommends", "ran as", "estimated saving", "measured saving", "measured lo",
-                  "measured hi", "error (points)", "verdict", "estimate inside measured CI"], rows,
-                 title="Checked estimates: a recommended configuration the same sweep also ran",
+             "rules estimate": c.get("rule_estimated"), "rules error (points)": _points(c.get("rule_error")),
+             "model estimate": c.get("model_estimated"), "model lo": c.get("model_lo"), "model hi": c.get("model_hi"),
+             "model error (points)": _points(c.get("model_error")),
+             "measured saving": c["measured"], "measured lo": c["measured_lo"], "measured hi": c["measured_hi"],
+             "measured inside model interval": c.get("measured_in_model_interval"), "verdict": c["verdict"]}
+            for c in checked]
+    return Table(["run", "finding", "recommends", "ran as", "rules estimate", "rules error (points)", "model estimate",
+                  "model lo", "model hi", "model error (points)", "measured saving", "measured lo", "measured hi",
+                  "measured inside model interval", "verdict"], rows,
+                 title="Checked estimates: a recommended configuration the same sweep also ran, estimated before (the "
+                       "rules of thumb) and after (the what-if model)",
                  notes=["measured saving = 1 - time per sample of the recommended run / this run's (step-time "
                         "medians); lo/hi: 95% batch-medians interval over the runs' steps (stats.ratio_ci); verdict: "
-                        "the recommended run against this one. Every estimate is listed, the bad ones too."]
+                        "the recommended run against this one. rules: the rule of thumb the diagnosis used before the "
+                        "what-if model (python -m diagnosis ... prices it beside the model); model: whatif.api.saving "
+                        "with its 95% interval. Every estimate is listed, the bad ones too."] + _summary(checked)
                  if rows else [])
+
+
+def _points(x: float | None) -> float | None:
+    return None if x is None else 100 * x
+
+
+def _summary(checked: list[dict]) -> list[str]:
+    """Mean absolute error of each, over the rows that have both."""
+    both = [c for c in checked if c.get("rule_error") is not None and c.get("model_error") is not None]
+    if not both:
+        return []
+    mae = lambda k: sum(abs(c[k]) for c in both) / len(both)  # noqa: E731 - a local helper
+    inside = [c["measured_in_model_interval"] for c in both if c.get("measured_in_model_interval") is not None]
+    return [f"Over the {len(both)} estimates made both ways: mean absolute error {100 * mae('rule_error'):.1f} points "
+            f"(rules) and {100 * mae('model_error'):.1f} points (model); the measured saving lies inside the model's "
+            f"interval in {sum(inside)} of {len(inside)}."]
 
 
 def efficiency_table(entries: list) -> Table:

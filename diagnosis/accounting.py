@@ -1,0 +1,152 @@
+"""Every millisecond of a step, counted once.
+
+The time a step costs is what the throughput implies: the wall clock of the timed blocks (each block's slowest rank)
+per step. On rank 0 (whose phases the table shows) that time is, with the window's means, which add up:
+
+    step (throughput) = rank 0's timed phases                  data + h2d + forward + backward + sync + optimizer
+                      + rank 0's time outside the phases        inside the timed blocks, between steps
+                      + rank 0 waiting at the block barrier     for the slowest rank of each block (untimed)
+
+A rank's own work between two collectives is all it runs (tasks/train/stragglers.py: data, H2D, forward, backward
+compute, optimizer and the time outside the phases). The ranks that do less wait for the one that does the most:
+either inside the collective (DDP: in the backward phase; explicit strategies: in the sync phase), or, when the late
+rank's extra work comes after the collective and the block ends there, at the barrier before the next block. So rank
+0's waiting for a late peer is
+
+    wait = max over ranks of their work - rank 0's work,    wait in the sync = wait - the block barrier's share of it,
+
+and what remains of the sync after that wait is the transfer: the exposed communication proper. The same split holds
+for DDP's reducer timers over the probe steps (no barriers there, so the whole wait is inside the collective). Records
+from before the per-rank work held the optimizer and the time outside the phases still give the step and the barrier;
+their waits leave those parts out (said).
+"""
+from __future__ import annotations
+
+import statistics
+
+from diagnosis.finding import ms
+
+
+def account(result: dict) -> dict | None:
+    """The step's accounting from a task=train result, or None when the record cannot give it (no throughput)."""
+    steps = result.get("steps")
+    tp = result.get("throughput") or {}
+    if not steps or not tp.get("wall_s"):
+        return None
+    T = tp["wall_s"] / steps
+    rate, lo, hi = tp.get("steps_per_s"), tp.get("ci_lo"), tp.get("ci_hi")
+    out: dict = {"step_s": T, "step_lo_s": 1 / hi if hi else None, "step_hi_s": 1 / lo if lo else None,
+                 "steps_per_s": rate, "basis": "throughput: the timed blocks' wall clock (each block's slowest rank) "
+                                              "per step",
+                 "timer_median_s": (result.get("step_time_s") or {}).get("median"),
+                 "world_size": int(result.get("world_size") or 1)}
+    per = [p for p in result.get("per_rank") or [] if p.get("rank") is not None]
+    series = result.get("series") or {}
+    r0 = next((p for p in per if p["rank"] == 0), per[0] if per else {})
+    w0 = r0.get("work") or {}
+    phases = w0.get("phases_mean_s") or {n: _mean(v) for n, v in (series.get("phases") or {}).items() if v}
+    step_mean = w0.get("step_mean_s") or _mean(series.get("step_time_s"))
+    walls = r0.get("block_walls_s")
+    wall = w0.get("wall_per_step_s") or (sum(walls) / steps if walls else None)
+    out["rank0"] = {"phases_s": phases, "phases_total_s": sum(phases.values()) if phases else step_mean,
+                    "step_mean_s": step_mean, "wall_per_step_s": wall}
+    if step_mean is None or wall is None:
+        out["complete"] = False
+        return out
+    out["complete"] = True
+    outside = max(0.0, wall - step_mean)
+    barrier = max(0.0, T - wall)
+    out["rank0"].update(outside_s=outside, barrier_s=barrier, residual_s=T - step_mean - outside - barrier)
+    # ---- the ranks' own work, and who waits for whom
+    ready = {p["rank"]: p["work"]["ready_s"]["median"] for p in per if (p.get("work") or {}).get("ready_s")}
+    full = all("optimizer_s" in (p.get("work") or {}) for p in per if p.get("work"))
+    out["work_s"] = ready
+    out["work_is_complete"] = full
+    ranks = []
+    for p in per:
+        pw = p.get("work") or {}
+        pwall = pw.get("wall_per_step_s") or (sum(p["block_walls_s"]) / steps if p.get("block_walls_s") else None)
+        ranks.append({"rank": p["rank"], "host": p.get("host"), "step_mean_s": pw.get("step_mean_s"),
+                      "wall_per_step_s": pwall, "barrier_s": max(0.0, T - pwall) if pwall is not None else None,
+                      "work_s": ready.get(p["rank"])})
+    out["ranks"] = ranks
+    wait, late = 0.0, None
+    if len(ready) >= 2 and 0 in ready:
+        late = max(ready, key=ready.get)
+        wait = max(0.0, ready[late] - ready[0])
+    out["late_rank"] = late if wait > 0 else None
+    # ---- rank 0's sync time: the wait for the late rank, then the transfer
+    sync = result.get("sync")
+    comm = result.get("comm") or {}
+    compute = w0.get("backward_compute_s") if sync == "ddp" else None
+    if sync == "ddp" and compute is not None and "backward" in phases:
+        in_sync = max(0.0, phases["backward"] - compute)
+        where = "backward (DDP's all-reduces)"
+    elif "sync" in phases and sync in ("per_param", "flat"):
+        in_sync = phases["sync"]
+        where = "sync"
+    else:
+        in_sync, where = None, None
+    wait_at_barrier = min(wait, barrier)
+    wait_in_sync = min(max(0.0, wait - barrier), in_sync) if in_sync is not None else None
+    out["wait"] = {"rank": out["late_rank"], "total_s": wait, "at_barrier_s": wait_at_barrier,
+                   "in_sync_s": wait_in_sync, "phase": where}
+    out["sync"] = {"phase": where, "exposed_s": in_sync,
+                   "transfer_s": in_sync - wait_in_sync if in_sync is not None else None,
+                   "compute_s": compute}
+    probe = comm.get("exposed_s")
+    if probe is not None:               # DDP's reducer timers over the probe steps: no barrier there
+        out["probe"] = {"exposed_s": probe, "wait_s": min(wait, probe), "transfer_s": max(0.0, probe - wait)}
+    return out
+
+
+def _mean(xs) -> float | None:
+    xs = [x for x in xs or [] if x is not None]
+    return statistics.fmean(xs) if xs else None
+
+
+def lines(acc: dict | None) -> list[str]:
+    """The printed accounting: the step, and where each of its milliseconds went, once."""
+    if not acc:
+        return []
+    T = acc["step_s"]
+    r0 = acc["rank0"]
+    head = (f"step accounting: {ms(T)} ms per step from throughput ({acc['steps_per_s']:.4g} steps/s, each block's "
+            "slowest rank)")
+    if not acc.get("complete"):      # an older record without rank 0's block wall clocks: no split to show
+        return []
+    phases = r0["phases_s"]
+    parts = []
+    sync, wait = acc.get("sync") or {}, acc.get("wait") or {}
+    for name, secs in phases.items():
+        text = f"{name} {ms(secs)}"
+        if sync.get("phase") and name == sync["phase"].split()[0] and sync.get("exposed_s") is not None:
+            inner = []
+            if sync.get("compute_s") is not None and sync["compute_s"] > secs:
+                parts.append(f"{text} (DDP's backward compute timer over the probe steps says {ms(sync['compute_s'])}:"
+                             " no wait inside)")
+                continue
+            if sync.get("compute_s") is not None:
+                inner.append(f"compute {ms(sync['compute_s'])}")
+            if wait.get("in_sync_s"):
+                inner.append(f"waiting for rank {wait['rank']} {ms(wait['in_sync_s'])}")
+            inner.append(f"exposed transfer {ms(sync['transfer_s'])}")
+            text += f" ({' + '.join(inner)})"
+        parts.append(text)
+    out = [head, f"  = rank 0's timed phases {ms(r0['phases_total_s'])} ({', '.join(parts)})",
+           f"  + outside the phases {ms(r0['outside_s'])} (between steps, inside the timed blocks)"]
+    barrier = r0["barrier_s"]
+    who = (f" for rank {wait['rank']}" if wait.get("rank") is not None and wait.get("at_barrier_s", 0) > 0.5 * barrier
+           else " for the slowest rank of each block")
+    out.append(f"  + waiting at the block barrier{who}: {ms(barrier)}")
+    if abs(r0.get("residual_s") or 0.0) > 0.01 * T:
+        out.append(f"  + not accounted for: {ms(r0['residual_s'])} (the device timeline and the host clock disagree)")
+    if acc.get("world_size", 1) > 1 and acc.get("ranks"):
+        per = "  ".join(f"r{r['rank']} {ms(r['work_s'])}" for r in acc["ranks"] if r.get("work_s") is not None)
+        if per:
+            out.append(f"  each rank's own work between collectives: {per}"
+                       + ("" if acc.get("work_is_complete") else " (data + H2D + forward + backward compute only: "
+                                                                   "an older record)")
+                       + (f"; rank 0 waits {ms(wait['total_s'])} per step for rank {wait['rank']}"
+                          if wait.get("rank") is not None and wait.get("total_s", 0) > 0.02 * T else ""))
+    return out

@@ -1,0 +1,409 @@
+"""Does the diagnosis name the right cause first? A known-answer benchmark (issue 29).
+
+    python -m diagnosis.benchmark [--out DIR] [--repeats 3] [--cases NAME,...] [--delay 0.1]
+    python -m diagnosis.benchmark --table DIR          # the table again, from a finished benchmark's records
+
+Each case injects one cause of known size into a tiny 2-rank run and says what a correct diagnosis ranks first and
+which change removes the cause:
+
+  healthy                       nothing to find
+  per_param                     sync=per_param: the per-parameter all-reduce (fix: sync=ddp)
+  straggler_<where>_r<k>        rank k sleeps `delay` per step in its data loading, inside backward or after its
+                                optimizer step (fault.delay_*): rank k is the straggler (fix: the delay removed)
+  busy_host                     another process spins on a core beside the ranks: the busy host (fix: it stopped)
+  h2d_blocking                  device=fake, h2d=blocking, each blocking copy waits `delay` for the device: the
+                                input pipeline's copy (fix: its next command, h2d=side_stream)
+  slow_link_<rate>              (root) the ranks behind an emulated link of that rate: the link (fix: its next command)
+  small_buckets                 (root) 1 KB buckets of an 8-layer ViT behind a slow link: the bucket layout, or a
+                                fix that makes the buckets larger (fix: its next command)
+
+The injection lives here and in the fault knobs (off by default, absent from the step loop when off, recorded in the
+record when on); the diagnosis never reads them. Cases of one kind run as one `python train.py -m` sweep with
+`repeats` rounds (interleaved, so drift on the machine hits every case alike). For each case and run the table says:
+
+  top-1        the first finding is the injected cause (its rule; for a straggler, the rank it names)
+  false        named findings with no injected cause behind them (0 on the healthy case)
+  sum          the savings of all findings, as a share of the step: never above 100%
+  estimated    the top finding's estimated saving and its stated range (95% interval or arithmetic range)
+  measured     the saving measured when the top finding's own next: command (or the removal of the cause, for causes
+               no knob removes: a straggler, a busy host) is run: 1 - its samples/s ratio, from the runs of the same
+               round, with the 95% interval of the runs' throughput (stats.compare_runs over the rounds for the case)
+  inside       the stated range and the measured interval overlap; otherwise by how much they miss
+
+It runs `python train.py` in subprocesses and reads the records they write: like the rest of diagnosis/ it never
+imports the run code. The cases that need an emulated link run only as root (they are listed as skipped otherwise).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMON = ["model=vgg11_tiny", "scale=smoke", "logger=none", "probe_steps=6", "diagnose.microbench=true"]
+DELAY_S = 0.1
+LINK_RATES = ("20mbit", "80mbit")
+SMALL_BUCKETS = ["model=vit_tiny", "model.num_layers=8", "bucket=0.001", "link.rate=200mbit"]
+
+
+@dataclass
+class Case:
+    name: str
+    group: str                       # the sweep it runs in
+    overrides: list[str]             # what makes this case (beside COMMON and the group's own)
+    expect: tuple[str, ...]          # rules (prefixes) a correct top finding has; () = no finding at all
+    rank: int | None = None          # a straggler case: the rank the top finding must name
+    fix: str = "next"                # "next": the top finding's next command; else the case whose runs remove the cause
+    root: bool = False
+    note: str = ""
+    fixes: tuple[dict, ...] = ()     # the changes that fix it: a top finding recommending one of these is right too
+    also: tuple[str, ...] = ()       # rules with an injected cause behind them too (named, but not necessarily first)
+
+
+def cases(delay: float = DELAY_S) -> list[Case]:
+    out = [Case("healthy", "base", ["sync=ddp"], (), fix="", note="nothing injected"),
+           Case("per_param", "base", ["sync=per_param"], ("per_param",), fix="healthy",
+                note="its fix, sync=ddp, is the healthy case's configuration", fixes=({"sync": "ddp"},))]
+    for where in ("backward", "data", "after_optimizer"):
+        for rank in (0, 1):
+            out.append(Case(f"straggler_{where}_r{rank}", "stragglers",
+                            [f"fault.delay_s={delay}", f"fault.delay_at={where}", f"fault.delay_rank={rank}"],
+                            ("straggler",), rank=rank, fix="healthy",
+                            note=f"rank {rank} sleeps {delay * 1e3:.0f} ms per step ({where})"))
+    out.append(Case("busy_host", "busy", ["sync=ddp"], ("busy_host",), fix="healthy",
+                    note="one other process spins on a core for the whole sweep"))
+    out.append(Case("h2d_blocking", "h2d", ["device=fake", "h2d=blocking", f"fault.delay_s={delay}",
+                                            "fault.delay_at=h2d"], ("input_pipeline",),
+                    note=f"every blocking copy waits {delay * 1e3:.0f} ms for the device",
+                    fixes=({"h2d": "side_stream"},)))
+    for rate in LINK_RATES:
+        out.append(Case(f"slow_link_{rate}", "link", [f"link.rate={rate}"], ("exposed_comm.slow_link",), root=True,
+                        note=f"the ranks behind an emulated {rate}/s link"))
+    out.append(Case("small_buckets", "buckets", SMALL_BUCKETS, ("bucket_layout",), root=True,
+                    note="ViT (8 layers) in 1 KB buckets (36) behind a 200 Mbit/s link",
+                    fixes=({"bucket": "null"}, {"bucket": 25}, {"bucket": 100}), also=("exposed_comm",)))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------------ running
+@dataclass
+class Runner:
+    out: Path
+    repeats: int
+    log: list[str] = field(default_factory=list)
+
+    def sweep(self, name: str, overrides: list[str], hog: bool = False, timeout: float = 1800) -> Path:
+        """One `python train.py -m` over the given overrides, `repeats` rounds; its sweep dir."""
+        sweep_dir = self.out / name
+        if sweep_dir.is_dir():          # a run of the benchmark before: its records must not mix with these
+            import shutil
+
+            shutil.rmtree(sweep_dir)
+        cmd = [sys.executable, "train.py", "-m", *COMMON, *overrides, f"repeats={self.repeats}",
+               f"hydra.sweep.dir={sweep_dir}"]
+        self.log.append(" ".join(cmd[1:]))
+        print(f"[benchmark] {name}: {' '.join(cmd[1:])}", flush=True)
+        env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])] if hog else []
+        t0 = time.time()
+        try:
+            proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+        finally:
+            for h in hogs:
+                h.kill()
+                h.wait()
+        (self.out / f"{name}.log").write_text(proc.stdout + proc.stderr)
+        print(f"[benchmark] {name}: exit {proc.returncode} after {time.time() - t0:.0f} s", flush=True)
+        return sweep_dir
+
+
+def group_overrides(group: list[Case]) -> list[str]:
+    """One sweep for the group's cases: each key they set, swept over their values (a cartesian product that is the
+    cases themselves when they differ in one or two keys, as the groups here do)."""
+    keys: dict[str, list[str]] = {}
+    for c in group:
+        for o in c.overrides:
+            k, v = o.split("=", 1)
+            if v not in keys.setdefault(k, []):
+                keys[k].append(v)
+    return [f"{k}={','.join(vs)}" for k, vs in keys.items()]
+
+
+def select(names: list[str] | None, delay: float) -> list[Case]:
+    """The cases asked for, and those their savings are measured against."""
+    chosen = [c for c in cases(delay) if names is None or c.name in names]
+    needed = {c.fix for c in chosen if c.fix not in ("", "next")}
+    return chosen + [c for c in cases(delay) if c.name in needed and c not in chosen]
+
+
+def _value(v) -> str:
+    """A recommended value as an override Hydra reads back the same (booleans lower case, as the commands write)."""
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def run(out: Path, repeats: int, names: list[str] | None, delay: float) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    chosen = select(names, delay)
+    root = os.geteuid() == 0
+    skipped = [c.name for c in chosen if c.root and not root]
+    runner = Runner(out, repeats)
+    t0 = time.time()
+    groups: dict[str, list[Case]] = {}
+    for c in chosen:
+        if c.name not in skipped:
+            groups.setdefault(c.group, []).append(c)
+    for name, group in groups.items():
+        runner.sweep(name, group_overrides(group), hog=name == "busy")
+    records = load(out)
+    # the fix of every case whose fix is its top finding's next command: run those commands, the same rounds
+    for c in chosen:
+        if c.fix != "next" or c.name in skipped:
+            continue
+        changes = {_key(d["recommends"]): d["recommends"] for d in tops(records, c) if d and d.get("recommends")}
+        for i, change in enumerate(changes.values()):
+            items = {**dict(o.split("=", 1) for o in c.overrides), **{k: _value(v) for k, v in change.items()}}
+            runner.sweep(f"fix_{c.name}_{i}", [f"{k}={v}" for k, v in items.items()])
+    result = table(out, chosen, delay)
+    result.update(skipped=skipped, wall_s=time.time() - t0, commands=runner.log, repeats=repeats, machine=machine())
+    write(out, result)
+    return result
+
+
+def machine() -> dict:
+    """Where the benchmark ran, for its table (the records hold the rest: env.*)."""
+    import platform
+
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    return {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
+            "platform": platform.platform(), "loadavg_at_end": list(load) if load else None}
+
+
+# ------------------------------------------------------------------------------------------------------------ reading
+def load(out: Path) -> list[dict]:
+    recs = []
+    for path in sorted(out.glob("*/*/run_record.json")):
+        try:
+            rec = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        rec["_sweep"] = path.parent.parent.name
+        recs.append(rec)
+    return recs
+
+
+def _items(rec: dict) -> dict[str, str]:
+    return {o.split("=", 1)[0]: o.split("=", 1)[1] for o in rec.get("overrides") or [] if "=" in o}
+
+
+def _key(change: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(change.items()))
+
+
+def runs_of(records: list[dict], c: Case, sweep: str | None = None) -> list[dict]:
+    """The case's runs: its group's sweep, the overrides it sets; by round."""
+    want = dict(o.split("=", 1) for o in c.overrides)
+    out = [r for r in records if r["_sweep"] == (sweep or c.group) and r.get("status") == "ok"
+           and all(_items(r).get(k) == v for k, v in want.items())]
+    return sorted(out, key=lambda r: int(_items(r).get("repeat", 0)))
+
+
+def tops(records: list[dict], c: Case) -> list[dict | None]:
+    return [_named(r)[0] if _named(r) else None for r in runs_of(records, c)]
+
+
+def _named(rec: dict) -> list[dict]:
+    return [f for f in ((rec.get("result") or {}).get("diagnosis") or {}).get("findings") or [] if not f.get("first")]
+
+
+def fix_runs(records: list[dict], c: Case, top: dict | None) -> list[dict]:
+    """The runs that measure the top finding's saving: the case that removes the cause, or the sweep that ran its
+    next command."""
+    if c.fix not in ("", "next"):
+        base = next(x for x in cases() if x.name == c.fix)
+        return runs_of(records, base)
+    if c.fix == "next" and top and top.get("recommends"):
+        want = {**dict(o.split("=", 1) for o in c.overrides), **{k: _value(v) for k, v in top["recommends"].items()}}
+        out = [r for r in records if r["_sweep"].startswith(f"fix_{c.name}_") and r.get("status") == "ok"
+               and all(_items(r).get(k) == v for k, v in want.items())]
+        return sorted(out, key=lambda r: int(_items(r).get("repeat", 0)))
+    return []
+
+
+def judge(c: Case, rec: dict) -> dict:
+    """One run of a case: top-1, false findings, the savings' sum."""
+    named = _named(rec)
+    top = named[0] if named else None
+    if not c.expect:
+        right = top is None
+    else:
+        right = top is not None and (top["rule"].startswith(c.expect) or any(
+            all(str(top.get("recommends", {}).get(k)) == str(v) for k, v in f.items()) for f in c.fixes))
+        if right and c.rank is not None:
+            right = f"Rank {c.rank}" in top["title"]
+    false = [f["rule"] for f in named if not f["rule"].startswith(c.expect + c.also) or not c.expect]
+    total = sum(max(0.0, (f.get("saving") or {}).get("fraction") or 0.0) for f in named)
+    return {"top": top["rule"] if top else None, "top_title": top["title"] if top else None, "top1": right,
+            "false": false, "sum": total, "saving": (top or {}).get("saving"),
+            "recommends": (top or {}).get("recommends"), "command": (top or {}).get("command")}
+
+
+def measured(case_runs: list[dict], fix: list[dict]) -> dict | None:
+    """1 - samples/s of the case / the fix's, paired by round (stats.compare_runs), with its 95% interval."""
+    from stats.runs import compare_runs
+
+    def logs(runs):
+        return [math.log(r["result"]["throughput"]["samples_per_s"]) for r in runs], \
+               [int(_items(r).get("repeat", 0)) for r in runs]
+
+    if not case_runs or not fix:
+        return None
+    a, ra = logs(case_runs)
+    b, rb = logs(fix)
+    if len(a) == 1 or len(b) == 1:          # one run each: the ratio, and the two runs' own throughput intervals
+        t = [r["result"]["throughput"] for r in (case_runs[0], fix[0])]
+        ratio = t[1]["samples_per_s"] / t[0]["samples_per_s"]
+        if all(x.get("samples_ci_lo") for x in t):
+            half = math.sqrt(sum((math.log(x["samples_ci_hi"] / x["samples_ci_lo"]) / 2) ** 2 for x in t))
+            lo, hi = ratio * math.exp(-half), ratio * math.exp(half)
+        else:
+            lo = hi = None
+        method = "one run each: the ratio, interval from the two runs' throughput intervals (log scale, combined)"
+    else:
+        s = compare_runs(a, b, ra, rb)
+        ratio, lo, hi, method = s.ratio, s.ci_lo, s.ci_hi, s.method
+    f = lambda x: None if x is None else 1 - 1 / x  # noqa: E731 - a local helper
+    return {"saving": f(ratio), "lo": f(lo), "hi": f(hi), "method": method, "runs": [len(a), len(b)]}
+
+
+def table(out: Path, chosen: list[Case], delay: float) -> dict:
+    records = load(out)
+    rows = []
+    for c in chosen:
+        runs = runs_of(records, c)
+        if not runs:
+            rows.append({"case": c.name, "runs": 0, "note": c.note})
+            continue
+        judged = [judge(c, r) for r in runs]
+        top = _named(runs[0])[0] if _named(runs[0]) else None
+        fix = fix_runs(records, c, top) if c.fix else []
+        m = measured(runs, fix) if c.fix else None
+        est = [j["saving"] for j in judged if j["saving"] and j["saving"].get("fraction") is not None]
+        row = {"case": c.name, "note": c.note, "runs": len(runs), "expect": " or ".join(c.expect) or "nothing",
+               "top1": sum(j["top1"] for j in judged), "tops": [j["top"] for j in judged],
+               "false": sum(len(j["false"]) for j in judged), "false_rules": sorted({x for j in judged
+                                                                                    for x in j["false"]}),
+               "max_sum": max(j["sum"] for j in judged), "command": judged[0]["command"],
+               "fix": c.fix if c.fix != "next" else "its next command"}
+        if est:
+            row.update(estimated=statistics.median(e["fraction"] for e in est),
+                       estimated_lo=statistics.median(e["lo"] for e in est if e.get("lo") is not None)
+                       if any(e.get("lo") is not None for e in est) else None,
+                       estimated_hi=statistics.median(e["hi"] for e in est if e.get("hi") is not None)
+                       if any(e.get("hi") is not None for e in est) else None,
+                       estimate_source=est[0].get("source"))
+        if m:
+            row.update(measured=m["saving"], measured_lo=m["lo"], measured_hi=m["hi"], measured_method=m["method"])
+            if est:
+                inside = [_overlap(e, m) for e in est]
+                row["inside"] = sum(x == 0 for x in inside)
+                row["missed_by"] = max(inside)
+        rows.append(row)
+    return {"rows": rows, "delay_s": delay, "common": COMMON,
+            "done": all(r.get("top1") == r.get("runs") and (r["case"] != "healthy" or r.get("false") == 0)
+                        and (r.get("max_sum") or 0) <= 1.0 + 1e-9 for r in rows if r.get("runs"))}
+
+
+def _overlap(est: dict, m: dict) -> float:
+    """0 when the stated range and the measured interval overlap, else the gap between them (a share of the step)."""
+    lo = est.get("lo") if est.get("lo") is not None else est["fraction"]
+    hi = est.get("hi") if est.get("hi") is not None else est["fraction"]
+    mlo = m["lo"] if m.get("lo") is not None else m["saving"]
+    mhi = m["hi"] if m.get("hi") is not None else m["saving"]
+    return max(0.0, mlo - hi, lo - mhi)
+
+
+def _pct(x) -> str:
+    return "–" if x is None else f"{100 * x:.0f}%"
+
+
+def markdown(result: dict) -> str:
+    m = result.get("machine") or {}
+    where = (f" Machine: {m.get('host')}, {m.get('cpus')} CPUs, {m.get('platform')}, load average at the end "
+             f"{', '.join(f'{x:.2f}' for x in m['loadavg_at_end'])}." if m.get("loadavg_at_end") else "")
+    lines = [f"Diagnosis benchmark: {result.get('repeats', '?')} run(s) per case; cases of one kind in one sweep, "
+             "interleaved by round. Common overrides: `" + " ".join(result["common"]) + f"`.{where}", "",
+             "| case | injected | expected first | top-1 | false findings | max sum of savings | top finding's "
+             "estimated saving [range] | measured saving [95% CI] | inside | fix measured |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    for r in result["rows"]:
+        if not r.get("runs"):
+            lines.append(f"| {r['case']} | {r['note']} | – | not run | | | | | | |")
+            continue
+        est = (_pct(r.get("estimated")) + (f" [{_pct(r.get('estimated_lo'))}, {_pct(r.get('estimated_hi'))}]"
+                                           if r.get("estimated_lo") is not None else "")
+               + (f" ({r['estimate_source']})" if r.get("estimate_source") else "")) if "estimated" in r else "–"
+        meas = (_pct(r["measured"]) + (f" [{_pct(r['measured_lo'])}, {_pct(r['measured_hi'])}]"
+                                       if r.get("measured_lo") is not None else "")) if "measured" in r else "–"
+        inside = (f"{r['inside']}/{r['runs']}" + (f" (missed by {100 * r['missed_by']:.0f} points)"
+                                                  if r.get("missed_by") else "")) if "inside" in r else "–"
+        false = f"{r['false']}" + (f" ({', '.join(r['false_rules'])})" if r["false_rules"] else "")
+        lines.append(f"| {r['case']} | {r['note']} | {r['expect']} | {r['top1']}/{r['runs']} | {false} "
+                     f"| {_pct(r['max_sum'])} | {est} | {meas} | {inside} | {r['fix']} |")
+    if result.get("skipped"):
+        lines += ["", f"Not run (they need root for the emulated link): {', '.join(result['skipped'])}."]
+    lines += ["", "top-1: runs whose first finding is the injected cause (for a straggler, naming its rank). false "
+              "findings: named findings with no injected cause behind them. max sum: the largest total of all "
+              "findings' savings in one run, as a share of the step. inside: runs whose stated range overlaps the "
+              "measured 95% interval (else the gap, in points of the step). measured: 1 - samples/s of the case / "
+              "the fix's, paired by round (stats.compare_runs)."]
+    if result.get("wall_s") is not None:
+        lines.append(f"Wall time: {result['wall_s'] / 60:.1f} min.")
+    return "\n".join(lines) + "\n"
+
+
+def write(out: Path, result: dict) -> None:
+    (out / "benchmark.json").write_text(json.dumps(result, indent=2, default=str))
+    (out / "benchmark.md").write_text(markdown(result))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m diagnosis.benchmark", description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default="diagnosis_benchmark", help="where the sweeps and the table go")
+    p.add_argument("--repeats", type=int, default=3, help="runs per case (rounds; default 3)")
+    p.add_argument("--cases", help="a comma-separated subset of the cases (the cases they are measured against are "
+                                   "added)")
+    p.add_argument("--delay", type=float, default=DELAY_S, help=f"injected delay, seconds (default {DELAY_S})")
+    p.add_argument("--table", metavar="DIR", help="only the table, from a finished benchmark's records")
+    p.add_argument("--list", action="store_true", help="list the cases and exit")
+    args = p.parse_args(argv)
+    if args.list:
+        for c in cases(args.delay):
+            print(f"{c.name:<28} {c.note}" + (" (root)" if c.root else ""))
+        return 0
+    names = args.cases.split(",") if args.cases else None
+    known = {c.name for c in cases(args.delay)}
+    if names and (bad := [n for n in names if n not in known]):
+        print(f"error: unknown case(s) {', '.join(bad)}; python -m diagnosis.benchmark --list shows them",
+              file=sys.stderr)
+        return 2
+    if args.table:
+        out = Path(args.table)
+        old = json.loads((out / "benchmark.json").read_text()) if (out / "benchmark.json").is_file() else {}
+        chosen = select(names, old.get("delay_s", args.delay))
+        result = {**old, **table(out, chosen, old.get("delay_s", args.delay))}
+    else:
+        result = run(Path(args.out), args.repeats, names, args.delay)
+    write(Path(args.table or args.out), result)
+    print(markdown(result))
+    return 0 if result["done"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

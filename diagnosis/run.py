@@ -1,0 +1,319 @@
+"""diagnose(record): the rules over one run record, settled into one ranked list in which every millisecond counts
+once.
+
+1. The step is accounted for (diagnosis.accounting): the throughput's time per step, rank 0's phases, the time outside
+   them, the barrier, and rank 0's wait for a late peer, which belongs to the straggler, not to communication.
+2. The rules (diagnosis.rules) each read the record and return a finding or None.
+3. The what-if model (whatif.api) estimates the saving of every finding whose fix it covers (bucket, optim,
+   accumulate, sync, world_size, ddp.*), with its 95% interval; where a finding has several fixes (a slow link: bf16,
+   PowerSGD, larger buckets, accumulation) the model's best is the next command (a fix that keeps the effective batch
+   before accumulate=K, which changes it). Elsewhere the rule's own arithmetic stays, and the finding says the model
+   does not cover that knob.
+4. Findings are settled in the order of their savings: each draws its saving from the part of the step it acts on
+   (Pools: the wait for a late peer, the exposed communication, the input pipeline, the compute), so the savings
+   together never exceed the step; a finding whose part is already spent by a higher one, or whose next command a
+   higher one already gives, is folded into that one ("also explains").
+5. Ranking is by saving; a near-tie (within the noise floor) goes to the stronger evidence (an interval against a
+   point), and the output says when two causes cannot be told apart. Findings under the noise floor are not named:
+   under the 2% threshold they are only counted; under a floor the run's own noise sets, the noise is said (not
+   numbered as a cause).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from diagnosis.finding import Finding, Saving, ms, near_tie, rank_findings
+from diagnosis.rules import RULES, noise_rule
+from diagnosis.view import RunView
+
+# 2: CPU contention, per_param on full cores, lower-bound efficiency; 3: no next command repeats the run; 4: bucket=null
+# (DDP's default) recommended, exposed comm from one probe step never acted on alone, busy-host stragglers, PowerSGD's
+# own sync, efficiencies over 100% not measurable; 5: the step accounted for (throughput's step, waits for a late peer
+# are the straggler's), disjoint findings (pools, folding), the what-if model's savings, busy-host finding, noise said
+# only where it hides a finding
+VERSION = 5
+MODEL_SAMPLES = 400          # Monte Carlo draws per prediction: a diagnosis runs at the end of every run
+
+
+def diagnose(record: dict, nccl_tests: dict | None = None, hta: bool = True, model: bool = True) -> dict:
+    from comm import nccl_tests as nt
+    from comm.efficiency import versus_link
+
+    result = record.get("result") or {}
+    comm = result.get("comm") or {}
+    comparisons = {}
+    if comm.get("vs_microbench"):   # records from before overlap_s was kept beside it: the comm section has it
+        comparisons["microbench"] = {"overlap_s": comm.get("overlap_s"), **comm["vs_microbench"]}
+    if nccl_tests is not None:
+        vs = nt.versus(record, nccl_tests)
+        if vs:
+            comparisons["nccl_tests"] = vs
+    link = versus_link((record.get("env") or {}).get("link"), comm, int(result.get("world_size") or 1))
+    if link is not None and result.get("sync") != "local":
+        comparisons["link"] = link     # behind an emulated link: the reference when nothing was measured
+    v = RunView(record, comparisons.get("microbench") or comparisons.get("nccl_tests") or comparisons.get("link"))
+    noise = v.noise()
+    found: list[Finding] = []
+    notes: list[str] = []
+    for rule in RULES:
+        try:
+            f = rule(v)
+        except Exception as e:  # noqa: BLE001 - one rule that cannot read a record never costs the others
+            notes.append(f"rule {rule.__name__} could not read this record ({type(e).__name__}: {e})")
+            continue
+        if f is not None:
+            found.append(f)
+    if model and found:
+        notes += estimate_with_model(v, found)
+    floor = noise["floor"]
+    threshold = noise.get("threshold", floor)
+    settled = settle(v, found, floor)
+    named = [f for f in settled if f.qualitative or f.material > floor]
+    hidden = [f for f in settled if f not in named]
+    ranked = rank_findings(named, tie=floor)
+    first = noise_rule(v, noise, hidden)
+    out = {
+        "version": VERSION,
+        "task": v.task,
+        "findings": [f.to_dict() for f in ([first] if first else []) + ranked],
+        "inside_noise": [{"rule": f.rule, "effect": f.material, "title": f.title,
+                          "under": "noise" if f.material > threshold else "threshold"} for f in hidden],
+        "ties": ties(ranked, floor),
+        "noise": {k: noise.get(k) for k in ("floor", "measured", "threshold", "noisy", "reasons", "n", "ci_level",
+                                            "rel_halfwidth", "of")},
+        "accounting": v.acc,
+        "comparisons": comparisons,
+        "notes": notes + _notes(v, comparisons),
+    }
+    if hta and result.get("profiled") and (record.get("config") or {}).get("diagnose", {}).get("hta", True):
+        from diagnosis import hta as hta_check
+
+        out["hta"] = hta_check.cross_check(record)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------- the what-if model
+def model_profile(record):
+    """(the what-if model's profile of this record, or None; why not). The model prices a change only where it has
+    the run's link: the on-rank microbenchmark (or a one-rank run, which has no link to price); a link taken from the
+    sync's own span (no microbenchmark) is a lower bound that extrapolates badly to other byte counts."""
+    from whatif.api import profile_of
+
+    try:
+        prof = profile_of(record)
+    except Exception as e:  # noqa: BLE001 - the model cannot read every record
+        return None, f"the what-if model cannot read this record ({e})"
+    if prof.world_size > 1 and (prof.link is None or prof.link.name.startswith("this run's sync")):
+        return None, ("the what-if model needs the run's link, and this record has no on-rank microbenchmark "
+                      "(diagnose.microbench=true measures it)")
+    return prof, None
+
+
+def model_saving(record, change: dict) -> dict | None:
+    """whatif.api.saving of `change` on this record, None where the model does not price it."""
+    from whatif.api import saving
+    from whatif.step import KNOB_ALIASES
+
+    if not change or not all(k in KNOB_ALIASES for k in change):
+        return None
+    prof, _ = model_profile(record)
+    if prof is None:
+        return None
+    try:
+        p = saving(prof, change, samples=MODEL_SAMPLES)
+    except Exception:  # noqa: BLE001 - a knob value the model refuses
+        return None
+    return p if p["fraction"] is not None else None
+
+
+def estimate_with_model(v: RunView, found: list[Finding]) -> list[str]:
+    """Each finding's saving from the what-if model where it covers the finding's fixes (Finding.fixes, else its
+    recommended overrides): the best of them, which then becomes the next command; the rule of thumb's estimate stays
+    beside it (Saving.rule). Elsewhere the rule's estimate stays and says the model does not cover that fix. Returns
+    notes."""
+    from whatif.api import saving
+    from whatif.step import KNOB_ALIASES
+
+    priced = {id(f): [c for c in _fixes(f) if all(k in KNOB_ALIASES for k in c)] for f in found}
+    prof, why = model_profile(v.record) if any(priced.values()) else (None, None)
+    for f in found:
+        if f.rule == "oversubscription.contention" and prof is not None:
+            _contention_cost(v, f, prof)
+        options = priced[id(f)] if prof is not None else []
+        preds = []
+        for change in options:
+            try:
+                p = saving(prof, change, samples=MODEL_SAMPLES)
+            except Exception:  # noqa: BLE001 - a knob value the model refuses: that option only
+                continue
+            if p["fraction"] is not None:
+                preds.append((change, p))
+        if not preds:
+            fixes = sorted({k for c in _fixes(f) for k in c})
+            _rule_only(f, why or ("the what-if model does not cover " + ", ".join(fixes) if fixes else
+                                  "the what-if model does not cover this fix"))
+            continue
+        change, best = max(preds, key=_preference)
+        rule = _as_rule(f.saving)
+        if rule is not None:
+            rule["recommends"] = dict(f.recommends)
+        f.saving = Saving(best["fraction"], v.step_s * best["fraction"] if v.step_s else None, best["lo"], best["hi"],
+                          of="the time per sample", basis="interval", source="model",
+                          how=best["how"] + (f"; the best of the {len(preds)} fixes it priced" if len(preds) > 1
+                                             else ""), rule=rule)
+        f.pool = "own"          # the model prices the whole step of the fix, not one part of it
+        f.predictions = [{"change": c, "fraction": p["fraction"], "lo": p["lo"], "hi": p["hi"]} for c, p in preds]
+        if change != f.recommends:
+            f.recommends, f.command = change, v.command(change)
+    return [why] if why else []
+
+
+def _contention_cost(v: RunView, f: Finding, prof) -> None:
+    """The cause's own size: the step with compute and all-reduce not slowing each other (whatif.api.contention_cost);
+    0 where the run's timers show no such slow-down."""
+    from diagnosis.finding import Evidence
+    from whatif.api import contention_cost
+
+    try:
+        c = contention_cost(prof, samples=MODEL_SAMPLES)
+    except Exception:  # noqa: BLE001 - the rule's own evidence stands
+        return
+    f.cause = max(0.0, c["fraction"] or 0.0) if c else 0.0
+    f.evidence.append(Evidence("what the contention costs (the what-if model: compute and all-reduce not slowing each "
+                               "other)", 100 * f.cause, "%", 100 * c["lo"] if c and c["lo"] is not None else None,
+                               100 * c["hi"] if c and c["hi"] is not None else None, "whatif.api.contention_cost",
+                               (c["how"] if c else "no slow-down calibrated on this run's DDP timers")))
+
+
+def _preference(pred: tuple[dict, dict]) -> tuple[bool, float]:
+    """Which priced fix becomes the next command: one that keeps the effective batch (accumulate=K trains with K
+    times the batch per optimizer step) before one that does not, when it saves anything; then the larger saving."""
+    change, p = pred
+    return ("accumulate" not in change and p["fraction"] > 0, p["fraction"])
+
+
+def _fixes(f: Finding) -> list[dict]:
+    return [c for c in f.fixes if c] or ([f.recommends] if f.recommends else [])
+
+
+def _rule_only(f: Finding, why: str) -> None:
+    if f.saving is not None and f.saving.fraction is not None and f.saving.source == "rule":
+        f.saving.how += f" (a rule of thumb: {why})"
+
+
+def _as_rule(s: Saving | None) -> dict | None:
+    if s is None or s.fraction is None:
+        return None
+    return {"fraction": s.fraction, "lo": s.lo, "hi": s.hi, "how": s.how}
+
+
+# ------------------------------------------------------------------------------------------------- disjoint findings
+class Pools:
+    """The step's parts a finding's saving can come from, nested so that they add up to the step:
+
+        step = wait (rank 0's wait for a late peer) + own (rank 0's own time)
+        own  = input (data + H2D) + exposed (communication after the wait) + compute (the rest)
+
+    A claim takes from its part and from every part above it, so no two findings spend the same millisecond."""
+
+    PARENT = {"wait": "step", "own": "step", "input": "own", "exposed": "own", "compute": "own"}
+
+    def __init__(self, v: RunView, found: list[Finding] = ()):
+        T = v.step_s or 0.0
+        wait = v.wait()             # rank 0's wait for a late peer; the others' wait when rank 0 is the late one
+        late = max((f.saving.seconds or 0.0 for f in found if f.pool == "wait" and f.saving is not None
+                    and f.saving.seconds is not None), default=0.0)
+        w = min(T, max(wait["total_s"] if wait else 0.0, late))
+        phases = ((v.acc or {}).get("rank0") or {}).get("phases_s") or {}
+        inp = phases.get("data", 0.0) + phases.get("h2d", 0.0)
+        exposed = v.exposed()
+        ex = exposed["median"] if exposed else 0.0
+        if not exposed and v.result.get("sync") in ("per_param", "flat"):
+            ex = phases.get("sync", 0.0)
+        own = T - w
+        self.left = {"step": T, "wait": w, "own": own, "input": min(inp, own), "exposed": min(ex, own),
+                     "compute": max(0.0, own - inp - ex)}
+        self.by: dict[str, list[Finding]] = {k: [] for k in self.left}
+
+    def path(self, pool: str) -> list[str]:
+        out = [pool]
+        while out[-1] in self.PARENT:
+            out.append(self.PARENT[out[-1]])
+        return out
+
+    def claim(self, f: Finding, seconds: float) -> tuple[float, Finding | None]:
+        """(what it gets, the finding that spent the rest of its part when it gets less)."""
+        path = self.path(f.pool if f.pool in self.left else "own")
+        got = max(0.0, min(seconds, *(self.left[p] for p in path)))
+        spent = None
+        if got < seconds:
+            tight = min(path, key=lambda p: self.left[p])      # the part that ran out, and who spent it first
+            spent = self.by[tight][0] if self.by[tight] else None
+        for p in path:
+            self.left[p] -= got
+            self.by[p].append(f)
+        return got, spent
+
+
+def settle(v: RunView, found: list[Finding], floor: float) -> list[Finding]:
+    """Savings capped so that they never add up to more than the step; a finding explained by a higher one (its part
+    of the step spent there, or its next command already given there) folded into that one."""
+    pools = Pools(v, found)
+    T = v.step_s
+    kept: list[Finding] = []
+    for f in rank_findings(found, tie=floor):
+        same = next((k for k in kept if k.command == f.command), None)
+        if same is not None:
+            _fold(same, f, "the same next command")
+            continue
+        s = f.saving
+        if T and s is not None and s.fraction is not None and f.pool:
+            want = max(0.0, s.fraction * T)
+            got, spent = pools.claim(f, want)
+            if got < want - 1e-9 * T:
+                share = got / T
+                if spent is not None and share <= floor:
+                    _fold(spent, f, f"its {ms(want)} ms per step are counted there")
+                    continue
+                f.saving = replace(s, fraction=share, seconds=got, lo=min(s.lo, share) if s.lo is not None else None,
+                                   hi=min(s.hi, share) if s.hi is not None else None,
+                                   capped=(f"capped at {100 * share:.1f}%: the rest of its {ms(want)} ms per step is "
+                                           f"counted in a finding above" if spent is not None else
+                                           f"capped at {100 * share:.1f}%: what is left of the step"))
+        kept.append(f)
+    return kept
+
+
+def _fold(into: Finding, f: Finding, why: str) -> None:
+    into.folded.append({"rule": f.rule, "title": f.title, "why": why, "command": f.command,
+                        "recommends": f.recommends, "saving": dict(f.saving.__dict__) if f.saving else None,
+                        "predictions": f.predictions})
+
+
+def ties(ranked: list[Finding], floor: float) -> list[dict]:
+    """Neighbours in the ranking whose savings differ by less than the noise floor and whose evidence is equally
+    strong: this record cannot tell which saves more."""
+    out = []
+    for i in range(len(ranked) - 1):
+        a, b = ranked[i], ranked[i + 1]
+        if near_tie(a, b, floor) and a.strength == b.strength:
+            out.append({"findings": [i + 1, i + 2], "savings": [a.saving.fraction, b.saving.fraction],
+                        "floor": floor})
+    return out
+
+
+def _notes(v: RunView, comparisons: dict) -> list[str]:
+    notes = []
+    r = v.result
+    if v.task == "train" and r.get("comm") and v.world_size > 1 and not comparisons:
+        skipped = (r.get("microbench") or {}).get("skipped")
+        notes.append("comm efficiency not measured: " + (skipped or "no on-rank microbenchmark in this record "
+                                                          "(diagnose.microbench=true runs it)"))
+    if r.get("backend") == "nccl" and not r.get("nccl_transports"):
+        notes.append("NCCL transports unknown: nccl.DEBUG=INFO records which (P2P, SHM, NET/IB, NET/Socket)")
+    if v.task in ("collectives",):
+        notes.append("task=collectives measures the link itself; the rules read train, grad_sync and pair_groups runs")
+    return notes
+
+
+__all__ = ["diagnose", "VERSION", "settle", "Pools"]
