@@ -43,7 +43,7 @@ def diagnosis_lines(diag: dict | None, budget: int, where: str = "<run dir>") ->
         f" above the noise floor of {floor:.1%} of the step" if floor else "")
     hidden = len(diag.get("inside_noise") or [])
     if hidden:
-        head += f" ({hidden} more inside it)"
+        head += f" ({hidden} more too small to name)"
     lines = [head]
     if noise.get("noisy") and noise_findings:
         reasons = "; ".join(noise.get("reasons") or []) or noise_findings[0].title
