@@ -72,7 +72,9 @@ def test_plots_state_their_question_keep_legends_off_the_data_and_give_busbw_err
     plots.scaling(scaling, tmp_path / "scaling.png")
     plots.busbw(coll, tmp_path / "busbw.png")
     assert set(drawn) == {"throughput", "phases", "bucket", "scaling", "busbw"}
-    title = lambda name: drawn[name].axes[0].get_title()  # noqa: E731
+    def title(name):
+        return drawn[name].axes[0].get_title()
+
     assert title("throughput") == "vgg11, 2 gloo ranks: throughput by optim and bucket\nvm / cpu"
     assert title("bucket").startswith("vgg11, 2 gloo ranks: does the DDP bucket size change throughput?")
     assert "how close to linear" in title("scaling") and "bus bandwidth by message size" in title("busbw")
