@@ -16,6 +16,9 @@ from base.errors import ConfigWarning
 
 ROOT = "ddp_comm"
 FILE_FORMAT = "[%(asctime)s]%(rank)s[%(name)s][%(levelname)s] - %(message)s"
+# `extra=` of a line meant for one place only: the full text of a run for the job log, its brief form for the console
+FILE_ONLY = {"to": "file"}
+CONSOLE_ONLY = {"to": "console"}
 
 
 class Console(logging.Handler):
@@ -23,6 +26,8 @@ class Console(logging.Handler):
     whoever swapped sys.stdout/sys.stderr (pytest, a caller) gets the output."""
 
     def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "to", None) == "file":
+            return
         try:
             stream = sys.stderr if record.levelno >= logging.WARNING else sys.stdout
             text = self.format(record)
@@ -79,6 +84,10 @@ warnings.formatwarning = _one_line
 class JobLog(logging.FileHandler):
     """The job log file. A disk that fills (or goes read-only) during the run costs the log, not a traceback per
     line: the first failed write prints one warning and the file is given up; the console keeps every line."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "to", None) != "console":
+            super().emit(record)
 
     def handleError(self, record: logging.LogRecord) -> None:
         error = sys.exc_info()[1]

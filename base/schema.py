@@ -411,6 +411,7 @@ class Config:
     repeats: int = ge(1)
     repeat: int = ge(0)
     compare: Compare = field(default_factory=Compare)
+    verbose: bool = MISSING
     timing: bool = MISSING
     probe_steps: int = ge(0)
     solver: Solver = field(default_factory=Solver)

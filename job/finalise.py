@@ -10,8 +10,9 @@ the summary is still printed and the record goes to the first place that takes i
 console. The first of them has a predictable name in a shared temp dir, so each is used only as a directory of this
 user's own, mode 0700: made so here, or found so (not followed when it is a symbolic link someone planted).
 
-W&B comes last and is bounded by its own deadline (results/wandb_log.py), so the error line and the record never wait
-for it."""
+W&B is bounded by its own deadline (results/wandb_log.py). It comes before the record path of a run that worked (the
+path is the last line the run prints; the record is on disk already) and after a failure's error line, so the record
+and the error never wait for it."""
 from __future__ import annotations
 
 import errno
@@ -23,10 +24,11 @@ import time
 from pathlib import Path
 
 import diagnosis
+from job import brief
 from comm.link import describe as describe_link, is_emulated
 from base.build import build
 from base.interrupt import Interrupted
-from base.log import get
+from base.log import CONSOLE_ONLY, FILE_ONLY, get
 from base.record import Record
 
 log = get(__name__)
@@ -46,12 +48,14 @@ def finalise(record: Record, out_dir: str | Path, *, wandb: bool = True, quiet: 
     except OSError as e:
         path, problem = None, e
     if not quiet:
-        _print_summary(record)
+        _print_summary(record, out_dir)
     if problem is not None:
         path = _write_elsewhere(record, out_dir, problem)
+    if wandb and record.status == "ok":   # a run that worked: its record path is the last line it prints
+        _log_wandb(record)
     if not quiet:
         _print_end(record, path)
-    if wandb:
+    if wandb and record.status != "ok":   # a failure's error line never waits for W&B
         _log_wandb(record)
     return path
 
@@ -100,27 +104,52 @@ def _write_elsewhere(record: Record, out_dir: str | Path, problem: OSError) -> P
     return None
 
 
-def _print_summary(record: Record) -> None:
+def _print_summary(record: Record, out_dir: str | Path) -> None:
+    """verbose=true: the task's full summary and the whole diagnosis on the console. By default the console gets
+    the brief form (job/brief.py: at most MAX_LINES with the record path) and the job log the full text."""
     result = record.result or {}
     if result.get("headline") is not None and record.task:
         import tasks
 
+        task = tasks.get(record.task)
         try:
-            log.info(tasks.get(record.task).summarize(record.to_dict()))
+            full = [task.summarize(record.to_dict())]
+            short = getattr(task, "brief", None)
+            short = short(record.to_dict()) if short is not None else None
         except Exception as e:  # noqa: BLE001 - a summary never costs the record
-            log.warning(f"(summary unavailable: {type(e).__name__}: {e})")
+            full, short = [f"(summary unavailable: {type(e).__name__}: {e})"], None
         link = (record.env or {}).get("link")
         if is_emulated(link):
-            log.info(describe_link(link))
+            full.append(describe_link(link))
+            short = None if short is None else [*short, describe_link(link)]
         if result.get("diagnosis"):
-            log.info("\n" + diagnosis.format_text(result["diagnosis"]))
+            full.append("\n" + diagnosis.format_text(result["diagnosis"]))
+        if _verbose(record) or (short is None and not _in_sweep(record)):
+            log.info("\n".join(full))
+        elif _in_sweep(record):   # the sweep prints one line per job (results/callbacks.py); the log has it all
+            log.info("\n".join(full), extra=FILE_ONLY)
+        else:
+            log.info("\n".join(full), extra=FILE_ONLY)
+            if result.get("diagnosis"):
+                budget = brief.MAX_LINES - len(short) - 2 - len(result.get("warnings") or [])  # blank + record path
+                short = [*short, "", *brief.diagnosis_lines(result["diagnosis"], budget, str(out_dir))]
+            log.info("\n".join(short), extra=CONSOLE_ONLY)
     for warning in result.get("warnings") or []:
         log.warning(f"warning: {warning}")
 
 
+def _verbose(record: Record) -> bool:
+    return bool((record.config or {}).get("verbose"))
+
+
+def _in_sweep(record: Record) -> bool:
+    return bool((record.job or {}).get("sweep_dir"))
+
+
 def _print_end(record: Record, path: Path | None) -> None:
     if record.status == "ok":
-        log.info(f"\nrun record: {path}")
+        log.info(("\n" if _verbose(record) else "") + f"run record: {path}",
+                 extra=FILE_ONLY if _in_sweep(record) and not _verbose(record) else None)
     elif record.status == "interrupted":  # one line: the user knows why, a traceback would only hide the path
         log.warning(f"{record.error}; interrupted run record: {path}")
     else:

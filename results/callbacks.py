@@ -12,6 +12,7 @@ show of the overrides is what the user typed (`${oc.env:...}` stays text: base/p
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -28,7 +29,8 @@ from results.sweep import (TABLE_CSV, TABLE_MD, expected_jobs, product_of, sweep
                            sweep_entries, write_sweep_table)                          # callers' names
 from results.sweep_order import position, run_order
 from base.record import SWEEP_ID_ENV
-from results.table import Entry, build_table
+from results.table import Entry, build_table, fmt
+from stats.fmt import fmt_ci
 
 SCALING_MD, SCALING_CSV = "sweep_scaling.md", "sweep_scaling.csv"
 DIAGNOSIS_MD = "sweep_diagnosis.md"
@@ -77,6 +79,7 @@ class SweepTable(Callback):
         self.sweep_config: DictConfig | None = None  # set in the sweep's own process only
         self.interrupted = False  # a signal stopped the sweep: the table has the jobs that ran
         self.sweep_id: str | None = None  # in every record of this sweep's jobs (job/run.py: job.sweep_id)
+        self.progress: dict[int, tuple[str, str, str]] = {}   # a job's progress text, printed when it ends
 
     # progress ------------------------------------------------------------------------------------
 
@@ -108,7 +111,10 @@ class SweepTable(Callback):
                 tail += f", ~{_fmt_duration(per_job * (left + 1))} left"
         else:
             progress, tail = f"job {num + 1}/?", "total unknown"
-        print(f"[sweep] {progress} ({tail}): {overrides}", flush=True)
+        if OmegaConf.select(config, "verbose"):
+            print(f"[sweep] {progress} ({tail}): {overrides}", flush=True)
+        else:   # one line per job, when it ends (on_job_end)
+            self.progress[num] = (progress, tail, overrides)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         from hydra.core.utils import JobStatus
@@ -124,6 +130,9 @@ class SweepTable(Callback):
         elif getattr(value, "status", "ok") != "ok":  # job.run.JobResult of a failed or interrupted job
             info["error"] = str(getattr(value, "error", None) or value.status)
         self.returns[int(num)] = info
+        if int(num) in self.progress:
+            progress, tail, overrides = self.progress.pop(int(num))
+            print(f"[sweep] {progress} ({tail}): {overrides} -> {_job_line(value, info.get('error'))}", flush=True)
         self._stop_if_interrupted()
 
     def _stop_if_interrupted(self) -> None:
@@ -141,7 +150,7 @@ class SweepTable(Callback):
                                 sweep_id=self.sweep_id)
         command = sweep_command(config)
         table = build_table(entries, first="job", title=f"Sweep {sweep_dir}")
-        text = table.markdown()
+        text = table.markdown() if OmegaConf.select(config, "verbose") else terminal_table(table, entries)
         print(f"\n{command}\n\n{text}", flush=True)
 
         md, csv = write_sweep_table(sweep_dir, table, command)
@@ -178,6 +187,64 @@ class SweepTable(Callback):
             jobs = ", ".join(str(e.num) for e in failed)
             raise SweepFailed(f"[sweep] {len(failed)} of {len(entries)} jobs failed (job {jobs}); "
                               f"see the failed rows in {md}")
+
+
+def _job_line(value: Any, error: str | None) -> str:
+    """A finished job in a few words, from its record: throughput with its interval and the top finding."""
+    if error:
+        return f"FAILED: {error}"[:200]
+    try:
+        record = json.loads(Path(value.record).read_text())
+        result = record.get("result") or {}
+    except (AttributeError, TypeError, OSError, ValueError):
+        return "done (no record to read)"
+    tp = result.get("throughput") or {}
+    if tp.get("samples_per_s") is not None:
+        text = fmt_ci(tp["samples_per_s"], tp.get("samples_ci_lo"), tp.get("samples_ci_hi"), "samples/s")
+    else:
+        text = ", ".join(f"{k} {fmt(v, k)}" for k, v in list((result.get("headline") or {}).items())[:2]) or "done"
+    top = _top_finding(result)
+    return text + (f"; top finding: {top if len(top) <= 80 else top[:79] + '~'}" if top else "")
+
+
+def _top_finding(result: dict) -> str | None:
+    findings = [f for f in ((result.get("diagnosis") or {}).get("findings") or []) if not f.get("first")]
+    return findings[0]["title"] if findings else None
+
+
+TERMINAL_WIDTH = 120
+SHORT_VERDICT = {"no significant difference": "not significant"}
+
+
+def terminal_table(table, entries: list[Entry]) -> str:
+    """The end-of-sweep table as the terminal shows it by default: configuration, samples/s [CI], speed-up [CI],
+    verdict and top finding, cut to TERMINAL_WIDTH columns. The full table (every column, the footnotes) is in
+    sweep_table.md/.csv; verbose=true prints it here too. A sweep without samples/s (task=collectives, ...) prints
+    its full table."""
+    if "samples/s" not in table.columns:
+        return table.markdown()
+    by_dir = {str(e.output_dir): e for e in entries if e.output_dir}
+    head = ["configuration", "samples/s [95% CI]", "speed-up [95% CI]", "verdict", "top finding"]
+    rows = []
+    for row in table.rows:
+        label = str(row.get("overrides") or row.get("configuration") or "")   # the baseline: its verdict says so
+        first = by_dir.get(str(row.get("run dir") or "").split(";")[0])
+        top = _top_finding(first.result) if first is not None and first.result else None
+        rows.append([label, table.text(row, "samples/s"), table.text(row, "speed-up"),
+                     SHORT_VERDICT.get(row.get("verdict"), str(row.get("verdict") or row.get("status") or "")),
+                     top or "-"])
+    fixed = [min(cap, max(len(head[j]), *(len(r[j]) for r in rows))) for j, cap in ((1, 20), (2, 22), (3, 16))]
+    room = TERMINAL_WIDTH - sum(fixed) - 3 * len(head) - 1          # for the configuration and the top finding
+    config = min(max(len(head[0]), *(len(r[0]) for r in rows)), room - 24)
+    widths = [config, *fixed, room - config]
+    def cut(text: str, width: int) -> str:
+        return text if len(text) <= width else text[:width - 1] + "~"
+
+    def line(values):
+        return "| " + " | ".join(cut(v, w).ljust(w) for v, w in zip(values, widths)) + " |"
+
+    out = [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *(line(r) for r in rows)]
+    return "\n".join(out) + f"\n(every column, the intervals' method and the footnotes: {TABLE_MD}; verbose=true)\n"
 
 
 def _as_typed(config: DictConfig) -> dict:
@@ -222,7 +289,7 @@ def _sweep_diagnosis(entries: list[Entry], sweep_dir: Path) -> tuple[dict | None
 def _sweep_plots(entries: list[Entry], sweep_dir: Path) -> dict[str, Path]:
     try:
         from results import plots
-        return plots.standard_plots(entries, sweep_dir, prefix="sweep_", title=f"sweep {sweep_dir.name}")
+        return plots.standard_plots(entries, sweep_dir, prefix="sweep_")   # titles: the question
     except Exception as e:  # noqa: BLE001 - a plot never costs the table
         print(f"[sweep] plots skipped: {type(e).__name__}: {e}", file=sys.stderr)
         return {}

@@ -40,14 +40,38 @@ def _err(c: Config, key: str) -> tuple[float, float]:
 
 
 def _save(fig, path: Path) -> Path:
+    """bbox_inches="tight": the legends placed outside the axes and the long tick labels are kept, never cut."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    if fig.get_layout_engine() is None:
+        fig.tight_layout()
+    fig.savefig(path, dpi=120, bbox_inches="tight", pad_inches=0.15)
     plt.close(fig)
     return path
 
 
-def throughput(entries: list[Entry], path: Path, title: str = "") -> Path | None:
+def _subject(configs: list[Config]) -> str:
+    """What ran, for a title: the model and the ranks, e.g. "vgg11, 2 gloo ranks"."""
+    first = configs[0].first
+    model = ((first.config or {}).get("model") or {}).get("name")
+    sizes = sorted({c.first.result.get("world_size") for c in configs} - {None})
+    backend = first.result.get("backend") or ""
+    ranks = (f"{sizes[0]} {backend} rank{'s' if sizes[0] != 1 else ''}" if len(sizes) == 1
+             else f"{'-'.join(map(str, sizes))} {backend} ranks") if sizes else ""
+    return ", ".join(x for x in (model, ranks) if x)
+
+
+def _by(configs: list[Config]) -> str:
+    """The knobs the configurations differ in, for a title ("optim and bucket"); "configuration" past three."""
+    keys = varying_keys([c.first for c in configs])
+    return " and ".join(keys) if 0 < len(keys) <= 3 else "configuration"
+
+
+def _title(ax, question: str, title: str, context: str) -> None:
+    """The title states the question the plot answers; the context (machine, study) goes on a second line."""
+    ax.set_title(title or (question + (f"\n{context}" if context else "")), fontsize=10)
+
+
+def throughput(entries: list[Entry], path: Path, title: str = "", context: str = "") -> Path | None:
     """Throughput per configuration with its 95% CI, the baseline highlighted, speed-up and verdict on each bar."""
     configs = _train(entries)
     if not configs:
@@ -68,10 +92,11 @@ def throughput(entries: list[Entry], path: Path, title: str = "") -> Path | None
             note += "  (no CI)" if sp["verdict"] == NO_INTERVAL else \
                 f"  ({fmt_ratio(sp['ratio'], sp['ci_lo'], sp['ci_hi'], sp['verdict'])})"
         ax.text(v + e[1], yi, " " + note, va="center", fontsize=8)
-    ax.set_xlabel(metric + " with 95% CI" + ("   (orange: baseline; speed-up [CI] in brackets, ~1: no "
-                                               "significant difference)" if any(c.baseline for c in configs) else ""))
-    ax.set_xlim(0, max(v + e[1] for v, e in zip(values, errs)) * 1.45)
-    ax.set_title(title or f"Throughput per configuration ({metric})")
+    ax.set_xlabel(metric + " with 95% CI" + ("\norange: the baseline; in brackets: speed-up against it [95% CI], "
+                                               "~1: no significant difference" if any(c.baseline for c in configs)
+                                               else ""), fontsize=9)
+    ax.set_xlim(0, max(v + e[1] for v, e in zip(values, errs)) * 1.6)
+    _title(ax, f"{_subject(configs)}: throughput by {_by(configs)}", title, context)
     return _save(fig, path)
 
 
@@ -87,7 +112,7 @@ def _phase_ms(c: Config, phase: str) -> float:
     return (value - shown if phase == "backward" else value) * 1e3
 
 
-def phase_breakdown(entries: list[Entry], path: Path, title: str = "") -> Path | None:
+def phase_breakdown(entries: list[Entry], path: Path, title: str = "", context: str = "") -> Path | None:
     """Stacked per-phase medians per configuration (ms), exposed communication as its own segment, with the
     measured step median as a marker."""
     configs = [c for c in _train(entries) if any(e.result.get("phases") for e in c.ok)]
@@ -97,7 +122,7 @@ def phase_breakdown(entries: list[Entry], path: Path, title: str = "") -> Path |
         return None
     if "backward" in phases and any(_phase_ms(c, "exposed comm") > 0 for c in configs):
         phases.insert(phases.index("backward") + 1, "exposed comm")
-    fig, ax = plt.subplots(figsize=(9, 1.6 + 0.45 * len(configs)))
+    fig, ax = plt.subplots(figsize=(9, 2.2 + 0.45 * len(configs)), layout="constrained")
     y = list(range(len(configs)))[::-1]
     left = [0.0] * len(configs)
     for p in phases:
@@ -111,9 +136,9 @@ def phase_breakdown(entries: list[Entry], path: Path, title: str = "") -> Path |
                    label="step median")
     ax.set_yticks(y, [c.label for c in configs])
     ax.set_xlabel("median time per step (ms), rank 0" + ("; exposed comm: DDP's runtime stats" if "exposed comm" in
-                                                          phases else ""))
-    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, frameon=False, markerscale=0.4)
-    ax.set_title(title or "Step-time breakdown per configuration")
+                                                          phases else ""), fontsize=9)
+    fig.legend(loc="outside lower center", ncol=4, fontsize=8, frameon=False, markerscale=0.4)   # bars keep the width
+    _title(ax, f"{_subject(configs)}: where a step's time goes, by {_by(configs)}", title, context)
     return _save(fig, path)
 
 
@@ -143,15 +168,20 @@ def _points(ax, line: list[Config], x_key: str, key: str, label: str):
                        marker="o", capsize=3, linestyle="-" if len(pts) > 1 else "none", label=label), pts
 
 
-def _finish_line_plot(fig, ax, path: Path, title: str) -> Path:
+def _finish_line_plot(fig, ax, path: Path, question: str, title: str = "", context: str = "",
+                      legend_below: bool = False) -> Path:
+    """Legends outside the data: right of the axes, or below them (legend_below, where a second panel is right)."""
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title(title)
+    if legend_below:
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
+    else:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    _title(ax, question, title, context)
     return _save(fig, path)
 
 
-def bucket_throughput(entries: list[Entry], path: Path, title: str = "") -> Path | None:
+def bucket_throughput(entries: list[Entry], path: Path, title: str = "", context: str = "") -> Path | None:
     """Throughput (95% CI bars) against DDP bucket size (log x), one series per other configuration."""
     configs = [c for c in _train(entries) if _numeric_knob(c, "bucket") is not None]
     if len({_numeric_knob(c, "bucket") for c in configs}) < 2:
@@ -169,13 +199,15 @@ def bucket_throughput(entries: list[Entry], path: Path, title: str = "") -> Path
     ax.minorticks_off()
     ax.set_xlabel("DDP bucket_cap_mb (MB)")
     ax.set_ylabel(metric + " (95% CI)")
-    return _finish_line_plot(fig, ax, path, title or "Bucket size vs throughput")
+    return _finish_line_plot(fig, ax, path, f"{_subject(configs)}: does the DDP bucket size change throughput?",
+                             title, context)
 
 
-def scaling(entries: list[Entry], path: Path, title: str = "") -> Path | None:
+def scaling(entries: list[Entry], path: Path, title: str = "", context: str = "") -> Path | None:
     """Left: samples/s (95% CI bars) against world size, one line per results.aggregate.scaling_lines line (from the
     one-rank baseline where there is one), with its ideal line and the scaling efficiency written at each point.
-    Right: exposed communication per step at each world size (median over repeats)."""
+    Right: exposed communication per step at each world size (median over repeats). The efficiencies are in the
+    legend, not at the points, where lines that end close together would print them over each other."""
     from results.aggregate import scaling_lines
 
     lines = scaling_lines(_train(entries))
@@ -183,33 +215,35 @@ def scaling(entries: list[Entry], path: Path, title: str = "") -> Path | None:
         return None
     key, metric = _metric([c for _, line in lines for _, c, _ in line])
     sizes = sorted({n for _, line in lines for n, _, _ in line})
-    fig, (ax, ax_comm) = plt.subplots(1, 2, figsize=(11, 4.5), gridspec_kw={"width_ratios": [3, 2]})
+    fig, (ax, ax_comm) = plt.subplots(1, 2, figsize=(11, 5), gridspec_kw={"width_ratios": [3, 2]})
     common = len({id(line[0][1]) for _, line in lines}) == 1     # every line starts at one baseline: one ideal line
     for i, (name, line) in enumerate(lines):
         name = name if len(lines) > 1 else "measured"
         drawn, pts = _points(ax, [c for _, c, _ in line], "world_size", key, name)
         n0, v0 = pts[0][0], pts[0][1]
+        drawn.set_label(f"{name}: " + ", ".join(f"{v / (v0 * n / n0):.0%} at {n:g}" for n, v, _ in pts[1:])
+                        if len(pts) > 1 else name)
         color = drawn[0].get_color()
         if not common or i == 0:
             ax.plot(sizes, [v0 * n / n0 for n in sizes], linestyle="--", color="grey" if common else color, alpha=0.6,
                     label="ideal (linear from the smallest size)" if common or len(lines) == 1 else f"ideal ({name})")
-        for n, v, _ in pts[1:]:
-            ax.annotate(f"{v / (v0 * n / n0):.0%}", (n, v), textcoords="offset points", xytext=(4, -12), fontsize=8)
         comm = [(n, (c.median(lambda e: (e.result.get("comm") or {}).get("exposed_s")) or 0.0) * 1e3)
                 for n, c, _ in line]
         ax_comm.plot([p[0] for p in comm], [p[1] for p in comm], marker="s", color=color, label=name)
     for a in (ax, ax_comm):
         a.set_xticks(sizes, [f"{s:g}" for s in sizes])
         a.set_xlabel("world size (ranks)")
-    ax.set_ylabel(f"{metric} (95% CI; % of ideal at each point)")
+    ax.set_ylabel(f"{metric} (95% CI)")
     ax_comm.set_ylabel("exposed communication per step (ms)")
     ax_comm.set_ylim(bottom=0)
     ax_comm.grid(alpha=0.3)
-    ax_comm.set_title("Exposed communication")
-    return _finish_line_plot(fig, ax, path, title or "Scaling against world size (dashed: ideal)")
+    ax_comm.set_title("exposed communication per step (median over runs)", fontsize=10)
+    ax.plot([], [], " ", label="(% after a name: its scaling efficiency, against ideal)")
+    return _finish_line_plot(fig, ax, path, f"{_subject([c for _, line in lines for _, c, _ in line])}: how close to "
+                             "linear (dashed) does throughput scale?", title, context, legend_below=True)
 
 
-def pair_groups(entries: list[Entry], path: Path, title: str = "") -> Path | None:
+def pair_groups(entries: list[Entry], path: Path, title: str = "", context: str = "") -> Path | None:
     """task=pair_groups across pairs: one curve of the time per all_reduce (rank 0 and the slowest rank), and the
     CPU's busy share on a second axis, so the growth and the contention read together."""
     runs = sorted((e for e in entries if e.ok and e.task == "pair_groups" and _finite(e.result.get("per_op_us_rank0"))),
@@ -235,38 +269,67 @@ def pair_groups(entries: list[Entry], path: Path, title: str = "") -> Path | Non
                  label="CPU busy % (right)")
         ax2.set_ylim(0, 105)
         ax2.set_ylabel("ranks' CPU time / (cores x window), %")
-        ax2.legend(loc="lower right", fontsize=8)
+        ax.plot([], [], marker="^", color="#7f7f7f", alpha=0.7, label="CPU busy % (right axis)")   # in ax's legend
     ax.set_xticks(pairs, [str(p) for p in pairs])
     ax.set_xlabel("pairs (world size = 2 x pairs)")
     ax.set_ylabel("time per all_reduce (us)")
-    return _finish_line_plot(fig, ax, path, title or "Pair groups: time per all_reduce against pairs")
+    return _finish_line_plot(fig, ax, path, "gloo pair groups: does an all_reduce get slower as pairs are added?",
+                             title, context, legend_below=True)
 
 
-def busbw(entries: list[Entry], path: Path, title: str = "") -> Path | None:
-    """busbw against message size for task=collectives rows, one line per op (and run)."""
+def busbw(entries: list[Entry], path: Path, title: str = "", context: str = "") -> Path | None:
+    """busbw against message size for task=collectives rows, one line per op (and run). The points are the busbw of
+    the median timed block, with error bars from that median's distribution-free interval (rows that have one);
+    busbw falls as time grows, so the interval's slow end is the bar's low end."""
     runs = [e for e in entries if e.ok and isinstance(e.result.get("rows"), list)
             and any(_finite(r.get("busbw_GBps")) and _finite(r.get("bytes")) for r in e.result["rows"])]
     if not runs:
         return None
     by_id = {id(e): label for e, label in zip(entries, config_labels(entries))}
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    levels, bare = set(), 0
     for e, label in ((e, by_id[id(e)]) for e in runs):
         by_op: dict[str, list] = defaultdict(list)
         modes = {r.get("mode") for r in e.result["rows"]}  # e.g. in-place / out-of-place, as nccl-tests reports both
         for r in e.result["rows"]:
             if _finite(r.get("busbw_GBps")) and _finite(r.get("bytes")) and r["bytes"] > 0:
                 key = str(r.get("op", "?")) + (f" {r.get('mode')}" if len(modes) > 1 else "")
-                by_op[key].append((r["bytes"], r["busbw_GBps"]))
+                by_op[key].append((r["bytes"], *_busbw_interval(r)))
+                if _finite(r.get("time_ci_lo_us")):
+                    levels.add(r.get("time_ci_level"))
+                else:
+                    bare += 1
         for op, pts in by_op.items():
             pts.sort()
             name = op if len(runs) == 1 else f"{op} ({label})"
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=name,
-                    linestyle="-" if len(pts) > 1 else "none")
+            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[[p[2] for p in pts], [p[3] for p in pts]],
+                        marker="o", markersize=3, capsize=2, label=name, linestyle="-" if len(pts) > 1 else "none")
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: _bytes_label(v)))
-    ax.set_xlabel("message size (bytes)")
-    ax.set_ylabel("busbw (GB/s, 1 GB = 1e9 B)")
-    return _finish_line_plot(fig, ax, path, title or "Bus bandwidth against message size")
+    ax.tick_params(axis="x", labelrotation=45)
+    level = min((lv for lv in levels if lv), default=None)
+    why = ("error bars: the median block's distribution-free interval"
+           + (f" (level >= {level:.0%})" if level else "") if levels else "")
+    if bare:
+        why += ("; " if why else "") + f"{bare} point(s) without bars: their record has no per-block interval"
+    ax.set_xlabel("message size (bytes)" + (f"\n{why}" if why else ""), fontsize=9)
+    ax.set_ylabel("busbw of the median block (GB/s, 1 GB = 1e9 B)")
+    subject = ", ".join(sorted({str(e.result.get("backend")) for e in runs if e.result.get("backend")}))
+    return _finish_line_plot(fig, ax, path, f"{subject or 'collectives'}: bus bandwidth by message size, per op",
+                             title, context)
+
+
+def _busbw_interval(row: dict) -> tuple[float, float, float]:
+    """(busbw at the median block, bar below, bar above); no bars where the row has no median or interval. busbw is
+    the mean-based figure scaled by time / time_median (busbw is inversely proportional to the time)."""
+    bw, mean_t, med = row["busbw_GBps"], row.get("time_us"), row.get("time_median_us")
+    if not (_finite(mean_t) and _finite(med) and med > 0):
+        return bw, 0.0, 0.0
+    at = bw * mean_t / med
+    lo_t, hi_t = row.get("time_ci_lo_us"), row.get("time_ci_hi_us")
+    if not (_finite(lo_t) and _finite(hi_t) and lo_t > 0):
+        return at, 0.0, 0.0
+    return at, max(at - bw * mean_t / hi_t, 0.0), max(bw * mean_t / lo_t - at, 0.0)
 
 
 def _bytes_label(v: float) -> str:
@@ -277,19 +340,13 @@ def _bytes_label(v: float) -> str:
 
 
 def standard_plots(entries: list[Entry], out_dir: Path, prefix: str = "", title: str = "") -> dict[str, Path]:
-    """Every plot the entries hold data for: {name: file}."""
+    """Every plot the entries hold data for: {name: file}. Each title is the question its plot answers; `title`
+    (the machine, the study) is written under it."""
     out_dir = Path(out_dir)
     made = {}
-    suffix = f" — {title}" if title else ""
-    for name, draw, heading in (
-        ("throughput", throughput, "Throughput per configuration"),
-        ("phases", phase_breakdown, "Step-time breakdown per configuration"),
-        ("bucket", bucket_throughput, "Bucket size vs throughput"),
-        ("scaling", scaling, "Scaling against world size (dashed: ideal)"),
-        ("pair_groups", pair_groups, "Pair groups: time per all_reduce against pairs"),
-        ("busbw", busbw, "Bus bandwidth against message size"),
-    ):
-        path = draw(entries, out_dir / f"{prefix}{name}.png", title=heading + suffix)
+    for name, draw in (("throughput", throughput), ("phases", phase_breakdown), ("bucket", bucket_throughput),
+                       ("scaling", scaling), ("pair_groups", pair_groups), ("busbw", busbw)):
+        path = draw(entries, out_dir / f"{prefix}{name}.png", context=title)
         if path is not None:
             made[name] = path
     return made

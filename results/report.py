@@ -102,7 +102,7 @@ def _pair_groups_section(w: _Writer, group: list[Entry], slug: str, name: str) -
     w.md += ["### Pair groups across pairs", ""]
     w.table(build_table(pairs, first="configuration", title="Pair groups (task=pair_groups), one row per pairs="),
             f"{slug}-pair-groups")
-    curve = plots.pair_groups(pairs, w.out / f"{slug}-pair-groups.png", title=f"Pair groups on {name}")
+    curve = plots.pair_groups(pairs, w.out / f"{slug}-pair-groups.png", context=name)
     if curve:
         w.images({"pair groups": curve})
 
@@ -168,10 +168,10 @@ def write_report(entries: list[Entry], out: Path, title: str, argv: list[str],
             stem = f"{slug}-ws{size}"
             w.md += [f"### World size {size}", ""]
             _task_tables(w, sized, stem)
-            w.images(plots.standard_plots([e for e in sized], out, prefix=f"{stem}-", title=f"{name}, {size} ranks"))
+            w.images(plots.standard_plots([e for e in sized], out, prefix=f"{stem}-", title=name))
         if len(by_size) > 1:
             w.table(scaling_table(group), f"{slug}-scaling", heading="###")
-            scaling = plots.scaling(group, out / f"{slug}-scaling.png", title=f"Scaling on {name} (dashed: ideal)")
+            scaling = plots.scaling(group, out / f"{slug}-scaling.png", context=name)
             if scaling:
                 w.images({"scaling": scaling})
         _pair_groups_section(w, group, slug, name)

@@ -9,6 +9,7 @@
 
 and, where a task has them (job/config.py and the launchers ask through getattr, never by the task's name):
 
+    brief(record) -> list[str]             the few lines a default run (verbose=false) prints instead of summarize's
     derive(cfg, unresolved) -> None        after the config resolved, before the checks: what the task sets from
                                            other keys, and what only the unresolved config tells
     largest_collective(cfg) -> (bytes, what) | None   the biggest all-reduce a run sends (the link's timeout check)
@@ -44,6 +45,9 @@ TASKS = {
     TaskName.grad_sync: "tasks.grad_sync",
     TaskName.pair_groups: "tasks.pair_groups",
 }
+
+# what maintainers run to measure the tool itself (the harness cost): accepted by task=, not listed in --help
+MAINTAINER_TASKS = frozenset({TaskName.train_reference})
 
 
 def get(name: str) -> Task | ModuleType:

@@ -54,7 +54,7 @@ def test_microbench_off():
 
 
 def test_train_run_records_probe_straggler_and_prints_the_diagnosis(tmp_path):
-    proc = run_train([*TINY, "diagnose.microbench=true"], tmp_path)
+    proc = run_train([*TINY, "diagnose.microbench=true", "verbose=true"], tmp_path)   # the full detail printed
     assert proc.returncode == 0, proc.stderr[-3000:]
     r = read(proc.out_dir)["result"]
     vs = r["comm"]["vs_microbench"]

@@ -23,7 +23,13 @@ def test_bf16_powersgd_by_bucket_sweep_writes_one_table(headline_sweep):
     rows = list(csv.DictReader((proc.out_dir / "sweep_table.csv").open()))
     assert len(rows) == 6
     assert (proc.out_dir / "sweep_table.md").read_text().count("| ok") == 6
-    assert "Baseline for speed-up" in proc.stdout
+    assert "Baseline for speed-up" in (proc.out_dir / "sweep_table.md").read_text()   # the footnotes: in the file
+    # issue 25: one line per finished job, Hydra's launch lines quiet, a 5-column table that fits 120 columns
+    lines = proc.stdout.splitlines()
+    assert sum(line.startswith("[sweep] job ") for line in lines) == 6
+    assert not any("Launching 6 jobs locally" in line or line.lstrip().startswith("#0 :") for line in lines)
+    table = [line for line in lines if line.startswith("|")]
+    assert len(table) == 2 + 6 and table[0].count("|") == 6 and max(map(len, table)) <= 120, "\n".join(table)
 
 
 def test_ddp_overhead_preset(tmp_path):

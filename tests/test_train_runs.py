@@ -47,7 +47,15 @@ def test_default_strategy_ddp_record(tmp_path):
     assert r["h2d"]["copies"] is False  # CPU: no copy, and the record says so
     b = r["time_budget"]
     assert 0 <= b["launcher_cpu_s"] <= b["launcher_wall_s"] * 4 and b["launcher_cpu_share"] < 1
-    assert "launcher:" in proc.stdout
+    # issue 25: the console answers in <= 25 lines besides the progress bar, the record path last; the job log keeps
+    # the full detail (the launcher's CPU, threads, per rank, every finding) that verbose=true prints
+    shown = proc.stdout.splitlines() + [line for line in proc.stderr.splitlines() if "\r" not in line
+                                        and "it/s]" not in line]
+    assert len(shown) <= 25, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[-1] == f"run record: {proc.out_dir / 'run_record.json'}"
+    assert "launcher:" not in proc.stdout and "serial correlation" not in proc.stdout
+    log = (proc.out_dir / "train.log").read_text()
+    assert "launcher:" in log and "serial correlation" in log and "run record:" in log
     assert r["diagnosis"]["findings"] is not None and "error" not in r["diagnosis"], r["diagnosis"]
 
 
