@@ -27,6 +27,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 def run_train(args: list[str], tmp_path: Path, multirun: bool = False, timeout: float = 240, env: dict | None = None):
     """Run `python train.py args` in a fresh process; outputs go under tmp_path. env: variables to set over this
     process's environment (None: unset it)."""
+    _starts_processes()
     out = tmp_path / ("sweep" if multirun else "run")
     cmd = [sys.executable, "train.py", *(["-m"] if multirun else []), *args,
            f"hydra.{'sweep' if multirun else 'run'}.dir={out}"]
@@ -45,6 +46,8 @@ def run_inprocess(overrides: list[str], tmp_path: Path, name: str = "run", env: 
     it raises TimeoutError, and the elastic agent stops the ranks on its way out."""
     from core.job import run_job
     from results.record import RECORD_NAME
+
+    _starts_processes()
 
     out = tmp_path / name
     out.mkdir(parents=True, exist_ok=True)  # as Hydra makes the job's output dir before calling the task function
@@ -74,6 +77,25 @@ def run_inprocess(overrides: list[str], tmp_path: Path, name: str = "run", env: 
                 signal.signal(sig, handler)
     path = out / RECORD_NAME
     return (json.loads(path.read_text()) if path.exists() else None), code
+
+
+_CURRENT: list = []   # the test running now (set by _current_test), for _starts_processes
+
+
+@pytest.fixture(autouse=True)
+def _current_test(request):
+    _CURRENT[:] = [request.node]
+    yield
+    _CURRENT.clear()
+
+
+def _starts_processes():
+    """A test that starts project processes must say so (marker `subprocess`, or `slow`): the mutation run
+    (docs/testing.md) leaves such tests out, since a child process cannot import mutmut's mutants."""
+    node = _CURRENT[0] if _CURRENT else None
+    if node is not None and not (node.get_closest_marker("subprocess") or node.get_closest_marker("slow")):
+        pytest.fail(f"{node.nodeid} starts project processes: mark it @pytest.mark.subprocess (or slow)",
+                    pytrace=False)
 
 
 def wandb_free_env(home: Path) -> dict[str, str | None]:

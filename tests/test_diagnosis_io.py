@@ -166,6 +166,7 @@ def _cli(*args):
                           text=True, timeout=120)
 
 
+@pytest.mark.subprocess
 def test_cli_run_dir_with_nccl_tests(tmp_path):
     write_record(tmp_path / "run", _ddp_record())
     p = _cli(tmp_path / "run", "--nccl-tests", TABLE)
@@ -173,6 +174,7 @@ def test_cli_run_dir_with_nccl_tests(tmp_path):
     assert "diagnosis:" in p.stdout and "comm vs nccl-tests file" in p.stdout
 
 
+@pytest.mark.subprocess
 def test_cli_sweep_and_nccl_tests_alone(tmp_path):
     write_sweep(tmp_path / "sweep", [_pairs(1, 0.5, cpus=4), _pairs(4, 0.97, cpus=4)])
     p = _cli(tmp_path / "sweep")
@@ -182,6 +184,7 @@ def test_cli_sweep_and_nccl_tests_alone(tmp_path):
     assert q.returncode == 0 and "all_reduce_perf (json, 2 ranks): 27 sizes" in q.stdout
 
 
+@pytest.mark.subprocess
 def test_cli_bad_input_is_one_line_and_exit_2(tmp_path):
     for args in ([tmp_path / "nope"], ["--nccl-tests", tmp_path / "nope.log"], []):
         p = _cli(*args)
