@@ -3,11 +3,13 @@
 One arithmetic for both references, so an on-rank probe and a pasted nccl-tests table give comparable numbers:
     achievable_s = sum over the sync's calls of the reference's time for a call of that size
     efficiency   = achievable_s / sync time  (= sync busbw / reference busbw at the same sizes, same bytes)
-Pure Python: the step loop (tasks/train/probes.py) and the diagnosis both call it.
+The step loop (tasks/train/probes.py) and the diagnosis both call it.
 """
 from __future__ import annotations
 
 from collections import Counter
+
+from comm import bandwidth
 
 
 def call_sizes(sizes: list[int]) -> list[tuple[int, int]]:
@@ -16,8 +18,8 @@ def call_sizes(sizes: list[int]) -> list[tuple[int, int]]:
 
 
 def bus_factor(world_size: int) -> float:
-    """all_reduce's busbw factor 2(n-1)/n (comm/bandwidth.py has the general one; this module stays torch-free)."""
-    return 2 * (world_size - 1) / world_size if world_size > 1 else 0.0
+    """all_reduce's busbw factor 2(n-1)/n (comm/bandwidth.py); 0 for one rank, which sends nothing."""
+    return bandwidth.bus_factor("all_reduce", world_size) if world_size > 1 else 0.0
 
 
 def achievable(calls: list[dict]) -> dict:
@@ -69,7 +71,7 @@ def versus_link(link: dict | None, comm: dict | None, world_size: int) -> dict |
                                                                 else [])
     if nodes < 2 or not sizes:
         return None
-    wire = 2 * (nodes - 1) / nodes * 8 / link["payload_rate_bit_s"]
+    wire = bandwidth.bus_factor("all_reduce", nodes) * 8 / link["payload_rate_bit_s"]
     calls = [{"bytes": b, "calls": n, "time_s": b * wire} for b, n in call_sizes(sizes)]
     vs = versus_sync("emulated link", calls, comm.get("time_s"), comm.get("bytes_per_step"), world_size,
                      comm.get("method", ""), comm.get("overlap_s"))

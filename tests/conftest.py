@@ -173,12 +173,22 @@ def _cpu_unless_marked_gpu(request, monkeypatch):
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
 
 
+HTA_MISSING = ("needs HolisticTraceAnalysis, an optional install (pip install -r requirements-optional.txt; it adds "
+               "pandas, plotly and jupyterlab, about 80 packages, so the set-up leaves it out)")
+
+
 def pytest_collection_modifyitems(config, items):
+    """Tests that cannot run here are skipped with the reason, which `-ra` (pytest.ini) prints in the summary."""
+    import importlib.util
+
     import torch
 
-    if torch.cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU (none on this machine)")
+    skips = {}
+    if not torch.cuda.is_available():
+        skips["gpu"] = pytest.mark.skip(reason="needs a CUDA GPU (none on this machine)")
+    if importlib.util.find_spec("hta") is None:
+        skips["hta"] = pytest.mark.skip(reason=HTA_MISSING)
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+        for mark, skip in skips.items():
+            if mark in item.keywords:
+                item.add_marker(skip)

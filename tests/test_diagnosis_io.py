@@ -135,15 +135,15 @@ def _profiled(tmp_path, comps) -> dict:
     return rec
 
 
+@pytest.mark.hta
 def test_hta_says_it_cannot_read_a_cpu_only_trace(tmp_path):
-    pytest.importorskip("hta")
     h = cross_check(_profiled(tmp_path, [None, None]))
     assert h["status"] == "cpu_only" and "CPU operators only" in h["note"] and h["tool_overlap"] == pytest.approx(0.5)
     assert "HTA cannot read these traces" in format_hta(h)
 
 
+@pytest.mark.hta
 def test_hta_overlap_beside_the_tools_own(tmp_path):
-    pytest.importorskip("hta")
     # comm 100-300 us; compute 50-150 (rank 0: 50 of 200 us overlapped) and 50-250 (rank 1: 150 of 200)
     h = cross_check(_profiled(tmp_path, [(50.0, 150.0), (50.0, 250.0)]))
     assert h["status"] == "ok" and [r["overlap"] for r in h["per_rank"]] == pytest.approx([0.25, 0.75])

@@ -134,6 +134,7 @@ def test_world_size_disagreeing_with_slurm_layout_is_refused_before_submitting(t
      ["launcher.partition=gpu", "launcher.tasks_per_node=2", "+launcher.additional_parameters.exclude=n3"]),
     (["launcher=slurm", "+hydra.launcher.partition=gpu"], "hydra.launcher.partition set", ["launcher.partition=gpu"]),
 ])
+@pytest.mark.subprocess
 def test_hydra_submitit_habits_are_refused_with_the_equivalent_command(typed, said, expected, tmp_path):
     """A hydra-submitit-launcher user's command (hydra/launcher=submitit_slurm, hydra.launcher.<key>) is refused
     before anything is submitted, in one line naming the command that does it here; that command composes to the
