@@ -5,10 +5,10 @@
     python train.py task=collectives                  # nccl-tests style microbenchmark
     python train.py --help
 
-Config: conf/ on core/schema.py (see README). Each job's body is core.job.run_job. What Hydra itself refuses while
-composing (an unknown option, a misspelt key, a wrong type), and a disk that will not take Hydra's own files of the
-job (full, read-only), are printed here as one line naming the fix, exit code 2; set HYDRA_FULL_ERROR=1 for Hydra's
-own report.
+Config: conf/ on base/schema.py (see README). Each job's body is job.run.run_job. What Hydra itself refuses while
+composing (an unknown option, a misspelt key, a wrong type: said from the error's own facts, job/config.py), and a disk
+that will not take Hydra's own files of the job (full, read-only), are printed here as one line naming the fix, exit
+code 2; set HYDRA_FULL_ERROR=1 for Hydra's own report.
 """
 import os
 import sys
@@ -16,9 +16,9 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from core.config import CONF_DIR, check_added_keys, check_command_line, disk_error, hydra_error, register_resolvers
-from core.errors import ConfigError
-from core.job import run_job
+from job.config import CONF_DIR, check_added_keys, check_command_line, disk_error, hydra_error, register_resolvers
+from base.errors import ConfigError
+from job.run import run_job
 
 register_resolvers()
 
@@ -36,7 +36,7 @@ def main() -> None:
         check_added_keys(overrides)
         check_command_line(sys.argv[1:])
         app()
-    except Exception as e:  # noqa: BLE001 - only Hydra's composition errors are translated; the rest re-raise
+    except Exception as e:
         error = e if isinstance(e, ConfigError) else None if asked else hydra_error(e, overrides) or disk_error(e)
         if error is None:
             raise

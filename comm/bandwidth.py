@@ -12,28 +12,17 @@ import math
 
 import torch
 
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+from base.schema import DTYPE_ALIASES, DTYPE_NAMES, OPS, REDUCE_OPS  # noqa: F401 - the config's names, used here
+
 REDUCING_OPS = ("all_reduce", "reduce_scatter")
 SPLIT_OPS = ("all_gather", "reduce_scatter")   # their size is split evenly over the ranks
 
 GB = 1e9
 
-# name users type -> (torch dtype, nccl-tests' name for it)
-DTYPES: dict[str, tuple[torch.dtype, str]] = {
-    "float32": (torch.float32, "float"),
-    "float16": (torch.float16, "half"),
-    "bfloat16": (torch.bfloat16, "bfloat16"),
-    "float64": (torch.float64, "double"),
-    "int8": (torch.int8, "int8"),
-    "uint8": (torch.uint8, "uint8"),
-    "int32": (torch.int32, "int32"),
-    "int64": (torch.int64, "int64"),
-}
-DTYPE_ALIASES = {"float": "float32", "fp32": "float32", "half": "float16", "fp16": "float16", "bf16": "bfloat16",
-                 "double": "float64", "fp64": "float64", "int": "int32", "long": "int64"}
-
-# name users type (nccl-tests' -o names) -> torch.distributed.ReduceOp attribute
-REDUCE_OPS = {"sum": "SUM", "prod": "PRODUCT", "max": "MAX", "min": "MIN", "avg": "AVG"}
+NCCL_TYPE_NAMES = {"float32": "float", "float16": "half", "float64": "double"}   # nccl-tests' names where they differ
+# name users type (base/schema.py) -> (torch dtype, nccl-tests' name for it)
+DTYPES: dict[str, tuple[torch.dtype, str]] = {name: (getattr(torch, name), NCCL_TYPE_NAMES.get(name, name))
+                                              for name in DTYPE_NAMES}
 
 
 def dtype_name(name: str) -> str:

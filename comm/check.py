@@ -27,7 +27,8 @@ def _prod_period(dtype: str, world_size: int) -> int:
 
 
 def rank_values(reduce_op: str | None, rank, world_size: int, index: torch.Tensor, dtype: str) -> torch.Tensor:
-    """float64 values rank `rank` (an int, or a tensor of ranks beside index) puts at positions `index` of its send buffer."""
+    """float64 values rank `rank` (an int, or a tensor of ranks beside index) puts at positions `index` of its send
+    buffer."""
     i, n = index, world_size
     if reduce_op == "prod":
         q = _prod_period(dtype, n)

@@ -10,24 +10,18 @@
 """
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Callable
 
 import torch
 import torch.distributed as dist
 
-from core.errors import ConfigError
+from base.errors import ConfigError
 from device import Clock, layer_for  # noqa: F401 - Clock: the comm tasks' timer
-from device.placement import visible_gpus
+from device.host import gpu_count
 
 # torch 2.14 deprecates the *_tensor names in favour of *_single; older torch has only the former
 all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 reduce_scatter_single = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-
-
-def synchronize(device) -> None:
-    layer_for(device).synchronize()
 
 
 def resolve_device(choice: str, backend: str, ctx_device: torch.device, local_rank: int) -> torch.device:
@@ -43,100 +37,12 @@ def resolve_device(choice: str, backend: str, ctx_device: torch.device, local_ra
         return torch.device("cpu")
     if choice == "auto" or ctx_device.type == "cuda":
         return ctx_device
-    if visible_gpus() == 0:
+    if gpu_count() == 0:
         raise ConfigError(f"device={choice} with backend={backend} needs a GPU and none is visible here. "
                           "Use backend=gloo with device=cpu (or device=auto).")
     device = torch.device("cuda", local_rank % torch.cuda.device_count())
     torch.cuda.set_device(device)
     return device
-
-
-PROC_MEMINFO = "/proc/meminfo"
-PROC_CGROUP = "/proc/self/cgroup"
-CGROUP_ROOT = "/sys/fs/cgroup"
-UNLIMITED = 1 << 60   # cgroup v1 writes "no limit" as a page-rounded 2**63 - 1
-
-
-def free_host_bytes(meminfo: str | Path = PROC_MEMINFO, cgroup: str | Path = PROC_CGROUP,
-                    cgroup_root: str | Path = CGROUP_ROOT) -> int | None:
-    """Host memory this process can still be given (None where the OS does not say): tasks refuse sizes that cannot
-    fit instead of letting the OOM killer take a rank mid-collective.
-
-    The kernel's MemAvailable, not MemFree: Linux fills idle memory with the page cache and gives it back on demand,
-    so MemFree is small on a healthy machine (2.5 GiB free beside 21 GiB available after a pip install and a few
-    runs). Where this process's cgroup has a memory limit (a container, a Slurm job) the room under it counts too,
-    when it is smaller. The paths are parameters so tests can pose as any machine."""
-    known = [b for b in (_mem_available(meminfo), cgroup_room(cgroup, cgroup_root)) if b is not None]
-    if known:
-        return min(known)
-    try:  # not Linux: the pages nobody uses, the best the OS says
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def _mem_available(meminfo: str | Path) -> int | None:
-    try:
-        for line in Path(meminfo).read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                value, *unit = line.split(":", 1)[1].split()
-                return int(value) * (1024 if unit == ["kB"] else 1)
-    except (OSError, ValueError):
-        pass
-    return None
-
-
-def cgroup_room(cgroup: str | Path = PROC_CGROUP, cgroup_root: str | Path = CGROUP_ROOT) -> int | None:
-    """The least room under a memory limit of this process's cgroup or any of its ancestors (None: no limit, or
-    no cgroup to read). Room = limit - usage + inactive file cache: the cgroup's usage counts its page cache too,
-    and the inactive part is reclaimed before the limit bites (the kubelet's working-set rule). cgroup v2
-    (memory.max, memory.current), else v1 (memory.limit_in_bytes, memory.usage_in_bytes)."""
-    try:
-        lines = Path(cgroup).read_text().splitlines()
-    except OSError:
-        return None
-    root = Path(cgroup_root)
-    for line in lines:
-        number, _, rest = line.partition(":")
-        controllers, _, path = rest.partition(":")
-        if number == "0" and controllers == "":      # v2 (the unified hierarchy, mounted alone or beside v1)
-            base = root if (root / "cgroup.controllers").exists() else root / "unified"
-            files = ("memory.max", "memory.current", "inactive_file")
-        elif "memory" in controllers.split(","):     # v1's memory controller
-            base, files = root / "memory", ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
-        else:
-            continue
-        rooms = [r for r in (_room(d, *files) for d in _up_from(base, path)) if r is not None]
-        if rooms:
-            return min(rooms)
-    return None
-
-
-def _up_from(base: Path, path: str) -> list[Path]:
-    """The cgroup's directory and its ancestors up to the hierarchy's root (in a container, whose cgroup namespace
-    may show a path the mount does not have, only the root)."""
-    own = base / path.strip("/")
-    dirs = [own, *own.parents] if own.is_dir() else [base]
-    return [d for d in dirs if d == base or base in d.parents]
-
-
-def _room(d: Path, limit_file: str, usage_file: str, inactive_key: str) -> int | None:
-    try:
-        limit = (d / limit_file).read_text().strip()
-        if limit == "max" or int(limit) >= UNLIMITED:
-            return None
-        usage = int((d / usage_file).read_text().strip())
-    except (OSError, ValueError):
-        return None
-    inactive = 0
-    try:
-        for line in (d / "memory.stat").read_text().splitlines():
-            key, _, value = line.partition(" ")
-            if key == inactive_key:
-                inactive = int(value)
-    except (OSError, ValueError):
-        pass
-    return max(0, int(limit) - usage + inactive)
 
 
 TIMED_BLOCKS = 8  # a comm task's timed calls in 8 blocks: 8 samples, so the median has its 95% interval (n >= 6)

@@ -7,15 +7,19 @@ from pathlib import Path
 
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-from core.errors import ConfigError
-from data.fake import FakeImages
-from data.raw_folder import RawFolder, class_count, scan
+from base.build import build
+from base.errors import ConfigError
+from data.raw_folder import class_count, scan
 
 
 def check(cfg, submitting: bool = False) -> None:
     """Before any rank starts: the data set exists and fits the model (data.kind itself is the schema's). On a Slurm
     login node a root this host cannot see may be the compute nodes' own disk: the job checks it there."""
     if cfg.data.kind == "raw_folder":
+        shape, size = sample_shape(cfg), cfg.data.image_size
+        if shape is not None and shape != (3, size, size):
+            raise ConfigError(f"model.input_shape={list(shape)} but data=raw_folder holds 3x{size}x{size} images "
+                              f"(data.image_size={size}). Use data=fake, or model.input_shape=[3,{size},{size}].")
         if submitting and not Path(cfg.data.root).exists():
             return
         samples = scan(Path(cfg.data.root), cfg.data.image_size)  # missing, empty, wrong-size files
@@ -26,21 +30,24 @@ def check(cfg, submitting: bool = False) -> None:
                               f"{cfg.model.num_classes} outputs; set model.num_classes>={classes}.")
 
 
-def build_dataset(data_cfg, rank: int, world_size: int, samples_needed: int) -> Dataset:
-    if data_cfg.kind == "fake":
-        return FakeImages(samples_needed, data_cfg.image_size, data_cfg.num_classes, data_cfg.pool, seed=rank)
-    if data_cfg.kind == "raw_folder":
-        return RawFolder(data_cfg.root, data_cfg.image_size)
-    from core.schema import DataKind
+def build_dataset(data_cfg, rank: int, world_size: int, samples_needed: int, shape: tuple | None = None) -> Dataset:
+    """The Dataset data_cfg's `_target_` names (base/build.py), given the samples the run needs, the sample shape of
+    a model that says its own (model.input_shape) and the rank's seed."""
+    return build(data_cfg, length=samples_needed, shape=shape, seed=rank)
 
-    raise ConfigError(f"data.kind={data_cfg.kind!r} is unknown; choose one of {', '.join(DataKind)}.")
+
+def sample_shape(cfg) -> tuple[int, ...] | None:
+    """model.input_shape, for a model that says its own (model=custom); None: an image of data.image_size."""
+    shape = (cfg.get("model") or {}).get("input_shape")
+    return tuple(int(n) for n in shape) if shape else None
 
 
 def build_loader(cfg, rank: int, world_size: int, pin_memory: bool) -> DataLoader:
     per_step = cfg.batch_size * world_size
     samples_needed = per_step * (cfg.warmup_steps + cfg.steps + cfg.probe_steps + 1) * cfg.accumulate
-    dataset = build_dataset(cfg.data, rank, world_size, samples_needed)
-    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=cfg.seed, drop_last=True)
+    dataset = build_dataset(cfg.data, rank, world_size, samples_needed, sample_shape(cfg))
+    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=cfg.seed,
+                                 drop_last=True)
     return DataLoader(
         dataset, batch_size=cfg.batch_size, sampler=sampler, num_workers=cfg.data.workers,
         pin_memory=pin_memory, drop_last=True, persistent_workers=cfg.data.workers > 0,

@@ -7,10 +7,12 @@ from torch.utils.data import Dataset
 
 
 class FakeImages(Dataset):
-    def __init__(self, length: int, image_size: int, num_classes: int, pool: int, seed: int = 0):
+    def __init__(self, length: int, image_size: int, num_classes: int, pool: int, seed: int = 0,
+                 shape: tuple | None = None):
+        """shape: one sample's (model.input_shape); default an image, 3 x image_size x image_size."""
         g = torch.Generator().manual_seed(seed)
         pool = max(1, min(pool, length))
-        self.images = torch.randn(pool, 3, image_size, image_size, generator=g)
+        self.images = torch.randn(pool, *(shape or (3, image_size, image_size)), generator=g)
         self.labels = torch.randint(0, num_classes, (pool,), generator=g)
         self.length = length
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import torch
 
 
-def make_raw_folder(root, classes: int, files_per_class: int, size: int = 224, copy: bool = False, seed: int = 0) -> Path:
+def make_raw_folder(root, classes: int, files_per_class: int, size: int = 224, copy: bool = False,
+                    seed: int = 0) -> Path:
     if classes < 1 or files_per_class < 1 or size < 1:
         raise SystemExit("--classes, --files-per-class and --size must be positive")
     root = Path(root)

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import Dataset
 
-from core.errors import ConfigError
+from base.errors import ConfigError
 
 
 def sample_bytes(image_size: int) -> int:
@@ -42,7 +42,8 @@ def scan(root: Path, image_size: int) -> list[tuple[Path, int]]:
     """Every (file, class index); checks sizes and that each file opens for reading up front, so a bad file is named
     before any rank starts (not mid-warm-up inside a DataLoader worker)."""
     if not root.is_dir():
-        raise ConfigError(f"data.root={root} does not exist. Make a raw folder with: {generator_command(root, image_size)}")
+        raise ConfigError(f"data.root={root} does not exist. Make a raw folder with: "
+                          f"{generator_command(root, image_size)}")
     classes = sorted(d.name for d in os.scandir(root) if d.is_dir())
     want = sample_bytes(image_size)
     samples = []
@@ -64,7 +65,8 @@ def scan(root: Path, image_size: int) -> list[tuple[Path, int]]:
                                   f"readable by this user. Fix its permissions (chmod a+r), or remove it.") from None
             samples.append((Path(entry.path), label))
     if not samples:
-        raise ConfigError(f"data.root={root} holds no sample files. Make a raw folder with: {generator_command(root, image_size)}")
+        raise ConfigError(f"data.root={root} holds no sample files. Make a raw folder with: "
+                          f"{generator_command(root, image_size)}")
     return samples
 
 

@@ -1,25 +1,26 @@
 """The one place that touches CUDA streams, events, synchronisation, record_stream and graph capture.
 
-The step loop, the H2D feeders, CUDA graphs and the comm tasks ask a Device (interface: device/cpu.py) for them:
+The step loop, the H2D feeders, CUDA graphs and the comm tasks ask a Device (the interface, and the CPU's:
+device/cpu.py) for them:
 
     cuda   device/cuda.py   the real thing, one torch.cuda call per method
     cpu    device/cpu.py    CPU ranks: no streams, the host clock, nothing to synchronise
     fake   device/fake.py   tests only (device=fake): CPU tensors through the CUDA code paths, with the stream rules
                             enforced (waits before use, record_stream across streams, no sync in the window)
 
-Which one a rank gets, and its backend, is decided once for all ranks in device/placement.py; device/memory.py
+Which one a rank gets, and its backend, is decided once for all ranks in device/placement.py; tasks/train/memory.py
 refuses a config that cannot fit before any rank starts."""
 from __future__ import annotations
 
 import torch
 
-from device.cpu import CpuDevice
+from device.cpu import Device
 from device.placement import Placement
 
-_opened: CpuDevice | None = None  # this rank's device, once opened
+_opened: Device | None = None  # this rank's device, once opened
 
 
-def open_device(placement: Placement) -> CpuDevice:
+def open_device(placement: Placement) -> Device:
     """This rank's device for the rest of its life (ranks are processes: one each). The fake starts enforcing here,
     before the model and DDP exist, so their set-up is checked too."""
     global _opened
@@ -33,14 +34,14 @@ def open_device(placement: Placement) -> CpuDevice:
 
         _opened = FakeDevice().activate()
     else:
-        _opened = CpuDevice()
+        _opened = Device()
     return _opened
 
 
-def layer_for(device) -> CpuDevice:
+def layer_for(device) -> Device:
     """The device layer for a torch.device (or a Device, returned as is): the rank's own where it matches, else the
     plain CUDA or CPU one (a comm task may put its tensors on CUDA while the rank computes on CPU, or the reverse)."""
-    if isinstance(device, CpuDevice):
+    if isinstance(device, Device):
         return device
     device = torch.device(device)
     if _opened is not None and _opened.torch_device == device:
@@ -49,7 +50,12 @@ def layer_for(device) -> CpuDevice:
         from device.cuda import CudaDevice
 
         return CudaDevice(device.index if device.index is not None else torch.cuda.current_device())
-    return CpuDevice()
+    return Device()
+
+
+def synchronize(device) -> None:
+    """Wait until everything queued on `device` (a torch.device or a Device) is done: a host sync."""
+    layer_for(device).synchronize()
 
 
 class Clock:
@@ -65,4 +71,4 @@ class Clock:
         return self.device.seconds(start, end)
 
 
-__all__ = ["Clock", "CpuDevice", "Placement", "layer_for", "open_device"]
+__all__ = ["Clock", "Device", "Placement", "layer_for", "open_device", "synchronize"]

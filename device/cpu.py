@@ -20,8 +20,9 @@ class NullStream:
         pass
 
 
-class CpuDevice:
-    """What the step loop, the H2D feeders, CUDA graphs and the comm tasks may ask of a device."""
+class Device:
+    """The device interface: what the step loop, the H2D feeders, CUDA graphs and the comm tasks may ask of a device.
+    As it stands it is the CPU's (cuda.py and fake.py override what differs)."""
 
     kind = "cpu"
     copies = False         # a host batch must be copied to the device before use

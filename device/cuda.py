@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 import torch
 
-from device.cpu import CpuDevice
+from device.cpu import Device
 
 
 class HostSyncInWindow(RuntimeError):
@@ -27,7 +27,7 @@ class CudaGraph:
         return self.output
 
 
-class CudaDevice(CpuDevice):
+class CudaDevice(Device):
     kind = "cuda"
     copies = True
     pins_memory = True

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from device.cpu import CpuDevice
+from device.cpu import Device
 
 aten = torch.ops.aten
 HOST_SYNC_OPS = {aten._local_scalar_dense.default, aten.nonzero.default, aten.equal.default,
@@ -115,7 +115,7 @@ class _Rules(TorchDispatchMode):
         return self.device._op(func, args, kwargs or {})
 
 
-class FakeDevice(CpuDevice):
+class FakeDevice(Device):
     kind = "fake"
     copies = True
     pins_memory = False  # pinning needs CUDA; the loader's pin thread is not modelled

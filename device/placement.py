@@ -28,7 +28,8 @@ from typing import Mapping
 
 import torch
 
-from core.errors import ConfigError
+from base.errors import ConfigError
+from device.host import gpu_count
 
 DEVICES = ("auto", "cpu", "cuda", "fake")
 BACKENDS = ("auto", "nccl", "gloo")
@@ -49,14 +50,6 @@ class Placement:
     @property
     def torch_device(self) -> torch.device:
         return torch.device("cuda", self.gpu) if self.kind == "cuda" else torch.device("cpu")
-
-
-def visible_gpus() -> int:
-    """GPUs this process may use. CUDA_VISIBLE_DEVICES="" hides them all; it is read here as well because CUDA reads
-    it only once per process, so a process whose CUDA started before it was set would still count them."""
-    if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
-        return 0
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 # ------------------------------------------------------------------------------------------- the Slurm variables
@@ -208,27 +201,28 @@ def _facts(rank: int, host: str, placement: Placement, gpu_identity) -> dict:
     return {"rank": rank, "host": host, **asdict(placement), "gpu": gpu_identity}
 
 
-def requested_device(cfg) -> str:
-    """device= as the task means it: task=pair_groups is the gloo thread's CPU experiment, so under device=auto it
-    runs on CPU unless NCCL was asked for (issue 10 defect 11: a 1-GPU box must not refuse the default pairs=1)."""
+def requested_device(cfg, cpu_by_default: bool = False) -> str:
+    """device= as the task means it. cpu_by_default: the task's own CPU_BY_DEFAULT (tasks/__init__.py; task=pair_groups,
+    the gloo thread's CPU experiment), so under device=auto it runs on CPU unless NCCL was asked for (issue 10 defect
+    11: a 1-GPU box must not refuse the default pairs=1)."""
     device = str(cfg.get("device", "auto"))
-    if device == "auto" and cfg.get("task") == "pair_groups" and str(cfg.get("backend", "auto")) != "nccl":
+    if device == "auto" and cpu_by_default and str(cfg.get("backend", "auto")) != "nccl":
         return "cpu"
     return device
 
 
-def preflight(cfg, submitting: bool = False, gpus: int | None = None, ranks_started: bool | None = None
-              ) -> Placement | None:
+def preflight(cfg, submitting: bool = False, gpus: int | None = None, ranks_started: bool | None = None,
+              cpu_by_default: bool = False) -> Placement | None:
     """In the process the user started, before any rank: the placement every local rank will take (that of rank 0),
     agreed as the ranks will agree it. In a rank started already (torchrun, a Slurm task): this rank's own. None on a
-    Slurm login node (submitting), which cannot tell. gpus, ranks_started: the host's (core.config.Host), injected by
-    tests; default: this machine's. Raises PlacementError."""
-    device, backend = requested_device(cfg), str(cfg.get("backend", "auto"))
+    Slurm login node (submitting), which cannot tell. gpus, ranks_started: the host's (device.host.Host), injected by
+    tests; default: this machine's. cpu_by_default: the task's (requested_device). Raises PlacementError."""
+    device, backend = requested_device(cfg, cpu_by_default), str(cfg.get("backend", "auto"))
     if device not in DEVICES:
         raise PlacementError(f"device={device!r} is not known; choose one of: {', '.join(DEVICES)}.")
     if submitting:
         return None
-    visible = visible_gpus() if gpus is None else gpus
+    visible = gpu_count() if gpus is None else gpus
     nccl = torch.distributed.is_nccl_available()
     if ranks_started if ranks_started is not None else "RANK" in os.environ:
         world = int(os.environ.get("WORLD_SIZE", cfg.world_size))
@@ -242,13 +236,14 @@ def preflight(cfg, submitting: bool = False, gpus: int | None = None, ranks_star
     return placements[0]
 
 
-def settle(cfg, rank: int, world_size: int, local_rank: int, local_world: int, timeout: timedelta):
+def settle(cfg, rank: int, world_size: int, local_rank: int, local_world: int, timeout: timedelta,
+           cpu_by_default: bool = False):
     """Inside a rank, before its process group: this rank's placement, agreed with every other rank through the
     rendezvous store (the store `env://` would give init_process_group, but one that ranks make themselves listens
-    on MASTER_ADDR's address only: core/store.py). Returns (placement, store to pass to init_process_group)."""
+    on MASTER_ADDR's address only: base/store.py). Returns (placement, store to pass to init_process_group)."""
     import torch.distributed as dist
 
-    from core.store import rank_store
+    from base.store import rank_store
 
     if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == str(True):  # the agent's store (local launcher, torchrun)
         store, _, _ = next(dist.rendezvous("env://", rank=rank, world_size=world_size, timeout=timeout))
@@ -257,7 +252,7 @@ def settle(cfg, rank: int, world_size: int, local_rank: int, local_world: int, t
     store.set_timeout(timeout)
     host = socket.gethostname()
     try:
-        mine = place(requested_device(cfg), str(cfg.backend), visible_gpus(), local_rank, local_world,
+        mine = place(requested_device(cfg, cpu_by_default), str(cfg.backend), gpu_count(), local_rank, local_world,
                      os.environ, dist.is_nccl_available())
         identity = str(torch.cuda.get_device_properties(mine.gpu).uuid) if mine.kind == "cuda" else None
         facts = _facts(rank, host, mine, identity)

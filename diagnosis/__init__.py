@@ -2,24 +2,24 @@
 
     python -m diagnosis <run or sweep dir> [--nccl-tests all_reduce_perf.log]
 
-diagnose(record) reads one run record (results/record.py) and returns what goes into its `result.diagnosis`:
+diagnose(record) reads one run record (base/record.py) and returns what goes into its `result.diagnosis`:
 
   findings       ranked (diagnosis.finding.rank_findings): noise first, then by estimated saving; each with its
                  evidence (numbers from the record with their intervals, or "no interval"), the seed case it matches,
                  the estimated saving and the exact command to try next
   inside_noise   rules that fired with an effect inside the noise floor: counted, never named in the text
   noise          the floor (fraction of the step) and why
-  comparisons    the sync against the on-rank microbenchmark and/or an nccl-tests file (diagnosis.efficiency)
+  comparisons    the sync against the on-rank microbenchmark and/or an nccl-tests file (comm.efficiency)
   hta            HolisticTraceAnalysis' overlap beside the tool's own, for profile.enabled runs (diagnosis.hta)
   notes          what the record lacks for a rule, in one line each
 
-core.finalise computes it once, before the record is written, and prints it after the summary; the end-of-sweep
+job.finalise computes it once, before the record is written, and prints it after the summary; the end-of-sweep
 callback and the report read it back; diagnose_sweep (diagnosis.sweep) adds what only a sweep can say (checked
 estimates, scaling, the pair-groups curve).
 """
 from __future__ import annotations
 
-from diagnosis.efficiency import not_measurable
+from comm.efficiency import not_measurable
 from diagnosis.figures import RunView
 from diagnosis.finding import Finding, finding_from_dict, rank_findings
 from diagnosis.rules import RULES, noise_rule
@@ -31,7 +31,7 @@ VERSION = 4
 
 
 def diagnose(record: dict, nccl_tests: dict | None = None, hta: bool = True) -> dict:
-    from diagnosis import nccl_tests as nt
+    from comm import nccl_tests as nt
 
     result = record.get("result") or {}
     comm = result.get("comm") or {}
@@ -42,7 +42,7 @@ def diagnose(record: dict, nccl_tests: dict | None = None, hta: bool = True) -> 
         vs = nt.versus(record, nccl_tests)
         if vs:
             comparisons["nccl_tests"] = vs
-    from diagnosis.efficiency import versus_link
+    from comm.efficiency import versus_link
 
     link = versus_link((record.get("env") or {}).get("link"), comm, int(result.get("world_size") or 1))
     if link is not None and result.get("sync") != "local":
@@ -108,9 +108,9 @@ def format_text(diag: dict | None, heading: str = "diagnosis") -> str:
     lines = [head]
     for i, f in enumerate(findings):
         lines.append(f.text(0 if f.first else i + (0 if findings[0].first else 1)))
-    from diagnosis.nccl_tests import format_comparison
+    from comm.nccl_tests import format_comparison
 
-    for name, vs in (diag.get("comparisons") or {}).items():
+    for _name, vs in (diag.get("comparisons") or {}).items():
         lines.append(format_comparison(vs))
     if diag.get("hta"):
         from diagnosis.hta import format_hta
@@ -122,13 +122,13 @@ def format_text(diag: dict | None, heading: str = "diagnosis") -> str:
 
 
 def attach(record) -> None:
-    """core.finalise's call: a record's diagnosis, computed once, into record.result before the record is written.
+    """job.finalise's call: a record's diagnosis, computed once, into record.result before the record is written.
     A diagnosis never costs a record: any failure is kept as {"error": ...}."""
     if record.status != "ok" or not record.result:
         return
     try:
         record.result["diagnosis"] = diagnose(record.to_dict())
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - a diagnosis never costs the record
         record.result["diagnosis"] = {"version": VERSION, "error": f"{type(e).__name__}: {e}"}
 
 

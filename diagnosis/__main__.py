@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
     args = parser.parse_args(argv)
     from diagnosis import diagnose, diagnose_sweep, format_sweep, format_text
-    from diagnosis.nccl_tests import NcclTestsError, format_table, read
+    from comm.nccl_tests import NcclTestsError, format_table, read
 
     try:
         parsed = read(args.nccl_tests) if args.nccl_tests else None

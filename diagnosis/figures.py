@@ -12,7 +12,7 @@ import statistics
 from typing import Any
 
 from results.entries import EXPOSED_MIN_N, _get, exposed_samples
-from stats import describe, steady_state
+from stats import describe, rel_halfwidth, steady_state
 from stats.compare import NOISE
 
 # keys a sweep sets on each of its jobs (repeats=3 runs repeat=0..2): a single run of a next command takes neither
@@ -137,7 +137,7 @@ class RunView:
             return out
         out.update(n=s.get("n"), ci_level=s.get("ci_level"), median_s=s["median"])
         if s.get("ci_lo") is not None and s["median"]:
-            half = (s["ci_hi"] - s["ci_lo"]) / 2 / s["median"]
+            half = rel_halfwidth(s["median"], s["ci_lo"], s["ci_hi"])
             out["rel_halfwidth"] = half
             out["floor"] = max(out["floor"], half)
             if half > NOISY_HALFWIDTH:

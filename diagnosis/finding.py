@@ -5,12 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from stats import fmt_ci
-
-
-def ms(seconds: float) -> str:
-    """Milliseconds as people read them: 3813, 21.4, 0.374 (never 3.81e+03)."""
-    v = 1e3 * seconds
-    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
+from stats.fmt import ms
 
 
 @dataclass
@@ -28,7 +23,8 @@ class Evidence:
         if self.value is None:
             return f"{self.name}: not measured" + (f" ({note})" if note else "")
         has_ci = self.ci_lo is not None and self.ci_hi is not None and self.ci_hi > self.ci_lo
-        num = fmt_ci(self.value, self.ci_lo, self.ci_hi, self.unit) if has_ci else fmt_ci(self.value, None, None, self.unit)
+        num = fmt_ci(self.value, self.ci_lo, self.ci_hi, self.unit) if has_ci else \
+            fmt_ci(self.value, None, None, self.unit)
         if not has_ci and not note:
             note = "no interval"
         return f"{self.name} {num}" + (f" ({note})" if note else "")

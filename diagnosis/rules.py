@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 import statistics
 
-from diagnosis.efficiency import not_measurable
+from comm.buckets import DEFAULT_CAP_MB
+from comm.efficiency import not_measurable
 from diagnosis.figures import OTHER_LOAD, RunView, get, interval_note, lower
 from diagnosis.finding import Evidence, Finding, Saving, ms
 from diagnosis.seeds import cite
@@ -21,7 +22,7 @@ INPUT_SHARE = 0.10          # data wait + host-to-device copy above 10% of the s
 STRAGGLER_SHARE = 0.05      # one rank's extra work above 5% of the step
 TINY_BUCKET = 1 << 20       # "very many tiny buckets": more than MANY_BUCKETS, median under 1 MiB
 MANY_BUCKETS = 32
-DDP_BUCKET_MB = 25          # DDP's bucket cap when bucket_cap_mb is left at None (bucket=null, the tool's default)
+DDP_BUCKET_MB = int(DEFAULT_CAP_MB)   # DDP's cap when bucket_cap_mb is left at None (bucket=null, the default)
 DDP_FIRST_BUCKET = 1 << 20  # ... and its first bucket's cap then (an explicit bucket_cap_mb caps the first bucket too)
 LARGER_BUCKET_MB = 4 * DDP_BUCKET_MB
 CPU_BUSY = 0.8
@@ -302,7 +303,7 @@ def per_param(v: RunView) -> Finding | None:
     rows = [{"bytes": r["bytes"], "time_s": r["time_s"]["median"]} for r in micro.get("sizes") or []]
     one_call = get(v.result, "comm", "vs_microbench", "one_call_of_total_s")
     if len(rows) >= 2 and n:
-        from tasks.grad_sync import _fit_latency_bandwidth   # task=grad_sync's arithmetic, on this run's probe
+        from comm.fit import fit_latency_bandwidth as _fit_latency_bandwidth   # task=grad_sync's, on the probe
 
         fit = _fit_latency_bandwidth(rows)
         if fit and fit.get("beta_GBps") and fit["alpha_s"] > 0:
@@ -329,8 +330,9 @@ def per_param(v: RunView) -> Finding | None:
     if full is not None and lo is not None:   # overlap needs a free core: gloo's all-reduce is CPU work
         point = max(lo, 0.0)
         how = (f"this host's cores are full (host {100 * full['host_busy']:.0f}% busy, the ranks' own work "
-               f"{100 * full['own']:.0f}%), so DDP's all-reduce cannot run beside backward for free: the estimate is the "
-               "no-overlap case, the calls' overhead down to one call of the total; hiding all of it is the range's top")
+               f"{100 * full['own']:.0f}%), so DDP's all-reduce cannot run beside backward for free: the estimate is "
+               "the no-overlap case, the calls' overhead down to one call of the total; hiding all of it is the "
+               "range's top")
     return Finding(
         rule="per_param", title=f"The explicit per-parameter all-reduce is in use: {n:.0f} collectives per step, "
                                 f"{100 * (v.fraction(sync['median']) or 0):.0f}% of the step, none overlapped",

@@ -84,7 +84,7 @@ def matches(a_config: dict, b_config: dict, recommends: dict) -> bool:
 def measured_saving(a, b) -> dict:
     """1 - B's time per sample / A's: step-time medians, interval from the per-step series (ratio_ci)."""
     ra, rb = a.result, b.result
-    samples = lambda r: (r.get("global_batch") or 1) * (r.get("accumulate") or 1)  # noqa: E731
+    samples = lambda r: (r.get("global_batch") or 1) * (r.get("accumulate") or 1)  # noqa: E731 - local
     adjust = samples(rb) / samples(ra)
     sa = (ra.get("series") or {}).get("step_time_s") or []
     sb = (rb.get("series") or {}).get("step_time_s") or []
@@ -141,7 +141,8 @@ def scaling_summary(runs: list[dict]) -> list[dict] | None:
         top = next((f for f in (r["diagnosis"] or {}).get("findings") or [] if not f.get("first")), None)
         n, rate = res["world_size"], res["throughput"]["samples_per_s"]
         rows.append({"world_size": n, "sync": res.get("sync"), "samples_per_s": rate,
-                     "samples_per_s_ci": [res["throughput"].get("samples_ci_lo"), res["throughput"].get("samples_ci_hi")],
+                     "samples_per_s_ci": [res["throughput"].get("samples_ci_lo"),
+                                          res["throughput"].get("samples_ci_hi")],
                      "efficiency": rate / (rate0 * n / n0), "exposed_comm_s": (res.get("comm") or {}).get("exposed_s"),
                      "top_finding": top["title"] if top else None, "label": r["label"]})
     return rows

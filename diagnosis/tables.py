@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from diagnosis.efficiency import not_measurable
+from comm.efficiency import not_measurable
 from results.table import Table, config_labels
 
 
@@ -41,9 +41,10 @@ def checked_table(checked: list[dict]) -> Table:
     return Table(["run", "finding", "recommends", "ran as", "estimated saving", "measured saving", "measured lo",
                   "measured hi", "error (points)", "verdict", "estimate inside measured CI"], rows,
                  title="Checked estimates: a recommended configuration the same sweep also ran",
-                 notes=["measured saving = 1 - time per sample of the recommended run / this run's (step-time medians); "
-                        "lo/hi: 95% batch-medians interval over the runs' steps (stats.ratio_ci); verdict: the recommended "
-                        "run against this one. Every estimate is listed, the bad ones too."] if rows else [])
+                 notes=["measured saving = 1 - time per sample of the recommended run / this run's (step-time "
+                        "medians); lo/hi: 95% batch-medians interval over the runs' steps (stats.ratio_ci); verdict: "
+                        "the recommended run against this one. Every estimate is listed, the bad ones too."]
+                 if rows else [])
 
 
 def efficiency_table(entries: list) -> Table:

@@ -52,8 +52,8 @@ from pathlib import Path
 
 from comm import link as arith
 from comm.bandwidth import bus_factor
-from core.errors import ConfigError
-from core.log import get
+from base.errors import ConfigError
+from base.log import get
 
 log = get(__name__)
 
@@ -288,11 +288,14 @@ def check(cfg, *, submitting: bool = False, host=None, support: Support | None =
 def _check_cpu_only(cfg, what: str, gpus: int | None) -> None:
     from omegaconf import OmegaConf
 
-    from device.placement import requested_device, visible_gpus
+    import tasks
+    from device.host import gpu_count
+    from device.placement import requested_device
 
-    backend, device = str(cfg.get("backend", "auto")), requested_device(cfg)
+    cpu_by_default = getattr(tasks.get(str(cfg.task)), "CPU_BY_DEFAULT", False)
+    backend, device = str(cfg.get("backend", "auto")), requested_device(cfg, cpu_by_default)
     task_device = str(OmegaConf.select(cfg, f"{cfg.task}.device", default="auto") or "auto")
-    gpus = visible_gpus() if gpus is None else gpus
+    gpus = gpu_count() if gpus is None else gpus
     asked = ("backend=nccl" if backend == "nccl" else "device=cuda" if device == "cuda"
              else f"{cfg.task}.device=cuda" if task_device == "cuda"
              else f"device=auto on a machine with {gpus} GPU(s)" if device == "auto" and gpus > 0 else None)
@@ -306,19 +309,11 @@ def _check_timeout(cfg, spec: Spec, world: int) -> None:
     """A collective slower than timeout_s fails the run after minutes: say so now, with the arithmetic."""
     if nodes_for(world, spec.ranks_per_node) < 2:
         return
-    nbytes, what = None, None
-    task = str(cfg.get("task"))
+    import tasks
+
+    largest = getattr(tasks.get(str(cfg.get("task"))), "largest_collective", None)
     try:
-        if task in ("train", "grad_sync"):
-            from omegaconf import OmegaConf
-
-            image = int((cfg.get("data") or {}).get("image_size") or 224) if task == "train" else 224
-            nbytes = 4 * _parameters(OmegaConf.to_yaml(cfg.model), image)
-            what = "one step's fp32 gradients"
-        elif task == "collectives":
-            from tasks.collectives import settings, sizes
-
-            nbytes, what = max(sizes(settings(cfg))), "the largest collective"
+        nbytes, what = largest(cfg) if largest is not None else (None, None)
     except Exception:  # noqa: BLE001 - the task's own check reports a bad model or size
         return
     if not nbytes:
@@ -328,16 +323,6 @@ def _check_timeout(cfg, spec: Spec, world: int) -> None:
         raise LinkError(f"{spec.label}: all-reducing {what} ({nbytes / 1e6:.0f} MB) takes about {seconds:.0f} s at "
                         f"{arith.human(spec.rate_bit_s)}, over timeout_s={cfg.timeout_s:g}: the collective would time "
                         f"out. Raise the rate, or timeout_s={math.ceil(seconds * 3)}.")
-
-
-@lru_cache(maxsize=16)
-def _parameters(model_yaml: str, image_size: int) -> int:
-    """A model's parameter count, once per model and process (a sweep checks every job; ViT-L takes seconds)."""
-    from omegaconf import OmegaConf
-
-    from models import parameter_count
-
-    return parameter_count(OmegaConf.create(model_yaml), image_size)
 
 
 UNSUPPORTED = {   # Support.problem -> the refusal, with {what} (the link asked for) and {detail} (what failed)

@@ -4,7 +4,7 @@ torchrun: one spawned process per rank, and when any rank fails the agent stops 
 
 Nothing of a local run listens beyond loopback: torch's c10d rendezvous would start two stores listening on every
 interface (the rendezvous backend's and the one it shares with the workers), so the agent gets a rendezvous of one
-node whose only store listens on one explicit address, `host` (LOCAL_HOST, 127.0.0.1; core/store.py); the ranks dial
+node whose only store listens on one explicit address, `host` (LOCAL_HOST, 127.0.0.1; base/store.py); the ranks dial
 it (TORCHELASTIC_USE_AGENT_STORE), and with `host` on loopback their gloo/NCCL sockets are put on the loopback
 interface too (unless the user chose one). Behind an emulated link the ranks serve their own store on node 0's NIC
 and gloo uses the NICs (launchers/link.py), addresses that exist only in the run's private namespaces.
@@ -19,10 +19,10 @@ launch.
 The ranks and this process share a private launch directory (a temp dir, not the output dir, so an output location
 that stopped being writable loses nothing): rank 0 hands its Outcome over through one pickle there, whether it
 succeeded, failed or was interrupted, so the record made here keeps what was measured; every rank beats there
-(core.heartbeat), so a rank that stops answering is named and killed instead of being waited for.
+(launchers.heartbeat), so a rank that stops answering is named and killed instead of being waited for.
 
 A signal to this process (Ctrl-C, `timeout`, `kill`) reaches the agent, which stops the ranks; it comes out of here as
-core.interrupt.Interrupted carrying rank 0's Outcome.
+base.interrupt.Interrupted carrying rank 0's Outcome.
 
 With `link=` set, this process first builds the run's emulated network (launchers/link.py) and holds it while the
 ranks run: each rank enters its node's namespace first thing (rank_entry), rendezvous at node 0's address instead of
@@ -50,9 +50,9 @@ from torch.distributed.elastic.rendezvous import (RendezvousHandler, RendezvousI
                                                   RendezvousStoreInfo, rendezvous_handler_registry)
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-from core.heartbeat import Watch, silent_limit
-from core.interrupt import Interrupted, note, restored_handlers
-from core.store import LOOPBACK, interface_of, is_loopback, serve
+from launchers.heartbeat import Watch, silent_limit
+from base.interrupt import Interrupted, note, restored_handlers
+from base.store import LOOPBACK, interface_of, is_loopback, serve
 from launchers import link
 
 LOCAL_HOST = LOOPBACK  # the one address a plain local run listens on (its rendezvous store; gloo/NCCL's sockets)
@@ -127,7 +127,7 @@ def rank_entry(plain: dict, job: dict):
         from launchers.link import join
 
         join(job["link"])
-    from core.rank import RankError, run_rank
+    from launchers.rank import RankError, run_rank
 
     try:
         outcome = run_rank(plain, job)
@@ -358,7 +358,7 @@ def torchrun_threads(nproc: int):
 
 
 def _failure_text(failure) -> tuple[str, str | None]:
-    from core.rank import worker_error
+    from launchers.rank import worker_error
 
     msg = failure.message
     if isinstance(msg, dict):

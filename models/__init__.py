@@ -1,10 +1,13 @@
-"""Model registry: `build_model(cfg.model)` for every conf/model/*.yaml. No weights are downloaded."""
+"""Models: `build_model(cfg.model)` instantiates what conf/model/<name>.yaml's `_target_` names (a new model is one YAML
+file; model=custom is the user's own nn.Module). No weights are downloaded."""
 from __future__ import annotations
+
+from functools import lru_cache
 
 import torch.nn as nn
 
-from core.errors import ConfigError
-from models.vgg import VGG
+from base.build import build, target_of
+from base.errors import ConfigError
 
 
 NAMED_ARCHS = ("torchvision", "timm")    # the archs that build the model model.name names; vgg and vit build from
@@ -17,15 +20,18 @@ def check(model_cfg) -> None:
     train VGG11 and record vit_b_16)."""
     from omegaconf import DictConfig, OmegaConf
 
-    from core.schema import MODEL_SCHEMAS
+    from base.schema import MODEL_SCHEMAS
 
     arch, name = model_cfg.get("arch"), str(model_cfg.get("name"))
     if isinstance(model_cfg, DictConfig) and OmegaConf.get_type(model_cfg) not in (None, dict):
         built_for = OmegaConf.get_type(model_cfg)
-        if MODEL_SCHEMAS[arch] is not built_for:
+        if arch in MODEL_SCHEMAS and MODEL_SCHEMAS[arch] is not built_for:
             fits = ", ".join(str(a) for a, s in MODEL_SCHEMAS.items() if s is built_for)
             raise ConfigError(f"model.arch={arch} does not fit model={model_cfg.name}, a config for arch {fits}. "
                               f"Pick a model= whose arch is {arch} instead of changing model.arch.")
+    if arch == "custom" or arch not in MODEL_SCHEMAS:   # the user's own: its target must import
+        target_of(model_cfg)
+        return
     if arch not in NAMED_ARCHS:
         own = option_names(arch)
         if own and name not in own:
@@ -53,7 +59,7 @@ def option_names(arch: str) -> list[str]:
     """The model= options (conf/model/*.yaml) of an arch: the names its models may carry."""
     from omegaconf import OmegaConf
 
-    from core.config import CONF_DIR
+    from base.schema import CONF_DIR
 
     options = [OmegaConf.load(f) for f in sorted((CONF_DIR / "model").glob("*.yaml"))]
     return [str(o.name) for o in options if o.get("arch") == arch]
@@ -87,42 +93,83 @@ def _nearest(name: str, names: list[str], n: int = 3) -> list[str]:
     return difflib.get_close_matches(name, names, n=n, cutoff=0.6)
 
 
-def parameter_count(model_cfg, image_size: int = 224) -> int:
-    """Trainable parameters, from the model built on the meta device (shapes only, no memory)."""
-    import torch
+def gradient_bytes(model_cfg, image_size: int = 224) -> int:
+    """fp32 bytes of the model's trainable parameters (one step's gradients), counted on the meta device (no memory);
+    once per model and process (a sweep checks every job; ViT-L takes seconds to build)."""
+    from omegaconf import OmegaConf
 
+    return _gradient_bytes(OmegaConf.to_yaml(model_cfg), image_size)
+
+
+@lru_cache(maxsize=16)
+def _gradient_bytes(model_yaml: str, image_size: int) -> int:
+    import torch
+    from omegaconf import OmegaConf
+
+    model_cfg = OmegaConf.create(model_yaml)
     try:
         with torch.device("meta"):
             model = build_model(model_cfg, image_size)
     except (RuntimeError, NotImplementedError):     # a model whose __init__ reads tensor values: build it for real
         model = build_model(model_cfg, image_size)
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return 4 * sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def input_shape(cfg) -> tuple[int, ...]:
+    """One sample's shape as the model takes it: model.input_shape when the model says (model=custom), else an image
+    of data.image_size (3 x image_size x image_size)."""
+    shape = (cfg.get("model") or {}).get("input_shape")
+    if shape:
+        return tuple(int(n) for n in shape)
+    size = int(cfg.data.image_size)
+    return (3, size, size)
+
+
+# the target of each family, for a model node written before conf/model/ named its own (older run records)
+ARCH_TARGETS = {"vgg": "models.vgg.VGG", "torchvision": "models.torchvision_model", "vit": "models.vit",
+                "timm": "models.timm_model"}
 
 
 def build_model(model_cfg, image_size: int = 224) -> nn.Module:
+    """The model model_cfg's `_target_` makes (base/build.py: its keys and image_size, where it takes them)."""
     check(model_cfg)
-    arch = model_cfg.get("arch")
-    if arch == "vgg":
-        return VGG(list(model_cfg.layers), list(model_cfg.classifier), model_cfg.num_classes)
-    if arch == "torchvision":
-        import torchvision.models as tvm
+    if not model_cfg.get("_target_") and str(model_cfg.get("arch")) in ARCH_TARGETS:
+        model_cfg = {**_plain(model_cfg), "_target_": ARCH_TARGETS[str(model_cfg.get("arch"))]}
+    model = build(model_cfg, image_size=image_size)
+    if not isinstance(model, nn.Module):
+        raise ConfigError(f"model._target_={model_cfg.get('_target_')} returned {type(model).__name__}, not a "
+                          "torch.nn.Module. Point it at an nn.Module class or a function that returns one.")
+    return model
 
-        kwargs = {"weights": None, "num_classes": model_cfg.num_classes}
-        if model_cfg.name.startswith("vit_"):
-            kwargs["image_size"] = image_size  # ViT's position embedding is sized for the input; params change with it
-        return tvm.get_model(model_cfg.name, **kwargs)
-    if arch == "vit":
-        from torchvision.models.vision_transformer import VisionTransformer
 
-        return VisionTransformer(
-            image_size=image_size, patch_size=model_cfg.patch_size, num_layers=model_cfg.num_layers,
-            num_heads=model_cfg.num_heads, hidden_dim=model_cfg.hidden_dim, mlp_dim=model_cfg.mlp_dim,
-            num_classes=model_cfg.num_classes,
-        )
-    if arch == "timm":
-        import timm
+# ------------------------------------------------------------------------ the targets of conf/model/*.yaml
+def _plain(node) -> dict:
+    from omegaconf import DictConfig, OmegaConf
 
-        return timm.create_model(model_cfg.name, pretrained=False, num_classes=model_cfg.num_classes)
-    from core.schema import Arch
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
 
-    raise ConfigError(f"model.arch={arch!r} is unknown; choose one of {', '.join(Arch)}.")
+
+def torchvision_model(name: str, num_classes: int, image_size: int = 224) -> nn.Module:
+    """Any torchvision classification model by name, random weights (no download); ViTs sized for the input."""
+    import torchvision.models as tvm
+
+    kwargs = {"weights": None, "num_classes": num_classes}
+    if name.startswith("vit_"):
+        kwargs["image_size"] = image_size  # ViT's position embedding is sized for the input; params change with it
+    return tvm.get_model(name, **kwargs)
+
+
+def vit(patch_size: int, num_layers: int, num_heads: int, hidden_dim: int, mlp_dim: int, num_classes: int,
+        image_size: int = 224) -> nn.Module:
+    """torchvision's VisionTransformer with the given dimensions."""
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    return VisionTransformer(image_size=image_size, patch_size=patch_size, num_layers=num_layers, num_heads=num_heads,
+                             hidden_dim=hidden_dim, mlp_dim=mlp_dim, num_classes=num_classes)
+
+
+def timm_model(name: str, num_classes: int) -> nn.Module:
+    """Any timm model by name, random weights (no hub download)."""
+    import timm
+
+    return timm.create_model(name, pretrained=False, num_classes=num_classes)

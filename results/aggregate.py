@@ -20,19 +20,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import OmegaConf
 
-from results.entries import _finite, _get, _is_noise, _scaled, config_labels, override_items, varying_keys
+from results.entries import (EXPOSED, _finite, _get, _is_noise, _scaled, config_labels, exposed_samples,
+                             override_items, varying_keys)
 from stats import (NO_VERDICT, batch_median, batch_rate, plan_repeats, run_level, sentinel as random_effects,
                    steady_state, unsteady_runs)
 from stats.family import Row, pair_verdicts
-from stats.verdict import NS as NO_DIFFERENCE
+from stats.verdict import NOISE, NS as NO_DIFFERENCE
 
 # the baseline's bucket: the config's default (conf/config.yaml: null, DDP's own), read once, never restated in code;
 # records made before it was null ran bucket=25, which caps the first bucket at 25 MiB too (not stock DDP)
-DEFAULT_BUCKET = OmegaConf.load(Path(__file__).resolve().parent.parent / "conf" / "config.yaml").bucket
 EXPLICIT_25_MB = 25.0
-NOISE = 0.02
 REL_CI = 0.02               # measure.rel_ci's default: the precision the repeats plan aims at
 NO_INTERVAL = "no interval"
 SENTINEL_PHASES = ("forward", "data")
@@ -221,7 +219,7 @@ def _bucket_of(c: Config) -> str | float | None:
     """"default" for DDP's own bucket setting (bucket=null; the record says "default"), else the MB asked."""
     bucket = c.first.knob("bucket")
     if bucket in (None, "default") and str(c.first.knob("sync") or "ddp") == "ddp":
-        return "default" if bucket == "default" or DEFAULT_BUCKET is None else None
+        return "default"   # bucket=null (the tool's default) leaves DDP's own bucket setting
     try:
         return float(bucket)
     except (TypeError, ValueError):
@@ -323,8 +321,8 @@ def sentinel(configs: list[Config]) -> tuple[dict | None, str]:
                 worst = {**s, "phase": phase}
     if worst is None:
         if not judged:
-            return None, (f"could not judge: {' and '.join(SENTINEL_PHASES)} time are under {SENTINEL_MIN_SHARE:.0%} of "
-                          "the step, or fewer than 2 rows have 2 runs (repeats)")
+            return None, (f"could not judge: {' and '.join(SENTINEL_PHASES)} time are under "
+                          f"{SENTINEL_MIN_SHARE:.0%} of the step, or fewer than 2 rows have 2 runs (repeats)")
         return None, "; ".join(f"{p} time agrees across rows (random-effects F test p={s['p_value']:.2g}, between-row "
                                f"spread {s['spread']:.1%} [{math.expm1(s['tau_lo']):.1%}, "
                                f"{math.expm1(s['tau_hi']):.1%}])" for p, s in judged)
@@ -432,9 +430,12 @@ def scaling_lines(configs: list[Config]) -> list[tuple[str, list[tuple[float, Co
 
 
 def _exposed_fields(c: Config) -> dict:
-    from results.table import _exposed_fields as fields   # the tables' one reading of how sampled exposed comm is
-
-    return fields(c)
+    """The exposed-comm cell's companions: how many samples the least-sampled run had, and one run's interval."""
+    runs = [e for e in c.ok if e.result.get("comm")]
+    ns = [n for e in runs if (n := exposed_samples(e.result, e.config)) is not None]
+    comm = runs[0].result["comm"] if len(runs) == 1 else {}
+    return {f"{EXPOSED} n": min(ns) if ns else None, f"{EXPOSED} lo": _scaled(comm.get("exposed_ci_lo"), 1e3),
+            f"{EXPOSED} hi": _scaled(comm.get("exposed_ci_hi"), 1e3)}
 
 
 def scaling_rows(entries: list, noise: float | None = None) -> list[dict]:

@@ -102,10 +102,11 @@ def default_candidate(keys: list[str], defaults: dict[str, Any], search: Iterabl
     return c
 
 
-def stage_plan(candidates: list[Candidate], fixed: list[str], repeats: int, stage: str, seed: int = 0) -> list[list[str]]:
+def stage_plan(candidates: list[Candidate], fixed: list[str], repeats: int, stage: str,
+               seed: int = 0) -> list[list[str]]:
     """Job overrides of a re-measurement stage: every candidate once per round (`repeat=r`, so the analysis can pair
-    them by round), `repeats` rounds, each round's order shuffled with `seed` (core.sweep.round_order)."""
-    from core.sweep import round_order
+    them by round), `repeats` rounds, each round's order shuffled with `seed` (results.sweep_order.round_order)."""
+    from results.sweep_order import round_order
 
     jobs = [[*fixed, f"{STAGE_KEY}={stage}", f"repeat={r}", *c.overrides] for r in range(repeats) for c in candidates]
     return [jobs[i] for i in round_order(len(jobs), repeats, seed)]

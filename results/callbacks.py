@@ -6,13 +6,12 @@ jobs elsewhere (Slurm), on_job_start/on_job_end run in the job, not here; the li
 from the sweep's own overrides (on_multirun_start) and the job directories Hydra created.
 
 Only this sweep's jobs make rows: a sweep dir that held an earlier sweep was moved aside before this one started
-(core/output_dir.py), and each job's record carries this sweep's id (DDP_COMM_SWEEP_ID, set here before any job),
+(job/output_dir.py), and each job's record carries this sweep's id (DDP_COMM_SWEEP_ID, set here before any job),
 so a record another sweep wrote into the same dir meanwhile is left out. What the table, its command line and W&B
-show of the overrides is what the user typed (`${oc.env:...}` stays text: core/provenance.py).
+show of the overrides is what the user typed (`${oc.env:...}` stays text: base/provenance.py).
 """
 from __future__ import annotations
 
-import itertools
 import os
 import sys
 import time
@@ -23,14 +22,14 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from core import interrupt
-from core.provenance import as_typed, command as shell_command, from_environment, typed_overrides
-from core.sweep import position
-from results.record import RecordError, find_records, read_record
-from results.table import Entry, Table, build_table
+from base import interrupt
+from base.provenance import as_typed, from_environment, typed_overrides
+from results.sweep import (TABLE_CSV, TABLE_MD, expected_jobs, product_of, sweep_command,  # noqa: F401 - and the
+                           sweep_entries, write_sweep_table)                          # callers' names
+from results.sweep_order import position, run_order
+from base.record import SWEEP_ID_ENV
+from results.table import Entry, build_table
 
-TABLE_MD = "sweep_table.md"
-TABLE_CSV = "sweep_table.csv"
 SCALING_MD, SCALING_CSV = "sweep_scaling.md", "sweep_scaling.csv"
 DIAGNOSIS_MD = "sweep_diagnosis.md"
 
@@ -45,126 +44,6 @@ class SweepFailed(SystemExit):
 class SweepInterrupted(SystemExit):
     """Raised after the table of the rows so far is saved when SIGINT/SIGTERM stopped the sweep: no further job
     starts, and `train.py -m` exits 128 + the signal (Hydra would otherwise re-raise before any table is written)."""
-
-
-def expected_jobs(config: DictConfig) -> list[list[str]] | None:
-    """The overrides of every job the basic sweeper will launch, in job-number order; None if unknown."""
-    try:
-        target = str(OmegaConf.select(config, "hydra.sweeper._target_") or "")
-        if not target.endswith(("BasicSweeper", "RepeatingSweeper")):
-            return None
-        params = OmegaConf.select(config, "hydra.sweeper.params")
-        params = OmegaConf.to_container(params, resolve=False) if params is not None else {}
-        arguments = [f"{k}={v}" for k, v in params.items()]
-        if target.endswith("RepeatingSweeper"):  # the repeat loop outermost, as core/sweep.py makes it
-            from core.sweep import repeat_arguments
-
-            arguments = repeat_arguments(OmegaConf.select(config, "repeats", default=1), arguments)
-        arguments += typed_overrides(OmegaConf.select(config, "hydra.overrides.task") or [])
-        return product_of(arguments)
-    except Exception:  # glob() sweeps need Hydra's config loader; progress then shows "?" for the total
-        return None
-
-
-def product_of(arguments: list[str]) -> list[list[str]]:
-    """The jobs of a sweep, in job-number order: the product of the overrides' values, the first override outermost
-    and a key given twice taking its first place and its last value, as Hydra's basic sweeper splits them (through
-    Hydra's public override parser)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    choices: dict[str, list[str]] = {}
-    for o in OverridesParser.create().parse_overrides(arguments):
-        key = o.get_key_element()
-        if o.is_sweep_override():
-            if not o.is_discrete_sweep():
-                raise ValueError(f"{key}: not a list of values")
-            choices[key] = [f"{key}={value}" for value in o.sweep_string_iterator()]
-        else:
-            choices[key] = [f"{key}={o.get_value_element_as_str()}"]
-    return [list(job) for job in itertools.product(*choices.values())]
-
-
-def sweep_command(config: DictConfig) -> str:
-    """The command line that started the sweep, as typed (Hydra's overrides unresolved), shell-quoted."""
-    script = f"{OmegaConf.select(config, 'hydra.job.name') or 'train'}.py"
-    hydra_overrides = [o for o in typed_overrides(OmegaConf.select(config, "hydra.overrides.hydra") or [])
-                       if not o.startswith("hydra.mode=")]
-    task = typed_overrides(OmegaConf.select(config, "hydra.overrides.task") or [])
-    return shell_command(task + hydra_overrides, script=script, multirun=True)
-
-
-def _job_dirs(sweep_dir: Path) -> dict[int, list[str]]:
-    """Job directories Hydra created ({num: overrides}); a job writes .hydra/overrides.yaml before it starts."""
-    found = {}
-    for path in sweep_dir.glob("*/.hydra/overrides.yaml"):
-        name = path.parent.parent.name
-        if name.isdigit():
-            try:
-                found[int(name)] = typed_overrides(OmegaConf.load(path))
-            except Exception:
-                found[int(name)] = []
-    return found
-
-
-def sweep_entries(sweep_dir: str | Path, expected: list[list[str]] | None = None,
-                  returns: dict[int, dict] | None = None, sweep_id: str | None = None) -> list[Entry]:
-    """One entry per job: its run record if it wrote one, else a failed entry saying what is known. sweep_id: leave
-    out records another sweep wrote (those that carry another sweep's id)."""
-    sweep_dir = Path(sweep_dir)
-    returns = returns or {}
-    by_num: dict[int, Entry] = {}
-    unnumbered: list[Entry] = []
-    foreign: set[int | None] = set()  # job dirs holding another sweep's record
-    for path in find_records(sweep_dir):
-        dir_num = int(path.parent.name) if path.parent.name.isdigit() else None
-        try:
-            record = read_record(path)
-            if sweep_id and (record.get("job") or {}).get("sweep_id") not in (None, sweep_id):
-                foreign.add(dir_num)
-                continue
-            entry = Entry.from_record(record, path)
-        except (RecordError, OSError, ValueError) as e:
-            entry = Entry(num=dir_num, overrides=[], status="failed", error=f"unreadable run record {path}: {e}",
-                          output_dir=str(path.parent))
-        if entry.num is None:
-            entry.num = dir_num
-        if entry.num is None or entry.num in by_num:
-            unnumbered.append(entry)
-        else:
-            by_num[entry.num] = entry
-
-    dirs = _job_dirs(sweep_dir)
-    nums = (set(dirs) - foreign) | set(returns) | set(range(len(expected or [])))
-    for num in sorted(nums - set(by_num)):
-        ret = returns.get(num, {})
-        overrides = ret.get("overrides") or dirs.get(num) or (expected[num] if expected and num < len(expected) else [])
-        error = ret.get("error")
-        if not error:
-            if num in returns:
-                error = "the job ended without writing a run record"
-            elif num in dirs:
-                error = "no run record: the job crashed or was killed before writing it"
-                if (sweep_dir / ".submitit").is_dir():
-                    error += f" (launcher logs: {sweep_dir / '.submitit'})"
-            else:
-                error = "the job never started (no job directory)"
-        job_dir = sweep_dir / str(num)
-        by_num[num] = Entry(num=num, overrides=list(overrides), status="failed", error=error,
-                            output_dir=str(job_dir) if job_dir.is_dir() else ret.get("output_dir"))
-    entries = [by_num[n] for n in sorted(by_num)] + unnumbered
-    _infer_missing(entries)
-    return entries
-
-
-def _infer_missing(entries: list[Entry]) -> None:
-    """A job without a record takes task and world size from its sweep's other jobs when they all agree."""
-    with_record = [e for e in entries if e.record is not None]
-    for name in ("task", "world_size"):
-        values = {e.task if name == "task" else e.knob(name) for e in with_record}
-        if len(values) == 1 and None not in values:
-            for e in entries:
-                if e.record is None:
-                    e.inferred.setdefault(name, next(iter(values)))
 
 
 def _is_multirun(config: DictConfig) -> bool:
@@ -197,7 +76,7 @@ class SweepTable(Callback):
         self.started: float | None = None
         self.sweep_config: DictConfig | None = None  # set in the sweep's own process only
         self.interrupted = False  # a signal stopped the sweep: the table has the jobs that ran
-        self.sweep_id: str | None = None  # in every record of this sweep's jobs (core/job.py: job.sweep_id)
+        self.sweep_id: str | None = None  # in every record of this sweep's jobs (job/run.py: job.sweep_id)
 
     # progress ------------------------------------------------------------------------------------
 
@@ -205,8 +84,6 @@ class SweepTable(Callback):
         self.expected = expected_jobs(config)
         self.started = time.monotonic()
         self.sweep_config = config
-        from core.job import SWEEP_ID_ENV
-
         self.sweep_id = os.environ[SWEEP_ID_ENV] = uuid.uuid4().hex  # the jobs inherit it, here or on a Slurm node
         interrupt.note_signals()  # a signal between two jobs stops the sweep at the next job start
         total = len(self.expected) if self.expected is not None else "?"
@@ -221,7 +98,7 @@ class SweepTable(Callback):
             or "(no overrides)"
         if self.expected is not None:
             total = len(self.expected)
-            at = position(num)   # repeats run each round in a shuffled order (core/sweep.py)
+            at = position(num, run_order(OmegaConf.select(config, "hydra.sweep.dir")))   # repeats: shuffled rounds
             left = total - at - 1
             progress = f"job {at + 1}/{total}" + (f" (#{num})" if at != num else "")
             tail = f"{left} more after this" if left else "last job"
@@ -244,7 +121,7 @@ class SweepTable(Callback):
                                 "output_dir": OmegaConf.select(config, "hydra.runtime.output_dir")}
         if job_return.status == JobStatus.FAILED:
             info["error"] = f"{type(value).__name__}: {value}"
-        elif getattr(value, "status", "ok") != "ok":  # core.job.JobResult of a failed or interrupted job
+        elif getattr(value, "status", "ok") != "ok":  # job.run.JobResult of a failed or interrupted job
             info["error"] = str(getattr(value, "error", None) or value.status)
         self.returns[int(num)] = info
         self._stop_if_interrupted()
@@ -312,13 +189,6 @@ def _as_typed(config: DictConfig) -> dict:
         return {}
 
 
-def write_sweep_table(sweep_dir: Path, table: Table, command: str) -> tuple[Path, Path]:
-    md = sweep_dir / TABLE_MD
-    md.write_text(f"# {table.title}\n\n```\n{command}\n```\n\n{table.markdown()}")
-    csv = table.write_csv(sweep_dir / TABLE_CSV)
-    return md, csv
-
-
 def _scaling_table(entries: list[Entry], sweep_dir: Path, command: str) -> list[Path]:
     """A sweep over world sizes also gets the scaling table (throughput, efficiency against ideal, exposed comm)."""
     from results.table import scaling_table
@@ -340,7 +210,7 @@ def _sweep_diagnosis(entries: list[Entry], sweep_dir: Path) -> tuple[dict | None
 
         diagnosis = diagnose_sweep(entries)
         text = format_sweep(diagnosis)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - a diagnosis never costs the table
         print(f"[sweep] diagnosis skipped: {type(e).__name__}: {e}", file=sys.stderr)
         return None, None
     print(f"\n{text}", flush=True)
@@ -353,6 +223,6 @@ def _sweep_plots(entries: list[Entry], sweep_dir: Path) -> dict[str, Path]:
     try:
         from results import plots
         return plots.standard_plots(entries, sweep_dir, prefix="sweep_", title=f"sweep {sweep_dir.name}")
-    except Exception as e:  # a plot never costs the table
+    except Exception as e:  # noqa: BLE001 - a plot never costs the table
         print(f"[sweep] plots skipped: {type(e).__name__}: {e}", file=sys.stderr)
         return {}

@@ -5,43 +5,24 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
+
+from stats.fmt import rounded
+from base.record import TRAIN_COLUMNS, _get, _scaled, train_headline  # noqa: F401 - the readers' names for them
 
 MISSING = "–"
 
 # Overrides that say how a job was run, not what was measured: never used to tell configurations apart.
 _NOISE_PREFIXES = ("hydra.", "logger")
-# Overrides that say which job of a configuration this is (core/sweep.py sets `repeat`): repeats of one configuration.
+# Overrides that say which job of a configuration this is (the repeating sweeper sets `repeat`): repeats of one
+# configuration.
 JOB_KEYS = ("repeat",)
 
 # ---------------------------------------------------------------------------------------------- records
 
 
-def _get(d: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(key)
-    return d
-
-
-def _scaled(value: Any, factor: float) -> float | None:
-    return None if value is None else value * factor
-
-
-# task=train columns, in the order the DDP-knobs issue lists them, each with the structured field it
-# falls back to when result["headline"] lacks the label. The training task can build its headline with
-# train_headline() so both always agree.
-TRAIN_COLUMNS: list[tuple[str, Callable[[dict], Any]]] = [
-    ("steps/s", lambda r: _get(r, "throughput", "steps_per_s")),
-    ("samples/s", lambda r: _get(r, "throughput", "samples_per_s")),
-    ("speed-up", lambda r: None),  # filled against the baseline row
-    ("step median ms", lambda r: _scaled(_get(r, "step_time_s", "median"), 1e3)),
-    ("exposed comm ms", lambda r: _scaled(_get(r, "comm", "exposed_s"), 1e3)),
-    ("MB/step", lambda r: _scaled(_get(r, "comm", "bytes_per_step"), 1e-6)),
-    ("grad rel err", lambda r: _get(r, "accuracy", "grad_rel_error")),
-]
 TRAIN_LABELS = [label for label, _ in TRAIN_COLUMNS]
+EXPOSED = "exposed comm ms"
 EXPOSED_MIN_N = 6   # the fewest samples whose median has a 95% interval (stats.median_ci): fewer, and a table marks it
 
 
@@ -64,16 +45,29 @@ def exposed_mark(value_ms: float | None, n: int | None) -> str | None:
     "658 (n=1)"; None when it has one (the cell shows the interval, or the value alone)."""
     if value_ms is None or n is None or n >= EXPOSED_MIN_N:
         return None
-    from results.table import fmt
-
     return f"{fmt(value_ms)} (n={n})"
 
+
+_COUNTS = {"collectives/step", "buckets", "world size", "slowest rank", "size B", "count", "job"}
+
+
+def fmt(value: Any, label: str = "") -> str:
+    """Rounded for reading; CSV keeps the raw value."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return MISSING
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if label.startswith("speed-up") and _finite(value):
+        return f"{value:.2f}x"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) and label in _COUNTS and value.is_integer():
+        return str(int(value))
+    if isinstance(value, float):
+        return rounded(value)
+    return str(value)
+
 PHASES = ["data", "h2d", "forward", "backward", "sync", "optimizer"]
-
-
-def train_headline(result: dict) -> dict[str, Any]:
-    """The headline of a task=train result, from its structured fields (the labels the sweep table uses)."""
-    return {label: get(result) for label, get in TRAIN_COLUMNS if label != "speed-up"}
 
 
 def _finite(value: Any) -> bool:

@@ -12,11 +12,11 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from results.aggregate import NO_INTERVAL, Config, compare  # noqa: E402
-from results.entries import PHASES, Entry, _finite, _get, config_labels, override_items, varying_keys  # noqa: E402
-from stats import fmt_ratio  # noqa: E402
+from results.aggregate import NO_INTERVAL, Config, compare
+from results.entries import PHASES, Entry, _finite, _get, config_labels, override_items, varying_keys
+from stats import fmt_ratio
 
 _PHASE_COLORS = {"data": "#8c8c8c", "h2d": "#d62728", "forward": "#2ca02c", "backward": "#9467bd",
                  "exposed comm": "#e377c2", "sync": "#1f77b4", "optimizer": "#ffbf00"}
@@ -91,7 +91,8 @@ def phase_breakdown(entries: list[Entry], path: Path, title: str = "") -> Path |
     """Stacked per-phase medians per configuration (ms), exposed communication as its own segment, with the
     measured step median as a marker."""
     configs = [c for c in _train(entries) if any(e.result.get("phases") for e in c.ok)]
-    phases = [p for p in PHASES if any(_get(e.result, "phases", p, "median") is not None for c in configs for e in c.ok)]
+    phases = [p for p in PHASES
+              if any(_get(e.result, "phases", p, "median") is not None for c in configs for e in c.ok)]
     if not configs or not phases:
         return None
     if "backward" in phases and any(_phase_ms(c, "exposed comm") > 0 for c in configs):
@@ -226,7 +227,8 @@ def pair_groups(entries: list[Entry], path: Path, title: str = "") -> Path | Non
         ax.plot(pairs, [e.result["per_op_us_rank0"] for e in runs], marker="o", label="rank 0")
     ax.plot(pairs, [e.result["slowest_s"] / e.result["iters"] * 1e6 for e in runs], marker="o", linestyle=":",
             label="slowest rank")
-    busy = [(p, e.result.get("cpu_busy_fraction")) for p, e in zip(pairs, runs) if _finite(e.result.get("cpu_busy_fraction"))]
+    busy = [(p, e.result.get("cpu_busy_fraction")) for p, e in zip(pairs, runs)
+            if _finite(e.result.get("cpu_busy_fraction"))]
     if len(busy) > 1:
         ax2 = ax.twinx()
         ax2.plot([b[0] for b in busy], [100 * b[1] for b in busy], marker="^", color="#7f7f7f", alpha=0.7,

@@ -13,12 +13,12 @@ import argparse
 import re
 import shlex
 import sys
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
 
 from results import plots
-from results.callbacks import sweep_command, sweep_entries
-from results.record import RecordError, find_records, read_record
+from results.sweep import _device_names, _hosts, commands, describe_machine, machine_key, sweep_entries
+from base.record import RecordError, find_records, read_record
 from results.table import Entry, Table, build_table, comm_table, phase_table, rows_table, scaling_table
 
 
@@ -51,85 +51,11 @@ def load_entries(paths: list[str | Path]) -> list[Entry]:
 # ------------------------------------------------------------------------------------------ machines
 
 
-def _device_names(e: Entry) -> list[str]:
-    env = (e.record or {}).get("env") or {}
-    devices = env.get("devices")
-    names: list[str] = []
-    if isinstance(devices, list):
-        names = [d if isinstance(d, str) else str((d or {}).get("name", d)) for d in devices]
-    elif isinstance(devices, dict):
-        names = [str(v) for v in devices.values()]
-    elif isinstance(devices, str):
-        names = [devices]
-    if not names:
-        names = [str(e.result.get("device_name") or e.result.get("device") or "cpu")]
-    return names
-
-
-def _hosts(e: Entry) -> list[str]:
-    env = (e.record or {}).get("env") or {}
-    hosts = env.get("hostnames") or []
-    return sorted(set(hosts if isinstance(hosts, list) else [hosts]))
-
-
-def machine_key(e: Entry, by: str = "hosts") -> tuple:
-    devices = tuple(sorted(set(_device_names(e))))
-    return devices if by == "devices" else (tuple(_hosts(e)), devices)
-
-
-def describe_machine(entries: list[Entry]) -> list[str]:
-    with_env = [e for e in entries if e.record and e.record.get("env")]
-    if not with_env:
-        return ["- machine unknown: none of these jobs wrote a run record"]
-    hosts = sorted({h for e in with_env for h in _hosts(e)})
-    devices = Counter()
-    for e in with_env:
-        for name, n in Counter(_device_names(e)).items():
-            devices[name] = max(devices[name], n)
-    env = with_env[0].record["env"]
-    sizes = sorted({e.knob("world_size") for e in with_env if e.knob("world_size") is not None}, key=float)
-    lines = [
-        f"- hosts: {', '.join(hosts) or 'unknown'}",
-        "- devices: " + ", ".join(f"{n} x {name}" for name, n in devices.items()),
-        f"- CPU cores per host: {env.get('cpu_count', 'unknown')}",
-        f"- backend: {', '.join(sorted({str(e.record['env'].get('backend')) for e in with_env}))}; "
-        f"world size: {', '.join(str(s) for s in sizes)}",
-        f"- torch {env.get('torch')}, CUDA {env.get('cuda') or '–'}, NCCL {env.get('nccl') or '–'}",
-    ]
-    variables = {k: v for k, v in (env.get("vars") or {}).items() if not k.startswith("MASTER_")}
-    if variables:
-        lines.append("- environment: " + " ".join(f"{k}={v}" for k, v in sorted(variables.items())))
-    return lines
-
-
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:40] or "machine"
 
 
 # ------------------------------------------------------------------------------------------ commands
-
-
-def commands(entries: list[Entry]) -> list[str]:
-    """The exact command(s) that produced these runs: the sweep's (multirun.yaml) or the run's own."""
-    out: list[str] = []
-    for e in entries:
-        job = (e.record or {}).get("job") or {}
-        cmd = None
-        for sweep in [Path(e.output_dir).parent if e.output_dir else None, job.get("sweep_dir")]:
-            if sweep and (Path(sweep) / "multirun.yaml").is_file():
-                try:
-                    from omegaconf import OmegaConf
-                    cmd = sweep_command(OmegaConf.load(Path(sweep) / "multirun.yaml"))
-                    break
-                except Exception:
-                    cmd = None
-        if cmd is None and e.record and e.record.get("command"):
-            cmd = str(e.record["command"])
-        if cmd is None:
-            cmd = " ".join(["python", "train.py"] + [shlex.quote(o) for o in e.overrides])
-        if cmd not in out:
-            out.append(cmd)
-    return out
 
 
 # ------------------------------------------------------------------------------------------ the report
@@ -200,7 +126,8 @@ def _diagnosis_section(w: _Writer, group: list[Entry], slug: str) -> None:
             w.table(table, f"{slug}-{stem}")
 
 
-def write_report(entries: list[Entry], out: Path, title: str, argv: list[str], by: str = "hosts") -> tuple[Path, list[Path]]:
+def write_report(entries: list[Entry], out: Path, title: str, argv: list[str],
+                 by: str = "hosts") -> tuple[Path, list[Path]]:
     out.mkdir(parents=True, exist_ok=True)
     w = _Writer(out)
 
@@ -218,10 +145,11 @@ def write_report(entries: list[Entry], out: Path, title: str, argv: list[str], b
              f"{len(entries)} runs on {len(sections)} machine(s); regenerate with "
              f"`python -m results.report {' '.join(shlex.quote(a) for a in argv)}`.", ""]
     if len(sections) > 1:
-        w.md += ["Each machine has its own section: numbers from different hardware are never compared in one table.", ""]
+        w.md += ["Each machine has its own section: numbers from different hardware are never compared in one "
+                 "table.", ""]
 
     slugs: set[str] = set()
-    for i, (key, group) in enumerate(sections.items(), 1):
+    for i, (_key, group) in enumerate(sections.items(), 1):
         first = next((e for e in group if e.record), None)
         name = ", ".join(_hosts(first)) + " / " + ", ".join(sorted(set(_device_names(first)))) if first else "unknown"
         slug = _slug(name)
@@ -235,7 +163,8 @@ def write_report(entries: list[Entry], out: Path, title: str, argv: list[str], b
         for e in group:
             if e.task != "pair_groups":     # pair groups: one table across pairs, below
                 by_size[str(e.knob("world_size") or "?")].append(e)
-        for size, sized in sorted(by_size.items(), key=lambda kv: (not kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0)):
+        numbered = lambda kv: (not kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0)  # noqa: E731 - sort key
+        for size, sized in sorted(by_size.items(), key=numbered):
             stem = f"{slug}-ws{size}"
             w.md += [f"### World size {size}", ""]
             _task_tables(w, sized, stem)

@@ -9,7 +9,6 @@ CSV gets the values as measured.
 from __future__ import annotations
 
 import csv
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -17,9 +16,10 @@ from typing import Any, Callable
 from comm.link import table_note as link_note
 from stats import fmt_ci, fmt_ratio, verdict_text
 from stats.verdict import NO_VERDICT, NS
-from results.aggregate import NO_INTERVAL, Comparison, Config, compare, group_repeats, sentinel_warning
-from results.entries import (MISSING, PHASES, TRAIN_COLUMNS, TRAIN_LABELS, Entry, _finite, _get, _scaled,  # noqa: F401
-                             config_labels, constant_overrides, exposed_mark, exposed_samples, override_items,
+from results.aggregate import (NO_INTERVAL, Comparison, Config, _exposed_fields, compare, group_repeats,
+                               sentinel_warning)
+from results.entries import (EXPOSED, MISSING, PHASES, TRAIN_COLUMNS, TRAIN_LABELS, Entry, _finite, _get, _scaled,  # noqa: F401 - re-exported
+                             config_labels, constant_overrides, exposed_mark, exposed_samples, fmt, override_items,
                              train_headline, varying_keys)
 
 
@@ -76,39 +76,6 @@ class Table:
             for row in self.rows:
                 writer.writerow(["" if row.get(c) is None else row.get(c) for c in self.columns])
         return path
-
-
-_COUNTS = {"collectives/step", "buckets", "world size", "slowest rank", "size B", "count", "job"}
-
-
-def fmt(value: Any, label: str = "") -> str:
-    """Rounded for reading; CSV keeps the raw value."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return MISSING
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if label.startswith("speed-up") and _finite(value):
-        return f"{value:.2f}x"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float) and label in _COUNTS and value.is_integer():
-        return str(int(value))
-    if isinstance(value, float):
-        a = abs(value)
-        if a == 0:
-            return "0"
-        if a >= 1000:
-            return f"{value:.0f}"
-        if a >= 100:
-            return f"{value:.1f}"
-        if a >= 10:
-            return f"{value:.2f}"
-        if a >= 1:
-            return f"{value:.3f}"
-        if a >= 1e-3:
-            return f"{value:.4f}"
-        return f"{value:.2e}"
-    return str(value)
 
 
 def _md_cell(text: str) -> str:
@@ -170,19 +137,9 @@ def _verdict_cell(row: dict) -> str:
 
 
 INTERVAL_COLUMNS = ("steps/s", "samples/s", "speed-up", "step median ms")
-EXPOSED = "exposed comm ms"
 EXPOSED_NOTE = ("exposed comm: communication backward did not hide, per step (DDP: its reducer timers over probe_steps "
                 "untimed steps after the window; explicit syncs: the sync phase); (n=1): a single sample, no interval "
                 "(probe_steps=6 gives a 95% one), which the diagnosis never acts on alone.")
-
-
-def _exposed_fields(c: Config) -> dict:
-    """The exposed-comm cell's companions: how many samples the least-sampled run had, and one run's interval."""
-    runs = [e for e in c.ok if e.result.get("comm")]
-    ns = [n for e in runs if (n := exposed_samples(e.result, e.config)) is not None]
-    comm = runs[0].result["comm"] if len(runs) == 1 else {}
-    return {f"{EXPOSED} n": min(ns) if ns else None, f"{EXPOSED} lo": _scaled(comm.get("exposed_ci_lo"), 1e3),
-            f"{EXPOSED} hi": _scaled(comm.get("exposed_ci_hi"), 1e3)}
 
 
 def _exposed_text(column: str = EXPOSED):
@@ -246,7 +203,7 @@ def build_table(entries: list[Entry], *, first: str = "job", title: str = "", no
         row["status"] = _status(c)
         row["runs"] = len(c.ok)
         for label in columns:
-            row[label] = c.median(lambda e: e.value(label)) if c.ok else None
+            row[label] = c.median(lambda e, label=label: e.value(label)) if c.ok else None
             if row[label] is None and c.ok:
                 row[label] = c.first.value(label)  # not a number (text headline): the first run's
         if c.task == "train" and c.throughput:
@@ -395,10 +352,11 @@ def phase_table(entries: list[Entry], title: str = "Step-time breakdown (median 
     rows = []
     for c in train:
         row: dict[str, Any] = {"configuration": c.label,
-                               "step median ms": _scaled(c.median(lambda e: _get(e.result, "step_time_s", "median")), 1e3)}
+                               "step median ms": _scaled(c.median(lambda e: _get(e.result, "step_time_s",
+                                                                                 "median")), 1e3)}
         total = 0.0
         for p in present:
-            row[f"{p} ms"] = _scaled(c.median(lambda e: _get(e.result, "phases", p, "median")), 1e3)
+            row[f"{p} ms"] = _scaled(c.median(lambda e, p=p: _get(e.result, "phases", p, "median")), 1e3)
             total += row[f"{p} ms"] or 0.0
         row["sum of phases ms"] = total if present else None
         rows.append(row)
@@ -423,7 +381,7 @@ def comm_table(entries: list[Entry], title: str = "Gradient communication per st
         comm = c.first.result["comm"]
         row = {"configuration": c.label}
         for label, (key, factor) in _COMM_FIELDS.items():
-            row[label] = _scaled(c.median(lambda e: _get(e.result, "comm", key)), factor)
+            row[label] = _scaled(c.median(lambda e, key=key: _get(e.result, "comm", key)), factor)
         row.update({"buckets": _get(comm, "buckets", "count"), "method": comm.get("method"),
                     "slowest rank": c.first.result.get("slowest_rank")})
         row.update(_exposed_fields(c))

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.log import get
+from base.log import get
 
 log = get(__name__)
 
@@ -124,7 +124,7 @@ def _multirun(sweep_dir: Path):
 def load(sweep_dir: str | Path, group: str | None = None) -> Study:
     """A sweep as its dir holds it: records (results.callbacks.sweep_entries), the sweep table, the diagnosis, the
     plots the sweep saved, the command from multirun.yaml, and the W&B run ids from the sidecars."""
-    from results.callbacks import sweep_command, sweep_entries
+    from results.sweep import sweep_command, sweep_entries
     from results.table import build_table
     from results.wandb_log import group_for
 
@@ -134,7 +134,7 @@ def load(sweep_dir: str | Path, group: str | None = None) -> Study:
     if conf is not None:
         command = sweep_command(conf)
     else:
-        from results.report import commands
+        from results.sweep import commands
         command = "\n".join(commands(entries))
     diagnosis = None
     try:
@@ -248,7 +248,7 @@ def _evidence(study: Study) -> list:
 def study_blocks(study: Study) -> list:
     """The report's sections for one sweep (H2 headings), each from the sweep's own files and runs."""
     import wandb_workspaces.reports.v2 as wr
-    from results.report import describe_machine
+    from results.sweep import describe_machine
     from results.table import phase_table
 
     group, blocks = study.group, []
@@ -369,7 +369,7 @@ def _absolute_links(report, prefix: str) -> bool:
 def _from_environment(name: str | None) -> str | None:
     """A spec of an offline sweep names a project/entity that came from the environment as typed
     (`${oc.env:NAME}`, docs/failures.md): its value now, else the name as written."""
-    from core.provenance import env_name
+    from base.provenance import env_name
 
     var = env_name(name) if name else None
     return os.environ.get(var) if var else name
@@ -462,7 +462,7 @@ def at_sweep_end(sweep_dir: str | Path, logger_cfg: Any, *, entries: list, table
         else:
             _say(f"report spec kept: {spec}; push it later with: {push_cmd}")
         return [spec]
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - the report never costs the sweep
         _warn(f"W&B report skipped ({type(e).__name__}: {e}); the sweep table is intact")
         return []
 
@@ -483,7 +483,7 @@ def studies_report(dirs: list[str | Path], out: Path, *, title: str, argv: list[
     the report's panels read that run. Online: saved and its URL printed; offline: the spec and the push command."""
     import wandb_workspaces.reports.v2 as wr
 
-    from results.callbacks import write_sweep_table
+    from results.sweep import write_sweep_table
     from results.plots import standard_plots
     from results.wandb_log import log_sweep, logger_settings
 

@@ -39,13 +39,14 @@ from .drift import steady_state, unsteady_runs
 from .fmt import fmt_ci, fmt_ratio, sig_digits, verdict_text
 from .runs import Speedup, compare_runs, plan_repeats, run_level
 from .sentinel import sentinel
-from .summary import adaptive_should_stop, block_throughput, describe, median_ci, median_ranks
+from .summary import adaptive_should_stop, block_throughput, describe, median_ci, median_ranks, rel_halfwidth
 from .verdict import EQUIVALENT, FASTER, NO_VERDICT, NOISE, NS, SLOWER, adjust, judge, verdict
 from .within import batch_median, batch_rate, serial
 
 __all__ = [
     "EQUIVALENT", "FASTER", "NO_VERDICT", "NOISE", "NS", "SLOWER", "Speedup", "adaptive_should_stop", "adjust",
     "batch_median", "batch_rate", "block_throughput", "compare_runs", "compare_throughput", "describe", "fmt_ci",
-    "fmt_ratio", "judge", "median_ci", "median_ranks", "plan_repeats", "ratio_ci", "run_level", "sentinel", "serial",
+    "fmt_ratio", "judge", "median_ci", "median_ranks", "plan_repeats", "ratio_ci", "rel_halfwidth", "run_level",
+    "sentinel", "serial",
     "sig_digits", "steady_state", "throughput", "unsteady_runs", "verdict", "verdict_text",
 ]

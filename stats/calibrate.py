@@ -31,12 +31,11 @@ from .family import Row, family_verdicts
 from .runs import run_level
 from .sentinel import sentinel
 from .summary import adaptive_should_stop
-from .verdict import EQUIVALENT, FASTER, NO_VERDICT, SLOWER
+from .verdict import EQUIVALENT, FASTER, NO_VERDICT, NOISE, SLOWER  # NOISE: compare.noise's default
 from .within import batch_rate
 
 SIGMA = 0.05          # marginal SD of log step time inside a run (5%: the committed CPU runs' typical spread)
 STEPS = 40            # steps (= timed blocks on CPU) per run: the default CPU run measured 37
-NOISE = 0.02          # compare.noise
 COVERAGE = (0.93, 0.97)
 FALSE_MAX = 0.05
 POWER_CLAIM = 0.20    # README: a true 10% change with R=3 and 4% run spread is called faster in >= 20% of sweeps
@@ -149,7 +148,8 @@ def within_coverage(rng, sims: int, phi: float, n: int = STEPS, stall: float = 0
             b = batch_rate(np.exp(row), np.ones(n))
             hits += b["ci_lo"] <= math.exp(truth) <= b["ci_hi"]
         total = sims
-        name = f"one run, {n} blocks, " + (f"AR(1) phi={phi}" if phi else "iid") + (f", {stall:.0%} stalls" if stall else "")
+        name = (f"one run, {n} blocks, " + (f"AR(1) phi={phi}" if phi else "iid")
+                + (f", {stall:.0%} stalls" if stall else ""))
     return Result(name, "throughput CI covers the run's own rate", hits, total, COVERAGE, "95%")
 
 
@@ -169,7 +169,8 @@ def repeats_coverage(rng, sims: int, runs: int, offset: float, phi: float = 0.5,
     x = series(rng, (sims, runs), STEPS, phi, stall=stall) + rng.normal(0, offset, (sims, runs, 1))
     logs = run_logs(x)
     hits = sum(r["ci_lo"] <= math.exp(truth) <= r["ci_hi"] for r in (run_level(v) for v in logs))
-    return Result(f"row of R={runs} runs, run offsets {offset:.0%}, phi={phi}" + (f", {stall:.0%} stalls" if stall else ""),
+    return Result(f"row of R={runs} runs, run offsets {offset:.0%}, phi={phi}"
+                  + (f", {stall:.0%} stalls" if stall else ""),
                   "throughput CI covers the configuration's value", hits, sims, COVERAGE, "95%")
 
 

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from .runs import Speedup, compare_runs, log_rate, run_level
-from .verdict import EQUIVALENT, FASTER, NO_VERDICT, NOISE, NS, SLOWER, judge, verdict  # noqa: F401 (re-exported)
+from .verdict import EQUIVALENT, FASTER, NO_VERDICT, NOISE, NS, SLOWER, judge, verdict
 from .within import BATCHES, batch_rate, log_median, t_quantile
 
 

@@ -30,7 +30,8 @@ METHOD = (f"trend test on {DRIFT_BATCHES} batch means of the log times: least-sq
 
 
 def trend(values) -> tuple[float, float] | None:
-    """(fitted relative change from the first batch to the last, two-sided p) of a positive series; None if too short."""
+    """(fitted relative change from the first batch to the last, two-sided p) of a positive series; None if too
+    short."""
     x = np.asarray(values, dtype=float).ravel()
     if x.size < MIN_DRIFT or (x <= 0).any():
         return None
@@ -58,7 +59,8 @@ def steady_state(values, level: float | None = None) -> dict:
     significant, big = p < DRIFT_ALPHA, abs(drift) > DRIFT_NOISE
     out.update(steady=not (significant and big), drift=drift, p_value=p)
     if significant and big:
-        out["reason"] = f"the window drifted {drift:+.1%} from its start to its end (trend p={p:.2g}): not at steady state"
+        out["reason"] = (f"the window drifted {drift:+.1%} from its start to its end (trend p={p:.2g}): not at "
+                         "steady state")
     elif significant:
         out["reason"] = f"significant but small drift ({drift:+.1%}, p={p:.2g}, within {DRIFT_NOISE:.0%})"
     else:

@@ -50,7 +50,8 @@ def pair_verdicts(pairs: list[tuple[Row, Row]], noise: float = NOISE, level: flo
         s = compare_runs(b.logs, r.logs, b.rounds, r.rounds, level=level, noise=noise, floor=floor)
         d = {"ratio": s.ratio, "ci_lo": s.ci_lo, "ci_hi": s.ci_hi, "paired": s.paired, "df": s.df,
              "log_ratio": s.log_ratio, "log_se": s.log_se, "n_baseline": s.n_baseline, "n_candidate": s.n_candidate,
-             "method": s.method, "noise": noise, "floor": threshold, "repeats_needed": s.repeats_needed, "notes": [], "family": None}
+             "method": s.method, "noise": noise, "floor": threshold, "repeats_needed": s.repeats_needed, "notes": [],
+             "family": None}
         if s.verdict == NO_VERDICT:
             d.update(verdict=NO_VERDICT, verdict_unadjusted=NO_VERDICT, claim=None, p=None)
         else:

@@ -19,6 +19,30 @@ def sig_digits(value: float, lo: float | None, hi: float | None) -> int | None:
     return 1 - math.floor(math.log10(hi - lo))
 
 
+def rounded(value: float) -> str:
+    """A number without an interval, to the digits a table reader needs: fewer decimals as it grows."""
+    a = abs(value)
+    if a == 0:
+        return "0"
+    if a >= 1000:
+        return f"{value:.0f}"
+    if a >= 100:
+        return f"{value:.1f}"
+    if a >= 10:
+        return f"{value:.2f}"
+    if a >= 1:
+        return f"{value:.3f}"
+    if a >= 1e-3:
+        return f"{value:.4f}"
+    return f"{value:.2e}"
+
+
+def ms(seconds: float) -> str:
+    """Milliseconds as people read them: 3813, 21.4, 0.374 (never 3.81e+03)."""
+    v = seconds * 1e3
+    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
 def _num(x: float, decimals: int | None) -> str:
     if decimals is None:
         return f"{x:.4g}"

@@ -48,8 +48,8 @@ def run_level(logs, level: float = 0.95) -> dict:
     se = float(x.std(ddof=1) / math.sqrt(x.size))
     h = t_quantile(0.5 + level / 2, x.size - 1) * se
     out.update(ci_lo=math.exp(x.mean() - h), ci_hi=math.exp(x.mean() + h), log_se=se, df=x.size - 1,
-               method=f"geometric mean over {x.size} runs, t interval on the runs' log values (df {x.size - 1}; the run "
-                      "is the unit, Kalibera & Jones 2013)")
+               method=f"geometric mean over {x.size} runs, t interval on the runs' log values (df {x.size - 1}; the "
+                      "run is the unit, Kalibera & Jones 2013)")
     return out
 
 
@@ -108,8 +108,8 @@ def compare_runs(base_logs, cand_logs, base_rounds=None, cand_rounds=None, level
         out.method = f"Welch t on the runs' log values ({b.size} vs {c.size} runs, df {out.df:.1f})"
     else:
         out.verdict = NO_VERDICT
-        out.method = (f"no run-level interval: {min(b.size, c.size)} run on a side; the spread between runs is unknown, "
-                      "so no verdict (repeats=3 or more)")
+        out.method = (f"no run-level interval: {min(b.size, c.size)} run on a side; the spread between runs is "
+                      "unknown, so no verdict (repeats=3 or more)")
         return out
     if out.log_se == 0:   # identical runs: a degenerate interval, no claim
         out.log_se = 1e-12

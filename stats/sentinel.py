@@ -2,12 +2,12 @@
 
 Some phases cannot be changed by the knobs a sweep compares (forward time under bucket or compression knobs). Each
 run gives one figure of such a phase, its log median; rows are compared with a one-way random-effects ANOVA on those
-run figures (the run is the unit, as for the throughput). The F test (at 2.5%, so that quiet sweeps raise it at most 5% of the time) asks
-whether rows differ by more than their runs do; the between-row spread tau (standard deviation of the row effects, relative) comes with an interval from the F
-distribution (Searle, Casella & McCulloch 1992, "Variance Components", sec. 3.5: the interval of the variance ratio,
-here with the balanced formula at the average runs per row). A spread that is significant means the machine's state
-differed between rows: verdicts whose intervals do not clear it are downgraded by the caller, so the warning and the
-verdicts under it never contradict each other.
+run figures (the run is the unit, as for the throughput). The F test (at 2.5%, so that quiet sweeps raise it at most 5%
+of the time) asks whether rows differ by more than their runs do; the between-row spread tau (standard deviation of the
+row effects, relative) comes with an interval from the F distribution (Searle, Casella & McCulloch 1992, "Variance
+Components", sec. 3.5: the interval of the variance ratio, here with the balanced formula at the average runs per row).
+A spread that is significant means the machine's state differed between rows: verdicts whose intervals do not clear it
+are downgraded by the caller, so the warning and the verdicts under it never contradict each other.
 """
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ import math
 import numpy as np
 
 Z95 = 1.959963984540054
-ALPHA = 0.025   # the F test's level: a 5% test fires on 5% of quiet sweeps by construction; 2.5% keeps false alarms <= 5%
+ALPHA = 0.025   # the F test's level: a 5% test fires on 5% of quiet sweeps by construction; 2.5% keeps false
+                # alarms <= 5%
 
 
 def sentinel(run_logs_by_row: dict, level: float = 0.95, alpha: float = ALPHA) -> dict | None:

@@ -22,6 +22,13 @@ PILOT = 2 * MIN_SERIES   # the adaptive window's pilot: 20 steps (batches of 4) 
 SERIAL_CI_METHOD = "batch medians (5 consecutive batches, t interval): honours serial correlation"
 
 
+def rel_halfwidth(median: float | None, lo: float | None, hi: float | None) -> float | None:
+    """An interval's half-width relative to its median (+-2% is 0.02); None without an interval or a median."""
+    if lo is None or hi is None or not median:
+        return None
+    return (hi - lo) / 2 / median
+
+
 def _as_array(values) -> np.ndarray:
     x = np.asarray(values, dtype=float).ravel()
     if x.size == 0:
@@ -93,7 +100,7 @@ def describe(values, level: float = 0.95, serial_series: bool = False) -> dict:
         "iqr": iqr,
         "outliers_low": int((x < q1 - 1.5 * iqr).sum()),
         "outliers_high": int((x > q3 + 1.5 * iqr).sum()),
-        "rel_ci_halfwidth": None if med == 0 or lo is None else (hi - lo) / 2 / med,
+        "rel_ci_halfwidth": rel_halfwidth(med, lo, hi),
     }
     if serial_series:
         out.update(serial(np.log(x) if (x > 0).all() else x))
@@ -114,13 +121,13 @@ def planned_steps(pilot, rel_ci_target: float, min_steps: int, max_steps: int | 
     """Stein's two-stage rule (Stein 1945, "A two-sample test for a linear hypothesis whose power is independent of the
     variance", Ann. Math. Statist. 16): the first `min_steps` steps (the pilot) fix how many steps the window needs for
     a median known to +-rel_ci_target, n = pilot size x (pilot half-width / target)^2; the window then measures exactly
-    that many (the caller caps it at max_steps). Deciding once, from the pilot, keeps the final interval honest: a rule that stops
-    whenever the running interval first looks narrow stops on the runs whose spread was underestimated, and its
-    intervals covered 77% instead of 95% in the calibration suite."""
+    that many (the caller caps it at max_steps). Deciding once, from the pilot, keeps the final interval honest: a rule
+    that stops whenever the running interval first looks narrow stops on the runs whose spread was underestimated, and
+    its intervals covered 77% instead of 95% in the calibration suite."""
     b = batch_median(pilot, level)
     if b["ci_lo"] is None or b["median"] <= 0:
         return max(min_steps, len(pilot))
-    half = (b["ci_hi"] - b["ci_lo"]) / 2 / b["median"]
+    half = rel_halfwidth(b["median"], b["ci_lo"], b["ci_hi"])
     need = math.ceil(len(pilot) * (half / rel_ci_target) ** 2) if rel_ci_target > 0 else max_steps or len(pilot)
     return max(min_steps, need)
 

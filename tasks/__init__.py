@@ -3,17 +3,30 @@
     check(cfg, submitting, host) -> None   every bad-input error of the task, raised as ConfigError before any
                                            rank starts (submitting=True: on a Slurm login node, for the compute
                                            nodes, so this machine's GPUs and memory do not count); host: what this
-                                           machine offers (core.config.Host, injected by tests)
+                                           machine offers (device.host.Host, injected by tests)
     run(ctx) -> dict | None                inside every rank; rank 0 returns the task's `result` for the record
     summarize(record) -> str               the text printed after the run, from the record alone
 
-The registry below is the only list of tasks: config checks, the rank runner and the tests all read it.
+and, where a task has them (job/config.py and the launchers ask through getattr, never by the task's name):
+
+    derive(cfg, unresolved) -> None        after the config resolved, before the checks: what the task sets from
+                                           other keys, and what only the unresolved config tells
+    largest_collective(cfg) -> (bytes, what) | None   the biggest all-reduce a run sends (the link's timeout check)
+    INJECTS_FAULTS = True                  fault.rank/fault.step reach its steps
+    RANKS_KNOB = ("pairs", 2)              the knob that sets the ranks, and ranks per unit (default world_size, 1)
+    CPU_BY_DEFAULT = True                  device=auto means CPU unless backend=nccl (the gloo thread's experiment)
+    MEASURES_STEPS = True                  an interrupted run says how many of its steps it measured
+
+The registry below maps each of the schema's task names (base/schema.py: Task, what `task=` accepts) to its module:
+config checks, the rank runner and the tests all read it.
 """
 from __future__ import annotations
 
 import importlib
 from types import ModuleType
 from typing import Protocol
+
+from base.schema import Task as TaskName
 
 
 class Task(Protocol):
@@ -25,11 +38,11 @@ class Task(Protocol):
 
 
 TASKS = {
-    "train": "tasks.train",
-    "train_reference": "tasks.train.reference",   # a hand-written DDP loop, for measuring the harness (harness_cost)
-    "collectives": "tasks.collectives",
-    "grad_sync": "tasks.grad_sync",
-    "pair_groups": "tasks.pair_groups",
+    TaskName.train: "tasks.train",
+    TaskName.train_reference: "tasks.train.reference",   # a hand-written DDP loop, for the harness cost
+    TaskName.collectives: "tasks.collectives",
+    TaskName.grad_sync: "tasks.grad_sync",
+    TaskName.pair_groups: "tasks.pair_groups",
 }
 
 

@@ -2,10 +2,10 @@
 
 For each op and message size: `warmup_iters` untimed calls, `iters` back-to-back calls timed in 8 blocks (a barrier
 before each; time per op = total / iters, nccl-tests' figure; the blocks give the median time per op its 95%
-order-statistic interval, the table's last columns), then `check_iters` separate untimed rounds on inputs whose result is known exactly (comm/check.py)
-that count wrong elements. The table has nccl-tests' columns (size, count, type, redop, root, then time/algbw/busbw/
-#wrong for out-of-place and in-place), plus the slowest rank's time. Sizes follow nccl-tests: the buffer for
-all_reduce/broadcast, the total over ranks for all_gather/reduce_scatter.
+order-statistic interval, the table's last columns), then `check_iters` separate untimed rounds on inputs whose result
+is known exactly (comm/check.py) that count wrong elements. The table has nccl-tests' columns (size, count, type, redop,
+root, then time/algbw/busbw/#wrong for out-of-place and in-place), plus the slowest rank's time. Sizes follow
+nccl-tests: the buffer for all_reduce/broadcast, the total over ranks for all_gather/reduce_scatter.
 
 torch has no out-of-place all_reduce or broadcast: their out-of-place column times a copy of the input into the
 output buffer plus the in-place call (the output says so). Timing buffers hold zeros (values never grow or overflow
@@ -21,11 +21,12 @@ from comm import bandwidth as bw
 from comm.link import human, is_emulated
 from comm.check import count_wrong, expected_output, fill_input
 from comm.measure import (TIMED_BLOCKS, all_gather_single, block_sizes, gather_all, rank_stats, reduce_scatter_single,
-                          resolve_device, synchronize, time_window)
-import core.schema as schema
-from core.config import Host, check_buffers, expected_backend
-from core.errors import ConfigError
-from core.schema import typed
+                          resolve_device, time_window)
+from device import synchronize
+import base.schema as schema
+from device.host import Host, check_buffers, expected_backend
+from base.errors import ConfigError
+from base.schema import typed
 from stats import describe, fmt_ci
 
 MODES = {"out_of_place": "out-of-place", "in_place": "in-place"}
@@ -69,6 +70,11 @@ def modes(c: schema.Collectives) -> list[str]:
 
 def element_size(c: schema.Collectives) -> int:
     return bw.element_size(c.dtype.value)
+
+
+def largest_collective(cfg) -> tuple[int, str]:
+    """The largest size of the sweep (the emulated link's timeout check)."""
+    return max(sizes(settings(cfg))), "the largest collective"
 
 
 def check(cfg, submitting: bool = False, host: Host | None = None) -> None:
@@ -189,7 +195,7 @@ def _compare(case: Case, redop: str | None, dtype: str, device: torch.device, sa
 # -------------------------------------------------------------------------------------------------------------- run
 def run(ctx) -> dict | None:
     c = settings(ctx.cfg)
-    device = resolve_device(c.device, ctx.backend, ctx.device, ctx.local_rank)
+    device = resolve_device(c.device, ctx.backend, ctx.torch_device, ctx.local_rank)
     rank, world = ctx.rank, ctx.world_size
     corrupt = c.corrupt_rank == rank
     ops, wanted, elem = [op.value for op in c.ops], sizes(c), element_size(c)
@@ -327,7 +333,7 @@ def summarize(record: dict) -> str:
     ci = all(x.get("time_median_us") is not None for x in r["rows"])
     top = ("#" + " " * 49 + "".join(f"{MODES[m]:^{group_w}}" for m in modes)
            + "  slowest rank" + (f" ({', '.join(short[m] for m in modes)})" if len(modes) > 1 else "")
-           + (f"   median of blocks [95% CI]" + (f" ({', '.join(short[m] for m in modes)})" if len(modes) > 1 else "")
+           + ("   median of blocks [95% CI]" + (f" ({', '.join(short[m] for m in modes)})" if len(modes) > 1 else "")
               if ci else ""))
     head = (f"#{'size':>11}  {'count':>12}  {'type':>8}  {'redop':>6}  {'root':>6}"
             + "".join(f"  {'time':>7}  {'algbw':>6}  {'busbw':>6}  {'#wrong':>6}" for _ in modes)

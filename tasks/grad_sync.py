@@ -7,8 +7,9 @@ grow). On the same ranks and buffers it times one gradient synchronisation (SUM)
   per_param   one all_reduce per parameter tensor, in model.parameters() order: the thread's loop; every call timed
   flat        copy all gradients into one buffer, one all_reduce, copy back (apex/Horovod-style flattening)
   bucketed    DDP's buckets: torch's own _compute_bucket_assignment_by_size over the gradients in autograd's
-              ready order (found by a meta-device backward) with the limits DDP(bucket_cap_mb=`bucket`) uses; each bucket packed, all_reduce'd async_op=True as soon
-              as packed, all waited at the end, then unpacked (DDP's reducer without backward to overlap)
+              ready order (found by a meta-device backward) with the limits DDP(bucket_cap_mb=`bucket`) uses; each
+              bucket packed, all_reduce'd async_op=True as soon as packed, all waited at the end, then unpacked (DDP's
+              reducer without backward to overlap)
   coalesced   the per-parameter calls inside torch.distributed._coalescing_manager, which hands the whole list to the
               process group's allreduce_coalesced in one call
   microbench  one all_reduce of a standalone buffer of the same total bytes, warmed up and timed back-to-back like
@@ -28,12 +29,14 @@ import torch.distributed as dist
 
 from comm import CorrectnessError
 from comm import bandwidth as bw
-from comm.measure import Clock, gather_all, rank_stats, resolve_device, synchronize, time_window
-import core.schema as schema
-from core.config import Host, check_buffers
-from core.errors import ConfigError
-from core.schema import typed
-from tasks.train.ddp import bucket_caps, bucket_rule
+from comm.fit import fit_latency_bandwidth
+from comm.measure import Clock, gather_all, rank_stats, resolve_device, time_window
+from device import synchronize
+import base.schema as schema
+from device.host import Host, check_buffers
+from base.errors import ConfigError
+from base.schema import typed
+from comm.buckets import bucket_rule, limits as bucket_limits
 
 METHODS = ("per_param", "flat", "bucketed", "coalesced")
 PATTERN_PERIOD = 7                  # gradient values are ((i + k) % 7 + 1) * (rank + 1) for element i of tensor k
@@ -49,12 +52,22 @@ def settings(cfg) -> schema.GradSync:
 
 
 def check(cfg, submitting: bool = False, host: Host | None = None) -> None:
+    from models import check as check_model
+
     host = host or Host.probe()
+    check_model(cfg.model)
     total = sum(torch.Size(s).numel() for _, s in param_shapes(cfg)) * 4
     check_buffers(cfg, host, key="grad_sync.device",
                   per_rank_bytes=3 * total,     # the gradients three times: gradients, flat buffer, DDP buckets
                   what=f"task=grad_sync with model={cfg.model.name} (3 copies of {bw.fmt_bytes(total)} of gradients "
                   "per rank)", fix="Use fewer ranks per node or a smaller model", submitting=submitting)
+
+
+def largest_collective(cfg) -> tuple[int, str]:
+    """The model's fp32 gradients in one call (the microbenchmark row; the emulated link's timeout check)."""
+    from models import gradient_bytes
+
+    return gradient_bytes(cfg.model, 224), "one step's fp32 gradients"
 
 
 def param_shapes(cfg) -> list[tuple[str, tuple[int, ...]]]:
@@ -82,9 +95,11 @@ def model_gradients(cfg) -> tuple[list[tuple[str, tuple[int, ...]]], list[int], 
     order: list[int] = []
     handles = [p.register_post_accumulate_grad_hook(lambda t: order.append(index[id(t)])) for _, p in params]
     try:
-        model(torch.zeros(1, 3, image_size, image_size, device="meta")).sum().backward()
+        shape = tuple(cfg.model.get("input_shape") or (3, image_size, image_size))   # model=custom says its own
+        model(torch.zeros(1, *shape, device="meta")).sum().backward()
     except Exception as e:  # noqa: BLE001 - any model whose forward does not run on meta tensors
-        return shapes, reverse, f"reverse parameter order (DDP's initial guess; meta backward failed: {type(e).__name__})"
+        return shapes, reverse, (f"reverse parameter order (DDP's initial guess; meta backward failed: "
+                                 f"{type(e).__name__})")
     finally:
         for h in handles:
             h.remove()
@@ -175,20 +190,13 @@ class Flat:
         return [m0, m1, m2, clock.mark()]
 
 
-def ddp_bucket_limits(bucket) -> list[int]:
-    """The byte limits DDP's reducer uses when it rebuilds buckets, for DDP(bucket_cap_mb=...) as tasks/train/ddp.py
-    builds it from `bucket` (null: DDP's default, whose first bucket is capped at 1 MiB; a number: every bucket)."""
-    first, cap = bucket_caps(bucket)
-    return [first, cap] if first < cap else [cap]
-
-
 class Bucketed:
     name = "bucketed"
 
     def __init__(self, grads: Grads, bucket_mb: float | None, device, ready: list[int] | None = None):
         self.grads = grads
         ready = list(reversed(range(len(grads.tensors)))) if ready is None else ready
-        limits = ddp_bucket_limits(bucket_mb)
+        limits = bucket_limits(bucket_mb)   # as DDP(bucket_cap_mb=...) rebuilds its buckets
         order, _ = dist._compute_bucket_assignment_by_size([grads.tensors[i] for i in ready], limits)
         self.buckets = [[ready[j] for j in b] for b in order]
         self.views = [[grads.tensors[i].view(-1) for i in b] for b in self.buckets]
@@ -235,7 +243,7 @@ class Coalesced:
 # -------------------------------------------------------------------------------------------------------------- run
 def run(ctx) -> dict | None:
     gs = settings(ctx.cfg)
-    device = resolve_device(gs.device, ctx.backend, ctx.device, ctx.local_rank)
+    device = resolve_device(gs.device, ctx.backend, ctx.torch_device, ctx.local_rank)
     rank, world = ctx.rank, ctx.world_size
     shapes, ready, order_how = model_gradients(ctx.cfg)
     if not shapes:
@@ -260,7 +268,7 @@ def run(ctx) -> dict | None:
         for _ in range(gs.warmup_iters):
             dist.all_reduce(buf)
         iters = gs.iters if key != "latency" else max(20, gs.iters)
-        mine["micro"][key] = time_window(lambda: dist.all_reduce(buf), iters, device)
+        mine["micro"][key] = time_window(lambda buf=buf: dist.all_reduce(buf), iters, device)
 
     everyone = gather_all(mine)
     result = _result(ctx, gs, device, grads, methods, groups, sizes, everyone, order_how) if ctx.is_main else None
@@ -319,7 +327,7 @@ def _result(ctx, gs: schema.GradSync, device, grads, methods, groups, sizes, eve
     per_param = []
     for k, (name, t) in enumerate(zip(grads.names, grads.tensors)):
         nbytes = t.numel() * 4
-        x = _across(everyone, lambda r: r["methods"]["per_param"]["parts_s"][k])
+        x = _across(everyone, lambda r, k=k: r["methods"]["per_param"]["parts_s"][k])
         per_param.append({"name": name, "group": name.split(".")[0], "shape": list(t.shape), "numel": t.numel(),
                           "bytes": nbytes, **x, **_bw(nbytes, x["time_s"], world)})
 
@@ -331,7 +339,7 @@ def _result(ctx, gs: schema.GradSync, device, grads, methods, groups, sizes, eve
             entry["unsupported"] = mine0["unsupported"]
             out_methods[m.name] = entry
             continue
-        x = _across(everyone, lambda r: r["methods"][m.name]["total_s"])
+        x = _across(everyone, lambda r, m=m: r["methods"][m.name]["total_s"])
         entry.update(x, **_bw(total, x["time_s"], world), wrong=sum(r["methods"][m.name]["wrong"] for r in everyone))
         if m.name == "flat":
             pk, ar, up = (_across(everyone, lambda r, i=i: r["methods"]["flat"]["parts_s"][i])["time_s"]
@@ -349,7 +357,7 @@ def _result(ctx, gs: schema.GradSync, device, grads, methods, groups, sizes, eve
         out_methods[m.name] = entry
     micro = {}
     for key, nbytes in sizes.items():
-        x = _across(everyone, lambda r: r["micro"][key])
+        x = _across(everyone, lambda r, key=key: r["micro"][key])
         micro[key] = {"bytes": nbytes, **x, **_bw(nbytes, x["time_s"], world)}
     out_methods["microbench"] = {"calls": 1, "how": "one all_reduce of a standalone buffer of the same bytes, "
                                  "back-to-back like task=collectives", **{k: v for k, v in micro["total"].items()}}
@@ -363,7 +371,7 @@ def _result(ctx, gs: schema.GradSync, device, grads, methods, groups, sizes, eve
                            "microbench_s": mb, "microbench_busbw_GBps": mg["busbw_GBps"],
                            "ratio": pp / mb if mb > 0 else None})
 
-    fit = _fit_latency_bandwidth(per_param)
+    fit = fit_latency_bandwidth(per_param)
     result = {
         "model": ctx.cfg.model.get("name"), "params": sum(p["numel"] for p in per_param),
         "param_tensors": len(per_param), "total_bytes": total, "dtype": "float32", "reduce_op": "sum",
@@ -378,23 +386,6 @@ def _result(ctx, gs: schema.GradSync, device, grads, methods, groups, sizes, eve
     return result
 
 
-def _fit_latency_bandwidth(rows: list[dict]) -> dict | None:
-    """t = alpha + bytes / beta over the per-parameter calls (the latency-bandwidth model), least squares on relative
-    error (weights 1/t^2) so that the few-KiB calls, not the one 392 MiB call, set alpha."""
-    pts = [(r["bytes"], r["time_s"]) for r in rows if r["time_s"] > 0]
-    if len({x for x, _ in pts}) < 2:
-        return None
-    w = [1 / y**2 for _, y in pts]
-    sw = sum(w)
-    mx = sum(wi * x for wi, (x, _) in zip(w, pts)) / sw
-    my = sum(wi * y for wi, (_, y) in zip(w, pts)) / sw
-    sxx = sum(wi * (x - mx) ** 2 for wi, (x, _) in zip(w, pts))
-    slope = sum(wi * (x - mx) * (y - my) for wi, (x, y) in zip(w, pts)) / sxx
-    alpha = my - slope * mx
-    return {"alpha_s": alpha, "beta_GBps": (1 / slope / bw.GB) if slope > 0 else None, "points": len(pts),
-            "weights": "1/t^2"}
-
-
 def explain(r: dict) -> list[str]:
     """What explains per-parameter vs one call of the same bytes, from this run's numbers."""
     meth = r["methods"]
@@ -403,7 +394,7 @@ def explain(r: dict) -> list[str]:
     t_mb = meth["microbench"]["time_s"]
     probe = r["latency"]["time_s"]
     small = sorted(p["time_s"] for p in r["per_param"] if p["bytes"] <= SMALL_CALL_BYTES)
-    ms = lambda t: f"{t * 1e3:.3g} ms"                                   # noqa: E731
+    ms = lambda t: f"{t * 1e3:.3g} ms"                       # noqa: E731 - a one-line formatter, here only
     if len(small) >= 3:          # latency as the loop itself pays it: its calls too small to be bandwidth-bound
         lat = statistics.median(small)
         lat_how = (f"median of the {len(small)} per-parameter calls of <= {bw.fmt_bytes(SMALL_CALL_BYTES)}; an "
@@ -474,7 +465,7 @@ def summarize(record: dict) -> str:
     r = record.get("result") or {}
     if not r.get("per_param"):
         return "grad_sync: no result"
-    ms = lambda t: f"{t * 1e3:10.3f}"                                    # noqa: E731
+    ms = lambda t: f"{t * 1e3:10.3f}"                        # noqa: E731 - a one-line formatter, here only
     lines = [
         f"grad_sync: {r['model']}, {r['param_tensors']} parameter tensors, {r['params']:,} params = "
         f"{bw.fmt_bytes(r['total_bytes'])} of fp32 gradients; {r['world_size']} ranks, backend {r['backend']}, "
@@ -510,7 +501,8 @@ def summarize(record: dict) -> str:
     lat = r["latency"]
     b = r["methods"].get("bucketed", {})
     if b.get("bucket_bytes"):
-        sizes = ", ".join(bw.fmt_bytes(x) for x in b["bucket_bytes"][:8]) + (" ..." if len(b["bucket_bytes"]) > 8 else "")
+        sizes = ", ".join(bw.fmt_bytes(x) for x in b["bucket_bytes"][:8]) \
+            + (" ..." if len(b["bucket_bytes"]) > 8 else "")
         lines.append(f"     {'':<11} {'':>5} buckets: {sizes}; order: {b['order']}")
     lines.append(f"     {'latency':<11} {1:>5} {ms(lat['time_s'])} {ms(lat['time_max_s'])} {'':>7} {'':>7}  "
                  f"one all_reduce of {lat['bytes']} B")

@@ -29,16 +29,27 @@ import warnings
 import torch
 import torch.distributed as dist
 
-import core.schema as schema
-from comm.measure import block_sizes, gather_all, synchronize
+import base.schema as schema
+from comm.measure import block_sizes, gather_all
+from device import synchronize
 from stats import describe, fmt_ci
-from core.config import RANK_MEMORY_BYTES, Host, check_fits, on_gpus, ranks_per_node
-from core.errors import ConfigError
-from core.schema import typed
+from device.host import RANK_MEMORY_BYTES, Host, check_fits, host_cpu_jiffies, on_gpus, ranks_per_node
+from base.errors import ConfigError
+from base.schema import typed
 
 def settings(cfg) -> schema.PairGroups:
     """cfg.pair_groups as its typed dataclass; the number of pairs is the top-level `pairs` (world size 2 x pairs)."""
     return typed(schema.PairGroups, cfg.pair_groups)
+
+
+RANKS_KNOB = ("pairs", 2)   # pairs=p runs 2p ranks
+CPU_BY_DEFAULT = True       # the gloo thread's CPU experiment: device=auto is CPU unless backend=nccl
+
+
+def derive(cfg, unresolved) -> None:
+    """pairs=p is 2p ranks (the local launcher's world_size; on Slurm the launcher's tasks are)."""
+    if cfg.launcher.name == "local":
+        cfg.world_size = 2 * cfg.pairs
 
 
 def check(cfg, submitting: bool = False, host: Host | None = None) -> None:
@@ -54,7 +65,7 @@ def check(cfg, submitting: bool = False, host: Host | None = None) -> None:
                           "launcher.nodes x launcher.tasks_per_node = 2 x pairs).")
     if submitting:
         return                  # GPUs, CPUs and memory are the compute nodes': checked there, in the job
-    node_ranks = ranks_per_node(cfg)       # backend=nccl: one GPU per rank is core.config.validate's check
+    node_ranks = ranks_per_node(cfg)       # backend=nccl: one GPU per rank is job.config.validate's check
     if on_gpus(cfg, host):
         return
     check_fits(cfg, host, ranks=node_ranks, per_rank_bytes=RANK_MEMORY_BYTES, what=f"pairs={cfg.pairs}",
@@ -75,7 +86,7 @@ def run(ctx) -> dict | None:
     if p.threads:
         os.environ["OMP_NUM_THREADS"] = str(p.threads)
         torch.set_num_threads(p.threads)
-    device = ctx.device if ctx.backend == "nccl" else torch.device("cpu")
+    device = ctx.torch_device if ctx.backend == "nccl" else torch.device("cpu")
 
     t0 = time.perf_counter()
     mine = None
@@ -98,7 +109,7 @@ def run(ctx) -> dict | None:
     loop(p.warmup_iters)
     synchronize(device)
     dist.barrier()
-    host0 = _host_cpu_jiffies()
+    host0 = host_cpu_jiffies()
     ru0, cpu0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.process_time(), time.perf_counter()
     block_walls, sizes = [], block_sizes(p.iters)
     for n in sizes:                 # contiguous blocks, no barrier between them: their sum is the whole loop
@@ -108,7 +119,7 @@ def run(ctx) -> dict | None:
         block_walls.append(time.perf_counter() - b0)
     wall = time.perf_counter() - t0
     cpu, ru1 = time.process_time() - cpu0, resource.getrusage(resource.RUSAGE_SELF)
-    host1 = _host_cpu_jiffies()
+    host1 = host_cpu_jiffies()
     host_busy = ((host1[0] - host0[0]) / (host1[1] - host0[1])
                  if host0 and host1 and host1[1] > host0[1] else None)
 
@@ -121,17 +132,6 @@ def run(ctx) -> dict | None:
     dist.barrier()
     dist.destroy_process_group(mine)
     return _result(ctx, p, device, everyone) if ctx.is_main else None
-
-
-def _host_cpu_jiffies() -> tuple[int, int] | None:
-    """(busy, total) CPU time of the whole host from /proc/stat: every process, not only ours (Linux)."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)          # idle + iowait
-    return sum(fields) - idle, sum(fields)
 
 
 def _result(ctx, p: schema.PairGroups, device, everyone) -> dict:
@@ -187,10 +187,10 @@ def explain(r: dict) -> list[str]:
         lines.append("ranks span several hosts: CPU share not computed (per-rank CPU time is in per_rank).")
         return lines
     host = r.get("host_busy_fraction")
-    lines.append(f"{world} ranks on {r['cpu_count']} CPUs ({r['ranks_per_cpu']:.2g} ranks per CPU, {r['torch_threads']} "
-                 f"torch thread(s) each) used {r['cpu_s_total']:.3g} CPU-s in the window: {100 * busy:.0f}% of the "
-                 f"machine" + (f" ({100 * host:.0f}% busy counting every process on the host)" if host is not None
-                               else "")
+    lines.append(f"{world} ranks on {r['cpu_count']} CPUs ({r['ranks_per_cpu']:.2g} ranks per CPU, "
+                 f"{r['torch_threads']} torch thread(s) each) used {r['cpu_s_total']:.3g} CPU-s in the window: "
+                 f"{100 * busy:.0f}% of the machine"
+                 + (f" ({100 * host:.0f}% busy counting every process on the host)" if host is not None else "")
                  + f"; {invol:.2f} involuntary context switches (the kernel preempting a runnable thread) per "
                  f"all_reduce per rank.")
     if r["ranks_per_cpu"] > 1 or busy >= 0.8 or (host is not None and host >= 0.8):
@@ -220,7 +220,8 @@ def summarize(record: dict) -> str:
         f"{r['iters']} all_reduces of {'x'.join(map(str, r['shape']))} per rank in its pair's group"
         f"{' (async_op=True, waited at the end of each timed block)' if r['async_op'] else ''}; "
         f"{r['warmup_iters']} untimed first",
-        f"{'rank':>5} {'host':<16} {'time s':>9} {'us/op':>9} {'CPU s':>8} {'vol.sw':>8} {'invol.sw':>9} {'threads':>7}",
+        f"{'rank':>5} {'host':<16} {'time s':>9} {'us/op':>9} {'CPU s':>8} {'vol.sw':>8} {'invol.sw':>9} "
+        f"{'threads':>7}",
     ]
     for p in r["per_rank"]:
         lines.append(f"{p['rank']:>5} {p['host'][:16]:<16} {p['wall_s']:>9.4f} {p['wall_s'] / r['iters'] * 1e6:>9.1f} "

@@ -1,11 +1,12 @@
 """Shared helpers. Two ways to run a job end to end, both reading the run record it wrote:
-  - run_inprocess: compose conf/ with Hydra's compose API and call core.job.run_job here (lightning-hydra-template);
+  - run_inprocess: compose conf/ with Hydra's compose API and call job.run.run_job here (lightning-hydra-template);
     the local launcher still spawns real gloo ranks, only the parent's start-up (python, torch, hydra) is saved;
   - run_train: `python train.py` in a fresh process, for what only the entry point does (exit codes, Hydra's
     multirun and its callbacks, the command line recorded)."""
 from __future__ import annotations
 
 import json
+import contextlib
 import os
 import signal
 import subprocess
@@ -40,12 +41,12 @@ def run_train(args: list[str], tmp_path: Path, multirun: bool = False, timeout: 
 
 def run_inprocess(overrides: list[str], tmp_path: Path, name: str = "run", env: dict | None = None,
                   timeout: float = 240) -> tuple[dict | None, int]:
-    """core.job.run_job on the composed config, as one single (not multirun) job writing under tmp_path/name.
+    """job.run.run_job on the composed config, as one single (not multirun) job writing under tmp_path/name.
     Returns (the run record, or None if none was written; the exit code train.py would have had). What the job
     printed is in capfd (the summary comes from this process, rank output from the ranks). Past `timeout` seconds
     it raises TimeoutError, and the elastic agent stops the ranks on its way out."""
-    from core.job import run_job
-    from results.record import RECORD_NAME
+    from job.run import run_job
+    from base.record import RECORD_NAME
 
     _starts_processes()
 
@@ -126,7 +127,7 @@ def read(out_dir: Path) -> dict:
 def compose(overrides: list[str] | None = None):
     from hydra import compose as hydra_compose, initialize_config_dir
 
-    from core.config import register_resolvers
+    from job.config import register_resolvers
 
     register_resolvers()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
@@ -192,3 +193,19 @@ def pytest_collection_modifyitems(config, items):
         for mark, skip in skips.items():
             if mark in item.keywords:
                 item.add_marker(skip)
+
+
+@contextlib.contextmanager
+def serving(handler):
+    """http://127.0.0.1:<port> answered by `handler` (an http.server.BaseHTTPRequestHandler class) on a daemon
+    thread, until the block ends: a stand-in W&B server."""
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()

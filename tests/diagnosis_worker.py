@@ -6,7 +6,7 @@ from omegaconf import OmegaConf
 
 from models import build_model
 from tasks.train.probes import comm_microbench
-from tasks.train.sync import make_sync
+from tasks.train.loop import make_sync
 
 
 def microbench(sync_name: str, model_cfg: dict, diagnose: dict, comm_s: float, wall_s: float):

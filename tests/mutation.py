@@ -114,7 +114,7 @@ def report(run: dict | None) -> str:
     lines += ["## Survivors left standing", "",
               "Each is a change no fast test notices: a missing test (write one that checks the number by another "
               "route), or an equivalent mutant (add it to tests/mutation_equivalent.toml with the reason).", ""]
-    for module, name, diff in standing:
+    for _module, name, diff in standing:
         changed = [ln for ln in diff.splitlines()[2:] if ln[:1] in "+-"]
         lines.append(f"- `{name}`: `{'` / `'.join(ln.strip() for ln in changed)[:300]}`")
     lines += ["", "## Judged equivalent", ""]

@@ -1,4 +1,5 @@
-"""Run records with chosen numbers, shaped like the schema (results/record.py), written as the tool writes them (Record.write).
+"""Run records with chosen numbers, shaped like the schema (base/record.py), written as the tool writes them
+(Record.write).
 
 For tests of the tables, plots, report and W&B logging: every figure is derived from a few arguments, so a
 test can check a table cell against the number it put in.
@@ -8,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from results.record import Record
-from results.table import train_headline
+from base.record import Record
+from base.record import train_headline
 
 PHASE_SHARE = {"data": 0.05, "h2d": 0.05, "forward": 0.25, "backward": 0.45, "sync": 0.1, "optimizer": 0.1}
 

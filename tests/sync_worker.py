@@ -4,7 +4,7 @@ import torch.distributed as dist
 import torch.nn as nn
 from omegaconf import OmegaConf
 
-from tasks.train.sync import make_sync
+from tasks.train.loop import make_sync
 from models import build_model
 
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from core.job import JobResult, _end
+from job.run import JobResult, _end
 from results import autotune
-from results.record import Record
+from base.record import Record
 from results.table import Entry
 from tests.conftest import TINY, compose, run_train
 from tests.records import train_record

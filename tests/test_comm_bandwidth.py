@@ -8,7 +8,8 @@ import torch
 
 from comm import bandwidth as bw
 from comm.check import count_wrong, expected_output, fill_input
-from core.config import OVERSUBSCRIBE_LIMIT
+from comm.fit import fit_latency_bandwidth
+from device.host import OVERSUBSCRIBE_LIMIT
 from tasks import collectives, grad_sync
 from tests.bad_input import CPU_BOX, GIB, accepted, composed, refused
 
@@ -228,12 +229,12 @@ def test_vgg11_shapes_and_ddp_buckets():
 
 def test_latency_bandwidth_fit():
     rows = [{"bytes": n, "time_s": 1e-4 + n / 2e9} for n in (4, 1000, 10**6, 10**8)]
-    fit = grad_sync._fit_latency_bandwidth(rows)
+    fit = fit_latency_bandwidth(rows)
     assert fit["alpha_s"] == pytest.approx(1e-4) and fit["beta_GBps"] == pytest.approx(2.0)
 
 
 def synthetic(n, t_pp, t_mb, lat, small_calls=()):
-    m = lambda t: {"time_s": t, "time_max_s": t, "algbw_GBps": 1e9 / t / 1e9, "busbw_GBps": 1e9 / t / 1e9}  # noqa
+    m = lambda t: {"time_s": t, "time_max_s": t, "algbw_GBps": 1e9 / t / 1e9, "busbw_GBps": 1e9 / t / 1e9}  # noqa: E731 - helper
     return {"param_tensors": n, "total_bytes": 10**9, "latency": {"time_s": lat},
             "methods": {"per_param": m(t_pp), "microbench": m(t_mb)}, "fit": None,
             "per_param": [{"bytes": 256, "time_s": t} for t in small_calls]}

@@ -61,7 +61,7 @@ def test_collectives_wrong_result_fails_the_run(tmp_path, capfd):
     assert "CorrectnessError" in err and "wrong elements in the correctness check" in err
     assert rec["status"] == "failed" and "wrong elements" in rec["error"]
     # the runner keeps CorrectnessError.result: the counts are in the record (a dropped result fails here)
-    assert rec["result"] and rec["result"]["wrong_total"] == 2 * 3 * 2   # 2 ops x 3 sizes x 2 modes x 1 element on rank 1
+    assert rec["result"] and rec["result"]["wrong_total"] == 2 * 3 * 2  # 2 ops x 3 sizes x 2 modes, 1 wrong on rank 1
 
 
 # -------------------------------------------------------------------------------------------------------- grad_sync
@@ -138,10 +138,10 @@ def _two_rank_worker(rank: int, store: str, out: str):
     import torch.distributed as dist
     from omegaconf import OmegaConf
 
-    import core.schema as schema
+    import base.schema as schema
     from tasks import collectives, grad_sync, pair_groups
-    from core.context import RankContext
-    from core.errors import ConfigError
+    from base.context import RankContext
+    from base.errors import ConfigError
     from models import build_model
 
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
@@ -176,7 +176,9 @@ def _two_rank_worker(rank: int, store: str, out: str):
     torch.set_num_threads(2)
     pcfg = OmegaConf.create({"pairs": 1, "pair_groups": {"warmup_iters": 8, "iters": 32, "shape": [10, 10],
                                                          "async_op": True, "threads": 1}})
-    ctx = RankContext(pcfg, rank, 2, rank, cpu, "gloo", Path(store).parent, socket.gethostname())
+    from device import layer_for
+
+    ctx = RankContext(pcfg, rank, 2, rank, layer_for(cpu), "gloo", Path(store).parent, socket.gethostname())
     res = pair_groups.run(ctx)
     # an op the backend refuses (gloo's avg on int32) becomes a plain ConfigError on the first call
     avg_int = dataclasses.replace(s, reduce_op=schema.ReduceOp.avg, dtype=schema.DType.int32)

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-import core.schema as schema
+import base.schema as schema
 import tasks
-from core.config import Host
+from device.host import Host
 from tests.bad_input import CPU_BOX, GIB, LOGIN_NODE, accepted, composed, refused
 from tests.conftest import CONF, compose, read, run_train
 
@@ -62,7 +62,8 @@ def test_choices_come_from_the_registries():
 
 def test_the_torchvision_group_builds_any_torchvision_model():
     plain = accepted(["model=torchvision", "model.name=resnet18", "scale=smoke"])
-    assert plain["model"] == {"arch": "torchvision", "name": "resnet18", "num_classes": 1000}
+    assert plain["model"] == {"_target_": "models.torchvision_model", "arch": "torchvision", "name": "resnet18",
+                              "num_classes": 1000}
     assert accepted(["model=vgg11_tiny", "model.name=vgg11_tiny"])["model"]["name"] == "vgg11_tiny"   # its own name
 
 
@@ -162,7 +163,7 @@ def test_bad_input_exits_2_before_any_rank_starts(overrides, message, tmp_path, 
 
     monkeypatch.setattr(launchers.local, "launch_local", tripwire)
     monkeypatch.setattr(Host, "probe", classmethod(lambda cls: CPU_BOX))
-    monkeypatch.setattr("core.config.gpu_count", lambda: CPU_BOX.gpus)
+    monkeypatch.setattr("device.host.gpu_count", lambda: CPU_BOX.gpus)
     monkeypatch.setattr(sys, "argv", ["train.py", *overrides, "logger=none", f"hydra.run.dir={tmp_path / 'run'}"])
     with pytest.raises(SystemExit) as e:
         train.main()
@@ -191,7 +192,7 @@ def test_a_refused_run_leaves_nothing_but_the_error_line(tmp_path, monkeypatch, 
     _no_wandb(monkeypatch)
     monkeypatch.chdir(tmp_path)                      # Hydra's default outputs/<date>/<time>, and its parents
     monkeypatch.setattr(Host, "probe", classmethod(lambda cls: CPU_BOX))
-    monkeypatch.setattr("core.config.gpu_count", lambda: CPU_BOX.gpus)
+    monkeypatch.setattr("device.host.gpu_count", lambda: CPU_BOX.gpus)
     monkeypatch.setattr(sys, "argv", ["train.py", "batch_size=0", "logger=wandb", "logger.mode=offline"])
     with pytest.raises(SystemExit) as e:
         train.main()
@@ -201,7 +202,7 @@ def test_a_refused_run_leaves_nothing_but_the_error_line(tmp_path, monkeypatch, 
 
 
 def test_a_refused_job_of_a_sweep_keeps_its_row_and_opens_no_wandb_run(tmp_path, monkeypatch):
-    from core.job import run_job
+    from job.run import run_job
 
     _no_wandb(monkeypatch)
     monkeypatch.setattr(Host, "probe", classmethod(lambda cls: CPU_BOX))
@@ -252,12 +253,12 @@ def test_train_refuses_more_ranks_or_memory_than_the_host_holds_unless_told():
 
 
 def test_ranks_that_outnumber_the_cores_are_said_once_before_they_start():
-    """Issue 19.11: world_size=3 on 2 cores started silently. One line (core/log.py formats ConfigWarning as
+    """Issue 19.11: world_size=3 on 2 cores started silently. One line (base/log.py formats ConfigWarning as
     `warning: ...`), before any rank starts; as many ranks as cores, or ranks on GPUs, say nothing."""
     import warnings
 
-    from core.errors import ConfigWarning
-    import core.log  # noqa: F401 - installs the one-line format
+    from base.errors import ConfigWarning
+    import base.log  # noqa: F401 - installs the one-line format
 
     with pytest.warns(ConfigWarning, match="world_size=3: 3 ranks on this machine's 2 CPU cores, more ranks than "
                                            "cores") as caught:

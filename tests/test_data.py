@@ -8,7 +8,7 @@ from data import batches, build_loader
 from data.fake import FakeImages
 from data.make_raw_folder import make_raw_folder
 from data.raw_folder import RawFolder, sample_bytes
-from core.config import prepare
+from job.config import prepare
 from tests.conftest import ROOT, compose
 
 
@@ -34,7 +34,8 @@ def test_raw_folder_generator_and_reader(tmp_path):
 @pytest.mark.subprocess
 def test_generator_command_line(tmp_path):
     out = subprocess.run([sys.executable, "-m", "data.make_raw_folder", "--root", str(tmp_path / "r"), "--classes", "2",
-                          "--files-per-class", "3", "--size", "8"], cwd=ROOT, capture_output=True, text=True, check=True)
+                          "--files-per-class", "3", "--size", "8"], cwd=ROOT, capture_output=True, text=True,
+                         check=True)
     assert "wrote 6 files of 768 bytes in 2 classes" in out.stdout
 
 
@@ -44,7 +45,7 @@ def test_loader_shards_per_rank_and_cycles():
 
     cfg = OmegaConf.create(plain)
     loaders = [build_loader(cfg, rank, 2, pin_memory=False) for rank in (0, 1)]
-    assert all(len(l.sampler) * 2 == len(l.dataset) for l in loaders)
+    assert all(len(loader.sampler) * 2 == len(loader.dataset) for loader in loaders)
     it = batches(loaders[0])
     for _ in range(len(loaders[0]) * 2 + 1):  # past the end of an epoch: a new one starts
         x, y = next(it)
@@ -55,7 +56,7 @@ def test_a_shard_smaller_than_a_batch_is_refused_before_the_ranks_start(tmp_path
     """Issue 14.1: 1 sample for 2 ranks x batch 2 used to spin at "warm-up 0/N" forever."""
     import pytest
 
-    from core.errors import ConfigError
+    from base.errors import ConfigError
 
     root = make_raw_folder(tmp_path / "one", classes=1, files_per_class=1, size=8)
     with pytest.raises(ConfigError, match=r"holds 1 samples: 0 per rank .* at least 4 samples"):

@@ -164,7 +164,7 @@ def test_phase_timer_on_the_fake_uses_host_clock_events_and_keeps_only_entered_p
 
 
 def test_make_feeder_copies_on_the_fake_and_not_on_cpu():
-    assert make_feeder("side_stream", device_layer.CpuDevice(), iter([])).copies is False
+    assert make_feeder("side_stream", device_layer.Device(), iter([])).copies is False
     with FakeDevice() as dev:
         assert isinstance(make_feeder("side_stream", dev, iter([])), SideStreamFeeder)
 

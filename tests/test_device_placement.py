@@ -8,7 +8,8 @@ from datetime import timedelta
 import pytest
 import torch.distributed as dist
 
-from device.placement import Placement, PlacementError, agree, place, preflight, settle, visible_gpus
+from device.host import gpu_count
+from device.placement import Placement, PlacementError, agree, place, preflight, settle
 from tests.conftest import compose
 
 NO_SLURM: dict = {}
@@ -18,7 +19,7 @@ def test_tests_not_marked_gpu_see_no_gpu():
     """Defect 1: whatever the machine has, this test (and the ranks and train.py runs of other unmarked tests)
     sees no GPU, so the gloo/CPU paths are what the suite tests."""
     assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
-    assert visible_gpus() == 0
+    assert gpu_count() == 0
 
 
 def test_device_cpu_keeps_ranks_on_cpu_on_a_2_gpu_machine():
@@ -119,7 +120,7 @@ def test_agree_refuses_two_ranks_on_one_gpu():
 
 def test_preflight_refuses_before_any_rank_starts(monkeypatch):
     """The local launcher: the same decision every rank will take, made in the parent (exit 2 there)."""
-    monkeypatch.setattr("device.placement.visible_gpus", lambda: 1)
+    monkeypatch.setattr("device.placement.gpu_count", lambda: 1)
     cfg = compose(["model=vgg11_tiny", "scale=smoke", "logger=none", "world_size=2"])
     with pytest.raises(PlacementError, match="rank 0 cannot have a GPU of its own .2 rank.s. on this node, 1 GPU"):
         preflight(cfg)
@@ -148,12 +149,38 @@ def test_pair_groups_under_device_auto_runs_on_cpu_on_a_one_gpu_box():
     """Issue 10 defect 11 at run time: the gloo thread's experiment must not need a GPU per rank."""
     from omegaconf import OmegaConf
 
+    import tasks
     from device.placement import preflight, requested_device
 
     cfg = OmegaConf.create({"task": "pair_groups", "device": "auto", "backend": "auto", "world_size": 2,
                             "launcher": {"name": "local"}})
-    assert requested_device(cfg) == "cpu"
-    placement = preflight(cfg, gpus=1, ranks_started=False)
+
+    def cpu_by_default(cfg) -> bool:   # the task says (tasks/__init__.py); the device layer does not know tasks
+        return getattr(tasks.get(cfg.task), "CPU_BY_DEFAULT", False)
+
+    assert requested_device(cfg, cpu_by_default(cfg)) == "cpu"
+    placement = preflight(cfg, gpus=1, ranks_started=False, cpu_by_default=cpu_by_default(cfg))
     assert placement.kind == "cpu" and placement.backend == "gloo"
     cfg.task = "train"
-    assert requested_device(cfg) == "auto"
+    assert requested_device(cfg, cpu_by_default(cfg)) == "auto"
+
+
+def test_one_gpu_count_and_it_honours_an_empty_cuda_visible_devices(monkeypatch):
+    """The one GPU count (device/host.py) says 0 under CUDA_VISIBLE_DEVICES="" even where torch, whose CUDA started
+    before the variable was set, still counts GPUs: the config checks and the placement can no longer disagree."""
+    import torch
+
+    import device.placement
+    import job.config
+    from device import host
+
+    assert not hasattr(job.config, "gpu_count") and not hasattr(device.placement, "visible_gpus")
+    counted = []
+    with monkeypatch.context() as m:     # torch's answer faked for gpu_count alone, undone before anything else runs
+        m.setattr(torch.cuda, "is_available", lambda: True)
+        m.setattr(torch.cuda, "device_count", lambda: 2)
+        m.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+        counted.append(host.gpu_count())
+        m.setenv("CUDA_VISIBLE_DEVICES", "")
+        counted.append(host.gpu_count())
+    assert counted == [2, 0]

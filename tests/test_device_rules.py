@@ -12,8 +12,7 @@ import torch
 import torch.distributed as dist
 from omegaconf import OmegaConf
 
-from core.comm_env import parse_transports, transport_name, transports_from_logs
-from core.errors import ConfigError
+from comm.env import parse_transports, transport_name, transports_from_logs
 from device.placement import Placement
 from tasks.train.cuda_graphs import problems
 from tasks.train.ddp import stats_waits, synchronised_iterations, warmup_warning
@@ -103,7 +102,7 @@ def test_no_warmup_warning_where_the_wait_opens_a_block(overrides):
 
 
 def test_check_warns_on_gpu_only(monkeypatch):
-    monkeypatch.setattr("device.memory.capacity", lambda placement, ranks: (80 * GiB, "a test GPU"))
+    monkeypatch.setattr("tasks.train.memory.capacity", lambda placement, ranks: (80 * GiB, "a test GPU"))
     with pytest.warns(UserWarning, match="6 measured step"):
         accepted([*TINY, *GPU_BLOCKS, "accumulate=4", "warmup_steps=3", "steps=50", "world_size=2"], host=TWO_GPUS)
     with warnings.catch_warnings():

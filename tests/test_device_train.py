@@ -2,13 +2,12 @@
 the side-stream and non-blocking feeders, CUDA graphs and the event timer run with the stream rules checked; and a
 deliberately broken feeder in the real step loop is caught."""
 import pytest
-import torch
 import torch.distributed as dist
 from omegaconf import OmegaConf
 
 import device as device_layer
-from core.config import prepare
-from core.context import RankContext
+from job.config import prepare
+from base.context import RankContext
 from device.fake import StreamRuleError
 from device.placement import Placement
 from tasks.train import h2d
@@ -39,7 +38,8 @@ def test_side_stream_runs_on_two_ranks_with_the_stream_rules_checked(runs):
     layer = r["device_layer"]
     assert r["world_size"] == 2 and r["backend"] == "gloo" and r["h2d"] == {**r["h2d"], "mode": "side_stream",
                                                                             "copies": True}
-    assert layer["kind"] == "fake" and layer["window_sync_check"] == "error" and layer["window_unchecked_because"] is None
+    assert layer["kind"] == "fake" and layer["window_sync_check"] == "error"
+    assert layer["window_unchecked_because"] is None
     steps = r["warmup_steps"] + r["steps"] + runs["side_stream"]["config"]["probe_steps"] + 1
     assert layer["record_streams"] >= 2 * r["warmup_steps"] + r["steps"] and layer["waits"] >= steps - 1
     assert layer["cross_stream_uses"] > 0 and layer["checked_ops"] > 1000
@@ -52,7 +52,8 @@ def test_cuda_graphs_run_on_two_ranks_and_measure_their_communication(runs):
     backward, sync and optimizer as 0 ms."""
     rec = runs["graphs"]
     r = rec["result"]
-    assert r["cuda_graphs"] and r["ddp"]["static_graph"] and r["device_layer"]["replays"] == r["warmup_steps"] + r["steps"]
+    assert r["cuda_graphs"] and r["ddp"]["static_graph"]
+    assert r["device_layer"]["replays"] == r["warmup_steps"] + r["steps"]
     assert set(r["phases"]) == {"data", "h2d", "graph_replay"}
     c = r["comm"]
     assert c["time_s"] > 0 and c["exposed_s"] >= 0 and "before capture" in c["method"]
@@ -88,8 +89,8 @@ def test_the_step_loop_with_a_feeder_that_forgets_record_stream_fails(tmp_path, 
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
     dev = device_layer.open_device(Placement("fake", None, "gloo", "test"))
     try:
-        ctx = RankContext(cfg=cfg, rank=0, world_size=1, local_rank=0, device=torch.device("cpu"), backend="gloo",
-                          output_dir=tmp_path, hostname="test", dev=dev)
+        ctx = RankContext(cfg=cfg, rank=0, world_size=1, local_rank=0, device=dev, backend="gloo",
+                          output_dir=tmp_path, hostname="test")
         with pytest.raises(StreamRuleError, match="freed without record_stream\\(default\\)"):
             run(ctx)
     finally:

@@ -177,7 +177,8 @@ def test_comm_efficiency_threshold_uses_the_interval():
     45% [40, 55] blamed the sync path and 55% [45, 65] the link, each where the other end says otherwise)."""
     def cause(efficiency, lo, hi):
         rec = train(exposed_s=0.03)
-        rec["result"]["comm"]["vs_microbench"] = {**vs(efficiency, 0.05), "efficiency_ci_lo": lo, "efficiency_ci_hi": hi}
+        rec["result"]["comm"]["vs_microbench"] = {**vs(efficiency, 0.05), "efficiency_ci_lo": lo,
+                                                  "efficiency_ci_hi": hi}
         return [r for r in rules(rec) if r.startswith("exposed_comm")]
 
     assert cause(0.30, 0.20, 0.45) == ["exposed_comm.sync_path"]    # the whole interval under 50%
@@ -272,7 +273,7 @@ def test_per_param_without_microbenchmark_still_named_and_ddp_silent():
     assert "per_param" not in rules(train())
 
 
-# ------------------------------------------------------------------------------------------------------ CPU oversubscription
+# ----------------------------------------------------------------------------------------------- CPU oversubscription
 def _work(threads: int) -> dict:
     return {"torch_threads": threads, "cpu_s": 3.6, "wall_s": 2.0, "host_busy": 0.95, "voluntary_switches": 10,
             "involuntary_switches": 400, "steps": 40}
@@ -397,7 +398,7 @@ def test_grad_sync_per_param_against_flat():
 
 # ------------------------------------------------------------------------------------------------------ ranking etc.
 def test_ranking_noise_first_then_savings_then_unestimated():
-    mk = lambda rule, frac, impact=0.0, first=False: Finding(  # noqa: E731
+    mk = lambda rule, frac, impact=0.0, first=False: Finding(  # noqa: E731 - a test helper
         rule, rule, "", [], "", Saving(frac) if frac is not None else None, "cmd", impact=impact, first=first)
     ranked = rank_findings([mk("b", 0.1), mk("none", None, impact=0.9), mk("noise", None, first=True), mk("a", 0.3)])
     assert [f.rule for f in ranked] == ["noise", "a", "b", "none"]
@@ -482,7 +483,7 @@ def test_sweep_summaries_scaling_and_pair_groups():
 
 
 def test_scaling_experiment_trains_one_rank_without_ddp():
-    from core.config import prepare
+    from job.config import prepare
     from tests.conftest import compose
 
     for ws, sync in ((1, "local"), (2, "ddp"), (8, "ddp")):
@@ -583,8 +584,8 @@ def test_powersgds_lost_overlap_is_named_as_torchs_own_sync():
 def test_an_efficiency_over_100_percent_is_not_measurable():
     """Issue 19.15: "efficiency 161% [68, 333]" is noise (the sync cannot beat the same calls alone): said so, never
     printed as an efficiency, and no cause is read from it."""
-    from diagnosis.efficiency import not_measurable
-    from diagnosis.nccl_tests import format_comparison
+    from comm.efficiency import not_measurable
+    from comm.nccl_tests import format_comparison
     from diagnosis.tables import efficiency_table
 
     noisy = {**vs(1.61, 0.03), "efficiency_ci_lo": 0.68, "efficiency_ci_hi": 3.33}

@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from diagnosis import diagnose, format_text
-from diagnosis.efficiency import achievable, versus_sync
+from comm.efficiency import achievable, versus_sync
 from diagnosis.hta import cross_check, format_hta
-from diagnosis.nccl_tests import NcclTestsError, parse, read, sync_calls, time_at, versus
+from comm.nccl_tests import NcclTestsError, parse, read, sync_calls, time_at, versus
 from tests.conftest import ROOT
 from tests.records import write_record, write_sweep
 from tests.test_diagnosis import _pairs, train

@@ -328,7 +328,7 @@ def test_ctrl_c_during_a_sweep_stops_it_and_writes_the_rows_it_has(tmp_path, run
 
 def test_a_record_is_readable_by_the_group_as_the_umask_says(tmp_path):
     """Issue 13: records were created 0600 (mkstemp), so teammates on shared storage could not read them."""
-    from results.record import Record
+    from base.record import Record
 
     old = os.umask(0o002)
     try:
@@ -339,8 +339,8 @@ def test_a_record_is_readable_by_the_group_as_the_umask_says(tmp_path):
 
 
 def test_a_record_its_directory_will_not_take_goes_elsewhere_and_says_where(tmp_path, monkeypatch, capsys):
-    from core import finalise as fin
-    from results.record import Record
+    from job import finalise as fin
+    from base.record import Record
 
     monkeypatch.setattr(fin, "fallback_dirs", lambda: [tmp_path / "file" / "no", tmp_path / "elsewhere"])
     (tmp_path / "file").write_text("a file where a directory should be")
@@ -352,7 +352,7 @@ def test_a_record_its_directory_will_not_take_goes_elsewhere_and_says_where(tmp_
 
 
 def test_a_directory_another_run_claimed_is_not_shared(tmp_path):
-    from core.output_dir import claim
+    from job.output_dir import claim
 
     base = tmp_path / "12-00-00"
     assert [claim(base), claim(base), claim(base)] == [base, tmp_path / "12-00-00_1", tmp_path / "12-00-00_2"]
@@ -389,7 +389,8 @@ def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path):
 @pytest.mark.subprocess
 def test_an_unwritable_output_dir_is_one_line_and_exit_2_before_anything_runs(tmp_path):
     for args in (["hydra.run.dir=/proc/x"], ["-m", "hydra.sweep.dir=/proc/x"]):
-        proc = subprocess.run([sys.executable, "train.py", *args[:-1], *TINY, args[-1]], cwd=ROOT, capture_output=True, text=True,
+        proc = subprocess.run([sys.executable, "train.py", *args[:-1], *TINY, args[-1]], cwd=ROOT, capture_output=True,
+                              text=True,
                               timeout=240, env={**os.environ, "WANDB_MODE": "disabled"})
         assert proc.returncode == 2, proc.stderr
         lines = proc.stderr.strip().splitlines()
@@ -427,7 +428,7 @@ def test_nan_data_and_an_output_dir_gone_mid_run_still_give_summary_warning_and_
 
 
 def test_a_timeout_is_blamed_on_the_rank_that_went_silent_or_fell_behind(tmp_path):
-    from core.heartbeat import Watch, beat_path
+    from launchers.heartbeat import Watch, beat_path
 
     def beat(rank, age, **progress):
         beat_path(tmp_path, rank).write_text(json.dumps({"pid": 1, "time": time.time() - age, **progress}))
@@ -447,7 +448,7 @@ def test_a_timeout_is_blamed_on_the_rank_that_went_silent_or_fell_behind(tmp_pat
 @pytest.mark.subprocess
 def test_the_watch_blames_one_silent_rank_among_beating_ones_and_never_a_stopped_job(tmp_path):
     """Ctrl-Z (SIGTSTP to the whole job) then `fg` must not get a rank killed; a lone silent rank must."""
-    from core.heartbeat import Watch, beat_path
+    from launchers.heartbeat import Watch, beat_path
 
     sleepers = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
     try:
@@ -501,7 +502,7 @@ def as_another_user(fn):
     def outcome():
         try:
             return ["ok", repr(fn())]
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             return ["raised", f"{type(e).__name__}: {e}"]
 
     if os.getuid() != 0:
@@ -551,7 +552,7 @@ def test_a_raw_file_that_goes_missing_mid_run_is_named_in_the_first_line(tmp_pat
     rank's error is the worker's own, with the path, not "Caught RuntimeError in DataLoader worker process 0."."""
     from torch.utils.data import DataLoader
 
-    from core.rank import first_line
+    from launchers.rank import first_line
     from data.make_raw_folder import make_raw_folder
     from data.raw_folder import RawFolder
 
@@ -751,8 +752,8 @@ def test_wandb_costs_at_most_its_deadline_even_at_exit(tmp_path, silent_host):
     from the moment W&B starts to the exit."""
     deadline = 8
     script = (f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
-              "from core.finalise import finalise\n"
-              "from results.record import Record\n"
+              "from job.finalise import finalise\n"
+              "from base.record import Record\n"
               "from tests.records import train_record\n"
               "rec = Record.from_dict(train_record(overrides=['bucket=25'], steps_per_s=2.0, output_dir=sys.argv[1]))\n"
               f"rec.config['logger'] = {{'name': 'wandb', 'deadline_s': {deadline}}}\n"
@@ -863,7 +864,7 @@ def test_a_store_the_ranks_make_themselves_listens_on_master_addr_only(monkeypat
 
 
 def test_a_multi_node_store_listens_where_master_addr_points():
-    from core.store import EVERY_INTERFACE, listen_address
+    from base.store import EVERY_INTERFACE, listen_address
 
     assert listen_address("127.0.0.1", spans_hosts=False) == "127.0.0.1"
     assert listen_address("localhost", spans_hosts=True) == EVERY_INTERFACE  # loopback name on a multi-host job:
@@ -918,7 +919,7 @@ def test_keys_from_the_environment_are_found_through_references_and_shown_as_typ
     and the NCCL_/GLOO_ variable the ranks exported from such a key; every other key resolved."""
     from omegaconf import OmegaConf
 
-    from core.provenance import as_typed, as_typed_vars, from_environment
+    from base.provenance import as_typed, as_typed_vars, from_environment
 
     monkeypatch.setenv("SEC20_HCA", "mlx5_secret")
     cfg = OmegaConf.create({"a": "${oc.env:SEC20_HCA}", "b": "${a}", "c": {"d": "x-${b}"}, "e": "${f}", "f": 3,
@@ -939,9 +940,9 @@ def test_the_recorded_command_is_shell_quoted_as_typed(tmp_path):
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
 
-    from core.config import register_resolvers
-    from core.job import job_info
-    from results.record import Record
+    from job.config import register_resolvers
+    from job.run import job_info
+    from base.record import Record
     from tests.conftest import CONF
 
     register_resolvers()
@@ -962,8 +963,8 @@ def test_the_fallback_record_dir_is_private(tmp_path, monkeypatch, capsys):
     """Issue 20.6: $TMPDIR/ddp-comm-records has a predictable name; another user could plant it as a symlink to a
     directory of theirs and collect the records. A planted link or another user's directory is not used; one made
     here is 0700."""
-    from core import finalise as fin
-    from results.record import Record
+    from job import finalise as fin
+    from base.record import Record
 
     thief = tmp_path / "thief"
     thief.mkdir()
@@ -1016,7 +1017,7 @@ logger:
 hydra:
   callbacks:
     output_dir:
-      _target_: core.output_dir.OutputDir
+      _target_: job.output_dir.OutputDir
     sweep_table:
       _target_: results.callbacks.SweepTable
       plots: false

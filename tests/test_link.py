@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from comm import link as arith
-from core.config import Host
-from core.errors import ConfigError
+from device.host import Host
+from base.errors import ConfigError
 from launchers import link
 from launchers.link import Support
 from tests.conftest import ROOT, TINY, compose, run_inprocess, run_train
@@ -148,7 +148,8 @@ def test_device_auto_on_a_gpu_machine_is_refused_and_cpu_ranks_are_not():
     (["link.rate=1gbps"], CPU_HOST, "tc reads 'bps' as bytes per second"),
     (["link.rate=100kbit"], CPU_HOST, "outside 1 Mbit/s"),
     (["link.burst_bytes=1000"], CPU_HOST, "smaller than one frame"),
-    (["link.rate=10mbit", "model=vgg11"], CPU_HOST, "link=1gbe (10Mbit/s): all-reducing one step's fp32 gradients (531 MB) takes about 445 s at 10 Mbit/s, over timeout_s=120"),
+    (["link.rate=10mbit", "model=vgg11"], CPU_HOST, "link=1gbe (10Mbit/s): all-reducing one step's fp32 gradients "
+                                                    "(531 MB) takes about 445 s at 10 Mbit/s, over timeout_s=120"),
 ])
 def test_refused_combinations(overrides, host, says):
     assert says in refused(["link=1gbe", *overrides], host=host)

@@ -2,7 +2,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from core.errors import ConfigError
+from base.errors import ConfigError
 from models import build_model
 from tests.conftest import CONF
 
@@ -21,7 +21,7 @@ def test_vgg11_is_the_threads_model():
     classifier = sum(p.numel() for p in m.classifier.parameters())
     assert classifier == 123_642_856
     assert classifier * 4 / 2**20 == pytest.approx(471.66, abs=0.01)  # the thread's "471MB" of gradients
-    assert [type(l).__name__ for l in m.classifier] == ["Linear"] * 3
+    assert [type(layer).__name__ for layer in m.classifier] == ["Linear"] * 3
 
 
 def test_vit_l_32_parameter_count():

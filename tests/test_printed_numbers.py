@@ -65,7 +65,7 @@ def _assemble(*, batch=4, world=2, accumulate=3, walls=None, medians=None, sizes
     cfg = SimpleNamespace(batch_size=batch, accumulate=accumulate, sync="ddp", optim=SimpleNamespace(name="none"),
                           precision="fp32", cuda_graphs=False, warmup_steps=1, timing=True,
                           profile=SimpleNamespace(enabled=False), probe_steps=1, h2d="blocking")
-    ctx = SimpleNamespace(world_size=world, device=torch.device("cpu"), hostname="box", backend="gloo")
+    ctx = SimpleNamespace(world_size=world, torch_device=torch.device("cpu"), hostname="box", backend="gloo")
     window = SimpleNamespace(sizes=sizes, steps=sum(sizes), window_s=sum(max(w) for w in zip(*walls)),
                              describe=lambda: {})
     everyone = [{"rank": r, "block_walls_s": walls[r], "step_median_s": medians[r], "wall_s": sum(walls[r])}
@@ -184,10 +184,10 @@ def test_a_failed_runs_partial_result_reaches_its_record(tmp_path, monkeypatch):
     """A rank that failed after measuring (a correctness check's counts) hands its figures to the record: the job's
     failure path keeps them and finalisation writes them (issue 30: the only test asserted under `if rec["result"]`)."""
     import launchers.local
-    from core import job as job_module
-    from core.finalise import finalise
-    from core.rank import Outcome
-    from results.record import read_record
+    from job import run as job_module
+    from job.finalise import finalise
+    from launchers.rank import Outcome
+    from base.record import read_record
 
     partial = {"wrong_total": 12, "rows": [{"op": "all_reduce", "bytes": 4000, "wrong": 2}],
                "headline": {"#wrong": 12}}
@@ -199,7 +199,8 @@ def test_a_failed_runs_partial_result_reaches_its_record(tmp_path, monkeypatch):
     monkeypatch.setattr(launchers.local, "launch_local", failing)
     plain = {"task": "collectives", "logger": {"name": "none"}}
     record, code = job_module._launch(plain, {"output_dir": str(tmp_path), "overrides": ["task=collectives"]})
-    assert code == 1 and record.status == "failed" and record.error == "rank 1 failed: CorrectnessError: 12 wrong elements"
+    assert code == 1 and record.status == "failed"
+    assert record.error == "rank 1 failed: CorrectnessError: 12 wrong elements"
     finalise(record, tmp_path, wandb=False, quiet=True)
     written = read_record(tmp_path)
     assert written["status"] == "failed" and written["result"]["wrong_total"] == 12

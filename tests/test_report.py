@@ -131,7 +131,8 @@ def test_machines_and_world_sizes_are_never_mixed_in_one_table(study):
     base = study["scaling"][0]["result"]["throughput"]["samples_per_s"]
     for row, rec in zip(scaling, study["scaling"]):
         n = rec["result"]["world_size"]
-        assert float(row["scaling efficiency"]) == pytest.approx(rec["result"]["throughput"]["samples_per_s"] / (base * n))
+        samples_per_s = rec["result"]["throughput"]["samples_per_s"]
+        assert float(row["scaling efficiency"]) == pytest.approx(samples_per_s / (base * n))
 
 
 def test_collectives_rows_table(study):

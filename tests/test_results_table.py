@@ -58,7 +58,7 @@ def test_rows_follow_the_records_and_the_baseline_is_none_bucket25_wherever_it_s
 
 
 def test_without_the_default_baseline_the_first_job_is_used_and_the_table_says_so():
-    records = [train_record(overrides=[f"optim=bf16", f"bucket={b}"], optim="bf16", bucket=b, steps_per_s=s, num=i)
+    records = [train_record(overrides=["optim=bf16", f"bucket={b}"], optim="bf16", bucket=b, steps_per_s=s, num=i)
                for i, (b, s) in enumerate([(100, 4.0), (2000, 2.0)])]
     table = build_table(_entries(records))
     assert table.rows[0]["baseline"] and table.rows[1]["speed-up"] == pytest.approx(0.5)

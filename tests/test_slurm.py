@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from core.errors import ConfigError
+from base.errors import ConfigError
 from launchers import slurm
 from launchers.slurm import settings
 from tests.conftest import ROOT, TINY, run_train
@@ -190,6 +190,25 @@ def test_batch_shell_is_not_a_rank():
     assert _rank_probe(batch)["ok"] is False
 
 
+def test_asking_whether_a_process_is_a_rank_changes_nothing():
+    """already_a_rank is a question: in a Slurm step's task it says yes and exports nothing; become_rank (once, at
+    the start of a job) exports the rank's variables. The config checks only ask."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SUBMITIT_", "RANK", "WORLD_SIZE",
+                                                                      "MASTER_", "LOCAL_RANK", "LOCAL_WORLD"))}
+    step = {**env, "SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_PROCID": "1", "SLURM_LOCALID": "1",
+            "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NUM_NODES": "1", "SLURM_STEP_NODELIST": "node[03-04]"}
+    code = ("import json, os; from launchers import already_a_rank, become_rank; asked = already_a_rank(); "
+            "before = {k: os.environ.get(k) for k in ('RANK', 'WORLD_SIZE', 'MASTER_ADDR')}; became = become_rank(); "
+            "print(json.dumps({'asked': asked, 'before': before, 'became': became, "
+            "'after': {k: os.environ.get(k) for k in ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR')}}))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=step, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["asked"] is True and got["before"] == {"RANK": None, "WORLD_SIZE": None, "MASTER_ADDR": None}
+    assert got["became"] is True
+    assert got["after"] == {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "node03"}
+
+
 # --------------------------------------------------------------------------------------------- on the cluster
 
 @pytest.mark.slurm
@@ -266,7 +285,7 @@ def test_sweep_is_one_array_of_two_rank_jobs_and_a_failed_job_is_a_failed_row(tm
 @needs_cluster()
 def test_killed_job_gets_one_failed_record_and_one_wandb_run_from_the_submitting_host(tmp_path):
     """A job killed by Slurm (SIGKILL to every task, as the OOM killer or a dead node would) writes nothing itself:
-    the submitting host notices, gives it its one failed record (job id, state, log) through core.finalise, which
+    the submitting host notices, gives it its one failed record (job id, state, log) through job.finalise, which
     logs the one W&B run (offline here), and still prints the table."""
     sweep = tmp_path / "sweep"
     proc = start_endless_sweep(TWO_RANKS, sweep)

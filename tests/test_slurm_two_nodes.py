@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from results.record import is_peer_failure
+from base.record import is_peer_failure
 from tests.conftest import ROOT, TINY, run_train
 from tests.slurm_cluster import (final_sacct, job_processes, needs_cluster, never_leave_behind, start_endless_sweep,
                                  table_rows, wait_until_measuring)

@@ -7,9 +7,8 @@ import pytest
 
 from tests.bad_input import refused
 
-from core.config import prepare
-from core.errors import ConfigError
-from core.sweep import repeat_arguments
+from base.errors import ConfigError
+from results.sweep_order import repeat_arguments
 from results.aggregate import compare
 from results.table import Entry, build_table
 from stats import block_throughput
@@ -177,7 +176,7 @@ def test_repeats_are_the_outermost_loop_so_configurations_interleave():
 
 
 def test_each_round_runs_in_a_seeded_random_order():
-    from core.sweep import round_order
+    from results.sweep_order import round_order
 
     order = round_order(12, 3, seed=0)
     assert [sorted(order[i:i + 4]) for i in (0, 4, 8)] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
@@ -204,7 +203,7 @@ def test_bad_measure_and_repeat_input_is_refused_before_any_rank(overrides, mess
 
 
 def test_repeats_without_a_sweep_is_refused(tmp_path, capsys):
-    from core.job import run_job
+    from job.run import run_job
 
     with pytest.raises(SystemExit) as e:
         run_job(compose(["model=vgg11_tiny", "scale=smoke", "logger=none", "repeats=3"]),

@@ -117,7 +117,7 @@ def test_the_profiler_steps_between_blocks_never_inside_one():
 def test_an_adaptive_window_promises_no_step_count_and_shows_its_caps():
     """Issue 19.16: the bar printed `9/62 ... <07:08` on a run capped at 90 s (62 = warm-up + max_steps), and an
     interrupt said "after 7 of 6 measured steps"."""
-    from core.job import interrupted_record
+    from job.run import interrupted_record
 
     w = Window(cfg("adaptive", steps=6, max_steps=60, max_s=90), torch.device("cpu"), FakeTimer())
     assert w.planned_steps is None and w.label() == "measured (min 6; until +-2% or 60 steps or 90 s)"

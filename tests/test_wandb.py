@@ -16,10 +16,11 @@ import time
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from results import wandb_log
-from results.record import RECORD_NAME, read_record
-from tests.conftest import wandb_free_env
+from base.record import RECORD_NAME, read_record
+from tests.conftest import serving, wandb_free_env
 from tests.records import write_record
 from tests.records import train_record, write_sweep
 
@@ -117,13 +118,8 @@ def answering_server(hang_posts: bool = False):
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
+    with serving(Handler) as url:
+        yield url
 
 
 # --- mode -------------------------------------------------------------------------------------------------------
@@ -206,7 +202,8 @@ def test_offline_run_has_group_config_tags_history_and_headline_summary(tmp_path
     assert run["config"]["task"] == "train" and run["config"]["overrides"] == rec["overrides"]
     steps = rec["result"]["series"]["step_time_s"]
     assert [h["step/time_ms"] for h in run["history"]] == pytest.approx([t * 1e3 for t in steps])
-    assert run["history"][0]["phase_ms/backward"] == pytest.approx(rec["result"]["series"]["phases"]["backward"][0] * 1e3)
+    backward_s = rec["result"]["series"]["phases"]["backward"][0]
+    assert run["history"][0]["phase_ms/backward"] == pytest.approx(backward_s * 1e3)
     assert run["history"][0]["throughput/samples_per_s"] == pytest.approx(8 / steps[0])  # 4 per rank x 2 ranks
     for label, value in rec["result"]["headline"].items():
         assert run["summary"][label] == pytest.approx(value)
@@ -340,3 +337,12 @@ def test_sweep_with_wandb_unreachable_completes_keeps_every_record_and_marks_the
     finished = [r for r in finished if r["exit_code"] is not None]
     assert len(finished) == 1 and finished[0]["exit_code"] == 1 and finished[0]["summary"]["status"] == "failed"
     assert len(offline_runs(sweep)) == 1  # the summary run
+
+
+def test_the_logger_fallback_is_conf_logger_wandb_yaml():
+    """A partial logger node (hand-made, or an older record's) is completed from wandb_log.FALLBACK, not by reading
+    conf/ behind Hydra: both must say the same, so the YAML stays the place users change them."""
+    from tests.conftest import compose
+
+    composed = {k: v for k, v in OmegaConf.to_container(compose(["logger=wandb"]).logger).items() if k != "_target_"}
+    assert composed == wandb_log.FALLBACK

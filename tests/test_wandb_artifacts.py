@@ -10,9 +10,9 @@ import json
 from pathlib import Path
 
 from results import wandb_log
-from results.record import RECORD_NAME, read_record
+from base.record import RECORD_NAME, read_record
 from results.table import Table
-from tests.records import train_record, write_record, write_sweep
+from tests.records import train_record, write_sweep
 from tests.test_wandb import offline_runs, wandb_env, wandb_records  # noqa: F401 - wandb_env is a fixture
 
 

@@ -7,7 +7,6 @@ import contextlib
 import glob
 import http.server
 import json
-import threading
 import time
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from omegaconf import OmegaConf
 
 from results import wandb_log, wandb_report
 from results.callbacks import SweepTable
+from tests.conftest import serving
 from tests.records import train_record, write_sweep
 from tests.test_wandb import offline_runs, read_run, wandb_env  # noqa: F401 - wandb_env is a fixture
 
@@ -121,7 +121,7 @@ def test_offline_sweep_writes_a_spec_with_the_table_the_plots_the_diagnosis_and_
     assert any(m.strip() and m.strip() in diagnosis_md for m in md)
     # links to the evidence: the runs (by their ids) and the artifacts wandb_log logged
     assert f"runs/{summary_dir.name.rsplit('-', 1)[1]}" in text
-    for n, j in enumerate(jobs):
+    for n, _job in enumerate(jobs):
         assert f"runs/{offline_runs(sweep / str(n))[0].name.rsplit('-', 1)[1]}" in text
         assert f"artifacts/run_record/{wandb_log.artifact_name('record', group, f'job{n}')}/latest" in text
     assert f"artifacts/sweep_table/{wandb_log.artifact_name('sweep', group)}/latest" in text
@@ -221,13 +221,8 @@ def wandb_api(hang: bool = False):
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    finally:
-        server.shutdown()
+    with serving(Handler) as url:
+        yield url, seen
         import wandb
         wandb.teardown()
 

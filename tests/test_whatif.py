@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from whatif import buckets as bk
+from comm import buckets as bk
 from whatif import links as lk
 from whatif.quantity import Draws, Quantity, interval
 from whatif.step import BucketPlan, Seg, simulate_backward
@@ -121,7 +121,7 @@ def test_every_preset_has_a_public_source_and_an_interval():
 
 
 def test_nccl_tests_file_is_a_link_interpolated_at_its_rank_count():
-    from diagnosis.nccl_tests import read, time_at
+    from comm.nccl_tests import read, time_at
 
     parsed = read(ROOT / "tests/fixtures/nccl_tests/all_reduce_perf_2xH100.log")
     link = lk.from_nccl_tests(parsed)
@@ -350,7 +350,7 @@ def test_grad_ready_probe_on_a_local_model():
     import torch
     from omegaconf import OmegaConf
 
-    from device.cpu import CpuDevice
+    from device.cpu import Device
     from tasks.train.grad_ready import grad_ready_probe
     from tasks.train.sync import Sync
 
@@ -359,7 +359,7 @@ def test_grad_ready_probe_on_a_local_model():
     cfg = OmegaConf.create({"cuda_graphs": False, "probe_steps": 2, "optim": {"name": "none"}})
     batches = iter([(torch.randn(5, 8), torch.randint(0, 4, (5,))) for _ in range(4)])
     out = grad_ready_probe(cfg, Sync(model), torch.nn.CrossEntropyLoss(), lambda: torch.autocast("cpu", enabled=False),
-                           batches, CpuDevice())
+                           batches, Device())
     assert out["names"] == ["0.weight", "0.bias", "2.weight", "2.bias"]
     assert sorted(out["order"]) == [0, 1, 2, 3] and set(out["order"][:2]) == {2, 3}   # the last layer first
     alone = out["modes"]["alone"]
@@ -375,15 +375,15 @@ def test_grad_ready_probe_keeps_powersgd_inside_its_budget():
     import torch
     from omegaconf import OmegaConf
 
-    from device.cpu import CpuDevice
+    from device.cpu import Device
     from tasks.train.grad_ready import _costs
 
     params = [torch.nn.Parameter(torch.zeros(64, 64)), torch.nn.Parameter(torch.zeros(64))]
     cfg = OmegaConf.create({"optim": {"name": "none"}})
-    costs = _costs(cfg, params, CpuDevice(), budget_s=0.0)
+    costs = _costs(cfg, params, Device(), budget_s=0.0)
     assert "over the probe's budget" in costs["powersgd"]["skipped"]
     cfg = OmegaConf.create({"optim": {"name": "powersgd", "rank": 2, "min_compression_rate": 2.0}})
-    assert _costs(cfg, params, CpuDevice(), budget_s=0.0)["powersgd"]["rank"] == 2   # the run's own: always timed
+    assert _costs(cfg, params, Device(), budget_s=0.0)["powersgd"]["rank"] == 2   # the run's own: always timed
 
 
 # -------------------------------------------------------------------------------------------------------- seeds

@@ -62,7 +62,7 @@ def test_bucket_assignment_equals_a_real_ddps(name, cap):
     from omegaconf import OmegaConf
 
     from models import build_model
-    from whatif import buckets as bk
+    from comm import buckets as bk
 
     need = {"resnet18": 1, "vgg11": 3, "vit_l_32": 6}[name]
     if _available_gib() < need + 2:
@@ -93,7 +93,7 @@ def test_grad_ready_probe_in_a_real_two_rank_run_feeds_the_model(tmp_path):
         for rep, total in zip(m["ready_s"], m["backward_s"]):
             assert all(0 <= t <= total * 1.01 for t in rep)
     assert g["costs"]["powersgd"]["matrices"] > 0
-    from whatif import buckets as bk
+    from comm import buckets as bk
     from whatif.api import predict, profile_of
 
     prof = profile_of(rec)
@@ -106,7 +106,7 @@ def test_grad_ready_probe_in_a_real_two_rank_run_feeds_the_model(tmp_path):
 
 
 def test_command_runs_on_every_committed_train_record(tmp_path):
-    from results.record import find_records
+    from base.record import find_records
     from whatif.api import predict
 
     done = 0

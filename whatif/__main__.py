@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the predictions as JSON")
     args = parser.parse_args(argv)
 
-    from diagnosis.nccl_tests import NcclTestsError
+    from comm.nccl_tests import NcclTestsError
     from whatif.api import parse_grid, predict_sweep
     from whatif.profile import ProfileError
     from whatif.report import header, plot_timeline, row_notes, table

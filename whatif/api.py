@@ -47,7 +47,7 @@ def profile_of(record) -> Profile:
 def link_from(link=None, nccl_tests=None, collectives=None) -> lk.Link | None:
     """One of: a preset name, a Link, an nccl-tests file (path or parsed dict), a task=collectives record/dir."""
     if nccl_tests is not None:
-        from diagnosis.nccl_tests import read
+        from comm.nccl_tests import read
 
         parsed = read(nccl_tests) if isinstance(nccl_tests, (str, Path)) else nccl_tests
         return lk.from_nccl_tests(parsed)
@@ -122,13 +122,14 @@ def saving(record, change: dict, **kw) -> dict:
     """What a change saves per sample, for the diagnosis's "estimated saving": 1 - 1/speed-up, with its interval (the
     typical speed-up's), the prediction's dominant part and how it was computed."""
     p = predict(record, change, **kw)
-    f = lambda s: None if s is None or s <= 0 else 1 - 1 / s  # noqa: E731
+    f = lambda s: None if s is None or s <= 0 else 1 - 1 / s  # noqa: E731 - one use
     return {"fraction": f(p.speedup), "lo": f(p.speedup_lo), "hi": f(p.speedup_hi), "of": "time per sample",
             "dominant": p.dominant, "prediction": p,
             "how": f"the what-if model ({p.label}): predicted samples/s against the run's own configuration"}
 
 
-def prune(record, candidates: list[dict], noise: float = 0.02, **kw) -> tuple[list[dict], list[tuple[dict, Prediction]]]:
+def prune(record, candidates: list[dict], noise: float = 0.02,
+          **kw) -> tuple[list[dict], list[tuple[dict, Prediction]]]:
     """For the autotune: the candidates worth measuring, and those the model rules out with confidence (the typical
     speed-up's whole 95% interval below 1 - noise), each with its prediction."""
     keep, skipped = [], []

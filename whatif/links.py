@@ -9,7 +9,7 @@ busbw, so a preset's B is the busbw a published all_reduce_perf run reached at l
 ranks NCCL can switch to its tree: 2 ceil(log2 n) alpha + 2(n-1)/n * S / B (the same bandwidth term, logarithmic
 latency; NCCL's own tuning is finer); presets that say `tree` take the faster of the two, as NCCL's tuner would.
 Where a measured nccl-tests table exists for the same rank count, its times are interpolated directly (the data
-already hold NCCL's choice of algorithm and protocol), which is what diagnosis.nccl_tests.time_at does.
+already hold NCCL's choice of algorithm and protocol), which is what comm.nccl_tests.time_at does.
 
 Fits: t_i = a + b S_i by weighted least squares (weights 1/t_i^2: relative error, so the small calls set alpha and the
 large ones B), alpha = a / 2(n-1), B = 2(n-1) / (n b). Their intervals come from a parametric bootstrap: every point
@@ -43,7 +43,7 @@ class Link:
     source: str
     tree: bool = False
     measured_ranks: int | None = None
-    nccl_table: dict | None = None     # parsed nccl-tests output (diagnosis.nccl_tests): interpolated at its rank count
+    nccl_table: dict | None = None     # parsed nccl-tests output (comm.nccl_tests): interpolated at its rank count
     floor: "Link | None" = None        # the host's own cost (gloo on CPU), see the module docstring
     notes: tuple[str, ...] = field(default_factory=tuple)
     same_host: bool = False            # an emulated link: the ranks still share one machine's cores
@@ -53,7 +53,7 @@ class Link:
         if n < 2 or not nbytes:
             return 0.0 * np.asarray(alpha, dtype=float)
         if self.nccl_table is not None and self.nccl_table.get("ranks") in (None, n):
-            from diagnosis.nccl_tests import time_at
+            from comm.nccl_tests import time_at
 
             # the table's point time, scaled by this draw's relative uncertainty (busbw's draw / its point value)
             return time_at(self.nccl_table, int(nbytes), n) * (self.busbw.value / np.asarray(busbw, dtype=float))
@@ -71,7 +71,8 @@ class Link:
                 + (" (ring or tree, the faster)" if self.tree else " (ring)"))
         if self.nccl_table is not None:
             what = f"nccl-tests table, {self.nccl_table.get('ranks') or '?'} ranks, interpolated; beyond it {what}"
-        return f"{self.name}: {what}; source: {self.source}" + (f"; host floor: {self.floor.name}" if self.floor else "")
+        floor = f"; host floor: {self.floor.name}" if self.floor else ""
+        return f"{self.name}: {what}; source: {self.source}{floor}"
 
 
 # ----------------------------------------------------------------------------------------------------------- fits
@@ -166,7 +167,8 @@ def from_collectives(record: dict) -> Link:
     n = int(r.get("world_size") or 1)
     rows = [x for x in r.get("rows") or [] if x.get("op") == "all_reduce" and x.get("mode") == "in_place"]
     if not rows:
-        raise ValueError("the collectives record has no in-place all_reduce rows (collectives.ops must hold all_reduce)")
+        raise ValueError("the collectives record has no in-place all_reduce rows (collectives.ops must hold "
+                         "all_reduce)")
     pts = []
     for x in rows:
         t = (x.get("time_median_us") or x.get("time_us")) * 1e-6

@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from whatif import buckets as bk
+from comm import buckets as bk
 from whatif.links import Link, from_microbench
 from whatif.quantity import Quantity
 
@@ -120,7 +120,7 @@ class Profile:
 
 # ------------------------------------------------------------------------------------------------------ reading
 def load_record(path: str | Path) -> tuple[dict, str]:
-    from results.record import RecordError, read_record, record_path
+    from base.record import RecordError, read_record, record_path
 
     p = Path(path)
     if not p.exists():
@@ -147,7 +147,7 @@ def from_record(record: dict, path: str = "") -> Profile:
         raise ProfileError(f"{path or 'record'}: no phase timings (timing=false or cuda_graphs=true); the model needs "
                            "forward, backward and optimizer times")
     q = lambda name, per=1.0: Quantity.from_describe(phases.get(name), f"result.phases.{name}", per) \
-        or Quantity.exact(0.0, f"result.phases.{name} (absent: 0)")  # noqa: E731
+        or Quantity.exact(0.0, f"result.phases.{name} (absent: 0)")  # noqa: E731 - local
     data, h2d, forward = q("data", 1 / K), q("h2d", 1 / K), q("forward", 1 / K)
     optimizer = q("optimizer")
     ddp = r.get("ddp") or {}
@@ -387,7 +387,7 @@ def _backward_alone(r, phases, forward: Quantity, gr, flops, sync: str, K: int, 
 def _costs(gr: dict | None, notes: list[str], mem: Quantity | None = None, params: Params | None = None,
            shapes=None, optim_cfg: dict | None = None):
     c = (gr or {}).get("costs") or {}
-    zero = lambda what: Quantity.exact(0.0, f"{what}: not measured (taken as 0)")  # noqa: E731
+    zero = lambda what: Quantity.exact(0.0, f"{what}: not measured (taken as 0)")  # noqa: E731 - local
 
     def measured(key: str, what: str, nbytes_per_elt: float) -> Quantity:
         v = c.get(key)

@@ -82,7 +82,8 @@ class Quantity:
             return self
         k = Z95 / _z(coverage)
         if self.lo > 0:
-            return Quantity(self.value, self.value * (self.lo / self.value) ** k, self.value * (self.hi / self.value) ** k,
+            return Quantity(self.value, self.value * (self.lo / self.value) ** k,
+                            self.value * (self.hi / self.value) ** k,
                             self.source)
         return Quantity(self.value, max(0.0, self.value - k * (self.value - self.lo)),
                         self.value + k * (self.hi - self.value), self.source)

@@ -110,7 +110,7 @@ def plot_timeline(predictions: list[Prediction], path: str | Path, title: str = 
         for a, b, lab in tl["compute"]:
             ax.barh(1, (b - a) * 1e3, left=a * 1e3, height=0.6, color=colors.get(lab, "#7f7f7f"), edgecolor="white",
                     linewidth=0.3)
-        for a, b, lab, k in tl["comm"]:
+        for a, b, _label, k in tl["comm"]:
             ax.barh(0, (b - a) * 1e3, left=a * 1e3, height=0.6, color=lane[k % len(lane)], edgecolor="white",
                     linewidth=0.3)
             if (b - a) > 0.04 * end:

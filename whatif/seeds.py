@@ -138,19 +138,20 @@ def seed003(report: Report, samples: int, seed: int) -> None:
               f"(error feedback, clone, M Q, M^T P, P Q^T, error) plus {PSGD_KERNELS} kernel launches of 5 [3, 10] us "
               "per matrix; three all-reduces (uncompressed tensors, P, Q); serial (torch.cuda.synchronize in its "
               "decompression)", "elsewhere", "torch powerSGD_hook.py"),
-        Input("links", f"L40S: preset pcie_shm, busbw 24 [6, 35] GB/s; A100: preset nvlink_a100, busbw 230.8 "
+        Input("links", "L40S: preset pcie_shm, busbw 24 [6, 35] GB/s; A100: preset nvlink_a100, busbw 230.8 "
               "[200, 240] GB/s", "elsewhere", PRESETS["pcie_shm"].source + " | " + PRESETS["nvlink_a100"].source),
         Input("L40S link, second variant", "busbw from the seed's own baseline: the 1.23 GB all-reduce took 587 ms "
               "(of a 701 ms step) -> 2 x 7/8 x 1.226 GB / 0.587 s = 3.66 GB/s (+-5% stated); used only to check the "
               "bf16 and PowerSGD predictions apart from the link figure", "seed", SEED003),
     ]
-    for gpu, link, variants in (("L40S", preset("pcie_shm"), ("published link",)),
+    for gpu, link, _variants in (("L40S", preset("pcie_shm"), ("published link",)),
                                 ("A100", preset("nvlink_a100"), ("published link",))):
         prof = _vit_profile(gpu, published[gpu]["one"], link)
         _seed003_rows(report, prof, gpu, link, "published link", published[gpu], samples, seed)
     nbytes = 306_535_400 * 4
     own = Link("seed 003's own L40S all-reduce", alpha=preset("pcie_shm").alpha,
-               busbw=Quantity.relative(2 * 7 / 8 * nbytes / 0.587, 0.05, "seed 003: 587 ms for the baseline's all-reduce"),
+               busbw=Quantity.relative(2 * 7 / 8 * nbytes / 0.587, 0.05,
+                                       "seed 003: 587 ms for the baseline's all-reduce"),
                source="seed 003's baseline (587 ms NCCL all-reduce of 1.23 GB on 8 L40S)")
     prof = _vit_profile("L40S", published["L40S"]["one"], own)
     _seed003_rows(report, prof, "L40S", own, "link from the seed's baseline", published["L40S"], samples, seed,
@@ -255,14 +256,15 @@ def seed000(report: Report, samples: int, seed: int) -> None:
     n = 16
     factor = bus_factor("all_reduce", n)
     ib = preset("ib100")
-    busbw = Quantity(factor * classifier / t_nccl.value, factor * classifier / t_nccl.hi, factor * classifier / t_nccl.lo,
+    busbw = Quantity(factor * classifier / t_nccl.value, factor * classifier / t_nccl.hi,
+                     factor * classifier / t_nccl.lo,
                      "busbw from the seed's nccl-tests figure")
     link = Link("seed 000's nccl-tests", alpha=ib.alpha, busbw=busbw,
                 source="seed 000: 471 MiB (the classifier's 494.6 MB) in ~60 ms by nccl-tests on 16 nodes; alpha from "
                        "preset ib100")
     report.inputs += [
-        Input("all-reduce speed", "471 MiB (VGG11's classifier, 123,642,856 fp32 parameters) in ~60 ms by nccl-tests on "
-              "16 ranks (+-10% assumed: '~60 ms'): busbw 2 x 15/16 x 494.6 MB / 60 ms = 15.5 GB/s", "seed", SEED000),
+        Input("all-reduce speed", "471 MiB (VGG11's classifier, 123,642,856 fp32 parameters) in ~60 ms by nccl-tests "
+              "on 16 ranks (+-10% assumed: '~60 ms'): busbw 2 x 15/16 x 494.6 MB / 60 ms = 15.5 GB/s", "seed", SEED000),
         Input("per-parameter loop", "280.682 ms for the classifier's all_reduce calls, one per parameter tensor (3 "
               "weights, 3 biases)", "seed", SEED000),
         Input("per-call latency", "alpha 5 [2, 10] us per ring step (30 steps per all-reduce on 16 ranks)",

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from whatif import buckets as bk
+from comm import buckets as bk
 from whatif.links import Link
 from whatif.quantity import Draws, Quantity, Z95, interval
 
@@ -409,8 +409,8 @@ def calibrate_contention(prof, compute_under_comm: float, comm_span: float):
     ok_c = ok_m = False
     span = lambda r: r.end - r.first_launch + cout  # noqa: E731 - DDP's comm span ends after finalize's copy back
     for _ in range(4):
-        s_c, ok_c = solve(lambda v: run(v, s_m).compute_end, compute_under_comm)
-        s_m, ok_m = solve(lambda v: span(run(s_c, v)), comm_span)
+        s_c, ok_c = solve(lambda v, s_m=s_m: run(v, s_m).compute_end, compute_under_comm)
+        s_m, ok_m = solve(lambda v, s_c=s_c: span(run(s_c, v)), comm_span)
     r = run(s_c, s_m)
     how = (f"compute {s_c:.2f}x and all-reduce {s_m:.2f}x slower while both run, calibrated so the model reproduces "
            f"this run's DDP timers (backward compute under all-reduce {compute_under_comm * 1e3:.0f} ms, model "

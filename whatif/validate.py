@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from whatif import buckets as bk
+from comm import buckets as bk
 from whatif.links import emulated
 from whatif.profile import ProfileError, from_record
 from whatif.quantity import Draws, Quantity
@@ -90,8 +90,9 @@ def knobs(record: dict) -> dict:
     ddp = r.get("ddp") or {}
     cap = ddp.get("bucket_cap_mb", r.get("bucket_mb"))
     optim = (record.get("config") or {}).get("optim") or {}
-    return {"world_size": int(r.get("world_size") or 1), "sync": r.get("sync") or "ddp", "optim": r.get("optim") or "none",
-            "bucket": "default" if bk.is_default(cap) else f"{float(cap):g}", "accumulate": int(r.get("accumulate") or 1),
+    return {"world_size": int(r.get("world_size") or 1), "sync": r.get("sync") or "ddp",
+            "optim": r.get("optim") or "none", "bucket": "default" if bk.is_default(cap) else f"{float(cap):g}",
+            "accumulate": int(r.get("accumulate") or 1),
             "ddp.static_graph": str(bool(ddp.get("static_graph"))).lower(),
             "ddp.gradient_as_bucket_view": str(bool(ddp.get("gradient_as_bucket_view"))).lower(),
             "optim.rank": int(optim.get("rank") or 1)}
@@ -136,7 +137,7 @@ def run_to_run(members: list) -> tuple[float | None, int]:
 # ------------------------------------------------------------------------------------------------------- validate
 def validate(paths: list[str | Path], source: str | Path | None = None, samples: int = 1000,
              seed: int = 0) -> Validation:
-    from results.record import RecordError, find_records, read_record
+    from base.record import RecordError, find_records, read_record
 
     out = Validation()
     records = []
@@ -220,8 +221,10 @@ def markdown(v: Validation, command: str) -> str:
         worst = v.worst
         lines += [
             f"- rows: {len(v.rows)}",
-            f"- MAPE: {100 * v.mape:.1f}% (goal <= {100 * GOAL_MAPE:.0f}%: {'met' if v.mape <= GOAL_MAPE else 'MISSED'})",
-            f"- worst row: {100 * worst.error:+.1f}% ({worst.change}, {worst.target}) (goal <= {100 * GOAL_WORST:.0f}%: "
+            f"- MAPE: {100 * v.mape:.1f}% (goal <= {100 * GOAL_MAPE:.0f}%: "
+            f"{'met' if v.mape <= GOAL_MAPE else 'MISSED'})",
+            f"- worst row: {100 * worst.error:+.1f}% ({worst.change}, {worst.target}) "
+            f"(goal <= {100 * GOAL_WORST:.0f}%: "
             f"{'met' if abs(worst.error) <= GOAL_WORST else 'MISSED'})",
             f"- coverage of the 95% prediction intervals: {100 * cov[0]:.0f}% [{100 * cov[1]:.0f}, {100 * cov[2]:.0f}] "
             f"(Wilson 95%) of {len(v.rows)} rows (goal 95% +- 5 points: "
@@ -234,7 +237,8 @@ def markdown(v: Validation, command: str) -> str:
             "| workload | change from the source | measured ms | predicted ms | error | inside | target run |",
             "|---|---|---|---|---|---|---|"]
         for r in v.rows:
-            lines.append(f"| {r.group} | {r.change} | {fmt_ci(r.measured * 1e3, _ms(r.measured_lo), _ms(r.measured_hi))} "
+            measured = fmt_ci(r.measured * 1e3, _ms(r.measured_lo), _ms(r.measured_hi))
+            lines.append(f"| {r.group} | {r.change} | {measured} "
                          f"| {fmt_ci(r.predicted * 1e3, r.lo * 1e3, r.hi * 1e3)} | {100 * r.error:+.1f}% | "
                          f"{'yes' if r.inside else 'no'} | {r.target} |")
         sources = sorted({r.source for r in v.rows})

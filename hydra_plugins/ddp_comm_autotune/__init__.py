@@ -55,7 +55,7 @@ class AutotuneSweeper(Sweeper):
 
         import stats
         from results import autotune
-        from results.callbacks import sweep_entries
+        from results.sweep import sweep_entries
 
         impl = self.study.sweeper
         hide = _HideSearchBest()

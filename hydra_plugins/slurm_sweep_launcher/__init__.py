@@ -1,7 +1,7 @@
 """This project's Slurm launcher configs, where Hydra finds plugins (the hydra_plugins namespace package, which this
 directory joins when the repository root is on sys.path, as it is for train.py, the tests and the Slurm jobs).
 
-  hydra/launcher=slurm_sweep     SlurmLauncher below (the logic: launchers/slurm/launcher.py; Hydra instantiates
+  hydra/launcher=slurm_sweep     SlurmLauncher below (the logic: launcher.py beside this file; Hydra instantiates
                                  launchers only from this package) with no settings of its own: every Slurm setting
                                  lives in launcher.*; conf/launcher/slurm.yaml selects it.
   hydra/launcher=submitit_slurm  hydra-submitit-launcher's choice name, answered by the same launcher with the stock
@@ -14,8 +14,8 @@ from hydra.core.config_search_path import ConfigSearchPath
 from hydra.core.config_store import ConfigStore
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 
-from launchers.slurm import launcher
-from launchers.slurm.settings import register_resolvers
+from hydra_plugins.slurm_sweep_launcher.launcher import SlurmSweepLauncher
+from job.config import register_resolvers
 
 LAUNCHER = "hydra_plugins.slurm_sweep_launcher.SlurmLauncher"
 
@@ -38,5 +38,5 @@ class SubmititSlurmAnswered(SearchPathPlugin):
                                      node=SlurmQueueConf(_target_=LAUNCHER), provider="slurm_sweep_launcher")
 
 
-class SlurmLauncher(launcher.SlurmSweepLauncher):
+class SlurmLauncher(SlurmSweepLauncher):
     pass

@@ -4,7 +4,8 @@
   settings.py   launcher.* (the one home of every Slurm setting): checks, resolvers, the submitit executor,
                 and the refusal of hydra-submitit-launcher habits with the equivalent command
   state.py      on the submitting host: Slurm's state of the jobs and how each one ended
-  launcher.py   the Hydra launcher (hydra/launcher=slurm_sweep, selected by launcher=slurm)
+The Hydra launcher behind launcher=slurm (hydra/launcher=slurm_sweep) uses these from where Hydra finds it:
+hydra_plugins/slurm_sweep_launcher/launcher.py.
 """
 from launchers.slurm.rank_env import export_rank_env, job_info
 from launchers.slurm.settings import check_config

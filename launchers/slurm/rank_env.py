@@ -5,35 +5,18 @@ the tasks with srun, whatever their number), or a task of the user's own `srun -
 The batch script of sbatch and the shell of salloc have SLURM_* set too but are not a step: there
 `python train.py` is the user's command and starts its own ranks, as on any machine.
 
-The step's layout is read through submitit's JobEnvironment (the Slurm one, pointed at the step's variables rather
-than the job's: a step may use part of the allocation).
+`is_slurm_rank` only reads the environment. `export_rank_env` (launchers.become_rank, once at the start of a job)
+exports the rank's variables: in a submitit task through submitit's own TorchDistributedEnvironment; in the user's own
+srun step from the step's variables (SLURM_STEP_*: a step may use part of the allocation, so the job's node list and
+task count are not the step's).
 """
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import zlib
 from typing import Any
-
-from submitit.slurm.slurm import SlurmJobEnvironment
-
-
-class StepEnvironment(SlurmJobEnvironment):
-    """submitit's Slurm job environment for the current job step (SLURM_STEP_*: its tasks, nodes and node list)."""
-
-    _env = {**SlurmJobEnvironment._env, "num_tasks": "SLURM_STEP_NUM_TASKS", "num_nodes": "SLURM_STEP_NUM_NODES",
-            "nodes": "SLURM_STEP_NODELIST"}
-
-    @property
-    def step_id(self) -> str:
-        return os.environ.get("SLURM_STEP_ID", "0")
-
-    def master_port(self) -> int:
-        """MASTER_PORT if the user set one, else a port derived from the job and step (20000-59999): every task
-        of a step derives the same one, and two steps of one job get different ones."""
-        if os.environ.get("MASTER_PORT"):
-            return int(os.environ["MASTER_PORT"])
-        return 20000 + zlib.crc32(f"{self.job_id}.{self.step_id}".encode()) % 40000
 
 
 def _submitit_task() -> bool:
@@ -45,10 +28,25 @@ def _srun_task() -> bool:
     return "SLURM_STEP_ID" in os.environ and "SLURM_PROCID" in os.environ
 
 
+def step_tasks() -> int:
+    """The tasks of this job step (SLURM_STEP_NUM_TASKS; srun also sets SLURM_NTASKS to the step's)."""
+    return int(os.environ.get("SLURM_STEP_NUM_TASKS") or os.environ.get("SLURM_NTASKS") or 1)
+
+
 def is_slurm_rank() -> bool:
     """True in a task of a job our launcher submitted (any number of tasks), or in an srun step of more than one
-    task."""
-    return _submitit_task() or (_srun_task() and StepEnvironment().num_tasks > 1)
+    task. Reads the environment only."""
+    return _submitit_task() or (_srun_task() and step_tasks() > 1)
+
+
+def first_host(nodelist: str) -> str:
+    """The first host of a Slurm host list: 'node[03-05,9],gpu1' -> 'node03' (the prefix, then the first number of
+    its first range, zero padding kept)."""
+    m = re.match(r"([^,\[]+)(?:\[([^\]]+)\])?", nodelist.strip())
+    if not m:
+        return nodelist
+    prefix, ranges = m.groups()
+    return prefix + (re.split(r"[-,]", ranges)[0] if ranges else "")
 
 
 def export_rank_env() -> bool:
@@ -57,20 +55,25 @@ def export_rank_env() -> bool:
     Slurm set it: which GPU a rank uses under each binding is device/placement.py's to decide."""
     if not is_slurm_rank():
         return False
-    step = StepEnvironment()
+    if _submitit_task():
+        from submitit.helpers import TorchDistributedEnvironment
+
+        TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
+        return True
+    tasks, nodes = step_tasks(), int(os.environ.get("SLURM_STEP_NUM_NODES") or 1)
+    job, step = os.environ.get("SLURM_JOB_ID", "0"), os.environ.get("SLURM_STEP_ID", "0")
+    # every task of a step derives the same port (20000-59999) and two steps of one job get different ones
+    port = os.environ.get("MASTER_PORT") or str(20000 + zlib.crc32(f"{job}.{step}".encode()) % 40000)
     os.environ.update({
-        "MASTER_ADDR": step.hostnames[0],
-        "MASTER_PORT": str(step.master_port()),
-        "RANK": str(step.global_rank),
-        "WORLD_SIZE": str(step.num_tasks),
-        "LOCAL_RANK": str(step.local_rank),
-        "LOCAL_WORLD_SIZE": str(step.num_tasks // max(1, step.num_nodes)),
+        "MASTER_ADDR": first_host(os.environ.get("SLURM_STEP_NODELIST") or os.environ.get("SLURM_NODELIST") or
+                                  "localhost"),
+        "MASTER_PORT": port,
+        "RANK": os.environ["SLURM_PROCID"],
+        "WORLD_SIZE": str(tasks),
+        "LOCAL_RANK": os.environ.get("SLURM_LOCALID", "0"),
+        "LOCAL_WORLD_SIZE": str(tasks // max(1, nodes)),
     })
     return True
-
-
-def step_tasks() -> int:
-    return StepEnvironment().num_tasks
 
 
 def bound_gpus() -> str | None:
@@ -87,7 +90,9 @@ def job_info() -> dict[str, Any]:
     submitted the log is this task's output file (rank 0's, for the record rank 0 writes); for the user's own
     sbatch/srun it is the job's output file as Slurm reports it."""
     if _submitit_task():
-        env = StepEnvironment()
+        import submitit
+
+        env = submitit.JobEnvironment()
         log = str(env.paths.stdout) if os.environ.get("SUBMITIT_FOLDER") else None
         return {"slurm_job_id": env.job_id, "log": log}
     if "SLURM_JOB_ID" not in os.environ:

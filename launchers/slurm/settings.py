@@ -5,13 +5,12 @@ executor they configure, and the answer to hydra-submitit-launcher habits (`hydr
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
-from core.errors import ConfigError
+from base.errors import ConfigError
 from launchers.slurm.rank_env import bound_gpus, is_slurm_rank, step_tasks
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -22,15 +21,6 @@ TEXT_OR_NULL = ("partition", "account", "qos", "constraint", "gres")
 # launcher.* -> the sbatch option submitit writes (the rest: setup, additional_parameters, srun_args,
 # array_parallelism)
 GENERIC = ("nodes", "tasks_per_node", "gpus_per_node", "cpus_per_task", "mem_gb", "timeout_min")
-
-
-def register_resolvers() -> None:
-    """${mul:a,b,...}: the product (world_size = nodes x tasks_per_node); ${or:a,b,...}: the first set value
-    (tasks_per_node = one per GPU, else 1). conf/launcher/slurm.yaml uses them."""
-    if not OmegaConf.has_resolver("mul"):
-        OmegaConf.register_new_resolver("mul", lambda *xs: math.prod(int(x) for x in xs))
-    if not OmegaConf.has_resolver("or"):
-        OmegaConf.register_new_resolver("or", lambda *xs: next((x for x in xs if x), xs[-1]))
 
 
 # ---------------------------------------------------------------------------------------------------- checks
@@ -95,7 +85,7 @@ def _check_gpus_are_usable() -> None:
     gpus = bound_gpus()
     if gpus is None:
         return
-    from core.config import gpu_count
+    from device.host import gpu_count
 
     if gpu_count() == 0:
         raise ConfigError(f"Slurm gave this job GPU(s) {gpus} on this node, but CUDA sees none here, so the ranks "

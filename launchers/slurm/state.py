@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from results.record import is_peer_failure
+from base.record import is_peer_failure
 
 STATE_POLL_S = 10.0     # how often Slurm is asked about jobs that have not written every result
 RESULT_GRACE_S = 15.0   # after a job ended, how long its result files may take to appear (shared storage)
@@ -116,7 +116,7 @@ def _outcomes(tasks: list) -> dict[int, tuple[str | None, Any]]:
             found[i] = (f"unreadable result {task.paths.result_pickle}: {type(e).__name__}: {e}", None)
             continue
         value = getattr(returned, "return_value", None)
-        status = getattr(value, "status", "ok")  # core.job.JobResult
+        status = getattr(value, "status", "ok")  # job.run.JobResult
         found[i] = (str(getattr(value, "error", None) or status) if status != "ok" else None, returned)
     return found
 

@@ -1,23 +1,28 @@
 """task=train's checks between keys, before any rank starts. Types, choices and bounds are the schema's
-(core/schema.py); the data set and the model are checked by data.check and models.check. Where the ranks will run
+(base/schema.py); the data set and the model are checked by data.check and models.check. Where the ranks will run
 comes from device/placement.py (decided as the ranks will decide it), and what one rank needs from
-device/memory.py's estimate."""
+tasks/train/memory.py's estimate."""
 from __future__ import annotations
 
 import warnings
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from core.config import Host, asked_gpus_per_node, check_fits, ranks_per_node
-from core.errors import ConfigError, ConfigWarning
-from device.memory import preflight as memory_preflight, rank_bytes
+from device.host import Host, asked_gpus_per_node, check_fits, ranks_per_node
+from base.errors import ConfigError, ConfigWarning
+from tasks.train.memory import preflight as memory_preflight, rank_bytes
+from data import check as check_data
 from device.placement import preflight as placement_preflight
+from models import check as check_model
 from tasks.train.cuda_graphs import problems as graph_problems
 from tasks.train.ddp import warmup_warning
 
 
 def check(cfg: DictConfig, submitting: bool = False, host: Host | None = None) -> None:
     host = host or Host.probe()
+    check_model(cfg.model)
+    check_data(cfg, submitting=submitting)
+    check_fault(cfg)
     if cfg.diagnose.microbench not in ("auto", True, False):
         raise ConfigError(f"diagnose.microbench={cfg.diagnose.microbench!r}: choose auto, true or false.")
     check_measure(cfg)
@@ -29,10 +34,39 @@ def check(cfg: DictConfig, submitting: bool = False, host: Host | None = None) -
     where = placement_preflight(cfg, submitting, gpus=host.gpus, ranks_started=host.ranks_started)
     on_gpu = where.kind == "cuda" if where is not None else bool(asked_gpus_per_node(cfg.launcher))
     if on_gpu and cfg.sync == "ddp" and not cfg.cuda_graphs and (message := warmup_warning(cfg)):
-        warnings.warn(message, ConfigWarning)
+        warnings.warn(message, ConfigWarning, stacklevel=2)
     if cfg.cuda_graphs:
         _check_cuda_graphs(cfg, where)
     _check_memory(cfg, where, host, submitting)
+
+
+def derive(cfg: DictConfig, unresolved: DictConfig) -> None:
+    """A measure.max_steps the user set (the scale's default is an interpolation, meant for adaptive windows only)
+    must not contradict a fixed window."""
+    if "measure" in unresolved and not OmegaConf.is_interpolation(unresolved.measure, "max_steps"):
+        check_fixed_cap(cfg)
+
+
+def largest_collective(cfg) -> tuple[int, str]:
+    """One step's fp32 gradients, all-reduced whole at worst (the emulated link's timeout check)."""
+    from models import gradient_bytes
+
+    return gradient_bytes(cfg.model, int((cfg.get("data") or {}).get("image_size") or 224)), \
+        "one step's fp32 gradients"
+
+
+def check_fault(cfg: DictConfig) -> None:
+    """fault.rank and fault.step must name a rank and a step the run has, or the fault never fires."""
+    if cfg.fault.rank is None:
+        return
+    if cfg.fault.rank >= cfg.world_size:
+        raise ConfigError(f"fault.rank={cfg.fault.rank} but the run has {cfg.world_size} ranks (0..."
+                          f"{cfg.world_size - 1}), so the fault never fires. Use fault.rank<={cfg.world_size - 1}.")
+    last = cfg.warmup_steps + cfg.steps - 1
+    if cfg.fault.step > last:
+        raise ConfigError(f"fault.step={cfg.fault.step} but the run's steps are 0...{last} (warmup_steps + steps: "
+                          f"the steps every run takes; an adaptive window may stop there), so the fault may "
+                          f"never fire. Use fault.step<={last}.")
 
 
 def check_measure(cfg: DictConfig) -> None:
@@ -47,8 +81,8 @@ def check_measure(cfg: DictConfig) -> None:
                               f"`steps` is the minimum, so the cap must be at least that. Use "
                               f"measure.max_steps>={cfg.steps}.")
         if m.max_steps is None and m.max_s is None:
-            raise ConfigError("measure.policy=adaptive with measure.max_steps=null and measure.max_s=null could measure "
-                              "forever on a noisy machine. Set one of them, e.g. measure.max_s=120.")
+            raise ConfigError("measure.policy=adaptive with measure.max_steps=null and measure.max_s=null could "
+                              "measure forever on a noisy machine. Set one of them, e.g. measure.max_s=120.")
     if not 0 <= cfg.compare.noise < 1:
         raise ConfigError(f"compare.noise={cfg.compare.noise!r}: the relative change below which no difference is "
                           f"claimed must lie in [0, 1), e.g. compare.noise=0.02.")
@@ -56,8 +90,8 @@ def check_measure(cfg: DictConfig) -> None:
 
 def check_fixed_cap(cfg: DictConfig) -> None:
     """measure.policy=fixed measures exactly `steps`: a measure.max_steps the user set below it contradicts that (the
-    scale's default cap is for adaptive windows and is not checked here: core.config.prepare calls this only for a
-    cap that was set)."""
+    scale's default cap is for adaptive windows and is not checked here: derive calls this only for a cap that was
+    set)."""
     m = cfg.measure
     if m.policy == "fixed" and m.max_steps is not None and m.max_steps < cfg.steps:
         raise ConfigError(f"measure.max_steps={m.max_steps} < steps={cfg.steps}: measure.policy=fixed measures exactly "
@@ -86,8 +120,8 @@ def _check_cuda_graphs(cfg: DictConfig, where) -> None:
 
 
 def _check_memory(cfg: DictConfig, where, host: Host, submitting: bool) -> None:
-    """One rank's peak (device/memory.py) where it will live: on its GPU (refused naming the batch size that fits),
-    or in the host memory a node's CPU ranks share (with the host's rank limits, core.config.check_fits)."""
+    """One rank's peak (tasks/train/memory.py) where it will live: on its GPU (refused naming the batch size that fits),
+    or in the host memory a node's CPU ranks share (with the host's rank limits, job.config.check_fits)."""
     if where is not None and where.kind == "cuda":
         memory_preflight(cfg, where, ranks_per_node(cfg))
     elif where is not None or not asked_gpus_per_node(cfg.launcher):

@@ -2,7 +2,7 @@
 following PyTorch's rules for whole-network capture with DDP (CUDA graph notes, "Usage with
 DistributedDataParallel"): static input buffers, at least 11 DDP-enabled eager iterations on a side stream before
 capture (DDP's own set-up happens there), DDP constructed under a side stream and a static graph
-(tasks/train/ddp.py), and TORCH_NCCL_ASYNC_ERROR_HANDLING=0 set before the process group starts (core/comm_env.py).
+(tasks/train/ddp.py), and TORCH_NCCL_ASYNC_ERROR_HANDLING=0 set before the process group starts (comm/env.py).
 
 A replay runs no Python, so DDP's runtime statistics cannot time the communication inside it: the last eager
 warm-up iterations before capture are the probe (the replayed graph runs the same kernels), and the record says so.

@@ -9,50 +9,20 @@ import warnings
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+from omegaconf import OmegaConf
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from core.errors import ConfigError
+from base.build import build
+from base.errors import ConfigError
+from comm.buckets import bucket_cap_mb, bucket_caps, bucket_rule
 from device import layer_for
 from tasks.train.sync import Sync
 
 COMPRESSED_DTYPE = {"fp16": torch.float16, "bf16": torch.bfloat16}
-ALWAYS_TIMED = 10   # DDP times its synchronised iterations 1..10 whatever the sample rate (Reducer::should_collect_runtime_stats)
+ALWAYS_TIMED = 10   # DDP times its synchronised iterations 1..10 whatever the sample rate
+                    # (Reducer::should_collect_runtime_stats)
 QUIET_SAMPLE_RATE = 1 << 30  # runtime stats sampled so rarely that no measured step ever is
-MIB = 1 << 20
-
-
-def bucket_cap_mb(bucket) -> float | None:
-    """conf's `bucket` as DDP's bucket_cap_mb: null leaves DDP's own default (stock DDP), a number is passed as is."""
-    return None if bucket is None else float(bucket)
-
-
-def bucket_caps(bucket) -> tuple[int, int]:
-    """(first bucket's cap, every other bucket's cap) in bytes, as DDP derives them from bucket_cap_mb
-    (torch/nn/parallel/distributed.py, _BucketCapacityConfig.create, torch 2.14): bucket_cap_mb=None gives 25 MiB
-    buckets with the first capped at dist._DEFAULT_FIRST_BUCKET_BYTES (1 MiB); an explicit bucket_cap_mb caps every
-    bucket at that size, the first too (bucket=25 is not stock DDP). After the first step the reducer rebuilds the
-    buckets in the order gradients became ready, so the first bucket holds the first gradients backward produces
-    (the output layers): the small first cap lets the first all-reduce start early. Asks torch's own bucket config
-    where it has one."""
-    mb = bucket_cap_mb(bucket)
-    try:
-        from torch.nn.parallel.distributed import _BucketCapacityConfig
-
-        c = _BucketCapacityConfig.create(mb, None, False)
-        return c.first_bucket_bytes_cap, c.bucket_bytes_cap
-    except (ImportError, AttributeError, TypeError):     # older torch: the same rule, stated here
-        cap = int((25 if mb is None else mb) * MIB)
-        return (dist._DEFAULT_FIRST_BUCKET_BYTES if mb is None else cap), cap
-
-
-def bucket_rule(bucket) -> str:
-    """The bucket setting in words, for the record and the summary."""
-    first, cap = bucket_caps(bucket)
-    if bucket is None:
-        return (f"DDP's default (bucket_cap_mb=None): {cap / MIB:g} MiB buckets, the first capped at "
-                f"{first / MIB:g} MiB")
-    return f"bucket_cap_mb={float(bucket):g}: every bucket capped at {cap / MIB:g} MiB, the first too"
 
 
 def synchronised_iterations(steps: int, accumulate: int, static_graph: bool) -> int:
@@ -166,25 +136,14 @@ class DDPSync(Sync):
         self.disable_runtime_stats()
 
     def _hook(self, dev):
-        """The comm hook as it runs on this rank's device (dev.comm_hook: the fake device watches its syncs)."""
-        if self.optim == "fp16":
-            return None, dev.comm_hook(default_hooks.fp16_compress_hook)
-        if self.optim == "bf16":
-            return None, dev.comm_hook(default_hooks.bf16_compress_hook)
-        o = self.cfg.optim
-        state = powerSGD_hook.PowerSGDState(
-            process_group=None,
-            matrix_approximation_rank=int(o.rank),
-            start_powerSGD_iter=int(o.start_iter),
-            min_compression_rate=float(o.min_compression_rate),
-            use_error_feedback=bool(o.use_error_feedback),
-            warm_start=bool(o.warm_start),
-            orthogonalization_epsilon=float(o.orthogonalization_epsilon),
-            random_seed=int(o.random_seed),
-            batch_tensors_with_same_shape=bool(o.batch_tensors_with_same_shape),
-        )
-        hook = dev.comm_hook(powerSGD_hook.batched_powerSGD_hook if o.batched else powerSGD_hook.powerSGD_hook)
-        if dist.get_backend() == "gloo":
+        """The comm hook optim._target_ makes (tasks/train/hooks.py), as it runs on this rank's device
+        (dev.comm_hook: the fake device watches its syncs)."""
+        node = self.cfg.optim
+        if not node.get("_target_"):   # a node written before conf/optim/ named its factory: the one of its name
+            node = {**OmegaConf.to_container(OmegaConf.create(node)), "_target_": f"tasks.train.hooks.{self.optim}"}
+        state, hook = build(node)
+        hook = dev.comm_hook(hook)
+        if isinstance(state, powerSGD_hook.PowerSGDState) and dist.get_backend() == "gloo":
             self.serialized = True
             return state, serialized(hook)
         return state, hook

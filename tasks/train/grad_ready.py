@@ -50,8 +50,10 @@ def grad_ready_probe(cfg, sync, criterion, autocast, device_batches, dev, n: int
     for _ in range(n):                      # the modes interleaved, so both see the machine at the same speed
         for mode, context in modes.items():
             marks: list[tuple[int, object]] = []
-            hooks = [p.register_post_accumulate_grad_hook(lambda t: marks.append((index[id(t)], dev.mark())))
-                     for p in params]
+            def mark(t, marks=marks):
+                marks.append((index[id(t)], dev.mark()))
+
+            hooks = [p.register_post_accumulate_grad_hook(mark) for p in params]
             try:
                 x, y = next(device_batches)
                 for p in params:

@@ -7,7 +7,8 @@
 Every run is a normal `python train.py` job (its own ranks and record), started the same way; pairs alternate
 (A B A B ...) so drift on a shared machine hits both sides alike. Each run measures exactly `steps` steps
 (measure.policy=fixed) in timed blocks; the ratio's CI is a paired t over the interleaved pairs
-(stats.compare_throughput: a paired t on the pairs' log ratios, the run as the unit), so run-to-run spread is inside it."""
+(stats.compare_throughput: a paired t on the pairs' log ratios, the run as the unit), so run-to-run spread is inside
+it."""
 from __future__ import annotations
 
 import argparse
@@ -39,7 +40,8 @@ def measure(a: list[str], b: list[str], pairs: int, tmp: Path) -> dict:
     for i in range(pairs):
         runs_a.append(run_variant(a, tmp / f"a{i}"))
         runs_b.append(run_variant(b, tmp / f"b{i}"))
-    cmp = compare_throughput([blocks(r) for r in runs_b], [blocks(r) for r in runs_a], paired=True)  # pair i ran together
+    # pair i ran together
+    cmp = compare_throughput([blocks(r) for r in runs_b], [blocks(r) for r in runs_a], paired=True)
     return {"ratio": cmp["ratio"], "ci_lo": cmp["ci_lo"], "ci_hi": cmp["ci_hi"], "method": cmp["method"],
             "a": [r["result"]["throughput"]["steps_per_s"] for r in runs_a],
             "b": [r["result"]["throughput"]["steps_per_s"] for r in runs_b],

@@ -7,7 +7,7 @@ device sync (and a barrier) at its ends, with nothing inside a block waiting on 
 no sync there, a host sync in a block is an error: see window_sync_check in tasks/train/h2d.py). Untimed probe steps
 after the window read DDP's runtime statistics (communication time and its overlap with backward) and, for lossy
 schemes, the gradient error against an exact fp32 all-reduce; then the sync's own calls are timed alone on the same
-ranks (the on-rank microbenchmark, diagnose.microbench). Streams, events, syncs and graph capture come from ctx.dev
+ranks (the on-rank microbenchmark, diagnose.microbench). Streams, events, syncs and graph capture come from ctx.device
 (device/), so device=fake runs the GPU paths of this loop on CPU with the stream rules checked."""
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from tasks.train.comm_counter import CollectiveCounter
 from tasks.train.grad_ready import grad_ready_probe
 from tasks.train.h2d import make_feeder, window_sync_check
 from tasks.train.probes import attach_probe_figures, comm_microbench, ddp_comm_probe, grad_error_probe
-from tasks.train.sync import make_sync
+from tasks.train.ddp import DDPSync
+from tasks.train.sync import FlatSync, PerParamSync, Sync
 from tasks.train.result import assemble, comm_figures, rank_figures
 from tasks.train.stragglers import cpu_usage, rank_work
 from tasks.train.timing import PhaseTimer
@@ -33,12 +34,12 @@ from models import build_model
 
 
 def run(ctx) -> dict | None:
-    cfg, dev = ctx.cfg, ctx.dev
+    cfg, dev = ctx.cfg, ctx.device
     marks = {"start": time.time()}  # where the job's time goes (record: time_budget)
     torch.manual_seed(cfg.seed)  # identical initial weights on every rank (the explicit strategies rely on it)
     precision = set_precision(cfg.precision)
     model = dev.model_to_device(build_model(cfg.model, cfg.data.image_size))
-    sync = make_sync(cfg, model, ctx.device)
+    sync = make_sync(cfg, model, ctx.torch_device)
     model = sync.model
     optimizer = torch.optim.SGD(model.parameters(), lr=cfg.solver.lr, momentum=cfg.solver.momentum)
     criterion = nn.CrossEntropyLoss()
@@ -46,7 +47,7 @@ def run(ctx) -> dict | None:
     host_batches = batches(build_loader(cfg, ctx.rank, ctx.world_size, pin_memory=pin))
     feeder = make_feeder(cfg.h2d, dev, host_batches)
     timer = PhaseTimer(dev, enabled=cfg.timing, nvtx=cfg.profile.enabled)
-    autocast = autocast_for(cfg.precision, ctx.device)
+    autocast = autocast_for(cfg.precision, ctx.torch_device)
     counter = CollectiveCounter().install()
     K = cfg.accumulate
 
@@ -78,7 +79,7 @@ def run(ctx) -> dict | None:
         train_step = GraphedStep(model, optimizer, criterion, autocast, host_batches, feeder, timer, dev, sync,
                                  cfg.probe_steps)
 
-    window = Window(cfg, ctx.device, timer, counter)
+    window = Window(cfg, ctx.torch_device, timer, counter)
     planned = window.planned_steps
     bar = tqdm(total=cfg.warmup_steps + planned if planned else None, desc="warm-up", disable=not ctx.is_main,
                mininterval=1.0)
@@ -122,7 +123,7 @@ def run(ctx) -> dict | None:
     grad_ready = grad_ready_probe(cfg, sync, criterion, autocast, probe_batches, dev,   # for the what-if model
                                   window_s=window.window_s, measured_steps=window.steps)
     counter.uninstall()
-    microbench = comm_microbench(cfg, sync, ctx.device, steps, comm_stats, window.window_s, window.steps) \
+    microbench = comm_microbench(cfg, sync, ctx.torch_device, steps, comm_stats, window.window_s, window.steps) \
         if not cfg.cuda_graphs else None
     with torch.no_grad(), autocast():  # what precision= really did to the forward pass
         forward_dtype = str(model(next(probe_batches)[0]).dtype).removeprefix("torch.")
@@ -154,6 +155,13 @@ def run(ctx) -> dict | None:
     result["device_layer"] = {**dev.report(), "window_sync_check": dev.window_check(strict),
                               "window_unchecked_because": unchecked_because}
     return result
+
+
+def make_sync(cfg, model: nn.Module, device: torch.device) -> Sync:
+    """The sync= strategy around the model: local, per_param, flat (tasks/train/sync.py) or ddp (ddp.py)."""
+    if cfg.sync == "ddp":
+        return DDPSync(cfg, model, device)
+    return {"local": Sync, "per_param": PerParamSync, "flat": FlatSync}[str(cfg.sync)](model)
 
 
 def maybe_fail(cfg, rank: int, step: int) -> None:
@@ -206,17 +214,17 @@ def profiler(cfg, ctx):
         return _NoProfiler()
     from torch.profiler import ProfilerActivity, profile, schedule
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ctx.device.type == "cuda" else [])
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ctx.torch_device.type == "cuda" else [])
     trace = ctx.rank_file("trace", ".json")
 
     class _Profiled(profile):
         def __enter__(self):
-            if ctx.device.type == "cuda":
+            if ctx.torch_device.type == "cuda":
                 torch.cuda.profiler.start()
             return super().__enter__()
 
         def __exit__(self, *exc):
-            if ctx.device.type == "cuda":
+            if ctx.torch_device.type == "cuda":
                 torch.cuda.profiler.stop()
             return super().__exit__(*exc)
 

@@ -8,7 +8,7 @@ import torch
 import torch.distributed as dist
 
 from comm import bandwidth as bw
-from diagnosis.efficiency import call_sizes, versus_sync
+from comm.efficiency import call_sizes, versus_sync
 from stats import describe
 from tasks.train.stragglers import find_straggler
 

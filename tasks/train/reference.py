@@ -14,12 +14,12 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from models import build_model
-from tasks.train.ddp import bucket_cap_mb
+from comm.buckets import bucket_cap_mb
 from tasks.train.loop import set_precision
 from stats import block_throughput, fmt_ci
 from tasks.train.check import check as train_check
 from tasks.train.result import thread_counts
-from tasks.train.timing import device_sync
+from device import synchronize
 
 
 def check(cfg, submitting: bool = False, host=None) -> None:
@@ -27,7 +27,7 @@ def check(cfg, submitting: bool = False, host=None) -> None:
 
 
 def run(ctx) -> dict | None:
-    cfg, device = ctx.cfg, ctx.device
+    cfg, device = ctx.cfg, ctx.torch_device
     torch.manual_seed(cfg.seed)
     precision = set_precision(cfg.precision)   # task=train's own settings, so the two loops compute alike
     model = build_model(cfg.model, cfg.data.image_size).to(device)
@@ -50,12 +50,12 @@ def run(ctx) -> dict | None:
     cpu = time.process_time()
     while sum(sizes) < cfg.steps:
         n = min(cfg.measure.block_steps, cfg.steps - sum(sizes))
-        device_sync(device)
+        synchronize(device)
         dist.barrier()
         t0 = time.perf_counter()
         for _ in range(n):
             step()
-        device_sync(device)
+        synchronize(device)
         walls.append(time.perf_counter() - t0)
         sizes.append(n)
     everyone = [None] * ctx.world_size

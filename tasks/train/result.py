@@ -11,8 +11,8 @@ import numpy as np
 import torch
 
 from comm.bandwidth import bus_factor
-from core.job import JOB_START_ENV
-from results.table import train_headline
+from base.context import JOB_START_ENV
+from base.record import train_headline
 from stats import block_throughput, describe, fmt_ci, steady_state
 
 
@@ -41,7 +41,8 @@ def rank_figures(ctx, steps: list[dict], window, cpu_s: float) -> dict:
     }
 
 
-def comm_figures(described: dict, world_size: int, steps: list[dict], probe: dict | None, collectives: float, nbytes: float) -> dict:
+def comm_figures(described: dict, world_size: int, steps: list[dict], probe: dict | None, collectives: float,
+                 nbytes: float) -> dict:
     """exposed_s with its 95% interval where its samples give one (exposed_ci_*; exposed_n samples): DDP's comes from
     probe_steps untimed steps, one by default (a single sample: the tables say so, and the diagnosis does not act
     on it alone); the explicit strategies' from every measured step's sync phase."""
@@ -101,10 +102,11 @@ def assemble(cfg, ctx, described: dict, feeder, steps, everyone, comm, window, m
     steady["of"] = "step times (rank 0)" if steps else "block wall clock per step"
     slowest = max(everyone, key=lambda r: r["step_median_s"] or r["wall_s"])["rank"]
     ddp = described or None
-    device_name = torch.cuda.get_device_name(ctx.device) if ctx.device.type == "cuda" else f"{ctx.hostname} CPU"
+    device = ctx.torch_device
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{ctx.hostname} CPU"
     scale = lambda v: None if v is None else v * per_step  # noqa: E731 - steps/s -> samples/s
     result = {
-        "device": ctx.device.type,
+        "device": ctx.torch_device.type,
         "device_name": device_name,
         "world_size": ctx.world_size,
         "backend": ctx.backend,
@@ -145,7 +147,7 @@ def assemble(cfg, ctx, described: dict, feeder, steps, everyone, comm, window, m
                    "phases": {n: [s[n] for s in steps] for n in (steps[0] if steps else {}) if n != "step"}},
     }
     result["headline"] = train_headline(result)
-    if not math.isfinite(final_loss):  # printed by core.finalise and kept in the record
+    if not math.isfinite(final_loss):  # printed by job.finalise and kept in the record
         result["warnings"] = [f"the training loss is {final_loss} (not finite): the data or the settings (lr, "
                               f"precision) produce NaN/inf. The timings stand; the loss and gradients are not "
                               f"meaningful."]
@@ -175,7 +177,9 @@ def _ms_ci(d: dict) -> str:
 def summarize_window(r: dict) -> list[str]:
     """Throughput with its interval, how the window ended, steadiness and the phase table (with CIs)."""
     tp, m = r["throughput"], r.get("measure") or {}
-    unit = lambda v, lo, hi, u: fmt_ci(v, lo, hi, u) if lo is not None else f"{v:.4g} {u} (no CI: < 10 blocks)"  # noqa: E731
+    def unit(v, lo, hi, u):
+        return fmt_ci(v, lo, hi, u) if lo is not None else f"{v:.4g} {u} (no CI: < 10 blocks)"
+
     lines = [
         f"throughput  {unit(tp['steps_per_s'], tp.get('ci_lo'), tp.get('ci_hi'), 'steps/s')}   "
         f"{unit(tp['samples_per_s'], tp.get('samples_ci_lo'), tp.get('samples_ci_hi'), 'samples/s')}",
@@ -184,16 +188,17 @@ def summarize_window(r: dict) -> list[str]:
     ]
     if tp.get("lag1") is not None:
         n_eff = f"{tp['n_eff']:.0f}" if tp.get("n_eff") is not None else "n/a"
-        lines.append(f"            serial correlation of the blocks: lag-1 {tp['lag1']:.2f}, worth ~{n_eff} independent "
-                     f"blocks of {tp.get('n_blocks')}; one run's interval holds its own noise only (repeats add the "
-                     "spread between runs)")
+        lines.append(f"            serial correlation of the blocks: lag-1 {tp['lag1']:.2f}, worth ~{n_eff} "
+                     f"independent blocks of {tp.get('n_blocks')}; one run's interval holds its own noise only "
+                     "(repeats add the spread between runs)")
     if m:
         each = "1 step" if m["block_steps"] == 1 else f"<= {m['block_steps']} steps"
         how = f"window      {m['steps']} steps in {m['blocks']} timed blocks of {each}, measure.policy={m['policy']}"
         if m["policy"] == "adaptive":
             half = "n/a" if m["rel_ci_halfwidth"] is None else f"+-{m['rel_ci_halfwidth']:.1%}"
             how += (f": median step known to {half} on rank 0 (target +-{m['rel_ci_target']:.1%} on every rank); "
-                    + ("target reached" if m["target_reached"] else f"stopped by {m['stopped_by']}: TARGET NOT REACHED"))
+                    + ("target reached" if m["target_reached"]
+                       else f"stopped by {m['stopped_by']}: TARGET NOT REACHED"))
         lines.append(how)
     st = r.get("steady_state") or {}
     if st.get("steady") is False:
@@ -237,7 +242,7 @@ def summarize(record: dict) -> str:
     ]
     c = r["comm"]
     if c:
-        f = lambda v, scale=1e3: "n/a" if v is None else f"{v * scale:.2f}"  # noqa: E731
+        f = lambda v, scale=1e3: "n/a" if v is None else f"{v * scale:.2f}"  # noqa: E731 - local formatter
         lines += [
             "",
             f"gradient sync: {c['collectives_per_step']:.0f} collectives/step, {c['bytes_per_step'] / 1e6:.2f} MB/step"
@@ -256,11 +261,13 @@ def summarize(record: dict) -> str:
     acc = r["accuracy"]
     lines.append("")
     lines.append(f"loss {acc['final_loss']:.4f}" + (f"   gradient rel. error vs exact fp32 all-reduce "
-                                                   f"{acc['grad_rel_error']:.3e}" if acc["grad_rel_error"] is not None else ""))
+                                                   f"{acc['grad_rel_error']:.3e}"
+                                                   if acc["grad_rel_error"] is not None else ""))
     per = r["per_rank"]
     if len(per) > 1:
         lines.append("per rank: " + "  ".join(
-            f"r{p['rank']}@{p['host']} {p['step_median_s'] * 1e3:.1f} ms" for p in per if p["step_median_s"] is not None)
+            f"r{p['rank']}@{p['host']} {p['step_median_s'] * 1e3:.1f} ms" for p in per
+            if p["step_median_s"] is not None)
             + f"   slowest: rank {r['slowest_rank']}")
     if r.get("straggler"):  # the rank the others wait for (tasks/train/stragglers.py)
         s = r["straggler"]
@@ -271,13 +278,14 @@ def summarize(record: dict) -> str:
     threads = {str(p.get("threads")) for p in per}
     if per and per[0].get("threads"):
         t = per[0]["threads"]
-        lines.append(f"threads: intra-op {t['intra_op']}, inter-op {t['inter_op']}, OMP_NUM_THREADS={t['OMP_NUM_THREADS']}"
+        lines.append(f"threads: intra-op {t['intra_op']}, inter-op {t['inter_op']}, "
+                     f"OMP_NUM_THREADS={t['OMP_NUM_THREADS']}"
                      + (" (every rank)" if len(threads) == 1 else " (rank 0; they differ: see per_rank in the record)"))
     b = r.get("time_budget")
     if b and b.get("window_share") is not None:
-        lines.append(f"time: measured window {b['window_s']:.1f} s of {b['job_s']:.1f} s job ({b['window_share']:.0%}); "
-                     f"start {b['before_task_s']:.1f} s, set-up {b['setup_s']:.1f} s, warm-up {b['warmup_s']:.1f} s, "
-                     f"probes {b['probes_s']:.1f} s")
+        lines.append(f"time: measured window {b['window_s']:.1f} s of {b['job_s']:.1f} s job "
+                     f"({b['window_share']:.0%}); start {b['before_task_s']:.1f} s, set-up {b['setup_s']:.1f} s, "
+                     f"warm-up {b['warmup_s']:.1f} s, probes {b['probes_s']:.1f} s")
     if b and b.get("launcher_cpu_share") is not None:
         lines.append(f"launcher: {b['launcher_cpu_s']:.2f} CPU s over the {b['launcher_wall_s']:.1f} s launch "
                      f"({b['launcher_cpu_share']:.1%} of one core on average: the parent's elastic agent and heartbeat "

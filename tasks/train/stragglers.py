@@ -19,7 +19,7 @@ from stats import describe
 def cpu_usage(since: dict | None = None) -> dict:
     """This process's CPU seconds and context switches (all its threads), and the whole host's CPU counters, now; or
     the change since an earlier reading, with host_busy = the host's busy share over that time (every process)."""
-    from tasks.pair_groups import _host_cpu_jiffies  # here: pair_groups -> comm.measure -> tasks.train is a cycle
+    from device.host import host_cpu_jiffies as _host_cpu_jiffies
 
     ru = resource.getrusage(resource.RUSAGE_SELF)
     now = {"cpu_s": ru.ru_utime + ru.ru_stime, "voluntary_switches": ru.ru_nvcsw,
@@ -65,7 +65,7 @@ def find_straggler(everyone: list[dict], step_median_s: float | None) -> dict | 
         return None
     slow = max(ranks, key=lambda r: r["work"]["ready_s"]["median"])
     others = [r for r in ranks if r is not slow]
-    median_of = lambda key: statistics.median(_part(r, key) for r in others)  # noqa: E731
+    median_of = lambda key: statistics.median(_part(r, key) for r in others)  # noqa: E731 - one use, below
     gap = slow["work"]["ready_s"]["median"] - median_of("ready")
     parts = {key: _part(slow, key) - median_of(key) for key in ("data", "h2d", "compute")}
     s = slow["work"]["ready_s"]

@@ -3,7 +3,7 @@
     local      no communication: the single-device baseline (the ViT study's "no DDP")
     per_param  the VGG11 thread's loop: one all_reduce per parameter after backward
     flat       all gradients copied into one buffer, one all_reduce, copied back
-    ddp        DistributedDataParallel: bucketed all-reduce overlapping backward, knobs and comm hooks (tasks/train/ddp.py)
+    ddp        DistributedDataParallel: bucketed all-reduce overlapping backward, knobs and comm hooks (ddp.py)
 """
 from __future__ import annotations
 
@@ -49,8 +49,6 @@ class Sync:
         return {}
 
 
-
-
 class PerParamSync(Sync):
     communicates = True
 
@@ -81,15 +79,3 @@ class FlatSync(Sync):
         self.buffer.div_(dist.get_world_size())
         for v, p in zip(self.views, self.params):
             p.grad.copy_(v)
-
-
-def make_sync(cfg, model: nn.Module, device: torch.device):
-    if cfg.sync == "local":
-        return Sync(model)
-    if cfg.sync == "per_param":
-        return PerParamSync(model)
-    if cfg.sync == "flat":
-        return FlatSync(model)
-    from tasks.train.ddp import DDPSync
-
-    return DDPSync(cfg, model, device)

@@ -6,12 +6,11 @@ the host never waits inside it. A phase's GPU time is how long the stream spent 
 With timing off, no boundaries are recorded at all (see tasks/train/harness_cost.py for what they cost)."""
 from __future__ import annotations
 
-import statistics
 from contextlib import contextmanager
 
 import torch
 
-from device import Clock, layer_for
+from device import Clock
 
 
 class PhaseTimer:
@@ -53,20 +52,3 @@ class PhaseTimer:
             d["step"] = self.clock.seconds(marks[0][1], marks[-1][1])
             out.append(d)
         return out
-
-
-def stats(values: list[float]) -> dict[str, float] | None:
-    if not values:
-        return None
-    s = sorted(values)
-    return {
-        "median": statistics.median(s),
-        "p90": s[min(len(s) - 1, int(round(0.9 * (len(s) - 1))))],
-        "mean": statistics.fmean(s),
-        "min": s[0],
-        "max": s[-1],
-    }
-
-
-def device_sync(device) -> None:
-    layer_for(device).synchronize()

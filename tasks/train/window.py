@@ -16,9 +16,9 @@ import time
 import torch
 import torch.distributed as dist
 
-from stats import adaptive_should_stop, batch_median
+from stats import adaptive_should_stop, batch_median, rel_halfwidth
 from stats.summary import MIN_BLOCKS
-from tasks.train.timing import device_sync
+from device import synchronize
 
 AGREEMENT = ("one all_reduce(MAX) of [any rank wants more, any rank stopped on a cap] after each block, outside the "
              "timed blocks")
@@ -72,11 +72,11 @@ class Window:
         start = time.perf_counter()
         while True:
             n = self._next_size()
-            device_sync(self.device)
+            synchronize(self.device)
             dist.barrier()
             t0 = time.perf_counter()
             yield n
-            device_sync(self.device)
+            synchronize(self.device)
             self.walls.append(time.perf_counter() - t0)
             self.sizes.append(n)
             if between is not None:
@@ -127,7 +127,7 @@ class Window:
         if values:
             b = batch_median(values)
             med = b["median"]
-            half = (b["ci_hi"] - b["ci_lo"]) / 2 / med if med > 0 and b["ci_lo"] is not None else None
+            half = rel_halfwidth(med, b["ci_lo"], b["ci_hi"]) if med > 0 else None
         return {
             "policy": self.policy,
             "min_steps": self.min_steps,

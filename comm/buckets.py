@@ -33,7 +33,8 @@ def is_default(cap_mb) -> bool:
 
 
 def limits(cap_mb) -> list[int]:
-    """[first bucket cap, cap] in bytes, as DDP(bucket_cap_mb=cap_mb) rebuilds with (None / "default": DDP's default)."""
+    """[first bucket cap, cap] in bytes, as DDP(bucket_cap_mb=cap_mb) rebuilds with (None / "default": DDP's
+    default)."""
     cap = None if is_default(cap_mb) else float(cap_mb)
     try:
         from torch.nn.parallel.distributed import _BucketCapacityConfig
@@ -44,6 +45,32 @@ def limits(cap_mb) -> list[int]:
         rest = int((DEFAULT_CAP_MB if cap is None else cap) * MIB)
         first = min(int(dist._DEFAULT_FIRST_BUCKET_BYTES), rest)
     return [first, rest]
+
+
+def bucket_cap_mb(bucket) -> float | None:
+    """conf's `bucket` as DDP's bucket_cap_mb: null leaves DDP's own default (stock DDP), a number is passed as is."""
+    return None if bucket is None else float(bucket)
+
+
+def bucket_caps(bucket) -> tuple[int, int]:
+    """(first bucket's cap, every other bucket's cap) in bytes, as DDP derives them from bucket_cap_mb
+    (torch/nn/parallel/distributed.py, _BucketCapacityConfig.create, torch 2.14): bucket_cap_mb=None gives 25 MiB
+    buckets with the first capped at dist._DEFAULT_FIRST_BUCKET_BYTES (1 MiB); an explicit bucket_cap_mb caps every
+    bucket at that size, the first too (bucket=25 is not stock DDP). After the first step the reducer rebuilds the
+    buckets in the order gradients became ready, so the first bucket holds the first gradients backward produces
+    (the output layers): the small first cap lets the first all-reduce start early. Asks torch's own bucket config
+    where it has one (limits)."""
+    first, cap = limits(bucket)
+    return first, cap
+
+
+def bucket_rule(bucket) -> str:
+    """The bucket setting in words, for the record and the summary."""
+    first, cap = bucket_caps(bucket)
+    if bucket is None:
+        return (f"DDP's default (bucket_cap_mb=None): {cap / MIB:g} MiB buckets, the first capped at "
+                f"{first / MIB:g} MiB")
+    return f"bucket_cap_mb={float(bucket):g}: every bucket capped at {cap / MIB:g} MiB, the first too"
 
 
 def label(cap_mb) -> str:

@@ -24,9 +24,10 @@ from pathlib import Path
 
 import diagnosis
 from comm.link import describe as describe_link, is_emulated
-from core.interrupt import Interrupted
-from core.log import get
-from results.record import Record
+from base.build import build
+from base.interrupt import Interrupted
+from base.log import get
+from base.record import Record
 
 log = get(__name__)
 
@@ -132,15 +133,13 @@ def _print_end(record: Record, path: Path | None) -> None:
 def _log_wandb(record: Record) -> None:
     """W&B never decides the fate of a run: any failure here is reported and ignored; the record is already on disk.
     The logger settings are the run's own (its config's `logger`), resolved: the record keeps keys that came from
-    the environment as typed (core/provenance.py), and W&B decides what of them it may see (results/wandb_log.py)."""
+    the environment as typed (base/provenance.py), and W&B decides what of them it may see (results/wandb_log.py)."""
     logger_cfg = _resolved(record.config).get("logger") or {}
-    if logger_cfg.get("name") in (None, "none") or logger_cfg.get("mode") == "disabled":
+    if not logger_cfg.get("_target_") or logger_cfg.get("mode") == "disabled":
         return
     try:
-        from results import wandb_log
-
-        wandb_log.log_run(record.to_dict(), logger_cfg)
-    except (Exception, Interrupted) as e:  # noqa: BLE001
+        build(logger_cfg, record=record.to_dict(), cfg=logger_cfg)   # logger._target_: results.wandb_log.log_run
+    except (Exception, Interrupted) as e:  # noqa: BLE001 - the logger never decides the fate of a run
         log.warning(f"warning: W&B logging failed ({type(e).__name__}: {e}); the run record is kept.")
 
 

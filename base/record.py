@@ -1,7 +1,7 @@
 """The run record: one JSON per run, the only thing tables, plots, the report and W&B read.
 
 There is one way to make a record (the `Record` constructors below) and one way to write it (`Record.write`, atomic,
-called only from core.finalise). On disk it is a JSON object (schema_version 2):
+called only from job.finalise). On disk it is a JSON object (schema_version 2):
 
   schema_version  int; readers refuse versions they do not know
   status          "ok" | "failed" | "interrupted"
@@ -13,7 +13,7 @@ called only from core.finalise). On disk it is a JSON object (schema_version 2):
   overrides       the command-line overrides of this job (Hydra's task overrides), as typed
   job             {name, num, output_dir, sweep_dir, sweep_id, slurm_job_id, log}
   config          the resolved config every rank ran with, except keys whose value came from the environment
-                  (`${oc.env:...}`), which keep the text typed (core/provenance.py)
+                  (`${oc.env:...}`), which keep the text typed (base/provenance.py)
   env             {hostnames, cpu_count, torch, cuda, nccl, python, devices, device_count, backend, world_size,
                    vars{NCCL_*, GLOO_*, OMP_NUM_THREADS, ...}, link{emulated, rate_bit_s, qdisc, check, ...: the network
                    the ranks used, docs/links.md}}; {} when the ranks never got that far
@@ -34,12 +34,13 @@ import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 RECORD_NAME = "run_record.json"
 JOB_KEYS = ("name", "num", "output_dir", "sweep_dir", "sweep_id", "slurm_job_id", "log")
+SWEEP_ID_ENV = "DDP_COMM_SWEEP_ID"   # set by the sweep table's callback before any job: the job.sweep_id of its records
 
 
 class RecordError(ValueError):
@@ -133,6 +134,35 @@ class Record:
             Path(tmp).unlink(missing_ok=True)
             raise
         return path
+
+
+def _get(d: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(key)
+    return d
+
+
+def _scaled(value: Any, factor: float) -> float | None:
+    return None if value is None else value * factor
+
+
+# task=train's headline: the sweep table's columns, in the order the DDP-knobs issue lists them, each read from the
+# structured field it falls back to when result["headline"] lacks the label. The training task builds its headline
+# with train_headline(), so both always agree.
+TRAIN_COLUMNS: list[tuple[str, Callable[[dict], Any]]] = [
+    ("steps/s", lambda r: _get(r, "throughput", "steps_per_s")),
+    ("samples/s", lambda r: _get(r, "throughput", "samples_per_s")),
+    ("speed-up", lambda r: None),  # filled against the baseline row
+    ("step median ms", lambda r: _scaled(_get(r, "step_time_s", "median"), 1e3)),
+    ("exposed comm ms", lambda r: _scaled(_get(r, "comm", "exposed_s"), 1e3)),
+    ("MB/step", lambda r: _scaled(_get(r, "comm", "bytes_per_step"), 1e-6)),
+    ("grad rel err", lambda r: _get(r, "accuracy", "grad_rel_error")),
+]
+def train_headline(result: dict) -> dict[str, Any]:
+    """The headline of a task=train result, from its structured fields (the labels the sweep table uses)."""
+    return {label: get(result) for label, get in TRAIN_COLUMNS if label != "speed-up"}
 
 
 PEER_FAILURE_SIGNS = ("closed by peer", "reset by peer", "broken pipe", "remote worker", "remote process exited",

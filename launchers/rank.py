@@ -1,9 +1,9 @@
 """Inside one rank, whoever started it: set the comm environment, start the process group, run the task. Rank 0
-hands its outcome (the task's result, the environment, or the error) back to core.job, which turns it into the run
+hands its outcome (the task's result, the environment, or the error) back to job.run, which turns it into the run
 record: no rank writes a record itself.
 
-While it runs, a rank turns SIGINT/SIGTERM into core.interrupt.Interrupted (so rank 0 can still hand in how far it
-got) and, under the local launcher, beats (core.heartbeat) so that a rank that stops answering is named."""
+While it runs, a rank turns SIGINT/SIGTERM into base.interrupt.Interrupted (so rank 0 can still hand in how far it
+got) and, under the local launcher, beats (launchers.heartbeat) so that a rank that stops answering is named."""
 from __future__ import annotations
 
 import os
@@ -20,14 +20,14 @@ import torch.distributed as dist
 from omegaconf import OmegaConf
 
 import tasks
-from core import comm_env
-from core.context import RankContext
-from core.heartbeat import beating
-from core.interrupt import Interrupted, signals_raise
-from core.log import for_rank, get
+from comm import env as comm_env
+from base.context import RankContext
+from launchers.heartbeat import beating
+from base.interrupt import Interrupted, signals_raise
+from base.log import for_rank, get
 from device import open_device
 from device.placement import settle
-from results.record import now
+from base.record import now
 
 log = get(__name__)
 
@@ -84,18 +84,20 @@ def _run_rank(plain: dict, job: dict, outcome: Outcome) -> Outcome | None:
         comm_env.apply(cfg, output_dir)
         timeout = timedelta(seconds=float(cfg.timeout_s))
         # device and backend: decided alike by every rank, or the same error on all of them (device/placement.py)
-        placement, store = settle(cfg, rank, world_size, local_rank, local_world, timeout)
+        task = tasks.get(cfg.task)
+        placement, store = settle(cfg, rank, world_size, local_rank, local_world, timeout,
+                                  cpu_by_default=getattr(task, "CPU_BY_DEFAULT", False))
         dev = open_device(placement)
         backend = placement.backend
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout,
                                 **({"device_id": dev.torch_device} if backend == "nccl" else {}))
-        ctx = RankContext(cfg=cfg, rank=rank, world_size=world_size, local_rank=local_rank, device=dev.torch_device,
+        ctx = RankContext(cfg=cfg, rank=rank, world_size=world_size, local_rank=local_rank, device=dev,
                           backend=backend, output_dir=output_dir, hostname=socket.gethostname(),
-                          progress=outcome.progress, dev=dev)
+                          progress=outcome.progress)
         outcome.env = environment(ctx)
         if rank == 0:
             outcome.env["link"] = _link(job)
-        result = tasks.get(cfg.task).run(ctx)
+        result = task.run(ctx)
         if rank != 0:
             return None
         transports = comm_env.transports_from_logs(output_dir)
@@ -149,7 +151,7 @@ def environment(ctx: RankContext) -> dict:
     """What a reader needs to compare numbers across machines; gathered from every rank (before any timing)."""
     mine = {
         "host": ctx.hostname,
-        "device": ctx.dev.name(),
+        "device": ctx.device.name(),
         "cpu_count": os.cpu_count(),
     }
     everyone = [None] * ctx.world_size

@@ -1,4 +1,5 @@
-"""Memory preflight (device/memory.py): the estimate's parts against what torch really allocates and saves on CPU, and
+"""Memory preflight (tasks/train/memory.py): the estimate's parts against what torch really allocates and saves on CPU,
+and
 the refusal before any rank starts, naming the batch size that fits."""
 import dataclasses
 import re
@@ -7,9 +8,9 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from core.config import prepare
-from core.errors import ConfigError
-from device.memory import GiB, estimate, preflight
+from job.config import prepare
+from base.errors import ConfigError
+from tasks.train.memory import GiB, estimate, preflight
 from device.placement import Placement
 from models import build_model
 from tests.bad_input import CPU_BOX, accepted, refused
@@ -77,7 +78,8 @@ def test_a_model_larger_than_the_device_is_refused_for_every_batch():
 
 def test_the_train_check_refuses_before_any_rank_starts(monkeypatch):
     """GPU ranks: against their GPU, naming the batch size that fits; CPU ranks: against the host's free memory."""
-    monkeypatch.setattr("device.memory.capacity", lambda placement, ranks: (8 * GiB, "cuda:0 (a test GPU, 8.0 GiB)"))
+    monkeypatch.setattr("tasks.train.memory.capacity",
+                        lambda placement, ranks: (8 * GiB, "cuda:0 (a test GPU, 8.0 GiB)"))
     message = refused(["model=vgg11", "scale=smoke", "world_size=2", "batch_size=4096", "data.image_size=224"],
                       host=TWO_GPUS)
     assert "model=vgg11 batch_size=4096 does not fit in cuda:0 (a test GPU, 8.0 GiB)" in message
@@ -116,7 +118,7 @@ def _cgroup_v2(root, limit: str, current: int, inactive_file: int, path: str = "
 def test_host_memory_counts_what_the_kernel_can_give_not_mem_free(tmp_path):
     """A healthy machine whose page cache fills memory: 2.5 GiB free, 21 GiB available. The old reading (the pages
     nobody uses) refused the default run; MemAvailable counts the cache the kernel gives back."""
-    from comm.measure import free_host_bytes
+    from device.host import free_host_bytes
 
     (tmp_path / "meminfo").write_text(MEMINFO)
     no_cgroup = tmp_path / "none"
@@ -127,7 +129,7 @@ def test_host_memory_counts_what_the_kernel_can_give_not_mem_free(tmp_path):
 
 
 def test_a_cgroup_limit_counts_where_it_leaves_less_room(tmp_path):
-    from comm.measure import cgroup_room, free_host_bytes
+    from device.host import cgroup_room, free_host_bytes
 
     (tmp_path / "meminfo").write_text(MEMINFO)
     v2 = tmp_path / "v2"

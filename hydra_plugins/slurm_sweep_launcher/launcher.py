@@ -2,7 +2,7 @@
 
 It submits a multirun as one job array (settings from launcher.*, see settings.py), waits for every job, gives a
 job that died without a run record (killed, out of memory, time limit, node failure) its failed record through
-core.finalise, and returns normally, so that the end-of-sweep table is always made: Hydra's sweeper raises on the
+job.finalise, and returns normally, so that the end-of-sweep table is always made: Hydra's sweeper raises on the
 first failed job return, which would skip on_multirun_end. conf/launcher/slurm.yaml selects it through
 hydra/launcher=slurm_sweep (hydra_plugins/slurm_sweep_launcher/, where Hydra requires the launcher class to be)."""
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 from hydra_plugins.hydra_submitit_launcher.config import SlurmQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as SubmititSlurmLauncher
 
-from core.errors import ConfigError
-from core.job import JobResult
+from base.errors import ConfigError
+from job.run import JobResult
 from launchers.slurm import settings, state
 
 
@@ -28,7 +28,7 @@ class SlurmSweepLauncher(SubmititSlurmLauncher):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # train.py's module code (its resolver registration) does not run in a task, the pickled task function does:
         # register what the config interpolates before Hydra loads the job's config
-        from core.config import register_resolvers
+        from job.config import register_resolvers
 
         register_resolvers()
         ret = super().__call__(*args, **kwargs)
@@ -46,7 +46,7 @@ class SlurmSweepLauncher(SubmititSlurmLauncher):
         from hydra.core.utils import filter_overrides
         from omegaconf import OmegaConf
 
-        from core.config import prepare
+        from job.config import prepare
 
         assert self.config is not None and self.hydra_context is not None
         refusal = settings.stock_plugin_refusal(self.config, self.params,
@@ -87,7 +87,7 @@ class SlurmSweepLauncher(SubmititSlurmLauncher):
     def _submit(self, executor, job_params, folder: Path) -> list:
         try:
             return executor.map_array(self, *zip(*job_params))
-        except Exception as e:  # sbatch refused the array: say why, with what we asked for
+        except Exception as e:  # noqa: BLE001 - sbatch refused the array: say why, with what we asked for
             from submitit.core.utils import JobPaths
 
             detail = str(getattr(e, "stderr", None) or e).strip()
@@ -133,8 +133,9 @@ def _record_failure(output_dir: Path, error: str, end: state.Ending, sweep_confi
     before that gets its record here, the first and only one."""
     from omegaconf import OmegaConf
 
-    from core.finalise import finalise
-    from results.record import RECORD_NAME, Record, read_record
+    from base.record import RECORD_NAME, Record, read_record
+    from job.finalise import finalise
+    from job.run import record_of
 
     path = output_dir / RECORD_NAME
     if path.exists():
@@ -147,11 +148,11 @@ def _record_failure(output_dir: Path, error: str, end: state.Ending, sweep_confi
         return path
     try:
         config = OmegaConf.to_container(sweep_config, resolve=False)  # unresolved: resolvers are per host
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a config Omegaconf cannot convert: the record without it
         config = None
     job = {"name": str(sweep_config.hydra.job.name), "num": num, "output_dir": str(output_dir),
            "sweep_dir": str(sweep_dir), "slurm_job_id": job_id, "log": end.log, "overrides": overrides}
-    return finalise(Record.failed(config, job, error, env={"hostnames": end.hostnames}), output_dir, quiet=True)
+    return finalise(record_of(config, job, error=error, env={"hostnames": end.hostnames}), output_dir, quiet=True)
 
 
 def _output_dir(sweep_config, num: int, job_id: str) -> Path:

@@ -3,13 +3,13 @@
 Hydra merges conf/'s YAML onto these dataclasses, so a wrong type or an unknown choice (`steps=1.5`, `sync=allgather`,
 a misspelt key) is refused while the config is composed, before any code of ours runs. The values themselves (the
 defaults) live in the YAML only: a field here says what a key may hold, conf/ says what it holds. Bounds are field
-metadata (`ge`/`gt`), checked once by core.config.check_schema; the checks between keys belong to each task's
+metadata (`ge`/`gt`), checked once by job.config.check_schema; the checks between keys belong to each task's
 check().
 
 Each group option extends its group's schema in its defaults list (`- /schema/model/vgg@_here_`), the primary config
 extends `config_schema` (Hydra's "structured config as schema" pattern). The launcher group is left untyped: its
 options belong to launchers/slurm, which checks them. Importing this module registers everything in Hydra's
-ConfigStore (Hydra's idiom; core.config imports it, so everything that composes conf/ has it).
+ConfigStore (Hydra's idiom; job.config imports it, so everything that composes conf/ has it).
 """
 from __future__ import annotations
 
@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Dict, List, Optional, Union
 
+from pathlib import Path
+
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
-from comm import bandwidth as bw
-from tasks import TASKS
 
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"   # the values (conf/) of this schema's keys
 
 if sys.version_info >= (3, 11):
     from enum import StrEnum
@@ -49,7 +50,13 @@ def gt(n: float) -> Any:
 
 
 # ----------------------------------------------------------------------------------------------------------- choices
-Task = StrEnum("Task", {name: name for name in TASKS})   # the task registry is the one list of tasks
+class Task(StrEnum):
+    """task=: what a run measures (tasks/__init__.py maps each to its module)."""
+    train = "train"
+    train_reference = "train_reference"   # a hand-written DDP loop, for measuring the harness (harness_cost)
+    collectives = "collectives"
+    grad_sync = "grad_sync"
+    pair_groups = "pair_groups"
 
 
 class Backend(StrEnum):
@@ -97,17 +104,26 @@ class RankDevice(StrEnum):
     fake = "fake"        # tests only: CPU tensors through the GPU code paths, the stream rules checked (device/fake.py)
 
 
-# task=collectives' names are comm/bandwidth.py's tables (dtype aliases such as fp32 are aliases of the enum too)
-Op = StrEnum("Op", {name: name for name in bw.OPS})
-ReduceOp = StrEnum("ReduceOp", {name: name for name in bw.REDUCE_OPS})
-DType = StrEnum("DType", {**{name: name for name in bw.DTYPES}, **bw.DTYPE_ALIASES})
+# task=collectives' names, nccl-tests' choices (comm/bandwidth.py maps them to torch; dtype aliases such as fp32 are
+# aliases of the enum too)
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+REDUCE_OPS = {"sum": "SUM", "prod": "PRODUCT", "max": "MAX", "min": "MIN", "avg": "AVG"}   # -> torch's ReduceOp name
+DTYPE_NAMES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32", "int64")
+DTYPE_ALIASES = {"float": "float32", "fp32": "float32", "half": "float16", "fp16": "float16", "bf16": "bfloat16",
+                 "double": "float64", "fp64": "float64", "int": "int32", "long": "int64"}
+Op = StrEnum("Op", {name: name for name in OPS})
+ReduceOp = StrEnum("ReduceOp", {name: name for name in REDUCE_OPS})
+DType = StrEnum("DType", {**{name: name for name in DTYPE_NAMES}, **DTYPE_ALIASES})
 
 
 class Arch(StrEnum):
+    """The model families, each with its own keys (a schema below); a new model of any family is one YAML file, and
+    one that is none of these is `custom` (its own _target_, input_shape and num_classes)."""
     vgg = "vgg"
     torchvision = "torchvision"
     vit = "vit"
     timm = "timm"
+    custom = "custom"     # model=custom: the user's own nn.Module, named by model._target_
 
 
 class DataKind(StrEnum):
@@ -142,7 +158,9 @@ class WandbMode(StrEnum):
 # ---------------------------------------------------------------------------------------------------------- groups
 @dataclass
 class Model:
-    """conf/model/*.yaml. torchvision and timm models need nothing more than their name."""
+    """conf/model/*.yaml: `_target_` makes the model (models.build_model passes it the keys it takes, and image_size);
+    arch and name say what it is, in the record. torchvision and timm models need nothing more than their name."""
+    _target_: str = MISSING
     arch: Arch = MISSING
     name: str = MISSING
     num_classes: int = ge(1)
@@ -163,11 +181,22 @@ class ViTModel(Model):
     mlp_dim: int = ge(1)
 
 
-MODEL_SCHEMAS = {Arch.vgg: VGGModel, Arch.torchvision: Model, Arch.vit: ViTModel, Arch.timm: Model}
+@dataclass
+class CustomModel(Model):
+    """model=custom: model._target_ names the user's nn.Module class or factory; it gets num_classes (and image_size,
+    input_shape) where its signature takes them."""
+    input_shape: List[int] = MISSING     # one sample, e.g. [3, 224, 224]: the fake data is made in this shape
+
+
+MODEL_SCHEMAS = {Arch.vgg: VGGModel, Arch.torchvision: Model, Arch.vit: ViTModel, Arch.timm: Model,
+                 Arch.custom: CustomModel}
 
 
 @dataclass
 class Data:
+    """conf/data/*.yaml: `_target_` is the Dataset (data.build_dataset passes it the keys it takes, the samples needed,
+    the sample shape and the rank's seed)."""
+    _target_: str = MISSING
     kind: DataKind = MISSING
     image_size: int = ge(1)
     num_classes: int = ge(1)
@@ -187,6 +216,9 @@ class RawFolderData(Data):
 
 @dataclass
 class CommHookConfig:
+    """conf/optim/*.yaml: `_target_` returns (state, hook) for DDP.register_comm_hook (tasks/train/hooks.py); null:
+    DDP's own all-reduce."""
+    _target_: Optional[str] = None
     name: CommHook = MISSING
 
 
@@ -231,6 +263,9 @@ class Link:
 
 @dataclass
 class Logger:
+    """conf/logger/*.yaml: `_target_` logs a finished run's record (job/finalise.py calls it with record= and cfg=);
+    null: no logger."""
+    _target_: Optional[str] = None
     name: LoggerName = MISSING
 
 

@@ -86,7 +86,7 @@ def as_typed(plain: dict | None, typed: dict[str, str]) -> dict | None:
     return shown
 
 
-COMM_PREFIXES = {"nccl": "NCCL_", "gloo": "GLOO_"}  # core/comm_env.py exports nccl.X as NCCL_X, gloo.X as GLOO_X
+COMM_PREFIXES = {"nccl": "NCCL_", "gloo": "GLOO_"}  # comm/env.py exports nccl.X as NCCL_X, gloo.X as GLOO_X
 
 
 def as_typed_vars(variables: dict | None, typed: dict[str, str]) -> dict | None:

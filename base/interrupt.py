@@ -1,4 +1,4 @@
-"""SIGINT and SIGTERM as one exception, so an interrupted run still ends through core.finalise with a record.
+"""SIGINT and SIGTERM as one exception, so an interrupted run still ends through job.finalise with a record.
 
 SIGTERM is what `timeout`, `kill`, container stops and Slurm's time limit send; SIGINT is Ctrl-C, which the terminal
 sends to the whole foreground process group, so the ranks get it as well as the process the user started. Both raise

@@ -20,7 +20,7 @@ from datetime import timedelta
 
 import torch.distributed as dist
 
-from core.log import get
+from base.log import get
 
 LOOPBACK = "127.0.0.1"
 EVERY_INTERFACE = ""

@@ -1,4 +1,4 @@
-"""One Hydra job: check the config, start (or become) the ranks, and end through core.finalise whatever happens.
+"""One Hydra job: check the config, start (or become) the ranks, and end through job.finalise whatever happens.
 In a multirun a failed job returns normally with a failed status, so the sweep goes on and the end-of-sweep table
 shows it as a failed row; a single run exits non-zero (2: bad input, before any rank started, leaving nothing but the
 error line; 1: a rank failed).
@@ -19,19 +19,18 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from core import interrupt
-from core.config import prepare
-from core.errors import ConfigError
-from core.finalise import finalise
-from core.interrupt import Interrupted, signals_raise
-from core.log import get
-from core.provenance import as_typed, as_typed_vars, command, from_environment, typed_overrides
-from launchers import already_a_rank
-from results.record import Record
+from base import interrupt
+from job.config import prepare
+from base.errors import ConfigError
+from job.finalise import finalise
+from base.interrupt import Interrupted, signals_raise
+from base.log import get
+from base.provenance import as_typed, as_typed_vars, command, from_environment, typed_overrides
+from launchers import already_a_rank, become_rank
+from base.context import JOB_START_ENV
+from base.record import SWEEP_ID_ENV, Record
 
 log = get(__name__)
-JOB_START_ENV = "DDP_COMM_JOB_START"  # epoch seconds this job began (tasks/train/result.py: time_budget)
-SWEEP_ID_ENV = "DDP_COMM_SWEEP_ID"    # set by the sweep table's callback: which sweep a job's record belongs to
 
 
 def job_info() -> dict:
@@ -61,6 +60,7 @@ def run_job(cfg: DictConfig, job: dict | None = None) -> "JobResult":
     """The body of every job. `job` (output_dir, overrides, ...) comes from Hydra unless given (tests)."""
     if interrupt.received() is not None:  # an earlier job of this sweep was interrupted: start no other
         sys.exit(128 + interrupt.received())
+    a_rank = become_rank()       # torchrun or a Slurm task: this process is a rank (its variables exported once, here)
     job = job or job_info()
     job["typed"] = _typed(cfg)   # keys whose value came from the environment: the record keeps their text
     mark_job_start()
@@ -74,12 +74,11 @@ def run_job(cfg: DictConfig, job: dict | None = None) -> "JobResult":
         except ConfigError as e:
             return _refused(cfg, job, e)
         except Interrupted as e:
-            return _end(interrupted_record(OmegaConf.to_container(cfg, resolve=False), job, e.name), job,
-                        e.exit_code)
+            return _end(record_of(OmegaConf.to_container(cfg, resolve=False), job, signal=e.name), job, e.exit_code)
         try:
-            record, exit_code = _as_a_rank(plain, job) if already_a_rank() else _launch(plain, job)
+            record, exit_code = _as_a_rank(plain, job) if a_rank else _launch(plain, job)
         except Interrupted as e:
-            record, exit_code = interrupted_record(plain, job, e.name, e.outcome), e.exit_code
+            record, exit_code = record_of(plain, job, e.outcome, signal=e.name), e.exit_code
         if record is None:
             return JobResult(math.nan)  # ranks other than 0: rank 0 returns the job's result
         return _end(record, job, exit_code)
@@ -87,16 +86,16 @@ def run_job(cfg: DictConfig, job: dict | None = None) -> "JobResult":
 
 def _refused(cfg: DictConfig, job: dict, e: ConfigError) -> "JobResult":
     """Bad input, before any rank started. A single run leaves the one error line and nothing else: no record, no W&B
-    run, and the directory Hydra made for it is removed (core.output_dir.discard: when it holds only Hydra's own
+    run, and the directory Hydra made for it is removed (job.output_dir.discard: when it holds only Hydra's own
     files). In a sweep the refused job keeps its record in the sweep's own directory, so that it is a row of the sweep
     table whichever launcher ran it, but opens no W&B run."""
-    from core.output_dir import discard
+    from job.output_dir import discard
 
     quiet = already_a_rank() and os.environ["RANK"] != "0"     # every rank refuses; rank 0 alone says so
     if quiet and job.get("multirun"):
         return JobResult(math.nan, status="failed", error=f"ConfigError: {e}")
     if job.get("multirun"):
-        return _end(Record.failed(OmegaConf.to_container(cfg, resolve=False), job, f"ConfigError: {e}"), job, 2,
+        return _end(record_of(OmegaConf.to_container(cfg, resolve=False), job, error=f"ConfigError: {e}"), job, 2,
                     wandb=False)
     discard(job.get("output_dir"), keep_if_other_than=(".hydra", f"{job.get('name') or 'train'}.log"))
     if quiet:
@@ -113,12 +112,10 @@ def _launch(plain: dict, job: dict) -> tuple[Record, int]:
         outcome = launch_local(plain, job)
         _note_launcher_cost(outcome.result, _own_cpu_s() - cpu0, time.perf_counter() - wall0)
     except ConfigError as e:  # the emulated link could not be built (launchers/link.py): no rank started
-        return Record.failed(plain, job, f"ConfigError: {e}"), 2
+        return record_of(plain, job, error=f"ConfigError: {e}"), 2
     except RankFailed as e:
-        o = e.outcome
-        return Record.failed(plain, job, str(e), traceback=e.traceback, env=o and o.env, started=o and o.started,
-                             result=o and o.result), 1
-    return Record.ok(plain, job, env=outcome.env, started=outcome.started, result=outcome.result), 0
+        return record_of(plain, job, e.outcome, error=str(e), traceback=e.traceback), 1
+    return record_of(plain, job, outcome), 0
 
 
 def _own_cpu_s() -> float:
@@ -160,31 +157,46 @@ def mark_job_start() -> None:
 def _as_a_rank(plain: dict, job: dict) -> tuple[Record | None, int]:
     """torchrun or a Slurm task: this process is a rank and there is no parent of ours that outlives the ranks,
     so rank 0 finalises. The other ranks re-raise: their non-zero exit ends the job (srun --kill-on-bad-exit)."""
-    from core.rank import RankError, run_rank
+    from launchers.rank import RankError, run_rank
 
     try:
         outcome = run_rank(plain, job)
     except RankError as e:
         o = e.outcome
         if o.signal:  # the launcher may have stopped this rank for another rank's failure: say so
-            record = interrupted_record(plain, job, o.signal, o)
+            record = record_of(plain, job, o, signal=o.signal)
             record.error += " (sent by the launcher: Ctrl-C, a time limit, or another rank's failure)"
             return record, 128 + signal.Signals[o.signal]
-        return Record.failed(plain, job, o.error, traceback=o.traceback, env=o.env, started=o.started,
-                             result=o.result), 1
+        return record_of(plain, job, o), 1
     except Interrupted as e:  # not rank 0: end quietly, rank 0 writes the record
         sys.exit(e.exit_code)
     if outcome is None:
         return None, 0
-    return Record.ok(plain, job, env=outcome.env, started=outcome.started, result=outcome.result), 0
+    return record_of(plain, job, outcome), 0
+
+
+def record_of(config: dict | None, job: dict, outcome=None, *, error: str | None = None, traceback: str | None = None,
+              signal: str | None = None, env: dict | None = None) -> Record:
+    """The run's one record from whatever ended it, on every path (a run, bad input, a failed or interrupted rank, a
+    Slurm job that died): `outcome` is rank 0's (launchers.rank.Outcome: what it measured and its own error), when
+    the ranks got that far; `error` the first line when something else ended the run; `signal` the name of the
+    signal that interrupted it (status "interrupted", result.signal and result.progress: how far rank 0 got)."""
+    o = outcome
+    started, env = (o.started, o.env) if o is not None else (None, env or {})
+    if signal is not None:
+        progress = dict(o.progress) if o is not None else {}
+        return Record.failed(config, job, f"interrupted by {signal}{_where(progress, config)}", env=env,
+                             started=started, result={"signal": signal, "progress": progress}, status="interrupted")
+    error = error or (o.error if o is not None else None)
+    if error is None:
+        return Record.ok(config, job, env=env, started=started, result=o.result)
+    return Record.failed(config, job, error, traceback=traceback or (o.traceback if o is not None else None),
+                         env=env, started=started, result=o.result if o is not None else None)
 
 
 def interrupted_record(config: dict, job: dict, signal_name: str, outcome=None) -> Record:
-    """status "interrupted", the signal, and how far rank 0 got (result.progress: steps done)."""
-    progress = dict(outcome.progress) if outcome is not None else {}
-    return Record.failed(config, job, f"interrupted by {signal_name}{_where(progress, config)}",
-                         env=outcome and outcome.env, started=outcome and outcome.started,
-                         result={"signal": signal_name, "progress": progress}, status="interrupted")
+    """status "interrupted", the signal, and how far rank 0 got (result.progress: steps done): record_of's."""
+    return record_of(config, job, outcome, signal=signal_name)
 
 
 def _where(progress: dict, config: dict) -> str:
@@ -195,7 +207,11 @@ def _where(progress: dict, config: dict) -> str:
         return f" after {measured} of {config.get('steps')} measured steps"
     if warmup is not None:
         return f" after {warmup} of {config.get('warmup_steps')} warm-up steps"
-    return " before the first step" if config.get("task") == "train" else ""
+    import tasks
+
+    measures = getattr(tasks.get(config["task"]), "MEASURES_STEPS", False) if config.get("task") in tasks.TASKS \
+        else False
+    return " before the first step" if measures else ""
 
 
 class JobResult(float):

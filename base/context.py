@@ -7,6 +7,8 @@ from typing import Any
 
 import torch
 
+JOB_START_ENV = "DDP_COMM_JOB_START"  # epoch seconds the job began (job/run.py sets it; the ranks inherit it)
+
 
 @dataclass
 class RankContext:
@@ -14,13 +16,17 @@ class RankContext:
     rank: int
     world_size: int
     local_rank: int
-    device: torch.device     # the rank's GPU (device/placement.py), else cpu
+    device: Any              # the device layer (device/: Device): streams, events, syncs, graph capture
     backend: str             # the process group's backend: "nccl" | "gloo"
     output_dir: Path         # the job's directory, shared by all ranks
     hostname: str
     progress: dict = field(default_factory=dict)  # how far the task got (e.g. warmup_steps_done): what an
                                                   # interrupted run records, and what its heartbeat reports
-    dev: Any = None          # the device layer for `device` (device/): streams, events, syncs, graph capture
+
+    @property
+    def torch_device(self) -> torch.device:
+        """The rank's GPU (device/placement.py), else cpu."""
+        return self.device.torch_device
 
     @property
     def is_main(self) -> bool:

@@ -1,4 +1,4 @@
-"""Errors meant for the user, printed as one line without a traceback: by core.finalise for a job (its record holds
+"""Errors meant for the user, printed as one line without a traceback: by job.finalise for a job (its record holds
 the line too), by train.py for what Hydra refused before a job existed."""
 
 
@@ -10,4 +10,4 @@ class ConfigError(ValueError):
 
 class ConfigWarning(UserWarning):
     """A config that runs but measures something the user may not mean (ranks that outnumber the cores, DDP's timing
-    waits in the window): said once, before any rank starts, as one line `warning: ...` (core/log.py)."""
+    waits in the window): said once, before any rank starts, as one line `warning: ...` (base/log.py)."""

@@ -12,7 +12,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from core.errors import ConfigWarning
+from base.errors import ConfigWarning
 
 ROOT = "ddp_comm"
 FILE_FORMAT = "[%(asctime)s]%(rank)s[%(name)s][%(levelname)s] - %(message)s"

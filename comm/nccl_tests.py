@@ -2,9 +2,9 @@
 
 Two formats, both as nccl-tests writes them (src/util.cu, version 2.19): the table printed on stdout
 
-    #       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong
-    #        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)
-         1048576        262144     float     sum      -1    43.51   24.10   42.17       0    43.10   24.33   42.58       0
+#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)
+     1048576        262144     float     sum      -1    43.51   24.10   42.17       0    43.10   24.33   42.58       0
 
 (older builds have no `root` column and say `error` for `#wrong`; -R/per-iteration builds add i_* columns: columns
 are found by name), and the JSON file of `-J file.json` (JSON_FILE_VERSION 3: results[].in_place.time / alg_bw /
@@ -17,8 +17,8 @@ import math
 import re
 from pathlib import Path
 
-from diagnosis.finding import ms
-from diagnosis.efficiency import bus_factor, call_sizes, not_measurable, versus_sync
+from stats.fmt import ms
+from comm.efficiency import bus_factor, call_sizes, not_measurable, versus_sync
 
 
 class NcclTestsError(ValueError):
@@ -224,7 +224,8 @@ def format_comparison(vs: dict) -> str:
 
 def format_table(parsed: dict) -> str:
     """The parsed nccl-tests rows, for `python -m diagnosis --nccl-tests FILE` alone."""
-    lines = [f"nccl-tests {parsed.get('program') or 'all_reduce_perf'} ({parsed['format']}, {parsed.get('ranks') or '?'}"
+    program = parsed.get('program') or 'all_reduce_perf'
+    lines = [f"nccl-tests {program} ({parsed['format']}, {parsed.get('ranks') or '?'}"
              f" ranks): {len(parsed['rows'])} sizes; avg busbw {parsed.get('avg_busbw_GBps')} GB/s",
              f"{'size B':>14} {'in-place us':>12} {'algbw':>8} {'busbw':>8}"]
     for r in parsed["rows"]:

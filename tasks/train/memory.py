@@ -1,6 +1,6 @@
 """Memory preflight: estimate one rank's peak memory for task=train and refuse, before any rank starts, a config that
 cannot fit on the GPU, naming the batch size that would (CPU ranks: the same estimate, against the host memory the
-node's ranks share, is core.config.check_fits's to judge, with the host's other limits).
+node's ranks share, is job.config.check_fits's to judge, with the host's other limits).
 An out-of-memory error halfway into a multi-rank run costs the user a queue slot and tells them less.
 
 The model is built on the meta device (shapes only, no memory): its parameters give the fixed part, and one
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
-from core.config import RANK_MEMORY_BYTES
-from core.errors import ConfigError
+from device.host import RANK_MEMORY_BYTES
+from base.errors import ConfigError
 
 GiB = 1024 ** 3
 RESERVE = {"cuda": 1 * GiB, "cpu": RANK_MEMORY_BYTES, "fake": RANK_MEMORY_BYTES}
@@ -41,7 +41,7 @@ class Estimate:
         return max(0, room // self.per_sample) if self.per_sample else (1 << 30 if room >= 0 else 0)
 
 
-def _activation_bytes(model, criterion, image_size: int, num_classes: int, batch: int, params: set) -> int:
+def _activation_bytes(model, criterion, shape: tuple, num_classes: int, batch: int, params: set) -> int:
     """Bytes autograd saves for backward in one forward of `batch` samples, plus the gradients of the two largest."""
     saved: dict[int, int] = {}
 
@@ -51,7 +51,7 @@ def _activation_bytes(model, criterion, image_size: int, num_classes: int, batch
             saved[key] = t.untyped_storage().nbytes()
         return t
 
-    x = torch.empty(batch, 3, image_size, image_size, device="meta")
+    x = torch.empty(batch, *shape, device="meta")
     y = torch.zeros(batch, dtype=torch.long, device="meta")
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         criterion(model(x), y)
@@ -62,7 +62,7 @@ def _activation_bytes(model, criterion, image_size: int, num_classes: int, batch
 def estimate(cfg, kind: str | None = None) -> Estimate:
     """kind: the device the rank computes on ("cuda", "cpu", "fake"): adds its reserve, and on CPU the in-memory
     image pool. None: the model's own parts only."""
-    from models import build_model
+    from models import build_model, input_shape
 
     with torch.device("meta"):
         model = build_model(cfg.model, cfg.data.image_size)
@@ -82,7 +82,7 @@ def estimate(cfg, kind: str | None = None) -> Estimate:
         fixed["comm hook"] = grads
     criterion = torch.nn.CrossEntropyLoss()
     try:
-        one, two = (_activation_bytes(model, criterion, cfg.data.image_size, cfg.model.num_classes, b, keys)
+        one, two = (_activation_bytes(model, criterion, input_shape(cfg), cfg.model.num_classes, b, keys)
                     for b in (1, 2))
     except NotImplementedError:  # an operation without a meta kernel: activations unknown here
         one = two = 0
@@ -91,20 +91,20 @@ def estimate(cfg, kind: str | None = None) -> Estimate:
                           f"({str(e).splitlines()[0]}). Use a larger data.image_size.") from None
     if kind is not None:
         if cfg.data.kind == "fake" and kind != "cuda":  # the in-memory image pool lives with the CPU ranks
-            fixed["data pool"] = int(cfg.data.pool) * 3 * cfg.data.image_size ** 2 * 4
+            fixed["data pool"] = int(cfg.data.pool) * math.prod(input_shape(cfg)) * 4
         fixed["reserve"] = RESERVE[kind]
     return Estimate(fixed, per_sample=two - one, activations_fixed=max(0, 2 * one - two),
                     activations_counted=bool(two))
 
 
 def rank_bytes(cfg) -> int:
-    """One CPU rank's peak host memory at cfg.batch_size (the check of the host's memory, core.config.check_fits)."""
+    """One CPU rank's peak host memory at cfg.batch_size (the check of the host's memory, job.config.check_fits)."""
     return estimate(cfg, "cpu").total(int(cfg.batch_size))
 
 
 def capacity(placement, local_ranks: int) -> tuple[int, str]:
     """(bytes one rank may use, what that is) on the GPU `placement` gives it (shared GPUs: shared by the node's
-    ranks). Host memory is core.config.Host's to tell (core.config.check_fits)."""
+    ranks). Host memory is device.host.Host's to tell (device.host.check_fits)."""
     props = torch.cuda.get_device_properties(placement.gpu)  # NVML-free and context-free: no CUDA context is made
     sharing = local_ranks if placement.shared else 1
     share = f", shared by {sharing} ranks" if sharing > 1 else ""

@@ -1,0 +1,40 @@
+"""The house's rules, kept by tools: the import layers and no circles (import-linter, contracts in pyproject.toml),
+and ruff's lint. Each fails with the tool's own report of what broke the rule."""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name) or str(Path(sys.executable).parent / name)
+    if not Path(found).exists():
+        pytest.fail(f"{name} is not installed: pip install -r requirements.txt")
+    return found
+
+
+def test_imports_keep_the_layers_and_make_no_circles():
+    out = subprocess.run([_tool("lint-imports")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+
+
+def test_ruff_check_is_clean():
+    out = subprocess.run([_tool("ruff"), "check", "."], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+
+
+def test_noqa_markers_say_why():
+    """A `# noqa: CODE` stands with a one-line reason beside it (`# noqa: BLE001 - why`)."""
+    bare = []
+    for path in ROOT.rglob("*.py"):
+        if any(p in path.parts for p in (".venv", "runs", "mutants")):
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            _, noqa, rest = line.partition("# " + "noqa")
+            if noqa and not rest.partition(" - ")[2].strip() and not rest.partition(" (")[2].strip():
+                bare.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert not bare, "\n".join(bare)
