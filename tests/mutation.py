@@ -6,7 +6,7 @@ A mutant judged equivalent (no test can tell it from the code: it changes nothin
 tests/mutation_equivalent.toml with the mutated line and the reason; the entry counts only while mutmut still makes
 that very line, so an entry goes stale, and the mutant counts as a survivor again, when the code under it changes.
 
-    python -m tests.mutation               # mutmut run --max-children 2, then the report (about 30 min on 2 cores)
+    python -m tests.mutation               # mutmut run --max-children 2, then the report (well under 30 min on 2 cores)
     python -m tests.mutation --report      # the report from the last run's results (mutants/), no run
     python -m tests.mutation --children 1  # fewer workers on a busy machine
 """
@@ -43,8 +43,31 @@ def mutated_line(diff: str) -> str:
     return next((ln[1:].strip() for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")), "")
 
 
-def collect() -> tuple[dict[str, Counter], list[tuple[str, str, str]], list[tuple[str, str, str]]]:
-    """(counts per module, survivors left standing [(module, mutant, diff)], equivalents [(module, mutant, reason)])
+def changed_lines(diff: str) -> tuple[list[str], list[str]]:
+    lines = diff.splitlines()[2:]
+    return ([ln[1:].strip() for ln in lines if ln.startswith("-")],
+            [ln[1:].strip() for ln in lines if ln.startswith("+")])
+
+
+def is_text(diff: str) -> bool:
+    """A mutant that only rewrites a sentence (a string with a space in it, e.g. a `method` description): mutmut's
+    string mutations wrap a literal in XX or change its case. It changes words a user reads, not a number, so it is
+    counted apart from the score (a key such as "ci_lo" has no space, and its mutants count)."""
+    old, new = changed_lines(diff)
+    if len(old) != 1 or len(new) != 1:
+        return False
+    a, b = old[0], new[0]
+    for q in ('"', "'"):
+        for lit in set(a.split(q)[1::2]):
+            if " " in lit and any(b == a.replace(f"{q}{lit}{q}", f"{q}{m}{q}", 1)
+                                  for m in (f"XX{lit}XX", lit.lower(), lit.upper())):
+                return True
+    return False
+
+
+def collect() -> tuple[dict[str, Counter], list, list, list]:
+    """(counts per module, survivors left standing [(module, mutant, diff)], equivalents [(module, mutant, reason)],
+    surviving text mutants [(module, mutant, diff)])
     from mutmut's results under mutants/ (read with mutmut's own readers; run from the repository root)."""
     from mutmut.mutation.data import SourceFileMutationData
     from mutmut.mutation.diff_apply import get_diff_for_mutant
@@ -53,7 +76,7 @@ def collect() -> tuple[dict[str, Counter], list[tuple[str, str, str]], list[tupl
 
     judged = equivalents()
     counts: dict[str, Counter] = defaultdict(Counter)
-    standing, equivalent = [], []
+    standing, equivalent, text = [], [], []
     for path in walk_mutatable_files():
         data = SourceFileMutationData(path=path)
         data.load()
@@ -69,13 +92,16 @@ def collect() -> tuple[dict[str, Counter], list[tuple[str, str, str]], list[tupl
                 continue
             diff = get_diff_for_mutant(name, path=path)
             entry = judged.get(name)
-            if entry and entry.get("line", "").strip() == mutated_line(diff):
+            if is_text(diff):
+                counts[module]["text"] += 1
+                text.append((module, name, diff))
+            elif entry and entry.get("line", "").strip() == mutated_line(diff):
                 counts[module]["equivalent"] += 1
                 equivalent.append((module, name, entry["reason"]))
             else:
                 counts[module]["survived"] += 1
                 standing.append((module, name, diff))
-    return counts, standing, equivalent
+    return counts, standing, equivalent, text
 
 
 def score(c: Counter) -> float | None:
@@ -84,26 +110,29 @@ def score(c: Counter) -> float | None:
 
 
 def report(run: dict | None) -> str:
-    counts, standing, equivalent = collect()
+    counts, standing, equivalent, text = collect()
     total = sum(counts.values(), Counter())
     lines = ["# Mutation testing: do the tests fail when a printed number is wrong?", "",
-             "Regenerate with `nice -n 15 python -m tests.mutation` (docs/testing.md): mutmut mutates the modules that "
+             "Regenerate with `nice -n 10 python -m tests.mutation` (docs/testing.md): mutmut mutates the modules that "
              "compute what a user reads (pyproject.toml, `[tool.mutmut]`) and runs, for each mutant, the fast tests "
              "that call the mutated function. Killed includes mutants stopped by the time limit (an endless loop). "
              "Score = killed / (killed + survived); equivalent mutants (no test can tell them from the code; "
-             "tests/mutation_equivalent.toml gives each one's reason) and mutants no fast test reaches are left out "
+             "tests/mutation_equivalent.toml gives each one's reason), surviving mutants that only rewrite a sentence "
+             "(text: a description such as a `method`, not a number) and mutants no fast test reaches are left out "
              "of it and counted apart.", ""]
     if run:
         lines += [f"- run: {run['date']}, commit {run['commit']}, mutmut {run['mutmut']}, `{run['command']}`",
                   f"- machine: {run['machine']}; load average before {run['load_before']}, after {run['load_after']}",
-                  f"- wall time: {run['wall_s'] / 60:.1f} min (exit code {run['returncode']})", ""]
-    lines += ["| module | mutants | killed | survived | equivalent | no tests | other | score |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|"]
+                  f"- wall time: {run['wall_s'] / 60:.1f} min (exit code {run['returncode']})",
+                  *(f"- {note}" for note in run.get("notes", [])), ""]
+    lines += ["| module | mutants | killed | survived | equivalent | text | no tests | other | score |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
 
     def row(name: str, c: Counter) -> str:
-        other = c["mutants"] - c["killed"] - c["survived"] - c["equivalent"] - c["no tests"]
+        other = c["mutants"] - c["killed"] - c["survived"] - c["equivalent"] - c["text"] - c["no tests"]
         s = score(c)
-        return (f"| {name} | {c['mutants']} | {c['killed']} | {c['survived']} | {c['equivalent']} | {c['no tests']} | "
+        return (f"| {name} | {c['mutants']} | {c['killed']} | {c['survived']} | {c['equivalent']} | {c['text']} | "
+                f"{c['no tests']} | "
                 f"{other} | {'–' if s is None else f'{s:.1%}'} |")
 
     lines += [row(f"`{m}`", counts[m]) for m in sorted(counts)]
@@ -115,10 +144,12 @@ def report(run: dict | None) -> str:
               "Each is a change no fast test notices: a missing test (write one that checks the number by another "
               "route), or an equivalent mutant (add it to tests/mutation_equivalent.toml with the reason).", ""]
     for _module, name, diff in standing:
-        changed = [ln for ln in diff.splitlines()[2:] if ln[:1] in "+-"]
-        lines.append(f"- `{name}`: `{'` / `'.join(ln.strip() for ln in changed)[:300]}`")
+        old, new = changed_lines(diff)
+        lines.append(f"- `{name}`: `{' '.join(old)[:200]}` -> `{' '.join(new)[:200]}`")
     lines += ["", "## Judged equivalent", ""]
     lines += [f"- `{name}`: {reason}" for _, name, reason in equivalent] or ["(none)"]
+    lines += ["", "## Text: surviving mutants that only rewrite a sentence", ""]
+    lines += [f"- `{name}`" for _, name, _ in text] or ["(none)"]
     return "\n".join(lines) + "\n"
 
 
@@ -126,13 +157,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.mutation", description=__doc__.split("\n\n")[0])
     ap.add_argument("--report", action="store_true", help="only write the report from the last run's results")
     ap.add_argument("--children", type=int, default=2, help="parallel mutant workers (default 2: the 2 cores)")
+    ap.add_argument("--note", action="append", default=[],
+                    help="a line the report keeps under the run (e.g. a rerun of the survivors after new tests)")
     args = ap.parse_args(argv)
     os.chdir(ROOT)
     run = None
     if not args.report:
         import importlib.metadata
 
-        command = f"mutmut run --max-children {args.children}"
+        nice = os.nice(0)
+        command = (f"{f'nice -n {nice} ' if nice else ''}python -m tests.mutation"
+                   f"{'' if args.children == 2 else f' --children {args.children}'} (mutmut run --max-children "
+                   f"{args.children})")
         load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
         start = time.monotonic()
         proc = subprocess.run([str(Path(sys.executable).parent / "mutmut"), "run", "--max-children",
@@ -146,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
         RUN.write_text(json.dumps(run))
     elif RUN.exists():
         run = json.loads(RUN.read_text())
+    if run is not None and args.note:
+        run["notes"] = run.get("notes", []) + args.note
+        RUN.write_text(json.dumps(run))
     REPORT.write_text(report(run))
     print(f"wrote {REPORT.relative_to(ROOT)}")
     return 0

@@ -205,3 +205,224 @@ def test_a_failed_runs_partial_result_reaches_its_record(tmp_path, monkeypatch):
     written = read_record(tmp_path)
     assert written["status"] == "failed" and written["result"]["wrong_total"] == 12
     assert written["result"]["rows"] == partial["rows"] and written["env"] == {"world_size": 2}
+
+
+# ------------------------------------------------------------------------------------------------ the straggler
+# Hand arithmetic on binary fractions (exact in floats), so every figure is compared exactly (issue 30's mutation run
+# found the per-rank table's columns, the CPU deltas and the significance edge checked nowhere).
+def test_cpu_usage_is_the_change_since_the_earlier_reading(monkeypatch):
+    from tasks.train import stragglers
+
+    ru = SimpleNamespace(ru_utime=2.0, ru_stime=0.5, ru_nvcsw=25, ru_nivcsw=7)
+    monkeypatch.setattr(stragglers, "resource", SimpleNamespace(RUSAGE_SELF=0, getrusage=lambda who: ru))
+    monkeypatch.setattr(stragglers, "time", SimpleNamespace(perf_counter=lambda: 104.0))
+    host = [(260, 1200)]
+    monkeypatch.setattr("device.host.host_cpu_jiffies", lambda: host[0])
+    assert stragglers.cpu_usage() == {"cpu_s": 2.5, "voluntary_switches": 25, "involuntary_switches": 7,
+                                      "wall_s": 104.0, "host": (260, 1200)}
+    since = {"cpu_s": 1.0, "voluntary_switches": 10, "involuntary_switches": 3, "wall_s": 100.0, "host": (200, 1000)}
+    # 60 busy jiffies of 200 on the whole host: 30% busy
+    assert stragglers.cpu_usage(since) == {"cpu_s": 1.5, "voluntary_switches": 15, "involuntary_switches": 4,
+                                           "wall_s": 4.0, "host_busy": 0.3}
+    host[0] = (200, 1000)                              # no host time passed: no share to give
+    assert stragglers.cpu_usage(since)["host_busy"] is None
+    host[0] = None                                     # no /proc/stat
+    assert stragglers.cpu_usage(since)["host_busy"] is None
+
+
+STEPS = [{"data": 0.25, "h2d": 0.125, "forward": 1.0, "backward": 2.0},
+         {"data": 0.5, "h2d": 0.125, "forward": 1.5, "backward": 2.5},
+         {"data": 0.25, "h2d": 0.25, "forward": 1.0, "backward": 3.0}]
+USAGE = {"cpu_s": 3.0, "wall_s": 4.0, "voluntary_switches": 1, "involuntary_switches": 2, "host_busy": 0.5}
+
+
+def test_a_ranks_work_before_the_collective_by_hand():
+    from tasks.train.stragglers import rank_work
+
+    common = {"data_s": 0.25, "h2d_s": 0.125, "forward_s": 1.0, "torch_threads": torch.get_num_threads(), **USAGE,
+              "steps": 3}
+    # explicit sync: backward is compute; ready = data + h2d + forward + backward per step: 3.375, 4.625, 4.5
+    w = rank_work(STEPS, None, USAGE)
+    assert {k: v for k, v in w.items() if k != "ready_s"} == {
+        **common, "backward_compute_s": 2.5, "compute_s": 3.5, "backward_from": "backward phase"}
+    assert w["ready_s"]["median"] == 4.5 and (w["ready_s"]["min"], w["ready_s"]["max"]) == (3.375, 4.625)
+    # DDP: the backward phase holds the all-reduce's wait, so backward compute is the reducer's 0.5 s, added to
+    # data + h2d + forward: 1.375 + 0.5, 2.125 + 0.5, 1.5 + 0.5
+    w = rank_work(STEPS, {"backward_compute_s": 0.5}, USAGE)
+    assert {k: v for k, v in w.items() if k != "ready_s"} == {
+        **common, "backward_compute_s": 0.5, "compute_s": 1.5,
+        "backward_from": "DDP's reducer timer (median of the probe steps)"}
+    assert (w["ready_s"]["min"], w["ready_s"]["median"], w["ready_s"]["max"]) == (1.875, 2.0, 2.625)
+    # DDP without the reducer's timer: no backward compute, and none is made up
+    w = rank_work(STEPS, {"calls": 3}, USAGE)
+    assert w["backward_compute_s"] is None and w["compute_s"] == 1.0
+    assert (w["ready_s"]["min"], w["ready_s"]["median"], w["ready_s"]["max"]) == (1.375, 1.5, 2.125)
+    # no steps, or a replayed CUDA graph (no forward phase): no work to give
+    assert rank_work([], None, USAGE) is None
+    assert rank_work([{"graph_replay": 1.0}], None, USAGE) is None
+
+
+def _rank(rank, median, lo, hi, data, h2d, compute, level=0.95):
+    ready = {"median": median, "ci_lo": lo, "ci_hi": hi, **({} if level is None else {"ci_level": level})}
+    return {"rank": rank, "host": f"node{rank}", "work": {
+        "ready_s": ready, "data_s": data, "h2d_s": h2d, "compute_s": compute, "torch_threads": 1,
+        "cpu_s": 10.0 + rank, "involuntary_switches": 100 + rank}}
+
+
+def test_the_straggler_and_its_table_by_hand():
+    from tasks.train.stragglers import find_straggler
+
+    ranks = [_rank(0, 1.0, 0.875, 1.125, 0.25, 0.125, 0.625), _rank(1, 1.5, 1.25, 1.75, 0.75, 0.125, 0.625),
+             _rank(2, 1.25, 1.0, 1.5, 0.25, 0.25, 0.75), {"rank": 3, "work": None}]
+    s = find_straggler(ranks, 2.0)
+    # rank 1 is slowest; the others' medians: ready (1.0, 1.25) -> 1.125, data 0.25, h2d 0.1875, compute 0.6875
+    assert {k: v for k, v in s.items() if k != "method"} == {
+        "rank": 1, "host": "node1", "by_s": 0.375, "share_of_step": 0.1875, "significant": False, "mostly": "data",
+        "parts_s": {"data": 0.5, "h2d": -0.0625, "compute": -0.0625},
+        "per_rank": [{"rank": r, "host": f"node{r}", "ready_s": m, "ready_ci": ci, "data_s": d, "h2d_s": h,
+                      "compute_s": c, "torch_threads": 1, "cpu_s": 10.0 + r, "involuntary_switches": 100 + r}
+                     for r, m, ci, d, h, c in [(0, 1.0, [0.875, 1.125], 0.25, 0.125, 0.625),
+                                               (1, 1.5, [1.25, 1.75], 0.75, 0.125, 0.625),
+                                               (2, 1.25, [1.0, 1.5], 0.25, 0.25, 0.75)]]}
+    assert s["method"].startswith("work before the collective")
+    # significant only when its interval clears every other rank's: touching is not clearing
+    assert find_straggler(ranks[:2], 2.0)["significant"] is True          # 1.25 > 1.125
+    touching = [_rank(0, 1.0, 0.875, 1.25, 0.25, 0.125, 0.625), ranks[1]]
+    assert find_straggler(touching, 2.0)["significant"] is False          # 1.25 == 1.25
+    # a 75% interval is the least that may be read; below it, or without a level, no claim either way
+    assert find_straggler([ranks[0], _rank(1, 1.5, 1.25, 1.75, 0.75, 0.125, 0.625, level=0.75)], 2.0)[
+        "significant"] is True
+    assert find_straggler([ranks[0], _rank(1, 1.5, 1.25, 1.75, 0.75, 0.125, 0.625, level=0.5)], 2.0)[
+        "significant"] is None
+    assert find_straggler([ranks[0], _rank(1, 1.5, 1.25, 1.75, 0.75, 0.125, 0.625, level=None)], 2.0)[
+        "significant"] is None
+    assert find_straggler(ranks[:2], None)["share_of_step"] is None      # no step time: no share
+    assert find_straggler(ranks[:1], 2.0) is None                         # one rank waits for nobody
+
+
+# ------------------------------------------------------------------------------------------------ comm efficiency
+def test_the_sync_against_the_microbenchmark_by_hand():
+    from comm.efficiency import versus_sync
+
+    # 2 calls of 1 MB at 1 ms [0.8, 1.2] on 4 ranks (bus factor 2 * 3 / 4 = 1.5); the sync took 4 ms for them
+    calls = [{"bytes": 1_000_000, "calls": 2, "time_s": 0.001, "ci_lo": 0.0008, "ci_hi": 0.0012}]
+    v = versus_sync("microbenchmark", calls, 0.004, None, 4, "DDP's comm hook")
+    got = {k: v[k] for k in ("achievable_s", "achievable_ci_lo", "achievable_ci_hi", "sync_s", "efficiency",
+                             "efficiency_ci_lo", "efficiency_ci_hi", "sync_busbw_GBps", "reference_busbw_GBps")}
+    want = {"achievable_s": 0.002, "achievable_ci_lo": 0.0016, "achievable_ci_hi": 0.0024, "sync_s": 0.004,
+            "efficiency": 0.5, "efficiency_ci_lo": 0.4, "efficiency_ci_hi": 0.6,
+            "sync_busbw_GBps": 0.75, "reference_busbw_GBps": 1.5}       # 2 MB / 4 ms * 1.5; 2 MB / 2 ms * 1.5
+    assert got == pytest.approx(want, rel=1e-12, abs=0)
+    assert (v["calls"], v["bytes"], v["efficiency_is"]) == (2, 2_000_000, "estimate")
+    # the sync's own byte count, when it has one, makes its busbw
+    assert versus_sync("microbenchmark", calls, 0.004, 4_000_000, 4, "")["sync_busbw_GBps"] == pytest.approx(1.5)
+    # a reference that took no time has no busbw (and no division by zero)
+    free = [{"bytes": 1_000, "calls": 1, "time_s": 0.0}]
+    assert versus_sync("microbenchmark", free, 0.004, None, 4, "")["reference_busbw_GBps"] is None
+    # nothing to compare: no calls, or a sync time of zero or less
+    assert versus_sync("microbenchmark", [], 0.004, None, 4, "") is None
+    assert versus_sync("microbenchmark", calls, 0.0, None, 4, "") is None
+    assert versus_sync("microbenchmark", calls, -0.004, None, 4, "") is None
+    # an interval needs both ends of every size's
+    half = [{**calls[0], "ci_hi": None}]
+    v = versus_sync("microbenchmark", half, 0.004, None, 4, "")
+    assert (v["efficiency_ci_lo"], v["efficiency_ci_hi"]) == (None, None)
+
+
+# ------------------------------------------------------------------------------------------------ planned steps
+def test_steins_rule_plans_the_pilots_size_times_the_squared_ratio():
+    """n = pilot size x (pilot half-width / target)^2, with the half-width the record prints for the pilot
+    (describe's serial-series interval); a target a quarter of the pilot's width asks for 16x the steps."""
+    from stats import describe
+    from stats.summary import planned_steps
+
+    pilot = list(1.0 + 0.05 * np.random.default_rng(3).standard_normal(20))
+    for level in (0.95, 0.5):
+        half = describe(pilot, level=level, serial_series=True)["rel_ci_halfwidth"]
+        assert planned_steps(pilot, half / 4, 10, None, level=level) == 320     # 20 x 4^2
+        assert planned_steps(pilot, half * 2, 10, None, level=level) == 10      # 20 / 4 = 5, below the minimum
+    assert planned_steps(pilot, 0.01, 10, None) == planned_steps(pilot, 0.01, 10, None, level=0.95)
+    assert planned_steps(pilot[:5], 0.01, 10, None) == 10      # too few steps for an interval: the minimum
+    assert planned_steps([0.0] * 20, 0.01, 10, None) == 20     # no positive median: no relative width to plan from
+    assert planned_steps(pilot, 0.0, 10, 500) == 500           # no target: as many steps as the cap allows
+    assert planned_steps(pilot, 0.0, 10, None) == 20           # nor a cap: the pilot
+
+
+def test_times_are_printed_as_nccl_tests_prints_them():
+    """nccl-tests' time column: 2 decimals below 100 us, 1 below 10 ms, none above (its common.cu)."""
+    assert [bw.fmt_us(s) for s in (12.3456e-6, 99.994e-6, 100e-6, 123.46e-6, 9999.94e-6, 0.01, 0.0123456)] == [
+        "12.35", "99.99", "100.0", "123.5", "9999.9", "10000", "12346"]
+
+
+def test_element_sizes_and_sizes_as_nccl_tests_takes_them():
+    """Element sizes from the dtype's own width (not float32's); nccl-tests' -b 1 is a valid smallest size."""
+    assert [bw.element_size(d) for d in ("float16", "bfloat16", "float32", "float64", "int8")] == [2, 2, 4, 8, 1]
+    assert bw.size_list(1, 8, 2) == [1, 2, 4, 8]
+    assert bw.size_list(1, 5, 1.1) == [1, 2, 3, 4, 5]          # a factor too small to grow a size: one byte more
+    with pytest.raises(ValueError, match=r"factor must be > 1, got 1"):
+        bw.size_list(1, 8, 1)
+    with pytest.raises(ValueError, match=r"need 1 <= min_bytes <= max_bytes, got 0, 8"):
+        bw.size_list(0, 8, 2)
+    assert [bw.dtype_name(d) for d in ("fp16", "bf16", "double", "float32")] == [
+        "float16", "bfloat16", "float64", "float32"]                           # the names users type (base/schema.py)
+    with pytest.raises(KeyError, match="float7"):
+        bw.dtype_name("float7")
+
+
+def test_the_efficiencys_bus_factor_and_when_it_cannot_be_read():
+    from comm.efficiency import bus_factor, not_measurable
+
+    assert [bus_factor(n) for n in (1, 2, 4, 8)] == [0.0, 1.0, 1.5, 1.75]     # nccl-tests: 2(n-1)/n; one rank sends 0
+    assert not_measurable({"efficiency": 1.0}) is None                        # exactly as fast: readable
+    assert not_measurable(None) is None and not_measurable({"efficiency": None}) is None
+    noise = not_measurable({"efficiency": 1.61, "efficiency_ci_lo": 0.68, "efficiency_ci_hi": 3.33})
+    assert noise.startswith("not measurable: 161% [68, 333], ") and noise.endswith("inside each other's noise")
+    # an interval that ends at 100% is not wholly above it
+    assert not_measurable({"efficiency": 1.5, "efficiency_ci_lo": 1.0, "efficiency_ci_hi": 2.0}).endswith("noise")
+    above = not_measurable({"efficiency": 1.5, "efficiency_ci_lo": 1.25, "efficiency_ci_hi": 2.0})
+    assert above.startswith("not measurable: 150% [125, 200], ") and "per-call cost" in above
+    assert not_measurable({"efficiency": 1.5, "efficiency_ci_lo": 1.25, "efficiency_ci_hi": None}).startswith(
+        "not measurable: 150% (no interval), ")
+
+
+def test_throughput_and_the_adaptive_stop_keep_their_level_and_caps():
+    from stats.summary import PILOT, adaptive_should_stop, block_throughput, planned_steps
+    from stats.within import batch_rate
+
+    walls, steps = list(1.0 + 0.1 * np.random.default_rng(5).standard_normal(20)), [10] * 20
+    for level in (0.95, 0.5):
+        b, r = block_throughput(walls, steps, level=level), batch_rate(walls, steps, level)
+        assert (b["ci_lo"], b["ci_hi"], b["log_se"]) == (r["ci_lo"], r["ci_hi"], r["log_se"])
+    times = list(1.0 + 0.05 * np.random.default_rng(7).standard_normal(400))
+    plan = planned_steps(times[:PILOT], 0.005, PILOT, None, level=0.5)
+    assert PILOT < plan < planned_steps(times[:PILOT], 0.005, PILOT, None)        # 71 at 50%, 987 at 95%
+    assert adaptive_should_stop(times[:plan - 1], 0.005, 10, None, 1.0, None, level=0.5) == (False, "continue")
+    assert adaptive_should_stop(times[:plan], 0.005, 10, None, 1.0, None, level=0.5) == (True, "target reached")
+    # no precision target: the window runs to its cap, not to the pilot's end
+    assert adaptive_should_stop(times[:PILOT], 0.0, 10, 50, 1.0, None) == (False, "continue")
+    assert adaptive_should_stop(times[:50], 0.0, 10, 50, 1.0, None) == (True, "target reached")
+    assert adaptive_should_stop(times[:5], 0.01, 10, None, 60.0, 60.0) == (True, "max_s reached")   # at the limit
+
+
+def test_the_sync_against_the_emulated_link_by_hand():
+    """2 nodes behind an 8 Gbit/s link: an all-reduce puts 2(2-1)/2 = 1x each byte through a NIC, 1 ns a byte, so the
+    sync's 4 MB (buckets 1 + 1 + 2 MB) take at least 4 ms; it took 8 ms: 50%, a lower bound as it overlapped."""
+    from comm.efficiency import versus_link
+
+    link = {"emulated": True, "payload_rate_bit_s": 8e9, "nodes": 2}
+    comm = {"buckets": {"sizes_bytes": [1_000_000, 1_000_000, 2_000_000]}, "time_s": 0.008,
+            "bytes_per_step": 4_000_000, "method": "DDP", "overlap_s": 0.001}
+    v = versus_link(link, comm, 2)
+    assert (v["achievable_s"], v["efficiency"], v["calls"], v["bytes"]) == pytest.approx((0.004, 0.5, 3, 4e6))
+    assert (v["efficiency_ci_lo"], v["efficiency_is"], v["source"]) == (None, "lower bound", "result.env.link")
+    assert "N=2 nodes' NICs at 8 Gbit/s" in v["method"]
+    # no buckets: the step's bytes in one call
+    one = versus_link(link, {**comm, "buckets": None}, 2)
+    assert (one["achievable_s"], one["calls"]) == pytest.approx((0.004, 1))
+    # 4 ranks on 2 nodes: the NICs carry the nodes' all-reduce, 2(2-1)/2, not the ranks' 2(4-1)/4
+    assert versus_link(link, comm, 4)["achievable_s"] == pytest.approx(0.004)
+    # nothing to compare against, or nothing to compare
+    for bad_link in (None, {**link, "emulated": False}, {**link, "payload_rate_bit_s": None}, {**link, "nodes": 1}):
+        assert versus_link(bad_link, comm, 2) is None, bad_link
+    assert versus_link(link, None, 2) is None
+    assert versus_link(link, {**comm, "buckets": None, "bytes_per_step": None}, 2) is None
