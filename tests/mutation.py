@@ -170,10 +170,10 @@ def main(argv: list[str] | None = None) -> int:
                    f"{'' if args.children == 2 else f' --children {args.children}'} (mutmut run --max-children "
                    f"{args.children})")
         load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
         start = time.monotonic()
         proc = subprocess.run([str(Path(sys.executable).parent / "mutmut"), "run", "--max-children",
                                str(args.children)])
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
         run = {"date": dt.date.today().isoformat(), "commit": commit or "?",
                "mutmut": importlib.metadata.version("mutmut"), "command": command,
                "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",

@@ -426,3 +426,56 @@ def test_the_sync_against_the_emulated_link_by_hand():
         assert versus_link(bad_link, comm, 2) is None, bad_link
     assert versus_link(link, None, 2) is None
     assert versus_link(link, {**comm, "buckets": None, "bytes_per_step": None}, 2) is None
+
+
+# ------------------------------------------------------------------------------------------------ a row's summary
+def test_a_rows_summary_by_hand():
+    """describe's columns on five values, by hand: numpy's linear percentiles on 5 points land on the values at
+    positions 1 and 3 (q1, q3) and 60% of the way from the 4th to the 5th (p90); Tukey's fences at 1.5 IQR."""
+    from stats.summary import describe, median_ci
+
+    d = describe([-2.0, 2.0, 3.0, 4.0, 8.0])
+    assert {k: d[k] for k in ("n", "median", "mean", "min", "max", "q1", "q3", "iqr", "outliers_low",
+                              "outliers_high")} == {"n": 5, "median": 3.0, "mean": 3.0, "min": -2.0, "max": 8.0,
+                                                    "q1": 2.0, "q3": 4.0, "iqr": 2.0, "outliers_low": 1,
+                                                    "outliers_high": 1}      # fences -1 and 7
+    assert d["p90"] == pytest.approx(6.4, abs=1e-12)
+    assert d["ci_method"] and "batch" not in d["ci_method"]
+    on_fences = describe([-1.0, 2.0, 3.0, 4.0, 7.0])                          # on a fence is not beyond it
+    assert (on_fences["outliers_low"], on_fences["outliers_high"]) == (0, 0)
+    assert describe([1, 2, 3])["median"] == 2.0
+    x = list(np.random.default_rng(11).lognormal(0, 0.2, 40))
+    for level in (0.95, 0.5):
+        assert (describe(x, level=level)["ci_lo"], describe(x, level=level)["ci_hi"]) == median_ci(x, level)[:2]
+    lo95, hi95, _ = median_ci(x)
+    lo50, hi50, _ = median_ci(x, 0.5)
+    assert lo95 < lo50 < hi50 < hi95
+    with pytest.raises(ValueError, match="no values"):
+        describe([])
+
+
+def test_a_serial_series_summary_keeps_its_level_and_method():
+    from stats.summary import SERIAL_CI_METHOD, describe
+    from stats.within import batch_median, serial
+
+    x = list(np.random.default_rng(13).lognormal(0, 0.2, 40))
+    for level in (0.95, 0.5):
+        d, b = describe(x, level=level, serial_series=True), batch_median(np.asarray(x), level)
+        assert (d["ci_lo"], d["ci_hi"], d["ci_level"], d["ci_method"]) == (b["ci_lo"], b["ci_hi"], level,
+                                                                           SERIAL_CI_METHOD)
+    assert describe(x, serial_series=True)["lag1"] == serial(np.log(x))["lag1"]   # positive: on the log scale
+    with_zero = [0.0, *x]
+    assert describe(with_zero, serial_series=True)["lag1"] == serial(np.asarray(with_zero))["lag1"]
+    short = describe(x[:6], serial_series=True)                                   # too few for batches: no interval
+    assert (short["ci_lo"], short["ci_level"]) == (None, None)
+    assert short["ci_method"] == batch_median(np.asarray(x[:6]), 0.95)["method"] != SERIAL_CI_METHOD
+
+
+def test_median_ranks_refuse_a_level_outside_0_1_and_bytes_print_in_binary_units():
+    from stats.summary import median_ranks
+
+    for level in (0.0, 1.0, 1.5):
+        with pytest.raises(ValueError, match=r"level must be in \(0, 1\)"):
+            median_ranks(10, level)
+    assert [bw.fmt_bytes(n) for n in (0, 1023, 1024, 1536 * 1024, 3 * 1024 ** 3, 5 * 1024 ** 4, 2048 * 1024 ** 4)] == [
+        "0 B", "1023 B", "1.0 KiB", "1.5 MiB", "3.0 GiB", "5.0 TiB", "2048.0 TiB"]
