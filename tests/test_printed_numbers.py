@@ -350,6 +350,7 @@ def test_steins_rule_plans_the_pilots_size_times_the_squared_ratio():
 
 def test_times_are_printed_as_nccl_tests_prints_them():
     """nccl-tests' time column: 2 decimals below 100 us, 1 below 10 ms, none above (its common.cu)."""
+    assert bw.fmt_us(99.99499e-6) == "99.99"                   # microseconds are 1e6 per second, not a hair more
     assert [bw.fmt_us(s) for s in (12.3456e-6, 99.994e-6, 100e-6, 123.46e-6, 9999.94e-6, 0.01, 0.0123456)] == [
         "12.35", "99.99", "100.0", "123.5", "9999.9", "10000", "12346"]
 
@@ -415,6 +416,9 @@ def test_the_sync_against_the_emulated_link_by_hand():
     v = versus_link(link, comm, 2)
     assert (v["achievable_s"], v["efficiency"], v["calls"], v["bytes"]) == pytest.approx((0.004, 0.5, 3, 4e6))
     assert (v["efficiency_ci_lo"], v["efficiency_is"], v["source"]) == (None, "lower bound", "result.env.link")
+    assert (v["reference"], v["overlap_s"]) == ("emulated link", 0.001)
+    # the sync's busbw counts the bytes the step sent (8 MB here, beside 4 MB of buckets): 8 MB / 8 ms x 1
+    assert versus_link(link, {**comm, "bytes_per_step": 8_000_000}, 2)["sync_busbw_GBps"] == pytest.approx(1.0)
     assert "N=2 nodes' NICs at 8 Gbit/s" in v["method"]
     # no buckets: the step's bytes in one call
     one = versus_link(link, {**comm, "buckets": None}, 2)
@@ -472,7 +476,11 @@ def test_a_serial_series_summary_keeps_its_level_and_method():
 
 
 def test_median_ranks_refuse_a_level_outside_0_1_and_bytes_print_in_binary_units():
-    from stats.summary import median_ranks
+    from stats.summary import median_ranks, rel_halfwidth
+
+    assert rel_halfwidth(2.0, 1.5, 3.0) == 0.375                # half of (3 - 1.5) over 2
+    assert rel_halfwidth(2.0, 1.5, None) is None and rel_halfwidth(2.0, None, 3.0) is None
+    assert rel_halfwidth(0.0, -1.0, 1.0) is None
 
     for level in (0.0, 1.0, 1.5):
         with pytest.raises(ValueError, match=r"level must be in \(0, 1\)"):
