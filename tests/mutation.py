@@ -6,7 +6,7 @@ A mutant judged equivalent (no test can tell it from the code: it changes nothin
 tests/mutation_equivalent.toml with the mutated line and the reason; the entry counts only while mutmut still makes
 that very line, so an entry goes stale, and the mutant counts as a survivor again, when the code under it changes.
 
-    python -m tests.mutation               # mutmut run --max-children 2, then the report (well under 30 min on 2 cores)
+    python -m tests.mutation               # mutmut run --max-children 2, then the report (39 min, 2 busy cores)
     python -m tests.mutation --report      # the report from the last run's results (mutants/), no run
     python -m tests.mutation --children 1  # fewer workers on a busy machine
 """
