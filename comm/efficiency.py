@@ -71,7 +71,7 @@ def versus_link(link: dict | None, comm: dict | None, world_size: int) -> dict |
                                                                 else [])
     if nodes < 2 or not sizes:
         return None
-    wire = 2 * (nodes - 1) / nodes * 8 / link["payload_rate_bit_s"]
+    wire = bandwidth.bus_factor("all_reduce", nodes) * 8 / link["payload_rate_bit_s"]
     calls = [{"bytes": b, "calls": n, "time_s": b * wire} for b, n in call_sizes(sizes)]
     vs = versus_sync("emulated link", calls, comm.get("time_s"), comm.get("bytes_per_step"), world_size,
                      comm.get("method", ""), comm.get("overlap_s"))

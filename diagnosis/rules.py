@@ -160,9 +160,45 @@ def exposed_comm(v: RunView) -> Finding | None:
                           {"median": ref["achievable_s"], "ci_lo": ref.get("achievable_ci_lo"),
                            "ci_hi": ref.get("achievable_ci_hi"), "source": ref["reference"]},
                           "result.comm.vs_microbench.achievable_s"))
-    if ref["efficiency"] < LOW_EFFICIENCY:
+    side = efficiency_side(ref)
+    if side == "low":
         return _sync_path(v, c, exposed_s, share, ref, evidence)
-    return _slow_link(v, c, exposed_s, share, ref, evidence)
+    if side == "high":
+        return _slow_link(v, c, exposed_s, share, ref, evidence)
+    return _cause_unclear(v, share, ref, evidence)
+
+
+def efficiency_side(ref: dict) -> str | None:
+    """Which cause the comm efficiency names, read on the end of its interval that could refute it: "low" (the sync
+    path) when even the upper end is under LOW_EFFICIENCY, "high" (the link) when even the lower end is at or above
+    it, None when the interval straddles it. A figure without an interval (the link's rate is a setting; too few
+    microbenchmark calls) is its own bound."""
+    lo, hi = ref.get("efficiency_ci_lo"), ref.get("efficiency_ci_hi")
+    lo = ref["efficiency"] if lo is None else lo
+    hi = ref["efficiency"] if hi is None else hi
+    if hi < LOW_EFFICIENCY:
+        return "low"
+    if lo >= LOW_EFFICIENCY:
+        return "high"
+    return None
+
+
+def _cause_unclear(v, share, ref, evidence) -> Finding:
+    """The efficiency's interval straddles LOW_EFFICIENCY: the microbenchmark is too noisy to tell a slow sync path
+    from a slow link, and more timed calls per size narrow it."""
+    iters = max(20, 4 * int(get(v.config, "diagnose", "microbench_iters") or 5))
+    lo, hi = (ref["efficiency"] if ref.get(k) is None else ref[k] for k in ("efficiency_ci_lo", "efficiency_ci_hi"))
+    change = {"diagnose.microbench": True, "diagnose.microbench_iters": iters}
+    return Finding(
+        rule="exposed_comm.unexplained",
+        title=f"Exposed communication is {100 * share['median']:.0f}% of the step; the comm efficiency's interval "
+              f"[{100 * lo:.0f}, {100 * hi:.0f}]% straddles "
+              f"{100 * LOW_EFFICIENCY:.0f}%, so it cannot tell a slow sync path from a slow link",
+        detail=f"More timed calls per size in the microbenchmark (diagnose.microbench_iters={iters}) narrow the "
+               "interval; the run's diagnosis then names the cause.",
+        evidence=evidence, seed=cite("003", "communication dominated the step; the remedy depended on the link"),
+        saving=Saving(None, how="the microbenchmark says how much of the exposed time the link itself needs"),
+        impact=share["median"], recommends=change, command=v.command(change))
 
 
 def _exposed_unconfirmed(v, exposed, share, evidence) -> Finding:

@@ -51,6 +51,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from comm import link as arith
+from comm.bandwidth import bus_factor
 from base.errors import ConfigError
 from base.log import get
 
@@ -317,7 +318,7 @@ def _check_timeout(cfg, spec: Spec, world: int) -> None:
         return
     if not nbytes:
         return
-    seconds = nbytes * 2 * (world - 1) / world * 8 / arith.payload_rate(spec.rate_bit_s, spec.mtu)
+    seconds = nbytes * bus_factor("all_reduce", world) * 8 / arith.payload_rate(spec.rate_bit_s, spec.mtu)
     if seconds > float(cfg.timeout_s):
         raise LinkError(f"{spec.label}: all-reducing {what} ({nbytes / 1e6:.0f} MB) takes about {seconds:.0f} s at "
                         f"{arith.human(spec.rate_bit_s)}, over timeout_s={cfg.timeout_s:g}: the collective would time "

@@ -29,6 +29,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 def run_train(args: list[str], tmp_path: Path, multirun: bool = False, timeout: float = 240, env: dict | None = None):
     """Run `python train.py args` in a fresh process; outputs go under tmp_path. env: variables to set over this
     process's environment (None: unset it)."""
+    _starts_processes()
     out = tmp_path / ("sweep" if multirun else "run")
     cmd = [sys.executable, "train.py", *(["-m"] if multirun else []), *args,
            f"hydra.{'sweep' if multirun else 'run'}.dir={out}"]
@@ -47,6 +48,8 @@ def run_inprocess(overrides: list[str], tmp_path: Path, name: str = "run", env: 
     it raises TimeoutError, and the elastic agent stops the ranks on its way out."""
     from job.run import run_job
     from base.record import RECORD_NAME
+
+    _starts_processes()
 
     out = tmp_path / name
     out.mkdir(parents=True, exist_ok=True)  # as Hydra makes the job's output dir before calling the task function
@@ -86,6 +89,25 @@ def close_group() -> None:
 
     gc.collect()
     dist.destroy_process_group()
+
+
+_CURRENT: list = []   # the test running now (set by _current_test), for _starts_processes
+
+
+@pytest.fixture(autouse=True)
+def _current_test(request):
+    _CURRENT[:] = [request.node]
+    yield
+    _CURRENT.clear()
+
+
+def _starts_processes():
+    """A test that starts project processes must say so (marker `subprocess`, or `slow`): the mutation run
+    (docs/testing.md) leaves such tests out, since a child process cannot import mutmut's mutants."""
+    node = _CURRENT[0] if _CURRENT else None
+    if node is not None and not (node.get_closest_marker("subprocess") or node.get_closest_marker("slow")):
+        pytest.fail(f"{node.nodeid} starts project processes: mark it @pytest.mark.subprocess (or slow)",
+                    pytrace=False)
 
 
 def wandb_free_env(home: Path) -> dict[str, str | None]:
@@ -163,15 +185,25 @@ def _cpu_unless_marked_gpu(request, monkeypatch):
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
 
 
+HTA_MISSING = ("needs HolisticTraceAnalysis, an optional install (pip install -r requirements-optional.txt; it adds "
+               "pandas, plotly and jupyterlab, about 80 packages, so the set-up leaves it out)")
+
+
 def pytest_collection_modifyitems(config, items):
+    """Tests that cannot run here are skipped with the reason, which `-ra` (pytest.ini) prints in the summary."""
+    import importlib.util
+
     import torch
 
-    if torch.cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU (none on this machine)")
+    skips = {}
+    if not torch.cuda.is_available():
+        skips["gpu"] = pytest.mark.skip(reason="needs a CUDA GPU (none on this machine)")
+    if importlib.util.find_spec("hta") is None:
+        skips["hta"] = pytest.mark.skip(reason=HTA_MISSING)
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+        for mark, skip in skips.items():
+            if mark in item.keywords:
+                item.add_marker(skip)
 
 
 @contextlib.contextmanager

@@ -178,7 +178,7 @@ def test_collectives_bad_input(overrides, words):
     assert words in refused(["task=collectives", *overrides], host=ONE_GPU_EACH)
 
 
-def test_collectives_what_gloo_can_do_passes():
+def test_collectives_what_gloo_can_do_is_accepted():
     accepted(["task=collectives", "backend=gloo", "collectives.reduce_op=avg"])      # float: fine
 
 

@@ -60,8 +60,8 @@ def test_collectives_wrong_result_fails_the_run(tmp_path, capfd):
     err = capfd.readouterr().err
     assert "CorrectnessError" in err and "wrong elements in the correctness check" in err
     assert rec["status"] == "failed" and "wrong elements" in rec["error"]
-    if rec["result"]:                       # the runner keeps CorrectnessError.result: the counts are in the record
-        assert rec["result"]["wrong_total"] == 2 * 3 * 2       # 2 ops x 3 sizes x 2 modes x one element on rank 1
+    # the runner keeps CorrectnessError.result: the counts are in the record (a dropped result fails here)
+    assert rec["result"] and rec["result"]["wrong_total"] == 2 * 3 * 2  # 2 ops x 3 sizes x 2 modes, 1 wrong on rank 1
 
 
 # -------------------------------------------------------------------------------------------------------- grad_sync

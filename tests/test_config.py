@@ -30,8 +30,11 @@ def test_every_group_choice_composes_onto_the_schema(group):
         cfg = compose([f"{group}={choice}"])
         assert not OmegaConf.missing_keys(cfg), (choice, OmegaConf.missing_keys(cfg))
         assert OmegaConf.get_type(cfg) is schema.Config
-        if group in schema.GROUP_SCHEMAS:          # the launcher's options are launchers/slurm's to check
-            assert dataclasses.is_dataclass(OmegaConf.get_type(cfg[group])), (group, choice)
+        # typed exactly where the schema types the group
+        typed = group in cfg and dataclasses.is_dataclass(OmegaConf.get_type(cfg[group]))
+        assert typed == (group in schema.GROUP_SCHEMAS), (group, choice)
+    # the two untyped groups: the launcher's options are launchers/slurm's to check; a variant sets top-level keys
+    assert (group in schema.GROUP_SCHEMAS) == (group not in ("launcher", "variant"))
 
 
 @pytest.mark.parametrize("experiment", choices("experiment"))
@@ -40,8 +43,8 @@ def test_every_experiment_composes_and_resolves(experiment):
     assert "tags" in cfg and cfg.tags
     plain = accepted([f"experiment={experiment}", "scale=smoke"])
     assert plain["batch_size"] == 2  # command-line scale wins
-    if "vit_study" in cfg.tags:  # the ViT study's presets bring their model
-        assert plain["model"]["name"] == "vit_l_32"
+    # the ViT study's presets bring their model, and only they
+    assert (plain["model"]["name"] == "vit_l_32") == ("vit_study" in cfg.tags), (experiment, plain["model"]["name"])
 
 
 def test_defaults_are_the_thread_setting_on_this_machine():
@@ -213,6 +216,7 @@ def test_a_refused_job_of_a_sweep_keeps_its_row_and_opens_no_wandb_run(tmp_path,
     assert rec["status"] == "failed" and rec["error"] == "ConfigError: batch_size=0: must be >= 1."
 
 
+@pytest.mark.subprocess
 def test_a_sweep_refused_as_a_whole_exits_2_and_creates_nothing(tmp_path):
     """Issue 19.9: -m repeats=0 exited 1, printed `[sweep] ? jobs` and left an empty sweep directory."""
     proc = run_train(["repeats=0", "logger=none"], tmp_path, multirun=True)
@@ -267,7 +271,7 @@ def test_ranks_that_outnumber_the_cores_are_said_once_before_they_start():
         accepted(["model=vgg11_tiny"])                              # 2 ranks, 2 cores
 
 
-def test_already_started_ranks_spawn_nothing():
+def test_already_started_ranks_are_accepted_at_any_world_size():
     torchrun_rank = dataclasses.replace(CPU_BOX, free_bytes=GIB, ranks_started=True)
     accepted(["world_size=64"], host=torchrun_rank)
 
@@ -282,7 +286,7 @@ SUBMITTED = [
 
 
 @pytest.mark.parametrize("overrides", SUBMITTED, ids=[" ".join(o) for o in SUBMITTED])
-def test_submitting_from_a_gpu_less_login_node(overrides):
+def test_submitting_from_a_gpu_less_login_node_is_accepted(overrides):
     accepted(overrides, host=LOGIN_NODE, submitting=True)
 
 
@@ -331,6 +335,7 @@ def test_help_lists_tasks_groups_and_examples(monkeypatch, capsys):
         assert word in out, word
 
 
+@pytest.mark.subprocess
 def test_typo_and_unknown_choice_from_the_command_line(tmp_path):
     """Real processes: Hydra's multi-line errors (and its `+bukcet=100` advice) become one line, exit 2, for a single
     run and for a -m sweep before its first job."""
@@ -343,6 +348,7 @@ def test_typo_and_unknown_choice_from_the_command_line(tmp_path):
     assert not list(Path(proc.out_dir).glob("*/run_record.json"))
 
 
+@pytest.mark.subprocess
 def test_preset_without_m_is_refused(tmp_path):
     proc = run_train(["experiment=ddp_overhead", "logger=none"], tmp_path)
     assert proc.returncode == 2

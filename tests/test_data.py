@@ -1,6 +1,7 @@
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from data import batches, build_loader
@@ -30,6 +31,7 @@ def test_raw_folder_generator_and_reader(tmp_path):
     assert torch.equal(ds[0][0], expected)
 
 
+@pytest.mark.subprocess
 def test_generator_command_line(tmp_path):
     out = subprocess.run([sys.executable, "-m", "data.make_raw_folder", "--root", str(tmp_path / "r"), "--classes", "2",
                           "--files-per-class", "3", "--size", "8"], cwd=ROOT, capture_output=True, text=True,

@@ -205,7 +205,7 @@ def test_transport_names_drop_the_nic_index():
         {"P2P/direct pointer/read": 1}
 
 
-def test_collectives_use_the_non_deprecated_names(tmp_path):
+def test_all_gather_and_reduce_scatter_run_with_future_warnings_as_errors(tmp_path):
     from tasks.collectives import Case, settings
 
     c = settings(compose(["task=collectives", "logger=none"]))

@@ -177,10 +177,26 @@ def test_small_exposed_comm_is_silent():
 
 
 def test_comm_efficiency_threshold_uses_the_interval():
+    """The cause is named only when the interval's far end agrees (issue 30: the rule compared the point estimate, so
+    45% [40, 55] blamed the sync path and 55% [45, 65] the link, each where the other end says otherwise)."""
+    def cause(efficiency, lo, hi):
+        rec = train(exposed_s=0.03)
+        rec["result"]["comm"]["vs_microbench"] = {**vs(efficiency, 0.05), "efficiency_ci_lo": lo,
+                                                  "efficiency_ci_hi": hi}
+        return [r for r in rules(rec) if r.startswith("exposed_comm")]
+
+    assert cause(0.30, 0.20, 0.45) == ["exposed_comm.sync_path"]    # the whole interval under 50%
+    assert cause(0.60, 0.50, 0.70) == ["exposed_comm.slow_link"]    # the whole interval at or over 50%
+    assert cause(0.45, 0.40, 0.55) == ["exposed_comm.unexplained"]  # the point under 50%, the upper end over
+    assert cause(0.55, 0.45, 0.65) == ["exposed_comm.unexplained"]  # the point over 50%, the lower end under
+    assert cause(0.45, None, None) == ["exposed_comm.sync_path"]    # no interval: the figure is its own bound
+    assert cause(0.50, None, None) == ["exposed_comm.slow_link"]
     rec = train(exposed_s=0.03)
-    rec["result"]["comm"]["vs_microbench"] = vs(0.2, 0.05)
-    v = RunView(rec, rec["result"]["comm"]["vs_microbench"])
-    assert v.reference["efficiency"] == 0.2
+    rec["result"]["comm"]["vs_microbench"] = {**vs(0.45, 0.05), "efficiency_ci_lo": 0.40, "efficiency_ci_hi": 0.55}
+    f = finding(rec, "exposed_comm.unexplained")
+    assert "[40, 55]% straddles 50%" in f["title"]
+    assert f["recommends"] == {"diagnose.microbench": True, "diagnose.microbench_iters": 20}
+    assert "diagnose.microbench_iters=20" in f["command"] and f["saving"]["fraction"] is None
 
 
 # ------------------------------------------------------------------------------------------------------ transports

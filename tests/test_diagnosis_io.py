@@ -135,15 +135,15 @@ def _profiled(tmp_path, comps) -> dict:
     return rec
 
 
+@pytest.mark.hta
 def test_hta_says_it_cannot_read_a_cpu_only_trace(tmp_path):
-    pytest.importorskip("hta")
     h = cross_check(_profiled(tmp_path, [None, None]))
     assert h["status"] == "cpu_only" and "CPU operators only" in h["note"] and h["tool_overlap"] == pytest.approx(0.5)
     assert "HTA cannot read these traces" in format_hta(h)
 
 
+@pytest.mark.hta
 def test_hta_overlap_beside_the_tools_own(tmp_path):
-    pytest.importorskip("hta")
     # comm 100-300 us; compute 50-150 (rank 0: 50 of 200 us overlapped) and 50-250 (rank 1: 150 of 200)
     h = cross_check(_profiled(tmp_path, [(50.0, 150.0), (50.0, 250.0)]))
     assert h["status"] == "ok" and [r["overlap"] for r in h["per_rank"]] == pytest.approx([0.25, 0.75])
@@ -166,6 +166,7 @@ def _cli(*args):
                           text=True, timeout=120)
 
 
+@pytest.mark.subprocess
 def test_cli_run_dir_with_nccl_tests(tmp_path):
     write_record(tmp_path / "run", _ddp_record())
     p = _cli(tmp_path / "run", "--nccl-tests", TABLE)
@@ -173,6 +174,7 @@ def test_cli_run_dir_with_nccl_tests(tmp_path):
     assert "diagnosis:" in p.stdout and "comm vs nccl-tests file" in p.stdout
 
 
+@pytest.mark.subprocess
 def test_cli_sweep_and_nccl_tests_alone(tmp_path):
     write_sweep(tmp_path / "sweep", [_pairs(1, 0.5, cpus=4), _pairs(4, 0.97, cpus=4)])
     p = _cli(tmp_path / "sweep")
@@ -182,6 +184,7 @@ def test_cli_sweep_and_nccl_tests_alone(tmp_path):
     assert q.returncode == 0 and "all_reduce_perf (json, 2 ranks): 27 sizes" in q.stdout
 
 
+@pytest.mark.subprocess
 def test_cli_bad_input_is_one_line_and_exit_2(tmp_path):
     for args in ([tmp_path / "nope"], ["--nccl-tests", tmp_path / "nope.log"], []):
         p = _cli(*args)

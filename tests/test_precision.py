@@ -24,6 +24,7 @@ def test_only_the_strict_and_tf32_choices_touch_torchs_tf32_defaults(precision, 
     assert torch.backends.cudnn.allow_tf32 is cudnn and torch.get_float32_matmul_precision() == matmul
 
 
+@pytest.mark.subprocess
 def test_torchs_own_defaults_are_what_the_default_keeps():
     """In a fresh interpreter of this torch: what set_precision("fp32") must leave as it is."""
     import subprocess

@@ -166,6 +166,7 @@ def test_report_on_a_moved_sweep_dir_defaults_to_its_report_folder(tmp_path):
     assert "python train.py -m bucket=25,100" in md and "| bucket=100 " in md
 
 
+@pytest.mark.subprocess
 def test_bad_paths_give_a_clear_error(tmp_path):
     proc = _report(tmp_path / "nope")
     assert proc.returncode != 0 and "does not exist" in proc.stderr and "Traceback" not in proc.stderr

@@ -172,6 +172,7 @@ def _run_app(tmp_path, fail="true", sweep="optim=none,bf16"):
     return proc, sweep_dir
 
 
+@pytest.mark.subprocess
 def test_callback_prints_progress_saves_the_table_then_exits_nonzero(tmp_path):
     proc, sweep_dir = _run_app(tmp_path)
     out = proc.stdout
@@ -192,6 +193,7 @@ def test_callback_prints_progress_saves_the_table_then_exits_nonzero(tmp_path):
     assert f"table: {sweep_dir / TABLE_MD}" in out
 
 
+@pytest.mark.subprocess
 def test_callback_can_leave_the_exit_code_alone(tmp_path):
     proc, sweep_dir = _run_app(tmp_path, fail="false", sweep="optim=none")
     assert proc.returncode == 0, proc.stderr

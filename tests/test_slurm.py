@@ -108,6 +108,7 @@ def test_check_config_names_problem_and_fix(kw, words, monkeypatch):
     slurm.check_config(_cfg())  # the consistent config passes
 
 
+@pytest.mark.subprocess
 def test_launcher_slurm_without_multirun_is_refused(tmp_path):
     """Hydra only uses its launcher in a multirun: without -m the job would quietly run here, on this machine."""
     proc = run_train(["launcher=slurm", *TINY], tmp_path, timeout=120)
@@ -117,6 +118,7 @@ def test_launcher_slurm_without_multirun_is_refused(tmp_path):
         (proc.out_dir / "run_record.json").read_text())["status"] == "failed"
 
 
+@pytest.mark.subprocess
 def test_world_size_disagreeing_with_slurm_layout_is_refused_before_submitting(tmp_path):
     proc = run_train(["launcher=slurm", *TINY, "world_size=4", "bucket=25,100"], tmp_path, multirun=True, timeout=120)
     out = proc.stdout + proc.stderr
@@ -132,6 +134,7 @@ def test_world_size_disagreeing_with_slurm_layout_is_refused_before_submitting(t
      ["launcher.partition=gpu", "launcher.tasks_per_node=2", "+launcher.additional_parameters.exclude=n3"]),
     (["launcher=slurm", "+hydra.launcher.partition=gpu"], "hydra.launcher.partition set", ["launcher.partition=gpu"]),
 ])
+@pytest.mark.subprocess
 def test_hydra_submitit_habits_are_refused_with_the_equivalent_command(typed, said, expected, tmp_path):
     """A hydra-submitit-launcher user's command (hydra/launcher=submitit_slurm, hydra.launcher.<key>) is refused
     before anything is submitted, in one line naming the command that does it here; that command composes to the
@@ -174,6 +177,7 @@ def _rank_probe(env: dict) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.subprocess
 def test_batch_shell_is_not_a_rank():
     """The environment of an sbatch script / salloc shell (as Slurm 22.05 sets it: SLURM_PROCID and SLURM_NTASKS, no
     step) is the user's shell: `python train.py` there starts its own ranks."""

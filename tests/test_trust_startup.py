@@ -3,11 +3,14 @@ only needed for some models or loggers, so neither the process the user starts n
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 
 HEAVY = ("timm", "torchvision", "wandb", "matplotlib")
 
 
+@pytest.mark.subprocess
 def test_a_vgg_job_imports_no_optional_heavy_module():
     code = ("import sys; import train, job.run, launchers.rank, job.finalise, launchers.local, tasks.train.loop, "
             "tasks.train.ddp, results.callbacks, results.aggregate; "

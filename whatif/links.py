@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from comm.bandwidth import bus_factor
 from whatif.quantity import Quantity
 
 GB = 1e9
@@ -56,10 +57,10 @@ class Link:
 
             # the table's point time, scaled by this draw's relative uncertainty (busbw's draw / its point value)
             return time_at(self.nccl_table, int(nbytes), n) * (self.busbw.value / np.asarray(busbw, dtype=float))
-        ring = 2 * (n - 1) * alpha + 2 * (n - 1) / n * nbytes / busbw
+        ring = 2 * (n - 1) * alpha + bus_factor("all_reduce", n) * nbytes / busbw
         if not self.tree:
             return ring
-        tree = 2 * math.ceil(math.log2(n)) * alpha + 2 * (n - 1) / n * nbytes / busbw
+        tree = 2 * math.ceil(math.log2(n)) * alpha + bus_factor("all_reduce", n) * nbytes / busbw
         return np.minimum(ring, tree)
 
     def point_time(self, nbytes: int, n: int) -> float:
@@ -140,7 +141,7 @@ def _wls(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
 
 def _to_alpha_busbw(a: float, b: float, n: int) -> tuple[float, float]:
     alpha = max(a, 0.0) / (2 * (n - 1))
-    busbw = 2 * (n - 1) / (n * b) if b > 0 else float("inf")
+    busbw = bus_factor("all_reduce", n) / b if b > 0 else float("inf")
     return alpha, busbw
 
 

@@ -16,6 +16,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from comm.bandwidth import bus_factor
 from whatif.links import Link, PRESETS, preset
 from whatif.profile import synthetic
 from whatif.quantity import Draws, Quantity
@@ -253,7 +254,7 @@ def seed000(report: Report, samples: int, seed: int) -> None:
     classifier = 123_642_856 * 4
     t_nccl = Quantity.relative(0.060, 0.10, "seed 000: nccl-tests all-reduce of 471 MB in ~60 ms on 16 nodes")
     n = 16
-    factor = 2 * (n - 1) / n
+    factor = bus_factor("all_reduce", n)
     ib = preset("ib100")
     busbw = Quantity(factor * classifier / t_nccl.value, factor * classifier / t_nccl.hi,
                      factor * classifier / t_nccl.lo,

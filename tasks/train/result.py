@@ -10,6 +10,7 @@ import time
 import numpy as np
 import torch
 
+from comm.bandwidth import bus_factor
 from base.context import JOB_START_ENV
 from base.record import train_headline
 from stats import block_throughput, describe, fmt_ci, steady_state
@@ -78,7 +79,7 @@ def comm_figures(described: dict, world_size: int, steps: list[dict], probe: dic
         "exposed_n": ex["n"] if ex else None,
         "backward_compute_s": backward_compute_s,
         "algbw_GBps": algbw,
-        "busbw_GBps": algbw * 2 * (world_size - 1) / world_size if algbw is not None else None,
+        "busbw_GBps": algbw * bus_factor("all_reduce", world_size) if algbw is not None else None,
         "method": method,
         "buckets": buckets or None,
     }
