@@ -52,4 +52,6 @@ def build(node: Any, /, **runtime: Any) -> Any:
         given.update({k: v for k, v in runtime.items() if k in named})
     else:
         given = {k: v for k, v in given.items() if k in params}
-    return instantiate({"_target_": plain["_target_"], **given}, _convert_="all")
+    # not recursive: a runtime argument (the run record handed to the logger) holds config nodes with targets of their
+    # own (record.config.model), data to pass on, not objects to build
+    return instantiate({"_target_": plain["_target_"], **given}, _convert_="all", _recursive_=False)
