@@ -41,17 +41,20 @@ def build(node: Any, /, **runtime: Any) -> Any:
     if target is None:
         return None
     plain = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
-    given = {k: v for k, v in {**plain, **runtime}.items() if k != "_target_"}
     try:
         params = inspect.signature(target).parameters
     except (TypeError, ValueError):   # a builtin without a signature: everything
         params = None
     named = {} if params is None else {k for k, p in params.items() if p.kind is not inspect.Parameter.VAR_KEYWORD}
+    own = {k: v for k, v in plain.items() if k != "_target_"}
     if params is None or len(named) < len(params):   # **kwargs: the node's own keys, less the descriptive ones
-        given = {k: v for k, v in plain.items() if k != "_target_" and (k not in DESCRIPTIVE or k in named)}
-        given.update({k: v for k, v in runtime.items() if k in named})
+        own = {k: v for k, v in own.items() if k not in DESCRIPTIVE or k in named}
+        runtime = {k: v for k, v in runtime.items() if k in named}
     else:
-        given = {k: v for k, v in given.items() if k in params}
-    # not recursive: a runtime argument (the run record handed to the logger) holds config nodes with targets of their
-    # own (record.config.model), data to pass on, not objects to build
-    return instantiate({"_target_": plain["_target_"], **given}, _convert_="all", _recursive_=False)
+        own = {k: v for k, v in own.items() if k in params and k not in runtime}
+        runtime = {k: v for k, v in runtime.items() if k in params}
+    # the node's keys through Hydra; the runtime arguments (the run record handed to the logger) as the Python objects
+    # they are: through instantiate a record's `${oc.env:...}` text would be resolved, and its config's own
+    # `_target_` nodes (record.config.model) built
+    partial = instantiate({"_target_": plain["_target_"], **own}, _convert_="all", _partial_=True)
+    return partial(**runtime)

@@ -130,7 +130,7 @@ def rank_entry(plain: dict, job: dict):
     from launchers.rank import RankError, run_rank
 
     try:
-        outcome = run_rank(plain, job)
+        outcome = run_rank(plain, job, hand_in=lambda o: _hand_in(o, job))
     except RankError as e:
         _hand_in(e.outcome, job)
         if e.outcome.signal:

@@ -54,10 +54,12 @@ class RankError(RuntimeError):
         self.outcome = outcome
 
 
-def run_rank(plain: dict, job: dict) -> Outcome | None:
+def run_rank(plain: dict, job: dict, hand_in=None) -> Outcome | None:
     """Entry point of every rank. RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT come from the environment
     (elastic launcher, torchrun, or submitit's TorchDistributedEnvironment on Slurm). Returns rank 0's Outcome
-    (None on the other ranks); a failing or interrupted rank 0 raises RankError carrying it."""
+    (None on the other ranks); a failing or interrupted rank 0 raises RankError carrying it. hand_in: called on
+    rank 0 with its Outcome as soon as the environment is known, so a record made without rank 0's last word (rank 0
+    killed while another rank's failure stops the job) still has it."""
     own_log = for_rank(job)
     rank = int(os.environ["RANK"])
     if own_log:
@@ -65,7 +67,7 @@ def run_rank(plain: dict, job: dict) -> Outcome | None:
     outcome = Outcome(started=now())
     with signals_raise(), beating(job.get("launch_dir"), rank, outcome.progress):
         try:
-            mine = _run_rank(plain, job, outcome)
+            mine = _run_rank(plain, job, outcome, hand_in)
         except BaseException as e:
             if own_log:
                 log.info(f"rank {rank} ended: {outcome.error or f'{type(e).__name__}: {e}'} {outcome.progress}")
@@ -75,7 +77,7 @@ def run_rank(plain: dict, job: dict) -> Outcome | None:
     return mine
 
 
-def _run_rank(plain: dict, job: dict, outcome: Outcome) -> Outcome | None:
+def _run_rank(plain: dict, job: dict, outcome: Outcome, hand_in=None) -> Outcome | None:
     cfg = OmegaConf.create(plain)
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
@@ -98,6 +100,8 @@ def _run_rank(plain: dict, job: dict, outcome: Outcome) -> Outcome | None:
         outcome.env = environment(ctx)
         if rank == 0:
             outcome.env["link"] = _link(job)
+            if hand_in is not None:
+                hand_in(outcome)
         result = task.run(ctx)
         if rank != 0:
             return None
