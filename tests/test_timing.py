@@ -16,16 +16,19 @@ def test_stats_median_and_p90():
 
 
 def test_phase_timer_on_cpu_sums_repeated_phases():
+    """A phase entered twice in a step is the sum of both; checked against our own clock around each sleep, not the
+    sleep's nominal length (a loaded machine oversleeps)."""
     t = PhaseTimer(torch.device("cpu"))
     t.start_step()
-    for _ in range(2):
-        with t.phase("forward"):
-            time.sleep(0.01)
-    with t.phase("optimizer"):
-        time.sleep(0.02)
+    slept = {"forward": 0.0, "optimizer": 0.0}
+    for name, s in (("forward", 0.01), ("forward", 0.01), ("optimizer", 0.02)):
+        with t.phase(name):
+            t0 = time.perf_counter()
+            time.sleep(s)
+            slept[name] += time.perf_counter() - t0
     (d,) = t.durations()
-    assert d["forward"] == pytest.approx(0.02, abs=0.01)
-    assert d["optimizer"] == pytest.approx(0.02, abs=0.01)
+    assert slept["forward"] <= d["forward"] <= slept["forward"] + 0.005
+    assert slept["optimizer"] <= d["optimizer"] <= slept["optimizer"] + 0.005
     assert d["step"] == pytest.approx(d["forward"] + d["optimizer"], rel=1e-6)
 
 
