@@ -102,10 +102,10 @@ def _current_test(request):
 
 
 def _starts_processes():
-    """A test that starts project processes must say so (marker `subprocess`, or `slow`): the mutation run
-    (docs/testing.md) leaves such tests out, since a child process cannot import mutmut's mutants."""
+    """A test that starts project processes must say so (marker `subprocess`, or `slow`, `slurm`, `root`): the
+    mutation run (docs/testing.md) leaves such tests out, since a child process cannot import mutmut's mutants."""
     node = _CURRENT[0] if _CURRENT else None
-    if node is not None and not (node.get_closest_marker("subprocess") or node.get_closest_marker("slow")):
+    if node is not None and not any(node.get_closest_marker(m) for m in ("subprocess", "slow", "slurm", "root")):
         pytest.fail(f"{node.nodeid} starts project processes: mark it @pytest.mark.subprocess (or slow)",
                     pytrace=False)
 
