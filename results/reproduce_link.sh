@@ -31,43 +31,48 @@ else
   TRAIN=()
   GRAD=()
   COLL=()
-  rm -rf $R/link_* $T/link_*
+  for b in $BLOCKS; do case $b in
+    1) rm -rf $R/link_comm_bound $T/link_comm_bound;; 2) rm -rf $R/link_scaling_vgg11 $T/link_scaling_vgg11;;
+    3) rm -rf $R/link_sync_vgg11 $R/link_grad_sync_vgg11 $T/link_sync_vgg11;; 4) rm -rf $R/link_collectives $T/link_collectives;;
+  esac; done
 fi
 OUT=(logger=none)
+BLOCKS=${BLOCKS:-1 2 3 4}   # e.g. BLOCKS="1 2 4" to leave one out (the tables of the blocks run are rebuilt)
+run() { [[ " $BLOCKS " == *" $1 "* ]]; }
 
 # 1. (35 min, 36 jobs) Seed 003's communication-bound table: DDP on 2 ranks behind 1 Gbit/s against one rank without
 #    DDP, static graph, gradient as bucket view, bf16, PowerSGD, buckets 25/100/2000 with and without bf16, PowerSGD
 #    with one bucket, accumulate=4 (conf/experiment/link_comm_bound.yaml, one variant per row), 3 interleaved repeats.
 #    Also the issue's check that bf16 is called faster with its interval (row link_04_bf16 against the baseline).
-python train.py -m experiment=link_comm_bound repeats=$REPEATS "${TRAIN[@]}" "${OUT[@]}" \
+run 1 && python train.py -m experiment=link_comm_bound repeats=$REPEATS "${TRAIN[@]}" "${OUT[@]}" \
   hydra.sweep.dir=$R/link_comm_bound
 
 # 2. (12 min, 18 jobs) Seed 004's scaling curve and the users' question: 1 rank without DDP and 2 DDP ranks, without a
 #    link (loopback), behind 10 Gbit/s and behind 1 Gbit/s; samples/s and efficiency per world size with intervals.
-python train.py -m experiment=scaling model=vgg11 scale=smoke link=none,10gbe,1gbe repeats=$REPEATS "${TRAIN[@]}" \
+run 2 && python train.py -m experiment=scaling model=vgg11 scale=smoke link=none,10gbe,1gbe repeats=$REPEATS "${TRAIN[@]}" \
   "${OUT[@]}" hydra.sweep.dir=$R/link_scaling_vgg11
 
 # 3. (15 min, 9 jobs + 1) Seed 000: the thread's per-parameter all-reduce loop against one flat buffer and DDP, behind
 #    1 Gbit/s; then the thread's own comparison (task=grad_sync: per parameter, flat, buckets, coalesced, one call).
-python train.py -m sync=per_param,flat,ddp model=vgg11 scale=smoke link=1gbe repeats=$REPEATS "${TRAIN[@]}" \
+run 3 && python train.py -m sync=per_param,flat,ddp model=vgg11 scale=smoke link=1gbe repeats=$REPEATS "${TRAIN[@]}" \
   "${OUT[@]}" hydra.sweep.dir=$R/link_sync_vgg11
-python train.py -m task=grad_sync model=vgg11 link=1gbe "${GRAD[@]}" "${OUT[@]}" hydra.sweep.dir=$R/link_grad_sync_vgg11
+run 3 && python train.py -m task=grad_sync model=vgg11 link=1gbe "${GRAD[@]}" "${OUT[@]}" hydra.sweep.dir=$R/link_grad_sync_vgg11
 
 # 4. (2 min) What the links carry: all_reduce busbw at 1 and 10 Gbit/s against the shaped rate (64 MiB at most).
-python train.py -m task=collectives link=1gbe,10gbe collectives.ops=[all_reduce] collectives.max_bytes=64M \
+run 4 && python train.py -m task=collectives link=1gbe,10gbe collectives.ops=[all_reduce] collectives.max_bytes=64M \
   "${COLL[@]}" "${OUT[@]}" hydra.sweep.dir=$R/link_collectives
 
 # Diagnosis of every sweep (reproduction 4: communication, not CPU contention, where communication dominates; its next
 # command is a row of the same table), then the tables and plots from the records.
 for d in link_comm_bound link_scaling_vgg11 link_sync_vgg11 link_grad_sync_vgg11 link_collectives; do
-  python -m diagnosis $R/$d > $R/$d/diagnosis.txt
+  [ -d $R/$d ] && python -m diagnosis $R/$d > $R/$d/diagnosis.txt
 done
-python -m results.report $R/link_comm_bound --out $T/link_comm_bound \
+[ -d $R/link_comm_bound ] && python -m results.report $R/link_comm_bound --out $T/link_comm_bound \
   --title "Seed 003's comm-bound rows: VGG11 gradients, 2 gloo ranks behind an emulated 1 Gbit/s link, CPU"
-python -m results.report $R/link_scaling_vgg11 --out $T/link_scaling_vgg11 \
+[ -d $R/link_scaling_vgg11 ] && python -m results.report $R/link_scaling_vgg11 --out $T/link_scaling_vgg11 \
   --title "Scaling behind emulated links (none, 10 Gbit/s, 1 Gbit/s), VGG11 gradients (smoke), CPU"
-python -m results.report $R/link_sync_vgg11 $R/link_grad_sync_vgg11 --out $T/link_sync_vgg11 \
+[ -d $R/link_sync_vgg11 ] && python -m results.report $R/link_sync_vgg11 $R/link_grad_sync_vgg11 --out $T/link_sync_vgg11 \
   --title "Per-parameter all-reduce vs flat vs DDP behind an emulated 1 Gbit/s link, VGG11, CPU"
-python -m results.report $R/link_collectives --out $T/link_collectives \
+[ -d $R/link_collectives ] && python -m results.report $R/link_collectives --out $T/link_collectives \
   --title "all_reduce busbw behind emulated 1 and 10 Gbit/s links, CPU"
 echo "reproduce_link.sh: records in $R/link_*, tables in $T/link_*"
