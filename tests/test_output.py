@@ -88,3 +88,20 @@ def test_plots_state_their_question_keep_legends_off_the_data_and_give_busbw_err
     bars = [c for c in drawn["busbw"].axes[0].containers if isinstance(c, ErrorbarContainer)]
     assert bars and any(len(seg) for c in bars for seg in c.lines[2][0].get_segments())
     assert "error bars" in drawn["busbw"].axes[0].get_xlabel()
+
+
+def test_committed_diagnoses_say_each_next_command_once_and_nothing_the_device_lacks():
+    """Issue 25: in every committed study's diagnosis (results/runs/*/diagnosis.txt, all CPU runs), no run's findings
+    share a `next:` command, and none advises an H2D fix (there is no host-to-device copy on CPU)."""
+    import re
+
+    from tests.conftest import ROOT
+
+    runs = 0
+    for path in sorted((ROOT / "results" / "runs").glob("*/diagnosis.txt")):
+        for block in re.split(r"\n--- job ", path.read_text())[1:]:
+            runs += 1
+            nexts = re.findall(r"^\s+next: (.+)$", block, re.M)
+            assert len(nexts) == len(set(nexts)), (path.parent.name, block[:80])
+            assert not any("h2d=" in n for n in nexts), (path.parent.name, block[:80])
+    assert runs >= 80
