@@ -218,21 +218,28 @@ def test_cpu_usage_is_the_change_since_the_earlier_reading(monkeypatch):
     monkeypatch.setattr(stragglers, "time", SimpleNamespace(perf_counter=lambda: 104.0))
     host = [(260, 1200)]
     monkeypatch.setattr("device.host.host_cpu_jiffies", lambda: host[0])
+    queue = {"/proc/self/schedstat": 0.75}     # the loop thread's run-queue wait; every thread's: 2.0
+    monkeypatch.setattr(stragglers, "_runqueue_s", lambda pattern="all": queue.get(pattern, 2.0))
     assert stragglers.cpu_usage() == {"cpu_s": 2.5, "voluntary_switches": 25, "involuntary_switches": 7,
-                                      "wall_s": 104.0, "host": (260, 1200)}
-    since = {"cpu_s": 1.0, "voluntary_switches": 10, "involuntary_switches": 3, "wall_s": 100.0, "host": (200, 1000)}
-    # 60 busy jiffies of 200 on the whole host: 30% busy
+                                      "wall_s": 104.0, "runqueue_s": 2.0, "main_runqueue_s": 0.75,
+                                      "host": (260, 1200)}
+    since = {"cpu_s": 1.0, "voluntary_switches": 10, "involuntary_switches": 3, "wall_s": 100.0, "host": (200, 1000),
+             "runqueue_s": 1.5, "main_runqueue_s": 0.5}
+    # 60 busy jiffies of 200 on the whole host: 30% busy; waits for a core 0.5 s (all threads), 0.25 s (the loop's)
     assert stragglers.cpu_usage(since) == {"cpu_s": 1.5, "voluntary_switches": 15, "involuntary_switches": 4,
-                                           "wall_s": 4.0, "host_busy": 0.3}
+                                           "wall_s": 4.0, "runqueue_s": 0.5, "main_runqueue_s": 0.25,
+                                           "host_busy": 0.3}
+    queue["/proc/self/schedstat"] = None         # a kernel without schedstat: no wait, and none is made up
+    assert stragglers.cpu_usage(since)["main_runqueue_s"] is None
     host[0] = (200, 1000)                              # no host time passed: no share to give
     assert stragglers.cpu_usage(since)["host_busy"] is None
     host[0] = None                                     # no /proc/stat
     assert stragglers.cpu_usage(since)["host_busy"] is None
 
 
-STEPS = [{"data": 0.25, "h2d": 0.125, "forward": 1.0, "backward": 2.0},
-         {"data": 0.5, "h2d": 0.125, "forward": 1.5, "backward": 2.5},
-         {"data": 0.25, "h2d": 0.25, "forward": 1.0, "backward": 3.0}]
+STEPS = [{"data": 0.25, "h2d": 0.125, "forward": 1.0, "backward": 2.0, "step": 3.375},
+         {"data": 0.5, "h2d": 0.125, "forward": 1.5, "backward": 2.5, "step": 4.625},
+         {"data": 0.25, "h2d": 0.25, "forward": 1.0, "backward": 3.0, "step": 4.5}]
 USAGE = {"cpu_s": 3.0, "wall_s": 4.0, "voluntary_switches": 1, "involuntary_switches": 2, "host_busy": 0.5}
 
 
@@ -240,16 +247,17 @@ def test_a_ranks_work_before_the_collective_by_hand():
     from tasks.train.stragglers import rank_work
 
     common = {"data_s": 0.25, "h2d_s": 0.125, "forward_s": 1.0, "torch_threads": torch.get_num_threads(), **USAGE,
-              "steps": 3}
+              "steps": 3, "optimizer_s": 0.0, "outside_s": 0.0}
+    keys = [*common, "backward_compute_s", "compute_s", "backward_from"]
     # explicit sync: backward is compute; ready = data + h2d + forward + backward per step: 3.375, 4.625, 4.5
     w = rank_work(STEPS, None, USAGE)
-    assert {k: v for k, v in w.items() if k != "ready_s"} == {
+    assert {k: w[k] for k in keys} == {
         **common, "backward_compute_s": 2.5, "compute_s": 3.5, "backward_from": "backward phase"}
     assert w["ready_s"]["median"] == 4.5 and (w["ready_s"]["min"], w["ready_s"]["max"]) == (3.375, 4.625)
     # DDP: the backward phase holds the all-reduce's wait, so backward compute is the reducer's 0.5 s, added to
     # data + h2d + forward: 1.375 + 0.5, 2.125 + 0.5, 1.5 + 0.5
     w = rank_work(STEPS, {"backward_compute_s": 0.5}, USAGE)
-    assert {k: v for k, v in w.items() if k != "ready_s"} == {
+    assert {k: w[k] for k in keys} == {
         **common, "backward_compute_s": 0.5, "compute_s": 1.5,
         "backward_from": "DDP's reducer timer (median of the probe steps)"}
     assert (w["ready_s"]["min"], w["ready_s"]["median"], w["ready_s"]["max"]) == (1.875, 2.0, 2.625)
@@ -258,6 +266,10 @@ def test_a_ranks_work_before_the_collective_by_hand():
     assert w["backward_compute_s"] is None and w["compute_s"] == 1.0
     assert (w["ready_s"]["min"], w["ready_s"]["median"], w["ready_s"]["max"]) == (1.375, 1.5, 2.125)
     # no steps, or a replayed CUDA graph (no forward phase): no work to give
+    # the time inside the timed blocks no phase holds is work too: walls of 4.5 s per step against steps of 4.1667
+    w = rank_work(STEPS, None, USAGE, walls=[4.5, 4.5, 4.5])
+    assert w["outside_s"] == pytest.approx(4.5 - 12.5 / 3) and w["step_mean_s"] == pytest.approx(12.5 / 3)
+    assert w["ready_s"]["median"] == pytest.approx(4.5 + 4.5 - 12.5 / 3)
     assert rank_work([], None, USAGE) is None
     assert rank_work([{"graph_replay": 1.0}], None, USAGE) is None
 
@@ -280,11 +292,12 @@ def test_the_straggler_and_its_table_by_hand():
         "rank": 1, "host": "node1", "by_s": 0.375, "share_of_step": 0.1875, "significant": False, "mostly": "data",
         "parts_s": {"data": 0.5, "h2d": -0.0625, "compute": -0.0625},
         "per_rank": [{"rank": r, "host": f"node{r}", "ready_s": m, "ready_ci": ci, "data_s": d, "h2d_s": h,
-                      "compute_s": c, "torch_threads": 1, "cpu_s": 10.0 + r, "involuntary_switches": 100 + r}
+                      "compute_s": c, "optimizer_s": None, "outside_s": None, "torch_threads": 1, "cpu_s": 10.0 + r,
+                      "runqueue_s": None, "involuntary_switches": 100 + r}
                      for r, m, ci, d, h, c in [(0, 1.0, [0.875, 1.125], 0.25, 0.125, 0.625),
                                                (1, 1.5, [1.25, 1.75], 0.75, 0.125, 0.625),
                                                (2, 1.25, [1.0, 1.5], 0.25, 0.25, 0.75)]]}
-    assert s["method"].startswith("work before the collective")
+    assert s["method"].startswith("work between collectives per step")
     # significant only when its interval clears every other rank's: touching is not clearing
     assert find_straggler(ranks[:2], 2.0)["significant"] is True          # 1.25 > 1.125
     touching = [_rank(0, 1.0, 0.875, 1.25, 0.25, 0.125, 0.625), ranks[1]]
