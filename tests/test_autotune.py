@@ -186,7 +186,8 @@ def test_autotune_sweep_searches_re_measures_and_ends_with_the_winner_and_its_ci
     if result["model"]["skipped"] == 2:       # the model ruled both trials out: nothing to select, the default kept
         assert result["rows"] == [] and "keep the default" in result["conclusion"]
         return
-    assert result["search_trials"] == 2 and [r["runs"] for r in result["rows"]] == [2, 2]
+    else:
+        assert result["search_trials"] == 2 and [r["runs"] for r in result["rows"]] == [2, 2]
     assert result["rows"][0]["default"] and "vs default" in result["rows"][1]
     with open(sweep / "sweep_table.csv") as f:
         rows = list(csv.DictReader(f))

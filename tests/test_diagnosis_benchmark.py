@@ -34,6 +34,8 @@ def test_every_case_is_diagnosed_right(name):
     assert j["sum"] <= 1.0 + 1e-9 and all(s <= 100.0 for s in shares(text)), text
     if truth is not None:
         assert _overlap(j["saving"], {"saving": truth, "lo": truth, "hi": truth}) == 0, (j["saving"], truth)
+    else:   # only the healthy run has no cause, so no saving to check: it must name nothing
+        assert name == "healthy" and j["top"] is None, (name, j["top"])
 
 
 @pytest.mark.parametrize("where", ["backward", "after_optimizer", "data"])
