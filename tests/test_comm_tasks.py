@@ -99,7 +99,7 @@ def test_grad_sync_vgg11_comparison(tmp_path):
 # ------------------------------------------------------------------------------------------------------ pair_groups
 @pytest.mark.slow
 def test_pair_groups_sweep(tmp_path):
-    proc = run_train(["task=pair_groups", "pairs=1,2", "logger=none", "pair_groups.iters=64"], tmp_path,
+    proc = run_train(["task=pair_groups", "pairs=1,2", "logger=none", "pair_groups.iters=64", "verbose=true"], tmp_path,
                      multirun=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     recs = [read(tmp_path / "sweep" / str(i)) for i in range(2)]

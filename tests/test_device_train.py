@@ -15,7 +15,7 @@ from tests.conftest import TINY, compose, read, run_train, close_group
 
 RUNS = {
     "side_stream": ["h2d=side_stream"],
-    "graphs": ["h2d=non_blocking", "cuda_graphs=true"],
+    "graphs": ["h2d=non_blocking", "cuda_graphs=true", "verbose=true"],   # the full phase table
     "powersgd": ["h2d=non_blocking", "optim=powersgd", "warmup_steps=3"],
 }
 

@@ -409,7 +409,8 @@ def test_nan_data_and_an_output_dir_gone_mid_run_still_give_summary_warning_and_
     root = make_raw_folder(tmp_path / "nan", classes=2, files_per_class=4, size=64)
     np.full(3 * 64 * 64, np.nan, dtype=np.float32).tofile(root / ".base.bin")  # every sample is a hard link to it
     (tmp_path / "tmp").mkdir()
-    run = start(runs, [*TINY, "data=raw_folder", f"data.root={root}", "data.workers=0", "steps=10"], tmp_path,
+    run = start(runs, [*TINY, "data=raw_folder", f"data.root={root}", "data.workers=0", "steps=10",
+                      "verbose=true"], tmp_path,
                 tmp=tmp_path / "tmp")
     run.wait_for_text("warm-up", limit=240)  # the ranks run: nothing but the record is written there from now on
     run.out_dir.rename(tmp_path / "moved")
