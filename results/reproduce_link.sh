@@ -17,6 +17,7 @@ cd "$(dirname "$0")/.."
 [ "$(id -u)" -eq 0 ] || { echo "reproduce_link.sh: needs root (emulated links create network namespaces)" >&2; exit 2; }
 export WANDB_MODE=disabled
 REPEATS=3
+BLOCKS=${BLOCKS:-1 2 3 4 5}   # e.g. BLOCKS="1 2 4" to leave one out (the tables of the blocks run are rebuilt)
 if [ "${QUICK:-0}" = 1 ]; then
   R=$(mktemp -d /tmp/reproduce_link.XXXXXX)
   T=$R/tables
@@ -34,10 +35,10 @@ else
   for b in $BLOCKS; do case $b in
     1) rm -rf $R/link_comm_bound $T/link_comm_bound;; 2) rm -rf $R/link_scaling_vgg11 $T/link_scaling_vgg11;;
     3) rm -rf $R/link_sync_vgg11 $R/link_grad_sync_vgg11 $T/link_sync_vgg11;; 4) rm -rf $R/link_collectives $T/link_collectives;;
+    5) rm -rf $R/link_comm_bound_diagnosis;;
   esac; done
 fi
 OUT=(logger=none)
-BLOCKS=${BLOCKS:-1 2 3 4}   # e.g. BLOCKS="1 2 4" to leave one out (the tables of the blocks run are rebuilt)
 run() { [[ " $BLOCKS " == *" $1 "* ]]; }
 
 # 1. (35 min, 36 jobs) Seed 003's communication-bound table: DDP on 2 ranks behind 1 Gbit/s against one rank without
@@ -62,9 +63,15 @@ run 3 && python train.py -m task=grad_sync model=vgg11 link=1gbe "${GRAD[@]}" "$
 run 4 && python train.py -m task=collectives link=1gbe,10gbe collectives.ops=[all_reduce] collectives.max_bytes=64M \
   "${COLL[@]}" "${OUT[@]}" hydra.sweep.dir=$R/link_collectives
 
+# 5. (5 min, 3 jobs) The diagnosis of block 1's baseline row with its exposed communication measured (6 probe steps,
+#    each with the phases timed apart; the committed block-1 records took 1 probe step to keep 36 jobs short, and the diagnosis
+#    never acts on one sample). Its first finding should name the link and its next command a row block 1 shows faster.
+run 5 && python train.py -m experiment=link_comm_bound variant=link_01_ddp probe_steps=6 repeats=$REPEATS "${TRAIN[@]}" \
+  "${OUT[@]}" hydra.sweep.dir=$R/link_comm_bound_diagnosis
+
 # Diagnosis of every sweep (reproduction 4: communication, not CPU contention, where communication dominates; its next
 # command is a row of the same table), then the tables and plots from the records.
-for d in link_comm_bound link_scaling_vgg11 link_sync_vgg11 link_grad_sync_vgg11 link_collectives; do
+for d in link_comm_bound link_comm_bound_diagnosis link_scaling_vgg11 link_sync_vgg11 link_grad_sync_vgg11 link_collectives; do
   [ -d $R/$d ] && python -m diagnosis $R/$d > $R/$d/diagnosis.txt
 done
 [ -d $R/link_comm_bound ] && python -m results.report $R/link_comm_bound --out $T/link_comm_bound \
