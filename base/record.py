@@ -3,12 +3,12 @@
 There is one way to make a record (the `Record` constructors below), one way to write it (`Record.write`, atomic,
 called only from job.finalise) and one way to read it (`Record.read`). The schema is the code: `Record` here and the
 blocks and per-task results in base/record_types.py; docs/record.md is generated from them. A record read and
-written again is the same JSON (base/typed.py). Version 2 differs from 1 only in who writes it (the process that outlives the ranks) and in the status "interrupted";
-version-1 records read as the same types, so readers need no fallbacks for old versions.
+written again is the same JSON (base/typed.py). Version 2 differs from 1 only in who writes it (the process that
+outlives the ranks) and in the status "interrupted"; version-1 records read as the same types, so readers need no
+fallbacks for old versions.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shlex
@@ -105,14 +105,14 @@ class Record(Block):
 
     @classmethod
     def from_dict(cls, d: Any, where: str | None = None) -> "Record":
-        """The typed record of a JSON object; RecordError (one line naming the field) when a field has the wrong type."""
+        """The typed record of a JSON object; RecordError (one line naming the field) for a wrong type."""
         record = super().from_dict(d, where or "record")
         record.result = result_from_dict(record.task, record.result)
         return record
 
     @classmethod
     def read(cls, path: str | Path) -> "Record":
-        """The record at path (a file or a run directory); RecordError naming the file and field when it cannot be read."""
+        """The record at path (a file or a run directory); RecordError naming file and field if unreadable."""
         path = record_path(path)
         try:
             with open(path) as f:
