@@ -614,12 +614,14 @@ class PowersgdCosts(Block):
     pre_s: list[float] | None = None
     mid_s: list[float] | None = None
     post_s: list[float] | None = None
+    skipped: str | None = doc("why PowerSGD's compute was not timed (over the probe's budget)", default=None)
 
 
 @dataclass
 class HookCosts(Block):
-    cast_timed: str | None = None
+    cast_timed: str | None = doc("which cast was timed (the run's precision): bf16 or fp16", default=None)
     cast_bf16_s: list[float] | None = None
+    cast_fp16_s: list[float] | None = None
     copy_in_s: list[float] | None = None
     copy_out_s: list[float] | None = None
     powersgd: PowersgdCosts | None = None
