@@ -3,8 +3,9 @@
     predict(record, {"optim": "bf16"})            -> Prediction(step_s, lo, hi, samples_per_s, speedup, dominant, ...)
     predict_sweep(record, {"bucket": [25, 100]})  -> Sweep(profile, own, rows)
 
-`record` is a run record dict, a run directory or a record file. A change uses the command line's words (bucket,
-optim, accumulate, sync, world_size, ddp.static_graph, ddp.gradient_as_bucket_view, optim.rank, link). Every
+`record` is a run record (base.record.Record, or its JSON dict), a run directory or a record file. A change uses the
+command line's words (bucket, optim, accumulate, sync, world_size, ddp.static_graph, ddp.gradient_as_bucket_view,
+optim.rank, link). Every
 prediction's speed-up is against the model's prediction of the run's own configuration (paired draws), so a model
 error common to both largely cancels; the own prediction is also set beside the run's measured step.
 """
@@ -14,6 +15,7 @@ import itertools
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from base.record import Record
 from whatif import links as lk
 from whatif.profile import Profile, ProfileError, from_record, load_record
 from whatif.quantity import Draws
@@ -39,7 +41,9 @@ def profile_of(record) -> Profile:
     if isinstance(record, Profile):
         return record
     if isinstance(record, dict):
-        return from_record(record, (record.get("job") or {}).get("output_dir") or "")
+        record = Record.from_dict(record)
+    if isinstance(record, Record):
+        return from_record(record, record.job.output_dir or "")
     rec, path = load_record(record)
     return from_record(rec, path)
 
@@ -52,9 +56,10 @@ def link_from(link=None, nccl_tests=None, collectives=None) -> lk.Link | None:
         parsed = read(nccl_tests) if isinstance(nccl_tests, (str, Path)) else nccl_tests
         return lk.from_nccl_tests(parsed)
     if collectives is not None:
-        rec = collectives if isinstance(collectives, dict) else load_record(collectives)[0]
-        if rec.get("task") != "collectives":
-            raise ProfileError(f"--collectives: that record is task={rec.get('task')}, not task=collectives")
+        rec = collectives if isinstance(collectives, Record) else (
+            Record.from_dict(collectives) if isinstance(collectives, dict) else load_record(collectives)[0])
+        if rec.task != "collectives":
+            raise ProfileError(f"--collectives: that record is task={rec.task}, not task=collectives")
         return lk.from_collectives(rec)
     if link is None or isinstance(link, lk.Link):
         return link

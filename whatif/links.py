@@ -28,6 +28,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from base.record import Record
+from base.record_types import CollectivesResult, TrainResult
 from comm.bandwidth import bus_factor
 from whatif.quantity import Quantity
 
@@ -145,38 +147,38 @@ def _to_alpha_busbw(a: float, b: float, n: int) -> tuple[float, float]:
     return alpha, busbw
 
 
-def from_microbench(result: dict) -> Link | None:
+def from_microbench(result: TrainResult) -> Link | None:
     """The record's on-rank microbenchmark: the sync's own all-reduce sizes, alone, on the run's ranks."""
-    micro = result.get("microbench") or {}
-    rows = micro.get("sizes") or []
-    n = int(result.get("world_size") or 1)
+    micro = result.microbench
+    rows = (micro.sizes if micro is not None else None) or []
+    n = int(result.world_size or 1)
     if not rows or n < 2:
         return None
     pts = []
-    for r in rows + [micro[k] for k in ("total", "latency") if micro.get(k)]:   # latency: one element, alone
-        t = r.get("time_s") or {}
-        ok = (t.get("ci_level") or 0) >= 0.75
-        pts.append((r["bytes"], t.get("median"), t.get("ci_lo") if ok else None, t.get("ci_hi") if ok else None))
+    for r in rows + [x for x in (micro.total, micro.latency) if x]:   # latency: one element, alone
+        t = r.time_s
+        ok = t is not None and (t.ci_level or 0) >= 0.75
+        pts.append((r.bytes, t.median if t is not None else None, t.ci_lo if ok else None, t.ci_hi if ok else None))
     return fit_alpha_beta(pts, n, name="this run's ranks", source="the record's on-rank microbenchmark "
-                          f"(result.microbench: {len(rows)} sizes, {micro.get('iters')} timed calls each)")
+                          f"(result.microbench: {len(rows)} sizes, {micro.iters} timed calls each)")
 
 
-def from_collectives(record: dict) -> Link:
+def from_collectives(record: Record) -> Link:
     """A task=collectives record: its in-place all_reduce rows (median over 8 blocks and its interval)."""
-    r = record.get("result") or {}
-    n = int(r.get("world_size") or 1)
-    rows = [x for x in r.get("rows") or [] if x.get("op") == "all_reduce" and x.get("mode") == "in_place"]
+    r = record.result if record.result is not None else CollectivesResult()
+    n = int(r.world_size or 1)
+    rows = [x for x in r.rows or [] if x.op == "all_reduce" and x.mode == "in_place"]
     if not rows:
         raise ValueError("the collectives record has no in-place all_reduce rows (collectives.ops must hold "
                          "all_reduce)")
     pts = []
     for x in rows:
-        t = (x.get("time_median_us") or x.get("time_us")) * 1e-6
-        lo, hi = x.get("time_ci_lo_us"), x.get("time_ci_hi_us")
-        pts.append((x["bytes"], t, lo * 1e-6 if lo is not None else None, hi * 1e-6 if hi is not None else None))
-    host = ", ".join((record.get("env") or {}).get("hostnames") or []) or "?"
+        t = (x.time_median_us or x.time_us) * 1e-6
+        lo, hi = x.time_ci_lo_us, x.time_ci_hi_us
+        pts.append((x.bytes, t, lo * 1e-6 if lo is not None else None, hi * 1e-6 if hi is not None else None))
+    host = ", ".join(record.env.hostnames or []) or "?"
     return fit_alpha_beta(pts, n, name=f"task=collectives on {host}",
-                          source=f"task=collectives record ({n} ranks, {r.get('backend')}, {r.get('device_name')})")
+                          source=f"task=collectives record ({n} ranks, {r.backend}, {r.device_name})")
 
 
 def from_nccl_tests(parsed: dict, rel: float = 0.05) -> Link:

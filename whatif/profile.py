@@ -25,6 +25,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from base.record import Record
+from base.record_types import Env, GradReady, HookCosts, PowersgdCosts, ReadyMode, TrainResult
 from comm import buckets as bk
 from whatif.links import Link, from_microbench
 from whatif.quantity import Quantity
@@ -73,7 +75,7 @@ class Contention:
 
 @dataclass
 class Profile:
-    record: dict
+    record: Record
     path: str
     model: str
     device: str
@@ -115,46 +117,48 @@ class Profile:
 
     @property
     def label(self) -> str:
-        return self.record.get("command") or self.path
+        return self.record.command or self.path
 
 
 # ------------------------------------------------------------------------------------------------------ reading
-def load_record(path: str | Path) -> tuple[dict, str]:
-    from base.record import RecordError, read_record, record_path
+def load_record(path: str | Path) -> tuple[Record, str]:
+    from base.record import RecordError, record_path
 
     p = Path(path)
     if not p.exists():
         raise ProfileError(f"{path} does not exist: give a run directory (holding run_record.json) or a record file")
     try:
-        return read_record(p), str(record_path(p))
+        return Record.read(p), str(record_path(p))
     except (RecordError, OSError, json.JSONDecodeError) as e:
         raise ProfileError(f"{path}: cannot read the run record ({e})") from None
 
 
-def from_record(record: dict, path: str = "") -> Profile:
-    if record.get("task") != "train":
-        raise ProfileError(f"{path or 'record'}: task={record.get('task')}; the what-if model reads task=train runs "
+def from_record(record: Record | dict, path: str = "") -> Profile:
+    if isinstance(record, dict):
+        record = Record.from_dict(record)
+    if record.task != "train":
+        raise ProfileError(f"{path or 'record'}: task={record.task}; the what-if model reads task=train runs "
                            "(a task=collectives record can be its link: --collectives)")
-    if record.get("status") != "ok":
-        raise ProfileError(f"{path or 'record'}: the run's status is {record.get('status')!r}; only finished runs "
+    if record.status != "ok":
+        raise ProfileError(f"{path or 'record'}: the run's status is {record.status!r}; only finished runs "
                            "have the figures the model needs")
-    r = record["result"]
-    cfg = record.get("config") or {}
+    r: TrainResult = record.result
+    cfg = _config(record)
     notes: list[str] = []
-    K = int(r.get("accumulate") or 1)
-    phases = r.get("phases") or {}
-    if not phases or "forward" not in phases:
+    K = int(r.accumulate or 1)
+    phases = r.phases
+    if phases is None or phases.forward is None:
         raise ProfileError(f"{path or 'record'}: no phase timings (timing=false or cuda_graphs=true); the model needs "
                            "forward, backward and optimizer times")
-    q = lambda name, per=1.0: Quantity.from_describe(phases.get(name), f"result.phases.{name}", per) \
+    q = lambda name, per=1.0: Quantity.from_describe(getattr(phases, name), f"result.phases.{name}", per) \
         or Quantity.exact(0.0, f"result.phases.{name} (absent: 0)")  # noqa: E731 - local
     data, h2d, forward = q("data", 1 / K), q("h2d", 1 / K), q("forward", 1 / K)
     optimizer = q("optimizer")
-    ddp = r.get("ddp") or {}
-    optim_cfg = cfg.get("optim") or {}
-    gr = r.get("grad_ready") or None
+    ddp = r.ddp
+    optim_cfg = _section(cfg, "optim")
+    gr = r.grad_ready
     params, shapes, fwd_bwd = _params(record, gr, notes)
-    sync = r.get("sync") or "ddp"
+    sync = r.sync or "ddp"
     mem = _memory_speed(cfg, optimizer, params)
     backward = _backward_alone(r, phases, forward, gr, fwd_bwd, sync, K, notes, mem, params)
     copy_in, copy_out, cast, psgd, psgd_rank, psgd_split = _costs(gr, notes, mem, params, shapes, optim_cfg)
@@ -165,42 +169,58 @@ def from_record(record: dict, path: str = "") -> Profile:
         notes.append(f"the on-rank microbenchmark could not be fitted: {e}")
     if link is None:
         link = _link_from_sync(r, notes)
-    step = Quantity.from_describe(r.get("step_time_s"), "result.step_time_s")
-    tp = r.get("throughput") or {}
+    step = Quantity.from_describe(r.step_time_s, "result.step_time_s")
+    tp = r.throughput
     sps = None
-    if tp.get("samples_per_s"):
-        lo, hi = tp.get("samples_ci_lo"), tp.get("samples_ci_hi")
-        sps = Quantity(tp["samples_per_s"], lo, hi, "result.throughput") if lo is not None and lo <= tp[
-            "samples_per_s"] <= hi else Quantity.exact(tp["samples_per_s"], "result.throughput")
+    if tp is not None and tp.samples_per_s:
+        lo, hi = tp.samples_ci_lo, tp.samples_ci_hi
+        sps = Quantity(tp.samples_per_s, lo, hi, "result.throughput") if lo is not None and lo <= \
+            tp.samples_per_s <= hi else Quantity.exact(tp.samples_per_s, "result.throughput")
     noise = None
     if step and step.has_interval and step.lo > 0:
         noise = Quantity(1.0, step.lo / step.value, step.hi / step.value, "the step median's interval, relative")
-    threads = ((r.get("per_rank") or [{}])[0].get("threads") or {}).get("intra_op")
+    rank0 = r.per_rank[0] if r.per_rank else None
+    threads = rank0.threads.intra_op if rank0 is not None and rank0.threads is not None else None
+    env = record.env
     prof = Profile(
-        record=record, path=path, model=(cfg.get("model") or {}).get("name", "?"), device=r.get("device") or "cpu",
-        backend=r.get("backend") or "gloo", world_size=int(r.get("world_size") or 1),
-        batch_per_rank=int(r.get("batch_per_rank") or 1), accumulate=K, sync=sync, optim=r.get("optim") or "none",
-        bucket_cap=_bucket_cap(r, ddp), static_graph=bool(ddp.get("static_graph")),
-        bucket_view=bool(ddp.get("gradient_as_bucket_view")), psgd_rank=int(optim_cfg.get("rank") or psgd_rank or 1),
+        record=record, path=path, model=_section(cfg, "model").get("name", "?"), device=r.device or "cpu",
+        backend=r.backend or "gloo", world_size=int(r.world_size or 1),
+        batch_per_rank=int(r.batch_per_rank or 1), accumulate=K, sync=sync, optim=r.optim or "none",
+        bucket_cap=_bucket_cap(r), static_graph=bool(ddp is not None and ddp.static_graph),
+        bucket_view=bool(ddp is not None and ddp.gradient_as_bucket_view),
+        psgd_rank=int(optim_cfg.get("rank") or psgd_rank or 1),
         psgd_min_rate=float(optim_cfg.get("min_compression_rate") or 2.0),
         psgd_batched=bool(optim_cfg.get("batched") or False), params=params, shapes=shapes, data=data, h2d=h2d,
         forward=forward, backward=backward, optimizer=optimizer, copy_in=copy_in, copy_out=copy_out, cast=cast,
         powersgd=psgd, powersgd_measured_rank=psgd_rank, powersgd_split=psgd_split,
         contention=Contention(Quantity.exact(1.0), Quantity.exact(1.0), "none: not a multi-rank gloo run on CPU"),
         link=link, step=step, samples_per_s=sps, step_noise=noise,
-        run_to_run_sd=RUN_TO_RUN_SD.get(r.get("device") or "cpu", 0.05), notes=notes,
-        cores=int((record.get("env") or {}).get("cpu_count") or 0) or None, threads=int(threads) if threads else None,
-        hosts=max(1, len(set((record.get("env") or {}).get("hostnames") or [None]))))
+        run_to_run_sd=RUN_TO_RUN_SD.get(r.device or "cpu", 0.05), notes=notes,
+        cores=int(env.cpu_count or 0) or None, threads=int(threads) if threads else None,
+        hosts=max(1, len(set(env.hostnames or [None]))))
     _contention(prof, r)
     return prof
 
 
-def _link_from_sync(r: dict, notes: list[str]) -> Link | None:
+def _config(record: Record) -> dict:
+    """The record's config: a dict (Hydra's resolved config), empty when the run never got that far."""
+    return record.config if record.config is not None else {}
+
+
+def _section(cfg: dict, name: str) -> dict:
+    """One group of the config (model, data, optim, ...), empty where the config has none."""
+    value = cfg.get(name)
+    return value if isinstance(value, dict) else {}
+
+
+def _link_from_sync(r: TrainResult, notes: list[str]) -> Link | None:
     """No microbenchmark (skipped, or PowerSGD's sizes): the sync's own time per call, as a latency-only link for small
     calls or a bandwidth-only one for large: a lower bound on the link's speed (DDP's span includes waits)."""
-    comm = r.get("comm") or {}
-    n = int(r.get("world_size") or 1)
-    t, nbytes, calls = comm.get("time_s"), comm.get("bytes_per_step"), comm.get("collectives_per_step")
+    comm = r.comm
+    n = int(r.world_size or 1)
+    if comm is None:
+        return None
+    t, nbytes, calls = comm.time_s, comm.bytes_per_step, comm.collectives_per_step
     if n < 2 or not t or not nbytes or not calls:
         return None
     per_call = t / calls
@@ -215,40 +235,40 @@ def _link_from_sync(r: dict, notes: list[str]) -> Link | None:
     return Link(fit.name, fit.alpha, fit.busbw.with_extra(0.5), fit.source, measured_ranks=n, notes=fit.notes)
 
 
-def _bucket_cap(r: dict, ddp: dict):
-    cap = ddp.get("bucket_cap_mb", r.get("bucket_mb"))
+def _bucket_cap(r: TrainResult):
+    cap = r.ddp.bucket_cap_mb if r.ddp is not None else r.bucket_mb
     return None if bk.is_default(cap) else float(cap)
 
 
-def _params(record: dict, gr: dict | None, notes: list[str]):
+def _params(record: Record, gr: GradReady | None, notes: list[str]):
     """(Params, shapes or None, (forward FLOPs, backward FLOPs) or None)."""
-    cfg = record.get("config") or {}
+    cfg = _config(record)
     flops = None
     shapes = None
-    analysed = _analyse_model(json.dumps(cfg.get("model") or {}, sort_keys=True), _image_size(cfg))
+    analysed = _analyse_model(json.dumps(_section(cfg, "model"), sort_keys=True), _image_size(cfg))
     if analysed is not None:
         shapes, flops = analysed["shapes"], (analysed["fwd_flops"], analysed["bwd_flops"])
-    if gr and gr.get("numel"):
-        alone = (gr.get("modes") or {}).get("alone") or {}
-        per_rep = alone.get("ready_s") or []
-        totals = alone.get("backward_s") or []
+    if gr is not None and gr.numel:
+        alone = _mode(gr, "alone")
+        per_rep = alone.ready_s or []
+        totals = alone.backward_s or []
         if per_rep and totals:
-            n = len(gr["numel"])
+            n = len(gr.numel)
             med = [_median([rep[i] for rep in per_rep]) for i in range(n)]
             total = _median(totals)
             ready = [min(1.0, max(0.0, t / total)) if total > 0 else 0.0 for t in med]
-            order = list(gr.get("order") or sorted(range(n), key=lambda i: med[i]))
-            if gr.get("shapes"):
-                shapes = [tuple(x) for x in gr["shapes"]]
+            order = list(gr.order or sorted(range(n), key=lambda i: med[i]))
+            if gr.shapes:
+                shapes = [tuple(x) for x in gr.shapes]
             elif shapes is not None and len(shapes) != n:
                 shapes = None
-            return Params(list(gr.get("names") or [str(i) for i in range(n)]), [int(x) for x in gr["numel"]],
-                          [int(x) for x in gr["element_size"]], order, ready,
+            return Params(list(gr.names or [str(i) for i in range(n)]), [int(x) for x in gr.numel],
+                          [int(x) for x in gr.element_size], order, ready,
                           f"measured: post-accumulate-grad hooks in {len(per_rep)} untimed backward(s) under "
                           "DDP's no_sync (result.grad_ready)"), shapes, flops
     if analysed is None:
         raise ProfileError("the record has no gradient-ready probe and its model cannot be rebuilt here "
-                           f"(model={(cfg.get('model') or {}).get('name')}); the parameter sizes are unknown")
+                           f"(model={_section(cfg, 'model').get('name')}); the parameter sizes are unknown")
     if analysed["ready"] is not None:
         notes.append("gradient-ready times: not measured (the record predates the grad_ready probe); assumed at the "
                      "share of backward FLOPs done when each gradient is accumulated (torch FlopCounterMode over a "
@@ -264,7 +284,13 @@ def _params(record: dict, gr: dict | None, notes: list[str]):
 
 
 def _image_size(cfg: dict) -> int:
-    return int((cfg.get("data") or {}).get("image_size") or (cfg.get("scale") or {}).get("image_size") or 224)
+    return int(_section(cfg, "data").get("image_size") or _section(cfg, "scale").get("image_size") or 224)
+
+
+def _mode(gr: GradReady | None, name: str) -> ReadyMode:
+    """One mode of the grad_ready probe (alone, with_sync); an empty one where the probe did not run it."""
+    mode = getattr(gr.modes, name) if gr is not None and gr.modes is not None else None
+    return mode if mode is not None else ReadyMode()
 
 
 @functools.lru_cache(maxsize=16)
@@ -325,9 +351,9 @@ def _median(xs: list[float]) -> float:
     return s[m] if len(s) % 2 else (s[m - 1] + s[m]) / 2
 
 
-def probe_scale(mode: dict, forward: Quantity) -> float:
+def probe_scale(mode: ReadyMode, forward: Quantity) -> float:
     """Window forward / probe forward for one probe mode: how much faster the window ran than the untimed probe."""
-    f = mode.get("forward_s") or []
+    f = mode.forward_s or []
     if not f or _median(f) <= 0 or not forward.value:
         return 1.0
     return forward.value / _median(f)
@@ -339,7 +365,7 @@ def _memory_speed(cfg: dict, optimizer: Quantity, params: Params) -> Quantity | 
     12 without. A stand-in, stated, for the memory-bound costs a record without the grad_ready probe did not time."""
     if not optimizer.value or optimizer.value <= 0:
         return None
-    momentum = float(((cfg.get("solver") or {}).get("momentum")) or 0.0)
+    momentum = float(_section(cfg, "solver").get("momentum") or 0.0)
     per = 20 if momentum else 12
     nbytes = per * sum(params.numel)
     src = f"{per} bytes per parameter / the optimizer phase"
@@ -357,9 +383,9 @@ def _bytes_time(nbytes: float, mem: Quantity, what: str, extra: float = 0.25) ->
 
 def _backward_alone(r, phases, forward: Quantity, gr, flops, sync: str, K: int, notes: list[str],
                     mem: Quantity | None = None, params: Params | None = None) -> Quantity:
-    alone = ((gr or {}).get("modes") or {}).get("alone") or {}
-    if alone.get("backward_s"):
-        xs = alone["backward_s"]
+    alone = _mode(gr, "alone")
+    if alone.backward_s:
+        xs = alone.backward_s
         scale = probe_scale(alone, forward)
         v = _median(xs) * scale
         how = (f"result.grad_ready: backward under no_sync, {len(xs)} probe pass(es), x {scale:.3g} (the window's "
@@ -367,8 +393,8 @@ def _backward_alone(r, phases, forward: Quantity, gr, flops, sync: str, K: int, 
         if forward.has_interval and forward.lo > 0:
             return Quantity(v, v * forward.lo / forward.value, v * forward.hi / forward.value, how)
         return Quantity.relative(v, 0.05, how + " (none there: +-5% stated)")
-    if sync in ("local", "per_param", "flat") or int(r.get("world_size") or 1) < 2 and sync != "ddp":
-        return Quantity.from_describe(phases.get("backward"), "result.phases.backward", 1 / K)
+    if sync in ("local", "per_param", "flat") or int(r.world_size or 1) < 2 and sync != "ddp":
+        return Quantity.from_describe(phases.backward, "result.phases.backward", 1 / K)
     if flops:
         ratio = flops[1] / flops[0]
         b = forward.scaled(ratio, "forward x backward/forward FLOP ratio").with_extra(FLOP_MODEL_EXTRA)
@@ -384,13 +410,14 @@ def _backward_alone(r, phases, forward: Quantity, gr, flops, sync: str, K: int, 
     return forward.scaled(2.0, "2 x forward (assumed)").with_extra(0.25)
 
 
-def _costs(gr: dict | None, notes: list[str], mem: Quantity | None = None, params: Params | None = None,
+def _costs(gr: GradReady | None, notes: list[str], mem: Quantity | None = None, params: Params | None = None,
            shapes=None, optim_cfg: dict | None = None):
-    c = (gr or {}).get("costs") or {}
+    c = gr.costs if gr is not None and gr.costs is not None else HookCosts()
+    optim_cfg = optim_cfg if optim_cfg is not None else {}
     zero = lambda what: Quantity.exact(0.0, f"{what}: not measured (taken as 0)")  # noqa: E731 - local
 
     def measured(key: str, what: str, nbytes_per_elt: float) -> Quantity:
-        v = c.get(key)
+        v = getattr(c, key)
         if v is None:
             if mem is not None and params is not None:
                 return _bytes_time(nbytes_per_elt * sum(params.numel), mem, f"{what}: {nbytes_per_elt:g} bytes per "
@@ -403,42 +430,42 @@ def _costs(gr: dict | None, notes: list[str], mem: Quantity | None = None, param
     copy_in = measured("copy_in_s", "DDP's copy into buckets", 8)
     copy_out = measured("copy_out_s", "DDP's copy back", 8)
     cast = {"bf16": measured("cast_bf16_s", "bf16 cast", 16), "fp16": measured("cast_fp16_s", "fp16 cast", 16)}
-    timed = c.get("cast_timed")
+    timed = c.cast_timed
     if timed in cast:                 # one cast timed: the other moves the same bytes
         other = "fp16" if timed == "bf16" else "bf16"
         cast[other] = Quantity(cast[timed].value, cast[timed].lo, cast[timed].hi,
                                f"{cast[timed].source}; {other} taken as {timed} (the same bytes)")
-    ps = c.get("powersgd") or {}
+    ps = c.powersgd if c.powersgd is not None else PowersgdCosts()
     psgd = None
     comp = None
     if params is not None and shapes is not None:
-        comp = _compressible(params, shapes, int(ps.get("rank") or (optim_cfg or {}).get("rank") or 1),
-                             float((optim_cfg or {}).get("min_compression_rate") or 2.0))
-    if ps.get("s") is not None:
-        xs = ps["s"] if isinstance(ps["s"], list) else [ps["s"]]
-        psgd = Quantity.relative(_median(xs), 0.15, f"result.grad_ready.costs.powersgd at rank {ps.get('rank')} "
+        comp = _compressible(params, shapes, int(ps.rank or optim_cfg.get("rank") or 1),
+                             float(optim_cfg.get("min_compression_rate") or 2.0))
+    if ps.s is not None:
+        xs = ps.s if isinstance(ps.s, list) else [ps.s]
+        psgd = Quantity.relative(_median(xs), 0.15, f"result.grad_ready.costs.powersgd at rank {ps.rank} "
                                                     "(+-15% stated)")
-    elif c.get("copy_in_s") and comp is not None and params is not None:
+    elif c.copy_in_s and comp is not None and params is not None:
         total = sum(params.numel) or 1
-        psgd = Quantity.relative(_median(c["copy_in_s"]) * 44 / 8 * comp / total, 0.5,
+        psgd = Quantity.relative(_median(c.copy_in_s) * 44 / 8 * comp / total, 0.5,
                                  "PowerSGD: 11 fp32 passes over the compressed matrices at the measured copy's speed "
-                                 f"(not timed: {ps.get('skipped') or 'absent'}), +-50%")
+                                 f"(not timed: {ps.skipped or 'absent'}), +-50%")
         notes.append("PowerSGD's compute: " + psgd.source)
     elif mem is not None and comp is not None:
         psgd = _bytes_time(sum(PSGD_PASSES.values()) * 4 * comp, mem,
                            "PowerSGD: 11 fp32 passes over the compressed matrices at the optimizer's memory speed "
                            "(not measured)", extra=0.5)
     split = dict(PSGD_PASSES_SHARE)
-    parts = {k: ps.get(f"{k}_s") for k in split}
+    parts = {k: getattr(ps, f"{k}_s") for k in split}
     if all(parts.values()) and sum(_median(v) for v in parts.values()) > 0:
         tot = sum(_median(v) for v in parts.values())
         split = {k: _median(v) / tot for k, v in parts.items()}
-    if not c:
+    if gr is None or gr.costs is None or not gr.costs.to_dict():
         notes.append("DDP's gradient copies and the bf16/fp16/PowerSGD compute: not measured (the record predates "
                      "the grad_ready probe): " + ("estimated as memory traffic at the speed the optimizer phase "
                                                    "streamed its 12-20 bytes per parameter (+-25%; PowerSGD +-50%)"
                                                    if mem is not None else "taken as 0"))
-    return copy_in, copy_out, cast, psgd, int(ps.get("rank") or (optim_cfg or {}).get("rank") or 1), split
+    return copy_in, copy_out, cast, psgd, int(ps.rank or optim_cfg.get("rank") or 1), split
 
 
 def _compressible(params: Params, shapes, rank: int, min_rate: float) -> int:
@@ -455,14 +482,14 @@ def _compressible(params: Params, shapes, rank: int, min_rate: float) -> int:
     return total
 
 
-def _contention(prof: Profile, r: dict) -> None:
+def _contention(prof: Profile, r: TrainResult) -> None:
     """gloo on a CPU host, DDP with >= 2 ranks: calibrate the two slow-down factors on this run's own timers."""
     if prof.device != "cpu" or prof.backend != "gloo":
         prof.contention.how = ("none modelled: NCCL kernels share the GPU with compute, which this model does not "
                                "carry (stated)")
         return
-    comm = r.get("comm") or {}
-    if prof.sync != "ddp" or prof.world_size < 2 or not comm.get("time_s") or prof.link is None:
+    comm = r.comm
+    if prof.sync != "ddp" or prof.world_size < 2 or comm is None or not comm.time_s or prof.link is None:
         prof.contention.how = ("not measurable from this run (no DDP all-reduce beside backward): none assumed, so a "
                                "prediction for DDP with gloo on CPU over-predicts the overlap")
         if prof.world_size < 2 or prof.sync != "ddp":
@@ -470,18 +497,17 @@ def _contention(prof: Profile, r: dict) -> None:
         return
     from whatif.step import calibrate_contention
 
-    modes = (r.get("grad_ready") or {}).get("modes") or {}
-    gr_sync, gr_alone = modes.get("with_sync") or {}, modes.get("alone") or {}
-    if gr_sync.get("ready_s") and gr_alone.get("backward_s"):
+    gr_sync, gr_alone = _mode(r.grad_ready, "with_sync"), _mode(r.grad_ready, "alone")
+    if gr_sync.ready_s and gr_alone.backward_s:
         # the probe's own ratio (its modes interleaved: the same machine speed) of the last gradient ready with the
         # all-reduces running to the backward alone, applied to the backward alone in the window
-        last = _median([max(x for x in rep if x == x) for rep in gr_sync["ready_s"]])
-        under = last / _median(gr_alone["backward_s"]) * prof.backward.value
+        last = _median([max(x for x in rep if x == x) for rep in gr_sync.ready_s])
+        under = last / _median(gr_alone.backward_s) * prof.backward.value
     else:
-        under = comm.get("backward_compute_s")
+        under = comm.backward_compute_s
     if not under:
         return
-    s_c, s_m, how = calibrate_contention(prof, compute_under_comm=float(under), comm_span=float(comm["time_s"]))
+    s_c, s_m, how = calibrate_contention(prof, compute_under_comm=float(under), comm_span=float(comm.time_s))
     rel_c = max(MIN_DUTY_REL, _rel(prof.backward))
     prof.contention = Contention(Quantity.relative(s_c, rel_c, "calibrated compute slow-down under all-reduce"),
                                  Quantity.relative(s_m, max(MIN_DUTY_REL, _rel(prof.link.busbw)),
@@ -511,8 +537,8 @@ def synthetic(*, model: dict, image_size: int, batch_per_rank: int, world_size: 
     params = Params(a["names"], a["numel"], a["element_size"], a["order"], ready,
                     "assumed: share of backward FLOPs (meta-device backward)")
     zero = Quantity.exact(0.0, "none")
-    record = {"task": "train", "status": "ok", "config": {"model": model}, "env": {"hostnames": ["published"]},
-              "result": {"device": device, "device_name": label}}
+    record = Record(status="ok", task="train", config={"model": model}, env=Env(hostnames=["published"]),
+                    result=TrainResult(device=device, device_name=label))
     return Profile(
         record=record, path=label, model=model.get("name", "?"), device=device, backend=backend,
         world_size=world_size, batch_per_rank=batch_per_rank, accumulate=1, sync=sync, optim=optim,

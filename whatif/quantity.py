@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from base.record_types import Summary
+
 Z95 = 1.959963984540054   # the standard normal's 97.5th percentile
 LEVEL = 0.95
 
@@ -58,17 +60,18 @@ class Quantity:
         return cls(float(value), lo, hi, source)
 
     @classmethod
-    def from_describe(cls, d: dict | None, source: str = "", scale: float = 1.0) -> "Quantity | None":
-        """From a stats.describe dict (median, ci_lo, ci_hi): the interval only where it reaches 95% coverage
-        (fewer than 6 samples give (min, max), which covers less, so it is widened to the stated level by
-        scaling its log half-widths by Z95 / z(coverage))."""
-        if not d or d.get("median") is None:
+    def from_describe(cls, d: Summary | dict | None, source: str = "", scale: float = 1.0) -> "Quantity | None":
+        """From a stats.describe summary (median, ci_lo, ci_hi; a record's Summary, or the dict describe returns):
+        the interval only where it reaches 95% coverage (fewer than 6 samples give (min, max), which covers less, so
+        it is widened to the stated level by scaling its log half-widths by Z95 / z(coverage))."""
+        s = Summary.from_dict(d) if isinstance(d, dict) else d
+        if s is None or s.median is None:
             return None
-        v = float(d["median"]) * scale
-        lo, hi = d.get("ci_lo"), d.get("ci_hi")
-        if lo is None or hi is None or not (lo <= d["median"] <= hi) or hi <= lo:
+        v = float(s.median) * scale
+        lo, hi = s.ci_lo, s.ci_hi
+        if lo is None or hi is None or not (lo <= s.median <= hi) or hi <= lo:
             return cls.exact(v, source)
-        level = float(d.get("ci_level") or LEVEL)
+        level = float(s.ci_level or LEVEL)
         q = cls(v, float(lo) * scale, float(hi) * scale, source)
         return q.widened(level) if level < LEVEL else q
 

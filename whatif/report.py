@@ -49,11 +49,11 @@ def table(sweep: Sweep, noise: float = 0.02) -> Table:
 
 def header(sweep: Sweep) -> list[str]:
     prof, own = sweep.profile, sweep.own
-    r = prof.record.get("result") or {}
+    r = prof.record.result
     lines = [f"what-if from {prof.path or 'the record'}",
              f"  the run: model={prof.model} sync={prof.sync} optim={prof.optim} bucket="
              f"{'default' if prof.bucket_cap is None else f'{prof.bucket_cap:g}'} world_size={prof.world_size} "
-             f"accumulate={prof.accumulate} backend={prof.backend} device={r.get('device_name') or prof.device} "
+             f"accumulate={prof.accumulate} backend={prof.backend} device={r.device_name or prof.device} "
              f"batch/rank={prof.batch_per_rank}"]
     if prof.step is not None:
         err = (own.step_s - prof.step.value) / prof.step.value

@@ -550,7 +550,7 @@ def resolve_link(prof, cfg: Config) -> Link | None:
     if cfg.link is None:
         return prof.link
     link = cfg.link
-    hosts = (prof.record.get("env") or {}).get("hostnames") or []
+    hosts = prof.record.env.hostnames or []
     if link.floor is None and prof.backend == "gloo" and prof.device == "cpu" and prof.link is not None \
             and len(set(hosts)) <= 1:
         link = replace(link, floor=prof.link)

@@ -21,6 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from base.record import Record
 from comm import buckets as bk
 from whatif.links import emulated
 from whatif.profile import ProfileError, from_record
@@ -84,33 +85,38 @@ def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
 
 
 # --------------------------------------------------------------------------------------------------------- knobs
-def knobs(record: dict) -> dict:
+def knobs(record: Record) -> dict:
     """A record's configuration in the model's words."""
-    r = record["result"]
-    ddp = r.get("ddp") or {}
-    cap = ddp.get("bucket_cap_mb", r.get("bucket_mb"))
-    optim = (record.get("config") or {}).get("optim") or {}
-    return {"world_size": int(r.get("world_size") or 1), "sync": r.get("sync") or "ddp",
-            "optim": r.get("optim") or "none", "bucket": "default" if bk.is_default(cap) else f"{float(cap):g}",
-            "accumulate": int(r.get("accumulate") or 1),
-            "ddp.static_graph": str(bool(ddp.get("static_graph"))).lower(),
-            "ddp.gradient_as_bucket_view": str(bool(ddp.get("gradient_as_bucket_view"))).lower(),
+    r, ddp = record.result, record.result.ddp
+    cap = ddp.bucket_cap_mb if ddp is not None else r.bucket_mb
+    optim = _section(record, "optim")
+    return {"world_size": int(r.world_size or 1), "sync": r.sync or "ddp",
+            "optim": r.optim or "none", "bucket": "default" if bk.is_default(cap) else f"{float(cap):g}",
+            "accumulate": int(r.accumulate or 1),
+            "ddp.static_graph": str(bool(ddp is not None and ddp.static_graph)).lower(),
+            "ddp.gradient_as_bucket_view": str(bool(ddp is not None and ddp.gradient_as_bucket_view)).lower(),
             "optim.rank": int(optim.get("rank") or 1)}
 
 
-def link_of(record: dict) -> dict | None:
+def _section(record: Record, name: str) -> dict:
+    """One group of the record's config (a dict: Hydra's resolved config), empty where it has none."""
+    value = (record.config if record.config is not None else {}).get(name)
+    return value if isinstance(value, dict) else {}
+
+
+def link_of(record: Record):
     """The emulated link a run's ranks talked over (env.link, written by the emulated-links launcher), or None."""
-    link = (record.get("env") or {}).get("link") or {}
-    return link if link.get("emulated") and link.get("rate_bit_s") else None
+    link = record.env.link
+    return link if link is not None and link.emulated and link.rate_bit_s else None
 
 
-def workload(record: dict) -> tuple:
-    r, cfg = record["result"], record.get("config") or {}
-    return ((cfg.get("model") or {}).get("name"), r.get("batch_per_rank"), (cfg.get("data") or {}).get("image_size"),
-            r.get("precision"), r.get("device"), tuple(sorted(set((record.get("env") or {}).get("hostnames") or []))))
+def workload(record: Record) -> tuple:
+    r = record.result
+    return (_section(record, "model").get("name"), r.batch_per_rank, _section(record, "data").get("image_size"),
+            r.precision, r.device, tuple(sorted(set(record.env.hostnames or []))))
 
 
-def plainness(record: dict) -> tuple:
+def plainness(record: Record) -> tuple:
     k = knobs(record)
     return (k["sync"] != "ddp", k["optim"] != "none", k["bucket"] not in ("default", "25"), k["accumulate"] != 1,
             k["ddp.gradient_as_bucket_view"] == "true", k["ddp.static_graph"] == "true", link_of(record) is not None,
@@ -122,9 +128,12 @@ def run_to_run(members: list) -> tuple[float | None, int]:
     None with fewer than 2 degrees of freedom (then the profile's stated default stands)."""
     by: dict[str, list[float]] = {}
     for _, rec in members:
-        med = ((rec.get("result") or {}).get("step_time_s") or {}).get("median")
+        step = rec.result.step_time_s if rec.result is not None else None
+        med = step.median if step is not None else None
         if med and med > 0:
-            by.setdefault(json.dumps([knobs(rec), link_of(rec)], sort_keys=True, default=str), []).append(math.log(med))
+            link = link_of(rec)
+        by.setdefault(json.dumps([knobs(rec), link.to_dict() if link is not None else None], sort_keys=True,
+                                 default=str), []).append(math.log(med))
     ss = df = 0
     for xs in by.values():
         if len(xs) >= 2:
@@ -137,7 +146,7 @@ def run_to_run(members: list) -> tuple[float | None, int]:
 # ------------------------------------------------------------------------------------------------------- validate
 def validate(paths: list[str | Path], source: str | Path | None = None, samples: int = 1000,
              seed: int = 0) -> Validation:
-    from base.record import RecordError, find_records, read_record
+    from base.record import RecordError, find_records
 
     out = Validation()
     records = []
@@ -148,12 +157,12 @@ def validate(paths: list[str | Path], source: str | Path | None = None, samples:
             found = [src_file, *found]
     for p in found:
         try:
-            rec = read_record(p)
+            rec = Record.read(p)
         except (RecordError, OSError, ValueError) as e:
             out.skipped.append(f"{p}: unreadable ({e})")
             continue
-        if rec.get("task") != "train" or rec.get("status") != "ok":
-            out.skipped.append(f"{p}: task={rec.get('task')} status={rec.get('status')} (not a finished train run)")
+        if rec.task != "train" or rec.status != "ok":
+            out.skipped.append(f"{p}: task={rec.task} status={rec.status} (not a finished train run)")
             continue
         records.append((str(p), rec))
     groups: dict[tuple, list] = {}
@@ -185,7 +194,7 @@ def validate(paths: list[str | Path], source: str | Path | None = None, samples:
         for p, rec in members:
             if p == src[0]:
                 continue
-            measured = Quantity.from_describe((rec["result"] or {}).get("step_time_s"))
+            measured = Quantity.from_describe(rec.result.step_time_s)
             if measured is None:
                 out.skipped.append(f"{p}: no step time")
                 continue
@@ -195,8 +204,8 @@ def validate(paths: list[str | Path], source: str | Path | None = None, samples:
                 if link is not None:
                     from dataclasses import replace
 
-                    cfg = replace(cfg, link=emulated(link["rate_bit_s"] / 1e9, prof.link),
-                                  link_name=f"emulated {link['rate_bit_s'] / 1e9:g} Gbit/s")
+                    cfg = replace(cfg, link=emulated(link.rate_bit_s / 1e9, prof.link),
+                                  link_name=f"emulated {link.rate_bit_s / 1e9:g} Gbit/s")
                 pred = predict(prof, cfg, draws)
             except (ValueError, KeyError, ProfileError) as e:
                 out.skipped.append(f"{p}: not predicted ({e})")
