@@ -312,6 +312,8 @@ class TaskResult(Block):
     """What every task's result has."""
     headline: dict[str, Any] | None = doc("the sweep table's columns: label -> value", default=None)
     diagnosis: DiagnosisBlock | None = None
+    nccl_transports: dict[str, int] | None = doc("NCCL_DEBUG=INFO's channel connections by transport (SHM, P2P, "
+                                                 "NET/IB, NET/Socket...): launchers/rank.py, any task", default=None)
 
 
 # ---- task=train
