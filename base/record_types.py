@@ -303,6 +303,8 @@ class DiagnosisBlock(Block):
     notes: list[str] | None = None
     accounting: Accounting | None = None
     comparisons: Comparisons | None = None
+    hta: dict[str, Any] | None = doc("HolisticTraceAnalysis' overlap beside the tool's own, for profile.enabled runs "
+                                     "(diagnosis.hta)", default=None)
 
 
 # ---------------------------------------------------------------------------------------------------- results
