@@ -22,6 +22,7 @@ estimates, scaling, the pair-groups curve).
 """
 from __future__ import annotations
 
+from base.record_types import DiagnosisBlock
 from diagnosis.accounting import lines as accounting_lines
 from comm.efficiency import not_measurable
 from diagnosis.finding import finding_from_dict
@@ -29,48 +30,55 @@ from diagnosis.run import VERSION, diagnose
 from diagnosis.sweep import diagnose_sweep, format_sweep
 
 
-def format_text(diag: dict | None, heading: str = "diagnosis") -> str:
+def as_block(diag: DiagnosisBlock | dict | None) -> DiagnosisBlock | None:
+    """A diagnosis as its record type: the one a record holds (result.diagnosis), or diagnose()'s JSON object."""
+    return DiagnosisBlock.from_dict(diag, "diagnosis") if isinstance(diag, dict) else diag
+
+
+def format_text(diag: DiagnosisBlock | dict | None, heading: str = "diagnosis") -> str:
     """The printed form of a record's diagnosis."""
-    if not diag:
+    d = as_block(diag)
+    if d is None or not d.to_dict():
         return f"{heading}: none"
-    if diag.get("error"):
-        return f"{heading}: unavailable ({diag['error']})"
-    findings = [finding_from_dict(f) for f in diag.get("findings") or []]
-    hidden = diag.get("inside_noise") or []
+    if d.error:
+        return f"{heading}: unavailable ({d.error})"
+    findings = [finding_from_dict(f) for f in d.findings or []]
+    hidden = d.inside_noise or []
     real = [f for f in findings if not f.first]
-    noise = diag.get("noise") or {}
+    threshold, floor = (d.noise.threshold, d.noise.floor) if d.noise is not None else (None, None)
     head = (f"{heading}: {len(real)} finding{'s' if len(real) != 1 else ''}, ranked by the saving of the fix"
             if real else f"{heading}: no findings")
-    under = [h for h in hidden if h.get("under") != "noise"]
-    masked = [h for h in hidden if h.get("under") == "noise"]
+    under = [h for h in hidden if h.under != "noise"]
+    masked = [h for h in hidden if h.under == "noise"]
     if under:
-        head += (f"; {len(under)} more under the {100 * (noise.get('threshold') or 0.02):.0f}% threshold (not named)")
+        head += (f"; {len(under)} more under the {100 * (threshold or 0.02):.0f}% threshold (not named)")
     if masked:
-        head += f"; {len(masked)} more inside the noise ({100 * (noise.get('floor') or 0):.1f}%, not named)"
-    lines = [head, *accounting_lines(diag.get("accounting"))]
+        head += f"; {len(masked)} more inside the noise ({100 * (floor or 0):.1f}%, not named)"
+    lines = [head, *accounting_lines(d.accounting.to_dict() if d.accounting is not None else None)]
     for f in findings:
         if f.first:
             lines.append(f.text(None))
     for i, f in enumerate(real, 1):
         lines.append(f.text(i))
-    for t in diag.get("ties") or []:
+    for t in d.ties or []:
         a, b = t["findings"]
         lines.append(f"findings {a} and {b} cannot be told apart on this record: their savings "
                      f"({100 * t['savings'][0]:.1f}% and {100 * t['savings'][1]:.1f}%) differ by less than the noise "
                      f"({100 * t['floor']:.1f}%) and rest on evidence of the same strength")
     from comm.nccl_tests import format_comparison
 
-    probe = (diag.get("accounting") or {}).get("probe") or {}
-    for vs in (diag.get("comparisons") or {}).values():
+    acc = d.accounting
+    wait_s = acc.probe.wait_s if acc is not None and acc.probe is not None else None
+    for vs in (d.comparisons.to_dict() if d.comparisons is not None else {}).values():
         lines.append(format_comparison(vs))
-        if probe.get("wait_s") and vs.get("sync_s") and probe["wait_s"] > 0.2 * vs["sync_s"]:
-            lines.append(f"  (the sync's {1e3 * vs['sync_s']:.3g} ms hold rank 0's {1e3 * probe['wait_s']:.3g} ms wait "
-                         f"for rank {diag['accounting']['wait']['rank']}: the straggler's time, not the link's)")
-    if diag.get("hta"):
+        if wait_s and vs.get("sync_s") and wait_s > 0.2 * vs["sync_s"]:
+            lines.append(f"  (the sync's {1e3 * vs['sync_s']:.3g} ms hold rank 0's {1e3 * wait_s:.3g} ms wait "
+                         f"for rank {acc.wait.rank}: the straggler's time, not the link's)")
+    if d.hta:
         from diagnosis.hta import format_hta
 
-        lines.append(format_hta(diag["hta"]))
-    for n in diag.get("notes") or []:
+        lines.append(format_hta(d.hta))
+    for n in d.notes or []:
         lines.append(f"note: {n}")
     return "\n".join(lines)
 
@@ -86,13 +94,15 @@ def attach(record) -> None:
         record.result["diagnosis"] = {"version": VERSION, "error": f"{type(e).__name__}: {e}"}
 
 
-def wandb_summary(diag: dict | None) -> dict:
+def wandb_summary(diag: DiagnosisBlock | dict | None) -> dict:
     """Flat keys for a W&B run summary."""
-    if not diag or diag.get("error"):
+    d = as_block(diag)
+    if d is None or not d.to_dict() or d.error:
         return {}
-    findings = [f for f in diag.get("findings") or [] if not f.get("first")]
-    out = {"diagnosis/findings": len(findings), "diagnosis/noise_floor_pct": 100 * (diag.get("noise") or {}).get(
-        "floor", 0.0), "diagnosis/text": format_text(diag)}
+    findings = [f for f in d.findings or [] if not f.get("first")]
+    floor = d.noise.floor if d.noise is not None and "floor" in d.noise.to_dict() else 0.0
+    out = {"diagnosis/findings": len(findings), "diagnosis/noise_floor_pct": 100 * floor,
+           "diagnosis/text": format_text(d)}
     if findings:
         top = findings[0]
         out["diagnosis/top"] = top["title"]
@@ -100,9 +110,9 @@ def wandb_summary(diag: dict | None) -> dict:
         out["diagnosis/next"] = top["command"]
         if top.get("saving") and top["saving"].get("fraction") is not None:
             out["diagnosis/top_saving_pct"] = 100 * top["saving"]["fraction"]
-    vs = (diag.get("comparisons") or {}).get("microbench")
-    if vs and not not_measurable(vs):
-        out["diagnosis/comm_efficiency"] = vs["efficiency"]
+    vs = d.comparisons.microbench if d.comparisons is not None else None
+    if vs is not None and vs.to_dict() and not not_measurable(vs.to_dict()):
+        out["diagnosis/comm_efficiency"] = vs.efficiency
     return out
 
 

@@ -24,30 +24,33 @@ from __future__ import annotations
 
 import statistics
 
+from base.record_types import PhaseSeries, RankWork, TrainRank, TrainResult
 from diagnosis.finding import ms
 
 
-def account(result: dict) -> dict | None:
+def account(result: TrainResult) -> dict | None:
     """The step's accounting from a task=train result, or None when the record cannot give it (no throughput)."""
-    steps = result.get("steps")
-    tp = result.get("throughput") or {}
-    if not steps or not tp.get("wall_s"):
+    steps = result.steps
+    tp = result.throughput
+    if not steps or tp is None or not tp.wall_s:
         return None
-    T = tp["wall_s"] / steps
-    rate, lo, hi = tp.get("steps_per_s"), tp.get("ci_lo"), tp.get("ci_hi")
+    T = tp.wall_s / steps
+    rate, lo, hi = tp.steps_per_s, tp.ci_lo, tp.ci_hi
     out: dict = {"step_s": T, "step_lo_s": 1 / hi if hi else None, "step_hi_s": 1 / lo if lo else None,
                  "steps_per_s": rate, "basis": "throughput: the timed blocks' wall clock (each block's slowest rank) "
                                               "per step",
-                 "timer_median_s": (result.get("step_time_s") or {}).get("median"),
-                 "world_size": int(result.get("world_size") or 1)}
-    per = [p for p in result.get("per_rank") or [] if p.get("rank") is not None]
-    series = result.get("series") or {}
-    r0 = next((p for p in per if p["rank"] == 0), per[0] if per else {})
-    w0 = r0.get("work") or {}
-    phases = w0.get("phases_mean_s") or {n: _mean(v) for n, v in (series.get("phases") or {}).items() if v}
-    step_mean = w0.get("step_mean_s") or _mean(series.get("step_time_s"))
-    walls = r0.get("block_walls_s")
-    wall = w0.get("wall_per_step_s") or (sum(walls) / steps if walls else None)
+                 "timer_median_s": result.step_time_s.median if result.step_time_s is not None else None,
+                 "world_size": int(result.world_size or 1)}
+    per = [p for p in result.per_rank or [] if p.rank is not None]
+    series_phases = result.series.phases if result.series is not None else None
+    series_steps = result.series.step_time_s if result.series is not None else None
+    r0 = next((p for p in per if p.rank == 0), per[0] if per else TrainRank())
+    w0 = _work(r0)
+    phases = (w0.phases_mean_s.to_dict() if w0.phases_mean_s is not None else None) or {
+        n: _mean(v) for n, v in (series_phases or PhaseSeries()).to_dict().items() if v}
+    step_mean = w0.step_mean_s or _mean(series_steps)
+    walls = r0.block_walls_s
+    wall = w0.wall_per_step_s or (sum(walls) / steps if walls else None)
     out["rank0"] = {"phases_s": phases, "phases_total_s": sum(phases.values()) if phases else step_mean,
                     "step_mean_s": step_mean, "wall_per_step_s": wall}
     if step_mean is None or wall is None:
@@ -58,17 +61,17 @@ def account(result: dict) -> dict | None:
     barrier = max(0.0, T - wall)
     out["rank0"].update(outside_s=outside, barrier_s=barrier, residual_s=T - step_mean - outside - barrier)
     # ---- the ranks' own work, and who waits for whom
-    ready = {p["rank"]: p["work"]["ready_s"]["median"] for p in per if (p.get("work") or {}).get("ready_s")}
-    full = all("optimizer_s" in (p.get("work") or {}) for p in per if p.get("work"))
+    ready = {p.rank: p.work.ready_s.median for p in per if _work(p).ready_s is not None}
+    full = all("optimizer_s" in _work(p).to_dict() for p in per if _work(p).to_dict())
     out["work_s"] = ready
     out["work_is_complete"] = full
     ranks = []
     for p in per:
-        pw = p.get("work") or {}
-        pwall = pw.get("wall_per_step_s") or (sum(p["block_walls_s"]) / steps if p.get("block_walls_s") else None)
-        ranks.append({"rank": p["rank"], "host": p.get("host"), "step_mean_s": pw.get("step_mean_s"),
+        pw = _work(p)
+        pwall = pw.wall_per_step_s or (sum(p.block_walls_s) / steps if p.block_walls_s else None)
+        ranks.append({"rank": p.rank, "host": p.host, "step_mean_s": pw.step_mean_s,
                       "wall_per_step_s": pwall, "barrier_s": max(0.0, T - pwall) if pwall is not None else None,
-                      "work_s": ready.get(p["rank"])})
+                      "work_s": ready.get(p.rank)})
     out["ranks"] = ranks
     wait, late = 0.0, None
     if len(ready) >= 2 and 0 in ready:
@@ -76,9 +79,8 @@ def account(result: dict) -> dict | None:
         wait = max(0.0, ready[late] - ready[0])
     out["late_rank"] = late if wait > 0 else None
     # ---- rank 0's sync time: the wait for the late rank, then the transfer
-    sync = result.get("sync")
-    comm = result.get("comm") or {}
-    compute = w0.get("backward_compute_s") if sync == "ddp" else None
+    sync = result.sync
+    compute = w0.backward_compute_s if sync == "ddp" else None
     if sync == "ddp" and compute is not None and "backward" in phases:
         in_sync = max(0.0, phases["backward"] - compute)
         where = "backward (DDP's all-reduces)"
@@ -94,10 +96,15 @@ def account(result: dict) -> dict | None:
     out["sync"] = {"phase": where, "exposed_s": in_sync,
                    "transfer_s": in_sync - wait_in_sync if in_sync is not None else None,
                    "compute_s": compute}
-    probe = comm.get("exposed_s")
+    probe = result.comm.exposed_s if result.comm is not None else None
     if probe is not None:               # DDP's reducer timers over the probe steps: no barrier there
         out["probe"] = {"exposed_s": probe, "wait_s": min(wait, probe), "transfer_s": max(0.0, probe - wait)}
     return out
+
+
+def _work(rank: TrainRank) -> RankWork:
+    """A rank's own work per step (tasks/train/stragglers.py); an empty one where the record has none."""
+    return rank.work if rank.work is not None else RankWork()
 
 
 def _mean(xs) -> float | None:

@@ -19,6 +19,10 @@ import math
 import re
 from pathlib import Path
 
+from base.record import Record
+from base.record_types import TrainResult
+from diagnosis.view import as_record
+
 INSTALL = "pip install HolisticTraceAnalysis (optional dependency, see requirements-optional.txt)"
 
 
@@ -37,13 +41,16 @@ def has_gpu_kernels(path: str) -> bool:
     return any(e.get("cat") == "kernel" for e in events)
 
 
-def tool_overlap(record: dict) -> float | None:
-    c = (record.get("result") or {}).get("comm") or {}
-    return c["overlap_s"] / c["time_s"] if c.get("time_s") and c.get("overlap_s") is not None else None
+def tool_overlap(record: Record) -> float | None:
+    c = record.result.comm if isinstance(record.result, TrainResult) else None
+    if c is None:
+        return None
+    return c.overlap_s / c.time_s if c.time_s and c.overlap_s is not None else None
 
 
-def cross_check(record: dict, run_dir: str | Path | None = None) -> dict:
-    run_dir = Path(run_dir or (record.get("job") or {}).get("output_dir") or ".")
+def cross_check(record: Record | dict, run_dir: str | Path | None = None) -> dict:
+    record = as_record(record)
+    run_dir = Path(run_dir or record.job.output_dir or ".")
     files = trace_files(run_dir)
     out = {"traces": len(files), "tool_overlap": tool_overlap(record),
            "tool_method": "DDP reducer: overlap with backward compute / comm time (probe steps)"}

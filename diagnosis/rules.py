@@ -13,6 +13,7 @@ import statistics
 from comm.buckets import DEFAULT_CAP_MB
 from comm.efficiency import not_measurable
 from comm.fit import fit_latency_bandwidth
+from base.record_types import CommStats, GradSyncResult, MicrobenchSize, PairGroupsResult
 from diagnosis.view import OTHER_LOAD, RunView, get, interval_note, lower
 from diagnosis.finding import Evidence, Finding, Saving, ms
 from diagnosis.seeds import cite
@@ -66,8 +67,16 @@ def _saving(v: RunView, seconds: float | None, how: str, lo_s: float | None = No
 
 
 def _ranks_per_host(v: RunView) -> int:
-    hosts = v.env.get("hostnames") or [None]
+    hosts = v.env.hostnames or [None]
     return max(1, math.ceil(v.world_size / len(hosts)))
+
+
+def _micro_calls(v: RunView) -> list[MicrobenchSize]:
+    """The on-rank microbenchmark's timed calls: its sizes, then its one-element latency call where it has one."""
+    micro = v.train.microbench
+    if micro is None:
+        return []
+    return (micro.sizes or []) + ([micro.latency] if micro.latency is not None else [])
 
 
 def _efficiency_ev(ref: dict) -> Evidence:
@@ -93,7 +102,7 @@ def noise_rule(v: RunView, noise: dict, hidden: list[Finding] | None = None) -> 
     masked = [f for f in hidden or [] if threshold < f.material <= floor]
     if not noise.get("noisy") or not masked:
         return None
-    n = noise.get("n") or v.result.get("steps") or 1
+    n = noise.get("n") or v.train.steps or 1
     half = noise.get("rel_halfwidth") or floor
     # the median's interval narrows roughly as 1/sqrt(n): steps for +-5%, at least 30 (a 95% interval, drift test),
     # at most MAX_STEPS (beyond that the noise is a busy machine, which more steps do not remove)
@@ -122,9 +131,9 @@ def noise_rule(v: RunView, noise: dict, hidden: list[Finding] | None = None) -> 
 def exposed_comm(v: RunView) -> Finding | None:
     """Exposed communication is a large share of the step: either the sync path is slow (low efficiency against the
     microbenchmark) or the link is (the sync already runs near the microbenchmark's speed)."""
-    c = v.result.get("comm")
-    sync = v.result.get("sync")
-    if v.task != "train" or not c or v.world_size < 2 or sync == "per_param" or c.get("exposed_s") is None:
+    c = v.train.comm
+    sync = v.train.sync
+    if v.task != "train" or c is None or v.world_size < 2 or sync == "per_param" or c.exposed_s is None:
         return None   # per_param: the per_param rule is this condition, named by its cause
     exposed = v.exposed()               # less rank 0's wait for a late peer: that is the straggler's time
     if sync != "ddp" and v.phase("sync") and exposed.get("ci_lo") is None:
@@ -225,8 +234,8 @@ def _exposed_unconfirmed(v, exposed, share, evidence) -> Finding:
 
 def _sync_path(v, c, exposed_s, share, ref, evidence) -> Finding:
     on_gpu = v.gpu_like                 # device=fake runs the GPU paths (and their copies) on CPU
-    h2d = get(v.result, "h2d", "mode")
-    sync = v.result.get("sync")
+    h2d = v.train.h2d.mode if v.train.h2d is not None else None
+    sync = v.train.sync
     if on_gpu and h2d == "blocking":
         change, env = {"h2d": "side_stream"}, None
         why = ("h2d=blocking copies each batch on the compute stream: the host waits for the GPU every step, which "
@@ -235,10 +244,10 @@ def _sync_path(v, c, exposed_s, share, ref, evidence) -> Finding:
         change, env = {"sync": "ddp"}, None
         why = "sync=flat packs, all-reduces and unpacks after backward: no overlap, and two copies of every gradient"
     elif not on_gpu:
-        per_rank = max(1, (v.env.get("cpu_count") or 1) // _ranks_per_host(v))
-        threads = next((p["work"]["torch_threads"] for p in v.result.get("per_rank") or [] if p.get("work")), None)
+        per_rank = max(1, (v.env.cpu_count or 1) // _ranks_per_host(v))
+        threads = next((w.torch_threads for w in v.works()), None)
         if threads is not None and threads <= per_rank:    # the threads already fit: fewer syncs, not fewer threads
-            k = max(4, 2 * int(v.result.get("accumulate") or 1))
+            k = max(4, 2 * int(v.train.accumulate or 1))
             change, env = {"accumulate": k}, None
             why = (f"on CPU the all-reduce's gloo threads compete with the compute threads of every rank on the host, "
                    f"and {threads} intra-op thread(s) per rank already fit the cores; accumulate={k} syncs once per "
@@ -269,8 +278,8 @@ def _sync_path(v, c, exposed_s, share, ref, evidence) -> Finding:
 
 
 def _slow_link(v, c, exposed_s, share, ref, evidence) -> Finding:
-    change = {"optim": "bf16"} if v.result.get("sync") == "ddp" else {"sync": "ddp", "optim": "bf16"}
-    err = get(v.result, "accuracy", "grad_rel_error")
+    change = {"optim": "bf16"} if v.train.sync == "ddp" else {"sync": "ddp", "optim": "bf16"}
+    err = v.train.accuracy.grad_rel_error if v.train.accuracy is not None else None
     k = 4
     alternatives = (
         f"Other levers: optim=powersgd (far fewer bytes; its gradient error and bytes are measured by the run), "
@@ -291,30 +300,28 @@ def _slow_link(v, c, exposed_s, share, ref, evidence) -> Finding:
                                          "(the compression kernels' own cost not counted)", 0.0, exposed_s),
         impact=share["median"], recommends=change, command=v.command(change),
         fixes=[change] + ([{"optim": "powersgd"}, {"bucket": LARGER_BUCKET_MB}, {"accumulate": k}]
-                                 if v.result.get("sync") == "ddp" else [{"sync": "ddp"}]))
+                                 if v.train.sync == "ddp" else [{"sync": "ddp"}]))
 
 
 def per_param(v: RunView) -> Finding | None:
     """The explicit per-parameter all-reduce: collectives x per-call latency, against the bandwidth, from this run's
     numbers (the microbenchmark's per-size times, fitted with task=grad_sync's latency-bandwidth arithmetic)."""
-    if v.task != "train" or v.result.get("sync") != "per_param" or v.world_size < 2:
+    if v.task != "train" or v.train.sync != "per_param" or v.world_size < 2:
         return None
-    c = v.result.get("comm") or {}
+    c = v.train.comm if v.train.comm is not None else CommStats()
     sync = v.phase("sync")
     if not sync:
         return None
-    n = c.get("collectives_per_step")
-    nbytes = c.get("bytes_per_step")
+    n = c.collectives_per_step
+    nbytes = c.bytes_per_step
     evidence = [ev_ms("per-parameter sync per step", sync, "result.phases.sync"),
                 ev_pct("share of the step", v.share(("sync",)), "sync / step"),
                 ev("all_reduce calls per step", n, "", "result.comm.collectives_per_step", "counted"),
                 ev("bytes per step", nbytes / 1e6 if nbytes else None, "MB", "result.comm.bytes_per_step", "counted")]
     detail = [f"{n:.0f} all_reduce calls per step after backward: none of it overlaps the backward pass, and every "
               "call pays the collective's latency."]
-    micro = v.result.get("microbench") or {}
-    rows = [{"bytes": r["bytes"], "time_s": r["time_s"]["median"]}
-            for r in (micro.get("sizes") or []) + ([micro["latency"]] if micro.get("latency") else [])]
-    one_call = get(v.result, "comm", "vs_microbench", "one_call_of_total_s")
+    rows = [{"bytes": r.bytes, "time_s": r.time_s.median} for r in _micro_calls(v)]
+    one_call = c.vs_microbench.one_call_of_total_s if c.vs_microbench is not None else None
     if len(rows) >= 2 and n:
         fit = fit_latency_bandwidth(rows)      # task=grad_sync's arithmetic, on this run's probe
         if fit and fit.get("beta_GBps") and fit["alpha_s"] > 0:
@@ -356,10 +363,9 @@ def per_param(v: RunView) -> Finding | None:
 
 
 def ddp_world_size_1(v: RunView) -> Finding | None:
-    if v.task != "train" or v.result.get("sync") != "ddp" or v.world_size != 1:
+    if v.task != "train" or v.train.sync != "ddp" or v.world_size != 1:
         return None
-    c = v.result.get("comm") or {}
-    cost = c.get("exposed_s")
+    cost = v.train.comm.exposed_s if v.train.comm is not None else None
     if cost is None:
         return None
     return Finding(
@@ -381,7 +387,7 @@ def input_pipeline(v: RunView) -> Finding | None:
     if share is None or lower(share) < INPUT_SHARE:
         return None
     data, h2d = v.phase("data"), v.phase("h2d")
-    mode = get(v.result, "h2d", "mode")
+    mode = v.train.h2d.mode if v.train.h2d is not None else None
     workers = int(get(v.config, "data", "workers") or 0)
     evidence = [ev_ms("data wait per step", data, "result.phases.data"), ev_ms("H2D copy per step", h2d,
                                                                              "result.phases.h2d"),
@@ -415,20 +421,20 @@ def oversubscription(v: RunView) -> Finding | None:
     """gloo ranks (train on CPU, or pair_groups) asking for more threads than the host has cores."""
     if v.task == "pair_groups":
         return _pair_groups_oversubscription(v)
-    if v.task != "train" or v.result.get("device") != "cpu" or v.world_size < 2:
+    if v.task != "train" or v.device != "cpu" or v.world_size < 2:
         return None
-    works = [r.get("work") for r in v.result.get("per_rank") or [] if r.get("work")]
-    cores = v.env.get("cpu_count")
+    works = v.works()
+    cores = v.env.cpu_count
     if not works or not cores:
         return None
     per_host = _ranks_per_host(v)
-    threads = works[0]["torch_threads"]
+    threads = works[0].torch_threads
     if per_host * threads <= cores:
         return _contention(v, per_host, threads)
-    cpu = sum(w["cpu_s"] for w in works) / len(works) * per_host
-    wall = max(w["wall_s"] for w in works)
-    steps = works[0]["steps"] or 1
-    invol = statistics.median(w["involuntary_switches"] for w in works) / steps
+    cpu = sum(w.cpu_s for w in works) / len(works) * per_host
+    wall = max(w.wall_s for w in works)
+    steps = works[0].steps or 1
+    invol = statistics.median(w.involuntary_switches for w in works) / steps
     compute = v.share(("forward", "backward"))
     fair = max(1, cores // per_host)
     return Finding(
@@ -442,8 +448,8 @@ def oversubscription(v: RunView) -> Finding | None:
                   ev("cores", cores, "", "env.cpu_count", "counted"),
                   ev("the ranks' CPU use over the window", 100 * cpu / (cores * wall) if wall else None, "%",
                      "result.per_rank[].work.cpu_s", "getrusage of each rank / cores x wall"),
-                  ev("host busy over the window (every process)", 100 * works[0]["host_busy"]
-                     if works[0].get("host_busy") is not None else None, "%", "result.per_rank[0].work.host_busy",
+                  ev("host busy over the window (every process)", 100 * works[0].host_busy
+                     if works[0].host_busy is not None else None, "%", "result.per_rank[0].work.host_busy",
                      "/proc/stat"),
                   ev("involuntary context switches per step per rank", invol, "",
                      "result.per_rank[].work.involuntary_switches", "median over ranks"),
@@ -459,7 +465,7 @@ def _contention(v: RunView, per_host: int, threads: int) -> Finding | None:
     """No more compute threads than cores, yet the cores are full and the ranks keep being preempted: under DDP on CPU
     gloo's all-reduce threads run beside backward on the same cores, so the overlap turns into turn-taking."""
     c = v.contention()
-    if c is None or v.result.get("sync") != "ddp":
+    if c is None or v.train.sync != "ddp":
         return None
     compute = v.share(("forward", "backward"))
     evidence = [ev("ranks on this host", per_host, "", "result.world_size / env.hostnames", "counted"),
@@ -473,12 +479,12 @@ def _contention(v: RunView, per_host: int, threads: int) -> Finding | None:
                    "result.per_rank[].work.involuntary_switches", "median over ranks: preempted for another thread"),
                 ev_pct("compute share of the step (forward + backward)", compute, "phases")]
     ref = v.reference
-    comm = v.result.get("comm") or {}
-    if ref and comm.get("time_s"):
+    comm = v.train.comm
+    if ref and comm is not None and comm.time_s:
         alone = "what the link allows" if ref.get("source") == "result.env.link" else "alone"
-        evidence.append(ev(f"the all-reduces' span in training vs {alone}", 1e3 * comm["time_s"], "ms",
+        evidence.append(ev(f"the all-reduces' span in training vs {alone}", 1e3 * comm.time_s, "ms",
                            "result.comm.time_s", f"{alone} ({ref['reference']}): {ms(ref['achievable_s'])} ms"))
-    k = max(4, 2 * int(v.result.get("accumulate") or 1))   # never the run's own setting
+    k = max(4, 2 * int(v.train.accumulate or 1))   # never the run's own setting
     return Finding(
         rule="oversubscription.contention", pool="own",
         title=f"{per_host} DDP ranks keep the {c['cores']} cores {100 * c['host_busy']:.0f}% busy and are preempted "
@@ -504,16 +510,15 @@ def busy_host(v: RunView) -> Finding | None:
     time). What it costs the ranks is the time their loop thread waited on a run queue for a core (schedstat), of
     which the others' share of the busy host is their doing: that share is the estimate, all of that wait the
     range's top. Without run-queue counters (older records) the cost is not estimated."""
-    if v.task != "train" or v.result.get("device") == "cuda":
+    if v.task != "train" or v.device == "cuda":
         return None
     other = v.other_load()
     if other is None or other <= OTHER_LOAD:
         return None
     host = v._one_host()
     works, cores, own = host
-    busy = works[0]["host_busy"]
-    queues = [w["main_runqueue_s"] / w["steps"] for w in works if w.get("main_runqueue_s") is not None
-              and w.get("steps")]
+    busy = works[0].host_busy
+    queues = [w.main_runqueue_s / w.steps for w in works if w.main_runqueue_s is not None and w.steps]
     evidence = [ev("host busy over the window (every process)", 100 * busy, "%", "result.per_rank[0].work.host_busy",
                    "/proc/stat"),
                 ev("the ranks' own CPU use over the window", 100 * own, "%", "result.per_rank[].work.cpu_s",
@@ -547,30 +552,32 @@ def busy_host(v: RunView) -> Finding | None:
 
 def _pair_groups_oversubscription(v: RunView) -> Finding | None:
     r = v.result
-    per_cpu, busy, threads = r.get("ranks_per_cpu"), r.get("cpu_busy_fraction"), r.get("torch_threads") or 1
+    if not isinstance(r, PairGroupsResult):
+        return None
+    per_cpu, busy, threads = r.ranks_per_cpu, r.cpu_busy_fraction, r.torch_threads or 1
     if per_cpu is None or busy is None or (per_cpu * threads <= 1 and busy < CPU_BUSY):
         return None
-    world, iters = r["world_size"], r["iters"]
+    world, iters = r.world_size, r.iters
     if threads > 1:
         change = {"pair_groups.threads": 1}
-    elif not r.get("async_op"):
+    elif not r.async_op:
         change = {"pair_groups.async_op": True}
     else:
-        change = {"pairs": max(1, int(r["cpu_count"]) // 2)}
+        change = {"pairs": max(1, int(r.cpu_count) // 2)}
     return Finding(
         rule="oversubscription", pool="own",
-        title=f"{world} gloo ranks x {threads} thread(s) on {r['cpu_count']} CPUs "
+        title=f"{world} gloo ranks x {threads} thread(s) on {r.cpu_count} CPUs "
               f"({per_cpu * threads:.2g} threads per CPU, {100 * busy:.0f}% busy): the ranks compete for cores",
         detail=("Each pair's traffic is independent, but a rank that is ready to answer its peer waits for a CPU; "
                 "the time per all_reduce then grows with the number of pairs."),
-        evidence=[ev("time per all_reduce, rank 0", r.get("per_op_us_rank0"), "us", "result.per_op_us_rank0",
+        evidence=[ev("time per all_reduce, rank 0", r.per_op_us_rank0, "us", "result.per_op_us_rank0",
                      f"mean over {iters} calls"),
                   ev("CPU busy (ranks' CPU time / cores x window)", 100 * busy, "%", "result.cpu_busy_fraction",
                      "getrusage"),
-                  ev("host busy (every process)", 100 * r["host_busy_fraction"] if r.get("host_busy_fraction")
+                  ev("host busy (every process)", 100 * r.host_busy_fraction if r.host_busy_fraction
                      is not None else None, "%", "result.host_busy_fraction", "/proc/stat"),
                   ev("involuntary context switches per all_reduce per rank",
-                     r["involuntary_switches"] / (world * iters), "", "result.involuntary_switches", "getrusage")],
+                     r.involuntary_switches / (world * iters), "", "result.involuntary_switches", "getrusage")],
         seed=cite("001"),
         saving=Saving(None, how="one pairs= value cannot say how fast the loop runs without contention; a sweep "
                                 "over pairs (python train.py -m task=pair_groups pairs=1,2,4) sets it beside pairs=1"),
@@ -589,13 +596,16 @@ def straggler(v: RunView) -> Finding | None:
     exposed communication rule counts only what remains after it."""
     if v.task != "train" or v.world_size < 2:
         return None
-    s = v.result.get("straggler") or _straggler_from_phases(v)
+    # the straggler block as the dict _straggler_from_phases also makes (older records): one shape for the arithmetic
+    s = v.train.straggler.to_dict() if v.train.straggler is not None else None
+    s = s or _straggler_from_phases(v)
     if not s or s.get("significant") is False:
         return None
     share = v.fraction(s["by_s"]) if s.get("by_s") is not None else s.get("share_of_step")
     if share is None or share < STRAGGLER_SHARE:
         return None
-    if s["rank"] != v.result.get("slowest_rank", s["rank"]) and s.get("significant") is not True:
+    slowest = v.train.slowest_rank if "slowest_rank" in v.train.to_dict() else s["rank"]
+    if s["rank"] != slowest and s.get("significant") is not True:
         return None       # the straggler and the slowest rank disagree, and neither is significant: noise
     rank, mostly = s["rank"], s.get("mostly", "compute")
     if _waited_for_a_core(v, s):
@@ -627,7 +637,7 @@ def straggler(v: RunView) -> Finding | None:
         if probe.get("wait_s") and probe["wait_s"] >= 0.5 * (probe.get("exposed_s") or 0):
             where += (f" The exposed communication DDP's timers measured on rank 0 ({ms(probe['exposed_s'])} ms) is "
                       f"this wait ({ms(probe['wait_s'])} ms): {ms(probe['transfer_s'])} ms of it is the transfer.")
-    gpu = v.result.get("device") == "cuda"
+    gpu = v.device == "cuda"
     if mostly == "data":
         change, env = {"data.workers": max(2, 2 * int(get(v.config, "data", "workers") or 0))}, None
         fix = "More loader workers prepare that rank's batches ahead."
@@ -640,7 +650,7 @@ def straggler(v: RunView) -> Finding | None:
                "others do not.")
     else:
         change = {"world_size": 1, "sync": "local"}
-        env = {"CUDA_VISIBLE_DEVICES": rank % max(1, v.env.get("device_count") or 1)} if gpu else None
+        env = {"CUDA_VISIBLE_DEVICES": rank % max(1, v.env.device_count or 1)} if gpu else None
         fix = "Time that rank's device alone with the command below and compare."
     lo = hi = None
     if s.get("significant") and ci[0] is not None and all(p.get("ready_ci") and p["ready_ci"][0] is not None
@@ -686,42 +696,45 @@ def _waited_for_a_core(v: RunView, s: dict) -> bool:
 def _extra_per_step(v: RunView, rank: int, key: str) -> float | None:
     """A window counter (cpu_s: getrusage; runqueue_s: schedstat) per measured step, the rank's beyond the other ranks'
     median; None where a rank lacks it."""
-    per = {p["rank"]: p["work"] for p in v.result.get("per_rank") or [] if p.get("work") and p["work"].get("steps")}
-    if rank not in per or len(per) < 2 or any(w.get(key) is None for w in per.values()):
+    per = {p.rank: p.work for p in v.train.per_rank or [] if p.work is not None and p.work.steps}
+    if rank not in per or len(per) < 2 or any(getattr(w, key) is None for w in per.values()):
         return None
-    x = {r: w[key] / w["steps"] for r, w in per.items()}
+    x = {r: getattr(w, key) / w.steps for r, w in per.items()}
     return x[rank] - statistics.median(c for r, c in x.items() if r != rank)
 
 
 def _straggler_from_phases(v: RunView) -> dict | None:
     """Records without result.straggler: per-rank phase medians (no intervals). With DDP the backward phase holds the
     wait for the others, so only data + H2D + forward count there."""
-    per = [p for p in v.result.get("per_rank") or [] if p.get("phases_median")]
+    per = [p for p in v.train.per_rank or [] if p.phases_median is not None and p.phases_median.to_dict()]
     if len(per) < 2:
         return None
-    ddp = v.result.get("sync") == "ddp"
-    parts = {p["rank"]: {"data": p["phases_median"].get("data", 0.0), "h2d": p["phases_median"].get("h2d", 0.0),
-                         "compute": p["phases_median"].get("forward", 0.0)
-                         + (0.0 if ddp else p["phases_median"].get("backward", 0.0))} for p in per}
+    ddp = v.train.sync == "ddp"
+    medians = {p.rank: p.phases_median.to_dict() for p in per}    # the phases the rank timed, by name
+    parts = {r: {"data": m.get("data", 0.0), "h2d": m.get("h2d", 0.0),
+                 "compute": m.get("forward", 0.0) + (0.0 if ddp else m.get("backward", 0.0))}
+             for r, m in medians.items()}
     ready = {r: sum(x.values()) for r, x in parts.items()}
     slow = max(ready, key=ready.get)
     others = [r for r in ready if r != slow]
     gap = ready[slow] - statistics.median(ready[r] for r in others)
     diff = {k: parts[slow][k] - statistics.median(parts[r][k] for r in others) for k in ("data", "h2d", "compute")}
-    return {"rank": slow, "host": next(p.get("host") for p in per if p["rank"] == slow), "by_s": gap,
+    return {"rank": slow, "host": next(p.host for p in per if p.rank == slow), "by_s": gap,
             "share_of_step": v.fraction(gap), "significant": None, "mostly": max(diff, key=diff.get), "parts_s": diff,
             "per_rank": [{"rank": r, "ready_s": ready[r], "ready_ci": None} for r in ready]}
 
 
 def bucket_layout(v: RunView) -> Finding | None:
-    if v.task != "train" or v.result.get("sync") != "ddp" or v.world_size < 2:
+    if v.task != "train" or v.train.sync != "ddp" or v.world_size < 2:
         return None
-    sizes = get(v.result, "ddp", "buckets", "sizes_bytes") or get(v.result, "comm", "buckets", "sizes_bytes") or []
-    exposed = get(v.result, "comm", "exposed_s")
+    ddp, comm = v.train.ddp, v.train.comm
+    sizes = ((ddp.buckets.sizes_bytes if ddp is not None and ddp.buckets is not None else None)
+             or (comm.buckets.sizes_bytes if comm is not None and comm.buckets is not None else None) or [])
+    exposed = comm.exposed_s if comm is not None else None
     total = sum(sizes)
     if not sizes or exposed is None:
         return None
-    cap = v.result.get("bucket_mb") or v.config.get("bucket")
+    cap = v.train.bucket_mb or v.config.get("bucket")
     evidence = [ev("buckets DDP built", len(sizes), "", "result.ddp.buckets.count", f"bucket_cap_mb={cap}"),
                 ev("gradient bytes", total / 2**20, "MiB", "result.ddp.buckets.sizes_bytes", "counted"),
                 ev_ms("exposed communication per step", v.exposed(), "result.comm.exposed_s")]
@@ -742,9 +755,7 @@ def bucket_layout(v: RunView) -> Finding | None:
                                     "hidden, if backward is long enough to hide them", 0.0, exposed),
             impact=v.fraction(exposed) or 0.0, recommends=stock, command=v.command(stock))
     if len(sizes) > MANY_BUCKETS and statistics.median(sizes) < TINY_BUCKET:
-        micro = v.result.get("microbench") or {}
-        latency = min((r["time_s"]["median"] for r in (micro.get("sizes") or [])
-                       + ([micro["latency"]] if micro.get("latency") else [])), default=None)
+        latency = min((r.time_s.median for r in _micro_calls(v)), default=None)
         gain = latency * (len(sizes) - default_k) if latency is not None else None
         return Finding(
             rule="bucket_layout.many_tiny", pool="exposed",
@@ -772,11 +783,11 @@ def ddp_default_buckets(total_bytes: int) -> int:
 
 def nccl_transport(v: RunView) -> Finding | None:
     """NCCL_DEBUG=INFO's channel lines: SHM (through host memory) or a socket NET where P2P or IB was expected."""
-    t = v.result.get("nccl_transports") or {}
-    hosts = v.env.get("hostnames") or []
+    t = v.result.nccl_transports if v.result.nccl_transports is not None else {}
+    hosts = v.env.hostnames or []
     shm = {k: n for k, n in t.items() if k.startswith("SHM")}
     sock = {k: n for k, n in t.items() if k.startswith("NET/Socket")}
-    if len(hosts) <= 1 and shm and (v.env.get("device_count") or 0) > 1:
+    if len(hosts) <= 1 and shm and (v.env.device_count or 0) > 1:
         name, expected = ", ".join(shm), "P2P (NVLink or PCIe peer-to-peer)"
         means = ("SHM moves every byte GPU -> host memory -> GPU over PCIe, through the CPU: busbw is bounded by host "
                  "memory and the PCIe root complex rather than the GPUs' own links")
@@ -792,14 +803,14 @@ def nccl_transport(v: RunView) -> Finding | None:
                                                                "of sockets"), "002"
     else:
         return None
-    c = v.result.get("comm") or {}
+    c = v.train.comm if v.train.comm is not None else CommStats()
     ref = v.reference or {}
     evidence = [ev("channel connections by transport", sum(t.values()), "", "result.nccl_transports",
                    ", ".join(f"{k}: {n}" for k, n in t.items())),
-                ev("gradient-sync busbw", c.get("busbw_GBps"), "GB/s", "result.comm.busbw_GBps"),
+                ev("gradient-sync busbw", c.busbw_GBps, "GB/s", "result.comm.busbw_GBps"),
                 ev(f"{ref.get('reference', 'microbenchmark')} busbw at the same calls", ref.get("reference_busbw_GBps"),
                    "GB/s", "result.comm.vs_microbench")]
-    share = v.fraction(c.get("exposed_s"))
+    share = v.fraction(c.exposed_s)
     return Finding(
         rule="nccl_transport", title=f"NCCL used {name} where {expected} was expected",
         detail=means + ". The busbw above is what this path gave; `nvidia-smi topo -m` shows the links.",
@@ -811,35 +822,38 @@ def nccl_transport(v: RunView) -> Finding | None:
 
 # ------------------------------------------------------------------------------------------------- task=grad_sync
 def grad_sync_per_param(v: RunView) -> Finding | None:
-    if v.task != "grad_sync":
+    r = v.result
+    if v.task != "grad_sync" or not isinstance(r, GradSyncResult) or r.methods is None:
         return None
-    m = v.result.get("methods") or {}
-    pp = m.get("per_param") or {}
-    others = {k: x for k, x in m.items() if k in ("flat", "bucketed", "coalesced") and x.get("time_s")}
-    if not pp.get("time_s") or not others:
+    m = r.methods
+    pp = m.per_param
+    # the methods in the record's order (the first of equal times is named)
+    others = {k: x.time_s for k in m.to_dict() if k in ("flat", "bucketed", "coalesced")
+              for x in [getattr(m, k)] if x is not None and x.time_s}
+    if pp is None or not pp.time_s or not others:
         return None
-    best_name = min(others, key=lambda k: others[k]["time_s"])
-    best = others[best_name]["time_s"]
-    spread = max(0.02, abs(pp.get("time_max_s", pp["time_s"]) - pp["time_s"]) / pp["time_s"])
-    if pp["time_s"] <= best * (1 + spread):
+    best_name = min(others, key=lambda k: others[k])
+    best = others[best_name]
+    spread = max(0.02, abs((pp.time_max_s if "time_max_s" in pp.to_dict() else pp.time_s) - pp.time_s) / pp.time_s)
+    if pp.time_s <= best * (1 + spread):
         return None
-    micro = m.get("microbench") or {}
-    saving = pp["time_s"] - best
+    micro = m.microbench
+    saving = pp.time_s - best
     return Finding(
         rule="grad_sync.per_param",
-        title=f"Per-parameter all_reduce ({pp.get('calls')} calls) takes {pp['time_s'] / best:.2f}x the {best_name} "
+        title=f"Per-parameter all_reduce ({pp.calls} calls) takes {pp.time_s / best:.2f}x the {best_name} "
               f"sync of the same gradients",
-        detail=" ".join(v.result.get("explanation") or []),
-        evidence=[ev("per_param sync", 1e3 * pp["time_s"], "ms", "result.methods.per_param.time_s",
-                     f"median over {v.result.get('iters')} syncs, average over ranks"),
+        detail=" ".join(r.explanation or []),
+        evidence=[ev("per_param sync", 1e3 * pp.time_s, "ms", "result.methods.per_param.time_s",
+                     f"median over {r.iters} syncs, average over ranks"),
                   ev(f"{best_name} sync", 1e3 * best, "ms", f"result.methods.{best_name}.time_s",
-                     f"median over {v.result.get('iters')} syncs"),
-                  ev("one all_reduce of the same bytes (microbench)", 1e3 * micro["time_s"] if micro.get("time_s")
-                     else None, "ms", "result.methods.microbench.time_s")],
+                     f"median over {r.iters} syncs"),
+                  ev("one all_reduce of the same bytes (microbench)", 1e3 * micro.time_s
+                     if micro is not None and micro.time_s else None, "ms", "result.methods.microbench.time_s")],
         seed=cite("000", "per-parameter all_reduce 280 ms against nccl-tests ~60 ms for the same 471 MB"),
-        saving=Saving(saving / pp["time_s"], saving, of="the gradient sync",
+        saving=Saving(saving / pp.time_s, saving, of="the gradient sync",
                       how=f"measured here: {best_name} instead of per_param"),
-        impact=saving / pp["time_s"], recommends={"sync": "ddp"},
+        impact=saving / pp.time_s, recommends={"sync": "ddp"},
         command=" ".join(["python", "train.py", "task=train", "sync=ddp",
                           f"model={get(v.config, 'model', 'name') or 'vgg11'}"]))
 
@@ -849,15 +863,14 @@ def powersgd_sync(v: RunView) -> Finding | None:
     decompression (torch.cuda.synchronize, powerSGD_hook.py), and on gloo this tool runs its buckets one after
     another (tasks/train/ddp.py: serialized) so that ranks issue them in the same order. Said whatever the noise: it is
     how the run was made, not a timing."""
-    if v.task != "train" or v.result.get("optim") != "powersgd" or v.world_size < 2:
+    if v.task != "train" or v.train.optim != "powersgd" or v.world_size < 2:
         return None
-    layer = v.result.get("device_layer") or {}
-    ddp = v.result.get("ddp") or {}
-    device_sync = v.result.get("device") == "cuda" or (layer.get("comm_hook_device_syncs") or 0) > 0
-    serialized = bool(ddp.get("serialized"))
+    syncs = v.train.device_layer.comm_hook_device_syncs if v.train.device_layer is not None else None
+    device_sync = v.device == "cuda" or (syncs or 0) > 0
+    serialized = bool(v.train.ddp is not None and v.train.ddp.serialized)
     if not (device_sync or serialized):
         return None
-    exposed = get(v.result, "comm", "exposed_s")
+    exposed = v.train.comm.exposed_s if v.train.comm is not None else None
     why = []
     if device_sync:
         why.append("torch's PowerSGD hook calls torch.cuda.synchronize(device) in every bucket's decompression "
@@ -870,8 +883,8 @@ def powersgd_sync(v: RunView) -> Finding | None:
                    "gloo's callback threads could otherwise issue different buckets' all-reduces in different orders "
                    "on different ranks), so the buckets do not overlap each other or backward here")
     evidence = [ev_ms("exposed communication per step", v.exposed(), "result.comm.exposed_s")]
-    if layer.get("comm_hook_device_syncs") is not None:
-        evidence.append(ev("device-wide syncs from the comm hook", layer["comm_hook_device_syncs"], "",
+    if syncs is not None:
+        evidence.append(ev("device-wide syncs from the comm hook", syncs, "",
                            "result.device_layer.comm_hook_device_syncs", "counted by the fake device"))
     return Finding(
         rule="powersgd_sync", pool="exposed", qualitative=True,

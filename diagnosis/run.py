@@ -22,9 +22,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from base.record import Record
+from base.record_types import TrainResult
 from diagnosis.finding import Finding, Saving, ms, near_tie, rank_findings
 from diagnosis.rules import RULES, noise_rule
-from diagnosis.view import RunView
+from diagnosis.view import RunView, as_record
 
 # 2: CPU contention, per_param on full cores, lower-bound efficiency; 3: no next command repeats the run; 4: bucket=null
 # (DDP's default) recommended, exposed comm from one probe step never acted on alone, busy-host stragglers, PowerSGD's
@@ -35,21 +37,26 @@ VERSION = 5
 MODEL_SAMPLES = 400          # Monte Carlo draws per prediction: a diagnosis runs at the end of every run
 
 
-def diagnose(record: dict, nccl_tests: dict | None = None, hta: bool = True, model: bool = True) -> dict:
+def diagnose(record: Record | dict, nccl_tests: dict | None = None, hta: bool = True, model: bool = True) -> dict:
+    """The record's diagnosis, as the JSON object `result.diagnosis` holds (base.record_types.DiagnosisBlock)."""
     from comm import nccl_tests as nt
     from comm.efficiency import versus_link
 
-    result = record.get("result") or {}
-    comm = result.get("comm") or {}
+    record = as_record(record)
+    result = record.result if isinstance(record.result, TrainResult) else TrainResult()
+    comm = result.comm
     comparisons = {}
-    if comm.get("vs_microbench"):   # records from before overlap_s was kept beside it: the comm section has it
-        comparisons["microbench"] = {"overlap_s": comm.get("overlap_s"), **comm["vs_microbench"]}
+    if comm is not None and comm.vs_microbench is not None and comm.vs_microbench.to_dict():
+        # records from before overlap_s was kept beside it: the comm section has it
+        comparisons["microbench"] = {"overlap_s": comm.overlap_s, **comm.vs_microbench.to_dict()}
     if nccl_tests is not None:
-        vs = nt.versus(record, nccl_tests)
+        vs = nt.versus(record.to_dict(), nccl_tests)
         if vs:
             comparisons["nccl_tests"] = vs
-    link = versus_link((record.get("env") or {}).get("link"), comm, int(result.get("world_size") or 1))
-    if link is not None and result.get("sync") != "local":
+    link = versus_link(record.env.link.to_dict() if record.env.link is not None else None,
+                       comm.to_dict() if comm is not None else {},
+                       int(getattr(record.result, "world_size", None) or 1))
+    if link is not None and result.sync != "local":
         comparisons["link"] = link     # behind an emulated link: the reference when nothing was measured
     v = RunView(record, comparisons.get("microbench") or comparisons.get("nccl_tests") or comparisons.get("link"))
     noise = v.noise()
@@ -85,7 +92,7 @@ def diagnose(record: dict, nccl_tests: dict | None = None, hta: bool = True, mod
         "comparisons": comparisons,
         "notes": notes + _notes(v, comparisons),
     }
-    if hta and result.get("profiled") and (record.get("config") or {}).get("diagnose", {}).get("hta", True):
+    if hta and result.profiled and v.config.get("diagnose", {}).get("hta", True):
         from diagnosis import hta as hta_check
 
         out["hta"] = hta_check.cross_check(record)
@@ -224,11 +231,11 @@ class Pools:
         late = max((f.saving.seconds or 0.0 for f in found if f.pool == "wait" and f.saving is not None
                     and f.saving.seconds is not None), default=0.0)
         w = min(T, max(wait["total_s"] if wait else 0.0, late))
-        phases = ((v.acc or {}).get("rank0") or {}).get("phases_s") or {}
+        phases = v.acc["rank0"]["phases_s"] if v.acc and v.acc["rank0"]["phases_s"] else {}
         inp = phases.get("data", 0.0) + phases.get("h2d", 0.0)
         exposed = v.exposed()
         ex = exposed["median"] if exposed else 0.0
-        if not exposed and v.result.get("sync") in ("per_param", "flat"):
+        if not exposed and v.train.sync in ("per_param", "flat"):
             ex = phases.get("sync", 0.0)
         own = T - w
         self.left = {"step": T, "wait": w, "own": own, "input": min(inp, own), "exposed": min(ex, own),
@@ -304,12 +311,12 @@ def ties(ranked: list[Finding], floor: float) -> list[dict]:
 
 def _notes(v: RunView, comparisons: dict) -> list[str]:
     notes = []
-    r = v.result
-    if v.task == "train" and r.get("comm") and v.world_size > 1 and not comparisons:
-        skipped = (r.get("microbench") or {}).get("skipped")
+    r = v.train
+    if v.task == "train" and r.comm is not None and r.comm.to_dict() and v.world_size > 1 and not comparisons:
+        skipped = r.microbench.skipped if r.microbench is not None else None
         notes.append("comm efficiency not measured: " + (skipped or "no on-rank microbenchmark in this record "
                                                           "(diagnose.microbench=true runs it)"))
-    if r.get("backend") == "nccl" and not r.get("nccl_transports"):
+    if getattr(v.result, "backend", None) == "nccl" and not v.result.nccl_transports:
         notes.append("NCCL transports unknown: nccl.DEBUG=INFO records which (P2P, SHM, NET/IB, NET/Socket)")
     if v.task in ("collectives",):
         notes.append("task=collectives measures the link itself; the rules read train, grad_sync and pair_groups runs")

@@ -10,20 +10,29 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from base.record import Record
+from base.record_types import PairGroupsResult, TrainResult
 from diagnosis.finding import ms
 from diagnosis.run import VERSION, diagnose
+from diagnosis.view import as_record
 from stats import fmt_ci, fmt_ratio, ratio_ci, verdict
 
 IGNORED = ("hydra", "logger", "tags", "diagnose", "launcher", "scale.name")
 
 
-def _diagnosis(entry, nccl_tests: dict | None) -> dict | None:
+def _stored(record: Record) -> dict | None:
+    """The diagnosis the record holds (result.diagnosis, made when it was written), as its JSON object."""
+    d = record.result.diagnosis if record.result is not None else None
+    return d.to_dict() if d is not None else None
+
+
+def _diagnosis(record: Record, nccl_tests: dict | None) -> dict | None:
     """The run's diagnosis: the stored one when it is of this version, else computed again."""
-    stored = entry.result.get("diagnosis")
+    stored = _stored(record)
     if stored and stored.get("version") == VERSION and not stored.get("error") and nccl_tests is None:
         return stored
     try:
-        d = diagnose(entry.record, nccl_tests=nccl_tests, hta=False)
+        d = diagnose(record, nccl_tests=nccl_tests, hta=False)
     except Exception as e:  # noqa: BLE001 - one unreadable record is one line, not a lost sweep diagnosis
         return {"version": VERSION, "error": f"{type(e).__name__}: {e}"}
     if stored and stored.get("hta"):
@@ -41,13 +50,14 @@ def diagnose_sweep(entries: list, nccl_tests: dict | None = None, diagnoses: dic
     for e, label in zip(entries, labels):
         if not e.ok or not e.record:
             continue
-        stored = e.result.get("diagnosis") or {}
-        known = (diagnoses or {}).get(e.output_dir)
-        runs.append({"entry": e, "label": label, "num": e.num, "output_dir": e.output_dir,
-                     "diagnosis": known if known is not None else _diagnosis(e, nccl_tests),
+        record = as_record(e.record)
+        stored = _stored(record)
+        known = diagnoses.get(e.output_dir) if diagnoses is not None else None
+        runs.append({"entry": e, "record": record, "label": label, "num": e.num, "output_dir": e.output_dir,
+                     "diagnosis": known if known is not None else _diagnosis(record, nccl_tests),
                      # what an older version of the rules said when the run was made: the checked estimates' "before"
-                     "before": stored if stored.get("version", VERSION) < VERSION else None})
-    return {"runs": [{k: v for k, v in r.items() if k not in ("entry", "before")} for r in runs],
+                     "before": stored if stored is not None and stored.get("version", VERSION) < VERSION else None})
+    return {"runs": [{k: v for k, v in r.items() if k not in ("entry", "record", "before")} for r in runs],
             "checked": checked_estimates(runs), "scaling": scaling_summary(runs),
             "pair_groups": pair_groups_summary(runs)}
 
@@ -87,18 +97,18 @@ def matches(a_config: dict, b_config: dict, recommends: dict) -> bool:
     return True
 
 
-def measured_saving(a, b) -> dict:
+def measured_saving(a: Record, b: Record) -> dict:
     """1 - B's time per sample / A's: step-time medians, interval from the per-step series (ratio_ci)."""
-    ra, rb = a.result, b.result
-    samples = lambda r: (r.get("global_batch") or 1) * (r.get("accumulate") or 1)  # noqa: E731 - local
+    ra, rb = _train(a), _train(b)
+    samples = lambda r: (r.global_batch or 1) * (r.accumulate or 1)  # noqa: E731 - local
     adjust = samples(rb) / samples(ra)
-    sa = (ra.get("series") or {}).get("step_time_s") or []
-    sb = (rb.get("series") or {}).get("step_time_s") or []
+    sa = (ra.series.step_time_s if ra.series is not None else None) or []
+    sb = (rb.series.step_time_s if rb.series is not None else None) or []
     if sa and sb:
         r, lo, hi = ratio_ci(sa, sb)
         method = "stats.ratio_ci over the two runs' per-step series (batch medians, Welch t on the log scale)"
     else:
-        r, lo, hi = ra["step_time_s"]["median"] / rb["step_time_s"]["median"], None, None
+        r, lo, hi = ra.step_time_s.median / rb.step_time_s.median, None, None
         method = "ratio of step medians (no per-step series: no interval)"
     r, lo, hi = r * adjust, lo * adjust if lo else None, hi * adjust if hi else None
     return {"saving": 1 - 1 / r, "ci_lo": 1 - 1 / lo if lo else None, "ci_hi": 1 - 1 / hi if hi else None,
@@ -155,8 +165,8 @@ def checked_estimates(runs: list[dict]) -> list[dict]:
                 if b is a or not matches(a["entry"].config, b["entry"].config, est["recommends"]):
                     continue
                 if est["model"] is None:
-                    est["model"] = _model(a["entry"].record, est["recommends"])
-                m = measured_saving(a["entry"], b["entry"])
+                    est["model"] = _model(a["record"], est["recommends"])
+                m = measured_saving(a["record"], b["record"])
                 rows.append(_row(a, b, {"rule": est["finding"]}, est, m))
     return rows
 
@@ -165,7 +175,12 @@ def _key(change: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in change.items())
 
 
-def _model(record: dict, change: dict) -> dict | None:
+def _train(record: Record) -> TrainResult:
+    """A task=train record's result; an empty one for any other task (its figures all None)."""
+    return record.result if isinstance(record.result, TrainResult) else TrainResult()
+
+
+def _model(record: Record, change: dict) -> dict | None:
     """The what-if model's saving of `change` on this run, or None where it does not cover the change or the record."""
     from diagnosis.run import model_saving
 
@@ -196,23 +211,23 @@ def _row(a: dict, b: dict, f: dict, est: dict, m: dict) -> dict:
 
 # ---------------------------------------------------------------------------------------------- across world sizes
 def scaling_summary(runs: list[dict]) -> list[dict] | None:
-    train = [r for r in runs if r["entry"].task == "train" and (r["entry"].result.get("throughput") or {}).get(
-        "samples_per_s")]
-    sizes = {r["entry"].result.get("world_size") for r in train}
+    train = [r for r in runs if r["entry"].task == "train" and _train(r["record"]).throughput is not None
+             and _train(r["record"]).throughput.samples_per_s]
+    sizes = {_train(r["record"]).world_size for r in train}
     if len(sizes) < 2:
         return None
-    train.sort(key=lambda r: (r["entry"].result["world_size"], r["entry"].result.get("sync") != "local"))
-    base = train[0]["entry"].result
-    n0, rate0 = base["world_size"], base["throughput"]["samples_per_s"]
+    train.sort(key=lambda r: (_train(r["record"]).world_size, _train(r["record"]).sync != "local"))
+    base = _train(train[0]["record"])
+    n0, rate0 = base.world_size, base.throughput.samples_per_s
     rows = []
     for r in train:
-        res = r["entry"].result
+        res = _train(r["record"])
         top = next((f for f in (r["diagnosis"] or {}).get("findings") or [] if not f.get("first")), None)
-        n, rate = res["world_size"], res["throughput"]["samples_per_s"]
-        rows.append({"world_size": n, "sync": res.get("sync"), "samples_per_s": rate,
-                     "samples_per_s_ci": [res["throughput"].get("samples_ci_lo"),
-                                          res["throughput"].get("samples_ci_hi")],
-                     "efficiency": rate / (rate0 * n / n0), "exposed_comm_s": (res.get("comm") or {}).get("exposed_s"),
+        n, rate = res.world_size, res.throughput.samples_per_s
+        rows.append({"world_size": n, "sync": res.sync, "samples_per_s": rate,
+                     "samples_per_s_ci": [res.throughput.samples_ci_lo, res.throughput.samples_ci_hi],
+                     "efficiency": rate / (rate0 * n / n0),
+                     "exposed_comm_s": res.comm.exposed_s if res.comm is not None else None,
                      "top_finding": top["title"] if top else None, "label": r["label"]})
     return rows
 
@@ -220,14 +235,13 @@ def scaling_summary(runs: list[dict]) -> list[dict] | None:
 def pair_groups_summary(runs: list[dict]) -> list[dict] | None:
     """One row per pairs value; growth = time per all_reduce against the smallest pairs value, with a CI from the two
     runs' timed blocks (stats.ratio_ci) where both have them, and its verdict."""
-    rows = sorted(({"pairs": r["entry"].result["pairs"], "us_per_op": r["entry"].result["per_op_us_rank0"],
-                    "blocks": (r["entry"].result.get("per_rank") or [{}])[0].get("block_us_per_op"),
-                    "per_op": r["entry"].result.get("per_op_us"),
-                    "ranks_per_cpu": r["entry"].result.get("ranks_per_cpu"),
-                    "cpu_busy": r["entry"].result.get("cpu_busy_fraction"),
-                    "involuntary_per_op": r["entry"].result["involuntary_switches"]
-                    / (r["entry"].result["world_size"] * r["entry"].result["iters"])}
-                   for r in runs if r["entry"].task == "pair_groups" and "per_op_us_rank0" in r["entry"].result),
+    pairs = [r["record"].result for r in runs if r["entry"].task == "pair_groups"
+             and isinstance(r["record"].result, PairGroupsResult) and "per_op_us_rank0" in r["record"].result.to_dict()]
+    rows = sorted(({"pairs": p.pairs, "us_per_op": p.per_op_us_rank0,
+                    "blocks": p.per_rank[0].block_us_per_op if p.per_rank else None,
+                    "per_op": p.per_op_us.to_dict() if p.per_op_us is not None else None,
+                    "ranks_per_cpu": p.ranks_per_cpu, "cpu_busy": p.cpu_busy_fraction,
+                    "involuntary_per_op": p.involuntary_switches / (p.world_size * p.iters)} for p in pairs),
                   key=lambda x: x["pairs"])
     if len(rows) < 2:
         return None

@@ -15,6 +15,8 @@ import shlex
 import statistics
 from typing import Any
 
+from base.record import Record
+from base.record_types import PhaseSeries, RankWork, Series, Summary, TaskResult, TrainResult
 from diagnosis.accounting import account
 from results.entries import EXPOSED_MIN_N, _get, exposed_samples
 from stats import describe, rel_halfwidth, steady_state
@@ -31,18 +33,23 @@ CONTENDED_SWITCHES = 100   # ... and each rank preempted at least 100 times a se
 OTHER_LOAD = 0.20           # other processes used more than a fifth of the host's CPUs during the window
 
 
-get = _get  # one reader of nested record fields (results/entries.py)
+def as_record(record: Record | dict) -> Record:
+    """The typed record (base.record.Record); a JSON dict (a test's, a caller's) is read through Record.from_dict."""
+    return record if isinstance(record, Record) else Record.from_dict(record)
 
 
-def sample(summary: dict | None, series: list | None) -> dict | None:
+get = _get  # one reader of nested config fields (the config stays a dict: results/entries.py)
+
+
+def sample(summary: Summary | None, series: list | None) -> dict | None:
     """median, ci_lo, ci_hi, ci_level, n, source: the record's interval, else one computed from the series."""
-    if summary and summary.get("ci_lo") is not None and summary.get("ci_hi") is not None:
-        return {**summary, "source": "record"}
+    if summary is not None and summary.ci_lo is not None and summary.ci_hi is not None:
+        return {**summary.to_dict(), "source": "record"}
     values = [v for v in series or [] if v is not None]
     if values:
         return {**describe(values), "source": "computed from the record's per-step series"}
-    if summary and summary.get("median") is not None:
-        return {"median": summary["median"], "ci_lo": None, "ci_hi": None, "ci_level": None, "n": None,
+    if summary is not None and summary.median is not None:
+        return {"median": summary.median, "ci_lo": None, "ci_hi": None, "ci_level": None, "n": None,
                 "source": "median only"}
     return None
 
@@ -83,22 +90,27 @@ def lower(s: dict | None) -> float | None:
 class RunView:
     """One record, as the rules read it."""
 
-    def __init__(self, record: dict, reference: dict | None = None):
-        self.record = record
-        self.result = record.get("result") or {}
-        self.config = record.get("config") or {}
-        self.env = record.get("env") or {}
-        self.task = record.get("task") or self.config.get("task")
-        self.world_size = int(self.result.get("world_size") or self.env.get("world_size") or 1)
-        self.series = self.result.get("series") or {}
-        self.step = sample(self.result.get("step_time_s"), self.series.get("step_time_s"))   # rank 0's timer
+    def __init__(self, record: Record | dict, reference: dict | None = None):
+        self.record = as_record(record)
+        result = self.record.result
+        self.result: TaskResult = result if result is not None else TaskResult()
+        self.config = self.record.config if self.record.config is not None else {}
+        self.env = self.record.env
+        self.task = self.record.task or self.config.get("task")
+        # every task's result has world_size and device; a task this tool does not know has neither
+        self.world_size = int(getattr(self.result, "world_size", None) or self.env.world_size or 1)
+        self.train = self.result if isinstance(self.result, TrainResult) else TrainResult()   # task=train's figures
+        self.series = self.train.series if self.train.series is not None else Series()
+        self.series_phases = self.series.phases if self.series.phases is not None else PhaseSeries()
+        self.step = sample(self.train.step_time_s, self.series.step_time_s)   # rank 0's timer
         self.reference = reference      # comm.vs_microbench, or the same from an nccl-tests file
-        self.acc = account(self.result) if self.task == "train" else None
+        self.acc = account(self.train) if self.task == "train" else None
         # the step every share is of: the throughput's where the record has it, else rank 0's step median
         self.step_s = self.acc["step_s"] if self.acc else (self.step["median"] if self.step else None)
-        layer = (self.result.get("device_layer") or {}).get("kind")
+        layer = self.train.device_layer.kind if self.train.device_layer is not None else None
         # a GPU, or device=fake (the GPU code paths on CPU): where host-to-device copies and streams exist
-        self.gpu_like = self.result.get("device") == "cuda" or layer == "fake"
+        self.device = getattr(self.result, "device", None)
+        self.gpu_like = self.device == "cuda" or layer == "fake"
 
     def step_sample(self) -> dict | None:
         """The step (throughput's) with its 95% interval, as a sample dict."""
@@ -106,7 +118,7 @@ class RunView:
             return self.step
         a = self.acc
         return {"median": a["step_s"], "ci_lo": a.get("step_lo_s"), "ci_hi": a.get("step_hi_s"),
-                "ci_level": 0.95 if a.get("step_lo_s") is not None else None, "n": self.result.get("steps"),
+                "ci_level": 0.95 if a.get("step_lo_s") is not None else None, "n": self.train.steps,
                 "source": "record" if a.get("step_lo_s") is not None else "throughput, no interval (< 10 blocks)"}
 
     def timed_share(self) -> float:
@@ -119,27 +131,29 @@ class RunView:
 
     def wait(self) -> dict | None:
         """Rank 0's wait per step for a late peer (diagnosis.accounting), None when there is none to speak of."""
-        w = (self.acc or {}).get("wait") or {}
-        return w if w.get("rank") is not None and w.get("total_s") else None
+        w = self.acc.get("wait") if self.acc else None
+        return w if w and w.get("rank") is not None and w.get("total_s") else None
 
     # ------------------------------------------------------------------------------------------ figures
     def phase(self, name: str) -> dict | None:
-        return sample(get(self.result, "phases", name), get(self.series, "phases", name))
+        phases = self.train.phases
+        return sample(getattr(phases, name) if phases is not None else None, getattr(self.series_phases, name))
 
     def share(self, names: tuple[str, ...]) -> dict | None:
         """The phases' share of the step, per step where the series exist (an interval of the median share), else
         the ratio of medians (no interval)."""
-        phases = get(self.series, "phases") or {}
-        steps = self.series.get("step_time_s") or []
+        phases = {n: getattr(self.series_phases, n) for n in names}
+        steps = self.series.step_time_s or []
         scale = self.timed_share()
-        if steps and all(phases.get(n) and len(phases[n]) == len(steps) for n in names):
+        if steps and all(phases[n] and len(phases[n]) == len(steps) for n in names):
             shares = [scale * sum(phases[n][i] for n in names) / t for i, t in enumerate(steps) if t]
             if shares:
                 d = describe(shares)        # a share's interval stays a share: inside [0, 1]
                 d.update({k: min(1.0, max(0.0, d[k])) for k in ("ci_lo", "ci_hi") if d.get(k) is not None})
                 return {**d, "source": "per-step share, computed from the record's series"
                         + (f", x {scale:.3g} (rank 0's timed phases' part of the step)" if scale < 0.98 else "")}
-        medians = [get(self.result, "phases", n, "median") for n in names]
+        summaries = [getattr(self.train.phases, n) if self.train.phases is not None else None for n in names]
+        medians = [s.median if s is not None else None for s in summaries]
         if self.step and all(m is not None for m in medians) and self.step["median"]:
             return point(scale * sum(medians) / self.step["median"], "ratio of medians")
         return None
@@ -149,22 +163,22 @@ class RunView:
         single figure that says how many samples it rests on (DDP's: probe_steps untimed steps, one by default).
         transfer: less rank 0's wait for a late peer (diagnosis.accounting), which is the straggler's time, not the
         communication's; never more than the step."""
-        c = self.result.get("comm") or {}
-        if c.get("exposed_s") is None:
+        c = self.train.comm
+        if c is None or c.exposed_s is None:
             return None
-        n = exposed_samples(self.result, self.config)
+        n = exposed_samples(self.train, self.config)
         w = self.wait() if transfer else None
-        less = min(w["total_s"], c["exposed_s"]) if w else 0.0
+        less = min(w["total_s"], c.exposed_s) if w else 0.0
         cap = self.step_s or float("inf")
         fix = lambda x: None if x is None else min(cap, max(0.0, x - less))  # noqa: E731 - a local helper
         after = f", less {ms_text(less)} ms of waiting for rank {w['rank']}" if less else ""
-        if c.get("exposed_ci_lo") is not None and c.get("exposed_ci_hi") is not None:
-            return {"median": fix(c["exposed_s"]), "ci_lo": fix(c["exposed_ci_lo"]), "ci_hi": fix(c["exposed_ci_hi"]),
-                    "ci_level": 0.95, "n": n, "source": "record" + after, "wait_s": less, "measured_s": c["exposed_s"]}
-        what = "DDP's reducer timers" if self.result.get("sync") == "ddp" else "the sync phase"
+        if c.exposed_ci_lo is not None and c.exposed_ci_hi is not None:
+            return {"median": fix(c.exposed_s), "ci_lo": fix(c.exposed_ci_lo), "ci_hi": fix(c.exposed_ci_hi),
+                    "ci_level": 0.95, "n": n, "source": "record" + after, "wait_s": less, "measured_s": c.exposed_s}
+        what = "DDP's reducer timers" if self.train.sync == "ddp" else "the sync phase"
         many = f"{n} probe step{'s' if n != 1 else ''}" if n is not None and n < EXPOSED_MIN_N else "its samples"
-        return {**point(fix(c["exposed_s"]), f"{what}, {many}{after}"), "n": n, "wait_s": less,
-                "measured_s": c["exposed_s"]}
+        return {**point(fix(c.exposed_s), f"{what}, {many}{after}"), "n": n, "wait_s": less,
+                "measured_s": c.exposed_s}
 
     def fraction_of_step(self, s: dict | None) -> dict | None:
         """A figure (median and interval, in seconds) as a share of the step median."""
@@ -204,9 +218,10 @@ class RunView:
             if half > NOISY_HALFWIDTH:
                 out["noisy"] = True
                 out["reasons"].append(f"step median known only to +-{100 * half:.1f}% ({interval_note(s)})")
-        steady = self.result.get("steady_state")    # result.steady is its verdict alone (True/False/None)
-        if not isinstance(steady, dict):
-            steady = steady_state(self.series["step_time_s"]) if len(self.series.get("step_time_s") or []) else None
+        # result.steady is its verdict alone (True/False/None)
+        steady = self.train.steady_state.to_dict() if self.train.steady_state is not None else None
+        if steady is None:
+            steady = steady_state(self.series.step_time_s) if len(self.series.step_time_s or []) else None
         out["steady"] = steady
         if steady and steady.get("steady") is False:
             out["noisy"] = True
@@ -226,21 +241,21 @@ class RunView:
             out["reasons"].append(f"{high} of {t['n']} steps are outliers (beyond 1.5 IQR)")
         return out
 
-    def works(self) -> list[dict]:
-        return [r["work"] for r in self.result.get("per_rank") or [] if r.get("work")]
+    def works(self) -> list[RankWork]:
+        return [r.work for r in self.train.per_rank or [] if r.work is not None and r.work.to_dict()]
 
-    def _one_host(self) -> tuple[list[dict], int, float] | None:
+    def _one_host(self) -> tuple[list[RankWork], int, float] | None:
         """(the ranks' window counters, cores, the ranks' own CPU share of cores x window) on one host, or None."""
-        works, cores = self.works(), self.env.get("cpu_count")
-        if not works or not cores or len(self.env.get("hostnames") or []) != 1 or works[0].get("host_busy") is None:
+        works, cores = self.works(), self.env.cpu_count
+        if not works or not cores or len(self.env.hostnames or []) != 1 or works[0].host_busy is None:
             return None
-        wall = max(w["wall_s"] for w in works)
-        return works, cores, sum(w["cpu_s"] for w in works) / (cores * wall) if wall else 0.0
+        wall = max(w.wall_s for w in works)
+        return works, cores, sum(w.cpu_s for w in works) / (cores * wall) if wall else 0.0
 
     def other_load(self) -> float | None:
         """Share of the host's CPUs that processes other than the ranks used over the window (one host only)."""
         host = self._one_host()
-        return None if host is None else max(0.0, host[0][0]["host_busy"] - host[2])
+        return None if host is None else max(0.0, host[0][0].host_busy - host[2])
 
     def contention(self) -> dict | None:
         """The ranks on one CPU host fighting over its cores, from the window's counters: the cores are full
@@ -248,11 +263,11 @@ class RunView:
         scheduler preempts each rank at least CONTENDED_SWITCHES times a second (another of its threads, or a peer's,
         wanted the core). None when a figure is missing or any of the three is not met."""
         host = self._one_host()
-        if host is None or len(host[0]) < 2 or not host[2] or self.result.get("device") != "cpu":
+        if host is None or len(host[0]) < 2 or not host[2] or self.device != "cpu":
             return None
         works, cores, own = host
-        switches = statistics.median(w["involuntary_switches"] / w["wall_s"] for w in works if w["wall_s"])
-        out = {"cores": cores, "host_busy": works[0]["host_busy"], "own": own, "switches_per_s": switches}
+        switches = statistics.median(w.involuntary_switches / w.wall_s for w in works if w.wall_s)
+        out = {"cores": cores, "host_busy": works[0].host_busy, "own": own, "switches_per_s": switches}
         contended = (out["host_busy"] >= CONTENDED_BUSY and own >= CONTENDED_OWN
                      and switches >= CONTENDED_SWITCHES)
         return out if contended else None
@@ -261,7 +276,7 @@ class RunView:
     def command(self, changes: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> str:
         """This run's command with `changes` applied (None removes a key); env: variables to prefix."""
         items: dict[str, str] = {}
-        for o in self.record.get("overrides") or []:
+        for o in self.record.overrides:
             key = o.partition("=")[0].lstrip("+~")
             if not key.startswith("hydra.") and key not in SWEEP_ONLY:
                 items[key] = o
