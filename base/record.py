@@ -17,9 +17,10 @@ import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Callable
 
-from base.record_types import Env, JobInfo, RecordError, TaskResult, Unchecked, result_from_dict
+from base.record_types import Env, JobInfo, RecordError, TaskResult, TrainResult, Unchecked, result_from_dict
 from base.typed import Block
 
 __all__ = ["Record", "RecordError", "read_record", "find_records", "record_path", "now", "is_peer_failure"]
@@ -86,6 +87,10 @@ class Record(Block):
         check's figures, or the steps measured before an interrupt)."""
         return cls._base(status, config, job, env=env, started=started, result=result, error=error,
                          traceback=traceback)
+
+    def setting(self, dotted: str, default: Any = None) -> Any:
+        """A value of this run's resolved config by dotted path (see `setting`)."""
+        return setting(self.config, dotted, default)
 
     def amend_failure(self, error: str, log: str | None = None) -> bool:
         """Replace an error that only says a peer died with the failing rank's own (the root cause found later,
@@ -154,31 +159,58 @@ class Record(Block):
 
 
 def _get(d: Any, *path: str) -> Any:
+    """A nested field of a JSON dict (or of a block): for the readers still on dicts (diagnosis/, whatif/)."""
     for key in path:
-        if not isinstance(d, dict):
+        if isinstance(d, Block):
+            d = getattr(d, key, None) if d.has(key) else None
+        elif isinstance(d, dict):
+            d = d.get(key)
+        else:
             return None
-        d = d.get(key)
     return d
+
+
+def setting(config: dict | None, dotted: str, default: Any = None) -> Any:
+    """A value of a config by dotted path ("model.name"): a record's resolved config (a dict) or a live DictConfig;
+    `default` where any level is missing or null. The config stays what Hydra resolved; this is its one reader."""
+    node: Any = config
+    for key in dotted.split("."):
+        if not isinstance(node, Mapping) or node.get(key) is None:
+            return default
+        node = node[key]
+    return node
 
 
 def _scaled(value: Any, factor: float) -> float | None:
     return None if value is None else value * factor
 
 
+def _sub(block: Any, *path: str) -> Any:
+    for key in path:
+        if block is None:
+            return None
+        block = getattr(block, key)
+    return block
+
+
 # task=train's headline: the sweep table's columns, in the order the DDP-knobs issue lists them, each read from the
-# structured field it falls back to when result["headline"] lacks the label. The training task builds its headline
+# structured field it falls back to when result.headline lacks the label. The training task builds its headline
 # with train_headline(), so both always agree.
-TRAIN_COLUMNS: list[tuple[str, Callable[[dict], Any]]] = [
-    ("steps/s", lambda r: _get(r, "throughput", "steps_per_s")),
-    ("samples/s", lambda r: _get(r, "throughput", "samples_per_s")),
+TRAIN_COLUMNS: list[tuple[str, Callable[[TrainResult], Any]]] = [
+    ("steps/s", lambda r: _sub(r.throughput, "steps_per_s")),
+    ("samples/s", lambda r: _sub(r.throughput, "samples_per_s")),
     ("speed-up", lambda r: None),  # filled against the baseline row
-    ("step median ms", lambda r: _scaled(_get(r, "step_time_s", "median"), 1e3)),
-    ("exposed comm ms", lambda r: _scaled(_get(r, "comm", "exposed_s"), 1e3)),
-    ("MB/step", lambda r: _scaled(_get(r, "comm", "bytes_per_step"), 1e-6)),
-    ("grad rel err", lambda r: _get(r, "accuracy", "grad_rel_error")),
+    ("step median ms", lambda r: _scaled(_sub(r.step_time_s, "median"), 1e3)),
+    ("exposed comm ms", lambda r: _scaled(_sub(r.comm, "exposed_s"), 1e3)),
+    ("MB/step", lambda r: _scaled(_sub(r.comm, "bytes_per_step"), 1e-6)),
+    ("grad rel err", lambda r: _sub(r.accuracy, "grad_rel_error")),
 ]
-def train_headline(result: dict) -> dict[str, Any]:
+
+
+def train_headline(result: TrainResult | dict) -> dict[str, Any]:
     """The headline of a task=train result, from its structured fields (the labels the sweep table uses)."""
+    if isinstance(result, dict):
+        result = TrainResult.from_dict(json.loads(json.dumps(result, default=_jsonable)), "result")
     return {label: get(result) for label, get in TRAIN_COLUMNS if label != "speed-up"}
 
 

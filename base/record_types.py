@@ -131,6 +131,7 @@ class Link(Block):
     emulated: bool | None = None
     source: str | None = None
     interface: str | None = None
+    speed_bit_s: float | None = doc("the interface's own speed, when not emulated and the kernel says", default=None)
     preset: str | None = None
     rate_bit_s: float | None = None
     payload_rate_bit_s: float | None = None
@@ -150,6 +151,7 @@ class Link(Block):
     build_s: float | None = None
     check: LinkCheck | None = None
     check_note: str | None = None
+    warning: str | None = doc("the check transfer missed the rate it was shaped to", default=None)
     note: str | None = None
 
 
@@ -316,6 +318,11 @@ class TaskResult(Block):
     diagnosis: DiagnosisBlock | None = None
     nccl_transports: dict[str, int] | None = doc("NCCL_DEBUG=INFO's channel connections by transport (SHM, P2P, "
                                                  "NET/IB, NET/Socket...): launchers/rank.py, any task", default=None)
+    warnings: list[str] | None = doc("what the run's console must warn about (e.g. a loss that is not finite)",
+                                     default=None)
+    signal: str | None = doc("interrupted runs: the signal's name", default=None)
+    progress: dict[str, Any] | None = doc("interrupted runs: how far rank 0 got (warmup_steps_done, "
+                                          "measured_steps_done)", default=None)
 
 
 # ---- task=train
@@ -689,6 +696,21 @@ class TrainResult(TaskResult):
     grad_ready: GradReady | None = None
 
 
+# ---- task=train_reference (a maintainer's task: python -m tasks.train.harness_cost --reference)
+
+@dataclass
+class TrainReferenceResult(TaskResult):
+    """task=train_reference: a hand-written DDP loop's throughput, the yardstick for the harness's own cost."""
+    steps: int | None = None
+    global_batch: int | None = None
+    world_size: int | None = None
+    throughput: Throughput | None = None
+    precision: str | None = None
+    precision_flags: PrecisionFlags | None = None
+    threads: list[Threads] | None = None
+    cpu_s_per_step: list[float] | None = None
+
+
 # ---- task=collectives
 
 @dataclass
@@ -866,7 +888,7 @@ class Unchecked(Block):
 
 RESULT_TYPES: dict[str, type[TaskResult]] = {
     "train": TrainResult, "collectives": CollectivesResult, "grad_sync": GradSyncResult,
-    "pair_groups": PairGroupsResult,
+    "pair_groups": PairGroupsResult, "train_reference": TrainReferenceResult,
 }
 
 

@@ -32,6 +32,10 @@ class Block:
         """Keys of the JSON object this type does not declare (empty for a block built in code)."""
         return self.__dict__.get("_extra", {})
 
+    def has(self, name: str) -> bool:
+        """Whether the JSON object had this key (a block built in code has every field)."""
+        return self._keys is None or name in self._keys
+
     @classmethod
     def from_dict(cls: type[B], d: Any, where: str | None = None) -> B:
         where = where or cls.__name__
