@@ -22,17 +22,14 @@ estimates, scaling, the pair-groups curve).
 """
 from __future__ import annotations
 
-from base.record_types import DiagnosisBlock
+from base.record import Record
+from base.record_types import DiagnosisBlock, TaskResult
 from diagnosis.accounting import lines as accounting_lines
 from comm.efficiency import not_measurable
 from diagnosis.finding import finding_from_dict
 from diagnosis.run import VERSION, diagnose
+from diagnosis.view import as_block, named_findings
 from diagnosis.sweep import diagnose_sweep, format_sweep
-
-
-def as_block(diag: DiagnosisBlock | dict | None) -> DiagnosisBlock | None:
-    """A diagnosis as its record type: the one a record holds (result.diagnosis), or diagnose()'s JSON object."""
-    return DiagnosisBlock.from_dict(diag, "diagnosis") if isinstance(diag, dict) else diag
 
 
 def format_text(diag: DiagnosisBlock | dict | None, heading: str = "diagnosis") -> str:
@@ -83,15 +80,17 @@ def format_text(diag: DiagnosisBlock | dict | None, heading: str = "diagnosis") 
     return "\n".join(lines)
 
 
-def attach(record) -> None:
+def attach(record: Record) -> None:
     """job.finalise's call: a record's diagnosis, computed once, into record.result before the record is written.
     A diagnosis never costs a record: any failure is kept as {"error": ...}."""
-    if record.status != "ok" or not record.result:
+    result = record.result
+    if record.status != "ok" or not isinstance(result, TaskResult) or not result.to_dict():
         return
     try:
-        record.result["diagnosis"] = diagnose(record.to_dict())
+        result.diagnosis = DiagnosisBlock.from_dict(diagnose(record), "result.diagnosis")
     except Exception as e:  # noqa: BLE001 - a diagnosis never costs the record
-        record.result["diagnosis"] = {"version": VERSION, "error": f"{type(e).__name__}: {e}"}
+        # from its JSON object: the record holds these two keys only, as before
+        result.diagnosis = DiagnosisBlock.from_dict({"version": VERSION, "error": f"{type(e).__name__}: {e}"})
 
 
 def wandb_summary(diag: DiagnosisBlock | dict | None) -> dict:
@@ -99,8 +98,8 @@ def wandb_summary(diag: DiagnosisBlock | dict | None) -> dict:
     d = as_block(diag)
     if d is None or not d.to_dict() or d.error:
         return {}
-    findings = [f for f in d.findings or [] if not f.get("first")]
-    floor = d.noise.floor if d.noise is not None and "floor" in d.noise.to_dict() else 0.0
+    findings = named_findings(d)
+    floor = d.noise.floor if d.noise is not None and d.noise.has("floor") else 0.0
     out = {"diagnosis/findings": len(findings), "diagnosis/noise_floor_pct": 100 * floor,
            "diagnosis/text": format_text(d)}
     if findings:
@@ -111,7 +110,7 @@ def wandb_summary(diag: DiagnosisBlock | dict | None) -> dict:
         if top.get("saving") and top["saving"].get("fraction") is not None:
             out["diagnosis/top_saving_pct"] = 100 * top["saving"]["fraction"]
     vs = d.comparisons.microbench if d.comparisons is not None else None
-    if vs is not None and vs.to_dict() and not not_measurable(vs.to_dict()):
+    if vs is not None and vs.to_dict() and not not_measurable(vs):
         out["diagnosis/comm_efficiency"] = vs.efficiency
     return out
 

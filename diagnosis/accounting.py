@@ -62,7 +62,7 @@ def account(result: TrainResult) -> dict | None:
     out["rank0"].update(outside_s=outside, barrier_s=barrier, residual_s=T - step_mean - outside - barrier)
     # ---- the ranks' own work, and who waits for whom
     ready = {p.rank: p.work.ready_s.median for p in per if _work(p).ready_s is not None}
-    full = all("optimizer_s" in _work(p).to_dict() for p in per if _work(p).to_dict())
+    full = all(_work(p).has("optimizer_s") for p in per if p.work is not None and p.work.to_dict())
     out["work_s"] = ready
     out["work_is_complete"] = full
     ranks = []

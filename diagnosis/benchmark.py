@@ -46,6 +46,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from base.record import Record, RecordError
+from diagnosis.view import as_record, named_findings
+
 ROOT = Path(__file__).resolve().parent.parent
 COMMON = ["model=vgg11_tiny", "scale=smoke", "logger=none", "probe_steps=6", "diagnose.microbench=true"]
 DELAY_S = 0.1
@@ -186,43 +189,54 @@ def machine() -> dict:
 
 
 # ------------------------------------------------------------------------------------------------------------ reading
-def load(out: Path) -> list[dict]:
+@dataclass
+class Run:
+    """One run of the benchmark: its record, and the sweep (the case group, or a fix's) that ran it."""
+    sweep: str
+    record: Record
+
+
+def load(out: Path) -> list[Run]:
     recs = []
     for path in sorted(out.glob("*/*/run_record.json")):
         try:
-            rec = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
+            rec = Record.read(path)
+        except (OSError, RecordError):
             continue
-        rec["_sweep"] = path.parent.parent.name
-        recs.append(rec)
+        recs.append(Run(path.parent.parent.name, rec))
     return recs
 
 
-def _items(rec: dict) -> dict[str, str]:
-    return {o.split("=", 1)[0]: o.split("=", 1)[1] for o in rec.get("overrides") or [] if "=" in o}
+def _record(run: Run | Record | dict) -> Record:
+    return run.record if isinstance(run, Run) else as_record(run)
+
+
+def _items(run: Run | Record | dict) -> dict[str, str]:
+    return {o.split("=", 1)[0]: o.split("=", 1)[1] for o in _record(run).overrides if "=" in o}
 
 
 def _key(change: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(change.items()))
 
 
-def runs_of(records: list[dict], c: Case, sweep: str | None = None) -> list[dict]:
+def runs_of(records: list[Run], c: Case, sweep: str | None = None) -> list[Run]:
     """The case's runs: its group's sweep, the overrides it sets; by round."""
     want = dict(o.split("=", 1) for o in c.overrides)
-    out = [r for r in records if r["_sweep"] == (sweep or c.group) and r.get("status") == "ok"
+    out = [r for r in records if r.sweep == (sweep or c.group) and r.record.status == "ok"
            and all(_items(r).get(k) == v for k, v in want.items())]
     return sorted(out, key=lambda r: int(_items(r).get("repeat", 0)))
 
 
-def tops(records: list[dict], c: Case) -> list[dict | None]:
+def tops(records: list[Run], c: Case) -> list[dict | None]:
     return [_named(r)[0] if _named(r) else None for r in runs_of(records, c)]
 
 
-def _named(rec: dict) -> list[dict]:
-    return [f for f in ((rec.get("result") or {}).get("diagnosis") or {}).get("findings") or [] if not f.get("first")]
+def _named(run: Run | Record | dict) -> list[dict]:
+    result = _record(run).result
+    return named_findings(result.diagnosis if result is not None else None)
 
 
-def fix_runs(records: list[dict], c: Case, top: dict | None) -> list[dict]:
+def fix_runs(records: list[Run], c: Case, top: dict | None) -> list[Run]:
     """The runs that measure the top finding's saving: the case that removes the cause, or the sweep that ran its
     next command."""
     if c.fix not in ("", "next"):
@@ -230,13 +244,13 @@ def fix_runs(records: list[dict], c: Case, top: dict | None) -> list[dict]:
         return runs_of(records, base)
     if c.fix == "next" and top and top.get("recommends"):
         want = {**dict(o.split("=", 1) for o in c.overrides), **{k: _value(v) for k, v in top["recommends"].items()}}
-        out = [r for r in records if r["_sweep"].startswith(f"fix_{c.name}_") and r.get("status") == "ok"
+        out = [r for r in records if r.sweep.startswith(f"fix_{c.name}_") and r.record.status == "ok"
                and all(_items(r).get(k) == v for k, v in want.items())]
         return sorted(out, key=lambda r: int(_items(r).get("repeat", 0)))
     return []
 
 
-def judge(c: Case, rec: dict) -> dict:
+def judge(c: Case, rec: Run | Record | dict) -> dict:
     """One run of a case: top-1, false findings, the savings' sum."""
     named = _named(rec)
     top = named[0] if named else None
@@ -254,12 +268,12 @@ def judge(c: Case, rec: dict) -> dict:
             "recommends": (top or {}).get("recommends"), "command": (top or {}).get("command")}
 
 
-def measured(case_runs: list[dict], fix: list[dict]) -> dict | None:
+def measured(case_runs: list[Run | Record | dict], fix: list[Run | Record | dict]) -> dict | None:
     """1 - samples/s of the case / the fix's, paired by round (stats.compare_runs), with its 95% interval."""
     from stats.runs import compare_runs
 
     def logs(runs):
-        return [math.log(r["result"]["throughput"]["samples_per_s"]) for r in runs], \
+        return [math.log(_record(r).result.throughput.samples_per_s) for r in runs], \
                [int(_items(r).get("repeat", 0)) for r in runs]
 
     if not case_runs or not fix:
@@ -267,10 +281,10 @@ def measured(case_runs: list[dict], fix: list[dict]) -> dict | None:
     a, ra = logs(case_runs)
     b, rb = logs(fix)
     if len(a) == 1 or len(b) == 1:          # one run each: the ratio, and the two runs' own throughput intervals
-        t = [r["result"]["throughput"] for r in (case_runs[0], fix[0])]
-        ratio = t[1]["samples_per_s"] / t[0]["samples_per_s"]
-        if all(x.get("samples_ci_lo") for x in t):
-            half = math.sqrt(sum((math.log(x["samples_ci_hi"] / x["samples_ci_lo"]) / 2) ** 2 for x in t))
+        t = [_record(r).result.throughput for r in (case_runs[0], fix[0])]
+        ratio = t[1].samples_per_s / t[0].samples_per_s
+        if all(x.samples_ci_lo for x in t):
+            half = math.sqrt(sum((math.log(x.samples_ci_hi / x.samples_ci_lo) / 2) ** 2 for x in t))
             lo, hi = ratio * math.exp(-half), ratio * math.exp(half)
         else:
             lo = hi = None

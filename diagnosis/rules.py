@@ -14,7 +14,8 @@ from comm.buckets import DEFAULT_CAP_MB
 from comm.efficiency import not_measurable
 from comm.fit import fit_latency_bandwidth
 from base.record_types import CommStats, GradSyncResult, MicrobenchSize, PairGroupsResult
-from diagnosis.view import OTHER_LOAD, RunView, get, interval_note, lower
+from base.record import setting
+from diagnosis.view import OTHER_LOAD, RunView, interval_note, lower
 from diagnosis.finding import Evidence, Finding, Saving, ms
 from diagnosis.seeds import cite
 
@@ -195,7 +196,7 @@ def efficiency_side(ref: dict) -> str | None:
 def _cause_unclear(v, share, ref, evidence) -> Finding:
     """The efficiency's interval straddles LOW_EFFICIENCY: the microbenchmark is too noisy to tell a slow sync path
     from a slow link, and more timed calls per size narrow it."""
-    iters = max(20, 4 * int(get(v.config, "diagnose", "microbench_iters") or 5))
+    iters = max(20, 4 * int(setting(v.config, "diagnose.microbench_iters") or 5))
     lo, hi = (ref["efficiency"] if ref.get(k) is None else ref[k] for k in ("efficiency_ci_lo", "efficiency_ci_hi"))
     change = {"diagnose.microbench": True, "diagnose.microbench_iters": iters}
     return Finding(
@@ -388,7 +389,7 @@ def input_pipeline(v: RunView) -> Finding | None:
         return None
     data, h2d = v.phase("data"), v.phase("h2d")
     mode = v.train.h2d.mode if v.train.h2d is not None else None
-    workers = int(get(v.config, "data", "workers") or 0)
+    workers = int(setting(v.config, "data.workers") or 0)
     evidence = [ev_ms("data wait per step", data, "result.phases.data"), ev_ms("H2D copy per step", h2d,
                                                                              "result.phases.h2d"),
                 ev_pct("their share of the step", share, "(data + h2d) / step")]
@@ -604,7 +605,7 @@ def straggler(v: RunView) -> Finding | None:
     share = v.fraction(s["by_s"]) if s.get("by_s") is not None else s.get("share_of_step")
     if share is None or share < STRAGGLER_SHARE:
         return None
-    slowest = v.train.slowest_rank if "slowest_rank" in v.train.to_dict() else s["rank"]
+    slowest = v.train.slowest_rank if v.train.has("slowest_rank") else s["rank"]
     if s["rank"] != slowest and s.get("significant") is not True:
         return None       # the straggler and the slowest rank disagree, and neither is significant: noise
     rank, mostly = s["rank"], s.get("mostly", "compute")
@@ -639,7 +640,7 @@ def straggler(v: RunView) -> Finding | None:
                       f"this wait ({ms(probe['wait_s'])} ms): {ms(probe['transfer_s'])} ms of it is the transfer.")
     gpu = v.device == "cuda"
     if mostly == "data":
-        change, env = {"data.workers": max(2, 2 * int(get(v.config, "data", "workers") or 0))}, None
+        change, env = {"data.workers": max(2, 2 * int(setting(v.config, "data.workers") or 0))}, None
         fix = "More loader workers prepare that rank's batches ahead."
     elif mostly == "h2d" and v.gpu_like:
         change, env = {"h2d": "side_stream"}, None
@@ -734,7 +735,7 @@ def bucket_layout(v: RunView) -> Finding | None:
     total = sum(sizes)
     if not sizes or exposed is None:
         return None
-    cap = v.train.bucket_mb or v.config.get("bucket")
+    cap = v.train.bucket_mb or setting(v.config, "bucket")
     evidence = [ev("buckets DDP built", len(sizes), "", "result.ddp.buckets.count", f"bucket_cap_mb={cap}"),
                 ev("gradient bytes", total / 2**20, "MiB", "result.ddp.buckets.sizes_bytes", "counted"),
                 ev_ms("exposed communication per step", v.exposed(), "result.comm.exposed_s")]
@@ -834,7 +835,7 @@ def grad_sync_per_param(v: RunView) -> Finding | None:
         return None
     best_name = min(others, key=lambda k: others[k])
     best = others[best_name]
-    spread = max(0.02, abs((pp.time_max_s if "time_max_s" in pp.to_dict() else pp.time_s) - pp.time_s) / pp.time_s)
+    spread = max(0.02, abs((pp.time_max_s if pp.has("time_max_s") else pp.time_s) - pp.time_s) / pp.time_s)
     if pp.time_s <= best * (1 + spread):
         return None
     micro = m.microbench
@@ -855,7 +856,7 @@ def grad_sync_per_param(v: RunView) -> Finding | None:
                       how=f"measured here: {best_name} instead of per_param"),
         impact=saving / pp.time_s, recommends={"sync": "ddp"},
         command=" ".join(["python", "train.py", "task=train", "sync=ddp",
-                          f"model={get(v.config, 'model', 'name') or 'vgg11'}"]))
+                          f"model={setting(v.config, 'model.name') or 'vgg11'}"]))
 
 
 def powersgd_sync(v: RunView) -> Finding | None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from base.record import Record
+from base.record import Record, setting
 from base.record_types import TrainResult
 from diagnosis.finding import Finding, Saving, ms, near_tie, rank_findings
 from diagnosis.rules import RULES, noise_rule
@@ -50,12 +50,10 @@ def diagnose(record: Record | dict, nccl_tests: dict | None = None, hta: bool = 
         # records from before overlap_s was kept beside it: the comm section has it
         comparisons["microbench"] = {"overlap_s": comm.overlap_s, **comm.vs_microbench.to_dict()}
     if nccl_tests is not None:
-        vs = nt.versus(record.to_dict(), nccl_tests)
+        vs = nt.versus(record, nccl_tests)
         if vs:
             comparisons["nccl_tests"] = vs
-    link = versus_link(record.env.link.to_dict() if record.env.link is not None else None,
-                       comm.to_dict() if comm is not None else {},
-                       int(getattr(record.result, "world_size", None) or 1))
+    link = versus_link(record.env.link, comm, int(getattr(record.result, "world_size", None) or 1))
     if link is not None and result.sync != "local":
         comparisons["link"] = link     # behind an emulated link: the reference when nothing was measured
     v = RunView(record, comparisons.get("microbench") or comparisons.get("nccl_tests") or comparisons.get("link"))
@@ -92,7 +90,7 @@ def diagnose(record: Record | dict, nccl_tests: dict | None = None, hta: bool = 
         "comparisons": comparisons,
         "notes": notes + _notes(v, comparisons),
     }
-    if hta and result.profiled and v.config.get("diagnose", {}).get("hta", True):
+    if hta and result.profiled and setting(v.config, "diagnose.hta", True):
         from diagnosis import hta as hta_check
 
         out["hta"] = hta_check.cross_check(record)

@@ -14,7 +14,7 @@ from base.record import Record
 from base.record_types import PairGroupsResult, TrainResult
 from diagnosis.finding import ms
 from diagnosis.run import VERSION, diagnose
-from diagnosis.view import as_record
+from diagnosis.view import as_block, as_record, named_findings
 from stats import fmt_ci, fmt_ratio, ratio_ci, verdict
 
 IGNORED = ("hydra", "logger", "tags", "diagnose", "launcher", "scale.name")
@@ -146,14 +146,14 @@ def checked_estimates(runs: list[dict]) -> list[dict]:
     made), and the model prices the same change."""
     rows = []
     for a in runs:
-        diag = a["diagnosis"] or {}
-        found = [f for f in diag.get("findings") or [] if not f.get("first")]
+        found = named_findings(a["diagnosis"])
         found += [g for f in found for g in f.get("folded") or []]
         ests: dict[str, dict] = {}
         for f in found:
             for est in estimates(f):
                 ests.setdefault(_key(est["recommends"]), {**est, "finding": f["rule"]})
-        for f in (a.get("before") or {}).get("findings") or []:
+        before = as_block(a["before"])
+        for f in (before.findings if before is not None else None) or []:
             s = f.get("saving") or {}
             if f.get("first") or not f.get("recommends") or s.get("fraction") is None:
                 continue
@@ -222,7 +222,7 @@ def scaling_summary(runs: list[dict]) -> list[dict] | None:
     rows = []
     for r in train:
         res = _train(r["record"])
-        top = next((f for f in (r["diagnosis"] or {}).get("findings") or [] if not f.get("first")), None)
+        top = next(iter(named_findings(r["diagnosis"])), None)
         n, rate = res.world_size, res.throughput.samples_per_s
         rows.append({"world_size": n, "sync": res.sync, "samples_per_s": rate,
                      "samples_per_s_ci": [res.throughput.samples_ci_lo, res.throughput.samples_ci_hi],
@@ -236,7 +236,7 @@ def pair_groups_summary(runs: list[dict]) -> list[dict] | None:
     """One row per pairs value; growth = time per all_reduce against the smallest pairs value, with a CI from the two
     runs' timed blocks (stats.ratio_ci) where both have them, and its verdict."""
     pairs = [r["record"].result for r in runs if r["entry"].task == "pair_groups"
-             and isinstance(r["record"].result, PairGroupsResult) and "per_op_us_rank0" in r["record"].result.to_dict()]
+             and isinstance(r["record"].result, PairGroupsResult) and r["record"].result.has("per_op_us_rank0")]
     rows = sorted(({"pairs": p.pairs, "us_per_op": p.per_op_us_rank0,
                     "blocks": p.per_rank[0].block_us_per_op if p.per_rank else None,
                     "per_op": p.per_op_us.to_dict() if p.per_op_us is not None else None,
@@ -268,15 +268,15 @@ def _verdict(v: str) -> str:
 def format_sweep(d: dict) -> str:
     lines = [f"sweep diagnosis ({len(d['runs'])} finished runs; each run's full diagnosis is in its record):"]
     for r in d["runs"]:
-        diag = r["diagnosis"] or {}
-        if diag.get("error"):
-            lines.append(f"- job {r['num']} `{r['label']}`: diagnosis unavailable ({diag['error']})")
+        diag = as_block(r["diagnosis"])
+        if diag is not None and diag.error:
+            lines.append(f"- job {r['num']} `{r['label']}`: diagnosis unavailable ({diag.error})")
             continue
-        found = [f for f in diag.get("findings") or [] if not f.get("first")]
-        noisy = any(f.get("first") for f in diag.get("findings") or [])
+        found = named_findings(diag)
+        noisy = any(f.get("first") for f in (diag.findings if diag is not None else None) or [])
         head = f"- job {r['num']} `{r['label']}`: " + (f"{len(found)} finding(s)" if found else "no findings")
         if noisy:
-            head += f" (noise floor {_pct((diag.get('noise') or {}).get('floor'))})"
+            head += f" (noise floor {_pct(diag.noise.floor if diag.noise is not None else None)})"
         if found:
             top = found[0]
             s = top.get("saving") or {}

@@ -15,10 +15,10 @@ import shlex
 import statistics
 from typing import Any
 
-from base.record import Record
-from base.record_types import PhaseSeries, RankWork, Series, Summary, TaskResult, TrainResult
+from base.record import Record, setting
+from base.record_types import DiagnosisBlock, PhaseSeries, RankWork, Series, Summary, TaskResult, TrainResult
 from diagnosis.accounting import account
-from results.entries import EXPOSED_MIN_N, _get, exposed_samples
+from results.entries import EXPOSED_MIN_N, exposed_samples
 from stats import describe, rel_halfwidth, steady_state
 from stats.compare import NOISE
 
@@ -38,7 +38,15 @@ def as_record(record: Record | dict) -> Record:
     return record if isinstance(record, Record) else Record.from_dict(record)
 
 
-get = _get  # one reader of nested config fields (the config stays a dict: results/entries.py)
+def as_block(diag: DiagnosisBlock | dict | None) -> DiagnosisBlock | None:
+    """A diagnosis as its record type: the one a record holds (result.diagnosis), or diagnose()'s JSON object."""
+    return DiagnosisBlock.from_dict(diag, "diagnosis") if isinstance(diag, dict) else diag
+
+
+def named_findings(diag: DiagnosisBlock | dict | None) -> list[dict]:
+    """A diagnosis's findings as their JSON objects (diagnosis.finding.Finding.to_dict), the noise's left out."""
+    d = as_block(diag)
+    return [f for f in (d.findings if d is not None else None) or [] if not f.get("first")]
 
 
 def sample(summary: Summary | None, series: list | None) -> dict | None:
@@ -96,7 +104,7 @@ class RunView:
         self.result: TaskResult = result if result is not None else TaskResult()
         self.config = self.record.config if self.record.config is not None else {}
         self.env = self.record.env
-        self.task = self.record.task or self.config.get("task")
+        self.task = self.record.task or setting(self.config, "task")
         # every task's result has world_size and device; a task this tool does not know has neither
         self.world_size = int(getattr(self.result, "world_size", None) or self.env.world_size or 1)
         self.train = self.result if isinstance(self.result, TrainResult) else TrainResult()   # task=train's figures

@@ -156,8 +156,9 @@ def test_a_host_busy_with_other_work_is_named_with_its_cost():
 def test_benchmark_cases_table_and_measured_saving():
     names = [c.name for c in select(["straggler_backward_r1"], 0.1)]
     assert names == ["straggler_backward_r1", "healthy"]          # the case it is measured against comes along
-    tp = lambda sps, lo, hi, rep: {"overrides": [f"repeat={rep}"], "result": {"throughput": {  # noqa: E731 - a test helper
-        "samples_per_s": sps, "samples_ci_lo": lo, "samples_ci_hi": hi}}}
+    tp = lambda sps, lo, hi, rep: {"status": "ok", "task": "train", "overrides": [f"repeat={rep}"],  # noqa: E731 - a test helper
+                                   "result": {"throughput": {"samples_per_s": sps, "samples_ci_lo": lo,
+                                                             "samples_ci_hi": hi}}}
     m = measured([tp(10, 9.5, 10.5, 0)], [tp(100, 95, 105, 0)])
     assert m["saving"] == pytest.approx(0.9) and m["lo"] < 0.9 < m["hi"]
     m3 = measured([tp(10 * (1 + 0.01 * i), 1, 1, i) for i in range(3)], [tp(100, 1, 1, i) for i in range(3)])

@@ -464,10 +464,12 @@ def test_saving_and_pruning_for_the_diagnosis_and_the_autotune():
 
 
 def test_validation_reads_an_emulated_link_from_the_record():
+    from base.record import Record
+    from base.record_types import Link
     from whatif.validate import knobs, link_of
 
-    rec = copy.deepcopy(_record("vgg11_accumulate/0"))
+    rec = Record.from_dict(copy.deepcopy(_record("vgg11_accumulate/0")))
     assert link_of(rec) is None
-    rec["env"]["link"] = {"emulated": True, "rate_bit_s": 1e9, "qdisc": "htb"}
-    assert link_of(rec)["rate_bit_s"] == 1e9
+    rec.env.link = Link.from_dict({"emulated": True, "rate_bit_s": 1e9, "qdisc": "htb"})
+    assert link_of(rec).rate_bit_s == 1e9
     assert knobs(rec)["bucket"] == "25" and knobs(rec)["world_size"] == 2

@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from base.record import Record
+from base.record import Record, setting
 from base.record_types import Env, GradReady, HookCosts, PowersgdCosts, ReadyMode, TrainResult
 from comm import buckets as bk
 from whatif.links import Link, from_microbench
@@ -143,7 +143,7 @@ def from_record(record: Record | dict, path: str = "") -> Profile:
         raise ProfileError(f"{path or 'record'}: the run's status is {record.status!r}; only finished runs "
                            "have the figures the model needs")
     r: TrainResult = record.result
-    cfg = _config(record)
+    cfg = record.config
     notes: list[str] = []
     K = int(r.accumulate or 1)
     phases = r.phases
@@ -155,13 +155,12 @@ def from_record(record: Record | dict, path: str = "") -> Profile:
     data, h2d, forward = q("data", 1 / K), q("h2d", 1 / K), q("forward", 1 / K)
     optimizer = q("optimizer")
     ddp = r.ddp
-    optim_cfg = _section(cfg, "optim")
     gr = r.grad_ready
     params, shapes, fwd_bwd = _params(record, gr, notes)
     sync = r.sync or "ddp"
     mem = _memory_speed(cfg, optimizer, params)
     backward = _backward_alone(r, phases, forward, gr, fwd_bwd, sync, K, notes, mem, params)
-    copy_in, copy_out, cast, psgd, psgd_rank, psgd_split = _costs(gr, notes, mem, params, shapes, optim_cfg)
+    copy_in, copy_out, cast, psgd, psgd_rank, psgd_split = _costs(gr, notes, mem, params, shapes, cfg)
     link = None
     try:
         link = from_microbench(r)
@@ -183,14 +182,14 @@ def from_record(record: Record | dict, path: str = "") -> Profile:
     threads = rank0.threads.intra_op if rank0 is not None and rank0.threads is not None else None
     env = record.env
     prof = Profile(
-        record=record, path=path, model=_section(cfg, "model").get("name", "?"), device=r.device or "cpu",
+        record=record, path=path, model=setting(cfg, "model.name", "?"), device=r.device or "cpu",
         backend=r.backend or "gloo", world_size=int(r.world_size or 1),
         batch_per_rank=int(r.batch_per_rank or 1), accumulate=K, sync=sync, optim=r.optim or "none",
         bucket_cap=_bucket_cap(r), static_graph=bool(ddp is not None and ddp.static_graph),
         bucket_view=bool(ddp is not None and ddp.gradient_as_bucket_view),
-        psgd_rank=int(optim_cfg.get("rank") or psgd_rank or 1),
-        psgd_min_rate=float(optim_cfg.get("min_compression_rate") or 2.0),
-        psgd_batched=bool(optim_cfg.get("batched") or False), params=params, shapes=shapes, data=data, h2d=h2d,
+        psgd_rank=int(setting(cfg, "optim.rank") or psgd_rank or 1),
+        psgd_min_rate=float(setting(cfg, "optim.min_compression_rate") or 2.0),
+        psgd_batched=bool(setting(cfg, "optim.batched", False)), params=params, shapes=shapes, data=data, h2d=h2d,
         forward=forward, backward=backward, optimizer=optimizer, copy_in=copy_in, copy_out=copy_out, cast=cast,
         powersgd=psgd, powersgd_measured_rank=psgd_rank, powersgd_split=psgd_split,
         contention=Contention(Quantity.exact(1.0), Quantity.exact(1.0), "none: not a multi-rank gloo run on CPU"),
@@ -200,17 +199,6 @@ def from_record(record: Record | dict, path: str = "") -> Profile:
         hosts=max(1, len(set(env.hostnames or [None]))))
     _contention(prof, r)
     return prof
-
-
-def _config(record: Record) -> dict:
-    """The record's config: a dict (Hydra's resolved config), empty when the run never got that far."""
-    return record.config if record.config is not None else {}
-
-
-def _section(cfg: dict, name: str) -> dict:
-    """One group of the config (model, data, optim, ...), empty where the config has none."""
-    value = cfg.get(name)
-    return value if isinstance(value, dict) else {}
 
 
 def _link_from_sync(r: TrainResult, notes: list[str]) -> Link | None:
@@ -236,16 +224,16 @@ def _link_from_sync(r: TrainResult, notes: list[str]) -> Link | None:
 
 
 def _bucket_cap(r: TrainResult):
-    cap = r.ddp.bucket_cap_mb if r.ddp is not None else r.bucket_mb
+    cap = r.ddp.bucket_cap_mb if r.ddp is not None and r.ddp.has("bucket_cap_mb") else r.bucket_mb
     return None if bk.is_default(cap) else float(cap)
 
 
 def _params(record: Record, gr: GradReady | None, notes: list[str]):
     """(Params, shapes or None, (forward FLOPs, backward FLOPs) or None)."""
-    cfg = _config(record)
+    cfg = record.config
     flops = None
     shapes = None
-    analysed = _analyse_model(json.dumps(_section(cfg, "model"), sort_keys=True), _image_size(cfg))
+    analysed = _analyse_model(json.dumps(setting(cfg, "model", {}), sort_keys=True), _image_size(cfg))
     if analysed is not None:
         shapes, flops = analysed["shapes"], (analysed["fwd_flops"], analysed["bwd_flops"])
     if gr is not None and gr.numel:
@@ -268,7 +256,7 @@ def _params(record: Record, gr: GradReady | None, notes: list[str]):
                           "DDP's no_sync (result.grad_ready)"), shapes, flops
     if analysed is None:
         raise ProfileError("the record has no gradient-ready probe and its model cannot be rebuilt here "
-                           f"(model={_section(cfg, 'model').get('name')}); the parameter sizes are unknown")
+                           f"(model={setting(cfg, 'model.name')}); the parameter sizes are unknown")
     if analysed["ready"] is not None:
         notes.append("gradient-ready times: not measured (the record predates the grad_ready probe); assumed at the "
                      "share of backward FLOPs done when each gradient is accumulated (torch FlopCounterMode over a "
@@ -283,8 +271,8 @@ def _params(record: Record, gr: GradReady | None, notes: list[str]):
         shapes, flops
 
 
-def _image_size(cfg: dict) -> int:
-    return int(_section(cfg, "data").get("image_size") or _section(cfg, "scale").get("image_size") or 224)
+def _image_size(cfg: dict | None) -> int:
+    return int(setting(cfg, "data.image_size") or setting(cfg, "scale.image_size") or 224)
 
 
 def _mode(gr: GradReady | None, name: str) -> ReadyMode:
@@ -359,13 +347,13 @@ def probe_scale(mode: ReadyMode, forward: Quantity) -> float:
     return forward.value / _median(f)
 
 
-def _memory_speed(cfg: dict, optimizer: Quantity, params: Params) -> Quantity | None:
+def _memory_speed(cfg: dict | None, optimizer: Quantity, params: Params) -> Quantity | None:
     """Bytes per second this rank streams through memory, from the optimizer phase: SGD reads each parameter and
     gradient (and momentum buffer) and writes the parameter (and buffer): 20 bytes per fp32 parameter with momentum,
     12 without. A stand-in, stated, for the memory-bound costs a record without the grad_ready probe did not time."""
     if not optimizer.value or optimizer.value <= 0:
         return None
-    momentum = float(_section(cfg, "solver").get("momentum") or 0.0)
+    momentum = float(setting(cfg, "solver.momentum") or 0.0)
     per = 20 if momentum else 12
     nbytes = per * sum(params.numel)
     src = f"{per} bytes per parameter / the optimizer phase"
@@ -411,9 +399,8 @@ def _backward_alone(r, phases, forward: Quantity, gr, flops, sync: str, K: int, 
 
 
 def _costs(gr: GradReady | None, notes: list[str], mem: Quantity | None = None, params: Params | None = None,
-           shapes=None, optim_cfg: dict | None = None):
+           shapes=None, cfg: dict | None = None):
     c = gr.costs if gr is not None and gr.costs is not None else HookCosts()
-    optim_cfg = optim_cfg if optim_cfg is not None else {}
     zero = lambda what: Quantity.exact(0.0, f"{what}: not measured (taken as 0)")  # noqa: E731 - local
 
     def measured(key: str, what: str, nbytes_per_elt: float) -> Quantity:
@@ -439,8 +426,8 @@ def _costs(gr: GradReady | None, notes: list[str], mem: Quantity | None = None, 
     psgd = None
     comp = None
     if params is not None and shapes is not None:
-        comp = _compressible(params, shapes, int(ps.rank or optim_cfg.get("rank") or 1),
-                             float(optim_cfg.get("min_compression_rate") or 2.0))
+        comp = _compressible(params, shapes, int(ps.rank or setting(cfg, "optim.rank") or 1),
+                             float(setting(cfg, "optim.min_compression_rate") or 2.0))
     if ps.s is not None:
         xs = ps.s if isinstance(ps.s, list) else [ps.s]
         psgd = Quantity.relative(_median(xs), 0.15, f"result.grad_ready.costs.powersgd at rank {ps.rank} "
@@ -465,7 +452,7 @@ def _costs(gr: GradReady | None, notes: list[str], mem: Quantity | None = None, 
                      "the grad_ready probe): " + ("estimated as memory traffic at the speed the optimizer phase "
                                                    "streamed its 12-20 bytes per parameter (+-25%; PowerSGD +-50%)"
                                                    if mem is not None else "taken as 0"))
-    return copy_in, copy_out, cast, psgd, int(ps.rank or optim_cfg.get("rank") or 1), split
+    return copy_in, copy_out, cast, psgd, int(ps.rank or setting(cfg, "optim.rank") or 1), split
 
 
 def _compressible(params: Params, shapes, rank: int, min_rate: float) -> int:

@@ -88,20 +88,13 @@ def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
 def knobs(record: Record) -> dict:
     """A record's configuration in the model's words."""
     r, ddp = record.result, record.result.ddp
-    cap = ddp.bucket_cap_mb if ddp is not None else r.bucket_mb
-    optim = _section(record, "optim")
+    cap = ddp.bucket_cap_mb if ddp is not None and ddp.has("bucket_cap_mb") else r.bucket_mb
     return {"world_size": int(r.world_size or 1), "sync": r.sync or "ddp",
             "optim": r.optim or "none", "bucket": "default" if bk.is_default(cap) else f"{float(cap):g}",
             "accumulate": int(r.accumulate or 1),
             "ddp.static_graph": str(bool(ddp is not None and ddp.static_graph)).lower(),
             "ddp.gradient_as_bucket_view": str(bool(ddp is not None and ddp.gradient_as_bucket_view)).lower(),
-            "optim.rank": int(optim.get("rank") or 1)}
-
-
-def _section(record: Record, name: str) -> dict:
-    """One group of the record's config (a dict: Hydra's resolved config), empty where it has none."""
-    value = (record.config if record.config is not None else {}).get(name)
-    return value if isinstance(value, dict) else {}
+            "optim.rank": int(record.setting("optim.rank") or 1)}
 
 
 def link_of(record: Record):
@@ -112,7 +105,7 @@ def link_of(record: Record):
 
 def workload(record: Record) -> tuple:
     r = record.result
-    return (_section(record, "model").get("name"), r.batch_per_rank, _section(record, "data").get("image_size"),
+    return (record.setting("model.name"), r.batch_per_rank, record.setting("data.image_size"),
             r.precision, r.device, tuple(sorted(set(record.env.hostnames or []))))
 
 
