@@ -250,6 +250,12 @@ def find_records(*roots: str | Path) -> list[Path]:
     return sorted(set(found), key=job_key)
 
 
+def typed_block(cls: type[Block], value: Any, where: str) -> Any:
+    """A block of a record from the dict a writer made (the diagnosis, a task): JSON-normalised and checked against
+    cls; a writer's slip is warned about and kept as written, never lost. None stays None."""
+    return _typed(value, lambda d: cls.from_dict(d, where))
+
+
 def _typed(value: Any, build: Callable[[dict], Any]) -> Any:
     """A block from a dict a writer made (JSON-normalised first: numpy scalars become numbers); a block stays itself."""
     if value is None or isinstance(value, Block):

@@ -93,9 +93,10 @@ class Entry:
                                                              # taken from the other jobs of its sweep
 
     @classmethod
-    def from_record(cls, record: Record, path: str | Path | None = None) -> "Entry":
-        """path: where the record was read from (runs get copied, e.g. committed under results/runs/); without it,
-        where it was written."""
+    def from_record(cls, record: Record | dict, path: str | Path | None = None) -> "Entry":
+        """record: a Record or its JSON (read as a Record); path: where the record was read from (runs get copied,
+        e.g. committed under results/runs/); without it, where it was written."""
+        record = Record.from_dict(record) if isinstance(record, dict) else record
         job = record.job
         output_dir = str(Path(path).parent) if path else job.output_dir
         return cls(
