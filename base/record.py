@@ -276,3 +276,31 @@ def _jsonable(obj: Any):
     if isinstance(obj, (set, tuple)):
         return list(obj)
     return str(obj)
+
+
+SCHEMA_BEGIN = ("<!-- schema: generated from base/record.py and base/record_types.py by `python -m base.record "
+                "--write docs/record.md`; do not edit by hand -->")
+SCHEMA_END = "<!-- end of the generated schema -->"
+
+
+def schema_doc() -> str:
+    """The record's schema as Markdown (docs/record.md holds it between SCHEMA_BEGIN and SCHEMA_END)."""
+    from base.record_types import schema_markdown
+
+    return f"{SCHEMA_BEGIN}\n\n{schema_markdown(Record)}\n{SCHEMA_END}"
+
+
+def _write_schema(path: Path) -> None:
+    text = path.read_text()
+    head, _, rest = text.partition(SCHEMA_BEGIN)
+    _, _, tail = rest.partition(SCHEMA_END)
+    path.write_text(head + schema_doc() + tail)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:2] == ["--write"] and len(sys.argv) == 3:
+        _write_schema(Path(sys.argv[2]))
+    else:
+        print(schema_doc())

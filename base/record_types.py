@@ -305,6 +305,8 @@ class DiagnosisBlock(Block):
     notes: list[str] | None = None
     accounting: Accounting | None = None
     comparisons: Comparisons | None = None
+    hta: dict[str, Any] | None = doc("HolisticTraceAnalysis's cross-check of profiled runs (diagnosis.hta)",
+                                     default=None)
 
 
 # ---------------------------------------------------------------------------------------------------- results
@@ -615,6 +617,7 @@ class ReadyModes(Block):
 @dataclass
 class PowersgdCosts(Block):
     rank: int | None = None
+    skipped: str | None = doc("why the PowerSGD costs were not timed (over the probe's budget)", default=None)
     matrices: int | None = None
     min_compression_rate: float | None = None
     s: list[float] | None = None
@@ -627,6 +630,7 @@ class PowersgdCosts(Block):
 class HookCosts(Block):
     cast_timed: str | None = None
     cast_bf16_s: list[float] | None = None
+    cast_fp16_s: list[float] | None = None
     copy_in_s: list[float] | None = None
     copy_out_s: list[float] | None = None
     powersgd: PowersgdCosts | None = None
@@ -670,24 +674,27 @@ class TrainResult(TaskResult):
     timing: bool | None = None
     profiled: bool | None = None
     measure: Measure | None = None
-    throughput: Throughput | None = None
-    step_time_s: Summary | None = None
-    phases: PhaseSummaries | None = None
-    steady: bool | None = None
+    throughput: Throughput | None = doc("from the timed blocks' walls (slowest rank per block); lag1 and n_eff: "
+                                       "the blocks' serial correlation and effective sample size", default=None)
+    step_time_s: Summary | None = doc("rank 0's step times; ci_lo/ci_hi null below 10 steps", default=None)
+    phases: PhaseSummaries | None = doc("rank 0's time per step phase, each a Summary", default=None)
+    steady: bool | None = doc("true / false / null (too few steps to test)", default=None)
     steady_state: SteadyState | None = None
     per_rank: list[TrainRank] | None = None
     slowest_rank: int | None = None
-    comm: CommStats | None = None
+    comm: CommStats | None = doc("null for sync=local", default=None)
     ddp: DdpInfo | None = None
     accuracy: Accuracy | None = None
     h2d: H2d | None = None
     time_budget: TimeBudget | None = None
-    series: Series | None = None
+    series: Series | None = doc("rank 0, per measured step", default=None)
     microbench: Microbench | None = None
     straggler: Straggler | None = None
     fault: Fault | None = None
     device_layer: DeviceLayer | None = None
-    grad_ready: GradReady | None = None
+    grad_ready: GradReady | None = doc("the what-if model's probe, untimed, after the window", default=None)
+    nccl_transports: dict[str, int] | None = doc("NCCL channel connections by transport (nccl.DEBUG=INFO)",
+                                                 default=None)
 
 
 # ---- task=train_reference (a maintainer's task: python -m tasks.train.harness_cost --reference)
@@ -894,8 +901,15 @@ def result_from_dict(task: str | None, d: Any, where: str = "result") -> TaskRes
 
 
 def schema_markdown(record_cls: type) -> str:
-    """docs/record.md's schema part: the record's fields and each task's result, generated from these classes."""
-    out = ["## The record", "", *schema_lines(record_cls), ""]
+    """docs/record.md's schema part: the record's fields, what every result has, and each task's result, generated
+    from these classes."""
+    import dataclasses
+
+    seen: set = set()
+    common = tuple(f.name for f in dataclasses.fields(TaskResult))
+    out = ["## The record", "", *schema_lines(record_cls, seen=seen), "",
+           "## result: what every task's has (TaskResult)", "", *schema_lines(TaskResult, seen=seen), ""]
     for task, cls in RESULT_TYPES.items():
-        out += [f"## result, task={task} ({cls.__name__})", "", *schema_lines(cls), ""]
+        out += [f"## result of task={task} ({cls.__name__}; besides the above)", "",
+                f"{' '.join((cls.__doc__ or '').split())}", "", *schema_lines(cls, seen=seen, skip=common), ""]
     return "\n".join(out)

@@ -167,16 +167,34 @@ def _show(value: Any) -> str:
     return f"{type(value).__name__} {text[:40] + '...' if len(text) > 40 else text}"
 
 
-def schema_lines(cls: type, indent: str = "") -> list[str]:
-    """The fields of a block and of the blocks inside it, one line each (docs/record.md is made from these)."""
+def schema_lines(cls: type, indent: str = "", seen: set | None = None, skip: tuple = ()) -> list[str]:
+    """The fields of a block and of the blocks inside it, one line each (docs/record.md is made from these). A block
+    met again is named, not spelled out again (`seen`); `skip`: field names left out (the ones a base type lists)."""
+    seen = set() if seen is None else seen
     lines = []
     for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
         tp = _hints(cls)[f.name]
-        doc = f.metadata.get("doc", "")
-        lines.append(f"{indent}- `{f.name}`: {_type_text(tp)}" + (f": {doc}" if doc else ""))
-        for inner in _blocks_in(tp):
-            lines.extend(schema_lines(inner, indent + "  "))
+        inner = _blocks_in(tp)
+        doc = f.metadata.get("doc", "") or (_first_line(inner[0]) if inner else "")
+        again = [b.__name__ for b in inner if b in seen]
+        lines.append(f"{indent}- `{f.name}`: {_type_text(tp)}" + (f": {doc}" if doc else "")
+                     + (f" (fields as above: {', '.join(again)})" if again else ""))
+        for block in inner:
+            if block not in seen:
+                seen.add(block)
+                lines.extend(schema_lines(block, indent + "  ", seen))
     return lines
+
+
+def _first_line(block: type) -> str:
+    """A block's docstring up to its first sentence's end ("" for a block without its own docstring)."""
+    doc = block.__doc__
+    if not doc or doc.startswith(f"{block.__name__}("):     # dataclass's stand-in: the signature
+        return ""
+    text = " ".join(doc.split())
+    return text.split(". ")[0].rstrip(".")
 
 
 def _blocks_in(tp: Any) -> list[type]:
