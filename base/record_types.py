@@ -881,23 +881,22 @@ class PairGroupsResult(TaskResult):
     explanation: list[str] | None = None
 
 
-@dataclass
-class Unchecked(Block):
-    """A block a writer made that did not match its type: every key kept in `extra`, so the run's record is still
-    written (a warning names the field); tests keep the writers matching their types."""
-
-
 RESULT_TYPES: dict[str, type[TaskResult]] = {
     "train": TrainResult, "collectives": CollectivesResult, "grad_sync": GradSyncResult,
     "pair_groups": PairGroupsResult, "train_reference": TrainReferenceResult,
 }
 
 
+def result_type(task: str | None) -> type[TaskResult]:
+    """The result type of a task; a task this tool does not know reads as TaskResult (its figures in .extra)."""
+    return RESULT_TYPES.get(task or "", TaskResult)
+
+
 def result_from_dict(task: str | None, d: Any, where: str = "result") -> TaskResult | None:
-    """A task's result from its JSON object (None stays None); a task this tool does not know reads as TaskResult."""
+    """A task's result from its JSON object (None stays None)."""
     if d is None:
         return None
-    return RESULT_TYPES.get(task or "", TaskResult).from_dict(d, where)
+    return result_type(task).from_dict(d, where)
 
 
 def schema_markdown(record_cls: type) -> str:

@@ -59,6 +59,15 @@ class Block:
             obj.__dict__["_extra"] = extra
         return obj
 
+    @classmethod
+    def unchecked(cls: type[B], d: dict) -> B:
+        """A block holding a JSON object as it is, every key in .extra (its fields keep their defaults): what a
+        writer's object that does not match its type becomes, so that it is still written whole."""
+        obj = cls()
+        obj.__dict__["_keys"] = tuple(d)
+        obj.__dict__["_extra"] = dict(d)
+        return obj
+
     def to_dict(self) -> dict[str, Any]:
         fields = {f.name: f for f in dataclasses.fields(self)}
         extra = self.extra
@@ -69,10 +78,10 @@ class Block:
             keys = keys + tuple(n for n, f in fields.items() if n not in keys and getattr(self, n) != _default(f))
         out = {}
         for k in keys:
-            if k in fields:
-                out[k] = dump(getattr(self, k))
-            elif k in extra:
+            if k in extra:
                 out[k] = extra[k]
+            elif k in fields:
+                out[k] = dump(getattr(self, k))
         for k, v in extra.items():
             out.setdefault(k, v)
         return out
