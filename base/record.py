@@ -71,7 +71,7 @@ class Record(Block):
         env, result = fields.pop("env", None), fields.pop("result", None)
         return cls(status=status, task=task,
                    command=job.get("command") or shlex.join(["python", "train.py", *overrides]),
-                   overrides=overrides, job=JobInfo.from_dict({k: job.get(k) for k in JOB_KEYS}, "job"),
+                   overrides=overrides, job=typed_block(JobInfo, {k: job.get(k) for k in JOB_KEYS}, "job"),
                    config=config, env=typed_block(Env, env, "env") or Env.from_dict({}),
                    result=typed_block(result_type(task), result, "result"), finished=now(), **fields)
 
