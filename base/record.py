@@ -20,7 +20,7 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Any, Callable
 
-from base.record_types import Env, JobInfo, RecordError, TaskResult, TrainResult, Unchecked, result_from_dict
+from base.record_types import Env, JobInfo, RecordError, TaskResult, TrainResult, result_from_dict, result_type
 from base.typed import Block
 
 __all__ = ["Record", "RecordError", "read_record", "find_records", "record_path", "now", "is_peer_failure"]
@@ -71,9 +71,9 @@ class Record(Block):
         env, result = fields.pop("env", None), fields.pop("result", None)
         return cls(status=status, task=task,
                    command=job.get("command") or shlex.join(["python", "train.py", *overrides]),
-                   overrides=overrides, job=JobInfo.from_dict({k: job.get(k) for k in JOB_KEYS}, "job"),
-                   config=config, env=_typed(env, lambda d: Env.from_dict(d, "env")) or Env.from_dict({}),
-                   result=_typed(result, lambda d: result_from_dict(task, d)), finished=now(), **fields)
+                   overrides=overrides, job=typed_block(JobInfo, {k: job.get(k) for k in JOB_KEYS}, "job"),
+                   config=config, env=typed_block(Env, env, "env") or Env.from_dict({}),
+                   result=typed_block(result_type(task), result, "result"), finished=now(), **fields)
 
     @classmethod
     def ok(cls, config: dict, job: dict, *, env: dict | Env, started: str, result: dict | TaskResult) -> "Record":
@@ -250,16 +250,18 @@ def find_records(*roots: str | Path) -> list[Path]:
     return sorted(set(found), key=job_key)
 
 
-def _typed(value: Any, build: Callable[[dict], Any]) -> Any:
-    """A block from a dict a writer made (JSON-normalised first: numpy scalars become numbers); a block stays itself."""
+def typed_block(cls: type[Block], value: Any, where: str) -> Any:
+    """A block of a record from the dict a writer made (a task's result, the diagnosis): JSON-normalised (numpy
+    scalars become numbers) and checked against cls. A writer's slip is warned about and the block kept as written
+    (every key in .extra), never lost; tests keep the writers matching their types. None and blocks pass through."""
     if value is None or isinstance(value, Block):
         return value
     value = json.loads(json.dumps(value, default=_jsonable))
     try:
-        return build(value)
-    except RecordError as e:      # never lose a run's record to a writer's slip: keep it as written, say so
-        warnings.warn(f"run record: {e}; kept as written", stacklevel=3)
-        return Unchecked.from_dict(value)
+        return cls.from_dict(value, where)
+    except RecordError as e:
+        warnings.warn(f"run record: {e}; kept as written", stacklevel=2)
+        return cls.unchecked(value)
 
 
 def _jsonable(obj: Any):
@@ -270,3 +272,31 @@ def _jsonable(obj: Any):
     if isinstance(obj, (set, tuple)):
         return list(obj)
     return str(obj)
+
+
+SCHEMA_BEGIN = ("<!-- schema: generated from base/record.py and base/record_types.py by `python -m base.record "
+                "--write docs/record.md`; do not edit by hand -->")
+SCHEMA_END = "<!-- end of the generated schema -->"
+
+
+def schema_doc() -> str:
+    """The record's schema as Markdown (docs/record.md holds it between SCHEMA_BEGIN and SCHEMA_END)."""
+    from base.record_types import schema_markdown
+
+    return f"{SCHEMA_BEGIN}\n\n{schema_markdown(Record)}\n{SCHEMA_END}"
+
+
+def _write_schema(path: Path) -> None:
+    text = path.read_text()
+    head, _, rest = text.partition(SCHEMA_BEGIN)
+    _, _, tail = rest.partition(SCHEMA_END)
+    path.write_text(head + schema_doc() + tail)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:2] == ["--write"] and len(sys.argv) == 3:
+        _write_schema(Path(sys.argv[2]))
+    else:
+        print(schema_doc())

@@ -305,8 +305,8 @@ class DiagnosisBlock(Block):
     notes: list[str] | None = None
     accounting: Accounting | None = None
     comparisons: Comparisons | None = None
-    hta: dict[str, Any] | None = doc("HolisticTraceAnalysis' overlap beside the tool's own, for profile.enabled runs "
-                                     "(diagnosis.hta)", default=None)
+    hta: dict[str, Any] | None = doc("HolisticTraceAnalysis's cross-check of profiled runs (diagnosis.hta)",
+                                     default=None)
 
 
 # ---------------------------------------------------------------------------------------------------- results
@@ -316,8 +316,6 @@ class TaskResult(Block):
     """What every task's result has."""
     headline: dict[str, Any] | None = doc("the sweep table's columns: label -> value", default=None)
     diagnosis: DiagnosisBlock | None = None
-    nccl_transports: dict[str, int] | None = doc("NCCL_DEBUG=INFO's channel connections by transport (SHM, P2P, "
-                                                 "NET/IB, NET/Socket...): launchers/rank.py, any task", default=None)
     warnings: list[str] | None = doc("what the run's console must warn about (e.g. a loss that is not finite)",
                                      default=None)
     signal: str | None = doc("interrupted runs: the signal's name", default=None)
@@ -619,18 +617,18 @@ class ReadyModes(Block):
 @dataclass
 class PowersgdCosts(Block):
     rank: int | None = None
+    skipped: str | None = doc("why the PowerSGD costs were not timed (over the probe's budget)", default=None)
     matrices: int | None = None
     min_compression_rate: float | None = None
     s: list[float] | None = None
     pre_s: list[float] | None = None
     mid_s: list[float] | None = None
     post_s: list[float] | None = None
-    skipped: str | None = doc("why PowerSGD's compute was not timed (over the probe's budget)", default=None)
 
 
 @dataclass
 class HookCosts(Block):
-    cast_timed: str | None = doc("which cast was timed (the run's precision): bf16 or fp16", default=None)
+    cast_timed: str | None = None
     cast_bf16_s: list[float] | None = None
     cast_fp16_s: list[float] | None = None
     copy_in_s: list[float] | None = None
@@ -676,24 +674,27 @@ class TrainResult(TaskResult):
     timing: bool | None = None
     profiled: bool | None = None
     measure: Measure | None = None
-    throughput: Throughput | None = None
-    step_time_s: Summary | None = None
-    phases: PhaseSummaries | None = None
-    steady: bool | None = None
+    throughput: Throughput | None = doc("from the timed blocks' walls (slowest rank per block); lag1 and n_eff: "
+                                       "the blocks' serial correlation and effective sample size", default=None)
+    step_time_s: Summary | None = doc("rank 0's step times; ci_lo/ci_hi null below 10 steps", default=None)
+    phases: PhaseSummaries | None = doc("rank 0's time per step phase, each a Summary", default=None)
+    steady: bool | None = doc("true / false / null (too few steps to test)", default=None)
     steady_state: SteadyState | None = None
     per_rank: list[TrainRank] | None = None
     slowest_rank: int | None = None
-    comm: CommStats | None = None
+    comm: CommStats | None = doc("null for sync=local", default=None)
     ddp: DdpInfo | None = None
     accuracy: Accuracy | None = None
     h2d: H2d | None = None
     time_budget: TimeBudget | None = None
-    series: Series | None = None
+    series: Series | None = doc("rank 0, per measured step", default=None)
     microbench: Microbench | None = None
     straggler: Straggler | None = None
     fault: Fault | None = None
     device_layer: DeviceLayer | None = None
-    grad_ready: GradReady | None = None
+    grad_ready: GradReady | None = doc("the what-if model's probe, untimed, after the window", default=None)
+    nccl_transports: dict[str, int] | None = doc("NCCL channel connections by transport (nccl.DEBUG=INFO)",
+                                                 default=None)
 
 
 # ---- task=train_reference (a maintainer's task: python -m tasks.train.harness_cost --reference)
@@ -880,28 +881,34 @@ class PairGroupsResult(TaskResult):
     explanation: list[str] | None = None
 
 
-@dataclass
-class Unchecked(Block):
-    """A block a writer made that did not match its type: every key kept in `extra`, so the run's record is still
-    written (a warning names the field); tests keep the writers matching their types."""
-
-
 RESULT_TYPES: dict[str, type[TaskResult]] = {
     "train": TrainResult, "collectives": CollectivesResult, "grad_sync": GradSyncResult,
     "pair_groups": PairGroupsResult, "train_reference": TrainReferenceResult,
 }
 
 
+def result_type(task: str | None) -> type[TaskResult]:
+    """The result type of a task; a task this tool does not know reads as TaskResult (its figures in .extra)."""
+    return RESULT_TYPES.get(task or "", TaskResult)
+
+
 def result_from_dict(task: str | None, d: Any, where: str = "result") -> TaskResult | None:
-    """A task's result from its JSON object (None stays None); a task this tool does not know reads as TaskResult."""
+    """A task's result from its JSON object (None stays None)."""
     if d is None:
         return None
-    return RESULT_TYPES.get(task or "", TaskResult).from_dict(d, where)
+    return result_type(task).from_dict(d, where)
 
 
 def schema_markdown(record_cls: type) -> str:
-    """docs/record.md's schema part: the record's fields and each task's result, generated from these classes."""
-    out = ["## The record", "", *schema_lines(record_cls), ""]
+    """docs/record.md's schema part: the record's fields, what every result has, and each task's result, generated
+    from these classes."""
+    import dataclasses
+
+    seen: set = set()
+    common = tuple(f.name for f in dataclasses.fields(TaskResult))
+    out = ["## The record", "", *schema_lines(record_cls, seen=seen), "",
+           "## result: what every task's has (TaskResult)", "", *schema_lines(TaskResult, seen=seen), ""]
     for task, cls in RESULT_TYPES.items():
-        out += [f"## result, task={task} ({cls.__name__})", "", *schema_lines(cls), ""]
+        out += [f"## result of task={task} ({cls.__name__}; besides the above)", "",
+                f"{' '.join((cls.__doc__ or '').split())}", "", *schema_lines(cls, seen=seen, skip=common), ""]
     return "\n".join(out)

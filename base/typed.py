@@ -59,6 +59,15 @@ class Block:
             obj.__dict__["_extra"] = extra
         return obj
 
+    @classmethod
+    def unchecked(cls: type[B], d: dict) -> B:
+        """A block holding a JSON object as it is, every key in .extra (its fields keep their defaults): what a
+        writer's object that does not match its type becomes, so that it is still written whole."""
+        obj = cls()
+        obj.__dict__["_keys"] = tuple(d)
+        obj.__dict__["_extra"] = dict(d)
+        return obj
+
     def to_dict(self) -> dict[str, Any]:
         fields = {f.name: f for f in dataclasses.fields(self)}
         extra = self.extra
@@ -69,10 +78,10 @@ class Block:
             keys = keys + tuple(n for n, f in fields.items() if n not in keys and getattr(self, n) != _default(f))
         out = {}
         for k in keys:
-            if k in fields:
-                out[k] = dump(getattr(self, k))
-            elif k in extra:
+            if k in extra:
                 out[k] = extra[k]
+            elif k in fields:
+                out[k] = dump(getattr(self, k))
         for k, v in extra.items():
             out.setdefault(k, v)
         return out
@@ -167,16 +176,34 @@ def _show(value: Any) -> str:
     return f"{type(value).__name__} {text[:40] + '...' if len(text) > 40 else text}"
 
 
-def schema_lines(cls: type, indent: str = "") -> list[str]:
-    """The fields of a block and of the blocks inside it, one line each (docs/record.md is made from these)."""
+def schema_lines(cls: type, indent: str = "", seen: set | None = None, skip: tuple = ()) -> list[str]:
+    """The fields of a block and of the blocks inside it, one line each (docs/record.md is made from these). A block
+    met again is named, not spelled out again (`seen`); `skip`: field names left out (the ones a base type lists)."""
+    seen = set() if seen is None else seen
     lines = []
     for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
         tp = _hints(cls)[f.name]
-        doc = f.metadata.get("doc", "")
-        lines.append(f"{indent}- `{f.name}`: {_type_text(tp)}" + (f": {doc}" if doc else ""))
-        for inner in _blocks_in(tp):
-            lines.extend(schema_lines(inner, indent + "  "))
+        inner = _blocks_in(tp)
+        doc = f.metadata.get("doc", "") or (_first_line(inner[0]) if inner else "")
+        again = [b.__name__ for b in inner if b in seen]
+        lines.append(f"{indent}- `{f.name}`: {_type_text(tp)}" + (f": {doc}" if doc else "")
+                     + (f" (fields as above: {', '.join(again)})" if again else ""))
+        for block in inner:
+            if block not in seen:
+                seen.add(block)
+                lines.extend(schema_lines(block, indent + "  ", seen))
     return lines
+
+
+def _first_line(block: type) -> str:
+    """A block's docstring up to its first sentence's end ("" for a block without its own docstring)."""
+    doc = block.__doc__
+    if not doc or doc.startswith(f"{block.__name__}("):     # dataclass's stand-in: the signature
+        return ""
+    text = " ".join(doc.split())
+    return text.split(". ")[0].rstrip(".")
 
 
 def _blocks_in(tp: Any) -> list[type]:

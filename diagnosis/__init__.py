@@ -22,7 +22,7 @@ estimates, scaling, the pair-groups curve).
 """
 from __future__ import annotations
 
-from base.record import Record
+from base.record import Record, typed_block
 from base.record_types import DiagnosisBlock, TaskResult
 from diagnosis.accounting import lines as accounting_lines
 from comm.efficiency import not_measurable
@@ -87,10 +87,10 @@ def attach(record: Record) -> None:
     if record.status != "ok" or not isinstance(result, TaskResult) or not result.to_dict():
         return
     try:
-        result.diagnosis = DiagnosisBlock.from_dict(diagnose(record), "result.diagnosis")
+        diag = diagnose(record)
     except Exception as e:  # noqa: BLE001 - a diagnosis never costs the record
-        # from its JSON object: the record holds these two keys only, as before
-        result.diagnosis = DiagnosisBlock.from_dict({"version": VERSION, "error": f"{type(e).__name__}: {e}"})
+        diag = {"version": VERSION, "error": f"{type(e).__name__}: {e}"}
+    result.diagnosis = typed_block(DiagnosisBlock, diag, "result.diagnosis")
 
 
 def wandb_summary(diag: DiagnosisBlock | dict | None) -> dict:

@@ -15,7 +15,7 @@ import shlex
 import statistics
 from typing import Any
 
-from base.record import Record, setting
+from base.record import Record, setting, typed_block
 from base.record_types import DiagnosisBlock, PhaseSeries, RankWork, Series, Summary, TaskResult, TrainResult
 from diagnosis.accounting import account
 from results.entries import EXPOSED_MIN_N, exposed_samples
@@ -40,7 +40,7 @@ def as_record(record: Record | dict) -> Record:
 
 def as_block(diag: DiagnosisBlock | dict | None) -> DiagnosisBlock | None:
     """A diagnosis as its record type: the one a record holds (result.diagnosis), or diagnose()'s JSON object."""
-    return DiagnosisBlock.from_dict(diag, "diagnosis") if isinstance(diag, dict) else diag
+    return typed_block(DiagnosisBlock, diag, "diagnosis")
 
 
 def named_findings(diag: DiagnosisBlock | dict | None) -> list[dict]:

@@ -28,19 +28,14 @@ EXPOSED_MIN_N = 6   # the fewest samples whose median has a 95% interval (stats.
 
 
 def exposed_samples(result: TrainResult | dict | None, config: dict | None = None) -> int | None:
-    """How many samples the exposed communication time rests on: DDP's is the median of probe_steps untimed steps
-    (one by default), the explicit strategies' of every measured step's sync phase. Records made before the record
-    said so (comm.exposed_n) are read by the same rule. (A dict is read as a TrainResult: the diagnosis passes one.)"""
+    """How many samples the exposed communication time rests on (comm.exposed_n): DDP's is the median of
+    probe_steps untimed steps, the explicit strategies' of every measured step's sync phase. A dict is read as a
+    TrainResult (the diagnosis passes one); `config` is not needed since every record says (the committed records
+    made before were migrated once)."""
     if isinstance(result, dict):
         result = TrainResult.from_dict(result, "result")
     comm = result.comm if isinstance(result, TrainResult) else None
-    if comm is None or comm.exposed_s is None:
-        return None
-    if comm.exposed_n is not None:
-        return int(comm.exposed_n)
-    if (comm.method or "").startswith("median sync phase"):
-        return result.steps
-    return int(setting(config, "probe_steps") or 1)
+    return comm.exposed_n if comm is not None and comm.exposed_s is not None else None
 
 
 def exposed_mark(value_ms: float | None, n: int | None) -> str | None:
@@ -93,9 +88,10 @@ class Entry:
                                                              # taken from the other jobs of its sweep
 
     @classmethod
-    def from_record(cls, record: Record, path: str | Path | None = None) -> "Entry":
-        """path: where the record was read from (runs get copied, e.g. committed under results/runs/); without it,
-        where it was written."""
+    def from_record(cls, record: Record | dict, path: str | Path | None = None) -> "Entry":
+        """record: a Record or its JSON (read as a Record); path: where the record was read from (runs get copied,
+        e.g. committed under results/runs/); without it, where it was written."""
+        record = Record.from_dict(record) if isinstance(record, dict) else record
         job = record.job
         output_dir = str(Path(path).parent) if path else job.output_dir
         return cls(

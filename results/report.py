@@ -96,7 +96,7 @@ def _task_tables(w: _Writer, entries: list[Entry], stem: str) -> None:
 
 def _pair_groups_section(w: _Writer, group: list[Entry], slug: str, name: str) -> None:
     """task=pair_groups crosses world sizes on purpose: the curve over pairs is the gloo thread's finding."""
-    pairs = sorted((e for e in group if e.task == "pair_groups"), key=lambda e: e.result.get("pairs") or 0)
+    pairs = sorted((e for e in group if e.task == "pair_groups"), key=lambda e: getattr(e.result, "pairs", None) or 0)
     if not pairs:
         return
     w.md += ["### Pair groups across pairs", ""]

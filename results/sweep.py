@@ -199,8 +199,8 @@ def commands(entries: list[Entry]) -> list[str]:
                     break
                 except Exception:  # noqa: BLE001 - an unreadable multirun.yaml: the run's own command
                     cmd = None
-        if cmd is None and e.record and e.record.get("command"):
-            cmd = str(e.record["command"])
+        if cmd is None and e.record is not None and e.record.command:
+            cmd = e.record.command
         if cmd is None:
             cmd = " ".join(["python", "train.py"] + [shlex.quote(o) for o in e.overrides])
         if cmd not in out:

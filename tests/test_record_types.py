@@ -87,3 +87,10 @@ def test_a_writer_slip_keeps_the_record_with_a_warning():
     with pytest.warns(UserWarning, match="result.steps: expected an integer"):
         record = Record.ok({"task": "train"}, {}, env={}, started="t", result={"steps": "many", "headline": {}})
     assert record.to_dict()["result"] == {"steps": "many", "headline": {}}
+
+
+def test_docs_record_md_is_generated_from_the_types():
+    from base.record import schema_doc
+
+    assert schema_doc() in (ROOT / "docs" / "record.md").read_text(), \
+        "docs/record.md is stale: python -m base.record --write docs/record.md"
