@@ -321,6 +321,8 @@ class TaskResult(Block):
     signal: str | None = doc("interrupted runs: the signal's name", default=None)
     progress: dict[str, Any] | None = doc("interrupted runs: how far rank 0 got (warmup_steps_done, "
                                           "measured_steps_done)", default=None)
+    nccl_transports: dict[str, int] | None = doc("NCCL channel connections by transport (nccl.DEBUG=INFO): "
+                                                 "launchers/rank.py adds it to any task's result", default=None)
 
 
 # ---- task=train
@@ -693,8 +695,6 @@ class TrainResult(TaskResult):
     fault: Fault | None = None
     device_layer: DeviceLayer | None = None
     grad_ready: GradReady | None = doc("the what-if model's probe, untimed, after the window", default=None)
-    nccl_transports: dict[str, int] | None = doc("NCCL channel connections by transport (nccl.DEBUG=INFO)",
-                                                 default=None)
 
 
 # ---- task=train_reference (a maintainer's task: python -m tasks.train.harness_cost --reference)
