@@ -105,8 +105,12 @@ class Record(Block):
     # ------------------------------------------------------------------------------------ I/O
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON object; schema_version first for a record built here, and always there."""
         d = super().to_dict()
-        return {"schema_version": d.pop("schema_version"), **d} if self._keys is None else d
+        if self._keys is not None and "schema_version" in d:
+            return d
+        d.pop("schema_version", None)
+        return {"schema_version": self.schema_version, **d}
 
     @classmethod
     def from_dict(cls, d: Any, where: str | None = None) -> "Record":
