@@ -214,7 +214,7 @@ TRAIN_COLUMNS: list[tuple[str, Callable[[TrainResult], Any]]] = [
 def train_headline(result: TrainResult | dict) -> dict[str, Any]:
     """The headline of a task=train result, from its structured fields (the labels the sweep table uses)."""
     if isinstance(result, dict):
-        result = TrainResult.from_dict(json.loads(json.dumps(result, default=_jsonable)), "result")
+        result = typed_block(TrainResult, result, "result")
     return {label: get(result) for label, get in TRAIN_COLUMNS if label != "speed-up"}
 
 
