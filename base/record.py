@@ -105,8 +105,12 @@ class Record(Block):
     # ------------------------------------------------------------------------------------ I/O
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON object; schema_version first for a record built here, and always there."""
         d = super().to_dict()
-        return {"schema_version": d.pop("schema_version"), **d} if self._keys is None else d
+        if self._keys is not None and "schema_version" in d:
+            return d
+        d.pop("schema_version", None)
+        return {"schema_version": self.schema_version, **d}
 
     @classmethod
     def from_dict(cls, d: Any, where: str | None = None) -> "Record":
@@ -210,7 +214,7 @@ TRAIN_COLUMNS: list[tuple[str, Callable[[TrainResult], Any]]] = [
 def train_headline(result: TrainResult | dict) -> dict[str, Any]:
     """The headline of a task=train result, from its structured fields (the labels the sweep table uses)."""
     if isinstance(result, dict):
-        result = TrainResult.from_dict(json.loads(json.dumps(result, default=_jsonable)), "result")
+        result = typed_block(TrainResult, result, "result")
     return {label: get(result) for label, get in TRAIN_COLUMNS if label != "speed-up"}
 
 

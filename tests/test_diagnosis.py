@@ -534,7 +534,7 @@ def _contended(busy: float = 0.998, switches_per_s: float = 420, cpu_s=(82.0, 82
     rec["result"]["sync"] = sync
     for p, cpu in zip(rec["result"]["per_rank"], cpu_s):
         p["work"] = {"torch_threads": 1, "cpu_s": cpu, "wall_s": 92.0, "host_busy": busy, "voluntary_switches": 47000,
-                     "involuntary_switches": switches_per_s * 92.0, "steps": 35}
+                     "involuntary_switches": int(switches_per_s * 92), "steps": 35}
     return rec
 
 
