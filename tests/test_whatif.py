@@ -130,7 +130,9 @@ def test_nccl_tests_file_is_a_link_interpolated_at_its_rank_count():
 
 
 def test_collectives_record_is_a_link():
-    link = lk.from_collectives(_record("collectives/0"))
+    from base.record import Record
+
+    link = lk.from_collectives(Record.read(RUNS / "collectives/0"))
     assert link.measured_ranks == 2 and link.busbw.value > 0 and link.busbw.has_interval
 
 
