@@ -666,14 +666,19 @@ def straggler(v: RunView) -> Finding | None:
 
 
 def _waited_for_a_core(v: RunView, s: dict) -> bool:
-    """On a full or busy host two identical ranks finish at different times because one waited for a core: that is
-    not a straggler of its own. The record's run-queue wait says it directly (the straggler's extra wait for a core
-    explains at least half its lag); older records fall back to CPU time (its extra CPU time explains under half its
-    lag while the host was full or busy). A rank that sleeps (I/O, a lock, a slow peer of its own) shows neither."""
+    """On a full or busy host two identical ranks finish at different times because one waited for a core: that is not a
+    straggler of its own. A lag whose lower end is within the longest wait of any rank's loop thread for a core (per
+    step) is within the scheduler's reach, whichever rank shows it; the record's run-queue wait also says it
+    directly (the straggler's extra wait for a core explains at least half its lag); older records fall back to CPU
+    time (its extra CPU time explains under half its lag while the host was full or busy). A rank that sleeps (I/O,
+    a lock, a slow peer of its own) shows neither."""
     busy = v.contention() is not None                # the ranks fill the cores themselves
     other = v.other_load()                           # or other processes took them
     if not (busy or (other is not None and other > OTHER_LOAD)):
         return False
+    reach = _core_wait_per_step(v)
+    if reach is not None and _lag_low(s) <= reach:
+        return True
     queue = _extra_per_step(v, s["rank"], "runqueue_s")
     if queue is not None:
         return queue >= SAME_CPU * s["by_s"]
@@ -681,6 +686,27 @@ def _waited_for_a_core(v: RunView, s: dict) -> bool:
         return False
     extra = _extra_per_step(v, s["rank"], "cpu_s")
     return (extra is None and not busy) or (extra is not None and extra < SAME_CPU * s["by_s"])
+
+
+def _core_wait_per_step(v: RunView) -> float | None:
+    """How long a rank's loop thread waited on a run queue for a core per step (schedstat), the most of any rank: on
+    a host the ranks fill or others share, that is how far apart identical ranks can finish through the scheduler
+    alone, whichever rank it happens to be (the counters need not show it on the late one: a rank also stops when its
+    gloo thread, or a lock that thread holds, waits for a core). None without the counters."""
+    per = [w["main_runqueue_s"] / w["steps"] for w in v.works() if w.get("main_runqueue_s") is not None
+           and w.get("steps")]
+    return max(per) if len(per) >= 2 else None
+
+
+def _lag_low(s: dict) -> float:
+    """The lower end of the straggler's lag: its work's interval against the others' (as the saving's range), else
+    the lag itself."""
+    mine = next((p for p in s.get("per_rank") or [] if p["rank"] == s["rank"]), None)
+    others = [p for p in s.get("per_rank") or [] if p["rank"] != s["rank"]]
+    ci = (mine or {}).get("ready_ci") or [None, None]
+    if ci[0] is None or not others or not all(p.get("ready_ci") and p["ready_ci"][1] is not None for p in others):
+        return s["by_s"]
+    return max(0.0, ci[0] - max(p["ready_ci"][1] for p in others))
 
 
 def _extra_per_step(v: RunView, rank: int, key: str) -> float | None:

@@ -1,0 +1,82 @@
+"""The diagnosis on the benchmark's committed records (results/diagnosis_benchmark, issue 29): the misses of its first
+measured run, each re-diagnosed from the records as they were run (python -m diagnosis.benchmark --score), so a rule
+change is checked on real runs of known cause without running them again."""
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from diagnosis import diagnose
+from diagnosis.benchmark import cases, load, main, table
+
+BENCH = Path(__file__).resolve().parent.parent / "results" / "diagnosis_benchmark"
+
+
+def record(sweep: str, job: int) -> dict:
+    return json.loads((BENCH / sweep / str(job) / "run_record.json").read_text())
+
+
+def named(d: dict) -> list[dict]:
+    return [f for f in d["findings"] if not f.get("first")]
+
+
+def rate(rec: dict) -> str:
+    return next(o.split("=", 1)[1] for o in rec["overrides"] if o.startswith("link.rate="))
+
+
+# ------------------------------------------------------------------------------------------------------- busy host
+@pytest.mark.parametrize("job", [0, 1, 2])
+def test_a_busy_host_is_not_a_straggler(job):
+    """Another process spinning on one of 2 cores made one rank finish 1-2 ms later (run 0: rank 1, 2.4 ms, with less
+    CPU time and less run-queue wait of its own than rank 0): within the 3-4 ms a rank's loop thread waited for a core
+    per step, so no rank of its own is the cause. The old rules named rank 1 the straggler first."""
+    d = diagnose(record("busy", job))
+    top = named(d)[0]
+    assert top["rule"] == "busy_host", [f["title"] for f in named(d)]
+    assert not any(f["rule"] == "straggler" for f in named(d))
+
+
+def test_a_real_straggler_on_a_busy_host_is_still_named():
+    """The same busy record with 100 ms more work on rank 1 (a sleep: no CPU time, no run-queue wait): far beyond what
+    waiting for a core explains, so rank 1 is the straggler, first."""
+    rec = copy.deepcopy(record("busy", 0))
+    s = rec["result"]["straggler"]
+    assert s["rank"] == 1
+    s["by_s"] += 0.1
+    s["share_of_step"] = None
+    mine = next(p for p in s["per_rank"] if p["rank"] == 1)
+    mine["ready_s"] += 0.1
+    mine["ready_ci"] = [x + 0.1 for x in mine["ready_ci"]]
+    tp = rec["result"]["throughput"]           # every step 100 ms longer: the others wait for it
+    slower = 1 / (1 + 0.1 * tp["steps_per_s"])
+    for k in ("steps_per_s", "ci_lo", "ci_hi", "samples_per_s", "samples_ci_lo", "samples_ci_hi"):
+        tp[k] *= slower
+    tp["wall_s"] += 0.1 * rec["result"]["steps"]
+    top = named(diagnose(rec))[0]
+    assert top["rule"] == "straggler" and "Rank 1" in top["title"], top["title"]
+
+
+# ------------------------------------------------------------------------------------------------------- --score
+def test_score_rediagnoses_the_records_without_running_them(tmp_path, capsys):
+    """--score reads a finished benchmark's records and diagnoses each again with this version of the rules; the
+    records on disk stay as they were run."""
+    for sweep in ("busy", "base"):
+        shutil.copytree(BENCH / sweep, tmp_path / sweep)
+    stale = tmp_path / "busy" / "0" / "run_record.json"
+    rec = json.loads(stale.read_text())
+    rec["result"]["diagnosis"]["findings"] = []            # a stored diagnosis that names nothing
+    stale.write_text(json.dumps(rec))
+    chosen = [c for c in cases() if c.name in ("busy_host", "healthy")]
+    stored = {r["case"]: r for r in table(tmp_path, chosen, 0.1)["rows"]}
+    assert stored["busy_host"]["tops"][0] is None
+    rescored = {r["case"]: r for r in table(tmp_path, chosen, 0.1, rescore=True)["rows"]}
+    assert rescored["busy_host"]["tops"] == ["busy_host"] * 3 and rescored["busy_host"]["false"] == 0
+    assert json.loads(stale.read_text())["result"]["diagnosis"]["findings"] == []
+    assert all(r["result"]["diagnosis"].get("version") for r in load(tmp_path, rescore=True))
+    main(["--score", str(tmp_path), "--cases", "busy_host"])
+    out = capsys.readouterr().out
+    assert "| busy_host |" in out and "Scored by diagnosis version" in out
