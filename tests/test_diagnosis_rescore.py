@@ -60,6 +60,35 @@ def test_a_real_straggler_on_a_busy_host_is_still_named():
     assert top["rule"] == "straggler" and "Rank 1" in top["title"], top["title"]
 
 
+# ------------------------------------------------------------------------------------------------------- slow links
+@pytest.mark.parametrize("job", [0, 2, 4, 3])
+def test_a_slow_link_is_named_where_the_microbenchmark_cannot_tell(job):
+    """Behind a shaped link the on-rank microbenchmark of back-to-back calls lands anywhere between the set rate and the
+    line's speed (the token bucket's burst is about one vgg11_tiny gradient): its comparison straddled 50% (20
+    Mbit/s, job 4) or ran slower than the sync itself (80 Mbit/s, job 3), and the old rules called the exposed
+    communication unexplained. The link's set rate, which the record holds, says the sync runs at or beyond it: the
+    link."""
+    rec = record("link", job)
+    d = diagnose(rec)
+    top = named(d)[0]
+    assert top["rule"] == "exposed_comm.slow_link", (rate(rec), top["title"])
+    assert not any(f["rule"] == "exposed_comm.unexplained" for f in named(d))
+    assert top["recommends"] and "diagnose.microbench" not in top["recommends"]
+
+
+def test_a_slow_sync_path_is_still_the_sync_path_behind_a_link():
+    """The link's rate is read only where the measured reference cannot tell: a microbenchmark that says the sync is
+    slow (efficiency well under 50%) still names the sync path."""
+    rec = copy.deepcopy(record("link", 4))
+    vs = rec["result"]["comm"]["vs_microbench"]
+    for k in ("efficiency", "efficiency_ci_lo", "efficiency_ci_hi"):
+        vs[k] = vs[k] / 3
+    for k in ("achievable_s", "achievable_ci_lo", "achievable_ci_hi"):
+        vs[k] = vs[k] / 3
+    top = named(diagnose(rec))[0]
+    assert top["rule"] == "exposed_comm.sync_path", top["title"]
+
+
 # ------------------------------------------------------------------------------------------------------- --score
 def test_score_rediagnoses_the_records_without_running_them(tmp_path, capsys):
     """--score reads a finished benchmark's records and diagnoses each again with this version of the rules; the
