@@ -38,3 +38,31 @@ def test_noqa_markers_say_why():
             if noqa and not rest.partition(" - ")[2].strip() and not rest.partition(" (")[2].strip():
                 bare.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert not bare, "\n".join(bare)
+
+
+def _code_lines(path: Path) -> list[tuple[int, str]]:
+    """The lines that carry logic: no blanks, comments, imports or docstring fences (those repeat by nature)."""
+    kept = []
+    for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        s = line.strip()
+        if not s or s.startswith(("#", "import ", "from ", '"""', "'''")):
+            continue
+        kept.append((n, s))
+    return kept
+
+
+def test_no_block_of_six_lines_is_repeated():
+    """Issue 21's rule: a repeated block of six or more lines of code is a helper that was not written. Checked over
+    every Python file of the tree, tests included, within a file and across files (YAML is declarative: left out)."""
+    width, seen, repeats = 6, {}, []
+    for path in sorted(ROOT.rglob("*.py")):
+        if any(p in path.parts for p in (".venv", "runs", "mutants", ".git")):
+            continue
+        lines = _code_lines(path)
+        for k in range(len(lines) - width + 1):
+            block = tuple(s for _, s in lines[k:k + width])
+            where = f"{path.relative_to(ROOT)}:{lines[k][0]}"
+            first = seen.setdefault(block, where)
+            if first != where:
+                repeats.append(f"{where} repeats {first}: {block[0]}")
+    assert not repeats, "\n".join(repeats[:20])
