@@ -1,40 +1,29 @@
 """The run record: one JSON per run, the only thing tables, plots, the report and W&B read.
 
-There is one way to make a record (the `Record` constructors below) and one way to write it (`Record.write`, atomic,
-called only from job.finalise). On disk it is a JSON object (schema_version 2):
-
-  schema_version  int; readers refuse versions they do not know
-  status          "ok" | "failed" | "interrupted"
-  error           the failure's message, naming the rank it came from (failed/interrupted only)
-  traceback       the failing rank's traceback, when there is one
-  peer_error      a first error that only said a peer rank died, replaced by the root cause (amend_failure)
-  task            "train" | "collectives" | "grad_sync" | "pair_groups"
-  command         `python train.py <overrides>`, shell-quoted (shlex.join), as typed: `${oc.env:...}` stays text
-  overrides       the command-line overrides of this job (Hydra's task overrides), as typed
-  job             {name, num, output_dir, sweep_dir, sweep_id, slurm_job_id, log}
-  config          the resolved config every rank ran with, except keys whose value came from the environment
-                  (`${oc.env:...}`), which keep the text typed (base/provenance.py)
-  env             {hostnames, cpu_count, torch, cuda, nccl, python, devices, device_count, backend, world_size,
-                   vars{NCCL_*, GLOO_*, OMP_NUM_THREADS, ...}, link{emulated, rate_bit_s, qdisc, check, ...: the network
-                   the ranks used, docs/links.md}}; {} when the ranks never got that far
-  started, finished  ISO-8601 UTC
-  result          task-specific figures (seconds and bytes unless a name says otherwise), always with `headline`;
-                  null when the run failed before producing any; see README "The run record"
-
-Version 2 (this version) differs from 1 in who writes it (the process that outlives the ranks) and in the status
-"interrupted"; the fields of version 1 keep their meaning, so version-1 records are read as well.
+There is one way to make a record (the `Record` constructors below), one way to write it (`Record.write`, atomic,
+called only from job.finalise) and one way to read it (`Record.read`). The schema is the code: `Record` here and the
+blocks and per-task results in base/record_types.py; docs/record.md is generated from them. A record read and
+written again is the same JSON (base/typed.py). Version 2 differs from 1 only in who writes it (the process that
+outlives the ranks) and in the status "interrupted"; version-1 records read as the same types, so readers need no
+fallbacks for old versions.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shlex
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Callable
+
+from base.record_types import Env, JobInfo, RecordError, TaskResult, TrainResult, result_from_dict, result_type
+from base.typed import Block
+
+__all__ = ["Record", "RecordError", "read_record", "find_records", "record_path", "now", "is_peer_failure"]
 
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -43,30 +32,33 @@ JOB_KEYS = ("name", "num", "output_dir", "sweep_dir", "sweep_id", "slurm_job_id"
 SWEEP_ID_ENV = "DDP_COMM_SWEEP_ID"   # set by the sweep table's callback before any job: the job.sweep_id of its records
 
 
-class RecordError(ValueError):
-    pass
-
-
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 @dataclass
-class Record:
-    status: str
-    task: str | None = None
-    command: str | None = None
-    overrides: list[str] = field(default_factory=list)
-    job: dict[str, Any] = field(default_factory=dict)
-    config: dict[str, Any] | None = None
-    env: dict[str, Any] = field(default_factory=dict)
-    started: str | None = None
-    finished: str | None = None
-    result: dict[str, Any] | None = None
-    error: str | None = None
-    traceback: str | None = None
-    peer_error: str | None = None
-    schema_version: int = SCHEMA_VERSION
+class Record(Block):
+    status: str = field(metadata={"doc": '"ok" | "failed" | "interrupted"'})
+    task: str | None = field(default=None, metadata={"doc": '"train" | "collectives" | "grad_sync" | "pair_groups"'})
+    command: str | None = field(default=None, metadata={
+        "doc": "`python train.py <overrides>`, shell-quoted, as typed: `${oc.env:...}` stays text"})
+    overrides: list[str] = field(default_factory=list, metadata={"doc": "this job's command-line overrides, as typed"})
+    job: JobInfo = field(default_factory=JobInfo)
+    config: dict[str, Any] | None = field(default=None, metadata={
+        "doc": "the resolved config every rank ran with; keys whose value came from the environment keep the text "
+               "typed (base/provenance.py)"})
+    env: Env = field(default_factory=Env)
+    started: str | None = field(default=None, metadata={"doc": "ISO-8601 UTC"})
+    finished: str | None = field(default=None, metadata={"doc": "ISO-8601 UTC"})
+    # Typed by task (base.record_types.RESULT_TYPES); annotated Any so the generic reader leaves it to from_dict below.
+    result: Any = field(default=None, metadata={
+        "doc": "the task's result (TaskResult: one of the sections below); null when the run failed before "
+               "producing any; a failed run keeps what was measured"})
+    error: str | None = field(default=None, metadata={"doc": "the failure's message, naming the rank it came from"})
+    traceback: str | None = field(default=None, metadata={"doc": "the failing rank's traceback, when there is one"})
+    peer_error: str | None = field(default=None, metadata={
+        "doc": "a first error that only said a peer rank died, replaced by the root cause (amend_failure)"})
+    schema_version: int = field(default=SCHEMA_VERSION, metadata={"doc": "readers refuse versions they do not know"})
 
     # ------------------------------------------------------------------------------------ constructors
 
@@ -75,23 +67,30 @@ class Record:
         config = dict(config or {})
         config.pop("hydra", None)
         overrides = list(job.get("overrides") or [])
-        return cls(status=status, task=config.get("task"),
+        task = config.get("task")
+        env, result = fields.pop("env", None), fields.pop("result", None)
+        return cls(status=status, task=task,
                    command=job.get("command") or shlex.join(["python", "train.py", *overrides]),
-                   overrides=overrides, job={k: job.get(k) for k in JOB_KEYS}, config=config,
-                   finished=now(), **fields)
+                   overrides=overrides, job=typed_block(JobInfo, {k: job.get(k) for k in JOB_KEYS}, "job"),
+                   config=config, env=typed_block(Env, env, "env") or Env.from_dict({}),
+                   result=typed_block(result_type(task), result, "result"), finished=now(), **fields)
 
     @classmethod
-    def ok(cls, config: dict, job: dict, *, env: dict, started: str, result: dict) -> "Record":
+    def ok(cls, config: dict, job: dict, *, env: dict | Env, started: str, result: dict | TaskResult) -> "Record":
         return cls._base("ok", config, job, env=env, started=started, result=result)
 
     @classmethod
     def failed(cls, config: dict | None, job: dict, error: str, *, traceback: str | None = None,
-               env: dict | None = None, started: str | None = None, result: dict | None = None,
+               env: dict | Env | None = None, started: str | None = None, result: dict | TaskResult | None = None,
                status: str = "failed") -> "Record":
         """A run that ended without a full result. `result` keeps what was measured (e.g. a failed correctness
         check's figures, or the steps measured before an interrupt)."""
-        return cls._base(status, config, job, env=env or {}, started=started, result=result, error=error,
+        return cls._base(status, config, job, env=env, started=started, result=result, error=error,
                          traceback=traceback)
+
+    def setting(self, dotted: str, default: Any = None) -> Any:
+        """A value of this run's resolved config by dotted path (see `setting`)."""
+        return setting(self.config, dotted, default)
 
     def amend_failure(self, error: str, log: str | None = None) -> bool:
         """Replace an error that only says a peer died with the failing rank's own (the root cause found later,
@@ -100,19 +99,46 @@ class Record:
             return False
         self.peer_error, self.error = self.error, error
         if log:
-            self.job["log"] = log
+            self.job.log = log
         return True
 
     # ------------------------------------------------------------------------------------ I/O
 
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        return {"schema_version": d.pop("schema_version"), **d}
+        """The JSON object; schema_version first for a record built here, and always there."""
+        d = super().to_dict()
+        if self._keys is not None and "schema_version" in d:
+            return d
+        d.pop("schema_version", None)
+        return {"schema_version": self.schema_version, **d}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Record":
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+    def from_dict(cls, d: Any, where: str | None = None) -> "Record":
+        """The typed record of a JSON object; RecordError (one line naming the field) for a wrong type."""
+        record = super().from_dict(d, where or "record")
+        record.result = result_from_dict(record.task, record.result)
+        return record
+
+    @classmethod
+    def read(cls, path: str | Path) -> "Record":
+        """The record at path (a file or a run directory); RecordError naming file and field if unreadable."""
+        path = record_path(path)
+        try:
+            with open(path) as f:
+                d = json.load(f)
+        except json.JSONDecodeError as e:
+            raise RecordError(f"{path}: not a run record ({e})") from None
+        version = d.get("schema_version") if isinstance(d, dict) else None
+        if version not in READABLE_VERSIONS:
+            raise RecordError(
+                f"{path}: run record schema_version {version!r}, this tool reads "
+                f"{', '.join(map(str, READABLE_VERSIONS))}. "
+                "Re-run the job with this version of the tool, or read it with the version that wrote it."
+            )
+        try:
+            return cls.from_dict(d)
+        except RecordError as e:
+            raise RecordError(f"{path}: {e}") from None
 
     def write(self, directory: str | Path) -> Path:
         """Atomic: a temp file beside the target, fsync, rename; readable by the group like any file the user
@@ -137,31 +163,58 @@ class Record:
 
 
 def _get(d: Any, *path: str) -> Any:
+    """A nested field of a JSON dict (or of a block): for the readers still on dicts (diagnosis/, whatif/)."""
     for key in path:
-        if not isinstance(d, dict):
+        if isinstance(d, Block):
+            d = getattr(d, key, None) if d.has(key) else None
+        elif isinstance(d, dict):
+            d = d.get(key)
+        else:
             return None
-        d = d.get(key)
     return d
+
+
+def setting(config: dict | None, dotted: str, default: Any = None) -> Any:
+    """A value of a config by dotted path ("model.name"): a record's resolved config (a dict) or a live DictConfig;
+    `default` where any level is missing or null. The config stays what Hydra resolved; this is its one reader."""
+    node: Any = config
+    for key in dotted.split("."):
+        if not isinstance(node, Mapping) or node.get(key) is None:
+            return default
+        node = node[key]
+    return node
 
 
 def _scaled(value: Any, factor: float) -> float | None:
     return None if value is None else value * factor
 
 
+def _sub(block: Any, *path: str) -> Any:
+    for key in path:
+        if block is None:
+            return None
+        block = getattr(block, key)
+    return block
+
+
 # task=train's headline: the sweep table's columns, in the order the DDP-knobs issue lists them, each read from the
-# structured field it falls back to when result["headline"] lacks the label. The training task builds its headline
+# structured field it falls back to when result.headline lacks the label. The training task builds its headline
 # with train_headline(), so both always agree.
-TRAIN_COLUMNS: list[tuple[str, Callable[[dict], Any]]] = [
-    ("steps/s", lambda r: _get(r, "throughput", "steps_per_s")),
-    ("samples/s", lambda r: _get(r, "throughput", "samples_per_s")),
+TRAIN_COLUMNS: list[tuple[str, Callable[[TrainResult], Any]]] = [
+    ("steps/s", lambda r: _sub(r.throughput, "steps_per_s")),
+    ("samples/s", lambda r: _sub(r.throughput, "samples_per_s")),
     ("speed-up", lambda r: None),  # filled against the baseline row
-    ("step median ms", lambda r: _scaled(_get(r, "step_time_s", "median"), 1e3)),
-    ("exposed comm ms", lambda r: _scaled(_get(r, "comm", "exposed_s"), 1e3)),
-    ("MB/step", lambda r: _scaled(_get(r, "comm", "bytes_per_step"), 1e-6)),
-    ("grad rel err", lambda r: _get(r, "accuracy", "grad_rel_error")),
+    ("step median ms", lambda r: _scaled(_sub(r.step_time_s, "median"), 1e3)),
+    ("exposed comm ms", lambda r: _scaled(_sub(r.comm, "exposed_s"), 1e3)),
+    ("MB/step", lambda r: _scaled(_sub(r.comm, "bytes_per_step"), 1e-6)),
+    ("grad rel err", lambda r: _sub(r.accuracy, "grad_rel_error")),
 ]
-def train_headline(result: dict) -> dict[str, Any]:
+
+
+def train_headline(result: TrainResult | dict) -> dict[str, Any]:
     """The headline of a task=train result, from its structured fields (the labels the sweep table uses)."""
+    if isinstance(result, dict):
+        result = typed_block(TrainResult, result, "result")
     return {label: get(result) for label, get in TRAIN_COLUMNS if label != "speed-up"}
 
 
@@ -180,17 +233,8 @@ def record_path(path: str | Path) -> Path:
 
 
 def read_record(path: str | Path) -> dict[str, Any]:
-    """The record at path (a file or a run directory) as the JSON dict it is on disk."""
-    path = record_path(path)
-    with open(path) as f:
-        record = json.load(f)
-    version = record.get("schema_version")
-    if version not in READABLE_VERSIONS:
-        raise RecordError(
-            f"{path}: run record schema_version {version!r}, this tool reads {', '.join(map(str, READABLE_VERSIONS))}. "
-            "Re-run the job with this version of the tool, or read it with the version that wrote it."
-        )
-    return record
+    """The record at path as the JSON dict it is on disk, checked against the types (for readers not yet on Record)."""
+    return Record.read(path).to_dict()
 
 
 def find_records(*roots: str | Path) -> list[Path]:
@@ -210,6 +254,20 @@ def find_records(*roots: str | Path) -> list[Path]:
     return sorted(set(found), key=job_key)
 
 
+def typed_block(cls: type[Block], value: Any, where: str) -> Any:
+    """A block of a record from the dict a writer made (a task's result, the diagnosis): JSON-normalised (numpy
+    scalars become numbers) and checked against cls. A writer's slip is warned about and the block kept as written
+    (every key in .extra), never lost; tests keep the writers matching their types. None and blocks pass through."""
+    if value is None or isinstance(value, Block):
+        return value
+    value = json.loads(json.dumps(value, default=_jsonable))
+    try:
+        return cls.from_dict(value, where)
+    except RecordError as e:
+        warnings.warn(f"run record: {e}; kept as written", stacklevel=2)
+        return cls.unchecked(value)
+
+
 def _jsonable(obj: Any):
     if hasattr(obj, "item"):
         return obj.item()
@@ -218,3 +276,31 @@ def _jsonable(obj: Any):
     if isinstance(obj, (set, tuple)):
         return list(obj)
     return str(obj)
+
+
+SCHEMA_BEGIN = ("<!-- schema: generated from base/record.py and base/record_types.py by `python -m base.record "
+                "--write docs/record.md`; do not edit by hand -->")
+SCHEMA_END = "<!-- end of the generated schema -->"
+
+
+def schema_doc() -> str:
+    """The record's schema as Markdown (docs/record.md holds it between SCHEMA_BEGIN and SCHEMA_END)."""
+    from base.record_types import schema_markdown
+
+    return f"{SCHEMA_BEGIN}\n\n{schema_markdown(Record)}\n{SCHEMA_END}"
+
+
+def _write_schema(path: Path) -> None:
+    text = path.read_text()
+    head, _, rest = text.partition(SCHEMA_BEGIN)
+    _, _, tail = rest.partition(SCHEMA_END)
+    path.write_text(head + schema_doc() + tail)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:2] == ["--write"] and len(sys.argv) == 3:
+        _write_schema(Path(sys.argv[2]))
+    else:
+        print(schema_doc())

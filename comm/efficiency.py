@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from base.record_types import CommStats, Comparison, Link
 from comm import bandwidth
 
 
@@ -59,40 +60,43 @@ def versus_sync(reference: str, calls: list[dict], sync_time_s: float | None, sy
     }
 
 
-def versus_link(link: dict | None, comm: dict | None, world_size: int) -> dict | None:
+def versus_link(link: Link | dict | None, comm: CommStats | dict | None, world_size: int) -> dict | None:
     """The sync against the emulated link it ran on (record env.link, launchers/link.py), when the record has no
     measured reference: a bandwidth-optimal all-reduce puts 2(N-1)/N of each bucket's bytes through every node's NIC
     (N nodes), which moves at most the link's TCP payload rate. So achievable_s is the least time the link allows for
     the sync's bytes, and the efficiency says whether the link (near 100%) or the host (far below) is the limit."""
-    if not link or not link.get("emulated") or not link.get("payload_rate_bit_s") or not comm:
+    link = Link.from_dict(link, "env.link") if isinstance(link, dict) else link
+    comm = CommStats.from_dict(comm, "result.comm") if isinstance(comm, dict) else comm
+    if link is None or not link.emulated or not link.payload_rate_bit_s or comm is None or not comm.to_dict():
         return None
-    nodes = int(link.get("nodes") or world_size)
-    sizes = (comm.get("buckets") or {}).get("sizes_bytes") or ([comm["bytes_per_step"]] if comm.get("bytes_per_step")
-                                                                else [])
+    nodes = int(link.nodes or world_size)
+    sizes = (comm.buckets.sizes_bytes if comm.buckets is not None else None) \
+        or ([comm.bytes_per_step] if comm.bytes_per_step else [])
     if nodes < 2 or not sizes:
         return None
-    wire = bandwidth.bus_factor("all_reduce", nodes) * 8 / link["payload_rate_bit_s"]
+    wire = bandwidth.bus_factor("all_reduce", nodes) * 8 / link.payload_rate_bit_s
     calls = [{"bytes": b, "calls": n, "time_s": b * wire} for b, n in call_sizes(sizes)]
-    vs = versus_sync("emulated link", calls, comm.get("time_s"), comm.get("bytes_per_step"), world_size,
-                     comm.get("method", ""), comm.get("overlap_s"))
+    vs = versus_sync("emulated link", calls, comm.time_s, comm.bytes_per_step, world_size,
+                     comm.method if comm.has("method") else "", comm.overlap_s)
     if vs is not None:
         vs["method"] = (f"efficiency = the least time the emulated link allows the same bytes (2(N-1)/N of them "
-                        f"through each of N={nodes} nodes' NICs at {link['payload_rate_bit_s'] / 1e9:.4g} Gbit/s, the "
+                        f"through each of N={nodes} nodes' NICs at {link.payload_rate_bit_s / 1e9:.4g} Gbit/s, the "
                         "TCP payload rate of its shaped rate) / the sync's time; no interval: the rate is a setting")
         vs["source"] = "result.env.link"
     return vs
 
 
-def not_measurable(vs: dict | None) -> str | None:
+def not_measurable(vs: Comparison | dict | None) -> str | None:
     """Why an efficiency cannot be read as one (None: it can). Above 100% the sync took less time than the same calls
     alone: with an interval that reaches 100% or below (e.g. 161% [68, 333]) the two timings are inside each other's
     noise; with one wholly above, the microbenchmark's own per-call cost (the barrier before each call, its start)
     exceeds the sync's. Either way there is no efficiency to report."""
-    if not vs or vs.get("efficiency") is None or vs["efficiency"] <= 1:
+    vs = Comparison.from_dict(vs, "comparison") if isinstance(vs, dict) else vs
+    if vs is None or vs.efficiency is None or vs.efficiency <= 1:
         return None
-    lo, hi = vs.get("efficiency_ci_lo"), vs.get("efficiency_ci_hi")
+    lo, hi = vs.efficiency_ci_lo, vs.efficiency_ci_hi
     interval = f" [{100 * lo:.0f}, {100 * hi:.0f}]" if lo is not None and hi is not None else " (no interval)"
-    shown = f"{100 * vs['efficiency']:.0f}%{interval}"
+    shown = f"{100 * vs.efficiency:.0f}%{interval}"
     if lo is not None and lo > 1:
         return (f"not measurable: {shown}, the sync took less time than the same calls alone; the microbenchmark's own "
                 "per-call cost (a barrier before each call) is larger than the sync's")

@@ -2,6 +2,7 @@
 transports NCCL reports with NCCL_DEBUG=INFO (P2P, SHM, NET/IB, ...) read back from its log files."""
 from __future__ import annotations
 
+from base.record import setting
 import glob
 import os
 import re
@@ -17,7 +18,7 @@ def apply(cfg, output_dir: Path) -> dict[str, str]:
     in the job directory so it can be parsed into the record."""
     set_now: dict[str, str] = {}
     for section, prefix in (("nccl", "NCCL_"), ("gloo", "GLOO_")):
-        for key, value in (cfg.get(section) or {}).items():
+        for key, value in setting(cfg, section, {}).items():
             if value is not None:
                 set_now[prefix + key] = str(value)
     if set_now.get("NCCL_DEBUG") and "NCCL_DEBUG_FILE" not in os.environ:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 import re
 
+from base.record_types import Link
+
 ETHERNET_HEADER = 14               # bytes tc counts per frame besides the IP packet
 TCP_IP_OVERHEAD = 20 + 20 + 12     # IPv4, TCP, TCP timestamps (Linux default): per segment, inside the MTU
 DEFAULT_MTU = 1500
@@ -87,68 +89,78 @@ def htb_quantum(bit_s: float, mtu: int = DEFAULT_MTU) -> int:
     return int(min(200_000, max(mtu + ETHERNET_HEADER, bit_s / 8 / 1000)))
 
 
-def is_emulated(link: dict | None) -> bool:
-    return bool(link) and bool(link.get("emulated"))
+def as_link(link: Link | dict | None) -> Link | None:
+    """The record's env.link as its type (a reader still on dicts may pass the JSON object)."""
+    return Link.from_dict(link, "env.link") if isinstance(link, dict) else link
 
 
-def short_label(link: dict | None) -> str | None:
+def is_emulated(link: Link | dict | None) -> bool:
+    link = as_link(link)
+    return link is not None and bool(link.emulated)
+
+
+def short_label(link: Link | dict | None) -> str | None:
     """'emulated link 1 Gbit/s' for a run behind an emulated link, else None: the label tables and W&B use."""
+    link = as_link(link)
     if not is_emulated(link):
         return None
-    return f"emulated link {human(link.get('rate_bit_s'))}"
+    return f"emulated link {human(link.rate_bit_s)}"
 
 
-def describe(link: dict | None) -> str | None:
+def describe(link: Link | dict | None) -> str | None:
     """One line about the link a run used, for the summary and the sweep table; None when the record has no link
     (older records, runs that failed before their ranks started)."""
-    if not link:
+    link = as_link(link)
+    if link is None or not link.to_dict():
         return None
-    if not link.get("emulated"):
-        if link.get("source") == "loopback":
+    if not link.emulated:
+        if link.source == "loopback":
             return "link: none emulated (ranks on one host talk over loopback)"
-        where = f" on {link['interface']}" if link.get("interface") else ""
-        speed = f", interface speed {human(link['speed_bit_s'])}" if link.get("speed_bit_s") else ""
-        return f"link: none emulated{where}{speed}" + (f" ({link['note']})" if link.get("note") else "")
-    parts = [f"link: EMULATED {human(link.get('rate_bit_s'))} ({link.get('qdisc')}"
-             + (f", burst {link['burst_bytes']} B" if link.get("burst_bytes") else "") + ")"]
-    if link.get("source") == "link=":
-        parts.append(f"{link.get('nodes')} node(s) x {link.get('ranks_per_node')} rank(s), each node's NIC and its "
+        where = f" on {link.interface}" if link.interface else ""
+        speed = f", interface speed {human(link.speed_bit_s)}" if link.speed_bit_s else ""
+        return f"link: none emulated{where}{speed}" + (f" ({link.note})" if link.note else "")
+    parts = [f"link: EMULATED {human(link.rate_bit_s)} ({link.qdisc}"
+             + (f", burst {link.burst_bytes} B" if link.burst_bytes else "") + ")"]
+    if link.source == "link=":
+        parts.append(f"{link.nodes} node(s) x {link.ranks_per_node} rank(s), each node's NIC and its "
                      "switch port shaped")
     else:
-        parts.append(f"shaped outside this run on {link.get('interface')}")
-    if link.get("latency_us") is not None:
-        parts.append(f"added latency {link['latency_us']:g} us one way")
+        parts.append(f"shaped outside this run on {link.interface}")
+    if link.latency_us is not None:
+        parts.append(f"added latency {link.latency_us:g} us one way")
     else:
         parts.append("rate only, no added latency")
-    check = link.get("check") or {}
-    if check.get("rate_bit_s"):
-        of = check.get("of_payload_rate")
-        parts.append(f"check transfer {human(check['rate_bit_s'])}"
-                     + (f" ({of:.0%} of the {human(link.get('payload_rate_bit_s'))} TCP payload rate)" if of else ""))
-    if check.get("rtt_us"):
-        parts.append(f"RTT {check['rtt_us']:.0f} us")
+    check = link.check
+    if check is not None and check.rate_bit_s:
+        of = check.of_payload_rate
+        parts.append(f"check transfer {human(check.rate_bit_s)}"
+                     + (f" ({of:.0%} of the {human(link.payload_rate_bit_s)} TCP payload rate)" if of else ""))
+    if check is not None and check.rtt_us:
+        parts.append(f"RTT {check.rtt_us:.0f} us")
     line = "; ".join(parts)
-    return line + (f". WARNING: {link['warning']}" if link.get("warning") else "")
+    return line + (f". WARNING: {link.warning}" if link.warning else "")
 
 
-def tags(link: dict | None) -> list[str]:
+def tags(link: Link | dict | None) -> list[str]:
     """W&B tags of a run behind an emulated link: 'emulated-link' and 'link:1 Gbit/s'."""
-    return ["emulated-link", f"link:{human(link.get('rate_bit_s'))}"] if is_emulated(link) else []
+    link = as_link(link)
+    return ["emulated-link", f"link:{human(link.rate_bit_s)}"] if is_emulated(link) else []
 
 
-def table_note(links: list[dict | None]) -> str | None:
+def table_note(links: list[Link | dict | None]) -> str | None:
     """The sweep table's line about the network its rows ran on, when any ran behind an emulated link."""
+    links = [as_link(link) for link in links]
     emulated = [link for link in links if is_emulated(link)]
     if not emulated:
         return None
     kinds: dict[str, list[float]] = {}
     for link in emulated:
-        kind = f"{human(link.get('rate_bit_s'))} ({link.get('qdisc')})"
-        check = (link.get("check") or {}).get("rate_bit_s")
+        kind = f"{human(link.rate_bit_s)} ({link.qdisc})"
+        check = link.check.rate_bit_s if link.check is not None else None
         kinds.setdefault(kind, []).extend([check] if check else [])
     parts = [kind + (f", check transfers {human(min(c))}..{human(max(c))}" if c else "") for kind, c in kinds.items()]
     rest = len(links) - len(emulated)
     return ("EMULATED LINK: rows ran behind " + "; ".join(parts) + " (rate only"
-            + ("" if any(link.get("latency_us") is not None for link in emulated) else ", no added latency")
+            + ("" if any(link.latency_us is not None for link in emulated) else ", no added latency")
             + "; the compute is this machine's CPU; see each record's env.link)"
             + (f"; {rest} run(s) without one (loopback)" if rest else "") + ".")

@@ -12,6 +12,8 @@ bus_bw). Times are microseconds; GB = 1e9 bytes, as in nccl-tests' doc/PERFORMAN
 """
 from __future__ import annotations
 
+from base.record import Record
+from base.record_types import CommStats, TrainResult, result_from_dict
 import json
 import math
 import re
@@ -164,36 +166,41 @@ def time_at(parsed: dict, nbytes: int, world_size: int) -> float:
     raise AssertionError("unreachable")
 
 
-def sync_calls(result: dict) -> tuple[list[tuple[int, int]], str]:
+def sync_calls(result: TrainResult | dict) -> tuple[list[tuple[int, int]], str]:
     """The calls one synchronisation makes, from the record: the microbenchmark's sizes when it ran, else DDP's
-    buckets (scaled to the bytes really sent, for compression hooks), flat's one call, or per_param's average call."""
-    micro = (result.get("microbench") or {}).get("sizes")
+    buckets (scaled to the bytes really sent, for compression hooks), flat's one call, or per_param's average call.
+    (A reader still on dicts may pass the result's JSON.)"""
+    r = TrainResult.from_dict(result, "result") if isinstance(result, dict) else result
+    micro = r.microbench.sizes if r.microbench is not None else None
     if micro:
-        return [(r["bytes"], r["calls"]) for r in micro], "the sizes the on-rank microbenchmark timed"
-    comm = result.get("comm") or {}
-    sent = comm.get("bytes_per_step")
-    buckets = ((result.get("ddp") or {}).get("buckets") or {}).get("sizes_bytes")
-    if result.get("sync") == "ddp" and buckets:
+        return [(m.bytes, m.calls) for m in micro], "the sizes the on-rank microbenchmark timed"
+    comm = r.comm if r.comm is not None else CommStats()
+    sent = comm.bytes_per_step
+    buckets = r.ddp.buckets.sizes_bytes if r.ddp is not None and r.ddp.buckets is not None else None
+    if r.sync == "ddp" and buckets:
         scale = sent / sum(buckets) if sent else 1.0
         return call_sizes([int(b * scale) for b in buckets]), "DDP's buckets (scaled to the bytes sent)"
-    n = int(comm.get("collectives_per_step") or 0)
+    n = int(comm.collectives_per_step or 0)
     if sent and n:
         return [(int(sent // n), n)], ("one call of the whole gradient" if n == 1 else
                                        f"{n} calls of the average size (the record does not list each call's size)")
     return [], "no communication in the record"
 
 
-def versus(record: dict, parsed: dict) -> dict | None:
-    result = record.get("result") or {}
-    comm = result.get("comm") or {}
-    world = int(result.get("world_size") or 1)
+def versus(record: Record | dict, parsed: dict) -> dict | None:
+    """The record's sync against a parsed nccl-tests file (a reader still on dicts may pass the record's JSON)."""
+    result = record.result if isinstance(record, Record) else result_from_dict("train", record.get("result"))
+    if not isinstance(result, TrainResult) or result.comm is None:
+        return None
+    comm = result.comm
+    world = int(result.world_size or 1)
     calls, how = sync_calls(result)
-    if not calls or not comm.get("time_s") or world < 2:
+    if not calls or not comm.time_s or world < 2:
         return None
     rows = [{"bytes": b, "calls": n, "time_s": time_at(parsed, b, world), "ci_lo": None, "ci_hi": None}
             for b, n in calls]
-    vs = versus_sync("nccl-tests file", rows, comm["time_s"], comm.get("bytes_per_step"), world, comm.get("method", ""),
-                     comm.get("overlap_s"))
+    vs = versus_sync("nccl-tests file", rows, comm.time_s, comm.bytes_per_step, world,
+                     comm.method if comm.has("method") else "", comm.overlap_s)
     if vs is not None:
         vs.update(file=parsed.get("file"), file_ranks=parsed.get("ranks"), sizes_from=how,
                   per_size=[{"bytes": r["bytes"], "calls": r["calls"], "time_s": r["time_s"]} for r in rows])

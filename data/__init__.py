@@ -1,6 +1,7 @@
 """Datasets and per-rank loaders. `build_loader` returns a DataLoader over a DistributedSampler shard."""
 from __future__ import annotations
 
+from base.record import setting
 import functools
 import os
 from pathlib import Path
@@ -38,7 +39,7 @@ def build_dataset(data_cfg, rank: int, world_size: int, samples_needed: int, sha
 
 def sample_shape(cfg) -> tuple[int, ...] | None:
     """model.input_shape, for a model that says its own (model=custom); None: an image of data.image_size."""
-    shape = (cfg.get("model") or {}).get("input_shape")
+    shape = setting(cfg, "model.input_shape")
     return tuple(int(n) for n in shape) if shape else None
 
 

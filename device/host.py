@@ -4,6 +4,7 @@ memory, buffers on a device that is not there). `Host` holds the facts so tests 
 probes it once (job/config.py) and hands it to every check."""
 from __future__ import annotations
 
+from base.record import setting
 import os
 import re
 import warnings
@@ -171,9 +172,8 @@ class Host:
 
 def ranks_per_node(cfg) -> int:
     """Ranks that share one machine: a Slurm node's tasks, else all of them (the local launcher)."""
-    launcher = cfg.get("launcher") or {}
-    if launcher.get("name") == "slurm":
-        return int(launcher.get("tasks_per_node") or 1)
+    if setting(cfg, "launcher.name") == "slurm":
+        return int(setting(cfg, "launcher.tasks_per_node", 1))
     return int(cfg.world_size)
 
 
@@ -189,7 +189,7 @@ def check_fits(cfg, host: Host, *, ranks: int, per_rank_bytes: int, what: str, f
     decide mid-run. Submitting: the node's memory is what the job asks for (launcher.mem_gb), if it says."""
     gib = 2 ** 30
     if submitting:
-        mem_gb = (cfg.get("launcher") or {}).get("mem_gb")
+        mem_gb = setting(cfg, "launcher.mem_gb")
         if mem_gb and ranks * per_rank_bytes > mem_gb * gib:
             raise ConfigError(f"{what}: {ranks} ranks per node need about {ranks * per_rank_bytes / gib:.1f} GiB and "
                               f"the job asks for launcher.mem_gb={mem_gb}. {fix}, or a larger launcher.mem_gb.")

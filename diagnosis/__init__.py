@@ -80,10 +80,14 @@ def attach(record) -> None:
     A diagnosis never costs a record: any failure is kept as {"error": ...}."""
     if record.status != "ok" or not record.result:
         return
+    from base.record import typed_block
+    from base.record_types import DiagnosisBlock
+
     try:
-        record.result["diagnosis"] = diagnose(record.to_dict())
+        diag = diagnose(record.to_dict())
     except Exception as e:  # noqa: BLE001 - a diagnosis never costs the record
-        record.result["diagnosis"] = {"version": VERSION, "error": f"{type(e).__name__}: {e}"}
+        diag = {"version": VERSION, "error": f"{type(e).__name__}: {e}"}
+    record.result.diagnosis = typed_block(DiagnosisBlock, diag, "result.diagnosis")
 
 
 def wandb_summary(diag: dict | None) -> dict:

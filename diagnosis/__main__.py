@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if len(entries) == 1 and entries[0].record:
         e = entries[0]
-        d = diagnose(e.record, nccl_tests=parsed) if e.ok else None
+        d = diagnose(e.record.to_dict(), nccl_tests=parsed) if e.ok else None
         print(json.dumps(d, indent=2, default=str) if args.json else
               f"{e.output_dir}\n" + (format_text(d) if d else f"run {e.status}: {e.error}"))
         return 0

@@ -17,6 +17,19 @@ from stats import fmt_ci, fmt_ratio, ratio_ci, verdict
 IGNORED = ("hydra", "logger", "tags", "diagnose", "launcher", "scale.name")
 
 
+class _JsonEntry:
+    """An Entry whose record and result read as the record's JSON: the diagnosis reads dicts until it is converted to
+    the typed Record (base.record_types); everything else is the Entry's."""
+
+    def __init__(self, entry):
+        self.entry = entry
+        self.record = entry.record.to_dict() if entry.record is not None else None
+        self.result = self.record["result"] if self.record is not None and self.record["result"] else {}
+
+    def __getattr__(self, name):
+        return getattr(self.entry, name)
+
+
 def _diagnosis(entry, nccl_tests: dict | None) -> dict | None:
     """The run's diagnosis: the stored one when it is of this version, else computed again."""
     stored = entry.result.get("diagnosis")
@@ -38,7 +51,7 @@ def diagnose_sweep(entries: list, nccl_tests: dict | None = None, diagnoses: dic
 
     labels = config_labels(entries) if entries else []
     runs = []
-    for e, label in zip(entries, labels):
+    for e, label in zip(map(_JsonEntry, entries), labels):
         if not e.ok or not e.record:
             continue
         stored = e.result.get("diagnosis") or {}

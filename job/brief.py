@@ -4,6 +4,7 @@ everything; verbose=true prints the full text on the console too."""
 from __future__ import annotations
 
 import diagnosis
+from base.record_types import DiagnosisBlock
 from diagnosis.finding import finding_from_dict
 
 MAX_LINES = 25      # on the console, besides the progress bar (the record path included)
@@ -29,24 +30,24 @@ def _finding(f, number: int) -> list[str]:
     return lines
 
 
-def diagnosis_lines(diag: dict | None, budget: int, where: str = "<run dir>") -> list[str]:
+def diagnosis_lines(diag: DiagnosisBlock | None, budget: int, where: str = "<run dir>") -> list[str]:
     """The diagnosis in at most `budget` lines: one header with the noise floor, then the top findings that fit
     (at most MAX_FINDINGS), each as a why, <= MAX_EVIDENCE evidence lines, the saving and the next command."""
-    if not diag or diag.get("error"):
-        return [diagnosis.format_text(diag)]
-    findings = [finding_from_dict(f) for f in diag.get("findings") or []]
+    if diag is None or not diag.to_dict() or diag.error:
+        return [diagnosis.format_text(diag.to_dict() if diag is not None else None)]
+    findings = [finding_from_dict(f) for f in diag.findings or []]
     noise_findings = [f for f in findings if f.first]
     real = [f for f in findings if not f.first]
-    noise = diag.get("noise") or {}
-    floor = noise.get("floor")
+    noise = diag.noise
+    floor = noise.floor if noise is not None else None
     head = (f"diagnosis: {len(real)} finding(s)" if real else "diagnosis: no findings") + (
         f" above the noise floor of {floor:.1%} of the step" if floor else "")
-    hidden = len(diag.get("inside_noise") or [])
+    hidden = len(diag.inside_noise or [])
     if hidden:
         head += f" ({hidden} more too small to name)"
     lines = [head]
-    if noise.get("noisy") and noise_findings:
-        reasons = "; ".join(noise.get("reasons") or []) or noise_findings[0].title
+    if noise is not None and noise.noisy and noise_findings:
+        reasons = "; ".join(noise.reasons or []) or noise_findings[0].title
         lines.append(f"   noisy: {reasons}; to narrow it: {noise_findings[0].command}")
     shown = 0
     for i, f in enumerate(real[:MAX_FINDINGS], start=1):

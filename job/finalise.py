@@ -29,7 +29,7 @@ from comm.link import describe as describe_link, is_emulated
 from base.build import build
 from base.interrupt import Interrupted
 from base.log import CONSOLE_ONLY, FILE_ONLY, get
-from base.record import Record
+from base.record import Record, setting
 
 log = get(__name__)
 
@@ -107,43 +107,45 @@ def _write_elsewhere(record: Record, out_dir: str | Path, problem: OSError) -> P
 def _print_summary(record: Record, out_dir: str | Path) -> None:
     """verbose=true: the task's full summary and the whole diagnosis on the console. By default the console gets
     the brief form (job/brief.py: at most MAX_LINES with the record path) and the job log the full text."""
-    result = record.result or {}
-    if result.get("headline") is not None and record.task:
+    result = record.result
+    warnings = (result.warnings if result is not None else None) or []
+    diag = result.diagnosis.to_dict() if result is not None and result.diagnosis is not None else None
+    if result is not None and result.headline is not None and record.task:
         import tasks
 
         task = tasks.get(record.task)
         try:
-            full = [task.summarize(record.to_dict())]
+            full = [task.summarize(record)]
             short = getattr(task, "brief", None)
-            short = short(record.to_dict()) if short is not None else None
+            short = short(record) if short is not None else None
         except Exception as e:  # noqa: BLE001 - a summary never costs the record
             full, short = [f"(summary unavailable: {type(e).__name__}: {e})"], None
-        link = (record.env or {}).get("link")
+        link = record.env.link
         if is_emulated(link):
             full.append(describe_link(link))
             short = None if short is None else [*short, describe_link(link)]
-        if result.get("diagnosis"):
-            full.append("\n" + diagnosis.format_text(result["diagnosis"]))
+        if diag:
+            full.append("\n" + diagnosis.format_text(diag))
         if _verbose(record) or (short is None and not _in_sweep(record)):
             log.info("\n".join(full))
         elif _in_sweep(record):   # the sweep prints one line per job (results/callbacks.py); the log has it all
             log.info("\n".join(full), extra=FILE_ONLY)
         else:
             log.info("\n".join(full), extra=FILE_ONLY)
-            if result.get("diagnosis"):
-                budget = brief.MAX_LINES - len(short) - 2 - len(result.get("warnings") or [])  # blank + record path
-                short = [*short, "", *brief.diagnosis_lines(result["diagnosis"], budget, str(out_dir))]
+            if diag:
+                budget = brief.MAX_LINES - len(short) - 2 - len(warnings)  # blank + record path
+                short = [*short, "", *brief.diagnosis_lines(result.diagnosis, budget, str(out_dir))]
             log.info("\n".join(short), extra=CONSOLE_ONLY)
-    for warning in result.get("warnings") or []:
+    for warning in warnings:
         log.warning(f"warning: {warning}")
 
 
 def _verbose(record: Record) -> bool:
-    return bool((record.config or {}).get("verbose"))
+    return bool(record.setting("verbose"))
 
 
 def _in_sweep(record: Record) -> bool:
-    return bool((record.job or {}).get("sweep_dir"))
+    return bool(record.job.sweep_dir)
 
 
 def _print_end(record: Record, path: Path | None) -> None:
@@ -166,7 +168,7 @@ def _log_wandb(record: Record) -> None:
     """W&B never decides the fate of a run: any failure here is reported and ignored; the record is already on disk.
     The logger settings are the run's own (its config's `logger`), resolved: the record keeps keys that came from
     the environment as typed (base/provenance.py), and W&B decides what of them it may see (results/wandb_log.py)."""
-    logger_cfg = dict(_resolved(record.config).get("logger") or {})
+    logger_cfg = dict(setting(_resolved(record.config), "logger", {}))
     if logger_cfg.get("name") == "wandb" and not logger_cfg.get("_target_"):   # a node from before _target_ existed
         logger_cfg["_target_"] = WANDB_LOGGER
     if not logger_cfg.get("_target_") or logger_cfg.get("mode") == "disabled":

@@ -28,7 +28,7 @@ from base.log import get
 from base.provenance import as_typed, as_typed_vars, command, from_environment, typed_overrides
 from launchers import already_a_rank, become_rank
 from base.context import JOB_START_ENV
-from base.record import SWEEP_ID_ENV, Record
+from base.record import SWEEP_ID_ENV, Record, setting
 
 log = get(__name__)
 
@@ -182,7 +182,7 @@ def record_of(config: dict | None, job: dict, outcome=None, *, error: str | None
     the ranks got that far; `error` the first line when something else ended the run; `signal` the name of the
     signal that interrupted it (status "interrupted", result.signal and result.progress: how far rank 0 got)."""
     o = outcome
-    started, env = (o.started, o.env) if o is not None else (None, env or {})
+    started, env = (o.started, o.env) if o is not None else (None, env)
     if signal is not None:
         progress = dict(o.progress) if o is not None else {}
         return Record.failed(config, job, f"interrupted by {signal}{_where(progress, config)}", env=env,
@@ -202,7 +202,7 @@ def interrupted_record(config: dict, job: dict, signal_name: str, outcome=None) 
 def _where(progress: dict, config: dict) -> str:
     measured, warmup = progress.get("measured_steps_done"), progress.get("warmup_steps_done")
     if measured is not None:
-        if (config.get("measure") or {}).get("policy") == "adaptive":   # `steps` is the minimum there, not the plan
+        if setting(config, "measure.policy") == "adaptive":   # `steps` is the minimum there, not the plan
             return f" after {measured} measured steps (min {config.get('steps')})"
         return f" after {measured} of {config.get('steps')} measured steps"
     if warmup is not None:
@@ -238,11 +238,12 @@ def _typed(cfg: DictConfig) -> dict[str, str]:
 def _end(record: Record, job: dict, exit_code: int = 0, wandb: bool = True) -> JobResult:
     typed = job.get("typed") or {}
     record.config = as_typed(record.config, typed)
-    if record.env.get("vars"):
-        record.env["vars"] = as_typed_vars(record.env["vars"], typed)
+    if record.env.vars:
+        record.env.vars = as_typed_vars(record.env.vars, typed)
     path = finalise(record, job["output_dir"], wandb=wandb)
     if record.status == "ok":
-        samples_per_s = ((record.result or {}).get("throughput") or {}).get("samples_per_s")
+        throughput = getattr(record.result, "throughput", None)
+        samples_per_s = throughput.samples_per_s if throughput is not None else None
         return JobResult(math.nan if samples_per_s is None else samples_per_s, record=str(path))
     if job.get("multirun") and (record.status != "interrupted" or job.get("sweep_table")):
         # the sweep goes on past a failed job; an interrupted one returns so that the table callback

@@ -33,6 +33,7 @@ the record says so, and the path's own round-trip time is measured and recorded 
 details and what a link does not emulate."""
 from __future__ import annotations
 
+from base.record import setting
 import ctypes
 import math
 import os
@@ -164,13 +165,12 @@ class Spec:
 
 
 def wanted(cfg) -> bool:
-    node = cfg.get("link") or {}
-    return node.get("rate") is not None or node.get("latency_us") is not None
+    return setting(cfg, "link.rate") is not None or setting(cfg, "link.latency_us") is not None
 
 
 def spec_of(cfg) -> Spec | None:
     """cfg.link as a Spec, or None for link=none. Raises LinkError for values no link can have."""
-    node = cfg.get("link") or {}
+    node = setting(cfg, "link", {})
     if not wanted(cfg):
         return None
     name = str(node.get("name") or "none")
@@ -260,7 +260,7 @@ def check(cfg, *, submitting: bool = False, host=None, support: Support | None =
     if spec is None:
         return
     what = spec.label
-    launcher = (cfg.get("launcher") or {}).get("name", "local")
+    launcher = setting(cfg, "launcher.name", "local")
     if launcher != "local" or submitting:
         raise LinkError(f"{what} builds its network on this machine, which a Slurm job's nodes cannot join: on Slurm "
                         "the ranks use the cluster's own network (the test cluster's veths are shaped by "
@@ -271,7 +271,7 @@ def check(cfg, *, submitting: bool = False, host=None, support: Support | None =
     gpus = host.gpus if host is not None else None
     _check_cpu_only(cfg, what, gpus)
     for key in ("gloo", "nccl"):
-        if (cfg.get(key) or {}).get("SOCKET_IFNAME"):
+        if setting(cfg, f"{key}.SOCKET_IFNAME"):
             raise LinkError(f"{what} points gloo at the emulated NIC ({NIC}) itself; drop {key}.SOCKET_IFNAME.")
     world = int(cfg.world_size)
     if spec.ranks_per_node > world:

@@ -2,6 +2,7 @@
 file; model=custom is the user's own nn.Module). No weights are downloaded."""
 from __future__ import annotations
 
+from base.record import setting
 from functools import lru_cache
 
 import torch.nn as nn
@@ -118,7 +119,7 @@ def _gradient_bytes(model_yaml: str, image_size: int) -> int:
 def input_shape(cfg) -> tuple[int, ...]:
     """One sample's shape as the model takes it: model.input_shape when the model says (model=custom), else an image
     of data.image_size (3 x image_size x image_size)."""
-    shape = (cfg.get("model") or {}).get("input_shape")
+    shape = setting(cfg, "model.input_shape")
     if shape:
         return tuple(int(n) for n in shape)
     size = int(cfg.data.image_size)

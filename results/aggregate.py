@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from results.entries import (EXPOSED, _finite, _get, _is_noise, _scaled, config_labels, exposed_samples,
+from results.entries import (EXPOSED, _finite, _is_noise, _scaled, config_labels, exposed_samples, setting,
                              override_items, varying_keys)
 from stats import (NO_VERDICT, batch_median, batch_rate, plan_repeats, run_level, sentinel as random_effects,
                    steady_state, unsteady_runs)
@@ -90,23 +90,48 @@ def group_repeats(entries: list) -> list[tuple[str, list]]:
 # ------------------------------------------------------------------------------------------- run samples
 
 
+def _step_median(e) -> float | None:
+    r = e.train
+    return r.step_time_s.median if r is not None and r.step_time_s is not None else None
+
+
+def _step_series(e) -> list[float] | None:
+    r = e.train
+    return r.series.step_time_s if r is not None and r.series is not None else None
+
+
+def phase_median(e, phase: str) -> float | None:
+    """The median of one step phase of a train run (None when the run has no such phase)."""
+    r = e.train
+    summary = getattr(r.phases, phase, None) if r is not None and r.phases is not None else None
+    return summary.median if summary is not None else None
+
+
+def exposed_s(e) -> float | None:
+    """A train run's exposed communication per step (None without one)."""
+    r = e.train
+    return r.comm.exposed_s if r is not None and r.comm is not None else None
+
+
 def samples_per_step(e) -> float | None:
-    tp = e.result.get("throughput") or {}
-    if _finite(tp.get("samples_per_s")) and _finite(tp.get("steps_per_s")) and tp["steps_per_s"] > 0:
-        return tp["samples_per_s"] / tp["steps_per_s"]
+    tp = e.train.throughput if e.train is not None else None
+    if tp is not None and _finite(tp.samples_per_s) and _finite(tp.steps_per_s) and tp.steps_per_s > 0:
+        return tp.samples_per_s / tp.steps_per_s
     return None
 
 
 def run_blocks(e, per_sample: bool) -> tuple[list[float], list[float]] | None:
     """(block walls, work per block) of one run: its timed blocks, or the whole window as one block (older records).
     Work is steps, or samples when per_sample."""
-    tp = e.result.get("throughput") or {}
-    blocks = tp.get("blocks") or {}
-    walls, steps = blocks.get("walls_s"), blocks.get("steps")
+    r = e.train
+    tp = r.throughput if r is not None else None
+    if tp is None:
+        return None
+    walls, steps = (tp.blocks.walls_s, tp.blocks.steps) if tp.blocks is not None else (None, None)
     if not walls:
-        if not (_finite(tp.get("wall_s")) and _finite(e.result.get("steps"))):
+        if not (_finite(tp.wall_s) and _finite(r.steps)):
             return None
-        walls, steps = [tp["wall_s"]], [e.result["steps"]]
+        walls, steps = [tp.wall_s], [r.steps]
     k = samples_per_step(e) if per_sample else 1.0
     if k is None:
         return None
@@ -114,8 +139,10 @@ def run_blocks(e, per_sample: bool) -> tuple[list[float], list[float]] | None:
 
 
 def _rate(e, per_sample: bool) -> float | None:
-    tp = e.result.get("throughput") or {}
-    return tp.get("samples_per_s" if per_sample else "steps_per_s")
+    tp = e.train.throughput if e.train is not None else None
+    if tp is None:
+        return None
+    return tp.samples_per_s if per_sample else tp.steps_per_s
 
 
 def run_round(e) -> tuple | None:
@@ -126,8 +153,8 @@ def run_round(e) -> tuple | None:
         repeat = int(value)
     except (TypeError, ValueError):
         return None
-    job = (e.record or {}).get("job") or {}
-    sweep = job.get("sweep_dir") or (str(Path(e.output_dir).parent) if e.output_dir else None)
+    sweep = (e.record.job.sweep_dir if e.record is not None else None) \
+        or (str(Path(e.output_dir).parent) if e.output_dir else None)
     return (str(sweep), repeat)
 
 
@@ -143,7 +170,7 @@ def run_log(e, per_sample: bool) -> float | None:
 def run_drift(e) -> dict | None:
     """The drift test (stats.steady_state) on a run's step series, or its blocks' time per step, recomputed by this
     version whatever the record holds."""
-    series = _get(e.result, "series", "step_time_s")
+    series = _step_series(e)
     if not series:
         blocks = run_blocks(e, False)
         series = [w / n for w, n in zip(*blocks)] if blocks else None
@@ -189,26 +216,26 @@ def _throughput(c: Config) -> dict | None:
 
 
 def _rel_ci(runs: list) -> float:
-    found = [_get(e.config, "measure", "rel_ci") for e in runs]
+    found = [setting(e.config, "measure.rel_ci") for e in runs]
     return next((float(v) for v in found if _finite(v) and v > 0), REL_CI)
 
 
 def _step(c: Config) -> dict | None:
     """The row's median step time: R >= 2 runs: the geometric mean of the runs' medians with a t(R-1) interval; one
     run: batch medians of its step series (recomputed; an older record's order-statistic interval is not reused)."""
-    runs = [e for e in c.ok if _finite(_get(e.result, "step_time_s", "median"))]
+    runs = [e for e in c.ok if _finite(_step_median(e))]
     if not runs:
         return None
-    medians = [_get(e.result, "step_time_s", "median") for e in runs]
+    medians = [_step_median(e) for e in runs]
     if len(runs) > 1 and all(m > 0 for m in medians):
         r = run_level([math.log(m) for m in medians])
         return {"median": r["value"], "ci_lo": r["ci_lo"], "ci_hi": r["ci_hi"], "n_runs": len(runs),
                 "method": r["method"]}
-    series = _get(runs[0].result, "series", "step_time_s")
+    series = _step_series(runs[0])
     if len(runs) == 1 and series:
         b = batch_median(series)
         return {"median": medians[0], "ci_lo": b["ci_lo"], "ci_hi": b["ci_hi"], "n_runs": 1, "method": b["method"]}
-    return {"median": c.median(lambda e: _get(e.result, "step_time_s", "median")), "ci_lo": None, "ci_hi": None,
+    return {"median": c.median(_step_median), "ci_lo": None, "ci_hi": None,
             "n_runs": len(runs)}
 
 
@@ -288,8 +315,9 @@ def compared_keys(configs: list[Config]) -> list[str]:
 
 
 def _phase_log_median(e, phase: str) -> float | None:
-    values = _get(e.result, "series", "phases", phase)
-    med = float(np.median(values)) if values else _get(e.result, "phases", phase, "median")
+    r = e.train
+    values = getattr(r.series.phases, phase, None) if r is not None and r.series and r.series.phases else None
+    med = float(np.median(values)) if values else phase_median(e, phase)
     return math.log(med) if _finite(med) and med > 0 else None
 
 
@@ -366,7 +394,7 @@ def compare(entries: list, noise: float | None = None) -> Comparison:
             c.step = _step(c)
     base, why = choose_baseline(configs)
     if noise is None:
-        found = [_get(e.config, "compare", "noise") for c in configs for e in c.ok]
+        found = [setting(e.config, "compare.noise") for c in configs for e in c.ok]
         noise = next((n for n in found if _finite(n)), NOISE)
     unsteady, flagged = _unsteady(configs)
     s, note = sentinel(configs)
@@ -431,11 +459,12 @@ def scaling_lines(configs: list[Config]) -> list[tuple[str, list[tuple[float, Co
 
 def _exposed_fields(c: Config) -> dict:
     """The exposed-comm cell's companions: how many samples the least-sampled run had, and one run's interval."""
-    runs = [e for e in c.ok if e.result.get("comm")]
-    ns = [n for e in runs if (n := exposed_samples(e.result, e.config)) is not None]
-    comm = runs[0].result["comm"] if len(runs) == 1 else {}
-    return {f"{EXPOSED} n": min(ns) if ns else None, f"{EXPOSED} lo": _scaled(comm.get("exposed_ci_lo"), 1e3),
-            f"{EXPOSED} hi": _scaled(comm.get("exposed_ci_hi"), 1e3)}
+    runs = [e for e in c.ok if e.train is not None and e.train.comm is not None]
+    ns = [n for e in runs if (n := exposed_samples(e.train, e.config)) is not None]
+    comm = runs[0].train.comm if len(runs) == 1 else None
+    return {f"{EXPOSED} n": min(ns) if ns else None,
+            f"{EXPOSED} lo": _scaled(comm.exposed_ci_lo, 1e3) if comm else None,
+            f"{EXPOSED} hi": _scaled(comm.exposed_ci_hi, 1e3) if comm else None}
 
 
 def scaling_rows(entries: list, noise: float | None = None) -> list[dict]:
@@ -458,9 +487,9 @@ def scaling_rows(entries: list, noise: float | None = None) -> list[dict]:
         tp = c.throughput
         per = "samples_per_s" if _finite(tp.get("samples_per_s")) else "steps_per_s"
         row = {"configuration": own, "line": label,
-               "world size": int(n), "sync": c.first.result.get("sync"), "runs": len(c.ok),
+               "world size": int(n), "sync": getattr(c.first.result, "sync", None), "runs": len(c.ok),
                "samples/s": tp.get(per), "samples/s lo": tp.get(per + "_lo"), "samples/s hi": tp.get(per + "_hi"),
-               "exposed comm ms": _scaled(c.median(lambda e: (e.result.get("comm") or {}).get("exposed_s")), 1e3),
+               "exposed comm ms": _scaled(c.median(exposed_s), 1e3),
                **_exposed_fields(c),
                "baseline": c is base}
         if c is base:

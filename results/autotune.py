@@ -229,13 +229,14 @@ class Pruner:
         self.kept: list[dict[str, Any]] = []       # the trials that ran, with the model's prediction where it made one
         self.measured = 0
         self.profile, self.why = None, None
-        if entry is None or not entry.ok or not entry.record:
+        if entry is None or not entry.ok or entry.record is None:
             self.why = "the default config's model run did not finish"
             return
         from diagnosis.run import model_profile   # the diagnosis's rule for when the model can price a change
 
-        self.profile, self.why = model_profile(entry.record)
-        self.samples_per_s = (entry.result.get("throughput") or {}).get("samples_per_s")
+        self.profile, self.why = model_profile(entry.record.to_dict())   # the diagnosis reads the record's JSON
+        throughput = entry.train.throughput if entry.train is not None else None
+        self.samples_per_s = throughput.samples_per_s if throughput is not None else None
 
     def change(self, overrides: list[str]) -> dict[str, Any]:
         """The searched keys a trial sets away from the default, as the model's knobs."""

@@ -12,7 +12,6 @@ show of the overrides is what the user typed (`${oc.env:...}` stays text: base/p
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -28,7 +27,8 @@ from base.provenance import as_typed, from_environment, typed_overrides
 from results.sweep import (TABLE_CSV, TABLE_MD, expected_jobs, product_of, sweep_command,  # noqa: F401 - and the
                            sweep_entries, write_sweep_table)                          # callers' names
 from results.sweep_order import position, run_order
-from base.record import SWEEP_ID_ENV
+from base.record import SWEEP_ID_ENV, Record
+from base.record_types import TaskResult
 from results.table import Entry, build_table, fmt
 from stats.fmt import fmt_ci
 
@@ -194,21 +194,24 @@ def _job_line(value: Any, error: str | None) -> str:
     if error:
         return f"FAILED: {error}"[:200]
     try:
-        record = json.loads(Path(value.record).read_text())
-        result = record.get("result") or {}
-    except (AttributeError, TypeError, OSError, ValueError):
+        result = Record.read(value.record).result
+    except (AttributeError, TypeError, OSError, ValueError):     # RecordError is a ValueError
         return "done (no record to read)"
-    tp = result.get("throughput") or {}
-    if tp.get("samples_per_s") is not None:
-        text = fmt_ci(tp["samples_per_s"], tp.get("samples_ci_lo"), tp.get("samples_ci_hi"), "samples/s")
+    if result is None:
+        return "done (no result in the record)"
+    tp = getattr(result, "throughput", None)
+    if tp is not None and tp.samples_per_s is not None:
+        text = fmt_ci(tp.samples_per_s, tp.samples_ci_lo, tp.samples_ci_hi, "samples/s")
     else:
-        text = ", ".join(f"{k} {fmt(v, k)}" for k, v in list((result.get("headline") or {}).items())[:2]) or "done"
+        headline = result.headline if result.headline is not None else {}
+        text = ", ".join(f"{k} {fmt(v, k)}" for k, v in list(headline.items())[:2]) or "done"
     top = _top_finding(result)
     return text + (f"; top finding: {top if len(top) <= 80 else top[:79] + '~'}" if top else "")
 
 
-def _top_finding(result: dict) -> str | None:
-    findings = [f for f in ((result.get("diagnosis") or {}).get("findings") or []) if not f.get("first")]
+def _top_finding(result: TaskResult) -> str | None:
+    found = result.diagnosis.findings if result.diagnosis is not None else None
+    findings = [f for f in found or [] if not f.get("first")]      # diagnosis.finding.Finding as JSON
     return findings[0]["title"] if findings else None
 
 

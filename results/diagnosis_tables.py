@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+from base.record_types import DiagnosisBlock
 from comm.efficiency import not_measurable
+from diagnosis.finding import finding_from_dict
 from results.table import Table, config_labels
 
 
@@ -19,14 +21,15 @@ def findings_table(entries: list, diagnoses: dict[int, dict]) -> Table:
     """Every named finding of every run, ranked within the run (noise first)."""
     rows = []
     for e, label in _labelled(entries, None):
-        d = diagnoses.get(id(e)) or {}
-        for i, f in enumerate(d.get("findings") or []):
-            s = f.get("saving") or {}
-            rows.append({"configuration": label, "#": 0 if f.get("first") else i + (0 if d["findings"][0].get("first")
-                                                                                    else 1),
-                         "finding": f["title"], "estimated saving": s.get("fraction"),
-                         "saving of": s.get("of") if s.get("fraction") is not None else None,
-                         "seed": f["seed"].split(":")[0], "next command": f["command"], "rule": f["rule"]})
+        found = diagnoses.get(id(e))
+        findings = [finding_from_dict(f) for f in (DiagnosisBlock.from_dict(found).findings or [])] if found else []
+        for i, f in enumerate(findings):
+            s = f.saving
+            fraction = s.fraction if s is not None else None
+            rows.append({"configuration": label, "#": 0 if f.first else i + (0 if findings[0].first else 1),
+                         "finding": f.title, "estimated saving": fraction,
+                         "saving of": s.of if fraction is not None else None,
+                         "seed": f.seed.split(":")[0], "next command": f.command, "rule": f.rule})
     return Table(["configuration", "#", "finding", "estimated saving", "seed", "next command", "rule"], rows,
                  title="Diagnosis: findings per run (ranked; 0 = the noise floor, said first)",
                  notes=["Each finding's evidence (numbers with their intervals) is in the run's record "
@@ -76,21 +79,22 @@ def _summary(checked: list[dict]) -> list[str]:
 def efficiency_table(entries: list) -> Table:
     rows = []
     for e, label in _labelled(entries):
-        vs = (e.result.get("comm") or {}).get("vs_microbench")
-        micro = e.result.get("microbench") or {}
-        if not vs and not micro.get("skipped"):
+        r = e.train
+        vs = r.comm.vs_microbench if r is not None and r.comm is not None else None
+        skipped = r.microbench.skipped if r is not None and r.microbench is not None else None
+        if vs is None and not skipped:
             continue
         unread = not_measurable(vs)
         rows.append({"configuration": label,
-                     "sync ms": 1e3 * vs["sync_s"] if vs else None,
-                     "at microbench speed ms": 1e3 * vs["achievable_s"] if vs else None,
-                     "comm efficiency": vs["efficiency"] if vs and not unread else None,
-                     "eff. lo": vs.get("efficiency_ci_lo") if vs and not unread else None,
-                     "eff. hi": vs.get("efficiency_ci_hi") if vs and not unread else None,
-                     "sync busbw GB/s": vs["sync_busbw_GBps"] if vs else None,
-                     "microbench busbw GB/s": vs["reference_busbw_GBps"] if vs else None,
-                     "calls": vs["calls"] if vs else None,
-                     "note": unread or micro.get("skipped") or ""})
+                     "sync ms": 1e3 * vs.sync_s if vs else None,
+                     "at microbench speed ms": 1e3 * vs.achievable_s if vs else None,
+                     "comm efficiency": vs.efficiency if vs and not unread else None,
+                     "eff. lo": vs.efficiency_ci_lo if vs and not unread else None,
+                     "eff. hi": vs.efficiency_ci_hi if vs and not unread else None,
+                     "sync busbw GB/s": vs.sync_busbw_GBps if vs else None,
+                     "microbench busbw GB/s": vs.reference_busbw_GBps if vs else None,
+                     "calls": vs.calls if vs else None,
+                     "note": unread or skipped or ""})
     return Table(["configuration", "sync ms", "at microbench speed ms", "comm efficiency", "eff. lo", "eff. hi",
                   "sync busbw GB/s", "microbench busbw GB/s", "calls", "note"], rows,
                  title="Gradient sync against the on-rank microbenchmark of the same calls",
@@ -102,12 +106,12 @@ def efficiency_table(entries: list) -> Table:
 def straggler_table(entries: list) -> Table:
     rows = []
     for e, label in _labelled(entries):
-        s = e.result.get("straggler")
-        if not s:
+        s = e.train.straggler if e.train is not None else None
+        if s is None or not s.to_dict():
             continue
-        rows.append({"configuration": label, "straggler rank": s["rank"], "host": s.get("host"),
-                     "extra work ms": 1e3 * s["by_s"], "share of step": s.get("share_of_step"),
-                     "mostly": s.get("mostly"), "significant": s.get("significant")})
+        rows.append({"configuration": label, "straggler rank": s.rank, "host": s.host,
+                     "extra work ms": 1e3 * s.by_s, "share of step": s.share_of_step,
+                     "mostly": s.mostly, "significant": s.significant})
     return Table(["configuration", "straggler rank", "host", "extra work ms", "share of step", "mostly", "significant"],
                  rows, title="Stragglers: the rank the others wait for",
                  notes=["work before the collective = data wait + H2D + forward + backward compute, per rank; extra = "

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from stats.fmt import rounded
-from base.record import TRAIN_COLUMNS, _get, _scaled, train_headline  # noqa: F401 - the readers' names for them
+from base.record import TRAIN_COLUMNS, Record, _get, _scaled, setting, train_headline  # noqa: F401 - the readers' names
+from base.record_types import TaskResult, TrainResult
 
 MISSING = "–"
 
@@ -26,18 +27,15 @@ EXPOSED = "exposed comm ms"
 EXPOSED_MIN_N = 6   # the fewest samples whose median has a 95% interval (stats.median_ci): fewer, and a table marks it
 
 
-def exposed_samples(result: dict, config: dict | None = None) -> int | None:
-    """How many samples the exposed communication time rests on: DDP's is the median of probe_steps untimed steps
-    (one by default), the explicit strategies' of every measured step's sync phase. Records made before the record
-    said so (comm.exposed_n) are read by the same rule."""
-    comm = result.get("comm") or {}
-    if comm.get("exposed_s") is None:
-        return None
-    if comm.get("exposed_n") is not None:
-        return int(comm["exposed_n"])
-    if str(comm.get("method") or "").startswith("median sync phase"):
-        return result.get("steps")
-    return int((config or {}).get("probe_steps") or 1)
+def exposed_samples(result: TrainResult | dict | None, config: dict | None = None) -> int | None:
+    """How many samples the exposed communication time rests on (comm.exposed_n): DDP's is the median of
+    probe_steps untimed steps, the explicit strategies' of every measured step's sync phase. A dict is read as a
+    TrainResult (the diagnosis passes one); `config` is not needed since every record says (the committed records
+    made before were migrated once)."""
+    if isinstance(result, dict):
+        result = TrainResult.from_dict(result, "result")
+    comm = result.comm if isinstance(result, TrainResult) else None
+    return comm.exposed_n if comm is not None and comm.exposed_s is not None else None
 
 
 def exposed_mark(value_ms: float | None, n: int | None) -> str | None:
@@ -82,7 +80,7 @@ class Entry:
     overrides: list[str]
     status: str  # "ok" | "failed" | "interrupted"
     error: str | None = None
-    record: dict | None = None
+    record: Record | None = None
     output_dir: str | None = None
     slurm_job_id: str | None = None
     log: str | None = None
@@ -90,20 +88,21 @@ class Entry:
                                                              # taken from the other jobs of its sweep
 
     @classmethod
-    def from_record(cls, record: dict, path: str | Path | None = None) -> "Entry":
-        """path: where the record was read from (runs get copied, e.g. committed under results/runs/); without it,
-        where it was written."""
-        job = record.get("job") or {}
-        output_dir = str(Path(path).parent) if path else job.get("output_dir")
+    def from_record(cls, record: Record | dict, path: str | Path | None = None) -> "Entry":
+        """record: a Record or its JSON (read as a Record); path: where the record was read from (runs get copied,
+        e.g. committed under results/runs/); without it, where it was written."""
+        record = Record.from_dict(record) if isinstance(record, dict) else record
+        job = record.job
+        output_dir = str(Path(path).parent) if path else job.output_dir
         return cls(
-            num=job.get("num"),
-            overrides=list(record.get("overrides") or []),
-            status=record.get("status") or "failed",
-            error=record.get("error"),
+            num=job.num,
+            overrides=list(record.overrides),
+            status=record.status or "failed",
+            error=record.error,
             record=record,
             output_dir=output_dir,
-            slurm_job_id=job.get("slurm_job_id"),
-            log=job.get("log"),
+            slurm_job_id=job.slurm_job_id,
+            log=job.log,
         )
 
     @property
@@ -111,44 +110,52 @@ class Entry:
         return self.status == "ok"
 
     @property
-    def result(self) -> dict:
-        return (self.record or {}).get("result") or {}
+    def result(self) -> TaskResult | None:
+        """The task's typed result (base.record_types); None for a job that left no record or failed before one."""
+        return self.record.result if self.record is not None else None
+
+    @property
+    def train(self) -> TrainResult | None:
+        """The result when it is a task=train one, else None: what most table columns read."""
+        return self.result if isinstance(self.result, TrainResult) else None
 
     @property
     def config(self) -> dict:
-        return (self.record or {}).get("config") or {}
+        return self.record.config if self.record is not None and self.record.config is not None else {}
 
     @property
     def task(self) -> str | None:
         if self.record is not None:
-            return self.record.get("task") or self.config.get("task")
+            return self.record.task or self.config.get("task")
         return override_items(self.overrides).get("task") or self.inferred.get("task")
 
     def value(self, label: str) -> Any:
         """A table figure. The train columns come from the structured fields when the record has them (full
-        precision: a headline may be rounded for printing), else from result["headline"], like every other column."""
-        headline = self.result.get("headline") or {}
-        if self.task == "train":
+        precision: a headline may be rounded for printing), else from result.headline, like every other column."""
+        headline = (self.result.headline if self.result is not None else None) or {}
+        if self.train is not None:
             for train_label, get in TRAIN_COLUMNS:
                 if train_label == label:
-                    value = get(self.result)
+                    value = get(self.train)
                     return value if value is not None else headline.get(label)
         return headline.get(label)
 
     def knob(self, name: str) -> Any:
         """optim / bucket / world_size of this run: as measured (result), else as configured, else as typed."""
         result, config = self.result, self.config
+        measured = getattr(result, {"bucket": "bucket_mb"}.get(name, name), None)
         if name == "optim":
-            value = result.get("optim")
+            value = measured
             if value is None:
                 value = config.get("optim")
                 value = value.get("name") if isinstance(value, dict) else value
         elif name == "bucket":
-            value = result.get("bucket_mb", config.get("bucket"))
+            value = measured if result is not None and result.has("bucket_mb") else config.get("bucket")
         elif name == "world_size":
-            value = result.get("world_size") or _get(self.record, "env", "world_size") or config.get("world_size")
+            value = measured or (self.record.env.world_size if self.record is not None else None) \
+                or config.get("world_size")
         else:
-            value = result.get(name, config.get(name))
+            value = measured if result is not None and result.has(name) else config.get(name)
         if value is None:
             value = override_items(self.overrides).get(name)
         if value is None:

@@ -14,8 +14,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from results.aggregate import NO_INTERVAL, Config, compare
-from results.entries import PHASES, Entry, _finite, _get, config_labels, override_items, varying_keys
+from results.aggregate import NO_INTERVAL, Config, compare, exposed_s, phase_median
+from base.record import setting
+from base.record_types import CollectiveRow, CollectivesResult, PairGroupsResult
+from results.entries import PHASES, Entry, _finite, config_labels, override_items, varying_keys
 from stats import fmt_ratio
 
 _PHASE_COLORS = {"data": "#8c8c8c", "h2d": "#d62728", "forward": "#2ca02c", "backward": "#9467bd",
@@ -52,9 +54,9 @@ def _save(fig, path: Path) -> Path:
 def _subject(configs: list[Config]) -> str:
     """What ran, for a title: the model and the ranks, e.g. "vgg11, 2 gloo ranks"."""
     first = configs[0].first
-    model = ((first.config or {}).get("model") or {}).get("name")
-    sizes = sorted({c.first.result.get("world_size") for c in configs} - {None})
-    backend = first.result.get("backend") or ""
+    model = setting(first.config, "model.name")
+    sizes = sorted({getattr(c.first.result, "world_size", None) for c in configs} - {None})
+    backend = getattr(first.result, "backend", None) or ""
     ranks = (f"{sizes[0]} {backend} rank{'s' if sizes[0] != 1 else ''}" if len(sizes) == 1
              else f"{'-'.join(map(str, sizes))} {backend} ranks") if sizes else ""
     return ", ".join(x for x in (model, ranks) if x)
@@ -103,21 +105,20 @@ def throughput(entries: list[Entry], path: Path, title: str = "", context: str =
 def _phase_ms(c: Config, phase: str) -> float:
     """Median over runs of a phase's median (ms); DDP's exposed communication is its own segment, taken out of
     backward (where the window measured it: backward waits for the all-reduces it did not hide)."""
-    exposed = c.median(lambda e: _get(e.result, "comm", "exposed_s")) if c.first.result.get("sync") == "ddp" else None
-    backward = c.median(lambda e: _get(e.result, "phases", "backward", "median")) or 0.0
+    exposed = c.median(exposed_s) if c.first.train.sync == "ddp" else None
+    backward = c.median(lambda e: phase_median(e, "backward")) or 0.0
     shown = min(exposed or 0.0, backward)
     if phase == "exposed comm":
         return shown * 1e3
-    value = c.median(lambda e: _get(e.result, "phases", phase, "median")) or 0.0
+    value = c.median(lambda e: phase_median(e, phase)) or 0.0
     return (value - shown if phase == "backward" else value) * 1e3
 
 
 def phase_breakdown(entries: list[Entry], path: Path, title: str = "", context: str = "") -> Path | None:
     """Stacked per-phase medians per configuration (ms), exposed communication as its own segment, with the
     measured step median as a marker."""
-    configs = [c for c in _train(entries) if any(e.result.get("phases") for e in c.ok)]
-    phases = [p for p in PHASES
-              if any(_get(e.result, "phases", p, "median") is not None for c in configs for e in c.ok)]
+    configs = [c for c in _train(entries) if any(e.train is not None and e.train.phases is not None for e in c.ok)]
+    phases = [p for p in PHASES if any(phase_median(e, p) is not None for c in configs for e in c.ok)]
     if not configs or not phases:
         return None
     if "backward" in phases and any(_phase_ms(c, "exposed comm") > 0 for c in configs):
@@ -227,7 +228,7 @@ def scaling(entries: list[Entry], path: Path, title: str = "", context: str = ""
         if not common or i == 0:
             ax.plot(sizes, [v0 * n / n0 for n in sizes], linestyle="--", color="grey" if common else color, alpha=0.6,
                     label="ideal (linear from the smallest size)" if common or len(lines) == 1 else f"ideal ({name})")
-        comm = [(n, (c.median(lambda e: (e.result.get("comm") or {}).get("exposed_s")) or 0.0) * 1e3)
+        comm = [(n, (c.median(exposed_s) or 0.0) * 1e3)
                 for n, c, _ in line]
         ax_comm.plot([p[0] for p in comm], [p[1] for p in comm], marker="s", color=color, label=name)
     for a in (ax, ax_comm):
@@ -246,23 +247,22 @@ def scaling(entries: list[Entry], path: Path, title: str = "", context: str = ""
 def pair_groups(entries: list[Entry], path: Path, title: str = "", context: str = "") -> Path | None:
     """task=pair_groups across pairs: one curve of the time per all_reduce (rank 0 and the slowest rank), and the
     CPU's busy share on a second axis, so the growth and the contention read together."""
-    runs = sorted((e for e in entries if e.ok and e.task == "pair_groups" and _finite(e.result.get("per_op_us_rank0"))),
-                  key=lambda e: e.result["pairs"])
-    if len({e.result["pairs"] for e in runs}) < 2:
+    runs = sorted((e.result for e in entries if e.ok and isinstance(e.result, PairGroupsResult)
+                   and _finite(e.result.per_op_us_rank0)), key=lambda r: r.pairs)
+    if len({r.pairs for r in runs}) < 2:
         return None
-    pairs = [e.result["pairs"] for e in runs]
+    pairs = [r.pairs for r in runs]
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    meds = [(e.result.get("per_op_us") or {}) for e in runs]
-    if all(m.get("ci_lo") is not None for m in meds):   # median of rank 0's timed blocks, 95% CI bars
-        ax.errorbar(pairs, [m["median"] for m in meds], yerr=[[m["median"] - m["ci_lo"] for m in meds],
-                                                               [m["ci_hi"] - m["median"] for m in meds]],
+    meds = [r.per_op_us for r in runs]
+    if all(m is not None and m.ci_lo is not None for m in meds):   # median of rank 0's timed blocks, 95% CI bars
+        ax.errorbar(pairs, [m.median for m in meds], yerr=[[m.median - m.ci_lo for m in meds],
+                                                           [m.ci_hi - m.median for m in meds]],
                     marker="o", capsize=3, label="rank 0 (median of 8 timed blocks, 95% CI)")
     else:
-        ax.plot(pairs, [e.result["per_op_us_rank0"] for e in runs], marker="o", label="rank 0")
-    ax.plot(pairs, [e.result["slowest_s"] / e.result["iters"] * 1e6 for e in runs], marker="o", linestyle=":",
+        ax.plot(pairs, [r.per_op_us_rank0 for r in runs], marker="o", label="rank 0")
+    ax.plot(pairs, [r.slowest_s / r.iters * 1e6 for r in runs], marker="o", linestyle=":",
             label="slowest rank")
-    busy = [(p, e.result.get("cpu_busy_fraction")) for p, e in zip(pairs, runs)
-            if _finite(e.result.get("cpu_busy_fraction"))]
+    busy = [(p, r.cpu_busy_fraction) for p, r in zip(pairs, runs) if _finite(r.cpu_busy_fraction)]
     if len(busy) > 1:
         ax2 = ax.twinx()
         ax2.plot([b[0] for b in busy], [100 * b[1] for b in busy], marker="^", color="#7f7f7f", alpha=0.7,
@@ -281,8 +281,8 @@ def busbw(entries: list[Entry], path: Path, title: str = "", context: str = "") 
     """busbw against message size for task=collectives rows, one line per op (and run). The points are the busbw of
     the median timed block, with error bars from that median's distribution-free interval (rows that have one);
     busbw falls as time grows, so the interval's slow end is the bar's low end."""
-    runs = [e for e in entries if e.ok and isinstance(e.result.get("rows"), list)
-            and any(_finite(r.get("busbw_GBps")) and _finite(r.get("bytes")) for r in e.result["rows"])]
+    runs = [e for e in entries if e.ok and isinstance(e.result, CollectivesResult) and e.result.rows
+            and any(_finite(r.busbw_GBps) and _finite(r.bytes) for r in e.result.rows)]
     if not runs:
         return None
     by_id = {id(e): label for e, label in zip(entries, config_labels(entries))}
@@ -290,13 +290,13 @@ def busbw(entries: list[Entry], path: Path, title: str = "", context: str = "") 
     levels, bare = set(), 0
     for e, label in ((e, by_id[id(e)]) for e in runs):
         by_op: dict[str, list] = defaultdict(list)
-        modes = {r.get("mode") for r in e.result["rows"]}  # e.g. in-place / out-of-place, as nccl-tests reports both
-        for r in e.result["rows"]:
-            if _finite(r.get("busbw_GBps")) and _finite(r.get("bytes")) and r["bytes"] > 0:
-                key = str(r.get("op", "?")) + (f" {r.get('mode')}" if len(modes) > 1 else "")
-                by_op[key].append((r["bytes"], *_busbw_interval(r)))
-                if _finite(r.get("time_ci_lo_us")):
-                    levels.add(r.get("time_ci_level"))
+        modes = {r.mode for r in e.result.rows}  # e.g. in-place / out-of-place, as nccl-tests reports both
+        for r in e.result.rows:
+            if _finite(r.busbw_GBps) and _finite(r.bytes) and r.bytes > 0:
+                key = str(r.op or "?") + (f" {r.mode}" if len(modes) > 1 else "")
+                by_op[key].append((r.bytes, *_busbw_interval(r)))
+                if _finite(r.time_ci_lo_us):
+                    levels.add(r.time_ci_level)
                 else:
                     bare += 1
         for op, pts in by_op.items():
@@ -314,19 +314,19 @@ def busbw(entries: list[Entry], path: Path, title: str = "", context: str = "") 
         why += ("; " if why else "") + f"{bare} point(s) without bars: their record has no per-block interval"
     ax.set_xlabel("message size (bytes)" + (f"\n{why}" if why else ""), fontsize=9)
     ax.set_ylabel("busbw of the median block (GB/s, 1 GB = 1e9 B)")
-    subject = ", ".join(sorted({str(e.result.get("backend")) for e in runs if e.result.get("backend")}))
+    subject = ", ".join(sorted({str(e.result.backend) for e in runs if e.result.backend}))
     return _finish_line_plot(fig, ax, path, f"{subject or 'collectives'}: bus bandwidth by message size, per op",
                              title, context)
 
 
-def _busbw_interval(row: dict) -> tuple[float, float, float]:
+def _busbw_interval(row: CollectiveRow) -> tuple[float, float, float]:
     """(busbw at the median block, bar below, bar above); no bars where the row has no median or interval. busbw is
     the mean-based figure scaled by time / time_median (busbw is inversely proportional to the time)."""
-    bw, mean_t, med = row["busbw_GBps"], row.get("time_us"), row.get("time_median_us")
+    bw, mean_t, med = row.busbw_GBps, row.time_us, row.time_median_us
     if not (_finite(mean_t) and _finite(med) and med > 0):
         return bw, 0.0, 0.0
     at = bw * mean_t / med
-    lo_t, hi_t = row.get("time_ci_lo_us"), row.get("time_ci_hi_us")
+    lo_t, hi_t = row.time_ci_lo_us, row.time_ci_hi_us
     if not (_finite(lo_t) and _finite(hi_t) and lo_t > 0):
         return at, 0.0, 0.0
     return at, max(at - bw * mean_t / hi_t, 0.0), max(bw * mean_t / lo_t - at, 0.0)

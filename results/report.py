@@ -18,7 +18,7 @@ from pathlib import Path
 
 from results import plots
 from results.sweep import _device_names, _hosts, commands, describe_machine, machine_key, sweep_entries
-from base.record import RecordError, find_records, read_record
+from base.record import Record, RecordError, find_records
 from results.table import Entry, Table, build_table, comm_table, phase_table, rows_table, scaling_table
 
 
@@ -36,7 +36,7 @@ def load_entries(paths: list[str | Path]) -> list[Entry]:
             found = []
             for rec in find_records(path):
                 try:
-                    found.append(Entry.from_record(read_record(rec), rec))
+                    found.append(Entry.from_record(Record.read(rec), rec))
                 except (RecordError, OSError, ValueError) as e:
                     found.append(Entry(num=None, overrides=[], status="failed", error=f"unreadable {rec}: {e}",
                                        output_dir=str(rec.parent)))
@@ -96,7 +96,7 @@ def _task_tables(w: _Writer, entries: list[Entry], stem: str) -> None:
 
 def _pair_groups_section(w: _Writer, group: list[Entry], slug: str, name: str) -> None:
     """task=pair_groups crosses world sizes on purpose: the curve over pairs is the gloo thread's finding."""
-    pairs = sorted((e for e in group if e.task == "pair_groups"), key=lambda e: e.result.get("pairs") or 0)
+    pairs = sorted((e for e in group if e.task == "pair_groups"), key=lambda e: getattr(e.result, "pairs", None) or 0)
     if not pairs:
         return
     w.md += ["### Pair groups across pairs", ""]

@@ -10,7 +10,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from base.provenance import command as shell_command, typed_overrides
-from base.record import RecordError, find_records, read_record
+from base.record import Record, RecordError, find_records
 from results.sweep_order import repeat_arguments
 from results.table import Entry, Table
 
@@ -87,8 +87,8 @@ def sweep_entries(sweep_dir: str | Path, expected: list[list[str]] | None = None
     for path in find_records(sweep_dir):
         dir_num = int(path.parent.name) if path.parent.name.isdigit() else None
         try:
-            record = read_record(path)
-            if sweep_id and (record.get("job") or {}).get("sweep_id") not in (None, sweep_id):
+            record = Record.read(path)
+            if sweep_id and record.job.sweep_id not in (None, sweep_id):
                 foreign.add(dir_num)
                 continue
             entry = Entry.from_record(record, path)
@@ -144,24 +144,15 @@ def write_sweep_table(sweep_dir: Path, table: Table, command: str) -> tuple[Path
 
 
 def _device_names(e: Entry) -> list[str]:
-    env = (e.record or {}).get("env") or {}
-    devices = env.get("devices")
-    names: list[str] = []
-    if isinstance(devices, list):
-        names = [d if isinstance(d, str) else str((d or {}).get("name", d)) for d in devices]
-    elif isinstance(devices, dict):
-        names = [str(v) for v in devices.values()]
-    elif isinstance(devices, str):
-        names = [devices]
+    devices = e.record.env.devices if e.record is not None else None
+    names = [d if isinstance(d, str) else str(d.get("name", d) if isinstance(d, dict) else d) for d in devices or []]
     if not names:
-        names = [str(e.result.get("device_name") or e.result.get("device") or "cpu")]
+        names = [str(getattr(e.result, "device_name", None) or getattr(e.result, "device", None) or "cpu")]
     return names
 
 
 def _hosts(e: Entry) -> list[str]:
-    env = (e.record or {}).get("env") or {}
-    hosts = env.get("hostnames") or []
-    return sorted(set(hosts if isinstance(hosts, list) else [hosts]))
+    return sorted(set(e.record.env.hostnames or [])) if e.record is not None else []
 
 
 def machine_key(e: Entry, by: str = "hosts") -> tuple:
@@ -170,7 +161,7 @@ def machine_key(e: Entry, by: str = "hosts") -> tuple:
 
 
 def describe_machine(entries: list[Entry]) -> list[str]:
-    with_env = [e for e in entries if e.record and e.record.get("env")]
+    with_env = [e for e in entries if e.record is not None and e.record.env.to_dict()]
     if not with_env:
         return ["- machine unknown: none of these jobs wrote a run record"]
     hosts = sorted({h for e in with_env for h in _hosts(e)})
@@ -178,17 +169,17 @@ def describe_machine(entries: list[Entry]) -> list[str]:
     for e in with_env:
         for name, n in Counter(_device_names(e)).items():
             devices[name] = max(devices[name], n)
-    env = with_env[0].record["env"]
+    env = with_env[0].record.env
     sizes = sorted({e.knob("world_size") for e in with_env if e.knob("world_size") is not None}, key=float)
     lines = [
         f"- hosts: {', '.join(hosts) or 'unknown'}",
         "- devices: " + ", ".join(f"{n} x {name}" for name, n in devices.items()),
-        f"- CPU cores per host: {env.get('cpu_count', 'unknown')}",
-        f"- backend: {', '.join(sorted({str(e.record['env'].get('backend')) for e in with_env}))}; "
+        f"- CPU cores per host: {env.cpu_count if env.has('cpu_count') else 'unknown'}",
+        f"- backend: {', '.join(sorted({str(e.record.env.backend) for e in with_env}))}; "
         f"world size: {', '.join(str(s) for s in sizes)}",
-        f"- torch {env.get('torch')}, CUDA {env.get('cuda') or '–'}, NCCL {env.get('nccl') or '–'}",
+        f"- torch {env.torch}, CUDA {env.cuda or '–'}, NCCL {env.nccl or '–'}",
     ]
-    variables = {k: v for k, v in (env.get("vars") or {}).items() if not k.startswith("MASTER_")}
+    variables = {k: v for k, v in (env.vars if env.vars is not None else {}).items() if not k.startswith("MASTER_")}
     if variables:
         lines.append("- environment: " + " ".join(f"{k}={v}" for k, v in sorted(variables.items())))
     return lines
@@ -198,9 +189,9 @@ def commands(entries: list[Entry]) -> list[str]:
     """The exact command(s) that produced these runs: the sweep's (multirun.yaml) or the run's own."""
     out: list[str] = []
     for e in entries:
-        job = (e.record or {}).get("job") or {}
         cmd = None
-        for sweep in [Path(e.output_dir).parent if e.output_dir else None, job.get("sweep_dir")]:
+        for sweep in [Path(e.output_dir).parent if e.output_dir else None,
+                      e.record.job.sweep_dir if e.record is not None else None]:
             if sweep and (Path(sweep) / "multirun.yaml").is_file():
                 try:
                     from omegaconf import OmegaConf
@@ -208,8 +199,8 @@ def commands(entries: list[Entry]) -> list[str]:
                     break
                 except Exception:  # noqa: BLE001 - an unreadable multirun.yaml: the run's own command
                     cmd = None
-        if cmd is None and e.record and e.record.get("command"):
-            cmd = str(e.record["command"])
+        if cmd is None and e.record is not None and e.record.command:
+            cmd = e.record.command
         if cmd is None:
             cmd = " ".join(["python", "train.py"] + [shlex.quote(o) for o in e.overrides])
         if cmd not in out:

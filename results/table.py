@@ -16,8 +16,8 @@ from typing import Any, Callable
 from comm.link import table_note as link_note
 from stats import fmt_ci, fmt_ratio, verdict_text
 from stats.verdict import NO_VERDICT, NS
-from results.aggregate import (NO_INTERVAL, Comparison, Config, _exposed_fields, compare, group_repeats,
-                               sentinel_warning)
+from results.aggregate import (NO_INTERVAL, Comparison, Config, _exposed_fields, _step_median, compare,
+                               group_repeats, phase_median, sentinel_warning)
 from results.entries import (EXPOSED, MISSING, PHASES, TRAIN_COLUMNS, TRAIN_LABELS, Entry, _finite, _get, _scaled,  # noqa: F401 - re-exported
                              config_labels, constant_overrides, exposed_mark, exposed_samples, fmt, override_items,
                              train_headline, varying_keys)
@@ -187,7 +187,7 @@ def build_table(entries: list[Entry], *, first: str = "job", title: str = "", no
     if has_train:
         columns = TRAIN_LABELS[:3] + ["verdict"] + TRAIN_LABELS[3:] + ["steady"]
     for e in entries:
-        for label in (e.result.get("headline") or {}):
+        for label in (e.result.headline if e.result is not None and e.result.headline is not None else {}):
             if label not in columns:
                 columns.append(label)
 
@@ -325,7 +325,7 @@ def _notes(cmp: Comparison, entries: list[Entry], rows: list[dict], first: str) 
 
 def _link_notes(entries: list[Entry]) -> list[str]:
     """What network the rows ran on, when any ran behind an emulated link (comm/link.py)."""
-    note = link_note([((e.record or {}).get("env") or {}).get("link") for e in entries if e.ok])
+    note = link_note([e.record.env.link for e in entries if e.ok and e.record is not None])
     return [note] if note else []
 
 
@@ -346,17 +346,16 @@ def phase_table(entries: list[Entry], title: str = "Step-time breakdown (median 
     """Per-phase medians of task=train runs (median over repeats); phases never timed are left out."""
     train = _configurations(entries, lambda e: e.task == "train")
     runs = [e for c in train for e in c.ok]
-    present = [p for p in PHASES if any(_get(e.result, "phases", p, "median") is not None for e in runs)]
-    extra = [p for e in runs for p in (e.result.get("phases") or {}) if p not in PHASES]
+    present = [p for p in PHASES if any(phase_median(e, p) is not None for e in runs)]
+    extra = [p for e in runs if e.train.phases is not None for p in e.train.phases.extra if p not in PHASES]
     present += list(dict.fromkeys(extra))
     rows = []
     for c in train:
         row: dict[str, Any] = {"configuration": c.label,
-                               "step median ms": _scaled(c.median(lambda e: _get(e.result, "step_time_s",
-                                                                                 "median")), 1e3)}
+                               "step median ms": _scaled(c.median(_step_median), 1e3)}
         total = 0.0
         for p in present:
-            row[f"{p} ms"] = _scaled(c.median(lambda e, p=p: _get(e.result, "phases", p, "median")), 1e3)
+            row[f"{p} ms"] = _scaled(c.median(lambda e, p=p: phase_median(e, p)), 1e3)
             total += row[f"{p} ms"] or 0.0
         row["sum of phases ms"] = total if present else None
         rows.append(row)
@@ -377,13 +376,13 @@ def comm_table(entries: list[Entry], title: str = "Gradient communication per st
     """Bytes, collectives, buckets and how much communication the step exposed (task=train, comm measured; median
     over repeats)."""
     rows = []
-    for c in _configurations(entries, lambda e: e.task == "train" and bool(e.result.get("comm"))):
-        comm = c.first.result["comm"]
+    for c in _configurations(entries, lambda e: e.train is not None and e.train.comm is not None):
+        comm = c.first.train.comm
         row = {"configuration": c.label}
         for label, (key, factor) in _COMM_FIELDS.items():
-            row[label] = _scaled(c.median(lambda e, key=key: _get(e.result, "comm", key)), factor)
-        row.update({"buckets": _get(comm, "buckets", "count"), "method": comm.get("method"),
-                    "slowest rank": c.first.result.get("slowest_rank")})
+            row[label] = _scaled(c.median(lambda e, key=key: getattr(e.train.comm, key)), factor)
+        row.update({"buckets": comm.buckets.count if comm.buckets is not None else None, "method": comm.method,
+                    "slowest rank": c.first.train.slowest_rank})
         row.update(_exposed_fields(c))
         rows.append(row)
     columns = ["configuration", "MB/step", "collectives/step", "buckets", "comm ms", "overlap ms", "exposed ms",
@@ -402,11 +401,11 @@ _ROW_LABELS = {"bytes": "size B", "time_us": "time us", "algbw_GBps": "algbw GB/
 
 def rows_table(entries: list[Entry], title: str = "Collectives (nccl-tests style)") -> Table:
     """result["rows"] of task=collectives (op, bytes, busbw_GBps, ...), one line per op and size."""
-    runs, labels = _finished(entries, lambda e: isinstance(e.result.get("rows"), list))
+    runs, labels = _finished(entries, lambda e: isinstance(getattr(e.result, "rows", None), list))
     columns: list[str] = []
     rows = []
     for e, label in zip(runs, labels):
-        for r in e.result["rows"]:
+        for r in (row.to_dict() for row in e.result.rows):
             for k in r:
                 if k not in columns:
                     columns.append(k)

@@ -36,7 +36,8 @@ from urllib.parse import urlsplit
 from comm.link import short_label as link_label, tags as link_tags
 from base.log import get
 from base.schema import WandbMode
-from base.record import RECORD_NAME
+from base.record import RECORD_NAME, Record
+from base.record_types import CollectivesResult, TrainResult
 
 MIN_STAGE_S = 1.0  # a W&B stage given less than this is skipped rather than started
 SIDECAR = "wandb_run.json"  # what was logged where; the sweep summary reads the group from it
@@ -64,12 +65,12 @@ def _plain(obj: Any) -> Any:
     return obj
 
 
-def logger_settings(cfg: Any = None, record: dict | None = None) -> dict[str, Any]:
+def logger_settings(cfg: Any = None, record: Record | None = None) -> dict[str, Any]:
     """logger.* from cfg (a DictConfig or a plain dict: the whole config or its logger node), else from the record."""
-    plain = _plain(cfg) or {}
+    plain = _plain(cfg)
     node = plain.get("logger", plain) if isinstance(plain, dict) else {}
-    if not node and record:
-        node = (record.get("config") or {}).get("logger") or {}
+    if not node and record is not None:
+        node = record.setting("logger", {})
     settings = defaults()
     settings.update({k: v for k, v in dict(node or {}).items() if v is not None or k in ("entity", "group")})
     return settings
@@ -218,13 +219,13 @@ def _select(conf, key: str):
     return OmegaConf.select(conf, key)
 
 
-def _record_group(record: dict, settings: dict) -> str:
+def _record_group(record: Record, settings: dict) -> str:
     if settings.get("group"):
         return str(settings["group"])
-    job = record.get("job") or {}
-    if job.get("sweep_dir"):
-        return group_for(job["sweep_dir"])
-    return group_for(job.get("output_dir") or ".", record.get("overrides"), record.get("task"))
+    job = record.job
+    if job.sweep_dir:
+        return group_for(job.sweep_dir)
+    return group_for(job.output_dir or ".", record.overrides, record.task)
 
 
 def swept_keys(sweep_dir: str | Path | None) -> list[str]:
@@ -254,20 +255,20 @@ def run_name(overrides: list[str], task: str | None, sweep_dir: str | Path | Non
     return name if len(name) <= 128 else name[:127] + "…"
 
 
-def run_tags(cfg: Any, record: dict, settings: dict) -> list[str]:
+def run_tags(cfg: Any, record: Record, settings: dict) -> list[str]:
     """logger.tags + the config's top-level `tags` (experiment presets set either) + `emulated-link` and
     `link:<rate>` for a run behind an emulated link + `experiment:<name>`."""
     config = _plain(cfg) if cfg is not None else None
     if not isinstance(config, dict) or "logger" not in config:
-        config = record.get("config") or {}
+        config = record.config if record.config is not None else {}
     tags: list[str] = []
     for source in (settings.get("tags"), config.get("tags")):
         if isinstance(source, (list, tuple)):
             tags += [str(t) for t in source]
         elif isinstance(source, str):
             tags.append(source)
-    tags += link_tags((record.get("env") or {}).get("link"))
-    experiment = config.get("experiment") or _experiment(list(record.get("overrides") or []))
+    tags += link_tags(record.env.link)
+    experiment = config.get("experiment") or _experiment(list(record.overrides))
     if isinstance(experiment, str) and experiment:
         tags.append(f"experiment:{experiment}")
     elif isinstance(experiment, dict) and experiment.get("name"):
@@ -386,17 +387,17 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _history(run, result: dict) -> None:
+def _history(run, result: TrainResult) -> None:
     """Per measured step (rank 0): step time, each phase, throughput."""
-    series = result.get("series") or {}
-    times = series.get("step_time_s") or []
-    phases = series.get("phases") or {}
-    tp = result.get("throughput") or {}
+    series = result.series
+    times = (series.step_time_s if series is not None else None) or []
+    phases = series.phases.to_dict() if series is not None and series.phases is not None else {}
+    tp = result.throughput
     per_step = None  # samples per step, as the record defines its throughput
-    if tp.get("samples_per_s") and tp.get("steps_per_s"):
-        per_step = tp["samples_per_s"] / tp["steps_per_s"]
-    elif result.get("global_batch"):
-        per_step = result["global_batch"]
+    if tp is not None and tp.samples_per_s and tp.steps_per_s:
+        per_step = tp.samples_per_s / tp.steps_per_s
+    elif result.global_batch:
+        per_step = result.global_batch
     for i, t in enumerate(times):
         if t is None:
             continue
@@ -439,62 +440,68 @@ def log_evidence(run, name: str, kind: str, files: list[Path], *, description: s
     run.log_artifact(art)
 
 
-def _run_evidence(run, record: dict, out_dir: Path, group: str) -> None:
+def _run_evidence(run, record: Record, out_dir: Path, group: str) -> None:
     """The run record and, with profile.enabled, each rank's Chrome trace (trace.rank<N>.json)."""
-    job = record.get("job") or {}
-    which = f"job{job['num']}" if job.get("num") is not None else None
-    meta = {"status": record.get("status"), "task": record.get("task"), "command": record.get("command"),
-            **((record.get("result") or {}).get("headline") or {})}
+    which = f"job{record.job.num}" if record.job.num is not None else None
+    headline = record.result.headline if record.result is not None else None
+    meta = {"status": record.status, "task": record.task, "command": record.command, **(headline or {})}
     log_evidence(run, artifact_name("record", group, which), "run_record", [out_dir / RECORD_NAME],
-                 description=f"run record: {record.get('command') or ''}", metadata=meta)
-    if ((record.get("config") or {}).get("profile") or {}).get("enabled"):
+                 description=f"run record: {record.command or ''}", metadata=meta)
+    if record.setting("profile.enabled"):
         log_evidence(run, artifact_name("trace", group, which), "profiler_trace",
                      sorted(out_dir.glob("trace.rank*.json")),
                      description="torch.profiler Chrome traces, one per rank (open in Perfetto or chrome://tracing)",
-                     metadata={"profile": (record.get("config") or {}).get("profile")})
+                     metadata={"profile": record.setting("profile")})
 
 
-def log_run(record: dict, cfg: Any = None) -> None:
-    """Log one finished (or failed) run record as a W&B run. Never raises."""
+def log_run(record: Record | dict, cfg: Any = None) -> None:
+    """Log one finished (or failed) run record (a Record, or its JSON as the logger's `_target_` gets it) as a W&B
+    run. Never raises."""
     w = None
-    failed = record.get("status") != "ok"
     try:
+        record = Record.from_dict(record) if isinstance(record, dict) else record
+        failed = record.status != "ok"
         settings, withheld = shown_settings(logger_settings(cfg, record), logger_settings(record=record))
         if settings.get("name") in ("none", None):
             return
-        job = record.get("job") or {}
-        out_dir = Path(job.get("output_dir") or ".")
-        config = dict(record.get("config") or {})
-        config.setdefault("overrides", record.get("overrides"))
-        config.setdefault("env", record.get("env"))
+        out_dir = Path(record.job.output_dir or ".")
+        config = dict(record.config or {})
+        config.setdefault("overrides", record.overrides)
+        config.setdefault("env", record.env.to_dict())
         group = _record_group(record, settings)
-        w = _Run(settings, dir=out_dir, withheld=withheld, group=group, job_type=record.get("task") or "train",
-                 name=run_name(list(record.get("overrides") or []), record.get("task"), job.get("sweep_dir")),
+        w = _Run(settings, dir=out_dir, withheld=withheld, group=group, job_type=record.task or "train",
+                 name=run_name(list(record.overrides), record.task, record.job.sweep_dir),
                  config=config, tags=run_tags(cfg, record, settings))
         if not w.start():
             return
-        result = record.get("result") or {}
+        result = record.result
+        train = result if isinstance(result, TrainResult) else None
         try:
-            _history(w.run, result)
-            if isinstance(result.get("rows"), list) and result["rows"]:
+            if train is not None:
+                _history(w.run, train)
+            rows = [r.to_dict() for r in result.rows] if isinstance(result, CollectivesResult) and result.rows else []
+            if rows:
                 import wandb
-                cols = list(dict.fromkeys(k for r in result["rows"] for k in r))
-                w.run.log({"rows": wandb.Table(columns=cols, data=[[_clean(r.get(c)) for c in cols]
-                                                                    for r in result["rows"]],
+                cols = list(dict.fromkeys(k for r in rows for k in r))
+                w.run.log({"rows": wandb.Table(columns=cols, data=[[_clean(r.get(c)) for c in cols] for r in rows],
                                                allow_mixed_types=True)})
-            summary = {k: _clean(v) for k, v in (result.get("headline") or {}).items()}
-            tp = result.get("throughput") or {}
-            summary.update({"steps/s CI lo": _clean(tp.get("ci_lo")), "steps/s CI hi": _clean(tp.get("ci_hi")),
-                            "steady": result.get("steady"),
-                            "window share": _clean((result.get("time_budget") or {}).get("window_share"))})
-            summary.update(status=record.get("status"), task=record.get("task"),
-                           world_size=result.get("world_size") or (record.get("env") or {}).get("world_size"),
-                           device=result.get("device_name"), run_record=str(out_dir / RECORD_NAME),
-                           link=link_label((record.get("env") or {}).get("link")) or "none")
+            headline = result.headline if result is not None else None
+            summary = {k: _clean(v) for k, v in (headline or {}).items()}
+            tp = train.throughput if train is not None else None
+            budget = train.time_budget if train is not None else None
+            summary.update({"steps/s CI lo": _clean(tp.ci_lo if tp else None),
+                            "steps/s CI hi": _clean(tp.ci_hi if tp else None),
+                            "steady": train.steady if train is not None else None,
+                            "window share": _clean(budget.window_share if budget else None)})
+            summary.update(status=record.status, task=record.task,
+                           world_size=getattr(result, "world_size", None) or record.env.world_size,
+                           device=getattr(result, "device_name", None), run_record=str(out_dir / RECORD_NAME),
+                           link=link_label(record.env.link) or "none")
             if failed:
-                summary["error"] = str(record.get("error") or "")[:2000]
+                summary["error"] = str(record.error or "")[:2000]
             from diagnosis import wandb_summary
-            summary.update(wandb_summary(result.get("diagnosis")))
+            diagnosis = result.diagnosis if result is not None else None
+            summary.update(wandb_summary(diagnosis.to_dict() if diagnosis is not None else None))
             w.run.summary.update(summary)
             _run_evidence(w.run, record, out_dir, group)
         except Exception as e:  # noqa: BLE001 - W&B never fails a run: the record is on disk

@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from base.log import get
+from base.record import setting
+from base.record_types import DiagnosisBlock
 
 log = get(__name__)
 
@@ -208,8 +210,9 @@ def _text_list(lines: list[str]):
 def _next_commands(diagnosis: dict | None) -> list[str]:
     """The top finding's `next:` command of every run, once each, in the runs' order."""
     out: list[str] = []
-    for run in (diagnosis or {}).get("runs") or []:
-        findings = [f for f in ((run.get("diagnosis") or {}).get("findings") or []) if not f.get("first")]
+    for run in diagnosis["runs"] if diagnosis is not None and diagnosis.get("runs") else []:
+        block = DiagnosisBlock.from_dict(run["diagnosis"], "diagnosis") if run.get("diagnosis") else None
+        findings = [f for f in (block.findings or [] if block else []) if not f.get("first")]   # Finding as JSON
         if findings and findings[0].get("command") and findings[0]["command"] not in out:
             out.append(findings[0]["command"])
     return out
@@ -238,7 +241,7 @@ def _evidence(study: Study) -> list:
             row += [wr.Link("run", url=f"runs/{study.runs[e.num]}"), ", "]
         record = artifact_name("record", study.group, which)
         row.append(wr.Link("run record", url=f"artifacts/run_record/{record}/latest"))
-        if ((e.record or {}).get("config") or {}).get("profile", {}).get("enabled"):
+        if setting(e.config, "profile.enabled"):
             trace = artifact_name("trace", study.group, which)
             row += [", ", wr.Link("profiler traces", url=f"artifacts/profiler_trace/{trace}/latest")]
         items.append(row)
@@ -293,7 +296,8 @@ def study_blocks(study: Study) -> list:
                            title="step-time breakdown", media_keys=[PLOT.format("phases")],
                            layout=wr.Layout(w=24, h=10))])]
     if train and study.job_runs:
-        names = list(dict.fromkeys(p for e in train for p in ((e.result.get("series") or {}).get("phases") or {})))
+        series = [e.train.series for e in train if e.train is not None and e.train.series is not None]
+        names = list(dict.fromkeys(p for s in series if s.phases is not None for p in s.phases.to_dict()))
         task = study.entries[0].task if len({e.task for e in study.entries}) == 1 else None
         jobs = _runset("jobs", group, job_type=task, exclude=None if task else SUMMARY_JOB_TYPE)
         panels = [wr.LinePlot(title="step time per measured step (ms)", x=STEP, y=[STEP_TIME], title_y="ms",

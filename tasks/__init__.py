@@ -27,6 +27,7 @@ import importlib
 from types import ModuleType
 from typing import Protocol
 
+from base.record import Record
 from base.schema import Task as TaskName
 
 
@@ -35,7 +36,7 @@ class Task(Protocol):
 
     def run(self, ctx) -> dict | None: ...
 
-    def summarize(self, record: dict) -> str: ...
+    def summarize(self, record: Record) -> str: ...
 
 
 TASKS = {

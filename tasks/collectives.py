@@ -27,6 +27,8 @@ import base.schema as schema
 from device.host import Host, check_buffers, expected_backend
 from base.errors import ConfigError
 from base.schema import typed
+from base.record import Record
+from base.record_types import CollectiveRow, CollectivesResult, Link
 from stats import describe, fmt_ci
 
 MODES = {"out_of_place": "out-of-place", "in_place": "in-place"}
@@ -315,22 +317,22 @@ def _device_name(device: torch.device) -> str:
 
 
 # -------------------------------------------------------------------------------------------------------- summarize
-def summarize(record: dict) -> str:
-    r = record.get("result") or {}
-    if not r.get("rows"):
+def summarize(record: Record) -> str:
+    r: CollectivesResult = record.result
+    if r is None or not r.rows:
         return "collectives: no result"
-    modes = r["modes"]
+    modes = r.modes
     lines = [
-        f"# collectives (nccl-tests style): {r['world_size']} ranks, backend {r['backend']}, device {r['device']} "
-        f"({r['device_name']}), {r['dtype']}",
-        f"# {r['warmup_iters']} warm-up + {r['iters']} timed iterations per size in up to {TIMED_BLOCKS} blocks "
-        f"({r['timing']}, barrier before each block); {r['check_iters']} untimed check round(s); time = total / iters, "
+        f"# collectives (nccl-tests style): {r.world_size} ranks, backend {r.backend}, device {r.device} "
+        f"({r.device_name}), {r.dtype}",
+        f"# {r.warmup_iters} warm-up + {r.iters} timed iterations per size in up to {TIMED_BLOCKS} blocks "
+        f"({r.timing}, barrier before each block); {r.check_iters} untimed check round(s); time = total / iters, "
         "average over ranks; last columns: median over blocks with its 95% order-statistic interval (8 blocks: 96.9%; "
         "fewer than 6: min-max, below 95%); GB = 1e9 B",
     ]
     group_w = 37
     short = {"out_of_place": "oop", "in_place": "ip"}
-    ci = all(x.get("time_median_us") is not None for x in r["rows"])
+    ci = all(x.time_median_us is not None for x in r.rows)
     top = ("#" + " " * 49 + "".join(f"{MODES[m]:^{group_w}}" for m in modes)
            + "  slowest rank" + (f" ({', '.join(short[m] for m in modes)})" if len(modes) > 1 else "")
            + ("   median of blocks [95% CI]" + (f" ({', '.join(short[m] for m in modes)})" if len(modes) > 1 else "")
@@ -341,47 +343,47 @@ def summarize(record: dict) -> str:
     units = (f"#{'(B)':>11}  {'(elements)':>12}  {'':>8}  {'':>6}  {'':>6}"
              + "".join(f"  {'(us)':>7}  {'(GB/s)':>6}  {'(GB/s)':>6}  {'':>6}" for _ in modes)
              + "".join(f"  {'(us)':>7}" for _ in modes) + ("".join(f"  {'(us)':>22}" for _ in modes) if ci else ""))
-    for op in r["ops"]:
+    for op in r.ops:
         lines += ["#", f"# {op}", top, head, units]
-        by_size: dict[int, dict] = {}
-        for x in r["rows"]:
-            if x["op"] == op:
-                by_size.setdefault(x["bytes"], {})[x["mode"]] = x
+        by_size: dict[int, dict[str, CollectiveRow]] = {}
+        for x in r.rows:
+            if x.op == op:
+                by_size.setdefault(x.bytes, {})[x.mode] = x
         for size, per_mode in by_size.items():
             first = next(iter(per_mode.values()))
-            type_name = bw.DTYPES[first["dtype"]][1]
-            line = f"{size:>12}  {first['count']:>12}  {type_name:>8}  {first['redop']:>6}  {first['root']:>6}"
+            type_name = bw.DTYPES[first.dtype][1]
+            line = f"{size:>12}  {first.count:>12}  {type_name:>8}  {first.redop:>6}  {first.root:>6}"
             for m in modes:
                 x = per_mode[m]
-                wrong = "N/A" if x["wrong"] is None else str(x["wrong"])
-                line += (f"  {bw.fmt_us(x['time_us'] / 1e6):>7}  {x['algbw_GBps']:>6.2f}  {x['busbw_GBps']:>6.2f}"
+                wrong = "N/A" if x.wrong is None else str(x.wrong)
+                line += (f"  {bw.fmt_us(x.time_us / 1e6):>7}  {x.algbw_GBps:>6.2f}  {x.busbw_GBps:>6.2f}"
                          f"  {wrong:>6}")
-            line += "".join(f"  {bw.fmt_us(per_mode[m]['time_max_us'] / 1e6):>7}" for m in modes)
+            line += "".join(f"  {bw.fmt_us(per_mode[m].time_max_us / 1e6):>7}" for m in modes)
             if ci:
-                line += "".join(f"  {fmt_ci(x['time_median_us'], x['time_ci_lo_us'], x['time_ci_hi_us']):>22}"
+                line += "".join(f"  {fmt_ci(x.time_median_us, x.time_ci_lo_us, x.time_ci_hi_us):>22}"
                                 for x in (per_mode[m] for m in modes))
             lines.append(line)
-    ok = "OK" if not r["wrong_total"] else "FAILED"
-    checked = r["check_iters"] > 0
-    lines += [f"# Out of bounds values : {r['wrong_total'] if checked else 'N/A'} {ok if checked else '(check off)'}",
-              f"# Avg bus bandwidth    : {r['avg_busbw_GBps']:.4g}", "#"]
-    lines += [f"# note: {n}" for n in r.get("notes", [])]
-    lines += [f"# {line}" for line in vs_link(r, (record.get("env") or {}).get("link"))]
+    ok = "OK" if not r.wrong_total else "FAILED"
+    checked = r.check_iters > 0
+    lines += [f"# Out of bounds values : {r.wrong_total if checked else 'N/A'} {ok if checked else '(check off)'}",
+              f"# Avg bus bandwidth    : {r.avg_busbw_GBps:.4g}", "#"]
+    lines += [f"# note: {n}" for n in r.notes or []]
+    lines += [f"# {line}" for line in vs_link(r, record.env.link)]
     return "\n".join(lines)
 
 
-def vs_link(r: dict, link: dict | None) -> list[str]:
+def vs_link(r: CollectivesResult, link: Link | None) -> list[str]:
     """Each op's busbw at its largest size against what the emulated link allows a TCP stream (comm/link.py): the
     check that the shaping works, and how close gloo gets to the link."""
-    if not is_emulated(link) or not link.get("payload_rate_bit_s"):
+    if not is_emulated(link) or not link.payload_rate_bit_s:
         return []
-    allowed = link["payload_rate_bit_s"]
+    allowed = link.payload_rate_bit_s
     out = []
-    for op in r["ops"]:
-        rows = [x for x in r["rows"] if x["op"] == op]
-        largest = max(x["bytes"] for x in rows)
-        best = max(x["busbw_GBps"] for x in rows if x["bytes"] == largest)
+    for op in r.ops:
+        rows = [x for x in r.rows if x.op == op]
+        largest = max(x.bytes for x in rows)
+        best = max(x.busbw_GBps for x in rows if x.bytes == largest)
         out.append(f"vs the emulated link: {op} busbw at {largest} B {best * 8:.3g} Gbit/s = "
                    f"{best * 8e9 / allowed:.0%} of the {human(allowed)} a TCP stream can carry at "
-                   f"{human(link['rate_bit_s'])} (headers take the rest)")
+                   f"{human(link.rate_bit_s)} (headers take the rest)")
     return out

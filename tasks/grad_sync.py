@@ -36,6 +36,8 @@ import base.schema as schema
 from device.host import Host, check_buffers
 from base.errors import ConfigError
 from base.schema import typed
+from base.record import Record
+from base.record_types import GradSyncResult
 from comm.buckets import bucket_rule, limits as bucket_limits
 
 METHODS = ("per_param", "flat", "bucketed", "coalesced")
@@ -461,50 +463,50 @@ def _headline(r: dict) -> dict:
 
 
 # -------------------------------------------------------------------------------------------------------- summarize
-def summarize(record: dict) -> str:
-    r = record.get("result") or {}
-    if not r.get("per_param"):
+def summarize(record: Record) -> str:
+    r: GradSyncResult = record.result
+    if r is None or not r.per_param:
         return "grad_sync: no result"
     ms = lambda t: f"{t * 1e3:10.3f}"                        # noqa: E731 - a one-line formatter, here only
     lines = [
-        f"grad_sync: {r['model']}, {r['param_tensors']} parameter tensors, {r['params']:,} params = "
-        f"{bw.fmt_bytes(r['total_bytes'])} of fp32 gradients; {r['world_size']} ranks, backend {r['backend']}, "
-        f"device {r['device']}",
-        f"each method: {r['warmup_iters']} warm-up + {r['iters']} timed syncs (median; barrier before each, "
-        f"{r['timing']}); time = average over ranks; busbw = algbw x 2(n-1)/n, GB = 1e9 B",
+        f"grad_sync: {r.model}, {r.param_tensors} parameter tensors, {r.params:,} params = "
+        f"{bw.fmt_bytes(r.total_bytes)} of fp32 gradients; {r.world_size} ranks, backend {r.backend}, "
+        f"device {r.device}",
+        f"each method: {r.warmup_iters} warm-up + {r.iters} timed syncs (median; barrier before each, "
+        f"{r.timing}); time = average over ranks; busbw = algbw x 2(n-1)/n, GB = 1e9 B",
         "",
         "per-parameter all_reduce (the thread's loop):",
         f"{'#':>3}  {'parameter':<34} {'shape':<20} {'bytes':>12} {'time ms':>10} {'algbw':>7} {'busbw':>7}",
     ]
-    for i, p in enumerate(r["per_param"]):
-        lines.append(f"{i:>3}  {p['name']:<34} {'x'.join(map(str, p['shape'])):<20} {p['bytes']:>12} "
-                     f"{ms(p['time_s'])} {p['algbw_GBps']:>7.3f} {p['busbw_GBps']:>7.3f}")
+    for i, p in enumerate(r.per_param):
+        lines.append(f"{i:>3}  {p.name:<34} {'x'.join(map(str, p.shape)):<20} {p.bytes:>12} "
+                     f"{ms(p.time_s)} {p.algbw_GBps:>7.3f} {p.busbw_GBps:>7.3f}")
     lines += ["", "by top-level module (per-parameter sum vs one all_reduce of the same bytes):",
               f"     {'module':<16} {'tensors':>7} {'size':>11} {'per-param ms':>13} {'one call ms':>12} "
               f"{'ratio':>6}"]
-    for g in r["groups"]:
-        ratio = f"{g['ratio']:.2f}x" if g["ratio"] else "-"
-        lines.append(f"     {g['group']:<16} {g['tensors']:>7} {bw.fmt_bytes(g['bytes']):>11} "
-                     f"{g['per_param_s'] * 1e3:>13.3f} {g['microbench_s'] * 1e3:>12.3f} {ratio:>6}")
-    lines += ["", f"one sync of all {bw.fmt_bytes(r['total_bytes'])}:",
+    for g in r.groups:
+        ratio = f"{g.ratio:.2f}x" if g.ratio else "-"
+        lines.append(f"     {g.group:<16} {g.tensors:>7} {bw.fmt_bytes(g.bytes):>11} "
+                     f"{g.per_param_s * 1e3:>13.3f} {g.microbench_s * 1e3:>12.3f} {ratio:>6}")
+    lines += ["", f"one sync of all {bw.fmt_bytes(r.total_bytes)}:",
               f"     {'method':<11} {'calls':>5} {'time ms':>10} {'slowest':>10} {'algbw':>7} {'busbw':>7}  how"]
     for name in ("per_param", "flat", "bucketed", "coalesced", "microbench"):
-        m = r["methods"].get(name)
-        if not m:
+        m = getattr(r.methods, name)
+        if m is None or not m.to_dict():
             continue
-        if m.get("unsupported"):
-            lines.append(f"     {name:<11} {m['calls']:>5} {'n/a':>10} {'':>10} {'':>7} {'':>7}  "
-                         f"not supported here: {m['unsupported']}")
+        if m.unsupported:
+            lines.append(f"     {name:<11} {m.calls:>5} {'n/a':>10} {'':>10} {'':>7} {'':>7}  "
+                         f"not supported here: {m.unsupported}")
             continue
-        lines.append(f"     {name:<11} {m['calls']:>5} {ms(m['time_s'])} {ms(m['time_max_s'])} "
-                     f"{m['algbw_GBps']:>7.3f} {m['busbw_GBps']:>7.3f}  {m['how']}")
-    lat = r["latency"]
-    b = r["methods"].get("bucketed", {})
-    if b.get("bucket_bytes"):
-        sizes = ", ".join(bw.fmt_bytes(x) for x in b["bucket_bytes"][:8]) \
-            + (" ..." if len(b["bucket_bytes"]) > 8 else "")
-        lines.append(f"     {'':<11} {'':>5} buckets: {sizes}; order: {b['order']}")
-    lines.append(f"     {'latency':<11} {1:>5} {ms(lat['time_s'])} {ms(lat['time_max_s'])} {'':>7} {'':>7}  "
-                 f"one all_reduce of {lat['bytes']} B")
-    lines += ["", "why:"] + [f"  {x}" for x in r["explanation"]]
+        lines.append(f"     {name:<11} {m.calls:>5} {ms(m.time_s)} {ms(m.time_max_s)} "
+                     f"{m.algbw_GBps:>7.3f} {m.busbw_GBps:>7.3f}  {m.how}")
+    lat = r.latency
+    b = r.methods.bucketed
+    if b is not None and b.bucket_bytes:
+        sizes = ", ".join(bw.fmt_bytes(x) for x in b.bucket_bytes[:8]) \
+            + (" ..." if len(b.bucket_bytes) > 8 else "")
+        lines.append(f"     {'':<11} {'':>5} buckets: {sizes}; order: {b.order}")
+    lines.append(f"     {'latency':<11} {1:>5} {ms(lat.time_s)} {ms(lat.time_max_s)} {'':>7} {'':>7}  "
+                 f"one all_reduce of {lat.bytes} B")
+    lines += ["", "why:"] + [f"  {x}" for x in r.explanation]
     return "\n".join(lines)

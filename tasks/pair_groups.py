@@ -36,6 +36,8 @@ from stats import describe, fmt_ci
 from device.host import RANK_MEMORY_BYTES, Host, check_fits, host_cpu_jiffies, on_gpus, ranks_per_node
 from base.errors import ConfigError
 from base.schema import typed
+from base.record import Record
+from base.record_types import PairGroupsResult
 
 def settings(cfg) -> schema.PairGroups:
     """cfg.pair_groups as its typed dataclass; the number of pairs is the top-level `pairs` (world size 2 x pairs)."""
@@ -211,22 +213,22 @@ def explain(r: dict) -> list[str]:
     return lines
 
 
-def summarize(record: dict) -> str:
-    r = record.get("result") or {}
-    if "rank0_s" not in r:
+def summarize(record: Record) -> str:
+    r: PairGroupsResult = record.result
+    if r is None or r.rank0_s is None:
         return "pair_groups: no result"
     lines = [
-        f"pair_groups: pairs={r['pairs']} ({r['world_size']} ranks), backend {r['backend']}, device {r['device']}, "
-        f"{r['iters']} all_reduces of {'x'.join(map(str, r['shape']))} per rank in its pair's group"
-        f"{' (async_op=True, waited at the end of each timed block)' if r['async_op'] else ''}; "
-        f"{r['warmup_iters']} untimed first",
+        f"pair_groups: pairs={r.pairs} ({r.world_size} ranks), backend {r.backend}, device {r.device}, "
+        f"{r.iters} all_reduces of {'x'.join(map(str, r.shape))} per rank in its pair's group"
+        f"{' (async_op=True, waited at the end of each timed block)' if r.async_op else ''}; "
+        f"{r.warmup_iters} untimed first",
         f"{'rank':>5} {'host':<16} {'time s':>9} {'us/op':>9} {'CPU s':>8} {'vol.sw':>8} {'invol.sw':>9} "
         f"{'threads':>7}",
     ]
-    for p in r["per_rank"]:
-        lines.append(f"{p['rank']:>5} {p['host'][:16]:<16} {p['wall_s']:>9.4f} {p['wall_s'] / r['iters'] * 1e6:>9.1f} "
-                     f"{p['cpu_s']:>8.3f} {p['voluntary_switches']:>8} {p['involuntary_switches']:>9} "
-                     f"{p['torch_threads']:>7}")
-    lines += [f"Time to run target() (rank 0) = {r['rank0_s']:.6f} s; slowest rank {r['slowest_rank']}: "
-              f"{r['slowest_s']:.6f} s", "why:"] + [f"  {x}" for x in r["explanation"]]
+    for p in r.per_rank:
+        lines.append(f"{p.rank:>5} {p.host[:16]:<16} {p.wall_s:>9.4f} {p.wall_s / r.iters * 1e6:>9.1f} "
+                     f"{p.cpu_s:>8.3f} {p.voluntary_switches:>8} {p.involuntary_switches:>9} "
+                     f"{p.torch_threads:>7}")
+    lines += [f"Time to run target() (rank 0) = {r.rank0_s:.6f} s; slowest rank {r.slowest_rank}: "
+              f"{r.slowest_s:.6f} s", "why:"] + [f"  {x}" for x in r.explanation]
     return "\n".join(lines)

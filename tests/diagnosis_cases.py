@@ -88,7 +88,7 @@ def build(s: Shape) -> dict:
              step_time_s=describe(step_times, serial_series=True),
              phases={p: describe([d[p] for d in rank0], serial_series=True) for p in PHASES},
              per_rank=everyone, slowest_rank=max(everyone, key=lambda x: x["step_median_s"])["rank"],
-             device_layer={"kind": s.layer}, h2d={"mode": s.h2d_mode, "copies": 1, "note": ""})
+             device_layer={"kind": s.layer}, h2d={"mode": s.h2d_mode, "copies": True, "note": ""})
     st = steady_state(step_times)
     r.update(steady=st["steady"], steady_state=st)
     r["straggler"] = find_straggler(everyone, T)

@@ -48,11 +48,12 @@ def train_record(*, overrides: list[str], steps_per_s: float, num: int | None = 
         "slowest_rank": world_size - 1,
         "comm": {"bytes_per_step": bytes_per_step, "collectives_per_step": 3,
                  "buckets": {"count": 3, "sizes_bytes": [bytes_per_step // 3] * 3}, "time_s": step * 0.3,
-                 "overlap_s": step * 0.3 - exposed_s, "exposed_s": exposed_s, "backward_compute_s": step * 0.4,
+                 "overlap_s": step * 0.3 - exposed_s, "exposed_s": exposed_s, "exposed_n": 1,   # one DDP probe step
+                 "backward_compute_s": step * 0.4,
                  "algbw_GBps": bytes_per_step / (step * 0.3) / 1e9, "busbw_GBps": bytes_per_step / (step * 0.3) / 1e9,
                  "method": "ddp comm hook timestamps"},
         "accuracy": {"final_loss": 2.3, "grad_rel_error": grad_rel_error, "grad_error_steps": 3},
-        "h2d": {"mode": "blocking", "copies": 0, "note": "cpu"},
+        "h2d": {"mode": "blocking", "copies": False, "note": "cpu"},
         "series": {"step_time_s": [step * (1 + 0.01 * i) for i in range(steps)],
                    "phases": {p: [step * s] * steps for p, s in PHASE_SHARE.items()}},
     }

@@ -163,11 +163,6 @@ def test_exposed_comm_from_one_probe_step_is_never_acted_on_alone():
     assert f["recommends"] == {"probe_steps": 6} and "probe_steps=6" in f["command"]
     assert f["saving"]["fraction"] is None and "1 probe step" in f["title"]
     assert any("no interval" in e["note"] and "1 probe step" in e["note"] for e in f["evidence"])
-    # records made before the record counted its samples: config.probe_steps says how many (1, the old default)
-    old = train(exposed_s=0.03, probe_steps=1)
-    old["result"]["comm"].pop("exposed_n")
-    old["config"]["probe_steps"] = 1
-    assert "exposed_comm.unconfirmed" in rules(old)
 
 
 def test_small_exposed_comm_is_silent():
@@ -539,7 +534,7 @@ def _contended(busy: float = 0.998, switches_per_s: float = 420, cpu_s=(82.0, 82
     rec["result"]["sync"] = sync
     for p, cpu in zip(rec["result"]["per_rank"], cpu_s):
         p["work"] = {"torch_threads": 1, "cpu_s": cpu, "wall_s": 92.0, "host_busy": busy, "voluntary_switches": 47000,
-                     "involuntary_switches": switches_per_s * 92.0, "steps": 35}
+                     "involuntary_switches": int(switches_per_s * 92), "steps": 35}
     return rec
 
 

@@ -220,7 +220,7 @@ def test_plots_draw_no_single_point_lines(tmp_path):
 
     one = Entry.from_record(train(overrides=["bucket=25", "optim=none"]))
     other = Entry.from_record(train(overrides=["bucket=100", "optim=bf16"]))
-    other.result["bucket_mb"] = 100
+    other.result.bucket_mb = 100
     # two bucket sizes, but each configuration ran only one: no line to draw
     assert plots.bucket_throughput([one, other], tmp_path / "b.png") is None
     pairs = [Entry.from_record(_pairs(p, 0.5)) for p in (1, 2)]

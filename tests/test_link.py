@@ -5,6 +5,9 @@ runs behind a shaped link: collectives' busbw near the rate, every task, and not
 run (its end, a failing rank, SIGTERM, SIGKILL of the launcher), with the next run starting clean."""
 from __future__ import annotations
 
+from base.record import Record
+from base.record_types import CollectivesResult, Link
+
 import json
 import os
 import re
@@ -203,8 +206,8 @@ def test_sweep_table_and_wandb_label_runs_behind_an_emulated_link(tmp_path):
     note = next(n for n in table.notes if n.startswith("EMULATED LINK"))
     assert "1 Gbit/s (htb), check transfers 940 Mbit/s..940 Mbit/s" in note and "1 run(s) without one" in note
     assert "EMULATED LINK" in table.markdown()
-    assert {"emulated-link", "link:1 Gbit/s"} <= set(run_tags(None, behind, {}))
-    assert "emulated-link" not in run_tags(None, plain, {})
+    assert {"emulated-link", "link:1 Gbit/s"} <= set(run_tags(None, Record.from_dict(behind), {}))
+    assert "emulated-link" not in run_tags(None, Record.from_dict(plain), {})
 
 
 def test_collectives_summary_sets_busbw_beside_the_link():
@@ -212,9 +215,10 @@ def test_collectives_summary_sets_busbw_beside_the_link():
 
     r = {"ops": ["all_reduce"], "rows": [{"op": "all_reduce", "bytes": b, "busbw_GBps": g}
                                          for b, g in ((1 << 20, 0.08), (1 << 26, 0.117))]}
-    [line] = vs_link(r, facts())
+    r = CollectivesResult.from_dict(r)
+    [line] = vs_link(r, Link.from_dict(facts()))
     assert "all_reduce busbw at 67108864 B 0.936 Gbit/s = 98% of the 956.4 Mbit/s" in line
-    assert vs_link(r, link.LOOPBACK) == []
+    assert vs_link(r, Link.from_dict(dict(link.LOOPBACK))) == []
 
 
 def test_interface_shaping_is_read_back_for_runs_the_tool_did_not_shape():

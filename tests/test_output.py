@@ -1,5 +1,6 @@
 """Issue 25: what a default run prints is short and answers first (the line-count of a real run is in
 tests/test_train_runs.py::test_default_strategy_ddp_record)."""
+from base.record_types import DiagnosisBlock
 from diagnosis.finding import Evidence, Finding, Saving
 from job import brief
 
@@ -14,6 +15,7 @@ def _finding(i: int, first: bool = False) -> dict:
 def test_the_brief_diagnosis_keeps_its_budget_and_says_what_it_left_out():
     diag = {"findings": [_finding(0, first=True), *(_finding(i) for i in range(1, 6))], "inside_noise": [],
             "noise": {"floor": 0.05, "noisy": True, "reasons": ["step median known only to +-5%"]}}
+    diag = DiagnosisBlock.from_dict(diag)
     lines = brief.diagnosis_lines(diag, budget=17, where="outputs/run")
     assert len(lines) <= 17
     assert lines[0].startswith("diagnosis: 5 finding(s) above the noise floor of 5.0%")

@@ -71,7 +71,7 @@ def _assemble(*, batch=4, world=2, accumulate=3, walls=None, medians=None, sizes
     everyone = [{"rank": r, "block_walls_s": walls[r], "step_median_s": medians[r], "wall_s": sum(walls[r])}
                 for r in range(world)]
     marks = {"start": 0.0, "setup": 1.0, "warmup": 2.0, "window": 3.0, "probes": 4.0}
-    feeder = SimpleNamespace(copies=0, note="")
+    feeder = SimpleNamespace(copies=False, note="")
     return assemble(cfg, ctx, {}, feeder, [], everyone, None, window, marks, 2.3, None)
 
 

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from results import wandb_log
-from base.record import RECORD_NAME, read_record
+from base.record import RECORD_NAME, Record, read_record
 from results.table import Table
 from tests.records import train_record, write_sweep
 from tests.test_wandb import offline_runs, wandb_env, wandb_records  # noqa: F401 - wandb_env is a fixture
@@ -85,9 +85,10 @@ def test_groups_are_named_for_the_study_then_the_date(tmp_path):
     assert wandb_log.group_for(single, ["bucket=100"], "train") == f"train {stamp}"
     assert wandb_log.group_for(single, ["experiment=ddp_overhead"], "train") == f"ddp_overhead {stamp}"
     rec = train_record(overrides=["bucket=100"], steps_per_s=2.0, output_dir=str(single))
-    assert wandb_log._record_group(rec, {}) == f"train {stamp}"
-    assert wandb_log._record_group(rec, {"group": "mine"}) == "mine"
-    assert "experiment:ddp_overhead" in wandb_log.run_tags(None, {**rec, "overrides": ["experiment=ddp_overhead"]}, {})
+    assert wandb_log._record_group(Record.from_dict(rec), {}) == f"train {stamp}"
+    assert wandb_log._record_group(Record.from_dict(rec), {"group": "mine"}) == "mine"
+    tagged = Record.from_dict({**rec, "overrides": ["experiment=ddp_overhead"]})
+    assert "experiment:ddp_overhead" in wandb_log.run_tags(None, tagged, {})
     assert len(wandb_log.group_for(by_keys, task="train")) <= 128
 
 

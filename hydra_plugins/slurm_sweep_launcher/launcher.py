@@ -133,14 +133,14 @@ def _record_failure(output_dir: Path, error: str, end: state.Ending, sweep_confi
     before that gets its record here, the first and only one."""
     from omegaconf import OmegaConf
 
-    from base.record import RECORD_NAME, Record, read_record
+    from base.record import RECORD_NAME, Record
     from job.finalise import finalise
     from job.run import record_of
 
     path = output_dir / RECORD_NAME
     if path.exists():
         try:
-            record = Record.from_dict(read_record(path))
+            record = Record.read(path)
         except Exception:  # noqa: BLE001 - an unreadable record is the table's to report
             return path
         if record.amend_failure(error, end.log):

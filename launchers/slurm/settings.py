@@ -4,6 +4,7 @@ executor they configure, and the answer to hydra-submitit-launcher habits (`hydr
 `hydra.launcher.partition=...`), which are refused with the equivalent command rather than half-obeyed."""
 from __future__ import annotations
 
+from base.record import setting
 import json
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ def check_config(cfg, submitting: bool = False) -> None:
     run as configured (world_size against the step's tasks; GPUs given by Slurm that CUDA cannot see). Called by the
     config validation before any rank starts, and by the launcher for every job before it submits the array
     (submitting=True: the compute nodes' environment is not this one)."""
-    launcher = cfg.get("launcher") or {}
+    launcher = setting(cfg, "launcher", {})
     if not submitting:
         _check_gpus_are_usable()
     if is_slurm_rank() and not submitting:

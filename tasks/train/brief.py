@@ -5,38 +5,39 @@ from __future__ import annotations
 
 from stats.fmt import fmt_ci
 
-from tasks.train.result import exposed_text
+from base.record import Record
+from base.record_types import TrainResult
+from tasks.train.result import _phases, exposed_text
 
 
-def brief(record: dict) -> list[str]:
-    r = record["result"]
-    model = ((record.get("config") or {}).get("model") or {}).get("name", "?")
-    bucket = r.get("bucket_mb")
-    lines = [f"train {model}: {r['world_size']} {r['backend']} rank(s) on {r['device_name']}, sync={r['sync']} "
-             f"optim={r['optim']} bucket={bucket if bucket is not None else 'default'}, "
-             f"batch {r['batch_per_rank']}/rank x accumulate {r['accumulate']}, {r['steps']} steps measured"]
-    tp = r["throughput"]
-    if tp.get("samples_ci_lo") is not None:
-        lines.append(f"throughput  {fmt_ci(tp['samples_per_s'], tp['samples_ci_lo'], tp['samples_ci_hi'], 'samples/s')}"
-                     f"  ({fmt_ci(tp['steps_per_s'], tp.get('ci_lo'), tp.get('ci_hi'), 'steps/s')}, 95% CI)")
+def brief(record: Record) -> list[str]:
+    r: TrainResult = record.result
+    bucket = r.bucket_mb
+    lines = [f"train {record.setting('model.name', '?')}: {r.world_size} {r.backend} rank(s) on {r.device_name}, "
+             f"sync={r.sync} optim={r.optim} bucket={bucket if bucket is not None else 'default'}, "
+             f"batch {r.batch_per_rank}/rank x accumulate {r.accumulate}, {r.steps} steps measured"]
+    tp = r.throughput
+    if tp.samples_ci_lo is not None:
+        lines.append(f"throughput  {fmt_ci(tp.samples_per_s, tp.samples_ci_lo, tp.samples_ci_hi, 'samples/s')}"
+                     f"  ({fmt_ci(tp.steps_per_s, tp.ci_lo, tp.ci_hi, 'steps/s')}, 95% CI)")
     else:
-        lines.append(f"throughput  {tp['samples_per_s']:.4g} samples/s  (no CI: < 10 timed blocks)")
-    st = r.get("steady_state") or {}
-    if st.get("steady") is False:
-        lines.append(f"WARNING     not at steady state: {st['reason']} (raise warmup_steps, or a quieter machine)")
-    if r.get("phases"):
-        step = r["step_time_s"]
-        names = list(r["phases"])
+        lines.append(f"throughput  {tp.samples_per_s:.4g} samples/s  (no CI: < 10 timed blocks)")
+    st = r.steady_state
+    if st is not None and st.steady is False:
+        lines.append(f"WARNING     not at steady state: {st.reason} (raise warmup_steps, or a quieter machine)")
+    phases = _phases(r)
+    if phases:
+        step = r.step_time_s
+        names = list(phases)
         width = max(9, *(len(n) + 2 for n in names))
-        step_ms = fmt_ci(step["median"] * 1e3, step.get("ci_lo") and step["ci_lo"] * 1e3,
-                         step.get("ci_hi") and step["ci_hi"] * 1e3, "ms")
+        step_ms = fmt_ci(step.median * 1e3, step.ci_lo and step.ci_lo * 1e3, step.ci_hi and step.ci_hi * 1e3, "ms")
         lines.append("phase " + "".join(f"{n:>{width}}" for n in names) + "   step (median, rank 0)")
-        lines.append("share " + "".join(f"{r['phases'][n]['median'] / step['median']:>{width}.1%}" if step["median"]
+        lines.append("share " + "".join(f"{phases[n].median / step.median:>{width}.1%}" if step.median
                                         else f"{'n/a':>{width}}" for n in names) + f"   {step_ms}")
-    c = r.get("comm")
-    if c:
+    c = r.comm
+    if c is not None and c.to_dict():
         f = lambda v, scale=1e3: "n/a" if v is None else f"{v * scale:.3g}"  # noqa: E731 - local formatter
-        lines.append(f"sync        {c['collectives_per_step']:.0f} collective(s)/step, "
-                     f"{c['bytes_per_step'] / 1e6:.3g} MB/step; comm {f(c['time_s'])} ms, exposed "
-                     f"{exposed_text(c).split(' (')[0]}; busbw {f(c['busbw_GBps'], 1)} GB/s")
+        lines.append(f"sync        {c.collectives_per_step:.0f} collective(s)/step, "
+                     f"{c.bytes_per_step / 1e6:.3g} MB/step; comm {f(c.time_s)} ms, exposed "
+                     f"{exposed_text(c).split(' (')[0]}; busbw {f(c.busbw_GBps, 1)} GB/s")
     return lines

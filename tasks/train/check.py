@@ -4,6 +4,7 @@ comes from device/placement.py (decided as the ranks will decide it), and what o
 tasks/train/memory.py's estimate."""
 from __future__ import annotations
 
+from base.record import setting
 import warnings
 
 from omegaconf import DictConfig, OmegaConf
@@ -52,7 +53,7 @@ def largest_collective(cfg) -> tuple[int, str]:
     """One step's fp32 gradients, all-reduced whole at worst (the emulated link's timeout check)."""
     from models import gradient_bytes
 
-    return gradient_bytes(cfg.model, int((cfg.get("data") or {}).get("image_size") or 224)), \
+    return gradient_bytes(cfg.model, int(setting(cfg, "data.image_size", 224))), \
         "one step's fp32 gradients"
 
 

@@ -12,26 +12,27 @@ it."""
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from base.record import Record
+from base.record_types import TrainReferenceResult
 from stats import compare_throughput, fmt_ci, fmt_ratio, verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_variant(overrides: list[str], out: Path) -> dict:
+def run_variant(overrides: list[str], out: Path) -> Record:
     cmd = [sys.executable, "train.py", *overrides, "measure.policy=fixed", "logger=none", f"hydra.run.dir={out}"]
     subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-    return json.loads((out / "run_record.json").read_text())
+    return Record.read(out)
 
 
-def blocks(record: dict) -> tuple[list[float], list[int]]:
-    b = record["result"]["throughput"]["blocks"]
-    return b["walls_s"], b["steps"]
+def blocks(record: Record) -> tuple[list[float], list[int]]:
+    b = record.result.throughput.blocks
+    return b.walls_s, b.steps
 
 
 def measure(a: list[str], b: list[str], pairs: int, tmp: Path) -> dict:
@@ -43,17 +44,20 @@ def measure(a: list[str], b: list[str], pairs: int, tmp: Path) -> dict:
     # pair i ran together
     cmp = compare_throughput([blocks(r) for r in runs_b], [blocks(r) for r in runs_a], paired=True)
     return {"ratio": cmp["ratio"], "ci_lo": cmp["ci_lo"], "ci_hi": cmp["ci_hi"], "method": cmp["method"],
-            "a": [r["result"]["throughput"]["steps_per_s"] for r in runs_a],
-            "b": [r["result"]["throughput"]["steps_per_s"] for r in runs_b],
+            "a": [r.result.throughput.steps_per_s for r in runs_a],
+            "b": [r.result.throughput.steps_per_s for r in runs_b],
             "cpu_a": [cpu_per_step(r) for r in runs_a], "cpu_b": [cpu_per_step(r) for r in runs_b], "record": runs_a[0]}
 
 
-def cpu_per_step(record: dict) -> float | None:
+def cpu_per_step(record: Record) -> float | None:
     """Rank 0's process CPU time per measured step (all its threads): what the loop costs whatever the machine's
     load did to the wall clock."""
-    r = record["result"]
-    values = [p.get("cpu_s_per_step") for p in r.get("per_rank") or []] or r.get("cpu_s_per_step") or [None]
-    return values[0]
+    r = record.result
+    if isinstance(r, TrainReferenceResult):
+        values = r.cpu_s_per_step
+    else:
+        values = [p.cpu_s_per_step for p in r.per_rank or []]
+    return values[0] if values else None
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -69,10 +73,10 @@ def main(argv: list[str] | None = None) -> dict:
         a, b, names = [*overrides, "timing=true"], [*overrides, "timing=false"], ("timing on", "timing off")
     with tempfile.TemporaryDirectory(prefix="harness_cost_") as tmp:
         m = measure(a, b, args.pairs, Path(tmp))
-    r = m["record"]["result"]
-    threads = r["per_rank"][0].get("threads") if r.get("per_rank") else None
-    print(f"config: {' '.join(overrides) or '(defaults)'}  device: {r['device_name']}  world_size: {r['world_size']}  "
-          f"steps per run: {r['steps']}  pairs: {args.pairs} (interleaved)  threads per rank: {threads}")
+    r = m["record"].result
+    threads = r.per_rank[0].threads.to_dict() if r.per_rank and r.per_rank[0].threads is not None else None
+    print(f"config: {' '.join(overrides) or '(defaults)'}  device: {r.device_name}  world_size: {r.world_size}  "
+          f"steps per run: {r.steps}  pairs: {args.pairs} (interleaved)  threads per rank: {threads}")
     width = max(map(len, names))
     for name, rates in ((names[0], m["a"]), (names[1], m["b"])):
         print(f"{name:<{width}}: " + "  ".join(f"{v:.4g}" for v in rates) + " steps/s")

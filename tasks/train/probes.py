@@ -178,9 +178,10 @@ def attach_probe_figures(result: dict, microbench: dict | None, everyone: list[d
         if vs and microbench.get("total"):      # the thread's comparison: the whole gradient in one call
             vs["one_call_of_total_s"] = microbench["total"]["time_s"]["median"]
         comm["vs_microbench"] = vs
-    tp = result.get("throughput") or {}     # the time per step the throughput implies: what every rank spends
-    step = tp["wall_s"] / result["steps"] if tp.get("wall_s") and result.get("steps") else \
-        (result.get("step_time_s") or {}).get("median")
+    tp, st = result.get("throughput"), result.get("step_time_s")   # the result being built (JSON-shaped)
+    # the time per step the throughput implies: what every rank spends
+    step = tp["wall_s"] / result["steps"] if tp and tp.get("wall_s") and result.get("steps") else \
+        (st["median"] if st else None)
     result["straggler"] = find_straggler(everyone, step)
 
 

@@ -13,6 +13,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from base.record import Record
 from models import build_model
 from comm.buckets import bucket_cap_mb
 from tasks.train.loop import set_precision
@@ -75,9 +76,9 @@ def run(ctx) -> dict | None:
             "headline": {"steps/s": tp["steps_per_s"], "samples/s": tp["steps_per_s"] * per_step}}
 
 
-def summarize(record: dict) -> str:
-    r = record["result"]
-    tp = r["throughput"]
-    return (f"task=train_reference  model={record['config']['model']['name']}  world_size={r['world_size']}\n"
-            f"throughput {fmt_ci(tp['steps_per_s'], tp['ci_lo'], tp['ci_hi'], 'steps/s')} over {r['steps']} steps "
+def summarize(record: Record) -> str:
+    r = record.result
+    tp = r.throughput
+    return (f"task=train_reference  model={record.setting('model.name')}  world_size={r.world_size}\n"
+            f"throughput {fmt_ci(tp.steps_per_s, tp.ci_lo, tp.ci_hi, 'steps/s')} over {r.steps} steps "
             f"(a hand-written DDP loop; compare with task=train: python -m tasks.train.harness_cost --reference)")

@@ -12,7 +12,8 @@ import torch
 
 from comm.bandwidth import bus_factor
 from base.context import JOB_START_ENV
-from base.record import train_headline
+from base.record import Record, train_headline
+from base.record_types import CommStats, Summary, TrainResult
 from stats import block_throughput, describe, fmt_ci, steady_state
 
 
@@ -165,133 +166,142 @@ def time_budget(marks: dict, window_s: float) -> dict:
             "probes_s": marks["probes"] - marks["window"], "window_share": window_s / job if job > 0 else None}
 
 
-def _ms_ci(d: dict) -> str:
+def _ms_ci(d: Summary) -> str:
     """median [CI] in ms, digits as the interval allows; no interval (fewer than 10 steps) is marked *; an old
     record's order-statistic interval that cannot reach 95% (n <= 5) likewise."""
-    if d.get("ci_lo") is None:
-        return fmt_ci(d["median"] * 1e3, None, None) + "*"
-    text = fmt_ci(d["median"] * 1e3, d["ci_lo"] * 1e3, d["ci_hi"] * 1e3)
-    return text + ("*" if (d.get("ci_level") or 1) < 0.95 else "")
+    if d.ci_lo is None:
+        return fmt_ci(d.median * 1e3, None, None) + "*"
+    text = fmt_ci(d.median * 1e3, d.ci_lo * 1e3, d.ci_hi * 1e3)
+    return text + ("*" if (d.ci_level or 1) < 0.95 else "")
 
 
-def summarize_window(r: dict) -> list[str]:
+def summarize_window(r: TrainResult) -> list[str]:
     """Throughput with its interval, how the window ended, steadiness and the phase table (with CIs)."""
-    tp, m = r["throughput"], r.get("measure") or {}
+    tp, m = r.throughput, r.measure
     def unit(v, lo, hi, u):
         return fmt_ci(v, lo, hi, u) if lo is not None else f"{v:.4g} {u} (no CI: < 10 blocks)"
 
     lines = [
-        f"throughput  {unit(tp['steps_per_s'], tp.get('ci_lo'), tp.get('ci_hi'), 'steps/s')}   "
-        f"{unit(tp['samples_per_s'], tp.get('samples_ci_lo'), tp.get('samples_ci_hi'), 'samples/s')}",
-        f"            (95% CI; wall clock of {tp.get('n_blocks', 1)} timed blocks, slowest rank per block; "
-        f"{tp.get('method', '')})",
+        f"throughput  {unit(tp.steps_per_s, tp.ci_lo, tp.ci_hi, 'steps/s')}   "
+        f"{unit(tp.samples_per_s, tp.samples_ci_lo, tp.samples_ci_hi, 'samples/s')}",
+        f"            (95% CI; wall clock of {tp.n_blocks if tp.has('n_blocks') else 1} timed blocks, slowest rank per "
+        f"block; {tp.method or ''})",
     ]
-    if tp.get("lag1") is not None:
-        n_eff = f"{tp['n_eff']:.0f}" if tp.get("n_eff") is not None else "n/a"
-        lines.append(f"            serial correlation of the blocks: lag-1 {tp['lag1']:.2f}, worth ~{n_eff} "
-                     f"independent blocks of {tp.get('n_blocks')}; one run's interval holds its own noise only "
+    if tp.lag1 is not None:
+        n_eff = f"{tp.n_eff:.0f}" if tp.n_eff is not None else "n/a"
+        lines.append(f"            serial correlation of the blocks: lag-1 {tp.lag1:.2f}, worth ~{n_eff} "
+                     f"independent blocks of {tp.n_blocks}; one run's interval holds its own noise only "
                      "(repeats add the spread between runs)")
-    if m:
-        each = "1 step" if m["block_steps"] == 1 else f"<= {m['block_steps']} steps"
-        how = f"window      {m['steps']} steps in {m['blocks']} timed blocks of {each}, measure.policy={m['policy']}"
-        if m["policy"] == "adaptive":
-            half = "n/a" if m["rel_ci_halfwidth"] is None else f"+-{m['rel_ci_halfwidth']:.1%}"
-            how += (f": median step known to {half} on rank 0 (target +-{m['rel_ci_target']:.1%} on every rank); "
-                    + ("target reached" if m["target_reached"]
-                       else f"stopped by {m['stopped_by']}: TARGET NOT REACHED"))
+    if m is not None and m.to_dict():
+        each = "1 step" if m.block_steps == 1 else f"<= {m.block_steps} steps"
+        how = f"window      {m.steps} steps in {m.blocks} timed blocks of {each}, measure.policy={m.policy}"
+        if m.policy == "adaptive":
+            half = "n/a" if m.rel_ci_halfwidth is None else f"+-{m.rel_ci_halfwidth:.1%}"
+            how += (f": median step known to {half} on rank 0 (target +-{m.rel_ci_target:.1%} on every rank); "
+                    + ("target reached" if m.target_reached
+                       else f"stopped by {m.stopped_by}: TARGET NOT REACHED"))
         lines.append(how)
-    st = r.get("steady_state") or {}
-    if st.get("steady") is False:
-        lines.append(f"WARNING     {st['reason']} ({st['of']}): warm-up was not enough (raise warmup_steps) or the "
+    st = r.steady_state
+    if st is not None and st.steady is False:
+        lines.append(f"WARNING     {st.reason} ({st.of}): warm-up was not enough (raise warmup_steps) or the "
                      f"machine changed during the window; steady: false")
-    elif st:
-        lines.append(f"steady      {'yes' if st['steady'] else 'untested'}: {st.get('reason')} ({st.get('of')})")
-    if r["phases"]:
-        step = r["step_time_s"]
+    elif st is not None and st.to_dict():
+        lines.append(f"steady      {'yes' if st.steady else 'untested'}: {st.reason} ({st.of})")
+    phases = _phases(r)
+    if phases:
+        step = r.step_time_s
         lines += ["", f"{'phase':<12}{'median ms [95% CI]':>28}{'IQR ms':>10}{'outliers':>10}{'share':>8}   (rank 0)"]
-        for name, d in [*r["phases"].items(), ("step", step)]:
-            share = f"{d['median'] / step['median']:>8.1%}" if step["median"] and name != "step" else ""
-            outliers = d.get("outliers_low", 0) + d.get("outliers_high", 0)
-            lines.append(f"{name:<12}{_ms_ci(d):>28}{d['iqr'] * 1e3:>10.3g}{outliers:>10}{share}")
-        lines.append(f"(median CI: {step.get('ci_method')}; outliers: beyond Tukey's fences, 1.5 IQR"
-                     + ("; * no 95% interval: fewer than 10 steps)" if step.get("ci_lo") is None
-                        or (step.get("ci_level") or 1) < 0.95 else ")"))
+        for name, d in [*phases.items(), ("step", step)]:
+            share = f"{d.median / step.median:>8.1%}" if step.median and name != "step" else ""
+            outliers = (d.outliers_low or 0) + (d.outliers_high or 0)
+            lines.append(f"{name:<12}{_ms_ci(d):>28}{d.iqr * 1e3:>10.3g}{outliers:>10}{share}")
+        lines.append(f"(median CI: {step.ci_method}; outliers: beyond Tukey's fences, 1.5 IQR"
+                     + ("; * no 95% interval: fewer than 10 steps)" if step.ci_lo is None
+                        or (step.ci_level or 1) < 0.95 else ")"))
     return lines
 
 
-def exposed_text(c: dict) -> str:
+def _phases(r: TrainResult) -> dict[str, Summary]:
+    """The phases the record timed, in its order (a phase never timed is absent)."""
+    if r.phases is None:
+        return {}
+    return {name: getattr(r.phases, name) for name in r.phases.to_dict() if getattr(r.phases, name, None) is not None}
+
+
+def exposed_text(c: CommStats) -> str:
     """The exposed time with its 95% interval, or how many samples it rests on when they give none."""
-    if c.get("exposed_s") is None:
+    if c.exposed_s is None:
         return "n/a"
-    if c.get("exposed_ci_lo") is not None:
-        return fmt_ci(c["exposed_s"] * 1e3, c["exposed_ci_lo"] * 1e3, c["exposed_ci_hi"] * 1e3, "ms")
-    n = c.get("exposed_n")
-    return f"{c['exposed_s'] * 1e3:.2f} ms" + (f" ({n} probe step{'s' if n > 1 else ''}: no interval; probe_steps=6 "
-                                              "gives one)" if n is not None else "")
+    if c.exposed_ci_lo is not None:
+        return fmt_ci(c.exposed_s * 1e3, c.exposed_ci_lo * 1e3, c.exposed_ci_hi * 1e3, "ms")
+    n = c.exposed_n
+    return f"{c.exposed_s * 1e3:.2f} ms" + (f" ({n} probe step{'s' if n > 1 else ''}: no interval; probe_steps=6 "
+                                            "gives one)" if n is not None else "")
 
 
 MOSTLY = {"outside": "outside the timed phases"}
 
 
-def summarize(record: dict) -> str:
-    r = record["result"]
+def summarize(record: Record) -> str:
+    r: TrainResult = record.result
     lines = [
-        f"task=train  model={record['config']['model']['name']}  sync={r['sync']}  optim={r['optim']}  "
-        f"bucket={r['bucket_mb']}  world_size={r['world_size']}  backend={r['backend']}  device={r['device_name']}",
-        f"batch/rank={r['batch_per_rank']}  global={r['global_batch']}  accumulate={r['accumulate']}  "
-        f"effective={r['effective_batch']}  warm-up={r['warmup_steps']}  measured={r['steps']}",
+        f"task=train  model={record.setting('model.name')}  sync={r.sync}  optim={r.optim}  "
+        f"bucket={r.bucket_mb}  world_size={r.world_size}  backend={r.backend}  device={r.device_name}",
+        f"batch/rank={r.batch_per_rank}  global={r.global_batch}  accumulate={r.accumulate}  "
+        f"effective={r.effective_batch}  warm-up={r.warmup_steps}  measured={r.steps}",
         "",
         *summarize_window(r),
     ]
-    c = r["comm"]
-    if c:
+    c = r.comm
+    if c is not None and c.to_dict():
         f = lambda v, scale=1e3: "n/a" if v is None else f"{v * scale:.2f}"  # noqa: E731 - local formatter
         lines += [
             "",
-            f"gradient sync: {c['collectives_per_step']:.0f} collectives/step, {c['bytes_per_step'] / 1e6:.2f} MB/step"
-            + (f", {c['buckets']['count']} buckets" if c.get("buckets") else ""),
-            f"  comm {f(c['time_s'])} ms, overlapped with backward {f(c['overlap_s'])} ms, exposed {exposed_text(c)}"
-            + (f", backward compute {f(c['backward_compute_s'])} ms" if c["backward_compute_s"] is not None else ""),
-            f"  algbw {f(c['algbw_GBps'], 1)} GB/s  busbw {f(c['busbw_GBps'], 1)} GB/s  ({c['method']})",
+            f"gradient sync: {c.collectives_per_step:.0f} collectives/step, {c.bytes_per_step / 1e6:.2f} MB/step"
+            + (f", {c.buckets.count} buckets" if c.buckets is not None and c.buckets.to_dict() else ""),
+            f"  comm {f(c.time_s)} ms, overlapped with backward {f(c.overlap_s)} ms, exposed {exposed_text(c)}"
+            + (f", backward compute {f(c.backward_compute_s)} ms" if c.backward_compute_s is not None else ""),
+            f"  algbw {f(c.algbw_GBps, 1)} GB/s  busbw {f(c.busbw_GBps, 1)} GB/s  ({c.method})",
         ]
-        caps, built = (r.get("ddp") or {}).get("bucket_caps"), (r.get("ddp") or {}).get("buckets") or {}
-        if caps:
-            sizes = built.get("sizes_bytes") or []
+        caps = r.ddp.bucket_caps if r.ddp is not None else None
+        built = r.ddp.buckets if r.ddp is not None else None
+        if caps is not None and caps.to_dict():
+            sizes = (built.sizes_bytes if built is not None else None) or []
             shown = ", ".join(f"{b / 1e6:.3g}" for b in sizes[:8]) + (", ..." if len(sizes) > 8 else "")
-            how = ("as built after DDP's rebuild, in all-reduce order" if built.get("rebuilt")
+            how = ("as built after DDP's rebuild, in all-reduce order" if built is not None and built.rebuilt
                    else "as first built (DDP had not rebuilt them yet)")
-            lines.append(f"  buckets: {caps['rule']}; {how}: {shown} MB")
-    acc = r["accuracy"]
+            lines.append(f"  buckets: {caps.rule}; {how}: {shown} MB")
+    acc = r.accuracy
     lines.append("")
-    lines.append(f"loss {acc['final_loss']:.4f}" + (f"   gradient rel. error vs exact fp32 all-reduce "
-                                                   f"{acc['grad_rel_error']:.3e}"
-                                                   if acc["grad_rel_error"] is not None else ""))
-    per = r["per_rank"]
+    lines.append(f"loss {acc.final_loss:.4f}" + (f"   gradient rel. error vs exact fp32 all-reduce "
+                                                 f"{acc.grad_rel_error:.3e}"
+                                                 if acc.grad_rel_error is not None else ""))
+    per = r.per_rank or []
     if len(per) > 1:
         lines.append("per rank: " + "  ".join(
-            f"r{p['rank']}@{p['host']} {p['step_median_s'] * 1e3:.1f} ms" for p in per
-            if p["step_median_s"] is not None)
-            + f"   slowest: rank {r['slowest_rank']}")
-    if r.get("straggler"):  # the rank the others wait for (tasks/train/stragglers.py)
-        s = r["straggler"]
-        lines.append(f"straggler: rank {s['rank']}, {s['by_s'] * 1e3:+.1f} ms of work between collectives per step "
-                     f"against the others' median (mostly {MOSTLY.get(s['mostly'], s['mostly'])})"
+            f"r{p.rank}@{p.host} {p.step_median_s * 1e3:.1f} ms" for p in per
+            if p.step_median_s is not None)
+            + f"   slowest: rank {r.slowest_rank}")
+    s = r.straggler
+    if s is not None and s.to_dict():  # the rank the others wait for (tasks/train/stragglers.py)
+        lines.append(f"straggler: rank {s.rank}, {s.by_s * 1e3:+.1f} ms of work between collectives per step "
+                     f"against the others' median (mostly {MOSTLY.get(s.mostly, s.mostly)})"
                      + {True: "", False: ", inside the ranks' intervals: not significant",
-                        None: ", no interval"}[s["significant"]])
-    lines.append(f"h2d: {r['h2d']['mode']} - {r['h2d']['note']}")
-    threads = {str(p.get("threads")) for p in per}
-    if per and per[0].get("threads"):
-        t = per[0]["threads"]
-        lines.append(f"threads: intra-op {t['intra_op']}, inter-op {t['inter_op']}, "
-                     f"OMP_NUM_THREADS={t['OMP_NUM_THREADS']}"
+                        None: ", no interval"}[s.significant])
+    lines.append(f"h2d: {r.h2d.mode} - {r.h2d.note}")
+    threads = {str(p.threads.to_dict() if p.threads is not None else None) for p in per}
+    if per and per[0].threads is not None and per[0].threads.to_dict():
+        t = per[0].threads
+        lines.append(f"threads: intra-op {t.intra_op}, inter-op {t.inter_op}, "
+                     f"OMP_NUM_THREADS={t.OMP_NUM_THREADS}"
                      + (" (every rank)" if len(threads) == 1 else " (rank 0; they differ: see per_rank in the record)"))
-    b = r.get("time_budget")
-    if b and b.get("window_share") is not None:
-        lines.append(f"time: measured window {b['window_s']:.1f} s of {b['job_s']:.1f} s job "
-                     f"({b['window_share']:.0%}); start {b['before_task_s']:.1f} s, set-up {b['setup_s']:.1f} s, "
-                     f"warm-up {b['warmup_s']:.1f} s, probes {b['probes_s']:.1f} s")
-    if b and b.get("launcher_cpu_share") is not None:
-        lines.append(f"launcher: {b['launcher_cpu_s']:.2f} CPU s over the {b['launcher_wall_s']:.1f} s launch "
-                     f"({b['launcher_cpu_share']:.1%} of one core on average: the parent's elastic agent and heartbeat "
+    b = r.time_budget
+    if b is not None and b.window_share is not None:
+        lines.append(f"time: measured window {b.window_s:.1f} s of {b.job_s:.1f} s job "
+                     f"({b.window_share:.0%}); start {b.before_task_s:.1f} s, set-up {b.setup_s:.1f} s, "
+                     f"warm-up {b.warmup_s:.1f} s, probes {b.probes_s:.1f} s")
+    if b is not None and b.launcher_cpu_share is not None:
+        lines.append(f"launcher: {b.launcher_cpu_s:.2f} CPU s over the {b.launcher_wall_s:.1f} s launch "
+                     f"({b.launcher_cpu_share:.1%} of one core on average: the parent's elastic agent and heartbeat "
                      "watch)")
     return "\n".join(lines)

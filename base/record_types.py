@@ -1,0 +1,914 @@
+"""The run record's schema, as code: the blocks of `base.record.Record` and each task's result.
+
+Seconds and bytes unless a name says otherwise (`_us`, `_GBps`, `_mb`). A field that a run may not have (a knob that
+was off, a probe that did not run, a failed run's partial result) is `None`; readers test `is None`, never fall back
+to `{}`. docs/record.md is generated from these classes (`python -m base.record_types > docs/record.md`).
+Maps keyed by data (phase names, rank numbers, headline labels, config overrides) stay dicts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from base.typed import Block, RecordError, schema_lines
+
+__all__ = ["RecordError"]   # re-exported: base.record raises it
+
+
+def doc(text: str, **kw) -> Any:
+    """A field with a line for docs/record.md."""
+    return field(metadata={"doc": text}, **kw)
+
+
+# ---------------------------------------------------------------------------------------------------- shared blocks
+
+@dataclass
+class Summary(Block):
+    """stats.summary.describe: a sample's median with its 95% interval and the usual order statistics."""
+    n: int | None = None
+    median: float | None = None
+    ci_lo: float | None = None
+    ci_hi: float | None = None
+    ci_level: float | None = None
+    ci_method: str | None = None
+    mean: float | None = None
+    min: float | None = None
+    max: float | None = None
+    p90: float | None = None
+    q1: float | None = None
+    q3: float | None = None
+    iqr: float | None = None
+    outliers_low: int | None = None
+    outliers_high: int | None = None
+    rel_ci_halfwidth: float | None = None
+    lag1: float | None = doc("lag-1 autocorrelation of the series (serial summaries only)", default=None)
+    n_eff: float | None = doc("effective sample size after autocorrelation (serial summaries only)", default=None)
+
+
+@dataclass
+class Phases(Block):
+    """One value per step phase (rank 0's step, timed between marks)."""
+    data: Any = None
+    h2d: Any = None
+    forward: Any = None
+    backward: Any = None
+    sync: Any = None
+    optimizer: Any = None
+
+
+@dataclass
+class PhaseSummaries(Phases):
+    data: Summary | None = None
+    h2d: Summary | None = None
+    forward: Summary | None = None
+    backward: Summary | None = None
+    sync: Summary | None = None
+    optimizer: Summary | None = None
+
+
+@dataclass
+class PhaseSeconds(Phases):
+    data: float | None = None
+    h2d: float | None = None
+    forward: float | None = None
+    backward: float | None = None
+    sync: float | None = None
+    optimizer: float | None = None
+
+
+@dataclass
+class PhaseSeries(Phases):
+    data: list[float] | None = None
+    h2d: list[float] | None = None
+    forward: list[float] | None = None
+    backward: list[float] | None = None
+    sync: list[float] | None = None
+    optimizer: list[float] | None = None
+
+
+@dataclass
+class Bandwidth(Block):
+    """One timed collective across ranks (comm.measure.rank_stats plus bus bandwidth)."""
+    bytes: int | None = None
+    calls: int | None = None
+    time_s: float | None = None
+    time_max_s: float | None = None
+    slowest_rank: int | None = None
+    algbw_GBps: float | None = None
+    busbw_GBps: float | None = None
+
+
+# ---------------------------------------------------------------------------------------------------- job and env
+
+@dataclass
+class JobInfo(Block):
+    name: str | None = doc("Hydra's job name", default=None)
+    num: int | None = doc("the job's number in its sweep", default=None)
+    output_dir: str | None = None
+    sweep_dir: str | None = None
+    sweep_id: str | None = doc("the sweep's id, shared by its jobs' records (results.callbacks)", default=None)
+    slurm_job_id: str | None = None
+    log: str | None = doc("the failing rank's log, when a failure named one", default=None)
+
+
+@dataclass
+class LinkCheck(Block):
+    """The measured rate and round trip of an emulated link (launchers/link.py)."""
+    method: str | None = None
+    bytes: int | None = None
+    seconds: float | None = None
+    rate_bit_s: float | None = None
+    of_rate: float | None = None
+    of_payload_rate: float | None = None
+    rtt_us: float | None = None
+    rtt_min_us: float | None = None
+    rtt_rounds: int | None = None
+
+
+@dataclass
+class Link(Block):
+    """The network the ranks used (docs/links.md)."""
+    emulated: bool | None = None
+    source: str | None = None
+    interface: str | None = None
+    speed_bit_s: float | None = doc("the interface's own speed, when not emulated and the kernel says", default=None)
+    preset: str | None = None
+    rate_bit_s: float | None = None
+    payload_rate_bit_s: float | None = None
+    payload_fraction: float | None = None
+    latency_us: float | None = None
+    latency_note: str | None = None
+    qdisc: str | None = None
+    shaped: str | None = None
+    how: str | None = None
+    mtu: int | None = None
+    burst_bytes: int | None = None
+    htb_quantum_bytes: int | None = None
+    nodes: int | None = None
+    ranks_per_node: int | None = None
+    addresses: list[str] | None = None
+    rendezvous: str | None = None
+    build_s: float | None = None
+    check: LinkCheck | None = None
+    check_note: str | None = None
+    warning: str | None = doc("the check transfer missed the rate it was shaped to", default=None)
+    note: str | None = None
+
+
+@dataclass
+class Env(Block):
+    """Where the ranks ran; every field None when they never got that far."""
+    hostnames: list[str] | None = None
+    cpu_count: int | None = None
+    torch: str | None = None
+    cuda: str | None = None
+    nccl: str | None = None
+    python: str | None = None
+    devices: list[Any] | None = None
+    device_count: int | None = None
+    backend: str | None = None
+    world_size: int | None = None
+    vars: dict[str, str | None] | None = doc("NCCL_*, GLOO_*, OMP_NUM_THREADS, MASTER_* as the ranks saw them",
+                                            default=None)
+    link: Link | None = doc("the network the ranks used; None in records made before links were recorded",
+                           default=None)
+
+
+# ---------------------------------------------------------------------------------------------------- diagnosis block
+
+@dataclass
+class Noise(Block):
+    noisy: bool | None = None
+    floor: float | None = None
+    rel_halfwidth: float | None = None
+    ci_level: float | None = None
+    n: int | None = None
+    measured: float | None = None
+    threshold: float | None = None
+    of: str | None = None
+    reasons: list[str] | None = None
+
+
+@dataclass
+class AccountingProbe(Block):
+    exposed_s: float | None = None
+    transfer_s: float | None = None
+    wait_s: float | None = None
+
+
+@dataclass
+class AccountingRank0(Block):
+    phases_s: PhaseSeconds | None = None
+    phases_total_s: float | None = None
+    barrier_s: float | None = None
+    outside_s: float | None = None
+    residual_s: float | None = None
+    step_mean_s: float | None = None
+    wall_per_step_s: float | None = None
+
+
+@dataclass
+class AccountingRank(Block):
+    rank: int | None = None
+    host: str | None = None
+    work_s: float | None = None
+    barrier_s: float | None = None
+    step_mean_s: float | None = None
+    wall_per_step_s: float | None = None
+
+
+@dataclass
+class AccountingSync(Block):
+    phase: str | None = None
+    compute_s: float | None = None
+    exposed_s: float | None = None
+    transfer_s: float | None = None
+
+
+@dataclass
+class AccountingWait(Block):
+    rank: int | None = None
+    phase: str | None = None
+    at_barrier_s: float | None = None
+    in_sync_s: float | None = None
+    total_s: float | None = None
+
+
+@dataclass
+class Accounting(Block):
+    """Where a step's time goes across ranks (diagnosis.accounting)."""
+    basis: str | None = None
+    complete: bool | None = None
+    world_size: int | None = None
+    step_s: float | None = None
+    step_lo_s: float | None = None
+    step_hi_s: float | None = None
+    steps_per_s: float | None = None
+    timer_median_s: float | None = None
+    work_s: dict[str, float] | None = doc("each rank's work per step, keyed by rank number", default=None)
+    work_is_complete: bool | None = None
+    late_rank: int | None = None
+    rank0: AccountingRank0 | None = None
+    ranks: list[AccountingRank] | None = None
+    sync: AccountingSync | None = None
+    wait: AccountingWait | None = None
+    probe: AccountingProbe | None = None
+
+
+@dataclass
+class Comparison(Block):
+    """The sync phase against what a reference (the microbenchmark, the link) says it could take."""
+    method: str | None = None
+    source: str | None = None
+    reference: str | None = None
+    bytes: int | None = None
+    calls: int | None = None
+    sync_s: float | None = None
+    overlap_s: float | None = None
+    achievable_s: float | None = None
+    achievable_ci_lo: float | None = None
+    achievable_ci_hi: float | None = None
+    one_call_of_total_s: float | None = None
+    efficiency: float | None = None
+    efficiency_ci_lo: float | None = None
+    efficiency_ci_hi: float | None = None
+    efficiency_is: str | None = None
+    sync_busbw_GBps: float | None = None
+    reference_busbw_GBps: float | None = None
+
+
+@dataclass
+class Comparisons(Block):
+    microbench: Comparison | None = None
+    link: Comparison | None = None
+
+
+@dataclass
+class InsideNoise(Block):
+    rule: str | None = None
+    title: str | None = None
+    effect: float | None = None
+    under: str | None = None
+
+
+@dataclass
+class DiagnosisBlock(Block):
+    """The diagnosis made when the record was written (diagnosis.run). `findings` are diagnosis.finding.Finding
+    objects as dicts (read them with diagnosis.finding.finding_from_dict: base cannot import the diagnosis)."""
+    version: int | None = None
+    task: str | None = None
+    error: str | None = doc("why the diagnosis could not run; the record is kept", default=None)
+    noise: Noise | None = None
+    findings: list[dict[str, Any]] | None = None
+    inside_noise: list[InsideNoise] | None = None
+    ties: list[Any] | None = None
+    notes: list[str] | None = None
+    accounting: Accounting | None = None
+    comparisons: Comparisons | None = None
+    hta: dict[str, Any] | None = doc("HolisticTraceAnalysis's cross-check of profiled runs (diagnosis.hta)",
+                                     default=None)
+
+
+# ---------------------------------------------------------------------------------------------------- results
+
+@dataclass
+class TaskResult(Block):
+    """What every task's result has."""
+    headline: dict[str, Any] | None = doc("the sweep table's columns: label -> value", default=None)
+    diagnosis: DiagnosisBlock | None = None
+    warnings: list[str] | None = doc("what the run's console must warn about (e.g. a loss that is not finite)",
+                                     default=None)
+    signal: str | None = doc("interrupted runs: the signal's name", default=None)
+    progress: dict[str, Any] | None = doc("interrupted runs: how far rank 0 got (warmup_steps_done, "
+                                          "measured_steps_done)", default=None)
+
+
+# ---- task=train
+
+@dataclass
+class Measure(Block):
+    """The timed window's stopping rule and what it reached (tasks/train/window.py)."""
+    policy: str | None = None
+    min_steps: int | None = None
+    block_steps: int | None = None
+    rel_ci_target: float | None = None
+    max_steps: int | None = None
+    max_s: float | None = None
+    steps: int | None = None
+    blocks: int | None = None
+    window_s: float | None = None
+    stopped_by: str | None = None
+    precision_of: str | None = None
+    rel_ci_halfwidth: float | None = None
+    target_reached: bool | None = None
+    agreement: str | None = None
+
+
+@dataclass
+class Blocks(Block):
+    walls_s: list[float] | None = None
+    steps: list[int] | None = None
+
+
+@dataclass
+class Throughput(Block):
+    wall_s: float | None = None
+    steps_per_s: float | None = None
+    ci_lo: float | None = None
+    ci_hi: float | None = None
+    samples_per_s: float | None = None
+    samples_ci_lo: float | None = None
+    samples_ci_hi: float | None = None
+    ci_level: float | None = None
+    n_blocks: int | None = None
+    method: str | None = None
+    lag1: float | None = None
+    n_eff: float | None = None
+    batches: int | None = None
+    blocks: Blocks | None = None
+    basis: str | None = None
+
+
+@dataclass
+class SteadyState(Block):
+    steady: bool | None = None
+    drift: float | None = None
+    p_value: float | None = None
+    method: str | None = None
+    of: str | None = None
+    reason: str | None = None
+
+
+@dataclass
+class Threads(Block):
+    intra_op: int | None = None
+    inter_op: int | None = None
+    OMP_NUM_THREADS: str | None = None
+
+
+@dataclass
+class RankWork(Block):
+    """One rank's own work, measured inside the rank (tasks/train/stragglers.py)."""
+    what: str | None = None
+    steps: int | None = None
+    wall_s: float | None = None
+    wall_per_step_s: float | None = None
+    step_mean_s: float | None = None
+    cpu_s: float | None = None
+    compute_s: float | None = None
+    backward_compute_s: float | None = None
+    backward_from: str | None = None
+    data_s: float | None = None
+    h2d_s: float | None = None
+    forward_s: float | None = None
+    optimizer_s: float | None = None
+    outside_s: float | None = None
+    phases_mean_s: PhaseSeconds | None = None
+    ready_s: Summary | None = None
+    host_busy: float | None = None
+    runqueue_s: float | None = None
+    main_runqueue_s: float | None = None
+    voluntary_switches: int | None = None
+    involuntary_switches: int | None = None
+    torch_threads: int | None = None
+
+
+@dataclass
+class TrainRank(Block):
+    rank: int | None = None
+    host: str | None = None
+    wall_s: float | None = None
+    steps_per_s: float | None = None
+    step_median_s: float | None = None
+    step_p90_s: float | None = None
+    phases_median: PhaseSeconds | None = None
+    block_walls_s: list[float] | None = None
+    cpu_s_per_step: float | None = None
+    threads: Threads | None = None
+    work: RankWork | None = None
+
+
+@dataclass
+class BucketInfo(Block):
+    count: int | None = None
+    sizes_bytes: list[int] | None = None
+    order: str | None = None
+    rebuilt: bool | None = None
+
+
+@dataclass
+class CommStats(Block):
+    """Gradient communication per step (tasks/train/result.py comm_stats)."""
+    method: str | None = None
+    bytes_per_step: float | None = None
+    collectives_per_step: float | None = None
+    time_s: float | None = None
+    overlap_s: float | None = None
+    exposed_s: float | None = None
+    exposed_ci_lo: float | None = None
+    exposed_ci_hi: float | None = None
+    exposed_n: int | None = None
+    backward_compute_s: float | None = None
+    algbw_GBps: float | None = None
+    busbw_GBps: float | None = None
+    buckets: BucketInfo | None = None
+    vs_microbench: Comparison | None = None
+
+
+@dataclass
+class BucketCaps(Block):
+    rule: str | None = None
+    bytes: int | None = None
+    first_bytes: int | None = None
+
+
+@dataclass
+class DdpInfo(Block):
+    """The DDP wrapper as built (tasks/train/ddp.py describe)."""
+    bucket_cap_mb: float | str | None = None
+    bucket_caps: BucketCaps | None = None
+    buckets: BucketInfo | None = None
+    broadcast_buffers: bool | None = None
+    find_unused_parameters: bool | None = None
+    gradient_as_bucket_view: bool | None = None
+    static_graph: bool | None = None
+    serialized: bool | None = None
+    comm_hook: str | None = None
+    comm_hook_calls: int | None = None
+    powersgd_iter: int | None = None
+
+
+@dataclass
+class Accuracy(Block):
+    final_loss: float | None = None
+    grad_rel_error: float | None = None
+    grad_error_steps: int | None = None
+
+
+@dataclass
+class H2d(Block):
+    mode: str | None = None
+    copies: bool | None = None
+    note: str | None = None
+
+
+@dataclass
+class TimeBudget(Block):
+    job_s: float | None = None
+    before_task_s: float | None = None
+    setup_s: float | None = None
+    warmup_s: float | None = None
+    window_s: float | None = None
+    probes_s: float | None = None
+    window_share: float | None = None
+    launcher_wall_s: float | None = None
+    launcher_cpu_s: float | None = None
+    launcher_cpu_share: float | None = None
+
+
+@dataclass
+class Series(Block):
+    step_time_s: list[float] | None = None
+    phases: PhaseSeries | None = None
+
+
+@dataclass
+class MicrobenchSize(Block):
+    bytes: int | None = None
+    calls: int | None = None
+    time_s: Summary | None = None
+    busbw_GBps: float | None = None
+
+
+@dataclass
+class Microbench(Block):
+    """The collectives microbenchmark run beside the training (diagnose.microbench)."""
+    mode: str | None = None
+    method: str | None = None
+    timing: str | None = None
+    budget_s: float | None = None
+    run_estimate_s: float | None = None
+    cost_s: float | None = None
+    dtype: str | None = None
+    iters: int | None = None
+    warmup: int | None = None
+    skipped: str | None = None
+    sizes: list[MicrobenchSize] | None = None
+    total: MicrobenchSize | None = None
+    latency: MicrobenchSize | None = None
+
+
+@dataclass
+class StragglerRank(Block):
+    rank: int | None = None
+    host: str | None = None
+    ready_s: float | None = None
+    ready_ci: list[float | None] | None = None
+    compute_s: float | None = None
+    data_s: float | None = None
+    h2d_s: float | None = None
+    optimizer_s: float | None = None
+    outside_s: float | None = None
+    cpu_s: float | None = None
+    runqueue_s: float | None = None
+    involuntary_switches: int | None = None
+    torch_threads: int | None = None
+
+
+@dataclass
+class Straggler(Block):
+    """The rank the others wait for, and why (tasks/train/stragglers.py)."""
+    rank: int | None = None
+    host: str | None = None
+    by_s: float | None = None
+    share_of_step: float | None = None
+    significant: bool | None = None
+    mostly: str | None = None
+    parts_s: dict[str, float] | None = doc("compute, data, h2d, optimizer, outside: the straggler's lead in each",
+                                           default=None)
+    method: str | None = None
+    per_rank: list[StragglerRank] | None = None
+
+
+@dataclass
+class Fault(Block):
+    delay_s: float | None = None
+    delay_rank: int | None = None
+    delay_at: str | None = None
+
+
+@dataclass
+class PrecisionFlags(Block):
+    float32_matmul_precision: str | None = None
+    matmul_allow_tf32: bool | None = None
+    cudnn_allow_tf32: bool | None = None
+
+
+@dataclass
+class DeviceLayer(Block):
+    kind: str | None = None
+    window_sync_check: str | None = None
+    window_unchecked_because: str | None = None
+    checked_ops: int | None = None
+    streams: int | None = None
+    copies: int | None = None
+    blocking_copies: int | None = None
+    waits: int | None = None
+    record_streams: int | None = None
+    freed_without_record_stream: int | None = None
+    cross_stream_uses: int | None = None
+    replays: int | None = None
+    comm_hook_device_syncs: int | None = None
+
+
+@dataclass
+class ReadyMode(Block):
+    forward_s: list[float] | None = None
+    backward_s: list[float] | None = None
+    ready_s: list[list[float]] | None = doc("per step, each gradient's ready time", default=None)
+
+
+@dataclass
+class ReadyModes(Block):
+    alone: ReadyMode | None = None
+    with_sync: ReadyMode | None = None
+
+
+@dataclass
+class PowersgdCosts(Block):
+    rank: int | None = None
+    skipped: str | None = doc("why the PowerSGD costs were not timed (over the probe's budget)", default=None)
+    matrices: int | None = None
+    min_compression_rate: float | None = None
+    s: list[float] | None = None
+    pre_s: list[float] | None = None
+    mid_s: list[float] | None = None
+    post_s: list[float] | None = None
+
+
+@dataclass
+class HookCosts(Block):
+    cast_timed: str | None = None
+    cast_bf16_s: list[float] | None = None
+    cast_fp16_s: list[float] | None = None
+    copy_in_s: list[float] | None = None
+    copy_out_s: list[float] | None = None
+    powersgd: PowersgdCosts | None = None
+
+
+@dataclass
+class GradReady(Block):
+    """When each gradient is ready in backward, and what the comm hooks cost (tasks/train/grad_ready.py)."""
+    method: str | None = None
+    timing: str | None = None
+    dtype: str | None = None
+    names: list[str] | None = None
+    shapes: list[list[int]] | None = None
+    numel: list[int] | None = None
+    element_size: list[int] | None = None
+    order: list[int] | None = None
+    modes: ReadyModes | None = None
+    costs: HookCosts | None = None
+
+
+@dataclass
+class TrainResult(TaskResult):
+    """task=train: one DDP training run's timed window."""
+    device: str | None = None
+    device_name: str | None = None
+    world_size: int | None = None
+    backend: str | None = None
+    sync: str | None = None
+    optim: str | None = None
+    bucket_mb: float | str | None = doc("bucket_cap_mb as DDP got it; 'default' when left to DDP", default=None)
+    precision: str | None = None
+    forward_dtype: str | None = None
+    precision_flags: PrecisionFlags | None = None
+    cuda_graphs: bool | None = None
+    batch_per_rank: int | None = None
+    global_batch: int | None = None
+    accumulate: int | None = None
+    effective_batch: int | None = None
+    warmup_steps: int | None = None
+    steps: int | None = None
+    timing: bool | None = None
+    profiled: bool | None = None
+    measure: Measure | None = None
+    throughput: Throughput | None = doc("from the timed blocks' walls (slowest rank per block); lag1 and n_eff: "
+                                       "the blocks' serial correlation and effective sample size", default=None)
+    step_time_s: Summary | None = doc("rank 0's step times; ci_lo/ci_hi null below 10 steps", default=None)
+    phases: PhaseSummaries | None = doc("rank 0's time per step phase, each a Summary", default=None)
+    steady: bool | None = doc("true / false / null (too few steps to test)", default=None)
+    steady_state: SteadyState | None = None
+    per_rank: list[TrainRank] | None = None
+    slowest_rank: int | None = None
+    comm: CommStats | None = doc("null for sync=local", default=None)
+    ddp: DdpInfo | None = None
+    accuracy: Accuracy | None = None
+    h2d: H2d | None = None
+    time_budget: TimeBudget | None = None
+    series: Series | None = doc("rank 0, per measured step", default=None)
+    microbench: Microbench | None = None
+    straggler: Straggler | None = None
+    fault: Fault | None = None
+    device_layer: DeviceLayer | None = None
+    grad_ready: GradReady | None = doc("the what-if model's probe, untimed, after the window", default=None)
+    nccl_transports: dict[str, int] | None = doc("NCCL channel connections by transport (nccl.DEBUG=INFO)",
+                                                 default=None)
+
+
+# ---- task=train_reference (a maintainer's task: python -m tasks.train.harness_cost --reference)
+
+@dataclass
+class TrainReferenceResult(TaskResult):
+    """task=train_reference: a hand-written DDP loop's throughput, the yardstick for the harness's own cost."""
+    steps: int | None = None
+    global_batch: int | None = None
+    world_size: int | None = None
+    throughput: Throughput | None = None
+    precision: str | None = None
+    precision_flags: PrecisionFlags | None = None
+    threads: list[Threads] | None = None
+    cpu_s_per_step: list[float] | None = None
+
+
+# ---- task=collectives
+
+@dataclass
+class CollectiveRow(Block):
+    op: str | None = None
+    mode: str | None = None
+    bytes: int | None = None
+    requested_bytes: int | None = None
+    count: int | None = None
+    dtype: str | None = None
+    redop: str | None = None
+    root: int | None = None
+    time_us: float | None = None
+    time_max_us: float | None = None
+    slowest_rank: int | None = None
+    algbw_GBps: float | None = None
+    busbw_GBps: float | None = None
+    wrong: int | None = None
+    time_median_us: float | None = None
+    time_ci_lo_us: float | None = None
+    time_ci_hi_us: float | None = None
+    time_ci_level: float | None = None
+    blocks: int | None = None
+
+
+@dataclass
+class CollectivesResult(TaskResult):
+    """task=collectives: nccl-tests style rows, one per (op, size, mode)."""
+    device: str | None = None
+    device_name: str | None = None
+    backend: str | None = None
+    world_size: int | None = None
+    dtype: str | None = None
+    reduce_op: str | None = None
+    ops: list[str] | None = None
+    modes: list[str] | None = None
+    warmup_iters: int | None = None
+    iters: int | None = None
+    check_iters: int | None = None
+    timing: str | None = None
+    notes: list[str] | None = None
+    rows: list[CollectiveRow] | None = None
+    wrong_total: int | None = None
+    time_per_rank_us: list[list[float]] | None = doc("aligned with rows", default=None)
+    avg_busbw_GBps: float | None = None
+
+
+# ---- task=grad_sync
+
+@dataclass
+class SyncMethod(Bandwidth):
+    """One way to all-reduce the model's gradients (tasks/grad_sync.py)."""
+    how: str | None = None
+    unsupported: str | None = None
+    wrong: int | None = None
+    phases_s: dict[str, float] | None = None
+    bucket_mb: float | str | None = None
+    bucket_rule: str | None = None
+    bucket_bytes: list[int] | None = None
+    bucket_params: list[list[str]] | None = None
+    order: str | None = None
+
+
+@dataclass
+class SyncMethods(Block):
+    per_param: SyncMethod | None = None
+    coalesced: SyncMethod | None = None
+    flat: SyncMethod | None = None
+    bucketed: SyncMethod | None = None
+    microbench: SyncMethod | None = None
+
+
+@dataclass
+class ParamSync(Bandwidth):
+    name: str | None = None
+    group: str | None = None
+    shape: list[int] | None = None
+    numel: int | None = None
+
+
+@dataclass
+class GroupSync(Block):
+    group: str | None = None
+    tensors: int | None = None
+    bytes: int | None = None
+    per_param_s: float | None = None
+    microbench_s: float | None = None
+    microbench_busbw_GBps: float | None = None
+    ratio: float | None = None
+
+
+@dataclass
+class LatencyFit(Block):
+    alpha_s: float | None = None
+    beta_GBps: float | None = None
+    points: int | None = None
+    weights: str | None = None
+
+
+@dataclass
+class GradSyncResult(TaskResult):
+    """task=grad_sync: per-parameter vs bucketed gradient all-reduce."""
+    model: str | None = None
+    params: int | None = None
+    param_tensors: int | None = None
+    total_bytes: int | None = None
+    dtype: str | None = None
+    reduce_op: str | None = None
+    world_size: int | None = None
+    backend: str | None = None
+    device: str | None = None
+    warmup_iters: int | None = None
+    iters: int | None = None
+    timing: str | None = None
+    per_param: list[ParamSync] | None = None
+    groups: list[GroupSync] | None = None
+    methods: SyncMethods | None = None
+    latency: Bandwidth | None = None
+    fit: LatencyFit | None = None
+    explanation: list[str] | None = None
+
+
+# ---- task=pair_groups
+
+@dataclass
+class PairRank(Block):
+    rank: int | None = None
+    host: str | None = None
+    wall_s: float | None = None
+    cpu_s: float | None = None
+    group_setup_s: float | None = None
+    block_us_per_op: list[float] | None = None
+    host_busy_fraction: float | None = None
+    voluntary_switches: int | None = None
+    involuntary_switches: int | None = None
+    torch_threads: int | None = None
+
+
+@dataclass
+class PairGroupsResult(TaskResult):
+    """task=pair_groups: many two-rank process groups all-reducing at once (the gloo pair-groups thread)."""
+    device: str | None = None
+    backend: str | None = None
+    world_size: int | None = None
+    pairs: int | None = None
+    shape: list[int] | None = None
+    async_op: bool | None = None
+    warmup_iters: int | None = None
+    iters: int | None = None
+    cpu_count: int | None = None
+    ranks_per_cpu: float | None = None
+    omp_num_threads: str | None = None
+    torch_threads: int | None = None
+    hosts: list[str] | None = None
+    per_rank: list[PairRank] | None = None
+    per_op_us: Summary | None = None
+    per_op_us_rank0: float | None = None
+    rank0_s: float | None = None
+    slowest_s: float | None = None
+    slowest_rank: int | None = None
+    group_setup_s_rank0: float | None = None
+    cpu_s_total: float | None = None
+    cpu_busy_fraction: float | None = None
+    host_busy_fraction: float | None = None
+    voluntary_switches: int | None = None
+    involuntary_switches: int | None = None
+    explanation: list[str] | None = None
+
+
+RESULT_TYPES: dict[str, type[TaskResult]] = {
+    "train": TrainResult, "collectives": CollectivesResult, "grad_sync": GradSyncResult,
+    "pair_groups": PairGroupsResult, "train_reference": TrainReferenceResult,
+}
+
+
+def result_type(task: str | None) -> type[TaskResult]:
+    """The result type of a task; a task this tool does not know reads as TaskResult (its figures in .extra)."""
+    return RESULT_TYPES.get(task or "", TaskResult)
+
+
+def result_from_dict(task: str | None, d: Any, where: str = "result") -> TaskResult | None:
+    """A task's result from its JSON object (None stays None)."""
+    if d is None:
+        return None
+    return result_type(task).from_dict(d, where)
+
+
+def schema_markdown(record_cls: type) -> str:
+    """docs/record.md's schema part: the record's fields, what every result has, and each task's result, generated
+    from these classes."""
+    import dataclasses
+
+    seen: set = set()
+    common = tuple(f.name for f in dataclasses.fields(TaskResult))
+    out = ["## The record", "", *schema_lines(record_cls, seen=seen), "",
+           "## result: what every task's has (TaskResult)", "", *schema_lines(TaskResult, seen=seen), ""]
+    for task, cls in RESULT_TYPES.items():
+        out += [f"## result of task={task} ({cls.__name__}; besides the above)", "",
+                f"{' '.join((cls.__doc__ or '').split())}", "", *schema_lines(cls, seen=seen, skip=common), ""]
+    return "\n".join(out)

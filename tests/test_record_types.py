@@ -1,0 +1,96 @@
+"""The typed run record: every committed record reads into the types and writes back the same JSON; absent blocks read
+as None; a wrong-typed field is one line naming it."""
+import copy
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from base.record import Record, RecordError, find_records
+from base.record_types import CollectivesResult, Env, GradSyncResult, PairGroupsResult, TrainResult
+from base.typed import Block
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMITTED = find_records(ROOT / "results")
+
+
+def _extras(block, path="record"):
+    if isinstance(block, Block):
+        yield from (f"{path}.{k}" for k in block.extra)
+        for f in dataclasses.fields(block):
+            yield from _extras(getattr(block, f.name), f"{path}.{f.name}")
+    elif isinstance(block, list):
+        for i, x in enumerate(block):
+            yield from _extras(x, f"{path}[{i}]")
+
+
+def test_every_committed_record_reads_typed_and_round_trips():
+    assert len(COMMITTED) > 100
+    types = {"train": TrainResult, "collectives": CollectivesResult, "grad_sync": GradSyncResult,
+             "pair_groups": PairGroupsResult}
+    for path in COMMITTED:
+        text = path.read_text()
+        record = Record.read(path)
+        assert isinstance(record.result, types[record.task]), path
+        assert json.dumps(record.to_dict(), indent=2) == json.dumps(json.loads(text), indent=2), path
+        assert list(_extras(record)) == [], f"{path}: keys the types do not declare: {list(_extras(record))}"
+
+
+def _a_train_record() -> dict:
+    path = next(p for p in COMMITTED if json.loads(p.read_text())["task"] == "train")
+    return json.loads(path.read_text())
+
+
+def test_a_missing_optional_block_reads_as_none(tmp_path):
+    d = _a_train_record()
+    del d["result"]["straggler"]
+    d["result"]["comm"] = None
+    del d["env"]["link"]
+    (tmp_path / "run_record.json").write_text(json.dumps(d))
+    record = Record.read(tmp_path)
+    assert record.result.straggler is None and record.result.comm is None and record.env.link is None
+    assert record.to_dict() == d      # absent stays absent, null stays null
+
+
+def test_a_wrong_typed_field_is_one_line_naming_it(tmp_path):
+    d = _a_train_record()
+    d["result"]["throughput"]["steps_per_s"] = "fast"
+    (tmp_path / "run_record.json").write_text(json.dumps(d))
+    with pytest.raises(RecordError) as e:
+        Record.read(tmp_path)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert "result.throughput.steps_per_s: expected a number, got str 'fast'" in msg
+    assert str(tmp_path / "run_record.json") in msg
+
+
+def test_an_unknown_key_is_kept_and_written_back():
+    d = _a_train_record()
+    d["result"]["comm"] = dict(d["result"]["comm"] or {}, new_figure=1.5)
+    record = Record.from_dict(copy.deepcopy(d))
+    assert record.result.comm.extra == {"new_figure": 1.5}
+    assert record.to_dict() == d
+
+
+def test_a_record_built_in_code_writes_every_field_and_reads_back(tmp_path):
+    record = Record.failed({"task": "train"}, {"name": "j", "overrides": ["steps=3"]}, "rank 1: boom")
+    assert isinstance(record.env, Env) and record.env.to_dict() == {}
+    path = record.write(tmp_path)
+    again = Record.read(path)
+    assert again.to_dict() == record.to_dict()
+    assert again.job.name == "j" and again.result is None and again.error == "rank 1: boom"
+    assert list(record.to_dict())[0] == "schema_version"
+
+
+def test_a_writer_slip_keeps_the_record_with_a_warning():
+    with pytest.warns(UserWarning, match="result.steps: expected an integer"):
+        record = Record.ok({"task": "train"}, {}, env={}, started="t", result={"steps": "many", "headline": {}})
+    assert record.to_dict()["result"] == {"steps": "many", "headline": {}}
+
+
+def test_docs_record_md_is_generated_from_the_types():
+    from base.record import schema_doc
+
+    assert schema_doc() in (ROOT / "docs" / "record.md").read_text(), \
+        "docs/record.md is stale: python -m base.record --write docs/record.md"
