@@ -81,7 +81,7 @@ def _micro_calls(v: RunView) -> list[MicrobenchSize]:
 
 
 def _efficiency_ev(ref: dict) -> Evidence:
-    if (unread := not_measurable(ref)) is not None:
+    if ref.get("source") != "result.env.link" and (unread := not_measurable(ref)) is not None:
         return Evidence("comm efficiency (sync's speed / microbenchmark's at the same calls)", None, "%",
                         source=f"result.comm.vs_microbench ({ref['reference']})", note=unread)
     lo, hi = ref.get("efficiency_ci_lo"), ref.get("efficiency_ci_hi")
@@ -90,7 +90,10 @@ def _efficiency_ev(ref: dict) -> Evidence:
                     100 * lo if lo is not None else None, 100 * hi if hi is not None else None,
                     f"{ref.get('source', 'result.comm.vs_microbench')} ({ref['reference']})",
                     "interval from the microbenchmark's per-size intervals" if lo is not None
-                    else "no interval: the link's rate is a setting" if ref.get("source") == "result.env.link"
+                    else "no interval: the link's rate is a setting" + ("; above 100%: the shaper's burst passed part "
+                                                                       "of it at the line's speed"
+                                                                       if ref["efficiency"] > 1 else "")
+                    if ref.get("source") == "result.env.link"
                     else "no interval: too few microbenchmark calls")
 
 
@@ -152,6 +155,9 @@ def exposed_comm(v: RunView) -> Finding | None:
                 ev_pct("share of the step", share, "exposed / step"), _step_ev(v)]
     if exposed.get("ci_lo") is None:
         return _exposed_unconfirmed(v, exposed, share, evidence)
+    link = _link_reference(v)
+    if link is not None and (ref is None or efficiency_side(ref) is None) and efficiency_side(link) == "high":
+        ref = link      # the measured reference cannot tell, and the sync runs at the link's set rate (or beyond it)
     if ref is None:
         return Finding(
             rule="exposed_comm.unexplained", pool="exposed",
@@ -176,6 +182,24 @@ def exposed_comm(v: RunView) -> Finding | None:
     if side == "high":
         return _slow_link(v, c, exposed_s, share, ref, evidence)
     return _cause_unclear(v, share, ref, evidence)
+
+
+def _link_reference(v: RunView) -> dict | None:
+    """The sync against the emulated link's set rate (comm.efficiency.versus_link), when the run ran behind one.
+
+    A shaper's rate is a setting, not a measurement, so this reference has no noise; and a token bucket lets a burst
+    (up to its depth) pass at the line's speed, so a sync of a few buckets can beat the set rate (efficiency over 100%)
+    and an on-rank microbenchmark of back-to-back calls can land anywhere between the two. Neither makes the sync path
+    slow: a sync at or above half of what the set rate allows is the link's time. Used where the measured reference
+    cannot tell (not measurable, or its interval straddles LOW_EFFICIENCY)."""
+    from comm.efficiency import versus_link
+
+    if v.train.sync == "local":
+        return None
+    link = versus_link(v.env.link, v.train.comm, v.world_size)
+    if link is None or link.get("efficiency") is None:
+        return None
+    return link
 
 
 def efficiency_side(ref: dict) -> str | None:
@@ -677,14 +701,19 @@ def straggler(v: RunView) -> Finding | None:
 
 
 def _waited_for_a_core(v: RunView, s: dict) -> bool:
-    """On a full or busy host two identical ranks finish at different times because one waited for a core: that is
-    not a straggler of its own. The record's run-queue wait says it directly (the straggler's extra wait for a core
-    explains at least half its lag); older records fall back to CPU time (its extra CPU time explains under half its
-    lag while the host was full or busy). A rank that sleeps (I/O, a lock, a slow peer of its own) shows neither."""
+    """On a full or busy host two identical ranks finish at different times because one waited for a core: that is not a
+    straggler of its own. A lag whose lower end is within the longest wait of any rank's loop thread for a core (per
+    step) is within the scheduler's reach, whichever rank shows it; the record's run-queue wait also says it
+    directly (the straggler's extra wait for a core explains at least half its lag); older records fall back to CPU
+    time (its extra CPU time explains under half its lag while the host was full or busy). A rank that sleeps (I/O,
+    a lock, a slow peer of its own) shows neither."""
     busy = v.contention() is not None                # the ranks fill the cores themselves
     other = v.other_load()                           # or other processes took them
     if not (busy or (other is not None and other > OTHER_LOAD)):
         return False
+    reach = _core_wait_per_step(v)
+    if reach is not None and _lag_low(s) <= reach:
+        return True
     queue = _extra_per_step(v, s["rank"], "runqueue_s")
     if queue is not None:
         return queue >= SAME_CPU * s["by_s"]
@@ -692,6 +721,26 @@ def _waited_for_a_core(v: RunView, s: dict) -> bool:
         return False
     extra = _extra_per_step(v, s["rank"], "cpu_s")
     return (extra is None and not busy) or (extra is not None and extra < SAME_CPU * s["by_s"])
+
+
+def _core_wait_per_step(v: RunView) -> float | None:
+    """How long a rank's loop thread waited on a run queue for a core per step (schedstat), the most of any rank: on
+    a host the ranks fill or others share, that is how far apart identical ranks can finish through the scheduler
+    alone, whichever rank it happens to be (the counters need not show it on the late one: a rank also stops when its
+    gloo thread, or a lock that thread holds, waits for a core). None without the counters."""
+    per = [w.main_runqueue_s / w.steps for w in v.works() if w.main_runqueue_s is not None and w.steps]
+    return max(per) if len(per) >= 2 else None
+
+
+def _lag_low(s: dict) -> float:
+    """The lower end of the straggler's lag: its work's interval against the others' (as the saving's range), else
+    the lag itself."""
+    mine = next((p for p in s.get("per_rank") or [] if p["rank"] == s["rank"]), None)
+    others = [p for p in s.get("per_rank") or [] if p["rank"] != s["rank"]]
+    ci = (mine or {}).get("ready_ci") or [None, None]
+    if ci[0] is None or not others or not all(p.get("ready_ci") and p["ready_ci"][1] is not None for p in others):
+        return s["by_s"]
+    return max(0.0, ci[0] - max(p["ready_ci"][1] for p in others))
 
 
 def _extra_per_step(v: RunView, rank: int, key: str) -> float | None:

@@ -154,8 +154,9 @@ def case(name: str, delay: float = 0.1) -> tuple[dict, float | None]:
         rec = build(Shape(ranks=[Rank(h2d=delay), Rank(h2d=delay)], layer="fake"))
         return rec, delay / T(rec) * 0.97       # a side stream hides the copy (compute is shorter, so not all of it)
     if name.startswith("slow_link"):
-        transfer = 0.03 if name.endswith("20mbit") else 0.008
-        rec = build(Shape(transfer=transfer, efficiency=0.9, link=20e6 if name.endswith("20mbit") else 80e6))
+        mbit = float(name.rsplit("_", 1)[1].removesuffix("mbit"))
+        transfer = 0.6 / mbit                   # 30 ms at 20 Mbit/s
+        rec = build(Shape(transfer=transfer, efficiency=0.9, link=mbit * 1e6))
         return rec, transfer / 2 / T(rec)       # bf16: half the bytes
     if name == "small_buckets":
         rec = build(Shape(transfer=0.012, efficiency=0.9, buckets=[1000] * 60, link=80e6))

@@ -116,6 +116,12 @@ def fit_alpha_beta(points: list[tuple[float, float, float | None, float | None]]
                 draws_a.append(ra_alpha)
                 draws_b.append(ra_bw)
     how = "per-point intervals redrawn" if have_ci else "points resampled"
+    if not math.isfinite(busbw) and len(draws_b) >= 100:
+        # the times do not grow with the bytes at the point (small sizes, all latency): the bandwidth is what the
+        # draws that do resolve it say, their median the point
+        alpha, busbw = float(np.median(draws_a)), float(np.median(draws_b))
+        notes.append("the sizes do not resolve the bandwidth (the fitted time does not grow with the bytes): alpha "
+                     "and busbw are the medians of the bootstrap fits that resolve it")
     if len(draws_b) >= 100:
         alo, ahi = np.percentile(draws_a, [2.5, 97.5])
         blo, bhi = np.percentile(draws_b, [2.5, 97.5])

@@ -1,0 +1,169 @@
+"""The diagnosis on the benchmark's committed records (results/diagnosis_benchmark, issue 29): the misses of its first
+measured run, each re-diagnosed from the records as they were run (python -m diagnosis.benchmark --score), so a rule
+change is checked on real runs of known cause without running them again."""
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from diagnosis import diagnose
+from diagnosis.benchmark import cases, load, main, table
+
+BENCH = Path(__file__).resolve().parent.parent / "results" / "diagnosis_benchmark"
+
+
+def record(sweep: str, job: int) -> dict:
+    return json.loads((BENCH / sweep / str(job) / "run_record.json").read_text())
+
+
+def named(d: dict) -> list[dict]:
+    return [f for f in d["findings"] if not f.get("first")]
+
+
+def rate(rec: dict) -> str:
+    return next(o.split("=", 1)[1] for o in rec["overrides"] if o.startswith("link.rate="))
+
+
+# ------------------------------------------------------------------------------------------------------- busy host
+@pytest.mark.parametrize("job", [0, 1, 2])
+def test_a_busy_host_is_not_a_straggler(job):
+    """Another process spinning on one of 2 cores made one rank finish 1-2 ms later (run 0: rank 1, 2.4 ms, with less
+    CPU time and less run-queue wait of its own than rank 0): within the 3-4 ms a rank's loop thread waited for a core
+    per step, so no rank of its own is the cause. The old rules named rank 1 the straggler first."""
+    d = diagnose(record("busy", job))
+    top = named(d)[0]
+    assert top["rule"] == "busy_host", [f["title"] for f in named(d)]
+    assert not any(f["rule"] == "straggler" for f in named(d))
+
+
+def test_a_real_straggler_on_a_busy_host_is_still_named():
+    """The same busy record with 100 ms more work on rank 1 (a sleep: no CPU time, no run-queue wait): far beyond what
+    waiting for a core explains, so rank 1 is the straggler, first."""
+    rec = copy.deepcopy(record("busy", 0))
+    s = rec["result"]["straggler"]
+    assert s["rank"] == 1
+    s["by_s"] += 0.1
+    s["share_of_step"] = None
+    mine = next(p for p in s["per_rank"] if p["rank"] == 1)
+    mine["ready_s"] += 0.1
+    mine["ready_ci"] = [x + 0.1 for x in mine["ready_ci"]]
+    tp = rec["result"]["throughput"]           # every step 100 ms longer: the others wait for it
+    slower = 1 / (1 + 0.1 * tp["steps_per_s"])
+    for k in ("steps_per_s", "ci_lo", "ci_hi", "samples_per_s", "samples_ci_lo", "samples_ci_hi"):
+        tp[k] *= slower
+    tp["wall_s"] += 0.1 * rec["result"]["steps"]
+    top = named(diagnose(rec))[0]
+    assert top["rule"] == "straggler" and "Rank 1" in top["title"], top["title"]
+
+
+# ------------------------------------------------------------------------------------------------------- slow links
+@pytest.mark.parametrize("job", [0, 2, 4, 3])
+def test_a_slow_link_is_named_where_the_microbenchmark_cannot_tell(job):
+    """Behind a shaped link the on-rank microbenchmark of back-to-back calls lands anywhere between the set rate and the
+    line's speed (the token bucket's burst is about one vgg11_tiny gradient): its comparison straddled 50% (20
+    Mbit/s, job 4) or ran slower than the sync itself (80 Mbit/s, job 3), and the old rules called the exposed
+    communication unexplained. The link's set rate, which the record holds, says the sync runs at or beyond it: the
+    link."""
+    rec = record("link", job)
+    d = diagnose(rec)
+    top = named(d)[0]
+    assert top["rule"] == "exposed_comm.slow_link", (rate(rec), top["title"])
+    assert not any(f["rule"] == "exposed_comm.unexplained" for f in named(d))
+    assert top["recommends"] and "diagnose.microbench" not in top["recommends"]
+
+
+def test_a_slow_sync_path_is_still_the_sync_path_behind_a_link():
+    """The link's rate is read only where the measured reference cannot tell: a microbenchmark that says the sync is
+    slow (efficiency well under 50%) still names the sync path."""
+    rec = copy.deepcopy(record("link", 4))
+    vs = rec["result"]["comm"]["vs_microbench"]
+    for k in ("efficiency", "efficiency_ci_lo", "efficiency_ci_hi"):
+        vs[k] = vs[k] / 3
+    for k in ("achievable_s", "achievable_ci_lo", "achievable_ci_hi"):
+        vs[k] = vs[k] / 3
+    top = named(diagnose(rec))[0]
+    assert top["rule"] == "exposed_comm.sync_path", top["title"]
+
+
+# ------------------------------------------------------------------------------------------------------- the model
+@pytest.mark.parametrize("job", [0, 1, 2])
+def test_the_models_range_holds_the_time_it_does_not_explain(job):
+    """36 buckets of 8 KiB behind a 200 Mbit/s link: the what-if model's step of the run's own configuration is about
+    half the measured one (the per-call cost inside training is not in the on-rank microbenchmark). Its saving's range
+    now holds both ends of that unexplained time; the measured saving of bucket=null, 64-69% (the committed fix runs),
+    lies inside. The old range ended at 57-61%."""
+    top = named(diagnose(record("buckets", job)))[0]
+    assert top["rule"].startswith("bucket_layout")
+    s = top["saving"]
+    assert s["source"] == "model" and s["lo"] <= 0.64 and s["hi"] >= 0.64, s
+    assert "misses the measured one" in s["how"]
+
+
+def test_unexplained_range_is_silent_where_the_model_fits():
+    from whatif.api import unexplained_range
+    from whatif.quantity import Quantity
+    from whatif.step import Prediction
+
+    def pred(step, lo, hi):           # 8 samples per step either way
+        return Prediction(None, "", step, lo, hi, 8 / step, 8 / hi, 8 / lo)
+
+    own, new = pred(0.036, 0.022, 0.051), pred(0.018, 0.010, 0.027)
+    assert unexplained_range(Quantity(0.04, 0.03, 0.05), own, new) is None        # inside the prediction interval
+    kept, removed, gap = unexplained_range(Quantity(0.068, 0.042, 0.095), own, new)
+    assert gap == pytest.approx(0.032)
+    assert kept == pytest.approx(1 - (0.018 + 0.032) / 0.068)                       # the 32 ms stay after the change
+    assert removed == pytest.approx(1 - 0.018 / 0.068)                              # or go with what it removes
+
+
+# ------------------------------------------------------------------------------------------------------- --score
+def test_score_rediagnoses_the_records_without_running_them(tmp_path, capsys):
+    """--score reads a finished benchmark's records and diagnoses each again with this version of the rules; the
+    records on disk stay as they were run."""
+    for sweep in ("busy", "base"):
+        shutil.copytree(BENCH / sweep, tmp_path / sweep)
+    stale = tmp_path / "busy" / "0" / "run_record.json"
+    rec = json.loads(stale.read_text())
+    rec["result"]["diagnosis"]["findings"] = []            # a stored diagnosis that names nothing
+    stale.write_text(json.dumps(rec))
+    chosen = [c for c in cases() if c.name in ("busy_host", "healthy")]
+    stored = {r["case"]: r for r in table(tmp_path, chosen, 0.1)["rows"]}
+    assert stored["busy_host"]["tops"][0] is None
+    rescored = {r["case"]: r for r in table(tmp_path, chosen, 0.1, rescore=True)["rows"]}
+    assert rescored["busy_host"]["tops"] == ["busy_host"] * 3 and rescored["busy_host"]["false"] == 0
+    assert json.loads(stale.read_text())["result"]["diagnosis"]["findings"] == []
+    assert all(r["result"]["diagnosis"].get("version") for r in load(tmp_path, rescore=True))
+    main(["--score", str(tmp_path), "--cases", "busy_host"])
+    out = capsys.readouterr().out
+    assert "| busy_host |" in out and "Scored by diagnosis version" in out
+
+
+@pytest.mark.parametrize("job", [1, 3, 5])
+def test_per_param_is_priced_by_the_model_where_small_sizes_do_not_resolve_the_bandwidth(job):
+    """sync=per_param on loopback: the microbenchmark's 10 sizes (16 B-50 KB) all take ~0.4 ms, and in job 3 the
+    weighted fit's slope came out negative, so the fit raised (busbw inf), the model lost the run's link and the
+    diagnosis fell back to the rule of thumb's 94% [94%, 94%] against a measured 73% [33%, 89%]. The fit now takes
+    the bootstrap fits that resolve the bandwidth, and the model's range (with its unexplained time) holds the
+    measured saving in every run."""
+    from whatif.api import profile_of
+
+    rec = record("base", job)
+    assert "sync=per_param" in rec["overrides"]
+    assert profile_of(rec).link.name == "this run's ranks"
+    top = named(diagnose(rec))[0]
+    assert top["rule"] == "per_param" and top["saving"]["source"] == "model", top["saving"]
+    assert top["saving"]["lo"] <= 0.89 and top["saving"]["hi"] >= 0.33, top["saving"]
+
+
+def test_a_flat_fit_takes_the_draws_that_resolve_the_bandwidth():
+    from whatif.links import fit_alpha_beta
+
+    # the time falls with the bytes at the point (all latency, loopback): job 3's fit
+    pts = [(16, 5.0e-4, 3.0e-4, 5.2e-3), (432, 4.6e-4, 2.9e-4, 4.4e-3), (4096, 4.2e-4, 1.7e-4, 4.1e-3),
+           (50176, 3.5e-4, 2.2e-4, 2.7e-3)]
+    link = fit_alpha_beta(pts, 2, name="flat", source="test")
+    assert 0 < link.busbw.value < float("inf") and link.busbw.lo <= link.busbw.value <= link.busbw.hi
+    assert any("do not resolve the bandwidth" in n for n in link.notes)
