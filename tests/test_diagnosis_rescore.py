@@ -135,7 +135,7 @@ def test_score_rediagnoses_the_records_without_running_them(tmp_path, capsys):
     rescored = {r["case"]: r for r in table(tmp_path, chosen, 0.1, rescore=True)["rows"]}
     assert rescored["busy_host"]["tops"] == ["busy_host"] * 3 and rescored["busy_host"]["false"] == 0
     assert json.loads(stale.read_text())["result"]["diagnosis"]["findings"] == []
-    assert all(r["result"]["diagnosis"].get("version") for r in load(tmp_path, rescore=True))
+    assert all(r.record.result.diagnosis.version for r in load(tmp_path, rescore=True))
     main(["--score", str(tmp_path), "--cases", "busy_host"])
     out = capsys.readouterr().out
     assert "| busy_host |" in out and "Scored by diagnosis version" in out
