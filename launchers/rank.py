@@ -6,7 +6,9 @@ While it runs, a rank turns SIGINT/SIGTERM into base.interrupt.Interrupted (so r
 got) and, under the local launcher, beats (launchers.heartbeat) so that a rank that stops answering is named."""
 from __future__ import annotations
 
+import atexit
 import gc
+import logging
 import os
 import re
 import socket
@@ -126,6 +128,34 @@ def _run_rank(plain: dict, job: dict, outcome: Outcome, hand_in=None) -> Outcome
             # goes with destroy_process_group on this thread, not on whichever thread the collector next runs
             gc.collect()
             dist.destroy_process_group()
+
+
+def leave_without_teardown() -> None:
+    """For a rank whose work is over and handed in: when its interpreter exits, end it with os._exit(0) before the
+    interpreter tears down what is left (atexit runs first in Py_FinalizeEx; module dicts, the objects they hold
+    and C++ statics go after it).
+
+    Why: destroy_process_group does not stop a gloo group's native threads (gloo's shutdown is a no-op); they end
+    with the last reference to the group's objects, and some outlive it: a DistributedDataParallel's reducer holds
+    the default group (two worker threads and an epoll thread stay after `del ddp`, a collection and
+    destroy_process_group), and any Work object holds its group's gloo context, device and epoll thread. Those
+    are torn down in the interpreter's teardown, in whatever order it frees them (gdb: a leaked Work's device and
+    loop go in finalize_modules). gloo's tcp::Loop destructor calls std::terminate when its thread is still
+    joinable, and its shutdown() returns without joining when another shutdown already began: "terminate called
+    without an active exception", SIGABRT, seen intermittently in spawned gloo ranks after their work was done.
+    torch's elastic agent reads that exit as a failed rank although every rank handed in, so a good run would
+    end as a failed one. Registered only once the rank finished (a failing rank keeps its exit code); torch's
+    spawn wrappers hand the function's return value over before the interpreter exits."""
+    def leave():
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(0)
+
+    atexit.register(leave)
 
 
 def first_line(e: BaseException) -> str:
