@@ -136,16 +136,19 @@ def leave_without_teardown() -> None:
     and C++ statics go after it).
 
     Why: destroy_process_group does not stop a gloo group's native threads (gloo's shutdown is a no-op); they end
-    with the last reference to the group's objects, and some outlive it: a DistributedDataParallel's reducer holds
-    the default group (two worker threads and an epoll thread stay after `del ddp`, a collection and
-    destroy_process_group), and any Work object holds its group's gloo context, device and epoll thread. Those
-    are torn down in the interpreter's teardown, in whatever order it frees them (gdb: a leaked Work's device and
-    loop go in finalize_modules). gloo's tcp::Loop destructor calls std::terminate when its thread is still
-    joinable, and its shutdown() returns without joining when another shutdown already began: "terminate called
-    without an active exception", SIGABRT, seen intermittently in spawned gloo ranks after their work was done.
-    torch's elastic agent reads that exit as a failed rank although every rank handed in, so a good run would
-    end as a failed one. Registered only once the rank finished (a failing rank keeps its exit code); torch's
-    spawn wrappers hand the function's return value over before the interpreter exits."""
+    with the last reference to the group's objects, and some outlive it: constructing a DistributedDataParallel
+    leaves its group referenced from C++ (the Python object is freed, yet the group's two worker threads and its
+    epoll thread stay after `del`, a collection and destroy_process_group; torch 2.14.1), and any Work object holds
+    its group's gloo context, device and epoll thread. So native threads are still running while the interpreter
+    tears down: a leaked Work's device and epoll loop are destroyed in finalize_modules (gdb), the DDP-held group
+    never is and its threads run on through the C++ static destructors. gloo's tcp::Loop destructor calls
+    std::terminate when its thread is still joinable, and its shutdown() returns without joining when another
+    shutdown already began. Which path gave the intermittent SIGABRT ("terminate called without an active
+    exception") of spawned gloo ranks whose work was done is not proven (no core was caught); every one of them
+    lies after the rank's work. torch's elastic agent reads such an exit as a failed rank although every rank
+    handed in, so a good run would end as a failed one. Registered only once the rank finished (a failing rank
+    keeps its exit code); torch's spawn wrappers hand the function's return value over before the interpreter
+    exits."""
     def leave():
         logging.shutdown()
         for stream in (sys.stdout, sys.stderr):
