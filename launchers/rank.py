@@ -124,8 +124,8 @@ def _run_rank(plain: dict, job: dict, outcome: Outcome, hand_in=None) -> Outcome
         raise
     finally:
         if dist.is_initialized():
-            # DDP's reducer keeps the group alive and sits in reference cycles: collected first, here, the group
-            # goes with destroy_process_group on this thread, not on whichever thread the collector next runs
+            # a collection first: what reference cycles still hold of the group goes here, on this thread (a DDP's
+            # hold is from C++ and stays: its gloo threads live on to exit, see leave_without_teardown)
             gc.collect()
             dist.destroy_process_group()
 
@@ -135,20 +135,19 @@ def leave_without_teardown() -> None:
     interpreter tears down what is left (atexit runs first in Py_FinalizeEx; module dicts, the objects they hold
     and C++ statics go after it).
 
-    Why: destroy_process_group does not stop a gloo group's native threads (gloo's shutdown is a no-op); they end
-    with the last reference to the group's objects, and some outlive it: constructing a DistributedDataParallel
-    leaves its group referenced from C++ (the Python object is freed, yet the group's two worker threads and its
-    epoll thread stay after `del`, a collection and destroy_process_group; torch 2.14.1), and any Work object holds
-    its group's gloo context, device and epoll thread. So native threads are still running while the interpreter
-    tears down: a leaked Work's device and epoll loop are destroyed in finalize_modules (gdb), the DDP-held group
-    never is and its threads run on through the C++ static destructors. gloo's tcp::Loop destructor calls
-    std::terminate when its thread is still joinable, and its shutdown() returns without joining when another
-    shutdown already began. Which path gave the intermittent SIGABRT ("terminate called without an active
-    exception") of spawned gloo ranks whose work was done is not proven (no core was caught); every one of them
-    lies after the rank's work. torch's elastic agent reads such an exit as a failed rank although every rank
-    handed in, so a good run would end as a failed one. Registered only once the rank finished (a failing rank
-    keeps its exit code); torch's spawn wrappers hand the function's return value over before the interpreter
-    exits."""
+    Why (a core dump of the aborting rank, torch 2.14.1, Python 3.11): after the work, the main thread was in
+    Py_FinalizeEx while a gloo worker thread (ProcessGroupGloo::runLoop) dropped its last reference to a finished
+    AsyncAllreduceWork; freeing the work's tensors released their Python objects, which takes the GIL; a thread
+    that asks for the GIL once the interpreter is finalizing is ended by CPython with pthread_exit, whose forced
+    unwind through the (noexcept) destructors calls std::terminate: "terminate called without an active
+    exception", SIGABRT. Such threads are still there at exit because destroy_process_group does not stop them
+    (gloo's shutdown is a no-op): they end with the last reference to the group, and constructing a
+    DistributedDataParallel leaves its group referenced from C++ (the group's worker and epoll threads stay after
+    `del`, a collection and destroy_process_group), as a live Work object holds its group's device and epoll loop.
+    torch's elastic agent reads the abort as a failed rank although every rank handed in. atexit runs before
+    CPython marks the interpreter as finalizing, so no thread can meet that exit. Registered only once the rank
+    finished (a failing rank keeps its exit code); torch's spawn wrappers hand the function's return value over
+    before the interpreter exits."""
     def leave():
         logging.shutdown()
         for stream in (sys.stdout, sys.stderr):

@@ -1,14 +1,14 @@
 """A rank whose work is over and handed in must not fail the run in its interpreter's teardown.
 
-What it guards against: a spawned gloo rank that finished, handed in, left its process group, and then died of SIGABRT
-("terminate called without an active exception") while its interpreter exited. gloo's native threads outlive
-destroy_process_group while anything still holds the group's objects (a DDP reducer, a Work), so they are torn
-down in the interpreter's teardown (module dicts cleared, then C++ statics), and gloo's tcp::Loop calls
-std::terminate when its thread is still joinable there. torch's elastic agent then reports a failed rank after
-every rank handed in. launchers.rank.leave_without_teardown ends a finished rank before that teardown.
+What it guards against (a core dump of such a rank): a spawned gloo rank that finished, handed in and left its group
+died of SIGABRT ("terminate called without an active exception") because a gloo worker thread, still alive past
+destroy_process_group, freed a finished Work's tensors while the main thread was in Py_FinalizeEx; taking the GIL
+then ends the thread with pthread_exit, whose forced unwind through noexcept destructors calls std::terminate.
+torch's elastic agent reported a failed rank after every rank handed in. launchers.rank.leave_without_teardown ends
+a finished rank at atexit, before the interpreter starts finalizing.
 
-The stand-in for the native abort is an object held by a module and freed in that teardown (finalize_modules, where
-a leaked gloo Work takes its device and epoll thread with it) whose finaliser aborts."""
+The stand-in for the native abort is an object held by a module and freed in that teardown (finalize_modules), whose
+finaliser aborts."""
 from __future__ import annotations
 
 import os
