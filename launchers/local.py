@@ -36,6 +36,7 @@ import multiprocessing.spawn
 import os
 import pickle
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -127,7 +128,7 @@ def rank_entry(plain: dict, job: dict):
         from launchers.link import join
 
         join(job["link"])
-    from launchers.rank import RankError, run_rank
+    from launchers.rank import RankError, leave_without_teardown, run_rank
 
     try:
         outcome = run_rank(plain, job, hand_in=lambda o: _hand_in(o, job))
@@ -140,6 +141,7 @@ def rank_entry(plain: dict, job: dict):
         _exit_now()
     if outcome is not None:
         _hand_in(outcome, job)
+    leave_without_teardown()   # done and handed in: native teardown at exit must not turn it into a failed rank
 
 
 def _exit_now() -> None:
@@ -365,9 +367,22 @@ def _failure_text(failure) -> tuple[str, str | None]:
         text = str(msg.get("message", msg))
         return worker_error(text) or text, (msg.get("extraInfo") or {}).get("py_callstack")
     if failure.exitcode is not None and failure.exitcode < 0:
-        return f"killed by signal {-failure.exitcode} (out of memory?)", None
+        return f"killed by signal {-failure.exitcode} ({_signal_cause(-failure.exitcode)})", None
     if not msg or NO_ERROR_FILE in str(msg):  # no error file: it died before torch's @record could write one
         exe = os.fsdecode(multiprocessing.spawn.get_executable())
         return (f"exited with code {failure.exitcode} during start-up, before it could report an error (its own "
                 f"output, if any, is above; {exe} runs the ranks)"), None
     return str(msg), None
+
+
+def _signal_cause(signum: int) -> str:
+    """What a rank's death by this signal most likely means: SIGKILL is the kernel's OOM killer (or a kill -9),
+    SIGABRT a native abort (a C++ std::terminate, e.g. "terminate called without an active exception" from a thread
+    destroyed while joinable; its stderr above says which), SIGSEGV a native crash."""
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        return "unknown signal"
+    why = {"SIGKILL": "out of memory, or kill -9", "SIGABRT": "a native abort: its stderr above says why",
+           "SIGSEGV": "a native crash"}.get(name)
+    return f"{name}: {why}" if why else name

@@ -6,7 +6,9 @@ While it runs, a rank turns SIGINT/SIGTERM into base.interrupt.Interrupted (so r
 got) and, under the local launcher, beats (launchers.heartbeat) so that a rank that stops answering is named."""
 from __future__ import annotations
 
+import atexit
 import gc
+import logging
 import os
 import re
 import socket
@@ -122,10 +124,40 @@ def _run_rank(plain: dict, job: dict, outcome: Outcome, hand_in=None) -> Outcome
         raise
     finally:
         if dist.is_initialized():
-            # DDP's reducer keeps the group alive and sits in reference cycles: collected first, here, the group
-            # goes with destroy_process_group on this thread, not on whichever thread the collector next runs
+            # a collection first: what reference cycles still hold of the group goes here, on this thread (a DDP's
+            # hold is from C++ and stays: its gloo threads live on to exit, see leave_without_teardown)
             gc.collect()
             dist.destroy_process_group()
+
+
+def leave_without_teardown() -> None:
+    """For a rank whose work is over and handed in: when its interpreter exits, end it with os._exit(0) before the
+    interpreter tears down what is left (atexit runs first in Py_FinalizeEx; module dicts, the objects they hold
+    and C++ statics go after it).
+
+    Why (a core dump of the aborting rank, torch 2.14.1, Python 3.11): after the work, the main thread was in
+    Py_FinalizeEx while a gloo worker thread (ProcessGroupGloo::runLoop) dropped its last reference to a finished
+    AsyncAllreduceWork; freeing the work's tensors released their Python objects, which takes the GIL; a thread
+    that asks for the GIL once the interpreter is finalizing is ended by CPython with pthread_exit, whose forced
+    unwind through the (noexcept) destructors calls std::terminate: "terminate called without an active
+    exception", SIGABRT. Such threads are still there at exit because destroy_process_group does not stop them
+    (gloo's shutdown is a no-op): they end with the last reference to the group, and constructing a
+    DistributedDataParallel leaves its group referenced from C++ (the group's worker and epoll threads stay after
+    `del`, a collection and destroy_process_group), as a live Work object holds its group's device and epoll loop.
+    torch's elastic agent reads the abort as a failed rank although every rank handed in. atexit runs before
+    CPython marks the interpreter as finalizing, so no thread can meet that exit. Registered only once the rank
+    finished (a failing rank keeps its exit code); torch's spawn wrappers hand the function's return value over
+    before the interpreter exits."""
+    def leave():
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(0)
+
+    atexit.register(leave)
 
 
 def first_line(e: BaseException) -> str:

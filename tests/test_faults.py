@@ -621,6 +621,21 @@ def test_a_rank_that_dies_in_start_up_is_reported_with_its_exit_code():
     assert "pytorch.org" not in message and traceback is None
 
 
+def test_a_rank_killed_by_a_signal_is_reported_with_the_signal_and_its_likely_cause():
+    """SIGKILL is the OOM killer's (or kill -9); a SIGABRT is a native abort, not memory (it used to read "killed
+    by signal 6 (out of memory?)")."""
+    from types import SimpleNamespace
+
+    from launchers.local import _failure_text
+
+    def message(exitcode):
+        return _failure_text(SimpleNamespace(message="", exitcode=exitcode))[0]
+
+    assert message(-9) == "killed by signal 9 (SIGKILL: out of memory, or kill -9)"
+    assert message(-6) == "killed by signal 6 (SIGABRT: a native abort: its stderr above says why)"
+    assert "memory" not in message(-6) and message(-11).endswith("(SIGSEGV: a native crash)")
+
+
 # ------------------------------------------------------------------------------------------------ full disks
 
 
