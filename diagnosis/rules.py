@@ -13,7 +13,7 @@ import statistics
 from comm.buckets import DEFAULT_CAP_MB
 from comm.efficiency import not_measurable
 from comm.fit import fit_latency_bandwidth
-from base.record_types import CommStats, GradSyncResult, MicrobenchSize, PairGroupsResult
+from base.record_types import CommStats, GradSyncResult, MicrobenchSize, PairGroupsResult, Straggler, StragglerRank
 from base.record import setting
 from diagnosis.view import OTHER_LOAD, RunView, interval_note, lower
 from diagnosis.finding import Evidence, Finding, Saving, ms
@@ -621,32 +621,32 @@ def straggler(v: RunView) -> Finding | None:
     exposed communication rule counts only what remains after it."""
     if v.task != "train" or v.world_size < 2:
         return None
-    # the straggler block as the dict _straggler_from_phases also makes (older records): one shape for the arithmetic
-    s = v.train.straggler.to_dict() if v.train.straggler is not None else None
-    s = s or _straggler_from_phases(v)
-    if not s or s.get("significant") is False:
+    s = v.train.straggler
+    if s is None or not s.to_dict():
+        s = _straggler_from_phases(v)
+    if s is None or s.significant is False:
         return None
-    share = v.fraction(s["by_s"]) if s.get("by_s") is not None else s.get("share_of_step")
+    share = v.fraction(s.by_s) if s.by_s is not None else s.share_of_step
     if share is None or share < STRAGGLER_SHARE:
         return None
-    slowest = v.train.slowest_rank if v.train.has("slowest_rank") else s["rank"]
-    if s["rank"] != slowest and s.get("significant") is not True:
+    slowest = v.train.slowest_rank if v.train.has("slowest_rank") else s.rank
+    if s.rank != slowest and s.significant is not True:
         return None       # the straggler and the slowest rank disagree, and neither is significant: noise
-    rank, mostly = s["rank"], s.get("mostly", "compute")
+    rank, mostly = s.rank, s.mostly or "compute"
     if _waited_for_a_core(v, s):
         return None
-    others = [p for p in s["per_rank"] if p["rank"] != rank]
-    mine = next(p for p in s["per_rank"] if p["rank"] == rank)
-    ci = mine.get("ready_ci") or [None, None]
-    complete = any(p.get("optimizer_s") is not None for p in s["per_rank"])
+    others = [p for p in s.per_rank if p.rank != rank]
+    mine = next(p for p in s.per_rank if p.rank == rank)
+    ci = mine.ready_ci or [None, None]
+    complete = any(p.optimizer_s is not None for p in s.per_rank)
     what = ("data + H2D + forward + backward compute + optimizer + time outside the phases" if complete
             else "data + H2D + forward + backward compute (an older record)")
-    evidence = [Evidence(f"rank {rank}'s work between collectives", 1e3 * mine["ready_s"], "ms",
+    evidence = [Evidence(f"rank {rank}'s work between collectives", 1e3 * mine.ready_s, "ms",
                          1e3 * ci[0] if ci[0] is not None else None, 1e3 * ci[1] if ci[1] is not None else None,
                          "result.straggler.per_rank", what),
-                ev("the other ranks' median", 1e3 * statistics.median(p["ready_s"] for p in others), "ms",
+                ev("the other ranks' median", 1e3 * statistics.median(p.ready_s for p in others), "ms",
                    "result.straggler.per_rank", f"{len(others)} rank(s)"),
-                ev("what differs most", 1e3 * s["parts_s"][mostly] if s.get("parts_s") else None, "ms",
+                ev("what differs most", 1e3 * s.parts_s[mostly] if s.parts_s else None, "ms",
                    "result.straggler.parts_s", mostly)]
     wait = v.wait()
     where = ""
@@ -678,21 +678,20 @@ def straggler(v: RunView) -> Finding | None:
         env = {"CUDA_VISIBLE_DEVICES": rank % max(1, v.env.device_count or 1)} if gpu else None
         fix = "Time that rank's device alone with the command below and compare."
     lo = hi = None
-    if s.get("significant") and ci[0] is not None and all(p.get("ready_ci") and p["ready_ci"][0] is not None
-                                                            for p in others):
-        lo = max(0.0, ci[0] - max(p["ready_ci"][1] for p in others))
-        hi = ci[1] - min(p["ready_ci"][0] for p in others)
-    saving = _saving(v, s["by_s"], "the others' wait, if the straggler worked as fast as their median",
-                     lo if lo is not None else 0.0, hi if hi is not None else s["by_s"])
+    if s.significant and ci[0] is not None and all(p.ready_ci and p.ready_ci[0] is not None for p in others):
+        lo = max(0.0, ci[0] - max(p.ready_ci[1] for p in others))
+        hi = ci[1] - min(p.ready_ci[0] for p in others)
+    saving = _saving(v, s.by_s, "the others' wait, if the straggler worked as fast as their median",
+                     lo if lo is not None else 0.0, hi if hi is not None else s.by_s)
     saving.basis, saving.source = ("interval" if lo is not None else "range"), "measured"
     return Finding(
         rule="straggler",
-        title=f"Rank {rank}" + (f" on {s['host']}" if s.get("host") else "") + f" is the straggler: the others wait "
-              f"{ms(s['by_s'])} ms per step for it ({100 * share:.0f}% of the step), in "
+        title=f"Rank {rank}" + (f" on {s.host}" if s.host else "") + f" is the straggler: the others wait "
+              f"{ms(s.by_s)} ms per step for it ({100 * share:.0f}% of the step), in "
               f"{WHAT_DIFFERS.get(mostly, mostly)}",
         detail=("Under DDP the all-reduce evens out step times, so the slowest wall clock does not name the culprit; "
                 f"the rank with the most work between collectives does.{where} {fix}")
-        + ("" if s.get("significant") else " (no interval: per-rank phase medians)"),
+        + ("" if s.significant else " (no interval: per-rank phase medians)"),
         evidence=evidence,
         seed=cite("004", "a single slow GPU holds every other one at the barrier"),
         saving=saving, impact=share, pool="wait",
@@ -700,7 +699,7 @@ def straggler(v: RunView) -> Finding | None:
         command=v.command(change, env))
 
 
-def _waited_for_a_core(v: RunView, s: dict) -> bool:
+def _waited_for_a_core(v: RunView, s: Straggler) -> bool:
     """On a full or busy host two identical ranks finish at different times because one waited for a core: that is not a
     straggler of its own. A lag whose lower end is within the longest wait of any rank's loop thread for a core (per
     step) is within the scheduler's reach, whichever rank shows it; the record's run-queue wait also says it
@@ -714,13 +713,13 @@ def _waited_for_a_core(v: RunView, s: dict) -> bool:
     reach = _core_wait_per_step(v)
     if reach is not None and _lag_low(s) <= reach:
         return True
-    queue = _extra_per_step(v, s["rank"], "runqueue_s")
+    queue = _extra_per_step(v, s.rank, "runqueue_s")
     if queue is not None:
-        return queue >= SAME_CPU * s["by_s"]
-    if s.get("mostly", "compute") != "compute":
+        return queue >= SAME_CPU * s.by_s
+    if (s.mostly or "compute") != "compute":
         return False
-    extra = _extra_per_step(v, s["rank"], "cpu_s")
-    return (extra is None and not busy) or (extra is not None and extra < SAME_CPU * s["by_s"])
+    extra = _extra_per_step(v, s.rank, "cpu_s")
+    return (extra is None and not busy) or (extra is not None and extra < SAME_CPU * s.by_s)
 
 
 def _core_wait_per_step(v: RunView) -> float | None:
@@ -732,15 +731,15 @@ def _core_wait_per_step(v: RunView) -> float | None:
     return max(per) if len(per) >= 2 else None
 
 
-def _lag_low(s: dict) -> float:
+def _lag_low(s: Straggler) -> float:
     """The lower end of the straggler's lag: its work's interval against the others' (as the saving's range), else
     the lag itself."""
-    mine = next((p for p in s.get("per_rank") or [] if p["rank"] == s["rank"]), None)
-    others = [p for p in s.get("per_rank") or [] if p["rank"] != s["rank"]]
-    ci = (mine or {}).get("ready_ci") or [None, None]
-    if ci[0] is None or not others or not all(p.get("ready_ci") and p["ready_ci"][1] is not None for p in others):
-        return s["by_s"]
-    return max(0.0, ci[0] - max(p["ready_ci"][1] for p in others))
+    mine = next((p for p in s.per_rank or [] if p.rank == s.rank), None)
+    others = [p for p in s.per_rank or [] if p.rank != s.rank]
+    ci = (mine.ready_ci if mine is not None else None) or [None, None]
+    if ci[0] is None or not others or not all(p.ready_ci and p.ready_ci[1] is not None for p in others):
+        return s.by_s
+    return max(0.0, ci[0] - max(p.ready_ci[1] for p in others))
 
 
 def _extra_per_step(v: RunView, rank: int, key: str) -> float | None:
@@ -753,7 +752,7 @@ def _extra_per_step(v: RunView, rank: int, key: str) -> float | None:
     return x[rank] - statistics.median(c for r, c in x.items() if r != rank)
 
 
-def _straggler_from_phases(v: RunView) -> dict | None:
+def _straggler_from_phases(v: RunView) -> Straggler | None:
     """Records without result.straggler: per-rank phase medians (no intervals). With DDP the backward phase holds the
     wait for the others, so only data + H2D + forward count there."""
     per = [p for p in v.train.per_rank or [] if p.phases_median is not None and p.phases_median.to_dict()]
@@ -769,9 +768,9 @@ def _straggler_from_phases(v: RunView) -> dict | None:
     others = [r for r in ready if r != slow]
     gap = ready[slow] - statistics.median(ready[r] for r in others)
     diff = {k: parts[slow][k] - statistics.median(parts[r][k] for r in others) for k in ("data", "h2d", "compute")}
-    return {"rank": slow, "host": next(p.host for p in per if p.rank == slow), "by_s": gap,
-            "share_of_step": v.fraction(gap), "significant": None, "mostly": max(diff, key=diff.get), "parts_s": diff,
-            "per_rank": [{"rank": r, "ready_s": ready[r], "ready_ci": None} for r in ready]}
+    return Straggler(rank=slow, host=next(p.host for p in per if p.rank == slow), by_s=gap,
+                     share_of_step=v.fraction(gap), significant=None, mostly=max(diff, key=diff.get), parts_s=diff,
+                     per_rank=[StragglerRank(rank=r, ready_s=ready[r], ready_ci=None) for r in ready])
 
 
 def bucket_layout(v: RunView) -> Finding | None:

@@ -34,7 +34,7 @@ def diagnosis_lines(diag: DiagnosisBlock | None, budget: int, where: str = "<run
     """The diagnosis in at most `budget` lines: one header with the noise floor, then the top findings that fit
     (at most MAX_FINDINGS), each as a why, <= MAX_EVIDENCE evidence lines, the saving and the next command."""
     if diag is None or not diag.to_dict() or diag.error:
-        return [diagnosis.format_text(diag.to_dict() if diag is not None else None)]
+        return [diagnosis.format_text(diag)]
     findings = [finding_from_dict(f) for f in diag.findings or []]
     noise_findings = [f for f in findings if f.first]
     real = [f for f in findings if not f.first]

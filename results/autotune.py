@@ -234,7 +234,7 @@ class Pruner:
             return
         from diagnosis.run import model_profile   # the diagnosis's rule for when the model can price a change
 
-        self.profile, self.why = model_profile(entry.record.to_dict())   # the diagnosis reads the record's JSON
+        self.profile, self.why = model_profile(entry.record)
         throughput = entry.train.throughput if entry.train is not None else None
         self.samples_per_s = throughput.samples_per_s if throughput is not None else None
 

@@ -501,7 +501,7 @@ def log_run(record: Record | dict, cfg: Any = None) -> None:
                 summary["error"] = str(record.error or "")[:2000]
             from diagnosis import wandb_summary
             diagnosis = result.diagnosis if result is not None else None
-            summary.update(wandb_summary(diagnosis.to_dict() if diagnosis is not None else None))
+            summary.update(wandb_summary(diagnosis))
             w.run.summary.update(summary)
             _run_evidence(w.run, record, out_dir, group)
         except Exception as e:  # noqa: BLE001 - W&B never fails a run: the record is on disk
