@@ -562,7 +562,8 @@ def busy_host(v: RunView) -> Finding | None:
     else:
         saving = Saving(None, how="this record has no run-queue counters; a run on a quiet host measures it")
     return Finding(
-        rule="busy_host", pool="own",
+        rule="busy_host", pool="own", qualitative=True,   # counters of the host, not a timing difference: the
+        # noise floor does not hide it (the busy host is what raises that floor)
         title=f"Other processes used {100 * other:.0f}% of the host's {cores} cores during the window: the ranks "
               "waited for cores they would otherwise have",
         detail=("The host was busy with work that is not this run's (host counters minus the ranks' own CPU time). "
@@ -701,8 +702,10 @@ def straggler(v: RunView) -> Finding | None:
 
 def _waited_for_a_core(v: RunView, s: Straggler) -> bool:
     """On a full or busy host two identical ranks finish at different times because one waited for a core: that is not a
-    straggler of its own. A lag whose lower end is within the longest wait of any rank's loop thread for a core (per
-    step) is within the scheduler's reach, whichever rank shows it; the record's run-queue wait also says it
+    straggler of its own. A lag whose lower end is at most twice the longest wait of any rank's loop thread for a core
+    (per step), on a rank that did no more work (extra CPU time under half its lag), is within the scheduler's reach,
+    whichever rank shows it: the loop thread's wait is a lower bound, since a rank also stops while its gloo threads
+    wait for a core; the record's run-queue wait also says it
     directly (the straggler's extra wait for a core explains at least half its lag); older records fall back to CPU
     time (its extra CPU time explains under half its lag while the host was full or busy). A rank that sleeps (I/O,
     a lock, a slow peer of its own) shows neither."""
@@ -711,8 +714,9 @@ def _waited_for_a_core(v: RunView, s: Straggler) -> bool:
     if not (busy or (other is not None and other > OTHER_LOAD)):
         return False
     reach = _core_wait_per_step(v)
-    if reach is not None and _lag_low(s) <= reach:
-        return True
+    extra_cpu = _extra_per_step(v, s.rank, "cpu_s")
+    if reach is not None and SAME_CPU * _lag_low(s) <= reach and (extra_cpu is None or extra_cpu < SAME_CPU * s.by_s):
+        return True   # a loop thread's wait for a core covers half the lag or more, and the late rank did no more work
     queue = _extra_per_step(v, s.rank, "runqueue_s")
     if queue is not None:
         return queue >= SAME_CPU * s.by_s

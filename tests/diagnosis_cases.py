@@ -74,6 +74,8 @@ def build(s: Shape) -> dict:
         if k == 0:
             rank0 = steps
     blocks = [max(ws[i] for ws in walls_all) for i in range(N)]     # each block's slowest rank
+    for e in everyone:      # every rank's window is the same blocks (a fast rank waits at the barrier): its wall too
+        e["work"].update(wall_s=sum(blocks), cpu_s=s.own_cpu * 2 * sum(blocks) / len(s.ranks))
     tp = block_throughput(blocks, [1] * N)
     T = sum(blocks) / N
     rec = train_record(overrides=list(s.overrides), steps_per_s=1 / T, steps=N, device=s.device)
