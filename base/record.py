@@ -257,15 +257,16 @@ def find_records(*roots: str | Path) -> list[Path]:
 def typed_block(cls: type[Block], value: Any, where: str) -> Any:
     """A block of a record from the dict a writer made (a task's result, the diagnosis): JSON-normalised (numpy
     scalars become numbers) and checked against cls. A writer's slip is warned about and the block kept as written
-    (every key in .extra), never lost; tests keep the writers matching their types. None and blocks pass through."""
+    (the values that do not match their fields under `unchecked`, the rest typed), never lost, and the record read
+    back; tests keep the writers matching their types. None and blocks pass through."""
     if value is None or isinstance(value, Block):
         return value
     value = json.loads(json.dumps(value, default=_jsonable))
     try:
         return cls.from_dict(value, where)
     except RecordError as e:
-        warnings.warn(f"run record: {e}; kept as written", stacklevel=2)
-        return cls.unchecked(value)
+        warnings.warn(f"run record: {e}; kept as written under {where}.unchecked", stacklevel=2)
+        return cls.from_dict(value, where, lenient=True)
 
 
 def _jsonable(obj: Any):

@@ -18,6 +18,9 @@ from typing import Any, ClassVar, TypeVar, Union
 B = TypeVar("B", bound="Block")
 
 
+UNCHECKED = "unchecked"   # where a lenient read keeps the values that did not match their fields
+
+
 class RecordError(ValueError):
     """A record that cannot be read: the message is one line naming the file or field and what was wrong."""
 
@@ -37,17 +40,27 @@ class Block:
         return self._keys is None or name in self._keys
 
     @classmethod
-    def from_dict(cls: type[B], d: Any, where: str | None = None) -> B:
+    def from_dict(cls: type[B], d: Any, where: str | None = None, lenient: bool = False) -> B:
+        """lenient: a key whose value does not match its field is kept under `unchecked` (an undeclared key, so the
+        record written from it reads back) and its field left at its default, instead of refusing the object."""
         where = where or cls.__name__
         if not isinstance(d, dict):
             raise RecordError(f"{where}: expected an object ({cls.__name__}), got {_show(d)}")
         hints = _hints(cls)
-        kwargs, extra = {}, {}
+        kwargs, extra, unchecked = {}, {}, {}
         for key, value in d.items():
-            if key in hints:
-                kwargs[key] = convert(hints[key], value, f"{where}.{key}")
-            else:
+            if key not in hints:
                 extra[key] = value
+                continue
+            try:
+                kwargs[key] = convert(hints[key], value, f"{where}.{key}")
+            except RecordError:
+                if not lenient:
+                    raise
+                unchecked[key] = value
+        if unchecked:
+            extra[UNCHECKED] = {**extra.get(UNCHECKED, {}), **unchecked}
+            d = {k: v for k, v in d.items() if k not in unchecked} | {UNCHECKED: extra[UNCHECKED]}
         missing = [f.name for f in dataclasses.fields(cls)
                    if f.name not in kwargs and f.default is dataclasses.MISSING
                    and f.default_factory is dataclasses.MISSING]
@@ -57,15 +70,6 @@ class Block:
         obj.__dict__["_keys"] = tuple(d)
         if extra:
             obj.__dict__["_extra"] = extra
-        return obj
-
-    @classmethod
-    def unchecked(cls: type[B], d: dict) -> B:
-        """A block holding a JSON object as it is, every key in .extra (its fields keep their defaults): what a
-        writer's object that does not match its type becomes, so that it is still written whole."""
-        obj = cls()
-        obj.__dict__["_keys"] = tuple(d)
-        obj.__dict__["_extra"] = dict(d)
         return obj
 
     def to_dict(self) -> dict[str, Any]:

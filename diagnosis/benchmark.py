@@ -213,9 +213,13 @@ def load(out: Path, rescore: bool = False) -> list[Run]:
         except (OSError, RecordError):
             continue
         if rescore and rec.status == "ok" and isinstance(rec.result, TaskResult) and rec.result.to_dict():
-            from diagnosis import diagnose
+            from diagnosis import VERSION, diagnose
 
-            rec.result.diagnosis = typed_block(DiagnosisBlock, diagnose(rec), "result.diagnosis")
+            try:
+                fresh = diagnose(rec)
+            except Exception as e:  # noqa: BLE001 - one record the rules cannot read is scored as such, not fatal
+                fresh = {"version": VERSION, "error": f"{type(e).__name__}: {e}"}
+            rec.result.diagnosis = typed_block(DiagnosisBlock, fresh, "result.diagnosis")
         recs.append(Run(path.parent.parent.name, rec))
     return recs
 

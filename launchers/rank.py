@@ -148,6 +148,13 @@ def leave_without_teardown() -> None:
     CPython marks the interpreter as finalizing, so no thread can meet that exit. Registered only once the rank
     finished (a failing rank keeps its exit code); torch's spawn wrappers hand the function's return value over
     before the interpreter exits."""
+    code = [0]
+    real_exit = sys.exit
+
+    def exit_with(status=None):   # what the process meant to exit with (multiprocessing ends a failed child with
+        code[0] = 0 if status is None else status if isinstance(status, int) else 1   # sys.exit(1)), kept for leave()
+        real_exit(status)
+
     def leave():
         logging.shutdown()
         for stream in (sys.stdout, sys.stderr):
@@ -155,8 +162,14 @@ def leave_without_teardown() -> None:
                 stream.flush()
             except (OSError, ValueError):
                 pass
-        os._exit(0)
+        os._exit(code[0])
 
+    def failed(*exc):             # an exception nobody caught: Python would exit 1
+        code[0] = 1
+        real_hook(*exc)
+
+    real_hook = sys.excepthook
+    sys.exit, sys.excepthook = exit_with, failed
     atexit.register(leave)
 
 

@@ -134,6 +134,11 @@ def test_unexplained_range_is_silent_where_the_model_fits():
     assert gap == pytest.approx(0.032)
     assert kept == pytest.approx(1 - (0.018 + 0.032) / 0.068)                       # the 32 ms stay after the change
     assert removed == pytest.approx(1 - 0.018 / 0.068)                              # or go with what it removes
+    fast_own, fast_new = pred(0.100, 0.080, 0.120), pred(0.040, 0.030, 0.050)       # the model over-predicts by 50 ms
+    kept, removed, gap = unexplained_range(Quantity(0.050, 0.045, 0.055), fast_own, fast_new)
+    assert gap == pytest.approx(-0.050)
+    assert kept == pytest.approx(1 - 0.040 * 0.5 / 0.050)    # the new step shrinks as the run's did: 60%, not ~100%
+    assert removed == pytest.approx(1 - 0.040 / 0.050)
 
 
 # ------------------------------------------------------------------------------------------------------- --score

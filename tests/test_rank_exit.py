@@ -71,6 +71,21 @@ def test_a_finished_process_leaves_before_the_interpreter_teardown_that_would_ab
     assert left.returncode == 0 and left.stdout == "work done\n", (left.returncode, left.stderr[-2000:])
 
 
+@pytest.mark.subprocess
+def test_a_failure_after_leaving_is_registered_keeps_its_exit_code():
+    """leave_without_teardown ends the process with the code it was exiting with: a step that fails after the hand-in
+    (multiprocessing ends a failed child with sys.exit(1)), or an exception nobody caught, is not turned into a
+    success. (A bare `raise SystemExit(n)` at the top level bypasses both hooks; the ranks' spawn code calls
+    sys.exit.)"""
+    code = ("import sys; from launchers.rank import leave_without_teardown; leave_without_teardown(); "
+            "print('handed in', flush=True); sys.exit(3)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 3 and out.stdout == "handed in\n", (out.returncode, out.stderr[-2000:])
+    raised = subprocess.run([sys.executable, "-c", code.replace("sys.exit(3)", "raise RuntimeError('late')")],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert raised.returncode == 1 and "RuntimeError: late" in raised.stderr, (raised.returncode, raised.stderr[-2000:])
+
+
 @pytest.mark.slow
 def test_a_rank_that_would_abort_in_its_teardown_after_handing_in_is_a_good_run(tmp_path):
     record, code = run_inprocess(["model=custom", "model._target_=tests.test_rank_exit.TinyAbortingNet",

@@ -83,10 +83,16 @@ def test_a_record_built_in_code_writes_every_field_and_reads_back(tmp_path):
     assert list(record.to_dict())[0] == "schema_version"
 
 
-def test_a_writer_slip_keeps_the_record_with_a_warning():
+def test_a_writer_slip_keeps_the_record_with_a_warning(tmp_path):
+    """The slipped value is kept under result.unchecked, every other field stays typed, and the record reads back."""
     with pytest.warns(UserWarning, match="result.steps: expected an integer"):
-        record = Record.ok({"task": "train"}, {}, env={}, started="t", result={"steps": "many", "headline": {}})
-    assert record.to_dict()["result"] == {"steps": "many", "headline": {}}
+        record = Record.ok({"task": "train"}, {}, env={}, started="t",
+                           result={"steps": "many", "world_size": 2, "headline": {}})
+    assert record.result.world_size == 2 and record.result.steps is None
+    assert record.to_dict()["result"] == {"world_size": 2, "headline": {}, "unchecked": {"steps": "many"}}
+    (tmp_path / "run_record.json").write_text(json.dumps(record.to_dict()))
+    back = Record.read(tmp_path)
+    assert back.result.world_size == 2 and back.result.extra == {"unchecked": {"steps": "many"}}
 
 
 def test_docs_record_md_is_generated_from_the_types():

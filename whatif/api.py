@@ -160,7 +160,9 @@ def unexplained_range(measured, own: Prediction, new: Prediction) -> tuple[float
         return None
     gap = measured.value - own.step_s
     per = (new.samples_per_s * new.step_s) / (own.samples_per_s * own.step_s)   # samples per step, new / own
-    kept = max(1e-12, new.step_s + gap)
+    # the time the model does not explain, kept after the change; where the model over-predicts (gap < 0) the run is
+    # faster than the model everywhere, so the new step shrinks in proportion (subtracting could leave no step at all)
+    kept = new.step_s + gap if gap >= 0 else new.step_s * measured.value / own.step_s
     return 1 - kept / (per * measured.value), 1 - new.step_s / (per * measured.value), gap
 
 
