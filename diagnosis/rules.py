@@ -175,7 +175,7 @@ def exposed_comm(v: RunView) -> Finding | None:
     evidence.append(ev_ms(f"the same calls in the {ref['reference']}",
                           {"median": ref["achievable_s"], "ci_lo": ref.get("achievable_ci_lo"),
                            "ci_hi": ref.get("achievable_ci_hi"), "source": ref["reference"]},
-                          "result.comm.vs_microbench.achievable_s"))
+                          ref.get("source") or "result.comm.vs_microbench.achievable_s"))
     side = efficiency_side(ref)
     if side == "low":
         return _sync_path(v, c, exposed_s, share, ref, evidence)
