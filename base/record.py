@@ -162,18 +162,6 @@ class Record(Block):
         return path
 
 
-def _get(d: Any, *path: str) -> Any:
-    """A nested field of a JSON dict (or of a block): for the readers still on dicts (diagnosis/, whatif/)."""
-    for key in path:
-        if isinstance(d, Block):
-            d = getattr(d, key, None) if d.has(key) else None
-        elif isinstance(d, dict):
-            d = d.get(key)
-        else:
-            return None
-    return d
-
-
 def setting(config: dict | None, dotted: str, default: Any = None) -> Any:
     """A value of a config by dotted path ("model.name"): a record's resolved config (a dict) or a live DictConfig;
     `default` where any level is missing or null. The config stays what Hydra resolved; this is its one reader."""

@@ -705,10 +705,9 @@ def _waited_for_a_core(v: RunView, s: Straggler) -> bool:
     straggler of its own. A lag whose lower end is at most twice the longest wait of any rank's loop thread for a core
     (per step), on a rank that did no more work (extra CPU time under half its lag), is within the scheduler's reach,
     whichever rank shows it: the loop thread's wait is a lower bound, since a rank also stops while its gloo threads
-    wait for a core; the record's run-queue wait also says it
-    directly (the straggler's extra wait for a core explains at least half its lag); older records fall back to CPU
-    time (its extra CPU time explains under half its lag while the host was full or busy). A rank that sleeps (I/O,
-    a lock, a slow peer of its own) shows neither."""
+    wait for a core; the record's run-queue wait also says it directly (the straggler's extra wait for a core explains
+    at least half its lag); older records fall back to CPU time (its extra CPU time explains under half its lag while
+    the host was full or busy). A rank that sleeps (I/O, a lock, a slow peer of its own) shows neither."""
     busy = v.contention() is not None                # the ranks fill the cores themselves
     other = v.other_load()                           # or other processes took them
     if not (busy or (other is not None and other > OTHER_LOAD)):
@@ -722,8 +721,7 @@ def _waited_for_a_core(v: RunView, s: Straggler) -> bool:
         return queue >= SAME_CPU * s.by_s
     if (s.mostly or "compute") != "compute":
         return False
-    extra = _extra_per_step(v, s.rank, "cpu_s")
-    return (extra is None and not busy) or (extra is not None and extra < SAME_CPU * s.by_s)
+    return (extra_cpu is None and not busy) or (extra_cpu is not None and extra_cpu < SAME_CPU * s.by_s)
 
 
 def _core_wait_per_step(v: RunView) -> float | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from stats.fmt import rounded
-from base.record import TRAIN_COLUMNS, Record, _get, _scaled, setting, train_headline  # noqa: F401 - the readers' names
+from base.record import TRAIN_COLUMNS, Record, _scaled, setting, train_headline  # noqa: F401 - the readers' names
 from base.record_types import TaskResult, TrainResult
 
 MISSING = "–"

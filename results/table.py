@@ -18,7 +18,7 @@ from stats import fmt_ci, fmt_ratio, verdict_text
 from stats.verdict import NO_VERDICT, NS
 from results.aggregate import (NO_INTERVAL, Comparison, Config, _exposed_fields, _step_median, compare,
                                group_repeats, phase_median, sentinel_warning)
-from results.entries import (EXPOSED, MISSING, PHASES, TRAIN_COLUMNS, TRAIN_LABELS, Entry, _finite, _get, _scaled,  # noqa: F401 - re-exported
+from results.entries import (EXPOSED, MISSING, PHASES, TRAIN_COLUMNS, TRAIN_LABELS, Entry, _finite, _scaled,  # noqa: F401 - re-exported
                              config_labels, constant_overrides, exposed_mark, exposed_samples, fmt, override_items,
                              train_headline, varying_keys)
 

@@ -78,12 +78,19 @@ def base_config(prof: Profile, link: lk.Link | None = None, world_size: int | No
 def predict(record, change: dict | None = None, *, link=None, nccl_tests=None, collectives=None,
             world_size: int | None = None, samples: int = DEFAULT_SAMPLES, seed: int = 0,
             timeline: bool = False) -> Prediction:
-    prof = profile_of(record)
+    return _own_and_changed(profile_of(record), change, link=link, nccl_tests=nccl_tests, collectives=collectives,
+                            world_size=world_size, samples=samples, seed=seed, timeline=timeline)[1]
+
+
+def _own_and_changed(prof: Profile, change: dict | None, *, link=None, nccl_tests=None, collectives=None,
+                     world_size: int | None = None, samples: int = DEFAULT_SAMPLES, seed: int = 0,
+                     timeline: bool = False) -> tuple[Prediction, Prediction]:
+    """The run's own configuration and the changed one, predicted with the same draws (paired)."""
     the_link = link_from(link, nccl_tests, collectives)
     draws = Draws(samples, seed)
     own = _predict(prof, Config.of(prof), draws)
     cfg = changed(base_config(prof, the_link, world_size), change or {})
-    return _predict(prof, cfg, draws, own=own, timeline=timeline)
+    return own, _predict(prof, cfg, draws, own=own, timeline=timeline)
 
 
 def predict_sweep(record, grid: dict[str, list] | None = None, *, link=None, nccl_tests=None, collectives=None,
@@ -129,13 +136,12 @@ def saving(record, change: dict, **kw) -> dict:
     own configuration misses the measured step (outside its prediction interval), the range also holds the two ends
     of that unexplained time (unexplained_range)."""
     prof = profile_of(record)
-    p = predict(prof, change, **kw)
+    own, p = _own_and_changed(prof, change, **kw)
     f = lambda s: None if s is None or s <= 0 else 1 - 1 / s  # noqa: E731 - one use
     out = {"fraction": f(p.speedup), "lo": f(p.speedup_lo), "hi": f(p.speedup_hi), "of": "time per sample",
            "dominant": p.dominant, "prediction": p,
            "how": f"the what-if model ({p.label}): predicted samples/s against the run's own configuration"}
     if out["fraction"] is not None and out["lo"] is not None and out["hi"] is not None:
-        own = _predict(prof, Config.of(prof), Draws(kw.get("samples", DEFAULT_SAMPLES), kw.get("seed", 0)))
         wide = unexplained_range(prof.step, own, p)
         if wide is not None:
             a, b, gap = wide
