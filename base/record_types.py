@@ -292,14 +292,103 @@ class InsideNoise(Block):
 
 
 @dataclass
+class Evidence(Block):
+    """A number a finding rests on, from the record, with its interval or the words saying why there is none."""
+    name: str
+    value: float | None
+    unit: str = doc('printed after the number: "ms", "%", "GB/s", "x", ""', default="")
+    ci_lo: float | None = doc("the 95% interval, in the value's unit", default=None)
+    ci_hi: float | None = None
+    source: str = doc('where in the record: "result.comm.exposed_s"', default="")
+    note: str = doc("how the interval came about, or why there is none", default="")
+
+
+@dataclass
+class Saving(Block):
+    """What a finding's fix saves. fraction: of `of` (the step the throughput implies, or the time per sample); lo/hi:
+    a 95% interval (basis "interval": measured, or the what-if model's) or the range the arithmetic allows (basis
+    "range"). None fraction: the record cannot say; `how` then says what would measure it. source: "model" (whatif),
+    "rule" (a rule of thumb) or "measured"; rule: the rule of thumb's own estimate where the model replaced it (the
+    checked-estimates table sets both beside what a sweep measured). capped: why it is smaller than its own arithmetic
+    (part of its time is counted in a higher-ranked finding)."""
+    fraction: float | None
+    seconds: float | None = None
+    lo: float | None = None
+    hi: float | None = None
+    of: str = "the step"
+    how: str = ""
+    basis: str = "range"
+    source: str = "rule"
+    rule: dict[str, Any] | None = None
+    capped: str = ""
+
+    @property
+    def strength(self) -> int:
+        """2: an interval (measured or modelled); 1: a point or an arithmetic range; 0: not estimated."""
+        if self.fraction is None:
+            return 0
+        return 2 if self.basis == "interval" and self.lo is not None and self.hi is not None else 1
+
+
+@dataclass
+class Folded(Block):
+    """A finding another one explains (its time is the other's): kept with what it estimated, for the sweep's
+    checked-estimates table."""
+    rule: str
+    title: str
+    why: str
+    command: str
+    recommends: dict[str, Any] = field(default_factory=dict)
+    saving: Saving | None = None
+    predictions: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Finding(Block):
+    """One cause the diagnosis names (diagnosis/rules.py makes them, diagnosis.finding prints and ranks them)."""
+    rule: str = doc('e.g. "exposed_comm.sync_path"')
+    title: str = doc("one line")
+    detail: str = doc("why, in words, from the numbers")
+    evidence: list[Evidence] = doc("the numbers it rests on")
+    seed: str = doc("the source case it matches (diagnosis.seeds.cite)")
+    saving: Saving | None = doc("what its fix saves; None: not estimated")
+    command: str = doc("the exact command to try next")
+    recommends: dict[str, Any] = doc("the overrides `command` changes (checked against sweeps)", default_factory=dict)
+    impact: float = doc("share of the step the condition concerns (ranks findings without a saving)", default=0.0)
+    first: bool = doc("the noise: printed before everything else, not numbered as a cause", default=False)
+    qualitative: bool = doc("a configuration fact (e.g. the transport), not a timing: noise does not hide it",
+                            default=False)
+    pool: str = doc("the part of the step its saving comes from (diagnosis.run: Pools)", default="")
+    fixes: list[dict[str, Any]] = doc("the fixes of its cause the model may price (overrides)", default_factory=list)
+    predictions: list[dict[str, Any]] = doc("the what-if model's saving of each fix it priced", default_factory=list)
+    folded: list[Folded] = doc("findings this one explains (theirs is its time)", default_factory=list)
+    cause: float | None = doc("what the cause itself costs (share of the step), where it can be smaller than what its "
+                              "fix saves (accumulate=K also spreads the optimizer over K micro-batches)", default=None)
+
+    @property
+    def effect(self) -> float:
+        """The size findings are ranked by: the saving of the fix, else the share of the step it concerns."""
+        return self.saving.fraction if self.saving and self.saving.fraction is not None else self.impact
+
+    @property
+    def material(self) -> float:
+        """The size the noise floor is compared with: the effect, and no more than the cause itself costs."""
+        return self.effect if self.cause is None else min(self.effect, self.cause)
+
+    @property
+    def strength(self) -> int:
+        return self.saving.strength if self.saving is not None else 0
+
+
+@dataclass
 class DiagnosisBlock(Block):
-    """The diagnosis made when the record was written (diagnosis.run). `findings` are diagnosis.finding.Finding
-    objects as dicts (read them with diagnosis.finding.finding_from_dict: base cannot import the diagnosis)."""
+    """The diagnosis made when the record was written (diagnosis.run): the noise (first, where it hides a finding),
+    then the findings ranked by the saving of their fix."""
     version: int | None = None
     task: str | None = None
     error: str | None = doc("why the diagnosis could not run; the record is kept", default=None)
     noise: Noise | None = None
-    findings: list[dict[str, Any]] | None = None
+    findings: list[Finding] | None = None
     inside_noise: list[InsideNoise] | None = None
     ties: list[Any] | None = None
     notes: list[str] | None = None

@@ -26,7 +26,7 @@ from base.record import Record, typed_block
 from base.record_types import DiagnosisBlock, TaskResult
 from diagnosis.accounting import lines as accounting_lines
 from comm.efficiency import not_measurable
-from diagnosis.finding import finding_from_dict
+from diagnosis.finding import finding_text
 from diagnosis.run import VERSION, diagnose
 from diagnosis.view import as_block, named_findings
 from diagnosis.sweep import diagnose_sweep, format_sweep
@@ -39,7 +39,7 @@ def format_text(diag: DiagnosisBlock | dict | None, heading: str = "diagnosis") 
         return f"{heading}: none"
     if d.error:
         return f"{heading}: unavailable ({d.error})"
-    findings = [finding_from_dict(f) for f in d.findings or []]
+    findings = d.findings or []
     hidden = d.inside_noise or []
     real = [f for f in findings if not f.first]
     threshold, floor = (d.noise.threshold, d.noise.floor) if d.noise is not None else (None, None)
@@ -51,12 +51,12 @@ def format_text(diag: DiagnosisBlock | dict | None, heading: str = "diagnosis") 
         head += (f"; {len(under)} more under the {100 * (threshold or 0.02):.0f}% threshold (not named)")
     if masked:
         head += f"; {len(masked)} more inside the noise ({100 * (floor or 0):.1f}%, not named)"
-    lines = [head, *accounting_lines(d.accounting.to_dict() if d.accounting is not None else None)]
+    lines = [head, *accounting_lines(d.accounting)]
     for f in findings:
         if f.first:
-            lines.append(f.text(None))
+            lines.append(finding_text(f))
     for i, f in enumerate(real, 1):
-        lines.append(f.text(i))
+        lines.append(finding_text(f, i))
     for t in d.ties or []:
         a, b = t["findings"]
         lines.append(f"findings {a} and {b} cannot be told apart on this record: their savings "
@@ -104,11 +104,11 @@ def wandb_summary(diag: DiagnosisBlock | dict | None) -> dict:
            "diagnosis/text": format_text(d)}
     if findings:
         top = findings[0]
-        out["diagnosis/top"] = top["title"]
-        out["diagnosis/top_rule"] = top["rule"]
-        out["diagnosis/next"] = top["command"]
-        if top.get("saving") and top["saving"].get("fraction") is not None:
-            out["diagnosis/top_saving_pct"] = 100 * top["saving"]["fraction"]
+        out["diagnosis/top"] = top.title
+        out["diagnosis/top_rule"] = top.rule
+        out["diagnosis/next"] = top.command
+        if top.saving is not None and top.saving.fraction is not None:
+            out["diagnosis/top_saving_pct"] = 100 * top.saving.fraction
     vs = d.comparisons.microbench if d.comparisons is not None else None
     if vs is not None and vs.to_dict() and not not_measurable(vs):
         out["diagnosis/comm_efficiency"] = vs.efficiency

@@ -24,12 +24,18 @@ from __future__ import annotations
 
 import statistics
 
-from base.record_types import PhaseSeries, RankWork, TrainRank, TrainResult
+from base.record_types import Accounting, AccountingSync, AccountingWait, PhaseSeries, RankWork, TrainRank, TrainResult
 from diagnosis.finding import ms
 
 
-def account(result: TrainResult) -> dict | None:
-    """The step's accounting from a task=train result, or None when the record cannot give it (no throughput)."""
+def account(result: TrainResult) -> Accounting | None:
+    """The step's accounting from a task=train result, or None when the record cannot give it (no throughput). Read
+    through the record's type from the figures it has, so it writes back exactly those (result.diagnosis.accounting)."""
+    out = _account(result)
+    return Accounting.from_dict(out, "accounting") if out is not None else None
+
+
+def _account(result: TrainResult) -> dict | None:
     steps = result.steps
     tp = result.throughput
     if not steps or tp is None or not tp.wall_s:
@@ -112,48 +118,51 @@ def _mean(xs) -> float | None:
     return statistics.fmean(xs) if xs else None
 
 
-def lines(acc: dict | None) -> list[str]:
+def lines(acc: Accounting | None) -> list[str]:
     """The printed accounting: the step, and where each of its milliseconds went, once."""
-    if not acc:
+    if acc is None or not acc.complete:    # none, or an older record without rank 0's block wall clocks: no split
         return []
-    T = acc["step_s"]
-    r0 = acc["rank0"]
-    head = (f"step accounting: {ms(T)} ms per step from throughput ({acc['steps_per_s']:.4g} steps/s, each block's "
+    T = acc.step_s
+    r0 = acc.rank0
+    head = (f"step accounting: {ms(T)} ms per step from throughput ({acc.steps_per_s:.4g} steps/s, each block's "
             "slowest rank)")
-    if not acc.get("complete"):      # an older record without rank 0's block wall clocks: no split to show
-        return []
-    phases = r0["phases_s"]
     parts = []
-    sync, wait = acc.get("sync") or {}, acc.get("wait") or {}
-    for name, secs in phases.items():
+    sync, wait = acc.sync or AccountingSync(), acc.wait or AccountingWait()
+    for name, secs in phase_seconds(acc).items():
         text = f"{name} {ms(secs)}"
-        if sync.get("phase") and name == sync["phase"].split()[0] and sync.get("exposed_s") is not None:
+        if sync.phase and name == sync.phase.split()[0] and sync.exposed_s is not None:
             inner = []
-            if sync.get("compute_s") is not None and sync["compute_s"] > secs:
-                parts.append(f"{text} (DDP's backward compute timer over the probe steps says {ms(sync['compute_s'])}:"
+            if sync.compute_s is not None and sync.compute_s > secs:
+                parts.append(f"{text} (DDP's backward compute timer over the probe steps says {ms(sync.compute_s)}:"
                              " no wait inside)")
                 continue
-            if sync.get("compute_s") is not None:
-                inner.append(f"compute {ms(sync['compute_s'])}")
-            if wait.get("in_sync_s"):
-                inner.append(f"waiting for rank {wait['rank']} {ms(wait['in_sync_s'])}")
-            inner.append(f"exposed transfer {ms(sync['transfer_s'])}")
+            if sync.compute_s is not None:
+                inner.append(f"compute {ms(sync.compute_s)}")
+            if wait.in_sync_s:
+                inner.append(f"waiting for rank {wait.rank} {ms(wait.in_sync_s)}")
+            inner.append(f"exposed transfer {ms(sync.transfer_s)}")
             text += f" ({' + '.join(inner)})"
         parts.append(text)
-    out = [head, f"  = rank 0's timed phases {ms(r0['phases_total_s'])} ({', '.join(parts)})",
-           f"  + outside the phases {ms(r0['outside_s'])} (between steps, inside the timed blocks)"]
-    barrier = r0["barrier_s"]
-    who = (f" for rank {wait['rank']}" if wait.get("rank") is not None and wait.get("at_barrier_s", 0) > 0.5 * barrier
+    out = [head, f"  = rank 0's timed phases {ms(r0.phases_total_s)} ({', '.join(parts)})",
+           f"  + outside the phases {ms(r0.outside_s)} (between steps, inside the timed blocks)"]
+    barrier = r0.barrier_s
+    who = (f" for rank {wait.rank}" if wait.rank is not None and (wait.at_barrier_s or 0) > 0.5 * barrier
            else " for the slowest rank of each block")
     out.append(f"  + waiting at the block barrier{who}: {ms(barrier)}")
-    if abs(r0.get("residual_s") or 0.0) > 0.01 * T:
-        out.append(f"  + not accounted for: {ms(r0['residual_s'])} (the device timeline and the host clock disagree)")
-    if acc.get("world_size", 1) > 1 and acc.get("ranks"):
-        per = "  ".join(f"r{r['rank']} {ms(r['work_s'])}" for r in acc["ranks"] if r.get("work_s") is not None)
+    if abs(r0.residual_s or 0.0) > 0.01 * T:
+        out.append(f"  + not accounted for: {ms(r0.residual_s)} (the device timeline and the host clock disagree)")
+    if (acc.world_size or 1) > 1 and acc.ranks:
+        per = "  ".join(f"r{r.rank} {ms(r.work_s)}" for r in acc.ranks if r.work_s is not None)
         if per:
             out.append(f"  each rank's own work between collectives: {per}"
-                       + ("" if acc.get("work_is_complete") else " (data + H2D + forward + backward compute only: "
-                                                                   "an older record)")
-                       + (f"; rank 0 waits {ms(wait['total_s'])} per step for rank {wait['rank']}"
-                          if wait.get("rank") is not None and wait.get("total_s", 0) > 0.02 * T else ""))
+                       + ("" if acc.work_is_complete else " (data + H2D + forward + backward compute only: "
+                                                          "an older record)")
+                       + (f"; rank 0 waits {ms(wait.total_s)} per step for rank {wait.rank}"
+                          if wait.rank is not None and (wait.total_s or 0) > 0.02 * T else ""))
     return out
+
+
+def phase_seconds(acc: Accounting | None) -> dict[str, float]:
+    """Rank 0's mean seconds per phase, by name, in the record's order (the phases it timed)."""
+    phases = acc.rank0.phases_s if acc is not None and acc.rank0 is not None else None
+    return {k: v for k, v in phases.to_dict().items() if v is not None} if phases is not None else {}

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from base.record import Record, RecordError, typed_block
-from base.record_types import DiagnosisBlock, TaskResult
+from base.record_types import DiagnosisBlock, Finding, Saving, TaskResult
 from diagnosis.view import as_record, named_findings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -175,7 +175,7 @@ def run(out: Path, repeats: int, names: list[str] | None, delay: float) -> dict:
     for c in chosen:
         if c.fix != "next" or c.name in skipped:
             continue
-        changes = {_key(d["recommends"]): d["recommends"] for d in tops(records, c) if d and d.get("recommends")}
+        changes = {_key(d.recommends): d.recommends for d in tops(records, c) if d and d.recommends}
         for i, change in enumerate(changes.values()):
             items = {**dict(o.split("=", 1) for o in c.overrides), **{k: _value(v) for k, v in change.items()}}
             runner.sweep(f"fix_{c.name}_{i}", [f"{k}={v}" for k, v in items.items()])
@@ -244,23 +244,23 @@ def runs_of(records: list[Run], c: Case, sweep: str | None = None) -> list[Run]:
     return sorted(out, key=lambda r: int(_items(r).get("repeat", 0)))
 
 
-def tops(records: list[Run], c: Case) -> list[dict | None]:
+def tops(records: list[Run], c: Case) -> list[Finding | None]:
     return [_named(r)[0] if _named(r) else None for r in runs_of(records, c)]
 
 
-def _named(run: Run | Record | dict) -> list[dict]:
+def _named(run: Run | Record | dict) -> list[Finding]:
     result = _record(run).result
     return named_findings(result.diagnosis if result is not None else None)
 
 
-def fix_runs(records: list[Run], c: Case, top: dict | None) -> list[Run]:
+def fix_runs(records: list[Run], c: Case, top: Finding | None) -> list[Run]:
     """The runs that measure the top finding's saving: the case that removes the cause, or the sweep that ran its
     next command."""
     if c.fix not in ("", "next"):
         base = next(x for x in cases() if x.name == c.fix)
         return runs_of(records, base)
-    if c.fix == "next" and top and top.get("recommends"):
-        want = {**dict(o.split("=", 1) for o in c.overrides), **{k: _value(v) for k, v in top["recommends"].items()}}
+    if c.fix == "next" and top and top.recommends:
+        want = {**dict(o.split("=", 1) for o in c.overrides), **{k: _value(v) for k, v in top.recommends.items()}}
         out = [r for r in records if r.sweep.startswith(f"fix_{c.name}_") and r.record.status == "ok"
                and all(_items(r).get(k) == v for k, v in want.items())]
         return sorted(out, key=lambda r: int(_items(r).get("repeat", 0)))
@@ -274,15 +274,15 @@ def judge(c: Case, rec: Run | Record | dict) -> dict:
     if not c.expect:
         right = top is None
     else:
-        right = top is not None and (top["rule"].startswith(c.expect) or any(
-            all(str(top.get("recommends", {}).get(k)) == str(v) for k, v in f.items()) for f in c.fixes))
+        right = top is not None and (top.rule.startswith(c.expect) or any(
+            all(str(top.recommends.get(k)) == str(v) for k, v in f.items()) for f in c.fixes))
         if right and c.rank is not None:
-            right = f"Rank {c.rank}" in top["title"]
-    false = [f["rule"] for f in named if not f["rule"].startswith(c.expect + c.also) or not c.expect]
-    total = sum(max(0.0, (f.get("saving") or {}).get("fraction") or 0.0) for f in named)
-    return {"top": top["rule"] if top else None, "top_title": top["title"] if top else None, "top1": right,
-            "false": false, "sum": total, "saving": (top or {}).get("saving"),
-            "recommends": (top or {}).get("recommends"), "command": (top or {}).get("command")}
+            right = f"Rank {c.rank}" in top.title
+    false = [f.rule for f in named if not f.rule.startswith(c.expect + c.also) or not c.expect]
+    total = sum(max(0.0, f.saving.fraction or 0.0) for f in named if f.saving is not None)
+    return {"top": top.rule if top else None, "top_title": top.title if top else None, "top1": right,
+            "false": false, "sum": total, "saving": top.saving if top else None,
+            "recommends": top.recommends if top else None, "command": top.command if top else None}
 
 
 def measured(case_runs: list[Run | Record | dict], fix: list[Run | Record | dict]) -> dict | None:
@@ -325,7 +325,7 @@ def table(out: Path, chosen: list[Case], delay: float, rescore: bool = False) ->
         top = _named(runs[0])[0] if _named(runs[0]) else None
         fix = fix_runs(records, c, top) if c.fix else []
         m = measured(runs, fix) if c.fix else None
-        est = [j["saving"] for j in judged if j["saving"] and j["saving"].get("fraction") is not None]
+        est: list[Saving] = [j["saving"] for j in judged if j["saving"] and j["saving"].fraction is not None]
         row = {"case": c.name, "note": c.note, "runs": len(runs), "expect": " or ".join(c.expect) or "nothing",
                "top1": sum(j["top1"] for j in judged), "tops": [j["top"] for j in judged],
                "false": sum(len(j["false"]) for j in judged), "false_rules": sorted({x for j in judged
@@ -333,12 +333,11 @@ def table(out: Path, chosen: list[Case], delay: float, rescore: bool = False) ->
                "max_sum": max(j["sum"] for j in judged), "command": judged[0]["command"],
                "fix": c.fix if c.fix != "next" else "its next command"}
         if est:
-            row.update(estimated=statistics.median(e["fraction"] for e in est),
-                       estimated_lo=statistics.median(e["lo"] for e in est if e.get("lo") is not None)
-                       if any(e.get("lo") is not None for e in est) else None,
-                       estimated_hi=statistics.median(e["hi"] for e in est if e.get("hi") is not None)
-                       if any(e.get("hi") is not None for e in est) else None,
-                       estimate_source=est[0].get("source"))
+            los, his = [e.lo for e in est if e.lo is not None], [e.hi for e in est if e.hi is not None]
+            row.update(estimated=statistics.median(e.fraction for e in est),
+                       estimated_lo=statistics.median(los) if los else None,
+                       estimated_hi=statistics.median(his) if his else None,
+                       estimate_source=est[0].source)
         if m:
             row.update(measured=m["saving"], measured_lo=m["lo"], measured_hi=m["hi"], measured_method=m["method"])
             if est:
@@ -351,10 +350,10 @@ def table(out: Path, chosen: list[Case], delay: float, rescore: bool = False) ->
                         and (r.get("max_sum") or 0) <= 1.0 + 1e-9 for r in rows if r.get("runs"))}
 
 
-def _overlap(est: dict, m: dict) -> float:
+def _overlap(est: Saving, m: dict) -> float:
     """0 when the stated range and the measured interval overlap, else the gap between them (a share of the step)."""
-    lo = est.get("lo") if est.get("lo") is not None else est["fraction"]
-    hi = est.get("hi") if est.get("hi") is not None else est["fraction"]
+    lo = est.lo if est.lo is not None else est.fraction
+    hi = est.hi if est.hi is not None else est.fraction
     mlo = m["lo"] if m.get("lo") is not None else m["saving"]
     mhi = m["hi"] if m.get("hi") is not None else m["saving"]
     return max(0.0, mlo - hi, lo - mhi)

@@ -112,11 +112,10 @@ def noise_rule(v: RunView, noise: dict, hidden: list[Finding] | None = None) -> 
     # at most MAX_STEPS (beyond that the noise is a busy machine, which more steps do not remove)
     steps = min(MAX_STEPS, max(30, int(math.ceil(n * (half / 0.05) ** 2))))
     evidence = [_step_ev(v)]
-    steady = noise.get("steady") or {}
-    if steady.get("drift") is not None:
-        evidence.append(ev("drift, last third vs first third of the window", 100 * steady["drift"], "%",
-                           "result.steady", f"p={steady.get('p_value'):.2g}" if steady.get("p_value") is not None
-                           else ""))
+    steady = noise.get("steady")
+    if steady is not None and steady.drift is not None:
+        evidence.append(ev("drift, last third vs first third of the window", 100 * steady.drift, "%",
+                           "result.steady", f"p={steady.p_value:.2g}" if steady.p_value is not None else ""))
     sizes = ", ".join(f"{100 * f.material:.1f}% ({f.rule})" for f in masked)
     return Finding(
         rule="noise", first=True,
@@ -651,18 +650,18 @@ def straggler(v: RunView) -> Finding | None:
                    "result.straggler.parts_s", mostly)]
     wait = v.wait()
     where = ""
-    if wait and wait["rank"] == rank and v.acc:
-        barrier, inside = wait.get("at_barrier_s") or 0.0, wait.get("in_sync_s") or 0.0
-        evidence.append(ev("rank 0's wait for it per step", 1e3 * wait["total_s"], "ms", "diagnosis.accounting",
-                           f"{ms(inside)} ms inside {wait.get('phase') or 'the collective'}, {ms(barrier)} ms at the "
+    if wait and wait.rank == rank and v.acc:
+        barrier, inside = wait.at_barrier_s or 0.0, wait.in_sync_s or 0.0
+        evidence.append(ev("rank 0's wait for it per step", 1e3 * wait.total_s, "ms", "diagnosis.accounting",
+                           f"{ms(inside)} ms inside {wait.phase or 'the collective'}, {ms(barrier)} ms at the "
                            "block barrier"))
         where = (" Rank 0 spends that wait at the barrier between timed blocks, in no phase of its own."
-                 if barrier >= inside else f" Rank 0 spends that wait inside {wait.get('phase') or 'the collective'}: "
+                 if barrier >= inside else f" Rank 0 spends that wait inside {wait.phase or 'the collective'}: "
                  "its phase table counts it there.")
-        probe = (v.acc.get("probe") or {})
-        if probe.get("wait_s") and probe["wait_s"] >= 0.5 * (probe.get("exposed_s") or 0):
-            where += (f" The exposed communication DDP's timers measured on rank 0 ({ms(probe['exposed_s'])} ms) is "
-                      f"this wait ({ms(probe['wait_s'])} ms): {ms(probe['transfer_s'])} ms of it is the transfer.")
+        probe = v.acc.probe
+        if probe is not None and probe.wait_s and probe.wait_s >= 0.5 * (probe.exposed_s or 0):
+            where += (f" The exposed communication DDP's timers measured on rank 0 ({ms(probe.exposed_s)} ms) is "
+                      f"this wait ({ms(probe.wait_s)} ms): {ms(probe.transfer_s)} ms of it is the transfer.")
     gpu = v.device == "cuda"
     if mostly == "data":
         change, env = {"data.workers": max(2, 2 * int(setting(v.config, "data.workers") or 0))}, None

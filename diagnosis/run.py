@@ -24,7 +24,8 @@ from dataclasses import replace
 
 from base.record import Record, setting
 from base.record_types import TrainResult
-from diagnosis.finding import Finding, Saving, ms, near_tie, rank_findings
+from diagnosis.accounting import phase_seconds
+from diagnosis.finding import Evidence, Finding, Folded, Saving, ms, near_tie, rank_findings
 from diagnosis.rules import RULES, noise_rule
 from diagnosis.view import RunView, as_record
 
@@ -86,7 +87,7 @@ def diagnose(record: Record | dict, nccl_tests: dict | None = None, hta: bool = 
         "ties": ties(ranked, floor),
         "noise": {k: noise.get(k) for k in ("floor", "measured", "threshold", "noisy", "reasons", "n", "ci_level",
                                             "rel_halfwidth", "of")},
-        "accounting": v.acc,
+        "accounting": v.acc.to_dict() if v.acc is not None else None,
         "comparisons": comparisons,
         "notes": notes + _notes(v, comparisons),
     }
@@ -176,7 +177,6 @@ def estimate_with_model(v: RunView, found: list[Finding]) -> list[str]:
 def _contention_cost(v: RunView, f: Finding, prof) -> None:
     """The cause's own size: the step with compute and all-reduce not slowing each other (whatif.api.contention_cost);
     0 where the run's timers show no such slow-down."""
-    from diagnosis.finding import Evidence
     from whatif.api import contention_cost
 
     try:
@@ -228,8 +228,8 @@ class Pools:
         wait = v.wait()             # rank 0's wait for a late peer; the others' wait when rank 0 is the late one
         late = max((f.saving.seconds or 0.0 for f in found if f.pool == "wait" and f.saving is not None
                     and f.saving.seconds is not None), default=0.0)
-        w = min(T, max(wait["total_s"] if wait else 0.0, late))
-        phases = v.acc["rank0"]["phases_s"] if v.acc and v.acc["rank0"]["phases_s"] else {}
+        w = min(T, max(wait.total_s if wait else 0.0, late))
+        phases = phase_seconds(v.acc)
         inp = phases.get("data", 0.0) + phases.get("h2d", 0.0)
         exposed = v.exposed()
         ex = exposed["median"] if exposed else 0.0
@@ -290,9 +290,8 @@ def settle(v: RunView, found: list[Finding], floor: float) -> list[Finding]:
 
 
 def _fold(into: Finding, f: Finding, why: str) -> None:
-    into.folded.append({"rule": f.rule, "title": f.title, "why": why, "command": f.command,
-                        "recommends": f.recommends, "saving": dict(f.saving.__dict__) if f.saving else None,
-                        "predictions": f.predictions})
+    into.folded.append(Folded(rule=f.rule, title=f.title, why=why, command=f.command, recommends=f.recommends,
+                              saving=f.saving, predictions=f.predictions))
 
 
 def ties(ranked: list[Finding], floor: float) -> list[dict]:

@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from base.record import Record
-from base.record_types import PairGroupsResult, TrainResult
+from base.record_types import Finding, Folded, PairGroupsResult, Saving, TrainResult
 from diagnosis.finding import ms
 from diagnosis.run import VERSION, diagnose
 from diagnosis.view import as_block, as_record, named_findings
@@ -115,28 +115,32 @@ def measured_saving(a: Record, b: Record) -> dict:
             "speed_up": r, "verdict": verdict(r, lo, hi), "method": method}
 
 
-def estimates(f: dict) -> list[dict]:
+def estimates(f: Finding | Folded) -> list[dict]:
     """What a finding (or one it folded) estimated, per change: {recommends, rule: fraction/lo/hi or None, model:
     fraction/lo/hi or None}. The rule of thumb priced its own recommended change; the what-if model priced every fix
     in `predictions` (its best is the finding's recommends)."""
-    s = f.get("saving") or {}
+    s = f.saving
     out: dict[str, dict] = {}
 
     def slot(change: dict) -> dict:
         key = " ".join(f"{k}={v}" for k, v in change.items())
         return out.setdefault(key, {"recommends": dict(change), "rule": None, "model": None})
 
-    if s.get("source") == "model":
-        rule = s.get("rule")
+    if s is not None and s.source == "model":
+        rule = s.rule
         if rule and rule.get("fraction") is not None and rule.get("recommends"):
             slot(rule["recommends"])["rule"] = {k: rule.get(k) for k in ("fraction", "lo", "hi")}
-        for p in f.get("predictions") or []:
+        for p in f.predictions:
             slot(p["change"])["model"] = {k: p.get(k) for k in ("fraction", "lo", "hi")}
-        if not f.get("predictions") and f.get("recommends"):
-            slot(f["recommends"])["model"] = {k: s.get(k) for k in ("fraction", "lo", "hi")}
-    elif s.get("fraction") is not None and f.get("recommends"):
-        slot(f["recommends"])["rule"] = {k: s.get(k) for k in ("fraction", "lo", "hi")}
+        if not f.predictions and f.recommends:
+            slot(f.recommends)["model"] = _interval(s)
+    elif s is not None and s.fraction is not None and f.recommends:
+        slot(f.recommends)["rule"] = _interval(s)
     return list(out.values())
+
+
+def _interval(s: Saving) -> dict:
+    return {"fraction": s.fraction, "lo": s.lo, "hi": s.hi}
 
 
 def checked_estimates(runs: list[dict]) -> list[dict]:
@@ -146,20 +150,19 @@ def checked_estimates(runs: list[dict]) -> list[dict]:
     made), and the model prices the same change."""
     rows = []
     for a in runs:
-        found = named_findings(a["diagnosis"])
-        found += [g for f in found for g in f.get("folded") or []]
+        named = named_findings(a["diagnosis"])
+        found: list[Finding | Folded] = [*named, *(g for f in named for g in f.folded)]
         ests: dict[str, dict] = {}
         for f in found:
             for est in estimates(f):
-                ests.setdefault(_key(est["recommends"]), {**est, "finding": f["rule"]})
+                ests.setdefault(_key(est["recommends"]), {**est, "finding": f.rule})
         before = as_block(a["before"])
         for f in (before.findings if before is not None else None) or []:
-            s = f.get("saving") or {}
-            if f.get("first") or not f.get("recommends") or s.get("fraction") is None:
+            if f.first or not f.recommends or f.saving is None or f.saving.fraction is None:
                 continue
-            est = ests.setdefault(_key(f["recommends"]), {"recommends": dict(f["recommends"]), "rule": None,
-                                                         "model": None, "finding": f["rule"]})
-            est["rule"] = est["rule"] or {k: s.get(k) for k in ("fraction", "lo", "hi")}
+            est = ests.setdefault(_key(f.recommends), {"recommends": dict(f.recommends), "rule": None,
+                                                      "model": None, "finding": f.rule})
+            est["rule"] = est["rule"] or _interval(f.saving)
         for est in ests.values():
             for b in runs:
                 if b is a or not matches(a["entry"].config, b["entry"].config, est["recommends"]):
@@ -228,7 +231,7 @@ def scaling_summary(runs: list[dict]) -> list[dict] | None:
                      "samples_per_s_ci": [res.throughput.samples_ci_lo, res.throughput.samples_ci_hi],
                      "efficiency": rate / (rate0 * n / n0),
                      "exposed_comm_s": res.comm.exposed_s if res.comm is not None else None,
-                     "top_finding": top["title"] if top else None, "label": r["label"]})
+                     "top_finding": top.title if top else None, "label": r["label"]})
     return rows
 
 
@@ -273,14 +276,14 @@ def format_sweep(d: dict) -> str:
             lines.append(f"- job {r['num']} `{r['label']}`: diagnosis unavailable ({diag.error})")
             continue
         found = named_findings(diag)
-        noisy = any(f.get("first") for f in (diag.findings if diag is not None else None) or [])
+        noisy = any(f.first for f in (diag.findings if diag is not None else None) or [])
         head = f"- job {r['num']} `{r['label']}`: " + (f"{len(found)} finding(s)" if found else "no findings")
         if noisy:
             head += f" (noise floor {_pct(diag.noise.floor if diag.noise is not None else None)})"
         if found:
             top = found[0]
-            s = top.get("saving") or {}
-            head += f"; top: {top['title']}; saving {_pct(s.get('fraction'))}; next: `{top['command']}`"
+            head += (f"; top: {top.title}; saving {_pct(top.saving.fraction if top.saving else None)}; "
+                     f"next: `{top.command}`")
         lines.append(head)
     if d["checked"]:
         lines += ["", "checked estimates (a recommended configuration this sweep also ran; rules: the rule of thumb, "

@@ -16,7 +16,8 @@ import statistics
 from typing import Any
 
 from base.record import Record, setting, typed_block
-from base.record_types import DiagnosisBlock, PhaseSeries, RankWork, Series, Summary, TaskResult, TrainResult
+from base.record_types import (AccountingWait, DiagnosisBlock, Finding, PhaseSeries, RankWork, Series, SteadyState,
+                               Summary, TaskResult, TrainResult)
 from diagnosis.accounting import account
 from results.entries import EXPOSED_MIN_N, exposed_samples
 from stats import describe, rel_halfwidth, steady_state
@@ -43,10 +44,10 @@ def as_block(diag: DiagnosisBlock | dict | None) -> DiagnosisBlock | None:
     return typed_block(DiagnosisBlock, diag, "diagnosis")
 
 
-def named_findings(diag: DiagnosisBlock | dict | None) -> list[dict]:
-    """A diagnosis's findings as their JSON objects (diagnosis.finding.Finding.to_dict), the noise's left out."""
+def named_findings(diag: DiagnosisBlock | dict | None) -> list[Finding]:
+    """A diagnosis's findings, the noise's left out."""
     d = as_block(diag)
-    return [f for f in (d.findings if d is not None else None) or [] if not f.get("first")]
+    return [f for f in (d.findings if d is not None else None) or [] if not f.first]
 
 
 def sample(summary: Summary | None, series: list | None) -> dict | None:
@@ -114,7 +115,7 @@ class RunView:
         self.reference = reference      # comm.vs_microbench, or the same from an nccl-tests file
         self.acc = account(self.train) if self.task == "train" else None
         # the step every share is of: the throughput's where the record has it, else rank 0's step median
-        self.step_s = self.acc["step_s"] if self.acc else (self.step["median"] if self.step else None)
+        self.step_s = self.acc.step_s if self.acc else (self.step["median"] if self.step else None)
         layer = self.train.device_layer.kind if self.train.device_layer is not None else None
         # a GPU, or device=fake (the GPU code paths on CPU): where host-to-device copies and streams exist
         self.device = getattr(self.result, "device", None)
@@ -125,22 +126,22 @@ class RunView:
         if not self.acc:
             return self.step
         a = self.acc
-        return {"median": a["step_s"], "ci_lo": a.get("step_lo_s"), "ci_hi": a.get("step_hi_s"),
-                "ci_level": 0.95 if a.get("step_lo_s") is not None else None, "n": self.train.steps,
-                "source": "record" if a.get("step_lo_s") is not None else "throughput, no interval (< 10 blocks)"}
+        return {"median": a.step_s, "ci_lo": a.step_lo_s, "ci_hi": a.step_hi_s,
+                "ci_level": 0.95 if a.step_lo_s is not None else None, "n": self.train.steps,
+                "source": "record" if a.step_lo_s is not None else "throughput, no interval (< 10 blocks)"}
 
     def timed_share(self) -> float:
         """The part of the step rank 0's timed phases cover (1 when the record cannot say): shares of rank 0's step
         timer are scaled by it, so they are shares of the step."""
         a = self.acc
-        if not a or not a.get("complete") or not a["rank0"].get("step_mean_s") or not a["step_s"]:
+        if not a or not a.complete or not a.rank0.step_mean_s or not a.step_s:
             return 1.0
-        return min(1.0, a["rank0"]["step_mean_s"] / a["step_s"])
+        return min(1.0, a.rank0.step_mean_s / a.step_s)
 
-    def wait(self) -> dict | None:
+    def wait(self) -> AccountingWait | None:
         """Rank 0's wait per step for a late peer (diagnosis.accounting), None when there is none to speak of."""
-        w = self.acc.get("wait") if self.acc else None
-        return w if w and w.get("rank") is not None and w.get("total_s") else None
+        w = self.acc.wait if self.acc else None
+        return w if w is not None and w.rank is not None and w.total_s else None
 
     # ------------------------------------------------------------------------------------------ figures
     def phase(self, name: str) -> dict | None:
@@ -176,10 +177,10 @@ class RunView:
             return None
         n = exposed_samples(self.train, self.config)
         w = self.wait() if transfer else None
-        less = min(w["total_s"], c.exposed_s) if w else 0.0
+        less = min(w.total_s, c.exposed_s) if w else 0.0
         cap = self.step_s or float("inf")
         fix = lambda x: None if x is None else min(cap, max(0.0, x - less))  # noqa: E731 - a local helper
-        after = f", less {ms_text(less)} ms of waiting for rank {w['rank']}" if less else ""
+        after = f", less {ms_text(less)} ms of waiting for rank {w.rank}" if less else ""
         if c.exposed_ci_lo is not None and c.exposed_ci_hi is not None:
             return {"median": fix(c.exposed_s), "ci_lo": fix(c.exposed_ci_lo), "ci_hi": fix(c.exposed_ci_hi),
                     "ci_level": 0.95, "n": n, "source": "record" + after, "wait_s": less, "measured_s": c.exposed_s}
@@ -227,16 +228,16 @@ class RunView:
                 out["noisy"] = True
                 out["reasons"].append(f"step median known only to +-{100 * half:.1f}% ({interval_note(s)})")
         # result.steady is its verdict alone (True/False/None)
-        steady = self.train.steady_state.to_dict() if self.train.steady_state is not None else None
-        if steady is None:
-            steady = steady_state(self.series.step_time_s) if len(self.series.step_time_s or []) else None
+        steady = self.train.steady_state
+        if steady is None and len(self.series.step_time_s or []):
+            steady = SteadyState.from_dict(steady_state(self.series.step_time_s), "steady")
         out["steady"] = steady
-        if steady and steady.get("steady") is False:
+        if steady is not None and steady.steady is False:
             out["noisy"] = True
-            drift = abs(steady.get("drift") or 0.0)
+            drift = abs(steady.drift or 0.0)
             out["floor"] = max(out["floor"], drift)
             out["measured"] = max(out["measured"], drift)
-            out["reasons"].append(f"the window was not steady: {steady.get('reason')}")
+            out["reasons"].append(f"the window was not steady: {steady.reason}")
         other = self.other_load()
         if other is not None and other > OTHER_LOAD:
             out["noisy"] = True

@@ -4,8 +4,8 @@ everything; verbose=true prints the full text on the console too."""
 from __future__ import annotations
 
 import diagnosis
-from base.record_types import DiagnosisBlock
-from diagnosis.finding import finding_from_dict
+from base.record_types import DiagnosisBlock, Finding
+from diagnosis.finding import evidence_text, saving_text
 
 MAX_LINES = 25      # on the console, besides the progress bar (the record path included)
 MAX_FINDINGS = 3
@@ -18,14 +18,14 @@ def _why(detail: str) -> str:
     return head + (dot.strip() if dot else "")
 
 
-def _finding(f, number: int) -> list[str]:
+def _finding(f: Finding, number: int) -> list[str]:
     pad = " " * (len(str(number)) + 2)
     lines = [f"{number}. {f.title}"]
     if f.detail:
         lines.append(f"{pad}why: {_why(f.detail)}")
-    lines += [f"{pad}evidence: {e.text()}" for e in f.evidence[:MAX_EVIDENCE]]
+    lines += [f"{pad}evidence: {evidence_text(e)}" for e in f.evidence[:MAX_EVIDENCE]]
     if f.saving is not None:
-        lines.append(f"{pad}saving: {f.saving.text()}")
+        lines.append(f"{pad}saving: {saving_text(f.saving)}")
     lines.append(f"{pad}next: {f.command}")
     return lines
 
@@ -35,7 +35,7 @@ def diagnosis_lines(diag: DiagnosisBlock | None, budget: int, where: str = "<run
     (at most MAX_FINDINGS), each as a why, <= MAX_EVIDENCE evidence lines, the saving and the next command."""
     if diag is None or not diag.to_dict() or diag.error:
         return [diagnosis.format_text(diag)]
-    findings = [finding_from_dict(f) for f in diag.findings or []]
+    findings = diag.findings or []
     noise_findings = [f for f in findings if f.first]
     real = [f for f in findings if not f.first]
     noise = diag.noise

@@ -211,8 +211,8 @@ def _job_line(value: Any, error: str | None) -> str:
 
 def _top_finding(result: TaskResult) -> str | None:
     found = result.diagnosis.findings if result.diagnosis is not None else None
-    findings = [f for f in found or [] if not f.get("first")]      # diagnosis.finding.Finding as JSON
-    return findings[0]["title"] if findings else None
+    findings = [f for f in found or [] if not f.first]
+    return findings[0].title if findings else None
 
 
 TERMINAL_WIDTH = 120

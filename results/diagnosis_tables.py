@@ -8,7 +8,6 @@ from pathlib import Path
 
 from base.record_types import DiagnosisBlock
 from comm.efficiency import not_measurable
-from diagnosis.finding import finding_from_dict
 from results.table import Table, config_labels
 
 
@@ -22,7 +21,7 @@ def findings_table(entries: list, diagnoses: dict[int, dict]) -> Table:
     rows = []
     for e, label in _labelled(entries, None):
         found = diagnoses.get(id(e))
-        findings = [finding_from_dict(f) for f in (DiagnosisBlock.from_dict(found).findings or [])] if found else []
+        findings = (DiagnosisBlock.from_dict(found).findings or []) if found else []
         for i, f in enumerate(findings):
             s = f.saving
             fraction = s.fraction if s is not None else None

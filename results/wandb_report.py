@@ -212,9 +212,9 @@ def _next_commands(diagnosis: dict | None) -> list[str]:
     out: list[str] = []
     for run in diagnosis["runs"] if diagnosis is not None and diagnosis.get("runs") else []:
         block = DiagnosisBlock.from_dict(run["diagnosis"], "diagnosis") if run.get("diagnosis") else None
-        findings = [f for f in (block.findings or [] if block else []) if not f.get("first")]   # Finding as JSON
-        if findings and findings[0].get("command") and findings[0]["command"] not in out:
-            out.append(findings[0]["command"])
+        findings = [f for f in (block.findings or [] if block else []) if not f.first]
+        if findings and findings[0].command and findings[0].command not in out:
+            out.append(findings[0].command)
     return out
 
 

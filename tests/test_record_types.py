@@ -100,3 +100,17 @@ def test_docs_record_md_is_generated_from_the_types():
 
     assert schema_doc() in (ROOT / "docs" / "record.md").read_text(), \
         "docs/record.md is stale: python -m base.record --write docs/record.md"
+
+
+def test_a_diagnosis_reads_its_findings_typed():
+    """The findings a record stores are the diagnosis's own type (one type, no dict readers); a broken one is named."""
+    from base.record_types import DiagnosisBlock, Finding, Saving
+
+    with_diag = [r for r in map(Record.read, COMMITTED) if r.result.diagnosis and r.result.diagnosis.findings]
+    assert with_diag
+    f = with_diag[0].result.diagnosis.findings[0]
+    assert isinstance(f, Finding) and (f.saving is None or isinstance(f.saving, Saving))
+    broken = f.to_dict()
+    del broken["command"]
+    with pytest.raises(RecordError, match=r"^diagnosis\.findings\[0\]: missing command \(Finding\)$"):
+        DiagnosisBlock.from_dict({"findings": [broken]}, "diagnosis")

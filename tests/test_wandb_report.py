@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from base.record_types import Finding
 from results import wandb_log, wandb_report
 from results.callbacks import SweepTable
 from tests.conftest import serving
@@ -128,10 +129,12 @@ def test_offline_sweep_writes_a_spec_with_the_table_the_plots_the_diagnosis_and_
 
 
 def test_the_spec_lists_the_next_commands_of_the_diagnosis():
-    diagnosis = {"runs": [{"diagnosis": {"findings": [{"first": True, "command": "no"},
-                                                      {"command": "python train.py optim=bf16"}]}},
-                          {"diagnosis": {"findings": [{"command": "python train.py optim=bf16"}]}},
-                          {"diagnosis": {"findings": [{"command": "python train.py bucket=25"}]}},
+    def found(command: str, first: bool = False) -> dict:
+        return Finding("r", "t", "", [], "no seed", None, command, first=first).to_dict()
+
+    diagnosis = {"runs": [{"diagnosis": {"findings": [found("no", first=True), found("python train.py optim=bf16")]}},
+                          {"diagnosis": {"findings": [found("python train.py optim=bf16")]}},
+                          {"diagnosis": {"findings": [found("python train.py bucket=25")]}},
                           {"diagnosis": None}]}
     assert wandb_report._next_commands(diagnosis) == ["python train.py optim=bf16", "python train.py bucket=25"]
 
