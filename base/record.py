@@ -173,7 +173,7 @@ def setting(config: dict | None, dotted: str, default: Any = None) -> Any:
     return node
 
 
-def _scaled(value: Any, factor: float) -> float | None:
+def scaled(value: Any, factor: float) -> float | None:
     return None if value is None else value * factor
 
 
@@ -192,9 +192,9 @@ TRAIN_COLUMNS: list[tuple[str, Callable[[TrainResult], Any]]] = [
     ("steps/s", lambda r: _sub(r.throughput, "steps_per_s")),
     ("samples/s", lambda r: _sub(r.throughput, "samples_per_s")),
     ("speed-up", lambda r: None),  # filled against the baseline row
-    ("step median ms", lambda r: _scaled(_sub(r.step_time_s, "median"), 1e3)),
-    ("exposed comm ms", lambda r: _scaled(_sub(r.comm, "exposed_s"), 1e3)),
-    ("MB/step", lambda r: _scaled(_sub(r.comm, "bytes_per_step"), 1e-6)),
+    ("step median ms", lambda r: scaled(_sub(r.step_time_s, "median"), 1e3)),
+    ("exposed comm ms", lambda r: scaled(_sub(r.comm, "exposed_s"), 1e3)),
+    ("MB/step", lambda r: scaled(_sub(r.comm, "bytes_per_step"), 1e-6)),
     ("grad rel err", lambda r: _sub(r.accuracy, "grad_rel_error")),
 ]
 

@@ -21,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from results.entries import (EXPOSED, _finite, _is_noise, _scaled, config_labels, exposed_samples, setting,
-                             override_items, varying_keys)
+from base.record import scaled, setting
+from results.entries import (EXPOSED, config_labels, exposed_samples, finite, not_a_setting, override_items,
+                             varying_keys)
 from stats import (NO_VERDICT, batch_median, batch_rate, plan_repeats, run_level, sentinel as random_effects,
                    steady_state, unsteady_runs)
 from stats.family import Row, pair_verdicts
@@ -70,7 +71,7 @@ class Config:
 
     def median(self, value) -> float | None:
         """Median over finished runs of value(entry), or None when no run has it."""
-        vals = [v for v in (value(e) for e in self.ok) if _finite(v)]
+        vals = [v for v in (value(e) for e in self.ok) if finite(v)]
         return float(np.median(vals)) if vals else None
 
 
@@ -79,7 +80,7 @@ def group_repeats(entries: list) -> list[tuple[str, list]]:
     groups: dict[tuple, list] = {}
     for e in entries:
         items = override_items(e.overrides)
-        key = tuple(sorted((k, v) for k, v in items.items() if not _is_noise(k)))
+        key = tuple(sorted((k, v) for k, v in items.items() if not not_a_setting(k)))
         if not e.overrides:  # no overrides known (e.g. an unreadable record): never merged with another
             key = ("#", id(e))
         groups.setdefault(key, []).append(e)
@@ -90,7 +91,7 @@ def group_repeats(entries: list) -> list[tuple[str, list]]:
 # ------------------------------------------------------------------------------------------- run samples
 
 
-def _step_median(e) -> float | None:
+def step_median(e) -> float | None:
     r = e.train
     return r.step_time_s.median if r is not None and r.step_time_s is not None else None
 
@@ -115,7 +116,7 @@ def exposed_s(e) -> float | None:
 
 def samples_per_step(e) -> float | None:
     tp = e.train.throughput if e.train is not None else None
-    if tp is not None and _finite(tp.samples_per_s) and _finite(tp.steps_per_s) and tp.steps_per_s > 0:
+    if tp is not None and finite(tp.samples_per_s) and finite(tp.steps_per_s) and tp.steps_per_s > 0:
         return tp.samples_per_s / tp.steps_per_s
     return None
 
@@ -129,7 +130,7 @@ def run_blocks(e, per_sample: bool) -> tuple[list[float], list[float]] | None:
         return None
     walls, steps = (tp.blocks.walls_s, tp.blocks.steps) if tp.blocks is not None else (None, None)
     if not walls:
-        if not (_finite(tp.wall_s) and _finite(r.steps)):
+        if not (finite(tp.wall_s) and finite(r.steps)):
             return None
         walls, steps = [tp.wall_s], [r.steps]
     k = samples_per_step(e) if per_sample else 1.0
@@ -164,7 +165,7 @@ def run_log(e, per_sample: bool) -> float | None:
     if blocks is not None and all(w > 0 for w in blocks[0]) and all(u > 0 for u in blocks[1]):
         return math.log(sum(blocks[1]) / sum(blocks[0]))
     rate = _rate(e, per_sample)
-    return math.log(rate) if _finite(rate) and rate > 0 else None
+    return math.log(rate) if finite(rate) and rate > 0 else None
 
 
 def run_drift(e) -> dict | None:
@@ -178,7 +179,7 @@ def run_drift(e) -> dict | None:
 
 
 def _rows_runs(c: Config) -> list:
-    return [e for e in c.ok if _finite(_rate(e, False))]
+    return [e for e in c.ok if finite(_rate(e, False))]
 
 
 def _throughput(c: Config) -> dict | None:
@@ -217,16 +218,16 @@ def _throughput(c: Config) -> dict | None:
 
 def _rel_ci(runs: list) -> float:
     found = [setting(e.config, "measure.rel_ci") for e in runs]
-    return next((float(v) for v in found if _finite(v) and v > 0), REL_CI)
+    return next((float(v) for v in found if finite(v) and v > 0), REL_CI)
 
 
 def _step(c: Config) -> dict | None:
     """The row's median step time: R >= 2 runs: the geometric mean of the runs' medians with a t(R-1) interval; one
     run: batch medians of its step series (recomputed; an older record's order-statistic interval is not reused)."""
-    runs = [e for e in c.ok if _finite(_step_median(e))]
+    runs = [e for e in c.ok if finite(step_median(e))]
     if not runs:
         return None
-    medians = [_step_median(e) for e in runs]
+    medians = [step_median(e) for e in runs]
     if len(runs) > 1 and all(m > 0 for m in medians):
         r = run_level([math.log(m) for m in medians])
         return {"median": r["value"], "ci_lo": r["ci_lo"], "ci_hi": r["ci_hi"], "n_runs": len(runs),
@@ -235,7 +236,7 @@ def _step(c: Config) -> dict | None:
     if len(runs) == 1 and series:
         b = batch_median(series)
         return {"median": medians[0], "ci_lo": b["ci_lo"], "ci_hi": b["ci_hi"], "n_runs": 1, "method": b["method"]}
-    return {"median": c.median(_step_median), "ci_lo": None, "ci_hi": None,
+    return {"median": c.median(step_median), "ci_lo": None, "ci_hi": None,
             "n_runs": len(runs)}
 
 
@@ -318,7 +319,7 @@ def _phase_log_median(e, phase: str) -> float | None:
     r = e.train
     values = getattr(r.series.phases, phase, None) if r is not None and r.series and r.series.phases else None
     med = float(np.median(values)) if values else phase_median(e, phase)
-    return math.log(med) if _finite(med) and med > 0 else None
+    return math.log(med) if finite(med) and med > 0 else None
 
 
 def sentinel(configs: list[Config]) -> tuple[dict | None, str]:
@@ -395,7 +396,7 @@ def compare(entries: list, noise: float | None = None) -> Comparison:
     base, why = choose_baseline(configs)
     if noise is None:
         found = [setting(e.config, "compare.noise") for c in configs for e in c.ok]
-        noise = next((n for n in found if _finite(n)), NOISE)
+        noise = next((n for n in found if finite(n)), NOISE)
     unsteady, flagged = _unsteady(configs)
     s, note = sentinel(configs)
     train = [c for c in configs if c.task == "train" and c.throughput]
@@ -457,14 +458,14 @@ def scaling_lines(configs: list[Config]) -> list[tuple[str, list[tuple[float, Co
     return [(label, sorted(g, key=lambda p: p[0])) for label, g in grouped(pts).items() if len({p[0] for p in g}) > 1]
 
 
-def _exposed_fields(c: Config) -> dict:
+def exposed_fields(c: Config) -> dict:
     """The exposed-comm cell's companions: how many samples the least-sampled run had, and one run's interval."""
     runs = [e for e in c.ok if e.train is not None and e.train.comm is not None]
     ns = [n for e in runs if (n := exposed_samples(e.train, e.config)) is not None]
     comm = runs[0].train.comm if len(runs) == 1 else None
     return {f"{EXPOSED} n": min(ns) if ns else None,
-            f"{EXPOSED} lo": _scaled(comm.exposed_ci_lo, 1e3) if comm else None,
-            f"{EXPOSED} hi": _scaled(comm.exposed_ci_hi, 1e3) if comm else None}
+            f"{EXPOSED} lo": scaled(comm.exposed_ci_lo, 1e3) if comm else None,
+            f"{EXPOSED} hi": scaled(comm.exposed_ci_hi, 1e3) if comm else None}
 
 
 def scaling_rows(entries: list, noise: float | None = None) -> list[dict]:
@@ -485,12 +486,12 @@ def scaling_rows(entries: list, noise: float | None = None) -> list[dict]:
     rows = []
     for label, n0, base, n, c, own in points:
         tp = c.throughput
-        per = "samples_per_s" if _finite(tp.get("samples_per_s")) else "steps_per_s"
+        per = "samples_per_s" if finite(tp.get("samples_per_s")) else "steps_per_s"
         row = {"configuration": own, "line": label,
                "world size": int(n), "sync": getattr(c.first.result, "sync", None), "runs": len(c.ok),
                "samples/s": tp.get(per), "samples/s lo": tp.get(per + "_lo"), "samples/s hi": tp.get(per + "_hi"),
-               "exposed comm ms": _scaled(c.median(exposed_s), 1e3),
-               **_exposed_fields(c),
+               "exposed comm ms": scaled(c.median(exposed_s), 1e3),
+               **exposed_fields(c),
                "baseline": c is base}
         if c is base:
             row.update({"speed-up": 1.0, "verdict": "baseline", "scaling efficiency": 1.0})

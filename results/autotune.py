@@ -30,7 +30,7 @@ from typing import Any, Iterable
 import stats
 from results.aggregate import run_log, run_round
 from results.callbacks import SweepTable
-from results.table import Entry, override_items
+from results.entries import Entry, override_items
 from stats.family import Row, family_verdicts
 from stats.runs import compare_runs
 from stats.verdict import FASTER, SLOWER

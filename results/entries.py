@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from stats.fmt import rounded
-from base.record import TRAIN_COLUMNS, Record, _scaled, setting, train_headline  # noqa: F401 - the readers' names
+from base.record import TRAIN_COLUMNS, Record
 from base.record_types import TaskResult, TrainResult
 
 MISSING = "–"
 
 # Overrides that say how a job was run, not what was measured: never used to tell configurations apart.
-_NOISE_PREFIXES = ("hydra.", "logger")
+NOT_SETTINGS = ("hydra.", "logger")
 # Overrides that say which job of a configuration this is (the repeating sweeper sets `repeat`): repeats of one
 # configuration.
 JOB_KEYS = ("repeat",)
@@ -55,7 +55,7 @@ def fmt(value: Any, label: str = "") -> str:
         return MISSING
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if label.startswith("speed-up") and _finite(value):
+    if label.startswith("speed-up") and finite(value):
         return f"{value:.2f}x"
     if isinstance(value, int):
         return str(value)
@@ -68,7 +68,7 @@ def fmt(value: Any, label: str = "") -> str:
 PHASES = ["data", "h2d", "forward", "backward", "sync", "optimizer"]
 
 
-def _finite(value: Any) -> bool:
+def finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -175,9 +175,9 @@ def override_items(overrides: Iterable[str]) -> dict[str, str | None]:
     return items
 
 
-def _is_noise(key: str) -> bool:
+def not_a_setting(key: str) -> bool:
     key = key.lstrip("+~").partition("=")[0]
-    return key.startswith(_NOISE_PREFIXES) or key in JOB_KEYS
+    return key.startswith(NOT_SETTINGS) or key in JOB_KEYS
 
 
 def varying_keys(entries: list[Entry]) -> list[str]:
@@ -185,7 +185,7 @@ def varying_keys(entries: list[Entry]) -> list[str]:
     parsed = [override_items(e.overrides) for e in entries]
     keys: list[str] = []
     for items in parsed:
-        keys.extend(k for k in items if k not in keys and not _is_noise(k))
+        keys.extend(k for k in items if k not in keys and not not_a_setting(k))
     return [k for k in keys if len({items.get(k, "<unset>") for items in parsed}) > 1]
 
 
@@ -195,7 +195,7 @@ def constant_overrides(entries: list[Entry]) -> list[str]:
         return []
     varying = set(varying_keys(entries))
     keys = [o.partition("=")[0].lstrip("+~") for o in entries[0].overrides]
-    return [o for o, k in zip(entries[0].overrides, keys) if k not in varying and not _is_noise(k)]
+    return [o for o, k in zip(entries[0].overrides, keys) if k not in varying and not not_a_setting(k)]
 
 
 def config_labels(entries: list[Entry]) -> list[str]:
@@ -205,7 +205,7 @@ def config_labels(entries: list[Entry]) -> list[str]:
     for e in entries:
         items = override_items(e.overrides)
         if len(entries) == 1:
-            parts = [o for o in e.overrides if not _is_noise(o.lstrip("+~"))]
+            parts = [o for o in e.overrides if not not_a_setting(o.lstrip("+~"))]
         else:
             parts = [f"{k}={items[k]}" if items.get(k) is not None else f"~{k}" for k in keys if k in items]
         labels.append(" ".join(parts) or "default")

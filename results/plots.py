@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 from results.aggregate import NO_INTERVAL, Config, compare, exposed_s, phase_median
 from base.record import setting
 from base.record_types import CollectiveRow, CollectivesResult, PairGroupsResult
-from results.entries import PHASES, Entry, _finite, config_labels, override_items, varying_keys
+from results.entries import PHASES, Entry, finite, config_labels, override_items, varying_keys
 from stats import fmt_ratio
 
 _PHASE_COLORS = {"data": "#8c8c8c", "h2d": "#d62728", "forward": "#2ca02c", "backward": "#9467bd",
@@ -31,7 +31,7 @@ def _train(entries: list[Entry]) -> list[Config]:
 
 def _metric(configs: list[Config]) -> tuple[str, str]:
     """samples/s when every configuration has it (fair across batch sizes and world sizes), else steps/s."""
-    key = "samples_per_s" if all(_finite(c.throughput.get("samples_per_s")) for c in configs) else "steps_per_s"
+    key = "samples_per_s" if all(finite(c.throughput.get("samples_per_s")) for c in configs) else "steps_per_s"
     return key, key.replace("_per_s", "/s")
 
 
@@ -248,7 +248,7 @@ def pair_groups(entries: list[Entry], path: Path, title: str = "", context: str 
     """task=pair_groups across pairs: one curve of the time per all_reduce (rank 0 and the slowest rank), and the
     CPU's busy share on a second axis, so the growth and the contention read together."""
     runs = sorted((e.result for e in entries if e.ok and isinstance(e.result, PairGroupsResult)
-                   and _finite(e.result.per_op_us_rank0)), key=lambda r: r.pairs)
+                   and finite(e.result.per_op_us_rank0)), key=lambda r: r.pairs)
     if len({r.pairs for r in runs}) < 2:
         return None
     pairs = [r.pairs for r in runs]
@@ -262,7 +262,7 @@ def pair_groups(entries: list[Entry], path: Path, title: str = "", context: str 
         ax.plot(pairs, [r.per_op_us_rank0 for r in runs], marker="o", label="rank 0")
     ax.plot(pairs, [r.slowest_s / r.iters * 1e6 for r in runs], marker="o", linestyle=":",
             label="slowest rank")
-    busy = [(p, r.cpu_busy_fraction) for p, r in zip(pairs, runs) if _finite(r.cpu_busy_fraction)]
+    busy = [(p, r.cpu_busy_fraction) for p, r in zip(pairs, runs) if finite(r.cpu_busy_fraction)]
     if len(busy) > 1:
         ax2 = ax.twinx()
         ax2.plot([b[0] for b in busy], [100 * b[1] for b in busy], marker="^", color="#7f7f7f", alpha=0.7,
@@ -282,7 +282,7 @@ def busbw(entries: list[Entry], path: Path, title: str = "", context: str = "") 
     the median timed block, with error bars from that median's distribution-free interval (rows that have one);
     busbw falls as time grows, so the interval's slow end is the bar's low end."""
     runs = [e for e in entries if e.ok and isinstance(e.result, CollectivesResult) and e.result.rows
-            and any(_finite(r.busbw_GBps) and _finite(r.bytes) for r in e.result.rows)]
+            and any(finite(r.busbw_GBps) and finite(r.bytes) for r in e.result.rows)]
     if not runs:
         return None
     by_id = {id(e): label for e, label in zip(entries, config_labels(entries))}
@@ -292,10 +292,10 @@ def busbw(entries: list[Entry], path: Path, title: str = "", context: str = "") 
         by_op: dict[str, list] = defaultdict(list)
         modes = {r.mode for r in e.result.rows}  # e.g. in-place / out-of-place, as nccl-tests reports both
         for r in e.result.rows:
-            if _finite(r.busbw_GBps) and _finite(r.bytes) and r.bytes > 0:
+            if finite(r.busbw_GBps) and finite(r.bytes) and r.bytes > 0:
                 key = str(r.op or "?") + (f" {r.mode}" if len(modes) > 1 else "")
                 by_op[key].append((r.bytes, *_busbw_interval(r)))
-                if _finite(r.time_ci_lo_us):
+                if finite(r.time_ci_lo_us):
                     levels.add(r.time_ci_level)
                 else:
                     bare += 1
@@ -323,11 +323,11 @@ def _busbw_interval(row: CollectiveRow) -> tuple[float, float, float]:
     """(busbw at the median block, bar below, bar above); no bars where the row has no median or interval. busbw is
     the mean-based figure scaled by time / time_median (busbw is inversely proportional to the time)."""
     bw, mean_t, med = row.busbw_GBps, row.time_us, row.time_median_us
-    if not (_finite(mean_t) and _finite(med) and med > 0):
+    if not (finite(mean_t) and finite(med) and med > 0):
         return bw, 0.0, 0.0
     at = bw * mean_t / med
     lo_t, hi_t = row.time_ci_lo_us, row.time_ci_hi_us
-    if not (_finite(lo_t) and _finite(hi_t) and lo_t > 0):
+    if not (finite(lo_t) and finite(hi_t) and lo_t > 0):
         return at, 0.0, 0.0
     return at, max(at - bw * mean_t / hi_t, 0.0), max(bw * mean_t / lo_t - at, 0.0)
 

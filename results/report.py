@@ -17,7 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from results import plots
-from results.sweep import _device_names, _hosts, commands, describe_machine, machine_key, sweep_entries
+from results.sweep import device_names, host_names, commands, describe_machine, machine_key, sweep_entries
 from base.record import Record, RecordError, find_records
 from results.table import Entry, Table, build_table, comm_table, phase_table, rows_table, scaling_table
 
@@ -151,7 +151,8 @@ def write_report(entries: list[Entry], out: Path, title: str, argv: list[str],
     slugs: set[str] = set()
     for i, (_key, group) in enumerate(sections.items(), 1):
         first = next((e for e in group if e.record), None)
-        name = ", ".join(_hosts(first)) + " / " + ", ".join(sorted(set(_device_names(first)))) if first else "unknown"
+        name = (", ".join(host_names(first)) + " / " + ", ".join(sorted(set(device_names(first))))
+                if first else "unknown")
         slug = _slug(name)
         if slug in slugs:
             slug = f"{slug}-{i}"

@@ -143,7 +143,7 @@ def write_sweep_table(sweep_dir: Path, table: Table, command: str) -> tuple[Path
     return md, csv
 
 
-def _device_names(e: Entry) -> list[str]:
+def device_names(e: Entry) -> list[str]:
     devices = e.record.env.devices if e.record is not None else None
     names = [d if isinstance(d, str) else str(d.get("name", d) if isinstance(d, dict) else d) for d in devices or []]
     if not names:
@@ -151,23 +151,23 @@ def _device_names(e: Entry) -> list[str]:
     return names
 
 
-def _hosts(e: Entry) -> list[str]:
+def host_names(e: Entry) -> list[str]:
     return sorted(set(e.record.env.hostnames or [])) if e.record is not None else []
 
 
 def machine_key(e: Entry, by: str = "hosts") -> tuple:
-    devices = tuple(sorted(set(_device_names(e))))
-    return devices if by == "devices" else (tuple(_hosts(e)), devices)
+    devices = tuple(sorted(set(device_names(e))))
+    return devices if by == "devices" else (tuple(host_names(e)), devices)
 
 
 def describe_machine(entries: list[Entry]) -> list[str]:
     with_env = [e for e in entries if e.record is not None and e.record.env.to_dict()]
     if not with_env:
         return ["- machine unknown: none of these jobs wrote a run record"]
-    hosts = sorted({h for e in with_env for h in _hosts(e)})
+    hosts = sorted({h for e in with_env for h in host_names(e)})
     devices = Counter()
     for e in with_env:
-        for name, n in Counter(_device_names(e)).items():
+        for name, n in Counter(device_names(e)).items():
             devices[name] = max(devices[name], n)
     env = with_env[0].record.env
     sizes = sorted({e.knob("world_size") for e in with_env if e.knob("world_size") is not None}, key=float)

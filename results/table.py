@@ -16,11 +16,11 @@ from typing import Any, Callable
 from comm.link import table_note as link_note
 from stats import fmt_ci, fmt_ratio, verdict_text
 from stats.verdict import NO_VERDICT, NS
-from results.aggregate import (NO_INTERVAL, Comparison, Config, _exposed_fields, _step_median, compare,
+from results.aggregate import (NO_INTERVAL, Comparison, Config, exposed_fields, step_median, compare,
                                group_repeats, phase_median, sentinel_warning)
-from results.entries import (EXPOSED, MISSING, PHASES, TRAIN_COLUMNS, TRAIN_LABELS, Entry, _finite, _scaled,  # noqa: F401 - re-exported
-                             config_labels, constant_overrides, exposed_mark, exposed_samples, fmt, override_items,
-                             train_headline, varying_keys)
+from base.record import scaled
+from results.entries import (EXPOSED, MISSING, PHASES, TRAIN_LABELS, Entry, finite,
+                             config_labels, constant_overrides, exposed_mark, fmt)
 
 
 # ------------------------------------------------------------------------------------------ the tables
@@ -48,7 +48,7 @@ class Table:
             i, j = self.marked[0], shown.index(self.marked[1])
             cells[i][j] += self.marked[2]
         widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(shown)]
-        numeric = [all(_finite(row.get(c)) or row.get(c) is None for row in self.rows) and c not in ("job",)
+        numeric = [all(finite(row.get(c)) or row.get(c) is None for row in self.rows) and c not in ("job",)
                    for c in shown]
 
         def line(values):
@@ -104,7 +104,7 @@ def _interval(value_key: str, lo_key: str, hi_key: str, unit: str = ""):
     """Markdown text of a value with its CI, digits trimmed to what the interval supports (stats.fmt_ci)."""
     def text(row: dict) -> str:
         value = row.get(value_key)
-        if not _finite(value):
+        if not finite(value):
             return MISSING
         return fmt_ci(value, row.get(lo_key), row.get(hi_key), unit) if row.get(lo_key) is not None \
             else fmt(value, value_key)
@@ -116,7 +116,7 @@ def _speedup_text(row: dict) -> str:
     if row.get("baseline"):
         return "1"
     ratio, v = row.get("speed-up"), row.get("verdict")
-    if not _finite(ratio):
+    if not finite(ratio):
         return MISSING
     if v == NO_INTERVAL:
         return "no CI"
@@ -145,7 +145,7 @@ EXPOSED_NOTE = ("exposed comm: communication backward did not hide, per step (DD
 def _exposed_text(column: str = EXPOSED):
     def text(row: dict) -> str:
         value = row.get(column)
-        if not _finite(value):
+        if not finite(value):
             return MISSING
         marked = exposed_mark(value, row.get(f"{EXPOSED} n"))
         if marked:
@@ -211,11 +211,11 @@ def build_table(entries: list[Entry], *, first: str = "job", title: str = "", no
             for label, key in (("steps/s", "steps_per_s"), ("samples/s", "samples_per_s")):
                 row[label], row[f"{label} lo"], row[f"{label} hi"] = t.get(key), t.get(key + "_lo"), t.get(key + "_hi")
         if c.task == "train":
-            row.update(_exposed_fields(c))
+            row.update(exposed_fields(c))
         if c.task == "train" and c.step:
             row["step median ms"] = c.step["median"] * 1e3
-            row["step median ms lo"] = _scaled(c.step["ci_lo"], 1e3)
-            row["step median ms hi"] = _scaled(c.step["ci_hi"], 1e3)
+            row["step median ms lo"] = scaled(c.step["ci_lo"], 1e3)
+            row["step median ms hi"] = scaled(c.step["ci_hi"], 1e3)
         row["speed-up"] = row["verdict"] = None
         if c.speedup:
             sp = c.speedup
@@ -352,10 +352,10 @@ def phase_table(entries: list[Entry], title: str = "Step-time breakdown (median 
     rows = []
     for c in train:
         row: dict[str, Any] = {"configuration": c.label,
-                               "step median ms": _scaled(c.median(_step_median), 1e3)}
+                               "step median ms": scaled(c.median(step_median), 1e3)}
         total = 0.0
         for p in present:
-            row[f"{p} ms"] = _scaled(c.median(lambda e, p=p: phase_median(e, p)), 1e3)
+            row[f"{p} ms"] = scaled(c.median(lambda e, p=p: phase_median(e, p)), 1e3)
             total += row[f"{p} ms"] or 0.0
         row["sum of phases ms"] = total if present else None
         rows.append(row)
@@ -380,10 +380,10 @@ def comm_table(entries: list[Entry], title: str = "Gradient communication per st
         comm = c.first.train.comm
         row = {"configuration": c.label}
         for label, (key, factor) in _COMM_FIELDS.items():
-            row[label] = _scaled(c.median(lambda e, key=key: getattr(e.train.comm, key)), factor)
+            row[label] = scaled(c.median(lambda e, key=key: getattr(e.train.comm, key)), factor)
         row.update({"buckets": comm.buckets.count if comm.buckets is not None else None, "method": comm.method,
                     "slowest rank": c.first.train.slowest_rank})
-        row.update(_exposed_fields(c))
+        row.update(exposed_fields(c))
         rows.append(row)
     columns = ["configuration", "MB/step", "collectives/step", "buckets", "comm ms", "overlap ms", "exposed ms",
                "backward compute ms", "algbw GB/s", "busbw GB/s", "slowest rank", "method"]

@@ -11,7 +11,8 @@ import pytest
 
 from results.callbacks import TABLE_CSV, TABLE_MD, sweep_entries
 from tests.records import train_record, write_sweep
-from results.table import Entry, build_table, fmt, train_headline
+from base.record import train_headline
+from results.table import Entry, build_table, fmt
 
 REPO = Path(__file__).resolve().parents[1]
 

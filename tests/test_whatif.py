@@ -142,7 +142,7 @@ def test_emulated_link_keeps_the_host_floor():
     fast = lk.emulated(10.0, floor)
     assert slow.floor is floor and slow.alpha is floor.alpha
     assert slow.busbw.value == pytest.approx(1e9 / 8 * 0.90)
-    assert fast.busbw.value > floor.busbw.value      # the model takes the slower of the two (step._link_times)
+    assert fast.busbw.value > floor.busbw.value      # the model takes the slower of the two (step.link_times)
 
 
 # ------------------------------------------------------------------------------------------------ the simulation

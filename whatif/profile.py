@@ -233,7 +233,7 @@ def _params(record: Record, gr: GradReady | None, notes: list[str]):
     cfg = record.config
     flops = None
     shapes = None
-    analysed = _analyse_model(json.dumps(setting(cfg, "model", {}), sort_keys=True), _image_size(cfg))
+    analysed = analyse_model(json.dumps(setting(cfg, "model", {}), sort_keys=True), _image_size(cfg))
     if analysed is not None:
         shapes, flops = analysed["shapes"], (analysed["fwd_flops"], analysed["bwd_flops"])
     if gr is not None and gr.numel:
@@ -282,7 +282,7 @@ def _mode(gr: GradReady | None, name: str) -> ReadyMode:
 
 
 @functools.lru_cache(maxsize=16)
-def _analyse_model(model_json: str, image_size: int) -> dict | None:
+def analyse_model(model_json: str, image_size: int) -> dict | None:
     """The record's model on the meta device: parameter sizes, autograd's ready order, and the backward FLOPs done
     when each gradient is accumulated (a stand-in for measured ready times). None if the model cannot be built."""
     import torch
@@ -517,7 +517,7 @@ def synthetic(*, model: dict, image_size: int, batch_per_rank: int, world_size: 
               step: Quantity | None = None, notes: list[str] | None = None, label: str = "") -> Profile:
     """A profile from published figures instead of a record (the seed checks): the model's parameters and ready
     times from its meta-device FLOP count, every time given with its interval and source."""
-    a = _analyse_model(json.dumps(model, sort_keys=True), image_size)
+    a = analyse_model(json.dumps(model, sort_keys=True), image_size)
     if a is None:
         raise ProfileError(f"cannot build model {model.get('name')} here")
     ready = a["ready"] or [1 - i / len(a["numel"]) for i in range(len(a["numel"]))]

@@ -164,9 +164,9 @@ def _vit_profile(gpu: str, steps_per_s: float, link: Link):
     n = sum(probe.params.numel)
     t1 = Quantity.relative(1 / steps_per_s, 0.03, f"seed 003: {steps_per_s} steps/s on one {gpu} without DDP")
     opt = _memory_time(12 * n, gpu, "SGD step: 12 bytes per parameter")
-    from whatif.profile import _analyse_model
+    from whatif.profile import analyse_model
 
-    a = _analyse_model(json.dumps(VIT, sort_keys=True), 224)
+    a = analyse_model(json.dumps(VIT, sort_keys=True), 224)
     ratio = a["bwd_flops"] / a["fwd_flops"]
     compute = t1.value - opt.value
     fwd = Quantity(compute / (1 + ratio), t1.lo / t1.value * compute / (1 + ratio),
@@ -273,9 +273,9 @@ def seed000(report: Report, samples: int, seed: int) -> None:
               "(torch FlopCounterMode) at 15.7 TFLOPS x 0.6 [0.4, 0.8] (stated share of peak for cuDNN FP32); SGD "
               "with momentum: 20 bytes per parameter at 900 GB/s x 0.8 [0.6, 0.9]", "elsewhere", GPU["V100"]["source"]),
     ]
-    from whatif.profile import _analyse_model
+    from whatif.profile import analyse_model
 
-    a = _analyse_model(json.dumps(VGG11, sort_keys=True), 224)
+    a = analyse_model(json.dumps(VGG11, sort_keys=True), 224)
     per_img_f, per_img_b = a["fwd_flops"] / 2, a["bwd_flops"] / 2
     peak = GPU["V100"]["fp32_TFLOPS"] * 1e12
 
@@ -294,9 +294,9 @@ def seed000(report: Report, samples: int, seed: int) -> None:
     draws = Draws(samples, seed)
     # the per-parameter loop over the classifier: the link's time for each of its six tensors
     sizes = [prof.params.numel[i] * 4 for i, name in enumerate(prof.params.names) if name.startswith("classifier")]
-    from whatif.step import _link_times
+    from whatif.step import link_times
 
-    times, _ = _link_times(link, n, sorted(set(sizes)), draws)
+    times, _ = link_times(link, n, sorted(set(sizes)), draws)
     t_of = dict(zip(sorted(set(sizes)), times))
     loop = sum(t_of[s] for s in sizes)
     from whatif.quantity import interval

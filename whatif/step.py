@@ -378,7 +378,7 @@ def calibrate_contention(prof, compute_under_comm: float, comm_span: float):
     x = _inputs(prof, cfg, point)
     link = prof.link
     sizes = sorted({s.nbytes for b in pl.buckets for s in b.segs if s.kind == "net"})
-    times, duties = _link_times(link, cfg.world_size, sizes, point)
+    times, duties = link_times(link, cfg.world_size, sizes, point)
     t_of = {s: float(t[0]) for s, t in zip(sizes, times)}
     net = [[t_of[s.nbytes] if s.kind == "net" else 0.0 for s in b.segs] for b in pl.buckets]
     du = [[1.0 for _ in b.segs] for b in pl.buckets]
@@ -525,7 +525,7 @@ def _psgd_cost(prof, cfg: Config) -> Quantity:
     return prof.powersgd.scaled(factor)
 
 
-def _link_times(link: Link, n: int, sizes: list[int], draws) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def link_times(link: Link, n: int, sizes: list[int], draws) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Per size: the all-reduce's time (one value per draw) and its CPU duty (host time / time; 1 without a floor)."""
     a = draws.get(f"link:{link.name}:alpha", link.alpha)
     b = draws.get(f"link:{link.name}:busbw", link.busbw)
@@ -585,7 +585,7 @@ def _evaluate(prof, cfg: Config, draws, timeline: bool = False) -> _Eval:
         notes += pl.notes
         bucket_bytes = [b.nbytes for b in pl.buckets]
         sizes = sorted({s.nbytes for b in pl.buckets for s in b.segs if s.kind == "net"})
-        times, duties = _link_times(link, n, sizes, draws) if n > 1 else ([zero] * len(sizes), [zero + 1] * len(sizes))
+        times, duties = link_times(link, n, sizes, draws) if n > 1 else ([zero] * len(sizes), [zero + 1] * len(sizes))
         t_of, d_of = dict(zip(sizes, times)), dict(zip(sizes, duties))
         copy_in = x["copy_in"] if pl.copy_in else zero
         copy_out = x["copy_out"] if pl.copy_out else zero
@@ -619,7 +619,7 @@ def _evaluate(prof, cfg: Config, draws, timeline: bool = False) -> _Eval:
             sizes = ([ne * es for ne, es in zip(prof.params.numel, prof.params.element_size)]
                      if cfg.sync == "per_param" else [prof.params.total_bytes])
             uniq = sorted(set(sizes))
-            times, _ = _link_times(link, n, uniq, draws)
+            times, _ = link_times(link, n, uniq, draws)
             t_of = dict(zip(uniq, times))
             comm = sum(t_of[s] for s in sizes)
             if cfg.sync == "flat":

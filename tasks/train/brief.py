@@ -7,7 +7,7 @@ from stats.fmt import fmt_ci
 
 from base.record import Record
 from base.record_types import TrainResult
-from tasks.train.result import _phases, exposed_text
+from tasks.train.result import timed_phases, exposed_text
 
 
 def brief(record: Record) -> list[str]:
@@ -25,7 +25,7 @@ def brief(record: Record) -> list[str]:
     st = r.steady_state
     if st is not None and st.steady is False:
         lines.append(f"WARNING     not at steady state: {st.reason} (raise warmup_steps, or a quieter machine)")
-    phases = _phases(r)
+    phases = timed_phases(r)
     if phases:
         step = r.step_time_s
         names = list(phases)

@@ -207,7 +207,7 @@ def summarize_window(r: TrainResult) -> list[str]:
                      f"machine changed during the window; steady: false")
     elif st is not None and st.to_dict():
         lines.append(f"steady      {'yes' if st.steady else 'untested'}: {st.reason} ({st.of})")
-    phases = _phases(r)
+    phases = timed_phases(r)
     if phases:
         step = r.step_time_s
         lines += ["", f"{'phase':<12}{'median ms [95% CI]':>28}{'IQR ms':>10}{'outliers':>10}{'share':>8}   (rank 0)"]
@@ -221,7 +221,7 @@ def summarize_window(r: TrainResult) -> list[str]:
     return lines
 
 
-def _phases(r: TrainResult) -> dict[str, Summary]:
+def timed_phases(r: TrainResult) -> dict[str, Summary]:
     """The phases the record timed, in its order (a phase never timed is absent)."""
     if r.phases is None:
         return {}
