@@ -37,6 +37,15 @@ def test_every_committed_record_reads_typed_and_round_trips():
         assert list(_extras(record)) == [], f"{path}: keys the types do not declare: {list(_extras(record))}"
 
 
+def test_every_committed_record_names_the_target_of_each_node_a_user_swaps():
+    """As this version writes them (conf/<group>/*.yaml's _target_), so readers that rebuild a record's model (the
+    what-if model) or its logger need no table of what older nodes meant."""
+    for path in COMMITTED:
+        config = json.loads(path.read_text())["config"]
+        for group in ("model", "data", "optim", "logger"):
+            assert "_target_" in config[group], f"{path}: config.{group} has no _target_"
+
+
 def _a_train_record() -> dict:
     path = next(p for p in COMMITTED if json.loads(p.read_text())["task"] == "train")
     return json.loads(path.read_text())
