@@ -109,7 +109,8 @@ def short_label(link: Link | dict | None) -> str | None:
 
 def describe(link: Link | dict | None) -> str | None:
     """One line about the link a run used, for the summary and the sweep table; None when the record has no link
-    (older records, runs that failed before their ranks started)."""
+    (a run that failed before its ranks started; the committed records made before env.link was written, whose
+    loopback interface was never observed)."""
     link = as_link(link)
     if link is None or not link.to_dict():
         return None

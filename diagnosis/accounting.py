@@ -17,8 +17,9 @@ rank's extra work comes after the collective and the block ends there, at the ba
 
 and what remains of the sync after that wait is the transfer: the exposed communication proper. The same split holds
 for DDP's reducer timers over the probe steps (no barriers there, so the whole wait is inside the collective). Records
-from before the per-rank work held the optimizer and the time outside the phases still give the step and the barrier;
-their waits leave those parts out (said).
+whose per-rank work lacks the optimizer and the time outside the phases (the committed CPU studies made before those
+were recorded; the figures were not kept, so no migration can add them) still give the step and the barrier; their
+waits leave those parts out (said).
 """
 from __future__ import annotations
 
@@ -59,8 +60,8 @@ def _account(result: TrainResult) -> dict | None:
     wall = w0.wall_per_step_s or (sum(walls) / steps if walls else None)
     out["rank0"] = {"phases_s": phases, "phases_total_s": sum(phases.values()) if phases else step_mean,
                     "step_mean_s": step_mean, "wall_per_step_s": wall}
-    if step_mean is None or wall is None:
-        out["complete"] = False
+    if step_mean is None or wall is None:   # every rank of this tool writes both; a record made otherwise (the tests'
+        out["complete"] = False             # hand-made ones) still gets the step from throughput, without the split
         return out
     out["complete"] = True
     outside = max(0.0, wall - step_mean)
@@ -109,7 +110,8 @@ def _account(result: TrainResult) -> dict | None:
 
 
 def _work(rank: TrainRank) -> RankWork:
-    """A rank's own work per step (tasks/train/stragglers.py); an empty one where the record has none."""
+    """A rank's own work per step (tasks/train/stragglers.py); an empty one where the record has none (a replayed
+    CUDA graph times no phases of its own: rank 0's phases and step then come from the series)."""
     return rank.work if rank.work is not None else RankWork()
 
 
@@ -120,7 +122,7 @@ def _mean(xs) -> float | None:
 
 def lines(acc: Accounting | None) -> list[str]:
     """The printed accounting: the step, and where each of its milliseconds went, once."""
-    if acc is None or not acc.complete:    # none, or an older record without rank 0's block wall clocks: no split
+    if acc is None or not acc.complete:    # none, or a rank 0 without step times or block wall clocks: no split
         return []
     T = acc.step_s
     r0 = acc.rank0

@@ -533,7 +533,8 @@ def busy_host(v: RunView) -> Finding | None:
     """Other processes took a share of the host's CPUs during the window (host counters minus the ranks' own CPU
     time). What it costs the ranks is the time their loop thread waited on a run queue for a core (schedstat), of
     which the others' share of the busy host is their doing: that share is the estimate, all of that wait the
-    range's top. Without run-queue counters (older records) the cost is not estimated."""
+    range's top. Without run-queue counters (a kernel that keeps no schedstat; the committed CPU studies made before
+    the counters were read) the cost is not estimated."""
     if v.task != "train" or v.device == "cuda":
         return None
     other = v.other_load()
@@ -638,6 +639,7 @@ def straggler(v: RunView) -> Finding | None:
     others = [p for p in s.per_rank if p.rank != rank]
     mine = next(p for p in s.per_rank if p.rank == rank)
     ci = mine.ready_ci or [None, None]
+    # the committed CPU studies made before the per-rank work held the optimizer: their figures were not kept
     complete = any(p.optimizer_s is not None for p in s.per_rank)
     what = ("data + H2D + forward + backward compute + optimizer + time outside the phases" if complete
             else "data + H2D + forward + backward compute (an older record)")
@@ -705,8 +707,9 @@ def _waited_for_a_core(v: RunView, s: Straggler) -> bool:
     (per step), on a rank that did no more work (extra CPU time under half its lag), is within the scheduler's reach,
     whichever rank shows it: the loop thread's wait is a lower bound, since a rank also stops while its gloo threads
     wait for a core; the record's run-queue wait also says it directly (the straggler's extra wait for a core explains
-    at least half its lag); older records fall back to CPU time (its extra CPU time explains under half its lag while
-    the host was full or busy). A rank that sleeps (I/O, a lock, a slow peer of its own) shows neither."""
+    at least half its lag); without the counters (a kernel that keeps no schedstat, or a committed record made before
+    they were read) it falls back to CPU time (its extra CPU time explains under half its lag while the host was full
+    or busy). A rank that sleeps (I/O, a lock, a slow peer of its own) shows neither."""
     busy = v.contention() is not None                # the ranks fill the cores themselves
     other = v.other_load()                           # or other processes took them
     if not (busy or (other is not None and other > OTHER_LOAD)):

@@ -1,9 +1,9 @@
 """Numbers a rule reads from a record, each with its interval: RunView, one record as the rules see it.
 
 The record's own intervals come first (stats.describe fields: ci_lo / ci_hi / ci_level on result.step_time_s and
-result.phases, result.steady_state). Records written before those fields existed still hold the per-step series, so the
-interval is computed here from the series with the same function; a figure with neither (a probe median, a DDP
-reducer timer) is used as it is and every place it is printed says "no interval".
+result.phases, result.steady_state). Where the record has none (a window under 10 steps has no batch-medians interval;
+a hand-made record may hold no steady-state verdict) they are computed here from the per-step series; a figure with
+neither (a probe median, a DDP reducer timer) is used as it is and every place it is printed says "no interval".
 
 "The step" a finding's share is of is the time per step the throughput implies (diagnosis.accounting): the wall clock
 of the timed blocks, each block's slowest rank, per step; what every rank spends, waits included. Rank 0's phase

@@ -161,16 +161,11 @@ def _print_end(record: Record, path: Path | None) -> None:
         log.error(f"{record.status} run record: {path}")
 
 
-WANDB_LOGGER = "results.wandb_log.log_run"   # what conf/logger/wandb.yaml names
-
-
 def _log_wandb(record: Record) -> None:
     """W&B never decides the fate of a run: any failure here is reported and ignored; the record is already on disk.
     The logger settings are the run's own (its config's `logger`), resolved: the record keeps keys that came from
     the environment as typed (base/provenance.py), and W&B decides what of them it may see (results/wandb_log.py)."""
     logger_cfg = dict(setting(_resolved(record.config), "logger", {}))
-    if logger_cfg.get("name") == "wandb" and not logger_cfg.get("_target_"):   # a node from before _target_ existed
-        logger_cfg["_target_"] = WANDB_LOGGER
     if not logger_cfg.get("_target_") or logger_cfg.get("mode") == "disabled":
         return
     try:

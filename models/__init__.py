@@ -126,16 +126,9 @@ def input_shape(cfg) -> tuple[int, ...]:
     return (3, size, size)
 
 
-# the target of each family, for a model node written before conf/model/ named its own (older run records)
-ARCH_TARGETS = {"vgg": "models.vgg.VGG", "torchvision": "models.torchvision_model", "vit": "models.vit",
-                "timm": "models.timm_model"}
-
-
 def build_model(model_cfg, image_size: int = 224) -> nn.Module:
     """The model model_cfg's `_target_` makes (base/build.py: its keys and image_size, where it takes them)."""
     check(model_cfg)
-    if not model_cfg.get("_target_") and str(model_cfg.get("arch")) in ARCH_TARGETS:
-        model_cfg = {**_plain(model_cfg), "_target_": ARCH_TARGETS[str(model_cfg.get("arch"))]}
     model = build(model_cfg, image_size=image_size)
     if not isinstance(model, nn.Module):
         raise ConfigError(f"model._target_={model_cfg.get('_target_')} returned {type(model).__name__}, not a "
@@ -144,12 +137,6 @@ def build_model(model_cfg, image_size: int = 224) -> nn.Module:
 
 
 # ------------------------------------------------------------------------ the targets of conf/model/*.yaml
-def _plain(node) -> dict:
-    from omegaconf import DictConfig, OmegaConf
-
-    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
-
-
 def torchvision_model(name: str, num_classes: int, image_size: int = 224) -> nn.Module:
     """Any torchvision classification model by name, random weights (no download); ViTs sized for the input."""
     import torchvision.models as tvm

@@ -122,21 +122,16 @@ def samples_per_step(e) -> float | None:
 
 
 def run_blocks(e, per_sample: bool) -> tuple[list[float], list[float]] | None:
-    """(block walls, work per block) of one run: its timed blocks, or the whole window as one block (older records).
+    """(block walls, work per block) of one run's timed blocks (result.throughput.blocks), or None without them.
     Work is steps, or samples when per_sample."""
     r = e.train
     tp = r.throughput if r is not None else None
-    if tp is None:
+    if tp is None or tp.blocks is None or not tp.blocks.walls_s:
         return None
-    walls, steps = (tp.blocks.walls_s, tp.blocks.steps) if tp.blocks is not None else (None, None)
-    if not walls:
-        if not (finite(tp.wall_s) and finite(r.steps)):
-            return None
-        walls, steps = [tp.wall_s], [r.steps]
     k = samples_per_step(e) if per_sample else 1.0
     if k is None:
         return None
-    return list(walls), [s * k for s in steps]
+    return list(tp.blocks.walls_s), [s * k for s in tp.blocks.steps]
 
 
 def _rate(e, per_sample: bool) -> float | None:
@@ -223,7 +218,7 @@ def _rel_ci(runs: list) -> float:
 
 def _step(c: Config) -> dict | None:
     """The row's median step time: R >= 2 runs: the geometric mean of the runs' medians with a t(R-1) interval; one
-    run: batch medians of its step series (recomputed; an older record's order-statistic interval is not reused)."""
+    run: batch medians of its step series, recomputed by this version whatever interval the record stored."""
     runs = [e for e in c.ok if finite(step_median(e))]
     if not runs:
         return None

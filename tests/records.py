@@ -78,13 +78,18 @@ def collectives_record(*, overrides: list[str], busbw_peak: float = 2.0, world_s
     return _record("collectives", overrides, result, num, host, device, world_size, sweep_dir, output_dir, "ok", None)
 
 
+def _optim(name: str) -> dict:
+    """config.optim as conf/optim/<name>.yaml writes it: its factory in _target_ (none: no hook)."""
+    return {"_target_": None if name == "none" else f"tasks.train.hooks.{name}", "name": name}
+
+
 def _record(task, overrides, result, num, host, device, world_size, sweep_dir, output_dir, status, error):
     return {
         "status": status, "error": error, "task": task, "overrides": overrides,
         "job": {"name": "train", "num": num, "output_dir": output_dir, "sweep_dir": sweep_dir,
                 "slurm_job_id": None, "log": None},
-        "config": {"task": task, "world_size": world_size, "logger": {"name": "none"},
-                   "optim": {"name": result.get("optim", "none")}, "bucket": result.get("bucket_mb", 25)},
+        "config": {"task": task, "world_size": world_size, "logger": {"_target_": None, "name": "none"},
+                   "optim": _optim(result.get("optim", "none")), "bucket": result.get("bucket_mb", 25)},
         "env": _env(host, device, world_size, "gloo" if device == "cpu" else "nccl"),
         "started": "2025-01-01T00:00:00Z", "finished": "2025-01-01T00:01:00Z",
         "result": result if status == "ok" else {},

@@ -122,6 +122,7 @@ BAD = [
     (["model=timm", "model.name=resnet_5O"], "model.name='resnet_5O' is not a timm model; nearest: resnet50"),
     (["model=torchvision", "model.name=resnet5"], "is not a torchvision model; nearest: resnet50"),
     (["optim=bf16", "sync=per_param"], "needs sync=ddp"),
+    (["optim=bf16", "optim._target_=null"], "optim=bf16 names no comm hook (optim._target_ is null)"),
     (["optim=powersgd", "optim.rank=0"], "optim.rank=0: must be >= 1"),
     (["optim=powersgd", "optim.start_iter=1"], "optim.start_iter must be > 1"),
     (["optim=powersgd", "optim.min_compression_rate=-1"], "optim.min_compression_rate=-1.0: must be >= 0"),

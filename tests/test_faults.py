@@ -772,7 +772,8 @@ def test_wandb_costs_at_most_its_deadline_even_at_exit(tmp_path, silent_host):
               "from base.record import Record\n"
               "from tests.records import train_record\n"
               "rec = Record.from_dict(train_record(overrides=['bucket=25'], steps_per_s=2.0, output_dir=sys.argv[1]))\n"
-              f"rec.config['logger'] = {{'name': 'wandb', 'deadline_s': {deadline}}}\n"
+              f"rec.config['logger'] = {{'_target_': 'results.wandb_log.log_run', 'name': 'wandb', "
+              f"'deadline_s': {deadline}}}\n"
               "print('W&B starts', flush=True)\n"
               "finalise(rec, sys.argv[1], quiet=True)\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}

@@ -99,7 +99,7 @@ def test_a_difference_inside_the_noise_floor_is_equivalent_or_inconclusive_never
 def test_runs_without_timed_blocks_use_their_rates():
     records = _repeats([(["bucket=25"], 0.5), (["bucket=100"], 0.34)])
     for r in records:
-        del r["result"]["throughput"]["blocks"]  # an older record: one wall clock for the whole window
+        del r["result"]["throughput"]["blocks"]  # a hand-made record without timed blocks: its rate, no interval
     table = build_table(_entries(records))
     assert table.rows[1]["verdict"] == "faster" and table.rows[1]["steps/s lo"] is not None
     one = build_table(_entries([records[0], records[1]]))

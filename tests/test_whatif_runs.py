@@ -73,8 +73,8 @@ def test_bucket_assignment_equals_a_real_ddps(name, cap):
     elif name == "vgg11":
         model, size = build_model(OmegaConf.load(ROOT / "conf/model/vgg11.yaml"), 32), 32
     else:
-        model, size = build_model(OmegaConf.create({"arch": "torchvision", "name": "vit_l_32", "num_classes": 1000}),
-                                  64), 64
+        model, size = build_model(OmegaConf.create({"_target_": "models.torchvision_model", "arch": "torchvision",
+                                                     "name": "vit_l_32", "num_classes": 1000}), 64), 64
     params, order, sizes = _ddp_buckets(model, cap, size)
     got = bk.assign([p.numel() for p in params], [p.element_size() for p in params], order, cap)
     assert [b.nbytes for b in got] == sizes

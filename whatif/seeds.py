@@ -23,9 +23,10 @@ from whatif.quantity import Draws, Quantity
 from whatif.step import Config, changed, predict
 
 GB = 1e9
-VIT = {"arch": "torchvision", "name": "vit_l_32", "num_classes": 1000}
-VGG11 = {"arch": "vgg", "name": "vgg11", "layers": [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
-         "classifier": [4096, 4096], "num_classes": 1000}
+VIT = {"_target_": "models.torchvision_model", "arch": "torchvision", "name": "vit_l_32", "num_classes": 1000}
+VGG11 = {"_target_": "models.vgg.VGG", "arch": "vgg", "name": "vgg11",
+         "layers": [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"], "classifier": [4096, 4096],
+         "num_classes": 1000}
 
 SEED003 = ("'Optimizing data transfer in AI/ML workloads' series, part 3: GPU-to-GPU communication, DDP on ViT-L/32 "
            "with 8 L40S (AWS g6e.48xlarge) and 8 A100 (AWS p4d.24xlarge), PyTorch 2.8, nsys")

@@ -29,6 +29,10 @@ def check(cfg: DictConfig, submitting: bool = False, host: Host | None = None) -
     check_measure(cfg)
     if cfg.optim.name != "none" and cfg.sync != "ddp":
         raise ConfigError(f"optim={cfg.optim.name} is a DDP comm hook; it needs sync=ddp (got sync={cfg.sync}).")
+    if cfg.optim.name != "none" and not cfg.optim.get("_target_"):
+        raise ConfigError(f"optim={cfg.optim.name} names no comm hook (optim._target_ is null): drop the "
+                          f"optim._target_ override, or name a factory returning (state, hook), e.g. "
+                          f"optim._target_=tasks.train.hooks.{cfg.optim.name}.")
     if cfg.optim.name == "powersgd":
         _check_powersgd(cfg)
     # where the ranks will run (None: only the compute nodes, or the ranks already started, know)

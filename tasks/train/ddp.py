@@ -10,7 +10,6 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
-from omegaconf import OmegaConf
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from base.build import build
@@ -138,10 +137,7 @@ class DDPSync(Sync):
     def _hook(self, dev):
         """The comm hook optim._target_ makes (tasks/train/hooks.py), as it runs on this rank's device
         (dev.comm_hook: the fake device watches its syncs)."""
-        node = self.cfg.optim
-        if not node.get("_target_"):   # a node written before conf/optim/ named its factory: the one of its name
-            node = {**OmegaConf.to_container(OmegaConf.create(node)), "_target_": f"tasks.train.hooks.{self.optim}"}
-        state, hook = build(node)
+        state, hook = build(self.cfg.optim)
         hook = dev.comm_hook(hook)
         if isinstance(state, powerSGD_hook.PowerSGDState) and dist.get_backend() == "gloo":
             self.serialized = True
