@@ -25,6 +25,7 @@ import json
 import math
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +71,7 @@ def logger_settings(cfg: Any = None, record: Record | None = None) -> dict[str, 
     node = plain.get("logger", plain) if isinstance(plain, dict) else {}
     if not node and record is not None:
         node = record.setting("logger", {})
-    settings = defaults()
+    settings = {k: list(v) if isinstance(v, list) else v for k, v in FALLBACK.items()}   # a copy: tags is a list
     settings.update({k: v for k, v in dict(node or {}).items() if v is not None or k in ("entity", "group")})
     return settings
 
@@ -104,11 +105,6 @@ def _interpolation(value: Any) -> bool:
 # --wandb-report) and tests/test_wandb.py keeps it equal to the YAML.
 FALLBACK = {"name": "wandb", "mode": "auto", "project": "ddp-comm-overhead", "entity": None, "group": None, "tags": [],
             "init_timeout_s": 15, "finish_timeout_s": 15, "report": True}
-
-
-def defaults() -> dict[str, Any]:
-    """The logger settings a partial node is completed with (FALLBACK)."""
-    return {k: list(v) if isinstance(v, list) else v for k, v in FALLBACK.items()}
 
 
 # ----------------------------------------------------------------------------------------- the mode
@@ -262,9 +258,12 @@ class _Run:
             return False
         self.dir.mkdir(parents=True, exist_ok=True)
         if mode == "online":
+            earlier = set((self.dir / "wandb").glob("run-*"))
             try:
                 self.run = self._init("online")
             except Exception as e:  # noqa: BLE001 - any failure of an online start: offline, for this process
+                for debris in set((self.dir / "wandb").glob("run-*")) - earlier:   # the failed try's files: a
+                    shutil.rmtree(debris, ignore_errors=True)                        # `wandb sync` would upload them
                 why = _online_failed = (f"online start failed ({_cause(e)}); check the network and WANDB_BASE_URL, "
                                         "`wandb login`, or set WANDB_MODE=offline")
                 mode = "offline"

@@ -179,6 +179,7 @@ def test_an_unreachable_host_ends_offline_within_the_init_timeout_and_once_per_p
     assert "online start failed" in out and "WANDB_MODE=offline" in out and "wandb sync" in out, out
     (run_dir,) = offline_runs(job_dir)
     assert read_run(run_dir)["exit_code"] == 0 and read_record(job_dir)["status"] == "ok"
+    assert not list((job_dir / "wandb").glob("run-*"))   # the failed try leaves nothing `wandb sync` would upload
 
     monkeypatch.setattr(wandb_log, "_online_failed", None)
     with hanging_server() as (url, seen):
