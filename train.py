@@ -48,4 +48,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except SystemExit as e:   # again through sys.exit: a rank that finished keeps this code at exit (launchers.rank)
+        sys.exit(e.code)

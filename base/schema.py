@@ -90,7 +90,8 @@ class MeasurePolicy(StrEnum):
     adaptive = "adaptive"    # blocks until the median step's CI is +-measure.rel_ci, or a cap
 
 
-class Device(StrEnum):
+class DeviceKind(StrEnum):
+    """`device=`: where the ranks compute (the device layer itself is device.cpu.Device and its subclasses)."""
     auto = "auto"
     cpu = "cpu"
     cuda = "cuda"
@@ -317,14 +318,14 @@ class Collectives:
     inplace: Union[bool, str] = MISSING      # true | false | both
     check_iters: int = ge(0)
     corrupt_rank: Optional[int] = ge(0)
-    device: Device = MISSING
+    device: DeviceKind = MISSING
 
 
 @dataclass
 class GradSync:
     warmup_iters: int = ge(0)
     iters: int = ge(1)
-    device: Device = MISSING
+    device: DeviceKind = MISSING
 
 
 @dataclass

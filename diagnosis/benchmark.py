@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from base.record import Record, RecordError, typed_block
+from stats import time_saved
 from base.record_types import DiagnosisBlock, Finding, Saving, TaskResult
 from diagnosis.view import as_record, named_findings
 
@@ -309,8 +310,8 @@ def measured(case_runs: list[Run | Record | dict], fix: list[Run | Record | dict
     else:
         s = compare_runs(a, b, ra, rb)
         ratio, lo, hi, method = s.ratio, s.ci_lo, s.ci_hi, s.method
-    f = lambda x: None if x is None else 1 - 1 / x  # noqa: E731 - a local helper
-    return {"saving": f(ratio), "lo": f(lo), "hi": f(hi), "method": method, "runs": [len(a), len(b)]}
+    return {"saving": time_saved(ratio), "lo": time_saved(lo), "hi": time_saved(hi), "method": method,
+            "runs": [len(a), len(b)]}
 
 
 def table(out: Path, chosen: list[Case], delay: float, rescore: bool = False) -> dict:

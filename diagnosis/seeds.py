@@ -1,5 +1,5 @@
-"""The five source documents (docs/ seeds), as the cases a finding can point to: what the person saw, and what was
-found or recommended there. Quoted figures are the documents' own, never this machine's."""
+"""The five source documents (the README's "What it reproduces"), as the cases a finding can point to: what the
+person saw, and what was found or recommended there. Quoted figures are the documents' own, never this machine's."""
 from __future__ import annotations
 
 SEEDS = {

@@ -15,7 +15,7 @@ from base.record_types import Finding, Folded, PairGroupsResult, Saving, TrainRe
 from diagnosis.finding import ms
 from diagnosis.run import VERSION, diagnose
 from diagnosis.view import as_block, as_record, named_findings
-from stats import fmt_ci, fmt_ratio, ratio_ci, verdict
+from stats import fmt_ci, fmt_ratio, ratio_ci, time_saved, verdict
 
 IGNORED = ("hydra", "logger", "tags", "diagnose", "launcher", "scale.name")
 
@@ -111,7 +111,7 @@ def measured_saving(a: Record, b: Record) -> dict:
         r, lo, hi = ra.step_time_s.median / rb.step_time_s.median, None, None
         method = "ratio of step medians (no per-step series: no interval)"
     r, lo, hi = r * adjust, lo * adjust if lo else None, hi * adjust if hi else None
-    return {"saving": 1 - 1 / r, "ci_lo": 1 - 1 / lo if lo else None, "ci_hi": 1 - 1 / hi if hi else None,
+    return {"saving": time_saved(r), "ci_lo": time_saved(lo), "ci_hi": time_saved(hi),
             "speed_up": r, "verdict": verdict(r, lo, hi), "method": method}
 
 

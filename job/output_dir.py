@@ -4,7 +4,9 @@ Hydra's default `outputs/<date>/<HH-MM-SS>` is shared by every run started in th
 later run overwrites the earlier one's record. A time-stamped directory (one whose setting uses `${now:...}`) is
 therefore claimed with an atomic mkdir before Hydra uses it; when another run got there first this run takes
 `<HH-MM-SS>_1`, `_2`, ... (and the config says so, so Hydra, the launcher and the records all use it). A directory
-the user names without a time stamp (hydra.run.dir=...) is used as given.
+the user names without a time stamp (hydra.run.dir=...) is used as given. A `${now:%H-%M-%S_%f}` default would only
+make a clash rarer, not impossible (a user's own coarser `${now:%H-%M}`, two runs a script starts at once),
+and would put six more digits in every run's name; the claim makes it impossible and names only the clash.
 
 The directory must also take a few kilobytes (a full disk takes an empty file): one line and exit code 2 otherwise,
 before Hydra writes its own files there, instead of Hydra's traceback or a record lost at the end of the run.

@@ -156,11 +156,15 @@ def mark_job_start() -> None:
 
 def _as_a_rank(plain: dict, job: dict) -> tuple[Record | None, int]:
     """torchrun or a Slurm task: this process is a rank and there is no parent of ours that outlives the ranks,
-    so rank 0 finalises. The other ranks re-raise: their non-zero exit ends the job (srun --kill-on-bad-exit)."""
-    from launchers.rank import RankError, run_rank
+    so rank 0 finalises. The other ranks re-raise: their non-zero exit ends the job (srun --kill-on-bad-exit).
+    A rank that finished leaves at exit without the interpreter's teardown (launchers.rank.leave_without_teardown):
+    a gloo thread freeing its last Work there aborts the process, and srun or torchrun would report a failed rank
+    after the record said ok."""
+    from launchers.rank import RankError, leave_without_teardown, run_rank
 
     try:
         outcome = run_rank(plain, job)
+        leave_without_teardown()
     except RankError as e:
         o = e.outcome
         if o.signal:  # the launcher may have stopped this rank for another rank's failure: say so

@@ -130,6 +130,9 @@ def _run_rank(plain: dict, job: dict, outcome: Outcome, hand_in=None) -> Outcome
             dist.destroy_process_group()
 
 
+_leaving = False   # leave_without_teardown is installed in this process
+
+
 def leave_without_teardown() -> None:
     """For a rank whose work is over and handed in: when its interpreter exits, end it with os._exit(0) before the
     interpreter tears down what is left (atexit runs first in Py_FinalizeEx; module dicts, the objects they hold
@@ -147,12 +150,20 @@ def leave_without_teardown() -> None:
     torch's elastic agent reads the abort as a failed rank although every rank handed in. atexit runs before
     CPython marks the interpreter as finalizing, so no thread can meet that exit. Registered only once the rank
     finished (a failing rank keeps its exit code); torch's spawn wrappers hand the function's return value over
-    before the interpreter exits."""
+    before the interpreter exits. Once per process: a torchrun rank that runs a sweep's jobs calls it after each.
+
+    The exit code it ends with is the one the process was exiting with: sys.exit's (multiprocessing ends a failed
+    child with sys.exit(1); train.py passes a SystemExit raised anywhere through sys.exit) or 1 for an exception
+    nobody caught."""
+    global _leaving
+    if _leaving:
+        return
+    _leaving = True
     code = [0]
     real_exit = sys.exit
 
-    def exit_with(status=None):   # what the process meant to exit with (multiprocessing ends a failed child with
-        code[0] = 0 if status is None else status if isinstance(status, int) else 1   # sys.exit(1)), kept for leave()
+    def exit_with(status=None):   # what the process meant to exit with, kept for leave()
+        code[0] = 0 if status is None else status if isinstance(status, int) else 1
         real_exit(status)
 
     def leave():

@@ -122,7 +122,7 @@ class SweepTable(Callback):
         num = OmegaConf.select(config, "hydra.job.num")
         if num is None:
             return
-        value = getattr(job_return, "_return_value", None)
+        value = getattr(job_return, "_return_value", None)   # the public .return_value raises for a failed job
         info: dict[str, Any] = {"overrides": list(job_return.overrides or []),
                                 "output_dir": OmegaConf.select(config, "hydra.runtime.output_dir")}
         if job_return.status == JobStatus.FAILED:

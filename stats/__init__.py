@@ -15,6 +15,7 @@ runs     (across runs: the run is the unit)
   run_level(logs)                     geometric mean over runs, t(R-1) interval (Kalibera & Jones 2013)
   compare_runs(base, cand, rounds)    speed-up: paired t by round, or Welch; claims' p-values; repeats to decide
   plan_repeats(logs, within_se)       runs needed for +-rel_ci, from between- and within-run variance
+  time_saved(speedup)                 the share of the time a speed-up saves (1 - 1/speedup)
 verdict  (the one verdict code)
   judge(lo, hi, noise)                faster / slower / equivalent (TOST) / no significant difference
   claim_pvalues, adjust               p-values of the claims; Holm, or Benjamini-Hochberg (scipy)
@@ -37,7 +38,7 @@ fmt
 from .compare import compare_throughput, ratio_ci, throughput
 from .drift import steady_state, unsteady_runs
 from .fmt import fmt_ci, fmt_ratio, sig_digits, verdict_text
-from .runs import Speedup, compare_runs, plan_repeats, run_level
+from .runs import Speedup, compare_runs, plan_repeats, run_level, time_saved
 from .sentinel import sentinel
 from .summary import adaptive_should_stop, block_throughput, describe, median_ci, median_ranks, rel_halfwidth
 from .verdict import EQUIVALENT, FASTER, NO_VERDICT, NOISE, NS, SLOWER, adjust, judge, verdict
@@ -47,6 +48,6 @@ __all__ = [
     "EQUIVALENT", "FASTER", "NO_VERDICT", "NOISE", "NS", "SLOWER", "Speedup", "adaptive_should_stop", "adjust",
     "batch_median", "batch_rate", "block_throughput", "compare_runs", "compare_throughput", "describe", "fmt_ci",
     "fmt_ratio", "judge", "median_ci", "median_ranks", "plan_repeats", "ratio_ci", "rel_halfwidth", "run_level",
-    "sentinel", "serial",
+    "sentinel", "serial", "time_saved",
     "sig_digits", "steady_state", "throughput", "unsteady_runs", "verdict", "verdict_text",
 ]

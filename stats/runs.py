@@ -26,6 +26,12 @@ from .verdict import NO_VERDICT, NOISE, NS, claim_pvalues, judge, repeats_to_dec
 from .within import t_quantile
 
 
+def time_saved(speedup: float | None) -> float | None:
+    """The share of the old time a change saves when it runs `speedup` times as fast (1.25x saves 20%); None for no
+    ratio or a non-positive one."""
+    return None if speedup is None or speedup <= 0 else 1 - 1 / speedup
+
+
 def log_rate(walls, units) -> float:
     w = np.asarray(walls, dtype=float).ravel()
     u = np.asarray(units, dtype=float).ravel()

@@ -93,3 +93,29 @@ def test_a_rank_that_would_abort_in_its_teardown_after_handing_in_is_a_good_run(
                                   "world_size=2"], tmp_path)
     assert code == 0 and record["status"] == "ok", record and record.get("error")
     assert record["result"]["world_size"] == 2 and record["result"]["steps"] >= 6
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_a_torchrun_rank_that_would_abort_in_its_teardown_after_handing_in_is_a_good_run(tmp_path):
+    """torchrun's ranks run train.py themselves (job.run._as_a_rank): a rank that finished leaves at exit too, so
+    torchrun (or srun) does not report a failed rank after the record said ok (it did: exit code -6, rank 1)."""
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "train.py",
+                          "model=custom", "model._target_=tests.test_rank_exit.TinyAbortingNet",
+                          "model.input_shape=[3,8,8]", "model.num_classes=5", "scale=smoke", "logger=none",
+                          "world_size=2", f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, timeout=300,
+                         cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert '"status": "ok"' in (tmp_path / "run_record.json").read_text()
+
+
+@pytest.mark.subprocess
+def test_a_systemexit_raised_after_a_rank_finished_keeps_its_code():
+    """train.py passes a SystemExit raised anywhere (here: Hydra's callback refusing the run dir) through sys.exit, so
+    a process that already finished a rank's job (a torchrun rank running a sweep) exits with it, not 0."""
+    code = ("import runpy, sys; from launchers.rank import leave_without_teardown; leave_without_teardown(); "
+            "sys.argv = ['train.py', 'hydra.run.dir=/proc/not_here', 'logger=none']; "
+            "runpy.run_path('train.py', run_name='__main__')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 2 and "cannot write to the output directory" in out.stderr, (out.returncode,
+                                                                                          out.stderr[-2000:])

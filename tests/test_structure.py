@@ -84,3 +84,21 @@ def test_no_module_imports_another_ones_private_names():
                 found += [f"{path.relative_to(ROOT)}:{node.lineno}: {node.module}.{a.name}"
                           for a in node.names if a.name.startswith("_")]
     assert not found, "\n".join(found)
+
+
+def test_every_module_sits_in_a_layer():
+    """The layers contract checks only the modules it names: a module outside every layer would go unchecked."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    layers = next(c for c in config["contracts"] if c["type"] == "layers")["layers"]
+    named = {part.strip() for layer in layers for part in layer.replace("|", ":").split(":")}
+    outside = []
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT)
+        if rel.parts[0] not in config["root_packages"] or rel.name == "__init__.py" and len(rel.parts) == 2:
+            continue
+        module = ".".join(rel.with_suffix("").parts).removesuffix(".__init__")
+        if not any(module == n or module.startswith(n + ".") for n in named):
+            outside.append(module)
+    assert not outside, f"modules in no layer of pyproject.toml: {outside}"

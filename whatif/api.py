@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from base.record import Record
+from stats import time_saved
 from whatif import links as lk
 from whatif.profile import Profile, ProfileError, from_record, load_record
 from whatif.quantity import Draws
@@ -137,9 +138,7 @@ def saving(record, change: dict, **kw) -> dict:
     of that unexplained time (unexplained_range)."""
     prof = profile_of(record)
     own, p = _own_and_changed(prof, change, **kw)
-    f = lambda s: None if s is None or s <= 0 else 1 - 1 / s  # noqa: E731 - one use
-    out = {"fraction": f(p.speedup), "lo": f(p.speedup_lo), "hi": f(p.speedup_hi), "of": "time per sample",
-           "dominant": p.dominant, "prediction": p,
+    out = {**_saved(p), "of": "time per sample", "dominant": p.dominant, "prediction": p,
            "how": f"the what-if model ({p.label}): predicted samples/s against the run's own configuration"}
     if out["fraction"] is not None and out["lo"] is not None and out["hi"] is not None:
         wide = unexplained_range(prof.step, own, p)
@@ -187,8 +186,12 @@ def contention_cost(record, samples: int = DEFAULT_SAMPLES, seed: int = 0) -> di
     own = _predict(prof, Config.of(prof), Draws(samples, seed))
     free = replace(prof, contention=Contention(Quantity.exact(1.0), Quantity.exact(1.0), "none (what if)"))
     p = _predict(free, Config.of(free), Draws(samples, seed), own=own)
-    f = lambda s: None if s is None or s <= 0 else 1 - 1 / s  # noqa: E731 - one use
-    return {"fraction": f(p.speedup), "lo": f(p.speedup_lo), "hi": f(p.speedup_hi), "how": c.how}
+    return {**_saved(p), "how": c.how}
+
+
+def _saved(p: Prediction) -> dict:
+    """The share of the time per sample the prediction saves, with its interval's ends."""
+    return {"fraction": time_saved(p.speedup), "lo": time_saved(p.speedup_lo), "hi": time_saved(p.speedup_hi)}
 
 
 def prune(record, candidates: list[dict], noise: float = 0.02,

@@ -19,6 +19,7 @@ import json
 import sys
 from pathlib import Path
 
+# Hydra's own sweeper and launcher have no public import path; this plugin extends them, as Hydra's plugins do
 from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser

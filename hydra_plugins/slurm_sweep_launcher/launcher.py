@@ -38,7 +38,7 @@ class SlurmSweepLauncher(SubmititSlurmLauncher):
             # Hydra caught this task's exception (run_job never raises). Raise it again: the traceback goes to this
             # task's log, submitit keeps it as the task's error, and the non-zero exit ends the job step at once
             # (srun --kill-on-bad-exit=1) instead of leaving the other ranks to find out.
-            raise ret._return_value
+            raise ret._return_value   # the job's exception (public .return_value raises it too, after a stderr line)
         return ret
 
     def launch(self, job_overrides, initial_job_idx):

@@ -140,7 +140,7 @@ def _check_cuda_graphs(cfg: DictConfig, where) -> None:
 
 def _check_memory(cfg: DictConfig, where, host: Host, submitting: bool) -> None:
     """One rank's peak (tasks/train/memory.py) where it will live: on its GPU (refused naming the batch size that fits),
-    or in the host memory a node's CPU ranks share (with the host's rank limits, job.config.check_fits)."""
+    or in the host memory a node's CPU ranks share (with the host's rank limits, device.host.check_fits)."""
     if where is not None and where.kind == "cuda":
         memory_preflight(cfg, where, ranks_per_node(cfg))
     elif where is not None or not asked_gpus_per_node(cfg.launcher):

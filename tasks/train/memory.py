@@ -1,6 +1,6 @@
 """Memory preflight: estimate one rank's peak memory for task=train and refuse, before any rank starts, a config that
 cannot fit on the GPU, naming the batch size that would (CPU ranks: the same estimate, against the host memory the
-node's ranks share, is job.config.check_fits's to judge, with the host's other limits).
+node's ranks share, is device.host.check_fits's to judge, with the host's other limits).
 An out-of-memory error halfway into a multi-rank run costs the user a queue slot and tells them less.
 
 The model is built on the meta device (shapes only, no memory): its parameters give the fixed part, and one
@@ -98,7 +98,7 @@ def estimate(cfg, kind: str | None = None) -> Estimate:
 
 
 def rank_bytes(cfg) -> int:
-    """One CPU rank's peak host memory at cfg.batch_size (the check of the host's memory, job.config.check_fits)."""
+    """One CPU rank's peak host memory at cfg.batch_size (the check of the host's memory, device.host.check_fits)."""
     return estimate(cfg, "cpu").total(int(cfg.batch_size))
 
 
