@@ -277,10 +277,8 @@ class WandbLogger(Logger):
     entity: Optional[str] = MISSING
     group: Optional[str] = MISSING
     tags: List[str] = MISSING
-    probe_timeout_s: float = gt(0)
-    init_timeout_s: float = gt(0)
-    finish_timeout_s: float = gt(0)
-    deadline_s: float = gt(0)            # everything W&B does for one run ends within this (results/wandb_log.py)
+    init_timeout_s: float = gt(0)        # wandb.init's timeout (results/wandb_log.py)
+    finish_timeout_s: float = gt(0)      # uploads' timeout: run.finish, saving a report
     report: bool = MISSING               # a W&B Report of each sweep (results/wandb_report.py)
 
 

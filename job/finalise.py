@@ -10,7 +10,7 @@ the summary is still printed and the record goes to the first place that takes i
 console. The first of them has a predictable name in a shared temp dir, so each is used only as a directory of this
 user's own, mode 0700: made so here, or found so (not followed when it is a symbolic link someone planted).
 
-W&B is bounded by its own deadline (results/wandb_log.py). It comes before the record path of a run that worked (the
+W&B is bounded by its own timeouts (results/wandb_log.py). It comes before the record path of a run that worked (the
 path is the last line the run prints; the record is on disk already) and after a failure's error line, so the record
 and the error never wait for it."""
 from __future__ import annotations

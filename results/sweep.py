@@ -185,6 +185,17 @@ def describe_machine(entries: list[Entry]) -> list[str]:
     return lines
 
 
+def multirun_config(sweep_dir: str | Path) -> DictConfig | None:
+    """<sweep_dir>/multirun.yaml (Hydra writes it before launching any job), or None: not a sweep dir, or unreadable."""
+    path = Path(sweep_dir) / "multirun.yaml"
+    if not path.is_file():
+        return None
+    try:
+        return OmegaConf.load(path)
+    except Exception:  # noqa: BLE001 - an unreadable multirun.yaml: no sweep to read
+        return None
+
+
 def commands(entries: list[Entry]) -> list[str]:
     """The exact command(s) that produced these runs: the sweep's (multirun.yaml) or the run's own."""
     out: list[str] = []
@@ -192,13 +203,10 @@ def commands(entries: list[Entry]) -> list[str]:
         cmd = None
         for sweep in [Path(e.output_dir).parent if e.output_dir else None,
                       e.record.job.sweep_dir if e.record is not None else None]:
-            if sweep and (Path(sweep) / "multirun.yaml").is_file():
-                try:
-                    from omegaconf import OmegaConf
-                    cmd = sweep_command(OmegaConf.load(Path(sweep) / "multirun.yaml"))
-                    break
-                except Exception:  # noqa: BLE001 - an unreadable multirun.yaml: the run's own command
-                    cmd = None
+            conf = multirun_config(sweep) if sweep else None
+            if conf is not None:
+                cmd = sweep_command(conf)
+                break
         if cmd is None and e.record is not None and e.record.command:
             cmd = e.record.command
         if cmd is None:

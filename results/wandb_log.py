@@ -1,19 +1,17 @@
-"""Weights & Biases logging of run records (rank 0 only, after the record is on disk).
+"""Weights & Biases logging of run records (rank 0 only, after the record is on disk), on W&B's public API.
 
-Everything here is best effort: a W&B problem prints a warning and returns; it never raises into the
-job, never loses the local record, never prompts and never blocks on the network for long:
-  - mode "auto" goes online only when credentials exist (WANDB_API_KEY, identity token, netrc) and the
-    W&B host answers an HTTP request within logger.probe_timeout_s (a TCP connect is not enough: a host or
-    proxy that accepts connections and never answers would hold wandb.init for its whole timeout);
-    otherwise offline, with the `wandb sync` command to upload later;
-  - everything W&B does for one run (probe, init, the offline fallback, upload at finish) ends within one
-    total deadline, logger.deadline_s; wandb.init and run.finish also keep their own logger.init_timeout_s
-    and logger.finish_timeout_s; an online init that fails falls back to offline while time is left;
-  - every run is finished (exit code 1 when the job failed, so W&B marks it failed) and the W&B
-    service process is torn down, so the rank can exit;
-  - a run that goes offline is offline for W&B's own telemetry too: wandb 0.31 otherwise exports OpenTelemetry
-    metrics to <base_url>/sdk/otel/v1/metrics from an exit hook (10 s per request), after the run and outside the
-    deadline, to a host already found unreachable;
+Everything here is best effort: a W&B problem prints a warning and returns; it never raises into the job, never loses
+the local record, never prompts and never blocks on the network for long:
+  - modes "auto" and "online" are WANDB_MODE when the user set it to offline/dryrun/disabled; else online when W&B finds
+    credentials without prompting (wandb.login(prompt=False): WANDB_API_KEY, an identity token, the netrc entry of
+    `wandb login`), else offline at once. A wandb.init that fails (a refused or silent host, a rejected key, a timeout:
+    logger.init_timeout_s) falls back to offline with one line naming the cause and the fix; later runs in the same
+    process (a local sweep's jobs) go offline at once for the same reason. Offline runs print the `wandb sync` line;
+  - run.finish stops waiting for uploads after logger.finish_timeout_s (the rest stays on disk for `wandb sync`), so
+    one run's W&B time is at most init_timeout_s + finish_timeout_s plus W&B's local work; every run is finished
+    (exit code 1 when the job failed, so W&B marks it failed) and the W&B service is torn down, so the rank can exit;
+  - W&B's own error telemetry is off unless WANDB_ERROR_REPORTING says otherwise: wandb 0.31 exports it from an exit
+    hook (10 s per request) to the host a failed online try named, after the run and outside both timeouts;
   - a logger setting whose value came from the environment (`${oc.env:...}`) reaches W&B as the text typed (group,
     tags; the run's config is the record's), except project and entity, which an online run needs to land where
     it belongs: an offline run leaves them unset and prints `wandb sync --project "$NAME"` instead.
@@ -27,21 +25,18 @@ import json
 import math
 import os
 import re
-import threading
-import time
+import shutil
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from comm.link import short_label as link_label, tags as link_tags
 from base.log import get
 from base.schema import WandbMode
 from base.record import RECORD_NAME, Record
 from base.record_types import CollectivesResult, TrainResult
+from results.sweep import multirun_config
 
-MIN_STAGE_S = 1.0  # a W&B stage given less than this is skipped rather than started
-SIDECAR = "wandb_run.json"  # what was logged where; the sweep summary reads the group from it
-DEFAULT_BASE_URL = "https://api.wandb.ai"
+SIDECAR = "wandb_run.json"  # what was logged where; the sweep summary and the report read it
 log = get(__name__)
 
 
@@ -51,6 +46,11 @@ def _say(msg: str) -> None:
 
 def _warn(msg: str) -> None:
     log.warning(f"[wandb] WARNING: {msg}")
+
+
+def _cause(e: Exception) -> str:
+    """An exception as one line: W&B's messages run on with advice over several."""
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
 
 
 def _plain(obj: Any) -> Any:
@@ -71,7 +71,7 @@ def logger_settings(cfg: Any = None, record: Record | None = None) -> dict[str, 
     node = plain.get("logger", plain) if isinstance(plain, dict) else {}
     if not node and record is not None:
         node = record.setting("logger", {})
-    settings = defaults()
+    settings = {k: list(v) if isinstance(v, list) else v for k, v in FALLBACK.items()}   # a copy: tags is a list
     settings.update({k: v for k, v in dict(node or {}).items() if v is not None or k in ("entity", "group")})
     return settings
 
@@ -99,85 +99,53 @@ def _interpolation(value: Any) -> bool:
     return isinstance(value, str) and "${" in value
 
 
-# What a partial logger node (a hand-made one, or an older record's) lacks is taken from here. Users set these in
-# conf/logger/wandb.yaml, which Hydra composes into every run's config; tests/test_wandb.py keeps the two equal.
+# What a partial logger node (a hand-made one, or an older record's) lacks is taken from here. The values live in
+# conf/logger/wandb.yaml, which Hydra composes into every run's config (base/schema.py holds only their types and
+# bounds); this copy serves callers outside a Hydra run (python -m results.wandb_report, results.report
+# --wandb-report) and tests/test_wandb.py keeps it equal to the YAML.
 FALLBACK = {"name": "wandb", "mode": "auto", "project": "ddp-comm-overhead", "entity": None, "group": None, "tags": [],
-            "probe_timeout_s": 2, "init_timeout_s": 30, "finish_timeout_s": 60, "deadline_s": 30, "report": True}
-
-
-def defaults() -> dict[str, Any]:
-    """The logger settings a partial node is completed with (FALLBACK)."""
-    return {k: list(v) if isinstance(v, list) else v for k, v in FALLBACK.items()}
+            "init_timeout_s": 15, "finish_timeout_s": 15, "report": True}
 
 
 # ----------------------------------------------------------------------------------------- the mode
 
-
-def _base_url() -> str:
-    if os.environ.get("WANDB_BASE_URL"):
-        return os.environ["WANDB_BASE_URL"]
-    try:  # W&B's public settings: the environment and the settings files `wandb login --host` writes
-        import wandb
-
-        return str(wandb.Settings().base_url or DEFAULT_BASE_URL)
-    except Exception:  # noqa: BLE001 - an unreadable W&B settings file: W&B's own default host
-        return DEFAULT_BASE_URL
+_online_failed: str | None = None  # why online failed in this process: later runs go offline at once
 
 
-def _has_credentials(base_url: str) -> bool:
-    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_IDENTITY_TOKEN_FILE"):
-        return True
-    try:  # `wandb login` writes the key to the user's netrc, for the host
-        import netrc
-        path = os.environ.get("NETRC") or os.path.expanduser("~/.netrc")
-        return netrc.netrc(path).authenticators(urlsplit(base_url).hostname or "") is not None
-    except (OSError, netrc.NetrcParseError):
-        return False
+def _wandb():
+    """wandb, quiet (no banners, no prompt) and without its error telemetry's exit hook (module docstring); the
+    user's own WANDB_SILENT / WANDB_ERROR_REPORTING win."""
+    os.environ.setdefault("WANDB_SILENT", "true")
+    os.environ.setdefault("WANDB_ERROR_REPORTING", "false")
+    import wandb
+
+    return wandb
 
 
-def _reachable(base_url: str, timeout_s: float) -> tuple[bool, str]:
-    """Whether the W&B host answers HTTP (any status) within timeout_s, name resolution and proxies (urllib reads
-    *_PROXY/NO_PROXY) included: the request runs in a daemon thread that is given up on at the deadline."""
-    import urllib.error
-    import urllib.request
-
-    answer: dict[str, str] = {}
-
-    def probe() -> None:
-        try:
-            urllib.request.urlopen(base_url, timeout=timeout_s).close()
-            answer["ok"] = ""
-        except urllib.error.HTTPError:
-            answer["ok"] = ""  # an error status is an answer
-        except Exception as e:  # noqa: BLE001 - URLError, timeouts, resets: no answer
-            answer["no"] = str(getattr(e, "reason", "") or e) or type(e).__name__
-
-    thread = threading.Thread(target=probe, name="wandb-probe", daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    if "ok" in answer:
-        return True, ""
-    return False, f"{urlsplit(base_url).netloc}: {answer.get('no') or f'no answer within {timeout_s:g} s'}"
-
-
-def resolve_mode(settings: dict[str, Any], budget_s: float | None = None) -> tuple[str, str]:
-    """(mode, why): the W&B mode this run uses; never prompts, waits at most probe_timeout_s (or budget_s)."""
+def chosen_mode(settings: dict[str, Any]) -> tuple[str | None, str]:
+    """(mode, why) where the user chose offline or disabled (logger.mode, else WANDB_MODE), else (None, "")."""
     requested = str(settings.get("mode") or "auto").lower()
     if requested not in WandbMode.__members__:
         return "offline", f"unknown logger.mode={requested!r} (one of {', '.join(WandbMode)})"
     if requested in ("offline", "disabled"):
         return requested, f"logger.mode={requested}"
     env_mode = (os.environ.get("WANDB_MODE") or "").lower()
-    if requested == "auto" and env_mode in ("offline", "dryrun", "disabled"):
+    if env_mode in ("offline", "dryrun", "disabled"):   # the shell's switch: W&B would not verify a login anyway
         return ("disabled" if env_mode == "disabled" else "offline"), f"WANDB_MODE={env_mode}"
-    base_url = _base_url()
-    if not _has_credentials(base_url):
-        return "offline", f"not logged in to {base_url} (no WANDB_API_KEY, no netrc entry; `wandb login` fixes it)"
-    timeout_s = float(settings.get("probe_timeout_s") or 2.0)
-    ok, why = _reachable(base_url, timeout_s if budget_s is None else min(timeout_s, budget_s))
-    if not ok:
-        return "offline", f"{base_url} not reachable ({why})"
-    return "online", f"logged in to {base_url}"
+    return None, ""
+
+
+def resolve_mode(settings: dict[str, Any]) -> tuple[str, str]:
+    """(mode, why): the W&B mode this run starts in. Never prompts and never touches the network: "online" only says
+    that credentials exist; whether the host takes the run is wandb.init's to find out (_Run.start)."""
+    mode, why = chosen_mode(settings)
+    if mode is not None:
+        return mode, why
+    if _online_failed:
+        return "offline", _online_failed
+    if not _wandb().login(prompt=False, verify=False):
+        return "offline", "not logged in to W&B (no API key; `wandb login` or WANDB_API_KEY fixes it)"
+    return "online", "logged in"
 
 
 # ----------------------------------------------------------------------------------------- naming
@@ -190,26 +158,16 @@ def group_for(path: str | Path, overrides: list[str] | None = None, task: str | 
     A sweep's jobs and its summary call this with the sweep dir alone, so they land in one group."""
     p = Path(path).resolve()
     stamp = f"{p.parent.name}_{p.name}" if p.parent.name else p.name
-    sweep = _multirun(p)
-    experiment = _experiment(list(overrides or []) + [str(o) for o in _select(sweep, "hydra.overrides.task") or []])
+    sweep = multirun_config(p)
+    typed = list(overrides or []) + [str(o) for o in _select(sweep, "hydra.overrides.task") or []]
+    experiment = experiment_preset(typed)
     label = experiment or ",".join(swept_keys(p)) or ("" if sweep is not None else task or "")
     return f"{label[:127 - len(stamp)]} {stamp}" if label else stamp[-128:]  # W&B caps group names at 128
 
 
-def _experiment(overrides: list[str]) -> str | None:
+def experiment_preset(overrides: list[str]) -> str | None:
     """The experiment preset a command line chose (a preset is @package _global_: the config keeps no key for it)."""
     return next((o.partition("=")[2] for o in overrides if o.lstrip("+").startswith("experiment=")), None)
-
-
-def _multirun(sweep_dir: Path):
-    """<sweep_dir>/multirun.yaml (Hydra writes it before launching any job), or None."""
-    if not (sweep_dir / "multirun.yaml").is_file():
-        return None
-    try:
-        from omegaconf import OmegaConf
-        return OmegaConf.load(sweep_dir / "multirun.yaml")
-    except Exception:  # noqa: BLE001 - an unreadable multirun.yaml: no sweep to name
-        return None
 
 
 def _select(conf, key: str):
@@ -231,7 +189,7 @@ def _record_group(record: Record, settings: dict) -> str:
 def swept_keys(sweep_dir: str | Path | None) -> list[str]:
     """Keys the sweep varies (from <sweep_dir>/multirun.yaml): its sweeper's params (also an optimising sweeper's
     choice()/interval() search space) and the command line's sweeps."""
-    conf = _multirun(Path(sweep_dir)) if sweep_dir else None
+    conf = multirun_config(sweep_dir) if sweep_dir else None
     if conf is None:
         return []
     try:
@@ -268,7 +226,7 @@ def run_tags(cfg: Any, record: Record, settings: dict) -> list[str]:
         elif isinstance(source, str):
             tags.append(source)
     tags += link_tags(record.env.link)
-    experiment = config.get("experiment") or _experiment(list(record.overrides))
+    experiment = config.get("experiment") or experiment_preset(list(record.overrides))
     if isinstance(experiment, str) and experiment:
         tags.append(f"experiment:{experiment}")
     elif isinstance(experiment, dict) and experiment.get("name"):
@@ -280,9 +238,7 @@ def run_tags(cfg: Any, record: Record, settings: dict) -> list[str]:
 
 
 class _Run:
-    """One W&B run: started with a fallback to offline, always finished and torn down, all of it within
-    logger.deadline_s from its creation: each stage gets what is left (wandb.init and the upload at finish half of
-    it each, as both timeouts are fixed when the run starts)."""
+    """One W&B run: started online or offline (module docstring), always finished and torn down."""
 
     def __init__(self, settings: dict, *, dir: Path, withheld: dict | None = None, **init_kwargs: Any) -> None:
         self.settings = settings
@@ -292,53 +248,45 @@ class _Run:
         self.run = None
         self.mode = "disabled"
         self.error = False
-        self.deadline = time.monotonic() + float(settings.get("deadline_s") or 30.0)
-
-    def left(self) -> float:
-        return self.deadline - time.monotonic()
 
     def start(self) -> bool:
-        mode, why = resolve_mode(self.settings, budget_s=max(self.left(), 0.1))
+        global _online_failed
+        mode, why = resolve_mode(self.settings)
         if mode == "disabled":
             if why.startswith("WANDB_MODE"):
                 _say(f"disabled ({why})")
             return False
-        os.environ.setdefault("WANDB_SILENT", "true")
-        import wandb
-
         self.dir.mkdir(parents=True, exist_ok=True)
-        for attempt in ([mode, "offline"] if mode == "online" else [mode]):
-            if self.left() < 2 * MIN_STAGE_S:
-                _warn(f"no time left for wandb.init(mode={attempt}) within logger.deadline_s="
-                      f"{self.settings.get('deadline_s')}; the run record is kept")
-                break
+        if mode == "online":
+            earlier = set((self.dir / "wandb").glob("run-*"))
             try:
-                half = self.left() / 2
-                ws = wandb.Settings(silent=True, init_timeout=min(float(self.settings["init_timeout_s"]), half),
-                                    finish_timeout=min(float(self.settings["finish_timeout_s"]), half),
-                                    disable_git=True, save_code=False, console="off", x_disable_stats=True)
-                if attempt == "offline":
-                    # W&B's process-wide settings decide its own telemetry (an OpenTelemetry exit hook that POSTs
-                    # to the host whatever the run's mode): offline there too
-                    wandb.setup(settings=wandb.Settings(mode="offline"))
-                route = {k: self.settings.get(k) if attempt == "online" or k not in self.withheld else None
-                         for k in ROUTING}
-                self.run = wandb.init(mode=attempt, dir=str(self.dir), settings=ws, reinit="create_new",
-                                      **route, **self.init_kwargs)
-                self.mode = attempt
-                if attempt != mode:
-                    why = f"online start failed ({why})"
-                break
-            except Exception as e:  # noqa: BLE001 - any failure of wandb.init: the next mode, or none
-                why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                _warn(f"wandb.init(mode={attempt}) failed: {why}")
+                self.run = self._init("online")
+            except Exception as e:  # noqa: BLE001 - any failure of an online start: offline, for this process
+                for debris in set((self.dir / "wandb").glob("run-*")) - earlier:   # the failed try's files: a
+                    shutil.rmtree(debris, ignore_errors=True)                        # `wandb sync` would upload them
+                why = _online_failed = (f"online start failed ({_cause(e)}); check the network and WANDB_BASE_URL, "
+                                        "`wandb login`, or set WANDB_MODE=offline")
+                mode = "offline"
         if self.run is None:
-            return False
-        if self.mode == "offline":
+            try:
+                self.run = self._init("offline")
+            except Exception as e:  # noqa: BLE001 - W&B cannot even write offline: no run, the record is kept
+                _warn(f"wandb.init(mode=offline) failed: {_cause(e)}")
+                return False
+        self.mode = mode
+        if mode == "offline":
             _say(f"offline ({why}); upload later with: {self.sync_command()}")
         else:
             _say(f"online: {getattr(self.run, 'url', '')}")
         return True
+
+    def _init(self, mode: str):
+        wandb = _wandb()
+        ws = wandb.Settings(silent=True, init_timeout=float(self.settings["init_timeout_s"]),
+                            finish_timeout=float(self.settings["finish_timeout_s"]),
+                            disable_git=True, save_code=False, console="off", x_disable_stats=True)
+        route = {k: self.settings.get(k) if mode == "online" or k not in self.withheld else None for k in ROUTING}
+        return wandb.init(mode=mode, dir=str(self.dir), settings=ws, reinit="create_new", **route, **self.init_kwargs)
 
     def sync_command(self, target: Any = None) -> str:
         """`wandb sync` for this offline run (or `target`), with the project/entity withheld from its files named by
@@ -516,19 +464,6 @@ def log_run(record: Record | dict, cfg: Any = None) -> None:
 
 
 
-
-def _sidecar_group(entries: list) -> str | None:
-    groups = []
-    for e in entries:
-        if e.output_dir and (Path(e.output_dir) / SIDECAR).is_file():
-            try:
-                groups.append(json.loads((Path(e.output_dir) / SIDECAR).read_text()).get("group"))
-            except (OSError, ValueError):
-                pass
-    groups = [g for g in groups if g]
-    return max(set(groups), key=groups.count) if groups else None
-
-
 def log_sweep(table, entries: list, sweep_dir: str | Path, logger_cfg: Any, *, images: dict | None = None,
               command: str = "", tags: list | None = None, diagnosis: dict | None = None,
               typed_logger: dict | None = None) -> None:
@@ -543,7 +478,7 @@ def log_sweep(table, entries: list, sweep_dir: str | Path, logger_cfg: Any, *, i
         settings, withheld = shown_settings(resolved, typed)
         if settings.get("name") in ("none", None):
             return
-        group = settings.get("group") or _sidecar_group(entries) or group_for(sweep_dir)
+        group = settings.get("group") or group_for(sweep_dir)  # the jobs' group (_record_group)
         w = _Run(settings, dir=sweep_dir, withheld=withheld, group=group, job_type="sweep_summary",
                  name=f"sweep summary {group}",
                  config={"command": command, "sweep_dir": str(sweep_dir.resolve()), "jobs": len(entries)},

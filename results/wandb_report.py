@@ -115,24 +115,16 @@ def _sidecar(directory: str | Path | None) -> dict:
         return {}
 
 
-def _multirun(sweep_dir: Path):
-    try:
-        from omegaconf import OmegaConf
-        return OmegaConf.load(sweep_dir / "multirun.yaml")
-    except Exception:  # noqa: BLE001 - not a sweep dir (a single run, a copied study)
-        return None
-
-
 def load(sweep_dir: str | Path, group: str | None = None) -> Study:
     """A sweep as its dir holds it: records (results.callbacks.sweep_entries), the sweep table, the diagnosis, the
     plots the sweep saved, the command from multirun.yaml, and the W&B run ids from the sidecars."""
-    from results.sweep import sweep_command, sweep_entries
+    from results.sweep import multirun_config, sweep_command, sweep_entries
     from results.table import build_table
     from results.wandb_log import group_for
 
     sweep_dir = Path(sweep_dir)
     entries = sweep_entries(sweep_dir)
-    conf = _multirun(sweep_dir)
+    conf = multirun_config(sweep_dir)
     if conf is not None:
         command = sweep_command(conf)
     else:
@@ -165,11 +157,12 @@ def question(study: Study) -> str:
     from omegaconf import OmegaConf
 
     from results.entries import varying_keys
-    from results.wandb_log import swept_keys
+    from results.sweep import multirun_config
+    from results.wandb_log import experiment_preset, swept_keys
 
-    conf = _multirun(study.dir)
+    conf = multirun_config(study.dir)
     task_overrides = [str(o) for o in OmegaConf.select(conf, "hydra.overrides.task") or []] if conf is not None else []
-    preset = next((o.partition("=")[2] for o in task_overrides if o.lstrip("+").startswith("experiment=")), None)
+    preset = experiment_preset(task_overrides)
     tasks = sorted({e.task for e in study.entries if e.task})
     train = tasks == ["train"]
     if preset:
@@ -404,14 +397,9 @@ def push(path: str | Path, entity: str | None = None, project: str | None = None
 
 
 # ----------------------------------------------------------------------------------------- at the end of a sweep
-def _disabled(settings: dict) -> bool:
-    mode = str(settings.get("mode") or "auto").lower()
-    return mode == "disabled" or (mode == "auto" and os.environ.get("WANDB_MODE", "").lower() == "disabled")
-
-
-def _bounded(work, until: float, what: str, deadline_s: float) -> Any:
-    """Run work() in a daemon thread; give up on it at time.monotonic() `until`, the end of logger.deadline_s
-    (one warning line). Never raises."""
+def _bounded(work, until: float, what: str, timeout_s: float) -> Any:
+    """Run work() in a daemon thread; give up on it at time.monotonic() `until`, the end of logger.finish_timeout_s
+    (one warning line). Never raises. (W&B's report API takes no timeout of its own, unlike wandb.init/run.finish.)"""
     out: dict[str, Any] = {}
 
     def run() -> None:
@@ -424,8 +412,8 @@ def _bounded(work, until: float, what: str, deadline_s: float) -> Any:
     thread.start()
     thread.join(max(until - time.monotonic(), 0.0))
     if thread.is_alive():
-        _warn(f"{what} gave up: everything W&B does for the sweep's report ends within "
-              f"logger.deadline_s={deadline_s:g} s")
+        _warn(f"{what} gave up: the sweep's report, like every W&B upload, ends within "
+              f"logger.finish_timeout_s={timeout_s:g} s")
         return None
     if "error" in out:
         _warn(f"{what} failed ({out['error']})")
@@ -435,13 +423,14 @@ def _bounded(work, until: float, what: str, deadline_s: float) -> Any:
 def at_sweep_end(sweep_dir: str | Path, logger_cfg: Any, *, entries: list, table: Any, command: str,
                  diagnosis: dict | None = None, images: dict[str, Path] | None = None) -> list[Path]:
     """After the sweep summary run (results.callbacks): write the report's spec next to the sweep table and, when the
-    sweep's runs went online, push it and print its URL. Bounded by logger.deadline_s; never raises. Returns the
+    sweep's runs went online, push it and print its URL. Bounded by logger.finish_timeout_s; never raises. Returns the
     spec written (for the sweep's list of files), if any."""
     try:
-        from results.wandb_log import group_for, logger_settings
+        from results.wandb_log import chosen_mode, group_for, logger_settings
 
         settings = logger_settings(logger_cfg)
-        if settings.get("name") in ("none", None) or not settings.get("report", True) or _disabled(settings):
+        if (settings.get("name") in ("none", None) or not settings.get("report", True)
+                or chosen_mode(settings)[0] == "disabled"):
             return []
         sweep_dir = Path(sweep_dir)
         summary = _sidecar(sweep_dir)   # the sweep_summary run: how it went (online/offline), its group
@@ -449,18 +438,18 @@ def at_sweep_end(sweep_dir: str | Path, logger_cfg: Any, *, entries: list, table
                       entries=entries, table=table, command=command, diagnosis=diagnosis, images=dict(images or {}),
                       runs=run_ids(entries), summary_run=summary.get("id"))
         spec = sweep_dir / SPEC_NAME
-        deadline_s = float(settings.get("deadline_s") or 30.0)
-        deadline = time.monotonic() + deadline_s
+        timeout_s = float(settings["finish_timeout_s"])
+        deadline = time.monotonic() + timeout_s
         project = str(summary.get("project") or settings.get("project") or "")
         entity = str(summary.get("entity") or settings.get("entity") or "")
         if _bounded(lambda: write_spec(build(study, project=project, entity=entity), spec),
-                    deadline, "writing the W&B report spec", deadline_s) is None:
+                    deadline, "writing the W&B report spec", timeout_s) is None:
             return []
         push_cmd = f"python -m results.wandb_report {sweep_dir} --push"
         if summary.get("mode") != "online":
             _say(f"report spec: {spec}; push it after `wandb sync` with: {push_cmd}")
             return [spec]
-        url = _bounded(lambda: _push_and_teardown(spec), deadline, "saving the W&B report", deadline_s)
+        url = _bounded(lambda: _push_and_teardown(spec), deadline, "saving the W&B report", timeout_s)
         if url:
             _say(f"report: {url}")
         else:
@@ -520,9 +509,9 @@ def studies_report(dirs: list[str | Path], out: Path, *, title: str, argv: list[
                        blocks=blocks)
     spec = write_spec(report, out / SPEC_NAME)
     if mode == "online":
-        deadline_s = float(settings.get("deadline_s") or 30.0)
-        url = _bounded(lambda: _push_and_teardown(spec), time.monotonic() + deadline_s, "saving the W&B report",
-                       deadline_s)
+        timeout_s = float(settings["finish_timeout_s"])
+        url = _bounded(lambda: _push_and_teardown(spec), time.monotonic() + timeout_s, "saving the W&B report",
+                       timeout_s)
         if url:
             _say(f"report: {url}")
             return spec

@@ -11,7 +11,7 @@ its temp dir). The categories are those of the reliability probe of issue 20:
   gone at the end: exit 0, the record elsewhere; the parent killed: its ranks go, its launch dir is removed by the
   next run; a killed rank's DataLoader workers go with it (slow: real `python train.py`; the full disk: root, tmpfs).
 - W&B: a host that accepts and never answers: the error line first, offline, and the whole W&B cost, the process's
-  exit included, within logger.deadline_s (slow).
+  exit included, within logger.init_timeout_s plus W&B's local offline write (slow).
 - security: nothing of a local run listens beyond loopback; a store the ranks make listens on MASTER_ADDR's address;
   no value from `${oc.env:...}` in any file the run writes (W&B's offline files included) nor on its console; the
   recorded command shell-quoted; the fallback record dir private: 0700, never a planted symlink nor another user's
@@ -206,12 +206,12 @@ def no_traceback(text: str) -> None:
 @pytest.mark.parametrize("rank", [0, 1])
 def test_a_rank_that_raises_is_named_and_ends_the_job_at_once(tmp_path, runs, rank, silent_host):
     """Rank 1's case also logs to a W&B host that accepts connections and never answers (14.13): the error line
-    comes before any W&B line, and W&B adds at most its deadline (it used to add ~40-55 s)."""
+    comes before any W&B line, and W&B adds at most its init timeout (it used to add ~40-55 s)."""
     args = [*TINY, f"fault.rank={rank}", "fault.step=3", "timeout_s=60"]
     env = None
     if rank == 1:
         args[args.index("logger=none")] = "logger=wandb"
-        args.append("logger.deadline_s=10")
+        args.append("logger.init_timeout_s=5")
         env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
         env.update(WANDB_BASE_URL=silent_host, WANDB_API_KEY="k" * 40, HOME=str(tmp_path))
     run = start(runs, args, tmp_path, env=env, merge=True)
@@ -228,8 +228,8 @@ def test_a_rank_that_raises_is_named_and_ends_the_job_at_once(tmp_path, runs, ra
     if rank == 1:
         output = run.stderr
         assert output.index(error) < output.index("[wandb]"), output[-3000:]
-        assert "not reachable" in output  # the probe found no answer: offline at once
-        assert time.monotonic() - error_seen < 10 + 6  # W&B's deadline + its local offline write
+        assert "online start failed" in output  # wandb.init found no answer: offline
+        assert time.monotonic() - error_seen < 5 + 10  # W&B's init timeout + its local offline write
     else:                                 # logger=none: no W&B line at all
         assert "[wandb]" not in run.stderr
 
@@ -762,18 +762,18 @@ def test_a_killed_ranks_dataloader_workers_go_with_it(tmp_path, runs):
 
 
 @pytest.mark.slow
-def test_wandb_costs_at_most_its_deadline_even_at_exit(tmp_path, silent_host):
+def test_wandb_costs_at_most_its_init_timeout_even_at_exit(tmp_path, silent_host):
     """Issue 20.10: with a host that accepts and never answers, an "offline" run's process still spent ~11 s at exit:
-    wandb 0.31's OpenTelemetry exit hook POSTs its metrics there (10 s timeout). Measured from outside the process,
-    from the moment W&B starts to the exit."""
-    deadline = 8
+    wandb 0.31's OpenTelemetry exit hook POSTs its metrics there (10 s timeout), after the online try gave up.
+    Measured from outside the process, from the moment W&B starts to the exit."""
+    timeout = 5
     script = (f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
               "from job.finalise import finalise\n"
               "from base.record import Record\n"
               "from tests.records import train_record\n"
               "rec = Record.from_dict(train_record(overrides=['bucket=25'], steps_per_s=2.0, output_dir=sys.argv[1]))\n"
               f"rec.config['logger'] = {{'_target_': 'results.wandb_log.log_run', 'name': 'wandb', "
-              f"'deadline_s': {deadline}}}\n"
+              f"'init_timeout_s': {timeout}}}\n"
               "print('W&B starts', flush=True)\n"
               "finalise(rec, sys.argv[1], quiet=True)\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
@@ -790,9 +790,9 @@ def test_wandb_costs_at_most_its_deadline_even_at_exit(tmp_path, silent_host):
     proc.wait(timeout=120)
     took = time.monotonic() - began
     text = "".join(output)
-    print(f"[fault] W&B to exit {took:.1f} s (deadline {deadline} s)")
-    assert proc.returncode == 0 and "not reachable" in text and "offline" in text, text[-3000:]
-    assert took < deadline + 5, (took, text[-3000:])  # + W&B's local offline write and the interpreter's exit
+    print(f"[fault] W&B to exit {took:.1f} s (init timeout {timeout} s)")
+    assert proc.returncode == 0 and "online start failed" in text and "offline" in text, text[-3000:]
+    assert took < timeout + 8, (took, text[-3000:])  # + W&B's local offline write and the interpreter's exit
 
 
 # ------------------------------------------------------------------------------------------------ security

@@ -272,7 +272,7 @@ def test_push_saves_the_spec_with_entity_project_and_full_links_and_pushing_agai
     assert pushed.id == "VmlldzoxMjM0NQ==" and pushed.entity == "team"
 
 
-def test_online_sweep_pushes_at_once_and_a_hung_api_costs_the_deadline_and_one_warning(tmp_path, wandb_env,
+def test_online_sweep_pushes_at_once_and_a_hung_api_costs_the_upload_timeout_and_one_warning(tmp_path, wandb_env,
                                                                                         monkeypatch, capsys):
     sweep = offline_sweep(tmp_path)
     side = sweep / wandb_log.SIDECAR
@@ -294,12 +294,12 @@ def test_online_sweep_pushes_at_once_and_a_hung_api_costs_the_deadline_and_one_w
     with wandb_api(hang=True) as (url, seen):
         monkeypatch.setenv("WANDB_BASE_URL", url)
         t = time.monotonic()
-        wandb_report.at_sweep_end(sweep, {"name": "wandb", "mode": "online", "deadline_s": 4}, **kw)
+        wandb_report.at_sweep_end(sweep, {"name": "wandb", "mode": "online", "finish_timeout_s": 4}, **kw)
         took = time.monotonic() - t
     err = capsys.readouterr()
-    assert took < 4 + 6, took  # the deadline, plus building the spec on a loaded machine
+    assert took < 4 + 6, took  # the upload timeout, plus building the spec on a loaded machine
     warnings = [line for line in err.err.splitlines() if line.startswith("[wandb] WARNING")]
-    assert len(warnings) == 1 and "deadline_s=4" in warnings[0]  # one line, whatever else a test run logs
+    assert len(warnings) == 1 and "finish_timeout_s=4" in warnings[0]  # one line, whatever else a test run logs
     assert (sweep / wandb_report.SPEC_NAME).is_file() and "--push" in err.out  # kept to push later
 
 
