@@ -240,9 +240,10 @@ def test_powersgd_synchronises_the_device_in_every_bucket_and_the_fake_sees_it(o
     dev = device_layer.open_device(Placement("fake", None, "gloo", "test"))
     try:
         model = dev.model_to_device(nn.Sequential(nn.Linear(16, 16), nn.Linear(16, 4)))
-        powersgd = {"name": "powersgd", "rank": 1, "start_iter": 2, "min_compression_rate": 0.0,
-                    "use_error_feedback": True, "warm_start": True, "batch_tensors_with_same_shape": False,
-                    "orthogonalization_epsilon": 0.0, "random_seed": 0, "batched": False}
+        powersgd = {"_target_": "tasks.train.hooks.powersgd", "name": "powersgd", "rank": 1, "start_iter": 2,
+                    "min_compression_rate": 0.0, "use_error_feedback": True, "warm_start": True,
+                    "batch_tensors_with_same_shape": False, "orthogonalization_epsilon": 0.0, "random_seed": 0,
+                    "batched": False}
         sync = DDPSync(ddp_cfg(optim=powersgd, cuda_graphs=False), model, dev.torch_device)
         for _ in range(4):
             sync.model(dev.to_device(torch.ones(3, 16), non_blocking=True)).sum().backward()

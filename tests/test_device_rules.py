@@ -222,9 +222,10 @@ def test_all_gather_and_reduce_scatter_run_with_future_warnings_as_errors(tmp_pa
 def test_powersgd_without_warm_start_is_noted_in_the_record(tmp_path):
     from tasks.train.ddp import DDPSync
 
-    cfg = OmegaConf.create({"optim": {"name": "powersgd", "rank": 1, "start_iter": 2, "min_compression_rate": 2.0,
-                                      "use_error_feedback": True, "warm_start": False, "orthogonalization_epsilon": 0.0,
-                                      "random_seed": 0, "batch_tensors_with_same_shape": False, "batched": False},
+    cfg = OmegaConf.create({"optim": {"_target_": "tasks.train.hooks.powersgd", "name": "powersgd", "rank": 1,
+                                      "start_iter": 2, "min_compression_rate": 2.0, "use_error_feedback": True,
+                                      "warm_start": False, "orthogonalization_epsilon": 0.0, "random_seed": 0,
+                                      "batch_tensors_with_same_shape": False, "batched": False},
                             "cuda_graphs": False, "bucket": 25,
                             "ddp": {"static_graph": False, "broadcast_buffers": True, "gradient_as_bucket_view": False,
                                     "find_unused_parameters": False}})
