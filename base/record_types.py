@@ -350,7 +350,7 @@ class Finding(Block):
     title: str = doc("one line")
     detail: str = doc("why, in words, from the numbers")
     evidence: list[Evidence] = doc("the numbers it rests on")
-    seed: str = doc("the source case it matches (diagnosis.seeds.cite)")
+    matches: str = doc("the source case it matches (diagnosis.sources.cite)")
     saving: Saving | None = doc("what its fix saves; None: not estimated")
     command: str = doc("the exact command to try next")
     recommends: dict[str, Any] = doc("the overrides `command` changes (checked against sweeps)", default_factory=dict)

@@ -6,7 +6,7 @@ diagnose(record) reads one run record (base/record.py) and returns what goes int
 
   findings       the noise (first, not numbered as a cause, only where it hides a finding), then the findings ranked
                  by the saving of their fix (diagnosis.run): each with its evidence (numbers from the record with
-                 their intervals, or "no interval"), the seed case it matches, the estimated saving (the what-if
+                 their intervals, or "no interval"), the source case it matches, the estimated saving (the what-if
                  model's where it covers the fix), the exact command to try next and the findings it explains
   inside_noise   rules that fired with an effect under the 2% threshold or inside the noise floor: counted only
   ties           neighbours in the ranking this record cannot tell apart

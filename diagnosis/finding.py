@@ -1,5 +1,5 @@
 """How a finding reads and where it ranks. A finding (base.record_types.Finding, the type the record stores) carries
-its evidence (numbers from the record, each with its interval or the words "no interval"), the seed case it matches,
+its evidence (numbers from the record, each with its interval or the words "no interval"), the source case it matches,
 the estimated saving and the exact command to try next; findings are ranked by the saving of their fix, a near-tie
 broken by the strength of the evidence."""
 from __future__ import annotations
@@ -46,7 +46,7 @@ def finding_text(f: Finding, number: int | None = None) -> str:
         lines.append(f"{pad}{f.detail}")
     for e in f.evidence:
         lines.append(f"{pad}evidence: {evidence_text(e)}")
-    lines.append(f"{pad}matches {f.seed}")
+    lines.append(f"{pad}matches {f.matches}")
     if f.saving is not None:
         lines.append(f"{pad}estimated saving: {saving_text(f.saving)}")
     others = [p for p in f.predictions if p["change"] != f.recommends]

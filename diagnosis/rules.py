@@ -17,7 +17,7 @@ from base.record_types import CommStats, GradSyncResult, MicrobenchSize, PairGro
 from base.record import setting
 from diagnosis.view import OTHER_LOAD, RunView, interval_note, lower
 from diagnosis.finding import Evidence, Finding, Saving, ms
-from diagnosis.seeds import cite
+from diagnosis.sources import cite
 
 EXPOSED_SHARE = 0.15        # exposed communication above 15% of the step
 LOW_EFFICIENCY = 0.5        # the sync moves its bytes at under half the microbenchmark's speed: the path, not the link
@@ -124,7 +124,7 @@ def noise_rule(v: RunView, noise: dict, hidden: list[Finding] | None = None) -> 
         detail="; ".join(noise["reasons"]) + ". More steps narrow the interval when the noise is random; a busy "
                "machine needs a quieter moment.",
         evidence=evidence,
-        seed="no seed: the tool's own trust rule (a difference inside the noise is not a finding)",
+        matches="no source: the tool's own trust rule (a difference inside the noise is not a finding)",
         saving=None, impact=floor, recommends={"steps": steps},
         command=v.command({"steps": steps}),
     )
@@ -166,7 +166,7 @@ def exposed_comm(v: RunView) -> Finding | None:
                     f"{not_measurable(v.reference)}. " if v.reference else
                     "No microbenchmark of the sync's own calls in this record (diagnose.microbench was off, skipped "
                     "or not run; or pass --nccl-tests FILE). ") + "Run it to see which of the two it is.",
-            evidence=evidence, seed=cite("003", "communication dominated the step; the remedy depended on the link"),
+            evidence=evidence, matches=cite("003", "communication dominated the step; the remedy depended on the link"),
             saving=Saving(None, how="the microbenchmark says how much of the exposed time the link itself needs"),
             impact=share["median"], recommends={"diagnose.microbench": True},
             command=v.command({"diagnose.microbench": True}))
@@ -229,7 +229,7 @@ def _cause_unclear(v, share, ref, evidence) -> Finding:
               f"{100 * LOW_EFFICIENCY:.0f}%, so it cannot tell a slow sync path from a slow link",
         detail=f"More timed calls per size in the microbenchmark (diagnose.microbench_iters={iters}) narrow the "
                "interval; the run's diagnosis then names the cause.",
-        evidence=evidence, seed=cite("003", "communication dominated the step; the remedy depended on the link"),
+        evidence=evidence, matches=cite("003", "communication dominated the step; the remedy depended on the link"),
         saving=Saving(None, how="the microbenchmark says how much of the exposed time the link itself needs"),
         impact=share["median"], recommends=change, command=v.command(change))
 
@@ -251,7 +251,7 @@ def _exposed_unconfirmed(v, exposed, share, evidence) -> Finding:
                 "interval, and the diagnosis of that run names the cause (a slow sync path or a slow link) and what "
                 "to change."),
         evidence=evidence,
-        seed=cite("003", "communication dominated the step; the remedy depended on the link"),
+        matches=cite("003", "communication dominated the step; the remedy depended on the link"),
         saving=Saving(None, how="one probe step cannot say; probe_steps=6 measures it with an interval"),
         impact=share["median"], recommends={"probe_steps": 6}, command=v.command({"probe_steps": 6}))
 
@@ -294,7 +294,7 @@ def _sync_path(v, c, exposed_s, share, ref, evidence) -> Finding:
                f"{100 * ref['efficiency']:.0f}% of the {ref['reference']}'s speed: the sync path is the problem, "
                "not the link"),
         detail=why + ".", evidence=evidence,
-        seed=cite("000", "PyTorch's all_reduce of 471 MB took 280 ms where nccl-tests took ~60 ms for the same "
+        matches=cite("000", "PyTorch's all_reduce of 471 MB took 280 ms where nccl-tests took ~60 ms for the same "
                          "bytes; the cause was the default-stream host-to-device copy, not the network"),
         saving=_saving(v, gain, f"the exposed time the sync would lose at the {ref['reference']}'s speed "
                                 f"({ms(ref['sync_s'])} ms -> {ms(ref['achievable_s'])} ms)", 0.0, exposed_s),
@@ -318,7 +318,7 @@ def _slow_link(v, c, exposed_s, share, ref, evidence) -> Finding:
         detail=("bf16 compression halves the bytes on the wire; its gradient error is measured by that run "
                 "(grad rel err)" + (f"; this run's own error is {err:.2e}" if err else "") + ". " + alternatives),
         evidence=evidence,
-        seed=cite("003", "bf16 compression +65% and PowerSGD >5x on the PCIe-bound L40S box; seeds 001 and 004: "
+        matches=cite("003", "bf16 compression +65% and PowerSGD >5x on the PCIe-bound L40S box; sources 001 and 004: "
                          "gradient accumulation cuts how often the sync runs"),
         saving=_saving(v, exposed_s / 2, "half the bytes, so half the exposed time if the link stays the bottleneck "
                                          "(the compression kernels' own cost not counted)", 0.0, exposed_s),
@@ -380,8 +380,8 @@ def per_param(v: RunView) -> Finding | None:
         title=f"The explicit per-parameter all-reduce is in use: {n:.0f} collectives per step, "
               f"{100 * (v.fraction(sync['median']) or 0):.0f}% of the step, none overlapped",
         detail=" ".join(detail), evidence=evidence,
-        seed=cite("000", "the thread's per-parameter all_reduce loop: 280 ms against ~60 ms for one call of the same "
-                         "bytes; seed 001's reply: use DDP instead of hand-written all_reduce"),
+        matches=cite("000", "the thread's per-parameter all_reduce loop: 280 ms against ~60 ms for one call of the "
+                            "same bytes; source 001's reply: use DDP instead of hand-written all_reduce"),
         saving=_saving(v, point, how, max(lo, 0.0) if lo is not None else 0.0, sync["median"]),
         impact=v.fraction(sync["median"]) or 0.0, recommends={"sync": "ddp"}, command=v.command({"sync": "ddp"}))
 
@@ -399,7 +399,7 @@ def ddp_world_size_1(v: RunView) -> Finding | None:
                "training (sync=local) does none of that. The estimate is DDP's own exposed reducer time; its bucket "
                "copies inside backward are not in it, so the real cost can be larger.",
         evidence=[ev_ms("DDP exposed reducer time per step", v.exposed(), "result.comm.exposed_s"), _step_ev(v)],
-        seed=cite("003", "DDP on one GPU cost 3-7% of throughput against no DDP (8.91 -> 8.40 steps/s on L40S)"),
+        matches=cite("003", "DDP on one GPU cost 3-7% of throughput against no DDP (8.91 -> 8.40 steps/s on L40S)"),
         saving=_saving(v, cost, "DDP's exposed reducer time, which plain training does not have", cost, None),
         impact=v.fraction(cost) or 0.0, recommends={"sync": "local"}, command=v.command({"sync": "local"}))
 
@@ -435,8 +435,8 @@ def input_pipeline(v: RunView) -> Finding | None:
         how = "loader workers prepare batches during compute, up to the whole wait"
     return Finding(
         rule="input_pipeline", pool="input", title=title, detail=detail, evidence=evidence,
-        seed=cite("000", "the poster's fix: the batch copy on the default stream synchronised every step; a separate "
-                         "stream solved it"),
+        matches=cite("000", "the poster's fix: the batch copy on the default stream synchronised every step; a "
+                            "separate stream solved it"),
         saving=_saving(v, secs, how, 0.0, secs), impact=share["median"], recommends=change,
         command=v.command(change))
 
@@ -478,7 +478,8 @@ def oversubscription(v: RunView) -> Finding | None:
                   ev("involuntary context switches per step per rank", invol, "",
                      "result.per_rank[].work.involuntary_switches", "median over ranks"),
                   ev_pct("compute share of the step (forward + backward)", compute, "phases")],
-        seed=cite("001", "gloo on a CPU host: time grew with every pair of ranks added; the ranks competed for cores"),
+        matches=cite("001", "gloo on a CPU host: time grew with every pair of ranks added; the ranks competed for "
+                            "cores"),
         saving=Saving(None, how="one record cannot say how fast a rank computes without the contention; "
                                 "`python train.py -m experiment=scaling` measures one rank alone"),
         impact=compute["median"] if compute else 0.0, recommends={},
@@ -521,7 +522,7 @@ def _contention(v: RunView, per_host: int, threads: int) -> Finding | None:
                 "the gloo thread's first reply) leave the cores to the compute; `python train.py -m "
                 "experiment=scaling` measures one rank alone."),
         evidence=evidence,
-        seed=cite("001", "gloo on a CPU host: ranks competed for cores; the reply: use DDP, no_sync (accumulate "
+        matches=cite("001", "gloo on a CPU host: ranks competed for cores; the reply: use DDP, no_sync (accumulate "
                          "locally), NCCL on GPUs"),
         saving=Saving(None, how=f"how much compute the all-reduce's CPU work displaces is measured by accumulate={k} "
                                 "against accumulate=1 (compare samples/s)"),
@@ -571,7 +572,7 @@ def busy_host(v: RunView) -> Finding | None:
                 "run hold that wait, so no knob of the run measures its own speed here. Find what runs beside it "
                 "(the command below) and run again when the host is quiet."),
         evidence=evidence,
-        seed=cite("001", "gloo on a CPU host: ranks that wait for a core slow every collective"),
+        matches=cite("001", "gloo on a CPU host: ranks that wait for a core slow every collective"),
         saving=saving, impact=other, recommends={},
         command="ps -eo pid,pcpu,etime,args --sort=-pcpu | head -8")
 
@@ -604,7 +605,7 @@ def _pair_groups_oversubscription(v: RunView) -> Finding | None:
                      is not None else None, "%", "result.host_busy_fraction", "/proc/stat"),
                   ev("involuntary context switches per all_reduce per rank",
                      r.involuntary_switches / (world * iters), "", "result.involuntary_switches", "getrusage")],
-        seed=cite("001"),
+        matches=cite("001"),
         saving=Saving(None, how="one pairs= value cannot say how fast the loop runs without contention; a sweep "
                                 "over pairs (python train.py -m task=pair_groups pairs=1,2,4) sets it beside pairs=1"),
         impact=min(1.0, 1 - 1 / (per_cpu * threads)) if per_cpu * threads > 1 else busy - CPU_BUSY,
@@ -695,7 +696,7 @@ def straggler(v: RunView) -> Finding | None:
                 f"the rank with the most work between collectives does.{where} {fix}")
         + ("" if s.significant else " (no interval: per-rank phase medians)"),
         evidence=evidence,
-        seed=cite("004", "a single slow GPU holds every other one at the barrier"),
+        matches=cite("004", "a single slow GPU holds every other one at the barrier"),
         saving=saving, impact=share, pool="wait",
         recommends={} if mostly in ("compute", "optimizer", "outside") else change,   # diagnostic runs: not checked
         command=v.command(change, env))
@@ -802,7 +803,7 @@ def bucket_layout(v: RunView) -> Finding | None:
                     f"would build ~{default_k} buckets and all-reduce the first ones while backward computes the rest; "
                     "only the last bucket's all-reduce stays exposed."),
             evidence=evidence,
-            seed=cite("003", "bucket_cap_mb=2000 put ViT-L/32's 1.2 GB of gradients in one bucket: no overlap; "
+            matches=cite("003", "bucket_cap_mb=2000 put ViT-L/32's 1.2 GB of gradients in one bucket: no overlap; "
                              "11 smaller buckets overlapped backward"),
             saving=_saving(v, gain, f"exposed x (1 - 1/{default_k}): all but the last of ~{default_k} buckets "
                                     "hidden, if backward is long enough to hide them", 0.0, exposed),
@@ -817,8 +818,8 @@ def bucket_layout(v: RunView) -> Finding | None:
             detail=(f"DDP's default buckets (bucket=null: {DDP_BUCKET_MB} MiB, the first capped at 1 MiB) would make "
                     f"~{default_k} calls of the same bytes."),
             evidence=evidence,
-            seed=cite("003", "the bucket size trades overlap against per-call cost; the optimum depends on the model "
-                             "and the machine"),
+            matches=cite("003", "the bucket size trades overlap against per-call cost; the optimum depends on the "
+                                "model and the machine"),
             saving=(_saving(v, min(gain, exposed), f"{len(sizes) - default_k} fewer calls x the smallest call's "
                                                    "microbenchmark time, at most the exposed time", 0.0, exposed)
                     if gain is not None else Saving(None, how="needs the microbenchmark's per-call time "
@@ -844,15 +845,15 @@ def nccl_transport(v: RunView) -> Finding | None:
         name, expected = ", ".join(shm), "P2P (NVLink or PCIe peer-to-peer)"
         means = ("SHM moves every byte GPU -> host memory -> GPU over PCIe, through the CPU: busbw is bounded by host "
                  "memory and the PCIe root complex rather than the GPUs' own links")
-        change, seed_point = ({"optim": "bf16"} if v.task == "train" else {}), (
+        change, source_point = ({"optim": "bf16"} if v.task == "train" else {}), (
             "8 L40S GPUs over PCIe (NODE/SYS links): NCCL chose SHM/direct/direct and 8 GPUs ran >6x slower than one; "
             "bf16 compression gave +65%")
-        seed_id = "003"
+        source_id = "003"
     elif len(hosts) > 1 and sock:
         name, expected = ", ".join(sock), "NET/IB (InfiniBand or RoCE)"
         means = ("NCCL's socket transport moves data through the kernel's TCP stack with CPU copies; if `ibv_devinfo` "
                  "lists ports, NCCL is not using them")
-        change, seed_point, seed_id = {"nccl.IB_HCA": "mlx5"}, ("RDMA over InfiniBand/RoCE via NCCL_IB_HCA instead "
+        change, source_point, source_id = {"nccl.IB_HCA": "mlx5"}, ("RDMA over InfiniBand/RoCE via NCCL_IB_HCA instead "
                                                                "of sockets"), "002"
     else:
         return None
@@ -867,7 +868,7 @@ def nccl_transport(v: RunView) -> Finding | None:
     return Finding(
         rule="nccl_transport", title=f"NCCL used {name} where {expected} was expected",
         detail=means + ". The busbw above is what this path gave; `nvidia-smi topo -m` shows the links.",
-        evidence=evidence, seed=cite(seed_id, seed_point),
+        evidence=evidence, matches=cite(source_id, source_point),
         saving=Saving(None, how="depends on the link NCCL could use instead; compare task=collectives busbw on a "
                                 "machine with that link"),
         impact=share or 0.0, qualitative=True, recommends=change, command=v.command(change))
@@ -903,7 +904,7 @@ def grad_sync_per_param(v: RunView) -> Finding | None:
                      f"median over {r.iters} syncs"),
                   ev("one all_reduce of the same bytes (microbench)", 1e3 * micro.time_s
                      if micro is not None and micro.time_s else None, "ms", "result.methods.microbench.time_s")],
-        seed=cite("000", "per-parameter all_reduce 280 ms against nccl-tests ~60 ms for the same 471 MB"),
+        matches=cite("000", "per-parameter all_reduce 280 ms against nccl-tests ~60 ms for the same 471 MB"),
         saving=Saving(saving / pp.time_s, saving, of="the gradient sync",
                       how=f"measured here: {best_name} instead of per_param"),
         impact=saving / pp.time_s, recommends={"sync": "ddp"},
@@ -945,7 +946,7 @@ def powersgd_sync(v: RunView) -> Finding | None:
                                                "its buckets run one after another on gloo"),
         detail="; ".join(why) + ". Compare its samples/s with optim=bf16, whose hook does not synchronise.",
         evidence=evidence,
-        seed=cite("003", "PowerSGD worked best with a single bucket: with one bucket there is no overlap to lose"),
+        matches=cite("003", "PowerSGD worked best with a single bucket: with one bucket there is no overlap to lose"),
         saving=Saving(None, how="no setting of this tool removes torch's sync; optim=bf16 or one bucket (the ViT "
                                 "study's PowerSGD setting) measures the alternative"),
         impact=v.fraction(exposed) or 0.0, recommends={"optim": "bf16"}, command=v.command({"optim": "bf16"}))

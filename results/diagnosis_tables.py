@@ -28,8 +28,8 @@ def findings_table(entries: list, diagnoses: dict[int, dict]) -> Table:
             rows.append({"configuration": label, "#": 0 if f.first else i + (0 if findings[0].first else 1),
                          "finding": f.title, "estimated saving": fraction,
                          "saving of": s.of if fraction is not None else None,
-                         "seed": f.seed.split(":")[0], "next command": f.command, "rule": f.rule})
-    return Table(["configuration", "#", "finding", "estimated saving", "seed", "next command", "rule"], rows,
+                         "source": f.matches.split(":")[0], "next command": f.command, "rule": f.rule})
+    return Table(["configuration", "#", "finding", "estimated saving", "source", "next command", "rule"], rows,
                  title="Diagnosis: findings per run (ranked; 0 = the noise floor, said first)",
                  notes=["Each finding's evidence (numbers with their intervals) is in the run's record "
                         "(result.diagnosis) and in `python -m diagnosis <run dir>`. Estimated saving: fraction of the "

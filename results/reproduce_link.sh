@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The seeds' communication findings on a CPU machine whose ranks sit behind emulated links (link=, issue 23; README
+# The sources' communication findings on a CPU machine whose ranks sit behind emulated links (link=, issue 23; README
 # "Emulated links", docs/links.md). Needs root (network namespaces, tc). Records go to results/runs/link_*, tables to
 # results/tables/link_*; results/reproduce_cpu.sh (loopback) is left alone.
 # Run from the repository root, as root, on a quiet machine:   sudo bash results/reproduce_link.sh
@@ -10,8 +10,8 @@
 # block 2 12 min (18 jobs), block 3 15 min (9 jobs + 1), block 4 2 min; about 65 min in all.
 #
 # The rate: 1 Gbit/s (link=1gbe). VGG11 at scale=smoke (its 531 MB of fp32 gradients at full size, 64x64 inputs, 2
-# images per rank) then spends ~75-85% of each step in the gradient sync (~4.5 s of ~5.5-6 s), the regime of seed 003's
-# PCIe-bound box (NCCL took 587 of 701 ms) and seed 000's 16 nodes; on loopback the same step is compute-bound.
+# images per rank) then spends ~75-85% of each step in the gradient sync (~4.5 s of ~5.5-6 s), the regime of source 003's
+# PCIe-bound box (NCCL took 587 of 701 ms) and source 000's 16 nodes; on loopback the same step is compute-bound.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" -eq 0 ] || { echo "reproduce_link.sh: needs root (emulated links create network namespaces)" >&2; exit 2; }
@@ -41,19 +41,19 @@ fi
 OUT=(logger=none)
 run() { [[ " $BLOCKS " == *" $1 "* ]]; }
 
-# 1. (35 min, 36 jobs) Seed 003's communication-bound table: DDP on 2 ranks behind 1 Gbit/s against one rank without
+# 1. (35 min, 36 jobs) Source 003's communication-bound table: DDP on 2 ranks behind 1 Gbit/s against one rank without
 #    DDP, static graph, gradient as bucket view, bf16, PowerSGD, buckets 25/100/2000 with and without bf16, PowerSGD
 #    with one bucket, accumulate=4 (conf/experiment/link_comm_bound.yaml, one variant per row), 3 interleaved repeats.
 #    Also the issue's check that bf16 is called faster with its interval (row link_04_bf16 against the baseline).
 run 1 && python train.py -m experiment=link_comm_bound repeats=$REPEATS "${TRAIN[@]}" "${OUT[@]}" \
   hydra.sweep.dir=$R/link_comm_bound
 
-# 2. (12 min, 18 jobs) Seed 004's scaling curve and the users' question: 1 rank without DDP and 2 DDP ranks, without a
+# 2. (12 min, 18 jobs) Source 004's scaling curve and the users' question: 1 rank without DDP and 2 DDP ranks, without a
 #    link (loopback), behind 10 Gbit/s and behind 1 Gbit/s; samples/s and efficiency per world size with intervals.
 run 2 && python train.py -m experiment=scaling model=vgg11 scale=smoke link=none,10gbe,1gbe repeats=$REPEATS "${TRAIN[@]}" \
   "${OUT[@]}" hydra.sweep.dir=$R/link_scaling_vgg11
 
-# 3. (15 min, 9 jobs + 1) Seed 000: the thread's per-parameter all-reduce loop against one flat buffer and DDP, behind
+# 3. (15 min, 9 jobs + 1) Source 000: the thread's per-parameter all-reduce loop against one flat buffer and DDP, behind
 #    1 Gbit/s; then the thread's own comparison (task=grad_sync: per parameter, flat, buckets, coalesced, one call).
 run 3 && python train.py -m sync=per_param,flat,ddp model=vgg11 scale=smoke link=1gbe repeats=$REPEATS "${TRAIN[@]}" \
   "${OUT[@]}" hydra.sweep.dir=$R/link_sync_vgg11
@@ -75,7 +75,7 @@ for d in link_comm_bound link_comm_bound_diagnosis link_scaling_vgg11 link_sync_
   [ -d $R/$d ] && python -m diagnosis $R/$d > $R/$d/diagnosis.txt
 done
 [ -d $R/link_comm_bound ] && python -m results.report $R/link_comm_bound --out $T/link_comm_bound \
-  --title "Seed 003's comm-bound rows: VGG11 gradients, 2 gloo ranks behind an emulated 1 Gbit/s link, CPU"
+  --title "Source 003's comm-bound rows: VGG11 gradients, 2 gloo ranks behind an emulated 1 Gbit/s link, CPU"
 [ -d $R/link_scaling_vgg11 ] && python -m results.report $R/link_scaling_vgg11 --out $T/link_scaling_vgg11 \
   --title "Scaling behind emulated links (none, 10 Gbit/s, 1 Gbit/s), VGG11 gradients (smoke), CPU"
 [ -d $R/link_sync_vgg11 ] && python -m results.report $R/link_sync_vgg11 $R/link_grad_sync_vgg11 --out $T/link_sync_vgg11 \

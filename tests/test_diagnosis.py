@@ -124,7 +124,7 @@ def test_exposed_comm_with_low_efficiency_blames_the_sync_path():
     rec = train(exposed_s=0.03)
     rec["result"]["comm"]["vs_microbench"] = vs(0.2, 0.05)
     f = finding(rec, "exposed_comm.sync_path")
-    assert "sync path" in f["title"] and f["seed"].startswith("seed 000")
+    assert "sync path" in f["title"] and f["matches"].startswith("source 000")
     assert f["saving"]["seconds"] == pytest.approx(min(0.03, 0.05 - 0.01))
     assert f["command"].startswith("OMP_NUM_THREADS=1 python train.py")       # CPU: gloo vs compute threads
     for p in rec["result"]["per_rank"]:                                      # the threads already fit the cores:
@@ -144,7 +144,7 @@ def test_exposed_comm_with_high_efficiency_blames_the_link():
     f = finding(rec, "exposed_comm.slow_link")
     assert f["recommends"] == {"optim": "bf16"} and "optim=bf16" in f["command"]
     assert f["saving"]["seconds"] == pytest.approx(0.015) and "accumulate=4" in f["detail"]
-    assert "powersgd" in f["detail"] and f["seed"].startswith("seed 003")
+    assert "powersgd" in f["detail"] and f["matches"].startswith("source 003")
 
 
 def test_exposed_comm_without_a_microbenchmark_asks_for_one():
@@ -199,7 +199,7 @@ def test_shm_on_one_host_with_gpus_is_named():
     rec = train(device="L40S", nccl_transports={"SHM/direct/direct": 16})
     rec["env"].update(device_count=2, hostnames=["box"])
     f = finding(rec, "nccl_transport")
-    assert "SHM/direct/direct" in f["title"] and "P2P" in f["title"] and f["seed"].startswith("seed 003")
+    assert "SHM/direct/direct" in f["title"] and "P2P" in f["title"] and f["matches"].startswith("source 003")
     p2p = train(device="L40S", nccl_transports={"P2P/CUMEM/read": 16})
     p2p["env"].update(device_count=2, hostnames=["box"])
     assert "nccl_transport" not in rules(p2p)
@@ -220,7 +220,7 @@ def test_ddp_at_world_size_one():
     rec = train(world_size=1, exposed_s=0.006)
     f = finding(rec, "ddp_world_size_1")
     assert f["recommends"] == {"sync": "local"} and f["saving"]["fraction"] == pytest.approx(0.06, rel=0.05)
-    assert "3-7%" in f["seed"]
+    assert "3-7%" in f["matches"]
     assert "ddp_world_size_1" not in rules(train(world_size=1, sync="local"))
     assert "ddp_world_size_1" not in rules(train(world_size=2))
 
@@ -229,7 +229,7 @@ def test_ddp_at_world_size_one():
 def test_h2d_blocking_copy_on_gpu():
     rec = train(device="H100", shares={"h2d": 0.2, "backward": 0.36})
     f = finding(rec, "input_pipeline")
-    assert f["recommends"] == {"h2d": "side_stream"} and f["seed"].startswith("seed 000")
+    assert f["recommends"] == {"h2d": "side_stream"} and f["matches"].startswith("source 000")
     side = train(device="H100", shares={"h2d": 0.2, "backward": 0.36})
     side["result"]["h2d"]["mode"] = "side_stream"       # already beside compute: no knob makes the copy shorter
     assert "input_pipeline" not in rules(side)
@@ -283,7 +283,7 @@ def test_gloo_ranks_oversubscribing_the_cpu():
     for p in rec["result"]["per_rank"]:
         p["work"] = _work(2)
     f = finding(rec, "oversubscription")
-    assert "2 ranks x 2 compute threads on 2 cores" in f["title"] and f["seed"].startswith("seed 001")
+    assert "2 ranks x 2 compute threads on 2 cores" in f["title"] and f["matches"].startswith("source 001")
     assert f["command"].startswith("OMP_NUM_THREADS=1 ") and f["saving"]["fraction"] is None
     for p in rec["result"]["per_rank"]:
         p["work"] = _work(1)
@@ -322,7 +322,7 @@ def _straggler(share: float, significant, mostly: str = "compute") -> dict:
 
 def test_straggler_is_named():
     f = finding(_straggler(0.2, True), "straggler")
-    assert f["title"].startswith("Rank 1 on node-b is the straggler") and f["seed"].startswith("seed 004")
+    assert f["title"].startswith("Rank 1 on node-b is the straggler") and f["matches"].startswith("source 004")
     assert f["saving"]["fraction"] == pytest.approx(0.2) and "world_size=1" in f["command"]
     assert f["recommends"] == {}                          # a diagnostic command: not checked against a sweep
     assert finding(_straggler(0.2, True, "data"), "straggler")["recommends"] == {"data.workers": 2}
@@ -543,7 +543,7 @@ def test_gloo_and_compute_threads_taking_turns_on_full_cores():
     names = rules(rec)
     assert "oversubscription.contention" in names and "straggler" not in names  # same CPU time: it waited for a core
     f = finding(rec, "oversubscription.contention")
-    assert "preempted 420 times a second" in f["title"] and f["seed"].startswith("seed 001")
+    assert "preempted 420 times a second" in f["title"] and f["matches"].startswith("source 001")
     assert f["recommends"] == {"accumulate": 4} and f["command"].endswith("accumulate=4")
 
 

@@ -7,7 +7,7 @@ from job import brief
 
 def _finding(i: int, first: bool = False) -> dict:
     return Finding(rule=f"r{i}", title=f"finding {i}", detail=f"why {i} in one sentence. More words that stay out.",
-                   evidence=[Evidence(name=f"e{k}", value=float(k), unit="ms") for k in range(8)], seed="no seed",
+                   evidence=[Evidence(name=f"e{k}", value=float(k), unit="ms") for k in range(8)], matches="no source",
                    saving=Saving(0.1 * (5 - i), how="fewer syncs"), command=f"python train.py x={i}",
                    first=first).to_dict()
 

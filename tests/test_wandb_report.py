@@ -130,7 +130,7 @@ def test_offline_sweep_writes_a_spec_with_the_table_the_plots_the_diagnosis_and_
 
 def test_the_spec_lists_the_next_commands_of_the_diagnosis():
     def found(command: str, first: bool = False) -> dict:
-        return Finding("r", "t", "", [], "no seed", None, command, first=first).to_dict()
+        return Finding("r", "t", "", [], "no source", None, command, first=first).to_dict()
 
     diagnosis = {"runs": [{"diagnosis": {"findings": [found("no", first=True), found("python train.py optim=bf16")]}},
                           {"diagnosis": {"findings": [found("python train.py optim=bf16")]}},

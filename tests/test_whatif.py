@@ -390,16 +390,16 @@ def test_grad_ready_probe_keeps_powersgd_inside_its_budget():
 
 # -------------------------------------------------------------------------------------------------------- seeds
 def test_seed_checks_are_computed_with_their_sources(tmp_path):
-    from whatif.seeds import run
+    from whatif.sources import run
 
     report = run(tmp_path, samples=200)
     checks = {(c.machine, c.what): c for c in report.checks}
     assert any(c.published == 7.5 for c in report.checks)                 # PowerSGD on 8 L40S
-    assert any(c.published == 280.682 for c in report.checks)             # seed 000's per-parameter loop
-    assert {i.origin for i in report.inputs} == {"seed", "elsewhere"}
+    assert any(c.published == 280.682 for c in report.checks)             # source 000's per-parameter loop
+    assert {i.origin for i in report.inputs} == {"source", "elsewhere"}
     a100 = next(c for (m, w), c in checks.items() if m.startswith("8 x A100") and w.startswith("8-GPU baseline"))
     assert a100.published == pytest.approx(5.17 * 0.92)
-    text = (tmp_path / "seed_predictions.md").read_text()
+    text = (tmp_path / "source_predictions.md").read_text()
     assert "NVIDIA/nccl#527" in text and "Regenerate" in text
 
 

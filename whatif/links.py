@@ -249,7 +249,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
            "on one p4dn.24xlarge, 1 GiB in place in 8141 us, busbw 230.8 GB/s; interval 200-240 GB/s stated (NCCL "
            "versions, message size); alpha 1 [0.5, 3] us per step stated (NVLink hops)"),
     Preset("pcie_shm", "8 PCIe Gen4 GPUs on two CPU sockets without peer-to-peer: NCCL's SHM transport through host "
-                       "memory (the L40S box of seed 003: 'via SHM/direct/direct')",
+                       "memory (the L40S box of source 003: 'via SHM/direct/direct')",
            (24.0, 6.0, 35.0), (5.0, 2.0, 10.0),
            "NVIDIA/nccl#1130 (GitHub issue 'Inter-NUMA node performance better than intra-NUMA node with P2P "
            "disabled', 2023): SHM/direct/direct, all_reduce busbw 24 GB/s within one NUMA node and 35 GB/s across; "

@@ -634,7 +634,7 @@ def _evaluate(prof, cfg: Config, draws, timeline: bool = False) -> _Eval:
                      "(stated scaling, cores / ranks)")
     if cfg.static_graph != prof.static_graph:
         notes.append("ddp.static_graph: modelled as no change (without find_unused_parameters DDP does no per-step "
-                     "graph search that a static graph would save; seed 003 measured 'negligible')")
+                     "graph search that a static graph would save; source 003 measured 'negligible')")
     if cfg.link is not None and link is not None and link.floor is not None:
         notes.append(f"link {cfg.link_name}: the slower of the link and this host's own all-reduce ({link.floor.name})")
     return _Eval(step, compute, compression, bucket_bytes, notes, tl)

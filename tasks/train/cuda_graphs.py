@@ -1,4 +1,4 @@
-"""cuda_graphs=true: forward + backward + optimizer step captured once as one CUDA graph and replayed (seed 002),
+"""cuda_graphs=true: forward + backward + optimizer step captured once as one CUDA graph and replayed (source 002),
 following PyTorch's rules for whole-network capture with DDP (CUDA graph notes, "Usage with
 DistributedDataParallel"): static input buffers, at least 11 DDP-enabled eager iterations on a side stream before
 capture (DDP's own set-up happens there), DDP constructed under a side stream and a static graph

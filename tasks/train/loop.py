@@ -171,7 +171,7 @@ def maybe_fail(cfg, rank: int, step: int) -> None:
 
 
 def set_precision(precision: str) -> dict:
-    """precision=fp32 (the default) and bf16 leave torch's own defaults alone, as the user's training and the seeds'
+    """precision=fp32 (the default) and bf16 leave torch's own defaults alone, as the user's training and the sources'
     loops run: in torch 2.14 cuDNN convolutions may use TF32 (torch.backends.cudnn.allow_tf32 defaults to True) and
     fp32 matmuls do not (torch.get_float32_matmul_precision() defaults to "highest"). fp32_strict turns TF32 off for
     both, tf32 on for both. Returns the flags in effect, for the record: on a CPU they change nothing."""

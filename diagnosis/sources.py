@@ -2,7 +2,7 @@
 person saw, and what was found or recommended there. Quoted figures are the documents' own, never this machine's."""
 from __future__ import annotations
 
-SEEDS = {
+SOURCES = {
     "000": ("VGG11 thread",
             "VGG11 on 16 nodes: a per-parameter all_reduce loop took 280 ms for the 471 MB classifier where nccl-tests "
             "moved the same bytes in ~60 ms; the poster's own fix: the batch's host-to-device copy on the default "
@@ -24,7 +24,7 @@ SEEDS = {
 }
 
 
-def cite(seed_id: str, point: str = "") -> str:
-    """'seed 000 (VGG11 thread): <point or the whole case>'."""
-    title, case = SEEDS[seed_id]
-    return f"seed {seed_id} ({title}): {point or case}"
+def cite(source_id: str, point: str = "") -> str:
+    """'source 000 (VGG11 thread): <point or the whole case>'."""
+    title, case = SOURCES[source_id]
+    return f"source {source_id} ({title}): {point or case}"

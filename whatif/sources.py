@@ -1,6 +1,6 @@
-"""The model against published figures: the ViT-L/32 DDP study (seed 003) and the VGG11 16-node thread (seed 000).
+"""The model against published figures: the ViT-L/32 DDP study (source 003) and the VGG11 16-node thread (source 000).
 
-    python -m whatif.seeds [--out results/whatif] [--samples 2000]
+    python -m whatif.sources [--out results/whatif] [--samples 2000]
 
 Pure computation (no run, no GPU): every input is a published figure or a stated assumption, listed with where it
 came from, and every prediction is set beside the figure the source published, with its error. These are checks, not
@@ -28,9 +28,9 @@ VGG11 = {"_target_": "models.vgg.VGG", "arch": "vgg", "name": "vgg11",
          "layers": [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"], "classifier": [4096, 4096],
          "num_classes": 1000}
 
-SEED003 = ("'Optimizing data transfer in AI/ML workloads' series, part 3: GPU-to-GPU communication, DDP on ViT-L/32 "
+SOURCE003 = ("'Optimizing data transfer in AI/ML workloads' series, part 3: GPU-to-GPU communication, DDP on ViT-L/32 "
            "with 8 L40S (AWS g6e.48xlarge) and 8 A100 (AWS p4d.24xlarge), PyTorch 2.8, nsys")
-SEED000 = ("PyTorch forums thread 'Slow NCCL gradient synchronization in distributed training' (VGG11, 16 nodes x 1 "
+SOURCE000 = ("PyTorch forums thread 'Slow NCCL gradient synchronization in distributed training' (VGG11, 16 nodes x 1 "
            "V100, NCCL over InfiniBand, PyTorch 1.4)")
 
 
@@ -38,13 +38,13 @@ SEED000 = ("PyTorch forums thread 'Slow NCCL gradient synchronization in distrib
 class Input:
     name: str
     value: str
-    origin: str        # "seed" or "elsewhere"
+    origin: str        # "source" (the document itself) or "elsewhere"
     source: str
 
 
 @dataclass
 class Check:
-    seed: str
+    source: str        # the document's number (000-004)
     machine: str
     what: str
     predicted: float
@@ -115,14 +115,14 @@ def _psgd_matrices(prof) -> tuple[int, int]:
     return count, elems
 
 
-# ------------------------------------------------------------------------------------------------------- seed 003
+# ------------------------------------------------------------------------------------------------------- source 003
 def seed003(report: Report, samples: int, seed: int) -> None:
     published = {"L40S": {"one": 8.91, "ddp1": 8.40}, "A100": {"one": 5.17, "ddp1": 5.04}}
     report.inputs += [
         Input("1-GPU throughput without DDP", "8.91 steps/s (L40S), 5.17 (A100); +-3% assumed (3 profiled steps, "
-              "3 significant digits)", "seed", SEED003),
+              "3 significant digits)", "source", SOURCE003),
         Input("model, batch, buckets", "torchvision vit_l_32 (306,535,400 parameters, 1.23 GB of fp32 gradients), "
-              "32 images of 224x224 per GPU, bucket_cap_mb=2000 (one bucket), SGD", "seed", SEED003),
+              "32 images of 224x224 per GPU, bucket_cap_mb=2000 (one bucket), SGD", "source", SOURCE003),
         Input("forward/backward split", "backward = forward x 1.99 (ViT-L/32's backward/forward FLOPs, torch "
               "FlopCounterMode); the optimizer and DDP's copies as memory traffic (below)", "elsewhere",
               "torch.utils.flop_counter over a meta-device step"),
@@ -130,9 +130,9 @@ def seed003(report: Report, samples: int, seed: int) -> None:
               "peak (stated)", "elsewhere", GPU["L40S"]["source"] + "; " + GPU["A100"]["source"]),
         Input("DDP's gradient copies", "copy into the bucket (read 4 + write 4 bytes per element) and back (the "
               "same): 8 bytes per element each way", "elsewhere", "torch reducer.cpp (mark_variable_ready_dense, "
-              "finalize_bucket_dense); the seed's nsys trace shows these device-to-device copies"),
+              "finalize_bucket_dense); the source's nsys trace shows these device-to-device copies"),
         Input("SGD step", "read parameter and gradient, write parameter: 12 bytes per parameter", "elsewhere",
-              "torch.optim.SGD without momentum (the seed's optimizer)"),
+              "torch.optim.SGD without momentum (the source's optimizer)"),
         Input("bf16 hook", "compress: read fp32 + write bf16 + divide in place (10 bytes/element); decompress: "
               "read bf16 + write fp32 (6 bytes/element)", "elsewhere", "torch default_hooks.bf16_compress_hook"),
         Input("PowerSGD hook", f"rank 1 (PowerSGDState's default): 11 fp32 passes over every compressed matrix "
@@ -141,21 +141,21 @@ def seed003(report: Report, samples: int, seed: int) -> None:
               "decompression)", "elsewhere", "torch powerSGD_hook.py"),
         Input("links", "L40S: preset pcie_shm, busbw 24 [6, 35] GB/s; A100: preset nvlink_a100, busbw 230.8 "
               "[200, 240] GB/s", "elsewhere", PRESETS["pcie_shm"].source + " | " + PRESETS["nvlink_a100"].source),
-        Input("L40S link, second variant", "busbw from the seed's own baseline: the 1.23 GB all-reduce took 587 ms "
+        Input("L40S link, second variant", "busbw from the source's own baseline: the 1.23 GB all-reduce took 587 ms "
               "(of a 701 ms step) -> 2 x 7/8 x 1.226 GB / 0.587 s = 3.66 GB/s (+-5% stated); used only to check the "
-              "bf16 and PowerSGD predictions apart from the link figure", "seed", SEED003),
+              "bf16 and PowerSGD predictions apart from the link figure", "source", SOURCE003),
     ]
     for gpu, link, _variants in (("L40S", preset("pcie_shm"), ("published link",)),
                                 ("A100", preset("nvlink_a100"), ("published link",))):
         prof = _vit_profile(gpu, published[gpu]["one"], link)
-        _seed003_rows(report, prof, gpu, link, "published link", published[gpu], samples, seed)
+        _source003_rows(report, prof, gpu, link, "published link", published[gpu], samples, seed)
     nbytes = 306_535_400 * 4
-    own = Link("seed 003's own L40S all-reduce", alpha=preset("pcie_shm").alpha,
+    own = Link("source 003's own L40S all-reduce", alpha=preset("pcie_shm").alpha,
                busbw=Quantity.relative(2 * 7 / 8 * nbytes / 0.587, 0.05,
-                                       "seed 003: 587 ms for the baseline's all-reduce"),
-               source="seed 003's baseline (587 ms NCCL all-reduce of 1.23 GB on 8 L40S)")
+                                       "source 003: 587 ms for the baseline's all-reduce"),
+               source="source 003's baseline (587 ms NCCL all-reduce of 1.23 GB on 8 L40S)")
     prof = _vit_profile("L40S", published["L40S"]["one"], own)
-    _seed003_rows(report, prof, "L40S", own, "link from the seed's baseline", published["L40S"], samples, seed,
+    _source003_rows(report, prof, "L40S", own, "link from the source's baseline", published["L40S"], samples, seed,
                   knobs_only=True)
 
 
@@ -163,7 +163,7 @@ def _vit_profile(gpu: str, steps_per_s: float, link: Link):
     probe = synthetic(model=VIT, image_size=224, batch_per_rank=32, world_size=1, device="cuda", backend="nccl",
                       forward=Quantity.exact(1), backward=Quantity.exact(1), optimizer=Quantity.exact(0), link=link)
     n = sum(probe.params.numel)
-    t1 = Quantity.relative(1 / steps_per_s, 0.03, f"seed 003: {steps_per_s} steps/s on one {gpu} without DDP")
+    t1 = Quantity.relative(1 / steps_per_s, 0.03, f"source 003: {steps_per_s} steps/s on one {gpu} without DDP")
     opt = _memory_time(12 * n, gpu, "SGD step: 12 bytes per parameter")
     from whatif.profile import analyse_model
 
@@ -183,10 +183,10 @@ def _vit_profile(gpu: str, steps_per_s: float, link: Link):
     return synthetic(model=VIT, image_size=224, batch_per_rank=32, world_size=1, device="cuda", backend="nccl",
                      sync="local", forward=fwd, backward=bwd, optimizer=opt, link=link, bucket_cap=2000.0,
                      copy_in=copy, copy_out=copy, cast={"bf16": cast, "fp16": cast}, powersgd=psgd,
-                     step=t1, label=f"seed 003, one {gpu}")
+                     step=t1, label=f"source 003, one {gpu}")
 
 
-def _seed003_rows(report: Report, prof, gpu: str, link: Link, variant: str, pub: dict, samples: int, seed: int,
+def _source003_rows(report: Report, prof, gpu: str, link: Link, variant: str, pub: dict, samples: int, seed: int,
                   knobs_only: bool = False) -> None:
     draws = Draws(samples, seed)
     own = predict(prof, Config.of(prof), draws)
@@ -229,7 +229,7 @@ def _seed003_rows(report: Report, prof, gpu: str, link: Link, variant: str, pub:
         report.checks.append(Check("003", m, "bf16 compression vs the 8-GPU baseline", *_ratio(r, rows["baseline"]),
                                    "x", 1.65, "+65% (1.65x)"))
         report.checks.append(Check("003", m, "PowerSGD (rank 1)", *sp(rows["powersgd"]), "steps/s", 7.5,
-                                   "7.5 steps/s", "the seed's code leaves start_powerSGD_iter at torch's 1000, which "
+                                   "7.5 steps/s", "the source's code leaves start_powerSGD_iter at torch's 1000, which "
                                    "would not compress in a 14-step run; its trace shows smaller NCCL kernels, so "
                                    "compression from the first step is assumed"))
     else:
@@ -250,24 +250,25 @@ def _ratio(a, b) -> tuple[float, float, float]:
     return a.samples_per_s / b.samples_per_s, lo, hi
 
 
-# ------------------------------------------------------------------------------------------------------- seed 000
+# ------------------------------------------------------------------------------------------------------- source 000
 def seed000(report: Report, samples: int, seed: int) -> None:
     classifier = 123_642_856 * 4
-    t_nccl = Quantity.relative(0.060, 0.10, "seed 000: nccl-tests all-reduce of 471 MB in ~60 ms on 16 nodes")
+    t_nccl = Quantity.relative(0.060, 0.10, "source 000: nccl-tests all-reduce of 471 MB in ~60 ms on 16 nodes")
     n = 16
     factor = bus_factor("all_reduce", n)
     ib = preset("ib100")
     busbw = Quantity(factor * classifier / t_nccl.value, factor * classifier / t_nccl.hi,
                      factor * classifier / t_nccl.lo,
-                     "busbw from the seed's nccl-tests figure")
-    link = Link("seed 000's nccl-tests", alpha=ib.alpha, busbw=busbw,
-                source="seed 000: 471 MiB (the classifier's 494.6 MB) in ~60 ms by nccl-tests on 16 nodes; alpha from "
-                       "preset ib100")
+                     "busbw from the source's nccl-tests figure")
+    link = Link("source 000's nccl-tests", alpha=ib.alpha, busbw=busbw,
+                source="source 000: 471 MiB (the classifier's 494.6 MB) in ~60 ms by nccl-tests on 16 nodes; alpha "
+                       "from preset ib100")
     report.inputs += [
         Input("all-reduce speed", "471 MiB (VGG11's classifier, 123,642,856 fp32 parameters) in ~60 ms by nccl-tests "
-              "on 16 ranks (+-10% assumed: '~60 ms'): busbw 2 x 15/16 x 494.6 MB / 60 ms = 15.5 GB/s", "seed", SEED000),
+              "on 16 ranks (+-10% assumed: '~60 ms'): busbw 2 x 15/16 x 494.6 MB / 60 ms = 15.5 GB/s", "source",
+              SOURCE000),
         Input("per-parameter loop", "280.682 ms for the classifier's all_reduce calls, one per parameter tensor (3 "
-              "weights, 3 biases)", "seed", SEED000),
+              "weights, 3 biases)", "source", SOURCE000),
         Input("per-call latency", "alpha 5 [2, 10] us per ring step (30 steps per all-reduce on 16 ranks)",
               "elsewhere", PRESETS["ib100"].source),
         Input("V100 compute", "VGG11 at 224x224, 128 images per GPU: forward 1.95 TFLOP and backward 3.87 TFLOP "
@@ -291,7 +292,7 @@ def seed000(report: Report, samples: int, seed: int) -> None:
                     8 * sum(a["numel"]) / (900e9 * 0.6), "DDP copy: 8 bytes per element")
     prof = synthetic(model=VGG11, image_size=224, batch_per_rank=128, world_size=n, device="cuda", backend="nccl",
                      sync="per_param", forward=fwd, backward=bwd, optimizer=opt, link=link, copy_in=copy, copy_out=copy,
-                     label="seed 000, 16 x V100")
+                     label="source 000, 16 x V100")
     draws = Draws(samples, seed)
     # the per-parameter loop over the classifier: the link's time for each of its six tensors
     sizes = [prof.params.numel[i] * 4 for i, name in enumerate(prof.params.names) if name.startswith("classifier")]
@@ -320,7 +321,7 @@ def seed000(report: Report, samples: int, seed: int) -> None:
                                "(no DDP figure published; the loop's 280.682 ms are all exposed)",
                                "the classifier's buckets are ready within the first 2% of backward, so their "
                                "all-reduce runs beside the convolutions' backward; point value"))
-    report.timelines["16 x V100 (seed 000)"] = [ddp]
+    report.timelines["16 x V100 (source 000)"] = [ddp]
 
 
 # --------------------------------------------------------------------------------------------------------- output
@@ -331,7 +332,7 @@ def markdown(report: Report, command: str) -> str:
              "over the inputs' intervals); the error is (predicted - published) / published. These are checks against "
              "published numbers, not fits: no input was tuned to an outcome.", "",
              "## Predicted against published", "",
-             "| seed | machine | what | predicted [95% interval] | published | error | inside |",
+             "| source | machine | what | predicted [95% interval] | published | error | inside |",
              "|---|---|---|---|---|---|---|"]
     for c in report.checks:
         pred = _fmt(c.predicted, c.lo, c.hi, c.unit)
@@ -339,7 +340,7 @@ def markdown(report: Report, command: str) -> str:
         inside = {True: "yes", False: "no", None: "-"}[c.inside] if not math.isnan(c.lo) else "-"
         if c.below_one:
             err = "direction " + ("right" if c.predicted < 1 else "wrong")
-        lines.append(f"| {c.seed} | {c.machine} | {c.what} | {pred} | {c.published_text} | {err} | {inside} |")
+        lines.append(f"| {c.source} | {c.machine} | {c.what} | {pred} | {c.published_text} | {err} | {inside} |")
     notes = [c for c in report.checks if c.note]
     if notes:
         lines += ["", "Notes:", ""]
@@ -384,9 +385,9 @@ def run(out: Path, samples: int = 2000, seed: int = 0) -> Report:
     seed003(report, samples, seed)
     seed000(report, samples, seed)
     out.mkdir(parents=True, exist_ok=True)
-    command = f"python -m whatif.seeds --out {out} --samples {samples}"
-    (out / "seed_predictions.md").write_text(markdown(report, command))
-    (out / "seed_predictions.json").write_text(json.dumps(
+    command = f"python -m whatif.sources --out {out} --samples {samples}"
+    (out / "source_predictions.md").write_text(markdown(report, command))
+    (out / "source_predictions.json").write_text(json.dumps(
         {"command": command, "checks": [{**c.__dict__, "error": c.error, "inside": c.inside} for c in report.checks],
          "inputs": [i.__dict__ for i in report.inputs]}, indent=2, default=str))
     from whatif.report import plot_timeline
@@ -395,18 +396,18 @@ def run(out: Path, samples: int = 2000, seed: int = 0) -> Report:
         slug = "".join(ch if ch.isalnum() else "_" for ch in name).strip("_").lower()
         while "__" in slug:
             slug = slug.replace("__", "_")
-        plot_timeline(preds, out / f"seed_{slug}.png", title=f"predicted steps: {name}")
+        plot_timeline(preds, out / f"source_{slug}.png", title=f"predicted steps: {name}")
     return report
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m whatif.seeds", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m whatif.sources", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="results/whatif")
     parser.add_argument("--samples", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     report = run(Path(args.out), args.samples, args.seed)
-    print(markdown(report, f"python -m whatif.seeds --out {args.out} --samples {args.samples}"))
+    print(markdown(report, f"python -m whatif.sources --out {args.out} --samples {args.samples}"))
     return 0
 
 
