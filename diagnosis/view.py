@@ -51,12 +51,14 @@ def named_findings(diag: DiagnosisBlock | dict | None) -> list[Finding]:
 
 
 def sample(summary: Summary | None, series: list | None) -> dict | None:
-    """median, ci_lo, ci_hi, ci_level, n, source: the record's interval, else one computed from the series."""
+    """median, ci_lo, ci_hi, ci_level, n, source: the record's interval, else one computed from the series. The series
+    is a run's consecutive steps (serially correlated): its interval is the batch-medians one, as the writer's, so a
+    window too short for one (under 10 steps) gets none here either, not one that takes the steps as independent."""
     if summary is not None and summary.ci_lo is not None and summary.ci_hi is not None:
         return {**summary.to_dict(), "source": "record"}
     values = [v for v in series or [] if v is not None]
     if values:
-        return {**describe(values), "source": "computed from the record's per-step series"}
+        return {**describe(values, serial_series=True), "source": "computed from the record's per-step series"}
     if summary is not None and summary.median is not None:
         return {"median": summary.median, "ci_lo": None, "ci_hi": None, "ci_level": None, "n": None,
                 "source": "median only"}

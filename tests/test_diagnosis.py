@@ -601,3 +601,14 @@ def test_an_efficiency_over_100_percent_is_not_measurable():
     assert "diagnosis/comm_efficiency" not in wandb_summary(diagnose(rec))
     row = efficiency_table([Entry.from_record(rec)]).rows[0]
     assert row["comm efficiency"] is None and row["note"].startswith("not measurable: 161% [68, 333]")
+
+
+def test_a_short_window_gets_no_interval_that_takes_its_steps_as_independent():
+    """Consecutive steps are serially correlated: under 10 steps the writer records no interval, and the diagnosis
+    does not make one from the series as if the steps were independent (it did: order statistics over 6 steps)."""
+    from diagnosis.view import sample
+
+    s = sample(None, [0.10, 0.12, 0.11, 0.13, 0.10, 0.12])
+    assert s["median"] == pytest.approx(0.115) and s["ci_lo"] is None and s["ci_hi"] is None
+    long = sample(None, [0.10, 0.12, 0.11, 0.13, 0.10, 0.12] * 5)
+    assert long["ci_lo"] is not None and long["ci_lo"] <= long["median"] <= long["ci_hi"]
