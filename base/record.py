@@ -3,9 +3,9 @@
 There is one way to make a record (the `Record` constructors below), one way to write it (`Record.write`, atomic,
 called only from job.finalise) and one way to read it (`Record.read`). The schema is the code: `Record` here and the
 blocks and per-task results in base/record_types.py; docs/record.md is generated from them. A record read and
-written again is the same JSON (base/typed.py). Version 2 differs from 1 only in who writes it (the process that
-outlives the ranks) and in the status "interrupted"; version-1 records read as the same types, so readers need no
-fallbacks for old versions.
+written again is the same JSON (base/typed.py). Readers read this schema version only, with no fallbacks for old ones:
+an older record is refused with the command that brings it up to date once (`python -m base.upgrade <dir>`, which
+also says what each version changed).
 """
 from __future__ import annotations
 
@@ -25,8 +25,7 @@ from base.typed import Block
 
 __all__ = ["Record", "RecordError", "read_record", "find_records", "record_path", "now", "is_peer_failure"]
 
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3
 RECORD_NAME = "run_record.json"
 JOB_KEYS = ("name", "num", "output_dir", "sweep_dir", "sweep_id", "slurm_job_id", "log")
 SWEEP_ID_ENV = "DDP_COMM_SWEEP_ID"   # set by the sweep table's callback before any job: the job.sweep_id of its records
@@ -129,10 +128,12 @@ class Record(Block):
         except json.JSONDecodeError as e:
             raise RecordError(f"{path}: not a run record ({e})") from None
         version = d.get("schema_version") if isinstance(d, dict) else None
-        if version not in READABLE_VERSIONS:
+        if isinstance(version, int) and 0 < version < SCHEMA_VERSION:
+            raise RecordError(f"{path}: run record schema_version {version}, this tool reads {SCHEMA_VERSION}: "
+                              f"`python -m base.upgrade {_quoted(path.parent)}` brings it up to date (once)")
+        if version != SCHEMA_VERSION:
             raise RecordError(
-                f"{path}: run record schema_version {version!r}, this tool reads "
-                f"{', '.join(map(str, READABLE_VERSIONS))}. "
+                f"{path}: run record schema_version {version!r}, this tool reads {SCHEMA_VERSION}. "
                 "Re-run the job with this version of the tool, or read it with the version that wrote it."
             )
         try:
@@ -218,6 +219,10 @@ def is_peer_failure(error: str | None) -> bool:
 def record_path(path: str | Path) -> Path:
     path = Path(path)
     return path / RECORD_NAME if path.is_dir() else path
+
+
+def _quoted(path: Path) -> str:
+    return shlex.quote(str(path))
 
 
 def read_record(path: str | Path) -> dict[str, Any]:

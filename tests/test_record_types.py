@@ -123,3 +123,32 @@ def test_a_diagnosis_reads_its_findings_typed():
     del broken["command"]
     with pytest.raises(RecordError, match=r"^diagnosis\.findings\[0\]: missing command \(Finding\)$"):
         DiagnosisBlock.from_dict({"findings": [broken]}, "diagnosis")
+
+
+def test_an_older_record_is_refused_with_the_command_that_brings_it_up_to_date(tmp_path):
+    """Readers read one schema version; a record of an earlier one (here: as version 2 wrote it, with a finding's
+    `seed` and config nodes without `_target_`) is refused in one line naming `python -m base.upgrade`, which turns it
+    into the current record byte for byte."""
+    import re
+
+    from base.upgrade import main as upgrade
+
+    source = ROOT / "results/runs/ddp_knobs_vgg11/0/run_record.json"
+    text = source.read_text()
+    old = json.loads(text)
+    old["schema_version"] = 2
+    for group in ("model", "data", "optim", "logger"):
+        del old["config"][group]["_target_"]
+    for f in old["result"]["diagnosis"]["findings"]:
+        items = [("seed", re.sub(r"\bsource (00[0-4])", r"seed \1", v).replace("no source:", "no seed:"))
+                 if k == "matches" else (k, v) for k, v in f.items()]
+        f.clear()
+        f.update(items)
+    run = tmp_path / "sweep" / "0"
+    run.mkdir(parents=True)
+    (run / "run_record.json").write_text(json.dumps(old, indent=2))
+    with pytest.raises(RecordError, match=r"schema_version 2, this tool reads 3: `python -m base\.upgrade .*0` "):
+        Record.read(run)
+    assert upgrade([str(tmp_path / "sweep")]) == 0
+    assert (run / "run_record.json").read_text() == text
+    assert upgrade([str(tmp_path / "sweep")]) == 0          # once: a current record is left as it is

@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from base.record import SCHEMA_VERSION
 from data.make_raw_folder import make_raw_folder
 from tests.conftest import TINY, read, run_inprocess, run_train
 
@@ -19,7 +20,7 @@ def ok(proc):
 
 def ok_record(rec, code=0):
     assert code == 0 and rec["status"] == "ok", rec and rec.get("error")
-    assert rec["schema_version"] == 2
+    assert rec["schema_version"] == SCHEMA_VERSION
     return rec
 
 
