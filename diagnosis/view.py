@@ -1,9 +1,10 @@
 """Numbers a rule reads from a record, each with its interval: RunView, one record as the rules see it.
 
 The record's own intervals come first (stats.describe fields: ci_lo / ci_hi / ci_level on result.step_time_s and
-result.phases, result.steady_state). Where the record has none (a window under 10 steps has no batch-medians interval;
-a hand-made record may hold no steady-state verdict) they are computed here from the per-step series; a figure with
-neither (a probe median, a DDP reducer timer) is used as it is and every place it is printed says "no interval".
+result.phases, result.steady_state). Where the record has none but holds the per-step series (a hand-made record) they
+are computed here from it the writer's way (batch medians: none under 10 steps, whose noise is then said to be
+unknown); a figure with no interval (a probe median, a DDP reducer timer, a window under 10 steps) is used as it is and
+every place it is printed says "no interval".
 
 "The step" a finding's share is of is the time per step the throughput implies (diagnosis.accounting): the wall clock
 of the timed blocks, each block's slowest rank, per step; what every rank spends, waits included. Rank 0's phase
@@ -58,7 +59,9 @@ def sample(summary: Summary | None, series: list | None) -> dict | None:
         return {**summary.to_dict(), "source": "record"}
     values = [v for v in series or [] if v is not None]
     if values:
-        return {**describe(values, serial_series=True), "source": "computed from the record's per-step series"}
+        d = describe(values, serial_series=True)
+        return {**d, "source": "computed from the record's per-step series" if d["ci_lo"] is not None else
+                f"{len(values)} steps: too few for an interval that allows for their serial correlation (needs 10)"}
     if summary is not None and summary.median is not None:
         return {"median": summary.median, "ci_lo": None, "ci_hi": None, "ci_level": None, "n": None,
                 "source": "median only"}
@@ -220,6 +223,10 @@ class RunView:
             out["noisy"] = True
             out["reasons"].append(f"{timer['n']} measured steps cannot give a 95% interval for the median "
                                   f"(the widest, min to max, covers {100 * timer['ci_level']:.0f}%)")
+        elif s.get("ci_lo") is None and s.get("n"):     # neither the throughput nor the step timer has an interval
+            out["noisy"] = True
+            out["reasons"].append(f"the noise is unknown: {s['n']} measured steps are too few for a 95% interval "
+                                  "that allows for their serial correlation (10 or more: steps=30)")
         if s.get("ci_lo") is not None and s["median"]:
             half = rel_halfwidth(s["median"], s["ci_lo"], s["ci_hi"])
             out["rel_halfwidth"] = half

@@ -612,3 +612,14 @@ def test_a_short_window_gets_no_interval_that_takes_its_steps_as_independent():
     assert s["median"] == pytest.approx(0.115) and s["ci_lo"] is None and s["ci_hi"] is None
     long = sample(None, [0.10, 0.12, 0.11, 0.13, 0.10, 0.12] * 5)
     assert long["ci_lo"] is not None and long["ci_lo"] <= long["median"] <= long["ci_hi"]
+
+
+def test_a_window_too_short_for_an_interval_says_its_noise_is_unknown():
+    """Under 10 steps neither the throughput nor the step timer has a 95% interval that allows for serial
+    correlation: the diagnosis says the noise is unknown, rather than call the run quiet (it did, once it stopped
+    taking consecutive steps as independent)."""
+    from diagnosis.view import RunView, as_record
+    from tests.records import train_record
+
+    noise = RunView(as_record(train_record(overrides=["optim=none"], steps_per_s=2.0, steps=6))).noise()
+    assert noise["noisy"] and any("6 measured steps are too few" in r for r in noise["reasons"])
