@@ -143,7 +143,11 @@ def resolve_mode(settings: dict[str, Any]) -> tuple[str, str]:
         return mode, why
     if _online_failed:
         return "offline", _online_failed
-    if not _wandb().login(prompt=False, verify=False):
+    try:
+        logged_in = _wandb().login(prompt=False, verify=False)
+    except Exception as e:  # noqa: BLE001 - a malformed key (AuthenticationError) or settings: offline, said
+        return "offline", f"W&B refused the credentials ({_cause(e)}; `wandb login` or WANDB_API_KEY fixes it)"
+    if not logged_in:
         return "offline", "not logged in to W&B (no API key; `wandb login` or WANDB_API_KEY fixes it)"
     return "online", "logged in"
 

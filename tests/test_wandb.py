@@ -162,6 +162,18 @@ def test_no_credentials_go_offline_at_once_and_never_prompt(tmp_path, wandb_env,
     assert json.loads((job_dir / wandb_log.SIDECAR).read_text())["mode"] == "offline"
 
 
+def test_a_malformed_key_goes_offline_with_the_reason_and_keeps_the_wandb_run(tmp_path, wandb_env, monkeypatch):
+    """wandb.login raises on a key W&B cannot use (too short): the run is still logged offline, for `wandb sync`
+    after the key is fixed (it was skipped: no W&B run at all)."""
+    monkeypatch.setenv("WANDB_API_KEY", "abc")
+    mode, why = wandb_log.resolve_mode({"mode": "auto"})
+    assert mode == "offline" and "W&B refused the credentials" in why and "wandb login" in why
+    job_dir, rec = _job(tmp_path)
+    wandb_log.log_run(rec, {"logger": {"name": "wandb", "mode": "auto"}})
+    (run_dir,) = offline_runs(job_dir)
+    assert json.loads((job_dir / wandb_log.SIDECAR).read_text())["mode"] == "offline"
+
+
 def test_an_unreachable_host_ends_offline_within_the_init_timeout_and_once_per_process(tmp_path, wandb_env,
                                                                                         monkeypatch, refused_port,
                                                                                         capsys):
