@@ -1,5 +1,5 @@
 """The what-if model (whatif/): bucket assignment against torch's own, the alpha-beta fit on synthetic data, the overlap
-simulation on hand-made timelines, the interval arithmetic, the command, the seed checks and the validation command
+simulation on hand-made timelines, the interval arithmetic, the command, the source checks and the validation command
 on hand-made records. Fast: no process group, no training run (tests/test_whatif_runs.py has those)."""
 from __future__ import annotations
 
@@ -388,8 +388,8 @@ def test_grad_ready_probe_keeps_powersgd_inside_its_budget():
     assert _costs(cfg, params, Device(), budget_s=0.0)["powersgd"]["rank"] == 2   # the run's own: always timed
 
 
-# -------------------------------------------------------------------------------------------------------- seeds
-def test_seed_checks_are_computed_with_their_sources(tmp_path):
+# ------------------------------------------------------------------------------------------------------ sources
+def test_source_checks_are_computed_with_their_inputs(tmp_path):
     from whatif.sources import run
 
     report = run(tmp_path, samples=200)

@@ -515,8 +515,8 @@ def synthetic(*, model: dict, image_size: int, batch_per_rank: int, world_size: 
               copy_in: Quantity | None = None, copy_out: Quantity | None = None, cast: dict | None = None,
               powersgd: Quantity | None = None, psgd_rank: int = 1, data: Quantity | None = None,
               step: Quantity | None = None, notes: list[str] | None = None, label: str = "") -> Profile:
-    """A profile from published figures instead of a record (the seed checks): the model's parameters and ready
-    times from its meta-device FLOP count, every time given with its interval and source."""
+    """A profile from published figures instead of a record (the source checks, whatif.sources): the model's
+    parameters and ready times from its meta-device FLOP count, every time given with its interval and source."""
     a = analyse_model(json.dumps(model, sort_keys=True), image_size)
     if a is None:
         raise ProfileError(f"cannot build model {model.get('name')} here")

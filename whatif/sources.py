@@ -116,7 +116,7 @@ def _psgd_matrices(prof) -> tuple[int, int]:
 
 
 # ------------------------------------------------------------------------------------------------------- source 003
-def seed003(report: Report, samples: int, seed: int) -> None:
+def source003(report: Report, samples: int, seed: int) -> None:
     published = {"L40S": {"one": 8.91, "ddp1": 8.40}, "A100": {"one": 5.17, "ddp1": 5.04}}
     report.inputs += [
         Input("1-GPU throughput without DDP", "8.91 steps/s (L40S), 5.17 (A100); +-3% assumed (3 profiled steps, "
@@ -251,7 +251,7 @@ def _ratio(a, b) -> tuple[float, float, float]:
 
 
 # ------------------------------------------------------------------------------------------------------- source 000
-def seed000(report: Report, samples: int, seed: int) -> None:
+def source000(report: Report, samples: int, seed: int) -> None:
     classifier = 123_642_856 * 4
     t_nccl = Quantity.relative(0.060, 0.10, "source 000: nccl-tests all-reduce of 471 MB in ~60 ms on 16 nodes")
     n = 16
@@ -382,8 +382,8 @@ def _fmt(v: float, lo: float, hi: float, unit: str) -> str:
 
 def run(out: Path, samples: int = 2000, seed: int = 0) -> Report:
     report = Report()
-    seed003(report, samples, seed)
-    seed000(report, samples, seed)
+    source003(report, samples, seed)
+    source000(report, samples, seed)
     out.mkdir(parents=True, exist_ok=True)
     command = f"python -m whatif.sources --out {out} --samples {samples}"
     (out / "source_predictions.md").write_text(markdown(report, command))
