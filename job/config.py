@@ -340,6 +340,9 @@ def validate(cfg: DictConfig, submitting: bool = False, host: Host | None = None
             raise ConfigError(f"backend=nccl with {knob}={cfg[knob]} runs {ranks} ranks on this machine, one GPU per "
                               f"rank, and it has {host.gpus}. Use {knob}<={fits}, or backend=gloo (or auto: gloo on "
                               "CPU).")
+    if cfg.logger.name != "none" and cfg.logger.get("_target_") is None:
+        raise ConfigError(f"logger={cfg.logger.name} names no logger (logger._target_ is null): drop the "
+                          "logger._target_ override, or use logger=none for no logging.")
     if cfg.fault.rank is not None and not getattr(task, "INJECTS_FAULTS", False):
         raise ConfigError(f"fault.rank={cfg.fault.rank}: fault injection is a task=train knob and task={cfg.task} "
                           "never reaches it. Drop fault.rank, or use task=train.")

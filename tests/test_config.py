@@ -123,6 +123,7 @@ BAD = [
     (["model=torchvision", "model.name=resnet5"], "is not a torchvision model; nearest: resnet50"),
     (["optim=bf16", "sync=per_param"], "needs sync=ddp"),
     (["optim=bf16", "optim._target_=null"], "optim=bf16 names no comm hook (optim._target_ is null)"),
+    (["logger=wandb", "logger._target_=null"], "logger=wandb names no logger (logger._target_ is null)"),
     (["optim=powersgd", "optim.rank=0"], "optim.rank=0: must be >= 1"),
     (["optim=powersgd", "optim.start_iter=1"], "optim.start_iter must be > 1"),
     (["optim=powersgd", "optim.min_compression_rate=-1"], "optim.min_compression_rate=-1.0: must be >= 0"),
