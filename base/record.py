@@ -130,7 +130,7 @@ class Record(Block):
         version = d.get("schema_version") if isinstance(d, dict) else None
         if isinstance(version, int) and 0 < version < SCHEMA_VERSION:
             raise RecordError(f"{path}: run record schema_version {version}, this tool reads {SCHEMA_VERSION}: "
-                              f"`python -m base.upgrade {_quoted(path.parent)}` brings it up to date (once)")
+                              f"`python -m base.upgrade {shlex.quote(str(path.parent))}` brings it up to date (once)")
         if version != SCHEMA_VERSION:
             raise RecordError(
                 f"{path}: run record schema_version {version!r}, this tool reads {SCHEMA_VERSION}. "
@@ -219,10 +219,6 @@ def is_peer_failure(error: str | None) -> bool:
 def record_path(path: str | Path) -> Path:
     path = Path(path)
     return path / RECORD_NAME if path.is_dir() else path
-
-
-def _quoted(path: Path) -> str:
-    return shlex.quote(str(path))
 
 
 def read_record(path: str | Path) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import statistics
 
 from base.record_types import Accounting, AccountingSync, AccountingWait, PhaseSeries, RankWork, TrainRank, TrainResult
-from diagnosis.finding import ms
+from stats.fmt import ms
 
 
 def account(result: TrainResult) -> Accounting | None:

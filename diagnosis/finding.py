@@ -4,11 +4,10 @@ the estimated saving and the exact command to try next; findings are ranked by t
 broken by the strength of the evidence."""
 from __future__ import annotations
 
-from base.record_types import Evidence, Finding, Folded, Saving
+from base.record_types import Evidence, Finding, Saving
 from stats import fmt_ci
 from stats.fmt import ms
 
-__all__ = ["Evidence", "Finding", "Folded", "Saving", "finding_text", "ms", "rank_findings"]
 
 
 def evidence_text(e: Evidence) -> str:

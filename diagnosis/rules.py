@@ -13,11 +13,12 @@ import statistics
 from comm.buckets import DEFAULT_CAP_MB
 from comm.efficiency import not_measurable
 from comm.fit import fit_latency_bandwidth
-from base.record_types import CommStats, GradSyncResult, MicrobenchSize, PairGroupsResult, Straggler, StragglerRank
 from base.record import setting
-from diagnosis.view import OTHER_LOAD, RunView, interval_note, lower
-from diagnosis.finding import Evidence, Finding, Saving, ms
+from base.record_types import (CommStats, Evidence, Finding, GradSyncResult, MicrobenchSize, PairGroupsResult, Saving,
+                               Straggler, StragglerRank)
 from diagnosis.sources import cite
+from diagnosis.view import OTHER_LOAD, RunView, interval_note, lower
+from stats.fmt import ms
 
 EXPOSED_SHARE = 0.15        # exposed communication above 15% of the step
 LOW_EFFICIENCY = 0.5        # the sync moves its bytes at under half the microbenchmark's speed: the path, not the link

@@ -23,11 +23,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from base.record import Record, setting
-from base.record_types import TrainResult
+from base.record_types import Evidence, Finding, Folded, Saving, TrainResult
 from diagnosis.accounting import phase_seconds
-from diagnosis.finding import Evidence, Finding, Folded, Saving, ms, near_tie, rank_findings
+from diagnosis.finding import near_tie, rank_findings
 from diagnosis.rules import RULES, noise_rule
 from diagnosis.view import RunView, as_record
+from stats.fmt import ms
 
 # 2: CPU contention, per_param on full cores, lower-bound efficiency; 3: no next command repeats the run; 4: bucket=null
 # (DDP's default) recommended, exposed comm from one probe step never acted on alone, busy-host stragglers, PowerSGD's

@@ -12,10 +12,10 @@ from typing import Any
 
 from base.record import Record
 from base.record_types import Finding, Folded, PairGroupsResult, Saving, TrainResult
-from diagnosis.finding import ms
 from diagnosis.run import VERSION, diagnose
 from diagnosis.view import as_block, as_record, named_findings
 from stats import fmt_ci, fmt_ratio, ratio_ci, time_saved, verdict
+from stats.fmt import ms
 
 IGNORED = ("hydra", "logger", "tags", "diagnose", "launcher", "scale.name")
 

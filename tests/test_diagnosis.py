@@ -8,7 +8,8 @@ import pytest
 
 from diagnosis import diagnose, format_text, wandb_summary
 from diagnosis.view import RunView
-from diagnosis.finding import Finding, Saving, rank_findings
+from base.record_types import Finding, Saving
+from diagnosis.finding import rank_findings
 from diagnosis.sweep import checked_estimates, diagnose_sweep, format_sweep, matches
 from results.table import Entry
 from stats import describe, steady_state

@@ -11,7 +11,8 @@ import pytest
 
 from diagnosis import diagnose, format_text
 from diagnosis.benchmark import _overlap, cases, judge, markdown, measured, select
-from diagnosis.finding import Finding, Saving, rank_findings
+from base.record_types import Finding, Saving
+from diagnosis.finding import rank_findings
 from tests.diagnosis_cases import Rank, Shape, build, case
 
 NAMES = [c.name for c in cases()]

@@ -1,7 +1,7 @@
 """Issue 25: what a default run prints is short and answers first (the line-count of a real run is in
 tests/test_train_runs.py::test_default_strategy_ddp_record)."""
 from base.record_types import DiagnosisBlock
-from diagnosis.finding import Evidence, Finding, Saving
+from base.record_types import Evidence, Finding, Saving
 from job import brief
 
 
