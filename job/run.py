@@ -1,11 +1,13 @@
 """One Hydra job: check the config, start (or become) the ranks, and end through job.finalise whatever happens.
-In a multirun a failed job returns normally with a failed status, so the sweep goes on and the end-of-sweep table
-shows it as a failed row; a single run exits non-zero (2: bad input, before any rank started, leaving nothing but the
-error line; 1: a rank failed).
+run_job returns a JobResult and never ends the process: train.py exits with its exit_code. In a multirun a failed
+job returns with a failed status and exit code 0, so the sweep goes on and the end-of-sweep table shows it as a
+failed row; a single run's code is 2 for bad input (before any rank started, leaving nothing but the error line) and
+1 when a rank failed.
 
 SIGINT/SIGTERM (Ctrl-C, `timeout`, `kill`, Slurm's time limit) end the job as `interrupted`: a record with the signal
 and how far the ranks got, one line on the console, exit code 128 + the signal (130, 143). A sweep stops there: its
-table callback writes the rows it has, and no later job of the sweep starts."""
+table callback writes the rows it has, and no later job of the sweep starts (without that callback, run_job raises
+Interrupted through Hydra's loop, and train.py exits with its code)."""
 from __future__ import annotations
 
 import logging
@@ -13,8 +15,8 @@ import math
 import os
 import resource
 import signal
-import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -56,10 +58,27 @@ def job_info() -> dict:
     }
 
 
-def run_job(cfg: DictConfig, job: dict | None = None) -> "JobResult":
-    """The body of every job. `job` (output_dir, overrides, ...) comes from Hydra unless given (tests)."""
+@dataclass(frozen=True)
+class JobResult:
+    """What a job returns, to Hydra and to train.py. float() of it is the objective, samples/s (NaN for a failed job
+    or a task without samples/s), which optimising sweepers maximise (hydra-optuna-sweeper's
+    `float(return_value)`); the sweep table reads status and error (the records for the rest). exit_code: what
+    train.py ends a single run with; 0 in a sweep, whose table callback gives the sweep's."""
+    status: str = "ok"
+    exit_code: int = 0
+    samples_per_s: float = math.nan
+    error: str | None = None
+    record: str | None = None
+
+    def __float__(self) -> float:
+        return self.samples_per_s
+
+
+def run_job(cfg: DictConfig, job: dict | None = None) -> JobResult:
+    """The body of every job. `job` (output_dir, overrides, ...) comes from Hydra unless given (tests). Raises
+    Interrupted only where the process must end at once: a sweep without its table, or a rank other than 0."""
     if interrupt.received() is not None:  # an earlier job of this sweep was interrupted: start no other
-        sys.exit(128 + interrupt.received())
+        raise Interrupted(interrupt.received())
     a_rank = become_rank()       # torchrun or a Slurm task: this process is a rank (its variables exported once, here)
     job = job or job_info()
     job["typed"] = _typed(cfg)   # keys whose value came from the environment: the record keeps their text
@@ -78,30 +97,32 @@ def run_job(cfg: DictConfig, job: dict | None = None) -> "JobResult":
         try:
             record, exit_code = _as_a_rank(plain, job) if a_rank else _launch(plain, job)
         except Interrupted as e:
+            if a_rank and os.environ["RANK"] != "0":   # it ends quietly (train.py), rank 0 writes the record
+                raise
             record, exit_code = record_of(plain, job, e.outcome, signal=e.name), e.exit_code
         if record is None:
-            return JobResult(math.nan)  # ranks other than 0: rank 0 returns the job's result
+            return JobResult()  # ranks other than 0: rank 0 returns the job's result
         return _end(record, job, exit_code)
 
 
-def _refused(cfg: DictConfig, job: dict, e: ConfigError) -> "JobResult":
+def _refused(cfg: DictConfig, job: dict, e: ConfigError) -> JobResult:
     """Bad input, before any rank started. A single run leaves the one error line and nothing else: no record, no W&B
     run, and the directory Hydra made for it is removed (job.output_dir.discard: when it holds only Hydra's own
     files). In a sweep the refused job keeps its record in the sweep's own directory, so that it is a row of the sweep
     table whichever launcher ran it, but opens no W&B run."""
     from job.output_dir import discard
 
-    quiet = already_a_rank() and os.environ["RANK"] != "0"     # every rank refuses; rank 0 alone says so
+    quiet = already_a_rank() and os.environ["RANK"] != "0"   # every rank refuses; rank 0 alone says so, exit 2
     if quiet and job.get("multirun"):
-        return JobResult(math.nan, status="failed", error=f"ConfigError: {e}")
+        return JobResult(status="failed", error=f"ConfigError: {e}")
     if job.get("multirun"):
         return _end(record_of(OmegaConf.to_container(cfg, resolve=False), job, error=f"ConfigError: {e}"), job, 2,
                     wandb=False)
     discard(job.get("output_dir"), keep_if_other_than=(".hydra", f"{job.get('name') or 'train'}.log"))
     if quiet:
-        return JobResult(math.nan, status="failed", error=f"ConfigError: {e}")
+        return JobResult(status="failed", error=f"ConfigError: {e}")
     log.error(f"error: {e}")
-    sys.exit(ConfigError.exit_code)
+    return JobResult(status="failed", exit_code=ConfigError.exit_code, error=f"ConfigError: {e}")
 
 
 def _launch(plain: dict, job: dict) -> tuple[Record, int]:
@@ -156,7 +177,8 @@ def mark_job_start() -> None:
 
 def _as_a_rank(plain: dict, job: dict) -> tuple[Record | None, int]:
     """torchrun or a Slurm task: this process is a rank and there is no parent of ours that outlives the ranks,
-    so rank 0 finalises. The other ranks re-raise: their non-zero exit ends the job (srun --kill-on-bad-exit).
+    so rank 0 finalises. The other ranks re-raise (an Interrupted too, which run_job passes on to train.py): their
+    non-zero exit ends the job (srun --kill-on-bad-exit).
     A rank that finished leaves at exit without the interpreter's teardown (launchers.rank.leave_without_teardown):
     a gloo thread freeing its last Work there aborts the process, and srun or torchrun would report a failed rank
     after the record said ok."""
@@ -172,8 +194,6 @@ def _as_a_rank(plain: dict, job: dict) -> tuple[Record | None, int]:
             record.error += " (sent by the launcher: Ctrl-C, a time limit, or another rank's failure)"
             return record, 128 + signal.Signals[o.signal]
         return record_of(plain, job, o), 1
-    except Interrupted as e:  # not rank 0: end quietly, rank 0 writes the record
-        sys.exit(e.exit_code)
     if outcome is None:
         return None, 0
     return record_of(plain, job, outcome), 0
@@ -218,20 +238,6 @@ def _where(progress: dict, config: dict) -> str:
     return " before the first step" if measures else ""
 
 
-class JobResult(float):
-    """What a job returns to Hydra: the objective, samples/s (NaN for a failed job or a task without samples/s), as a
-    float so optimising sweepers (hydra-optuna-sweeper's `float(return_value)`, Nevergrad, Ax) maximise it; the
-    status, error and record path ride along as attributes. The sweep table reads the records, not this."""
-
-    def __new__(cls, value: float, status: str = "ok", error: str | None = None, record: str | None = None):
-        self = super().__new__(cls, value)
-        self.status, self.error, self.record = status, error, record
-        return self
-
-    def __repr__(self) -> str:
-        return f"JobResult({float(self)!r}, status={self.status!r})"
-
-
 def _typed(cfg: DictConfig) -> dict[str, str]:
     try:
         return from_environment(cfg)
@@ -248,9 +254,11 @@ def _end(record: Record, job: dict, exit_code: int = 0, wandb: bool = True) -> J
     if record.status == "ok":
         throughput = getattr(record.result, "throughput", None)
         samples_per_s = throughput.samples_per_s if throughput is not None else None
-        return JobResult(math.nan if samples_per_s is None else samples_per_s, record=str(path))
-    if job.get("multirun") and (record.status != "interrupted" or job.get("sweep_table")):
-        # the sweep goes on past a failed job; an interrupted one returns so that the table callback
-        # (results.callbacks.SweepTable) writes the rows so far and stops the sweep
-        return JobResult(math.nan, status=record.status, error=record.error, record=str(path))
-    sys.exit(exit_code)
+        return JobResult(samples_per_s=math.nan if samples_per_s is None else samples_per_s, record=str(path))
+    if not job.get("multirun"):
+        return JobResult(record.status, exit_code, error=record.error, record=str(path))
+    if record.status == "interrupted" and not job.get("sweep_table"):   # no table callback to stop the sweep
+        raise Interrupted(exit_code - 128)
+    # the sweep goes on past a failed job; an interrupted one returns so that the table callback
+    # (results.callbacks.SweepTable) writes the rows so far and stops the sweep
+    return JobResult(record.status, error=record.error, record=str(path))

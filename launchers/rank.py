@@ -130,11 +130,11 @@ def _run_rank(plain: dict, job: dict, outcome: Outcome, hand_in=None) -> Outcome
             dist.destroy_process_group()
 
 
-_leaving = False   # leave_without_teardown is installed in this process
+_exit_code: int | None = None   # None until a rank finished in this process; then the code it leaves with at exit
 
 
 def leave_without_teardown() -> None:
-    """For a rank whose work is over and handed in: when its interpreter exits, end it with os._exit(0) before the
+    """For a rank whose work is over and handed in: when its interpreter exits, end it with os._exit before the
     interpreter tears down what is left (atexit runs first in Py_FinalizeEx; module dicts, the objects they hold
     and C++ statics go after it).
 
@@ -152,36 +152,31 @@ def leave_without_teardown() -> None:
     finished (a failing rank keeps its exit code); torch's spawn wrappers hand the function's return value over
     before the interpreter exits. Once per process: a torchrun rank that runs a sweep's jobs calls it after each.
 
-    The exit code it ends with is the one the process was exiting with: sys.exit's (multiprocessing ends a failed
-    child with sys.exit(1); train.py passes a SystemExit raised anywhere through sys.exit) or 1 for an exception
-    nobody caught."""
-    global _leaving
-    if _leaving:
-        return
-    _leaving = True
-    code = [0]
-    real_exit = sys.exit
+    The code it ends with: what the process's one exit point gave (`exiting`: train.py), 1 for an exception nobody
+    caught, else 0 (a spawned rank's: after the hand-in its spawn wrapper only puts None on a queue)."""
+    global _exit_code
+    if _exit_code is None:
+        _exit_code = 0
+        atexit.register(_leave)
 
-    def exit_with(status=None):   # what the process meant to exit with, kept for leave()
-        code[0] = 0 if status is None else status if isinstance(status, int) else 1
-        real_exit(status)
 
-    def leave():
-        logging.shutdown()
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(code[0])
+def exiting(code: int) -> int:
+    """The code this process ends with, from its one exit point (train.py), kept for a finished rank's exit."""
+    global _exit_code
+    if _exit_code is not None:
+        _exit_code = code
+    return code
 
-    def failed(*exc):             # an exception nobody caught: Python would exit 1
-        code[0] = 1
-        real_hook(*exc)
 
-    real_hook = sys.excepthook
-    sys.exit, sys.excepthook = exit_with, failed
-    atexit.register(leave)
+def _leave() -> None:
+    code = 1 if hasattr(sys, "last_value") else _exit_code   # Python sets it for an exception nobody caught
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def first_line(e: BaseException) -> str:

@@ -66,10 +66,7 @@ def run_inprocess(overrides: list[str], tmp_path: Path, name: str = "run", env: 
     signal.signal(signal.SIGALRM, too_long)
     signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
-        run_job(compose(overrides), job=job)
-        code = 0
-    except SystemExit as e:  # a single run that failed ends the process: 2 bad input, 1 a rank failed
-        code = e.code
+        code = run_job(compose(overrides), job=job).exit_code   # 2 bad input, 1 a rank failed, 128 + a signal
     finally:  # nothing a job does may leak into the next test
         signal.setitimer(signal.ITIMER_REAL, 0)
         os.environ.clear()

@@ -39,19 +39,20 @@ def test_job_result_is_the_samples_per_s_float_optuna_reads_and_carries_the_stat
     job = {"name": "train", "num": 0, "output_dir": str(tmp_path / "0"), "multirun": True, "overrides": []}
     result = train_record(overrides=[], steps_per_s=4.0)["result"]
     ok = _end(Record.ok(plain, job, env={}, started="", result=result), job)
-    assert isinstance(ok, float) and float(ok) == result["throughput"]["samples_per_s"] == 32.0
+    assert float(ok) == result["throughput"]["samples_per_s"] == 32.0 and ok.exit_code == 0
     assert ok.status == "ok" and ok.record.endswith("run_record.json")
     failed = _end(Record.failed(plain, job, "RuntimeError: rank 1 died"), job)
     assert math.isnan(failed) and failed.status == "failed" and "rank 1 died" in failed.error
+    assert failed.exit_code == 0   # a sweep goes on; its table callback gives the sweep's exit code
     back = pickle.loads(pickle.dumps(failed))  # crosses the elastic launcher and submitit as a pickle
-    assert math.isnan(back) and back.status == "failed" and back.error == failed.error
-    assert float(JobResult(3.5)) == 3.5
+    assert math.isnan(back) and (back.status, back.error, back.record) == (failed.status, failed.error, failed.record)
+    assert float(JobResult(samples_per_s=3.5)) == 3.5
 
 
 def test_a_failed_trial_is_a_failed_optuna_trial_and_the_study_goes_on():
     optuna = pytest.importorskip("optuna")
     study = optuna.create_study(direction="maximize")
-    for value in (JobResult(10.0), JobResult(math.nan, status="failed"), JobResult(12.0)):
+    for value in (JobResult(samples_per_s=10.0), JobResult("failed"), JobResult(samples_per_s=12.0)):
         trial = study.ask()
         try:
             study.tell(trial, values=[float(value)])  # what hydra-optuna-sweeper does with a job's return value

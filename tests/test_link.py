@@ -92,8 +92,7 @@ def test_help_lists_the_link_group(monkeypatch, capsys):
     import train
 
     monkeypatch.setattr(sys, "argv", ["train.py", "--help"])
-    with pytest.raises(SystemExit):
-        train.main()
+    assert train.main() == 0
     out = capsys.readouterr().out
     assert all(choice in out for choice in ("link=", "1gbe", "10gbe", "25gbe", "link.rate="))
 
@@ -167,7 +166,7 @@ def test_the_refusal_reaches_the_user_as_one_line_and_exit_2(tmp_path):
     """Through the real entry point, with the machine's answer injected the way check() reads it: not root."""
     argv = ["train.py", *TINY, "link=1gbe", f"hydra.run.dir={tmp_path / 'run'}"]
     code = ("import sys; import launchers.link as l; l.probe = lambda: l.Support('root'); "
-            f"sys.argv = {argv!r}; import train; train.main()")
+            f"sys.argv = {argv!r}; import train; sys.exit(train.main())")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "WANDB_MODE": "disabled"})
     assert proc.returncode == 2, proc.stderr[-2000:]

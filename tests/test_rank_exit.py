@@ -73,15 +73,14 @@ def test_a_finished_process_leaves_before_the_interpreter_teardown_that_would_ab
 
 @pytest.mark.subprocess
 def test_a_failure_after_leaving_is_registered_keeps_its_exit_code():
-    """leave_without_teardown ends the process with the code it was exiting with: a step that fails after the hand-in
-    (multiprocessing ends a failed child with sys.exit(1)), or an exception nobody caught, is not turned into a
-    success. (A bare `raise SystemExit(n)` at the top level bypasses both hooks; the ranks' spawn code calls
-    sys.exit.)"""
-    code = ("import sys; from launchers.rank import leave_without_teardown; leave_without_teardown(); "
-            "print('handed in', flush=True); sys.exit(3)")
+    """leave_without_teardown ends the process with the code it was exiting with: the one the process's exit point
+    gave (train.py, through launchers.rank.exiting), or 1 for an exception nobody caught; a failure after the hand-in
+    is not turned into a success."""
+    code = ("import sys; from launchers.rank import exiting, leave_without_teardown; leave_without_teardown(); "
+            "print('handed in', flush=True); sys.exit(exiting(3))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.returncode == 3 and out.stdout == "handed in\n", (out.returncode, out.stderr[-2000:])
-    raised = subprocess.run([sys.executable, "-c", code.replace("sys.exit(3)", "raise RuntimeError('late')")],
+    raised = subprocess.run([sys.executable, "-c", code.replace("sys.exit(exiting(3))", "raise RuntimeError('late')")],
                             capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert raised.returncode == 1 and "RuntimeError: late" in raised.stderr, (raised.returncode, raised.stderr[-2000:])
 
@@ -111,8 +110,8 @@ def test_a_torchrun_rank_that_would_abort_in_its_teardown_after_handing_in_is_a_
 
 @pytest.mark.subprocess
 def test_a_systemexit_raised_after_a_rank_finished_keeps_its_code():
-    """train.py passes a SystemExit raised anywhere (here: Hydra's callback refusing the run dir) through sys.exit, so
-    a process that already finished a rank's job (a torchrun rank running a sweep) exits with it, not 0."""
+    """train.py turns a SystemExit raised anywhere (here: Hydra's callback refusing the run dir) into its exit code,
+    so a process that already finished a rank's job (a torchrun rank running a sweep) exits with it, not 0."""
     code = ("import runpy, sys; from launchers.rank import leave_without_teardown; leave_without_teardown(); "
             "sys.argv = ['train.py', 'hydra.run.dir=/proc/not_here', 'logger=none']; "
             "runpy.run_path('train.py', run_name='__main__')")

@@ -205,10 +205,9 @@ def test_bad_measure_and_repeat_input_is_refused_before_any_rank(overrides, mess
 def test_repeats_without_a_sweep_is_refused(tmp_path, capsys):
     from job.run import run_job
 
-    with pytest.raises(SystemExit) as e:
-        run_job(compose(["model=vgg11_tiny", "scale=smoke", "logger=none", "repeats=3"]),
-                {"output_dir": str(tmp_path / "run"), "overrides": ["repeats=3"], "multirun": False})
-    assert e.value.code == 2
+    result = run_job(compose(["model=vgg11_tiny", "scale=smoke", "logger=none", "repeats=3"]),
+                     {"output_dir": str(tmp_path / "run"), "overrides": ["repeats=3"], "multirun": False})
+    assert result.exit_code == 2
     assert "add -m" in capsys.readouterr().err and not (tmp_path / "run").exists()   # one line, nothing on disk
 
 

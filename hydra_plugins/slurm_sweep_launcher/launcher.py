@@ -7,7 +7,6 @@ first failed job return, which would skip on_multirun_end. conf/launcher/slurm.y
 hydra/launcher=slurm_sweep (hydra_plugins/slurm_sweep_launcher/, where Hydra requires the launcher class to be)."""
 from __future__ import annotations
 
-import math
 import shutil
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from hydra_plugins.hydra_submitit_launcher.config import SlurmQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as SubmititSlurmLauncher
 
 from base.errors import ConfigError
+from base.interrupt import Interrupted
 from job.run import JobResult
 from launchers.slurm import settings, state
 
@@ -31,7 +31,10 @@ class SlurmSweepLauncher(SubmititSlurmLauncher):
         from job.config import register_resolvers
 
         register_resolvers()
-        ret = super().__call__(*args, **kwargs)
+        try:
+            ret = super().__call__(*args, **kwargs)
+        except Interrupted as e:   # this task's end, as train.py's: 128 + the signal, no traceback
+            raise SystemExit(e.exit_code) from None
         from hydra.core.utils import JobStatus
 
         if ret.status == JobStatus.FAILED:
@@ -115,7 +118,7 @@ class SlurmSweepLauncher(SubmititSlurmLauncher):
         failed = end.returned if isinstance(end.returned, JobReturn) else JobReturn(
             overrides=overrides, working_dir=str(output_dir), task_name=str(sweep_config.hydra.job.name))
         failed.status = JobStatus.COMPLETED
-        failed.return_value = JobResult(math.nan, status="failed", error=error, record=str(record))
+        failed.return_value = JobResult(status="failed", error=error, record=str(record))
         return failed
 
 
