@@ -247,10 +247,12 @@ def typed_block(cls: type[Block], value: Any, where: str) -> Any:
     """A block of a record from the dict a writer made (a task's result, the diagnosis): JSON-normalised (numpy
     scalars become numbers) and checked against cls. A writer's slip is warned about and the block kept as written
     (the values that do not match their fields under `unchecked`, the rest typed), never lost, and the record read
-    back; tests keep the writers matching their types. None and blocks pass through."""
-    if value is None or isinstance(value, Block):
+    back; tests keep the writers matching their types. A block a writer built goes the same way, through its JSON
+    (its numpy scalars, and any dict it holds where a block belongs), so what the record keeps is what it reads back.
+    None passes through."""
+    if value is None:
         return value
-    value = json.loads(json.dumps(value, default=_jsonable))
+    value = json.loads(json.dumps(value.to_dict() if isinstance(value, Block) else value, default=_jsonable))
     try:
         return cls.from_dict(value, where)
     except RecordError as e:

@@ -567,6 +567,7 @@ class DdpInfo(Block):
     comm_hook: str | None = None
     comm_hook_calls: int | None = None
     powersgd_iter: int | None = None
+    powersgd_note: str | None = doc("what PowerSGD's warm_start=false costs a GPU step", default=None)
 
 
 @dataclass
@@ -663,9 +664,13 @@ class Straggler(Block):
 
 @dataclass
 class Fault(Block):
+    """What fault.* injects (tasks/train/faults.py): a delay on one rank, a sleep after every optimizer step."""
     delay_s: float | None = None
     delay_rank: int | None = None
     delay_at: str | None = None
+    sleep_s: float | None = None
+    sleep_at: str | None = None
+    sleep_rank: int | None = doc("null: every rank", default=None)
 
 
 @dataclass

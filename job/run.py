@@ -31,6 +31,7 @@ from base.provenance import as_typed, as_typed_vars, command, from_environment, 
 from launchers import already_a_rank, become_rank
 from base.context import JOB_START_ENV
 from base.record import SWEEP_ID_ENV, Record, setting
+from base.record_types import TaskResult
 
 log = get(__name__)
 
@@ -146,13 +147,13 @@ def _own_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _note_launcher_cost(result: dict | None, cpu_s: float, wall_s: float) -> None:
+def _note_launcher_cost(result: TaskResult | None, cpu_s: float, wall_s: float) -> None:
     """The launcher's own CPU over the whole launch (spawn, set-up, warm-up, window, probes; not the window alone): on
     2 cores shared with 2 ranks, a busy parent would be a harness cost in every step, so the record keeps its average
     share of one core (time_budget.launcher_*)."""
-    budget = (result or {}).get("time_budget")
+    budget = getattr(result, "time_budget", None)
     if budget is not None and wall_s > 0:
-        budget.update(launcher_cpu_s=cpu_s, launcher_wall_s=wall_s, launcher_cpu_share=cpu_s / wall_s)
+        budget.launcher_cpu_s, budget.launcher_wall_s, budget.launcher_cpu_share = cpu_s, wall_s, cpu_s / wall_s
 
 
 _first_job = True

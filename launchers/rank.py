@@ -109,7 +109,7 @@ def _run_rank(plain: dict, job: dict, outcome: Outcome, hand_in=None) -> Outcome
             return None
         transports = comm_env.transports_from_logs(output_dir)
         if transports is not None:
-            result["nccl_transports"] = transports
+            result.nccl_transports = transports
         outcome.result = result
         return outcome
     except BaseException as e:

@@ -4,7 +4,8 @@
                                            rank starts (submitting=True: on a Slurm login node, for the compute
                                            nodes, so this machine's GPUs and memory do not count); host: what this
                                            machine offers (device.host.Host, injected by tests)
-    run(ctx) -> dict | None                inside every rank; rank 0 returns the task's `result` for the record
+    run(ctx) -> TaskResult | None          inside every rank; rank 0 returns the task's `result` for the record,
+                                           built as its own type (base/record_types.py)
     summarize(record) -> str               the text printed after the run, from the record alone
 
 and, where a task has them (job/config.py and the launchers ask through getattr, never by the task's name):
@@ -28,13 +29,14 @@ from types import ModuleType
 from typing import Protocol
 
 from base.record import Record
+from base.record_types import TaskResult
 from base.schema import Task as TaskName
 
 
 class Task(Protocol):
     def check(self, cfg, submitting: bool = False, host=None) -> None: ...
 
-    def run(self, ctx) -> dict | None: ...
+    def run(self, ctx) -> TaskResult | None: ...
 
     def summarize(self, record: Record) -> str: ...
 

@@ -195,7 +195,7 @@ def _compare(case: Case, redop: str | None, dtype: str, device: torch.device, sa
 
 
 # -------------------------------------------------------------------------------------------------------------- run
-def run(ctx) -> dict | None:
+def run(ctx) -> CollectivesResult | None:
     c = settings(ctx.cfg)
     device = resolve_device(c.device, ctx.backend, ctx.torch_device, ctx.local_rank)
     rank, world = ctx.rank, ctx.world_size
@@ -230,10 +230,10 @@ def run(ctx) -> dict | None:
 
     per_rank = gather_all([(e["seconds"], e["wrong"], e["blocks"]) for e in entries])
     result = _result(c, entries, per_rank, notes, ctx, device)
-    if result["wrong_total"] and ctx.is_main:       # only rank 0: its record must be written before peers exit
+    if result.wrong_total and ctx.is_main:       # only rank 0: its record must be written before peers exit
         raise CorrectnessError(
-            f"collectives: {result['wrong_total']} wrong elements in the correctness check "
-            f"({', '.join(sorted({r['op'] for r in result['rows'] if r['wrong']}))})",
+            f"collectives: {result.wrong_total} wrong elements in the correctness check "
+            f"({', '.join(sorted({r.op for r in result.rows if r.wrong}))})",
             result)
     return result if ctx.is_main else None
 
@@ -266,7 +266,7 @@ def known_unsupported(backend: str, c: schema.Collectives) -> str | None:
     return None
 
 
-def _result(c: schema.Collectives, entries, per_rank, notes, ctx, device) -> dict:
+def _result(c: schema.Collectives, entries, per_rank, notes, ctx, device) -> CollectivesResult:
     """One flat row per (op, size, mode), the shape results/ tables and plots read; summarize() pairs the modes."""
     world = ctx.world_size
     rows = []
@@ -277,36 +277,36 @@ def _result(c: schema.Collectives, entries, per_rank, notes, ctx, device) -> dic
         # per block, the ranks' mean time per call; their median with its order-statistic 95% CI
         blocks = [sum(r[i][2][b] for r in per_rank) / world for b in range(len(per_rank[0][i][2]))]
         d = describe(blocks)
-        rows.append({
-            "op": e["op"], "mode": e["mode"], "bytes": e["size"], "requested_bytes": e["requested"],
-            "count": e["counts"]["count"], "dtype": c.dtype.value,
-            "redop": c.reduce_op.value if e["op"] in bw.REDUCING_OPS else "none",
-            "root": ROOT if e["op"] == "broadcast" else -1,
-            "time_us": st["avg"] * 1e6, "time_max_us": st["max"] * 1e6, "slowest_rank": st["slowest_rank"],
-            "algbw_GBps": bw.algbw(e["size"], st["avg"]),
-            "busbw_GBps": bw.busbw(e["op"], e["size"], st["avg"], world),
-            "wrong": None if wrongs[0] is None else int(sum(wrongs)),
-            "time_median_us": d["median"] * 1e6, "time_ci_lo_us": d["ci_lo"] * 1e6, "time_ci_hi_us": d["ci_hi"] * 1e6,
-            "time_ci_level": d["ci_level"], "blocks": len(blocks),
-        })
-    busbws = [r["busbw_GBps"] for r in rows]
-    wrong_total = sum(r["wrong"] or 0 for r in rows)
+        rows.append(CollectiveRow(
+            op=e["op"], mode=e["mode"], bytes=e["size"], requested_bytes=e["requested"],
+            count=e["counts"]["count"], dtype=c.dtype.value,
+            redop=c.reduce_op.value if e["op"] in bw.REDUCING_OPS else "none",
+            root=ROOT if e["op"] == "broadcast" else -1,
+            time_us=st["avg"] * 1e6, time_max_us=st["max"] * 1e6, slowest_rank=st["slowest_rank"],
+            algbw_GBps=bw.algbw(e["size"], st["avg"]),
+            busbw_GBps=bw.busbw(e["op"], e["size"], st["avg"], world),
+            wrong=None if wrongs[0] is None else int(sum(wrongs)),
+            time_median_us=d["median"] * 1e6, time_ci_lo_us=d["ci_lo"] * 1e6, time_ci_hi_us=d["ci_hi"] * 1e6,
+            time_ci_level=d["ci_level"], blocks=len(blocks),
+        ))
+    busbws = [r.busbw_GBps for r in rows]
+    wrong_total = sum(r.wrong or 0 for r in rows)
     headline = {"ranks": world}
     for op in c.ops:
-        last = [r for r in rows if r["op"] == op][-1]              # largest size, last mode measured
-        headline[f"{op} busbw GB/s"] = round(last["busbw_GBps"], 4)
-    headline["max size B"] = max(r["bytes"] for r in rows)
+        last = [r for r in rows if r.op == op][-1]              # largest size, last mode measured
+        headline[f"{op} busbw GB/s"] = round(last.busbw_GBps, 4)
+    headline["max size B"] = max(r.bytes for r in rows)
     headline["avg busbw GB/s"] = round(sum(busbws) / len(busbws), 4)
     headline["#wrong"] = wrong_total if c.check_iters else None
-    return {
-        "device": str(device), "device_name": _device_name(device), "backend": ctx.backend, "world_size": world,
-        "dtype": c.dtype.value, "reduce_op": c.reduce_op.value, "ops": [op.value for op in c.ops], "modes": modes(c),
-        "warmup_iters": c.warmup_iters, "iters": c.iters, "check_iters": c.check_iters,
-        "timing": "CUDA events on the current stream" if device.type == "cuda" else "time.perf_counter",
-        "notes": notes, "rows": rows, "wrong_total": wrong_total,
-        "time_per_rank_us": [[r[i][0] * 1e6 for r in per_rank] for i in range(len(entries))],   # aligned with rows
-        "avg_busbw_GBps": sum(busbws) / len(busbws), "headline": headline,
-    }
+    return CollectivesResult(
+        device=str(device), device_name=_device_name(device), backend=ctx.backend, world_size=world,
+        dtype=c.dtype.value, reduce_op=c.reduce_op.value, ops=[op.value for op in c.ops], modes=modes(c),
+        warmup_iters=c.warmup_iters, iters=c.iters, check_iters=c.check_iters,
+        timing="CUDA events on the current stream" if device.type == "cuda" else "time.perf_counter",
+        notes=notes, rows=rows, wrong_total=wrong_total,
+        time_per_rank_us=[[r[i][0] * 1e6 for r in per_rank] for i in range(len(entries))],   # aligned with rows
+        avg_busbw_GBps=sum(busbws) / len(busbws), headline=headline,
+    )
 
 
 def _device_name(device: torch.device) -> str:

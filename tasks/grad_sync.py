@@ -36,8 +36,9 @@ import base.schema as schema
 from device.host import Host, check_buffers
 from base.errors import ConfigError
 from base.schema import typed
-from base.record import Record
-from base.record_types import GradSyncResult
+from base.record import Record, typed_block
+from base.record_types import (Bandwidth, GradSyncResult, GroupSync, LatencyFit, ParamSync, SyncMethod,
+                               SyncMethods)
 from comm.buckets import bucket_rule, limits as bucket_limits
 
 METHODS = ("per_param", "flat", "bucketed", "coalesced")
@@ -243,7 +244,7 @@ class Coalesced:
 
 
 # -------------------------------------------------------------------------------------------------------------- run
-def run(ctx) -> dict | None:
+def run(ctx) -> GradSyncResult | None:
     gs = settings(ctx.cfg)
     device = resolve_device(gs.device, ctx.backend, ctx.torch_device, ctx.local_rank)
     rank, world = ctx.rank, ctx.world_size
@@ -323,79 +324,82 @@ def _bw(nbytes: int, t: float, world: int) -> dict:
     return {"algbw_GBps": bw.algbw(nbytes, t), "busbw_GBps": bw.busbw("all_reduce", nbytes, t, world)}
 
 
-def _result(ctx, gs: schema.GradSync, device, grads, methods, groups, sizes, everyone, order_how) -> dict:
+def _result(ctx, gs: schema.GradSync, device, grads, methods, groups, sizes, everyone,
+            order_how) -> GradSyncResult:
     world = ctx.world_size
     total = grads.total_bytes
     per_param = []
     for k, (name, t) in enumerate(zip(grads.names, grads.tensors)):
         nbytes = t.numel() * 4
         x = _across(everyone, lambda r, k=k: r["methods"]["per_param"]["parts_s"][k])
-        per_param.append({"name": name, "group": name.split(".")[0], "shape": list(t.shape), "numel": t.numel(),
-                          "bytes": nbytes, **x, **_bw(nbytes, x["time_s"], world)})
+        per_param.append(ParamSync(name=name, group=name.split(".")[0], shape=list(t.shape), numel=t.numel(),
+                                   bytes=nbytes, **x, **_bw(nbytes, x["time_s"], world)))
 
-    out_methods = {}
+    out_methods = SyncMethods()
     for m in methods:
         mine0 = everyone[0]["methods"][m.name]
-        entry = {"calls": m.calls, "how": m.calls_label}
         if mine0.get("unsupported"):
-            entry["unsupported"] = mine0["unsupported"]
-            out_methods[m.name] = entry
+            setattr(out_methods, m.name, SyncMethod(calls=m.calls, how=m.calls_label,
+                                                    unsupported=mine0["unsupported"]))
             continue
         x = _across(everyone, lambda r, m=m: r["methods"][m.name]["total_s"])
-        entry.update(x, **_bw(total, x["time_s"], world), wrong=sum(r["methods"][m.name]["wrong"] for r in everyone))
+        entry = SyncMethod(calls=m.calls, how=m.calls_label, **x, **_bw(total, x["time_s"], world),
+                           wrong=sum(r["methods"][m.name]["wrong"] for r in everyone))
         if m.name == "flat":
             pk, ar, up = (_across(everyone, lambda r, i=i: r["methods"]["flat"]["parts_s"][i])["time_s"]
                           for i in range(3))
-            entry["phases_s"] = {"pack": pk, "all_reduce": ar, "unpack": up}
+            entry.phases_s = {"pack": pk, "all_reduce": ar, "unpack": up}
         if m.name == "bucketed":
-            entry["bucket_mb"] = "default" if ctx.cfg.bucket is None else float(ctx.cfg.bucket)
-            entry["bucket_rule"] = bucket_rule(ctx.cfg.bucket)
-            entry["bucket_bytes"] = m.bucket_bytes
-            entry["bucket_params"] = [[grads.names[i] for i in b] for b in m.buckets]
-            entry["order"] = order_how
+            entry.bucket_mb = "default" if ctx.cfg.bucket is None else float(ctx.cfg.bucket)
+            entry.bucket_rule = bucket_rule(ctx.cfg.bucket)
+            entry.bucket_bytes = m.bucket_bytes
+            entry.bucket_params = [[grads.names[i] for i in b] for b in m.buckets]
+            entry.order = order_how
             red, up = (_across(everyone, lambda r, i=i: r["methods"]["bucketed"]["parts_s"][i])["time_s"]
                        for i in range(2))
-            entry["phases_s"] = {"pack+all_reduce": red, "unpack": up}
-        out_methods[m.name] = entry
+            entry.phases_s = {"pack+all_reduce": red, "unpack": up}
+        setattr(out_methods, m.name, entry)
     micro = {}
     for key, nbytes in sizes.items():
         x = _across(everyone, lambda r, key=key: r["micro"][key])
-        micro[key] = {"bytes": nbytes, **x, **_bw(nbytes, x["time_s"], world)}
-    out_methods["microbench"] = {"calls": 1, "how": "one all_reduce of a standalone buffer of the same bytes, "
-                                 "back-to-back like task=collectives", **{k: v for k, v in micro["total"].items()}}
+        micro[key] = Bandwidth(bytes=nbytes, **x, **_bw(nbytes, x["time_s"], world))
+    t = micro["total"]
+    out_methods.microbench = SyncMethod(calls=1, how="one all_reduce of a standalone buffer of the same bytes, "
+                                        "back-to-back like task=collectives", bytes=t.bytes, time_s=t.time_s,
+                                        time_max_s=t.time_max_s, slowest_rank=t.slowest_rank,
+                                        algbw_GBps=t.algbw_GBps, busbw_GBps=t.busbw_GBps)
 
     group_rows = []
     for g, idx in groups.items():
-        pp = sum(per_param[i]["time_s"] for i in idx)
+        pp = sum(per_param[i].time_s for i in idx)
         mg = micro[f"group:{g}"]
-        mb = mg["time_s"]
-        group_rows.append({"group": g, "tensors": len(idx), "bytes": mg["bytes"], "per_param_s": pp,
-                           "microbench_s": mb, "microbench_busbw_GBps": mg["busbw_GBps"],
-                           "ratio": pp / mb if mb > 0 else None})
+        mb = mg.time_s
+        group_rows.append(GroupSync(group=g, tensors=len(idx), bytes=mg.bytes, per_param_s=pp, microbench_s=mb,
+                                    microbench_busbw_GBps=mg.busbw_GBps, ratio=pp / mb if mb > 0 else None))
 
-    fit = fit_latency_bandwidth(per_param)
-    result = {
-        "model": ctx.cfg.model.get("name"), "params": sum(p["numel"] for p in per_param),
-        "param_tensors": len(per_param), "total_bytes": total, "dtype": "float32", "reduce_op": "sum",
-        "world_size": world, "backend": ctx.backend, "device": str(device),
-        "warmup_iters": gs.warmup_iters, "iters": gs.iters,
-        "timing": "CUDA events on the current stream" if device.type == "cuda" else "time.perf_counter",
-        "per_param": per_param, "groups": group_rows, "methods": out_methods,
-        "latency": micro["latency"], "fit": fit,
-    }
-    result["explanation"] = explain(result)
-    result["headline"] = _headline(result)
+    fit = fit_latency_bandwidth([{"bytes": p.bytes, "time_s": p.time_s} for p in per_param])
+    result = GradSyncResult(
+        model=ctx.cfg.model.get("name"), params=sum(p.numel for p in per_param),
+        param_tensors=len(per_param), total_bytes=total, dtype="float32", reduce_op="sum",
+        world_size=world, backend=ctx.backend, device=str(device),
+        warmup_iters=gs.warmup_iters, iters=gs.iters,
+        timing="CUDA events on the current stream" if device.type == "cuda" else "time.perf_counter",
+        per_param=per_param, groups=group_rows, methods=out_methods,
+        latency=micro["latency"], fit=typed_block(LatencyFit, fit, "result.fit"),
+    )
+    result.explanation = explain(result)
+    result.headline = _headline(result)
     return result
 
 
-def explain(r: dict) -> list[str]:
+def explain(r: GradSyncResult) -> list[str]:
     """What explains per-parameter vs one call of the same bytes, from this run's numbers."""
-    meth = r["methods"]
-    n = r["param_tensors"]
-    t_pp = meth["per_param"]["time_s"]
-    t_mb = meth["microbench"]["time_s"]
-    probe = r["latency"]["time_s"]
-    small = sorted(p["time_s"] for p in r["per_param"] if p["bytes"] <= SMALL_CALL_BYTES)
+    meth = r.methods
+    n = r.param_tensors
+    t_pp = meth.per_param.time_s
+    t_mb = meth.microbench.time_s
+    probe = r.latency.time_s
+    small = sorted(p.time_s for p in r.per_param if p.bytes <= SMALL_CALL_BYTES)
     ms = lambda t: f"{t * 1e3:.3g} ms"                       # noqa: E731 - a one-line formatter, here only
     if len(small) >= 3:          # latency as the loop itself pays it: its calls too small to be bandwidth-bound
         lat = statistics.median(small)
@@ -406,13 +410,13 @@ def explain(r: dict) -> list[str]:
     gap = t_pp - t_mb
     extra_latency = (n - 1) * lat
     lines = [
-        f"per_param made {n} all_reduce calls, microbench 1, for the same {bw.fmt_bytes(r['total_bytes'])}: "
+        f"per_param made {n} all_reduce calls, microbench 1, for the same {bw.fmt_bytes(r.total_bytes)}: "
         f"{ms(t_pp)} vs {ms(t_mb)} ({t_pp / t_mb:.2f}x).",
         f"Per-call latency here: {ms(lat)} ({lat_how}); one call of the total moves "
-        f"{meth['microbench']['busbw_GBps']:.3g} GB/s busbw.",
+        f"{meth.microbench.busbw_GBps:.3g} GB/s busbw.",
     ]
-    noise = max(0.05 * max(t_pp, t_mb), abs(meth["microbench"]["time_max_s"] - t_mb),
-                abs(meth["per_param"]["time_max_s"] - t_pp))
+    noise = max(0.05 * max(t_pp, t_mb), abs(meth.microbench.time_max_s - t_mb),
+                abs(meth.per_param.time_max_s - t_pp))
     if abs(gap) <= noise:
         lines.append(
             f"The two differ by {ms(gap)}, within the spread of this measurement ({ms(noise)}): the {n} calls' latency "
@@ -427,38 +431,38 @@ def explain(r: dict) -> list[str]:
                 f"Fewer, larger calls (flat, bucketed, coalesced) remove it.")
         else:
             moving = t_pp - n * lat
-            eff = bw.algbw(r["total_bytes"], moving) if moving > 0 else None
+            eff = bw.algbw(r.total_bytes, moving) if moving > 0 else None
             lines.append(
                 f"per_param is {ms(gap)} slower; {n - 1} extra calls x {ms(lat)} latency = {ms(extra_latency)} "
                 f"explain only {100 * max(share, 0):.0f}% of it. The rest ({ms(gap - extra_latency)}) is bandwidth: "
                 + (f"with the latency taken out, the per-parameter calls move {eff:.3g} GB/s algbw against "
-                   f"{meth['microbench']['algbw_GBps']:.3g} GB/s for one call of the total"
+                   f"{meth.microbench.algbw_GBps:.3g} GB/s for one call of the total"
                    if eff is not None else "the per-parameter calls move data slower than one call of the total")
                 + ".")
     else:
         lines.append(f"per_param is {ms(-gap)} faster than one call of the total: on this backend several smaller "
                      f"calls move the bytes faster than one large one (per-call latency {ms(lat)}).")
-    flat = meth.get("flat", {})
-    if "phases_s" in flat:
-        ph = flat["phases_s"]
+    flat = meth.flat
+    if flat is not None and flat.phases_s is not None:
+        ph = flat.phases_s
         lines.append(f"flat = pack {ms(ph['pack'])} + all_reduce {ms(ph['all_reduce'])} + unpack {ms(ph['unpack'])}: "
-                     f"the copies cost {100 * (ph['pack'] + ph['unpack']) / flat['time_s']:.0f}% of it.")
-    fit = r.get("fit")
-    if fit and fit.get("beta_GBps") and fit["alpha_s"] > 0:
-        lines.append(f"Fit over the {fit['points']} per-parameter calls, t = alpha + bytes/beta (relative error): "
-                     f"alpha = {ms(fit['alpha_s'])} per call, beta = {fit['beta_GBps']:.3g} GB/s algbw; "
-                     f"{n} x alpha = {ms(n * fit['alpha_s'])} of per_param's {ms(t_pp)}.")
+                     f"the copies cost {100 * (ph['pack'] + ph['unpack']) / flat.time_s:.0f}% of it.")
+    fit = r.fit
+    if fit is not None and fit.beta_GBps and fit.alpha_s > 0:
+        lines.append(f"Fit over the {fit.points} per-parameter calls, t = alpha + bytes/beta (relative error): "
+                     f"alpha = {ms(fit.alpha_s)} per call, beta = {fit.beta_GBps:.3g} GB/s algbw; "
+                     f"{n} x alpha = {ms(n * fit.alpha_s)} of per_param's {ms(t_pp)}.")
     return lines
 
 
-def _headline(r: dict) -> dict:
-    m = r["methods"]
-    h = {"model": r["model"], "ranks": r["world_size"], "MiB": round(r["total_bytes"] / 2**20, 1)}
+def _headline(r: GradSyncResult) -> dict:
+    m = r.methods
+    h = {"model": r.model, "ranks": r.world_size, "MiB": round(r.total_bytes / 2**20, 1)}
     for name in ("per_param", "flat", "bucketed", "coalesced", "microbench"):
-        t = m.get(name, {}).get("time_s")
+        t = getattr(m, name).time_s if getattr(m, name) is not None else None
         h[f"{name} ms"] = round(t * 1e3, 3) if t is not None else None
-    if m["microbench"]["time_s"] > 0:
-        h["per_param/microbench x"] = round(m["per_param"]["time_s"] / m["microbench"]["time_s"], 3)
+    if m.microbench.time_s > 0:
+        h["per_param/microbench x"] = round(m.per_param.time_s / m.microbench.time_s, 3)
     return h
 
 

@@ -36,8 +36,8 @@ from stats import describe, fmt_ci
 from device.host import RANK_MEMORY_BYTES, Host, check_fits, host_cpu_jiffies, on_gpus, ranks_per_node
 from base.errors import ConfigError
 from base.schema import typed
-from base.record import Record
-from base.record_types import PairGroupsResult
+from base.record import Record, typed_block
+from base.record_types import PairGroupsResult, PairRank, Summary
 
 def settings(cfg) -> schema.PairGroups:
     """cfg.pair_groups as its typed dataclass; the number of pairs is the top-level `pairs` (world size 2 x pairs)."""
@@ -79,7 +79,7 @@ def check(cfg, submitting: bool = False, host: Host | None = None) -> None:
                       "the result shows the contention (CPU busy %, involuntary context switches).", stacklevel=2)
 
 
-def run(ctx) -> dict | None:
+def run(ctx) -> PairGroupsResult | None:
     p, pairs = settings(ctx.cfg), ctx.cfg.pairs
     world, rank = ctx.world_size, ctx.rank
     if world != 2 * pairs:      # torchrun decides the world size itself
@@ -136,7 +136,7 @@ def run(ctx) -> dict | None:
     return _result(ctx, p, device, everyone) if ctx.is_main else None
 
 
-def _result(ctx, p: schema.PairGroups, device, everyone) -> dict:
+def _result(ctx, p: schema.PairGroups, device, everyone) -> PairGroupsResult:
     world, pairs = ctx.world_size, ctx.cfg.pairs
     walls = [r["wall_s"] for r in everyone]
     slowest = max(range(world), key=walls.__getitem__)
@@ -146,58 +146,57 @@ def _result(ctx, p: schema.PairGroups, device, everyone) -> dict:
     # machine share: CPU-seconds the ranks used / CPU-seconds this host offered over the slowest window (one host)
     busy = cpu_total / (cpus * max(walls)) if len(hosts) == 1 and max(walls) > 0 else None
     invol = sum(r["involuntary_switches"] for r in everyone)
-    threads = everyone[0]["torch_threads"]
-    result = {
-        "pairs": pairs, "world_size": world, "backend": ctx.backend, "device": str(device),
-        "iters": p.iters, "warmup_iters": p.warmup_iters, "shape": list(p.shape), "async_op": p.async_op,
-        "torch_threads": threads, "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-        "cpu_count": cpus, "hosts": hosts,
-        "rank0_s": walls[0], "slowest_s": walls[slowest], "slowest_rank": slowest,
-        "per_op_us_rank0": walls[0] / p.iters * 1e6,
+    result = PairGroupsResult(
+        pairs=pairs, world_size=world, backend=ctx.backend, device=str(device),
+        iters=p.iters, warmup_iters=p.warmup_iters, shape=list(p.shape), async_op=p.async_op,
+        torch_threads=everyone[0]["torch_threads"], omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
+        cpu_count=cpus, hosts=hosts,
+        rank0_s=walls[0], slowest_s=walls[slowest], slowest_rank=slowest,
+        per_op_us_rank0=walls[0] / p.iters * 1e6,
         # rank 0's blocks: median time per all_reduce with its order-statistic 95% CI (8 blocks: 96.9%)
-        "per_op_us": describe(everyone[0]["block_us_per_op"]),
-        "cpu_s_total": cpu_total, "cpu_busy_fraction": busy,
-        "host_busy_fraction": everyone[0]["host_busy_fraction"] if len(hosts) == 1 else None,
-        "ranks_per_cpu": world / cpus if len(hosts) == 1 else None,
-        "involuntary_switches": invol, "voluntary_switches": sum(r["voluntary_switches"] for r in everyone),
-        "group_setup_s_rank0": everyone[0]["group_setup_s"],
-        "per_rank": everyone,
-    }
-    result["explanation"] = explain(result)
-    result["headline"] = {
+        per_op_us=typed_block(Summary, describe(everyone[0]["block_us_per_op"]), "result.per_op_us"),
+        cpu_s_total=cpu_total, cpu_busy_fraction=busy,
+        host_busy_fraction=everyone[0]["host_busy_fraction"] if len(hosts) == 1 else None,
+        ranks_per_cpu=world / cpus if len(hosts) == 1 else None,
+        involuntary_switches=invol, voluntary_switches=sum(r["voluntary_switches"] for r in everyone),
+        group_setup_s_rank0=everyone[0]["group_setup_s"],
+        per_rank=[typed_block(PairRank, r, f"result.per_rank[{i}]") for i, r in enumerate(everyone)],
+    )
+    result.explanation = explain(result)
+    result.headline = {
         "pairs": pairs, "ranks": world,
         "rank 0 s": round(walls[0], 4), "slowest s": round(walls[slowest], 4),
-        "us per all_reduce": round(result["per_op_us_rank0"], 2),
+        "us per all_reduce": round(result.per_op_us_rank0, 2),
         "CPU busy %": round(100 * busy, 1) if busy is not None else None,
-        "host busy %": (round(100 * result["host_busy_fraction"], 1)
-                        if result["host_busy_fraction"] is not None else None),
+        "host busy %": (round(100 * result.host_busy_fraction, 1)
+                        if result.host_busy_fraction is not None else None),
         "invol. switches / op": round(invol / (world * p.iters), 3),
     }
     return result
 
 
-def explain(r: dict) -> list[str]:
+def explain(r: PairGroupsResult) -> list[str]:
     """A reading of this run's own figures; the sweep over pairs shows the trend."""
-    it, world = r["iters"], r["world_size"]
-    d = r.get("per_op_us")
-    per_op = (f"{fmt_ci(d['median'], d['ci_lo'], d['ci_hi'])} us each (median of {d['n']} timed blocks, 95% CI)"
-              if d else f"{r['per_op_us_rank0']:.1f} us each")
-    lines = [f"rank 0: {r['iters']} all_reduces of {'x'.join(map(str, r['shape']))} in {r['rank0_s']:.4g} s = "
-             f"{per_op}; slowest rank {r['slowest_rank']}: {r['slowest_s']:.4g} s."]
-    busy, invol = r["cpu_busy_fraction"], r["involuntary_switches"] / (world * it)
+    it, world = r.iters, r.world_size
+    d = r.per_op_us
+    per_op = (f"{fmt_ci(d.median, d.ci_lo, d.ci_hi)} us each (median of {d.n} timed blocks, 95% CI)"
+              if d is not None and d.to_dict() else f"{r.per_op_us_rank0:.1f} us each")
+    lines = [f"rank 0: {r.iters} all_reduces of {'x'.join(map(str, r.shape))} in {r.rank0_s:.4g} s = "
+             f"{per_op}; slowest rank {r.slowest_rank}: {r.slowest_s:.4g} s."]
+    busy, invol = r.cpu_busy_fraction, r.involuntary_switches / (world * it)
     if busy is None:
         lines.append("ranks span several hosts: CPU share not computed (per-rank CPU time is in per_rank).")
         return lines
-    host = r.get("host_busy_fraction")
-    lines.append(f"{world} ranks on {r['cpu_count']} CPUs ({r['ranks_per_cpu']:.2g} ranks per CPU, "
-                 f"{r['torch_threads']} torch thread(s) each) used {r['cpu_s_total']:.3g} CPU-s in the window: "
+    host = r.host_busy_fraction
+    lines.append(f"{world} ranks on {r.cpu_count} CPUs ({r.ranks_per_cpu:.2g} ranks per CPU, "
+                 f"{r.torch_threads} torch thread(s) each) used {r.cpu_s_total:.3g} CPU-s in the window: "
                  f"{100 * busy:.0f}% of the machine"
                  + (f" ({100 * host:.0f}% busy counting every process on the host)" if host is not None else "")
                  + f"; {invol:.2f} involuntary context switches (the kernel preempting a runnable thread) per "
                  f"all_reduce per rank.")
-    if r["ranks_per_cpu"] > 1 or busy >= 0.8 or (host is not None and host >= 0.8):
-        if r["ranks_per_cpu"] > 1:
-            why = f"more ranks than CPUs ({world} on {r['cpu_count']})"
+    if r.ranks_per_cpu > 1 or busy >= 0.8 or (host is not None and host >= 0.8):
+        if r.ranks_per_cpu > 1:
+            why = f"more ranks than CPUs ({world} on {r.cpu_count})"
         elif busy >= 0.8:
             why = f"the ranks kept {100 * busy:.0f}% of the CPUs busy"
         else:

@@ -93,7 +93,8 @@ def build(s: Shape) -> dict:
              device_layer={"kind": s.layer}, h2d={"mode": s.h2d_mode, "copies": True, "note": ""})
     st = steady_state(step_times)
     r.update(steady=st["steady"], steady_state=st)
-    r["straggler"] = find_straggler(everyone, T)
+    straggler = find_straggler(everyone, T)
+    r["straggler"] = straggler.to_dict() if straggler is not None else None
     wait0 = arrive - pre[0]
     exposed = wait0 + s.transfer
     sizes = s.buckets or [70_000]

@@ -6,6 +6,7 @@ import dataclasses
 import pytest
 import torch
 
+from base.record_types import GradSyncResult
 from comm import bandwidth as bw
 from comm.check import count_wrong, expected_output, fill_input
 from comm.fit import fit_latency_bandwidth
@@ -235,9 +236,9 @@ def test_latency_bandwidth_fit():
 
 def synthetic(n, t_pp, t_mb, lat, small_calls=()):
     m = lambda t: {"time_s": t, "time_max_s": t, "algbw_GBps": 1e9 / t / 1e9, "busbw_GBps": 1e9 / t / 1e9}  # noqa: E731 - helper
-    return {"param_tensors": n, "total_bytes": 10**9, "latency": {"time_s": lat},
-            "methods": {"per_param": m(t_pp), "microbench": m(t_mb)}, "fit": None,
-            "per_param": [{"bytes": 256, "time_s": t} for t in small_calls]}
+    return GradSyncResult.from_dict({"param_tensors": n, "total_bytes": 10**9, "latency": {"time_s": lat},
+                                     "methods": {"per_param": m(t_pp), "microbench": m(t_mb)}, "fit": None,
+                                     "per_param": [{"bytes": 256, "time_s": t} for t in small_calls]})
 
 
 def test_explanation_follows_the_numbers():

@@ -33,7 +33,7 @@ def built(bucket):
     sync.enable_runtime_stats()
     for _ in range(3):
         sync.model(torch.randn(2, 100)).sum().backward()
-    return sync.describe()
+    return sync.describe().to_dict()
 
 
 def test_the_default_bucket_is_stock_ddp_and_25_is_not(one_rank_group):

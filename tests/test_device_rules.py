@@ -16,6 +16,7 @@ from comm.env import parse_transports, transport_name, transports_from_logs
 from device.placement import Placement
 from tasks.train.cuda_graphs import problems
 from tasks.train.ddp import stats_waits, synchronised_iterations, warmup_warning
+from base.record_types import BucketInfo, DdpInfo
 from tasks.train.result import comm_figures
 from tests.bad_input import CPU_BOX, accepted, refused
 from tests.conftest import TINY, compose, close_group
@@ -176,14 +177,15 @@ def test_cuda_calls_exist_in_the_torch_installed():
 def test_ddp_without_its_runtime_stats_records_not_measured():
     """Defect 3: with no probe the empty DDP sync phase became time_s=0 under the explicit-strategy method."""
     steps = [{"data": 0.1, "forward": 0.2, "backward": 0.3, "sync": 1e-6, "optimizer": 0.1, "step": 0.7}] * 3
-    c = comm_figures({"buckets": {"count": 1, "sizes_bytes": [4]}}, 2, steps, None, collectives=1, nbytes=4)
-    assert c["time_s"] is None and c["exposed_s"] is None and c["method"].startswith("not measured")
-    explicit = comm_figures({}, 2, steps, None, collectives=22, nbytes=4)
-    assert explicit["time_s"] == 1e-6 and explicit["method"].startswith("median sync phase")
+    ddp = DdpInfo(buckets=BucketInfo(count=1, sizes_bytes=[4]))
+    c = comm_figures(ddp, 2, steps, None, collectives=1, nbytes=4)
+    assert c.time_s is None and c.exposed_s is None and c.method.startswith("not measured")
+    explicit = comm_figures(None, 2, steps, None, collectives=22, nbytes=4)
+    assert explicit.time_s == 1e-6 and explicit.method.startswith("median sync phase")
     graphed = [{"data": 0.1, "h2d": 0.1, "graph_replay": 0.5, "step": 0.7}] * 3
     probe = {"comm_s": 0.2, "overlap_s": 0.1, "backward_compute_s": 0.3, "method": "eager steps before capture"}
-    c = comm_figures({"buckets": {}}, 2, graphed, probe, collectives=1, nbytes=4)
-    assert c["time_s"] == 0.2 and c["method"] == "eager steps before capture"
+    c = comm_figures(DdpInfo(buckets=BucketInfo()), 2, graphed, probe, collectives=1, nbytes=4)
+    assert c.time_s == 0.2 and c.method == "eager steps before capture"
 
 
 @pytest.mark.parametrize("log,expected", [
@@ -234,4 +236,4 @@ def test_powersgd_without_warm_start_is_noted_in_the_record(tmp_path):
         described = DDPSync(cfg, torch.nn.Linear(4, 2), torch.device("cpu")).describe()
     finally:
         close_group()
-    assert "refills its Q matrices from CPU torch.randn every step" in described["powersgd_note"]
+    assert "refills its Q matrices from CPU torch.randn every step" in described.powersgd_note

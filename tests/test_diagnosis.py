@@ -511,12 +511,12 @@ def test_rank_work_and_find_straggler():
     assert fast["compute_s"] == pytest.approx(0.030, rel=0.02) and fast["backward_from"].startswith("DDP")
     everyone = [{"rank": 0, "host": "a", "work": fast}, {"rank": 1, "host": "b", "work": slow}]
     s = find_straggler(everyone, step_s=0.1)
-    assert s["rank"] == 1 and s["host"] == "b" and s["mostly"] == "compute" and s["significant"] is True
-    assert s["by_s"] == pytest.approx(0.020, rel=0.05) and s["share_of_step"] == pytest.approx(0.2, rel=0.05)
+    assert s.rank == 1 and s.host == "b" and s.mostly == "compute" and s.significant is True
+    assert s.by_s == pytest.approx(0.020, rel=0.05) and s.share_of_step == pytest.approx(0.2, rel=0.05)
     # explicit sync: the backward phase is compute
     assert rank_work(steps(0.01, 0.05), None, usage)["compute_s"] == pytest.approx(0.06, rel=0.02)
     same = find_straggler([{"rank": 0, "work": fast}, {"rank": 1, "work": fast}], 0.1)
-    assert same["by_s"] == 0 and same["significant"] is False
+    assert same.by_s == 0 and same.significant is False
     assert find_straggler([{"rank": 0, "work": fast}], 0.1) is None
 
 

@@ -200,7 +200,8 @@ def test_fault_knobs_install_nothing_when_off_and_are_recorded_when_on():
     assert not opt._optimizer_step_post_hooks
     faults.inject(on, 1, model, opt, batches, feeder)
     assert len(opt._optimizer_step_post_hooks) == 1
-    assert faults.describe(on) == {"delay_s": 0.01, "delay_at": "after_optimizer", "delay_rank": 1}
+    on_ = faults.describe(on)
+    assert (on_.delay_s, on_.delay_at, on_.delay_rank, on_.sleep_s) == (0.01, "after_optimizer", 1, None)
     data = OmegaConf.create({"fault": {"delay_s": 0.01, "delay_at": "data", "delay_rank": None, "sleep_s": 0}})
     late, _ = faults.inject(data, 0, model, opt, iter([1, 2]), feeder)
     assert list(late) == [1, 2]

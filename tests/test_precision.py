@@ -19,8 +19,8 @@ def torch_defaults():
 @pytest.mark.parametrize("precision,cudnn,matmul", [("fp32", True, "highest"), ("bf16", True, "highest"),
                                                     ("fp32_strict", False, "highest"), ("tf32", True, "high")])
 def test_only_the_strict_and_tf32_choices_touch_torchs_tf32_defaults(precision, cudnn, matmul):
-    assert set_precision(precision) == {"cudnn_allow_tf32": cudnn, "float32_matmul_precision": matmul,
-                                        "matmul_allow_tf32": matmul == "high"}
+    assert set_precision(precision).to_dict() == {"cudnn_allow_tf32": cudnn, "float32_matmul_precision": matmul,
+                                                  "matmul_allow_tf32": matmul == "high"}
     assert torch.backends.cudnn.allow_tf32 is cudnn and torch.get_float32_matmul_precision() == matmul
 
 

@@ -72,7 +72,7 @@ def _assemble(*, batch=4, world=2, accumulate=3, walls=None, medians=None, sizes
                 for r in range(world)]
     marks = {"start": 0.0, "setup": 1.0, "warmup": 2.0, "window": 3.0, "probes": 4.0}
     feeder = SimpleNamespace(copies=False, note="")
-    return assemble(cfg, ctx, {}, feeder, [], everyone, None, window, marks, 2.3, None)
+    return assemble(cfg, ctx, None, feeder, [], everyone, None, window, marks, 2.3, None).to_dict()
 
 
 def test_samples_per_second_counts_batch_ranks_and_accumulate():
@@ -113,11 +113,10 @@ def test_comm_figures_busbw_is_nccl_tests_for_all_reduce():
     ranks busbw is 1.75x algbw."""
     from tasks.train.result import comm_figures
 
-    two = comm_figures({}, 2, [{"sync": 1.54}] * 12, None, collectives=4, nbytes=531_450_000)
-    assert two["algbw_GBps"] == pytest.approx(0.3451, abs=1e-4) and two["busbw_GBps"] == pytest.approx(0.3451,
-                                                                                                        abs=1e-4)
-    eight = comm_figures({}, 8, [{"sync": 1.0}] * 12, None, collectives=4, nbytes=2_000_000_000)
-    assert eight["algbw_GBps"] == pytest.approx(2.0) and eight["busbw_GBps"] == pytest.approx(3.5)
+    two = comm_figures(None, 2, [{"sync": 1.54}] * 12, None, collectives=4, nbytes=531_450_000)
+    assert two.algbw_GBps == pytest.approx(0.3451, abs=1e-4) and two.busbw_GBps == pytest.approx(0.3451, abs=1e-4)
+    eight = comm_figures(None, 8, [{"sync": 1.0}] * 12, None, collectives=4, nbytes=2_000_000_000)
+    assert eight.algbw_GBps == pytest.approx(2.0) and eight.busbw_GBps == pytest.approx(3.5)
 
 
 # ------------------------------------------------------------------------------------------------ intervals
@@ -286,7 +285,7 @@ def test_the_straggler_and_its_table_by_hand():
 
     ranks = [_rank(0, 1.0, 0.875, 1.125, 0.25, 0.125, 0.625), _rank(1, 1.5, 1.25, 1.75, 0.75, 0.125, 0.625),
              _rank(2, 1.25, 1.0, 1.5, 0.25, 0.25, 0.75), {"rank": 3, "work": None}]
-    s = find_straggler(ranks, 2.0)
+    s = find_straggler(ranks, 2.0).to_dict()
     # rank 1 is slowest; the others' medians: ready (1.0, 1.25) -> 1.125, data 0.25, h2d 0.1875, compute 0.6875
     assert {k: v for k, v in s.items() if k != "method"} == {
         "rank": 1, "host": "node1", "by_s": 0.375, "share_of_step": 0.1875, "significant": False, "mostly": "data",
@@ -299,17 +298,17 @@ def test_the_straggler_and_its_table_by_hand():
                                                (2, 1.25, [1.0, 1.5], 0.25, 0.25, 0.75)]]}
     assert s["method"].startswith("work between collectives per step")
     # significant only when its interval clears every other rank's: touching is not clearing
-    assert find_straggler(ranks[:2], 2.0)["significant"] is True          # 1.25 > 1.125
+    assert find_straggler(ranks[:2], 2.0).significant is True          # 1.25 > 1.125
     touching = [_rank(0, 1.0, 0.875, 1.25, 0.25, 0.125, 0.625), ranks[1]]
-    assert find_straggler(touching, 2.0)["significant"] is False          # 1.25 == 1.25
+    assert find_straggler(touching, 2.0).significant is False          # 1.25 == 1.25
     # a 75% interval is the least that may be read; below it, or without a level, no claim either way
-    assert find_straggler([ranks[0], _rank(1, 1.5, 1.25, 1.75, 0.75, 0.125, 0.625, level=0.75)], 2.0)[
-        "significant"] is True
-    assert find_straggler([ranks[0], _rank(1, 1.5, 1.25, 1.75, 0.75, 0.125, 0.625, level=0.5)], 2.0)[
-        "significant"] is None
-    assert find_straggler([ranks[0], _rank(1, 1.5, 1.25, 1.75, 0.75, 0.125, 0.625, level=None)], 2.0)[
-        "significant"] is None
-    assert find_straggler(ranks[:2], None)["share_of_step"] is None      # no step time: no share
+    assert find_straggler([ranks[0], _rank(1, 1.5, 1.25, 1.75, 0.75, 0.125, 0.625, level=0.75)], 2.0) \
+        .significant is True
+    assert find_straggler([ranks[0], _rank(1, 1.5, 1.25, 1.75, 0.75, 0.125, 0.625, level=0.5)], 2.0) \
+        .significant is None
+    assert find_straggler([ranks[0], _rank(1, 1.5, 1.25, 1.75, 0.75, 0.125, 0.625, level=None)], 2.0) \
+        .significant is None
+    assert find_straggler(ranks[:2], None).share_of_step is None      # no step time: no share
     assert find_straggler(ranks[:1], 2.0) is None                         # one rank waits for nobody
 
 

@@ -40,7 +40,7 @@ def measure(window, timer, draw):
     for n in window.blocks():
         for _ in range(n):
             timer.times.append(draw())
-    return window.describe()
+    return window.describe().to_dict()
 
 
 def test_fixed_policy_measures_exactly_steps_in_blocks():

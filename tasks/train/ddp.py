@@ -14,6 +14,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from base.build import build
 from base.errors import ConfigError
+from base.record_types import BucketCaps, BucketInfo, DdpInfo
 from comm.buckets import bucket_cap_mb, bucket_caps, bucket_rule
 from device import layer_for
 from tasks.train.sync import Sync
@@ -183,33 +184,31 @@ class DDPSync(Sync):
     def disable_runtime_stats(self) -> None:
         self.model._set_ddp_runtime_logging_sample_rate(QUIET_SAMPLE_RATE)
 
-    def describe(self) -> dict:
+    def describe(self) -> DdpInfo:
         """What DDP reports it is doing (its own logging data), not what the config asked for."""
         data = self.model._get_ddp_logging_data()
         sizes = self.buckets()
         first, cap = bucket_caps(self.cfg.bucket)
-        out = {
-            "bucket_cap_mb": "default" if self.cfg.bucket is None else float(self.cfg.bucket),
-            "bucket_caps": {"first_bytes": first, "bytes": cap, "rule": bucket_rule(self.cfg.bucket)},
-            "buckets": {"count": len(sizes), "sizes_bytes": sizes,
-                        "rebuilt": bool(data.get("has_rebuilt_buckets") or data.get("rebuilt_bucket_sizes")),
-                        "order": "all-reduce order: the first bucket holds the gradients backward produces first"},
-            "static_graph": bool(self.model.static_graph),
-            "gradient_as_bucket_view": bool(data.get("gradient_as_bucket_view")),
-            "find_unused_parameters": bool(data.get("find_unused_parameters")),
-            "broadcast_buffers": bool(data.get("broadcast_buffers")),
-            "comm_hook": self.hook.__name__ if self.hook else None,
-            "comm_hook_calls": self.hook.calls if self.hook else 0,
-            "serialized": self.serialized,
-        }
-        if isinstance(self.hook_state, powerSGD_hook.PowerSGDState):
-            out["powersgd_iter"] = self.hook_state.iter
-            if not self.hook_state.warm_start:
-                out["powersgd_note"] = ("warm_start=false: PowerSGD refills its Q matrices from CPU torch.randn every "
-                                        "step, a blocking host-to-device copy per bucket on GPU (part of the measured "
-                                        "step; warm_start=true avoids it)")
-        return out
-
+        powersgd = isinstance(self.hook_state, powerSGD_hook.PowerSGDState)
+        return DdpInfo(
+            bucket_cap_mb="default" if self.cfg.bucket is None else float(self.cfg.bucket),
+            bucket_caps=BucketCaps(first_bytes=first, bytes=cap, rule=bucket_rule(self.cfg.bucket)),
+            buckets=BucketInfo(count=len(sizes), sizes_bytes=sizes,
+                               rebuilt=bool(data.get("has_rebuilt_buckets") or data.get("rebuilt_bucket_sizes")),
+                               order="all-reduce order: the first bucket holds the gradients backward produces "
+                                     "first"),
+            static_graph=bool(self.model.static_graph),
+            gradient_as_bucket_view=bool(data.get("gradient_as_bucket_view")),
+            find_unused_parameters=bool(data.get("find_unused_parameters")),
+            broadcast_buffers=bool(data.get("broadcast_buffers")),
+            comm_hook=self.hook.__name__ if self.hook else None,
+            comm_hook_calls=self.hook.calls if self.hook else 0,
+            serialized=self.serialized,
+            powersgd_iter=self.hook_state.iter if powersgd else None,
+            powersgd_note=("warm_start=false: PowerSGD refills its Q matrices from CPU torch.randn every step, a "
+                           "blocking host-to-device copy per bucket on GPU (part of the measured step; "
+                           "warm_start=true avoids it)") if powersgd and not self.hook_state.warm_start else None,
+        )
 
 def warmup_warning(cfg) -> str | None:
     """The warning for a GPU run whose timed blocks contain DDP's own timing waits (None: they do not). DDP waits at

@@ -16,18 +16,18 @@ from __future__ import annotations
 
 import time
 
+from base.record_types import Fault
 
-def describe(cfg) -> dict | None:
+
+def describe(cfg) -> Fault | None:
     """The record's result.fault: what is injected and where; None when nothing is."""
     f = cfg.fault
     if not f.delay_s and not f.sleep_s:
         return None
-    out = {}
-    if f.delay_s:
-        out.update(delay_s=float(f.delay_s), delay_at=str(f.delay_at), delay_rank=f.delay_rank)
-    if f.sleep_s:
-        out.update(sleep_s=float(f.sleep_s), sleep_at="optimizer", sleep_rank=None)
-    return out
+    delay, sleep = bool(f.delay_s), bool(f.sleep_s)
+    return Fault(delay_s=float(f.delay_s) if delay else None, delay_rank=f.delay_rank if delay else None,
+                 delay_at=str(f.delay_at) if delay else None, sleep_s=float(f.sleep_s) if sleep else None,
+                 sleep_at="optimizer" if sleep else None)
 
 
 def inject(cfg, rank: int, model, optimizer, host_batches, feeder):

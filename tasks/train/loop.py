@@ -19,12 +19,13 @@ import torch.distributed as dist
 import torch.nn as nn
 from tqdm import tqdm
 
+from base.record_types import DeviceLayer, PrecisionFlags, TrainResult
 from data import batches, build_loader
 from tasks.train import faults
 from tasks.train.comm_counter import CollectiveCounter
 from tasks.train.grad_ready import grad_ready_probe
 from tasks.train.h2d import make_feeder, window_sync_check
-from tasks.train.probes import attach_probe_figures, comm_microbench, ddp_comm_probe, grad_error_probe
+from tasks.train.probes import comm_microbench, ddp_comm_probe, grad_error_probe
 from tasks.train.ddp import DDPSync
 from tasks.train.sync import FlatSync, PerParamSync, Sync
 from tasks.train.result import assemble, comm_figures, rank_figures
@@ -34,7 +35,7 @@ from tasks.train.window import Window
 from models import build_model
 
 
-def run(ctx) -> dict | None:
+def run(ctx) -> TrainResult | None:
     cfg, dev = ctx.cfg, ctx.device
     marks = {"start": time.time()}  # where the job's time goes (record: time_budget)
     torch.manual_seed(cfg.seed)  # identical initial weights on every rank (the explicit strategies rely on it)
@@ -146,17 +147,12 @@ def run(ctx) -> dict | None:
             described, ctx.world_size, steps, comm_stats,
             collectives=calls / window.steps + builtin_calls, nbytes=py_bytes / window.steps + builtin_bytes,
         )
-    result = assemble(cfg, ctx, described, feeder, steps, everyone, comm, window, marks,
-                      final_loss=final_loss.item() / ctx.world_size, grad_error=grad_error)
-    result["forward_dtype"] = forward_dtype
-    result["grad_ready"] = grad_ready
-    result["precision_flags"] = precision
-    result["fault"] = faults.describe(cfg)
-    attach_probe_figures(result, microbench, everyone)
-    result["device_layer"] = {**dev.report(), "window_sync_check": dev.window_check(strict),
-                              "window_unchecked_because": unchecked_because}
-    return result
-
+    return assemble(cfg, ctx, described, feeder, steps, everyone, comm, window, marks,
+                    final_loss=final_loss.item() / ctx.world_size, grad_error=grad_error,
+                    forward_dtype=forward_dtype, precision_flags=precision, grad_ready=grad_ready,
+                    microbench=microbench, fault=faults.describe(cfg),
+                    device_layer=DeviceLayer(**dev.report(), window_sync_check=dev.window_check(strict),
+                                             window_unchecked_because=unchecked_because))
 
 def make_sync(cfg, model: nn.Module, device: torch.device) -> Sync:
     """The sync= strategy around the model: local, per_param, flat (tasks/train/sync.py) or ddp (ddp.py)."""
@@ -170,7 +166,7 @@ def maybe_fail(cfg, rank: int, step: int) -> None:
         raise RuntimeError(f"fault injected on rank {rank} at step {step} (fault.rank={cfg.fault.rank})")
 
 
-def set_precision(precision: str) -> dict:
+def set_precision(precision: str) -> PrecisionFlags:
     """precision=fp32 (the default) and bf16 leave torch's own defaults alone, as the user's training and the sources'
     loops run: in torch 2.14 cuDNN convolutions may use TF32 (torch.backends.cudnn.allow_tf32 defaults to True) and
     fp32 matmuls do not (torch.get_float32_matmul_precision() defaults to "highest"). fp32_strict turns TF32 off for
@@ -182,10 +178,10 @@ def set_precision(precision: str) -> dict:
     return precision_flags()
 
 
-def precision_flags() -> dict:
-    return {"matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
-            "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
-            "float32_matmul_precision": torch.get_float32_matmul_precision()}
+def precision_flags() -> PrecisionFlags:
+    return PrecisionFlags(float32_matmul_precision=torch.get_float32_matmul_precision(),
+                          matmul_allow_tf32=bool(torch.backends.cuda.matmul.allow_tf32),
+                          cudnn_allow_tf32=bool(torch.backends.cudnn.allow_tf32))
 
 
 def autocast_for(precision: str, device: torch.device):

@@ -9,8 +9,9 @@ import torch.distributed as dist
 
 from comm import bandwidth as bw
 from comm.efficiency import call_sizes, versus_sync
+from base.record import typed_block
+from base.record_types import CommStats, Comparison
 from stats import describe
-from tasks.train.stragglers import find_straggler
 
 
 def ddp_comm_probe(sync, train_step, n: int) -> dict | None:
@@ -166,23 +167,17 @@ def _size_row(nbytes: int, calls: int, samples: list[float], world_size: int) ->
             "busbw_GBps": bw.busbw("all_reduce", nbytes, t["median"], world_size)}
 
 
-def attach_probe_figures(result: dict, microbench: dict | None, everyone: list[dict]) -> None:
-    """Into rank 0's result: the microbenchmark, the sync set beside it (comm.vs_microbench), and the straggler."""
-    comm = result.get("comm")
-    result["microbench"] = microbench
-    if comm and microbench and microbench.get("sizes"):
-        calls = [{"bytes": r["bytes"], "calls": r["calls"], "time_s": r["time_s"]["median"],
-                  **_interval(r["time_s"])} for r in microbench["sizes"]]
-        vs = versus_sync("on-rank microbenchmark", calls, comm["time_s"], comm["bytes_per_step"],
-                         result["world_size"], comm["method"], comm.get("overlap_s"))
-        if vs and microbench.get("total"):      # the thread's comparison: the whole gradient in one call
-            vs["one_call_of_total_s"] = microbench["total"]["time_s"]["median"]
-        comm["vs_microbench"] = vs
-    tp, st = result.get("throughput"), result.get("step_time_s")   # the result being built (JSON-shaped)
-    # the time per step the throughput implies: what every rank spends
-    step = tp["wall_s"] / result["steps"] if tp and tp.get("wall_s") and result.get("steps") else \
-        (st["median"] if st else None)
-    result["straggler"] = find_straggler(everyone, step)
+def versus_microbench(comm: CommStats, microbench: dict, world_size: int) -> Comparison | None:
+    """The sync set beside the on-rank microbenchmark of its own calls (result.comm.vs_microbench)."""
+    if not microbench.get("sizes"):
+        return None
+    calls = [{"bytes": r["bytes"], "calls": r["calls"], "time_s": r["time_s"]["median"],
+              **_interval(r["time_s"])} for r in microbench["sizes"]]
+    vs = typed_block(Comparison, versus_sync("on-rank microbenchmark", calls, comm.time_s, comm.bytes_per_step,
+                                             world_size, comm.method, comm.overlap_s), "result.comm.vs_microbench")
+    if vs is not None and microbench.get("total"):      # the thread's comparison: the whole gradient in one call
+        vs.one_call_of_total_s = microbench["total"]["time_s"]["median"]
+    return vs
 
 
 def _interval(t: dict) -> dict:

@@ -13,7 +13,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from base.record import Record
+from base.record import Record, typed_block
+from base.record_types import Blocks, Threads, Throughput, TrainReferenceResult
 from models import build_model
 from comm.buckets import bucket_cap_mb
 from tasks.train.loop import set_precision
@@ -27,7 +28,7 @@ def check(cfg, submitting: bool = False, host=None) -> None:
     train_check(cfg, submitting, host)
 
 
-def run(ctx) -> dict | None:
+def run(ctx) -> TrainReferenceResult | None:
     cfg, device = ctx.cfg, ctx.torch_device
     torch.manual_seed(cfg.seed)
     precision = set_precision(cfg.precision)   # task=train's own settings, so the two loops compute alike
@@ -67,14 +68,15 @@ def run(ctx) -> dict | None:
     slowest = [max(r["walls"][i] for r in everyone) for i in range(len(walls))]
     tp = block_throughput(slowest, sizes)
     per_step = cfg.batch_size * ctx.world_size
-    throughput = {"wall_s": sum(slowest), "steps_per_s": tp["steps_per_s"], "ci_lo": tp["ci_lo"], "ci_hi": tp["ci_hi"],
-                  "samples_per_s": tp["steps_per_s"] * per_step, "n_blocks": tp["n_blocks"], "method": tp["method"],
-                  "blocks": {"walls_s": slowest, "steps": sizes}}
-    return {"steps": sum(sizes), "global_batch": per_step, "world_size": ctx.world_size, "throughput": throughput,
-            "precision": cfg.precision, "precision_flags": precision,
-            "threads": [r["threads"] for r in everyone], "cpu_s_per_step": [r["cpu_s_per_step"] for r in everyone],
-            "headline": {"steps/s": tp["steps_per_s"], "samples/s": tp["steps_per_s"] * per_step}}
-
+    throughput = Throughput(wall_s=sum(slowest), steps_per_s=tp["steps_per_s"], ci_lo=tp["ci_lo"], ci_hi=tp["ci_hi"],
+                            samples_per_s=tp["steps_per_s"] * per_step, n_blocks=tp["n_blocks"],
+                            method=tp["method"], blocks=Blocks(walls_s=slowest, steps=sizes))
+    return TrainReferenceResult(
+        steps=sum(sizes), global_batch=per_step, world_size=ctx.world_size, throughput=throughput,
+        precision=cfg.precision, precision_flags=precision,
+        threads=[typed_block(Threads, r["threads"], "result.threads") for r in everyone],
+        cpu_s_per_step=[r["cpu_s_per_step"] for r in everyone],
+        headline={"steps/s": tp["steps_per_s"], "samples/s": tp["steps_per_s"] * per_step})
 
 def summarize(record: Record) -> str:
     r = record.result

@@ -1,6 +1,6 @@
-"""What a task=train run hands in: per-rank figures gathered on rank 0, the communication figures, the `result`
-dict of the run record, and the summary printed from a record. Kept apart from the loop so that the loop reads
-top to bottom as the measurement it is."""
+"""What a task=train run hands in: per-rank figures gathered on rank 0, the communication figures, the run record's
+`result` (a TrainResult, built here whole), and the summary printed from a record. Kept apart from the loop so that
+the loop reads top to bottom as the measurement it is."""
 from __future__ import annotations
 
 import math
@@ -12,8 +12,10 @@ import torch
 
 from comm.bandwidth import bus_factor
 from base.context import JOB_START_ENV
-from base.record import Record, train_headline
-from base.record_types import CommStats, Summary, TrainResult
+from base.record import Record, train_headline, typed_block
+from base.record_types import (Accuracy, Blocks, CommStats, DdpInfo, DeviceLayer, Fault, GradReady, H2d,
+                               Microbench, PhaseSeries, PhaseSummaries, PrecisionFlags, Series, SteadyState, Summary,
+                               Throughput, TimeBudget, TrainRank, TrainResult)
 from stats import block_throughput, describe, fmt_ci, steady_state
 
 
@@ -42,12 +44,14 @@ def rank_figures(ctx, steps: list[dict], window, cpu_s: float) -> dict:
     }
 
 
-def comm_figures(described: dict, world_size: int, steps: list[dict], probe: dict | None, collectives: float,
-                 nbytes: float) -> dict:
+def comm_figures(described: DdpInfo | None, world_size: int, steps: list[dict], probe: dict | None,
+                 collectives: float, nbytes: float) -> CommStats:
     """exposed_s with its 95% interval where its samples give one (exposed_ci_*; exposed_n samples): DDP's comes from
     probe_steps untimed steps, one by default (a single sample: the tables say so, and the diagnosis does not act
-    on it alone); the explicit strategies' from every measured step's sync phase."""
+    on it alone); the explicit strategies' from every measured step's sync phase. described: DDP's own report
+    (None for the explicit strategies)."""
     sync_times = [s["sync"] for s in steps if "sync" in s]
+    buckets = described.buckets if described is not None else None   # DDP only
     exposed = None
     if probe is not None:  # DDP: its runtime stats from the probe steps
         time_s, overlap_s = probe["comm_s"], probe["overlap_s"]
@@ -56,114 +60,131 @@ def comm_figures(described: dict, world_size: int, steps: list[dict], probe: dic
         method = probe.get("method") or ("DDP runtime stats (reducer timers) over the untimed probe steps: time = "
                                          "first bucket all-reduce start to last finish; exposed = time - overlap "
                                          "with backward compute")
-    elif sync_times and not described.get("buckets"):  # explicit strategies: the sync phase is all communication
+    elif sync_times and buckets is None:  # explicit strategies: the sync phase is all communication
         time_s, exposed = float(np.median(sync_times)), sync_times
         overlap_s, backward_compute_s = 0.0, None
         method = "median sync phase of the measured steps (no overlap: all-reduce runs after backward)"
     else:  # nothing timed the communication: say so rather than print 0
         time_s = overlap_s = backward_compute_s = None
         method = "not measured: " + ("probe_steps=0, and only DDP's runtime stats in the probe steps time its "
-                                     "all-reduce (it runs inside backward)" if described.get("buckets")
+                                     "all-reduce (it runs inside backward)" if buckets is not None
                                      else "timing=false, and the sync phase times the explicit strategies")
     algbw = nbytes / time_s / 1e9 if time_s else None
-    buckets = described.get("buckets")  # DDP only
     ex = describe(exposed) if exposed else None
     ci = ex is not None and ex["ci_level"] >= 0.95
-    return {
-        "bytes_per_step": nbytes,
-        "collectives_per_step": collectives,
-        "time_s": time_s,
-        "overlap_s": overlap_s,
-        "exposed_s": ex["median"] if ex else None,
-        "exposed_ci_lo": ex["ci_lo"] if ci else None,
-        "exposed_ci_hi": ex["ci_hi"] if ci else None,
-        "exposed_n": ex["n"] if ex else None,
-        "backward_compute_s": backward_compute_s,
-        "algbw_GBps": algbw,
-        "busbw_GBps": algbw * bus_factor("all_reduce", world_size) if algbw is not None else None,
-        "method": method,
-        "buckets": buckets or None,
-    }
+    return CommStats(
+        method=method,
+        bytes_per_step=nbytes,
+        collectives_per_step=collectives,
+        time_s=time_s,
+        overlap_s=overlap_s,
+        exposed_s=ex["median"] if ex else None,
+        exposed_ci_lo=ex["ci_lo"] if ci else None,
+        exposed_ci_hi=ex["ci_hi"] if ci else None,
+        exposed_n=ex["n"] if ex else None,
+        backward_compute_s=backward_compute_s,
+        algbw_GBps=algbw,
+        busbw_GBps=algbw * bus_factor("all_reduce", world_size) if algbw is not None else None,
+        buckets=buckets,
+    )
 
 
-def assemble(cfg, ctx, described: dict, feeder, steps, everyone, comm, window, marks: dict, final_loss,
-             grad_error) -> dict:
+def assemble(cfg, ctx, described: DdpInfo | None, feeder, steps, everyone, comm: CommStats | None, window,
+             marks: dict, final_loss, grad_error, *, forward_dtype: str | None = None,
+             precision_flags: PrecisionFlags | None = None, grad_ready: dict | None = None,
+             microbench: dict | None = None, fault: Fault | None = None,
+             device_layer: DeviceLayer | None = None) -> TrainResult:
+    """Rank 0's TrainResult from what the loop measured and gathered (everyone: each rank's rank_figures)."""
+    from tasks.train.probes import versus_microbench
+    from tasks.train.stragglers import find_straggler
+
     global_batch = cfg.batch_size * ctx.world_size
     per_step = global_batch * cfg.accumulate
     # the job is as fast as its slowest rank: every block started at a barrier, so take each block's slowest rank
     walls = [max(r["block_walls_s"][i] for r in everyone) for i in range(len(window.sizes))]
     tp = block_throughput(walls, window.sizes)
     step_times = [s["step"] for s in steps]
-    step_time = describe(step_times, serial_series=True) if steps else None
-    phases = None
-    if steps:
-        names = [p for p in steps[0] if p != "step"]
-        phases = {n: describe([s[n] for s in steps], serial_series=True) for n in names}
+    names = [p for p in steps[0] if p != "step"] if steps else []
     steady = steady_state(step_times if steps else [w / n for w, n in zip(walls, window.sizes)])
     steady["of"] = "step times (rank 0)" if steps else "block wall clock per step"
     slowest = max(everyone, key=lambda r: r["step_median_s"] or r["wall_s"])["rank"]
-    ddp = described or None
     device = ctx.torch_device
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{ctx.hostname} CPU"
     scale = lambda v: None if v is None else v * per_step  # noqa: E731 - steps/s -> samples/s
-    result = {
-        "device": ctx.torch_device.type,
-        "device_name": device_name,
-        "world_size": ctx.world_size,
-        "backend": ctx.backend,
-        "sync": cfg.sync,
-        "optim": cfg.optim.name,
-        "bucket_mb": ddp["bucket_cap_mb"] if ddp else None,
-        "precision": cfg.precision,
-        "cuda_graphs": bool(cfg.cuda_graphs),
-        "batch_per_rank": cfg.batch_size,
-        "global_batch": global_batch,
-        "accumulate": cfg.accumulate,
-        "effective_batch": per_step,
-        "warmup_steps": cfg.warmup_steps,
-        "steps": window.steps,
-        "timing": bool(cfg.timing),
-        "profiled": bool(cfg.profile.enabled),
-        "measure": window.describe(),
-        "throughput": {"wall_s": sum(walls), "steps_per_s": tp["steps_per_s"], "ci_lo": tp["ci_lo"],
-                       "ci_hi": tp["ci_hi"], "samples_per_s": scale(tp["steps_per_s"]),
-                       "samples_ci_lo": scale(tp["ci_lo"]), "samples_ci_hi": scale(tp["ci_hi"]),
-                       "ci_level": 0.95, "n_blocks": tp["n_blocks"], "method": tp["method"],
-                       "lag1": tp["lag1"], "n_eff": tp["n_eff"], "batches": tp["batches"],
-                       "blocks": {"walls_s": walls, "steps": list(window.sizes)},
-                       "basis": "wall clock of each timed block on its slowest rank"},
-        "step_time_s": step_time,
-        "phases": phases,
-        "steady": steady["steady"],
-        "steady_state": steady,
-        "per_rank": everyone,
-        "slowest_rank": slowest,
-        "comm": comm,
-        "ddp": ddp,
-        "accuracy": {"final_loss": final_loss, "grad_rel_error": grad_error,
-                     "grad_error_steps": cfg.probe_steps if grad_error is not None else 0},
-        "h2d": {"mode": cfg.h2d, "copies": feeder.copies, "note": feeder.note},
-        "time_budget": time_budget(marks, window.window_s),
-        "series": {"step_time_s": step_times,
-                   "phases": {n: [s[n] for s in steps] for n in (steps[0] if steps else {}) if n != "step"}},
-    }
-    result["headline"] = train_headline(result)
+    micro = typed_block(Microbench, microbench, "result.microbench")
+    if comm is not None and microbench is not None:
+        comm.vs_microbench = versus_microbench(comm, microbench, ctx.world_size)
+    throughput = Throughput(
+        wall_s=sum(walls), steps_per_s=tp["steps_per_s"], ci_lo=tp["ci_lo"], ci_hi=tp["ci_hi"],
+        samples_per_s=scale(tp["steps_per_s"]), samples_ci_lo=scale(tp["ci_lo"]), samples_ci_hi=scale(tp["ci_hi"]),
+        ci_level=0.95, n_blocks=tp["n_blocks"], method=tp["method"], lag1=tp["lag1"], n_eff=tp["n_eff"],
+        batches=tp["batches"], blocks=Blocks(walls_s=walls, steps=list(window.sizes)),
+        basis="wall clock of each timed block on its slowest rank")
+    step_time = typed_block(Summary, describe(step_times, serial_series=True), "result.step_time_s") \
+        if steps else None
+    # the time per step the throughput implies: what every rank spends
+    step_s = throughput.wall_s / window.steps if throughput.wall_s and window.steps else \
+        (step_time.median if step_time is not None else None)
+    result = TrainResult(
+        device=device.type,
+        device_name=device_name,
+        world_size=ctx.world_size,
+        backend=ctx.backend,
+        sync=cfg.sync,
+        optim=cfg.optim.name,
+        bucket_mb=described.bucket_cap_mb if described is not None else None,
+        precision=cfg.precision,
+        forward_dtype=forward_dtype,
+        precision_flags=precision_flags,
+        cuda_graphs=bool(cfg.cuda_graphs),
+        batch_per_rank=cfg.batch_size,
+        global_batch=global_batch,
+        accumulate=cfg.accumulate,
+        effective_batch=per_step,
+        warmup_steps=cfg.warmup_steps,
+        steps=window.steps,
+        timing=bool(cfg.timing),
+        profiled=bool(cfg.profile.enabled),
+        measure=window.describe(),
+        throughput=throughput,
+        step_time_s=step_time,
+        phases=typed_block(PhaseSummaries, {n: describe([s[n] for s in steps], serial_series=True) for n in names},
+                           "result.phases") if steps else None,   # keyed by the phases timed (graph_replay)
+        steady=steady["steady"],
+        steady_state=typed_block(SteadyState, steady, "result.steady_state"),
+        per_rank=[typed_block(TrainRank, r, f"result.per_rank[{i}]") for i, r in enumerate(everyone)],
+        slowest_rank=slowest,
+        comm=comm,
+        ddp=described,
+        accuracy=Accuracy(final_loss=final_loss, grad_rel_error=grad_error,
+                          grad_error_steps=cfg.probe_steps if grad_error is not None else 0),
+        h2d=H2d(mode=cfg.h2d, copies=feeder.copies, note=feeder.note),
+        time_budget=time_budget(marks, window.window_s),
+        series=Series(step_time_s=step_times,
+                      phases=typed_block(PhaseSeries, {n: [s[n] for s in steps] for n in names}, "result.series")),
+        microbench=micro,
+        straggler=find_straggler(everyone, step_s),
+        fault=fault,
+        device_layer=device_layer,
+        grad_ready=typed_block(GradReady, grad_ready, "result.grad_ready"),
+    )
+    result.headline = train_headline(result)
     if not math.isfinite(final_loss):  # printed by job.finalise and kept in the record
-        result["warnings"] = [f"the training loss is {final_loss} (not finite): the data or the settings (lr, "
-                              f"precision) produce NaN/inf. The timings stand; the loss and gradients are not "
-                              f"meaningful."]
+        result.warnings = [f"the training loss is {final_loss} (not finite): the data or the settings (lr, "
+                           f"precision) produce NaN/inf. The timings stand; the loss and gradients are not "
+                           f"meaningful."]
     return result
 
 
-def time_budget(marks: dict, window_s: float) -> dict:
+def time_budget(marks: dict, window_s: float) -> TimeBudget:
     """Where this job's wall time went, rank 0's clock. The job starts at its process's start for the first job of a
     process (imports included; /proc gives it to about a second), else when Hydra started the job."""
     now = time.time()
     start = float(os.environ.get(JOB_START_ENV) or marks["start"])
     job = now - start
-    return {"job_s": job, "before_task_s": marks["start"] - start, "setup_s": marks["setup"] - marks["start"],
-            "warmup_s": marks["warmup"] - marks["setup"], "window_s": window_s,
-            "probes_s": marks["probes"] - marks["window"], "window_share": window_s / job if job > 0 else None}
+    return TimeBudget(job_s=job, before_task_s=marks["start"] - start, setup_s=marks["setup"] - marks["start"],
+                      warmup_s=marks["warmup"] - marks["setup"], window_s=window_s,
+                      probes_s=marks["probes"] - marks["window"], window_share=window_s / job if job > 0 else None)
 
 
 def _ms_ci(d: Summary) -> str:

@@ -15,6 +15,7 @@ import time
 
 import torch
 
+from base.record_types import Straggler, StragglerRank
 from stats import describe
 
 PARTS = ("data", "h2d", "compute", "optimizer", "outside")   # a rank's work between collectives, in the loop's order
@@ -102,7 +103,7 @@ def rank_work(steps: list[dict], comm_stats: dict | None, window_usage: dict, wa
     }
 
 
-def find_straggler(everyone: list[dict], step_s: float | None) -> dict | None:
+def find_straggler(everyone: list[dict], step_s: float | None) -> Straggler | None:
     """The rank the others wait for: the longest work between collectives, against the other ranks' median. step_s:
     the time per step the run's throughput implies (the share's denominator)."""
     ranks = [r for r in everyone if r.get("work")]
@@ -116,21 +117,21 @@ def find_straggler(everyone: list[dict], step_s: float | None) -> dict | None:
     s = slow["work"]["ready_s"]
     significant = s["ci_lo"] > max(r["work"]["ready_s"]["ci_hi"] for r in others) if s.get("ci_level", 0) >= 0.75 \
         else None
-    return {
-        "rank": slow["rank"], "host": slow.get("host"), "by_s": gap,
-        "share_of_step": gap / step_s if step_s else None,
-        "significant": significant, "mostly": max(parts, key=parts.get), "parts_s": parts,
-        "per_rank": [{"rank": r["rank"], "host": r.get("host"), "ready_s": r["work"]["ready_s"]["median"],
-                      "ready_ci": [r["work"]["ready_s"]["ci_lo"], r["work"]["ready_s"]["ci_hi"]],
-                      "data_s": r["work"]["data_s"], "h2d_s": r["work"]["h2d_s"], "compute_s": r["work"]["compute_s"],
-                      "optimizer_s": r["work"].get("optimizer_s"), "outside_s": r["work"].get("outside_s"),
-                      "torch_threads": r["work"]["torch_threads"], "cpu_s": r["work"]["cpu_s"],
-                      "runqueue_s": r["work"].get("runqueue_s"),
-                      "involuntary_switches": r["work"]["involuntary_switches"]} for r in ranks],
-        "method": ("work between collectives per step = data wait + H2D + forward + backward compute + optimizer + "
-                   "time outside the timed phases; the rank with the largest median against the other ranks' median; "
-                   "significant when its interval clears every other rank's"),
-    }
+    return Straggler(
+        rank=slow["rank"], host=slow.get("host"), by_s=gap,
+        share_of_step=gap / step_s if step_s else None,
+        significant=significant, mostly=max(parts, key=parts.get), parts_s=parts,
+        per_rank=[StragglerRank(rank=r["rank"], host=r.get("host"), ready_s=r["work"]["ready_s"]["median"],
+                                ready_ci=[r["work"]["ready_s"]["ci_lo"], r["work"]["ready_s"]["ci_hi"]],
+                                data_s=r["work"]["data_s"], h2d_s=r["work"]["h2d_s"],
+                                compute_s=r["work"]["compute_s"], optimizer_s=r["work"].get("optimizer_s"),
+                                outside_s=r["work"].get("outside_s"), torch_threads=r["work"]["torch_threads"],
+                                cpu_s=r["work"]["cpu_s"], runqueue_s=r["work"].get("runqueue_s"),
+                                involuntary_switches=r["work"]["involuntary_switches"]) for r in ranks],
+        method=("work between collectives per step = data wait + H2D + forward + backward compute + optimizer + "
+                "time outside the timed phases; the rank with the largest median against the other ranks' median; "
+                "significant when its interval clears every other rank's"),
+    )
 
 
 def _part(r: dict, key: str) -> float | None:

@@ -13,6 +13,8 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
+from base.record_types import DdpInfo
+
 
 class Sync:
     """What the step loop, the probes and the result assembly may ask of a strategy. The base is `sync=local`:
@@ -45,8 +47,9 @@ class Sync:
     def runtime_stats(self) -> dict[str, float] | None:
         return None
 
-    def describe(self) -> dict:
-        return {}
+    def describe(self) -> DdpInfo | None:
+        """What the DDP wrapper reports it built; None for the explicit strategies."""
+        return None
 
 
 class PerParamSync(Sync):

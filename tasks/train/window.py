@@ -16,6 +16,7 @@ import time
 import torch
 import torch.distributed as dist
 
+from base.record_types import Measure
 from stats import adaptive_should_stop, batch_median, rel_halfwidth
 from stats.summary import MIN_BLOCKS
 from device import synchronize
@@ -120,7 +121,7 @@ class Window:
         self.stopped_by = reason if reason != "target reached" or not capped else "a cap on another rank"
         return True
 
-    def describe(self) -> dict:
+    def describe(self) -> Measure:
         """The record's `measure` section (rank 0's view; every rank stopped after the same block)."""
         values, what = self.samples()
         half = None
@@ -128,19 +129,10 @@ class Window:
             b = batch_median(values)
             med = b["median"]
             half = rel_halfwidth(med, b["ci_lo"], b["ci_hi"]) if med > 0 else None
-        return {
-            "policy": self.policy,
-            "min_steps": self.min_steps,
-            "block_steps": self.block,
-            "rel_ci_target": self.rel_ci if self.policy == "adaptive" else None,
-            "max_steps": self.max_steps if self.policy == "adaptive" else None,
-            "max_s": self.max_s if self.policy == "adaptive" else None,
-            "steps": self.steps,
-            "blocks": len(self.sizes),
-            "window_s": self.window_s,
-            "stopped_by": self.stopped_by,
-            "target_reached": self.target_reached,
-            "rel_ci_halfwidth": half,
-            "precision_of": what,
-            "agreement": AGREEMENT if self.policy == "adaptive" else None,
-        }
+        adaptive = self.policy == "adaptive"
+        return Measure(policy=self.policy, min_steps=self.min_steps, block_steps=self.block,
+                       rel_ci_target=self.rel_ci if adaptive else None,
+                       max_steps=self.max_steps if adaptive else None, max_s=self.max_s if adaptive else None,
+                       steps=self.steps, blocks=len(self.sizes), window_s=self.window_s, stopped_by=self.stopped_by,
+                       target_reached=self.target_reached, rel_ci_halfwidth=half, precision_of=what,
+                       agreement=AGREEMENT if adaptive else None)
