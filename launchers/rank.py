@@ -63,71 +63,61 @@ def run_rank(plain: dict, job: dict, hand_in=None) -> Outcome | None:
     rank 0 with its Outcome as soon as the environment is known, so a record made without rank 0's last word (rank 0
     killed while another rank's failure stops the job) still has it."""
     own_log = for_rank(job)
-    rank = int(os.environ["RANK"])
-    if own_log:
-        log.info(f"rank {rank} of {os.environ['WORLD_SIZE']} started: pid {os.getpid()} on {socket.gethostname()}")
-    outcome = Outcome(started=now())
-    with signals_raise(), beating(job.get("launch_dir"), rank, outcome.progress):
-        try:
-            mine = _run_rank(plain, job, outcome, hand_in)
-        except BaseException as e:
-            if own_log:
-                log.info(f"rank {rank} ended: {outcome.error or f'{type(e).__name__}: {e}'} {outcome.progress}")
-            raise
-    if own_log:
-        log.info(f"rank {rank} finished {outcome.progress}")
-    return mine
-
-
-def _run_rank(plain: dict, job: dict, outcome: Outcome, hand_in=None) -> Outcome | None:
     cfg = OmegaConf.create(plain)
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
     output_dir = Path(job["output_dir"])
-    try:
-        comm_env.apply(cfg, output_dir)
-        timeout = timedelta(seconds=float(cfg.timeout_s))
-        # device and backend: decided alike by every rank, or the same error on all of them (device/placement.py)
-        task = tasks.get(cfg.task)
-        placement, store = settle(cfg, rank, world_size, local_rank, local_world, timeout,
-                                  cpu_by_default=getattr(task, "CPU_BY_DEFAULT", False))
-        dev = open_device(placement)
-        backend = placement.backend
-        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout,
-                                **({"device_id": dev.torch_device} if backend == "nccl" else {}))
-        ctx = RankContext(cfg=cfg, rank=rank, world_size=world_size, local_rank=local_rank, device=dev,
-                          backend=backend, output_dir=output_dir, hostname=socket.gethostname(),
-                          progress=outcome.progress)
-        outcome.env = environment(ctx)
-        if rank == 0:
-            outcome.env["link"] = _link(job)
-            if hand_in is not None:
-                hand_in(outcome)
-        result = task.run(ctx)
-        if rank != 0:
-            return None
-        transports = comm_env.transports_from_logs(output_dir)
-        if transports is not None:
-            result.nccl_transports = transports
-        outcome.result = result
-        return outcome
-    except BaseException as e:
-        if rank == 0 and isinstance(e, Interrupted):
-            outcome.signal, outcome.error = e.name, f"rank 0 interrupted by {e.name}"
-        elif rank == 0:
-            outcome.error = f"rank {rank} failed: {first_line(e)}"
-            outcome.traceback = traceback.format_exc()
-        if rank == 0:
-            outcome.result = getattr(e, "result", None)  # e.g. a failed correctness check keeps its figures
-            raise RankError(outcome) from e
-        raise
-    finally:
-        if dist.is_initialized():
-            # a collection first: what reference cycles still hold of the group goes here, on this thread (a DDP's
-            # hold is from C++ and stays: its gloo threads live on to exit, see leave_without_teardown)
-            gc.collect()
-            dist.destroy_process_group()
+    if own_log:
+        log.info(f"rank {rank} of {world_size} started: pid {os.getpid()} on {socket.gethostname()}")
+    outcome = Outcome(started=now())
+    with signals_raise(), beating(job.get("launch_dir"), rank, outcome.progress):
+        try:
+            comm_env.apply(cfg, output_dir)
+            timeout = timedelta(seconds=float(cfg.timeout_s))
+            # device and backend: decided alike by every rank, or the same error on all of them (device/placement.py)
+            task = tasks.get(cfg.task)
+            placement, store = settle(cfg, rank, world_size, local_rank, local_world, timeout,
+                                      cpu_by_default=getattr(task, "CPU_BY_DEFAULT", False))
+            dev = open_device(placement)
+            backend = placement.backend
+            dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout,
+                                    **({"device_id": dev.torch_device} if backend == "nccl" else {}))
+            ctx = RankContext(cfg=cfg, rank=rank, world_size=world_size, local_rank=local_rank, device=dev,
+                              backend=backend, output_dir=output_dir, hostname=socket.gethostname(),
+                              progress=outcome.progress)
+            outcome.env = environment(ctx)
+            if rank == 0:
+                outcome.env["link"] = _link(job)
+                if hand_in is not None:
+                    hand_in(outcome)
+            result = task.run(ctx)
+            if rank == 0:
+                transports = comm_env.transports_from_logs(output_dir)
+                if transports is not None:
+                    result.nccl_transports = transports
+                outcome.result = result
+        except BaseException as e:
+            if rank == 0 and isinstance(e, Interrupted):
+                outcome.signal, outcome.error = e.name, f"rank 0 interrupted by {e.name}"
+            elif rank == 0:
+                outcome.error = f"rank {rank} failed: {first_line(e)}"
+                outcome.traceback = traceback.format_exc()
+            if own_log:
+                log.info(f"rank {rank} ended: {outcome.error or f'{type(e).__name__}: {e}'} {outcome.progress}")
+            if rank == 0:
+                outcome.result = getattr(e, "result", None)  # e.g. a failed correctness check keeps its figures
+                raise RankError(outcome) from e
+            raise
+        finally:
+            if dist.is_initialized():
+                # a collection first: what reference cycles still hold of the group goes here, on this thread (a
+                # DDP's hold is from C++ and stays: its gloo threads live on to exit, see leave_without_teardown)
+                gc.collect()
+                dist.destroy_process_group()
+    if own_log:
+        log.info(f"rank {rank} finished {outcome.progress}")
+    return outcome if rank == 0 else None
 
 
 _exit_code: int | None = None   # None until a rank finished in this process; then the code it leaves with at exit

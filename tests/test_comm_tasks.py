@@ -189,7 +189,7 @@ def _two_rank_worker(rank: int, store: str, out: str):
     except ConfigError as e:
         found["unsupported"] = str(e)
     if rank == 0:
-        found["pair_groups"] = res
+        found["pair_groups"] = res.to_dict()
         with open(out, "w") as f:
             json.dump(found, f)
     dist.destroy_process_group()
