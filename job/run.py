@@ -61,10 +61,11 @@ def job_info() -> dict:
 
 @dataclass(frozen=True)
 class JobResult:
-    """What a job returns, to Hydra and to train.py. float() of it is the objective, samples/s (NaN for a failed job
-    or a task without samples/s), which optimising sweepers maximise (hydra-optuna-sweeper's
-    `float(return_value)`); the sweep table reads status and error (the records for the rest). exit_code: what
-    train.py ends a single run with; 0 in a sweep, whose table callback gives the sweep's."""
+    """What a job returns, to Hydra and to train.py. As a number it is the objective, samples/s (NaN for a failed job
+    or a task without samples/s), which optimising sweepers maximise: hydra-optuna-sweeper takes
+    `float(return_value)`, hydra-nevergrad-sweeper `direction * return_value`. The sweep table reads status and
+    error (the records for the rest). exit_code: what train.py ends a single run with; 0 in a sweep, whose table
+    callback gives the sweep's."""
     status: str = "ok"
     exit_code: int = 0
     samples_per_s: float = math.nan
@@ -73,6 +74,11 @@ class JobResult:
 
     def __float__(self) -> float:
         return self.samples_per_s
+
+    def __mul__(self, factor: float) -> float:
+        return self.samples_per_s * factor
+
+    __rmul__ = __mul__
 
 
 def run_job(cfg: DictConfig, job: dict | None = None) -> JobResult:

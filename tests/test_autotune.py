@@ -46,7 +46,7 @@ def test_job_result_is_the_samples_per_s_float_optuna_reads_and_carries_the_stat
     assert failed.exit_code == 0   # a sweep goes on; its table callback gives the sweep's exit code
     back = pickle.loads(pickle.dumps(failed))  # crosses the elastic launcher and submitit as a pickle
     assert math.isnan(back) and (back.status, back.error, back.record) == (failed.status, failed.error, failed.record)
-    assert float(JobResult(samples_per_s=3.5)) == 3.5
+    assert float(JobResult(samples_per_s=3.5)) == 3.5 and -1 * JobResult(samples_per_s=3.5) == -3.5   # nevergrad
 
 
 def test_a_failed_trial_is_a_failed_optuna_trial_and_the_study_goes_on():
