@@ -11,7 +11,7 @@ from diagnosis.view import RunView
 from base.record_types import Finding, Saving
 from diagnosis.finding import rank_findings
 from diagnosis.sweep import checked_estimates, diagnose_sweep, format_sweep, matches
-from results.table import Entry
+from tables.table import Entry
 from stats import describe, steady_state
 from tests.records import train_record
 
