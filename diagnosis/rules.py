@@ -1,14 +1,16 @@
-"""The rules: each reads one record (diagnosis.view.RunView) and returns a Finding or None.
+"""The rules: each reads one record of the tasks it is registered for (@reads; diagnosis.view.RunView) and returns a
+Finding or None.
 
 A rule fires on the lower end of its figure's interval where the record has one (a condition that the interval does
 not clear is not a finding), else on the figure itself, and says "no interval". Every saving is arithmetic on this
 run's own numbers, and says which arithmetic; where one record cannot say, the saving is None and the command is the
-run that would measure it. The order of RULES does not matter: findings are ranked by diagnosis.finding.rank_findings.
+run that would measure it. Findings are ranked by diagnosis.finding.rank_findings.
 """
 from __future__ import annotations
 
 import math
 import statistics
+from typing import Callable, NamedTuple
 
 from comm.buckets import DEFAULT_CAP_MB
 from comm.efficiency import not_measurable
@@ -16,7 +18,8 @@ from comm.fit import fit_latency_bandwidth
 from base.record import setting
 from base.record_types import (CommStats, Evidence, Finding, GradSyncResult, MicrobenchSize, PairGroupsResult, Saving,
                                Straggler, StragglerRank)
-from diagnosis.sources import cite
+from diagnosis.sources import (GLOO_PAIRS_THREAD, MORE_GPUS_ARTICLE, NCCL_RDMA_ARTICLE, VGG11_THREAD, VIT_STUDY,
+                               cite)
 from diagnosis.view import OTHER_LOAD, RunView, interval_note, lower
 from stats.fmt import ms
 
@@ -32,6 +35,30 @@ LARGER_BUCKET_MB = 4 * DDP_BUCKET_MB
 CPU_BUSY = 0.8
 SAME_CPU = 0.5              # a straggler on a full CPU host must have used at least half its lag in extra CPU time
 MAX_STEPS = 200
+COMM_DOMINATED = cite(VIT_STUDY, "communication dominated the step; the remedy depended on the link")
+
+
+# ------------------------------------------------------------------------------------------------- the registry
+class Rule(NamedTuple):
+    check: Callable[[RunView], Finding | None]
+    tasks: tuple[str, ...] | None      # the tasks whose records it reads; None: every task's
+
+
+RULES: list[Rule] = []
+
+
+def reads(*tasks: str):
+    """Registers the rule below it with the tasks whose records it reads (none named: every task's); diagnosis.run
+    runs it on those records only, so a rule starts from its own condition. Rules run in the order they are
+    registered, which breaks exact ties in the ranking."""
+    def register(check):
+        RULES.append(Rule(check, tasks or None))
+        return check
+    return register
+
+
+def rules_for(task: str | None) -> list[Callable[[RunView], Finding | None]]:
+    return [r.check for r in RULES if r.tasks is None or task in r.tasks]
 
 
 # ------------------------------------------------------------------------------------------------- evidence helpers
@@ -132,12 +159,13 @@ def noise_rule(v: RunView, noise: dict, hidden: list[Finding] | None = None) -> 
 
 
 # ------------------------------------------------------------------------------------------------- train rules
+@reads("train")
 def exposed_comm(v: RunView) -> Finding | None:
     """Exposed communication is a large share of the step: either the sync path is slow (low efficiency against the
     microbenchmark) or the link is (the sync already runs near the microbenchmark's speed)."""
     c = v.train.comm
     sync = v.train.sync
-    if v.task != "train" or c is None or v.world_size < 2 or sync == "per_param" or c.exposed_s is None:
+    if c is None or v.world_size < 2 or sync == "per_param" or c.exposed_s is None:
         return None   # per_param: the per_param rule is this condition, named by its cause
     exposed = v.exposed()               # less rank 0's wait for a late peer: that is the straggler's time
     if sync != "ddp" and v.phase("sync") and exposed.get("ci_lo") is None:
@@ -167,7 +195,7 @@ def exposed_comm(v: RunView) -> Finding | None:
                     f"{not_measurable(v.reference)}. " if v.reference else
                     "No microbenchmark of the sync's own calls in this record (diagnose.microbench was off, skipped "
                     "or not run; or pass --nccl-tests FILE). ") + "Run it to see which of the two it is.",
-            evidence=evidence, matches=cite("003", "communication dominated the step; the remedy depended on the link"),
+            evidence=evidence, matches=COMM_DOMINATED,
             saving=Saving(None, how="the microbenchmark says how much of the exposed time the link itself needs"),
             impact=share["median"], recommends={"diagnose.microbench": True},
             command=v.command({"diagnose.microbench": True}))
@@ -230,7 +258,7 @@ def _cause_unclear(v, share, ref, evidence) -> Finding:
               f"{100 * LOW_EFFICIENCY:.0f}%, so it cannot tell a slow sync path from a slow link",
         detail=f"More timed calls per size in the microbenchmark (diagnose.microbench_iters={iters}) narrow the "
                "interval; the run's diagnosis then names the cause.",
-        evidence=evidence, matches=cite("003", "communication dominated the step; the remedy depended on the link"),
+        evidence=evidence, matches=COMM_DOMINATED,
         saving=Saving(None, how="the microbenchmark says how much of the exposed time the link itself needs"),
         impact=share["median"], recommends=change, command=v.command(change))
 
@@ -252,7 +280,7 @@ def _exposed_unconfirmed(v, exposed, share, evidence) -> Finding:
                 "interval, and the diagnosis of that run names the cause (a slow sync path or a slow link) and what "
                 "to change."),
         evidence=evidence,
-        matches=cite("003", "communication dominated the step; the remedy depended on the link"),
+        matches=COMM_DOMINATED,
         saving=Saving(None, how="one probe step cannot say; probe_steps=6 measures it with an interval"),
         impact=share["median"], recommends={"probe_steps": 6}, command=v.command({"probe_steps": 6}))
 
@@ -295,8 +323,9 @@ def _sync_path(v, c, exposed_s, share, ref, evidence) -> Finding:
                f"{100 * ref['efficiency']:.0f}% of the {ref['reference']}'s speed: the sync path is the problem, "
                "not the link"),
         detail=why + ".", evidence=evidence,
-        matches=cite("000", "PyTorch's all_reduce of 471 MB took 280 ms where nccl-tests took ~60 ms for the same "
-                         "bytes; the cause was the default-stream host-to-device copy, not the network"),
+        matches=cite(VGG11_THREAD, "PyTorch's all_reduce of 471 MB took 280 ms where nccl-tests took ~60 ms for "
+                                   "the same bytes; the cause was the default-stream host-to-device copy, not the "
+                                   "network"),
         saving=_saving(v, gain, f"the exposed time the sync would lose at the {ref['reference']}'s speed "
                                 f"({ms(ref['sync_s'])} ms -> {ms(ref['achievable_s'])} ms)", 0.0, exposed_s),
         impact=share["median"], recommends=change, command=v.command(change, env))
@@ -319,8 +348,8 @@ def _slow_link(v, c, exposed_s, share, ref, evidence) -> Finding:
         detail=("bf16 compression halves the bytes on the wire; its gradient error is measured by that run "
                 "(grad rel err)" + (f"; this run's own error is {err:.2e}" if err else "") + ". " + alternatives),
         evidence=evidence,
-        matches=cite("003", "bf16 compression +65% and PowerSGD >5x on the PCIe-bound L40S box; sources 001 and 004: "
-                         "gradient accumulation cuts how often the sync runs"),
+        matches=cite(VIT_STUDY, "bf16 compression +65% and PowerSGD >5x on the PCIe-bound L40S box; sources 001 "
+                                "and 004: gradient accumulation cuts how often the sync runs"),
         saving=_saving(v, exposed_s / 2, "half the bytes, so half the exposed time if the link stays the bottleneck "
                                          "(the compression kernels' own cost not counted)", 0.0, exposed_s),
         impact=share["median"], recommends=change, command=v.command(change),
@@ -328,10 +357,11 @@ def _slow_link(v, c, exposed_s, share, ref, evidence) -> Finding:
                                  if v.train.sync == "ddp" else [{"sync": "ddp"}]))
 
 
+@reads("train")
 def per_param(v: RunView) -> Finding | None:
     """The explicit per-parameter all-reduce: collectives x per-call latency, against the bandwidth, from this run's
     numbers (the microbenchmark's per-size times, fitted with task=grad_sync's latency-bandwidth arithmetic)."""
-    if v.task != "train" or v.train.sync != "per_param" or v.world_size < 2:
+    if v.train.sync != "per_param" or v.world_size < 2:
         return None
     c = v.train.comm if v.train.comm is not None else CommStats()
     sync = v.phase("sync")
@@ -381,14 +411,16 @@ def per_param(v: RunView) -> Finding | None:
         title=f"The explicit per-parameter all-reduce is in use: {n:.0f} collectives per step, "
               f"{100 * (v.fraction(sync['median']) or 0):.0f}% of the step, none overlapped",
         detail=" ".join(detail), evidence=evidence,
-        matches=cite("000", "the thread's per-parameter all_reduce loop: 280 ms against ~60 ms for one call of the "
-                            "same bytes; source 001's reply: use DDP instead of hand-written all_reduce"),
+        matches=cite(VGG11_THREAD, "the thread's per-parameter all_reduce loop: 280 ms against ~60 ms for one call "
+                                   "of the same bytes; source 001's reply: use DDP instead of hand-written "
+                                   "all_reduce"),
         saving=_saving(v, point, how, max(lo, 0.0) if lo is not None else 0.0, sync["median"]),
         impact=v.fraction(sync["median"]) or 0.0, recommends={"sync": "ddp"}, command=v.command({"sync": "ddp"}))
 
 
+@reads("train")
 def ddp_world_size_1(v: RunView) -> Finding | None:
-    if v.task != "train" or v.train.sync != "ddp" or v.world_size != 1:
+    if v.train.sync != "ddp" or v.world_size != 1:
         return None
     cost = v.train.comm.exposed_s if v.train.comm is not None else None
     if cost is None:
@@ -400,14 +432,13 @@ def ddp_world_size_1(v: RunView) -> Finding | None:
                "training (sync=local) does none of that. The estimate is DDP's own exposed reducer time; its bucket "
                "copies inside backward are not in it, so the real cost can be larger.",
         evidence=[ev_ms("DDP exposed reducer time per step", v.exposed(), "result.comm.exposed_s"), _step_ev(v)],
-        matches=cite("003", "DDP on one GPU cost 3-7% of throughput against no DDP (8.91 -> 8.40 steps/s on L40S)"),
+        matches=cite(VIT_STUDY, "DDP on one GPU cost 3-7% of throughput against no DDP (8.91 -> 8.40 steps/s on L40S)"),
         saving=_saving(v, cost, "DDP's exposed reducer time, which plain training does not have", cost, None),
         impact=v.fraction(cost) or 0.0, recommends={"sync": "local"}, command=v.command({"sync": "local"}))
 
 
+@reads("train")
 def input_pipeline(v: RunView) -> Finding | None:
-    if v.task != "train":
-        return None
     share = v.share(("data", "h2d"))
     if share is None or lower(share) < INPUT_SHARE:
         return None
@@ -436,17 +467,17 @@ def input_pipeline(v: RunView) -> Finding | None:
         how = "loader workers prepare batches during compute, up to the whole wait"
     return Finding(
         rule="input_pipeline", pool="input", title=title, detail=detail, evidence=evidence,
-        matches=cite("000", "the poster's fix: the batch copy on the default stream synchronised every step; a "
+        matches=cite(VGG11_THREAD, "the poster's fix: the batch copy on the default stream synchronised every step; a "
                             "separate stream solved it"),
         saving=_saving(v, secs, how, 0.0, secs), impact=share["median"], recommends=change,
         command=v.command(change))
 
 
+@reads("train")
 def oversubscription(v: RunView) -> Finding | None:
-    """gloo ranks (train on CPU, or pair_groups) asking for more threads than the host has cores."""
-    if v.task == "pair_groups":
-        return _pair_groups_oversubscription(v)
-    if v.task != "train" or v.device != "cpu" or v.world_size < 2:
+    """gloo ranks on CPU asking for more threads than the host has cores (pair_groups_oversubscription: the same
+    for task=pair_groups)."""
+    if v.device != "cpu" or v.world_size < 2:
         return None
     works = v.works()
     cores = v.env.cpu_count
@@ -479,8 +510,8 @@ def oversubscription(v: RunView) -> Finding | None:
                   ev("involuntary context switches per step per rank", invol, "",
                      "result.per_rank[].work.involuntary_switches", "median over ranks"),
                   ev_pct("compute share of the step (forward + backward)", compute, "phases")],
-        matches=cite("001", "gloo on a CPU host: time grew with every pair of ranks added; the ranks competed for "
-                            "cores"),
+        matches=cite(GLOO_PAIRS_THREAD, "gloo on a CPU host: time grew with every pair of ranks added; the ranks "
+                                        "competed for cores"),
         saving=Saving(None, how="one record cannot say how fast a rank computes without the contention; "
                                 "`python train.py -m experiment=scaling` measures one rank alone"),
         impact=compute["median"] if compute else 0.0, recommends={},
@@ -523,62 +554,17 @@ def _contention(v: RunView, per_host: int, threads: int) -> Finding | None:
                 "the gloo thread's first reply) leave the cores to the compute; `python train.py -m "
                 "experiment=scaling` measures one rank alone."),
         evidence=evidence,
-        matches=cite("001", "gloo on a CPU host: ranks competed for cores; the reply: use DDP, no_sync (accumulate "
-                         "locally), NCCL on GPUs"),
+        matches=cite(GLOO_PAIRS_THREAD, "gloo on a CPU host: ranks competed for cores; the reply: use DDP, no_sync "
+                                        "(accumulate locally), NCCL on GPUs"),
         saving=Saving(None, how=f"how much compute the all-reduce's CPU work displaces is measured by accumulate={k} "
                                 "against accumulate=1 (compare samples/s)"),
         impact=compute["median"] if compute else 0.0, recommends={"accumulate": k},
         command=v.command({"accumulate": k}))
 
 
-def busy_host(v: RunView) -> Finding | None:
-    """Other processes took a share of the host's CPUs during the window (host counters minus the ranks' own CPU
-    time). What it costs the ranks is the time their loop thread waited on a run queue for a core (schedstat), of
-    which the others' share of the busy host is their doing: that share is the estimate, all of that wait the
-    range's top. Without run-queue counters (a kernel that keeps no schedstat; the committed CPU studies made before
-    the counters were read) the cost is not estimated."""
-    if v.task != "train" or v.device == "cuda":
-        return None
-    other = v.other_load()
-    if other is None or other <= OTHER_LOAD:
-        return None
-    host = v._one_host()
-    works, cores, own = host
-    busy = works[0].host_busy
-    queues = [w.main_runqueue_s / w.steps for w in works if w.main_runqueue_s is not None and w.steps]
-    evidence = [ev("host busy over the window (every process)", 100 * busy, "%", "result.per_rank[0].work.host_busy",
-                   "/proc/stat"),
-                ev("the ranks' own CPU use over the window", 100 * own, "%", "result.per_rank[].work.cpu_s",
-                   "getrusage of each rank / cores x wall"),
-                ev("other processes' share of the host", 100 * other, "%", "host busy - the ranks' own",
-                   "no interval: counters over the window")]
-    if queues:
-        queue = statistics.median(queues)
-        evidence.append(ev("the loop thread's wait for a core per step", 1e3 * queue, "ms",
-                           "result.per_rank[].work.main_runqueue_s", "schedstat run-queue time, median over ranks"))
-        part = other / busy if busy else 0.0
-        saving = _saving(v, queue * part, f"the loop thread's wait for a core ({ms(queue)} ms per step) x the other "
-                                          f"processes' share of the busy host ({100 * part:.0f}%)", queue * part,
-                         queue)
-        saving.source = "measured"
-    else:
-        saving = Saving(None, how="this record has no run-queue counters; a run on a quiet host measures it")
-    return Finding(
-        rule="busy_host", pool="own", qualitative=True,   # counters of the host, not a timing difference: the
-        # noise floor does not hide it (the busy host is what raises that floor)
-        title=f"Other processes used {100 * other:.0f}% of the host's {cores} cores during the window: the ranks "
-              "waited for cores they would otherwise have",
-        detail=("The host was busy with work that is not this run's (host counters minus the ranks' own CPU time). "
-                "Every rank's compute, and gloo's all-reduce threads, queue behind it for a core; the numbers of this "
-                "run hold that wait, so no knob of the run measures its own speed here. Find what runs beside it "
-                "(the command below) and run again when the host is quiet."),
-        evidence=evidence,
-        matches=cite("001", "gloo on a CPU host: ranks that wait for a core slow every collective"),
-        saving=saving, impact=other, recommends={},
-        command="ps -eo pid,pcpu,etime,args --sort=-pcpu | head -8")
-
-
-def _pair_groups_oversubscription(v: RunView) -> Finding | None:
+@reads("pair_groups")
+def pair_groups_oversubscription(v: RunView) -> Finding | None:
+    """gloo ranks of task=pair_groups sharing the host's cores (more ranks x threads than cores, or a busy host)."""
     r = v.result
     if not isinstance(r, PairGroupsResult):
         return None
@@ -606,7 +592,7 @@ def _pair_groups_oversubscription(v: RunView) -> Finding | None:
                      is not None else None, "%", "result.host_busy_fraction", "/proc/stat"),
                   ev("involuntary context switches per all_reduce per rank",
                      r.involuntary_switches / (world * iters), "", "result.involuntary_switches", "getrusage")],
-        matches=cite("001"),
+        matches=cite(GLOO_PAIRS_THREAD),
         saving=Saving(None, how="one pairs= value cannot say how fast the loop runs without contention; a sweep "
                                 "over pairs (python train.py -m task=pair_groups pairs=1,2,4) sets it beside pairs=1"),
         impact=min(1.0, 1 - 1 / (per_cpu * threads)) if per_cpu * threads > 1 else busy - CPU_BUSY,
@@ -618,11 +604,12 @@ WHAT_DIFFERS = {"data": "its data loading", "h2d": "its host-to-device copy", "c
                 "outside": "what it runs outside the timed phases (between steps: hooks, logging, checkpoints)"}
 
 
+@reads("train")
 def straggler(v: RunView) -> Finding | None:
     """The rank the others wait for (tasks/train/stragglers.py: the most work between collectives). Its saving is
     the others' wait: rank 0 spends it in the collective or at the block barrier (diagnosis.accounting), and the
     exposed communication rule counts only what remains after it."""
-    if v.task != "train" or v.world_size < 2:
+    if v.world_size < 2:
         return None
     s = v.train.straggler
     if s is None or not s.to_dict():
@@ -697,7 +684,7 @@ def straggler(v: RunView) -> Finding | None:
                 f"the rank with the most work between collectives does.{where} {fix}")
         + ("" if s.significant else " (no interval: per-rank phase medians)"),
         evidence=evidence,
-        matches=cite("004", "a single slow GPU holds every other one at the barrier"),
+        matches=cite(MORE_GPUS_ARTICLE, "a single slow GPU holds every other one at the barrier"),
         saving=saving, impact=share, pool="wait",
         recommends={} if mostly in ("compute", "optimizer", "outside") else change,   # diagnostic runs: not checked
         command=v.command(change, env))
@@ -779,8 +766,9 @@ def _straggler_from_phases(v: RunView) -> Straggler | None:
                      per_rank=[StragglerRank(rank=r, ready_s=ready[r], ready_ci=None) for r in ready])
 
 
+@reads("train")
 def bucket_layout(v: RunView) -> Finding | None:
-    if v.task != "train" or v.train.sync != "ddp" or v.world_size < 2:
+    if v.train.sync != "ddp" or v.world_size < 2:
         return None
     ddp, comm = v.train.ddp, v.train.comm
     sizes = ((ddp.buckets.sizes_bytes if ddp is not None and ddp.buckets is not None else None)
@@ -804,7 +792,7 @@ def bucket_layout(v: RunView) -> Finding | None:
                     f"would build ~{default_k} buckets and all-reduce the first ones while backward computes the rest; "
                     "only the last bucket's all-reduce stays exposed."),
             evidence=evidence,
-            matches=cite("003", "bucket_cap_mb=2000 put ViT-L/32's 1.2 GB of gradients in one bucket: no overlap; "
+            matches=cite(VIT_STUDY, "bucket_cap_mb=2000 put ViT-L/32's 1.2 GB of gradients in one bucket: no overlap; "
                              "11 smaller buckets overlapped backward"),
             saving=_saving(v, gain, f"exposed x (1 - 1/{default_k}): all but the last of ~{default_k} buckets "
                                     "hidden, if backward is long enough to hide them", 0.0, exposed),
@@ -819,7 +807,7 @@ def bucket_layout(v: RunView) -> Finding | None:
             detail=(f"DDP's default buckets (bucket=null: {DDP_BUCKET_MB} MiB, the first capped at 1 MiB) would make "
                     f"~{default_k} calls of the same bytes."),
             evidence=evidence,
-            matches=cite("003", "the bucket size trades overlap against per-call cost; the optimum depends on the "
+            matches=cite(VIT_STUDY, "the bucket size trades overlap against per-call cost; the optimum depends on the "
                                 "model and the machine"),
             saving=(_saving(v, min(gain, exposed), f"{len(sizes) - default_k} fewer calls x the smallest call's "
                                                    "microbenchmark time, at most the exposed time", 0.0, exposed)
@@ -836,6 +824,7 @@ def ddp_default_buckets(total_bytes: int) -> int:
     return 1 + math.ceil((total_bytes - DDP_FIRST_BUCKET) / (DDP_BUCKET_MB * 2**20))
 
 
+@reads()      # NCCL's channel lines are in every task's record
 def nccl_transport(v: RunView) -> Finding | None:
     """NCCL_DEBUG=INFO's channel lines: SHM (through host memory) or a socket NET where P2P or IB was expected."""
     t = v.result.nccl_transports if v.result.nccl_transports is not None else {}
@@ -846,16 +835,15 @@ def nccl_transport(v: RunView) -> Finding | None:
         name, expected = ", ".join(shm), "P2P (NVLink or PCIe peer-to-peer)"
         means = ("SHM moves every byte GPU -> host memory -> GPU over PCIe, through the CPU: busbw is bounded by host "
                  "memory and the PCIe root complex rather than the GPUs' own links")
-        change, source_point = ({"optim": "bf16"} if v.task == "train" else {}), (
-            "8 L40S GPUs over PCIe (NODE/SYS links): NCCL chose SHM/direct/direct and 8 GPUs ran >6x slower than one; "
-            "bf16 compression gave +65%")
-        source_id = "003"
+        change = {"optim": "bf16"} if v.task == "train" else {}
+        matches = cite(VIT_STUDY, "8 L40S GPUs over PCIe (NODE/SYS links): NCCL chose SHM/direct/direct and 8 GPUs "
+                                  "ran >6x slower than one; bf16 compression gave +65%")
     elif len(hosts) > 1 and sock:
         name, expected = ", ".join(sock), "NET/IB (InfiniBand or RoCE)"
         means = ("NCCL's socket transport moves data through the kernel's TCP stack with CPU copies; if `ibv_devinfo` "
                  "lists ports, NCCL is not using them")
-        change, source_point, source_id = {"nccl.IB_HCA": "mlx5"}, ("RDMA over InfiniBand/RoCE via NCCL_IB_HCA instead "
-                                                               "of sockets"), "002"
+        change = {"nccl.IB_HCA": "mlx5"}
+        matches = cite(NCCL_RDMA_ARTICLE, "RDMA over InfiniBand/RoCE via NCCL_IB_HCA instead of sockets")
     else:
         return None
     c = v.train.comm if v.train.comm is not None else CommStats()
@@ -869,16 +857,17 @@ def nccl_transport(v: RunView) -> Finding | None:
     return Finding(
         rule="nccl_transport", title=f"NCCL used {name} where {expected} was expected",
         detail=means + ". The busbw above is what this path gave; `nvidia-smi topo -m` shows the links.",
-        evidence=evidence, matches=cite(source_id, source_point),
+        evidence=evidence, matches=matches,
         saving=Saving(None, how="depends on the link NCCL could use instead; compare task=collectives busbw on a "
                                 "machine with that link"),
         impact=share or 0.0, qualitative=True, recommends=change, command=v.command(change))
 
 
 # ------------------------------------------------------------------------------------------------- task=grad_sync
+@reads("grad_sync")
 def grad_sync_per_param(v: RunView) -> Finding | None:
     r = v.result
-    if v.task != "grad_sync" or not isinstance(r, GradSyncResult) or r.methods is None:
+    if not isinstance(r, GradSyncResult) or r.methods is None:
         return None
     m = r.methods
     pp = m.per_param
@@ -905,7 +894,7 @@ def grad_sync_per_param(v: RunView) -> Finding | None:
                      f"median over {r.iters} syncs"),
                   ev("one all_reduce of the same bytes (microbench)", 1e3 * micro.time_s
                      if micro is not None and micro.time_s else None, "ms", "result.methods.microbench.time_s")],
-        matches=cite("000", "per-parameter all_reduce 280 ms against nccl-tests ~60 ms for the same 471 MB"),
+        matches=cite(VGG11_THREAD, "per-parameter all_reduce 280 ms against nccl-tests ~60 ms for the same 471 MB"),
         saving=Saving(saving / pp.time_s, saving, of="the gradient sync",
                       how=f"measured here: {best_name} instead of per_param"),
         impact=saving / pp.time_s, recommends={"sync": "ddp"},
@@ -913,12 +902,13 @@ def grad_sync_per_param(v: RunView) -> Finding | None:
                           f"model={setting(v.config, 'model.name') or 'vgg11'}"]))
 
 
+@reads("train")
 def powersgd_sync(v: RunView) -> Finding | None:
     """PowerSGD's lost overlap is not this tool's doing: torch's hook synchronises the device in every bucket's
     decompression (torch.cuda.synchronize, powerSGD_hook.py), and on gloo this tool runs its buckets one after
     another (tasks/train/ddp.py: serialized) so that ranks issue them in the same order. Said whatever the noise: it is
     how the run was made, not a timing."""
-    if v.task != "train" or v.train.optim != "powersgd" or v.world_size < 2:
+    if v.train.optim != "powersgd" or v.world_size < 2:
         return None
     syncs = v.train.device_layer.comm_hook_device_syncs if v.train.device_layer is not None else None
     device_sync = v.device == "cuda" or (syncs or 0) > 0
@@ -947,11 +937,56 @@ def powersgd_sync(v: RunView) -> Finding | None:
                                                "its buckets run one after another on gloo"),
         detail="; ".join(why) + ". Compare its samples/s with optim=bf16, whose hook does not synchronise.",
         evidence=evidence,
-        matches=cite("003", "PowerSGD worked best with a single bucket: with one bucket there is no overlap to lose"),
+        matches=cite(VIT_STUDY, "PowerSGD worked best with a single bucket: with one bucket there is no overlap to "
+                                "lose"),
         saving=Saving(None, how="no setting of this tool removes torch's sync; optim=bf16 or one bucket (the ViT "
                                 "study's PowerSGD setting) measures the alternative"),
         impact=v.fraction(exposed) or 0.0, recommends={"optim": "bf16"}, command=v.command({"optim": "bf16"}))
 
 
-RULES = (exposed_comm, per_param, ddp_world_size_1, input_pipeline, oversubscription, straggler, bucket_layout,
-         nccl_transport, grad_sync_per_param, powersgd_sync, busy_host)
+@reads("train")
+def busy_host(v: RunView) -> Finding | None:
+    """Other processes took a share of the host's CPUs during the window (host counters minus the ranks' own CPU
+    time). What it costs the ranks is the time their loop thread waited on a run queue for a core (schedstat), of
+    which the others' share of the busy host is their doing: that share is the estimate, all of that wait the
+    range's top. Without run-queue counters (a kernel that keeps no schedstat; the committed CPU studies made before
+    the counters were read) the cost is not estimated."""
+    if v.device == "cuda":
+        return None
+    other = v.other_load()
+    if other is None or other <= OTHER_LOAD:
+        return None
+    host = v._one_host()
+    works, cores, own = host
+    busy = works[0].host_busy
+    queues = [w.main_runqueue_s / w.steps for w in works if w.main_runqueue_s is not None and w.steps]
+    evidence = [ev("host busy over the window (every process)", 100 * busy, "%", "result.per_rank[0].work.host_busy",
+                   "/proc/stat"),
+                ev("the ranks' own CPU use over the window", 100 * own, "%", "result.per_rank[].work.cpu_s",
+                   "getrusage of each rank / cores x wall"),
+                ev("other processes' share of the host", 100 * other, "%", "host busy - the ranks' own",
+                   "no interval: counters over the window")]
+    if queues:
+        queue = statistics.median(queues)
+        evidence.append(ev("the loop thread's wait for a core per step", 1e3 * queue, "ms",
+                           "result.per_rank[].work.main_runqueue_s", "schedstat run-queue time, median over ranks"))
+        part = other / busy if busy else 0.0
+        saving = _saving(v, queue * part, f"the loop thread's wait for a core ({ms(queue)} ms per step) x the other "
+                                          f"processes' share of the busy host ({100 * part:.0f}%)", queue * part,
+                         queue)
+        saving.source = "measured"
+    else:
+        saving = Saving(None, how="this record has no run-queue counters; a run on a quiet host measures it")
+    return Finding(
+        rule="busy_host", pool="own", qualitative=True,   # counters of the host, not a timing difference: the
+        # noise floor does not hide it (the busy host is what raises that floor)
+        title=f"Other processes used {100 * other:.0f}% of the host's {cores} cores during the window: the ranks "
+              "waited for cores they would otherwise have",
+        detail=("The host was busy with work that is not this run's (host counters minus the ranks' own CPU time). "
+                "Every rank's compute, and gloo's all-reduce threads, queue behind it for a core; the numbers of this "
+                "run hold that wait, so no knob of the run measures its own speed here. Find what runs beside it "
+                "(the command below) and run again when the host is quiet."),
+        evidence=evidence,
+        matches=cite(GLOO_PAIRS_THREAD, "gloo on a CPU host: ranks that wait for a core slow every collective"),
+        saving=saving, impact=other, recommends={},
+        command="ps -eo pid,pcpu,etime,args --sort=-pcpu | head -8")
