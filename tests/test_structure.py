@@ -180,3 +180,22 @@ def test_the_package_graph_sees_lazy_imports():
     """The check above is only as good as its graph: diagnosis/__main__.py's lazy import of tables.sweep (inside
     main) is in it."""
     assert any(w.startswith("diagnosis/__main__.py") for w in _package_imports()[("diagnosis", "tables")])
+
+
+def test_the_process_ends_in_train_py_and_the_tools_main_blocks_only():
+    """One exit point (issue 35): library code returns its outcome (job.run.JobResult) and train.py exits with it;
+    a command-line tool's `if __name__ == "__main__":` block may exit too. Nothing else calls sys.exit."""
+    import ast
+
+    found = []
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT)
+        if rel.parts[0] in ("tests", ".venv", "mutants") or "runs" in rel.parts:
+            continue
+        tree = ast.parse(path.read_text())
+        mains = [node for node in ast.walk(tree) if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)]
+        allowed = {id(n) for m in mains for n in ast.walk(m)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "sys.exit" and id(node) not in allowed:
+                found.append(f"{rel}:{node.lineno}")
+    assert not found, found
