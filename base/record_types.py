@@ -54,6 +54,8 @@ class Phases(Block):
     backward: Any = None
     sync: Any = None
     optimizer: Any = None
+    graph_replay: Any = doc("cuda_graphs=true: the replayed forward, backward and optimizer step, one phase",
+                            default=None)
 
 
 @dataclass
@@ -64,6 +66,7 @@ class PhaseSummaries(Phases):
     backward: Summary | None = None
     sync: Summary | None = None
     optimizer: Summary | None = None
+    graph_replay: Summary | None = None
 
 
 @dataclass
@@ -74,6 +77,7 @@ class PhaseSeconds(Phases):
     backward: float | None = None
     sync: float | None = None
     optimizer: float | None = None
+    graph_replay: float | None = None
 
 
 @dataclass
@@ -84,6 +88,7 @@ class PhaseSeries(Phases):
     backward: list[float] | None = None
     sync: list[float] | None = None
     optimizer: list[float] | None = None
+    graph_replay: list[float] | None = None
 
 
 @dataclass
