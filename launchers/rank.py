@@ -118,7 +118,9 @@ def _run_rank(plain: dict, job: dict, outcome: Outcome, hand_in=None) -> Outcome
             outcome.signal, outcome.error = e.name, f"rank 0 interrupted by {e.name}"
         elif rank == 0:
             outcome.error = f"rank {rank} failed: {first_line(e)}"
-            outcome.traceback = traceback.format_exc()
+            # a task's one-line error has none; task=script's gives the script's own frames only
+            outcome.traceback = None if getattr(e, "one_line", False) else \
+                getattr(e, "own_traceback", None) or traceback.format_exc()
         if rank == 0:
             outcome.result = getattr(e, "result", None)  # e.g. a failed correctness check keeps its figures
             raise RankError(outcome) from e

@@ -24,7 +24,20 @@ PROJECT_ROOT = Path(tasks.__file__).resolve().parent.parent
 
 
 class ScriptError(RuntimeError):
-    """What went wrong with the script as a whole (not inside it): its first line is the record's error."""
+    """What went wrong with the script as a whole (not inside it): its first line is the record's error, and no
+    traceback of ours follows it."""
+    one_line = True
+
+
+def own_traceback(e: BaseException, path: Path) -> str:
+    """The script's traceback from its own first frame on (runpy's and this module's frames left out): printed once,
+    as plain python would."""
+    import traceback
+
+    tb = e.__traceback__
+    while tb is not None and Path(tb.tb_frame.f_code.co_filename).resolve() != path:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(e), e, tb if tb is not None else e.__traceback__))
 
 
 def project_names(root: Path = PROJECT_ROOT) -> frozenset[str]:
@@ -135,6 +148,12 @@ def run_script(ctx, path: Path, args: list[str]) -> tuple[Attach, str]:
         ended = f"stopped at script.max_steps={cfg.script.max_steps}"
     except _NoStep:
         raise ScriptError(said[0]) from None
+    except Exception as e:   # the script's own error, as it is, with its own frames only for the record
+        try:
+            e.own_traceback = own_traceback(e, path)
+        except AttributeError:   # an exception type that takes no attributes: the whole traceback then
+            pass
+        raise
     except SystemExit as e:
         code = e.code
         if code not in (None, 0):
