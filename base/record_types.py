@@ -517,6 +517,8 @@ class TrainRank(Block):
     cpu_s_per_step: float | None = None
     threads: Threads | None = None
     work: RankWork | None = None
+    series: Series | None = doc("this rank's per-step series (task=script): diagnosis/hiccup.py reads a rank's "
+                                "stalls every N steps in it", default=None)
 
 
 @dataclass

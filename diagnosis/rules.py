@@ -17,6 +17,7 @@ from base.record import setting
 from base.record_types import (CommStats, Evidence, Finding, GradSyncResult, MicrobenchSize, PairGroupsResult, Saving,
                                Straggler, StragglerRank)
 from diagnosis.sources import cite
+from diagnosis.hiccup import hiccup
 from diagnosis.view import OTHER_LOAD, RunView, interval_note, lower
 from stats.fmt import ms
 
@@ -954,4 +955,4 @@ def powersgd_sync(v: RunView) -> Finding | None:
 
 
 RULES = (exposed_comm, per_param, ddp_world_size_1, input_pipeline, oversubscription, straggler, bucket_layout,
-         nccl_transport, grad_sync_per_param, powersgd_sync, busy_host)
+         nccl_transport, grad_sync_per_param, powersgd_sync, busy_host, hiccup)

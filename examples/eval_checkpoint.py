@@ -17,7 +17,7 @@ from data import batches   # this folder's own data/, not the tool's
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def evaluate(model, n=64):
+def evaluate(model, n):
     model.eval()
     with torch.no_grad():
         for x, _ in batches(n, 16, seed=1):
@@ -29,6 +29,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--every", type=int, default=5)
     parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--eval-batches", type=int, default=100)
     args = parser.parse_args()
     with open(os.path.join(HERE, "data", "classes.txt")) as f:
         classes = f.read().split()
@@ -43,7 +44,7 @@ def main():
         loss.backward()
         optimizer.step()
         if rank == 0 and step % args.every == 0:
-            evaluate(model.module)
+            evaluate(model.module, args.eval_batches)
             torch.save(model.module.state_dict(), os.path.join(out, "last.pt"))
     dist.destroy_process_group()
     sys.exit(0)

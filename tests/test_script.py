@@ -19,7 +19,7 @@ def record(proc) -> dict:
 @pytest.fixture(scope="module")
 def eval_run(tmp_path_factory):
     """rank 0 evaluates and checkpoints every 5 steps; its own `data` package and a file beside it; sys.exit(0)."""
-    return run_train([*BASE, "script.path=examples/eval_checkpoint.py", "script.args=[--every,5,--steps,24]"],
+    return run_train([*BASE, "script.path=examples/eval_checkpoint.py", "script.args=[--every,3,--steps,24]"],
                      tmp_path_factory.mktemp("eval"))
 
 
@@ -48,6 +48,11 @@ def test_rank0_eval_checkpoint_and_exit_0(eval_run):
     assert res["comm"]["collectives_per_step"] >= 1 and res["comm"]["bytes_per_step"] > 0
     assert res["global_batch"] == 16        # 8 per rank, seen in the DDP forward's input
     assert "diagnosis" in res and eval_run.stdout.count("run record:") == 1
+    # rank 0's evaluation every 3 steps: named with its rank, period and phase, not lost in a median
+    hiccup = [f for f in res["diagnosis"]["findings"] if f["rule"] == "hiccup"]
+    assert hiccup and hiccup[0]["title"].startswith("Rank 0") and "every 3 steps" in hiccup[0]["title"]
+    assert "outside the timed phases" in hiccup[0]["title"]
+    assert len(res["per_rank"][1]["series"]["step_time_s"]) == 10
 
 
 def test_amp_no_sync_stopped_at_max_steps_with_bucket_applied(amp_run):

@@ -85,6 +85,7 @@ def rank_figures(ctx, attach, ended: str) -> dict:
         "block_walls_s": step_times,
         "cpu_s_per_step": usage.get("cpu_s", 0.0) / len(steps) if steps and usage else None,
         "threads": thread_counts(), "work": work,
+        "series": {"step_time_s": step_times, "phases": {p: [s[p] for s in steps] for p in PHASES}},
         # what rank 0 needs beside the per-rank block: kept out of the record's per_rank by assemble()
         "_steps": steps, "_comms": comms, "_samples": [s.samples for s in attach.measured],
         "_steps_done": attach.steps_done, "_ended": ended, "_ddps": attach.ddps,
@@ -134,6 +135,8 @@ def assemble(cfg, ctx, everyone: list[dict], marks: dict, script: dict) -> dict:
     per_rank = [{k: v for k, v in r.items() if not k.startswith("_")} for r in everyone]
     for r in per_rank:
         r["block_walls_s"] = r["block_walls_s"][:n]
+        r["series"] = {"step_time_s": r["series"]["step_time_s"][:n],
+                       "phases": {p: v[:n] for p, v in r["series"]["phases"].items()}}
     result = {
         "device": ctx.torch_device.type,
         "device_name": torch.cuda.get_device_name(ctx.torch_device) if ctx.torch_device.type == "cuda"

@@ -4,6 +4,7 @@
   --mode raises      raises ValueError after 3 steps
   --mode idle        starts its process group and never trains"""
 import argparse
+import os
 import time
 
 import torch
@@ -16,6 +17,9 @@ parser.add_argument("--mode", required=True)
 parser.add_argument("--steps", type=int, default=20)
 args = parser.parse_args()
 
+missing = [k for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                        "GROUP_RANK", "ROLE_RANK", "TORCHELASTIC_RUN_ID") if k not in os.environ]
+assert not missing, f"torchrun's environment lacks {missing}"
 dist.init_process_group("gloo")
 if args.mode == "idle":
     time.sleep(60)
