@@ -83,10 +83,12 @@ def hiccup(v: RunView) -> Finding | None:
                  note="what the other ranks wait, per step"),
     ]
     if mostly == "outside":
-        fix = ("Run it on every rank over its shard, less often, or off the step (an asynchronous checkpoint: "
-               "torch.distributed.checkpoint.async_save); or time it with script.max_steps to see it alone.")
+        fix = ("Run that work on every rank over its shard, less often, or off the step (an asynchronous "
+               "checkpoint: torch.distributed.checkpoint.async_save), then run the same command again.")
+        todo = f"in the script, move rank {rank}'s {every.removeprefix('on ')} work off the step; then: "
     else:
         fix = f"Profile rank {rank}'s {mostly} on those steps (profile.enabled=true in task=train)."
+        todo = ""
     return Finding(
         rule="hiccup",
         title=f"Rank {rank}" + (f" on {host}" if host else "") + f" stalls {1e3 * stall:.0f} ms {every} in "
