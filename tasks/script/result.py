@@ -72,7 +72,9 @@ def rank_figures(ctx, attach, ended: str) -> dict:
             "what": "work between two collectives per step: the step less DDP's wait for its all-reduces (data, "
                     "forward, backward compute, optimizer and the script's own code: loss, logging, evaluation)",
             "phases_mean_s": {p: sum(s[p] for s in steps) / n for p in PHASES},
-            "step_mean_s": sum(step_times) / n, "wall_per_step_s": sum(step_times) / n,
+            # as task=train's: the phases' own span per step, and the wall per step; what lies between (the
+            # script's own code) is the outside time the step accounting shows (diagnosis/accounting.py)
+            "step_mean_s": sum(sum(s[p] for p in PHASES) for s in steps) / n, "wall_per_step_s": sum(step_times) / n,
             "torch_threads": torch.get_num_threads(), **usage, "steps": n,
         }
     wall = sum(step_times)
