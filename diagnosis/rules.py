@@ -1035,7 +1035,8 @@ HICCUP_MIN = 2            # a single slow step is not a pattern
 HICCUP_MIN_STEPS = 10
 HICCUP_PARTS = ("data", "forward", "backward", "optimizer", "outside")
 HICCUP_WHERE = {"outside": "its own code outside the timed phases (evaluation, checkpointing, logging)",
-                "data": "its data wait", "forward": "forward", "backward": "backward compute", "optimizer": "the optimizer"}
+                "data": "its data wait", "forward": "forward", "backward": "backward compute",
+                "optimizer": "the optimizer"}
 
 
 def _rank_series(series) -> dict[str, list[float]] | None:
