@@ -243,7 +243,8 @@ class Attach:
                           and t.dim() > 0), None)
             self.current.samples += int(first.shape[0]) if first is not None else 0
         self._pending.add(id(module))
-        module._ddp_comm_fwd = self.clock.mark() if self.current is not None else None
+        # a forward without gradients (evaluation through the DDP module) is the script's own code: outside
+        module._ddp_comm_fwd = self.clock.mark() if self.current is not None and torch.is_grad_enabled() else None
 
     def _forward_post(self, module, args, output):
         self._pending.discard(id(module))
