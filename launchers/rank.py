@@ -81,11 +81,12 @@ def run_rank(plain: dict, job: dict, hand_in=None) -> Outcome | None:
                                       cpu_by_default=getattr(task, "CPU_BY_DEFAULT", False))
             dev = open_device(placement)
             backend = placement.backend
-            dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout,
-                                    **({"device_id": dev.torch_device} if backend == "nccl" else {}))
+            if not getattr(task, "OWN_PROCESS_GROUP", False):   # task=script: the user's script starts its own
+                dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout,
+                                        **({"device_id": dev.torch_device} if backend == "nccl" else {}))
             ctx = RankContext(cfg=cfg, rank=rank, world_size=world_size, local_rank=local_rank, device=dev,
                               backend=backend, output_dir=output_dir, hostname=socket.gethostname(),
-                              progress=outcome.progress)
+                              store=dist.PrefixStore("ddp_comm/rank_side", store), progress=outcome.progress)
             outcome.env = environment(ctx)
             if rank == 0:
                 outcome.env["link"] = _link(job)
@@ -102,7 +103,9 @@ def run_rank(plain: dict, job: dict, hand_in=None) -> Outcome | None:
                 outcome.signal, outcome.error = e.name, f"rank 0 interrupted by {e.name}"
             elif rank == 0:
                 outcome.error = f"rank {rank} failed: {first_line(e)}"
-                outcome.traceback = traceback.format_exc()
+                # a task's one-line error has none; task=script's gives the script's own frames only
+                outcome.traceback = None if getattr(e, "one_line", False) else \
+                    getattr(e, "own_traceback", None) or traceback.format_exc()
             if own_log:
                 log.info(f"rank {rank} ended: {outcome.error or f'{type(e).__name__}: {e}'} {outcome.progress}")
             if rank == 0:
