@@ -206,8 +206,13 @@ def environment(ctx: RankContext) -> dict:
         "device": ctx.device.name(),
         "cpu_count": os.cpu_count(),
     }
-    everyone = [None] * ctx.world_size
-    dist.all_gather_object(everyone, mine)
+    if dist.is_initialized():
+        everyone = [None] * ctx.world_size
+        dist.all_gather_object(everyone, mine)
+    else:   # no group of ours (task=script): through the store, never a collective on the script's groups
+        from base.store import gather_objects
+
+        everyone = gather_objects(ctx.store, "environment", ctx.rank, ctx.world_size, mine)
     nccl = None
     if torch.cuda.is_available() and dist.is_nccl_available():
         nccl = ".".join(map(str, torch.cuda.nccl.version()))
