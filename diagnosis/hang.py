@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 FR_VERSION = "2.10"          # the Flight Recorder dump version these rules were checked on (torch 2.14)
-BUSY_SHARE = 0.5             # a main thread using more than half a core while hung is computing, not waiting
+BUSY_SHARE = 0.2             # a main thread using more than a fifth of a core while hung computes (a wait uses ~0)
 MIXED_S = 3600.0             # ranks' last entries further apart than this are not one job's
 WAIT_WORDS = ("sleep", "next(", "__next__", "_next_data", "get(", "read", "recv", "select", "poll", "wait",
               "open(", "acquire", "join(")
@@ -177,10 +177,13 @@ def _short(path: str) -> str:
     return path[len(here):] if path.startswith(here) else path
 
 
+WRAPPERS = ("tasks/train/comm_counter.py",)   # this project's pass-through wrappers of torch.distributed's calls
+
+
 def call_site(entry: dict) -> str | None:
-    """The innermost user frame that issued a Flight Recorder entry, as file:line."""
+    """The innermost user frame that issued a Flight Recorder entry (past pass-through wrappers), as file:line."""
     for f in entry.get("frames") or []:
-        if _is_user(f.get("filename", "")):
+        if _is_user(f.get("filename", "")) and not f.get("filename", "").endswith(WRAPPERS):
             return f"{_short(f['filename'])}:{f.get('line')}"
     return None
 
@@ -236,7 +239,9 @@ def _pg(e: dict) -> str:
 def _pg_name(e: dict) -> str:
     pg = e.get("process_group") or ("?", "?")
     desc = pg[1] if isinstance(pg, (list, tuple)) and len(pg) > 1 else ""
-    return "default group" if desc == "default_pg" or _pg(e) == "0" else f"group {_pg(e)} ({desc})"
+    if desc == "default_pg" or _pg(e) == "0":
+        return "default group"
+    return f"group {_pg(e)}" + (f" ({desc})" if desc and desc != "undefined" else "")
 
 
 def _size(e: dict) -> str:
@@ -289,9 +294,8 @@ def divergences(dumps: dict[int, RankDump], world: int | None = None) -> list[di
     pgs = sorted({pg for c in per_rank.values() for pg in c})
     out = []
     for pg in pgs:
-        members = _members(dumps, pg) or sorted(per_rank)
-        if world:
-            members = [m for m in members if m < world] or members
+        members = [m for m in (_members(dumps, pg) or sorted(per_rank)) if m in dumps]   # a rank without a dump:
+        # its absence says nothing about a sequence number (see _pending)
         seqs = {r: per_rank.get(r, {}).get(pg, {}) for r in members}
         start = max((min(s) for s in seqs.values() if s), default=None)   # the ring buffer forgot older ones
         if start is None:
@@ -306,6 +310,51 @@ def divergences(dumps: dict[int, RankDump], world: int | None = None) -> list[di
                 break
     return sorted(out, key=lambda d: min((e.get("time_created_ns") or 0) for e in d["by_rank"].values())
                   if d["by_rank"] else 0)
+
+
+def _timeline(fr: dict) -> list[dict]:
+    return sorted((e for e in fr.get("entries") or [] if not e.get("is_p2p")), key=lambda e: e.get("record_id", 0))
+
+
+def _tkey(e: dict) -> tuple:
+    return (_pg(e), *_key(e))
+
+
+def _off_pattern(d: RankDump) -> bool:
+    """This rank's first unfinished collective is not what followed the one before it earlier in its own history
+    (across groups): it took another path, or entered the groups in another order."""
+    line = _timeline(d.fr)
+    i = next((i for i, e in enumerate(line) if not e.get("retired")), None)
+    if not i:
+        return False
+    prev = _tkey(line[i - 1])
+    follow = Counter(_tkey(line[j + 1]) for j in range(i - 1) if _tkey(line[j]) == prev)
+    return bool(follow) and _tkey(line[i]) != follow.most_common(1)[0][0]
+
+
+def _odd_first(divs: list[dict], dumps: dict[int, RankDump]) -> list[dict]:
+    """Of several divergences (groups entered in a different order), first the one whose missing rank is off its
+    usual pattern: that rank changed the order."""
+    if len(divs) < 2:
+        return divs
+    odd = {r for r, d in dumps.items() if _off_pattern(d)}
+    return sorted(divs, key=lambda d: not (set(d["missing"]) & odd))
+
+
+def _pending(dumps: dict[int, RankDump], absent: list[int]) -> list[dict]:
+    """Every rank with a dump agrees; the ranks without one never came to the live ranks' first unfinished
+    collective."""
+    out = []
+    for _, d in sorted(dumps.items()):
+        line = _timeline(d.fr)
+        e = next((e for e in line if not e.get("retired")), line[-1] if line else None)   # failed: retired
+        if e is not None:
+            seq = int(e.get("collective_seq_id", 0))
+            have = {r2: c[_pg(e)][seq] for r2, d2 in dumps.items()
+                    if seq in (c := _collectives(d2.fr)).get(_pg(e), {})}
+            out.append({"pg": _pg(e), "seq": seq, "by_rank": have, "missing": absent, "history": {}})
+            break
+    return out
 
 
 def _expected(div: dict):
@@ -329,7 +378,9 @@ def diagnose_dir(directory: str | Path, dead: set[int] | None = None) -> Verdict
     worlds = {_world(d.fr) for d in dumps.values()} - {None}
     world = max(worlds) if worlds else max(dumps) + 1
     dead = set(dead or ()) | (set(range(world)) - set(dumps))
-    divs = divergences(dumps, world)
+    divs = _odd_first(divergences(dumps, world), dumps)
+    if not divs and set(range(world)) - set(dumps):
+        divs = _pending(dumps, sorted(set(range(world)) - set(dumps)))
     if not divs:
         lines = [f"rank {r}: {where(main_stack(d.stacks, d.info.get('main_thread')))[0] or 'no stack'}"
                  for r, d in sorted(dumps.items())]
@@ -435,7 +486,7 @@ def _headline(coll: dict, culprits: dict[int, dict]) -> str:
     first = culprits[never[0]]
     head = f"hung: rank {_ranks(never)} never entered {what}"
     if first["class"] in ("different code path", "mismatch") and first.get("where"):
-        return head + f"; rank {never[0]} {first['evidence']} — {first['class']}"
+        return head + f"; rank {never[0]} {first['evidence'].removeprefix('it ')} — {first['class']}"
     if first.get("where"):
         head += f"; rank {never[0]} is in {first['where']}"
     return head + f" — {first['class']}"
