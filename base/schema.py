@@ -349,6 +349,7 @@ class HangKind(StrEnum):
     extra_barrier = "extra_barrier"      # a barrier under `if rank == hang_rank`
     data_sleep = "data_sleep"            # hang_rank's loader never returns its next batch
     kill = "kill"                        # hang_rank kills itself (SIGKILL) mid-step
+    size_mismatch = "size_mismatch"      # hang_rank all-reduces a metric of another size once
     pg_order = "pg_order"                # two process groups, entered in the opposite order by hang_rank
     busy = "busy"                        # hang_rank loops for ever in Python
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 FR_VERSION = "2.10"          # the Flight Recorder dump version these rules were checked on (torch 2.14)
+BUSY_RUNNING = 0.5           # a main thread runnable in half the samples while hung computes (a wait sleeps)
 BUSY_SHARE = 0.2             # a main thread using more than a fifth of a core while hung computes (a wait uses ~0)
 MIXED_S = 3600.0             # ranks' last entries further apart than this are not one job's
 WAIT_WORDS = ("sleep", "next(", "__next__", "_next_data", "get(", "read", "recv", "select", "poll", "wait",
@@ -424,8 +425,9 @@ def diagnose_dir(directory: str | Path, dead: set[int] | None = None) -> Verdict
                          f"{_ranks(d2['by_rank'])}, not by rank {_ranks(d2['missing'])}")
     for r, d in sorted(dumps.items()):
         if d.info:
-            lines.append(f"rank {r}: last step finished {d.info.get('steps_done')}, main thread CPU "
-                         f"{100 * float(d.info.get('main_thread_cpu_share') or 0):.0f}% while hung")
+            lines.append(f"rank {r}: last step finished {d.info.get('steps_done')}; main thread while hung: "
+                         f"{100 * float(d.info.get('main_thread_cpu_share') or 0):.0f}% of a core, running in "
+                         f"{100 * float(d.info.get('main_thread_running') or 0):.0f}% of samples")
     return Verdict(head, lines, problems, coll, culprits)
 
 
@@ -455,7 +457,9 @@ def _classify(rank: int, d: RankDump | None, ref: dict, mine: dict | None, dead:
                             f"{call_site(mine)} instead of {_op(ref)} from {call_site(ref)}",
                 "next": "make every rank issue the same collectives in the same order (no collective under a "
                         "rank-dependent branch)"}
-    busy = float(d.info.get("main_thread_cpu_share") or 0) > BUSY_SHARE
+    running = d.info.get("main_thread_running")
+    busy = (float(running) >= BUSY_RUNNING if running is not None
+            else float(d.info.get("main_thread_cpu_share") or 0) > BUSY_SHARE)
     if elsewhere and pending and not busy:
         other = elsewhere[0]
         e = next(iter(other["by_rank"].values()))
@@ -466,8 +470,9 @@ def _classify(rank: int, d: RankDump | None, ref: dict, mine: dict | None, dead:
                 "next": "enter the process groups in the same order on every rank"}
     if busy:
         return {"class": "busy compute", "where": at,
-                "evidence": f"its main thread used {100 * float(d.info['main_thread_cpu_share']):.0f}% of a core "
-                            f"while hung, at {at} (`{src}`)",
+                "evidence": f"its main thread was running in {100 * float(running or 0):.0f}% of the samples "
+                            f"({100 * float(d.info.get('main_thread_cpu_share') or 0):.0f}% of a core) while hung, "
+                            f"at {at} (`{src}`)",
                 "next": "look for a loop that never ends there (py-spy dump shows it live)"}
     data = any(w in (at or "") + " " + " ".join(outward) for w in DATA_WORDS) or \
         any("torch/utils/data" in f for f, _, _ in frames)
@@ -485,6 +490,9 @@ def _headline(coll: dict, culprits: dict[int, dict]) -> str:
     never = coll["missing"]
     first = culprits[never[0]]
     head = f"hung: rank {_ranks(never)} never entered {what}"
+    if first["class"] == "mismatch" and "same line" in first["evidence"]:
+        return (f"hung: {what} differs on rank {_ranks(never)}: {first['evidence'].removeprefix('it ')} — "
+                "a mismatch")
     if first["class"] in ("different code path", "mismatch") and first.get("where"):
         return head + f"; rank {never[0]} {first['evidence'].removeprefix('it ')} — {first['class']}"
     if first.get("where"):

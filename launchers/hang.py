@@ -12,7 +12,8 @@ exists, and starts a daemon thread that every BEAT_S writes the rank's progress 
 and, when the launcher asks, writes into <run dir>/hang/:
   rank_<r>             the Flight Recorder dump, torch's own pickle (torch's analyzer reads the directory too)
   rank_<r>.stacks.txt  every thread's Python stack (faulthandler.dump_traceback)
-  rank_<r>.json        steps done, the main thread's CPU share over STACK_CPU_S, pid, host, the job's id
+  rank_<r>.json        steps done, the main thread's CPU share and share of samples running (state R) over
+                       STACK_CPU_S, pid, host, the job's id
 faulthandler, not torch's debug server: a thread of the rank writes the stacks while its main thread is blocked in a
 C++ collective wait or a sleep (a Python signal handler would wait for that call to return), it needs no port (the
 debug server listens on one; a local run listens on loopback only) and it is the standard library's.
@@ -75,6 +76,13 @@ def _thread_cpu_s(tid: int) -> float:
         return 0.0
 
 
+def _thread_state(tid: int) -> str:
+    try:
+        return Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "?"
+
+
 def dump(out_dir: Path, rank: int, progress: dict, job_id: str | None) -> None:
     """This rank's evidence into out_dir (see the module docstring)."""
     import torch
@@ -82,8 +90,12 @@ def dump(out_dir: Path, rank: int, progress: dict, job_id: str | None) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     main = threading.main_thread()
     cpu0, t0 = _thread_cpu_s(main.native_id), time.monotonic()
-    time.sleep(STACK_CPU_S)
+    states = []
+    while time.monotonic() - t0 < STACK_CPU_S:   # runnable ('R') or asleep: a machine loaded by others slows a
+        states.append(_thread_state(main.native_id))   # busy thread's CPU share, not its state
+        time.sleep(STACK_CPU_S / 20)
     share = (_thread_cpu_s(main.native_id) - cpu0) / max(time.monotonic() - t0, 1e-3)
+    running = states.count("R") / max(len(states), 1)
     try:
         _write(out_dir / f"rank_{rank}", torch._C._distributed_c10d._dump_fr_trace())
     except Exception as e:  # noqa: BLE001 - no recorder: the stacks still say where the rank is
@@ -92,7 +104,8 @@ def dump(out_dir: Path, rank: int, progress: dict, job_id: str | None) -> None:
         faulthandler.dump_traceback(f, all_threads=True)
     info = {"rank": rank, "pid": os.getpid(), "host": socket.gethostname(), "job": job_id,
             "main_thread": f"0x{main.ident:016x}", "steps_done": steps_done(progress), "progress": dict(progress),
-            "main_thread_cpu_share": round(share, 3), "time": time.time(), "torch": torch.__version__}
+            "main_thread_cpu_share": round(share, 3), "main_thread_running": round(running, 3), "time": time.time(),
+            "torch": torch.__version__}
     _write(out_dir / f"rank_{rank}.json", json.dumps(info, indent=1).encode())
 
 

@@ -18,6 +18,8 @@ through the optimizer's step post-hook or the loader's iterator, like the delays
   extra_barrier    a dist.barrier() under `if rank == hang_rank`
   data_sleep       hang_rank's loader never returns its next batch (the process alive, its threads running)
   kill             hang_rank kills itself with SIGKILL
+  size_mismatch    every rank all-reduces a metric of 4 elements after each step; hang_rank passes 0 elements once
+                   (gloo returns at once there, and its peers wait for data that never comes; other sizes abort)
   pg_order         every rank all-reduces on two process groups A then B after each step; hang_rank enters B first
   busy             hang_rank loops for ever in Python
 """
@@ -102,6 +104,8 @@ def _hang(kind: str, rank: int, hang_rank: int, at: int, optimizer, host_batches
         step, steps[0] = steps[0], steps[0] + 1
         if kind == "skip_allreduce" and not (me and step == at):
             dist.all_reduce(torch.ones(4))                      # a metric every rank reduces each step
+        elif kind == "size_mismatch":
+            dist.all_reduce(torch.ones(0 if me and step == at else 4))
         elif kind == "extra_barrier" and me and step == at:
             dist.barrier()
         elif kind == "kill" and me and step == at:
