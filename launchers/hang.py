@@ -2,9 +2,10 @@
 
 A rank that never arrives at a collective leaves its peers waiting until timeout_s, and then the error names the rank
 that waited. Here the launcher declares the job hung when no rank made progress (a finished step, or a finished
-collective: every task has those) for `hang.after_s` (default max(hang.min_s, hang.step_factor x the median step),
-never later than 0.8 x timeout_s), asks every live rank for its evidence, diagnoses it (diagnosis.hang) and ends the
-job: no rank left, the record `hung` with the one-line verdict and the dumps' directory.
+collective: every task has those) for `hang.after_s` (default max(hang.min_s, hang.step_factor x the median step);
+before the first step never under hang.min_s; never later than 0.8 x timeout_s), asks every live rank for its
+evidence, diagnoses it (diagnosis.hang) and ends the job: no rank left, the record `hung` with the one-line verdict
+and the dumps' directory.
 
 Rank side (`collecting`, one `with` around a rank's work; every task runs inside it, through launchers.rank): turns
 PyTorch's Flight Recorder on (TORCH_FR_BUFFER_SIZE=hang.fr_buffer, unless the user set it) before the process group
@@ -146,13 +147,14 @@ def collecting(launch_dir: str | None, output_dir: str | Path, rank: int, progre
 
 # ------------------------------------------------------------------------------------------------ the launcher's side
 
-def after_s(hang: dict, timeout_s: float, median_step_s: float | None) -> float:
+def after_s(hang: dict, timeout_s: float, median_step_s: float | None, stepping: bool = True) -> float:
     """No progress for this long is a hang: hang.after_s if set, else max(min_s, step_factor x median step); never
-    more than AFTER_CAP x timeout_s."""
+    more than AFTER_CAP x timeout_s. Before the first step (stepping=False: building the model and DDP, the loader's
+    first batch, on a machine that may be loaded) never less than min_s either."""
     cap = AFTER_CAP * float(timeout_s)
-    if hang.get("after_s") is not None:
-        return min(float(hang["after_s"]), cap)
     base = float(hang.get("min_s", 30))
+    if hang.get("after_s") is not None:
+        return min(float(hang["after_s"]) if stepping else max(float(hang["after_s"]), base), cap)
     if median_step_s:
         base = max(base, float(hang.get("step_factor", 20)) * median_step_s)
     return min(base, cap)
@@ -211,7 +213,7 @@ class HangWatch:
                 if s0 and (not step_marks or step_marks[-1][1] != s0):
                     step_marks.append((now, s0))
                 continue
-            limit = after_s(self.hang, self.timeout_s, _median_step(step_marks))
+            limit = after_s(self.hang, self.timeout_s, _median_step(step_marks), stepping=bool(step_marks))
             if now - last_change >= limit:
                 self._declare(beats, now - last_change, limit)
                 return
