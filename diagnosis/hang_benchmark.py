@@ -2,6 +2,7 @@
 
     python -m diagnosis.hang_benchmark [--out results/hang_benchmark] [--repeats 2] [--cases NAME,...]
     python -m diagnosis.hang_benchmark --table results/hang_benchmark   # the table again, from its records
+    python -m diagnosis.hang_benchmark --cost [--rounds 6]              # the recorder's cost: steps/s on vs off
 
 Each case is a real 2-rank gloo `python train.py` (model=vgg11_tiny scale=smoke, timeout_s=60, hang.after_s=8) with
 one hang injected (fault.hang, tasks/train/faults.py) on the case's rank at step 5; repeat k puts it on rank
@@ -22,11 +23,17 @@ unfinished collective's creation in the Flight Recorder) to the answer (the reco
 run left after train.py exited (its session), whether the record was kept, and PyTorch's own analyzer's answer on the
 same dumps (`python -m torch.distributed.flight_recorder.fr_trace DIR -p rank_`, its last line). Measurements go to
 <out>/measurements.json; --table rebuilds table.md from it and the records (each verdict recomputed).
+
+--cost: the price of keeping the Flight Recorder and the hang watch on (the default) for a healthy run: `rounds`
+rounds, each one run with `hang.enabled=false hang.fr_buffer=0` and one with the defaults, in alternating order
+(interleaved, so the machine's drift hits both), each its record's steps/s; the ratio on/off is the paired t
+interval of the per-round log ratios (stats.compare_runs). Written to <out>/cost.json and cost.md.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import subprocess
@@ -35,6 +42,7 @@ import time
 from pathlib import Path
 
 from diagnosis.hang import diagnose_dir, divergences, load
+from stats import compare_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMON = ["model=vgg11_tiny", "scale=smoke", "logger=none", "timeout_s=60", "steps=100000", "hang.after_s=8",
@@ -171,6 +179,44 @@ def table(out: Path) -> str:
     return "\n".join(head + rows) + "\n"
 
 
+COST_ARGS = ["model=vgg11_tiny", "scale=smoke", "logger=none", "steps=60", "probe_steps=0", "diagnose.microbench=false"]
+OFF = ["hang.enabled=false", "hang.fr_buffer=0"]
+
+
+def cost(out: Path, rounds: int, machine: str) -> str:
+    runs = {"off": [], "on": []}
+    for k in range(rounds):
+        for side in (("off", "on") if k % 2 == 0 else ("on", "off")):
+            run_dir = out / "cost" / f"{side}_{k}"
+            args = [*COST_ARGS, *(OFF if side == "off" else []), f"hydra.run.dir={run_dir}"]
+            env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
+            subprocess.run([sys.executable, "train.py", *args], cwd=ROOT, env=env, capture_output=True, timeout=600)
+            rec = json.loads((run_dir / "run_record.json").read_text())
+            rate = ((rec.get("result") or {}).get("throughput") or {}).get("steps_per_s")
+            runs[side].append(rate)
+            print(f"round {k} {side}: {rate} steps/s", flush=True)
+    ok = [k for k in range(rounds) if runs["off"][k] and runs["on"][k]]
+    sp = compare_runs([math.log(runs["off"][k]) for k in ok], [math.log(runs["on"][k]) for k in ok], ok, ok)
+    res = {"machine": machine, "args": COST_ARGS, "off": OFF, "rounds": rounds, "steps_per_s": runs,
+           "ratio_on_off": sp.ratio, "ci_lo": sp.ci_lo, "ci_hi": sp.ci_hi, "method": sp.method}
+    (out / "cost.json").write_text(json.dumps(res, indent=1) + "\n")
+    return cost_table(res)
+
+
+def cost_table(res: dict) -> str:
+    med = {s: sorted(v)[len(v) // 2] for s, v in res["steps_per_s"].items() if v}
+    lo, hi = res["ci_lo"], res["ci_hi"]
+    ci = f"[{lo:.3f}, {hi:.3f}]" if lo is not None else "no interval"
+    return "\n".join([
+        "# The recorder's cost", "",
+        f"`python -m diagnosis.hang_benchmark --cost --rounds {res['rounds']}` on {res['machine']}: "
+        f"`python train.py {' '.join(res['args'])}`, off = `{' '.join(res['off'])}`, on = the defaults "
+        "(Flight Recorder at 200 entries, the hang watch). Interleaved rounds.", "",
+        "| | steps/s per round | median |", "|---|---|---|",
+        *[f"| {s} | {', '.join(f'{x:.1f}' for x in v)} | {med[s]:.1f} |" for s, v in res["steps_per_s"].items()],
+        "", f"on / off: **{res['ratio_on_off']:.3f}**, 95% interval {ci} ({res['method']}).", ""])
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m diagnosis.hang_benchmark", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default="results/hang_benchmark")
@@ -178,7 +224,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cases", default=",".join(CASES))
     p.add_argument("--machine", default="2-core VM shared with other jobs (loaded)")
     p.add_argument("--table", metavar="DIR", help="rebuild DIR/table.md from DIR/measurements.json and the records")
+    p.add_argument("--cost", action="store_true", help="the recorder's cost: steps/s with it on and off")
+    p.add_argument("--rounds", type=int, default=6)
     a = p.parse_args(argv)
+    if a.cost:
+        out = Path(a.out)
+        out.mkdir(parents=True, exist_ok=True)
+        text = cost(out, a.rounds, a.machine)
+        (out / "cost.md").write_text(text)
+        print(text)
+        return 0
     if a.table:
         out = Path(a.table)
         (out / "table.md").write_text(table(out))

@@ -119,7 +119,7 @@ def collecting(launch_dir: str | None, output_dir: str | Path, rank: int, progre
     buffer = int(hang.get("fr_buffer") or 0)
     if buffer > 0:
         os.environ.setdefault("TORCH_FR_BUFFER_SIZE", str(buffer))
-    if not launch_dir:
+    if not launch_dir or not hang.get("enabled", True):
         yield
         return
     stop = threading.Event()
