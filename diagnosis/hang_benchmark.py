@@ -11,7 +11,9 @@ one hang injected (fault.hang, tasks/train/faults.py) on the case's rank at step
   skip_allreduce   the rank that skipped the metric all_reduce: a different code path
   extra_barrier    the rank with the barrier under `if rank == ...`: a different code path
   data_sleep       the rank whose loader never returns: data/I/O wait
-  kill             the rank killed by SIGKILL: a dead rank
+  kill             the rank killed by SIGKILL: a dead rank (when the elastic agent sees the death before the hang
+                   watch, the job ends `failed` naming it, `rank k failed: killed by signal 9`, with no dumps: right,
+                   with no collective; when gloo leaves the peer waiting, the dumps name the collective)
   size_mismatch    the rank that passed 0 elements to the metric all_reduce: a mismatch
   pg_order         the rank that entered group B before group A: a mismatch
   busy             the rank in an endless Python loop: busy compute
@@ -141,7 +143,11 @@ def score(m: dict) -> dict:
         return {"top1": m["status"] == "ok" and not (run_dir / "hang").exists(), "verdict": f"status {m['status']}"}
     hang_dir = run_dir / "hang"
     if not hang_dir.exists():
-        return {"top1": False, "verdict": f"no dumps (status {m['status']})"}
+        error = _record_error(run_dir)
+        if case == "kill" and m["status"] == "failed" and error.startswith(f"rank {rank} failed: killed by signal 9"):
+            # the agent saw the death first and ended the job as failed, naming the rank: right, with no collective
+            return {"top1": True, "verdict": error}
+        return {"top1": False, "verdict": f"no dumps (status {m['status']}: {error})"}
     _, cls, op = CASES[case]
     v = diagnose_dir(hang_dir)
     c = v.culprits.get(rank) or {}
@@ -156,6 +162,13 @@ def score(m: dict) -> dict:
         collective_ok = named.get("issued_by") == others and (not divs or named.get("seq") is not None)
     ok = list(v.culprits) == [rank] and c.get("class") == cls and collective_ok
     return {"top1": ok, "verdict": v.headline}
+
+
+def _record_error(run_dir: Path) -> str:
+    try:
+        return json.loads((run_dir / "run_record.json").read_text()).get("error") or ""
+    except (OSError, ValueError):
+        return "no record"
 
 
 def table(out: Path) -> str:
