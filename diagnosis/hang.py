@@ -4,8 +4,8 @@
 
 Reads PyTorch's Flight Recorder dumps (one pickle per rank, as `_dump_fr_trace()` returns them and as torch's own
 writer names them: a common prefix and the rank, e.g. `rank_0`, `nccl_trace_rank_3`) and, where this tool collected
-them (launchers/hang.py), each rank's stacks of every thread (`rank_<r>.stacks.txt`, faulthandler's text) and its
-facts (`rank_<r>.json`: steps done, the main thread's CPU share, the job's id). Only the dumps are needed; the rest
+them (launchers/hang.py), each rank's stacks of every thread (`stacks_<r>.txt`, faulthandler's text) and its
+facts (`facts_<r>.json`: steps done, the main thread's CPU share, the job's id). Only the dumps are needed; the rest
 sharpens the class of cause.
 
 The rules, first finding first:
@@ -108,8 +108,8 @@ def load(directory: str | Path) -> tuple[dict[int, RankDump], list[str]]:
                         "job's dumps in a directory of their own)")
     dumps = max(by_prefix.values(), key=len) if by_prefix else {}
     for r, d in dumps.items():
-        stacks = directory / f"rank_{r}.stacks.txt"
-        info = directory / f"rank_{r}.json"
+        stacks = directory / f"stacks_{r}.txt"
+        info = directory / f"facts_{r}.json"
         if stacks.exists():
             d.stacks = stacks.read_text(errors="replace")
         if info.exists():

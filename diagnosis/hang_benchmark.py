@@ -126,11 +126,28 @@ def _hang_start(hang_dir: Path) -> float | None:
 
 
 def torch_analyzer(hang_dir: Path) -> str:
-    """PyTorch's own analyzer on the same dumps: its last line of output."""
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace", str(hang_dir),
-                           "-p", "rank_"], capture_output=True, text=True, timeout=120, cwd=ROOT)
-    lines = [ln.strip() for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
-    return (lines[-1] if lines else f"exit {proc.returncode}, no output")[:160]
+    """PyTorch's own analyzer on the same dumps, as they are and with pg_config re-keyed by the groups' ids (gloo
+    keys the default group '' there while the entries name it '0', and the analyzer stops with KeyError: ('0', 0)):
+    its summary of each."""
+    import pickle
+    import tempfile
+
+    def run(directory: Path) -> str:
+        proc = subprocess.run([sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace", str(directory),
+                               "-p", "rank_"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+        lines = [ln.strip() for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+        keep = [ln for ln in lines if ln.startswith(("Not all ranks", "collective:", "missing ranks:",
+                                                      "Collective sequence number", "mismatch"))]
+        return "; ".join(keep[:4]) if keep else (lines[-1] if lines else f"exit {proc.returncode}, no output")
+
+    as_is = run(hang_dir)
+    with tempfile.TemporaryDirectory() as tmp:
+        for f in hang_dir.glob("rank_*"):
+            d = pickle.loads(f.read_bytes())
+            d["pg_config"] = {("0" if k == "" else k): v for k, v in d["pg_config"].items()}
+            (Path(tmp) / f.name).write_bytes(pickle.dumps(d))
+        rekeyed = run(Path(tmp))
+    return f"as is: {as_is[:100]}; re-keyed: {rekeyed[:160]}"
 
 
 def score(m: dict) -> dict:

@@ -11,9 +11,10 @@ Rank side (`collecting`, one `with` around a rank's work; every task runs inside
 PyTorch's Flight Recorder on (TORCH_FR_BUFFER_SIZE=hang.fr_buffer, unless the user set it) before the process group
 exists, and starts a daemon thread that every BEAT_S writes the rank's progress (steps done, collectives finished)
 and, when the launcher asks, writes into <run dir>/hang/:
-  rank_<r>             the Flight Recorder dump, torch's own pickle (torch's analyzer reads the directory too)
-  rank_<r>.stacks.txt  every thread's Python stack (faulthandler.dump_traceback)
-  rank_<r>.json        steps done, the main thread's CPU share and share of samples running (state R) over
+  rank_<r>             the Flight Recorder dump, torch's own pickle (torch's analyzer reads the directory too: the
+                       other files' names do not end in a rank number)
+  stacks_<r>.txt       every thread's Python stack (faulthandler.dump_traceback)
+  facts_<r>.json       steps done, the main thread's CPU share and share of samples running (state R) over
                        STACK_CPU_S, pid, host, the job's id
 faulthandler, not torch's debug server: a thread of the rank writes the stacks while its main thread is blocked in a
 C++ collective wait or a sleep (a Python signal handler would wait for that call to return), it needs no port (the
@@ -100,14 +101,14 @@ def dump(out_dir: Path, rank: int, progress: dict, job_id: str | None) -> None:
     try:
         _write(out_dir / f"rank_{rank}", torch._C._distributed_c10d._dump_fr_trace())
     except Exception as e:  # noqa: BLE001 - no recorder: the stacks still say where the rank is
-        (out_dir / f"rank_{rank}.error.txt").write_text(f"{type(e).__name__}: {e}\n")
-    with open(out_dir / f"rank_{rank}.stacks.txt", "w") as f:
+        (out_dir / f"recorder_error_{rank}.txt").write_text(f"{type(e).__name__}: {e}\n")
+    with open(out_dir / f"stacks_{rank}.txt", "w") as f:
         faulthandler.dump_traceback(f, all_threads=True)
     info = {"rank": rank, "pid": os.getpid(), "host": socket.gethostname(), "job": job_id,
             "main_thread": f"0x{main.ident:016x}", "steps_done": steps_done(progress), "progress": dict(progress),
             "main_thread_cpu_share": round(share, 3), "main_thread_running": round(running, 3), "time": time.time(),
             "torch": torch.__version__}
-    _write(out_dir / f"rank_{rank}.json", json.dumps(info, indent=1).encode())
+    _write(out_dir / f"facts_{rank}.json", json.dumps(info, indent=1).encode())
 
 
 @contextlib.contextmanager
@@ -227,7 +228,7 @@ class HangWatch:
         pids = {r: int(b["pid"]) for r, b in beats.items() if b.get("pid")}
         alive = {r for r, pid in pids.items() if _alive(pid)}
         deadline = time.time() + COLLECT_S
-        while time.time() < deadline and not all((out / f"rank_{r}.json").exists() for r in alive):
+        while time.time() < deadline and not all((out / f"facts_{r}.json").exists() for r in alive):
             time.sleep(0.2)
             alive = {r for r in alive if _alive(pids[r])}
         dead = set(range(self.world)) - alive

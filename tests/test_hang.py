@@ -68,7 +68,7 @@ def test_python_m_diagnosis_reads_a_dump_directory(capsys):
 def _copy(src: Path, dst: Path, ranks=(0, 1), rename=None) -> None:
     dst.mkdir(parents=True, exist_ok=True)
     for r in ranks:
-        for f in src.glob(f"rank_{r}*"):
+        for f in [*src.glob(f"rank_{r}"), *src.glob(f"*_{r}.*")]:
             shutil.copy(f, dst / f.name)
 
 
