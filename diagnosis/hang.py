@@ -445,6 +445,9 @@ def _classify(rank: int, d: RankDump | None, ref: dict, mine: dict | None, dead:
     frames = main_stack(d.stacks, d.info.get("main_thread"))
     at, src, outward = where(frames)
     pending = [e for e in d.fr["entries"] if not e.get("retired") and not e.get("is_p2p")]
+    if at is None:   # no stacks (a dump torch wrote): the line of its last collective, pending or not
+        last = (pending or _timeline(d.fr))[-1:]
+        at = call_site(last[0]) if last else None
     if mine is not None:
         at = at or call_site(mine)
         if call_site(mine) == call_site(ref) and _op(mine) == _op(ref):
