@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     if dumps and len(dumps) == len(args.dirs):
         return 0
     args.dirs = [d for d in args.dirs if d not in dumps]
-    from results.report import load_entries
+    from tables.sweep import load_entries
 
     for d in args.dirs:
         if not Path(d).exists():
