@@ -174,8 +174,22 @@ def _is_user(path: str) -> bool:
 
 
 def _short(path: str) -> str:
+    """Relative to the working directory; a path of another checkout (dumps made elsewhere, e.g. the committed
+    ones) by its longest tail that names a file here, so a verdict reads the same from any clone."""
     here = str(Path.cwd()) + "/"
-    return path[len(here):] if path.startswith(here) else path
+    if path.startswith(here):
+        return path[len(here):]
+    parts = path.strip("/").split("/")
+    for i in range(1, len(parts)):
+        tail = "/".join(parts[i:])
+        if (Path.cwd() / tail).is_file():
+            return tail
+    return path
+
+
+def _local(path: str) -> Path:
+    p = Path(path)
+    return p if p.exists() else Path.cwd() / _short(path)
 
 
 WRAPPERS = ("tasks/train/comm_counter.py",)   # this project's pass-through wrappers of torch.distributed's calls
@@ -208,7 +222,7 @@ def main_stack(stacks: str | None, main_ident: str | None) -> list[tuple[str, in
 
 def _source(path: str, line: int) -> str:
     try:
-        return Path(path).read_text(errors="replace").splitlines()[line - 1].strip()
+        return _local(path).read_text(errors="replace").splitlines()[line - 1].strip()
     except (OSError, IndexError):
         return ""
 
