@@ -131,6 +131,15 @@ def headline_sweep(tmp_path_factory):
     return run_train(HEADLINE_SWEEP, tmp, multirun=True, timeout=600, env=wandb_free_env(tmp / "home"))
 
 
+@pytest.fixture(scope="session")
+def pair_groups_sweep(tmp_path_factory):
+    """`python train.py -m task=pair_groups pairs=1,2` (verbose: the table and the sweep diagnosis printed in full), run
+    once for the task's records and table (test_comm_tasks) and the sweep's curve and diagnosis (test_diagnosis_runs).
+    proc.out_dir is the sweep dir."""
+    return run_train(["task=pair_groups", "pairs=1,2", "logger=none", "pair_groups.iters=64", "verbose=true"],
+                     tmp_path_factory.mktemp("pair_groups"), multirun=True, timeout=300)
+
+
 def read(out_dir: Path) -> dict:
     return json.loads((Path(out_dir) / "run_record.json").read_text())
 
