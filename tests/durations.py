@@ -8,6 +8,7 @@ whether the Slurm cluster was up.
     python -m tests.durations              # both tiers, then docs/testing.md
     python -m tests.durations --tier fast  # the fast tier only (the slow tier's row says "not run")
     python -m tests.durations --print      # the table on stdout; docs/testing.md is left as it is
+    python -m tests.durations -n 2         # each tier on 2 pytest-xdist workers (pytest -n 2)
 """
 from __future__ import annotations
 
@@ -31,11 +32,11 @@ GOALS = {"fast": 120, "slow": None}            # issue 36: the fast tier <= 120 
 SLOWEST = 20
 
 
-def run_tier(expr: str, xml: Path) -> tuple[float, int]:
-    """(wall s, pytest's exit code) of `pytest -m expr`, the repository's pytest.ini and addopts as they are."""
+def run_tier(expr: str, xml: Path, workers: int) -> tuple[float, int]:
+    """(wall s, pytest's exit code) of `pytest -m expr` (with -n workers if > 0), pytest.ini's addopts as they are."""
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "pytest", "-m", expr, "-q", "-p", "no:cacheprovider",
-                           f"--junitxml={xml}"], cwd=ROOT)
+                           f"--junitxml={xml}", *(["-n", str(workers)] if workers else [])], cwd=ROOT)
     return time.monotonic() - start, proc.returncode
 
 
@@ -60,7 +61,8 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def table(walls: dict[str, tuple[float, int] | None], slowest: list[tuple[float, str, str]], load: str) -> str:
+def table(walls: dict[str, tuple[float, int] | None], slowest: list[tuple[float, str, str]], load: str,
+          workers: int) -> str:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip() or "?"
     slurm = "up" if shutil.which("sinfo") and subprocess.run(["sinfo"], capture_output=True).returncode == 0 else \
@@ -71,13 +73,14 @@ def table(walls: dict[str, tuple[float, int] | None], slowest: list[tuple[float,
     for tier, expr in TIERS.items():
         got = walls.get(tier)
         goal = f"<= {GOALS[tier]} s" if GOALS[tier] else ""
-        lines.append(f"| {tier} | `pytest -m \"{expr}\"` | "
+        lines.append(f"| {tier} | `pytest -m \"{expr}\"{f' -n {workers}' if workers else ''}` | "
                      + (f"{got[0]:.0f} s | {got[1]} | {goal} |" if got else f"not run | | {goal} |"))
     if all(walls.get(t) for t in TIERS):
         total = sum(walls[t][0] for t in TIERS)
         lines.append(f"| all | `pytest` (the two above) | {total:.0f} s ({total / 60:.1f} min) | | <= 10 min, "
                      "<= 15 min with Slurm |")
-    lines += ["", f"The {SLOWEST} slowest tests (setup + call + teardown):", "", "| s | tier | test |", "|---:|---|---|"]
+    lines += ["", f"The {SLOWEST} slowest tests (setup + call + teardown):", "",
+              "| s | tier | test |", "|---:|---|---|"]
     lines += [f"| {s:.1f} | {tier} | `{name}` |" for s, name, tier in slowest]
     return "\n".join(lines)
 
@@ -94,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.durations", description=__doc__.split("\n\n")[0])
     ap.add_argument("--tier", choices=[*TIERS, "all"], default="all")
     ap.add_argument("--print", action="store_true", help="print the table instead of writing docs/testing.md")
+    ap.add_argument("-n", "--workers", type=int, default=0,
+                    help="pytest-xdist workers per tier (pytest -n N; 0: one process, as the README's `pytest`)")
     args = ap.parse_args(argv)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     walls: dict[str, tuple[float, int] | None] = {}
@@ -102,9 +107,9 @@ def main(argv: list[str] | None = None) -> int:
         for tier, expr in TIERS.items():
             if args.tier in (tier, "all"):
                 xml = Path(tmp) / f"{tier}.xml"
-                walls[tier] = run_tier(expr, xml)
+                walls[tier] = run_tier(expr, xml, args.workers)
                 found += cases(xml, tier) if xml.exists() else []
-    text = table(walls, sorted(found, reverse=True)[:SLOWEST], load)
+    text = table(walls, sorted(found, reverse=True)[:SLOWEST], load, args.workers)
     if args.print:
         print(text)
     else:
