@@ -1,0 +1,113 @@
+"""Numbers of the modules the mutation run reaches since issue 36 (stats/within.py, comm/measure.py), each checked
+against a value worked out by hand or by a plain loop written apart from the code under test: the within-run
+statistics behind every interval of a train record, and the per-rank statistics of the comm measurements."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from comm.measure import block_sizes, rank_stats
+from stats import within
+
+T975_DF4 = 2.7764451051977987   # Student t, 0.975 quantile, 4 degrees of freedom (printed tables: 2.776)
+
+
+def test_t_quantile_is_students_t():
+    assert within.t_quantile(0.975, 4) == pytest.approx(T975_DF4, rel=1e-12)
+    assert within.t_quantile(0.5, 4) == pytest.approx(0.0, abs=1e-12)
+    assert within.t_quantile(0.95, 1) == pytest.approx(6.313751514675, rel=1e-9)
+
+
+def test_lag1_by_hand():
+    # [1, 2, 3, 4]: mean 2.5, deviations -1.5 -0.5 0.5 1.5; sum of squares 5; lag-1 products 0.75 - 0.25 + 0.75 = 1.25
+    assert within.lag1([1, 2, 3, 4]) == pytest.approx(0.25)
+    assert within.lag1([1, 3, 1, 3]) == pytest.approx(-0.75)   # d = -1 1 -1 1: products -3 over 4
+    assert within.lag1([2.0, 2.0, 2.0]) == 0.0                   # no variance: no correlation, not a division by 0
+    assert within.lag1([1, 2]) is None                          # fewer than 3 values
+
+
+def _n_eff(x: list[float]) -> float:
+    """Kendall-corrected AR(1) effective size by a plain loop."""
+    n = len(x)
+    m = sum(x) / n
+    d = [v - m for v in x]
+    r = sum(d[i] * d[i + 1] for i in range(n - 1)) / sum(v * v for v in d)
+    r = (n * r + 1) / (n - 3)
+    r = 0.0 if r < 0 else 0.99 if r > 0.99 else r
+    return n * (1 - r) / (1 + r)
+
+
+def test_effective_size_by_hand():
+    # 1 1 2 2 1 1 2 2 1 1: mean 1.4, sum of squares 2.4, lag-1 products 0.24, r = 0.1; Kendall: (10 * 0.1 + 1) / 7
+    # = 2/7, inside (0, 0.99); n_eff = 10 (5/7) / (9/7) = 50/9
+    x = [1, 1, 2, 2, 1, 1, 2, 2, 1, 1]
+    assert within.lag1(x) == pytest.approx(0.1)
+    assert within.effective_size(x) == pytest.approx(50 / 9) == _n_eff(x)
+    assert within.effective_size([1, 3, 1, 3, 1, 3]) == pytest.approx(6.0)   # r < 0 clipped to 0: n itself
+    # a trend: r corrected above 0.99 is held at 0.99, n * 0.01 / 1.99
+    assert within.effective_size([1, 2, 3, 4, 5]) == pytest.approx(5 * 0.01 / 1.99)
+    assert within.effective_size([1, 2, 3, 4]) is None          # fewer than 5 values
+    assert within.serial([1, 2, 3, 4]) == {"lag1": pytest.approx(0.25), "n_eff": None}
+
+
+def test_batches_split_by_hand():
+    assert [(s.start, s.stop) for s in within.batches(10)] == [(0, 2), (2, 4), (4, 6), (6, 8), (8, 10)]
+    # 12 / 5 = 2.4: edges 0 2.4 4.8 7.2 9.6 12 rounded to 0 2 5 7 10 12
+    assert [(s.start, s.stop) for s in within.batches(12)] == [(0, 2), (2, 5), (5, 7), (7, 10), (10, 12)]
+    assert [(s.start, s.stop) for s in within.batches(3, count=3)] == [(0, 1), (1, 2), (2, 3)]
+
+
+def test_batch_median_by_hand():
+    # 1..10: median 5.5; batch medians 1.5 3.5 5.5 7.5 9.5; their sd sqrt(40 / 4) = sqrt(10); se sqrt(10) / sqrt(5)
+    out = within.batch_median(list(range(1, 11)))
+    se = math.sqrt(10) / math.sqrt(5)
+    assert out["median"] == 5.5 and out["se"] == pytest.approx(se) and out["df"] == 4
+    assert out["ci_lo"] == pytest.approx(5.5 - T975_DF4 * se) and out["ci_hi"] == pytest.approx(5.5 + T975_DF4 * se)
+    assert out["method"].startswith("batch medians: 5 consecutive batches")
+    nine = within.batch_median(list(range(1, 10)))
+    assert nine["median"] == 5 and nine["ci_lo"] is None and nine["ci_hi"] is None and "needs 10" in nine["method"]
+    narrow = within.batch_median(list(range(1, 11)), level=0.9)
+    assert narrow["ci_hi"] - narrow["ci_lo"] < out["ci_hi"] - out["ci_lo"]
+    with pytest.raises(ValueError):
+        within.batch_median([])
+
+
+def test_batch_rate_by_hand():
+    walls = [1.0] * 10
+    units = [float(u) for u in range(1, 11)]
+    out = within.batch_rate(walls, units)
+    assert out["rate"] == pytest.approx(5.5) and out["n_blocks"] == 10 and out["df"] == 4 and out["batches"] == 5
+    logs = [math.log((a + b) / 2) for a, b in zip(units[::2], units[1::2])]   # batches of 2 blocks, 1 s each
+    mean = sum(logs) / 5
+    se = math.sqrt(sum((v - mean) ** 2 for v in logs) / 4) / math.sqrt(5)
+    assert out["log_se"] == pytest.approx(se)
+    assert out["ci_lo"] == pytest.approx(5.5 * math.exp(-T975_DF4 * se))
+    assert out["ci_hi"] == pytest.approx(5.5 * math.exp(T975_DF4 * se))
+    per_block = [math.log(u) for u in units]
+    assert out["lag1"] == pytest.approx(within.lag1(per_block)) and out["n_eff"] == pytest.approx(_n_eff(per_block))
+    # the rate is total work over total time, not the mean of the blocks' rates
+    uneven = within.batch_rate([1.0, 3.0], [2.0, 2.0])
+    assert uneven["rate"] == pytest.approx(1.0) and uneven["ci_lo"] is None and "needs 10" in uneven["method"]
+    for walls, units in (([1.0, 0.0], [1.0, 1.0]), ([1.0, 1.0], [1.0, -1.0]), ([], []), ([1.0], [1.0, 2.0])):
+        with pytest.raises(ValueError):
+            within.batch_rate(walls, units)
+
+
+def test_log_median_by_hand():
+    x = [math.exp(v) for v in range(1, 11)]
+    med, se, df = within.log_median(x)
+    assert med == pytest.approx(5.5) and se == pytest.approx(math.sqrt(10) / math.sqrt(5)) and df == 4
+    assert within.log_median([math.e] * 9) == (pytest.approx(1.0), None, None)
+
+
+def test_rank_stats_by_hand():
+    assert rank_stats([0.1, 0.3, 0.2]) == {"avg": pytest.approx(0.2), "max": 0.3, "slowest_rank": 1}
+    assert rank_stats([0.5]) == {"avg": 0.5, "max": 0.5, "slowest_rank": 0}
+    assert rank_stats([0.3, 0.3, 0.1])["slowest_rank"] == 0          # a tie names the first rank
+
+
+def test_block_sizes_cover_every_iteration():
+    for iters in (1, 5, 64, 100, 1001):
+        sizes = block_sizes(iters)
+        assert sum(sizes) == iters and all(s >= 1 for s in sizes) and max(sizes) - min(sizes) <= 1
