@@ -1,6 +1,7 @@
-"""Numbers of the modules the mutation run reaches since issue 36 (stats/within.py, comm/measure.py), each checked
-against a value worked out by hand or by a plain loop written apart from the code under test: the within-run
-statistics behind every interval of a train record, and the per-rank statistics of the comm measurements."""
+"""Numbers of the modules the mutation run reaches since issue 36 (stats/within.py, comm/measure.py,
+tasks/collectives.py), each checked against a value worked out by hand or by a plain loop written apart from the code
+under test: the within-run statistics behind every interval of a train record, the per-rank statistics of the comm
+measurements, and the collectives task's rows and headline."""
 from __future__ import annotations
 
 import math
@@ -111,3 +112,45 @@ def test_block_sizes_cover_every_iteration():
     for iters in (1, 5, 64, 100, 1001):
         sizes = block_sizes(iters)
         assert sum(sizes) == iters and all(s >= 1 for s in sizes) and max(sizes) - min(sizes) <= 1
+
+
+def test_collectives_rows_and_headline_by_hand():
+    """tasks/collectives.py's result assembly on hand-made per-rank timings (2 ranks; no process): each row's mean and
+    slowest time, algbw and busbw by nccl-tests' arithmetic, the block medians, and the headline that picks each op's
+    largest size."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from tasks.collectives import _result, settings
+    from tests.conftest import compose
+
+    c = settings(compose(["task=collectives", "collectives.ops=[all_reduce,all_gather]", "logger=none"]))
+    mb = 1 << 20
+    entries = [{"op": op, "mode": "out_of_place", "size": size, "requested": size, "counts": {"count": size // 4}}
+               for op in ("all_reduce", "all_gather") for size in (mb, 4 * mb)]
+    blocks = [0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008]
+    # per rank, per entry: (seconds per call, wrong values found, the blocks' seconds per call)
+    rank0 = [(0.010, 0, blocks), (0.030, 0, blocks), (0.020, 1, blocks), (0.050, 0, blocks)]
+    rank1 = [(0.030, 0, [2 * b for b in blocks]), (0.010, 0, blocks), (0.020, 2, blocks), (0.070, 0, blocks)]
+    r = _result(c, entries, [rank0, rank1], [], SimpleNamespace(world_size=2, backend="gloo"), torch.device("cpu"))
+    rows = r["rows"]
+    assert [(x["op"], x["bytes"]) for x in rows] == [(e["op"], e["size"]) for e in entries]
+    first = rows[0]                                   # all_reduce 1 MiB: mean 20 ms, slowest rank 1 at 30 ms
+    assert first["time_us"] == pytest.approx(20_000) and first["time_max_us"] == pytest.approx(30_000)
+    assert first["slowest_rank"] == 1 and rows[1]["slowest_rank"] == 0
+    assert first["algbw_GBps"] == pytest.approx(mb / 0.020 / 1e9)
+    assert first["busbw_GBps"] == pytest.approx(mb / 0.020 / 1e9 * 2 * (2 - 1) / 2)     # all_reduce: 2(n-1)/n
+    assert rows[3]["busbw_GBps"] == pytest.approx(4 * mb / 0.060 / 1e9 * (2 - 1) / 2)   # all_gather: (n-1)/n
+    # the blocks: per block the ranks' mean (1.5 b for the first row), then their median: 1.5 x 4.5 ms
+    assert first["time_median_us"] == pytest.approx(1.5 * 4500) and first["blocks"] == 8
+    assert first["time_ci_lo_us"] <= first["time_median_us"] <= first["time_ci_hi_us"]
+    assert rows[2]["wrong"] == 3 and first["wrong"] == 0 and r["wrong_total"] == 3
+    h = r["headline"]
+    assert h["ranks"] == 2 and h["max size B"] == 4 * mb and h["#wrong"] == 3
+    assert h["all_reduce busbw GB/s"] == pytest.approx(round(4 * mb / 0.020 / 1e9, 4))    # the largest size's
+    assert h["all_gather busbw GB/s"] == pytest.approx(round(4 * mb / 0.060 / 1e9 / 2, 4))
+    busbws = [mb / 0.020 / 1e9, 4 * mb / 0.020 / 1e9, mb / 0.020 / 1e9 / 2, 4 * mb / 0.060 / 1e9 / 2]
+    assert r["avg_busbw_GBps"] == pytest.approx(sum(busbws) / 4)
+    assert h["avg busbw GB/s"] == pytest.approx(round(sum(busbws) / 4, 4))
+    assert r["time_per_rank_us"][0] == pytest.approx([10_000, 30_000])
