@@ -154,3 +154,57 @@ def test_collectives_rows_and_headline_by_hand():
     assert r["avg_busbw_GBps"] == pytest.approx(sum(busbws) / 4)
     assert h["avg busbw GB/s"] == pytest.approx(round(sum(busbws) / 4, 4))
     assert r["time_per_rank_us"][0] == pytest.approx([10_000, 30_000])
+
+
+def _accounting_result(sync: str = "ddp", late_work: float = 0.130, barrier_wall: float = 0.180) -> dict:
+    """A 2-rank task=train result by hand: 10 steps in 2.0 s (0.2 s per step from throughput); rank 0's phases sum
+    to 0.150 s, its mean step 0.150 s, its wall per step 0.180 s (0.030 s between steps), so it waits 0.020 s at the
+    block barrier; rank 0 works 0.100 s per step, rank 1 `late_work`."""
+    phases = {"data": 0.010, "h2d": 0.0, "forward": 0.030, "backward": 0.090, "optimizer": 0.020}
+    if sync != "ddp":
+        phases = {**phases, "backward": 0.050, "sync": 0.040}
+
+    def rank(r: int, work: float) -> dict:
+        return {"rank": r, "host": "node-a", "block_walls_s": [0.9, 0.9],
+                "work": {"step_mean_s": 0.150, "wall_per_step_s": barrier_wall, "backward_compute_s": 0.050,
+                         "optimizer_s": 0.020, "phases_mean_s": phases, "ready_s": {"median": work}}}
+
+    return {"world_size": 2, "sync": sync, "steps": 10,
+            "throughput": {"wall_s": 2.0, "steps_per_s": 5.0, "ci_lo": 4.0, "ci_hi": 6.25},
+            "per_rank": [rank(0, 0.100), rank(1, late_work)], "comm": {"exposed_s": 0.025}}
+
+
+def test_step_accounting_by_hand():
+    from base.record_types import TrainResult
+    from diagnosis.accounting import account, lines
+
+    acc = account(TrainResult.from_dict(_accounting_result(), "result")).to_dict()
+    assert acc["step_s"] == pytest.approx(0.2) and acc["complete"] is True
+    assert acc["step_lo_s"] == pytest.approx(1 / 6.25) and acc["step_hi_s"] == pytest.approx(1 / 4.0)
+    r0 = acc["rank0"]
+    assert r0["phases_total_s"] == pytest.approx(0.150) and r0["outside_s"] == pytest.approx(0.030)
+    assert r0["barrier_s"] == pytest.approx(0.020) and r0["residual_s"] == pytest.approx(0.0, abs=1e-12)
+    # rank 1 works 0.130 s, rank 0 0.100 s: rank 0 waits 0.030 s, 0.020 s of it at the barrier (all the barrier
+    # holds), the other 0.010 s inside DDP's all-reduces in backward (backward 0.090 - compute 0.050 = 0.040 s)
+    w = acc["wait"]
+    assert acc["late_rank"] == 1 and w["rank"] == 1 and w["total_s"] == pytest.approx(0.030)
+    assert w["at_barrier_s"] == pytest.approx(0.020) and w["in_sync_s"] == pytest.approx(0.010)
+    assert acc["sync"]["exposed_s"] == pytest.approx(0.040) and acc["sync"]["transfer_s"] == pytest.approx(0.030)
+    assert acc["sync"]["compute_s"] == pytest.approx(0.050) and w["phase"].startswith("backward")
+    # the probe: DDP's timers, no barrier: min(wait, exposed) = 0.025 waiting, nothing left for the transfer
+    assert acc["probe"] == {"exposed_s": 0.025, "wait_s": pytest.approx(0.025), "transfer_s": 0.0}
+    assert [r["barrier_s"] for r in acc["ranks"]] == [pytest.approx(0.020)] * 2
+    assert acc["work_s"] == {0: 0.100, 1: 0.130} and acc["work_is_complete"] is True
+    text = "\n".join(lines(account(TrainResult.from_dict(_accounting_result(), "result"))))
+    assert "200 ms per step" in text and "waiting for rank 1 10" in text and "exposed transfer 30" in text
+    assert "rank 0 waits 30" in text and "not accounted for" not in text
+
+    # an explicit strategy: the wait is inside the sync phase; a wait larger than barrier + sync is capped by the sync
+    flat = account(TrainResult.from_dict(_accounting_result(sync="flat", late_work=0.200), "result")).to_dict()
+    assert flat["wait"]["total_s"] == pytest.approx(0.100) and flat["wait"]["phase"] == "sync"
+    assert flat["wait"]["in_sync_s"] == pytest.approx(0.040) and flat["sync"]["transfer_s"] == pytest.approx(0.0)
+    assert flat["sync"]["compute_s"] is None
+    # rank 0 the slowest: nobody waits; a rank's wall beyond the step leaves no negative barrier
+    fast = account(TrainResult.from_dict(_accounting_result(late_work=0.050, barrier_wall=0.25), "result")).to_dict()
+    assert fast["late_rank"] is None and fast["wait"]["total_s"] == 0.0 and fast["rank0"]["barrier_s"] == 0.0
+    assert fast["rank0"]["residual_s"] == pytest.approx(0.2 - 0.150 - 0.100)
