@@ -1,7 +1,8 @@
 """Numbers of the modules the mutation run reaches since issue 36 (stats/within.py, comm/measure.py,
-tasks/collectives.py, diagnosis/accounting.py), each checked against a value worked out by hand or by a plain loop written apart from the code
-under test: the within-run statistics behind every interval of a train record, the per-rank statistics of the comm
-measurements, the collectives task's rows and headline, and the diagnosis's step accounting."""
+tasks/collectives.py, diagnosis/accounting.py), each checked against a value worked out by hand or by a plain loop
+written apart from the code under test: the within-run statistics behind every interval of a train record, the
+per-rank statistics of the comm measurements, the collectives task's rows and headline, and the diagnosis's step
+accounting."""
 from __future__ import annotations
 
 import math
