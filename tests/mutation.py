@@ -164,22 +164,22 @@ def report(runs: list[dict]) -> str:
              "Score = killed / (killed + survived); equivalent mutants (no test can tell them from the code; "
              "tests/mutation_equivalent.toml gives each one's reason), surviving mutants that only rewrite a sentence "
              "(text: a description such as a `method`, not a number) and mutants no fast test reaches are left out "
-             "of it and counted apart.", ""]
+             "of it and counted apart; not run: mutants a stopped run did not reach (no result either way).", ""]
     for run in runs:   # a full run, or one per --module / --since run whose results the table holds
         lines += [f"- run: {run['date']}, commit {run['commit']}, mutmut {run['mutmut']}, `{run['command']}`",
                   f"- machine: {run['machine']}; load average before {run['load_before']}, after {run['load_after']}",
                   f"- wall time: {run['wall_s'] / 60:.1f} min (exit code {run['returncode']})",
                   *(f"- {note}" for note in run.get("notes", []))]
     lines += [""] if runs else []
-    lines += ["| module | mutants | killed | survived | equivalent | text | no tests | other | score |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += ["| module | mutants | killed | survived | equivalent | text | no tests | not run | other | score |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 
     def row(name: str, c: Counter) -> str:
         other = (c["mutants"] - c["killed"] - c["survived"] - c["equivalent"] - c["text"] - c["no tests"]
                  - c["not checked"])
         s = score(c)
         return (f"| {name} | {c['mutants']} | {c['killed']} | {c['survived']} | {c['equivalent']} | {c['text']} | "
-                f"{c['no tests']} | "
+                f"{c['no tests']} | {c['not checked']} | "
                 f"{other} | {'–' if s is None else f'{s:.1%}'} |")
 
     ran = {m for m in counts if counts[m]["mutants"] > counts[m]["not checked"]}

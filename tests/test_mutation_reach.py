@@ -209,3 +209,41 @@ def test_step_accounting_by_hand():
     fast = account(TrainResult.from_dict(_accounting_result(late_work=0.050, barrier_wall=0.25), "result")).to_dict()
     assert fast["late_rank"] is None and fast["wait"]["total_s"] == 0.0 and fast["rank0"]["barrier_s"] == 0.0
     assert fast["rank0"]["residual_s"] == pytest.approx(0.2 - 0.150 - 0.100)
+
+
+def test_resolve_device_by_choice():
+    import torch
+
+    from base.errors import ConfigError
+    from comm.measure import resolve_device
+
+    cpu, cuda = torch.device("cpu"), torch.device("cuda", 1)
+    assert resolve_device("cpu", "gloo", cuda, 0) == cpu                 # asked for: CPU even on a CUDA rank
+    assert resolve_device("auto", "gloo", cpu, 3) == cpu and resolve_device("auto", "nccl", cuda, 0) == cuda
+    assert resolve_device("cuda", "gloo", cuda, 0) == cuda               # the rank's own GPU
+    with pytest.raises(ConfigError, match="NCCL only moves CUDA tensors"):
+        resolve_device("cpu", "nccl", cuda, 0)
+    with pytest.raises(ConfigError, match="choose auto, cpu or cuda"):
+        resolve_device("gpu", "gloo", cpu, 0)
+    with pytest.raises(ConfigError, match="needs a GPU and none is visible"):   # conftest hides every GPU here
+        resolve_device("cuda", "gloo", cpu, 0)
+
+
+def test_time_window_and_gather_all_on_a_one_rank_group(tmp_path):
+    """A one-rank gloo group in this process (no rank process): seconds per call over the window, and the gather."""
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    from comm.measure import gather_all, time_window
+    from tests.conftest import close_group
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        calls = []
+        per_call = time_window(lambda: (calls.append(1), time.sleep(0.02)), 4, torch.device("cpu"))
+        assert len(calls) == 4 and 0.02 <= per_call < 0.2                # divided by the 4 calls, not their sum
+        assert gather_all({"rank": 0}) == [{"rank": 0}]
+    finally:
+        close_group()
