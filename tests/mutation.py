@@ -191,7 +191,10 @@ def report(runs: list[dict]) -> str:
                   "<path>` for each): " + ", ".join(f"`{m}`" for m in waiting) + "."]
     s = score(total)
     lines += ["", f"Goal: >= {GOAL:.0%} of the non-equivalent mutants killed: "
-              + ("no mutant judged" if s is None else f"{s:.1%}, {'met' if s >= GOAL else 'NOT MET'}") + ".", ""]
+              + ("no mutant judged" if s is None else f"{s:.1%}, {'met' if s >= GOAL else 'NOT MET'}")
+              + (f" over the modules run; not yet shown for the {len(waiting)} covered modules not run, nor for "
+                 f"{total['not checked']} mutant(s) a stopped run did not reach" if waiting or total["not checked"]
+                 else "") + ".", ""]
     lines += ["## Survivors left standing", "",
               "Each is a change no fast test notices: a missing test (write one that checks the number by another "
               "route), or an equivalent mutant (add it to tests/mutation_equivalent.toml with the reason).", ""]
