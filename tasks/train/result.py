@@ -206,7 +206,8 @@ def summarize_window(r: TrainResult) -> list[str]:
         lines.append(f"WARNING     {st.reason} ({st.of}): warm-up was not enough (raise warmup_steps) or the "
                      f"machine changed during the window; steady: false")
     elif st is not None and st.to_dict():
-        lines.append(f"steady      {'yes' if st.steady else 'untested'}: {st.reason} ({st.of})")
+        verdict = "yes" if st.steady else ("unknown" if st.drift is not None else "untested")
+        lines.append(f"steady      {verdict}: {st.reason} ({st.of})")
     phases = timed_phases(r)
     if phases:
         step = r.step_time_s
