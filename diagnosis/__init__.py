@@ -50,7 +50,7 @@ def format_text(diag: DiagnosisBlock | dict | None, heading: str = "diagnosis") 
     if under:
         head += (f"; {len(under)} more under the {100 * (threshold or 0.02):.0f}% threshold (not named)")
     if masked:
-        head += f"; {len(masked)} more inside the noise ({100 * (floor or 0):.1f}%, not named)"
+        head += f"; {len(masked)} more inside the noise ({100 * (floor or 0):.1f}%): named once, under the noise below"
     lines = [head, *accounting_lines(d.accounting)]
     for f in findings:
         if f.first:

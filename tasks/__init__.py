@@ -17,6 +17,7 @@ and, where a task has them (job/config.py and the launchers ask through getattr,
     RANKS_KNOB = ("pairs", 2)              the knob that sets the ranks, and ranks per unit (default world_size, 1)
     CPU_BY_DEFAULT = True                  device=auto means CPU unless backend=nccl (the gloo thread's experiment)
     MEASURES_STEPS = True                  an interrupted run says how many of its steps it measured
+    DIAGNOSED = False                      the diagnosis rules do not read this task: no diagnosis on the console
 
 The registry below maps each of the schema's task names (base/schema.py: Task, what `task=` accepts) to its module:
 config checks, the rank runner and the tests all read it.
