@@ -405,7 +405,7 @@ def brief(record: Record) -> list[str]:
     lines.append(f"avg busbw {r.avg_busbw_GBps:.4g} GB/s (every op and size, as nccl-tests' 'Avg bus bandwidth'); "
                  + (f"wrong elements: {r.wrong_total}" if checked else "results not checked (check_iters=0)"))
     if noisy:
-        lines.append(f"~: the time's 95% interval over blocks is wider than +-{NOISY:.0%} of it: noise (a busy host, "
+        lines.append(f"~: its 95% interval over the blocks is wider than +-{NOISY:.0%} of it: noise (a busy host, "
                      "or calls near the timer's resolution)")
     lines += vs_link(r, record.env.link)
     lines.append("full table (out-of-place too, the slowest rank, each time's interval): train.log, or verbose=true")
