@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     from comm.nccl_tests import NcclTestsError
     from whatif.api import parse_grid, predict_sweep
     from whatif.profile import ProfileError
-    from whatif.report import header, plot_timeline, row_notes, table
+    from whatif.report import header, plot_timeline, row_notes, table, warnings
 
     if args.world_size is not None and args.world_size < 1:
         return _fail("--world-size must be 1 or more")
@@ -64,14 +64,15 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print("\n".join(header(sweep)))
         print()
-        print(tab.markdown())
+        print("".join(f"{w}\n" for w in warnings(sweep)) + tab.markdown())
         notes = row_notes(sweep)
         if notes:
             print("row notes:")
             print("\n".join(f"  - {n}" for n in notes))
     try:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "whatif.md").write_text("\n".join(header(sweep)) + "\n\n" + tab.markdown()
+        (out / "whatif.md").write_text("\n".join(header(sweep)) + "\n\n" + "".join(f"{w}\n\n" for w in warnings(sweep))
+                                       + tab.markdown()
                                        + "".join(f"\n- {n}" for n in row_notes(sweep)) + "\n")
         tab.write_csv(out / "whatif.csv")
         (out / "whatif.json").write_text(json.dumps(data, indent=2, default=str))
