@@ -118,8 +118,7 @@ def diagnosis_lines(diag: DiagnosisBlock | None, budget: int, where: str = "<run
     if noise is not None and noise.noisy and noise_findings:
         reasons = "; ".join(noise.reasons or []) or noise_findings[0].title
         cmd = noise_findings[0].command
-        lines.append(f"   noisy: {reasons}")
-        lines.append(f"next: {cmd}{eta(record, cmd)} narrows it")
+        lines.append(f"   noisy: {reasons}; next: {cmd}{eta(record, cmd)} narrows it")
     elif not real:
         lines.append(_quiet_next(record, floor))
     clue = _efficiency(diag)
