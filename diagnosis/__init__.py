@@ -77,6 +77,9 @@ def format_text(diag: DiagnosisBlock | dict | None, heading: str = "diagnosis") 
         lines.append(format_hta(d.hta))
     for n in d.notes or []:
         lines.append(f"note: {n}")
+    if not findings and d.accounting is not None:   # a train run with nothing found nor hidden: not a dead end
+        lines.append("next: nothing here is above the noise floor; to look closer, compare the candidates with repeats "
+                     "(README step 4): python train.py -m optim=none,bf16,powersgd repeats=3")
     return "\n".join(lines)
 
 
