@@ -259,7 +259,8 @@ def summarize(record: Record) -> str:
     ]
     c = r.comm
     if c is not None and c.to_dict():
-        f = lambda v, scale=1e3: "n/a" if v is None else (ms(v) if scale == 1e3 else f"{v * scale:.3g}")  # noqa: E731
+        f = lambda v, scale=1e3: "n/a" if v is None else (  # noqa: E731 - a local formatter
+            ms(v) if scale == 1e3 else f"{v * scale:.3g}")
         lines += [
             "",
             f"gradient sync: {c.collectives_per_step:.0f} collectives/step, {c.bytes_per_step / 1e6:.3g} MB/step"
