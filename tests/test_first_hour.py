@@ -56,7 +56,7 @@ def test_one_figure_per_quantity_on_console_log_record_and_docs(first_look):
     two = re.search(r"exposed communication, two measurements: (\S+) in the window .* and (\S+) from DDP's reducer "
                     r"timers over the probe steps", log)
     assert two and two.group(2) == want_exposed, two and two.group(0)
-    assert "transfer in the window" in log
+    assert "transfer in the window" in log or "no wait inside" in log   # DDP's compute timer above the phase: none
     # every evidence line in ms without an interval prints the sync line's digits for the same figure
     for m in re.finditer(r"evidence: exposed communication per step (\S+) ms \(no interval[^)]*\)", log):
         if "capped" not in m.group(0) and "less" not in m.group(0):
