@@ -26,7 +26,7 @@ def ok(proc):
 # ------------------------------------------------------------------------------------------------------ collectives
 @pytest.mark.slow
 def test_collectives_table_all_ops_both_modes(tmp_path):
-    proc = run_train([*SMALL_COLLECTIVES, "world_size=2", "collectives.inplace=both"], tmp_path)
+    proc = run_train([*SMALL_COLLECTIVES, "world_size=2", "collectives.inplace=both", "verbose=true"], tmp_path)
     rec = ok(proc)
     r = rec["result"]
     assert r["world_size"] == 2 and r["backend"] == "gloo" and r["modes"] == ["out_of_place", "in_place"]
