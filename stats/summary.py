@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from .within import MIN_SERIES, batch_median, batch_rate, serial
+from .within import BATCHES, MIN_SERIES, batch_median, batch_rate, serial
 
 # Fewest timed blocks a lone run's throughput interval is computed from: 5 batches of at least 2 (stats.within).
 MIN_BLOCKS = MIN_SERIES
@@ -124,7 +124,7 @@ def planned_steps(pilot, rel_ci_target: float, min_steps: int, max_steps: int | 
     that many (the caller caps it at max_steps). Deciding once, from the pilot, keeps the final interval honest: a rule
     that stops whenever the running interval first looks narrow stops on the runs whose spread was underestimated, and
     its intervals covered 77% instead of 95% in the calibration suite."""
-    b = batch_median(pilot, level)
+    b = batch_median(pilot, level, count=BATCHES)
     if b["ci_lo"] is None or b["median"] <= 0:
         return max(min_steps, len(pilot))
     half = rel_halfwidth(b["median"], b["ci_lo"], b["ci_hi"])
