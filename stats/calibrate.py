@@ -28,6 +28,7 @@ import numpy as np
 
 from .drift import steady_state
 from .family import Row, family_verdicts
+from .power import Pilot, plan
 from .runs import run_level
 from .sentinel import sentinel
 from .summary import adaptive_should_stop
@@ -40,6 +41,10 @@ COVERAGE = (0.93, 0.97)
 FALSE_MAX = 0.05
 POWER_CLAIM = 0.20    # README: a true 10% change with R=3 and 4% run spread is called faster in >= 20% of sweeps
 SEED = 22
+PILOT_ROUNDS, PILOT_STEPS = 3, 40   # repeats=auto's pilot: 3 interleaved rounds of the CPU default window
+PLAN_TARGET, PLAN_POWER = 0.05, 0.80
+BUDGET_S = 3600.0                   # compare.budget_s's default
+STARTUP_S, STEP_S = 17.0, 1.3       # a run's cost (s, s/step): python -m results.plan results/runs/ddp_knobs_vgg11
 WITHIN_BLOCKS = (10, 20, 40, 60, 120)   # 10: the minimum (half the committed records); 40: the CPU default
 WITHIN_CASES = ((0.0, 0.0), (0.3, 0.0), (0.5, 0.0), (0.7, 0.0), (0.3, 0.05), (0.5, 0.05))
 
@@ -257,6 +262,67 @@ def truth_verdicts(rng, sims: int, runs: int, offset: float, effect: float, phi:
     return out
 
 
+def planned_sweeps(rng, sims: int, rows: int, offset: float, phi: float = 0.5, effect: float = 0.0,
+                   effect_rows: int = 1, target: float = PLAN_TARGET, budget_s: float | None = None) -> dict:
+    """The default plan end to end (stats.power.plan): a pilot of PILOT_ROUNDS interleaved rounds of PILOT_STEPS
+    steps per configuration, the plan fixed from it, then fresh rounds of the planned runs x steps judged by
+    family_verdicts (paired by round, Holm). The first `effect_rows` candidates are truly `effect` faster. Returns
+    {hits (interval covers the true ratio), rows_judged, false (sweeps with a false faster/slower), called (the
+    effect rows called faster), effect_total, runs, steps, seconds, reached}."""
+    k = rows + 1
+    out = {"hits": 0, "rows_judged": 0, "false": 0, "called": 0, "effect_total": 0, "runs": [], "steps": [],
+           "seconds": [], "reached": []}
+    truth = np.zeros(k)
+    truth[1:1 + effect_rows] = math.log1p(effect)
+    for _ in range(sims):
+        x = series(rng, (k, PILOT_ROUNDS), PILOT_STEPS, phi) + rng.normal(0, offset, (k, PILOT_ROUNDS, 1))
+        logs = run_logs(x) + truth[:, None]
+        within = [[batch_rate(np.exp(r), np.ones(PILOT_STEPS))["log_se"] for r in cfg] for cfg in x]
+        p = plan(Pilot(logs.tolist(), within, PILOT_STEPS, STARTUP_S, STEP_S), rows, target, budget_s)
+        runs, steps = p["runs"], p["steps"]
+        out["runs"].append(runs)
+        out["steps"].append(steps)
+        out["seconds"].append(p["seconds"])
+        out["reached"].append(p["reached"])
+        y = series(rng, (k, runs), steps, phi) + rng.normal(0, offset, (k, runs, 1))
+        final = run_logs(y) + truth[:, None]
+        table = [Row(str(i), list(final[i]), list(range(runs))) for i in range(k)]
+        verdicts = family_verdicts(table, 0, noise=NOISE)[1:]
+        wrong = False
+        for i, d in enumerate(verdicts, start=1):
+            out["rows_judged"] += 1
+            out["hits"] += d["ci_lo"] <= math.exp(truth[i]) <= d["ci_hi"]
+            if truth[i] == 0 and d["verdict"] in (FASTER, SLOWER):
+                wrong = True
+            if truth[i] > 0:
+                out["effect_total"] += 1
+                out["called"] += d["verdict"] == FASTER
+        out["false"] += wrong
+    return out
+
+
+def plan_results(rng, sims: int, rows: int, offset: float, phi: float = 0.5, effect: float = 0.0,
+                 budget_s: float | None = None) -> list[Result]:
+    r = planned_sweeps(rng, sims, rows, offset, phi, effect, budget_s=budget_s)
+    runs, steps, secs = np.asarray(r["runs"]), np.asarray(r["steps"]), np.asarray(r["seconds"])
+    budget = f", budget {budget_s / 60:g} min" if budget_s else ""
+    label = (f"plan for {PLAN_TARGET:.0%} (pilot {PILOT_ROUNDS}x{PILOT_STEPS}), {rows} rows, offsets {offset:.0%}, "
+             f"phi={phi}" + (f", one row {effect:+.0%}" if effect else ", identical") + budget)
+    chose = (f"plan: runs median {np.median(runs):g} (IQR {np.percentile(runs, 25):g}-{np.percentile(runs, 75):g}), "
+             f"steps median {np.median(steps):g}, machine time median {np.median(secs) / 60:.0f} min at "
+             f"{STARTUP_S:g} s + {STEP_S:g} s/step; reached the target in "
+             f"{sum(x == 'target' for x in r['reached']) / len(runs):.0%}")
+    out = [Result(label, "every row's speed-up CI covers the truth", r["hits"], r["rows_judged"], COVERAGE, "95%",
+                  chose)]
+    if effect:
+        out.append(Result(label, "the true row called faster (power)", r["called"], r["effect_total"],
+                          (PLAN_POWER, None) if budget_s is None else None, "80%"))
+    else:
+        out.append(Result(label, "false faster/slower per sweep (Holm)", r["false"], sims, (None, FALSE_MAX),
+                          "<= 5%"))
+    return out
+
+
 def drift_alarms(rng, sims: int, phi: float, n: int = STEPS, drift: float = 0.0, sigma: float = SIGMA) -> Result:
     x = np.exp(series(rng, (sims,), n, phi, sigma=sigma, drift=drift))
     alarms = sum(steady_state(row)["steady"] is False for row in x)
@@ -333,6 +399,12 @@ def scenarios() -> list[Scenario]:
     s.append(Scenario("drift phi=0.7 n=16", lambda r, n: drift_alarms(r, n, 0.7, n=16, sigma=0.10), weight=2))
     for d in (0.05, 0.10):
         s.append(Scenario(f"drift power {d}", lambda r, n, x=d: drift_alarms(r, n, 0.5, drift=x), weight=2))
+    s.append(Scenario("plan identical", lambda r, n: plan_results(r, n, 7, 0.02), weight=0.25))
+    for off in (0.02, 0.04, 0.08):
+        s.append(Scenario(f"plan power off={off}", lambda r, n, o=off: plan_results(r, n, 7, o, effect=0.05),
+                          weight=0.25))
+    s.append(Scenario("plan budget", lambda r, n: plan_results(r, n, 7, 0.04, effect=0.05, budget_s=BUDGET_S),
+                      weight=0.25))
     s.append(Scenario("sentinel", lambda r, n: sentinel_alarms(r, n), fast=True))
     s.append(Scenario("sentinel iid", lambda r, n: sentinel_alarms(r, n, offset=0.0, phi=0.0)))
     return s
