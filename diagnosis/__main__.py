@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(json.dumps(parsed, indent=2) if args.json else format_table(parsed))
         return 0
-    from results.report import load_entries
+    from tables.sweep import load_entries
 
     for d in args.dirs:
         if not Path(d).exists():

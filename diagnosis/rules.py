@@ -1,14 +1,17 @@
-"""The rules: each reads one record (diagnosis.view.RunView) and returns a Finding or None.
+"""The rules: each reads one record of the tasks it is registered for (@reads; diagnosis.view.RunView) and returns a
+Finding or None.
 
 A rule fires on the lower end of its figure's interval where the record has one (a condition that the interval does
 not clear is not a finding), else on the figure itself, and says "no interval". Every saving is arithmetic on this
 run's own numbers, and says which arithmetic; where one record cannot say, the saving is None and the command is the
-run that would measure it. The order of RULES does not matter: findings are ranked by diagnosis.finding.rank_findings.
+run that would measure it. Findings are ranked by diagnosis.finding.rank_findings.
 """
 from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
 
 from comm.buckets import DEFAULT_CAP_MB
 from comm.efficiency import not_measurable
@@ -16,7 +19,8 @@ from comm.fit import fit_latency_bandwidth
 from base.record import setting
 from base.record_types import (CommStats, Evidence, Finding, GradSyncResult, MicrobenchSize, PairGroupsResult, Saving,
                                Straggler, StragglerRank)
-from diagnosis.sources import cite
+from diagnosis.sources import (GLOO_PAIRS_THREAD, MORE_GPUS_ARTICLE, NCCL_RDMA_ARTICLE, VGG11_THREAD, VIT_STUDY,
+                               cite)
 from diagnosis.view import OTHER_LOAD, RunView, interval_note, lower
 from stats.fmt import ms
 
@@ -32,6 +36,101 @@ LARGER_BUCKET_MB = 4 * DDP_BUCKET_MB
 CPU_BUSY = 0.8
 SAME_CPU = 0.5              # a straggler on a full CPU host must have used at least half its lag in extra CPU time
 MAX_STEPS = 200
+COMM_DOMINATED = cite(VIT_STUDY, "communication dominated the step; the remedy depended on the link")
+
+
+# ------------------------------------------------------------------------------------------------- the registry
+class Rule(NamedTuple):
+    check: Callable[[RunView], Finding | None]
+    tasks: tuple[str, ...] | None      # the tasks whose records it reads; None: every task's
+
+
+RULES: list[Rule] = []
+
+
+def reads(*tasks: str):
+    """Registers the rule below it with the tasks whose records it reads (none named: every task's); diagnosis.run
+    runs it on those records only, so a rule starts from its own condition. Rules run in the order they are
+    registered, which breaks exact ties in the ranking."""
+    def register(check):
+        RULES.append(Rule(check, tasks or None))
+        return check
+    return register
+
+
+def rules_for(task: str | None) -> list[Callable[[RunView], Finding | None]]:
+    return [r.check for r in RULES if r.tasks is None or task in r.tasks]
+
+
+# ------------------------------------------------------------------------------------------------- the findings
+@dataclass(frozen=True)
+class Template:
+    """What every finding of one kind says the same way: its rule, the source case it matches, the part of the step
+    its saving comes from (diagnosis.run's pools) and whether it is a configuration fact that noise does not hide
+    (qualitative). The rule that makes it adds what comes from the numbers."""
+    rule: str
+    matches: str
+    pool: str = ""
+    qualitative: bool = False
+
+    def finding(self, v: RunView, *, title: str, detail: str, evidence: list[Evidence], saving: Saving | None,
+                impact: float, change: dict | None = None, env: dict | None = None, **more) -> Finding:
+        """The finding; it recommends `change` and its command is this run's with `change` (and `env`), unless
+        `more` names its own recommends= or command=."""
+        if "command" not in more:
+            more["command"] = v.command(change, env)
+        more.setdefault("recommends", change)
+        return Finding(rule=self.rule, title=title, detail=detail, evidence=evidence, matches=self.matches,
+                       saving=saving, impact=impact, pool=self.pool, qualitative=self.qualitative, **more)
+
+
+NOISE = Template("noise", "no source: the tool's own trust rule (a difference inside the noise is not a finding)")
+EXPOSED_UNEXPLAINED = Template("exposed_comm.unexplained", COMM_DOMINATED, pool="exposed")
+EXPOSED_UNCLEAR = Template("exposed_comm.unexplained", COMM_DOMINATED)   # no pool: it estimates no saving
+EXPOSED_UNCONFIRMED = Template("exposed_comm.unconfirmed", COMM_DOMINATED, pool="exposed")
+SYNC_PATH = Template("exposed_comm.sync_path", cite(
+    VGG11_THREAD, "PyTorch's all_reduce of 471 MB took 280 ms where nccl-tests took ~60 ms for the same bytes; the "
+                  "cause was the default-stream host-to-device copy, not the network"), pool="exposed")
+SLOW_LINK = Template("exposed_comm.slow_link", cite(
+    VIT_STUDY, "bf16 compression +65% and PowerSGD >5x on the PCIe-bound L40S box; sources 001 and 004: gradient "
+               "accumulation cuts how often the sync runs"), pool="exposed")
+PER_PARAM = Template("per_param", cite(
+    VGG11_THREAD, "the thread's per-parameter all_reduce loop: 280 ms against ~60 ms for one call of the same bytes; "
+                  "source 001's reply: use DDP instead of hand-written all_reduce"), pool="exposed")
+DDP_WORLD_SIZE_1 = Template("ddp_world_size_1", cite(
+    VIT_STUDY, "DDP on one GPU cost 3-7% of throughput against no DDP (8.91 -> 8.40 steps/s on L40S)"), pool="exposed")
+INPUT_PIPELINE = Template("input_pipeline", cite(
+    VGG11_THREAD, "the poster's fix: the batch copy on the default stream synchronised every step; a separate stream "
+                  "solved it"), pool="input")
+OVERSUBSCRIPTION = Template("oversubscription", cite(
+    GLOO_PAIRS_THREAD, "gloo on a CPU host: time grew with every pair of ranks added; the ranks competed for cores"),
+    pool="own")
+CONTENTION = Template("oversubscription.contention", cite(
+    GLOO_PAIRS_THREAD, "gloo on a CPU host: ranks competed for cores; the reply: use DDP, no_sync (accumulate "
+                       "locally), NCCL on GPUs"), pool="own")
+PAIR_GROUPS_OVERSUBSCRIPTION = Template("oversubscription", cite(GLOO_PAIRS_THREAD), pool="own")
+STRAGGLER = Template("straggler", cite(MORE_GPUS_ARTICLE, "a single slow GPU holds every other one at the barrier"),
+                     pool="wait")
+ONE_BUCKET = Template("bucket_layout.one_bucket", cite(
+    VIT_STUDY, "bucket_cap_mb=2000 put ViT-L/32's 1.2 GB of gradients in one bucket: no overlap; 11 smaller buckets "
+               "overlapped backward"), pool="exposed")
+MANY_TINY_BUCKETS = Template("bucket_layout.many_tiny", cite(
+    VIT_STUDY, "the bucket size trades overlap against per-call cost; the optimum depends on the model and the "
+               "machine"), pool="exposed")
+NCCL_SHM = Template("nccl_transport", cite(
+    VIT_STUDY, "8 L40S GPUs over PCIe (NODE/SYS links): NCCL chose SHM/direct/direct and 8 GPUs ran >6x slower than "
+               "one; bf16 compression gave +65%"), qualitative=True)
+NCCL_SOCKETS = Template("nccl_transport", cite(
+    NCCL_RDMA_ARTICLE, "RDMA over InfiniBand/RoCE via NCCL_IB_HCA instead of sockets"), qualitative=True)
+GRAD_SYNC_PER_PARAM = Template("grad_sync.per_param", cite(
+    VGG11_THREAD, "per-parameter all_reduce 280 ms against nccl-tests ~60 ms for the same 471 MB"))
+POWERSGD_SYNC = Template("powersgd_sync", cite(
+    VIT_STUDY, "PowerSGD worked best with a single bucket: with one bucket there is no overlap to lose"),
+    pool="exposed", qualitative=True)
+# counters of the host, not a timing difference: the noise floor does not hide it (the busy host raises that floor)
+BUSY_HOST = Template("busy_host", cite(
+    GLOO_PAIRS_THREAD, "gloo on a CPU host: ranks that wait for a core slow every collective"), pool="own",
+    qualitative=True)
 
 
 # ------------------------------------------------------------------------------------------------- evidence helpers
@@ -118,26 +217,24 @@ def noise_rule(v: RunView, noise: dict, hidden: list[Finding] | None = None) -> 
         evidence.append(ev("drift, last third vs first third of the window", 100 * steady.drift, "%",
                            "result.steady", f"p={steady.p_value:.2g}" if steady.p_value is not None else ""))
     sizes = ", ".join(f"{100 * f.material:.1f}% ({f.rule})" for f in masked)
-    return Finding(
-        rule="noise", first=True,
+    return NOISE.finding(
+        v, first=True,
         title=f"Noisy measurement: differences under {100 * floor:.1f}% of the step are not attributable; it hides "
               f"{len(masked)} finding{'s' if len(masked) != 1 else ''} of {sizes}",
         detail="; ".join(noise["reasons"]) + ". More steps narrow the interval when the noise is random; a busy "
                "machine needs a quieter moment.",
-        evidence=evidence,
-        matches="no source: the tool's own trust rule (a difference inside the noise is not a finding)",
-        saving=None, impact=floor, recommends={"steps": steps},
-        command=v.command({"steps": steps}),
+        evidence=evidence, saving=None, impact=floor, change={"steps": steps},
     )
 
 
 # ------------------------------------------------------------------------------------------------- train rules
+@reads("train")
 def exposed_comm(v: RunView) -> Finding | None:
     """Exposed communication is a large share of the step: either the sync path is slow (low efficiency against the
     microbenchmark) or the link is (the sync already runs near the microbenchmark's speed)."""
     c = v.train.comm
     sync = v.train.sync
-    if v.task != "train" or c is None or v.world_size < 2 or sync == "per_param" or c.exposed_s is None:
+    if c is None or v.world_size < 2 or sync == "per_param" or c.exposed_s is None:
         return None   # per_param: the per_param rule is this condition, named by its cause
     exposed = v.exposed()               # less rank 0's wait for a late peer: that is the straggler's time
     if sync != "ddp" and v.phase("sync") and exposed.get("ci_lo") is None:
@@ -159,18 +256,17 @@ def exposed_comm(v: RunView) -> Finding | None:
     if link is not None and (ref is None or efficiency_side(ref) is None) and efficiency_side(link) == "high":
         ref = link      # the measured reference cannot tell, and the sync runs at the link's set rate (or beyond it)
     if ref is None:
-        return Finding(
-            rule="exposed_comm.unexplained", pool="exposed",
+        return EXPOSED_UNEXPLAINED.finding(
+            v,
             title=f"Exposed communication is {100 * share['median']:.0f}% of the step; this record cannot tell a "
                   "slow sync path from a slow link",
             detail=("The comparison with the microbenchmark of the sync's own calls is "
                     f"{not_measurable(v.reference)}. " if v.reference else
                     "No microbenchmark of the sync's own calls in this record (diagnose.microbench was off, skipped "
                     "or not run; or pass --nccl-tests FILE). ") + "Run it to see which of the two it is.",
-            evidence=evidence, matches=cite("003", "communication dominated the step; the remedy depended on the link"),
+            evidence=evidence,
             saving=Saving(None, how="the microbenchmark says how much of the exposed time the link itself needs"),
-            impact=share["median"], recommends={"diagnose.microbench": True},
-            command=v.command({"diagnose.microbench": True}))
+            impact=share["median"], change={"diagnose.microbench": True})
     evidence.append(_efficiency_ev(ref))
     evidence.append(ev_ms(f"the same calls in the {ref['reference']}",
                           {"median": ref["achievable_s"], "ci_lo": ref.get("achievable_ci_lo"),
@@ -223,16 +319,16 @@ def _cause_unclear(v, share, ref, evidence) -> Finding:
     iters = max(20, 4 * int(setting(v.config, "diagnose.microbench_iters") or 5))
     lo, hi = (ref["efficiency"] if ref.get(k) is None else ref[k] for k in ("efficiency_ci_lo", "efficiency_ci_hi"))
     change = {"diagnose.microbench": True, "diagnose.microbench_iters": iters}
-    return Finding(
-        rule="exposed_comm.unexplained",
+    return EXPOSED_UNCLEAR.finding(
+        v,
         title=f"Exposed communication is {100 * share['median']:.0f}% of the step; the comm efficiency's interval "
               f"[{100 * lo:.0f}, {100 * hi:.0f}]% straddles "
               f"{100 * LOW_EFFICIENCY:.0f}%, so it cannot tell a slow sync path from a slow link",
         detail=f"More timed calls per size in the microbenchmark (diagnose.microbench_iters={iters}) narrow the "
                "interval; the run's diagnosis then names the cause.",
-        evidence=evidence, matches=cite("003", "communication dominated the step; the remedy depended on the link"),
+        evidence=evidence,
         saving=Saving(None, how="the microbenchmark says how much of the exposed time the link itself needs"),
-        impact=share["median"], recommends=change, command=v.command(change))
+        impact=share["median"], change=change)
 
 
 def _exposed_unconfirmed(v, exposed, share, evidence) -> Finding:
@@ -243,8 +339,8 @@ def _exposed_unconfirmed(v, exposed, share, evidence) -> Finding:
     ref = v.reference
     if ref is not None:
         evidence.append(_efficiency_ev(ref))
-    return Finding(
-        rule="exposed_comm.unconfirmed", pool="exposed",
+    return EXPOSED_UNCONFIRMED.finding(
+        v,
         title=f"Exposed communication was {100 * share['median']:.0f}% of the step in {n} probe step"
               f"{'s' if n != 1 else ''}: too few samples to name a cause",
         detail=(f"DDP's reducer timers were read over probe_steps={n} untimed step(s) after the window, and one step's "
@@ -252,9 +348,8 @@ def _exposed_unconfirmed(v, exposed, share, evidence) -> Finding:
                 "interval, and the diagnosis of that run names the cause (a slow sync path or a slow link) and what "
                 "to change."),
         evidence=evidence,
-        matches=cite("003", "communication dominated the step; the remedy depended on the link"),
         saving=Saving(None, how="one probe step cannot say; probe_steps=6 measures it with an interval"),
-        impact=share["median"], recommends={"probe_steps": 6}, command=v.command({"probe_steps": 6}))
+        impact=share["median"], change={"probe_steps": 6})
 
 
 def _sync_path(v, c, exposed_s, share, ref, evidence) -> Finding:
@@ -286,8 +381,8 @@ def _sync_path(v, c, exposed_s, share, ref, evidence) -> Finding:
         why = (f"DDP's calls run slower than alone: fewer, larger buckets (bucket={LARGER_BUCKET_MB}: 4x DDP's "
                f"{DDP_BUCKET_MB} MiB) cut per-call overhead")
     gain = min(exposed_s, max(0.0, ref["sync_s"] - ref["achievable_s"]))
-    return Finding(
-        rule="exposed_comm.sync_path", pool="exposed",
+    return SYNC_PATH.finding(
+        v,
         title=(f"Exposed communication is {100 * share['median']:.0f}% of the step and the all-reduces spanned "
                f"{1 / ref['efficiency']:.1f}x their time in the {ref['reference']} (waits for gradients included): "
                "the sync path, not the link, is the likelier problem" if ref.get("overlap_s") else
@@ -295,11 +390,9 @@ def _sync_path(v, c, exposed_s, share, ref, evidence) -> Finding:
                f"{100 * ref['efficiency']:.0f}% of the {ref['reference']}'s speed: the sync path is the problem, "
                "not the link"),
         detail=why + ".", evidence=evidence,
-        matches=cite("000", "PyTorch's all_reduce of 471 MB took 280 ms where nccl-tests took ~60 ms for the same "
-                         "bytes; the cause was the default-stream host-to-device copy, not the network"),
         saving=_saving(v, gain, f"the exposed time the sync would lose at the {ref['reference']}'s speed "
                                 f"({ms(ref['sync_s'])} ms -> {ms(ref['achievable_s'])} ms)", 0.0, exposed_s),
-        impact=share["median"], recommends=change, command=v.command(change, env))
+        impact=share["median"], change=change, env=env)
 
 
 def _slow_link(v, c, exposed_s, share, ref, evidence) -> Finding:
@@ -311,27 +404,26 @@ def _slow_link(v, c, exposed_s, share, ref, evidence) -> Finding:
         f"bucket={LARGER_BUCKET_MB} (fewer calls), or accumulate={k} (one sync per {k} micro-batches: "
         f"~{ms(exposed_s * (1 - 1 / k))} ms less exposed time per {k} micro-batches, at {k}x the effective "
         "batch).")
-    return Finding(
-        rule="exposed_comm.slow_link", pool="exposed",
+    return SLOW_LINK.finding(
+        v,
         title=f"Exposed communication is {100 * share['median']:.0f}% of the step and the sync already runs "
               + (f"at {100 * ref['efficiency']:.0f}% of the {ref['reference']}'s speed" if ref["efficiency"] <= 1
                  else f"as fast as the {ref['reference']}") + ": the link is the bottleneck, send fewer bytes",
         detail=("bf16 compression halves the bytes on the wire; its gradient error is measured by that run "
                 "(grad rel err)" + (f"; this run's own error is {err:.2e}" if err else "") + ". " + alternatives),
         evidence=evidence,
-        matches=cite("003", "bf16 compression +65% and PowerSGD >5x on the PCIe-bound L40S box; sources 001 and 004: "
-                         "gradient accumulation cuts how often the sync runs"),
         saving=_saving(v, exposed_s / 2, "half the bytes, so half the exposed time if the link stays the bottleneck "
                                          "(the compression kernels' own cost not counted)", 0.0, exposed_s),
-        impact=share["median"], recommends=change, command=v.command(change),
+        impact=share["median"], change=change,
         fixes=[change] + ([{"optim": "powersgd"}, {"bucket": LARGER_BUCKET_MB}, {"accumulate": k}]
                                  if v.train.sync == "ddp" else [{"sync": "ddp"}]))
 
 
+@reads("train")
 def per_param(v: RunView) -> Finding | None:
     """The explicit per-parameter all-reduce: collectives x per-call latency, against the bandwidth, from this run's
     numbers (the microbenchmark's per-size times, fitted with task=grad_sync's latency-bandwidth arithmetic)."""
-    if v.task != "train" or v.train.sync != "per_param" or v.world_size < 2:
+    if v.train.sync != "per_param" or v.world_size < 2:
         return None
     c = v.train.comm if v.train.comm is not None else CommStats()
     sync = v.phase("sync")
@@ -376,38 +468,35 @@ def per_param(v: RunView) -> Finding | None:
                f"{100 * full['own']:.0f}%), so DDP's all-reduce cannot run beside backward for free: the estimate is "
                "the no-overlap case, the calls' overhead down to one call of the total; hiding all of it is the "
                "range's top")
-    return Finding(
-        rule="per_param", pool="exposed",
+    return PER_PARAM.finding(
+        v,
         title=f"The explicit per-parameter all-reduce is in use: {n:.0f} collectives per step, "
               f"{100 * (v.fraction(sync['median']) or 0):.0f}% of the step, none overlapped",
         detail=" ".join(detail), evidence=evidence,
-        matches=cite("000", "the thread's per-parameter all_reduce loop: 280 ms against ~60 ms for one call of the "
-                            "same bytes; source 001's reply: use DDP instead of hand-written all_reduce"),
         saving=_saving(v, point, how, max(lo, 0.0) if lo is not None else 0.0, sync["median"]),
-        impact=v.fraction(sync["median"]) or 0.0, recommends={"sync": "ddp"}, command=v.command({"sync": "ddp"}))
+        impact=v.fraction(sync["median"]) or 0.0, change={"sync": "ddp"})
 
 
+@reads("train")
 def ddp_world_size_1(v: RunView) -> Finding | None:
-    if v.task != "train" or v.train.sync != "ddp" or v.world_size != 1:
+    if v.train.sync != "ddp" or v.world_size != 1:
         return None
     cost = v.train.comm.exposed_s if v.train.comm is not None else None
     if cost is None:
         return None
-    return Finding(
-        rule="ddp_world_size_1", pool="exposed",
+    return DDP_WORLD_SIZE_1.finding(
+        v,
         title="DDP at world size 1: there is no one to communicate with, yet DDP still runs its reducer",
         detail="DDP copies gradients into its buckets, all-reduces a one-rank group and copies them back; plain "
                "training (sync=local) does none of that. The estimate is DDP's own exposed reducer time; its bucket "
                "copies inside backward are not in it, so the real cost can be larger.",
         evidence=[ev_ms("DDP exposed reducer time per step", v.exposed(), "result.comm.exposed_s"), _step_ev(v)],
-        matches=cite("003", "DDP on one GPU cost 3-7% of throughput against no DDP (8.91 -> 8.40 steps/s on L40S)"),
         saving=_saving(v, cost, "DDP's exposed reducer time, which plain training does not have", cost, None),
-        impact=v.fraction(cost) or 0.0, recommends={"sync": "local"}, command=v.command({"sync": "local"}))
+        impact=v.fraction(cost) or 0.0, change={"sync": "local"})
 
 
+@reads("train")
 def input_pipeline(v: RunView) -> Finding | None:
-    if v.task != "train":
-        return None
     share = v.share(("data", "h2d"))
     if share is None or lower(share) < INPUT_SHARE:
         return None
@@ -434,19 +523,15 @@ def input_pipeline(v: RunView) -> Finding | None:
                                                 if workers == 0 else "the loader does not keep up. ")
                   + f"{n} worker processes prepare batches ahead.")
         how = "loader workers prepare batches during compute, up to the whole wait"
-    return Finding(
-        rule="input_pipeline", pool="input", title=title, detail=detail, evidence=evidence,
-        matches=cite("000", "the poster's fix: the batch copy on the default stream synchronised every step; a "
-                            "separate stream solved it"),
-        saving=_saving(v, secs, how, 0.0, secs), impact=share["median"], recommends=change,
-        command=v.command(change))
+    return INPUT_PIPELINE.finding(v, title=title, detail=detail, evidence=evidence,
+                                  saving=_saving(v, secs, how, 0.0, secs), impact=share["median"], change=change)
 
 
+@reads("train")
 def oversubscription(v: RunView) -> Finding | None:
-    """gloo ranks (train on CPU, or pair_groups) asking for more threads than the host has cores."""
-    if v.task == "pair_groups":
-        return _pair_groups_oversubscription(v)
-    if v.task != "train" or v.device != "cpu" or v.world_size < 2:
+    """gloo ranks on CPU asking for more threads than the host has cores (pair_groups_oversubscription: the same
+    for task=pair_groups)."""
+    if v.device != "cpu" or v.world_size < 2:
         return None
     works = v.works()
     cores = v.env.cpu_count
@@ -462,8 +547,8 @@ def oversubscription(v: RunView) -> Finding | None:
     invol = statistics.median(w.involuntary_switches for w in works) / steps
     compute = v.share(("forward", "backward"))
     fair = max(1, cores // per_host)
-    return Finding(
-        rule="oversubscription", pool="own",
+    return OVERSUBSCRIPTION.finding(
+        v,
         title=f"{per_host} ranks x {threads} compute threads on {cores} cores: the ranks oversubscribe the CPU",
         detail=("Each rank's forward and backward run on torch's intra-op threads, and gloo's all-reduce threads need "
                 "the same cores: a rank ready to compute or to answer its peer waits for a core, so adding ranks "
@@ -479,12 +564,9 @@ def oversubscription(v: RunView) -> Finding | None:
                   ev("involuntary context switches per step per rank", invol, "",
                      "result.per_rank[].work.involuntary_switches", "median over ranks"),
                   ev_pct("compute share of the step (forward + backward)", compute, "phases")],
-        matches=cite("001", "gloo on a CPU host: time grew with every pair of ranks added; the ranks competed for "
-                            "cores"),
         saving=Saving(None, how="one record cannot say how fast a rank computes without the contention; "
                                 "`python train.py -m experiment=scaling` measures one rank alone"),
-        impact=compute["median"] if compute else 0.0, recommends={},
-        command=v.command({}, env={"OMP_NUM_THREADS": fair}))
+        impact=compute["median"] if compute else 0.0, change={}, env={"OMP_NUM_THREADS": fair})
 
 
 def _contention(v: RunView, per_host: int, threads: int) -> Finding | None:
@@ -511,8 +593,8 @@ def _contention(v: RunView, per_host: int, threads: int) -> Finding | None:
         evidence.append(ev(f"the all-reduces' span in training vs {alone}", 1e3 * comm.time_s, "ms",
                            "result.comm.time_s", f"{alone} ({ref['reference']}): {ms(ref['achievable_s'])} ms"))
     k = max(4, 2 * int(v.train.accumulate or 1))   # never the run's own setting
-    return Finding(
-        rule="oversubscription.contention", pool="own",
+    return CONTENTION.finding(
+        v,
         title=f"{per_host} DDP ranks keep the {c['cores']} cores {100 * c['host_busy']:.0f}% busy and are preempted "
               f"{c['switches_per_s']:.0f} times a second: compute and gloo's all-reduce threads take turns on the "
               "cores",
@@ -523,62 +605,14 @@ def _contention(v: RunView, per_host: int, threads: int) -> Finding | None:
                 "the gloo thread's first reply) leave the cores to the compute; `python train.py -m "
                 "experiment=scaling` measures one rank alone."),
         evidence=evidence,
-        matches=cite("001", "gloo on a CPU host: ranks competed for cores; the reply: use DDP, no_sync (accumulate "
-                         "locally), NCCL on GPUs"),
         saving=Saving(None, how=f"how much compute the all-reduce's CPU work displaces is measured by accumulate={k} "
                                 "against accumulate=1 (compare samples/s)"),
-        impact=compute["median"] if compute else 0.0, recommends={"accumulate": k},
-        command=v.command({"accumulate": k}))
+        impact=compute["median"] if compute else 0.0, change={"accumulate": k})
 
 
-def busy_host(v: RunView) -> Finding | None:
-    """Other processes took a share of the host's CPUs during the window (host counters minus the ranks' own CPU
-    time). What it costs the ranks is the time their loop thread waited on a run queue for a core (schedstat), of
-    which the others' share of the busy host is their doing: that share is the estimate, all of that wait the
-    range's top. Without run-queue counters (a kernel that keeps no schedstat; the committed CPU studies made before
-    the counters were read) the cost is not estimated."""
-    if v.task != "train" or v.device == "cuda":
-        return None
-    other = v.other_load()
-    if other is None or other <= OTHER_LOAD:
-        return None
-    host = v._one_host()
-    works, cores, own = host
-    busy = works[0].host_busy
-    queues = [w.main_runqueue_s / w.steps for w in works if w.main_runqueue_s is not None and w.steps]
-    evidence = [ev("host busy over the window (every process)", 100 * busy, "%", "result.per_rank[0].work.host_busy",
-                   "/proc/stat"),
-                ev("the ranks' own CPU use over the window", 100 * own, "%", "result.per_rank[].work.cpu_s",
-                   "getrusage of each rank / cores x wall"),
-                ev("other processes' share of the host", 100 * other, "%", "host busy - the ranks' own",
-                   "no interval: counters over the window")]
-    if queues:
-        queue = statistics.median(queues)
-        evidence.append(ev("the loop thread's wait for a core per step", 1e3 * queue, "ms",
-                           "result.per_rank[].work.main_runqueue_s", "schedstat run-queue time, median over ranks"))
-        part = other / busy if busy else 0.0
-        saving = _saving(v, queue * part, f"the loop thread's wait for a core ({ms(queue)} ms per step) x the other "
-                                          f"processes' share of the busy host ({100 * part:.0f}%)", queue * part,
-                         queue)
-        saving.source = "measured"
-    else:
-        saving = Saving(None, how="this record has no run-queue counters; a run on a quiet host measures it")
-    return Finding(
-        rule="busy_host", pool="own", qualitative=True,   # counters of the host, not a timing difference: the
-        # noise floor does not hide it (the busy host is what raises that floor)
-        title=f"Other processes used {100 * other:.0f}% of the host's {cores} cores during the window: the ranks "
-              "waited for cores they would otherwise have",
-        detail=("The host was busy with work that is not this run's (host counters minus the ranks' own CPU time). "
-                "Every rank's compute, and gloo's all-reduce threads, queue behind it for a core; the numbers of this "
-                "run hold that wait, so no knob of the run measures its own speed here. Find what runs beside it "
-                "(the command below) and run again when the host is quiet."),
-        evidence=evidence,
-        matches=cite("001", "gloo on a CPU host: ranks that wait for a core slow every collective"),
-        saving=saving, impact=other, recommends={},
-        command="ps -eo pid,pcpu,etime,args --sort=-pcpu | head -8")
-
-
-def _pair_groups_oversubscription(v: RunView) -> Finding | None:
+@reads("pair_groups")
+def pair_groups_oversubscription(v: RunView) -> Finding | None:
+    """gloo ranks of task=pair_groups sharing the host's cores (more ranks x threads than cores, or a busy host)."""
     r = v.result
     if not isinstance(r, PairGroupsResult):
         return None
@@ -592,8 +626,8 @@ def _pair_groups_oversubscription(v: RunView) -> Finding | None:
         change = {"pair_groups.async_op": True}
     else:
         change = {"pairs": max(1, int(r.cpu_count) // 2)}
-    return Finding(
-        rule="oversubscription", pool="own",
+    return PAIR_GROUPS_OVERSUBSCRIPTION.finding(
+        v,
         title=f"{world} gloo ranks x {threads} thread(s) on {r.cpu_count} CPUs "
               f"({per_cpu * threads:.2g} threads per CPU, {100 * busy:.0f}% busy): the ranks compete for cores",
         detail=("Each pair's traffic is independent, but a rank that is ready to answer its peer waits for a CPU; "
@@ -606,11 +640,10 @@ def _pair_groups_oversubscription(v: RunView) -> Finding | None:
                      is not None else None, "%", "result.host_busy_fraction", "/proc/stat"),
                   ev("involuntary context switches per all_reduce per rank",
                      r.involuntary_switches / (world * iters), "", "result.involuntary_switches", "getrusage")],
-        matches=cite("001"),
         saving=Saving(None, how="one pairs= value cannot say how fast the loop runs without contention; a sweep "
                                 "over pairs (python train.py -m task=pair_groups pairs=1,2,4) sets it beside pairs=1"),
         impact=min(1.0, 1 - 1 / (per_cpu * threads)) if per_cpu * threads > 1 else busy - CPU_BUSY,
-        recommends=change, command=v.command(change))
+        change=change)
 
 
 WHAT_DIFFERS = {"data": "its data loading", "h2d": "its host-to-device copy", "compute": "its compute (forward + "
@@ -618,11 +651,12 @@ WHAT_DIFFERS = {"data": "its data loading", "h2d": "its host-to-device copy", "c
                 "outside": "what it runs outside the timed phases (between steps: hooks, logging, checkpoints)"}
 
 
+@reads("train")
 def straggler(v: RunView) -> Finding | None:
     """The rank the others wait for (tasks/train/stragglers.py: the most work between collectives). Its saving is
     the others' wait: rank 0 spends it in the collective or at the block barrier (diagnosis.accounting), and the
     exposed communication rule counts only what remains after it."""
-    if v.task != "train" or v.world_size < 2:
+    if v.world_size < 2:
         return None
     s = v.train.straggler
     if s is None or not s.to_dict():
@@ -688,8 +722,8 @@ def straggler(v: RunView) -> Finding | None:
     saving = _saving(v, s.by_s, "the others' wait, if the straggler worked as fast as their median",
                      lo if lo is not None else 0.0, hi if hi is not None else s.by_s)
     saving.basis, saving.source = ("interval" if lo is not None else "range"), "measured"
-    return Finding(
-        rule="straggler",
+    return STRAGGLER.finding(
+        v,
         title=f"Rank {rank}" + (f" on {s.host}" if s.host else "") + f" is the straggler: the others wait "
               f"{ms(s.by_s)} ms per step for it ({100 * share:.0f}% of the step), in "
               f"{WHAT_DIFFERS.get(mostly, mostly)}",
@@ -697,10 +731,8 @@ def straggler(v: RunView) -> Finding | None:
                 f"the rank with the most work between collectives does.{where} {fix}")
         + ("" if s.significant else " (no interval: per-rank phase medians)"),
         evidence=evidence,
-        matches=cite("004", "a single slow GPU holds every other one at the barrier"),
-        saving=saving, impact=share, pool="wait",
-        recommends={} if mostly in ("compute", "optimizer", "outside") else change,   # diagnostic runs: not checked
-        command=v.command(change, env))
+        saving=saving, impact=share, change=change, env=env,
+        recommends={} if mostly in ("compute", "optimizer", "outside") else change)   # diagnostic runs: not checked
 
 
 def _waited_for_a_core(v: RunView, s: Straggler) -> bool:
@@ -779,8 +811,9 @@ def _straggler_from_phases(v: RunView) -> Straggler | None:
                      per_rank=[StragglerRank(rank=r, ready_s=ready[r], ready_ci=None) for r in ready])
 
 
+@reads("train")
 def bucket_layout(v: RunView) -> Finding | None:
-    if v.task != "train" or v.train.sync != "ddp" or v.world_size < 2:
+    if v.train.sync != "ddp" or v.world_size < 2:
         return None
     ddp, comm = v.train.ddp, v.train.comm
     sizes = ((ddp.buckets.sizes_bytes if ddp is not None and ddp.buckets is not None else None)
@@ -797,35 +830,31 @@ def bucket_layout(v: RunView) -> Finding | None:
     stock = {"bucket": "null"}        # DDP's own default (the key's null: bucket_cap_mb=None)
     if len(sizes) == 1 and default_k > 1:
         gain = exposed * (1 - 1 / default_k)
-        return Finding(
-            rule="bucket_layout.one_bucket", pool="exposed",
+        return ONE_BUCKET.finding(
+            v,
             title=f"One {total / 2**20:.0f} MiB bucket: the all-reduce can only start after the whole backward",
             detail=(f"With DDP's default buckets (bucket=null: {DDP_BUCKET_MB} MiB, the first capped at 1 MiB) DDP "
                     f"would build ~{default_k} buckets and all-reduce the first ones while backward computes the rest; "
                     "only the last bucket's all-reduce stays exposed."),
             evidence=evidence,
-            matches=cite("003", "bucket_cap_mb=2000 put ViT-L/32's 1.2 GB of gradients in one bucket: no overlap; "
-                             "11 smaller buckets overlapped backward"),
             saving=_saving(v, gain, f"exposed x (1 - 1/{default_k}): all but the last of ~{default_k} buckets "
                                     "hidden, if backward is long enough to hide them", 0.0, exposed),
-            impact=v.fraction(exposed) or 0.0, recommends=stock, command=v.command(stock))
+            impact=v.fraction(exposed) or 0.0, change=stock)
     if len(sizes) > MANY_BUCKETS and statistics.median(sizes) < TINY_BUCKET:
         latency = min((r.time_s.median for r in _micro_calls(v)), default=None)
         gain = latency * (len(sizes) - default_k) if latency is not None else None
-        return Finding(
-            rule="bucket_layout.many_tiny", pool="exposed",
+        return MANY_TINY_BUCKETS.finding(
+            v,
             title=f"{len(sizes)} buckets of median {statistics.median(sizes) / 2**10:.0f} KiB: each all-reduce is "
                   "mostly per-call latency",
             detail=(f"DDP's default buckets (bucket=null: {DDP_BUCKET_MB} MiB, the first capped at 1 MiB) would make "
                     f"~{default_k} calls of the same bytes."),
             evidence=evidence,
-            matches=cite("003", "the bucket size trades overlap against per-call cost; the optimum depends on the "
-                                "model and the machine"),
             saving=(_saving(v, min(gain, exposed), f"{len(sizes) - default_k} fewer calls x the smallest call's "
                                                    "microbenchmark time, at most the exposed time", 0.0, exposed)
                     if gain is not None else Saving(None, how="needs the microbenchmark's per-call time "
                                                               "(diagnose.microbench=true)")),
-            impact=v.fraction(exposed) or 0.0, recommends=stock, command=v.command(stock))
+            impact=v.fraction(exposed) or 0.0, change=stock)
     return None
 
 
@@ -836,6 +865,7 @@ def ddp_default_buckets(total_bytes: int) -> int:
     return 1 + math.ceil((total_bytes - DDP_FIRST_BUCKET) / (DDP_BUCKET_MB * 2**20))
 
 
+@reads()      # NCCL's channel lines are in every task's record
 def nccl_transport(v: RunView) -> Finding | None:
     """NCCL_DEBUG=INFO's channel lines: SHM (through host memory) or a socket NET where P2P or IB was expected."""
     t = v.result.nccl_transports if v.result.nccl_transports is not None else {}
@@ -846,16 +876,12 @@ def nccl_transport(v: RunView) -> Finding | None:
         name, expected = ", ".join(shm), "P2P (NVLink or PCIe peer-to-peer)"
         means = ("SHM moves every byte GPU -> host memory -> GPU over PCIe, through the CPU: busbw is bounded by host "
                  "memory and the PCIe root complex rather than the GPUs' own links")
-        change, source_point = ({"optim": "bf16"} if v.task == "train" else {}), (
-            "8 L40S GPUs over PCIe (NODE/SYS links): NCCL chose SHM/direct/direct and 8 GPUs ran >6x slower than one; "
-            "bf16 compression gave +65%")
-        source_id = "003"
+        change, template = ({"optim": "bf16"} if v.task == "train" else {}), NCCL_SHM
     elif len(hosts) > 1 and sock:
         name, expected = ", ".join(sock), "NET/IB (InfiniBand or RoCE)"
         means = ("NCCL's socket transport moves data through the kernel's TCP stack with CPU copies; if `ibv_devinfo` "
                  "lists ports, NCCL is not using them")
-        change, source_point, source_id = {"nccl.IB_HCA": "mlx5"}, ("RDMA over InfiniBand/RoCE via NCCL_IB_HCA instead "
-                                                               "of sockets"), "002"
+        change, template = {"nccl.IB_HCA": "mlx5"}, NCCL_SOCKETS
     else:
         return None
     c = v.train.comm if v.train.comm is not None else CommStats()
@@ -866,19 +892,20 @@ def nccl_transport(v: RunView) -> Finding | None:
                 ev(f"{ref.get('reference', 'microbenchmark')} busbw at the same calls", ref.get("reference_busbw_GBps"),
                    "GB/s", "result.comm.vs_microbench")]
     share = v.fraction(c.exposed_s)
-    return Finding(
-        rule="nccl_transport", title=f"NCCL used {name} where {expected} was expected",
+    return template.finding(
+        v, title=f"NCCL used {name} where {expected} was expected",
         detail=means + ". The busbw above is what this path gave; `nvidia-smi topo -m` shows the links.",
-        evidence=evidence, matches=cite(source_id, source_point),
+        evidence=evidence,
         saving=Saving(None, how="depends on the link NCCL could use instead; compare task=collectives busbw on a "
                                 "machine with that link"),
-        impact=share or 0.0, qualitative=True, recommends=change, command=v.command(change))
+        impact=share or 0.0, change=change)
 
 
 # ------------------------------------------------------------------------------------------------- task=grad_sync
+@reads("grad_sync")
 def grad_sync_per_param(v: RunView) -> Finding | None:
     r = v.result
-    if v.task != "grad_sync" or not isinstance(r, GradSyncResult) or r.methods is None:
+    if not isinstance(r, GradSyncResult) or r.methods is None:
         return None
     m = r.methods
     pp = m.per_param
@@ -894,8 +921,8 @@ def grad_sync_per_param(v: RunView) -> Finding | None:
         return None
     micro = m.microbench
     saving = pp.time_s - best
-    return Finding(
-        rule="grad_sync.per_param",
+    return GRAD_SYNC_PER_PARAM.finding(
+        v,
         title=f"Per-parameter all_reduce ({pp.calls} calls) takes {pp.time_s / best:.2f}x the {best_name} "
               f"sync of the same gradients",
         detail=" ".join(r.explanation or []),
@@ -905,7 +932,6 @@ def grad_sync_per_param(v: RunView) -> Finding | None:
                      f"median over {r.iters} syncs"),
                   ev("one all_reduce of the same bytes (microbench)", 1e3 * micro.time_s
                      if micro is not None and micro.time_s else None, "ms", "result.methods.microbench.time_s")],
-        matches=cite("000", "per-parameter all_reduce 280 ms against nccl-tests ~60 ms for the same 471 MB"),
         saving=Saving(saving / pp.time_s, saving, of="the gradient sync",
                       how=f"measured here: {best_name} instead of per_param"),
         impact=saving / pp.time_s, recommends={"sync": "ddp"},
@@ -913,12 +939,13 @@ def grad_sync_per_param(v: RunView) -> Finding | None:
                           f"model={setting(v.config, 'model.name') or 'vgg11'}"]))
 
 
+@reads("train")
 def powersgd_sync(v: RunView) -> Finding | None:
     """PowerSGD's lost overlap is not this tool's doing: torch's hook synchronises the device in every bucket's
     decompression (torch.cuda.synchronize, powerSGD_hook.py), and on gloo this tool runs its buckets one after
     another (tasks/train/ddp.py: serialized) so that ranks issue them in the same order. Said whatever the noise: it is
     how the run was made, not a timing."""
-    if v.task != "train" or v.train.optim != "powersgd" or v.world_size < 2:
+    if v.train.optim != "powersgd" or v.world_size < 2:
         return None
     syncs = v.train.device_layer.comm_hook_device_syncs if v.train.device_layer is not None else None
     device_sync = v.device == "cuda" or (syncs or 0) > 0
@@ -941,17 +968,58 @@ def powersgd_sync(v: RunView) -> Finding | None:
     if syncs is not None:
         evidence.append(ev("device-wide syncs from the comm hook", syncs, "",
                            "result.device_layer.comm_hook_device_syncs", "counted by the fake device"))
-    return Finding(
-        rule="powersgd_sync", pool="exposed", qualitative=True,
+    return POWERSGD_SYNC.finding(
+        v,
         title="PowerSGD's lost overlap is " + ("torch's own device sync in every bucket" if device_sync else
                                                "its buckets run one after another on gloo"),
         detail="; ".join(why) + ". Compare its samples/s with optim=bf16, whose hook does not synchronise.",
         evidence=evidence,
-        matches=cite("003", "PowerSGD worked best with a single bucket: with one bucket there is no overlap to lose"),
         saving=Saving(None, how="no setting of this tool removes torch's sync; optim=bf16 or one bucket (the ViT "
                                 "study's PowerSGD setting) measures the alternative"),
-        impact=v.fraction(exposed) or 0.0, recommends={"optim": "bf16"}, command=v.command({"optim": "bf16"}))
+        impact=v.fraction(exposed) or 0.0, change={"optim": "bf16"})
 
 
-RULES = (exposed_comm, per_param, ddp_world_size_1, input_pipeline, oversubscription, straggler, bucket_layout,
-         nccl_transport, grad_sync_per_param, powersgd_sync, busy_host)
+@reads("train")
+def busy_host(v: RunView) -> Finding | None:
+    """Other processes took a share of the host's CPUs during the window (host counters minus the ranks' own CPU
+    time). What it costs the ranks is the time their loop thread waited on a run queue for a core (schedstat), of
+    which the others' share of the busy host is their doing: that share is the estimate, all of that wait the
+    range's top. Without run-queue counters (a kernel that keeps no schedstat; the committed CPU studies made before
+    the counters were read) the cost is not estimated."""
+    if v.device == "cuda":
+        return None
+    other = v.other_load()
+    if other is None or other <= OTHER_LOAD:
+        return None
+    host = v._one_host()
+    works, cores, own = host
+    busy = works[0].host_busy
+    queues = [w.main_runqueue_s / w.steps for w in works if w.main_runqueue_s is not None and w.steps]
+    evidence = [ev("host busy over the window (every process)", 100 * busy, "%", "result.per_rank[0].work.host_busy",
+                   "/proc/stat"),
+                ev("the ranks' own CPU use over the window", 100 * own, "%", "result.per_rank[].work.cpu_s",
+                   "getrusage of each rank / cores x wall"),
+                ev("other processes' share of the host", 100 * other, "%", "host busy - the ranks' own",
+                   "no interval: counters over the window")]
+    if queues:
+        queue = statistics.median(queues)
+        evidence.append(ev("the loop thread's wait for a core per step", 1e3 * queue, "ms",
+                           "result.per_rank[].work.main_runqueue_s", "schedstat run-queue time, median over ranks"))
+        part = other / busy if busy else 0.0
+        saving = _saving(v, queue * part, f"the loop thread's wait for a core ({ms(queue)} ms per step) x the other "
+                                          f"processes' share of the busy host ({100 * part:.0f}%)", queue * part,
+                         queue)
+        saving.source = "measured"
+    else:
+        saving = Saving(None, how="this record has no run-queue counters; a run on a quiet host measures it")
+    return BUSY_HOST.finding(
+        v,
+        title=f"Other processes used {100 * other:.0f}% of the host's {cores} cores during the window: the ranks "
+              "waited for cores they would otherwise have",
+        detail=("The host was busy with work that is not this run's (host counters minus the ranks' own CPU time). "
+                "Every rank's compute, and gloo's all-reduce threads, queue behind it for a core; the numbers of this "
+                "run hold that wait, so no knob of the run measures its own speed here. Find what runs beside it "
+                "(the command below) and run again when the host is quiet."),
+        evidence=evidence,
+        saving=saving, impact=other, recommends={},
+        command="ps -eo pid,pcpu,etime,args --sort=-pcpu | head -8")

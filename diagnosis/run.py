@@ -26,7 +26,7 @@ from base.record import Record, setting
 from base.record_types import Evidence, Finding, Folded, Saving, TrainResult
 from diagnosis.accounting import phase_seconds
 from diagnosis.finding import near_tie, rank_findings
-from diagnosis.rules import RULES, noise_rule
+from diagnosis.rules import noise_rule, rules_for
 from diagnosis.view import RunView, as_record
 from stats.fmt import ms
 
@@ -62,7 +62,7 @@ def diagnose(record: Record | dict, nccl_tests: dict | None = None, hta: bool = 
     noise = v.noise()
     found: list[Finding] = []
     notes: list[str] = []
-    for rule in RULES:
+    for rule in rules_for(v.task):
         try:
             f = rule(v)
         except Exception as e:  # noqa: BLE001 - one rule that cannot read a record never costs the others

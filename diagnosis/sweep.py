@@ -43,7 +43,7 @@ def _diagnosis(record: Record, nccl_tests: dict | None) -> dict | None:
 def diagnose_sweep(entries: list, nccl_tests: dict | None = None, diagnoses: dict | None = None) -> dict:
     """diagnoses: each run's diagnosis by output dir, computed before (results.seed_check recomputes the verdicts
     under many seeds, not the diagnoses)."""
-    from results.table import config_labels
+    from tables.table import config_labels
 
     labels = config_labels(entries) if entries else []
     runs = []

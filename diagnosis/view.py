@@ -20,7 +20,7 @@ from base.record import Record, setting, typed_block
 from base.record_types import (AccountingWait, DiagnosisBlock, Finding, PhaseSeries, RankWork, Series, SteadyState,
                                Summary, TaskResult, TrainResult)
 from diagnosis.accounting import account
-from results.entries import EXPOSED_MIN_N, exposed_samples
+from tables.entries import EXPOSED_MIN_N, exposed_samples
 from stats import describe, rel_halfwidth, steady_state
 from stats.compare import NOISE
 

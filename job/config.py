@@ -22,7 +22,7 @@ import base.schema as schema  # importing it registers the schema in Hydra's Con
 from base.errors import ConfigError
 from base.schema import CONF_DIR
 from device.host import Host, gpus_for, ranks_per_node
-from results.sweep_order import check_repeats
+from tables.sweep_order import check_repeats
 
 
 def register_resolvers() -> None:

@@ -1,1 +1,2 @@
-"""Run records and what is made from them: sweep tables, reports, plots, W&B logs."""
+"""The outputs made from run records (the sweep table callback, reports, plots, W&B) and the committed results;
+the rows and tables they are built from are tables/."""

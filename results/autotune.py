@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import stats
-from results.aggregate import run_log, run_round
+from tables.aggregate import run_log, run_round
 from results.callbacks import SweepTable
-from results.entries import Entry, override_items
+from tables.entries import Entry, override_items
 from stats.family import Row, family_verdicts
 from stats.runs import compare_runs
 from stats.verdict import FASTER, SLOWER
@@ -112,8 +112,8 @@ def default_candidate(keys: list[str], defaults: dict[str, Any], search: Iterabl
 def stage_plan(candidates: list[Candidate], fixed: list[str], repeats: int, stage: str,
                seed: int = 0) -> list[list[str]]:
     """Job overrides of a re-measurement stage: every candidate once per round (`repeat=r`, so the analysis can pair
-    them by round), `repeats` rounds, each round's order shuffled with `seed` (results.sweep_order.round_order)."""
-    from results.sweep_order import round_order
+    them by round), `repeats` rounds, each round's order shuffled with `seed` (tables.sweep_order.round_order)."""
+    from tables.sweep_order import round_order
 
     jobs = [[*fixed, f"{STAGE_KEY}={stage}", f"repeat={r}", *c.overrides] for r in range(repeats) for c in candidates]
     return [jobs[i] for i in round_order(len(jobs), repeats, seed)]

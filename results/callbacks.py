@@ -24,12 +24,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from base import interrupt
 from base.provenance import as_typed, from_environment, typed_overrides
-from results.sweep import (TABLE_CSV, TABLE_MD, expected_jobs, product_of, sweep_command,  # noqa: F401 - and the
+from tables.sweep import (TABLE_CSV, TABLE_MD, expected_jobs, product_of, sweep_command,  # noqa: F401 - and the
                            sweep_entries, write_sweep_table)                          # callers' names
-from results.sweep_order import position, run_order
+from tables.sweep_order import position, run_order
 from base.record import SWEEP_ID_ENV, Record
 from base.record_types import TaskResult
-from results.table import Entry, build_table, fmt
+from tables.table import Entry, build_table, fmt
 from stats.fmt import fmt_ci
 
 SCALING_MD, SCALING_CSV = "sweep_scaling.md", "sweep_scaling.csv"
@@ -261,7 +261,7 @@ def _as_typed(config: DictConfig) -> dict:
 
 def _scaling_table(entries: list[Entry], sweep_dir: Path, command: str) -> list[Path]:
     """A sweep over world sizes also gets the scaling table (throughput, efficiency against ideal, exposed comm)."""
-    from results.table import scaling_table
+    from tables.table import scaling_table
 
     sizes = {e.knob("world_size") for e in entries if e.ok and e.task == "train"}
     if len(sizes) < 2:

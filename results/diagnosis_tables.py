@@ -1,4 +1,4 @@
-"""The diagnosis as report tables (results.table.Table): findings per run, checked estimates (the rules' estimate and
+"""The diagnosis as report tables (tables.table.Table): findings per run, checked estimates (the rules' estimate and
 the what-if model's beside what the same sweep measured), comm efficiency and stragglers. results/report.py writes them
 beside the measurement tables; diagnosis/ computes what they show (a reader of records, as this module is)."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from base.record_types import DiagnosisBlock
 from comm.efficiency import not_measurable
-from results.table import Table, config_labels
+from tables.table import Table, config_labels
 
 
 def _labelled(entries: list, task: str | None = "train") -> list[tuple]:

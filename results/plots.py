@@ -14,10 +14,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from results.aggregate import NO_INTERVAL, Config, compare, exposed_s, phase_median
+from tables.aggregate import NO_INTERVAL, Config, compare, exposed_s, phase_median
 from base.record import setting
 from base.record_types import CollectiveRow, CollectivesResult, PairGroupsResult
-from results.entries import PHASES, Entry, finite, config_labels, override_items, varying_keys
+from tables.entries import PHASES, Entry, finite, config_labels, override_items, varying_keys
 from stats import fmt_ratio
 
 _PHASE_COLORS = {"data": "#8c8c8c", "h2d": "#d62728", "forward": "#2ca02c", "backward": "#9467bd",
@@ -205,11 +205,11 @@ def bucket_throughput(entries: list[Entry], path: Path, title: str = "", context
 
 
 def scaling(entries: list[Entry], path: Path, title: str = "", context: str = "") -> Path | None:
-    """Left: samples/s (95% CI bars) against world size, one line per results.aggregate.scaling_lines line (from the
+    """Left: samples/s (95% CI bars) against world size, one line per tables.aggregate.scaling_lines line (from the
     one-rank baseline where there is one), with its ideal line and the scaling efficiency written at each point.
     Right: exposed communication per step at each world size (median over repeats). The efficiencies are in the
     legend, not at the points, where lines that end close together would print them over each other."""
-    from results.aggregate import scaling_lines
+    from tables.aggregate import scaling_lines
 
     lines = scaling_lines(_train(entries))
     if not lines:

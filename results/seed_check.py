@@ -41,7 +41,7 @@ def verdicts(entries: list, diagnoses: dict | None = None) -> dict[str, str]:
     """Every verdict the report prints for these entries: sweep rows, scaling rows, checked estimates. diagnoses: the
     runs' diagnoses (by output dir), computed once: the findings are not verdicts, the checked estimates' are."""
     from diagnosis import diagnose_sweep
-    from results.aggregate import compare, scaling_rows
+    from tables.aggregate import compare, scaling_rows
 
     out = {f"row {c.label}": c.speedup["verdict"] for c in compare(entries).configs if c.speedup}
     out.update({f"scaling {r['configuration']} ws={r['world size']}": r["verdict"] for r in scaling_rows(entries)})
@@ -51,7 +51,7 @@ def verdicts(entries: list, diagnoses: dict | None = None) -> dict[str, str]:
 
 
 def check(dirs: list[Path], seeds: list[int]) -> list[str]:
-    from results.report import load_entries
+    from tables.sweep import load_entries
 
     from diagnosis import diagnose_sweep
 

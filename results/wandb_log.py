@@ -34,7 +34,7 @@ from base.log import get
 from base.schema import WandbMode
 from base.record import RECORD_NAME, Record
 from base.record_types import CollectivesResult, TrainResult
-from results.sweep import multirun_config
+from tables.sweep import multirun_config
 
 SIDECAR = "wandb_run.json"  # what was logged where; the sweep summary and the report read it
 log = get(__name__)

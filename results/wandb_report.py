@@ -93,8 +93,8 @@ class Study:
     """One sweep (or committed study) as the report shows it."""
     dir: Path
     group: str                           # the W&B group its runs carry
-    entries: list                        # results.table.Entry, one per job
-    table: Any                           # results.table.Table: the sweep table
+    entries: list                        # tables.table.Entry, one per job
+    table: Any                           # tables.table.Table: the sweep table
     command: str
     diagnosis: dict | None = None        # diagnosis.diagnose_sweep
     images: dict[str, Path] = field(default_factory=dict)   # plot name -> PNG, logged as plots/<name>
@@ -118,8 +118,8 @@ def _sidecar(directory: str | Path | None) -> dict:
 def load(sweep_dir: str | Path, group: str | None = None) -> Study:
     """A sweep as its dir holds it: records (results.callbacks.sweep_entries), the sweep table, the diagnosis, the
     plots the sweep saved, the command from multirun.yaml, and the W&B run ids from the sidecars."""
-    from results.sweep import multirun_config, sweep_command, sweep_entries
-    from results.table import build_table
+    from tables.sweep import multirun_config, sweep_command, sweep_entries
+    from tables.table import build_table
     from results.wandb_log import group_for
 
     sweep_dir = Path(sweep_dir)
@@ -128,7 +128,7 @@ def load(sweep_dir: str | Path, group: str | None = None) -> Study:
     if conf is not None:
         command = sweep_command(conf)
     else:
-        from results.sweep import commands
+        from tables.sweep import commands
         command = "\n".join(commands(entries))
     diagnosis = None
     try:
@@ -156,8 +156,8 @@ def question(study: Study) -> str:
     """What the sweep asks: its experiment preset, else the keys it varies, else its task."""
     from omegaconf import OmegaConf
 
-    from results.entries import varying_keys
-    from results.sweep import multirun_config
+    from tables.entries import varying_keys
+    from tables.sweep import multirun_config
     from results.wandb_log import experiment_preset, swept_keys
 
     conf = multirun_config(study.dir)
@@ -244,8 +244,8 @@ def _evidence(study: Study) -> list:
 def study_blocks(study: Study) -> list:
     """The report's sections for one sweep (H2 headings), each from the sweep's own files and runs."""
     import wandb_workspaces.reports.v2 as wr
-    from results.sweep import describe_machine
-    from results.table import phase_table
+    from tables.sweep import describe_machine
+    from tables.table import phase_table
 
     group, blocks = study.group, []
     failed = sum(not e.ok for e in study.entries)
@@ -476,7 +476,7 @@ def studies_report(dirs: list[str | Path], out: Path, *, title: str, argv: list[
     the report's panels read that run. Online: saved and its URL printed; offline: the spec and the push command."""
     import wandb_workspaces.reports.v2 as wr
 
-    from results.sweep import write_sweep_table
+    from tables.sweep import write_sweep_table
     from results.plots import standard_plots
     from results.wandb_log import log_sweep, logger_settings
 

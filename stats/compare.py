@@ -1,5 +1,5 @@
 """Comparisons between configurations, for callers that hold timed blocks or step series directly (the sweep table
-goes through results.aggregate, which calls the same functions). Every ratio here is throughput-style: > 1 means the
+goes through tables.aggregate, which calls the same functions). Every ratio here is throughput-style: > 1 means the
 candidate is faster. Nothing here resamples: intervals are t intervals on runs (stats.runs) or on batches of one run
 (stats.within), so the same records always give the same numbers and verdicts, whatever a seed."""
 from __future__ import annotations

@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 from job.run import JobResult, _end
 from results import autotune
 from base.record import Record
-from results.table import Entry
+from tables.table import Entry
 from tests.conftest import TINY, compose, run_train
 from tests.records import train_record
 
@@ -215,7 +215,7 @@ def test_the_model_rules_out_trials_before_they_run_and_says_how_many():
     from hydra.core.utils import JobReturn, JobStatus
 
     from hydra_plugins.ddp_comm_autotune import _PruningLauncher
-    from results.table import Entry as E
+    from tables.table import Entry as E
     from tests.test_whatif import RUNS
 
     rec = json.loads((RUNS / "vgg11_accumulate/0/run_record.json").read_text())

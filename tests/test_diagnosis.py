@@ -11,7 +11,7 @@ from diagnosis.view import RunView
 from base.record_types import Finding, Saving
 from diagnosis.finding import rank_findings
 from diagnosis.sweep import checked_estimates, diagnose_sweep, format_sweep, matches
-from results.table import Entry
+from tables.table import Entry
 from stats import describe, steady_state
 from tests.records import train_record
 
@@ -624,3 +624,19 @@ def test_a_window_too_short_for_an_interval_says_its_noise_is_unknown():
 
     noise = RunView(as_record(train_record(overrides=["optim=none"], steps_per_s=2.0, steps=6))).noise()
     assert noise["noisy"] and any("6 measured steps are too few" in r for r in noise["reasons"])
+
+
+def test_each_rule_states_the_tasks_it_reads():
+    """Issue 35: a rule's task is its registration (@reads), not a check at its top; a record of another task never
+    reaches it, and a task without rules of its own gets the ones that read every task's record."""
+    import inspect
+
+    from diagnosis.rules import RULES, rules_for
+
+    opening = [r.check.__name__ for r in RULES if "v.task !=" in inspect.getsource(r.check)]
+    assert not opening, f"rules that check the task themselves: {opening}"
+    names = lambda task: [c.__name__ for c in rules_for(task)]  # noqa: E731 - a one-line lookup in a test
+    assert names("grad_sync") == ["nccl_transport", "grad_sync_per_param"]
+    assert names("pair_groups") == ["pair_groups_oversubscription", "nccl_transport"]
+    assert names("collectives") == names(None) == ["nccl_transport"]
+    assert "busy_host" in names("train") and "grad_sync_per_param" not in names("train")

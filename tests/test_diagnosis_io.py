@@ -216,7 +216,7 @@ def test_report_has_diagnosis_checked_estimates_and_one_pair_groups_table(tmp_pa
 
 def test_plots_draw_no_single_point_lines(tmp_path):
     from results import plots
-    from results.table import Entry
+    from tables.table import Entry
 
     one = Entry.from_record(train(overrides=["bucket=25", "optim=none"]))
     other = Entry.from_record(train(overrides=["bucket=100", "optim=bf16"]))

@@ -1095,7 +1095,7 @@ def test_the_sweeps_jobs_are_hydras_own(arguments):
 
 def test_an_interrupted_job_is_interrupted_in_the_table():
     """Issue 20.9: its record said `interrupted`, the table said `failed`."""
-    from results.table import Entry, build_table
+    from tables.table import Entry, build_table
     from tests.records import train_record
 
     ok = train_record(overrides=["bucket=25"], steps_per_s=2.0, num=0)

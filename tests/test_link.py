@@ -195,8 +195,8 @@ def test_describe_labels_an_emulated_link_and_says_what_it_is_not():
 
 
 def test_sweep_table_and_wandb_label_runs_behind_an_emulated_link(tmp_path):
-    from results.table import build_table
-    from results.entries import Entry
+    from tables.table import build_table
+    from tables.entries import Entry
     from results.wandb_log import run_tags
     from tests.records import train_record
 

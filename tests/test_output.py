@@ -33,8 +33,8 @@ def test_the_sweep_terminal_table_has_five_columns_within_120_characters():
     from pathlib import Path
 
     from results.callbacks import TERMINAL_WIDTH, terminal_table
-    from results.sweep import sweep_entries
-    from results.table import build_table
+    from tables.sweep import sweep_entries
+    from tables.table import build_table
 
     sweep = Path(__file__).resolve().parents[1] / "results" / "runs" / "ddp_knobs_vgg11"
     entries = sweep_entries(sweep)
@@ -58,7 +58,7 @@ def test_plots_state_their_question_keep_legends_off_the_data_and_give_busbw_err
     from matplotlib.container import ErrorbarContainer
 
     from results import plots
-    from results.sweep import sweep_entries
+    from tables.sweep import sweep_entries
 
     drawn = {}
 

@@ -12,7 +12,7 @@ import pytest
 from results.callbacks import TABLE_CSV, TABLE_MD, sweep_entries
 from tests.records import train_record, write_sweep
 from base.record import train_headline
-from results.table import Entry, build_table, fmt
+from tables.table import Entry, build_table, fmt
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -219,7 +219,7 @@ def test_the_baseline_is_stock_ddp_and_the_table_names_the_bucket_rule_it_used()
 def test_exposed_comm_from_one_probe_step_is_marked_in_every_table():
     """Issue 19.13: the exposed time of a DDP run is one untimed probe step unless probe_steps asks for more; a table
     never shows it as if it had an interval. With 6 probe steps (the record's exposed_ci_*) it shows the interval."""
-    from results.table import comm_table, scaling_table
+    from tables.table import comm_table, scaling_table
 
     one = train_record(overrides=["bucket=25"], bucket=25, steps_per_s=2.0, num=0, exposed_s=0.658)
     six = train_record(overrides=["bucket=100"], bucket=100, steps_per_s=2.5, num=1, exposed_s=0.058)

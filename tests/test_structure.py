@@ -102,3 +102,81 @@ def test_every_module_sits_in_a_layer():
         if not any(module == n or module.startswith(n + ".") for n in named):
             outside.append(module)
     assert not outside, f"modules in no layer of pyproject.toml: {outside}"
+
+
+def _package_imports() -> dict[tuple[str, str], list[str]]:
+    """Every import between two top-level packages (train.py counts as the package `train`): module-level and lazy
+    ones inside functions alike, each with where it is (ast, so a lazy import is seen as import-linter sees it)."""
+    import ast
+    import tomllib
+
+    packages = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["root_packages"])
+    edges: dict[tuple[str, str], list[str]] = {}
+    files = [ROOT / "train.py"] + [p for pkg in sorted(packages) for p in sorted((ROOT / pkg).rglob("*.py"))]
+    for path in files:
+        rel = path.relative_to(ROOT)
+        parts = list(rel.with_suffix("").parts)
+        here = parts[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                # a relative import stays inside its package: resolve it to count it like any other
+                base = parts[:len(parts) - node.level] if node.level else []
+                names = [".".join(base + ([node.module] if node.module else []))]
+            else:
+                continue
+            for name in names:
+                there = name.split(".")[0]
+                if there != here and there in packages:
+                    edges.setdefault((here, there), []).append(f"{rel}:{node.lineno}")
+    return edges
+
+
+def _layer_ranks() -> tuple[dict[str, int], dict[str, str]]:
+    """Each package's rank (higher imports lower) from pyproject.toml's layers contract, train.py on top; and the
+    allowed upward imports: the contract's ignore_imports entries, as package pairs, each with its reason."""
+    import tomllib
+
+    text = (ROOT / "pyproject.toml").read_text()
+    config = tomllib.loads(text)["tool"]["importlinter"]
+    contract = next(c for c in config["contracts"] if c["type"] == "layers")
+    ranks = {"train": len(contract["layers"])}
+    for rank, layer in enumerate(reversed(contract["layers"])):
+        for part in layer.replace("|", ":").split(":"):
+            ranks.setdefault(part.strip().split(".")[0], rank)
+    lines = text.splitlines()
+    allowed = {}
+    for entry in contract.get("ignore_imports", []):
+        at = next(n for n, line in enumerate(lines) if f'"{entry}"' in line)
+        reason = lines[at - 1].strip()
+        assert reason.startswith("#") and len(reason) > 10, f"pyproject.toml: {entry!r} needs a one-line reason above"
+        importer, imported = (side.strip().split(".")[0] for side in entry.split("->"))
+        allowed[(importer, imported)] = reason
+    return ranks, allowed
+
+
+def test_packages_import_downward_without_a_circle():
+    """Issue 35: the module contracts can all pass while the packages sit in a circle (results -> diagnosis ->
+    results, through a lazy import). Here every import counts, between top-level packages: no cycle, and none runs
+    from a lower layer to a higher one or across independent ones unless pyproject.toml lists it with a reason."""
+    import graphlib
+
+    edges = _package_imports()
+    ranks, allowed = _layer_ranks()
+    unranked = sorted({p for edge in edges for p in edge} - set(ranks))
+    assert not unranked, f"packages in no layer of pyproject.toml: {unranked}"
+    upward = [f"{a} -> {b} ({', '.join(where[:3])})" for (a, b), where in sorted(edges.items())
+              if ranks[a] <= ranks[b] and (a, b) not in allowed]
+    assert not upward, "imports from a lower (or the same) layer up: " + "; ".join(upward)
+    graph = {a: {b for (x, b) in edges if x == a} for (a, _) in edges}
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as e:
+        pytest.fail(f"packages import each other in a circle: {' -> '.join(e.args[1])}")
+
+
+def test_the_package_graph_sees_lazy_imports():
+    """The check above is only as good as its graph: diagnosis/__main__.py's lazy import of tables.sweep (inside
+    main) is in it."""
+    assert any(w.startswith("diagnosis/__main__.py") for w in _package_imports()[("diagnosis", "tables")])

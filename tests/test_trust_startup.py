@@ -13,7 +13,7 @@ HEAVY = ("timm", "torchvision", "wandb", "matplotlib")
 @pytest.mark.subprocess
 def test_a_vgg_job_imports_no_optional_heavy_module():
     code = ("import sys; import train, job.run, launchers.rank, job.finalise, launchers.local, tasks.train.loop, "
-            "tasks.train.ddp, results.callbacks, results.aggregate; "
+            "tasks.train.ddp, results.callbacks, tables.aggregate; "
             "from models import build_model; from tests.conftest import compose; "
             "build_model(compose(['model=vgg11_tiny']).model, 32); "
             f"print([m for m in {HEAVY!r} if m in sys.modules])")

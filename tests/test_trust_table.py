@@ -8,9 +8,9 @@ import pytest
 from tests.bad_input import refused
 
 from base.errors import ConfigError
-from results.sweep_order import repeat_arguments
-from results.aggregate import compare
-from results.table import Entry, build_table
+from tables.sweep_order import repeat_arguments
+from tables.aggregate import compare
+from tables.table import Entry, build_table
 from stats import block_throughput
 from tests.conftest import compose
 from tests.records import train_record
@@ -176,7 +176,7 @@ def test_repeats_are_the_outermost_loop_so_configurations_interleave():
 
 
 def test_each_round_runs_in_a_seeded_random_order():
-    from results.sweep_order import round_order
+    from tables.sweep_order import round_order
 
     order = round_order(12, 3, seed=0)
     assert [sorted(order[i:i + 4]) for i in (0, 4, 8)] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
@@ -214,7 +214,7 @@ def test_repeats_without_a_sweep_is_refused(tmp_path, capsys):
 
 def test_scaling_table_one_row_per_configuration_against_the_one_rank_baseline():
     """The committed VGG11 study's shape: one rank without DDP (3 repeats), and two configurations at 2 ranks."""
-    from results.table import scaling_table
+    from tables.table import scaling_table
 
     records = []
     for repeat in range(3):

@@ -294,7 +294,7 @@ def test_online_with_a_broken_server_falls_back_to_offline_in_seconds(tmp_path, 
 def test_sweep_summary_run_holds_the_table(tmp_path, wandb_env):
     from results.callbacks import sweep_entries
     from results.plots import standard_plots
-    from results.table import build_table
+    from tables.table import build_table
 
     sweep = tmp_path / "sweep"
     write_sweep(sweep, [train_record(overrides=[f"bucket={b}"], bucket=b, steps_per_s=s)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from results import wandb_log
 from base.record import RECORD_NAME, Record, read_record
-from results.table import Table
+from tables.table import Table
 from tests.records import train_record, write_sweep
 from tests.test_wandb import offline_runs, wandb_env, wandb_records  # noqa: F401 - wandb_env is a fixture
 
@@ -94,7 +94,7 @@ def test_groups_are_named_for_the_study_then_the_date(tmp_path):
 
 def test_sweep_summary_has_the_table_csv_as_an_artifact_and_every_column_of_the_table(tmp_path, wandb_env):
     from results.callbacks import sweep_entries, write_sweep_table
-    from results.table import build_table
+    from tables.table import build_table
 
     sweep = tmp_path / "multirun" / "2025-01-31" / "12-00-00"
     write_sweep(sweep, [train_record(overrides=[f"bucket={b}"], bucket=b, steps_per_s=s)

@@ -281,7 +281,7 @@ def test_online_sweep_pushes_at_once_and_a_hung_api_costs_the_upload_timeout_and
     capsys.readouterr()
     monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
     from results.callbacks import sweep_entries
-    from results.table import build_table
+    from tables.table import build_table
 
     entries = sweep_entries(sweep)
     kw = dict(entries=entries, table=build_table(entries), command=COMMAND)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from results.table import Table
+from tables.table import Table
 from stats import fmt_ci, fmt_ratio, verdict
 from whatif.api import Sweep
 from whatif.step import NOT_MODELLED, Prediction

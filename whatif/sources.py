@@ -28,10 +28,11 @@ VGG11 = {"_target_": "models.vgg.VGG", "arch": "vgg", "name": "vgg11",
          "layers": [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"], "classifier": [4096, 4096],
          "num_classes": 1000}
 
-SOURCE003 = ("'Optimizing data transfer in AI/ML workloads' series, part 3: GPU-to-GPU communication, DDP on ViT-L/32 "
-           "with 8 L40S (AWS g6e.48xlarge) and 8 A100 (AWS p4d.24xlarge), PyTorch 2.8, nsys")
-SOURCE000 = ("PyTorch forums thread 'Slow NCCL gradient synchronization in distributed training' (VGG11, 16 nodes x 1 "
-           "V100, NCCL over InfiniBand, PyTorch 1.4)")
+# The documents, as each input's origin; diagnosis.sources numbers them (VIT_STUDY is source 003, VGG11_THREAD 000)
+VIT_STUDY = ("'Optimizing data transfer in AI/ML workloads' series, part 3: GPU-to-GPU communication, DDP on "
+             "ViT-L/32 with 8 L40S (AWS g6e.48xlarge) and 8 A100 (AWS p4d.24xlarge), PyTorch 2.8, nsys")
+VGG11_THREAD = ("PyTorch forums thread 'Slow NCCL gradient synchronization in distributed training' (VGG11, 16 nodes "
+                "x 1 V100, NCCL over InfiniBand, PyTorch 1.4)")
 
 
 @dataclass
@@ -116,13 +117,13 @@ def _psgd_matrices(prof) -> tuple[int, int]:
 
 
 # ------------------------------------------------------------------------------------------------------- source 003
-def source003(report: Report, samples: int, seed: int) -> None:
+def vit_study(report: Report, samples: int, seed: int) -> None:
     published = {"L40S": {"one": 8.91, "ddp1": 8.40}, "A100": {"one": 5.17, "ddp1": 5.04}}
     report.inputs += [
         Input("1-GPU throughput without DDP", "8.91 steps/s (L40S), 5.17 (A100); +-3% assumed (3 profiled steps, "
-              "3 significant digits)", "source", SOURCE003),
+              "3 significant digits)", "source", VIT_STUDY),
         Input("model, batch, buckets", "torchvision vit_l_32 (306,535,400 parameters, 1.23 GB of fp32 gradients), "
-              "32 images of 224x224 per GPU, bucket_cap_mb=2000 (one bucket), SGD", "source", SOURCE003),
+              "32 images of 224x224 per GPU, bucket_cap_mb=2000 (one bucket), SGD", "source", VIT_STUDY),
         Input("forward/backward split", "backward = forward x 1.99 (ViT-L/32's backward/forward FLOPs, torch "
               "FlopCounterMode); the optimizer and DDP's copies as memory traffic (below)", "elsewhere",
               "torch.utils.flop_counter over a meta-device step"),
@@ -143,19 +144,19 @@ def source003(report: Report, samples: int, seed: int) -> None:
               "[200, 240] GB/s", "elsewhere", PRESETS["pcie_shm"].source + " | " + PRESETS["nvlink_a100"].source),
         Input("L40S link, second variant", "busbw from the source's own baseline: the 1.23 GB all-reduce took 587 ms "
               "(of a 701 ms step) -> 2 x 7/8 x 1.226 GB / 0.587 s = 3.66 GB/s (+-5% stated); used only to check the "
-              "bf16 and PowerSGD predictions apart from the link figure", "source", SOURCE003),
+              "bf16 and PowerSGD predictions apart from the link figure", "source", VIT_STUDY),
     ]
     for gpu, link, _variants in (("L40S", preset("pcie_shm"), ("published link",)),
                                 ("A100", preset("nvlink_a100"), ("published link",))):
         prof = _vit_profile(gpu, published[gpu]["one"], link)
-        _source003_rows(report, prof, gpu, link, "published link", published[gpu], samples, seed)
+        _vit_study_rows(report, prof, gpu, link, "published link", published[gpu], samples, seed)
     nbytes = 306_535_400 * 4
     own = Link("source 003's own L40S all-reduce", alpha=preset("pcie_shm").alpha,
                busbw=Quantity.relative(2 * 7 / 8 * nbytes / 0.587, 0.05,
                                        "source 003: 587 ms for the baseline's all-reduce"),
                source="source 003's baseline (587 ms NCCL all-reduce of 1.23 GB on 8 L40S)")
     prof = _vit_profile("L40S", published["L40S"]["one"], own)
-    _source003_rows(report, prof, "L40S", own, "link from the source's baseline", published["L40S"], samples, seed,
+    _vit_study_rows(report, prof, "L40S", own, "link from the source's baseline", published["L40S"], samples, seed,
                   knobs_only=True)
 
 
@@ -186,7 +187,7 @@ def _vit_profile(gpu: str, steps_per_s: float, link: Link):
                      step=t1, label=f"source 003, one {gpu}")
 
 
-def _source003_rows(report: Report, prof, gpu: str, link: Link, variant: str, pub: dict, samples: int, seed: int,
+def _vit_study_rows(report: Report, prof, gpu: str, link: Link, variant: str, pub: dict, samples: int, seed: int,
                   knobs_only: bool = False) -> None:
     draws = Draws(samples, seed)
     own = predict(prof, Config.of(prof), draws)
@@ -251,7 +252,7 @@ def _ratio(a, b) -> tuple[float, float, float]:
 
 
 # ------------------------------------------------------------------------------------------------------- source 000
-def source000(report: Report, samples: int, seed: int) -> None:
+def vgg11_thread(report: Report, samples: int, seed: int) -> None:
     classifier = 123_642_856 * 4
     t_nccl = Quantity.relative(0.060, 0.10, "source 000: nccl-tests all-reduce of 471 MB in ~60 ms on 16 nodes")
     n = 16
@@ -266,9 +267,9 @@ def source000(report: Report, samples: int, seed: int) -> None:
     report.inputs += [
         Input("all-reduce speed", "471 MiB (VGG11's classifier, 123,642,856 fp32 parameters) in ~60 ms by nccl-tests "
               "on 16 ranks (+-10% assumed: '~60 ms'): busbw 2 x 15/16 x 494.6 MB / 60 ms = 15.5 GB/s", "source",
-              SOURCE000),
+              VGG11_THREAD),
         Input("per-parameter loop", "280.682 ms for the classifier's all_reduce calls, one per parameter tensor (3 "
-              "weights, 3 biases)", "source", SOURCE000),
+              "weights, 3 biases)", "source", VGG11_THREAD),
         Input("per-call latency", "alpha 5 [2, 10] us per ring step (30 steps per all-reduce on 16 ranks)",
               "elsewhere", PRESETS["ib100"].source),
         Input("V100 compute", "VGG11 at 224x224, 128 images per GPU: forward 1.95 TFLOP and backward 3.87 TFLOP "
@@ -382,8 +383,8 @@ def _fmt(v: float, lo: float, hi: float, unit: str) -> str:
 
 def run(out: Path, samples: int = 2000, seed: int = 0) -> Report:
     report = Report()
-    source003(report, samples, seed)
-    source000(report, samples, seed)
+    vit_study(report, samples, seed)
+    vgg11_thread(report, samples, seed)
     out.mkdir(parents=True, exist_ok=True)
     command = f"python -m whatif.sources --out {out} --samples {samples}"
     (out / "source_predictions.md").write_text(markdown(report, command))

@@ -269,102 +269,155 @@ class Backward:
     lane: Lane | None
 
 
+# The compute thread's script: gradient work (Work) and, at no cost in time, a bucket's last gradient ready (Ready),
+# its launch into the communication queue (Launch), and, for a serial hook, the wait for it (Wait).
+@dataclass(frozen=True)
+class Work:
+    seconds: float           # alone, without contention
+    label: str
+
+
+@dataclass(frozen=True)
+class Ready:
+    bucket: int
+
+
+@dataclass(frozen=True)
+class Launch:
+    bucket: int
+
+
+@dataclass(frozen=True)
+class Wait:
+    bucket: int
+
+
+Script = list[Work | Ready | Launch | Wait]
+
+
+@dataclass(frozen=True)
+class Queued:
+    """One segment of a launched bucket in the communication queue."""
+    bucket: int
+    last: bool               # the bucket's last segment: the bucket is done when it is
+    seconds: float           # alone, without contention
+    duty: float              # the share of it that is CPU work (1 for hook work)
+    label: str
+
+
+@dataclass
+class Running:
+    """A Work item or a segment under way: what is left of it (seconds alone) and when it started."""
+    item: Work | Queued
+    left: float
+    start: float
+
+
+def backward_script(buckets: list[BucketPlan], B: float, copy_in: float, costs: dict[str, float]) -> Script:
+    """Gradient work up to each bucket's ready point, the bucket's pre-hook work, its launch, a wait for it if its
+    hook is serial; then the rest of backward."""
+    script: Script = []
+    done_work = 0.0
+    for b in buckets:
+        ready = b.ready_frac * B + b.copy_frac * copy_in
+        if ready > done_work:
+            script.append(Work(ready - done_work, "backward"))
+            done_work = ready
+        script.append(Ready(b.index))
+        pre = sum(costs.get(c, 0.0) * s for c, s in b.pre)
+        if pre > 0:
+            script.append(Work(pre, "comm hook"))
+        script.append(Launch(b.index))
+        if b.serial:
+            script.append(Wait(b.index))
+    if B + copy_in > done_work:
+        script.append(Work(B + copy_in - done_work, "backward"))
+    return script
+
+
 def simulate_backward(buckets: list[BucketPlan], B: float, copy_in: float, costs: dict[str, float],
                       net_time: list[list[float]], duty: list[list[float]], s_c: float = 1.0, s_m: float = 1.0,
                       record: bool = False) -> Backward:
     """One synchronised backward for scalar inputs (seconds of work alone). net_time[k][j] and duty[k][j] belong to the
     j-th segment of bucket k (ignored for "cpu" segments, whose work is costs[cost] x share and whose duty is 1).
 
-    The compute thread runs a script: gradient work up to bucket k's ready point, bucket k's pre-hook work, its launch
-    (its segments join the queue), a wait for it if the hook is serial; then the next bucket. The queue runs one
-    segment at a time, in order. While both run, compute advances at 1/(1 + (s_c - 1) duty) and the queue at
-    1/(1 + (s_m - 1) duty) of their speed alone."""
-    script: list[tuple] = []
-    done_work = 0.0
-    for b in buckets:
-        ready = b.ready_frac * B + b.copy_frac * copy_in
-        if ready > done_work:
-            script.append(("work", ready - done_work, "backward"))
-            done_work = ready
-        script.append(("ready", b.index))
-        pre = sum(costs.get(c, 0.0) * s for c, s in b.pre)
-        if pre > 0:
-            script.append(("work", pre, "comm hook"))
-        script.append(("launch", b.index))
-        if b.serial:
-            script.append(("wait", b.index))
-    if B + copy_in > done_work:
-        script.append(("work", B + copy_in - done_work, "backward"))
-    segs = {b.index: [(j, net_time[k][j] if s.kind == "net" else costs.get(s.cost, 0.0) * s.share,
-                       duty[k][j] if s.kind == "net" else 1.0, s.label)
+    The compute thread runs its script (backward_script); the queue runs one segment at a time, in order. While both
+    run, compute advances at 1/(1 + (s_c - 1) duty) and the queue at 1/(1 + (s_m - 1) duty) of their speed alone."""
+    script = backward_script(buckets, B, copy_in, costs)
+    segs = {b.index: [Queued(b.index, j == len(b.segs) - 1,
+                             net_time[k][j] if s.kind == "net" else costs.get(s.cost, 0.0) * s.share,
+                             duty[k][j] if s.kind == "net" else 1.0, s.label)
                       for j, s in enumerate(b.segs)] for k, b in enumerate(buckets)}
     lane = Lane() if record else None
+    done = 1e-12 * max(1.0, B)       # what is left of a piece of work when it is done, but for rounding
     t, ci = 0.0, 0
-    crem = None                      # remaining work of the current script item
-    cstart = 0.0
-    queue: list[tuple[int, int, float, float, str]] = []
-    current = None                   # [bucket, segment, remaining, duty, label, start]
+    doing: Running | None = None     # the compute thread's Work item under way (script[ci])
+    queue: list[Queued] = []
+    sending: Running | None = None   # the segment in flight
     finished: set[int] = set()
     first_launch = None
     compute_end = 0.0
     last_ready = buckets[-1].index if buckets else None
-    for _ in range(1_000_000):
-        while ci < len(script):                        # zero-time script items
+    # Each pass ends a Work item or a segment (the one that ends first), or the backward; one more pass each where
+    # rounding leaves a sliver over `done`. More passes than that is a bug here, not a long backward.
+    passes = 2 * (len(script) + sum(map(len, segs.values()))) + 1
+    for _ in range(passes):
+        while ci < len(script):                        # the zero-time items up to the next Work or a pending Wait
             item = script[ci]
-            if item[0] == "ready":
-                if item[1] == last_ready:
+            if isinstance(item, Ready):
+                if item.bucket == last_ready:
                     compute_end = t
-            elif item[0] == "launch":
-                k = item[1]
-                queue.extend((k, j, w, d, lab) for j, w, d, lab in segs[k])
+            elif isinstance(item, Launch):
+                queue.extend(segs[item.bucket])
                 if first_launch is None:
                     first_launch = t
-                if not segs[k]:
-                    finished.add(k)
-            elif item[0] == "wait":
-                if item[1] not in finished:
+                if not segs[item.bucket]:
+                    finished.add(item.bucket)
+            elif isinstance(item, Wait):
+                if item.bucket not in finished:
                     break
             else:
-                if crem is None:
-                    crem, cstart = item[1], t
+                if doing is None:
+                    doing = Running(item, item.seconds, t)
                 break
             ci += 1
-        if current is None and queue:
-            k, j, w, d, lab = queue.pop(0)
-            current = [k, j, w, d, lab, t]
-        computing = ci < len(script) and script[ci][0] == "work"
-        if not computing and current is None:
+        if sending is None and queue:
+            seg = queue.pop(0)
+            sending = Running(seg, seg.seconds, t)
+        computing = ci < len(script) and isinstance(script[ci], Work)
+        if not computing and sending is None:
             if ci >= len(script):
                 break
             raise RuntimeError(f"simulation stuck at {script[ci]}")
-        both = computing and current is not None
-        c_rate = 1.0 / (1.0 + (s_c - 1.0) * current[3]) if both else 1.0
-        q_rate = 1.0 / (1.0 + (s_m - 1.0) * current[3]) if both else 1.0
+        both = computing and sending is not None
+        c_rate = 1.0 / (1.0 + (s_c - 1.0) * sending.item.duty) if both else 1.0
+        q_rate = 1.0 / (1.0 + (s_m - 1.0) * sending.item.duty) if both else 1.0
         dts = []
         if computing:
-            dts.append(crem / c_rate)
-        if current is not None:
-            dts.append(current[2] / q_rate)
+            dts.append(doing.left / c_rate)
+        if sending is not None:
+            dts.append(sending.left / q_rate)
         dt = max(0.0, min(dts))
         t += dt
         if computing:
-            crem -= dt * c_rate
-            if crem <= 1e-12 * max(1.0, B):
+            doing.left -= dt * c_rate
+            if doing.left <= done:
                 if record:
-                    lane.compute.append((cstart, t, script[ci][2]))
-                crem = None
+                    lane.compute.append((doing.start, t, doing.item.label))
+                doing = None
                 ci += 1
-        if current is not None:
-            current[2] -= dt * q_rate
-            if current[2] <= 1e-12 * max(1.0, B):
-                k, j = current[0], current[1]
+        if sending is not None:
+            sending.left -= dt * q_rate
+            if sending.left <= done:
+                seg = sending.item
                 if record:
-                    lane.comm.append((current[5], t, current[4], k))
-                if j == len(segs[k]) - 1:
-                    finished.add(k)
-                current = None
+                    lane.comm.append((sending.start, t, seg.label, seg.bucket))
+                if seg.last:
+                    finished.add(seg.bucket)
+                sending = None
     else:
-        raise RuntimeError("simulation did not end")
+        raise RuntimeError(f"the backward simulation did not end in {passes} passes: each pass ends a piece of work, "
+                           "so the simulation has a bug")
     return Backward(compute_end, t, first_launch or 0.0, lane)
 
 

@@ -83,7 +83,7 @@ class AutotuneSweeper(Sweeper):
 
         import stats
         from results import autotune
-        from results.sweep import sweep_entries
+        from tables.sweep import sweep_entries
 
         impl = self.study.sweeper
         # the search space and the fixed overrides, as the optuna sweeper splits them

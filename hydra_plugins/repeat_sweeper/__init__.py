@@ -26,7 +26,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 from base.errors import ConfigError
-from results.sweep_order import ORDER_FILE, repeat_arguments, round_order
+from tables.sweep_order import ORDER_FILE, repeat_arguments, round_order
 
 class RepeatingSweeper(BasicSweeper):
     """BasicSweeper with `repeats`, and rounds in a seeded random order (conf/hydra/sweeper/repeating.yaml)."""

@@ -2,7 +2,7 @@
 
 The end-of-sweep table (results.callbacks) and the report (results.report) both build their tables here,
 so a number printed after a sweep and the same number in a report come from one place. Repeats of one
-configuration are one row (results.aggregate computes its intervals, speed-up and verdict).
+configuration are one row (tables.aggregate computes its intervals, speed-up and verdict).
 A table holds raw values; Markdown gets rounded numbers (intervals trimmed to the digits they support),
 CSV gets the values as measured.
 """
@@ -16,10 +16,10 @@ from typing import Any, Callable
 from comm.link import table_note as link_note
 from stats import fmt_ci, fmt_ratio, verdict_text
 from stats.verdict import NO_VERDICT, NS
-from results.aggregate import (NO_INTERVAL, Comparison, Config, exposed_fields, step_median, compare,
+from tables.aggregate import (NO_INTERVAL, Comparison, Config, exposed_fields, step_median, compare,
                                group_repeats, phase_median, sentinel_warning)
 from base.record import scaled
-from results.entries import (EXPOSED, MISSING, PHASES, TRAIN_LABELS, Entry, finite,
+from tables.entries import (EXPOSED, MISSING, PHASES, TRAIN_LABELS, Entry, finite,
                              config_labels, constant_overrides, exposed_mark, fmt)
 
 
@@ -420,8 +420,8 @@ def rows_table(entries: list[Entry], title: str = "Collectives (nccl-tests style
 
 def scaling_table(entries: list[Entry], title: str = "Scaling against world size") -> Table:
     """One row per configuration and world size (repeats merged), against the line's first point: the one-rank
-    baseline where a sweep or study has one (results.aggregate.scaling_lines)."""
-    from results.aggregate import scaling_rows
+    baseline where a sweep or study has one (tables.aggregate.scaling_lines)."""
+    from tables.aggregate import scaling_rows
 
     rows = scaling_rows(entries)
     columns = ["configuration", "world size", "sync", "runs", "samples/s", "speed-up", "verdict", "scaling efficiency",

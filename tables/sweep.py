@@ -11,8 +11,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from base.provenance import command as shell_command, typed_overrides
 from base.record import Record, RecordError, find_records
-from results.sweep_order import repeat_arguments
-from results.table import Entry, Table
+from tables.sweep_order import repeat_arguments
+from tables.table import Entry, Table
 
 TABLE_MD = "sweep_table.md"
 TABLE_CSV = "sweep_table.csv"
@@ -214,3 +214,29 @@ def commands(entries: list[Entry]) -> list[str]:
         if cmd not in out:
             out.append(cmd)
     return out
+
+
+def load_entries(paths: list[str | Path]) -> list[Entry]:
+    """Every run under the given dirs; a sweep dir also yields failed rows for jobs that left no record."""
+    entries: list[Entry] = []
+    seen: set[str] = set()
+    for path in map(Path, paths):
+        if not path.exists():
+            raise SystemExit(f"results.report: {path} does not exist; pass run or sweep directories "
+                             "(the ones holding run_record.json or multirun.yaml).")
+        if path.is_dir() and (path / "multirun.yaml").is_file():
+            found = sweep_entries(path)
+        else:
+            found = []
+            for rec in find_records(path):
+                try:
+                    found.append(Entry.from_record(Record.read(rec), rec))
+                except (RecordError, OSError, ValueError) as e:
+                    found.append(Entry(num=None, overrides=[], status="failed", error=f"unreadable {rec}: {e}",
+                                       output_dir=str(rec.parent)))
+        for e in found:
+            key = str(Path(e.output_dir).resolve()) if e.output_dir else f"{path}#{e.num}"
+            if key not in seen:
+                seen.add(key)
+                entries.append(e)
+    return entries

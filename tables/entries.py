@@ -1,5 +1,5 @@
 """What a table row is made from: one job's Entry (its record, or what is known of a job that left none), the
-overrides that tell configurations apart, and the labels rows get. results.table and results.aggregate build on it."""
+overrides that tell configurations apart, and the labels rows get. tables.table and tables.aggregate build on it."""
 from __future__ import annotations
 
 import math

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from base.record import scaled, setting
-from results.entries import (EXPOSED, config_labels, exposed_samples, finite, not_a_setting, override_items,
+from tables.entries import (EXPOSED, config_labels, exposed_samples, finite, not_a_setting, override_items,
                              varying_keys)
 from stats import (NO_VERDICT, batch_median, batch_rate, plan_repeats, run_level, sentinel as random_effects,
                    steady_state, unsteady_runs)
@@ -46,7 +46,7 @@ class Config:
     """One configuration: every job of the sweep with these overrides, whatever its `repeat`."""
 
     label: str
-    entries: list  # results.table.Entry, failed ones included
+    entries: list  # tables.table.Entry, failed ones included
     throughput: dict | None = None   # rate, ci_lo, ci_hi (steps/s), samples_per_s..., n_runs, method
     step: dict | None = None         # median, ci_lo, ci_hi of the step time (s), n_runs, method
     speedup: dict | None = None      # ratio, ci_lo, ci_hi, verdict, basis, method
