@@ -16,8 +16,8 @@ import re
 import statistics
 import sys
 
-from results.aggregate import group_repeats, run_blocks, run_log, run_round
-from results.sweep import commands
+from tables.aggregate import group_repeats, run_blocks, run_log, run_round
+from tables.sweep import commands, load_entries
 from stats.power import Pilot, plan
 from stats.within import batch_rate
 
@@ -75,8 +75,6 @@ def describe(p: dict, pilot: Pilot, rows: int) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from results.report import load_entries
-
     ap = argparse.ArgumentParser(prog="python -m results.plan", description=__doc__.split("\n\n")[0])
     ap.add_argument("pilot", nargs="+", help="the pilot sweep dir(s) (a sweep run with repeats=3)")
     ap.add_argument("--target", type=float, default=DEFAULT_TARGET,

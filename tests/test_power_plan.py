@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from results.plan import main, pilot_from
-from results.report import load_entries
+from tables.sweep import load_entries
 
 ROOT = Path(__file__).resolve().parents[1]
 KNOBS = ROOT / "results/runs/ddp_knobs_vgg11"     # 9 configurations x 3 interleaved rounds of 10 steps
