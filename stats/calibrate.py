@@ -31,7 +31,7 @@ import numpy as np
 
 from .drift import steady_state
 from .family import Row, family_verdicts
-from .power import Pilot, plan
+from .power import MAX_RUNS, Pilot, plan
 from .runs import run_level
 from .sentinel import sentinel
 from .summary import adaptive_should_stop
@@ -46,6 +46,7 @@ POWER_CLAIM = 0.20    # README: a true 10% change with R=3 and 4% run spread is 
 SEED = 22
 PILOT_ROUNDS, PILOT_STEPS = 3, 40   # repeats=auto's pilot: 3 interleaved rounds of the CPU default window
 PLAN_TARGET, PLAN_POWER = 0.05, 0.80
+PLAN_OFFSET = 0.02                  # the bound applies at 2% run offsets (issue 39); 4% and 8% report what it takes
 BUDGET_S = 3600.0                   # compare.budget_s's default
 STARTUP_S, STEP_S = 17.0, 1.3       # a run's cost (s, s/step): python -m results.plan results/runs/ddp_knobs_vgg11
 WITHIN_BLOCKS = (10, 20, 40, 60, 120)   # 10: the minimum (half the committed records); 40: the CPU default
@@ -318,8 +319,11 @@ def plan_results(rng, sims: int, rows: int, offset: float, phi: float = 0.5, eff
     out = [Result(label, "every row's speed-up CI covers the truth", r["hits"], r["rows_judged"], COVERAGE, "95%",
                   chose)]
     if effect:
-        out.append(Result(label, "the true row called faster (power)", r["called"], r["effect_total"],
-                          (PLAN_POWER, None) if budget_s is None else None, "80%"))
+        bound = (PLAN_POWER, None) if budget_s is None and abs(offset - PLAN_OFFSET) < 1e-9 else None
+        capped = sum(x != "target" for x in r["reached"]) / len(runs)
+        out.append(Result(label, "the true row called faster (power)", r["called"], r["effect_total"], bound, "80%",
+                          f"the plan hit its cap of {MAX_RUNS} runs in {capped:.0%} of sweeps" if capped and budget_s
+                          is None else ""))
     else:
         out.append(Result(label, "false faster/slower per sweep (Holm)", r["false"], sims, (None, FALSE_MAX),
                           "<= 5%"))
