@@ -479,7 +479,7 @@ def test_a_serial_series_summary_keeps_its_level_and_method():
 
     x = list(np.random.default_rng(13).lognormal(0, 0.2, 40))
     for level in (0.95, 0.5):
-        d, b = describe(x, level=level, serial_series=True), batch_median(np.asarray(x), level)
+        d, b = describe(x, level=level, serial_series=True), batch_median(np.asarray(x), level, count=5)
         assert (d["ci_lo"], d["ci_hi"], d["ci_level"], d["ci_method"]) == (b["ci_lo"], b["ci_hi"], level,
                                                                            SERIAL_CI_METHOD)
     assert describe(x, serial_series=True)["lag1"] == serial(np.log(x))["lag1"]   # positive: on the log scale
