@@ -517,6 +517,8 @@ class TrainRank(Block):
     cpu_s_per_step: float | None = None
     threads: Threads | None = None
     work: RankWork | None = None
+    series: Series | None = doc("this rank's per-step series (task=script): diagnosis/hiccup.py reads a rank's "
+                                "stalls every N steps in it", default=None)
 
 
 @dataclass
@@ -786,6 +788,15 @@ class TrainResult(TaskResult):
     grad_ready: GradReady | None = doc("the what-if model's probe, untimed, after the window", default=None)
 
 
+@dataclass
+class ScriptResult(TrainResult):
+    """task=script: the user's own training script, its measured steps mapped onto task=train's figures
+    (tasks/script/result.py): the same phases, throughput, per-rank work and comm block."""
+    script: dict[str, Any] | None = doc("the script: path, args, how it ended (finished, exited 0, stopped at "
+                                        "script.max_steps), steps_taken, and each DDP it built (what it asked for, "
+                                        "the knobs applied, its own comm hook)", default=None)
+
+
 # ---- task=train_reference (a maintainer's task: python -m tasks.train.harness_cost --reference)
 
 @dataclass
@@ -972,7 +983,7 @@ class PairGroupsResult(TaskResult):
 
 RESULT_TYPES: dict[str, type[TaskResult]] = {
     "train": TrainResult, "collectives": CollectivesResult, "grad_sync": GradSyncResult,
-    "pair_groups": PairGroupsResult, "train_reference": TrainReferenceResult,
+    "pair_groups": PairGroupsResult, "train_reference": TrainReferenceResult, "script": ScriptResult,
 }
 
 

@@ -57,6 +57,7 @@ class Task(StrEnum):
     collectives = "collectives"
     grad_sync = "grad_sync"
     pair_groups = "pair_groups"
+    script = "script"                     # the user's own training script, unchanged (tasks/script)
 
 
 class Backend(StrEnum):
@@ -355,6 +356,15 @@ class Fault:
 
 
 @dataclass
+class Script:
+    """task=script: the user's training script, run as torchrun would run it (tasks/script)."""
+    path: Optional[str] = None              # the script; relative to the directory train.py was started in
+    args: List[str] = MISSING               # its command-line arguments (sys.argv[1:])
+    max_steps: Optional[int] = ge(1)        # stop every rank after this many optimizer steps (null: run to its end)
+    first_step_timeout_s: float = gt(0)     # no optimizer step by then: not a training script (one line, failed)
+
+
+@dataclass
 class Measure:
     policy: MeasurePolicy = MISSING
     rel_ci: float = gt(0)
@@ -422,6 +432,7 @@ class Config:
     pairs: int = ge(1)
     pair_groups: PairGroups = field(default_factory=PairGroups)
     fault: Fault = field(default_factory=Fault)
+    script: Script = field(default_factory=Script)
     diagnose: Diagnose = field(default_factory=Diagnose)
     autotune: Optional[Autotune] = None
     scaling: Optional[Dict[str, str]] = None   # experiment=scaling: sync_at_<world size>

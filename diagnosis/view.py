@@ -111,6 +111,7 @@ class RunView:
         self.config = self.record.config if self.record.config is not None else {}
         self.env = self.record.env
         self.task = self.record.task or setting(self.config, "task")
+        self.task = "train" if self.task == "script" else self.task   # the user's script: task=train's figures
         # every task's result has world_size and device; a task this tool does not know has neither
         self.world_size = int(getattr(self.result, "world_size", None) or self.env.world_size or 1)
         self.train = self.result if isinstance(self.result, TrainResult) else TrainResult()   # task=train's figures

@@ -251,10 +251,12 @@ def _failed(e: ChildFailedError, watch: Watch) -> RankFailed:
         return RankFailed(watch.stuck.rank, watch.stuck.message, None)
     rank, failure = e.get_first_failure()
     outcome = _take(watch.directory)
-    if rank == 0 and outcome is not None and outcome.error and not outcome.signal:
-        message, traceback = outcome.error.removeprefix("rank 0 failed: "), outcome.traceback
-    else:
-        message, traceback = _failure_text(failure)
+    own = outcome.error.removeprefix("rank 0 failed: ") if outcome is not None and outcome.error \
+        and not outcome.signal else None
+    message, traceback = (own, outcome.traceback) if rank == 0 and own else _failure_text(failure)
+    if own and own.split(": ", 1)[-1] in message:   # the same error on every rank (a user's script, task=script):
+        message = own                                 # rank 0's own words
+        rank, traceback = 0, outcome.traceback
     if any(sign in message.lower() for sign in TIMEOUT_SIGNS):
         laggard = watch.laggard(rank)
         if laggard is not None:

@@ -63,7 +63,9 @@ class Config:
 
     @property
     def task(self) -> str | None:
-        return self.first.task
+        """task=script's records hold task=train's figures (tasks/script/result.py): compared as task=train's."""
+        task = self.first.task
+        return "train" if task == "script" else task
 
     @property
     def nums(self) -> list:

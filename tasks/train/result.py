@@ -273,9 +273,10 @@ def summarize(record: Record) -> str:
             lines.append(f"  buckets: {caps.rule}; {how}: {shown} MB")
     acc = r.accuracy
     lines.append("")
-    lines.append(f"loss {acc.final_loss:.4f}" + (f"   gradient rel. error vs exact fp32 all-reduce "
+    if acc is not None and acc.final_loss is not None:   # task=script: the script's loss is its own
+        lines.append(f"loss {acc.final_loss:.4f}" + (f"   gradient rel. error vs exact fp32 all-reduce "
                                                  f"{acc.grad_rel_error:.3e}"
-                                                 if acc.grad_rel_error is not None else ""))
+                                                     if acc.grad_rel_error is not None else ""))
     per = r.per_rank or []
     if len(per) > 1:
         lines.append("per rank: " + "  ".join(
