@@ -781,7 +781,8 @@ class TrainResult(TaskResult):
                                        "the blocks' serial correlation and effective sample size", default=None)
     step_time_s: Summary | None = doc("rank 0's step times; ci_lo/ci_hi null below 10 steps", default=None)
     phases: PhaseSummaries | None = doc("rank 0's time per step phase, each a Summary", default=None)
-    steady: bool | None = doc("true / false / null (too few steps to test)", default=None)
+    steady: bool | None = doc("true / false / null (too few steps to test, or a drift over 2% the test "
+                              "cannot call: unknown)", default=None)
     steady_state: SteadyState | None = None
     per_rank: list[TrainRank] | None = None
     slowest_rank: int | None = None

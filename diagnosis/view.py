@@ -187,6 +187,8 @@ class RunView:
         cap = self.step_s or float("inf")
         fix = lambda x: None if x is None else min(cap, max(0.0, x - less))  # noqa: E731 - a local helper
         after = f", less {ms_text(less)} ms of waiting for rank {w.rank}" if less else ""
+        if c.exposed_s - less > cap:    # the timers' figure differs from the one printed: say so, and by how much
+            after += f", capped at the step (DDP's timers say {ms_text(c.exposed_s)} ms)"
         if c.exposed_ci_lo is not None and c.exposed_ci_hi is not None:
             return {"median": fix(c.exposed_s), "ci_lo": fix(c.exposed_ci_lo), "ci_hi": fix(c.exposed_ci_hi),
                     "ci_level": 0.95, "n": n, "source": "record" + after, "wait_s": less, "measured_s": c.exposed_s}

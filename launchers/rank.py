@@ -25,6 +25,7 @@ from omegaconf import OmegaConf
 import tasks
 from comm import env as comm_env
 from base.context import RankContext
+from launchers.hang import collecting
 from launchers.heartbeat import beating
 from base.interrupt import Interrupted, signals_raise
 from base.log import for_rank, get
@@ -71,7 +72,10 @@ def run_rank(plain: dict, job: dict, hand_in=None) -> Outcome | None:
     if own_log:
         log.info(f"rank {rank} of {world_size} started: pid {os.getpid()} on {socket.gethostname()}")
     outcome = Outcome(started=now())
-    with signals_raise(), beating(job.get("launch_dir"), rank, outcome.progress):
+    launch_dir = job.get("launch_dir")
+    with signals_raise(), beating(launch_dir, rank, outcome.progress), \
+            collecting(launch_dir, job["output_dir"], rank, outcome.progress, plain.get("hang"),
+                       Path(launch_dir).name if launch_dir else None):
         try:
             comm_env.apply(cfg, output_dir)
             timeout = timedelta(seconds=float(cfg.timeout_s))

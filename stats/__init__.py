@@ -8,14 +8,17 @@ Conventions: times are seconds; speed-up ratios are candidate throughput / basel
 faster); `level` is the two-sided coverage; quartiles and p90 use numpy's linear interpolation.
 
 within   (one run: serially correlated steps or blocks)
-  batch_rate(walls, units)            sum(units)/sum(walls), batch-means t interval (Schmeiser 1982), lag-1, n_eff
-  batch_median(values)                median with a batch-medians interval
+  batch_rate(walls, units)            the long-run rate sum(units)/sum(walls); batch-means interval from 60 blocks
+  batch_median(values)                the typical step: median with a batch-medians interval (2-5 batches by length)
   serial(values)                      lag-1 autocorrelation and effective sample size
 runs     (across runs: the run is the unit)
   run_level(logs)                     geometric mean over runs, t(R-1) interval (Kalibera & Jones 2013)
   compare_runs(base, cand, rounds)    speed-up: paired t by round, or Welch; claims' p-values; repeats to decide
   plan_repeats(logs, within_se)       runs needed for +-rel_ci, from between- and within-run variance
   time_saved(speedup)                 the share of the time a speed-up saves (1 - 1/speedup)
+power    (what a design can see, and the plan that sees enough)
+  detectable(se, df, family)          smallest true difference called with 80% power (noncentral t, Holm's 1st step)
+  plan(Pilot, rows, target, budget_s) cheapest runs x steps after a pilot (Kalibera & Jones 2013), or the budget's
 verdict  (the one verdict code)
   judge(lo, hi, noise)                faster / slower / equivalent (TOST) / no significant difference
   claim_pvalues, adjust               p-values of the claims; Holm, or Benjamini-Hochberg (scipy)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .power import POWER, detectable
 from .runs import compare_runs
 from .verdict import CLAIMS, FAMILY_METHODS, NO_VERDICT, NOISE, NS, adjust, best_claim
 
@@ -43,12 +44,14 @@ def pair_verdicts(pairs: list[tuple[Row, Row]], noise: float = NOISE, level: flo
                   floor: float | None = None) -> list[dict]:
     """One family of (baseline, candidate) comparisons (a sweep table's rows, a scaling table's points). Each:
     {ratio, ci_lo, ci_hi, verdict (family-adjusted), verdict_unadjusted, claim, p, paired, df, log_ratio, log_se,
-    n_baseline, n_candidate, repeats_needed, method, family, noise, notes}."""
+    n_baseline, n_candidate, repeats_needed, detectable, method, family, noise, notes}. `detectable`: the smallest
+    true difference this row's design would have called with 80% power at the family's level (stats.power); an
+    inconclusive row says it in its notes, so "no significant difference" reads with what it could have seen."""
     threshold = max(noise, floor or 0.0)
     out: list[dict] = []
     for b, r in pairs:
         s = compare_runs(b.logs, r.logs, b.rounds, r.rounds, level=level, noise=noise, floor=floor)
-        d = {"ratio": s.ratio, "ci_lo": s.ci_lo, "ci_hi": s.ci_hi, "paired": s.paired, "df": s.df,
+        d = {"detectable": None, "ratio": s.ratio, "ci_lo": s.ci_lo, "ci_hi": s.ci_hi, "paired": s.paired, "df": s.df,
              "log_ratio": s.log_ratio, "log_se": s.log_se, "n_baseline": s.n_baseline, "n_candidate": s.n_candidate,
              "method": s.method, "noise": noise, "floor": threshold, "repeats_needed": s.repeats_needed, "notes": [],
              "family": None}
@@ -66,7 +69,15 @@ def pair_verdicts(pairs: list[tuple[Row, Row]], noise: float = NOISE, level: flo
     for d, ok in zip(judged, keep):
         d["verdict"] = d["claim"] if ok else NS
         d["family"] = family
+        d["detectable"] = detectable(d["log_se"], d["df"], len(judged), noise, level, POWER, floor)
+        if d["verdict"] == NS and d["detectable"] is not None:
+            d["notes"].append(f"would have seen a difference over {_pct(d['detectable'])} ({POWER:.0%} power, "
+                              f"{len(judged)} row(s))")
         if not ok and d["verdict_unadjusted"] != NS:
             d["notes"].append(f"{d['verdict_unadjusted']} alone, not after "
                               f"{'Holm' if method == 'holm' else 'Benjamini-Hochberg'} over {len(judged)} rows")
     return out
+
+
+def _pct(x: float) -> str:
+    return f"{x:.1%}" if x < 0.1 else f"{x:.0%}"

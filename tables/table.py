@@ -296,7 +296,8 @@ def _notes(cmp: Comparison, entries: list[Entry], rows: list[dict], first: str) 
     if any(len(c.entries) > 1 for c in cmp.configs):
         notes.append("A row merges the repeats of one configuration (runs: how many finished): throughput and step "
                      "median are geometric means over runs with t(R-1) intervals (Kalibera & Jones 2013); one run: "
-                     "its batch-means interval (5 batches of its timed blocks), which holds its own noise only.")
+                     "its own noise only: throughput from 60 timed blocks (3 batch means; a shorter run may hold none "
+                     "of the stalls the rate includes), the step median from 10 steps (2-5 batch medians).")
     plans = [(c.label, c.throughput["plan"]) for c in cmp.configs
              if c.throughput and (c.throughput.get("plan") or {}).get("runs_sd") is not None]
     if plans:

@@ -18,6 +18,7 @@ and, where a task has them (job/config.py and the launchers ask through getattr,
     RANKS_KNOB = ("pairs", 2)              the knob that sets the ranks, and ranks per unit (default world_size, 1)
     CPU_BY_DEFAULT = True                  device=auto means CPU unless backend=nccl (the gloo thread's experiment)
     MEASURES_STEPS = True                  an interrupted run says how many of its steps it measured
+    DIAGNOSED = False                      the diagnosis rules do not read this task: no diagnosis on the console
     OWN_PROCESS_GROUP = True               the task's code starts the process group itself (the user's script):
                                            the rank side starts none and issues no collective
 

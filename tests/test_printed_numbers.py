@@ -86,8 +86,8 @@ def test_samples_per_second_counts_batch_ranks_and_accumulate():
 
 
 def test_samples_interval_is_the_steps_interval_in_samples():
-    walls = [[0.5 + 0.01 * ((i * 3) % 7) for i in range(10)], [0.5] * 10]
-    tp = _assemble(batch=2, world=2, accumulate=5, walls=walls)["throughput"]
+    walls = [[0.5 + 0.01 * ((i * 3) % 7) for i in range(60)], [0.5] * 60]     # 60 blocks: the rate's interval
+    tp = _assemble(batch=2, world=2, accumulate=5, walls=walls, sizes=[2] * 60)["throughput"]
     assert tp["ci_lo"] < tp["steps_per_s"] < tp["ci_hi"]
     assert tp["samples_ci_lo"] == pytest.approx(20 * tp["ci_lo"]) and tp["samples_ci_hi"] == pytest.approx(
         20 * tp["ci_hi"])
@@ -154,13 +154,14 @@ def test_a_95_percent_run_level_interval_covers_95_percent_not_90():
 
 
 def test_a_95_percent_block_throughput_interval_covers_95_percent_not_90():
-    """One run of 20 independent timed blocks with a known rate: the batch-means interval of stats.block_throughput."""
+    """One run of 60 independent timed blocks with a known rate: the batch-means interval of stats.block_throughput
+    (the long-run rate has one from 60 blocks on)."""
     from stats import block_throughput
 
     rng = np.random.default_rng(32)
-    walls = np.exp(rng.normal(math.log(0.5), 0.05, size=(SIMS, 20)))
+    walls = np.exp(rng.normal(math.log(0.5), 0.05, size=(SIMS, 60)))
     truth = 1 / (0.5 * math.exp(0.05 ** 2 / 2))                # steps / E[wall] for lognormal walls of 1 step
-    hits = sum(b["ci_lo"] <= truth <= b["ci_hi"] for b in (block_throughput(w, [1] * 20) for w in walls))
+    hits = sum(b["ci_lo"] <= truth <= b["ci_hi"] for b in (block_throughput(w, [1] * 60) for w in walls))
     assert BOUNDS[0] <= hits / SIMS <= BOUNDS[1], hits / SIMS
 
 
@@ -343,14 +344,15 @@ def test_the_sync_against_the_microbenchmark_by_hand():
 
 # ------------------------------------------------------------------------------------------------ planned steps
 def test_steins_rule_plans_the_pilots_size_times_the_squared_ratio():
-    """n = pilot size x (pilot half-width / target)^2, with the half-width the record prints for the pilot
-    (describe's serial-series interval); a target a quarter of the pilot's width asks for 16x the steps."""
-    from stats import describe
-    from stats.summary import planned_steps
+    """n = pilot size x (pilot half-width / target)^2, with the pilot's 5-batch batch-medians half-width (the plan
+    keeps the 5 batches it was calibrated with); a target a quarter of the pilot's width asks for 16x the steps."""
+    from stats.summary import planned_steps, rel_halfwidth
+    from stats.within import batch_median
 
     pilot = list(1.0 + 0.05 * np.random.default_rng(3).standard_normal(20))
     for level in (0.95, 0.5):
-        half = describe(pilot, level=level, serial_series=True)["rel_ci_halfwidth"]
+        b = batch_median(pilot, level, count=5)
+        half = rel_halfwidth(b["median"], b["ci_lo"], b["ci_hi"])
         assert planned_steps(pilot, half / 4, 10, None, level=level) == 320     # 20 x 4^2
         assert planned_steps(pilot, half * 2, 10, None, level=level) == 10      # 20 / 4 = 5, below the minimum
     assert planned_steps(pilot, 0.01, 10, None) == planned_steps(pilot, 0.01, 10, None, level=0.95)
@@ -476,7 +478,7 @@ def test_a_serial_series_summary_keeps_its_level_and_method():
 
     x = list(np.random.default_rng(13).lognormal(0, 0.2, 40))
     for level in (0.95, 0.5):
-        d, b = describe(x, level=level, serial_series=True), batch_median(np.asarray(x), level)
+        d, b = describe(x, level=level, serial_series=True), batch_median(np.asarray(x), level, count=5)
         assert (d["ci_lo"], d["ci_hi"], d["ci_level"], d["ci_method"]) == (b["ci_lo"], b["ci_hi"], level,
                                                                            SERIAL_CI_METHOD)
     assert describe(x, serial_series=True)["lag1"] == serial(np.log(x))["lag1"]   # positive: on the log scale

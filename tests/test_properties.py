@@ -119,7 +119,7 @@ def test_a_median_interval_widens_as_its_level_rises(values, pair):
 
 
 @FAST
-@given(walls=st.lists(st.floats(0.05, 5.0, allow_nan=False), min_size=10, max_size=40), pair=levels)
+@given(walls=st.lists(st.floats(0.05, 5.0, allow_nan=False), min_size=60, max_size=90), pair=levels)
 def test_a_block_throughput_interval_widens_as_its_level_rises(walls, pair):
     from stats import block_throughput
 

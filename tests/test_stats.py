@@ -79,16 +79,17 @@ def _ar1(rng, n, phi, sd=0.05):
 
 
 def test_block_throughput_is_a_batch_means_t_interval_by_hand():
-    walls = [1.0, 1.1, 0.9, 1.05, 0.95, 1.0, 1.2, 0.8, 1.0, 1.0]
-    b = block_throughput(walls, [10] * 10)
-    assert b["steps_per_s"] == pytest.approx(100 / sum(walls)) and b["n_blocks"] == 10 and b["batches"] == 5
-    logs = np.log([20 / 2.1, 20 / 1.95, 20 / 1.95, 20 / 2.0, 20 / 2.0])    # 5 batches of 2 blocks
-    h = 2.7764451051977987 * logs.std(ddof=1) / np.sqrt(5)               # t_{0.975, 4}
-    centre = np.log(100 / sum(walls))
+    walls = [1.0, 1.1, 0.9, 1.05, 0.95, 1.0, 1.2, 0.8, 1.0, 1.0] * 6      # 60 blocks: 3 batches of 20
+    b = block_throughput(walls, [10] * 60)
+    assert b["steps_per_s"] == pytest.approx(600 / sum(walls)) and b["n_blocks"] == 60 and b["batches"] == 3
+    logs = np.log([200 / sum(walls[0:20]), 200 / sum(walls[20:40]), 200 / sum(walls[40:60])])
+    h = 4.302652729749464 * logs.std(ddof=1) / np.sqrt(3)                # t_{0.975, 2}
+    centre = np.log(600 / sum(walls))
     assert (b["ci_lo"], b["ci_hi"]) == (pytest.approx(np.exp(centre - h)), pytest.approx(np.exp(centre + h)))
-    assert block_throughput(walls, [10] * 10, seed=7) == b    # nothing random
-    short = block_throughput(walls[:9], [10] * 9)
-    assert short["ci_lo"] is None and "needs 10" in short["method"]
+    assert block_throughput(walls, [10] * 60, seed=7) == b    # nothing random
+    short = block_throughput(walls[:59], [10] * 59)             # the long-run rate: none under 60 blocks (issue 39)
+    assert short["ci_lo"] is None and "stalls" in short["method"] and short["log_se"] is not None
+    assert block_throughput(walls[:9], [10] * 9)["log_se"] is None
 
 
 def test_batch_means_widen_the_interval_under_serial_correlation():
@@ -104,11 +105,12 @@ def test_batch_means_widen_the_interval_under_serial_correlation():
 def test_batch_median_and_describe_of_a_series():
     x = np.arange(1.0, 21.0)
     b = batch_median(x)
-    meds = np.array([2.5, 6.5, 10.5, 14.5, 18.5])
-    h = 2.7764451051977987 * meds.std(ddof=1) / np.sqrt(5)
+    meds = np.array([5.5, 15.5])                                        # 20 values: 2 batches (issue 39)
+    h = 12.706204736174698 * meds.std(ddof=1) / np.sqrt(2)
     assert b["median"] == 10.5 and (b["ci_lo"], b["ci_hi"]) == (pytest.approx(10.5 - h), pytest.approx(10.5 + h))
-    d = describe(x, serial_series=True)
-    assert d["ci_lo"] == pytest.approx(b["ci_lo"]) and d["ci_level"] == 0.95 and "batch medians" in d["ci_method"]
+    d = describe(x, serial_series=True)             # the record keeps 5 batches (the diagnosis's noise floor)
+    assert d["ci_lo"] == pytest.approx(batch_median(x, count=5)["ci_lo"])
+    assert d["ci_level"] == 0.95 and "batch medians" in d["ci_method"]
     assert d["lag1"] > 0.7 and describe(x[:6], serial_series=True)["ci_lo"] is None
 
 

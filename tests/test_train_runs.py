@@ -1,8 +1,6 @@
 """Runs of the train task: 2 gloo ranks started by the elastic launcher, tiny models; the record says what ran.
 Most run in this process (run_job on a composed config); the entry point itself (`python train.py`: the recorded
 command line, exit codes, Hydra's own errors, the harness-cost command) runs as a real subprocess."""
-import time
-
 import pytest
 
 from base.record import SCHEMA_VERSION
@@ -39,7 +37,8 @@ def test_default_strategy_ddp_record(tmp_path):
     assert len(r["series"]["step_time_s"]) == r["steps"] == 10
     # serial correlation recorded for every run (issue 22): the blocks' and each series' lag-1 and effective size
     assert {"lag1", "n_eff"} <= set(r["throughput"]) and {"lag1", "n_eff"} <= set(r["step_time_s"])
-    assert "batch means" in r["throughput"]["method"] and "batch medians" in r["step_time_s"]["ci_method"]
+    # 10 blocks: the step median has its interval, the long-run rate (stalls included) none until 60 (issue 39)
+    assert "60 blocks" in r["throughput"]["method"] and "batch medians" in r["step_time_s"]["ci_method"]
     c = r["comm"]
     assert c["buckets"]["count"] >= 1 and c["bytes_per_step"] == sum(c["buckets"]["sizes_bytes"])
     assert c["time_s"] > 0 and c["exposed_s"] >= 0 and c["busbw_GBps"] == pytest.approx(c["algbw_GBps"])
@@ -76,16 +75,6 @@ def test_raw_folder_data(tmp_path):
     root = make_raw_folder(tmp_path / "raw", classes=4, files_per_class=8, size=64)
     r = ok_inprocess([*TINY, "data=raw_folder", f"data.root={root}", "data.workers=0"], tmp_path)["result"]
     assert r["steps"] == 10
-
-
-def test_a_failing_rank_ends_the_job_quickly_with_its_error(tmp_path, capfd):
-    t = time.monotonic()
-    rec, code = run_inprocess([*TINY, "fault.rank=1", "fault.step=2", "timeout_s=300"], tmp_path)
-    elapsed = time.monotonic() - t
-    assert code == 1
-    assert "rank 1 failed: RuntimeError: fault injected on rank 1 at step 2" in capfd.readouterr().err
-    assert elapsed < 60, f"took {elapsed:.0f}s: the job waited instead of ending"
-    assert rec["status"] == "failed" and "fault injected on rank 1" in rec["error"]
 
 
 def test_config_error_exits_2_with_message_and_no_traceback(tmp_path):
@@ -129,7 +118,7 @@ def test_train_reference_runs_as_its_own_task(tmp_path):
     rec = ok_inprocess([*TINY, "task=train_reference", "measure.policy=fixed"], tmp_path)
     r = rec["result"]
     assert r["steps"] == 10 and r["world_size"] == 2 and r["throughput"]["n_blocks"] == 10
-    assert r["throughput"]["ci_lo"] <= r["throughput"]["steps_per_s"] <= r["throughput"]["ci_hi"]
+    assert r["throughput"]["ci_lo"] is None and "60 blocks" in r["throughput"]["method"]   # 10 blocks (issue 39)
     assert len(r["threads"]) == 2 and all(c > 0 for c in r["cpu_s_per_step"])
     # the same precision path as task=train (torch's TF32 defaults unless asked otherwise), recorded
     assert r["precision"] == "fp32" and r["precision_flags"]["cudnn_allow_tf32"] is True

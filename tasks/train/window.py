@@ -19,6 +19,7 @@ import torch.distributed as dist
 from base.record_types import Measure
 from stats import adaptive_should_stop, batch_median, rel_halfwidth
 from stats.summary import MIN_BLOCKS
+from stats.within import BATCHES
 from device import synchronize
 
 AGREEMENT = ("one all_reduce(MAX) of [any rank wants more, any rank stopped on a cap] after each block, outside the "
@@ -126,7 +127,7 @@ class Window:
         values, what = self.samples()
         half = None
         if values:
-            b = batch_median(values)
+            b = batch_median(values, count=BATCHES)   # as the record's step_time_s (stats.describe)
             med = b["median"]
             half = rel_halfwidth(med, b["ci_lo"], b["ci_hi"]) if med > 0 else None
         adaptive = self.policy == "adaptive"
