@@ -32,7 +32,9 @@ def test_every_committed_record_reads_typed_and_round_trips():
     for path in COMMITTED:
         text = path.read_text()
         record = Record.read(path)
-        assert isinstance(record.result, types[record.task]), path
+        # a hung or killed run can end before any rank wrote its result: the record keeps the error (and dumps)
+        ended_early = record.result is None and record.status in ("hung", "failed")
+        assert isinstance(record.result, types[record.task]) or ended_early, path
         assert json.dumps(record.to_dict(), indent=2) == json.dumps(json.loads(text), indent=2), path
         assert list(_extras(record)) == [], f"{path}: keys the types do not declare: {list(_extras(record))}"
 
