@@ -233,7 +233,7 @@ class Pools:
         phases = phase_seconds(v.acc)
         inp = phases.get("data", 0.0) + phases.get("h2d", 0.0)
         exposed = v.exposed()
-        ex = exposed["median"] if exposed else 0.0
+        ex = exposed.median if exposed else 0.0
         if not exposed and v.train.sync in ("per_param", "flat"):
             ex = phases.get("sync", 0.0)
         own = T - w

@@ -98,12 +98,12 @@ def test_too_few_steps_for_a_95_interval_is_noise():
 def test_record_intervals_are_used_when_present_and_missing_ones_said():
     rec = train()
     rec["result"]["step_time_s"] = {"median": 0.1, "ci_lo": 0.05, "ci_hi": 0.15, "ci_level": 0.95, "n": 40}
-    assert RunView(rec).step["source"] == "record"
+    assert RunView(rec).step.source == "record"
     assert diagnose(rec)["noise"]["floor"] == pytest.approx(0.5)
     bare = train(world_size=1, exposed_s=0.006)        # a figure with neither interval nor series says so
     del bare["result"]["series"]
     bare["result"]["step_time_s"] = {"median": 0.1}
-    assert RunView(bare).step["ci_lo"] is None
+    assert RunView(bare).step.ci_lo is None
     assert ("step (throughput) 100 ms (no interval: throughput, no interval (< 10 blocks))"
             in format_text(diagnose(bare)))
 
@@ -610,9 +610,9 @@ def test_a_short_window_gets_no_interval_that_takes_its_steps_as_independent():
     from diagnosis.view import sample
 
     s = sample(None, [0.10, 0.12, 0.11, 0.13, 0.10, 0.12])
-    assert s["median"] == pytest.approx(0.115) and s["ci_lo"] is None and s["ci_hi"] is None
+    assert s.median == pytest.approx(0.115) and s.ci_lo is None and s.ci_hi is None
     long = sample(None, [0.10, 0.12, 0.11, 0.13, 0.10, 0.12] * 5)
-    assert long["ci_lo"] is not None and long["ci_lo"] <= long["median"] <= long["ci_hi"]
+    assert long.ci_lo is not None and long.ci_lo <= long.median <= long.ci_hi
 
 
 def test_a_window_too_short_for_an_interval_says_its_noise_is_unknown():
