@@ -30,6 +30,7 @@ loopback; the record's env.link says which link the ranks had (loopback otherwis
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import logging
 import multiprocessing.spawn
@@ -178,6 +179,13 @@ def _quiet_torch() -> None:
             logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
+def _shutdown_timeout(seconds: int) -> dict:
+    """LaunchConfig's shutdown_timeout, where this torch has it: torch 2.11 (a GPU image's) has no such field and
+    refused the whole launch; there the agent waits its own 30 s before it kills the other ranks."""
+    names = {f.name for f in dataclasses.fields(LaunchConfig)}
+    return {"shutdown_timeout": seconds} if "shutdown_timeout" in names else {}
+
+
 def launch_local(plain: dict, job: dict, host: str = LOCAL_HOST):
     """Rank 0's Outcome. Raises RankFailed naming the rank that failed (or stopped answering) with rank 0's Outcome
     if it has one, CannotStart when no rank could be spawned, or Interrupted when this process got SIGINT/SIGTERM.
@@ -196,8 +204,8 @@ def launch_local(plain: dict, job: dict, host: str = LOCAL_HOST):
         max_restarts=0,
         monitor_interval=0.1,
         start_method="spawn",
-        shutdown_timeout=SHUTDOWN_S,
         logs_specs=DefaultLogsSpecs(log_dir=str(launch_dir / "elastic")),  # error files: not a torchelastic_* temp dir
+        **_shutdown_timeout(SHUTDOWN_S),
     )
     spec = link.spec_of(plain)
     network = link.Network(spec, int(plain["world_size"])) if spec is not None else None

@@ -235,18 +235,22 @@ gpus = torch.cuda.device_count()
 
 
 @pytest.mark.gpu
+@pytest.mark.slow
 @pytest.mark.skipif(gpus == 0, reason="needs CUDA")
 @pytest.mark.parametrize("backend,device", [("nccl", "cuda"), ("gloo", "cuda")])
 def test_collectives_on_gpu(tmp_path, backend, device):
     world = min(2, gpus) if backend == "nccl" else 2
     rec = ok(run_train([*SMALL_COLLECTIVES, f"world_size={world}", f"backend={backend}",
-                        f"collectives.device={device}", "collectives.inplace=both"], tmp_path))
+                        f"collectives.device={device}", "collectives.inplace=both",
+                        # gloo ranks on CUDA tensors share the GPUs (placement refuses 2 ranks on 1 GPU otherwise)
+                        *(["device=cuda"] if backend == "gloo" else [])], tmp_path))
     r = rec["result"]
     assert r["device"].startswith("cuda") and r["backend"] == backend and r["wrong_total"] == 0
     assert r["timing"] == "CUDA events on the current stream"
 
 
 @pytest.mark.gpu
+@pytest.mark.slow
 @pytest.mark.skipif(gpus == 0, reason="needs CUDA")
 def test_grad_sync_on_gpu(tmp_path):
     world = min(2, gpus)
@@ -257,6 +261,7 @@ def test_grad_sync_on_gpu(tmp_path):
 
 
 @pytest.mark.gpu
+@pytest.mark.slow
 @pytest.mark.skipif(gpus < 2, reason="needs 2 GPUs (one per rank with nccl)")
 def test_pair_groups_nccl(tmp_path):
     rec = ok(run_train(["task=pair_groups", "pairs=1", "backend=nccl", "logger=none", "pair_groups.iters=64"],
