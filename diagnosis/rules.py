@@ -21,7 +21,7 @@ from base.record_types import (CommStats, Evidence, Finding, GradSyncResult, Mic
                                Straggler, StragglerRank)
 from diagnosis.sources import (GLOO_PAIRS_THREAD, MORE_GPUS_ARTICLE, NCCL_RDMA_ARTICLE, VGG11_THREAD, VIT_STUDY,
                                cite)
-from diagnosis.view import OTHER_LOAD, RunView, Sample, interval_note, lower
+from diagnosis.view import OTHER_LOAD, Noise, RunView, Sample, interval_note, lower
 from stats.fmt import ms
 
 EXPOSED_SHARE = 0.15        # exposed communication above 15% of the step
@@ -198,21 +198,21 @@ def _efficiency_ev(ref: dict) -> Evidence:
 
 
 # ------------------------------------------------------------------------------------------------- the noise rule
-def noise_rule(v: RunView, noise: dict, hidden: list[Finding] | None = None) -> Finding | None:
+def noise_rule(v: RunView, noise: Noise, hidden: list[Finding] | None = None) -> Finding | None:
     """Said before the findings, not numbered as a cause, and only where the run's own noise hides a finding: one
     whose effect is above the 2% threshold (compare.noise's default, below which nothing is named anyway) and under
     the floor the noise sets. The title names the size of what it hides."""
-    floor, threshold = noise["floor"], noise.get("threshold", 0.0)
+    floor, threshold = noise.floor, noise.threshold
     masked = [f for f in hidden or [] if threshold < f.material <= floor]
-    if not noise.get("noisy") or not masked:
+    if not noise.noisy or not masked:
         return None
-    n = noise.get("n") or v.train.steps or 1
-    half = noise.get("rel_halfwidth") or floor
+    n = noise.n or v.train.steps or 1
+    half = noise.rel_halfwidth or floor
     # the median's interval narrows roughly as 1/sqrt(n): steps for +-5%, at least 30 (a 95% interval, drift test),
     # at most MAX_STEPS (beyond that the noise is a busy machine, which more steps do not remove)
     steps = min(MAX_STEPS, max(30, int(math.ceil(n * (half / 0.05) ** 2))))
     evidence = [_step_ev(v)]
-    steady = noise.get("steady")
+    steady = noise.steady
     if steady is not None and steady.drift is not None:
         evidence.append(ev("drift, last third vs first third of the window", 100 * steady.drift, "%",
                            "result.steady", f"p={steady.p_value:.2g}" if steady.p_value is not None else ""))
@@ -221,7 +221,7 @@ def noise_rule(v: RunView, noise: dict, hidden: list[Finding] | None = None) -> 
         v, first=True,
         title=f"Noisy measurement: differences under {100 * floor:.1f}% of the step are not attributable; it hides "
               f"{len(masked)} finding{'s' if len(masked) != 1 else ''} of {sizes}",
-        detail="; ".join(noise["reasons"]) + ". More steps narrow the interval when the noise is random; a busy "
+        detail="; ".join(noise.reasons) + ". More steps narrow the interval when the noise is random; a busy "
                "machine needs a quieter moment.",
         evidence=evidence, saving=None, impact=floor, change={"steps": steps},
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shlex
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from base.record import Record, setting, typed_block
@@ -70,6 +70,27 @@ class Sample:
         """From a stats.describe (or a record's Summary) dict."""
         return cls(d["median"], d.get("ci_lo"), d.get("ci_hi"), d.get("ci_level"), d.get("n"), source,
                    (d.get("outliers_high") or 0) + (d.get("outliers_low") or 0))
+
+
+@dataclass
+class Noise:
+    """How far apart two numbers of one run must be to count (RunView.noise), and why."""
+    floor: float = NOISE            # never below stats' 2% noise
+    threshold: float = NOISE        # below it nothing is called a difference (compare.noise's default)
+    measured: float = 0.0           # the part of the floor the run's own noise sets
+    noisy: bool = False
+    reasons: list[str] = field(default_factory=list)
+    n: int | None = None
+    ci_level: float | None = None
+    median_s: float | None = None
+    rel_halfwidth: float | None = None
+    of: str | None = None           # the figure rel_halfwidth is of
+    steady: SteadyState | None = None
+
+    def to_dict(self) -> dict:
+        """As the diagnosis prints it (result.diagnosis.noise)."""
+        return {k: getattr(self, k) for k in ("floor", "measured", "threshold", "noisy", "reasons", "n", "ci_level",
+                                              "rel_halfwidth", "of")}
 
 
 def sample(summary: Summary | None, series: list | None) -> Sample | None:
@@ -224,7 +245,7 @@ class RunView:
         return seconds / self.step_s if seconds is not None and self.step_s else None
 
     # ------------------------------------------------------------------------------------------ noise
-    def noise(self) -> dict:
+    def noise(self) -> Noise:
         """How far apart two numbers of this run must be to count: the step's relative half-width (the throughput's
         interval where the record has one, else rank 0's step median's), a window that was still drifting, too many
         outliers. The floor never goes below stats' 2% noise (compare.noise's default: the threshold below which
@@ -233,47 +254,47 @@ class RunView:
         s = self.step_sample()
         if s is None or s.ci_lo is None:
             s = timer
-        out: dict[str, Any] = {"floor": NOISE, "reasons": [], "noisy": False, "measured": 0.0, "threshold": NOISE}
+        out = Noise()
         if s is None:
-            out["reasons"].append("no step times in the record: noise not assessed")
+            out.reasons.append("no step times in the record: noise not assessed")
             return out
-        out.update(n=s.n, ci_level=s.ci_level, median_s=s.median)
+        out.n, out.ci_level, out.median_s = s.n, s.ci_level, s.median
         if timer is not None and timer.ci_level is not None and timer.ci_level < 0.95 and timer.n:
-            out["noisy"] = True
-            out["reasons"].append(f"{timer.n} measured steps cannot give a 95% interval for the median "
+            out.noisy = True
+            out.reasons.append(f"{timer.n} measured steps cannot give a 95% interval for the median "
                                   f"(the widest, min to max, covers {100 * timer.ci_level:.0f}%)")
         elif s.ci_lo is None and s.n:     # neither the throughput nor the step timer has an interval
-            out["noisy"] = True
-            out["reasons"].append(f"the noise is unknown: {s.n} measured steps are too few for a 95% interval "
+            out.noisy = True
+            out.reasons.append(f"the noise is unknown: {s.n} measured steps are too few for a 95% interval "
                                   "that allows for their serial correlation (10 or more: steps=30)")
         if s.ci_lo is not None and s.median:
             half = rel_halfwidth(s.median, s.ci_lo, s.ci_hi)
-            out["rel_halfwidth"] = half
-            out["of"] = "throughput" if s is not timer else "rank 0's step median"
-            out["floor"] = max(out["floor"], half)
-            out["measured"] = half
+            out.rel_halfwidth = half
+            out.of = "throughput" if s is not timer else "rank 0's step median"
+            out.floor = max(out.floor, half)
+            out.measured = half
             if half > NOISY_HALFWIDTH:
-                out["noisy"] = True
-                out["reasons"].append(f"step median known only to +-{100 * half:.1f}% ({interval_note(s)})")
+                out.noisy = True
+                out.reasons.append(f"step median known only to +-{100 * half:.1f}% ({interval_note(s)})")
         # result.steady is its verdict alone (True/False/None)
         steady = self.train.steady_state
         if steady is None and len(self.series.step_time_s or []):
             steady = SteadyState.from_dict(steady_state(self.series.step_time_s), "steady")
-        out["steady"] = steady
+        out.steady = steady
         if steady is not None and steady.steady is False:
-            out["noisy"] = True
+            out.noisy = True
             drift = abs(steady.drift or 0.0)
-            out["floor"] = max(out["floor"], drift)
-            out["measured"] = max(out["measured"], drift)
-            out["reasons"].append(f"the window was not steady: {steady.reason}")
+            out.floor = max(out.floor, drift)
+            out.measured = max(out.measured, drift)
+            out.reasons.append(f"the window was not steady: {steady.reason}")
         other = self.other_load()
         if other is not None and other > OTHER_LOAD:
-            out["noisy"] = True
-            out["reasons"].append(f"other processes kept {100 * other:.0f}% of the host's CPUs busy during the "
+            out.noisy = True
+            out.reasons.append(f"other processes kept {100 * other:.0f}% of the host's CPUs busy during the "
                                   "window (host counters minus the ranks' own CPU time)")
         if timer is not None and timer.n and timer.outliers / timer.n > OUTLIER_SHARE:
-            out["noisy"] = True
-            out["reasons"].append(f"{timer.outliers} of {timer.n} steps are outliers (beyond 1.5 IQR)")
+            out.noisy = True
+            out.reasons.append(f"{timer.outliers} of {timer.n} steps are outliers (beyond 1.5 IQR)")
         return out
 
     def works(self) -> list[RankWork]:

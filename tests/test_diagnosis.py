@@ -623,7 +623,7 @@ def test_a_window_too_short_for_an_interval_says_its_noise_is_unknown():
     from tests.records import train_record
 
     noise = RunView(as_record(train_record(overrides=["optim=none"], steps_per_s=2.0, steps=6))).noise()
-    assert noise["noisy"] and any("6 measured steps are too few" in r for r in noise["reasons"])
+    assert noise.noisy and any("6 measured steps are too few" in r for r in noise.reasons)
 
 
 def test_each_rule_states_the_tasks_it_reads():
