@@ -464,8 +464,8 @@ def per_param(v: RunView) -> Finding | None:
     point = sync.median
     if full is not None and lo is not None:   # overlap needs a free core: gloo's all-reduce is CPU work
         point = max(lo, 0.0)
-        how = (f"this host's cores are full (host {100 * full['host_busy']:.0f}% busy, the ranks' own work "
-               f"{100 * full['own']:.0f}%), so DDP's all-reduce cannot run beside backward for free: the estimate is "
+        how = (f"this host's cores are full (host {100 * full.host_busy:.0f}% busy, the ranks' own work "
+               f"{100 * full.own:.0f}%), so DDP's all-reduce cannot run beside backward for free: the estimate is "
                "the no-overlap case, the calls' overhead down to one call of the total; hiding all of it is the "
                "range's top")
     return PER_PARAM.finding(
@@ -578,12 +578,12 @@ def _contention(v: RunView, per_host: int, threads: int) -> Finding | None:
     compute = v.share(("forward", "backward"))
     evidence = [ev("ranks on this host", per_host, "", "result.world_size / env.hostnames", "counted"),
                 ev("torch intra-op threads per rank", threads, "", "result.per_rank[].work.torch_threads", "counted"),
-                ev("cores", c["cores"], "", "env.cpu_count", "counted"),
-                ev("host busy over the window (every process)", 100 * c["host_busy"], "%",
+                ev("cores", c.cores, "", "env.cpu_count", "counted"),
+                ev("host busy over the window (every process)", 100 * c.host_busy, "%",
                    "result.per_rank[0].work.host_busy", "/proc/stat"),
-                ev("the ranks' own CPU use over the window", 100 * c["own"], "%", "result.per_rank[].work.cpu_s",
+                ev("the ranks' own CPU use over the window", 100 * c.own, "%", "result.per_rank[].work.cpu_s",
                    "getrusage of each rank / cores x wall"),
-                ev("involuntary context switches per second per rank", c["switches_per_s"], "",
+                ev("involuntary context switches per second per rank", c.switches_per_s, "",
                    "result.per_rank[].work.involuntary_switches", "median over ranks: preempted for another thread"),
                 ev_pct("compute share of the step (forward + backward)", compute, "phases")]
     ref = v.reference
@@ -595,8 +595,8 @@ def _contention(v: RunView, per_host: int, threads: int) -> Finding | None:
     k = max(4, 2 * int(v.train.accumulate or 1))   # never the run's own setting
     return CONTENTION.finding(
         v,
-        title=f"{per_host} DDP ranks keep the {c['cores']} cores {100 * c['host_busy']:.0f}% busy and are preempted "
-              f"{c['switches_per_s']:.0f} times a second: compute and gloo's all-reduce threads take turns on the "
+        title=f"{per_host} DDP ranks keep the {c.cores} cores {100 * c.host_busy:.0f}% busy and are preempted "
+              f"{c.switches_per_s:.0f} times a second: compute and gloo's all-reduce threads take turns on the "
               "cores",
         detail=("DDP overlaps each bucket's all-reduce with the rest of backward; with gloo on CPU the all-reduce is "
                 "CPU work on gloo's own threads, so on a host with no spare core it does not hide behind backward, it "

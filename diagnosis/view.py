@@ -93,6 +93,15 @@ class Noise:
                                               "rel_halfwidth", "of")}
 
 
+@dataclass(frozen=True)
+class Contention:
+    """One CPU host's cores full of the ranks' own work (RunView.contention)."""
+    cores: int
+    host_busy: float            # every process, over the window
+    own: float                  # the ranks' CPU time / cores x wall
+    switches_per_s: float       # involuntary context switches per second per rank (median)
+
+
 def sample(summary: Summary | None, series: list | None) -> Sample | None:
     """The record's interval, else one computed from the series. The series is a run's consecutive steps (serially
     correlated): its interval is the batch-medians one, as the writer's, so a window too short for one (under 10
@@ -313,7 +322,7 @@ class RunView:
         host = self._one_host()
         return None if host is None else max(0.0, host[0][0].host_busy - host[2])
 
-    def contention(self) -> dict | None:
+    def contention(self) -> Contention | None:
         """The ranks on one CPU host fighting over its cores, from the window's counters: the cores are full
         (host_busy >= CONTENDED_BUSY), the ranks themselves fill them (>= CONTENDED_OWN of cores x wall), and the
         scheduler preempts each rank at least CONTENDED_SWITCHES times a second (another of its threads, or a peer's,
@@ -323,8 +332,8 @@ class RunView:
             return None
         works, cores, own = host
         switches = statistics.median(w.involuntary_switches / w.wall_s for w in works if w.wall_s)
-        out = {"cores": cores, "host_busy": works[0].host_busy, "own": own, "switches_per_s": switches}
-        contended = (out["host_busy"] >= CONTENDED_BUSY and own >= CONTENDED_OWN
+        out = Contention(cores, works[0].host_busy, own, switches)
+        contended = (out.host_busy >= CONTENDED_BUSY and own >= CONTENDED_OWN
                      and switches >= CONTENDED_SWITCHES)
         return out if contended else None
 
