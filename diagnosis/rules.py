@@ -208,9 +208,10 @@ def noise_rule(v: RunView, noise: Noise, hidden: list[Finding] | None = None) ->
         return None
     n = noise.n or v.train.steps or 1
     half = noise.rel_halfwidth or floor
-    # the median's interval narrows roughly as 1/sqrt(n): steps for +-5%, at least 30 (a 95% interval, drift test),
-    # at most MAX_STEPS (beyond that the noise is a busy machine, which more steps do not remove)
-    steps = min(MAX_STEPS, max(30, int(math.ceil(n * (half / 0.05) ** 2))))
+    # the median's interval narrows roughly as 1/sqrt(n): steps for +-5%, at least 30 (a 95% interval, drift test)
+    # and at least twice this run's (where outliers or drift set the floor, the half-width may already be under 5%:
+    # an H200 run of 50 steps was told steps=47), at most MAX_STEPS (beyond that the noise is a busy machine)
+    steps = min(MAX_STEPS, max(30, 2 * n, int(math.ceil(n * (half / 0.05) ** 2))))
     evidence = [_step_ev(v)]
     steady = noise.steady
     if steady is not None and steady.drift is not None:

@@ -52,10 +52,15 @@ def _num(x: float, decimals: int | None) -> str:
 
 
 def fmt_ci(value: float, lo: float | None, hi: float | None, unit: str = "") -> str:
+    """The value and its interval to the interval's digits, but never so few that the value loses its first significant
+    digit: an interval 35 times the value's size (a 39 us median in [34, 1366] us, seen on an H200) printed
+    `0 [0, 1400]`."""
     d = sig_digits(value, lo, hi)
     unit = f" {unit}" if unit else ""
     if d is None:
         return f"{_num(value, None)}{unit}"
+    if value:
+        d = max(d, -math.floor(math.log10(abs(value))))
     return f"{_num(value, d)} [{_num(lo, d)}, {_num(hi, d)}]{unit}"
 
 

@@ -640,3 +640,22 @@ def test_each_rule_states_the_tasks_it_reads():
     assert names("pair_groups") == ["pair_groups_oversubscription", "nccl_transport"]
     assert names("collectives") == names(None) == ["nccl_transport"]
     assert "busy_host" in names("train") and "grad_sync_per_param" not in names("train")
+
+
+def test_the_noise_rule_never_asks_for_fewer_steps_than_the_run_took():
+    """An H200 run of 50 steps whose floor came from outliers (half-width 4.8%) was told `steps=47`: the steps asked
+    for are at least twice the run's, since the half-width alone cannot say what outliers need."""
+    from dataclasses import replace
+
+    from diagnosis.rules import noise_rule
+    from diagnosis.view import Noise
+
+    rec = train(steps=50)
+    hidden = Finding(rule="exposed_comm.link", title="t", detail="d", evidence=[], matches="m", saving=None,
+                     command="c", impact=0.03)
+    noise = Noise(noisy=True, floor=0.048, threshold=0.02, n=50, rel_halfwidth=0.048,
+                  reasons=["11 of 50 steps are outliers (beyond 1.5 IQR)"])
+    f = noise_rule(RunView(rec), noise, hidden=[hidden])
+    assert f.recommends == {"steps": 100} and "steps=100" in f.command
+    wide = replace(noise, rel_halfwidth=0.10, floor=0.10)     # the half-width rule where it asks for more: 50 x 4
+    assert noise_rule(RunView(rec), wide, hidden=[hidden]).recommends == {"steps": 200}

@@ -54,6 +54,10 @@ def test_digit_trimming():
     assert fmt_ci(1.03456, 1.0301, 1.0389) == "1.0346 [1.0301, 1.0389]"
     assert fmt_ci(1234.5, 1100, 1400, "ms") == "1230 [1100, 1400] ms"
     assert fmt_ci(1.23456, None, None) == "1.235"
+    # an interval far wider than the value keeps the value's first significant digit (an H200 row printed 0 [0, 1400])
+    assert fmt_ci(39.18, 33.92, 1366.46) == "40 [30, 1370]"
+    assert fmt_ci(0.0123, 0.01, 0.9) == "0.01 [0.01, 0.90]"
+    assert fmt_ci(6.6, 2.1, 20.0) == "7 [2, 20]"                 # where the value keeps a digit, the width decides
     assert sig_digits(1.83456, 1.2, 2.5) == 1 and sig_digits(1.0, 1.0, 1.0) is None
     assert fmt_ratio(1.2534, 1.18, 1.31, "faster") == "1.25x [1.18, 1.31]"
     assert fmt_ratio(1.0012, 0.93, 1.07, "no significant difference") == "~1 (0.93-1.07, n.s.)"
