@@ -20,6 +20,7 @@ class RankContext:
     backend: str             # the process group's backend: "nccl" | "gloo"
     output_dir: Path         # the job's directory, shared by all ranks
     hostname: str
+    store: Any = None        # the rank side's own part of the rendezvous store (per-rank figures without a collective)
     progress: dict = field(default_factory=dict)  # how far the task got (e.g. warmup_steps_done): what an
                                                   # interrupted run records, and what its heartbeat reports
 

@@ -37,7 +37,7 @@ def now() -> str:
 
 @dataclass
 class Record(Block):
-    status: str = field(metadata={"doc": '"ok" | "failed" | "interrupted"'})
+    status: str = field(metadata={"doc": '"ok" | "failed" | "interrupted" | "hung"'})
     task: str | None = field(default=None, metadata={"doc": '"train" | "collectives" | "grad_sync" | "pair_groups"'})
     command: str | None = field(default=None, metadata={
         "doc": "`python train.py <overrides>`, shell-quoted, as typed: `${oc.env:...}` stays text"})

@@ -517,6 +517,8 @@ class TrainRank(Block):
     cpu_s_per_step: float | None = None
     threads: Threads | None = None
     work: RankWork | None = None
+    series: Series | None = doc("this rank's per-step series (task=script): diagnosis/hiccup.py reads a rank's "
+                                "stalls every N steps in it", default=None)
 
 
 @dataclass
@@ -769,7 +771,8 @@ class TrainResult(TaskResult):
                                        "the blocks' serial correlation and effective sample size", default=None)
     step_time_s: Summary | None = doc("rank 0's step times; ci_lo/ci_hi null below 10 steps", default=None)
     phases: PhaseSummaries | None = doc("rank 0's time per step phase, each a Summary", default=None)
-    steady: bool | None = doc("true / false / null (too few steps to test)", default=None)
+    steady: bool | None = doc("true / false / null (too few steps to test, or a drift over 2% the test "
+                              "cannot call: unknown)", default=None)
     steady_state: SteadyState | None = None
     per_rank: list[TrainRank] | None = None
     slowest_rank: int | None = None
@@ -784,6 +787,15 @@ class TrainResult(TaskResult):
     fault: Fault | None = None
     device_layer: DeviceLayer | None = None
     grad_ready: GradReady | None = doc("the what-if model's probe, untimed, after the window", default=None)
+
+
+@dataclass
+class ScriptResult(TrainResult):
+    """task=script: the user's own training script, its measured steps mapped onto task=train's figures
+    (tasks/script/result.py): the same phases, throughput, per-rank work and comm block."""
+    script: dict[str, Any] | None = doc("the script: path, args, how it ended (finished, exited 0, stopped at "
+                                        "script.max_steps), steps_taken, and each DDP it built (what it asked for, "
+                                        "the knobs applied, its own comm hook)", default=None)
 
 
 # ---- task=train_reference (a maintainer's task: python -m tasks.train.harness_cost --reference)
@@ -972,7 +984,7 @@ class PairGroupsResult(TaskResult):
 
 RESULT_TYPES: dict[str, type[TaskResult]] = {
     "train": TrainResult, "collectives": CollectivesResult, "grad_sync": GradSyncResult,
-    "pair_groups": PairGroupsResult, "train_reference": TrainReferenceResult,
+    "pair_groups": PairGroupsResult, "train_reference": TrainReferenceResult, "script": ScriptResult,
 }
 
 

@@ -57,6 +57,7 @@ class Task(StrEnum):
     collectives = "collectives"
     grad_sync = "grad_sync"
     pair_groups = "pair_groups"
+    script = "script"                     # the user's own training script, unchanged (tasks/script)
 
 
 class Backend(StrEnum):
@@ -344,6 +345,16 @@ class FaultAt(StrEnum):
     after_optimizer = "after_optimizer"  # right after the optimizer step (where logging or checkpointing sits)
 
 
+class HangKind(StrEnum):
+    skip_allreduce = "skip_allreduce"    # every rank all-reduces a metric each step; hang_rank skips one
+    extra_barrier = "extra_barrier"      # a barrier under `if rank == hang_rank`
+    data_sleep = "data_sleep"            # hang_rank's loader never returns its next batch
+    kill = "kill"                        # hang_rank kills itself (SIGKILL) mid-step
+    size_mismatch = "size_mismatch"      # hang_rank all-reduces a metric of another size once
+    pg_order = "pg_order"                # two process groups, entered in the opposite order by hang_rank
+    busy = "busy"                        # hang_rank loops for ever in Python
+
+
 @dataclass
 class Fault:
     rank: Optional[int] = ge(0)
@@ -352,6 +363,28 @@ class Fault:
     delay_s: float = ge(0)     # benchmark knob (tasks/train/faults.py): a known delay per step at delay_at ...
     delay_at: FaultAt = MISSING             # ... data | h2d | backward | after_optimizer
     delay_rank: Optional[int] = ge(0)       # ... on this rank (null: every rank)
+    hang: Optional[HangKind] = None         # test knob: a hang of this kind (tasks/train/faults.py) ...
+    hang_rank: int = ge(0)                  # ... on this rank ...
+    hang_step: int = ge(0)                  # ... at this step
+
+
+@dataclass
+class Hang:
+    """A hung job (launchers/hang.py)."""
+    enabled: bool = MISSING
+    after_s: Optional[float] = gt(0)
+    min_s: float = gt(0)
+    step_factor: float = gt(0)
+    fr_buffer: int = ge(0)
+
+
+@dataclass
+class Script:
+    """task=script: the user's training script, run as torchrun would run it (tasks/script)."""
+    path: Optional[str] = None              # the script; relative to the directory train.py was started in
+    args: List[str] = MISSING               # its command-line arguments (sys.argv[1:])
+    max_steps: Optional[int] = ge(1)        # stop every rank after this many optimizer steps (null: run to its end)
+    first_step_timeout_s: float = gt(0)     # no optimizer step by then: not a training script (one line, failed)
 
 
 @dataclass
@@ -422,6 +455,8 @@ class Config:
     pairs: int = ge(1)
     pair_groups: PairGroups = field(default_factory=PairGroups)
     fault: Fault = field(default_factory=Fault)
+    hang: Hang = field(default_factory=Hang)
+    script: Script = field(default_factory=Script)
     diagnose: Diagnose = field(default_factory=Diagnose)
     autotune: Optional[Autotune] = None
     scaling: Optional[Dict[str, str]] = None   # experiment=scaling: sync_at_<world size>

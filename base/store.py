@@ -114,3 +114,15 @@ def interface_of(address: str) -> str | None:
             if socket.inet_ntoa(raw[20:24]) == address:
                 return name
     return None
+
+
+def gather_objects(store: dist.Store, key: str, rank: int, world_size: int, mine, to_all: bool = True) -> list | None:
+    """Every rank's `mine`, in rank order, through the store rather than a collective: for a rank side that must not
+    issue one on the process groups the user's script made (task=script). to_all=False: rank 0 alone reads them
+    (the others get None)."""
+    import pickle
+
+    store.set(f"{key}/{rank}", pickle.dumps(mine))
+    if not to_all and rank != 0:
+        return None
+    return [pickle.loads(store.get(f"{key}/{r}")) for r in range(world_size)]

@@ -8,9 +8,9 @@ comparable across rank counts and with the hardware's peak:
 """
 from __future__ import annotations
 
+import functools
 import math
-
-import torch
+from typing import TYPE_CHECKING
 
 from base.schema import DTYPE_ALIASES, DTYPE_NAMES, OPS, REDUCE_OPS  # noqa: F401 - the config's names, used here
 
@@ -20,21 +20,38 @@ SPLIT_OPS = ("all_gather", "reduce_scatter")   # their size is split evenly over
 GB = 1e9
 
 NCCL_TYPE_NAMES = {"float32": "float", "float16": "half", "float64": "double"}   # nccl-tests' names where they differ
-# name users type (base/schema.py) -> (torch dtype, nccl-tests' name for it)
-DTYPES: dict[str, tuple[torch.dtype, str]] = {name: (getattr(torch, name), NCCL_TYPE_NAMES.get(name, name))
-                                              for name in DTYPE_NAMES}
+if TYPE_CHECKING:
+    import torch
+
+
+@functools.cache
+def _dtypes() -> dict[str, tuple[torch.dtype, str]]:
+    """DTYPES, built at its first use: torch is imported then, not by `import comm.bandwidth`, so the commands that
+    only read records (python -m diagnosis, python -m whatif, results.report) start without torch (seconds each)."""
+    import torch
+
+    return {name: (getattr(torch, name), NCCL_TYPE_NAMES.get(name, name)) for name in DTYPE_NAMES}
+
+
+def __getattr__(name: str):
+    """DTYPES: name users type (base/schema.py) -> (torch dtype, nccl-tests' name for it), from _dtypes()."""
+    if name == "DTYPES":
+        return _dtypes()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def dtype_name(name: str) -> str:
     """Canonical dtype name, or KeyError."""
     name = DTYPE_ALIASES.get(str(name), str(name))
-    if name not in DTYPES:
+    if name not in DTYPE_NAMES:
         raise KeyError(name)
     return name
 
 
 def element_size(dtype: str) -> int:
-    return torch.empty((), dtype=DTYPES[dtype_name(dtype)][0]).element_size()
+    import torch
+
+    return torch.empty((), dtype=_dtypes()[dtype_name(dtype)][0]).element_size()
 
 
 def bus_factor(op: str, world_size: int) -> float:
@@ -118,7 +135,9 @@ def fmt_us(seconds: float) -> str:
 
 def exact_integer_limit(dtype: str) -> int:
     """Largest N such that every integer in [0, N] is exactly representable (keeps check values exact)."""
-    dt = DTYPES[dtype_name(dtype)][0]
+    import torch
+
+    dt = _dtypes()[dtype_name(dtype)][0]
     if dt.is_floating_point:
         mantissa_bits = int(round(-math.log2(torch.finfo(dt).eps)))
         return 2 ** (mantissa_bits + 1)

@@ -20,9 +20,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-import torch.distributed as dist
-
 MIB = 1 << 20
 DEFAULT_CAP_MB = 25.0          # torch.nn.parallel.distributed._DEFAULT_BUCKET_CAP_MB
 
@@ -35,6 +32,8 @@ def is_default(cap_mb) -> bool:
 def limits(cap_mb) -> list[int]:
     """[first bucket cap, cap] in bytes, as DDP(bucket_cap_mb=cap_mb) rebuilds with (None / "default": DDP's
     default)."""
+    import torch.distributed as dist   # here: the commands that only read records import this module, not torch
+
     cap = None if is_default(cap_mb) else float(cap_mb)
     try:
         from torch.nn.parallel.distributed import _BucketCapacityConfig
@@ -88,6 +87,9 @@ def assign(numel: list[int], element_size: list[int], ready_order: list[int], ca
     """The buckets DDP rebuilds for parameters of these sizes, gradients ready in `ready_order`, in launch order."""
     if sorted(ready_order) != list(range(len(numel))):
         raise ValueError(f"ready_order must be a permutation of the {len(numel)} parameter indices")
+    import torch
+    import torch.distributed as dist
+
     dtypes = dtypes or [_dtype_for(e) for e in element_size]
     tensors = [torch.empty(int(numel[i]), dtype=getattr(torch, dtypes[i]), device="meta") for i in ready_order]
     order, _ = dist._compute_bucket_assignment_by_size(tensors, limits(cap_mb), [False] * len(tensors),

@@ -50,7 +50,7 @@ def format_text(diag: DiagnosisBlock | dict | None, heading: str = "diagnosis") 
     if under:
         head += (f"; {len(under)} more under the {100 * (threshold or 0.02):.0f}% threshold (not named)")
     if masked:
-        head += f"; {len(masked)} more inside the noise ({100 * (floor or 0):.1f}%, not named)"
+        head += f"; {len(masked)} more inside the noise ({100 * (floor or 0):.1f}%): named once, under the noise below"
     lines = [head, *accounting_lines(d.accounting)]
     for f in findings:
         if f.first:
@@ -77,6 +77,9 @@ def format_text(diag: DiagnosisBlock | dict | None, heading: str = "diagnosis") 
         lines.append(format_hta(d.hta))
     for n in d.notes or []:
         lines.append(f"note: {n}")
+    if not findings and d.accounting is not None:   # a train run with nothing found nor hidden: not a dead end
+        lines.append("next: nothing here is above the noise floor; to look closer, compare the candidates with repeats "
+                     "(README step 4): python train.py -m optim=none,bf16,powersgd repeats=3")
     return "\n".join(lines)
 
 

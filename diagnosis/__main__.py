@@ -1,4 +1,5 @@
 """python -m diagnosis <run or sweep dir...> [--nccl-tests FILE] [--json]
+python -m diagnosis <dir of Flight Recorder dumps>   # a hung run (its hang/), or any PyTorch job's dumps
 
 Prints the ranked findings of each run (recomputed from its record, so a newer tool reads older records) and, for a
 sweep, the checked estimates, the scaling and the pair-groups summaries. --nccl-tests sets nccl-tests'
@@ -33,6 +34,15 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(json.dumps(parsed, indent=2) if args.json else format_table(parsed))
         return 0
+    from diagnosis.hang import diagnose_dir, is_dump_dir
+
+    dumps = [d for d in args.dirs if is_dump_dir(d) or is_dump_dir(Path(d) / "hang")]
+    for d in dumps:   # a hung run's dumps, or any PyTorch job's Flight Recorder dumps (diagnosis/hang.py)
+        where = d if is_dump_dir(d) else Path(d) / "hang"
+        print(f"{where}\n{diagnose_dir(where).text()}")
+    if dumps and len(dumps) == len(args.dirs):
+        return 0
+    args.dirs = [d for d in args.dirs if d not in dumps]
     from tables.sweep import load_entries
 
     for d in args.dirs:

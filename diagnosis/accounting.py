@@ -15,7 +15,9 @@ rank's extra work comes after the collective and the block ends there, at the ba
 
     wait = max over ranks of their work - rank 0's work,    wait in the sync = wait - the block barrier's share of it,
 
-and what remains of the sync after that wait is the transfer: the exposed communication proper. The same split holds
+and what remains of the sync after that wait is the transfer ("transfer in the window"): the exposed communication
+proper, as the window measured it. DDP's reducer timers measure it a second way, over the untimed probe steps after the
+window ("exposed" on the sync line, the figure the findings use); both are printed, each named. The same split holds
 for DDP's reducer timers over the probe steps (no barriers there, so the whole wait is inside the collective). Records
 whose per-rank work lacks the optimizer and the time outside the phases (the committed CPU studies made before those
 were recorded; the figures were not kept, so no migration can add them) still give the step and the barrier; their
@@ -142,7 +144,7 @@ def lines(acc: Accounting | None) -> list[str]:
                 inner.append(f"compute {ms(sync.compute_s)}")
             if wait.in_sync_s:
                 inner.append(f"waiting for rank {wait.rank} {ms(wait.in_sync_s)}")
-            inner.append(f"exposed transfer {ms(sync.transfer_s)}")
+            inner.append(f"transfer in the window {ms(sync.transfer_s)}")
             text += f" ({' + '.join(inner)})"
         parts.append(text)
     out = [head, f"  = rank 0's timed phases {ms(r0.phases_total_s)} ({', '.join(parts)})",
@@ -151,6 +153,12 @@ def lines(acc: Accounting | None) -> list[str]:
     who = (f" for rank {wait.rank}" if wait.rank is not None and (wait.at_barrier_s or 0) > 0.5 * barrier
            else " for the slowest rank of each block")
     out.append(f"  + waiting at the block barrier{who}: {ms(barrier)}")
+    probe = acc.probe
+    if sync.phase and sync.phase.startswith("backward") and sync.transfer_s is not None and probe is not None \
+            and probe.exposed_s is not None:
+        out.append(f"  exposed communication, two measurements: {ms(sync.transfer_s)} in the window (backward less "
+                   f"DDP's compute timer and the wait) and {ms(probe.exposed_s)} from DDP's reducer timers over the "
+                   "probe steps (the sync line's `exposed`, which the findings use)")
     if abs(r0.residual_s or 0.0) > 0.01 * T:
         out.append(f"  + not accounted for: {ms(r0.residual_s)} (the device timeline and the host clock disagree)")
     if (acc.world_size or 1) > 1 and acc.ranks:

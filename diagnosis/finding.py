@@ -15,7 +15,12 @@ def evidence_text(e: Evidence) -> str:
     if e.value is None:
         return f"{e.name}: not measured" + (f" ({note})" if note else "")
     has_ci = e.ci_lo is not None and e.ci_hi is not None and e.ci_hi > e.ci_lo
-    num = fmt_ci(e.value, e.ci_lo, e.ci_hi, e.unit) if has_ci else fmt_ci(e.value, None, None, e.unit)
+    if has_ci:
+        num = fmt_ci(e.value, e.ci_lo, e.ci_hi, e.unit)
+    elif e.unit == "ms":            # the digits the sync line and the accounting print for the same figure
+        num = f"{ms(e.value / 1e3)} ms"
+    else:
+        num = fmt_ci(e.value, None, None, e.unit)
     if not has_ci and not note:
         note = "no interval"
     return f"{e.name} {num}" + (f" ({note})" if note else "")

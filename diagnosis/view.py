@@ -161,6 +161,7 @@ class RunView:
         self.config = self.record.config if self.record.config is not None else {}
         self.env = self.record.env
         self.task = self.record.task or setting(self.config, "task")
+        self.task = "train" if self.task == "script" else self.task   # the user's script: task=train's figures
         # every task's result has world_size and device; a task this tool does not know has neither
         self.world_size = int(getattr(self.result, "world_size", None) or self.env.world_size or 1)
         self.train = self.result if isinstance(self.result, TrainResult) else TrainResult()   # task=train's figures
@@ -236,6 +237,8 @@ class RunView:
         cap = self.step_s or float("inf")
         fix = lambda x: None if x is None else min(cap, max(0.0, x - less))  # noqa: E731 - a local helper
         after = f", less {ms_text(less)} ms of waiting for rank {w.rank}" if less else ""
+        if c.exposed_s - less > cap:    # the timers' figure differs from the one printed: say so, and by how much
+            after += f", capped at the step (DDP's timers say {ms_text(c.exposed_s)} ms)"
         if c.exposed_ci_lo is not None and c.exposed_ci_hi is not None:
             return Sample(fix(c.exposed_s), fix(c.exposed_ci_lo), fix(c.exposed_ci_hi), 0.95, n, "record" + after,
                           wait_s=less)

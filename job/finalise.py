@@ -132,9 +132,10 @@ def _print_summary(record: Record, out_dir: str | Path) -> None:
             log.info("\n".join(full), extra=FILE_ONLY)
         else:
             log.info("\n".join(full), extra=FILE_ONLY)
-            if diag:
+            if diag and getattr(task, "DIAGNOSED", True):
                 budget = brief.MAX_LINES - len(short) - 2 - len(warnings)  # blank + record path
-                short = [*short, "", *brief.diagnosis_lines(result.diagnosis, budget, str(out_dir))]
+                short = [*short, "", *brief.diagnosis_lines(result.diagnosis, budget, str(out_dir),
+                                                                record)]
             log.info("\n".join(short), extra=CONSOLE_ONLY)
     for warning in warnings:
         log.warning(f"warning: {warning}")

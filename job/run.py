@@ -114,7 +114,9 @@ def _launch(plain: dict, job: dict) -> tuple[Record, int]:
     except ConfigError as e:  # the emulated link could not be built (launchers/link.py): no rank started
         return record_of(plain, job, error=f"ConfigError: {e}"), 2
     except RankFailed as e:
-        return record_of(plain, job, e.outcome, error=str(e), traceback=e.traceback), 1
+        record = record_of(plain, job, e.outcome, error=str(e), traceback=e.traceback)
+        record.status = getattr(e, "status", record.status)   # "hung": launchers/hang.py declared it
+        return record, 1
     return record_of(plain, job, outcome), 0
 
 

@@ -52,6 +52,7 @@ from torch.distributed.elastic.rendezvous import (RendezvousHandler, RendezvousI
                                                   RendezvousStoreInfo, rendezvous_handler_registry)
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
+from launchers.hang import HangWatch
 from launchers.heartbeat import Watch, silent_limit
 from base.interrupt import Interrupted, note, restored_handlers
 from base.store import LOOPBACK, interface_of, is_loopback, serve
@@ -70,6 +71,15 @@ class RankFailed(RuntimeError):
     def __init__(self, rank: int, message: str, traceback: str | None, outcome=None):
         super().__init__(f"rank {rank} failed: {message}")
         self.rank, self.message, self.traceback, self.outcome = rank, message, traceback, outcome
+
+
+class Hang(RankFailed):
+    """The job was declared hung (launchers/hang.py): its record's status is `hung`, its error the verdict's line."""
+    status = "hung"
+
+    def __init__(self, hung):
+        RuntimeError.__init__(self, hung.message)
+        self.rank, self.message, self.traceback, self.outcome, self.hung = None, hung.message, None, None, hung
 
 
 class CannotStart(RankFailed):
@@ -213,12 +223,14 @@ def launch_local(plain: dict, job: dict, host: str = LOCAL_HOST):
     undo = [torchrun_threads(int(plain["world_size"])), sockets_on(host) if network is None else (lambda: None),
             ranks_temp_dir(launch_dir)]
     watch = Watch(launch_dir, silent_limit(plain["timeout_s"]))
+    hang = HangWatch(launch_dir, job["output_dir"], plain.get("hang") or {}, plain["timeout_s"],
+                     int(plain["world_size"]))
     try:
         if network is not None:
             network.build()   # LinkError (a ConfigError): nothing started yet
         link_info = network.rank_info() if network is not None else {"emulated": False, "facts": link.LOOPBACK}
         try:
-            with restored_handlers(), watch, temp_files_in(launch_dir):
+            with restored_handlers(), watch, hang, temp_files_in(launch_dir):
                 elastic_launch(config, rank_entry)(plain, {**job, "launch_dir": str(launch_dir), "link": link_info})
             error = None
         except SignalException as e:
@@ -227,7 +239,7 @@ def launch_local(plain: dict, job: dict, host: str = LOCAL_HOST):
         except Interrupted as e:  # before the agent took over the signals
             error = Interrupted(e.signum)
         except ChildFailedError as e:
-            error = _failed(e, watch)
+            error = _failed(e, watch) if hang.hung is None else Hang(hang.hung)
         gc.collect()  # the dead agent's rendezvous keep-alive timer is stopped by a finalizer: run it in this thread
         outcome = _take(launch_dir)
         if outcome is not None and outcome.env:
@@ -251,10 +263,12 @@ def _failed(e: ChildFailedError, watch: Watch) -> RankFailed:
         return RankFailed(watch.stuck.rank, watch.stuck.message, None)
     rank, failure = e.get_first_failure()
     outcome = _take(watch.directory)
-    if rank == 0 and outcome is not None and outcome.error and not outcome.signal:
-        message, traceback = outcome.error.removeprefix("rank 0 failed: "), outcome.traceback
-    else:
-        message, traceback = _failure_text(failure)
+    own = outcome.error.removeprefix("rank 0 failed: ") if outcome is not None and outcome.error \
+        and not outcome.signal else None
+    message, traceback = (own, outcome.traceback) if rank == 0 and own else _failure_text(failure)
+    if own and own.split(": ", 1)[-1] in message:   # the same error on every rank (a user's script, task=script):
+        message = own                                 # rank 0's own words
+        rank, traceback = 0, outcome.traceback
     if any(sign in message.lower() for sign in TIMEOUT_SIGNS):
         laggard = watch.laggard(rank)
         if laggard is not None:

@@ -25,6 +25,7 @@ from omegaconf import OmegaConf
 import tasks
 from comm import env as comm_env
 from base.context import RankContext
+from launchers.hang import collecting
 from launchers.heartbeat import beating
 from base.interrupt import Interrupted, signals_raise
 from base.log import for_rank, get
@@ -67,7 +68,10 @@ def run_rank(plain: dict, job: dict, hand_in=None) -> Outcome | None:
     if own_log:
         log.info(f"rank {rank} of {os.environ['WORLD_SIZE']} started: pid {os.getpid()} on {socket.gethostname()}")
     outcome = Outcome(started=now())
-    with signals_raise(), beating(job.get("launch_dir"), rank, outcome.progress):
+    launch_dir = job.get("launch_dir")
+    with signals_raise(), beating(launch_dir, rank, outcome.progress), \
+            collecting(launch_dir, job["output_dir"], rank, outcome.progress, plain.get("hang"),
+                       Path(launch_dir).name if launch_dir else None):
         try:
             mine = _run_rank(plain, job, outcome, hand_in)
         except BaseException as e:
@@ -94,11 +98,12 @@ def _run_rank(plain: dict, job: dict, outcome: Outcome, hand_in=None) -> Outcome
                                   cpu_by_default=getattr(task, "CPU_BY_DEFAULT", False))
         dev = open_device(placement)
         backend = placement.backend
-        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout,
-                                **({"device_id": dev.torch_device} if backend == "nccl" else {}))
+        if not getattr(task, "OWN_PROCESS_GROUP", False):   # task=script: the user's script starts its own
+            dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout,
+                                    **({"device_id": dev.torch_device} if backend == "nccl" else {}))
         ctx = RankContext(cfg=cfg, rank=rank, world_size=world_size, local_rank=local_rank, device=dev,
                           backend=backend, output_dir=output_dir, hostname=socket.gethostname(),
-                          progress=outcome.progress)
+                          store=dist.PrefixStore("ddp_comm/rank_side", store), progress=outcome.progress)
         outcome.env = environment(ctx)
         if rank == 0:
             outcome.env["link"] = _link(job)
@@ -117,7 +122,9 @@ def _run_rank(plain: dict, job: dict, outcome: Outcome, hand_in=None) -> Outcome
             outcome.signal, outcome.error = e.name, f"rank 0 interrupted by {e.name}"
         elif rank == 0:
             outcome.error = f"rank {rank} failed: {first_line(e)}"
-            outcome.traceback = traceback.format_exc()
+            # a task's one-line error has none; task=script's gives the script's own frames only
+            outcome.traceback = None if getattr(e, "one_line", False) else \
+                getattr(e, "own_traceback", None) or traceback.format_exc()
         if rank == 0:
             outcome.result = getattr(e, "result", None)  # e.g. a failed correctness check keeps its figures
             raise RankError(outcome) from e
@@ -218,8 +225,13 @@ def environment(ctx: RankContext) -> dict:
         "device": ctx.device.name(),
         "cpu_count": os.cpu_count(),
     }
-    everyone = [None] * ctx.world_size
-    dist.all_gather_object(everyone, mine)
+    if dist.is_initialized():
+        everyone = [None] * ctx.world_size
+        dist.all_gather_object(everyone, mine)
+    else:   # no group of ours (task=script): through the store, never a collective on the script's groups
+        from base.store import gather_objects
+
+        everyone = gather_objects(ctx.store, "environment", ctx.rank, ctx.world_size, mine)
     nccl = None
     if torch.cuda.is_available() and dist.is_nccl_available():
         nccl = ".".join(map(str, torch.cuda.nccl.version()))

@@ -80,6 +80,7 @@ class SweepTable(Callback):
         self.interrupted = False  # a signal stopped the sweep: the table has the jobs that ran
         self.sweep_id: str | None = None  # in every record of this sweep's jobs (job/run.py: job.sweep_id)
         self.progress: dict[int, tuple[str, str, str]] = {}   # a job's progress text, printed when it ends
+        self.announced = True   # set False by on_multirun_start; announce() prints the sweep's first line once
 
     # progress ------------------------------------------------------------------------------------
 
@@ -89,12 +90,21 @@ class SweepTable(Callback):
         self.sweep_config = config
         self.sweep_id = os.environ[SWEEP_ID_ENV] = uuid.uuid4().hex  # the jobs inherit it, here or on a Slurm node
         interrupt.note_signals()  # a signal between two jobs stops the sweep at the next job start
+        self.announced = False  # the "[sweep] N jobs" line waits until every job's config composed (announce)
+
+    def announce(self) -> None:
+        """The sweep's first line, once its jobs' configs are known to compose (the sweeper calls it after checking
+        them; the first job's start, for another sweeper): a refused sweep prints its error and nothing before it."""
+        if self.announced or self.sweep_config is None:
+            return
+        self.announced = True
         total = len(self.expected) if self.expected is not None else "?"
-        print(f"[sweep] {total} jobs -> {OmegaConf.select(config, 'hydra.sweep.dir')}", flush=True)
+        print(f"[sweep] {total} jobs -> {OmegaConf.select(self.sweep_config, 'hydra.sweep.dir')}", flush=True)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         if not _is_multirun(config):
             return
+        self.announce()
         self._stop_if_interrupted()
         num = int(OmegaConf.select(config, "hydra.job.num") or 0)
         overrides = " ".join(typed_overrides(OmegaConf.select(config, "hydra.overrides.task") or [])) \

@@ -157,10 +157,13 @@ def write_report(entries: list[Entry], out: Path, title: str, argv: list[str],
 
 
 def main(argv: list[str] | None = None) -> int:
+    from base.paths import reader_out
+
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="python -m results.report", description=__doc__.split("\n\n")[0])
     parser.add_argument("dirs", nargs="+", help="run or sweep directories (or run_record.json files)")
-    parser.add_argument("--out", help="output folder (default: <dir>/report for one dir, else ./report)")
+    parser.add_argument("--out", help="output folder (default: <dir>/report for one dir, outputs/report/<path> for "
+                                      "a dir under the committed results/; else ./report)")
     parser.add_argument("--title", default="Gradient communication overhead: results")
     parser.add_argument("--machine-key", choices=["hosts", "devices"], default="hosts",
                         help="what makes two runs the same machine (default: hostnames + device names)")
@@ -172,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     if not entries:
         raise SystemExit(f"results.report: no run records under {', '.join(args.dirs)} "
                          "(each run writes run_record.json in its output dir).")
-    out = Path(args.out) if args.out else (Path(args.dirs[0]) / "report" if len(args.dirs) == 1 else Path("report"))
+    out = Path(args.out) if args.out else (reader_out(args.dirs[0], "report") if len(args.dirs) == 1
+                                           else Path("report"))
     report, files = write_report(entries, out, args.title, argv, by=args.machine_key)
     print(report.read_text())
     print(f"report: {report}")

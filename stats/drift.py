@@ -11,6 +11,9 @@ missed most of those: a straight line fits a decay badly).
 
 A window is called unsteady only when the trend is significant and the fitted change across the window is larger than
 DRIFT_NOISE (2%): on a long window a 0.5% trend can be significant and still irrelevant to any comparison we print.
+It is called steady only when the fitted change is within DRIFT_NOISE and not significant: a change larger than that
+which the test cannot call significant (8 batch means of a short or noisy window have little power) is "unknown"
+(steady None, with the drift and p kept), never "steady".
 A sweep summarises its runs' p-values with Benjamini-Hochberg (false discovery rate), see unsteady_runs.
 """
 from __future__ import annotations
@@ -48,7 +51,8 @@ def trend(values) -> tuple[float, float] | None:
 
 
 def steady_state(values, level: float | None = None) -> dict:
-    """{steady (True / False / None: too short), drift (fitted change across the window), p_value, method, reason}.
+    """{steady (True / False / None: too short, or a change over DRIFT_NOISE the test cannot call), drift (fitted
+    change across the window), p_value, method, reason}.
     `level` is accepted for old callers; the test's own level is DRIFT_ALPHA."""
     out = {"steady": None, "drift": None, "p_value": None, "method": METHOD}
     found = trend(values)
@@ -57,14 +61,18 @@ def steady_state(values, level: float | None = None) -> dict:
         return out
     drift, p = found
     significant, big = p < DRIFT_ALPHA, abs(drift) > DRIFT_NOISE
-    out.update(steady=not (significant and big), drift=drift, p_value=p)
+    out.update(steady=None if big and not significant else not big, drift=drift, p_value=p)
     if significant and big:
         out["reason"] = (f"the window drifted {drift:+.1%} from its start to its end (trend p={p:.2g}): not at "
                          "steady state")
     elif significant:
         out["reason"] = f"significant but small drift ({drift:+.1%}, p={p:.2g}, within {DRIFT_NOISE:.0%})"
+    elif big:
+        out["reason"] = (f"the window moved {drift:+.1%} from its start to its end, more than the {DRIFT_NOISE:.0%} "
+                         f"noise threshold, and the trend test cannot tell that from noise (p={p:.2g}, "
+                         f"{DRIFT_BATCHES} batch means): more steps can tell")
     else:
-        out["reason"] = f"no significant drift ({drift:+.1%}, p={p:.2g})"
+        out["reason"] = f"no significant drift ({drift:+.1%}, p={p:.2g}, within {DRIFT_NOISE:.0%})"
     return out
 
 

@@ -3,7 +3,7 @@ gets a speed-up against the baseline with its CI and a verdict, and a noise sent
 knobs, moved the numbers. The sweep table, the report, the plots and W&B all read these figures; the statistics are
 in stats/ (docs/methods.md has each method, its reference and its calibration).
 
-How a row is computed (README "Reading the sweep table"):
+How a row is computed (docs/output.md "The sweep table"):
   - the run is the unit: each run's throughput is steps (or samples) / wall clock of its timed blocks; a row of R >= 2
     runs shows the geometric mean over runs with a t(R-1) interval on the runs' log values (stats.runs.run_level).
     One run: its own batch-means interval (stats.within), which holds the noise inside the run only, and no verdict.
@@ -63,7 +63,9 @@ class Config:
 
     @property
     def task(self) -> str | None:
-        return self.first.task
+        """task=script's records hold task=train's figures (tasks/script/result.py): compared as task=train's."""
+        task = self.first.task
+        return "train" if task == "script" else task
 
     @property
     def nums(self) -> list:

@@ -17,6 +17,9 @@ and, where a task has them (job/config.py and the launchers ask through getattr,
     RANKS_KNOB = ("pairs", 2)              the knob that sets the ranks, and ranks per unit (default world_size, 1)
     CPU_BY_DEFAULT = True                  device=auto means CPU unless backend=nccl (the gloo thread's experiment)
     MEASURES_STEPS = True                  an interrupted run says how many of its steps it measured
+    DIAGNOSED = False                      the diagnosis rules do not read this task: no diagnosis on the console
+    OWN_PROCESS_GROUP = True               the task's code starts the process group itself (the user's script):
+                                           the rank side starts none and issues no collective
 
 The registry below maps each of the schema's task names (base/schema.py: Task, what `task=` accepts) to its module:
 config checks, the rank runner and the tests all read it.
@@ -45,6 +48,7 @@ TASKS = {
     TaskName.collectives: "tasks.collectives",
     TaskName.grad_sync: "tasks.grad_sync",
     TaskName.pair_groups: "tasks.pair_groups",
+    TaskName.script: "tasks.script",                    # the user's own training script, unchanged
 }
 
 # what maintainers run to measure the tool itself (the harness cost): accepted by task=, not listed in --help

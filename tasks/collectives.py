@@ -32,6 +32,8 @@ from base.record_types import CollectiveRow, CollectivesResult, Link
 from stats import describe, fmt_ci
 
 MODES = {"out_of_place": "out-of-place", "in_place": "in-place"}
+DIAGNOSED = False   # the diagnosis rules read train, grad_sync and pair_groups runs (diagnosis/run.py's note)
+NOISY = 0.5         # the brief view marks a time whose 95% interval is wider than +-50% of it
 ROOT = 0
 CHECK_CHUNK_BYTES = 128 << 20      # expected values are built in float64 chunks of at most this size
 
@@ -366,10 +368,55 @@ def summarize(record: Record) -> str:
     ok = "OK" if not r.wrong_total else "FAILED"
     checked = r.check_iters > 0
     lines += [f"# Out of bounds values : {r.wrong_total if checked else 'N/A'} {ok if checked else '(check off)'}",
-              f"# Avg bus bandwidth    : {r.avg_busbw_GBps:.4g}", "#"]
+              f"# Avg bus bandwidth    : {r.avg_busbw_GBps:.4g} GB/s", "#"]
     lines += [f"# note: {n}" for n in r.notes or []]
     lines += [f"# {line}" for line in vs_link(r, record.env.link)]
     return "\n".join(lines)
+
+
+def brief(record: Record) -> list[str]:
+    """The console's view (verbose=false): one row per size, one column pair per op, in-place where measured (the
+    call training makes), within 120 columns; the full nccl-tests table is summarize's (train.log, verbose=true)."""
+    r: CollectivesResult = record.result
+    if r is None or not r.rows:
+        return ["collectives: no result"]
+    mode = "in_place" if "in_place" in (r.modes or []) else (r.modes or ["out_of_place"])[0]
+    rows = {(x.op, x.bytes): x for x in r.rows if x.mode == mode}
+    sizes = sorted({b for _, b in rows})
+    width = 20
+    lines = [f"collectives: {r.world_size} {r.backend} ranks on {r.device} ({r.device_name}), {r.dtype}, "
+             f"{MODES[mode]}; per op: time per call (us), busbw (GB/s, 1e9 B/s)",
+             f"{'size':>9}" + "".join(f"{op:>{width}}" for op in r.ops),
+             f"{'':>9}" + "".join(f"{'us':>{width - 9}}{'GB/s':>9}" for _ in r.ops)]
+    noisy = False
+    for size in sizes:
+        line = f"{_size_text(size):>9}"
+        for op in r.ops:
+            x = rows.get((op, size))
+            if x is None:
+                line += f"{'-':>{width}}"
+                continue
+            wide = (x.time_ci_lo_us is not None and x.time_ci_hi_us is not None and x.time_median_us
+                    and (x.time_ci_hi_us - x.time_ci_lo_us) / 2 > NOISY * x.time_median_us)
+            noisy = noisy or bool(wide)
+            line += f"{f'{x.time_us:.1f}' + ('~' if wide else ' '):>{width - 9}}{x.busbw_GBps:>9.3f}"
+        lines.append(line)
+    checked = r.check_iters > 0
+    lines.append(f"avg busbw {r.avg_busbw_GBps:.4g} GB/s (every op and size, as nccl-tests' 'Avg bus bandwidth'); "
+                 + (f"wrong elements: {r.wrong_total}" if checked else "results not checked (check_iters=0)"))
+    if noisy:
+        lines.append(f"~: its 95% interval over the blocks is wider than +-{NOISY:.0%} of it: noise (a busy host, "
+                     "or calls near the timer's resolution)")
+    lines += vs_link(r, record.env.link)
+    lines.append("full table (out-of-place too, the slowest rank, each time's interval): train.log, or verbose=true")
+    return lines
+
+
+def _size_text(size: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
 
 
 def vs_link(r: CollectivesResult, link: Link | None) -> list[str]:

@@ -131,6 +131,15 @@ def headline_sweep(tmp_path_factory):
     return run_train(HEADLINE_SWEEP, tmp, multirun=True, timeout=600, env=wandb_free_env(tmp / "home"))
 
 
+@pytest.fixture(scope="session")
+def pair_groups_sweep(tmp_path_factory):
+    """`python train.py -m task=pair_groups pairs=1,2` (verbose: the table and the sweep diagnosis printed in full), run
+    once for the task's records and table (test_comm_tasks) and the sweep's curve and diagnosis (test_diagnosis_runs).
+    proc.out_dir is the sweep dir."""
+    return run_train(["task=pair_groups", "pairs=1,2", "logger=none", "pair_groups.iters=64", "verbose=true"],
+                     tmp_path_factory.mktemp("pair_groups"), multirun=True, timeout=300)
+
+
 def read(out_dir: Path) -> dict:
     return json.loads((Path(out_dir) / "run_record.json").read_text())
 
@@ -204,6 +213,33 @@ def pytest_collection_modifyitems(config, items):
         for mark, skip in skips.items():
             if mark in item.keywords:
                 item.add_marker(skip)
+        group = xdist_group(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """`pytest -n 2` distributes by xdist_group (--dist loadgroup) unless told otherwise; set here rather than in
+    pytest.ini's addopts, so that `pytest` still runs where pytest-xdist is not installed."""
+    if getattr(config.option, "numprocesses", None) and getattr(config.option, "dist", "no") == "no":
+        config.option.dist = "loadgroup"
+
+
+SHARED_RUNS = ("headline_sweep", "pair_groups_sweep")   # session fixtures: one run, read by tests in several files
+
+
+def xdist_group(item) -> str | None:
+    """Under `pytest -n 2` (pytest-xdist; pytest.ini's --dist loadgroup), tests of one group run on one worker, one
+    after another: the Slurm cluster's two nodes (jobs of two workers would queue behind each other past their
+    timeouts), the emulated links (root: named network namespaces and their rendezvous port), and the tests reading
+    a session fixture's run (each worker would otherwise run the sweep again). Everything else is parallel-safe: each
+    test writes under its own tmp_path, servers and stores listen on port 0, a fault run has its own TMPDIR."""
+    for mark in ("slurm", "root"):
+        if item.get_closest_marker(mark):
+            return mark
+    shared = [f for f in SHARED_RUNS if f in getattr(item, "fixturenames", ())]
+    return shared[0] if shared else None
 
 
 @contextlib.contextmanager

@@ -26,7 +26,7 @@ def ok(proc):
 # ------------------------------------------------------------------------------------------------------ collectives
 @pytest.mark.slow
 def test_collectives_table_all_ops_both_modes(tmp_path):
-    proc = run_train([*SMALL_COLLECTIVES, "world_size=2", "collectives.inplace=both"], tmp_path)
+    proc = run_train([*SMALL_COLLECTIVES, "world_size=2", "collectives.inplace=both", "verbose=true"], tmp_path)
     rec = ok(proc)
     r = rec["result"]
     assert r["world_size"] == 2 and r["backend"] == "gloo" and r["modes"] == ["out_of_place", "in_place"]
@@ -98,11 +98,10 @@ def test_grad_sync_vgg11_comparison(tmp_path):
 
 # ------------------------------------------------------------------------------------------------------ pair_groups
 @pytest.mark.slow
-def test_pair_groups_sweep(tmp_path):
-    proc = run_train(["task=pair_groups", "pairs=1,2", "logger=none", "pair_groups.iters=64", "verbose=true"], tmp_path,
-                     multirun=True)
+def test_pair_groups_sweep(pair_groups_sweep):
+    proc = pair_groups_sweep   # shared with test_diagnosis_runs' curve test
     assert proc.returncode == 0, proc.stderr[-3000:]
-    recs = [read(tmp_path / "sweep" / str(i)) for i in range(2)]
+    recs = [read(proc.out_dir / str(i)) for i in range(2)]
     for pairs, rec in zip((1, 2), recs):
         r = rec["result"]
         assert rec["status"] == "ok" and r["pairs"] == pairs and r["world_size"] == 2 * pairs
@@ -110,7 +109,7 @@ def test_pair_groups_sweep(tmp_path):
         assert r["rank0_s"] == r["per_rank"][0]["wall_s"] and r["slowest_s"] == max(p["wall_s"] for p in r["per_rank"])
         assert r["iters"] == 64 and r["shape"] == [10, 10] and not r["async_op"]
         assert r["headline"]["ranks"] == 2 * pairs and r["headline"]["rank 0 s"] > 0
-    table = (tmp_path / "sweep" / "sweep_table.md").read_text()
+    table = (proc.out_dir / "sweep_table.md").read_text()
     assert "pairs=1" in table and "pairs=2" in table and "rank 0 s" in table and "slowest s" in table
     assert "Time to run target() (rank 0)" in proc.stdout
 

@@ -88,9 +88,8 @@ def test_scaling_sweep_gives_one_scaling_table_plot_and_diagnosis(tmp_path):
     assert "sweep diagnosis (2 finished runs" in proc.stdout and "scaling (efficiency" in proc.stdout
 
 
-def test_pair_groups_sweep_gives_one_curve(tmp_path):
-    proc = run_train(["task=pair_groups", "pairs=1,2", "pair_groups.iters=64", "logger=none"], tmp_path,
-                     multirun=True, timeout=300)
+def test_pair_groups_sweep_gives_one_curve(pair_groups_sweep):
+    proc = pair_groups_sweep   # test_comm_tasks' pair_groups sweep, run once (conftest)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (proc.out_dir / "sweep_pair_groups.png").is_file()
     assert "pair groups (one curve across pairs)" in proc.stdout

@@ -3,7 +3,8 @@
 
 Predicts the DDP step of other configurations from one measured run: the step time and samples/s with 95% prediction
 intervals, the speed-up against the run's own configuration, what dominates; writes whatif.md/.csv/.json and a
-timeline plot of the predicted steps (whatif_timeline.png) into --out (default: <run dir>/whatif). Reads records only.
+timeline plot of the predicted steps (whatif_timeline.png) into --out (default: <run dir>/whatif, or
+outputs/whatif/<its path> for a run under the committed results/). Reads records only.
 """
 from __future__ import annotations
 
@@ -31,14 +32,16 @@ def main(argv: list[str] | None = None) -> int:
                              "ddp.static_graph, ddp.gradient_as_bucket_view, optim.rank, link")
     parser.add_argument("--samples", type=int, default=1000, help="Monte Carlo draws (default 1000)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", metavar="DIR", help="where to write the table and plot (default <run dir>/whatif)")
+    parser.add_argument("--out", metavar="DIR", help="where to write the table and plot (default <run dir>/whatif; "
+                                                     "outputs/whatif/<path> for a run under the committed results/)")
     parser.add_argument("--json", action="store_true", help="print the predictions as JSON")
     args = parser.parse_args(argv)
 
+    from base.paths import reader_out
     from comm.nccl_tests import NcclTestsError
     from whatif.api import parse_grid, predict_sweep
     from whatif.profile import ProfileError
-    from whatif.report import header, plot_timeline, row_notes, table
+    from whatif.report import header, plot_timeline, row_notes, table, warnings
 
     if args.world_size is not None and args.world_size < 1:
         return _fail("--world-size must be 1 or more")
@@ -50,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
                               world_size=args.world_size, samples=args.samples, seed=args.seed)
     except (ProfileError, NcclTestsError, KeyError, ValueError) as e:
         return _fail(str(e).strip("'\""))
-    out = Path(args.out) if args.out else _default_out(args.run)
+    out = Path(args.out) if args.out else reader_out(args.run, "whatif")
     tab = table(sweep)
     data = {"source": sweep.profile.path, "own": sweep.own.as_dict(), "rows": [r.as_dict() for r in sweep.rows],
             "profile_notes": sweep.profile.notes, "contention": sweep.profile.contention.how,
@@ -61,14 +64,15 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print("\n".join(header(sweep)))
         print()
-        print(tab.markdown())
+        print("".join(f"{w}\n" for w in warnings(sweep)) + tab.markdown())
         notes = row_notes(sweep)
         if notes:
             print("row notes:")
             print("\n".join(f"  - {n}" for n in notes))
     try:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "whatif.md").write_text("\n".join(header(sweep)) + "\n\n" + tab.markdown()
+        (out / "whatif.md").write_text("\n".join(header(sweep)) + "\n\n" + "".join(f"{w}\n\n" for w in warnings(sweep))
+                                       + tab.markdown()
                                        + "".join(f"\n- {n}" for n in row_notes(sweep)) + "\n")
         tab.write_csv(out / "whatif.csv")
         (out / "whatif.json").write_text(json.dumps(data, indent=2, default=str))
@@ -80,11 +84,6 @@ def main(argv: list[str] | None = None) -> int:
     if not args.json:
         print(f"\nwritten: {out / 'whatif.md'}, whatif.csv, whatif.json" + (f", {png.name}" if png else ""))
     return 0
-
-
-def _default_out(run: str) -> Path:
-    p = Path(run)
-    return (p if p.is_dir() else p.parent) / "whatif"
 
 
 def _fail(msg: str) -> int:

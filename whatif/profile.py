@@ -136,6 +136,10 @@ def load_record(path: str | Path) -> tuple[Record, str]:
 def from_record(record: Record | dict, path: str = "") -> Profile:
     if isinstance(record, dict):
         record = Record.from_dict(record)
+    if record.task == "script":
+        raise ProfileError(f"{path or 'record'}: task=script; the what-if model builds the run's model from model=, "
+                           "and a script's model is its own, which the record does not hold: not modelled (the "
+                           "diagnosis reads the record)")
     if record.task != "train":
         raise ProfileError(f"{path or 'record'}: task={record.task}; the what-if model reads task=train runs "
                            "(a task=collectives record can be its link: --collectives)")

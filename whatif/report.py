@@ -7,11 +7,13 @@ from pathlib import Path
 from tables.table import Table
 from stats import fmt_ci, fmt_ratio, verdict
 from whatif.api import Sweep
+from whatif.quantity import interval
 from whatif.step import NOT_MODELLED, Prediction
 
 COLUMNS = ["configuration", "step ms", "step lo", "step hi", "samples/s", "samples/s lo", "samples/s hi",
            "speed-up", "speed-up lo", "speed-up hi", "verdict", "dominant", "compute ms", "exposed comm ms",
            "compression ms", "buckets"]
+VS_FIRST = "vs row 1"
 
 
 def table(sweep: Sweep, noise: float = 0.02) -> Table:
@@ -25,7 +27,17 @@ def table(sweep: Sweep, noise: float = 0.02) -> Table:
             "dominant": p.dominant, "compute ms": p.parts["compute_s"] * 1e3,
             "exposed comm ms": p.parts["exposed_comm_s"] * 1e3, "compression ms": p.parts["compression_s"] * 1e3,
             "buckets": len(p.buckets) if p.buckets else None})
+    first = sweep.rows[0] if len(sweep.rows) > 1 else None
+    for p, row in zip(sweep.rows, rows):      # the swept rows against each other: each over the first, paired draws
+        if first is not None:
+            lo, hi = interval(p.sps_model / first.sps_model)
+            ratio = p.samples_per_s / first.samples_per_s
+            row.update({VS_FIRST: ratio, f"{VS_FIRST} lo": lo, f"{VS_FIRST} hi": hi,
+                        f"{VS_FIRST} verdict": verdict(ratio, lo, hi, noise)})
     display = {
+        **{c: _same_decimals(rows, c) for c in ("compute ms", "exposed comm ms", "compression ms")},
+        VS_FIRST: lambda r: fmt_ratio(r[VS_FIRST], r[f"{VS_FIRST} lo"], r[f"{VS_FIRST} hi"], r[f"{VS_FIRST} verdict"])
+        if r.get(VS_FIRST) is not None and r is not rows[0] else "(the reference)",
         "step ms": lambda r: fmt_ci(r["step ms"], r["step lo"], r["step hi"]),
         "samples/s": lambda r: fmt_ci(r["samples/s"], r["samples/s lo"], r["samples/s hi"]),
         "speed-up": lambda r: fmt_ratio(r["speed-up"], r["speed-up lo"], r["speed-up hi"], r["verdict"])
@@ -42,9 +54,40 @@ def table(sweep: Sweep, noise: float = 0.02) -> Table:
         "(bf16/fp16 casts, PowerSGD's matrix work)",
         f"not modelled: {'; '.join(NOT_MODELLED)}",
     ]
-    return Table(columns=COLUMNS, rows=rows, title="What-if: predicted step", notes=notes, display=display,
+    columns = list(COLUMNS)
+    if first is not None:
+        at = columns.index("verdict") + 1
+        columns[at:at] = [VS_FIRST, f"{VS_FIRST} lo", f"{VS_FIRST} hi", f"{VS_FIRST} verdict"]
+        notes.insert(2, f"{VS_FIRST}: each row's predicted samples/s over the first row's "
+                        f"({first.label.strip('()')}), the swept values against each other [95% interval over paired "
+                        "draws]; the same verdict rule")
+    return Table(columns=columns, rows=rows, title="What-if: predicted step", notes=notes, display=display,
                  csv_only=["step lo", "step hi", "samples/s lo", "samples/s hi", "speed-up lo", "speed-up hi",
-                           "verdict"])
+                           "verdict", f"{VS_FIRST} lo", f"{VS_FIRST} hi", f"{VS_FIRST} verdict"])
+
+
+def _same_decimals(rows: list[dict], column: str):
+    """One precision for a column: the decimals stats.fmt.rounded gives its largest value, for every row."""
+    values = [abs(r[column]) for r in rows if r.get(column) is not None]
+    top = max(values, default=0.0)
+    decimals = 0 if top >= 1000 else 1 if top >= 100 else 2 if top >= 10 else 3 if top >= 1 else 4
+    return lambda r: "-" if r.get(column) is None else f"{r[column]:.{decimals}f}"
+
+
+def warnings(sweep: Sweep) -> list[str]:
+    """What qualifies every row of the table, each on its own line above it: a contention factor at its bound or
+    not calibrated (from the profile's calibration text), a model that misses the measured run."""
+    out = [f"warning: the contention calibration: {c.strip()}; every row below rests on it"
+           for c in sweep.profile.contention.how.split("; ")[1:] if _qualifies(c)]
+    prof, own = sweep.profile, sweep.own
+    if prof.step is not None and not own.lo <= prof.step.value <= own.hi:
+        out.append("warning: the model's step for the run's own configuration misses the measured step (outside "
+                   "its interval, above): read every row with that error")
+    return out
+
+
+def _qualifies(clause: str) -> bool:
+    return "stopped at its bound" in clause or "could not be calibrated" in clause
 
 
 def header(sweep: Sweep) -> list[str]:
@@ -69,7 +112,8 @@ def header(sweep: Sweep) -> list[str]:
                 lines.append(f"    {n}")
     lines.append(f"  backward alone: {prof.backward.text(1e3, 'ms')} ({prof.backward.source}); "
                  f"ready times: {prof.params.how}")
-    lines.append(f"  contention: {prof.contention.how}")
+    how = "; ".join(c for c in prof.contention.how.split("; ") if not _qualifies(c))
+    lines.append(f"  contention: {how}" + (" (see the warning above the table)" if how != prof.contention.how else ""))
     notes = [n for n in prof.notes if not n.startswith("CPU contention")]
     if notes:
         lines.append("  assumptions (this record):")

@@ -47,6 +47,7 @@ class RepeatingSweeper(BasicSweeper):
             raise SystemExit(ConfigError.exit_code) from None
 
     def sweep(self, arguments: list[str]):
+        self._check_jobs(arguments)
         repeats = OmegaConf.select(self.config, "repeats", default=1)
         if not (self.shuffle and isinstance(repeats, int) and repeats > 1 and isinstance(self.launcher, BasicLauncher)):
             return super().sweep(arguments)
@@ -58,7 +59,6 @@ class RepeatingSweeper(BasicSweeper):
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
-        self.validate_batch_is_legal(jobs)
         order = round_order(len(jobs), repeats, int(self.seed))
         (sweep_dir / ORDER_FILE).write_text(json.dumps({
             "seed": int(self.seed), "repeats": repeats, "run_order": order,
@@ -72,3 +72,20 @@ class RepeatingSweeper(BasicSweeper):
             returns.append(results)
         self.batch_index = 1
         return returns
+
+    def _check_jobs(self, arguments: list[str]) -> None:
+        """Compose every job's config before the sweep dir is made or a line is printed (BasicSweeper checks each
+        batch after saving multirun.yaml): a misspelt value prints its one-line error alone and leaves no folder.
+        Then the sweep table's callback prints the sweep's first line."""
+        from job.output_dir import discard
+
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        overrides = parser.parse_overrides(self._parse_config() + arguments)
+        try:
+            self.validate_batch_is_legal([list(j) for batch in self.split_arguments(overrides, None) for j in batch])
+        except BaseException:
+            discard(OmegaConf.select(self.config, "hydra.sweep.dir"))
+            raise
+        for callback in getattr(self.hydra_context.callbacks, "callbacks", []):
+            if hasattr(callback, "announce"):
+                callback.announce()

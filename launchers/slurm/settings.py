@@ -154,7 +154,7 @@ def stock_plugin_refusal(config, params: dict[str, Any], stock_defaults: dict[st
             else f"hydra/launcher={OmegaConf.select(config, 'hydra.runtime.choices').get('hydra/launcher')} chosen "
                  "without launcher=slurm")
     fixed = [k for k in changed if k in not_sbatch]
-    return (f"{what}: this tool's Slurm settings have one home, launcher.* (README 'Running on Slurm'), and "
+    return (f"{what}: this tool's Slurm settings have one home, launcher.* (docs/slurm.md), and "
             f"launcher=slurm wires the ranks and the failure handling. Run: {' '.join(words)}"
             + (f" (hydra.launcher.{', hydra.launcher.'.join(fixed)}: fixed here, no equivalent)" if fixed else ""))
 

@@ -3,7 +3,7 @@ interval, the phase shares, the gradient sync. Everything else (the method footn
 time budget) is in summarize()'s full text, which goes to the job log and, with verbose=true, to the console."""
 from __future__ import annotations
 
-from stats.fmt import fmt_ci
+from stats.fmt import fmt_ci, ms
 
 from base.record import Record
 from base.record_types import TrainResult
@@ -36,8 +36,9 @@ def brief(record: Record) -> list[str]:
                                         else f"{'n/a':>{width}}" for n in names) + f"   {step_ms}")
     c = r.comm
     if c is not None and c.to_dict():
-        f = lambda v, scale=1e3: "n/a" if v is None else f"{v * scale:.3g}"  # noqa: E731 - local formatter
+        comm = "n/a" if c.time_s is None else f"{ms(c.time_s)} ms"
+        busbw = "n/a" if c.busbw_GBps is None else f"{c.busbw_GBps:.3g} GB/s"
         lines.append(f"sync        {c.collectives_per_step:.0f} collective(s)/step, "
-                     f"{c.bytes_per_step / 1e6:.3g} MB/step; comm {f(c.time_s)} ms, exposed "
-                     f"{exposed_text(c).split(' (')[0]}; busbw {f(c.busbw_GBps, 1)} GB/s")
+                     f"{c.bytes_per_step / 1e6:.3g} MB/step; comm {comm}, exposed {exposed_text(c, short=True)}; "
+                     f"busbw {busbw}")
     return lines

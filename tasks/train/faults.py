@@ -11,9 +11,22 @@ the record says so (result.fault): the benchmark reads it to know the answer; th
                    device=fake or cuda); a non-blocking or side-stream copy does not wait, as on a GPU
   backward         a hook on the first gradient backward computes sleeps delay_s (inside backward, per backward pass)
   after_optimizer  the optimizer's step post-hook sleeps delay_s (where a slow rank's logging or checkpointing sits)
+
+Hangs (`fault.hang`, for the hang benchmark, diagnosis/hang_benchmark.py): on fault.hang_rank at fault.hang_step,
+through the optimizer's step post-hook or the loader's iterator, like the delays:
+  skip_allreduce   every rank all-reduces a metric after each step; hang_rank skips it once
+  extra_barrier    a dist.barrier() under `if rank == hang_rank`
+  data_sleep       hang_rank's loader never returns its next batch (the process alive, its threads running)
+  kill             hang_rank kills itself with SIGKILL
+  size_mismatch    every rank all-reduces a metric of 4 elements after each step; hang_rank passes 0 elements once
+                   (gloo returns at once there, and its peers wait for data that never comes; other sizes abort)
+  pg_order         every rank all-reduces on two process groups A then B after each step; hang_rank enters B first
+  busy             hang_rank loops for ever in Python
 """
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 
@@ -21,7 +34,7 @@ def describe(cfg) -> dict | None:
     """The record's result.fault: what is injected and where; None when nothing is."""
     f = cfg.fault
     if not f.delay_s and not f.sleep_s:
-        return None
+        return None   # a hang ends the run as `hung`: its record's config says which (fault.hang)
     out = {}
     if f.delay_s:
         out.update(delay_s=float(f.delay_s), delay_at=str(f.delay_at), delay_rank=f.delay_rank)
@@ -35,6 +48,8 @@ def inject(cfg, rank: int, model, optimizer, host_batches, feeder):
     f = cfg.fault
     if f.sleep_s:
         _after_step(optimizer, float(f.sleep_s))
+    if f.get("hang"):
+        host_batches = _hang(str(f.hang), rank, int(f.hang_rank), int(f.hang_step), optimizer, host_batches, feeder)
     if not f.delay_s or (f.delay_rank is not None and f.delay_rank != rank):
         return host_batches, feeder
     s, at = float(f.delay_s), str(f.delay_at)
@@ -68,3 +83,46 @@ def _waits(to_device, s: float):
         time.sleep(s)
         return to_device(batch)
     return blocking_copy
+
+
+def _hang(kind: str, rank: int, hang_rank: int, at: int, optimizer, host_batches, feeder):
+    """Install hang `kind` (module docstring); returns the (possibly wrapped) batches."""
+    import torch
+    import torch.distributed as dist
+
+    me = rank == hang_rank
+    steps = [0]
+    if kind == "data_sleep":
+        if me:
+            host_batches = _stalls(host_batches, at)
+            if hasattr(feeder, "host_batches"):
+                feeder.host_batches = host_batches
+        return host_batches
+    groups = [dist.new_group(), dist.new_group()] if kind == "pg_order" else []
+
+    def after_step(*_):
+        step, steps[0] = steps[0], steps[0] + 1
+        if kind == "skip_allreduce" and not (me and step == at):
+            dist.all_reduce(torch.ones(4))                      # a metric every rank reduces each step
+        elif kind == "size_mismatch":
+            dist.all_reduce(torch.ones(0 if me and step == at else 4))
+        elif kind == "extra_barrier" and me and step == at:
+            dist.barrier()
+        elif kind == "kill" and me and step == at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        elif kind == "pg_order":
+            for g in (groups[::-1] if me and step == at else groups):
+                dist.all_reduce(torch.ones(4), group=g)
+        elif kind == "busy" and me and step == at:
+            n = 0
+            while True:
+                n += 1
+    optimizer.register_step_post_hook(after_step)
+    return host_batches
+
+
+def _stalls(batches, at: int):
+    for i, batch in enumerate(batches):
+        while i == at:
+            time.sleep(1)
+        yield batch

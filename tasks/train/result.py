@@ -15,6 +15,7 @@ from base.context import JOB_START_ENV
 from base.record import Record, train_headline
 from base.record_types import CommStats, Summary, TrainResult
 from stats import block_throughput, describe, fmt_ci, steady_state
+from stats.fmt import ms
 
 
 def thread_counts() -> dict:
@@ -206,7 +207,8 @@ def summarize_window(r: TrainResult) -> list[str]:
         lines.append(f"WARNING     {st.reason} ({st.of}): warm-up was not enough (raise warmup_steps) or the "
                      f"machine changed during the window; steady: false")
     elif st is not None and st.to_dict():
-        lines.append(f"steady      {'yes' if st.steady else 'untested'}: {st.reason} ({st.of})")
+        verdict = "yes" if st.steady else ("unknown" if st.drift is not None else "untested")
+        lines.append(f"steady      {verdict}: {st.reason} ({st.of})")
     phases = timed_phases(r)
     if phases:
         step = r.step_time_s
@@ -228,15 +230,18 @@ def timed_phases(r: TrainResult) -> dict[str, Summary]:
     return {name: getattr(r.phases, name) for name in r.phases.to_dict() if getattr(r.phases, name, None) is not None}
 
 
-def exposed_text(c: CommStats) -> str:
-    """The exposed time with its 95% interval, or how many samples it rests on when they give none."""
+def exposed_text(c: CommStats, short: bool = False) -> str:
+    """The exposed time with its 95% interval, or how many samples it rests on when they give none (short: without
+    the hint). The same digits on the console, in train.log and in the findings' evidence (stats.fmt.ms)."""
     if c.exposed_s is None:
         return "n/a"
     if c.exposed_ci_lo is not None:
         return fmt_ci(c.exposed_s * 1e3, c.exposed_ci_lo * 1e3, c.exposed_ci_hi * 1e3, "ms")
     n = c.exposed_n
-    return f"{c.exposed_s * 1e3:.2f} ms" + (f" ({n} probe step{'s' if n > 1 else ''}: no interval; probe_steps=6 "
-                                            "gives one)" if n is not None else "")
+    if n is None:
+        return f"{ms(c.exposed_s)} ms"
+    return f"{ms(c.exposed_s)} ms ({n} probe step{'s' if n > 1 else ''}" + (
+        ")" if short else ": no interval; probe_steps=6 gives one)")
 
 
 MOSTLY = {"outside": "outside the timed phases"}
@@ -254,10 +259,11 @@ def summarize(record: Record) -> str:
     ]
     c = r.comm
     if c is not None and c.to_dict():
-        f = lambda v, scale=1e3: "n/a" if v is None else f"{v * scale:.2f}"  # noqa: E731 - local formatter
+        f = lambda v, scale=1e3: "n/a" if v is None else (  # noqa: E731 - a local formatter
+            ms(v) if scale == 1e3 else f"{v * scale:.3g}")
         lines += [
             "",
-            f"gradient sync: {c.collectives_per_step:.0f} collectives/step, {c.bytes_per_step / 1e6:.2f} MB/step"
+            f"gradient sync: {c.collectives_per_step:.0f} collectives/step, {c.bytes_per_step / 1e6:.3g} MB/step"
             + (f", {c.buckets.count} buckets" if c.buckets is not None and c.buckets.to_dict() else ""),
             f"  comm {f(c.time_s)} ms, overlapped with backward {f(c.overlap_s)} ms, exposed {exposed_text(c)}"
             + (f", backward compute {f(c.backward_compute_s)} ms" if c.backward_compute_s is not None else ""),
@@ -273,9 +279,10 @@ def summarize(record: Record) -> str:
             lines.append(f"  buckets: {caps.rule}; {how}: {shown} MB")
     acc = r.accuracy
     lines.append("")
-    lines.append(f"loss {acc.final_loss:.4f}" + (f"   gradient rel. error vs exact fp32 all-reduce "
+    if acc is not None and acc.final_loss is not None:   # task=script: the script's loss is its own
+        lines.append(f"loss {acc.final_loss:.4f}" + (f"   gradient rel. error vs exact fp32 all-reduce "
                                                  f"{acc.grad_rel_error:.3e}"
-                                                 if acc.grad_rel_error is not None else ""))
+                                                     if acc.grad_rel_error is not None else ""))
     per = r.per_rank or []
     if len(per) > 1:
         lines.append("per rank: " + "  ".join(

@@ -1,0 +1,255 @@
+"""A hung job: declared before the collective timeout fires, its evidence collected from every live rank, then ended.
+
+A rank that never arrives at a collective leaves its peers waiting until timeout_s, and then the error names the rank
+that waited. Here the launcher declares the job hung when no rank made progress (a finished step, or a finished
+collective: every task has those) for `hang.after_s` (default max(hang.min_s, hang.step_factor x the median step);
+before the first step never under hang.min_s; never later than 0.8 x timeout_s), asks every live rank for its
+evidence, diagnoses it (diagnosis.hang) and ends the job: no rank left, the record `hung` with the one-line verdict
+and the dumps' directory.
+
+Rank side (`collecting`, one `with` around a rank's work; every task runs inside it, through launchers.rank): turns
+PyTorch's Flight Recorder on (TORCH_FR_BUFFER_SIZE=hang.fr_buffer, unless the user set it) before the process group
+exists, and starts a daemon thread that every BEAT_S writes the rank's progress (steps done, collectives finished)
+and, when the launcher asks, writes into <run dir>/hang/:
+  rank_<r>             the Flight Recorder dump, torch's own pickle (torch's analyzer reads the directory too: the
+                       other files' names do not end in a rank number)
+  stacks_<r>.txt       every thread's Python stack (faulthandler.dump_traceback)
+  facts_<r>.json       steps done, the main thread's CPU share and share of samples running (state R) over
+                       STACK_CPU_S, pid, host, the job's id
+faulthandler, not torch's debug server: a thread of the rank writes the stacks while its main thread is blocked in a
+C++ collective wait or a sleep (a Python signal handler would wait for that call to return), it needs no port (the
+debug server listens on one; a local run listens on loopback only) and it is the standard library's.
+
+A task with its own loop opts in with the same one call, `with collecting(...)`, or, inside one, reports its steps
+through the progress dict it was given."""
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import json
+import os
+import pickle
+import signal
+import socket
+import statistics
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+BEAT_S = 0.5
+REQUEST = "hang.request"
+STACK_CPU_S = 1.0      # the main thread's CPU share is measured over this long before the stacks are written
+COLLECT_S = 15.0       # how long the launcher waits for the live ranks' dumps
+AFTER_CAP = 0.8        # never later than this share of timeout_s: the collective timeout must not fire first
+DUMP_DIR = "hang"
+
+
+def progress_path(directory: str | Path, rank: int) -> Path:
+    return Path(directory) / f"hang.rank{rank}.json"
+
+
+def steps_done(progress: dict) -> int:
+    return int(progress.get("warmup_steps_done") or 0) + int(progress.get("measured_steps_done") or 0)
+
+
+def _collectives_done() -> int:
+    """Finished collectives over every process group (the Flight Recorder's pg_status; no entries copied)."""
+    try:
+        import torch
+
+        status = pickle.loads(torch._C._distributed_c10d._dump_fr_trace(False, False, False)).get("pg_status") or {}
+    except Exception:  # noqa: BLE001 - no recorder (off, or no process group yet): steps only
+        return 0
+    return sum(max(0, int(s.get("last_completed_collective", -1))) for s in status.values())
+
+
+def _write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _thread_cpu_s(tid: int) -> float:
+    try:
+        fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _thread_state(tid: int) -> str:
+    try:
+        return Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "?"
+
+
+def dump(out_dir: Path, rank: int, progress: dict, job_id: str | None) -> None:
+    """This rank's evidence into out_dir (see the module docstring)."""
+    import torch
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    main = threading.main_thread()
+    cpu0, t0 = _thread_cpu_s(main.native_id), time.monotonic()
+    states = []
+    while time.monotonic() - t0 < STACK_CPU_S:   # runnable ('R') or asleep: a machine loaded by others slows a
+        states.append(_thread_state(main.native_id))   # busy thread's CPU share, not its state
+        time.sleep(STACK_CPU_S / 20)
+    share = (_thread_cpu_s(main.native_id) - cpu0) / max(time.monotonic() - t0, 1e-3)
+    running = states.count("R") / max(len(states), 1)
+    try:
+        _write(out_dir / f"rank_{rank}", torch._C._distributed_c10d._dump_fr_trace())
+    except Exception as e:  # noqa: BLE001 - no recorder: the stacks still say where the rank is
+        (out_dir / f"recorder_error_{rank}.txt").write_text(f"{type(e).__name__}: {e}\n")
+    with open(out_dir / f"stacks_{rank}.txt", "w") as f:
+        faulthandler.dump_traceback(f, all_threads=True)
+    info = {"rank": rank, "pid": os.getpid(), "host": socket.gethostname(), "job": job_id,
+            "main_thread": f"0x{main.ident:016x}", "steps_done": steps_done(progress), "progress": dict(progress),
+            "main_thread_cpu_share": round(share, 3), "main_thread_running": round(running, 3), "time": time.time(),
+            "torch": torch.__version__}
+    _write(out_dir / f"facts_{rank}.json", json.dumps(info, indent=1).encode())
+
+
+@contextlib.contextmanager
+def collecting(launch_dir: str | None, output_dir: str | Path, rank: int, progress: dict, hang: dict | None,
+               job_id: str | None = None):
+    """The rank side (module docstring). No launch directory (torchrun, Slurm): the recorder is still on, so torch's
+    own dumps (TORCH_FR_DUMP_TEMP_FILE) have entries, but no launcher watches."""
+    hang = hang or {}
+    buffer = int(hang.get("fr_buffer") or 0)
+    if buffer > 0:
+        os.environ.setdefault("TORCH_FR_BUFFER_SIZE", str(buffer))
+    if not launch_dir or not hang.get("enabled", True):
+        yield
+        return
+    stop = threading.Event()
+    request, mine = Path(launch_dir) / REQUEST, progress_path(launch_dir, rank)
+
+    def loop() -> None:
+        dumped = False
+        while not stop.wait(BEAT_S):
+            try:
+                _write(mine, json.dumps({"pid": os.getpid(), "time": time.time(), "steps": steps_done(progress),
+                                         "collectives": _collectives_done()}).encode())
+                if not dumped and request.exists():
+                    dumped = True
+                    dump(Path(request.read_text().strip()), rank, progress, job_id)
+            except OSError:
+                pass   # the launcher removed its directory: the job is over
+
+    thread = threading.Thread(target=loop, name=f"hang-collector-rank{rank}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+
+
+# ------------------------------------------------------------------------------------------------ the launcher's side
+
+def after_s(hang: dict, timeout_s: float, median_step_s: float | None, stepping: bool = True) -> float:
+    """No progress for this long is a hang: hang.after_s if set, else max(min_s, step_factor x median step); never
+    more than AFTER_CAP x timeout_s. Before the first step (stepping=False: building the model and DDP, the loader's
+    first batch, on a machine that may be loaded) never less than min_s either."""
+    cap = AFTER_CAP * float(timeout_s)
+    base = float(hang.get("min_s", 30))
+    if hang.get("after_s") is not None:
+        return min(float(hang["after_s"]) if stepping else max(float(hang["after_s"]), base), cap)
+    if median_step_s:
+        base = max(base, float(hang.get("step_factor", 20)) * median_step_s)
+    return min(base, cap)
+
+
+@dataclass
+class Hung:
+    message: str              # the one line: diagnosis.hang's headline
+    dump_dir: str
+    after_s: float
+    text: str                 # the whole verdict
+
+
+class HangWatch:
+    """A thread of the launcher: reads the ranks' progress files, declares the hang, collects, diagnoses and kills the
+    ranks (SIGKILL: the elastic agent then ends the job); `hung` says what it found."""
+
+    def __init__(self, launch_dir: str | Path, output_dir: str | Path, hang: dict, timeout_s: float, world: int):
+        self.launch_dir, self.output_dir = Path(launch_dir), Path(output_dir)
+        self.hang, self.timeout_s, self.world = hang or {}, float(timeout_s), world
+        self.hung: Hung | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="hang-watch", daemon=True)
+
+    def __enter__(self) -> "HangWatch":
+        if self.hang.get("enabled", True):
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=COLLECT_S + 5)
+
+    def _read(self) -> dict[int, dict]:
+        out = {}
+        for r in range(self.world):
+            try:
+                out[r] = json.loads(progress_path(self.launch_dir, r).read_text())
+            except (OSError, ValueError):
+                continue
+        return out
+
+    def _run(self) -> None:
+        last_state, last_change = None, None
+        step_marks: list[tuple[float, int]] = []
+        while not self._stop.wait(BEAT_S):
+            beats = self._read()
+            if not beats:
+                continue
+            now = time.time()
+            state = tuple(sorted((r, b.get("steps"), b.get("collectives")) for r, b in beats.items()))
+            if state != last_state:
+                last_state, last_change = state, now
+                s0 = beats.get(0, {}).get("steps")
+                if s0 and (not step_marks or step_marks[-1][1] != s0):
+                    step_marks.append((now, s0))
+                continue
+            limit = after_s(self.hang, self.timeout_s, _median_step(step_marks), stepping=bool(step_marks))
+            if now - last_change >= limit:
+                self._declare(beats, now - last_change, limit)
+                return
+
+    def _declare(self, beats: dict[int, dict], quiet_s: float, limit: float) -> None:
+        from diagnosis.hang import diagnose_dir
+
+        out = self.output_dir / DUMP_DIR
+        out.mkdir(parents=True, exist_ok=True)
+        _write(self.launch_dir / REQUEST, str(out).encode())
+        pids = {r: int(b["pid"]) for r, b in beats.items() if b.get("pid")}
+        alive = {r for r, pid in pids.items() if _alive(pid)}
+        deadline = time.time() + COLLECT_S
+        while time.time() < deadline and not all((out / f"facts_{r}.json").exists() for r in alive):
+            time.sleep(0.2)
+            alive = {r for r in alive if _alive(pids[r])}
+        dead = set(range(self.world)) - alive
+        verdict = diagnose_dir(out, dead=dead)
+        text = verdict.text()
+        (out / "diagnosis.txt").write_text(text + "\n")
+        self.hung = Hung(f"{verdict.headline} (no progress for {quiet_s:.0f} s, hang.after_s={limit:.0f}; "
+                         f"dumps: {out})", str(out), limit, text)
+        for pid in pids.values():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _median_step(marks: list[tuple[float, int]]) -> float | None:
+    per = [(t1 - t0) / (s1 - s0) for (t0, s0), (t1, s1) in zip(marks, marks[1:]) if s1 > s0]
+    return statistics.median(per) if per else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")

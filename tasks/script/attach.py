@@ -1,0 +1,300 @@
+"""What task=script measures inside the user's script without a line of it changed: PyTorch's public hooks, installed
+before the script runs and removed after it.
+
+    optimizer step       torch.optim.optimizer.register_optimizer_step_pre/post_hook: the optimizer phase; the first
+                         step after a forward ends a training step (several optimizers stepped in one iteration, or
+                         a GradScaler skipping one, stay one step)
+    DDP construction     DistributedDataParallel.__init__ wrapped: the knobs (bucket=, ddp.static_graph,
+                         ddp.gradient_as_bucket_view, optim=) applied to the script's own DDP, and recorded
+    forward              a forward pre-hook and hook on each DDP module: the forward phase
+    backward             a hook on the DDP output's gradient (backward starts), then autograd's final callbacks: the
+                         first runs before DDP's own (backward compute ends), the one it queues after it (DDP has
+                         waited for its all-reduces: the exposed communication, the `sync` phase)
+    communication        one comm hook per DDP, wrapping the script's own (register_comm_hook) or allreduce_hook when
+                         it registers none: each bucket's start, and its end in the future's callback
+    data wait            torch.utils.data's _BaseDataLoaderIter.__next__: the data phase
+
+Marks are the device's (CUDA events on a GPU, the host clock on CPU: device.Clock), read after the window; nothing
+here synchronises the device or issues a collective. `script.max_steps`: at the first forward or batch after that
+many steps every rank raises Stop, a BaseException the script's own `except Exception` does not catch, between two
+steps: no collective is in flight then and no file of the script is half written by the tool."""
+from __future__ import annotations
+
+import functools
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import dataloader
+
+from device import Clock
+from tasks.train.ddp import serialized
+from tasks.train.stragglers import cpu_usage
+
+
+class Stop(BaseException):
+    """script.max_steps reached: every rank leaves the script here (tasks/script/runner.py ends the run as finished)."""
+
+
+class Step:
+    """One optimizer step's marks: (phase, start, end) spans and the communication of its buckets."""
+    __slots__ = ("start", "end", "spans", "comm", "index", "samples")
+
+    def __init__(self, index: int, start):
+        self.index, self.start, self.end, self.spans, self.comm = index, start, None, [], []
+        self.samples = 0     # the batch's first dimension, summed over the step's forwards with gradients
+
+
+class Attach:
+    """Installed in one rank for the script's run. warmup: steps skipped; steps: steps measured after them;
+    max_steps: where every rank stops (None: the script's own end)."""
+
+    def __init__(self, cfg, device, rank: int, ours=None, progress: dict | None = None):
+        """ours(): a context in which this project's modules are the ones imported (tasks/script/runner.py: while
+        the script runs, its own `models`, `data`, ... are)."""
+        from contextlib import nullcontext
+
+        self.cfg, self.rank, self.ours = cfg, rank, ours or nullcontext
+        self.progress = progress if progress is not None else {}   # what an interrupted run records
+        self.clock = Clock(device)
+        self.warmup, self.window = int(cfg.warmup_steps), int(cfg.steps)
+        self.max_steps = cfg.script.max_steps
+        self.steps_done = 0                  # optimizer steps the script took (each rank counts its own)
+        self.open = False                    # a forward with gradients since the last step's end
+        self.measured: list[Step] = []       # the window's steps, in order
+        self.current: Step | None = None     # the step being recorded (None outside the window)
+        self.ddps: list[dict] = []           # each DDP the script built: what it asked for and what it got
+        self.serialized = False
+        self.cpu0 = self.cpu1 = None         # CPU readings at the window's ends (stragglers.cpu_usage)
+        self.wall0 = self.wall1 = None
+        self._undo: list = []
+        self._pending = set()                # modules inside a forward (a model wrapped twice nests them)
+
+    # ---- life cycle
+    def install(self) -> "Attach":
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+        self._undo.append(register_optimizer_step_pre_hook(self._opt_pre).remove)
+        self._undo.append(register_optimizer_step_post_hook(self._opt_post).remove)
+        self._patch(DistributedDataParallel, "__init__", self._ddp_init)
+        self._real_register = DistributedDataParallel.register_comm_hook
+        self._patch(DistributedDataParallel, "register_comm_hook", self._register_comm_hook)
+        self._patch(dataloader._BaseDataLoaderIter, "__next__", self._next)
+        if self.warmup == 0:
+            self._begin_window(self.clock.mark())
+        return self
+
+    def uninstall(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+    def _patch(self, owner, name: str, make) -> None:
+        real = getattr(owner, name)
+        setattr(owner, name, make(real))
+        self._undo.append(lambda: setattr(owner, name, real))
+
+    @property
+    def in_window(self) -> bool:
+        return self.current is not None
+
+    # ---- the step boundary: the optimizer
+    def _opt_pre(self, optimizer, args, kwargs) -> None:
+        self._opt_start = self.clock.mark() if self.in_window or self._closing_last() else None
+
+    def _closing_last(self) -> bool:
+        return bool(self.measured) and self.measured[-1].end is not None and not self.open and \
+            self.steps_done <= self.warmup + self.window
+
+    def _opt_post(self, optimizer, args, kwargs) -> None:
+        end = self.clock.mark()
+        start = getattr(self, "_opt_start", None)
+        if not self.open:           # another optimizer of the step just ended (or one stepped with no forward)
+            if self.measured and self.measured[-1].index == self.steps_done and start is not None:
+                last = self.measured[-1]
+                last.spans.append(("optimizer", start, end))
+                last.end = end
+            return
+        self.open = False
+        self.steps_done += 1
+        if self.steps_done <= self.warmup:
+            self.progress["warmup_steps_done"] = self.steps_done
+        elif self.steps_done <= self.warmup + self.window:
+            self.progress["measured_steps_done"] = self.steps_done - self.warmup
+        step = self.current
+        if step is not None:
+            if start is not None:
+                step.spans.append(("optimizer", start, end))
+            step.end = end
+            self.measured.append(step)
+            self.current = None
+            if self.steps_done >= self.warmup + self.window:
+                self._end_window()
+        if self.warmup <= self.steps_done < self.warmup + self.window:
+            self._begin_window(end)
+
+    def _begin_window(self, start) -> None:
+        if self.cpu0 is None:
+            with self.ours():
+                self.cpu0, self.wall0 = cpu_usage(), time.time()
+        self.current = Step(self.steps_done + 1, start)
+
+    def _end_window(self) -> None:
+        with self.ours():
+            self.cpu1, self.wall1 = cpu_usage(since=self.cpu0), time.time()
+
+    def _maybe_stop(self) -> None:
+        if self.max_steps is not None and self.steps_done >= self.max_steps and not self.open:
+            raise Stop(f"script.max_steps={self.max_steps} reached")
+
+    # ---- data
+    def _next(self, real):
+        attach = self
+
+        @functools.wraps(real)
+        def __next__(it):
+            attach._maybe_stop()
+            step = attach.current
+            if step is None:
+                return real(it)
+            a = attach.clock.mark()
+            out = real(it)
+            step.spans.append(("data", a, attach.clock.mark()))
+            return out
+
+        return __next__
+
+    # ---- DDP: knobs, hooks
+    def _ddp_init(self, real):
+        attach = self
+
+        @functools.wraps(real)
+        def __init__(ddp, module, *args, **kwargs):
+            asked = {k: kwargs.get(k) for k in ("bucket_cap_mb", "static_graph", "gradient_as_bucket_view")}
+            kwargs.update(attach.knobs())
+            real(ddp, module, *args, **kwargs)
+            attach._instrument(ddp, asked, kwargs)
+
+        return __init__
+
+    def knobs(self) -> dict:
+        """The DDP arguments the config sets on the script's DDP (nothing when left at their defaults)."""
+        cfg, out = self.cfg, {}
+        if cfg.bucket is not None:
+            out["bucket_cap_mb"] = float(cfg.bucket)
+        if cfg.ddp.static_graph:
+            out["static_graph"] = True
+        if cfg.ddp.gradient_as_bucket_view:
+            out["gradient_as_bucket_view"] = True
+        return out
+
+    def _instrument(self, ddp, asked: dict, used: dict) -> None:
+        info = {"asked": asked, "applied": self.knobs(), "bucket_cap_mb": used.get("bucket_cap_mb"),
+                "static_graph": bool(used.get("static_graph")), "script_hook": None, "optim": self.cfg.optim.name,
+                "parameters": sum(p.numel() for p in ddp.parameters() if p.requires_grad),
+                "grad_bytes": sum(p.numel() * p.element_size() for p in ddp.parameters() if p.requires_grad)}
+        self.ddps.append(info)
+        ddp.register_forward_pre_hook(self._forward_pre)
+        ddp.register_forward_hook(self._forward_post)
+        state, hook = self._config_hook(ddp)
+        timed = TimedHook(self, state, hook, info)
+        ddp._ddp_comm_timing = timed
+        self._real_register(ddp, timed, TimedHook.call)
+
+    def _config_hook(self, ddp):
+        """optim='s hook (conf/optim: its _target_ gives (state, hook)), else allreduce_hook: DDP's own sum / world
+        size, through the hook path so that each bucket's start and end can be seen."""
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        if self.cfg.optim.get("_target_"):
+            with self.ours():
+                from base.build import build
+                from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+
+                state, hook = build(self.cfg.optim)
+            if isinstance(state, powerSGD_hook.PowerSGDState) and dist.get_backend() == "gloo":
+                self.serialized = True          # as task=train's (tasks/train/ddp.py: serialized)
+                return state, serialized(hook)
+            return state, hook
+        return ddp.process_group, default_hooks.allreduce_hook
+
+    def _register_comm_hook(self, real):
+        @functools.wraps(real)
+        def register_comm_hook(ddp, state, hook):
+            timed = getattr(ddp, "_ddp_comm_timing", None)
+            if timed is None:
+                return real(ddp, state, hook)
+            name = getattr(hook, "__qualname__", repr(hook))
+            timed.info["script_hook"] = name
+            if self.cfg.optim.get("_target_"):   # optim= replaces the script's own hook: recorded, not silent
+                timed.info["script_hook_replaced_by"] = self.cfg.optim.name
+                return None
+            timed.state, timed.hook = state, hook
+            return None
+
+        return register_comm_hook
+
+    def _forward_pre(self, module, args):
+        self._maybe_stop()
+        if torch.is_grad_enabled():
+            self.open = True
+        if self.current is not None and torch.is_grad_enabled() and not self._pending:
+            first = next((t for t in torch.utils._pytree.tree_leaves((args, )) if isinstance(t, torch.Tensor)
+                          and t.dim() > 0), None)
+            self.current.samples += int(first.shape[0]) if first is not None else 0
+        self._pending.add(id(module))
+        # a forward without gradients (evaluation through the DDP module) is the script's own code: outside
+        module._ddp_comm_fwd = self.clock.mark() if self.current is not None and torch.is_grad_enabled() else None
+
+    def _forward_post(self, module, args, output):
+        self._pending.discard(id(module))
+        step, start = self.current, getattr(module, "_ddp_comm_fwd", None)
+        if step is None or start is None:
+            return None
+        step.spans.append(("forward", start, self.clock.mark()))
+        if torch.is_grad_enabled() and not self._pending:   # the outermost DDP: its output's gradient starts backward
+            first = next((t for t in torch.utils._pytree.tree_leaves(output)
+                          if isinstance(t, torch.Tensor) and t.requires_grad), None)
+            if first is not None:
+                first.register_hook(functools.partial(self._backward_start, step))
+        return None
+
+    def _backward_start(self, step: Step, grad):
+        a = self.clock.mark()
+        engine = torch.autograd.Variable._execution_engine
+
+        def compute_done():       # before DDP's own final callback, queued later in this backward
+            b = self.clock.mark()
+            step.spans.append(("backward", a, b))
+            engine.queue_callback(lambda: step.spans.append(("sync", b, self.clock.mark())))
+
+        engine.queue_callback(compute_done)
+        return None
+
+
+class TimedHook:
+    """The one comm hook each DDP gets: the script's own (or optim='s, or allreduce_hook) inside, each bucket's start
+    and end marked into the step in flight."""
+
+    def __init__(self, attach: Attach, state, hook, info: dict):
+        self.attach, self.state, self.hook, self.info = attach, state, hook, info
+
+    @staticmethod
+    def call(timed: "TimedHook", bucket):
+        step = timed.attach.current
+        if step is None:
+            return timed.hook(timed.state, bucket)
+        clock = timed.attach.clock
+        a = clock.mark()
+        nbytes = bucket.buffer().numel() * bucket.buffer().element_size()
+        fut = timed.hook(timed.state, bucket)
+
+        def done(f):
+            step.comm.append((a, clock.mark(), nbytes))
+            return f.value()
+
+        return fut.then(done)
+
+
+def is_initialized() -> bool:
+    return dist.is_available() and dist.is_initialized()

@@ -1,0 +1,177 @@
+"""task=script's figures, mapped onto task=train's record (the same phases, per-rank work, throughput blocks, comm
+block), so that the summary, the diagnosis and the what-if model read a script's run as they read the built-in
+loop's.
+
+    data       the script's waits in its DataLoader's __next__
+    forward    DDP modules' forward (pre-hook to hook), summed over the step's micro-batches
+    backward   backward compute: the DDP output's gradient to the end of the autograd graph
+    sync       DDP's wait for its all-reduces at the end of backward: the exposed communication
+    optimizer  optimizer.step() (every optimizer of the step)
+    step       one optimizer step's end to the next: what is left (loss, logging, evaluation, checkpoints: the
+               script's own code) is the time outside the timed phases, as in task=train"""
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+import torch
+
+from base.record import train_headline
+from stats import block_throughput, describe, steady_state
+from tasks.train.result import comm_figures, thread_counts, time_budget
+from tasks.train.stragglers import find_straggler
+
+PHASES = ("data", "forward", "backward", "sync", "optimizer")
+
+
+def step_series(attach) -> tuple[list[dict], list[dict]]:
+    """Per measured step: seconds per phase and the whole step; and its communication (per bucket start/end, bytes,
+    the overlap with backward compute). Read after the script ended (the device synchronised first)."""
+    if torch.cuda.is_available() and attach.clock.device.kind == "cuda":
+        torch.cuda.synchronize()
+    sec = attach.clock.seconds
+    steps, comms = [], []
+    for st in attach.measured:
+        d = dict.fromkeys(PHASES, 0.0)
+        compute_end = None
+        for name, a, b in st.spans:
+            d[name] += sec(a, b)
+            if name == "backward":
+                compute_end = b
+        d["step"] = sec(st.start, st.end)
+        steps.append(d)
+        if st.comm:
+            first = min(st.comm, key=lambda c: sec(st.start, c[0]))[0]
+            last = max(st.comm, key=lambda c: sec(st.start, c[1]))[1]
+            time_s = sec(first, last)
+            overlap = min(max(0.0, sec(first, compute_end)), time_s) if compute_end is not None else 0.0
+            comms.append({"time_s": time_s, "overlap_s": overlap, "bytes": sum(c[2] for c in st.comm),
+                          "buckets": len(st.comm), "sizes": [c[2] for c in st.comm]})
+        else:
+            comms.append(None)
+    return steps, comms
+
+
+def rank_figures(ctx, attach, ended: str) -> dict:
+    steps, comms = step_series(attach)
+    step_times = [s["step"] for s in steps]
+    usage = attach.cpu1 or {}
+    work = None
+    if steps:
+        n = len(steps)
+        outside = [max(0.0, s["step"] - sum(s[p] for p in PHASES)) for s in steps]
+        work = {
+            "ready_s": describe([s["step"] - s["sync"] for s in steps]),
+            "data_s": statistics.median(s["data"] for s in steps), "h2d_s": 0.0,
+            "forward_s": statistics.median(s["forward"] for s in steps),
+            "backward_compute_s": statistics.median(s["backward"] for s in steps),
+            "compute_s": statistics.median(s["forward"] + s["backward"] for s in steps),
+            "optimizer_s": statistics.median(s["optimizer"] for s in steps),
+            "outside_s": statistics.median(outside),
+            "backward_from": "backward phase (the DDP output's gradient to autograd's last callback before DDP's)",
+            "what": "work between two collectives per step: the step less DDP's wait for its all-reduces (data, "
+                    "forward, backward compute, optimizer and the script's own code: loss, logging, evaluation)",
+            "phases_mean_s": {p: sum(s[p] for s in steps) / n for p in PHASES},
+            # as task=train's: the phases' own span per step, and the wall per step; what lies between (the
+            # script's own code) is the outside time the step accounting shows (diagnosis/accounting.py)
+            "step_mean_s": sum(sum(s[p] for p in PHASES) for s in steps) / n, "wall_per_step_s": sum(step_times) / n,
+            "torch_threads": torch.get_num_threads(), **usage, "steps": n,
+        }
+    wall = sum(step_times)
+    return {
+        "rank": ctx.rank, "host": ctx.hostname, "wall_s": wall,
+        "steps_per_s": len(steps) / wall if wall else None,
+        "step_median_s": float(np.median(step_times)) if steps else None,
+        "step_p90_s": float(np.percentile(step_times, 90)) if steps else None,
+        "phases_median": {p: float(np.median([s[p] for s in steps])) for p in PHASES} if steps else None,
+        "block_walls_s": step_times,
+        "cpu_s_per_step": usage.get("cpu_s", 0.0) / len(steps) if steps and usage else None,
+        "threads": thread_counts(), "work": work,
+        "series": {"step_time_s": step_times, "phases": {p: [s[p] for s in steps] for p in PHASES}},
+        # what rank 0 needs beside the per-rank block: kept out of the record's per_rank by assemble()
+        "_steps": steps, "_comms": comms, "_samples": [s.samples for s in attach.measured],
+        "_steps_done": attach.steps_done, "_ended": ended, "_ddps": attach.ddps,
+        "_serialized": attach.serialized,
+    }
+
+
+def assemble(cfg, ctx, everyone: list[dict], marks: dict, script: dict) -> dict:
+    mine = everyone[0]
+    steps, comms = mine["_steps"], mine["_comms"]
+    n = min(len(r["_steps"]) for r in everyone)
+    walls = [max(r["block_walls_s"][i] for r in everyone) for i in range(n)]
+    sizes = [1] * n
+    tp = block_throughput(walls, sizes)
+    samples = [sum(r["_samples"][i] for r in everyone) for i in range(n)]
+    per_step = statistics.median(samples) if samples and all(samples) else None
+    step_times = [s["step"] for s in steps]
+    seen = [p for p in PHASES if any(s[p] for s in steps)]
+    ddps = mine["_ddps"]
+    ddp = ddps[0] if ddps else {}
+    counted = [c for c in comms if c]
+    probe = None
+    if counted:
+        probe = {"comm_s": statistics.median(c["time_s"] for c in counted),
+                 "overlap_s": statistics.median(c["overlap_s"] for c in counted),
+                 "exposed_samples_s": [s["sync"] for s, c in zip(steps, comms) if c],
+                 "backward_compute_s": statistics.median(s["backward"] for s, c in zip(steps, comms) if c),
+                 "method": "comm hook on the script's DDP: first bucket's start to the last one's end (the hook "
+                           "future's callback); exposed = DDP's wait for its all-reduces after backward compute "
+                           "(the sync phase), every measured step"}
+    buckets = {"count": len(counted[-1]["sizes"]), "sizes_bytes": counted[-1]["sizes"], "order": "as all-reduced",
+               "rebuilt": True} if counted else None
+    described = {"bucket_cap_mb": ddp.get("bucket_cap_mb") or "default", "buckets": buckets,
+                 "static_graph": ddp.get("static_graph"), "serialized": mine["_serialized"],
+                 "comm_hook": ddp.get("script_hook_replaced_by") or ddp.get("optim") if ddp.get("optim") != "none"
+                 else ddp.get("script_hook") or "allreduce_hook (timing)"}
+    comm = None
+    if counted:
+        comm = comm_figures(described, ctx.world_size, steps, probe,
+                            collectives=statistics.median(c["buckets"] for c in counted),
+                            nbytes=statistics.median(c["bytes"] for c in counted))
+    scale = (lambda v: None if v is None or per_step is None else v * per_step)  # noqa: E731 - steps -> samples
+    steady = steady_state(step_times)
+    steady["of"] = "step times (rank 0)"
+    window_s = sum(walls)
+    marks.setdefault("window", marks["probes"])
+    per_rank = [{k: v for k, v in r.items() if not k.startswith("_")} for r in everyone]
+    for r in per_rank:
+        r["block_walls_s"] = r["block_walls_s"][:n]
+        r["series"] = {"step_time_s": r["series"]["step_time_s"][:n],
+                       "phases": {p: v[:n] for p, v in r["series"]["phases"].items()}}
+    result = {
+        "device": ctx.torch_device.type,
+        "device_name": torch.cuda.get_device_name(ctx.torch_device) if ctx.torch_device.type == "cuda"
+        else f"{ctx.hostname} CPU",
+        "world_size": ctx.world_size, "backend": ctx.backend, "sync": "ddp", "optim": cfg.optim.name,
+        "bucket_mb": described["bucket_cap_mb"], "precision": "the script's", "cuda_graphs": False,
+        "batch_per_rank": int(per_step / ctx.world_size) if per_step else None,
+        "global_batch": int(per_step) if per_step else None, "accumulate": None,
+        "effective_batch": int(per_step) if per_step else None,
+        "warmup_steps": int(cfg.warmup_steps), "steps": n, "timing": True, "profiled": False,
+        "measure": {"policy": "fixed", "min_steps": int(cfg.steps), "block_steps": 1, "steps": n, "blocks": n,
+                    "window_s": window_s, "stopped_by": "fixed" if n >= int(cfg.steps) else "the script's end",
+                    "precision_of": "step times (rank 0's hooks)"},
+        "throughput": {"wall_s": window_s, "steps_per_s": tp["steps_per_s"], "ci_lo": tp["ci_lo"],
+                       "ci_hi": tp["ci_hi"], "samples_per_s": scale(tp["steps_per_s"]),
+                       "samples_ci_lo": scale(tp["ci_lo"]), "samples_ci_hi": scale(tp["ci_hi"]),
+                       "ci_level": 0.95, "n_blocks": tp["n_blocks"], "method": tp["method"], "lag1": tp["lag1"],
+                       "n_eff": tp["n_eff"], "batches": tp["batches"],
+                       "blocks": {"walls_s": walls, "steps": sizes},
+                       "basis": "each measured step's time (optimizer step to optimizer step) on its slowest rank"},
+        "step_time_s": describe(step_times, serial_series=True) if step_times else None,
+        "phases": {p: describe([s[p] for s in steps], serial_series=True) for p in seen} if steps else None,
+        "steady": steady["steady"], "steady_state": steady,
+        "per_rank": per_rank,
+        "slowest_rank": max(per_rank, key=lambda r: r["step_median_s"] or 0)["rank"],
+        "comm": comm,
+        "ddp": described,
+        "h2d": {"mode": "the script's", "copies": None, "note": "not timed: the script's own copies are in its "
+                "outside time"},
+        "time_budget": time_budget(marks, window_s),
+        "series": {"step_time_s": step_times, "phases": {p: [s[p] for s in steps] for p in seen}},
+        "script": script,
+    }
+    result["straggler"] = find_straggler(per_rank, tp["steps_per_s"] and 1 / tp["steps_per_s"])
+    result["headline"] = train_headline(result)
+    return result
