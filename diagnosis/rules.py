@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, NamedTuple
 
 from comm.buckets import DEFAULT_CAP_MB
@@ -21,7 +21,7 @@ from base.record_types import (CommStats, Evidence, Finding, GradSyncResult, Mic
                                Straggler, StragglerRank)
 from diagnosis.sources import (GLOO_PAIRS_THREAD, MORE_GPUS_ARTICLE, NCCL_RDMA_ARTICLE, VGG11_THREAD, VIT_STUDY,
                                cite)
-from diagnosis.view import OTHER_LOAD, RunView, interval_note, lower
+from diagnosis.view import OTHER_LOAD, Noise, RunView, Sample, interval_note, lower
 from stats.fmt import ms
 
 EXPOSED_SHARE = 0.15        # exposed communication above 15% of the step
@@ -134,19 +134,19 @@ BUSY_HOST = Template("busy_host", cite(
 
 
 # ------------------------------------------------------------------------------------------------- evidence helpers
-def ev_ms(name: str, s: dict | None, source: str) -> Evidence:
-    if not s:
+def ev_ms(name: str, s: Sample | None, source: str) -> Evidence:
+    if s is None:
         return Evidence(name, None, "ms", source=source, note="not in the record")
-    lo, hi = s.get("ci_lo"), s.get("ci_hi")
-    return Evidence(name, s["median"] * 1e3, "ms", lo * 1e3 if lo is not None else None,
+    lo, hi = s.ci_lo, s.ci_hi
+    return Evidence(name, s.median * 1e3, "ms", lo * 1e3 if lo is not None else None,
                     hi * 1e3 if hi is not None else None, source, interval_note(s))
 
 
-def ev_pct(name: str, s: dict | None, source: str) -> Evidence:
-    if not s:
+def ev_pct(name: str, s: Sample | None, source: str) -> Evidence:
+    if s is None:
         return Evidence(name, None, "%", source=source, note="not in the record")
-    lo, hi = s.get("ci_lo"), s.get("ci_hi")
-    return Evidence(name, 100 * s["median"], "%", 100 * lo if lo is not None else None,
+    lo, hi = s.ci_lo, s.ci_hi
+    return Evidence(name, 100 * s.median, "%", 100 * lo if lo is not None else None,
                     100 * hi if hi is not None else None, source, interval_note(s))
 
 
@@ -198,22 +198,22 @@ def _efficiency_ev(ref: dict) -> Evidence:
 
 
 # ------------------------------------------------------------------------------------------------- the noise rule
-def noise_rule(v: RunView, noise: dict, hidden: list[Finding] | None = None) -> Finding | None:
+def noise_rule(v: RunView, noise: Noise, hidden: list[Finding] | None = None) -> Finding | None:
     """Said before the findings, not numbered as a cause, and only where the run's own noise hides a finding: one
     whose effect is above the 2% threshold (compare.noise's default, below which nothing is named anyway) and under
     the floor the noise sets. The title names the size of what it hides."""
-    floor, threshold = noise["floor"], noise.get("threshold", 0.0)
+    floor, threshold = noise.floor, noise.threshold
     masked = [f for f in hidden or [] if threshold < f.material <= floor]
-    if not noise.get("noisy") or not masked:
+    if not noise.noisy or not masked:
         return None
-    n = noise.get("n") or v.train.steps or 1
-    half = noise.get("rel_halfwidth") or floor
+    n = noise.n or v.train.steps or 1
+    half = noise.rel_halfwidth or floor
     # the median's interval narrows roughly as 1/sqrt(n): steps for +-5%, at least 30 (a 95% interval, drift test)
     # and at least twice this run's (where outliers or drift set the floor, the half-width may already be under 5%:
     # an H200 run of 50 steps was told steps=47), at most MAX_STEPS (beyond that the noise is a busy machine)
     steps = min(MAX_STEPS, max(30, 2 * n, int(math.ceil(n * (half / 0.05) ** 2))))
     evidence = [_step_ev(v)]
-    steady = noise.get("steady")
+    steady = noise.steady
     if steady is not None and steady.drift is not None:
         evidence.append(ev("drift, last third vs first third of the window", 100 * steady.drift, "%",
                            "result.steady", f"p={steady.p_value:.2g}" if steady.p_value is not None else ""))
@@ -222,7 +222,7 @@ def noise_rule(v: RunView, noise: dict, hidden: list[Finding] | None = None) -> 
         v, first=True,
         title=f"Noisy measurement: differences under {100 * floor:.1f}% of the step are not attributable; it hides "
               f"{len(masked)} finding{'s' if len(masked) != 1 else ''} of {sizes}",
-        detail="; ".join(noise["reasons"]) + ". More steps narrow the interval when the noise is random; a busy "
+        detail="; ".join(noise.reasons) + ". More steps narrow the interval when the noise is random; a busy "
                "machine needs a quieter moment.",
         evidence=evidence, saving=None, impact=floor, change={"steps": steps},
     )
@@ -238,20 +238,20 @@ def exposed_comm(v: RunView) -> Finding | None:
     if c is None or v.world_size < 2 or sync == "per_param" or c.exposed_s is None:
         return None   # per_param: the per_param rule is this condition, named by its cause
     exposed = v.exposed()               # less rank 0's wait for a late peer: that is the straggler's time
-    if sync != "ddp" and v.phase("sync") and exposed.get("ci_lo") is None:
+    if sync != "ddp" and v.phase("sync") and exposed.ci_lo is None:
         s = v.phase("sync")             # an explicit sync's phase has the interval its series give
-        less = exposed.get("wait_s") or 0.0
-        exposed = {**s, **{k: max(0.0, s[k] - less) if s.get(k) is not None else None
-                           for k in ("median", "ci_lo", "ci_hi")}, "wait_s": less}
+        less = exposed.wait_s
+        cut = lambda x: max(0.0, x - less) if x is not None else None  # noqa: E731 - a local helper
+        exposed = replace(s, median=cut(s.median), ci_lo=cut(s.ci_lo), ci_hi=cut(s.ci_hi), wait_s=less)
     share = v.fraction_of_step(exposed)
     if share is None or lower(share) < EXPOSED_SHARE:
         return None
     ref = v.reference if not not_measurable(v.reference) else None   # an efficiency over 100% tells neither cause
-    exposed_s = exposed["median"]
-    evidence = [ev_ms("exposed communication per step" + (", less the wait for a late peer" if exposed.get("wait_s")
+    exposed_s = exposed.median
+    evidence = [ev_ms("exposed communication per step" + (", less the wait for a late peer" if exposed.wait_s
                                                           else ""), exposed, "result.comm.exposed_s"),
                 ev_pct("share of the step", share, "exposed / step"), _step_ev(v)]
-    if exposed.get("ci_lo") is None:
+    if exposed.ci_lo is None:
         return _exposed_unconfirmed(v, exposed, share, evidence)
     link = _link_reference(v)
     if link is not None and (ref is None or efficiency_side(ref) is None) and efficiency_side(link) == "high":
@@ -259,7 +259,7 @@ def exposed_comm(v: RunView) -> Finding | None:
     if ref is None:
         return EXPOSED_UNEXPLAINED.finding(
             v,
-            title=f"Exposed communication is {100 * share['median']:.0f}% of the step; this record cannot tell a "
+            title=f"Exposed communication is {100 * share.median:.0f}% of the step; this record cannot tell a "
                   "slow sync path from a slow link",
             detail=("The comparison with the microbenchmark of the sync's own calls is "
                     f"{not_measurable(v.reference)}. " if v.reference else
@@ -267,11 +267,11 @@ def exposed_comm(v: RunView) -> Finding | None:
                     "or not run; or pass --nccl-tests FILE). ") + "Run it to see which of the two it is.",
             evidence=evidence,
             saving=Saving(None, how="the microbenchmark says how much of the exposed time the link itself needs"),
-            impact=share["median"], change={"diagnose.microbench": True})
+            impact=share.median, change={"diagnose.microbench": True})
     evidence.append(_efficiency_ev(ref))
     evidence.append(ev_ms(f"the same calls in the {ref['reference']}",
-                          {"median": ref["achievable_s"], "ci_lo": ref.get("achievable_ci_lo"),
-                           "ci_hi": ref.get("achievable_ci_hi"), "source": ref["reference"]},
+                          Sample(ref["achievable_s"], ref.get("achievable_ci_lo"), ref.get("achievable_ci_hi"),
+                                 source=ref["reference"]),
                           ref.get("source") or "result.comm.vs_microbench.achievable_s"))
     side = efficiency_side(ref)
     if side == "low":
@@ -322,27 +322,27 @@ def _cause_unclear(v, share, ref, evidence) -> Finding:
     change = {"diagnose.microbench": True, "diagnose.microbench_iters": iters}
     return EXPOSED_UNCLEAR.finding(
         v,
-        title=f"Exposed communication is {100 * share['median']:.0f}% of the step; the comm efficiency's interval "
+        title=f"Exposed communication is {100 * share.median:.0f}% of the step; the comm efficiency's interval "
               f"[{100 * lo:.0f}, {100 * hi:.0f}]% straddles "
               f"{100 * LOW_EFFICIENCY:.0f}%, so it cannot tell a slow sync path from a slow link",
         detail=f"More timed calls per size in the microbenchmark (diagnose.microbench_iters={iters}) narrow the "
                "interval; the run's diagnosis then names the cause.",
         evidence=evidence,
         saving=Saving(None, how="the microbenchmark says how much of the exposed time the link itself needs"),
-        impact=share["median"], change=change)
+        impact=share.median, change=change)
 
 
 def _exposed_unconfirmed(v, exposed, share, evidence) -> Finding:
     """Exposed communication from too few probe steps for an interval (one by default): a single step's exposed time
     moved from 315 to 58 ms between two runs of one config, so no cause or remedy rests on it alone; the next run
     measures it over enough steps."""
-    n = exposed.get("n") or 1
+    n = exposed.n or 1
     ref = v.reference
     if ref is not None:
         evidence.append(_efficiency_ev(ref))
     return EXPOSED_UNCONFIRMED.finding(
         v,
-        title=f"Exposed communication was {100 * share['median']:.0f}% of the step in {n} probe step"
+        title=f"Exposed communication was {100 * share.median:.0f}% of the step in {n} probe step"
               f"{'s' if n != 1 else ''}: too few samples to name a cause",
         detail=(f"DDP's reducer timers were read over probe_steps={n} untimed step(s) after the window, and one step's "
                 "exposed time moves a lot between runs; probe_steps=6 reads them over 6 steps, which gives it a 95% "
@@ -350,7 +350,7 @@ def _exposed_unconfirmed(v, exposed, share, evidence) -> Finding:
                 "to change."),
         evidence=evidence,
         saving=Saving(None, how="one probe step cannot say; probe_steps=6 measures it with an interval"),
-        impact=share["median"], change={"probe_steps": 6})
+        impact=share.median, change={"probe_steps": 6})
 
 
 def _sync_path(v, c, exposed_s, share, ref, evidence) -> Finding:
@@ -384,16 +384,16 @@ def _sync_path(v, c, exposed_s, share, ref, evidence) -> Finding:
     gain = min(exposed_s, max(0.0, ref["sync_s"] - ref["achievable_s"]))
     return SYNC_PATH.finding(
         v,
-        title=(f"Exposed communication is {100 * share['median']:.0f}% of the step and the all-reduces spanned "
+        title=(f"Exposed communication is {100 * share.median:.0f}% of the step and the all-reduces spanned "
                f"{1 / ref['efficiency']:.1f}x their time in the {ref['reference']} (waits for gradients included): "
                "the sync path, not the link, is the likelier problem" if ref.get("overlap_s") else
-               f"Exposed communication is {100 * share['median']:.0f}% of the step and the sync runs at "
+               f"Exposed communication is {100 * share.median:.0f}% of the step and the sync runs at "
                f"{100 * ref['efficiency']:.0f}% of the {ref['reference']}'s speed: the sync path is the problem, "
                "not the link"),
         detail=why + ".", evidence=evidence,
         saving=_saving(v, gain, f"the exposed time the sync would lose at the {ref['reference']}'s speed "
                                 f"({ms(ref['sync_s'])} ms -> {ms(ref['achievable_s'])} ms)", 0.0, exposed_s),
-        impact=share["median"], change=change, env=env)
+        impact=share.median, change=change, env=env)
 
 
 def _slow_link(v, c, exposed_s, share, ref, evidence) -> Finding:
@@ -407,7 +407,7 @@ def _slow_link(v, c, exposed_s, share, ref, evidence) -> Finding:
         "batch).")
     return SLOW_LINK.finding(
         v,
-        title=f"Exposed communication is {100 * share['median']:.0f}% of the step and the sync already runs "
+        title=f"Exposed communication is {100 * share.median:.0f}% of the step and the sync already runs "
               + (f"at {100 * ref['efficiency']:.0f}% of the {ref['reference']}'s speed" if ref["efficiency"] <= 1
                  else f"as fast as the {ref['reference']}") + ": the link is the bottleneck, send fewer bytes",
         detail=("bf16 compression halves the bytes on the wire; its gradient error is measured by that run "
@@ -415,7 +415,7 @@ def _slow_link(v, c, exposed_s, share, ref, evidence) -> Finding:
         evidence=evidence,
         saving=_saving(v, exposed_s / 2, "half the bytes, so half the exposed time if the link stays the bottleneck "
                                          "(the compression kernels' own cost not counted)", 0.0, exposed_s),
-        impact=share["median"], change=change,
+        impact=share.median, change=change,
         fixes=[change] + ([{"optim": "powersgd"}, {"bucket": LARGER_BUCKET_MB}, {"accumulate": k}]
                                  if v.train.sync == "ddp" else [{"sync": "ddp"}]))
 
@@ -428,7 +428,7 @@ def per_param(v: RunView) -> Finding | None:
         return None
     c = v.train.comm if v.train.comm is not None else CommStats()
     sync = v.phase("sync")
-    if not sync:
+    if sync is None:
         return None
     n = c.collectives_per_step
     nbytes = c.bytes_per_step
@@ -447,35 +447,35 @@ def per_param(v: RunView) -> Finding | None:
             evidence += [ev("per-call latency (fit)", 1e3 * fit["alpha_s"], "ms", "result.microbench.sizes",
                             f"t = alpha + bytes/beta over {fit['points']} sizes, weights {fit['weights']}"),
                          ev("bandwidth (fit)", fit["beta_GBps"], "GB/s", "result.microbench.sizes", "algbw")]
-            rest = sync["median"] - latency - moving
+            rest = sync.median - latency - moving
             detail.append(f"{n:.0f} calls x {ms(fit['alpha_s'])} ms latency = {ms(latency)} ms; moving "
                           f"the bytes at {fit['beta_GBps']:.3g} GB/s = {ms(moving)} ms; measured "
-                          f"{ms(sync['median'])} ms" + (f": the other {ms(rest)} ms is the same calls "
+                          f"{ms(sync.median)} ms" + (f": the other {ms(rest)} ms is the same calls "
                                                              "running slower inside training than alone." if rest > 0
                                                              else "."))
     if one_call:
         evidence.append(ev("one all_reduce of the whole gradient, alone", 1e3 * one_call, "ms",
                            "result.microbench.total", "median of the microbenchmark's calls"))
     detail.append("DDP buckets the gradients into a few large calls and starts them while backward still runs.")
-    lo = sync["median"] - one_call if one_call else None
+    lo = sync.median - one_call if one_call else None
     full = v.contention()
     how = ("DDP overlaps the all-reduce with backward; at best it hides all of it"
            + ("; at worst (no overlap) it saves the calls' overhead, down to one call of the total" if lo is not None
               else ""))
-    point = sync["median"]
+    point = sync.median
     if full is not None and lo is not None:   # overlap needs a free core: gloo's all-reduce is CPU work
         point = max(lo, 0.0)
-        how = (f"this host's cores are full (host {100 * full['host_busy']:.0f}% busy, the ranks' own work "
-               f"{100 * full['own']:.0f}%), so DDP's all-reduce cannot run beside backward for free: the estimate is "
+        how = (f"this host's cores are full (host {100 * full.host_busy:.0f}% busy, the ranks' own work "
+               f"{100 * full.own:.0f}%), so DDP's all-reduce cannot run beside backward for free: the estimate is "
                "the no-overlap case, the calls' overhead down to one call of the total; hiding all of it is the "
                "range's top")
     return PER_PARAM.finding(
         v,
         title=f"The explicit per-parameter all-reduce is in use: {n:.0f} collectives per step, "
-              f"{100 * (v.fraction(sync['median']) or 0):.0f}% of the step, none overlapped",
+              f"{100 * (v.fraction(sync.median) or 0):.0f}% of the step, none overlapped",
         detail=" ".join(detail), evidence=evidence,
-        saving=_saving(v, point, how, max(lo, 0.0) if lo is not None else 0.0, sync["median"]),
-        impact=v.fraction(sync["median"]) or 0.0, change={"sync": "ddp"})
+        saving=_saving(v, point, how, max(lo, 0.0) if lo is not None else 0.0, sync.median),
+        impact=v.fraction(sync.median) or 0.0, change={"sync": "ddp"})
 
 
 @reads("train")
@@ -507,25 +507,25 @@ def input_pipeline(v: RunView) -> Finding | None:
     evidence = [ev_ms("data wait per step", data, "result.phases.data"), ev_ms("H2D copy per step", h2d,
                                                                              "result.phases.h2d"),
                 ev_pct("their share of the step", share, "(data + h2d) / step")]
-    copy_bound = h2d and data and h2d["median"] >= data["median"]
+    copy_bound = h2d and data and h2d.median >= data.median
     if copy_bound and (not v.gpu_like or mode == "side_stream"):
         return None   # the copy already runs beside compute: no knob of this tool makes it shorter
     if copy_bound:
-        change, secs = {"h2d": "side_stream"}, h2d["median"]
-        title = f"The host-to-device copy is {100 * share['median']:.0f}% of the step with h2d={mode}"
+        change, secs = {"h2d": "side_stream"}, h2d.median
+        title = f"The host-to-device copy is {100 * share.median:.0f}% of the step with h2d={mode}"
         detail = ("The copy runs on the compute stream, so compute waits for it (and, with h2d=blocking, the host "
                   "waits for the GPU). A side stream copies the next batch while this one computes.")
         how = "a side stream hides the copy behind compute when compute takes longer"
     else:
         n = max(2, 2 * workers)
-        change, secs = {"data.workers": n}, data["median"] if data else None
-        title = f"The step waits for data: data + H2D are {100 * share['median']:.0f}% of the step"
+        change, secs = {"data.workers": n}, data.median if data else None
+        title = f"The step waits for data: data + H2D are {100 * share.median:.0f}% of the step"
         detail = (f"data.workers={workers}: " + ("batches are made in the training process, between steps. "
                                                 if workers == 0 else "the loader does not keep up. ")
                   + f"{n} worker processes prepare batches ahead.")
         how = "loader workers prepare batches during compute, up to the whole wait"
     return INPUT_PIPELINE.finding(v, title=title, detail=detail, evidence=evidence,
-                                  saving=_saving(v, secs, how, 0.0, secs), impact=share["median"], change=change)
+                                  saving=_saving(v, secs, how, 0.0, secs), impact=share.median, change=change)
 
 
 @reads("train")
@@ -567,7 +567,7 @@ def oversubscription(v: RunView) -> Finding | None:
                   ev_pct("compute share of the step (forward + backward)", compute, "phases")],
         saving=Saving(None, how="one record cannot say how fast a rank computes without the contention; "
                                 "`python train.py -m experiment=scaling` measures one rank alone"),
-        impact=compute["median"] if compute else 0.0, change={}, env={"OMP_NUM_THREADS": fair})
+        impact=compute.median if compute else 0.0, change={}, env={"OMP_NUM_THREADS": fair})
 
 
 def _contention(v: RunView, per_host: int, threads: int) -> Finding | None:
@@ -579,12 +579,12 @@ def _contention(v: RunView, per_host: int, threads: int) -> Finding | None:
     compute = v.share(("forward", "backward"))
     evidence = [ev("ranks on this host", per_host, "", "result.world_size / env.hostnames", "counted"),
                 ev("torch intra-op threads per rank", threads, "", "result.per_rank[].work.torch_threads", "counted"),
-                ev("cores", c["cores"], "", "env.cpu_count", "counted"),
-                ev("host busy over the window (every process)", 100 * c["host_busy"], "%",
+                ev("cores", c.cores, "", "env.cpu_count", "counted"),
+                ev("host busy over the window (every process)", 100 * c.host_busy, "%",
                    "result.per_rank[0].work.host_busy", "/proc/stat"),
-                ev("the ranks' own CPU use over the window", 100 * c["own"], "%", "result.per_rank[].work.cpu_s",
+                ev("the ranks' own CPU use over the window", 100 * c.own, "%", "result.per_rank[].work.cpu_s",
                    "getrusage of each rank / cores x wall"),
-                ev("involuntary context switches per second per rank", c["switches_per_s"], "",
+                ev("involuntary context switches per second per rank", c.switches_per_s, "",
                    "result.per_rank[].work.involuntary_switches", "median over ranks: preempted for another thread"),
                 ev_pct("compute share of the step (forward + backward)", compute, "phases")]
     ref = v.reference
@@ -596,8 +596,8 @@ def _contention(v: RunView, per_host: int, threads: int) -> Finding | None:
     k = max(4, 2 * int(v.train.accumulate or 1))   # never the run's own setting
     return CONTENTION.finding(
         v,
-        title=f"{per_host} DDP ranks keep the {c['cores']} cores {100 * c['host_busy']:.0f}% busy and are preempted "
-              f"{c['switches_per_s']:.0f} times a second: compute and gloo's all-reduce threads take turns on the "
+        title=f"{per_host} DDP ranks keep the {c.cores} cores {100 * c.host_busy:.0f}% busy and are preempted "
+              f"{c.switches_per_s:.0f} times a second: compute and gloo's all-reduce threads take turns on the "
               "cores",
         detail=("DDP overlaps each bucket's all-reduce with the rest of backward; with gloo on CPU the all-reduce is "
                 "CPU work on gloo's own threads, so on a host with no spare core it does not hide behind backward, it "
@@ -608,7 +608,7 @@ def _contention(v: RunView, per_host: int, threads: int) -> Finding | None:
         evidence=evidence,
         saving=Saving(None, how=f"how much compute the all-reduce's CPU work displaces is measured by accumulate={k} "
                                 "against accumulate=1 (compare samples/s)"),
-        impact=compute["median"] if compute else 0.0, change={"accumulate": k})
+        impact=compute.median if compute else 0.0, change={"accumulate": k})
 
 
 @reads("pair_groups")

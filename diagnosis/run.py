@@ -72,8 +72,7 @@ def diagnose(record: Record | dict, nccl_tests: dict | None = None, hta: bool = 
             found.append(f)
     if model and found:
         notes += estimate_with_model(v, found)
-    floor = noise["floor"]
-    threshold = noise.get("threshold", floor)
+    floor, threshold = noise.floor, noise.threshold
     settled = settle(v, found, floor)
     named = [f for f in settled if f.qualitative or f.material > floor]
     hidden = [f for f in settled if f not in named]
@@ -86,8 +85,7 @@ def diagnose(record: Record | dict, nccl_tests: dict | None = None, hta: bool = 
         "inside_noise": [{"rule": f.rule, "effect": f.material, "title": f.title,
                           "under": "noise" if f.material > threshold else "threshold"} for f in hidden],
         "ties": ties(ranked, floor),
-        "noise": {k: noise.get(k) for k in ("floor", "measured", "threshold", "noisy", "reasons", "n", "ci_level",
-                                            "rel_halfwidth", "of")},
+        "noise": noise.to_dict(),
         "accounting": v.acc.to_dict() if v.acc is not None else None,
         "comparisons": comparisons,
         "notes": notes + _notes(v, comparisons),
@@ -233,7 +231,7 @@ class Pools:
         phases = phase_seconds(v.acc)
         inp = phases.get("data", 0.0) + phases.get("h2d", 0.0)
         exposed = v.exposed()
-        ex = exposed["median"] if exposed else 0.0
+        ex = exposed.median if exposed else 0.0
         if not exposed and v.train.sync in ("per_param", "flat"):
             ex = phases.get("sync", 0.0)
         own = T - w

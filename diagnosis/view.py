@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import shlex
 import statistics
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from base.record import Record, setting, typed_block
@@ -51,28 +52,78 @@ def named_findings(diag: DiagnosisBlock | dict | None) -> list[Finding]:
     return [f for f in (d.findings if d is not None else None) or [] if not f.first]
 
 
-def sample(summary: Summary | None, series: list | None) -> dict | None:
-    """median, ci_lo, ci_hi, ci_level, n, source: the record's interval, else one computed from the series. The series
-    is a run's consecutive steps (serially correlated): its interval is the batch-medians one, as the writer's, so a
-    window too short for one (under 10 steps) gets none here either, not one that takes the steps as independent."""
+@dataclass(frozen=True)
+class Sample:
+    """A figure a rule reads (seconds, or a share of the step) with its interval where it has one, and where it came
+    from: every place that prints it says so (interval_note)."""
+    median: float
+    ci_lo: float | None = None
+    ci_hi: float | None = None
+    ci_level: float | None = None
+    n: int | None = None
+    source: str = ""
+    outliers: int = 0           # steps beyond Tukey's fences, either side (a step timer's)
+    wait_s: float = 0.0         # exposed communication: rank 0's wait for a late peer, taken out of it
+
+    @classmethod
+    def of(cls, d: dict, source: str) -> "Sample":
+        """From a stats.describe (or a record's Summary) dict."""
+        return cls(d["median"], d.get("ci_lo"), d.get("ci_hi"), d.get("ci_level"), d.get("n"), source,
+                   (d.get("outliers_high") or 0) + (d.get("outliers_low") or 0))
+
+
+@dataclass
+class Noise:
+    """How far apart two numbers of one run must be to count (RunView.noise), and why."""
+    floor: float = NOISE            # never below stats' 2% noise
+    threshold: float = NOISE        # below it nothing is called a difference (compare.noise's default)
+    measured: float = 0.0           # the part of the floor the run's own noise sets
+    noisy: bool = False
+    reasons: list[str] = field(default_factory=list)
+    n: int | None = None
+    ci_level: float | None = None
+    median_s: float | None = None
+    rel_halfwidth: float | None = None
+    of: str | None = None           # the figure rel_halfwidth is of
+    steady: SteadyState | None = None
+
+    def to_dict(self) -> dict:
+        """As the diagnosis prints it (result.diagnosis.noise)."""
+        return {k: getattr(self, k) for k in ("floor", "measured", "threshold", "noisy", "reasons", "n", "ci_level",
+                                              "rel_halfwidth", "of")}
+
+
+@dataclass(frozen=True)
+class Contention:
+    """One CPU host's cores full of the ranks' own work (RunView.contention)."""
+    cores: int
+    host_busy: float            # every process, over the window
+    own: float                  # the ranks' CPU time / cores x wall
+    switches_per_s: float       # involuntary context switches per second per rank (median)
+
+
+def sample(summary: Summary | None, series: list | None) -> Sample | None:
+    """The record's interval, else one computed from the series. The series is a run's consecutive steps (serially
+    correlated): its interval is the batch-medians one, as the writer's, so a window too short for one (under 10
+    steps) gets none here either, not one that takes the steps as independent."""
     if summary is not None and summary.ci_lo is not None and summary.ci_hi is not None:
-        return {**summary.to_dict(), "source": "record"}
+        return Sample.of(summary.to_dict(), "record")
     values = [v for v in series or [] if v is not None]
     if values:
         d = describe(values, serial_series=True)
-        return {**d, "source": "computed from the record's per-step series" if d["ci_lo"] is not None else
-                f"{len(values)} steps: too few for an interval that allows for their serial correlation (needs 10)"}
+        return Sample.of(d, "computed from the record's per-step series" if d["ci_lo"] is not None else
+                         f"{len(values)} steps: too few for an interval that allows for their serial correlation "
+                         "(needs 10)")
     if summary is not None and summary.median is not None:
-        return {"median": summary.median, "ci_lo": None, "ci_hi": None, "ci_level": None, "n": None,
-                "source": "median only"}
+        return Sample(summary.median, source="median only")
     return None
 
 
-def point(value: float | None, source: str) -> dict | None:
+def point(value: float | None, source: str) -> Sample | None:
     """A single figure (a probe median, a reducer timer): no interval, and the reason travels with it."""
     if value is None:
         return None
-    return {"median": value, "ci_lo": None, "ci_hi": None, "ci_level": None, "n": None, "source": source}
+    return Sample(value, source=source)
 
 
 def ms_text(seconds: float) -> str:
@@ -80,25 +131,24 @@ def ms_text(seconds: float) -> str:
     return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
 
 
-def interval_note(s: dict | None) -> str:
-    if not s:
+def interval_note(s: Sample | None) -> str:
+    if s is None:
         return "not in the record"
-    if s.get("ci_lo") is None:
-        return f"no interval: {s.get('source', 'one figure')}"
-    level, n = s.get("ci_level"), s.get("n")
-    note = f"{level:.0%} interval" if level is not None else "interval"
-    if n:
-        note += f" over {n} steps"
-    if s.get("source") and s["source"] != "record":
-        note += f", {s['source']}"
+    if s.ci_lo is None:
+        return f"no interval: {s.source}"
+    note = f"{s.ci_level:.0%} interval" if s.ci_level is not None else "interval"
+    if s.n:
+        note += f" over {s.n} steps"
+    if s.source and s.source != "record":
+        note += f", {s.source}"
     return note
 
 
-def lower(s: dict | None) -> float | None:
+def lower(s: Sample | None) -> float | None:
     """The value a threshold is tested against: the interval's lower end where there is one, else the figure."""
-    if not s:
+    if s is None:
         return None
-    return s["ci_lo"] if s.get("ci_lo") is not None else s["median"]
+    return s.ci_lo if s.ci_lo is not None else s.median
 
 
 class RunView:
@@ -121,20 +171,19 @@ class RunView:
         self.reference = reference      # comm.vs_microbench, or the same from an nccl-tests file
         self.acc = account(self.train) if self.task == "train" else None
         # the step every share is of: the throughput's where the record has it, else rank 0's step median
-        self.step_s = self.acc.step_s if self.acc else (self.step["median"] if self.step else None)
+        self.step_s = self.acc.step_s if self.acc else (self.step.median if self.step else None)
         layer = self.train.device_layer.kind if self.train.device_layer is not None else None
         # a GPU, or device=fake (the GPU code paths on CPU): where host-to-device copies and streams exist
         self.device = getattr(self.result, "device", None)
         self.gpu_like = self.device == "cuda" or layer == "fake"
 
-    def step_sample(self) -> dict | None:
-        """The step (throughput's) with its 95% interval, as a sample dict."""
+    def step_sample(self) -> Sample | None:
+        """The step (throughput's) with its 95% interval."""
         if not self.acc:
             return self.step
         a = self.acc
-        return {"median": a.step_s, "ci_lo": a.step_lo_s, "ci_hi": a.step_hi_s,
-                "ci_level": 0.95 if a.step_lo_s is not None else None, "n": self.train.steps,
-                "source": "record" if a.step_lo_s is not None else "throughput, no interval (< 10 blocks)"}
+        return Sample(a.step_s, a.step_lo_s, a.step_hi_s, 0.95 if a.step_lo_s is not None else None, self.train.steps,
+                      "record" if a.step_lo_s is not None else "throughput, no interval (< 10 blocks)")
 
     def timed_share(self) -> float:
         """The part of the step rank 0's timed phases cover (1 when the record cannot say): shares of rank 0's step
@@ -150,11 +199,11 @@ class RunView:
         return w if w is not None and w.rank is not None and w.total_s else None
 
     # ------------------------------------------------------------------------------------------ figures
-    def phase(self, name: str) -> dict | None:
+    def phase(self, name: str) -> Sample | None:
         phases = self.train.phases
         return sample(getattr(phases, name) if phases is not None else None, getattr(self.series_phases, name))
 
-    def share(self, names: tuple[str, ...]) -> dict | None:
+    def share(self, names: tuple[str, ...]) -> Sample | None:
         """The phases' share of the step, per step where the series exist (an interval of the median share), else
         the ratio of medians (no interval)."""
         phases = {n: getattr(self.series_phases, n) for n in names}
@@ -165,15 +214,16 @@ class RunView:
             if shares:
                 d = describe(shares)        # a share's interval stays a share: inside [0, 1]
                 d.update({k: min(1.0, max(0.0, d[k])) for k in ("ci_lo", "ci_hi") if d.get(k) is not None})
-                return {**d, "source": "per-step share, computed from the record's series"
-                        + (f", x {scale:.3g} (rank 0's timed phases' part of the step)" if scale < 0.98 else "")}
+                return Sample.of(d, "per-step share, computed from the record's series"
+                                 + (f", x {scale:.3g} (rank 0's timed phases' part of the step)" if scale < 0.98
+                                    else ""))
         summaries = [getattr(self.train.phases, n) if self.train.phases is not None else None for n in names]
         medians = [s.median if s is not None else None for s in summaries]
-        if self.step and all(m is not None for m in medians) and self.step["median"]:
-            return point(scale * sum(medians) / self.step["median"], "ratio of medians")
+        if self.step and all(m is not None for m in medians) and self.step.median:
+            return point(scale * sum(medians) / self.step.median, "ratio of medians")
         return None
 
-    def exposed(self, transfer: bool = True) -> dict | None:
+    def exposed(self, transfer: bool = True) -> Sample | None:
         """The exposed communication per step: with the record's 95% interval where its samples give one, else a
         single figure that says how many samples it rests on (DDP's: probe_steps untimed steps, one by default).
         transfer: less rank 0's wait for a late peer (diagnosis.accounting), which is the straggler's time, not the
@@ -190,76 +240,73 @@ class RunView:
         if c.exposed_s - less > cap:    # the timers' figure differs from the one printed: say so, and by how much
             after += f", capped at the step (DDP's timers say {ms_text(c.exposed_s)} ms)"
         if c.exposed_ci_lo is not None and c.exposed_ci_hi is not None:
-            return {"median": fix(c.exposed_s), "ci_lo": fix(c.exposed_ci_lo), "ci_hi": fix(c.exposed_ci_hi),
-                    "ci_level": 0.95, "n": n, "source": "record" + after, "wait_s": less, "measured_s": c.exposed_s}
+            return Sample(fix(c.exposed_s), fix(c.exposed_ci_lo), fix(c.exposed_ci_hi), 0.95, n, "record" + after,
+                          wait_s=less)
         what = "DDP's reducer timers" if self.train.sync == "ddp" else "the sync phase"
         many = f"{n} probe step{'s' if n != 1 else ''}" if n is not None and n < EXPOSED_MIN_N else "its samples"
-        return {**point(fix(c.exposed_s), f"{what}, {many}{after}"), "n": n, "wait_s": less,
-                "measured_s": c.exposed_s}
+        return Sample(fix(c.exposed_s), n=n, source=f"{what}, {many}{after}", wait_s=less)
 
-    def fraction_of_step(self, s: dict | None) -> dict | None:
+    def fraction_of_step(self, s: Sample | None) -> Sample | None:
         """A figure (median and interval, in seconds) as a share of the step median."""
-        if not s:
+        if s is None:
             return None
-        return {**s, **{k: self.fraction(s.get(k)) for k in ("median", "ci_lo", "ci_hi")}}
+        return replace(s, median=self.fraction(s.median), ci_lo=self.fraction(s.ci_lo), ci_hi=self.fraction(s.ci_hi))
 
     def fraction(self, seconds: float | None) -> float | None:
         """seconds as a share of the step (the throughput's)."""
         return seconds / self.step_s if seconds is not None and self.step_s else None
 
     # ------------------------------------------------------------------------------------------ noise
-    def noise(self) -> dict:
+    def noise(self) -> Noise:
         """How far apart two numbers of this run must be to count: the step's relative half-width (the throughput's
         interval where the record has one, else rank 0's step median's), a window that was still drifting, too many
         outliers. The floor never goes below stats' 2% noise (compare.noise's default: the threshold below which
         nothing is called a difference); `measured` is the part of it the run's own noise sets."""
         timer = self.step
         s = self.step_sample()
-        if not s or s.get("ci_lo") is None:
+        if s is None or s.ci_lo is None:
             s = timer
-        out: dict[str, Any] = {"floor": NOISE, "reasons": [], "noisy": False, "measured": 0.0, "threshold": NOISE}
-        if not s:
-            out["reasons"].append("no step times in the record: noise not assessed")
+        out = Noise()
+        if s is None:
+            out.reasons.append("no step times in the record: noise not assessed")
             return out
-        out.update(n=s.get("n"), ci_level=s.get("ci_level"), median_s=s["median"])
-        if (timer or {}).get("ci_level") is not None and (timer["ci_level"] or 0) < 0.95 and timer.get("n"):
-            out["noisy"] = True
-            out["reasons"].append(f"{timer['n']} measured steps cannot give a 95% interval for the median "
-                                  f"(the widest, min to max, covers {100 * timer['ci_level']:.0f}%)")
-        elif s.get("ci_lo") is None and s.get("n"):     # neither the throughput nor the step timer has an interval
-            out["noisy"] = True
-            out["reasons"].append(f"the noise is unknown: {s['n']} measured steps are too few for a 95% interval "
+        out.n, out.ci_level, out.median_s = s.n, s.ci_level, s.median
+        if timer is not None and timer.ci_level is not None and timer.ci_level < 0.95 and timer.n:
+            out.noisy = True
+            out.reasons.append(f"{timer.n} measured steps cannot give a 95% interval for the median "
+                                  f"(the widest, min to max, covers {100 * timer.ci_level:.0f}%)")
+        elif s.ci_lo is None and s.n:     # neither the throughput nor the step timer has an interval
+            out.noisy = True
+            out.reasons.append(f"the noise is unknown: {s.n} measured steps are too few for a 95% interval "
                                   "that allows for their serial correlation (10 or more: steps=30)")
-        if s.get("ci_lo") is not None and s["median"]:
-            half = rel_halfwidth(s["median"], s["ci_lo"], s["ci_hi"])
-            out["rel_halfwidth"] = half
-            out["of"] = "throughput" if s is not timer else "rank 0's step median"
-            out["floor"] = max(out["floor"], half)
-            out["measured"] = half
+        if s.ci_lo is not None and s.median:
+            half = rel_halfwidth(s.median, s.ci_lo, s.ci_hi)
+            out.rel_halfwidth = half
+            out.of = "throughput" if s is not timer else "rank 0's step median"
+            out.floor = max(out.floor, half)
+            out.measured = half
             if half > NOISY_HALFWIDTH:
-                out["noisy"] = True
-                out["reasons"].append(f"step median known only to +-{100 * half:.1f}% ({interval_note(s)})")
+                out.noisy = True
+                out.reasons.append(f"step median known only to +-{100 * half:.1f}% ({interval_note(s)})")
         # result.steady is its verdict alone (True/False/None)
         steady = self.train.steady_state
         if steady is None and len(self.series.step_time_s or []):
             steady = SteadyState.from_dict(steady_state(self.series.step_time_s), "steady")
-        out["steady"] = steady
+        out.steady = steady
         if steady is not None and steady.steady is False:
-            out["noisy"] = True
+            out.noisy = True
             drift = abs(steady.drift or 0.0)
-            out["floor"] = max(out["floor"], drift)
-            out["measured"] = max(out["measured"], drift)
-            out["reasons"].append(f"the window was not steady: {steady.reason}")
+            out.floor = max(out.floor, drift)
+            out.measured = max(out.measured, drift)
+            out.reasons.append(f"the window was not steady: {steady.reason}")
         other = self.other_load()
         if other is not None and other > OTHER_LOAD:
-            out["noisy"] = True
-            out["reasons"].append(f"other processes kept {100 * other:.0f}% of the host's CPUs busy during the "
+            out.noisy = True
+            out.reasons.append(f"other processes kept {100 * other:.0f}% of the host's CPUs busy during the "
                                   "window (host counters minus the ranks' own CPU time)")
-        t = timer or {}
-        high = (t.get("outliers_high") or 0) + (t.get("outliers_low") or 0)
-        if t.get("n") and high / t["n"] > OUTLIER_SHARE:
-            out["noisy"] = True
-            out["reasons"].append(f"{high} of {t['n']} steps are outliers (beyond 1.5 IQR)")
+        if timer is not None and timer.n and timer.outliers / timer.n > OUTLIER_SHARE:
+            out.noisy = True
+            out.reasons.append(f"{timer.outliers} of {timer.n} steps are outliers (beyond 1.5 IQR)")
         return out
 
     def works(self) -> list[RankWork]:
@@ -278,7 +325,7 @@ class RunView:
         host = self._one_host()
         return None if host is None else max(0.0, host[0][0].host_busy - host[2])
 
-    def contention(self) -> dict | None:
+    def contention(self) -> Contention | None:
         """The ranks on one CPU host fighting over its cores, from the window's counters: the cores are full
         (host_busy >= CONTENDED_BUSY), the ranks themselves fill them (>= CONTENDED_OWN of cores x wall), and the
         scheduler preempts each rank at least CONTENDED_SWITCHES times a second (another of its threads, or a peer's,
@@ -288,8 +335,8 @@ class RunView:
             return None
         works, cores, own = host
         switches = statistics.median(w.involuntary_switches / w.wall_s for w in works if w.wall_s)
-        out = {"cores": cores, "host_busy": works[0].host_busy, "own": own, "switches_per_s": switches}
-        contended = (out["host_busy"] >= CONTENDED_BUSY and own >= CONTENDED_OWN
+        out = Contention(cores, works[0].host_busy, own, switches)
+        contended = (out.host_busy >= CONTENDED_BUSY and own >= CONTENDED_OWN
                      and switches >= CONTENDED_SWITCHES)
         return out if contended else None
 

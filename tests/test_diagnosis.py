@@ -98,12 +98,12 @@ def test_too_few_steps_for_a_95_interval_is_noise():
 def test_record_intervals_are_used_when_present_and_missing_ones_said():
     rec = train()
     rec["result"]["step_time_s"] = {"median": 0.1, "ci_lo": 0.05, "ci_hi": 0.15, "ci_level": 0.95, "n": 40}
-    assert RunView(rec).step["source"] == "record"
+    assert RunView(rec).step.source == "record"
     assert diagnose(rec)["noise"]["floor"] == pytest.approx(0.5)
     bare = train(world_size=1, exposed_s=0.006)        # a figure with neither interval nor series says so
     del bare["result"]["series"]
     bare["result"]["step_time_s"] = {"median": 0.1}
-    assert RunView(bare).step["ci_lo"] is None
+    assert RunView(bare).step.ci_lo is None
     assert ("step (throughput) 100 ms (no interval: throughput, no interval (< 10 blocks))"
             in format_text(diagnose(bare)))
 
@@ -610,9 +610,9 @@ def test_a_short_window_gets_no_interval_that_takes_its_steps_as_independent():
     from diagnosis.view import sample
 
     s = sample(None, [0.10, 0.12, 0.11, 0.13, 0.10, 0.12])
-    assert s["median"] == pytest.approx(0.115) and s["ci_lo"] is None and s["ci_hi"] is None
+    assert s.median == pytest.approx(0.115) and s.ci_lo is None and s.ci_hi is None
     long = sample(None, [0.10, 0.12, 0.11, 0.13, 0.10, 0.12] * 5)
-    assert long["ci_lo"] is not None and long["ci_lo"] <= long["median"] <= long["ci_hi"]
+    assert long.ci_lo is not None and long.ci_lo <= long.median <= long.ci_hi
 
 
 def test_a_window_too_short_for_an_interval_says_its_noise_is_unknown():
@@ -623,7 +623,7 @@ def test_a_window_too_short_for_an_interval_says_its_noise_is_unknown():
     from tests.records import train_record
 
     noise = RunView(as_record(train_record(overrides=["optim=none"], steps_per_s=2.0, steps=6))).noise()
-    assert noise["noisy"] and any("6 measured steps are too few" in r for r in noise["reasons"])
+    assert noise.noisy and any("6 measured steps are too few" in r for r in noise.reasons)
 
 
 def test_each_rule_states_the_tasks_it_reads():
@@ -645,14 +645,17 @@ def test_each_rule_states_the_tasks_it_reads():
 def test_the_noise_rule_never_asks_for_fewer_steps_than_the_run_took():
     """An H200 run of 50 steps whose floor came from outliers (half-width 4.8%) was told `steps=47`: the steps asked
     for are at least twice the run's, since the half-width alone cannot say what outliers need."""
+    from dataclasses import replace
+
     from diagnosis.rules import noise_rule
+    from diagnosis.view import Noise
 
     rec = train(steps=50)
     hidden = Finding(rule="exposed_comm.link", title="t", detail="d", evidence=[], matches="m", saving=None,
                      command="c", impact=0.03)
-    noise = {"noisy": True, "floor": 0.048, "threshold": 0.02, "n": 50, "rel_halfwidth": 0.048,
-             "reasons": ["11 of 50 steps are outliers (beyond 1.5 IQR)"]}
+    noise = Noise(noisy=True, floor=0.048, threshold=0.02, n=50, rel_halfwidth=0.048,
+                  reasons=["11 of 50 steps are outliers (beyond 1.5 IQR)"])
     f = noise_rule(RunView(rec), noise, hidden=[hidden])
     assert f.recommends == {"steps": 100} and "steps=100" in f.command
-    wide = dict(noise, rel_halfwidth=0.10, floor=0.10)     # the half-width rule where it asks for more: 50 x 4
+    wide = replace(noise, rel_halfwidth=0.10, floor=0.10)     # the half-width rule where it asks for more: 50 x 4
     assert noise_rule(RunView(rec), wide, hidden=[hidden]).recommends == {"steps": 200}
