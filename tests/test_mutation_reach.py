@@ -13,6 +13,8 @@ from comm.measure import block_sizes, rank_stats
 from stats import within
 
 T975_DF4 = 2.7764451051977987   # Student t, 0.975 quantile, 4 degrees of freedom (printed tables: 2.776)
+T975_DF2 = 4.302652729911275    # ... 2 degrees of freedom (4.303)
+T975_DF1 = 12.706204736174705   # ... 1 degree of freedom (12.706)
 
 
 def test_t_quantile_is_students_t():
@@ -61,12 +63,19 @@ def test_batches_split_by_hand():
 
 
 def test_batch_median_by_hand():
-    # 1..10: median 5.5; batch medians 1.5 3.5 5.5 7.5 9.5; their sd sqrt(40 / 4) = sqrt(10); se sqrt(10) / sqrt(5)
+    # 1..10: median 5.5; under 40 values 2 batches (1..5, 6..10): medians 3 and 8, sd sqrt(12.5), se sqrt(12.5)/sqrt(2)
     out = within.batch_median(list(range(1, 11)))
-    se = math.sqrt(10) / math.sqrt(5)
-    assert out["median"] == 5.5 and out["se"] == pytest.approx(se) and out["df"] == 4
-    assert out["ci_lo"] == pytest.approx(5.5 - T975_DF4 * se) and out["ci_hi"] == pytest.approx(5.5 + T975_DF4 * se)
-    assert out["method"].startswith("batch medians: 5 consecutive batches")
+    se = math.sqrt(12.5) / math.sqrt(2)
+    assert out["median"] == 5.5 and out["se"] == pytest.approx(se) and out["df"] == 1
+    assert out["ci_lo"] == pytest.approx(5.5 - T975_DF1 * se) and out["ci_hi"] == pytest.approx(5.5 + T975_DF1 * se)
+    assert out["method"].startswith("batch medians: 2 consecutive batches")
+    # count=5 (the adaptive window's pilot): batch medians 1.5 3.5 5.5 7.5 9.5; sd sqrt(40 / 4); se sqrt(10) / sqrt(5)
+    five = within.batch_median(list(range(1, 11)), count=5)
+    se5 = math.sqrt(10) / math.sqrt(5)
+    assert five["se"] == pytest.approx(se5) and five["df"] == 4
+    assert five["ci_lo"] == pytest.approx(5.5 - T975_DF4 * se5) and five["ci_hi"] == pytest.approx(5.5 + T975_DF4 * se5)
+    # the batch count by length: 2 under 40, 3 under 120, 5 from 120
+    assert [within.batch_count(n) for n in (10, 39, 40, 119, 120)] == [2, 2, 3, 3, 5]
     nine = within.batch_median(list(range(1, 10)))
     assert nine["median"] == 5 and nine["ci_lo"] is None and nine["ci_hi"] is None and "needs 10" in nine["method"]
     narrow = within.batch_median(list(range(1, 11)), level=0.9)
@@ -76,21 +85,26 @@ def test_batch_median_by_hand():
 
 
 def test_batch_rate_by_hand():
-    walls = [1.0] * 10
-    units = [float(u) for u in range(1, 11)]
+    # 10 blocks: the rate, no interval (the long-run rate needs 60 blocks), the 3-batch log se kept for planning
+    short = within.batch_rate([1.0] * 10, [float(u) for u in range(1, 11)])
+    assert short["rate"] == pytest.approx(5.5) and short["ci_lo"] is None and short["df"] is None
+    assert short["n_blocks"] == 10 and "needs" not in short["method"] and "60 blocks" in short["method"]
+    # 60 blocks of 1 s, units 1..60: 3 batches of 20, rates 10.5 30.5 50.5; t on their logs, df 2
+    walls = [1.0] * 60
+    units = [float(u) for u in range(1, 61)]
     out = within.batch_rate(walls, units)
-    assert out["rate"] == pytest.approx(5.5) and out["n_blocks"] == 10 and out["df"] == 4 and out["batches"] == 5
-    logs = [math.log((a + b) / 2) for a, b in zip(units[::2], units[1::2])]   # batches of 2 blocks, 1 s each
-    mean = sum(logs) / 5
-    se = math.sqrt(sum((v - mean) ** 2 for v in logs) / 4) / math.sqrt(5)
+    assert out["rate"] == pytest.approx(30.5) and out["n_blocks"] == 60 and out["df"] == 2 and out["batches"] == 3
+    logs = [math.log(10.5), math.log(30.5), math.log(50.5)]
+    mean = sum(logs) / 3
+    se = math.sqrt(sum((v - mean) ** 2 for v in logs) / 2) / math.sqrt(3)
     assert out["log_se"] == pytest.approx(se)
-    assert out["ci_lo"] == pytest.approx(5.5 * math.exp(-T975_DF4 * se))
-    assert out["ci_hi"] == pytest.approx(5.5 * math.exp(T975_DF4 * se))
+    assert out["ci_lo"] == pytest.approx(30.5 * math.exp(-T975_DF2 * se))
+    assert out["ci_hi"] == pytest.approx(30.5 * math.exp(T975_DF2 * se))
     per_block = [math.log(u) for u in units]
     assert out["lag1"] == pytest.approx(within.lag1(per_block)) and out["n_eff"] == pytest.approx(_n_eff(per_block))
     # the rate is total work over total time, not the mean of the blocks' rates
     uneven = within.batch_rate([1.0, 3.0], [2.0, 2.0])
-    assert uneven["rate"] == pytest.approx(1.0) and uneven["ci_lo"] is None and "needs 10" in uneven["method"]
+    assert uneven["rate"] == pytest.approx(1.0) and uneven["ci_lo"] is None and "needs 60" in uneven["method"]
     for walls, units in (([1.0, 0.0], [1.0, 1.0]), ([1.0, 1.0], [1.0, -1.0]), ([], []), ([1.0], [1.0, 2.0])):
         with pytest.raises(ValueError):
             within.batch_rate(walls, units)
@@ -134,7 +148,8 @@ def test_collectives_rows_and_headline_by_hand():
     # per rank, per entry: (seconds per call, wrong values found, the blocks' seconds per call)
     rank0 = [(0.010, 0, blocks), (0.030, 0, blocks), (0.020, 1, blocks), (0.050, 0, blocks)]
     rank1 = [(0.030, 0, [2 * b for b in blocks]), (0.010, 0, blocks), (0.020, 2, blocks), (0.070, 0, blocks)]
-    r = _result(c, entries, [rank0, rank1], [], SimpleNamespace(world_size=2, backend="gloo"), torch.device("cpu"))
+    r = _result(c, entries, [rank0, rank1], [], SimpleNamespace(world_size=2, backend="gloo"),
+                torch.device("cpu")).to_dict()       # the typed result, read as the record holds it
     rows = r["rows"]
     assert [(x["op"], x["bytes"]) for x in rows] == [(e["op"], e["size"]) for e in entries]
     first = rows[0]                                   # all_reduce 1 MiB: mean 20 ms, slowest rank 1 at 30 ms
@@ -197,7 +212,7 @@ def test_step_accounting_by_hand():
     assert [r["barrier_s"] for r in acc["ranks"]] == [pytest.approx(0.020)] * 2
     assert acc["work_s"] == {0: 0.100, 1: 0.130} and acc["work_is_complete"] is True
     text = "\n".join(lines(account(TrainResult.from_dict(_accounting_result(), "result"))))
-    assert "200 ms per step" in text and "waiting for rank 1 10" in text and "exposed transfer 30" in text
+    assert "200 ms per step" in text and "waiting for rank 1 10" in text and "transfer in the window 30" in text
     assert "rank 0 waits 30" in text and "not accounted for" not in text
 
     # an explicit strategy: the wait is inside the sync phase; a wait larger than barrier + sync is capped by the sync
