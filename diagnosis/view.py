@@ -24,6 +24,7 @@ from diagnosis.accounting import account
 from tables.entries import EXPOSED_MIN_N, exposed_samples
 from stats import describe, rel_halfwidth, steady_state
 from stats.compare import NOISE
+from stats.within import RATE_MIN_BLOCKS
 
 # keys a sweep sets on each of its jobs (repeats=3 runs repeat=0..2): a single run of a next command takes neither
 # (repeats>1 without -m is refused)
@@ -182,8 +183,9 @@ class RunView:
         if not self.acc:
             return self.step
         a = self.acc
+        source = "record" if a.step_lo_s is not None else f"throughput, no interval (under {RATE_MIN_BLOCKS} blocks)"
         return Sample(a.step_s, a.step_lo_s, a.step_hi_s, 0.95 if a.step_lo_s is not None else None, self.train.steps,
-                      "record" if a.step_lo_s is not None else "throughput, no interval (< 10 blocks)")
+                      source)
 
     def timed_share(self) -> float:
         """The part of the step rank 0's timed phases cover (1 when the record cannot say): shares of rank 0's step

@@ -104,7 +104,7 @@ def test_record_intervals_are_used_when_present_and_missing_ones_said():
     del bare["result"]["series"]
     bare["result"]["step_time_s"] = {"median": 0.1}
     assert RunView(bare).step.ci_lo is None
-    assert ("step (throughput) 100 ms (no interval: throughput, no interval (< 10 blocks))"
+    assert ("step (throughput) 100 ms (no interval: throughput, no interval (under 60 blocks))"
             in format_text(diagnose(bare)))
 
 

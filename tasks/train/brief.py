@@ -4,6 +4,7 @@ time budget) is in summarize()'s full text, which goes to the job log and, with 
 from __future__ import annotations
 
 from stats.fmt import fmt_ci, ms
+from stats.within import RATE_MIN_BLOCKS
 
 from base.record import Record
 from base.record_types import TrainResult
@@ -21,7 +22,9 @@ def brief(record: Record) -> list[str]:
         lines.append(f"throughput  {fmt_ci(tp.samples_per_s, tp.samples_ci_lo, tp.samples_ci_hi, 'samples/s')}"
                      f"  ({fmt_ci(tp.steps_per_s, tp.ci_lo, tp.ci_hi, 'steps/s')}, 95% CI)")
     else:
-        lines.append(f"throughput  {tp.samples_per_s:.4g} samples/s  (no CI: < 10 timed blocks)")
+        # the long-run rate's interval needs RATE_MIN_BLOCKS blocks (stats.within); the step median has its own
+        lines.append(f"throughput  {tp.samples_per_s:.4g} samples/s  (no CI under {RATE_MIN_BLOCKS} timed blocks; "
+                     f"the step median's is below)")
     st = r.steady_state
     if st is not None and st.steady is False:
         lines.append(f"WARNING     not at steady state: {st.reason} (raise warmup_steps, or a quieter machine)")

@@ -18,6 +18,7 @@ from base.record_types import (Accuracy, Blocks, CommStats, DdpInfo, DeviceLayer
                                Throughput, TimeBudget, TrainRank, TrainResult)
 from stats import block_throughput, describe, fmt_ci, steady_state
 from stats.fmt import ms
+from stats.within import RATE_MIN_BLOCKS
 
 
 def thread_counts() -> dict:
@@ -201,7 +202,7 @@ def summarize_window(r: TrainResult) -> list[str]:
     """Throughput with its interval, how the window ended, steadiness and the phase table (with CIs)."""
     tp, m = r.throughput, r.measure
     def unit(v, lo, hi, u):
-        return fmt_ci(v, lo, hi, u) if lo is not None else f"{v:.4g} {u} (no CI: < 10 blocks)"
+        return fmt_ci(v, lo, hi, u) if lo is not None else f"{v:.4g} {u} (no CI under {RATE_MIN_BLOCKS} blocks)"
 
     lines = [
         f"throughput  {unit(tp.steps_per_s, tp.ci_lo, tp.ci_hi, 'steps/s')}   "
