@@ -154,6 +154,7 @@ def run(ctx) -> TrainResult | None:
                     device_layer=DeviceLayer(**dev.report(), window_sync_check=dev.window_check(strict),
                                              window_unchecked_because=unchecked_because))
 
+
 def make_sync(cfg, model: nn.Module, device: torch.device) -> Sync:
     """The sync= strategy around the model: local, per_param, flat (tasks/train/sync.py) or ddp (ddp.py)."""
     if cfg.sync == "ddp":
