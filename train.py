@@ -12,6 +12,7 @@ a wrong type: said from the error's own facts, job/config.py), and a disk that w
 job (full, read-only), are printed here as one line naming the fix, exit code 2; set HYDRA_FULL_ERROR=1 for Hydra's
 own report.
 """
+
 import os
 import sys
 
@@ -20,15 +21,26 @@ from omegaconf import DictConfig
 
 from base.errors import ConfigError
 from base.interrupt import Interrupted
-from job.config import CONF_DIR, check_added_keys, check_command_line, disk_error, hydra_error, register_resolvers
+from job.config import (
+    CONF_DIR,
+    check_added_keys,
+    check_command_line,
+    disk_error,
+    hydra_error,
+    register_resolvers,
+)
 from job.run import JobResult, run_job
 
 register_resolvers()
 
-_ended: list[JobResult] = []   # the jobs' results: Hydra's run mode does not hand the task's return value back
+_ended: list[
+    JobResult
+] = []  # the jobs' results: Hydra's run mode does not hand the task's return value back
 
 
-@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")   # absolute: tests import this
+@hydra.main(
+    version_base="1.3", config_path=str(CONF_DIR), config_name="config"
+)  # absolute: tests import this
 def app(cfg: DictConfig) -> JobResult:
     result = run_job(cfg)
     _ended.append(result)
@@ -40,7 +52,9 @@ def main() -> int:
     sweep table's verdict come back as their code). Only an exception nobody foresaw escapes, with its traceback."""
     overrides = [a for a in sys.argv[1:] if not a.startswith("-")]
     asked = os.environ.get("HYDRA_FULL_ERROR")
-    os.environ["HYDRA_FULL_ERROR"] = "1"    # Hydra raises what it refuses, instead of printing several lines
+    os.environ["HYDRA_FULL_ERROR"] = (
+        "1"  # Hydra raises what it refuses, instead of printing several lines
+    )
     _ended.clear()
     try:
         check_added_keys(overrides)
@@ -48,10 +62,16 @@ def main() -> int:
         app()
     except SystemExit as e:
         return _code(e)
-    except Interrupted as e:                 # a sweep stopped by a signal, without a table to write (job.run)
+    except Interrupted as e:  # a sweep stopped by a signal, without a table to write (job.run)
         return e.exit_code
     except Exception as e:
-        error = e if isinstance(e, ConfigError) else None if asked else hydra_error(e, overrides) or disk_error(e)
+        error = (
+            e
+            if isinstance(e, ConfigError)
+            else None
+            if asked
+            else hydra_error(e, overrides) or disk_error(e)
+        )
         if error is None:
             raise
         print(f"error: {error}", file=sys.stderr)
@@ -59,7 +79,9 @@ def main() -> int:
     finally:
         if asked is None:
             del os.environ["HYDRA_FULL_ERROR"]
-    return _ended[-1].exit_code if _ended else 0   # in a sweep 0: its table's callback raises its verdict
+    return (
+        _ended[-1].exit_code if _ended else 0
+    )  # in a sweep 0: its table's callback raises its verdict
 
 
 def _code(e: SystemExit) -> int:

@@ -1,4 +1,5 @@
 """What every task receives inside a rank, whoever started the rank (elastic launcher, torchrun, Slurm)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -7,22 +8,26 @@ from typing import Any
 
 import torch
 
-JOB_START_ENV = "DDP_COMM_JOB_START"  # epoch seconds the job began (job/run.py sets it; the ranks inherit it)
+JOB_START_ENV = (
+    "DDP_COMM_JOB_START"  # epoch seconds the job began (job/run.py sets it; the ranks inherit it)
+)
 
 
 @dataclass
 class RankContext:
-    cfg: Any                 # OmegaConf DictConfig, fully resolved (no interpolations left)
+    cfg: Any  # OmegaConf DictConfig, fully resolved (no interpolations left)
     rank: int
     world_size: int
     local_rank: int
-    device: Any              # the device layer (device/: Device): streams, events, syncs, graph capture
-    backend: str             # the process group's backend: "nccl" | "gloo"
-    output_dir: Path         # the job's directory, shared by all ranks
+    device: Any  # the device layer (device/: Device): streams, events, syncs, graph capture
+    backend: str  # the process group's backend: "nccl" | "gloo"
+    output_dir: Path  # the job's directory, shared by all ranks
     hostname: str
-    store: Any = None        # the rank side's own part of the rendezvous store (per-rank figures without a collective)
-    progress: dict = field(default_factory=dict)  # how far the task got (e.g. warmup_steps_done): what an
-                                                  # interrupted run records, and what its heartbeat reports
+    store: Any = None  # the rank side's own part of the rendezvous store (per-rank figures without a collective)
+    progress: dict = field(
+        default_factory=dict
+    )  # how far the task got (e.g. warmup_steps_done): what an
+    # interrupted run records, and what its heartbeat reports
 
     @property
     def torch_device(self) -> torch.device:

@@ -8,6 +8,7 @@ Only the first signal raises. Later ones (the elastic agent forwards the signal 
 impatient second Ctrl-C) are noted and ignored, so the cleanup the first one started (rank 0 handing in what it
 measured, the record being written) is not cut short. Every stage that could wait has its own bound instead: the
 agent's shutdown timeout, W&B's deadline."""
+
 from __future__ import annotations
 
 import signal
@@ -16,7 +17,9 @@ from contextlib import contextmanager
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-_first: int | None = None  # the first signal this process got; a sweep does not start another job after it
+_first: int | None = (
+    None  # the first signal this process got; a sweep does not start another job after it
+)
 
 
 class Interrupted(BaseException):

@@ -4,6 +4,7 @@ showed, and lines from a rank carry its rank there.
 The console looks as it did with print(): the message alone, warnings and errors on stderr, the rest on stdout
 (`Console`, used by conf/hydra/job_logging/ddp_comm.yaml). The job log adds time, rank, logger and level. Outside
 Hydra (tests, `python -m ...`) nobody configures logging; the tool's own logger then prints through `Fallback`."""
+
 from __future__ import annotations
 
 import logging
@@ -31,7 +32,9 @@ class Console(logging.Handler):
         try:
             stream = sys.stderr if record.levelno >= logging.WARNING else sys.stdout
             text = self.format(record)
-            if record.name == "py.warnings":  # warnings.formatwarning's text ends with its own newline
+            if (
+                record.name == "py.warnings"
+            ):  # warnings.formatwarning's text ends with its own newline
                 text = text.rstrip("\n")
             stream.write(text + "\n")
             stream.flush()
@@ -43,8 +46,12 @@ def _prints(handler: logging.Handler) -> bool:
     if isinstance(handler, Console):
         return True
     stream = getattr(handler, "stream", None)
-    return not isinstance(handler, logging.FileHandler) and stream in (sys.stdout, sys.stderr, sys.__stdout__,
-                                                                       sys.__stderr__)
+    return not isinstance(handler, logging.FileHandler) and stream in (
+        sys.stdout,
+        sys.stderr,
+        sys.__stdout__,
+        sys.__stderr__,
+    )
 
 
 class Fallback(Console):
@@ -99,9 +106,11 @@ class JobLog(logging.FileHandler):
                 stream.close()
             except OSError:
                 pass
-            sys.stderr.write(f"warning: cannot write the job log {self.baseFilename} ({error.strerror or error}); "
-                             f"the console has every line\n")
-        self.emit = lambda record: None   # given up: no more attempts, no more warnings
+            sys.stderr.write(
+                f"warning: cannot write the job log {self.baseFilename} ({error.strerror or error}); "
+                f"the console has every line\n"
+            )
+        self.emit = lambda record: None  # given up: no more attempts, no more warnings
 
     def flush(self) -> None:
         try:
@@ -128,7 +137,9 @@ def for_rank(job: dict) -> bool:
         return False
     root.setLevel(logging.INFO)
     console = Console()
-    console.setLevel(logging.WARNING)  # a rank's INFO lines (started, ended) are for the job log only
+    console.setLevel(
+        logging.WARNING
+    )  # a rank's INFO lines (started, ended) are for the job log only
     root.addHandler(console)
     logging.captureWarnings(True)  # warnings.warn lines reach the job log too, printed as before
     try:

@@ -1,6 +1,7 @@
 """Where a reader (python -m whatif, python -m results.report) writes when it is not told: beside the run it read,
 except inside the repository's committed results/ folder, whose files only their own regeneration commands write
 (results/README.md). There it writes under ./outputs/<name>/ with the same relative path, and --out says otherwise."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -7,6 +7,7 @@ value, but the record, the job log, the printed `next:` commands and W&B get the
     (directly, or through an interpolation of such a key), which keep their `${oc.env:...}` text (`as_typed`), and
     so do the communication variables the ranks exported from such keys (`as_typed_vars`).
 Replaying the command with the same environment gives the same run."""
+
 from __future__ import annotations
 
 import copy
@@ -17,7 +18,9 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 ENV_RESOLVER = re.compile(r"\$\{\s*oc\.env\s*:")
-NODE_REFERENCE = re.compile(r"\$\{\s*([A-Za-z_][\w.]*)\s*\}")  # ${key} or ${group.key}, not a resolver call
+NODE_REFERENCE = re.compile(
+    r"\$\{\s*([A-Za-z_][\w.]*)\s*\}"
+)  # ${key} or ${group.key}, not a resolver call
 
 
 def typed_overrides(node: Any) -> list[str]:
@@ -58,8 +61,10 @@ def from_environment(cfg: DictConfig) -> dict[str, str]:
         if text is None or path in seen:
             return False
         result = bool(ENV_RESOLVER.search(text)) or any(
-            tainted(ref, seen | {path}) or any(tainted(p, seen | {path}) for p in leaves if p.startswith(ref + "."))
-            for ref in NODE_REFERENCE.findall(text))
+            tainted(ref, seen | {path})
+            or any(tainted(p, seen | {path}) for p in leaves if p.startswith(ref + "."))
+            for ref in NODE_REFERENCE.findall(text)
+        )
         found[path] = result
         return result
 
@@ -75,7 +80,13 @@ def as_typed(plain: dict | None, typed: dict[str, str]) -> dict | None:
         *parents, leaf = path.split(".")
         node: Any = shown
         for part in parents:
-            node = node[int(part)] if isinstance(node, list) else node.get(part) if isinstance(node, dict) else None
+            node = (
+                node[int(part)]
+                if isinstance(node, list)
+                else node.get(part)
+                if isinstance(node, dict)
+                else None
+            )
             if node is None:
                 break
         else:
@@ -86,7 +97,10 @@ def as_typed(plain: dict | None, typed: dict[str, str]) -> dict | None:
     return shown
 
 
-COMM_PREFIXES = {"nccl": "NCCL_", "gloo": "GLOO_"}  # comm/env.py exports nccl.X as NCCL_X, gloo.X as GLOO_X
+COMM_PREFIXES = {
+    "nccl": "NCCL_",
+    "gloo": "GLOO_",
+}  # comm/env.py exports nccl.X as NCCL_X, gloo.X as GLOO_X
 
 
 def as_typed_vars(variables: dict | None, typed: dict[str, str]) -> dict | None:

@@ -7,6 +7,7 @@ written again is the same JSON (base/typed.py). Readers read this schema version
 an older record is refused with the command that brings it up to date once (`python -m base.upgrade <dir>`, which
 also says what each version changed).
 """
+
 from __future__ import annotations
 
 import json
@@ -20,15 +21,31 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Any, Callable
 
-from base.record_types import Env, JobInfo, RecordError, TaskResult, TrainResult, result_from_dict, result_type
+from base.record_types import (
+    Env,
+    JobInfo,
+    RecordError,
+    TaskResult,
+    TrainResult,
+    result_from_dict,
+    result_type,
+)
 from base.typed import Block
 
-__all__ = ["Record", "RecordError", "read_record", "find_records", "record_path", "now", "is_peer_failure"]
+__all__ = [
+    "Record",
+    "RecordError",
+    "read_record",
+    "find_records",
+    "record_path",
+    "now",
+    "is_peer_failure",
+]
 
 SCHEMA_VERSION = 3
 RECORD_NAME = "run_record.json"
 JOB_KEYS = ("name", "num", "output_dir", "sweep_dir", "sweep_id", "slurm_job_id", "log")
-SWEEP_ID_ENV = "DDP_COMM_SWEEP_ID"   # set by the sweep table's callback before any job: the job.sweep_id of its records
+SWEEP_ID_ENV = "DDP_COMM_SWEEP_ID"  # set by the sweep table's callback before any job: the job.sweep_id of its records
 
 
 def now() -> str:
@@ -38,26 +55,52 @@ def now() -> str:
 @dataclass
 class Record(Block):
     status: str = field(metadata={"doc": '"ok" | "failed" | "interrupted" | "hung"'})
-    task: str | None = field(default=None, metadata={"doc": '"train" | "collectives" | "grad_sync" | "pair_groups"'})
-    command: str | None = field(default=None, metadata={
-        "doc": "`python train.py <overrides>`, shell-quoted, as typed: `${oc.env:...}` stays text"})
-    overrides: list[str] = field(default_factory=list, metadata={"doc": "this job's command-line overrides, as typed"})
+    task: str | None = field(
+        default=None, metadata={"doc": '"train" | "collectives" | "grad_sync" | "pair_groups"'}
+    )
+    command: str | None = field(
+        default=None,
+        metadata={
+            "doc": "`python train.py <overrides>`, shell-quoted, as typed: `${oc.env:...}` stays text"
+        },
+    )
+    overrides: list[str] = field(
+        default_factory=list, metadata={"doc": "this job's command-line overrides, as typed"}
+    )
     job: JobInfo = field(default_factory=JobInfo)
-    config: dict[str, Any] | None = field(default=None, metadata={
-        "doc": "the resolved config every rank ran with; keys whose value came from the environment keep the text "
-               "typed (base/provenance.py)"})
+    config: dict[str, Any] | None = field(
+        default=None,
+        metadata={
+            "doc": "the resolved config every rank ran with; keys whose value came from the environment keep the text "
+            "typed (base/provenance.py)"
+        },
+    )
     env: Env = field(default_factory=Env)
     started: str | None = field(default=None, metadata={"doc": "ISO-8601 UTC"})
     finished: str | None = field(default=None, metadata={"doc": "ISO-8601 UTC"})
     # Typed by task (base.record_types.RESULT_TYPES); annotated Any so the generic reader leaves it to from_dict below.
-    result: Any = field(default=None, metadata={
-        "doc": "the task's result (TaskResult: one of the sections below); null when the run failed before "
-               "producing any; a failed run keeps what was measured"})
-    error: str | None = field(default=None, metadata={"doc": "the failure's message, naming the rank it came from"})
-    traceback: str | None = field(default=None, metadata={"doc": "the failing rank's traceback, when there is one"})
-    peer_error: str | None = field(default=None, metadata={
-        "doc": "a first error that only said a peer rank died, replaced by the root cause (amend_failure)"})
-    schema_version: int = field(default=SCHEMA_VERSION, metadata={"doc": "readers refuse versions they do not know"})
+    result: Any = field(
+        default=None,
+        metadata={
+            "doc": "the task's result (TaskResult: one of the sections below); null when the run failed before "
+            "producing any; a failed run keeps what was measured"
+        },
+    )
+    error: str | None = field(
+        default=None, metadata={"doc": "the failure's message, naming the rank it came from"}
+    )
+    traceback: str | None = field(
+        default=None, metadata={"doc": "the failing rank's traceback, when there is one"}
+    )
+    peer_error: str | None = field(
+        default=None,
+        metadata={
+            "doc": "a first error that only said a peer rank died, replaced by the root cause (amend_failure)"
+        },
+    )
+    schema_version: int = field(
+        default=SCHEMA_VERSION, metadata={"doc": "readers refuse versions they do not know"}
+    )
 
     # ------------------------------------------------------------------------------------ constructors
 
@@ -68,24 +111,50 @@ class Record(Block):
         overrides = list(job.get("overrides") or [])
         task = config.get("task")
         env, result = fields.pop("env", None), fields.pop("result", None)
-        return cls(status=status, task=task,
-                   command=job.get("command") or shlex.join(["python", "train.py", *overrides]),
-                   overrides=overrides, job=typed_block(JobInfo, {k: job.get(k) for k in JOB_KEYS}, "job"),
-                   config=config, env=typed_block(Env, env, "env") or Env.from_dict({}),
-                   result=typed_block(result_type(task), result, "result"), finished=now(), **fields)
+        return cls(
+            status=status,
+            task=task,
+            command=job.get("command") or shlex.join(["python", "train.py", *overrides]),
+            overrides=overrides,
+            job=typed_block(JobInfo, {k: job.get(k) for k in JOB_KEYS}, "job"),
+            config=config,
+            env=typed_block(Env, env, "env") or Env.from_dict({}),
+            result=typed_block(result_type(task), result, "result"),
+            finished=now(),
+            **fields,
+        )
 
     @classmethod
-    def ok(cls, config: dict, job: dict, *, env: dict | Env, started: str, result: dict | TaskResult) -> "Record":
+    def ok(
+        cls, config: dict, job: dict, *, env: dict | Env, started: str, result: dict | TaskResult
+    ) -> "Record":
         return cls._base("ok", config, job, env=env, started=started, result=result)
 
     @classmethod
-    def failed(cls, config: dict | None, job: dict, error: str, *, traceback: str | None = None,
-               env: dict | Env | None = None, started: str | None = None, result: dict | TaskResult | None = None,
-               status: str = "failed") -> "Record":
+    def failed(
+        cls,
+        config: dict | None,
+        job: dict,
+        error: str,
+        *,
+        traceback: str | None = None,
+        env: dict | Env | None = None,
+        started: str | None = None,
+        result: dict | TaskResult | None = None,
+        status: str = "failed",
+    ) -> "Record":
         """A run that ended without a full result. `result` keeps what was measured (e.g. a failed correctness
         check's figures, or the steps measured before an interrupt)."""
-        return cls._base(status, config, job, env=env, started=started, result=result, error=error,
-                         traceback=traceback)
+        return cls._base(
+            status,
+            config,
+            job,
+            env=env,
+            started=started,
+            result=result,
+            error=error,
+            traceback=traceback,
+        )
 
     def setting(self, dotted: str, default: Any = None) -> Any:
         """A value of this run's resolved config by dotted path (see `setting`)."""
@@ -94,7 +163,11 @@ class Record(Block):
     def amend_failure(self, error: str, log: str | None = None) -> bool:
         """Replace an error that only says a peer died with the failing rank's own (the root cause found later,
         e.g. by the Slurm submitter from the other tasks' results). True when the record changed."""
-        if self.status == "ok" or (self.error and not is_peer_failure(self.error)) or is_peer_failure(error):
+        if (
+            self.status == "ok"
+            or (self.error and not is_peer_failure(self.error))
+            or is_peer_failure(error)
+        ):
             return False
         self.peer_error, self.error = self.error, error
         if log:
@@ -129,8 +202,10 @@ class Record(Block):
             raise RecordError(f"{path}: not a run record ({e})") from None
         version = d.get("schema_version") if isinstance(d, dict) else None
         if isinstance(version, int) and 0 < version < SCHEMA_VERSION:
-            raise RecordError(f"{path}: run record schema_version {version}, this tool reads {SCHEMA_VERSION}: "
-                              f"`python -m base.upgrade {shlex.quote(str(path.parent))}` brings it up to date (once)")
+            raise RecordError(
+                f"{path}: run record schema_version {version}, this tool reads {SCHEMA_VERSION}: "
+                f"`python -m base.upgrade {shlex.quote(str(path.parent))}` brings it up to date (once)"
+            )
         if version != SCHEMA_VERSION:
             raise RecordError(
                 f"{path}: run record schema_version {version!r}, this tool reads {SCHEMA_VERSION}. "
@@ -207,8 +282,14 @@ def train_headline(result: TrainResult | dict) -> dict[str, Any]:
     return {label: get(result) for label, get in TRAIN_COLUMNS if label != "speed-up"}
 
 
-PEER_FAILURE_SIGNS = ("closed by peer", "reset by peer", "broken pipe", "remote worker", "remote process exited",
-                      "watchdog caught collective operation timeout")
+PEER_FAILURE_SIGNS = (
+    "closed by peer",
+    "reset by peer",
+    "broken pipe",
+    "remote worker",
+    "remote process exited",
+    "watchdog caught collective operation timeout",
+)
 
 
 def is_peer_failure(error: str | None) -> bool:
@@ -252,7 +333,9 @@ def typed_block(cls: type[Block], value: Any, where: str) -> Any:
     None passes through."""
     if value is None:
         return value
-    value = json.loads(json.dumps(value.to_dict() if isinstance(value, Block) else value, default=_jsonable))
+    value = json.loads(
+        json.dumps(value.to_dict() if isinstance(value, Block) else value, default=_jsonable)
+    )
     try:
         return cls.from_dict(value, where)
     except RecordError as e:
@@ -270,8 +353,10 @@ def _jsonable(obj: Any):
     return str(obj)
 
 
-SCHEMA_BEGIN = ("<!-- schema: generated from base/record.py and base/record_types.py by `python -m base.record "
-                "--write docs/record.md`; do not edit by hand -->")
+SCHEMA_BEGIN = (
+    "<!-- schema: generated from base/record.py and base/record_types.py by `python -m base.record "
+    "--write docs/record.md`; do not edit by hand -->"
+)
 SCHEMA_END = "<!-- end of the generated schema -->"
 
 

@@ -5,6 +5,7 @@ was off, a probe that did not run, a failed run's partial result) is `None`; rea
 to `{}`. docs/record.md is generated from these classes (`python -m base.record_types > docs/record.md`).
 Maps keyed by data (phase names, rank numbers, headline labels, config overrides) stay dicts.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ from typing import Any
 
 from base.typed import Block, RecordError, schema_lines
 
-__all__ = ["RecordError"]   # re-exported: base.record raises it
+__all__ = ["RecordError"]  # re-exported: base.record raises it
 
 
 def doc(text: str, **kw) -> Any:
@@ -22,9 +23,11 @@ def doc(text: str, **kw) -> Any:
 
 # ---------------------------------------------------------------------------------------------------- shared blocks
 
+
 @dataclass
 class Summary(Block):
     """stats.summary.describe: a sample's median with its 95% interval and the usual order statistics."""
+
     n: int | None = None
     median: float | None = None
     ci_lo: float | None = None
@@ -41,21 +44,28 @@ class Summary(Block):
     outliers_low: int | None = None
     outliers_high: int | None = None
     rel_ci_halfwidth: float | None = None
-    lag1: float | None = doc("lag-1 autocorrelation of the series (serial summaries only)", default=None)
-    n_eff: float | None = doc("effective sample size after autocorrelation (serial summaries only)", default=None)
+    lag1: float | None = doc(
+        "lag-1 autocorrelation of the series (serial summaries only)", default=None
+    )
+    n_eff: float | None = doc(
+        "effective sample size after autocorrelation (serial summaries only)", default=None
+    )
 
 
 @dataclass
 class Phases(Block):
     """One value per step phase (rank 0's step, timed between marks)."""
+
     data: Any = None
     h2d: Any = None
     forward: Any = None
     backward: Any = None
     sync: Any = None
     optimizer: Any = None
-    graph_replay: Any = doc("cuda_graphs=true: the replayed forward, backward and optimizer step, one phase",
-                            default=None)
+    graph_replay: Any = doc(
+        "cuda_graphs=true: the replayed forward, backward and optimizer step, one phase",
+        default=None,
+    )
 
 
 @dataclass
@@ -94,6 +104,7 @@ class PhaseSeries(Phases):
 @dataclass
 class Bandwidth(Block):
     """One timed collective across ranks (comm.measure.rank_stats plus bus bandwidth)."""
+
     bytes: int | None = None
     calls: int | None = None
     time_s: float | None = None
@@ -105,13 +116,16 @@ class Bandwidth(Block):
 
 # ---------------------------------------------------------------------------------------------------- job and env
 
+
 @dataclass
 class JobInfo(Block):
     name: str | None = doc("Hydra's job name", default=None)
     num: int | None = doc("the job's number in its sweep", default=None)
     output_dir: str | None = None
     sweep_dir: str | None = None
-    sweep_id: str | None = doc("the sweep's id, shared by its jobs' records (results.callbacks)", default=None)
+    sweep_id: str | None = doc(
+        "the sweep's id, shared by its jobs' records (results.callbacks)", default=None
+    )
     slurm_job_id: str | None = None
     log: str | None = doc("the failing rank's log, when a failure named one", default=None)
 
@@ -119,6 +133,7 @@ class JobInfo(Block):
 @dataclass
 class LinkCheck(Block):
     """The measured rate and round trip of an emulated link (launchers/link.py)."""
+
     method: str | None = None
     bytes: int | None = None
     seconds: float | None = None
@@ -133,10 +148,13 @@ class LinkCheck(Block):
 @dataclass
 class Link(Block):
     """The network the ranks used (docs/links.md)."""
+
     emulated: bool | None = None
     source: str | None = None
     interface: str | None = None
-    speed_bit_s: float | None = doc("the interface's own speed, when not emulated and the kernel says", default=None)
+    speed_bit_s: float | None = doc(
+        "the interface's own speed, when not emulated and the kernel says", default=None
+    )
     preset: str | None = None
     rate_bit_s: float | None = None
     payload_rate_bit_s: float | None = None
@@ -163,6 +181,7 @@ class Link(Block):
 @dataclass
 class Env(Block):
     """Where the ranks ran; every field None when they never got that far."""
+
     hostnames: list[str] | None = None
     cpu_count: int | None = None
     torch: str | None = None
@@ -173,13 +192,16 @@ class Env(Block):
     device_count: int | None = None
     backend: str | None = None
     world_size: int | None = None
-    vars: dict[str, str | None] | None = doc("NCCL_*, GLOO_*, OMP_NUM_THREADS, MASTER_* as the ranks saw them",
-                                            default=None)
-    link: Link | None = doc("the network the ranks used; None in records made before links were recorded",
-                           default=None)
+    vars: dict[str, str | None] | None = doc(
+        "NCCL_*, GLOO_*, OMP_NUM_THREADS, MASTER_* as the ranks saw them", default=None
+    )
+    link: Link | None = doc(
+        "the network the ranks used; None in records made before links were recorded", default=None
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- diagnosis block
+
 
 @dataclass
 class Noise(Block):
@@ -242,6 +264,7 @@ class AccountingWait(Block):
 @dataclass
 class Accounting(Block):
     """Where a step's time goes across ranks (diagnosis.accounting)."""
+
     basis: str | None = None
     complete: bool | None = None
     world_size: int | None = None
@@ -250,7 +273,9 @@ class Accounting(Block):
     step_hi_s: float | None = None
     steps_per_s: float | None = None
     timer_median_s: float | None = None
-    work_s: dict[str, float] | None = doc("each rank's work per step, keyed by rank number", default=None)
+    work_s: dict[str, float] | None = doc(
+        "each rank's work per step, keyed by rank number", default=None
+    )
     work_is_complete: bool | None = None
     late_rank: int | None = None
     rank0: AccountingRank0 | None = None
@@ -263,6 +288,7 @@ class Accounting(Block):
 @dataclass
 class Comparison(Block):
     """The sync phase against what a reference (the microbenchmark, the link) says it could take."""
+
     method: str | None = None
     source: str | None = None
     reference: str | None = None
@@ -299,6 +325,7 @@ class InsideNoise(Block):
 @dataclass
 class Evidence(Block):
     """A number a finding rests on, from the record, with its interval or the words saying why there is none."""
+
     name: str
     value: float | None
     unit: str = doc('printed after the number: "ms", "%", "GB/s", "x", ""', default="")
@@ -316,6 +343,7 @@ class Saving(Block):
     "rule" (a rule of thumb) or "measured"; rule: the rule of thumb's own estimate where the model replaced it (the
     checked-estimates table sets both beside what a sweep measured). capped: why it is smaller than its own arithmetic
     (part of its time is counted in a higher-ranked finding)."""
+
     fraction: float | None
     seconds: float | None = None
     lo: float | None = None
@@ -339,6 +367,7 @@ class Saving(Block):
 class Folded(Block):
     """A finding another one explains (its time is the other's): kept with what it estimated, for the sweep's
     checked-estimates table."""
+
     rule: str
     title: str
     why: str
@@ -351,6 +380,7 @@ class Folded(Block):
 @dataclass
 class Finding(Block):
     """One cause the diagnosis names (diagnosis/rules.py makes them, diagnosis.finding prints and ranks them)."""
+
     rule: str = doc('e.g. "exposed_comm.sync_path"')
     title: str = doc("one line")
     detail: str = doc("why, in words, from the numbers")
@@ -358,22 +388,43 @@ class Finding(Block):
     matches: str = doc("the source case it matches (diagnosis.sources.cite)")
     saving: Saving | None = doc("what its fix saves; None: not estimated")
     command: str = doc("the exact command to try next")
-    recommends: dict[str, Any] = doc("the overrides `command` changes (checked against sweeps)", default_factory=dict)
-    impact: float = doc("share of the step the condition concerns (ranks findings without a saving)", default=0.0)
-    first: bool = doc("the noise: printed before everything else, not numbered as a cause", default=False)
-    qualitative: bool = doc("a configuration fact (e.g. the transport), not a timing: noise does not hide it",
-                            default=False)
+    recommends: dict[str, Any] = doc(
+        "the overrides `command` changes (checked against sweeps)", default_factory=dict
+    )
+    impact: float = doc(
+        "share of the step the condition concerns (ranks findings without a saving)", default=0.0
+    )
+    first: bool = doc(
+        "the noise: printed before everything else, not numbered as a cause", default=False
+    )
+    qualitative: bool = doc(
+        "a configuration fact (e.g. the transport), not a timing: noise does not hide it",
+        default=False,
+    )
     pool: str = doc("the part of the step its saving comes from (diagnosis.run: Pools)", default="")
-    fixes: list[dict[str, Any]] = doc("the fixes of its cause the model may price (overrides)", default_factory=list)
-    predictions: list[dict[str, Any]] = doc("the what-if model's saving of each fix it priced", default_factory=list)
-    folded: list[Folded] = doc("findings this one explains (theirs is its time)", default_factory=list)
-    cause: float | None = doc("what the cause itself costs (share of the step), where it can be smaller than what its "
-                              "fix saves (accumulate=K also spreads the optimizer over K micro-batches)", default=None)
+    fixes: list[dict[str, Any]] = doc(
+        "the fixes of its cause the model may price (overrides)", default_factory=list
+    )
+    predictions: list[dict[str, Any]] = doc(
+        "the what-if model's saving of each fix it priced", default_factory=list
+    )
+    folded: list[Folded] = doc(
+        "findings this one explains (theirs is its time)", default_factory=list
+    )
+    cause: float | None = doc(
+        "what the cause itself costs (share of the step), where it can be smaller than what its "
+        "fix saves (accumulate=K also spreads the optimizer over K micro-batches)",
+        default=None,
+    )
 
     @property
     def effect(self) -> float:
         """The size findings are ranked by: the saving of the fix, else the share of the step it concerns."""
-        return self.saving.fraction if self.saving and self.saving.fraction is not None else self.impact
+        return (
+            self.saving.fraction
+            if self.saving and self.saving.fraction is not None
+            else self.impact
+        )
 
     @property
     def material(self) -> float:
@@ -389,6 +440,7 @@ class Finding(Block):
 class DiagnosisBlock(Block):
     """The diagnosis made when the record was written (diagnosis.run): the noise (first, where it hides a finding),
     then the findings ranked by the saving of their fix."""
+
     version: int | None = None
     task: str | None = None
     error: str | None = doc("why the diagnosis could not run; the record is kept", default=None)
@@ -399,31 +451,42 @@ class DiagnosisBlock(Block):
     notes: list[str] | None = None
     accounting: Accounting | None = None
     comparisons: Comparisons | None = None
-    hta: dict[str, Any] | None = doc("HolisticTraceAnalysis's cross-check of profiled runs (diagnosis.hta)",
-                                     default=None)
+    hta: dict[str, Any] | None = doc(
+        "HolisticTraceAnalysis's cross-check of profiled runs (diagnosis.hta)", default=None
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- results
 
+
 @dataclass
 class TaskResult(Block):
     """What every task's result has."""
+
     headline: dict[str, Any] | None = doc("the sweep table's columns: label -> value", default=None)
     diagnosis: DiagnosisBlock | None = None
-    warnings: list[str] | None = doc("what the run's console must warn about (e.g. a loss that is not finite)",
-                                     default=None)
+    warnings: list[str] | None = doc(
+        "what the run's console must warn about (e.g. a loss that is not finite)", default=None
+    )
     signal: str | None = doc("interrupted runs: the signal's name", default=None)
-    progress: dict[str, Any] | None = doc("interrupted runs: how far rank 0 got (warmup_steps_done, "
-                                          "measured_steps_done)", default=None)
-    nccl_transports: dict[str, int] | None = doc("NCCL channel connections by transport (nccl.DEBUG=INFO): "
-                                                 "launchers/rank.py adds it to any task's result", default=None)
+    progress: dict[str, Any] | None = doc(
+        "interrupted runs: how far rank 0 got (warmup_steps_done, measured_steps_done)",
+        default=None,
+    )
+    nccl_transports: dict[str, int] | None = doc(
+        "NCCL channel connections by transport (nccl.DEBUG=INFO): "
+        "launchers/rank.py adds it to any task's result",
+        default=None,
+    )
 
 
 # ---- task=train
 
+
 @dataclass
 class Measure(Block):
     """The timed window's stopping rule and what it reached (tasks/train/window.py)."""
+
     policy: str | None = None
     min_steps: int | None = None
     block_steps: int | None = None
@@ -485,6 +548,7 @@ class Threads(Block):
 @dataclass
 class RankWork(Block):
     """One rank's own work, measured inside the rank (tasks/train/stragglers.py)."""
+
     what: str | None = None
     steps: int | None = None
     wall_s: float | None = None
@@ -522,8 +586,11 @@ class TrainRank(Block):
     cpu_s_per_step: float | None = None
     threads: Threads | None = None
     work: RankWork | None = None
-    series: Series | None = doc("this rank's per-step series (task=script): diagnosis/hiccup.py reads a rank's "
-                                "stalls every N steps in it", default=None)
+    series: Series | None = doc(
+        "this rank's per-step series (task=script): diagnosis/hiccup.py reads a rank's "
+        "stalls every N steps in it",
+        default=None,
+    )
 
 
 @dataclass
@@ -537,6 +604,7 @@ class BucketInfo(Block):
 @dataclass
 class CommStats(Block):
     """Gradient communication per step (tasks/train/result.py comm_stats)."""
+
     method: str | None = None
     bytes_per_step: float | None = None
     collectives_per_step: float | None = None
@@ -563,6 +631,7 @@ class BucketCaps(Block):
 @dataclass
 class DdpInfo(Block):
     """The DDP wrapper as built (tasks/train/ddp.py describe)."""
+
     bucket_cap_mb: float | str | None = None
     bucket_caps: BucketCaps | None = None
     buckets: BucketInfo | None = None
@@ -574,7 +643,9 @@ class DdpInfo(Block):
     comm_hook: str | None = None
     comm_hook_calls: int | None = None
     powersgd_iter: int | None = None
-    powersgd_note: str | None = doc("what PowerSGD's warm_start=false costs a GPU step", default=None)
+    powersgd_note: str | None = doc(
+        "what PowerSGD's warm_start=false costs a GPU step", default=None
+    )
 
 
 @dataclass
@@ -622,6 +693,7 @@ class MicrobenchSize(Block):
 @dataclass
 class Microbench(Block):
     """The collectives microbenchmark run beside the training (diagnose.microbench)."""
+
     mode: str | None = None
     method: str | None = None
     timing: str | None = None
@@ -657,14 +729,16 @@ class StragglerRank(Block):
 @dataclass
 class Straggler(Block):
     """The rank the others wait for, and why (tasks/train/stragglers.py)."""
+
     rank: int | None = None
     host: str | None = None
     by_s: float | None = None
     share_of_step: float | None = None
     significant: bool | None = None
     mostly: str | None = None
-    parts_s: dict[str, float] | None = doc("compute, data, h2d, optimizer, outside: the straggler's lead in each",
-                                           default=None)
+    parts_s: dict[str, float] | None = doc(
+        "compute, data, h2d, optimizer, outside: the straggler's lead in each", default=None
+    )
     method: str | None = None
     per_rank: list[StragglerRank] | None = None
 
@@ -672,6 +746,7 @@ class Straggler(Block):
 @dataclass
 class Fault(Block):
     """What fault.* injects (tasks/train/faults.py): a delay on one rank, a sleep after every optimizer step."""
+
     delay_s: float | None = None
     delay_rank: int | None = None
     delay_at: str | None = None
@@ -720,7 +795,9 @@ class ReadyModes(Block):
 @dataclass
 class PowersgdCosts(Block):
     rank: int | None = None
-    skipped: str | None = doc("why the PowerSGD costs were not timed (over the probe's budget)", default=None)
+    skipped: str | None = doc(
+        "why the PowerSGD costs were not timed (over the probe's budget)", default=None
+    )
     matrices: int | None = None
     min_compression_rate: float | None = None
     s: list[float] | None = None
@@ -742,6 +819,7 @@ class HookCosts(Block):
 @dataclass
 class GradReady(Block):
     """When each gradient is ready in backward, and what the comm hooks cost (tasks/train/grad_ready.py)."""
+
     method: str | None = None
     timing: str | None = None
     dtype: str | None = None
@@ -757,13 +835,16 @@ class GradReady(Block):
 @dataclass
 class TrainResult(TaskResult):
     """task=train: one DDP training run's timed window."""
+
     device: str | None = None
     device_name: str | None = None
     world_size: int | None = None
     backend: str | None = None
     sync: str | None = None
     optim: str | None = None
-    bucket_mb: float | str | None = doc("bucket_cap_mb as DDP got it; 'default' when left to DDP", default=None)
+    bucket_mb: float | str | None = doc(
+        "bucket_cap_mb as DDP got it; 'default' when left to DDP", default=None
+    )
     precision: str | None = None
     forward_dtype: str | None = None
     precision_flags: PrecisionFlags | None = None
@@ -777,12 +858,22 @@ class TrainResult(TaskResult):
     timing: bool | None = None
     profiled: bool | None = None
     measure: Measure | None = None
-    throughput: Throughput | None = doc("from the timed blocks' walls (slowest rank per block); lag1 and n_eff: "
-                                       "the blocks' serial correlation and effective sample size", default=None)
-    step_time_s: Summary | None = doc("rank 0's step times; ci_lo/ci_hi null below 10 steps", default=None)
-    phases: PhaseSummaries | None = doc("rank 0's time per step phase, each a Summary", default=None)
-    steady: bool | None = doc("true / false / null (too few steps to test, or a drift over 2% the test "
-                              "cannot call: unknown)", default=None)
+    throughput: Throughput | None = doc(
+        "from the timed blocks' walls (slowest rank per block); lag1 and n_eff: "
+        "the blocks' serial correlation and effective sample size",
+        default=None,
+    )
+    step_time_s: Summary | None = doc(
+        "rank 0's step times; ci_lo/ci_hi null below 10 steps", default=None
+    )
+    phases: PhaseSummaries | None = doc(
+        "rank 0's time per step phase, each a Summary", default=None
+    )
+    steady: bool | None = doc(
+        "true / false / null (too few steps to test, or a drift over 2% the test "
+        "cannot call: unknown)",
+        default=None,
+    )
     steady_state: SteadyState | None = None
     per_rank: list[TrainRank] | None = None
     slowest_rank: int | None = None
@@ -796,23 +887,31 @@ class TrainResult(TaskResult):
     straggler: Straggler | None = None
     fault: Fault | None = None
     device_layer: DeviceLayer | None = None
-    grad_ready: GradReady | None = doc("the what-if model's probe, untimed, after the window", default=None)
+    grad_ready: GradReady | None = doc(
+        "the what-if model's probe, untimed, after the window", default=None
+    )
 
 
 @dataclass
 class ScriptResult(TrainResult):
     """task=script: the user's own training script, its measured steps mapped onto task=train's figures
     (tasks/script/result.py): the same phases, throughput, per-rank work and comm block."""
-    script: dict[str, Any] | None = doc("the script: path, args, how it ended (finished, exited 0, stopped at "
-                                        "script.max_steps), steps_taken, and each DDP it built (what it asked for, "
-                                        "the knobs applied, its own comm hook)", default=None)
+
+    script: dict[str, Any] | None = doc(
+        "the script: path, args, how it ended (finished, exited 0, stopped at "
+        "script.max_steps), steps_taken, and each DDP it built (what it asked for, "
+        "the knobs applied, its own comm hook)",
+        default=None,
+    )
 
 
 # ---- task=train_reference (a maintainer's task: python -m tasks.train.harness_cost --reference)
 
+
 @dataclass
 class TrainReferenceResult(TaskResult):
     """task=train_reference: a hand-written DDP loop's throughput, the yardstick for the harness's own cost."""
+
     steps: int | None = None
     global_batch: int | None = None
     world_size: int | None = None
@@ -824,6 +923,7 @@ class TrainReferenceResult(TaskResult):
 
 
 # ---- task=collectives
+
 
 @dataclass
 class CollectiveRow(Block):
@@ -851,6 +951,7 @@ class CollectiveRow(Block):
 @dataclass
 class CollectivesResult(TaskResult):
     """task=collectives: nccl-tests style rows, one per (op, size, mode)."""
+
     device: str | None = None
     device_name: str | None = None
     backend: str | None = None
@@ -872,9 +973,11 @@ class CollectivesResult(TaskResult):
 
 # ---- task=grad_sync
 
+
 @dataclass
 class SyncMethod(Bandwidth):
     """One way to all-reduce the model's gradients (tasks/grad_sync.py)."""
+
     how: str | None = None
     unsupported: str | None = None
     wrong: int | None = None
@@ -925,6 +1028,7 @@ class LatencyFit(Block):
 @dataclass
 class GradSyncResult(TaskResult):
     """task=grad_sync: per-parameter vs bucketed gradient all-reduce."""
+
     model: str | None = None
     params: int | None = None
     param_tensors: int | None = None
@@ -947,6 +1051,7 @@ class GradSyncResult(TaskResult):
 
 # ---- task=pair_groups
 
+
 @dataclass
 class PairRank(Block):
     rank: int | None = None
@@ -964,6 +1069,7 @@ class PairRank(Block):
 @dataclass
 class PairGroupsResult(TaskResult):
     """task=pair_groups: many two-rank process groups all-reducing at once (the gloo pair-groups thread)."""
+
     device: str | None = None
     backend: str | None = None
     world_size: int | None = None
@@ -993,8 +1099,12 @@ class PairGroupsResult(TaskResult):
 
 
 RESULT_TYPES: dict[str, type[TaskResult]] = {
-    "train": TrainResult, "collectives": CollectivesResult, "grad_sync": GradSyncResult,
-    "pair_groups": PairGroupsResult, "train_reference": TrainReferenceResult, "script": ScriptResult,
+    "train": TrainResult,
+    "collectives": CollectivesResult,
+    "grad_sync": GradSyncResult,
+    "pair_groups": PairGroupsResult,
+    "train_reference": TrainReferenceResult,
+    "script": ScriptResult,
 }
 
 
@@ -1017,9 +1127,23 @@ def schema_markdown(record_cls: type) -> str:
 
     seen: set = set()
     common = tuple(f.name for f in dataclasses.fields(TaskResult))
-    out = ["## The record", "", *schema_lines(record_cls, seen=seen), "",
-           "## result: what every task's has (TaskResult)", "", *schema_lines(TaskResult, seen=seen), ""]
+    out = [
+        "## The record",
+        "",
+        *schema_lines(record_cls, seen=seen),
+        "",
+        "## result: what every task's has (TaskResult)",
+        "",
+        *schema_lines(TaskResult, seen=seen),
+        "",
+    ]
     for task, cls in RESULT_TYPES.items():
-        out += [f"## result of task={task} ({cls.__name__}; besides the above)", "",
-                f"{' '.join((cls.__doc__ or '').split())}", "", *schema_lines(cls, seen=seen, skip=common), ""]
+        out += [
+            f"## result of task={task} ({cls.__name__}; besides the above)",
+            "",
+            f"{' '.join((cls.__doc__ or '').split())}",
+            "",
+            *schema_lines(cls, seen=seen, skip=common),
+            "",
+        ]
     return "\n".join(out)

@@ -10,6 +10,7 @@ through. So a store started here listens on a socket bound by this module (TCPSt
     Debian-style /etc/hosts maps the host's own name to 127.0.1.1) is there no better choice than every interface,
     and the rank says so.
 Under torchrun the agent hosts the store (TORCHELASTIC_USE_AGENT_STORE) and its rendezvous options decide."""
+
 from __future__ import annotations
 
 import ipaddress
@@ -46,16 +47,20 @@ def listen_address(master_addr: str, spans_hosts: bool) -> str:
         return outside[0]
     if not spans_hosts:
         return addresses[0]
-    log.warning(f"warning: MASTER_ADDR={master_addr} resolves to {addresses[0]} (loopback) on this host while the job "
-                "spans several hosts, so the rendezvous store listens on every interface; set MASTER_ADDR to this "
-                "host's address on the job's network to keep it on that one")
+    log.warning(
+        f"warning: MASTER_ADDR={master_addr} resolves to {addresses[0]} (loopback) on this host while the job "
+        "spans several hosts, so the rendezvous store listens on every interface; set MASTER_ADDR to this "
+        "host's address on the job's network to keep it on that one"
+    )
     return EVERY_INTERFACE
 
 
 def bound_socket(address: str, port: int = 0) -> socket.socket:
     """A TCP socket bound (not yet listening) to address:port; EVERY_INTERFACE binds them all."""
     if address == EVERY_INTERFACE:
-        sock = socket.socket(socket.AF_INET6 if socket.has_dualstack_ipv6() else socket.AF_INET, socket.SOCK_STREAM)
+        sock = socket.socket(
+            socket.AF_INET6 if socket.has_dualstack_ipv6() else socket.AF_INET, socket.SOCK_STREAM
+        )
         where: tuple = ("", port)
     else:
         family, _, _, _, where = _resolved(address, port)[0]
@@ -69,16 +74,29 @@ def bound_socket(address: str, port: int = 0) -> socket.socket:
     return sock
 
 
-def serve(address: str, port: int = 0, *, dial: str | None = None, world_size: int | None = None,
-          timeout: timedelta = timedelta(seconds=300)) -> dist.TCPStore:
+def serve(
+    address: str,
+    port: int = 0,
+    *,
+    dial: str | None = None,
+    world_size: int | None = None,
+    timeout: timedelta = timedelta(seconds=300),
+) -> dist.TCPStore:
     """A TCPStore server listening on address:port only (port 0: a free one, read back from `.port`). dial: the name
     this process's own client dials (default: address; for EVERY_INTERFACE, loopback)."""
     sock = bound_socket(address, port)
     port = sock.getsockname()[1]
-    fd = sock.detach()   # the store's server owns it from here
+    fd = sock.detach()  # the store's server owns it from here
     try:
-        return dist.TCPStore(dial or address or LOOPBACK, port, world_size, True, timeout, wait_for_workers=False,
-                             master_listen_fd=fd)
+        return dist.TCPStore(
+            dial or address or LOOPBACK,
+            port,
+            world_size,
+            True,
+            timeout,
+            wait_for_workers=False,
+            master_listen_fd=fd,
+        )
     except BaseException:
         try:
             os.close(fd)
@@ -92,7 +110,13 @@ def rank_store(rank: int, world_size: int, spans_hosts: bool, timeout: timedelta
     address MASTER_ADDR names, the others dial it."""
     master, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
     if rank == 0:
-        return serve(listen_address(master, spans_hosts), port, dial=master, world_size=world_size, timeout=timeout)
+        return serve(
+            listen_address(master, spans_hosts),
+            port,
+            dial=master,
+            world_size=world_size,
+            timeout=timeout,
+        )
     return dist.TCPStore(master, port, world_size, False, timeout)
 
 
@@ -108,7 +132,9 @@ def interface_of(address: str) -> str | None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
         for _, name in socket.if_nameindex():
             try:
-                raw = fcntl.ioctl(probe.fileno(), siocgifaddr, struct.pack("256s", name.encode()[:15]))
+                raw = fcntl.ioctl(
+                    probe.fileno(), siocgifaddr, struct.pack("256s", name.encode()[:15])
+                )
             except OSError:
                 continue
             if socket.inet_ntoa(raw[20:24]) == address:
@@ -116,7 +142,9 @@ def interface_of(address: str) -> str | None:
     return None
 
 
-def gather_objects(store: dist.Store, key: str, rank: int, world_size: int, mine, to_all: bool = True) -> list | None:
+def gather_objects(
+    store: dist.Store, key: str, rank: int, world_size: int, mine, to_all: bool = True
+) -> list | None:
     """Every rank's `mine`, in rank order, through the store rather than a collective: for a rank side that must not
     issue one on the process groups the user's script made (task=script). to_all=False: rank 0 alone reads them
     (the others get None)."""

@@ -7,6 +7,7 @@ committed records, W&B and the tables never see a key appear or vanish. A block 
 Keys the type does not declare are kept in `extra` and written back, so a record written by a newer version of the
 tool still reads (tests/test_record_types.py checks that the committed records have none).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -18,7 +19,7 @@ from typing import Any, ClassVar, TypeVar, Union
 B = TypeVar("B", bound="Block")
 
 
-UNCHECKED = "unchecked"   # where a lenient read keeps the values that did not match their fields
+UNCHECKED = "unchecked"  # where a lenient read keeps the values that did not match their fields
 
 
 class RecordError(ValueError):
@@ -28,7 +29,9 @@ class RecordError(ValueError):
 class Block:
     """Base of every record dataclass (subclasses are @dataclass)."""
 
-    _keys: ClassVar[tuple[str, ...] | None] = None   # per instance once read: the keys the JSON object had
+    _keys: ClassVar[tuple[str, ...] | None] = (
+        None  # per instance once read: the keys the JSON object had
+    )
 
     @property
     def extra(self) -> dict[str, Any]:
@@ -61,9 +64,13 @@ class Block:
         if unchecked:
             extra[UNCHECKED] = {**extra.get(UNCHECKED, {}), **unchecked}
             d = {k: v for k, v in d.items() if k not in unchecked} | {UNCHECKED: extra[UNCHECKED]}
-        missing = [f.name for f in dataclasses.fields(cls)
-                   if f.name not in kwargs and f.default is dataclasses.MISSING
-                   and f.default_factory is dataclasses.MISSING]
+        missing = [
+            f.name
+            for f in dataclasses.fields(cls)
+            if f.name not in kwargs
+            and f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
+        ]
         if missing:
             raise RecordError(f"{where}: missing {', '.join(missing)} ({cls.__name__})")
         obj = cls(**kwargs)
@@ -78,8 +85,10 @@ class Block:
         keys = self._keys
         if keys is None:
             keys = tuple(fields)
-        else:   # what was read, plus any field set since to something other than its default
-            keys = keys + tuple(n for n, f in fields.items() if n not in keys and getattr(self, n) != _default(f))
+        else:  # what was read, plus any field set since to something other than its default
+            keys = keys + tuple(
+                n for n, f in fields.items() if n not in keys and getattr(self, n) != _default(f)
+            )
         out = {}
         for k in keys:
             if k in extra:
@@ -157,7 +166,7 @@ def convert(tp: Any, value: Any, where: str) -> Any:
         return tp.from_dict(value, where)
     if tp in _SCALARS:
         if _is(tp, value):
-            return value       # as read: an int stays an int where a float is declared, so the JSON is unchanged
+            return value  # as read: an int stays an int where a float is declared, so the JSON is unchanged
         raise RecordError(f"{where}: expected {_SCALARS[tp]}, got {_show(value)}")
     raise TypeError(f"{where}: unsupported annotation {tp!r}")
 
@@ -171,8 +180,11 @@ def _is(tp: type, value: Any) -> bool:
 
 
 def _name(tp: Any) -> str:
-    return " or ".join(_SCALARS.get(a, getattr(a, "__name__", str(a))) for a in typing.get_args(tp)
-                       if a is not type(None))
+    return " or ".join(
+        _SCALARS.get(a, getattr(a, "__name__", str(a)))
+        for a in typing.get_args(tp)
+        if a is not type(None)
+    )
 
 
 def _show(value: Any) -> str:
@@ -180,7 +192,9 @@ def _show(value: Any) -> str:
     return f"{type(value).__name__} {text[:40] + '...' if len(text) > 40 else text}"
 
 
-def schema_lines(cls: type, indent: str = "", seen: set | None = None, skip: tuple = ()) -> list[str]:
+def schema_lines(
+    cls: type, indent: str = "", seen: set | None = None, skip: tuple = ()
+) -> list[str]:
     """The fields of a block and of the blocks inside it, one line each (docs/record.md is made from these). A block
     met again is named, not spelled out again (`seen`); `skip`: field names left out (the ones a base type lists)."""
     seen = set() if seen is None else seen
@@ -192,8 +206,11 @@ def schema_lines(cls: type, indent: str = "", seen: set | None = None, skip: tup
         inner = _blocks_in(tp)
         doc = f.metadata.get("doc", "") or (_first_line(inner[0]) if inner else "")
         again = [b.__name__ for b in inner if b in seen]
-        lines.append(f"{indent}- `{f.name}`: {_type_text(tp)}" + (f": {doc}" if doc else "")
-                     + (f" (fields as above: {', '.join(again)})" if again else ""))
+        lines.append(
+            f"{indent}- `{f.name}`: {_type_text(tp)}"
+            + (f": {doc}" if doc else "")
+            + (f" (fields as above: {', '.join(again)})" if again else "")
+        )
         for block in inner:
             if block not in seen:
                 seen.add(block)
@@ -204,7 +221,7 @@ def schema_lines(cls: type, indent: str = "", seen: set | None = None, skip: tup
 def _first_line(block: type) -> str:
     """A block's docstring up to its first sentence's end ("" for a block without its own docstring)."""
     doc = block.__doc__
-    if not doc or doc.startswith(f"{block.__name__}("):     # dataclass's stand-in: the signature
+    if not doc or doc.startswith(f"{block.__name__}("):  # dataclass's stand-in: the signature
         return ""
     text = " ".join(doc.split())
     return text.split(". ")[0].rstrip(".")
@@ -227,5 +244,9 @@ def _type_text(tp: Any) -> str:
     if origin is list:
         return f"list[{_type_text(typing.get_args(tp)[0])}]" if typing.get_args(tp) else "list"
     if origin is dict:
-        return f"object[str, {_type_text(typing.get_args(tp)[1])}]" if typing.get_args(tp) else "object"
+        return (
+            f"object[str, {_type_text(typing.get_args(tp)[1])}]"
+            if typing.get_args(tp)
+            else "object"
+        )
     return getattr(tp, "__name__", str(tp))

@@ -9,6 +9,7 @@ Record.read refuses an older record with this command as the fix. What each vers
   2  who writes the record (the process that outlives the ranks) and the status "interrupted": nothing to fill in
 Values are never recomputed: a record keeps every number it was written with.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,12 @@ from pathlib import Path
 from typing import Any
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
-NODES = {"model": "arch", "data": "kind", "optim": "name", "logger": "name"}   # group -> the key naming its option
+NODES = {
+    "model": "arch",
+    "data": "kind",
+    "optim": "name",
+    "logger": "name",
+}  # group -> the key naming its option
 
 
 @lru_cache(maxsize=None)
@@ -42,20 +48,26 @@ def _to_3(d: dict) -> None:
         if isinstance(node, dict) and "_target_" not in node:
             known = _targets(group)
             if node.get(key) not in known:
-                raise ValueError(f"config.{group}.{key}={node.get(key)!r} names no option in conf/{group}/")
+                raise ValueError(
+                    f"config.{group}.{key}={node.get(key)!r} names no option in conf/{group}/"
+                )
             config[group] = {"_target_": known[node.get(key)], **node}
     result = d.get("result")
     diagnosis = result.get("diagnosis") if isinstance(result, dict) else None
     for f in (diagnosis.get("findings") if isinstance(diagnosis, dict) else None) or []:
         if isinstance(f, dict) and "seed" in f and "matches" not in f:
-            text = re.sub(r"\bseeds? (00[0-4])", lambda m: m.group(0).replace("seed", "source"), str(f["seed"]))
+            text = re.sub(
+                r"\bseeds? (00[0-4])",
+                lambda m: m.group(0).replace("seed", "source"),
+                str(f["seed"]),
+            )
             text = text.replace("no seed:", "no source:", 1).replace("the seed's", "the source's")
             items = [("matches", text) if k == "seed" else (k, v) for k, v in f.items()]
             f.clear()
             f.update(items)
 
 
-STEPS = {1: None, 2: _to_3}   # version -> what brings it to the next (None: nothing to fill in)
+STEPS = {1: None, 2: _to_3}  # version -> what brings it to the next (None: nothing to fill in)
 
 
 def upgrade(d: dict) -> dict:
@@ -88,7 +100,7 @@ def upgrade_dirs(roots: list[str]) -> tuple[int, int, list[str]]:
                 continue
             Record.from_dict(upgrade(d)).write(path.parent)
             done += 1
-        except (OSError, ValueError, RecordError) as e:   # JSONDecodeError is a ValueError
+        except (OSError, ValueError, RecordError) as e:  # JSONDecodeError is a ValueError
             errors.append(f"{path}: {e}")
     return done, current, errors
 
@@ -98,7 +110,10 @@ def main(argv: list[str]) -> int:
         print(__doc__.split("\n\n")[1].strip(), file=sys.stderr)
         return 2
     done, current, errors = upgrade_dirs(argv)
-    print(f"{done} record(s) upgraded, {current} already current" + (f", {len(errors)} not:" if errors else ""))
+    print(
+        f"{done} record(s) upgraded, {current} already current"
+        + (f", {len(errors)} not:" if errors else "")
+    )
     for e in errors:
         print(f"  {e}")
     return 1 if errors else 0

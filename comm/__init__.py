@@ -1,6 +1,7 @@
 """Collective-measurement primitives shared by the comm tasks (tasks/collectives.py, grad_sync.py, pair_groups.py)
 and by the train task's probes: bandwidth arithmetic (nccl-tests' algbw/busbw), exactly-checkable inputs, and the
 timing rules every measured collective follows."""
+
 from __future__ import annotations
 
 from base.record_types import TaskResult

@@ -6,6 +6,7 @@ reduce_scatter. The factor turns algbw into the bandwidth each link must carry w
 comparable across rank counts and with the hardware's peak:
   all_reduce 2(n-1)/n    all_gather (n-1)/n    reduce_scatter (n-1)/n    broadcast 1
 """
+
 from __future__ import annotations
 
 import functools
@@ -15,11 +16,15 @@ from typing import TYPE_CHECKING
 from base.schema import DTYPE_ALIASES, DTYPE_NAMES, OPS, REDUCE_OPS  # noqa: F401 - the config's names, used here
 
 REDUCING_OPS = ("all_reduce", "reduce_scatter")
-SPLIT_OPS = ("all_gather", "reduce_scatter")   # their size is split evenly over the ranks
+SPLIT_OPS = ("all_gather", "reduce_scatter")  # their size is split evenly over the ranks
 
 GB = 1e9
 
-NCCL_TYPE_NAMES = {"float32": "float", "float16": "half", "float64": "double"}   # nccl-tests' names where they differ
+NCCL_TYPE_NAMES = {
+    "float32": "float",
+    "float16": "half",
+    "float64": "double",
+}  # nccl-tests' names where they differ
 if TYPE_CHECKING:
     import torch
 

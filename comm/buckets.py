@@ -16,23 +16,26 @@ What torch 2.14 does (torch/nn/parallel/distributed.py and torch/csrc/distribute
 `assign` calls that function on meta tensors of the parameters' sizes, so no memory is spent and the answer is torch's,
 not a reimplementation. The environment knob DDP_SET_LAST_BUCKET_CAP (reversed bucketing) is not modelled.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 MIB = 1 << 20
-DEFAULT_CAP_MB = 25.0          # torch.nn.parallel.distributed._DEFAULT_BUCKET_CAP_MB
+DEFAULT_CAP_MB = 25.0  # torch.nn.parallel.distributed._DEFAULT_BUCKET_CAP_MB
 
 
 def is_default(cap_mb) -> bool:
     """The record's or the user's way of saying "DDP's default": None (bucket_cap_mb left unset) or "default"."""
-    return cap_mb is None or (isinstance(cap_mb, str) and cap_mb.strip().lower() in ("default", "none", "null", ""))
+    return cap_mb is None or (
+        isinstance(cap_mb, str) and cap_mb.strip().lower() in ("default", "none", "null", "")
+    )
 
 
 def limits(cap_mb) -> list[int]:
     """[first bucket cap, cap] in bytes, as DDP(bucket_cap_mb=cap_mb) rebuilds with (None / "default": DDP's
     default)."""
-    import torch.distributed as dist   # here: the commands that only read records import this module, not torch
+    import torch.distributed as dist  # here: the commands that only read records import this module, not torch
 
     cap = None if is_default(cap_mb) else float(cap_mb)
     try:
@@ -40,7 +43,11 @@ def limits(cap_mb) -> list[int]:
 
         c = _BucketCapacityConfig.create(cap, None, False)
         first, rest = int(c.first_bucket_bytes_cap), int(c.bucket_bytes_cap)
-    except (ImportError, AttributeError, TypeError):     # older torch: the first bucket was always 1 MiB
+    except (
+        ImportError,
+        AttributeError,
+        TypeError,
+    ):  # older torch: the first bucket was always 1 MiB
         rest = int((DEFAULT_CAP_MB if cap is None else cap) * MIB)
         first = min(int(dist._DEFAULT_FIRST_BUCKET_BYTES), rest)
     return [first, rest]
@@ -67,9 +74,13 @@ def bucket_rule(bucket) -> str:
     """The bucket setting in words, for the record and the summary."""
     first, cap = bucket_caps(bucket)
     if bucket is None:
-        return (f"DDP's default (bucket_cap_mb=None): {cap / MIB:g} MiB buckets, the first capped at "
-                f"{first / MIB:g} MiB")
-    return f"bucket_cap_mb={float(bucket):g}: every bucket capped at {cap / MIB:g} MiB, the first too"
+        return (
+            f"DDP's default (bucket_cap_mb=None): {cap / MIB:g} MiB buckets, the first capped at "
+            f"{first / MIB:g} MiB"
+        )
+    return (
+        f"bucket_cap_mb={float(bucket):g}: every bucket capped at {cap / MIB:g} MiB, the first too"
+    )
 
 
 def label(cap_mb) -> str:
@@ -78,12 +89,19 @@ def label(cap_mb) -> str:
 
 @dataclass(frozen=True)
 class Bucket:
-    params: tuple[int, ...]     # parameter indices (model.parameters() order, trainable only), in ready order
+    params: tuple[
+        int, ...
+    ]  # parameter indices (model.parameters() order, trainable only), in ready order
     nbytes: int
 
 
-def assign(numel: list[int], element_size: list[int], ready_order: list[int], cap_mb,
-           dtypes: list[str] | None = None) -> list[Bucket]:
+def assign(
+    numel: list[int],
+    element_size: list[int],
+    ready_order: list[int],
+    cap_mb,
+    dtypes: list[str] | None = None,
+) -> list[Bucket]:
     """The buckets DDP rebuilds for parameters of these sizes, gradients ready in `ready_order`, in launch order."""
     if sorted(ready_order) != list(range(len(numel))):
         raise ValueError(f"ready_order must be a permutation of the {len(numel)} parameter indices")
@@ -91,10 +109,17 @@ def assign(numel: list[int], element_size: list[int], ready_order: list[int], ca
     import torch.distributed as dist
 
     dtypes = dtypes or [_dtype_for(e) for e in element_size]
-    tensors = [torch.empty(int(numel[i]), dtype=getattr(torch, dtypes[i]), device="meta") for i in ready_order]
-    order, _ = dist._compute_bucket_assignment_by_size(tensors, limits(cap_mb), [False] * len(tensors),
-                                                       list(ready_order))
-    return [Bucket(tuple(int(i) for i in b), sum(int(numel[i]) * int(element_size[i]) for i in b)) for b in order]
+    tensors = [
+        torch.empty(int(numel[i]), dtype=getattr(torch, dtypes[i]), device="meta")
+        for i in ready_order
+    ]
+    order, _ = dist._compute_bucket_assignment_by_size(
+        tensors, limits(cap_mb), [False] * len(tensors), list(ready_order)
+    )
+    return [
+        Bucket(tuple(int(i) for i in b), sum(int(numel[i]) * int(element_size[i]) for i in b))
+        for b in order
+    ]
 
 
 def _dtype_for(element_size: int) -> str:

@@ -5,6 +5,7 @@ such values are integers the dtype holds exactly, so any difference from the exp
 rounding. avg is checked with a tolerance of a few ulps, because backends may pre-multiply by 1/n before summing;
 its inputs are built so that the exact average is an integer.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,7 +14,7 @@ import torch
 
 from comm.bandwidth import DTYPES, dtype_name, exact_integer_limit
 
-SUM_MAX_VALUE = 7          # sum/max/min inputs are 1..7 (fewer when n*7 would not be exact in the dtype)
+SUM_MAX_VALUE = 7  # sum/max/min inputs are 1..7 (fewer when n*7 would not be exact in the dtype)
 
 
 def _sum_modulus(dtype: str, world_size: int) -> int:
@@ -26,7 +27,9 @@ def _prod_period(dtype: str, world_size: int) -> int:
     return max(2, math.ceil(world_size / max_twos))
 
 
-def rank_values(reduce_op: str | None, rank, world_size: int, index: torch.Tensor, dtype: str) -> torch.Tensor:
+def rank_values(
+    reduce_op: str | None, rank, world_size: int, index: torch.Tensor, dtype: str
+) -> torch.Tensor:
     """float64 values rank `rank` (an int, or a tensor of ranks beside index) puts at positions `index` of its send
     buffer."""
     i, n = index, world_size
@@ -41,15 +44,27 @@ def rank_values(reduce_op: str | None, rank, world_size: int, index: torch.Tenso
     return ((i + 3 * rank) % m + 1).double()
 
 
-def fill_input(buf: torch.Tensor, reduce_op: str | None, rank: int, world_size: int, dtype: str, salt: int = 0) -> None:
+def fill_input(
+    buf: torch.Tensor, reduce_op: str | None, rank: int, world_size: int, dtype: str, salt: int = 0
+) -> None:
     """Write this rank's check input into buf (its send buffer, all of it). salt varies the values per check round."""
     index = torch.arange(buf.numel(), device=buf.device, dtype=torch.int64) + salt
     buf.copy_(rank_values(reduce_op, rank, world_size, index, dtype).view_as(buf))
 
 
-def expected_output(op: str, reduce_op: str | None, rank: int, world_size: int, recv: int, dtype: str,
-                    device: torch.device, root: int = 0, salt: int = 0,
-                    lo: int = 0, hi: int | None = None) -> torch.Tensor:
+def expected_output(
+    op: str,
+    reduce_op: str | None,
+    rank: int,
+    world_size: int,
+    recv: int,
+    dtype: str,
+    device: torch.device,
+    root: int = 0,
+    salt: int = 0,
+    lo: int = 0,
+    hi: int | None = None,
+) -> torch.Tensor:
     """float64 values rank `rank` must hold at output positions [lo, hi) after the collective, given every rank
     filled its input with fill_input (broadcast: only the root's input matters). recv: output elements."""
     n = world_size
@@ -79,8 +94,9 @@ def expected_output(op: str, reduce_op: str | None, rank: int, world_size: int, 
     raise ValueError(f"unknown reduce op {reduce_op!r}")
 
 
-def count_wrong(result: torch.Tensor, expected: torch.Tensor, reduce_op: str | None, dtype: str,
-                world_size: int) -> int:
+def count_wrong(
+    result: torch.Tensor, expected: torch.Tensor, reduce_op: str | None, dtype: str, world_size: int
+) -> int:
     """Elements of result that differ from expected: exactly, or beyond a few ulps for float avg."""
     got = result.reshape(-1).double()
     want = expected.reshape(-1).to(got.device)

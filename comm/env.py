@@ -1,5 +1,6 @@
 """NCCL/Gloo environment from config (`nccl.*`, `gloo.*`), set in each rank before its process group starts, and the
 transports NCCL reports with NCCL_DEBUG=INFO (P2P, SHM, NET/IB, ...) read back from its log files."""
+
 from __future__ import annotations
 
 from base.record import setting
@@ -9,7 +10,14 @@ import re
 from collections import Counter
 from pathlib import Path
 
-RECORDED_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_", "OMP_NUM_THREADS", "MASTER_", "CUDA_VISIBLE_DEVICES")
+RECORDED_PREFIXES = (
+    "NCCL_",
+    "TORCH_NCCL_",
+    "GLOO_",
+    "OMP_NUM_THREADS",
+    "MASTER_",
+    "CUDA_VISIBLE_DEVICES",
+)
 NCCL_LOG_STEM = "nccl_debug"
 
 
@@ -24,7 +32,9 @@ def apply(cfg, output_dir: Path) -> dict[str, str]:
     if set_now.get("NCCL_DEBUG") and "NCCL_DEBUG_FILE" not in os.environ:
         set_now["NCCL_DEBUG_FILE"] = str(output_dir / f"{NCCL_LOG_STEM}.%h.%p.log")
     if cfg.get("cuda_graphs"):
-        set_now["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "0"  # required for capturing NCCL calls in a graph
+        set_now["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = (
+            "0"  # required for capturing NCCL calls in a graph
+        )
     os.environ.update(set_now)
     return set_now
 
@@ -39,8 +49,10 @@ def recorded_vars() -> dict[str, str]:
 #   "Channel 00/0 : 1[0] -> 2[0] [send] via NET/IB/0/GDRDMA"   NET: by both ends, [send] and [receive], with the
 #   "Channel 00/0 : 1[0] -> 2[0] [receive] via NET/IB/0/GDRDMA"     index of the NIC the channel uses
 #   "Ring 00 : 0[7000] -> 1[b000] via P2P/IPC"                 older NCCL (bus ids in the brackets)
-_VIA = re.compile(r"(?:Channel|Ring)\s+\d+(?:/\d+)?\s*:\s*\d+\[[^\]]*\]\s*->\s*\d+\[[^\]]*\]"
-                  r"(?:\s*\[(send|receive)\])?\s+via\s+(.+?)\s*$")
+_VIA = re.compile(
+    r"(?:Channel|Ring)\s+\d+(?:/\d+)?\s*:\s*\d+\[[^\]]*\]\s*->\s*\d+\[[^\]]*\]"
+    r"(?:\s*\[(send|receive)\])?\s+via\s+(.+?)\s*$"
+)
 
 
 def transport_name(via: str) -> str:

@@ -1,5 +1,6 @@
 """The latency-bandwidth (alpha-beta) model of one collective, t = alpha + bytes / beta, fitted to timed calls of
 several sizes: task=grad_sync fits its per-parameter calls, the diagnosis fits a run's on-rank microbenchmark."""
+
 from __future__ import annotations
 
 from comm.bandwidth import GB
@@ -18,5 +19,9 @@ def fit_latency_bandwidth(rows: list[dict]) -> dict | None:
     sxx = sum(wi * (x - mx) ** 2 for wi, (x, _) in zip(w, pts))
     slope = sum(wi * (x - mx) * (y - my) for wi, (x, y) in zip(w, pts)) / sxx
     alpha = my - slope * mx
-    return {"alpha_s": alpha, "beta_GBps": (1 / slope / GB) if slope > 0 else None, "points": len(pts),
-            "weights": "1/t^2"}
+    return {
+        "alpha_s": alpha,
+        "beta_GBps": (1 / slope / GB) if slope > 0 else None,
+        "points": len(pts),
+        "weights": "1/t^2",
+    }

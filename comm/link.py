@@ -11,6 +11,7 @@ Ethernet header + the IP packet; not the preamble or the inter-frame gap), so at
 carries 1448 bytes of payload (1500 - 20 IPv4 - 20 TCP - 12 TCP timestamp option): 95.6% of the shaped rate. That is
 the most any gloo transfer can reach on the link (`payload_rate`), and what busbw is compared with.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,12 +19,16 @@ import re
 
 from base.record_types import Link
 
-ETHERNET_HEADER = 14               # bytes tc counts per frame besides the IP packet
-TCP_IP_OVERHEAD = 20 + 20 + 12     # IPv4, TCP, TCP timestamps (Linux default): per segment, inside the MTU
+ETHERNET_HEADER = 14  # bytes tc counts per frame besides the IP packet
+TCP_IP_OVERHEAD = (
+    20 + 20 + 12
+)  # IPv4, TCP, TCP timestamps (Linux default): per segment, inside the MTU
 DEFAULT_MTU = 1500
 
 _UNITS = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
-_RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmgt]?)(bit|bits)?(?:/s)?\s*$", re.IGNORECASE)
+_RATE = re.compile(
+    r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmgt]?)(bit|bits)?(?:/s)?\s*$", re.IGNORECASE
+)
 
 
 class RateError(ValueError):
@@ -39,13 +44,19 @@ def parse_rate(value) -> float:
         rate = float(value)
     else:
         text = str(value).strip()
-        if re.search(r"[kmgt]?bps$|[kmgt]?byte", text, re.IGNORECASE) and not re.search(r"bit", text, re.IGNORECASE):
-            raise RateError(f"link.rate={text!r}: write the rate in bits, e.g. link.rate=1gbit (tc reads 'bps' as "
-                            "bytes per second, 8 times more)")
+        if re.search(r"[kmgt]?bps$|[kmgt]?byte", text, re.IGNORECASE) and not re.search(
+            r"bit", text, re.IGNORECASE
+        ):
+            raise RateError(
+                f"link.rate={text!r}: write the rate in bits, e.g. link.rate=1gbit (tc reads 'bps' as "
+                "bytes per second, 8 times more)"
+            )
         m = _RATE.match(text)
         if not m or (m.group(2) and not m.group(3) and not text.lower().endswith("/s")):
-            raise RateError(f"link.rate={text!r}: not a rate; write it as tc does, e.g. link.rate=2.5gbit, 100mbit, "
-                            "or in bit/s (link.rate=1e9)")
+            raise RateError(
+                f"link.rate={text!r}: not a rate; write it as tc does, e.g. link.rate=2.5gbit, 100mbit, "
+                "or in bit/s (link.rate=1e9)"
+            )
         rate = float(m.group(1)) * _UNITS[m.group(2).lower()]
     if not math.isfinite(rate) or rate <= 0:
         raise RateError(f"link.rate={value!r}: must be a positive rate, e.g. link.rate=1gbit")
@@ -120,11 +131,16 @@ def describe(link: Link | dict | None) -> str | None:
         where = f" on {link.interface}" if link.interface else ""
         speed = f", interface speed {human(link.speed_bit_s)}" if link.speed_bit_s else ""
         return f"link: none emulated{where}{speed}" + (f" ({link.note})" if link.note else "")
-    parts = [f"link: EMULATED {human(link.rate_bit_s)} ({link.qdisc}"
-             + (f", burst {link.burst_bytes} B" if link.burst_bytes else "") + ")"]
+    parts = [
+        f"link: EMULATED {human(link.rate_bit_s)} ({link.qdisc}"
+        + (f", burst {link.burst_bytes} B" if link.burst_bytes else "")
+        + ")"
+    ]
     if link.source == "link=":
-        parts.append(f"{link.nodes} node(s) x {link.ranks_per_node} rank(s), each node's NIC and its "
-                     "switch port shaped")
+        parts.append(
+            f"{link.nodes} node(s) x {link.ranks_per_node} rank(s), each node's NIC and its "
+            "switch port shaped"
+        )
     else:
         parts.append(f"shaped outside this run on {link.interface}")
     if link.latency_us is not None:
@@ -134,8 +150,14 @@ def describe(link: Link | dict | None) -> str | None:
     check = link.check
     if check is not None and check.rate_bit_s:
         of = check.of_payload_rate
-        parts.append(f"check transfer {human(check.rate_bit_s)}"
-                     + (f" ({of:.0%} of the {human(link.payload_rate_bit_s)} TCP payload rate)" if of else ""))
+        parts.append(
+            f"check transfer {human(check.rate_bit_s)}"
+            + (
+                f" ({of:.0%} of the {human(link.payload_rate_bit_s)} TCP payload rate)"
+                if of
+                else ""
+            )
+        )
     if check is not None and check.rtt_us:
         parts.append(f"RTT {check.rtt_us:.0f} us")
     line = "; ".join(parts)
@@ -159,9 +181,17 @@ def table_note(links: list[Link | dict | None]) -> str | None:
         kind = f"{human(link.rate_bit_s)} ({link.qdisc})"
         check = link.check.rate_bit_s if link.check is not None else None
         kinds.setdefault(kind, []).extend([check] if check else [])
-    parts = [kind + (f", check transfers {human(min(c))}..{human(max(c))}" if c else "") for kind, c in kinds.items()]
+    parts = [
+        kind + (f", check transfers {human(min(c))}..{human(max(c))}" if c else "")
+        for kind, c in kinds.items()
+    ]
     rest = len(links) - len(emulated)
-    return ("EMULATED LINK: rows ran behind " + "; ".join(parts) + " (rate only"
-            + ("" if any(link.latency_us is not None for link in emulated) else ", no added latency")
-            + "; the compute is this machine's CPU; see each record's env.link)"
-            + (f"; {rest} run(s) without one (loopback)" if rest else "") + ".")
+    return (
+        "EMULATED LINK: rows ran behind "
+        + "; ".join(parts)
+        + " (rate only"
+        + ("" if any(link.latency_us is not None for link in emulated) else ", no added latency")
+        + "; the compute is this machine's CPU; see each record's env.link)"
+        + (f"; {rest} run(s) without one (loopback)" if rest else "")
+        + "."
+    )

@@ -8,6 +8,7 @@
 - Per-rank times are all-gathered once at the end; tables show the ranks' average (nccl-tests' default) and the
   slowest rank.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -24,7 +25,9 @@ all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_
 reduce_scatter_single = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
 
 
-def resolve_device(choice: str, backend: str, ctx_device: torch.device, local_rank: int) -> torch.device:
+def resolve_device(
+    choice: str, backend: str, ctx_device: torch.device, local_rank: int
+) -> torch.device:
     """The task's tensors: auto = where the rank computes (its placement: device=, backend=); cpu; cuda (gloo runs on
     CUDA tensors too, so a CPU-placed gloo rank may still move CUDA tensors)."""
     choice = str(choice)
@@ -32,14 +35,18 @@ def resolve_device(choice: str, backend: str, ctx_device: torch.device, local_ra
         raise ConfigError(f"device={choice!r}: choose auto, cpu or cuda.")
     if choice == "cpu":
         if backend == "nccl":
-            raise ConfigError("device=cpu with backend=nccl: NCCL only moves CUDA tensors. "
-                              "Use backend=gloo for CPU tensors, or device=cuda.")
+            raise ConfigError(
+                "device=cpu with backend=nccl: NCCL only moves CUDA tensors. "
+                "Use backend=gloo for CPU tensors, or device=cuda."
+            )
         return torch.device("cpu")
     if choice == "auto" or ctx_device.type == "cuda":
         return ctx_device
     if gpu_count() == 0:
-        raise ConfigError(f"device={choice} with backend={backend} needs a GPU and none is visible here. "
-                          "Use backend=gloo with device=cpu (or device=auto).")
+        raise ConfigError(
+            f"device={choice} with backend={backend} needs a GPU and none is visible here. "
+            "Use backend=gloo with device=cpu (or device=auto)."
+        )
     device = torch.device("cuda", local_rank % torch.cuda.device_count())
     torch.cuda.set_device(device)
     return device
@@ -77,5 +84,8 @@ def gather_all(obj):
 
 
 def rank_stats(per_rank: list[float]) -> dict:
-    return {"avg": sum(per_rank) / len(per_rank), "max": max(per_rank),
-            "slowest_rank": max(range(len(per_rank)), key=per_rank.__getitem__)}
+    return {
+        "avg": sum(per_rank) / len(per_rank),
+        "max": max(per_rank),
+        "slowest_rank": max(range(len(per_rank)), key=per_rank.__getitem__),
+    }

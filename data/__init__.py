@@ -1,4 +1,5 @@
 """Datasets and per-rank loaders. `build_loader` returns a DataLoader over a DistributedSampler shard."""
+
 from __future__ import annotations
 
 from base.record import setting
@@ -19,19 +20,25 @@ def check(cfg, submitting: bool = False) -> None:
     if cfg.data.kind == "raw_folder":
         shape, size = sample_shape(cfg), cfg.data.image_size
         if shape is not None and shape != (3, size, size):
-            raise ConfigError(f"model.input_shape={list(shape)} but data=raw_folder holds 3x{size}x{size} images "
-                              f"(data.image_size={size}). Use data=fake, or model.input_shape=[3,{size},{size}].")
+            raise ConfigError(
+                f"model.input_shape={list(shape)} but data=raw_folder holds 3x{size}x{size} images "
+                f"(data.image_size={size}). Use data=fake, or model.input_shape=[3,{size},{size}]."
+            )
         if submitting and not Path(cfg.data.root).exists():
             return
         samples = scan(Path(cfg.data.root), cfg.data.image_size)  # missing, empty, wrong-size files
         check_shard(len(samples), cfg.batch_size, cfg.world_size, cfg.data.root)
         classes = class_count(cfg.data.root)
         if classes > cfg.model.num_classes:
-            raise ConfigError(f"data.root={cfg.data.root} has {classes} classes but the model has "
-                              f"{cfg.model.num_classes} outputs; set model.num_classes>={classes}.")
+            raise ConfigError(
+                f"data.root={cfg.data.root} has {classes} classes but the model has "
+                f"{cfg.model.num_classes} outputs; set model.num_classes>={classes}."
+            )
 
 
-def build_dataset(data_cfg, rank: int, world_size: int, samples_needed: int, shape: tuple | None = None) -> Dataset:
+def build_dataset(
+    data_cfg, rank: int, world_size: int, samples_needed: int, shape: tuple | None = None
+) -> Dataset:
     """The Dataset data_cfg's `_target_` names (base/build.py), given the samples the run needs, the sample shape of
     a model that says its own (model.input_shape) and the rank's seed."""
     return build(data_cfg, length=samples_needed, shape=shape, seed=rank)
@@ -45,14 +52,24 @@ def sample_shape(cfg) -> tuple[int, ...] | None:
 
 def build_loader(cfg, rank: int, world_size: int, pin_memory: bool) -> DataLoader:
     per_step = cfg.batch_size * world_size
-    samples_needed = per_step * (cfg.warmup_steps + cfg.steps + cfg.probe_steps + 1) * cfg.accumulate
+    samples_needed = (
+        per_step * (cfg.warmup_steps + cfg.steps + cfg.probe_steps + 1) * cfg.accumulate
+    )
     dataset = build_dataset(cfg.data, rank, world_size, samples_needed, sample_shape(cfg))
-    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=cfg.seed,
-                                 drop_last=True)
+    sampler = DistributedSampler(
+        dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=cfg.seed, drop_last=True
+    )
     return DataLoader(
-        dataset, batch_size=cfg.batch_size, sampler=sampler, num_workers=cfg.data.workers,
-        pin_memory=pin_memory, drop_last=True, persistent_workers=cfg.data.workers > 0,
-        worker_init_fn=functools.partial(die_with_the_rank, os.getpid()) if cfg.data.workers > 0 else None,
+        dataset,
+        batch_size=cfg.batch_size,
+        sampler=sampler,
+        num_workers=cfg.data.workers,
+        pin_memory=pin_memory,
+        drop_last=True,
+        persistent_workers=cfg.data.workers > 0,
+        worker_init_fn=functools.partial(die_with_the_rank, os.getpid())
+        if cfg.data.workers > 0
+        else None,
     )
 
 
@@ -82,7 +99,8 @@ def check_shard(samples: int, batch_size: int, world_size: int, root) -> None:
         raise ConfigError(
             f"data.root={root} holds {samples} samples: {per_rank} per rank for {world_size} ranks, fewer than "
             f"batch_size={batch_size}. It needs at least {batch_size * world_size} samples "
-            f"(batch_size x world_size): add files, or lower batch_size or world_size.")
+            f"(batch_size x world_size): add files, or lower batch_size or world_size."
+        )
 
 
 def batches(loader: DataLoader):
@@ -96,6 +114,8 @@ def batches(loader: DataLoader):
             yielded = True
             yield batch
         if not yielded:
-            raise RuntimeError(f"this rank's data shard ({len(loader.sampler)} samples) holds no full batch of "
-                               f"{loader.batch_size}: the data set is too small for batch_size x world_size.")
+            raise RuntimeError(
+                f"this rank's data shard ({len(loader.sampler)} samples) holds no full batch of "
+                f"{loader.batch_size}: the data set is too small for batch_size x world_size."
+            )
         epoch += 1

@@ -1,5 +1,6 @@
 """In-memory synthetic images. The pool is generated once per rank; items index into it, so the loader costs no
 random-number generation per sample and the data phase measures the loader itself."""
+
 from __future__ import annotations
 
 import torch
@@ -7,8 +8,15 @@ from torch.utils.data import Dataset
 
 
 class FakeImages(Dataset):
-    def __init__(self, length: int, image_size: int, num_classes: int, pool: int, seed: int = 0,
-                 shape: tuple | None = None):
+    def __init__(
+        self,
+        length: int,
+        image_size: int,
+        num_classes: int,
+        pool: int,
+        seed: int = 0,
+        shape: tuple | None = None,
+    ):
         """shape: one sample's (model.input_shape); default an image, 3 x image_size x image_size."""
         g = torch.Generator().manual_seed(seed)
         pool = max(1, min(pool, length))

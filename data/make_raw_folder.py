@@ -4,6 +4,7 @@
 
 Like the thread's script, one base file is written and the rest are hard links to it (or copies with --copy, when the
 page cache should not serve every read from one file)."""
+
 from __future__ import annotations
 
 import argparse
@@ -15,8 +16,9 @@ from pathlib import Path
 import torch
 
 
-def make_raw_folder(root, classes: int, files_per_class: int, size: int = 224, copy: bool = False,
-                    seed: int = 0) -> Path:
+def make_raw_folder(
+    root, classes: int, files_per_class: int, size: int = 224, copy: bool = False, seed: int = 0
+) -> Path:
     if classes < 1 or files_per_class < 1 or size < 1:
         raise SystemExit("--classes, --files-per-class and --size must be positive")
     root = Path(root)
@@ -39,18 +41,26 @@ def make_raw_folder(root, classes: int, files_per_class: int, size: int = 224, c
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--root", required=True)
     p.add_argument("--classes", type=int, default=10)
     p.add_argument("--files-per-class", type=int, default=64)
-    p.add_argument("--size", type=int, default=224, help="image side; each file is 3*size*size*4 bytes")
-    p.add_argument("--copy", action="store_true", help="copy the base file instead of hard-linking it")
+    p.add_argument(
+        "--size", type=int, default=224, help="image side; each file is 3*size*size*4 bytes"
+    )
+    p.add_argument(
+        "--copy", action="store_true", help="copy the base file instead of hard-linking it"
+    )
     a = p.parse_args(argv)
     t = time.perf_counter()
     root = make_raw_folder(a.root, a.classes, a.files_per_class, a.size, a.copy)
     n = a.classes * a.files_per_class
-    print(f"wrote {n} files of {3 * a.size * a.size * 4} bytes in {a.classes} classes under {root} "
-          f"({time.perf_counter() - t:.1f} s). Use it with: python train.py data=raw_folder data.root={root}")
+    print(
+        f"wrote {n} files of {3 * a.size * a.size * 4} bytes in {a.classes} classes under {root} "
+        f"({time.perf_counter() - t:.1f} s). Use it with: python train.py data=raw_folder data.root={root}"
+    )
 
 
 if __name__ == "__main__":

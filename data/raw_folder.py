@@ -1,5 +1,6 @@
 """The VGG11 thread's data set: root/<class>/<file>, each file the raw bytes of a 3xHxW float32 tensor, read with
 torch.from_file (no decoding), so the data phase is pure file I/O."""
+
 from __future__ import annotations
 
 import os
@@ -33,8 +34,12 @@ class RawFolder(Dataset):
         path, label = self.samples[i]
         try:
             x = torch.from_file(str(path), shared=False, size=self.numel, dtype=torch.float32)
-        except RuntimeError as e:   # the file changed since the check (removed, unreadable): its path and why, first
-            raise OSError(f"cannot read {path}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from e
+        except (
+            RuntimeError
+        ) as e:  # the file changed since the check (removed, unreadable): its path and why, first
+            raise OSError(
+                f"cannot read {path}: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+            ) from e
         return x.view(3, self.image_size, self.image_size), label
 
 
@@ -42,8 +47,10 @@ def scan(root: Path, image_size: int) -> list[tuple[Path, int]]:
     """Every (file, class index); checks sizes and that each file opens for reading up front, so a bad file is named
     before any rank starts (not mid-warm-up inside a DataLoader worker)."""
     if not root.is_dir():
-        raise ConfigError(f"data.root={root} does not exist. Make a raw folder with: "
-                          f"{generator_command(root, image_size)}")
+        raise ConfigError(
+            f"data.root={root} does not exist. Make a raw folder with: "
+            f"{generator_command(root, image_size)}"
+        )
     classes = sorted(d.name for d in os.scandir(root) if d.is_dir())
     want = sample_bytes(image_size)
     samples = []
@@ -61,12 +68,16 @@ def scan(root: Path, image_size: int) -> list[tuple[Path, int]]:
             try:
                 os.close(os.open(entry.path, os.O_RDONLY))
             except OSError as e:
-                raise ConfigError(f"{entry.path} cannot be read ({e.strerror}): every sample file of data.root must be "
-                                  f"readable by this user. Fix its permissions (chmod a+r), or remove it.") from None
+                raise ConfigError(
+                    f"{entry.path} cannot be read ({e.strerror}): every sample file of data.root must be "
+                    f"readable by this user. Fix its permissions (chmod a+r), or remove it."
+                ) from None
             samples.append((Path(entry.path), label))
     if not samples:
-        raise ConfigError(f"data.root={root} holds no sample files. Make a raw folder with: "
-                          f"{generator_command(root, image_size)}")
+        raise ConfigError(
+            f"data.root={root} holds no sample files. Make a raw folder with: "
+            f"{generator_command(root, image_size)}"
+        )
     return samples
 
 

@@ -10,6 +10,7 @@ device/cpu.py) for them:
 
 Which one a rank gets, and its backend, is decided once for all ranks in device/placement.py; tasks/train/memory.py
 refuses a config that cannot fit before any rank starts."""
+
 from __future__ import annotations
 
 import torch

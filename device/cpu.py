@@ -1,5 +1,6 @@
 """The device interface, and its CPU implementation: CPU ranks compute on host memory, have no streams, read the
 host clock and have nothing to synchronise. The CUDA and fake devices override what differs."""
+
 from __future__ import annotations
 
 import time
@@ -25,8 +26,8 @@ class Device:
     As it stands it is the CPU's (cuda.py and fake.py override what differs)."""
 
     kind = "cpu"
-    copies = False         # a host batch must be copied to the device before use
-    pins_memory = False    # the loader should pin host batches (page-locked memory makes non_blocking copies async)
+    copies = False  # a host batch must be copied to the device before use
+    pins_memory = False  # the loader should pin host batches (page-locked memory makes non_blocking copies async)
     torch_device = torch.device("cpu")
     _stream = NullStream()
 
@@ -68,7 +69,9 @@ class Device:
 
     # -- graphs
     def capture(self, step):
-        raise RuntimeError("CUDA graphs need a CUDA device (tasks/train/check.py refuses cuda_graphs=true on CPU)")
+        raise RuntimeError(
+            "CUDA graphs need a CUDA device (tasks/train/check.py refuses cuda_graphs=true on CPU)"
+        )
 
     # -- the measured window
     @contextmanager

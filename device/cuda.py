@@ -2,6 +2,7 @@
 torch/cuda/__init__.py and Tensor.record_stream of the torch this runs). Nothing here runs without a GPU, which is
 why the step loop reaches it only through this interface and the CPU suite drives the same loop through
 device/fake.py."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -56,7 +57,9 @@ class CudaDevice(Device):
         return event
 
     def seconds(self, start, end) -> float:
-        return start.elapsed_time(end) / 1e3  # milliseconds; both events must have completed (after synchronize)
+        return (
+            start.elapsed_time(end) / 1e3
+        )  # milliseconds; both events must have completed (after synchronize)
 
     def synchronize(self) -> None:
         torch.cuda.synchronize(self.torch_device)
@@ -88,9 +91,11 @@ class CudaDevice(Device):
         except RuntimeError as e:
             if "synchronizing" not in str(e).lower():
                 raise
-            raise HostSyncInWindow(f"a host synchronisation inside the measured window ({e}): something in the step "
-                                   "waits for the GPU there (see the traceback), which would skew the numbers. "
-                                   "h2d=blocking measures without this check.") from e
+            raise HostSyncInWindow(
+                f"a host synchronisation inside the measured window ({e}): something in the step "
+                "waits for the GPU there (see the traceback), which would skew the numbers. "
+                "h2d=blocking measures without this check."
+            ) from e
         finally:
             torch.cuda.set_sync_debug_mode(before)
 

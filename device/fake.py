@@ -27,6 +27,7 @@ used it. Then:
 Streams are no-ops for the data (one CPU does the work in program order); they record the order of the calls
 in `log`, which tests read. Events read the host clock. Host tensors (the loader's batches, the sources of
 to_device, DDP's host-side maps) are told apart from device memory by what they were computed from: see _Memory."""
+
 from __future__ import annotations
 
 import time
@@ -42,8 +43,14 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from device.cpu import Device
 
 aten = torch.ops.aten
-HOST_SYNC_OPS = {aten._local_scalar_dense.default, aten.nonzero.default, aten.equal.default,
-                 aten.masked_select.default, aten.unique_consecutive.default, aten._unique2.default}
+HOST_SYNC_OPS = {
+    aten._local_scalar_dense.default,
+    aten.nonzero.default,
+    aten.equal.default,
+    aten.masked_select.default,
+    aten.unique_consecutive.default,
+    aten._unique2.default,
+}
 
 
 class StreamRuleError(AssertionError):
@@ -97,13 +104,14 @@ class _Memory:
     """What the fake knows about one storage. Only device memory follows the stream rules: memory handed over by
     to_device or model_to_device, and whatever an operation computes from it (host memory, such as the loader's
     batches or DDP's host-side bookkeeping, has no stream order)."""
+
     alloc: FakeStream
     what: str
     device: bool = False
     write: tuple[FakeStream, int] | None = None
-    reads: dict = field(default_factory=dict)        # stream -> seq of its last read
-    used_on: dict = field(default_factory=dict)      # stream -> seq of its last use (read or write)
-    recorded: set = field(default_factory=set)       # streams passed to record_stream
+    reads: dict = field(default_factory=dict)  # stream -> seq of its last read
+    used_on: dict = field(default_factory=dict)  # stream -> seq of its last use (read or write)
+    recorded: set = field(default_factory=set)  # streams passed to record_stream
 
 
 class _Rules(TorchDispatchMode):
@@ -127,14 +135,14 @@ class FakeDevice(Device):
         self.log: list[tuple] = []
         self.counts: Counter = Counter()
         self.seq = 0
-        self.fence = 0                                   # seq of the last device synchronisation
-        self.done: dict = {}                             # stream -> seq up to which the host saw it complete
-        self.waited: dict = {self.default: {}}           # stream -> {stream it waited on: seq waited up to}
-        self.memory: dict[int, _Memory] = {}             # storage (its StorageImpl address) -> what is known
-        self.hazards: list[tuple] = []                   # (alloc stream, user stream, seq of use, message)
+        self.fence = 0  # seq of the last device synchronisation
+        self.done: dict = {}  # stream -> seq up to which the host saw it complete
+        self.waited: dict = {self.default: {}}  # stream -> {stream it waited on: seq waited up to}
+        self.memory: dict[int, _Memory] = {}  # storage (its StorageImpl address) -> what is known
+        self.hazards: list[tuple] = []  # (alloc stream, user stream, seq of use, message)
         self.no_sync_reason: str | None = None
         self.blocking_copies_allowed = True
-        self.strict = False                              # the open window makes every host sync an error
+        self.strict = False  # the open window makes every host sync an error
         self._mode = _Rules(self)
         self._active = False
 
@@ -195,7 +203,9 @@ class FakeDevice(Device):
         if not non_blocking:
             self.counts["blocking_copies"] += 1
             if not self.blocking_copies_allowed:
-                self._host_sync("a blocking host-to-device copy (non_blocking=False)", stream=self.current)
+                self._host_sync(
+                    "a blocking host-to-device copy (non_blocking=False)", stream=self.current
+                )
         self.counts["copies"] += 1
         self.log.append(("copy", self.current.name))
         copy = tensor.clone()
@@ -255,8 +265,13 @@ class FakeDevice(Device):
         if not isinstance(hook, types.FunctionType):
             return hook
         view = _TorchOnThisDevice(_HookCuda(self))
-        routed = types.FunctionType(hook.__code__, {**hook.__globals__, "torch": view}, hook.__name__,
-                                    hook.__defaults__, hook.__closure__)
+        routed = types.FunctionType(
+            hook.__code__,
+            {**hook.__globals__, "torch": view},
+            hook.__name__,
+            hook.__defaults__,
+            hook.__closure__,
+        )
         for attr in ("__kwdefaults__", "__qualname__", "__doc__", "__module__"):
             setattr(routed, attr, getattr(hook, attr))
         return routed
@@ -265,13 +280,19 @@ class FakeDevice(Device):
         return "fake device (CPU)"
 
     def report(self) -> dict:
-        return {"kind": self.kind, "streams": len(self.streams),
-                "checked_ops": self.counts["ops"], "cross_stream_uses": self.counts["cross_stream_uses"],
-                "waits": self.counts["waits"], "record_streams": self.counts["record_stream"],
-                "copies": self.counts["copies"], "blocking_copies": self.counts["blocking_copies"],
-                "replays": sum(1 for e in self.log if e[0] == "replay"),
-                "comm_hook_device_syncs": self.counts["comm_hook_device_syncs"],
-                "freed_without_record_stream": len(self.hazards)}
+        return {
+            "kind": self.kind,
+            "streams": len(self.streams),
+            "checked_ops": self.counts["ops"],
+            "cross_stream_uses": self.counts["cross_stream_uses"],
+            "waits": self.counts["waits"],
+            "record_streams": self.counts["record_stream"],
+            "copies": self.counts["copies"],
+            "blocking_copies": self.counts["blocking_copies"],
+            "replays": sum(1 for e in self.log if e[0] == "replay"),
+            "comm_hook_device_syncs": self.counts["comm_hook_device_syncs"],
+            "freed_without_record_stream": len(self.hazards),
+        }
 
     # ---------------------------------------------------------------------------------------- the rules
     def _tick(self) -> int:
@@ -290,18 +311,28 @@ class FakeDevice(Device):
 
     def _ordered(self, later: FakeStream, earlier: FakeStream, seq: int) -> bool:
         """Is work on `later` queued now ordered after `earlier`'s work up to `seq`?"""
-        return (later is earlier or seq <= self.fence or seq <= self.done.get(earlier, 0)
-                or self.waited[later].get(earlier, 0) >= seq)
+        return (
+            later is earlier
+            or seq <= self.fence
+            or seq <= self.done.get(earlier, 0)
+            or self.waited[later].get(earlier, 0) >= seq
+        )
 
-    def _host_sync(self, what: str, stream: FakeStream | None = None, upto: int | None = None) -> None:
+    def _host_sync(
+        self, what: str, stream: FakeStream | None = None, upto: int | None = None
+    ) -> None:
         """The host waits for `stream` (None: the whole device), up to `upto` (None: all queued so far)."""
         if self.no_sync_reason:
-            raise HostSyncError(f"{what} inside {self.no_sync_reason}: on a GPU the host would wait for the device "
-                                "there (a sync the numbers would silently include).")
+            raise HostSyncError(
+                f"{what} inside {self.no_sync_reason}: on a GPU the host would wait for the device "
+                "there (a sync the numbers would silently include)."
+            )
         if stream is None:
             self.fence = self._tick()
         else:
-            self.done[stream] = max(self.done.get(stream, 0), upto if upto is not None else self._tick())
+            self.done[stream] = max(
+                self.done.get(stream, 0), upto if upto is not None else self._tick()
+            )
         self.counts["syncs"] += 1
         self.log.append(("sync", what))
 
@@ -310,8 +341,10 @@ class FakeDevice(Device):
         device waits. Counted always; an error in a strict window; elsewhere a device sync like synchronize()."""
         self.counts["comm_hook_device_syncs"] += 1
         if self.no_sync_reason and self.strict:
-            raise HostSyncError(f"torch.cuda.synchronize() called from a DDP comm hook inside {self.no_sync_reason}: "
-                                "on a GPU every bucket's hook would wait for the whole device there.")
+            raise HostSyncError(
+                f"torch.cuda.synchronize() called from a DDP comm hook inside {self.no_sync_reason}: "
+                "on a GPU every bucket's hook would wait for the whole device there."
+            )
         self.fence = self._tick()
         self.counts["syncs"] += 1
         self.log.append(("sync", "torch.cuda.synchronize() in a comm hook"))
@@ -338,8 +371,10 @@ class FakeDevice(Device):
         key = storage._cdata
         mem = self.memory.get(key)
         if mem is None and (create or new):
-            mem = self.memory[key] = _Memory(self.current if new else self.default,
-                                             f"{tuple(t.shape)} {str(t.dtype).removeprefix('torch.')}")
+            mem = self.memory[key] = _Memory(
+                self.current if new else self.default,
+                f"{tuple(t.shape)} {str(t.dtype).removeprefix('torch.')}",
+            )
             weakref.finalize(storage, self._released, key)
         return mem
 
@@ -348,12 +383,25 @@ class FakeDevice(Device):
         if mem is None or not mem.device:
             return
         for stream, seq in mem.used_on.items():
-            if stream is mem.alloc or stream in mem.recorded or self._ordered(mem.alloc, stream, seq):
+            if (
+                stream is mem.alloc
+                or stream in mem.recorded
+                or self._ordered(mem.alloc, stream, seq)
+            ):
                 continue
-            self.hazards.append((mem.alloc, stream, seq, (
-                f"tensor {mem.what} allocated on stream {mem.alloc.name} was used on stream {stream.name} and freed "
-                f"without record_stream({stream.name}); new work on {mem.alloc.name} may be handed its memory while "
-                f"{stream.name} still uses it")))
+            self.hazards.append(
+                (
+                    mem.alloc,
+                    stream,
+                    seq,
+                    (
+                        f"tensor {mem.what} allocated on stream {mem.alloc.name} was used on stream "
+                        f"{stream.name} and freed without record_stream({stream.name}); new work on "
+                        f"{mem.alloc.name} may be handed its memory while "
+                        f"{stream.name} still uses it"
+                    ),
+                )
+            )
 
     def _check_reuse(self, stream: FakeStream) -> None:
         """Work is about to be queued on `stream`: memory it allocated and freed while another stream may still use
@@ -398,9 +446,14 @@ class FakeDevice(Device):
                 mem.write = (stream, seq)
                 mem.used_on[stream] = seq
                 mem.device = on_device
-        if on_device and func in HOST_SYNC_OPS:  # the host waits for this stream, this operation included
-            self._host_sync(f"{func} (.item() / bool(tensor) / nonzero: the host reads a device value)",
-                            stream=stream, upto=seq)
+        if (
+            on_device and func in HOST_SYNC_OPS
+        ):  # the host waits for this stream, this operation included
+            self._host_sync(
+                f"{func} (.item() / bool(tensor) / nonzero: the host reads a device value)",
+                stream=stream,
+                upto=seq,
+            )
         return out
 
     def _check_use(self, func, mem: _Memory, stream: FakeStream, write: bool) -> None:
@@ -412,13 +465,15 @@ class FakeDevice(Device):
                 raise StreamRuleError(
                     f"{func} on stream {stream.name} uses tensor {mem.what} written on stream {other.name} without "
                     f"waiting for it ({stream.name}.wait_stream({other.name}) must come between): on a GPU it would "
-                    "read the memory before the write lands.")
+                    "read the memory before the write lands."
+                )
         if write:
             for other, seq in mem.reads.items():
                 if not self._ordered(stream, other, seq):
                     raise StreamRuleError(
                         f"{func} on stream {stream.name} overwrites tensor {mem.what} that stream {other.name} reads, "
-                        f"without waiting for {other.name}: on a GPU the read could see the new values.")
+                        f"without waiting for {other.name}: on a GPU the read could see the new values."
+                    )
 
 
 class _HookCuda:
@@ -476,8 +531,11 @@ def _written(func, args, kwargs) -> _Ids:
     """The tensors an operation writes in place (its schema's `Tensor(a!)` arguments, `out=` included)."""
     spots = _WRITES.get(func)
     if spots is None:
-        spots = _WRITES[func] = [(i, a.name, a.kwarg_only) for i, a in enumerate(func._schema.arguments)
-                                 if a.alias_info is not None and a.alias_info.is_write]
+        spots = _WRITES[func] = [
+            (i, a.name, a.kwarg_only)
+            for i, a in enumerate(func._schema.arguments)
+            if a.alias_info is not None and a.alias_info.is_write
+        ]
     out = []
     for i, name, kwarg_only in spots:
         value = args[i] if i < len(args) and not kwarg_only else kwargs.get(name)

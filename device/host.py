@@ -2,6 +2,7 @@
 be given, and the checks every task runs against them before any rank starts (too many ranks per CPU, too much
 memory, buffers on a device that is not there). `Host` holds the facts so tests can pose as any machine; the job
 probes it once (job/config.py) and hands it to every check."""
+
 from __future__ import annotations
 
 from base.record import setting
@@ -16,8 +17,12 @@ from omegaconf import OmegaConf
 
 from base.errors import ConfigError, ConfigWarning
 
-OVERSUBSCRIBE_LIMIT = 8        # CPU ranks per CPU we still start: the gloo thread's pairs=8 (16 ranks) runs on 2 cores
-RANK_MEMORY_BYTES = 400 << 20  # what one CPU rank process costs before it holds any data (python + torch + gloo)
+OVERSUBSCRIBE_LIMIT = (
+    8  # CPU ranks per CPU we still start: the gloo thread's pairs=8 (16 ranks) runs on 2 cores
+)
+RANK_MEMORY_BYTES = (
+    400 << 20
+)  # what one CPU rank process costs before it holds any data (python + torch + gloo)
 
 
 def gpu_count() -> int:
@@ -36,26 +41,32 @@ def asked_gpus_per_node(launcher) -> int | None:
     if launcher.get("gpus_per_node"):
         return int(launcher["gpus_per_node"])
     gres = str(launcher.get("gres") or "")
-    m = re.fullmatch(r"gpu(?::[\w.-]+)?:(\d+)", gres.split(",")[0].strip()) or re.fullmatch(r"gpu", gres.strip())
+    m = re.fullmatch(r"gpu(?::[\w.-]+)?:(\d+)", gres.split(",")[0].strip()) or re.fullmatch(
+        r"gpu", gres.strip()
+    )
     return (int(m.group(1)) if m.groups() else 1) if m else 0
 
 
 def gpus_for(root) -> int:
     """GPUs of the machine the ranks run on: for launcher=slurm the nodes the job asks for (the same answer on the
     login node that submits and on the compute nodes), else this one's."""
-    asked = asked_gpus_per_node(OmegaConf.select(root, "launcher", default=None) if root is not None else None)
+    asked = asked_gpus_per_node(
+        OmegaConf.select(root, "launcher", default=None) if root is not None else None
+    )
     return gpu_count() if asked is None else asked
-
 
 
 PROC_MEMINFO = "/proc/meminfo"
 PROC_CGROUP = "/proc/self/cgroup"
 CGROUP_ROOT = "/sys/fs/cgroup"
-UNLIMITED = 1 << 60   # cgroup v1 writes "no limit" as a page-rounded 2**63 - 1
+UNLIMITED = 1 << 60  # cgroup v1 writes "no limit" as a page-rounded 2**63 - 1
 
 
-def free_host_bytes(meminfo: str | Path = PROC_MEMINFO, cgroup: str | Path = PROC_CGROUP,
-                    cgroup_root: str | Path = CGROUP_ROOT) -> int | None:
+def free_host_bytes(
+    meminfo: str | Path = PROC_MEMINFO,
+    cgroup: str | Path = PROC_CGROUP,
+    cgroup_root: str | Path = CGROUP_ROOT,
+) -> int | None:
     """Host memory this process can still be given (None where the OS does not say): tasks refuse sizes that cannot
     fit instead of letting the OOM killer take a rank mid-collective.
 
@@ -63,7 +74,9 @@ def free_host_bytes(meminfo: str | Path = PROC_MEMINFO, cgroup: str | Path = PRO
     so MemFree is small on a healthy machine (2.5 GiB free beside 21 GiB available after a pip install and a few
     runs). Where this process's cgroup has a memory limit (a container, a Slurm job) the room under it counts too,
     when it is smaller. The paths are parameters so tests can pose as any machine."""
-    known = [b for b in (_mem_available(meminfo), cgroup_room(cgroup, cgroup_root)) if b is not None]
+    known = [
+        b for b in (_mem_available(meminfo), cgroup_room(cgroup, cgroup_root)) if b is not None
+    ]
     if known:
         return min(known)
     try:  # not Linux: the pages nobody uses, the best the OS says
@@ -83,7 +96,9 @@ def _mem_available(meminfo: str | Path) -> int | None:
     return None
 
 
-def cgroup_room(cgroup: str | Path = PROC_CGROUP, cgroup_root: str | Path = CGROUP_ROOT) -> int | None:
+def cgroup_room(
+    cgroup: str | Path = PROC_CGROUP, cgroup_root: str | Path = CGROUP_ROOT
+) -> int | None:
     """The least room under a memory limit of this process's cgroup or any of its ancestors (None: no limit, or
     no cgroup to read). Room = limit - usage + inactive file cache: the cgroup's usage counts its page cache too,
     and the inactive part is reclaimed before the limit bites (the kubelet's working-set rule). cgroup v2
@@ -96,11 +111,16 @@ def cgroup_room(cgroup: str | Path = PROC_CGROUP, cgroup_root: str | Path = CGRO
     for line in lines:
         number, _, rest = line.partition(":")
         controllers, _, path = rest.partition(":")
-        if number == "0" and controllers == "":      # v2 (the unified hierarchy, mounted alone or beside v1)
+        if (
+            number == "0" and controllers == ""
+        ):  # v2 (the unified hierarchy, mounted alone or beside v1)
             base = root if (root / "cgroup.controllers").exists() else root / "unified"
             files = ("memory.max", "memory.current", "inactive_file")
-        elif "memory" in controllers.split(","):     # v1's memory controller
-            base, files = root / "memory", ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
+        elif "memory" in controllers.split(","):  # v1's memory controller
+            base, files = (
+                root / "memory",
+                ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"),
+            )
         else:
             continue
         rooms = [r for r in (_room(d, *files) for d in _up_from(base, path)) if r is not None]
@@ -143,7 +163,7 @@ def host_cpu_jiffies() -> tuple[int, int] | None:
             fields = [int(x) for x in f.readline().split()[1:]]
     except (OSError, ValueError):
         return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)          # idle + iowait
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
     return sum(fields) - idle, sum(fields)
 
 
@@ -151,11 +171,14 @@ def host_cpu_jiffies() -> tuple[int, int] | None:
 class Host:
     """What the machine running the checks offers the ranks. On a Slurm login node (submitting) these facts belong
     to the wrong machine, and the checks that need them are skipped: the compute nodes run them again."""
+
     gpus: int
     cpus: int
-    free_bytes: int | None          # host memory still available (free_host_bytes)
-    gpu_free_bytes: int | None      # the least free memory of any visible GPU (None without GPUs)
-    ranks_started: bool = False     # this process is a rank already (torchrun, a Slurm task): nothing to spawn
+    free_bytes: int | None  # host memory still available (free_host_bytes)
+    gpu_free_bytes: int | None  # the least free memory of any visible GPU (None without GPUs)
+    ranks_started: bool = (
+        False  # this process is a rank already (torchrun, a Slurm task): nothing to spawn
+    )
 
     @classmethod
     def probe(cls) -> Host:
@@ -164,10 +187,17 @@ class Host:
         from device.nvml import free_bytes
 
         gpus = gpu_count()
-        free = free_bytes(gpus) if gpus else None   # NVML: no CUDA context in this process (mem_get_info makes one)
+        free = (
+            free_bytes(gpus) if gpus else None
+        )  # NVML: no CUDA context in this process (mem_get_info makes one)
         gpu_free = min(free) if free else None
-        return cls(gpus=gpus, cpus=os.cpu_count() or 1, free_bytes=free_host_bytes(), gpu_free_bytes=gpu_free,
-                   ranks_started=False)
+        return cls(
+            gpus=gpus,
+            cpus=os.cpu_count() or 1,
+            free_bytes=free_host_bytes(),
+            gpu_free_bytes=gpu_free,
+            ranks_started=False,
+        )
 
 
 def ranks_per_node(cfg) -> int:
@@ -183,40 +213,61 @@ def on_gpus(cfg, host: Host) -> bool:
     return host.gpus >= ranks_per_node(cfg)
 
 
-def check_fits(cfg, host: Host, *, ranks: int, per_rank_bytes: int, what: str, fix: str,
-               submitting: bool = False) -> None:
+def check_fits(
+    cfg,
+    host: Host,
+    *,
+    ranks: int,
+    per_rank_bytes: int,
+    what: str,
+    fix: str,
+    submitting: bool = False,
+) -> None:
     """Refuse more ranks, or more memory, than one machine holds, instead of letting the OOM killer or the scheduler
     decide mid-run. Submitting: the node's memory is what the job asks for (launcher.mem_gb), if it says."""
-    gib = 2 ** 30
+    gib = 2**30
     if submitting:
         mem_gb = setting(cfg, "launcher.mem_gb")
         if mem_gb and ranks * per_rank_bytes > mem_gb * gib:
-            raise ConfigError(f"{what}: {ranks} ranks per node need about {ranks * per_rank_bytes / gib:.1f} GiB and "
-                              f"the job asks for launcher.mem_gb={mem_gb}. {fix}, or a larger launcher.mem_gb.")
+            raise ConfigError(
+                f"{what}: {ranks} ranks per node need about {ranks * per_rank_bytes / gib:.1f} GiB and "
+                f"the job asks for launcher.mem_gb={mem_gb}. {fix}, or a larger launcher.mem_gb."
+            )
         return
     if host.ranks_started:
         return
-    if ranks > host.cpus and not on_gpus(cfg, host) and (cfg.oversubscribe or ranks <= OVERSUBSCRIBE_LIMIT * host.cpus):
+    if (
+        ranks > host.cpus
+        and not on_gpus(cfg, host)
+        and (cfg.oversubscribe or ranks <= OVERSUBSCRIBE_LIMIT * host.cpus)
+    ):
         warn_ranks_over_cores(what, ranks, host.cpus)
     if cfg.oversubscribe:
         return
     override = "or oversubscribe=true if you know better"
     if ranks > OVERSUBSCRIBE_LIMIT * host.cpus and not on_gpus(cfg, host):
-        raise ConfigError(f"{what} starts {ranks} ranks on this machine's {host.cpus} CPUs: more than "
-                          f"{OVERSUBSCRIBE_LIMIT} ranks per CPU only measures the scheduler (at most "
-                          f"{OVERSUBSCRIBE_LIMIT * host.cpus} ranks here). {fix}, {override}.")
+        raise ConfigError(
+            f"{what} starts {ranks} ranks on this machine's {host.cpus} CPUs: more than "
+            f"{OVERSUBSCRIBE_LIMIT} ranks per CPU only measures the scheduler (at most "
+            f"{OVERSUBSCRIBE_LIMIT * host.cpus} ranks here). {fix}, {override}."
+        )
     if host.free_bytes is not None and ranks * per_rank_bytes > host.free_bytes:
-        raise ConfigError(f"{what}: {ranks} ranks need about {ranks * per_rank_bytes / gib:.1f} GiB of host memory "
-                          f"and {host.free_bytes / gib:.1f} GiB is available (room for "
-                          f"{host.free_bytes // per_rank_bytes}). {fix}, {override}.")
+        raise ConfigError(
+            f"{what}: {ranks} ranks need about {ranks * per_rank_bytes / gib:.1f} GiB of host memory "
+            f"and {host.free_bytes / gib:.1f} GiB is available (room for "
+            f"{host.free_bytes // per_rank_bytes}). {fix}, {override}."
+        )
 
 
 def warn_ranks_over_cores(what: str, ranks: int, cpus: int) -> None:
     """Said once, before the ranks start; the CPU contention finding explains it again after the run."""
-    warnings.warn(f"{what}: {ranks} ranks on this machine's {cpus} CPU cores, more ranks than cores: they take "
-                  f"turns on the cores, so every step also times a rank waiting for one (after the run the "
-                  f"diagnosis's CPU contention finding reports it); {cpus} ranks or fewer measure without that.",
-                  ConfigWarning, stacklevel=2)
+    warnings.warn(
+        f"{what}: {ranks} ranks on this machine's {cpus} CPU cores, more ranks than cores: they take "
+        f"turns on the cores, so every step also times a rank waiting for one (after the run the "
+        f"diagnosis's CPU contention finding reports it); {cpus} ranks or fewer measure without that.",
+        ConfigWarning,
+        stacklevel=2,
+    )
 
 
 def expected_backend(cfg, host: Host, submitting: bool = False) -> str:
@@ -227,21 +278,37 @@ def expected_backend(cfg, host: Host, submitting: bool = False) -> str:
     return "nccl" if on_gpus(cfg, host) else "gloo"
 
 
-def check_buffers(cfg, host: Host, *, key: str, per_rank_bytes: int, what: str, fix: str,
-                  submitting: bool = False) -> None:
+def check_buffers(
+    cfg, host: Host, *, key: str, per_rank_bytes: int, what: str, fix: str, submitting: bool = False
+) -> None:
     """A comm task's device choice (`key`: auto|cpu|cuda) and its buffers, on the device they will live on
     (comm.measure.resolve_device: cuda when asked, or auto with nccl or a visible GPU): refuse what cannot work or
     fit there, per node. Submitting: the nodes' GPUs and their memory are unknown here."""
     device, backend = OmegaConf.select(cfg, key), expected_backend(cfg, host, submitting)
     if backend == "nccl" and device == "cpu":
-        raise ConfigError(f"{key}=cpu with backend=nccl: NCCL only moves CUDA tensors. Use backend=gloo, or "
-                          f"{key}=cuda/auto.")
+        raise ConfigError(
+            f"{key}=cpu with backend=nccl: NCCL only moves CUDA tensors. Use backend=gloo, or "
+            f"{key}=cuda/auto."
+        )
     if device == "cuda" and host.gpus == 0 and not submitting:
         raise ConfigError(f"{key}=cuda but no GPU is visible. Use {key}=cpu (or auto).")
-    on_device = device == "cuda" or (device == "auto" and (backend == "nccl" or (not submitting and host.gpus > 0)))
+    on_device = device == "cuda" or (
+        device == "auto" and (backend == "nccl" or (not submitting and host.gpus > 0))
+    )
     if not on_device:
-        check_fits(cfg, host, ranks=ranks_per_node(cfg), per_rank_bytes=RANK_MEMORY_BYTES + per_rank_bytes,
-                   what=what, fix=fix, submitting=submitting)
-    elif not submitting and host.gpu_free_bytes is not None and per_rank_bytes > host.gpu_free_bytes:
-        raise ConfigError(f"{what}: a rank needs about {per_rank_bytes / 2 ** 30:.1f} GiB on its GPU and "
-                          f"{host.gpu_free_bytes / 2 ** 30:.1f} GiB is free. {fix}.")
+        check_fits(
+            cfg,
+            host,
+            ranks=ranks_per_node(cfg),
+            per_rank_bytes=RANK_MEMORY_BYTES + per_rank_bytes,
+            what=what,
+            fix=fix,
+            submitting=submitting,
+        )
+    elif (
+        not submitting and host.gpu_free_bytes is not None and per_rank_bytes > host.gpu_free_bytes
+    ):
+        raise ConfigError(
+            f"{what}: a rank needs about {per_rank_bytes / 2**30:.1f} GiB on its GPU and "
+            f"{host.gpu_free_bytes / 2**30:.1f} GiB is free. {fix}."
+        )

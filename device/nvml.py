@@ -4,13 +4,18 @@ torch.cuda.mem_get_info needs a context on every device it asks about: in the la
 hundred MiB held on each GPU for the whole job, memory the ranks then lack. NVML (the driver's libnvidia-ml.so.1, the
 library torch's own NVML-based device count loads the same way) reads the same figure without one. Device i here is
 CUDA's ordinal i in this process, mapped to NVML's index through CUDA_VISIBLE_DEVICES by torch's helper."""
+
 from __future__ import annotations
 
 import ctypes
 
 
-class _Memory(ctypes.Structure):     # nvmlMemory_t (nvml.h): total, free, used, bytes
-    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+class _Memory(ctypes.Structure):  # nvmlMemory_t (nvml.h): total, free, used, bytes
+    _fields_ = [
+        ("total", ctypes.c_ulonglong),
+        ("free", ctypes.c_ulonglong),
+        ("used", ctypes.c_ulonglong),
+    ]
 
 
 def free_bytes(count: int) -> list[int] | None:
@@ -28,8 +33,12 @@ def free_bytes(count: int) -> list[int] | None:
             out = []
             for i in range(count):
                 handle = ctypes.c_void_p()
-                if lib.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(_get_nvml_device_index(i)),
-                                                     ctypes.byref(handle)) != 0:
+                if (
+                    lib.nvmlDeviceGetHandleByIndex_v2(
+                        ctypes.c_uint(_get_nvml_device_index(i)), ctypes.byref(handle)
+                    )
+                    != 0
+                ):
                     return None
                 memory = _Memory()
                 if lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(memory)) != 0:

@@ -16,6 +16,7 @@ test (tests/test_device_placement.py):
     (SLURM_GPUS_ON_NODE, SLURM_STEP_GPUS, SLURM_JOB_GPUS), and that is what tells "bound" from "shared": cuda:0.
 A GPU job whose ranks would run on CPU (GPUs visible but not one per rank, or GPUs requested from Slurm but none
 visible) fails loudly; `device=cpu` is how a user asks for CPU ranks on a GPU machine."""
+
 from __future__ import annotations
 
 import json
@@ -41,11 +42,13 @@ class PlacementError(ConfigError):
 
 @dataclass(frozen=True)
 class Placement:
-    kind: str             # "cuda" | "cpu" | "fake" (fake: CPU tensors through the CUDA code paths, tests only)
-    gpu: int | None       # the rank's GPU among those it sees (cuda only)
-    backend: str          # "nccl" | "gloo"
-    how: str              # how the GPU was found, for the record
-    shared: bool = False  # device=cuda with more ranks than GPUs: ranks share GPUs on purpose (gloo only)
+    kind: str  # "cuda" | "cpu" | "fake" (fake: CPU tensors through the CUDA code paths, tests only)
+    gpu: int | None  # the rank's GPU among those it sees (cuda only)
+    backend: str  # "nccl" | "gloo"
+    how: str  # how the GPU was found, for the record
+    shared: bool = (
+        False  # device=cuda with more ranks than GPUs: ranks share GPUs on purpose (gloo only)
+    )
 
     @property
     def torch_device(self) -> torch.device:
@@ -80,8 +83,12 @@ def gpus_per_task(env: Mapping[str, str]) -> int | None:
 
 def node_gpus(env: Mapping[str, str]) -> int | None:
     """GPUs Slurm gave this job step on this node, all its tasks together, where a variable says so."""
-    for key, parse in (("SLURM_GPUS_ON_NODE", _count), ("SLURM_STEP_GPUS", _ids), ("SLURM_JOB_GPUS", _ids),
-                       ("SLURM_GPUS_PER_NODE", _count)):
+    for key, parse in (
+        ("SLURM_GPUS_ON_NODE", _count),
+        ("SLURM_STEP_GPUS", _ids),
+        ("SLURM_JOB_GPUS", _ids),
+        ("SLURM_GPUS_PER_NODE", _count),
+    ):
         n = parse(env.get(key))
         if n:
             return n
@@ -90,8 +97,14 @@ def node_gpus(env: Mapping[str, str]) -> int | None:
 
 def gpus_requested(env: Mapping[str, str]) -> str | None:
     """'NAME=value' of the first Slurm variable saying this job was given GPUs, else None."""
-    for key in ("SLURM_GPUS_ON_NODE", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "SLURM_GPUS_PER_TASK", "SLURM_GPUS_PER_NODE",
-                "SLURM_GPUS"):
+    for key in (
+        "SLURM_GPUS_ON_NODE",
+        "SLURM_STEP_GPUS",
+        "SLURM_JOB_GPUS",
+        "SLURM_GPUS_PER_TASK",
+        "SLURM_GPUS_PER_NODE",
+        "SLURM_GPUS",
+    ):
         value = env.get(key)
         if value and value != "0":
             return f"{key}={value}"
@@ -100,7 +113,9 @@ def gpus_requested(env: Mapping[str, str]) -> str | None:
     return None
 
 
-def own_gpu(visible: int, local_rank: int, local_world: int, env: Mapping[str, str]) -> tuple[int, str] | None:
+def own_gpu(
+    visible: int, local_rank: int, local_world: int, env: Mapping[str, str]
+) -> tuple[int, str] | None:
     """(index, how) of the GPU this rank owns among the `visible` ones, or None when it cannot own one."""
     if visible >= local_world:
         return local_rank, f"cuda:{local_rank} of the {visible} GPUs every local rank sees"
@@ -111,56 +126,94 @@ def own_gpu(visible: int, local_rank: int, local_world: int, env: Mapping[str, s
         return 0, f"Slurm bound {visible} GPU(s) to this task (--gpus-per-task={per_task})"
     node = node_gpus(env)
     if node is not None and node >= local_world * visible:
-        return 0, (f"Slurm bound {visible} of the node's {node} GPUs to each of its {local_world} tasks "
-                   f"(--gpu-bind or the site's default)")
+        return 0, (
+            f"Slurm bound {visible} of the node's {node} GPUs to each of its {local_world} tasks "
+            f"(--gpu-bind or the site's default)"
+        )
     return None
 
 
 def _where(visible: int, local_world: int, env: Mapping[str, str]) -> str:
-    slurm = [f"{k}={env[k]}" for k in ("SLURM_GPUS_ON_NODE", "SLURM_STEP_GPUS", "SLURM_GPUS_PER_TASK") if env.get(k)]
+    slurm = [
+        f"{k}={env[k]}"
+        for k in ("SLURM_GPUS_ON_NODE", "SLURM_STEP_GPUS", "SLURM_GPUS_PER_TASK")
+        if env.get(k)
+    ]
     cvd = env.get("CUDA_VISIBLE_DEVICES")
-    return (f"{local_world} rank(s) on this node, {visible} GPU(s) visible to each"
-            + (f", CUDA_VISIBLE_DEVICES={cvd!r}" if cvd is not None else "")
-            + (f", {', '.join(slurm)}" if slurm else ""))
+    return (
+        f"{local_world} rank(s) on this node, {visible} GPU(s) visible to each"
+        + (f", CUDA_VISIBLE_DEVICES={cvd!r}" if cvd is not None else "")
+        + (f", {', '.join(slurm)}" if slurm else "")
+    )
 
 
-def place(device: str, backend: str, visible: int, local_rank: int, local_world: int, env: Mapping[str, str],
-          nccl_available: bool = True) -> Placement:
+def place(
+    device: str,
+    backend: str,
+    visible: int,
+    local_rank: int,
+    local_world: int,
+    env: Mapping[str, str],
+    nccl_available: bool = True,
+) -> Placement:
     """This rank's device and backend for `device=` and `backend=`. Raises PlacementError (one line: cause and fix)."""
     if device not in DEVICES:
-        raise PlacementError(f"device={device!r} is not known; choose one of: {', '.join(DEVICES)}.")
+        raise PlacementError(
+            f"device={device!r} is not known; choose one of: {', '.join(DEVICES)}."
+        )
     if backend not in BACKENDS:
-        raise PlacementError(f"backend={backend!r} is not known; choose one of: {', '.join(BACKENDS)}.")
+        raise PlacementError(
+            f"backend={backend!r} is not known; choose one of: {', '.join(BACKENDS)}."
+        )
     if device in ("cpu", "fake"):
         if backend == "nccl":
-            raise PlacementError(f"device={device} with backend=nccl: NCCL only moves CUDA tensors. "
-                                 "Use backend=gloo (or auto), or device=cuda.")
-        how = "device=fake: CPU tensors through the CUDA code paths (test only)" if device == "fake" else "device=cpu"
+            raise PlacementError(
+                f"device={device} with backend=nccl: NCCL only moves CUDA tensors. "
+                "Use backend=gloo (or auto), or device=cuda."
+            )
+        how = (
+            "device=fake: CPU tensors through the CUDA code paths (test only)"
+            if device == "fake"
+            else "device=cpu"
+        )
         return Placement(device, None, "gloo", how)
     if visible == 0:
         asked = gpus_requested(env)
         if asked:
-            raise PlacementError(f"Slurm gave this job GPUs ({asked}) but rank {local_rank} sees none "
-                                 f"(CUDA_VISIBLE_DEVICES={env.get('CUDA_VISIBLE_DEVICES')!r}): its ranks would run on "
-                                 "CPU. Check the job's GPU binding, or use device=cpu to run on CPU on purpose.")
+            raise PlacementError(
+                f"Slurm gave this job GPUs ({asked}) but rank {local_rank} sees none "
+                f"(CUDA_VISIBLE_DEVICES={env.get('CUDA_VISIBLE_DEVICES')!r}): its ranks would run on "
+                "CPU. Check the job's GPU binding, or use device=cpu to run on CPU on purpose."
+            )
         if device == "cuda" or backend == "nccl":
-            raise PlacementError(f"{'device=cuda' if device == 'cuda' else 'backend=nccl'} needs CUDA GPUs and this "
-                                 "rank sees none. Use device=cpu (or auto) with backend=gloo (or auto).")
+            raise PlacementError(
+                f"{'device=cuda' if device == 'cuda' else 'backend=nccl'} needs CUDA GPUs and this "
+                "rank sees none. Use device=cpu (or auto) with backend=gloo (or auto)."
+            )
         return Placement("cpu", None, "gloo", "no GPU visible")
     owned = own_gpu(visible, local_rank, local_world, env)
     if owned is None:
         if device == "cuda" and backend == "gloo":
             gpu = local_rank % visible
-            return Placement("cuda", gpu, "gloo", f"cuda:{gpu}, shared: {_where(visible, local_world, env)}",
-                             shared=True)
-        raise PlacementError(f"rank {local_rank} cannot have a GPU of its own ({_where(visible, local_world, env)}). "
-                             "Run one rank per GPU (world_size / --ntasks-per-node / --gpus-per-task=1), or use "
-                             "device=cpu to run the ranks on CPU (device=cuda backend=gloo shares the GPUs).")
+            return Placement(
+                "cuda",
+                gpu,
+                "gloo",
+                f"cuda:{gpu}, shared: {_where(visible, local_world, env)}",
+                shared=True,
+            )
+        raise PlacementError(
+            f"rank {local_rank} cannot have a GPU of its own ({_where(visible, local_world, env)}). "
+            "Run one rank per GPU (world_size / --ntasks-per-node / --gpus-per-task=1), or use "
+            "device=cpu to run the ranks on CPU (device=cuda backend=gloo shares the GPUs)."
+        )
     gpu, how = owned
     if backend == "auto":
         backend = "nccl" if nccl_available else "gloo"
     elif backend == "nccl" and not nccl_available:
-        raise PlacementError("backend=nccl but this torch build has no NCCL. Use backend=gloo (or auto).")
+        raise PlacementError(
+            "backend=nccl but this torch build has no NCCL. Use backend=gloo (or auto)."
+        )
     return Placement("cuda", gpu, backend, how)
 
 
@@ -177,24 +230,34 @@ def agree(everyone: list[dict]) -> None:
     for r in everyone:
         choices.setdefault((r["kind"], r["backend"]), []).append(r["rank"])
     if len(choices) > 1:
-        parts = "; ".join(f"ranks {_ranges(ranks)}: {kind}/{backend}" for (kind, backend), ranks in choices.items())
-        raise PlacementError(f"the ranks did not place themselves alike ({parts}): nodes see different GPUs. Give "
-                             "every node the same GPUs per rank, or set device= and backend= explicitly.")
+        parts = "; ".join(
+            f"ranks {_ranges(ranks)}: {kind}/{backend}"
+            for (kind, backend), ranks in choices.items()
+        )
+        raise PlacementError(
+            f"the ranks did not place themselves alike ({parts}): nodes see different GPUs. Give "
+            "every node the same GPUs per rank, or set device= and backend= explicitly."
+        )
     seen: dict[tuple, int] = {}
     for r in everyone:
         if r["kind"] != "cuda" or r.get("shared"):
             continue
         key = (r["host"], r["gpu"])
         if key in seen:
-            raise PlacementError(f"ranks {seen[key]} and {r['rank']} on {r['host']} were given the same GPU "
-                                 f"({r['gpu']}): the GPU binding shares GPUs between tasks. Bind one GPU per task "
-                                 "(--gpus-per-task=1), or run one rank per GPU.")
+            raise PlacementError(
+                f"ranks {seen[key]} and {r['rank']} on {r['host']} were given the same GPU "
+                f"({r['gpu']}): the GPU binding shares GPUs between tasks. Bind one GPU per task "
+                "(--gpus-per-task=1), or run one rank per GPU."
+            )
         seen[key] = r["rank"]
 
 
 def _ranges(ranks: list[int]) -> str:
-    return f"{ranks[0]}-{ranks[-1]}" if len(ranks) > 2 and ranks == list(range(ranks[0], ranks[-1] + 1)) \
+    return (
+        f"{ranks[0]}-{ranks[-1]}"
+        if len(ranks) > 2 and ranks == list(range(ranks[0], ranks[-1] + 1))
         else ",".join(map(str, ranks))
+    )
 
 
 def _facts(rank: int, host: str, placement: Placement, gpu_identity) -> dict:
@@ -211,23 +274,37 @@ def requested_device(cfg, cpu_by_default: bool = False) -> str:
     return device
 
 
-def preflight(cfg, submitting: bool = False, gpus: int | None = None, ranks_started: bool | None = None,
-              cpu_by_default: bool = False) -> Placement | None:
+def preflight(
+    cfg,
+    submitting: bool = False,
+    gpus: int | None = None,
+    ranks_started: bool | None = None,
+    cpu_by_default: bool = False,
+) -> Placement | None:
     """In the process the user started, before any rank: the placement every local rank will take (that of rank 0),
     agreed as the ranks will agree it. In a rank started already (torchrun, a Slurm task): this rank's own. None on a
     Slurm login node (submitting), which cannot tell. gpus, ranks_started: the host's (device.host.Host), injected by
     tests; default: this machine's. cpu_by_default: the task's (requested_device). Raises PlacementError."""
     device, backend = requested_device(cfg, cpu_by_default), str(cfg.get("backend", "auto"))
     if device not in DEVICES:
-        raise PlacementError(f"device={device!r} is not known; choose one of: {', '.join(DEVICES)}.")
+        raise PlacementError(
+            f"device={device!r} is not known; choose one of: {', '.join(DEVICES)}."
+        )
     if submitting:
         return None
     visible = gpu_count() if gpus is None else gpus
     nccl = torch.distributed.is_nccl_available()
     if ranks_started if ranks_started is not None else "RANK" in os.environ:
         world = int(os.environ.get("WORLD_SIZE", cfg.world_size))
-        return place(device, backend, visible, int(os.environ.get("LOCAL_RANK", 0)),
-                     int(os.environ.get("LOCAL_WORLD_SIZE", world)), os.environ, nccl)
+        return place(
+            device,
+            backend,
+            visible,
+            int(os.environ.get("LOCAL_RANK", 0)),
+            int(os.environ.get("LOCAL_WORLD_SIZE", world)),
+            os.environ,
+            nccl,
+        )
     if cfg.launcher.name != "local":
         return None
     world = int(cfg.world_size)
@@ -236,8 +313,15 @@ def preflight(cfg, submitting: bool = False, gpus: int | None = None, ranks_star
     return placements[0]
 
 
-def settle(cfg, rank: int, world_size: int, local_rank: int, local_world: int, timeout: timedelta,
-           cpu_by_default: bool = False):
+def settle(
+    cfg,
+    rank: int,
+    world_size: int,
+    local_rank: int,
+    local_world: int,
+    timeout: timedelta,
+    cpu_by_default: bool = False,
+):
     """Inside a rank, before its process group: this rank's placement, agreed with every other rank through the
     rendezvous store (the store `env://` would give init_process_group, but one that ranks make themselves listens
     on MASTER_ADDR's address only: base/store.py). Returns (placement, store to pass to init_process_group)."""
@@ -245,16 +329,29 @@ def settle(cfg, rank: int, world_size: int, local_rank: int, local_world: int, t
 
     from base.store import rank_store
 
-    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == str(True):  # the agent's store (local launcher, torchrun)
-        store, _, _ = next(dist.rendezvous("env://", rank=rank, world_size=world_size, timeout=timeout))
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == str(
+        True
+    ):  # the agent's store (local launcher, torchrun)
+        store, _, _ = next(
+            dist.rendezvous("env://", rank=rank, world_size=world_size, timeout=timeout)
+        )
     else:  # ranks that make their own (Slurm tasks): on MASTER_ADDR's address only, not every interface
         store = rank_store(rank, world_size, spans_hosts=world_size > local_world, timeout=timeout)
     store.set_timeout(timeout)
     host = socket.gethostname()
     try:
-        mine = place(requested_device(cfg, cpu_by_default), str(cfg.backend), gpu_count(), local_rank, local_world,
-                     os.environ, dist.is_nccl_available())
-        identity = str(torch.cuda.get_device_properties(mine.gpu).uuid) if mine.kind == "cuda" else None
+        mine = place(
+            requested_device(cfg, cpu_by_default),
+            str(cfg.backend),
+            gpu_count(),
+            local_rank,
+            local_world,
+            os.environ,
+            dist.is_nccl_available(),
+        )
+        identity = (
+            str(torch.cuda.get_device_properties(mine.gpu).uuid) if mine.kind == "cuda" else None
+        )
         facts = _facts(rank, host, mine, identity)
     except PlacementError as e:
         mine, facts = None, {"rank": rank, "host": host, "error": str(e)}

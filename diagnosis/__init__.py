@@ -20,6 +20,7 @@ job.finalise computes it once, before the record is written, and prints it after
 callback and the report read it back; diagnose_sweep (diagnosis.sweep) adds what only a sweep can say (checked
 estimates, scaling, the pair-groups curve).
 """
+
 from __future__ import annotations
 
 from base.record import Record, typed_block
@@ -43,12 +44,17 @@ def format_text(diag: DiagnosisBlock | dict | None, heading: str = "diagnosis") 
     hidden = d.inside_noise or []
     real = [f for f in findings if not f.first]
     threshold, floor = (d.noise.threshold, d.noise.floor) if d.noise is not None else (None, None)
-    head = (f"{heading}: {len(real)} finding{'s' if len(real) != 1 else ''}, ranked by the saving of the fix"
-            if real else f"{heading}: no findings")
+    head = (
+        f"{heading}: {len(real)} finding{'s' if len(real) != 1 else ''}, ranked by the saving of the fix"
+        if real
+        else f"{heading}: no findings"
+    )
     under = [h for h in hidden if h.under != "noise"]
     masked = [h for h in hidden if h.under == "noise"]
     if under:
-        head += (f"; {len(under)} more under the {100 * (threshold or 0.02):.0f}% threshold (not named)")
+        head += (
+            f"; {len(under)} more under the {100 * (threshold or 0.02):.0f}% threshold (not named)"
+        )
     if masked:
         head += f"; {len(masked)} more inside the noise ({100 * (floor or 0):.1f}%): named once, under the noise below"
     lines = [head, *accounting_lines(d.accounting)]
@@ -59,9 +65,11 @@ def format_text(diag: DiagnosisBlock | dict | None, heading: str = "diagnosis") 
         lines.append(finding_text(f, i))
     for t in d.ties or []:
         a, b = t["findings"]
-        lines.append(f"findings {a} and {b} cannot be told apart on this record: their savings "
-                     f"({100 * t['savings'][0]:.1f}% and {100 * t['savings'][1]:.1f}%) differ by less than the noise "
-                     f"({100 * t['floor']:.1f}%) and rest on evidence of the same strength")
+        lines.append(
+            f"findings {a} and {b} cannot be told apart on this record: their savings "
+            f"({100 * t['savings'][0]:.1f}% and {100 * t['savings'][1]:.1f}%) differ by less than the noise "
+            f"({100 * t['floor']:.1f}%) and rest on evidence of the same strength"
+        )
     from comm.nccl_tests import format_comparison
 
     acc = d.accounting
@@ -69,17 +77,23 @@ def format_text(diag: DiagnosisBlock | dict | None, heading: str = "diagnosis") 
     for vs in (d.comparisons.to_dict() if d.comparisons is not None else {}).values():
         lines.append(format_comparison(vs))
         if wait_s and vs.get("sync_s") and wait_s > 0.2 * vs["sync_s"]:
-            lines.append(f"  (the sync's {1e3 * vs['sync_s']:.3g} ms hold rank 0's {1e3 * wait_s:.3g} ms wait "
-                         f"for rank {acc.wait.rank}: the straggler's time, not the link's)")
+            lines.append(
+                f"  (the sync's {1e3 * vs['sync_s']:.3g} ms hold rank 0's {1e3 * wait_s:.3g} ms wait "
+                f"for rank {acc.wait.rank}: the straggler's time, not the link's)"
+            )
     if d.hta:
         from diagnosis.hta import format_hta
 
         lines.append(format_hta(d.hta))
     for n in d.notes or []:
         lines.append(f"note: {n}")
-    if not findings and d.accounting is not None:   # a train run with nothing found nor hidden: not a dead end
-        lines.append("next: nothing here is above the noise floor; to look closer, compare the candidates with repeats "
-                     "(README step 4): python train.py -m optim=none,bf16,powersgd repeats=3")
+    if (
+        not findings and d.accounting is not None
+    ):  # a train run with nothing found nor hidden: not a dead end
+        lines.append(
+            "next: nothing here is above the noise floor; to look closer, compare the candidates with repeats "
+            "(README step 4): python train.py -m optim=none,bf16,powersgd repeats=3"
+        )
     return "\n".join(lines)
 
 
@@ -103,8 +117,11 @@ def wandb_summary(diag: DiagnosisBlock | dict | None) -> dict:
         return {}
     findings = named_findings(d)
     floor = d.noise.floor if d.noise is not None and d.noise.has("floor") else 0.0
-    out = {"diagnosis/findings": len(findings), "diagnosis/noise_floor_pct": 100 * floor,
-           "diagnosis/text": format_text(d)}
+    out = {
+        "diagnosis/findings": len(findings),
+        "diagnosis/noise_floor_pct": 100 * floor,
+        "diagnosis/text": format_text(d),
+    }
     if findings:
         top = findings[0]
         out["diagnosis/top"] = top.title
@@ -118,4 +135,12 @@ def wandb_summary(diag: DiagnosisBlock | dict | None) -> dict:
     return out
 
 
-__all__ = ["diagnose", "diagnose_sweep", "format_sweep", "format_text", "attach", "wandb_summary", "VERSION"]
+__all__ = [
+    "diagnose",
+    "diagnose_sweep",
+    "format_sweep",
+    "format_text",
+    "attach",
+    "wandb_summary",
+    "VERSION",
+]

@@ -6,6 +6,7 @@ sweep, the checked estimates, the scaling and the pair-groups summaries. --nccl-
 all_reduce_perf output (its printed table, or its -J JSON) beside each run's gradient sync; alone, it prints the
 parsed table. Reads records only: it never writes one.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,9 +16,15 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m diagnosis", description=__doc__.split("\n\n")[0])
-    parser.add_argument("dirs", nargs="*", help="run or sweep directories (or run_record.json files)")
-    parser.add_argument("--nccl-tests", metavar="FILE", help="all_reduce_perf output: the printed table or -J JSON")
+    parser = argparse.ArgumentParser(
+        prog="python -m diagnosis", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "dirs", nargs="*", help="run or sweep directories (or run_record.json files)"
+    )
+    parser.add_argument(
+        "--nccl-tests", metavar="FILE", help="all_reduce_perf output: the printed table or -J JSON"
+    )
     parser.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
     args = parser.parse_args(argv)
     from diagnosis import diagnose, diagnose_sweep, format_sweep, format_text
@@ -30,14 +37,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if not args.dirs:
         if parsed is None:
-            print("python -m diagnosis: give a run or sweep directory, or --nccl-tests FILE", file=sys.stderr)
+            print(
+                "python -m diagnosis: give a run or sweep directory, or --nccl-tests FILE",
+                file=sys.stderr,
+            )
             return 2
         print(json.dumps(parsed, indent=2) if args.json else format_table(parsed))
         return 0
     from diagnosis.hang import diagnose_dir, is_dump_dir
 
     dumps = [d for d in args.dirs if is_dump_dir(d) or is_dump_dir(Path(d) / "hang")]
-    for d in dumps:   # a hung run's dumps, or any PyTorch job's Flight Recorder dumps (diagnosis/hang.py)
+    for d in (
+        dumps
+    ):  # a hung run's dumps, or any PyTorch job's Flight Recorder dumps (diagnosis/hang.py)
         where = d if is_dump_dir(d) else Path(d) / "hang"
         print(f"{where}\n{diagnose_dir(where).text()}")
     if dumps and len(dumps) == len(args.dirs):
@@ -47,8 +59,11 @@ def main(argv: list[str] | None = None) -> int:
 
     for d in args.dirs:
         if not Path(d).exists():
-            print(f"python -m diagnosis: {d} does not exist; pass a run directory (with run_record.json) or a sweep "
-                  "directory", file=sys.stderr)
+            print(
+                f"python -m diagnosis: {d} does not exist; pass a run directory (with run_record.json) or a sweep "
+                "directory",
+                file=sys.stderr,
+            )
             return 2
     try:
         entries = load_entries(args.dirs)
@@ -61,8 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     if len(entries) == 1 and entries[0].record:
         e = entries[0]
         d = diagnose(e.record, nccl_tests=parsed) if e.ok else None
-        print(json.dumps(d, indent=2, default=str) if args.json else
-              f"{e.output_dir}\n" + (format_text(d) if d else f"run {e.status}: {e.error}"))
+        print(
+            json.dumps(d, indent=2, default=str)
+            if args.json
+            else f"{e.output_dir}\n" + (format_text(d) if d else f"run {e.status}: {e.error}")
+        )
         return 0
     sweep = diagnose_sweep(entries, nccl_tests=parsed)
     if args.json:

@@ -34,6 +34,7 @@ record when on); the diagnosis never reads them. Cases of one kind run as one `p
 It runs `python train.py` in subprocesses and reads the records they write: like the rest of diagnosis/ it never
 imports the run code. The cases that need an emulated link run only as root (they are listed as skipped otherwise).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,7 +54,13 @@ from base.record_types import DiagnosisBlock, Finding, Saving, TaskResult
 from diagnosis.view import as_record, named_findings
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMON = ["model=vgg11_tiny", "scale=smoke", "logger=none", "probe_steps=6", "diagnose.microbench=true"]
+COMMON = [
+    "model=vgg11_tiny",
+    "scale=smoke",
+    "logger=none",
+    "probe_steps=6",
+    "diagnose.microbench=true",
+]
 DELAY_S = 0.1
 # Two rates at which the link binds vgg11_tiny's 71 KB gradient. Not 80 Mbit/s: there the shaper's bucket (64 KiB +
 # a frame, comm.link.default_burst) refills during the ~6.5 ms of compute to nearly the whole gradient, so the
@@ -66,39 +73,96 @@ SMALL_BUCKETS = ["model=vit_tiny", "model.num_layers=8", "bucket=0.001", "link.r
 @dataclass
 class Case:
     name: str
-    group: str                       # the sweep it runs in
-    overrides: list[str]             # what makes this case (beside COMMON and the group's own)
-    expect: tuple[str, ...]          # rules (prefixes) a correct top finding has; () = no finding at all
-    rank: int | None = None          # a straggler case: the rank the top finding must name
-    fix: str = "next"                # "next": the top finding's next command; else the case whose runs remove the cause
+    group: str  # the sweep it runs in
+    overrides: list[str]  # what makes this case (beside COMMON and the group's own)
+    expect: tuple[str, ...]  # rules (prefixes) a correct top finding has; () = no finding at all
+    rank: int | None = None  # a straggler case: the rank the top finding must name
+    fix: str = (
+        "next"  # "next": the top finding's next command; else the case whose runs remove the cause
+    )
     root: bool = False
     note: str = ""
-    fixes: tuple[dict, ...] = ()     # the changes that fix it: a top finding recommending one of these is right too
-    also: tuple[str, ...] = ()       # rules with an injected cause behind them too (named, but not necessarily first)
+    fixes: tuple[
+        dict, ...
+    ] = ()  # the changes that fix it: a top finding recommending one of these is right too
+    also: tuple[
+        str, ...
+    ] = ()  # rules with an injected cause behind them too (named, but not necessarily first)
 
 
 def cases(delay: float = DELAY_S) -> list[Case]:
-    out = [Case("healthy", "base", ["sync=ddp"], (), fix="", note="nothing injected"),
-           Case("per_param", "base", ["sync=per_param"], ("per_param",), fix="healthy",
-                note="its fix, sync=ddp, is the healthy case's configuration", fixes=({"sync": "ddp"},))]
+    out = [
+        Case("healthy", "base", ["sync=ddp"], (), fix="", note="nothing injected"),
+        Case(
+            "per_param",
+            "base",
+            ["sync=per_param"],
+            ("per_param",),
+            fix="healthy",
+            note="its fix, sync=ddp, is the healthy case's configuration",
+            fixes=({"sync": "ddp"},),
+        ),
+    ]
     for where in ("backward", "data", "after_optimizer"):
         for rank in (0, 1):
-            out.append(Case(f"straggler_{where}_r{rank}", "stragglers",
-                            [f"fault.delay_s={delay}", f"fault.delay_at={where}", f"fault.delay_rank={rank}"],
-                            ("straggler",), rank=rank, fix="healthy",
-                            note=f"rank {rank} sleeps {delay * 1e3:.0f} ms per step ({where})"))
-    out.append(Case("busy_host", "busy", ["sync=ddp"], ("busy_host",), fix="healthy",
-                    note="one other process spins on a core for the whole sweep"))
-    out.append(Case("h2d_blocking", "h2d", ["device=fake", "h2d=blocking", f"fault.delay_s={delay}",
-                                            "fault.delay_at=h2d"], ("input_pipeline",),
-                    note=f"every blocking copy waits {delay * 1e3:.0f} ms for the device",
-                    fixes=({"h2d": "side_stream"},)))
+            out.append(
+                Case(
+                    f"straggler_{where}_r{rank}",
+                    "stragglers",
+                    [
+                        f"fault.delay_s={delay}",
+                        f"fault.delay_at={where}",
+                        f"fault.delay_rank={rank}",
+                    ],
+                    ("straggler",),
+                    rank=rank,
+                    fix="healthy",
+                    note=f"rank {rank} sleeps {delay * 1e3:.0f} ms per step ({where})",
+                )
+            )
+    out.append(
+        Case(
+            "busy_host",
+            "busy",
+            ["sync=ddp"],
+            ("busy_host",),
+            fix="healthy",
+            note="one other process spins on a core for the whole sweep",
+        )
+    )
+    out.append(
+        Case(
+            "h2d_blocking",
+            "h2d",
+            ["device=fake", "h2d=blocking", f"fault.delay_s={delay}", "fault.delay_at=h2d"],
+            ("input_pipeline",),
+            note=f"every blocking copy waits {delay * 1e3:.0f} ms for the device",
+            fixes=({"h2d": "side_stream"},),
+        )
+    )
     for rate in LINK_RATES:
-        out.append(Case(f"slow_link_{rate}", "link", [f"link.rate={rate}"], ("exposed_comm.slow_link",), root=True,
-                        note=f"the ranks behind an emulated {rate}/s link"))
-    out.append(Case("small_buckets", "buckets", SMALL_BUCKETS, ("bucket_layout",), root=True,
-                    note="ViT (8 layers) in 1 KB buckets (36) behind a 200 Mbit/s link",
-                    fixes=({"bucket": "null"}, {"bucket": 25}, {"bucket": 100}), also=("exposed_comm",)))
+        out.append(
+            Case(
+                f"slow_link_{rate}",
+                "link",
+                [f"link.rate={rate}"],
+                ("exposed_comm.slow_link",),
+                root=True,
+                note=f"the ranks behind an emulated {rate}/s link",
+            )
+        )
+    out.append(
+        Case(
+            "small_buckets",
+            "buckets",
+            SMALL_BUCKETS,
+            ("bucket_layout",),
+            root=True,
+            note="ViT (8 layers) in 1 KB buckets (36) behind a 200 Mbit/s link",
+            fixes=({"bucket": "null"}, {"bucket": 25}, {"bucket": 100}),
+            also=("exposed_comm",),
+        )
+    )
     return out
 
 
@@ -109,28 +173,45 @@ class Runner:
     repeats: int
     log: list[str] = field(default_factory=list)
 
-    def sweep(self, name: str, overrides: list[str], hog: bool = False, timeout: float = 1800) -> Path:
+    def sweep(
+        self, name: str, overrides: list[str], hog: bool = False, timeout: float = 1800
+    ) -> Path:
         """One `python train.py -m` over the given overrides, `repeats` rounds; its sweep dir."""
         sweep_dir = self.out / name
-        if sweep_dir.is_dir():          # a run of the benchmark before: its records must not mix with these
+        if sweep_dir.is_dir():  # a run of the benchmark before: its records must not mix with these
             import shutil
 
             shutil.rmtree(sweep_dir)
-        cmd = [sys.executable, "train.py", "-m", *COMMON, *overrides, f"repeats={self.repeats}",
-               f"hydra.sweep.dir={sweep_dir}"]
+        cmd = [
+            sys.executable,
+            "train.py",
+            "-m",
+            *COMMON,
+            *overrides,
+            f"repeats={self.repeats}",
+            f"hydra.sweep.dir={sweep_dir}",
+        ]
         self.log.append(" ".join(cmd[1:]))
         print(f"[benchmark] {name}: {' '.join(cmd[1:])}", flush=True)
-        env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+        env = {
+            **os.environ,
+            "WANDB_MODE": "disabled",
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+        }
         hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])] if hog else []
         t0 = time.time()
         try:
-            proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+            proc = subprocess.run(
+                cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+            )
         finally:
             for h in hogs:
                 h.kill()
                 h.wait()
         (self.out / f"{name}.log").write_text(proc.stdout + proc.stderr)
-        print(f"[benchmark] {name}: exit {proc.returncode} after {time.time() - t0:.0f} s", flush=True)
+        print(
+            f"[benchmark] {name}: exit {proc.returncode} after {time.time() - t0:.0f} s", flush=True
+        )
         return sweep_dir
 
 
@@ -178,10 +259,19 @@ def run(out: Path, repeats: int, names: list[str] | None, delay: float) -> dict:
             continue
         changes = {_key(d.recommends): d.recommends for d in tops(records, c) if d and d.recommends}
         for i, change in enumerate(changes.values()):
-            items = {**dict(o.split("=", 1) for o in c.overrides), **{k: _value(v) for k, v in change.items()}}
+            items = {
+                **dict(o.split("=", 1) for o in c.overrides),
+                **{k: _value(v) for k, v in change.items()},
+            }
             runner.sweep(f"fix_{c.name}_{i}", [f"{k}={v}" for k, v in items.items()])
     result = table(out, chosen, delay)
-    result.update(skipped=skipped, wall_s=time.time() - t0, commands=runner.log, repeats=repeats, machine=machine())
+    result.update(
+        skipped=skipped,
+        wall_s=time.time() - t0,
+        commands=runner.log,
+        repeats=repeats,
+        machine=machine(),
+    )
     write(out, result)
     return result
 
@@ -191,14 +281,20 @@ def machine() -> dict:
     import platform
 
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    return {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
-            "platform": platform.platform(), "loadavg_at_end": list(load) if load else None}
+    return {
+        "host": platform.node(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "loadavg_at_end": list(load) if load else None,
+    }
 
 
 # ------------------------------------------------------------------------------------------------------------ reading
 @dataclass
 class Run:
     """One run of the benchmark: its record, and the sweep (the case group, or a fix's) that ran it."""
+
     sweep: str
     record: Record
 
@@ -213,7 +309,12 @@ def load(out: Path, rescore: bool = False) -> list[Run]:
             rec = Record.read(path)
         except (OSError, RecordError):
             continue
-        if rescore and rec.status == "ok" and isinstance(rec.result, TaskResult) and rec.result.to_dict():
+        if (
+            rescore
+            and rec.status == "ok"
+            and isinstance(rec.result, TaskResult)
+            and rec.result.to_dict()
+        ):
             from diagnosis import VERSION, diagnose
 
             try:
@@ -240,8 +341,13 @@ def _key(change: dict) -> str:
 def runs_of(records: list[Run], c: Case, sweep: str | None = None) -> list[Run]:
     """The case's runs: its group's sweep, the overrides it sets; by round."""
     want = dict(o.split("=", 1) for o in c.overrides)
-    out = [r for r in records if r.sweep == (sweep or c.group) and r.record.status == "ok"
-           and all(_items(r).get(k) == v for k, v in want.items())]
+    out = [
+        r
+        for r in records
+        if r.sweep == (sweep or c.group)
+        and r.record.status == "ok"
+        and all(_items(r).get(k) == v for k, v in want.items())
+    ]
     return sorted(out, key=lambda r: int(_items(r).get("repeat", 0)))
 
 
@@ -261,9 +367,17 @@ def fix_runs(records: list[Run], c: Case, top: Finding | None) -> list[Run]:
         base = next(x for x in cases() if x.name == c.fix)
         return runs_of(records, base)
     if c.fix == "next" and top and top.recommends:
-        want = {**dict(o.split("=", 1) for o in c.overrides), **{k: _value(v) for k, v in top.recommends.items()}}
-        out = [r for r in records if r.sweep.startswith(f"fix_{c.name}_") and r.record.status == "ok"
-               and all(_items(r).get(k) == v for k, v in want.items())]
+        want = {
+            **dict(o.split("=", 1) for o in c.overrides),
+            **{k: _value(v) for k, v in top.recommends.items()},
+        }
+        out = [
+            r
+            for r in records
+            if r.sweep.startswith(f"fix_{c.name}_")
+            and r.record.status == "ok"
+            and all(_items(r).get(k) == v for k, v in want.items())
+        ]
         return sorted(out, key=lambda r: int(_items(r).get("repeat", 0)))
     return []
 
@@ -275,15 +389,24 @@ def judge(c: Case, rec: Run | Record | dict) -> dict:
     if not c.expect:
         right = top is None
     else:
-        right = top is not None and (top.rule.startswith(c.expect) or any(
-            all(str(top.recommends.get(k)) == str(v) for k, v in f.items()) for f in c.fixes))
+        right = top is not None and (
+            top.rule.startswith(c.expect)
+            or any(all(str(top.recommends.get(k)) == str(v) for k, v in f.items()) for f in c.fixes)
+        )
         if right and c.rank is not None:
             right = f"Rank {c.rank}" in top.title
     false = [f.rule for f in named if not f.rule.startswith(c.expect + c.also) or not c.expect]
     total = sum(max(0.0, f.saving.fraction or 0.0) for f in named if f.saving is not None)
-    return {"top": top.rule if top else None, "top_title": top.title if top else None, "top1": right,
-            "false": false, "sum": total, "saving": top.saving if top else None,
-            "recommends": top.recommends if top else None, "command": top.command if top else None}
+    return {
+        "top": top.rule if top else None,
+        "top_title": top.title if top else None,
+        "top1": right,
+        "false": false,
+        "sum": total,
+        "saving": top.saving if top else None,
+        "recommends": top.recommends if top else None,
+        "command": top.command if top else None,
+    }
 
 
 def measured(case_runs: list[Run | Record | dict], fix: list[Run | Record | dict]) -> dict | None:
@@ -291,14 +414,17 @@ def measured(case_runs: list[Run | Record | dict], fix: list[Run | Record | dict
     from stats.runs import compare_runs
 
     def logs(runs):
-        return [math.log(_record(r).result.throughput.samples_per_s) for r in runs], \
-               [int(_items(r).get("repeat", 0)) for r in runs]
+        return [math.log(_record(r).result.throughput.samples_per_s) for r in runs], [
+            int(_items(r).get("repeat", 0)) for r in runs
+        ]
 
     if not case_runs or not fix:
         return None
     a, ra = logs(case_runs)
     b, rb = logs(fix)
-    if len(a) == 1 or len(b) == 1:          # one run each: the ratio, and the two runs' own throughput intervals
+    if (
+        len(a) == 1 or len(b) == 1
+    ):  # one run each: the ratio, and the two runs' own throughput intervals
         t = [_record(r).result.throughput for r in (case_runs[0], fix[0])]
         ratio = t[1].samples_per_s / t[0].samples_per_s
         if all(x.samples_ci_lo for x in t):
@@ -310,8 +436,13 @@ def measured(case_runs: list[Run | Record | dict], fix: list[Run | Record | dict
     else:
         s = compare_runs(a, b, ra, rb)
         ratio, lo, hi, method = s.ratio, s.ci_lo, s.ci_hi, s.method
-    return {"saving": time_saved(ratio), "lo": time_saved(lo), "hi": time_saved(hi), "method": method,
-            "runs": [len(a), len(b)]}
+    return {
+        "saving": time_saved(ratio),
+        "lo": time_saved(lo),
+        "hi": time_saved(hi),
+        "method": method,
+        "runs": [len(a), len(b)],
+    }
 
 
 def table(out: Path, chosen: list[Case], delay: float, rescore: bool = False) -> dict:
@@ -326,29 +457,57 @@ def table(out: Path, chosen: list[Case], delay: float, rescore: bool = False) ->
         top = _named(runs[0])[0] if _named(runs[0]) else None
         fix = fix_runs(records, c, top) if c.fix else []
         m = measured(runs, fix) if c.fix else None
-        est: list[Saving] = [j["saving"] for j in judged if j["saving"] and j["saving"].fraction is not None]
-        row = {"case": c.name, "note": c.note, "runs": len(runs), "expect": " or ".join(c.expect) or "nothing",
-               "top1": sum(j["top1"] for j in judged), "tops": [j["top"] for j in judged],
-               "false": sum(len(j["false"]) for j in judged), "false_rules": sorted({x for j in judged
-                                                                                    for x in j["false"]}),
-               "max_sum": max(j["sum"] for j in judged), "command": judged[0]["command"],
-               "fix": c.fix if c.fix != "next" else "its next command"}
+        est: list[Saving] = [
+            j["saving"] for j in judged if j["saving"] and j["saving"].fraction is not None
+        ]
+        row = {
+            "case": c.name,
+            "note": c.note,
+            "runs": len(runs),
+            "expect": " or ".join(c.expect) or "nothing",
+            "top1": sum(j["top1"] for j in judged),
+            "tops": [j["top"] for j in judged],
+            "false": sum(len(j["false"]) for j in judged),
+            "false_rules": sorted({x for j in judged for x in j["false"]}),
+            "max_sum": max(j["sum"] for j in judged),
+            "command": judged[0]["command"],
+            "fix": c.fix if c.fix != "next" else "its next command",
+        }
         if est:
-            los, his = [e.lo for e in est if e.lo is not None], [e.hi for e in est if e.hi is not None]
-            row.update(estimated=statistics.median(e.fraction for e in est),
-                       estimated_lo=statistics.median(los) if los else None,
-                       estimated_hi=statistics.median(his) if his else None,
-                       estimate_source=est[0].source)
+            los, his = (
+                [e.lo for e in est if e.lo is not None],
+                [e.hi for e in est if e.hi is not None],
+            )
+            row.update(
+                estimated=statistics.median(e.fraction for e in est),
+                estimated_lo=statistics.median(los) if los else None,
+                estimated_hi=statistics.median(his) if his else None,
+                estimate_source=est[0].source,
+            )
         if m:
-            row.update(measured=m["saving"], measured_lo=m["lo"], measured_hi=m["hi"], measured_method=m["method"])
+            row.update(
+                measured=m["saving"],
+                measured_lo=m["lo"],
+                measured_hi=m["hi"],
+                measured_method=m["method"],
+            )
             if est:
                 inside = [_overlap(e, m) for e in est]
                 row["inside"] = sum(x == 0 for x in inside)
                 row["missed_by"] = max(inside)
         rows.append(row)
-    return {"rows": rows, "delay_s": delay, "common": COMMON,
-            "done": all(r.get("top1") == r.get("runs") and (r["case"] != "healthy" or r.get("false") == 0)
-                        and (r.get("max_sum") or 0) <= 1.0 + 1e-9 for r in rows if r.get("runs"))}
+    return {
+        "rows": rows,
+        "delay_s": delay,
+        "common": COMMON,
+        "done": all(
+            r.get("top1") == r.get("runs")
+            and (r["case"] != "healthy" or r.get("false") == 0)
+            and (r.get("max_sum") or 0) <= 1.0 + 1e-9
+            for r in rows
+            if r.get("runs")
+        ),
+    }
 
 
 def _overlap(est: Saving, m: dict) -> float:
@@ -366,34 +525,75 @@ def _pct(x) -> str:
 
 def markdown(result: dict) -> str:
     m = result.get("machine") or {}
-    where = (f" Machine: {m.get('host')}, {m.get('cpus')} CPUs, {m.get('platform')}, load average at the end "
-             f"{', '.join(f'{x:.2f}' for x in m['loadavg_at_end'])}." if m.get("loadavg_at_end") else "")
-    lines = [f"Diagnosis benchmark: {result.get('repeats', '?')} run(s) per case; cases of one kind in one sweep, "
-             "interleaved by round. Common overrides: `" + " ".join(result["common"]) + f"`.{where}", "",
-             "| case | injected | expected first | top-1 | false findings | max sum of savings | top finding's "
-             "estimated saving [range] | measured saving [95% CI] | inside | fix measured |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    where = (
+        f" Machine: {m.get('host')}, {m.get('cpus')} CPUs, {m.get('platform')}, load average at the end "
+        f"{', '.join(f'{x:.2f}' for x in m['loadavg_at_end'])}."
+        if m.get("loadavg_at_end")
+        else ""
+    )
+    lines = [
+        f"Diagnosis benchmark: {result.get('repeats', '?')} run(s) per case; cases of one kind in one sweep, "
+        "interleaved by round. Common overrides: `" + " ".join(result["common"]) + f"`.{where}",
+        "",
+        "| case | injected | expected first | top-1 | false findings | max sum of savings | top finding's "
+        "estimated saving [range] | measured saving [95% CI] | inside | fix measured |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for r in result["rows"]:
         if not r.get("runs"):
             lines.append(f"| {r['case']} | {r['note']} | – | not run | | | | | | |")
             continue
-        est = (_pct(r.get("estimated")) + (f" [{_pct(r.get('estimated_lo'))}, {_pct(r.get('estimated_hi'))}]"
-                                           if r.get("estimated_lo") is not None else "")
-               + (f" ({r['estimate_source']})" if r.get("estimate_source") else "")) if "estimated" in r else "–"
-        meas = (_pct(r["measured"]) + (f" [{_pct(r['measured_lo'])}, {_pct(r['measured_hi'])}]"
-                                       if r.get("measured_lo") is not None else "")) if "measured" in r else "–"
-        inside = (f"{r['inside']}/{r['runs']}" + (f" (missed by {100 * r['missed_by']:.0f} points)"
-                                                  if r.get("missed_by") else "")) if "inside" in r else "–"
+        est = (
+            (
+                _pct(r.get("estimated"))
+                + (
+                    f" [{_pct(r.get('estimated_lo'))}, {_pct(r.get('estimated_hi'))}]"
+                    if r.get("estimated_lo") is not None
+                    else ""
+                )
+                + (f" ({r['estimate_source']})" if r.get("estimate_source") else "")
+            )
+            if "estimated" in r
+            else "–"
+        )
+        meas = (
+            (
+                _pct(r["measured"])
+                + (
+                    f" [{_pct(r['measured_lo'])}, {_pct(r['measured_hi'])}]"
+                    if r.get("measured_lo") is not None
+                    else ""
+                )
+            )
+            if "measured" in r
+            else "–"
+        )
+        inside = (
+            (
+                f"{r['inside']}/{r['runs']}"
+                + (f" (missed by {100 * r['missed_by']:.0f} points)" if r.get("missed_by") else "")
+            )
+            if "inside" in r
+            else "–"
+        )
         false = f"{r['false']}" + (f" ({', '.join(r['false_rules'])})" if r["false_rules"] else "")
-        lines.append(f"| {r['case']} | {r['note']} | {r['expect']} | {r['top1']}/{r['runs']} | {false} "
-                     f"| {_pct(r['max_sum'])} | {est} | {meas} | {inside} | {r['fix']} |")
+        lines.append(
+            f"| {r['case']} | {r['note']} | {r['expect']} | {r['top1']}/{r['runs']} | {false} "
+            f"| {_pct(r['max_sum'])} | {est} | {meas} | {inside} | {r['fix']} |"
+        )
     if result.get("skipped"):
-        lines += ["", f"Not run (they need root for the emulated link): {', '.join(result['skipped'])}."]
-    lines += ["", "top-1: runs whose first finding is the injected cause (for a straggler, naming its rank). false "
-              "findings: named findings with no injected cause behind them. max sum: the largest total of all "
-              "findings' savings in one run, as a share of the step. inside: runs whose stated range overlaps the "
-              "measured 95% interval (else the gap, in points of the step). measured: 1 - samples/s of the case / "
-              "the fix's, paired by round (stats.compare_runs)."]
+        lines += [
+            "",
+            f"Not run (they need root for the emulated link): {', '.join(result['skipped'])}.",
+        ]
+    lines += [
+        "",
+        "top-1: runs whose first finding is the injected cause (for a straggler, naming its rank). false "
+        "findings: named findings with no injected cause behind them. max sum: the largest total of all "
+        "findings' savings in one run, as a share of the step. inside: runs whose stated range overlaps the "
+        "measured 95% interval (else the gap, in points of the step). measured: 1 - samples/s of the case / "
+        "the fix's, paired by round (stats.compare_runs).",
+    ]
     if result.get("wall_s") is not None:
         lines.append(f"Wall time: {result['wall_s'] / 60:.1f} min.")
     if result.get("scored_by"):
@@ -407,16 +607,29 @@ def write(out: Path, result: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m diagnosis.benchmark", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m diagnosis.benchmark", description=__doc__.split("\n\n")[0]
+    )
     p.add_argument("--out", default="diagnosis_benchmark", help="where the sweeps and the table go")
     p.add_argument("--repeats", type=int, default=3, help="runs per case (rounds; default 3)")
-    p.add_argument("--cases", help="a comma-separated subset of the cases (the cases they are measured against are "
-                                   "added)")
-    p.add_argument("--delay", type=float, default=DELAY_S, help=f"injected delay, seconds (default {DELAY_S})")
-    p.add_argument("--table", metavar="DIR", help="only the table, from a finished benchmark's records")
-    p.add_argument("--score", metavar="DIR", help="the table from a finished benchmark's records, each diagnosed again "
-                                                  "by this version of the diagnosis (seconds; the records stay as "
-                                                  "written)")
+    p.add_argument(
+        "--cases",
+        help="a comma-separated subset of the cases (the cases they are measured against are "
+        "added)",
+    )
+    p.add_argument(
+        "--delay", type=float, default=DELAY_S, help=f"injected delay, seconds (default {DELAY_S})"
+    )
+    p.add_argument(
+        "--table", metavar="DIR", help="only the table, from a finished benchmark's records"
+    )
+    p.add_argument(
+        "--score",
+        metavar="DIR",
+        help="the table from a finished benchmark's records, each diagnosed again "
+        "by this version of the diagnosis (seconds; the records stay as "
+        "written)",
+    )
     p.add_argument("--list", action="store_true", help="list the cases and exit")
     args = p.parse_args(argv)
     if args.list:
@@ -426,20 +639,31 @@ def main(argv: list[str] | None = None) -> int:
     names = args.cases.split(",") if args.cases else None
     known = {c.name for c in cases(args.delay)}
     if names and (bad := [n for n in names if n not in known]):
-        print(f"error: unknown case(s) {', '.join(bad)}; python -m diagnosis.benchmark --list shows them",
-              file=sys.stderr)
+        print(
+            f"error: unknown case(s) {', '.join(bad)}; python -m diagnosis.benchmark --list shows them",
+            file=sys.stderr,
+        )
         return 2
     if args.table or args.score:
         out = Path(args.table or args.score)
-        old = json.loads((out / "benchmark.json").read_text()) if (out / "benchmark.json").is_file() else {}
+        old = (
+            json.loads((out / "benchmark.json").read_text())
+            if (out / "benchmark.json").is_file()
+            else {}
+        )
         chosen = select(names, old.get("delay_s", args.delay))
-        result = {**old, **table(out, chosen, old.get("delay_s", args.delay), rescore=bool(args.score))}
+        result = {
+            **old,
+            **table(out, chosen, old.get("delay_s", args.delay), rescore=bool(args.score)),
+        }
         result.pop("scored_by", None)
         if args.score:
             from diagnosis import VERSION
 
-            result["scored_by"] = (f"diagnosis version {VERSION}, over the records as they were run "
-                                   f"(python -m diagnosis.benchmark --score)")
+            result["scored_by"] = (
+                f"diagnosis version {VERSION}, over the records as they were run "
+                f"(python -m diagnosis.benchmark --score)"
+            )
     else:
         result = run(Path(args.out), args.repeats, names, args.delay)
     write(Path(args.table or args.score or args.out), result)

@@ -2,12 +2,12 @@
 its evidence (numbers from the record, each with its interval or the words "no interval"), the source case it matches,
 the estimated saving and the exact command to try next; findings are ranked by the saving of their fix, a near-tie
 broken by the strength of the evidence."""
+
 from __future__ import annotations
 
 from base.record_types import Evidence, Finding, Saving
 from stats import fmt_ci
 from stats.fmt import ms
-
 
 
 def evidence_text(e: Evidence) -> str:
@@ -17,7 +17,7 @@ def evidence_text(e: Evidence) -> str:
     has_ci = e.ci_lo is not None and e.ci_hi is not None and e.ci_hi > e.ci_lo
     if has_ci:
         num = fmt_ci(e.value, e.ci_lo, e.ci_hi, e.unit)
-    elif e.unit == "ms":            # the digits the sync line and the accounting print for the same figure
+    elif e.unit == "ms":  # the digits the sync line and the accounting print for the same figure
         num = f"{ms(e.value / 1e3)} ms"
     else:
         num = fmt_ci(e.value, None, None, e.unit)
@@ -30,8 +30,11 @@ def saving_text(s: Saving) -> str:
     if s.fraction is None:
         return f"not estimated: {s.how}"
     word = "95% interval" if s.basis == "interval" else "range"
-    rng = (f" ({word} {100 * s.lo:.0f}-{100 * s.hi:.0f}%)"
-           if s.lo is not None and s.hi is not None and s.hi > s.lo else "")
+    rng = (
+        f" ({word} {100 * s.lo:.0f}-{100 * s.hi:.0f}%)"
+        if s.lo is not None and s.hi is not None and s.hi > s.lo
+        else ""
+    )
     secs = f", {ms(s.seconds)} ms" if s.seconds is not None else ""
     out = f"{100 * s.fraction:.1f}% of {s.of}{secs}{rng}: {s.how}"
     if s.rule and s.rule.get("fraction") is not None:
@@ -55,10 +58,19 @@ def finding_text(f: Finding, number: int | None = None) -> str:
         lines.append(f"{pad}estimated saving: {saving_text(f.saving)}")
     others = [p for p in f.predictions if p["change"] != f.recommends]
     if others:
-        lines.append(f"{pad}other fixes the model priced: " + "; ".join(
-            " ".join(f"{k}={v}" for k, v in p["change"].items()) + f" {100 * p['fraction']:.1f}%"
-            + (f" [{100 * p['lo']:.0f}, {100 * p['hi']:.0f}]" if p.get("lo") is not None else "")
-            for p in others))
+        lines.append(
+            f"{pad}other fixes the model priced: "
+            + "; ".join(
+                " ".join(f"{k}={v}" for k, v in p["change"].items())
+                + f" {100 * p['fraction']:.1f}%"
+                + (
+                    f" [{100 * p['lo']:.0f}, {100 * p['hi']:.0f}]"
+                    if p.get("lo") is not None
+                    else ""
+                )
+                for p in others
+            )
+        )
     lines.append(f"{pad}next: {f.command}")
     for g in f.folded:
         lines.append(f"{pad}also explains: {g.title} ({g.why})")
@@ -70,7 +82,10 @@ def rank_findings(findings: list[Finding], tie: float = 0.0) -> list[Finding]:
     they concern (a finding whose saving one record cannot estimate is not ranked above one that can). Two savings
     within `tie` of each other (the noise floor) are a near-tie: the one with the stronger evidence (an interval
     against a point or a range) goes first."""
-    ranked = sorted(findings, key=lambda f: (not f.first, f.saving is None or f.saving.fraction is None, -f.effect))
+    ranked = sorted(
+        findings,
+        key=lambda f: (not f.first, f.saving is None or f.saving.fraction is None, -f.effect),
+    )
     for i in range(len(ranked) - 1):
         a, b = ranked[i], ranked[i + 1]
         if near_tie(a, b, tie) and b.strength > a.strength:
@@ -80,5 +95,10 @@ def rank_findings(findings: list[Finding], tie: float = 0.0) -> list[Finding]:
 
 def near_tie(a: Finding, b: Finding, tie: float) -> bool:
     """Both savings estimated and within `tie` of each other."""
-    return (not a.first and not b.first and a.strength > 0 and b.strength > 0
-            and abs(a.saving.fraction - b.saving.fraction) <= tie)
+    return (
+        not a.first
+        and not b.first
+        and a.strength > 0
+        and b.strength > 0
+        and abs(a.saving.fraction - b.saving.fraction) <= tie
+    )

@@ -22,6 +22,7 @@ The rules, first finding first:
 Bad input (dumps of several jobs, another dump version, a rank's dump missing) is said in one line each, and the
 diagnosis of what is there follows.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,12 +33,27 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-FR_VERSION = "2.10"          # the Flight Recorder dump version these rules were checked on (torch 2.14)
-BUSY_RUNNING = 0.5           # a main thread runnable in half the samples while hung computes (a wait sleeps)
-BUSY_SHARE = 0.2             # a main thread using more than a fifth of a core while hung computes (a wait uses ~0)
-MIXED_S = 3600.0             # ranks' last entries further apart than this are not one job's
-WAIT_WORDS = ("sleep", "next(", "__next__", "_next_data", "get(", "read", "recv", "select", "poll", "wait",
-              "open(", "acquire", "join(")
+FR_VERSION = "2.10"  # the Flight Recorder dump version these rules were checked on (torch 2.14)
+BUSY_RUNNING = 0.5  # a main thread runnable in half the samples while hung computes (a wait sleeps)
+BUSY_SHARE = (
+    0.2  # a main thread using more than a fifth of a core while hung computes (a wait uses ~0)
+)
+MIXED_S = 3600.0  # ranks' last entries further apart than this are not one job's
+WAIT_WORDS = (
+    "sleep",
+    "next(",
+    "__next__",
+    "_next_data",
+    "get(",
+    "read",
+    "recv",
+    "select",
+    "poll",
+    "wait",
+    "open(",
+    "acquire",
+    "join(",
+)
 DATA_WORDS = ("torch/utils/data", "/data/", "next(", "__next__", "_next_data", "loader", "batch")
 CLASSES = ("data/I/O wait", "different code path", "mismatch", "dead rank", "busy compute")
 _NUM = re.compile(r"^(.*?)(\d+)$")
@@ -62,11 +78,14 @@ class RankDump:
 @dataclass
 class Verdict:
     """What the rules found: `headline` is the one line; `lines` the findings in order; `problems` the bad input."""
+
     headline: str
     lines: list[str]
     problems: list[str]
-    collective: dict | None = None     # pg, seq, op, sizes, issued_by, missing
-    culprits: dict[int, dict] = field(default_factory=dict)   # rank -> {class, where, evidence, next}
+    collective: dict | None = None  # pg, seq, op, sizes, issued_by, missing
+    culprits: dict[int, dict] = field(
+        default_factory=dict
+    )  # rank -> {class, where, evidence, next}
 
     def text(self) -> str:
         return "\n".join([*self.problems, self.headline, *self.lines])
@@ -79,7 +98,11 @@ def is_dump_dir(path: str | Path) -> bool:
 
 
 def _candidates(directory: Path) -> list[Path]:
-    return sorted(f for f in directory.iterdir() if f.is_file() and _NUM.match(f.name) and f.stat().st_size > 0)
+    return sorted(
+        f
+        for f in directory.iterdir()
+        if f.is_file() and _NUM.match(f.name) and f.stat().st_size > 0
+    )
 
 
 def _read_fr(path: Path) -> dict | None:
@@ -104,8 +127,10 @@ def load(directory: str | Path) -> tuple[dict[int, RankDump], list[str]]:
         by_prefix.setdefault(prefix, {})[int(rank)] = RankDump(int(rank), fr=fr, path=str(f))
     if len(by_prefix) > 1:
         names = ", ".join(f"{p}* ({len(r)})" for p, r in sorted(by_prefix.items()))
-        problems.append(f"dumps with different prefixes in {directory}: {names}; reading the largest set (put one "
-                        "job's dumps in a directory of their own)")
+        problems.append(
+            f"dumps with different prefixes in {directory}: {names}; reading the largest set (put one "
+            "job's dumps in a directory of their own)"
+        )
     dumps = max(by_prefix.values(), key=len) if by_prefix else {}
     for r, d in dumps.items():
         stacks = directory / f"stacks_{r}.txt"
@@ -126,23 +151,41 @@ def _check(dumps: dict[int, RankDump], directory: Path) -> list[str]:
     versions = {str(d.fr.get("version")) for d in dumps.values()}
     for v in sorted(versions - {FR_VERSION}):
         ranks = [r for r, d in dumps.items() if str(d.fr.get("version")) == v]
-        out.append(f"Flight Recorder dump version {v} (ranks {_ranks(ranks)}); these rules were checked on version "
-                   f"{FR_VERSION} (torch 2.14): read as that, check the result against torch's own analyzer")
+        out.append(
+            f"Flight Recorder dump version {v} (ranks {_ranks(ranks)}); these rules were checked on version "
+            f"{FR_VERSION} (torch 2.14): read as that, check the result against torch's own analyzer"
+        )
     jobs = {d.info.get("job") for d in dumps.values() if d.info.get("job")}
-    lasts = {r: max((e.get("time_created_ns") or 0) for e in d.fr["entries"]) / 1e9
-             for r, d in dumps.items() if d.fr["entries"]}
+    lasts = {
+        r: max((e.get("time_created_ns") or 0) for e in d.fr["entries"]) / 1e9
+        for r, d in dumps.items()
+        if d.fr["entries"]
+    }
     worlds = {_world(d.fr) for d in dumps.values()} - {None}
-    if len(jobs) > 1 or len(worlds) > 1 or (lasts and max(lasts.values()) - min(lasts.values()) > MIXED_S):
-        why = (f"{len(jobs)} job ids" if len(jobs) > 1 else f"world sizes {sorted(worlds)}" if len(worlds) > 1 else
-               f"last collectives {(max(lasts.values()) - min(lasts.values())) / 3600:.1f} h apart")
-        out.append(f"dumps of different jobs mixed in {directory} ({why}); keep one job's dumps per directory: the "
-                   "diagnosis below compares them anyway")
+    if (
+        len(jobs) > 1
+        or len(worlds) > 1
+        or (lasts and max(lasts.values()) - min(lasts.values()) > MIXED_S)
+    ):
+        why = (
+            f"{len(jobs)} job ids"
+            if len(jobs) > 1
+            else f"world sizes {sorted(worlds)}"
+            if len(worlds) > 1
+            else f"last collectives {(max(lasts.values()) - min(lasts.values())) / 3600:.1f} h apart"
+        )
+        out.append(
+            f"dumps of different jobs mixed in {directory} ({why}); keep one job's dumps per directory: the "
+            "diagnosis below compares them anyway"
+        )
     world = max(worlds) if worlds else None
     if world:
         missing = sorted(set(range(world)) - set(dumps))
         if missing:
-            out.append(f"no dump for rank {_ranks(missing)} of {world} (dead, or its dump was not collected): "
-                       "treated as a rank that never arrived")
+            out.append(
+                f"no dump for rank {_ranks(missing)} of {world} (dead, or its dump was not collected): "
+                "treated as a rank that never arrived"
+            )
     return out
 
 
@@ -159,10 +202,15 @@ def _parse_ranks(text) -> list[int]:
 
 def _ranks(ranks) -> str:
     ranks = sorted(ranks)
-    return ", ".join(map(str, ranks)) if len(ranks) < 2 else f"{', '.join(map(str, ranks[:-1]))} and {ranks[-1]}"
+    return (
+        ", ".join(map(str, ranks))
+        if len(ranks) < 2
+        else f"{', '.join(map(str, ranks[:-1]))} and {ranks[-1]}"
+    )
 
 
 # ------------------------------------------------------------------------------------------------ frames and stacks
+
 
 def _is_user(path: str) -> bool:
     """A user's or this project's file: not the interpreter's library, not an installed package, not frozen."""
@@ -170,7 +218,10 @@ def _is_user(path: str) -> bool:
         return False
     if "site-packages" in path or "dist-packages" in path:
         return False
-    return not any(path.startswith(p) for p in {sys.base_prefix, sys.prefix} if p) or "/lib/python" not in path
+    return (
+        not any(path.startswith(p) for p in {sys.base_prefix, sys.prefix} if p)
+        or "/lib/python" not in path
+    )
 
 
 def _short(path: str) -> str:
@@ -178,7 +229,7 @@ def _short(path: str) -> str:
     ones) by its longest tail that names a file here, so a verdict reads the same from any clone."""
     here = str(Path.cwd()) + "/"
     if path.startswith(here):
-        return path[len(here):]
+        return path[len(here) :]
     parts = path.strip("/").split("/")
     for i in range(1, len(parts)):
         tail = "/".join(parts[i:])
@@ -192,7 +243,9 @@ def _local(path: str) -> Path:
     return p if p.exists() else Path.cwd() / _short(path)
 
 
-WRAPPERS = ("tasks/train/comm_counter.py",)   # this project's pass-through wrappers of torch.distributed's calls
+WRAPPERS = (
+    "tasks/train/comm_counter.py",
+)  # this project's pass-through wrappers of torch.distributed's calls
 
 
 def call_site(entry: dict) -> str | None:
@@ -216,8 +269,12 @@ def main_stack(stacks: str | None, main_ident: str | None) -> list[tuple[str, in
         head = b.splitlines()[0] if b else ""
         if main_ident and main_ident.lower() in head.lower():
             chosen = b
-    chosen = chosen or blocks[-1]   # faulthandler lists the main thread last
-    return [(m.group(1), int(m.group(2)), m.group(3)) for m in map(_FRAME.match, chosen.splitlines()) if m]
+    chosen = chosen or blocks[-1]  # faulthandler lists the main thread last
+    return [
+        (m.group(1), int(m.group(2)), m.group(3))
+        for m in map(_FRAME.match, chosen.splitlines())
+        if m
+    ]
 
 
 def _source(path: str, line: int) -> str:
@@ -238,8 +295,14 @@ def where(frames: list[tuple[str, int, str]]) -> tuple[str | None, str, list[str
 
 # ------------------------------------------------------------------------------------------------ the rules
 
+
 def _key(e: dict) -> tuple:
-    return (e.get("profiling_name"), str(e.get("input_sizes")), str(e.get("input_dtypes")), call_site(e))
+    return (
+        e.get("profiling_name"),
+        str(e.get("input_sizes")),
+        str(e.get("input_dtypes")),
+        call_site(e),
+    )
 
 
 def _op(e: dict) -> str:
@@ -262,7 +325,17 @@ def _pg_name(e: dict) -> str:
 def _size(e: dict) -> str:
     sizes = e.get("input_sizes") or []
     dtypes = e.get("input_dtypes") or []
-    width = {"Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Long": 8, "Int": 4, "Byte": 1, "Char": 1, "Bool": 1}
+    width = {
+        "Float": 4,
+        "Half": 2,
+        "BFloat16": 2,
+        "Double": 8,
+        "Long": 8,
+        "Int": 4,
+        "Byte": 1,
+        "Char": 1,
+        "Bool": 1,
+    }
     n = 0
     for s, d in zip(sizes, dtypes):
         count = 1
@@ -294,11 +367,13 @@ def _members(dumps: dict[int, RankDump], pg: str) -> list[int]:
     for d in dumps.values():
         for e in d.fr["entries"]:
             if _pg(e) == pg:
-                cfg = (d.fr.get("pg_config") or {})
+                cfg = d.fr.get("pg_config") or {}
                 for name, c in cfg.items():
                     if name == (e.get("process_group") or [None, None])[1] or name == pg:
                         return _parse_ranks(c.get("ranks"))
-                if pg == "0" and "" in cfg:   # gloo names the default group '' in pg_config, '0' in entries
+                if (
+                    pg == "0" and "" in cfg
+                ):  # gloo names the default group '' in pg_config, '0' in entries
                     return _parse_ranks(cfg[""].get("ranks"))
     return sorted(r for r, d in dumps.items() if pg in _collectives(d.fr))
 
@@ -309,10 +384,14 @@ def divergences(dumps: dict[int, RankDump], world: int | None = None) -> list[di
     pgs = sorted({pg for c in per_rank.values() for pg in c})
     out = []
     for pg in pgs:
-        members = [m for m in (_members(dumps, pg) or sorted(per_rank)) if m in dumps]   # a rank without a dump:
+        members = [
+            m for m in (_members(dumps, pg) or sorted(per_rank)) if m in dumps
+        ]  # a rank without a dump:
         # its absence says nothing about a sequence number (see _pending)
         seqs = {r: per_rank.get(r, {}).get(pg, {}) for r in members}
-        start = max((min(s) for s in seqs.values() if s), default=None)   # the ring buffer forgot older ones
+        start = max(
+            (min(s) for s in seqs.values() if s), default=None
+        )  # the ring buffer forgot older ones
         if start is None:
             continue
         end = max(max(s) for s in seqs.values() if s)
@@ -320,15 +399,31 @@ def divergences(dumps: dict[int, RankDump], world: int | None = None) -> list[di
             have = {r: s[seq] for r, s in seqs.items() if seq in s}
             keys = {_key(e) for e in have.values()}
             if len(have) < len(members) or len(keys) > 1:
-                out.append({"pg": pg, "seq": seq, "by_rank": have, "missing": sorted(set(members) - set(have)),
-                            "history": seqs})
+                out.append(
+                    {
+                        "pg": pg,
+                        "seq": seq,
+                        "by_rank": have,
+                        "missing": sorted(set(members) - set(have)),
+                        "history": seqs,
+                    }
+                )
                 break
-    return sorted(out, key=lambda d: min((e.get("time_created_ns") or 0) for e in d["by_rank"].values())
-                  if d["by_rank"] else 0)
+    return sorted(
+        out,
+        key=lambda d: (
+            min((e.get("time_created_ns") or 0) for e in d["by_rank"].values())
+            if d["by_rank"]
+            else 0
+        ),
+    )
 
 
 def _timeline(fr: dict) -> list[dict]:
-    return sorted((e for e in fr.get("entries") or [] if not e.get("is_p2p")), key=lambda e: e.get("record_id", 0))
+    return sorted(
+        (e for e in fr.get("entries") or [] if not e.get("is_p2p")),
+        key=lambda e: e.get("record_id", 0),
+    )
 
 
 def _tkey(e: dict) -> tuple:
@@ -362,12 +457,19 @@ def _pending(dumps: dict[int, RankDump], absent: list[int]) -> list[dict]:
     out = []
     for _, d in sorted(dumps.items()):
         line = _timeline(d.fr)
-        e = next((e for e in line if not e.get("retired")), line[-1] if line else None)   # failed: retired
+        e = next(
+            (e for e in line if not e.get("retired")), line[-1] if line else None
+        )  # failed: retired
         if e is not None:
             seq = int(e.get("collective_seq_id", 0))
-            have = {r2: c[_pg(e)][seq] for r2, d2 in dumps.items()
-                    if seq in (c := _collectives(d2.fr)).get(_pg(e), {})}
-            out.append({"pg": _pg(e), "seq": seq, "by_rank": have, "missing": absent, "history": {}})
+            have = {
+                r2: c[_pg(e)][seq]
+                for r2, d2 in dumps.items()
+                if seq in (c := _collectives(d2.fr)).get(_pg(e), {})
+            }
+            out.append(
+                {"pg": _pg(e), "seq": seq, "by_rank": have, "missing": absent, "history": {}}
+            )
             break
     return out
 
@@ -379,8 +481,12 @@ def _expected(div: dict):
     if not before:
         return None
     prev = _key(before[0])
-    follow = Counter(_key(s[t + 1]) for s in history.values() for t in s if t + 1 in s and t + 1 < seq
-                     and _key(s[t]) == prev)
+    follow = Counter(
+        _key(s[t + 1])
+        for s in history.values()
+        for t in s
+        if t + 1 in s and t + 1 < seq and _key(s[t]) == prev
+    )
     return follow.most_common(1)[0][0] if follow else None
 
 
@@ -388,8 +494,11 @@ def diagnose_dir(directory: str | Path, dead: set[int] | None = None) -> Verdict
     """The verdict over a directory of dumps. dead: ranks known to be gone (the launcher saw their process end)."""
     dumps, problems = load(directory)
     if not dumps:
-        return Verdict(f"no Flight Recorder dump in {directory} (files named <prefix><rank>, e.g. rank_0)", [],
-                       problems)
+        return Verdict(
+            f"no Flight Recorder dump in {directory} (files named <prefix><rank>, e.g. rank_0)",
+            [],
+            problems,
+        )
     worlds = {_world(d.fr) for d in dumps.values()} - {None}
     world = max(worlds) if worlds else max(dumps) + 1
     dead = set(dead or ()) | (set(range(world)) - set(dumps))
@@ -397,10 +506,16 @@ def diagnose_dir(directory: str | Path, dead: set[int] | None = None) -> Verdict
     if not divs and set(range(world)) - set(dumps):
         divs = _pending(dumps, sorted(set(range(world)) - set(dumps)))
     if not divs:
-        lines = [f"rank {r}: {where(main_stack(d.stacks, d.info.get('main_thread')))[0] or 'no stack'}"
-                 for r, d in sorted(dumps.items())]
-        return Verdict("no divergence: every rank issued the same collectives (not hung in a collective, or the "
-                       "ring buffer is too small to show it)", lines, problems)
+        lines = [
+            f"rank {r}: {where(main_stack(d.stacks, d.info.get('main_thread')))[0] or 'no stack'}"
+            for r, d in sorted(dumps.items())
+        ]
+        return Verdict(
+            "no divergence: every rank issued the same collectives (not hung in a collective, or the "
+            "ring buffer is too small to show it)",
+            lines,
+            problems,
+        )
     div = divs[0]
     by_rank, missing = div["by_rank"], list(div["missing"])
     groups: dict[tuple, list[int]] = {}
@@ -411,7 +526,7 @@ def diagnose_dir(directory: str | Path, dead: set[int] | None = None) -> Verdict
         expected = _expected(div)
         if expected in groups:
             odd_issuers = sorted(r for k, rs in groups.items() if k != expected for r in rs)
-        else:   # no history to tell: the minority is odd
+        else:  # no history to tell: the minority is odd
             biggest = max(groups.values(), key=len)
             odd_issuers = sorted(r for rs in groups.values() if rs is not biggest for r in rs)
     normal = sorted(set(by_rank) - set(odd_issuers))
@@ -420,28 +535,46 @@ def diagnose_dir(directory: str | Path, dead: set[int] | None = None) -> Verdict
     ref = by_rank[ref_rank]
     issued = sorted(r for r, e in by_rank.items() if _key(e) == _key(ref))
     never = sorted(set(missing) | (set(by_rank) - set(issued)))
-    coll = {"pg": div["pg"], "pg_name": _pg_name(ref), "seq": div["seq"], "op": _op(ref), "sizes": _size(ref),
-            "call_site": call_site(ref), "issued_by": issued, "missing": never}
+    coll = {
+        "pg": div["pg"],
+        "pg_name": _pg_name(ref),
+        "seq": div["seq"],
+        "op": _op(ref),
+        "sizes": _size(ref),
+        "call_site": call_site(ref),
+        "issued_by": issued,
+        "missing": never,
+    }
     culprits: dict[int, dict] = {}
-    pending_elsewhere = {r: [d2 for d2 in divs[1:] if r in d2["by_rank"] and d2["missing"]] for r in never}
+    pending_elsewhere = {
+        r: [d2 for d2 in divs[1:] if r in d2["by_rank"] and d2["missing"]] for r in never
+    }
     for r in never:
-        culprits[r] = _classify(r, dumps.get(r), ref, by_rank.get(r), dead, pending_elsewhere.get(r) or [])
+        culprits[r] = _classify(
+            r, dumps.get(r), ref, by_rank.get(r), dead, pending_elsewhere.get(r) or []
+        )
     head = _headline(coll, culprits)
-    lines = [f"collective: {coll['op']} #{coll['seq']} on the {coll['pg_name']} ({coll['sizes']}), issued by rank "
-             f"{_ranks(issued)} at {coll['call_site'] or 'an unknown site'}; never by rank {_ranks(never)}"]
+    lines = [
+        f"collective: {coll['op']} #{coll['seq']} on the {coll['pg_name']} ({coll['sizes']}), issued by rank "
+        f"{_ranks(issued)} at {coll['call_site'] or 'an unknown site'}; never by rank {_ranks(never)}"
+    ]
     for r in sorted(culprits):
         c = culprits[r]
         lines.append(f"rank {r}: {c['class']}: {c['evidence']}; next: {c['next']}")
     for d2 in divs[1:]:
         e = next(iter(d2["by_rank"].values()), None)
         if e is not None:
-            lines.append(f"also diverged: {_op(e)} #{d2['seq']} on the {_pg_name(e)}, issued by rank "
-                         f"{_ranks(d2['by_rank'])}, not by rank {_ranks(d2['missing'])}")
+            lines.append(
+                f"also diverged: {_op(e)} #{d2['seq']} on the {_pg_name(e)}, issued by rank "
+                f"{_ranks(d2['by_rank'])}, not by rank {_ranks(d2['missing'])}"
+            )
     for r, d in sorted(dumps.items()):
         if d.info:
-            lines.append(f"rank {r}: last step finished {d.info.get('steps_done')}; main thread while hung: "
-                         f"{100 * float(d.info.get('main_thread_cpu_share') or 0):.0f}% of a core, running in "
-                         f"{100 * float(d.info.get('main_thread_running') or 0):.0f}% of samples")
+            lines.append(
+                f"rank {r}: last step finished {d.info.get('steps_done')}; main thread while hung: "
+                f"{100 * float(d.info.get('main_thread_cpu_share') or 0):.0f}% of a core, running in "
+                f"{100 * float(d.info.get('main_thread_running') or 0):.0f}% of samples"
+            )
     return Verdict(head, lines, problems, coll, culprits)
 
 
@@ -451,54 +584,80 @@ def _where_of(d: RankDump | None, entry: dict | None) -> str | None:
     return call_site(entry) if entry else None
 
 
-def _classify(rank: int, d: RankDump | None, ref: dict, mine: dict | None, dead: set[int], elsewhere: list) -> dict:
+def _classify(
+    rank: int, d: RankDump | None, ref: dict, mine: dict | None, dead: set[int], elsewhere: list
+) -> dict:
     if d is None or rank in dead:
-        return {"class": "dead rank", "where": None,
-                "evidence": "its process was gone" if d is not None or rank in dead else "no dump",
-                "next": f"read rank {rank}'s own error (the OOM killer, a native crash) in its log or dmesg"}
+        return {
+            "class": "dead rank",
+            "where": None,
+            "evidence": "its process was gone" if d is not None or rank in dead else "no dump",
+            "next": f"read rank {rank}'s own error (the OOM killer, a native crash) in its log or dmesg",
+        }
     frames = main_stack(d.stacks, d.info.get("main_thread"))
     at, src, outward = where(frames)
     pending = [e for e in d.fr["entries"] if not e.get("retired") and not e.get("is_p2p")]
-    if at is None:   # no stacks (a dump torch wrote): the line of its last collective, pending or not
+    if (
+        at is None
+    ):  # no stacks (a dump torch wrote): the line of its last collective, pending or not
         last = (pending or _timeline(d.fr))[-1:]
         at = call_site(last[0]) if last else None
     if mine is not None:
         at = at or call_site(mine)
         if call_site(mine) == call_site(ref) and _op(mine) == _op(ref):
-            return {"class": "mismatch", "where": call_site(mine),
-                    "evidence": f"it issued {_op(mine)} #{mine.get('collective_seq_id')} from the same line with "
-                                f"{_size(mine)} where the others have {_size(ref)}",
-                    "next": "make every rank pass tensors of the same shape and dtype there"}
-        return {"class": "different code path", "where": call_site(mine),
-                "evidence": f"it issued {_op(mine)} #{mine.get('collective_seq_id')} ({_size(mine)}) from "
-                            f"{call_site(mine)} instead of {_op(ref)} from {call_site(ref)}",
-                "next": "make every rank issue the same collectives in the same order (no collective under a "
-                        "rank-dependent branch)"}
+            return {
+                "class": "mismatch",
+                "where": call_site(mine),
+                "evidence": f"it issued {_op(mine)} #{mine.get('collective_seq_id')} from the same line with "
+                f"{_size(mine)} where the others have {_size(ref)}",
+                "next": "make every rank pass tensors of the same shape and dtype there",
+            }
+        return {
+            "class": "different code path",
+            "where": call_site(mine),
+            "evidence": f"it issued {_op(mine)} #{mine.get('collective_seq_id')} ({_size(mine)}) from "
+            f"{call_site(mine)} instead of {_op(ref)} from {call_site(ref)}",
+            "next": "make every rank issue the same collectives in the same order (no collective under a "
+            "rank-dependent branch)",
+        }
     running = d.info.get("main_thread_running")
-    busy = (float(running) >= BUSY_RUNNING if running is not None
-            else float(d.info.get("main_thread_cpu_share") or 0) > BUSY_SHARE)
+    busy = (
+        float(running) >= BUSY_RUNNING
+        if running is not None
+        else float(d.info.get("main_thread_cpu_share") or 0) > BUSY_SHARE
+    )
     if elsewhere and pending and not busy:
         other = elsewhere[0]
         e = next(iter(other["by_rank"].values()))
-        return {"class": "mismatch", "where": call_site(pending[-1]) or at,
-                "evidence": f"it waits in {_op(pending[-1])} on the {_pg_name(pending[-1])} "
-                            f"({call_site(pending[-1])}) while rank {_ranks(other['missing'])} never entered "
-                            f"{_op(e)} #{other['seq']} on that group: process groups entered in a different order",
-                "next": "enter the process groups in the same order on every rank"}
+        return {
+            "class": "mismatch",
+            "where": call_site(pending[-1]) or at,
+            "evidence": f"it waits in {_op(pending[-1])} on the {_pg_name(pending[-1])} "
+            f"({call_site(pending[-1])}) while rank {_ranks(other['missing'])} never entered "
+            f"{_op(e)} #{other['seq']} on that group: process groups entered in a different order",
+            "next": "enter the process groups in the same order on every rank",
+        }
     if busy:
-        return {"class": "busy compute", "where": at,
-                "evidence": f"its main thread was running in {100 * float(running or 0):.0f}% of the samples "
-                            f"({100 * float(d.info.get('main_thread_cpu_share') or 0):.0f}% of a core) while hung, "
-                            f"at {at} (`{src}`)",
-                "next": "look for a loop that never ends there (py-spy dump shows it live)"}
-    data = any(w in (at or "") + " " + " ".join(outward) for w in DATA_WORDS) or \
-        any("torch/utils/data" in f for f, _, _ in frames)
+        return {
+            "class": "busy compute",
+            "where": at,
+            "evidence": f"its main thread was running in {100 * float(running or 0):.0f}% of the samples "
+            f"({100 * float(d.info.get('main_thread_cpu_share') or 0):.0f}% of a core) while hung, "
+            f"at {at} (`{src}`)",
+            "next": "look for a loop that never ends there (py-spy dump shows it live)",
+        }
+    data = any(w in (at or "") + " " + " ".join(outward) for w in DATA_WORDS) or any(
+        "torch/utils/data" in f for f, _, _ in frames
+    )
     how = "data loading" if data else "a wait"
     outer = next((s for s in outward[1:] if s), "")
-    return {"class": "data/I/O wait", "where": at,
-            "evidence": f"not in a collective: in {how} at {at} (`{src}`)" + (f", called from `{outer}`" if outer
-                                                                              else ""),
-            "next": "check the data source (a stalled file system, a worker that never returns, a sleep or lock)"}
+    return {
+        "class": "data/I/O wait",
+        "where": at,
+        "evidence": f"not in a collective: in {how} at {at} (`{src}`)"
+        + (f", called from `{outer}`" if outer else ""),
+        "next": "check the data source (a stalled file system, a worker that never returns, a sleep or lock)",
+    }
 
 
 def _headline(coll: dict, culprits: dict[int, dict]) -> str:
@@ -508,10 +667,14 @@ def _headline(coll: dict, culprits: dict[int, dict]) -> str:
     first = culprits[never[0]]
     head = f"hung: rank {_ranks(never)} never entered {what}"
     if first["class"] == "mismatch" and "same line" in first["evidence"]:
-        return (f"hung: {what} differs on rank {_ranks(never)}: {first['evidence'].removeprefix('it ')} — "
-                "a mismatch")
+        return (
+            f"hung: {what} differs on rank {_ranks(never)}: {first['evidence'].removeprefix('it ')} — "
+            "a mismatch"
+        )
     if first["class"] in ("different code path", "mismatch") and first.get("where"):
-        return head + f"; rank {never[0]} {first['evidence'].removeprefix('it ')} — {first['class']}"
+        return (
+            head + f"; rank {never[0]} {first['evidence'].removeprefix('it ')} — {first['class']}"
+        )
     if first.get("where"):
         head += f"; rank {never[0]} is in {first['where']}"
     return head + f" — {first['class']}"

@@ -31,6 +31,7 @@ rounds, each one run with `hang.enabled=false hang.fr_buffer=0` and one with the
 (interleaved, so the machine's drift hits both), each its record's steps/s; the ratio on/off is the paired t
 interval of the per-round log ratios (stats.compare_runs). Written to <out>/cost.json and cost.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,15 @@ from diagnosis.hang import diagnose_dir, divergences, load
 from stats import compare_runs
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMON = ["model=vgg11_tiny", "scale=smoke", "logger=none", "timeout_s=60", "steps=100000", "hang.after_s=8",
-          "fault.hang_step=5"]
+COMMON = [
+    "model=vgg11_tiny",
+    "scale=smoke",
+    "logger=none",
+    "timeout_s=60",
+    "steps=100000",
+    "hang.after_s=8",
+    "fault.hang_step=5",
+]
 # case -> (the rank it is injected on in repeat 0, expected class, the op of the injected collective or None)
 CASES = {
     "skip_allreduce": (1, "different code path", "all_reduce"),
@@ -72,8 +80,15 @@ def run_case(case: str, rank: int | None, out: Path) -> dict:
         args += [f"fault.hang={case}", f"fault.hang_rank={rank}"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
     t0 = time.time()
-    proc = subprocess.Popen([sys.executable, "train.py", *args], cwd=ROOT, env=env, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "train.py", *args],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         text, _ = proc.communicate(timeout=240)
     except subprocess.TimeoutExpired:
@@ -82,7 +97,7 @@ def run_case(case: str, rank: int | None, out: Path) -> dict:
     ended = time.time()
     time.sleep(1.0)
     left = _session_left(proc.pid)
-    for pid in left:   # the benchmark leaves nothing either; the table says how many there were
+    for pid in left:  # the benchmark leaves nothing either; the table says how many there were
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
@@ -93,11 +108,19 @@ def run_case(case: str, rank: int | None, out: Path) -> dict:
     hang_dir = run_dir / "hang"
     start = _hang_start(hang_dir)
     answered = record.stat().st_mtime if kept else ended
-    return {"case": case, "rank": rank, "exit_code": proc.returncode, "wall_s": round(ended - t0, 1),
-            "status": status, "record_kept": kept, "processes_left": len(left),
-            "seconds_to_answer": round(answered - start, 1) if start else None,
-            "torch_analyzer": torch_analyzer(hang_dir) if hang_dir.exists() else None,
-            "last_line": [ln for ln in text.splitlines() if ln.strip()][-1:] or None, "run_dir": str(run_dir)}
+    return {
+        "case": case,
+        "rank": rank,
+        "exit_code": proc.returncode,
+        "wall_s": round(ended - t0, 1),
+        "status": status,
+        "record_kept": kept,
+        "processes_left": len(left),
+        "seconds_to_answer": round(answered - start, 1) if start else None,
+        "torch_analyzer": torch_analyzer(hang_dir) if hang_dir.exists() else None,
+        "last_line": [ln for ln in text.splitlines() if ln.strip()][-1:] or None,
+        "run_dir": str(run_dir),
+    }
 
 
 def _session_left(sid: int) -> list[int]:
@@ -119,9 +142,18 @@ def _hang_start(hang_dir: Path) -> float | None:
     if not hang_dir.exists():
         return None
     dumps, _ = load(hang_dir)
-    times = [e["time_created_ns"] / 1e9 for d in dumps.values() for e in d.fr["entries"] if not e.get("retired")]
+    times = [
+        e["time_created_ns"] / 1e9
+        for d in dumps.values()
+        for e in d.fr["entries"]
+        if not e.get("retired")
+    ]
     if not times:
-        times = [max(e["time_created_ns"] for e in d.fr["entries"]) / 1e9 for d in dumps.values() if d.fr["entries"]]
+        times = [
+            max(e["time_created_ns"] for e in d.fr["entries"]) / 1e9
+            for d in dumps.values()
+            if d.fr["entries"]
+        ]
     return min(times) if times else None
 
 
@@ -133,12 +165,39 @@ def torch_analyzer(hang_dir: Path) -> str:
     import tempfile
 
     def run(directory: Path) -> str:
-        proc = subprocess.run([sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace", str(directory),
-                               "-p", "rank_"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.flight_recorder.fr_trace",
+                str(directory),
+                "-p",
+                "rank_",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+        )
         lines = [ln.strip() for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
-        keep = [ln for ln in lines if ln.startswith(("Not all ranks", "collective:", "missing ranks:",
-                                                      "Collective sequence number", "mismatch"))]
-        return "; ".join(keep[:4]) if keep else (lines[-1] if lines else f"exit {proc.returncode}, no output")
+        keep = [
+            ln
+            for ln in lines
+            if ln.startswith(
+                (
+                    "Not all ranks",
+                    "collective:",
+                    "missing ranks:",
+                    "Collective sequence number",
+                    "mismatch",
+                )
+            )
+        ]
+        return (
+            "; ".join(keep[:4])
+            if keep
+            else (lines[-1] if lines else f"exit {proc.returncode}, no output")
+        )
 
     as_is = run(hang_dir)
     with tempfile.TemporaryDirectory() as tmp:
@@ -157,11 +216,18 @@ def score(m: dict) -> dict:
     if not run_dir.is_absolute():
         run_dir = ROOT / run_dir
     if case == "healthy":
-        return {"top1": m["status"] == "ok" and not (run_dir / "hang").exists(), "verdict": f"status {m['status']}"}
+        return {
+            "top1": m["status"] == "ok" and not (run_dir / "hang").exists(),
+            "verdict": f"status {m['status']}",
+        }
     hang_dir = run_dir / "hang"
     if not hang_dir.exists():
         error = _record_error(run_dir)
-        if case == "kill" and m["status"] == "failed" and error.startswith(f"rank {rank} failed: killed by signal 9"):
+        if (
+            case == "kill"
+            and m["status"] == "failed"
+            and error.startswith(f"rank {rank} failed: killed by signal 9")
+        ):
             # the agent saw the death first and ended the job as failed, naming the rank: right, with no collective
             return {"top1": True, "verdict": error}
         return {"top1": False, "verdict": f"no dumps (status {m['status']}: {error})"}
@@ -169,14 +235,18 @@ def score(m: dict) -> dict:
     v = diagnose_dir(hang_dir)
     c = v.culprits.get(rank) or {}
     named = v.collective or {}
-    if op is not None:   # the injected collective is named: the one diverged at, or the culprit's own
+    if (
+        op is not None
+    ):  # the injected collective is named: the one diverged at, or the culprit's own
         said = f"{named.get('op')} {named.get('call_site')} {c.get('evidence', '')}"
         collective_ok = op in said and INJECTED_AT in said
-    else:                # the collective the other ranks wait in: theirs, issued by them
+    else:  # the collective the other ranks wait in: theirs, issued by them
         dumps, _ = load(hang_dir)
         divs = divergences(dumps)
         others = sorted(set(range(2)) - {rank})
-        collective_ok = named.get("issued_by") == others and (not divs or named.get("seq") is not None)
+        collective_ok = named.get("issued_by") == others and (
+            not divs or named.get("seq") is not None
+        )
     ok = list(v.culprits) == [rank] and c.get("class") == cls and collective_ok
     return {"top1": ok, "verdict": v.headline}
 
@@ -190,8 +260,11 @@ def _record_error(run_dir: Path) -> str:
 
 def table(out: Path) -> str:
     ms = json.loads((out / "measurements.json").read_text())
-    rows = ["| case | injected on | status | top-1 | seconds to answer | processes left | record kept | "
-            "this tool's answer | PyTorch's analyzer (fr_trace) |", "|---|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| case | injected on | status | top-1 | seconds to answer | processes left | record kept | "
+        "this tool's answer | PyTorch's analyzer (fr_trace) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     right = 0
     for m in ms["runs"]:
         s = score(m)
@@ -200,35 +273,65 @@ def table(out: Path) -> str:
         secs = "-" if m["seconds_to_answer"] is None else f"{m['seconds_to_answer']:.1f}"
         verdict = s["verdict"].replace("|", "\\|")
         fr = (m["torch_analyzer"] or "-").replace("|", "\\|")
-        rows.append(f"| {m['case']} | {rank} | {m['status']} | {'yes' if s['top1'] else 'NO'} | {secs} | "
-                    f"{m['processes_left']} | {'yes' if m['record_kept'] else 'NO'} | {verdict} | {fr} |")
-    head = [f"# Hang benchmark: {right} of {len(ms['runs'])} runs top-1", "",
-            f"`python -m diagnosis.hang_benchmark` ({ms['command']}); machine: {ms['machine']}. hang.after_s=8, "
-            "so the goal for seconds to answer is <= 23 (after_s + 15). Each verdict is recomputed from the run's "
-            "committed dumps (`--table`).", ""]
+        rows.append(
+            f"| {m['case']} | {rank} | {m['status']} | {'yes' if s['top1'] else 'NO'} | {secs} | "
+            f"{m['processes_left']} | {'yes' if m['record_kept'] else 'NO'} | {verdict} | {fr} |"
+        )
+    head = [
+        f"# Hang benchmark: {right} of {len(ms['runs'])} runs top-1",
+        "",
+        f"`python -m diagnosis.hang_benchmark` ({ms['command']}); machine: {ms['machine']}. hang.after_s=8, "
+        "so the goal for seconds to answer is <= 23 (after_s + 15). Each verdict is recomputed from the run's "
+        "committed dumps (`--table`).",
+        "",
+    ]
     return "\n".join(head + rows) + "\n"
 
 
-COST_ARGS = ["model=vgg11_tiny", "scale=smoke", "logger=none", "steps=60", "probe_steps=0", "diagnose.microbench=false"]
+COST_ARGS = [
+    "model=vgg11_tiny",
+    "scale=smoke",
+    "logger=none",
+    "steps=60",
+    "probe_steps=0",
+    "diagnose.microbench=false",
+]
 OFF = ["hang.enabled=false", "hang.fr_buffer=0"]
 
 
 def cost(out: Path, rounds: int, machine: str) -> str:
     runs = {"off": [], "on": []}
     for k in range(rounds):
-        for side in (("off", "on") if k % 2 == 0 else ("on", "off")):
+        for side in ("off", "on") if k % 2 == 0 else ("on", "off"):
             run_dir = out / "cost" / f"{side}_{k}"
             args = [*COST_ARGS, *(OFF if side == "off" else []), f"hydra.run.dir={run_dir}"]
             env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
-            subprocess.run([sys.executable, "train.py", *args], cwd=ROOT, env=env, capture_output=True, timeout=600)
+            subprocess.run(
+                [sys.executable, "train.py", *args],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                timeout=600,
+            )
             rec = json.loads((run_dir / "run_record.json").read_text())
             rate = ((rec.get("result") or {}).get("throughput") or {}).get("steps_per_s")
             runs[side].append(rate)
             print(f"round {k} {side}: {rate} steps/s", flush=True)
     ok = [k for k in range(rounds) if runs["off"][k] and runs["on"][k]]
-    sp = compare_runs([math.log(runs["off"][k]) for k in ok], [math.log(runs["on"][k]) for k in ok], ok, ok)
-    res = {"machine": machine, "args": COST_ARGS, "off": OFF, "rounds": rounds, "steps_per_s": runs,
-           "ratio_on_off": sp.ratio, "ci_lo": sp.ci_lo, "ci_hi": sp.ci_hi, "method": sp.method}
+    sp = compare_runs(
+        [math.log(runs["off"][k]) for k in ok], [math.log(runs["on"][k]) for k in ok], ok, ok
+    )
+    res = {
+        "machine": machine,
+        "args": COST_ARGS,
+        "off": OFF,
+        "rounds": rounds,
+        "steps_per_s": runs,
+        "ratio_on_off": sp.ratio,
+        "ci_lo": sp.ci_lo,
+        "ci_hi": sp.ci_hi,
+        "method": sp.method,
+    }
     (out / "cost.json").write_text(json.dumps(res, indent=1) + "\n")
     return cost_table(res)
 
@@ -237,27 +340,48 @@ def cost_table(res: dict) -> str:
     med = {s: sorted(v)[len(v) // 2] for s, v in res["steps_per_s"].items() if v}
     lo, hi = res["ci_lo"], res["ci_hi"]
     ci = f"[{lo:.3f}, {hi:.3f}]" if lo is not None else "no interval"
-    return "\n".join([
-        "# The recorder's cost", "",
-        f"`python -m diagnosis.hang_benchmark --cost --rounds {res['rounds']}` on {res['machine']}: "
-        f"`python train.py {' '.join(res['args'])}`, off = `{' '.join(res['off'])}`, on = the defaults "
-        "(Flight Recorder at 200 entries, the hang watch). Interleaved rounds.", "",
-        "| | steps/s per round | median |", "|---|---|---|",
-        *[f"| {s} | {', '.join(f'{x:.1f}' for x in v)} | {med[s]:.1f} |" for s, v in res["steps_per_s"].items()],
-        "", f"on / off: **{res['ratio_on_off']:.3f}**, 95% interval {ci} ({res['method']}).",
-        "" if lo is not None and lo >= 0.99 else
-        "\nThe interval does not show on >= 0.99x off: the rounds' spread (the machine's load) is larger than the "
-        "cost. Rerun on a quiet machine, with more rounds, to check it.", ""])
+    return "\n".join(
+        [
+            "# The recorder's cost",
+            "",
+            f"`python -m diagnosis.hang_benchmark --cost --rounds {res['rounds']}` on {res['machine']}: "
+            f"`python train.py {' '.join(res['args'])}`, off = `{' '.join(res['off'])}`, on = the defaults "
+            "(Flight Recorder at 200 entries, the hang watch). Interleaved rounds.",
+            "",
+            "| | steps/s per round | median |",
+            "|---|---|---|",
+            *[
+                f"| {s} | {', '.join(f'{x:.1f}' for x in v)} | {med[s]:.1f} |"
+                for s, v in res["steps_per_s"].items()
+            ],
+            "",
+            f"on / off: **{res['ratio_on_off']:.3f}**, 95% interval {ci} ({res['method']}).",
+            ""
+            if lo is not None and lo >= 0.99
+            else "\nThe interval does not show on >= 0.99x off: the rounds' spread (the machine's load) "
+            "is larger than the "
+            "cost. Rerun on a quiet machine, with more rounds, to check it.",
+            "",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m diagnosis.hang_benchmark", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m diagnosis.hang_benchmark", description=__doc__.split("\n\n")[0]
+    )
     p.add_argument("--out", default="results/hang_benchmark")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--cases", default=",".join(CASES))
     p.add_argument("--machine", default="2-core VM shared with other jobs (loaded)")
-    p.add_argument("--table", metavar="DIR", help="rebuild DIR/table.md from DIR/measurements.json and the records")
-    p.add_argument("--cost", action="store_true", help="the recorder's cost: steps/s with it on and off")
+    p.add_argument(
+        "--table",
+        metavar="DIR",
+        help="rebuild DIR/table.md from DIR/measurements.json and the records",
+    )
+    p.add_argument(
+        "--cost", action="store_true", help="the recorder's cost: steps/s with it on and off"
+    )
     p.add_argument("--rounds", type=int, default=6)
     a = p.parse_args(argv)
     if a.cost:
@@ -277,8 +401,10 @@ def main(argv: list[str] | None = None) -> int:
     cases = [c for c in a.cases.split(",") if c]
     unknown = sorted(set(cases) - set(CASES))
     if unknown:
-        print(f"python -m diagnosis.hang_benchmark: unknown case {', '.join(unknown)}; the cases: {', '.join(CASES)}",
-              file=sys.stderr)
+        print(
+            f"python -m diagnosis.hang_benchmark: unknown case {', '.join(unknown)}; the cases: {', '.join(CASES)}",
+            file=sys.stderr,
+        )
         return 2
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -290,11 +416,18 @@ def main(argv: list[str] | None = None) -> int:
             m = run_case(case, rank, out.resolve())
             m["run_dir"] = os.path.relpath(m["run_dir"], ROOT)
             runs.append(m)
-            print(f"{case} rank {rank}: {m['status']} in {m['wall_s']} s, answer {m['seconds_to_answer']} s, "
-                  f"left {m['processes_left']}", flush=True)
-    command = "python -m diagnosis.hang_benchmark " + " ".join(argv if argv is not None else sys.argv[1:])
-    (out / "measurements.json").write_text(json.dumps({"command": command.strip(), "machine": a.machine,
-                                                       "runs": runs}, indent=1) + "\n")
+            print(
+                f"{case} rank {rank}: {m['status']} in {m['wall_s']} s, answer {m['seconds_to_answer']} s, "
+                f"left {m['processes_left']}",
+                flush=True,
+            )
+    command = "python -m diagnosis.hang_benchmark " + " ".join(
+        argv if argv is not None else sys.argv[1:]
+    )
+    (out / "measurements.json").write_text(
+        json.dumps({"command": command.strip(), "machine": a.machine, "runs": runs}, indent=1)
+        + "\n"
+    )
     (out / "table.md").write_text(table(out))
     print((out / "table.md").read_text())
     return 0

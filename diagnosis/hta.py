@@ -9,6 +9,7 @@ communication hidden by compute"; HTA's comes from GPU kernels, ours from the re
 HTA works on GPU kernels only: a CPU-only trace (gloo on CPU) has none, and HTA's overlap is 0/0 there. That is
 reported as such, never as a number.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -52,18 +53,28 @@ def cross_check(record: Record | dict, run_dir: str | Path | None = None) -> dic
     record = as_record(record)
     run_dir = Path(run_dir or record.job.output_dir or ".")
     files = trace_files(run_dir)
-    out = {"traces": len(files), "tool_overlap": tool_overlap(record),
-           "tool_method": "DDP reducer: overlap with backward compute / comm time (probe steps)"}
+    out = {
+        "traces": len(files),
+        "tool_overlap": tool_overlap(record),
+        "tool_method": "DDP reducer: overlap with backward compute / comm time (probe steps)",
+    }
     if not files:
         return {**out, "status": "no_traces", "note": f"no trace.rank*.json in {run_dir}"}
     try:
         from hta.trace_analysis import TraceAnalysis
     except ImportError:
-        return {**out, "status": "unavailable", "note": f"HolisticTraceAnalysis is not installed ({INSTALL})"}
+        return {
+            **out,
+            "status": "unavailable",
+            "note": f"HolisticTraceAnalysis is not installed ({INSTALL})",
+        }
     if not any(has_gpu_kernels(p) for p in files.values()):
-        return {**out, "status": "cpu_only",
-                "note": "HTA cannot read these traces: they hold CPU operators only (no GPU kernels), and HTA's "
-                        "overlap and temporal breakdown are computed from GPU kernels"}
+        return {
+            **out,
+            "status": "cpu_only",
+            "note": "HTA cannot read these traces: they hold CPU operators only (no GPU kernels), and HTA's "
+            "overlap and temporal breakdown are computed from GPU kernels",
+        }
     quiet = io.StringIO()
     logging.getLogger("hta").setLevel(logging.ERROR)
     try:
@@ -72,19 +83,32 @@ def cross_check(record: Record | dict, run_dir: str | Path | None = None) -> dic
             overlap = ta.get_comm_comp_overlap(visualize=False)
             breakdown = ta.get_temporal_breakdown(visualize=False)
     except Exception as e:  # noqa: BLE001 - HTA's own failure, reported with its words
-        return {**out, "status": "failed", "note": f"HTA failed on these traces: {type(e).__name__}: {e}"}
+        return {
+            **out,
+            "status": "failed",
+            "note": f"HTA failed on these traces: {type(e).__name__}: {e}",
+        }
     per_rank = []
     for row in overlap.to_dict("records"):
         b = next((x for x in breakdown.to_dict("records") if x["rank"] == row["rank"]), {})
         pct = row.get("comp_comm_overlap_pctg")
-        per_rank.append({"rank": int(row["rank"]),
-                         "overlap": pct / 100 if pct is not None and math.isfinite(pct) else None,
-                         "idle_pct": b.get("idle_time_pctg"), "compute_pct": b.get("compute_time_pctg"),
-                         "non_compute_pct": b.get("non_compute_time_pctg")})
+        per_rank.append(
+            {
+                "rank": int(row["rank"]),
+                "overlap": pct / 100 if pct is not None and math.isfinite(pct) else None,
+                "idle_pct": b.get("idle_time_pctg"),
+                "compute_pct": b.get("compute_time_pctg"),
+                "non_compute_pct": b.get("non_compute_time_pctg"),
+            }
+        )
     values = [r["overlap"] for r in per_rank if r["overlap"] is not None]
-    out.update(status="ok", per_rank=per_rank, hta_overlap=sum(values) / len(values) if values else None,
-               hta_method="HTA get_comm_comp_overlap (communication-kernel time overlapped by compute kernels), "
-                          "mean over ranks; get_temporal_breakdown for idle / compute / non-compute")
+    out.update(
+        status="ok",
+        per_rank=per_rank,
+        hta_overlap=sum(values) / len(values) if values else None,
+        hta_method="HTA get_comm_comp_overlap (communication-kernel time overlapped by compute kernels), "
+        "mean over ranks; get_temporal_breakdown for idle / compute / non-compute",
+    )
     if out["hta_overlap"] is not None and out["tool_overlap"] is not None:
         out["disagreement"] = out["hta_overlap"] - out["tool_overlap"]
     if values == []:
@@ -96,14 +120,18 @@ def format_hta(h: dict) -> str:
     tool = f"{100 * h['tool_overlap']:.0f}%" if h.get("tool_overlap") is not None else "n/a"
     if h.get("status") != "ok":
         return f"HTA cross-check: {h.get('note')}; the tool's own overlap: {tool}"
-    lines = [f"HTA cross-check over {h['traces']} rank trace(s): comm hidden by compute, HTA "
-             + (f"{100 * h['hta_overlap']:.0f}%" if h.get("hta_overlap") is not None else "n/a")
-             + f" vs the tool's {tool}"
-             + (f" ({100 * h['disagreement']:+.0f} points)" if h.get("disagreement") is not None else "")]
+    lines = [
+        f"HTA cross-check over {h['traces']} rank trace(s): comm hidden by compute, HTA "
+        + (f"{100 * h['hta_overlap']:.0f}%" if h.get("hta_overlap") is not None else "n/a")
+        + f" vs the tool's {tool}"
+        + (f" ({100 * h['disagreement']:+.0f} points)" if h.get("disagreement") is not None else "")
+    ]
     for r in h["per_rank"]:
         ov = f"{100 * r['overlap']:.0f}%" if r["overlap"] is not None else "n/a"
-        lines.append(f"  rank {r['rank']}: overlap {ov}; GPU idle {r['idle_pct']}%, compute {r['compute_pct']}%, "
-                     f"non-compute {r['non_compute_pct']}%")
+        lines.append(
+            f"  rank {r['rank']}: overlap {ov}; GPU idle {r['idle_pct']}%, compute {r['compute_pct']}%, "
+            f"non-compute {r['non_compute_pct']}%"
+        )
     if h.get("note"):
         lines.append(f"  {h['note']}")
     return "\n".join(lines)

@@ -18,6 +18,7 @@ once.
    under the 2% threshold they are only counted; under a floor the run's own noise sets, the noise is said (not
    numbered as a cause).
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -36,10 +37,12 @@ from stats.fmt import ms
 # are the straggler's), disjoint findings (pools, folding), the what-if model's savings, busy-host finding, noise said
 # only where it hides a finding
 VERSION = 5
-MODEL_SAMPLES = 400          # Monte Carlo draws per prediction: a diagnosis runs at the end of every run
+MODEL_SAMPLES = 400  # Monte Carlo draws per prediction: a diagnosis runs at the end of every run
 
 
-def diagnose(record: Record | dict, nccl_tests: dict | None = None, hta: bool = True, model: bool = True) -> dict:
+def diagnose(
+    record: Record | dict, nccl_tests: dict | None = None, hta: bool = True, model: bool = True
+) -> dict:
     """The record's diagnosis, as the JSON object `result.diagnosis` holds (base.record_types.DiagnosisBlock)."""
     from comm import nccl_tests as nt
     from comm.efficiency import versus_link
@@ -57,8 +60,13 @@ def diagnose(record: Record | dict, nccl_tests: dict | None = None, hta: bool = 
             comparisons["nccl_tests"] = vs
     link = versus_link(record.env.link, comm, int(getattr(record.result, "world_size", None) or 1))
     if link is not None and result.sync != "local":
-        comparisons["link"] = link     # behind an emulated link: the reference when nothing was measured
-    v = RunView(record, comparisons.get("microbench") or comparisons.get("nccl_tests") or comparisons.get("link"))
+        comparisons["link"] = (
+            link  # behind an emulated link: the reference when nothing was measured
+        )
+    v = RunView(
+        record,
+        comparisons.get("microbench") or comparisons.get("nccl_tests") or comparisons.get("link"),
+    )
     noise = v.noise()
     found: list[Finding] = []
     notes: list[str] = []
@@ -66,7 +74,9 @@ def diagnose(record: Record | dict, nccl_tests: dict | None = None, hta: bool = 
         try:
             f = rule(v)
         except Exception as e:  # noqa: BLE001 - one rule that cannot read a record never costs the others
-            notes.append(f"rule {rule.__name__} could not read this record ({type(e).__name__}: {e})")
+            notes.append(
+                f"rule {rule.__name__} could not read this record ({type(e).__name__}: {e})"
+            )
             continue
         if f is not None:
             found.append(f)
@@ -82,8 +92,15 @@ def diagnose(record: Record | dict, nccl_tests: dict | None = None, hta: bool = 
         "version": VERSION,
         "task": v.task,
         "findings": [f.to_dict() for f in ([first] if first else []) + ranked],
-        "inside_noise": [{"rule": f.rule, "effect": f.material, "title": f.title,
-                          "under": "noise" if f.material > threshold else "threshold"} for f in hidden],
+        "inside_noise": [
+            {
+                "rule": f.rule,
+                "effect": f.material,
+                "title": f.title,
+                "under": "noise" if f.material > threshold else "threshold",
+            }
+            for f in hidden
+        ],
         "ties": ties(ranked, floor),
         "noise": noise.to_dict(),
         "accounting": v.acc.to_dict() if v.acc is not None else None,
@@ -109,8 +126,10 @@ def model_profile(record):
     except Exception as e:  # noqa: BLE001 - the model cannot read every record
         return None, f"the what-if model cannot read this record ({e})"
     if prof.world_size > 1 and (prof.link is None or prof.link.name.startswith("this run's sync")):
-        return None, ("the what-if model needs the run's link, and this record has no on-rank microbenchmark "
-                      "(diagnose.microbench=true measures it)")
+        return None, (
+            "the what-if model needs the run's link, and this record has no on-rank microbenchmark "
+            "(diagnose.microbench=true measures it)"
+        )
     return prof, None
 
 
@@ -155,19 +174,36 @@ def estimate_with_model(v: RunView, found: list[Finding]) -> list[str]:
                 preds.append((change, p))
         if not preds:
             fixes = sorted({k for c in _fixes(f) for k in c})
-            _rule_only(f, why or ("the what-if model does not cover " + ", ".join(fixes) if fixes else
-                                  "the what-if model does not cover this fix"))
+            _rule_only(
+                f,
+                why
+                or (
+                    "the what-if model does not cover " + ", ".join(fixes)
+                    if fixes
+                    else "the what-if model does not cover this fix"
+                ),
+            )
             continue
         change, best = max(preds, key=_preference)
         rule = _as_rule(f.saving)
         if rule is not None:
             rule["recommends"] = dict(f.recommends)
-        f.saving = Saving(best["fraction"], v.step_s * best["fraction"] if v.step_s else None, best["lo"], best["hi"],
-                          of="the time per sample", basis="interval", source="model",
-                          how=best["how"] + (f"; the best of the {len(preds)} fixes it priced" if len(preds) > 1
-                                             else ""), rule=rule)
-        f.pool = "own"          # the model prices the whole step of the fix, not one part of it
-        f.predictions = [{"change": c, "fraction": p["fraction"], "lo": p["lo"], "hi": p["hi"]} for c, p in preds]
+        f.saving = Saving(
+            best["fraction"],
+            v.step_s * best["fraction"] if v.step_s else None,
+            best["lo"],
+            best["hi"],
+            of="the time per sample",
+            basis="interval",
+            source="model",
+            how=best["how"]
+            + (f"; the best of the {len(preds)} fixes it priced" if len(preds) > 1 else ""),
+            rule=rule,
+        )
+        f.pool = "own"  # the model prices the whole step of the fix, not one part of it
+        f.predictions = [
+            {"change": c, "fraction": p["fraction"], "lo": p["lo"], "hi": p["hi"]} for c, p in preds
+        ]
         if change != f.recommends:
             f.recommends, f.command = change, v.command(change)
     return [why] if why else []
@@ -183,10 +219,18 @@ def _contention_cost(v: RunView, f: Finding, prof) -> None:
     except Exception:  # noqa: BLE001 - the rule's own evidence stands
         return
     f.cause = max(0.0, c["fraction"] or 0.0) if c else 0.0
-    f.evidence.append(Evidence("what the contention costs (the what-if model: compute and all-reduce not slowing each "
-                               "other)", 100 * f.cause, "%", 100 * c["lo"] if c and c["lo"] is not None else None,
-                               100 * c["hi"] if c and c["hi"] is not None else None, "whatif.api.contention_cost",
-                               (c["how"] if c else "no slow-down calibrated on this run's DDP timers")))
+    f.evidence.append(
+        Evidence(
+            "what the contention costs (the what-if model: compute and all-reduce not slowing each "
+            "other)",
+            100 * f.cause,
+            "%",
+            100 * c["lo"] if c and c["lo"] is not None else None,
+            100 * c["hi"] if c and c["hi"] is not None else None,
+            "whatif.api.contention_cost",
+            (c["how"] if c else "no slow-down calibrated on this run's DDP timers"),
+        )
+    )
 
 
 def _preference(pred: tuple[dict, dict]) -> tuple[bool, float]:
@@ -224,9 +268,17 @@ class Pools:
 
     def __init__(self, v: RunView, found: list[Finding] = ()):
         T = v.step_s or 0.0
-        wait = v.wait()             # rank 0's wait for a late peer; the others' wait when rank 0 is the late one
-        late = max((f.saving.seconds or 0.0 for f in found if f.pool == "wait" and f.saving is not None
-                    and f.saving.seconds is not None), default=0.0)
+        wait = (
+            v.wait()
+        )  # rank 0's wait for a late peer; the others' wait when rank 0 is the late one
+        late = max(
+            (
+                f.saving.seconds or 0.0
+                for f in found
+                if f.pool == "wait" and f.saving is not None and f.saving.seconds is not None
+            ),
+            default=0.0,
+        )
         w = min(T, max(wait.total_s if wait else 0.0, late))
         phases = phase_seconds(v.acc)
         inp = phases.get("data", 0.0) + phases.get("h2d", 0.0)
@@ -235,8 +287,14 @@ class Pools:
         if not exposed and v.train.sync in ("per_param", "flat"):
             ex = phases.get("sync", 0.0)
         own = T - w
-        self.left = {"step": T, "wait": w, "own": own, "input": min(inp, own), "exposed": min(ex, own),
-                     "compute": max(0.0, own - inp - ex)}
+        self.left = {
+            "step": T,
+            "wait": w,
+            "own": own,
+            "input": min(inp, own),
+            "exposed": min(ex, own),
+            "compute": max(0.0, own - inp - ex),
+        }
         self.by: dict[str, list[Finding]] = {k: [] for k in self.left}
 
     def path(self, pool: str) -> list[str]:
@@ -251,7 +309,9 @@ class Pools:
         got = max(0.0, min(seconds, *(self.left[p] for p in path)))
         spent = None
         if got < seconds:
-            tight = min(path, key=lambda p: self.left[p])      # the part that ran out, and who spent it first
+            tight = min(
+                path, key=lambda p: self.left[p]
+            )  # the part that ran out, and who spent it first
             spent = self.by[tight][0] if self.by[tight] else None
         for p in path:
             self.left[p] -= got
@@ -279,18 +339,35 @@ def settle(v: RunView, found: list[Finding], floor: float) -> list[Finding]:
                 if spent is not None and share <= floor:
                     _fold(spent, f, f"its {ms(want)} ms per step are counted there")
                     continue
-                f.saving = replace(s, fraction=share, seconds=got, lo=min(s.lo, share) if s.lo is not None else None,
-                                   hi=min(s.hi, share) if s.hi is not None else None,
-                                   capped=(f"capped at {100 * share:.1f}%: the rest of its {ms(want)} ms per step is "
-                                           f"counted in a finding above" if spent is not None else
-                                           f"capped at {100 * share:.1f}%: what is left of the step"))
+                f.saving = replace(
+                    s,
+                    fraction=share,
+                    seconds=got,
+                    lo=min(s.lo, share) if s.lo is not None else None,
+                    hi=min(s.hi, share) if s.hi is not None else None,
+                    capped=(
+                        f"capped at {100 * share:.1f}%: the rest of its {ms(want)} ms per step is "
+                        f"counted in a finding above"
+                        if spent is not None
+                        else f"capped at {100 * share:.1f}%: what is left of the step"
+                    ),
+                )
         kept.append(f)
     return kept
 
 
 def _fold(into: Finding, f: Finding, why: str) -> None:
-    into.folded.append(Folded(rule=f.rule, title=f.title, why=why, command=f.command, recommends=f.recommends,
-                              saving=f.saving, predictions=f.predictions))
+    into.folded.append(
+        Folded(
+            rule=f.rule,
+            title=f.title,
+            why=why,
+            command=f.command,
+            recommends=f.recommends,
+            saving=f.saving,
+            predictions=f.predictions,
+        )
+    )
 
 
 def ties(ranked: list[Finding], floor: float) -> list[dict]:
@@ -300,22 +377,42 @@ def ties(ranked: list[Finding], floor: float) -> list[dict]:
     for i in range(len(ranked) - 1):
         a, b = ranked[i], ranked[i + 1]
         if near_tie(a, b, floor) and a.strength == b.strength:
-            out.append({"findings": [i + 1, i + 2], "savings": [a.saving.fraction, b.saving.fraction],
-                        "floor": floor})
+            out.append(
+                {
+                    "findings": [i + 1, i + 2],
+                    "savings": [a.saving.fraction, b.saving.fraction],
+                    "floor": floor,
+                }
+            )
     return out
 
 
 def _notes(v: RunView, comparisons: dict) -> list[str]:
     notes = []
     r = v.train
-    if v.task == "train" and r.comm is not None and r.comm.to_dict() and v.world_size > 1 and not comparisons:
+    if (
+        v.task == "train"
+        and r.comm is not None
+        and r.comm.to_dict()
+        and v.world_size > 1
+        and not comparisons
+    ):
         skipped = r.microbench.skipped if r.microbench is not None else None
-        notes.append("comm efficiency not measured: " + (skipped or "no on-rank microbenchmark in this record "
-                                                          "(diagnose.microbench=true runs it)"))
+        notes.append(
+            "comm efficiency not measured: "
+            + (
+                skipped
+                or "no on-rank microbenchmark in this record (diagnose.microbench=true runs it)"
+            )
+        )
     if getattr(v.result, "backend", None) == "nccl" and not v.result.nccl_transports:
-        notes.append("NCCL transports unknown: nccl.DEBUG=INFO records which (P2P, SHM, NET/IB, NET/Socket)")
+        notes.append(
+            "NCCL transports unknown: nccl.DEBUG=INFO records which (P2P, SHM, NET/IB, NET/Socket)"
+        )
     if v.task in ("collectives",):
-        notes.append("task=collectives measures the link itself; the rules read train, grad_sync and pair_groups runs")
+        notes.append(
+            "task=collectives measures the link itself; the rules read train, grad_sync and pair_groups runs"
+        )
     return notes
 
 

@@ -10,6 +10,7 @@ every place it is printed says "no interval".
 of the timed blocks, each block's slowest rank, per step; what every rank spends, waits included. Rank 0's phase
 table covers only its own part of it; the accounting names the rest.
 """
+
 from __future__ import annotations
 
 import shlex
@@ -18,8 +19,18 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from base.record import Record, setting, typed_block
-from base.record_types import (AccountingWait, DiagnosisBlock, Finding, PhaseSeries, RankWork, Series, SteadyState,
-                               Summary, TaskResult, TrainResult)
+from base.record_types import (
+    AccountingWait,
+    DiagnosisBlock,
+    Finding,
+    PhaseSeries,
+    RankWork,
+    Series,
+    SteadyState,
+    Summary,
+    TaskResult,
+    TrainResult,
+)
 from diagnosis.accounting import account
 from tables.entries import EXPOSED_MIN_N, exposed_samples
 from stats import describe, rel_halfwidth, steady_state
@@ -29,12 +40,14 @@ from stats.within import RATE_MIN_BLOCKS
 # keys a sweep sets on each of its jobs (repeats=3 runs repeat=0..2): a single run of a next command takes neither
 # (repeats>1 without -m is refused)
 SWEEP_ONLY = ("repeat", "repeats")
-NOISY_HALFWIDTH = 0.05      # step median known to worse than +-5%: the machine (or the window) is noisy
-OUTLIER_SHARE = 0.10        # more than 1 step in 10 beyond Tukey's fences
-CONTENDED_BUSY = 0.90      # the host's cores at least 90% busy over the window
-CONTENDED_OWN = 0.75       # ... at least 75% of them by the ranks themselves
-CONTENDED_SWITCHES = 100   # ... and each rank preempted at least 100 times a second (every 10 ms or more often)
-OTHER_LOAD = 0.20           # other processes used more than a fifth of the host's CPUs during the window
+NOISY_HALFWIDTH = 0.05  # step median known to worse than +-5%: the machine (or the window) is noisy
+OUTLIER_SHARE = 0.10  # more than 1 step in 10 beyond Tukey's fences
+CONTENDED_BUSY = 0.90  # the host's cores at least 90% busy over the window
+CONTENDED_OWN = 0.75  # ... at least 75% of them by the ranks themselves
+CONTENDED_SWITCHES = (
+    100  # ... and each rank preempted at least 100 times a second (every 10 ms or more often)
+)
+OTHER_LOAD = 0.20  # other processes used more than a fifth of the host's CPUs during the window
 
 
 def as_record(record: Record | dict) -> Record:
@@ -57,50 +70,72 @@ def named_findings(diag: DiagnosisBlock | dict | None) -> list[Finding]:
 class Sample:
     """A figure a rule reads (seconds, or a share of the step) with its interval where it has one, and where it came
     from: every place that prints it says so (interval_note)."""
+
     median: float
     ci_lo: float | None = None
     ci_hi: float | None = None
     ci_level: float | None = None
     n: int | None = None
     source: str = ""
-    outliers: int = 0           # steps beyond Tukey's fences, either side (a step timer's)
-    wait_s: float = 0.0         # exposed communication: rank 0's wait for a late peer, taken out of it
+    outliers: int = 0  # steps beyond Tukey's fences, either side (a step timer's)
+    wait_s: float = 0.0  # exposed communication: rank 0's wait for a late peer, taken out of it
 
     @classmethod
     def of(cls, d: dict, source: str) -> "Sample":
         """From a stats.describe (or a record's Summary) dict."""
-        return cls(d["median"], d.get("ci_lo"), d.get("ci_hi"), d.get("ci_level"), d.get("n"), source,
-                   (d.get("outliers_high") or 0) + (d.get("outliers_low") or 0))
+        return cls(
+            d["median"],
+            d.get("ci_lo"),
+            d.get("ci_hi"),
+            d.get("ci_level"),
+            d.get("n"),
+            source,
+            (d.get("outliers_high") or 0) + (d.get("outliers_low") or 0),
+        )
 
 
 @dataclass
 class Noise:
     """How far apart two numbers of one run must be to count (RunView.noise), and why."""
-    floor: float = NOISE            # never below stats' 2% noise
-    threshold: float = NOISE        # below it nothing is called a difference (compare.noise's default)
-    measured: float = 0.0           # the part of the floor the run's own noise sets
+
+    floor: float = NOISE  # never below stats' 2% noise
+    threshold: float = NOISE  # below it nothing is called a difference (compare.noise's default)
+    measured: float = 0.0  # the part of the floor the run's own noise sets
     noisy: bool = False
     reasons: list[str] = field(default_factory=list)
     n: int | None = None
     ci_level: float | None = None
     median_s: float | None = None
     rel_halfwidth: float | None = None
-    of: str | None = None           # the figure rel_halfwidth is of
+    of: str | None = None  # the figure rel_halfwidth is of
     steady: SteadyState | None = None
 
     def to_dict(self) -> dict:
         """As the diagnosis prints it (result.diagnosis.noise)."""
-        return {k: getattr(self, k) for k in ("floor", "measured", "threshold", "noisy", "reasons", "n", "ci_level",
-                                              "rel_halfwidth", "of")}
+        return {
+            k: getattr(self, k)
+            for k in (
+                "floor",
+                "measured",
+                "threshold",
+                "noisy",
+                "reasons",
+                "n",
+                "ci_level",
+                "rel_halfwidth",
+                "of",
+            )
+        }
 
 
 @dataclass(frozen=True)
 class Contention:
     """One CPU host's cores full of the ranks' own work (RunView.contention)."""
+
     cores: int
-    host_busy: float            # every process, over the window
-    own: float                  # the ranks' CPU time / cores x wall
-    switches_per_s: float       # involuntary context switches per second per rank (median)
+    host_busy: float  # every process, over the window
+    own: float  # the ranks' CPU time / cores x wall
+    switches_per_s: float  # involuntary context switches per second per rank (median)
 
 
 def sample(summary: Summary | None, series: list | None) -> Sample | None:
@@ -112,9 +147,13 @@ def sample(summary: Summary | None, series: list | None) -> Sample | None:
     values = [v for v in series or [] if v is not None]
     if values:
         d = describe(values, serial_series=True)
-        return Sample.of(d, "computed from the record's per-step series" if d["ci_lo"] is not None else
-                         f"{len(values)} steps: too few for an interval that allows for their serial correlation "
-                         "(needs 10)")
+        return Sample.of(
+            d,
+            "computed from the record's per-step series"
+            if d["ci_lo"] is not None
+            else f"{len(values)} steps: too few for an interval that allows for their serial correlation "
+            "(needs 10)",
+        )
     if summary is not None and summary.median is not None:
         return Sample(summary.median, source="median only")
     return None
@@ -162,14 +201,18 @@ class RunView:
         self.config = self.record.config if self.record.config is not None else {}
         self.env = self.record.env
         self.task = self.record.task or setting(self.config, "task")
-        self.task = "train" if self.task == "script" else self.task   # the user's script: task=train's figures
+        self.task = (
+            "train" if self.task == "script" else self.task
+        )  # the user's script: task=train's figures
         # every task's result has world_size and device; a task this tool does not know has neither
         self.world_size = int(getattr(self.result, "world_size", None) or self.env.world_size or 1)
-        self.train = self.result if isinstance(self.result, TrainResult) else TrainResult()   # task=train's figures
+        self.train = (
+            self.result if isinstance(self.result, TrainResult) else TrainResult()
+        )  # task=train's figures
         self.series = self.train.series if self.train.series is not None else Series()
         self.series_phases = self.series.phases if self.series.phases is not None else PhaseSeries()
-        self.step = sample(self.train.step_time_s, self.series.step_time_s)   # rank 0's timer
-        self.reference = reference      # comm.vs_microbench, or the same from an nccl-tests file
+        self.step = sample(self.train.step_time_s, self.series.step_time_s)  # rank 0's timer
+        self.reference = reference  # comm.vs_microbench, or the same from an nccl-tests file
         self.acc = account(self.train) if self.task == "train" else None
         # the step every share is of: the throughput's where the record has it, else rank 0's step median
         self.step_s = self.acc.step_s if self.acc else (self.step.median if self.step else None)
@@ -183,9 +226,19 @@ class RunView:
         if not self.acc:
             return self.step
         a = self.acc
-        source = "record" if a.step_lo_s is not None else f"throughput, no interval (under {RATE_MIN_BLOCKS} blocks)"
-        return Sample(a.step_s, a.step_lo_s, a.step_hi_s, 0.95 if a.step_lo_s is not None else None, self.train.steps,
-                      source)
+        source = (
+            "record"
+            if a.step_lo_s is not None
+            else f"throughput, no interval (under {RATE_MIN_BLOCKS} blocks)"
+        )
+        return Sample(
+            a.step_s,
+            a.step_lo_s,
+            a.step_hi_s,
+            0.95 if a.step_lo_s is not None else None,
+            self.train.steps,
+            source,
+        )
 
     def timed_share(self) -> float:
         """The part of the step rank 0's timed phases cover (1 when the record cannot say): shares of rank 0's step
@@ -203,7 +256,9 @@ class RunView:
     # ------------------------------------------------------------------------------------------ figures
     def phase(self, name: str) -> Sample | None:
         phases = self.train.phases
-        return sample(getattr(phases, name) if phases is not None else None, getattr(self.series_phases, name))
+        return sample(
+            getattr(phases, name) if phases is not None else None, getattr(self.series_phases, name)
+        )
 
     def share(self, names: tuple[str, ...]) -> Sample | None:
         """The phases' share of the step, per step where the series exist (an interval of the median share), else
@@ -212,14 +267,30 @@ class RunView:
         steps = self.series.step_time_s or []
         scale = self.timed_share()
         if steps and all(phases[n] and len(phases[n]) == len(steps) for n in names):
-            shares = [scale * sum(phases[n][i] for n in names) / t for i, t in enumerate(steps) if t]
+            shares = [
+                scale * sum(phases[n][i] for n in names) / t for i, t in enumerate(steps) if t
+            ]
             if shares:
-                d = describe(shares)        # a share's interval stays a share: inside [0, 1]
-                d.update({k: min(1.0, max(0.0, d[k])) for k in ("ci_lo", "ci_hi") if d.get(k) is not None})
-                return Sample.of(d, "per-step share, computed from the record's series"
-                                 + (f", x {scale:.3g} (rank 0's timed phases' part of the step)" if scale < 0.98
-                                    else ""))
-        summaries = [getattr(self.train.phases, n) if self.train.phases is not None else None for n in names]
+                d = describe(shares)  # a share's interval stays a share: inside [0, 1]
+                d.update(
+                    {
+                        k: min(1.0, max(0.0, d[k]))
+                        for k in ("ci_lo", "ci_hi")
+                        if d.get(k) is not None
+                    }
+                )
+                return Sample.of(
+                    d,
+                    "per-step share, computed from the record's series"
+                    + (
+                        f", x {scale:.3g} (rank 0's timed phases' part of the step)"
+                        if scale < 0.98
+                        else ""
+                    ),
+                )
+        summaries = [
+            getattr(self.train.phases, n) if self.train.phases is not None else None for n in names
+        ]
         medians = [s.median if s is not None else None for s in summaries]
         if self.step and all(m is not None for m in medians) and self.step.median:
             return point(scale * sum(medians) / self.step.median, "ratio of medians")
@@ -239,20 +310,38 @@ class RunView:
         cap = self.step_s or float("inf")
         fix = lambda x: None if x is None else min(cap, max(0.0, x - less))  # noqa: E731 - a local helper
         after = f", less {ms_text(less)} ms of waiting for rank {w.rank}" if less else ""
-        if c.exposed_s - less > cap:    # the timers' figure differs from the one printed: say so, and by how much
+        if (
+            c.exposed_s - less > cap
+        ):  # the timers' figure differs from the one printed: say so, and by how much
             after += f", capped at the step (DDP's timers say {ms_text(c.exposed_s)} ms)"
         if c.exposed_ci_lo is not None and c.exposed_ci_hi is not None:
-            return Sample(fix(c.exposed_s), fix(c.exposed_ci_lo), fix(c.exposed_ci_hi), 0.95, n, "record" + after,
-                          wait_s=less)
+            return Sample(
+                fix(c.exposed_s),
+                fix(c.exposed_ci_lo),
+                fix(c.exposed_ci_hi),
+                0.95,
+                n,
+                "record" + after,
+                wait_s=less,
+            )
         what = "DDP's reducer timers" if self.train.sync == "ddp" else "the sync phase"
-        many = f"{n} probe step{'s' if n != 1 else ''}" if n is not None and n < EXPOSED_MIN_N else "its samples"
+        many = (
+            f"{n} probe step{'s' if n != 1 else ''}"
+            if n is not None and n < EXPOSED_MIN_N
+            else "its samples"
+        )
         return Sample(fix(c.exposed_s), n=n, source=f"{what}, {many}{after}", wait_s=less)
 
     def fraction_of_step(self, s: Sample | None) -> Sample | None:
         """A figure (median and interval, in seconds) as a share of the step median."""
         if s is None:
             return None
-        return replace(s, median=self.fraction(s.median), ci_lo=self.fraction(s.ci_lo), ci_hi=self.fraction(s.ci_hi))
+        return replace(
+            s,
+            median=self.fraction(s.median),
+            ci_lo=self.fraction(s.ci_lo),
+            ci_hi=self.fraction(s.ci_hi),
+        )
 
     def fraction(self, seconds: float | None) -> float | None:
         """seconds as a share of the step (the throughput's)."""
@@ -275,12 +364,16 @@ class RunView:
         out.n, out.ci_level, out.median_s = s.n, s.ci_level, s.median
         if timer is not None and timer.ci_level is not None and timer.ci_level < 0.95 and timer.n:
             out.noisy = True
-            out.reasons.append(f"{timer.n} measured steps cannot give a 95% interval for the median "
-                                  f"(the widest, min to max, covers {100 * timer.ci_level:.0f}%)")
-        elif s.ci_lo is None and s.n:     # neither the throughput nor the step timer has an interval
+            out.reasons.append(
+                f"{timer.n} measured steps cannot give a 95% interval for the median "
+                f"(the widest, min to max, covers {100 * timer.ci_level:.0f}%)"
+            )
+        elif s.ci_lo is None and s.n:  # neither the throughput nor the step timer has an interval
             out.noisy = True
-            out.reasons.append(f"the noise is unknown: {s.n} measured steps are too few for a 95% interval "
-                                  "that allows for their serial correlation (10 or more: steps=30)")
+            out.reasons.append(
+                f"the noise is unknown: {s.n} measured steps are too few for a 95% interval "
+                "that allows for their serial correlation (10 or more: steps=30)"
+            )
         if s.ci_lo is not None and s.median:
             half = rel_halfwidth(s.median, s.ci_lo, s.ci_hi)
             out.rel_halfwidth = half
@@ -289,7 +382,9 @@ class RunView:
             out.measured = half
             if half > NOISY_HALFWIDTH:
                 out.noisy = True
-                out.reasons.append(f"step median known only to +-{100 * half:.1f}% ({interval_note(s)})")
+                out.reasons.append(
+                    f"step median known only to +-{100 * half:.1f}% ({interval_note(s)})"
+                )
         # result.steady is its verdict alone (True/False/None)
         steady = self.train.steady_state
         if steady is None and len(self.series.step_time_s or []):
@@ -304,20 +399,29 @@ class RunView:
         other = self.other_load()
         if other is not None and other > OTHER_LOAD:
             out.noisy = True
-            out.reasons.append(f"other processes kept {100 * other:.0f}% of the host's CPUs busy during the "
-                                  "window (host counters minus the ranks' own CPU time)")
+            out.reasons.append(
+                f"other processes kept {100 * other:.0f}% of the host's CPUs busy during the "
+                "window (host counters minus the ranks' own CPU time)"
+            )
         if timer is not None and timer.n and timer.outliers / timer.n > OUTLIER_SHARE:
             out.noisy = True
             out.reasons.append(f"{timer.outliers} of {timer.n} steps are outliers (beyond 1.5 IQR)")
         return out
 
     def works(self) -> list[RankWork]:
-        return [r.work for r in self.train.per_rank or [] if r.work is not None and r.work.to_dict()]
+        return [
+            r.work for r in self.train.per_rank or [] if r.work is not None and r.work.to_dict()
+        ]
 
     def _one_host(self) -> tuple[list[RankWork], int, float] | None:
         """(the ranks' window counters, cores, the ranks' own CPU share of cores x window) on one host, or None."""
         works, cores = self.works(), self.env.cpu_count
-        if not works or not cores or len(self.env.hostnames or []) != 1 or works[0].host_busy is None:
+        if (
+            not works
+            or not cores
+            or len(self.env.hostnames or []) != 1
+            or works[0].host_busy is None
+        ):
             return None
         wall = max(w.wall_s for w in works)
         return works, cores, sum(w.cpu_s for w in works) / (cores * wall) if wall else 0.0
@@ -338,19 +442,26 @@ class RunView:
         works, cores, own = host
         switches = statistics.median(w.involuntary_switches / w.wall_s for w in works if w.wall_s)
         out = Contention(cores, works[0].host_busy, own, switches)
-        contended = (out.host_busy >= CONTENDED_BUSY and own >= CONTENDED_OWN
-                     and switches >= CONTENDED_SWITCHES)
+        contended = (
+            out.host_busy >= CONTENDED_BUSY
+            and own >= CONTENDED_OWN
+            and switches >= CONTENDED_SWITCHES
+        )
         return out if contended else None
 
     # ------------------------------------------------------------------------------------------ commands
-    def command(self, changes: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> str:
+    def command(
+        self, changes: dict[str, Any] | None = None, env: dict[str, str] | None = None
+    ) -> str:
         """This run's command with `changes` applied (None removes a key); env: variables to prefix."""
         items: dict[str, str] = {}
         for o in self.record.overrides:
             key = o.partition("=")[0].lstrip("+~")
             if not key.startswith("hydra.") and key not in SWEEP_ONLY:
                 items[key] = o
-        for key, value in (changes or {}).items():     # in place where the run set the key, else appended
+        for key, value in (
+            changes or {}
+        ).items():  # in place where the run set the key, else appended
             if value is None:
                 items.pop(key, None)
             else:

@@ -1,6 +1,7 @@
 """What a default run prints (verbose=false): the task's few lines, then the diagnosis's top findings, within
 MAX_LINES. The full text (summarize() and diagnosis.format_text) still goes to the job log and the record keeps
 everything; verbose=true prints the full text on the console too."""
+
 from __future__ import annotations
 
 import diagnosis
@@ -9,7 +10,7 @@ from base.record_types import DiagnosisBlock, Finding
 from diagnosis.finding import evidence_text, saving_text
 from stats.fmt import ms
 
-MAX_LINES = 25      # on the console, besides the progress bar (the record path included)
+MAX_LINES = 25  # on the console, besides the progress bar (the record path included)
 MAX_FINDINGS = 3
 MAX_EVIDENCE = 3
 
@@ -33,8 +34,13 @@ def _finding(f: Finding, number: int, record: Record | None = None) -> list[str]
 
 
 def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 100 else f"{seconds / 60:.0f} min" if seconds < 6000 else \
-        f"{seconds / 3600:.1f} h"
+    return (
+        f"{seconds:.0f} s"
+        if seconds < 100
+        else f"{seconds / 60:.0f} min"
+        if seconds < 6000
+        else f"{seconds / 3600:.1f} h"
+    )
 
 
 def eta(record: Record | None, command: str) -> str:
@@ -43,10 +49,18 @@ def eta(record: Record | None, command: str) -> str:
     command is not one train run or the record lacks its time budget."""
     r = record.result if record is not None else None
     b = getattr(r, "time_budget", None)
-    if b is None or not b.job_s or not b.window_s or not getattr(r, "steps", None) or \
-            not command.startswith("python train.py ") or " -m " in command:
+    if (
+        b is None
+        or not b.job_s
+        or not b.window_s
+        or not getattr(r, "steps", None)
+        or not command.startswith("python train.py ")
+        or " -m " in command
+    ):
         return ""
-    words = dict(w.split("=", 1) for w in command.split() if "=" in w and not w.startswith("hydra."))
+    words = dict(
+        w.split("=", 1) for w in command.split() if "=" in w and not w.startswith("hydra.")
+    )
     try:
         steps = int(words.get("steps", r.steps))
         scale = int(words.get("accumulate", r.accumulate or 1)) / (r.accumulate or 1)
@@ -69,14 +83,21 @@ def _quiet_next(record: Record | None, floor: float | None) -> str:
         want = min(10_000, int(steps * (floor / 0.02) ** 2) + 1)
         cmd = RunView(record).command({"steps": want})
         return f"next: {cmd}{eta(record, cmd)} narrows the noise floor toward 2%"
-    cmd = RunView(record).command({"optim": "none,bf16,powersgd", "repeats": 3}).replace(
-        "python train.py ", "python train.py -m ", 1)
+    cmd = (
+        RunView(record)
+        .command({"optim": "none,bf16,powersgd", "repeats": 3})
+        .replace("python train.py ", "python train.py -m ", 1)
+    )
     b = record.result.time_budget
-    when = f"  (~{_duration(9 * b.job_s)} here: 9 runs like this one)" if b is not None and b.job_s else ""
+    when = (
+        f"  (~{_duration(9 * b.job_s)} here: 9 runs like this one)"
+        if b is not None and b.job_s
+        else ""
+    )
     return f"next: {cmd}{when} compares the candidates with repeats (README step 4)"
 
 
-FAR_FROM_1 = 0.5    # a sync slower than half its microbenchmark's speed (or faster than twice it) explains a run
+FAR_FROM_1 = 0.5  # a sync slower than half its microbenchmark's speed (or faster than twice it) explains a run
 
 
 def _efficiency(diag: DiagnosisBlock) -> str | None:
@@ -90,15 +111,21 @@ def _efficiency(diag: DiagnosisBlock) -> str | None:
     e = vs.efficiency
     if FAR_FROM_1 <= e <= 1 / FAR_FROM_1:
         return None
-    ci = (f" [{100 * vs.efficiency_ci_lo:.0f}, {100 * vs.efficiency_ci_hi:.0f}]"
-          if vs.efficiency_ci_lo is not None and vs.efficiency_ci_hi is not None else "")
+    ci = (
+        f" [{100 * vs.efficiency_ci_lo:.0f}, {100 * vs.efficiency_ci_hi:.0f}]"
+        if vs.efficiency_ci_lo is not None and vs.efficiency_ci_hi is not None
+        else ""
+    )
     bound = ", a lower bound: DDP's span holds waits for gradients" if vs.overlap_s else ""
-    return (f"comm efficiency {100 * e:.0f}%{ci}: the all-reduces ran at that share of the on-rank microbenchmark's "
-            f"speed for the same {vs.calls} call(s) ({ms(vs.sync_s)} vs {ms(vs.achievable_s)} ms per step{bound})")
+    return (
+        f"comm efficiency {100 * e:.0f}%{ci}: the all-reduces ran at that share of the on-rank microbenchmark's "
+        f"speed for the same {vs.calls} call(s) ({ms(vs.sync_s)} vs {ms(vs.achievable_s)} ms per step{bound})"
+    )
 
 
-def diagnosis_lines(diag: DiagnosisBlock | None, budget: int, where: str = "<run dir>",
-                    record: Record | None = None) -> list[str]:
+def diagnosis_lines(
+    diag: DiagnosisBlock | None, budget: int, where: str = "<run dir>", record: Record | None = None
+) -> list[str]:
     """The diagnosis in at most `budget` lines: one header with the noise floor, then the top findings that fit
     (at most MAX_FINDINGS), each as a why, <= MAX_EVIDENCE evidence lines, the saving and the next command with
     how long it takes here (from `record`'s timings); where nothing is found, the command that would find it."""
@@ -110,7 +137,8 @@ def diagnosis_lines(diag: DiagnosisBlock | None, budget: int, where: str = "<run
     noise = diag.noise
     floor = noise.floor if noise is not None else None
     head = (f"diagnosis: {len(real)} finding(s)" if real else "diagnosis: no findings") + (
-        f" above the noise floor of {floor:.1%} of the step" if floor else "")
+        f" above the noise floor of {floor:.1%} of the step" if floor else ""
+    )
     hidden = len(diag.inside_noise or [])
     if hidden:
         head += f" ({hidden} more too small to name)"
@@ -132,5 +160,7 @@ def diagnosis_lines(diag: DiagnosisBlock | None, budget: int, where: str = "<run
         lines += block
         shown += 1
     if shown < len(real):
-        lines.append(f"({len(real) - shown} more finding(s): python -m diagnosis {where}, or verbose=true)")
+        lines.append(
+            f"({len(real) - shown} more finding(s): python -m diagnosis {where}, or verbose=true)"
+        )
     return lines

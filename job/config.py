@@ -8,6 +8,7 @@ Three stages, each refusing bad input with one line that names the problem and t
      the model and data it uses), with what this host offers (`Host`) injected so tests can pose as any machine.
      What differs between tasks is asked of the task (tasks/__init__.py), never decided here by its name.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -33,7 +34,9 @@ def register_resolvers() -> None:
     (tasks_per_node = one per GPU, else 1): conf/launcher/slurm.yaml."""
     resolvers = {
         "gpu_or": lambda on_gpu, on_cpu, _root_: on_gpu if gpus_for(_root_) > 0 else on_cpu,
-        "gpu_count": lambda _root_: gpus_for(_root_),   # gpus_for looked up when resolved: tests inject
+        "gpu_count": lambda _root_: gpus_for(
+            _root_
+        ),  # gpus_for looked up when resolved: tests inject
         "mul": lambda *xs: math.prod(int(x) for x in xs),
         "or": lambda *xs: next((x for x in xs if x), xs[-1]),
     }
@@ -43,9 +46,9 @@ def register_resolvers() -> None:
 
 
 # -------------------------------------------------------------------------------------------------- Hydra's errors
-VALUE_HINTS = {   # keys whose value a user types with a unit or a word: what the number means, after the type line
+VALUE_HINTS = {  # keys whose value a user types with a unit or a word: what the number means, after the type line
     "bucket": "The bucket is in MB (DDP's bucket_cap_mb, so bucket=25MB is bucket=25); bucket=null leaves DDP's "
-              "default (25 MiB buckets, the first capped at 1 MiB).",
+    "default (25 MiB buckets, the first capped at 1 MiB).",
 }
 
 
@@ -79,12 +82,18 @@ def _hint(cause, key: str):
     import typing
 
     path = key.partition("[")[0].split(".")
-    owner = cause.object_type if dataclasses.is_dataclass(cause.object_type) and "[" not in key else schema.Config
+    owner = (
+        cause.object_type
+        if dataclasses.is_dataclass(cause.object_type) and "[" not in key
+        else schema.Config
+    )
     names = path[-1:] if owner is cause.object_type else path
     hint = None
     for name in names:
         try:
-            hint = typing.get_type_hints(owner).get(name) if dataclasses.is_dataclass(owner) else None
+            hint = (
+                typing.get_type_hints(owner).get(name) if dataclasses.is_dataclass(owner) else None
+            )
         except (NameError, TypeError):
             return None
         owner = hint
@@ -115,14 +124,21 @@ def _invalid_value(cause, key: str, overrides: list[str]) -> ConfigError | None:
     text = parsed.input_line.partition("=")[2] if parsed is not None else None
     shown = f"{key}={text}" if text is not None else key
     child, parent = cause.child_node, cause.parent_node
-    enum_type = child.enum_type if isinstance(child, EnumNode) else \
-        _enum_in(_hint(cause, key)) if isinstance(parent, ListConfig) and index else None
+    enum_type = (
+        child.enum_type
+        if isinstance(child, EnumNode)
+        else _enum_in(_hint(cause, key))
+        if isinstance(parent, ListConfig) and index
+        else None
+    )
     if enum_type is not None:
         bad = value[int(index.rstrip("]"))] if index and isinstance(value, list) else value
         options = [m.name for m in enum_type]
         guess = nearest(str(bad), options)
-        return ConfigError(f"{key}={str(bad)!r} is not known; choose one of: {', '.join(options)}."
-                           + (f" Did you mean {guess}?" if guess else ""))
+        return ConfigError(
+            f"{key}={str(bad)!r} is not known; choose one of: {', '.join(options)}."
+            + (f" Did you mean {guess}?" if guess else "")
+        )
     if value is None:
         return None
     got = f"(got {type(value).__name__} {str(value)!r})"
@@ -132,8 +148,10 @@ def _invalid_value(cause, key: str, overrides: list[str]) -> ConfigError | None:
         return ConfigError(f"{shown}: must be a Float {got}.")
     if isinstance(child, UnionNode):
         if typing_args(_hint(cause, key)) & {int, float}:
-            return ConfigError(f"{shown}: must be a number {got}, e.g. {key}=25 or {key}=2.5."
-                               + (f" {VALUE_HINTS[key]}" if key in VALUE_HINTS else ""))
+            return ConfigError(
+                f"{shown}: must be a number {got}, e.g. {key}=25 or {key}=2.5."
+                + (f" {VALUE_HINTS[key]}" if key in VALUE_HINTS else "")
+            )
     if isinstance(child, ListConfig) and not isinstance(value, list):
         return ConfigError(f"{shown}: must be a list, e.g. {key}=[{text or '...'}].")
     return None
@@ -151,7 +169,11 @@ def hydra_error(e: Exception, overrides: list[str]) -> ConfigError | None:
     (the missing option and its group's options, the key and its schema node), never from Hydra's English: what it
     cannot say better is Hydra's own first line. For a misspelt key Hydra suggests `+key=...`, which would only add a
     key nothing reads: the nearest real key is named instead."""
-    from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
+    from hydra.errors import (
+        ConfigCompositionException,
+        MissingConfigException,
+        OverrideParseException,
+    )
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ValidationError
 
     first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -161,12 +183,14 @@ def hydra_error(e: Exception, overrides: list[str]) -> ConfigError | None:
             return ConfigError(first)
         guess = nearest(choice, e.options)
         hint = f" Did you mean {group}={guess}?" if guess else ""
-        if group == "model" and not guess:   # a torchvision or timm model's name typed as the option
+        if group == "model" and not guess:  # a torchvision or timm model's name typed as the option
             from models import where_name_belongs
 
             hint = " " + where_name_belongs(choice)
-        return ConfigError(f"{group}={choice} is not an option of {group}; choose one of: {', '.join(e.options)}."
-                           + hint)
+        return ConfigError(
+            f"{group}={choice} is not an option of {group}; choose one of: {', '.join(e.options)}."
+            + hint
+        )
     if isinstance(e, OverrideParseException):
         return ConfigError(f"cannot read the command line: {first}")
     if not isinstance(e, ConfigCompositionException):
@@ -182,9 +206,13 @@ def hydra_error(e: Exception, overrides: list[str]) -> ConfigError | None:
         if guess:
             fixed = f"{where}.{guess}" if where else guess
             value = _value_of(key, overrides)
-            return ConfigError(f"{key}: no such key. Did you mean {fixed}{'=' + value if value is not None else ''}?")
-        return ConfigError(f"{key}: no such key; the keys {'of ' + where if where else 'at the top'} are: "
-                           f"{', '.join(map(str, known))}.")
+            return ConfigError(
+                f"{key}: no such key. Did you mean {fixed}{'=' + value if value is not None else ''}?"
+            )
+        return ConfigError(
+            f"{key}: no such key; the keys {'of ' + where if where else 'at the top'} are: "
+            f"{', '.join(map(str, known))}."
+        )
     if isinstance(cause, ValidationError) and key:
         said = _invalid_value(cause, key, overrides)
         if said is not None:
@@ -204,9 +232,11 @@ def disk_error(e: Exception) -> ConfigError | None:
     if not isinstance(e, OSError) or e.errno not in DISK_ERRORS:
         return None
     where = Path(e.filename).parent if e.filename else "the output directory"
-    return ConfigError(f"cannot write {e.filename or 'the output directory'} ({e.strerror}): free space there or "
-                       f"choose another output directory (hydra.run.dir=... or, with -m, hydra.sweep.dir=...; "
-                       f"this one is {where})")
+    return ConfigError(
+        f"cannot write {e.filename or 'the output directory'} ({e.strerror}): free space there or "
+        f"choose another output directory (hydra.run.dir=... or, with -m, hydra.sweep.dir=...; "
+        f"this one is {where})"
+    )
 
 
 def check_added_keys(overrides: list[str]) -> None:
@@ -218,22 +248,28 @@ def check_added_keys(overrides: list[str]) -> None:
     known = {f.name for f in dataclasses.fields(schema.Config)} | {"hydra"}
     known |= {p.name for p in CONF_DIR.iterdir() if p.is_dir()}
     try:
-        parsed = OverridesParser.create().parse_overrides([o for o in overrides if o.startswith("+")])
+        parsed = OverridesParser.create().parse_overrides(
+            [o for o in overrides if o.startswith("+")]
+        )
     except Exception:  # noqa: BLE001 - Hydra reports syntax errors itself, in its own words
         return
     fields = {f.name for f in dataclasses.fields(schema.Config)}
     for o in parsed:
         key = o.key_or_group
         head = key.split(".")[0].split("/")[0]
-        if key in fields:   # Hydra: "Could not append to config. An item is already at ..."
-            raise ConfigError(f"+{key}=...: {key} is in the config already; set it without the +: "
-                              f"{key}={o.input_line.partition('=')[2] or '...'}")
+        if key in fields:  # Hydra: "Could not append to config. An item is already at ..."
+            raise ConfigError(
+                f"+{key}=...: {key} is in the config already; set it without the +: "
+                f"{key}={o.input_line.partition('=')[2] or '...'}"
+            )
         if head not in known:
             guess = nearest(head, known - {"hydra"})
             fixed = key.replace(head, guess, 1) if guess else None
             value = o.input_line.partition("=")[2]
-            raise ConfigError(f"{key}: no such key, and adding it with + would only add a key nothing reads."
-                              + (f" Did you mean {fixed}={value}?" if fixed else ""))
+            raise ConfigError(
+                f"{key}: no such key, and adding it with + would only add a key nothing reads."
+                + (f" Did you mean {fixed}={value}?" if fixed else "")
+            )
 
 
 def check_command_line(argv: list[str]) -> None:
@@ -251,13 +287,15 @@ def check_command_line(argv: list[str]) -> None:
             return
         for o in parsed:
             if o.is_sweep_override():
-                raise ConfigError(f"{o.input_line}: a comma-separated list sweeps, so it needs -m (python train.py "
-                                  f"-m ...); for a list value write key=[a,b].")
+                raise ConfigError(
+                    f"{o.input_line}: a comma-separated list sweeps, so it needs -m (python train.py "
+                    f"-m ...); for a list value write key=[a,b]."
+                )
         return
     for a in argv:
         key, eq, value = a.lstrip("+~").partition("=")
         if key == "repeat" or (key == "repeats" and "," in value):
-            check_repeats(1, [a])                      # refused: set by the sweeper / cannot be swept
+            check_repeats(1, [a])  # refused: set by the sweeper / cannot be swept
         elif key == "repeats" and eq:
             try:
                 repeats = int(value)
@@ -283,17 +321,28 @@ def check_schema(cfg: DictConfig, path: str = "") -> None:
         if key not in fields and not (path == "" and key == "hydra"):
             guess = nearest(key, fields)
             full = f"{path}{key}"
-            raise ConfigError(f"{full}: no such key" + (f". Did you mean {path}{guess}?" if guess
-                                                        else f"; the keys here are: {', '.join(fields)}."))
+            raise ConfigError(
+                f"{full}: no such key"
+                + (
+                    f". Did you mean {path}{guess}?"
+                    if guess
+                    else f"; the keys here are: {', '.join(fields)}."
+                )
+            )
     for name, f in fields.items():
         full = f"{path}{name}"
         if name not in cfg or OmegaConf.is_missing(cfg, name):
-            raise ConfigError(f"{full} has no value (was it removed with ~{full}?). Give it one: {full}=...")
+            raise ConfigError(
+                f"{full} has no value (was it removed with ~{full}?). Give it one: {full}=..."
+            )
         value = cfg[name]
         if isinstance(value, DictConfig):
             check_schema(value, f"{full}.")
             continue
-        for bound, ok, words in (("ge", lambda v, n: v >= n, ">="), ("gt", lambda v, n: v > n, ">")):
+        for bound, ok, words in (
+            ("ge", lambda v, n: v >= n, ">="),
+            ("gt", lambda v, n: v > n, ">"),
+        ):
             n = f.metadata.get(bound)
             if n is not None and value is not None and not ok(value, n):
                 raise ConfigError(f"{full}={value!r}: must be {words} {n}.")
@@ -311,8 +360,10 @@ def check_run_mode() -> None:
     if hc.mode == RunMode.RUN and params:
         preset = hc.runtime.choices.get("experiment")
         rows = " ".join(f"{k}={v}" for k, v in params.items())
-        raise ConfigError(f"{'experiment=' + preset if preset else 'this config'} is a sweep ({rows}) and needs -m: "
-                          f"python train.py -m {' '.join(hc.overrides.task)}")
+        raise ConfigError(
+            f"{'experiment=' + preset if preset else 'this config'} is a sweep ({rows}) and needs -m: "
+            f"python train.py -m {' '.join(hc.overrides.task)}"
+        )
 
 
 # -------------------------------------------------------------------------------------------------------- checks
@@ -332,20 +383,30 @@ def validate(cfg: DictConfig, submitting: bool = False, host: Host | None = None
     check_link(cfg, submitting=submitting, host=host)
     if cfg.backend == "nccl" and not submitting:
         if host.gpus == 0:
-            raise ConfigError("backend=nccl needs CUDA GPUs and this machine has none. Use backend=gloo (or auto).")
+            raise ConfigError(
+                "backend=nccl needs CUDA GPUs and this machine has none. Use backend=gloo (or auto)."
+            )
         ranks = ranks_per_node(cfg)
         if ranks > host.gpus:
-            knob, per = getattr(task, "RANKS_KNOB", ("world_size", 1))   # pair_groups: pairs, 2 ranks each
+            knob, per = getattr(
+                task, "RANKS_KNOB", ("world_size", 1)
+            )  # pair_groups: pairs, 2 ranks each
             fits = host.gpus // per
-            raise ConfigError(f"backend=nccl with {knob}={cfg[knob]} runs {ranks} ranks on this machine, one GPU per "
-                              f"rank, and it has {host.gpus}. Use {knob}<={fits}, or backend=gloo (or auto: gloo on "
-                              "CPU).")
+            raise ConfigError(
+                f"backend=nccl with {knob}={cfg[knob]} runs {ranks} ranks on this machine, one GPU per "
+                f"rank, and it has {host.gpus}. Use {knob}<={fits}, or backend=gloo (or auto: gloo on "
+                "CPU)."
+            )
     if cfg.logger.name != "none" and cfg.logger.get("_target_") is None:
-        raise ConfigError(f"logger={cfg.logger.name} names no logger (logger._target_ is null): drop the "
-                          "logger._target_ override, or use logger=none for no logging.")
+        raise ConfigError(
+            f"logger={cfg.logger.name} names no logger (logger._target_ is null): drop the "
+            "logger._target_ override, or use logger=none for no logging."
+        )
     if cfg.fault.rank is not None and not getattr(task, "INJECTS_FAULTS", False):
-        raise ConfigError(f"fault.rank={cfg.fault.rank}: fault injection is a task=train knob and task={cfg.task} "
-                          "never reaches it. Drop fault.rank, or use task=train.")
+        raise ConfigError(
+            f"fault.rank={cfg.fault.rank}: fault injection is a task=train knob and task={cfg.task} "
+            "never reaches it. Drop fault.rank, or use task=train."
+        )
     task.check(cfg, submitting=submitting, host=host)
 
 
@@ -365,9 +426,10 @@ def prepare(cfg: DictConfig, submitting: bool = False, host: Host | None = None)
     check_schema(cfg)
     import tasks
 
-    derive = getattr(tasks.get(cfg.task), "derive", None)   # what the task sets from other keys (tasks/__init__.py)
+    derive = getattr(
+        tasks.get(cfg.task), "derive", None
+    )  # what the task sets from other keys (tasks/__init__.py)
     if derive is not None:
         derive(cfg, unresolved)
     validate(cfg, submitting, host)
     return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-

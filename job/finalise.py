@@ -13,6 +13,7 @@ user's own, mode 0700: made so here, or found so (not followed when it is a symb
 W&B is bounded by its own timeouts (results/wandb_log.py). It comes before the record path of a run that worked (the
 path is the last line the run prints; the record is on disk already) and after a failure's error line, so the record
 and the error never wait for it."""
+
 from __future__ import annotations
 
 import errno
@@ -35,14 +36,21 @@ log = get(__name__)
 
 
 def fallback_dirs() -> list[Path]:
-    return [Path(tempfile.gettempdir()) / "ddp-comm-records", Path.home() / ".cache" / "ddp-comm-records",
-            Path.cwd() / "ddp-comm-records"]
+    return [
+        Path(tempfile.gettempdir()) / "ddp-comm-records",
+        Path.home() / ".cache" / "ddp-comm-records",
+        Path.cwd() / "ddp-comm-records",
+    ]
 
 
-def finalise(record: Record, out_dir: str | Path, *, wandb: bool = True, quiet: bool = False) -> Path | None:
+def finalise(
+    record: Record, out_dir: str | Path, *, wandb: bool = True, quiet: bool = False
+) -> Path | None:
     """wandb=False: the run was logged already (a record amended with a root cause found later). Returns where the
     record is (None only when no place at all would take it; it is then printed whole)."""
-    diagnosis.attach(record)  # into record.result, so the record, the printout and W&B hold the same diagnosis
+    diagnosis.attach(
+        record
+    )  # into record.result, so the record, the printout and W&B hold the same diagnosis
     try:
         path, problem = record.write(out_dir), None
     except OSError as e:
@@ -51,11 +59,13 @@ def finalise(record: Record, out_dir: str | Path, *, wandb: bool = True, quiet: 
         _print_summary(record, out_dir)
     if problem is not None:
         path = _write_elsewhere(record, out_dir, problem)
-    if wandb and record.status == "ok":   # a run that worked: its record path is the last line it prints
+    if (
+        wandb and record.status == "ok"
+    ):  # a run that worked: its record path is the last line it prints
         _log_wandb(record)
     if not quiet:
         _print_end(record, path)
-    if wandb and record.status != "ok":   # a failure's error line never waits for W&B
+    if wandb and record.status != "ok":  # a failure's error line never waits for W&B
         _log_wandb(record)
     return path
 
@@ -73,12 +83,16 @@ def private_dir(base: Path) -> Path:
         fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError as e:
         if os.path.islink(base):
-            raise OSError(e.errno, "a symbolic link (someone else may have planted it)", str(base)) from None
+            raise OSError(
+                e.errno, "a symbolic link (someone else may have planted it)", str(base)
+            ) from None
         raise
     try:
         st = os.fstat(fd)
         if st.st_uid != os.getuid():
-            raise PermissionError(errno.EPERM, f"owned by another user (uid {st.st_uid})", str(base))
+            raise PermissionError(
+                errno.EPERM, f"owned by another user (uid {st.st_uid})", str(base)
+            )
         if stat.S_IMODE(st.st_mode) != 0o700:
             os.fchmod(fd, 0o700)
     finally:
@@ -95,12 +109,16 @@ def _write_elsewhere(record: Record, out_dir: str | Path, problem: OSError) -> P
             if os.path.lexists(base) and e.filename == str(base):
                 log.warning(f"warning: not saving the run record in {base}: {e.strerror}")
             continue
-        log.warning(f"warning: cannot write the run record to {out_dir} ({problem.strerror or problem}); "
-                    f"saved it to {path} instead")
+        log.warning(
+            f"warning: cannot write the run record to {out_dir} ({problem.strerror or problem}); "
+            f"saved it to {path} instead"
+        )
         return path
-    log.error(f"error: cannot write the run record to {out_dir} ({problem.strerror or problem}) nor to any of "
-              f"{', '.join(map(str, fallback_dirs()))}; here it is:\n"
-              + json.dumps(record.to_dict(), indent=2, default=str))
+    log.error(
+        f"error: cannot write the run record to {out_dir} ({problem.strerror or problem}) nor to any of "
+        f"{', '.join(map(str, fallback_dirs()))}; here it is:\n"
+        + json.dumps(record.to_dict(), indent=2, default=str)
+    )
     return None
 
 
@@ -109,7 +127,9 @@ def _print_summary(record: Record, out_dir: str | Path) -> None:
     the brief form (job/brief.py: at most MAX_LINES with the record path) and the job log the full text."""
     result = record.result
     warnings = (result.warnings if result is not None else None) or []
-    diag = result.diagnosis.to_dict() if result is not None and result.diagnosis is not None else None
+    diag = (
+        result.diagnosis.to_dict() if result is not None and result.diagnosis is not None else None
+    )
     if result is not None and result.headline is not None and record.task:
         import tasks
 
@@ -128,14 +148,19 @@ def _print_summary(record: Record, out_dir: str | Path) -> None:
             full.append("\n" + diagnosis.format_text(diag))
         if _verbose(record) or (short is None and not _in_sweep(record)):
             log.info("\n".join(full))
-        elif _in_sweep(record):   # the sweep prints one line per job (results/callbacks.py); the log has it all
+        elif _in_sweep(
+            record
+        ):  # the sweep prints one line per job (results/callbacks.py); the log has it all
             log.info("\n".join(full), extra=FILE_ONLY)
         else:
             log.info("\n".join(full), extra=FILE_ONLY)
             if diag and getattr(task, "DIAGNOSED", True):
                 budget = brief.MAX_LINES - len(short) - 2 - len(warnings)  # blank + record path
-                short = [*short, "", *brief.diagnosis_lines(result.diagnosis, budget, str(out_dir),
-                                                                record)]
+                short = [
+                    *short,
+                    "",
+                    *brief.diagnosis_lines(result.diagnosis, budget, str(out_dir), record),
+                ]
             log.info("\n".join(short), extra=CONSOLE_ONLY)
     for warning in warnings:
         log.warning(f"warning: {warning}")
@@ -151,9 +176,13 @@ def _in_sweep(record: Record) -> bool:
 
 def _print_end(record: Record, path: Path | None) -> None:
     if record.status == "ok":
-        log.info(("\n" if _verbose(record) else "") + f"run record: {path}",
-                 extra=FILE_ONLY if _in_sweep(record) and not _verbose(record) else None)
-    elif record.status == "interrupted":  # one line: the user knows why, a traceback would only hide the path
+        log.info(
+            ("\n" if _verbose(record) else "") + f"run record: {path}",
+            extra=FILE_ONLY if _in_sweep(record) and not _verbose(record) else None,
+        )
+    elif (
+        record.status == "interrupted"
+    ):  # one line: the user knows why, a traceback would only hide the path
         log.warning(f"{record.error}; interrupted run record: {path}")
     else:
         log.error(f"\nerror: {record.error}")
@@ -170,9 +199,13 @@ def _log_wandb(record: Record) -> None:
     if not logger_cfg.get("_target_") or logger_cfg.get("mode") == "disabled":
         return
     try:
-        build(logger_cfg, record=record.to_dict(), cfg=logger_cfg)   # logger._target_: results.wandb_log.log_run
+        build(
+            logger_cfg, record=record.to_dict(), cfg=logger_cfg
+        )  # logger._target_: results.wandb_log.log_run
     except (Exception, Interrupted) as e:  # noqa: BLE001 - the logger never decides the fate of a run
-        log.warning(f"warning: W&B logging failed ({type(e).__name__}: {e}); the run record is kept.")
+        log.warning(
+            f"warning: W&B logging failed ({type(e).__name__}: {e}); the run record is kept."
+        )
 
 
 def _resolved(config: dict | None) -> dict:

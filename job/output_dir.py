@@ -14,6 +14,7 @@ before Hydra writes its own files there, instead of Hydra's traceback or a recor
 A sweep dir the user names (hydra.sweep.dir=multirun/mine) that holds an earlier sweep is moved aside, to
 `<dir>.1` (`.2`, ...), before this sweep writes anything: its jobs would overwrite the old ones' records and the table
 would mix them (the table also reads only this sweep's records: results/callbacks.py)."""
+
 from __future__ import annotations
 
 import os
@@ -43,7 +44,9 @@ def claim(base: str | Path) -> Path | None:
             return None
 
 
-CHECK_BYTES = 16 << 10   # more than Hydra's own files of a job (config.yaml, hydra.yaml, overrides.yaml) take
+CHECK_BYTES = (
+    16 << 10
+)  # more than Hydra's own files of a job (config.yaml, hydra.yaml, overrides.yaml) take
 
 
 def unwritable(directory: str | Path) -> str | None:
@@ -60,7 +63,13 @@ def unwritable(directory: str | Path) -> str | None:
     return None
 
 
-SWEEP_SIGNS = ("multirun.yaml", "sweep_table.md", "sweep_table.csv", "*/run_record.json", "*/.hydra")
+SWEEP_SIGNS = (
+    "multirun.yaml",
+    "sweep_table.md",
+    "sweep_table.csv",
+    "*/run_record.json",
+    "*/.hydra",
+)
 
 
 def held_a_sweep(directory: Path) -> bool:
@@ -73,14 +82,20 @@ def set_aside(directory: Path) -> Path:
     while True:
         target = directory.with_name(f"{directory.name}.{n}")
         if not os.path.lexists(target):
-            os.rename(directory, target)   # a directory renamed onto an empty one would replace it: checked above
+            os.rename(
+                directory, target
+            )  # a directory renamed onto an empty one would replace it: checked above
             return target
         n += 1
 
 
 def _quoted(path: Path) -> str:
     text = str(path)
-    return text if re.fullmatch(r"[\w./:+-]+", text) else "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return (
+        text
+        if re.fullmatch(r"[\w./:+-]+", text)
+        else "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    )
 
 
 class OutputDir(Callback):
@@ -102,23 +117,36 @@ def _own_and_writable(config: DictConfig, mode: str) -> None:
                 # a sweep's jobs are composed again from the hydra overrides (ConfigLoader.load_sweep_config)
                 config.hydra.overrides.hydra.append(f"{key}={_quoted(mine)}")
             if mode == "sweep":  # the sweep table's first line may have named the taken one
-                print(f"[sweep] {directory} belongs to a sweep started in the same second: this one writes to {mine}",
-                      flush=True)
+                print(
+                    f"[sweep] {directory} belongs to a sweep started in the same second: this one writes to {mine}",
+                    flush=True,
+                )
             directory = str(mine)
     elif mode == "sweep" and Path(directory).is_dir() and held_a_sweep(Path(directory)):
         try:
             moved = set_aside(Path(directory))
         except OSError as e:
-            print(f"error: {directory} holds an earlier sweep and cannot be moved aside ({e.strerror or e}); choose "
-                  f"another directory, e.g. {key}={directory}_2", file=sys.stderr, flush=True)
+            print(
+                f"error: {directory} holds an earlier sweep and cannot be moved aside ({e.strerror or e}); choose "
+                f"another directory, e.g. {key}={directory}_2",
+                file=sys.stderr,
+                flush=True,
+            )
             raise SystemExit(2) from None
-        print(f"[sweep] {directory} held an earlier sweep: moved it to {moved}, so this sweep's table has its own "
-              f"jobs only", flush=True)
+        print(
+            f"[sweep] {directory} held an earlier sweep: moved it to {moved}, so this sweep's table has its own "
+            f"jobs only",
+            flush=True,
+        )
     why = unwritable(directory)
     if why is not None:
         example = "multirun/my_sweep" if mode == "sweep" else "outputs/my_run"
-        print(f"error: cannot write to the output directory {directory} ({why}); choose a writable one, "
-              f"e.g. {key}={example}", file=sys.stderr, flush=True)
+        print(
+            f"error: cannot write to the output directory {directory} ({why}); choose a writable one, "
+            f"e.g. {key}={example}",
+            file=sys.stderr,
+            flush=True,
+        )
         raise SystemExit(2)  # a SystemExit: Hydra turns a callback's exceptions into warnings
 
 
@@ -139,7 +167,7 @@ def discard(directory: str | Path | None, keep_if_other_than: tuple[str, ...] = 
     cwd, parent = Path.cwd().resolve(), d.resolve().parent
     while parent != cwd and cwd in parent.parents:
         try:
-            parent.rmdir()          # only an empty one
+            parent.rmdir()  # only an empty one
         except OSError:
             break
         parent = parent.parent

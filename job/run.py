@@ -8,6 +8,7 @@ SIGINT/SIGTERM (Ctrl-C, `timeout`, `kill`, Slurm's time limit) end the job as `i
 and how far the ranks got, one line on the console, exit code 128 + the signal (130, 143). A sweep stops there: its
 table callback writes the rows it has, and no later job of the sweep starts (without that callback, run_job raises
 Interrupted through Hydra's loop, and train.py exits with its code)."""
+
 from __future__ import annotations
 
 import logging
@@ -44,7 +45,9 @@ def job_info() -> dict:
 
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
-    overrides = typed_overrides(hc.overrides.task)  # as typed: `${oc.env:...}` stays text, never its value
+    overrides = typed_overrides(
+        hc.overrides.task
+    )  # as typed: `${oc.env:...}` stays text, never its value
     return {
         "name": hc.job.name,
         "num": hc.job.num if multirun else None,
@@ -54,7 +57,9 @@ def job_info() -> dict:
         "overrides": overrides,
         "command": command(overrides),
         "multirun": multirun,
-        "sweep_table": any(str(c.get("_target_", "")).endswith("SweepTable") for c in (hc.callbacks or {}).values()),
+        "sweep_table": any(
+            str(c.get("_target_", "")).endswith("SweepTable") for c in (hc.callbacks or {}).values()
+        ),
         **slurm_job_info(),
     }
 
@@ -66,6 +71,7 @@ class JobResult:
     `float(return_value)`, hydra-nevergrad-sweeper `direction * return_value`. The sweep table reads status and
     error (the records for the rest). exit_code: what train.py ends a single run with; 0 in a sweep, whose table
     callback gives the sweep's."""
+
     status: str = "ok"
     exit_code: int = 0
     samples_per_s: float = math.nan
@@ -84,27 +90,41 @@ class JobResult:
 def run_job(cfg: DictConfig, job: dict | None = None) -> JobResult:
     """The body of every job. `job` (output_dir, overrides, ...) comes from Hydra unless given (tests). Raises
     Interrupted only where the process must end at once: a sweep without its table, or a rank other than 0."""
-    if interrupt.received() is not None:  # an earlier job of this sweep was interrupted: start no other
+    if (
+        interrupt.received() is not None
+    ):  # an earlier job of this sweep was interrupted: start no other
         raise Interrupted(interrupt.received())
-    a_rank = become_rank()       # torchrun or a Slurm task: this process is a rank (its variables exported once, here)
+    a_rank = (
+        become_rank()
+    )  # torchrun or a Slurm task: this process is a rank (its variables exported once, here)
     job = job or job_info()
-    job["typed"] = _typed(cfg)   # keys whose value came from the environment: the record keeps their text
+    job["typed"] = _typed(
+        cfg
+    )  # keys whose value came from the environment: the record keeps their text
     mark_job_start()
     logging.captureWarnings(True)  # config warnings reach the job log too, printed as before
     with signals_raise():
         try:
             plain = prepare(cfg)
             if (plain.get("repeats") or 1) > 1 and not job.get("multirun"):
-                raise ConfigError(f"repeats={plain['repeats']} runs each configuration as separate jobs of a sweep: "
-                                  f"add -m (python train.py -m ... repeats={plain['repeats']}).")
+                raise ConfigError(
+                    f"repeats={plain['repeats']} runs each configuration as separate jobs of a sweep: "
+                    f"add -m (python train.py -m ... repeats={plain['repeats']})."
+                )
         except ConfigError as e:
             return _refused(cfg, job, e)
         except Interrupted as e:
-            return _end(record_of(OmegaConf.to_container(cfg, resolve=False), job, signal=e.name), job, e.exit_code)
+            return _end(
+                record_of(OmegaConf.to_container(cfg, resolve=False), job, signal=e.name),
+                job,
+                e.exit_code,
+            )
         try:
             record, exit_code = _as_a_rank(plain, job) if a_rank else _launch(plain, job)
         except Interrupted as e:
-            if a_rank and os.environ["RANK"] != "0":   # it ends quietly (train.py), rank 0 writes the record
+            if (
+                a_rank and os.environ["RANK"] != "0"
+            ):  # it ends quietly (train.py), rank 0 writes the record
                 raise
             record, exit_code = record_of(plain, job, e.outcome, signal=e.name), e.exit_code
         if record is None:
@@ -119,13 +139,21 @@ def _refused(cfg: DictConfig, job: dict, e: ConfigError) -> JobResult:
     table whichever launcher ran it, but opens no W&B run."""
     from job.output_dir import discard
 
-    quiet = already_a_rank() and os.environ["RANK"] != "0"   # every rank refuses; rank 0 alone says so, exit 2
+    quiet = (
+        already_a_rank() and os.environ["RANK"] != "0"
+    )  # every rank refuses; rank 0 alone says so, exit 2
     if quiet and job.get("multirun"):
         return JobResult(status="failed", error=f"ConfigError: {e}")
     if job.get("multirun"):
-        return _end(record_of(OmegaConf.to_container(cfg, resolve=False), job, error=f"ConfigError: {e}"), job, 2,
-                    wandb=False)
-    discard(job.get("output_dir"), keep_if_other_than=(".hydra", f"{job.get('name') or 'train'}.log"))
+        return _end(
+            record_of(OmegaConf.to_container(cfg, resolve=False), job, error=f"ConfigError: {e}"),
+            job,
+            2,
+            wandb=False,
+        )
+    discard(
+        job.get("output_dir"), keep_if_other_than=(".hydra", f"{job.get('name') or 'train'}.log")
+    )
     if quiet:
         return JobResult(status="failed", error=f"ConfigError: {e}")
     log.error(f"error: {e}")
@@ -139,11 +167,13 @@ def _launch(plain: dict, job: dict) -> tuple[Record, int]:
     try:
         outcome = launch_local(plain, job)
         _note_launcher_cost(outcome.result, _own_cpu_s() - cpu0, time.perf_counter() - wall0)
-    except ConfigError as e:  # the emulated link could not be built (launchers/link.py): no rank started
+    except (
+        ConfigError
+    ) as e:  # the emulated link could not be built (launchers/link.py): no rank started
         return record_of(plain, job, error=f"ConfigError: {e}"), 2
     except RankFailed as e:
         record = record_of(plain, job, e.outcome, error=str(e), traceback=e.traceback)
-        record.status = getattr(e, "status", record.status)   # "hung": launchers/hang.py declared it
+        record.status = getattr(e, "status", record.status)  # "hung": launchers/hang.py declared it
         return record, 1
     return record_of(plain, job, outcome), 0
 
@@ -161,7 +191,11 @@ def _note_launcher_cost(result: TaskResult | None, cpu_s: float, wall_s: float) 
     share of one core (time_budget.launcher_*)."""
     budget = getattr(result, "time_budget", None)
     if budget is not None and wall_s > 0:
-        budget.launcher_cpu_s, budget.launcher_wall_s, budget.launcher_cpu_share = cpu_s, wall_s, cpu_s / wall_s
+        budget.launcher_cpu_s, budget.launcher_wall_s, budget.launcher_cpu_share = (
+            cpu_s,
+            wall_s,
+            cpu_s / wall_s,
+        )
 
 
 _first_job = True
@@ -175,8 +209,11 @@ def mark_job_start() -> None:
     if _first_job:
         try:
             ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
-            boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                        if line.startswith("btime"))
+            boot = next(
+                int(line.split()[1])
+                for line in Path("/proc/stat").read_text().splitlines()
+                if line.startswith("btime")
+            )
             start = min(start, boot + ticks / os.sysconf("SC_CLK_TCK"))
         except (OSError, ValueError, IndexError, StopIteration):
             pass
@@ -200,7 +237,9 @@ def _as_a_rank(plain: dict, job: dict) -> tuple[Record | None, int]:
         o = e.outcome
         if o.signal:  # the launcher may have stopped this rank for another rank's failure: say so
             record = record_of(plain, job, o, signal=o.signal)
-            record.error += " (sent by the launcher: Ctrl-C, a time limit, or another rank's failure)"
+            record.error += (
+                " (sent by the launcher: Ctrl-C, a time limit, or another rank's failure)"
+            )
             return record, 128 + signal.Signals[o.signal]
         return record_of(plain, job, o), 1
     if outcome is None:
@@ -208,8 +247,16 @@ def _as_a_rank(plain: dict, job: dict) -> tuple[Record | None, int]:
     return record_of(plain, job, outcome), 0
 
 
-def record_of(config: dict | None, job: dict, outcome=None, *, error: str | None = None, traceback: str | None = None,
-              signal: str | None = None, env: dict | None = None) -> Record:
+def record_of(
+    config: dict | None,
+    job: dict,
+    outcome=None,
+    *,
+    error: str | None = None,
+    traceback: str | None = None,
+    signal: str | None = None,
+    env: dict | None = None,
+) -> Record:
     """The run's one record from whatever ended it, on every path (a run, bad input, a failed or interrupted rank, a
     Slurm job that died): `outcome` is rank 0's (launchers.rank.Outcome: what it measured and its own error), when
     the ranks got that far; `error` the first line when something else ended the run; `signal` the name of the
@@ -218,13 +265,27 @@ def record_of(config: dict | None, job: dict, outcome=None, *, error: str | None
     started, env = (o.started, o.env) if o is not None else (None, env)
     if signal is not None:
         progress = dict(o.progress) if o is not None else {}
-        return Record.failed(config, job, f"interrupted by {signal}{_where(progress, config)}", env=env,
-                             started=started, result={"signal": signal, "progress": progress}, status="interrupted")
+        return Record.failed(
+            config,
+            job,
+            f"interrupted by {signal}{_where(progress, config)}",
+            env=env,
+            started=started,
+            result={"signal": signal, "progress": progress},
+            status="interrupted",
+        )
     error = error or (o.error if o is not None else None)
     if error is None:
         return Record.ok(config, job, env=env, started=started, result=o.result)
-    return Record.failed(config, job, error, traceback=traceback or (o.traceback if o is not None else None),
-                         env=env, started=started, result=o.result if o is not None else None)
+    return Record.failed(
+        config,
+        job,
+        error,
+        traceback=traceback or (o.traceback if o is not None else None),
+        env=env,
+        started=started,
+        result=o.result if o is not None else None,
+    )
 
 
 def interrupted_record(config: dict, job: dict, signal_name: str, outcome=None) -> Record:
@@ -235,15 +296,20 @@ def interrupted_record(config: dict, job: dict, signal_name: str, outcome=None) 
 def _where(progress: dict, config: dict) -> str:
     measured, warmup = progress.get("measured_steps_done"), progress.get("warmup_steps_done")
     if measured is not None:
-        if setting(config, "measure.policy") == "adaptive":   # `steps` is the minimum there, not the plan
+        if (
+            setting(config, "measure.policy") == "adaptive"
+        ):  # `steps` is the minimum there, not the plan
             return f" after {measured} measured steps (min {config.get('steps')})"
         return f" after {measured} of {config.get('steps')} measured steps"
     if warmup is not None:
         return f" after {warmup} of {config.get('warmup_steps')} warm-up steps"
     import tasks
 
-    measures = getattr(tasks.get(config["task"]), "MEASURES_STEPS", False) if config.get("task") in tasks.TASKS \
+    measures = (
+        getattr(tasks.get(config["task"]), "MEASURES_STEPS", False)
+        if config.get("task") in tasks.TASKS
         else False
+    )
     return " before the first step" if measures else ""
 
 
@@ -263,10 +329,14 @@ def _end(record: Record, job: dict, exit_code: int = 0, wandb: bool = True) -> J
     if record.status == "ok":
         throughput = getattr(record.result, "throughput", None)
         samples_per_s = throughput.samples_per_s if throughput is not None else None
-        return JobResult(samples_per_s=math.nan if samples_per_s is None else samples_per_s, record=str(path))
+        return JobResult(
+            samples_per_s=math.nan if samples_per_s is None else samples_per_s, record=str(path)
+        )
     if not job.get("multirun"):
         return JobResult(record.status, exit_code, error=record.error, record=str(path))
-    if record.status == "interrupted" and not job.get("sweep_table"):   # no table callback to stop the sweep
+    if record.status == "interrupted" and not job.get(
+        "sweep_table"
+    ):  # no table callback to stop the sweep
         raise Interrupted(exit_code - 128)
     # the sweep goes on past a failed job; an interrupted one returns so that the table callback
     # (results.callbacks.SweepTable) writes the rows so far and stops the sweep

@@ -6,6 +6,7 @@ started it:
 
 `already_a_rank` only looks; `become_rank` is the one place that exports a Slurm step's rank variables, called once
 at the start of a job (job/run.py), so that no config check changes the process environment."""
+
 from __future__ import annotations
 
 import os

@@ -22,6 +22,7 @@ debug server listens on one; a local run listens on loopback only) and it is the
 
 A task with its own loop opts in with the same one call, `with collecting(...)`, or, inside one, reports its steps
 through the progress dict it was given."""
+
 from __future__ import annotations
 
 import contextlib
@@ -39,9 +40,13 @@ from pathlib import Path
 
 BEAT_S = 0.5
 REQUEST = "hang.request"
-STACK_CPU_S = 1.0      # the main thread's CPU share is measured over this long before the stacks are written
-COLLECT_S = 15.0       # how long the launcher waits for the live ranks' dumps
-AFTER_CAP = 0.8        # never later than this share of timeout_s: the collective timeout must not fire first
+STACK_CPU_S = (
+    1.0  # the main thread's CPU share is measured over this long before the stacks are written
+)
+COLLECT_S = 15.0  # how long the launcher waits for the live ranks' dumps
+AFTER_CAP = (
+    0.8  # never later than this share of timeout_s: the collective timeout must not fire first
+)
 DUMP_DIR = "hang"
 
 
@@ -50,7 +55,9 @@ def progress_path(directory: str | Path, rank: int) -> Path:
 
 
 def steps_done(progress: dict) -> int:
-    return int(progress.get("warmup_steps_done") or 0) + int(progress.get("measured_steps_done") or 0)
+    return int(progress.get("warmup_steps_done") or 0) + int(
+        progress.get("measured_steps_done") or 0
+    )
 
 
 def _collectives_done() -> int:
@@ -58,7 +65,12 @@ def _collectives_done() -> int:
     try:
         import torch
 
-        status = pickle.loads(torch._C._distributed_c10d._dump_fr_trace(False, False, False)).get("pg_status") or {}
+        status = (
+            pickle.loads(torch._C._distributed_c10d._dump_fr_trace(False, False, False)).get(
+                "pg_status"
+            )
+            or {}
+        )
     except Exception:  # noqa: BLE001 - no recorder (off, or no process group yet): steps only
         return 0
     return sum(max(0, int(s.get("last_completed_collective", -1))) for s in status.values())
@@ -93,8 +105,10 @@ def dump(out_dir: Path, rank: int, progress: dict, job_id: str | None) -> None:
     main = threading.main_thread()
     cpu0, t0 = _thread_cpu_s(main.native_id), time.monotonic()
     states = []
-    while time.monotonic() - t0 < STACK_CPU_S:   # runnable ('R') or asleep: a machine loaded by others slows a
-        states.append(_thread_state(main.native_id))   # busy thread's CPU share, not its state
+    while (
+        time.monotonic() - t0 < STACK_CPU_S
+    ):  # runnable ('R') or asleep: a machine loaded by others slows a
+        states.append(_thread_state(main.native_id))  # busy thread's CPU share, not its state
         time.sleep(STACK_CPU_S / 20)
     share = (_thread_cpu_s(main.native_id) - cpu0) / max(time.monotonic() - t0, 1e-3)
     running = states.count("R") / max(len(states), 1)
@@ -104,16 +118,31 @@ def dump(out_dir: Path, rank: int, progress: dict, job_id: str | None) -> None:
         (out_dir / f"recorder_error_{rank}.txt").write_text(f"{type(e).__name__}: {e}\n")
     with open(out_dir / f"stacks_{rank}.txt", "w") as f:
         faulthandler.dump_traceback(f, all_threads=True)
-    info = {"rank": rank, "pid": os.getpid(), "host": socket.gethostname(), "job": job_id,
-            "main_thread": f"0x{main.ident:016x}", "steps_done": steps_done(progress), "progress": dict(progress),
-            "main_thread_cpu_share": round(share, 3), "main_thread_running": round(running, 3), "time": time.time(),
-            "torch": torch.__version__}
+    info = {
+        "rank": rank,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "job": job_id,
+        "main_thread": f"0x{main.ident:016x}",
+        "steps_done": steps_done(progress),
+        "progress": dict(progress),
+        "main_thread_cpu_share": round(share, 3),
+        "main_thread_running": round(running, 3),
+        "time": time.time(),
+        "torch": torch.__version__,
+    }
     _write(out_dir / f"facts_{rank}.json", json.dumps(info, indent=1).encode())
 
 
 @contextlib.contextmanager
-def collecting(launch_dir: str | None, output_dir: str | Path, rank: int, progress: dict, hang: dict | None,
-               job_id: str | None = None):
+def collecting(
+    launch_dir: str | None,
+    output_dir: str | Path,
+    rank: int,
+    progress: dict,
+    hang: dict | None,
+    job_id: str | None = None,
+):
     """The rank side (module docstring). No launch directory (torchrun, Slurm): the recorder is still on, so torch's
     own dumps (TORCH_FR_DUMP_TEMP_FILE) have entries, but no launcher watches."""
     hang = hang or {}
@@ -130,13 +159,22 @@ def collecting(launch_dir: str | None, output_dir: str | Path, rank: int, progre
         dumped = False
         while not stop.wait(BEAT_S):
             try:
-                _write(mine, json.dumps({"pid": os.getpid(), "time": time.time(), "steps": steps_done(progress),
-                                         "collectives": _collectives_done()}).encode())
+                _write(
+                    mine,
+                    json.dumps(
+                        {
+                            "pid": os.getpid(),
+                            "time": time.time(),
+                            "steps": steps_done(progress),
+                            "collectives": _collectives_done(),
+                        }
+                    ).encode(),
+                )
                 if not dumped and request.exists():
                     dumped = True
                     dump(Path(request.read_text().strip()), rank, progress, job_id)
             except OSError:
-                pass   # the launcher removed its directory: the job is over
+                pass  # the launcher removed its directory: the job is over
 
     thread = threading.Thread(target=loop, name=f"hang-collector-rank{rank}", daemon=True)
     thread.start()
@@ -148,7 +186,10 @@ def collecting(launch_dir: str | None, output_dir: str | Path, rank: int, progre
 
 # ------------------------------------------------------------------------------------------------ the launcher's side
 
-def after_s(hang: dict, timeout_s: float, median_step_s: float | None, stepping: bool = True) -> float:
+
+def after_s(
+    hang: dict, timeout_s: float, median_step_s: float | None, stepping: bool = True
+) -> float:
     """No progress for this long is a hang: hang.after_s if set, else max(min_s, step_factor x median step); never
     more than AFTER_CAP x timeout_s. Before the first step (stepping=False: building the model and DDP, the loader's
     first batch, on a machine that may be loaded) never less than min_s either."""
@@ -163,17 +204,24 @@ def after_s(hang: dict, timeout_s: float, median_step_s: float | None, stepping:
 
 @dataclass
 class Hung:
-    message: str              # the one line: diagnosis.hang's headline
+    message: str  # the one line: diagnosis.hang's headline
     dump_dir: str
     after_s: float
-    text: str                 # the whole verdict
+    text: str  # the whole verdict
 
 
 class HangWatch:
     """A thread of the launcher: reads the ranks' progress files, declares the hang, collects, diagnoses and kills the
     ranks (SIGKILL: the elastic agent then ends the job); `hung` says what it found."""
 
-    def __init__(self, launch_dir: str | Path, output_dir: str | Path, hang: dict, timeout_s: float, world: int):
+    def __init__(
+        self,
+        launch_dir: str | Path,
+        output_dir: str | Path,
+        hang: dict,
+        timeout_s: float,
+        world: int,
+    ):
         self.launch_dir, self.output_dir = Path(launch_dir), Path(output_dir)
         self.hang, self.timeout_s, self.world = hang or {}, float(timeout_s), world
         self.hung: Hung | None = None
@@ -207,14 +255,18 @@ class HangWatch:
             if not beats:
                 continue
             now = time.time()
-            state = tuple(sorted((r, b.get("steps"), b.get("collectives")) for r, b in beats.items()))
+            state = tuple(
+                sorted((r, b.get("steps"), b.get("collectives")) for r, b in beats.items())
+            )
             if state != last_state:
                 last_state, last_change = state, now
                 s0 = beats.get(0, {}).get("steps")
                 if s0 and (not step_marks or step_marks[-1][1] != s0):
                     step_marks.append((now, s0))
                 continue
-            limit = after_s(self.hang, self.timeout_s, _median_step(step_marks), stepping=bool(step_marks))
+            limit = after_s(
+                self.hang, self.timeout_s, _median_step(step_marks), stepping=bool(step_marks)
+            )
             if now - last_change >= limit:
                 self._declare(beats, now - last_change, limit)
                 return
@@ -235,8 +287,13 @@ class HangWatch:
         verdict = diagnose_dir(out, dead=dead)
         text = verdict.text()
         (out / "diagnosis.txt").write_text(text + "\n")
-        self.hung = Hung(f"{verdict.headline} (no progress for {quiet_s:.0f} s, hang.after_s={limit:.0f}; "
-                         f"dumps: {out})", str(out), limit, text)
+        self.hung = Hung(
+            f"{verdict.headline} (no progress for {quiet_s:.0f} s, hang.after_s={limit:.0f}; "
+            f"dumps: {out})",
+            str(out),
+            limit,
+            text,
+        )
         for pid in pids.values():
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)

@@ -10,6 +10,7 @@ Watch names it, kills it (SIGKILL: a stopped process ignores SIGTERM until it is
 the job at once. When every rank is silent, or the Watch itself was not running (Ctrl-Z then `fg`, a suspended
 machine), nobody is blamed. When a rank fails with a timeout instead, the Watch names the rank that was silent or
 furthest behind at that moment."""
+
 from __future__ import annotations
 
 import json
@@ -22,10 +23,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BEAT_S = 0.5
-SILENT_S = 10.0       # a rank silent this long (or timeout_s / 2, if shorter; never under MIN_SILENT_S) is stuck
+SILENT_S = 10.0  # a rank silent this long (or timeout_s / 2, if shorter; never under MIN_SILENT_S) is stuck
 MIN_SILENT_S = 3.0
-PROC_STATES = {"T": "stopped (SIGSTOP?)", "t": "stopped by a debugger", "D": "in uninterruptible I/O",
-               "Z": "a zombie", "R": "running", "S": "sleeping"}
+PROC_STATES = {
+    "T": "stopped (SIGSTOP?)",
+    "t": "stopped by a debugger",
+    "D": "in uninterruptible I/O",
+    "Z": "a zombie",
+    "R": "running",
+    "S": "sleeping",
+}
 
 
 def silent_limit(timeout_s: float) -> float:
@@ -128,13 +135,20 @@ class Watch:
         calm_until, last = 0.0, time.time()
         while not self._stop.wait(BEAT_S) and self.stuck is None:
             now = time.time()
-            if now - last > 4 * BEAT_S:  # this process was not running either (Ctrl-Z then fg, a suspended
-                calm_until = now + 4 * BEAT_S  # machine, starvation): let the ranks beat again before judging
+            if (
+                now - last > 4 * BEAT_S
+            ):  # this process was not running either (Ctrl-Z then fg, a suspended
+                calm_until = (
+                    now + 4 * BEAT_S
+                )  # machine, starvation): let the ranks beat again before judging
             last = now
             if now < calm_until:
                 continue
-            beats = {r: b for r, b in read_beats(self.directory).items()
-                     if not b.get("done") and proc_state(int(b.get("pid", 0))) not in (None, "Z")}
+            beats = {
+                r: b
+                for r, b in read_beats(self.directory).items()
+                if not b.get("done") and proc_state(int(b.get("pid", 0))) not in (None, "Z")
+            }
             silent = {r: now - float(b.get("time", now)) for r, b in beats.items()}
             beating = [r for r, age in silent.items() if age < self.silent_s / 2]
             for rank, age in sorted(silent.items()):
@@ -142,9 +156,12 @@ class Watch:
                     continue  # beating, or every rank is silent: the whole job was stopped, not one rank
                 beat = beats[rank]
                 state = proc_state(int(beat["pid"]))
-                self.stuck = Stuck(rank, f"stopped responding: no heartbeat for {age:.0f} s "
-                                         f"{describe_progress(beat)} (process {beat['pid']} is "
-                                         f"{PROC_STATES.get(state, state)}); killed it to end the job")
+                self.stuck = Stuck(
+                    rank,
+                    f"stopped responding: no heartbeat for {age:.0f} s "
+                    f"{describe_progress(beat)} (process {beat['pid']} is "
+                    f"{PROC_STATES.get(state, state)}); killed it to end the job",
+                )
                 try:
                     os.kill(int(beat["pid"]), signal.SIGKILL)
                 except OSError:
@@ -160,13 +177,19 @@ class Watch:
         silent = {r: now - float(b.get("time", now)) for r, b in beats.items() if not b.get("done")}
         if silent and max(silent.values()) > 2 * BEAT_S + 1:
             rank = max(silent, key=silent.get)
-            return Stuck(rank, f"never arrived: silent for {silent[rank]:.0f} s {describe_progress(beats[rank])}")
+            return Stuck(
+                rank,
+                f"never arrived: silent for {silent[rank]:.0f} s {describe_progress(beats[rank])}",
+            )
         if not beats:
             return None
         rank = min(beats, key=lambda r: steps_done(beats[r]))
         if steps_done(beats[rank]) < steps_done(mine):
-            return Stuck(rank, f"never arrived: it was {describe_progress(beats[rank])}, rank {failed_rank} "
-                               f"{describe_progress(mine)}")
+            return Stuck(
+                rank,
+                f"never arrived: it was {describe_progress(beats[rank])}, rank {failed_rank} "
+                f"{describe_progress(mine)}",
+            )
         return None
 
 

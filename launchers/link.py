@@ -31,6 +31,7 @@ hands rank 0's outcome back.
 netem is not in every kernel (not in the one this project is developed on): without it a link emulates the rate only,
 the record says so, and the path's own round-trip time is measured and recorded instead. docs/links.md has the
 details and what a link does not emulate."""
+
 from __future__ import annotations
 
 from base.record import setting
@@ -62,10 +63,12 @@ CLONE_NEWNET = 0x40000000
 CLONE_NEWNS = 0x00020000
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG = 1
-SUBNET = "198.18.0"        # RFC 2544 benchmarking range; exists only inside the run's namespaces
-NIC = "nic0"               # each node's NIC, inside its namespace
-SWITCH = "switch0"         # the bridge, inside the switch's namespace
-RENDEZVOUS_PORT = 29500    # rank 0's store, on node 0's address: private to the run, so a fixed port cannot clash
+SUBNET = "198.18.0"  # RFC 2544 benchmarking range; exists only inside the run's namespaces
+NIC = "nic0"  # each node's NIC, inside its namespace
+SWITCH = "switch0"  # the bridge, inside the switch's namespace
+RENDEZVOUS_PORT = (
+    29500  # rank 0's store, on node 0's address: private to the run, so a fixed port cannot clash
+)
 CHECK_PORT = 5201
 MARK_ENV = "DDP_COMM_LINK_RUN"
 MIN_RATE, MAX_RATE = 1e6, 400e9
@@ -79,7 +82,13 @@ class LinkError(ConfigError):
 
 # ------------------------------------------------------------------------------------------------ the syscalls
 _libc = ctypes.CDLL(None, use_errno=True)
-_libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p)
+_libc.mount.argtypes = (
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_ulong,
+    ctypes.c_void_p,
+)
 
 
 def _syscall(result: int, what: str) -> None:
@@ -113,38 +122,51 @@ def _in_thread(fn):
 
 def new_netns() -> int:
     """A new, empty network namespace, held by the returned descriptor only (close it and the kernel frees it)."""
+
     def body():
         _syscall(_libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)")
         return os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+
     return _in_thread(body)
 
 
-def run_in(fd: int, argv: list[str], script: str | None = None, pass_fds: tuple = ()) -> subprocess.CompletedProcess:
+def run_in(
+    fd: int, argv: list[str], script: str | None = None, pass_fds: tuple = ()
+) -> subprocess.CompletedProcess:
     """argv started inside the namespace of fd (`ip -batch -` / `tc -batch -` with script on stdin); pass_fds: this
     process's descriptors the child gets under the same numbers (/proc/self/fd/<n> there)."""
+
     def body():
         _setns(fd)
-        return subprocess.run(argv, input=script, capture_output=True, text=True, timeout=60, pass_fds=pass_fds)
+        return subprocess.run(
+            argv, input=script, capture_output=True, text=True, timeout=60, pass_fds=pass_fds
+        )
+
     return _in_thread(body)
 
 
 def socket_in(fd: int) -> socket.socket:
     """A TCP socket that belongs to the namespace of fd (whichever thread uses it later)."""
+
     def body():
         _setns(fd)
         return socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+
     return _in_thread(body)
 
 
 def tool(name: str) -> str | None:
     """iproute2's ip or tc: on PATH, or in the sbin directories a non-root PATH lacks."""
-    return shutil.which(name) or next((str(Path(d) / name) for d in TOOLS_DIRS if (Path(d) / name).is_file()), None)
+    return shutil.which(name) or next(
+        (str(Path(d) / name) for d in TOOLS_DIRS if (Path(d) / name).is_file()), None
+    )
 
 
 # ------------------------------------------------------------------------------------------------ the spec
 @dataclass(frozen=True)
 class Spec:
     """What a run asked for (cfg.link), checked."""
+
     name: str
     rate_bit_s: float
     qdisc: str
@@ -175,24 +197,35 @@ def spec_of(cfg) -> Spec | None:
         return None
     name = str(node.get("name") or "none")
     if node.get("rate") is None:
-        raise LinkError(f"link.latency_us={node.get('latency_us')} without a rate: choose one as well (link=1gbe, "
-                        "link=10gbe or link.rate=<rate>)")
+        raise LinkError(
+            f"link.latency_us={node.get('latency_us')} without a rate: choose one as well (link=1gbe, "
+            "link=10gbe or link.rate=<rate>)"
+        )
     try:
         rate = arith.parse_rate(node["rate"])
     except arith.RateError as e:
         raise LinkError(str(e)) from None
     if not MIN_RATE <= rate <= MAX_RATE:
-        raise LinkError(f"link.rate={node['rate']} ({arith.human(rate)}): outside {arith.human(MIN_RATE)} .. "
-                        f"{arith.human(MAX_RATE)}, the rates tc shapes dependably here")
+        raise LinkError(
+            f"link.rate={node['rate']} ({arith.human(rate)}): outside {arith.human(MIN_RATE)} .. "
+            f"{arith.human(MAX_RATE)}, the rates tc shapes dependably here"
+        )
     burst = node.get("burst_bytes")
     mtu_frame = arith.DEFAULT_MTU + arith.ETHERNET_HEADER
     if burst is not None and burst < mtu_frame:
-        raise LinkError(f"link.burst_bytes={burst}: smaller than one frame ({mtu_frame} B), so nothing could be "
-                        f"sent; use at least {mtu_frame}, or null for the default")
-    return Spec(name=name, rate_bit_s=rate, qdisc=str(node.get("qdisc") or "htb"),
-                burst_bytes=int(burst) if burst is not None else arith.default_burst(rate),
-                latency_us=None if node.get("latency_us") is None else float(node["latency_us"]),
-                ranks_per_node=int(node.get("ranks_per_node") or 1), check_s=float(node.get("check_s") or 0))
+        raise LinkError(
+            f"link.burst_bytes={burst}: smaller than one frame ({mtu_frame} B), so nothing could be "
+            f"sent; use at least {mtu_frame}, or null for the default"
+        )
+    return Spec(
+        name=name,
+        rate_bit_s=rate,
+        qdisc=str(node.get("qdisc") or "htb"),
+        burst_bytes=int(burst) if burst is not None else arith.default_burst(rate),
+        latency_us=None if node.get("latency_us") is None else float(node["latency_us"]),
+        ranks_per_node=int(node.get("ranks_per_node") or 1),
+        check_s=float(node.get("check_s") or 0),
+    )
 
 
 def nodes_for(world_size: int, ranks_per_node: int) -> int:
@@ -211,9 +244,12 @@ def node_name(node: int) -> str:
 @dataclass(frozen=True)
 class Support:
     """What this machine lets a link run do; problem: why none can be built (None: one can)."""
+
     problem: str | None = None
     detail: str = ""
-    qdiscs: frozenset = field(default_factory=frozenset)   # of htb, tbf, netem: the shapers that work here
+    qdiscs: frozenset = field(
+        default_factory=frozenset
+    )  # of htb, tbf, netem: the shapers that work here
 
 
 @lru_cache(maxsize=1)
@@ -230,14 +266,23 @@ def probe() -> Support:
     except OSError as e:
         return Support("netns", e.strerror or str(e))
     try:
-        made = run_in(fd, [ip, "-batch", "-"], "link add probe0 type veth peer name probe1\n"
-                                               "link add probe2 type bridge\nlink set probe0 up\nlink set probe1 up\n")
+        made = run_in(
+            fd,
+            [ip, "-batch", "-"],
+            "link add probe0 type veth peer name probe1\n"
+            "link add probe2 type bridge\nlink set probe0 up\nlink set probe1 up\n",
+        )
         if made.returncode != 0:
             return Support("veth", _first_line(made.stderr))
         found = set()
-        for kind, opts in (("htb", "htb default 1"), ("tbf", "tbf rate 1gbit burst 70000 latency 50ms"),
-                           ("netem", "netem delay 10us")):
-            tried = run_in(fd, [tc, "qdisc", "add", "dev", "probe0", "root", "handle", "1:", *opts.split()])
+        for kind, opts in (
+            ("htb", "htb default 1"),
+            ("tbf", "tbf rate 1gbit burst 70000 latency 50ms"),
+            ("netem", "netem delay 10us"),
+        ):
+            tried = run_in(
+                fd, [tc, "qdisc", "add", "dev", "probe0", "root", "handle", "1:", *opts.split()]
+            )
             if tried.returncode == 0:
                 found.add(kind)
                 run_in(fd, [tc, "qdisc", "del", "dev", "probe0", "root"])
@@ -262,24 +307,34 @@ def check(cfg, *, submitting: bool = False, host=None, support: Support | None =
     what = spec.label
     launcher = setting(cfg, "launcher.name", "local")
     if launcher != "local" or submitting:
-        raise LinkError(f"{what} builds its network on this machine, which a Slurm job's nodes cannot join: on Slurm "
-                        "the ranks use the cluster's own network (the test cluster's veths are shaped by "
-                        "launchers/slurm_cluster/start.sh --link-rate). Drop link=, or use launcher=local.")
+        raise LinkError(
+            f"{what} builds its network on this machine, which a Slurm job's nodes cannot join: on Slurm "
+            "the ranks use the cluster's own network (the test cluster's veths are shaped by "
+            "launchers/slurm_cluster/start.sh --link-rate). Drop link=, or use launcher=local."
+        )
     if (host is not None and host.ranks_started) or (host is None and already_a_rank()):
-        raise LinkError(f"{what} starts its own ranks, each in its network namespace, and this process is a rank "
-                        "already (torchrun or srun): run `python train.py ...` itself, without torchrun.")
+        raise LinkError(
+            f"{what} starts its own ranks, each in its network namespace, and this process is a rank "
+            "already (torchrun or srun): run `python train.py ...` itself, without torchrun."
+        )
     gpus = host.gpus if host is not None else None
     _check_cpu_only(cfg, what, gpus)
     for key in ("gloo", "nccl"):
         if setting(cfg, f"{key}.SOCKET_IFNAME"):
-            raise LinkError(f"{what} points gloo at the emulated NIC ({NIC}) itself; drop {key}.SOCKET_IFNAME.")
+            raise LinkError(
+                f"{what} points gloo at the emulated NIC ({NIC}) itself; drop {key}.SOCKET_IFNAME."
+            )
     world = int(cfg.world_size)
     if spec.ranks_per_node > world:
-        raise LinkError(f"link.ranks_per_node={spec.ranks_per_node} but the run has {world} rank(s): all of them "
-                        f"would share one node and nothing would cross the link. Use link.ranks_per_node<={world}.")
+        raise LinkError(
+            f"link.ranks_per_node={spec.ranks_per_node} but the run has {world} rank(s): all of them "
+            f"would share one node and nothing would cross the link. Use link.ranks_per_node<={world}."
+        )
     if nodes_for(world, spec.ranks_per_node) > 250:
-        raise LinkError(f"{what}: {nodes_for(world, spec.ranks_per_node)} emulated nodes, more than the 250 one "
-                        "private /24 holds; raise link.ranks_per_node")
+        raise LinkError(
+            f"{what}: {nodes_for(world, spec.ranks_per_node)} emulated nodes, more than the 250 one "
+            "private /24 holds; raise link.ranks_per_node"
+        )
     _check_timeout(cfg, spec, world)
     support = support if support is not None else probe()
     _refuse_unsupported(support, spec, what)
@@ -296,13 +351,23 @@ def _check_cpu_only(cfg, what: str, gpus: int | None) -> None:
     backend, device = str(cfg.get("backend", "auto")), requested_device(cfg, cpu_by_default)
     task_device = str(OmegaConf.select(cfg, f"{cfg.task}.device", default="auto") or "auto")
     gpus = gpu_count() if gpus is None else gpus
-    asked = ("backend=nccl" if backend == "nccl" else "device=cuda" if device == "cuda"
-             else f"{cfg.task}.device=cuda" if task_device == "cuda"
-             else f"device=auto on a machine with {gpus} GPU(s)" if device == "auto" and gpus > 0 else None)
+    asked = (
+        "backend=nccl"
+        if backend == "nccl"
+        else "device=cuda"
+        if device == "cuda"
+        else f"{cfg.task}.device=cuda"
+        if task_device == "cuda"
+        else f"device=auto on a machine with {gpus} GPU(s)"
+        if device == "auto" and gpus > 0
+        else None
+    )
     if asked:
-        raise LinkError(f"{what} with {asked}: a link is for CPU ranks on gloo. It is emulated in the Linux network "
-                        "stack, which NCCL between GPUs of one host does not use (NVLink, PCIe, shared memory), so "
-                        "nothing would be shaped. Add device=cpu backend=gloo (on a GPU machine too), or drop link=.")
+        raise LinkError(
+            f"{what} with {asked}: a link is for CPU ranks on gloo. It is emulated in the Linux network "
+            "stack, which NCCL between GPUs of one host does not use (NVLink, PCIe, shared memory), so "
+            "nothing would be shaped. Add device=cpu backend=gloo (on a GPU machine too), or drop link=."
+        )
 
 
 def _check_timeout(cfg, spec: Spec, world: int) -> None:
@@ -318,20 +383,24 @@ def _check_timeout(cfg, spec: Spec, world: int) -> None:
         return
     if not nbytes:
         return
-    seconds = nbytes * bus_factor("all_reduce", world) * 8 / arith.payload_rate(spec.rate_bit_s, spec.mtu)
+    seconds = (
+        nbytes * bus_factor("all_reduce", world) * 8 / arith.payload_rate(spec.rate_bit_s, spec.mtu)
+    )
     if seconds > float(cfg.timeout_s):
-        raise LinkError(f"{spec.label}: all-reducing {what} ({nbytes / 1e6:.0f} MB) takes about {seconds:.0f} s at "
-                        f"{arith.human(spec.rate_bit_s)}, over timeout_s={cfg.timeout_s:g}: the collective would time "
-                        f"out. Raise the rate, or timeout_s={math.ceil(seconds * 3)}.")
+        raise LinkError(
+            f"{spec.label}: all-reducing {what} ({nbytes / 1e6:.0f} MB) takes about {seconds:.0f} s at "
+            f"{arith.human(spec.rate_bit_s)}, over timeout_s={cfg.timeout_s:g}: the collective would time "
+            f"out. Raise the rate, or timeout_s={math.ceil(seconds * 3)}."
+        )
 
 
-UNSUPPORTED = {   # Support.problem -> the refusal, with {what} (the link asked for) and {detail} (what failed)
+UNSUPPORTED = {  # Support.problem -> the refusal, with {what} (the link asked for) and {detail} (what failed)
     "root": "{what} needs root: it creates network namespaces, veth pairs and a bridge and shapes them with tc "
-            "(CAP_SYS_ADMIN, CAP_NET_ADMIN). Run it as root (sudo), or drop link= to run over loopback.",
+    "(CAP_SYS_ADMIN, CAP_NET_ADMIN). Run it as root (sudo), or drop link= to run over loopback.",
     "tools": "{what} needs iproute2's ip and tc, and {detail} is not installed: install iproute2 (apt-get install "
-             "iproute2), or drop link=.",
+    "iproute2), or drop link=.",
     "netns": "{what}: this machine does not let even root create a network namespace ({detail}); a container needs "
-             "CAP_SYS_ADMIN and CAP_NET_ADMIN. Run it on a machine or VM of your own, or drop link=.",
+    "CAP_SYS_ADMIN and CAP_NET_ADMIN. Run it on a machine or VM of your own, or drop link=.",
     "veth": "{what}: the kernel cannot make a veth pair or a bridge ({detail}): modprobe veth bridge, or drop link=.",
 }
 
@@ -341,12 +410,16 @@ def _refuse_unsupported(support: Support, spec: Spec, what: str) -> None:
         raise LinkError(UNSUPPORTED[support.problem].format(what=what, detail=support.detail))
     if spec.qdisc not in support.qdiscs:
         other = next((q for q in ("htb", "tbf") if q != spec.qdisc and q in support.qdiscs), None)
-        raise LinkError(f"{what}: the {spec.qdisc} qdisc is not in this kernel (tc: unknown qdisc kind): modprobe "
-                        f"sch_{spec.qdisc}" + (f", or use link.qdisc={other}." if other else ", or drop link=."))
+        raise LinkError(
+            f"{what}: the {spec.qdisc} qdisc is not in this kernel (tc: unknown qdisc kind): modprobe "
+            f"sch_{spec.qdisc}" + (f", or use link.qdisc={other}." if other else ", or drop link=.")
+        )
     if spec.latency_us is not None and "netem" not in support.qdiscs:
-        raise LinkError(f"link.latency_us={spec.latency_us:g} needs the netem qdisc, which this kernel lacks, so no "
-                        "qdisc can add latency here. Drop link.latency_us: the link then emulates the rate only (the "
-                        "record has the path's own measured round-trip time).")
+        raise LinkError(
+            f"link.latency_us={spec.latency_us:g} needs the netem qdisc, which this kernel lacks, so no "
+            "qdisc can add latency here. Drop link.latency_us: the link then emulates the rate only (the "
+            "record has the path's own measured round-trip time)."
+        )
 
 
 # ------------------------------------------------------------------------------------------------ the network
@@ -389,27 +462,45 @@ class Network:
         t0 = time.perf_counter()
         reaped = reap_stale()
         if reaped:
-            log.warning(f"warning: killed {len(reaped)} process(es) left behind by an earlier link run whose launcher "
-                        f"died (pids {', '.join(map(str, reaped))})")
+            log.warning(
+                f"warning: killed {len(reaped)} process(es) left behind by an earlier link run whose launcher "
+                f"died (pids {', '.join(map(str, reaped))})"
+            )
         ip, tc = tool("ip"), tool("tc")
         try:
             self.switch = new_netns()
             self.node_fds = [new_netns() for _ in range(self.nodes)]
         except OSError as e:
-            raise LinkError(f"{self.spec.label}: cannot create a network namespace ({e.strerror or e})") from None
+            raise LinkError(
+                f"{self.spec.label}: cannot create a network namespace ({e.strerror or e})"
+            ) from None
         me = os.getpid()
         switch_ip = [f"link add {SWITCH} type bridge", f"link set {SWITCH} up"]
         for i, fd in enumerate(self.node_fds):
-            switch_ip += [f"link add port{i} mtu {self.spec.mtu} type veth peer name {NIC} mtu {self.spec.mtu} "
-                          f"netns /proc/self/fd/{fd}", f"link set port{i} master {SWITCH} up"]
-        self._batch(self.switch, [ip, "-batch", "-"], switch_ip, "the switch", pass_fds=tuple(self.node_fds))
+            switch_ip += [
+                f"link add port{i} mtu {self.spec.mtu} type veth peer name {NIC} mtu {self.spec.mtu} "
+                f"netns /proc/self/fd/{fd}",
+                f"link set port{i} master {SWITCH} up",
+            ]
+        self._batch(
+            self.switch, [ip, "-batch", "-"], switch_ip, "the switch", pass_fds=tuple(self.node_fds)
+        )
         for i, fd in enumerate(self.node_fds):
-            self._batch(fd, [ip, "-batch", "-"], ["link set lo up", f"addr add {address(i)}/24 dev {NIC}",
-                                                  f"link set {NIC} up"], f"node {i}")
-            self._batch(fd, [tc, "-batch", "-"], self.shaper(NIC, node_side=True), f"node {i}'s NIC")
-        self._batch(self.switch, [tc, "-batch", "-"],
-                    [line for i in range(self.nodes) for line in self.shaper(f"port{i}", node_side=False)],
-                    "the switch ports")
+            self._batch(
+                fd,
+                [ip, "-batch", "-"],
+                ["link set lo up", f"addr add {address(i)}/24 dev {NIC}", f"link set {NIC} up"],
+                f"node {i}",
+            )
+            self._batch(
+                fd, [tc, "-batch", "-"], self.shaper(NIC, node_side=True), f"node {i}'s NIC"
+            )
+        self._batch(
+            self.switch,
+            [tc, "-batch", "-"],
+            [line for i in range(self.nodes) for line in self.shaper(f"port{i}", node_side=False)],
+            "the switch ports",
+        )
         self.build_s = time.perf_counter() - t0
         if self.nodes < 2:
             self.check_note = "one node: no traffic crosses the link"
@@ -417,12 +508,16 @@ class Network:
             self.check_note = "link.check_s=0: no check transfer"
         else:
             try:
-                self.check = check_transfer(self.node_fds[0], self.node_fds[1], address(1), self.spec)
+                self.check = check_transfer(
+                    self.node_fds[0], self.node_fds[1], address(1), self.spec
+                )
             except OSError as e:
-                raise LinkError(f"{self.spec.label}: the check transfer from node 0 to node 1 failed ({e}); the "
-                                "emulated network does not carry traffic") from None
+                raise LinkError(
+                    f"{self.spec.label}: the check transfer from node 0 to node 1 failed ({e}); the "
+                    "emulated network does not carry traffic"
+                ) from None
         self._marked = f"{self.run_id}:{me}:{_start_ticks(me)}"
-        os.environ[MARK_ENV] = self._marked      # every rank inherits it: how reap_stale finds orphans
+        os.environ[MARK_ENV] = self._marked  # every rank inherits it: how reap_stale finds orphans
 
     def close(self) -> None:
         for fd in [*self.node_fds, *([self.switch] if self.switch is not None else [])]:
@@ -435,11 +530,15 @@ class Network:
             del os.environ[MARK_ENV]
         self._marked = None
 
-    def _batch(self, fd: int, argv: list[str], lines: list[str], where: str, pass_fds: tuple = ()) -> None:
+    def _batch(
+        self, fd: int, argv: list[str], lines: list[str], where: str, pass_fds: tuple = ()
+    ) -> None:
         done = run_in(fd, argv, "\n".join(lines) + "\n", pass_fds)
         if done.returncode != 0:
-            raise LinkError(f"{self.spec.label}: setting up {where} failed ({Path(argv[0]).name}: "
-                            f"{_first_line(done.stderr or done.stdout)})")
+            raise LinkError(
+                f"{self.spec.label}: setting up {where} failed ({Path(argv[0]).name}: "
+                f"{_first_line(done.stderr or done.stdout)})"
+            )
 
     def shaper(self, dev: str, node_side: bool) -> list[str]:
         """tc lines that shape dev's egress to the rate (netem's delay on the node side only: one-way latency)."""
@@ -447,13 +546,19 @@ class Network:
         rate, burst = arith.tc_rate(s.rate_bit_s), s.burst_bytes
         if s.qdisc == "htb":
             r2q = max(1, round(s.rate_bit_s / 8 / s.quantum))
-            lines = [f"qdisc add dev {dev} root handle 1: htb default 1 r2q {r2q}",
-                     f"class add dev {dev} parent 1: classid 1:1 htb rate {rate} ceil {rate} burst {burst} "
-                     f"cburst {burst} quantum {s.quantum}"]
+            lines = [
+                f"qdisc add dev {dev} root handle 1: htb default 1 r2q {r2q}",
+                f"class add dev {dev} parent 1: classid 1:1 htb rate {rate} ceil {rate} burst {burst} "
+                f"cburst {burst} quantum {s.quantum}",
+            ]
         else:
-            lines = [f"qdisc add dev {dev} root handle 1: tbf rate {rate} burst {burst} latency 50ms"]
+            lines = [
+                f"qdisc add dev {dev} root handle 1: tbf rate {rate} burst {burst} latency 50ms"
+            ]
         if node_side and s.latency_us is not None:
-            lines.append(f"qdisc add dev {dev} parent 1:1 handle 10: netem delay {s.latency_us:g}us limit 100000")
+            lines.append(
+                f"qdisc add dev {dev} parent 1:1 handle 10: netem delay {s.latency_us:g}us limit 100000"
+            )
         return lines
 
     # -- what the ranks and the record get
@@ -463,26 +568,47 @@ class Network:
         netem = "netem" in probe().qdiscs
         payload = arith.payload_rate(s.rate_bit_s, s.mtu)
         facts = {
-            "emulated": True, "source": "link=", "preset": s.name, "rate_bit_s": s.rate_bit_s, "qdisc": s.qdisc,
-            "burst_bytes": s.burst_bytes, "htb_quantum_bytes": s.quantum if s.qdisc == "htb" else None,
+            "emulated": True,
+            "source": "link=",
+            "preset": s.name,
+            "rate_bit_s": s.rate_bit_s,
+            "qdisc": s.qdisc,
+            "burst_bytes": s.burst_bytes,
+            "htb_quantum_bytes": s.quantum if s.qdisc == "htb" else None,
             "shaped": f"egress of every node's NIC ({NIC}) and of its switch port: each direction of each node's "
-                      "link, at the rate",
+            "link, at the rate",
             "latency_us": s.latency_us,
-            "latency_note": (f"netem delay {s.latency_us:g} us on each node's egress (one way)" if s.latency_us
-                             is not None else "none added" + ("" if netem else " (this kernel has no netem qdisc): "
-                                                              "rate only; check.rtt_us is the path's own")),
-            "mtu": s.mtu, "payload_fraction": arith.payload_fraction(s.mtu), "payload_rate_bit_s": payload,
-            "nodes": self.nodes, "ranks_per_node": s.ranks_per_node, "interface": NIC,
+            "latency_note": (
+                f"netem delay {s.latency_us:g} us on each node's egress (one way)"
+                if s.latency_us is not None
+                else "none added"
+                + (
+                    ""
+                    if netem
+                    else " (this kernel has no netem qdisc): "
+                    "rate only; check.rtt_us is the path's own"
+                )
+            ),
+            "mtu": s.mtu,
+            "payload_fraction": arith.payload_fraction(s.mtu),
+            "payload_rate_bit_s": payload,
+            "nodes": self.nodes,
+            "ranks_per_node": s.ranks_per_node,
+            "interface": NIC,
             "addresses": [address(i) for i in range(self.nodes)],
             "rendezvous": f"{self.rendezvous_host}:{RENDEZVOUS_PORT}",
-            "check": self.check, "check_note": self.check_note, "build_s": self.build_s,
+            "check": self.check,
+            "check_note": self.check_note,
+            "build_s": self.build_s,
             "how": "network namespaces (one per node, one for the switch), veth pairs into a bridge, tc on every "
-                   "egress (launchers/link.py)",
+            "egress (launchers/link.py)",
         }
         if self.check and self.check["rate_bit_s"] < 0.9 * payload:
-            facts["warning"] = (f"the check transfer reached {arith.human(self.check['rate_bit_s'])}, "
-                                f"{self.check['of_payload_rate']:.0%} of what the link allows: this host (its CPUs, "
-                                "busy or too few for the rate) is the limit, not the emulated link")
+            facts["warning"] = (
+                f"the check transfer reached {arith.human(self.check['rate_bit_s'])}, "
+                f"{self.check['of_payload_rate']:.0%} of what the link allows: this host (its CPUs, "
+                "busy or too few for the rate) is the limit, not the emulated link"
+            )
         return facts
 
     @property
@@ -493,15 +619,35 @@ class Network:
     def rank_info(self) -> dict:
         """What every rank needs (plain data: it travels in the job dict): the facts for the record, and how to join."""
         me = os.getpid()
-        return {"emulated": True, "facts": self.facts(), "join": {
-            "owner_pid": me, "ranks_per_node": self.spec.ranks_per_node,
-            "node_fds": list(self.node_fds), "node_inodes": [os.fstat(fd).st_ino for fd in self.node_fds],
-            "master_addr": self.rendezvous_host, "master_port": RENDEZVOUS_PORT, "ifname": NIC,
-            "hosts": "".join(f"{a}{address(i)} {node_name(i)}\n" for i in range(self.nodes) for a in ("", "::ffff:"))}}
+        return {
+            "emulated": True,
+            "facts": self.facts(),
+            "join": {
+                "owner_pid": me,
+                "ranks_per_node": self.spec.ranks_per_node,
+                "node_fds": list(self.node_fds),
+                "node_inodes": [os.fstat(fd).st_ino for fd in self.node_fds],
+                "master_addr": self.rendezvous_host,
+                "master_port": RENDEZVOUS_PORT,
+                "ifname": NIC,
+                "hosts": "".join(
+                    f"{a}{address(i)} {node_name(i)}\n"
+                    for i in range(self.nodes)
+                    for a in ("", "::ffff:")
+                ),
+            },
+        }
 
 
-LOOPBACK = {"emulated": False, "source": "loopback", "rate_bit_s": None, "qdisc": None, "latency_us": None,
-            "interface": "lo", "note": "no link emulated: ranks on one host talk over loopback"}
+LOOPBACK = {
+    "emulated": False,
+    "source": "loopback",
+    "rate_bit_s": None,
+    "qdisc": None,
+    "latency_us": None,
+    "interface": "lo",
+    "note": "no link emulated: ranks on one host talk over loopback",
+}
 
 
 def check_transfer(sender: int, receiver: int, receiver_addr: str, spec: Spec) -> dict:
@@ -561,12 +707,19 @@ def check_transfer(sender: int, receiver: int, receiver_addr: str, spec: Spec) -
         t0, n0 = next(m for m in marks if m[0] >= t_first + 0.2 * (t_last - t_first))
         rate = (marks[-1][1] - n0) * 8 / max(t_last - t0, 1e-9)
         payload = arith.payload_rate(spec.rate_bit_s, spec.mtu)
-        return {"rate_bit_s": rate, "of_rate": rate / spec.rate_bit_s, "of_payload_rate": rate / payload,
-                "bytes": marks[-1][1], "seconds": t_last - t_first, "rtt_us": statistics.median(rtts) * 1e6,
-                "rtt_min_us": min(rtts) * 1e6, "rtt_rounds": RTT_ROUNDS,
-                "method": f"one TCP stream node 0 -> node 1 for {spec.check_s:g} s before the ranks start; rate = "
-                          "payload bytes the receiver got over the last 80% of the transfer / their time; rtt = median "
-                          f"of {RTT_ROUNDS} 1-byte round trips (TCP_NODELAY)"}
+        return {
+            "rate_bit_s": rate,
+            "of_rate": rate / spec.rate_bit_s,
+            "of_payload_rate": rate / payload,
+            "bytes": marks[-1][1],
+            "seconds": t_last - t_first,
+            "rtt_us": statistics.median(rtts) * 1e6,
+            "rtt_min_us": min(rtts) * 1e6,
+            "rtt_rounds": RTT_ROUNDS,
+            "method": f"one TCP stream node 0 -> node 1 for {spec.check_s:g} s before the ranks start; rate = "
+            "payload bytes the receiver got over the last 80% of the transfer / their time; rtt = median "
+            f"of {RTT_ROUNDS} 1-byte round trips (TCP_NODELAY)",
+        }
     finally:
         client.close()
         server.close()
@@ -582,19 +735,26 @@ def join(info: dict) -> None:
     # nobody to stop for, and a rank blocked in a collective would wait out its timeout holding the namespace
     _syscall(_libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
     if os.getppid() != j["owner_pid"]:
-        os._exit(1)      # the launcher died before we asked to die with it: nothing to run for
+        os._exit(1)  # the launcher died before we asked to die with it: nothing to run for
     node = int(os.environ["RANK"]) // int(j["ranks_per_node"])
     fd = os.open(f"/proc/{j['owner_pid']}/fd/{j['node_fds'][node]}", os.O_RDONLY | os.O_CLOEXEC)
     try:
         if os.fstat(fd).st_ino != j["node_inodes"][node]:
-            raise RuntimeError(f"the launcher's descriptor {j['node_fds'][node]} is not node {node}'s namespace")
+            raise RuntimeError(
+                f"the launcher's descriptor {j['node_fds'][node]} is not node {node}'s namespace"
+            )
         _setns(fd)
     finally:
         os.close(fd)
     _name_the_nodes(j["hosts"])
-    os.environ.update({"MASTER_ADDR": j["master_addr"], "MASTER_PORT": str(j["master_port"]),
-                       "GLOO_SOCKET_IFNAME": j["ifname"],
-                       "TORCHELASTIC_USE_AGENT_STORE": "False"})   # rank 0 serves the store on node 0's NIC
+    os.environ.update(
+        {
+            "MASTER_ADDR": j["master_addr"],
+            "MASTER_PORT": str(j["master_port"]),
+            "GLOO_SOCKET_IFNAME": j["ifname"],
+            "TORCHELASTIC_USE_AGENT_STORE": "False",
+        }
+    )  # rank 0 serves the store on node 0's NIC
 
 
 def _name_the_nodes(lines: str) -> None:
@@ -606,14 +766,19 @@ def _name_the_nodes(lines: str) -> None:
     mount with the rank. Best effort: without it the run is the same, with the warnings."""
     try:
         _syscall(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-        _syscall(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+        _syscall(
+            _libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /"
+        )
     except OSError:
         return
     fd, path = tempfile.mkstemp(prefix="ddp-comm-hosts-")
     try:
         with os.fdopen(fd, "w") as f:
             f.write(Path("/etc/hosts").read_text(errors="replace").rstrip("\n") + "\n" + lines)
-        _syscall(_libc.mount(path.encode(), b"/etc/hosts", None, MS_BIND, None), "mount --bind /etc/hosts")
+        _syscall(
+            _libc.mount(path.encode(), b"/etc/hosts", None, MS_BIND, None),
+            "mount --bind /etc/hosts",
+        )
     except OSError:
         pass
     finally:
@@ -629,11 +794,25 @@ def observe() -> dict:
     try:
         dev = os.environ.get("GLOO_SOCKET_IFNAME")
         if not dev and ip:
-            dev = _interface_to(ip, socket.gethostbyname(os.environ.get("MASTER_ADDR") or "127.0.0.1"))
+            dev = _interface_to(
+                ip, socket.gethostbyname(os.environ.get("MASTER_ADDR") or "127.0.0.1")
+            )
         if not dev:
-            return {"emulated": None, "source": "interface", "note": "unknown: no interface found for MASTER_ADDR"}
-        facts = {"emulated": False, "source": "interface", "interface": dev, "rate_bit_s": None, "qdisc": None,
-                 "latency_us": None, "check": None, "check_note": "not built by this run: no check transfer"}
+            return {
+                "emulated": None,
+                "source": "interface",
+                "note": "unknown: no interface found for MASTER_ADDR",
+            }
+        facts = {
+            "emulated": False,
+            "source": "interface",
+            "interface": dev,
+            "rate_bit_s": None,
+            "qdisc": None,
+            "latency_us": None,
+            "check": None,
+            "check_note": "not built by this run: no check transfer",
+        }
         speed = Path(f"/sys/class/net/{dev}/speed")
         try:
             mbit = int(speed.read_text().strip())
@@ -641,20 +820,39 @@ def observe() -> dict:
         except (OSError, ValueError):
             facts["speed_bit_s"] = None
         if tc and dev != "lo":
-            facts.update(_shaping(*(subprocess.run([tc, what, "show", "dev", dev], capture_output=True, text=True,
-                                                   timeout=10).stdout for what in ("qdisc", "class"))))
+            facts.update(
+                _shaping(
+                    *(
+                        subprocess.run(
+                            [tc, what, "show", "dev", dev],
+                            capture_output=True,
+                            text=True,
+                            timeout=10,
+                        ).stdout
+                        for what in ("qdisc", "class")
+                    )
+                )
+            )
         return facts
     except Exception as e:  # noqa: BLE001 - the record says it could not tell; the run goes on
-        return {"emulated": None, "source": "interface", "note": f"unknown: {type(e).__name__}: {e}"}
+        return {
+            "emulated": None,
+            "source": "interface",
+            "note": f"unknown: {type(e).__name__}: {e}",
+        }
 
 
 def _interface_to(ip: str, addr: str) -> str | None:
     """The interface traffic to addr leaves by; for one of this host's own addresses (rank 0 on the master node, whose
     route is `local ... dev lo`), the interface that holds it, which is what the other nodes reach."""
-    route = subprocess.run([ip, "-o", "route", "get", addr], capture_output=True, text=True, timeout=10).stdout
+    route = subprocess.run(
+        [ip, "-o", "route", "get", addr], capture_output=True, text=True, timeout=10
+    ).stdout
     m = re.search(r"\bdev (\S+)", route)
     if route.startswith("local") and not addr.startswith("127."):
-        held = subprocess.run([ip, "-o", "-4", "addr", "show"], capture_output=True, text=True, timeout=10).stdout
+        held = subprocess.run(
+            [ip, "-o", "-4", "addr", "show"], capture_output=True, text=True, timeout=10
+        ).stdout
         own = re.search(rf"^\d+:\s+(\S+)\s+inet {re.escape(addr)}/", held, re.MULTILINE)
         return own.group(1) if own else None
     return m.group(1) if m else None
@@ -663,7 +861,11 @@ def _interface_to(ip: str, addr: str) -> str | None:
 def _size(text: str) -> int:
     """tc's printed sizes: 125000b, 1250Kb, 2Mb (powers of 1024)."""
     m = re.match(r"(\d+(?:\.\d+)?)([KMG]?)b$", text)
-    return int(float(m.group(1)) * {"": 1, "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}[m.group(2)]) if m else 0
+    return (
+        int(float(m.group(1)) * {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}[m.group(2)])
+        if m
+        else 0
+    )
 
 
 def _shaping(qdiscs: str, classes: str) -> dict:
@@ -678,8 +880,12 @@ def _shaping(qdiscs: str, classes: str) -> dict:
         line = re.search(r"^qdisc tbf .*$", qdiscs, re.MULTILINE)
     rate = line and re.search(r"\brate (\S+)", line.group(0))
     if rate:
-        found = {"emulated": True, "qdisc": shaper, "rate_bit_s": arith.parse_rate(rate.group(1)),
-                 "note": "shaped outside this run"}
+        found = {
+            "emulated": True,
+            "qdisc": shaper,
+            "rate_bit_s": arith.parse_rate(rate.group(1)),
+            "note": "shaped outside this run",
+        }
         burst = re.search(r"\bburst (\S+)", line.group(0))
         found["burst_bytes"] = _size(burst.group(1)) if burst else None
         found["payload_rate_bit_s"] = arith.payload_rate(found["rate_bit_s"])
@@ -699,7 +905,7 @@ def _marker(pid: str) -> str | None:
     at = env.find(key)
     if at < 0 or (at > 0 and env[at - 1] != 0):
         return None
-    return env[at + len(key):].split(b"\0", 1)[0].decode(errors="replace")
+    return env[at + len(key) :].split(b"\0", 1)[0].decode(errors="replace")
 
 
 def reap_stale() -> list[int]:

@@ -27,6 +27,7 @@ base.interrupt.Interrupted carrying rank 0's Outcome.
 With `link=` set, this process first builds the run's emulated network (launchers/link.py) and holds it while the
 ranks run: each rank enters its node's namespace first thing (rank_entry), rendezvous at node 0's address instead of
 loopback; the record's env.link says which link the ranks had (loopback otherwise)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -48,8 +49,13 @@ from pathlib import Path
 from torch.distributed import PrefixStore
 from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs, SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, record
-from torch.distributed.elastic.rendezvous import (RendezvousHandler, RendezvousInfo, RendezvousParameters,
-                                                  RendezvousStoreInfo, rendezvous_handler_registry)
+from torch.distributed.elastic.rendezvous import (
+    RendezvousHandler,
+    RendezvousInfo,
+    RendezvousParameters,
+    RendezvousStoreInfo,
+    rendezvous_handler_registry,
+)
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from launchers.hang import HangWatch
@@ -62,9 +68,13 @@ LOCAL_HOST = LOOPBACK  # the one address a plain local run listens on (its rende
 RENDEZVOUS = "ddp-comm-one-node"
 LAUNCH_PREFIX = "ddp-comm-launch-"
 OUTCOME_FILE = "rank0_outcome.pkl"
-SHUTDOWN_S = 5  # how long the agent waits for the other ranks to exit after a failure before it kills them
+SHUTDOWN_S = (
+    5  # how long the agent waits for the other ranks to exit after a failure before it kills them
+)
 TIMEOUT_SIGNS = ("timed out", "timeout")
-NO_ERROR_FILE = "To enable traceback see"  # torch elastic's message for a rank that left no error file
+NO_ERROR_FILE = (
+    "To enable traceback see"  # torch elastic's message for a rank that left no error file
+)
 
 
 class RankFailed(RuntimeError):
@@ -75,11 +85,18 @@ class RankFailed(RuntimeError):
 
 class Hang(RankFailed):
     """The job was declared hung (launchers/hang.py): its record's status is `hung`, its error the verdict's line."""
+
     status = "hung"
 
     def __init__(self, hung):
         RuntimeError.__init__(self, hung.message)
-        self.rank, self.message, self.traceback, self.outcome, self.hung = None, hung.message, None, None, hung
+        self.rank, self.message, self.traceback, self.outcome, self.hung = (
+            None,
+            hung.message,
+            None,
+            None,
+            hung,
+        )
 
 
 class CannotStart(RankFailed):
@@ -110,8 +127,12 @@ class OneNode(RendezvousHandler):
     def next_rendezvous(self) -> RendezvousInfo:
         if self._store is None:
             self._store = serve(self.host, 0, timeout=self.timeout)
-        return RendezvousInfo(PrefixStore(self.run_id, self._store), 0, 1,
-                              RendezvousStoreInfo(self.host, self._store.port))
+        return RendezvousInfo(
+            PrefixStore(self.run_id, self._store),
+            0,
+            1,
+            RendezvousStoreInfo(self.host, self._store.port),
+        )
 
     def is_closed(self) -> bool:
         return False
@@ -135,7 +156,9 @@ rendezvous_handler_registry.register(RENDEZVOUS, OneNode)
 
 @record
 def rank_entry(plain: dict, job: dict):
-    if (job.get("link") or {}).get("join"):   # behind an emulated link: into this rank's node before any socket
+    if (job.get("link") or {}).get(
+        "join"
+    ):  # behind an emulated link: into this rank's node before any socket
         from launchers.link import join
 
         join(job["link"])
@@ -152,7 +175,7 @@ def rank_entry(plain: dict, job: dict):
         _exit_now()
     if outcome is not None:
         _hand_in(outcome, job)
-    leave_without_teardown()   # done and handed in: native teardown at exit must not turn it into a failed rank
+    leave_without_teardown()  # done and handed in: native teardown at exit must not turn it into a failed rank
 
 
 def _exit_now() -> None:
@@ -214,24 +237,40 @@ def launch_local(plain: dict, job: dict, host: str = LOCAL_HOST):
         max_restarts=0,
         monitor_interval=0.1,
         start_method="spawn",
-        logs_specs=DefaultLogsSpecs(log_dir=str(launch_dir / "elastic")),  # error files: not a torchelastic_* temp dir
+        logs_specs=DefaultLogsSpecs(
+            log_dir=str(launch_dir / "elastic")
+        ),  # error files: not a torchelastic_* temp dir
         **_shutdown_timeout(SHUTDOWN_S),
     )
     spec = link.spec_of(plain)
     network = link.Network(spec, int(plain["world_size"])) if spec is not None else None
     # behind an emulated link the ranks serve their own store on node 0's NIC and gloo uses the NIC (link.join)
-    undo = [torchrun_threads(int(plain["world_size"])), sockets_on(host) if network is None else (lambda: None),
-            ranks_temp_dir(launch_dir)]
+    undo = [
+        torchrun_threads(int(plain["world_size"])),
+        sockets_on(host) if network is None else (lambda: None),
+        ranks_temp_dir(launch_dir),
+    ]
     watch = Watch(launch_dir, silent_limit(plain["timeout_s"]))
-    hang = HangWatch(launch_dir, job["output_dir"], plain.get("hang") or {}, plain["timeout_s"],
-                     int(plain["world_size"]))
+    hang = HangWatch(
+        launch_dir,
+        job["output_dir"],
+        plain.get("hang") or {},
+        plain["timeout_s"],
+        int(plain["world_size"]),
+    )
     try:
         if network is not None:
-            network.build()   # LinkError (a ConfigError): nothing started yet
-        link_info = network.rank_info() if network is not None else {"emulated": False, "facts": link.LOOPBACK}
+            network.build()  # LinkError (a ConfigError): nothing started yet
+        link_info = (
+            network.rank_info()
+            if network is not None
+            else {"emulated": False, "facts": link.LOOPBACK}
+        )
         try:
             with restored_handlers(), watch, hang, temp_files_in(launch_dir):
-                elastic_launch(config, rank_entry)(plain, {**job, "launch_dir": str(launch_dir), "link": link_info})
+                elastic_launch(config, rank_entry)(
+                    plain, {**job, "launch_dir": str(launch_dir), "link": link_info}
+                )
             error = None
         except SignalException as e:
             note(e.sigval)
@@ -246,7 +285,7 @@ def launch_local(plain: dict, job: dict, host: str = LOCAL_HOST):
             outcome.env.setdefault("link", link_info["facts"])
     finally:
         if network is not None:
-            network.close()   # this process's hold on the namespaces; the kernel frees them with the last rank
+            network.close()  # this process's hold on the namespaces; the kernel frees them with the last rank
         for step in undo:
             step()
         shutil.rmtree(launch_dir, ignore_errors=True)
@@ -263,17 +302,25 @@ def _failed(e: ChildFailedError, watch: Watch) -> RankFailed:
         return RankFailed(watch.stuck.rank, watch.stuck.message, None)
     rank, failure = e.get_first_failure()
     outcome = _take(watch.directory)
-    own = outcome.error.removeprefix("rank 0 failed: ") if outcome is not None and outcome.error \
-        and not outcome.signal else None
+    own = (
+        outcome.error.removeprefix("rank 0 failed: ")
+        if outcome is not None and outcome.error and not outcome.signal
+        else None
+    )
     message, traceback = (own, outcome.traceback) if rank == 0 and own else _failure_text(failure)
-    if own and own.split(": ", 1)[-1] in message:   # the same error on every rank (a user's script, task=script):
-        message = own                                 # rank 0's own words
+    if (
+        own and own.split(": ", 1)[-1] in message
+    ):  # the same error on every rank (a user's script, task=script):
+        message = own  # rank 0's own words
         rank, traceback = 0, outcome.traceback
     if any(sign in message.lower() for sign in TIMEOUT_SIGNS):
         laggard = watch.laggard(rank)
         if laggard is not None:
-            return RankFailed(laggard.rank, f"{laggard.message}; rank {rank} timed out waiting for it ({message})",
-                              traceback)
+            return RankFailed(
+                laggard.rank,
+                f"{laggard.message}; rank {rank} timed out waiting for it ({message})",
+                traceback,
+            )
     return RankFailed(rank, message, traceback)
 
 
@@ -289,8 +336,8 @@ def temp_files_in(directory: Path):
         tempfile.tempdir = before
 
 
-UNIX_PATH_MAX = 107   # bytes of a Unix socket's path (sun_path, NUL excluded)
-MP_SOCKET_TAIL = len("/pymp-12345678/listener-12345678")   # multiprocessing's sockets under a TMPDIR
+UNIX_PATH_MAX = 107  # bytes of a Unix socket's path (sun_path, NUL excluded)
+MP_SOCKET_TAIL = len("/pymp-12345678/listener-12345678")  # multiprocessing's sockets under a TMPDIR
 
 
 def ranks_temp_dir(launch_dir: Path):
@@ -302,13 +349,14 @@ def ranks_temp_dir(launch_dir: Path):
     if len(os.fsencode(inside)) + MP_SOCKET_TAIL > UNIX_PATH_MAX:
         return lambda: None
     inside.mkdir()
-    os.environ["TMPDIR"] = str(inside)   # the spawned ranks inherit it
+    os.environ["TMPDIR"] = str(inside)  # the spawned ranks inherit it
 
     def undo():
         if before is None:
             os.environ.pop("TMPDIR", None)
         else:
             os.environ["TMPDIR"] = before
+
     return undo
 
 
@@ -316,9 +364,14 @@ def remove_stale_launch_dirs(root: str | None = None) -> list[Path]:
     """Launch directories of this user's launches whose process is gone (killed with SIGKILL: nothing cleaned up)."""
     removed = []
     for path in Path(root or tempfile.gettempdir()).glob(f"{LAUNCH_PREFIX}*-*"):
-        pid = path.name[len(LAUNCH_PREFIX):].split("-", 1)[0]
+        pid = path.name[len(LAUNCH_PREFIX) :].split("-", 1)[0]
         try:
-            if not pid.isdigit() or path.is_symlink() or path.lstat().st_uid != os.getuid() or _alive(int(pid)):
+            if (
+                not pid.isdigit()
+                or path.is_symlink()
+                or path.lstat().st_uid != os.getuid()
+                or _alive(int(pid))
+            ):
                 continue
         except OSError:
             continue
@@ -344,15 +397,19 @@ def check_interpreter() -> None:
     try:
         proc = subprocess.run([exe, "-c", "pass"], capture_output=True, text=True, timeout=120)
     except OSError as e:
-        raise CannotStart(f"{exe}: {e.strerror or e} (the Python interpreter that runs the ranks). Start train.py "
-                          "with an interpreter that runs here.") from None
+        raise CannotStart(
+            f"{exe}: {e.strerror or e} (the Python interpreter that runs the ranks). Start train.py "
+            "with an interpreter that runs here."
+        ) from None
     except subprocess.TimeoutExpired:
         return  # a slow machine is not a broken interpreter
     if proc.returncode != 0:
         lines = [ln.strip() for ln in (proc.stderr or "").splitlines() if ln.strip()]
         why = lines[-1] if lines else f"exit code {proc.returncode}"
-        raise CannotStart(f"{exe} -c pass fails: {why} (exit code {proc.returncode}; the Python interpreter that runs "
-                          "the ranks). Start train.py with an interpreter that runs here.")
+        raise CannotStart(
+            f"{exe} -c pass fails: {why} (exit code {proc.returncode}; the Python interpreter that runs "
+            "the ranks). Start train.py with an interpreter that runs here."
+        )
 
 
 def sockets_on(host: str):
@@ -360,13 +417,18 @@ def sockets_on(host: str):
     interface the host name resolves to otherwise, which may face the network), unless the user chose one
     (gloo.SOCKET_IFNAME / nccl.SOCKET_IFNAME are applied in the rank, over this). Returns the undo."""
     name = interface_of(host) if is_loopback(host) else None
-    added = [var for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME") if name and var not in os.environ]
+    added = [
+        var
+        for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+        if name and var not in os.environ
+    ]
     for var in added:
-        os.environ[var] = name   # the spawned ranks inherit it
+        os.environ[var] = name  # the spawned ranks inherit it
 
     def undo():
         for var in added:
             os.environ.pop(var, None)
+
     return undo
 
 
@@ -390,10 +452,14 @@ def _failure_text(failure) -> tuple[str, str | None]:
         return worker_error(text) or text, (msg.get("extraInfo") or {}).get("py_callstack")
     if failure.exitcode is not None and failure.exitcode < 0:
         return f"killed by signal {-failure.exitcode} ({_signal_cause(-failure.exitcode)})", None
-    if not msg or NO_ERROR_FILE in str(msg):  # no error file: it died before torch's @record could write one
+    if not msg or NO_ERROR_FILE in str(
+        msg
+    ):  # no error file: it died before torch's @record could write one
         exe = os.fsdecode(multiprocessing.spawn.get_executable())
-        return (f"exited with code {failure.exitcode} during start-up, before it could report an error (its own "
-                f"output, if any, is above; {exe} runs the ranks)"), None
+        return (
+            f"exited with code {failure.exitcode} during start-up, before it could report an error (its own "
+            f"output, if any, is above; {exe} runs the ranks)"
+        ), None
     return str(msg), None
 
 
@@ -405,6 +471,9 @@ def _signal_cause(signum: int) -> str:
         name = signal.Signals(signum).name
     except ValueError:
         return "unknown signal"
-    why = {"SIGKILL": "out of memory, or kill -9", "SIGABRT": "a native abort: its stderr above says why",
-           "SIGSEGV": "a native crash"}.get(name)
+    why = {
+        "SIGKILL": "out of memory, or kill -9",
+        "SIGABRT": "a native abort: its stderr above says why",
+        "SIGSEGV": "a native crash",
+    }.get(name)
     return f"{name}: {why}" if why else name

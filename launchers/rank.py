@@ -4,6 +4,7 @@ record: no rank writes a record itself.
 
 While it runs, a rank turns SIGINT/SIGTERM into base.interrupt.Interrupted (so rank 0 can still hand in how far it
 got) and, under the local launcher, beats (launchers.heartbeat) so that a rank that stops answering is named."""
+
 from __future__ import annotations
 
 import atexit
@@ -40,6 +41,7 @@ log = get(__name__)
 class Outcome:
     """What rank 0 hands in. error is set when the rank failed; result then holds whatever was measured.
     progress: how far the task got (RankContext.progress); signal: the signal's name when one interrupted it."""
+
     started: str
     env: dict = field(default_factory=dict)
     result: dict | None = None
@@ -70,27 +72,62 @@ def run_rank(plain: dict, job: dict, hand_in=None) -> Outcome | None:
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
     output_dir = Path(job["output_dir"])
     if own_log:
-        log.info(f"rank {rank} of {world_size} started: pid {os.getpid()} on {socket.gethostname()}")
+        log.info(
+            f"rank {rank} of {world_size} started: pid {os.getpid()} on {socket.gethostname()}"
+        )
     outcome = Outcome(started=now())
     launch_dir = job.get("launch_dir")
-    with signals_raise(), beating(launch_dir, rank, outcome.progress), \
-            collecting(launch_dir, job["output_dir"], rank, outcome.progress, plain.get("hang"),
-                       Path(launch_dir).name if launch_dir else None):
+    with (
+        signals_raise(),
+        beating(launch_dir, rank, outcome.progress),
+        collecting(
+            launch_dir,
+            job["output_dir"],
+            rank,
+            outcome.progress,
+            plain.get("hang"),
+            Path(launch_dir).name if launch_dir else None,
+        ),
+    ):
         try:
             comm_env.apply(cfg, output_dir)
             timeout = timedelta(seconds=float(cfg.timeout_s))
             # device and backend: decided alike by every rank, or the same error on all of them (device/placement.py)
             task = tasks.get(cfg.task)
-            placement, store = settle(cfg, rank, world_size, local_rank, local_world, timeout,
-                                      cpu_by_default=getattr(task, "CPU_BY_DEFAULT", False))
+            placement, store = settle(
+                cfg,
+                rank,
+                world_size,
+                local_rank,
+                local_world,
+                timeout,
+                cpu_by_default=getattr(task, "CPU_BY_DEFAULT", False),
+            )
             dev = open_device(placement)
             backend = placement.backend
-            if not getattr(task, "OWN_PROCESS_GROUP", False):   # task=script: the user's script starts its own
-                dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout,
-                                        **({"device_id": dev.torch_device} if backend == "nccl" else {}))
-            ctx = RankContext(cfg=cfg, rank=rank, world_size=world_size, local_rank=local_rank, device=dev,
-                              backend=backend, output_dir=output_dir, hostname=socket.gethostname(),
-                              store=dist.PrefixStore("ddp_comm/rank_side", store), progress=outcome.progress)
+            if not getattr(
+                task, "OWN_PROCESS_GROUP", False
+            ):  # task=script: the user's script starts its own
+                dist.init_process_group(
+                    backend,
+                    store=store,
+                    rank=rank,
+                    world_size=world_size,
+                    timeout=timeout,
+                    **({"device_id": dev.torch_device} if backend == "nccl" else {}),
+                )
+            ctx = RankContext(
+                cfg=cfg,
+                rank=rank,
+                world_size=world_size,
+                local_rank=local_rank,
+                device=dev,
+                backend=backend,
+                output_dir=output_dir,
+                hostname=socket.gethostname(),
+                store=dist.PrefixStore("ddp_comm/rank_side", store),
+                progress=outcome.progress,
+            )
             outcome.env = environment(ctx)
             if rank == 0:
                 outcome.env["link"] = _link(job)
@@ -108,12 +145,19 @@ def run_rank(plain: dict, job: dict, hand_in=None) -> Outcome | None:
             elif rank == 0:
                 outcome.error = f"rank {rank} failed: {first_line(e)}"
                 # a task's one-line error has none; task=script's gives the script's own frames only
-                outcome.traceback = None if getattr(e, "one_line", False) else \
-                    getattr(e, "own_traceback", None) or traceback.format_exc()
+                outcome.traceback = (
+                    None
+                    if getattr(e, "one_line", False)
+                    else getattr(e, "own_traceback", None) or traceback.format_exc()
+                )
             if own_log:
-                log.info(f"rank {rank} ended: {outcome.error or f'{type(e).__name__}: {e}'} {outcome.progress}")
+                log.info(
+                    f"rank {rank} ended: {outcome.error or f'{type(e).__name__}: {e}'} {outcome.progress}"
+                )
             if rank == 0:
-                outcome.result = getattr(e, "result", None)  # e.g. a failed correctness check keeps its figures
+                outcome.result = getattr(
+                    e, "result", None
+                )  # e.g. a failed correctness check keeps its figures
                 raise RankError(outcome) from e
             raise
         finally:
@@ -127,7 +171,9 @@ def run_rank(plain: dict, job: dict, hand_in=None) -> Outcome | None:
     return outcome if rank == 0 else None
 
 
-_exit_code: int | None = None   # None until a rank finished in this process; then the code it leaves with at exit
+_exit_code: int | None = (
+    None  # None until a rank finished in this process; then the code it leaves with at exit
+)
 
 
 def leave_without_teardown() -> None:
@@ -166,7 +212,9 @@ def exiting(code: int) -> int:
 
 
 def _leave() -> None:
-    code = 1 if hasattr(sys, "last_value") else _exit_code   # Python sets it for an exception nobody caught
+    code = (
+        1 if hasattr(sys, "last_value") else _exit_code
+    )  # Python sets it for an exception nobody caught
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -213,7 +261,7 @@ def environment(ctx: RankContext) -> dict:
     if dist.is_initialized():
         everyone = [None] * ctx.world_size
         dist.all_gather_object(everyone, mine)
-    else:   # no group of ours (task=script): through the store, never a collective on the script's groups
+    else:  # no group of ours (task=script): through the store, never a collective on the script's groups
         from base.store import gather_objects
 
         everyone = gather_objects(ctx.store, "environment", ctx.rank, ctx.world_size, mine)

@@ -1,5 +1,6 @@
 """Models: `build_model(cfg.model)` instantiates what conf/model/<name>.yaml's `_target_` names (a new model is one YAML
 file; model=custom is the user's own nn.Module). No weights are downloaded."""
+
 from __future__ import annotations
 
 from base.record import setting
@@ -11,8 +12,11 @@ from base.build import build, target_of
 from base.errors import ConfigError
 
 
-NAMED_ARCHS = ("torchvision", "timm")    # the archs that build the model model.name names; vgg and vit build from
-                                          # their own keys (layers, patch_size, ...) and keep model.name as a label
+NAMED_ARCHS = (
+    "torchvision",
+    "timm",
+)  # the archs that build the model model.name names; vgg and vit build from
+# their own keys (layers, patch_size, ...) and keep model.name as a label
 
 
 def check(model_cfg) -> None:
@@ -28,32 +32,50 @@ def check(model_cfg) -> None:
         built_for = OmegaConf.get_type(model_cfg)
         if arch in MODEL_SCHEMAS and MODEL_SCHEMAS[arch] is not built_for:
             fits = ", ".join(str(a) for a, s in MODEL_SCHEMAS.items() if s is built_for)
-            raise ConfigError(f"model.arch={arch} does not fit model={model_cfg.name}, a config for arch {fits}. "
-                              f"Pick a model= whose arch is {arch} instead of changing model.arch.")
-    if arch == "custom" or arch not in MODEL_SCHEMAS:   # the user's own: its target must import
+            raise ConfigError(
+                f"model.arch={arch} does not fit model={model_cfg.name}, a config for arch {fits}. "
+                f"Pick a model= whose arch is {arch} instead of changing model.arch."
+            )
+    if arch == "custom" or arch not in MODEL_SCHEMAS:  # the user's own: its target must import
         target_of(model_cfg)
         return
     if arch not in NAMED_ARCHS:
         own = option_names(arch)
         if own and name not in own:
-            which = (f"model={own[0]} (arch {arch}) builds its network from its own keys and does not" if len(own) == 1
-                     else f"model={' and model='.join(own)} (arch {arch}) build their network from their own keys and "
-                          "do not")
-            raise ConfigError(f"model.name={name}: {which} use model.name, so this run would train that {arch} model "
-                              f"and record it as {name}. " + where_name_belongs(name))
+            which = (
+                f"model={own[0]} (arch {arch}) builds its network from its own keys and does not"
+                if len(own) == 1
+                else f"model={' and model='.join(own)} (arch {arch}) build their network from their own keys and "
+                "do not"
+            )
+            raise ConfigError(
+                f"model.name={name}: {which} use model.name, so this run would train that {arch} model "
+                f"and record it as {name}. " + where_name_belongs(name)
+            )
         return
     if arch == "torchvision" and name not in torchvision_names():
         guess = _nearest(name, torchvision_names())
-        other = " It is a timm model: model=timm model.name=" + name + "." if timm_names(name) else ""
-        raise ConfigError(f"model.name={name!r} is not a torchvision model" + (f"; nearest: {', '.join(guess)}"
-                          if guess else "") + f" (all: torchvision.models.list_models()).{other}")
+        other = (
+            " It is a timm model: model=timm model.name=" + name + "." if timm_names(name) else ""
+        )
+        raise ConfigError(
+            f"model.name={name!r} is not a torchvision model"
+            + (f"; nearest: {', '.join(guess)}" if guess else "")
+            + f" (all: torchvision.models.list_models()).{other}"
+        )
     if arch == "timm" and not timm_names(name):
         guess = _nearest(name, timm_names())
-        other = (" It is a torchvision model: model=torchvision model.name=" + name + "."
-                 if name in torchvision_names() else "")
-        raise ConfigError(f"model.name={name!r} is not a timm model" + (f"; nearest: {', '.join(guess)}" if guess
-                          else "") + ". List them with: python -c \"import timm; print(timm.list_models('*vit*'))\""
-                          + other)
+        other = (
+            " It is a torchvision model: model=torchvision model.name=" + name + "."
+            if name in torchvision_names()
+            else ""
+        )
+        raise ConfigError(
+            f"model.name={name!r} is not a timm model"
+            + (f"; nearest: {', '.join(guess)}" if guess else "")
+            + ". List them with: python -c \"import timm; print(timm.list_models('*vit*'))\""
+            + other
+        )
 
 
 def option_names(arch: str) -> list[str]:
@@ -80,12 +102,24 @@ def timm_names(pattern: str = "") -> list[str]:
 
 def where_name_belongs(name: str) -> str:
     """Which group takes a model name: model=torchvision and/or model=timm, or neither."""
-    groups = [g for g, has in (("torchvision", name in torchvision_names()), ("timm", bool(timm_names(name)))) if has]
+    groups = [
+        g
+        for g, has in (
+            ("torchvision", name in torchvision_names()),
+            ("timm", bool(timm_names(name))),
+        )
+        if has
+    ]
     if groups:
-        return (f"{name} is a {' and a '.join(groups)} model: "
-                + " or ".join(f"model={g} model.name={name}" for g in groups) + ".")
-    return ("It is neither a torchvision nor a timm model name; for one of those, use model=torchvision or model=timm "
-            "with model.name=<its name>.")
+        return (
+            f"{name} is a {' and a '.join(groups)} model: "
+            + " or ".join(f"model={g} model.name={name}" for g in groups)
+            + "."
+        )
+    return (
+        "It is neither a torchvision nor a timm model name; for one of those, use model=torchvision or model=timm "
+        "with model.name=<its name>."
+    )
 
 
 def _nearest(name: str, names: list[str], n: int = 3) -> list[str]:
@@ -111,7 +145,10 @@ def _gradient_bytes(model_yaml: str, image_size: int) -> int:
     try:
         with torch.device("meta"):
             model = build_model(model_cfg, image_size)
-    except (RuntimeError, NotImplementedError):     # a model whose __init__ reads tensor values: build it for real
+    except (
+        RuntimeError,
+        NotImplementedError,
+    ):  # a model whose __init__ reads tensor values: build it for real
         model = build_model(model_cfg, image_size)
     return 4 * sum(p.numel() for p in model.parameters() if p.requires_grad)
 
@@ -131,8 +168,10 @@ def build_model(model_cfg, image_size: int = 224) -> nn.Module:
     check(model_cfg)
     model = build(model_cfg, image_size=image_size)
     if not isinstance(model, nn.Module):
-        raise ConfigError(f"model._target_={model_cfg.get('_target_')} returned {type(model).__name__}, not a "
-                          "torch.nn.Module. Point it at an nn.Module class or a function that returns one.")
+        raise ConfigError(
+            f"model._target_={model_cfg.get('_target_')} returned {type(model).__name__}, not a "
+            "torch.nn.Module. Point it at an nn.Module class or a function that returns one."
+        )
     return model
 
 
@@ -143,17 +182,33 @@ def torchvision_model(name: str, num_classes: int, image_size: int = 224) -> nn.
 
     kwargs = {"weights": None, "num_classes": num_classes}
     if name.startswith("vit_"):
-        kwargs["image_size"] = image_size  # ViT's position embedding is sized for the input; params change with it
+        kwargs["image_size"] = (
+            image_size  # ViT's position embedding is sized for the input; params change with it
+        )
     return tvm.get_model(name, **kwargs)
 
 
-def vit(patch_size: int, num_layers: int, num_heads: int, hidden_dim: int, mlp_dim: int, num_classes: int,
-        image_size: int = 224) -> nn.Module:
+def vit(
+    patch_size: int,
+    num_layers: int,
+    num_heads: int,
+    hidden_dim: int,
+    mlp_dim: int,
+    num_classes: int,
+    image_size: int = 224,
+) -> nn.Module:
     """torchvision's VisionTransformer with the given dimensions."""
     from torchvision.models.vision_transformer import VisionTransformer
 
-    return VisionTransformer(image_size=image_size, patch_size=patch_size, num_layers=num_layers, num_heads=num_heads,
-                             hidden_dim=hidden_dim, mlp_dim=mlp_dim, num_classes=num_classes)
+    return VisionTransformer(
+        image_size=image_size,
+        patch_size=patch_size,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        hidden_dim=hidden_dim,
+        mlp_dim=mlp_dim,
+        num_classes=num_classes,
+    )
 
 
 def timm_model(name: str, num_classes: int) -> nn.Module:

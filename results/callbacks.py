@@ -10,6 +10,7 @@ Only this sweep's jobs make rows: a sweep dir that held an earlier sweep was mov
 so a record another sweep wrote into the same dir meanwhile is left out. What the table, its command line and W&B
 show of the overrides is what the user typed (`${oc.env:...}` stays text: base/provenance.py).
 """
+
 from __future__ import annotations
 
 import os
@@ -24,8 +25,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from base import interrupt
 from base.provenance import as_typed, from_environment, typed_overrides
-from tables.sweep import (TABLE_CSV, TABLE_MD, expected_jobs, product_of, sweep_command,  # noqa: F401 - and the
-                           sweep_entries, write_sweep_table)                          # callers' names
+from tables.sweep import (
+    TABLE_CSV,  # noqa: F401 - the callers' names
+    TABLE_MD,
+    expected_jobs,
+    product_of,  # noqa: F401 - the callers' names
+    sweep_command,
+    sweep_entries,
+    write_sweep_table,
+)
 from tables.sweep_order import position, run_order
 from base.record import SWEEP_ID_ENV, Record
 from base.record_types import TaskResult
@@ -50,6 +58,7 @@ class SweepInterrupted(SystemExit):
 
 def _is_multirun(config: DictConfig) -> bool:
     from hydra.types import RunMode
+
     return OmegaConf.select(config, "hydra.mode") == RunMode.MULTIRUN
 
 
@@ -69,7 +78,9 @@ class SweepTable(Callback):
     plots / wandb: also save PNG plots into the sweep dir / log the table as a W&B summary run.
     """
 
-    def __init__(self, fail_on_failed_jobs: bool = True, plots: bool = True, wandb: bool = True) -> None:
+    def __init__(
+        self, fail_on_failed_jobs: bool = True, plots: bool = True, wandb: bool = True
+    ) -> None:
         self.fail_on_failed_jobs = fail_on_failed_jobs
         self.plots = plots
         self.wandb = wandb
@@ -78,9 +89,15 @@ class SweepTable(Callback):
         self.started: float | None = None
         self.sweep_config: DictConfig | None = None  # set in the sweep's own process only
         self.interrupted = False  # a signal stopped the sweep: the table has the jobs that ran
-        self.sweep_id: str | None = None  # in every record of this sweep's jobs (job/run.py: job.sweep_id)
-        self.progress: dict[int, tuple[str, str, str]] = {}   # a job's progress text, printed when it ends
-        self.announced = True   # set False by on_multirun_start; announce() prints the sweep's first line once
+        self.sweep_id: str | None = (
+            None  # in every record of this sweep's jobs (job/run.py: job.sweep_id)
+        )
+        self.progress: dict[
+            int, tuple[str, str, str]
+        ] = {}  # a job's progress text, printed when it ends
+        self.announced = (
+            True  # set False by on_multirun_start; announce() prints the sweep's first line once
+        )
 
     # progress ------------------------------------------------------------------------------------
 
@@ -88,9 +105,13 @@ class SweepTable(Callback):
         self.expected = expected_jobs(config)
         self.started = time.monotonic()
         self.sweep_config = config
-        self.sweep_id = os.environ[SWEEP_ID_ENV] = uuid.uuid4().hex  # the jobs inherit it, here or on a Slurm node
+        self.sweep_id = os.environ[SWEEP_ID_ENV] = (
+            uuid.uuid4().hex
+        )  # the jobs inherit it, here or on a Slurm node
         interrupt.note_signals()  # a signal between two jobs stops the sweep at the next job start
-        self.announced = False  # the "[sweep] N jobs" line waits until every job's config composed (announce)
+        self.announced = (
+            False  # the "[sweep] N jobs" line waits until every job's config composed (announce)
+        )
 
     def announce(self) -> None:
         """The sweep's first line, once its jobs' configs are known to compose (the sweeper calls it after checking
@@ -99,7 +120,10 @@ class SweepTable(Callback):
             return
         self.announced = True
         total = len(self.expected) if self.expected is not None else "?"
-        print(f"[sweep] {total} jobs -> {OmegaConf.select(self.sweep_config, 'hydra.sweep.dir')}", flush=True)
+        print(
+            f"[sweep] {total} jobs -> {OmegaConf.select(self.sweep_config, 'hydra.sweep.dir')}",
+            flush=True,
+        )
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         if not _is_multirun(config):
@@ -107,11 +131,15 @@ class SweepTable(Callback):
         self.announce()
         self._stop_if_interrupted()
         num = int(OmegaConf.select(config, "hydra.job.num") or 0)
-        overrides = " ".join(typed_overrides(OmegaConf.select(config, "hydra.overrides.task") or [])) \
+        overrides = (
+            " ".join(typed_overrides(OmegaConf.select(config, "hydra.overrides.task") or []))
             or "(no overrides)"
+        )
         if self.expected is not None:
             total = len(self.expected)
-            at = position(num, run_order(OmegaConf.select(config, "hydra.sweep.dir")))   # repeats: shuffled rounds
+            at = position(
+                num, run_order(OmegaConf.select(config, "hydra.sweep.dir"))
+            )  # repeats: shuffled rounds
             left = total - at - 1
             progress = f"job {at + 1}/{total}" + (f" (#{num})" if at != num else "")
             tail = f"{left} more after this" if left else "last job"
@@ -123,7 +151,7 @@ class SweepTable(Callback):
             progress, tail = f"job {num + 1}/?", "total unknown"
         if OmegaConf.select(config, "verbose"):
             print(f"[sweep] {progress} ({tail}): {overrides}", flush=True)
-        else:   # one line per job, when it ends (on_job_end)
+        else:  # one line per job, when it ends (on_job_end)
             self.progress[num] = (progress, tail, overrides)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
@@ -132,17 +160,26 @@ class SweepTable(Callback):
         num = OmegaConf.select(config, "hydra.job.num")
         if num is None:
             return
-        value = getattr(job_return, "_return_value", None)   # the public .return_value raises for a failed job
-        info: dict[str, Any] = {"overrides": list(job_return.overrides or []),
-                                "output_dir": OmegaConf.select(config, "hydra.runtime.output_dir")}
+        value = getattr(
+            job_return, "_return_value", None
+        )  # the public .return_value raises for a failed job
+        info: dict[str, Any] = {
+            "overrides": list(job_return.overrides or []),
+            "output_dir": OmegaConf.select(config, "hydra.runtime.output_dir"),
+        }
         if job_return.status == JobStatus.FAILED:
             info["error"] = f"{type(value).__name__}: {value}"
-        elif getattr(value, "status", "ok") != "ok":  # job.run.JobResult of a failed or interrupted job
+        elif (
+            getattr(value, "status", "ok") != "ok"
+        ):  # job.run.JobResult of a failed or interrupted job
             info["error"] = str(getattr(value, "error", None) or value.status)
         self.returns[int(num)] = info
         if int(num) in self.progress:
             progress, tail, overrides = self.progress.pop(int(num))
-            print(f"[sweep] {progress} ({tail}): {overrides} -> {_job_line(value, info.get('error'))}", flush=True)
+            print(
+                f"[sweep] {progress} ({tail}): {overrides} -> {_job_line(value, info.get('error'))}",
+                flush=True,
+            )
         self._stop_if_interrupted()
 
     def _stop_if_interrupted(self) -> None:
@@ -156,11 +193,19 @@ class SweepTable(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(str(OmegaConf.select(config, "hydra.sweep.dir")))
-        entries = sweep_entries(sweep_dir, expected=None if self.interrupted else self.expected, returns=self.returns,
-                                sweep_id=self.sweep_id)
+        entries = sweep_entries(
+            sweep_dir,
+            expected=None if self.interrupted else self.expected,
+            returns=self.returns,
+            sweep_id=self.sweep_id,
+        )
         command = sweep_command(config)
         table = build_table(entries, first="job", title=f"Sweep {sweep_dir}")
-        text = table.markdown() if OmegaConf.select(config, "verbose") else terminal_table(table, entries)
+        text = (
+            table.markdown()
+            if OmegaConf.select(config, "verbose")
+            else terminal_table(table, entries)
+        )
         print(f"\n{command}\n\n{text}", flush=True)
 
         md, csv = write_sweep_table(sweep_dir, table, command)
@@ -174,29 +219,59 @@ class SweepTable(Callback):
             written += list(images.values())
         if self.wandb:
             from results import wandb_log
+
             logger_cfg = OmegaConf.select(config, "logger")
-            shown = _as_typed(config)   # keys from the environment as typed: W&B sees the text, not the value
+            shown = _as_typed(
+                config
+            )  # keys from the environment as typed: W&B sees the text, not the value
             tags = shown.get("tags")
-            tags = list(tags) if tags is not None and not isinstance(tags, str) else ([tags] if tags else [])
-            wandb_log.log_sweep(table, entries, sweep_dir, logger_cfg, images=images, command=command, tags=tags,
-                                diagnosis=diagnosis, typed_logger=shown.get("logger"))
+            tags = (
+                list(tags)
+                if tags is not None and not isinstance(tags, str)
+                else ([tags] if tags else [])
+            )
+            wandb_log.log_sweep(
+                table,
+                entries,
+                sweep_dir,
+                logger_cfg,
+                images=images,
+                command=command,
+                tags=tags,
+                diagnosis=diagnosis,
+                typed_logger=shown.get("logger"),
+            )
             from results import wandb_report
-            written += wandb_report.at_sweep_end(sweep_dir, logger_cfg, entries=entries, table=table, command=command,
-                                                 diagnosis=diagnosis, images=images)
+
+            written += wandb_report.at_sweep_end(
+                sweep_dir,
+                logger_cfg,
+                entries=entries,
+                table=table,
+                command=command,
+                diagnosis=diagnosis,
+                images=images,
+            )
         print("[sweep] table: " + ", ".join(str(p) for p in written), flush=True)
 
         signum = interrupt.received()
         if signum is not None:
             import signal
 
-            print(f"[sweep] interrupted by {signal.Signals(signum).name}: stopped after {len(entries)} job(s); "
-                  f"their rows are in {md}", file=sys.stderr, flush=True)
+            print(
+                f"[sweep] interrupted by {signal.Signals(signum).name}: stopped after {len(entries)} job(s); "
+                f"their rows are in {md}",
+                file=sys.stderr,
+                flush=True,
+            )
             raise SweepInterrupted(128 + signum)
         failed = [e for e in entries if not e.ok]
         if failed and self.fail_on_failed_jobs:
             jobs = ", ".join(str(e.num) for e in failed)
-            raise SweepFailed(f"[sweep] {len(failed)} of {len(entries)} jobs failed (job {jobs}); "
-                              f"see the failed rows in {md}")
+            raise SweepFailed(
+                f"[sweep] {len(failed)} of {len(entries)} jobs failed (job {jobs}); "
+                f"see the failed rows in {md}"
+            )
 
 
 def _job_line(value: Any, error: str | None) -> str:
@@ -205,7 +280,7 @@ def _job_line(value: Any, error: str | None) -> str:
         return f"FAILED: {error}"[:200]
     try:
         result = Record.read(value.record).result
-    except (AttributeError, TypeError, OSError, ValueError):     # RecordError is a ValueError
+    except (AttributeError, TypeError, OSError, ValueError):  # RecordError is a ValueError
         return "done (no record to read)"
     if result is None:
         return "done (no result in the record)"
@@ -240,24 +315,47 @@ def terminal_table(table, entries: list[Entry]) -> str:
     head = ["configuration", "samples/s [95% CI]", "speed-up [95% CI]", "verdict", "top finding"]
     rows = []
     for row in table.rows:
-        label = str(row.get("overrides") or row.get("configuration") or "")   # the baseline: its verdict says so
+        label = str(
+            row.get("overrides") or row.get("configuration") or ""
+        )  # the baseline: its verdict says so
         first = by_dir.get(str(row.get("run dir") or "").split(";")[0])
         top = _top_finding(first.result) if first is not None and first.result else None
-        rows.append([label, table.text(row, "samples/s"), table.text(row, "speed-up"),
-                     SHORT_VERDICT.get(row.get("verdict"), str(row.get("verdict") or row.get("status") or "")),
-                     top or "-"])
-    fixed = [min(cap, max(len(head[j]), *(len(r[j]) for r in rows))) for j, cap in ((1, 20), (2, 22), (3, 16))]
-    room = TERMINAL_WIDTH - sum(fixed) - 3 * len(head) - 1          # for the configuration and the top finding
+        rows.append(
+            [
+                label,
+                table.text(row, "samples/s"),
+                table.text(row, "speed-up"),
+                SHORT_VERDICT.get(
+                    row.get("verdict"), str(row.get("verdict") or row.get("status") or "")
+                ),
+                top or "-",
+            ]
+        )
+    fixed = [
+        min(cap, max(len(head[j]), *(len(r[j]) for r in rows)))
+        for j, cap in ((1, 20), (2, 22), (3, 16))
+    ]
+    room = (
+        TERMINAL_WIDTH - sum(fixed) - 3 * len(head) - 1
+    )  # for the configuration and the top finding
     config = min(max(len(head[0]), *(len(r[0]) for r in rows)), room - 24)
     widths = [config, *fixed, room - config]
+
     def cut(text: str, width: int) -> str:
-        return text if len(text) <= width else text[:width - 1] + "~"
+        return text if len(text) <= width else text[: width - 1] + "~"
 
     def line(values):
         return "| " + " | ".join(cut(v, w).ljust(w) for v, w in zip(values, widths)) + " |"
 
-    out = [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *(line(r) for r in rows)]
-    return "\n".join(out) + f"\n(every column, the intervals' method and the footnotes: {TABLE_MD}; verbose=true)\n"
+    out = [
+        line(head),
+        "|" + "|".join("-" * (w + 2) for w in widths) + "|",
+        *(line(r) for r in rows),
+    ]
+    return (
+        "\n".join(out)
+        + f"\n(every column, the intervals' method and the footnotes: {TABLE_MD}; verbose=true)\n"
+    )
 
 
 def _as_typed(config: DictConfig) -> dict:
@@ -302,7 +400,8 @@ def _sweep_diagnosis(entries: list[Entry], sweep_dir: Path) -> tuple[dict | None
 def _sweep_plots(entries: list[Entry], sweep_dir: Path) -> dict[str, Path]:
     try:
         from results import plots
-        return plots.standard_plots(entries, sweep_dir, prefix="sweep_")   # titles: the question
+
+        return plots.standard_plots(entries, sweep_dir, prefix="sweep_")  # titles: the question
     except Exception as e:  # noqa: BLE001 - a plot never costs the table
         print(f"[sweep] plots skipped: {type(e).__name__}: {e}", file=sys.stderr)
         return {}

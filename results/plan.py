@@ -8,6 +8,7 @@ its steps). stats.power.plan then fixes the cheapest runs x steps that let every
 that runs it. The verdicts must come from that new sweep alone: the pilot chose the design (docs/methods.md,
 "Repeats planned to a precision").
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,8 +46,10 @@ def pilot_from(entries: list) -> tuple[Pilot, list[str]]:
             blocks = run_blocks(e, False)
             b = e.train.time_budget
             if blocks is None or b is None or not b.window_s or not b.job_s or not e.train.steps:
-                raise ValueError(f"{label}: a run without timed blocks or a time budget (a record this version "
-                                 "did not write)")
+                raise ValueError(
+                    f"{label}: a run without timed blocks or a time budget (a record this version "
+                    "did not write)"
+                )
             row_logs.append(run_log(e, False))
             row_within.append(batch_rate(*blocks)["log_se"])
             steps.append(e.train.steps)
@@ -54,37 +57,61 @@ def pilot_from(entries: list) -> tuple[Pilot, list[str]]:
             startup.append(max(0.0, b.job_s - b.window_s))
         logs.append(row_logs)
         within.append([math.nan if v is None else v for v in row_within])
-    pilot = Pilot(logs, within, int(statistics.median(steps)), statistics.median(startup),
-                  statistics.median(per_step))
+    pilot = Pilot(
+        logs,
+        within,
+        int(statistics.median(steps)),
+        statistics.median(startup),
+        statistics.median(per_step),
+    )
     return pilot, [label for label, _ in groups]
 
 
 def describe(p: dict, pilot: Pilot, rows: int) -> list[str]:
     c = p["components"]
     between, within = (math.sqrt(c[k] / c["scale"]) for k in ("between_var", "per_step_var"))
-    lines = [f"pilot: {rows + 1} configurations x {len(pilot.logs[0])} rounds of {pilot.steps} steps; a run costs "
-             f"{pilot.startup_s:.0f} s + {pilot.step_s:.2f} s/step",
-             f"variance of one run's log throughput (rounds removed, df {c['df']}): between runs "
-             f"{between:.1%} SD, within a run {within:.1%} SD per step (planned at the 70% upper limit: "
-             f"x{c['scale']:.2f} variance)"]
-    lines.append(f"plan: {p['runs']} runs x {p['steps']} steps per configuration, about {p['seconds'] / 60:.0f} min; "
-                 + (f"detects {p['detectable']:.1%} in every row (80% power, Holm over {rows})"
-                    if p["detectable"] is not None else "too few runs for any interval"))
+    lines = [
+        f"pilot: {rows + 1} configurations x {len(pilot.logs[0])} rounds of {pilot.steps} steps; a run costs "
+        f"{pilot.startup_s:.0f} s + {pilot.step_s:.2f} s/step",
+        f"variance of one run's log throughput (rounds removed, df {c['df']}): between runs "
+        f"{between:.1%} SD, within a run {within:.1%} SD per step (planned at the 70% upper limit: "
+        f"x{c['scale']:.2f} variance)",
+    ]
+    lines.append(
+        f"plan: {p['runs']} runs x {p['steps']} steps per configuration, about {p['seconds'] / 60:.0f} min; "
+        + (
+            f"detects {p['detectable']:.1%} in every row (80% power, Holm over {rows})"
+            if p["detectable"] is not None
+            else "too few runs for any interval"
+        )
+    )
     lines.append(("target reached: " if p["reached"] == "target" else "") + p["reason"])
     return lines
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m results.plan", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m results.plan", description=__doc__.split("\n\n")[0]
+    )
     ap.add_argument("pilot", nargs="+", help="the pilot sweep dir(s) (a sweep run with repeats=3)")
-    ap.add_argument("--target", type=float, default=DEFAULT_TARGET,
-                    help="the smallest speed-up every row must detect (80%% power), default 0.05")
-    ap.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S,
-                    help="machine seconds the planned sweep may take (default 3600)")
+    ap.add_argument(
+        "--target",
+        type=float,
+        default=DEFAULT_TARGET,
+        help="the smallest speed-up every row must detect (80%% power), default 0.05",
+    )
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=DEFAULT_BUDGET_S,
+        help="machine seconds the planned sweep may take (default 3600)",
+    )
     args = ap.parse_args(argv)
     if not 0 < args.target < 1 or args.budget_s <= 0:
-        print("error: --target must be in (0, 1) and --budget-s positive, e.g. --target 0.05 --budget-s 3600",
-              file=sys.stderr)
+        print(
+            "error: --target must be in (0, 1) and --budget-s positive, e.g. --target 0.05 --budget-s 3600",
+            file=sys.stderr,
+        )
         return 2
     entries = load_entries(args.pilot)
     try:
@@ -97,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(describe(p, pilot, rows)))
     for cmd in dict.fromkeys(commands(entries)):
         cmd = re.sub(r" (repeats|steps|hydra\.sweep\.dir)=\S+", "", cmd)
-        print(f"run (a fresh sweep; its verdicts stand alone): {cmd} repeats={p['runs']} steps={p['steps']}")
+        print(
+            f"run (a fresh sweep; its verdicts stand alone): {cmd} repeats={p['runs']} steps={p['steps']}"
+        )
     return 0
 
 

@@ -3,6 +3,7 @@
 Each function takes table entries, draws only finished runs, and returns the file it wrote, or None
 when the entries hold nothing to draw (e.g. no bucket variation for the bucket plot).
 """
+
 from __future__ import annotations
 
 import math
@@ -20,8 +21,15 @@ from base.record_types import CollectiveRow, CollectivesResult, PairGroupsResult
 from tables.entries import PHASES, Entry, finite, config_labels, override_items, varying_keys
 from stats import fmt_ratio
 
-_PHASE_COLORS = {"data": "#8c8c8c", "h2d": "#d62728", "forward": "#2ca02c", "backward": "#9467bd",
-                 "exposed comm": "#e377c2", "sync": "#1f77b4", "optimizer": "#ffbf00"}
+_PHASE_COLORS = {
+    "data": "#8c8c8c",
+    "h2d": "#d62728",
+    "forward": "#2ca02c",
+    "backward": "#9467bd",
+    "exposed comm": "#e377c2",
+    "sync": "#1f77b4",
+    "optimizer": "#ffbf00",
+}
 
 
 def _train(entries: list[Entry]) -> list[Config]:
@@ -31,7 +39,11 @@ def _train(entries: list[Entry]) -> list[Config]:
 
 def _metric(configs: list[Config]) -> tuple[str, str]:
     """samples/s when every configuration has it (fair across batch sizes and world sizes), else steps/s."""
-    key = "samples_per_s" if all(finite(c.throughput.get("samples_per_s")) for c in configs) else "steps_per_s"
+    key = (
+        "samples_per_s"
+        if all(finite(c.throughput.get("samples_per_s")) for c in configs)
+        else "steps_per_s"
+    )
     return key, key.replace("_per_s", "/s")
 
 
@@ -57,8 +69,15 @@ def _subject(configs: list[Config]) -> str:
     model = setting(first.config, "model.name")
     sizes = sorted({getattr(c.first.result, "world_size", None) for c in configs} - {None})
     backend = getattr(first.result, "backend", None) or ""
-    ranks = (f"{sizes[0]} {backend} rank{'s' if sizes[0] != 1 else ''}" if len(sizes) == 1
-             else f"{'-'.join(map(str, sizes))} {backend} ranks") if sizes else ""
+    ranks = (
+        (
+            f"{sizes[0]} {backend} rank{'s' if sizes[0] != 1 else ''}"
+            if len(sizes) == 1
+            else f"{'-'.join(map(str, sizes))} {backend} ranks"
+        )
+        if sizes
+        else ""
+    )
     return ", ".join(x for x in (model, ranks) if x)
 
 
@@ -84,19 +103,36 @@ def throughput(entries: list[Entry], path: Path, title: str = "", context: str =
     fig, ax = plt.subplots(figsize=(8, 1.2 + 0.45 * len(configs)))
     colors = ["#ff7f0e" if c.baseline else "#1f77b4" for c in configs]
     y = list(range(len(configs)))[::-1]
-    ax.barh(y, values, color=colors, xerr=[[e[0] for e in errs], [e[1] for e in errs]], capsize=3,
-            error_kw={"elinewidth": 1})
+    ax.barh(
+        y,
+        values,
+        color=colors,
+        xerr=[[e[0] for e in errs], [e[1] for e in errs]],
+        capsize=3,
+        error_kw={"elinewidth": 1},
+    )
     ax.set_yticks(y, [c.label for c in configs])
     for yi, v, e, c in zip(y, values, errs, configs):
         note = f"{v:.3g}"
         if c.speedup:
             sp = c.speedup
-            note += "  (no CI)" if sp["verdict"] == NO_INTERVAL else \
-                f"  ({fmt_ratio(sp['ratio'], sp['ci_lo'], sp['ci_hi'], sp['verdict'])})"
+            note += (
+                "  (no CI)"
+                if sp["verdict"] == NO_INTERVAL
+                else f"  ({fmt_ratio(sp['ratio'], sp['ci_lo'], sp['ci_hi'], sp['verdict'])})"
+            )
         ax.text(v + e[1], yi, " " + note, va="center", fontsize=8)
-    ax.set_xlabel(metric + " with 95% CI" + ("\norange: the baseline; in brackets: speed-up against it [95% CI], "
-                                               "~1: no significant difference" if any(c.baseline for c in configs)
-                                               else ""), fontsize=9)
+    ax.set_xlabel(
+        metric
+        + " with 95% CI"
+        + (
+            "\norange: the baseline; in brackets: speed-up against it [95% CI], "
+            "~1: no significant difference"
+            if any(c.baseline for c in configs)
+            else ""
+        ),
+        fontsize=9,
+    )
     ax.set_xlim(0, max(v + e[1] for v, e in zip(values, errs)) * 1.6)
     _title(ax, f"{_subject(configs)}: throughput by {_by(configs)}", title, context)
     return _save(fig, path)
@@ -114,11 +150,19 @@ def _phase_ms(c: Config, phase: str) -> float:
     return (value - shown if phase == "backward" else value) * 1e3
 
 
-def phase_breakdown(entries: list[Entry], path: Path, title: str = "", context: str = "") -> Path | None:
+def phase_breakdown(
+    entries: list[Entry], path: Path, title: str = "", context: str = ""
+) -> Path | None:
     """Stacked per-phase medians per configuration (ms), exposed communication as its own segment, with the
     measured step median as a marker."""
-    configs = [c for c in _train(entries) if any(e.train is not None and e.train.phases is not None for e in c.ok)]
-    phases = [p for p in PHASES if any(phase_median(e, p) is not None for c in configs for e in c.ok)]
+    configs = [
+        c
+        for c in _train(entries)
+        if any(e.train is not None and e.train.phases is not None for e in c.ok)
+    ]
+    phases = [
+        p for p in PHASES if any(phase_median(e, p) is not None for c in configs for e in c.ok)
+    ]
     if not configs or not phases:
         return None
     if "backward" in phases and any(_phase_ms(c, "exposed comm") > 0 for c in configs):
@@ -128,17 +172,35 @@ def phase_breakdown(entries: list[Entry], path: Path, title: str = "", context: 
     left = [0.0] * len(configs)
     for p in phases:
         widths = [_phase_ms(c, p) for c in configs]
-        label = "backward (compute + hidden comm)" if p == "backward" and "exposed comm" in phases else p
+        label = (
+            "backward (compute + hidden comm)"
+            if p == "backward" and "exposed comm" in phases
+            else p
+        )
         ax.barh(y, widths, left=left, label=label, color=_PHASE_COLORS.get(p))
         left = [a + b for a, b in zip(left, widths)]
-    pts = [(c.step["median"] * 1e3, yi) for c, yi in zip(configs, y) if c.step and c.step.get("median")]
+    pts = [
+        (c.step["median"] * 1e3, yi) for c, yi in zip(configs, y) if c.step and c.step.get("median")
+    ]
     if pts:
-        ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker="|", s=300, color="black", zorder=3,
-                   label="step median")
+        ax.scatter(
+            [p[0] for p in pts],
+            [p[1] for p in pts],
+            marker="|",
+            s=300,
+            color="black",
+            zorder=3,
+            label="step median",
+        )
     ax.set_yticks(y, [c.label for c in configs])
-    ax.set_xlabel("median time per step (ms), rank 0" + ("; exposed comm: DDP's runtime stats" if "exposed comm" in
-                                                          phases else ""), fontsize=9)
-    fig.legend(loc="outside lower center", ncol=4, fontsize=8, frameon=False, markerscale=0.4)   # bars keep the width
+    ax.set_xlabel(
+        "median time per step (ms), rank 0"
+        + ("; exposed comm: DDP's runtime stats" if "exposed comm" in phases else ""),
+        fontsize=9,
+    )
+    fig.legend(
+        loc="outside lower center", ncol=4, fontsize=8, frameon=False, markerscale=0.4
+    )  # bars keep the width
     _title(ax, f"{_subject(configs)}: where a step's time goes, by {_by(configs)}", title, context)
     return _save(fig, path)
 
@@ -164,31 +226,56 @@ def _numeric_knob(c: Config, name: str) -> float | None:
 
 def _points(ax, line: list[Config], x_key: str, key: str, label: str):
     """One series with its 95% CIs as error bars; joined by a line only when it has two points or more."""
-    pts = sorted(((_numeric_knob(c, x_key), c.throughput[key], _err(c, key)) for c in line), key=lambda p: p[0])
-    return ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[[p[2][0] for p in pts], [p[2][1] for p in pts]],
-                       marker="o", capsize=3, linestyle="-" if len(pts) > 1 else "none", label=label), pts
+    pts = sorted(
+        ((_numeric_knob(c, x_key), c.throughput[key], _err(c, key)) for c in line),
+        key=lambda p: p[0],
+    )
+    return ax.errorbar(
+        [p[0] for p in pts],
+        [p[1] for p in pts],
+        yerr=[[p[2][0] for p in pts], [p[2][1] for p in pts]],
+        marker="o",
+        capsize=3,
+        linestyle="-" if len(pts) > 1 else "none",
+        label=label,
+    ), pts
 
 
-def _finish_line_plot(fig, ax, path: Path, question: str, title: str = "", context: str = "",
-                      legend_below: bool = False) -> Path:
+def _finish_line_plot(
+    fig,
+    ax,
+    path: Path,
+    question: str,
+    title: str = "",
+    context: str = "",
+    legend_below: bool = False,
+) -> Path:
     """Legends outside the data: right of the axes, or below them (legend_below, where a second panel is right)."""
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     if legend_below:
-        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
+        ax.legend(
+            fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False
+        )
     else:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
     _title(ax, question, title, context)
     return _save(fig, path)
 
 
-def bucket_throughput(entries: list[Entry], path: Path, title: str = "", context: str = "") -> Path | None:
+def bucket_throughput(
+    entries: list[Entry], path: Path, title: str = "", context: str = ""
+) -> Path | None:
     """Throughput (95% CI bars) against DDP bucket size (log x), one series per other configuration."""
     configs = [c for c in _train(entries) if _numeric_knob(c, "bucket") is not None]
     if len({_numeric_knob(c, "bucket") for c in configs}) < 2:
         return None
     key, metric = _metric(configs)
-    lines = {k: v for k, v in _series(configs, "bucket").items() if len({_numeric_knob(c, "bucket") for c in v}) > 1}
+    lines = {
+        k: v
+        for k, v in _series(configs, "bucket").items()
+        if len({_numeric_knob(c, "bucket") for c in v}) > 1
+    }
     if not lines:
         return None  # no configuration ran at two bucket sizes: no line to draw
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -200,8 +287,14 @@ def bucket_throughput(entries: list[Entry], path: Path, title: str = "", context
     ax.minorticks_off()
     ax.set_xlabel("DDP bucket_cap_mb (MB)")
     ax.set_ylabel(metric + " (95% CI)")
-    return _finish_line_plot(fig, ax, path, f"{_subject(configs)}: does the DDP bucket size change throughput?",
-                             title, context)
+    return _finish_line_plot(
+        fig,
+        ax,
+        path,
+        f"{_subject(configs)}: does the DDP bucket size change throughput?",
+        title,
+        context,
+    )
 
 
 def scaling(entries: list[Entry], path: Path, title: str = "", context: str = "") -> Path | None:
@@ -217,20 +310,34 @@ def scaling(entries: list[Entry], path: Path, title: str = "", context: str = ""
     key, metric = _metric([c for _, line in lines for _, c, _ in line])
     sizes = sorted({n for _, line in lines for n, _, _ in line})
     fig, (ax, ax_comm) = plt.subplots(1, 2, figsize=(11, 5), gridspec_kw={"width_ratios": [3, 2]})
-    common = len({id(line[0][1]) for _, line in lines}) == 1     # every line starts at one baseline: one ideal line
+    common = (
+        len({id(line[0][1]) for _, line in lines}) == 1
+    )  # every line starts at one baseline: one ideal line
     for i, (name, line) in enumerate(lines):
         name = name if len(lines) > 1 else "measured"
         drawn, pts = _points(ax, [c for _, c, _ in line], "world_size", key, name)
         n0, v0 = pts[0][0], pts[0][1]
-        drawn.set_label(f"{name}: " + ", ".join(f"{v / (v0 * n / n0):.0%} at {n:g}" for n, v, _ in pts[1:])
-                        if len(pts) > 1 else name)
+        drawn.set_label(
+            f"{name}: " + ", ".join(f"{v / (v0 * n / n0):.0%} at {n:g}" for n, v, _ in pts[1:])
+            if len(pts) > 1
+            else name
+        )
         color = drawn[0].get_color()
         if not common or i == 0:
-            ax.plot(sizes, [v0 * n / n0 for n in sizes], linestyle="--", color="grey" if common else color, alpha=0.6,
-                    label="ideal (linear from the smallest size)" if common or len(lines) == 1 else f"ideal ({name})")
-        comm = [(n, (c.median(exposed_s) or 0.0) * 1e3)
-                for n, c, _ in line]
-        ax_comm.plot([p[0] for p in comm], [p[1] for p in comm], marker="s", color=color, label=name)
+            ax.plot(
+                sizes,
+                [v0 * n / n0 for n in sizes],
+                linestyle="--",
+                color="grey" if common else color,
+                alpha=0.6,
+                label="ideal (linear from the smallest size)"
+                if common or len(lines) == 1
+                else f"ideal ({name})",
+            )
+        comm = [(n, (c.median(exposed_s) or 0.0) * 1e3) for n, c, _ in line]
+        ax_comm.plot(
+            [p[0] for p in comm], [p[1] for p in comm], marker="s", color=color, label=name
+        )
     for a in (ax, ax_comm):
         a.set_xticks(sizes, [f"{s:g}" for s in sizes])
         a.set_xlabel("world size (ranks)")
@@ -240,49 +347,98 @@ def scaling(entries: list[Entry], path: Path, title: str = "", context: str = ""
     ax_comm.grid(alpha=0.3)
     ax_comm.set_title("exposed communication per step (median over runs)", fontsize=10)
     ax.plot([], [], " ", label="(% after a name: its scaling efficiency, against ideal)")
-    return _finish_line_plot(fig, ax, path, f"{_subject([c for _, line in lines for _, c, _ in line])}: how close to "
-                             "linear (dashed) does throughput scale?", title, context, legend_below=True)
+    return _finish_line_plot(
+        fig,
+        ax,
+        path,
+        f"{_subject([c for _, line in lines for _, c, _ in line])}: how close to "
+        "linear (dashed) does throughput scale?",
+        title,
+        context,
+        legend_below=True,
+    )
 
 
-def pair_groups(entries: list[Entry], path: Path, title: str = "", context: str = "") -> Path | None:
+def pair_groups(
+    entries: list[Entry], path: Path, title: str = "", context: str = ""
+) -> Path | None:
     """task=pair_groups across pairs: one curve of the time per all_reduce (rank 0 and the slowest rank), and the
     CPU's busy share on a second axis, so the growth and the contention read together."""
-    runs = sorted((e.result for e in entries if e.ok and isinstance(e.result, PairGroupsResult)
-                   and finite(e.result.per_op_us_rank0)), key=lambda r: r.pairs)
+    runs = sorted(
+        (
+            e.result
+            for e in entries
+            if e.ok and isinstance(e.result, PairGroupsResult) and finite(e.result.per_op_us_rank0)
+        ),
+        key=lambda r: r.pairs,
+    )
     if len({r.pairs for r in runs}) < 2:
         return None
     pairs = [r.pairs for r in runs]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     meds = [r.per_op_us for r in runs]
-    if all(m is not None and m.ci_lo is not None for m in meds):   # median of rank 0's timed blocks, 95% CI bars
-        ax.errorbar(pairs, [m.median for m in meds], yerr=[[m.median - m.ci_lo for m in meds],
-                                                           [m.ci_hi - m.median for m in meds]],
-                    marker="o", capsize=3, label="rank 0 (median of 8 timed blocks, 95% CI)")
+    if all(
+        m is not None and m.ci_lo is not None for m in meds
+    ):  # median of rank 0's timed blocks, 95% CI bars
+        ax.errorbar(
+            pairs,
+            [m.median for m in meds],
+            yerr=[[m.median - m.ci_lo for m in meds], [m.ci_hi - m.median for m in meds]],
+            marker="o",
+            capsize=3,
+            label="rank 0 (median of 8 timed blocks, 95% CI)",
+        )
     else:
         ax.plot(pairs, [r.per_op_us_rank0 for r in runs], marker="o", label="rank 0")
-    ax.plot(pairs, [r.slowest_s / r.iters * 1e6 for r in runs], marker="o", linestyle=":",
-            label="slowest rank")
+    ax.plot(
+        pairs,
+        [r.slowest_s / r.iters * 1e6 for r in runs],
+        marker="o",
+        linestyle=":",
+        label="slowest rank",
+    )
     busy = [(p, r.cpu_busy_fraction) for p, r in zip(pairs, runs) if finite(r.cpu_busy_fraction)]
     if len(busy) > 1:
         ax2 = ax.twinx()
-        ax2.plot([b[0] for b in busy], [100 * b[1] for b in busy], marker="^", color="#7f7f7f", alpha=0.7,
-                 label="CPU busy % (right)")
+        ax2.plot(
+            [b[0] for b in busy],
+            [100 * b[1] for b in busy],
+            marker="^",
+            color="#7f7f7f",
+            alpha=0.7,
+            label="CPU busy % (right)",
+        )
         ax2.set_ylim(0, 105)
         ax2.set_ylabel("ranks' CPU time / (cores x window), %")
-        ax.plot([], [], marker="^", color="#7f7f7f", alpha=0.7, label="CPU busy % (right axis)")   # in ax's legend
+        ax.plot(
+            [], [], marker="^", color="#7f7f7f", alpha=0.7, label="CPU busy % (right axis)"
+        )  # in ax's legend
     ax.set_xticks(pairs, [str(p) for p in pairs])
     ax.set_xlabel("pairs (world size = 2 x pairs)")
     ax.set_ylabel("time per all_reduce (us)")
-    return _finish_line_plot(fig, ax, path, "gloo pair groups: does an all_reduce get slower as pairs are added?",
-                             title, context, legend_below=True)
+    return _finish_line_plot(
+        fig,
+        ax,
+        path,
+        "gloo pair groups: does an all_reduce get slower as pairs are added?",
+        title,
+        context,
+        legend_below=True,
+    )
 
 
 def busbw(entries: list[Entry], path: Path, title: str = "", context: str = "") -> Path | None:
     """busbw against message size for task=collectives rows, one line per op (and run). The points are the busbw of
     the median timed block, with error bars from that median's distribution-free interval (rows that have one);
     busbw falls as time grows, so the interval's slow end is the bar's low end."""
-    runs = [e for e in entries if e.ok and isinstance(e.result, CollectivesResult) and e.result.rows
-            and any(finite(r.busbw_GBps) and finite(r.bytes) for r in e.result.rows)]
+    runs = [
+        e
+        for e in entries
+        if e.ok
+        and isinstance(e.result, CollectivesResult)
+        and e.result.rows
+        and any(finite(r.busbw_GBps) and finite(r.bytes) for r in e.result.rows)
+    ]
     if not runs:
         return None
     by_id = {id(e): label for e, label in zip(entries, config_labels(entries))}
@@ -290,7 +446,9 @@ def busbw(entries: list[Entry], path: Path, title: str = "", context: str = "") 
     levels, bare = set(), 0
     for e, label in ((e, by_id[id(e)]) for e in runs):
         by_op: dict[str, list] = defaultdict(list)
-        modes = {r.mode for r in e.result.rows}  # e.g. in-place / out-of-place, as nccl-tests reports both
+        modes = {
+            r.mode for r in e.result.rows
+        }  # e.g. in-place / out-of-place, as nccl-tests reports both
         for r in e.result.rows:
             if finite(r.busbw_GBps) and finite(r.bytes) and r.bytes > 0:
                 key = str(r.op or "?") + (f" {r.mode}" if len(modes) > 1 else "")
@@ -302,21 +460,41 @@ def busbw(entries: list[Entry], path: Path, title: str = "", context: str = "") 
         for op, pts in by_op.items():
             pts.sort()
             name = op if len(runs) == 1 else f"{op} ({label})"
-            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[[p[2] for p in pts], [p[3] for p in pts]],
-                        marker="o", markersize=3, capsize=2, label=name, linestyle="-" if len(pts) > 1 else "none")
+            ax.errorbar(
+                [p[0] for p in pts],
+                [p[1] for p in pts],
+                yerr=[[p[2] for p in pts], [p[3] for p in pts]],
+                marker="o",
+                markersize=3,
+                capsize=2,
+                label=name,
+                linestyle="-" if len(pts) > 1 else "none",
+            )
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: _bytes_label(v)))
     ax.tick_params(axis="x", labelrotation=45)
     level = min((lv for lv in levels if lv), default=None)
-    why = ("error bars: the median block's distribution-free interval"
-           + (f" (level >= {level:.0%})" if level else "") if levels else "")
+    why = (
+        "error bars: the median block's distribution-free interval"
+        + (f" (level >= {level:.0%})" if level else "")
+        if levels
+        else ""
+    )
     if bare:
-        why += ("; " if why else "") + f"{bare} point(s) without bars: their record has no per-block interval"
+        why += (
+            "; " if why else ""
+        ) + f"{bare} point(s) without bars: their record has no per-block interval"
     ax.set_xlabel("message size (bytes)" + (f"\n{why}" if why else ""), fontsize=9)
     ax.set_ylabel("busbw of the median block (GB/s, 1 GB = 1e9 B)")
     subject = ", ".join(sorted({str(e.result.backend) for e in runs if e.result.backend}))
-    return _finish_line_plot(fig, ax, path, f"{subject or 'collectives'}: bus bandwidth by message size, per op",
-                             title, context)
+    return _finish_line_plot(
+        fig,
+        ax,
+        path,
+        f"{subject or 'collectives'}: bus bandwidth by message size, per op",
+        title,
+        context,
+    )
 
 
 def _busbw_interval(row: CollectiveRow) -> tuple[float, float, float]:
@@ -339,13 +517,21 @@ def _bytes_label(v: float) -> str:
     return f"{v:g}"
 
 
-def standard_plots(entries: list[Entry], out_dir: Path, prefix: str = "", title: str = "") -> dict[str, Path]:
+def standard_plots(
+    entries: list[Entry], out_dir: Path, prefix: str = "", title: str = ""
+) -> dict[str, Path]:
     """Every plot the entries hold data for: {name: file}. Each title is the question its plot answers; `title`
     (the machine, the study) is written under it."""
     out_dir = Path(out_dir)
     made = {}
-    for name, draw in (("throughput", throughput), ("phases", phase_breakdown), ("bucket", bucket_throughput),
-                       ("scaling", scaling), ("pair_groups", pair_groups), ("busbw", busbw)):
+    for name, draw in (
+        ("throughput", throughput),
+        ("phases", phase_breakdown),
+        ("bucket", bucket_throughput),
+        ("scaling", scaling),
+        ("pair_groups", pair_groups),
+        ("busbw", busbw),
+    ):
         path = draw(entries, out_dir / f"{prefix}{name}.png", context=title)
         if path is not None:
             made[name] = path

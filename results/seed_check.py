@@ -8,6 +8,7 @@ For each seed, every random generator numpy and the standard library could hand 
 verdicts of every sweep table row, scaling row and checked estimate are recomputed from the records. It prints the
 verdicts that differ from seed 0's and exits 1 if there is any. Default dirs: every sweep under results/runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,7 +45,12 @@ def verdicts(entries: list, diagnoses: dict | None = None) -> dict[str, str]:
     from tables.aggregate import compare, scaling_rows
 
     out = {f"row {c.label}": c.speedup["verdict"] for c in compare(entries).configs if c.speedup}
-    out.update({f"scaling {r['configuration']} ws={r['world size']}": r["verdict"] for r in scaling_rows(entries)})
+    out.update(
+        {
+            f"scaling {r['configuration']} ws={r['world size']}": r["verdict"]
+            for r in scaling_rows(entries)
+        }
+    )
     for c in diagnose_sweep(entries, diagnoses=diagnoses).get("checked") or []:
         out[f"checked {c['run']} -> {c['ran_as']} ({c['finding']})"] = c["verdict"]
     return out
@@ -56,8 +62,10 @@ def check(dirs: list[Path], seeds: list[int]) -> list[str]:
     from diagnosis import diagnose_sweep
 
     loaded = {d: load_entries([d]) for d in dirs}
-    diagnoses = {d: {r["output_dir"]: r["diagnosis"] for r in diagnose_sweep(entries)["runs"]}
-                 for d, entries in loaded.items()}
+    diagnoses = {
+        d: {r["output_dir"]: r["diagnosis"] for r in diagnose_sweep(entries)["runs"]}
+        for d, entries in loaded.items()
+    }
     changed = []
     first: dict[Path, dict] = {}
     for seed in seeds:
@@ -65,20 +73,31 @@ def check(dirs: list[Path], seeds: list[int]) -> list[str]:
             for d, entries in loaded.items():
                 got = verdicts(entries, diagnoses[d])
                 ref = first.setdefault(d, got)
-                changed += [f"{d.name}: {k}: seed {seeds[0]} {ref.get(k)!r}, seed {seed} {v!r}"
-                            for k, v in got.items() if ref.get(k) != v]
+                changed += [
+                    f"{d.name}: {k}: seed {seeds[0]} {ref.get(k)!r}, seed {seed} {v!r}"
+                    for k, v in got.items()
+                    if ref.get(k) != v
+                ]
     return changed
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m results.seed_check", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m results.seed_check", description=__doc__.split("\n\n")[0]
+    )
     ap.add_argument("dirs", nargs="*", type=Path)
     ap.add_argument("--seeds", type=int, default=50, help="seeds 0..N-1 (default 50)")
     args = ap.parse_args(argv)
     dirs = args.dirs or sweep_dirs()
     changed = check(dirs, list(range(args.seeds)))
-    print(f"{len(dirs)} sweeps, seeds 0-{args.seeds - 1}: "
-          + ("no verdict changes with the seed" if not changed else f"{len(changed)} verdict(s) change:"))
+    print(
+        f"{len(dirs)} sweeps, seeds 0-{args.seeds - 1}: "
+        + (
+            "no verdict changes with the seed"
+            if not changed
+            else f"{len(changed)} verdict(s) change:"
+        )
+    )
     for line in changed:
         print("  " + line)
     return 1 if changed else 0

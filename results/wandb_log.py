@@ -19,6 +19,7 @@ W&B files go under the job's output dir (<dir>/wandb/...), next to the run recor
 sweep studies (group_for), and carry their evidence as artifacts a W&B report can link: the run record and profiler
 traces of a run, the sweep table and the sweep dir's files of a sweep summary.
 """
+
 from __future__ import annotations
 
 import json
@@ -58,6 +59,7 @@ def _plain(obj: Any) -> Any:
         return None
     try:
         from omegaconf import DictConfig, ListConfig, OmegaConf
+
         if isinstance(obj, (DictConfig, ListConfig)):
             return OmegaConf.to_container(obj, resolve=True)
     except Exception:  # noqa: BLE001 - a node that does not resolve: taken as it is
@@ -71,15 +73,24 @@ def logger_settings(cfg: Any = None, record: Record | None = None) -> dict[str, 
     node = plain.get("logger", plain) if isinstance(plain, dict) else {}
     if not node and record is not None:
         node = record.setting("logger", {})
-    settings = {k: list(v) if isinstance(v, list) else v for k, v in FALLBACK.items()}   # a copy: tags is a list
-    settings.update({k: v for k, v in dict(node or {}).items() if v is not None or k in ("entity", "group")})
+    settings = {
+        k: list(v) if isinstance(v, list) else v for k, v in FALLBACK.items()
+    }  # a copy: tags is a list
+    settings.update(
+        {k: v for k, v in dict(node or {}).items() if v is not None or k in ("entity", "group")}
+    )
     return settings
 
 
-ROUTING = ("project", "entity")   # what W&B needs to file an online run; everything else is only shown
+ROUTING = (
+    "project",
+    "entity",
+)  # what W&B needs to file an online run; everything else is only shown
 
 
-def shown_settings(settings: dict[str, Any], typed: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def shown_settings(
+    settings: dict[str, Any], typed: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """(settings W&B may see, {project/entity: typed text} of those withheld from an offline run). `typed`: the same
     logger node as recorded (base/provenance.py: keys from the environment keep their `${oc.env:...}` text)."""
     shown, withheld = dict(settings), {}
@@ -103,13 +114,24 @@ def _interpolation(value: Any) -> bool:
 # conf/logger/wandb.yaml, which Hydra composes into every run's config (base/schema.py holds only their types and
 # bounds); this copy serves callers outside a Hydra run (python -m results.wandb_report, results.report
 # --wandb-report) and tests/test_wandb.py keeps it equal to the YAML.
-FALLBACK = {"name": "wandb", "mode": "auto", "project": "ddp-comm-overhead", "entity": None, "group": None, "tags": [],
-            "init_timeout_s": 15, "finish_timeout_s": 15, "report": True}
+FALLBACK = {
+    "name": "wandb",
+    "mode": "auto",
+    "project": "ddp-comm-overhead",
+    "entity": None,
+    "group": None,
+    "tags": [],
+    "init_timeout_s": 15,
+    "finish_timeout_s": 15,
+    "report": True,
+}
 
 
 # ----------------------------------------------------------------------------------------- the mode
 
-_online_failed: str | None = None  # why online failed in this process: later runs go offline at once
+_online_failed: str | None = (
+    None  # why online failed in this process: later runs go offline at once
+)
 
 
 def _wandb():
@@ -130,7 +152,11 @@ def chosen_mode(settings: dict[str, Any]) -> tuple[str | None, str]:
     if requested in ("offline", "disabled"):
         return requested, f"logger.mode={requested}"
     env_mode = (os.environ.get("WANDB_MODE") or "").lower()
-    if env_mode in ("offline", "dryrun", "disabled"):   # the shell's switch: W&B would not verify a login anyway
+    if env_mode in (
+        "offline",
+        "dryrun",
+        "disabled",
+    ):  # the shell's switch: W&B would not verify a login anyway
         return ("disabled" if env_mode == "disabled" else "offline"), f"WANDB_MODE={env_mode}"
     return None, ""
 
@@ -146,9 +172,15 @@ def resolve_mode(settings: dict[str, Any]) -> tuple[str, str]:
     try:
         logged_in = _wandb().login(prompt=False, verify=False)
     except Exception as e:  # noqa: BLE001 - a malformed key (AuthenticationError) or settings: offline, said
-        return "offline", f"W&B refused the credentials ({_cause(e)}; `wandb login` or WANDB_API_KEY fixes it)"
+        return (
+            "offline",
+            f"W&B refused the credentials ({_cause(e)}; `wandb login` or WANDB_API_KEY fixes it)",
+        )
     if not logged_in:
-        return "offline", "not logged in to W&B (no API key; `wandb login` or WANDB_API_KEY fixes it)"
+        return (
+            "offline",
+            "not logged in to W&B (no API key; `wandb login` or WANDB_API_KEY fixes it)",
+        )
     return "online", "logged in"
 
 
@@ -166,18 +198,23 @@ def group_for(path: str | Path, overrides: list[str] | None = None, task: str | 
     typed = list(overrides or []) + [str(o) for o in _select(sweep, "hydra.overrides.task") or []]
     experiment = experiment_preset(typed)
     label = experiment or ",".join(swept_keys(p)) or ("" if sweep is not None else task or "")
-    return f"{label[:127 - len(stamp)]} {stamp}" if label else stamp[-128:]  # W&B caps group names at 128
+    return (
+        f"{label[: 127 - len(stamp)]} {stamp}" if label else stamp[-128:]
+    )  # W&B caps group names at 128
 
 
 def experiment_preset(overrides: list[str]) -> str | None:
     """The experiment preset a command line chose (a preset is @package _global_: the config keeps no key for it)."""
-    return next((o.partition("=")[2] for o in overrides if o.lstrip("+").startswith("experiment=")), None)
+    return next(
+        (o.partition("=")[2] for o in overrides if o.lstrip("+").startswith("experiment=")), None
+    )
 
 
 def _select(conf, key: str):
     if conf is None:
         return None
     from omegaconf import OmegaConf
+
     return OmegaConf.select(conf, key)
 
 
@@ -200,7 +237,9 @@ def swept_keys(sweep_dir: str | Path | None) -> list[str]:
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
         params = _select(conf, "hydra.sweeper.params") or {}
-        task = [f"{k}={v}" for k, v in params.items()] + [str(o) for o in _select(conf, "hydra.overrides.task") or []]
+        task = [f"{k}={v}" for k, v in params.items()] + [
+            str(o) for o in _select(conf, "hydra.overrides.task") or []
+        ]
         parsed = OverridesParser.create().parse_overrides(task)
         return [o.get_key_element().lstrip("+~") for o in parsed if o.is_sweep_override()]
     except Exception:  # noqa: BLE001 - a sweeper's params Hydra cannot parse: no swept keys
@@ -244,9 +283,13 @@ def run_tags(cfg: Any, record: Record, settings: dict) -> list[str]:
 class _Run:
     """One W&B run: started online or offline (module docstring), always finished and torn down."""
 
-    def __init__(self, settings: dict, *, dir: Path, withheld: dict | None = None, **init_kwargs: Any) -> None:
+    def __init__(
+        self, settings: dict, *, dir: Path, withheld: dict | None = None, **init_kwargs: Any
+    ) -> None:
         self.settings = settings
-        self.withheld = withheld or {}   # project/entity from the environment: for an online run only
+        self.withheld = (
+            withheld or {}
+        )  # project/entity from the environment: for an online run only
         self.dir = Path(dir)
         self.init_kwargs = init_kwargs
         self.run = None
@@ -266,10 +309,14 @@ class _Run:
             try:
                 self.run = self._init("online")
             except Exception as e:  # noqa: BLE001 - any failure of an online start: offline, for this process
-                for debris in set((self.dir / "wandb").glob("run-*")) - earlier:   # the failed try's files: a
-                    shutil.rmtree(debris, ignore_errors=True)                        # `wandb sync` would upload them
-                why = _online_failed = (f"online start failed ({_cause(e)}); check the network and WANDB_BASE_URL, "
-                                        "`wandb login`, or set WANDB_MODE=offline")
+                for debris in (
+                    set((self.dir / "wandb").glob("run-*")) - earlier
+                ):  # the failed try's files: a
+                    shutil.rmtree(debris, ignore_errors=True)  # `wandb sync` would upload them
+                why = _online_failed = (
+                    f"online start failed ({_cause(e)}); check the network and WANDB_BASE_URL, "
+                    "`wandb login`, or set WANDB_MODE=offline"
+                )
                 mode = "offline"
         if self.run is None:
             try:
@@ -286,11 +333,27 @@ class _Run:
 
     def _init(self, mode: str):
         wandb = _wandb()
-        ws = wandb.Settings(silent=True, init_timeout=float(self.settings["init_timeout_s"]),
-                            finish_timeout=float(self.settings["finish_timeout_s"]),
-                            disable_git=True, save_code=False, console="off", x_disable_stats=True)
-        route = {k: self.settings.get(k) if mode == "online" or k not in self.withheld else None for k in ROUTING}
-        return wandb.init(mode=mode, dir=str(self.dir), settings=ws, reinit="create_new", **route, **self.init_kwargs)
+        ws = wandb.Settings(
+            silent=True,
+            init_timeout=float(self.settings["init_timeout_s"]),
+            finish_timeout=float(self.settings["finish_timeout_s"]),
+            disable_git=True,
+            save_code=False,
+            console="off",
+            x_disable_stats=True,
+        )
+        route = {
+            k: self.settings.get(k) if mode == "online" or k not in self.withheld else None
+            for k in ROUTING
+        }
+        return wandb.init(
+            mode=mode,
+            dir=str(self.dir),
+            settings=ws,
+            reinit="create_new",
+            **route,
+            **self.init_kwargs,
+        )
 
     def sync_command(self, target: Any = None) -> str:
         """`wandb sync` for this offline run (or `target`), with the project/entity withheld from its files named by
@@ -301,14 +364,19 @@ class _Run:
         for key, text in self.withheld.items():
             name = env_name(text)
             options.append(f'--{key} "${name}"' if name else f"--{key} <{key}>")
-        return " ".join(["wandb sync", *options, str(target if target is not None else self.run_dir)])
+        return " ".join(
+            ["wandb sync", *options, str(target if target is not None else self.run_dir)]
+        )
 
     @property
     def run_dir(self) -> Path | None:
-        return Path(self.run.dir).parent if self.run is not None else None  # run.dir is <run dir>/files
+        return (
+            Path(self.run.dir).parent if self.run is not None else None
+        )  # run.dir is <run dir>/files
 
     def finish(self, failed: bool) -> None:
         import wandb
+
         try:
             if self.run is not None:
                 self.run.finish(exit_code=1 if failed or self.error else 0)
@@ -324,12 +392,24 @@ class _Run:
         if self.run is None:
             return
         # an offline run's files never hold a value from the environment; an online run's URL names its project
-        typed = {k: self.settings.get(k) if self.mode == "online" else self.withheld.get(k, self.settings.get(k))
-                 for k in ROUTING}
-        info = {"mode": self.mode, "id": self.run.id, **typed, "group": self.init_kwargs.get("group"),
-                "name": self.init_kwargs.get("name"), "job_type": self.init_kwargs.get("job_type"),
-                "run_dir": str(self.run_dir), "url": getattr(self.run, "url", None) if self.mode == "online" else None,
-                "sync": self.sync_command() if self.mode == "offline" else None, **extra}
+        typed = {
+            k: self.settings.get(k)
+            if self.mode == "online"
+            else self.withheld.get(k, self.settings.get(k))
+            for k in ROUTING
+        }
+        info = {
+            "mode": self.mode,
+            "id": self.run.id,
+            **typed,
+            "group": self.init_kwargs.get("group"),
+            "name": self.init_kwargs.get("name"),
+            "job_type": self.init_kwargs.get("job_type"),
+            "run_dir": str(self.run_dir),
+            "url": getattr(self.run, "url", None) if self.mode == "online" else None,
+            "sync": self.sync_command() if self.mode == "offline" else None,
+            **extra,
+        }
         (out_dir / SIDECAR).write_text(json.dumps(info, indent=2))
 
 
@@ -368,25 +448,44 @@ def _history(run, result: TrainResult) -> None:
 # The evidence behind a run's or a sweep's numbers, as W&B artifacts a report can link (offline runs keep them
 # staged until `wandb sync`). Names say what and which: record-<group>-job<num>, trace-<group>-job<num>, sweep-<group>.
 
-SWEEP_EVIDENCE = (".csv", ".md", ".json", ".yaml", ".png")  # the sweep dir's own files: table, plots, autotune, ...
+SWEEP_EVIDENCE = (
+    ".csv",
+    ".md",
+    ".json",
+    ".yaml",
+    ".png",
+)  # the sweep dir's own files: table, plots, autotune, ...
 
 
 def artifact_name(*parts: Any) -> str:
     """W&B artifact names allow letters, digits, '-', '_' and '.'."""
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", "-".join(str(p) for p in parts if p not in (None, ""))).strip("-.")
+    name = re.sub(
+        r"[^A-Za-z0-9_.-]+", "-", "-".join(str(p) for p in parts if p not in (None, ""))
+    ).strip("-.")
     return name[:128] or "evidence"
 
 
-def log_evidence(run, name: str, kind: str, files: list[Path], *, description: str = "",
-                 metadata: dict | None = None) -> None:
+def log_evidence(
+    run,
+    name: str,
+    kind: str,
+    files: list[Path],
+    *,
+    description: str = "",
+    metadata: dict | None = None,
+) -> None:
     """One artifact of `files` (their names kept) logged by `run`; nothing when no file exists."""
     files = [f for f in files if f.is_file()]
     if not files:
         return
     import wandb
 
-    art = wandb.Artifact(artifact_name(name), type=kind, description=description,
-                         metadata={k: _clean(v) for k, v in (metadata or {}).items()})
+    art = wandb.Artifact(
+        artifact_name(name),
+        type=kind,
+        description=description,
+        metadata={k: _clean(v) for k, v in (metadata or {}).items()},
+    )
     for f in files:
         art.add_file(str(f), name=f.name)
     run.log_artifact(art)
@@ -396,14 +495,29 @@ def _run_evidence(run, record: Record, out_dir: Path, group: str) -> None:
     """The run record and, with profile.enabled, each rank's Chrome trace (trace.rank<N>.json)."""
     which = f"job{record.job.num}" if record.job.num is not None else None
     headline = record.result.headline if record.result is not None else None
-    meta = {"status": record.status, "task": record.task, "command": record.command, **(headline or {})}
-    log_evidence(run, artifact_name("record", group, which), "run_record", [out_dir / RECORD_NAME],
-                 description=f"run record: {record.command or ''}", metadata=meta)
+    meta = {
+        "status": record.status,
+        "task": record.task,
+        "command": record.command,
+        **(headline or {}),
+    }
+    log_evidence(
+        run,
+        artifact_name("record", group, which),
+        "run_record",
+        [out_dir / RECORD_NAME],
+        description=f"run record: {record.command or ''}",
+        metadata=meta,
+    )
     if record.setting("profile.enabled"):
-        log_evidence(run, artifact_name("trace", group, which), "profiler_trace",
-                     sorted(out_dir.glob("trace.rank*.json")),
-                     description="torch.profiler Chrome traces, one per rank (open in Perfetto or chrome://tracing)",
-                     metadata={"profile": record.setting("profile")})
+        log_evidence(
+            run,
+            artifact_name("trace", group, which),
+            "profiler_trace",
+            sorted(out_dir.glob("trace.rank*.json")),
+            description="torch.profiler Chrome traces, one per rank (open in Perfetto or chrome://tracing)",
+            metadata={"profile": record.setting("profile")},
+        )
 
 
 def log_run(record: Record | dict, cfg: Any = None) -> None:
@@ -413,7 +527,9 @@ def log_run(record: Record | dict, cfg: Any = None) -> None:
     try:
         record = Record.from_dict(record) if isinstance(record, dict) else record
         failed = record.status != "ok"
-        settings, withheld = shown_settings(logger_settings(cfg, record), logger_settings(record=record))
+        settings, withheld = shown_settings(
+            logger_settings(cfg, record), logger_settings(record=record)
+        )
         if settings.get("name") in ("none", None):
             return
         out_dir = Path(record.job.output_dir or ".")
@@ -421,9 +537,16 @@ def log_run(record: Record | dict, cfg: Any = None) -> None:
         config.setdefault("overrides", record.overrides)
         config.setdefault("env", record.env.to_dict())
         group = _record_group(record, settings)
-        w = _Run(settings, dir=out_dir, withheld=withheld, group=group, job_type=record.task or "train",
-                 name=run_name(list(record.overrides), record.task, record.job.sweep_dir),
-                 config=config, tags=run_tags(cfg, record, settings))
+        w = _Run(
+            settings,
+            dir=out_dir,
+            withheld=withheld,
+            group=group,
+            job_type=record.task or "train",
+            name=run_name(list(record.overrides), record.task, record.job.sweep_dir),
+            config=config,
+            tags=run_tags(cfg, record, settings),
+        )
         if not w.start():
             return
         result = record.result
@@ -431,34 +554,57 @@ def log_run(record: Record | dict, cfg: Any = None) -> None:
         try:
             if train is not None:
                 _history(w.run, train)
-            rows = [r.to_dict() for r in result.rows] if isinstance(result, CollectivesResult) and result.rows else []
+            rows = (
+                [r.to_dict() for r in result.rows]
+                if isinstance(result, CollectivesResult) and result.rows
+                else []
+            )
             if rows:
                 import wandb
+
                 cols = list(dict.fromkeys(k for r in rows for k in r))
-                w.run.log({"rows": wandb.Table(columns=cols, data=[[_clean(r.get(c)) for c in cols] for r in rows],
-                                               allow_mixed_types=True)})
+                w.run.log(
+                    {
+                        "rows": wandb.Table(
+                            columns=cols,
+                            data=[[_clean(r.get(c)) for c in cols] for r in rows],
+                            allow_mixed_types=True,
+                        )
+                    }
+                )
             headline = result.headline if result is not None else None
             summary = {k: _clean(v) for k, v in (headline or {}).items()}
             tp = train.throughput if train is not None else None
             budget = train.time_budget if train is not None else None
-            summary.update({"steps/s CI lo": _clean(tp.ci_lo if tp else None),
-                            "steps/s CI hi": _clean(tp.ci_hi if tp else None),
-                            "steady": train.steady if train is not None else None,
-                            "window share": _clean(budget.window_share if budget else None)})
-            summary.update(status=record.status, task=record.task,
-                           world_size=getattr(result, "world_size", None) or record.env.world_size,
-                           device=getattr(result, "device_name", None), run_record=str(out_dir / RECORD_NAME),
-                           link=link_label(record.env.link) or "none")
+            summary.update(
+                {
+                    "steps/s CI lo": _clean(tp.ci_lo if tp else None),
+                    "steps/s CI hi": _clean(tp.ci_hi if tp else None),
+                    "steady": train.steady if train is not None else None,
+                    "window share": _clean(budget.window_share if budget else None),
+                }
+            )
+            summary.update(
+                status=record.status,
+                task=record.task,
+                world_size=getattr(result, "world_size", None) or record.env.world_size,
+                device=getattr(result, "device_name", None),
+                run_record=str(out_dir / RECORD_NAME),
+                link=link_label(record.env.link) or "none",
+            )
             if failed:
                 summary["error"] = str(record.error or "")[:2000]
             from diagnosis import wandb_summary
+
             diagnosis = result.diagnosis if result is not None else None
             summary.update(wandb_summary(diagnosis))
             w.run.summary.update(summary)
             _run_evidence(w.run, record, out_dir, group)
         except Exception as e:  # noqa: BLE001 - W&B never fails a run: the record is on disk
             w.error = True
-            _warn(f"logging to W&B failed part-way ({type(e).__name__}: {e}); the run record is intact")
+            _warn(
+                f"logging to W&B failed part-way ({type(e).__name__}: {e}); the run record is intact"
+            )
         w.sidecar(out_dir)
     except Exception as e:  # noqa: BLE001 - W&B never fails a run: the record is on disk
         _warn(f"W&B logging skipped ({type(e).__name__}: {e}); the run record is intact")
@@ -467,10 +613,18 @@ def log_run(record: Record | dict, cfg: Any = None) -> None:
             w.finish(failed)
 
 
-
-def log_sweep(table, entries: list, sweep_dir: str | Path, logger_cfg: Any, *, images: dict | None = None,
-              command: str = "", tags: list | None = None, diagnosis: dict | None = None,
-              typed_logger: dict | None = None) -> None:
+def log_sweep(
+    table,
+    entries: list,
+    sweep_dir: str | Path,
+    logger_cfg: Any,
+    *,
+    images: dict | None = None,
+    command: str = "",
+    tags: list | None = None,
+    diagnosis: dict | None = None,
+    typed_logger: dict | None = None,
+) -> None:
     """The sweep table (+ plots) as a W&B run of job_type sweep_summary, in the jobs' group. Never raises.
     typed_logger: the logger node as recorded (keys from the environment as typed); default: logger_cfg."""
     sweep_dir = Path(sweep_dir)
@@ -483,56 +637,118 @@ def log_sweep(table, entries: list, sweep_dir: str | Path, logger_cfg: Any, *, i
         if settings.get("name") in ("none", None):
             return
         group = settings.get("group") or group_for(sweep_dir)  # the jobs' group (_record_group)
-        w = _Run(settings, dir=sweep_dir, withheld=withheld, group=group, job_type="sweep_summary",
-                 name=f"sweep summary {group}",
-                 config={"command": command, "sweep_dir": str(sweep_dir.resolve()), "jobs": len(entries)},
-                 tags=list(dict.fromkeys(str(t)[:64] for t in [*(settings.get("tags") or []), *(tags or [])])))
+        w = _Run(
+            settings,
+            dir=sweep_dir,
+            withheld=withheld,
+            group=group,
+            job_type="sweep_summary",
+            name=f"sweep summary {group}",
+            config={
+                "command": command,
+                "sweep_dir": str(sweep_dir.resolve()),
+                "jobs": len(entries),
+            },
+            tags=list(
+                dict.fromkeys(str(t)[:64] for t in [*(settings.get("tags") or []), *(tags or [])])
+            ),
+        )
         if not w.start():
             return
         import wandb
+
         try:
             columns = list(table.columns)
-            shown = list(table.display)  # figures with intervals: also as the text the Markdown table shows
-            data = [[_wandb_cell(row.get(c)) for c in columns] + [table.text(row, c) for c in shown]
-                    for row in table.rows]
-            wtable = wandb.Table(columns=columns + [f"{c} (95% CI)" for c in shown], data=data,
-                                 allow_mixed_types=True)
+            shown = list(
+                table.display
+            )  # figures with intervals: also as the text the Markdown table shows
+            data = [
+                [_wandb_cell(row.get(c)) for c in columns] + [table.text(row, c) for c in shown]
+                for row in table.rows
+            ]
+            wtable = wandb.Table(
+                columns=columns + [f"{c} (95% CI)" for c in shown],
+                data=data,
+                allow_mixed_types=True,
+            )
             logged: dict[str, Any] = {"sweep_table": wtable}
             for name, path in (images or {}).items():
                 logged[f"plots/{name}"] = wandb.Image(str(path))
             value = next((c for c in ("samples/s", "steps/s") if c in columns), None)
             if value is not None:
                 label = "overrides" if "overrides" in columns else columns[0]
-                bars = wandb.Table(columns=[label, value],
-                                   data=[[str(r.get(label)), _wandb_cell(r.get(value))] for r in table.rows
-                                         if isinstance(r.get(value), (int, float))])
-                logged["throughput_bar"] = wandb.plot.bar(bars, label, value, title=f"{value} per job")
-            if diagnosis and diagnosis.get("checked"):   # estimated against measured savings, errors included
-                cols = ["run", "finding", "recommends", "ran_as", "estimated", "measured", "measured_lo", "measured_hi",
-                        "error", "verdict"]
+                bars = wandb.Table(
+                    columns=[label, value],
+                    data=[
+                        [str(r.get(label)), _wandb_cell(r.get(value))]
+                        for r in table.rows
+                        if isinstance(r.get(value), (int, float))
+                    ],
+                )
+                logged["throughput_bar"] = wandb.plot.bar(
+                    bars, label, value, title=f"{value} per job"
+                )
+            if diagnosis and diagnosis.get(
+                "checked"
+            ):  # estimated against measured savings, errors included
+                cols = [
+                    "run",
+                    "finding",
+                    "recommends",
+                    "ran_as",
+                    "estimated",
+                    "measured",
+                    "measured_lo",
+                    "measured_hi",
+                    "error",
+                    "verdict",
+                ]
                 logged["diagnosis/checked_estimates"] = wandb.Table(
-                    columns=cols, data=[[_wandb_cell(c.get(k)) for k in cols] for c in diagnosis["checked"]],
-                    allow_mixed_types=True)
+                    columns=cols,
+                    data=[[_wandb_cell(c.get(k)) for k in cols] for c in diagnosis["checked"]],
+                    allow_mixed_types=True,
+                )
             w.run.log(logged)
-            w.run.summary.update({"jobs": len(entries), "failed_jobs": len(failed), "notes": " ".join(table.notes),
-                                  "warnings": " ".join(table.warnings)})
+            w.run.summary.update(
+                {
+                    "jobs": len(entries),
+                    "failed_jobs": len(failed),
+                    "notes": " ".join(table.notes),
+                    "warnings": " ".join(table.warnings),
+                }
+            )
             autotune = sweep_dir / "autotune.json"
             if autotune.is_file():
-                w.run.summary.update({"autotune": json.loads(autotune.read_text()).get("conclusion")})
-            log_evidence(w.run, artifact_name("sweep", group), "sweep_table",
-                         sorted(f for f in sweep_dir.iterdir() if f.suffix in SWEEP_EVIDENCE and f.name != SIDECAR),
-                         description=f"sweep table, plots and sweep files: {command}",
-                         metadata={"jobs": len(entries), "failed_jobs": len(failed), "command": command})
+                w.run.summary.update(
+                    {"autotune": json.loads(autotune.read_text()).get("conclusion")}
+                )
+            log_evidence(
+                w.run,
+                artifact_name("sweep", group),
+                "sweep_table",
+                sorted(
+                    f
+                    for f in sweep_dir.iterdir()
+                    if f.suffix in SWEEP_EVIDENCE and f.name != SIDECAR
+                ),
+                description=f"sweep table, plots and sweep files: {command}",
+                metadata={"jobs": len(entries), "failed_jobs": len(failed), "command": command},
+            )
             if diagnosis:
                 from diagnosis import format_sweep
+
                 w.run.summary["diagnosis"] = format_sweep(diagnosis)
         except Exception as e:  # noqa: BLE001 - W&B never fails a sweep: the table is on disk
             w.error = True
-            _warn(f"logging the sweep table to W&B failed ({type(e).__name__}: {e}); sweep_table.md/csv are intact")
+            _warn(
+                f"logging the sweep table to W&B failed ({type(e).__name__}: {e}); sweep_table.md/csv are intact"
+            )
         w.sidecar(sweep_dir)
         if w.mode == "offline":
-            _say(f"upload the whole sweep later with: "
-                 f"{w.sync_command(f'{sweep_dir}/wandb/offline-run-* {sweep_dir}/*/wandb/offline-run-*')}")
+            _say(
+                f"upload the whole sweep later with: "
+                f"{w.sync_command(f'{sweep_dir}/wandb/offline-run-* {sweep_dir}/*/wandb/offline-run-*')}"
+            )
     except Exception as e:  # noqa: BLE001 - W&B never fails a sweep: the table is on disk
         _warn(f"W&B sweep summary skipped ({type(e).__name__}: {e}); sweep_table.md/csv are intact")
     finally:

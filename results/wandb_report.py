@@ -18,6 +18,7 @@ Reads only the sweep dir and the files W&B logging leaves there (results.wandb_l
 group_for, artifact_name, log_sweep); the metric names below are the ones wandb_log's runs log, which
 tests/test_wandb_report.py checks on real offline runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,16 +40,16 @@ log = get(__name__)
 
 SPEC_NAME = "wandb_report.json"
 # What the runs log (results/wandb_log.py). Each job's run: one history row per measured step (run.log(step=i)).
-STEP = "Step"                                 # W&B's own _step
+STEP = "Step"  # W&B's own _step
 STEP_TIME = "step/time_ms"
 SAMPLES_PER_S = "throughput/samples_per_s"
-PHASE = "phase_ms/{}"                         # one per phase of the record's series
+PHASE = "phase_ms/{}"  # one per phase of the record's series
 # The sweep summary run (job_type sweep_summary): the table and each plot under plots/<name>.
 SUMMARY_JOB_TYPE = "sweep_summary"
 SWEEP_TABLE = "sweep_table"
 PLOT = "plots/{}"
-PLOT_PREFIX = "sweep_"                        # results.callbacks' plots in the sweep dir: sweep_<name>.png
-TITLE_MAX = 128                               # W&B's limit on a report title
+PLOT_PREFIX = "sweep_"  # results.callbacks' plots in the sweep dir: sweep_<name>.png
+TITLE_MAX = 128  # W&B's limit on a report title
 
 
 def _say(msg: str) -> None:
@@ -91,16 +92,23 @@ def write_spec(report, path: str | Path) -> Path:
 @dataclass
 class Study:
     """One sweep (or committed study) as the report shows it."""
+
     dir: Path
-    group: str                           # the W&B group its runs carry
-    entries: list                        # tables.table.Entry, one per job
-    table: Any                           # tables.table.Table: the sweep table
+    group: str  # the W&B group its runs carry
+    entries: list  # tables.table.Entry, one per job
+    table: Any  # tables.table.Table: the sweep table
     command: str
-    diagnosis: dict | None = None        # diagnosis.diagnose_sweep
-    images: dict[str, Path] = field(default_factory=dict)   # plot name -> PNG, logged as plots/<name>
-    runs: dict[int, str] = field(default_factory=dict)      # job num -> its W&B run id (the job's sidecar)
-    summary_run: str | None = None       # the sweep_summary run's id
-    job_runs: bool = True                # False: the jobs have no W&B runs (a committed study run with logger=none)
+    diagnosis: dict | None = None  # diagnosis.diagnose_sweep
+    images: dict[str, Path] = field(
+        default_factory=dict
+    )  # plot name -> PNG, logged as plots/<name>
+    runs: dict[int, str] = field(
+        default_factory=dict
+    )  # job num -> its W&B run id (the job's sidecar)
+    summary_run: str | None = None  # the sweep_summary run's id
+    job_runs: bool = (
+        True  # False: the jobs have no W&B runs (a committed study run with logger=none)
+    )
 
 
 def _sidecar(directory: str | Path | None) -> dict:
@@ -129,18 +137,28 @@ def load(sweep_dir: str | Path, group: str | None = None) -> Study:
         command = sweep_command(conf)
     else:
         from tables.sweep import commands
+
         command = "\n".join(commands(entries))
     diagnosis = None
     try:
         from diagnosis import diagnose_sweep
+
         diagnosis = diagnose_sweep(entries)
     except Exception as e:  # noqa: BLE001 - a diagnosis never costs the report
         _warn(f"the report goes without the diagnosis ({type(e).__name__}: {e})")
-    images = {p.stem[len(PLOT_PREFIX):]: p for p in sorted(sweep_dir.glob(f"{PLOT_PREFIX}*.png"))}
+    images = {p.stem[len(PLOT_PREFIX) :]: p for p in sorted(sweep_dir.glob(f"{PLOT_PREFIX}*.png"))}
     summary = _sidecar(sweep_dir)
-    return Study(dir=sweep_dir, group=group or summary.get("group") or group_for(sweep_dir), entries=entries,
-                 table=build_table(entries, first="job", title=f"Sweep {sweep_dir}"), command=command,
-                 diagnosis=diagnosis, images=images, runs=run_ids(entries), summary_run=summary.get("id"))
+    return Study(
+        dir=sweep_dir,
+        group=group or summary.get("group") or group_for(sweep_dir),
+        entries=entries,
+        table=build_table(entries, first="job", title=f"Sweep {sweep_dir}"),
+        command=command,
+        diagnosis=diagnosis,
+        images=images,
+        runs=run_ids(entries),
+        summary_run=summary.get("id"),
+    )
 
 
 def run_ids(entries: list) -> dict[int, str]:
@@ -161,30 +179,47 @@ def question(study: Study) -> str:
     from results.wandb_log import experiment_preset, swept_keys
 
     conf = multirun_config(study.dir)
-    task_overrides = [str(o) for o in OmegaConf.select(conf, "hydra.overrides.task") or []] if conf is not None else []
+    task_overrides = (
+        [str(o) for o in OmegaConf.select(conf, "hydra.overrides.task") or []]
+        if conf is not None
+        else []
+    )
     preset = experiment_preset(task_overrides)
     tasks = sorted({e.task for e in study.entries if e.task})
     train = tasks == ["train"]
     if preset:
-        return f"experiment={preset}: " + ("what each configuration costs per step" if train else "the results")
+        return f"experiment={preset}: " + (
+            "what each configuration costs per step" if train else "the results"
+        )
     keys = [k for k in swept_keys(study.dir) if k != "repeats"] or varying_keys(study.entries)
     if keys:
         named = keys[0] if len(keys) == 1 else ", ".join(keys[:-1]) + " and " + keys[-1]
-        return f"How {'does' if len(keys) == 1 else 'do'} {named} change " + \
-            ("throughput, and why?" if train else f"task={'/'.join(tasks) or '?'}?")
+        return f"How {'does' if len(keys) == 1 else 'do'} {named} change " + (
+            "throughput, and why?" if train else f"task={'/'.join(tasks) or '?'}?"
+        )
     return f"task={'/'.join(tasks) or '?'}: {len(study.entries)} run(s)"
 
 
 # ----------------------------------------------------------------------------------------- building the report
-def _runset(name: str, group: str, job_type: str | None = None, exclude: str | None = None, run_id: str | None = None):
+def _runset(
+    name: str,
+    group: str,
+    job_type: str | None = None,
+    exclude: str | None = None,
+    run_id: str | None = None,
+):
     """Runs of one W&B group (optionally one job type, or all but one, or one run). No entity or project: a run set
     that names them asks the W&B API as it is serialised; push() fills them in."""
     import wandb_workspaces.reports.v2 as wr
     from wandb_workspaces import expr
 
-    if "'" in group:  # wandb_workspaces writes a filter as a quoted string expression and cannot parse it back
-        raise ValueError(f"the W&B group {group!r} holds a ' which a report's run set filter cannot hold; "
-                         "set logger.group to a name without it")
+    if (
+        "'" in group
+    ):  # wandb_workspaces writes a filter as a quoted string expression and cannot parse it back
+        raise ValueError(
+            f"the W&B group {group!r} holds a ' which a report's run set filter cannot hold; "
+            "set logger.group to a name without it"
+        )
     filters = [expr.Metric("Group") == group]
     if job_type:
         filters.append(expr.Metric("JobType") == job_type)
@@ -197,6 +232,7 @@ def _runset(name: str, group: str, job_type: str | None = None, exclude: str | N
 
 def _text_list(lines: list[str]):
     import wandb_workspaces.reports.v2 as wr
+
     return wr.UnorderedList(items=[ln[2:] if ln.startswith("- ") else ln for ln in lines])
 
 
@@ -204,7 +240,11 @@ def _next_commands(diagnosis: dict | None) -> list[str]:
     """The top finding's `next:` command of every run, once each, in the runs' order."""
     out: list[str] = []
     for run in diagnosis["runs"] if diagnosis is not None and diagnosis.get("runs") else []:
-        block = DiagnosisBlock.from_dict(run["diagnosis"], "diagnosis") if run.get("diagnosis") else None
+        block = (
+            DiagnosisBlock.from_dict(run["diagnosis"], "diagnosis")
+            if run.get("diagnosis")
+            else None
+        )
         findings = [f for f in (block.findings or [] if block else []) if not f.first]
         if findings and findings[0].command and findings[0].command not in out:
             out.append(findings[0].command)
@@ -218,10 +258,16 @@ def _evidence(study: Study) -> list:
 
     items: list = []
     if study.summary_run:
-        items.append([wr.Link("sweep summary run", url=f"runs/{study.summary_run}"), ": the table and plots"])
+        items.append(
+            [wr.Link("sweep summary run", url=f"runs/{study.summary_run}"), ": the table and plots"]
+        )
     sweep_art = artifact_name("sweep", study.group)
-    items.append([wr.Link(sweep_art, url=f"artifacts/sweep_table/{sweep_art}/latest"),
-                  " (sweep_table): the table as CSV and Markdown, plots, multirun.yaml"])
+    items.append(
+        [
+            wr.Link(sweep_art, url=f"artifacts/sweep_table/{sweep_art}/latest"),
+            " (sweep_table): the table as CSV and Markdown, plots, multirun.yaml",
+        ]
+    )
     if not study.job_runs:
         return items
     for e in study.entries:
@@ -236,7 +282,10 @@ def _evidence(study: Study) -> list:
         row.append(wr.Link("run record", url=f"artifacts/run_record/{record}/latest"))
         if setting(e.config, "profile.enabled"):
             trace = artifact_name("trace", study.group, which)
-            row += [", ", wr.Link("profiler traces", url=f"artifacts/profiler_trace/{trace}/latest")]
+            row += [
+                ", ",
+                wr.Link("profiler traces", url=f"artifacts/profiler_trace/{trace}/latest"),
+            ]
         items.append(row)
     return items
 
@@ -250,72 +299,151 @@ def study_blocks(study: Study) -> list:
     group, blocks = study.group, []
     failed = sum(not e.ok for e in study.entries)
     where = f"{study.dir.parent.name}/{study.dir.name}" if study.dir.parent.name else study.dir.name
-    blocks.append(wr.P(f"{len(study.entries)} job(s){f', {failed} failed' if failed else ''}, sweep dir {where}, "
-                       f"W&B group: {group}. Every run set below filters on that group."))
+    blocks.append(
+        wr.P(
+            f"{len(study.entries)} job(s){f', {failed} failed' if failed else ''}, sweep dir {where}, "
+            f"W&B group: {group}. Every run set below filters on that group."
+        )
+    )
 
-    blocks += [wr.H2("Machine and command"), _text_list(describe_machine(study.entries)),
-               wr.CodeBlock(code=study.command, language=None)]
+    blocks += [
+        wr.H2("Machine and command"),
+        _text_list(describe_machine(study.entries)),
+        wr.CodeBlock(code=study.command, language=None),
+    ]
 
     summary = _runset("sweep summary", group, job_type=SUMMARY_JOB_TYPE, run_id=study.summary_run)
-    blocks += [wr.H2("The sweep table: 95% CIs and verdicts"),
-               wr.P(f"The table of the sweep_summary run ({SWEEP_TABLE}): every column of the printed table, the "
-                    "figures with intervals also as text with their 95% CI."),
-               wr.PanelGrid(runsets=[summary], panels=[wr.WeavePanelSummaryTable(
-                   table_name=SWEEP_TABLE, layout=wr.Layout(w=24, h=12))]),
-               wr.P("The same table as the sweep printed it, with its notes (baseline, interval method, verdict "
-                    "rule):"),
-               wr.MarkdownBlock(text=study.table.markdown())]
+    blocks += [
+        wr.H2("The sweep table: 95% CIs and verdicts"),
+        wr.P(
+            f"The table of the sweep_summary run ({SWEEP_TABLE}): every column of the printed table, the "
+            "figures with intervals also as text with their 95% CI."
+        ),
+        wr.PanelGrid(
+            runsets=[summary],
+            panels=[
+                wr.WeavePanelSummaryTable(table_name=SWEEP_TABLE, layout=wr.Layout(w=24, h=12))
+            ],
+        ),
+        wr.P(
+            "The same table as the sweep printed it, with its notes (baseline, interval method, verdict "
+            "rule):"
+        ),
+        wr.MarkdownBlock(text=study.table.markdown()),
+    ]
 
     images = dict(study.images)
     train = [e for e in study.entries if e.ok and e.task == "train"]
     if "throughput" in images:
         images.pop("throughput")
-        blocks += [wr.H2("Throughput with 95% CIs"),
-                   wr.P("W&B's bar charts cannot draw intervals, so this is the sweep's own plot "
-                        f"(sweep_throughput.png, logged by the sweep_summary run as {PLOT.format('throughput')}): "
-                        "each configuration's throughput with its 95% CI as error bars, the baseline in orange, the "
-                        "speed-up [CI] and verdict written on each bar."),
-                   wr.PanelGrid(runsets=[summary], panels=[wr.MediaBrowser(
-                       title="throughput per configuration (95% CI)", media_keys=[PLOT.format("throughput")],
-                       layout=wr.Layout(w=24, h=10))])]
+        blocks += [
+            wr.H2("Throughput with 95% CIs"),
+            wr.P(
+                "W&B's bar charts cannot draw intervals, so this is the sweep's own plot "
+                f"(sweep_throughput.png, logged by the sweep_summary run as {PLOT.format('throughput')}): "
+                "each configuration's throughput with its 95% CI as error bars, the baseline in orange, the "
+                "speed-up [CI] and verdict written on each bar."
+            ),
+            wr.PanelGrid(
+                runsets=[summary],
+                panels=[
+                    wr.MediaBrowser(
+                        title="throughput per configuration (95% CI)",
+                        media_keys=[PLOT.format("throughput")],
+                        layout=wr.Layout(w=24, h=10),
+                    )
+                ],
+            ),
+        ]
     if train:
         phases = phase_table(study.entries)
         blocks += [wr.H2("Where the step time goes"), wr.MarkdownBlock(text=phases.markdown())]
         if "phases" in images:
             images.pop("phases")
-            blocks += [wr.P(f"Stacked per-phase medians per configuration ({PLOT.format('phases')}), DDP's exposed "
-                            "communication as its own segment, the measured step median as a marker."),
-                       wr.PanelGrid(runsets=[summary], panels=[wr.MediaBrowser(
-                           title="step-time breakdown", media_keys=[PLOT.format("phases")],
-                           layout=wr.Layout(w=24, h=10))])]
+            blocks += [
+                wr.P(
+                    f"Stacked per-phase medians per configuration ({PLOT.format('phases')}), DDP's exposed "
+                    "communication as its own segment, the measured step median as a marker."
+                ),
+                wr.PanelGrid(
+                    runsets=[summary],
+                    panels=[
+                        wr.MediaBrowser(
+                            title="step-time breakdown",
+                            media_keys=[PLOT.format("phases")],
+                            layout=wr.Layout(w=24, h=10),
+                        )
+                    ],
+                ),
+            ]
     if train and study.job_runs:
-        series = [e.train.series for e in train if e.train is not None and e.train.series is not None]
-        names = list(dict.fromkeys(p for s in series if s.phases is not None for p in s.phases.to_dict()))
+        series = [
+            e.train.series for e in train if e.train is not None and e.train.series is not None
+        ]
+        names = list(
+            dict.fromkeys(p for s in series if s.phases is not None for p in s.phases.to_dict())
+        )
         task = study.entries[0].task if len({e.task for e in study.entries}) == 1 else None
         jobs = _runset("jobs", group, job_type=task, exclude=None if task else SUMMARY_JOB_TYPE)
-        panels = [wr.LinePlot(title="step time per measured step (ms)", x=STEP, y=[STEP_TIME], title_y="ms",
-                              layout=wr.Layout(w=12, h=8)),
-                  wr.LinePlot(title="samples/s per measured step", x=STEP, y=[SAMPLES_PER_S],
-                              layout=wr.Layout(w=12, h=8))]
-        panels += [wr.LinePlot(title=f"{p} per measured step (ms)", x=STEP, y=[PHASE.format(p)], title_y="ms",
-                               layout=wr.Layout(w=8, h=6)) for p in names]
-        blocks += [wr.H2("Every run, step by step"),
-                   wr.P("Rank 0's time of every measured step (warm-up excluded) of every run of the group, and each "
-                        "phase's; a drift or a spike shows here before it shows in a median."),
-                   wr.PanelGrid(runsets=[jobs], panels=panels)]
+        panels = [
+            wr.LinePlot(
+                title="step time per measured step (ms)",
+                x=STEP,
+                y=[STEP_TIME],
+                title_y="ms",
+                layout=wr.Layout(w=12, h=8),
+            ),
+            wr.LinePlot(
+                title="samples/s per measured step",
+                x=STEP,
+                y=[SAMPLES_PER_S],
+                layout=wr.Layout(w=12, h=8),
+            ),
+        ]
+        panels += [
+            wr.LinePlot(
+                title=f"{p} per measured step (ms)",
+                x=STEP,
+                y=[PHASE.format(p)],
+                title_y="ms",
+                layout=wr.Layout(w=8, h=6),
+            )
+            for p in names
+        ]
+        blocks += [
+            wr.H2("Every run, step by step"),
+            wr.P(
+                "Rank 0's time of every measured step (warm-up excluded) of every run of the group, and each "
+                "phase's; a drift or a spike shows here before it shows in a median."
+            ),
+            wr.PanelGrid(runsets=[jobs], panels=panels),
+        ]
     if images:
-        blocks += [wr.H2("More plots"),
-                   wr.PanelGrid(runsets=[summary], panels=[
-                       wr.MediaBrowser(title=name, media_keys=[PLOT.format(name)], layout=wr.Layout(w=12, h=9))
-                       for name in images])]
+        blocks += [
+            wr.H2("More plots"),
+            wr.PanelGrid(
+                runsets=[summary],
+                panels=[
+                    wr.MediaBrowser(
+                        title=name, media_keys=[PLOT.format(name)], layout=wr.Layout(w=12, h=9)
+                    )
+                    for name in images
+                ],
+            ),
+        ]
 
     if study.diagnosis is not None:
         from diagnosis import format_sweep
+
         blocks += [wr.H2("Diagnosis"), wr.MarkdownBlock(text=format_sweep(study.diagnosis))]
         commands = _next_commands(study.diagnosis)
         if commands:
-            blocks += [wr.P("next: the command each run's top finding recommends, to measure what it saves:"),
-                       wr.CodeBlock(code="\n".join(commands), language=None)]
+            blocks += [
+                wr.P(
+                    "next: the command each run's top finding recommends, to measure what it saves:"
+                ),
+                wr.CodeBlock(code="\n".join(commands), language=None),
+            ]
 
     blocks += [wr.H2("Evidence"), wr.UnorderedList(items=_evidence(study))]
     return blocks
@@ -328,9 +456,14 @@ def build(study: Study, *, project: str, entity: str = "") -> Any:
     ask = question(study)
     title = f"{ask} [{study.group}]"
     if len(title) > TITLE_MAX:
-        title = title[:TITLE_MAX - 1] + "…"
-    return wr.Report(project=project, entity=entity, title=title,
-                     description=f"Sweep {study.dir.name}: `{study.command}`"[:1000], blocks=study_blocks(study))
+        title = title[: TITLE_MAX - 1] + "…"
+    return wr.Report(
+        project=project,
+        entity=entity,
+        title=title,
+        description=f"Sweep {study.dir.name}: `{study.command}`"[:1000],
+        blocks=study_blocks(study),
+    )
 
 
 # ----------------------------------------------------------------------------------------- pushing
@@ -351,7 +484,11 @@ def _absolute_links(report, prefix: str) -> bool:
         if isinstance(item, list):
             return [fix(i) for i in item]
         url = getattr(item, "url", None)
-        if isinstance(url, str) and hasattr(item, "text") and not url.startswith(("http://", "https://")):
+        if (
+            isinstance(url, str)
+            and hasattr(item, "text")
+            and not url.startswith(("http://", "https://"))
+        ):
             item.url = f"{prefix.rstrip('/')}/{url.lstrip('/')}"
             changed = True
         return item
@@ -385,6 +522,7 @@ def push(path: str | Path, entity: str | None = None, project: str | None = None
     entity = entity or _from_environment(report.entity) or os.environ.get("WANDB_ENTITY")
     if not entity:
         import wandb
+
         entity = wandb.Api().default_entity
         if not entity:
             raise ValueError("W&B names no default entity for this login; pass --entity")
@@ -412,16 +550,26 @@ def _bounded(work, until: float, what: str, timeout_s: float) -> Any:
     thread.start()
     thread.join(max(until - time.monotonic(), 0.0))
     if thread.is_alive():
-        _warn(f"{what} gave up: the sweep's report, like every W&B upload, ends within "
-              f"logger.finish_timeout_s={timeout_s:g} s")
+        _warn(
+            f"{what} gave up: the sweep's report, like every W&B upload, ends within "
+            f"logger.finish_timeout_s={timeout_s:g} s"
+        )
         return None
     if "error" in out:
         _warn(f"{what} failed ({out['error']})")
     return out.get("value")
 
 
-def at_sweep_end(sweep_dir: str | Path, logger_cfg: Any, *, entries: list, table: Any, command: str,
-                 diagnosis: dict | None = None, images: dict[str, Path] | None = None) -> list[Path]:
+def at_sweep_end(
+    sweep_dir: str | Path,
+    logger_cfg: Any,
+    *,
+    entries: list,
+    table: Any,
+    command: str,
+    diagnosis: dict | None = None,
+    images: dict[str, Path] | None = None,
+) -> list[Path]:
     """After the sweep summary run (results.callbacks): write the report's spec next to the sweep table and, when the
     sweep's runs went online, push it and print its URL. Bounded by logger.finish_timeout_s; never raises. Returns the
     spec written (for the sweep's list of files), if any."""
@@ -429,27 +577,49 @@ def at_sweep_end(sweep_dir: str | Path, logger_cfg: Any, *, entries: list, table
         from results.wandb_log import chosen_mode, group_for, logger_settings
 
         settings = logger_settings(logger_cfg)
-        if (settings.get("name") in ("none", None) or not settings.get("report", True)
-                or chosen_mode(settings)[0] == "disabled"):
+        if (
+            settings.get("name") in ("none", None)
+            or not settings.get("report", True)
+            or chosen_mode(settings)[0] == "disabled"
+        ):
             return []
         sweep_dir = Path(sweep_dir)
-        summary = _sidecar(sweep_dir)   # the sweep_summary run: how it went (online/offline), its group
-        study = Study(dir=sweep_dir, group=summary.get("group") or settings.get("group") or group_for(sweep_dir),
-                      entries=entries, table=table, command=command, diagnosis=diagnosis, images=dict(images or {}),
-                      runs=run_ids(entries), summary_run=summary.get("id"))
+        summary = _sidecar(
+            sweep_dir
+        )  # the sweep_summary run: how it went (online/offline), its group
+        study = Study(
+            dir=sweep_dir,
+            group=summary.get("group") or settings.get("group") or group_for(sweep_dir),
+            entries=entries,
+            table=table,
+            command=command,
+            diagnosis=diagnosis,
+            images=dict(images or {}),
+            runs=run_ids(entries),
+            summary_run=summary.get("id"),
+        )
         spec = sweep_dir / SPEC_NAME
         timeout_s = float(settings["finish_timeout_s"])
         deadline = time.monotonic() + timeout_s
         project = str(summary.get("project") or settings.get("project") or "")
         entity = str(summary.get("entity") or settings.get("entity") or "")
-        if _bounded(lambda: write_spec(build(study, project=project, entity=entity), spec),
-                    deadline, "writing the W&B report spec", timeout_s) is None:
+        if (
+            _bounded(
+                lambda: write_spec(build(study, project=project, entity=entity), spec),
+                deadline,
+                "writing the W&B report spec",
+                timeout_s,
+            )
+            is None
+        ):
             return []
         push_cmd = f"python -m results.wandb_report {sweep_dir} --push"
         if summary.get("mode") != "online":
             _say(f"report spec: {spec}; push it after `wandb sync` with: {push_cmd}")
             return [spec]
-        url = _bounded(lambda: _push_and_teardown(spec), deadline, "saving the W&B report", timeout_s)
+        url = _bounded(
+            lambda: _push_and_teardown(spec), deadline, "saving the W&B report", timeout_s
+        )
         if url:
             _say(f"report: {url}")
         else:
@@ -465,6 +635,7 @@ def _push_and_teardown(spec: Path) -> str:
         return push(spec)
     finally:
         import wandb
+
         wandb.teardown()
 
 
@@ -482,9 +653,13 @@ def studies_report(dirs: list[str | Path], out: Path, *, title: str, argv: list[
 
     stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
     settings = logger_settings(None)
-    blocks: list = [wr.P(f"One section per study; regenerate with `python -m results.report {' '.join(argv)}`. Each "
-                         "study's numbers come from its own run records; numbers from different studies are not "
-                         "compared in one table.")]
+    blocks: list = [
+        wr.P(
+            f"One section per study; regenerate with `python -m results.report {' '.join(argv)}`. Each "
+            "study's numbers come from its own run records; numbers from different studies are not "
+            "compared in one table."
+        )
+    ]
     mode = None
     for directory in map(Path, dirs):
         if not directory.is_dir():
@@ -496,55 +671,91 @@ def studies_report(dirs: list[str | Path], out: Path, *, title: str, argv: list[
         stage = out / "wandb_studies" / directory.name
         stage.mkdir(parents=True, exist_ok=True)
         write_sweep_table(stage, study.table, study.command)
-        study.images = standard_plots(study.entries, stage, prefix=PLOT_PREFIX, title=directory.name)
+        study.images = standard_plots(
+            study.entries, stage, prefix=PLOT_PREFIX, title=directory.name
+        )
         if (directory / "multirun.yaml").is_file():
             shutil.copy(directory / "multirun.yaml", stage / "multirun.yaml")
-        log_sweep(study.table, study.entries, stage, {**settings, "group": study.group}, images=study.images,
-                  command=study.command, diagnosis=study.diagnosis)
+        log_sweep(
+            study.table,
+            study.entries,
+            stage,
+            {**settings, "group": study.group},
+            images=study.images,
+            command=study.command,
+            diagnosis=study.diagnosis,
+        )
         summary = _sidecar(stage)
         study.summary_run, mode = summary.get("id"), summary.get("mode") or mode
         blocks += [wr.H1(f"{directory.name}: {question(study)}"), *study_blocks(study)]
-    report = wr.Report(project=str(settings.get("project")), entity=str(settings.get("entity") or ""),
-                       title=title[:TITLE_MAX], description="The committed studies, from their run records.",
-                       blocks=blocks)
+    report = wr.Report(
+        project=str(settings.get("project")),
+        entity=str(settings.get("entity") or ""),
+        title=title[:TITLE_MAX],
+        description="The committed studies, from their run records.",
+        blocks=blocks,
+    )
     spec = write_spec(report, out / SPEC_NAME)
     if mode == "online":
         timeout_s = float(settings["finish_timeout_s"])
-        url = _bounded(lambda: _push_and_teardown(spec), time.monotonic() + timeout_s, "saving the W&B report",
-                       timeout_s)
+        url = _bounded(
+            lambda: _push_and_teardown(spec),
+            time.monotonic() + timeout_s,
+            "saving the W&B report",
+            timeout_s,
+        )
         if url:
             _say(f"report: {url}")
             return spec
-    _say(f"report spec: {spec}; upload the studies' runs with `wandb sync {out}/wandb_studies/*/wandb/offline-run-*`, "
-         f"then push it with: python -m results.wandb_report {out} --push")
+    _say(
+        f"report spec: {spec}; upload the studies' runs with `wandb sync {out}/wandb_studies/*/wandb/offline-run-*`, "
+        f"then push it with: python -m results.wandb_report {out} --push"
+    )
     return spec
 
 
 # ----------------------------------------------------------------------------------------- command line
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m results.wandb_report", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m results.wandb_report", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("path", help=f"a sweep dir (or a {SPEC_NAME})")
-    parser.add_argument("--push", action="store_true",
-                        help="save the report in W&B (after `wandb sync` of the sweep's runs) and print its URL")
-    parser.add_argument("--entity", help="W&B entity (default: the spec's, else your login's default entity)")
+    parser.add_argument(
+        "--push",
+        action="store_true",
+        help="save the report in W&B (after `wandb sync` of the sweep's runs) and print its URL",
+    )
+    parser.add_argument(
+        "--entity", help="W&B entity (default: the spec's, else your login's default entity)"
+    )
     parser.add_argument("--project", help="W&B project (default: the spec's, from logger.project)")
     args = parser.parse_args(argv)
     path = Path(args.path)
     if not path.exists():
-        raise SystemExit(f"results.wandb_report: {path} does not exist; pass a sweep dir (holding multirun.yaml or "
-                         f"{SPEC_NAME}).")
+        raise SystemExit(
+            f"results.wandb_report: {path} does not exist; pass a sweep dir (holding multirun.yaml or "
+            f"{SPEC_NAME})."
+        )
     spec = path if path.is_file() else path / SPEC_NAME
     if not spec.is_file() or not args.push:
         if path.is_file():
-            raise SystemExit(f"results.wandb_report: {path} is a file; pass its sweep dir to rebuild the spec")
+            raise SystemExit(
+                f"results.wandb_report: {path} is a file; pass its sweep dir to rebuild the spec"
+            )
         from results.wandb_log import logger_settings
+
         study = load(path)
         settings = logger_settings(None)
         if not study.entries:
             raise SystemExit(f"results.wandb_report: no run records under {path}.")
-        report = build(study, project=args.project or _sidecar(path).get("project") or settings["project"],
-                       entity=args.entity or _sidecar(path).get("entity") or "")
-        if spec.is_file():  # pushed before: keep the report's id and place, so a push updates that report
+        report = build(
+            study,
+            project=args.project or _sidecar(path).get("project") or settings["project"],
+            entity=args.entity or _sidecar(path).get("entity") or "",
+        )
+        if (
+            spec.is_file()
+        ):  # pushed before: keep the report's id and place, so a push updates that report
             try:
                 old = read_spec(spec)
                 report.id, report.entity = old.id, args.entity or old.entity or report.entity
@@ -556,7 +767,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             url = push(spec, entity=args.entity, project=args.project)
         except Exception as e:  # noqa: BLE001 - one line, not a traceback
-            raise SystemExit(f"results.wandb_report: pushing {spec} failed: {type(e).__name__}: {e}") from None
+            raise SystemExit(
+                f"results.wandb_report: pushing {spec} failed: {type(e).__name__}: {e}"
+            ) from None
         print(f"report: {url}")
     return 0
 

@@ -38,19 +38,55 @@ compare
 fmt
   sig_digits, fmt_ci, fmt_ratio       digits the interval supports; "1.25x [1.18, 1.31]", "~1 (0.93-1.07, n.s.)"
 """
+
 from .compare import compare_throughput, ratio_ci, throughput
 from .drift import steady_state, unsteady_runs
 from .fmt import fmt_ci, fmt_ratio, sig_digits, verdict_text
 from .runs import Speedup, compare_runs, plan_repeats, run_level, time_saved
 from .sentinel import sentinel
-from .summary import adaptive_should_stop, block_throughput, describe, median_ci, median_ranks, rel_halfwidth
+from .summary import (
+    adaptive_should_stop,
+    block_throughput,
+    describe,
+    median_ci,
+    median_ranks,
+    rel_halfwidth,
+)
 from .verdict import EQUIVALENT, FASTER, NO_VERDICT, NOISE, NS, SLOWER, adjust, judge, verdict
 from .within import batch_median, batch_rate, serial
 
 __all__ = [
-    "EQUIVALENT", "FASTER", "NO_VERDICT", "NOISE", "NS", "SLOWER", "Speedup", "adaptive_should_stop", "adjust",
-    "batch_median", "batch_rate", "block_throughput", "compare_runs", "compare_throughput", "describe", "fmt_ci",
-    "fmt_ratio", "judge", "median_ci", "median_ranks", "plan_repeats", "ratio_ci", "rel_halfwidth", "run_level",
-    "sentinel", "serial", "time_saved",
-    "sig_digits", "steady_state", "throughput", "unsteady_runs", "verdict", "verdict_text",
+    "EQUIVALENT",
+    "FASTER",
+    "NO_VERDICT",
+    "NOISE",
+    "NS",
+    "SLOWER",
+    "Speedup",
+    "adaptive_should_stop",
+    "adjust",
+    "batch_median",
+    "batch_rate",
+    "block_throughput",
+    "compare_runs",
+    "compare_throughput",
+    "describe",
+    "fmt_ci",
+    "fmt_ratio",
+    "judge",
+    "median_ci",
+    "median_ranks",
+    "plan_repeats",
+    "ratio_ci",
+    "rel_halfwidth",
+    "run_level",
+    "sentinel",
+    "serial",
+    "time_saved",
+    "sig_digits",
+    "steady_state",
+    "throughput",
+    "unsteady_runs",
+    "verdict",
+    "verdict_text",
 ]

@@ -2,6 +2,7 @@
 goes through tables.aggregate, which calls the same functions). Every ratio here is throughput-style: > 1 means the
 candidate is faster. Nothing here resamples: intervals are t intervals on runs (stats.runs) or on batches of one run
 (stats.within), so the same records always give the same numbers and verdicts, whatever a seed."""
+
 from __future__ import annotations
 
 import math
@@ -19,29 +20,55 @@ def throughput(runs, level: float = 0.95) -> dict:
     {rate, ci_lo, ci_hi, n_runs, run_rates, method, within_run (True for one run)}."""
     if len(runs) == 1:
         b = batch_rate(*runs[0], level=level)
-        return {"rate": b["rate"], "ci_lo": b["ci_lo"], "ci_hi": b["ci_hi"], "n_runs": 1, "run_rates": [b["rate"]],
-                "method": b["method"] + " (one run: the noise inside it, not the spread between runs)",
-                "within_run": True, "log_se": b["log_se"]}
+        return {
+            "rate": b["rate"],
+            "ci_lo": b["ci_lo"],
+            "ci_hi": b["ci_hi"],
+            "n_runs": 1,
+            "run_rates": [b["rate"]],
+            "method": b["method"] + " (one run: the noise inside it, not the spread between runs)",
+            "within_run": True,
+            "log_se": b["log_se"],
+        }
     r = run_level([log_rate(w, u) for w, u in runs], level)
-    return {"rate": r["value"], "ci_lo": r["ci_lo"], "ci_hi": r["ci_hi"], "n_runs": r["n_runs"],
-            "run_rates": r["run_values"], "method": r["method"], "within_run": False, "log_se": r["log_se"]}
+    return {
+        "rate": r["value"],
+        "ci_lo": r["ci_lo"],
+        "ci_hi": r["ci_hi"],
+        "n_runs": r["n_runs"],
+        "run_rates": r["run_values"],
+        "method": r["method"],
+        "within_run": False,
+        "log_se": r["log_se"],
+    }
 
 
-def compare_throughput(baseline_runs, candidate_runs, level: float = 0.95, noise: float = NOISE,
-                       paired: bool = False) -> dict:
+def compare_throughput(
+    baseline_runs, candidate_runs, level: float = 0.95, noise: float = NOISE, paired: bool = False
+) -> dict:
     """Speed-up = candidate throughput / baseline throughput from runs = [(block walls, block work), ...], run level
     (stats.runs.compare_runs). paired: the i-th runs of the two sides ran together (interleaved pairs)."""
     b = [log_rate(w, u) for w, u in baseline_runs]
     c = [log_rate(w, u) for w, u in candidate_runs]
     rounds = (list(range(len(b))), list(range(len(c)))) if paired else (None, None)
     s = compare_runs(b, c, *rounds, level=level, noise=noise)
-    return {"ratio": s.ratio, "ci_lo": s.ci_lo, "ci_hi": s.ci_hi, "verdict": s.verdict, "paired": s.paired,
-            "n_runs_baseline": s.n_baseline, "n_runs_candidate": s.n_candidate, "method": s.method,
-            "repeats_needed": s.repeats_needed, "speedup": s}
+    return {
+        "ratio": s.ratio,
+        "ci_lo": s.ci_lo,
+        "ci_hi": s.ci_hi,
+        "verdict": s.verdict,
+        "paired": s.paired,
+        "n_runs_baseline": s.n_baseline,
+        "n_runs_candidate": s.n_candidate,
+        "method": s.method,
+        "repeats_needed": s.repeats_needed,
+        "speedup": s,
+    }
 
 
-def ratio_ci(baseline, candidate, level: float = 0.95, seed: int | None = None,
-             independent: bool = False) -> tuple[float, float | None, float | None]:
+def ratio_ci(
+    baseline, candidate, level: float = 0.95, seed: int | None = None, independent: bool = False
+) -> tuple[float, float | None, float | None]:
     """Ratio of two runs' medians (baseline / candidate, so > 1 when the candidate's times are shorter), with a
     batch-medians interval on the log scale (Welch across the two runs' batches). (ratio, None, None) when a series
     has fewer than 10 values. Within runs only: it holds the two runs' own noise, not the spread between runs.
@@ -65,12 +92,26 @@ def ratio_ci(baseline, candidate, level: float = 0.95, seed: int | None = None,
     se2 = sb * sb + sc * sc
     if se2 == 0:
         return ratio, ratio, ratio
-    df = se2 ** 2 / (sb ** 4 / dfs[0] + sc ** 4 / dfs[1])
+    df = se2**2 / (sb**4 / dfs[0] + sc**4 / dfs[1])
     h = t_quantile(0.5 + level / 2, df) * math.sqrt(se2)
     return ratio, math.exp(mb - mc - h), math.exp(mb - mc + h)
 
 
 RATIO_CI_METHOD = "ratio of the two runs' medians, batch-medians interval (5 batches per run, Welch t on the log scale)"
 
-__all__ = ["EQUIVALENT", "FASTER", "NO_VERDICT", "NOISE", "NS", "RATIO_CI_METHOD", "SLOWER", "Speedup",
-           "compare_runs", "compare_throughput", "judge", "ratio_ci", "throughput", "verdict"]
+__all__ = [
+    "EQUIVALENT",
+    "FASTER",
+    "NO_VERDICT",
+    "NOISE",
+    "NS",
+    "RATIO_CI_METHOD",
+    "SLOWER",
+    "Speedup",
+    "compare_runs",
+    "compare_throughput",
+    "judge",
+    "ratio_ci",
+    "throughput",
+    "verdict",
+]

@@ -16,6 +16,7 @@ which the test cannot call significant (8 batch means of a short or noisy window
 (steady None, with the drift and p kept), never "steady".
 A sweep summarises its runs' p-values with Benjamini-Hochberg (false discovery rate), see unsteady_runs.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,9 +28,11 @@ from .within import batches
 DRIFT_NOISE = 0.02
 DRIFT_BATCHES = 8
 DRIFT_ALPHA = 0.01
-MIN_DRIFT = 2 * DRIFT_BATCHES     # 16 steps: batches of at least 2
-METHOD = (f"trend test on {DRIFT_BATCHES} batch means of the log times: least-squares slope, t test (df "
-          f"{DRIFT_BATCHES - 2}) at {DRIFT_ALPHA:.0%}, serial correlation absorbed by the batches")
+MIN_DRIFT = 2 * DRIFT_BATCHES  # 16 steps: batches of at least 2
+METHOD = (
+    f"trend test on {DRIFT_BATCHES} batch means of the log times: least-squares slope, t test (df "
+    f"{DRIFT_BATCHES - 2}) at {DRIFT_ALPHA:.0%}, serial correlation absorbed by the batches"
+)
 
 
 def trend(values) -> tuple[float, float] | None:
@@ -44,9 +47,13 @@ def trend(values) -> tuple[float, float] | None:
     t = np.arange(DRIFT_BATCHES) - (DRIFT_BATCHES - 1) / 2
     slope = float((means * t).sum() / (t * t).sum())
     resid = means - means.mean() - slope * t
-    s2 = float((resid ** 2).sum() / (DRIFT_BATCHES - 2))
+    s2 = float((resid**2).sum() / (DRIFT_BATCHES - 2))
     se = math.sqrt(s2 / float((t * t).sum()))
-    p = 1.0 if se == 0 and slope == 0 else (0.0 if se == 0 else float(2 * st.t.sf(abs(slope) / se, DRIFT_BATCHES - 2)))
+    p = (
+        1.0
+        if se == 0 and slope == 0
+        else (0.0 if se == 0 else float(2 * st.t.sf(abs(slope) / se, DRIFT_BATCHES - 2)))
+    )
     return math.expm1(slope * (DRIFT_BATCHES - 1)), p
 
 
@@ -63,14 +70,20 @@ def steady_state(values, level: float | None = None) -> dict:
     significant, big = p < DRIFT_ALPHA, abs(drift) > DRIFT_NOISE
     out.update(steady=None if big and not significant else not big, drift=drift, p_value=p)
     if significant and big:
-        out["reason"] = (f"the window drifted {drift:+.1%} from its start to its end (trend p={p:.2g}): not at "
-                         "steady state")
+        out["reason"] = (
+            f"the window drifted {drift:+.1%} from its start to its end (trend p={p:.2g}): not at "
+            "steady state"
+        )
     elif significant:
-        out["reason"] = f"significant but small drift ({drift:+.1%}, p={p:.2g}, within {DRIFT_NOISE:.0%})"
+        out["reason"] = (
+            f"significant but small drift ({drift:+.1%}, p={p:.2g}, within {DRIFT_NOISE:.0%})"
+        )
     elif big:
-        out["reason"] = (f"the window moved {drift:+.1%} from its start to its end, more than the {DRIFT_NOISE:.0%} "
-                         f"noise threshold, and the trend test cannot tell that from noise (p={p:.2g}, "
-                         f"{DRIFT_BATCHES} batch means): more steps can tell")
+        out["reason"] = (
+            f"the window moved {drift:+.1%} from its start to its end, more than the {DRIFT_NOISE:.0%} "
+            f"noise threshold, and the trend test cannot tell that from noise (p={p:.2g}, "
+            f"{DRIFT_BATCHES} batch means): more steps can tell"
+        )
     else:
         out["reason"] = f"no significant drift ({drift:+.1%}, p={p:.2g}, within {DRIFT_NOISE:.0%})"
     return out
@@ -78,13 +91,16 @@ def steady_state(values, level: float | None = None) -> dict:
 
 def unsteady_runs(tests: dict, q: float = DRIFT_ALPHA) -> dict:
     """Benjamini-Hochberg over a sweep's runs: tests = {run: steady_state(...)}; the runs whose drift is both
-    discovered at false discovery rate q (the per-run test's own level, so a run alone is judged as its record
-says) and larger than DRIFT_NOISE. {runs: [...], tested, method}."""
+        discovered at false discovery rate q (the per-run test's own level, so a run alone is judged as its record
+    says) and larger than DRIFT_NOISE. {runs: [...], tested, method}."""
     from .verdict import adjust
 
     judged = {k: v for k, v in tests.items() if v and v.get("p_value") is not None}
     keys = list(judged)
     found = adjust([judged[k]["p_value"] for k in keys], q, "fdr_bh")
     runs = [k for k, hit in zip(keys, found) if hit and abs(judged[k]["drift"]) > DRIFT_NOISE]
-    return {"runs": runs, "tested": len(keys),
-            "method": f"drift trend test per run, Benjamini-Hochberg over the {len(keys)} tested runs at FDR {q:.0%}"}
+    return {
+        "runs": runs,
+        "tested": len(keys),
+        "method": f"drift trend test per run, Benjamini-Hochberg over the {len(keys)} tested runs at FDR {q:.0%}",
+    }

@@ -13,6 +13,7 @@ A noise floor raised by the noise sentinel (the machine's own spread between row
 for faster / slower in every row, so the sentinel's warning and the verdicts under it never disagree; equivalence is
 still judged within +-compare.noise (a machine spread is no reason to call two rows equivalent).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -29,19 +30,30 @@ class Row:
     label: str
     logs: list
     rounds: list | None = None
-    unsteady: list = field(default_factory=list)   # one bool per run (a run the drift test flagged)
+    unsteady: list = field(default_factory=list)  # one bool per run (a run the drift test flagged)
 
 
-def family_verdicts(rows: list[Row], base: int, noise: float = NOISE, level: float = 0.95, method: str = "holm",
-                    floor: float | None = None) -> list[dict | None]:
+def family_verdicts(
+    rows: list[Row],
+    base: int,
+    noise: float = NOISE,
+    level: float = 0.95,
+    method: str = "holm",
+    floor: float | None = None,
+) -> list[dict | None]:
     """Every row against rows[base]; None in the base's place (see pair_verdicts)."""
     pairs = [(rows[base], r) for i, r in enumerate(rows) if i != base]
     found = iter(pair_verdicts(pairs, noise, level, method, floor))
     return [None if i == base else next(found) for i in range(len(rows))]
 
 
-def pair_verdicts(pairs: list[tuple[Row, Row]], noise: float = NOISE, level: float = 0.95, method: str = "holm",
-                  floor: float | None = None) -> list[dict]:
+def pair_verdicts(
+    pairs: list[tuple[Row, Row]],
+    noise: float = NOISE,
+    level: float = 0.95,
+    method: str = "holm",
+    floor: float | None = None,
+) -> list[dict]:
     """One family of (baseline, candidate) comparisons (a sweep table's rows, a scaling table's points). Each:
     {ratio, ci_lo, ci_hi, verdict (family-adjusted), verdict_unadjusted, claim, p, paired, df, log_ratio, log_se,
     n_baseline, n_candidate, repeats_needed, detectable, method, family, noise, notes}. `detectable`: the smallest
@@ -51,10 +63,24 @@ def pair_verdicts(pairs: list[tuple[Row, Row]], noise: float = NOISE, level: flo
     out: list[dict] = []
     for b, r in pairs:
         s = compare_runs(b.logs, r.logs, b.rounds, r.rounds, level=level, noise=noise, floor=floor)
-        d = {"detectable": None, "ratio": s.ratio, "ci_lo": s.ci_lo, "ci_hi": s.ci_hi, "paired": s.paired, "df": s.df,
-             "log_ratio": s.log_ratio, "log_se": s.log_se, "n_baseline": s.n_baseline, "n_candidate": s.n_candidate,
-             "method": s.method, "noise": noise, "floor": threshold, "repeats_needed": s.repeats_needed, "notes": [],
-             "family": None}
+        d = {
+            "detectable": None,
+            "ratio": s.ratio,
+            "ci_lo": s.ci_lo,
+            "ci_hi": s.ci_hi,
+            "paired": s.paired,
+            "df": s.df,
+            "log_ratio": s.log_ratio,
+            "log_se": s.log_se,
+            "n_baseline": s.n_baseline,
+            "n_candidate": s.n_candidate,
+            "method": s.method,
+            "noise": noise,
+            "floor": threshold,
+            "repeats_needed": s.repeats_needed,
+            "notes": [],
+            "family": None,
+        }
         if s.verdict == NO_VERDICT:
             d.update(verdict=NO_VERDICT, verdict_unadjusted=NO_VERDICT, claim=None, p=None)
         else:
@@ -71,11 +97,15 @@ def pair_verdicts(pairs: list[tuple[Row, Row]], noise: float = NOISE, level: flo
         d["family"] = family
         d["detectable"] = detectable(d["log_se"], d["df"], len(judged), noise, level, POWER, floor)
         if d["verdict"] == NS and d["detectable"] is not None:
-            d["notes"].append(f"would have seen a difference over {_pct(d['detectable'])} ({POWER:.0%} power, "
-                              f"{len(judged)} row(s))")
+            d["notes"].append(
+                f"would have seen a difference over {_pct(d['detectable'])} ({POWER:.0%} power, "
+                f"{len(judged)} row(s))"
+            )
         if not ok and d["verdict_unadjusted"] != NS:
-            d["notes"].append(f"{d['verdict_unadjusted']} alone, not after "
-                              f"{'Holm' if method == 'holm' else 'Benjamini-Hochberg'} over {len(judged)} rows")
+            d["notes"].append(
+                f"{d['verdict_unadjusted']} alone, not after "
+                f"{'Holm' if method == 'holm' else 'Benjamini-Hochberg'} over {len(judged)} rows"
+            )
     return out
 
 

@@ -4,6 +4,7 @@ Like torch.utils.benchmark Compare's trim_significant_figures: "1.83456" with a 
 invites readers to compare the 4th decimal. We keep digits down to the first significant digit of
 the interval's width, plus one, so the last printed digit is the first uncertain one.
 """
+
 from __future__ import annotations
 
 import math
@@ -79,14 +80,21 @@ def fmt_ratio(ratio: float, lo: float | None, hi: float | None, verdict: str) ->
     return f"{_num(ratio, d)}x [{_num(lo, d)}, {_num(hi, d)}]"
 
 
-def verdict_text(verdict: str | None, noise: float | None = None, repeats_needed: int | None = None,
-                 notes: tuple = ()) -> str:
+def verdict_text(
+    verdict: str | None,
+    noise: float | None = None,
+    repeats_needed: int | None = None,
+    notes: tuple = (),
+) -> str:
     """The verdict column: the code's words, with what decides an inconclusive row and any caveat (notes)."""
     if verdict is None:
         return ""
     if verdict == EQUIVALENT and noise is not None:
-        text = f"equivalent within ±{noise:.0%}" if noise * 100 == round(noise * 100) else \
-            f"equivalent within ±{noise:.1%}"
+        text = (
+            f"equivalent within ±{noise:.0%}"
+            if noise * 100 == round(noise * 100)
+            else f"equivalent within ±{noise:.1%}"
+        )
     elif verdict == NS:
         text = NS + (f" (~{repeats_needed} runs each would decide)" if repeats_needed else "")
     else:

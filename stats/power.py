@@ -22,6 +22,7 @@ smallest difference the budget can see, and says which. The plan is fixed after 
 planned runs only, so the pilot's chance variance estimate moves the design, never the coverage or the family-wise
 error of the final intervals (calibrated in `python -m stats.calibrate --only plan`).
 """
+
 from __future__ import annotations
 
 import functools
@@ -34,9 +35,13 @@ from .verdict import NOISE
 from .within import t_quantile
 
 POWER = 0.80
-MIN_RUNS = 3            # a plan never asks for fewer runs per configuration: t on 2 degrees of freedom at least
+MIN_RUNS = (
+    3  # a plan never asks for fewer runs per configuration: t on 2 degrees of freedom at least
+)
 MAX_RUNS = 200
-CONFIDENCE = 0.7        # the pilot's variance is planned at its 70% upper confidence limit (plan's docstring)
+CONFIDENCE = (
+    0.7  # the pilot's variance is planned at its 70% upper confidence limit (plan's docstring)
+)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -46,27 +51,44 @@ def _noncentrality(df: float, crit: float, power: float) -> float:
 
     def f(d):
         return float(st.nct.sf(crit, df, d)) - power
+
     hi = crit + 10.0
     while f(hi) < 0:
         hi *= 2
     return float(optimize.brentq(f, crit - 10.0, hi, xtol=1e-6))
 
 
-def detectable(log_se: float | None, df: float | None, family: int = 1, noise: float = NOISE,
-               level: float = 0.95, power: float = POWER, floor: float | None = None) -> float | None:
+def detectable(
+    log_se: float | None,
+    df: float | None,
+    family: int = 1,
+    noise: float = NOISE,
+    level: float = 0.95,
+    power: float = POWER,
+    floor: float | None = None,
+) -> float | None:
     """The smallest true speed-up (as a fraction: 0.05 = 5% faster) this design calls faster with probability
     `power` in a family of `family` comparisons (Holm's first step); None without an interval (one run a side)."""
     if log_se is None or df is None or not math.isfinite(log_se) or log_se <= 0 or df <= 0:
         return None
     alpha = (1 - level) / max(1, family)
-    crit = t_quantile(1 - alpha / 2, round(float(df), 3))     # a claim's p-value is two-sided (stats.verdict)
+    crit = t_quantile(
+        1 - alpha / 2, round(float(df), 3)
+    )  # a claim's p-value is two-sided (stats.verdict)
     delta = _noncentrality(round(float(df), 3), crit, power)
     bar = math.log1p(max(noise, floor or 0.0))
     return math.expm1(bar + delta * log_se)
 
 
-def runs_to_detect(diff_sd: float, effect: float, family: int = 1, noise: float = NOISE, level: float = 0.95,
-                   power: float = POWER, cap: int = MAX_RUNS) -> int | None:
+def runs_to_detect(
+    diff_sd: float,
+    effect: float,
+    family: int = 1,
+    noise: float = NOISE,
+    level: float = 0.95,
+    power: float = POWER,
+    cap: int = MAX_RUNS,
+) -> int | None:
     """Rounds (runs per configuration, paired) for `detectable` <= effect when one round's log difference has SD
     `diff_sd`; None when more than `cap` would be needed or the effect is inside the noise band."""
     if effect <= noise:
@@ -80,7 +102,7 @@ def runs_to_detect(diff_sd: float, effect: float, family: int = 1, noise: float 
         return MIN_RUNS
     if not ok(cap):
         return None
-    lo, hi = 1, cap          # detectable falls as runs grow: bisect for the first that is enough
+    lo, hi = 1, cap  # detectable falls as runs grow: bisect for the first that is enough
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if ok(mid) else (mid, hi)
@@ -107,20 +129,35 @@ class Pilot:
         x = np.asarray(self.logs, dtype=float)
         k, r = x.shape
         if k < 2 or r < 2 or np.isnan(x).any():
-            raise ValueError("the pilot needs every configuration in every round, two rounds and two rows at least")
+            raise ValueError(
+                "the pilot needs every configuration in every round, two rounds and two rows at least"
+            )
         resid = x - x.mean(1, keepdims=True) - x.mean(0, keepdims=True) + x.mean()
         df = (k - 1) * (r - 1)
-        residual = float((resid ** 2).sum() / df)
+        residual = float((resid**2).sum() / df)
         w = np.asarray(self.within, dtype=float)
-        within_var = float(np.nanmean(w ** 2)) if np.isfinite(w).any() else 0.0
+        within_var = float(np.nanmean(w**2)) if np.isfinite(w).any() else 0.0
         within_var = min(within_var, residual)
-        return {"residual_var": residual, "between_var": residual - within_var,
-                "per_step_var": within_var * self.steps, "df": df}
+        return {
+            "residual_var": residual,
+            "between_var": residual - within_var,
+            "per_step_var": within_var * self.steps,
+            "df": df,
+        }
 
 
-def plan(pilot: Pilot, rows: int, target: float = 0.05, budget_s: float | None = None, noise: float = NOISE,
-         level: float = 0.95, power: float = POWER, min_steps: int = 10, max_steps: int | None = None,
-         confidence: float = CONFIDENCE) -> dict:
+def plan(
+    pilot: Pilot,
+    rows: int,
+    target: float = 0.05,
+    budget_s: float | None = None,
+    noise: float = NOISE,
+    level: float = 0.95,
+    power: float = POWER,
+    min_steps: int = 10,
+    max_steps: int | None = None,
+    confidence: float = CONFIDENCE,
+) -> dict:
     """The cheapest (runs, steps) whose every row of a `rows`-comparison family detects `target` (80% power, Holm's
     first step), or, when that costs more than budget_s, the (runs, steps) within budget_s that detects the least.
     {runs, steps, detectable, seconds, reached ('target' / 'budget' / 'cap'), components, reason}.
@@ -134,7 +171,9 @@ def plan(pilot: Pilot, rows: int, target: float = 0.05, budget_s: float | None =
 
     c = dict(pilot.components())
     scale = c["df"] / float(st.chi2.ppf(1 - confidence, c["df"])) if confidence > 0.5 else 1.0
-    c.update(between_var=c["between_var"] * scale, per_step_var=c["per_step_var"] * scale, scale=scale)
+    c.update(
+        between_var=c["between_var"] * scale, per_step_var=c["per_step_var"] * scale, scale=scale
+    )
     configs = rows + 1
     hi = max_steps or max(4 * pilot.steps, min_steps)
     grid = sorted({int(round(v)) for v in np.geomspace(min_steps, hi, 25)} | {pilot.steps})
@@ -154,9 +193,14 @@ def plan(pilot: Pilot, rows: int, target: float = 0.05, budget_s: float | None =
     out = {"components": c, "target": target, "budget_s": budget_s, "rows": rows}
     if best is not None and (budget_s is None or cost(*best) <= budget_s):
         r, n = best
-        out.update(runs=r, steps=n, reached="target", seconds=cost(r, n),
-                   detectable=detectable(diff_sd(n) / math.sqrt(r), r - 1, rows, noise, level, power),
-                   reason=f"{r} runs x {n} steps per configuration detect {target:.0%} (80% power, Holm over {rows})")
+        out.update(
+            runs=r,
+            steps=n,
+            reached="target",
+            seconds=cost(r, n),
+            detectable=detectable(diff_sd(n) / math.sqrt(r), r - 1, rows, noise, level, power),
+            reason=f"{r} runs x {n} steps per configuration detect {target:.0%} (80% power, Holm over {rows})",
+        )
         return out
     # the budget (or the cap) binds: the (runs, steps) it affords that detect the least
     choice = None
@@ -169,18 +213,37 @@ def plan(pilot: Pilot, rows: int, target: float = 0.05, budget_s: float | None =
         if d is not None and (choice is None or d < choice[2]):
             choice = (r, n, d)
     if choice is None:
-        out.update(runs=MIN_RUNS, steps=min_steps, reached="budget", detectable=None,
-                   seconds=cost(MIN_RUNS, min_steps),
-                   reason=f"compare.budget_s={budget_s:g} affords fewer than {MIN_RUNS} runs per configuration")
+        out.update(
+            runs=MIN_RUNS,
+            steps=min_steps,
+            reached="budget",
+            detectable=None,
+            seconds=cost(MIN_RUNS, min_steps),
+            reason=f"compare.budget_s={budget_s:g} affords fewer than {MIN_RUNS} runs per configuration",
+        )
         return out
     r, n, d = choice
     why = "budget" if budget_s is not None else "cap"
-    needs = (f"; {target:.0%} would take {best[0]} runs x {best[1]} steps, about {cost(*best) / 60:.0f} min"
-             if best is not None else f"; {target:.0%} would take more than {MAX_RUNS} runs")
-    out.update(runs=r, steps=n, reached=why, detectable=d, seconds=cost(r, n),
-               target_runs=best[0] if best else None, target_steps=best[1] if best else None,
-               target_seconds=cost(*best) if best else None,
-               reason=(f"stopped at compare.budget_s={budget_s:g}: {r} runs x {n} steps detect {d:.1%}, not "
-                       f"{target:.0%}" if why == "budget" else f"{MAX_RUNS} runs detect {d:.1%}, not {target:.0%}")
-               + needs)
+    needs = (
+        f"; {target:.0%} would take {best[0]} runs x {best[1]} steps, about {cost(*best) / 60:.0f} min"
+        if best is not None
+        else f"; {target:.0%} would take more than {MAX_RUNS} runs"
+    )
+    out.update(
+        runs=r,
+        steps=n,
+        reached=why,
+        detectable=d,
+        seconds=cost(r, n),
+        target_runs=best[0] if best else None,
+        target_steps=best[1] if best else None,
+        target_seconds=cost(*best) if best else None,
+        reason=(
+            f"stopped at compare.budget_s={budget_s:g}: {r} runs x {n} steps detect {d:.1%}, not "
+            f"{target:.0%}"
+            if why == "budget"
+            else f"{MAX_RUNS} runs detect {d:.1%}, not {target:.0%}"
+        )
+        + needs,
+    )
     return out

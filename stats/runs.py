@@ -15,6 +15,7 @@ A speed-up compares two configurations on the log scale, so the ratio's interval
   - Welch's t otherwise (Welch-Satterthwaite degrees of freedom).
 One run on a side gives no run-level interval at all: the comparison says so instead of a verdict.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,7 +37,9 @@ def log_rate(walls, units) -> float:
     w = np.asarray(walls, dtype=float).ravel()
     u = np.asarray(units, dtype=float).ravel()
     if w.size == 0 or w.shape != u.shape or (w <= 0).any() or (u <= 0).any():
-        raise ValueError("each run needs one positive wall time and one positive work count per block")
+        raise ValueError(
+            "each run needs one positive wall time and one positive work count per block"
+        )
     return float(math.log(u.sum() / w.sum()))
 
 
@@ -46,16 +49,29 @@ def run_level(logs, level: float = 0.95) -> dict:
     x = np.asarray(logs, dtype=float).ravel()
     if x.size == 0:
         raise ValueError("no runs")
-    out = {"value": float(math.exp(x.mean())), "ci_lo": None, "ci_hi": None, "log_mean": float(x.mean()),
-           "log_se": None, "df": None, "n_runs": int(x.size), "run_values": [float(math.exp(v)) for v in x]}
+    out = {
+        "value": float(math.exp(x.mean())),
+        "ci_lo": None,
+        "ci_hi": None,
+        "log_mean": float(x.mean()),
+        "log_se": None,
+        "df": None,
+        "n_runs": int(x.size),
+        "run_values": [float(math.exp(v)) for v in x],
+    }
     if x.size < 2:
         out["method"] = "one run: no run-level interval (the spread between runs is unknown)"
         return out
     se = float(x.std(ddof=1) / math.sqrt(x.size))
     h = t_quantile(0.5 + level / 2, x.size - 1) * se
-    out.update(ci_lo=math.exp(x.mean() - h), ci_hi=math.exp(x.mean() + h), log_se=se, df=x.size - 1,
-               method=f"geometric mean over {x.size} runs, t interval on the runs' log values (df {x.size - 1}; the "
-                      "run is the unit, Kalibera & Jones 2013)")
+    out.update(
+        ci_lo=math.exp(x.mean() - h),
+        ci_hi=math.exp(x.mean() + h),
+        log_se=se,
+        df=x.size - 1,
+        method=f"geometric mean over {x.size} runs, t interval on the runs' log values (df {x.size - 1}; the "
+        "run is the unit, Kalibera & Jones 2013)",
+    )
     return out
 
 
@@ -80,7 +96,7 @@ class Speedup:
     n_baseline: int = 0
     n_candidate: int = 0
     pvalues: dict = field(default_factory=dict)
-    verdict: str = NS            # unadjusted (compare.verdict's rule on this interval)
+    verdict: str = NS  # unadjusted (compare.verdict's rule on this interval)
     repeats_needed: int | None = None
     method: str = ""
 
@@ -88,8 +104,15 @@ class Speedup:
         return dict(self.__dict__)
 
 
-def compare_runs(base_logs, cand_logs, base_rounds=None, cand_rounds=None, level: float = 0.95,
-                 noise: float = NOISE, floor: float | None = None) -> Speedup:
+def compare_runs(
+    base_logs,
+    cand_logs,
+    base_rounds=None,
+    cand_rounds=None,
+    level: float = 0.95,
+    noise: float = NOISE,
+    floor: float | None = None,
+) -> Speedup:
     """Speed-up of the candidate over the baseline from per-run log throughputs (or log samples/s). Rounds are any
     hashable labels (a sweep and its repeat index): runs pair when both sides hold one run of every round. `floor`: a
     larger bar for faster / slower (the noise sentinel's machine spread); equivalence stays within +-noise."""
@@ -97,44 +120,64 @@ def compare_runs(base_logs, cand_logs, base_rounds=None, cand_rounds=None, level
     c = np.asarray(cand_logs, dtype=float).ravel()
     if b.size == 0 or c.size == 0:
         raise ValueError("both sides need at least one run")
-    out = Speedup(ratio=float(math.exp(c.mean() - b.mean())), log_ratio=float(c.mean() - b.mean()),
-                  n_baseline=int(b.size), n_candidate=int(c.size))
+    out = Speedup(
+        ratio=float(math.exp(c.mean() - b.mean())),
+        log_ratio=float(c.mean() - b.mean()),
+        n_baseline=int(b.size),
+        n_candidate=int(c.size),
+    )
     if _paired(base_rounds, cand_rounds, b.size, c.size):
         by_round = dict(zip(base_rounds, b))
         d = np.array([v - by_round[r] for r, v in zip(cand_rounds, c)])
         out.paired, out.df = True, float(d.size - 1)
         out.log_se = float(d.std(ddof=1) / math.sqrt(d.size))
-        out.method = (f"paired t on the per-round log ratios ({d.size} rounds, df {d.size - 1}): each round ran both, "
-                      "so a round's machine state cancels")
+        out.method = (
+            f"paired t on the per-round log ratios ({d.size} rounds, df {d.size - 1}): each round ran both, "
+            "so a round's machine state cancels"
+        )
     elif b.size >= 2 and c.size >= 2:
         vb, vc = b.var(ddof=1) / b.size, c.var(ddof=1) / c.size
         out.log_se = float(math.sqrt(vb + vc))
-        out.df = float((vb + vc) ** 2 / (vb ** 2 / (b.size - 1) + vc ** 2 / (c.size - 1))) if vb + vc > 0 else \
-            float(b.size + c.size - 2)
+        out.df = (
+            float((vb + vc) ** 2 / (vb**2 / (b.size - 1) + vc**2 / (c.size - 1)))
+            if vb + vc > 0
+            else float(b.size + c.size - 2)
+        )
         out.method = f"Welch t on the runs' log values ({b.size} vs {c.size} runs, df {out.df:.1f})"
     else:
         out.verdict = NO_VERDICT
-        out.method = (f"no run-level interval: {min(b.size, c.size)} run on a side; the spread between runs is "
-                      "unknown, so no verdict (repeats=3 or more)")
+        out.method = (
+            f"no run-level interval: {min(b.size, c.size)} run on a side; the spread between runs is "
+            "unknown, so no verdict (repeats=3 or more)"
+        )
         return out
-    if out.log_se == 0:   # identical runs: a degenerate interval, no claim
+    if out.log_se == 0:  # identical runs: a degenerate interval, no claim
         out.log_se = 1e-12
     h = t_quantile(0.5 + level / 2, out.df) * out.log_se
     out.ci_lo, out.ci_hi = math.exp(out.log_ratio - h), math.exp(out.log_ratio + h)
     out.pvalues = claim_pvalues(out.log_ratio, out.log_se, out.df, noise, floor)
     out.verdict = judge(out.ci_lo, out.ci_hi, noise, floor)
     if out.verdict == NS:
-        out.repeats_needed = repeats_to_decide(out.log_ratio, out.log_se, out.df, min(b.size, c.size), noise, level,
-                                               out.paired)
+        out.repeats_needed = repeats_to_decide(
+            out.log_ratio, out.log_se, out.df, min(b.size, c.size), noise, level, out.paired
+        )
     return out
 
 
-def plan_repeats(logs, within_se=None, rel_ci: float = 0.02, level: float = 0.95, cap: int = 100) -> dict:
+def plan_repeats(
+    logs, within_se=None, rel_ci: float = 0.02, level: float = 0.95, cap: int = 100
+) -> dict:
     """How many runs give a run-level interval of +-rel_ci, from the measured spread (Kalibera & Jones 2013, sec. 3):
     the variance of a run's figure is the between-run variance plus its own within-run variance (batch means); more
     steps shrink only the second, more runs shrink both. {runs_sd, between_sd, within_sd, repeats, target}."""
     x = np.asarray(logs, dtype=float).ravel()
-    out = {"target": rel_ci, "runs_sd": None, "between_sd": None, "within_sd": None, "repeats": None}
+    out = {
+        "target": rel_ci,
+        "runs_sd": None,
+        "between_sd": None,
+        "within_sd": None,
+        "repeats": None,
+    }
     if x.size < 2:
         return out
     s2 = float(x.var(ddof=1))

@@ -9,6 +9,7 @@ Components", sec. 3.5: the interval of the variance ratio, here with the balance
 A spread that is significant means the machine's state differed between rows: verdicts whose intervals do not clear it
 are downgraded by the caller, so the warning and the verdicts under it never contradict each other.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,8 +17,8 @@ import math
 import numpy as np
 
 Z95 = 1.959963984540054
-ALPHA = 0.025   # the F test's level: a 5% test fires on 5% of quiet sweeps by construction; 2.5% keeps false
-                # alarms <= 5%
+ALPHA = 0.025  # the F test's level: a 5% test fires on 5% of quiet sweeps by construction; 2.5% keeps false
+# alarms <= 5%
 
 
 def sentinel(run_logs_by_row: dict, level: float = 0.95, alpha: float = ALPHA) -> dict | None:
@@ -38,7 +39,7 @@ def sentinel(run_logs_by_row: dict, level: float = 0.95, alpha: float = ALPHA) -
     grand = np.concatenate(xs).mean()
     msb = sum(x.size * (x.mean() - grand) ** 2 for x in xs) / (k - 1)
     msw = sum(((x - x.mean()) ** 2).sum() for x in xs) / (n - k)
-    n0 = (n - sum(x.size ** 2 for x in xs) / n) / (k - 1)
+    n0 = (n - sum(x.size**2 for x in xs) / n) / (k - 1)
     tau = math.sqrt(max(0.0, (msb - msw) / n0))
     a = (1 - level) / 2
     lo_q, hi_q = st.f.ppf(1 - a, k - 1, n - k), st.f.ppf(a, k - 1, n - k)
@@ -46,9 +47,20 @@ def sentinel(run_logs_by_row: dict, level: float = 0.95, alpha: float = ALPHA) -
     ratio_hi = max(0.0, (f / hi_q - 1) / n0) if msw > 0 else 0.0
     means = {row: float(x.mean()) for row, x in groups.items()}
     low, high = min(means, key=means.get), max(means, key=means.get)
-    return {"p_value": p, "significant": p < alpha, "tau": tau, "tau_lo": math.sqrt(ratio_lo * msw),
-            "tau_hi": math.sqrt(ratio_hi * msw), "spread": math.expm1(tau),
-            "floor": math.expm1(Z95 * math.sqrt(2) * tau), "rows": k, "runs": n, "low_row": low, "high_row": high,
-            "low_median": math.exp(means[low]), "high_median": math.exp(means[high]),
-            "method": f"one-way random-effects ANOVA of the runs' log medians across {k} rows (F test at {alpha:.1%}; "
-                      f"between-row SD with its {level:.0%} interval from the F distribution)"}
+    return {
+        "p_value": p,
+        "significant": p < alpha,
+        "tau": tau,
+        "tau_lo": math.sqrt(ratio_lo * msw),
+        "tau_hi": math.sqrt(ratio_hi * msw),
+        "spread": math.expm1(tau),
+        "floor": math.expm1(Z95 * math.sqrt(2) * tau),
+        "rows": k,
+        "runs": n,
+        "low_row": low,
+        "high_row": high,
+        "low_median": math.exp(means[low]),
+        "high_median": math.exp(means[high]),
+        "method": f"one-way random-effects ANOVA of the runs' log medians across {k} rows (F test at {alpha:.1%}; "
+        f"between-row SD with its {level:.0%} interval from the F distribution)",
+    }

@@ -5,6 +5,7 @@ estimate. For a series of consecutive steps (serially correlated) its interval c
 (stats.within); for samples that are independent by construction (timed blocks of a microbenchmark) from order
 statistics: distribution-free and exact in coverage for independent values (as in pyperf).
 """
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,10 @@ from .within import BATCHES, MIN_SERIES, batch_median, batch_rate, serial
 MIN_BLOCKS = MIN_SERIES
 
 CI_METHOD = "order statistics (binomial), distribution-free"
-PILOT = 2 * MIN_SERIES   # the adaptive window's pilot: 20 steps (batches of 4) at least, so the plan is not made on
-                         # batches of 2 steps, whose spread serial correlation hides
+PILOT = (
+    2 * MIN_SERIES
+)  # the adaptive window's pilot: 20 steps (batches of 4) at least, so the plan is not made on
+# batches of 2 steps, whose spread serial correlation hides
 SERIAL_CI_METHOD = "batch medians (5 consecutive batches, t interval): honours serial correlation"
 
 
@@ -80,9 +83,15 @@ def describe(values, level: float = 0.95, serial_series: bool = False) -> dict:
     x = _as_array(values)
     med = float(np.median(x))
     if serial_series:
-        b = batch_median(x, level, count=BATCHES)   # the record's (and the diagnosis's noise floor's): see below
-        lo, hi, achieved, method = b["ci_lo"], b["ci_hi"], (level if b["ci_lo"] is not None else None), \
-            (SERIAL_CI_METHOD if b["ci_lo"] is not None else b["method"])
+        b = batch_median(
+            x, level, count=BATCHES
+        )  # the record's (and the diagnosis's noise floor's): see below
+        lo, hi, achieved, method = (
+            b["ci_lo"],
+            b["ci_hi"],
+            (level if b["ci_lo"] is not None else None),
+            (SERIAL_CI_METHOD if b["ci_lo"] is not None else b["method"]),
+        )
     else:
         lo, hi, achieved = median_ci(x, level)
         method = CI_METHOD
@@ -111,17 +120,29 @@ def describe(values, level: float = 0.95, serial_series: bool = False) -> dict:
     return out
 
 
-def block_throughput(block_walls_s, block_steps, level: float = 0.95, seed: int | None = None) -> dict:
+def block_throughput(
+    block_walls_s, block_steps, level: float = 0.95, seed: int | None = None
+) -> dict:
     """Throughput of a window split into timed blocks: total steps / total wall (not a mean of per-block rates, which
     would overweight short blocks), with the batch-means interval of stats.within.batch_rate (>= 10 blocks), and the
     lag-1 autocorrelation and effective sample size of the blocks' log rates. `seed` is accepted for old callers."""
     b = batch_rate(block_walls_s, block_steps, level)
-    return {"steps_per_s": b["rate"], "ci_lo": b["ci_lo"], "ci_hi": b["ci_hi"], "n_blocks": b["n_blocks"],
-            "method": b["method"], "lag1": b["lag1"], "n_eff": b["n_eff"], "log_se": b["log_se"],
-            "batches": b["batches"]}
+    return {
+        "steps_per_s": b["rate"],
+        "ci_lo": b["ci_lo"],
+        "ci_hi": b["ci_hi"],
+        "n_blocks": b["n_blocks"],
+        "method": b["method"],
+        "lag1": b["lag1"],
+        "n_eff": b["n_eff"],
+        "log_se": b["log_se"],
+        "batches": b["batches"],
+    }
 
 
-def planned_steps(pilot, rel_ci_target: float, min_steps: int, max_steps: int | None, level: float = 0.95) -> int:
+def planned_steps(
+    pilot, rel_ci_target: float, min_steps: int, max_steps: int | None, level: float = 0.95
+) -> int:
     """Stein's two-stage rule (Stein 1945, "A two-sample test for a linear hypothesis whose power is independent of the
     variance", Ann. Math. Statist. 16): the first `min_steps` steps (the pilot) fix how many steps the window needs for
     a median known to +-rel_ci_target, n = pilot size x (pilot half-width / target)^2; the window then measures exactly
@@ -132,18 +153,31 @@ def planned_steps(pilot, rel_ci_target: float, min_steps: int, max_steps: int | 
     if b["ci_lo"] is None or b["median"] <= 0:
         return max(min_steps, len(pilot))
     half = rel_halfwidth(b["median"], b["ci_lo"], b["ci_hi"])
-    need = math.ceil(len(pilot) * (half / rel_ci_target) ** 2) if rel_ci_target > 0 else max_steps or len(pilot)
+    need = (
+        math.ceil(len(pilot) * (half / rel_ci_target) ** 2)
+        if rel_ci_target > 0
+        else max_steps or len(pilot)
+    )
     return max(min_steps, need)
 
 
-def adaptive_should_stop(step_times, rel_ci_target: float, min_steps: int, max_steps: int | None,
-                         elapsed_s: float, max_s: float | None, level: float = 0.95) -> tuple[bool, str]:
+def adaptive_should_stop(
+    step_times,
+    rel_ci_target: float,
+    min_steps: int,
+    max_steps: int | None,
+    elapsed_s: float,
+    max_s: float | None,
+    level: float = 0.95,
+) -> tuple[bool, str]:
     """measure.policy=adaptive: stop once the window holds the steps Stein's two-stage rule planned from its first
     `min_steps` (planned_steps), or a cap hits. "target reached" = the planned steps are measured; the record says
     how precise the median then was. The calibration suite runs this rule."""
     n = len(step_times)
     pilot = max(min_steps, PILOT)
-    if n >= pilot and n >= planned_steps(list(step_times)[:pilot], rel_ci_target, pilot, max_steps, level):
+    if n >= pilot and n >= planned_steps(
+        list(step_times)[:pilot], rel_ci_target, pilot, max_steps, level
+    ):
         return True, "target reached"
     if max_steps is not None and n >= max_steps:
         return True, "max_steps reached"

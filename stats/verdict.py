@@ -17,17 +17,20 @@ holds at level L exactly when its p <= 1 - L), so a family of comparisons can be
 table against one baseline (Holm 1979, family-wise error), Benjamini-Hochberg for autotune's ranking of candidates
 (false discovery rate).
 """
+
 from __future__ import annotations
 
 import math
 
 FASTER, SLOWER, EQUIVALENT, NS = "faster", "slower", "equivalent", "no significant difference"
-NO_VERDICT = "no verdict"      # the design cannot give one (one run per side): the reason goes with it
+NO_VERDICT = "no verdict"  # the design cannot give one (one run per side): the reason goes with it
 CLAIMS = (FASTER, SLOWER, EQUIVALENT)
 NOISE = 0.02
 
 
-def judge(lo: float | None, hi: float | None, noise: float = NOISE, floor: float | None = None) -> str:
+def judge(
+    lo: float | None, hi: float | None, noise: float = NOISE, floor: float | None = None
+) -> str:
     """The verdict of an interval of the speed-up ratio, unadjusted. `floor` (the noise sentinel's machine spread)
     raises the bar for faster / slower only; equivalence stays judged against the user's band, +-noise."""
     if lo is None or hi is None:
@@ -47,8 +50,9 @@ def verdict(ratio: float | None, lo: float | None, hi: float | None, noise: floa
     return judge(lo, hi, noise)
 
 
-def claim_pvalues(log_ratio: float, se: float, df: float, noise: float = NOISE,
-                  floor: float | None = None) -> dict[str, float]:
+def claim_pvalues(
+    log_ratio: float, se: float, df: float, noise: float = NOISE, floor: float | None = None
+) -> dict[str, float]:
     """p-value of each claim on the interval's scale (a claim is made at level L iff p <= 1 - L).
 
     faster: H0 r <= 1 + noise, one-sided t, doubled; slower likewise; equivalent: the larger of the two one-sided
@@ -58,12 +62,21 @@ def claim_pvalues(log_ratio: float, se: float, df: float, noise: float = NOISE,
     if se <= 0 or not math.isfinite(se):
         return {FASTER: 1.0, SLOWER: 1.0, EQUIVALENT: 1.0}
     bar = max(noise, floor or 0.0)
-    p_up = float(st.t.sf((log_ratio - math.log1p(bar)) / se, df))       # small when clearly above 1 + bar
-    p_down = float(st.t.cdf((log_ratio - math.log1p(-min(bar, 0.999))) / se, df))  # ... below 1 - bar
+    p_up = float(
+        st.t.sf((log_ratio - math.log1p(bar)) / se, df)
+    )  # small when clearly above 1 + bar
+    p_down = float(
+        st.t.cdf((log_ratio - math.log1p(-min(bar, 0.999))) / se, df)
+    )  # ... below 1 - bar
     up, down = math.log1p(noise), math.log1p(-noise) if noise < 1 else -math.inf
-    equiv = max(float(st.t.sf((log_ratio - down) / se, df)), float(st.t.cdf((log_ratio - up) / se, df)))
-    return {FASTER: min(1.0, 2 * p_up), SLOWER: min(1.0, 2 * p_down),
-            EQUIVALENT: min(1.0, 2 * equiv) if noise > 0 else 1.0}
+    equiv = max(
+        float(st.t.sf((log_ratio - down) / se, df)), float(st.t.cdf((log_ratio - up) / se, df))
+    )
+    return {
+        FASTER: min(1.0, 2 * p_up),
+        SLOWER: min(1.0, 2 * p_down),
+        EQUIVALENT: min(1.0, 2 * equiv) if noise > 0 else 1.0,
+    }
 
 
 def best_claim(pvalues: dict[str, float]) -> tuple[str, float]:
@@ -96,11 +109,22 @@ def adjust(pvalues: list[float], alpha: float, method: str = "holm") -> list[boo
     return [bool(x) for x in keep]
 
 
-FAMILY_METHODS = {"holm": "Holm's step-down (family-wise error)", "fdr_bh": "Benjamini-Hochberg (false discovery rate)"}
+FAMILY_METHODS = {
+    "holm": "Holm's step-down (family-wise error)",
+    "fdr_bh": "Benjamini-Hochberg (false discovery rate)",
+}
 
 
-def repeats_to_decide(log_ratio: float, se: float, df: float, runs: int, noise: float = NOISE, level: float = 0.95,
-                      paired: bool = False, cap: int = 100) -> int | None:
+def repeats_to_decide(
+    log_ratio: float,
+    se: float,
+    df: float,
+    runs: int,
+    noise: float = NOISE,
+    level: float = 0.95,
+    paired: bool = False,
+    cap: int = 100,
+) -> int | None:
     """Runs per side that would turn an inconclusive comparison into a verdict if the point estimate and the run-to-run
     spread stayed as measured (Kalibera & Jones 2013's planning, on the run level): the standard error shrinks as
     1/sqrt(R). None when no number up to `cap` would (the estimate sits on a bound of the noise band)."""
@@ -114,5 +138,9 @@ def repeats_to_decide(log_ratio: float, se: float, df: float, runs: int, noise: 
     s = se * np.sqrt(runs / r)
     d = (r - 1.0) if paired else np.maximum(1.0, df * (r - 1.0) / max(runs - 1, 1))
     h = st.t.ppf(0.5 + level / 2, d) * s
-    ok = (log_ratio - h > up) | (log_ratio + h < down) | ((noise > 0) & (log_ratio - h >= down) & (log_ratio + h <= up))
+    ok = (
+        (log_ratio - h > up)
+        | (log_ratio + h < down)
+        | ((noise > 0) & (log_ratio - h >= down) & (log_ratio + h <= up))
+    )
     return int(r[ok.argmax()]) if ok.any() else None

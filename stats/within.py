@@ -24,6 +24,7 @@ The calibration suite (`python -m stats.calibrate --only within`) measures both;
 Also recorded for every run: the lag-1 autocorrelation of the series and its effective sample size
 n (1 - r) / (1 + r) (the AR(1) approximation), so a reader can see how much a run's many steps are really worth.
 """
+
 from __future__ import annotations
 
 import functools
@@ -31,11 +32,11 @@ import math
 
 import numpy as np
 
-BATCHES = 5             # the most batches per run (t on 4 degrees of freedom), from 120 values on
-MIN_PER_BATCH = 2       # the fewest steps (blocks) in a batch at the most batches
-MIN_SERIES = BATCHES * MIN_PER_BATCH   # 10: fewer steps (blocks) give no within-run interval
-RATE_MIN_BLOCKS = 60    # the long-run rate (stalls included) gets an interval from 60 blocks on
-RATE_BATCHES = 3        # ... from 3 batch means (df 2)
+BATCHES = 5  # the most batches per run (t on 4 degrees of freedom), from 120 values on
+MIN_PER_BATCH = 2  # the fewest steps (blocks) in a batch at the most batches
+MIN_SERIES = BATCHES * MIN_PER_BATCH  # 10: fewer steps (blocks) give no within-run interval
+RATE_MIN_BLOCKS = 60  # the long-run rate (stalls included) gets an interval from 60 blocks on
+RATE_BATCHES = 3  # ... from 3 batch means (df 2)
 
 
 def batch_count(n: int) -> int:
@@ -104,22 +105,39 @@ def batch_rate(walls, units, level: float = 0.95) -> dict:
         raise ValueError("need one positive wall time and one positive work count per block")
     rate = float(u.sum() / w.sum())
     rates = np.log(u / w)
-    out = {"rate": rate, "ci_lo": None, "ci_hi": None, "log_se": None, "df": None, "n_blocks": int(w.size),
-           "batches": None, **serial(rates)}
+    out = {
+        "rate": rate,
+        "ci_lo": None,
+        "ci_hi": None,
+        "log_se": None,
+        "df": None,
+        "n_blocks": int(w.size),
+        "batches": None,
+        **serial(rates),
+    }
     if w.size < MIN_SERIES:
-        out["method"] = (f"no interval: {w.size} timed block(s); an interval that honours serial correlation needs "
-                         f"{RATE_MIN_BLOCKS}")
+        out["method"] = (
+            f"no interval: {w.size} timed block(s); an interval that honours serial correlation needs "
+            f"{RATE_MIN_BLOCKS}"
+        )
         return out
     logs = np.array([math.log(u[s].sum() / w[s].sum()) for s in batches(w.size, RATE_BATCHES)])
     lo, hi, se = _t_interval(math.log(rate), logs, level)
     out["log_se"] = se
     if w.size < RATE_MIN_BLOCKS:
-        out["method"] = (f"no interval: {w.size} timed blocks; the long-run rate includes stalls a run this short may "
-                         f"not hold ({RATE_MIN_BLOCKS} blocks bound it, or repeats>=2 across runs)")
+        out["method"] = (
+            f"no interval: {w.size} timed blocks; the long-run rate includes stalls a run this short may "
+            f"not hold ({RATE_MIN_BLOCKS} blocks bound it, or repeats>=2 across runs)"
+        )
         return out
-    out.update(ci_lo=math.exp(lo), ci_hi=math.exp(hi), df=RATE_BATCHES - 1, batches=RATE_BATCHES,
-               method=f"batch means: {RATE_BATCHES} consecutive batches of the timed blocks, t interval on their log "
-                      f"rates (df {RATE_BATCHES - 1}; Schmeiser 1982)")
+    out.update(
+        ci_lo=math.exp(lo),
+        ci_hi=math.exp(hi),
+        df=RATE_BATCHES - 1,
+        batches=RATE_BATCHES,
+        method=f"batch means: {RATE_BATCHES} consecutive batches of the timed blocks, t interval on their log "
+        f"rates (df {RATE_BATCHES - 1}; Schmeiser 1982)",
+    )
     return out
 
 
@@ -134,14 +152,21 @@ def batch_median(values, level: float = 0.95, count: int | None = None) -> dict:
     med = float(np.median(x))
     out = {"median": med, "ci_lo": None, "ci_hi": None, "se": None, "df": None}
     if x.size < MIN_SERIES:
-        out["method"] = (f"no interval: {x.size} value(s); an interval that honours serial correlation needs "
-                         f"{MIN_SERIES} ({BATCHES} batches of >= {MIN_PER_BATCH})")
+        out["method"] = (
+            f"no interval: {x.size} value(s); an interval that honours serial correlation needs "
+            f"{MIN_SERIES} ({BATCHES} batches of >= {MIN_PER_BATCH})"
+        )
         return out
     k = count or batch_count(x.size)
     meds = np.array([np.median(x[s]) for s in batches(x.size, k)])
     lo, hi, se = _t_interval(med, meds, level)
-    out.update(ci_lo=lo, ci_hi=hi, se=se, df=k - 1,
-               method=f"batch medians: {k} consecutive batches, t interval on their medians (df {k - 1})")
+    out.update(
+        ci_lo=lo,
+        ci_hi=hi,
+        se=se,
+        df=k - 1,
+        method=f"batch medians: {k} consecutive batches, t interval on their medians (df {k - 1})",
+    )
     return out
 
 

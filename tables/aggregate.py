@@ -12,6 +12,7 @@ How a row is computed (docs/output.md "The sweep table"):
     table's comparisons (stats.family). A row whose comparison rests on a run the drift test flags says so.
   - step median: the geometric mean of the runs' medians, t(R-1); one run: batch medians of its steps.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,23 +23,55 @@ from typing import Any
 import numpy as np
 
 from base.record import scaled, setting
-from tables.entries import (EXPOSED, config_labels, exposed_samples, finite, not_a_setting, override_items,
-                             varying_keys)
-from stats import (NO_VERDICT, batch_median, batch_rate, plan_repeats, run_level, sentinel as random_effects,
-                   steady_state, unsteady_runs)
+from tables.entries import (
+    EXPOSED,
+    config_labels,
+    exposed_samples,
+    finite,
+    not_a_setting,
+    override_items,
+    varying_keys,
+)
+from stats import (
+    NO_VERDICT,
+    batch_median,
+    batch_rate,
+    plan_repeats,
+    run_level,
+    sentinel as random_effects,
+    steady_state,
+    unsteady_runs,
+)
 from stats.family import Row, pair_verdicts
 from stats.verdict import NOISE, NS as NO_DIFFERENCE
 
 # the baseline's bucket: the config's default (conf/config.yaml: null, DDP's own), read once, never restated in code;
 # records made before it was null ran bucket=25, which caps the first bucket at 25 MiB too (not stock DDP)
 EXPLICIT_25_MB = 25.0
-REL_CI = 0.02               # measure.rel_ci's default: the precision the repeats plan aims at
+REL_CI = 0.02  # measure.rel_ci's default: the precision the repeats plan aims at
 NO_INTERVAL = "no interval"
 SENTINEL_PHASES = ("forward", "data")
-SENTINEL_MIN_SHARE = 0.05   # a phase under 5% of the step is too small to tell anything about the machine
+SENTINEL_MIN_SHARE = (
+    0.05  # a phase under 5% of the step is too small to tell anything about the machine
+)
 # config keys (prefixes) that cannot change forward compute or data wait: only comm knobs, seeds and bookkeeping
-UNTOUCHING = ("bucket", "optim", "ddp.static_graph", "ddp.gradient_as_bucket_view", "nccl.", "gloo.", "seed",
-              "compare.", "measure.", "fault.sleep_s", "timeout_s", "probe_steps", "tags", "logger", "repeat")
+UNTOUCHING = (
+    "bucket",
+    "optim",
+    "ddp.static_graph",
+    "ddp.gradient_as_bucket_view",
+    "nccl.",
+    "gloo.",
+    "seed",
+    "compare.",
+    "measure.",
+    "fault.sleep_s",
+    "timeout_s",
+    "probe_steps",
+    "tags",
+    "logger",
+    "repeat",
+)
 
 
 @dataclass
@@ -47,9 +80,9 @@ class Config:
 
     label: str
     entries: list  # tables.table.Entry, failed ones included
-    throughput: dict | None = None   # rate, ci_lo, ci_hi (steps/s), samples_per_s..., n_runs, method
-    step: dict | None = None         # median, ci_lo, ci_hi of the step time (s), n_runs, method
-    speedup: dict | None = None      # ratio, ci_lo, ci_hi, verdict, basis, method
+    throughput: dict | None = None  # rate, ci_lo, ci_hi (steps/s), samples_per_s..., n_runs, method
+    step: dict | None = None  # median, ci_lo, ci_hi of the step time (s), n_runs, method
+    speedup: dict | None = None  # ratio, ci_lo, ci_hi, verdict, basis, method
     baseline: bool = False
     extra: dict = field(default_factory=dict)
 
@@ -83,7 +116,9 @@ def group_repeats(entries: list) -> list[tuple[str, list]]:
     for e in entries:
         items = override_items(e.overrides)
         key = tuple(sorted((k, v) for k, v in items.items() if not not_a_setting(k)))
-        if not e.overrides:  # no overrides known (e.g. an unreadable record): never merged with another
+        if (
+            not e.overrides
+        ):  # no overrides known (e.g. an unreadable record): never merged with another
             key = ("#", id(e))
         groups.setdefault(key, []).append(e)
     firsts = [g[0] for g in groups.values()]
@@ -118,7 +153,12 @@ def exposed_s(e) -> float | None:
 
 def samples_per_step(e) -> float | None:
     tp = e.train.throughput if e.train is not None else None
-    if tp is not None and finite(tp.samples_per_s) and finite(tp.steps_per_s) and tp.steps_per_s > 0:
+    if (
+        tp is not None
+        and finite(tp.samples_per_s)
+        and finite(tp.steps_per_s)
+        and tp.steps_per_s > 0
+    ):
         return tp.samples_per_s / tp.steps_per_s
     return None
 
@@ -151,8 +191,9 @@ def run_round(e) -> tuple | None:
         repeat = int(value)
     except (TypeError, ValueError):
         return None
-    sweep = (e.record.job.sweep_dir if e.record is not None else None) \
-        or (str(Path(e.output_dir).parent) if e.output_dir else None)
+    sweep = (e.record.job.sweep_dir if e.record is not None else None) or (
+        str(Path(e.output_dir).parent) if e.output_dir else None
+    )
     return (str(sweep), repeat)
 
 
@@ -193,14 +234,20 @@ def _throughput(c: Config) -> dict | None:
             continue
         if len(runs) > 1:
             r = run_level(logs)
-            out[key], out[key + "_lo"], out[key + "_hi"], method = r["value"], r["ci_lo"], r["ci_hi"], r["method"]
+            out[key], out[key + "_lo"], out[key + "_hi"], method = (
+                r["value"],
+                r["ci_lo"],
+                r["ci_hi"],
+                r["method"],
+            )
         else:
             blocks = run_blocks(runs[0], per_sample)
             b = batch_rate(*blocks) if blocks else None
             out[key] = _rate(runs[0], per_sample)
             out[key + "_lo"], out[key + "_hi"] = (b["ci_lo"], b["ci_hi"]) if b else (None, None)
-            method = (b["method"] if b else "no interval: a record without timed blocks") + \
-                " (one run: the noise inside it, not the spread between runs)"
+            method = (
+                b["method"] if b else "no interval: a record without timed blocks"
+            ) + " (one run: the noise inside it, not the spread between runs)"
             out["serial"] = {"lag1": b["lag1"], "n_eff": b["n_eff"]} if b else None
         out["method"] = method
         out[key + "_logs"] = logs
@@ -227,24 +274,34 @@ def _step(c: Config) -> dict | None:
     medians = [step_median(e) for e in runs]
     if len(runs) > 1 and all(m > 0 for m in medians):
         r = run_level([math.log(m) for m in medians])
-        return {"median": r["value"], "ci_lo": r["ci_lo"], "ci_hi": r["ci_hi"], "n_runs": len(runs),
-                "method": r["method"]}
+        return {
+            "median": r["value"],
+            "ci_lo": r["ci_lo"],
+            "ci_hi": r["ci_hi"],
+            "n_runs": len(runs),
+            "method": r["method"],
+        }
     series = _step_series(runs[0])
     if len(runs) == 1 and series:
         b = batch_median(series)
-        return {"median": medians[0], "ci_lo": b["ci_lo"], "ci_hi": b["ci_hi"], "n_runs": 1, "method": b["method"]}
-    return {"median": c.median(step_median), "ci_lo": None, "ci_hi": None,
-            "n_runs": len(runs)}
+        return {
+            "median": medians[0],
+            "ci_lo": b["ci_lo"],
+            "ci_hi": b["ci_hi"],
+            "n_runs": 1,
+            "method": b["method"],
+        }
+    return {"median": c.median(step_median), "ci_lo": None, "ci_hi": None, "n_runs": len(runs)}
 
 
 # ------------------------------------------------------------------------------------------- comparison
 
 
 def _bucket_of(c: Config) -> str | float | None:
-    """"default" for DDP's own bucket setting (bucket=null; the record says "default"), else the MB asked."""
+    """ "default" for DDP's own bucket setting (bucket=null; the record says "default"), else the MB asked."""
     bucket = c.first.knob("bucket")
     if bucket in (None, "default") and str(c.first.knob("sync") or "ddp") == "ddp":
-        return "default"   # bucket=null (the tool's default) leaves DDP's own bucket setting
+        return "default"  # bucket=null (the tool's default) leaves DDP's own bucket setting
     try:
         return float(bucket)
     except (TypeError, ValueError):
@@ -262,14 +319,20 @@ def choose_baseline(configs: list[Config]) -> tuple[int | None, str]:
     plain = [i for i in candidates if str(configs[i].first.knob("optim")) == "none"]
     for i in plain:
         if _bucket_of(configs[i]) == "default":
-            return i, ("optim=none with DDP's default bucket (bucket=null: 25 MiB buckets, the first capped at 1 MiB: "
-                       "stock DDP)")
+            return i, (
+                "optim=none with DDP's default bucket (bucket=null: 25 MiB buckets, the first capped at 1 MiB: "
+                "stock DDP)"
+            )
     for i in plain:
         if _bucket_of(configs[i]) == EXPLICIT_25_MB:
-            return i, ("optim=none with bucket=25 (every bucket capped at 25 MiB, the first too: the tool's default "
-                       "before it left DDP's own; stock DDP caps the first bucket at 1 MiB), as no finished job ran "
-                       "DDP's default bucket")
-    return candidates[0], "first finished job: no finished job with optim=none and DDP's default bucket (or bucket=25)"
+            return i, (
+                "optim=none with bucket=25 (every bucket capped at 25 MiB, the first too: the tool's default "
+                "before it left DDP's own; stock DDP caps the first bucket at 1 MiB), as no finished job ran "
+                "DDP's default bucket"
+            )
+    return candidates[
+        0
+    ], "first finished job: no finished job with optim=none and DDP's default bucket (or bucket=25)"
 
 
 def _per_sample(configs: list[Config]) -> bool:
@@ -280,19 +343,33 @@ def _per_sample(configs: list[Config]) -> bool:
 def _row(c: Config, per_sample: bool, unsteady: set) -> Row:
     runs = _rows_runs(c)
     rounds = [run_round(e) for e in runs]
-    return Row(c.label, c.throughput["samples_per_s_logs" if per_sample else "steps_per_s_logs"],
-               rounds if None not in rounds else None, [id(e) in unsteady for e in runs])
+    return Row(
+        c.label,
+        c.throughput["samples_per_s_logs" if per_sample else "steps_per_s_logs"],
+        rounds if None not in rounds else None,
+        [id(e) in unsteady for e in runs],
+    )
 
 
-def _speedups(pairs: list[tuple[Config, Config]], noise: float, per_sample: bool, unsteady: set,
-              floor: float | None = None) -> list[dict]:
+def _speedups(
+    pairs: list[tuple[Config, Config]],
+    noise: float,
+    per_sample: bool,
+    unsteady: set,
+    floor: float | None = None,
+) -> list[dict]:
     """The verdicts of one family of comparisons (stats.family.pair_verdicts, Holm), as rows show them."""
     key = "samples_per_s" if per_sample else "steps_per_s"
-    found = pair_verdicts([(_row(b, per_sample, unsteady), _row(c, per_sample, unsteady)) for b, c in pairs],
-                          noise, floor=floor)
+    found = pair_verdicts(
+        [(_row(b, per_sample, unsteady), _row(c, per_sample, unsteady)) for b, c in pairs],
+        noise,
+        floor=floor,
+    )
     for d, (b, c) in zip(found, pairs):
         d["basis"] = key.replace("_per_s", "/s")
-        d["ratio"] = c.throughput[key] / b.throughput[key]   # the rows' printed figures' ratio (= exp of the mean logs)
+        d["ratio"] = (
+            c.throughput[key] / b.throughput[key]
+        )  # the rows' printed figures' ratio (= exp of the mean logs)
     return found
 
 
@@ -314,7 +391,11 @@ def compared_keys(configs: list[Config]) -> list[str]:
 
 def _phase_log_median(e, phase: str) -> float | None:
     r = e.train
-    values = getattr(r.series.phases, phase, None) if r is not None and r.series and r.series.phases else None
+    values = (
+        getattr(r.series.phases, phase, None)
+        if r is not None and r.series and r.series.phases
+        else None
+    )
     med = float(np.median(values)) if values else phase_median(e, phase)
     return math.log(med) if finite(med) and med > 0 else None
 
@@ -328,7 +409,10 @@ def sentinel(configs: list[Config]) -> tuple[dict | None, str]:
     keys = compared_keys(rows)
     touching = [k for k in keys if not k.startswith(UNTOUCHING)]
     if touching:
-        return None, f"not applicable: the compared keys ({', '.join(touching[:3])}) can change forward time"
+        return (
+            None,
+            f"not applicable: the compared keys ({', '.join(touching[:3])}) can change forward time",
+        )
     worst, judged = None, []
     for phase in SENTINEL_PHASES:
         by_row: dict[str, list] = {}
@@ -347,20 +431,27 @@ def sentinel(configs: list[Config]) -> tuple[dict | None, str]:
                 worst = {**s, "phase": phase}
     if worst is None:
         if not judged:
-            return None, (f"could not judge: {' and '.join(SENTINEL_PHASES)} time are under "
-                          f"{SENTINEL_MIN_SHARE:.0%} of the step, or fewer than 2 rows have 2 runs (repeats)")
-        return None, "; ".join(f"{p} time agrees across rows (random-effects F test p={s['p_value']:.2g}, between-row "
-                               f"spread {s['spread']:.1%} [{math.expm1(s['tau_lo']):.1%}, "
-                               f"{math.expm1(s['tau_hi']):.1%}])" for p, s in judged)
+            return None, (
+                f"could not judge: {' and '.join(SENTINEL_PHASES)} time are under "
+                f"{SENTINEL_MIN_SHARE:.0%} of the step, or fewer than 2 rows have 2 runs (repeats)"
+            )
+        return None, "; ".join(
+            f"{p} time agrees across rows (random-effects F test p={s['p_value']:.2g}, between-row "
+            f"spread {s['spread']:.1%} [{math.expm1(s['tau_lo']):.1%}, "
+            f"{math.expm1(s['tau_hi']):.1%}])"
+            for p, s in judged
+        )
     return worst, ""
 
 
 def sentinel_warning(s: dict) -> str:
-    return (f"{s['phase']} time, which the compared knobs do not change, differs between rows by more than their runs "
-            f"do (random-effects F test p={s['p_value']:.2g}; between-row spread {s['spread']:.1%} "
-            f"[{math.expm1(s['tau_lo']):.1%}, {math.expm1(s['tau_hi']):.1%}], `{s['low_row']}` fastest, "
-            f"`{s['high_row']}` slowest): the machine changed between rows. Verdicts are judged against "
-            f"±{s['floor']:.0%} (what two rows can differ by from the machine alone) instead of compare.noise.")
+    return (
+        f"{s['phase']} time, which the compared knobs do not change, differs between rows by more than their runs "
+        f"do (random-effects F test p={s['p_value']:.2g}; between-row spread {s['spread']:.1%} "
+        f"[{math.expm1(s['tau_lo']):.1%}, {math.expm1(s['tau_hi']):.1%}], `{s['low_row']}` fastest, "
+        f"`{s['high_row']}` slowest): the machine changed between rows. Verdicts are judged against "
+        f"±{s['floor']:.0%} (what two rows can differ by from the machine alone) instead of compare.noise."
+    )
 
 
 @dataclass
@@ -371,7 +462,9 @@ class Comparison:
     noise: float
     sentinel: dict | None
     sentinel_note: str
-    unsteady: dict = field(default_factory=dict)   # stats.unsteady_runs over the sweep's runs: {runs, tested, method}
+    unsteady: dict = field(
+        default_factory=dict
+    )  # stats.unsteady_runs over the sweep's runs: {runs, tested, method}
     per_sample: bool = True
 
 
@@ -400,9 +493,19 @@ def compare(entries: list, noise: float | None = None) -> Comparison:
     per_sample = _per_sample(train)
     if base is not None:
         configs[base].baseline = True
-        others = [c for i, c in enumerate(configs) if c.task == "train" and c.throughput and i != base]
-        for c, sp in zip(others, _speedups([(configs[base], c) for c in others], noise, per_sample, flagged,
-                                           s["floor"] if s else None)):
+        others = [
+            c for i, c in enumerate(configs) if c.task == "train" and c.throughput and i != base
+        ]
+        for c, sp in zip(
+            others,
+            _speedups(
+                [(configs[base], c) for c in others],
+                noise,
+                per_sample,
+                flagged,
+                s["floor"] if s else None,
+            ),
+        ):
             c.speedup = sp
     return Comparison(configs, base, why, noise, s, note, unsteady, per_sample)
 
@@ -426,7 +529,11 @@ def scaling_lines(configs: list[Config]) -> list[tuple[str, list[tuple[float, Co
     group configurations whose overrides differ only in world size (and in sync, which experiment=scaling ties to the
     world size). Otherwise each line is its own configuration across sizes, from its own smallest size. Repeats are
     already merged (a Config is every repeat of one configuration)."""
-    pts = [(n, c) for c in configs if c.task == "train" and c.throughput and (n := _world_size(c)) is not None]
+    pts = [
+        (n, c)
+        for c in configs
+        if c.task == "train" and c.throughput and (n := _world_size(c)) is not None
+    ]
     sizes = sorted({n for n, _ in pts})
     if len(sizes) < 2:
         return []
@@ -434,7 +541,9 @@ def scaling_lines(configs: list[Config]) -> list[tuple[str, list[tuple[float, Co
 
     def key(c: Config, drop: tuple = ()) -> str:
         items = override_items(c.first.overrides)
-        return " ".join(f"{k}={items[k]}" for k in keys if k in items and k not in drop) or "default"
+        return (
+            " ".join(f"{k}={items[k]}" for k in keys if k in items and k not in drop) or "default"
+        )
 
     def grouped(points, drop: tuple = ()) -> dict[str, list]:
         out: dict[str, list] = {}
@@ -448,11 +557,17 @@ def scaling_lines(configs: list[Config]) -> list[tuple[str, list[tuple[float, Co
         n0, base = smallest[0]
         rest = [(n, c) for n, c in pts if n != sizes[0]]
         lines = grouped(rest, ("sync",))
-        if any(len({p[0] for p in g}) < len(g) for g in lines.values()):   # sync is what tells them apart
+        if any(
+            len({p[0] for p in g}) < len(g) for g in lines.values()
+        ):  # sync is what tells them apart
             lines = grouped(rest)
         first = (n0, base, key(base))
         return [(label, [first] + sorted(g, key=lambda p: p[0])) for label, g in lines.items()]
-    return [(label, sorted(g, key=lambda p: p[0])) for label, g in grouped(pts).items() if len({p[0] for p in g}) > 1]
+    return [
+        (label, sorted(g, key=lambda p: p[0]))
+        for label, g in grouped(pts).items()
+        if len({p[0] for p in g}) > 1
+    ]
 
 
 def exposed_fields(c: Config) -> dict:
@@ -460,9 +575,11 @@ def exposed_fields(c: Config) -> dict:
     runs = [e for e in c.ok if e.train is not None and e.train.comm is not None]
     ns = [n for e in runs if (n := exposed_samples(e.train, e.config)) is not None]
     comm = runs[0].train.comm if len(runs) == 1 else None
-    return {f"{EXPOSED} n": min(ns) if ns else None,
-            f"{EXPOSED} lo": scaled(comm.exposed_ci_lo, 1e3) if comm else None,
-            f"{EXPOSED} hi": scaled(comm.exposed_ci_hi, 1e3) if comm else None}
+    return {
+        f"{EXPOSED} n": min(ns) if ns else None,
+        f"{EXPOSED} lo": scaled(comm.exposed_ci_lo, 1e3) if comm else None,
+        f"{EXPOSED} hi": scaled(comm.exposed_ci_hi, 1e3) if comm else None,
+    }
 
 
 def scaling_rows(entries: list, noise: float | None = None) -> list[dict]:
@@ -476,33 +593,62 @@ def scaling_rows(entries: list, noise: float | None = None) -> list[dict]:
         n0, base, _ = line[0]
         for n, c, own in line:
             if id(c) not in seen:
-                seen.add(id(c))         # a common baseline is one row, at the top
+                seen.add(id(c))  # a common baseline is one row, at the top
                 points.append((label, n0, base, n, c, own))
     pairs = [(base, c) for _, _, base, _, c, _ in points if c is not base]
-    found = iter(_speedups(pairs, cmp.noise, _per_sample([c for _, _, _, _, c, _ in points]), flagged))
+    found = iter(
+        _speedups(pairs, cmp.noise, _per_sample([c for _, _, _, _, c, _ in points]), flagged)
+    )
     rows = []
     for label, n0, base, n, c, own in points:
         tp = c.throughput
         per = "samples_per_s" if finite(tp.get("samples_per_s")) else "steps_per_s"
-        row = {"configuration": own, "line": label,
-               "world size": int(n), "sync": getattr(c.first.result, "sync", None), "runs": len(c.ok),
-               "samples/s": tp.get(per), "samples/s lo": tp.get(per + "_lo"), "samples/s hi": tp.get(per + "_hi"),
-               "exposed comm ms": scaled(c.median(exposed_s), 1e3),
-               **exposed_fields(c),
-               "baseline": c is base}
+        row = {
+            "configuration": own,
+            "line": label,
+            "world size": int(n),
+            "sync": getattr(c.first.result, "sync", None),
+            "runs": len(c.ok),
+            "samples/s": tp.get(per),
+            "samples/s lo": tp.get(per + "_lo"),
+            "samples/s hi": tp.get(per + "_hi"),
+            "exposed comm ms": scaled(c.median(exposed_s), 1e3),
+            **exposed_fields(c),
+            "baseline": c is base,
+        }
         if c is base:
             row.update({"speed-up": 1.0, "verdict": "baseline", "scaling efficiency": 1.0})
         else:
             sp = next(found)
             f = n0 / n
-            row.update({"speed-up": sp["ratio"], "speed-up lo": sp["ci_lo"], "speed-up hi": sp["ci_hi"],
-                        "verdict": sp["verdict"], "scaling efficiency": sp["ratio"] * f,
-                        "scaling efficiency lo": sp["ci_lo"] * f if sp["ci_lo"] is not None else None,
-                        "scaling efficiency hi": sp["ci_hi"] * f if sp["ci_hi"] is not None else None,
-                        "method": sp["method"], "speedup": sp})
+            row.update(
+                {
+                    "speed-up": sp["ratio"],
+                    "speed-up lo": sp["ci_lo"],
+                    "speed-up hi": sp["ci_hi"],
+                    "verdict": sp["verdict"],
+                    "scaling efficiency": sp["ratio"] * f,
+                    "scaling efficiency lo": sp["ci_lo"] * f if sp["ci_lo"] is not None else None,
+                    "scaling efficiency hi": sp["ci_hi"] * f if sp["ci_hi"] is not None else None,
+                    "method": sp["method"],
+                    "speedup": sp,
+                }
+            )
         rows.append(row)
     return rows
 
 
-__all__ = ["Comparison", "Config", "NO_DIFFERENCE", "NO_INTERVAL", "NO_VERDICT", "compare", "group_repeats",
-           "run_blocks", "scaling_lines", "scaling_rows", "sentinel_warning", "varying_keys"]
+__all__ = [
+    "Comparison",
+    "Config",
+    "NO_DIFFERENCE",
+    "NO_INTERVAL",
+    "NO_VERDICT",
+    "compare",
+    "group_repeats",
+    "run_blocks",
+    "scaling_lines",
+    "scaling_rows",
+    "sentinel_warning",
+    "varying_keys",
+]

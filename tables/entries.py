@@ -1,5 +1,6 @@
 """What a table row is made from: one job's Entry (its record, or what is known of a job that left none), the
 overrides that tell configurations apart, and the labels rows get. tables.table and tables.aggregate build on it."""
+
 from __future__ import annotations
 
 import math
@@ -24,7 +25,7 @@ JOB_KEYS = ("repeat",)
 
 TRAIN_LABELS = [label for label, _ in TRAIN_COLUMNS]
 EXPOSED = "exposed comm ms"
-EXPOSED_MIN_N = 6   # the fewest samples whose median has a 95% interval (stats.median_ci): fewer, and a table marks it
+EXPOSED_MIN_N = 6  # the fewest samples whose median has a 95% interval (stats.median_ci): fewer, and a table marks it
 
 
 def exposed_samples(result: TrainResult | dict | None, config: dict | None = None) -> int | None:
@@ -65,6 +66,7 @@ def fmt(value: Any, label: str = "") -> str:
         return rounded(value)
     return str(value)
 
+
 PHASES = ["data", "h2d", "forward", "backward", "sync", "optimizer"]
 
 
@@ -84,8 +86,10 @@ class Entry:
     output_dir: str | None = None
     slurm_job_id: str | None = None
     log: str | None = None
-    inferred: dict[str, Any] = field(default_factory=dict)  # task / world_size of a job that left no record,
-                                                             # taken from the other jobs of its sweep
+    inferred: dict[str, Any] = field(
+        default_factory=dict
+    )  # task / world_size of a job that left no record,
+    # taken from the other jobs of its sweep
 
     @classmethod
     def from_record(cls, record: Record | dict, path: str | Path | None = None) -> "Entry":
@@ -121,7 +125,9 @@ class Entry:
 
     @property
     def config(self) -> dict:
-        return self.record.config if self.record is not None and self.record.config is not None else {}
+        return (
+            self.record.config if self.record is not None and self.record.config is not None else {}
+        )
 
     @property
     def task(self) -> str | None:
@@ -150,10 +156,15 @@ class Entry:
                 value = config.get("optim")
                 value = value.get("name") if isinstance(value, dict) else value
         elif name == "bucket":
-            value = measured if result is not None and result.has("bucket_mb") else config.get("bucket")
+            value = (
+                measured if result is not None and result.has("bucket_mb") else config.get("bucket")
+            )
         elif name == "world_size":
-            value = measured or (self.record.env.world_size if self.record is not None else None) \
+            value = (
+                measured
+                or (self.record.env.world_size if self.record is not None else None)
                 or config.get("world_size")
+            )
         else:
             value = measured if result is not None and result.has(name) else config.get(name)
         if value is None:
@@ -195,7 +206,9 @@ def constant_overrides(entries: list[Entry]) -> list[str]:
         return []
     varying = set(varying_keys(entries))
     keys = [o.partition("=")[0].lstrip("+~") for o in entries[0].overrides]
-    return [o for o, k in zip(entries[0].overrides, keys) if k not in varying and not not_a_setting(k)]
+    return [
+        o for o, k in zip(entries[0].overrides, keys) if k not in varying and not not_a_setting(k)
+    ]
 
 
 def config_labels(entries: list[Entry]) -> list[str]:
@@ -207,7 +220,11 @@ def config_labels(entries: list[Entry]) -> list[str]:
         if len(entries) == 1:
             parts = [o for o in e.overrides if not not_a_setting(o.lstrip("+~"))]
         else:
-            parts = [f"{k}={items[k]}" if items.get(k) is not None else f"~{k}" for k in keys if k in items]
+            parts = [
+                f"{k}={items[k]}" if items.get(k) is not None else f"~{k}"
+                for k in keys
+                if k in items
+            ]
         labels.append(" ".join(parts) or "default")
     seen: dict[str, int] = {}
     for label in labels:
@@ -215,7 +232,11 @@ def config_labels(entries: list[Entry]) -> list[str]:
     out = []
     for label, e in zip(labels, entries):
         if seen[label] > 1:
-            where = Path(e.output_dir).parent.name + "/" + Path(e.output_dir).name if e.output_dir else f"#{e.num}"
+            where = (
+                Path(e.output_dir).parent.name + "/" + Path(e.output_dir).name
+                if e.output_dir
+                else f"#{e.num}"
+            )
             label = f"{label} ({where})"
         out.append(label)
     return out

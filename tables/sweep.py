@@ -1,5 +1,6 @@
 """A sweep directory as rows: every job's run record, or what is known of a job that left none, and the jobs the
 sweep's own overrides say it has (the sweep table's callback, the report and W&B read sweeps through these)."""
+
 from __future__ import annotations
 
 import itertools
@@ -27,7 +28,9 @@ def expected_jobs(config: DictConfig) -> list[list[str]] | None:
         params = OmegaConf.select(config, "hydra.sweeper.params")
         params = OmegaConf.to_container(params, resolve=False) if params is not None else {}
         arguments = [f"{k}={v}" for k, v in params.items()]
-        if target.endswith("RepeatingSweeper"):  # the repeat loop outermost, as the repeating sweeper makes it
+        if target.endswith(
+            "RepeatingSweeper"
+        ):  # the repeat loop outermost, as the repeating sweeper makes it
             arguments = repeat_arguments(OmegaConf.select(config, "repeats", default=1), arguments)
         arguments += typed_overrides(OmegaConf.select(config, "hydra.overrides.task") or [])
         return product_of(arguments)
@@ -56,8 +59,11 @@ def product_of(arguments: list[str]) -> list[list[str]]:
 def sweep_command(config: DictConfig) -> str:
     """The command line that started the sweep, as typed (Hydra's overrides unresolved), shell-quoted."""
     script = f"{OmegaConf.select(config, 'hydra.job.name') or 'train'}.py"
-    hydra_overrides = [o for o in typed_overrides(OmegaConf.select(config, "hydra.overrides.hydra") or [])
-                       if not o.startswith("hydra.mode=")]
+    hydra_overrides = [
+        o
+        for o in typed_overrides(OmegaConf.select(config, "hydra.overrides.hydra") or [])
+        if not o.startswith("hydra.mode=")
+    ]
     task = typed_overrides(OmegaConf.select(config, "hydra.overrides.task") or [])
     return shell_command(task + hydra_overrides, script=script, multirun=True)
 
@@ -75,8 +81,12 @@ def _job_dirs(sweep_dir: Path) -> dict[int, list[str]]:
     return found
 
 
-def sweep_entries(sweep_dir: str | Path, expected: list[list[str]] | None = None,
-                  returns: dict[int, dict] | None = None, sweep_id: str | None = None) -> list[Entry]:
+def sweep_entries(
+    sweep_dir: str | Path,
+    expected: list[list[str]] | None = None,
+    returns: dict[int, dict] | None = None,
+    sweep_id: str | None = None,
+) -> list[Entry]:
     """One entry per job: its run record if it wrote one, else a failed entry saying what is known. sweep_id: leave
     out records another sweep wrote (those that carry another sweep's id)."""
     sweep_dir = Path(sweep_dir)
@@ -93,8 +103,13 @@ def sweep_entries(sweep_dir: str | Path, expected: list[list[str]] | None = None
                 continue
             entry = Entry.from_record(record, path)
         except (RecordError, OSError, ValueError) as e:
-            entry = Entry(num=dir_num, overrides=[], status="failed", error=f"unreadable run record {path}: {e}",
-                          output_dir=str(path.parent))
+            entry = Entry(
+                num=dir_num,
+                overrides=[],
+                status="failed",
+                error=f"unreadable run record {path}: {e}",
+                output_dir=str(path.parent),
+            )
         if entry.num is None:
             entry.num = dir_num
         if entry.num is None or entry.num in by_num:
@@ -106,7 +121,11 @@ def sweep_entries(sweep_dir: str | Path, expected: list[list[str]] | None = None
     nums = (set(dirs) - foreign) | set(returns) | set(range(len(expected or [])))
     for num in sorted(nums - set(by_num)):
         ret = returns.get(num, {})
-        overrides = ret.get("overrides") or dirs.get(num) or (expected[num] if expected and num < len(expected) else [])
+        overrides = (
+            ret.get("overrides")
+            or dirs.get(num)
+            or (expected[num] if expected and num < len(expected) else [])
+        )
         error = ret.get("error")
         if not error:
             if num in returns:
@@ -118,8 +137,13 @@ def sweep_entries(sweep_dir: str | Path, expected: list[list[str]] | None = None
             else:
                 error = "the job never started (no job directory)"
         job_dir = sweep_dir / str(num)
-        by_num[num] = Entry(num=num, overrides=list(overrides), status="failed", error=error,
-                            output_dir=str(job_dir) if job_dir.is_dir() else ret.get("output_dir"))
+        by_num[num] = Entry(
+            num=num,
+            overrides=list(overrides),
+            status="failed",
+            error=error,
+            output_dir=str(job_dir) if job_dir.is_dir() else ret.get("output_dir"),
+        )
     entries = [by_num[n] for n in sorted(by_num)] + unnumbered
     _infer_missing(entries)
     return entries
@@ -145,9 +169,16 @@ def write_sweep_table(sweep_dir: Path, table: Table, command: str) -> tuple[Path
 
 def device_names(e: Entry) -> list[str]:
     devices = e.record.env.devices if e.record is not None else None
-    names = [d if isinstance(d, str) else str(d.get("name", d) if isinstance(d, dict) else d) for d in devices or []]
+    names = [
+        d if isinstance(d, str) else str(d.get("name", d) if isinstance(d, dict) else d)
+        for d in devices or []
+    ]
     if not names:
-        names = [str(getattr(e.result, "device_name", None) or getattr(e.result, "device", None) or "cpu")]
+        names = [
+            str(
+                getattr(e.result, "device_name", None) or getattr(e.result, "device", None) or "cpu"
+            )
+        ]
     return names
 
 
@@ -170,7 +201,9 @@ def describe_machine(entries: list[Entry]) -> list[str]:
         for name, n in Counter(device_names(e)).items():
             devices[name] = max(devices[name], n)
     env = with_env[0].record.env
-    sizes = sorted({e.knob("world_size") for e in with_env if e.knob("world_size") is not None}, key=float)
+    sizes = sorted(
+        {e.knob("world_size") for e in with_env if e.knob("world_size") is not None}, key=float
+    )
     lines = [
         f"- hosts: {', '.join(hosts) or 'unknown'}",
         "- devices: " + ", ".join(f"{n} x {name}" for name, n in devices.items()),
@@ -179,7 +212,11 @@ def describe_machine(entries: list[Entry]) -> list[str]:
         f"world size: {', '.join(str(s) for s in sizes)}",
         f"- torch {env.torch}, CUDA {env.cuda or '–'}, NCCL {env.nccl or '–'}",
     ]
-    variables = {k: v for k, v in (env.vars if env.vars is not None else {}).items() if not k.startswith("MASTER_")}
+    variables = {
+        k: v
+        for k, v in (env.vars if env.vars is not None else {}).items()
+        if not k.startswith("MASTER_")
+    }
     if variables:
         lines.append("- environment: " + " ".join(f"{k}={v}" for k, v in sorted(variables.items())))
     return lines
@@ -201,8 +238,10 @@ def commands(entries: list[Entry]) -> list[str]:
     out: list[str] = []
     for e in entries:
         cmd = None
-        for sweep in [Path(e.output_dir).parent if e.output_dir else None,
-                      e.record.job.sweep_dir if e.record is not None else None]:
+        for sweep in [
+            Path(e.output_dir).parent if e.output_dir else None,
+            e.record.job.sweep_dir if e.record is not None else None,
+        ]:
             conf = multirun_config(sweep) if sweep else None
             if conf is not None:
                 cmd = sweep_command(conf)
@@ -222,8 +261,10 @@ def load_entries(paths: list[str | Path]) -> list[Entry]:
     seen: set[str] = set()
     for path in map(Path, paths):
         if not path.exists():
-            raise SystemExit(f"results.report: {path} does not exist; pass run or sweep directories "
-                             "(the ones holding run_record.json or multirun.yaml).")
+            raise SystemExit(
+                f"results.report: {path} does not exist; pass run or sweep directories "
+                "(the ones holding run_record.json or multirun.yaml)."
+            )
         if path.is_dir() and (path / "multirun.yaml").is_file():
             found = sweep_entries(path)
         else:
@@ -232,8 +273,15 @@ def load_entries(paths: list[str | Path]) -> list[Entry]:
                 try:
                     found.append(Entry.from_record(Record.read(rec), rec))
                 except (RecordError, OSError, ValueError) as e:
-                    found.append(Entry(num=None, overrides=[], status="failed", error=f"unreadable {rec}: {e}",
-                                       output_dir=str(rec.parent)))
+                    found.append(
+                        Entry(
+                            num=None,
+                            overrides=[],
+                            status="failed",
+                            error=f"unreadable {rec}: {e}",
+                            output_dir=str(rec.parent),
+                        )
+                    )
         for e in found:
             key = str(Path(e.output_dir).resolve()) if e.output_dir else f"{path}#{e.num}"
             if key not in seen:

@@ -1,6 +1,7 @@
 """The order of a sweep's jobs with `repeats=R`: the repeating sweeper (hydra_plugins/repeat_sweeper) runs them in it,
 the sweep table (results/callbacks.py) counts progress and the autotune stages (results/autotune.py) plan with it.
 The sweeper writes the order it ran to ORDER_FILE in the sweep dir before the first job."""
+
 from __future__ import annotations
 
 import json
@@ -48,10 +49,16 @@ def check_repeats(repeats, arguments: list[str]) -> None:
     """`repeats` of a sweep (the repeating sweeper runs each configuration that many times) and the sweep's
     overrides."""
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ConfigError(f"repeats={repeats!r}: must be a whole number of runs per configuration >= 1, "
-                          f"e.g. repeats=3.")
+        raise ConfigError(
+            f"repeats={repeats!r}: must be a whole number of runs per configuration >= 1, "
+            f"e.g. repeats=3."
+        )
     keys = {a.partition("=")[0].lstrip("+~") for a in arguments}
     if "repeat" in keys:
-        raise ConfigError("repeat= is set by the sweeper, one value per repeat; ask for repeats=R instead.")
-    if "repeats" in keys and any(a.lstrip("+~").startswith("repeats=") and "," in a for a in arguments):
+        raise ConfigError(
+            "repeat= is set by the sweeper, one value per repeat; ask for repeats=R instead."
+        )
+    if "repeats" in keys and any(
+        a.lstrip("+~").startswith("repeats=") and "," in a for a in arguments
+    ):
         raise ConfigError("repeats cannot be swept; give one value, e.g. repeats=3.")

@@ -25,6 +25,7 @@ and, where a task has them (job/config.py and the launchers ask through getattr,
 The registry below maps each of the schema's task names (base/schema.py: Task, what `task=` accepts) to its module:
 config checks, the rank runner and the tests all read it.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -46,11 +47,11 @@ class Task(Protocol):
 
 TASKS = {
     TaskName.train: "tasks.train",
-    TaskName.train_reference: "tasks.train.reference",   # a hand-written DDP loop, for the harness cost
+    TaskName.train_reference: "tasks.train.reference",  # a hand-written DDP loop, for the harness cost
     TaskName.collectives: "tasks.collectives",
     TaskName.grad_sync: "tasks.grad_sync",
     TaskName.pair_groups: "tasks.pair_groups",
-    TaskName.script: "tasks.script",                    # the user's own training script, unchanged
+    TaskName.script: "tasks.script",  # the user's own training script, unchanged
 }
 
 # what maintainers run to measure the tool itself (the harness cost): accepted by task=, not listed in --help

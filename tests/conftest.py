@@ -1,8 +1,9 @@
 """Shared helpers. Two ways to run a job end to end, both reading the run record it wrote:
-  - run_inprocess: compose conf/ with Hydra's compose API and call job.run.run_job here (lightning-hydra-template);
-    the local launcher still spawns real gloo ranks, only the parent's start-up (python, torch, hydra) is saved;
-  - run_train: `python train.py` in a fresh process, for what only the entry point does (exit codes, Hydra's
-    multirun and its callbacks, the command line recorded)."""
+- run_inprocess: compose conf/ with Hydra's compose API and call job.run.run_job here (lightning-hydra-template);
+  the local launcher still spawns real gloo ranks, only the parent's start-up (python, torch, hydra) is saved;
+- run_train: `python train.py` in a fresh process, for what only the entry point does (exit codes, Hydra's
+  multirun and its callbacks, the command line recorded)."""
+
 from __future__ import annotations
 
 import json
@@ -26,22 +27,44 @@ TINY = ["model=vgg11_tiny", "scale=smoke", "logger=none"]
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
-def run_train(args: list[str], tmp_path: Path, multirun: bool = False, timeout: float = 240, env: dict | None = None):
+def run_train(
+    args: list[str],
+    tmp_path: Path,
+    multirun: bool = False,
+    timeout: float = 240,
+    env: dict | None = None,
+):
     """Run `python train.py args` in a fresh process; outputs go under tmp_path. env: variables to set over this
     process's environment (None: unset it)."""
     _starts_processes()
     out = tmp_path / ("sweep" if multirun else "run")
-    cmd = [sys.executable, "train.py", *(["-m"] if multirun else []), *args,
-           f"hydra.{'sweep' if multirun else 'run'}.dir={out}"]
+    cmd = [
+        sys.executable,
+        "train.py",
+        *(["-m"] if multirun else []),
+        *args,
+        f"hydra.{'sweep' if multirun else 'run'}.dir={out}",
+    ]
     environ = {**os.environ, "WANDB_MODE": "disabled", **(env or {})}
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          env={k: v for k, v in environ.items() if v is not None})
+    proc = subprocess.run(
+        cmd,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={k: v for k, v in environ.items() if v is not None},
+    )
     proc.out_dir = out
     return proc
 
 
-def run_inprocess(overrides: list[str], tmp_path: Path, name: str = "run", env: dict | None = None,
-                  timeout: float = 240) -> tuple[dict | None, int]:
+def run_inprocess(
+    overrides: list[str],
+    tmp_path: Path,
+    name: str = "run",
+    env: dict | None = None,
+    timeout: float = 240,
+) -> tuple[dict | None, int]:
     """job.run.run_job on the composed config, as one single (not multirun) job writing under tmp_path/name.
     Returns (the run record, or None if none was written; the exit code train.py would have had). What the job
     printed is in capfd (the summary comes from this process, rank output from the ranks). Past `timeout` seconds
@@ -52,13 +75,29 @@ def run_inprocess(overrides: list[str], tmp_path: Path, name: str = "run", env: 
     _starts_processes()
 
     out = tmp_path / name
-    out.mkdir(parents=True, exist_ok=True)  # as Hydra makes the job's output dir before calling the task function
-    job = {"name": "train", "num": None, "output_dir": str(out), "sweep_dir": None, "overrides": list(overrides),
-           "command": " ".join(["python", "train.py", *overrides]), "multirun": False}
+    out.mkdir(
+        parents=True, exist_ok=True
+    )  # as Hydra makes the job's output dir before calling the task function
+    job = {
+        "name": "train",
+        "num": None,
+        "output_dir": str(out),
+        "sweep_dir": None,
+        "overrides": list(overrides),
+        "command": " ".join(["python", "train.py", *overrides]),
+        "multirun": False,
+    }
     environ = dict(os.environ)
-    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)  # the elastic agent installs its own
+    signals = (
+        signal.SIGINT,
+        signal.SIGTERM,
+        signal.SIGHUP,
+        signal.SIGQUIT,
+    )  # the elastic agent installs its own
     handlers = {s: signal.getsignal(s) for s in (*signals, signal.SIGALRM)}
-    os.environ.update({"WANDB_MODE": "disabled", **(env or {})})  # as run_train: the ranks inherit it
+    os.environ.update(
+        {"WANDB_MODE": "disabled", **(env or {})}
+    )  # as run_train: the ranks inherit it
 
     def too_long(*_):
         raise TimeoutError(f"the job ran past {timeout:g} s: {' '.join(overrides)}")
@@ -66,7 +105,9 @@ def run_inprocess(overrides: list[str], tmp_path: Path, name: str = "run", env: 
     signal.signal(signal.SIGALRM, too_long)
     signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
-        code = run_job(compose(overrides), job=job).exit_code   # 2 bad input, 1 a rank failed, 128 + a signal
+        code = run_job(
+            compose(overrides), job=job
+        ).exit_code  # 2 bad input, 1 a rank failed, 128 + a signal
     finally:  # nothing a job does may leak into the next test
         signal.setitimer(signal.ITIMER_REAL, 0)
         os.environ.clear()
@@ -88,7 +129,7 @@ def close_group() -> None:
     dist.destroy_process_group()
 
 
-_CURRENT: list = []   # the test running now (set by _current_test), for _starts_processes
+_CURRENT: list = []  # the test running now (set by _current_test), for _starts_processes
 
 
 @pytest.fixture(autouse=True)
@@ -102,20 +143,36 @@ def _starts_processes():
     """A test that starts project processes must say so (marker `subprocess`, or `slow`, `slurm`, `root`): the
     mutation run (docs/testing.md) leaves such tests out, since a child process cannot import mutmut's mutants."""
     node = _CURRENT[0] if _CURRENT else None
-    if node is not None and not any(node.get_closest_marker(m) for m in ("subprocess", "slow", "slurm", "root")):
-        pytest.fail(f"{node.nodeid} starts project processes: mark it @pytest.mark.subprocess (or slow)",
-                    pytrace=False)
+    if node is not None and not any(
+        node.get_closest_marker(m) for m in ("subprocess", "slow", "slurm", "root")
+    ):
+        pytest.fail(
+            f"{node.nodeid} starts project processes: mark it @pytest.mark.subprocess (or slow)",
+            pytrace=False,
+        )
 
 
 def wandb_free_env(home: Path) -> dict[str, str | None]:
     """No credentials, no user W&B settings: what a fresh CI machine looks like (None: unset)."""
-    return {**{var: None for var in os.environ if var.startswith("WANDB_")}, "WANDB_MODE": None,
-            "HOME": str(home), "NETRC": str(home / ".netrc"), "WANDB_CONFIG_DIR": str(home / "wandb-config"),
-            "WANDB_CACHE_DIR": str(home / "wandb-cache"), "WANDB_DATA_DIR": str(home / "wandb-data")}
+    return {
+        **{var: None for var in os.environ if var.startswith("WANDB_")},
+        "WANDB_MODE": None,
+        "HOME": str(home),
+        "NETRC": str(home / ".netrc"),
+        "WANDB_CONFIG_DIR": str(home / "wandb-config"),
+        "WANDB_CACHE_DIR": str(home / "wandb-cache"),
+        "WANDB_DATA_DIR": str(home / "wandb-data"),
+    }
 
 
-HEADLINE_SWEEP = ["optim=bf16,powersgd", "bucket=25,100,2000", "model=vgg11_tiny", "scale=smoke", "logger=wandb",
-                  "logger.mode=offline"]
+HEADLINE_SWEEP = [
+    "optim=bf16,powersgd",
+    "bucket=25,100,2000",
+    "model=vgg11_tiny",
+    "scale=smoke",
+    "logger=wandb",
+    "logger.mode=offline",
+]
 
 
 @pytest.fixture(scope="session")
@@ -125,7 +182,9 @@ def headline_sweep(tmp_path_factory):
     (test_wandb). proc.out_dir is the sweep dir."""
     tmp = tmp_path_factory.mktemp("headline")
     (tmp / "home").mkdir()
-    return run_train(HEADLINE_SWEEP, tmp, multirun=True, timeout=600, env=wandb_free_env(tmp / "home"))
+    return run_train(
+        HEADLINE_SWEEP, tmp, multirun=True, timeout=600, env=wandb_free_env(tmp / "home")
+    )
 
 
 @pytest.fixture(scope="session")
@@ -133,8 +192,12 @@ def pair_groups_sweep(tmp_path_factory):
     """`python train.py -m task=pair_groups pairs=1,2` (verbose: the table and the sweep diagnosis printed in full), run
     once for the task's records and table (test_comm_tasks) and the sweep's curve and diagnosis (test_diagnosis_runs).
     proc.out_dir is the sweep dir."""
-    return run_train(["task=pair_groups", "pairs=1,2", "logger=none", "pair_groups.iters=64", "verbose=true"],
-                     tmp_path_factory.mktemp("pair_groups"), multirun=True, timeout=300)
+    return run_train(
+        ["task=pair_groups", "pairs=1,2", "logger=none", "pair_groups.iters=64", "verbose=true"],
+        tmp_path_factory.mktemp("pair_groups"),
+        multirun=True,
+        timeout=300,
+    )
 
 
 def read(out_dir: Path) -> dict:
@@ -148,7 +211,9 @@ def compose(overrides: list[str] | None = None):
 
     register_resolvers()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return hydra_compose(config_name="config", overrides=overrides or [], return_hydra_config=False)
+        return hydra_compose(
+            config_name="config", overrides=overrides or [], return_hydra_config=False
+        )
 
 
 @pytest.fixture
@@ -191,8 +256,10 @@ def _cpu_unless_marked_gpu(request, monkeypatch):
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
 
 
-HTA_MISSING = ("needs HolisticTraceAnalysis, an optional install (pip install -r requirements-optional.txt; it adds "
-               "pandas, plotly and jupyterlab, about 80 packages, so the set-up leaves it out)")
+HTA_MISSING = (
+    "needs HolisticTraceAnalysis, an optional install (pip install -r requirements-optional.txt; it adds "
+    "pandas, plotly and jupyterlab, about 80 packages, so the set-up leaves it out)"
+)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -219,11 +286,17 @@ def pytest_collection_modifyitems(config, items):
 def pytest_cmdline_main(config):
     """`pytest -n 2` distributes by xdist_group (--dist loadgroup) unless told otherwise; set here rather than in
     pytest.ini's addopts, so that `pytest` still runs where pytest-xdist is not installed."""
-    if getattr(config.option, "numprocesses", None) and getattr(config.option, "dist", "no") == "no":
+    if (
+        getattr(config.option, "numprocesses", None)
+        and getattr(config.option, "dist", "no") == "no"
+    ):
         config.option.dist = "loadgroup"
 
 
-SHARED_RUNS = ("headline_sweep", "pair_groups_sweep")   # session fixtures: one run, read by tests in several files
+SHARED_RUNS = (
+    "headline_sweep",
+    "pair_groups_sweep",
+)  # session fixtures: one run, read by tests in several files
 
 
 def xdist_group(item) -> str | None:

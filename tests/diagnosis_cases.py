@@ -3,6 +3,7 @@ its record: each rank's steps from its own work, DDP's wait for the late rank in
 barrier (one step per timed block, a barrier before each), then the tool's own code for the per-rank work, the
 straggler and the throughput (tasks/train/stragglers.py, stats). Every case knows the answer: the cause a correct
 diagnosis ranks first, and the saving its fix has by construction (`truth`)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -11,7 +12,7 @@ from stats import block_throughput, describe, steady_state
 from tasks.train.stragglers import find_straggler, rank_work
 from tests.records import train_record
 
-N = 20                 # steps (one per timed block)
+N = 20  # steps (one per timed block)
 PHASES = ("data", "h2d", "forward", "backward", "sync", "optimizer")
 
 
@@ -20,25 +21,26 @@ class Rank:
     data: float = 0.0003
     h2d: float = 0.0
     forward: float = 0.0015
-    backward: float = 0.004        # compute
+    backward: float = 0.004  # compute
     optimizer: float = 0.0004
-    outside: float = 0.0001        # between steps, inside the timed block
+    outside: float = 0.0001  # between steps, inside the timed block
 
 
 @dataclass
 class Shape:
     """What a run looks like: its ranks' own work, the transfer after the last rank arrives, the host's load."""
+
     ranks: list[Rank] = field(default_factory=lambda: [Rank(), Rank()])
     sync: str = "ddp"
-    transfer: float = 0.0002       # exposed communication after the last rank arrives
-    overlap: float = 0.003         # DDP: all-reduce time hidden behind backward
+    transfer: float = 0.0002  # exposed communication after the last rank arrives
+    overlap: float = 0.003  # DDP: all-reduce time hidden behind backward
     device: str = "cpu"
-    layer: str = "cpu"             # device_layer.kind ("fake": the GPU paths on CPU)
+    layer: str = "cpu"  # device_layer.kind ("fake": the GPU paths on CPU)
     h2d_mode: str = "blocking"
-    own_cpu: float = 0.45          # the ranks' CPU share of the host over the window
+    own_cpu: float = 0.45  # the ranks' CPU share of the host over the window
     host_busy: float = 0.5
-    runqueue: float = 0.0          # the loop thread's wait for a core, seconds per step
-    efficiency: float | None = None   # comm vs the on-rank microbenchmark
+    runqueue: float = 0.0  # the loop thread's wait for a core, seconds per step
+    efficiency: float | None = None  # comm vs the on-rank microbenchmark
     buckets: list[int] | None = None
     calls: int = 1
     link: str | None = None
@@ -48,50 +50,88 @@ class Shape:
 def build(s: Shape) -> dict:
     ddp = s.sync == "ddp"
     wiggle = [1 + 0.01 * ((i * 7) % 5 - 2) for i in range(N)]
-    pre = [r.data + r.h2d + r.forward + r.backward for r in s.ranks]       # each rank's work before the collective
+    pre = [
+        r.data + r.h2d + r.forward + r.backward for r in s.ranks
+    ]  # each rank's work before the collective
     arrive = max(pre)
     everyone, walls_all = [], []
     for k, r in enumerate(s.ranks):
         wait = arrive - pre[k]
         steps = []
         for w in wiggle:
-            d = {"data": r.data * w, "h2d": r.h2d * w, "forward": r.forward * w,
-                 "backward": (r.backward + (wait + s.transfer if ddp else 0.0)) * w,
-                 "sync": (wait + s.transfer) * w if not ddp else 0.00001, "optimizer": r.optimizer * w}
+            d = {
+                "data": r.data * w,
+                "h2d": r.h2d * w,
+                "forward": r.forward * w,
+                "backward": (r.backward + (wait + s.transfer if ddp else 0.0)) * w,
+                "sync": (wait + s.transfer) * w if not ddp else 0.00001,
+                "optimizer": r.optimizer * w,
+            }
             d["step"] = sum(d.values())
             steps.append(d)
         walls = [d["step"] + r.outside for d in steps]
         walls_all.append(walls)
-        usage = {"cpu_s": s.own_cpu * 2 * sum(walls) / len(s.ranks), "wall_s": sum(walls), "voluntary_switches": 100,
-                 "involuntary_switches": 50, "runqueue_s": s.runqueue * N, "main_runqueue_s": s.runqueue * N,
-                 "host_busy": s.host_busy}
+        usage = {
+            "cpu_s": s.own_cpu * 2 * sum(walls) / len(s.ranks),
+            "wall_s": sum(walls),
+            "voluntary_switches": 100,
+            "involuntary_switches": 50,
+            "runqueue_s": s.runqueue * N,
+            "main_runqueue_s": s.runqueue * N,
+            "host_busy": s.host_busy,
+        }
         stats = {"backward_compute_s": r.backward} if ddp else None
-        work = {**rank_work(steps, stats, usage, walls), "torch_threads": 1}     # one intra-op thread, as the launcher
-        everyone.append({"rank": k, "host": "node-a", "block_walls_s": walls, "work": work,
-                         "step_median_s": sorted(x["step"] for x in steps)[N // 2],
-                         "phases_median": {p: sorted(x[p] for x in steps)[N // 2] for p in PHASES},
-                         "threads": {"intra_op": 1, "inter_op": 2, "OMP_NUM_THREADS": "1"}, "steps_per_s": 1.0})
+        work = {
+            **rank_work(steps, stats, usage, walls),
+            "torch_threads": 1,
+        }  # one intra-op thread, as the launcher
+        everyone.append(
+            {
+                "rank": k,
+                "host": "node-a",
+                "block_walls_s": walls,
+                "work": work,
+                "step_median_s": sorted(x["step"] for x in steps)[N // 2],
+                "phases_median": {p: sorted(x[p] for x in steps)[N // 2] for p in PHASES},
+                "threads": {"intra_op": 1, "inter_op": 2, "OMP_NUM_THREADS": "1"},
+                "steps_per_s": 1.0,
+            }
+        )
         if k == 0:
             rank0 = steps
-    blocks = [max(ws[i] for ws in walls_all) for i in range(N)]     # each block's slowest rank
-    for e in everyone:      # every rank's window is the same blocks (a fast rank waits at the barrier): its wall too
+    blocks = [max(ws[i] for ws in walls_all) for i in range(N)]  # each block's slowest rank
+    for e in (
+        everyone
+    ):  # every rank's window is the same blocks (a fast rank waits at the barrier): its wall too
         e["work"].update(wall_s=sum(blocks), cpu_s=s.own_cpu * 2 * sum(blocks) / len(s.ranks))
     tp = block_throughput(blocks, [1] * N)
     T = sum(blocks) / N
     rec = train_record(overrides=list(s.overrides), steps_per_s=1 / T, steps=N, device=s.device)
     r = rec["result"]
     step_times = [d["step"] for d in rank0]
-    r.update(sync=s.sync, device=s.device, steps=N,
-             throughput={"wall_s": sum(blocks), "steps_per_s": tp["steps_per_s"], "ci_lo": tp["ci_lo"],
-                         "ci_hi": tp["ci_hi"], "samples_per_s": tp["steps_per_s"] * 4,
-                         "samples_ci_lo": tp["ci_lo"] and tp["ci_lo"] * 4,
-                         "samples_ci_hi": tp["ci_hi"] and tp["ci_hi"] * 4, "n_blocks": N,
-                         "blocks": {"walls_s": blocks, "steps": [1] * N}},
-             series={"step_time_s": step_times, "phases": {p: [d[p] for d in rank0] for p in PHASES}},
-             step_time_s=describe(step_times, serial_series=True),
-             phases={p: describe([d[p] for d in rank0], serial_series=True) for p in PHASES},
-             per_rank=everyone, slowest_rank=max(everyone, key=lambda x: x["step_median_s"])["rank"],
-             device_layer={"kind": s.layer}, h2d={"mode": s.h2d_mode, "copies": True, "note": ""})
+    r.update(
+        sync=s.sync,
+        device=s.device,
+        steps=N,
+        throughput={
+            "wall_s": sum(blocks),
+            "steps_per_s": tp["steps_per_s"],
+            "ci_lo": tp["ci_lo"],
+            "ci_hi": tp["ci_hi"],
+            "samples_per_s": tp["steps_per_s"] * 4,
+            "samples_ci_lo": tp["ci_lo"] and tp["ci_lo"] * 4,
+            "samples_ci_hi": tp["ci_hi"] and tp["ci_hi"] * 4,
+            "n_blocks": N,
+            "blocks": {"walls_s": blocks, "steps": [1] * N},
+        },
+        series={"step_time_s": step_times, "phases": {p: [d[p] for d in rank0] for p in PHASES}},
+        step_time_s=describe(step_times, serial_series=True),
+        phases={p: describe([d[p] for d in rank0], serial_series=True) for p in PHASES},
+        per_rank=everyone,
+        slowest_rank=max(everyone, key=lambda x: x["step_median_s"])["rank"],
+        device_layer={"kind": s.layer},
+        h2d={"mode": s.h2d_mode, "copies": True, "note": ""},
+    )
     st = steady_state(step_times)
     r.update(steady=st["steady"], steady_state=st)
     straggler = find_straggler(everyone, T)
@@ -99,22 +139,43 @@ def build(s: Shape) -> dict:
     wait0 = arrive - pre[0]
     exposed = wait0 + s.transfer
     sizes = s.buckets or [70_000]
-    r["comm"] = {"bytes_per_step": sum(sizes), "collectives_per_step": s.calls if not ddp else len(sizes),
-                 "time_s": exposed + (s.overlap if ddp else 0.0), "overlap_s": s.overlap if ddp else 0.0,
-                 "exposed_s": exposed, "exposed_ci_lo": exposed * 0.97, "exposed_ci_hi": exposed * 1.03, "exposed_n": 6,
-                 "backward_compute_s": s.ranks[0].backward if ddp else None, "method": "test",
-                 "buckets": {"count": len(sizes), "sizes_bytes": sizes} if ddp else None}
+    r["comm"] = {
+        "bytes_per_step": sum(sizes),
+        "collectives_per_step": s.calls if not ddp else len(sizes),
+        "time_s": exposed + (s.overlap if ddp else 0.0),
+        "overlap_s": s.overlap if ddp else 0.0,
+        "exposed_s": exposed,
+        "exposed_ci_lo": exposed * 0.97,
+        "exposed_ci_hi": exposed * 1.03,
+        "exposed_n": 6,
+        "backward_compute_s": s.ranks[0].backward if ddp else None,
+        "method": "test",
+        "buckets": {"count": len(sizes), "sizes_bytes": sizes} if ddp else None,
+    }
     if ddp:
         r["ddp"] = {"buckets": {"count": len(sizes), "sizes_bytes": sizes}, "bucket_cap_mb": 25}
     if s.efficiency is not None:
         sync_s = r["comm"]["time_s"]
         r["comm"]["vs_microbench"] = {
-            "reference": "on-rank microbenchmark", "achievable_s": s.efficiency * sync_s, "achievable_ci_lo": None,
-            "achievable_ci_hi": None, "sync_s": sync_s, "efficiency": s.efficiency, "efficiency_ci_lo": None,
-            "efficiency_ci_hi": None, "sync_busbw_GBps": 0.01, "reference_busbw_GBps": 0.01 / s.efficiency,
-            "calls": len(sizes), "bytes": sum(sizes), "method": "test", "overlap_s": r["comm"]["overlap_s"]}
+            "reference": "on-rank microbenchmark",
+            "achievable_s": s.efficiency * sync_s,
+            "achievable_ci_lo": None,
+            "achievable_ci_hi": None,
+            "sync_s": sync_s,
+            "efficiency": s.efficiency,
+            "efficiency_ci_lo": None,
+            "efficiency_ci_hi": None,
+            "sync_busbw_GBps": 0.01,
+            "reference_busbw_GBps": 0.01 / s.efficiency,
+            "calls": len(sizes),
+            "bytes": sum(sizes),
+            "method": "test",
+            "overlap_s": r["comm"]["overlap_s"],
+        }
         per_call = s.efficiency * sync_s / len(sizes)
-        r["microbench"] = {"sizes": [{"bytes": b, "calls": 1, "time_s": {"median": per_call}} for b in sizes]}
+        r["microbench"] = {
+            "sizes": [{"bytes": b, "calls": 1, "time_s": {"median": per_call}} for b in sizes]
+        }
     if s.link:
         rec["env"]["link"] = {"rate_bit_s": s.link, "qdisc": "htb"}
     rec["config"].update(sync=s.sync, data={"workers": 0}, probe_steps=6)
@@ -135,7 +196,7 @@ def case(name: str, delay: float = 0.1) -> tuple[dict, float | None]:
     if name == "healthy":
         return build(healthy()), None
     if name.startswith("straggler_"):
-        where, rank = name[len("straggler_"):].rsplit("_r", 1)
+        where, rank = name[len("straggler_") :].rsplit("_r", 1)
         ranks = [Rank(), Rank()]
         r = ranks[int(rank)]
         if where == "backward":
@@ -148,21 +209,27 @@ def case(name: str, delay: float = 0.1) -> tuple[dict, float | None]:
         return rec, 1 - base / T(rec)
     if name == "per_param":
         rec = build(Shape(sync="per_param", transfer=0.004, calls=22, efficiency=0.3, overlap=0.0))
-        return rec, 0.004 / T(rec) * 0.9        # DDP hides most of it
+        return rec, 0.004 / T(rec) * 0.9  # DDP hides most of it
     if name == "busy_host":
-        slow = Shape(ranks=[Rank(forward=0.0025, backward=0.0065), Rank(forward=0.0025, backward=0.0065)],
-                     host_busy=0.99, own_cpu=0.6, runqueue=0.0035)
+        slow = Shape(
+            ranks=[Rank(forward=0.0025, backward=0.0065), Rank(forward=0.0025, backward=0.0065)],
+            host_busy=0.99,
+            own_cpu=0.6,
+            runqueue=0.0035,
+        )
         rec = build(slow)
         return rec, 1 - base / T(rec)
     if name == "h2d_blocking":
         rec = build(Shape(ranks=[Rank(h2d=delay), Rank(h2d=delay)], layer="fake"))
-        return rec, delay / T(rec) * 0.97       # a side stream hides the copy (compute is shorter, so not all of it)
+        return rec, delay / T(
+            rec
+        ) * 0.97  # a side stream hides the copy (compute is shorter, so not all of it)
     if name.startswith("slow_link"):
         mbit = float(name.rsplit("_", 1)[1].removesuffix("mbit"))
-        transfer = 0.6 / mbit                   # 30 ms at 20 Mbit/s
+        transfer = 0.6 / mbit  # 30 ms at 20 Mbit/s
         rec = build(Shape(transfer=transfer, efficiency=0.9, link=mbit * 1e6))
-        return rec, transfer / 2 / T(rec)       # bf16: half the bytes
+        return rec, transfer / 2 / T(rec)  # bf16: half the bytes
     if name == "small_buckets":
         rec = build(Shape(transfer=0.012, efficiency=0.9, buckets=[1000] * 60, link=80e6))
-        return rec, 0.010 / T(rec)              # one bucket's latency instead of 60
+        return rec, 0.010 / T(rec)  # one bucket's latency instead of 60
     raise KeyError(name)

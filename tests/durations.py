@@ -10,6 +10,7 @@ whether the Slurm cluster was up.
     python -m tests.durations --print      # the table on stdout; docs/testing.md is left as it is
     python -m tests.durations -n 2         # each tier on 2 pytest-xdist workers (pytest -n 2)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,16 +28,32 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "testing.md"
 BEGIN, END = "<!-- durations: begin (python -m tests.durations) -->", "<!-- durations: end -->"
-TIERS = {"fast": "not slow", "slow": "slow"}   # -m expressions: together, the README's `pytest`
-GOALS = {"fast": 120, "slow": None}            # issue 36: the fast tier <= 120 s; the full suite <= 10 / 15 min
+TIERS = {"fast": "not slow", "slow": "slow"}  # -m expressions: together, the README's `pytest`
+GOALS = {
+    "fast": 120,
+    "slow": None,
+}  # issue 36: the fast tier <= 120 s; the full suite <= 10 / 15 min
 SLOWEST = 20
 
 
 def run_tier(expr: str, xml: Path, workers: int) -> tuple[float, int]:
     """(wall s, pytest's exit code) of `pytest -m expr` (with -n workers if > 0), pytest.ini's addopts as they are."""
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-m", expr, "-q", "-p", "no:cacheprovider",
-                           f"--junitxml={xml}", *(["-n", str(workers)] if workers else [])], cwd=ROOT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-m",
+            expr,
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={xml}",
+            *(["-n", str(workers)] if workers else []),
+        ],
+        cwd=ROOT,
+    )
     return time.monotonic() - start, proc.returncode
 
 
@@ -61,26 +78,50 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def table(walls: dict[str, tuple[float, int] | None], slowest: list[tuple[float, str, str]], load: str,
-          workers: int) -> str:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip() or "?"
-    slurm = "up" if shutil.which("sinfo") and subprocess.run(["sinfo"], capture_output=True).returncode == 0 else \
-        "not running (the slurm tests skipped)"
-    lines = [f"Measured {dt.date.today().isoformat()} at commit {commit} by `python -m tests.durations`, on "
-             f"{os.cpu_count()} cores ({cpu_model()}), load average before {load}; Slurm cluster {slurm}.", "",
-             "| tier | command | wall time | exit code | goal |", "|---|---|---:|---:|---|"]
+def table(
+    walls: dict[str, tuple[float, int] | None],
+    slowest: list[tuple[float, str, str]],
+    load: str,
+    workers: int,
+) -> str:
+    commit = (
+        subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+        or "?"
+    )
+    slurm = (
+        "up"
+        if shutil.which("sinfo") and subprocess.run(["sinfo"], capture_output=True).returncode == 0
+        else "not running (the slurm tests skipped)"
+    )
+    lines = [
+        f"Measured {dt.date.today().isoformat()} at commit {commit} by `python -m tests.durations`, on "
+        f"{os.cpu_count()} cores ({cpu_model()}), load average before {load}; Slurm cluster {slurm}.",
+        "",
+        "| tier | command | wall time | exit code | goal |",
+        "|---|---|---:|---:|---|",
+    ]
     for tier, expr in TIERS.items():
         got = walls.get(tier)
         goal = f"<= {GOALS[tier]} s" if GOALS[tier] else ""
-        lines.append(f"| {tier} | `pytest -m \"{expr}\"{f' -n {workers}' if workers else ''}` | "
-                     + (f"{got[0]:.0f} s | {got[1]} | {goal} |" if got else f"not run | | {goal} |"))
+        lines.append(
+            f'| {tier} | `pytest -m "{expr}"{f" -n {workers}" if workers else ""}` | '
+            + (f"{got[0]:.0f} s | {got[1]} | {goal} |" if got else f"not run | | {goal} |")
+        )
     if all(walls.get(t) for t in TIERS):
         total = sum(walls[t][0] for t in TIERS)
-        lines.append(f"| all | `pytest` (the two above) | {total:.0f} s ({total / 60:.1f} min) | | <= 10 min, "
-                     "<= 15 min with Slurm |")
-    lines += ["", f"The {SLOWEST} slowest tests (setup + call + teardown):", "",
-              "| s | tier | test |", "|---:|---|---|"]
+        lines.append(
+            f"| all | `pytest` (the two above) | {total:.0f} s ({total / 60:.1f} min) | | <= 10 min, "
+            "<= 15 min with Slurm |"
+        )
+    lines += [
+        "",
+        f"The {SLOWEST} slowest tests (setup + call + teardown):",
+        "",
+        "| s | tier | test |",
+        "|---:|---|---|",
+    ]
     lines += [f"| {s:.1f} | {tier} | `{name}` |" for s, name, tier in slowest]
     return "\n".join(lines)
 
@@ -88,17 +129,28 @@ def table(walls: dict[str, tuple[float, int] | None], slowest: list[tuple[float,
 def write(doc: Path, text: str) -> None:
     old = doc.read_text()
     if BEGIN not in old or END not in old:
-        raise SystemExit(f"error: {doc} has no durations markers ({BEGIN} ... {END}); put them where the table goes")
+        raise SystemExit(
+            f"error: {doc} has no durations markers ({BEGIN} ... {END}); put them where the table goes"
+        )
     head, rest = old.split(BEGIN, 1)
     doc.write_text(f"{head}{BEGIN}\n{text}\n{END}{rest.split(END, 1)[1]}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tests.durations", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m tests.durations", description=__doc__.split("\n\n")[0]
+    )
     ap.add_argument("--tier", choices=[*TIERS, "all"], default="all")
-    ap.add_argument("--print", action="store_true", help="print the table instead of writing docs/testing.md")
-    ap.add_argument("-n", "--workers", type=int, default=0,
-                    help="pytest-xdist workers per tier (pytest -n N; 0: one process, as the README's `pytest`)")
+    ap.add_argument(
+        "--print", action="store_true", help="print the table instead of writing docs/testing.md"
+    )
+    ap.add_argument(
+        "-n",
+        "--workers",
+        type=int,
+        default=0,
+        help="pytest-xdist workers per tier (pytest -n N; 0: one process, as the README's `pytest`)",
+    )
     args = ap.parse_args(argv)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     walls: dict[str, tuple[float, int] | None] = {}

@@ -15,6 +15,7 @@ that very line, so an entry goes stale, and the mutant counts as a survivor agai
 A later run re-tests only the functions whose code changed since mutmut last ran them (mutmut keeps a hash of each),
 so --since is cheap twice over: it names only the changed modules, and mutmut skips their unchanged functions.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,9 +33,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "results" / "mutation.md"
 EQUIVALENT = ROOT / "tests" / "mutation_equivalent.toml"
-RUN = ROOT / "mutants" / "run.json"   # each run's command, machine, load and wall time, for --report
-GOAL = 0.90   # issue 30: >= 90% of the non-equivalent mutants killed across the listed modules
-KILLED = ("killed", "timeout", "caught by type check")   # a test (or the time limit on an endless loop) caught it
+RUN = ROOT / "mutants" / "run.json"  # each run's command, machine, load and wall time, for --report
+GOAL = 0.90  # issue 30: >= 90% of the non-equivalent mutants killed across the listed modules
+KILLED = (
+    "killed",
+    "timeout",
+    "caught by type check",
+)  # a test (or the time limit on an endless loop) caught it
 
 
 NARROWED = """import sys
@@ -51,7 +56,9 @@ def covered() -> list[str]:
     """The covered modules, as files: [tool.mutmut] only_mutate in pyproject.toml (globs) expanded over the tree. The
     one list of them, so a module that moves is renamed in pyproject.toml only."""
     patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]["only_mutate"]
-    files = {str(p.relative_to(ROOT)) for pattern in patterns for p in ROOT.glob(pattern) if p.is_file()}
+    files = {
+        str(p.relative_to(ROOT)) for pattern in patterns for p in ROOT.glob(pattern) if p.is_file()
+    }
     return sorted(files)
 
 
@@ -63,6 +70,7 @@ def module_glob(path: str) -> str:
 def changed_since(ref: str) -> list[str]:
     """The covered modules a change touched: files that differ between the merge base of `ref` and HEAD and the work
     tree (committed or not), or are new and untracked."""
+
     def git(*args: str) -> list[str]:
         out = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
         if out.returncode != 0:
@@ -70,7 +78,9 @@ def changed_since(ref: str) -> list[str]:
         return out.stdout.split()
 
     base = git("merge-base", ref, "HEAD")[0]
-    touched = set(git("diff", "--name-only", base)) | set(git("ls-files", "--others", "--exclude-standard"))
+    touched = set(git("diff", "--name-only", base)) | set(
+        git("ls-files", "--others", "--exclude-standard")
+    )
     return [f for f in covered() if f in touched]
 
 
@@ -82,13 +92,22 @@ def equivalents() -> dict[str, dict]:
 
 def mutated_line(diff: str) -> str:
     """The first added line of a mutant's diff, stripped: what an equivalence entry pins."""
-    return next((ln[1:].strip() for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")), "")
+    return next(
+        (
+            ln[1:].strip()
+            for ln in diff.splitlines()
+            if ln.startswith("+") and not ln.startswith("+++")
+        ),
+        "",
+    )
 
 
 def changed_lines(diff: str) -> tuple[list[str], list[str]]:
     lines = diff.splitlines()[2:]
-    return ([ln[1:].strip() for ln in lines if ln.startswith("-")],
-            [ln[1:].strip() for ln in lines if ln.startswith("+")])
+    return (
+        [ln[1:].strip() for ln in lines if ln.startswith("-")],
+        [ln[1:].strip() for ln in lines if ln.startswith("+")],
+    )
 
 
 def is_text(diff: str) -> bool:
@@ -101,8 +120,10 @@ def is_text(diff: str) -> bool:
     a, b = old[0], new[0]
     for q in ('"', "'"):
         for lit in set(a.split(q)[1::2]):
-            if " " in lit and any(b == a.replace(f"{q}{lit}{q}", f"{q}{m}{q}", 1)
-                                  for m in (f"XX{lit}XX", lit.lower(), lit.upper())):
+            if " " in lit and any(
+                b == a.replace(f"{q}{lit}{q}", f"{q}{m}{q}", 1)
+                for m in (f"XX{lit}XX", lit.lower(), lit.upper())
+            ):
                 return True
     return False
 
@@ -157,47 +178,79 @@ def score(c: Counter) -> float | None:
 def report(runs: list[dict]) -> str:
     counts, standing, equivalent, text = collect()
     total = sum((c for c in counts.values() if c["mutants"] > c["not checked"]), Counter())
-    lines = ["# Mutation testing: do the tests fail when a printed number is wrong?", "",
-             "Regenerate with `nice -n 10 python -m tests.mutation` (docs/testing.md): mutmut mutates the modules that "
-             "compute what a user reads (pyproject.toml, `[tool.mutmut]`) and runs, for each mutant, the fast tests "
-             "that call the mutated function. Killed includes mutants stopped by the time limit (an endless loop). "
-             "Score = killed / (killed + survived); equivalent mutants (no test can tell them from the code; "
-             "tests/mutation_equivalent.toml gives each one's reason), surviving mutants that only rewrite a sentence "
-             "(text: a description such as a `method`, not a number) and mutants no fast test reaches are left out "
-             "of it and counted apart; not run: mutants a stopped run did not reach (no result either way).", ""]
-    for run in runs:   # a full run, or one per --module / --since run whose results the table holds
-        lines += [f"- run: {run['date']}, commit {run['commit']}, mutmut {run['mutmut']}, `{run['command']}`",
-                  f"- machine: {run['machine']}; load average before {run['load_before']}, after {run['load_after']}",
-                  f"- wall time: {run['wall_s'] / 60:.1f} min (exit code {run['returncode']})",
-                  *(f"- {note}" for note in run.get("notes", []))]
+    lines = [
+        "# Mutation testing: do the tests fail when a printed number is wrong?",
+        "",
+        "Regenerate with `nice -n 10 python -m tests.mutation` (docs/testing.md): mutmut mutates the modules that "
+        "compute what a user reads (pyproject.toml, `[tool.mutmut]`) and runs, for each mutant, the fast tests "
+        "that call the mutated function. Killed includes mutants stopped by the time limit (an endless loop). "
+        "Score = killed / (killed + survived); equivalent mutants (no test can tell them from the code; "
+        "tests/mutation_equivalent.toml gives each one's reason), surviving mutants that only rewrite a sentence "
+        "(text: a description such as a `method`, not a number) and mutants no fast test reaches are left out "
+        "of it and counted apart; not run: mutants a stopped run did not reach (no result either way).",
+        "",
+    ]
+    for run in runs:  # a full run, or one per --module / --since run whose results the table holds
+        lines += [
+            f"- run: {run['date']}, commit {run['commit']}, mutmut {run['mutmut']}, `{run['command']}`",
+            f"- machine: {run['machine']}; load average before {run['load_before']}, after {run['load_after']}",
+            f"- wall time: {run['wall_s'] / 60:.1f} min (exit code {run['returncode']})",
+            *(f"- {note}" for note in run.get("notes", [])),
+        ]
     lines += [""] if runs else []
-    lines += ["| module | mutants | killed | survived | equivalent | text | no tests | not run | other | score |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += [
+        "| module | mutants | killed | survived | equivalent | text | no tests | not run | other | score |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
 
     def row(name: str, c: Counter) -> str:
-        other = (c["mutants"] - c["killed"] - c["survived"] - c["equivalent"] - c["text"] - c["no tests"]
-                 - c["not checked"])
+        other = (
+            c["mutants"]
+            - c["killed"]
+            - c["survived"]
+            - c["equivalent"]
+            - c["text"]
+            - c["no tests"]
+            - c["not checked"]
+        )
         s = score(c)
-        return (f"| {name} | {c['mutants']} | {c['killed']} | {c['survived']} | {c['equivalent']} | {c['text']} | "
-                f"{c['no tests']} | {c['not checked']} | "
-                f"{other} | {'–' if s is None else f'{s:.1%}'} |")
+        return (
+            f"| {name} | {c['mutants']} | {c['killed']} | {c['survived']} | {c['equivalent']} | {c['text']} | "
+            f"{c['no tests']} | {c['not checked']} | "
+            f"{other} | {'–' if s is None else f'{s:.1%}'} |"
+        )
 
     ran = {m for m in counts if counts[m]["mutants"] > counts[m]["not checked"]}
     lines += [row(f"`{m}`", counts[m]) for m in sorted(ran)]
     lines.append(row("**all**", total))
     waiting = [m for m in covered() if m not in ran]
     if waiting:
-        lines += ["", "Covered but not run yet (no result under mutants/: run `python -m tests.mutation --module "
-                  "<path>` for each): " + ", ".join(f"`{m}`" for m in waiting) + "."]
+        lines += [
+            "",
+            "Covered but not run yet (no result under mutants/: run `python -m tests.mutation --module "
+            "<path>` for each): " + ", ".join(f"`{m}`" for m in waiting) + ".",
+        ]
     s = score(total)
-    lines += ["", f"Goal: >= {GOAL:.0%} of the non-equivalent mutants killed: "
-              + ("no mutant judged" if s is None else f"{s:.1%}, {'met' if s >= GOAL else 'NOT MET'}")
-              + (f" over the modules run; not yet shown for the {len(waiting)} covered modules not run, nor for "
-                 f"{total['not checked']} mutant(s) a stopped run did not reach" if waiting or total["not checked"]
-                 else "") + ".", ""]
-    lines += ["## Survivors left standing", "",
-              "Each is a change no fast test notices: a missing test (write one that checks the number by another "
-              "route), or an equivalent mutant (add it to tests/mutation_equivalent.toml with the reason).", ""]
+    lines += [
+        "",
+        f"Goal: >= {GOAL:.0%} of the non-equivalent mutants killed: "
+        + ("no mutant judged" if s is None else f"{s:.1%}, {'met' if s >= GOAL else 'NOT MET'}")
+        + (
+            f" over the modules run; not yet shown for the {len(waiting)} covered modules not run, nor for "
+            f"{total['not checked']} mutant(s) a stopped run did not reach"
+            if waiting or total["not checked"]
+            else ""
+        )
+        + ".",
+        "",
+    ]
+    lines += [
+        "## Survivors left standing",
+        "",
+        "Each is a change no fast test notices: a missing test (write one that checks the number by another "
+        "route), or an equivalent mutant (add it to tests/mutation_equivalent.toml with the reason).",
+        "",
+    ]
     for _module, name, diff in standing:
         old, new = changed_lines(diff)
         lines.append(f"- `{name}`: `{' '.join(old)[:200]}` -> `{' '.join(new)[:200]}`")
@@ -209,16 +262,34 @@ def report(runs: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tests.mutation", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--report", action="store_true", help="only write the report from the last run's results")
-    ap.add_argument("--children", type=int, default=2, help="parallel mutant workers (default 2: the 2 cores)")
-    ap.add_argument("--since", metavar="REF",
-                    help="only the covered modules changed since REF's merge base (e.g. main): the check before a "
-                         "submission")
-    ap.add_argument("--module", action="append", default=[], metavar="PATH",
-                    help="only this covered module (a path as in only_mutate's expansion; repeatable)")
-    ap.add_argument("--note", action="append", default=[],
-                    help="a line the report keeps under the run (e.g. a rerun of the survivors after new tests)")
+    ap = argparse.ArgumentParser(
+        prog="python -m tests.mutation", description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument(
+        "--report", action="store_true", help="only write the report from the last run's results"
+    )
+    ap.add_argument(
+        "--children", type=int, default=2, help="parallel mutant workers (default 2: the 2 cores)"
+    )
+    ap.add_argument(
+        "--since",
+        metavar="REF",
+        help="only the covered modules changed since REF's merge base (e.g. main): the check before a "
+        "submission",
+    )
+    ap.add_argument(
+        "--module",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="only this covered module (a path as in only_mutate's expansion; repeatable)",
+    )
+    ap.add_argument(
+        "--note",
+        action="append",
+        default=[],
+        help="a line the report keeps under the run (e.g. a rerun of the survivors after new tests)",
+    )
     args = ap.parse_args(argv)
     os.chdir(ROOT)
     runs = []
@@ -230,8 +301,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.since or args.module:
         unknown = [m for m in args.module if m not in covered()]
         if unknown:
-            print(f"error: not a covered module: {', '.join(unknown)}; covered (pyproject.toml [tool.mutmut] "
-                  f"only_mutate): {', '.join(covered())}", file=sys.stderr)
+            print(
+                f"error: not a covered module: {', '.join(unknown)}; covered (pyproject.toml [tool.mutmut] "
+                f"only_mutate): {', '.join(covered())}",
+                file=sys.stderr,
+            )
             return 2
         modules = sorted(set(args.module) | set(changed_since(args.since) if args.since else ()))
         if not modules:
@@ -243,24 +317,46 @@ def main(argv: list[str] | None = None) -> int:
         import importlib.metadata
 
         nice = os.nice(0)
-        command = (f"{f'nice -n {nice} ' if nice else ''}python -m tests.mutation"
-                   f"{'' if args.children == 2 else f' --children {args.children}'}"
-                   + (f" --since {args.since}" if args.since else "")
-                   + "".join(f" --module {m}" for m in args.module)
-                   + f" (mutmut run --max-children {args.children}{''.join(' ' + n for n in names)})")
+        command = (
+            f"{f'nice -n {nice} ' if nice else ''}python -m tests.mutation"
+            f"{'' if args.children == 2 else f' --children {args.children}'}"
+            + (f" --since {args.since}" if args.since else "")
+            + "".join(f" --module {m}" for m in args.module)
+            + f" (mutmut run --max-children {args.children}{''.join(' ' + n for n in names)})"
+        )
         load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
         start = time.monotonic()
         # mutmut itself, its only_mutate narrowed to the modules asked for (a partial run generates only their
         # mutants: generating every covered module's takes many minutes on its own)
-        proc = subprocess.run([sys.executable, "-c", NARROWED, ",".join(modules) if names else "", "run",
-                               "--max-children", str(args.children), *names])
-        run = {"date": dt.date.today().isoformat(), "commit": commit or "?",
-               "mutmut": importlib.metadata.version("mutmut"), "command": command,
-               "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
-               "load_before": load_before, "load_after": " ".join(f"{x:.2f}" for x in os.getloadavg()),
-               "wall_s": time.monotonic() - start, "returncode": proc.returncode}
-        runs = [run] if not names else [*runs, run]   # a full run replaces every result; a partial one adds
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                NARROWED,
+                ",".join(modules) if names else "",
+                "run",
+                "--max-children",
+                str(args.children),
+                *names,
+            ]
+        )
+        run = {
+            "date": dt.date.today().isoformat(),
+            "commit": commit or "?",
+            "mutmut": importlib.metadata.version("mutmut"),
+            "command": command,
+            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+            "load_before": load_before,
+            "load_after": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+            "wall_s": time.monotonic() - start,
+            "returncode": proc.returncode,
+        }
+        runs = (
+            [run] if not names else [*runs, run]
+        )  # a full run replaces every result; a partial one adds
     if runs and args.note:
         runs[-1]["notes"] = runs[-1].get("notes", []) + args.note
     if runs:

@@ -1,4 +1,5 @@
 """base.build: what users swap is instantiated with the run's own arguments, passed on as data."""
+
 from base.build import build
 
 SEEN = {}
@@ -14,7 +15,10 @@ def test_a_runtime_argument_holding_targets_is_data_not_built():
     built the model from it (and failed on its descriptive keys), so no run reached W&B."""
     model = {"_target_": "models.vgg.VGG", "arch": "vgg11", "num_classes": 10}
     record = {"status": "ok", "config": {"model": model}}
-    assert build({"_target_": "tests.test_build.log_run"}, record=record, cfg={"name": "wandb"}) == "logged"
+    assert (
+        build({"_target_": "tests.test_build.log_run"}, record=record, cfg={"name": "wandb"})
+        == "logged"
+    )
     assert SEEN["record"] == record and isinstance(SEEN["record"]["config"]["model"], dict)
     assert SEEN["cfg"] == {"name": "wandb"}
 
@@ -33,5 +37,8 @@ def test_the_node_keys_and_the_runtime_arguments_both_arrive():
         return width, image_size
 
     import tests.test_build as me
+
     me.make = make
-    assert build({"_target_": "tests.test_build.make", "width": 3, "arch": "x"}, image_size=32, seed=1) == (3, 32)
+    assert build(
+        {"_target_": "tests.test_build.make", "width": 3, "arch": "x"}, image_size=32, seed=1
+    ) == (3, 32)

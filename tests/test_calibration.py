@@ -3,6 +3,7 @@ the very functions the tables call. It fails when a 95% interval covers outside 
 row or per sweep family) or the drift test's / sentinel's false-alarm rate exceeds 5%, or the power at a true 10%
 change with R=3 and 4% run spread falls below what the README claims (stats.calibrate.POWER_CLAIM). Seeded: the
 same numbers every run. The full table is docs/methods.md's, from `python -m stats.calibrate`."""
+
 from __future__ import annotations
 
 import re
@@ -18,15 +19,27 @@ def test_fast_calibration_meets_every_bound():
     assert len(results) >= 12
     misses = [r.row() for r in results if r.ok is False]
     assert not misses, "\n".join(misses)
-    assert any(r.refused for r in results)   # R=1 with strong offsets: no verdict is printed, and the table says why
+    assert any(
+        r.refused for r in results
+    )  # R=1 with strong offsets: no verdict is printed, and the table says why
     kinds = " ".join(r.measure for r in results)
-    for what in ("covers", "false faster/slower per row", "per sweep (Holm)", "false alarm per run", "power"):
+    for what in (
+        "covers",
+        "false faster/slower per row",
+        "per sweep (Holm)",
+        "false alarm per run",
+        "power",
+    ):
         assert what in kinds
 
 
 def test_the_readme_states_the_power_the_calibration_checks():
-    text = "".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
-    claim = re.search(r"a true 10% change with R=3 and 4% run spread is called faster in at least (\d+)%", text)
+    text = "".join(
+        p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    )
+    claim = re.search(
+        r"a true 10% change with R=3 and 4% run spread is called faster in at least (\d+)%", text
+    )
     assert claim and int(claim.group(1)) == round(100 * calibrate.POWER_CLAIM)
 
 

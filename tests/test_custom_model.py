@@ -1,5 +1,6 @@
 """model=custom: the user's own nn.Module, named by model._target_, trained like any model of the project. The class
 below lives in this test file, as a user's would live in their own package."""
+
 import pytest
 import torch.nn as nn
 
@@ -8,7 +9,12 @@ from tests.bad_input import refused
 from tests.conftest import compose, run_inprocess
 
 TARGET = "tests.test_custom_model.TinyNet"
-CUSTOM = ["model=custom", f"model._target_={TARGET}", "model.input_shape=[3,8,8]", "model.num_classes=5"]
+CUSTOM = [
+    "model=custom",
+    f"model._target_={TARGET}",
+    "model.input_shape=[3,8,8]",
+    "model.num_classes=5",
+]
 
 
 class TinyNet(nn.Module):
@@ -17,8 +23,14 @@ class TinyNet(nn.Module):
     def __init__(self, num_classes: int, input_shape: list[int]):
         super().__init__()
         c, h, w = input_shape
-        self.body = nn.Sequential(nn.Conv2d(c, 4, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(4 * h * w, 16),
-                                  nn.ReLU(), nn.Linear(16, num_classes))
+        self.body = nn.Sequential(
+            nn.Conv2d(c, 4, 3, padding=1),
+            nn.ReLU(),
+            nn.Flatten(),
+            nn.Linear(4 * h * w, 16),
+            nn.ReLU(),
+            nn.Linear(16, num_classes),
+        )
 
     def forward(self, x):
         return self.body(x)
@@ -38,8 +50,14 @@ def test_a_new_arch_is_one_yaml_file_of_a_target():
 
 
 def test_a_custom_target_that_cannot_be_imported_is_one_line_before_any_rank():
-    line = refused(["model=custom", "model._target_=my_pkg.nowhere.Net", "model.input_shape=[3,8,8]",
-                    "model.num_classes=5"])
+    line = refused(
+        [
+            "model=custom",
+            "model._target_=my_pkg.nowhere.Net",
+            "model.input_shape=[3,8,8]",
+            "model.num_classes=5",
+        ]
+    )
     assert "my_pkg.nowhere.Net cannot be imported" in line and "\n" not in line
 
 

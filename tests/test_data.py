@@ -16,7 +16,9 @@ def test_fake_pool_is_generated_once():
     ds = FakeImages(length=100, image_size=8, num_classes=5, pool=4)
     assert ds.images.shape == (4, 3, 8, 8) and len(ds) == 100
     x0, _ = ds[0]
-    assert x0.data_ptr() == ds[4][0].data_ptr()  # items index the pool; nothing is generated per item
+    assert (
+        x0.data_ptr() == ds[4][0].data_ptr()
+    )  # items index the pool; nothing is generated per item
 
 
 def test_raw_folder_generator_and_reader(tmp_path):
@@ -27,20 +29,40 @@ def test_raw_folder_generator_and_reader(tmp_path):
     ds = RawFolder(root, 16)
     x, label = ds[7]
     assert x.shape == (3, 16, 16) and x.dtype == torch.float32 and label == 1
-    expected = torch.from_numpy(__import__("numpy").fromfile(files[0], dtype="float32")).view(3, 16, 16)
+    expected = torch.from_numpy(__import__("numpy").fromfile(files[0], dtype="float32")).view(
+        3, 16, 16
+    )
     assert torch.equal(ds[0][0], expected)
 
 
 @pytest.mark.subprocess
 def test_generator_command_line(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "data.make_raw_folder", "--root", str(tmp_path / "r"), "--classes", "2",
-                          "--files-per-class", "3", "--size", "8"], cwd=ROOT, capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "data.make_raw_folder",
+            "--root",
+            str(tmp_path / "r"),
+            "--classes",
+            "2",
+            "--files-per-class",
+            "3",
+            "--size",
+            "8",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "wrote 6 files of 768 bytes in 2 classes" in out.stdout
 
 
 def test_loader_shards_per_rank_and_cycles():
-    plain = prepare(compose(["model=vgg11_tiny", "scale=smoke", "batch_size=3", "data.image_size=32"]))
+    plain = prepare(
+        compose(["model=vgg11_tiny", "scale=smoke", "batch_size=3", "data.image_size=32"])
+    )
     from omegaconf import OmegaConf
 
     cfg = OmegaConf.create(plain)
@@ -60,8 +82,18 @@ def test_a_shard_smaller_than_a_batch_is_refused_before_the_ranks_start(tmp_path
 
     root = make_raw_folder(tmp_path / "one", classes=1, files_per_class=1, size=8)
     with pytest.raises(ConfigError, match=r"holds 1 samples: 0 per rank .* at least 4 samples"):
-        prepare(compose(["model=vgg11_tiny", "scale=smoke", "data=raw_folder", f"data.root={root}",
-                         "data.image_size=8", "data.workers=0"]))
+        prepare(
+            compose(
+                [
+                    "model=vgg11_tiny",
+                    "scale=smoke",
+                    "data=raw_folder",
+                    f"data.root={root}",
+                    "data.image_size=8",
+                    "data.workers=0",
+                ]
+            )
+        )
 
 
 def test_an_epoch_without_a_full_batch_raises_instead_of_spinning():
@@ -74,8 +106,12 @@ def test_an_epoch_without_a_full_batch_raises_instead_of_spinning():
         raise TimeoutError("batches() spun over empty epochs")
 
     ds = FakeImages(length=1, image_size=8, num_classes=2, pool=1)
-    loader = DataLoader(ds, batch_size=2, drop_last=True,
-                        sampler=DistributedSampler(ds, num_replicas=1, rank=0, drop_last=True))
+    loader = DataLoader(
+        ds,
+        batch_size=2,
+        drop_last=True,
+        sampler=DistributedSampler(ds, num_replicas=1, rank=0, drop_last=True),
+    )
     old = signal.signal(signal.SIGALRM, spinning)
     signal.alarm(10)
     try:

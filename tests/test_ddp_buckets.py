@@ -1,6 +1,7 @@
 """bucket= against what DistributedDataParallel really builds (torch/nn/parallel/distributed.py): the default
 (bucket=null) is stock DDP, whose first bucket is capped at 1 MiB; an explicit bucket=25 caps every bucket, the first
 too. A one-rank gloo group in this process: DDP rebuilds its buckets after the first step at any world size."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,18 +18,34 @@ MIB = 1 << 20
 
 @pytest.fixture
 def one_rank_group(tmp_path):
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+    )
     yield
     close_group()
 
 
 def built(bucket):
     """The record's ddp section after three steps (sampled, as the probe steps are)."""
-    cfg = OmegaConf.create({"optim": {"name": "none"}, "cuda_graphs": False, "bucket": bucket,
-                            "ddp": {"static_graph": False, "broadcast_buffers": True, "gradient_as_bucket_view": False,
-                                    "find_unused_parameters": False}})
-    torch.manual_seed(0)   # a small output layer, ready first in backward, after 36 MB of hidden layers
-    model = nn.Sequential(nn.Linear(100, 3000), nn.Linear(3000, 3000), nn.Linear(3000, 100), nn.Linear(100, 10))
+    cfg = OmegaConf.create(
+        {
+            "optim": {"name": "none"},
+            "cuda_graphs": False,
+            "bucket": bucket,
+            "ddp": {
+                "static_graph": False,
+                "broadcast_buffers": True,
+                "gradient_as_bucket_view": False,
+                "find_unused_parameters": False,
+            },
+        }
+    )
+    torch.manual_seed(
+        0
+    )  # a small output layer, ready first in backward, after 36 MB of hidden layers
+    model = nn.Sequential(
+        nn.Linear(100, 3000), nn.Linear(3000, 3000), nn.Linear(3000, 100), nn.Linear(100, 10)
+    )
     sync = DDPSync(cfg, model, torch.device("cpu"))
     sync.enable_runtime_stats()
     for _ in range(3):

@@ -1,5 +1,6 @@
 """The fake device (device/fake.py) enforces the stream rules on CPU, and the GPU code paths (H2D feeders, the
 phase timer, CUDA graphs, DDP's side-stream construction) pass them; deliberate violations are caught."""
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -64,8 +65,14 @@ def test_side_stream_feeder_waits_before_use_and_records_the_stream():
         feed(SideStreamFeeder(dev, host), host, steps=2)
     calls = [e for e in dev.log if e[0] in ("copy", "wait", "record_stream")]
     # the first call: copy batch 0 and prefetch batch 1 on the side stream, then the compute stream waits and records
-    assert calls[:6] == [("copy", "side1"), ("copy", "side1"), ("wait", "default", "side1"),
-                         ("record_stream", "default"), ("record_stream", "default"), ("copy", "side1")]
+    assert calls[:6] == [
+        ("copy", "side1"),
+        ("copy", "side1"),
+        ("wait", "default", "side1"),
+        ("record_stream", "default"),
+        ("record_stream", "default"),
+        ("copy", "side1"),
+    ]
     assert dev.counts["cross_stream_uses"] > 0
 
 
@@ -77,7 +84,9 @@ def test_missing_record_stream_is_caught():
 
 
 def test_missing_wait_is_caught():
-    with pytest.raises(StreamRuleError, match="without waiting for it \\(default.wait_stream\\(side1\\)"):
+    with pytest.raises(
+        StreamRuleError, match="without waiting for it \\(default.wait_stream\\(side1\\)"
+    ):
         with FakeDevice() as dev:
             host = host_batches()
             feed(NoWait(dev, host), host)
@@ -90,14 +99,18 @@ def test_non_blocking_copy_on_the_compute_stream_needs_no_wait():
     assert dev.counts["waits"] == 0 and dev.counts["blocking_copies"] == 0
 
 
-@pytest.mark.parametrize("sync", [
-    lambda dev, x: x.sum().item(),
-    lambda dev, x: bool(x.sum() > 0),
-    lambda dev, x: dev.synchronize(),
-    lambda dev, x: dev.mark().synchronize(),
-    lambda dev, x: dev.current_stream().synchronize(),
-    lambda dev, x: dev.to_device(torch.ones(2), non_blocking=False),
-], ids=["item", "bool", "synchronize", "event", "stream", "blocking_copy"])
+@pytest.mark.parametrize(
+    "sync",
+    [
+        lambda dev, x: x.sum().item(),
+        lambda dev, x: bool(x.sum() > 0),
+        lambda dev, x: dev.synchronize(),
+        lambda dev, x: dev.mark().synchronize(),
+        lambda dev, x: dev.current_stream().synchronize(),
+        lambda dev, x: dev.to_device(torch.ones(2), non_blocking=False),
+    ],
+    ids=["item", "bool", "synchronize", "event", "stream", "blocking_copy"],
+)
 def test_a_sync_inside_the_window_is_caught(sync):
     with FakeDevice() as dev:
         x = dev.to_device(torch.ones(3), non_blocking=True)
@@ -116,19 +129,34 @@ def test_host_values_are_no_sync_and_blocking_copies_pass_a_lenient_window():
 
 
 def test_window_strictness_follows_the_config():
-    cfg = OmegaConf.create({"h2d": "side_stream", "sync": "ddp", "warmup_steps": 2,
-                            "optim": {"name": "powersgd", "warm_start": False, "start_iter": 2}})
+    cfg = OmegaConf.create(
+        {
+            "h2d": "side_stream",
+            "sync": "ddp",
+            "warmup_steps": 2,
+            "optim": {"name": "powersgd", "warm_start": False, "start_iter": 2},
+        }
+    )
     strict, because = window_sync_check(cfg, "nccl", "cuda")
     assert not strict and "PowerSGD copies CPU torch.randn" in because
     cfg.optim.warm_start = True
-    strict, because = window_sync_check(cfg, "nccl", "cuda")  # its first compressed step is the first measured one
+    strict, because = window_sync_check(
+        cfg, "nccl", "cuda"
+    )  # its first compressed step is the first measured one
     assert not strict and "warmup_steps=3 keeps that out of the window" in because
-    cfg.warmup_steps = 3     # PowerSGD's own torch.cuda.synchronize stays: named, never called checked (issue 19.4)
+    cfg.warmup_steps = (
+        3  # PowerSGD's own torch.cuda.synchronize stays: named, never called checked (issue 19.4)
+    )
     strict, because = window_sync_check(cfg, "nccl", "cuda")
-    assert not strict and because.startswith("optim=powersgd: torch's PowerSGD hook calls torch.cuda.synchronize")
+    assert not strict and because.startswith(
+        "optim=powersgd: torch's PowerSGD hook calls torch.cuda.synchronize"
+    )
     cfg.optim.name = "bf16"
     assert window_sync_check(cfg, "nccl", "cuda") == (True, None)
-    assert window_sync_check(cfg, "gloo", "cuda")[0] is False and window_sync_check(cfg, "gloo", "fake")[0] is True
+    assert (
+        window_sync_check(cfg, "gloo", "cuda")[0] is False
+        and window_sync_check(cfg, "gloo", "fake")[0] is True
+    )
     cfg.h2d = "blocking"
     assert window_sync_check(cfg, "nccl", "cuda")[0] is False
 
@@ -143,7 +171,9 @@ def test_captured_step_replays_eagerly_and_forbids_syncs():
 
         graph = dev.capture(step)
         out = graph.output
-        assert float(out) == 2.0  # the fake runs the step at capture (a real capture only records it)
+        assert (
+            float(out) == 2.0
+        )  # the fake runs the step at capture (a real capture only records it)
         graph.replay()
         graph.replay()
         assert float(out) == 6.0 and [e[0] for e in dev.log].count("replay") == 2
@@ -172,15 +202,25 @@ def test_make_feeder_copies_on_the_fake_and_not_on_cpu():
 
 @pytest.fixture
 def one_rank_group(tmp_path):
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+    )
     yield
     close_group()
 
 
 def ddp_cfg(**over):
-    cfg = {"optim": {"name": "none"}, "cuda_graphs": True, "bucket": 25,
-           "ddp": {"static_graph": False, "broadcast_buffers": True, "gradient_as_bucket_view": False,
-                   "find_unused_parameters": False}}
+    cfg = {
+        "optim": {"name": "none"},
+        "cuda_graphs": True,
+        "bucket": 25,
+        "ddp": {
+            "static_graph": False,
+            "broadcast_buffers": True,
+            "gradient_as_bucket_view": False,
+            "find_unused_parameters": False,
+        },
+    }
     cfg.update(over)
     return OmegaConf.create(cfg)
 
@@ -189,7 +229,9 @@ def test_ddp_built_on_a_side_stream_is_joined_before_the_first_forward(one_rank_
     """Defect 8: DDP's parameter broadcast, queued on the side stream it is built under, raced the first forward."""
     from tasks.train.ddp import DDPSync
 
-    monkeypatch.setattr(device_layer, "_opened", None)  # this process's device layer is the test's, then none again
+    monkeypatch.setattr(
+        device_layer, "_opened", None
+    )  # this process's device layer is the test's, then none again
     dev = device_layer.open_device(Placement("fake", None, "gloo", "test"))
     try:
         model = dev.model_to_device(nn.Linear(4, 2))
@@ -225,7 +267,9 @@ def test_a_device_sync_in_a_comm_hook_is_flagged():
     with FakeDevice() as dev:
         hook = dev.comm_hook(_syncs_the_device)
         assert hook.__qualname__ == _syncs_the_device.__qualname__ and hook(None, 1) == 1
-        with dev.window(strict=False):   # a config that names the sync (window_unchecked_because): counted
+        with dev.window(
+            strict=False
+        ):  # a config that names the sync (window_unchecked_because): counted
             hook(None, 2)
         with pytest.raises(HostSyncError, match="comm hook inside the measured window"):
             with dev.window(strict=True):
@@ -233,20 +277,33 @@ def test_a_device_sync_in_a_comm_hook_is_flagged():
     assert dev.report()["comm_hook_device_syncs"] == 3
 
 
-def test_powersgd_synchronises_the_device_in_every_bucket_and_the_fake_sees_it(one_rank_group, monkeypatch):
+def test_powersgd_synchronises_the_device_in_every_bucket_and_the_fake_sees_it(
+    one_rank_group, monkeypatch
+):
     from tasks.train.ddp import DDPSync
 
     monkeypatch.setattr(device_layer, "_opened", None)
     dev = device_layer.open_device(Placement("fake", None, "gloo", "test"))
     try:
         model = dev.model_to_device(nn.Sequential(nn.Linear(16, 16), nn.Linear(16, 4)))
-        powersgd = {"_target_": "tasks.train.hooks.powersgd", "name": "powersgd", "rank": 1, "start_iter": 2,
-                    "min_compression_rate": 0.0, "use_error_feedback": True, "warm_start": True,
-                    "batch_tensors_with_same_shape": False, "orthogonalization_epsilon": 0.0, "random_seed": 0,
-                    "batched": False}
+        powersgd = {
+            "_target_": "tasks.train.hooks.powersgd",
+            "name": "powersgd",
+            "rank": 1,
+            "start_iter": 2,
+            "min_compression_rate": 0.0,
+            "use_error_feedback": True,
+            "warm_start": True,
+            "batch_tensors_with_same_shape": False,
+            "orthogonalization_epsilon": 0.0,
+            "random_seed": 0,
+            "batched": False,
+        }
         sync = DDPSync(ddp_cfg(optim=powersgd, cuda_graphs=False), model, dev.torch_device)
         for _ in range(4):
             sync.model(dev.to_device(torch.ones(3, 16), non_blocking=True)).sum().backward()
     finally:
         dev.deactivate()
-    assert sync.hook.calls == 4 and dev.report()["comm_hook_device_syncs"] >= 2   # every compressed step syncs
+    assert (
+        sync.hook.calls == 4 and dev.report()["comm_hook_device_syncs"] >= 2
+    )  # every compressed step syncs

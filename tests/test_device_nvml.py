@@ -1,4 +1,5 @@
 """device/nvml.py on a machine without a GPU driver, and against a stand-in NVML that checks the calls' shape."""
+
 from __future__ import annotations
 
 import ctypes
@@ -34,7 +35,7 @@ class FakeNvml:
         assert isinstance(index, ctypes.c_uint)
         self.calls.append(index.value)
         ctypes.cast(handle_ref, ctypes.POINTER(ctypes.c_void_p))[0] = index.value + 1
-        return 0 if index.value in self.free else 2   # NVML_ERROR_INVALID_ARGUMENT
+        return 0 if index.value in self.free else 2  # NVML_ERROR_INVALID_ARGUMENT
 
     def nvmlDeviceGetMemoryInfo(self, handle, memory_ref):
         memory = ctypes.cast(memory_ref, ctypes.POINTER(nvml._Memory)).contents
@@ -48,5 +49,5 @@ def test_visible_devices_are_mapped_to_nvml_indices(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,3")
     assert nvml.free_bytes(2) == [70 << 30, 20 << 30]
     assert fake.calls == [5, 3, "shutdown"]
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,4")           # NVML refuses index 4: no figure, no guess
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,4")  # NVML refuses index 4: no figure, no guess
     assert nvml.free_bytes(2) is None

@@ -1,6 +1,7 @@
 """Device and backend choice (device/placement.py): pure functions with the GPU count and the environment injected,
 so every Slurm binding variant is checked here without a GPU; then the agreement between ranks, in the parent
 (before any rank starts) and inside a real 1-rank process group."""
+
 import os
 import socket
 from datetime import timedelta
@@ -44,12 +45,18 @@ def test_gpus_per_task_as_tres():
     assert (p.kind, p.gpu) == ("cuda", 0)
 
 
-@pytest.mark.parametrize("env", [
-    {"SLURM_GPUS_ON_NODE": "8", "SLURM_GPU_BIND": "single:1"},                     # --gpu-bind=single:1
-    {"SLURM_STEP_GPUS": "0,1,2,3,4,5,6,7", "CUDA_VISIBLE_DEVICES": "5"},           # --gpu-bind=map_gpu:0,...,7
-    {"SLURM_JOB_GPUS": "0,1,2,3,4,5,6,7"},                                         # a site default binding
-    {"SLURM_GPUS_PER_NODE": "a100:8"},
-])
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"SLURM_GPUS_ON_NODE": "8", "SLURM_GPU_BIND": "single:1"},  # --gpu-bind=single:1
+        {
+            "SLURM_STEP_GPUS": "0,1,2,3,4,5,6,7",
+            "CUDA_VISIBLE_DEVICES": "5",
+        },  # --gpu-bind=map_gpu:0,...,7
+        {"SLURM_JOB_GPUS": "0,1,2,3,4,5,6,7"},  # a site default binding
+        {"SLURM_GPUS_PER_NODE": "a100:8"},
+    ],
+)
 def test_slurm_binds_one_gpu_per_task_without_gpus_per_task(env):
     """Defect 5: device_count()==1 while LOCAL_WORLD_SIZE=8 and SLURM_GPUS_PER_TASK unset was placed on CPU (gloo)."""
     p = place("auto", "auto", visible=1, local_rank=6, local_world=8, env=env)
@@ -60,16 +67,24 @@ def test_ranks_sharing_one_gpu_fail_loudly_instead_of_running_on_cpu():
     with pytest.raises(PlacementError, match="cannot have a GPU of its own.*device=cpu"):
         place("auto", "auto", visible=1, local_rank=1, local_world=2, env=NO_SLURM)
     with pytest.raises(PlacementError, match="cannot have a GPU of its own"):
-        place("auto", "auto", visible=1, local_rank=0, local_world=8, env={"SLURM_GPUS_ON_NODE": "1"})
+        place(
+            "auto", "auto", visible=1, local_rank=0, local_world=8, env={"SLURM_GPUS_ON_NODE": "1"}
+        )
 
 
 def test_gpus_requested_but_none_visible_fails_loudly():
-    with pytest.raises(PlacementError, match="Slurm gave this job GPUs .SLURM_GPUS_ON_NODE=4. but rank 2 sees none"):
-        place("auto", "auto", visible=0, local_rank=2, local_world=4, env={"SLURM_GPUS_ON_NODE": "4"})
+    with pytest.raises(
+        PlacementError, match="Slurm gave this job GPUs .SLURM_GPUS_ON_NODE=4. but rank 2 sees none"
+    ):
+        place(
+            "auto", "auto", visible=0, local_rank=2, local_world=4, env={"SLURM_GPUS_ON_NODE": "4"}
+        )
 
 
 def test_no_gpu_anywhere_is_cpu_gloo():
-    p = place("auto", "auto", visible=0, local_rank=0, local_world=2, env={"SLURM_GPUS_ON_NODE": "0"})
+    p = place(
+        "auto", "auto", visible=0, local_rank=0, local_world=2, env={"SLURM_GPUS_ON_NODE": "0"}
+    )
     assert (p.kind, p.backend) == ("cpu", "gloo")
 
 
@@ -78,13 +93,16 @@ def test_device_cuda_with_gloo_may_share_gpus():
     assert (p.kind, p.gpu, p.backend, p.shared) == ("cuda", 0, "gloo", True)
 
 
-@pytest.mark.parametrize("device,backend,visible,match", [
-    ("cpu", "nccl", 2, "NCCL only moves CUDA tensors"),
-    ("fake", "nccl", 0, "NCCL only moves CUDA tensors"),
-    ("cuda", "auto", 0, "device=cuda needs CUDA GPUs"),
-    ("auto", "nccl", 0, "backend=nccl needs CUDA GPUs"),
-    ("gpu", "auto", 0, "device='gpu' is not known"),
-])
+@pytest.mark.parametrize(
+    "device,backend,visible,match",
+    [
+        ("cpu", "nccl", 2, "NCCL only moves CUDA tensors"),
+        ("fake", "nccl", 0, "NCCL only moves CUDA tensors"),
+        ("cuda", "auto", 0, "device=cuda needs CUDA GPUs"),
+        ("auto", "nccl", 0, "backend=nccl needs CUDA GPUs"),
+        ("gpu", "auto", 0, "device='gpu' is not known"),
+    ],
+)
 def test_bad_requests(device, backend, visible, match):
     with pytest.raises(PlacementError, match=match):
         place(device, backend, visible, 0, 1, NO_SLURM)
@@ -96,13 +114,24 @@ def test_fake_is_cpu_with_gloo():
 
 
 def facts(rank, host, kind="cuda", backend="nccl", gpu="GPU-a", shared=False):
-    return {"rank": rank, "host": host, "kind": kind, "backend": backend, "gpu": gpu, "shared": shared}
+    return {
+        "rank": rank,
+        "host": host,
+        "kind": kind,
+        "backend": backend,
+        "gpu": gpu,
+        "shared": shared,
+    }
 
 
 def test_agree_refuses_nodes_that_chose_differently():
     """Defect 5: nodes that see different GPU counts used to mix nccl and gloo and hang at init."""
-    everyone = [facts(0, "a", gpu="GPU-0"), facts(1, "a", gpu="GPU-1"), facts(2, "b", "cpu", "gloo", None),
-                facts(3, "b", "cpu", "gloo", None)]
+    everyone = [
+        facts(0, "a", gpu="GPU-0"),
+        facts(1, "a", gpu="GPU-1"),
+        facts(2, "b", "cpu", "gloo", None),
+        facts(3, "b", "cpu", "gloo", None),
+    ]
     with pytest.raises(PlacementError, match="ranks 0,1: cuda/nccl; ranks 2,3: cpu/gloo"):
         agree(everyone)
 
@@ -115,14 +144,21 @@ def test_agree_passes_on_one_rank_error_to_all():
 def test_agree_refuses_two_ranks_on_one_gpu():
     with pytest.raises(PlacementError, match="ranks 0 and 1 on a were given the same GPU"):
         agree([facts(0, "a", gpu="GPU-x"), facts(1, "a", gpu="GPU-x"), facts(2, "b", gpu="GPU-x")])
-    agree([facts(0, "a", "cuda", "gloo", "GPU-x", shared=True), facts(1, "a", "cuda", "gloo", "GPU-x", shared=True)])
+    agree(
+        [
+            facts(0, "a", "cuda", "gloo", "GPU-x", shared=True),
+            facts(1, "a", "cuda", "gloo", "GPU-x", shared=True),
+        ]
+    )
 
 
 def test_preflight_refuses_before_any_rank_starts(monkeypatch):
     """The local launcher: the same decision every rank will take, made in the parent (exit 2 there)."""
     monkeypatch.setattr("device.placement.gpu_count", lambda: 1)
     cfg = compose(["model=vgg11_tiny", "scale=smoke", "logger=none", "world_size=2"])
-    with pytest.raises(PlacementError, match="rank 0 cannot have a GPU of its own .2 rank.s. on this node, 1 GPU"):
+    with pytest.raises(
+        PlacementError, match="rank 0 cannot have a GPU of its own .2 rank.s. on this node, 1 GPU"
+    ):
         preflight(cfg)
     assert preflight(compose(["scale=smoke", "logger=none", "device=cpu"])).kind == "cpu"
     assert preflight(compose(["scale=smoke", "logger=none"]), submitting=True) is None
@@ -133,7 +169,12 @@ def test_settle_agrees_through_the_store_and_the_group_starts_on_it(monkeypatch)
     with socket.socket() as s:
         s.bind(("localhost", 0))
         port = s.getsockname()[1]
-    for k, v in {"MASTER_ADDR": "localhost", "MASTER_PORT": str(port), "RANK": "0", "WORLD_SIZE": "1"}.items():
+    for k, v in {
+        "MASTER_ADDR": "localhost",
+        "MASTER_PORT": str(port),
+        "RANK": "0",
+        "WORLD_SIZE": "1",
+    }.items():
         monkeypatch.setenv(k, v)
     cfg = compose(["scale=smoke", "logger=none", "device=fake"])
     placement, store = settle(cfg, 0, 1, 0, 1, timedelta(seconds=30))
@@ -152,10 +193,19 @@ def test_pair_groups_under_device_auto_runs_on_cpu_on_a_one_gpu_box():
     import tasks
     from device.placement import preflight, requested_device
 
-    cfg = OmegaConf.create({"task": "pair_groups", "device": "auto", "backend": "auto", "world_size": 2,
-                            "launcher": {"name": "local"}})
+    cfg = OmegaConf.create(
+        {
+            "task": "pair_groups",
+            "device": "auto",
+            "backend": "auto",
+            "world_size": 2,
+            "launcher": {"name": "local"},
+        }
+    )
 
-    def cpu_by_default(cfg) -> bool:   # the task says (tasks/__init__.py); the device layer does not know tasks
+    def cpu_by_default(
+        cfg,
+    ) -> bool:  # the task says (tasks/__init__.py); the device layer does not know tasks
         return getattr(tasks.get(cfg.task), "CPU_BY_DEFAULT", False)
 
     assert requested_device(cfg, cpu_by_default(cfg)) == "cpu"
@@ -176,7 +226,9 @@ def test_one_gpu_count_and_it_honours_an_empty_cuda_visible_devices(monkeypatch)
 
     assert not hasattr(job.config, "gpu_count") and not hasattr(device.placement, "visible_gpus")
     counted = []
-    with monkeypatch.context() as m:     # torch's answer faked for gpu_count alone, undone before anything else runs
+    with (
+        monkeypatch.context() as m
+    ):  # torch's answer faked for gpu_count alone, undone before anything else runs
         m.setattr(torch.cuda, "is_available", lambda: True)
         m.setattr(torch.cuda, "device_count", lambda: 2)
         m.setenv("CUDA_VISIBLE_DEVICES", "0,1")

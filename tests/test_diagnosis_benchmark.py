@@ -3,6 +3,7 @@
 injected cause, no finding without a cause behind it, the savings never add up past the step, and the top finding's
 stated range holds the saving its fix has. Then the accounting, the disjoint findings and the ranking rules one at a
 time."""
+
 from __future__ import annotations
 
 import re
@@ -34,8 +35,11 @@ def test_every_case_is_diagnosed_right(name):
     assert not j["false"], f"{name}: false findings {j['false']}\n{text}"
     assert j["sum"] <= 1.0 + 1e-9 and all(s <= 100.0 for s in shares(text)), text
     if truth is not None:
-        assert _overlap(j["saving"], {"saving": truth, "lo": truth, "hi": truth}) == 0, (j["saving"], truth)
-    else:   # only the healthy run has no cause, so no saving to check: it must name nothing
+        assert _overlap(j["saving"], {"saving": truth, "lo": truth, "hi": truth}) == 0, (
+            j["saving"],
+            truth,
+        )
+    else:  # only the healthy run has no cause, so no saving to check: it must name nothing
         assert name == "healthy" and j["top"] is None, (name, j["top"])
 
 
@@ -51,12 +55,17 @@ def test_a_late_rank_is_the_straggler_and_its_wait_is_not_communication(where):
     text = format_text(d)
     acc = d["accounting"]
     assert acc["wait"]["rank"] == 1 and acc["wait"]["total_s"] == pytest.approx(0.1, rel=0.05)
-    if where == "after_optimizer":       # the wait lands at the barrier between blocks, in no phase of rank 0
+    if (
+        where == "after_optimizer"
+    ):  # the wait lands at the barrier between blocks, in no phase of rank 0
         assert acc["rank0"]["barrier_s"] == pytest.approx(0.1, rel=0.05)
         assert "waiting at the block barrier for rank 1: 10" in text
         assert "at the barrier between timed blocks" in named[0]["detail"]
-    else:                                # inside rank 0's backward (DDP's all-reduce waits for rank 1)
-        assert acc["wait"]["in_sync_s"] == pytest.approx(0.1, rel=0.05) and "waiting for rank 1 10" in text
+    else:  # inside rank 0's backward (DDP's all-reduce waits for rank 1)
+        assert (
+            acc["wait"]["in_sync_s"] == pytest.approx(0.1, rel=0.05)
+            and "waiting for rank 1 10" in text
+        )
     assert all(s <= 100 for s in shares(text)) and "0. Noisy" not in text
 
 
@@ -65,19 +74,27 @@ def test_the_step_is_accounted_for_once():
     a = diagnose(rec)["accounting"]
     r0 = a["rank0"]
     # the throughput's step = rank 0's timed phases + outside them + the barrier, to the microsecond
-    assert r0["step_mean_s"] + r0["outside_s"] + r0["barrier_s"] == pytest.approx(a["step_s"], abs=1e-6)
-    assert a["step_s"] > 10 * a["timer_median_s"]          # the phase table's step is rank 0's part only
+    assert r0["step_mean_s"] + r0["outside_s"] + r0["barrier_s"] == pytest.approx(
+        a["step_s"], abs=1e-6
+    )
+    assert a["step_s"] > 10 * a["timer_median_s"]  # the phase table's step is rank 0's part only
     per = {r["rank"]: r for r in a["ranks"]}
-    assert per[1]["barrier_s"] == pytest.approx(0, abs=1e-3) and per[0]["barrier_s"] == pytest.approx(0.1, rel=0.05)
+    assert per[1]["barrier_s"] == pytest.approx(0, abs=1e-3) and per[0][
+        "barrier_s"
+    ] == pytest.approx(0.1, rel=0.05)
 
 
 def test_a_ranks_work_holds_its_optimizer_and_what_runs_outside_the_phases():
     rec, _ = case("straggler_after_optimizer_r1")
     s = rec["result"]["straggler"]
-    assert s["rank"] == 1 and s["mostly"] == "optimizer" and s["by_s"] == pytest.approx(0.1, rel=0.05)
-    slow = Shape(ranks=[Rank(), Rank(outside=0.05)])        # a hook between steps, in no phase
+    assert (
+        s["rank"] == 1 and s["mostly"] == "optimizer" and s["by_s"] == pytest.approx(0.1, rel=0.05)
+    )
+    slow = Shape(ranks=[Rank(), Rank(outside=0.05)])  # a hook between steps, in no phase
     s = build(slow)["result"]["straggler"]
-    assert s["rank"] == 1 and s["mostly"] == "outside" and s["by_s"] == pytest.approx(0.05, rel=0.05)
+    assert (
+        s["rank"] == 1 and s["mostly"] == "outside" and s["by_s"] == pytest.approx(0.05, rel=0.05)
+    )
     f = next(f for f in diagnose(build(slow))["findings"] if f["rule"] == "straggler")
     assert "profile.enabled=true" in f["command"] and "outside the timed phases" in f["title"]
 
@@ -86,62 +103,103 @@ def test_savings_never_add_up_past_the_step_and_a_spent_part_is_folded():
     """The straggler takes rank 0's wait; the exposed communication that wait inflated is folded, not a cause."""
     rec, _ = case("straggler_backward_r1")
     rec["result"]["comm"]["vs_microbench"] = {
-        "reference": "on-rank microbenchmark", "achievable_s": 0.0004, "sync_s": 0.1, "efficiency": 0.004,
-        "achievable_ci_lo": None, "achievable_ci_hi": None, "efficiency_ci_lo": None, "efficiency_ci_hi": None,
-        "sync_busbw_GBps": 0.001, "reference_busbw_GBps": 0.2, "calls": 1, "bytes": 70000, "method": "test"}
+        "reference": "on-rank microbenchmark",
+        "achievable_s": 0.0004,
+        "sync_s": 0.1,
+        "efficiency": 0.004,
+        "achievable_ci_lo": None,
+        "achievable_ci_hi": None,
+        "efficiency_ci_lo": None,
+        "efficiency_ci_hi": None,
+        "sync_busbw_GBps": 0.001,
+        "reference_busbw_GBps": 0.2,
+        "calls": 1,
+        "bytes": 70000,
+        "method": "test",
+    }
     d = diagnose(rec)
     named = [f for f in d["findings"] if not f["first"]]
-    assert [f["rule"] for f in named] == ["straggler"]          # the sync path finding of the old rules is gone
+    assert [f["rule"] for f in named] == [
+        "straggler"
+    ]  # the sync path finding of the old rules is gone
     assert sum(f["saving"]["fraction"] for f in named) <= 1.0
     assert "the straggler's time, not the link's" in format_text(d)
 
 
 def test_findings_with_the_same_next_command_are_one():
-    rec, _ = case("straggler_data_r0")                         # rank 0's data wait: input pipeline and straggler
+    rec, _ = case("straggler_data_r0")  # rank 0's data wait: input pipeline and straggler
     d = diagnose(rec)
     named = [f for f in d["findings"] if not f["first"]]
     commands = [f["command"] for f in named]
     assert len(commands) == len(set(commands))
     assert named[0]["rule"] == "straggler" and "Rank 0" in named[0]["title"]
-    assert any(g["rule"] == "input_pipeline" and g["why"] == "the same next command" for g in named[0]["folded"])
+    assert any(
+        g["rule"] == "input_pipeline" and g["why"] == "the same next command"
+        for g in named[0]["folded"]
+    )
     assert "also explains: The step waits for data" in format_text(d)
 
 
 def test_a_near_tie_goes_to_the_stronger_evidence_and_equal_ones_are_said():
-    mk = lambda rule, frac, basis: Finding(rule, rule, "", [], "", Saving(frac, lo=frac - 0.01, hi=frac + 0.01,  # noqa: E731 - a test helper
-                                                                         basis=basis), f"cmd {rule}")
+    mk = lambda rule, frac, basis: Finding(  # noqa: E731 - a test helper
+        rule,
+        rule,
+        "",
+        [],
+        "",
+        Saving(
+            frac,
+            lo=frac - 0.01,
+            hi=frac + 0.01,
+            basis=basis,
+        ),
+        f"cmd {rule}",
+    )
     ranked = rank_findings([mk("point", 0.31, "range"), mk("interval", 0.30, "interval")], tie=0.02)
     assert [f.rule for f in ranked] == ["interval", "point"]
     ranked = rank_findings([mk("point", 0.40, "range"), mk("interval", 0.30, "interval")], tie=0.02)
-    assert [f.rule for f in ranked] == ["point", "interval"]          # not a tie: the larger saving first
+    assert [f.rule for f in ranked] == ["point", "interval"]  # not a tie: the larger saving first
     from diagnosis.run import ties
-    assert ties([mk("a", 0.30, "interval"), mk("b", 0.29, "interval")], 0.02)[0]["findings"] == [1, 2]
+
+    assert ties([mk("a", 0.30, "interval"), mk("b", 0.29, "interval")], 0.02)[0]["findings"] == [
+        1,
+        2,
+    ]
 
 
 def test_noise_is_said_only_where_it_hides_a_finding():
     rec, _ = case("healthy")
     d = diagnose(rec)
     assert not d["findings"] and "Noisy" not in format_text(d)
-    loud = build(Shape(transfer=0.0012, efficiency=0.9))        # exposed ~17%: a finding when quiet
+    loud = build(Shape(transfer=0.0012, efficiency=0.9))  # exposed ~17%: a finding when quiet
     steps = loud["result"]["series"]["step_time_s"]
     noisy = [t * (1 + 0.5 * ((i * 7) % 5 - 2) / 2) for i, t in enumerate(steps)]
     from stats import describe
+
     loud["result"]["step_time_s"] = describe(noisy, serial_series=True)
     loud["result"]["series"]["step_time_s"] = noisy
     loud["result"]["throughput"].update(ci_lo=None, ci_hi=None)
     d = diagnose(loud)
     text = format_text(d)
-    assert [h["under"] for h in d["inside_noise"]] == ["noise"]       # the 8% bf16 saving, under a 16% floor
+    assert [h["under"] for h in d["inside_noise"]] == [
+        "noise"
+    ]  # the 8% bf16 saving, under a 16% floor
     lines = text.splitlines()
     assert lines[0].startswith("diagnosis: no findings; 1 more inside the noise (16")
     noise = next(i for i, x in enumerate(lines) if x.startswith("- Noisy measurement"))
-    assert "it hides 1 finding of 8.0%" in lines[noise] and not any(x.startswith("1. ") for x in lines)
-    small = build(Shape(transfer=0.0012, efficiency=0.9))          # quiet: the same finding is named, no noise said
+    assert "it hides 1 finding of 8.0%" in lines[noise] and not any(
+        x.startswith("1. ") for x in lines
+    )
+    small = build(
+        Shape(transfer=0.0012, efficiency=0.9)
+    )  # quiet: the same finding is named, no noise said
     assert "Noisy" not in format_text(diagnose(small))
 
 
 def test_no_host_to_device_advice_on_cpu():
-    cpu = build(Shape(ranks=[Rank(h2d=0.05), Rank(h2d=0.05)]))           # no copy is made on CPU: never advised
+    cpu = build(
+        Shape(ranks=[Rank(h2d=0.05), Rank(h2d=0.05)])
+    )  # no copy is made on CPU: never advised
     assert not any("h2d" in f["command"] for f in diagnose(cpu)["findings"])
     fake = build(Shape(ranks=[Rank(h2d=0.05), Rank(h2d=0.05)], layer="fake"))
     assert diagnose(fake)["findings"][0]["recommends"] == {"h2d": "side_stream"}
@@ -150,23 +208,52 @@ def test_no_host_to_device_advice_on_cpu():
 def test_a_host_busy_with_other_work_is_named_with_its_cost():
     rec, truth = case("busy_host")
     f = diagnose(rec)["findings"][0]
-    assert f["rule"] == "busy_host" and f["saving"]["source"] == "measured" and f["command"].startswith("ps ")
+    assert (
+        f["rule"] == "busy_host"
+        and f["saving"]["source"] == "measured"
+        and f["command"].startswith("ps ")
+    )
     assert f["saving"]["lo"] <= truth <= f["saving"]["hi"]
 
 
 def test_benchmark_cases_table_and_measured_saving():
     names = [c.name for c in select(["straggler_backward_r1"], 0.1)]
-    assert names == ["straggler_backward_r1", "healthy"]          # the case it is measured against comes along
-    tp = lambda sps, lo, hi, rep: {"status": "ok", "task": "train", "overrides": [f"repeat={rep}"],  # noqa: E731 - a test helper
-                                   "result": {"throughput": {"samples_per_s": sps, "samples_ci_lo": lo,
-                                                             "samples_ci_hi": hi}}}
+    assert names == [
+        "straggler_backward_r1",
+        "healthy",
+    ]  # the case it is measured against comes along
+    tp = lambda sps, lo, hi, rep: {  # noqa: E731 - a test helper
+        "status": "ok",
+        "task": "train",
+        "overrides": [f"repeat={rep}"],
+        "result": {"throughput": {"samples_per_s": sps, "samples_ci_lo": lo, "samples_ci_hi": hi}},
+    }
     m = measured([tp(10, 9.5, 10.5, 0)], [tp(100, 95, 105, 0)])
     assert m["saving"] == pytest.approx(0.9) and m["lo"] < 0.9 < m["hi"]
-    m3 = measured([tp(10 * (1 + 0.01 * i), 1, 1, i) for i in range(3)], [tp(100, 1, 1, i) for i in range(3)])
+    m3 = measured(
+        [tp(10 * (1 + 0.01 * i), 1, 1, i) for i in range(3)], [tp(100, 1, 1, i) for i in range(3)]
+    )
     assert m3["saving"] == pytest.approx(0.9, abs=0.01) and "paired" in m3["method"]
-    result = {"rows": [{"case": "healthy", "note": "n", "runs": 3, "expect": "nothing", "top1": 3, "tops": [None] * 3,
-                        "false": 0, "false_rules": [], "max_sum": 0.0, "command": None, "fix": ""}],
-              "common": ["model=vgg11_tiny"], "repeats": 3, "skipped": ["slow_link_20mbit"]}
+    result = {
+        "rows": [
+            {
+                "case": "healthy",
+                "note": "n",
+                "runs": 3,
+                "expect": "nothing",
+                "top1": 3,
+                "tops": [None] * 3,
+                "false": 0,
+                "false_rules": [],
+                "max_sum": 0.0,
+                "command": None,
+                "fix": "",
+            }
+        ],
+        "common": ["model=vgg11_tiny"],
+        "repeats": 3,
+        "skipped": ["slow_link_20mbit"],
+    }
     md = markdown(result)
     assert "| healthy | n | nothing | 3/3 | 0 |" in md and "need root" in md
 
@@ -180,7 +267,11 @@ def test_fault_knobs_are_refused_where_they_would_never_fire():
         prepare(compose([*TINY, "fault.delay_s=0.1", "fault.delay_rank=2"]))
     with pytest.raises(ConfigError, match="CPU ranks make no copy"):
         prepare(compose([*TINY, "fault.delay_s=0.1", "fault.delay_at=h2d", "device=cpu"]))
-    prepare(compose([*TINY, "fault.delay_s=0.1", "fault.delay_at=after_optimizer", "fault.delay_rank=1"]))
+    prepare(
+        compose(
+            [*TINY, "fault.delay_s=0.1", "fault.delay_at=after_optimizer", "fault.delay_rank=1"]
+        )
+    )
 
 
 def test_fault_knobs_install_nothing_when_off_and_are_recorded_when_on():
@@ -189,19 +280,34 @@ def test_fault_knobs_install_nothing_when_off_and_are_recorded_when_on():
 
     from tasks.train import faults
 
-    off = OmegaConf.create({"fault": {"delay_s": 0, "delay_at": "backward", "delay_rank": None, "sleep_s": 0}})
+    off = OmegaConf.create(
+        {"fault": {"delay_s": 0, "delay_at": "backward", "delay_rank": None, "sleep_s": 0}}
+    )
     model = torch.nn.Linear(2, 2)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     batches, feeder = iter([1]), object()
     assert faults.inject(off, 0, model, opt, batches, feeder) == (batches, feeder)
-    assert not model.weight._backward_hooks and not opt._optimizer_step_post_hooks and faults.describe(off) is None
-    on = OmegaConf.create({"fault": {"delay_s": 0.01, "delay_at": "after_optimizer", "delay_rank": 1, "sleep_s": 0}})
-    faults.inject(on, 0, model, opt, batches, feeder)               # rank 0: not its rank
+    assert (
+        not model.weight._backward_hooks
+        and not opt._optimizer_step_post_hooks
+        and faults.describe(off) is None
+    )
+    on = OmegaConf.create(
+        {"fault": {"delay_s": 0.01, "delay_at": "after_optimizer", "delay_rank": 1, "sleep_s": 0}}
+    )
+    faults.inject(on, 0, model, opt, batches, feeder)  # rank 0: not its rank
     assert not opt._optimizer_step_post_hooks
     faults.inject(on, 1, model, opt, batches, feeder)
     assert len(opt._optimizer_step_post_hooks) == 1
     on_ = faults.describe(on)
-    assert (on_.delay_s, on_.delay_at, on_.delay_rank, on_.sleep_s) == (0.01, "after_optimizer", 1, None)
-    data = OmegaConf.create({"fault": {"delay_s": 0.01, "delay_at": "data", "delay_rank": None, "sleep_s": 0}})
+    assert (on_.delay_s, on_.delay_at, on_.delay_rank, on_.sleep_s) == (
+        0.01,
+        "after_optimizer",
+        1,
+        None,
+    )
+    data = OmegaConf.create(
+        {"fault": {"delay_s": 0.01, "delay_at": "data", "delay_rank": None, "sleep_s": 0}}
+    )
     late, _ = faults.inject(data, 0, model, opt, iter([1, 2]), feeder)
     assert list(late) == [1, 2]

@@ -3,6 +3,7 @@ VM, quiet, as root): its misses, each re-diagnosed from the records as they were
 --score), so a rule change is checked on real runs of known cause without running them again. A copy of the four
 sweeps the tests read is kept in tests/fixtures (records and Hydra's overrides only): results/diagnosis_benchmark
 holds the latest run, which a re-run replaces."""
+
 from __future__ import annotations
 
 import copy
@@ -42,7 +43,9 @@ def test_a_busy_host_is_not_a_straggler(job):
     assert not any(f["rule"] == "straggler" for f in named(d))
 
 
-SECOND = Path(__file__).resolve().parent / "fixtures" / "benchmark_2026-11-25b"   # the second quiet run, 21:30 UTC
+SECOND = (
+    Path(__file__).resolve().parent / "fixtures" / "benchmark_2026-11-25b"
+)  # the second quiet run, 21:30 UTC
 
 
 @pytest.mark.parametrize("job", [0, 1, 2])
@@ -68,7 +71,7 @@ def test_a_real_straggler_on_a_busy_host_is_still_named():
     mine = next(p for p in s["per_rank"] if p["rank"] == 1)
     mine["ready_s"] += 0.1
     mine["ready_ci"] = [x + 0.1 for x in mine["ready_ci"]]
-    tp = rec["result"]["throughput"]           # every step 100 ms longer: the others wait for it
+    tp = rec["result"]["throughput"]  # every step 100 ms longer: the others wait for it
     slower = 1 / (1 + 0.1 * tp["steps_per_s"])
     for k in ("steps_per_s", "ci_lo", "ci_hi", "samples_per_s", "samples_ci_lo", "samples_ci_hi"):
         tp[k] *= slower
@@ -125,19 +128,26 @@ def test_unexplained_range_is_silent_where_the_model_fits():
     from whatif.quantity import Quantity
     from whatif.step import Prediction
 
-    def pred(step, lo, hi):           # 8 samples per step either way
+    def pred(step, lo, hi):  # 8 samples per step either way
         return Prediction(None, "", step, lo, hi, 8 / step, 8 / hi, 8 / lo)
 
     own, new = pred(0.036, 0.022, 0.051), pred(0.018, 0.010, 0.027)
-    assert unexplained_range(Quantity(0.04, 0.03, 0.05), own, new) is None        # inside the prediction interval
+    assert (
+        unexplained_range(Quantity(0.04, 0.03, 0.05), own, new) is None
+    )  # inside the prediction interval
     kept, removed, gap = unexplained_range(Quantity(0.068, 0.042, 0.095), own, new)
     assert gap == pytest.approx(0.032)
-    assert kept == pytest.approx(1 - (0.018 + 0.032) / 0.068)                       # the 32 ms stay after the change
-    assert removed == pytest.approx(1 - 0.018 / 0.068)                              # or go with what it removes
-    fast_own, fast_new = pred(0.100, 0.080, 0.120), pred(0.040, 0.030, 0.050)       # the model over-predicts by 50 ms
+    assert kept == pytest.approx(1 - (0.018 + 0.032) / 0.068)  # the 32 ms stay after the change
+    assert removed == pytest.approx(1 - 0.018 / 0.068)  # or go with what it removes
+    fast_own, fast_new = (
+        pred(0.100, 0.080, 0.120),
+        pred(0.040, 0.030, 0.050),
+    )  # the model over-predicts by 50 ms
     kept, removed, gap = unexplained_range(Quantity(0.050, 0.045, 0.055), fast_own, fast_new)
     assert gap == pytest.approx(-0.050)
-    assert kept == pytest.approx(1 - 0.040 * 0.5 / 0.050)    # the new step shrinks as the run's did: 60%, not ~100%
+    assert kept == pytest.approx(
+        1 - 0.040 * 0.5 / 0.050
+    )  # the new step shrinks as the run's did: 60%, not ~100%
     assert removed == pytest.approx(1 - 0.040 / 0.050)
 
 
@@ -149,13 +159,15 @@ def test_score_rediagnoses_the_records_without_running_them(tmp_path, capsys):
         shutil.copytree(BENCH / sweep, tmp_path / sweep)
     stale = tmp_path / "busy" / "0" / "run_record.json"
     rec = json.loads(stale.read_text())
-    rec["result"]["diagnosis"]["findings"] = []            # a stored diagnosis that names nothing
+    rec["result"]["diagnosis"]["findings"] = []  # a stored diagnosis that names nothing
     stale.write_text(json.dumps(rec))
     chosen = [c for c in cases() if c.name in ("busy_host", "healthy")]
     stored = {r["case"]: r for r in table(tmp_path, chosen, 0.1)["rows"]}
     assert stored["busy_host"]["tops"][0] is None
     rescored = {r["case"]: r for r in table(tmp_path, chosen, 0.1, rescore=True)["rows"]}
-    assert rescored["busy_host"]["tops"] == ["busy_host"] * 3 and rescored["busy_host"]["false"] == 0
+    assert (
+        rescored["busy_host"]["tops"] == ["busy_host"] * 3 and rescored["busy_host"]["false"] == 0
+    )
     assert json.loads(stale.read_text())["result"]["diagnosis"]["findings"] == []
     assert all(r.record.result.diagnosis.version for r in load(tmp_path, rescore=True))
     main(["--score", str(tmp_path), "--cases", "busy_host"])
@@ -184,8 +196,14 @@ def test_a_flat_fit_takes_the_draws_that_resolve_the_bandwidth():
     from whatif.links import fit_alpha_beta
 
     # the time falls with the bytes at the point (all latency, loopback): job 3's fit
-    pts = [(16, 5.0e-4, 3.0e-4, 5.2e-3), (432, 4.6e-4, 2.9e-4, 4.4e-3), (4096, 4.2e-4, 1.7e-4, 4.1e-3),
-           (50176, 3.5e-4, 2.2e-4, 2.7e-3)]
+    pts = [
+        (16, 5.0e-4, 3.0e-4, 5.2e-3),
+        (432, 4.6e-4, 2.9e-4, 4.4e-3),
+        (4096, 4.2e-4, 1.7e-4, 4.1e-3),
+        (50176, 3.5e-4, 2.2e-4, 2.7e-3),
+    ]
     link = fit_alpha_beta(pts, 2, name="flat", source="test")
-    assert 0 < link.busbw.value < float("inf") and link.busbw.lo <= link.busbw.value <= link.busbw.hi
+    assert (
+        0 < link.busbw.value < float("inf") and link.busbw.lo <= link.busbw.value <= link.busbw.hi
+    )
     assert any("do not resolve the bandwidth" in n for n in link.notes)

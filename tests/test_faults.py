@@ -23,6 +23,7 @@ Real runs: 2 gloo ranks, the tiny model, started in their own session (like a sh
 that must be empty of the tool's files afterwards. Faults are sent once rank 0 shows the measured window on its
 progress bar, so the cases do not depend on how loaded the machine is. Time limits are loose for a shared 2-core
 machine and far below what the old code took (timeout_s + ~30 s for a stuck rank, forever for Ctrl-C in a sweep)."""
+
 from __future__ import annotations
 
 import json
@@ -41,21 +42,40 @@ import pytest
 
 from tests.conftest import ROOT, TINY
 
-LONG = [*TINY, "steps=100000", "timeout_s=60"]  # runs until the fault; timeout_s well above every limit below
+LONG = [
+    *TINY,
+    "steps=100000",
+    "timeout_s=60",
+]  # runs until the fault; timeout_s well above every limit below
 
 
 class Run:
     """`python train.py` in its own session; stderr (rank 0's progress bar) read while it runs."""
 
-    def __init__(self, args: list[str], tmp_path: Path, multirun: bool = False, timeout_cmd: bool = False,
-                 env: dict | None = None, merge: bool = False, tmp: Path | None = None):
+    def __init__(
+        self,
+        args: list[str],
+        tmp_path: Path,
+        multirun: bool = False,
+        timeout_cmd: bool = False,
+        env: dict | None = None,
+        merge: bool = False,
+        tmp: Path | None = None,
+    ):
         """merge: stdout into stderr, to see the order of lines across both. tmp: the run's TMPDIR (default: a new
         one of its own)."""
         self.out_dir = tmp_path / ("sweep" if multirun else "run")
         self.err_path, self.out_path = tmp_path / "stderr.txt", tmp_path / "stdout.txt"
-        cmd = [sys.executable, "train.py", *(["-m"] if multirun else []), *args,
-               f"hydra.{'sweep' if multirun else 'run'}.dir={self.out_dir}"]
-        if timeout_cmd:  # the signal comes from timeout(1), which forwards it to the command and its group
+        cmd = [
+            sys.executable,
+            "train.py",
+            *(["-m"] if multirun else []),
+            *args,
+            f"hydra.{'sweep' if multirun else 'run'}.dir={self.out_dir}",
+        ]
+        if (
+            timeout_cmd
+        ):  # the signal comes from timeout(1), which forwards it to the command and its group
             cmd = ["timeout", "--preserve-status", "-s", "TERM", "900", *cmd]
         err = self.err_path.open("w")
         # the run's TMPDIR, where what the tool leaves is checked (leftovers()): short, as a user's /tmp is (the
@@ -63,8 +83,14 @@ class Run:
         self.own_tmp = tmp is None
         self.tmp = Path(tempfile.mkdtemp(prefix="fault-", dir="/tmp")) if tmp is None else tmp
         env = {**(env or {**os.environ, "WANDB_MODE": "disabled"}), "TMPDIR": str(self.tmp)}
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=err if merge else self.out_path.open("w"), stderr=err,
-                                     start_new_session=True, env=env)
+        self.proc = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            stdout=err if merge else self.out_path.open("w"),
+            stderr=err,
+            start_new_session=True,
+            env=env,
+        )
 
     @property
     def stderr(self) -> str:
@@ -74,15 +100,21 @@ class Run:
     def stdout(self) -> str:
         return self.out_path.read_text(errors="replace")
 
-    def wait_for_measured_step(self, n: int = 1, warmup: int = 2, limit: float = 240, since: int = 0) -> None:
+    def wait_for_measured_step(
+        self, n: int = 1, warmup: int = 2, limit: float = 240, since: int = 0
+    ) -> None:
         """Until rank 0's bar shows n measured steps done (the bar counts warm-up steps too), in stderr past `since`."""
         end = time.monotonic() + limit
         while time.monotonic() < end:
-            done = [int(m) for m in re.findall(r"measured:[^|]*\|[^|]*\| *(\d+)/", self.stderr[since:])]
+            done = [
+                int(m) for m in re.findall(r"measured:[^|]*\|[^|]*\| *(\d+)/", self.stderr[since:])
+            ]
             if done and max(done) >= warmup + n:
                 return
             if self.proc.poll() is not None:
-                pytest.fail(f"train.py ended (rc {self.proc.returncode}) before measuring:\n{self.stderr[-3000:]}")
+                pytest.fail(
+                    f"train.py ended (rc {self.proc.returncode}) before measuring:\n{self.stderr[-3000:]}"
+                )
             time.sleep(0.2)
         self.kill()
         pytest.fail(f"no measured step within {limit} s:\n{self.stderr[-3000:]}")
@@ -116,14 +148,23 @@ class Run:
         def started(pid: int) -> int:
             return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
 
-        ranks = sorted((pid for pid in self._children(parent)
-                        if b"--multiprocessing-fork" in Path(f"/proc/{pid}/cmdline").read_bytes()), key=started)
+        ranks = sorted(
+            (
+                pid
+                for pid in self._children(parent)
+                if b"--multiprocessing-fork" in Path(f"/proc/{pid}/cmdline").read_bytes()
+            ),
+            key=started,
+        )
         return ranks[rank]
 
     @staticmethod
     def _children(pid: int) -> list[int]:
-        return [int(p) for t in Path(f"/proc/{pid}/task").iterdir()
-                for p in (t / "children").read_text().split()]
+        return [
+            int(p)
+            for t in Path(f"/proc/{pid}/task").iterdir()
+            for p in (t / "children").read_text().split()
+        ]
 
     def wait(self, limit: float) -> tuple[int, float]:
         """(exit code, seconds from now until the exit)."""
@@ -134,7 +175,9 @@ class Run:
             self.kill()
             pytest.fail(f"train.py still running {limit} s after the fault:\n{self.stderr[-3000:]}")
         took = time.monotonic() - t
-        print(f"[fault] exit {rc} {took:.1f} s after the fault")  # shown with -s: the README's figures
+        print(
+            f"[fault] exit {rc} {took:.1f} s after the fault"
+        )  # shown with -s: the README's figures
         return rc, took
 
     def kill(self) -> None:
@@ -158,7 +201,9 @@ class Run:
         while self.session() and time.monotonic() < end:
             time.sleep(0.2)
         assert not self.session(), f"processes left: {self.session()}"
-        left = [p.name for p in self.tmp.iterdir() if not p.name.startswith(("torchinductor_", *allow))]
+        left = [
+            p.name for p in self.tmp.iterdir() if not p.name.startswith(("torchinductor_", *allow))
+        ]
         assert not left, f"left in TMPDIR: {left}"
 
     def record(self, sub: str = "") -> dict:
@@ -220,19 +265,25 @@ def test_a_rank_that_raises_is_named_and_ends_the_job_at_once(tmp_path, runs, ra
     error = f"error: rank {rank} failed: RuntimeError: fault injected on rank {rank} at step 3"
     error_seen = run.wait_for_text(error, limit=240)
     rc, _ = run.wait(limit=120)
-    took = time.time() - run.rank_ended(rank)  # from the fault, as the failing rank logged it, to the exit
+    took = time.time() - run.rank_ended(
+        rank
+    )  # from the fault, as the failing rank logged it, to the exit
     print(f"[fault] rank {rank} raised: exit {took:.1f} s after the fault")
     assert rc == 1 and took < (15 if rank == 0 else 15 + 16), took
     rec = run.record()
-    assert rec["status"] == "failed" and rec["error"].startswith(f"rank {rank} failed: RuntimeError: fault injected")
+    assert rec["status"] == "failed" and rec["error"].startswith(
+        f"rank {rank} failed: RuntimeError: fault injected"
+    )
     assert "fault injected" in rec["traceback"]
     run.leftovers(allow=("wandb",) if rank == 1 else ())
     if rank == 1:
         output = run.stderr
         assert output.index(error) < output.index("[wandb]"), output[-3000:]
         assert "online start failed" in output  # wandb.init found no answer: offline
-        assert time.monotonic() - error_seen < 5 + 10  # W&B's init timeout + its local offline write
-    else:                                 # logger=none: no W&B line at all
+        assert (
+            time.monotonic() - error_seen < 5 + 10
+        )  # W&B's init timeout + its local offline write
+    else:  # logger=none: no W&B line at all
         assert "[wandb]" not in run.stderr
 
 
@@ -247,7 +298,9 @@ def test_kill_9_on_a_rank_names_it_within_seconds(tmp_path, runs):
     rc, took = run.wait(limit=60)
     assert rc == 1 and took < 15, (took, run.stderr[-2000:])
     rec = run.record()
-    assert rec["status"] == "failed" and rec["error"].startswith("rank 1 failed: killed by signal 9")
+    assert rec["status"] == "failed" and rec["error"].startswith(
+        "rank 1 failed: killed by signal 9"
+    )
     assert rec["env"]["world_size"] == 2  # rank 0's outcome (env) survived the failure
     assert run.first_error_line().startswith("error: rank 1 failed: killed by signal 9")
     run.leftovers()  # the failed rank's error pickle and torch elastic's log dir went with the launch dir
@@ -260,7 +313,10 @@ def test_a_stopped_rank_is_named_and_the_job_ends_long_before_timeout_s(tmp_path
     run.wait_for_measured_step()
     os.kill(run.rank_pid(1), signal.SIGSTOP)
     rc, took = run.wait(limit=90)
-    assert rc == 1 and took < 25, (took, run.stderr[-2000:])  # heartbeat silence limit: min(10 s, timeout_s / 2)
+    assert rc == 1 and took < 25, (
+        took,
+        run.stderr[-2000:],
+    )  # heartbeat silence limit: min(10 s, timeout_s / 2)
     rec = run.record()
     assert rec["status"] == "failed"
     assert rec["error"].startswith("rank 1 failed: stopped responding: no heartbeat"), rec["error"]
@@ -289,21 +345,29 @@ def interrupted(run: Run, signame: str, rc: int, took: float, sub: str = "") -> 
 def test_sigterm_from_timeout_leaves_an_interrupted_record_and_one_line(tmp_path, runs):
     run = start(runs, LONG, tmp_path, timeout_cmd=True)
     run.wait_for_measured_step()
-    os.kill(run.proc.pid, signal.SIGTERM)  # what timeout(1) does when its time is up: it forwards SIGTERM
+    os.kill(
+        run.proc.pid, signal.SIGTERM
+    )  # what timeout(1) does when its time is up: it forwards SIGTERM
     rc, took = run.wait(limit=60)
     interrupted(run, "SIGTERM", rc, took)
     lines = [ln for ln in run.stderr.splitlines() if "interrupted" in ln]
-    assert len(lines) == 1 and lines[0].endswith(f"interrupted run record: {run.out_dir / 'run_record.json'}")
+    assert len(lines) == 1 and lines[0].endswith(
+        f"interrupted run record: {run.out_dir / 'run_record.json'}"
+    )
 
 
 @pytest.mark.slow
 def test_ctrl_c_to_the_process_group_leaves_an_interrupted_record(tmp_path, runs):
     run = start(runs, LONG, tmp_path)
     run.wait_for_measured_step()
-    os.killpg(run.proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: every process of the job gets it
+    os.killpg(
+        run.proc.pid, signal.SIGINT
+    )  # what Ctrl-C in a terminal does: every process of the job gets it
     rc, took = run.wait(limit=60)
     interrupted(run, "SIGINT", rc, took)
-    assert "interrupted by SIGINT" in (run.out_dir / "train.log").read_text()  # the job log holds the console line
+    assert (
+        "interrupted by SIGINT" in (run.out_dir / "train.log").read_text()
+    )  # the job log holds the console line
 
 
 @pytest.mark.slow
@@ -340,24 +404,40 @@ def test_a_record_is_readable_by_the_group_as_the_umask_says(tmp_path):
     assert path.stat().st_mode & 0o777 == 0o664
 
 
-def test_a_record_its_directory_will_not_take_goes_elsewhere_and_says_where(tmp_path, monkeypatch, capsys):
+def test_a_record_its_directory_will_not_take_goes_elsewhere_and_says_where(
+    tmp_path, monkeypatch, capsys
+):
     from job import finalise as fin
     from base.record import Record
 
-    monkeypatch.setattr(fin, "fallback_dirs", lambda: [tmp_path / "file" / "no", tmp_path / "elsewhere"])
+    monkeypatch.setattr(
+        fin, "fallback_dirs", lambda: [tmp_path / "file" / "no", tmp_path / "elsewhere"]
+    )
     (tmp_path / "file").write_text("a file where a directory should be")
-    record = Record.failed({"task": "train", "logger": {"name": "none"}}, {"output_dir": "x"}, "rank 1 failed: boom")
+    record = Record.failed(
+        {"task": "train", "logger": {"name": "none"}}, {"output_dir": "x"}, "rank 1 failed: boom"
+    )
     path = fin.finalise(record, tmp_path / "file" / "run")
-    assert path.parent.parent == tmp_path / "elsewhere" and json.loads(path.read_text())["error"] == record.error
+    assert (
+        path.parent.parent == tmp_path / "elsewhere"
+        and json.loads(path.read_text())["error"] == record.error
+    )
     err = capsys.readouterr().err
-    assert f"cannot write the run record to {tmp_path / 'file' / 'run'}" in err and f"saved it to {path}" in err
+    assert (
+        f"cannot write the run record to {tmp_path / 'file' / 'run'}" in err
+        and f"saved it to {path}" in err
+    )
 
 
 def test_a_directory_another_run_claimed_is_not_shared(tmp_path):
     from job.output_dir import claim
 
     base = tmp_path / "12-00-00"
-    assert [claim(base), claim(base), claim(base)] == [base, tmp_path / "12-00-00_1", tmp_path / "12-00-00_2"]
+    assert [claim(base), claim(base), claim(base)] == [
+        base,
+        tmp_path / "12-00-00_1",
+        tmp_path / "12-00-00_2",
+    ]
     assert claim("/proc/x") is None
 
 
@@ -373,35 +453,52 @@ def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path):
     taken = [now + timedelta(seconds=s) for s in range(-5, 300)]
     for kind in ("outputs", "multirun"):
         for t in taken:
-            (tmp_path / kind / t.strftime("%Y-%m-%d") / t.strftime("%H-%M-%S")).mkdir(parents=True, exist_ok=True)
+            (tmp_path / kind / t.strftime("%Y-%m-%d") / t.strftime("%H-%M-%S")).mkdir(
+                parents=True, exist_ok=True
+            )
     cmd = [sys.executable, str(ROOT / "train.py"), "logger=none"]
     env = {**os.environ, "WANDB_MODE": "disabled"}
     quick = [*TINY, "world_size=1", "sync=local", "probe_steps=0", "diagnose.microbench=false"]
-    procs = [subprocess.Popen(c, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for c in ([*cmd, *quick], [*cmd[:2], "-m", *cmd[2:], "bucket=-1"])]
+    procs = [
+        subprocess.Popen(
+            c, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for c in ([*cmd, *quick], [*cmd[:2], "-m", *cmd[2:], "bucket=-1"])
+    ]
     outs = [p.communicate(timeout=240) for p in procs]
     assert [p.returncode for p in procs] == [0, 1], outs
     (run,) = [p.parent for p in tmp_path.glob("outputs/*/*/run_record.json")]
     (sweep,) = [p.parent.parent for p in tmp_path.glob("multirun/*/*/0/run_record.json")]
     assert run.name.endswith("_1") and sweep.name.endswith("_1"), (run, sweep)
-    assert (sweep / "sweep_table.md").is_file() and f"this one writes to {sweep.relative_to(tmp_path)}" in outs[1][0]
+    assert (
+        sweep / "sweep_table.md"
+    ).is_file() and f"this one writes to {sweep.relative_to(tmp_path)}" in outs[1][0]
     assert f"run record: {run}/run_record.json" in outs[0][0]
 
 
 @pytest.mark.subprocess
 def test_an_unwritable_output_dir_is_one_line_and_exit_2_before_anything_runs(tmp_path):
     for args in (["hydra.run.dir=/proc/x"], ["-m", "hydra.sweep.dir=/proc/x"]):
-        proc = subprocess.run([sys.executable, "train.py", *args[:-1], *TINY, args[-1]], cwd=ROOT, capture_output=True,
-                              text=True,
-                              timeout=240, env={**os.environ, "WANDB_MODE": "disabled"})
+        proc = subprocess.run(
+            [sys.executable, "train.py", *args[:-1], *TINY, args[-1]],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env={**os.environ, "WANDB_MODE": "disabled"},
+        )
         assert proc.returncode == 2, proc.stderr
         lines = proc.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("error: cannot write to the output directory /proc/x"), lines
+        assert len(lines) == 1 and lines[0].startswith(
+            "error: cannot write to the output directory /proc/x"
+        ), lines
         assert "warm-up" not in proc.stderr
 
 
 @pytest.mark.slow
-def test_nan_data_and_an_output_dir_gone_mid_run_still_give_summary_warning_and_record(tmp_path, runs):
+def test_nan_data_and_an_output_dir_gone_mid_run_still_give_summary_warning_and_record(
+    tmp_path, runs
+):
     """14.12: a raw folder of NaNs ran to `status: ok` with `loss nan` and no word. 14.5: an output dir that cannot be
     written at the end lost the record after the whole run. Both in one run (CI time)."""
     import numpy as np
@@ -409,12 +506,26 @@ def test_nan_data_and_an_output_dir_gone_mid_run_still_give_summary_warning_and_
     from data.make_raw_folder import make_raw_folder
 
     root = make_raw_folder(tmp_path / "nan", classes=2, files_per_class=4, size=64)
-    np.full(3 * 64 * 64, np.nan, dtype=np.float32).tofile(root / ".base.bin")  # every sample is a hard link to it
+    np.full(3 * 64 * 64, np.nan, dtype=np.float32).tofile(
+        root / ".base.bin"
+    )  # every sample is a hard link to it
     (tmp_path / "tmp").mkdir()
-    run = start(runs, [*TINY, "data=raw_folder", f"data.root={root}", "data.workers=0", "steps=10",
-                      "verbose=true"], tmp_path,
-                tmp=tmp_path / "tmp")
-    run.wait_for_text("warm-up", limit=240)  # the ranks run: nothing but the record is written there from now on
+    run = start(
+        runs,
+        [
+            *TINY,
+            "data=raw_folder",
+            f"data.root={root}",
+            "data.workers=0",
+            "steps=10",
+            "verbose=true",
+        ],
+        tmp_path,
+        tmp=tmp_path / "tmp",
+    )
+    run.wait_for_text(
+        "warm-up", limit=240
+    )  # the ranks run: nothing but the record is written there from now on
     run.out_dir.rename(tmp_path / "moved")
     run.out_dir.write_text("a file where the output directory was")
     rc, _ = run.wait(limit=240)
@@ -424,7 +535,9 @@ def test_nan_data_and_an_output_dir_gone_mid_run_still_give_summary_warning_and_
     (saved,) = (tmp_path / "tmp" / "ddp-comm-records").glob("*/run_record.json")
     assert f"saved it to {saved} instead" in run.stderr
     rec = json.loads(saved.read_text())
-    assert rec["status"] == "ok" and rec["result"]["warnings"][0].startswith("the training loss is nan")
+    assert rec["status"] == "ok" and rec["result"]["warnings"][0].startswith(
+        "the training loss is nan"
+    )
 
 
 # ------------------------------------------------------------------------------------------------ blame, from beats
@@ -434,7 +547,9 @@ def test_a_timeout_is_blamed_on_the_rank_that_went_silent_or_fell_behind(tmp_pat
     from launchers.heartbeat import Watch, beat_path
 
     def beat(rank, age, **progress):
-        beat_path(tmp_path, rank).write_text(json.dumps({"pid": 1, "time": time.time() - age, **progress}))
+        beat_path(tmp_path, rank).write_text(
+            json.dumps({"pid": 1, "time": time.time() - age, **progress})
+        )
 
     watch = Watch(tmp_path, silent_s=10)
     beat(0, 0, done=True, warmup_steps_done=2, measured_steps_done=3)
@@ -455,14 +570,19 @@ def test_the_watch_blames_one_silent_rank_among_beating_ones_and_never_a_stopped
 
     sleepers = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
     try:
+
         def beat(rank, age):
-            beat_path(tmp_path, rank).write_text(json.dumps({"pid": sleepers[rank].pid, "time": time.time() - age}))
+            beat_path(tmp_path, rank).write_text(
+                json.dumps({"pid": sleepers[rank].pid, "time": time.time() - age})
+            )
 
         beat(0, 30)
         beat(1, 30)
         with Watch(tmp_path, silent_s=3) as watch:
             time.sleep(2)
-        assert watch.stuck is None and sleepers[0].poll() is None  # everyone silent: the job was stopped
+        assert (
+            watch.stuck is None and sleepers[0].poll() is None
+        )  # everyone silent: the job was stopped
         beat(0, 0)
         with Watch(tmp_path, silent_s=3) as watch:
             for _ in range(20):
@@ -470,7 +590,11 @@ def test_the_watch_blames_one_silent_rank_among_beating_ones_and_never_a_stopped
                 if watch.stuck is not None:
                     break
                 time.sleep(0.25)
-        assert watch.stuck is not None and watch.stuck.rank == 1 and "no heartbeat for 3" in watch.stuck.message
+        assert (
+            watch.stuck is not None
+            and watch.stuck.rank == 1
+            and "no heartbeat for 3" in watch.stuck.message
+        )
         assert sleepers[1].wait(timeout=5) == -signal.SIGKILL and sleepers[0].poll() is None
     finally:
         for p in sleepers:
@@ -482,10 +606,19 @@ def test_the_watch_blames_one_silent_rank_among_beating_ones_and_never_a_stopped
 # ------------------------------------------------------------------------------------------------ bad input
 
 
-@pytest.mark.parametrize("overrides, words", [
-    (["bucket=abc"], "bucket=abc: must be a number (got str 'abc'), e.g. bucket=25 or bucket=2.5."),
-    (["measure.max_steps=3", "steps=10"], "measure.max_steps=3 < steps=10: measure.policy=fixed measures exactly"),
-])
+@pytest.mark.parametrize(
+    "overrides, words",
+    [
+        (
+            ["bucket=abc"],
+            "bucket=abc: must be a number (got str 'abc'), e.g. bucket=25 or bucket=2.5.",
+        ),
+        (
+            ["measure.max_steps=3", "steps=10"],
+            "measure.max_steps=3 < steps=10: measure.policy=fixed measures exactly",
+        ),
+    ],
+)
 def test_bad_input_the_probe_found_is_one_line_naming_the_fix(overrides, words):
     from tests.bad_input import refused
 
@@ -502,6 +635,7 @@ def test_a_fixed_window_longer_than_the_scale_default_cap_is_accepted():
 def as_another_user(fn):
     """("ok", repr(result)) or ("raised", "Type: message") of fn() run without root's right to read anything: in a
     forked child that became `nobody` when this is root, else here."""
+
     def outcome():
         try:
             return ["ok", repr(fn())]
@@ -536,7 +670,9 @@ def test_an_unreadable_raw_file_is_named_before_any_rank(tmp_path):
     from data.make_raw_folder import make_raw_folder
     from data.raw_folder import scan
 
-    top = Path(tempfile.mkdtemp(prefix="sec20-raw-"))   # under /tmp, not pytest's 0700 dir: `nobody` must get in
+    top = Path(
+        tempfile.mkdtemp(prefix="sec20-raw-")
+    )  # under /tmp, not pytest's 0700 dir: `nobody` must get in
     try:
         top.chmod(0o755)
         root = make_raw_folder(top / "raw", classes=2, files_per_class=2, size=8, copy=True)
@@ -545,8 +681,11 @@ def test_an_unreadable_raw_file_is_named_before_any_rank(tmp_path):
         status, text = as_another_user(lambda: len(scan(root, 8)))
     finally:
         import shutil
+
         shutil.rmtree(top, ignore_errors=True)
-    assert status == "raised" and text.startswith(f"ConfigError: {victim} cannot be read (Permission denied)"), text
+    assert status == "raised" and text.startswith(
+        f"ConfigError: {victim} cannot be read (Permission denied)"
+    ), text
     assert "chmod a+r" in text
 
 
@@ -573,7 +712,9 @@ def test_a_raw_file_that_goes_missing_mid_run_is_named_in_the_first_line(tmp_pat
 
     from launchers.local import _failure_text
 
-    failure = SimpleNamespace(message={"message": f"{type(e.value).__name__}: {e.value}", "extraInfo": {}}, exitcode=1)
+    failure = SimpleNamespace(
+        message={"message": f"{type(e.value).__name__}: {e.value}", "extraInfo": {}}, exitcode=1
+    )
     assert _failure_text(failure)[0] == line
 
 
@@ -594,7 +735,9 @@ def test_ranks_that_cannot_start_are_named_in_the_first_line(tmp_path, kind, cap
         exe.write_text("not a program\n")
         cause = f"{exe}: Permission denied"
     else:
-        exe.write_text("#!/bin/sh\necho 'python: error while loading shared libraries: libpython3.so' >&2\nexit 127\n")
+        exe.write_text(
+            "#!/bin/sh\necho 'python: error while loading shared libraries: libpython3.so' >&2\nexit 127\n"
+        )
         exe.chmod(0o755)
         cause = "python: error while loading shared libraries: libpython3.so (exit code 127"
     multiprocessing.set_executable(str(exe))
@@ -603,7 +746,9 @@ def test_ranks_that_cannot_start_are_named_in_the_first_line(tmp_path, kind, cap
     finally:
         multiprocessing.set_executable(sys.executable)
     assert code == 1 and rec["status"] == "failed"
-    assert rec["error"].startswith("the ranks cannot start: ") and cause in rec["error"], rec["error"]
+    assert rec["error"].startswith("the ranks cannot start: ") and cause in rec["error"], rec[
+        "error"
+    ]
     first = next(ln for ln in capfd.readouterr().err.splitlines() if ln.startswith("error: "))
     assert first == f"error: {rec['error']}"
     assert not list(tmp_path.glob("ddp-comm-launch-*"))  # refused before anything was made
@@ -616,10 +761,14 @@ def test_a_rank_that_dies_in_start_up_is_reported_with_its_exit_code():
 
     from launchers.local import _failure_text
 
-    failure = SimpleNamespace(message="To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
-                              exitcode=1)
+    failure = SimpleNamespace(
+        message="To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+        exitcode=1,
+    )
     message, traceback = _failure_text(failure)
-    assert message.startswith("exited with code 1 during start-up, before it could report an error"), message
+    assert message.startswith(
+        "exited with code 1 during start-up, before it could report an error"
+    ), message
     assert "pytorch.org" not in message and traceback is None
 
 
@@ -645,8 +794,11 @@ def _tmpfs(path: Path, size: str):
     if os.getuid() != 0:
         pytest.skip("needs root: mounts a tiny tmpfs to fill (a full disk at start)")
     path.mkdir(parents=True, exist_ok=True)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True,
-                             text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
 
@@ -674,14 +826,25 @@ def full_disk(tmp_path):
 def test_a_disk_full_at_start_is_one_line_and_exit_2(tmp_path, full_disk):
     """Issue 20.5: Hydra's _save_config raised OSError [Errno 28] with a traceback and exit 1, and no record anywhere;
     the directory check had passed, as an empty file fits on a full disk."""
-    for args in ([f"hydra.run.dir={full_disk / 'run'}"], ["-m", f"hydra.sweep.dir={full_disk / 'sweep'}"]):
+    for args in (
+        [f"hydra.run.dir={full_disk / 'run'}"],
+        ["-m", f"hydra.sweep.dir={full_disk / 'sweep'}"],
+    ):
         env = {**os.environ, "WANDB_MODE": "disabled", "TMPDIR": str(tmp_path)}
-        proc = subprocess.run([sys.executable, "train.py", *args[:-1], *TINY, args[-1]], cwd=ROOT, capture_output=True,
-                              text=True, timeout=240, env=env)
+        proc = subprocess.run(
+            [sys.executable, "train.py", *args[:-1], *TINY, args[-1]],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env=env,
+        )
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-3000:]
-        assert lines[0].startswith("error: cannot write to the output directory ") and \
-            "(No space left on device)" in lines[0], lines
+        assert (
+            lines[0].startswith("error: cannot write to the output directory ")
+            and "(No space left on device)" in lines[0]
+        ), lines
         assert not list(tmp_path.glob("ddp-comm-*")), "nothing ran, so no record went elsewhere"
 
 
@@ -689,18 +852,28 @@ def test_a_disk_full_at_start_is_one_line_and_exit_2(tmp_path, full_disk):
 def test_hydra_failing_to_write_its_own_files_is_one_line_and_exit_2(tmp_path):
     """The disk fills (or goes read-only) between the directory check and Hydra's config.yaml: Hydra's OSError is one
     line naming the file and the fix, not a traceback."""
-    hook = (f"import sys, errno, runpy; sys.argv = ['train.py', *sys.argv[1:]]; sys.path.insert(0, {str(ROOT)!r})\n"
-            "import hydra.core.utils as u\n"
-            "def full(cfg, filename, output_dir):\n"
-            "    raise OSError(errno.ENOSPC, 'No space left on device', str(output_dir / filename))\n"
-            "u._save_config = full\n"
-            "runpy.run_path('train.py', run_name='__main__')\n")
-    proc = subprocess.run([sys.executable, "-c", hook, *TINY, f"hydra.run.dir={tmp_path / 'run'}"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=240, env={**os.environ, "WANDB_MODE": "disabled"})
+    hook = (
+        f"import sys, errno, runpy; sys.argv = ['train.py', *sys.argv[1:]]; sys.path.insert(0, {str(ROOT)!r})\n"
+        "import hydra.core.utils as u\n"
+        "def full(cfg, filename, output_dir):\n"
+        "    raise OSError(errno.ENOSPC, 'No space left on device', str(output_dir / filename))\n"
+        "u._save_config = full\n"
+        "runpy.run_path('train.py', run_name='__main__')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", hook, *TINY, f"hydra.run.dir={tmp_path / 'run'}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "WANDB_MODE": "disabled"},
+    )
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-3000:]
-    assert lines[0].startswith(f"error: cannot write {tmp_path / 'run' / '.hydra' / 'config.yaml'} (No space left on "
-                               "device): free space there or choose another output directory"), lines
+    assert lines[0].startswith(
+        f"error: cannot write {tmp_path / 'run' / '.hydra' / 'config.yaml'} (No space left on "
+        "device): free space there or choose another output directory"
+    ), lines
 
 
 # ------------------------------------------------------------------------------------------------ leftovers
@@ -734,7 +907,9 @@ def test_a_killed_parent_leaves_nothing_once_the_next_run_started(tmp_path, runs
     while run.session() and time.monotonic() < end:
         time.sleep(0.2)
     assert not run.session(), "the ranks outlived their parent"
-    assert list(run.tmp.glob("ddp-comm-launch-*")), "a SIGKILLed launch cannot clean up after itself"
+    assert list(run.tmp.glob("ddp-comm-launch-*")), (
+        "a SIGKILLed launch cannot clean up after itself"
+    )
     (tmp_path / "again").mkdir()
     again = start(runs, [*TINY, "steps=6"], tmp_path / "again", tmp=run.tmp)
     assert again.wait(limit=240)[0] == 0, again.stderr[-3000:]
@@ -769,19 +944,29 @@ def test_wandb_costs_at_most_its_init_timeout_even_at_exit(tmp_path, silent_host
     wandb 0.31's OpenTelemetry exit hook POSTs its metrics there (10 s timeout), after the online try gave up.
     Measured from outside the process, from the moment W&B starts to the exit."""
     timeout = 5
-    script = (f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
-              "from job.finalise import finalise\n"
-              "from base.record import Record\n"
-              "from tests.records import train_record\n"
-              "rec = Record.from_dict(train_record(overrides=['bucket=25'], steps_per_s=2.0, output_dir=sys.argv[1]))\n"
-              f"rec.config['logger'] = {{'_target_': 'results.wandb_log.log_run', 'name': 'wandb', "
-              f"'init_timeout_s': {timeout}}}\n"
-              "print('W&B starts', flush=True)\n"
-              "finalise(rec, sys.argv[1], quiet=True)\n")
+    script = (
+        f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+        "from job.finalise import finalise\n"
+        "from base.record import Record\n"
+        "from tests.records import train_record\n"
+        "rec = Record.from_dict(train_record(overrides=['bucket=25'], steps_per_s=2.0, output_dir=sys.argv[1]))\n"
+        f"rec.config['logger'] = {{'_target_': 'results.wandb_log.log_run', 'name': 'wandb', "
+        f"'init_timeout_s': {timeout}}}\n"
+        "print('W&B starts', flush=True)\n"
+        "finalise(rec, sys.argv[1], quiet=True)\n"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
-    env.update(WANDB_BASE_URL=silent_host, WANDB_API_KEY="k" * 40, HOME=str(tmp_path), TMPDIR=str(tmp_path))
-    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "run")], cwd=ROOT, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    env.update(
+        WANDB_BASE_URL=silent_host, WANDB_API_KEY="k" * 40, HOME=str(tmp_path), TMPDIR=str(tmp_path)
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, str(tmp_path / "run")],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     output = []
     for line in proc.stdout:
         output.append(line)
@@ -793,8 +978,13 @@ def test_wandb_costs_at_most_its_init_timeout_even_at_exit(tmp_path, silent_host
     took = time.monotonic() - began
     text = "".join(output)
     print(f"[fault] W&B to exit {took:.1f} s (init timeout {timeout} s)")
-    assert proc.returncode == 0 and "online start failed" in text and "offline" in text, text[-3000:]
-    assert took < timeout + 8, (took, text[-3000:])  # + W&B's local offline write and the interpreter's exit
+    assert proc.returncode == 0 and "online start failed" in text and "offline" in text, text[
+        -3000:
+    ]
+    assert took < timeout + 8, (
+        took,
+        text[-3000:],
+    )  # + W&B's local offline write and the interpreter's exit
 
 
 # ------------------------------------------------------------------------------------------------ security
@@ -826,8 +1016,12 @@ def listening(pids: set[int]) -> list[tuple[str, int, int]]:
                 continue
             hex_addr, hex_port = fields[1].split(":")
             raw = bytes.fromhex(hex_addr)
-            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))  # each 32-bit word in host order
-            address = str(ipaddress.ip_address(raw)) if width == 8 else sk.inet_ntop(sk.AF_INET6, raw)
+            raw = b"".join(
+                raw[i : i + 4][::-1] for i in range(0, len(raw), 4)
+            )  # each 32-bit word in host order
+            address = (
+                str(ipaddress.ip_address(raw)) if width == 8 else sk.inet_ntop(sk.AF_INET6, raw)
+            )
             found.append((address, int(hex_port, 16), inodes[fields[9]]))
     return found
 
@@ -851,10 +1045,14 @@ def test_a_local_run_listens_on_loopback_only(tmp_path, runs):
         seen |= set(listening(set(run.session())))
         time.sleep(0.1)
     assert run.proc.returncode == 0, run.stderr[-3000:]
-    assert any(pid == run.proc.pid for _, _, pid in seen), f"the rendezvous store was never seen: {seen}"
+    assert any(pid == run.proc.pid for _, _, pid in seen), (
+        f"the rendezvous store was never seen: {seen}"
+    )
     exposed = sorted(s for s in seen if not on_loopback(s[0]))
     assert not exposed, f"listening beyond loopback: {exposed}"
-    assert run.record()["env"]["vars"].get("GLOO_SOCKET_IFNAME") == "lo"  # gloo's own sockets: on loopback too
+    assert (
+        run.record()["env"]["vars"].get("GLOO_SOCKET_IFNAME") == "lo"
+    )  # gloo's own sockets: on loopback too
     run.leftovers()
 
 
@@ -876,7 +1074,9 @@ def test_a_store_the_ranks_make_themselves_listens_on_master_addr_only(monkeypat
     monkeypatch.setenv("MASTER_ADDR", "localhost")
     monkeypatch.setenv("MASTER_PORT", str(port))
     cfg = OmegaConf.create({"device": "cpu", "backend": "gloo", "task": "train"})
-    placement, store = settle(cfg, rank=0, world_size=1, local_rank=0, local_world=1, timeout=timedelta(seconds=30))
+    placement, store = settle(
+        cfg, rank=0, world_size=1, local_rank=0, local_world=1, timeout=timedelta(seconds=30)
+    )
     mine = [s for s in listening({os.getpid()}) if s[1] == port]
     assert placement.backend == "gloo" and mine and all(on_loopback(a) for a, _, _ in mine), mine
     del store
@@ -886,7 +1086,9 @@ def test_a_multi_node_store_listens_where_master_addr_points():
     from base.store import EVERY_INTERFACE, listen_address
 
     assert listen_address("127.0.0.1", spans_hosts=False) == "127.0.0.1"
-    assert listen_address("localhost", spans_hosts=True) == EVERY_INTERFACE  # loopback name on a multi-host job:
+    assert (
+        listen_address("localhost", spans_hosts=True) == EVERY_INTERFACE
+    )  # loopback name on a multi-host job:
     # nothing better to bind (the job's hosts must reach it), and a warning says so
 
 
@@ -907,14 +1109,18 @@ def test_values_from_the_environment_are_written_nowhere(tmp_path, runs, multiru
 
     env = {k: v for k, v in {**os.environ, **wandb_free_env(home)}.items() if v is not None}
     env.update(SECRETS, WANDB_MODE="offline")
-    typed = ["logger=wandb", "logger.project=${oc.env:SEC20_PROJECT}", "tags=[${oc.env:SEC20_TAG},'$(touch pwned)']"]
+    typed = [
+        "logger=wandb",
+        "logger.project=${oc.env:SEC20_PROJECT}",
+        "tags=[${oc.env:SEC20_TAG},'$(touch pwned)']",
+    ]
     run = start(runs, [*TINY, "steps=6", *typed], tmp_path, multirun=multirun, env=env)
     rc, _ = run.wait(limit=300)
     assert rc == 0, run.stderr[-3000:]
     job = run.out_dir / "0" if multirun else run.out_dir
     assert list((job / "wandb").glob("offline-run-*/*.wandb")), "W&B logged offline"
     files = [p for root in (tmp_path, run.tmp) for p in root.rglob("*") if p.is_file()]
-    assert len(files) > 10   # the record, train.log, Hydra's files, W&B's offline run and logs
+    assert len(files) > 10  # the record, train.log, Hydra's files, W&B's offline run and logs
     for path in files:
         data = path.read_bytes()
         for name, value in SECRETS.items():
@@ -928,8 +1134,12 @@ def test_values_from_the_environment_are_written_nowhere(tmp_path, runs, multiru
     assert shlex.split(rec["command"])[2:] == rec["overrides"]
     assert rec["config"]["logger"]["project"] == "${oc.env:SEC20_PROJECT}"
     assert rec["config"]["tags"] == ["${oc.env:SEC20_TAG}", "$(touch pwned)"]
-    assert 'wandb sync --project "$SEC20_PROJECT"' in run.stdout  # the upload gets it from the environment
-    subprocess.run(["bash", "-c", f"set -- {rec['command']}"], cwd=tmp_path, check=True)  # pasted into a shell
+    assert (
+        'wandb sync --project "$SEC20_PROJECT"' in run.stdout
+    )  # the upload gets it from the environment
+    subprocess.run(
+        ["bash", "-c", f"set -- {rec['command']}"], cwd=tmp_path, check=True
+    )  # pasted into a shell
     assert not (tmp_path / "pwned").exists()
 
 
@@ -941,15 +1151,35 @@ def test_keys_from_the_environment_are_found_through_references_and_shown_as_typ
     from base.provenance import as_typed, as_typed_vars, from_environment
 
     monkeypatch.setenv("SEC20_HCA", "mlx5_secret")
-    cfg = OmegaConf.create({"a": "${oc.env:SEC20_HCA}", "b": "${a}", "c": {"d": "x-${b}"}, "e": "${f}", "f": 3,
-                            "nccl": {"IB_HCA": "${c.d}", "ALGO": None}, "tags": ["t", "${oc.env:SEC20_HCA,none}"]})
+    cfg = OmegaConf.create(
+        {
+            "a": "${oc.env:SEC20_HCA}",
+            "b": "${a}",
+            "c": {"d": "x-${b}"},
+            "e": "${f}",
+            "f": 3,
+            "nccl": {"IB_HCA": "${c.d}", "ALGO": None},
+            "tags": ["t", "${oc.env:SEC20_HCA,none}"],
+        }
+    )
     typed = from_environment(cfg)
-    assert typed == {"a": "${oc.env:SEC20_HCA}", "b": "${a}", "c.d": "x-${b}", "nccl.IB_HCA": "${c.d}",
-                     "tags.1": "${oc.env:SEC20_HCA,none}"}
+    assert typed == {
+        "a": "${oc.env:SEC20_HCA}",
+        "b": "${a}",
+        "c.d": "x-${b}",
+        "nccl.IB_HCA": "${c.d}",
+        "tags.1": "${oc.env:SEC20_HCA,none}",
+    }
     shown = as_typed(OmegaConf.to_container(cfg, resolve=True), typed)
-    assert "mlx5_secret" not in json.dumps(shown) and shown["e"] == 3 and shown["tags"] == ["t", typed["tags.1"]]
+    assert (
+        "mlx5_secret" not in json.dumps(shown)
+        and shown["e"] == 3
+        and shown["tags"] == ["t", typed["tags.1"]]
+    )
     assert as_typed_vars({"NCCL_IB_HCA": "x-mlx5_secret", "OMP_NUM_THREADS": "1"}, typed) == {
-        "NCCL_IB_HCA": "${c.d}", "OMP_NUM_THREADS": "1"}
+        "NCCL_IB_HCA": "${c.d}",
+        "OMP_NUM_THREADS": "1",
+    }
 
 
 @pytest.mark.subprocess
@@ -987,30 +1217,40 @@ def test_the_fallback_record_dir_is_private(tmp_path, monkeypatch, capsys):
 
     thief = tmp_path / "thief"
     thief.mkdir()
-    planted, foreign, fresh = tmp_path / "planted", tmp_path / "foreign", tmp_path / "fresh" / "records"
+    planted, foreign, fresh = (
+        tmp_path / "planted",
+        tmp_path / "foreign",
+        tmp_path / "fresh" / "records",
+    )
     planted.symlink_to(thief)
     foreign.mkdir()
     if os.getuid() == 0:
         os.chown(foreign, 65534, 65534)
     monkeypatch.setattr(fin, "fallback_dirs", lambda: [planted, foreign, fresh])
     (tmp_path / "gone").write_text("a file where the output directory should be")
-    record = Record.failed({"task": "train", "logger": {"name": "none"}}, {"output_dir": "x"}, "rank 1 failed: boom")
+    record = Record.failed(
+        {"task": "train", "logger": {"name": "none"}}, {"output_dir": "x"}, "rank 1 failed: boom"
+    )
     path = fin.finalise(record, tmp_path / "gone" / "run")
     assert not any(thief.iterdir()), "the record went through the planted link"
-    used = fresh if os.getuid() == 0 else foreign   # without root the "foreign" dir is this user's own
-    assert path is not None and path.parent.parent == used and used.stat().st_mode & 0o777 == 0o700, path
+    used = (
+        fresh if os.getuid() == 0 else foreign
+    )  # without root the "foreign" dir is this user's own
+    assert (
+        path is not None and path.parent.parent == used and used.stat().st_mode & 0o777 == 0o700
+    ), path
     err = capsys.readouterr().err
     assert f"not saving the run record in {planted}: a symbolic link" in err
-    if os.getuid() == 0:   # root made "foreign" another user's: refused, and said
+    if os.getuid() == 0:  # root made "foreign" another user's: refused, and said
         assert not any(foreign.iterdir()) and f"{foreign}: owned by another user (uid 65534)" in err
-    else:                  # without root it is this user's own: the record is there, nothing refused
+    else:  # without root it is this user's own: the record is there, nothing refused
         assert any(foreign.iterdir()) and "owned by another user" not in err
 
 
 # ------------------------------------------------------------------------------------------------ sweeps
 
 
-SWEEP_APP = '''
+SWEEP_APP = """
 import sys
 sys.path.insert(0, {repo!r})
 import hydra
@@ -1027,9 +1267,9 @@ def main(cfg):
     write_record(hc.runtime.output_dir, rec)
 
 main()
-'''
+"""
 
-SWEEP_CONFIG = '''
+SWEEP_CONFIG = """
 bucket: 25
 logger:
   name: none
@@ -1041,7 +1281,7 @@ hydra:
       _target_: results.callbacks.SweepTable
       plots: false
       wandb: false
-'''
+"""
 
 
 @pytest.mark.subprocess
@@ -1054,17 +1294,34 @@ def test_a_reused_sweep_dir_is_moved_aside_and_the_table_has_this_sweeps_jobs_on
     sweep = tmp_path / "mine"
 
     def sweep_of(buckets: str):
-        return subprocess.run([sys.executable, "app.py", "-m", f"bucket={buckets}", f"hydra.sweep.dir={sweep}"],
-                              cwd=tmp_path, capture_output=True, text=True, timeout=240, env=os.environ)
+        return subprocess.run(
+            [sys.executable, "app.py", "-m", f"bucket={buckets}", f"hydra.sweep.dir={sweep}"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env=os.environ,
+        )
 
     old = sweep_of("13,25,50,100")
-    assert old.returncode == 1 and len(list(sweep.glob("*/run_record.json"))) == 4, old.stderr[-2000:]
+    assert old.returncode == 1 and len(list(sweep.glob("*/run_record.json"))) == 4, old.stderr[
+        -2000:
+    ]
     new = sweep_of("25,200")
     assert new.returncode == 0, new.stderr[-3000:]
     assert f"[sweep] {sweep} held an earlier sweep: moved it to {sweep}.1" in new.stdout
-    rows = [ln for ln in (sweep / "sweep_table.md").read_text().splitlines() if ln.startswith("| ") and "bucket=" in ln]
+    rows = [
+        ln
+        for ln in (sweep / "sweep_table.md").read_text().splitlines()
+        if ln.startswith("| ") and "bucket=" in ln
+    ]
     assert len(rows) == 2 and "bucket=200" in rows[1], rows
-    assert sorted(p.parent.name for p in (tmp_path / "mine.1").glob("*/run_record.json")) == ["0", "1", "2", "3"]
+    assert sorted(p.parent.name for p in (tmp_path / "mine.1").glob("*/run_record.json")) == [
+        "0",
+        "1",
+        "2",
+        "3",
+    ]
 
 
 def test_a_record_another_sweep_wrote_into_the_dir_makes_no_row(tmp_path):
@@ -1076,14 +1333,19 @@ def test_a_record_another_sweep_wrote_into_the_dir_makes_no_row(tmp_path):
         record["job"]["sweep_id"] = sweep_id
     write_sweep(tmp_path, records)
     assert [e.num for e in sweep_entries(tmp_path, sweep_id="this")] == [0, 1]
-    assert len(sweep_entries(tmp_path)) == 3  # a reader that does not know the sweep (report) reads them all
+    assert (
+        len(sweep_entries(tmp_path)) == 3
+    )  # a reader that does not know the sweep (report) reads them all
 
 
-@pytest.mark.parametrize("arguments", [
-    ["optim=bf16,powersgd", "bucket=25,100,2000", "model=vgg11_tiny"],
-    ["repeat=range(0,3)", "bucket=25,100", "bucket=7,8", "seed=1"],
-    ["experiment=scaling", "world_size=1,2", "+x=choice(a,b)"],
-])
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["optim=bf16,powersgd", "bucket=25,100,2000", "model=vgg11_tiny"],
+        ["repeat=range(0,3)", "bucket=25,100", "bucket=7,8", "seed=1"],
+        ["experiment=scaling", "world_size=1,2", "+x=choice(a,b)"],
+    ],
+)
 def test_the_sweeps_jobs_are_hydras_own(arguments):
     """The job list (numbering) comes from Hydra's public override parser, in the order Hydra's basic sweeper makes."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper  # the reference only
@@ -1092,7 +1354,9 @@ def test_the_sweeps_jobs_are_hydras_own(arguments):
     from results.callbacks import product_of
 
     parsed = OverridesParser.create().parse_overrides(arguments)
-    assert product_of(arguments) == [list(j) for b in BasicSweeper.split_arguments(parsed, None) for j in b]
+    assert product_of(arguments) == [
+        list(j) for b in BasicSweeper.split_arguments(parsed, None) for j in b
+    ]
 
 
 def test_an_interrupted_job_is_interrupted_in_the_table():
@@ -1101,7 +1365,12 @@ def test_an_interrupted_job_is_interrupted_in_the_table():
     from tests.records import train_record
 
     ok = train_record(overrides=["bucket=25"], steps_per_s=2.0, num=0)
-    stopped = train_record(overrides=["bucket=100"], steps_per_s=2.0, num=1, status="interrupted",
-                           error="interrupted by SIGINT after 3 of 100000 measured steps")
+    stopped = train_record(
+        overrides=["bucket=100"],
+        steps_per_s=2.0,
+        num=1,
+        status="interrupted",
+        error="interrupted by SIGINT after 3 of 100000 measured steps",
+    )
     table = build_table([Entry.from_record(r) for r in (ok, stopped)])
     assert [r["status"] for r in table.rows] == ["ok", "interrupted"]

@@ -2,6 +2,7 @@
 next step on every screen, the clue that explains a run on the console, short views, pointers that exist, nothing
 printed or left behind by a refused sweep, readers that leave the committed results alone, and a README that says
 what the set-up costs. Each check reads a real run or a real command; the runs are module-scoped and shared."""
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -49,17 +50,29 @@ def test_one_figure_per_quantity_on_console_log_record_and_docs(first_look):
     [sync] = [line for line in _console(proc) if line.startswith("sync ")]
     assert f"comm {want_comm} ms, exposed {want_exposed} ms" in sync, sync
     assert f"comm {want_comm} ms," in log and f"exposed {want_exposed} ms" in log
-    assert f"busbw {comm['busbw_GBps']:.3g} GB/s" in sync and f"busbw {comm['busbw_GBps']:.3g} GB/s" in log
+    assert (
+        f"busbw {comm['busbw_GBps']:.3g} GB/s" in sync
+        and f"busbw {comm['busbw_GBps']:.3g} GB/s" in log
+    )
     mb = f"{comm['bytes_per_step'] / 1e6:.3g} MB/step"
     assert mb in sync and mb in log
-    assert "exposed transfer" not in log                 # the old name of the other measurement
-    two = re.search(r"exposed communication, two measurements: (\S+) in the window .* and (\S+) from DDP's reducer "
-                    r"timers over the probe steps", log)
+    assert "exposed transfer" not in log  # the old name of the other measurement
+    two = re.search(
+        r"exposed communication, two measurements: (\S+) in the window .* and (\S+) from DDP's reducer "
+        r"timers over the probe steps",
+        log,
+    )
     assert two and two.group(2) == want_exposed, two and two.group(0)
-    assert "transfer in the window" in log or "no wait inside" in log   # DDP's compute timer above the phase: none
+    assert (
+        "transfer in the window" in log or "no wait inside" in log
+    )  # DDP's compute timer above the phase: none
     # every evidence line in ms without an interval prints the sync line's digits for the same figure
-    for m in re.finditer(r"evidence: exposed communication per step (\S+) ms \(no interval[^)]*\)", log):
-        capped = "capped" in m.group(0) or "less" in m.group(0)    # a figure capped at the step, or less a wait
+    for m in re.finditer(
+        r"evidence: exposed communication per step (\S+) ms \(no interval[^)]*\)", log
+    ):
+        capped = "capped" in m.group(0) or "less" in m.group(
+            0
+        )  # a figure capped at the step, or less a wait
         assert capped or m.group(1) == want_exposed, m.group(0)
     for page in ("docs/output.md", "docs/glossary.md", "docs/diagnosis.md"):
         text = (ROOT / page).read_text()
@@ -71,11 +84,14 @@ def test_one_figure_per_quantity_on_console_log_record_and_docs(first_look):
 def test_the_steadiness_verdict_agrees_with_its_numbers(first_look):
     _, record, log = first_look
     st = record["result"]["steady_state"]
-    [line] = [line for line in log.splitlines() if line.startswith(("steady ", "WARNING     "))
-              and ("drift" in line or "steady" in line)]
+    [line] = [
+        line
+        for line in log.splitlines()
+        if line.startswith(("steady ", "WARNING     ")) and ("drift" in line or "steady" in line)
+    ]
     if st["drift"] is None:
         assert st["steady"] is None and "untested" in line
-    elif abs(st["drift"]) > 0.02:           # above the noise threshold: never "yes"
+    elif abs(st["drift"]) > 0.02:  # above the noise threshold: never "yes"
         assert st["steady"] is not True and "steady      yes" not in line
         assert ("unknown" in line) == (st["p_value"] >= 0.01)
     else:
@@ -89,7 +105,9 @@ def test_a_big_drift_the_test_cannot_call_is_unknown():
     from stats import steady_state
 
     rng = np.random.default_rng(3)
-    x = np.exp(np.linspace(0, -0.3, 16) + rng.normal(0, 0.25, 16))   # a 26% fall, buried in 25% noise
+    x = np.exp(
+        np.linspace(0, -0.3, 16) + rng.normal(0, 0.25, 16)
+    )  # a 26% fall, buried in 25% noise
     s = steady_state(x)
     assert s["p_value"] >= 0.01 and abs(s["drift"]) > 0.02
     assert s["steady"] is None and "cannot tell" in s["reason"]
@@ -104,7 +122,8 @@ def test_the_first_look_fits_and_ends_with_a_timed_next_step(first_look):
     nexts = [line for line in lines[:end] if "next: " in line]
     assert nexts, "\n".join(lines)
     assert "next: " in lines[end - 1] or any(
-        line.startswith("comm efficiency") for line in lines), "\n".join(lines)
+        line.startswith("comm efficiency") for line in lines
+    ), "\n".join(lines)
     job_s = record["result"]["time_budget"]["job_s"]
     runs = [line for line in nexts if "next: python train.py" in line and " -m " not in line]
     for line in runs:
@@ -172,9 +191,23 @@ def whatif_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("whatif")
     src = RUN / "ddp_knobs_vgg11" / "11"
     before = sorted(p.name for p in src.iterdir())
-    proc = subprocess.run([sys.executable, "-m", "whatif", str(src), "--sweep", "optim=none,bf16", "--samples", "200"],
-                          cwd=tmp, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "whatif",
+            str(src),
+            "--sweep",
+            "optim=none,bf16",
+            "--samples",
+            "200",
+        ],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc, tmp, src, before
 
@@ -185,7 +218,10 @@ def test_readers_write_outside_the_committed_results(whatif_run):
     assert sorted(p.name for p in src.iterdir()) == before
     out = tmp / "outputs" / "whatif" / "runs" / "ddp_knobs_vgg11" / "11"
     assert (out / "whatif.md").exists() and (out / "whatif.csv").exists()
-    assert str(Path("outputs") / "whatif" / "runs" / "ddp_knobs_vgg11" / "11" / "whatif.md") in proc.stdout
+    assert (
+        str(Path("outputs") / "whatif" / "runs" / "ddp_knobs_vgg11" / "11" / "whatif.md")
+        in proc.stdout
+    )
 
 
 @pytest.mark.subprocess
@@ -196,15 +232,25 @@ def test_whatif_warnings_stand_above_the_table_and_rows_compare_with_each_other(
     warnings = [line for line in lines if line.startswith("warning:")]
     assert warnings and all(lines.index(w) < top for w in warnings)
     assert any("could not be calibrated" in w for w in warnings)
-    assert not any("could not be calibrated" in line for line in lines if line.startswith("  contention:"))
+    assert not any(
+        "could not be calibrated" in line for line in lines if line.startswith("  contention:")
+    )
     header = [c.strip() for c in lines[top].strip("|").split("|")]
-    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines[top + 2:] if line.startswith("| ")]
+    rows = [
+        [c.strip() for c in line.strip("|").split("|")]
+        for line in lines[top + 2 :]
+        if line.startswith("| ")
+    ]
     assert "vs row 1" in header and len(rows) == 2
     assert rows[0][header.index("vs row 1")] == "(the reference)"
     for col in ("compute ms", "exposed comm ms", "compression ms"):
         decimals = {len(r[header.index(col)].partition(".")[2]) for r in rows}
         assert len(decimals) == 1, (col, rows)
-    csv = (whatif_run[1] / "outputs/whatif/runs/ddp_knobs_vgg11/11/whatif.csv").read_text().splitlines()
+    csv = (
+        (whatif_run[1] / "outputs/whatif/runs/ddp_knobs_vgg11/11/whatif.csv")
+        .read_text()
+        .splitlines()
+    )
     import csv as csvmod
 
     table = list(csvmod.DictReader(csv))
@@ -215,8 +261,16 @@ def test_whatif_warnings_stand_above_the_table_and_rows_compare_with_each_other(
 # ---------------------------------------------------------------------------------------------- collectives
 @pytest.mark.slow
 def test_collectives_console_view_is_short_narrow_and_has_units(tmp_path):
-    proc = run_train(["task=collectives", "logger=none", "collectives.warmup_iters=1", "collectives.iters=3",
-                      "collectives.check_iters=1"], tmp_path)
+    proc = run_train(
+        [
+            "task=collectives",
+            "logger=none",
+            "collectives.warmup_iters=1",
+            "collectives.iters=3",
+            "collectives.check_iters=1",
+        ],
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = _console(proc)
     assert len(lines) <= 25 and max(map(len, lines)) <= 120, "\n".join(lines)
@@ -228,12 +282,16 @@ def test_collectives_console_view_is_short_narrow_and_has_units(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ pointers
-POINTER = re.compile(r"""(README(?:\.md)?|docs/[\w.-]+\.md)"""          # a page, then maybe a section:
-                     r"""(?:[ ,]+(?:["'](?P<q>[^"'\n]{3,60})["']|\((?P<p>[A-Z][^)\n]{2,80})\)))?""")  # "X" or (A, B)
+POINTER = re.compile(
+    r"""(README(?:\.md)?|docs/[\w.-]+\.md)"""  # a page, then maybe a section:
+    r"""(?:[ ,]+(?:["'](?P<q>[^"'\n]{3,60})["']|\((?P<p>[A-Z][^)\n]{2,80})\)))?"""
+)  # "X" or (A, B)
 
 
 def _sections(page: Path) -> set[str]:
-    return {line.lstrip("#").strip() for line in page.read_text().splitlines() if line.startswith("#")}
+    return {
+        line.lstrip("#").strip() for line in page.read_text().splitlines() if line.startswith("#")
+    }
 
 
 def _check_pointers(text: str, where: str) -> list[str]:
@@ -245,7 +303,7 @@ def _check_pointers(text: str, where: str) -> list[str]:
             bad.append(f"{where}: {name} does not exist")
             continue
         wanted = [m.group("q")] if m.group("q") else []
-        if m.group("p") and name.startswith("README"):     # README.md (A, B, C): each a section
+        if m.group("p") and name.startswith("README"):  # README.md (A, B, C): each a section
             wanted = [w.strip() for w in m.group("p").split(",")]
         for w in wanted:
             if not any(s == w or s.startswith(w) for s in _sections(page)):
@@ -255,10 +313,16 @@ def _check_pointers(text: str, where: str) -> list[str]:
 
 def test_every_message_points_at_pages_and_sections_that_exist():
     bad = []
-    for path in [*ROOT.glob("*.py"), *ROOT.glob("*/**/*.py"), *(ROOT / "conf").rglob("*.yaml"),
-                 ROOT / "results" / "README.md"]:
+    for path in [
+        *ROOT.glob("*.py"),
+        *ROOT.glob("*/**/*.py"),
+        *(ROOT / "conf").rglob("*.yaml"),
+        ROOT / "results" / "README.md",
+    ]:
         rel = path.relative_to(ROOT)
-        if rel.parts[0] in ("tests", "results", ".venv", "outputs", "multirun") and rel != Path("results/README.md"):
+        if rel.parts[0] in ("tests", "results", ".venv", "outputs", "multirun") and rel != Path(
+            "results/README.md"
+        ):
             continue
         bad += _check_pointers(path.read_text(errors="replace"), str(rel))
     assert not bad, bad
@@ -266,8 +330,13 @@ def test_every_message_points_at_pages_and_sections_that_exist():
 
 @pytest.mark.subprocess
 def test_help_points_only_at_what_exists():
-    proc = subprocess.run([sys.executable, "train.py", "--help"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "train.py", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "docs/" in proc.stdout and "Running on Slurm" not in proc.stdout
     assert not _check_pointers(proc.stdout, "--help")
@@ -283,7 +352,8 @@ def test_a_refused_sweep_prints_only_its_error_and_leaves_no_folder(tmp_path):
     assert proc.stdout.strip() == "", proc.stdout
     assert [line for line in proc.stderr.splitlines() if line.strip()] == [
         "error: optim=powrsgd is not an option of optim; choose one of: bf16, fp16, none, powersgd. "
-        "Did you mean optim=powersgd?"]
+        "Did you mean optim=powersgd?"
+    ]
     assert not proc.out_dir.exists()
 
 
@@ -292,7 +362,7 @@ def test_the_readme_says_how_large_the_setup_is_and_where_a_cpu_build_is():
     """What this environment's registry gave: PyPI's torch for Linux pulls CUDA libraries (nvidia-*), the bulk of the
     set-up; the README says so, its size, and where a CPU-only build comes from."""
     readme = (ROOT / "README.md").read_text()
-    setup = " ".join(readme[readme.index("## Set-up"):readme.index("## A first look")].split())
+    setup = " ".join(readme[readme.index("## Set-up") : readme.index("## A first look")].split())
     requires = importlib.metadata.requires("torch") or []
     cuda_build = any(r.startswith("nvidia-") for r in requires)
     assert not cuda_build or (re.search(r"about \d+ GB", setup) and "CUDA build" in setup), setup

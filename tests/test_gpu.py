@@ -2,6 +2,7 @@
 with the window's sync check, CUDA graphs and their communication figures, the compression hooks on NCCL, the device
 layer's own calls, placement and the memory check against a real GPU.
 Skipped (with the reason) on machines without CUDA; run them on any GPU box first with `pytest -m gpu`."""
+
 import pytest
 import torch
 
@@ -21,15 +22,31 @@ def test_nccl_ddp_world_size_1(tmp_path):
     r = ok(run_train([*SMALL, "backend=nccl", "sync=ddp"], tmp_path))
     assert r["backend"] == "nccl" and r["device"] == "cuda"
     assert r["comm"]["time_s"] is not None
-    assert r["precision_flags"]["cudnn_allow_tf32"] is True      # precision=fp32 keeps torch's TF32 convolutions
+    assert (
+        r["precision_flags"]["cudnn_allow_tf32"] is True
+    )  # precision=fp32 keeps torch's TF32 convolutions
 
 
 @two_gpus
 def test_nccl_ddp_world_size_2_with_the_sync_check_and_transports(tmp_path):
-    r = ok(run_train([*SMALL[:-1], "world_size=2", "backend=nccl", "h2d=non_blocking", "warmup_steps=11",
-                      "nccl.DEBUG=INFO"], tmp_path))
+    r = ok(
+        run_train(
+            [
+                *SMALL[:-1],
+                "world_size=2",
+                "backend=nccl",
+                "h2d=non_blocking",
+                "warmup_steps=11",
+                "nccl.DEBUG=INFO",
+            ],
+            tmp_path,
+        )
+    )
     assert r["world_size"] == 2 and r["backend"] == "nccl" and r["device"] == "cuda"
-    assert r["device_layer"]["window_sync_check"] == "error" and r["device_layer"]["window_unchecked_because"] is None
+    assert (
+        r["device_layer"]["window_sync_check"] == "error"
+        and r["device_layer"]["window_unchecked_because"] is None
+    )
     assert r["comm"]["time_s"] > 0 and r["comm"]["bytes_per_step"] > 0
     assert r["nccl_transports"] and all("/" in k for k in r["nccl_transports"])
 
@@ -43,17 +60,29 @@ def test_h2d_modes_copy(tmp_path, mode):
 
 def test_cuda_graphs_replay_with_measured_comm(tmp_path):
     r = ok(run_train([*SMALL, "backend=nccl", "cuda_graphs=true", "h2d=side_stream"], tmp_path))
-    assert r["cuda_graphs"] and set(r["phases"]) == {"data", "h2d", "graph_replay"} and r["ddp"]["static_graph"]
+    assert (
+        r["cuda_graphs"]
+        and set(r["phases"]) == {"data", "h2d", "graph_replay"}
+        and r["ddp"]["static_graph"]
+    )
     assert r["comm"]["time_s"] > 0 and "before capture" in r["comm"]["method"]
 
 
 def test_bf16_hook_on_nccl(tmp_path):
     r = ok(run_train([*SMALL, "backend=nccl", "optim=bf16"], tmp_path))
-    assert r["ddp"]["comm_hook"] == "bf16_compress_hook" and r["accuracy"]["grad_rel_error"] is not None
+    assert (
+        r["ddp"]["comm_hook"] == "bf16_compress_hook"
+        and r["accuracy"]["grad_rel_error"] is not None
+    )
 
 
 def test_powersgd_on_nccl(tmp_path):
-    r = ok(run_train([*SMALL, "backend=nccl", "optim=powersgd", "h2d=non_blocking", "warmup_steps=3"], tmp_path))
+    r = ok(
+        run_train(
+            [*SMALL, "backend=nccl", "optim=powersgd", "h2d=non_blocking", "warmup_steps=3"],
+            tmp_path,
+        )
+    )
     assert r["ddp"]["comm_hook"] == "powerSGD_hook" and r["ddp"]["powersgd_iter"] > 2
     # torch's hook synchronises the device in every bucket (torch.cuda.synchronize, which set_sync_debug_mode does
     # not catch): the window cannot be checked, and the record says why (issue 19.4)
@@ -88,15 +117,39 @@ def test_placement_sees_the_gpus():
 
 
 def test_memory_check_refuses_a_batch_the_gpu_cannot_hold(tmp_path):
-    proc = run_train(["model=vit_l_32", "scale=smoke", "logger=none", "world_size=1", "batch_size=100000",
-                      "data.image_size=224"], tmp_path)
-    assert proc.returncode == 2 and "does not fit in cuda:0" in proc.stderr and "fits by this estimate" in proc.stderr
+    proc = run_train(
+        [
+            "model=vit_l_32",
+            "scale=smoke",
+            "logger=none",
+            "world_size=1",
+            "batch_size=100000",
+            "data.image_size=224",
+        ],
+        tmp_path,
+    )
+    assert (
+        proc.returncode == 2
+        and "does not fit in cuda:0" in proc.stderr
+        and "fits by this estimate" in proc.stderr
+    )
 
 
 def test_the_profiler_runs_beside_a_checked_window(tmp_path):
     """Issue 19.5: the profiler steps between timed blocks, so its schedule's end (torch's device sync, the trace
     written) is never timed; the window stays checked."""
-    r = ok(run_train([*SMALL, "h2d=non_blocking", "profile.enabled=true", "profile.wait=0", "profile.warmup=1",
-                      "profile.active=2"], tmp_path))
+    r = ok(
+        run_train(
+            [
+                *SMALL,
+                "h2d=non_blocking",
+                "profile.enabled=true",
+                "profile.wait=0",
+                "profile.warmup=1",
+                "profile.active=2",
+            ],
+            tmp_path,
+        )
+    )
     assert r["profiled"] and r["device_layer"]["window_sync_check"] == "error"
     assert (tmp_path / "run" / "trace.rank0.json").is_file()

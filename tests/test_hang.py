@@ -1,6 +1,7 @@
 """Issue 40, the fast tier: the hang rules (diagnosis/hang.py) on committed Flight Recorder dumps, written by real
 2-rank gloo runs of this project (tests/fixtures/hang/<case>: fault.hang=<case>) and by a plain PyTorch job with no
 code of this project (tests/fixtures/hang/torch_skip, from tests/hang_torch_job.py); the bad input; the threshold."""
+
 from __future__ import annotations
 
 import pickle
@@ -17,13 +18,28 @@ FIX = Path(__file__).parent / "fixtures" / "hang"
 
 # case -> (the injected rank, its class, words the headline says)
 CASES = {
-    "data_sleep": (1, "data/I/O wait", ["rank 1 never entered all_reduce", "tasks/train/faults.py"]),
-    "skip_allreduce": (1, "different code path", ["rank 1 never entered all_reduce", "faults.py",
-                                                  "— different code path"]),
+    "data_sleep": (
+        1,
+        "data/I/O wait",
+        ["rank 1 never entered all_reduce", "tasks/train/faults.py"],
+    ),
+    "skip_allreduce": (
+        1,
+        "different code path",
+        ["rank 1 never entered all_reduce", "faults.py", "— different code path"],
+    ),
     "extra_barrier": (0, "different code path", ["rank 0 issued barrier", "faults.py"]),
     "kill": (1, "dead rank", ["rank 1 never entered", "— dead rank"]),
-    "size_mismatch": (1, "mismatch", ["differs on rank 1", "0 Float where the others have 4 Float"]),
-    "pg_order": (1, "mismatch", ["rank 1 never entered all_reduce", "process groups entered in a different order"]),
+    "size_mismatch": (
+        1,
+        "mismatch",
+        ["differs on rank 1", "0 Float where the others have 4 Float"],
+    ),
+    "pg_order": (
+        1,
+        "mismatch",
+        ["rank 1 never entered all_reduce", "process groups entered in a different order"],
+    ),
     "busy": (1, "busy compute", ["rank 1 is in", "faults.py", "— busy compute"]),
 }
 
@@ -42,8 +58,10 @@ def test_each_committed_hang_names_the_rank_its_class_and_the_line(case):
 
 def test_the_dead_rank_has_no_dump_and_that_is_said_in_one_line():
     v = diagnose_dir(FIX / "kill")
-    assert v.problems == ["no dump for rank 1 of 2 (dead, or its dump was not collected): treated as a rank that "
-                          "never arrived"]
+    assert v.problems == [
+        "no dump for rank 1 of 2 (dead, or its dump was not collected): treated as a rank that "
+        "never arrived"
+    ]
     assert v.collective["issued_by"] == [0]
 
 
@@ -54,7 +72,9 @@ def test_torchs_own_dumps_of_a_plain_pytorch_job_are_read():
     v = diagnose_dir(FIX / "torch_skip")
     assert v.problems == []
     assert list(v.culprits) == [1] and v.culprits[1]["class"] == "different code path"
-    assert v.collective["op"] == "all_reduce" and v.collective["call_site"].endswith("hang_torch_job.py:36")
+    assert v.collective["op"] == "all_reduce" and v.collective["call_site"].endswith(
+        "hang_torch_job.py:36"
+    )
     assert "hang_torch_job.py:34 instead of all_reduce from" in v.headline
 
 
@@ -86,7 +106,9 @@ def test_a_dump_of_another_version_is_said_and_still_diagnosed(tmp_path):
     d["version"] = "9.9"
     (tmp_path / "rank_1").write_bytes(pickle.dumps(d))
     v = diagnose_dir(tmp_path)
-    assert len(v.problems) == 1 and v.problems[0].startswith("Flight Recorder dump version 9.9 (ranks 1)")
+    assert len(v.problems) == 1 and v.problems[0].startswith(
+        "Flight Recorder dump version 9.9 (ranks 1)"
+    )
     assert list(v.culprits) == [1]
 
 
@@ -98,16 +120,18 @@ def test_a_missing_ranks_dump_is_said_and_what_is_there_diagnosed(tmp_path):
 
 
 def test_a_pickle_that_is_not_a_dump_is_not_read(tmp_path):
-    (tmp_path / "rank_0").write_bytes(pickle.dumps(Path("/")))   # a global: never unpickled
+    (tmp_path / "rank_0").write_bytes(pickle.dumps(Path("/")))  # a global: never unpickled
     assert not is_dump_dir(tmp_path)
     assert diagnose_dir(tmp_path).headline.startswith("no Flight Recorder dump in ")
 
 
 def test_hang_after_s_floor_step_factor_and_cap():
     hang = {"after_s": None, "min_s": 30, "step_factor": 20}
-    assert after_s(hang, 120, None) == 30                 # no step yet: the floor
-    assert after_s(hang, 120, 0.5) == 30                  # 20 x 0.5 s under the floor
-    assert after_s(hang, 120, 3.0) == 60                  # 20 x 3 s
-    assert after_s(hang, 60, 3.0) == 48                   # never past 0.8 x timeout_s
+    assert after_s(hang, 120, None) == 30  # no step yet: the floor
+    assert after_s(hang, 120, 0.5) == 30  # 20 x 0.5 s under the floor
+    assert after_s(hang, 120, 3.0) == 60  # 20 x 3 s
+    assert after_s(hang, 60, 3.0) == 48  # never past 0.8 x timeout_s
     assert after_s({**hang, "after_s": 8}, 60, 0.1) == 8
-    assert after_s({**hang, "after_s": 8}, 60, None, stepping=False) == 30   # setting up: never under min_s
+    assert (
+        after_s({**hang, "after_s": 8}, 60, None, stepping=False) == 30
+    )  # setting up: never under min_s

@@ -2,6 +2,7 @@
 through diagnosis.hang_benchmark's own runner): the run ends `hung` with exit 1, its first error line is the verdict
 naming the injected rank and class, the dumps are in the run dir, the record is kept, and no process of the run is
 left. And torch's own dumps of a plain PyTorch job, written now."""
+
 from __future__ import annotations
 
 import json
@@ -23,21 +24,32 @@ def test_a_real_hang_of_each_class_ends_hung_with_the_right_answer(case, tmp_pat
     m = run_case(case, rank, tmp_path)
     assert m["exit_code"] == 1 and m["record_kept"] and m["processes_left"] == 0, m
     record = json.loads((Path(m["run_dir"]) / "run_record.json").read_text())
-    killed_first = case == "kill" and m["status"] == "failed"   # the agent saw the death first: it names the rank
-    assert not killed_first or record["error"].startswith(f"rank {rank} failed: killed by signal 9"), record["error"]
+    killed_first = (
+        case == "kill" and m["status"] == "failed"
+    )  # the agent saw the death first: it names the rank
+    assert not killed_first or record["error"].startswith(
+        f"rank {rank} failed: killed by signal 9"
+    ), record["error"]
     if killed_first:
         return
     assert m["status"] == "hung", m
-    assert record["error"].startswith(f"hung: rank {rank} never entered") or f"differs on rank {rank}" in \
-        record["error"], record["error"]
+    assert (
+        record["error"].startswith(f"hung: rank {rank} never entered")
+        or f"differs on rank {rank}" in record["error"]
+    ), record["error"]
     assert f"dumps: {m['run_dir']}/hang" in record["error"]
     assert cls in record["error"]
     assert score(m)["top1"], score(m)
-    assert m["seconds_to_answer"] is not None and m["seconds_to_answer"] < 8 + 15 + 15   # goal 23 s; a loaded box
+    assert (
+        m["seconds_to_answer"] is not None and m["seconds_to_answer"] < 8 + 15 + 15
+    )  # goal 23 s; a loaded box
 
 
 def test_torchs_own_dumps_written_now_are_read(tmp_path):
-    subprocess.run([sys.executable, str(Path(__file__).parent / "hang_torch_job.py"), str(tmp_path), "29563"],
-                   check=True, timeout=120)
+    subprocess.run(
+        [sys.executable, str(Path(__file__).parent / "hang_torch_job.py"), str(tmp_path), "29563"],
+        check=True,
+        timeout=120,
+    )
     v = diagnose_dir(tmp_path)
     assert list(v.culprits) == [1] and v.culprits[1]["class"] == "different code path", v.text()

@@ -3,6 +3,7 @@ the record's env.link and the labels the summary, the sweep table, W&B and the d
 as root (`root` marker: skipped with the reason without root or network namespaces, as the slurm tests are), real
 runs behind a shaped link: collectives' busbw near the rate, every task, and nothing left behind whatever ends the
 run (its end, a failing rank, SIGTERM, SIGKILL of the launcher), with the next run starting clean."""
+
 from __future__ import annotations
 
 from base.record import Record
@@ -26,12 +27,19 @@ from launchers import link
 from launchers.link import Support
 from tests.conftest import ROOT, TINY, compose, run_inprocess, run_train
 
-GIB = 2 ** 30
+GIB = 2**30
 CPU_HOST = Host(gpus=0, cpus=2, free_bytes=16 * GIB, gpu_free_bytes=None)
 OK = Support(None, qdiscs=frozenset({"htb", "tbf"}))
-TINY_COLLECTIVES = ["task=collectives", "logger=none", "collectives.ops=[all_reduce]", "collectives.min_bytes=64K",
-                    "collectives.max_bytes=64K", "collectives.iters=2", "collectives.warmup_iters=1",
-                    "collectives.inplace=true"]
+TINY_COLLECTIVES = [
+    "task=collectives",
+    "logger=none",
+    "collectives.ops=[all_reduce]",
+    "collectives.min_bytes=64K",
+    "collectives.max_bytes=64K",
+    "collectives.iters=2",
+    "collectives.warmup_iters=1",
+    "collectives.inplace=true",
+]
 
 
 def link_problem() -> str | None:
@@ -51,25 +59,51 @@ needs_link = pytest.mark.skipif(PROBLEM is not None, reason=str(PROBLEM))
 
 
 # ------------------------------------------------------------------------------------------------ arithmetic
-@pytest.mark.parametrize("text, bit_s", [("1gbit", 1e9), ("2.5gbit", 2.5e9), ("100mbit", 1e8), ("1Gbit/s", 1e9),
-                                         ("25Gbit", 25e9), ("1e9", 1e9), (10 ** 9, 1e9), (2.5e9, 2.5e9)])
+@pytest.mark.parametrize(
+    "text, bit_s",
+    [
+        ("1gbit", 1e9),
+        ("2.5gbit", 2.5e9),
+        ("100mbit", 1e8),
+        ("1Gbit/s", 1e9),
+        ("25Gbit", 25e9),
+        ("1e9", 1e9),
+        (10**9, 1e9),
+        (2.5e9, 2.5e9),
+    ],
+)
 def test_rates_are_read_as_tc_writes_them(text, bit_s):
     assert arith.parse_rate(text) == bit_s
 
 
-@pytest.mark.parametrize("text, says", [("1gbps", "bytes per second"), ("1GB", "not a rate"), ("1g", "not a rate"),
-                                        ("fast", "not a rate"), ("0", "positive"), (True, "not a rate")])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("1gbps", "bytes per second"),
+        ("1GB", "not a rate"),
+        ("1g", "not a rate"),
+        ("fast", "not a rate"),
+        ("0", "positive"),
+        (True, "not a rate"),
+    ],
+)
 def test_ambiguous_or_wrong_rates_are_refused(text, says):
     with pytest.raises(arith.RateError, match=says):
         arith.parse_rate(text)
 
 
 def test_what_a_shaped_rate_allows_and_the_token_bucket():
-    assert arith.payload_fraction() == pytest.approx(1448 / 1514)      # TCP/IPv4 + timestamps, Ethernet header
+    assert arith.payload_fraction() == pytest.approx(
+        1448 / 1514
+    )  # TCP/IPv4 + timestamps, Ethernet header
     assert arith.payload_rate(1e9) == pytest.approx(956.4e6, rel=1e-4)
-    assert arith.default_burst(1e9) == 125_000                          # 1 ms at 1 Gbit/s
-    assert arith.default_burst(1e8) == 65536 + 1514                     # at least one GSO packet and a frame
-    assert arith.htb_quantum(1e9) == 125_000 and arith.htb_quantum(1e11) == 200_000 and arith.htb_quantum(1e6) == 1514
+    assert arith.default_burst(1e9) == 125_000  # 1 ms at 1 Gbit/s
+    assert arith.default_burst(1e8) == 65536 + 1514  # at least one GSO packet and a frame
+    assert (
+        arith.htb_quantum(1e9) == 125_000
+        and arith.htb_quantum(1e11) == 200_000
+        and arith.htb_quantum(1e6) == 1514
+    )
     assert arith.tc_rate(2.5e9) == "2500000000bit" and arith.human(2.5e9) == "2.5 Gbit/s"
 
 
@@ -77,14 +111,24 @@ def test_what_a_shaped_rate_allows_and_the_token_bucket():
 @pytest.mark.parametrize("choice, rate", [("1gbe", 1e9), ("10gbe", 1e10), ("25gbe", 2.5e10)])
 def test_presets_compose_to_their_rate(choice, rate):
     spec = link.spec_of(compose([f"link={choice}"]))
-    assert spec.rate_bit_s == rate and spec.qdisc == "htb" and spec.ranks_per_node == 1 and spec.latency_us is None
+    assert (
+        spec.rate_bit_s == rate
+        and spec.qdisc == "htb"
+        and spec.ranks_per_node == 1
+        and spec.latency_us is None
+    )
     assert spec.label == f"link={choice} ({arith.human(rate).replace(' ', '')})"
 
 
 def test_no_link_by_default_and_any_rate_on_the_command_line():
     assert link.spec_of(compose([])) is None
     spec = link.spec_of(compose(["link.rate=2.5gbit", "link.qdisc=tbf", "link.ranks_per_node=2"]))
-    assert (spec.rate_bit_s, spec.qdisc, spec.ranks_per_node, spec.label) == (2.5e9, "tbf", 2, "link.rate=2.5Gbit/s")
+    assert (spec.rate_bit_s, spec.qdisc, spec.ranks_per_node, spec.label) == (
+        2.5e9,
+        "tbf",
+        2,
+        "link.rate=2.5Gbit/s",
+    )
     assert link.spec_of(compose(["link=1gbe", "link.burst_bytes=200000"])).burst_bytes == 200000
 
 
@@ -106,30 +150,47 @@ def refused(overrides: list[str], support: Support = OK, host: Host = CPU_HOST) 
     return message
 
 
-@pytest.mark.parametrize("support, says", [
-    (Support("root"), "link=1gbe (1Gbit/s) needs root"),
-    (Support("tools", "tc"), "needs iproute2's ip and tc, and tc is not installed"),
-    (Support("netns", "Operation not permitted"), "does not let even root create a network namespace"),
-    (Support("veth", "Unknown device type."), "cannot make a veth pair or a bridge"),
-    (Support(None, qdiscs=frozenset({"tbf"})), "the htb qdisc is not in this kernel (tc: unknown qdisc kind): "
-                                                "modprobe sch_htb, or use link.qdisc=tbf"),
-])
+@pytest.mark.parametrize(
+    "support, says",
+    [
+        (Support("root"), "link=1gbe (1Gbit/s) needs root"),
+        (Support("tools", "tc"), "needs iproute2's ip and tc, and tc is not installed"),
+        (
+            Support("netns", "Operation not permitted"),
+            "does not let even root create a network namespace",
+        ),
+        (Support("veth", "Unknown device type."), "cannot make a veth pair or a bridge"),
+        (
+            Support(None, qdiscs=frozenset({"tbf"})),
+            "the htb qdisc is not in this kernel (tc: unknown qdisc kind): "
+            "modprobe sch_htb, or use link.qdisc=tbf",
+        ),
+    ],
+)
 def test_refused_where_the_machine_cannot_build_a_link(support, says):
     assert says in refused(["link=1gbe"], support)
 
 
 def test_latency_only_where_netem_exists():
-    assert "link.latency_us=50 needs the netem qdisc" in refused(["link=1gbe", "link.latency_us=50"])
-    link.check(compose(["link=1gbe", "link.latency_us=50"]), host=CPU_HOST,
-               support=Support(None, qdiscs=frozenset({"htb", "netem"})))
+    assert "link.latency_us=50 needs the netem qdisc" in refused(
+        ["link=1gbe", "link.latency_us=50"]
+    )
+    link.check(
+        compose(["link=1gbe", "link.latency_us=50"]),
+        host=CPU_HOST,
+        support=Support(None, qdiscs=frozenset({"htb", "netem"})),
+    )
     assert "without a rate" in refused(["link.latency_us=50"])
 
 
-@pytest.mark.parametrize("overrides, says", [
-    (["backend=nccl"], "with backend=nccl: a link is for CPU ranks on gloo"),
-    (["device=cuda"], "with device=cuda: a link is for CPU ranks on gloo"),
-    (["task=collectives", "collectives.device=cuda"], "with collectives.device=cuda"),
-])
+@pytest.mark.parametrize(
+    "overrides, says",
+    [
+        (["backend=nccl"], "with backend=nccl: a link is for CPU ranks on gloo"),
+        (["device=cuda"], "with device=cuda: a link is for CPU ranks on gloo"),
+        (["task=collectives", "collectives.device=cuda"], "with collectives.device=cuda"),
+    ],
+)
 def test_gpu_and_nccl_runs_are_refused_with_the_reason(overrides, says):
     message = refused(["link=1gbe", *overrides])
     assert says in message and "NCCL between GPUs of one host does not use" in message
@@ -142,33 +203,52 @@ def test_device_auto_on_a_gpu_machine_is_refused_and_cpu_ranks_are_not():
     link.check(compose(["link=1gbe", "device=cpu", "backend=gloo"]), host=gpu_host, support=OK)
 
 
-@pytest.mark.parametrize("overrides, host, says", [
-    (["launcher=slurm"], CPU_HOST, "start.sh --link-rate"),
-    ([], Host(gpus=0, cpus=2, free_bytes=16 * GIB, gpu_free_bytes=None, ranks_started=True), "without torchrun"),
-    (["gloo.SOCKET_IFNAME=eth0"], CPU_HOST, "drop gloo.SOCKET_IFNAME"),
-    (["link.ranks_per_node=3", "world_size=2"], CPU_HOST, "link.ranks_per_node<=2"),
-    (["link.rate=1gbps"], CPU_HOST, "tc reads 'bps' as bytes per second"),
-    (["link.rate=100kbit"], CPU_HOST, "outside 1 Mbit/s"),
-    (["link.burst_bytes=1000"], CPU_HOST, "smaller than one frame"),
-    (["link.rate=10mbit", "model=vgg11"], CPU_HOST, "link=1gbe (10Mbit/s): all-reducing one step's fp32 gradients "
-                                                    "(531 MB) takes about 445 s at 10 Mbit/s, over timeout_s=120"),
-])
+@pytest.mark.parametrize(
+    "overrides, host, says",
+    [
+        (["launcher=slurm"], CPU_HOST, "start.sh --link-rate"),
+        (
+            [],
+            Host(gpus=0, cpus=2, free_bytes=16 * GIB, gpu_free_bytes=None, ranks_started=True),
+            "without torchrun",
+        ),
+        (["gloo.SOCKET_IFNAME=eth0"], CPU_HOST, "drop gloo.SOCKET_IFNAME"),
+        (["link.ranks_per_node=3", "world_size=2"], CPU_HOST, "link.ranks_per_node<=2"),
+        (["link.rate=1gbps"], CPU_HOST, "tc reads 'bps' as bytes per second"),
+        (["link.rate=100kbit"], CPU_HOST, "outside 1 Mbit/s"),
+        (["link.burst_bytes=1000"], CPU_HOST, "smaller than one frame"),
+        (
+            ["link.rate=10mbit", "model=vgg11"],
+            CPU_HOST,
+            "link=1gbe (10Mbit/s): all-reducing one step's fp32 gradients "
+            "(531 MB) takes about 445 s at 10 Mbit/s, over timeout_s=120",
+        ),
+    ],
+)
 def test_refused_combinations(overrides, host, says):
     assert says in refused(["link=1gbe", *overrides], host=host)
 
 
 def test_no_link_is_accepted_without_root():
-    link.check(compose([]), host=CPU_HOST, support=Support("root"))    # link=none never asks for root
+    link.check(compose([]), host=CPU_HOST, support=Support("root"))  # link=none never asks for root
 
 
 @pytest.mark.subprocess
 def test_the_refusal_reaches_the_user_as_one_line_and_exit_2(tmp_path):
     """Through the real entry point, with the machine's answer injected the way check() reads it: not root."""
     argv = ["train.py", *TINY, "link=1gbe", f"hydra.run.dir={tmp_path / 'run'}"]
-    code = ("import sys; import launchers.link as l; l.probe = lambda: l.Support('root'); "
-            f"sys.argv = {argv!r}; import train; sys.exit(train.main())")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "WANDB_MODE": "disabled"})
+    code = (
+        "import sys; import launchers.link as l; l.probe = lambda: l.Support('root'); "
+        f"sys.argv = {argv!r}; import train; sys.exit(train.main())"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "WANDB_MODE": "disabled"},
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "link=1gbe (1Gbit/s) needs root" in errors[0]
@@ -177,19 +257,43 @@ def test_the_refusal_reaches_the_user_as_one_line_and_exit_2(tmp_path):
 
 # ------------------------------------------------------------------------------------------------ labels
 def facts(rate: float = 1e9, check: float | None = 0.94e9, **more) -> dict:
-    out = {"emulated": True, "source": "link=", "preset": "1gbe", "rate_bit_s": rate, "qdisc": "htb",
-           "burst_bytes": 125000, "latency_us": None, "payload_rate_bit_s": arith.payload_rate(rate), "nodes": 2,
-           "ranks_per_node": 1, "check": {"rate_bit_s": check, "of_payload_rate": check / arith.payload_rate(rate),
-                                          "rtt_us": 25.0} if check else None}
+    out = {
+        "emulated": True,
+        "source": "link=",
+        "preset": "1gbe",
+        "rate_bit_s": rate,
+        "qdisc": "htb",
+        "burst_bytes": 125000,
+        "latency_us": None,
+        "payload_rate_bit_s": arith.payload_rate(rate),
+        "nodes": 2,
+        "ranks_per_node": 1,
+        "check": {
+            "rate_bit_s": check,
+            "of_payload_rate": check / arith.payload_rate(rate),
+            "rtt_us": 25.0,
+        }
+        if check
+        else None,
+    }
     return {**out, **more}
 
 
 def test_describe_labels_an_emulated_link_and_says_what_it_is_not():
     line = arith.describe(facts())
-    assert line.startswith("link: EMULATED 1 Gbit/s (htb, burst 125000 B)") and "no added latency" in line
+    assert (
+        line.startswith("link: EMULATED 1 Gbit/s (htb, burst 125000 B)")
+        and "no added latency" in line
+    )
     assert "check transfer 940 Mbit/s (98% of the 956.4 Mbit/s TCP payload rate)" in line
-    assert arith.describe(link.LOOPBACK) == "link: none emulated (ranks on one host talk over loopback)"
-    assert arith.short_label(facts()) == "emulated link 1 Gbit/s" and arith.short_label(link.LOOPBACK) is None
+    assert (
+        arith.describe(link.LOOPBACK)
+        == "link: none emulated (ranks on one host talk over loopback)"
+    )
+    assert (
+        arith.short_label(facts()) == "emulated link 1 Gbit/s"
+        and arith.short_label(link.LOOPBACK) is None
+    )
     assert "WARNING: slow" in arith.describe(facts(warning="slow"))
 
 
@@ -199,11 +303,17 @@ def test_sweep_table_and_wandb_label_runs_behind_an_emulated_link(tmp_path):
     from results.wandb_log import run_tags
     from tests.records import train_record
 
-    behind, plain = (train_record(overrides=[f"link={name}"], steps_per_s=s) for name, s in (("1gbe", 1), ("none", 2)))
+    behind, plain = (
+        train_record(overrides=[f"link={name}"], steps_per_s=s)
+        for name, s in (("1gbe", 1), ("none", 2))
+    )
     behind["env"]["link"], plain["env"]["link"] = facts(), dict(link.LOOPBACK)
     table = build_table([Entry.from_record(r) for r in (behind, plain)])
     note = next(n for n in table.notes if n.startswith("EMULATED LINK"))
-    assert "1 Gbit/s (htb), check transfers 940 Mbit/s..940 Mbit/s" in note and "1 run(s) without one" in note
+    assert (
+        "1 Gbit/s (htb), check transfers 940 Mbit/s..940 Mbit/s" in note
+        and "1 run(s) without one" in note
+    )
     assert "EMULATED LINK" in table.markdown()
     assert {"emulated-link", "link:1 Gbit/s"} <= set(run_tags(None, Record.from_dict(behind), {}))
     assert "emulated-link" not in run_tags(None, Record.from_dict(plain), {})
@@ -212,8 +322,13 @@ def test_sweep_table_and_wandb_label_runs_behind_an_emulated_link(tmp_path):
 def test_collectives_summary_sets_busbw_beside_the_link():
     from tasks.collectives import vs_link
 
-    r = {"ops": ["all_reduce"], "rows": [{"op": "all_reduce", "bytes": b, "busbw_GBps": g}
-                                         for b, g in ((1 << 20, 0.08), (1 << 26, 0.117))]}
+    r = {
+        "ops": ["all_reduce"],
+        "rows": [
+            {"op": "all_reduce", "bytes": b, "busbw_GBps": g}
+            for b, g in ((1 << 20, 0.08), (1 << 26, 0.117))
+        ],
+    }
     r = CollectivesResult.from_dict(r)
     [line] = vs_link(r, Link.from_dict(facts()))
     assert "all_reduce busbw at 67108864 B 0.936 Gbit/s = 98% of the 956.4 Mbit/s" in line
@@ -221,9 +336,16 @@ def test_collectives_summary_sets_busbw_beside_the_link():
 
 
 def test_interface_shaping_is_read_back_for_runs_the_tool_did_not_shape():
-    htb = link._shaping("qdisc htb 1: root refcnt 2 r2q 8 default 0x1\n",
-                        "class htb 1:1 root prio 0 rate 1Gbit ceil 1Gbit burst 125000b cburst 125000b\n")
-    assert htb["emulated"] and htb["qdisc"] == "htb" and htb["rate_bit_s"] == 1e9 and htb["burst_bytes"] == 125000
+    htb = link._shaping(
+        "qdisc htb 1: root refcnt 2 r2q 8 default 0x1\n",
+        "class htb 1:1 root prio 0 rate 1Gbit ceil 1Gbit burst 125000b cburst 125000b\n",
+    )
+    assert (
+        htb["emulated"]
+        and htb["qdisc"] == "htb"
+        and htb["rate_bit_s"] == 1e9
+        and htb["burst_bytes"] == 125000
+    )
     tbf = link._shaping("qdisc tbf 8001: root refcnt 2 rate 2500Mbit burst 1250Kb lat 50ms\n", "")
     assert tbf["rate_bit_s"] == 2.5e9 and tbf["burst_bytes"] == 1250 * 1024
     assert link._shaping("qdisc noqueue 0: root refcnt 2\n", "") == {}
@@ -240,17 +362,28 @@ def test_diagnosis_names_the_link_not_cpu_contention():
     r = rec["result"]
     step = r["step_time_s"]["median"]
     nbytes = 60_000_000
-    r["comm"].update(bytes_per_step=nbytes, buckets={"count": 3, "sizes_bytes": [nbytes // 3] * 3},
-                     time_s=0.7 * step, overlap_s=0.1 * step, exposed_s=0.6 * step,      # over 6 probe steps: an
-                     exposed_ci_lo=0.57 * step, exposed_ci_hi=0.63 * step, exposed_n=6)  # interval (issue 19.13)
-    rate = nbytes * 8 / (0.7 * step) / arith.payload_fraction() / 0.9   # the sync at 90% of the link's payload rate
+    r["comm"].update(
+        bytes_per_step=nbytes,
+        buckets={"count": 3, "sizes_bytes": [nbytes // 3] * 3},
+        time_s=0.7 * step,
+        overlap_s=0.1 * step,
+        exposed_s=0.6 * step,  # over 6 probe steps: an
+        exposed_ci_lo=0.57 * step,
+        exposed_ci_hi=0.63 * step,
+        exposed_n=6,
+    )  # interval (issue 19.13)
+    rate = (
+        nbytes * 8 / (0.7 * step) / arith.payload_fraction() / 0.9
+    )  # the sync at 90% of the link's payload rate
     before = [f["rule"] for f in diagnose(rec)["findings"] if not f.get("first")]
     assert before[0] != "exposed_comm.slow_link"
     rec["env"]["link"] = facts(rate=rate)
     diag = diagnose(rec)
     named = [f for f in diag["findings"] if not f.get("first")]
     assert named[0]["rule"] == "exposed_comm.slow_link", [f["rule"] for f in named]
-    assert "90% of the emulated link" in named[0]["title"] and named[0]["command"].endswith("optim=bf16")
+    assert "90% of the emulated link" in named[0]["title"] and named[0]["command"].endswith(
+        "optim=bf16"
+    )
     assert diag["comparisons"]["link"]["efficiency"] == pytest.approx(0.9)
 
 
@@ -269,8 +402,11 @@ def marked(owner: int | None = None) -> list[int]:
     for proc in Path("/proc").iterdir():
         mark = link._marker(proc.name) if proc.name.isdigit() else None
         if mark and (owner is None or mark.split(":")[1] == str(owner)):
-            state = (Path("/proc") / proc.name / "stat").read_text().rsplit(")", 1)[1].split()[0] \
-                if (Path("/proc") / proc.name / "stat").exists() else "Z"
+            state = (
+                (Path("/proc") / proc.name / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                if (Path("/proc") / proc.name / "stat").exists()
+                else "Z"
+            )
             if state != "Z":
                 found.append(int(proc.name))
     return found
@@ -292,8 +428,11 @@ def net_inodes(pid: int | str) -> set[int]:
 def holders(inodes: set[int]) -> list[str]:
     """Every process, thread, descriptor or mount (`ip netns add` bind-mounts one in /run/netns) that still refers to
     one of these namespaces (none: the kernel freed it)."""
-    found = [line for line in Path("/proc/self/mountinfo").read_text().splitlines()
-             if any(f"net:[{i}]" in line for i in inodes)]
+    found = [
+        line
+        for line in Path("/proc/self/mountinfo").read_text().splitlines()
+        if any(f"net:[{i}]" in line for i in inodes)
+    ]
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -309,8 +448,13 @@ def holders(inodes: set[int]) -> list[str]:
 
 
 def host_links() -> list[str]:
-    return sorted(re.findall(r"^\d+: ([^:@]+)", subprocess.run(["ip", "-o", "link"], capture_output=True,
-                                                                 text=True).stdout, re.MULTILINE))
+    return sorted(
+        re.findall(
+            r"^\d+: ([^:@]+)",
+            subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout,
+            re.MULTILINE,
+        )
+    )
 
 
 def this_process_holds_nothing() -> None:
@@ -336,14 +480,25 @@ def test_network_is_built_checked_and_gone_when_closed():
     spec = link.spec_of(compose(["link=1gbe"]))
     with link.Network(spec, world_size=2) as net:
         inodes = {os.fstat(fd).st_ino for fd in [net.switch, *net.node_fds]}
-        assert len(inodes) == 3 and host_links() == before           # nothing in the host's namespace
+        assert len(inodes) == 3 and host_links() == before  # nothing in the host's namespace
         out = link.run_in(net.node_fds[0], ["tc", "class", "show", "dev", "nic0"]).stdout
         assert "rate 1Gbit" in out and "burst 125000b" in out
         f = net.facts()
-        assert f["emulated"] and f["rate_bit_s"] == 1e9 and f["qdisc"] == "htb" and f["burst_bytes"] == 125000
-        assert f["addresses"] == ["198.18.0.1", "198.18.0.2"] and f["rendezvous"] == "198.18.0.1:29500"
-        assert 0.8 < f["check"]["of_payload_rate"] < 1.05, f["check"]      # the shaping holds
-        assert f["check"]["rtt_us"] > 0 and f["latency_us"] is None and f["latency_note"].startswith("none added")
+        assert (
+            f["emulated"]
+            and f["rate_bit_s"] == 1e9
+            and f["qdisc"] == "htb"
+            and f["burst_bytes"] == 125000
+        )
+        assert (
+            f["addresses"] == ["198.18.0.1", "198.18.0.2"] and f["rendezvous"] == "198.18.0.1:29500"
+        )
+        assert 0.8 < f["check"]["of_payload_rate"] < 1.05, f["check"]  # the shaping holds
+        assert (
+            f["check"]["rtt_us"] > 0
+            and f["latency_us"] is None
+            and f["latency_note"].startswith("none added")
+        )
         assert os.environ[link.MARK_ENV].split(":")[1] == str(os.getpid())
     assert link.MARK_ENV not in os.environ and not holders(inodes)
     this_process_holds_nothing()
@@ -353,13 +508,17 @@ def test_network_is_built_checked_and_gone_when_closed():
 @needs_link
 def test_orphans_of_a_dead_launcher_are_killed_at_the_next_start_and_live_runs_are_left_alone():
     def holder(owner: int, ticks) -> subprocess.Popen:
-        return subprocess.Popen(["unshare", "--net", "sleep", "300"],
-                                env={**os.environ, link.MARK_ENV: f"test:{owner}:{ticks}"})
+        return subprocess.Popen(
+            ["unshare", "--net", "sleep", "300"],
+            env={**os.environ, link.MARK_ENV: f"test:{owner}:{ticks}"},
+        )
 
     dead = subprocess.Popen(["true"])
     dead.wait()
-    orphan = holder(dead.pid, 1)                                           # its launcher is gone
-    alive = holder(os.getpid(), link._start_ticks(os.getpid()))            # a run whose launcher lives (this test)
+    orphan = holder(dead.pid, 1)  # its launcher is gone
+    alive = holder(
+        os.getpid(), link._start_ticks(os.getpid())
+    )  # a run whose launcher lives (this test)
     try:
         assert wait_for(lambda: {orphan.pid, alive.pid} <= set(ranks_left()), 10)
         assert orphan.pid in link.reap_stale()
@@ -376,9 +535,21 @@ def test_orphans_of_a_dead_launcher_are_killed_at_the_next_start_and_live_runs_a
 def test_collectives_busbw_within_10_percent_of_what_the_link_allows(tmp_path):
     """The issue's check that the shaping works: `python train.py task=collectives link=1gbe`, 64 MiB all-reduces."""
     before = host_links()
-    proc = run_train(["task=collectives", "link=1gbe", "logger=none", "collectives.ops=[all_reduce]",
-                      "collectives.min_bytes=64M", "collectives.max_bytes=64M", "collectives.iters=8",
-                      "collectives.warmup_iters=1", "collectives.inplace=true"], tmp_path, timeout=300)
+    proc = run_train(
+        [
+            "task=collectives",
+            "link=1gbe",
+            "logger=none",
+            "collectives.ops=[all_reduce]",
+            "collectives.min_bytes=64M",
+            "collectives.max_bytes=64M",
+            "collectives.iters=8",
+            "collectives.warmup_iters=1",
+            "collectives.inplace=true",
+        ],
+        tmp_path,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = json.loads((proc.out_dir / "run_record.json").read_text())
     env_link = record["env"]["link"]
@@ -386,13 +557,20 @@ def test_collectives_busbw_within_10_percent_of_what_the_link_allows(tmp_path):
     assert env_link["check"]["rate_bit_s"] > 0 and env_link["latency_note"]
     [row] = record["result"]["rows"]
     # busbw from the median of the 8 timed blocks (the table's last column): a busy neighbour's burst moves the mean
-    busbw = row["bytes"] / (row["time_median_us"] * 1e-6) * 8    # bit/s; all_reduce at 2 ranks: busbw = algbw
+    busbw = (
+        row["bytes"] / (row["time_median_us"] * 1e-6) * 8
+    )  # bit/s; all_reduce at 2 ranks: busbw = algbw
     share = busbw / env_link["payload_rate_bit_s"]
-    assert 0.9 <= share <= 1.1, (f"busbw {busbw / 1e9:.3f} Gbit/s (mean-based {row['busbw_GBps'] * 8:.3f}) is "
-                                 f"{share:.0%} of the link's payload rate")
+    assert 0.9 <= share <= 1.1, (
+        f"busbw {busbw / 1e9:.3f} Gbit/s (mean-based {row['busbw_GBps'] * 8:.3f}) is "
+        f"{share:.0%} of the link's payload rate"
+    )
     assert record["env"]["vars"]["GLOO_SOCKET_IFNAME"] == "nic0"
     assert record["env"]["vars"]["MASTER_ADDR"] == "198.18.0.1"
-    assert "link: EMULATED 1 Gbit/s (htb" in proc.stdout and "vs the emulated link: all_reduce busbw" in proc.stdout
+    assert (
+        "link: EMULATED 1 Gbit/s (htb" in proc.stdout
+        and "vs the emulated link: all_reduce busbw" in proc.stdout
+    )
     assert "hostname of the client socket cannot be retrieved" not in proc.stderr
     assert host_links() == before and not ranks_left()
 
@@ -403,10 +581,25 @@ def test_collectives_busbw_within_10_percent_of_what_the_link_allows(tmp_path):
 def test_every_task_runs_behind_a_link_and_this_process_keeps_nothing(tmp_path, capfd):
     runs = {
         "train": [*TINY, "link=1gbe"],
-        "grad_sync": ["task=grad_sync", "model=vgg11_tiny", "logger=none", "link=1gbe", "grad_sync.iters=2",
-                      "grad_sync.warmup_iters=1"],
-        "pair_groups": ["task=pair_groups", "logger=none", "link.rate=100mbit", "pair_groups.iters=32"],
-        "collectives": [*TINY_COLLECTIVES, "link=10gbe", "link.ranks_per_node=2"],     # one node of 2 ranks
+        "grad_sync": [
+            "task=grad_sync",
+            "model=vgg11_tiny",
+            "logger=none",
+            "link=1gbe",
+            "grad_sync.iters=2",
+            "grad_sync.warmup_iters=1",
+        ],
+        "pair_groups": [
+            "task=pair_groups",
+            "logger=none",
+            "link.rate=100mbit",
+            "pair_groups.iters=32",
+        ],
+        "collectives": [
+            *TINY_COLLECTIVES,
+            "link=10gbe",
+            "link.ranks_per_node=2",
+        ],  # one node of 2 ranks
     }
     for task, overrides in runs.items():
         record, code = run_inprocess(overrides, tmp_path, name=task)
@@ -432,11 +625,26 @@ def test_a_failing_rank_ends_the_link_run_and_leaves_nothing(tmp_path):
 
 
 def _start_endless(tmp_path: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "train.py", "task=collectives", "link=1gbe", "logger=none", "collectives.ops=[all_reduce]",
-           "collectives.min_bytes=16M", "collectives.max_bytes=16M", "collectives.iters=100000",
-           f"hydra.run.dir={tmp_path / 'run'}"]
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "WANDB_MODE": "disabled"})
+    cmd = [
+        sys.executable,
+        "train.py",
+        "task=collectives",
+        "link=1gbe",
+        "logger=none",
+        "collectives.ops=[all_reduce]",
+        "collectives.min_bytes=16M",
+        "collectives.max_bytes=16M",
+        "collectives.iters=100000",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    ]
+    return subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "WANDB_MODE": "disabled"},
+    )
 
 
 def _ranks_in_their_namespaces(proc: subprocess.Popen) -> set[int]:
@@ -449,9 +657,11 @@ def _ranks_in_their_namespaces(proc: subprocess.Popen) -> set[int]:
         return ranks if len(ranks) == 2 else None
 
     ranks = wait_for(joined, 180)
-    assert ranks, f"the ranks did not start: {proc.poll()} {proc.stdout.read() if proc.poll() is not None else ''}"
+    assert ranks, (
+        f"the ranks did not start: {proc.poll()} {proc.stdout.read() if proc.poll() is not None else ''}"
+    )
     inodes = set().union(*(net_inodes(pid) for pid in ranks)) | (net_inodes(proc.pid) - {host})
-    assert len(inodes) == 3, inodes                                 # node 0, node 1, the switch
+    assert len(inodes) == 3, inodes  # node 0, node 1, the switch
     return inodes
 
 
@@ -485,8 +695,10 @@ def test_sigkill_of_the_launcher_leaves_no_namespace_and_the_next_run_starts_cle
         inodes = _ranks_in_their_namespaces(proc)
         proc.kill()
         proc.wait(timeout=30)
-        assert wait_for(lambda: not ranks_left(proc.pid) and not holders(inodes), 30), (ranks_left(proc.pid),
-                                                                                       holders(inodes))
+        assert wait_for(lambda: not ranks_left(proc.pid) and not holders(inodes), 30), (
+            ranks_left(proc.pid),
+            holders(inodes),
+        )
     finally:
         proc.kill()
         for pid in marked(proc.pid):
@@ -505,7 +717,10 @@ def test_a_sweep_over_links_labels_its_table(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = [json.loads(p.read_text()) for p in sorted(proc.out_dir.glob("*/run_record.json"))]
     assert [r["env"]["link"]["emulated"] for r in records] == [False, True]
-    assert "EMULATED LINK: rows ran behind 1 Gbit/s (htb)" in (proc.out_dir / "sweep_table.md").read_text()
+    assert (
+        "EMULATED LINK: rows ran behind 1 Gbit/s (htb)"
+        in (proc.out_dir / "sweep_table.md").read_text()
+    )
 
 
 # ------------------------------------------------------------------------------------------------ the Slurm cluster
@@ -534,13 +749,22 @@ tc class show dev slurm-veth2; tc -n slurm-node2 class show dev eth0
 nodes_link 2 ""
 echo UNSHAPED; tc qdisc show dev slurm-veth2; tc -n slurm-node2 qdisc show dev eth0
 '''
-    proc = subprocess.run(["unshare", "--net", "--mount", "bash", "-c", script], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        ["unshare", "--net", "--mount", "bash", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     shaped, unshaped = proc.stdout.split("UNSHAPED")
-    assert shaped.count("class htb 1:1 root prio 0 rate 2500Mbit ceil 2500Mbit burst 312500b") == 2, shaped
+    assert (
+        shaped.count("class htb 1:1 root prio 0 rate 2500Mbit ceil 2500Mbit burst 312500b") == 2
+    ), shaped
     assert "htb" not in unshaped
-    assert "links shaped: every node's eth0 and its bridge port at 2.5gbit (htb, burst 312500 B)" in shaped
+    assert (
+        "links shaped: every node's eth0 and its bridge port at 2.5gbit (htb, burst 312500 B)"
+        in shaped
+    )
 
 
 @pytest.mark.slurm
@@ -555,22 +779,44 @@ def test_a_two_node_slurm_job_behind_shaped_links_records_them(tmp_path):
     problem = cluster_problem(nodes=2)
     if problem:
         pytest.skip(problem)
-    shaped_before = "htb" in subprocess.run(["tc", "qdisc", "show", "dev", "slurm-veth1"], capture_output=True,
-                                            text=True).stdout
+    shaped_before = (
+        "htb"
+        in subprocess.run(
+            ["tc", "qdisc", "show", "dev", "slurm-veth1"], capture_output=True, text=True
+        ).stdout
+    )
     # a cluster started with --link-rate keeps its own shaping; else shape it here
     assert shaped_before or nodes_link("2 1gbit").returncode == 0
     try:
-        proc = run_train(["launcher=slurm", "launcher.nodes=2", "launcher.tasks_per_node=1",
-                          "launcher.cpus_per_task=1", "launcher.timeout_min=10", *TINY_COLLECTIVES[:2],
-                          "collectives.ops=[all_reduce]", "collectives.min_bytes=16M", "collectives.max_bytes=16M",
-                          "collectives.iters=4", "collectives.inplace=true"], tmp_path, multirun=True, timeout=600)
+        proc = run_train(
+            [
+                "launcher=slurm",
+                "launcher.nodes=2",
+                "launcher.tasks_per_node=1",
+                "launcher.cpus_per_task=1",
+                "launcher.timeout_min=10",
+                *TINY_COLLECTIVES[:2],
+                "collectives.ops=[all_reduce]",
+                "collectives.min_bytes=16M",
+                "collectives.max_bytes=16M",
+                "collectives.iters=4",
+                "collectives.inplace=true",
+            ],
+            tmp_path,
+            multirun=True,
+            timeout=600,
+        )
     finally:
         if not shaped_before:
             nodes_link("2 ''")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     record = json.loads((proc.out_dir / "0" / "run_record.json").read_text())
     env_link = record["env"]["link"]
-    assert env_link["emulated"] and env_link["source"] == "interface" and env_link["interface"] == "eth0"
+    assert (
+        env_link["emulated"]
+        and env_link["source"] == "interface"
+        and env_link["interface"] == "eth0"
+    )
     assert env_link["qdisc"] == "htb" and env_link["check"] is None
     assert env_link["rate_bit_s"] == 1e9 or shaped_before
     [row] = record["result"]["rows"]

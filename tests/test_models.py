@@ -20,7 +20,9 @@ def test_vgg11_is_the_threads_model():
     assert len(params) == 22
     classifier = sum(p.numel() for p in m.classifier.parameters())
     assert classifier == 123_642_856
-    assert classifier * 4 / 2**20 == pytest.approx(471.66, abs=0.01)  # the thread's "471MB" of gradients
+    assert classifier * 4 / 2**20 == pytest.approx(
+        471.66, abs=0.01
+    )  # the thread's "471MB" of gradients
     assert [type(layer).__name__ for layer in m.classifier] == ["Linear"] * 3
 
 

@@ -3,6 +3,7 @@ tasks/collectives.py, diagnosis/accounting.py), each checked against a value wor
 written apart from the code under test: the within-run statistics behind every interval of a train record, the
 per-rank statistics of the comm measurements, the collectives task's rows and headline, and the diagnosis's step
 accounting."""
+
 from __future__ import annotations
 
 import math
@@ -12,9 +13,11 @@ import pytest
 from comm.measure import block_sizes, rank_stats
 from stats import within
 
-T975_DF4 = 2.7764451051977987   # Student t, 0.975 quantile, 4 degrees of freedom (printed tables: 2.776)
-T975_DF2 = 4.302652729911275    # ... 2 degrees of freedom (4.303)
-T975_DF1 = 12.706204736174705   # ... 1 degree of freedom (12.706)
+T975_DF4 = (
+    2.7764451051977987  # Student t, 0.975 quantile, 4 degrees of freedom (printed tables: 2.776)
+)
+T975_DF2 = 4.302652729911275  # ... 2 degrees of freedom (4.303)
+T975_DF1 = 12.706204736174705  # ... 1 degree of freedom (12.706)
 
 
 def test_t_quantile_is_students_t():
@@ -26,9 +29,9 @@ def test_t_quantile_is_students_t():
 def test_lag1_by_hand():
     # [1, 2, 3, 4]: mean 2.5, deviations -1.5 -0.5 0.5 1.5; sum of squares 5; lag-1 products 0.75 - 0.25 + 0.75 = 1.25
     assert within.lag1([1, 2, 3, 4]) == pytest.approx(0.25)
-    assert within.lag1([1, 3, 1, 3]) == pytest.approx(-0.75)   # d = -1 1 -1 1: products -3 over 4
-    assert within.lag1([2.0, 2.0, 2.0]) == 0.0                   # no variance: no correlation, not a division by 0
-    assert within.lag1([1, 2]) is None                          # fewer than 3 values
+    assert within.lag1([1, 3, 1, 3]) == pytest.approx(-0.75)  # d = -1 1 -1 1: products -3 over 4
+    assert within.lag1([2.0, 2.0, 2.0]) == 0.0  # no variance: no correlation, not a division by 0
+    assert within.lag1([1, 2]) is None  # fewer than 3 values
 
 
 def _n_eff(x: list[float]) -> float:
@@ -48,17 +51,31 @@ def test_effective_size_by_hand():
     x = [1, 1, 2, 2, 1, 1, 2, 2, 1, 1]
     assert within.lag1(x) == pytest.approx(0.1)
     assert within.effective_size(x) == pytest.approx(50 / 9) == _n_eff(x)
-    assert within.effective_size([1, 3, 1, 3, 1, 3]) == pytest.approx(6.0)   # r < 0 clipped to 0: n itself
+    assert within.effective_size([1, 3, 1, 3, 1, 3]) == pytest.approx(
+        6.0
+    )  # r < 0 clipped to 0: n itself
     # a trend: r corrected above 0.99 is held at 0.99, n * 0.01 / 1.99
     assert within.effective_size([1, 2, 3, 4, 5]) == pytest.approx(5 * 0.01 / 1.99)
-    assert within.effective_size([1, 2, 3, 4]) is None          # fewer than 5 values
+    assert within.effective_size([1, 2, 3, 4]) is None  # fewer than 5 values
     assert within.serial([1, 2, 3, 4]) == {"lag1": pytest.approx(0.25), "n_eff": None}
 
 
 def test_batches_split_by_hand():
-    assert [(s.start, s.stop) for s in within.batches(10)] == [(0, 2), (2, 4), (4, 6), (6, 8), (8, 10)]
+    assert [(s.start, s.stop) for s in within.batches(10)] == [
+        (0, 2),
+        (2, 4),
+        (4, 6),
+        (6, 8),
+        (8, 10),
+    ]
     # 12 / 5 = 2.4: edges 0 2.4 4.8 7.2 9.6 12 rounded to 0 2 5 7 10 12
-    assert [(s.start, s.stop) for s in within.batches(12)] == [(0, 2), (2, 5), (5, 7), (7, 10), (10, 12)]
+    assert [(s.start, s.stop) for s in within.batches(12)] == [
+        (0, 2),
+        (2, 5),
+        (5, 7),
+        (7, 10),
+        (10, 12),
+    ]
     assert [(s.start, s.stop) for s in within.batches(3, count=3)] == [(0, 1), (1, 2), (2, 3)]
 
 
@@ -67,17 +84,26 @@ def test_batch_median_by_hand():
     out = within.batch_median(list(range(1, 11)))
     se = math.sqrt(12.5) / math.sqrt(2)
     assert out["median"] == 5.5 and out["se"] == pytest.approx(se) and out["df"] == 1
-    assert out["ci_lo"] == pytest.approx(5.5 - T975_DF1 * se) and out["ci_hi"] == pytest.approx(5.5 + T975_DF1 * se)
+    assert out["ci_lo"] == pytest.approx(5.5 - T975_DF1 * se) and out["ci_hi"] == pytest.approx(
+        5.5 + T975_DF1 * se
+    )
     assert out["method"].startswith("batch medians: 2 consecutive batches")
     # count=5 (the adaptive window's pilot): batch medians 1.5 3.5 5.5 7.5 9.5; sd sqrt(40 / 4); se sqrt(10) / sqrt(5)
     five = within.batch_median(list(range(1, 11)), count=5)
     se5 = math.sqrt(10) / math.sqrt(5)
     assert five["se"] == pytest.approx(se5) and five["df"] == 4
-    assert five["ci_lo"] == pytest.approx(5.5 - T975_DF4 * se5) and five["ci_hi"] == pytest.approx(5.5 + T975_DF4 * se5)
+    assert five["ci_lo"] == pytest.approx(5.5 - T975_DF4 * se5) and five["ci_hi"] == pytest.approx(
+        5.5 + T975_DF4 * se5
+    )
     # the batch count by length: 2 under 40, 3 under 120, 5 from 120
     assert [within.batch_count(n) for n in (10, 39, 40, 119, 120)] == [2, 2, 3, 3, 5]
     nine = within.batch_median(list(range(1, 10)))
-    assert nine["median"] == 5 and nine["ci_lo"] is None and nine["ci_hi"] is None and "needs 10" in nine["method"]
+    assert (
+        nine["median"] == 5
+        and nine["ci_lo"] is None
+        and nine["ci_hi"] is None
+        and "needs 10" in nine["method"]
+    )
     narrow = within.batch_median(list(range(1, 11)), level=0.9)
     assert narrow["ci_hi"] - narrow["ci_lo"] < out["ci_hi"] - out["ci_lo"]
     with pytest.raises(ValueError):
@@ -88,12 +114,21 @@ def test_batch_rate_by_hand():
     # 10 blocks: the rate, no interval (the long-run rate needs 60 blocks), the 3-batch log se kept for planning
     short = within.batch_rate([1.0] * 10, [float(u) for u in range(1, 11)])
     assert short["rate"] == pytest.approx(5.5) and short["ci_lo"] is None and short["df"] is None
-    assert short["n_blocks"] == 10 and "needs" not in short["method"] and "60 blocks" in short["method"]
+    assert (
+        short["n_blocks"] == 10
+        and "needs" not in short["method"]
+        and "60 blocks" in short["method"]
+    )
     # 60 blocks of 1 s, units 1..60: 3 batches of 20, rates 10.5 30.5 50.5; t on their logs, df 2
     walls = [1.0] * 60
     units = [float(u) for u in range(1, 61)]
     out = within.batch_rate(walls, units)
-    assert out["rate"] == pytest.approx(30.5) and out["n_blocks"] == 60 and out["df"] == 2 and out["batches"] == 3
+    assert (
+        out["rate"] == pytest.approx(30.5)
+        and out["n_blocks"] == 60
+        and out["df"] == 2
+        and out["batches"] == 3
+    )
     logs = [math.log(10.5), math.log(30.5), math.log(50.5)]
     mean = sum(logs) / 3
     se = math.sqrt(sum((v - mean) ** 2 for v in logs) / 2) / math.sqrt(3)
@@ -101,11 +136,22 @@ def test_batch_rate_by_hand():
     assert out["ci_lo"] == pytest.approx(30.5 * math.exp(-T975_DF2 * se))
     assert out["ci_hi"] == pytest.approx(30.5 * math.exp(T975_DF2 * se))
     per_block = [math.log(u) for u in units]
-    assert out["lag1"] == pytest.approx(within.lag1(per_block)) and out["n_eff"] == pytest.approx(_n_eff(per_block))
+    assert out["lag1"] == pytest.approx(within.lag1(per_block)) and out["n_eff"] == pytest.approx(
+        _n_eff(per_block)
+    )
     # the rate is total work over total time, not the mean of the blocks' rates
     uneven = within.batch_rate([1.0, 3.0], [2.0, 2.0])
-    assert uneven["rate"] == pytest.approx(1.0) and uneven["ci_lo"] is None and "needs 60" in uneven["method"]
-    for walls, units in (([1.0, 0.0], [1.0, 1.0]), ([1.0, 1.0], [1.0, -1.0]), ([], []), ([1.0], [1.0, 2.0])):
+    assert (
+        uneven["rate"] == pytest.approx(1.0)
+        and uneven["ci_lo"] is None
+        and "needs 60" in uneven["method"]
+    )
+    for walls, units in (
+        ([1.0, 0.0], [1.0, 1.0]),
+        ([1.0, 1.0], [1.0, -1.0]),
+        ([], []),
+        ([1.0], [1.0, 2.0]),
+    ):
         with pytest.raises(ValueError):
             within.batch_rate(walls, units)
 
@@ -113,14 +159,16 @@ def test_batch_rate_by_hand():
 def test_log_median_by_hand():
     x = [math.exp(v) for v in range(1, 11)]
     med, se, df = within.log_median(x)
-    assert med == pytest.approx(5.5) and se == pytest.approx(math.sqrt(10) / math.sqrt(5)) and df == 4
+    assert (
+        med == pytest.approx(5.5) and se == pytest.approx(math.sqrt(10) / math.sqrt(5)) and df == 4
+    )
     assert within.log_median([math.e] * 9) == (pytest.approx(1.0), None, None)
 
 
 def test_rank_stats_by_hand():
     assert rank_stats([0.1, 0.3, 0.2]) == {"avg": pytest.approx(0.2), "max": 0.3, "slowest_rank": 1}
     assert rank_stats([0.5]) == {"avg": 0.5, "max": 0.5, "slowest_rank": 0}
-    assert rank_stats([0.3, 0.3, 0.1])["slowest_rank"] == 0          # a tie names the first rank
+    assert rank_stats([0.3, 0.3, 0.1])["slowest_rank"] == 0  # a tie names the first rank
 
 
 def test_block_sizes_cover_every_iteration():
@@ -140,39 +188,76 @@ def test_collectives_rows_and_headline_by_hand():
     from tasks.collectives import _result, settings
     from tests.conftest import compose
 
-    c = settings(compose(["task=collectives", "collectives.ops=[all_reduce,all_gather]", "logger=none"]))
+    c = settings(
+        compose(["task=collectives", "collectives.ops=[all_reduce,all_gather]", "logger=none"])
+    )
     mb = 1 << 20
-    entries = [{"op": op, "mode": "out_of_place", "size": size, "requested": size, "counts": {"count": size // 4}}
-               for op in ("all_reduce", "all_gather") for size in (mb, 4 * mb)]
+    entries = [
+        {
+            "op": op,
+            "mode": "out_of_place",
+            "size": size,
+            "requested": size,
+            "counts": {"count": size // 4},
+        }
+        for op in ("all_reduce", "all_gather")
+        for size in (mb, 4 * mb)
+    ]
     blocks = [0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008]
     # per rank, per entry: (seconds per call, wrong values found, the blocks' seconds per call)
     rank0 = [(0.010, 0, blocks), (0.030, 0, blocks), (0.020, 1, blocks), (0.050, 0, blocks)]
-    rank1 = [(0.030, 0, [2 * b for b in blocks]), (0.010, 0, blocks), (0.020, 2, blocks), (0.070, 0, blocks)]
-    r = _result(c, entries, [rank0, rank1], [], SimpleNamespace(world_size=2, backend="gloo"),
-                torch.device("cpu")).to_dict()       # the typed result, read as the record holds it
+    rank1 = [
+        (0.030, 0, [2 * b for b in blocks]),
+        (0.010, 0, blocks),
+        (0.020, 2, blocks),
+        (0.070, 0, blocks),
+    ]
+    r = _result(
+        c,
+        entries,
+        [rank0, rank1],
+        [],
+        SimpleNamespace(world_size=2, backend="gloo"),
+        torch.device("cpu"),
+    ).to_dict()  # the typed result, read as the record holds it
     rows = r["rows"]
     assert [(x["op"], x["bytes"]) for x in rows] == [(e["op"], e["size"]) for e in entries]
-    first = rows[0]                                   # all_reduce 1 MiB: mean 20 ms, slowest rank 1 at 30 ms
-    assert first["time_us"] == pytest.approx(20_000) and first["time_max_us"] == pytest.approx(30_000)
+    first = rows[0]  # all_reduce 1 MiB: mean 20 ms, slowest rank 1 at 30 ms
+    assert first["time_us"] == pytest.approx(20_000) and first["time_max_us"] == pytest.approx(
+        30_000
+    )
     assert first["slowest_rank"] == 1 and rows[1]["slowest_rank"] == 0
     assert first["algbw_GBps"] == pytest.approx(mb / 0.020 / 1e9)
-    assert first["busbw_GBps"] == pytest.approx(mb / 0.020 / 1e9 * 2 * (2 - 1) / 2)     # all_reduce: 2(n-1)/n
-    assert rows[3]["busbw_GBps"] == pytest.approx(4 * mb / 0.060 / 1e9 * (2 - 1) / 2)   # all_gather: (n-1)/n
+    assert first["busbw_GBps"] == pytest.approx(
+        mb / 0.020 / 1e9 * 2 * (2 - 1) / 2
+    )  # all_reduce: 2(n-1)/n
+    assert rows[3]["busbw_GBps"] == pytest.approx(
+        4 * mb / 0.060 / 1e9 * (2 - 1) / 2
+    )  # all_gather: (n-1)/n
     # the blocks: per block the ranks' mean (1.5 b for the first row), then their median: 1.5 x 4.5 ms
     assert first["time_median_us"] == pytest.approx(1.5 * 4500) and first["blocks"] == 8
     assert first["time_ci_lo_us"] <= first["time_median_us"] <= first["time_ci_hi_us"]
     assert rows[2]["wrong"] == 3 and first["wrong"] == 0 and r["wrong_total"] == 3
     h = r["headline"]
     assert h["ranks"] == 2 and h["max size B"] == 4 * mb and h["#wrong"] == 3
-    assert h["all_reduce busbw GB/s"] == pytest.approx(round(4 * mb / 0.020 / 1e9, 4))    # the largest size's
+    assert h["all_reduce busbw GB/s"] == pytest.approx(
+        round(4 * mb / 0.020 / 1e9, 4)
+    )  # the largest size's
     assert h["all_gather busbw GB/s"] == pytest.approx(round(4 * mb / 0.060 / 1e9 / 2, 4))
-    busbws = [mb / 0.020 / 1e9, 4 * mb / 0.020 / 1e9, mb / 0.020 / 1e9 / 2, 4 * mb / 0.060 / 1e9 / 2]
+    busbws = [
+        mb / 0.020 / 1e9,
+        4 * mb / 0.020 / 1e9,
+        mb / 0.020 / 1e9 / 2,
+        4 * mb / 0.060 / 1e9 / 2,
+    ]
     assert r["avg_busbw_GBps"] == pytest.approx(sum(busbws) / 4)
     assert h["avg busbw GB/s"] == pytest.approx(round(sum(busbws) / 4, 4))
     assert r["time_per_rank_us"][0] == pytest.approx([10_000, 30_000])
 
 
-def _accounting_result(sync: str = "ddp", late_work: float = 0.130, barrier_wall: float = 0.180) -> dict:
+def _accounting_result(
+    sync: str = "ddp", late_work: float = 0.130, barrier_wall: float = 0.180
+) -> dict:
     """A 2-rank task=train result by hand: 10 steps in 2.0 s (0.2 s per step from throughput); rank 0's phases sum
     to 0.150 s, its mean step 0.150 s, its wall per step 0.180 s (0.030 s between steps), so it waits 0.020 s at the
     block barrier; rank 0 works 0.100 s per step, rank 1 `late_work`."""
@@ -181,13 +266,28 @@ def _accounting_result(sync: str = "ddp", late_work: float = 0.130, barrier_wall
         phases = {**phases, "backward": 0.050, "sync": 0.040}
 
     def rank(r: int, work: float) -> dict:
-        return {"rank": r, "host": "node-a", "block_walls_s": [0.9, 0.9],
-                "work": {"step_mean_s": 0.150, "wall_per_step_s": barrier_wall, "backward_compute_s": 0.050,
-                         "optimizer_s": 0.020, "phases_mean_s": phases, "ready_s": {"median": work}}}
+        return {
+            "rank": r,
+            "host": "node-a",
+            "block_walls_s": [0.9, 0.9],
+            "work": {
+                "step_mean_s": 0.150,
+                "wall_per_step_s": barrier_wall,
+                "backward_compute_s": 0.050,
+                "optimizer_s": 0.020,
+                "phases_mean_s": phases,
+                "ready_s": {"median": work},
+            },
+        }
 
-    return {"world_size": 2, "sync": sync, "steps": 10,
-            "throughput": {"wall_s": 2.0, "steps_per_s": 5.0, "ci_lo": 4.0, "ci_hi": 6.25},
-            "per_rank": [rank(0, 0.100), rank(1, late_work)], "comm": {"exposed_s": 0.025}}
+    return {
+        "world_size": 2,
+        "sync": sync,
+        "steps": 10,
+        "throughput": {"wall_s": 2.0, "steps_per_s": 5.0, "ci_lo": 4.0, "ci_hi": 6.25},
+        "per_rank": [rank(0, 0.100), rank(1, late_work)],
+        "comm": {"exposed_s": 0.025},
+    }
 
 
 def test_step_accounting_by_hand():
@@ -196,33 +296,53 @@ def test_step_accounting_by_hand():
 
     acc = account(TrainResult.from_dict(_accounting_result(), "result")).to_dict()
     assert acc["step_s"] == pytest.approx(0.2) and acc["complete"] is True
-    assert acc["step_lo_s"] == pytest.approx(1 / 6.25) and acc["step_hi_s"] == pytest.approx(1 / 4.0)
+    assert acc["step_lo_s"] == pytest.approx(1 / 6.25) and acc["step_hi_s"] == pytest.approx(
+        1 / 4.0
+    )
     r0 = acc["rank0"]
     assert r0["phases_total_s"] == pytest.approx(0.150) and r0["outside_s"] == pytest.approx(0.030)
-    assert r0["barrier_s"] == pytest.approx(0.020) and r0["residual_s"] == pytest.approx(0.0, abs=1e-12)
+    assert r0["barrier_s"] == pytest.approx(0.020) and r0["residual_s"] == pytest.approx(
+        0.0, abs=1e-12
+    )
     # rank 1 works 0.130 s, rank 0 0.100 s: rank 0 waits 0.030 s, 0.020 s of it at the barrier (all the barrier
     # holds), the other 0.010 s inside DDP's all-reduces in backward (backward 0.090 - compute 0.050 = 0.040 s)
     w = acc["wait"]
     assert acc["late_rank"] == 1 and w["rank"] == 1 and w["total_s"] == pytest.approx(0.030)
     assert w["at_barrier_s"] == pytest.approx(0.020) and w["in_sync_s"] == pytest.approx(0.010)
-    assert acc["sync"]["exposed_s"] == pytest.approx(0.040) and acc["sync"]["transfer_s"] == pytest.approx(0.030)
+    assert acc["sync"]["exposed_s"] == pytest.approx(0.040) and acc["sync"][
+        "transfer_s"
+    ] == pytest.approx(0.030)
     assert acc["sync"]["compute_s"] == pytest.approx(0.050) and w["phase"].startswith("backward")
     # the probe: DDP's timers, no barrier: min(wait, exposed) = 0.025 waiting, nothing left for the transfer
     assert acc["probe"] == {"exposed_s": 0.025, "wait_s": pytest.approx(0.025), "transfer_s": 0.0}
     assert [r["barrier_s"] for r in acc["ranks"]] == [pytest.approx(0.020)] * 2
     assert acc["work_s"] == {0: 0.100, 1: 0.130} and acc["work_is_complete"] is True
     text = "\n".join(lines(account(TrainResult.from_dict(_accounting_result(), "result"))))
-    assert "200 ms per step" in text and "waiting for rank 1 10" in text and "transfer in the window 30" in text
+    assert (
+        "200 ms per step" in text
+        and "waiting for rank 1 10" in text
+        and "transfer in the window 30" in text
+    )
     assert "rank 0 waits 30" in text and "not accounted for" not in text
 
     # an explicit strategy: the wait is inside the sync phase; a wait larger than barrier + sync is capped by the sync
-    flat = account(TrainResult.from_dict(_accounting_result(sync="flat", late_work=0.200), "result")).to_dict()
+    flat = account(
+        TrainResult.from_dict(_accounting_result(sync="flat", late_work=0.200), "result")
+    ).to_dict()
     assert flat["wait"]["total_s"] == pytest.approx(0.100) and flat["wait"]["phase"] == "sync"
-    assert flat["wait"]["in_sync_s"] == pytest.approx(0.040) and flat["sync"]["transfer_s"] == pytest.approx(0.0)
+    assert flat["wait"]["in_sync_s"] == pytest.approx(0.040) and flat["sync"][
+        "transfer_s"
+    ] == pytest.approx(0.0)
     assert flat["sync"]["compute_s"] is None
     # rank 0 the slowest: nobody waits; a rank's wall beyond the step leaves no negative barrier
-    fast = account(TrainResult.from_dict(_accounting_result(late_work=0.050, barrier_wall=0.25), "result")).to_dict()
-    assert fast["late_rank"] is None and fast["wait"]["total_s"] == 0.0 and fast["rank0"]["barrier_s"] == 0.0
+    fast = account(
+        TrainResult.from_dict(_accounting_result(late_work=0.050, barrier_wall=0.25), "result")
+    ).to_dict()
+    assert (
+        fast["late_rank"] is None
+        and fast["wait"]["total_s"] == 0.0
+        and fast["rank0"]["barrier_s"] == 0.0
+    )
     assert fast["rank0"]["residual_s"] == pytest.approx(0.2 - 0.150 - 0.100)
 
 
@@ -233,14 +353,19 @@ def test_resolve_device_by_choice():
     from comm.measure import resolve_device
 
     cpu, cuda = torch.device("cpu"), torch.device("cuda", 1)
-    assert resolve_device("cpu", "gloo", cuda, 0) == cpu                 # asked for: CPU even on a CUDA rank
-    assert resolve_device("auto", "gloo", cpu, 3) == cpu and resolve_device("auto", "nccl", cuda, 0) == cuda
-    assert resolve_device("cuda", "gloo", cuda, 0) == cuda               # the rank's own GPU
+    assert resolve_device("cpu", "gloo", cuda, 0) == cpu  # asked for: CPU even on a CUDA rank
+    assert (
+        resolve_device("auto", "gloo", cpu, 3) == cpu
+        and resolve_device("auto", "nccl", cuda, 0) == cuda
+    )
+    assert resolve_device("cuda", "gloo", cuda, 0) == cuda  # the rank's own GPU
     with pytest.raises(ConfigError, match="NCCL only moves CUDA tensors"):
         resolve_device("cpu", "nccl", cuda, 0)
     with pytest.raises(ConfigError, match="choose auto, cpu or cuda"):
         resolve_device("gpu", "gloo", cpu, 0)
-    with pytest.raises(ConfigError, match="needs a GPU and none is visible"):   # conftest hides every GPU here
+    with pytest.raises(
+        ConfigError, match="needs a GPU and none is visible"
+    ):  # conftest hides every GPU here
         resolve_device("cuda", "gloo", cpu, 0)
 
 
@@ -254,11 +379,13 @@ def test_time_window_and_gather_all_on_a_one_rank_group(tmp_path):
     from comm.measure import gather_all, time_window
     from tests.conftest import close_group
 
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+    )
     try:
         calls = []
         per_call = time_window(lambda: (calls.append(1), time.sleep(0.02)), 4, torch.device("cpu"))
-        assert len(calls) == 4 and 0.02 <= per_call < 0.2                # divided by the 4 calls, not their sum
+        assert len(calls) == 4 and 0.02 <= per_call < 0.2  # divided by the 4 calls, not their sum
         assert gather_all({"rank": 0}) == [{"rank": 0}]
     finally:
         close_group()

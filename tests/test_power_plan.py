@@ -1,4 +1,5 @@
 """python -m results.plan on committed pilots (issue 39): the plan from a repeated sweep's own records."""
+
 from pathlib import Path
 
 import pytest
@@ -7,7 +8,7 @@ from results.plan import main, pilot_from
 from tables.sweep import load_entries
 
 ROOT = Path(__file__).resolve().parents[1]
-KNOBS = ROOT / "results/runs/ddp_knobs_vgg11"     # 9 configurations x 3 interleaved rounds of 10 steps
+KNOBS = ROOT / "results/runs/ddp_knobs_vgg11"  # 9 configurations x 3 interleaved rounds of 10 steps
 
 
 def test_a_repeated_sweep_is_a_pilot_and_the_plan_says_what_the_budget_can_detect(capsys):

@@ -1,6 +1,7 @@
 """Property-based tests (hypothesis, issue 30): invariants every printed figure must keep, over inputs nobody wrote by
 hand. Bounded (max_examples, no deadline on a loaded 2-core machine) so the fast tier stays fast; derandomized, so a
 run is reproducible and a failure is the same failure on every machine."""
+
 from __future__ import annotations
 
 import math
@@ -14,7 +15,9 @@ from stats import compare_runs, judge, median_ci, run_level
 from stats.verdict import EQUIVALENT, FASTER, NS, SLOWER
 from tests.test_printed_numbers import _assemble
 
-FAST = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(
+    max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 
 ranks = st.integers(min_value=2, max_value=4096)
 positive = st.floats(min_value=1e-3, max_value=1e3, allow_nan=False, allow_infinity=False)
@@ -32,18 +35,22 @@ def nccl_tests_factor(op: str, n: int) -> float:
 @given(op=st.sampled_from(bw.OPS), n=ranks)
 def test_bus_factor_is_nccl_tests_definition_for_every_op_and_world_size(op, n):
     assert bw.bus_factor(op, n) == pytest.approx(nccl_tests_factor(op, n), rel=1e-12)
-    assert 0 < bw.bus_factor(op, n) <= 2          # a link never carries more than twice the buffer
+    assert 0 < bw.bus_factor(op, n) <= 2  # a link never carries more than twice the buffer
 
 
 @FAST
 @given(op=st.sampled_from(bw.OPS), n=ranks, size=st.integers(1, 1 << 34), seconds=positive)
 def test_busbw_is_algbw_times_the_factor(op, n, size, seconds):
-    assert bw.busbw(op, size, seconds, n) == pytest.approx(size / seconds / 1e9 * nccl_tests_factor(op, n), rel=1e-9)
+    assert bw.busbw(op, size, seconds, n) == pytest.approx(
+        size / seconds / 1e9 * nccl_tests_factor(op, n), rel=1e-9
+    )
 
 
 # ------------------------------------------------------------------------------------------------ per-rank measures
 @FAST
-@given(medians=st.lists(st.floats(0.01, 10.0, allow_nan=False), min_size=2, max_size=8, unique=True))
+@given(
+    medians=st.lists(st.floats(0.01, 10.0, allow_nan=False), min_size=2, max_size=8, unique=True)
+)
 def test_the_slowest_rank_is_the_argmax_of_the_median_steps(medians):
     world = len(medians)
     r = _assemble(world=world, walls=[[0.5] * 10] * world, medians=medians)
@@ -51,14 +58,22 @@ def test_the_slowest_rank_is_the_argmax_of_the_median_steps(medians):
 
 
 @FAST
-@given(batch=st.integers(1, 64), world=st.integers(1, 8), accumulate=st.integers(1, 16),
-       wall=st.floats(0.01, 10.0, allow_nan=False))
-def test_samples_per_second_scales_with_batch_world_size_and_accumulate(batch, world, accumulate, wall):
+@given(
+    batch=st.integers(1, 64),
+    world=st.integers(1, 8),
+    accumulate=st.integers(1, 16),
+    wall=st.floats(0.01, 10.0, allow_nan=False),
+)
+def test_samples_per_second_scales_with_batch_world_size_and_accumulate(
+    batch, world, accumulate, wall
+):
     """Same block walls, so the same steps/s; samples/s = steps/s x batch x world x accumulate, by hand."""
     r = _assemble(batch=batch, world=world, accumulate=accumulate, walls=[[wall] * 10] * world)
-    steps_per_s = 20 / (10 * wall)                      # 10 blocks of 2 steps
+    steps_per_s = 20 / (10 * wall)  # 10 blocks of 2 steps
     assert r["throughput"]["steps_per_s"] == pytest.approx(steps_per_s, rel=1e-9)
-    assert r["throughput"]["samples_per_s"] == pytest.approx(steps_per_s * batch * world * accumulate, rel=1e-9)
+    assert r["throughput"]["samples_per_s"] == pytest.approx(
+        steps_per_s * batch * world * accumulate, rel=1e-9
+    )
 
 
 # ------------------------------------------------------------------------------------------------ verdicts
@@ -73,7 +88,9 @@ SWAPPED = {FASTER: SLOWER, SLOWER: FASTER, EQUIVALENT: EQUIVALENT, NS: NS}
 def test_a_verdict_flips_when_baseline_and_candidate_swap(base, cand):
     ab, ba = compare_runs(base, cand), compare_runs(cand, base)
     assert ba.ratio == pytest.approx(1 / ab.ratio, rel=1e-9)
-    assert ba.ci_lo == pytest.approx(1 / ab.ci_hi, rel=1e-9) and ba.ci_hi == pytest.approx(1 / ab.ci_lo, rel=1e-9)
+    assert ba.ci_lo == pytest.approx(1 / ab.ci_hi, rel=1e-9) and ba.ci_hi == pytest.approx(
+        1 / ab.ci_lo, rel=1e-9
+    )
     assert ba.verdict == SWAPPED[ab.verdict], (ab.ci_lo, ab.ci_hi, ab.verdict, ba.verdict)
 
 
@@ -84,7 +101,10 @@ def test_judge_is_symmetric_under_inversion(lo, width, noise):
     noise band is not symmetric, so only intervals clear of both band edges by a margin are compared)."""
     hi = lo + width
     verdict = judge(lo, hi, noise)
-    if verdict in (FASTER, SLOWER):   # a claim beyond the band: the inverse makes the mirrored claim or none
+    if verdict in (
+        FASTER,
+        SLOWER,
+    ):  # a claim beyond the band: the inverse makes the mirrored claim or none
         assert judge(1 / hi, 1 / lo, noise) in (SWAPPED[verdict], NS)
     else:
         assert judge(1 / hi, 1 / lo, noise) in (EQUIVALENT, NS)

@@ -1,4 +1,5 @@
 """The README's set-up and test commands are what CI runs: a new user who follows the README gets CI's machine."""
+
 import re
 
 from tests.conftest import ROOT
@@ -31,7 +32,9 @@ def test_ci_runs_the_readme_test_command_verbatim():
 
 def test_the_test_runner_is_installed_by_the_setup():
     requirements = (ROOT / "requirements.txt").read_text()
-    assert re.search(r"^pytest\b", requirements, re.M), "pytest must come with `pip install -r requirements.txt`"
+    assert re.search(r"^pytest\b", requirements, re.M), (
+        "pytest must come with `pip install -r requirements.txt`"
+    )
 
 
 def _pages():

@@ -1,5 +1,6 @@
 """The typed run record: every committed record reads into the types and writes back the same JSON; absent blocks read
 as None; a wrong-typed field is one line naming it."""
+
 import copy
 import dataclasses
 import json
@@ -27,16 +28,24 @@ def _extras(block, path="record"):
 
 def test_every_committed_record_reads_typed_and_round_trips():
     assert len(COMMITTED) > 100
-    types = {"train": TrainResult, "collectives": CollectivesResult, "grad_sync": GradSyncResult,
-             "pair_groups": PairGroupsResult}
+    types = {
+        "train": TrainResult,
+        "collectives": CollectivesResult,
+        "grad_sync": GradSyncResult,
+        "pair_groups": PairGroupsResult,
+    }
     for path in COMMITTED:
         text = path.read_text()
         record = Record.read(path)
         # a hung or killed run can end before any rank wrote its result: the record keeps the error (and dumps)
         ended_early = record.result is None and record.status in ("hung", "failed")
         assert isinstance(record.result, types[record.task]) or ended_early, path
-        assert json.dumps(record.to_dict(), indent=2) == json.dumps(json.loads(text), indent=2), path
-        assert list(_extras(record)) == [], f"{path}: keys the types do not declare: {list(_extras(record))}"
+        assert json.dumps(record.to_dict(), indent=2) == json.dumps(json.loads(text), indent=2), (
+            path
+        )
+        assert list(_extras(record)) == [], (
+            f"{path}: keys the types do not declare: {list(_extras(record))}"
+        )
 
 
 def test_every_committed_record_names_the_target_of_each_node_a_user_swaps():
@@ -60,8 +69,10 @@ def test_a_missing_optional_block_reads_as_none(tmp_path):
     del d["env"]["link"]
     (tmp_path / "run_record.json").write_text(json.dumps(d))
     record = Record.read(tmp_path)
-    assert record.result.straggler is None and record.result.comm is None and record.env.link is None
-    assert record.to_dict() == d      # absent stays absent, null stays null
+    assert (
+        record.result.straggler is None and record.result.comm is None and record.env.link is None
+    )
+    assert record.to_dict() == d  # absent stays absent, null stays null
 
 
 def test_a_wrong_typed_field_is_one_line_naming_it(tmp_path):
@@ -85,7 +96,9 @@ def test_an_unknown_key_is_kept_and_written_back():
 
 
 def test_a_record_built_in_code_writes_every_field_and_reads_back(tmp_path):
-    record = Record.failed({"task": "train"}, {"name": "j", "overrides": ["steps=3"]}, "rank 1: boom")
+    record = Record.failed(
+        {"task": "train"}, {"name": "j", "overrides": ["steps=3"]}, "rank 1: boom"
+    )
     assert isinstance(record.env, Env) and record.env.to_dict() == {}
     path = record.write(tmp_path)
     again = Record.read(path)
@@ -97,10 +110,19 @@ def test_a_record_built_in_code_writes_every_field_and_reads_back(tmp_path):
 def test_a_writer_slip_keeps_the_record_with_a_warning(tmp_path):
     """The slipped value is kept under result.unchecked, every other field stays typed, and the record reads back."""
     with pytest.warns(UserWarning, match="result.steps: expected an integer"):
-        record = Record.ok({"task": "train"}, {}, env={}, started="t",
-                           result={"steps": "many", "world_size": 2, "headline": {}})
+        record = Record.ok(
+            {"task": "train"},
+            {},
+            env={},
+            started="t",
+            result={"steps": "many", "world_size": 2, "headline": {}},
+        )
     assert record.result.world_size == 2 and record.result.steps is None
-    assert record.to_dict()["result"] == {"world_size": 2, "headline": {}, "unchecked": {"steps": "many"}}
+    assert record.to_dict()["result"] == {
+        "world_size": 2,
+        "headline": {},
+        "unchecked": {"steps": "many"},
+    }
     (tmp_path / "run_record.json").write_text(json.dumps(record.to_dict()))
     back = Record.read(tmp_path)
     assert back.result.world_size == 2 and back.result.extra == {"unchecked": {"steps": "many"}}
@@ -109,22 +131,28 @@ def test_a_writer_slip_keeps_the_record_with_a_warning(tmp_path):
 def test_docs_record_md_is_generated_from_the_types():
     from base.record import schema_doc
 
-    assert schema_doc() in (ROOT / "docs" / "record.md").read_text(), \
+    assert schema_doc() in (ROOT / "docs" / "record.md").read_text(), (
         "docs/record.md is stale: python -m base.record --write docs/record.md"
+    )
 
 
 def test_a_diagnosis_reads_its_findings_typed():
     """The findings a record stores are the diagnosis's own type (one type, no dict readers); a broken one is named."""
     from base.record_types import DiagnosisBlock, Finding, Saving
 
-    with_diag = [r for r in map(Record.read, COMMITTED) if r.result is not None and r.result.diagnosis
-                 and r.result.diagnosis.findings]   # a hung or failed run may keep no result
+    with_diag = [
+        r
+        for r in map(Record.read, COMMITTED)
+        if r.result is not None and r.result.diagnosis and r.result.diagnosis.findings
+    ]  # a hung or failed run may keep no result
     assert with_diag
     f = with_diag[0].result.diagnosis.findings[0]
     assert isinstance(f, Finding) and (f.saving is None or isinstance(f.saving, Saving))
     broken = f.to_dict()
     del broken["command"]
-    with pytest.raises(RecordError, match=r"^diagnosis\.findings\[0\]: missing command \(Finding\)$"):
+    with pytest.raises(
+        RecordError, match=r"^diagnosis\.findings\[0\]: missing command \(Finding\)$"
+    ):
         DiagnosisBlock.from_dict({"findings": [broken]}, "diagnosis")
 
 
@@ -143,15 +171,21 @@ def test_an_older_record_is_refused_with_the_command_that_brings_it_up_to_date(t
     for group in ("model", "data", "optim", "logger"):
         del old["config"][group]["_target_"]
     for f in old["result"]["diagnosis"]["findings"]:
-        items = [("seed", re.sub(r"\bsource (00[0-4])", r"seed \1", v).replace("no source:", "no seed:"))
-                 if k == "matches" else (k, v) for k, v in f.items()]
+        items = [
+            ("seed", re.sub(r"\bsource (00[0-4])", r"seed \1", v).replace("no source:", "no seed:"))
+            if k == "matches"
+            else (k, v)
+            for k, v in f.items()
+        ]
         f.clear()
         f.update(items)
     run = tmp_path / "sweep" / "0"
     run.mkdir(parents=True)
     (run / "run_record.json").write_text(json.dumps(old, indent=2))
-    with pytest.raises(RecordError, match=r"schema_version 2, this tool reads 3: `python -m base\.upgrade .*0` "):
+    with pytest.raises(
+        RecordError, match=r"schema_version 2, this tool reads 3: `python -m base\.upgrade .*0` "
+    ):
         Record.read(run)
     assert upgrade([str(tmp_path / "sweep")]) == 0
     assert (run / "run_record.json").read_text() == text
-    assert upgrade([str(tmp_path / "sweep")]) == 0          # once: a current record is left as it is
+    assert upgrade([str(tmp_path / "sweep")]) == 0  # once: a current record is left as it is

@@ -1,5 +1,6 @@
 """python -m results.report: tables and plots whose content is checked against the run records. Its main() runs in
 this process; the bad-path errors (exit code, no traceback) go through the real command."""
+
 from __future__ import annotations
 
 import contextlib
@@ -30,8 +31,13 @@ def _png(path: Path) -> tuple[int, int]:
 
 
 def _report(*args: str | Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "results.report", *map(str, args)], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "results.report", *map(str, args)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _report_here(*args: str | Path) -> str:
@@ -51,35 +57,80 @@ def study(tmp_path_factory):
     records = []
     for optim, base in (("none", 2.0), ("bf16", 3.0)):
         for bucket in (25, 100):
-            records.append(train_record(overrides=[f"optim={optim}", f"bucket={bucket}", "model=vgg11_tiny"],
-                                        steps_per_s=base + bucket / 200, optim=optim, bucket=bucket,
-                                        grad_rel_error=0.0 if optim == "none" else 2e-3, host="cpu-box"))
-    records.append(train_record(overrides=["optim=powersgd", "bucket=25", "model=vgg11_tiny"], steps_per_s=1.0,
-                                status="failed", error="RuntimeError: injected", host="cpu-box"))
-    crashed = train_record(overrides=["optim=fp16", "bucket=25", "model=vgg11_tiny"], steps_per_s=1.0, host="cpu-box")
+            records.append(
+                train_record(
+                    overrides=[f"optim={optim}", f"bucket={bucket}", "model=vgg11_tiny"],
+                    steps_per_s=base + bucket / 200,
+                    optim=optim,
+                    bucket=bucket,
+                    grad_rel_error=0.0 if optim == "none" else 2e-3,
+                    host="cpu-box",
+                )
+            )
+    records.append(
+        train_record(
+            overrides=["optim=powersgd", "bucket=25", "model=vgg11_tiny"],
+            steps_per_s=1.0,
+            status="failed",
+            error="RuntimeError: injected",
+            host="cpu-box",
+        )
+    )
+    crashed = train_record(
+        overrides=["optim=fp16", "bucket=25", "model=vgg11_tiny"], steps_per_s=1.0, host="cpu-box"
+    )
     crashed["status"] = "crashed"
     records.append(crashed)
-    write_sweep(root / "cpu_sweep", records, ["optim=none,bf16,powersgd,fp16", "bucket=25,100", "model=vgg11_tiny"])
+    write_sweep(
+        root / "cpu_sweep",
+        records,
+        ["optim=none,bf16,powersgd,fp16", "bucket=25,100", "model=vgg11_tiny"],
+    )
     scaling = []
     for ws in (1, 2, 4):
-        rec = train_record(overrides=[f"world_size={ws}"], world_size=ws, steps_per_s=10.0 / (1 + 0.1 * ws),
-                           host="gpu-box", device="NVIDIA H100 80GB HBM3")
+        rec = train_record(
+            overrides=[f"world_size={ws}"],
+            world_size=ws,
+            steps_per_s=10.0 / (1 + 0.1 * ws),
+            host="gpu-box",
+            device="NVIDIA H100 80GB HBM3",
+        )
         write_record(root / "gpu_scaling" / f"ws{ws}", rec)
         scaling.append(rec)
     coll = collectives_record(overrides=["task=collectives"], host="cpu-box")
     write_record(root / "collectives", coll)
     out = root / "report"
-    stdout = _report_here(root / "cpu_sweep", root / "gpu_scaling", root / "collectives", "--out", out,
-                          "--title", "Test study")
-    return {"root": root, "out": out, "stdout": stdout, "records": records, "scaling": scaling, "coll": coll}
+    stdout = _report_here(
+        root / "cpu_sweep",
+        root / "gpu_scaling",
+        root / "collectives",
+        "--out",
+        out,
+        "--title",
+        "Test study",
+    )
+    return {
+        "root": root,
+        "out": out,
+        "stdout": stdout,
+        "records": records,
+        "scaling": scaling,
+        "coll": coll,
+    }
 
 
 def test_report_states_machines_and_commands_first(study):
     md = (study["out"] / "report.md").read_text()
     assert md.startswith("# Test study")
-    cpu, gpu = md.index("## Machine 1: cpu-box / cpu"), md.index("## Machine 2: gpu-box / NVIDIA H100 80GB HBM3")
+    cpu, gpu = (
+        md.index("## Machine 1: cpu-box / cpu"),
+        md.index("## Machine 2: gpu-box / NVIDIA H100 80GB HBM3"),
+    )
     assert cpu < gpu
-    assert "python train.py -m optim=none,bf16,powersgd,fp16 bucket=25,100 model=vgg11_tiny" in md[cpu:gpu]
+    assert (
+        "python train.py -m optim=none,bf16,powersgd,fp16 bucket=25,100 model=vgg11_tiny"
+        in md[cpu:gpu]
+    )
     assert "python train.py task=collectives" in md[cpu:gpu]
     assert "python train.py world_size=4" in md[gpu:] and "4 x NVIDIA H100 80GB HBM3" in md[gpu:]
     assert f"report: {study['out'] / 'report.md'}" in study["stdout"]  # prints where files went
@@ -88,8 +139,13 @@ def test_report_states_machines_and_commands_first(study):
 def test_train_table_matches_the_records_and_keeps_failed_rows(study):
     rows = _csv(study["out"] / "cpu-box-cpu-ws2-train.csv")
     assert [r["configuration"] for r in rows] == [
-        "optim=none bucket=25", "optim=none bucket=100", "optim=bf16 bucket=25", "optim=bf16 bucket=100",
-        "optim=powersgd bucket=25", "optim=fp16 bucket=25"]
+        "optim=none bucket=25",
+        "optim=none bucket=100",
+        "optim=bf16 bucket=25",
+        "optim=bf16 bucket=100",
+        "optim=powersgd bucket=25",
+        "optim=fp16 bucket=25",
+    ]
     base = study["records"][0]["result"]
     assert rows[0]["baseline"] == "True"
     for row, rec in zip(rows[:4], study["records"][:4]):
@@ -97,7 +153,8 @@ def test_train_table_matches_the_records_and_keeps_failed_rows(study):
         assert float(row["steps/s"]) == pytest.approx(res["throughput"]["steps_per_s"])
         assert float(row["samples/s"]) == pytest.approx(res["throughput"]["samples_per_s"])
         assert float(row["speed-up"]) == pytest.approx(
-            res["throughput"]["samples_per_s"] / base["throughput"]["samples_per_s"])
+            res["throughput"]["samples_per_s"] / base["throughput"]["samples_per_s"]
+        )
         assert float(row["step median ms"]) == pytest.approx(res["step_time_s"]["median"] * 1e3)
         assert float(row["exposed comm ms"]) == pytest.approx(res["comm"]["exposed_s"] * 1e3)
         assert float(row["MB/step"]) == pytest.approx(res["comm"]["bytes_per_step"] / 1e6)
@@ -124,7 +181,9 @@ def test_machines_and_world_sizes_are_never_mixed_in_one_table(study):
     assert gpu_tables == [f"gpu-box-nvidia-h100-80gb-hbm3-ws{n}-train.csv" for n in (1, 2, 4)]
     for n, rec in zip((1, 2, 4), study["scaling"]):
         rows = _csv(out / f"gpu-box-nvidia-h100-80gb-hbm3-ws{n}-train.csv")
-        assert len(rows) == 1 and float(rows[0]["steps/s"]) == pytest.approx(rec["result"]["throughput"]["steps_per_s"])
+        assert len(rows) == 1 and float(rows[0]["steps/s"]) == pytest.approx(
+            rec["result"]["throughput"]["steps_per_s"]
+        )
     cpu_rows = _csv(out / "cpu-box-cpu-ws2-train.csv")
     assert all("world_size" not in r["configuration"] for r in cpu_rows)
     scaling = _csv(out / "gpu-box-nvidia-h100-80gb-hbm3-scaling.csv")
@@ -147,19 +206,32 @@ def test_collectives_rows_table(study):
 def test_plots_are_written_and_linked(study):
     out = study["out"]
     md = (out / "report.md").read_text()
-    expected = ["cpu-box-cpu-ws2-throughput.png", "cpu-box-cpu-ws2-phases.png", "cpu-box-cpu-ws2-bucket.png",
-                "cpu-box-cpu-ws2-busbw.png", "gpu-box-nvidia-h100-80gb-hbm3-scaling.png"]
+    expected = [
+        "cpu-box-cpu-ws2-throughput.png",
+        "cpu-box-cpu-ws2-phases.png",
+        "cpu-box-cpu-ws2-bucket.png",
+        "cpu-box-cpu-ws2-busbw.png",
+        "gpu-box-nvidia-h100-80gb-hbm3-scaling.png",
+    ]
     for name in expected:
         width, height = _png(out / name)
         assert width > 400 and height > 150
         assert f"]({name})" in md
-    assert not (out / "gpu-box-nvidia-h100-80gb-hbm3-ws1-bucket.png").exists()  # no bucket variation there
+    assert not (
+        out / "gpu-box-nvidia-h100-80gb-hbm3-ws1-bucket.png"
+    ).exists()  # no bucket variation there
 
 
 def test_report_on_a_moved_sweep_dir_defaults_to_its_report_folder(tmp_path):
     """Committed runs are copies: the records' own paths point to where they ran, the report reads where they are."""
-    write_sweep(tmp_path / "ran_here", [train_record(overrides=[f"bucket={b}"], bucket=b, steps_per_s=2.0 + b / 100)
-                                        for b in (25, 100)], ["bucket=25,100"])
+    write_sweep(
+        tmp_path / "ran_here",
+        [
+            train_record(overrides=[f"bucket={b}"], bucket=b, steps_per_s=2.0 + b / 100)
+            for b in (25, 100)
+        ],
+        ["bucket=25,100"],
+    )
     (tmp_path / "ran_here").rename(tmp_path / "committed")
     _report_here(tmp_path / "committed")
     md = (tmp_path / "committed" / "report" / "report.md").read_text()
@@ -169,7 +241,9 @@ def test_report_on_a_moved_sweep_dir_defaults_to_its_report_folder(tmp_path):
 @pytest.mark.subprocess
 def test_bad_paths_give_a_clear_error(tmp_path):
     proc = _report(tmp_path / "nope")
-    assert proc.returncode != 0 and "does not exist" in proc.stderr and "Traceback" not in proc.stderr
+    assert (
+        proc.returncode != 0 and "does not exist" in proc.stderr and "Traceback" not in proc.stderr
+    )
     (tmp_path / "empty").mkdir()
     proc = _report(tmp_path / "empty")
     assert proc.returncode != 0 and "no run records" in proc.stderr

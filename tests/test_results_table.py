@@ -1,4 +1,5 @@
 """The sweep table: one builder for the end-of-sweep callback and the report; failed and missing jobs as rows."""
+
 from __future__ import annotations
 
 import csv
@@ -28,9 +29,16 @@ def _four(first_optim="none"):
     for optim in optims:
         for bucket in (100, 25):
             sps = {"none": 2.0, "bf16": 3.0}[optim] + (0.5 if bucket == 100 else 0.0)
-            records.append(train_record(overrides=[f"optim={optim}", f"bucket={bucket}", "model=vgg11_tiny"],
-                                        steps_per_s=sps, optim=optim, bucket=bucket, num=num,
-                                        grad_rel_error=0.0 if optim == "none" else 3e-3))
+            records.append(
+                train_record(
+                    overrides=[f"optim={optim}", f"bucket={bucket}", "model=vgg11_tiny"],
+                    steps_per_s=sps,
+                    optim=optim,
+                    bucket=bucket,
+                    num=num,
+                    grad_rel_error=0.0 if optim == "none" else 3e-3,
+                )
+            )
             num += 1
     return records
 
@@ -55,20 +63,28 @@ def test_rows_follow_the_records_and_the_baseline_is_none_bucket25_wherever_it_s
     assert table.rows[0]["overrides"] == "optim=bf16 bucket=100"
     assert any("model=vgg11_tiny" in n for n in table.notes)
     md = table.markdown()
-    assert "| 3 (baseline)" in md and "1.75 (1 run: no CI)" in md  # bf16/100: 3.5 / 2.0; one run: no verdict
+    assert (
+        "| 3 (baseline)" in md and "1.75 (1 run: no CI)" in md
+    )  # bf16/100: 3.5 / 2.0; one run: no verdict
 
 
 def test_without_the_default_baseline_the_first_job_is_used_and_the_table_says_so():
-    records = [train_record(overrides=["optim=bf16", f"bucket={b}"], optim="bf16", bucket=b, steps_per_s=s, num=i)
-               for i, (b, s) in enumerate([(100, 4.0), (2000, 2.0)])]
+    records = [
+        train_record(
+            overrides=["optim=bf16", f"bucket={b}"], optim="bf16", bucket=b, steps_per_s=s, num=i
+        )
+        for i, (b, s) in enumerate([(100, 4.0), (2000, 2.0)])
+    ]
     table = build_table(_entries(records))
     assert table.rows[0]["baseline"] and table.rows[1]["speed-up"] == pytest.approx(0.5)
     assert "first finished job" in table.notes[0]
 
 
 def test_missing_headline_falls_back_to_the_structured_fields():
-    records = [train_record(overrides=[f"bucket={b}"], bucket=b, steps_per_s=s, num=i, headline=False)
-               for i, (b, s) in enumerate([(25, 2.0), (100, 3.0)])]
+    records = [
+        train_record(overrides=[f"bucket={b}"], bucket=b, steps_per_s=s, num=i, headline=False)
+        for i, (b, s) in enumerate([(25, 2.0), (100, 3.0)])
+    ]
     table = build_table(_entries(records))
     assert table.rows[1]["steps/s"] == 3.0 and table.rows[1]["speed-up"] == pytest.approx(1.5)
     assert table.rows[0]["MB/step"] == pytest.approx(8.0)
@@ -86,13 +102,21 @@ def test_headline_columns_are_the_union_in_first_seen_order():
 
 def test_failed_rows_keep_the_error_and_the_slurm_job_the_others_keep_their_numbers():
     ok = train_record(overrides=["optim=none"], steps_per_s=2.0, num=0)
-    bad = train_record(overrides=["optim=powersgd"], steps_per_s=1.0, num=1, status="failed",
-                       error="Traceback (most recent call last):\n  File \"x.py\"\nRuntimeError: NCCL timeout")
+    bad = train_record(
+        overrides=["optim=powersgd"],
+        steps_per_s=1.0,
+        num=1,
+        status="failed",
+        error='Traceback (most recent call last):\n  File "x.py"\nRuntimeError: NCCL timeout',
+    )
     bad["job"].update(slurm_job_id="4242", log="/logs/4242_0_log.err")
     table = build_table(_entries([ok, bad]))
     assert table.rows[0]["steps/s"] == 2.0 and table.rows[0]["status"] == "ok"
     assert table.rows[1]["status"] == "failed" and table.rows[1]["steps/s"] is None
-    assert table.rows[1]["error"] == "RuntimeError: NCCL timeout [slurm job 4242, log /logs/4242_0_log.err]"
+    assert (
+        table.rows[1]["error"]
+        == "RuntimeError: NCCL timeout [slurm job 4242, log /logs/4242_0_log.err]"
+    )
     assert "1 of 2 failed" in table.markdown()
 
 
@@ -101,29 +125,51 @@ def test_sweep_entries_merge_records_crashed_dirs_and_jobs_that_never_started(tm
     records[1]["status"] = "crashed"  # write_sweep leaves its record out: a job that died hard
     write_sweep(tmp_path, records)
     expected = [r["overrides"] for r in records] + [["optim=fp16", "bucket=25", "model=vgg11_tiny"]]
-    entries = sweep_entries(tmp_path, expected=expected, returns={3: {"error": "ValueError: bad", "overrides": []}})
+    entries = sweep_entries(
+        tmp_path, expected=expected, returns={3: {"error": "ValueError: bad", "overrides": []}}
+    )
     assert [e.num for e in entries] == [0, 1, 2, 3, 4]
     assert [e.status for e in entries] == ["ok", "failed", "ok", "ok", "failed"]
-    assert "crashed or was killed" in entries[1].error and entries[1].overrides == records[1]["overrides"]
-    assert entries[1].task == "train"  # inferred from the other jobs, so it lands in the train table
+    assert (
+        "crashed or was killed" in entries[1].error
+        and entries[1].overrides == records[1]["overrides"]
+    )
+    assert (
+        entries[1].task == "train"
+    )  # inferred from the other jobs, so it lands in the train table
     assert "never started" in entries[4].error and entries[4].overrides[0] == "optim=fp16"
 
 
 def test_fmt_rounds_for_reading():
-    assert [fmt(v) for v in (None, 0.0, 1234.56, 310.44, 47.355, 3.8744, 0.0031, 1.2e-7, 3)] == \
-        ["–", "0", "1235", "310.4", "47.35", "3.874", "0.0031", "1.20e-07", "3"]
+    assert [fmt(v) for v in (None, 0.0, 1234.56, 310.44, 47.355, 3.8744, 0.0031, 1.2e-7, 3)] == [
+        "–",
+        "0",
+        "1235",
+        "310.4",
+        "47.35",
+        "3.874",
+        "0.0031",
+        "1.20e-07",
+        "3",
+    ]
     assert fmt(1.4567, "speed-up") == "1.46x"
 
 
 def test_train_headline_labels_are_the_table_columns():
     rec = train_record(overrides=[], steps_per_s=2.0)
     assert list(train_headline(rec["result"])) == [
-        "steps/s", "samples/s", "step median ms", "exposed comm ms", "MB/step", "grad rel err"]
+        "steps/s",
+        "samples/s",
+        "step median ms",
+        "exposed comm ms",
+        "MB/step",
+        "grad rel err",
+    ]
 
 
 # --- the Hydra callback, in a real multirun of a tiny app (no torch: the app writes sample records) -------------
 
-APP = '''
+APP = """
 import sys
 sys.path.insert(0, {repo!r})
 import hydra
@@ -147,9 +193,9 @@ def main(cfg):
     return {{"status": "ok"}}
 
 main()
-'''
+"""
 
-CONFIG = '''
+CONFIG = """
 optim: none
 bucket: 25
 logger:
@@ -159,7 +205,7 @@ hydra:
     sweep_table:
       _target_: results.callbacks.SweepTable
       fail_on_failed_jobs: {fail}
-'''
+"""
 
 
 def _run_app(tmp_path, fail="true", sweep="optim=none,bf16"):
@@ -168,8 +214,14 @@ def _run_app(tmp_path, fail="true", sweep="optim=none,bf16"):
     (tmp_path / "app.py").write_text(APP.format(repo=str(REPO)))
     sweep_dir = tmp_path / "sweep"
     env = {**os.environ, "MPLBACKEND": "Agg"}
-    proc = subprocess.run([sys.executable, "app.py", "-m", sweep, "bucket=25,100", f"hydra.sweep.dir={sweep_dir}"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    proc = subprocess.run(
+        [sys.executable, "app.py", "-m", sweep, "bucket=25,100", f"hydra.sweep.dir={sweep_dir}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     return proc, sweep_dir
 
 
@@ -186,7 +238,10 @@ def test_callback_prints_progress_saves_the_table_then_exits_nonzero(tmp_path):
         rows = list(csv.DictReader(f))
     assert [r["status"] for r in rows] == ["ok", "ok", "failed", "failed"]
     assert rows[0]["baseline"] == "True" and float(rows[1]["speed-up"]) == pytest.approx(1.5)
-    assert "without writing a run record" in rows[2]["error"] and "RuntimeError: injected" in rows[3]["error"]
+    assert (
+        "without writing a run record" in rows[2]["error"]
+        and "RuntimeError: injected" in rows[3]["error"]
+    )
     assert rows[2]["overrides"] == "optim=bf16 bucket=25"
     md = (sweep_dir / TABLE_MD).read_text()
     assert "python app.py -m optim=none,bf16 bucket=25,100" in md and "| 0 (baseline)" in md
@@ -204,16 +259,23 @@ def test_callback_can_leave_the_exit_code_alone(tmp_path):
 def test_the_baseline_is_stock_ddp_and_the_table_names_the_bucket_rule_it_used():
     """bucket=null (the record's "default": DDP's own caps, the first bucket 1 MiB) is the baseline; an explicit
     bucket=25 caps the first bucket at 25 MiB too, so it is a configuration like any other (issue 19, item 3)."""
-    records = [train_record(overrides=["bucket=25"], bucket=25, steps_per_s=2.0, num=0),
-               train_record(overrides=["bucket=100"], bucket=100, steps_per_s=2.5, num=1),
-               train_record(overrides=[], bucket="default", steps_per_s=3.0, num=2)]
+    records = [
+        train_record(overrides=["bucket=25"], bucket=25, steps_per_s=2.0, num=0),
+        train_record(overrides=["bucket=100"], bucket=100, steps_per_s=2.5, num=1),
+        train_record(overrides=[], bucket="default", steps_per_s=3.0, num=2),
+    ]
     table = build_table(_entries(records))
     assert table.rows[2]["baseline"] and not table.rows[0]["baseline"]
-    assert "optim=none with DDP's default bucket (bucket=null" in table.notes[0] and "stock DDP" in table.notes[0]
+    assert (
+        "optim=none with DDP's default bucket (bucket=null" in table.notes[0]
+        and "stock DDP" in table.notes[0]
+    )
     # records made when the tool's default was bucket=25 (the committed reproductions): their baseline says so
     table = build_table(_entries(records[:2]))
     assert table.rows[0]["baseline"]
-    assert "optim=none with bucket=25 (every bucket capped at 25 MiB, the first too" in table.notes[0]
+    assert (
+        "optim=none with bucket=25 (every bucket capped at 25 MiB, the first too" in table.notes[0]
+    )
 
 
 def test_exposed_comm_from_one_probe_step_is_marked_in_every_table():
@@ -222,7 +284,9 @@ def test_exposed_comm_from_one_probe_step_is_marked_in_every_table():
     from tables.table import comm_table, scaling_table
 
     one = train_record(overrides=["bucket=25"], bucket=25, steps_per_s=2.0, num=0, exposed_s=0.658)
-    six = train_record(overrides=["bucket=100"], bucket=100, steps_per_s=2.5, num=1, exposed_s=0.058)
+    six = train_record(
+        overrides=["bucket=100"], bucket=100, steps_per_s=2.5, num=1, exposed_s=0.058
+    )
     six["result"]["comm"].update(exposed_n=6, exposed_ci_lo=0.050, exposed_ci_hi=0.070)
     entries = _entries([one, six])
     table = build_table(entries)
@@ -230,6 +294,8 @@ def test_exposed_comm_from_one_probe_step_is_marked_in_every_table():
     assert "658.0 (n=1)" in md and "58 [50, 70]" in md and "(n=1): a single sample" in md
     assert [r["exposed comm ms n"] for r in table.rows] == [1, 6]
     assert "658.0 (n=1)" in comm_table(entries).markdown()
-    one_rank = train_record(overrides=["world_size=1", "sync=local"], steps_per_s=3.0, world_size=1, num=2)
+    one_rank = train_record(
+        overrides=["world_size=1", "sync=local"], steps_per_s=3.0, world_size=1, num=2
+    )
     one_rank["result"]["comm"] = None
     assert "(n=1)" in scaling_table(_entries([one_rank, one])).markdown()

@@ -1,5 +1,6 @@
 """task=script: the user's own script, unchanged, under the local launcher on 2 gloo ranks. One run per script shape
 serves many assertions; each bad input is one line (and a failed record where ranks started)."""
+
 from __future__ import annotations
 
 import json
@@ -19,22 +20,34 @@ def record(proc) -> dict:
 @pytest.fixture(scope="module")
 def eval_run(tmp_path_factory):
     """rank 0 evaluates and checkpoints every 5 steps; its own `data` package and a file beside it; sys.exit(0)."""
-    return run_train([*BASE, "script.path=examples/eval_checkpoint.py", "script.args=[--every,3,--steps,24]"],
-                     tmp_path_factory.mktemp("eval"))
+    return run_train(
+        [*BASE, "script.path=examples/eval_checkpoint.py", "script.args=[--every,3,--steps,24]"],
+        tmp_path_factory.mktemp("eval"),
+    )
 
 
 @pytest.fixture(scope="module")
 def amp_run(tmp_path_factory):
     """no_sync accumulation with AMP and a GradScaler, its own `models` package; stopped by script.max_steps."""
-    return run_train([*BASE, "script.path=examples/accumulate_amp.py", "script.args=[--accumulate,2]",
-                      "script.max_steps=14", "bucket=1"], tmp_path_factory.mktemp("amp"))
+    return run_train(
+        [
+            *BASE,
+            "script.path=examples/accumulate_amp.py",
+            "script.args=[--accumulate,2]",
+            "script.max_steps=14",
+            "bucket=1",
+        ],
+        tmp_path_factory.mktemp("amp"),
+    )
 
 
 @pytest.fixture(scope="module")
 def shapes_run(tmp_path_factory):
     """require_backward_grad_sync accumulation, torch.compile, two optimizers stepped on different iterations."""
-    return run_train([*BASE, "script.path=tests/script_cases/shapes.py", "script.args=[--mode,sync_flag]"],
-                     tmp_path_factory.mktemp("shapes"))
+    return run_train(
+        [*BASE, "script.path=tests/script_cases/shapes.py", "script.args=[--mode,sync_flag]"],
+        tmp_path_factory.mktemp("shapes"),
+    )
 
 
 def test_rank0_eval_checkpoint_and_exit_0(eval_run):
@@ -46,11 +59,13 @@ def test_rank0_eval_checkpoint_and_exit_0(eval_run):
     assert len(res["series"]["step_time_s"]) == res["steps"] == 10
     assert {p["rank"] for p in res["per_rank"]} == {0, 1}
     assert res["comm"]["collectives_per_step"] >= 1 and res["comm"]["bytes_per_step"] > 0
-    assert res["global_batch"] == 16        # 8 per rank, seen in the DDP forward's input
+    assert res["global_batch"] == 16  # 8 per rank, seen in the DDP forward's input
     assert "diagnosis" in res and eval_run.stdout.count("run record:") == 1
     # rank 0's evaluation every 3 steps: named with its rank, period and phase, not lost in a median
     hiccup = [f for f in res["diagnosis"]["findings"] if f["rule"] == "hiccup"]
-    assert hiccup and hiccup[0]["title"].startswith("Rank 0") and "every 3 steps" in hiccup[0]["title"]
+    assert (
+        hiccup and hiccup[0]["title"].startswith("Rank 0") and "every 3 steps" in hiccup[0]["title"]
+    )
     assert "outside the timed phases" in hiccup[0]["title"]
     assert len(res["per_rank"][1]["series"]["step_time_s"]) == 10
 
@@ -58,48 +73,75 @@ def test_rank0_eval_checkpoint_and_exit_0(eval_run):
 def test_amp_no_sync_stopped_at_max_steps_with_bucket_applied(amp_run):
     assert amp_run.returncode == 0, amp_run.stderr[-2000:]
     res = record(amp_run)["result"]
-    assert res["script"]["ended"] == "stopped at script.max_steps=14" and res["script"]["steps_taken"] == 14
+    assert (
+        res["script"]["ended"] == "stopped at script.max_steps=14"
+        and res["script"]["steps_taken"] == 14
+    )
     ddp = res["script"]["ddps"][0]
     assert ddp["applied"] == {"bucket_cap_mb": 1.0} and ddp["asked"]["bucket_cap_mb"] is None
-    assert res["comm"]["buckets"]["count"] == 2      # the 1.1 MB of gradients in 1 MB buckets
-    assert res["global_batch"] == 16                 # 4 per micro-batch x 2 micro-batches x 2 ranks
-    assert "bucket_cap_mb=1.0" in amp_run.stdout.splitlines()[0] or "bucket_cap_mb=1.0" in amp_run.stdout
+    assert res["comm"]["buckets"]["count"] == 2  # the 1.1 MB of gradients in 1 MB buckets
+    assert res["global_batch"] == 16  # 4 per micro-batch x 2 micro-batches x 2 ranks
+    assert (
+        "bucket_cap_mb=1.0" in amp_run.stdout.splitlines()[0]
+        or "bucket_cap_mb=1.0" in amp_run.stdout
+    )
 
 
 def test_grad_sync_flag_compile_two_optimizers(shapes_run):
     assert shapes_run.returncode == 0, shapes_run.stderr[-2000:]
     res = record(shapes_run)["result"]
     assert res["script"]["steps_taken"] == 20 and res["script"]["ended"] == "finished"
-    assert res["comm"]["collectives_per_step"] == 1    # one all-reduce per step: the first micro-batch did not sync
+    assert (
+        res["comm"]["collectives_per_step"] == 1
+    )  # one all-reduce per step: the first micro-batch did not sync
     assert res["global_batch"] == 32
 
 
-@pytest.mark.parametrize("args, says", [
-    (["script.path=no/such_script.py"], "script.path=no/such_script.py: no such file"),
-    (["script.path=examples/plain_ddp.py", "accumulate=4"], "accumulate= changes what the script computes"),
-    ([], "task=script needs the script"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["script.path=no/such_script.py"], "script.path=no/such_script.py: no such file"),
+        (
+            ["script.path=examples/plain_ddp.py", "accumulate=4"],
+            "accumulate= changes what the script computes",
+        ),
+        ([], "task=script needs the script"),
+    ],
+)
 def test_refused_before_any_rank(args, says, tmp_path):
     proc = run_train([*BASE, *args], tmp_path)
     assert proc.returncode == 2 and says in proc.stdout + proc.stderr
     assert not (proc.out_dir / "run_record.json").exists()
 
 
-@pytest.mark.parametrize("args, says", [
-    (["script.path=examples/accumulate_amp.py"],
-     "the script refused its arguments (the following arguments are required: --accumulate"),
-    (["script.path=tests/script_cases/shapes.py", "script.args=[--mode,idle]", "script.first_step_timeout_s=4"],
-     "saw 0 optimizer steps in 4 s and no DistributedDataParallel: is this a training script?"),
-    (["script.path=tests/script_cases/shapes.py", "script.args=[--mode,raises]"],
-     "ValueError: the user's own bug at step 3"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (
+            ["script.path=examples/accumulate_amp.py"],
+            "the script refused its arguments (the following arguments are required: --accumulate",
+        ),
+        (
+            [
+                "script.path=tests/script_cases/shapes.py",
+                "script.args=[--mode,idle]",
+                "script.first_step_timeout_s=4",
+            ],
+            "saw 0 optimizer steps in 4 s and no DistributedDataParallel: is this a training script?",
+        ),
+        (
+            ["script.path=tests/script_cases/shapes.py", "script.args=[--mode,raises]"],
+            "ValueError: the user's own bug at step 3",
+        ),
+    ],
+)
 def test_bad_script_fails_in_one_line_with_a_record(args, says, tmp_path):
     proc = run_train([*BASE, *args], tmp_path)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1 and says in out, out[-3000:]
     r = record(proc)
     assert r["status"] == "failed" and says in r["error"]
-    if "raises" in " ".join(args):     # the script's own traceback, once, from its own frames
+    if "raises" in " ".join(args):  # the script's own traceback, once, from its own frames
         assert out.count("Traceback (most recent call last)") == 1 and "shapes.py" in r["traceback"]
         assert "runpy" not in r["traceback"]
     else:

@@ -6,6 +6,7 @@ filesystem. What breaks across nodes shows here: MASTER_ADDR resolution, the ren
 the sweep dir on storage both nodes write, --kill-on-bad-exit across nodes. Skipped, saying why, without root or such
 a cluster.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,11 +21,23 @@ import pytest
 
 from base.record import is_peer_failure
 from tests.conftest import ROOT, TINY, run_train
-from tests.slurm_cluster import (final_sacct, job_processes, needs_cluster, never_leave_behind, start_endless_sweep,
-                                 table_rows, wait_until_measuring)
+from tests.slurm_cluster import (
+    final_sacct,
+    job_processes,
+    needs_cluster,
+    never_leave_behind,
+    start_endless_sweep,
+    table_rows,
+    wait_until_measuring,
+)
 
-TWO_NODES = ["launcher=slurm", "launcher.nodes=2", "launcher.tasks_per_node=1", "launcher.cpus_per_task=1",
-             "launcher.timeout_min=10"]
+TWO_NODES = [
+    "launcher=slurm",
+    "launcher.nodes=2",
+    "launcher.tasks_per_node=1",
+    "launcher.cpus_per_task=1",
+    "launcher.timeout_min=10",
+]
 pytestmark = [pytest.mark.slurm]
 
 
@@ -45,10 +58,12 @@ def test_two_node_sweep_runs_gloo_across_the_nodes_and_the_table_comes_back(tmp_
         job_id = record["job"]["slurm_job_id"]
         assert final_sacct(job_id)["nodes"] == "node[1-2]"
         rank1_log = Path(record["job"]["log"]).parent / f"{job_id}_1_log.out"
-        assert rank1_log.is_file()                       # written on node2, read here: one shared filesystem
+        assert rank1_log.is_file()  # written on node2, read here: one shared filesystem
     rows = table_rows(sweep)
     assert set(rows) == {"0", "1"} and all("ok" in cells for cells in rows.values())
-    assert "bucket=25" in proc.stdout and "bucket=100" in proc.stdout   # the table printed on the submitting host
+    assert (
+        "bucket=25" in proc.stdout and "bucket=100" in proc.stdout
+    )  # the table printed on the submitting host
 
 
 @pytest.mark.slow
@@ -76,10 +91,14 @@ def test_rank_killed_on_one_node_ends_the_job_on_both_and_leaves_one_record(tmp_
         never_leave_behind(proc, job_id)
     # rank 0 finalises before it exits (record, then its offline W&B run): ~3 s after the kill without W&B, ~13 s
     # with it on a busy 2-core machine; a job left to its collective timeout or time limit would take minutes
-    assert ended < 30, f"processes of job {job_id} still alive {ended:.0f} s after rank 1 was killed: " \
-                       f"{job_processes(job_id)}"
+    assert ended < 30, (
+        f"processes of job {job_id} still alive {ended:.0f} s after rank 1 was killed: "
+        f"{job_processes(job_id)}"
+    )
     assert proc.returncode != 0, out[-3000:]
-    assert [p.relative_to(sweep) for p in sweep.rglob("run_record.json")] == [Path("0/run_record.json")]
+    assert [p.relative_to(sweep) for p in sweep.rglob("run_record.json")] == [
+        Path("0/run_record.json")
+    ]
     record = json.loads((sweep / "0" / "run_record.json").read_text())
     assert record["status"] == "failed" and record["job"]["slurm_job_id"] == job_id
     assert "rank 1" in record["error"] and not is_peer_failure(record["error"]), record["error"]
@@ -103,11 +122,25 @@ def test_job_given_gpus_that_cuda_cannot_see_is_refused(tmp_path):
     from the node's gres, here fake device files) and the tool then refuses to run its ranks on CPU: one line,
     exit code 2, from `srun` as from launcher=slurm (whose record says so)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SUBMITIT_"))}
-    probe = subprocess.run(["srun", "-N1", "-n1", "--gpus-per-node=1", "-t", "5", "sh", "-c",
-                            "printenv CUDA_VISIBLE_DEVICES SLURM_STEP_GPUS SLURM_GPUS_ON_NODE; "
-                            f"{sys.executable} train.py {' '.join(TINY)} hydra.run.dir={tmp_path / 'run'}"],
-                           cwd=ROOT, env={**env, "WANDB_MODE": "disabled"}, capture_output=True, text=True,
-                           timeout=300)
+    probe = subprocess.run(
+        [
+            "srun",
+            "-N1",
+            "-n1",
+            "--gpus-per-node=1",
+            "-t",
+            "5",
+            "sh",
+            "-c",
+            "printenv CUDA_VISIBLE_DEVICES SLURM_STEP_GPUS SLURM_GPUS_ON_NODE; "
+            f"{sys.executable} train.py {' '.join(TINY)} hydra.run.dir={tmp_path / 'run'}",
+        ],
+        cwd=ROOT,
+        env={**env, "WANDB_MODE": "disabled"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert probe.stdout.split()[:3] == ["0", "0", "1"], probe.stdout
     assert probe.returncode == 2, probe.stdout[-2000:] + probe.stderr[-2000:]
     [line] = [ln for ln in probe.stderr.splitlines() if ln.startswith("error:")]
@@ -116,10 +149,23 @@ def test_job_given_gpus_that_cuda_cannot_see_is_refused(tmp_path):
 
     # two tasks (ranks) on the node's one fake GPU: both refuse, rank 0 alone writes the record (the sweep table's
     # row) and no W&B run is opened for a refused job (issue 19.10)
-    proc = run_train(["launcher=slurm", "launcher.gpus_per_node=1", "launcher.tasks_per_node=2",
-                      "launcher.cpus_per_task=1", "launcher.timeout_min=5", "model=vgg11_tiny", "scale=smoke",
-                      "logger=wandb", "logger.mode=offline"], tmp_path, multirun=True, timeout=300,
-                     env={"WANDB_MODE": "offline", "WANDB_SILENT": "true"})
+    proc = run_train(
+        [
+            "launcher=slurm",
+            "launcher.gpus_per_node=1",
+            "launcher.tasks_per_node=2",
+            "launcher.cpus_per_task=1",
+            "launcher.timeout_min=5",
+            "model=vgg11_tiny",
+            "scale=smoke",
+            "logger=wandb",
+            "logger.mode=offline",
+        ],
+        tmp_path,
+        multirun=True,
+        timeout=300,
+        env={"WANDB_MODE": "offline", "WANDB_SILENT": "true"},
+    )
     assert proc.returncode != 0
     record = json.loads((proc.out_dir / "0" / "run_record.json").read_text())
     assert record["status"] == "failed" and record["result"] is None and record["env"] == {}

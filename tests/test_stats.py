@@ -3,9 +3,28 @@ import math
 import numpy as np
 import pytest
 
-from stats import (adaptive_should_stop, adjust, batch_median, block_throughput, compare_runs, describe, fmt_ci,
-                   fmt_ratio, judge, median_ci, median_ranks, plan_repeats, ratio_ci, run_level, sentinel, sig_digits,
-                   steady_state, unsteady_runs, verdict, verdict_text)
+from stats import (
+    adaptive_should_stop,
+    adjust,
+    batch_median,
+    block_throughput,
+    compare_runs,
+    describe,
+    fmt_ci,
+    fmt_ratio,
+    judge,
+    median_ci,
+    median_ranks,
+    plan_repeats,
+    ratio_ci,
+    run_level,
+    sentinel,
+    sig_digits,
+    steady_state,
+    unsteady_runs,
+    verdict,
+    verdict_text,
+)
 from stats.family import Row, family_verdicts
 
 
@@ -57,7 +76,7 @@ def test_digit_trimming():
     # an interval far wider than the value keeps the value's first significant digit (an H200 row printed 0 [0, 1400])
     assert fmt_ci(39.18, 33.92, 1366.46) == "40 [30, 1370]"
     assert fmt_ci(0.0123, 0.01, 0.9) == "0.01 [0.01, 0.90]"
-    assert fmt_ci(6.6, 2.1, 20.0) == "7 [2, 20]"                 # where the value keeps a digit, the width decides
+    assert fmt_ci(6.6, 2.1, 20.0) == "7 [2, 20]"  # where the value keeps a digit, the width decides
     assert sig_digits(1.83456, 1.2, 2.5) == 1 and sig_digits(1.0, 1.0, 1.0) is None
     assert fmt_ratio(1.2534, 1.18, 1.31, "faster") == "1.25x [1.18, 1.31]"
     assert fmt_ratio(1.0012, 0.93, 1.07, "no significant difference") == "~1 (0.93-1.07, n.s.)"
@@ -66,9 +85,8 @@ def test_digit_trimming():
     assert fmt_ratio(0.66, None, None, "no verdict") == "0.66 (1 run: no CI)"
 
 
-
-
 # --- within a run: batch means -------------------------------------------------------------------------------------
+
 
 def _ar1(rng, n, phi, sd=0.05):
     x = np.empty(n)
@@ -79,15 +97,24 @@ def _ar1(rng, n, phi, sd=0.05):
 
 
 def test_block_throughput_is_a_batch_means_t_interval_by_hand():
-    walls = [1.0, 1.1, 0.9, 1.05, 0.95, 1.0, 1.2, 0.8, 1.0, 1.0] * 6      # 60 blocks: 3 batches of 20
+    walls = [1.0, 1.1, 0.9, 1.05, 0.95, 1.0, 1.2, 0.8, 1.0, 1.0] * 6  # 60 blocks: 3 batches of 20
     b = block_throughput(walls, [10] * 60)
-    assert b["steps_per_s"] == pytest.approx(600 / sum(walls)) and b["n_blocks"] == 60 and b["batches"] == 3
+    assert (
+        b["steps_per_s"] == pytest.approx(600 / sum(walls))
+        and b["n_blocks"] == 60
+        and b["batches"] == 3
+    )
     logs = np.log([200 / sum(walls[0:20]), 200 / sum(walls[20:40]), 200 / sum(walls[40:60])])
-    h = 4.302652729749464 * logs.std(ddof=1) / np.sqrt(3)                # t_{0.975, 2}
+    h = 4.302652729749464 * logs.std(ddof=1) / np.sqrt(3)  # t_{0.975, 2}
     centre = np.log(600 / sum(walls))
-    assert (b["ci_lo"], b["ci_hi"]) == (pytest.approx(np.exp(centre - h)), pytest.approx(np.exp(centre + h)))
-    assert block_throughput(walls, [10] * 60, seed=7) == b    # nothing random
-    short = block_throughput(walls[:59], [10] * 59)             # the long-run rate: none under 60 blocks (issue 39)
+    assert (b["ci_lo"], b["ci_hi"]) == (
+        pytest.approx(np.exp(centre - h)),
+        pytest.approx(np.exp(centre + h)),
+    )
+    assert block_throughput(walls, [10] * 60, seed=7) == b  # nothing random
+    short = block_throughput(
+        walls[:59], [10] * 59
+    )  # the long-run rate: none under 60 blocks (issue 39)
     assert short["ci_lo"] is None and "stalls" in short["method"] and short["log_se"] is not None
     assert block_throughput(walls[:9], [10] * 9)["log_se"] is None
 
@@ -105,10 +132,13 @@ def test_batch_means_widen_the_interval_under_serial_correlation():
 def test_batch_median_and_describe_of_a_series():
     x = np.arange(1.0, 21.0)
     b = batch_median(x)
-    meds = np.array([5.5, 15.5])                                        # 20 values: 2 batches (issue 39)
+    meds = np.array([5.5, 15.5])  # 20 values: 2 batches (issue 39)
     h = 12.706204736174698 * meds.std(ddof=1) / np.sqrt(2)
-    assert b["median"] == 10.5 and (b["ci_lo"], b["ci_hi"]) == (pytest.approx(10.5 - h), pytest.approx(10.5 + h))
-    d = describe(x, serial_series=True)             # the record keeps 5 batches (the diagnosis's noise floor)
+    assert b["median"] == 10.5 and (b["ci_lo"], b["ci_hi"]) == (
+        pytest.approx(10.5 - h),
+        pytest.approx(10.5 + h),
+    )
+    d = describe(x, serial_series=True)  # the record keeps 5 batches (the diagnosis's noise floor)
     assert d["ci_lo"] == pytest.approx(batch_median(x, count=5)["ci_lo"])
     assert d["ci_level"] == 0.95 and "batch medians" in d["ci_method"]
     assert d["lag1"] > 0.7 and describe(x[:6], serial_series=True)["ci_lo"] is None
@@ -128,34 +158,61 @@ def test_the_adaptive_window_plans_its_length_once_from_its_pilot():
 
 # --- across runs --------------------------------------------------------------------------------------------------
 
+
 def test_run_level_interval_is_a_t_interval_on_the_runs_logs():
     logs = np.log([10.0, 11.0, 9.5])
     r = run_level(logs)
-    h = 4.302652729911275 * logs.std(ddof=1) / np.sqrt(3)     # t_{0.975, 2}
+    h = 4.302652729911275 * logs.std(ddof=1) / np.sqrt(3)  # t_{0.975, 2}
     assert r["value"] == pytest.approx(np.exp(logs.mean())) and r["df"] == 2
-    assert (r["ci_lo"], r["ci_hi"]) == (pytest.approx(np.exp(logs.mean() - h)), pytest.approx(np.exp(logs.mean() + h)))
+    assert (r["ci_lo"], r["ci_hi"]) == (
+        pytest.approx(np.exp(logs.mean() - h)),
+        pytest.approx(np.exp(logs.mean() + h)),
+    )
     assert run_level([np.log(10.0)])["ci_lo"] is None
 
 
 def test_compare_runs_pairs_by_round_and_otherwise_uses_welch():
-    b, c = np.log([1.0, 1.2, 0.9]), np.log([1.1, 1.32, 0.99])            # +10% in every round, rounds differ by 20%
+    b, c = (
+        np.log([1.0, 1.2, 0.9]),
+        np.log([1.1, 1.32, 0.99]),
+    )  # +10% in every round, rounds differ by 20%
     paired = compare_runs(b, c, [0, 1, 2], [0, 1, 2])
-    assert paired.paired and paired.ratio == pytest.approx(1.1) and paired.ci_hi - paired.ci_lo < 1e-6
+    assert (
+        paired.paired and paired.ratio == pytest.approx(1.1) and paired.ci_hi - paired.ci_lo < 1e-6
+    )
     welch = compare_runs(b, c)
-    assert not welch.paired and welch.ci_lo < 1 < welch.ci_hi and welch.verdict == "no significant difference"
+    assert (
+        not welch.paired
+        and welch.ci_lo < 1 < welch.ci_hi
+        and welch.verdict == "no significant difference"
+    )
     assert welch.repeats_needed is not None and welch.repeats_needed > 3
-    assert compare_runs(b, c, [0, 1, 2], [0, 1, 1]).paired is False                # rounds do not match
+    assert compare_runs(b, c, [0, 1, 2], [0, 1, 1]).paired is False  # rounds do not match
     one = compare_runs(b[:1], c)
-    assert one.verdict == "no verdict" and one.ci_lo is None and "one run" in one.method.replace("1 run", "one run")
+    assert (
+        one.verdict == "no verdict"
+        and one.ci_lo is None
+        and "one run" in one.method.replace("1 run", "one run")
+    )
 
 
-@pytest.mark.parametrize("lo,hi,expected", [
-    (1.05, 1.15, "faster"), (1.01, 1.03, "no significant difference"),  # lo inside the floor: not faster
-    (0.85, 0.95, "slower"), (0.985, 1.015, "equivalent"), (0.97, 1.01, "no significant difference"),
-    (None, None, "no significant difference")])
+@pytest.mark.parametrize(
+    "lo,hi,expected",
+    [
+        (1.05, 1.15, "faster"),
+        (1.01, 1.03, "no significant difference"),  # lo inside the floor: not faster
+        (0.85, 0.95, "slower"),
+        (0.985, 1.015, "equivalent"),
+        (0.97, 1.01, "no significant difference"),
+        (None, None, "no significant difference"),
+    ],
+)
 def test_verdict_needs_the_whole_interval_beyond_the_noise_floor(lo, hi, expected):
     assert judge(lo, hi, 0.02) == expected == verdict(1.0, lo, hi, 0.02)
-    assert judge(1.011, 1.03, 0.01) == "faster" and judge(0.99, 1.01, 0.0) == "no significant difference"
+    assert (
+        judge(1.011, 1.03, 0.01) == "faster"
+        and judge(0.99, 1.01, 0.0) == "no significant difference"
+    )
 
 
 def test_claim_pvalues_agree_with_the_interval():
@@ -163,8 +220,11 @@ def test_claim_pvalues_agree_with_the_interval():
     from stats.verdict import claim_pvalues
 
     for d, se in ((0.08, 0.02), (-0.05, 0.01), (0.001, 0.004), (0.03, 0.03)):
-        s = compare_runs([0.0, 0.0 + 1e-9], [d, d + 1e-9])  # df 2 via Welch is not what we test: build directly
+        s = compare_runs(
+            [0.0, 0.0 + 1e-9], [d, d + 1e-9]
+        )  # df 2 via Welch is not what we test: build directly
         from stats.within import t_quantile
+
         h = t_quantile(0.975, 4) * se
         lo, hi = np.exp(d - h), np.exp(d + h)
         p = claim_pvalues(d, se, 4, 0.02)
@@ -176,8 +236,13 @@ def test_claim_pvalues_agree_with_the_interval():
 
 def test_holm_and_bh_by_hand():
     p = [0.01, 0.04, 0.03, 0.005]
-    assert adjust(p, 0.05, "holm") == [True, False, False, True]     # 0.005 <= .0125, 0.01 <= .0167, 0.03 > .025
-    assert adjust(p, 0.05, "fdr_bh") == [True, True, True, True]     # largest 0.04 <= 0.05
+    assert adjust(p, 0.05, "holm") == [
+        True,
+        False,
+        False,
+        True,
+    ]  # 0.005 <= .0125, 0.01 <= .0167, 0.03 > .025
+    assert adjust(p, 0.05, "fdr_bh") == [True, True, True, True]  # largest 0.04 <= 0.05
     assert adjust([], 0.05) == []
 
 
@@ -193,13 +258,23 @@ def test_family_verdicts_control_a_sweep_and_name_the_adjustment():
 
 def test_plan_repeats_splits_between_and_within_run_variance():
     p = plan_repeats(np.log([1.0, 1.04, 0.96, 1.02]), within_se=[0.01] * 4, rel_ci=0.02)
-    assert p["runs_sd"] > p["between_sd"] > 0 and p["within_sd"] == pytest.approx(0.01) and p["repeats"] > 4
+    assert (
+        p["runs_sd"] > p["between_sd"] > 0
+        and p["within_sd"] == pytest.approx(0.01)
+        and p["repeats"] > 4
+    )
 
 
 def test_verdict_text():
     assert verdict_text("equivalent", 0.02) == "equivalent within ±2%"
-    assert verdict_text("no significant difference", 0.02, 7) == "no significant difference (~7 runs each would decide)"
-    assert verdict_text("faster", 0.02, None, ("rests on an unsteady run",)) == "faster; rests on an unsteady run"
+    assert (
+        verdict_text("no significant difference", 0.02, 7)
+        == "no significant difference (~7 runs each would decide)"
+    )
+    assert (
+        verdict_text("faster", 0.02, None, ("rests on an unsteady run",))
+        == "faster; rests on an unsteady run"
+    )
 
 
 def test_ratio_ci_is_deterministic_and_honours_batches():
@@ -212,6 +287,7 @@ def test_ratio_ci_is_deterministic_and_honours_batches():
 
 # --- drift and the sentinel ----------------------------------------------------------------------------------------
 
+
 def test_steady_state_trend_test():
     rng = np.random.default_rng(1)
     i = np.arange(60)
@@ -219,9 +295,11 @@ def test_steady_state_trend_test():
     s = steady_state(warmup)
     assert s["steady"] is False and s["drift"] < -0.02 and s["p_value"] < 0.01
     tiny = 1 + 0.01 * i / 60 + rng.normal(0, 0.0005, 60)
-    s = steady_state(tiny)   # significant, but a 1% drift is not a warm-up problem
+    s = steady_state(tiny)  # significant, but a 1% drift is not a warm-up problem
     assert s["steady"] is True and s["p_value"] < 0.01 and 0 < s["drift"] < 0.02
-    assert steady_state(warmup[:15])["steady"] is None and "16" in steady_state(warmup[:15])["reason"]
+    assert (
+        steady_state(warmup[:15])["steady"] is None and "16" in steady_state(warmup[:15])["reason"]
+    )
     found = unsteady_runs({"a": s, "b": steady_state(warmup), "c": steady_state(warmup[:9])})
     assert found["runs"] == ["b"] and found["tested"] == 2
 
@@ -233,5 +311,10 @@ def test_sentinel_random_effects():
     assert quiet["rows"] == 6 and 0 <= quiet["tau_lo"] <= quiet["tau_hi"]
     moved = {k: list(rng.normal(0.2 * (k == "b"), 0.01, 3)) for k in "abc"}
     s = sentinel(moved)
-    assert s["significant"] and s["high_row"] == "b" and s["tau_lo"] > 0 and s["floor"] > s["spread"] > 0.05
+    assert (
+        s["significant"]
+        and s["high_row"] == "b"
+        and s["tau_lo"] > 0
+        and s["floor"] > s["spread"] > 0.05
+    )
     assert sentinel({"a": [0.0, 0.1], "b": [0.0]}) is None

@@ -1,5 +1,6 @@
 """The house's rules, kept by tools: the import layers and no circles (import-linter, contracts in pyproject.toml),
 and ruff's lint. Each fails with the tool's own report of what broke the rule."""
+
 import shutil
 import subprocess
 import sys
@@ -18,12 +19,16 @@ def _tool(name: str) -> str:
 
 
 def test_imports_keep_the_layers_and_make_no_circles():
-    out = subprocess.run([_tool("lint-imports")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [_tool("lint-imports")], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
 
 
 def test_ruff_check_is_clean():
-    out = subprocess.run([_tool("ruff"), "check", "."], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [_tool("ruff"), "check", "."], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
 
 
@@ -35,19 +40,42 @@ def test_noqa_markers_say_why():
             continue
         for n, line in enumerate(path.read_text().splitlines(), 1):
             _, noqa, rest = line.partition("# " + "noqa")
-            if noqa and not rest.partition(" - ")[2].strip() and not rest.partition(" (")[2].strip():
+            if (
+                noqa
+                and not rest.partition(" - ")[2].strip()
+                and not rest.partition(" (")[2].strip()
+            ):
                 bare.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert not bare, "\n".join(bare)
 
 
 def _code_lines(path: Path) -> list[tuple[int, str]]:
-    """The lines that carry logic: no blanks, comments, imports or docstring fences (those repeat by nature)."""
-    kept = []
-    for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-        s = line.strip()
-        if not s or s.startswith(("#", "import ", "from ", '"""', "'''")):
+    """The statements that carry logic, one per logical line (a call the formatter spreads over ten lines is one
+    statement): no comments, imports or bare strings such as docstrings (those repeat by nature)."""
+    import io
+    import tokenize
+
+    kept, toks = [], []
+    skip = (tokenize.COMMENT, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING)
+    try:
+        tokens = list(
+            tokenize.generate_tokens(io.StringIO(path.read_text(errors="replace")).readline)
+        )
+    except (tokenize.TokenError, SyntaxError):
+        return kept
+    for tok in tokens:
+        if tok.type in skip:
             continue
-        kept.append((n, s))
+        if tok.type not in (tokenize.NEWLINE, tokenize.ENDMARKER):
+            toks.append(tok)
+            continue
+        if (
+            toks
+            and toks[0].string not in ("import", "from")
+            and not (len(toks) == 1 and toks[0].type == tokenize.STRING)
+        ):
+            kept.append((toks[0].start[0], " ".join(t.string for t in toks)))
+        toks = []
     return kept
 
 
@@ -60,7 +88,7 @@ def test_no_block_of_six_lines_is_repeated():
             continue
         lines = _code_lines(path)
         for k in range(len(lines) - width + 1):
-            block = tuple(s for _, s in lines[k:k + width])
+            block = tuple(s for _, s in lines[k : k + width])
             where = f"{path.relative_to(ROOT)}:{lines[k][0]}"
             first = seen.setdefault(block, where)
             if first != where:
@@ -73,16 +101,36 @@ def test_no_module_imports_another_ones_private_names():
     may reach in; they are not the house)."""
     import ast
 
-    packages = {"base", "stats", "device", "comm", "models", "data", "tasks", "results", "whatif", "diagnosis",
-                "launchers", "job", "hydra_plugins"}
+    packages = {
+        "base",
+        "stats",
+        "device",
+        "comm",
+        "models",
+        "data",
+        "tasks",
+        "results",
+        "whatif",
+        "diagnosis",
+        "launchers",
+        "job",
+        "hydra_plugins",
+    }
     found = []
     for path in sorted(ROOT.rglob("*.py")):
         if any(p in path.parts for p in (".venv", "runs", "mutants", ".git", "tests")):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in packages:
-                found += [f"{path.relative_to(ROOT)}:{node.lineno}: {node.module}.{a.name}"
-                          for a in node.names if a.name.startswith("_")]
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.split(".")[0] in packages
+            ):
+                found += [
+                    f"{path.relative_to(ROOT)}:{node.lineno}: {node.module}.{a.name}"
+                    for a in node.names
+                    if a.name.startswith("_")
+                ]
     assert not found, "\n".join(found)
 
 
@@ -96,7 +144,11 @@ def test_every_module_sits_in_a_layer():
     outside = []
     for path in sorted(ROOT.rglob("*.py")):
         rel = path.relative_to(ROOT)
-        if rel.parts[0] not in config["root_packages"] or rel.name == "__init__.py" and len(rel.parts) == 2:
+        if (
+            rel.parts[0] not in config["root_packages"]
+            or rel.name == "__init__.py"
+            and len(rel.parts) == 2
+        ):
             continue
         module = ".".join(rel.with_suffix("").parts).removesuffix(".__init__")
         if not any(module == n or module.startswith(n + ".") for n in named):
@@ -110,9 +162,15 @@ def _package_imports() -> dict[tuple[str, str], list[str]]:
     import ast
     import tomllib
 
-    packages = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["root_packages"])
+    packages = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"][
+            "root_packages"
+        ]
+    )
     edges: dict[tuple[str, str], list[str]] = {}
-    files = [ROOT / "train.py"] + [p for pkg in sorted(packages) for p in sorted((ROOT / pkg).rglob("*.py"))]
+    files = [ROOT / "train.py"] + [
+        p for pkg in sorted(packages) for p in sorted((ROOT / pkg).rglob("*.py"))
+    ]
     for path in files:
         rel = path.relative_to(ROOT)
         parts = list(rel.with_suffix("").parts)
@@ -122,7 +180,7 @@ def _package_imports() -> dict[tuple[str, str], list[str]]:
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
                 # a relative import stays inside its package: resolve it to count it like any other
-                base = parts[:len(parts) - node.level] if node.level else []
+                base = parts[: len(parts) - node.level] if node.level else []
                 names = [".".join(base + ([node.module] if node.module else []))]
             else:
                 continue
@@ -150,7 +208,9 @@ def _layer_ranks() -> tuple[dict[str, int], dict[str, str]]:
     for entry in contract.get("ignore_imports", []):
         at = next(n for n, line in enumerate(lines) if f'"{entry}"' in line)
         reason = lines[at - 1].strip()
-        assert reason.startswith("#") and len(reason) > 10, f"pyproject.toml: {entry!r} needs a one-line reason above"
+        assert reason.startswith("#") and len(reason) > 10, (
+            f"pyproject.toml: {entry!r} needs a one-line reason above"
+        )
         importer, imported = (side.strip().split(".")[0] for side in entry.split("->"))
         allowed[(importer, imported)] = reason
     return ranks, allowed
@@ -166,8 +226,11 @@ def test_packages_import_downward_without_a_circle():
     ranks, allowed = _layer_ranks()
     unranked = sorted({p for edge in edges for p in edge} - set(ranks))
     assert not unranked, f"packages in no layer of pyproject.toml: {unranked}"
-    upward = [f"{a} -> {b} ({', '.join(where[:3])})" for (a, b), where in sorted(edges.items())
-              if ranks[a] <= ranks[b] and (a, b) not in allowed]
+    upward = [
+        f"{a} -> {b} ({', '.join(where[:3])})"
+        for (a, b), where in sorted(edges.items())
+        if ranks[a] <= ranks[b] and (a, b) not in allowed
+    ]
     assert not upward, "imports from a lower (or the same) layer up: " + "; ".join(upward)
     graph = {a: {b for (x, b) in edges if x == a} for (a, _) in edges}
     try:
@@ -179,7 +242,9 @@ def test_packages_import_downward_without_a_circle():
 def test_the_package_graph_sees_lazy_imports():
     """The check above is only as good as its graph: diagnosis/__main__.py's lazy import of tables.sweep (inside
     main) is in it."""
-    assert any(w.startswith("diagnosis/__main__.py") for w in _package_imports()[("diagnosis", "tables")])
+    assert any(
+        w.startswith("diagnosis/__main__.py") for w in _package_imports()[("diagnosis", "tables")]
+    )
 
 
 def test_the_process_ends_in_train_py_and_the_tools_main_blocks_only():
@@ -194,9 +259,17 @@ def test_the_process_ends_in_train_py_and_the_tools_main_blocks_only():
         if rel.parts[0] in ("tests", "examples", ".venv", "mutants") or "runs" in rel.parts:
             continue
         tree = ast.parse(path.read_text())
-        mains = [node for node in ast.walk(tree) if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)]
+        mains = [
+            node
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)
+        ]
         allowed = {id(n) for m in mains for n in ast.walk(m)}
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and ast.unparse(node.func) == "sys.exit" and id(node) not in allowed:
+            if (
+                isinstance(node, ast.Call)
+                and ast.unparse(node.func) == "sys.exit"
+                and id(node) not in allowed
+            ):
                 found.append(f"{rel}:{node.lineno}")
     assert not found, found

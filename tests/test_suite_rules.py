@@ -4,6 +4,7 @@
   something is "accepted" or "runs";
 - a test that starts project processes is marked `subprocess` (or slow): the mutation run leaves those out
   (docs/testing.md), and tests/conftest.py fails one that starts ranks or `python train.py` unmarked."""
+
 from __future__ import annotations
 
 import ast
@@ -12,7 +13,10 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parent
-CHECKS = ("raises", "warns")   # pytest.raises / pytest.warns assert; pytest.fail / skip under an `if` are guards
+CHECKS = (
+    "raises",
+    "warns",
+)  # pytest.raises / pytest.warns assert; pytest.fail / skip under an `if` are guards
 
 
 def _test_functions():
@@ -28,43 +32,75 @@ def _asserts(nodes, checks=CHECKS) -> bool:
         for n in ast.walk(node):
             if isinstance(n, ast.Assert):
                 return True
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in checks:
+            if (
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr in checks
+            ):
                 return True
     return False
 
 
 def skippable_asserts(fn: ast.FunctionDef) -> list[str]:
     """`if` statements in fn whose body asserts and whose else does not."""
-    return [f"line {n.lineno}: if {ast.unparse(n.test)}" for n in ast.walk(fn)
-            if isinstance(n, ast.If) and _asserts(n.body) and not _asserts(n.orelse)]
+    return [
+        f"line {n.lineno}: if {ast.unparse(n.test)}"
+        for n in ast.walk(fn)
+        if isinstance(n, ast.If) and _asserts(n.body) and not _asserts(n.orelse)
+    ]
 
 
 def checks_nothing(fn: ast.FunctionDef, tree: ast.Module) -> bool:
     """No assert in the test nor in the module's helpers it calls (one level: helpers named in the test's body)."""
-    helpers = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("test_")}
-    called = {n.func.id for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-    return not _asserts([fn, *(helpers[name] for name in called & helpers.keys())], (*CHECKS, "fail"))
+    helpers = {
+        n.name: n
+        for n in tree.body
+        if isinstance(n, ast.FunctionDef) and not n.name.startswith("test_")
+    }
+    called = {
+        n.func.id for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    }
+    return not _asserts(
+        [fn, *(helpers[name] for name in called & helpers.keys())], (*CHECKS, "fail")
+    )
 
 
 def test_no_assert_can_be_skipped_by_an_if():
-    found = [f"{name}::{fn.name} {where}" for name, fn, _ in _test_functions() for where in skippable_asserts(fn)]
-    assert not found, "asserts an `if` can skip (assert the condition, or give the else its own assert):\n" + \
-        "\n".join(found)
+    found = [
+        f"{name}::{fn.name} {where}"
+        for name, fn, _ in _test_functions()
+        for where in skippable_asserts(fn)
+    ]
+    assert not found, (
+        "asserts an `if` can skip (assert the condition, or give the else its own assert):\n"
+        + "\n".join(found)
+    )
 
 
 def test_a_test_without_an_assert_says_accepted_or_runs():
-    found = [f"{name}::{fn.name}" for name, fn, tree in _test_functions()
-             if checks_nothing(fn, tree) and not any(w in fn.name for w in ("accepted", "runs", "run_"))]
-    assert not found, "tests that assert nothing (add an assert, or name them ..._accepted / ..._runs):\n" + \
-        "\n".join(found)
+    found = [
+        f"{name}::{fn.name}"
+        for name, fn, tree in _test_functions()
+        if checks_nothing(fn, tree) and not any(w in fn.name for w in ("accepted", "runs", "run_"))
+    ]
+    assert not found, (
+        "tests that assert nothing (add an assert, or name them ..._accepted / ..._runs):\n"
+        + "\n".join(found)
+    )
 
 
 def test_the_rules_catch_what_they_name():
     """The two readers above, on code that breaks each rule and on code that keeps it."""
-    bad = ast.parse("def test_x(rec):\n    if rec['result']:\n        assert rec['result']['n'] == 2\n").body[0]
-    good = ast.parse("def test_x(rec):\n    if rec['a']:\n        assert 1\n    else:\n        assert 2\n").body[0]
+    bad = ast.parse(
+        "def test_x(rec):\n    if rec['result']:\n        assert rec['result']['n'] == 2\n"
+    ).body[0]
+    good = ast.parse(
+        "def test_x(rec):\n    if rec['a']:\n        assert 1\n    else:\n        assert 2\n"
+    ).body[0]
     assert skippable_asserts(bad) == ["line 2: if rec['result']"] and skippable_asserts(good) == []
-    tree = ast.parse("def helper():\n    assert 1\n\ndef test_y():\n    helper()\n\ndef test_z():\n    print(1)\n")
+    tree = ast.parse(
+        "def helper():\n    assert 1\n\ndef test_y():\n    helper()\n\ndef test_z():\n    print(1)\n"
+    )
     assert not checks_nothing(tree.body[1], tree) and checks_nothing(tree.body[2], tree)
 
 

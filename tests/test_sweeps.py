@@ -1,4 +1,5 @@
 """The product's headline use and the study presets, as users type them (small model, CPU, 2 gloo ranks)."""
+
 import csv
 import json
 
@@ -10,7 +11,9 @@ pytestmark = pytest.mark.slow
 
 
 def records(sweep_dir):
-    return {int(p.parent.name): json.loads(p.read_text()) for p in sweep_dir.glob("*/run_record.json")}
+    return {
+        int(p.parent.name): json.loads(p.read_text()) for p in sweep_dir.glob("*/run_record.json")
+    }
 
 
 def test_bf16_powersgd_by_bucket_sweep_writes_one_table(headline_sweep):
@@ -23,18 +26,27 @@ def test_bf16_powersgd_by_bucket_sweep_writes_one_table(headline_sweep):
     rows = list(csv.DictReader((proc.out_dir / "sweep_table.csv").open()))
     assert len(rows) == 6
     assert (proc.out_dir / "sweep_table.md").read_text().count("| ok") == 6
-    assert "Baseline for speed-up" in (proc.out_dir / "sweep_table.md").read_text()   # the footnotes: in the file
+    assert (
+        "Baseline for speed-up" in (proc.out_dir / "sweep_table.md").read_text()
+    )  # the footnotes: in the file
     # issue 25: one line per finished job, Hydra's launch lines quiet, a 5-column table that fits 120 columns
     lines = proc.stdout.splitlines()
     assert sum(line.startswith("[sweep] job ") for line in lines) == 6
-    assert not any("Launching 6 jobs locally" in line or line.lstrip().startswith("#0 :") for line in lines)
+    assert not any(
+        "Launching 6 jobs locally" in line or line.lstrip().startswith("#0 :") for line in lines
+    )
     table = [line for line in lines if line.startswith("|")]
-    assert len(table) == 2 + 6 and table[0].count("|") == 6 and max(map(len, table)) <= 120, "\n".join(table)
+    assert len(table) == 2 + 6 and table[0].count("|") == 6 and max(map(len, table)) <= 120, (
+        "\n".join(table)
+    )
 
 
 def test_ddp_overhead_preset(tmp_path):
-    proc = run_train(["experiment=ddp_overhead", "scale=smoke", "model=vit_tiny", "logger=none"], tmp_path,
-                     multirun=True)
+    proc = run_train(
+        ["experiment=ddp_overhead", "scale=smoke", "model=vit_tiny", "logger=none"],
+        tmp_path,
+        multirun=True,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     recs = records(proc.out_dir)
     assert sorted(r["result"]["sync"] for r in recs.values()) == ["ddp", "local"]
@@ -45,8 +57,18 @@ def test_ddp_overhead_preset(tmp_path):
 def test_vit_ddp_optimizations_preset_runs_the_studys_rows(tmp_path):
     """One rank per row: what is checked is the knobs each row gives DDP, read back from DDP itself (two ranks
     under the same knobs: test_ddp_knobs)."""
-    proc = run_train(["experiment=vit_ddp_optimizations", "scale=smoke", "model=vit_tiny", "logger=none",
-                      "world_size=1"], tmp_path, multirun=True, timeout=900)
+    proc = run_train(
+        [
+            "experiment=vit_ddp_optimizations",
+            "scale=smoke",
+            "model=vit_tiny",
+            "logger=none",
+            "world_size=1",
+        ],
+        tmp_path,
+        multirun=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     recs = [records(proc.out_dir)[i] for i in range(8)]
     ddp = [r["result"]["ddp"] for r in recs]

@@ -1,5 +1,6 @@
 """All strategies average gradients identically: two real gloo ranks with different data end every strategy with
 the same parameters (and the same as each other). One launch runs every strategy in turn."""
+
 import uuid
 
 import pytest
@@ -13,8 +14,17 @@ from tests.sync_worker import every_strategy
 
 def launch(strategies):
     """{strategy: {rank: parameters}}"""
-    cfg = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=2, run_id=str(uuid.uuid4()), rdzv_backend="c10d",
-                       rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.1, start_method="spawn")
+    cfg = LaunchConfig(
+        min_nodes=1,
+        max_nodes=1,
+        nproc_per_node=2,
+        run_id=str(uuid.uuid4()),
+        rdzv_backend="c10d",
+        rdzv_endpoint="localhost:0",
+        max_restarts=0,
+        monitor_interval=0.1,
+        start_method="spawn",
+    )
     model_cfg = OmegaConf.to_container(OmegaConf.load(CONF / "model" / "vgg11_tiny.yaml"))
     per_rank = elastic_launch(cfg, every_strategy)(strategies, model_cfg)
     return {s: {rank: params[s] for rank, params in per_rank.items()} for s in strategies}

@@ -1,6 +1,7 @@
 """Memory preflight (tasks/train/memory.py): the estimate's parts against what torch really allocates and saves on CPU,
 and
 the refusal before any rank starts, naming the batch size that fits."""
+
 import dataclasses
 import re
 
@@ -49,7 +50,12 @@ def test_parts_match_what_torch_allocates():
     est = estimate(cfg)
     model = build_model(cfg.model, cfg.data.image_size)
     params = sum(p.numel() * 4 for p in model.parameters())
-    assert est.fixed == {"parameters": params, "gradients": params, "momentum": params, "buckets": params}
+    assert est.fixed == {
+        "parameters": params,
+        "gradients": params,
+        "momentum": params,
+        "buckets": params,
+    }
     for batch in (1, 3):
         assert est.activations_fixed + est.per_sample * batch == saved_bytes_on_cpu(cfg, batch)
 
@@ -64,9 +70,14 @@ def test_parts_follow_the_knobs():
 
 def test_a_batch_that_does_not_fit_is_refused_with_the_one_that_does():
     cfg = cfg_of("batch_size=64")
-    room = preflight(cfg, CPU, 1, room=(1 << 50, "a large room")).total(40)  # with the reserve and the data pool
-    with pytest.raises(ConfigError, match="batch_size=64 does not fit in test room.*batch_size=40 fits by this "
-                                          "estimate \\(or accumulate=2 batch_size=32: the same effective batch\\)"):
+    room = preflight(cfg, CPU, 1, room=(1 << 50, "a large room")).total(
+        40
+    )  # with the reserve and the data pool
+    with pytest.raises(
+        ConfigError,
+        match="batch_size=64 does not fit in test room.*batch_size=40 fits by this "
+        "estimate \\(or accumulate=2 batch_size=32: the same effective batch\\)",
+    ):
         preflight(cfg, CPU, 1, room=(room, "test room"))
     assert preflight(cfg_of("batch_size=40"), CPU, 1, room=(room, "test room")) is not None
 
@@ -78,20 +89,28 @@ def test_a_model_larger_than_the_device_is_refused_for_every_batch():
 
 def test_the_train_check_refuses_before_any_rank_starts(monkeypatch):
     """GPU ranks: against their GPU, naming the batch size that fits; CPU ranks: against the host's free memory."""
-    monkeypatch.setattr("tasks.train.memory.capacity",
-                        lambda placement, ranks: (8 * GiB, "cuda:0 (a test GPU, 8.0 GiB)"))
-    message = refused(["model=vgg11", "scale=smoke", "world_size=2", "batch_size=4096", "data.image_size=224"],
-                      host=TWO_GPUS)
+    monkeypatch.setattr(
+        "tasks.train.memory.capacity",
+        lambda placement, ranks: (8 * GiB, "cuda:0 (a test GPU, 8.0 GiB)"),
+    )
+    message = refused(
+        ["model=vgg11", "scale=smoke", "world_size=2", "batch_size=4096", "data.image_size=224"],
+        host=TWO_GPUS,
+    )
     assert "model=vgg11 batch_size=4096 does not fit in cuda:0 (a test GPU, 8.0 GiB)" in message
     fits = int(re.search(r"batch_size=(\d+) fits by this estimate", message).group(1))
-    accepted(["model=vgg11", "scale=smoke", "world_size=2", f"batch_size={fits}", "data.image_size=224"],
-             host=TWO_GPUS)
+    accepted(
+        ["model=vgg11", "scale=smoke", "world_size=2", f"batch_size={fits}", "data.image_size=224"],
+        host=TWO_GPUS,
+    )
     small = dataclasses.replace(CPU_BOX, free_bytes=GiB // 2)
     assert "world_size=2: 2 ranks need about" in refused([*TINY], host=small)
 
 
 def test_an_image_too_small_for_the_model_is_bad_input():
-    with pytest.raises(ConfigError, match="model=vgg11_tiny cannot take data.image_size=8 inputs .* Use a larger"):
+    with pytest.raises(
+        ConfigError, match="model=vgg11_tiny cannot take data.image_size=8 inputs .* Use a larger"
+    ):
         prepare(compose([*TINY, "data.image_size=8"]))
 
 
@@ -123,8 +142,10 @@ def test_host_memory_counts_what_the_kernel_can_give_not_mem_free(tmp_path):
     (tmp_path / "meminfo").write_text(MEMINFO)
     no_cgroup = tmp_path / "none"
     assert free_host_bytes(tmp_path / "meminfo", no_cgroup, tmp_path) == 21 * GiB
-    host = dataclasses.replace(CPU_BOX, free_bytes=free_host_bytes(tmp_path / "meminfo", no_cgroup, tmp_path))
-    accepted([], host=host)                       # the default VGG11 job: about 5.3 GiB for 2 ranks
+    host = dataclasses.replace(
+        CPU_BOX, free_bytes=free_host_bytes(tmp_path / "meminfo", no_cgroup, tmp_path)
+    )
+    accepted([], host=host)  # the default VGG11 job: about 5.3 GiB for 2 ranks
     assert "21.0 GiB is available" in refused(["world_size=16"], host=host)
 
 
@@ -135,18 +156,23 @@ def test_a_cgroup_limit_counts_where_it_leaves_less_room(tmp_path):
     v2 = tmp_path / "v2"
     v2.mkdir()
     own = _cgroup_v2(v2, str(8 * GiB), current=6 * GiB, inactive_file=3 * GiB)
-    assert cgroup_room(own, v2) == 5 * GiB           # limit - usage + the page cache it reclaims first
+    assert cgroup_room(own, v2) == 5 * GiB  # limit - usage + the page cache it reclaims first
     assert free_host_bytes(tmp_path / "meminfo", own, v2) == 5 * GiB
     unlimited = tmp_path / "unlimited"
     unlimited.mkdir()
     own = _cgroup_v2(unlimited, "max", current=6 * GiB, inactive_file=0)
-    assert cgroup_room(own, unlimited) is None and free_host_bytes(tmp_path / "meminfo", own, unlimited) == 21 * GiB
-    v1 = tmp_path / "v1"                               # cgroup v1: the memory controller's own hierarchy
+    assert (
+        cgroup_room(own, unlimited) is None
+        and free_host_bytes(tmp_path / "meminfo", own, unlimited) == 21 * GiB
+    )
+    v1 = tmp_path / "v1"  # cgroup v1: the memory controller's own hierarchy
     (v1 / "memory" / "slurm" / "job_7").mkdir(parents=True)
-    (v1 / "memory" / "memory.limit_in_bytes").write_text("9223372036854771712\n")   # the root: no limit
+    (v1 / "memory" / "memory.limit_in_bytes").write_text(
+        "9223372036854771712\n"
+    )  # the root: no limit
     (v1 / "memory" / "slurm" / "memory.limit_in_bytes").write_text(f"{4 * GiB}\n")
     (v1 / "memory" / "slurm" / "memory.usage_in_bytes").write_text(f"{3 * GiB}\n")
     (v1 / "memory" / "slurm" / "job_7" / "memory.limit_in_bytes").write_text(f"{16 * GiB}\n")
     (v1 / "memory" / "slurm" / "job_7" / "memory.usage_in_bytes").write_text(f"{GiB}\n")
     (v1 / "self_cgroup").write_text("5:cpu:/\n4:memory:/slurm/job_7\n0::/\n")
-    assert cgroup_room(v1 / "self_cgroup", v1) == GiB   # the parent's limit is the tighter one
+    assert cgroup_room(v1 / "self_cgroup", v1) == GiB  # the parent's limit is the tighter one

@@ -10,6 +10,7 @@ over the 3 comparisons; with repeats=2, t on 1 degree of freedom, even the -70% 
 compare.noise=0.1 because these two cores are shared with other jobs: the floor, not luck, keeps the twin from being
 called different by a neighbour's load; the injected change (about -70%) is far beyond it.
 """
+
 import csv
 
 import pytest
@@ -21,13 +22,29 @@ SLEEP, EXTRA = 0.03, 0.09
 
 
 def test_injected_delay_is_significantly_slower_and_an_identical_twin_is_not(tmp_path):
-    proc = run_train(["model=vgg11_tiny", "scale=smoke", "logger=none", "data.image_size=32", "steps=20",
-                      "probe_steps=0", f"fault.sleep_s={SLEEP},{SLEEP + EXTRA}", "seed=0,1", "repeats=3",
-                      "compare.noise=0.1", "hydra.callbacks.sweep_table.plots=false"],
-                     tmp_path, multirun=True, timeout=900)
+    proc = run_train(
+        [
+            "model=vgg11_tiny",
+            "scale=smoke",
+            "logger=none",
+            "data.image_size=32",
+            "steps=20",
+            "probe_steps=0",
+            f"fault.sleep_s={SLEEP},{SLEEP + EXTRA}",
+            "seed=0,1",
+            "repeats=3",
+            "compare.noise=0.1",
+            "hydra.callbacks.sweep_table.plots=false",
+        ],
+        tmp_path,
+        multirun=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     sweep = proc.out_dir
-    assert "[sweep] 12 jobs" in proc.stdout and "job 12/12" in proc.stdout  # the callback knows the repeats too
+    assert (
+        "[sweep] 12 jobs" in proc.stdout and "job 12/12" in proc.stdout
+    )  # the callback knows the repeats too
     # in rounds: every configuration once per round (job numbers keep the declared order; the run order is shuffled)
     repeats = [read(sweep / str(n))["config"]["repeat"] for n in range(12)]
     assert repeats == [0] * 4 + [1] * 4 + [2] * 4
@@ -37,7 +54,9 @@ def test_injected_delay_is_significantly_slower_and_an_identical_twin_is_not(tmp
     assert base["baseline"] == "True"
     twin = rows[f"fault.sleep_s={SLEEP} seed=1"]
     assert twin["verdict"] in ("no significant difference", "equivalent"), twin
-    assert (sweep / "sweep_order.json").is_file()   # each round ran in a seeded random order, written down
+    assert (
+        sweep / "sweep_order.json"
+    ).is_file()  # each round ran in a seeded random order, written down
     base_step = 1 / float(base["steps/s"])  # wall per step of the baseline, sleep included
     injected = base_step / (base_step + EXTRA)
     for seed in (0, 1):
@@ -47,4 +66,6 @@ def test_injected_delay_is_significantly_slower_and_an_identical_twin_is_not(tmp
     md = (sweep / "sweep_table.md").read_text()
     assert "slower" in md and "~1 (" in md and "| runs |" in md
     tag = "n.s.)" if twin["verdict"] == "no significant difference" else "equiv.)"
-    assert tag in md and f"{float(twin['speed-up']):.2f}x" not in md  # the twin never shows a bare ratio
+    assert (
+        tag in md and f"{float(twin['speed-up']):.2f}x" not in md
+    )  # the twin never shows a bare ratio

@@ -1,6 +1,7 @@
 """The W&B Report of a sweep (results/wandb_report.py): the spec written offline, read back with wandb_workspaces' own
 model and checked against what the runs really logged; the push checked on the requests a stand-in W&B API (a small
 HTTP server on loopback) receives. No network."""
+
 from __future__ import annotations
 
 import contextlib
@@ -36,33 +37,55 @@ def blocks_of(report, kind: str) -> list:
 
 
 def panels_of(report, kind: str) -> list:
-    return [(p, grid) for grid in blocks_of(report, "PanelGrid") for p in grid.panels if type(p).__name__ == kind]
+    return [
+        (p, grid)
+        for grid in blocks_of(report, "PanelGrid")
+        for p in grid.panels
+        if type(p).__name__ == kind
+    ]
 
 
 def sweep_config(sweep: Path, **logger) -> OmegaConf:
     """The parts of a multirun's config the end-of-sweep callback reads."""
-    return OmegaConf.create({
-        "hydra": {"sweep": {"dir": str(sweep)}, "job": {"name": "train"}, "mode": "MULTIRUN",
-                  "overrides": {"hydra": [], "task": ["bucket=25,100"]}},
-        "logger": {"name": "wandb", "mode": "offline", **logger}})
+    return OmegaConf.create(
+        {
+            "hydra": {
+                "sweep": {"dir": str(sweep)},
+                "job": {"name": "train"},
+                "mode": "MULTIRUN",
+                "overrides": {"hydra": [], "task": ["bucket=25,100"]},
+            },
+            "logger": {"name": "wandb", "mode": "offline", **logger},
+        }
+    )
 
 
 def offline_sweep(tmp_path: Path, **logger) -> Path:
     """Two hand-made train records, each logged by wandb_log as its job would, then the end-of-sweep callback."""
     sweep = tmp_path / "multirun" / "2025-01-31" / "12-00-00"
-    write_sweep(sweep, [train_record(overrides=[f"bucket={b}"], bucket=b, steps_per_s=s)
-                        for b, s in ((25, 2.0), (100, 3.0))], ["bucket=25,100"])
+    write_sweep(
+        sweep,
+        [
+            train_record(overrides=[f"bucket={b}"], bucket=b, steps_per_s=s)
+            for b, s in ((25, 2.0), (100, 3.0))
+        ],
+        ["bucket=25,100"],
+    )
     for n in range(2):
-        wandb_log.log_run(json.loads((sweep / str(n) / "run_record.json").read_text()),
-                          {"logger": {"name": "wandb", "mode": "offline"}})
+        wandb_log.log_run(
+            json.loads((sweep / str(n) / "run_record.json").read_text()),
+            {"logger": {"name": "wandb", "mode": "offline"}},
+        )
     SweepTable(fail_on_failed_jobs=False).on_multirun_end(sweep_config(sweep, **logger))
     return sweep
 
 
 # --- offline: the spec ------------------------------------------------------------------------------------------
 
-def test_offline_sweep_writes_a_spec_with_the_table_the_plots_the_diagnosis_and_the_groups_runs(tmp_path, wandb_env,
-                                                                                                 capsys):
+
+def test_offline_sweep_writes_a_spec_with_the_table_the_plots_the_diagnosis_and_the_groups_runs(
+    tmp_path, wandb_env, capsys
+):
     sweep = offline_sweep(tmp_path)
     spec = sweep / wandb_report.SPEC_NAME
     assert spec.is_file()
@@ -89,22 +112,29 @@ def test_offline_sweep_writes_a_spec_with_the_table_the_plots_the_diagnosis_and_
     ((table, grid),) = panels_of(report, "WeavePanelSummaryTable")
     assert table.table_name == "sweep_table"
     assert "Metric(\"JobType\") == 'sweep_summary'" in grid.runsets[0].filters
-    assert glob.glob(str(summary_dir / "files" / "media" / "table" / f"{table.table_name}_*.table.json"))
+    assert glob.glob(
+        str(summary_dir / "files" / "media" / "table" / f"{table.table_name}_*.table.json")
+    )
     # ... and the table with its CIs and verdicts as text
     md = [b.text for b in blocks_of(report, "MarkdownBlock")]
     table_md = (sweep / "sweep_table.md").read_text()
     (shown,) = [m for m in md if "| job " in m]
+
     def lines(text):  # the report's Markdown round trip drops trailing spaces
         return "\n".join(line.rstrip() for line in text.strip().splitlines())
 
-    assert lines(shown) in lines(table_md) and "| 1.50 (1 run: no CI) | no verdict |" in shown  # one run a side
+    assert (
+        lines(shown) in lines(table_md) and "| 1.50 (1 run: no CI) | no verdict |" in shown
+    )  # one run a side
 
     # throughput: the sweep's own plot with its CIs, logged by the summary run, and the reason it is an image
     media = {k: p for p, _ in panels_of(report, "MediaBrowser") for k in p.media_keys}
     assert "plots/throughput" in media and "plots/phases" in media
     for key in media:
         name = key.split("/", 1)[1]
-        assert glob.glob(str(summary_dir / "files" / "media" / "images" / "plots" / f"{name}_*.png")), key
+        assert glob.glob(
+            str(summary_dir / "files" / "media" / "images" / "plots" / f"{name}_*.png")
+        ), key
     assert "cannot draw intervals" in text
 
     # line plots of every run of the group, step by step, on metrics the runs really log
@@ -124,7 +154,10 @@ def test_offline_sweep_writes_a_spec_with_the_table_the_plots_the_diagnosis_and_
     assert f"runs/{summary_dir.name.rsplit('-', 1)[1]}" in text
     for n, _job in enumerate(jobs):
         assert f"runs/{offline_runs(sweep / str(n))[0].name.rsplit('-', 1)[1]}" in text
-        assert f"artifacts/run_record/{wandb_log.artifact_name('record', group, f'job{n}')}/latest" in text
+        assert (
+            f"artifacts/run_record/{wandb_log.artifact_name('record', group, f'job{n}')}/latest"
+            in text
+        )
     assert f"artifacts/sweep_table/{wandb_log.artifact_name('sweep', group)}/latest" in text
 
 
@@ -132,20 +165,37 @@ def test_the_spec_lists_the_next_commands_of_the_diagnosis():
     def found(command: str, first: bool = False) -> dict:
         return Finding("r", "t", "", [], "no source", None, command, first=first).to_dict()
 
-    diagnosis = {"runs": [{"diagnosis": {"findings": [found("no", first=True), found("python train.py optim=bf16")]}},
-                          {"diagnosis": {"findings": [found("python train.py optim=bf16")]}},
-                          {"diagnosis": {"findings": [found("python train.py bucket=25")]}},
-                          {"diagnosis": None}]}
-    assert wandb_report._next_commands(diagnosis) == ["python train.py optim=bf16", "python train.py bucket=25"]
+    diagnosis = {
+        "runs": [
+            {
+                "diagnosis": {
+                    "findings": [found("no", first=True), found("python train.py optim=bf16")]
+                }
+            },
+            {"diagnosis": {"findings": [found("python train.py optim=bf16")]}},
+            {"diagnosis": {"findings": [found("python train.py bucket=25")]}},
+            {"diagnosis": None},
+        ]
+    }
+    assert wandb_report._next_commands(diagnosis) == [
+        "python train.py optim=bf16",
+        "python train.py bucket=25",
+    ]
 
 
 def test_no_report_with_logger_report_false_or_wandb_disabled(tmp_path, wandb_env, monkeypatch):
     sweep = offline_sweep(tmp_path, report=False)
     assert not (sweep / wandb_report.SPEC_NAME).exists()
     monkeypatch.setenv("WANDB_MODE", "disabled")
-    assert wandb_report.at_sweep_end(sweep, {"name": "wandb", "mode": "auto"}, entries=[], table=None,
-                                     command="") == []
-    assert wandb_report.at_sweep_end(sweep, {"name": "none"}, entries=[], table=None, command="") == []
+    assert (
+        wandb_report.at_sweep_end(
+            sweep, {"name": "wandb", "mode": "auto"}, entries=[], table=None, command=""
+        )
+        == []
+    )
+    assert (
+        wandb_report.at_sweep_end(sweep, {"name": "none"}, entries=[], table=None, command="") == []
+    )
     assert not (sweep / wandb_report.SPEC_NAME).exists()
 
 
@@ -175,6 +225,7 @@ def test_the_cli_rebuilds_the_spec_from_the_sweep_dir(tmp_path, wandb_env, capsy
 
 # --- pushing: a stand-in W&B API on loopback ---------------------------------------------------------------------
 
+
 @contextlib.contextmanager
 def wandb_api(hang: bool = False):
     """A stand-in for the W&B API: answers the GraphQL requests saving a report makes, records each one."""
@@ -196,24 +247,60 @@ def wandb_api(hang: bool = False):
             query, variables = request.get("query", ""), request.get("variables") or {}
             data: dict = {}
             if "upsertView" in query:
-                data = {"upsertView": {"inserted": not variables.get("id"), "view": {
-                    "id": variables.get("id") or "VmlldzoxMjM0NQ==", "name": variables["name"],
-                    "displayName": variables["displayName"], "description": variables["description"],
-                    "project": {"id": "UHJvamVjdDox", "name": variables["projectName"],
-                                "entityName": variables["entityName"]},
-                    "spec": variables["spec"], "updatedAt": "2025-01-31T12:00:00", "createdAt": "2025-01-31T12:00:00"}}}
+                data = {
+                    "upsertView": {
+                        "inserted": not variables.get("id"),
+                        "view": {
+                            "id": variables.get("id") or "VmlldzoxMjM0NQ==",
+                            "name": variables["name"],
+                            "displayName": variables["displayName"],
+                            "description": variables["description"],
+                            "project": {
+                                "id": "UHJvamVjdDox",
+                                "name": variables["projectName"],
+                                "entityName": variables["entityName"],
+                            },
+                            "spec": variables["spec"],
+                            "updatedAt": "2025-01-31T12:00:00",
+                            "createdAt": "2025-01-31T12:00:00",
+                        },
+                    }
+                }
             elif "ProjectInternalId" in query:
                 data = {"project": {"id": "UHJvamVjdDox", "internalId": "1"}}
             elif "GetProjects" in query:
-                data = {"models": {"edges": [], "pageInfo": {"endCursor": None, "hasNextPage": False}}}
+                data = {
+                    "models": {"edges": [], "pageInfo": {"endCursor": None, "hasNextPage": False}}
+                }
             elif "CreateProject" in query:
-                data = {"result": {"project": {"id": "UHJvamVjdDox", "name": "ddp-comm-overhead", "entityName": "team",
-                                               "description": None, "access": None, "views": None},
-                                   "model": {"id": "UHJvamVjdDox", "name": "ddp-comm-overhead", "entityName": "team"},
-                                   "inserted": True}}
+                data = {
+                    "result": {
+                        "project": {
+                            "id": "UHJvamVjdDox",
+                            "name": "ddp-comm-overhead",
+                            "entityName": "team",
+                            "description": None,
+                            "access": None,
+                            "views": None,
+                        },
+                        "model": {
+                            "id": "UHJvamVjdDox",
+                            "name": "ddp-comm-overhead",
+                            "entityName": "team",
+                        },
+                        "inserted": True,
+                    }
+                }
             elif "viewer" in query:
-                data = {"viewer": {"id": "VXNlcjox", "entity": "team", "username": "me", "flags": "{}",
-                                   "teams": {"edges": []}}}
+                data = {
+                    "viewer": {
+                        "id": "VXNlcjox",
+                        "entity": "team",
+                        "username": "me",
+                        "flags": "{}",
+                        "teams": {"edges": []},
+                    }
+                }
             out = json.dumps({"data": data}).encode()
             self.send_response(200)
             self.send_header("content-type", "application/json")
@@ -227,6 +314,7 @@ def wandb_api(hang: bool = False):
     with serving(Handler) as url:
         yield url, seen
         import wandb
+
         wandb.teardown()
 
 
@@ -234,8 +322,9 @@ def upserts(seen: list[dict]) -> list[dict]:
     return [r["variables"] for r in seen if "upsertView" in r.get("query", "")]
 
 
-def test_push_saves_the_spec_with_entity_project_and_full_links_and_pushing_again_updates_it(tmp_path, wandb_env,
-                                                                                             monkeypatch, capsys):
+def test_push_saves_the_spec_with_entity_project_and_full_links_and_pushing_again_updates_it(
+    tmp_path, wandb_env, monkeypatch, capsys
+):
     sweep = offline_sweep(tmp_path)
     group = wandb_log.group_for(sweep)
     title = wandb_workspaces_model(sweep / wandb_report.SPEC_NAME).title
@@ -245,24 +334,37 @@ def test_push_saves_the_spec_with_entity_project_and_full_links_and_pushing_agai
         assert wandb_report.main([str(sweep), "--push"]) == 0
         first = upserts(seen)
         assert wandb_report.main([str(sweep), "--push"]) == 0
-        assert wandb_report.main([str(sweep)]) == 0  # rebuilt from the sweep dir: keeps the report's id
+        assert (
+            wandb_report.main([str(sweep)]) == 0
+        )  # rebuilt from the sweep dir: keeps the report's id
         assert wandb_report.main([str(sweep), "--push"]) == 0
-        again = upserts(seen)[len(first):]
+        again = upserts(seen)[len(first) :]
     report_url = f"{url}/team/ddp-comm-overhead/reports/"
     assert capsys.readouterr().out.count(report_url) >= 2
     # created (no id), then saved again with its links made absolute; the second push updates that report
     assert [u["id"] for u in first] == [None, "VmlldzoxMjM0NQ=="]
     assert len(again) >= 2 and {u["id"] for u in again} == {"VmlldzoxMjM0NQ=="}
     sent = first[-1]
-    assert sent["entityName"] == "team" and sent["projectName"] == "ddp-comm-overhead"  # the login's default entity
+    assert (
+        sent["entityName"] == "team" and sent["projectName"] == "ddp-comm-overhead"
+    )  # the login's default entity
     assert sent["displayName"] == title and sent["type"] == "runs"
     spec = json.loads(sent["spec"])
     text = json.dumps(spec)
-    runsets = [rs for b in spec["blocks"] if b.get("type") == "panel-grid" for rs in b["metadata"]["runSets"]]
-    assert runsets and all(rs["project"] == {"entityName": "team", "name": "ddp-comm-overhead", "id": "1"}
-                           for rs in runsets)
-    assert all(any(f["key"]["name"] == "group" and f["value"] == group for f in rs["filters"]["filters"])
-               for rs in runsets)
+    runsets = [
+        rs
+        for b in spec["blocks"]
+        if b.get("type") == "panel-grid"
+        for rs in b["metadata"]["runSets"]
+    ]
+    assert runsets and all(
+        rs["project"] == {"entityName": "team", "name": "ddp-comm-overhead", "id": "1"}
+        for rs in runsets
+    )
+    assert all(
+        any(f["key"]["name"] == "group" and f["value"] == group for f in rs["filters"]["filters"])
+        for rs in runsets
+    )
     summary_id = offline_runs(sweep)[0].name.rsplit("-", 1)[1]
     assert f"{url}/team/ddp-comm-overhead/runs/{summary_id}" in text
     assert f"{url}/team/ddp-comm-overhead/artifacts/sweep_table/" in text
@@ -272,11 +374,14 @@ def test_push_saves_the_spec_with_entity_project_and_full_links_and_pushing_agai
     assert pushed.id == "VmlldzoxMjM0NQ==" and pushed.entity == "team"
 
 
-def test_online_sweep_pushes_at_once_and_a_hung_api_costs_the_upload_timeout_and_one_warning(tmp_path, wandb_env,
-                                                                                        monkeypatch, capsys):
+def test_online_sweep_pushes_at_once_and_a_hung_api_costs_the_upload_timeout_and_one_warning(
+    tmp_path, wandb_env, monkeypatch, capsys
+):
     sweep = offline_sweep(tmp_path)
     side = sweep / wandb_log.SIDECAR
-    side.write_text(json.dumps({**json.loads(side.read_text()), "mode": "online"}))  # as if the runs went online
+    side.write_text(
+        json.dumps({**json.loads(side.read_text()), "mode": "online"})
+    )  # as if the runs went online
     (sweep / wandb_report.SPEC_NAME).unlink()
     capsys.readouterr()
     monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
@@ -294,28 +399,45 @@ def test_online_sweep_pushes_at_once_and_a_hung_api_costs_the_upload_timeout_and
     with wandb_api(hang=True) as (url, seen):
         monkeypatch.setenv("WANDB_BASE_URL", url)
         t = time.monotonic()
-        wandb_report.at_sweep_end(sweep, {"name": "wandb", "mode": "online", "finish_timeout_s": 4}, **kw)
+        wandb_report.at_sweep_end(
+            sweep, {"name": "wandb", "mode": "online", "finish_timeout_s": 4}, **kw
+        )
         took = time.monotonic() - t
     err = capsys.readouterr()
     assert took < 4 + 6, took  # the upload timeout, plus building the spec on a loaded machine
     warnings = [line for line in err.err.splitlines() if line.startswith("[wandb] WARNING")]
-    assert len(warnings) == 1 and "finish_timeout_s=4" in warnings[0]  # one line, whatever else a test run logs
+    assert (
+        len(warnings) == 1 and "finish_timeout_s=4" in warnings[0]
+    )  # one line, whatever else a test run logs
     assert (sweep / wandb_report.SPEC_NAME).is_file() and "--push" in err.out  # kept to push later
 
 
 # --- the committed studies ---------------------------------------------------------------------------------------
 
-def test_results_report_wandb_report_gives_one_report_with_a_section_per_study(tmp_path, wandb_env, monkeypatch):
+
+def test_results_report_wandb_report_gives_one_report_with_a_section_per_study(
+    tmp_path, wandb_env, monkeypatch
+):
     from results import report
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     studies = []
     for name, s in (("study_a", 2.0), ("study_b", 4.0)):
-        studies.append(write_sweep(tmp_path / "runs" / name, [
-            train_record(overrides=[f"bucket={b}"], bucket=b, steps_per_s=s * k) for b, k in ((25, 1.0), (100, 1.2))],
-            ["bucket=25,100"]))
+        studies.append(
+            write_sweep(
+                tmp_path / "runs" / name,
+                [
+                    train_record(overrides=[f"bucket={b}"], bucket=b, steps_per_s=s * k)
+                    for b, k in ((25, 1.0), (100, 1.2))
+                ],
+                ["bucket=25,100"],
+            )
+        )
     out = tmp_path / "out"
-    assert report.main([*map(str, studies), "--out", str(out), "--wandb-report", "--title", "Studies"]) == 0
+    assert (
+        report.main([*map(str, studies), "--out", str(out), "--wandb-report", "--title", "Studies"])
+        == 0
+    )
     spec = wandb_workspaces_model(out / wandb_report.SPEC_NAME)
     assert spec.title == "Studies"
     assert [h.text.split(":")[0] for h in blocks_of(spec, "H1")] == ["study_a", "study_b"]
@@ -328,11 +450,16 @@ def test_results_report_wandb_report_gives_one_report_with_a_section_per_study(t
     filters = [rs.filters for grid in blocks_of(spec, "PanelGrid") for rs in grid.runsets]
     assert all(any(f"'{g}'" in f for g in groups) for f in filters)
     assert all(any(f"'{g}'" in f for f in filters) for g in groups)
-    assert not panels_of(spec, "LinePlot")  # the studies' jobs ran without W&B: no per-step runs to draw
-    assert not list(Path(studies[0]).glob("**/wandb"))  # nothing written into the studies themselves
+    assert not panels_of(
+        spec, "LinePlot"
+    )  # the studies' jobs ran without W&B: no per-step runs to draw
+    assert not list(
+        Path(studies[0]).glob("**/wandb")
+    )  # nothing written into the studies themselves
 
 
 # --- a real sweep ------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_the_headline_sweep_offline_writes_a_report_on_the_metrics_its_runs_log(headline_sweep):
@@ -342,8 +469,15 @@ def test_the_headline_sweep_offline_writes_a_report_on_the_metrics_its_runs_log(
     report = wandb_workspaces_model(sweep / wandb_report.SPEC_NAME)
     group = wandb_log.group_for(sweep)
     assert report.title.startswith("How do optim and bucket change throughput")
-    logged = {k for n in range(6) for row in read_run(offline_runs(sweep / str(n))[0])["history"] for k in row}
+    logged = {
+        k
+        for n in range(6)
+        for row in read_run(offline_runs(sweep / str(n))[0])["history"]
+        for k in row
+    }
     names = {m.name for p, _ in panels_of(report, "LinePlot") for m in p.y}
     assert "step/time_ms" in names and names <= logged
-    assert all(f"'{group}'" in rs.filters for grid in blocks_of(report, "PanelGrid") for rs in grid.runsets)
+    assert all(
+        f"'{group}'" in rs.filters for grid in blocks_of(report, "PanelGrid") for rs in grid.runsets
+    )
     assert panels_of(report, "WeavePanelSummaryTable") and "--push" in proc.stdout

@@ -1,5 +1,6 @@
 """The what-if model against real runs (slow): the bucket assignment against a real DDP's rebuilt buckets, the
 gradient-ready probe through a real 2-rank gloo run, and the command on every committed train record."""
+
 from __future__ import annotations
 
 import json
@@ -39,9 +40,14 @@ def _ddp_buckets(model, cap, image_size: int):
         params = [p for p in ddp.parameters() if p.requires_grad]
         index = {id(p): i for i, p in enumerate(params)}
         order: list[int] = []
-        hooks = [p.register_post_accumulate_grad_hook(lambda t: order.append(index[id(t)])) for p in params]
+        hooks = [
+            p.register_post_accumulate_grad_hook(lambda t: order.append(index[id(t)]))
+            for p in params
+        ]
         x = torch.randn(2, 3, image_size, image_size)
-        for step in range(3):   # DDP rebuilds its buckets at the second forward and logs them at the third
+        for step in range(
+            3
+        ):  # DDP rebuilds its buckets at the second forward and logs them at the third
             if step == 1:
                 for h in hooks:
                     h.remove()
@@ -54,8 +60,17 @@ def _ddp_buckets(model, cap, image_size: int):
         close_group()
 
 
-@pytest.mark.parametrize("name, cap", [("resnet18", None), ("resnet18", 25), ("vgg11", None), ("vgg11", 100),
-                                       ("vit_l_32", None), ("vit_l_32", 25)])
+@pytest.mark.parametrize(
+    "name, cap",
+    [
+        ("resnet18", None),
+        ("resnet18", 25),
+        ("vgg11", None),
+        ("vgg11", 100),
+        ("vit_l_32", None),
+        ("vit_l_32", 25),
+    ],
+)
 def test_bucket_assignment_equals_a_real_ddps(name, cap):
     import torch
     import torchvision
@@ -66,15 +81,29 @@ def test_bucket_assignment_equals_a_real_ddps(name, cap):
 
     need = {"resnet18": 1, "vgg11": 3, "vit_l_32": 6}[name]
     if _available_gib() < need + 2:
-        pytest.skip(f"{name} needs ~{need} GiB for parameters, gradients and buckets; this machine has less free now")
+        pytest.skip(
+            f"{name} needs ~{need} GiB for parameters, gradients and buckets; this machine has less free now"
+        )
     torch.manual_seed(0)
     if name == "resnet18":
         model, size = torchvision.models.resnet18(), 32
     elif name == "vgg11":
         model, size = build_model(OmegaConf.load(ROOT / "conf/model/vgg11.yaml"), 32), 32
     else:
-        model, size = build_model(OmegaConf.create({"_target_": "models.torchvision_model", "arch": "torchvision",
-                                                     "name": "vit_l_32", "num_classes": 1000}), 64), 64
+        model, size = (
+            build_model(
+                OmegaConf.create(
+                    {
+                        "_target_": "models.torchvision_model",
+                        "arch": "torchvision",
+                        "name": "vit_l_32",
+                        "num_classes": 1000,
+                    }
+                ),
+                64,
+            ),
+            64,
+        )
     params, order, sizes = _ddp_buckets(model, cap, size)
     got = bk.assign([p.numel() for p in params], [p.element_size() for p in params], order, cap)
     assert [b.nbytes for b in got] == sizes
@@ -98,11 +127,17 @@ def test_grad_ready_probe_in_a_real_two_rank_run_feeds_the_model(tmp_path):
 
     prof = profile_of(rec)
     assert "measured" in prof.params.how
-    got = [b.nbytes for b in bk.assign(prof.params.numel, prof.params.element_size, prof.params.order,
-                                       prof.bucket_cap)]
+    got = [
+        b.nbytes
+        for b in bk.assign(
+            prof.params.numel, prof.params.element_size, prof.params.order, prof.bucket_cap
+        )
+    ]
     assert got == r["ddp"]["buckets"]["sizes_bytes"]
     p = predict(rec, {"optim": "bf16"}, samples=200)
-    assert p.lo <= p.step_s <= p.hi and p.parts["compression_s"] > 0   # the measured cast is in the prediction
+    assert (
+        p.lo <= p.step_s <= p.hi and p.parts["compression_s"] > 0
+    )  # the measured cast is in the prediction
 
 
 def test_command_runs_on_every_committed_train_record(tmp_path):
@@ -120,7 +155,19 @@ def test_command_runs_on_every_committed_train_record(tmp_path):
     assert done >= 100
     from whatif.__main__ import main
 
-    assert main([str(ROOT / "results/runs/vit_ddp_optimizations/0"), "--sweep", "bucket=25,100,2000",
-                 "optim=none,bf16,powersgd", "--samples", "200", "--out", str(tmp_path)]) == 0
+    assert (
+        main(
+            [
+                str(ROOT / "results/runs/vit_ddp_optimizations/0"),
+                "--sweep",
+                "bucket=25,100,2000",
+                "optim=none,bf16,powersgd",
+                "--samples",
+                "200",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "whatif_timeline.png").exists()
-

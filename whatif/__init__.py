@@ -9,4 +9,5 @@ A reader: it reads records (and nccl-tests files) and never measures. The pieces
   api        predict(record, change) -> Prediction, and sweeps
 Command line: python -m whatif <run dir> [--world-size N] [--link NAME | --nccl-tests FILE] [--sweep k=v,v ...]
 """
+
 from whatif.api import Prediction, predict, predict_sweep  # noqa: F401 - the package's API

@@ -6,6 +6,7 @@ intervals, the speed-up against the run's own configuration, what dominates; wri
 timeline plot of the predicted steps (whatif_timeline.png) into --out (default: <run dir>/whatif, or
 outputs/whatif/<its path> for a run under the committed results/). Reads records only.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,23 +18,44 @@ from pathlib import Path
 def main(argv: list[str] | None = None) -> int:
     from whatif.links import PRESETS
 
-    parser = argparse.ArgumentParser(prog="python -m whatif", description=__doc__.split("\n\n")[1].strip(),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="link presets: " + "; ".join(f"{p.name} ({p.what})"
-                                                                         for p in PRESETS.values()))
-    parser.add_argument("run", help="a task=train run directory (holding run_record.json) or its record file")
+    parser = argparse.ArgumentParser(
+        prog="python -m whatif",
+        description=__doc__.split("\n\n")[1].strip(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="link presets: " + "; ".join(f"{p.name} ({p.what})" for p in PRESETS.values()),
+    )
+    parser.add_argument(
+        "run", help="a task=train run directory (holding run_record.json) or its record file"
+    )
     parser.add_argument("--world-size", type=int, help="predict at this many ranks")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--link", help=f"a link preset: {', '.join(PRESETS)}")
-    where.add_argument("--nccl-tests", metavar="FILE", help="all_reduce_perf output (printed table or -J JSON)")
-    where.add_argument("--collectives", metavar="DIR", help="a task=collectives run: its all_reduce rows as the link")
-    parser.add_argument("--sweep", nargs="+", default=[], metavar="KEY=V1,V2",
-                        help="bucket (MB or default), optim, accumulate, sync, world_size, ranks_per_host, "
-                             "ddp.static_graph, ddp.gradient_as_bucket_view, optim.rank, link")
-    parser.add_argument("--samples", type=int, default=1000, help="Monte Carlo draws (default 1000)")
+    where.add_argument(
+        "--nccl-tests", metavar="FILE", help="all_reduce_perf output (printed table or -J JSON)"
+    )
+    where.add_argument(
+        "--collectives",
+        metavar="DIR",
+        help="a task=collectives run: its all_reduce rows as the link",
+    )
+    parser.add_argument(
+        "--sweep",
+        nargs="+",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="bucket (MB or default), optim, accumulate, sync, world_size, ranks_per_host, "
+        "ddp.static_graph, ddp.gradient_as_bucket_view, optim.rank, link",
+    )
+    parser.add_argument(
+        "--samples", type=int, default=1000, help="Monte Carlo draws (default 1000)"
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", metavar="DIR", help="where to write the table and plot (default <run dir>/whatif; "
-                                                     "outputs/whatif/<path> for a run under the committed results/)")
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="where to write the table and plot (default <run dir>/whatif; "
+        "outputs/whatif/<path> for a run under the committed results/)",
+    )
     parser.add_argument("--json", action="store_true", help="print the predictions as JSON")
     args = parser.parse_args(argv)
 
@@ -49,16 +71,31 @@ def main(argv: list[str] | None = None) -> int:
         return _fail("--samples must be at least 100 (the 95% interval needs the tails)")
     try:
         grid = parse_grid(args.sweep)
-        sweep = predict_sweep(args.run, grid, link=args.link, nccl_tests=args.nccl_tests, collectives=args.collectives,
-                              world_size=args.world_size, samples=args.samples, seed=args.seed)
+        sweep = predict_sweep(
+            args.run,
+            grid,
+            link=args.link,
+            nccl_tests=args.nccl_tests,
+            collectives=args.collectives,
+            world_size=args.world_size,
+            samples=args.samples,
+            seed=args.seed,
+        )
     except (ProfileError, NcclTestsError, KeyError, ValueError) as e:
         return _fail(str(e).strip("'\""))
     out = Path(args.out) if args.out else reader_out(args.run, "whatif")
     tab = table(sweep)
-    data = {"source": sweep.profile.path, "own": sweep.own.as_dict(), "rows": [r.as_dict() for r in sweep.rows],
-            "profile_notes": sweep.profile.notes, "contention": sweep.profile.contention.how,
-            "link": (sweep.link or sweep.profile.link).describe() if (sweep.link or sweep.profile.link) else None,
-            "measured_step_s": sweep.profile.step.value if sweep.profile.step else None}
+    data = {
+        "source": sweep.profile.path,
+        "own": sweep.own.as_dict(),
+        "rows": [r.as_dict() for r in sweep.rows],
+        "profile_notes": sweep.profile.notes,
+        "contention": sweep.profile.contention.how,
+        "link": (sweep.link or sweep.profile.link).describe()
+        if (sweep.link or sweep.profile.link)
+        else None,
+        "measured_step_s": sweep.profile.step.value if sweep.profile.step else None,
+    }
     if args.json:
         print(json.dumps(data, indent=2, default=str))
     else:
@@ -71,18 +108,31 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(f"  - {n}" for n in notes))
     try:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "whatif.md").write_text("\n".join(header(sweep)) + "\n\n" + "".join(f"{w}\n\n" for w in warnings(sweep))
-                                       + tab.markdown()
-                                       + "".join(f"\n- {n}" for n in row_notes(sweep)) + "\n")
+        (out / "whatif.md").write_text(
+            "\n".join(header(sweep))
+            + "\n\n"
+            + "".join(f"{w}\n\n" for w in warnings(sweep))
+            + tab.markdown()
+            + "".join(f"\n- {n}" for n in row_notes(sweep))
+            + "\n"
+        )
         tab.write_csv(out / "whatif.csv")
         (out / "whatif.json").write_text(json.dumps(data, indent=2, default=str))
-        others = sorted((r for r in sweep.rows if r.config != sweep.own.config), key=lambda r: -r.samples_per_s)
-        png = plot_timeline([sweep.own] + others[:1], out / "whatif_timeline.png",
-                            title=f"what-if from {sweep.profile.path}: the run's own step, and the fastest other")
+        others = sorted(
+            (r for r in sweep.rows if r.config != sweep.own.config), key=lambda r: -r.samples_per_s
+        )
+        png = plot_timeline(
+            [sweep.own] + others[:1],
+            out / "whatif_timeline.png",
+            title=f"what-if from {sweep.profile.path}: the run's own step, and the fastest other",
+        )
     except OSError as e:
         return _fail(f"cannot write to {out} ({e.strerror or e}); pass --out DIR")
     if not args.json:
-        print(f"\nwritten: {out / 'whatif.md'}, whatif.csv, whatif.json" + (f", {png.name}" if png else ""))
+        print(
+            f"\nwritten: {out / 'whatif.md'}, whatif.csv, whatif.json"
+            + (f", {png.name}" if png else "")
+        )
     return 0
 
 

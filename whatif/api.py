@@ -9,6 +9,7 @@ optim.rank, link). Every
 prediction's speed-up is against the model's prediction of the run's own configuration (paired draws), so a model
 error common to both largely cancels; the own prediction is also set beside the run's measured step.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -57,17 +58,28 @@ def link_from(link=None, nccl_tests=None, collectives=None) -> lk.Link | None:
         parsed = read(nccl_tests) if isinstance(nccl_tests, (str, Path)) else nccl_tests
         return lk.from_nccl_tests(parsed)
     if collectives is not None:
-        rec = collectives if isinstance(collectives, Record) else (
-            Record.from_dict(collectives) if isinstance(collectives, dict) else load_record(collectives)[0])
+        rec = (
+            collectives
+            if isinstance(collectives, Record)
+            else (
+                Record.from_dict(collectives)
+                if isinstance(collectives, dict)
+                else load_record(collectives)[0]
+            )
+        )
         if rec.task != "collectives":
-            raise ProfileError(f"--collectives: that record is task={rec.task}, not task=collectives")
+            raise ProfileError(
+                f"--collectives: that record is task={rec.task}, not task=collectives"
+            )
         return lk.from_collectives(rec)
     if link is None or isinstance(link, lk.Link):
         return link
     return lk.preset(str(link))
 
 
-def base_config(prof: Profile, link: lk.Link | None = None, world_size: int | None = None) -> Config:
+def base_config(
+    prof: Profile, link: lk.Link | None = None, world_size: int | None = None
+) -> Config:
     cfg = Config.of(prof)
     if link is not None:
         cfg = replace(cfg, link=link, link_name=link.name)
@@ -76,16 +88,43 @@ def base_config(prof: Profile, link: lk.Link | None = None, world_size: int | No
     return cfg
 
 
-def predict(record, change: dict | None = None, *, link=None, nccl_tests=None, collectives=None,
-            world_size: int | None = None, samples: int = DEFAULT_SAMPLES, seed: int = 0,
-            timeline: bool = False) -> Prediction:
-    return _own_and_changed(profile_of(record), change, link=link, nccl_tests=nccl_tests, collectives=collectives,
-                            world_size=world_size, samples=samples, seed=seed, timeline=timeline)[1]
+def predict(
+    record,
+    change: dict | None = None,
+    *,
+    link=None,
+    nccl_tests=None,
+    collectives=None,
+    world_size: int | None = None,
+    samples: int = DEFAULT_SAMPLES,
+    seed: int = 0,
+    timeline: bool = False,
+) -> Prediction:
+    return _own_and_changed(
+        profile_of(record),
+        change,
+        link=link,
+        nccl_tests=nccl_tests,
+        collectives=collectives,
+        world_size=world_size,
+        samples=samples,
+        seed=seed,
+        timeline=timeline,
+    )[1]
 
 
-def _own_and_changed(prof: Profile, change: dict | None, *, link=None, nccl_tests=None, collectives=None,
-                     world_size: int | None = None, samples: int = DEFAULT_SAMPLES, seed: int = 0,
-                     timeline: bool = False) -> tuple[Prediction, Prediction]:
+def _own_and_changed(
+    prof: Profile,
+    change: dict | None,
+    *,
+    link=None,
+    nccl_tests=None,
+    collectives=None,
+    world_size: int | None = None,
+    samples: int = DEFAULT_SAMPLES,
+    seed: int = 0,
+    timeline: bool = False,
+) -> tuple[Prediction, Prediction]:
     """The run's own configuration and the changed one, predicted with the same draws (paired)."""
     the_link = link_from(link, nccl_tests, collectives)
     draws = Draws(samples, seed)
@@ -94,8 +133,17 @@ def _own_and_changed(prof: Profile, change: dict | None, *, link=None, nccl_test
     return own, _predict(prof, cfg, draws, own=own, timeline=timeline)
 
 
-def predict_sweep(record, grid: dict[str, list] | None = None, *, link=None, nccl_tests=None, collectives=None,
-                  world_size: int | None = None, samples: int = DEFAULT_SAMPLES, seed: int = 0) -> Sweep:
+def predict_sweep(
+    record,
+    grid: dict[str, list] | None = None,
+    *,
+    link=None,
+    nccl_tests=None,
+    collectives=None,
+    world_size: int | None = None,
+    samples: int = DEFAULT_SAMPLES,
+    seed: int = 0,
+) -> Sweep:
     """Every combination of the grid's values (the sweep's order: the last key varies fastest), each against the run's
     own configuration, each with its timeline."""
     prof = profile_of(record)
@@ -138,20 +186,29 @@ def saving(record, change: dict, **kw) -> dict:
     of that unexplained time (unexplained_range)."""
     prof = profile_of(record)
     own, p = _own_and_changed(prof, change, **kw)
-    out = {**_saved(p), "of": "time per sample", "dominant": p.dominant, "prediction": p,
-           "how": f"the what-if model ({p.label}): predicted samples/s against the run's own configuration"}
+    out = {
+        **_saved(p),
+        "of": "time per sample",
+        "dominant": p.dominant,
+        "prediction": p,
+        "how": f"the what-if model ({p.label}): predicted samples/s against the run's own configuration",
+    }
     if out["fraction"] is not None and out["lo"] is not None and out["hi"] is not None:
         wide = unexplained_range(prof.step, own, p)
         if wide is not None:
             a, b, gap = wide
             out["lo"], out["hi"] = min(out["lo"], a, b), max(out["hi"], a, b)
-            out["how"] += (f"; the model's step of the run's own configuration misses the measured one by "
-                           f"{1e3 * gap:+.3g} ms, so the range holds that time kept by the change "
-                           f"({100 * min(a, b):.0f}%) or removed with it ({100 * max(a, b):.0f}%)")
+            out["how"] += (
+                f"; the model's step of the run's own configuration misses the measured one by "
+                f"{1e3 * gap:+.3g} ms, so the range holds that time kept by the change "
+                f"({100 * min(a, b):.0f}%) or removed with it ({100 * max(a, b):.0f}%)"
+            )
     return out
 
 
-def unexplained_range(measured, own: Prediction, new: Prediction) -> tuple[float, float, float] | None:
+def unexplained_range(
+    measured, own: Prediction, new: Prediction
+) -> tuple[float, float, float] | None:
     """The saving at the two ends of the time the model does not explain, when its step of the run's own configuration
     (own) misses the measured step median (outside its 95% prediction interval, which holds a run's own scatter):
     that time U = measured - own may sit in what the
@@ -161,10 +218,14 @@ def unexplained_range(measured, own: Prediction, new: Prediction) -> tuple[float
     a shaped link's burst) cannot say which of the two it is; the range then says so instead of missing."""
     if measured is None or not measured.value or not own.step_s or not new.step_s:
         return None
-    if own.lo <= measured.value <= own.hi:     # inside the model's 95% prediction interval (a run's scatter included)
+    if (
+        own.lo <= measured.value <= own.hi
+    ):  # inside the model's 95% prediction interval (a run's scatter included)
         return None
     gap = measured.value - own.step_s
-    per = (new.samples_per_s * new.step_s) / (own.samples_per_s * own.step_s)   # samples per step, new / own
+    per = (new.samples_per_s * new.step_s) / (
+        own.samples_per_s * own.step_s
+    )  # samples per step, new / own
     # the time the model does not explain, kept after the change; where the model over-predicts (gap < 0) the run is
     # faster than the model everywhere, so the new step shrinks in proportion (subtracting could leave no step at all)
     kept = new.step_s + gap if gap >= 0 else new.step_s * measured.value / own.step_s
@@ -184,18 +245,25 @@ def contention_cost(record, samples: int = DEFAULT_SAMPLES, seed: int = 0) -> di
     if c.s_compute.value == 1.0 and c.s_comm.value == 1.0:
         return None
     own = _predict(prof, Config.of(prof), Draws(samples, seed))
-    free = replace(prof, contention=Contention(Quantity.exact(1.0), Quantity.exact(1.0), "none (what if)"))
+    free = replace(
+        prof, contention=Contention(Quantity.exact(1.0), Quantity.exact(1.0), "none (what if)")
+    )
     p = _predict(free, Config.of(free), Draws(samples, seed), own=own)
     return {**_saved(p), "how": c.how}
 
 
 def _saved(p: Prediction) -> dict:
     """The share of the time per sample the prediction saves, with its interval's ends."""
-    return {"fraction": time_saved(p.speedup), "lo": time_saved(p.speedup_lo), "hi": time_saved(p.speedup_hi)}
+    return {
+        "fraction": time_saved(p.speedup),
+        "lo": time_saved(p.speedup_lo),
+        "hi": time_saved(p.speedup_hi),
+    }
 
 
-def prune(record, candidates: list[dict], noise: float = 0.02,
-          **kw) -> tuple[list[dict], list[tuple[dict, Prediction]]]:
+def prune(
+    record, candidates: list[dict], noise: float = 0.02, **kw
+) -> tuple[list[dict], list[tuple[dict, Prediction]]]:
     """For the autotune: the candidates worth measuring, and those the model rules out with confidence (the typical
     speed-up's whole 95% interval below 1 - noise), each with its prediction."""
     keep, skipped = [], []

@@ -17,6 +17,7 @@ Where each figure comes from, best first:
 - CPU contention (gloo): calibrated so that the model reproduces the run's own DDP timers (backward compute under
   communication, and the all-reduces' span), see whatif.step.calibrate_contention.
 """
+
 from __future__ import annotations
 
 import functools
@@ -31,13 +32,15 @@ from comm import buckets as bk
 from whatif.links import Link, from_microbench
 from whatif.quantity import Quantity
 
-FLOP_MODEL_EXTRA = 0.10      # backward = forward x FLOP ratio: +-10% stated on top of the forward's interval
+FLOP_MODEL_EXTRA = (
+    0.10  # backward = forward x FLOP ratio: +-10% stated on top of the forward's interval
+)
 # Run-to-run scatter of a step median (log-normal sd): another process, allocator state, core placement. CPU: the
 # pooled sd of log step medians over the committed repeats of VGG11 and ViT-L/32 on the 2-core machine was 3-10% per
 # configuration (results/runs/vgg11_*, vit_ddp_*; 5% taken); GPU: 2% stated (no GPU repeats measured yet). A
 # validation set with repeats estimates its own (whatif.validate).
 RUN_TO_RUN_SD = {"cpu": 0.05, "cuda": 0.02}
-MIN_DUTY_REL = 0.15          # a calibrated contention factor's interval, at least +-15% (one probe step)
+MIN_DUTY_REL = 0.15  # a calibrated contention factor's interval, at least +-15% (one probe step)
 # PowerSGD's passes over each compressed matrix when rank << rows, cols (matrix-vector work is memory-bound): pre =
 # error feedback add (3) + the clone kept for the error (2) + P = M Q (1); mid = Q = M^T P (1); post = P Q^T (1) + the
 # new error (3). Used where the probe did not time the three parts.
@@ -54,8 +57,10 @@ class Params:
     names: list[str]
     numel: list[int]
     element_size: list[int]
-    order: list[int]                 # DDP's ready order (parameter indices)
-    ready: list[float]               # fraction of backward compute alone done when each parameter's gradient is ready
+    order: list[int]  # DDP's ready order (parameter indices)
+    ready: list[
+        float
+    ]  # fraction of backward compute alone done when each parameter's gradient is ready
     how: str
 
     @property
@@ -63,11 +68,11 @@ class Params:
         return sum(n * e for n, e in zip(self.numel, self.element_size))
 
 
-
 @dataclass
 class Contention:
     """gloo on CPU: while an all-reduce runs beside backward, compute runs s_compute times slower and the all-reduce
     s_comm times slower than alone (calibrated on the run's own DDP timers); 1 and 1 where nothing was measured."""
+
     s_compute: Quantity
     s_comm: Quantity
     how: str
@@ -85,7 +90,7 @@ class Profile:
     accumulate: int
     sync: str
     optim: str
-    bucket_cap: object               # MB, or None: DDP's default
+    bucket_cap: object  # MB, or None: DDP's default
     static_graph: bool
     bucket_view: bool
     psgd_rank: int
@@ -96,21 +101,29 @@ class Profile:
     data: Quantity
     h2d: Quantity
     forward: Quantity
-    backward: Quantity               # compute alone, one micro-step
+    backward: Quantity  # compute alone, one micro-step
     optimizer: Quantity
-    copy_in: Quantity                # DDP's copy of every gradient into its bucket (per synchronised step)
-    copy_out: Quantity               # and back (gradient_as_bucket_view=False)
-    cast: dict[str, Quantity]        # bf16 / fp16 hook compute, whole gradient
-    powersgd: Quantity | None        # PowerSGD compute at psgd_rank, whole gradient (None: not measured)
+    copy_in: Quantity  # DDP's copy of every gradient into its bucket (per synchronised step)
+    copy_out: Quantity  # and back (gradient_as_bucket_view=False)
+    cast: dict[str, Quantity]  # bf16 / fp16 hook compute, whole gradient
+    powersgd: Quantity | None  # PowerSGD compute at psgd_rank, whole gradient (None: not measured)
     powersgd_measured_rank: int
-    powersgd_split: dict[str, float]  # its shares: pre (compute thread), mid and post (the hook's callbacks)
+    powersgd_split: dict[
+        str, float
+    ]  # its shares: pre (compute thread), mid and post (the hook's callbacks)
     contention: Contention
-    link: Link | None                # the run's own ranks (on-rank microbenchmark), None if not measured
-    step: Quantity | None            # measured step median
+    link: Link | None  # the run's own ranks (on-rank microbenchmark), None if not measured
+    step: Quantity | None  # measured step median
     samples_per_s: Quantity | None
-    step_noise: Quantity | None      # the measured step median's 95% interval relative to it (a factor about 1)
-    run_to_run_sd: float = 0.05      # log-normal sd of a run's step median about its configuration's (see above)
-    cores: int | None = None         # CPU cores per host, torch intra-op threads per rank, hosts (CPU core sharing)
+    step_noise: (
+        Quantity | None
+    )  # the measured step median's 95% interval relative to it (a factor about 1)
+    run_to_run_sd: float = (
+        0.05  # log-normal sd of a run's step median about its configuration's (see above)
+    )
+    cores: int | None = (
+        None  # CPU cores per host, torch intra-op threads per rank, hosts (CPU core sharing)
+    )
     threads: int | None = None
     hosts: int = 1
     notes: list[str] = field(default_factory=list)
@@ -126,7 +139,9 @@ def load_record(path: str | Path) -> tuple[Record, str]:
 
     p = Path(path)
     if not p.exists():
-        raise ProfileError(f"{path} does not exist: give a run directory (holding run_record.json) or a record file")
+        raise ProfileError(
+            f"{path} does not exist: give a run directory (holding run_record.json) or a record file"
+        )
     try:
         return Record.read(p), str(record_path(p))
     except (RecordError, OSError, json.JSONDecodeError) as e:
@@ -137,25 +152,35 @@ def from_record(record: Record | dict, path: str = "") -> Profile:
     if isinstance(record, dict):
         record = Record.from_dict(record)
     if record.task == "script":
-        raise ProfileError(f"{path or 'record'}: task=script; the what-if model builds the run's model from model=, "
-                           "and a script's model is its own, which the record does not hold: not modelled (the "
-                           "diagnosis reads the record)")
+        raise ProfileError(
+            f"{path or 'record'}: task=script; the what-if model builds the run's model from model=, "
+            "and a script's model is its own, which the record does not hold: not modelled (the "
+            "diagnosis reads the record)"
+        )
     if record.task != "train":
-        raise ProfileError(f"{path or 'record'}: task={record.task}; the what-if model reads task=train runs "
-                           "(a task=collectives record can be its link: --collectives)")
+        raise ProfileError(
+            f"{path or 'record'}: task={record.task}; the what-if model reads task=train runs "
+            "(a task=collectives record can be its link: --collectives)"
+        )
     if record.status != "ok":
-        raise ProfileError(f"{path or 'record'}: the run's status is {record.status!r}; only finished runs "
-                           "have the figures the model needs")
+        raise ProfileError(
+            f"{path or 'record'}: the run's status is {record.status!r}; only finished runs "
+            "have the figures the model needs"
+        )
     r: TrainResult = record.result
     cfg = record.config
     notes: list[str] = []
     K = int(r.accumulate or 1)
     phases = r.phases
     if phases is None or phases.forward is None:
-        raise ProfileError(f"{path or 'record'}: no phase timings (timing=false or cuda_graphs=true); the model needs "
-                           "forward, backward and optimizer times")
-    q = lambda name, per=1.0: Quantity.from_describe(getattr(phases, name), f"result.phases.{name}", per) \
-        or Quantity.exact(0.0, f"result.phases.{name} (absent: 0)")  # noqa: E731 - local
+        raise ProfileError(
+            f"{path or 'record'}: no phase timings (timing=false or cuda_graphs=true); the model needs "
+            "forward, backward and optimizer times"
+        )
+    q = lambda name, per=1.0: (  # noqa: E731 - local
+        Quantity.from_describe(getattr(phases, name), f"result.phases.{name}", per)
+        or Quantity.exact(0.0, f"result.phases.{name} (absent: 0)")
+    )
     data, h2d, forward = q("data", 1 / K), q("h2d", 1 / K), q("forward", 1 / K)
     optimizer = q("optimizer")
     ddp = r.ddp
@@ -164,7 +189,9 @@ def from_record(record: Record | dict, path: str = "") -> Profile:
     sync = r.sync or "ddp"
     mem = _memory_speed(cfg, optimizer, params)
     backward = _backward_alone(r, phases, forward, gr, fwd_bwd, sync, K, notes, mem, params)
-    copy_in, copy_out, cast, psgd, psgd_rank, psgd_split = _costs(gr, notes, mem, params, shapes, cfg)
+    copy_in, copy_out, cast, psgd, psgd_rank, psgd_split = _costs(
+        gr, notes, mem, params, shapes, cfg
+    )
     link = None
     try:
         link = from_microbench(r)
@@ -177,30 +204,62 @@ def from_record(record: Record | dict, path: str = "") -> Profile:
     sps = None
     if tp is not None and tp.samples_per_s:
         lo, hi = tp.samples_ci_lo, tp.samples_ci_hi
-        sps = Quantity(tp.samples_per_s, lo, hi, "result.throughput") if lo is not None and lo <= \
-            tp.samples_per_s <= hi else Quantity.exact(tp.samples_per_s, "result.throughput")
+        sps = (
+            Quantity(tp.samples_per_s, lo, hi, "result.throughput")
+            if lo is not None and lo <= tp.samples_per_s <= hi
+            else Quantity.exact(tp.samples_per_s, "result.throughput")
+        )
     noise = None
     if step and step.has_interval and step.lo > 0:
-        noise = Quantity(1.0, step.lo / step.value, step.hi / step.value, "the step median's interval, relative")
+        noise = Quantity(
+            1.0, step.lo / step.value, step.hi / step.value, "the step median's interval, relative"
+        )
     rank0 = r.per_rank[0] if r.per_rank else None
     threads = rank0.threads.intra_op if rank0 is not None and rank0.threads is not None else None
     env = record.env
     prof = Profile(
-        record=record, path=path, model=setting(cfg, "model.name", "?"), device=r.device or "cpu",
-        backend=r.backend or "gloo", world_size=int(r.world_size or 1),
-        batch_per_rank=int(r.batch_per_rank or 1), accumulate=K, sync=sync, optim=r.optim or "none",
-        bucket_cap=_bucket_cap(r), static_graph=bool(ddp is not None and ddp.static_graph),
+        record=record,
+        path=path,
+        model=setting(cfg, "model.name", "?"),
+        device=r.device or "cpu",
+        backend=r.backend or "gloo",
+        world_size=int(r.world_size or 1),
+        batch_per_rank=int(r.batch_per_rank or 1),
+        accumulate=K,
+        sync=sync,
+        optim=r.optim or "none",
+        bucket_cap=_bucket_cap(r),
+        static_graph=bool(ddp is not None and ddp.static_graph),
         bucket_view=bool(ddp is not None and ddp.gradient_as_bucket_view),
         psgd_rank=int(setting(cfg, "optim.rank") or psgd_rank or 1),
         psgd_min_rate=float(setting(cfg, "optim.min_compression_rate") or 2.0),
-        psgd_batched=bool(setting(cfg, "optim.batched", False)), params=params, shapes=shapes, data=data, h2d=h2d,
-        forward=forward, backward=backward, optimizer=optimizer, copy_in=copy_in, copy_out=copy_out, cast=cast,
-        powersgd=psgd, powersgd_measured_rank=psgd_rank, powersgd_split=psgd_split,
-        contention=Contention(Quantity.exact(1.0), Quantity.exact(1.0), "none: not a multi-rank gloo run on CPU"),
-        link=link, step=step, samples_per_s=sps, step_noise=noise,
-        run_to_run_sd=RUN_TO_RUN_SD.get(r.device or "cpu", 0.05), notes=notes,
-        cores=int(env.cpu_count or 0) or None, threads=int(threads) if threads else None,
-        hosts=max(1, len(set(env.hostnames or [None]))))
+        psgd_batched=bool(setting(cfg, "optim.batched", False)),
+        params=params,
+        shapes=shapes,
+        data=data,
+        h2d=h2d,
+        forward=forward,
+        backward=backward,
+        optimizer=optimizer,
+        copy_in=copy_in,
+        copy_out=copy_out,
+        cast=cast,
+        powersgd=psgd,
+        powersgd_measured_rank=psgd_rank,
+        powersgd_split=psgd_split,
+        contention=Contention(
+            Quantity.exact(1.0), Quantity.exact(1.0), "none: not a multi-rank gloo run on CPU"
+        ),
+        link=link,
+        step=step,
+        samples_per_s=sps,
+        step_noise=noise,
+        run_to_run_sd=RUN_TO_RUN_SD.get(r.device or "cpu", 0.05),
+        notes=notes,
+        cores=int(env.cpu_count or 0) or None,
+        threads=int(threads) if threads else None,
+        hosts=max(1, len(set(env.hostnames or [None]))),
+    )
     _contention(prof, r)
     return prof
 
@@ -217,14 +276,27 @@ def _link_from_sync(r: TrainResult, notes: list[str]) -> Link | None:
         return None
     per_call = t / calls
     size = nbytes / calls
-    notes.append(f"no on-rank microbenchmark in this record: the link is taken from the sync's own time ({t * 1e3:.4g} "
-                 f"ms for {calls:.0f} call(s) of {size / 1e6:.3g} MB on average), a lower bound on its speed (the span "
-                 "includes waits for gradients), +-50%")
+    notes.append(
+        f"no on-rank microbenchmark in this record: the link is taken from the sync's own time ({t * 1e3:.4g} "
+        f"ms for {calls:.0f} call(s) of {size / 1e6:.3g} MB on average), a lower bound on its speed (the span "
+        "includes waits for gradients), +-50%"
+    )
     from whatif.links import fit_alpha_beta
 
-    fit = fit_alpha_beta([(size, per_call, None, None)], n, name="this run's sync (no microbenchmark)",
-                         source="result.comm: the sync's own span per call")
-    return Link(fit.name, fit.alpha, fit.busbw.with_extra(0.5), fit.source, measured_ranks=n, notes=fit.notes)
+    fit = fit_alpha_beta(
+        [(size, per_call, None, None)],
+        n,
+        name="this run's sync (no microbenchmark)",
+        source="result.comm: the sync's own span per call",
+    )
+    return Link(
+        fit.name,
+        fit.alpha,
+        fit.busbw.with_extra(0.5),
+        fit.source,
+        measured_ranks=n,
+        notes=fit.notes,
+    )
 
 
 def _bucket_cap(r: TrainResult):
@@ -237,7 +309,9 @@ def _params(record: Record, gr: GradReady | None, notes: list[str]):
     cfg = record.config
     flops = None
     shapes = None
-    analysed = analyse_model(json.dumps(setting(cfg, "model", {}), sort_keys=True), _image_size(cfg))
+    analysed = analyse_model(
+        json.dumps(setting(cfg, "model", {}), sort_keys=True), _image_size(cfg)
+    )
     if analysed is not None:
         shapes, flops = analysed["shapes"], (analysed["fwd_flops"], analysed["bwd_flops"])
     if gr is not None and gr.numel:
@@ -254,25 +328,48 @@ def _params(record: Record, gr: GradReady | None, notes: list[str]):
                 shapes = [tuple(x) for x in gr.shapes]
             elif shapes is not None and len(shapes) != n:
                 shapes = None
-            return Params(list(gr.names or [str(i) for i in range(n)]), [int(x) for x in gr.numel],
-                          [int(x) for x in gr.element_size], order, ready,
-                          f"measured: post-accumulate-grad hooks in {len(per_rep)} untimed backward(s) under "
-                          "DDP's no_sync (result.grad_ready)"), shapes, flops
+            return (
+                Params(
+                    list(gr.names or [str(i) for i in range(n)]),
+                    [int(x) for x in gr.numel],
+                    [int(x) for x in gr.element_size],
+                    order,
+                    ready,
+                    f"measured: post-accumulate-grad hooks in {len(per_rep)} untimed backward(s) under "
+                    "DDP's no_sync (result.grad_ready)",
+                ),
+                shapes,
+                flops,
+            )
     if analysed is None:
-        raise ProfileError("the record has no gradient-ready probe and its model cannot be rebuilt here "
-                           f"(model={setting(cfg, 'model.name')}); the parameter sizes are unknown")
+        raise ProfileError(
+            "the record has no gradient-ready probe and its model cannot be rebuilt here "
+            f"(model={setting(cfg, 'model.name')}); the parameter sizes are unknown"
+        )
     if analysed["ready"] is not None:
-        notes.append("gradient-ready times: not measured (the record predates the grad_ready probe); assumed at the "
-                     "share of backward FLOPs done when each gradient is accumulated (torch FlopCounterMode over a "
-                     "meta-device backward; elementwise ops not counted)")
+        notes.append(
+            "gradient-ready times: not measured (the record predates the grad_ready probe); assumed at the "
+            "share of backward FLOPs done when each gradient is accumulated (torch FlopCounterMode over a "
+            "meta-device backward; elementwise ops not counted)"
+        )
         ready, how = analysed["ready"], "assumed: share of backward FLOPs (meta-device backward)"
     else:
         n = len(analysed["numel"])
         ready = [1 - i / n for i in range(n)]
         how = "assumed: proportional to the parameter's position in backward (reverse definition order)"
         notes.append("gradient-ready times: not measured and the FLOP count failed; " + how)
-    return Params(analysed["names"], analysed["numel"], analysed["element_size"], analysed["order"], ready, how), \
-        shapes, flops
+    return (
+        Params(
+            analysed["names"],
+            analysed["numel"],
+            analysed["element_size"],
+            analysed["order"],
+            ready,
+            how,
+        ),
+        shapes,
+        flops,
+    )
 
 
 def _image_size(cfg: dict | None) -> int:
@@ -303,9 +400,16 @@ def analyse_model(model_json: str, image_size: int) -> dict | None:
     except Exception:  # noqa: BLE001 - any model this environment cannot build: the caller says so
         return None
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    out = {"names": [n for n, _ in named], "numel": [p.numel() for _, p in named],
-           "element_size": [p.element_size() for _, p in named], "shapes": [tuple(p.shape) for _, p in named],
-           "order": list(reversed(range(len(named)))), "ready": None, "fwd_flops": None, "bwd_flops": None}
+    out = {
+        "names": [n for n, _ in named],
+        "numel": [p.numel() for _, p in named],
+        "element_size": [p.element_size() for _, p in named],
+        "shapes": [tuple(p.shape) for _, p in named],
+        "order": list(reversed(range(len(named)))),
+        "ready": None,
+        "fwd_flops": None,
+        "bwd_flops": None,
+    }
     if not named or named[0][1].device.type != "meta":
         return out
     from torch.utils.flop_counter import FlopCounterMode
@@ -317,8 +421,12 @@ def analyse_model(model_json: str, image_size: int) -> dict | None:
         with counter:
             y = model(torch.zeros(2, 3, image_size, image_size, device="meta"))
             fwd = counter.get_total_flops()
-            hooks = [p.register_post_accumulate_grad_hook(
-                lambda t: events.append((index[id(t)], counter.get_total_flops()))) for _, p in named]
+            hooks = [
+                p.register_post_accumulate_grad_hook(
+                    lambda t: events.append((index[id(t)], counter.get_total_flops()))
+                )
+                for _, p in named
+            ]
             try:
                 y.float().sum().backward()
             finally:
@@ -332,8 +440,12 @@ def analyse_model(model_json: str, image_size: int) -> dict | None:
     for i, f in events:
         seen.setdefault(i, (f - fwd) / bwd)
     order = list(seen) + [i for i in reversed(range(len(named))) if i not in seen]
-    out.update(order=order, ready=[min(1.0, max(0.0, seen.get(i, 1.0))) for i in range(len(named))],
-               fwd_flops=fwd, bwd_flops=bwd)
+    out.update(
+        order=order,
+        ready=[min(1.0, max(0.0, seen.get(i, 1.0))) for i in range(len(named))],
+        fwd_flops=fwd,
+        bwd_flops=bwd,
+    )
     return out
 
 
@@ -369,19 +481,35 @@ def _memory_speed(cfg: dict | None, optimizer: Quantity, params: Params) -> Quan
 def _bytes_time(nbytes: float, mem: Quantity, what: str, extra: float = 0.25) -> Quantity:
     """nbytes at the record's memory speed, +-25% stated on top of its interval."""
     v = nbytes / mem.value
-    q = Quantity(v, nbytes / mem.hi, nbytes / mem.lo, what) if mem.has_interval else Quantity.exact(v, what)
+    q = (
+        Quantity(v, nbytes / mem.hi, nbytes / mem.lo, what)
+        if mem.has_interval
+        else Quantity.exact(v, what)
+    )
     return q.with_extra(extra)
 
 
-def _backward_alone(r, phases, forward: Quantity, gr, flops, sync: str, K: int, notes: list[str],
-                    mem: Quantity | None = None, params: Params | None = None) -> Quantity:
+def _backward_alone(
+    r,
+    phases,
+    forward: Quantity,
+    gr,
+    flops,
+    sync: str,
+    K: int,
+    notes: list[str],
+    mem: Quantity | None = None,
+    params: Params | None = None,
+) -> Quantity:
     alone = _mode(gr, "alone")
     if alone.backward_s:
         xs = alone.backward_s
         scale = probe_scale(alone, forward)
         v = _median(xs) * scale
-        how = (f"result.grad_ready: backward under no_sync, {len(xs)} probe pass(es), x {scale:.3g} (the window's "
-               "forward / the probe's); interval: the window's forward phase's, relative")
+        how = (
+            f"result.grad_ready: backward under no_sync, {len(xs)} probe pass(es), x {scale:.3g} (the window's "
+            "forward / the probe's); interval: the window's forward phase's, relative"
+        )
         if forward.has_interval and forward.lo > 0:
             return Quantity(v, v * forward.lo / forward.value, v * forward.hi / forward.value, how)
         return Quantity.relative(v, 0.05, how + " (none there: +-5% stated)")
@@ -389,21 +517,38 @@ def _backward_alone(r, phases, forward: Quantity, gr, flops, sync: str, K: int, 
         return Quantity.from_describe(phases.backward, "result.phases.backward", 1 / K)
     if flops:
         ratio = flops[1] / flops[0]
-        b = forward.scaled(ratio, "forward x backward/forward FLOP ratio").with_extra(FLOP_MODEL_EXTRA)
+        b = forward.scaled(ratio, "forward x backward/forward FLOP ratio").with_extra(
+            FLOP_MODEL_EXTRA
+        )
         how = f"forward x {ratio:.3g}, the model's backward/forward FLOP ratio, +-{FLOP_MODEL_EXTRA:.0%}"
         if mem is not None and params is not None:
             w = _bytes_time(4 * sum(params.numel), mem, "writing every gradient once")
-            b = Quantity(b.value + w.value, b.lo + w.lo, b.hi + w.hi, b.source + " + writing every gradient")
-            how += (f", plus writing every gradient once at the optimizer's memory speed ({w.value * 1e3:.3g} ms; the "
-                    "FLOP count leaves out memory-bound work)")
-        notes.append("backward compute alone: not measured (DDP overlaps it with the all-reduce); assumed " + how)
+            b = Quantity(
+                b.value + w.value, b.lo + w.lo, b.hi + w.hi, b.source + " + writing every gradient"
+            )
+            how += (
+                f", plus writing every gradient once at the optimizer's memory speed ({w.value * 1e3:.3g} ms; the "
+                "FLOP count leaves out memory-bound work)"
+            )
+        notes.append(
+            "backward compute alone: not measured (DDP overlaps it with the all-reduce); assumed "
+            + how
+        )
         return b
-    notes.append("backward compute alone: assumed 2 x forward (no FLOP count for this model), +-25%")
+    notes.append(
+        "backward compute alone: assumed 2 x forward (no FLOP count for this model), +-25%"
+    )
     return forward.scaled(2.0, "2 x forward (assumed)").with_extra(0.25)
 
 
-def _costs(gr: GradReady | None, notes: list[str], mem: Quantity | None = None, params: Params | None = None,
-           shapes=None, cfg: dict | None = None):
+def _costs(
+    gr: GradReady | None,
+    notes: list[str],
+    mem: Quantity | None = None,
+    params: Params | None = None,
+    shapes=None,
+    cfg: dict | None = None,
+):
     c = gr.costs if gr is not None and gr.costs is not None else HookCosts()
     zero = lambda what: Quantity.exact(0.0, f"{what}: not measured (taken as 0)")  # noqa: E731 - local
 
@@ -411,51 +556,81 @@ def _costs(gr: GradReady | None, notes: list[str], mem: Quantity | None = None, 
         v = getattr(c, key)
         if v is None:
             if mem is not None and params is not None:
-                return _bytes_time(nbytes_per_elt * sum(params.numel), mem, f"{what}: {nbytes_per_elt:g} bytes per "
-                                   "element at the optimizer's memory speed (not measured)")
+                return _bytes_time(
+                    nbytes_per_elt * sum(params.numel),
+                    mem,
+                    f"{what}: {nbytes_per_elt:g} bytes per "
+                    "element at the optimizer's memory speed (not measured)",
+                )
             return zero(what)
         xs = v if isinstance(v, list) else [v]
-        return Quantity.relative(_median(xs), 0.15, f"result.grad_ready.costs.{key} ({len(xs)} timing(s), "
-                                                    "+-15% stated)")
+        return Quantity.relative(
+            _median(xs), 0.15, f"result.grad_ready.costs.{key} ({len(xs)} timing(s), +-15% stated)"
+        )
 
     copy_in = measured("copy_in_s", "DDP's copy into buckets", 8)
     copy_out = measured("copy_out_s", "DDP's copy back", 8)
-    cast = {"bf16": measured("cast_bf16_s", "bf16 cast", 16), "fp16": measured("cast_fp16_s", "fp16 cast", 16)}
+    cast = {
+        "bf16": measured("cast_bf16_s", "bf16 cast", 16),
+        "fp16": measured("cast_fp16_s", "fp16 cast", 16),
+    }
     timed = c.cast_timed
-    if timed in cast:                 # one cast timed: the other moves the same bytes
+    if timed in cast:  # one cast timed: the other moves the same bytes
         other = "fp16" if timed == "bf16" else "bf16"
-        cast[other] = Quantity(cast[timed].value, cast[timed].lo, cast[timed].hi,
-                               f"{cast[timed].source}; {other} taken as {timed} (the same bytes)")
+        cast[other] = Quantity(
+            cast[timed].value,
+            cast[timed].lo,
+            cast[timed].hi,
+            f"{cast[timed].source}; {other} taken as {timed} (the same bytes)",
+        )
     ps = c.powersgd if c.powersgd is not None else PowersgdCosts()
     psgd = None
     comp = None
     if params is not None and shapes is not None:
-        comp = _compressible(params, shapes, int(ps.rank or setting(cfg, "optim.rank") or 1),
-                             float(setting(cfg, "optim.min_compression_rate") or 2.0))
+        comp = _compressible(
+            params,
+            shapes,
+            int(ps.rank or setting(cfg, "optim.rank") or 1),
+            float(setting(cfg, "optim.min_compression_rate") or 2.0),
+        )
     if ps.s is not None:
         xs = ps.s if isinstance(ps.s, list) else [ps.s]
-        psgd = Quantity.relative(_median(xs), 0.15, f"result.grad_ready.costs.powersgd at rank {ps.rank} "
-                                                    "(+-15% stated)")
+        psgd = Quantity.relative(
+            _median(xs), 0.15, f"result.grad_ready.costs.powersgd at rank {ps.rank} (+-15% stated)"
+        )
     elif c.copy_in_s and comp is not None and params is not None:
         total = sum(params.numel) or 1
-        psgd = Quantity.relative(_median(c.copy_in_s) * 44 / 8 * comp / total, 0.5,
-                                 "PowerSGD: 11 fp32 passes over the compressed matrices at the measured copy's speed "
-                                 f"(not timed: {ps.skipped or 'absent'}), +-50%")
+        psgd = Quantity.relative(
+            _median(c.copy_in_s) * 44 / 8 * comp / total,
+            0.5,
+            "PowerSGD: 11 fp32 passes over the compressed matrices at the measured copy's speed "
+            f"(not timed: {ps.skipped or 'absent'}), +-50%",
+        )
         notes.append("PowerSGD's compute: " + psgd.source)
     elif mem is not None and comp is not None:
-        psgd = _bytes_time(sum(PSGD_PASSES.values()) * 4 * comp, mem,
-                           "PowerSGD: 11 fp32 passes over the compressed matrices at the optimizer's memory speed "
-                           "(not measured)", extra=0.5)
+        psgd = _bytes_time(
+            sum(PSGD_PASSES.values()) * 4 * comp,
+            mem,
+            "PowerSGD: 11 fp32 passes over the compressed matrices at the optimizer's memory speed "
+            "(not measured)",
+            extra=0.5,
+        )
     split = dict(PSGD_PASSES_SHARE)
     parts = {k: getattr(ps, f"{k}_s") for k in split}
     if all(parts.values()) and sum(_median(v) for v in parts.values()) > 0:
         tot = sum(_median(v) for v in parts.values())
         split = {k: _median(v) / tot for k, v in parts.items()}
     if gr is None or gr.costs is None or not gr.costs.to_dict():
-        notes.append("DDP's gradient copies and the bf16/fp16/PowerSGD compute: not measured (the record predates "
-                     "the grad_ready probe): " + ("estimated as memory traffic at the speed the optimizer phase "
-                                                   "streamed its 12-20 bytes per parameter (+-25%; PowerSGD +-50%)"
-                                                   if mem is not None else "taken as 0"))
+        notes.append(
+            "DDP's gradient copies and the bf16/fp16/PowerSGD compute: not measured (the record predates "
+            "the grad_ready probe): "
+            + (
+                "estimated as memory traffic at the speed the optimizer phase "
+                "streamed its 12-20 bytes per parameter (+-25%; PowerSGD +-50%)"
+                if mem is not None
+                else "taken as 0"
+            )
+        )
     return copy_in, copy_out, cast, psgd, int(ps.rank or setting(cfg, "optim.rank") or 1), split
 
 
@@ -476,15 +651,27 @@ def _compressible(params: Params, shapes, rank: int, min_rate: float) -> int:
 def _contention(prof: Profile, r: TrainResult) -> None:
     """gloo on a CPU host, DDP with >= 2 ranks: calibrate the two slow-down factors on this run's own timers."""
     if prof.device != "cpu" or prof.backend != "gloo":
-        prof.contention.how = ("none modelled: NCCL kernels share the GPU with compute, which this model does not "
-                               "carry (stated)")
+        prof.contention.how = (
+            "none modelled: NCCL kernels share the GPU with compute, which this model does not "
+            "carry (stated)"
+        )
         return
     comm = r.comm
-    if prof.sync != "ddp" or prof.world_size < 2 or comm is None or not comm.time_s or prof.link is None:
-        prof.contention.how = ("not measurable from this run (no DDP all-reduce beside backward): none assumed, so a "
-                               "prediction for DDP with gloo on CPU over-predicts the overlap")
+    if (
+        prof.sync != "ddp"
+        or prof.world_size < 2
+        or comm is None
+        or not comm.time_s
+        or prof.link is None
+    ):
+        prof.contention.how = (
+            "not measurable from this run (no DDP all-reduce beside backward): none assumed, so a "
+            "prediction for DDP with gloo on CPU over-predicts the overlap"
+        )
         if prof.world_size < 2 or prof.sync != "ddp":
-            prof.notes.append("CPU contention between gloo's all-reduce and backward: " + prof.contention.how)
+            prof.notes.append(
+                "CPU contention between gloo's all-reduce and backward: " + prof.contention.how
+            )
         return
     from whatif.step import calibrate_contention
 
@@ -498,11 +685,19 @@ def _contention(prof: Profile, r: TrainResult) -> None:
         under = comm.backward_compute_s
     if not under:
         return
-    s_c, s_m, how = calibrate_contention(prof, compute_under_comm=float(under), comm_span=float(comm.time_s))
+    s_c, s_m, how = calibrate_contention(
+        prof, compute_under_comm=float(under), comm_span=float(comm.time_s)
+    )
     rel_c = max(MIN_DUTY_REL, _rel(prof.backward))
-    prof.contention = Contention(Quantity.relative(s_c, rel_c, "calibrated compute slow-down under all-reduce"),
-                                 Quantity.relative(s_m, max(MIN_DUTY_REL, _rel(prof.link.busbw)),
-                                                   "calibrated all-reduce slow-down beside compute"), how)
+    prof.contention = Contention(
+        Quantity.relative(s_c, rel_c, "calibrated compute slow-down under all-reduce"),
+        Quantity.relative(
+            s_m,
+            max(MIN_DUTY_REL, _rel(prof.link.busbw)),
+            "calibrated all-reduce slow-down beside compute",
+        ),
+        how,
+    )
     prof.notes.append(f"CPU contention (gloo): {how}")
 
 
@@ -513,30 +708,90 @@ def _rel(q: Quantity) -> float:
 
 
 # ----------------------------------------------------------------------------------------------- without a record
-def synthetic(*, model: dict, image_size: int, batch_per_rank: int, world_size: int, device: str, backend: str,
-              forward: Quantity, backward: Quantity, optimizer: Quantity, link: Link | None, sync: str = "ddp",
-              optim: str = "none", bucket_cap=None, bucket_view: bool = False, static_graph: bool = False,
-              copy_in: Quantity | None = None, copy_out: Quantity | None = None, cast: dict | None = None,
-              powersgd: Quantity | None = None, psgd_rank: int = 1, data: Quantity | None = None,
-              step: Quantity | None = None, notes: list[str] | None = None, label: str = "") -> Profile:
+def synthetic(
+    *,
+    model: dict,
+    image_size: int,
+    batch_per_rank: int,
+    world_size: int,
+    device: str,
+    backend: str,
+    forward: Quantity,
+    backward: Quantity,
+    optimizer: Quantity,
+    link: Link | None,
+    sync: str = "ddp",
+    optim: str = "none",
+    bucket_cap=None,
+    bucket_view: bool = False,
+    static_graph: bool = False,
+    copy_in: Quantity | None = None,
+    copy_out: Quantity | None = None,
+    cast: dict | None = None,
+    powersgd: Quantity | None = None,
+    psgd_rank: int = 1,
+    data: Quantity | None = None,
+    step: Quantity | None = None,
+    notes: list[str] | None = None,
+    label: str = "",
+) -> Profile:
     """A profile from published figures instead of a record (the source checks, whatif.sources): the model's
     parameters and ready times from its meta-device FLOP count, every time given with its interval and source."""
     a = analyse_model(json.dumps(model, sort_keys=True), image_size)
     if a is None:
         raise ProfileError(f"cannot build model {model.get('name')} here")
     ready = a["ready"] or [1 - i / len(a["numel"]) for i in range(len(a["numel"]))]
-    params = Params(a["names"], a["numel"], a["element_size"], a["order"], ready,
-                    "assumed: share of backward FLOPs (meta-device backward)")
+    params = Params(
+        a["names"],
+        a["numel"],
+        a["element_size"],
+        a["order"],
+        ready,
+        "assumed: share of backward FLOPs (meta-device backward)",
+    )
     zero = Quantity.exact(0.0, "none")
-    record = Record(status="ok", task="train", config={"model": model}, env=Env(hostnames=["published"]),
-                    result=TrainResult(device=device, device_name=label))
+    record = Record(
+        status="ok",
+        task="train",
+        config={"model": model},
+        env=Env(hostnames=["published"]),
+        result=TrainResult(device=device, device_name=label),
+    )
     return Profile(
-        record=record, path=label, model=model.get("name", "?"), device=device, backend=backend,
-        world_size=world_size, batch_per_rank=batch_per_rank, accumulate=1, sync=sync, optim=optim,
-        bucket_cap=bucket_cap, static_graph=static_graph, bucket_view=bucket_view, psgd_rank=psgd_rank,
-        psgd_min_rate=2.0, psgd_batched=False, params=params, shapes=a["shapes"], data=data or zero, h2d=zero,
-        forward=forward, backward=backward, optimizer=optimizer, copy_in=copy_in or zero, copy_out=copy_out or zero,
-        cast=cast or {"bf16": zero, "fp16": zero}, powersgd=powersgd, powersgd_measured_rank=psgd_rank,
+        record=record,
+        path=label,
+        model=model.get("name", "?"),
+        device=device,
+        backend=backend,
+        world_size=world_size,
+        batch_per_rank=batch_per_rank,
+        accumulate=1,
+        sync=sync,
+        optim=optim,
+        bucket_cap=bucket_cap,
+        static_graph=static_graph,
+        bucket_view=bucket_view,
+        psgd_rank=psgd_rank,
+        psgd_min_rate=2.0,
+        psgd_batched=False,
+        params=params,
+        shapes=a["shapes"],
+        data=data or zero,
+        h2d=zero,
+        forward=forward,
+        backward=backward,
+        optimizer=optimizer,
+        copy_in=copy_in or zero,
+        copy_out=copy_out or zero,
+        cast=cast or {"bf16": zero, "fp16": zero},
+        powersgd=powersgd,
+        powersgd_measured_rank=psgd_rank,
         powersgd_split=dict(PSGD_PASSES_SHARE),
-        contention=Contention(Quantity.exact(1.0), Quantity.exact(1.0), "none modelled (GPU)"), link=link, step=step,
-        samples_per_s=None, step_noise=None, run_to_run_sd=RUN_TO_RUN_SD.get(device, 0.05), notes=list(notes or []))
+        contention=Contention(Quantity.exact(1.0), Quantity.exact(1.0), "none modelled (GPU)"),
+        link=link,
+        step=step,
+        samples_per_s=None,
+        step_noise=None,
+        run_to_run_sd=RUN_TO_RUN_SD.get(device, 0.05),
+        notes=list(notes or []),
+    )

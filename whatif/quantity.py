@@ -11,6 +11,7 @@ A prediction evaluates the model once at the point values (its point estimate) a
 2.5th-97.5th percentile of the draws. Inputs are treated as independent: correlated inputs (two phases slowed by the
 same busy machine) make the interval too narrow, which the validation's coverage column measures.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,7 +21,7 @@ import numpy as np
 
 from base.record_types import Summary
 
-Z95 = 1.959963984540054   # the standard normal's 97.5th percentile
+Z95 = 1.959963984540054  # the standard normal's 97.5th percentile
 LEVEL = 0.95
 
 
@@ -35,9 +36,13 @@ class Quantity:
         if not math.isfinite(self.value):
             raise ValueError(f"{self.source or 'quantity'}: value {self.value} is not finite")
         if (self.lo is None) != (self.hi is None):
-            raise ValueError(f"{self.source or 'quantity'}: give both ends of the interval or neither")
+            raise ValueError(
+                f"{self.source or 'quantity'}: give both ends of the interval or neither"
+            )
         if self.lo is not None and not self.lo <= self.value <= self.hi:
-            raise ValueError(f"{self.source or 'quantity'}: interval [{self.lo}, {self.hi}] does not hold {self.value}")
+            raise ValueError(
+                f"{self.source or 'quantity'}: interval [{self.lo}, {self.hi}] does not hold {self.value}"
+            )
 
     @classmethod
     def exact(cls, value: float, source: str = "") -> "Quantity":
@@ -52,7 +57,9 @@ class Quantity:
         return cls(value, value / (1 + rel), value * (1 + rel), source)
 
     @classmethod
-    def between(cls, lo: float, hi: float, source: str = "", value: float | None = None) -> "Quantity":
+    def between(
+        cls, lo: float, hi: float, source: str = "", value: float | None = None
+    ) -> "Quantity":
         """A range read as a 95% interval; the point is its geometric middle unless given."""
         lo, hi = float(lo), float(hi)
         if value is None:
@@ -60,7 +67,9 @@ class Quantity:
         return cls(float(value), lo, hi, source)
 
     @classmethod
-    def from_describe(cls, d: Summary | dict | None, source: str = "", scale: float = 1.0) -> "Quantity | None":
+    def from_describe(
+        cls, d: Summary | dict | None, source: str = "", scale: float = 1.0
+    ) -> "Quantity | None":
         """From a stats.describe summary (median, ci_lo, ci_hi; a record's Summary, or the dict describe returns):
         the interval only where it reaches 95% coverage (fewer than 6 samples give (min, max), which covers less, so
         it is widened to the stated level by scaling its log half-widths by Z95 / z(coverage))."""
@@ -85,11 +94,18 @@ class Quantity:
             return self
         k = Z95 / _z(coverage)
         if self.lo > 0:
-            return Quantity(self.value, self.value * (self.lo / self.value) ** k,
-                            self.value * (self.hi / self.value) ** k,
-                            self.source)
-        return Quantity(self.value, max(0.0, self.value - k * (self.value - self.lo)),
-                        self.value + k * (self.hi - self.value), self.source)
+            return Quantity(
+                self.value,
+                self.value * (self.lo / self.value) ** k,
+                self.value * (self.hi / self.value) ** k,
+                self.source,
+            )
+        return Quantity(
+            self.value,
+            max(0.0, self.value - k * (self.value - self.lo)),
+            self.value + k * (self.hi - self.value),
+            self.source,
+        )
 
     def scaled(self, factor: float, source: str | None = None) -> "Quantity":
         f = float(factor)
@@ -104,8 +120,12 @@ class Quantity:
         lo_s = math.log(self.value / self.lo) / Z95 if self.has_interval and self.lo > 0 else 0.0
         hi_s = math.log(self.hi / self.value) / Z95 if self.has_interval and self.lo > 0 else 0.0
         lo_s, hi_s = math.hypot(lo_s, s_extra), math.hypot(hi_s, s_extra)
-        return Quantity(self.value, self.value * math.exp(-Z95 * lo_s), self.value * math.exp(Z95 * hi_s),
-                        self.source if source is None else source)
+        return Quantity(
+            self.value,
+            self.value * math.exp(-Z95 * lo_s),
+            self.value * math.exp(Z95 * hi_s),
+            self.source if source is None else source,
+        )
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         if not self.has_interval:
@@ -137,6 +157,7 @@ def _z(coverage: float) -> float:
 class Draws:
     """One joint draw of every input per sample (index 0..n-1), drawn lazily by name, so a model asks only for the
     inputs it uses and two predictions with the same seed share their draws (a paired comparison)."""
+
     n: int
     seed: int = 0
     _cache: dict = field(default_factory=dict, init=False, repr=False)

@@ -35,6 +35,7 @@ Not modelled (NOT_MODELLED, printed with every table): NCCL kernels competing wi
 rank skew; PowerSGD before start_iter (steady state is predicted); the optimizer's and data loader's dependence on
 world size; how CPU contention changes with the number of ranks on a host (the run's own calibration is kept).
 """
+
 from __future__ import annotations
 
 import math
@@ -47,7 +48,9 @@ from whatif.links import Link
 from whatif.quantity import Draws, Quantity, Z95, interval
 
 SYNCS = ("ddp", "per_param", "flat", "local")
-MAX_SLOWDOWN = 5.0      # contention factors beyond this are not CPU sharing (two busy threads per core give ~2)
+MAX_SLOWDOWN = (
+    5.0  # contention factors beyond this are not CPU sharing (two busy threads per core give ~2)
+)
 OPTIMS = ("none", "bf16", "fp16", "powersgd")
 NOT_MODELLED = (
     "NCCL kernels competing with compute on the GPU",
@@ -64,19 +67,31 @@ class Config:
     world_size: int
     sync: str
     optim: str
-    bucket_cap: object               # MB, or None: DDP's default
+    bucket_cap: object  # MB, or None: DDP's default
     accumulate: int
     bucket_view: bool
     static_graph: bool
     psgd_rank: int
-    link: Link | None                # None: the run's own ranks
+    link: Link | None  # None: the run's own ranks
     link_name: str = "own"
-    ranks_per_host: int | None = None   # None: a one-host run stays on its host unless a network link is named
+    ranks_per_host: int | None = (
+        None  # None: a one-host run stays on its host unless a network link is named
+    )
 
     @classmethod
     def of(cls, prof) -> "Config":
-        return cls(prof.world_size, prof.sync, prof.optim, prof.bucket_cap, prof.accumulate, prof.bucket_view,
-                   prof.static_graph, prof.psgd_rank, None, "own")
+        return cls(
+            prof.world_size,
+            prof.sync,
+            prof.optim,
+            prof.bucket_cap,
+            prof.accumulate,
+            prof.bucket_view,
+            prof.static_graph,
+            prof.psgd_rank,
+            None,
+            "own",
+        )
 
     def label(self, base: "Config | None" = None) -> str:
         items = self.items()
@@ -86,22 +101,38 @@ class Config:
         return " ".join(f"{k}={v}" for k, v in items.items()) or "(the run's own config)"
 
     def items(self) -> dict[str, str]:
-        return {"world_size": str(self.world_size),
-                **({"ranks_per_host": str(self.ranks_per_host)} if self.ranks_per_host else {}),
-                "sync": self.sync, "optim": self.optim,
-                "bucket": bk.label(self.bucket_cap), "accumulate": str(self.accumulate),
-                "ddp.gradient_as_bucket_view": str(self.bucket_view).lower(),
-                "ddp.static_graph": str(self.static_graph).lower(),
-                **({"optim.rank": str(self.psgd_rank)} if self.optim == "powersgd" else {}),
-                "link": self.link_name}
+        return {
+            "world_size": str(self.world_size),
+            **({"ranks_per_host": str(self.ranks_per_host)} if self.ranks_per_host else {}),
+            "sync": self.sync,
+            "optim": self.optim,
+            "bucket": bk.label(self.bucket_cap),
+            "accumulate": str(self.accumulate),
+            "ddp.gradient_as_bucket_view": str(self.bucket_view).lower(),
+            "ddp.static_graph": str(self.static_graph).lower(),
+            **({"optim.rank": str(self.psgd_rank)} if self.optim == "powersgd" else {}),
+            "link": self.link_name,
+        }
 
 
-KNOB_ALIASES = {"bucket": "bucket", "bucket_cap_mb": "bucket", "optim": "optim", "accumulate": "accumulate",
-                "sync": "sync", "world_size": "world_size", "n": "world_size",
-                "static_graph": "static_graph", "ddp.static_graph": "static_graph",
-                "bucket_view": "bucket_view", "gradient_as_bucket_view": "bucket_view",
-                "ddp.gradient_as_bucket_view": "bucket_view", "optim.rank": "psgd_rank", "rank": "psgd_rank",
-                "link": "link", "ranks_per_host": "ranks_per_host"}
+KNOB_ALIASES = {
+    "bucket": "bucket",
+    "bucket_cap_mb": "bucket",
+    "optim": "optim",
+    "accumulate": "accumulate",
+    "sync": "sync",
+    "world_size": "world_size",
+    "n": "world_size",
+    "static_graph": "static_graph",
+    "ddp.static_graph": "static_graph",
+    "bucket_view": "bucket_view",
+    "gradient_as_bucket_view": "bucket_view",
+    "ddp.gradient_as_bucket_view": "bucket_view",
+    "optim.rank": "psgd_rank",
+    "rank": "psgd_rank",
+    "link": "link",
+    "ranks_per_host": "ranks_per_host",
+}
 
 
 def changed(cfg: Config, change: dict, links: dict | None = None) -> Config:
@@ -110,7 +141,9 @@ def changed(cfg: Config, change: dict, links: dict | None = None) -> Config:
     for key, value in (change or {}).items():
         k = KNOB_ALIASES.get(str(key).strip())
         if k is None:
-            raise ValueError(f"unknown knob {key!r}; the model covers: {', '.join(sorted(set(KNOB_ALIASES)))}")
+            raise ValueError(
+                f"unknown knob {key!r}; the model covers: {', '.join(sorted(set(KNOB_ALIASES)))}"
+            )
         v = str(value).strip()
         if k == "bucket":
             out = replace(out, bucket_cap=None if bk.is_default(v) else _positive(float(v), key))
@@ -150,10 +183,10 @@ def _positive(x: float, key: str) -> float:
 # ----------------------------------------------------------------------------------------------- the bucket plan
 @dataclass
 class Seg:
-    kind: str            # "net": one all-reduce; "cpu": hook work in the communication queue
+    kind: str  # "net": one all-reduce; "cpu": hook work in the communication queue
     label: str
     nbytes: int = 0
-    cost: str = ""       # "cpu": which measured cost, and which share of it
+    cost: str = ""  # "cpu": which measured cost, and which share of it
     share: float = 0.0
 
 
@@ -161,9 +194,13 @@ class Seg:
 class BucketPlan:
     index: int
     nbytes: int
-    ready_frac: float            # share of backward compute alone done when the bucket's last gradient is ready
-    copy_frac: float             # share of DDP's copy_in done by then (bytes ready / all bytes)
-    pre: list[tuple[str, float]]  # (cost, share) run on the compute thread when the bucket is launched
+    ready_frac: (
+        float  # share of backward compute alone done when the bucket's last gradient is ready
+    )
+    copy_frac: float  # share of DDP's copy_in done by then (bytes ready / all bytes)
+    pre: list[
+        tuple[str, float]
+    ]  # (cost, share) run on the compute thread when the bucket is launched
     segs: list[Seg]
     serial: bool
 
@@ -184,7 +221,9 @@ def plan(prof, cfg: Config) -> Plan:
     hook = cfg.optim != "none"
     notes = []
     out = []
-    psgd_elems, psgd_info = _powersgd_split(prof, bkts, cfg) if cfg.optim == "powersgd" else (None, None)
+    psgd_elems, psgd_info = (
+        _powersgd_split(prof, bkts, cfg) if cfg.optim == "powersgd" else (None, None)
+    )
     for k, b in enumerate(bkts):
         seen += b.nbytes
         ready = max(p.ready[i] for i in b.params)
@@ -195,22 +234,28 @@ def plan(prof, cfg: Config) -> Plan:
             segs = [Seg("net", f"all-reduce {_mb(b.nbytes)}", b.nbytes)]
         elif cfg.optim in ("bf16", "fp16"):
             pre = [(f"cast_{cfg.optim}", share / 2)]
-            segs = [Seg("net", f"all-reduce {_mb(b.nbytes // 2)} ({cfg.optim})", b.nbytes // 2),
-                    Seg("cpu", f"{cfg.optim} cast back", cost=f"cast_{cfg.optim}", share=share / 2)]
+            segs = [
+                Seg("net", f"all-reduce {_mb(b.nbytes // 2)} ({cfg.optim})", b.nbytes // 2),
+                Seg("cpu", f"{cfg.optim} cast back", cost=f"cast_{cfg.optim}", share=share / 2),
+            ]
         else:
             unc, pb, qb, frac = psgd_info[k]
             pre = [("psgd_pre", frac)]
-            segs = [Seg("net", f"all-reduce uncompressed {_mb(unc)}", unc),
-                    Seg("net", f"all-reduce P {_mb(pb)}", pb),
-                    Seg("cpu", "PowerSGD: orthogonalise P, Q = M^T P", cost="psgd_mid", share=frac),
-                    Seg("net", f"all-reduce Q {_mb(qb)}", qb),
-                    Seg("cpu", "PowerSGD: P Q^T, error feedback", cost="psgd_post", share=frac)]
+            segs = [
+                Seg("net", f"all-reduce uncompressed {_mb(unc)}", unc),
+                Seg("net", f"all-reduce P {_mb(pb)}", pb),
+                Seg("cpu", "PowerSGD: orthogonalise P, Q = M^T P", cost="psgd_mid", share=frac),
+                Seg("net", f"all-reduce Q {_mb(qb)}", qb),
+                Seg("cpu", "PowerSGD: P Q^T, error feedback", cost="psgd_post", share=frac),
+            ]
             serial = True
         out.append(BucketPlan(k, b.nbytes, ready, seen / total, pre, segs, serial))
     if cfg.optim == "powersgd" and psgd_elems is not None:
-        notes.append(f"PowerSGD rank {cfg.psgd_rank}: {psgd_elems[0]:,} of {psgd_elems[1]:,} gradient elements "
-                     f"compressed (torch's _should_compress at min_compression_rate {prof.psgd_min_rate:g})"
-                     + ("; batched_powerSGD_hook: one square matrix per bucket" if prof.psgd_batched else ""))
+        notes.append(
+            f"PowerSGD rank {cfg.psgd_rank}: {psgd_elems[0]:,} of {psgd_elems[1]:,} gradient elements "
+            f"compressed (torch's _should_compress at min_compression_rate {prof.psgd_min_rate:g})"
+            + ("; batched_powerSGD_hook: one square matrix per bucket" if prof.psgd_batched else "")
+        )
     copy_in = not (cfg.bucket_view and hook)
     return Plan(out, copy_in, not cfg.bucket_view, notes)
 
@@ -263,8 +308,8 @@ class Lane:
 
 @dataclass
 class Backward:
-    compute_end: float       # the last bucket ready (DDP's backward compute end)
-    end: float               # compute done and the queue empty (DDP's finalize)
+    compute_end: float  # the last bucket ready (DDP's backward compute end)
+    end: float  # compute done and the queue empty (DDP's finalize)
     first_launch: float
     lane: Lane | None
 
@@ -273,7 +318,7 @@ class Backward:
 # its launch into the communication queue (Launch), and, for a serial hook, the wait for it (Wait).
 @dataclass(frozen=True)
 class Work:
-    seconds: float           # alone, without contention
+    seconds: float  # alone, without contention
     label: str
 
 
@@ -298,22 +343,26 @@ Script = list[Work | Ready | Launch | Wait]
 @dataclass(frozen=True)
 class Queued:
     """One segment of a launched bucket in the communication queue."""
+
     bucket: int
-    last: bool               # the bucket's last segment: the bucket is done when it is
-    seconds: float           # alone, without contention
-    duty: float              # the share of it that is CPU work (1 for hook work)
+    last: bool  # the bucket's last segment: the bucket is done when it is
+    seconds: float  # alone, without contention
+    duty: float  # the share of it that is CPU work (1 for hook work)
     label: str
 
 
 @dataclass
 class Running:
     """A Work item or a segment under way: what is left of it (seconds alone) and when it started."""
+
     item: Work | Queued
     left: float
     start: float
 
 
-def backward_script(buckets: list[BucketPlan], B: float, copy_in: float, costs: dict[str, float]) -> Script:
+def backward_script(
+    buckets: list[BucketPlan], B: float, copy_in: float, costs: dict[str, float]
+) -> Script:
     """Gradient work up to each bucket's ready point, the bucket's pre-hook work, its launch, a wait for it if its
     hook is serial; then the rest of backward."""
     script: Script = []
@@ -335,25 +384,42 @@ def backward_script(buckets: list[BucketPlan], B: float, copy_in: float, costs: 
     return script
 
 
-def simulate_backward(buckets: list[BucketPlan], B: float, copy_in: float, costs: dict[str, float],
-                      net_time: list[list[float]], duty: list[list[float]], s_c: float = 1.0, s_m: float = 1.0,
-                      record: bool = False) -> Backward:
+def simulate_backward(
+    buckets: list[BucketPlan],
+    B: float,
+    copy_in: float,
+    costs: dict[str, float],
+    net_time: list[list[float]],
+    duty: list[list[float]],
+    s_c: float = 1.0,
+    s_m: float = 1.0,
+    record: bool = False,
+) -> Backward:
     """One synchronised backward for scalar inputs (seconds of work alone). net_time[k][j] and duty[k][j] belong to the
     j-th segment of bucket k (ignored for "cpu" segments, whose work is costs[cost] x share and whose duty is 1).
 
     The compute thread runs its script (backward_script); the queue runs one segment at a time, in order. While both
     run, compute advances at 1/(1 + (s_c - 1) duty) and the queue at 1/(1 + (s_m - 1) duty) of their speed alone."""
     script = backward_script(buckets, B, copy_in, costs)
-    segs = {b.index: [Queued(b.index, j == len(b.segs) - 1,
-                             net_time[k][j] if s.kind == "net" else costs.get(s.cost, 0.0) * s.share,
-                             duty[k][j] if s.kind == "net" else 1.0, s.label)
-                      for j, s in enumerate(b.segs)] for k, b in enumerate(buckets)}
+    segs = {
+        b.index: [
+            Queued(
+                b.index,
+                j == len(b.segs) - 1,
+                net_time[k][j] if s.kind == "net" else costs.get(s.cost, 0.0) * s.share,
+                duty[k][j] if s.kind == "net" else 1.0,
+                s.label,
+            )
+            for j, s in enumerate(b.segs)
+        ]
+        for k, b in enumerate(buckets)
+    }
     lane = Lane() if record else None
-    done = 1e-12 * max(1.0, B)       # what is left of a piece of work when it is done, but for rounding
+    done = 1e-12 * max(1.0, B)  # what is left of a piece of work when it is done, but for rounding
     t, ci = 0.0, 0
-    doing: Running | None = None     # the compute thread's Work item under way (script[ci])
+    doing: Running | None = None  # the compute thread's Work item under way (script[ci])
     queue: list[Queued] = []
-    sending: Running | None = None   # the segment in flight
+    sending: Running | None = None  # the segment in flight
     finished: set[int] = set()
     first_launch = None
     compute_end = 0.0
@@ -362,7 +428,7 @@ def simulate_backward(buckets: list[BucketPlan], B: float, copy_in: float, costs
     # rounding leaves a sliver over `done`. More passes than that is a bug here, not a long backward.
     passes = 2 * (len(script) + sum(map(len, segs.values()))) + 1
     for _ in range(passes):
-        while ci < len(script):                        # the zero-time items up to the next Work or a pending Wait
+        while ci < len(script):  # the zero-time items up to the next Work or a pending Wait
             item = script[ci]
             if isinstance(item, Ready):
                 if item.bucket == last_ready:
@@ -416,8 +482,10 @@ def simulate_backward(buckets: list[BucketPlan], B: float, copy_in: float, costs
                     finished.add(seg.bucket)
                 sending = None
     else:
-        raise RuntimeError(f"the backward simulation did not end in {passes} passes: each pass ends a piece of work, "
-                           "so the simulation has a bug")
+        raise RuntimeError(
+            f"the backward simulation did not end in {passes} passes: each pass ends a piece of work, "
+            "so the simulation has a bug"
+        )
     return Backward(compute_end, t, first_launch or 0.0, lane)
 
 
@@ -465,24 +533,36 @@ def calibrate_contention(prof, compute_under_comm: float, comm_span: float):
         s_c, ok_c = solve(lambda v, s_m=s_m: run(v, s_m).compute_end, compute_under_comm)
         s_m, ok_m = solve(lambda v, s_c=s_c: span(run(s_c, v)), comm_span)
     r = run(s_c, s_m)
-    how = (f"compute {s_c:.2f}x and all-reduce {s_m:.2f}x slower while both run, calibrated so the model reproduces "
-           f"this run's DDP timers (backward compute under all-reduce {compute_under_comm * 1e3:.0f} ms, model "
-           f"{r.compute_end * 1e3:.0f}; all-reduce span {comm_span * 1e3:.0f} ms, model {span(r) * 1e3:.0f}) from "
-           f"backward alone {B * 1e3:.0f} ms and the all-reduces alone (on-rank microbenchmark)")
+    how = (
+        f"compute {s_c:.2f}x and all-reduce {s_m:.2f}x slower while both run, calibrated so the model reproduces "
+        f"this run's DDP timers (backward compute under all-reduce {compute_under_comm * 1e3:.0f} ms, model "
+        f"{r.compute_end * 1e3:.0f}; all-reduce span {comm_span * 1e3:.0f} ms, model {span(r) * 1e3:.0f}) from "
+        f"backward alone {B * 1e3:.0f} ms and the all-reduces alone (on-rank microbenchmark)"
+    )
     at_bound = [w for w, v in (("compute", s_c), ("all-reduce", s_m)) if v >= MAX_SLOWDOWN - 1e-9]
     if at_bound:
-        how += (f"; the {' and '.join(at_bound)} factor stopped at its bound {MAX_SLOWDOWN:g} (the timers ask for more "
-                "than the overlap can explain: a noisy or busy run)")
+        how += (
+            f"; the {' and '.join(at_bound)} factor stopped at its bound {MAX_SLOWDOWN:g} (the timers ask for more "
+            "than the overlap can explain: a noisy or busy run)"
+        )
     if not (ok_c and ok_m):
-        how += ("; " + " and ".join(w for w, ok in (("the compute factor", ok_c), ("the all-reduce factor", ok_m))
-                                    if not ok) + " could not be calibrated (little or no overlap in this run's own "
-                "step): 1 assumed")
+        how += (
+            "; "
+            + " and ".join(
+                w
+                for w, ok in (("the compute factor", ok_c), ("the all-reduce factor", ok_m))
+                if not ok
+            )
+            + " could not be calibrated (little or no overlap in this run's own "
+            "step): 1 assumed"
+        )
     return s_c, s_m, how
 
 
 # ---------------------------------------------------------------------------------------------------- prediction
 class PointDraws:
     """The Draws interface with every input at its point value (one sample)."""
+
     n = 1
     seed = 0
 
@@ -504,19 +584,32 @@ class Prediction:
     speedup_lo: float | None = None
     speedup_hi: float | None = None
     dominant: str = "compute"
-    parts: dict[str, float] = field(default_factory=dict)     # point values, seconds
+    parts: dict[str, float] = field(default_factory=dict)  # point values, seconds
     buckets: list[int] = field(default_factory=list)
     timeline: dict | None = None
     notes: list[str] = field(default_factory=list)
     sps_samples: np.ndarray | None = field(default=None, repr=False)
-    sps_model: np.ndarray | None = field(default=None, repr=False)     # without the runs' own scatter
+    sps_model: np.ndarray | None = field(default=None, repr=False)  # without the runs' own scatter
 
     def as_dict(self) -> dict:
-        return {"config": self.config.items(), "label": self.label, "step_s": self.step_s, "step_lo": self.lo,
-                "step_hi": self.hi, "samples_per_s": self.samples_per_s, "samples_lo": self.sps_lo,
-                "samples_hi": self.sps_hi, "speedup": self.speedup, "speedup_lo": self.speedup_lo,
-                "speedup_hi": self.speedup_hi, "dominant": self.dominant, "parts_s": self.parts,
-                "buckets_bytes": self.buckets, "notes": self.notes, "level": 0.95}
+        return {
+            "config": self.config.items(),
+            "label": self.label,
+            "step_s": self.step_s,
+            "step_lo": self.lo,
+            "step_hi": self.hi,
+            "samples_per_s": self.samples_per_s,
+            "samples_lo": self.sps_lo,
+            "samples_hi": self.sps_hi,
+            "speedup": self.speedup,
+            "speedup_lo": self.speedup_lo,
+            "speedup_hi": self.speedup_hi,
+            "dominant": self.dominant,
+            "parts_s": self.parts,
+            "buckets_bytes": self.buckets,
+            "notes": self.notes,
+            "level": 0.95,
+        }
 
 
 def cpu_share(prof, cfg: Config) -> Quantity:
@@ -542,19 +635,30 @@ def cpu_share(prof, cfg: Config) -> Quantity:
     c_src = min(threads_src, prof.cores / per_src)
     c_tgt = min(threads_tgt, prof.cores / per_tgt)
     f = c_src / c_tgt
-    lo, hi = sorted((f, f ** 0.7))
-    return Quantity(f, lo, hi, f"CPU cores per rank {c_src:g} -> {c_tgt:g} ({per_src} -> {per_tgt} ranks on "
-                               f"{prof.cores} cores)")
+    lo, hi = sorted((f, f**0.7))
+    return Quantity(
+        f,
+        lo,
+        hi,
+        f"CPU cores per rank {c_src:g} -> {c_tgt:g} ({per_src} -> {per_tgt} ranks on "
+        f"{prof.cores} cores)",
+    )
 
 
 def _inputs(prof, cfg: Config, draws) -> dict[str, np.ndarray]:
     g = draws.get
     d = {
-        "data": g("data", prof.data), "h2d": g("h2d", prof.h2d), "forward": g("forward", prof.forward),
-        "backward": g("backward", prof.backward), "optimizer": g("optimizer", prof.optimizer),
-        "copy_in": g("copy_in", prof.copy_in), "copy_out": g("copy_out", prof.copy_out),
-        "cast_bf16": g("cast_bf16", prof.cast["bf16"]), "cast_fp16": g("cast_fp16", prof.cast["fp16"]),
-        "s_c": g("s_c", prof.contention.s_compute), "s_m": g("s_m", prof.contention.s_comm),
+        "data": g("data", prof.data),
+        "h2d": g("h2d", prof.h2d),
+        "forward": g("forward", prof.forward),
+        "backward": g("backward", prof.backward),
+        "optimizer": g("optimizer", prof.optimizer),
+        "copy_in": g("copy_in", prof.copy_in),
+        "copy_out": g("copy_out", prof.copy_out),
+        "cast_bf16": g("cast_bf16", prof.cast["bf16"]),
+        "cast_fp16": g("cast_fp16", prof.cast["fp16"]),
+        "s_c": g("s_c", prof.contention.s_compute),
+        "s_m": g("s_m", prof.contention.s_comm),
     }
     psgd = g("psgd", _psgd_cost(prof, cfg))
     for part, share in prof.powersgd_split.items():
@@ -578,7 +682,9 @@ def _psgd_cost(prof, cfg: Config) -> Quantity:
     return prof.powersgd.scaled(factor)
 
 
-def link_times(link: Link, n: int, sizes: list[int], draws) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def link_times(
+    link: Link, n: int, sizes: list[int], draws
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Per size: the all-reduce's time (one value per draw) and its CPU duty (host time / time; 1 without a floor)."""
     a = draws.get(f"link:{link.name}:alpha", link.alpha)
     b = draws.get(f"link:{link.name}:busbw", link.busbw)
@@ -604,8 +710,13 @@ def resolve_link(prof, cfg: Config) -> Link | None:
         return prof.link
     link = cfg.link
     hosts = prof.record.env.hostnames or []
-    if link.floor is None and prof.backend == "gloo" and prof.device == "cpu" and prof.link is not None \
-            and len(set(hosts)) <= 1:
+    if (
+        link.floor is None
+        and prof.backend == "gloo"
+        and prof.device == "cpu"
+        and prof.link is not None
+        and len(set(hosts)) <= 1
+    ):
         link = replace(link, floor=prof.link)
     return link
 
@@ -624,8 +735,10 @@ def _evaluate(prof, cfg: Config, draws, timeline: bool = False) -> _Eval:
     n, K, N = cfg.world_size, cfg.accumulate, draws.n
     link = resolve_link(prof, cfg)
     if n > 1 and cfg.sync != "local" and link is None:
-        raise ValueError("this record has no measurement of its ranks' link (a one-rank run, or no microbenchmark): "
-                         "give one with --link NAME, --nccl-tests FILE or --collectives RECORD")
+        raise ValueError(
+            "this record has no measurement of its ranks' link (a one-rank run, or no microbenchmark): "
+            "give one with --link NAME, --nccl-tests FILE or --collectives RECORD"
+        )
     x = _inputs(prof, cfg, draws)
     notes: list[str] = []
     zero = np.zeros(N)
@@ -638,17 +751,36 @@ def _evaluate(prof, cfg: Config, draws, timeline: bool = False) -> _Eval:
         notes += pl.notes
         bucket_bytes = [b.nbytes for b in pl.buckets]
         sizes = sorted({s.nbytes for b in pl.buckets for s in b.segs if s.kind == "net"})
-        times, duties = link_times(link, n, sizes, draws) if n > 1 else ([zero] * len(sizes), [zero + 1] * len(sizes))
+        times, duties = (
+            link_times(link, n, sizes, draws)
+            if n > 1
+            else ([zero] * len(sizes), [zero + 1] * len(sizes))
+        )
         t_of, d_of = dict(zip(sizes, times)), dict(zip(sizes, duties))
         copy_in = x["copy_in"] if pl.copy_in else zero
         copy_out = x["copy_out"] if pl.copy_out else zero
         bwd = np.empty(N)
         for i in range(N):
             costs = {k: float(v[i]) for k, v in x.items() if k.startswith(("cast_", "psgd_"))}
-            net = [[float(t_of[s.nbytes][i]) if s.kind == "net" else 0.0 for s in b.segs] for b in pl.buckets]
-            du = [[float(d_of[s.nbytes][i]) if s.kind == "net" else 1.0 for s in b.segs] for b in pl.buckets]
-            r = simulate_backward(pl.buckets, float(x["backward"][i]), float(copy_in[i]), costs, net, du,
-                                  float(x["s_c"][i]), float(x["s_m"][i]), record=timeline and i == 0)
+            net = [
+                [float(t_of[s.nbytes][i]) if s.kind == "net" else 0.0 for s in b.segs]
+                for b in pl.buckets
+            ]
+            du = [
+                [float(d_of[s.nbytes][i]) if s.kind == "net" else 1.0 for s in b.segs]
+                for b in pl.buckets
+            ]
+            r = simulate_backward(
+                pl.buckets,
+                float(x["backward"][i]),
+                float(copy_in[i]),
+                costs,
+                net,
+                du,
+                float(x["s_c"][i]),
+                float(x["s_m"][i]),
+                record=timeline and i == 0,
+            )
             bwd[i] = r.end
             if timeline and i == 0:
                 tl = _timeline(prof, cfg, x, r, float(copy_out[0]), K)
@@ -659,18 +791,25 @@ def _evaluate(prof, cfg: Config, draws, timeline: bool = False) -> _Eval:
         step = K * micro + (K - 1) * x["backward"] + bwd + copy_out + x["optimizer"]
         compute = K * micro + K * x["backward"] + copy_in + copy_out + x["optimizer"]
         if cfg.optim == "powersgd" and prof.powersgd is None:
-            notes.append("PowerSGD's compute is not in this record (no grad_ready probe): left out, so this row is a "
-                         "lower bound on the step")
+            notes.append(
+                "PowerSGD's compute is not in this record (no grad_ready probe): left out, so this row is a "
+                "lower bound on the step"
+            )
         if cfg.optim in ("bf16", "fp16") and not prof.cast[cfg.optim].value:
             notes.append(f"the {cfg.optim} cast is not in this record: left out (optimistic)")
         if cfg.bucket_view != prof.bucket_view and not prof.copy_out.value:
-            notes.append("DDP's gradient copies are not in this record: gradient_as_bucket_view's saving shows as 0")
+            notes.append(
+                "DDP's gradient copies are not in this record: gradient_as_bucket_view's saving shows as 0"
+            )
     else:
         comm = zero
         extra = zero
         if cfg.sync in ("per_param", "flat") and n > 1:
-            sizes = ([ne * es for ne, es in zip(prof.params.numel, prof.params.element_size)]
-                     if cfg.sync == "per_param" else [prof.params.total_bytes])
+            sizes = (
+                [ne * es for ne, es in zip(prof.params.numel, prof.params.element_size)]
+                if cfg.sync == "per_param"
+                else [prof.params.total_bytes]
+            )
             uniq = sorted(set(sizes))
             times, _ = link_times(link, n, uniq, draws)
             t_of = dict(zip(uniq, times))
@@ -683,17 +822,25 @@ def _evaluate(prof, cfg: Config, draws, timeline: bool = False) -> _Eval:
             tl = _timeline_serial(cfg, x, K, comm, extra)
     share = cpu_share(prof, cfg)
     if share.value != 1.0:
-        notes.append(f"compute per rank x {share.value:.3g} [{share.lo:.3g}, {share.hi:.3g}]: {share.source} "
-                     "(stated scaling, cores / ranks)")
+        notes.append(
+            f"compute per rank x {share.value:.3g} [{share.lo:.3g}, {share.hi:.3g}]: {share.source} "
+            "(stated scaling, cores / ranks)"
+        )
     if cfg.static_graph != prof.static_graph:
-        notes.append("ddp.static_graph: modelled as no change (without find_unused_parameters DDP does no per-step "
-                     "graph search that a static graph would save; source 003 measured 'negligible')")
+        notes.append(
+            "ddp.static_graph: modelled as no change (without find_unused_parameters DDP does no per-step "
+            "graph search that a static graph would save; source 003 measured 'negligible')"
+        )
     if cfg.link is not None and link is not None and link.floor is not None:
-        notes.append(f"link {cfg.link_name}: the slower of the link and this host's own all-reduce ({link.floor.name})")
+        notes.append(
+            f"link {cfg.link_name}: the slower of the link and this host's own all-reduce ({link.floor.name})"
+        )
     return _Eval(step, compute, compression, bucket_bytes, notes, tl)
 
 
-def predict(prof, cfg: Config, draws: Draws, own: "Prediction | None" = None, timeline: bool = False) -> Prediction:
+def predict(
+    prof, cfg: Config, draws: Draws, own: "Prediction | None" = None, timeline: bool = False
+) -> Prediction:
     """The configuration's step: the model at the inputs' point values, and its 95% prediction interval over the
     joint draws, widened by a new run's own scatter (_noise). The speed-up against `own` is the typical one: its
     interval is the model's uncertainty over paired draws, without the scatter of single runs."""
@@ -708,11 +855,27 @@ def predict(prof, cfg: Config, draws: Draws, own: "Prediction | None" = None, ti
     compute, compression = float(pt.compute[0]), float(pt.compression[0])
     exposed = max(0.0, step - compute - compression)
     parts = {"compute_s": compute, "exposed_comm_s": exposed, "compression_s": compression}
-    dominant = max((("compute", compute), ("exposed comm", exposed), ("compression", compression)),
-                   key=lambda kv: kv[1])[0]
-    pred = Prediction(cfg, cfg.label(Config.of(prof)), step, lo, hi, samples / step, slo, shi, dominant=dominant,
-                      parts=parts, buckets=pt.buckets, timeline=pt.timeline, notes=pt.notes, sps_samples=sps,
-                      sps_model=samples / ev.step)
+    dominant = max(
+        (("compute", compute), ("exposed comm", exposed), ("compression", compression)),
+        key=lambda kv: kv[1],
+    )[0]
+    pred = Prediction(
+        cfg,
+        cfg.label(Config.of(prof)),
+        step,
+        lo,
+        hi,
+        samples / step,
+        slo,
+        shi,
+        dominant=dominant,
+        parts=parts,
+        buckets=pt.buckets,
+        timeline=pt.timeline,
+        notes=pt.notes,
+        sps_samples=sps,
+        sps_model=samples / ev.step,
+    )
     if own is not None and own.sps_model is not None:
         # the typical speed-up: the model's uncertainty (paired draws), not the scatter of two single runs
         pred.speedup = pred.samples_per_s / own.samples_per_s
@@ -729,7 +892,9 @@ def _noise(prof, draws, cfg: Config) -> np.ndarray:
       own step-median interval, drawn independently for every configuration."""
     if draws.n <= 1:
         return np.ones(draws.n)
-    within = prof.step_noise if prof.step_noise is not None and prof.step_noise.has_interval else None
+    within = (
+        prof.step_noise if prof.step_noise is not None and prof.step_noise.has_interval else None
+    )
     w_sd = math.log(within.hi / within.lo) / (2 * Z95) if within is not None else 0.0
     rr = prof.run_to_run_sd
     src_sd = math.sqrt(max(0.0, rr * rr - w_sd * w_sd))
@@ -738,7 +903,11 @@ def _noise(prof, draws, cfg: Config) -> np.ndarray:
     if src_sd > 0:
         out = out * draws.get("noise:source", Quantity.relative(1.0, math.exp(Z95 * src_sd) - 1.0))
     if tgt_sd > 0:
-        tgt = within if w_sd >= rr and within is not None else Quantity.relative(1.0, math.exp(Z95 * rr) - 1.0)
+        tgt = (
+            within
+            if w_sd >= rr and within is not None
+            else Quantity.relative(1.0, math.exp(Z95 * rr) - 1.0)
+        )
         out = out * draws.get(f"noise:{cfg.label()}", tgt)
     return out
 
@@ -784,7 +953,9 @@ def _timeline_serial(cfg: Config, x: dict, K: int, comm, extra) -> dict:
         compute.append((t, t + e / 2, "copy in"))
         t += e / 2
     if c > 0:
-        lanes.append((t, t + c, f"{cfg.sync} all-reduce" + ("s" if cfg.sync == "per_param" else ""), 0))
+        lanes.append(
+            (t, t + c, f"{cfg.sync} all-reduce" + ("s" if cfg.sync == "per_param" else ""), 0)
+        )
         t += c
     if e > 0:
         compute.append((t, t + e / 2, "copy out"))

@@ -12,6 +12,7 @@ error (predicted - measured) / measured, whether the interval holds the measured
 percentage error, the worst row and the intervals' coverage (with its Wilson 95% interval). The goal (issue 24): MAPE
 <= 5%, no row worse than 15%, coverage 95% +- 5 points; the table says where it is missed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,7 +59,9 @@ class Row:
 class Validation:
     rows: list[Row] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-    run_to_run: list[tuple[str, float, int]] = field(default_factory=list)   # (workload, sd used, its df; 0: default)
+    run_to_run: list[tuple[str, float, int]] = field(
+        default_factory=list
+    )  # (workload, sd used, its df; 0: default)
 
     @property
     def mape(self) -> float | None:
@@ -89,12 +92,18 @@ def knobs(record: Record) -> dict:
     """A record's configuration in the model's words."""
     r, ddp = record.result, record.result.ddp
     cap = ddp.bucket_cap_mb if ddp is not None and ddp.has("bucket_cap_mb") else r.bucket_mb
-    return {"world_size": int(r.world_size or 1), "sync": r.sync or "ddp",
-            "optim": r.optim or "none", "bucket": "default" if bk.is_default(cap) else f"{float(cap):g}",
-            "accumulate": int(r.accumulate or 1),
-            "ddp.static_graph": str(bool(ddp is not None and ddp.static_graph)).lower(),
-            "ddp.gradient_as_bucket_view": str(bool(ddp is not None and ddp.gradient_as_bucket_view)).lower(),
-            "optim.rank": int(record.setting("optim.rank") or 1)}
+    return {
+        "world_size": int(r.world_size or 1),
+        "sync": r.sync or "ddp",
+        "optim": r.optim or "none",
+        "bucket": "default" if bk.is_default(cap) else f"{float(cap):g}",
+        "accumulate": int(r.accumulate or 1),
+        "ddp.static_graph": str(bool(ddp is not None and ddp.static_graph)).lower(),
+        "ddp.gradient_as_bucket_view": str(
+            bool(ddp is not None and ddp.gradient_as_bucket_view)
+        ).lower(),
+        "optim.rank": int(record.setting("optim.rank") or 1),
+    }
 
 
 def link_of(record: Record):
@@ -105,15 +114,29 @@ def link_of(record: Record):
 
 def workload(record: Record) -> tuple:
     r = record.result
-    return (record.setting("model.name"), r.batch_per_rank, record.setting("data.image_size"),
-            r.precision, r.device, tuple(sorted(set(record.env.hostnames or []))))
+    return (
+        record.setting("model.name"),
+        r.batch_per_rank,
+        record.setting("data.image_size"),
+        r.precision,
+        r.device,
+        tuple(sorted(set(record.env.hostnames or []))),
+    )
 
 
 def plainness(record: Record) -> tuple:
     k = knobs(record)
-    return (k["sync"] != "ddp", k["optim"] != "none", k["bucket"] not in ("default", "25"), k["accumulate"] != 1,
-            k["ddp.gradient_as_bucket_view"] == "true", k["ddp.static_graph"] == "true", link_of(record) is not None,
-            k["world_size"] < 2, k["world_size"])
+    return (
+        k["sync"] != "ddp",
+        k["optim"] != "none",
+        k["bucket"] not in ("default", "25"),
+        k["accumulate"] != 1,
+        k["ddp.gradient_as_bucket_view"] == "true",
+        k["ddp.static_graph"] == "true",
+        link_of(record) is not None,
+        k["world_size"] < 2,
+        k["world_size"],
+    )
 
 
 def run_to_run(members: list) -> tuple[float | None, int]:
@@ -125,8 +148,14 @@ def run_to_run(members: list) -> tuple[float | None, int]:
         med = step.median if step is not None else None
         if med and med > 0:
             link = link_of(rec)
-        by.setdefault(json.dumps([knobs(rec), link.to_dict() if link is not None else None], sort_keys=True,
-                                 default=str), []).append(math.log(med))
+        by.setdefault(
+            json.dumps(
+                [knobs(rec), link.to_dict() if link is not None else None],
+                sort_keys=True,
+                default=str,
+            ),
+            [],
+        ).append(math.log(med))
     ss = df = 0
     for xs in by.values():
         if len(xs) >= 2:
@@ -137,14 +166,17 @@ def run_to_run(members: list) -> tuple[float | None, int]:
 
 
 # ------------------------------------------------------------------------------------------------------- validate
-def validate(paths: list[str | Path], source: str | Path | None = None, samples: int = 1000,
-             seed: int = 0) -> Validation:
+def validate(
+    paths: list[str | Path], source: str | Path | None = None, samples: int = 1000, seed: int = 0
+) -> Validation:
     from base.record import RecordError, find_records
 
     out = Validation()
     records = []
     found = find_records(*paths)
-    if source is not None:       # a source outside the dirs joins them (e.g. 4-rank runs predicted from a 2-rank one)
+    if (
+        source is not None
+    ):  # a source outside the dirs joins them (e.g. 4-rank runs predicted from a 2-rank one)
         src_file = Path(source) / "run_record.json" if Path(source).is_dir() else Path(source)
         if src_file.resolve() not in {f.resolve() for f in found}:
             found = [src_file, *found]
@@ -155,7 +187,9 @@ def validate(paths: list[str | Path], source: str | Path | None = None, samples:
             out.skipped.append(f"{p}: unreadable ({e})")
             continue
         if rec.task != "train" or rec.status != "ok":
-            out.skipped.append(f"{p}: task={rec.task} status={rec.status} (not a finished train run)")
+            out.skipped.append(
+                f"{p}: task={rec.task} status={rec.status} (not a finished train run)"
+            )
             continue
         records.append((str(p), rec))
     groups: dict[tuple, list] = {}
@@ -164,8 +198,11 @@ def validate(paths: list[str | Path], source: str | Path | None = None, samples:
     src_path = str(Path(source).resolve()) if source else None
     for key, members in groups.items():
         if src_path:
-            chosen = [m for m in members
-                      if str(Path(m[0]).resolve()) in (src_path, str(Path(src_path) / "run_record.json"))]
+            chosen = [
+                m
+                for m in members
+                if str(Path(m[0]).resolve()) in (src_path, str(Path(src_path) / "run_record.json"))
+            ]
             if not chosen:
                 out.skipped += [f"{p}: not the workload of --source" for p, _ in members]
                 continue
@@ -180,7 +217,9 @@ def validate(paths: list[str | Path], source: str | Path | None = None, samples:
         rr, df = run_to_run(members)
         if rr is not None:
             prof.run_to_run_sd = rr
-        out.run_to_run.append((f"{key[0]} batch {key[1]} @{key[2]} ({key[4]})", prof.run_to_run_sd, df))
+        out.run_to_run.append(
+            (f"{key[0]} batch {key[1]} @{key[2]} ({key[4]})", prof.run_to_run_sd, df)
+        )
         draws = Draws(samples, seed)
         base = Config.of(prof)
         label = f"{key[0]} batch {key[1]} @{key[2]} ({key[4]})"
@@ -197,14 +236,30 @@ def validate(paths: list[str | Path], source: str | Path | None = None, samples:
                 if link is not None:
                     from dataclasses import replace
 
-                    cfg = replace(cfg, link=emulated(link.rate_bit_s / 1e9, prof.link),
-                                  link_name=f"emulated {link.rate_bit_s / 1e9:g} Gbit/s")
+                    cfg = replace(
+                        cfg,
+                        link=emulated(link.rate_bit_s / 1e9, prof.link),
+                        link_name=f"emulated {link.rate_bit_s / 1e9:g} Gbit/s",
+                    )
                 pred = predict(prof, cfg, draws)
             except (ValueError, KeyError, ProfileError) as e:
                 out.skipped.append(f"{p}: not predicted ({e})")
                 continue
-            out.rows.append(Row(label, src[0], p, cfg.label(base), measured.value, measured.lo, measured.hi,
-                                pred.step_s, pred.lo, pred.hi, "; ".join(pred.notes)))
+            out.rows.append(
+                Row(
+                    label,
+                    src[0],
+                    p,
+                    cfg.label(base),
+                    measured.value,
+                    measured.lo,
+                    measured.hi,
+                    pred.step_s,
+                    pred.lo,
+                    pred.hi,
+                    "; ".join(pred.notes),
+                )
+            )
     return out
 
 
@@ -212,10 +267,16 @@ def validate(paths: list[str | Path], source: str | Path | None = None, samples:
 def markdown(v: Validation, command: str) -> str:
     from stats import fmt_ci
 
-    lines = ["# What-if validation: predicted against measured", "", f"Regenerate: `{command}`", "",
-             "Step time (median, rank 0) of each target run against the model's prediction from its group's source "
-             "run; intervals 95% (measured: the median's order-statistic interval; predicted: Monte Carlo prediction "
-             "interval). error = (predicted - measured) / measured.", ""]
+    lines = [
+        "# What-if validation: predicted against measured",
+        "",
+        f"Regenerate: `{command}`",
+        "",
+        "Step time (median, rank 0) of each target run against the model's prediction from its group's source "
+        "run; intervals 95% (measured: the median's order-statistic interval; predicted: Monte Carlo prediction "
+        "interval). error = (predicted - measured) / measured.",
+        "",
+    ]
     if not v.rows:
         lines.append("No pairs: every record was skipped (below).")
     else:
@@ -230,25 +291,43 @@ def markdown(v: Validation, command: str) -> str:
             f"{'met' if abs(worst.error) <= GOAL_WORST else 'MISSED'})",
             f"- coverage of the 95% prediction intervals: {100 * cov[0]:.0f}% [{100 * cov[1]:.0f}, {100 * cov[2]:.0f}] "
             f"(Wilson 95%) of {len(v.rows)} rows (goal 95% +- 5 points: "
-            f"{'met' if abs(cov[0] - GOAL_COVERAGE) <= 0.05 else 'MISSED'})", "",
-            "| workload | rows | MAPE | worst | coverage |", "|---|---|---|---|---|",
-            *[f"| {w} | {len(rs)} | {100 * sum(abs(r.error) for r in rs) / len(rs):.1f}% | "
-              f"{100 * max((r.error for r in rs), key=abs):+.1f}% | {100 * sum(r.inside for r in rs) / len(rs):.0f}% |"
-              for w, rs in _by_workload(v.rows).items()],
+            f"{'met' if abs(cov[0] - GOAL_COVERAGE) <= 0.05 else 'MISSED'})",
+            "",
+            "| workload | rows | MAPE | worst | coverage |",
+            "|---|---|---|---|---|",
+            *[
+                f"| {w} | {len(rs)} | {100 * sum(abs(r.error) for r in rs) / len(rs):.1f}% | "
+                f"{100 * max((r.error for r in rs), key=abs):+.1f}% | "
+                f"{100 * sum(r.inside for r in rs) / len(rs):.0f}% |"
+                for w, rs in _by_workload(v.rows).items()
+            ],
             "",
             "| workload | change from the source | measured ms | predicted ms | error | inside | target run |",
-            "|---|---|---|---|---|---|---|"]
+            "|---|---|---|---|---|---|---|",
+        ]
         for r in v.rows:
             measured = fmt_ci(r.measured * 1e3, _ms(r.measured_lo), _ms(r.measured_hi))
-            lines.append(f"| {r.group} | {r.change} | {measured} "
-                         f"| {fmt_ci(r.predicted * 1e3, r.lo * 1e3, r.hi * 1e3)} | {100 * r.error:+.1f}% | "
-                         f"{'yes' if r.inside else 'no'} | {r.target} |")
+            lines.append(
+                f"| {r.group} | {r.change} | {measured} "
+                f"| {fmt_ci(r.predicted * 1e3, r.lo * 1e3, r.hi * 1e3)} | {100 * r.error:+.1f}% | "
+                f"{'yes' if r.inside else 'no'} | {r.target} |"
+            )
         sources = sorted({r.source for r in v.rows})
-        lines += ["", "Sources: " + ", ".join(sources), "",
-                  "Run-to-run scatter in the prediction intervals (log-normal sd of a run's step median): "
-                  + "; ".join(f"{w}: {100 * sd:.1f}%" + (f" (pooled over the repeats here, {df} df)" if df >= 2
-                                                         else " (stated default: too few repeats here)")
-                              for w, sd, df in v.run_to_run)]
+        lines += [
+            "",
+            "Sources: " + ", ".join(sources),
+            "",
+            "Run-to-run scatter in the prediction intervals (log-normal sd of a run's step median): "
+            + "; ".join(
+                f"{w}: {100 * sd:.1f}%"
+                + (
+                    f" (pooled over the repeats here, {df} df)"
+                    if df >= 2
+                    else " (stated default: too few repeats here)"
+                )
+                for w, sd, df in v.run_to_run
+            ),
+        ]
         notes = sorted({n for r in v.rows for n in r.note.split("; ") if n})
         if notes:
             lines += ["", "Model notes on these rows:", ""] + [f"- {n}" for n in notes]
@@ -270,16 +349,24 @@ def _ms(x):
 
 def as_json(v: Validation) -> dict:
     cov = v.coverage
-    return {"rows": [{**r.__dict__, "error": r.error, "inside": r.inside} for r in v.rows], "mape": v.mape,
-            "worst": (v.worst.__dict__ | {"error": v.worst.error}) if v.worst else None,
-            "coverage": cov, "skipped": v.skipped,
-            "goals": {"mape": GOAL_MAPE, "worst": GOAL_WORST, "coverage": GOAL_COVERAGE}}
+    return {
+        "rows": [{**r.__dict__, "error": r.error, "inside": r.inside} for r in v.rows],
+        "mape": v.mape,
+        "worst": (v.worst.__dict__ | {"error": v.worst.error}) if v.worst else None,
+        "coverage": cov,
+        "skipped": v.skipped,
+        "goals": {"mape": GOAL_MAPE, "worst": GOAL_WORST, "coverage": GOAL_COVERAGE},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m whatif.validate", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m whatif.validate", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("dirs", nargs="+", help="run or sweep directories holding run records")
-    parser.add_argument("--source", help="the run every other run of its workload is predicted from")
+    parser.add_argument(
+        "--source", help="the run every other run of its workload is predicted from"
+    )
     parser.add_argument("--out", help="write validation.md and validation.json here")
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
@@ -289,9 +376,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"python -m whatif.validate: {d} does not exist", file=sys.stderr)
             return 2
     v = validate(args.dirs, args.source, args.samples, args.seed)
-    command = ("python -m whatif.validate " + " ".join(args.dirs) + (f" --source {args.source}" if args.source else "")
-               + (f" --out {args.out}" if args.out else "") + f" --samples {args.samples}"
-               + (f" --seed {args.seed}" if args.seed else ""))
+    command = (
+        "python -m whatif.validate "
+        + " ".join(args.dirs)
+        + (f" --source {args.source}" if args.source else "")
+        + (f" --out {args.out}" if args.out else "")
+        + f" --samples {args.samples}"
+        + (f" --seed {args.seed}" if args.seed else "")
+    )
     text = markdown(v, command)
     print(text)
     if args.out:

@@ -7,6 +7,7 @@ It lives where Hydra looks for plugins (see hydra_plugins/slurm_sweep_launcher) 
 settings (conf/experiment/autotune.yaml overrides only its _target_), so every documented hydra.sweeper.* knob of
 hydra-optuna-sweeper works; the confirmation settings are the preset's `autotune.*`. Optuna is imported only when
 this sweeper runs, so the rest of the tool does not need it. The reading of records is results/autotune.py."""
+
 from __future__ import annotations
 
 import inspect
@@ -45,10 +46,16 @@ class _PruningLauncher:
             if v is None:
                 out.append(next(done))
             else:
-                print(f"[autotune] skipped (the what-if model rules it out): {' '.join(o)}: predicted "
-                      f"{v['speed-up']:.2f}x [{v['speed-up CI'][0]:.2f}, {v['speed-up CI'][1]:.2f}] of the default",
-                      flush=True)
-                out.append(JobReturn(overrides=list(o), status=JobStatus.COMPLETED, _return_value=v["objective"]))
+                print(
+                    f"[autotune] skipped (the what-if model rules it out): {' '.join(o)}: predicted "
+                    f"{v['speed-up']:.2f}x [{v['speed-up CI'][0]:.2f}, {v['speed-up CI'][1]:.2f}] of the default",
+                    flush=True,
+                )
+                out.append(
+                    JobReturn(
+                        overrides=list(o), status=JobStatus.COMPLETED, _return_value=v["objective"]
+                    )
+                )
         return out
 
     def __getattr__(self, name):
@@ -64,9 +71,14 @@ class AutotuneSweeper(Sweeper):
         # over a preset's, so this node arrives as repeating's keys plus the preset's: keep OptunaSweeper's arguments,
         # with the Optuna plugin's defaults (TPE sampler) for those the preset leaves out
         conf = OmegaConf.to_container(OmegaConf.structured(OptunaSweeperConf))
-        kwargs = {k: optuna_settings.get(k, conf.get(k)) for k in inspect.signature(OptunaSweeper).parameters}
+        kwargs = {
+            k: optuna_settings.get(k, conf.get(k))
+            for k in inspect.signature(OptunaSweeper).parameters
+        }
         sampler = kwargs["sampler"]
-        if sampler is None or isinstance(sampler, (dict, DictConfig)):  # Hydra instantiates a node with a _target_
+        if sampler is None or isinstance(
+            sampler, (dict, DictConfig)
+        ):  # Hydra instantiates a node with a _target_
             from hydra.utils import instantiate
 
             settings = OmegaConf.to_container(OmegaConf.create(sampler or {}))
@@ -88,7 +100,8 @@ class AutotuneSweeper(Sweeper):
         impl = self.study.sweeper
         # the search space and the fixed overrides, as the optuna sweeper splits them
         space, fixed = create_params_from_overrides(
-            [f"{k}={v}" for k, v in (impl.params or {}).items()] + list(arguments))
+            [f"{k}={v}" for k, v in (impl.params or {}).items()] + list(arguments)
+        )
         keys = list(space)
         defaults = {k: self._default(k) for k in keys}
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
@@ -101,11 +114,24 @@ class AutotuneSweeper(Sweeper):
             # the search proposes is predicted from it, and those it rules out with confidence never run
             default = autotune.default_candidate(keys, defaults)
             first = impl.job_idx
-            print(f"[autotune] the default config once (job {first}), for the what-if model to rule out trials "
-                  "before they run", flush=True)
-            impl.job_idx += len(impl.launcher.launch(
-                [[*fixed_args, f"{autotune.STAGE_KEY}={autotune.MODEL}", "diagnose.microbench=true",
-                  *default.overrides]], initial_job_idx=first))
+            print(
+                f"[autotune] the default config once (job {first}), for the what-if model to rule out trials "
+                "before they run",
+                flush=True,
+            )
+            impl.job_idx += len(
+                impl.launcher.launch(
+                    [
+                        [
+                            *fixed_args,
+                            f"{autotune.STAGE_KEY}={autotune.MODEL}",
+                            "diagnose.microbench=true",
+                            *default.overrides,
+                        ]
+                    ],
+                    initial_job_idx=first,
+                )
+            )
             model_run = next((e for e in sweep_entries(sweep_dir) if e.num == first), None)
             pruner = autotune.Pruner(model_run, keys, defaults, noise)
             if pruner.why:
@@ -125,19 +151,29 @@ class AutotuneSweeper(Sweeper):
         top = autotune.top_candidates(search, keys, defaults, int(settings.top_k))
         candidates = [autotune.default_candidate(keys, defaults, search), *top]
         if not top:
-            result = autotune.nothing_to_select(candidates[0], searched - started, noise,
-                                                pruner.summary() if pruner is not None else None)
+            result = autotune.nothing_to_select(
+                candidates[0],
+                searched - started,
+                noise,
+                pruner.summary() if pruner is not None else None,
+            )
             autotune.write(sweep_dir, result)
             print(f"[autotune] {result['conclusion']}", flush=True)
             return
         seed = int(OmegaConf.select(self.config, "hydra.sweeper.sampler.seed", default=0) or 0)
-        plan = autotune.stage_plan(candidates, fixed_args, int(settings.repeats), autotune.SELECT, seed)
+        plan = autotune.stage_plan(
+            candidates, fixed_args, int(settings.repeats), autotune.SELECT, seed
+        )
         skipped = len(pruner.skipped) if pruner is not None else 0
-        print(f"[autotune] search done ({searched - started} trials, {skipped} skipped by the model). Selecting: the "
-              f"default and the top {len(top)} candidate(s), {settings.repeats} runs each in rounds "
-              f"(jobs {searched}-{searched + len(plan) - 1}):"
-              + "".join(f"\n  {c.label}{' (default)' if i == 0 else ''}" for i, c in enumerate(candidates)),
-              flush=True)
+        print(
+            f"[autotune] search done ({searched - started} trials, {skipped} skipped by the model). Selecting: the "
+            f"default and the top {len(top)} candidate(s), {settings.repeats} runs each in rounds "
+            f"(jobs {searched}-{searched + len(plan) - 1}):"
+            + "".join(
+                f"\n  {c.label}{' (default)' if i == 0 else ''}" for i, c in enumerate(candidates)
+            ),
+            flush=True,
+        )
         impl.job_idx += len(impl.launcher.launch(plan, initial_job_idx=impl.job_idx))
         staged = [e for e in sweep_entries(sweep_dir) if e.num is not None and e.num >= searched]
         chosen = autotune.select(staged, candidates, noise=noise)["chosen"]
@@ -145,14 +181,24 @@ class AutotuneSweeper(Sweeper):
         if chosen is not None:
             first = impl.job_idx
             pick = next(c for c in candidates if c.label == chosen)
-            plan = autotune.stage_plan([candidates[0], pick], fixed_args, int(settings.repeats), autotune.CONFIRM,
-                                       seed + 1)
-            print(f"[autotune] selected {chosen}; confirming it against the default on {len(plan)} fresh runs "
-                  f"(jobs {first}-{first + len(plan) - 1}): the runs that picked it do not judge it", flush=True)
+            plan = autotune.stage_plan(
+                [candidates[0], pick], fixed_args, int(settings.repeats), autotune.CONFIRM, seed + 1
+            )
+            print(
+                f"[autotune] selected {chosen}; confirming it against the default on {len(plan)} fresh runs "
+                f"(jobs {first}-{first + len(plan) - 1}): the runs that picked it do not judge it",
+                flush=True,
+            )
             impl.job_idx += len(impl.launcher.launch(plan, initial_job_idx=first))
             confirm = [e for e in sweep_entries(sweep_dir) if e.num is not None and e.num >= first]
-        result = autotune.conclude(staged, candidates, noise=noise, search_trials=searched - started, confirm=confirm,
-                                   model=pruner.summary() if pruner is not None else None)
+        result = autotune.conclude(
+            staged,
+            candidates,
+            noise=noise,
+            search_trials=searched - started,
+            confirm=confirm,
+            model=pruner.summary() if pruner is not None else None,
+        )
         autotune.write(sweep_dir, result)
         print(f"\n{autotune.markdown(result)}", flush=True)
 

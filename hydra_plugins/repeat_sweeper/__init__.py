@@ -13,6 +13,7 @@ launcher that runs jobs one after another in this process (the local one); with 
 side as one array in the declared order, each its own array element, so repeats can land on different nodes and the
 run-to-run spread the table shows includes that.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,10 +29,13 @@ from omegaconf import OmegaConf
 from base.errors import ConfigError
 from tables.sweep_order import ORDER_FILE, repeat_arguments, round_order
 
+
 class RepeatingSweeper(BasicSweeper):
     """BasicSweeper with `repeats`, and rounds in a seeded random order (conf/hydra/sweeper/repeating.yaml)."""
 
-    def __init__(self, max_batch_size=None, params=None, seed: int = 0, shuffle: bool = True) -> None:
+    def __init__(
+        self, max_batch_size=None, params=None, seed: int = 0, shuffle: bool = True
+    ) -> None:
         super().__init__(max_batch_size=max_batch_size, params=params)
         self.seed, self.shuffle = seed, shuffle
 
@@ -39,7 +43,9 @@ class RepeatingSweeper(BasicSweeper):
         repeats = OmegaConf.select(self.config, "repeats", default=1)
         try:
             return repeat_arguments(repeats, super()._parse_config())
-        except ConfigError as e:  # before any job starts: one line, exit 2, and the sweep dir claimed for it removed
+        except (
+            ConfigError
+        ) as e:  # before any job starts: one line, exit 2, and the sweep dir claimed for it removed
             from job.output_dir import discard
 
             print(f"error: {e}", file=sys.stderr, flush=True)
@@ -49,26 +55,38 @@ class RepeatingSweeper(BasicSweeper):
     def sweep(self, arguments: list[str]):
         self._check_jobs(arguments)
         repeats = OmegaConf.select(self.config, "repeats", default=1)
-        if not (self.shuffle and isinstance(repeats, int) and repeats > 1 and isinstance(self.launcher, BasicLauncher)):
+        if not (
+            self.shuffle
+            and isinstance(repeats, int)
+            and repeats > 1
+            and isinstance(self.launcher, BasicLauncher)
+        ):
             return super().sweep(arguments)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         overrides = parser.parse_overrides(self._parse_config() + arguments)
-        jobs = [list(j) for batch in self.split_arguments(overrides, None)
-                for j in batch]
+        jobs = [list(j) for batch in self.split_arguments(overrides, None) for j in batch]
         self.overrides = [jobs]
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
         order = round_order(len(jobs), repeats, int(self.seed))
-        (sweep_dir / ORDER_FILE).write_text(json.dumps({
-            "seed": int(self.seed), "repeats": repeats, "run_order": order,
-            "note": "job numbers in the order they ran: each round's configurations shuffled with this seed "
-                    "(hydra.sweeper.seed); job numbers keep the declared order"}, indent=1))
+        (sweep_dir / ORDER_FILE).write_text(
+            json.dumps(
+                {
+                    "seed": int(self.seed),
+                    "repeats": repeats,
+                    "run_order": order,
+                    "note": "job numbers in the order they ran: each round's configurations shuffled with this seed "
+                    "(hydra.sweeper.seed); job numbers keep the declared order",
+                },
+                indent=1,
+            )
+        )
         returns = []
         for num in order:
             results = self.launcher.launch([jobs[num]], initial_job_idx=num)
             for r in results:
-                _ = r.return_value   # a failed job raises here, as in BasicSweeper
+                _ = r.return_value  # a failed job raises here, as in BasicSweeper
             returns.append(results)
         self.batch_index = 1
         return returns
@@ -82,7 +100,9 @@ class RepeatingSweeper(BasicSweeper):
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         overrides = parser.parse_overrides(self._parse_config() + arguments)
         try:
-            self.validate_batch_is_legal([list(j) for batch in self.split_arguments(overrides, None) for j in batch])
+            self.validate_batch_is_legal(
+                [list(j) for batch in self.split_arguments(overrides, None) for j in batch]
+            )
         except BaseException:
             discard(OmegaConf.select(self.config, "hydra.sweep.dir"))
             raise

@@ -10,6 +10,7 @@ directory joins when the repository root is on sys.path, as it is for train.py, 
                                  equivalent launcher=slurm command, instead of running the stock plugin (no srun
                                  arguments, no failure handling, then a world_size error in every job).
 """
+
 from hydra.core.config_search_path import ConfigSearchPath
 from hydra.core.config_store import ConfigStore
 from hydra.plugins.search_path_plugin import SearchPathPlugin
@@ -22,8 +23,12 @@ LAUNCHER = "hydra_plugins.slurm_sweep_launcher.SlurmLauncher"
 # conf/launcher/slurm.yaml interpolates ${mul:...} and ${or:...}. Hydra imports this module before composing, and a
 # Slurm task imports it when it unpickles the launcher, before loading its job's config.
 register_resolvers()
-ConfigStore.instance().store(group="hydra/launcher", name="slurm_sweep", node={"_target_": LAUNCHER},
-                             provider="slurm_sweep_launcher")
+ConfigStore.instance().store(
+    group="hydra/launcher",
+    name="slurm_sweep",
+    node={"_target_": LAUNCHER},
+    provider="slurm_sweep_launcher",
+)
 
 
 class SubmititSlurmAnswered(SearchPathPlugin):
@@ -34,8 +39,12 @@ class SubmititSlurmAnswered(SearchPathPlugin):
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
         from hydra_plugins.hydra_submitit_launcher.config import SlurmQueueConf
 
-        ConfigStore.instance().store(group="hydra/launcher", name="submitit_slurm",
-                                     node=SlurmQueueConf(_target_=LAUNCHER), provider="slurm_sweep_launcher")
+        ConfigStore.instance().store(
+            group="hydra/launcher",
+            name="submitit_slurm",
+            node=SlurmQueueConf(_target_=LAUNCHER),
+            provider="slurm_sweep_launcher",
+        )
 
 
 class SlurmLauncher(SlurmSweepLauncher):

@@ -5,6 +5,7 @@ job that died without a run record (killed, out of memory, time limit, node fail
 job.finalise, and returns normally, so that the end-of-sweep table is always made: Hydra's sweeper raises on the
 first failed job return, which would skip on_multirun_end. conf/launcher/slurm.yaml selects it through
 hydra/launcher=slurm_sweep (hydra_plugins/slurm_sweep_launcher/, where Hydra requires the launcher class to be)."""
+
 from __future__ import annotations
 
 import shutil
@@ -13,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from hydra_plugins.hydra_submitit_launcher.config import SlurmQueueConf
-from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as SubmititSlurmLauncher
+from hydra_plugins.hydra_submitit_launcher.submitit_launcher import (
+    SlurmLauncher as SubmititSlurmLauncher,
+)
 
 from base.errors import ConfigError
 from base.interrupt import Interrupted
@@ -33,7 +36,7 @@ class SlurmSweepLauncher(SubmititSlurmLauncher):
         register_resolvers()
         try:
             ret = super().__call__(*args, **kwargs)
-        except Interrupted as e:   # this task's end, as train.py's: 128 + the signal, no traceback
+        except Interrupted as e:  # this task's end, as train.py's: 128 + the signal, no traceback
             raise SystemExit(e.exit_code) from None
         from hydra.core.utils import JobStatus
 
@@ -41,7 +44,7 @@ class SlurmSweepLauncher(SubmititSlurmLauncher):
             # Hydra caught this task's exception (run_job never raises). Raise it again: the traceback goes to this
             # task's log, submitit keeps it as the task's error, and the non-zero exit ends the job step at once
             # (srun --kill-on-bad-exit=1) instead of leaving the other ranks to find out.
-            raise ret._return_value   # the job's exception (public .return_value raises it too, after a stderr line)
+            raise ret._return_value  # the job's exception (public .return_value raises it too, after a stderr line)
         return ret
 
     def launch(self, job_overrides, initial_job_idx):
@@ -52,40 +55,65 @@ class SlurmSweepLauncher(SubmititSlurmLauncher):
         from job.config import prepare
 
         assert self.config is not None and self.hydra_context is not None
-        refusal = settings.stock_plugin_refusal(self.config, self.params,
-                                                OmegaConf.to_container(OmegaConf.structured(SlurmQueueConf)))
+        refusal = settings.stock_plugin_refusal(
+            self.config, self.params, OmegaConf.to_container(OmegaConf.structured(SlurmQueueConf))
+        )
         if refusal:
             _refuse(refusal)
         loader = self.hydra_context.config_loader
-        for i, overrides in enumerate(job_overrides):   # every job's config, before anything is queued
+        for i, overrides in enumerate(
+            job_overrides
+        ):  # every job's config, before anything is queued
             try:
                 prepare(loader.load_sweep_config(self.config, list(overrides)), submitting=True)
             except ConfigError as e:
-                _refuse(f"job #{initial_job_idx + i} ({' '.join(filter_overrides(overrides))}): {e}")
+                _refuse(
+                    f"job #{initial_job_idx + i} ({' '.join(filter_overrides(overrides))}): {e}"
+                )
         if shutil.which("sbatch") is None:
-            _refuse("launcher=slurm needs Slurm's sbatch on PATH (run on a Slurm login node; to try it on one "
-                    "machine as root: launchers/slurm_cluster/start.sh).")
+            _refuse(
+                "launcher=slurm needs Slurm's sbatch on PATH (run on a Slurm login node; to try it on one "
+                "machine as root: launchers/slurm_cluster/start.sh)."
+            )
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         folder = sweep_dir / settings.SUBMITIT_DIR / "%j"
-        executor = settings.make_executor(OmegaConf.to_container(self.config.launcher, resolve=True), folder,
-                                          job_name=str(self.config.hydra.job.name))
+        executor = settings.make_executor(
+            OmegaConf.to_container(self.config.launcher, resolve=True),
+            folder,
+            job_name=str(self.config.hydra.job.name),
+        )
         nums = [initial_job_idx + i for i in range(len(job_overrides))]
         for num, overrides in zip(nums, job_overrides):
-            print(f"[slurm] #{num}: {' '.join(filter_overrides(overrides)) or '(no overrides)'}", flush=True)
-        job_params = [(list(o), "hydra.sweep.dir", num, f"job_id_for_{num}", Singleton.get_state())
-                      for num, o in zip(nums, job_overrides)]
+            print(
+                f"[slurm] #{num}: {' '.join(filter_overrides(overrides)) or '(no overrides)'}",
+                flush=True,
+            )
+        job_params = [
+            (list(o), "hydra.sweep.dir", num, f"job_id_for_{num}", Singleton.get_state())
+            for num, o in zip(nums, job_overrides)
+        ]
         jobs = self._submit(executor, job_params, folder)
         array_id = jobs[0].job_id.split("_")[0]
-        print(f"[slurm] submitted {len(jobs)} job(s) as Slurm job {array_id} ({jobs[0].num_tasks} task(s) each); "
-              f"logs: {sweep_dir / settings.SUBMITIT_DIR}", flush=True)
+        print(
+            f"[slurm] submitted {len(jobs)} job(s) as Slurm job {array_id} ({jobs[0].num_tasks} task(s) each); "
+            f"logs: {sweep_dir / settings.SUBMITIT_DIR}",
+            flush=True,
+        )
         try:
             state.wait(jobs)
         except KeyboardInterrupt:
-            print(f"\n[slurm] interrupted: the jobs keep running (scancel {array_id} stops them); their records "
-                  f"land in {sweep_dir}", file=sys.stderr, flush=True)
+            print(
+                f"\n[slurm] interrupted: the jobs keep running (scancel {array_id} stops them); their records "
+                f"land in {sweep_dir}",
+                file=sys.stderr,
+                flush=True,
+            )
             raise
-        return [self._job_return(job, list(o), num, sweep_dir) for job, o, num in zip(jobs, job_overrides, nums)]
+        return [
+            self._job_return(job, list(o), num, sweep_dir)
+            for job, o, num in zip(jobs, job_overrides, nums)
+        ]
 
     def _submit(self, executor, job_params, folder: Path) -> list:
         try:
@@ -94,11 +122,15 @@ class SlurmSweepLauncher(SubmititSlurmLauncher):
             from submitit.core.utils import JobPaths
 
             detail = str(getattr(e, "stderr", None) or e).strip()
-            scripts = sorted(JobPaths.get_first_id_independent_folder(folder).glob(".submission_file_*.sh"),
-                             key=lambda p: p.stat().st_mtime)
-            _refuse(f"sbatch refused the job array: {' '.join(detail.split())}. Check launcher.partition, account, "
-                    f"qos, constraint, gres, gpus_per_node, cpus_per_task, mem_gb and additional_parameters"
-                    + (f" (the sbatch script: {scripts[-1]})." if scripts else "."))
+            scripts = sorted(
+                JobPaths.get_first_id_independent_folder(folder).glob(".submission_file_*.sh"),
+                key=lambda p: p.stat().st_mtime,
+            )
+            _refuse(
+                f"sbatch refused the job array: {' '.join(detail.split())}. Check launcher.partition, account, "
+                f"qos, constraint, gres, gpus_per_node, cpus_per_task, mem_gb and additional_parameters"
+                + (f" (the sbatch script: {scripts[-1]})." if scripts else ".")
+            )
 
     def _job_return(self, job, overrides: list[str], num: int, sweep_dir: Path):
         """Rank 0's JobReturn for a job that succeeded; for one that failed, a COMPLETED return saying so, after its
@@ -112,11 +144,23 @@ class SlurmSweepLauncher(SubmititSlurmLauncher):
         if end.error is None and isinstance(end.returned, JobReturn):
             return end.returned
         error = end.error or "the job ended without a result"
-        print(f"[slurm] job #{num} (Slurm {job.job_id}) failed: {error}\n        log: {end.log}",
-              file=sys.stderr, flush=True)
-        record = _record_failure(output_dir, error, end, sweep_config, overrides, num, sweep_dir, job.job_id)
-        failed = end.returned if isinstance(end.returned, JobReturn) else JobReturn(
-            overrides=overrides, working_dir=str(output_dir), task_name=str(sweep_config.hydra.job.name))
+        print(
+            f"[slurm] job #{num} (Slurm {job.job_id}) failed: {error}\n        log: {end.log}",
+            file=sys.stderr,
+            flush=True,
+        )
+        record = _record_failure(
+            output_dir, error, end, sweep_config, overrides, num, sweep_dir, job.job_id
+        )
+        failed = (
+            end.returned
+            if isinstance(end.returned, JobReturn)
+            else JobReturn(
+                overrides=overrides,
+                working_dir=str(output_dir),
+                task_name=str(sweep_config.hydra.job.name),
+            )
+        )
         failed.status = JobStatus.COMPLETED
         failed.return_value = JobResult(status="failed", error=error, record=str(record))
         return failed
@@ -129,8 +173,16 @@ def _refuse(message: str) -> None:
     raise SystemExit(2)
 
 
-def _record_failure(output_dir: Path, error: str, end: state.Ending, sweep_config, overrides: list[str], num: int,
-                    sweep_dir: Path, job_id: str) -> Path:
+def _record_failure(
+    output_dir: Path,
+    error: str,
+    end: state.Ending,
+    sweep_config,
+    overrides: list[str],
+    num: int,
+    sweep_dir: Path,
+    job_id: str,
+) -> Path:
     """The job's one run record says how it failed. Rank 0 wrote one when it could (its error may only say that a
     peer's connection closed: the root cause found here replaces it, and W&B already has the run); a job killed
     before that gets its record here, the first and only one."""
@@ -150,12 +202,25 @@ def _record_failure(output_dir: Path, error: str, end: state.Ending, sweep_confi
             finalise(record, output_dir, wandb=False, quiet=True)
         return path
     try:
-        config = OmegaConf.to_container(sweep_config, resolve=False)  # unresolved: resolvers are per host
+        config = OmegaConf.to_container(
+            sweep_config, resolve=False
+        )  # unresolved: resolvers are per host
     except Exception:  # noqa: BLE001 - a config Omegaconf cannot convert: the record without it
         config = None
-    job = {"name": str(sweep_config.hydra.job.name), "num": num, "output_dir": str(output_dir),
-           "sweep_dir": str(sweep_dir), "slurm_job_id": job_id, "log": end.log, "overrides": overrides}
-    return finalise(record_of(config, job, error=error, env={"hostnames": end.hostnames}), output_dir, quiet=True)
+    job = {
+        "name": str(sweep_config.hydra.job.name),
+        "num": num,
+        "output_dir": str(output_dir),
+        "sweep_dir": str(sweep_dir),
+        "slurm_job_id": job_id,
+        "log": end.log,
+        "overrides": overrides,
+    }
+    return finalise(
+        record_of(config, job, error=error, env={"hostnames": end.hostnames}),
+        output_dir,
+        quiet=True,
+    )
 
 
 def _output_dir(sweep_config, num: int, job_id: str) -> Path:

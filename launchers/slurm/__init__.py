@@ -7,6 +7,7 @@
 The Hydra launcher behind launcher=slurm (hydra/launcher=slurm_sweep) uses these from where Hydra finds it:
 hydra_plugins/slurm_sweep_launcher/launcher.py.
 """
+
 from launchers.slurm.rank_env import export_rank_env, job_info
 from launchers.slurm.settings import check_config
 

@@ -10,6 +10,7 @@ exports the rank's variables: in a submitit task through submitit's own TorchDis
 srun step from the step's variables (SLURM_STEP_*: a step may use part of the allocation, so the job's node list and
 task count are not the step's).
 """
+
 from __future__ import annotations
 
 import os
@@ -63,16 +64,23 @@ def export_rank_env() -> bool:
     tasks, nodes = step_tasks(), int(os.environ.get("SLURM_STEP_NUM_NODES") or 1)
     job, step = os.environ.get("SLURM_JOB_ID", "0"), os.environ.get("SLURM_STEP_ID", "0")
     # every task of a step derives the same port (20000-59999) and two steps of one job get different ones
-    port = os.environ.get("MASTER_PORT") or str(20000 + zlib.crc32(f"{job}.{step}".encode()) % 40000)
-    os.environ.update({
-        "MASTER_ADDR": first_host(os.environ.get("SLURM_STEP_NODELIST") or os.environ.get("SLURM_NODELIST") or
-                                  "localhost"),
-        "MASTER_PORT": port,
-        "RANK": os.environ["SLURM_PROCID"],
-        "WORLD_SIZE": str(tasks),
-        "LOCAL_RANK": os.environ.get("SLURM_LOCALID", "0"),
-        "LOCAL_WORLD_SIZE": str(tasks // max(1, nodes)),
-    })
+    port = os.environ.get("MASTER_PORT") or str(
+        20000 + zlib.crc32(f"{job}.{step}".encode()) % 40000
+    )
+    os.environ.update(
+        {
+            "MASTER_ADDR": first_host(
+                os.environ.get("SLURM_STEP_NODELIST")
+                or os.environ.get("SLURM_NODELIST")
+                or "localhost"
+            ),
+            "MASTER_PORT": port,
+            "RANK": os.environ["SLURM_PROCID"],
+            "WORLD_SIZE": str(tasks),
+            "LOCAL_RANK": os.environ.get("SLURM_LOCALID", "0"),
+            "LOCAL_WORLD_SIZE": str(tasks // max(1, nodes)),
+        }
+    )
     return True
 
 
@@ -105,7 +113,9 @@ def job_info() -> dict[str, Any]:
 
 def _scontrol_field(job_id: str, name: str) -> str | None:
     try:
-        out = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True, timeout=10).stdout
+        out = subprocess.run(
+            ["scontrol", "show", "job", job_id], capture_output=True, text=True, timeout=10
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     for word in out.split():

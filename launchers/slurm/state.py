@@ -1,6 +1,7 @@
 """What became of submitted jobs, asked through submitit's job API: Slurm's state (sacct, via `job.state` /
 `job.get_info`; squeue where the cluster keeps no accounting) and, for a job that ended without every task's result
 (killed, out of memory, time limit, node failure, a rank that raised), which rank failed and why."""
+
 from __future__ import annotations
 
 import subprocess
@@ -10,11 +11,26 @@ from typing import Any
 
 from base.record import is_peer_failure
 
-STATE_POLL_S = 10.0     # how often Slurm is asked about jobs that have not written every result
-RESULT_GRACE_S = 15.0   # after a job ended, how long its result files may take to appear (shared storage)
+STATE_POLL_S = 10.0  # how often Slurm is asked about jobs that have not written every result
+RESULT_GRACE_S = (
+    15.0  # after a job ended, how long its result files may take to appear (shared storage)
+)
 # Slurm states in which a job may still write results (submitit's Job.done() list, plus the transitional ones)
-ACTIVE = {"READY", "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
-          "RESIZING", "SUSPENDED", "STAGE_OUT", "SIGNALING", "PREEMPTED"}
+ACTIVE = {
+    "READY",
+    "PENDING",
+    "CONFIGURING",
+    "RUNNING",
+    "COMPLETING",
+    "REQUEUED",
+    "REQUEUE_FED",
+    "REQUEUE_HOLD",
+    "RESIZING",
+    "SUSPENDED",
+    "STAGE_OUT",
+    "SIGNALING",
+    "PREEMPTED",
+}
 # What a final state means for the user, and what to change.
 STATE_HINTS = {
     "CANCELLED": "cancelled (scancel, an administrator, or preemption)",
@@ -39,7 +55,7 @@ def wait(jobs: list) -> None:
         pending = [job for job in pending if not (job.done() or job.job_id in gone)]
         if pending:
             time.sleep(1)
-    jobs[0].get_info(mode="force")   # final states, for the failure messages
+    jobs[0].get_info(mode="force")  # final states, for the failure messages
 
 
 def _refresh(jobs: list) -> set[str]:
@@ -48,7 +64,7 @@ def _refresh(jobs: list) -> set[str]:
     jobs[0].get_info(mode="force")
     unknown = [job.job_id for job in jobs if job.state == "UNKNOWN"]
     listed = _squeue(unknown) if unknown else {}
-    if listed is None:           # squeue failed too (controller restarting): ask again next time
+    if listed is None:  # squeue failed too (controller restarting): ask again next time
         return set()
     return {job_id for job_id in unknown if listed.get(job_id, "GONE") not in ACTIVE}
 
@@ -56,8 +72,12 @@ def _refresh(jobs: list) -> set[str]:
 def _squeue(job_ids: list[str]) -> dict[str, str] | None:
     arrays = sorted({j.split("_")[0] for j in job_ids})
     try:
-        out = subprocess.run(["squeue", "-h", "-r", "-t", "all", "-o", "%i|%T", "-j", ",".join(arrays)],
-                             capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            ["squeue", "-h", "-r", "-t", "all", "-o", "%i|%T", "-j", ",".join(arrays)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     if out.returncode != 0 and "Invalid job id" not in out.stderr:
@@ -68,9 +88,10 @@ def _squeue(job_ids: list[str]) -> dict[str, str] | None:
 @dataclass
 class Ending:
     """How one job ended, as the submitting host can tell."""
-    error: str | None                  # None: every task returned and rank 0's job succeeded
-    log: str                           # the log to read: the failing rank's, else rank 0's
-    returned: Any = None               # rank 0's Hydra JobReturn, when it returned one
+
+    error: str | None  # None: every task returned and rank 0's job succeeded
+    log: str  # the log to read: the failing rank's, else rank 0's
+    returned: Any = None  # rank 0's Hydra JobReturn, when it returned one
     hostnames: list[str] = field(default_factory=list)
 
 
@@ -85,19 +106,30 @@ def ending(job) -> Ending:
         time.sleep(1)
         found = _outcomes(tasks)
     returned = found.get(0, (None, None))[1]
-    errors = sorted(((i, err) for i, (err, _) in found.items() if err), key=lambda ie: (is_peer_failure(ie[1]), ie[0]))
+    errors = sorted(
+        ((i, err) for i, (err, _) in found.items() if err),
+        key=lambda ie: (is_peer_failure(ie[1]), ie[0]),
+    )
     if errors and (not is_peer_failure(errors[0][1]) or len(found) == len(tasks)):
         i, err = errors[0]
-        return Ending(f"Slurm job {job.job_id} rank {i}: {err}", str(tasks[i].paths.stdout), returned,
-                      _hostnames(job))
+        return Ending(
+            f"Slurm job {job.job_id} rank {i}: {err}",
+            str(tasks[i].paths.stdout),
+            returned,
+            _hostnames(job),
+        )
     if len(found) == len(tasks):
         return Ending(None, str(tasks[0].paths.stdout), returned)
     missing = [i for i in range(len(tasks)) if i not in found]
     which = "any rank" if len(missing) == len(tasks) else f"rank {', '.join(map(str, missing))}"
     tail = _log_tail(tasks[missing[0]].paths.stdout)
-    return Ending(f"Slurm job {job.job_id} ended without a result from {which} ({_state_words(job)})"
-                  + (f"; log ends: {tail}" if tail else ""), str(tasks[missing[0]].paths.stdout), returned,
-                  _hostnames(job))
+    return Ending(
+        f"Slurm job {job.job_id} ended without a result from {which} ({_state_words(job)})"
+        + (f"; log ends: {tail}" if tail else ""),
+        str(tasks[missing[0]].paths.stdout),
+        returned,
+        _hostnames(job),
+    )
 
 
 def _outcomes(tasks: list) -> dict[int, tuple[str | None, Any]]:
@@ -113,11 +145,17 @@ def _outcomes(tasks: list) -> dict[int, tuple[str | None, Any]]:
                 continue
             returned = task.result()
         except Exception as e:  # noqa: BLE001 - a truncated result is reported, not fatal
-            found[i] = (f"unreadable result {task.paths.result_pickle}: {type(e).__name__}: {e}", None)
+            found[i] = (
+                f"unreadable result {task.paths.result_pickle}: {type(e).__name__}: {e}",
+                None,
+            )
             continue
         value = getattr(returned, "return_value", None)
         status = getattr(value, "status", "ok")  # job.run.JobResult
-        found[i] = (str(getattr(value, "error", None) or status) if status != "ok" else None, returned)
+        found[i] = (
+            str(getattr(value, "error", None) or status) if status != "ok" else None,
+            returned,
+        )
     return found
 
 
@@ -134,7 +172,7 @@ def _trace_tail(text: str) -> str:
 
 
 def _state_words(job) -> str:
-    state = job.state.split()[0] if job.state else "UNKNOWN"   # "CANCELLED by 0" -> CANCELLED
+    state = job.state.split()[0] if job.state else "UNKNOWN"  # "CANCELLED by 0" -> CANCELLED
     if state == "UNKNOWN":
         return "Slurm has no state for it (no accounting, or it was purged)"
     return f"Slurm state {state}" + (f": {STATE_HINTS[state]}" if state in STATE_HINTS else "")
@@ -145,7 +183,9 @@ def _hostnames(job) -> list[str]:
     if not nodes or nodes == "None assigned":
         return []
     try:
-        out = subprocess.run(["scontrol", "show", "hostnames", nodes], capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            ["scontrol", "show", "hostnames", nodes], capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.SubprocessError):
         return [nodes]
     return out.stdout.split() or [nodes]
@@ -157,5 +197,9 @@ def _log_tail(path, lines: int = 2) -> str:
         text = path.read_text(errors="replace").replace("\r", "\n").splitlines()
     except OSError:
         return ""
-    said = [ln.strip()[:200] for ln in text if ln.strip() and not ("it/s]" in ln or "s/it]" in ln or "%|" in ln)]
+    said = [
+        ln.strip()[:200]
+        for ln in text
+        if ln.strip() and not ("it/s]" in ln or "s/it]" in ln or "%|" in ln)
+    ]
     return " | ".join(said[-lines:])

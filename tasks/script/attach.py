@@ -18,6 +18,7 @@ Marks are the device's (CUDA events on a GPU, the host clock on CPU: device.Cloc
 here synchronises the device or issues a collective. `script.max_steps`: at the first forward or batch after that
 many steps every rank raises Stop, a BaseException the script's own `except Exception` does not catch, between two
 steps: no collective is in flight then and no file of the script is half written by the tool."""
+
 from __future__ import annotations
 
 import functools
@@ -39,11 +40,14 @@ class Stop(BaseException):
 
 class Step:
     """One optimizer step's marks: (phase, start, end) spans and the communication of its buckets."""
+
     __slots__ = ("start", "end", "spans", "comm", "index", "samples")
 
     def __init__(self, index: int, start):
         self.index, self.start, self.end, self.spans, self.comm = index, start, None, [], []
-        self.samples = 0     # the batch's first dimension, summed over the step's forwards with gradients
+        self.samples = (
+            0  # the batch's first dimension, summed over the step's forwards with gradients
+        )
 
 
 class Attach:
@@ -56,24 +60,27 @@ class Attach:
         from contextlib import nullcontext
 
         self.cfg, self.rank, self.ours = cfg, rank, ours or nullcontext
-        self.progress = progress if progress is not None else {}   # what an interrupted run records
+        self.progress = progress if progress is not None else {}  # what an interrupted run records
         self.clock = Clock(device)
         self.warmup, self.window = int(cfg.warmup_steps), int(cfg.steps)
         self.max_steps = cfg.script.max_steps
-        self.steps_done = 0                  # optimizer steps the script took (each rank counts its own)
-        self.open = False                    # a forward with gradients since the last step's end
-        self.measured: list[Step] = []       # the window's steps, in order
-        self.current: Step | None = None     # the step being recorded (None outside the window)
-        self.ddps: list[dict] = []           # each DDP the script built: what it asked for and what it got
+        self.steps_done = 0  # optimizer steps the script took (each rank counts its own)
+        self.open = False  # a forward with gradients since the last step's end
+        self.measured: list[Step] = []  # the window's steps, in order
+        self.current: Step | None = None  # the step being recorded (None outside the window)
+        self.ddps: list[dict] = []  # each DDP the script built: what it asked for and what it got
         self.serialized = False
-        self.cpu0 = self.cpu1 = None         # CPU readings at the window's ends (stragglers.cpu_usage)
+        self.cpu0 = self.cpu1 = None  # CPU readings at the window's ends (stragglers.cpu_usage)
         self.wall0 = self.wall1 = None
         self._undo: list = []
-        self._pending = set()                # modules inside a forward (a model wrapped twice nests them)
+        self._pending = set()  # modules inside a forward (a model wrapped twice nests them)
 
     # ---- life cycle
     def install(self) -> "Attach":
-        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+        from torch.optim.optimizer import (
+            register_optimizer_step_post_hook,
+            register_optimizer_step_pre_hook,
+        )
 
         self._undo.append(register_optimizer_step_pre_hook(self._opt_pre).remove)
         self._undo.append(register_optimizer_step_post_hook(self._opt_post).remove)
@@ -103,13 +110,19 @@ class Attach:
         self._opt_start = self.clock.mark() if self.in_window or self._closing_last() else None
 
     def _closing_last(self) -> bool:
-        return bool(self.measured) and self.measured[-1].end is not None and not self.open and \
-            self.steps_done <= self.warmup + self.window
+        return (
+            bool(self.measured)
+            and self.measured[-1].end is not None
+            and not self.open
+            and self.steps_done <= self.warmup + self.window
+        )
 
     def _opt_post(self, optimizer, args, kwargs) -> None:
         end = self.clock.mark()
         start = getattr(self, "_opt_start", None)
-        if not self.open:           # another optimizer of the step just ended (or one stepped with no forward)
+        if (
+            not self.open
+        ):  # another optimizer of the step just ended (or one stepped with no forward)
             if self.measured and self.measured[-1].index == self.steps_done and start is not None:
                 last = self.measured[-1]
                 last.spans.append(("optimizer", start, end))
@@ -170,7 +183,10 @@ class Attach:
 
         @functools.wraps(real)
         def __init__(ddp, module, *args, **kwargs):
-            asked = {k: kwargs.get(k) for k in ("bucket_cap_mb", "static_graph", "gradient_as_bucket_view")}
+            asked = {
+                k: kwargs.get(k)
+                for k in ("bucket_cap_mb", "static_graph", "gradient_as_bucket_view")
+            }
             kwargs.update(attach.knobs())
             real(ddp, module, *args, **kwargs)
             attach._instrument(ddp, asked, kwargs)
@@ -189,10 +205,18 @@ class Attach:
         return out
 
     def _instrument(self, ddp, asked: dict, used: dict) -> None:
-        info = {"asked": asked, "applied": self.knobs(), "bucket_cap_mb": used.get("bucket_cap_mb"),
-                "static_graph": bool(used.get("static_graph")), "script_hook": None, "optim": self.cfg.optim.name,
-                "parameters": sum(p.numel() for p in ddp.parameters() if p.requires_grad),
-                "grad_bytes": sum(p.numel() * p.element_size() for p in ddp.parameters() if p.requires_grad)}
+        info = {
+            "asked": asked,
+            "applied": self.knobs(),
+            "bucket_cap_mb": used.get("bucket_cap_mb"),
+            "static_graph": bool(used.get("static_graph")),
+            "script_hook": None,
+            "optim": self.cfg.optim.name,
+            "parameters": sum(p.numel() for p in ddp.parameters() if p.requires_grad),
+            "grad_bytes": sum(
+                p.numel() * p.element_size() for p in ddp.parameters() if p.requires_grad
+            ),
+        }
         self.ddps.append(info)
         ddp.register_forward_pre_hook(self._forward_pre)
         ddp.register_forward_hook(self._forward_post)
@@ -213,7 +237,7 @@ class Attach:
 
                 state, hook = build(self.cfg.optim)
             if isinstance(state, powerSGD_hook.PowerSGDState) and dist.get_backend() == "gloo":
-                self.serialized = True          # as task=train's (tasks/train/ddp.py: serialized)
+                self.serialized = True  # as task=train's (tasks/train/ddp.py: serialized)
                 return state, serialized(hook)
             return state, hook
         return ddp.process_group, default_hooks.allreduce_hook
@@ -226,7 +250,9 @@ class Attach:
                 return real(ddp, state, hook)
             name = getattr(hook, "__qualname__", repr(hook))
             timed.info["script_hook"] = name
-            if self.cfg.optim.get("_target_"):   # optim= replaces the script's own hook: recorded, not silent
+            if self.cfg.optim.get(
+                "_target_"
+            ):  # optim= replaces the script's own hook: recorded, not silent
                 timed.info["script_hook_replaced_by"] = self.cfg.optim.name
                 return None
             timed.state, timed.hook = state, hook
@@ -239,12 +265,20 @@ class Attach:
         if torch.is_grad_enabled():
             self.open = True
         if self.current is not None and torch.is_grad_enabled() and not self._pending:
-            first = next((t for t in torch.utils._pytree.tree_leaves((args, )) if isinstance(t, torch.Tensor)
-                          and t.dim() > 0), None)
+            first = next(
+                (
+                    t
+                    for t in torch.utils._pytree.tree_leaves((args,))
+                    if isinstance(t, torch.Tensor) and t.dim() > 0
+                ),
+                None,
+            )
             self.current.samples += int(first.shape[0]) if first is not None else 0
         self._pending.add(id(module))
         # a forward without gradients (evaluation through the DDP module) is the script's own code: outside
-        module._ddp_comm_fwd = self.clock.mark() if self.current is not None and torch.is_grad_enabled() else None
+        module._ddp_comm_fwd = (
+            self.clock.mark() if self.current is not None and torch.is_grad_enabled() else None
+        )
 
     def _forward_post(self, module, args, output):
         self._pending.discard(id(module))
@@ -252,9 +286,17 @@ class Attach:
         if step is None or start is None:
             return None
         step.spans.append(("forward", start, self.clock.mark()))
-        if torch.is_grad_enabled() and not self._pending:   # the outermost DDP: its output's gradient starts backward
-            first = next((t for t in torch.utils._pytree.tree_leaves(output)
-                          if isinstance(t, torch.Tensor) and t.requires_grad), None)
+        if (
+            torch.is_grad_enabled() and not self._pending
+        ):  # the outermost DDP: its output's gradient starts backward
+            first = next(
+                (
+                    t
+                    for t in torch.utils._pytree.tree_leaves(output)
+                    if isinstance(t, torch.Tensor) and t.requires_grad
+                ),
+                None,
+            )
             if first is not None:
                 first.register_hook(functools.partial(self._backward_start, step))
         return None
@@ -263,7 +305,7 @@ class Attach:
         a = self.clock.mark()
         engine = torch.autograd.Variable._execution_engine
 
-        def compute_done():       # before DDP's own final callback, queued later in this backward
+        def compute_done():  # before DDP's own final callback, queued later in this backward
             b = self.clock.mark()
             step.spans.append(("backward", a, b))
             engine.queue_callback(lambda: step.spans.append(("sync", b, self.clock.mark())))

@@ -9,6 +9,7 @@ loop's.
     optimizer  optimizer.step() (every optimizer of the step)
     step       one optimizer step's end to the next: what is left (loss, logging, evaluation, checkpoints: the
                script's own code) is the time outside the timed phases, as in task=train"""
+
 from __future__ import annotations
 
 import statistics
@@ -17,8 +18,21 @@ import numpy as np
 import torch
 
 from base.record import train_headline, typed_block
-from base.record_types import (BucketInfo, Blocks, DdpInfo, H2d, Measure, PhaseSeries, PhaseSummaries, ScriptResult,
-                               Series, SteadyState, Summary, Throughput, TrainRank)
+from base.record_types import (
+    BucketInfo,
+    Blocks,
+    DdpInfo,
+    H2d,
+    Measure,
+    PhaseSeries,
+    PhaseSummaries,
+    ScriptResult,
+    Series,
+    SteadyState,
+    Summary,
+    Throughput,
+    TrainRank,
+)
 from stats import block_throughput, describe, steady_state
 from tasks.train.result import comm_figures, thread_counts, time_budget
 from tasks.train.stragglers import find_straggler
@@ -46,9 +60,18 @@ def step_series(attach) -> tuple[list[dict], list[dict]]:
             first = min(st.comm, key=lambda c: sec(st.start, c[0]))[0]
             last = max(st.comm, key=lambda c: sec(st.start, c[1]))[1]
             time_s = sec(first, last)
-            overlap = min(max(0.0, sec(first, compute_end)), time_s) if compute_end is not None else 0.0
-            comms.append({"time_s": time_s, "overlap_s": overlap, "bytes": sum(c[2] for c in st.comm),
-                          "buckets": len(st.comm), "sizes": [c[2] for c in st.comm]})
+            overlap = (
+                min(max(0.0, sec(first, compute_end)), time_s) if compute_end is not None else 0.0
+            )
+            comms.append(
+                {
+                    "time_s": time_s,
+                    "overlap_s": overlap,
+                    "bytes": sum(c[2] for c in st.comm),
+                    "buckets": len(st.comm),
+                    "sizes": [c[2] for c in st.comm],
+                }
+            )
         else:
             comms.append(None)
     return steps, comms
@@ -64,7 +87,8 @@ def rank_figures(ctx, attach, ended: str) -> dict:
         outside = [max(0.0, s["step"] - sum(s[p] for p in PHASES)) for s in steps]
         work = {
             "ready_s": describe([s["step"] - s["sync"] for s in steps]),
-            "data_s": statistics.median(s["data"] for s in steps), "h2d_s": 0.0,
+            "data_s": statistics.median(s["data"] for s in steps),
+            "h2d_s": 0.0,
             "forward_s": statistics.median(s["forward"] for s in steps),
             "backward_compute_s": statistics.median(s["backward"] for s in steps),
             "compute_s": statistics.median(s["forward"] + s["backward"] for s in steps),
@@ -72,27 +96,39 @@ def rank_figures(ctx, attach, ended: str) -> dict:
             "outside_s": statistics.median(outside),
             "backward_from": "backward phase (the DDP output's gradient to autograd's last callback before DDP's)",
             "what": "work between two collectives per step: the step less DDP's wait for its all-reduces (data, "
-                    "forward, backward compute, optimizer and the script's own code: loss, logging, evaluation)",
+            "forward, backward compute, optimizer and the script's own code: loss, logging, evaluation)",
             "phases_mean_s": {p: sum(s[p] for s in steps) / n for p in PHASES},
             # as task=train's: the phases' own span per step, and the wall per step; what lies between (the
             # script's own code) is the outside time the step accounting shows (diagnosis/accounting.py)
-            "step_mean_s": sum(sum(s[p] for p in PHASES) for s in steps) / n, "wall_per_step_s": sum(step_times) / n,
-            "torch_threads": torch.get_num_threads(), **usage, "steps": n,
+            "step_mean_s": sum(sum(s[p] for p in PHASES) for s in steps) / n,
+            "wall_per_step_s": sum(step_times) / n,
+            "torch_threads": torch.get_num_threads(),
+            **usage,
+            "steps": n,
         }
     wall = sum(step_times)
     return {
-        "rank": ctx.rank, "host": ctx.hostname, "wall_s": wall,
+        "rank": ctx.rank,
+        "host": ctx.hostname,
+        "wall_s": wall,
         "steps_per_s": len(steps) / wall if wall else None,
         "step_median_s": float(np.median(step_times)) if steps else None,
         "step_p90_s": float(np.percentile(step_times, 90)) if steps else None,
-        "phases_median": {p: float(np.median([s[p] for s in steps])) for p in PHASES} if steps else None,
+        "phases_median": {p: float(np.median([s[p] for s in steps])) for p in PHASES}
+        if steps
+        else None,
         "block_walls_s": step_times,
         "cpu_s_per_step": usage.get("cpu_s", 0.0) / len(steps) if steps and usage else None,
-        "threads": thread_counts(), "work": work,
+        "threads": thread_counts(),
+        "work": work,
         "series": {"step_time_s": step_times, "phases": {p: [s[p] for s in steps] for p in PHASES}},
         # what rank 0 needs beside the per-rank block: kept out of the record's per_rank by assemble()
-        "_steps": steps, "_comms": comms, "_samples": [s.samples for s in attach.measured],
-        "_steps_done": attach.steps_done, "_ended": ended, "_ddps": attach.ddps,
+        "_steps": steps,
+        "_comms": comms,
+        "_samples": [s.samples for s in attach.measured],
+        "_steps_done": attach.steps_done,
+        "_ended": ended,
+        "_ddps": attach.ddps,
         "_serialized": attach.serialized,
     }
 
@@ -113,25 +149,47 @@ def assemble(cfg, ctx, everyone: list[dict], marks: dict, script: dict) -> Scrip
     counted = [c for c in comms if c]
     probe = None
     if counted:
-        probe = {"comm_s": statistics.median(c["time_s"] for c in counted),
-                 "overlap_s": statistics.median(c["overlap_s"] for c in counted),
-                 "exposed_samples_s": [s["sync"] for s, c in zip(steps, comms) if c],
-                 "backward_compute_s": statistics.median(s["backward"] for s, c in zip(steps, comms) if c),
-                 "method": "comm hook on the script's DDP: first bucket's start to the last one's end (the hook "
-                           "future's callback); exposed = DDP's wait for its all-reduces after backward compute "
-                           "(the sync phase), every measured step"}
-    buckets = BucketInfo(count=len(counted[-1]["sizes"]), sizes_bytes=counted[-1]["sizes"], order="as all-reduced",
-                         rebuilt=True) if counted else None
-    described = DdpInfo(bucket_cap_mb=ddp.get("bucket_cap_mb") or "default", buckets=buckets,
-                        static_graph=ddp.get("static_graph"), serialized=mine["_serialized"],
-                        comm_hook=ddp.get("script_hook_replaced_by") or ddp.get("optim") if ddp.get("optim") != "none"
-                        else ddp.get("script_hook") or "allreduce_hook (timing)")
+        probe = {
+            "comm_s": statistics.median(c["time_s"] for c in counted),
+            "overlap_s": statistics.median(c["overlap_s"] for c in counted),
+            "exposed_samples_s": [s["sync"] for s, c in zip(steps, comms) if c],
+            "backward_compute_s": statistics.median(
+                s["backward"] for s, c in zip(steps, comms) if c
+            ),
+            "method": "comm hook on the script's DDP: first bucket's start to the last one's end (the hook "
+            "future's callback); exposed = DDP's wait for its all-reduces after backward compute "
+            "(the sync phase), every measured step",
+        }
+    buckets = (
+        BucketInfo(
+            count=len(counted[-1]["sizes"]),
+            sizes_bytes=counted[-1]["sizes"],
+            order="as all-reduced",
+            rebuilt=True,
+        )
+        if counted
+        else None
+    )
+    described = DdpInfo(
+        bucket_cap_mb=ddp.get("bucket_cap_mb") or "default",
+        buckets=buckets,
+        static_graph=ddp.get("static_graph"),
+        serialized=mine["_serialized"],
+        comm_hook=ddp.get("script_hook_replaced_by") or ddp.get("optim")
+        if ddp.get("optim") != "none"
+        else ddp.get("script_hook") or "allreduce_hook (timing)",
+    )
     comm = None
     if counted:
-        comm = comm_figures(described, ctx.world_size, steps, probe,
-                            collectives=statistics.median(c["buckets"] for c in counted),
-                            nbytes=statistics.median(c["bytes"] for c in counted))
-    scale = (lambda v: None if v is None or per_step is None else v * per_step)  # noqa: E731 - steps -> samples
+        comm = comm_figures(
+            described,
+            ctx.world_size,
+            steps,
+            probe,
+            collectives=statistics.median(c["buckets"] for c in counted),
+            nbytes=statistics.median(c["bytes"] for c in counted),
+        )
+    scale = lambda v: None if v is None or per_step is None else v * per_step  # noqa: E731 - steps -> samples
     steady = steady_state(step_times)
     steady["of"] = "step times (rank 0)"
     window_s = sum(walls)
@@ -139,40 +197,89 @@ def assemble(cfg, ctx, everyone: list[dict], marks: dict, script: dict) -> Scrip
     per_rank = [{k: v for k, v in r.items() if not k.startswith("_")} for r in everyone]
     for r in per_rank:
         r["block_walls_s"] = r["block_walls_s"][:n]
-        r["series"] = {"step_time_s": r["series"]["step_time_s"][:n],
-                       "phases": {p: v[:n] for p, v in r["series"]["phases"].items()}}
+        r["series"] = {
+            "step_time_s": r["series"]["step_time_s"][:n],
+            "phases": {p: v[:n] for p, v in r["series"]["phases"].items()},
+        }
     result = ScriptResult(
         device=ctx.torch_device.type,
-        device_name=torch.cuda.get_device_name(ctx.torch_device) if ctx.torch_device.type == "cuda"
+        device_name=torch.cuda.get_device_name(ctx.torch_device)
+        if ctx.torch_device.type == "cuda"
         else f"{ctx.hostname} CPU",
-        world_size=ctx.world_size, backend=ctx.backend, sync="ddp", optim=cfg.optim.name,
-        bucket_mb=described.bucket_cap_mb, precision="the script's", cuda_graphs=False,
+        world_size=ctx.world_size,
+        backend=ctx.backend,
+        sync="ddp",
+        optim=cfg.optim.name,
+        bucket_mb=described.bucket_cap_mb,
+        precision="the script's",
+        cuda_graphs=False,
         batch_per_rank=int(per_step / ctx.world_size) if per_step else None,
-        global_batch=int(per_step) if per_step else None, accumulate=None,
+        global_batch=int(per_step) if per_step else None,
+        accumulate=None,
         effective_batch=int(per_step) if per_step else None,
-        warmup_steps=int(cfg.warmup_steps), steps=n, timing=True, profiled=False,
-        measure=Measure(policy="fixed", min_steps=int(cfg.steps), block_steps=1, steps=n, blocks=n, window_s=window_s,
-                        stopped_by="fixed" if n >= int(cfg.steps) else "the script's end",
-                        precision_of="step times (rank 0's hooks)"),
+        warmup_steps=int(cfg.warmup_steps),
+        steps=n,
+        timing=True,
+        profiled=False,
+        measure=Measure(
+            policy="fixed",
+            min_steps=int(cfg.steps),
+            block_steps=1,
+            steps=n,
+            blocks=n,
+            window_s=window_s,
+            stopped_by="fixed" if n >= int(cfg.steps) else "the script's end",
+            precision_of="step times (rank 0's hooks)",
+        ),
         throughput=Throughput(
-            wall_s=window_s, steps_per_s=tp["steps_per_s"], ci_lo=tp["ci_lo"], ci_hi=tp["ci_hi"],
-            samples_per_s=scale(tp["steps_per_s"]), samples_ci_lo=scale(tp["ci_lo"]),
-            samples_ci_hi=scale(tp["ci_hi"]), ci_level=0.95, n_blocks=tp["n_blocks"], method=tp["method"],
-            lag1=tp["lag1"], n_eff=tp["n_eff"], batches=tp["batches"], blocks=Blocks(walls_s=walls, steps=sizes),
-            basis="each measured step's time (optimizer step to optimizer step) on its slowest rank"),
-        step_time_s=typed_block(Summary, describe(step_times, serial_series=True), "result.step_time_s")
-        if step_times else None,
-        phases=typed_block(PhaseSummaries, {p: describe([s[p] for s in steps], serial_series=True) for p in seen},
-                           "result.phases") if steps else None,
-        steady=steady["steady"], steady_state=typed_block(SteadyState, steady, "result.steady_state"),
-        per_rank=[typed_block(TrainRank, r, f"result.per_rank[{i}]") for i, r in enumerate(per_rank)],
+            wall_s=window_s,
+            steps_per_s=tp["steps_per_s"],
+            ci_lo=tp["ci_lo"],
+            ci_hi=tp["ci_hi"],
+            samples_per_s=scale(tp["steps_per_s"]),
+            samples_ci_lo=scale(tp["ci_lo"]),
+            samples_ci_hi=scale(tp["ci_hi"]),
+            ci_level=0.95,
+            n_blocks=tp["n_blocks"],
+            method=tp["method"],
+            lag1=tp["lag1"],
+            n_eff=tp["n_eff"],
+            batches=tp["batches"],
+            blocks=Blocks(walls_s=walls, steps=sizes),
+            basis="each measured step's time (optimizer step to optimizer step) on its slowest rank",
+        ),
+        step_time_s=typed_block(
+            Summary, describe(step_times, serial_series=True), "result.step_time_s"
+        )
+        if step_times
+        else None,
+        phases=typed_block(
+            PhaseSummaries,
+            {p: describe([s[p] for s in steps], serial_series=True) for p in seen},
+            "result.phases",
+        )
+        if steps
+        else None,
+        steady=steady["steady"],
+        steady_state=typed_block(SteadyState, steady, "result.steady_state"),
+        per_rank=[
+            typed_block(TrainRank, r, f"result.per_rank[{i}]") for i, r in enumerate(per_rank)
+        ],
         slowest_rank=max(per_rank, key=lambda r: r["step_median_s"] or 0)["rank"],
         comm=comm,
         ddp=described,
-        h2d=H2d(mode="the script's", copies=None, note="not timed: the script's own copies are in its outside time"),
+        h2d=H2d(
+            mode="the script's",
+            copies=None,
+            note="not timed: the script's own copies are in its outside time",
+        ),
         time_budget=time_budget(marks, window_s),
-        series=Series(step_time_s=step_times,
-                      phases=typed_block(PhaseSeries, {p: [s[p] for s in steps] for p in seen}, "result.series")),
+        series=Series(
+            step_time_s=step_times,
+            phases=typed_block(
+                PhaseSeries, {p: [s[p] for s in steps] for p in seen}, "result.series"
+            ),
+        ),
         straggler=find_straggler(per_rank, tp["steps_per_s"] and 1 / tp["steps_per_s"]),
         script=script,
     )

@@ -6,6 +6,7 @@ The script must import its own packages even where they are named like this proj
 runs, every module of this project is out of sys.modules and the project's folder off sys.path (Isolation), as they
 would be under plain torchrun; the instrumentation's few calls into the project run inside Isolation.ours(), which
 puts them back for that call only. Everything is restored when the script ends, whichever way it ends."""
+
 from __future__ import annotations
 
 import argparse
@@ -26,6 +27,7 @@ PROJECT_ROOT = Path(tasks.__file__).resolve().parent.parent
 class ScriptError(RuntimeError):
     """What went wrong with the script as a whole (not inside it): its first line is the record's error, and no
     traceback of ours follows it."""
+
     one_line = True
 
 
@@ -37,7 +39,9 @@ def own_traceback(e: BaseException, path: Path) -> str:
     tb = e.__traceback__
     while tb is not None and Path(tb.tb_frame.f_code.co_filename).resolve() != path:
         tb = tb.tb_next
-    return "".join(traceback.format_exception(type(e), e, tb if tb is not None else e.__traceback__))
+    return "".join(
+        traceback.format_exception(type(e), e, tb if tb is not None else e.__traceback__)
+    )
 
 
 def project_names(root: Path = PROJECT_ROOT) -> frozenset[str]:
@@ -50,7 +54,9 @@ def project_names(root: Path = PROJECT_ROOT) -> frozenset[str]:
 class Isolation:
     """sys.modules and sys.path as the script would see them alone; ours() gives the project's back for a moment."""
 
-    def __init__(self, script_dir: Path, names: frozenset[str] | None = None, root: Path = PROJECT_ROOT):
+    def __init__(
+        self, script_dir: Path, names: frozenset[str] | None = None, root: Path = PROJECT_ROOT
+    ):
         self.names = names if names is not None else project_names(root)
         self.script_dir, self.root = script_dir, root
         self.saved: dict = {}
@@ -71,12 +77,15 @@ class Isolation:
 
     def __enter__(self) -> "Isolation":
         self.saved, self.path = self._take(), sys.path[:]
-        sys.path[:] = [str(self.script_dir)] + [p for p in self.path if p and not self._project_path(p)
-                                               and Path(p).resolve() != self.script_dir]
+        sys.path[:] = [str(self.script_dir)] + [
+            p
+            for p in self.path
+            if p and not self._project_path(p) and Path(p).resolve() != self.script_dir
+        ]
         return self
 
     def __exit__(self, *exc) -> None:
-        self._take()                 # the script's own modules of those names go
+        self._take()  # the script's own modules of those names go
         sys.modules.update(self.saved)
         sys.path[:] = self.path
 
@@ -108,7 +117,9 @@ def run_script(ctx, path: Path, args: list[str]) -> tuple[Attach, str]:
     parse_errors: list[str] = []
     real_error = argparse.ArgumentParser.error
 
-    def error(parser, message):           # the script's argparse saying what is missing, kept for our one line
+    def error(
+        parser, message
+    ):  # the script's argparse saying what is missing, kept for our one line
         parse_errors.append(message)
         return real_error(parser, message)
 
@@ -117,15 +128,20 @@ def run_script(ctx, path: Path, args: list[str]) -> tuple[Attach, str]:
 
     def no_training():
         if attach.steps_done == 0 or not attach.ddps:
-            what = ("constructed no DistributedDataParallel" if attach.steps_done and not attach.ddps else
-                    f"saw {attach.steps_done} optimizer steps in {timeout:g} s"
-                    + ("" if attach.ddps else " and no DistributedDataParallel"))
-            said.append(f"{what}: is this a training script? (script.first_step_timeout_s={timeout:g} for one "
-                        "that starts slowly)")
+            what = (
+                "constructed no DistributedDataParallel"
+                if attach.steps_done and not attach.ddps
+                else f"saw {attach.steps_done} optimizer steps in {timeout:g} s"
+                + ("" if attach.ddps else " and no DistributedDataParallel")
+            )
+            said.append(
+                f"{what}: is this a training script? (script.first_step_timeout_s={timeout:g} for one "
+                "that starts slowly)"
+            )
             signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
 
     def raise_no_step(signum, frame):
-        if running:              # not once the script is over (the watchdog may fire as it ends)
+        if running:  # not once the script is over (the watchdog may fire as it ends)
             raise _NoStep()
 
     env_before = os.environ.get("TORCHELASTIC_USE_AGENT_STORE")
@@ -148,20 +164,27 @@ def run_script(ctx, path: Path, args: list[str]) -> tuple[Attach, str]:
         ended = f"stopped at script.max_steps={cfg.script.max_steps}"
     except _NoStep:
         raise ScriptError(said[0]) from None
-    except Exception as e:   # the script's own error, as it is, with its own frames only for the record
+    except (
+        Exception
+    ) as e:  # the script's own error, as it is, with its own frames only for the record
         try:
             e.own_traceback = own_traceback(e, path)
-        except AttributeError:   # an exception type that takes no attributes: the whole traceback then
+        except (
+            AttributeError
+        ):  # an exception type that takes no attributes: the whole traceback then
             pass
         raise
     except SystemExit as e:
         code = e.code
         if code not in (None, 0):
             if parse_errors and attach.steps_done == 0:
-                raise ScriptError(f"the script refused its arguments ({parse_errors[-1]}; exit code {code}): give "
-                                  f"them as 'script.args=[--name,value,...]' (now {list(args)})") from None
-            raise ScriptError(f"the script exited with code {code} after {attach.steps_done} optimizer steps"
-                              ) from None
+                raise ScriptError(
+                    f"the script refused its arguments ({parse_errors[-1]}; exit code {code}): give "
+                    f"them as 'script.args=[--name,value,...]' (now {list(args)})"
+                ) from None
+            raise ScriptError(
+                f"the script exited with code {code} after {attach.steps_done} optimizer steps"
+            ) from None
         ended = "exited 0"
     finally:
         running.clear()
@@ -177,7 +200,9 @@ def run_script(ctx, path: Path, args: list[str]) -> tuple[Attach, str]:
     if said:
         raise ScriptError(said[0])
     if attach.steps_done == 0 or not attach.ddps:
-        raise ScriptError(f"the script {ended} after {attach.steps_done} optimizer steps"
-                          + ("" if attach.ddps else " and no DistributedDataParallel")
-                          + ": is this a DDP training script?")
+        raise ScriptError(
+            f"the script {ended} after {attach.steps_done} optimizer steps"
+            + ("" if attach.ddps else " and no DistributedDataParallel")
+            + ": is this a DDP training script?"
+        )
     return attach, ended

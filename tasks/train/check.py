@@ -2,6 +2,7 @@
 (base/schema.py); the data set and the model are checked by data.check and models.check. Where the ranks will run
 comes from device/placement.py (decided as the ranks will decide it), and what one rank needs from
 tasks/train/memory.py's estimate."""
+
 from __future__ import annotations
 
 from base.record import setting
@@ -25,14 +26,20 @@ def check(cfg: DictConfig, submitting: bool = False, host: Host | None = None) -
     check_data(cfg, submitting=submitting)
     check_fault(cfg)
     if cfg.diagnose.microbench not in ("auto", True, False):
-        raise ConfigError(f"diagnose.microbench={cfg.diagnose.microbench!r}: choose auto, true or false.")
+        raise ConfigError(
+            f"diagnose.microbench={cfg.diagnose.microbench!r}: choose auto, true or false."
+        )
     check_measure(cfg)
     if cfg.optim.name != "none" and cfg.sync != "ddp":
-        raise ConfigError(f"optim={cfg.optim.name} is a DDP comm hook; it needs sync=ddp (got sync={cfg.sync}).")
+        raise ConfigError(
+            f"optim={cfg.optim.name} is a DDP comm hook; it needs sync=ddp (got sync={cfg.sync})."
+        )
     if cfg.optim.name != "none" and not cfg.optim.get("_target_"):
-        raise ConfigError(f"optim={cfg.optim.name} names no comm hook (optim._target_ is null): drop the "
-                          f"optim._target_ override, or name a factory returning (state, hook), e.g. "
-                          f"optim._target_=tasks.train.hooks.{cfg.optim.name}.")
+        raise ConfigError(
+            f"optim={cfg.optim.name} names no comm hook (optim._target_ is null): drop the "
+            f"optim._target_ override, or name a factory returning (state, hook), e.g. "
+            f"optim._target_=tasks.train.hooks.{cfg.optim.name}."
+        )
     if cfg.optim.name == "powersgd":
         _check_powersgd(cfg)
     # where the ranks will run (None: only the compute nodes, or the ranks already started, know)
@@ -57,8 +64,9 @@ def largest_collective(cfg) -> tuple[int, str]:
     """One step's fp32 gradients, all-reduced whole at worst (the emulated link's timeout check)."""
     from models import gradient_bytes
 
-    return gradient_bytes(cfg.model, int(setting(cfg, "data.image_size", 224))), \
-        "one step's fp32 gradients"
+    return gradient_bytes(
+        cfg.model, int(setting(cfg, "data.image_size", 224))
+    ), "one step's fp32 gradients"
 
 
 def check_fault(cfg: DictConfig) -> None:
@@ -66,32 +74,44 @@ def check_fault(cfg: DictConfig) -> None:
     if cfg.fault.rank is None:
         return
     if cfg.fault.rank >= cfg.world_size:
-        raise ConfigError(f"fault.rank={cfg.fault.rank} but the run has {cfg.world_size} ranks (0..."
-                          f"{cfg.world_size - 1}), so the fault never fires. Use fault.rank<={cfg.world_size - 1}.")
+        raise ConfigError(
+            f"fault.rank={cfg.fault.rank} but the run has {cfg.world_size} ranks (0..."
+            f"{cfg.world_size - 1}), so the fault never fires. Use fault.rank<={cfg.world_size - 1}."
+        )
     last = cfg.warmup_steps + cfg.steps - 1
     if cfg.fault.step > last:
-        raise ConfigError(f"fault.step={cfg.fault.step} but the run's steps are 0...{last} (warmup_steps + steps: "
-                          f"the steps every run takes; an adaptive window may stop there), so the fault may "
-                          f"never fire. Use fault.step<={last}.")
+        raise ConfigError(
+            f"fault.step={cfg.fault.step} but the run's steps are 0...{last} (warmup_steps + steps: "
+            f"the steps every run takes; an adaptive window may stop there), so the fault may "
+            f"never fire. Use fault.step<={last}."
+        )
 
 
 def check_measure(cfg: DictConfig) -> None:
     """measure.* and compare.noise between keys (types and bounds are the schema's)."""
     m = cfg.measure
     if not 0 < m.rel_ci < 1:
-        raise ConfigError(f"measure.rel_ci={m.rel_ci!r}: the target CI half-width is relative to the median step and "
-                          f"must lie in (0, 1), e.g. measure.rel_ci=0.02 for +-2%.")
+        raise ConfigError(
+            f"measure.rel_ci={m.rel_ci!r}: the target CI half-width is relative to the median step and "
+            f"must lie in (0, 1), e.g. measure.rel_ci=0.02 for +-2%."
+        )
     if m.policy == "adaptive":
         if m.max_steps is not None and m.max_steps < cfg.steps:
-            raise ConfigError(f"measure.max_steps={m.max_steps} < steps={cfg.steps}: with measure.policy=adaptive "
-                              f"`steps` is the minimum, so the cap must be at least that. Use "
-                              f"measure.max_steps>={cfg.steps}.")
+            raise ConfigError(
+                f"measure.max_steps={m.max_steps} < steps={cfg.steps}: with measure.policy=adaptive "
+                f"`steps` is the minimum, so the cap must be at least that. Use "
+                f"measure.max_steps>={cfg.steps}."
+            )
         if m.max_steps is None and m.max_s is None:
-            raise ConfigError("measure.policy=adaptive with measure.max_steps=null and measure.max_s=null could "
-                              "measure forever on a noisy machine. Set one of them, e.g. measure.max_s=120.")
+            raise ConfigError(
+                "measure.policy=adaptive with measure.max_steps=null and measure.max_s=null could "
+                "measure forever on a noisy machine. Set one of them, e.g. measure.max_s=120."
+            )
     if not 0 <= cfg.compare.noise < 1:
-        raise ConfigError(f"compare.noise={cfg.compare.noise!r}: the relative change below which no difference is "
-                          f"claimed must lie in [0, 1), e.g. compare.noise=0.02.")
+        raise ConfigError(
+            f"compare.noise={cfg.compare.noise!r}: the relative change below which no difference is "
+            f"claimed must lie in [0, 1), e.g. compare.noise=0.02."
+        )
 
 
 def check_fixed_cap(cfg: DictConfig) -> None:
@@ -100,21 +120,26 @@ def check_fixed_cap(cfg: DictConfig) -> None:
     set)."""
     m = cfg.measure
     if m.policy == "fixed" and m.max_steps is not None and m.max_steps < cfg.steps:
-        raise ConfigError(f"measure.max_steps={m.max_steps} < steps={cfg.steps}: measure.policy=fixed measures exactly "
-                          f"`steps`, so the cap would never apply. Use steps={m.max_steps}, or measure.policy=adaptive "
-                          f"(steps is then the minimum) with measure.max_steps>={cfg.steps}.")
+        raise ConfigError(
+            f"measure.max_steps={m.max_steps} < steps={cfg.steps}: measure.policy=fixed measures exactly "
+            f"`steps`, so the cap would never apply. Use steps={m.max_steps}, or measure.policy=adaptive "
+            f"(steps is then the minimum) with measure.max_steps>={cfg.steps}."
+        )
 
 
 def _check_powersgd(cfg: DictConfig) -> None:
     o = cfg.optim
     if (o.use_error_feedback or o.warm_start) and o.start_iter <= 1:
-        raise ConfigError("optim.start_iter must be > 1 when optim.use_error_feedback or optim.warm_start is on "
-                          "(PowerSGD needs one plain all-reduce step first). Use optim.start_iter=2.")
+        raise ConfigError(
+            "optim.start_iter must be > 1 when optim.use_error_feedback or optim.warm_start is on "
+            "(PowerSGD needs one plain all-reduce step first). Use optim.start_iter=2."
+        )
     if o.start_iter > cfg.warmup_steps:
         raise ConfigError(
             f"optim.start_iter={o.start_iter} > warmup_steps={cfg.warmup_steps}: PowerSGD all-reduces uncompressed "
             f"until step {o.start_iter}, so {o.start_iter - cfg.warmup_steps} measured step(s) would not be "
-            f"PowerSGD at all. Use warmup_steps={o.start_iter} or more, or a smaller optim.start_iter.")
+            f"PowerSGD at all. Use warmup_steps={o.start_iter} or more, or a smaller optim.start_iter."
+        )
 
 
 def _check_fault(cfg: DictConfig, where) -> None:
@@ -123,21 +148,29 @@ def _check_fault(cfg: DictConfig, where) -> None:
     if not f.delay_s:
         return
     if f.delay_rank is not None and f.delay_rank >= cfg.world_size:
-        raise ConfigError(f"fault.delay_rank={f.delay_rank} but the run has {cfg.world_size} ranks (0..."
-                          f"{cfg.world_size - 1}), so the delay never happens. Use fault.delay_rank<="
-                          f"{cfg.world_size - 1}, or null for every rank.")
+        raise ConfigError(
+            f"fault.delay_rank={f.delay_rank} but the run has {cfg.world_size} ranks (0..."
+            f"{cfg.world_size - 1}), so the delay never happens. Use fault.delay_rank<="
+            f"{cfg.world_size - 1}, or null for every rank."
+        )
     if cfg.cuda_graphs:
-        raise ConfigError("fault.delay_s with cuda_graphs=true: a replayed graph runs no Python hooks, so the delay "
-                          "would happen once, at capture. Drop one of them.")
+        raise ConfigError(
+            "fault.delay_s with cuda_graphs=true: a replayed graph runs no Python hooks, so the delay "
+            "would happen once, at capture. Drop one of them."
+        )
     if f.delay_at == "h2d" and where is not None and where.kind == "cpu":
-        raise ConfigError("fault.delay_at=h2d delays a blocking host-to-device copy, and CPU ranks make no copy. Use "
-                          "device=fake (or a GPU) with h2d=blocking, or another fault.delay_at.")
+        raise ConfigError(
+            "fault.delay_at=h2d delays a blocking host-to-device copy, and CPU ranks make no copy. Use "
+            "device=fake (or a GPU) with h2d=blocking, or another fault.delay_at."
+        )
 
 
 def _check_cuda_graphs(cfg: DictConfig, where) -> None:
     if where is not None and where.kind == "cpu":
-        raise ConfigError(f"cuda_graphs=true needs a CUDA GPU per rank and the ranks would run on CPU ({where.how}). "
-                          "Drop cuda_graphs=true.")
+        raise ConfigError(
+            f"cuda_graphs=true needs a CUDA GPU per rank and the ranks would run on CPU ({where.how}). "
+            "Drop cuda_graphs=true."
+        )
     if found := graph_problems(cfg, where):
         raise ConfigError("cuda_graphs=true cannot capture this run: " + "; ".join(found) + ".")
 
@@ -148,6 +181,12 @@ def _check_memory(cfg: DictConfig, where, host: Host, submitting: bool) -> None:
     if where is not None and where.kind == "cuda":
         memory_preflight(cfg, where, ranks_per_node(cfg))
     elif where is not None or not asked_gpus_per_node(cfg.launcher):
-        check_fits(cfg, host, ranks=ranks_per_node(cfg), per_rank_bytes=rank_bytes(cfg), what=f"world_size="
-                   f"{cfg.world_size}", fix="Use a smaller world_size, batch_size or model, or more nodes "
-                   "(launcher=slurm)", submitting=submitting)
+        check_fits(
+            cfg,
+            host,
+            ranks=ranks_per_node(cfg),
+            per_rank_bytes=rank_bytes(cfg),
+            what=f"world_size={cfg.world_size}",
+            fix="Use a smaller world_size, batch_size or model, or more nodes (launcher=slurm)",
+            submitting=submitting,
+        )

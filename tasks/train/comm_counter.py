@@ -1,6 +1,7 @@
 """Counts the collectives Python code issues (the explicit loops and every DDP comm hook go through
 torch.distributed.all_reduce), so bytes per step are what was really sent, after compression.
 DDP's built-in reducer (no hook) calls C++ directly; for it, the DDPSync strategy counts its buckets instead."""
+
 from __future__ import annotations
 
 import threading
@@ -14,7 +15,9 @@ class CollectiveCounter:
         self.calls = 0
         self.bytes = 0
         self.active = False
-        self._lock = threading.Lock()   # PowerSGD issues its second all-reduce from a future callback thread
+        self._lock = (
+            threading.Lock()
+        )  # PowerSGD issues its second all-reduce from a future callback thread
         self._orig = None
 
     def install(self) -> "CollectiveCounter":

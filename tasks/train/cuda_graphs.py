@@ -10,14 +10,17 @@ warm-up iterations before capture are the probe (the replayed graph runs the sam
 The replayed step has three timed phases: data (host batch), h2d (copy into the static input buffers), graph_replay.
 Streams and the capture come from the device layer: device=fake replays the step eagerly with the stream rules
 checked, so this path runs in the CPU test suite."""
+
 from __future__ import annotations
 
 from tasks.train.probes import ddp_comm_probe
 
 EAGER_WARMUP = 11
-PROBE_METHOD = ("DDP runtime stats (reducer timers) over eager steps just before capture (a replay runs no Python, "
-                "so DDP cannot time it; the graph replays the same kernels): time = first bucket all-reduce start to "
-                "last finish; exposed = time - overlap with backward compute")
+PROBE_METHOD = (
+    "DDP runtime stats (reducer timers) over eager steps just before capture (a replay runs no Python, "
+    "so DDP cannot time it; the graph replays the same kernels): time = first bucket all-reduce start to "
+    "last finish; exposed = time - overlap with backward compute"
+)
 
 
 def problems(cfg, placement) -> list[str]:
@@ -33,22 +36,41 @@ def problems(cfg, placement) -> list[str]:
     if kind == "cuda" and placement.shared:
         found.append("ranks share GPUs (device=cuda backend=gloo): capture needs one GPU per rank")
     if backend == "gloo" and cfg.sync != "local" and kind != "fake":
-        found.append("backend=gloo: its CUDA path waits on the host, which a capture cannot hold: use backend=nccl, "
-                     "or sync=local")
+        found.append(
+            "backend=gloo: its CUDA path waits on the host, which a capture cannot hold: use backend=nccl, "
+            "or sync=local"
+        )
     if cfg.sync not in ("ddp", "local"):
-        found.append(f"sync={cfg.sync} (its Python all-reduce loop runs outside the graph): use sync=ddp or local")
+        found.append(
+            f"sync={cfg.sync} (its Python all-reduce loop runs outside the graph): use sync=ddp or local"
+        )
     if cfg.optim.name != "none":
-        found.append(f"optim={cfg.optim.name} (comm hooks run Python callbacks a replay skips): use optim=none")
+        found.append(
+            f"optim={cfg.optim.name} (comm hooks run Python callbacks a replay skips): use optim=none"
+        )
     if cfg.accumulate != 1:
-        found.append("accumulate>1 (no_sync micro-steps change the captured graph): use accumulate=1")
+        found.append(
+            "accumulate>1 (no_sync micro-steps change the captured graph): use accumulate=1"
+        )
     if cfg.ddp.find_unused_parameters:
         found.append("ddp.find_unused_parameters=true (needs a dynamic graph): set it false")
     return found
 
 
 class GraphedStep:
-    def __init__(self, model, optimizer, criterion, autocast, host_batches, feeder, timer, dev, sync,
-                 probe_steps: int):
+    def __init__(
+        self,
+        model,
+        optimizer,
+        criterion,
+        autocast,
+        host_batches,
+        feeder,
+        timer,
+        dev,
+        sync,
+        probe_steps: int,
+    ):
         self.host_batches, self.feeder, self.timer = host_batches, feeder, timer
         x, y = feeder.to_device(next(host_batches))
         self.static_x, self.static_y = x.clone(), y.clone()
@@ -66,8 +88,10 @@ class GraphedStep:
         with dev.use_stream(side):
             for _ in range(EAGER_WARMUP):
                 step()
-            self.comm_stats = ddp_comm_probe(sync, step, probe_steps)  # turns DDP's sampling off again: capture
-        compute.wait_stream(side)                                      # must not synchronise the host
+            self.comm_stats = ddp_comm_probe(
+                sync, step, probe_steps
+            )  # turns DDP's sampling off again: capture
+        compute.wait_stream(side)  # must not synchronise the host
         if self.comm_stats is not None:
             self.comm_stats["method"] = PROBE_METHOD
         self.graph = dev.capture(step)

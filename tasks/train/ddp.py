@@ -1,5 +1,6 @@
 """DistributedDataParallel with the knobs of the ViT study: bucket size, static graph, gradient as bucket view,
 unused-parameter search, buffer broadcast, and the compression comm hooks (`optim=`)."""
+
 from __future__ import annotations
 
 import functools
@@ -20,8 +21,8 @@ from device import layer_for
 from tasks.train.sync import Sync
 
 COMPRESSED_DTYPE = {"fp16": torch.float16, "bf16": torch.bfloat16}
-ALWAYS_TIMED = 10   # DDP times its synchronised iterations 1..10 whatever the sample rate
-                    # (Reducer::should_collect_runtime_stats)
+ALWAYS_TIMED = 10  # DDP times its synchronised iterations 1..10 whatever the sample rate
+# (Reducer::should_collect_runtime_stats)
 QUIET_SAMPLE_RATE = 1 << 30  # runtime stats sampled so rarely that no measured step ever is
 
 
@@ -93,9 +94,13 @@ class DDPSync(Sync):
         self.optim = cfg.optim.name
         self.lossy = self.optim != "none"
         check_backend_supports(self.optim, device)
-        static_graph = bool(cfg.ddp.static_graph or cfg.cuda_graphs)   # whole-network capture needs a static graph
+        static_graph = bool(
+            cfg.ddp.static_graph or cfg.cuda_graphs
+        )  # whole-network capture needs a static graph
         knobs = {}
-        if not cfg.ddp.broadcast_buffers:  # default True; torch 2.15 warns whenever the (deprecated) name is passed
+        if (
+            not cfg.ddp.broadcast_buffers
+        ):  # default True; torch 2.15 warns whenever the (deprecated) name is passed
             knobs["broadcast_buffers"] = False
         # cuda_graphs: PyTorch's rule for capturing DDP is to construct it under a side stream (CUDA graph notes,
         # "Usage with DistributedDataParallel"); its parameter broadcast is queued there, so the compute stream
@@ -103,7 +108,9 @@ class DDPSync(Sync):
         dev = layer_for(device)
         side = dev.new_stream() if cfg.cuda_graphs else None
         with warnings.catch_warnings(), dev.use_stream(side) if side is not None else nullcontext():
-            warnings.filterwarnings("ignore", message=".*broadcast_buffers.*", category=FutureWarning)
+            warnings.filterwarnings(
+                "ignore", message=".*broadcast_buffers.*", category=FutureWarning
+            )
             self.model = DDP(
                 model,
                 device_ids=[device.index] if device.type == "cuda" else None,
@@ -117,7 +124,10 @@ class DDPSync(Sync):
             dev.current_stream().wait_stream(side)
         self.static_graph = static_graph
         self.graph_recorded = not static_graph
-        if static_graph:  # watch for DDP's first synchronised forward, then stop watching (no per-step cost)
+        if (
+            static_graph
+        ):  # watch for DDP's first synchronised forward, then stop watching (no per-step cost)
+
             def first_synced_forward(module, args):
                 if module.require_backward_grad_sync:
                     self.graph_recorded = True
@@ -193,10 +203,13 @@ class DDPSync(Sync):
         return DdpInfo(
             bucket_cap_mb="default" if self.cfg.bucket is None else float(self.cfg.bucket),
             bucket_caps=BucketCaps(first_bytes=first, bytes=cap, rule=bucket_rule(self.cfg.bucket)),
-            buckets=BucketInfo(count=len(sizes), sizes_bytes=sizes,
-                               rebuilt=bool(data.get("has_rebuilt_buckets") or data.get("rebuilt_bucket_sizes")),
-                               order="all-reduce order: the first bucket holds the gradients backward produces "
-                                     "first"),
+            buckets=BucketInfo(
+                count=len(sizes),
+                sizes_bytes=sizes,
+                rebuilt=bool(data.get("has_rebuilt_buckets") or data.get("rebuilt_bucket_sizes")),
+                order="all-reduce order: the first bucket holds the gradients backward produces "
+                "first",
+            ),
             static_graph=bool(self.model.static_graph),
             gradient_as_bucket_view=bool(data.get("gradient_as_bucket_view")),
             find_unused_parameters=bool(data.get("find_unused_parameters")),
@@ -205,29 +218,40 @@ class DDPSync(Sync):
             comm_hook_calls=self.hook.calls if self.hook else 0,
             serialized=self.serialized,
             powersgd_iter=self.hook_state.iter if powersgd else None,
-            powersgd_note=("warm_start=false: PowerSGD refills its Q matrices from CPU torch.randn every step, a "
-                           "blocking host-to-device copy per bucket on GPU (part of the measured step; "
-                           "warm_start=true avoids it)") if powersgd and not self.hook_state.warm_start else None,
+            powersgd_note=(
+                "warm_start=false: PowerSGD refills its Q matrices from CPU torch.randn every step, a "
+                "blocking host-to-device copy per bucket on GPU (part of the measured step; "
+                "warm_start=true avoids it)"
+            )
+            if powersgd and not self.hook_state.warm_start
+            else None,
         )
+
 
 def warmup_warning(cfg) -> str | None:
     """The warning for a GPU run whose timed blocks contain DDP's own timing waits (None: they do not). DDP waits at
     the start of synchronised forward k for iteration k-1's timing events (stats_waits); in the first step of a timed
     block those events finished before the block's device sync, so the wait costs nothing there: only waits in a
     block's later steps are timed."""
-    from tasks.train.window import block_size   # here: window -> timing -> this package
+    from tasks.train.window import block_size  # here: window -> timing -> this package
 
     static = bool(cfg.ddp.static_graph)
     before = synchronised_iterations(cfg.warmup_steps, cfg.accumulate, static)
     block = block_size(cfg.steps, cfg.measure.block_steps)
-    last = cfg.steps if cfg.measure.policy == "fixed" else (cfg.measure.max_steps or ALWAYS_TIMED + 1)
+    last = (
+        cfg.steps if cfg.measure.policy == "fixed" else (cfg.measure.max_steps or ALWAYS_TIMED + 1)
+    )
     # measured step i runs synchronised forward before + i + 1 (a step's K-1 no_sync micro-steps do not count)
-    timed = [i for i in range(min(last, ALWAYS_TIMED + 1)) if i % block and stats_waits(before + i, 1)]
+    timed = [
+        i for i in range(min(last, ALWAYS_TIMED + 1)) if i % block and stats_waits(before + i, 1)
+    ]
     if not timed:
         return None
     enough = ALWAYS_TIMED + 1 - (1 if static and cfg.accumulate > 1 else 0)
-    return (f"warmup_steps={cfg.warmup_steps}: {len(timed)} measured step(s) include a host wait inside a timed "
-            f"block. On GPU DDP times its synchronised iterations 1-{ALWAYS_TIMED} itself and waits for those timings "
-            f"at the next synchronised forward (a block's first step waits for nothing: the block's device sync came "
-            f"first); accumulate={cfg.accumulate} does not add synchronised iterations (no_sync micro-steps do not "
-            f"count). Use warmup_steps>={enough} for clean numbers.")
+    return (
+        f"warmup_steps={cfg.warmup_steps}: {len(timed)} measured step(s) include a host wait inside a timed "
+        f"block. On GPU DDP times its synchronised iterations 1-{ALWAYS_TIMED} itself and waits for those timings "
+        f"at the next synchronised forward (a block's first step waits for nothing: the block's device sync came "
+        f"first); accumulate={cfg.accumulate} does not add synchronised iterations (no_sync micro-steps do not "
+        f"count). Use warmup_steps>={enough} for clean numbers."
+    )

@@ -23,6 +23,7 @@ through the optimizer's step post-hook or the loader's iterator, like the delays
   pg_order         every rank all-reduces on two process groups A then B after each step; hang_rank enters B first
   busy             hang_rank loops for ever in Python
 """
+
 from __future__ import annotations
 
 import os
@@ -36,11 +37,15 @@ def describe(cfg) -> Fault | None:
     """The record's result.fault: what is injected and where; None when nothing is."""
     f = cfg.fault
     if not f.delay_s and not f.sleep_s:
-        return None   # a hang ends the run as `hung`: its record's config says which (fault.hang)
+        return None  # a hang ends the run as `hung`: its record's config says which (fault.hang)
     delay, sleep = bool(f.delay_s), bool(f.sleep_s)
-    return Fault(delay_s=float(f.delay_s) if delay else None, delay_rank=f.delay_rank if delay else None,
-                 delay_at=str(f.delay_at) if delay else None, sleep_s=float(f.sleep_s) if sleep else None,
-                 sleep_at="optimizer" if sleep else None)
+    return Fault(
+        delay_s=float(f.delay_s) if delay else None,
+        delay_rank=f.delay_rank if delay else None,
+        delay_at=str(f.delay_at) if delay else None,
+        sleep_s=float(f.sleep_s) if sleep else None,
+        sleep_at="optimizer" if sleep else None,
+    )
 
 
 def inject(cfg, rank: int, model, optimizer, host_batches, feeder):
@@ -49,19 +54,25 @@ def inject(cfg, rank: int, model, optimizer, host_batches, feeder):
     if f.sleep_s:
         _after_step(optimizer, float(f.sleep_s))
     if f.get("hang"):
-        host_batches = _hang(str(f.hang), rank, int(f.hang_rank), int(f.hang_step), optimizer, host_batches, feeder)
+        host_batches = _hang(
+            str(f.hang), rank, int(f.hang_rank), int(f.hang_step), optimizer, host_batches, feeder
+        )
     if not f.delay_s or (f.delay_rank is not None and f.delay_rank != rank):
         return host_batches, feeder
     s, at = float(f.delay_s), str(f.delay_at)
     if at == "data":
         host_batches = _late(host_batches, s)
-        if hasattr(feeder, "host_batches"):         # the side-stream feeder prefetches from the loader itself
+        if hasattr(
+            feeder, "host_batches"
+        ):  # the side-stream feeder prefetches from the loader itself
             feeder.host_batches = host_batches
     elif at == "h2d":
         if getattr(feeder, "non_blocking", True) is False:
             feeder.to_device = _waits(feeder.to_device, s)
     elif at == "backward":
-        first = [p for p in model.parameters() if p.requires_grad][-1]   # the last layer's: backward's first gradient
+        first = [p for p in model.parameters() if p.requires_grad][
+            -1
+        ]  # the last layer's: backward's first gradient
         first.register_hook(lambda grad: (time.sleep(s), grad)[1])
     elif at == "after_optimizer":
         _after_step(optimizer, s)
@@ -82,6 +93,7 @@ def _waits(to_device, s: float):
     def blocking_copy(batch):
         time.sleep(s)
         return to_device(batch)
+
     return blocking_copy
 
 
@@ -103,7 +115,7 @@ def _hang(kind: str, rank: int, hang_rank: int, at: int, optimizer, host_batches
     def after_step(*_):
         step, steps[0] = steps[0], steps[0] + 1
         if kind == "skip_allreduce" and not (me and step == at):
-            dist.all_reduce(torch.ones(4))                      # a metric every rank reduces each step
+            dist.all_reduce(torch.ones(4))  # a metric every rank reduces each step
         elif kind == "size_mismatch":
             dist.all_reduce(torch.ones(0 if me and step == at else 4))
         elif kind == "extra_barrier" and me and step == at:
@@ -111,12 +123,13 @@ def _hang(kind: str, rank: int, hang_rank: int, at: int, optimizer, host_batches
         elif kind == "kill" and me and step == at:
             os.kill(os.getpid(), signal.SIGKILL)
         elif kind == "pg_order":
-            for g in (groups[::-1] if me and step == at else groups):
+            for g in groups[::-1] if me and step == at else groups:
                 dist.all_reduce(torch.ones(4), group=g)
         elif kind == "busy" and me and step == at:
             n = 0
             while True:
                 n += 1
+
     optimizer.register_step_post_hook(after_step)
     return host_batches
 

@@ -20,6 +20,7 @@ compression hooks cost on this device. The what-if model (whatif/) reads it from
   copy of the model.
 Nothing here runs inside the measured window.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,9 +29,17 @@ from contextlib import nullcontext
 import torch
 
 
-
-def grad_ready_probe(cfg, sync, criterion, autocast, device_batches, dev, n: int | None = None,
-                     window_s: float | None = None, measured_steps: int | None = None) -> dict | None:
+def grad_ready_probe(
+    cfg,
+    sync,
+    criterion,
+    autocast,
+    device_batches,
+    dev,
+    n: int | None = None,
+    window_s: float | None = None,
+    measured_steps: int | None = None,
+) -> dict | None:
     """result.grad_ready, or None where there is nothing to time (no trainable parameters, CUDA graphs)."""
     if cfg.cuda_graphs or not sync.params:
         return None
@@ -41,15 +50,23 @@ def grad_ready_probe(cfg, sync, criterion, autocast, device_batches, dev, n: int
     modes = {"alone": sync.no_sync}
     if ddp:
         modes["with_sync"] = nullcontext
-    out = {"names": names, "numel": [p.numel() for p in params], "element_size": [p.element_size() for p in params],
-           "shapes": [list(p.shape) for p in params], "dtype": str(params[0].dtype).removeprefix("torch."),
-           "timing": "CUDA events on the backward's stream" if dev.kind == "cuda" else "time.perf_counter"}
+    out = {
+        "names": names,
+        "numel": [p.numel() for p in params],
+        "element_size": [p.element_size() for p in params],
+        "shapes": [list(p.shape) for p in params],
+        "dtype": str(params[0].dtype).removeprefix("torch."),
+        "timing": "CUDA events on the backward's stream"
+        if dev.kind == "cuda"
+        else "time.perf_counter",
+    }
     index = {id(p): i for i, p in enumerate(params)}
     runs = {mode: {"ready_s": [], "backward_s": [], "forward_s": []} for mode in modes}
     order = None
-    for _ in range(n):                      # the modes interleaved, so both see the machine at the same speed
+    for _ in range(n):  # the modes interleaved, so both see the machine at the same speed
         for mode, context in modes.items():
             marks: list[tuple[int, object]] = []
+
             def mark(t, marks=marks):
                 marks.append((index[id(t)], dev.mark()))
 
@@ -78,16 +95,21 @@ def grad_ready_probe(cfg, sync, criterion, autocast, device_batches, dev, n: int
             r["backward_s"].append(dev.seconds(start, end))
             r["forward_s"].append(dev.seconds(before, start))
             if order is None:
-                order = [i for i, _ in sorted(enumerate(times), key=lambda it: (math.isnan(it[1]), it[1]))]
+                order = [
+                    i
+                    for i, _ in sorted(enumerate(times), key=lambda it: (math.isnan(it[1]), it[1]))
+                ]
     out["modes"] = runs
     out["order"] = order
     for p in params:
         p.grad = None
     out["costs"] = _costs(cfg, params, dev, _budget_s(cfg, window_s, measured_steps))
-    out["method"] = ("post-accumulate-grad hooks over an untimed backward per pass (after the window), the ready time "
-                     "of each trainable parameter from a mark just before loss.backward(); alone = under no_sync; "
-                     f"{n} pass(es) per mode, the modes interleaved; costs: one timed pass each over pre-touched "
-                     "buffers")
+    out["method"] = (
+        "post-accumulate-grad hooks over an untimed backward per pass (after the window), the ready time "
+        "of each trainable parameter from a mark just before loss.backward(); alone = under no_sync; "
+        f"{n} pass(es) per mode, the modes interleaved; costs: one timed pass each over pre-touched "
+        "buffers"
+    )
     return out
 
 
@@ -157,11 +179,14 @@ def _costs(cfg, params, dev, budget_s: float | None = None) -> dict:
     rank = int(o.rank) if o.name == "powersgd" else 1
     min_rate = float(o.get("min_compression_rate", 2.0)) if o.name == "powersgd" else 2.0
     spent = sum(x[0] for k, x in costs.items() if k.endswith("_s"))
-    estimate = 44 / 8 * costs["copy_in_s"][0]      # 11 fp32 passes against the copy's 2
+    estimate = 44 / 8 * costs["copy_in_s"][0]  # 11 fp32 passes against the copy's 2
     if budget_s is not None and spent + estimate > budget_s and o.name != "powersgd":
-        costs["powersgd"] = {"rank": rank, "skipped": f"~{estimate:.3g} s estimated, over the probe's budget "
-                                                      f"(diagnose.microbench_budget of the run: {budget_s:.3g} s, "
-                                                      f"{spent:.3g} s spent)"}
+        costs["powersgd"] = {
+            "rank": rank,
+            "skipped": f"~{estimate:.3g} s estimated, over the probe's budget "
+            f"(diagnose.microbench_budget of the run: {budget_s:.3g} s, "
+            f"{spent:.3g} s spent)",
+        }
     else:
         costs["powersgd"] = _powersgd(grads, rank, min_rate, scratch, dev)
     return costs
@@ -169,7 +194,10 @@ def _costs(cfg, params, dev, budget_s: float | None = None) -> dict:
 
 def _powersgd(grads, rank: int, min_rate: float, scratch, dev) -> dict:
     """torch's PowerSGD hook's matrix work on the tensors it would compress, timed in its three parts."""
-    from torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook import _orthogonalize, _should_compress
+    from torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook import (
+        _orthogonalize,
+        _should_compress,
+    )
 
     mats = []
     biggest = max(g.numel() for g in grads)
@@ -182,27 +210,50 @@ def _powersgd(grads, rank: int, min_rate: float, scratch, dev) -> dict:
         r = min(m.shape[0], m.shape[1], rank)
         if _should_compress(m.shape[0], m.shape[1], r, min_rate)[0]:
             q = torch.randn(m.shape[1], r, generator=gen).to(m.device, m.dtype)
-            mats.append((m, q, torch.empty(m.shape[0], r, device=m.device, dtype=m.dtype),
-                         error[: m.numel()].view_as(m)))
+            mats.append(
+                (
+                    m,
+                    q,
+                    torch.empty(m.shape[0], r, device=m.device, dtype=m.dtype),
+                    error[: m.numel()].view_as(m),
+                )
+            )
     if not mats:
-        return {"rank": rank, "matrices": 0, "pre_s": [0.0], "mid_s": [0.0], "post_s": [0.0], "s": [0.0]}
+        return {
+            "rank": rank,
+            "matrices": 0,
+            "pre_s": [0.0],
+            "mid_s": [0.0],
+            "post_s": [0.0],
+            "s": [0.0],
+        }
 
     def pre():
         for m, q, p, err in mats:
-            m.add_(err)                                          # error feedback
-            scratch[: m.numel()].copy_(m.reshape(-1))            # the hook's clone, kept to compute the error
-            torch.matmul(m, q, out=p)                            # P = M Q
+            m.add_(err)  # error feedback
+            scratch[: m.numel()].copy_(m.reshape(-1))  # the hook's clone, kept to compute the error
+            torch.matmul(m, q, out=p)  # P = M Q
 
     def mid():
         for m, q, p, _ in mats:
-            _orthogonalize(p.unsqueeze(0))                       # one batch of one matrix, as the hook does
-            torch.matmul(m.t(), p, out=q)                        # Q = M^T P
+            _orthogonalize(p.unsqueeze(0))  # one batch of one matrix, as the hook does
+            torch.matmul(m.t(), p, out=q)  # Q = M^T P
 
     def post():
         for m, q, p, err in mats:
-            torch.matmul(p, q.t(), out=m)                        # decompress into the gradient
-            torch.sub(scratch[: m.numel()].view_as(m), m, out=err)   # the new error
+            torch.matmul(p, q.t(), out=m)  # decompress into the gradient
+            torch.sub(scratch[: m.numel()].view_as(m), m, out=err)  # the new error
 
-    parts = {"pre_s": _timed(pre, dev), "mid_s": _timed(mid, dev), "post_s": _timed(post, dev)}   # in order
+    parts = {
+        "pre_s": _timed(pre, dev),
+        "mid_s": _timed(mid, dev),
+        "post_s": _timed(post, dev),
+    }  # in order
     total = [a + b + c for a, b, c in zip(parts["pre_s"], parts["mid_s"], parts["post_s"])]
-    return {"rank": rank, "matrices": len(mats), "min_compression_rate": min_rate, **parts, "s": total}
+    return {
+        "rank": rank,
+        "matrices": len(mats),
+        "min_compression_rate": min_rate,
+        **parts,
+        "s": total,
+    }

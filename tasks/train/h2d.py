@@ -1,14 +1,16 @@
 """How a host batch reaches the GPU (`h2d=`). The VGG11 thread traced its slowdown to the copy on the default stream;
 the modes let a user see that difference on their machine. Streams, copies and record_stream come from the device
 layer, so device=fake runs these feeders on CPU with the stream rules checked."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 
 class CpuFeeder:
     """CPU ranks compute on host memory: no copy is made, so the h2d phase is only the (empty) hand-over."""
 
-    note = "CPU run: batches are already in host memory, no host-to-device copy is made (h2d time ~0)."
+    note = (
+        "CPU run: batches are already in host memory, no host-to-device copy is made (h2d time ~0)."
+    )
     copies = False
 
     def to_device(self, batch):
@@ -43,7 +45,9 @@ class SideStreamFeeder:
     One batch is always in flight: the first call copies the batch it is given and prefetches the next one from the
     loader itself, so every batch is copied once and used once, in order."""
 
-    note = "next batch copied on a side stream (pinned, non_blocking) while the current one computes"
+    note = (
+        "next batch copied on a side stream (pinned, non_blocking) while the current one computes"
+    )
     copies = True
 
     def __init__(self, dev, host_batches):
@@ -72,14 +76,19 @@ class SideStreamFeeder:
 def make_feeder(mode: str, dev, host_batches):
     if not dev.copies:
         return CpuFeeder()
-    return {"blocking": BlockingFeeder, "non_blocking": NonBlockingFeeder, "side_stream": SideStreamFeeder}[mode](
-        dev, host_batches)
+    return {
+        "blocking": BlockingFeeder,
+        "non_blocking": NonBlockingFeeder,
+        "side_stream": SideStreamFeeder,
+    }[mode](dev, host_batches)
 
 
-POWERSGD_SYNC = ("optim=powersgd: torch's PowerSGD hook calls torch.cuda.synchronize(device) in its decompression "
-                 "(torch/distributed/algorithms/ddp_comm_hooks/powerSGD_hook.py), for every bucket of every step: a "
-                 "device-wide sync (cudaDeviceSynchronize) that torch.cuda.set_sync_debug_mode does not catch, so the "
-                 "measured steps include it, as they do in any training that uses the hook")
+POWERSGD_SYNC = (
+    "optim=powersgd: torch's PowerSGD hook calls torch.cuda.synchronize(device) in its decompression "
+    "(torch/distributed/algorithms/ddp_comm_hooks/powerSGD_hook.py), for every bucket of every step: a "
+    "device-wide sync (cudaDeviceSynchronize) that torch.cuda.set_sync_debug_mode does not catch, so the "
+    "measured steps include it, as they do in any training that uses the hook"
+)
 
 
 def window_sync_check(cfg, backend: str, kind: str) -> tuple[bool, str | None]:
@@ -92,12 +101,18 @@ def window_sync_check(cfg, backend: str, kind: str) -> tuple[bool, str | None]:
     if cfg.optim.name == "powersgd":
         why.append(POWERSGD_SYNC)
         if not cfg.optim.warm_start:
-            why.append("optim.warm_start=false: PowerSGD copies CPU torch.randn into its Q matrices every step (a "
-                       "blocking host-to-device copy per bucket)")
+            why.append(
+                "optim.warm_start=false: PowerSGD copies CPU torch.randn into its Q matrices every step (a "
+                "blocking host-to-device copy per bucket)"
+            )
         elif cfg.optim.start_iter >= cfg.warmup_steps:
-            why.append(f"optim.start_iter={cfg.optim.start_iter} with warmup_steps={cfg.warmup_steps}: PowerSGD "
-                       "compresses first in the first measured step and fills its matrices there from CPU torch.randn "
-                       f"(a blocking copy); warmup_steps={cfg.optim.start_iter + 1} keeps that out of the window")
+            why.append(
+                f"optim.start_iter={cfg.optim.start_iter} with warmup_steps={cfg.warmup_steps}: PowerSGD "
+                "compresses first in the first measured step and fills its matrices there from CPU torch.randn "
+                f"(a blocking copy); warmup_steps={cfg.optim.start_iter + 1} keeps that out of the window"
+            )
     if kind == "cuda" and backend == "gloo" and cfg.sync != "local":
-        why.append("backend=gloo: on CUDA tensors gloo synchronises its own streams on its worker threads")
+        why.append(
+            "backend=gloo: on CUDA tensors gloo synchronises its own streams on its worker threads"
+        )
     return not why, "; ".join(why) or None

@@ -1,5 +1,6 @@
 """The DDP comm hooks `optim=` chooses. Each conf/optim/<name>.yaml names its factory in `_target_` (one of these, or
 a user's own): called with the option's keys it takes, it returns (state, hook) for DDP.register_comm_hook."""
+
 from __future__ import annotations
 
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
@@ -15,8 +16,17 @@ def bf16():
     return None, default_hooks.bf16_compress_hook
 
 
-def powersgd(rank: int, start_iter: int, min_compression_rate: float, use_error_feedback: bool, warm_start: bool,
-             orthogonalization_epsilon: float, random_seed: int, batch_tensors_with_same_shape: bool, batched: bool):
+def powersgd(
+    rank: int,
+    start_iter: int,
+    min_compression_rate: float,
+    use_error_feedback: bool,
+    warm_start: bool,
+    orthogonalization_epsilon: float,
+    random_seed: int,
+    batch_tensors_with_same_shape: bool,
+    batched: bool,
+):
     """DDP's PowerSGD hook with every PowerSGDState option (batched: one matrix per bucket)."""
     state = powerSGD_hook.PowerSGDState(
         process_group=None,

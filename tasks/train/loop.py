@@ -9,6 +9,7 @@ after the window read DDP's runtime statistics (communication time and its overl
 schemes, the gradient error against an exact fp32 all-reduce; then the sync's own calls are timed alone on the same
 ranks (the on-rank microbenchmark, diagnose.microbench). Streams, events, syncs and graph capture come from ctx.device
 (device/), so device=fake runs the GPU paths of this loop on CPU with the stream rules checked."""
+
 from __future__ import annotations
 
 import time
@@ -38,7 +39,9 @@ from models import build_model
 def run(ctx) -> TrainResult | None:
     cfg, dev = ctx.cfg, ctx.device
     marks = {"start": time.time()}  # where the job's time goes (record: time_budget)
-    torch.manual_seed(cfg.seed)  # identical initial weights on every rank (the explicit strategies rely on it)
+    torch.manual_seed(
+        cfg.seed
+    )  # identical initial weights on every rank (the explicit strategies rely on it)
     precision = set_precision(cfg.precision)
     model = dev.model_to_device(build_model(cfg.model, cfg.data.image_size))
     sync = make_sync(cfg, model, ctx.torch_device)
@@ -48,7 +51,9 @@ def run(ctx) -> TrainResult | None:
     pin = dev.pins_memory and (cfg.data.pin_memory or cfg.h2d != "blocking")
     host_batches = batches(build_loader(cfg, ctx.rank, ctx.world_size, pin_memory=pin))
     feeder = make_feeder(cfg.h2d, dev, host_batches)
-    host_batches, feeder = faults.inject(cfg, ctx.rank, model, optimizer, host_batches, feeder)  # off: unchanged
+    host_batches, feeder = faults.inject(
+        cfg, ctx.rank, model, optimizer, host_batches, feeder
+    )  # off: unchanged
     timer = PhaseTimer(dev, enabled=cfg.timing, nvtx=cfg.profile.enabled)
     autocast = autocast_for(cfg.precision, ctx.torch_device)
     counter = CollectiveCounter().install()
@@ -72,23 +77,41 @@ def run(ctx) -> TrainResult | None:
         with timer.phase("optimizer"):
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-        return loss.detach()  # of the last micro-batch, divided by K (undone once, after the window)
+        return (
+            loss.detach()
+        )  # of the last micro-batch, divided by K (undone once, after the window)
 
     if cfg.cuda_graphs:
         from tasks.train.cuda_graphs import GraphedStep
 
-        train_step = GraphedStep(model, optimizer, criterion, autocast, host_batches, feeder, timer, dev, sync,
-                                 cfg.probe_steps)
+        train_step = GraphedStep(
+            model,
+            optimizer,
+            criterion,
+            autocast,
+            host_batches,
+            feeder,
+            timer,
+            dev,
+            sync,
+            cfg.probe_steps,
+        )
 
     window = Window(cfg, ctx.torch_device, timer, counter)
     planned = window.planned_steps
-    bar = tqdm(total=cfg.warmup_steps + planned if planned else None, desc="warm-up", disable=not ctx.is_main,
-               mininterval=1.0)
+    bar = tqdm(
+        total=cfg.warmup_steps + planned if planned else None,
+        desc="warm-up",
+        disable=not ctx.is_main,
+        mininterval=1.0,
+    )
     marks["setup"] = time.time()
     for i in range(cfg.warmup_steps):
         maybe_fail(cfg, ctx.rank, i)
         train_step()
-        ctx.progress["warmup_steps_done"] = i + 1  # what an interrupt records and the heartbeat reports
+        ctx.progress["warmup_steps_done"] = (
+            i + 1
+        )  # what an interrupt records and the heartbeat reports
         bar.update()
     marks["warmup"] = time.time()
 
@@ -101,7 +124,9 @@ def run(ctx) -> TrainResult | None:
     bar.set_description(window.label())
     strict, unchecked_because = window_sync_check(cfg, ctx.backend, dev.kind)
     with profiler(cfg, ctx) as prof:
-        for block in window.blocks(between=prof.step):  # the profiler steps between blocks: its schedule counts blocks
+        for block in window.blocks(
+            between=prof.step
+        ):  # the profiler steps between blocks: its schedule counts blocks
             with dev.window(strict):
                 for _ in range(block):
                     maybe_fail(cfg, ctx.rank, step)
@@ -118,14 +143,34 @@ def run(ctx) -> TrainResult | None:
 
     # ---- untimed probes ----
     probe_batches = (feeder.to_device(batch) for batch in host_batches)
-    comm_stats = ddp_comm_probe(sync, train_step, cfg.probe_steps) if not cfg.cuda_graphs else train_step.comm_stats
-    grad_error = grad_error_probe(sync, criterion, autocast, probe_batches, cfg.probe_steps) \
-        if sync.lossy and not cfg.cuda_graphs else None
-    grad_ready = grad_ready_probe(cfg, sync, criterion, autocast, probe_batches, dev,   # for the what-if model
-                                  window_s=window.window_s, measured_steps=window.steps)
+    comm_stats = (
+        ddp_comm_probe(sync, train_step, cfg.probe_steps)
+        if not cfg.cuda_graphs
+        else train_step.comm_stats
+    )
+    grad_error = (
+        grad_error_probe(sync, criterion, autocast, probe_batches, cfg.probe_steps)
+        if sync.lossy and not cfg.cuda_graphs
+        else None
+    )
+    grad_ready = grad_ready_probe(
+        cfg,
+        sync,
+        criterion,
+        autocast,
+        probe_batches,
+        dev,  # for the what-if model
+        window_s=window.window_s,
+        measured_steps=window.steps,
+    )
     counter.uninstall()
-    microbench = comm_microbench(cfg, sync, ctx.torch_device, steps, comm_stats, window.window_s, window.steps) \
-        if not cfg.cuda_graphs else None
+    microbench = (
+        comm_microbench(
+            cfg, sync, ctx.torch_device, steps, comm_stats, window.window_s, window.steps
+        )
+        if not cfg.cuda_graphs
+        else None
+    )
     with torch.no_grad(), autocast():  # what precision= really did to the forward pass
         forward_dtype = str(model(next(probe_batches)[0]).dtype).removeprefix("torch.")
 
@@ -144,15 +189,36 @@ def run(ctx) -> TrainResult | None:
     comm = None
     if sync.communicates:
         comm = comm_figures(
-            described, ctx.world_size, steps, comm_stats,
-            collectives=calls / window.steps + builtin_calls, nbytes=py_bytes / window.steps + builtin_bytes,
+            described,
+            ctx.world_size,
+            steps,
+            comm_stats,
+            collectives=calls / window.steps + builtin_calls,
+            nbytes=py_bytes / window.steps + builtin_bytes,
         )
-    return assemble(cfg, ctx, described, feeder, steps, everyone, comm, window, marks,
-                    final_loss=final_loss.item() / ctx.world_size, grad_error=grad_error,
-                    forward_dtype=forward_dtype, precision_flags=precision, grad_ready=grad_ready,
-                    microbench=microbench, fault=faults.describe(cfg),
-                    device_layer=DeviceLayer(**dev.report(), window_sync_check=dev.window_check(strict),
-                                             window_unchecked_because=unchecked_because))
+    return assemble(
+        cfg,
+        ctx,
+        described,
+        feeder,
+        steps,
+        everyone,
+        comm,
+        window,
+        marks,
+        final_loss=final_loss.item() / ctx.world_size,
+        grad_error=grad_error,
+        forward_dtype=forward_dtype,
+        precision_flags=precision,
+        grad_ready=grad_ready,
+        microbench=microbench,
+        fault=faults.describe(cfg),
+        device_layer=DeviceLayer(
+            **dev.report(),
+            window_sync_check=dev.window_check(strict),
+            window_unchecked_because=unchecked_because,
+        ),
+    )
 
 
 def make_sync(cfg, model: nn.Module, device: torch.device) -> Sync:
@@ -164,7 +230,9 @@ def make_sync(cfg, model: nn.Module, device: torch.device) -> Sync:
 
 def maybe_fail(cfg, rank: int, step: int) -> None:
     if cfg.fault.rank is not None and rank == cfg.fault.rank and step == cfg.fault.step:
-        raise RuntimeError(f"fault injected on rank {rank} at step {step} (fault.rank={cfg.fault.rank})")
+        raise RuntimeError(
+            f"fault injected on rank {rank} at step {step} (fault.rank={cfg.fault.rank})"
+        )
 
 
 def set_precision(precision: str) -> PrecisionFlags:
@@ -180,9 +248,11 @@ def set_precision(precision: str) -> PrecisionFlags:
 
 
 def precision_flags() -> PrecisionFlags:
-    return PrecisionFlags(float32_matmul_precision=torch.get_float32_matmul_precision(),
-                          matmul_allow_tf32=bool(torch.backends.cuda.matmul.allow_tf32),
-                          cudnn_allow_tf32=bool(torch.backends.cudnn.allow_tf32))
+    return PrecisionFlags(
+        float32_matmul_precision=torch.get_float32_matmul_precision(),
+        matmul_allow_tf32=bool(torch.backends.cuda.matmul.allow_tf32),
+        cudnn_allow_tf32=bool(torch.backends.cudnn.allow_tf32),
+    )
 
 
 def autocast_for(precision: str, device: torch.device):
@@ -212,7 +282,9 @@ def profiler(cfg, ctx):
         return _NoProfiler()
     from torch.profiler import ProfilerActivity, profile, schedule
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ctx.torch_device.type == "cuda" else [])
+    activities = [ProfilerActivity.CPU] + (
+        [ProfilerActivity.CUDA] if ctx.torch_device.type == "cuda" else []
+    )
     trace = ctx.rank_file("trace", ".json")
 
     class _Profiled(profile):

@@ -12,6 +12,7 @@ batch sizes, which separates what grows with the batch. Parts:
   saved activations (fp32: an upper bound under precision=bf16) and a backward working set (gradients of the two
   largest activations), and a fixed reserve (CUDA: context and NCCL buffers; CPU: interpreter and torch).
 It is an estimate: it refuses only configs it finds larger than the whole device, and says so."""
+
 from __future__ import annotations
 
 import math
@@ -22,16 +23,18 @@ import torch
 from device.host import RANK_MEMORY_BYTES
 from base.errors import ConfigError
 
-GiB = 1024 ** 3
+GiB = 1024**3
 RESERVE = {"cuda": 1 * GiB, "cpu": RANK_MEMORY_BYTES, "fake": RANK_MEMORY_BYTES}
 
 
 @dataclass
 class Estimate:
-    fixed: dict[str, int]    # bytes that do not grow with the batch, by part
-    per_sample: int          # activation bytes (saved + backward working set) per sample of the micro-batch
-    activations_fixed: int   # activation bytes that do not grow with the batch
-    activations_counted: bool = True  # False: an operation without a meta kernel (only the fixed part is known)
+    fixed: dict[str, int]  # bytes that do not grow with the batch, by part
+    per_sample: int  # activation bytes (saved + backward working set) per sample of the micro-batch
+    activations_fixed: int  # activation bytes that do not grow with the batch
+    activations_counted: bool = (
+        True  # False: an operation without a meta kernel (only the fixed part is known)
+    )
 
     def total(self, batch: int) -> int:
         return sum(self.fixed.values()) + self.activations_fixed + self.per_sample * batch
@@ -41,7 +44,9 @@ class Estimate:
         return max(0, room // self.per_sample) if self.per_sample else (1 << 30 if room >= 0 else 0)
 
 
-def _activation_bytes(model, criterion, shape: tuple, num_classes: int, batch: int, params: set) -> int:
+def _activation_bytes(
+    model, criterion, shape: tuple, num_classes: int, batch: int, params: set
+) -> int:
     """Bytes autograd saves for backward in one forward of `batch` samples, plus the gradients of the two largest."""
     saved: dict[int, int] = {}
 
@@ -82,19 +87,29 @@ def estimate(cfg, kind: str | None = None) -> Estimate:
         fixed["comm hook"] = grads
     criterion = torch.nn.CrossEntropyLoss()
     try:
-        one, two = (_activation_bytes(model, criterion, input_shape(cfg), cfg.model.num_classes, b, keys)
-                    for b in (1, 2))
+        one, two = (
+            _activation_bytes(model, criterion, input_shape(cfg), cfg.model.num_classes, b, keys)
+            for b in (1, 2)
+        )
     except NotImplementedError:  # an operation without a meta kernel: activations unknown here
         one = two = 0
     except RuntimeError as e:  # a shape error: the run itself would fail the same way in every rank
-        raise ConfigError(f"model={cfg.model.name} cannot take data.image_size={cfg.data.image_size} inputs "
-                          f"({str(e).splitlines()[0]}). Use a larger data.image_size.") from None
+        raise ConfigError(
+            f"model={cfg.model.name} cannot take data.image_size={cfg.data.image_size} inputs "
+            f"({str(e).splitlines()[0]}). Use a larger data.image_size."
+        ) from None
     if kind is not None:
-        if cfg.data.kind == "fake" and kind != "cuda":  # the in-memory image pool lives with the CPU ranks
+        if (
+            cfg.data.kind == "fake" and kind != "cuda"
+        ):  # the in-memory image pool lives with the CPU ranks
             fixed["data pool"] = int(cfg.data.pool) * math.prod(input_shape(cfg)) * 4
         fixed["reserve"] = RESERVE[kind]
-    return Estimate(fixed, per_sample=two - one, activations_fixed=max(0, 2 * one - two),
-                    activations_counted=bool(two))
+    return Estimate(
+        fixed,
+        per_sample=two - one,
+        activations_fixed=max(0, 2 * one - two),
+        activations_counted=bool(two),
+    )
 
 
 def rank_bytes(cfg) -> int:
@@ -105,10 +120,15 @@ def rank_bytes(cfg) -> int:
 def capacity(placement, local_ranks: int) -> tuple[int, str]:
     """(bytes one rank may use, what that is) on the GPU `placement` gives it (shared GPUs: shared by the node's
     ranks). Host memory is device.host.Host's to tell (device.host.check_fits)."""
-    props = torch.cuda.get_device_properties(placement.gpu)  # NVML-free and context-free: no CUDA context is made
+    props = torch.cuda.get_device_properties(
+        placement.gpu
+    )  # NVML-free and context-free: no CUDA context is made
     sharing = local_ranks if placement.shared else 1
     share = f", shared by {sharing} ranks" if sharing > 1 else ""
-    return props.total_memory // sharing, f"cuda:{placement.gpu} ({props.name}, {_size(props.total_memory)}{share})"
+    return (
+        props.total_memory // sharing,
+        f"cuda:{placement.gpu} ({props.name}, {_size(props.total_memory)}{share})",
+    )
 
 
 def preflight(cfg, placement, local_ranks: int, room: tuple[int, str] | None = None) -> Estimate:
@@ -122,11 +142,15 @@ def preflight(cfg, placement, local_ranks: int, room: tuple[int, str] | None = N
         return est
     parts = ", ".join(f"{k} {_size(v)}" for k, v in est.fixed.items())
     acts = est.activations_fixed + est.per_sample * b
-    head = (f"model={cfg.model.name} batch_size={b} does not fit in {what}: one rank needs about "
-            f"{_size(need)} ({parts}, activations {_size(acts)} at {b} samples; estimate).")
+    head = (
+        f"model={cfg.model.name} batch_size={b} does not fit in {what}: one rank needs about "
+        f"{_size(need)} ({parts}, activations {_size(acts)} at {b} samples; estimate)."
+    )
     fits = est.largest_batch(cap)
     if fits < 1:
-        raise ConfigError(f"{head} No batch size fits: the model's fixed part alone is too large for it.")
+        raise ConfigError(
+            f"{head} No batch size fits: the model's fixed part alone is too large for it."
+        )
     hint = ""
     k = math.ceil(b / fits)
     if k > 1 and b % k == 0:
@@ -135,4 +159,4 @@ def preflight(cfg, placement, local_ranks: int, room: tuple[int, str] | None = N
 
 
 def _size(n: int) -> str:
-    return f"{n / GiB:.1f} GiB" if n >= GiB // 10 else f"{n / 1024 ** 2:.1f} MiB"
+    return f"{n / GiB:.1f} GiB" if n >= GiB // 10 else f"{n / 1024**2:.1f} MiB"

@@ -1,4 +1,5 @@
 """Untimed measurements after the window, so they cannot disturb the throughput figures."""
+
 from __future__ import annotations
 
 import statistics
@@ -64,8 +65,15 @@ def grad_error_probe(sync, criterion, autocast, device_batches, n: int) -> float
     return statistics.median(errors)
 
 
-def comm_microbench(cfg, sync, device: torch.device, steps: list[dict], comm_stats: dict | None,
-                    wall_s: float, measured_steps: int) -> dict | None:
+def comm_microbench(
+    cfg,
+    sync,
+    device: torch.device,
+    steps: list[dict],
+    comm_stats: dict | None,
+    wall_s: float,
+    measured_steps: int,
+) -> dict | None:
     """The sync's own calls, timed alone on the same ranks, process group and device: an all_reduce of each size the
     sync really sends (DDP: the buckets it built; flat: one buffer; per_param: every parameter), 1 warm-up + k timed
     calls per size, a barrier before each (comm.measure.time_window). This is the VGG11 thread's nccl-tests number,
@@ -74,7 +82,9 @@ def comm_microbench(cfg, sync, device: torch.device, steps: list[dict], comm_sta
     diagnose.microbench: true runs it with diagnose.microbench_iters calls per size; auto (default) runs it only when
     it costs at most diagnose.microbench_budget of the training (window + warm-up + probe steps, scaled from the
     window's wall clock), fitting k to that budget after the warm-up pass; false never. Rank 0 decides for all."""
-    from comm.measure import time_window  # here: comm.measure imports tasks.train.timing, which imports this package
+    from comm.measure import (
+        time_window,
+    )  # here: comm.measure imports tasks.train.timing, which imports this package
 
     d = cfg.diagnose
     mode = d.microbench
@@ -84,11 +94,18 @@ def comm_microbench(cfg, sync, device: torch.device, steps: list[dict], comm_sta
     iters, budget_fraction = int(d.microbench_iters), float(d.microbench_budget)
     run_s = wall_s * (cfg.warmup_steps + measured_steps + cfg.probe_steps) / max(measured_steps, 1)
     budget = budget_fraction * run_s
-    out = {"mode": str(mode).lower(), "budget_s": budget, "run_estimate_s": run_s, "skipped": skipped,
-           "timing": "CUDA events on the current stream" if device.type == "cuda" else "time.perf_counter",
-           "method": "all_reduce (SUM) of a zeroed buffer of each size the sync sends, alone on the same process "
-                     "group and device, after the window; 1 warm-up + k timed calls per size, barrier before each; "
-                     "rank 0's clock"}
+    out = {
+        "mode": str(mode).lower(),
+        "budget_s": budget,
+        "run_estimate_s": run_s,
+        "skipped": skipped,
+        "timing": "CUDA events on the current stream"
+        if device.type == "cuda"
+        else "time.perf_counter",
+        "method": "all_reduce (SUM) of a zeroed buffer of each size the sync sends, alone on the same process "
+        "group and device, after the window; 1 warm-up + k timed calls per size, barrier before each; "
+        "rank 0's clock",
+    }
     if skipped:
         return out
     calls = call_sizes(sizes)
@@ -106,7 +123,7 @@ def comm_microbench(cfg, sync, device: torch.device, steps: list[dict], comm_sta
     buf = torch.zeros(max(b for b, _ in sized) // element, dtype=dtype, device=device)
     timers = [lambda v=buf[: b // element]: dist.all_reduce(v) for b, _ in sized]
     t0 = time.perf_counter()
-    for timed in timers:                                    # the warm-up pass: first-call costs stay out
+    for timed in timers:  # the warm-up pass: first-call costs stay out
         time_window(timed, 1, device)
     first = time.perf_counter() - t0
     k = iters if mode is True else min(iters, int((budget - first) / first) if first > 0 else iters)
@@ -115,10 +132,17 @@ def comm_microbench(cfg, sync, device: torch.device, steps: list[dict], comm_sta
         out["skipped"] = _over_budget(first, budget, budget_fraction)
         return out
     samples = [[time_window(timed, 1, device) for _ in range(k)] for timed in timers]
-    out.update(iters=k, warmup=1, dtype=str(dtype).removeprefix("torch."), cost_s=time.perf_counter() - t0,
-               sizes=[_size_row(b, n, s, dist.get_world_size()) for (b, n), s in zip(sized, samples) if n],
-               total=_size_row(total, 1, samples[-2], dist.get_world_size()) if cfg.sync == "per_param" else None,
-               latency=_size_row(element, 1, samples[-1], dist.get_world_size()))
+    out.update(
+        iters=k,
+        warmup=1,
+        dtype=str(dtype).removeprefix("torch."),
+        cost_s=time.perf_counter() - t0,
+        sizes=[_size_row(b, n, s, dist.get_world_size()) for (b, n), s in zip(sized, samples) if n],
+        total=_size_row(total, 1, samples[-2], dist.get_world_size())
+        if cfg.sync == "per_param"
+        else None,
+        latency=_size_row(element, 1, samples[-1], dist.get_world_size()),
+    )
     return out
 
 
@@ -131,9 +155,18 @@ def _sync_sizes(cfg, sync) -> tuple[list[int], torch.dtype, str | None]:
         return [p.numel() * p.element_size() for p in sync.params], dtype, None
     optim = cfg.optim.name
     if optim == "powersgd":
-        return [], dtype, ("optim=powersgd: its all-reduces of P and Q depend on each bucket's matrix shapes and the "
-                           "rank; DDP's bucket sizes are not what it sends")
-    if optim in ("fp16", "bf16"):   # the hook all-reduces each bucket cast to half precision: same elements, 2 bytes
+        return (
+            [],
+            dtype,
+            (
+                "optim=powersgd: its all-reduces of P and Q depend on each bucket's matrix shapes and the "
+                "rank; DDP's bucket sizes are not what it sends"
+            ),
+        )
+    if optim in (
+        "fp16",
+        "bf16",
+    ):  # the hook all-reduces each bucket cast to half precision: same elements, 2 bytes
         half = torch.float16 if optim == "fp16" else torch.bfloat16
         return [b // 4 * 2 for b in sync.buckets()], half, None
     return sync.buckets(), dtype, None
@@ -149,9 +182,11 @@ def _comm_time_estimate(cfg, steps: list[dict], comm_stats: dict | None) -> floa
 
 
 def _over_budget(seconds: float, budget: float, fraction: float) -> str:
-    return (f"one pass of the sync's calls takes ~{seconds:.3g} s; with a warm-up pass and timed calls it would cost "
-            f"more than diagnose.microbench_budget={fraction:g} of this run ({budget:.3g} s). "
-            "diagnose.microbench=true runs it anyway")
+    return (
+        f"one pass of the sync's calls takes ~{seconds:.3g} s; with a warm-up pass and timed calls it would cost "
+        f"more than diagnose.microbench_budget={fraction:g} of this run ({budget:.3g} s). "
+        "diagnose.microbench=true runs it anyway"
+    )
 
 
 def _agreed(obj: dict) -> dict:
@@ -163,19 +198,43 @@ def _agreed(obj: dict) -> dict:
 
 def _size_row(nbytes: int, calls: int, samples: list[float], world_size: int) -> dict:
     t = describe(samples)
-    return {"bytes": nbytes, "calls": calls, "time_s": t,
-            "busbw_GBps": bw.busbw("all_reduce", nbytes, t["median"], world_size)}
+    return {
+        "bytes": nbytes,
+        "calls": calls,
+        "time_s": t,
+        "busbw_GBps": bw.busbw("all_reduce", nbytes, t["median"], world_size),
+    }
 
 
 def versus_microbench(comm: CommStats, microbench: dict, world_size: int) -> Comparison | None:
     """The sync set beside the on-rank microbenchmark of its own calls (result.comm.vs_microbench)."""
     if not microbench.get("sizes"):
         return None
-    calls = [{"bytes": r["bytes"], "calls": r["calls"], "time_s": r["time_s"]["median"],
-              **_interval(r["time_s"])} for r in microbench["sizes"]]
-    vs = typed_block(Comparison, versus_sync("on-rank microbenchmark", calls, comm.time_s, comm.bytes_per_step,
-                                             world_size, comm.method, comm.overlap_s), "result.comm.vs_microbench")
-    if vs is not None and microbench.get("total"):      # the thread's comparison: the whole gradient in one call
+    calls = [
+        {
+            "bytes": r["bytes"],
+            "calls": r["calls"],
+            "time_s": r["time_s"]["median"],
+            **_interval(r["time_s"]),
+        }
+        for r in microbench["sizes"]
+    ]
+    vs = typed_block(
+        Comparison,
+        versus_sync(
+            "on-rank microbenchmark",
+            calls,
+            comm.time_s,
+            comm.bytes_per_step,
+            world_size,
+            comm.method,
+            comm.overlap_s,
+        ),
+        "result.comm.vs_microbench",
+    )
+    if vs is not None and microbench.get(
+        "total"
+    ):  # the thread's comparison: the whole gradient in one call
         vs.one_call_of_total_s = microbench["total"]["time_s"]["median"]
     return vs
 

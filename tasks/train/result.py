@@ -1,6 +1,7 @@
 """What a task=train run hands in: per-rank figures gathered on rank 0, the communication figures, the run record's
 `result` (a TrainResult, built here whole), and the summary printed from a record. Kept apart from the loop so that
 the loop reads top to bottom as the measurement it is."""
+
 from __future__ import annotations
 
 import math
@@ -13,9 +14,27 @@ import torch
 from comm.bandwidth import bus_factor
 from base.context import JOB_START_ENV
 from base.record import Record, train_headline, typed_block
-from base.record_types import (Accuracy, Blocks, CommStats, DdpInfo, DeviceLayer, Fault, GradReady, H2d,
-                               Microbench, PhaseSeries, PhaseSummaries, PrecisionFlags, Series, SteadyState, Summary,
-                               Throughput, TimeBudget, TrainRank, TrainResult)
+from base.record_types import (
+    Accuracy,
+    Blocks,
+    CommStats,
+    DdpInfo,
+    DeviceLayer,
+    Fault,
+    GradReady,
+    H2d,
+    Microbench,
+    PhaseSeries,
+    PhaseSummaries,
+    PrecisionFlags,
+    Series,
+    SteadyState,
+    Summary,
+    Throughput,
+    TimeBudget,
+    TrainRank,
+    TrainResult,
+)
 from stats import block_throughput, describe, fmt_ci, steady_state
 from stats.fmt import ms
 from stats.within import RATE_MIN_BLOCKS
@@ -23,8 +42,11 @@ from stats.within import RATE_MIN_BLOCKS
 
 def thread_counts() -> dict:
     """This rank's CPU threading: on a 2-core machine the setting alone moved the same loop's speed by 35%."""
-    return {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads(),
-            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")}
+    return {
+        "intra_op": torch.get_num_threads(),
+        "inter_op": torch.get_num_interop_threads(),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+    }
 
 
 def rank_figures(ctx, steps: list[dict], window, cpu_s: float) -> dict:
@@ -41,36 +63,50 @@ def rank_figures(ctx, steps: list[dict], window, cpu_s: float) -> dict:
         "step_p90_s": float(np.percentile(step_times, 90)) if step_times else None,
         "phases_median": {n: float(np.median([s[n] for s in steps])) for n in names},
         "block_walls_s": list(window.walls),
-        "cpu_s_per_step": cpu_s / window.steps,  # all of this rank's threads: > wall per step = busy helpers
+        "cpu_s_per_step": cpu_s
+        / window.steps,  # all of this rank's threads: > wall per step = busy helpers
         "threads": thread_counts(),
     }
 
 
-def comm_figures(described: DdpInfo | None, world_size: int, steps: list[dict], probe: dict | None,
-                 collectives: float, nbytes: float) -> CommStats:
+def comm_figures(
+    described: DdpInfo | None,
+    world_size: int,
+    steps: list[dict],
+    probe: dict | None,
+    collectives: float,
+    nbytes: float,
+) -> CommStats:
     """exposed_s with its 95% interval where its samples give one (exposed_ci_*; exposed_n samples): DDP's comes from
     probe_steps untimed steps, one by default (a single sample: the tables say so, and the diagnosis does not act
     on it alone); the explicit strategies' from every measured step's sync phase. described: DDP's own report
     (None for the explicit strategies)."""
     sync_times = [s["sync"] for s in steps if "sync" in s]
-    buckets = described.buckets if described is not None else None   # DDP only
+    buckets = described.buckets if described is not None else None  # DDP only
     exposed = None
     if probe is not None:  # DDP: its runtime stats from the probe steps
         time_s, overlap_s = probe["comm_s"], probe["overlap_s"]
         exposed = probe.get("exposed_samples_s") or [max(0.0, time_s - overlap_s)]
         backward_compute_s = probe["backward_compute_s"]
-        method = probe.get("method") or ("DDP runtime stats (reducer timers) over the untimed probe steps: time = "
-                                         "first bucket all-reduce start to last finish; exposed = time - overlap "
-                                         "with backward compute")
+        method = probe.get("method") or (
+            "DDP runtime stats (reducer timers) over the untimed probe steps: time = "
+            "first bucket all-reduce start to last finish; exposed = time - overlap "
+            "with backward compute"
+        )
     elif sync_times and buckets is None:  # explicit strategies: the sync phase is all communication
         time_s, exposed = float(np.median(sync_times)), sync_times
         overlap_s, backward_compute_s = 0.0, None
-        method = "median sync phase of the measured steps (no overlap: all-reduce runs after backward)"
+        method = (
+            "median sync phase of the measured steps (no overlap: all-reduce runs after backward)"
+        )
     else:  # nothing timed the communication: say so rather than print 0
         time_s = overlap_s = backward_compute_s = None
-        method = "not measured: " + ("probe_steps=0, and only DDP's runtime stats in the probe steps time its "
-                                     "all-reduce (it runs inside backward)" if buckets is not None
-                                     else "timing=false, and the sync phase times the explicit strategies")
+        method = "not measured: " + (
+            "probe_steps=0, and only DDP's runtime stats in the probe steps time its "
+            "all-reduce (it runs inside backward)"
+            if buckets is not None
+            else "timing=false, and the sync phase times the explicit strategies"
+        )
     algbw = nbytes / time_s / 1e9 if time_s else None
     ex = describe(exposed) if exposed else None
     ci = ex is not None and ex["ci_level"] >= 0.95
@@ -91,11 +127,26 @@ def comm_figures(described: DdpInfo | None, world_size: int, steps: list[dict], 
     )
 
 
-def assemble(cfg, ctx, described: DdpInfo | None, feeder, steps, everyone, comm: CommStats | None, window,
-             marks: dict, final_loss, grad_error, *, forward_dtype: str | None = None,
-             precision_flags: PrecisionFlags | None = None, grad_ready: dict | None = None,
-             microbench: dict | None = None, fault: Fault | None = None,
-             device_layer: DeviceLayer | None = None) -> TrainResult:
+def assemble(
+    cfg,
+    ctx,
+    described: DdpInfo | None,
+    feeder,
+    steps,
+    everyone,
+    comm: CommStats | None,
+    window,
+    marks: dict,
+    final_loss,
+    grad_error,
+    *,
+    forward_dtype: str | None = None,
+    precision_flags: PrecisionFlags | None = None,
+    grad_ready: dict | None = None,
+    microbench: dict | None = None,
+    fault: Fault | None = None,
+    device_layer: DeviceLayer | None = None,
+) -> TrainResult:
     """Rank 0's TrainResult from what the loop measured and gathered (everyone: each rank's rank_figures)."""
     from tasks.train.probes import versus_microbench
     from tasks.train.stragglers import find_straggler
@@ -111,22 +162,41 @@ def assemble(cfg, ctx, described: DdpInfo | None, feeder, steps, everyone, comm:
     steady["of"] = "step times (rank 0)" if steps else "block wall clock per step"
     slowest = max(everyone, key=lambda r: r["step_median_s"] or r["wall_s"])["rank"]
     device = ctx.torch_device
-    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{ctx.hostname} CPU"
+    device_name = (
+        torch.cuda.get_device_name(device) if device.type == "cuda" else f"{ctx.hostname} CPU"
+    )
     scale = lambda v: None if v is None else v * per_step  # noqa: E731 - steps/s -> samples/s
     micro = typed_block(Microbench, microbench, "result.microbench")
     if comm is not None and microbench is not None:
         comm.vs_microbench = versus_microbench(comm, microbench, ctx.world_size)
     throughput = Throughput(
-        wall_s=sum(walls), steps_per_s=tp["steps_per_s"], ci_lo=tp["ci_lo"], ci_hi=tp["ci_hi"],
-        samples_per_s=scale(tp["steps_per_s"]), samples_ci_lo=scale(tp["ci_lo"]), samples_ci_hi=scale(tp["ci_hi"]),
-        ci_level=0.95, n_blocks=tp["n_blocks"], method=tp["method"], lag1=tp["lag1"], n_eff=tp["n_eff"],
-        batches=tp["batches"], blocks=Blocks(walls_s=walls, steps=list(window.sizes)),
-        basis="wall clock of each timed block on its slowest rank")
-    step_time = typed_block(Summary, describe(step_times, serial_series=True), "result.step_time_s") \
-        if steps else None
+        wall_s=sum(walls),
+        steps_per_s=tp["steps_per_s"],
+        ci_lo=tp["ci_lo"],
+        ci_hi=tp["ci_hi"],
+        samples_per_s=scale(tp["steps_per_s"]),
+        samples_ci_lo=scale(tp["ci_lo"]),
+        samples_ci_hi=scale(tp["ci_hi"]),
+        ci_level=0.95,
+        n_blocks=tp["n_blocks"],
+        method=tp["method"],
+        lag1=tp["lag1"],
+        n_eff=tp["n_eff"],
+        batches=tp["batches"],
+        blocks=Blocks(walls_s=walls, steps=list(window.sizes)),
+        basis="wall clock of each timed block on its slowest rank",
+    )
+    step_time = (
+        typed_block(Summary, describe(step_times, serial_series=True), "result.step_time_s")
+        if steps
+        else None
+    )
     # the time per step the throughput implies: what every rank spends
-    step_s = throughput.wall_s / window.steps if throughput.wall_s and window.steps else \
-        (step_time.median if step_time is not None else None)
+    step_s = (
+        throughput.wall_s / window.steps
+        if throughput.wall_s and window.steps
+        else (step_time.median if step_time is not None else None)
+    )
     result = TrainResult(
         device=device.type,
         device_name=device_name,
@@ -150,20 +220,34 @@ def assemble(cfg, ctx, described: DdpInfo | None, feeder, steps, everyone, comm:
         measure=window.describe(),
         throughput=throughput,
         step_time_s=step_time,
-        phases=typed_block(PhaseSummaries, {n: describe([s[n] for s in steps], serial_series=True) for n in names},
-                           "result.phases") if steps else None,   # keyed by the phases timed (graph_replay)
+        phases=typed_block(
+            PhaseSummaries,
+            {n: describe([s[n] for s in steps], serial_series=True) for n in names},
+            "result.phases",
+        )
+        if steps
+        else None,  # keyed by the phases timed (graph_replay)
         steady=steady["steady"],
         steady_state=typed_block(SteadyState, steady, "result.steady_state"),
-        per_rank=[typed_block(TrainRank, r, f"result.per_rank[{i}]") for i, r in enumerate(everyone)],
+        per_rank=[
+            typed_block(TrainRank, r, f"result.per_rank[{i}]") for i, r in enumerate(everyone)
+        ],
         slowest_rank=slowest,
         comm=comm,
         ddp=described,
-        accuracy=Accuracy(final_loss=final_loss, grad_rel_error=grad_error,
-                          grad_error_steps=cfg.probe_steps if grad_error is not None else 0),
+        accuracy=Accuracy(
+            final_loss=final_loss,
+            grad_rel_error=grad_error,
+            grad_error_steps=cfg.probe_steps if grad_error is not None else 0,
+        ),
         h2d=H2d(mode=cfg.h2d, copies=feeder.copies, note=feeder.note),
         time_budget=time_budget(marks, window.window_s),
-        series=Series(step_time_s=step_times,
-                      phases=typed_block(PhaseSeries, {n: [s[n] for s in steps] for n in names}, "result.series")),
+        series=Series(
+            step_time_s=step_times,
+            phases=typed_block(
+                PhaseSeries, {n: [s[n] for s in steps] for n in names}, "result.series"
+            ),
+        ),
         microbench=micro,
         straggler=find_straggler(everyone, step_s),
         fault=fault,
@@ -172,9 +256,11 @@ def assemble(cfg, ctx, described: DdpInfo | None, feeder, steps, everyone, comm:
     )
     result.headline = train_headline(result)
     if not math.isfinite(final_loss):  # printed by job.finalise and kept in the record
-        result.warnings = [f"the training loss is {final_loss} (not finite): the data or the settings (lr, "
-                           f"precision) produce NaN/inf. The timings stand; the loss and gradients are not "
-                           f"meaningful."]
+        result.warnings = [
+            f"the training loss is {final_loss} (not finite): the data or the settings (lr, "
+            f"precision) produce NaN/inf. The timings stand; the loss and gradients are not "
+            f"meaningful."
+        ]
     return result
 
 
@@ -184,9 +270,15 @@ def time_budget(marks: dict, window_s: float) -> TimeBudget:
     now = time.time()
     start = float(os.environ.get(JOB_START_ENV) or marks["start"])
     job = now - start
-    return TimeBudget(job_s=job, before_task_s=marks["start"] - start, setup_s=marks["setup"] - marks["start"],
-                      warmup_s=marks["warmup"] - marks["setup"], window_s=window_s,
-                      probes_s=marks["probes"] - marks["window"], window_share=window_s / job if job > 0 else None)
+    return TimeBudget(
+        job_s=job,
+        before_task_s=marks["start"] - start,
+        setup_s=marks["setup"] - marks["start"],
+        warmup_s=marks["warmup"] - marks["setup"],
+        window_s=window_s,
+        probes_s=marks["probes"] - marks["window"],
+        window_share=window_s / job if job > 0 else None,
+    )
 
 
 def _ms_ci(d: Summary) -> str:
@@ -201,8 +293,13 @@ def _ms_ci(d: Summary) -> str:
 def summarize_window(r: TrainResult) -> list[str]:
     """Throughput with its interval, how the window ended, steadiness and the phase table (with CIs)."""
     tp, m = r.throughput, r.measure
+
     def unit(v, lo, hi, u):
-        return fmt_ci(v, lo, hi, u) if lo is not None else f"{v:.4g} {u} (no CI under {RATE_MIN_BLOCKS} blocks)"
+        return (
+            fmt_ci(v, lo, hi, u)
+            if lo is not None
+            else f"{v:.4g} {u} (no CI under {RATE_MIN_BLOCKS} blocks)"
+        )
 
     lines = [
         f"throughput  {unit(tp.steps_per_s, tp.ci_lo, tp.ci_hi, 'steps/s')}   "
@@ -212,36 +309,53 @@ def summarize_window(r: TrainResult) -> list[str]:
     ]
     if tp.lag1 is not None:
         n_eff = f"{tp.n_eff:.0f}" if tp.n_eff is not None else "n/a"
-        lines.append(f"            serial correlation of the blocks: lag-1 {tp.lag1:.2f}, worth ~{n_eff} "
-                     f"independent blocks of {tp.n_blocks}; one run's interval holds its own noise only "
-                     "(repeats add the spread between runs)")
+        lines.append(
+            f"            serial correlation of the blocks: lag-1 {tp.lag1:.2f}, worth ~{n_eff} "
+            f"independent blocks of {tp.n_blocks}; one run's interval holds its own noise only "
+            "(repeats add the spread between runs)"
+        )
     if m is not None and m.to_dict():
         each = "1 step" if m.block_steps == 1 else f"<= {m.block_steps} steps"
         how = f"window      {m.steps} steps in {m.blocks} timed blocks of {each}, measure.policy={m.policy}"
         if m.policy == "adaptive":
             half = "n/a" if m.rel_ci_halfwidth is None else f"+-{m.rel_ci_halfwidth:.1%}"
-            how += (f": median step known to {half} on rank 0 (target +-{m.rel_ci_target:.1%} on every rank); "
-                    + ("target reached" if m.target_reached
-                       else f"stopped by {m.stopped_by}: TARGET NOT REACHED"))
+            how += (
+                f": median step known to {half} on rank 0 (target +-{m.rel_ci_target:.1%} on every rank); "
+                + (
+                    "target reached"
+                    if m.target_reached
+                    else f"stopped by {m.stopped_by}: TARGET NOT REACHED"
+                )
+            )
         lines.append(how)
     st = r.steady_state
     if st is not None and st.steady is False:
-        lines.append(f"WARNING     {st.reason} ({st.of}): warm-up was not enough (raise warmup_steps) or the "
-                     f"machine changed during the window; steady: false")
+        lines.append(
+            f"WARNING     {st.reason} ({st.of}): warm-up was not enough (raise warmup_steps) or the "
+            f"machine changed during the window; steady: false"
+        )
     elif st is not None and st.to_dict():
         verdict = "yes" if st.steady else ("unknown" if st.drift is not None else "untested")
         lines.append(f"steady      {verdict}: {st.reason} ({st.of})")
     phases = timed_phases(r)
     if phases:
         step = r.step_time_s
-        lines += ["", f"{'phase':<12}{'median ms [95% CI]':>28}{'IQR ms':>10}{'outliers':>10}{'share':>8}   (rank 0)"]
+        lines += [
+            "",
+            f"{'phase':<12}{'median ms [95% CI]':>28}{'IQR ms':>10}{'outliers':>10}{'share':>8}   (rank 0)",
+        ]
         for name, d in [*phases.items(), ("step", step)]:
             share = f"{d.median / step.median:>8.1%}" if step.median and name != "step" else ""
             outliers = (d.outliers_low or 0) + (d.outliers_high or 0)
             lines.append(f"{name:<12}{_ms_ci(d):>28}{d.iqr * 1e3:>10.3g}{outliers:>10}{share}")
-        lines.append(f"(median CI: {step.ci_method}; outliers: beyond Tukey's fences, 1.5 IQR"
-                     + ("; * no 95% interval: fewer than 10 steps)" if step.ci_lo is None
-                        or (step.ci_level or 1) < 0.95 else ")"))
+        lines.append(
+            f"(median CI: {step.ci_method}; outliers: beyond Tukey's fences, 1.5 IQR"
+            + (
+                "; * no 95% interval: fewer than 10 steps)"
+                if step.ci_lo is None or (step.ci_level or 1) < 0.95
+                else ")"
+            )
+        )
     return lines
 
 
@@ -249,7 +363,11 @@ def timed_phases(r: TrainResult) -> dict[str, Summary]:
     """The phases the record timed, in its order (a phase never timed is absent)."""
     if r.phases is None:
         return {}
-    return {name: getattr(r.phases, name) for name in r.phases.to_dict() if getattr(r.phases, name, None) is not None}
+    return {
+        name: getattr(r.phases, name)
+        for name in r.phases.to_dict()
+        if getattr(r.phases, name, None) is not None
+    }
 
 
 def exposed_text(c: CommStats, short: bool = False) -> str:
@@ -263,7 +381,8 @@ def exposed_text(c: CommStats, short: bool = False) -> str:
     if n is None:
         return f"{ms(c.exposed_s)} ms"
     return f"{ms(c.exposed_s)} ms ({n} probe step{'s' if n > 1 else ''}" + (
-        ")" if short else ": no interval; probe_steps=6 gives one)")
+        ")" if short else ": no interval; probe_steps=6 gives one)"
+    )
 
 
 MOSTLY = {"outside": "outside the timed phases"}
@@ -281,56 +400,95 @@ def summarize(record: Record) -> str:
     ]
     c = r.comm
     if c is not None and c.to_dict():
-        f = lambda v, scale=1e3: "n/a" if v is None else (  # noqa: E731 - a local formatter
-            ms(v) if scale == 1e3 else f"{v * scale:.3g}")
+        f = lambda v, scale=1e3: (  # noqa: E731 - a local formatter
+            "n/a" if v is None else (ms(v) if scale == 1e3 else f"{v * scale:.3g}")
+        )
         lines += [
             "",
             f"gradient sync: {c.collectives_per_step:.0f} collectives/step, {c.bytes_per_step / 1e6:.3g} MB/step"
-            + (f", {c.buckets.count} buckets" if c.buckets is not None and c.buckets.to_dict() else ""),
+            + (
+                f", {c.buckets.count} buckets"
+                if c.buckets is not None and c.buckets.to_dict()
+                else ""
+            ),
             f"  comm {f(c.time_s)} ms, overlapped with backward {f(c.overlap_s)} ms, exposed {exposed_text(c)}"
-            + (f", backward compute {f(c.backward_compute_s)} ms" if c.backward_compute_s is not None else ""),
+            + (
+                f", backward compute {f(c.backward_compute_s)} ms"
+                if c.backward_compute_s is not None
+                else ""
+            ),
             f"  algbw {f(c.algbw_GBps, 1)} GB/s  busbw {f(c.busbw_GBps, 1)} GB/s  ({c.method})",
         ]
         caps = r.ddp.bucket_caps if r.ddp is not None else None
         built = r.ddp.buckets if r.ddp is not None else None
         if caps is not None and caps.to_dict():
             sizes = (built.sizes_bytes if built is not None else None) or []
-            shown = ", ".join(f"{b / 1e6:.3g}" for b in sizes[:8]) + (", ..." if len(sizes) > 8 else "")
-            how = ("as built after DDP's rebuild, in all-reduce order" if built is not None and built.rebuilt
-                   else "as first built (DDP had not rebuilt them yet)")
+            shown = ", ".join(f"{b / 1e6:.3g}" for b in sizes[:8]) + (
+                ", ..." if len(sizes) > 8 else ""
+            )
+            how = (
+                "as built after DDP's rebuild, in all-reduce order"
+                if built is not None and built.rebuilt
+                else "as first built (DDP had not rebuilt them yet)"
+            )
             lines.append(f"  buckets: {caps.rule}; {how}: {shown} MB")
     acc = r.accuracy
     lines.append("")
-    if acc is not None and acc.final_loss is not None:   # task=script: the script's loss is its own
-        lines.append(f"loss {acc.final_loss:.4f}" + (f"   gradient rel. error vs exact fp32 all-reduce "
-                                                 f"{acc.grad_rel_error:.3e}"
-                                                     if acc.grad_rel_error is not None else ""))
+    if acc is not None and acc.final_loss is not None:  # task=script: the script's loss is its own
+        lines.append(
+            f"loss {acc.final_loss:.4f}"
+            + (
+                f"   gradient rel. error vs exact fp32 all-reduce {acc.grad_rel_error:.3e}"
+                if acc.grad_rel_error is not None
+                else ""
+            )
+        )
     per = r.per_rank or []
     if len(per) > 1:
-        lines.append("per rank: " + "  ".join(
-            f"r{p.rank}@{p.host} {p.step_median_s * 1e3:.1f} ms" for p in per
-            if p.step_median_s is not None)
-            + f"   slowest: rank {r.slowest_rank}")
+        lines.append(
+            "per rank: "
+            + "  ".join(
+                f"r{p.rank}@{p.host} {p.step_median_s * 1e3:.1f} ms"
+                for p in per
+                if p.step_median_s is not None
+            )
+            + f"   slowest: rank {r.slowest_rank}"
+        )
     s = r.straggler
     if s is not None and s.to_dict():  # the rank the others wait for (tasks/train/stragglers.py)
-        lines.append(f"straggler: rank {s.rank}, {s.by_s * 1e3:+.1f} ms of work between collectives per step "
-                     f"against the others' median (mostly {MOSTLY.get(s.mostly, s.mostly)})"
-                     + {True: "", False: ", inside the ranks' intervals: not significant",
-                        None: ", no interval"}[s.significant])
+        lines.append(
+            f"straggler: rank {s.rank}, {s.by_s * 1e3:+.1f} ms of work between collectives per step "
+            f"against the others' median (mostly {MOSTLY.get(s.mostly, s.mostly)})"
+            + {
+                True: "",
+                False: ", inside the ranks' intervals: not significant",
+                None: ", no interval",
+            }[s.significant]
+        )
     lines.append(f"h2d: {r.h2d.mode} - {r.h2d.note}")
     threads = {str(p.threads.to_dict() if p.threads is not None else None) for p in per}
     if per and per[0].threads is not None and per[0].threads.to_dict():
         t = per[0].threads
-        lines.append(f"threads: intra-op {t.intra_op}, inter-op {t.inter_op}, "
-                     f"OMP_NUM_THREADS={t.OMP_NUM_THREADS}"
-                     + (" (every rank)" if len(threads) == 1 else " (rank 0; they differ: see per_rank in the record)"))
+        lines.append(
+            f"threads: intra-op {t.intra_op}, inter-op {t.inter_op}, "
+            f"OMP_NUM_THREADS={t.OMP_NUM_THREADS}"
+            + (
+                " (every rank)"
+                if len(threads) == 1
+                else " (rank 0; they differ: see per_rank in the record)"
+            )
+        )
     b = r.time_budget
     if b is not None and b.window_share is not None:
-        lines.append(f"time: measured window {b.window_s:.1f} s of {b.job_s:.1f} s job "
-                     f"({b.window_share:.0%}); start {b.before_task_s:.1f} s, set-up {b.setup_s:.1f} s, "
-                     f"warm-up {b.warmup_s:.1f} s, probes {b.probes_s:.1f} s")
+        lines.append(
+            f"time: measured window {b.window_s:.1f} s of {b.job_s:.1f} s job "
+            f"({b.window_share:.0%}); start {b.before_task_s:.1f} s, set-up {b.setup_s:.1f} s, "
+            f"warm-up {b.warmup_s:.1f} s, probes {b.probes_s:.1f} s"
+        )
     if b is not None and b.launcher_cpu_share is not None:
-        lines.append(f"launcher: {b.launcher_cpu_s:.2f} CPU s over the {b.launcher_wall_s:.1f} s launch "
-                     f"({b.launcher_cpu_share:.1%} of one core on average: the parent's elastic agent and heartbeat "
-                     "watch)")
+        lines.append(
+            f"launcher: {b.launcher_cpu_s:.2f} CPU s over the {b.launcher_wall_s:.1f} s launch "
+            f"({b.launcher_cpu_share:.1%} of one core on average: the parent's elastic agent and heartbeat "
+            "watch)"
+        )
     return "\n".join(lines)

@@ -6,6 +6,7 @@ wait, its host-to-device copy, forward, backward compute, the optimizer step and
 phases: hooks, logging), none of its waiting for the others. Each rank measures that, and its CPU use and run-queue
 wait over the window; rank 0 names the rank whose work takes longest, and by how much: that is what the others wait.
 """
+
 from __future__ import annotations
 
 import glob
@@ -18,7 +19,13 @@ import torch
 from base.record_types import Straggler, StragglerRank
 from stats import describe
 
-PARTS = ("data", "h2d", "compute", "optimizer", "outside")   # a rank's work between collectives, in the loop's order
+PARTS = (
+    "data",
+    "h2d",
+    "compute",
+    "optimizer",
+    "outside",
+)  # a rank's work between collectives, in the loop's order
 
 
 def cpu_usage(since: dict | None = None) -> dict:
@@ -30,10 +37,15 @@ def cpu_usage(since: dict | None = None) -> dict:
     from device.host import host_cpu_jiffies as _host_cpu_jiffies
 
     ru = resource.getrusage(resource.RUSAGE_SELF)
-    now = {"cpu_s": ru.ru_utime + ru.ru_stime, "voluntary_switches": ru.ru_nvcsw,
-           "involuntary_switches": ru.ru_nivcsw, "wall_s": time.perf_counter(), "runqueue_s": _runqueue_s(),
-           "main_runqueue_s": _runqueue_s("/proc/self/schedstat"),
-           "host": _host_cpu_jiffies()}
+    now = {
+        "cpu_s": ru.ru_utime + ru.ru_stime,
+        "voluntary_switches": ru.ru_nvcsw,
+        "involuntary_switches": ru.ru_nivcsw,
+        "wall_s": time.perf_counter(),
+        "runqueue_s": _runqueue_s(),
+        "main_runqueue_s": _runqueue_s("/proc/self/schedstat"),
+        "host": _host_cpu_jiffies(),
+    }
     if since is None:
         return now
     queues = ("runqueue_s", "main_runqueue_s")
@@ -54,13 +66,14 @@ def _runqueue_s(pattern: str = "/proc/self/task/*/schedstat") -> float | None:
             with open(path) as f:
                 total += int(f.read().split()[1])
             seen = True
-        except (OSError, IndexError, ValueError):      # a thread that ended meanwhile
+        except (OSError, IndexError, ValueError):  # a thread that ended meanwhile
             continue
     return total / 1e9 if seen else None
 
 
-def rank_work(steps: list[dict], comm_stats: dict | None, window_usage: dict, walls: list[float] | None = None
-              ) -> dict | None:
+def rank_work(
+    steps: list[dict], comm_stats: dict | None, window_usage: dict, walls: list[float] | None = None
+) -> dict | None:
     """This rank's work per step between two collectives, and where its window's time went.
 
     With DDP the backward phase also holds the wait for the all-reduce (and so for the other ranks), so backward compute
@@ -77,8 +90,14 @@ def rank_work(steps: list[dict], comm_stats: dict | None, window_usage: dict, wa
     step_mean = sum(s["step"] for s in steps) / n
     wall_per_step = sum(walls) / n if walls else None
     outside = max(0.0, wall_per_step - step_mean) if wall_per_step is not None else 0.0
-    local = [s["data"] + s["h2d"] + s["forward"] + (0.0 if comm_stats else s["backward"]) + s.get("optimizer", 0.0)
-             for s in steps]
+    local = [
+        s["data"]
+        + s["h2d"]
+        + s["forward"]
+        + (0.0 if comm_stats else s["backward"])
+        + s.get("optimizer", 0.0)
+        for s in steps
+    ]
     backward = ddp_backward if comm_stats else statistics.median(s["backward"] for s in steps)
     ready = describe([x + (ddp_backward or 0.0) + outside for x in local])
     forward = statistics.median(s["forward"] for s in steps)
@@ -91,14 +110,16 @@ def rank_work(steps: list[dict], comm_stats: dict | None, window_usage: dict, wa
         "compute_s": forward + (backward or 0.0),
         "optimizer_s": statistics.median(s.get("optimizer", 0.0) for s in steps),
         "outside_s": outside,
-        "backward_from": "DDP's reducer timer (median of the probe steps)" if comm_stats else "backward phase",
+        "backward_from": "DDP's reducer timer (median of the probe steps)"
+        if comm_stats
+        else "backward phase",
         "what": "work between two collectives per step: data + H2D + forward + backward compute + optimizer + the "
-                "time outside the timed phases (hooks, logging); no waiting for other ranks",
-        "phases_mean_s": mean,       # the window's means, which add up (the accounting of a step: diagnosis)
+        "time outside the timed phases (hooks, logging); no waiting for other ranks",
+        "phases_mean_s": mean,  # the window's means, which add up (the accounting of a step: diagnosis)
         "step_mean_s": step_mean,
         "wall_per_step_s": wall_per_step,
         "torch_threads": torch.get_num_threads(),
-        **window_usage,          # over the window: cpu_s, wall_s, voluntary/involuntary_switches, runqueue_s, host_busy
+        **window_usage,  # over the window: cpu_s, wall_s, voluntary/involuntary_switches, runqueue_s, host_busy
         "steps": n,
     }
 
@@ -113,24 +134,46 @@ def find_straggler(everyone: list[dict], step_s: float | None) -> Straggler | No
     others = [r for r in ranks if r is not slow]
     median_of = lambda key: statistics.median(_part(r, key) for r in others)  # noqa: E731 - one use, below
     gap = slow["work"]["ready_s"]["median"] - median_of("ready")
-    parts = {key: _part(slow, key) - median_of(key) for key in PARTS if _part(slow, key) is not None}
+    parts = {
+        key: _part(slow, key) - median_of(key) for key in PARTS if _part(slow, key) is not None
+    }
     s = slow["work"]["ready_s"]
-    significant = s["ci_lo"] > max(r["work"]["ready_s"]["ci_hi"] for r in others) if s.get("ci_level", 0) >= 0.75 \
+    significant = (
+        s["ci_lo"] > max(r["work"]["ready_s"]["ci_hi"] for r in others)
+        if s.get("ci_level", 0) >= 0.75
         else None
+    )
     return Straggler(
-        rank=slow["rank"], host=slow.get("host"), by_s=gap,
+        rank=slow["rank"],
+        host=slow.get("host"),
+        by_s=gap,
         share_of_step=gap / step_s if step_s else None,
-        significant=significant, mostly=max(parts, key=parts.get), parts_s=parts,
-        per_rank=[StragglerRank(rank=r["rank"], host=r.get("host"), ready_s=r["work"]["ready_s"]["median"],
-                                ready_ci=[r["work"]["ready_s"]["ci_lo"], r["work"]["ready_s"]["ci_hi"]],
-                                data_s=r["work"]["data_s"], h2d_s=r["work"]["h2d_s"],
-                                compute_s=r["work"]["compute_s"], optimizer_s=r["work"].get("optimizer_s"),
-                                outside_s=r["work"].get("outside_s"), torch_threads=r["work"]["torch_threads"],
-                                cpu_s=r["work"]["cpu_s"], runqueue_s=r["work"].get("runqueue_s"),
-                                involuntary_switches=r["work"]["involuntary_switches"]) for r in ranks],
-        method=("work between collectives per step = data wait + H2D + forward + backward compute + optimizer + "
-                "time outside the timed phases; the rank with the largest median against the other ranks' median; "
-                "significant when its interval clears every other rank's"),
+        significant=significant,
+        mostly=max(parts, key=parts.get),
+        parts_s=parts,
+        per_rank=[
+            StragglerRank(
+                rank=r["rank"],
+                host=r.get("host"),
+                ready_s=r["work"]["ready_s"]["median"],
+                ready_ci=[r["work"]["ready_s"]["ci_lo"], r["work"]["ready_s"]["ci_hi"]],
+                data_s=r["work"]["data_s"],
+                h2d_s=r["work"]["h2d_s"],
+                compute_s=r["work"]["compute_s"],
+                optimizer_s=r["work"].get("optimizer_s"),
+                outside_s=r["work"].get("outside_s"),
+                torch_threads=r["work"]["torch_threads"],
+                cpu_s=r["work"]["cpu_s"],
+                runqueue_s=r["work"].get("runqueue_s"),
+                involuntary_switches=r["work"]["involuntary_switches"],
+            )
+            for r in ranks
+        ],
+        method=(
+            "work between collectives per step = data wait + H2D + forward + backward compute + optimizer + "
+            "time outside the timed phases; the rank with the largest median against the other ranks' median; "
+            "significant when its interval clears every other rank's"
+        ),
     )
 
 

@@ -1,10 +1,11 @@
 """Gradient synchronisation strategies (`sync=`). Every one leaves the same averaged gradient in p.grad.
 
-    local      no communication: the single-device baseline (the ViT study's "no DDP")
-    per_param  the VGG11 thread's loop: one all_reduce per parameter after backward
-    flat       all gradients copied into one buffer, one all_reduce, copied back
-    ddp        DistributedDataParallel: bucketed all-reduce overlapping backward, knobs and comm hooks (ddp.py)
+local      no communication: the single-device baseline (the ViT study's "no DDP")
+per_param  the VGG11 thread's loop: one all_reduce per parameter after backward
+flat       all gradients copied into one buffer, one all_reduce, copied back
+ddp        DistributedDataParallel: bucketed all-reduce overlapping backward, knobs and comm hooks (ddp.py)
 """
+
 from __future__ import annotations
 
 from contextlib import nullcontext
@@ -19,9 +20,12 @@ from base.record_types import DdpInfo
 class Sync:
     """What the step loop, the probes and the result assembly may ask of a strategy. The base is `sync=local`:
     every answer says "no communication", so no caller needs to know which strategy it holds."""
-    communicates = False      # sends anything at all (False: no comm figures in the record)
-    lossy = False             # delivers an approximate average (compression): the gradient-error probe applies
-    runtime_stats_kind = None  # "ddp": comm/overlap times come from DDP's reducer timers (engine probes read them)
+
+    communicates = False  # sends anything at all (False: no comm figures in the record)
+    lossy = False  # delivers an approximate average (compression): the gradient-error probe applies
+    runtime_stats_kind = (
+        None  # "ddp": comm/overlap times come from DDP's reducer timers (engine probes read them)
+    )
 
     def __init__(self, model: nn.Module):
         self.model = model
@@ -68,11 +72,13 @@ class FlatSync(Sync):
     def __init__(self, model: nn.Module):
         super().__init__(model)
         ref = self.params[0]
-        self.buffer = torch.empty(sum(p.numel() for p in self.params), dtype=ref.dtype, device=ref.device)
+        self.buffer = torch.empty(
+            sum(p.numel() for p in self.params), dtype=ref.dtype, device=ref.device
+        )
         self.views = []
         offset = 0
         for p in self.params:
-            self.views.append(self.buffer[offset:offset + p.numel()].view_as(p))
+            self.views.append(self.buffer[offset : offset + p.numel()].view_as(p))
             offset += p.numel()
 
     def after_backward(self) -> None:

@@ -4,6 +4,7 @@ GPU: a CUDA event is recorded on the compute stream at every phase boundary; dur
 the host never waits inside it. A phase's GPU time is how long the stream spent between its boundaries: host stalls
 (a slow loader) show up as the gap the GPU had to wait. CPU (and device=fake): the host clock at the same boundaries.
 With timing off, no boundaries are recorded at all (see tasks/train/harness_cost.py for what they cost)."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -19,7 +20,9 @@ class PhaseTimer:
         self.clock = Clock(device)
         self.enabled = enabled
         self.nvtx = nvtx and self.clock.device.kind == "cuda"
-        self.steps: list[list[tuple[str, object]]] = []   # per step: [("start", mark), (phase, mark at its end), ...]
+        self.steps: list[
+            list[tuple[str, object]]
+        ] = []  # per step: [("start", mark), (phase, mark at its end), ...]
 
     def start_step(self) -> None:
         if self.enabled:

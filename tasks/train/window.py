@@ -9,6 +9,7 @@ interval even with timing=false (batch means over the blocks: stats.within). Bet
 `policy=adaptive` asks whether the window has the steps Stein's two-stage rule planned from its first 20 (or `steps`)
 for a median known to `measure.rel_ci` (stats.summary.planned_steps); the ranks agree through one all_reduce of two
 flags, so every rank stops after the same block. `policy=fixed` measures exactly `steps` and needs no agreement."""
+
 from __future__ import annotations
 
 import time
@@ -22,8 +23,10 @@ from stats.summary import MIN_BLOCKS
 from stats.within import BATCHES
 from device import synchronize
 
-AGREEMENT = ("one all_reduce(MAX) of [any rank wants more, any rank stopped on a cap] after each block, outside the "
-             "timed blocks")
+AGREEMENT = (
+    "one all_reduce(MAX) of [any rank wants more, any rank stopped on a cap] after each block, outside the "
+    "timed blocks"
+)
 
 
 def block_size(steps: int, block_steps: int) -> int:
@@ -43,11 +46,11 @@ class Window:
         self.max_steps = None if m.max_steps is None else int(m.max_steps)
         self.max_s = None if m.max_s is None else float(m.max_s)
         self.device, self.timer, self.counter = device, timer, counter
-        self.walls: list[float] = []        # per block, this rank
-        self.sizes: list[int] = []          # steps per block
+        self.walls: list[float] = []  # per block, this rank
+        self.sizes: list[int] = []  # steps per block
         self.stopped_by = None
         self.target_reached = None
-        self.window_s = 0.0                 # first block's start to the last one's end, agreement included
+        self.window_s = 0.0  # first block's start to the last one's end, agreement included
 
     @property
     def steps(self) -> int:
@@ -63,10 +66,15 @@ class Window:
         """The progress bar's name for the window: how it ends."""
         if self.policy == "fixed":
             return "measured"
-        caps = [f"{self.max_steps} steps" if self.max_steps is not None else None,
-                f"{self.max_s:g} s" if self.max_s is not None else None]
-        return (f"measured (min {self.min_steps}; until +-{self.rel_ci:.0%} or " + " or ".join(c for c in caps if c)
-                + ")")
+        caps = [
+            f"{self.max_steps} steps" if self.max_steps is not None else None,
+            f"{self.max_s:g} s" if self.max_s is not None else None,
+        ]
+        return (
+            f"measured (min {self.min_steps}; until +-{self.rel_ci:.0%} or "
+            + " or ".join(c for c in caps if c)
+            + ")"
+        )
 
     def blocks(self, between=None):
         """The size of each timed block, in turn. between(): called after each block, outside its timed span (the
@@ -96,8 +104,12 @@ class Window:
         """What the stopping rule and the record's precision figure are about: this rank's step times when
         timing is on, else each block's wall clock per step."""
         if self.timer.enabled:
-            return [d["step"] for d in self.timer.durations()], "step times (this rank's phase timer)"
-        return [w / n for w, n in zip(self.walls, self.sizes)], "block wall clock per step (timing=false)"
+            return [
+                d["step"] for d in self.timer.durations()
+            ], "step times (this rank's phase timer)"
+        return [
+            w / n for w, n in zip(self.walls, self.sizes)
+        ], "block wall clock per step (timing=false)"
 
     def _stop(self, elapsed: float) -> bool:
         if self.policy == "fixed":
@@ -108,8 +120,12 @@ class Window:
         if self.steps < self.min_steps:
             return False
         values, _ = self.samples()
-        stop, reason = adaptive_should_stop(values, self.rel_ci, self.min_steps, self.max_steps, elapsed, self.max_s)
-        flags = torch.tensor([int(not stop), int(stop and reason != "target reached")], device=self.device)
+        stop, reason = adaptive_should_stop(
+            values, self.rel_ci, self.min_steps, self.max_steps, elapsed, self.max_s
+        )
+        flags = torch.tensor(
+            [int(not stop), int(stop and reason != "target reached")], device=self.device
+        )
         if self.counter is not None:
             with self.counter.paused():  # not gradient traffic
                 dist.all_reduce(flags, op=dist.ReduceOp.MAX)
@@ -119,7 +135,9 @@ class Window:
         if more:
             return False
         self.target_reached = not capped
-        self.stopped_by = reason if reason != "target reached" or not capped else "a cap on another rank"
+        self.stopped_by = (
+            reason if reason != "target reached" or not capped else "a cap on another rank"
+        )
         return True
 
     def describe(self) -> Measure:
@@ -127,13 +145,23 @@ class Window:
         values, what = self.samples()
         half = None
         if values:
-            b = batch_median(values, count=BATCHES)   # as the record's step_time_s (stats.describe)
+            b = batch_median(values, count=BATCHES)  # as the record's step_time_s (stats.describe)
             med = b["median"]
             half = rel_halfwidth(med, b["ci_lo"], b["ci_hi"]) if med > 0 else None
         adaptive = self.policy == "adaptive"
-        return Measure(policy=self.policy, min_steps=self.min_steps, block_steps=self.block,
-                       rel_ci_target=self.rel_ci if adaptive else None,
-                       max_steps=self.max_steps if adaptive else None, max_s=self.max_s if adaptive else None,
-                       steps=self.steps, blocks=len(self.sizes), window_s=self.window_s, stopped_by=self.stopped_by,
-                       target_reached=self.target_reached, rel_ci_halfwidth=half, precision_of=what,
-                       agreement=AGREEMENT if adaptive else None)
+        return Measure(
+            policy=self.policy,
+            min_steps=self.min_steps,
+            block_steps=self.block,
+            rel_ci_target=self.rel_ci if adaptive else None,
+            max_steps=self.max_steps if adaptive else None,
+            max_s=self.max_s if adaptive else None,
+            steps=self.steps,
+            blocks=len(self.sizes),
+            window_s=self.window_s,
+            stopped_by=self.stopped_by,
+            target_reached=self.target_reached,
+            rel_ci_halfwidth=half,
+            precision_of=what,
+            agreement=AGREEMENT if adaptive else None,
+        )
