@@ -33,6 +33,7 @@ import pickle
 import signal
 import socket
 import statistics
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -142,15 +143,22 @@ def collecting(
     progress: dict,
     hang: dict | None,
     job_id: str | None = None,
+    on_hung=None,
+    timeout_s: float = 120.0,
+    job_num: int | None = None,
 ):
-    """The rank side (module docstring). No launch directory (torchrun, Slurm): the recorder is still on, so torch's
-    own dumps (TORCH_FR_DUMP_TEMP_FILE) have entries, but no launcher watches."""
+    """The rank side (module docstring). No launch directory (torchrun, Slurm): the ranks watch themselves through
+    the rendezvous store (store_watch); on_hung(Hung) is rank 0's way to write the record there."""
     hang = hang or {}
     buffer = int(hang.get("fr_buffer") or 0)
     if buffer > 0:
         os.environ.setdefault("TORCH_FR_BUFFER_SIZE", str(buffer))
-    if not launch_dir or not hang.get("enabled", True):
+    if not hang.get("enabled", True):
         yield
+        return
+    if not launch_dir:  # torchrun, Slurm: no process of ours outlives the ranks; they watch themselves
+        with store_watch(output_dir, rank, progress, hang, job_id, on_hung, timeout_s, job_num):
+            yield
         return
     stop = threading.Event()
     request, mine = Path(launch_dir) / REQUEST, progress_path(launch_dir, rank)
@@ -184,6 +192,176 @@ def collecting(
         stop.set()
 
 
+# ------------------------------------------------------------------------------- torchrun, Slurm: the ranks' own watch
+
+STORE_PREFIX = "ddp_comm/hang"
+STALE_S = 3.0  # a rank whose beat has not changed for this long (rank 0's clock) is not answering: dead or stopped
+END_WAIT_S = 5.0  # how long rank 0 waits for the other ranks to leave before it leaves
+DECLARED = threading.Event()  # set in a rank once a hang was declared: its main thread must not end the job itself
+
+
+def declared() -> bool:
+    return DECLARED.is_set()
+
+
+def park() -> None:
+    """For a rank's main thread that came out of a collective after its job was declared hung (a peer left): wait
+    for the watch thread, which ends the process once the record is written; a record of this thread's own (a
+    'failed' or 'interrupted' one) would replace the `hung` one."""
+    while True:
+        time.sleep(3600)
+
+
+def _store(timeout_s: float):
+    """A client of its own on the rendezvous store (MASTER_ADDR/MASTER_PORT: torchrun's agent store, or rank 0's under
+    Slurm): the main thread's client may be blocked in a wait of its own."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    return dist.TCPStore(
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]),
+        is_master=False,
+        timeout=timedelta(seconds=timeout_s),
+        wait_for_workers=False,
+    )
+
+
+def _job_key(job_num) -> str:
+    """One job's keys, alike on every rank (their output dirs may differ: Hydra's ${now:...} on each), apart from
+    another job's (a torchrun process may run a sweep's jobs one after the other on one store)."""
+    run = (
+        os.environ.get("TORCHELASTIC_RUN_ID")
+        or os.environ.get("SLURM_JOB_ID")
+        or os.environ.get("MASTER_PORT")
+    )
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return f"{STORE_PREFIX}/{run}/{attempt}/{job_num}"
+
+
+def _leave(code: int = 1) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
+
+
+@contextlib.contextmanager
+def store_watch(output_dir, rank, progress, hang, job_id, on_hung, timeout_s, job_num=None):
+    """Every rank beats into the rendezvous store (its steps and finished collectives); rank 0 runs the same
+    detection as the local launcher's HangWatch (Quiet) on every rank's beats. A hang: rank 0 asks for the dumps,
+    every live rank sends its own through the store (the ranks may be on other hosts than the run dir), rank 0 writes
+    them into <run dir>/hang/, diagnoses them, writes the `hung` record (on_hung) and then tells the others to leave;
+    each rank ends its own process (os._exit: its main thread is blocked in a collective or its loader), rank 0 last.
+    torchrun or srun then sees ranks exit with code 1 and ends the job."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world < 2 or not os.environ.get("MASTER_ADDR") or not os.environ.get("MASTER_PORT"):
+        yield
+        return
+    stop = threading.Event()
+    key = _job_key(job_num)
+
+    def loop() -> None:
+        import torch.distributed as dist
+
+        store, n, requested = None, 0, False
+        quiet = Quiet(hang, timeout_s)
+        seen: dict[int, tuple[int, float]] = {}  # rank -> (its beat number, when it changed: rank 0's clock)
+        while not stop.wait(BEAT_S):
+            try:
+                if store is None:
+                    store = dist.PrefixStore(key, _store(min(30.0, float(timeout_s))))
+                n += 1
+                beat = {
+                    "pid": os.getpid(),
+                    "host": socket.gethostname(),
+                    "n": n,
+                    "steps": steps_done(progress),
+                    "collectives": _collectives_done(),
+                }
+                store.set(f"p/{rank}", json.dumps(beat))
+                if rank != 0:
+                    if not requested and store.check(["request"]):
+                        requested = True
+                        DECLARED.set()
+                        store.set(f"d/{rank}", pickle.dumps(_dump_files(rank, progress, job_id)))
+                    if requested and store.check(["end"]):
+                        store.set(f"left/{rank}", "1")
+                        _leave()
+                    continue
+                beats, now = {}, time.time()
+                for r in range(world):
+                    if store.check([f"p/{r}"]):
+                        beats[r] = json.loads(store.get(f"p/{r}"))
+                        if seen.get(r, (None,))[0] != beats[r]["n"]:
+                            seen[r] = (beats[r]["n"], now)
+                found = quiet.update(beats, now)
+                if found is not None:
+                    _declare_in_store(store, world, seen, output_dir, progress, job_id, on_hung, *found)
+            except Exception:  # noqa: BLE001 - the store is gone (the job ends) or not up yet: try again
+                if requested:
+                    _leave()  # rank 0 left after writing the record: so does this rank
+                store = None
+
+    thread = threading.Thread(target=loop, name=f"hang-watch-rank{rank}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+
+
+def _dump_files(rank: int, progress: dict, job_id) -> dict[str, bytes]:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="ddp-comm-hang-") as tmp:
+        dump(Path(tmp), rank, progress, job_id)
+        return {f.name: f.read_bytes() for f in Path(tmp).iterdir() if f.is_file()}
+
+
+def _declare_in_store(store, world, seen, output_dir, progress, job_id, on_hung, quiet_s, limit):
+    """Rank 0's side of a hang under torchrun or Slurm (store_watch); never returns."""
+    from diagnosis.hang import diagnose_dir
+
+    DECLARED.set()
+    out = Path(output_dir) / DUMP_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    store.set("request", str(out))
+    dump(out, 0, progress, job_id)
+    deadline = time.time() + COLLECT_S
+    others = set(range(1, world))
+
+    expected = {r for r in others if time.time() - seen.get(r, (None, 0.0))[1] < STALE_S}
+    while time.time() < deadline and not store.check([f"d/{r}" for r in expected] or ["request"]):
+        time.sleep(0.2)
+    got = {0}
+    for r in sorted(others):
+        if store.check([f"d/{r}"]):
+            got.add(r)
+            for name, data in pickle.loads(store.get(f"d/{r}")).items():
+                _write(out / Path(name).name, data)
+    verdict = diagnose_dir(out, dead=others - got - expected)  # silent before the request: dead or stopped
+    text = verdict.text()
+    (out / "diagnosis.txt").write_text(text + "\n")
+    hung = Hung(
+        f"{verdict.headline} (no progress for {quiet_s:.0f} s, hang.after_s={limit:.0f}; dumps: {out})",
+        str(out),
+        limit,
+        text,
+    )
+    try:
+        if on_hung is not None:
+            on_hung(hung)
+    finally:
+        store.set("end", "1")
+        end = time.time() + END_WAIT_S
+        while time.time() < end and not store.check([f"left/{r}" for r in got - {0}] or ["end"]):
+            time.sleep(0.1)
+        time.sleep(0.2)  # the others' os._exit after their ack
+        _leave()
+
+
 # ------------------------------------------------------------------------------------------------ the launcher's side
 
 
@@ -200,6 +378,34 @@ def after_s(
     if median_step_s:
         base = max(base, float(hang.get("step_factor", 20)) * median_step_s)
     return min(base, cap)
+
+
+class Quiet:
+    """When no rank made progress (a step or a finished collective) for after_s: update() with the ranks' latest
+    beats ({rank: {"steps", "collectives", ...}}) returns (seconds quiet, the limit) once it is so, else None."""
+
+    def __init__(self, hang: dict, timeout_s: float):
+        self.hang, self.timeout_s = hang, timeout_s
+        self.state, self.changed = None, None
+        self.step_marks: list[tuple[float, int]] = []
+
+    def update(self, beats: dict[int, dict], now: float) -> tuple[float, float] | None:
+        if not beats:
+            return None
+        state = tuple(sorted((r, b.get("steps"), b.get("collectives")) for r, b in beats.items()))
+        if state != self.state:
+            self.state, self.changed = state, now
+            s0 = beats.get(0, {}).get("steps")
+            if s0 and (not self.step_marks or self.step_marks[-1][1] != s0):
+                self.step_marks.append((now, s0))
+            return None
+        limit = after_s(
+            self.hang,
+            self.timeout_s,
+            _median_step(self.step_marks),
+            stepping=bool(self.step_marks),
+        )
+        return (now - self.changed, limit) if now - self.changed >= limit else None
 
 
 @dataclass
@@ -248,27 +454,12 @@ class HangWatch:
         return out
 
     def _run(self) -> None:
-        last_state, last_change = None, None
-        step_marks: list[tuple[float, int]] = []
+        quiet = Quiet(self.hang, self.timeout_s)
         while not self._stop.wait(BEAT_S):
             beats = self._read()
-            if not beats:
-                continue
-            now = time.time()
-            state = tuple(
-                sorted((r, b.get("steps"), b.get("collectives")) for r, b in beats.items())
-            )
-            if state != last_state:
-                last_state, last_change = state, now
-                s0 = beats.get(0, {}).get("steps")
-                if s0 and (not step_marks or step_marks[-1][1] != s0):
-                    step_marks.append((now, s0))
-                continue
-            limit = after_s(
-                self.hang, self.timeout_s, _median_step(step_marks), stepping=bool(step_marks)
-            )
-            if now - last_change >= limit:
-                self._declare(beats, now - last_change, limit)
+            found = quiet.update(beats, time.time())
+            if found is not None:
+                self._declare(beats, *found)
                 return
 
     def _declare(self, beats: dict[int, dict], quiet_s: float, limit: float) -> None:

@@ -26,7 +26,7 @@ from omegaconf import OmegaConf
 import tasks
 from comm import env as comm_env
 from base.context import RankContext
-from launchers.hang import collecting
+from launchers.hang import collecting, declared, park
 from launchers.heartbeat import beating
 from base.interrupt import Interrupted, signals_raise
 from base.log import for_rank, get
@@ -59,12 +59,14 @@ class RankError(RuntimeError):
         self.outcome = outcome
 
 
-def run_rank(plain: dict, job: dict, hand_in=None) -> Outcome | None:
+def run_rank(plain: dict, job: dict, hand_in=None, on_hung=None) -> Outcome | None:
     """Entry point of every rank. RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT come from the environment
     (elastic launcher, torchrun, or submitit's TorchDistributedEnvironment on Slurm). Returns rank 0's Outcome
     (None on the other ranks); a failing or interrupted rank 0 raises RankError carrying it. hand_in: called on
     rank 0 with its Outcome as soon as the environment is known, so a record made without rank 0's last word (rank 0
-    killed while another rank's failure stops the job) still has it."""
+    killed while another rank's failure stops the job) still has it. on_hung: called on rank 0 with
+    (launchers.hang.Hung, its Outcome) where the ranks watch themselves for a hang (torchrun, Slurm), to write the
+    `hung` record before the watch ends the process."""
     own_log = for_rank(job)
     cfg = OmegaConf.create(plain)
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -86,7 +88,10 @@ def run_rank(plain: dict, job: dict, hand_in=None) -> Outcome | None:
             rank,
             outcome.progress,
             plain.get("hang"),
-            Path(launch_dir).name if launch_dir else None,
+            Path(launch_dir).name if launch_dir else job.get("slurm_job_id"),
+            on_hung=(lambda hung: on_hung(hung, outcome)) if on_hung and rank == 0 else None,
+            timeout_s=float(plain.get("timeout_s") or 120),
+            job_num=job.get("num"),
         ),
     ):
         try:
@@ -140,6 +145,8 @@ def run_rank(plain: dict, job: dict, hand_in=None) -> Outcome | None:
                     result.nccl_transports = transports
                 outcome.result = result
         except BaseException as e:
+            if declared():  # a peer left after the hang's record was written: the watch ends this process
+                park()
             if rank == 0 and isinstance(e, Interrupted):
                 outcome.signal, outcome.error = e.name, f"rank 0 interrupted by {e.name}"
             elif rank == 0:
