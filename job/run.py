@@ -230,7 +230,9 @@ def _as_a_rank(plain: dict, job: dict) -> tuple[Record | None, int]:
     after the record said ok."""
     from launchers.rank import RankError, leave_without_teardown, run_rank
 
-    def hung(found, outcome) -> None:  # from rank 0's hang watch thread (launchers.hang.store_watch)
+    def hung(
+        found, outcome
+    ) -> None:  # from rank 0's hang watch thread (launchers.hang.store_watch)
         record = record_of(plain, job, outcome, error=found.message)
         record.status = "hung"
         _end(record, job, 1)

@@ -156,7 +156,9 @@ def collecting(
     if not hang.get("enabled", True):
         yield
         return
-    if not launch_dir:  # torchrun, Slurm: no process of ours outlives the ranks; they watch themselves
+    if (
+        not launch_dir
+    ):  # torchrun, Slurm: no process of ours outlives the ranks; they watch themselves
         with store_watch(output_dir, rank, progress, hang, job_id, on_hung, timeout_s, job_num):
             yield
         return
@@ -197,7 +199,9 @@ def collecting(
 STORE_PREFIX = "ddp_comm/hang"
 STALE_S = 3.0  # a rank whose beat has not changed for this long (rank 0's clock) is not answering: dead or stopped
 END_WAIT_S = 5.0  # how long rank 0 waits for the other ranks to leave before it leaves
-DECLARED = threading.Event()  # set in a rank once a hang was declared: its main thread must not end the job itself
+DECLARED = (
+    threading.Event()
+)  # set in a rank once a hang was declared: its main thread must not end the job itself
 
 
 def declared() -> bool:
@@ -267,7 +271,9 @@ def store_watch(output_dir, rank, progress, hang, job_id, on_hung, timeout_s, jo
 
         store, n, requested = None, 0, False
         quiet = Quiet(hang, timeout_s)
-        seen: dict[int, tuple[int, float]] = {}  # rank -> (its beat number, when it changed: rank 0's clock)
+        seen: dict[
+            int, tuple[int, float]
+        ] = {}  # rank -> (its beat number, when it changed: rank 0's clock)
         while not stop.wait(BEAT_S):
             try:
                 if store is None:
@@ -298,7 +304,9 @@ def store_watch(output_dir, rank, progress, hang, job_id, on_hung, timeout_s, jo
                             seen[r] = (beats[r]["n"], now)
                 found = quiet.update(beats, now)
                 if found is not None:
-                    _declare_in_store(store, world, seen, output_dir, progress, job_id, on_hung, *found)
+                    _declare_in_store(
+                        store, world, seen, output_dir, progress, job_id, on_hung, *found
+                    )
             except Exception:  # noqa: BLE001 - the store is gone (the job ends) or not up yet: try again
                 if requested:
                     _leave()  # rank 0 left after writing the record: so does this rank
@@ -341,7 +349,9 @@ def _declare_in_store(store, world, seen, output_dir, progress, job_id, on_hung,
             got.add(r)
             for name, data in pickle.loads(store.get(f"d/{r}")).items():
                 _write(out / Path(name).name, data)
-    verdict = diagnose_dir(out, dead=others - got - expected)  # silent before the request: dead or stopped
+    verdict = diagnose_dir(
+        out, dead=others - got - expected
+    )  # silent before the request: dead or stopped
     text = verdict.text()
     (out / "diagnosis.txt").write_text(text + "\n")
     hung = Hung(

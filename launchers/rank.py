@@ -145,7 +145,9 @@ def run_rank(plain: dict, job: dict, hand_in=None, on_hung=None) -> Outcome | No
                     result.nccl_transports = transports
                 outcome.result = result
         except BaseException as e:
-            if declared():  # a peer left after the hang's record was written: the watch ends this process
+            if (
+                declared()
+            ):  # a peer left after the hang's record was written: the watch ends this process
                 park()
             if rank == 0 and isinstance(e, Interrupted):
                 outcome.signal, outcome.error = e.name, f"rank 0 interrupted by {e.name}"

@@ -1,19 +1,23 @@
 """Issue 40, the slow tier: one real 2-rank gloo `python train.py` hang per class of cause (fault.hang, hang.after_s=8,
 through diagnosis.hang_benchmark's own runner): the run ends `hung` with exit 1, its first error line is the verdict
 naming the injected rank and class, the dumps are in the run dir, the record is kept, and no process of the run is
-left. And torch's own dumps of a plain PyTorch job, written now."""
+left. The same under torchrun, where no launcher process of ours watches (the ranks watch themselves). And torch's
+own dumps of a plain PyTorch job, written now."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from diagnosis.hang import diagnose_dir
-from diagnosis.hang_benchmark import CASES, run_case, score
+from diagnosis.hang_benchmark import CASES, COMMON, ROOT, _session_left, run_case, score
 
 pytestmark = [pytest.mark.slow, pytest.mark.subprocess]
 
@@ -53,3 +57,39 @@ def test_torchs_own_dumps_written_now_are_read(tmp_path):
     )
     v = diagnose_dir(tmp_path)
     assert list(v.culprits) == [1] and v.culprits[1]["class"] == "different code path", v.text()
+
+
+def test_a_hang_under_torchrun_is_declared_collected_and_ended(tmp_path):
+    """`torchrun --nproc_per_node=2 train.py ...`, rank 1 asleep in its loader: rank 0's watch declares it after
+    hang.after_s, both ranks' dumps land in the run dir, the record is `hung` naming rank 1 and the data wait, and
+    torchrun exits non-zero with no process of the run left."""
+    run_dir = tmp_path / "run"
+    torchrun = Path(sys.executable).with_name("torchrun")
+    args = [*COMMON, "fault.hang=data_sleep", "fault.hang_rank=1", f"hydra.run.dir={run_dir}"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        [str(torchrun), "--nproc_per_node=2", "train.py", *args],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        time.sleep(1.0)
+        left = _session_left(proc.pid)
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+    assert proc.returncode != 0 and not left, (left, out[-3000:])
+    record = json.loads((run_dir / "run_record.json").read_text())
+    assert record["status"] == "hung", record["error"]
+    assert record["error"].startswith("hung: rank 1 never entered all_reduce"), record["error"]
+    assert "data/I/O wait" in record["error"] and f"dumps: {run_dir}/hang" in record["error"]
+    for name in ("rank_0", "rank_1", "stacks_0.txt", "stacks_1.txt", "facts_1.json"):
+        assert (run_dir / "hang" / name).is_file(), name
+    assert "error: hung: rank 1" in out
+    assert time.monotonic() - t0 < 180

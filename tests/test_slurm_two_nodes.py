@@ -108,6 +108,33 @@ def test_rank_killed_on_one_node_ends_the_job_on_both_and_leaves_one_record(tmp_
     print(f"rank 1 killed on node2: no process of the job left after {ended:.1f} s")
 
 
+@pytest.mark.slow
+@needs_cluster(nodes=2)
+def test_a_hang_across_two_nodes_is_declared_collected_and_ended(tmp_path):
+    """Rank 1 on node2 asleep in its loader: rank 0's watch (launchers.hang.store_watch) declares the job hung after
+    hang.after_s, both ranks' dumps come through the store into the run dir (rank 1's written on node2), the record
+    is `hung` naming rank 1, the sweep says so, and no process of the job is left on either node."""
+    from diagnosis.hang_benchmark import COMMON
+
+    proc = run_train(
+        [*TWO_NODES, *COMMON, "fault.hang=data_sleep", "fault.hang_rank=1"],
+        tmp_path,
+        multirun=True,
+        timeout=400,
+    )
+    run = proc.out_dir / "0"
+    record = json.loads((run / "run_record.json").read_text())
+    assert record["status"] == "hung", record["error"]
+    assert record["error"].startswith("hung: rank 1 never entered all_reduce"), record["error"]
+    assert "data/I/O wait" in record["error"]
+    hosts = {json.loads((run / "hang" / f"facts_{r}.json").read_text())["host"] for r in (0, 1)}
+    assert hosts == {"node1", "node2"}
+    assert (run / "hang" / "rank_1").is_file() and (run / "hang" / "stacks_1.txt").is_file()
+    job_id = record["job"]["slurm_job_id"]
+    assert not job_processes(job_id)
+    assert f"(Slurm {job_id}) hung: hung: rank 1" in proc.stderr, proc.stderr[-2000:]
+
+
 def _is_task(pid: int) -> bool:
     """The process submitit runs each task in (the rank itself), not a helper it started."""
     try:

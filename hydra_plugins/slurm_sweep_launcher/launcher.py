@@ -144,8 +144,12 @@ class SlurmSweepLauncher(SubmititSlurmLauncher):
         if end.error is None and isinstance(end.returned, JobReturn):
             return end.returned
         error = end.error or "the job ended without a result"
+        hung = _hung_error(
+            output_dir
+        )  # rank 0 declared the job hung and wrote its record, then every rank left
+        status, error = ("hung", hung) if hung else ("failed", error)
         print(
-            f"[slurm] job #{num} (Slurm {job.job_id}) failed: {error}\n        log: {end.log}",
+            f"[slurm] job #{num} (Slurm {job.job_id}) {status}: {error}\n        log: {end.log}",
             file=sys.stderr,
             flush=True,
         )
@@ -162,8 +166,20 @@ class SlurmSweepLauncher(SubmititSlurmLauncher):
             )
         )
         failed.status = JobStatus.COMPLETED
-        failed.return_value = JobResult(status="failed", error=error, record=str(record))
+        failed.return_value = JobResult(status=status, error=error, record=str(record))
         return failed
+
+
+def _hung_error(output_dir: Path) -> str | None:
+    """The error of the job's record when rank 0 wrote it as `hung` (launchers.hang.store_watch): the ranks then
+    end themselves, so Slurm has only their exit codes and no task returned a result."""
+    from base.record import RECORD_NAME, Record
+
+    try:
+        record = Record.read(output_dir / RECORD_NAME)
+    except Exception:  # noqa: BLE001 - none, or unreadable: the usual failure
+        return None
+    return record.error if record.status == "hung" else None
 
 
 def _refuse(message: str) -> None:
