@@ -296,6 +296,15 @@ def where(frames: list[tuple[str, int, str]]) -> tuple[str | None, str, list[str
 # ------------------------------------------------------------------------------------------------ the rules
 
 
+def describe(e: dict) -> str:
+    """One Flight Recorder entry as a verdict names it: `all_reduce #17 (default group, 4 Float, 16 B, from
+    tasks/train/faults.py:106)`."""
+    site = call_site(e)
+    return f"{_op(e)} #{e.get('collective_seq_id')} ({_pg_name(e)}, {_size(e)}" + (
+        f", from {site})" if site else ")"
+    )
+
+
 def _key(e: dict) -> tuple:
     return (
         e.get("profiling_name"),
@@ -686,4 +695,4 @@ def main(directory: str) -> int:
     return 0
 
 
-__all__ = ["Verdict", "diagnose_dir", "is_dump_dir", "load", "divergences", "CLASSES"]
+__all__ = ["Verdict", "diagnose_dir", "describe", "is_dump_dir", "load", "divergences", "CLASSES"]

@@ -11,9 +11,11 @@ one hang injected (fault.hang, tasks/train/faults.py) on the case's rank at step
   skip_allreduce   the rank that skipped the metric all_reduce: a different code path
   extra_barrier    the rank with the barrier under `if rank == ...`: a different code path
   data_sleep       the rank whose loader never returns: data/I/O wait
-  kill             the rank killed by SIGKILL: a dead rank (when the elastic agent sees the death before the hang
-                   watch, the job ends `failed` naming it, `rank k failed: killed by signal 9`, with no dumps: right,
-                   with no collective; when gloo leaves the peer waiting, the dumps name the collective)
+  kill             the rank killed by SIGKILL: a dead rank. The elastic agent sees the death within a second and
+                   ends the job `failed` (no hang to wait for), its error the dead rank's verdict: `rank k failed:
+                   killed by signal 9 (...); its last step: N (...); rank j waits in <collective>, which rank k
+                   never joined — a dead rank` (launchers.hang.dead_rank); right when all of it is there. When
+                   the peer is left waiting instead (no agent), the dumps name the collective
   size_mismatch    the rank that passed 0 elements to the metric all_reduce: a mismatch
   pg_order         the rank that entered group B before group A: a mismatch
   busy             the rank in an endless Python loop: busy compute
@@ -223,13 +225,18 @@ def score(m: dict) -> dict:
     hang_dir = run_dir / "hang"
     if not hang_dir.exists():
         error = _record_error(run_dir)
-        if (
-            case == "kill"
-            and m["status"] == "failed"
-            and error.startswith(f"rank {rank} failed: killed by signal 9")
-        ):
-            # the agent saw the death first and ended the job as failed, naming the rank: right, with no collective
-            return {"top1": True, "verdict": error}
+        if case == "kill" and m["status"] == "failed":
+            # the agent saw the death first and ended the job as failed: right when it names the rank, the
+            # signal, its last step and the collective the other rank was left in (launchers.hang.dead_rank)
+            other = 1 - rank
+            ok = (
+                error.startswith(f"rank {rank} failed: killed by signal 9")
+                and "its last step: " in error
+                and f"rank {other} waits in " in error
+                and f"which rank {rank} never joined" in error
+                and error.endswith("— a dead rank")
+            )
+            return {"top1": ok, "verdict": error}
         return {"top1": False, "verdict": f"no dumps (status {m['status']}: {error})"}
     _, cls, op = CASES[case]
     v = diagnose_dir(hang_dir)

@@ -39,6 +39,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from base.record import is_peer_failure
+
 BEAT_S = 0.5
 REQUEST = "hang.request"
 STACK_CPU_S = (
@@ -75,6 +77,78 @@ def _collectives_done() -> int:
     except Exception:  # noqa: BLE001 - no recorder (off, or no process group yet): steps only
         return 0
     return sum(max(0, int(s.get("last_completed_collective", -1))) for s in status.values())
+
+
+def pending(failed: bool = False) -> list[str]:
+    """This rank's collectives issued and not completed (past each group's last completed one in the Flight
+    Recorder), described as the hang diagnosis names them: `all_reduce #17 (default group, 71.5 KB, from
+    tasks/train/loop.py:74)`. failed: the rank is ending because a collective failed when a peer left; gloo marks
+    that collective completed, so it is the newest entry. Read once, at a rank's end (its stacks are symbolised
+    then: ~50 ms)."""
+    try:
+        import torch
+
+        from diagnosis.hang import describe
+
+        fr = pickle.loads(torch._C._distributed_c10d._dump_fr_trace(True, True, False))
+    except Exception:  # noqa: BLE001 - no recorder: nothing to say
+        return []
+    done = {
+        str(pg): int(st.get("last_completed_collective", -1))
+        for pg, st in (fr.get("pg_status") or {}).items()
+    }
+    out = []
+    for e in fr.get("entries") or []:
+        pg = e.get("pg_id", e.get("process_group", ("",))[0])
+        if not e.get("is_p2p") and int(e.get("collective_seq_id", 0)) > done.get(str(pg), -1):
+            out.append(describe(e))
+    entries = [e for e in fr.get("entries") or [] if not e.get("is_p2p")]
+    if not out and failed and entries:
+        out.append(describe(max(entries, key=lambda e: e.get("record_id", 0))))
+    return out
+
+
+def _peer_left(e: BaseException | None) -> bool:
+    """Whether this error, or one it interrupted (SIGTERM from the launcher while the collective's own error was
+    being handled), is a collective's failure because a peer left."""
+    seen = 0
+    while e is not None and seen < 10:
+        if is_peer_failure(str(e)):
+            return True
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return False
+
+
+def dead_rank(directory: str | Path, world: int, rank: int) -> str:
+    """What the local launcher adds to `rank k failed: killed by signal N (...)`: the dead rank's last step and the
+    collective each other rank was left in (their last beats, written as they ended), with the hang diagnosis's
+    class, e.g. `; its last step: 6 (rank 0 finished 6; rank 1's last beat said 3); rank 0 waits in barrier #18
+    (default group, no tensor, from tasks/train/window.py:86), which rank 1 never joined — a dead rank`. The ranks
+    step together (every step's gradients are reduced by all), so the steps the others finished are the dead
+    rank's last one; its own beat is up to BEAT_S old. The agent sees the death within a fraction of a second and
+    ends the job: no hang to wait for, so the status stays `failed`, and this line is the diagnosis."""
+    beats = {}
+    for r in range(world):
+        with contextlib.suppress(OSError, ValueError):
+            beats[r] = json.loads(progress_path(directory, r).read_text())
+    mine, others = beats.get(rank), {r: b for r, b in beats.items() if r != rank and b.get("final")}
+    parts = []
+    if others:
+        r0 = min(others)
+        said = f"; rank {rank}'s last beat said {mine.get('steps', 0)}" if mine else ""
+        parts.append(
+            f"its last step: {others[r0].get('steps', 0)} (rank {r0} finished as many{said})"
+        )
+    elif mine:
+        parts.append(f"its last beat: {mine.get('steps', 0)} steps done")
+    for r, b in sorted(others.items()):
+        waits = b.get("pending") or []
+        parts.append(
+            f"rank {r} waits in {waits[0]}, which rank {rank} never joined"
+            if waits
+            else f"rank {r} was in no collective"
+        )
+    return "".join(f"; {p}" for p in parts) + " — a dead rank"
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -188,10 +262,31 @@ def collecting(
 
     thread = threading.Thread(target=loop, name=f"hang-collector-rank{rank}", daemon=True)
     thread.start()
+    failed = False
     try:
         yield
+    except BaseException as e:
+        failed = _peer_left(e)
+        raise
     finally:
         stop.set()
+        thread.join(timeout=2 * BEAT_S)
+        with contextlib.suppress(
+            Exception
+        ):  # the last beat: where this rank's collectives stood at its end
+            _write(
+                mine,
+                json.dumps(
+                    {
+                        "pid": os.getpid(),
+                        "time": time.time(),
+                        "steps": steps_done(progress),
+                        "collectives": _collectives_done(),
+                        "pending": pending(failed),
+                        "final": True,
+                    }
+                ).encode(),
+            )
 
 
 # ------------------------------------------------------------------------------- torchrun, Slurm: the ranks' own watch

@@ -58,7 +58,7 @@ from torch.distributed.elastic.rendezvous import (
 )
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-from launchers.hang import HangWatch
+from launchers.hang import HangWatch, dead_rank
 from launchers.heartbeat import Watch, silent_limit
 from base.interrupt import Interrupted, note, restored_handlers
 from base.store import LOOPBACK, interface_of, is_loopback, serve
@@ -278,7 +278,11 @@ def launch_local(plain: dict, job: dict, host: str = LOCAL_HOST):
         except Interrupted as e:  # before the agent took over the signals
             error = Interrupted(e.signum)
         except ChildFailedError as e:
-            error = _failed(e, watch) if hang.hung is None else Hang(hang.hung)
+            error = (
+                _failed(e, watch, int(plain["world_size"]))
+                if hang.hung is None
+                else Hang(hang.hung)
+            )
         gc.collect()  # the dead agent's rendezvous keep-alive timer is stopped by a finalizer: run it in this thread
         outcome = _take(launch_dir)
         if outcome is not None and outcome.env:
@@ -295,7 +299,7 @@ def launch_local(plain: dict, job: dict, host: str = LOCAL_HOST):
     raise error
 
 
-def _failed(e: ChildFailedError, watch: Watch) -> RankFailed:
+def _failed(e: ChildFailedError, watch: Watch, world: int) -> RankFailed:
     """Who is to blame: a rank the heartbeat watch found stuck; else the first rank that failed, unless that failure
     was a timeout waiting for another rank, which the heartbeats then name; rank 0 in its own words."""
     if watch.stuck is not None:
@@ -308,6 +312,10 @@ def _failed(e: ChildFailedError, watch: Watch) -> RankFailed:
         else None
     )
     message, traceback = (own, outcome.traceback) if rank == 0 and own else _failure_text(failure)
+    if failure.exitcode is not None and failure.exitcode < 0 and not (rank == 0 and own):
+        message += dead_rank(
+            watch.directory, world, rank
+        )  # a rank killed: where it left the others
     if (
         own and own.split(": ", 1)[-1] in message
     ):  # the same error on every rank (a user's script, task=script):

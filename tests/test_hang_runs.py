@@ -28,13 +28,15 @@ def test_a_real_hang_of_each_class_ends_hung_with_the_right_answer(case, tmp_pat
     m = run_case(case, rank, tmp_path)
     assert m["exit_code"] == 1 and m["record_kept"] and m["processes_left"] == 0, m
     record = json.loads((Path(m["run_dir"]) / "run_record.json").read_text())
-    killed_first = (
+    if (
         case == "kill" and m["status"] == "failed"
-    )  # the agent saw the death first: it names the rank
-    assert not killed_first or record["error"].startswith(
-        f"rank {rank} failed: killed by signal 9"
-    ), record["error"]
-    if killed_first:
+    ):  # the agent saw the death first: the dead rank's verdict
+        assert record["error"].startswith(f"rank {rank} failed: killed by signal 9"), record[
+            "error"
+        ]
+        assert f"rank {1 - rank} waits in " in record["error"], record["error"]
+        assert record["error"].endswith(f"which rank {rank} never joined — a dead rank")
+        assert score(m)["top1"], score(m)
         return
     assert m["status"] == "hung", m
     assert (
