@@ -3,6 +3,7 @@
     python -m diagnosis.hang_benchmark [--out results/hang_benchmark] [--repeats 2] [--cases NAME,...]
     python -m diagnosis.hang_benchmark --table results/hang_benchmark   # the tables again, from their records
     python -m diagnosis.hang_benchmark --cost [--rounds 6]              # the recorder's cost: steps/s on vs off
+    python -m diagnosis.hang_benchmark --cost-micro [--rounds 20]       # its cost per collective x collectives/step
 
 Each case is a real 2-rank gloo `python train.py` (model=vgg11_tiny scale=smoke, timeout_s=60, hang.after_s=8) with
 one hang injected (fault.hang, tasks/train/faults.py) on the case's rank at step 5; repeat k puts it on rank
@@ -373,6 +374,159 @@ def cost_table(res: dict) -> str:
     )
 
 
+# --cost-micro: the recorder's price per collective, paired within each round, against the step it rides on.
+# torch reads TORCH_FR_BUFFER_SIZE once, when its recorder singleton is made (no binding sets it later: the
+# recorder cannot be toggled inside one run), so each side is its own process; a round runs both, order alternating.
+MICRO_WORKER = r"""
+import json, sys, time
+import torch, torch.distributed as dist
+calls, blocks, depth = (int(a) for a in sys.argv[1:4])
+dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+t = torch.ones(4)
+def deep(n, f):  # the Python stack the recorder captures per collective: a training loop's depth
+    return f() if n == 0 else deep(n - 1, f)
+def block():
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        dist.all_reduce(t)
+    return (time.perf_counter() - t0) / calls
+for _ in range(2):
+    deep(depth, block)
+per_call = sorted(deep(depth, block) for _ in range(blocks))
+from launchers.hang import _collectives_done, _write, progress_path
+import os, tempfile
+beat = []
+with tempfile.TemporaryDirectory() as d:
+    for i in range(50):  # CPU time: the beat's thread waits for the disk without the GIL
+        t0 = time.thread_time()
+        _write(progress_path(d, 0), json.dumps({"pid": os.getpid(), "time": time.time(), "steps": i,
+                                                "collectives": _collectives_done()}).encode())
+        beat.append(time.thread_time() - t0)
+print(json.dumps({"per_call_s": per_call[len(per_call) // 2], "beat_s": sorted(beat)[len(beat) // 2]}))
+"""
+MICRO_CALLS, MICRO_BLOCKS, MICRO_DEPTH = 2000, 9, 40
+
+
+def collectives_per_step(out: Path) -> tuple[float, str]:
+    """Collectives a training step issues, from the benchmark's own data_sleep runs: the waiting rank's Flight
+    Recorder sequence number over the steps it finished (set-up collectives included: an upper bound)."""
+    best = None
+    for facts in sorted((out / "runs").glob("data_sleep_r*/hang/facts_*.json")):
+        f = json.loads(facts.read_text())
+        dumps, _ = load(facts.parent)
+        d = dumps.get(f["rank"])
+        if d is None or not f.get("steps_done") or not d.fr["entries"]:
+            continue
+        seq = max(int(e.get("collective_seq_id") or 0) for e in d.fr["entries"])
+        c = seq / f["steps_done"]
+        if best is None or c > best[0]:
+            where = facts.relative_to(out)
+            best = (
+                c,
+                f"{seq} collectives in {f['steps_done']} steps, {where.parent.parent.name}",
+            )
+    return best or (float("nan"), "no data_sleep run in the benchmark")
+
+
+def cost_micro(out: Path, rounds: int, machine: str) -> str:
+    from scipy import stats as st
+
+    per = {"off": [], "on": []}
+    beats = []
+    for k in range(rounds):
+        for side in ("off", "on") if k % 2 == 0 else ("on", "off"):
+            env = {
+                **os.environ,
+                "OMP_NUM_THREADS": "1",
+                "TORCH_FR_BUFFER_SIZE": "200" if side == "on" else "0",
+            }
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    MICRO_WORKER,
+                    str(MICRO_CALLS),
+                    str(MICRO_BLOCKS),
+                    str(MICRO_DEPTH),
+                ],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=True,
+            )
+            got = json.loads(proc.stdout.strip().splitlines()[-1])
+            per[side].append(got["per_call_s"])
+            if side == "on":
+                beats.append(got["beat_s"])
+        print(
+            f"round {k}: off {per['off'][-1] * 1e6:.2f} us, on {per['on'][-1] * 1e6:.2f} us",
+            flush=True,
+        )
+    diffs = [a - b for a, b in zip(per["on"], per["off"])]
+    n = len(diffs)
+    mean = sum(diffs) / n
+    sd = (sum((x - mean) ** 2 for x in diffs) / (n - 1)) ** 0.5
+    half = st.t.ppf(0.975, n - 1) * sd / n**0.5
+    c, c_from = collectives_per_step(out)
+    off_rates = json.loads((out / "cost.json").read_text())["steps_per_s"]["off"]
+    step_s = 1 / max(off_rates)  # the fastest step seen: the largest share the recording can take
+    beat = sorted(beats)[len(beats) // 2]
+    res = {
+        "machine": machine,
+        "rounds": rounds,
+        "calls": MICRO_CALLS,
+        "blocks": MICRO_BLOCKS,
+        "depth": MICRO_DEPTH,
+        "per_call_s": per,
+        "diff_mean_s": mean,
+        "diff_ci_s": [mean - half, mean + half],
+        "collectives_per_step": c,
+        "collectives_from": c_from,
+        "step_s": step_s,
+        "beat_s": beat,
+    }
+    (out / "cost_micro.json").write_text(json.dumps(res, indent=1) + "\n")
+    return cost_micro_table(res)
+
+
+def cost_micro_table(res: dict) -> str:
+    c, step, beat = res["collectives_per_step"], res["step_s"], res["beat_s"]
+    lo, hi = res["diff_ci_s"]
+    share = 2 * beat  # the watch's thread beats every 0.5 s
+    frac = [d * c / step + share for d in (res["diff_mean_s"], lo, hi)]
+    ratio = [1 / (1 + f) for f in frac]
+    us = lambda x: f"{x * 1e6:.2f}"  # noqa: E731
+    return "\n".join(
+        [
+            "# The recorder's cost, per collective",
+            "",
+            f"`python -m diagnosis.hang_benchmark --cost-micro --rounds {res['rounds']}` on "
+            f"{res['machine']}. Each round runs two processes, one with the Flight Recorder off "
+            "(TORCH_FR_BUFFER_SIZE=0) and one at the default 200 entries, in alternating order: each times "
+            f"{res['blocks']} blocks of {res['calls']} all_reduces of 4 floats (gloo, one rank) issued "
+            f"{res['depth']} Python frames deep (the recorder captures the stack of each), its median block. "
+            "torch reads the buffer size once per process, so the two sides cannot share one.",
+            "",
+            "| | microseconds per all_reduce, per round |",
+            "|---|---|",
+            *[f"| {s} | {', '.join(us(x) for x in v)} |" for s, v in res["per_call_s"].items()],
+            "",
+            f"Recording adds **{us(res['diff_mean_s'])} us** per collective, 95% interval "
+            f"[{us(lo)}, {us(hi)}] (t on the paired per-round differences, df {res['rounds'] - 1}). "
+            f"A training step issues at most {c:.1f} collectives ({res['collectives_from']}) and the "
+            f"fastest step of the committed cost runs (cost.json, off) took {step * 1e3:.2f} ms; the hang "
+            f"watch's beat costs {us(beat)} us of CPU twice a second ({share:.4%} of the time).",
+            "",
+            f"So the cost is {frac[0]:.3%} of a step (interval [{frac[1]:.3%}, {frac[2]:.3%}]): on / off "
+            f"= **{ratio[0]:.4f}** [{ratio[2]:.4f}, {ratio[1]:.4f}]"
+            + (", >= 0.99x shown." if ratio[2] >= 0.99 else ": >= 0.99x not shown."),
+            "",
+        ]
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m diagnosis.hang_benchmark", description=__doc__.split("\n\n")[0]
@@ -389,8 +543,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--cost", action="store_true", help="the recorder's cost: steps/s with it on and off"
     )
+    p.add_argument(
+        "--cost-micro",
+        action="store_true",
+        help="the recorder's cost per collective (paired rounds) against the step",
+    )
     p.add_argument("--rounds", type=int, default=6)
     a = p.parse_args(argv)
+    if a.cost_micro:
+        out = Path(a.out)
+        text = cost_micro(out, a.rounds, a.machine)
+        (out / "cost_micro.md").write_text(text)
+        print(text)
+        return 0
     if a.cost:
         out = Path(a.out)
         out.mkdir(parents=True, exist_ok=True)
@@ -403,6 +568,9 @@ def main(argv: list[str] | None = None) -> int:
         (out / "table.md").write_text(table(out))
         if (out / "cost.json").exists():
             (out / "cost.md").write_text(cost_table(json.loads((out / "cost.json").read_text())))
+        if (out / "cost_micro.json").exists():
+            micro = json.loads((out / "cost_micro.json").read_text())
+            (out / "cost_micro.md").write_text(cost_micro_table(micro))
         print((out / "table.md").read_text())
         return 0
     cases = [c for c in a.cases.split(",") if c]
