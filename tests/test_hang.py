@@ -135,3 +135,57 @@ def test_hang_after_s_floor_step_factor_and_cap():
     assert (
         after_s({**hang, "after_s": 8}, 60, None, stepping=False) == 30
     )  # setting up: never under min_s
+
+
+def test_no_progress_for_after_s_is_a_hang_and_progress_resets_the_clock():
+    """launchers.hang.Quiet, the one detection rule of the local launcher's watch and of the ranks' own (torchrun,
+    Slurm): unchanged beats for hang.after_s declare the hang; a finished step or collective restarts the clock."""
+    from launchers.hang import Quiet
+
+    q = Quiet({"after_s": 8, "min_s": 30}, timeout_s=60)
+    beats = {0: {"steps": 1, "collectives": 3}, 1: {"steps": 1, "collectives": 3}}
+    assert q.update(beats, 100.0) is None
+    beats = {0: {"steps": 2, "collectives": 5}, 1: {"steps": 2, "collectives": 5}}
+    assert q.update(beats, 101.0) is None  # a step: the clock starts again
+    assert q.update(beats, 108.9) is None
+    assert q.update(beats, 109.0) == (8.0, 8.0)
+    q.update({0: {"steps": 2, "collectives": 6}, 1: beats[1]}, 109.5)  # one collective more
+    assert q.update({0: {"steps": 2, "collectives": 6}, 1: beats[1]}, 117.0) is None
+
+
+def test_a_rank_killed_is_named_with_its_last_step_and_the_collective_the_others_wait_in(tmp_path):
+    """launchers.hang.dead_rank, from the beats the ranks left in the launch directory: the dead rank's last periodic
+    beat, and the survivor's last one, written as it ended, with the collective it was left in."""
+    import json
+
+    from launchers.hang import dead_rank, progress_path
+
+    progress_path(tmp_path, 1).write_text(json.dumps({"pid": 1, "steps": 3, "collectives": 9}))
+    waits = "barrier #18 (default group, no tensor, from tasks/train/window.py:86)"
+    progress_path(tmp_path, 0).write_text(
+        json.dumps({"pid": 2, "steps": 6, "collectives": 17, "pending": [waits], "final": True})
+    )
+    assert dead_rank(tmp_path, 2, 1) == (
+        f"; its last step: 6 (rank 0 finished as many; rank 1's last beat said 3); rank 0 waits in "
+        f"{waits}, which rank 1 never joined — a dead rank"
+    )
+    progress_path(tmp_path, 0).write_text(json.dumps({"steps": 6, "pending": [], "final": True}))
+    assert dead_rank(tmp_path, 2, 1).endswith("; rank 0 was in no collective — a dead rank")
+
+
+def test_a_peer_that_left_is_seen_under_the_signal_that_interrupted_its_error():
+    """The launcher's SIGTERM often lands while the rank handles gloo's 'Connection closed by peer': the error the
+    rank ends with is then the interruption, the peer's departure its context."""
+    from base.interrupt import Interrupted
+    from launchers.hang import _peer_left
+
+    try:
+        try:
+            raise RuntimeError(
+                "[gloo/transport/tcp/pair.cc:561] Connection closed by peer [1.2.3.4]:5"
+            )
+        except RuntimeError:
+            raise Interrupted(15)  # noqa: B904 - as a signal handler raises it, context and all
+    except Interrupted as e:
+        assert _peer_left(e)
+    assert not _peer_left(Interrupted(15)) and not _peer_left(ValueError("x"))
