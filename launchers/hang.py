@@ -21,7 +21,13 @@ C++ collective wait or a sleep (a Python signal handler would wait for that call
 debug server listens on one; a local run listens on loopback only) and it is the standard library's.
 
 A task with its own loop opts in with the same one call, `with collecting(...)`, or, inside one, reports its steps
-through the progress dict it was given."""
+through the progress dict it was given.
+
+Under torchrun and Slurm no process of ours outlives the ranks, so the ranks are their own watch (store_watch): they
+beat into the rendezvous store, rank 0 applies the same rule (Quiet), the dumps travel through the store to rank 0's
+run dir (the ranks may be on other hosts), rank 0 writes the `hung` record and every rank then ends its own process.
+A rank killed by a signal under the local launcher is named by the agent first; the last beat each rank writes as it
+ends says which collective the others were left in (dead_rank)."""
 
 from __future__ import annotations
 
