@@ -429,8 +429,6 @@ def collectives_per_step(out: Path) -> tuple[float, str]:
 
 
 def cost_micro(out: Path, rounds: int, machine: str) -> str:
-    from scipy import stats as st
-
     per = {"off": [], "on": []}
     beats = []
     for k in range(rounds):
@@ -464,11 +462,6 @@ def cost_micro(out: Path, rounds: int, machine: str) -> str:
             f"round {k}: off {per['off'][-1] * 1e6:.2f} us, on {per['on'][-1] * 1e6:.2f} us",
             flush=True,
         )
-    diffs = [a - b for a, b in zip(per["on"], per["off"])]
-    n = len(diffs)
-    mean = sum(diffs) / n
-    sd = (sum((x - mean) ** 2 for x in diffs) / (n - 1)) ** 0.5
-    half = st.t.ppf(0.975, n - 1) * sd / n**0.5
     c, c_from = collectives_per_step(out)
     off_rates = json.loads((out / "cost.json").read_text())["steps_per_s"]["off"]
     step_s = 1 / max(off_rates)  # the fastest step seen: the largest share the recording can take
@@ -480,8 +473,6 @@ def cost_micro(out: Path, rounds: int, machine: str) -> str:
         "blocks": MICRO_BLOCKS,
         "depth": MICRO_DEPTH,
         "per_call_s": per,
-        "diff_mean_s": mean,
-        "diff_ci_s": [mean - half, mean + half],
         "collectives_per_step": c,
         "collectives_from": c_from,
         "step_s": step_s,
@@ -491,11 +482,26 @@ def cost_micro(out: Path, rounds: int, machine: str) -> str:
     return cost_micro_table(res)
 
 
+def median_difference(on: list[float], off: list[float], level: float = 0.95):
+    """The median of the paired differences on - off and its distribution-free interval (order statistics, the
+    binomial sign-test rule): a round the machine's load slowed whole (one side 10x) moves it by one rank only,
+    where a t interval on the mean would take its full size."""
+    from scipy.stats import binom
+
+    d = sorted(a - b for a, b in zip(on, off))
+    n = len(d)
+    k = max(int(binom.ppf((1 - level) / 2, n, 0.5)), 1)  # d[k-1] .. d[n-k]: >= level coverage
+    while k > 1 and binom.cdf(k - 1, n, 0.5) > (1 - level) / 2:
+        k -= 1
+    mid = (d[(n - 1) // 2] + d[n // 2]) / 2
+    return mid, d[k - 1], d[n - k], 1 - 2 * binom.cdf(k - 1, n, 0.5)
+
+
 def cost_micro_table(res: dict) -> str:
     c, step, beat = res["collectives_per_step"], res["step_s"], res["beat_s"]
-    lo, hi = res["diff_ci_s"]
+    diff, lo, hi, cover = median_difference(res["per_call_s"]["on"], res["per_call_s"]["off"])
     share = 2 * beat  # the watch's thread beats every 0.5 s
-    frac = [d * c / step + share for d in (res["diff_mean_s"], lo, hi)]
+    frac = [d * c / step + share for d in (diff, lo, hi)]
     ratio = [1 / (1 + f) for f in frac]
     us = lambda x: f"{x * 1e6:.2f}"  # noqa: E731
     return "\n".join(
@@ -513,8 +519,9 @@ def cost_micro_table(res: dict) -> str:
             "|---|---|",
             *[f"| {s} | {', '.join(us(x) for x in v)} |" for s, v in res["per_call_s"].items()],
             "",
-            f"Recording adds **{us(res['diff_mean_s'])} us** per collective, 95% interval "
-            f"[{us(lo)}, {us(hi)}] (t on the paired per-round differences, df {res['rounds'] - 1}). "
+            f"Recording adds **{us(diff)} us** per collective (the median of the {res['rounds']} paired "
+            f"per-round differences), interval [{us(lo)}, {us(hi)}] (order statistics, coverage "
+            f"{cover:.1%}). "
             f"A training step issues at most {c:.1f} collectives ({res['collectives_from']}) and the "
             f"fastest step of the committed cost runs (cost.json, off) took {step * 1e3:.2f} ms; the hang "
             f"watch's beat costs {us(beat)} us of CPU twice a second ({share:.4%} of the time).",
