@@ -385,11 +385,11 @@ dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
 t = torch.ones(4)
 def deep(n, f):  # the Python stack the recorder captures per collective: a training loop's depth
     return f() if n == 0 else deep(n - 1, f)
-def block():
-    t0 = time.perf_counter()
+def block():  # CPU time of the process, every thread (the recording is CPU work; other jobs' load is not)
+    t0 = time.process_time()
     for _ in range(calls):
         dist.all_reduce(t)
-    return (time.perf_counter() - t0) / calls
+    return (time.process_time() - t0) / calls
 for _ in range(2):
     deep(depth, block)
 per_call = sorted(deep(depth, block) for _ in range(blocks))
@@ -512,10 +512,12 @@ def cost_micro_table(res: dict) -> str:
             f"{res['machine']}. Each round runs two processes, one with the Flight Recorder off "
             "(TORCH_FR_BUFFER_SIZE=0) and one at the default 200 entries, in alternating order: each times "
             f"{res['blocks']} blocks of {res['calls']} all_reduces of 4 floats (gloo, one rank) issued "
-            f"{res['depth']} Python frames deep (the recorder captures the stack of each), its median block. "
+            f"{res['depth']} Python frames deep (the recorder captures the stack of each), its median block, "
+            "in CPU time of the process (time.process_time, every thread: the recording is CPU work, and "
+            "the other jobs on the machine change a call's wall time tenfold between rounds, not its CPU). "
             "torch reads the buffer size once per process, so the two sides cannot share one.",
             "",
-            "| | microseconds per all_reduce, per round |",
+            "| | CPU microseconds per all_reduce, per round |",
             "|---|---|",
             *[f"| {s} | {', '.join(us(x) for x in v)} |" for s, v in res["per_call_s"].items()],
             "",
