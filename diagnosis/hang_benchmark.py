@@ -503,7 +503,10 @@ def cost_micro_table(res: dict) -> str:
     share = 2 * beat  # the watch's thread beats every 0.5 s
     frac = [d * c / step + share for d in (diff, lo, hi)]
     ratio = [1 / (1 + f) for f in frac]
-    us = lambda x: f"{x * 1e6:.2f}"  # noqa: E731
+
+    def us(x: float) -> str:
+        return f"{x * 1e6:.2f}"
+
     return "\n".join(
         [
             "# The recorder's cost, per collective",
