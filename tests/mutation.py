@@ -11,6 +11,7 @@ that very line, so an entry goes stale, and the mutant counts as a survivor agai
     python -m tests.mutation --module stats/within.py   # the named modules only (repeatable)
     python -m tests.mutation --report            # the report from the last run's results (mutants/), no run
     python -m tests.mutation --children 1        # fewer workers on a busy machine
+    python -m tests.mutation --resume --module diagnosis/accounting.py   # go on with a stopped run
 
 A later run re-tests only the functions whose code changed since mutmut last ran them (mutmut keeps a hash of each),
 so --since is cheap twice over: it names only the changed modules, and mutmut skips their unchanged functions.
@@ -285,6 +286,12 @@ def main(argv: list[str] | None = None) -> int:
         help="only this covered module (a path as in only_mutate's expansion; repeatable)",
     )
     ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="go on with a stopped run: only the mutants (of the named modules, or of all) without a result "
+        "yet; the others keep theirs (without it, naming a module re-tests all of its mutants)",
+    )
+    ap.add_argument(
         "--note",
         action="append",
         default=[],
@@ -322,7 +329,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{'' if args.children == 2 else f' --children {args.children}'}"
             + (f" --since {args.since}" if args.since else "")
             + "".join(f" --module {m}" for m in args.module)
-            + f" (mutmut run --max-children {args.children}{''.join(' ' + n for n in names)})"
+            + (" --resume" if args.resume else "")
+            + f" (mutmut run --max-children {args.children}"
+            + f"{'' if args.resume else ''.join(' ' + n for n in names)})"
         )
         load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
         commit = subprocess.run(
@@ -340,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
                 "run",
                 "--max-children",
                 str(args.children),
-                *names,
+                *([] if args.resume else names),  # named, mutmut re-tests them even with a result
             ]
         )
         run = {
@@ -355,8 +364,8 @@ def main(argv: list[str] | None = None) -> int:
             "returncode": proc.returncode,
         }
         runs = (
-            [run] if not names else [*runs, run]
-        )  # a full run replaces every result; a partial one adds
+            [run] if not names and not args.resume else [*runs, run]
+        )  # a full run replaces every result; a partial one (or a resumed one) adds
     if runs and args.note:
         runs[-1]["notes"] = runs[-1].get("notes", []) + args.note
     if runs:
