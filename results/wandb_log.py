@@ -38,15 +38,15 @@ log = get(__name__)
 _online_failed: str | None = None  # why online failed in this process: the next runs go offline
 
 
-def _say(msg: str) -> None:
+def say(msg: str) -> None:
     log.info(f"[wandb] {msg}")
 
 
-def _warn(msg: str) -> None:
+def warn(msg: str) -> None:
     log.warning(f"[wandb] WARNING: {msg}")
 
 
-def _cause(e: Exception) -> str:
+def one_line(e: Exception) -> str:
     """An exception as one line: W&B's messages run on with advice over several."""
     return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
 
@@ -120,7 +120,7 @@ def resolve_mode(settings: dict) -> tuple[str, str]:
         if _wandb().login(prompt=False, verify=False):
             return "online", "logged in"
     except Exception as e:  # noqa: BLE001 - a malformed key or settings: offline, said
-        return "offline", f"W&B refused the credentials ({_cause(e)}; {fix})"
+        return "offline", f"W&B refused the credentials ({one_line(e)}; {fix})"
     return "offline", f"not logged in to W&B (no API key; {fix})"
 
 
@@ -209,7 +209,7 @@ class _Run:
         mode, why = resolve_mode(self.settings)
         if mode == "disabled":
             if why.startswith("WANDB_MODE"):
-                _say(f"disabled ({why})")
+                say(f"disabled ({why})")
             return False
         self.dir.mkdir(parents=True, exist_ok=True)
         if mode == "online":
@@ -219,20 +219,23 @@ class _Run:
             except Exception as e:  # noqa: BLE001 - a failed online start: offline, for the process
                 for debris in set(self.dir.glob("wandb/run-*")) - earlier:  # `wandb sync` food
                     shutil.rmtree(debris, ignore_errors=True)
-                mode, why = "offline", f"online start failed ({_cause(e)}); check the network and "
+                mode, why = (
+                    "offline",
+                    f"online start failed ({one_line(e)}); check the network and ",
+                )
                 why += "WANDB_BASE_URL, `wandb login`, or set WANDB_MODE=offline"
                 _online_failed = why
         if self.run is None:
             try:
                 self.run = self._init("offline")
             except Exception as e:  # noqa: BLE001 - not even offline: no run, the record is kept
-                _warn(f"wandb.init(mode=offline) failed: {_cause(e)}")
+                warn(f"wandb.init(mode=offline) failed: {one_line(e)}")
                 return False
         self.mode = mode
         if mode == "online":
-            _say(f"online: {self.run.url}")
+            say(f"online: {self.run.url}")
         else:
-            _say(f"offline ({why}); upload later with: {self.sync()}")
+            say(f"offline ({why}); upload later with: {self.sync()}")
         return True
 
     def _init(self, mode: str):
@@ -259,12 +262,12 @@ class _Run:
         try:
             self.run.finish(exit_code=1 if failed or self.error else 0)
         except Exception as e:  # noqa: BLE001 - W&B never fails a run
-            _warn(f"finishing the W&B run failed: {_cause(e)}")
+            warn(f"finishing the W&B run failed: {one_line(e)}")
         finally:
             try:
                 wandb.teardown()
             except Exception as e:  # noqa: BLE001 - W&B never fails a run
-                _warn(f"W&B teardown failed: {_cause(e)}")
+                warn(f"W&B teardown failed: {one_line(e)}")
 
     def sidecar(self) -> None:
         online = self.mode == "online"
@@ -291,7 +294,7 @@ def _logging(settings: dict, withheld: dict, dir: Path, intact: str, failed=Fals
             yield w
         except Exception as e:  # noqa: BLE001 - W&B never fails a run: its files are on disk
             w.error = True
-            _warn(f"logging to W&B failed part-way ({_cause(e)}); {intact}")
+            warn(f"logging to W&B failed part-way ({one_line(e)}); {intact}")
         w.sidecar()
     finally:
         if w.run is not None:
@@ -426,7 +429,7 @@ def log_run(record: Record | dict, cfg: Any = None) -> None:
             if w is not None:
                 _log_result(w.run, record, out_dir, group)
     except Exception as e:  # noqa: BLE001 - W&B never fails a run: the record is on disk
-        _warn(f"W&B logging skipped ({_cause(e)}); the run record is intact")
+        warn(f"W&B logging skipped ({one_line(e)}); the run record is intact")
 
 
 def log_sweep(
@@ -469,7 +472,7 @@ def log_sweep(
                 return
             if w.mode == "offline":
                 runs = f"{sweep_dir}/wandb/offline-run-* {sweep_dir}/*/wandb/offline-run-*"
-                _say(f"upload the whole sweep later with: {w.sync(runs)}")
+                say(f"upload the whole sweep later with: {w.sync(runs)}")
             _log_table(w.run, table, images or {}, diagnosis)
             notes, warnings = " ".join(table.notes), " ".join(table.warnings)
             w.run.summary.update({**jobs, "notes": notes, "warnings": warnings})
@@ -488,7 +491,7 @@ def log_sweep(
 
                 w.run.summary["diagnosis"] = format_sweep(diagnosis)
     except Exception as e:  # noqa: BLE001 - W&B never fails a sweep: the table is on disk
-        _warn(f"W&B sweep summary skipped ({_cause(e)}); sweep_table.md/csv are intact")
+        warn(f"W&B sweep summary skipped ({one_line(e)}); sweep_table.md/csv are intact")
 
 
 CHECKED = ["run", "finding", "recommends", "ran_as", "estimated", "measured"]

@@ -22,15 +22,8 @@ from typing import Any
 
 from base.record import setting
 from base.record_types import DiagnosisBlock
-from results.wandb_log import (
-    SIDECAR,
-    _cause,
-    _say,
-    _warn,
-    artifact_name,
-    group_for,
-    logger_settings,
-)
+from results.wandb_log import SIDECAR, artifact_name, group_for, logger_settings
+from results.wandb_log import one_line, say, warn
 
 SPEC_NAME = "wandb_report.json"
 STEP = "Step"  # W&B's own _step: the job runs log one history row per measured step
@@ -125,7 +118,7 @@ def load(sweep_dir: str | Path, group: str | None = None) -> Study:
 
         diagnosis = diagnose_sweep(entries)
     except Exception as e:  # noqa: BLE001 - a diagnosis never costs the report
-        _warn(f"the report goes without the diagnosis ({type(e).__name__}: {e})")
+        warn(f"the report goes without the diagnosis ({type(e).__name__}: {e})")
     images = {p.stem[len(PLOT_PREFIX) :]: p for p in sorted(sweep_dir.glob(f"{PLOT_PREFIX}*.png"))}
     table = build_table(entries, first="job", title=f"Sweep {sweep_dir}")
     fields = dict(table=table, command=command, diagnosis=diagnosis, images=images)
@@ -410,7 +403,7 @@ def _push_online(spec: Path, timeout_s: float, until: float | None = None) -> st
         try:
             out["url"] = push(spec)
         except Exception as e:  # noqa: BLE001 - a report never costs the sweep
-            out["error"] = _cause(e)
+            out["error"] = one_line(e)
         finally:
             wandb.teardown()
 
@@ -418,14 +411,14 @@ def _push_online(spec: Path, timeout_s: float, until: float | None = None) -> st
     thread.start()
     thread.join(max((until or time.monotonic() + timeout_s) - time.monotonic(), 0.0))
     if thread.is_alive():
-        _warn(
+        warn(
             "saving the W&B report gave up: the sweep's report, like every W&B upload, ends within "
             f"logger.finish_timeout_s={timeout_s:g} s"
         )
     elif "error" in out:
-        _warn(f"saving the W&B report failed ({out['error']})")
+        warn(f"saving the W&B report failed ({out['error']})")
     else:
-        _say(f"report: {out['url']}")
+        say(f"report: {out['url']}")
     return out.get("url")
 
 
@@ -461,12 +454,12 @@ def at_sweep_end(
         write_spec(build(study, project=project, entity=entity), spec)  # local: no network
         push_cmd = f"python -m results.wandb_report {sweep_dir} --push"
         if summary.get("mode") != "online":
-            _say(f"report spec: {spec}; push it after `wandb sync` with: {push_cmd}")
+            say(f"report spec: {spec}; push it after `wandb sync` with: {push_cmd}")
         elif not _push_online(spec, timeout_s, deadline):
-            _say(f"report spec kept: {spec}; push it later with: {push_cmd}")
+            say(f"report spec kept: {spec}; push it later with: {push_cmd}")
         return [spec]
     except Exception as e:  # noqa: BLE001 - the report never costs the sweep
-        _warn(f"W&B report skipped ({type(e).__name__}: {e}); the sweep table is intact")
+        warn(f"W&B report skipped ({type(e).__name__}: {e}); the sweep table is intact")
         return []
 
 
@@ -519,7 +512,7 @@ def studies_report(dirs: list[str | Path], out: Path, *, title: str, argv: list[
     )
     spec = write_spec(report, out / SPEC_NAME)
     if mode != "online" or not _push_online(spec, float(settings["finish_timeout_s"])):
-        _say(
+        say(
             f"report spec: {spec}; upload the studies' runs with `wandb sync "
             f"{out}/wandb_studies/*/wandb/offline-run-*`, then push it with: "
             f"python -m results.wandb_report {out} --push"
@@ -561,7 +554,7 @@ def main(argv: list[str] | None = None) -> int:
                 old = read_spec(spec)
                 report.id, report.entity = old.id, args.entity or old.entity or report.entity
             except Exception as e:  # noqa: BLE001 - an unreadable spec is replaced
-                _warn(f"{spec} was unreadable ({type(e).__name__}); a new report spec replaces it")
+                warn(f"{spec} was unreadable ({type(e).__name__}); a new report spec replaces it")
         write_spec(report, spec)
         print(f"report spec: {spec}")
     if args.push:
