@@ -84,7 +84,7 @@ def shown_settings(settings: dict, typed: dict) -> tuple[dict, dict]:
 
 # ------------------------------------------------------------------------------------- the mode
 def _wandb():
-    """wandb, quiet and without its error telemetry's exit hook (docs/wandb.md); the user's own
+    """wandb, quiet and without its error telemetry's exit hook (docs/failures.md); the user's own
     WANDB_SILENT / WANDB_ERROR_REPORTING win."""
     os.environ.setdefault("WANDB_SILENT", "true")
     os.environ.setdefault("WANDB_ERROR_REPORTING", "false")
@@ -460,11 +460,7 @@ def log_sweep(
             group=group,
             job_type="sweep_summary",
             name=f"sweep summary {group}",
-            config={
-                "command": command,
-                "sweep_dir": str(sweep_dir.resolve()),
-                "jobs": len(entries),
-            },
+            config=dict(command=command, sweep_dir=str(sweep_dir.resolve()), jobs=len(entries)),
             tags=list(dict.fromkeys(str(t)[:64] for t in tags)),
         )
         with _logging(settings, withheld, sweep_dir, "sweep_table.md/csv are intact", **init) as w:
@@ -481,11 +477,9 @@ def log_sweep(
                 w.run.summary["autotune"] = json.loads(autotune.read_text()).get("conclusion")
             files = sorted(f for f in sweep_dir.iterdir() if f.suffix in SWEEP_EVIDENCE)
             files = [f for f in files if f.name != SIDECAR]
-            desc, meta = (
-                f"sweep table, plots and sweep files: {command}",
-                {**jobs, "command": command},
-            )
-            log_evidence(w.run, artifact_name("sweep", group), "sweep_table", files, desc, meta)
+            desc = f"sweep table, plots and sweep files: {command}"
+            name = artifact_name("sweep", group)
+            log_evidence(w.run, name, "sweep_table", files, desc, {**jobs, "command": command})
             if diagnosis:
                 from diagnosis import format_sweep
 
