@@ -188,11 +188,8 @@ def run_tags(cfg: Any, record: Record, settings: dict) -> list[str]:
         source = [source] if isinstance(source, str) else source
         tags += [str(t) for t in source] if isinstance(source, (list, tuple)) else []
     tags += link_tags(record.env.link)
-    experiment = config.get("experiment") or experiment_preset(list(record.overrides))
-    if isinstance(experiment, dict):
-        experiment = experiment.get("name")
-    if isinstance(experiment, str) and experiment:
-        tags.append(f"experiment:{experiment}")
+    experiment = experiment_preset(list(record.overrides))  # the config keeps no key for it
+    tags += [f"experiment:{experiment}"] if experiment else []
     return list(dict.fromkeys(t[:64] for t in tags if t))
 
 

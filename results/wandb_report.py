@@ -545,10 +545,9 @@ def main(argv: list[str] | None = None) -> int:
         study = load(path)
         if not study.entries:
             raise SystemExit(f"{name}: no run records under {path}.")
-        project = args.project or _sidecar(path).get("project") or logger_settings(None)["project"]
-        report = build(
-            study, project=project, entity=args.entity or _sidecar(path).get("entity") or ""
-        )
+        sidecar = _sidecar(path)
+        project = args.project or sidecar.get("project") or logger_settings(None)["project"]
+        report = build(study, project=project, entity=args.entity or sidecar.get("entity") or "")
         if spec.is_file():  # pushed before: keep the report's id and place, so a push updates it
             try:
                 old = read_spec(spec)
