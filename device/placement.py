@@ -258,8 +258,8 @@ def _facts(rank: int, host: str, placement: Placement, gpu_identity) -> dict:
 
 def requested_device(cfg, cpu_by_default: bool = False) -> str:
     """device= as the task means it. cpu_by_default: the task's own CPU_BY_DEFAULT (tasks/__init__.py; task=pair_groups,
-    the gloo thread's CPU experiment), so under device=auto it runs on CPU unless NCCL was asked for (issue 10 defect
-    11: a 1-GPU box must not refuse the default pairs=1)."""
+    the gloo thread's CPU experiment), so under device=auto it runs on CPU unless NCCL was asked for: a 1-GPU box
+    must not refuse the default pairs=1."""
     device = str(cfg.get("device", "auto"))
     if device == "auto" and cpu_by_default and str(cfg.get("backend", "auto")) != "nccl":
         return "cpu"
