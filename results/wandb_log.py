@@ -194,108 +194,94 @@ def run_tags(cfg: Any, record: Record, settings: dict) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------- runs
-class _Run:
-    """One W&B run, online when it can be, else offline; always finished and torn down."""
+def _init(mode: str, s: dict, withheld: dict, dir: Path, init: dict):
+    wandb = _wandb()
+    limits = {"init_timeout": s["init_timeout_s"], "finish_timeout": s["finish_timeout_s"]}
+    quiet = dict(
+        silent=True, disable_git=True, save_code=False, console="off", x_disable_stats=True
+    )
+    ws = wandb.Settings(**quiet, **{k: float(v) for k, v in limits.items()})
+    route = {k: None if mode == "offline" and k in withheld else s.get(k) for k in ROUTING}
+    where = dict(mode=mode, dir=str(dir), settings=ws, reinit="create_new")
+    return wandb.init(**where, **route, **init)
 
-    def __init__(self, settings: dict, withheld: dict, dir: Path, **init: Any) -> None:
-        self.settings, self.withheld, self.dir, self.init = settings, withheld, Path(dir), init
-        self.run, self.mode, self.error = None, "disabled", False
 
-    def start(self) -> bool:
-        global _online_failed
-        mode, why = resolve_mode(self.settings)
-        if mode == "disabled":
-            if why.startswith("WANDB_MODE"):
-                say(f"disabled ({why})")
-            return False
-        self.dir.mkdir(parents=True, exist_ok=True)
-        if mode == "online":
-            earlier = set(self.dir.glob("wandb/run-*"))
-            try:
-                self.run = self._init("online")
-            except Exception as e:  # noqa: BLE001 - a failed online start: offline, for the process
-                for debris in set(self.dir.glob("wandb/run-*")) - earlier:  # `wandb sync` food
-                    shutil.rmtree(debris, ignore_errors=True)
-                mode, why = (
-                    "offline",
-                    f"online start failed ({one_line(e)}); check the network and ",
-                )
-                why += "WANDB_BASE_URL, `wandb login`, or set WANDB_MODE=offline"
-                _online_failed = why
-        if self.run is None:
-            try:
-                self.run = self._init("offline")
-            except Exception as e:  # noqa: BLE001 - not even offline: no run, the record is kept
-                warn(f"wandb.init(mode=offline) failed: {one_line(e)}")
-                return False
-        self.mode = mode
-        if mode == "online":
-            say(f"online: {self.run.url}")
-        else:
-            say(f"offline ({why}); upload later with: {self.sync()}")
-        return True
+def _sync(withheld: dict, target: Any) -> str:
+    """`wandb sync` of target; a project/entity withheld from an offline run's files is named by
+    its environment variable, for the shell to supply at upload time."""
+    names = {k: env_name(text) for k, text in withheld.items()}
+    options = [f'--{k} "${n}"' if n else f"--{k} <{k}>" for k, n in names.items()]
+    return " ".join(["wandb sync", *options, str(target)])
 
-    def _init(self, mode: str):
-        wandb, s = _wandb(), self.settings
-        limits = {"init_timeout": s["init_timeout_s"], "finish_timeout": s["finish_timeout_s"]}
-        quiet = dict(
-            silent=True, disable_git=True, save_code=False, console="off", x_disable_stats=True
-        )
-        settings = wandb.Settings(**quiet, **{k: float(v) for k, v in limits.items()})
-        route = {k: None if mode == "offline" and k in self.withheld else s.get(k) for k in ROUTING}
-        where = dict(mode=mode, dir=str(self.dir), settings=settings, reinit="create_new")
-        return wandb.init(**where, **route, **self.init)
 
-    def sync(self, target: Any = None) -> str:
-        """`wandb sync` of this run (or target); a project/entity withheld from its files is named
-        by its environment variable, for the shell to supply at upload time."""
-        names = {k: env_name(text) for k, text in self.withheld.items()}
-        options = [f'--{k} "${n}"' if n else f"--{k} <{k}>" for k, n in names.items()]
-        return " ".join(["wandb sync", *options, str(target or Path(self.run.dir).parent)])
-
-    def finish(self, failed: bool) -> None:
-        import wandb
-
+def _start(settings: dict, withheld: dict, dir: Path, init: dict) -> tuple[Any, str]:
+    """(run, mode): online when it can be, else offline; no run when disabled, or when W&B cannot
+    even write offline (the record is kept either way)."""
+    global _online_failed
+    mode, why = resolve_mode(settings)
+    if mode == "disabled":
+        if why.startswith("WANDB_MODE"):
+            say(f"disabled ({why})")
+        return None, mode
+    dir.mkdir(parents=True, exist_ok=True)
+    run = None
+    if mode == "online":
+        earlier = set(dir.glob("wandb/run-*"))
         try:
-            self.run.finish(exit_code=1 if failed or self.error else 0)
-        except Exception as e:  # noqa: BLE001 - W&B never fails a run
-            warn(f"finishing the W&B run failed: {one_line(e)}")
-        finally:
-            try:
-                wandb.teardown()
-            except Exception as e:  # noqa: BLE001 - W&B never fails a run
-                warn(f"W&B teardown failed: {one_line(e)}")
-
-    def sidecar(self) -> None:
-        online = self.mode == "online"
-        # an offline run's files hold no value from the environment; an online URL names them anyway
-        info = {"mode": self.mode, "id": self.run.id}
-        info.update({k: self.settings.get(k) for k in ROUTING})
-        info.update({} if online else self.withheld)
-        info.update({k: self.init.get(k) for k in ("group", "name", "job_type")})
-        info.update(run_dir=str(Path(self.run.dir).parent), url=self.run.url if online else None)
-        info["sync"] = None if online else self.sync()
-        (self.dir / SIDECAR).write_text(json.dumps(info, indent=2))
+            run = _init("online", settings, withheld, dir, init)
+        except Exception as e:  # noqa: BLE001 - a failed online start: offline, for the process
+            for debris in set(dir.glob("wandb/run-*")) - earlier:  # `wandb sync` would upload it
+                shutil.rmtree(debris, ignore_errors=True)
+            mode, why = "offline", f"online start failed ({one_line(e)}); check the network and "
+            why += "WANDB_BASE_URL, `wandb login`, or set WANDB_MODE=offline"
+            _online_failed = why
+    if run is None:
+        try:
+            run = _init("offline", settings, withheld, dir, init)
+        except Exception as e:  # noqa: BLE001 - not even offline: no run, the record is kept
+            warn(f"wandb.init(mode=offline) failed: {one_line(e)}")
+            return None, mode
+    if mode == "online":
+        say(f"online: {run.url}")
+    else:
+        say(f"offline ({why}); upload later with: {_sync(withheld, Path(run.dir).parent)}")
+    return run, mode
 
 
 @contextmanager
 def _logging(settings: dict, withheld: dict, dir: Path, intact: str, failed=False, **init):
-    """A started W&B run for the block (None: disabled or unable to start); an error in the block
-    is one warning and marks the run failed; then the sidecar, and the run finished in any case."""
-    w = _Run(settings, withheld, dir, **init)
+    """(run, mode) for the block (run None: nothing to log); an error in the block is one warning
+    and marks the run failed; then the sidecar, and the run finished and W&B torn down in any
+    case."""
+    run, mode = _start(settings, withheld, Path(dir), init)
+    if run is None:
+        yield None, mode
+        return
+    error = False
     try:
-        if not w.start():
-            yield None
-            return
         try:
-            yield w
+            yield run, mode
         except Exception as e:  # noqa: BLE001 - W&B never fails a run: its files are on disk
-            w.error = True
+            error = True
             warn(f"logging to W&B failed part-way ({one_line(e)}); {intact}")
-        w.sidecar()
+        online, run_dir = mode == "online", Path(run.dir).parent  # run.dir: <run dir>/files
+        # an offline run's files hold no value from the environment; an online URL names them anyway
+        info = {"mode": mode, "id": run.id, **{k: settings.get(k) for k in ROUTING}}
+        info.update({} if online else withheld)
+        info.update({k: init.get(k) for k in ("group", "name", "job_type")})
+        info.update(run_dir=str(run_dir), url=run.url if online else None)
+        info["sync"] = None if online else _sync(withheld, run_dir)
+        (Path(dir) / SIDECAR).write_text(json.dumps(info, indent=2))
     finally:
-        if w.run is not None:
-            w.finish(failed)
+        try:
+            run.finish(exit_code=1 if failed or error else 0)
+        except Exception as e:  # noqa: BLE001 - W&B never fails a run
+            warn(f"finishing the W&B run failed: {one_line(e)}")
+        finally:
+            try:
+                _wandb().teardown()
+            except Exception as e:  # noqa: BLE001 - W&B never fails a run
+                warn(f"W&B teardown failed: {one_line(e)}")
 
 
 def _clean(value: Any) -> Any:
@@ -422,9 +408,9 @@ def log_run(record: Record | dict, cfg: Any = None) -> None:
             tags=run_tags(cfg, record, settings),
         )
         failed, intact = record.status != "ok", "the run record is intact"
-        with _logging(settings, withheld, out_dir, intact, failed, **init) as w:
-            if w is not None:
-                _log_result(w.run, record, out_dir, group)
+        with _logging(settings, withheld, out_dir, intact, failed, **init) as (run, _):
+            if run is not None:
+                _log_result(run, record, out_dir, group)
     except Exception as e:  # noqa: BLE001 - W&B never fails a run: the record is on disk
         warn(f"W&B logging skipped ({one_line(e)}); the run record is intact")
 
@@ -460,27 +446,28 @@ def log_sweep(
             config=dict(command=command, sweep_dir=str(sweep_dir.resolve()), jobs=len(entries)),
             tags=list(dict.fromkeys(str(t)[:64] for t in tags)),
         )
-        with _logging(settings, withheld, sweep_dir, "sweep_table.md/csv are intact", **init) as w:
-            if w is None:
+        intact = "sweep_table.md/csv are intact"
+        with _logging(settings, withheld, sweep_dir, intact, **init) as (run, mode):
+            if run is None:
                 return
-            if w.mode == "offline":
+            if mode == "offline":
                 runs = f"{sweep_dir}/wandb/offline-run-* {sweep_dir}/*/wandb/offline-run-*"
-                say(f"upload the whole sweep later with: {w.sync(runs)}")
-            _log_table(w.run, table, images or {}, diagnosis)
+                say(f"upload the whole sweep later with: {_sync(withheld, runs)}")
+            _log_table(run, table, images or {}, diagnosis)
             notes, warnings = " ".join(table.notes), " ".join(table.warnings)
-            w.run.summary.update({**jobs, "notes": notes, "warnings": warnings})
+            run.summary.update({**jobs, "notes": notes, "warnings": warnings})
             autotune = sweep_dir / "autotune.json"
             if autotune.is_file():
-                w.run.summary["autotune"] = json.loads(autotune.read_text()).get("conclusion")
+                run.summary["autotune"] = json.loads(autotune.read_text()).get("conclusion")
             files = sorted(f for f in sweep_dir.iterdir() if f.suffix in SWEEP_EVIDENCE)
             files = [f for f in files if f.name != SIDECAR]
             desc = f"sweep table, plots and sweep files: {command}"
             name = artifact_name("sweep", group)
-            log_evidence(w.run, name, "sweep_table", files, desc, {**jobs, "command": command})
+            log_evidence(run, name, "sweep_table", files, desc, {**jobs, "command": command})
             if diagnosis:
                 from diagnosis import format_sweep
 
-                w.run.summary["diagnosis"] = format_sweep(diagnosis)
+                run.summary["diagnosis"] = format_sweep(diagnosis)
     except Exception as e:  # noqa: BLE001 - W&B never fails a sweep: the table is on disk
         warn(f"W&B sweep summary skipped ({one_line(e)}); sweep_table.md/csv are intact")
 
