@@ -1,5 +1,5 @@
-"""Do the committed tables' verdicts depend on a random seed? They must not (issue 22: with the old percentile
-bootstrap, 5 of 15 committed comparisons changed verdict between seeds 0-49).
+"""Do the committed tables' verdicts depend on a random seed? They must not (docs/methods.md: a
+verdict holds whatever the seed).
 
     python -m results.seed_check [sweep dirs ...] [--seeds 50]
 
