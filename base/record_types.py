@@ -354,6 +354,11 @@ class Saving(Block):
     source: str = "rule"
     rule: dict[str, Any] | None = None
     capped: str = ""
+    predicted: dict[str, Any] | None = doc(
+        "source measured (diagnose.verify): the estimate the measurement replaced (fraction, lo, hi, "
+        "source)",
+        default=None,
+    )
 
     @property
     def strength(self) -> int:
@@ -756,6 +761,43 @@ class Fault(Block):
 
 
 @dataclass
+class InJobCheck(Block):
+    """diagnose.verify (tasks/train/verify.py): the top finding's fix, run inside the job after the window in blocks
+    interleaved with the run's own setting (same ranks, same data stream), so its saving is measured, not
+    predicted. The diagnosis prints it in place of the estimate ("measured in this job")."""
+
+    change: dict[str, Any] | None = doc(
+        "the overrides checked (the top finding's recommends); null: nothing checked", default=None
+    )
+    rule: str | None = doc("the finding whose fix was checked", default=None)
+    saving: float | None = doc(
+        "1 - time per sample with the fix / without it (per step: same batch)", default=None
+    )
+    ci_lo: float | None = doc("95% interval of the saving, paired t on the rounds", default=None)
+    ci_hi: float | None = None
+    rounds: int = doc("interleaved rounds: one block of each setting, order alternating", default=0)
+    block_steps: int = doc("steps per block", default=0)
+    base_walls_s: list[float] = doc(
+        "per round, the current setting's block wall clock (slowest rank)", default_factory=list
+    )
+    fix_walls_s: list[float] = doc(
+        "per round, the fix's block wall clock (slowest rank)", default_factory=list
+    )
+    cost_s: float | None = doc(
+        "seconds the check added to the job (decision, set-up, warm-up, rounds)", default=None
+    )
+    budget_s: float | None = doc(
+        "the budget of set-up, warm-up and rounds: diagnose.verify_budget x the window",
+        default=None,
+    )
+    decide_s: float | None = doc(
+        "of cost_s, rank 0's diagnosis that chose the fix (outside the budget)", default=None
+    )
+    method: str = ""
+    skipped: str | None = doc("why no check ran (null: it ran)", default=None)
+
+
+@dataclass
 class PrecisionFlags(Block):
     float32_matmul_precision: str | None = None
     matmul_allow_tf32: bool | None = None
@@ -889,6 +931,9 @@ class TrainResult(TaskResult):
     device_layer: DeviceLayer | None = None
     grad_ready: GradReady | None = doc(
         "the what-if model's probe, untimed, after the window", default=None
+    )
+    verify: InJobCheck | None = doc(
+        "diagnose.verify: the top finding's fix measured in this job", default=None
     )
 
 

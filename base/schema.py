@@ -465,6 +465,8 @@ class Diagnose:
     microbench_iters: int = ge(1)
     microbench_budget: float = gt(0)
     hta: bool = MISSING
+    verify: bool = MISSING  # the top finding's fix measured in the job (tasks/train/verify.py)
+    verify_budget: float = gt(0)  # its cost: at most this share of the window's time
 
 
 @dataclass

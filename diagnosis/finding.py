@@ -37,7 +37,11 @@ def saving_text(s: Saving) -> str:
     )
     secs = f", {ms(s.seconds)} ms" if s.seconds is not None else ""
     out = f"{100 * s.fraction:.1f}% of {s.of}{secs}{rng}: {s.how}"
-    if s.rule and s.rule.get("fraction") is not None:
+    if s.predicted and s.predicted.get("fraction") is not None:
+        p = s.predicted
+        who = "the model" if p.get("source") == "model" else "the rule of thumb"
+        out += f" ({who} predicted {100 * p['fraction']:.1f}%)"
+    elif s.rule and s.rule.get("fraction") is not None:
         out += f" (the rule of thumb said {100 * s.rule['fraction']:.1f}%)"
     if s.capped:
         out += f"; {s.capped}"

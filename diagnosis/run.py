@@ -41,9 +41,14 @@ MODEL_SAMPLES = 400  # Monte Carlo draws per prediction: a diagnosis runs at the
 
 
 def diagnose(
-    record: Record | dict, nccl_tests: dict | None = None, hta: bool = True, model: bool = True
+    record: Record | dict,
+    nccl_tests: dict | None = None,
+    hta: bool = True,
+    model: bool = True,
+    hidden_out: list | None = None,
 ) -> dict:
-    """The record's diagnosis, as the JSON object `result.diagnosis` holds (base.record_types.DiagnosisBlock)."""
+    """The record's diagnosis, as the JSON object `result.diagnosis` holds (base.record_types.DiagnosisBlock).
+    hidden_out: a list that receives the findings the noise hides (top_fix's candidates after the named ones)."""
     from comm import nccl_tests as nt
     from comm.efficiency import versus_link
 
@@ -82,10 +87,13 @@ def diagnose(
             found.append(f)
     if model and found:
         notes += estimate_with_model(v, found)
+    measured_in_job(v, found)
     floor, threshold = noise.floor, noise.threshold
     settled = settle(v, found, floor)
     named = [f for f in settled if f.qualitative or f.material > floor]
     hidden = [f for f in settled if f not in named]
+    if hidden_out is not None:
+        hidden_out += sorted(hidden, key=lambda f: -f.material)
     ranked = rank_findings(named, tie=floor)
     first = noise_rule(v, noise, hidden)
     out = {
@@ -112,6 +120,65 @@ def diagnose(
 
         out["hta"] = hta_check.cross_check(record)
     return out
+
+
+def top_fix(record: Record | dict, switchable=lambda change: True) -> tuple[dict, str] | None:
+    """(recommends, rule) of the first finding whose fix `switchable` accepts: the named findings in rank order,
+    then those the noise hides, largest first (a measurement may show what the noise hid); else the top finding's
+    own, or None. What diagnose.verify measures in the job (tasks/train/verify.py asks through launchers.rank,
+    before the record is written)."""
+    hidden: list[Finding] = []
+    named = [
+        f for f in diagnose(record, hta=False, hidden_out=hidden)["findings"] if not f.get("first")
+    ]
+    candidates = [(dict(f.get("recommends") or {}), f["rule"]) for f in named] + [
+        (dict(f.recommends or {}), f.rule) for f in hidden
+    ]
+    for change, rule in candidates:
+        if change and switchable(change):
+            return change, rule
+    return candidates[0] if named else None
+
+
+def measured_in_job(v: RunView, found: list[Finding]) -> None:
+    """The finding whose fix the job measured (result.verify) takes the measurement as its saving, the estimate
+    kept beside it (Saving.predicted): a measured saving with its interval beats any prediction of it."""
+    check = getattr(v.record.result, "verify", None)
+    if check is None or check.saving is None or not check.change:
+        return
+    for f in found:
+        changes = [f.recommends] + [p["change"] for p in f.predictions]
+        if f.rule != check.rule or dict(check.change) not in changes:
+            continue
+        before = f.saving
+        lo, hi = check.ci_lo, check.ci_hi
+        interval = f" [{100 * lo:.1f}, {100 * hi:.1f}]" if lo is not None and hi is not None else ""
+        change = " ".join(f"{k}={val}" for k, val in check.change.items())
+        f.saving = Saving(
+            check.saving,
+            v.step_s * check.saving if v.step_s else None,
+            lo,
+            hi,
+            of="the time per sample",
+            basis="interval",
+            source="measured",
+            how=f"measured in this job: {100 * check.saving:.1f}%{interval} ({check.rounds} interleaved "
+            f"rounds of {check.block_steps} step(s) with and without {change}, paired t; the check "
+            f"added {check.cost_s:.3g} s, diagnose.verify=false skips it)",
+            rule=before.rule if before is not None else None,
+            predicted=None
+            if before is None or before.fraction is None
+            else {
+                "fraction": before.fraction,
+                "lo": before.lo,
+                "hi": before.hi,
+                "source": before.source,
+            },
+        )
+        f.pool = "own"
+        if dict(check.change) != f.recommends:
+            f.recommends, f.command = dict(check.change), v.command(dict(check.change))
+        return
 
 
 # ------------------------------------------------------------------------------------------------- the what-if model
