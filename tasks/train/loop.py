@@ -61,8 +61,8 @@ def run(ctx) -> TrainResult | None:
     K = cfg.accumulate
 
     def make_step(sync, h2d=None):
-        """One optimizer step with this sync (and h2d mode: a new feeder on the same batches); the in-job check
-        (tasks/train/verify.py) makes its fix's."""
+        """One optimizer step with this sync (and h2d mode: a new feeder on the same batches); the
+        in-job check (tasks/train/verify.py) makes its fix's."""
         fed = feeder if h2d is None else make_feeder(h2d, dev, host_batches)
         return functools.partial(
             one_step, sync, fed, optimizer, criterion, autocast, host_batches, timer, K

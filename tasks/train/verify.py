@@ -1,23 +1,26 @@
 """diagnose.verify: the top finding's fix measured inside the job, not only predicted.
 
-A prediction of what a fix saves is a model's (whatif/) or a rule of thumb's, and either can be tens of points off
-(issue 38: a rule's 45% against a measured 4%). Where the fix can be switched between timed blocks of the same job,
-measuring it costs a few steps: after the window and its probes, rank 0 diagnoses its own result (ctx.choose, set by
-launchers.rank: this package may not import the diagnosis), broadcasts the top finding's change, and every rank runs
-rounds of one block of the current setting and one of the fix, the order alternating (ABBA), on the same ranks and
-the same data stream. The saving is 1 - the paired ratio of the rounds' throughputs (stats.compare_runs: paired t on
-the per-round log ratios), so a round's machine state cancels.
+A prediction of what a fix saves is a model's (whatif/) or a rule of thumb's, and either can be tens
+of points off (issue 38: a rule's 45% against a measured 4%). Where the fix can be switched between
+timed blocks of the same job, measuring it costs a few steps: after the window and its probes, rank
+0 diagnoses its own result (ctx.choose, set by launchers.rank: this package may not import the
+diagnosis), broadcasts the top finding's change, and every rank runs rounds of one block of the
+current setting and one of the fix, the order alternating (ABBA), on the same ranks and the same
+data stream. The saving is 1 - the paired ratio of the rounds' throughputs (stats.compare_runs:
+paired t on the per-round log ratios), so a round's machine state cancels.
 
-Switchable in the job: sync (to ddp, a DDP wrapper around the same module), the comm hook (optim=), the bucket cap,
-ddp.static_graph and ddp.gradient_as_bucket_view (each a new DDP wrapper around the same module: a wrapper whose
-forward did not run ignores the backward), and h2d (a new feeder on the same batches). Not switchable: world size,
-the link, accumulate (it changes the batch per optimizer step), CUDA graphs (the captured step is fixed); the model's
-prediction then stays and the record says why.
+Switchable in the job: sync (to ddp, a DDP wrapper around the same module), the comm hook (optim=),
+the bucket cap, ddp.static_graph and ddp.gradient_as_bucket_view (each a new DDP wrapper around the
+same module: a wrapper whose forward did not run ignores the backward), and h2d (a new feeder on the
+same batches). Not switchable: world size, the link, accumulate (it changes the batch per optimizer
+step), CUDA graphs (the captured step is fixed); the model's prediction then stays and the record
+says why.
 
-Cost: the fix's set-up and warm-up and the rounds together stay within diagnose.verify_budget of the window's
-time (the decision before them is rank 0's diagnosis of its result, seconds whatever the window, recorded apart);
-the rounds that fit are planned from the warm-up (the ranks agree through one all_reduce, outside the timed
-blocks), and where fewer than MIN_ROUNDS fit, nothing is timed and the record says what would."""
+Cost: the fix's set-up and warm-up and the rounds together stay within diagnose.verify_budget of the
+window's time (the decision before them is rank 0's diagnosis of its result, seconds whatever the
+window, recorded apart); the rounds that fit are planned from the warm-up (the ranks agree through
+one all_reduce, outside the timed blocks), and where fewer than MIN_ROUNDS fit, nothing is timed and
+the record says what would."""
 
 from __future__ import annotations
 
@@ -39,8 +42,8 @@ MIN_ROUNDS = 3  # a paired t on 2 degrees of freedom: the fewest that give an in
 MAX_ROUNDS = 20  # more adds little to the interval and only costs time
 WARMUP_STEPS = 2  # the fix's first steps (DDP rebuilds its buckets after the first): untimed
 METHOD = (
-    "rounds of one block of each setting, order alternating; paired t on the per-round log throughput "
-    "ratios (stats.compare_runs); block walls: the slowest rank's"
+    "rounds of one block of each setting, order alternating; paired t on the per-round log "
+    "throughput ratios (stats.compare_runs); block walls: the slowest rank's"
 )
 
 
@@ -62,8 +65,8 @@ def not_switchable(change: dict | None, cfg) -> str | None:
 
 
 def fix_config(cfg, change: dict):
-    """This run's config with `change` applied, as the ranks' DDP and feeder read it. optim=NAME: conf/optim/NAME.yaml
-    over its schema, as Hydra would compose it."""
+    """This run's config with `change` applied, as the ranks' DDP and feeder read it. optim=NAME:
+    conf/optim/NAME.yaml over its schema, as Hydra would compose it."""
     fix = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
     for key, value in change.items():
         if key == "optim":
@@ -81,8 +84,8 @@ def _module(sync) -> torch.nn.Module:
 
 
 def in_job(ctx, make_step, sync, window, result) -> InJobCheck | None:
-    """Every rank calls it after the probes; rank 0's result is its own diagnosis's input (ctx.choose). Returns what
-    the record keeps (the same on every rank; None where diagnose.verify is off)."""
+    """Every rank calls it after the probes; rank 0's result is its diagnosis's input (ctx.choose).
+    Returns what the record keeps (the same on every rank; None where diagnose.verify is off)."""
     cfg = ctx.cfg
     if not cfg.diagnose.get("verify", False):
         return None
@@ -135,8 +138,10 @@ def in_job(ctx, make_step, sync, window, result) -> InJobCheck | None:
     if rounds < MIN_ROUNDS:
         out.skipped = (
             f"the budget (diagnose.verify_budget={cfg.diagnose.verify_budget:g} of the "
-            f"{budget_s / cfg.diagnose.verify_budget:.3g} s window: {budget_s:.3g} s, {spent:.3g} s spent on "
-            f"set-up) holds {rounds} of the {MIN_ROUNDS} rounds an interval needs ({per_round:.3g} s each): "
+            f"{budget_s / cfg.diagnose.verify_budget:.3g} s window: {budget_s:.3g} s, "
+            f"{spent:.3g} s "
+            f"spent on set-up) holds {rounds} of the {MIN_ROUNDS} rounds an interval needs "
+            f"({per_round:.3g} s each): "
             f"a larger diagnose.verify_budget or steps= measures it"
         )
         out.cost_s = time.perf_counter() - t0
@@ -165,7 +170,8 @@ def in_job(ctx, make_step, sync, window, result) -> InJobCheck | None:
 
 
 def _timed(step, n: int, dev) -> float:
-    """One block of n steps, bracketed as the window's (a device sync and a barrier before, a device sync after)."""
+    """One block of n steps, bracketed as the window's (a device sync and a barrier before, a device
+    sync after)."""
     synchronize(dev)
     dist.barrier()
     t = time.perf_counter()
