@@ -93,7 +93,10 @@ def in_job(ctx, make_step, sync, window, result) -> InJobCheck | None:
     budget_s = float(cfg.diagnose.verify_budget) * window.window_s
     choice = [None]
     if ctx.is_main:
-        can = lambda change: not_switchable(change, cfg) is None  # noqa: E731
+
+        def can(change):
+            return not_switchable(change, cfg) is None
+
         chosen = ctx.choose(result, can) if getattr(ctx, "choose", None) is not None else None
         change, rule = chosen if chosen else (None, None)
         choice[0] = {"change": change, "rule": rule, "skipped": not_switchable(change, cfg)}
@@ -147,13 +150,22 @@ def in_job(ctx, make_step, sync, window, result) -> InJobCheck | None:
         out.cost_s = time.perf_counter() - t0
         return out
     walls = torch.zeros(2, rounds, dtype=torch.float64)
-    for r in range(rounds):
+    started, done = time.perf_counter(), 0
+    while done < rounds:
+        r = done
         order = ((0, base_step), (1, fix_step)) if r % 2 == 0 else ((1, fix_step), (0, base_step))
         for arm, step in order:
             walls[arm, r] = _timed(step, block, dev)
-    dist.all_reduce(
-        walls, op=dist.ReduceOp.MAX
-    )  # each block's slowest rank, as the window's throughput
+        done += 1
+        if MIN_ROUNDS <= done < rounds:  # the plan came from one step of each: keep to the budget
+            now = time.perf_counter()
+            late = torch.tensor([int(now - decided + (now - started) / done > budget_s)])
+            dist.all_reduce(late, op=dist.ReduceOp.MAX)  # between rounds, outside the timed blocks
+            if late.item():
+                break
+    rounds = done
+    walls = walls[:, :done].contiguous()
+    dist.all_reduce(walls, op=dist.ReduceOp.MAX)  # each block's slowest rank, as the window's
     base_w, fix_w = walls[0].tolist(), walls[1].tolist()
     s = compare_runs(
         [math.log(block / w) for w in base_w],
