@@ -28,7 +28,7 @@ def evidence_text(e: Evidence) -> str:
 
 def saving_text(s: Saving) -> str:
     if s.fraction is None:
-        return f"not estimated: {s.how}"
+        return s.how if s.how.startswith("at most") else f"not estimated: {s.how}"
     word = "95% interval" if s.basis == "interval" else "range"
     rng = (
         f" ({word} {100 * s.lo:.0f}-{100 * s.hi:.0f}%)"

@@ -88,6 +88,7 @@ def diagnose(
     if model and found:
         notes += estimate_with_model(v, found)
     measured_in_job(v, found)
+    bound_rules(v, found)
     floor, threshold = noise.floor, noise.threshold
     settled = settle(v, found, floor)
     named = [f for f in settled if f.qualitative or f.material > floor]
@@ -179,6 +180,57 @@ def measured_in_job(v: RunView, found: list[Finding]) -> None:
         if dict(check.change) != f.recommends:
             f.recommends, f.command = dict(check.change), v.command(dict(check.change))
         return
+
+
+SPREAD = 0.10  # a saving is estimated when it is known within +-10 points of the step
+
+
+def measure_command(v: RunView, change: dict) -> str:
+    """The sweep that measures `change` against this run: both settings, interleaved rounds (repeats=3)."""
+    if not change:
+        return "python train.py -m ... repeats=3 (this run and its fix, interleaved)"
+    both = {
+        k: f"{_now(v, k)},{val}" if _now(v, k) is not None else val for k, val in change.items()
+    }
+    cmd = v.command({**both, "repeats": 3})
+    return cmd if " -m " in cmd else cmd.replace("python train.py ", "python train.py -m ", 1)
+
+
+def _now(v: RunView, key: str):
+    val = setting(v.config, key if key != "optim" else "optim.name")
+    return str(val).lower() if isinstance(val, bool) else val
+
+
+def bound_rules(v: RunView, found: list[Finding]) -> None:
+    """A rule of thumb's best case is a bound, never an estimate: where a rule's saving is its range's top, or its
+    range is wider than +-SPREAD, the finding says "at most X%", that it cannot be estimated within +-10 points from
+    this record, and the command that measures it (the in-job check, diagnose.verify, where the fix can be switched;
+    an interleaved sweep otherwise). A modelled or measured saving with an interval wider than that says so too."""
+    for f in found:
+        s = f.saving
+        if s is None or s.fraction is None:
+            continue
+        lo = s.lo if s.lo is not None else s.fraction
+        hi = s.hi if s.hi is not None else s.fraction
+        wide = hi - lo > 2 * SPREAD
+        cmd = measure_command(v, f.recommends)
+        if s.source == "rule" and (wide or (s.hi is not None and s.fraction >= s.hi - 1e-9)):
+            f.saving = Saving(
+                None,
+                lo=lo,
+                hi=hi,
+                of=s.of,
+                how=f"at most {100 * hi:.0f}% of {s.of} (a rule of thumb's best case: {s.how}); "
+                f"not estimated within +-{100 * SPREAD:.0f} points from this record: measure it with {cmd}",
+                basis="range",
+                source="rule",
+                rule=_as_rule(s),
+            )
+        elif wide and s.source != "measured":
+            f.saving = replace(
+                s,
+                how=f"{s.how}; its interval is wider than +-{100 * SPREAD:.0f} points: measure it with {cmd}",
+            )
 
 
 # ------------------------------------------------------------------------------------------------- the what-if model
