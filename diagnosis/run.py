@@ -165,7 +165,7 @@ def measured_in_job(v: RunView, found: list[Finding]) -> None:
             source="measured",
             how=f"measured in this job: {100 * check.saving:.1f}%{interval} ({check.rounds} interleaved "
             f"rounds of {check.block_steps} step(s) with and without {change}, paired t; the check "
-            f"added {check.cost_s:.3g} s, diagnose.verify=false skips it)",
+            f"added {check.cost_s:.3g} s to the job, {_budget(check)}; diagnose.verify=false skips it)",
             rule=before.rule if before is not None else None,
             predicted=None
             if before is None or before.fraction is None
@@ -201,11 +201,24 @@ def _now(v: RunView, key: str):
     return str(val).lower() if isinstance(val, bool) else val
 
 
+def _budget(check) -> str:
+    """The check's budget, as the output states it."""
+    if check.budget_s is None:
+        return "no budget recorded"
+    return (
+        f"its budget {check.budget_s:.3g} s (diagnose.verify_budget of the window"
+        + (f", besides {check.decide_s:.2g} s choosing the fix" if check.decide_s else "")
+        + ")"
+    )
+
+
 def bound_rules(v: RunView, found: list[Finding]) -> None:
-    """A rule of thumb's best case is a bound, never an estimate: where a rule's saving is its range's top, or its
-    range is wider than +-SPREAD, the finding says "at most X%", that it cannot be estimated within +-10 points from
-    this record, and the command that measures it (the in-job check, diagnose.verify, where the fix can be switched;
-    an interleaved sweep otherwise). A modelled or measured saving with an interval wider than that says so too."""
+    """A rule of thumb's best case is a bound, never an estimate: a rule's saving at the top of a
+    range no wider than 2 x SPREAD becomes the range's middle; where the range is wider, the
+    finding says "at most X%", that it cannot be estimated within +-10 points from this record, and
+    the command that measures it (the in-job check, diagnose.verify, where the fix can be switched;
+    an interleaved sweep otherwise). A modelled or measured saving with an interval wider than that
+    says so too."""
     for f in found:
         s = f.saving
         if s is None or s.fraction is None:
@@ -214,7 +227,16 @@ def bound_rules(v: RunView, found: list[Finding]) -> None:
         hi = s.hi if s.hi is not None else s.fraction
         wide = hi - lo > 2 * SPREAD
         cmd = measure_command(v, f.recommends)
-        if s.source == "rule" and (wide or (s.hi is not None and s.fraction >= s.hi - 1e-9)):
+        if s.source == "rule" and not wide and s.hi is not None and s.fraction >= s.hi - 1e-9:
+            # a narrow range: its middle is within +-SPREAD of every value in it
+            f.saving = replace(
+                s,
+                fraction=(lo + hi) / 2,
+                seconds=v.step_s * (lo + hi) / 2 if v.step_s else None,
+                how=f"{s.how}; the middle of its range (its best case {100 * hi:.0f}% is a bound)",
+                rule=s.rule or _as_rule(s),
+            )
+        elif s.source == "rule" and wide:
             f.saving = Saving(
                 None,
                 lo=lo,
@@ -226,10 +248,17 @@ def bound_rules(v: RunView, found: list[Finding]) -> None:
                 source="rule",
                 rule=_as_rule(s),
             )
+        elif wide and s.source == "measured" and "measured in this job" in s.how:
+            f.saving = replace(
+                s,
+                how=f"{s.how}; its interval is wider than +-{100 * SPREAD:.0f} points: a larger "
+                f"diagnose.verify_budget or steps= narrows it",
+            )
         elif wide and s.source != "measured":
             f.saving = replace(
                 s,
-                how=f"{s.how}; its interval is wider than +-{100 * SPREAD:.0f} points: measure it with {cmd}",
+                how=f"{s.how}; its interval is wider than +-{100 * SPREAD:.0f} points: measure it "
+                f"with {cmd}",
             )
 
 
@@ -524,6 +553,10 @@ def _notes(v: RunView, comparisons: dict) -> list[str]:
                 or "no on-rank microbenchmark in this record (diagnose.microbench=true runs it)"
             )
         )
+    check = getattr(v.result, "verify", None)
+    if check is not None and check.skipped and check.change:
+        what = " ".join(f"{k}={val}" for k, val in check.change.items())
+        notes.append(f"{what} not measured in this job (diagnose.verify): {check.skipped}")
     if getattr(v.result, "backend", None) == "nccl" and not v.result.nccl_transports:
         notes.append(
             "NCCL transports unknown: nccl.DEBUG=INFO records which (P2P, SHM, NET/IB, NET/Socket)"
