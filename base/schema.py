@@ -467,6 +467,9 @@ class Diagnose:
     hta: bool = MISSING
     verify: bool = MISSING  # the top finding's fix measured in the job (tasks/train/verify.py)
     verify_budget: float = gt(0)  # its cost: at most this share of the window's time
+    probe_budget: float = ge(
+        0
+    )  # more DDP probe steps where the sync dominates (tasks/train/probes.py)
 
 
 @dataclass

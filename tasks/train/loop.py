@@ -133,7 +133,13 @@ def run(ctx) -> TrainResult | None:
     # ---- untimed probes ----
     probe_batches = (feeder.to_device(batch) for batch in host_batches)
     comm_stats = (
-        ddp_comm_probe(sync, train_step, cfg.probe_steps)
+        ddp_comm_probe(
+            sync,
+            train_step,
+            cfg.probe_steps,
+            step_s=window.window_s / max(1, window.steps),
+            budget_s=float(cfg.diagnose.get("probe_budget", 0.0)) * window.window_s,
+        )
         if not cfg.cuda_graphs
         else train_step.comm_stats
     )
