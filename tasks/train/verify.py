@@ -97,15 +97,24 @@ def in_job(ctx, make_step, sync, window, result) -> InJobCheck | None:
         def can(change):
             return not_switchable(change, cfg) is None
 
-        chosen = ctx.choose(result, can) if getattr(ctx, "choose", None) is not None else None
+        try:
+            chosen = ctx.choose(result, can) if getattr(ctx, "choose", None) is not None else None
+            problem = None
+        except Exception as e:  # noqa: BLE001 - the other ranks wait at the broadcast: never raise here
+            chosen, problem = (
+                None,
+                f"the diagnosis that chooses the fix failed ({type(e).__name__}: {e})",
+            )
         change, rule = chosen if chosen else (None, None)
-        choice[0] = {"change": change, "rule": rule, "skipped": not_switchable(change, cfg)}
+        choice[0] = {
+            "change": change,
+            "rule": rule,
+            "skipped": problem or not_switchable(change, cfg),
+        }
         if choice[0]["skipped"] is None and budget_s <= 0:
             choice[0]["skipped"] = "the window took no time"
     dist.broadcast_object_list(choice, src=0)
-    decided = (
-        time.perf_counter()
-    )  # the decision is a diagnosis, whatever the window: not in the budget
+    decided = time.perf_counter()  # the decision is a diagnosis, whatever the window: not budgeted
     change, rule, skipped = choice[0]["change"], choice[0]["rule"], choice[0]["skipped"]
     out = InJobCheck(
         change=change,
@@ -118,6 +127,17 @@ def in_job(ctx, make_step, sync, window, result) -> InJobCheck | None:
     if skipped is not None:
         out.cost_s = time.perf_counter() - t0
         return out
+    try:
+        _measure(ctx, make_step, sync, window, out, change, decided)
+    except Exception as e:  # noqa: BLE001 - every rank runs the same fix: a failure is the same on each
+        out.skipped = f"the check failed ({type(e).__name__}: {e}); the estimate stays"
+    out.cost_s = time.perf_counter() - t0
+    return out
+
+
+def _measure(ctx, make_step, sync, window, out: InJobCheck, change: dict, decided: float) -> None:
+    """The fix built, warmed up, and timed in rounds against the current setting; into `out`."""
+    cfg, budget_s = ctx.cfg, out.budget_s
     fix = fix_config(cfg, change)
     fix_sync = sync
     if any(k != "h2d" for k in change):
@@ -147,8 +167,7 @@ def in_job(ctx, make_step, sync, window, result) -> InJobCheck | None:
             f"({per_round:.3g} s each): "
             f"a larger diagnose.verify_budget or steps= measures it"
         )
-        out.cost_s = time.perf_counter() - t0
-        return out
+        return
     walls = torch.zeros(2, rounds, dtype=torch.float64)
     started, done = time.perf_counter(), 0
     while done < rounds:
@@ -177,8 +196,6 @@ def in_job(ctx, make_step, sync, window, result) -> InJobCheck | None:
     out.saving = time_saved(s.ratio)
     if s.ci_lo is not None and s.ci_hi is not None:
         out.ci_lo, out.ci_hi = time_saved(s.ci_lo), time_saved(s.ci_hi)
-    out.cost_s = time.perf_counter() - t0
-    return out
 
 
 def _timed(step, n: int, dev) -> float:
