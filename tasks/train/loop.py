@@ -139,6 +139,7 @@ def run(ctx) -> TrainResult | None:
             cfg.probe_steps,
             step_s=window.window_s / max(1, window.steps),
             budget_s=float(cfg.diagnose.get("probe_budget", 0.0)) * window.window_s,
+            device=ctx.torch_device,
         )
         if not cfg.cuda_graphs
         else train_step.comm_stats

@@ -20,7 +20,12 @@ DOMINANT = 0.15  # exposed communication above this share of the step: the rules
 
 
 def ddp_comm_probe(
-    sync, train_step, n: int, step_s: float | None = None, budget_s: float = 0.0
+    sync,
+    train_step,
+    n: int,
+    step_s: float | None = None,
+    budget_s: float = 0.0,
+    device: torch.device | None = None,
 ) -> dict | None:
     """Median of DDP's runtime stats over n probe steps, and each step's exposed communication (comm - overlap), so
     that n >= 6 gives the exposed time a 95% interval (tasks/train/result.py). DDP fills them in at the start of the
@@ -44,7 +49,9 @@ def ddp_comm_probe(
     extended = False
     if more > 0 and step_s:
         exposed = statistics.median(max(0.0, s["comm_s"] - s["overlap_s"]) for s in samples)
-        want = torch.tensor([int(exposed > DOMINANT * step_s and more * step_s <= budget_s)])
+        want = torch.tensor(
+            [int(exposed > DOMINANT * step_s and more * step_s <= budget_s)], device=device
+        )
         dist.all_reduce(want, op=dist.ReduceOp.MIN)  # every rank, or none
         if want.item():
             for _ in range(more):

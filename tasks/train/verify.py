@@ -25,6 +25,7 @@ the record says what would."""
 from __future__ import annotations
 
 import math
+import threading
 import time
 
 import torch
@@ -40,6 +41,7 @@ from tasks.train.ddp import DDPSync
 SWITCHABLE = ("sync", "optim", "bucket", "ddp.static_graph", "ddp.gradient_as_bucket_view", "h2d")
 MIN_ROUNDS = 3  # a paired t on 2 degrees of freedom: the fewest that give an interval at all
 MAX_ROUNDS = 20  # more adds little to the interval and only costs time
+KEEPALIVE_S = 2.0  # while rank 0 chooses the fix: one broadcast this often (hang.min_s is 30 s)
 WARMUP_STEPS = 2  # the fix's first steps (DDP rebuilds its buckets after the first): untimed
 METHOD = (
     "rounds of one block of each setting, order alternating; paired t on the per-round log "
@@ -91,28 +93,7 @@ def in_job(ctx, make_step, sync, window, result) -> InJobCheck | None:
         return None
     t0 = time.perf_counter()
     budget_s = float(cfg.diagnose.verify_budget) * window.window_s
-    choice = [None]
-    if ctx.is_main:
-
-        def can(change):
-            return not_switchable(change, cfg) is None
-
-        try:
-            chosen = ctx.choose(result, can) if getattr(ctx, "choose", None) is not None else None
-            problem = None
-        except Exception as e:  # noqa: BLE001 - the other ranks wait at the broadcast: never raise here
-            chosen, problem = (
-                None,
-                f"the diagnosis that chooses the fix failed ({type(e).__name__}: {e})",
-            )
-        change, rule = chosen if chosen else (None, None)
-        choice[0] = {
-            "change": change,
-            "rule": rule,
-            "skipped": problem or not_switchable(change, cfg),
-        }
-        if choice[0]["skipped"] is None and budget_s <= 0:
-            choice[0]["skipped"] = "the window took no time"
+    choice = [_decide(ctx, result, budget_s)]
     dist.broadcast_object_list(choice, src=0)
     decided = time.perf_counter()  # the decision is a diagnosis, whatever the window: not budgeted
     change, rule, skipped = choice[0]["change"], choice[0]["rule"], choice[0]["skipped"]
@@ -135,6 +116,47 @@ def in_job(ctx, make_step, sync, window, result) -> InJobCheck | None:
     return out
 
 
+def _choose(ctx, result, budget_s: float) -> dict:
+    """Rank 0: the fix to measure, or why none (never raises: the other ranks wait for it)."""
+    cfg = ctx.cfg
+
+    def can(change):
+        return not_switchable(change, cfg) is None
+
+    try:
+        chosen = ctx.choose(result, can) if getattr(ctx, "choose", None) is not None else None
+        problem = None
+    except Exception as e:  # noqa: BLE001 - the other ranks wait for the answer: never raise here
+        chosen = None
+        problem = f"the diagnosis that chooses the fix failed ({type(e).__name__}: {e})"
+    change, rule = chosen if chosen else (None, None)
+    skipped = problem or not_switchable(change, cfg)
+    if skipped is None and budget_s <= 0:
+        skipped = "the window took no time"
+    return {"change": change, "rule": rule, "skipped": skipped}
+
+
+def _decide(ctx, result, budget_s: float) -> dict | None:
+    """Rank 0 diagnoses its result on a thread while every rank's main thread broadcasts rank 0's "done" flag
+    every KEEPALIVE_S: the diagnosis takes seconds (tens on a loaded 2-core host), and a job with no finished
+    collective for hang.after_s is declared hung (launchers/hang.py). Then the choice itself is broadcast."""
+    box: dict = {}
+    worker = None
+    if ctx.is_main:
+        worker = threading.Thread(
+            target=lambda: box.update(choice=_choose(ctx, result, budget_s)), daemon=True
+        )
+        worker.start()
+    done = torch.zeros(1, device=ctx.torch_device)  # nccl: a device tensor
+    while True:
+        if worker is not None:
+            worker.join(KEEPALIVE_S)
+            done[0] = float(not worker.is_alive())
+        dist.broadcast(done, src=0)  # every rank: a finished collective, the hang watch's progress
+        if done.item():
+            return box.get("choice")
+
+
 def _measure(ctx, make_step, sync, window, out: InJobCheck, change: dict, decided: float) -> None:
     """The fix built, warmed up, and timed in rounds against the current setting; into `out`."""
     cfg, budget_s = ctx.cfg, out.budget_s
@@ -152,7 +174,7 @@ def _measure(ctx, make_step, sync, window, out: InJobCheck, change: dict, decide
     fix_s = _timed(fix_step, 1, dev)
     block = max(1, int(window.block))
     spent = time.perf_counter() - decided
-    plan = torch.tensor([base_s, fix_s, spent, budget_s], dtype=torch.float64)
+    plan = torch.tensor([base_s, fix_s, spent, budget_s], dtype=torch.float64, device=dev)
     dist.all_reduce(plan, op=dist.ReduceOp.MAX)  # every rank plans from the same numbers
     base_s, fix_s, spent, budget_s = plan.tolist()
     per_round = block * (base_s + fix_s)
@@ -168,7 +190,7 @@ def _measure(ctx, make_step, sync, window, out: InJobCheck, change: dict, decide
             f"a larger diagnose.verify_budget or steps= measures it"
         )
         return
-    walls = torch.zeros(2, rounds, dtype=torch.float64)
+    walls = torch.zeros(2, rounds, dtype=torch.float64, device=dev)
     started, done = time.perf_counter(), 0
     while done < rounds:
         r = done
@@ -178,14 +200,16 @@ def _measure(ctx, make_step, sync, window, out: InJobCheck, change: dict, decide
         done += 1
         if MIN_ROUNDS <= done < rounds:  # the plan came from one step of each: keep to the budget
             now = time.perf_counter()
-            late = torch.tensor([int(now - decided + (now - started) / done > budget_s)])
+            late = torch.tensor(
+                [int(now - decided + (now - started) / done > budget_s)], device=dev
+            )
             dist.all_reduce(late, op=dist.ReduceOp.MAX)  # between rounds, outside the timed blocks
             if late.item():
                 break
     rounds = done
     walls = walls[:, :done].contiguous()
     dist.all_reduce(walls, op=dist.ReduceOp.MAX)  # each block's slowest rank, as the window's
-    base_w, fix_w = walls[0].tolist(), walls[1].tolist()
+    base_w, fix_w = walls[0].cpu().tolist(), walls[1].cpu().tolist()
     s = compare_runs(
         [math.log(block / w) for w in base_w],
         [math.log(block / w) for w in fix_w],
