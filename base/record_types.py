@@ -361,10 +361,23 @@ class Saving(Block):
     )
 
     @property
+    def ranked(self) -> float | None:
+        """What ranks the finding: the estimate, or for a rule's bound (fraction None, printed "at most", issue
+        38) the rule's own figure, so that printing a best case as a bound changes no ranking."""
+        if self.fraction is not None:
+            return self.fraction
+        if self.source == "rule" and self.hi is not None and self.rule:
+            return self.rule.get("fraction")
+        return None
+
+    @property
     def strength(self) -> int:
-        """2: an interval (measured or modelled); 1: a point or an arithmetic range; 0: not estimated."""
-        if self.fraction is None:
+        """2: an interval (measured or modelled); 1: a point, an arithmetic range or a rule's bound; 0: not
+        estimated."""
+        if self.ranked is None:
             return 0
+        if self.fraction is None:
+            return 1
         return 2 if self.basis == "interval" and self.lo is not None and self.hi is not None else 1
 
 
@@ -425,11 +438,7 @@ class Finding(Block):
     @property
     def effect(self) -> float:
         """The size findings are ranked by: the saving of the fix, else the share of the step it concerns."""
-        return (
-            self.saving.fraction
-            if self.saving and self.saving.fraction is not None
-            else self.impact
-        )
+        return self.saving.ranked if self.saving and self.saving.ranked is not None else self.impact
 
     @property
     def material(self) -> float:

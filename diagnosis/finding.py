@@ -27,8 +27,12 @@ def evidence_text(e: Evidence) -> str:
 
 
 def saving_text(s: Saving) -> str:
+    if s.fraction is None and s.source == "rule" and s.hi is not None:  # a bound (issue 38)
+        return f"at most {100 * s.hi:.0f}% of {s.of} {s.how}" + (
+            f"; {s.capped}" if s.capped else ""
+        )
     if s.fraction is None:
-        return s.how if s.how.startswith("at most") else f"not estimated: {s.how}"
+        return f"not estimated: {s.how}"
     word = "95% interval" if s.basis == "interval" else "range"
     rng = (
         f" ({word} {100 * s.lo:.0f}-{100 * s.hi:.0f}%)"
@@ -88,7 +92,7 @@ def rank_findings(findings: list[Finding], tie: float = 0.0) -> list[Finding]:
     against a point or a range) goes first."""
     ranked = sorted(
         findings,
-        key=lambda f: (not f.first, f.saving is None or f.saving.fraction is None, -f.effect),
+        key=lambda f: (not f.first, f.saving is None or f.saving.ranked is None, -f.effect),
     )
     for i in range(len(ranked) - 1):
         a, b = ranked[i], ranked[i + 1]
@@ -104,5 +108,5 @@ def near_tie(a: Finding, b: Finding, tie: float) -> bool:
         and not b.first
         and a.strength > 0
         and b.strength > 0
-        and abs(a.saving.fraction - b.saving.fraction) <= tie
+        and abs(a.saving.ranked - b.saving.ranked) <= tie
     )

@@ -242,8 +242,8 @@ def bound_rules(v: RunView, found: list[Finding]) -> None:
                 lo=lo,
                 hi=hi,
                 of=s.of,
-                how=f"at most {100 * hi:.0f}% of {s.of} (a rule of thumb's best case: {s.how}); "
-                f"not estimated within +-{100 * SPREAD:.0f} points from this record: measure it with {cmd}",
+                how=f"(a rule of thumb's best case: {s.how}); not estimated within "
+                f"+-{100 * SPREAD:.0f} points from this record: measure it with {cmd}",
                 basis="range",
                 source="rule",
                 rule=_as_rule(s),
@@ -479,13 +479,25 @@ def settle(v: RunView, found: list[Finding], floor: float) -> list[Finding]:
             _fold(same, f, "the same next command")
             continue
         s = f.saving
-        if T and s is not None and s.fraction is not None and f.pool:
-            want = max(0.0, s.fraction * T)
+        if T and s is not None and s.ranked is not None and f.pool:
+            want = max(0.0, s.ranked * T)  # a rule's bound claims what its rule's figure says
             got, spent = pools.claim(f, want)
             if got < want - 1e-9 * T:
                 share = got / T
                 if spent is not None and share <= floor:
                     _fold(spent, f, f"its {ms(want)} ms per step are counted there")
+                    continue
+                if s.fraction is None:  # a bound: lowered to what is left of its part
+                    f.saving = replace(
+                        s,
+                        hi=min(s.hi, share),
+                        rule={**s.rule, "fraction": share},
+                        capped=f"capped at {100 * share:.1f}%: the rest is counted in a finding "
+                        "above"
+                        if spent is not None
+                        else f"capped at {100 * share:.1f}%: what is left of the step",
+                    )
+                    kept.append(f)
                     continue
                 f.saving = replace(
                     s,

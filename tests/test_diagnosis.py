@@ -137,7 +137,7 @@ def test_noise_is_said_first_and_hides_findings_inside_it():
     # said before the findings, not numbered as a cause, naming the size of what it hides; the header counts findings
     assert (
         text.splitlines()[1].startswith("- Noisy measurement")
-        and "it hides 1 finding of 20" in text
+        and "it hides 1 finding of 10" in text  # the middle of its rule's 0-20% (issue 38)
     )
     assert (
         text.splitlines()[0] == "diagnosis: no findings; 1 more inside the noise (23.6%, not named)"
@@ -201,7 +201,7 @@ def test_exposed_comm_with_low_efficiency_blames_the_sync_path():
     # a rule's best case is a bound (issue 38): the saving is "at most", the rule's figure kept beside it
     s = f["saving"]
     assert s["fraction"] is None and s["hi"] == pytest.approx(min(0.03, 0.05 - 0.01) / 0.1)
-    assert s["rule"]["fraction"] == pytest.approx(s["hi"]) and s["how"].startswith("at most 30%")
+    assert s["rule"]["fraction"] == pytest.approx(s["hi"]) and "best case" in s["how"]
     assert f["command"].startswith(
         "OMP_NUM_THREADS=1 python train.py"
     )  # CPU: gloo vs compute threads
