@@ -718,6 +718,7 @@ def main(argv: list[str] | None = None) -> int:
             **old,
             **table(out, chosen, old.get("delay_s", args.delay), rescore=bool(args.score)),
         }
+        result["common"] = old.get("common", COMMON)  # what those runs ran with, not today's
         result.pop("scored_by", None)
         if args.score:
             from diagnosis import VERSION
