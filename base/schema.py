@@ -581,6 +581,20 @@ class Diagnose:
     hta: bool = knob(
         True, "profile.enabled runs: cross-check overlap with HolisticTraceAnalysis (if installed)"
     )
+    verify: bool = knob(
+        True,
+        "after the window, run the top switchable finding's fix in blocks interleaved with this "
+        "setting (same ranks and data): its saving measured, with an interval (tasks/train/verify.py)",
+    )
+    verify_budget: float = knob(
+        0.3, "the check's cost: at most this share of the window's time (< 3 rounds: skipped)", gt=0
+    )
+    probe_budget: float = knob(
+        0.1,
+        "probe_steps < 6 and their exposed comm > 15% of the step: the missing probe steps are "
+        "taken when they cost at most this share of the window",
+        ge=0,
+    )
 
 
 @dataclass

@@ -60,6 +60,7 @@ COMMON = [
     "logger=none",
     "probe_steps=6",
     "diagnose.microbench=true",
+    "steps=60",  # a window whose 30% (diagnose.verify_budget) holds the in-job check's rounds (issue 38)
 ]
 DELAY_S = 0.1
 # Two rates at which the link binds vgg11_tiny's 71 KB gradient. Not 80 Mbit/s: there the shaper's bucket (64 KiB +
@@ -484,7 +485,19 @@ def table(out: Path, chosen: list[Case], delay: float, rescore: bool = False) ->
                 estimated_hi=statistics.median(his) if his else None,
                 estimate_source=est[0].source,
             )
+        checks = [_check(r) for r in runs]
+        costs = [c.cost_s for c in checks if c is not None and c.cost_s is not None]
+        if costs:
+            ran = [c for c in checks if c is not None and c.skipped is None]
+            row.update(
+                check_cost_s=statistics.median(costs),
+                check_ran=len(ran),
+                check_rounds=statistics.median(c.rounds for c in ran) if ran else 0,
+            )
         if m:
+            diffs = _per_run_error(runs, fix, judged)
+            if diffs:
+                row.update(errors=diffs)
             row.update(
                 measured=m["saving"],
                 measured_lo=m["lo"],
@@ -508,6 +521,29 @@ def table(out: Path, chosen: list[Case], delay: float, rescore: bool = False) ->
             if r.get("runs")
         ),
     }
+
+
+def _check(run: Run) -> object | None:
+    """The run's in-job check (result.verify, diagnose.verify), or None."""
+    return getattr(_record(run).result, "verify", None)
+
+
+def _per_run_error(runs: list[Run], fix: list[Run], judged: list[dict]) -> list[float | None]:
+    """Per run: the top finding's estimated saving - the saving measured in its round (1 - samples/s of this run /
+    the fix's run of the same round); None where either is missing."""
+    rate = {
+        int(_items(r).get("repeat", 0)): _record(r).result.throughput.samples_per_s for r in fix
+    }
+    out = []
+    for r, j in zip(runs, judged):
+        f = rate.get(int(_items(r).get("repeat", 0)))
+        s = j["saving"]
+        mine = _record(r).result.throughput.samples_per_s
+        if f is None or s is None or s.fraction is None or not f or not mine:
+            out.append(None)
+            continue
+        out.append(s.fraction - time_saved(f / mine))
+    return out
 
 
 def _overlap(est: Saving, m: dict) -> float:
@@ -536,12 +572,13 @@ def markdown(result: dict) -> str:
         "interleaved by round. Common overrides: `" + " ".join(result["common"]) + f"`.{where}",
         "",
         "| case | injected | expected first | top-1 | false findings | max sum of savings | top finding's "
-        "estimated saving [range] | measured saving [95% CI] | inside | fix measured |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---|",
+        "estimated saving [range] | measured saving [95% CI] | inside | estimate − measured, per run "
+        "(points) | in-job check: s added per run | fix measured |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in result["rows"]:
         if not r.get("runs"):
-            lines.append(f"| {r['case']} | {r['note']} | – | not run | | | | | | |")
+            lines.append(f"| {r['case']} | {r['note']} | – | not run | | | | | | | | |")
             continue
         est = (
             (
@@ -577,9 +614,24 @@ def markdown(result: dict) -> str:
             else "–"
         )
         false = f"{r['false']}" + (f" ({', '.join(r['false_rules'])})" if r["false_rules"] else "")
+        errors = (
+            ", ".join("–" if e is None else f"{100 * e:+.0f}" for e in r["errors"])
+            if r.get("errors")
+            else "–"
+        )
+        check = (
+            f"{r['check_cost_s']:.2g} s ("
+            + (
+                f"ran in {r['check_ran']}/{r['runs']}, {r['check_rounds']:g} rounds)"
+                if r.get("check_ran")
+                else "not run: nothing switchable, or over its budget)"
+            )
+            if r.get("check_cost_s") is not None
+            else "–"
+        )
         lines.append(
             f"| {r['case']} | {r['note']} | {r['expect']} | {r['top1']}/{r['runs']} | {false} "
-            f"| {_pct(r['max_sum'])} | {est} | {meas} | {inside} | {r['fix']} |"
+            f"| {_pct(r['max_sum'])} | {est} | {meas} | {inside} | {errors} | {check} | {r['fix']} |"
         )
     if result.get("skipped"):
         lines += [
@@ -592,8 +644,18 @@ def markdown(result: dict) -> str:
         "findings: named findings with no injected cause behind them. max sum: the largest total of all "
         "findings' savings in one run, as a share of the step. inside: runs whose stated range overlaps the "
         "measured 95% interval (else the gap, in points of the step). measured: 1 - samples/s of the case / "
-        "the fix's, paired by round (stats.compare_runs).",
+        "the fix's, paired by round (stats.compare_runs). estimate − measured: per run, the top finding's "
+        "saving less the saving measured against the fix's run of the same round. in-job check: the "
+        "median seconds diagnose.verify added to a run (the decision included), in how many runs it "
+        "measured the fix and with how many interleaved rounds.",
     ]
+    errs = [e for r in result["rows"] for e in (r.get("errors") or []) if e is not None]
+    if errs:
+        lines.append(
+            f"Estimate − measured over {len(errs)} runs: within 5 points in "
+            f"{sum(abs(e) <= 0.05 for e in errs)}, within 10 in {sum(abs(e) <= 0.10 for e in errs)}, "
+            f"largest {100 * max(abs(e) for e in errs):.0f} points."
+        )
     if result.get("wall_s") is not None:
         lines.append(f"Wall time: {result['wall_s'] / 60:.1f} min.")
     if result.get("scored_by"):
@@ -656,6 +718,7 @@ def main(argv: list[str] | None = None) -> int:
             **old,
             **table(out, chosen, old.get("delay_s", args.delay), rescore=bool(args.score)),
         }
+        result["common"] = old.get("common", COMMON)  # what those runs ran with, not today's
         result.pop("scored_by", None)
         if args.score:
             from diagnosis import VERSION
