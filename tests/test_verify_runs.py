@@ -27,9 +27,10 @@ def test_per_param_measures_ddp_in_the_job(tmp_path):
         v["base_walls_s"] + v["fix_walls_s"]
     )
     named = {f["rule"]: f for f in result["diagnosis"]["findings"]}
-    if "per_param" in named:  # named unless a busy machine's noise hides it
-        assert named["per_param"]["saving"]["source"] == "measured"
-        assert "measured in this job" in proc.stdout
+    # named unless a busy machine's noise hides it; where named, with the saving this job measured
+    shown = named.get("per_param")
+    assert shown is None or shown["saving"]["source"] == "measured", shown
+    assert shown is None or "measured in this job" in proc.stdout
 
 
 def test_h2d_fix_switches_its_feeder(tmp_path):
