@@ -4,10 +4,12 @@ serves many assertions; each bad input is one line (and a failed record where ra
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
-from tests.conftest import run_train
+from tests.conftest import ROOT, run_train
 
 pytestmark = [pytest.mark.slow, pytest.mark.subprocess]
 BASE = ["task=script", "logger=none"]
@@ -80,7 +82,8 @@ def test_amp_no_sync_stopped_at_max_steps_with_bucket_applied(amp_run):
     ddp = res["script"]["ddps"][0]
     assert ddp["applied"] == {"bucket_cap_mb": 1.0} and ddp["asked"]["bucket_cap_mb"] is None
     assert res["comm"]["buckets"]["count"] == 2  # the 1.1 MB of gradients in 1 MB buckets
-    assert res["global_batch"] == 16  # 4 per micro-batch x 2 micro-batches x 2 ranks
+    # 4 per micro-batch x 2 ranks, 2 micro-batches (two backward passes) per optimizer step
+    assert res["global_batch"] == 8 and res["accumulate"] == 2 and res["effective_batch"] == 16
     assert (
         "bucket_cap_mb=1.0" in amp_run.stdout.splitlines()[0]
         or "bucket_cap_mb=1.0" in amp_run.stdout
@@ -94,7 +97,7 @@ def test_grad_sync_flag_compile_two_optimizers(shapes_run):
     assert (
         res["comm"]["collectives_per_step"] == 1
     )  # one all-reduce per step: the first micro-batch did not sync
-    assert res["global_batch"] == 32
+    assert res["effective_batch"] == 32 and res["accumulate"] == 2
 
 
 @pytest.mark.parametrize(
@@ -146,3 +149,46 @@ def test_bad_script_fails_in_one_line_with_a_record(args, says, tmp_path):
         assert "runpy" not in r["traceback"]
     else:
         assert "Traceback" not in out
+
+
+def whatif(*args) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "whatif", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_whatif_reads_a_script_record_from_its_buckets(amp_run, tmp_path):
+    """The sizes the script's DDP carried and when each bucket's hook started are the what-if model's input; a
+    named model stands in for them; a record without them is refused in one line naming --model."""
+    r = record(amp_run)
+    gr = r["result"]["grad_ready"]
+    n = len(gr["names"])
+    ddp = r["result"]["script"]["ddps"][0]
+    assert n == len(gr["numel"]) == len(gr["shapes"]) and sorted(gr["order"]) == list(range(n))
+    assert sum(a * b for a, b in zip(gr["numel"], gr["element_size"])) == ddp["grad_bytes"]
+    mode = gr["modes"]["with_sync"]
+    assert len(mode["ready_s"]) == len(mode["backward_s"]) == r["result"]["steps"]
+    for ready, b in zip(mode["ready_s"], mode["backward_s"]):
+        assert len(ready) == n and all(0 <= t <= b for t in ready)
+        assert (
+            len(set(ready)) == 2
+        )  # bucket=1: two buckets, each parameter given its bucket's start
+    proc = whatif(amp_run.out_dir, "--sweep", "bucket=1,25", "--out", tmp_path / "w")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "model=the script accumulate_amp.py" in proc.stdout and "accumulate=2" in proc.stdout
+    assert "each bucket's comm hook start" in proc.stdout
+    rows = json.loads((tmp_path / "w" / "whatif.json").read_text())["rows"]
+    assert [len(row["buckets_bytes"]) for row in rows] == [2, 1]
+
+    named = whatif(amp_run.out_dir, "--model", "vgg11_tiny", "--out", tmp_path / "m")
+    assert named.returncode == 0 and "model=vgg11_tiny" in named.stdout, named.stderr[-2000:]
+
+    bare = dict(r, result=dict(r["result"], grad_ready=None))
+    (tmp_path / "bare.json").write_text(json.dumps(bare))
+    refused = whatif(tmp_path / "bare.json")
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert "--model NAME" in refused.stderr and "Traceback" not in refused.stderr

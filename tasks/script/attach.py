@@ -69,6 +69,7 @@ class Attach:
         self.measured: list[Step] = []  # the window's steps, in order
         self.current: Step | None = None  # the step being recorded (None outside the window)
         self.ddps: list[dict] = []  # each DDP the script built: what it asked for and what it got
+        self.timed: list[TimedHook] = []  # their comm hooks (the bucket layout each saw)
         self.serialized = False
         self.cpu0 = self.cpu1 = None  # CPU readings at the window's ends (stragglers.cpu_usage)
         self.wall0 = self.wall1 = None
@@ -221,7 +222,8 @@ class Attach:
         ddp.register_forward_pre_hook(self._forward_pre)
         ddp.register_forward_hook(self._forward_post)
         state, hook = self._config_hook(ddp)
-        timed = TimedHook(self, state, hook, info)
+        timed = TimedHook(self, state, hook, info, ddp)
+        self.timed.append(timed)
         ddp._ddp_comm_timing = timed
         self._real_register(ddp, timed, TimedHook.call)
 
@@ -318,8 +320,24 @@ class TimedHook:
     """The one comm hook each DDP gets: the script's own (or optim='s, or allreduce_hook) inside, each bucket's start
     and end marked into the step in flight."""
 
-    def __init__(self, attach: Attach, state, hook, info: dict):
+    def __init__(self, attach: Attach, state, hook, info: dict, ddp=None):
         self.attach, self.state, self.hook, self.info = attach, state, hook, info
+        # the bucket layout the window saw: bucket index -> its parameters (indices into self.grads); DDP
+        # rebuilds its buckets once, at the end of the first iteration, so steps 1 and 2 are read again
+        self.layout: dict[int, list[int]] = {}
+        named = (
+            [(n, p) for n, p in ddp.module.named_parameters() if p.requires_grad]
+            if ddp is not None
+            else []
+        )
+        self.where = {id(p): i for i, (_, p) in enumerate(named)}
+        # the parameters' names, shapes and element sizes: the what-if model's sizes (whatif/profile.py)
+        self.grads = {
+            "names": [n for n, _ in named],
+            "shapes": [list(p.shape) for _, p in named],
+            "numel": [p.numel() for _, p in named],
+            "element_size": [p.element_size() for _, p in named],
+        }
 
     @staticmethod
     def call(timed: "TimedHook", bucket):
@@ -328,11 +346,14 @@ class TimedHook:
             return timed.hook(timed.state, bucket)
         clock = timed.attach.clock
         a = clock.mark()
-        nbytes = bucket.buffer().numel() * bucket.buffer().element_size()
+        buffer, index = bucket.buffer(), bucket.index()
+        nbytes = buffer.numel() * buffer.element_size()
+        if step.index <= 2 or index not in timed.layout:
+            timed.layout[index] = [timed.where.get(id(p), -1) for p in bucket.parameters()]
         fut = timed.hook(timed.state, bucket)
 
         def done(f):
-            step.comm.append((a, clock.mark(), nbytes))
+            step.comm.append((a, clock.mark(), nbytes, index, timed))
             return f.value()
 
         return fut.then(done)

@@ -22,6 +22,7 @@ from base.record_types import (
     BucketInfo,
     Blocks,
     DdpInfo,
+    GradReady,
     H2d,
     Measure,
     PhaseSeries,
@@ -77,6 +78,57 @@ def step_series(attach) -> tuple[list[dict], list[dict]]:
     return steps, comms
 
 
+def ready_series(attach) -> dict | None:
+    """When each gradient was ready in each measured step's synchronised backward, for the what-if model
+    (result.grad_ready, mode with_sync): a bucket's comm hook starts once its last gradient is ready (and the
+    buckets before it launched), so every parameter of a bucket is given that start, from the start of the backward
+    the hooks ran in. The DDP whose buckets carried the most bytes in the window is the one described."""
+    sec = attach.clock.seconds
+    carried: dict = {}
+    for st in attach.measured:
+        for c in st.comm:
+            carried[c[4]] = carried.get(c[4], 0) + c[2]
+    if not carried:
+        return None
+    timed = max(carried, key=carried.get)
+    grads, n = timed.grads, len(timed.grads["names"])
+    if not n or not timed.layout:
+        return None
+    backward_s, ready_s = [], []
+    for st in attach.measured:
+        mine = [c for c in st.comm if c[4] is timed]
+        spans = [
+            (sec(st.start, a), sec(st.start, b)) for name, a, b in st.spans if name == "backward"
+        ]
+        first = min((sec(st.start, c[0]) for c in mine), default=None)
+        began = [s for s in spans if first is not None and s[0] <= first]
+        if not began:
+            continue
+        b0, b1 = max(began)  # the backward the buckets were launched in (the last micro-step's)
+        at = {c[3]: min(sec(st.start, c[0]) - b0, b1 - b0) for c in mine}
+        ready = [b1 - b0] * n  # a parameter in no bucket seen: at the end of backward compute
+        for index, params in timed.layout.items():
+            for i in params:
+                if 0 <= i < n and index in at:
+                    ready[i] = max(0.0, at[index])
+        backward_s.append(b1 - b0)
+        ready_s.append(ready)
+    if not ready_s:
+        return None
+    laid = [i for index in sorted(timed.layout) for i in timed.layout[index] if 0 <= i < n]
+    order = list(dict.fromkeys(laid)) + [i for i in reversed(range(n)) if i not in set(laid)]
+    return {
+        "method": "task=script: each bucket's comm hook start (its last gradient ready and the buckets "
+        "before it launched), from the start of the backward it ran in, with the all-reduces beside it; "
+        "every parameter of a bucket given its bucket's start",
+        "timing": "cuda events" if attach.clock.device.kind == "cuda" else "host clock",
+        "dtype": None,
+        **grads,
+        "order": order,
+        "modes": {"with_sync": {"backward_s": backward_s, "ready_s": ready_s}},
+    }
+
+
 def rank_figures(ctx, attach, ended: str) -> dict:
     steps, comms = step_series(attach)
     step_times = [s["step"] for s in steps]
@@ -126,9 +178,12 @@ def rank_figures(ctx, attach, ended: str) -> dict:
         "_steps": steps,
         "_comms": comms,
         "_samples": [s.samples for s in attach.measured],
+        # micro-batches per step: backward passes (no_sync or require_backward_grad_sync accumulation)
+        "_micro": [sum(name == "backward" for name, _, _ in s.spans) for s in attach.measured],
         "_steps_done": attach.steps_done,
         "_ended": ended,
         "_ddps": attach.ddps,
+        "_grad_ready": ready_series(attach) if ctx.rank == 0 else None,
         "_serialized": attach.serialized,
     }
 
@@ -142,6 +197,7 @@ def assemble(cfg, ctx, everyone: list[dict], marks: dict, script: dict) -> Scrip
     tp = block_throughput(walls, sizes)
     samples = [sum(r["_samples"][i] for r in everyone) for i in range(n)]
     per_step = statistics.median(samples) if samples and all(samples) else None
+    micro = max(1, round(statistics.median(mine["_micro"]))) if mine["_micro"] else 1
     step_times = [s["step"] for s in steps]
     seen = [p for p in PHASES if any(s[p] for s in steps)]
     ddps = mine["_ddps"]
@@ -213,9 +269,9 @@ def assemble(cfg, ctx, everyone: list[dict], marks: dict, script: dict) -> Scrip
         bucket_mb=described.bucket_cap_mb,
         precision="the script's",
         cuda_graphs=False,
-        batch_per_rank=int(per_step / ctx.world_size) if per_step else None,
-        global_batch=int(per_step) if per_step else None,
-        accumulate=None,
+        batch_per_rank=int(per_step / ctx.world_size / micro) if per_step else None,
+        global_batch=int(per_step / micro) if per_step else None,
+        accumulate=micro,
         effective_batch=int(per_step) if per_step else None,
         warmup_steps=int(cfg.warmup_steps),
         steps=n,
@@ -280,6 +336,7 @@ def assemble(cfg, ctx, everyone: list[dict], marks: dict, script: dict) -> Scrip
                 PhaseSeries, {p: [s[p] for s in steps] for p in seen}, "result.series"
             ),
         ),
+        grad_ready=typed_block(GradReady, mine["_grad_ready"], "result.grad_ready"),
         straggler=find_straggler(per_rank, tp["steps_per_s"] and 1 / tp["steps_per_s"]),
         script=script,
     )
