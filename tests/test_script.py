@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from tests.conftest import ROOT, run_train
 
@@ -192,3 +193,26 @@ def test_whatif_reads_a_script_record_from_its_buckets(amp_run, tmp_path):
     refused = whatif(tmp_path / "bare.json")
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
     assert "--model NAME" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_fake_device_drives_the_cuda_path_and_times_the_batch_copies(tmp_path):
+    """device=fake: the script's ops run under the fake's stream rules, the tool's marks are the device layer's
+    events, and the script's own .to(device, non_blocking=True) of each loader batch is the h2d phase (two copies,
+    x and y, per step); on a CPU rank the same call is no transfer and is left in the outside time."""
+    from device.cpu import Device
+
+    t = torch.ones(2)
+    assert not Device().is_transfer(t, t.to("cpu", copy=True))
+    proc = run_train(
+        [*BASE, "device=fake", "script.path=tests/script_cases/copies.py"],
+        tmp_path,
+        env={"CUDA_VISIBLE_DEVICES": ""},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = record(proc)["result"]
+    layer = res["device_layer"]
+    assert layer["kind"] == "fake" and layer["checked_ops"] > 1000
+    assert layer["copies"] == 2 * res["steps"]  # only the window's batches are watched
+    assert res["h2d"]["copies"] is True and res["phases"]["h2d"]["median"] > 0
+    assert all(v > 0 for v in res["series"]["phases"]["h2d"])
+    assert res["per_rank"][0]["work"]["h2d_s"] > 0

@@ -13,6 +13,9 @@ before the script runs and removed after it.
     communication        one comm hook per DDP, wrapping the script's own (register_comm_hook) or allreduce_hook when
                          it registers none: each bucket's start, and its end in the future's callback
     data wait            torch.utils.data's _BaseDataLoaderIter.__next__: the data phase
+    host-to-device       torch.Tensor.to / .cuda wrapped: a copy of the last batch's host tensors to the device
+                         (on the stream the script copies on), the h2d phase; copies of other tensors, or made
+                         inside the script's own collate or a torch.compile'd region, are not seen
 
 Marks are the device's (CUDA events on a GPU, the host clock on CPU: device.Clock), read after the window; nothing
 here synchronises the device or issues a collective. `script.max_steps`: at the first forward or batch after that
@@ -75,6 +78,7 @@ class Attach:
         self.wall0 = self.wall1 = None
         self._undo: list = []
         self._pending = set()  # modules inside a forward (a model wrapped twice nests them)
+        self._batch: set[int] = set()  # ids of the host tensors of the window's last batch
 
     # ---- life cycle
     def install(self) -> "Attach":
@@ -89,6 +93,8 @@ class Attach:
         self._real_register = DistributedDataParallel.register_comm_hook
         self._patch(DistributedDataParallel, "register_comm_hook", self._register_comm_hook)
         self._patch(dataloader._BaseDataLoaderIter, "__next__", self._next)
+        self._patch(torch.Tensor, "to", self._copy)
+        self._patch(torch.Tensor, "cuda", self._copy)
         if self.warmup == 0:
             self._begin_window(self.clock.mark())
         return self
@@ -174,9 +180,35 @@ class Attach:
             a = attach.clock.mark()
             out = real(it)
             step.spans.append(("data", a, attach.clock.mark()))
+            attach._batch = {
+                id(t)
+                for t in torch.utils._pytree.tree_leaves(out)
+                if isinstance(t, torch.Tensor) and t.device.type == "cpu"
+            }
             return out
 
         return __next__
+
+    # ---- host-to-device copies of the loader's batch (where they can be seen: its tensors' .to / .cuda)
+    def _copy(self, real):
+        attach = self
+
+        @functools.wraps(real)
+        def copy(t, *args, **kwargs):
+            # inside torch.compile the original runs (is_compiling() folds to True: no guard on the tool)
+            if (
+                torch.compiler.is_compiling()
+                or attach.current is None
+                or id(t) not in attach._batch
+            ):
+                return real(t, *args, **kwargs)
+            step, a = attach.current, attach.clock.mark()
+            out = real(t, *args, **kwargs)
+            if attach.clock.device.is_transfer(t, out):
+                step.spans.append(("h2d", a, attach.clock.mark()))
+            return out
+
+        return copy
 
     # ---- DDP: knobs, hooks
     def _ddp_init(self, real):
