@@ -216,3 +216,40 @@ def test_fake_device_drives_the_cuda_path_and_times_the_batch_copies(tmp_path):
     assert res["h2d"]["copies"] is True and res["phases"]["h2d"]["median"] > 0
     assert all(v > 0 for v in res["series"]["phases"]["h2d"])
     assert res["per_rank"][0]["work"]["h2d_s"] > 0
+
+
+def test_sweep_over_a_script_prints_the_table_with_verdicts_and_the_wandb_report_spec(tmp_path):
+    """The headline sweep's shape, kept short (2 x 2 jobs, stopped at 14 steps): each job's knobs applied to the
+    script's own DDP, the table with a verdict per row printed on the submitting side, every job and the sweep
+    logged offline to W&B, and the report's spec written with the command."""
+    proc = run_train(
+        [
+            *BASE[:1],
+            "script.path=examples/plain_ddp.py",
+            "script.max_steps=14",
+            "optim=none,bf16",
+            "bucket=1,25",
+            "logger=wandb",
+            "logger.mode=offline",
+        ],
+        tmp_path,
+        multirun=True,
+        timeout=900,
+        env={"WANDB_MODE": "offline", "WANDB_SILENT": "true"},
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    sweep = proc.out_dir
+    table = (sweep / "sweep_table.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "optim=" in line]
+    assert len(rows) == 4 and all("| ok " in r for r in rows), table
+    verdicts = ("baseline", "faster", "slower", "equivalent", "no verdict", "not shown")
+    assert all(any(v in r for v in verdicts) for r in rows), rows
+    assert "verdict" in proc.stdout and "optim=bf16 bucket=25" in proc.stdout
+    for n in range(4):
+        r = json.loads((sweep / str(n) / "run_record.json").read_text())
+        ddp = r["result"]["script"]["ddps"][0]
+        assert ddp["applied"]["bucket_cap_mb"] == float(r["config"]["bucket"])
+        assert ddp["optim"] == r["config"]["optim"]["name"]
+        assert list((sweep / str(n) / "wandb").glob("offline-run-*"))
+    spec = json.loads((sweep / "wandb_report.json").read_text())
+    assert "task=script script.path=examples/plain_ddp.py" in json.dumps(spec)
