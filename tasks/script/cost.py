@@ -19,6 +19,7 @@ import math
 import os
 import platform
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -45,8 +46,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def alone(script: str, args: list[str], out: Path) -> float:
-    """steps/s of rank 0 over steps WARMUP+1 .. WARMUP+STEPS under plain torchrun."""
+def alone(script: str, args: list[str], out: Path) -> tuple:
+    """(steps/s, CPU seconds per step, the main thread's share of the time waiting for a core) of rank 0 over steps
+    WARMUP+1 .. WARMUP+STEPS under plain torchrun."""
     stem = out / "bare"
     cmd = [
         sys.executable,
@@ -68,12 +70,13 @@ def alone(script: str, args: list[str], out: Path) -> float:
     )
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: exit {proc.returncode}\n{proc.stderr[-2000:]}")
-    ends = json.loads(Path(f"{stem}.rank0.json").read_text())
-    return STEPS / (ends[WARMUP + STEPS - 1] - ends[WARMUP - 1])
+    marks = json.loads(Path(f"{stem}.rank0.steps.json").read_text())
+    (t0, c0, q0), (t1, c1, q1) = marks[WARMUP - 1], marks[WARMUP + STEPS - 1]
+    return STEPS / (t1 - t0), (c1 - c0) / STEPS, (q1 - q0) / (t1 - t0) if q0 is not None else None
 
 
-def attached(script: str, args: list[str], out: Path) -> float:
-    """steps/s of rank 0 over the same steps under task=script (its record's per-rank step series)."""
+def attached(script: str, args: list[str], out: Path) -> tuple:
+    """The same of rank 0 over the same steps under task=script (its record's per-rank step series and work)."""
     cmd = [
         sys.executable,
         "train.py",
@@ -92,14 +95,26 @@ def attached(script: str, args: list[str], out: Path) -> float:
     rank0 = next(r for r in record["result"]["per_rank"] if r["rank"] == 0)
     series = rank0["series"]["step_time_s"]
     assert len(series) == STEPS, f"{out}: {len(series)} measured steps, not {STEPS}"
-    return STEPS / sum(series)
+    work, wall = rank0["work"], sum(series)
+    queue = work.get("main_runqueue_s")
+    return STEPS / wall, work["cpu_s"] / STEPS, queue / wall if queue is not None else None
 
 
 def run(out: Path, rounds: int, names: list[str]) -> dict:
     from stats.runs import compare_runs
 
     out.mkdir(parents=True, exist_ok=True)
-    runs = {n: {"alone": [], "tool": []} for n in names}
+    runs = {
+        n: {
+            "alone": [],
+            "tool": [],
+            "alone_cpu": [],
+            "tool_cpu": [],
+            "alone_queue": [],
+            "tool_queue": [],
+        }
+        for n in names
+    }
     load0, t0 = os.getloadavg(), time.time()
     for r in range(rounds):
         for name in names:
@@ -108,9 +123,15 @@ def run(out: Path, rounds: int, names: list[str]) -> dict:
             for side in sides:
                 where = out / "runs" / f"{name}_{side}_{r}"
                 where.mkdir(parents=True, exist_ok=True)
-                sps = (alone if side == "alone" else attached)(script, args, where)
+                sps, cpu, queue = (alone if side == "alone" else attached)(script, args, where)
                 runs[name][side].append(sps)
-                print(f"[cost] round {r} {name} {side}: {sps:.3f} steps/s", flush=True)
+                runs[name][f"{side}_cpu"].append(cpu)
+                runs[name][f"{side}_queue"].append(queue)
+                print(
+                    f"[cost] round {r} {name} {side}: {sps:.3f} steps/s, {cpu * 1e3:.1f} ms CPU a step, "
+                    f"main thread waiting for a core {queue if queue is None else f'{queue:.0%}'} of the time",
+                    flush=True,
+                )
     rows = []
     for name in names:
         a, t = runs[name]["alone"], runs[name]["tool"]
@@ -123,6 +144,10 @@ def run(out: Path, rounds: int, names: list[str]) -> dict:
                 "script": " ".join([CASES[name][0], *CASES[name][1]]),
                 "alone_steps_per_s": a,
                 "tool_steps_per_s": t,
+                "alone_cpu_s_per_step": runs[name]["alone_cpu"],
+                "tool_cpu_s_per_step": runs[name]["tool_cpu"],
+                "alone_main_queue_share": runs[name]["alone_queue"],
+                "tool_main_queue_share": runs[name]["tool_queue"],
                 "ratio": s.ratio,
                 "ci_lo": s.ci_lo,
                 "ci_hi": s.ci_hi,
@@ -161,8 +186,8 @@ def markdown(res: dict) -> str:
         f"{m['loadavg_at_start'][0]:.1f} at the start and {m['loadavg_at_end'][0]:.1f} at the end.",
         "",
         "| case | script | alone steps/s (per round) | with the tool steps/s | ratio [95% CI] | >= "
-        f"{res['goal']} shown |",
-        "|---|---|---|---|---:|---|",
+        f"{res['goal']} shown | CPU ms/step alone, tool (median) | main thread waiting for a core, alone, tool |",
+        "|---|---|---|---|---:|---|---|---|",
     ]
     for r in res["rows"]:
         ci = (
@@ -173,10 +198,30 @@ def markdown(res: dict) -> str:
         lines.append(
             f"| {r['case']} | `{r['script']}` | {', '.join(f'{x:.3g}' for x in r['alone_steps_per_s'])} | "
             f"{', '.join(f'{x:.3g}' for x in r['tool_steps_per_s'])} | {r['ratio']:.3f}{ci} | "
-            f"{'yes' if r['goal_shown'] else 'no'} |"
+            f"{'yes' if r['goal_shown'] else 'no'} | {_ms(r['alone_cpu_s_per_step'])}, "
+            f"{_ms(r['tool_cpu_s_per_step'])} | {_share(r['alone_main_queue_share'])}, "
+            f"{_share(r['tool_main_queue_share'])} |"
         )
-    lines += ["", f"Interval: {res['rows'][0]['method']}." if res["rows"] else ""]
+    lines += [
+        "",
+        f"Interval: {res['rows'][0]['method']}." if res["rows"] else "",
+        "",
+        "CPU ms/step: rank 0's process CPU time (every thread) over the same steps, which the share of the cores "
+        "the scheduler gave it does not move. Plain torchrun starts each rank in a session of its own "
+        "(start_new_session), and with the kernel's autogroup scheduling a session is one group for the CPU's "
+        "fair share; task=script's ranks stay in the session train.py runs in. On a loaded machine the ranks' "
+        "waits for a core then differ between the two sides, and steps/s with them.",
+    ]
     return "\n".join(lines) + "\n"
+
+
+def _ms(xs: list) -> str:
+    return f"{statistics.median(xs) * 1e3:.3g}" if xs else "–"
+
+
+def _share(xs: list) -> str:
+    xs = [x for x in xs if x is not None]
+    return f"{statistics.median(xs):.0%}" if xs else "–"
 
 
 def main(argv: list[str] | None = None) -> int:
