@@ -78,6 +78,8 @@ def kind(hint: Any, f: dataclasses.Field | None, sep: str = " | ") -> str:
     elif isinstance(hint, type) and issubclass(hint, enum.Enum):
         names = list(dict.fromkeys(m.value for m in hint))  # aliases (fp32 for float32) once
         inner = sep.join(names)
+    elif dataclasses.is_dataclass(hint):
+        inner = f"section ({', '.join(f.name for f in dataclasses.fields(hint))})"
     else:
         inner = {int: "int", float: "float", bool: "bool", str: "str"}.get(hint, "any")
     meta = f.metadata if f is not None else {}

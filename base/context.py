@@ -28,6 +28,10 @@ class RankContext:
         default_factory=dict
     )  # how far the task got (e.g. warmup_steps_done): what an
     # interrupted run records, and what its heartbeat reports
+    choose: Any = (
+        None  # rank 0: result -> (change, rule) of its diagnosis's top finding, or None (set by
+    )
+    # launchers.rank: a task may not import the diagnosis; diagnose.verify measures that fix in the job)
 
     @property
     def torch_device(self) -> torch.device:

@@ -354,12 +354,30 @@ class Saving(Block):
     source: str = "rule"
     rule: dict[str, Any] | None = None
     capped: str = ""
+    predicted: dict[str, Any] | None = doc(
+        "source measured (diagnose.verify): the estimate the measurement replaced (fraction, lo, hi, "
+        "source)",
+        default=None,
+    )
+
+    @property
+    def ranked(self) -> float | None:
+        """What ranks the finding: the estimate, or for a rule's bound (fraction None, printed "at most", issue
+        38) the rule's own figure, so that printing a best case as a bound changes no ranking."""
+        if self.fraction is not None:
+            return self.fraction
+        if self.source == "rule" and self.hi is not None and self.rule:
+            return self.rule.get("fraction")
+        return None
 
     @property
     def strength(self) -> int:
-        """2: an interval (measured or modelled); 1: a point or an arithmetic range; 0: not estimated."""
-        if self.fraction is None:
+        """2: an interval (measured or modelled); 1: a point, an arithmetic range or a rule's bound; 0: not
+        estimated."""
+        if self.ranked is None:
             return 0
+        if self.fraction is None:
+            return 1
         return 2 if self.basis == "interval" and self.lo is not None and self.hi is not None else 1
 
 
@@ -420,11 +438,7 @@ class Finding(Block):
     @property
     def effect(self) -> float:
         """The size findings are ranked by: the saving of the fix, else the share of the step it concerns."""
-        return (
-            self.saving.fraction
-            if self.saving and self.saving.fraction is not None
-            else self.impact
-        )
+        return self.saving.ranked if self.saving and self.saving.ranked is not None else self.impact
 
     @property
     def material(self) -> float:
@@ -756,6 +770,43 @@ class Fault(Block):
 
 
 @dataclass
+class InJobCheck(Block):
+    """diagnose.verify (tasks/train/verify.py): the top finding's fix, run inside the job after the window in blocks
+    interleaved with the run's own setting (same ranks, same data stream), so its saving is measured, not
+    predicted. The diagnosis prints it in place of the estimate ("measured in this job")."""
+
+    change: dict[str, Any] | None = doc(
+        "the overrides checked (the top finding's recommends); null: nothing checked", default=None
+    )
+    rule: str | None = doc("the finding whose fix was checked", default=None)
+    saving: float | None = doc(
+        "1 - time per sample with the fix / without it (per step: same batch)", default=None
+    )
+    ci_lo: float | None = doc("95% interval of the saving, paired t on the rounds", default=None)
+    ci_hi: float | None = None
+    rounds: int = doc("interleaved rounds: one block of each setting, order alternating", default=0)
+    block_steps: int = doc("steps per block", default=0)
+    base_walls_s: list[float] = doc(
+        "per round, the current setting's block wall clock (slowest rank)", default_factory=list
+    )
+    fix_walls_s: list[float] = doc(
+        "per round, the fix's block wall clock (slowest rank)", default_factory=list
+    )
+    cost_s: float | None = doc(
+        "seconds the check added to the job (decision, set-up, warm-up, rounds)", default=None
+    )
+    budget_s: float | None = doc(
+        "the budget of set-up, warm-up and rounds: diagnose.verify_budget x the window",
+        default=None,
+    )
+    decide_s: float | None = doc(
+        "of cost_s, rank 0's diagnosis that chose the fix (outside the budget)", default=None
+    )
+    method: str = ""
+    skipped: str | None = doc("why no check ran (null: it ran)", default=None)
+
+
+@dataclass
 class PrecisionFlags(Block):
     float32_matmul_precision: str | None = None
     matmul_allow_tf32: bool | None = None
@@ -889,6 +940,9 @@ class TrainResult(TaskResult):
     device_layer: DeviceLayer | None = None
     grad_ready: GradReady | None = doc(
         "the what-if model's probe, untimed, after the window", default=None
+    )
+    verify: InJobCheck | None = doc(
+        "diagnose.verify: the top finding's fix measured in this job", default=None
     )
 
 

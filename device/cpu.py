@@ -52,6 +52,11 @@ class Device:
     def model_to_device(self, model):
         return model.to(self.torch_device)
 
+    def is_transfer(self, src: torch.Tensor, out: torch.Tensor) -> bool:
+        """Whether `out = src.to(...)` (a script's own call) moved host memory to another device: the copy
+        task=script times as h2d (tasks/script/attach.py)."""
+        return out.device != src.device
+
     # -- time
     def mark(self):
         """A mark on the device's timeline, read with seconds() after synchronize()."""

@@ -214,6 +214,18 @@ class FakeDevice(Device):
             mem.device = True
         return copy
 
+    def is_transfer(self, src, out) -> bool:
+        """A script's `.to(device, copy=True)` of a host batch, device memory from then on: the fake's stand-in
+        for its `.to("cuda")` (the same device type here), counted as a copy on the current stream."""
+        if out is src or out.dtype != src.dtype or out.data_ptr() == src.data_ptr():
+            return False
+        self.counts["copies"] += 1
+        self.log.append(("copy", self.current.name))
+        mem = self._memory(out, new=True)
+        if mem is not None:
+            mem.device = True
+        return True
+
     def model_to_device(self, model):
         """The model's parameters and buffers become device memory (on a GPU: model.to(device), blocking copies
         that the host waits for on the current stream)."""

@@ -1,6 +1,6 @@
 """Does the diagnosis name the right cause first? A known-answer benchmark (issue 29).
 
-    python -m diagnosis.benchmark [--out DIR] [--repeats 3] [--cases NAME,...] [--delay 0.1]
+    python -m diagnosis.benchmark [--out DIR] [--repeats 3] [--cases NAME,...] [--delay 0.1] [--script]
     python -m diagnosis.benchmark --table DIR          # the table again, from a finished benchmark's records
     python -m diagnosis.benchmark --score DIR          # the same, each record diagnosed again by this diagnosis
 
@@ -12,6 +12,9 @@ which change removes the cause:
   straggler_<where>_r<k>        rank k sleeps `delay` per step in its data loading, inside backward or after its
                                 optimizer step (fault.delay_*): rank k is the straggler (fix: the delay removed)
   busy_host                     another process spins on a core beside the ranks: the busy host (fix: it stopped)
+  script_<case>                 task=script on a user-style loop (diagnosis/cases/user_loop.py, unchanged): healthy,
+                                stragglers (data, backward, after the optimizer), busy_host, and hiccup_r0 (rank 0
+                                sleeps 300 ms after every 5th step: the hiccup, or the straggler, naming rank 0)
   h2d_blocking                  device=fake, h2d=blocking, each blocking copy waits `delay` for the device: the
                                 input pipeline's copy (fix: its next command, h2d=side_stream)
   slow_link_<rate>              (root) the ranks behind an emulated link of that rate: the link (fix: its next command)
@@ -60,8 +63,20 @@ COMMON = [
     "logger=none",
     "probe_steps=6",
     "diagnose.microbench=true",
+    "steps=60",  # a window whose 30% (diagnose.verify_budget) holds the in-job check's rounds (issue 38)
 ]
 DELAY_S = 0.1
+# The script cases: the same causes inside a user-style loop run unchanged under task=script (diagnosis/cases/
+# user_loop.py, a file this module runs, never imports), and a rank-0 hiccup every N steps.
+SCRIPT = "diagnosis/cases/user_loop.py"
+SCRIPT_COMMON = [
+    "task=script",
+    f"script.path={SCRIPT}",
+    "logger=none",
+    "warmup_steps=3",
+    "steps=20",
+]
+HICCUP = (5, 0.3)  # rank 0 sleeps 300 ms after every 5th step: 4 hiccups in the 20 measured steps
 # Two rates at which the link binds vgg11_tiny's 71 KB gradient. Not 80 Mbit/s: there the shaper's bucket (64 KiB +
 # a frame, comm.link.default_burst) refills during the ~6.5 ms of compute to nearly the whole gradient, so the
 # all-reduce passes at the line's speed and the committed 80 Mbit/s runs were no slower than the healthy runs on
@@ -166,6 +181,54 @@ def cases(delay: float = DELAY_S) -> list[Case]:
     return out
 
 
+def script_cases(delay: float) -> list[Case]:
+    """The user-style script's cases (script_*): one sweep over its arguments, and the busy host beside it."""
+
+    def args(*a) -> str:
+        return f"script.args=[{','.join(map(str, a))}]"
+
+    out = [
+        Case("script_healthy", "script", [args()], (), fix="", note="the script, nothing injected")
+    ]
+    for where, rank in (("data", 1), ("backward", 0), ("after_optimizer", 1)):
+        out.append(
+            Case(
+                f"script_straggler_{where}_r{rank}",
+                "script",
+                [args("--delay-rank", rank, "--delay-s", delay, "--delay-at", where)],
+                ("straggler",),
+                rank=rank,
+                fix="script_healthy",
+                note=f"the script's rank {rank} sleeps {delay * 1e3:.0f} ms per step ({where})",
+            )
+        )
+    every, pause = HICCUP
+    out += [
+        Case(
+            "script_hiccup_r0",
+            "script",
+            [args("--hiccup-every", every, "--hiccup-s", pause)],
+            ("hiccup", "straggler"),
+            rank=0,
+            fix="script_healthy",
+            note=f"the script's rank 0 sleeps {pause * 1e3:.0f} ms after every {every}th step",
+        ),
+        Case(
+            "script_busy_host",
+            "script_busy",
+            [args()],
+            ("busy_host",),
+            fix="script_healthy",
+            note="the script, one other process spinning on a core",
+        ),
+    ]
+    return out
+
+
+def common_of(group: str) -> list[str]:
+    return SCRIPT_COMMON if group.startswith("script") else COMMON
+
+
 # ------------------------------------------------------------------------------------------------------------ running
 @dataclass
 class Runner:
@@ -186,7 +249,7 @@ class Runner:
             sys.executable,
             "train.py",
             "-m",
-            *COMMON,
+            *common_of(name.removeprefix("fix_")),
             *overrides,
             f"repeats={self.repeats}",
             f"hydra.sweep.dir={sweep_dir}",
@@ -227,11 +290,18 @@ def group_overrides(group: list[Case]) -> list[str]:
     return [f"{k}={','.join(vs)}" for k, vs in keys.items()]
 
 
-def select(names: list[str] | None, delay: float) -> list[Case]:
-    """The cases asked for, and those their savings are measured against."""
-    chosen = [c for c in cases(delay) if names is None or c.name in names]
+def every_case(delay: float = DELAY_S) -> list[Case]:
+    return cases(delay) + script_cases(delay)
+
+
+def select(names: list[str] | None, delay: float, script: bool = False) -> list[Case]:
+    """The cases asked for (None: the built-in loop's, or with script the script's), and those their savings are
+    measured against."""
+    pool = every_case(delay)
+    default = script_cases(delay) if script else cases(delay)
+    chosen = [c for c in (default if names is None else pool) if names is None or c.name in names]
     needed = {c.fix for c in chosen if c.fix not in ("", "next")}
-    return chosen + [c for c in cases(delay) if c.name in needed and c not in chosen]
+    return chosen + [c for c in pool if c.name in needed and c not in chosen]
 
 
 def _value(v) -> str:
@@ -239,9 +309,11 @@ def _value(v) -> str:
     return str(v).lower() if isinstance(v, bool) else str(v)
 
 
-def run(out: Path, repeats: int, names: list[str] | None, delay: float) -> dict:
+def run(
+    out: Path, repeats: int, names: list[str] | None, delay: float, script: bool = False
+) -> dict:
     out.mkdir(parents=True, exist_ok=True)
-    chosen = select(names, delay)
+    chosen = select(names, delay, script)
     root = os.geteuid() == 0
     skipped = [c.name for c in chosen if c.root and not root]
     runner = Runner(out, repeats)
@@ -251,7 +323,7 @@ def run(out: Path, repeats: int, names: list[str] | None, delay: float) -> dict:
         if c.name not in skipped:
             groups.setdefault(c.group, []).append(c)
     for name, group in groups.items():
-        runner.sweep(name, group_overrides(group), hog=name == "busy")
+        runner.sweep(name, group_overrides(group), hog=name in ("busy", "script_busy"))
     records = load(out)
     # the fix of every case whose fix is its top finding's next command: run those commands, the same rounds
     for c in chosen:
@@ -271,6 +343,7 @@ def run(out: Path, repeats: int, names: list[str] | None, delay: float) -> dict:
         commands=runner.log,
         repeats=repeats,
         machine=machine(),
+        script=script,
     )
     write(out, result)
     return result
@@ -364,7 +437,7 @@ def fix_runs(records: list[Run], c: Case, top: Finding | None) -> list[Run]:
     """The runs that measure the top finding's saving: the case that removes the cause, or the sweep that ran its
     next command."""
     if c.fix not in ("", "next"):
-        base = next(x for x in cases() if x.name == c.fix)
+        base = next(x for x in every_case() if x.name == c.fix)
         return runs_of(records, base)
     if c.fix == "next" and top and top.recommends:
         want = {
@@ -484,7 +557,19 @@ def table(out: Path, chosen: list[Case], delay: float, rescore: bool = False) ->
                 estimated_hi=statistics.median(his) if his else None,
                 estimate_source=est[0].source,
             )
+        checks = [_check(r) for r in runs]
+        costs = [c.cost_s for c in checks if c is not None and c.cost_s is not None]
+        if costs:
+            ran = [c for c in checks if c is not None and c.skipped is None]
+            row.update(
+                check_cost_s=statistics.median(costs),
+                check_ran=len(ran),
+                check_rounds=statistics.median(c.rounds for c in ran) if ran else 0,
+            )
         if m:
+            diffs = _per_run_error(runs, fix, judged)
+            if diffs:
+                row.update(errors=diffs)
             row.update(
                 measured=m["saving"],
                 measured_lo=m["lo"],
@@ -499,15 +584,42 @@ def table(out: Path, chosen: list[Case], delay: float, rescore: bool = False) ->
     return {
         "rows": rows,
         "delay_s": delay,
-        "common": COMMON,
+        "common": [  # the built-in loop's, then "|" and the script's where both kinds ran
+            word
+            for i, kind in enumerate(dict.fromkeys(c.group.startswith("script") for c in chosen))
+            for word in ["|"] * bool(i) + common_of("script" if kind else "")
+        ],
         "done": all(
             r.get("top1") == r.get("runs")
-            and (r["case"] != "healthy" or r.get("false") == 0)
+            and (not r["case"].endswith("healthy") or r.get("false") == 0)
             and (r.get("max_sum") or 0) <= 1.0 + 1e-9
             for r in rows
             if r.get("runs")
         ),
     }
+
+
+def _check(run: Run) -> object | None:
+    """The run's in-job check (result.verify, diagnose.verify), or None."""
+    return getattr(_record(run).result, "verify", None)
+
+
+def _per_run_error(runs: list[Run], fix: list[Run], judged: list[dict]) -> list[float | None]:
+    """Per run: the top finding's estimated saving - the saving measured in its round (1 - samples/s of this run /
+    the fix's run of the same round); None where either is missing."""
+    rate = {
+        int(_items(r).get("repeat", 0)): _record(r).result.throughput.samples_per_s for r in fix
+    }
+    out = []
+    for r, j in zip(runs, judged):
+        f = rate.get(int(_items(r).get("repeat", 0)))
+        s = j["saving"]
+        mine = _record(r).result.throughput.samples_per_s
+        if f is None or s is None or s.fraction is None or not f or not mine:
+            out.append(None)
+            continue
+        out.append(s.fraction - time_saved(f / mine))
+    return out
 
 
 def _overlap(est: Saving, m: dict) -> float:
@@ -536,12 +648,13 @@ def markdown(result: dict) -> str:
         "interleaved by round. Common overrides: `" + " ".join(result["common"]) + f"`.{where}",
         "",
         "| case | injected | expected first | top-1 | false findings | max sum of savings | top finding's "
-        "estimated saving [range] | measured saving [95% CI] | inside | fix measured |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---|",
+        "estimated saving [range] | measured saving [95% CI] | inside | estimate − measured, per run "
+        "(points) | in-job check: s added per run | fix measured |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in result["rows"]:
         if not r.get("runs"):
-            lines.append(f"| {r['case']} | {r['note']} | – | not run | | | | | | |")
+            lines.append(f"| {r['case']} | {r['note']} | – | not run | | | | | | | | |")
             continue
         est = (
             (
@@ -577,9 +690,24 @@ def markdown(result: dict) -> str:
             else "–"
         )
         false = f"{r['false']}" + (f" ({', '.join(r['false_rules'])})" if r["false_rules"] else "")
+        errors = (
+            ", ".join("–" if e is None else f"{100 * e:+.0f}" for e in r["errors"])
+            if r.get("errors")
+            else "–"
+        )
+        check = (
+            f"{r['check_cost_s']:.2g} s ("
+            + (
+                f"ran in {r['check_ran']}/{r['runs']}, {r['check_rounds']:g} rounds)"
+                if r.get("check_ran")
+                else "not run: nothing switchable, or over its budget)"
+            )
+            if r.get("check_cost_s") is not None
+            else "–"
+        )
         lines.append(
             f"| {r['case']} | {r['note']} | {r['expect']} | {r['top1']}/{r['runs']} | {false} "
-            f"| {_pct(r['max_sum'])} | {est} | {meas} | {inside} | {r['fix']} |"
+            f"| {_pct(r['max_sum'])} | {est} | {meas} | {inside} | {errors} | {check} | {r['fix']} |"
         )
     if result.get("skipped"):
         lines += [
@@ -592,8 +720,18 @@ def markdown(result: dict) -> str:
         "findings: named findings with no injected cause behind them. max sum: the largest total of all "
         "findings' savings in one run, as a share of the step. inside: runs whose stated range overlaps the "
         "measured 95% interval (else the gap, in points of the step). measured: 1 - samples/s of the case / "
-        "the fix's, paired by round (stats.compare_runs).",
+        "the fix's, paired by round (stats.compare_runs). estimate − measured: per run, the top finding's "
+        "saving less the saving measured against the fix's run of the same round. in-job check: the "
+        "median seconds diagnose.verify added to a run (the decision included), in how many runs it "
+        "measured the fix and with how many interleaved rounds.",
     ]
+    errs = [e for r in result["rows"] for e in (r.get("errors") or []) if e is not None]
+    if errs:
+        lines.append(
+            f"Estimate − measured over {len(errs)} runs: within 5 points in "
+            f"{sum(abs(e) <= 0.05 for e in errs)}, within 10 in {sum(abs(e) <= 0.10 for e in errs)}, "
+            f"largest {100 * max(abs(e) for e in errs):.0f} points."
+        )
     if result.get("wall_s") is not None:
         lines.append(f"Wall time: {result['wall_s'] / 60:.1f} min.")
     if result.get("scored_by"):
@@ -630,14 +768,19 @@ def main(argv: list[str] | None = None) -> int:
         "by this version of the diagnosis (seconds; the records stay as "
         "written)",
     )
+    p.add_argument(
+        "--script",
+        action="store_true",
+        help="the script cases (task=script on diagnosis/cases/user_loop.py) instead of the built-in loop's",
+    )
     p.add_argument("--list", action="store_true", help="list the cases and exit")
     args = p.parse_args(argv)
     if args.list:
-        for c in cases(args.delay):
+        for c in every_case(args.delay):
             print(f"{c.name:<28} {c.note}" + (" (root)" if c.root else ""))
         return 0
     names = args.cases.split(",") if args.cases else None
-    known = {c.name for c in cases(args.delay)}
+    known = {c.name for c in every_case(args.delay)}
     if names and (bad := [n for n in names if n not in known]):
         print(
             f"error: unknown case(s) {', '.join(bad)}; python -m diagnosis.benchmark --list shows them",
@@ -651,11 +794,12 @@ def main(argv: list[str] | None = None) -> int:
             if (out / "benchmark.json").is_file()
             else {}
         )
-        chosen = select(names, old.get("delay_s", args.delay))
+        chosen = select(names, old.get("delay_s", args.delay), old.get("script", args.script))
         result = {
             **old,
             **table(out, chosen, old.get("delay_s", args.delay), rescore=bool(args.score)),
         }
+        result["common"] = old.get("common", COMMON)  # what those runs ran with, not today's
         result.pop("scored_by", None)
         if args.score:
             from diagnosis import VERSION
@@ -665,7 +809,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"(python -m diagnosis.benchmark --score)"
             )
     else:
-        result = run(Path(args.out), args.repeats, names, args.delay)
+        result = run(Path(args.out), args.repeats, names, args.delay, args.script)
     write(Path(args.table or args.score or args.out), result)
     print(markdown(result))
     return 0 if result["done"] else 1

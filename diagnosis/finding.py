@@ -27,6 +27,10 @@ def evidence_text(e: Evidence) -> str:
 
 
 def saving_text(s: Saving) -> str:
+    if s.fraction is None and s.source == "rule" and s.hi is not None:  # a bound (issue 38)
+        return f"at most {100 * s.hi:.0f}% of {s.of} {s.how}" + (
+            f"; {s.capped}" if s.capped else ""
+        )
     if s.fraction is None:
         return f"not estimated: {s.how}"
     word = "95% interval" if s.basis == "interval" else "range"
@@ -37,7 +41,11 @@ def saving_text(s: Saving) -> str:
     )
     secs = f", {ms(s.seconds)} ms" if s.seconds is not None else ""
     out = f"{100 * s.fraction:.1f}% of {s.of}{secs}{rng}: {s.how}"
-    if s.rule and s.rule.get("fraction") is not None:
+    if s.predicted and s.predicted.get("fraction") is not None:
+        p = s.predicted
+        who = "the model" if p.get("source") == "model" else "the rule of thumb"
+        out += f" ({who} predicted {100 * p['fraction']:.1f}%)"
+    elif s.rule and s.rule.get("fraction") is not None:
         out += f" (the rule of thumb said {100 * s.rule['fraction']:.1f}%)"
     if s.capped:
         out += f"; {s.capped}"
@@ -84,7 +92,7 @@ def rank_findings(findings: list[Finding], tie: float = 0.0) -> list[Finding]:
     against a point or a range) goes first."""
     ranked = sorted(
         findings,
-        key=lambda f: (not f.first, f.saving is None or f.saving.fraction is None, -f.effect),
+        key=lambda f: (not f.first, f.saving is None or f.saving.ranked is None, -f.effect),
     )
     for i in range(len(ranked) - 1):
         a, b = ranked[i], ranked[i + 1]
@@ -100,5 +108,5 @@ def near_tie(a: Finding, b: Finding, tie: float) -> bool:
         and not b.first
         and a.strength > 0
         and b.strength > 0
-        and abs(a.saving.fraction - b.saving.fraction) <= tie
+        and abs(a.saving.ranked - b.saving.ranked) <= tie
     )

@@ -1,22 +1,11 @@
-"""diagnose(record): the rules over one run record, settled into one ranked list in which every millisecond counts
-once.
+"""diagnose(record): the rules over one run record, settled into one ranked list in which every
+millisecond counts once.
 
-1. The step is accounted for (diagnosis.accounting): the throughput's time per step, rank 0's phases, the time outside
-   them, the barrier, and rank 0's wait for a late peer, which belongs to the straggler, not to communication.
-2. The rules (diagnosis.rules) each read the record and return a finding or None.
-3. The what-if model (whatif.api) estimates the saving of every finding whose fix it covers (bucket, optim,
-   accumulate, sync, world_size, ddp.*), with its 95% interval; where a finding has several fixes (a slow link: bf16,
-   PowerSGD, larger buckets, accumulation) the model's best is the next command (a fix that keeps the effective batch
-   before accumulate=K, which changes it). Elsewhere the rule's own arithmetic stays, and the finding says the model
-   does not cover that knob.
-4. Findings are settled in the order of their savings: each draws its saving from the part of the step it acts on
-   (Pools: the wait for a late peer, the exposed communication, the input pipeline, the compute), so the savings
-   together never exceed the step; a finding whose part is already spent by a higher one, or whose next command a
-   higher one already gives, is folded into that one ("also explains").
-5. Ranking is by saving; a near-tie (within the noise floor) goes to the stronger evidence (an interval against a
-   point), and the output says when two causes cannot be told apart. Findings under the noise floor are not named:
-   under the 2% threshold they are only counted; under a floor the run's own noise sets, the noise is said (not
-   numbered as a cause).
+The step is accounted for first (diagnosis.accounting), the rules (diagnosis.rules) each return a
+finding or None, the what-if model (whatif.api) estimates the saving of the fixes it covers, and
+the findings are settled in the order of their savings, each drawing from the part of the step it
+acts on, so the savings never add up past the step. Ties, the noise floor and "also explains":
+docs/diagnosis.md, "From rules to one ranked list".
 """
 
 from __future__ import annotations
@@ -41,9 +30,14 @@ MODEL_SAMPLES = 400  # Monte Carlo draws per prediction: a diagnosis runs at the
 
 
 def diagnose(
-    record: Record | dict, nccl_tests: dict | None = None, hta: bool = True, model: bool = True
+    record: Record | dict,
+    nccl_tests: dict | None = None,
+    hta: bool = True,
+    model: bool = True,
+    hidden_out: list | None = None,
 ) -> dict:
-    """The record's diagnosis, as the JSON object `result.diagnosis` holds (base.record_types.DiagnosisBlock)."""
+    """The record's diagnosis, as the JSON object `result.diagnosis` holds (base.record_types.DiagnosisBlock).
+    hidden_out: a list that receives the findings the noise hides (top_fix's candidates after the named ones)."""
     from comm import nccl_tests as nt
     from comm.efficiency import versus_link
 
@@ -82,10 +76,14 @@ def diagnose(
             found.append(f)
     if model and found:
         notes += estimate_with_model(v, found)
+    measured_in_job(v, found)
+    bound_rules(v, found)
     floor, threshold = noise.floor, noise.threshold
     settled = settle(v, found, floor)
     named = [f for f in settled if f.qualitative or f.material > floor]
     hidden = [f for f in settled if f not in named]
+    if hidden_out is not None:
+        hidden_out += sorted(hidden, key=lambda f: -f.material)
     ranked = rank_findings(named, tie=floor)
     first = noise_rule(v, noise, hidden)
     out = {
@@ -112,6 +110,145 @@ def diagnose(
 
         out["hta"] = hta_check.cross_check(record)
     return out
+
+
+def top_fix(record: Record | dict, switchable=lambda change: True) -> tuple[dict, str] | None:
+    """(recommends, rule) of the first finding whose fix `switchable` accepts: the named findings in rank order,
+    then those the noise hides, largest first (a measurement may show what the noise hid); else the top finding's
+    own, or None. What diagnose.verify measures in the job (tasks/train/verify.py asks through launchers.rank,
+    before the record is written)."""
+    hidden: list[Finding] = []
+    named = [
+        f for f in diagnose(record, hta=False, hidden_out=hidden)["findings"] if not f.get("first")
+    ]
+    candidates = [(dict(f.get("recommends") or {}), f["rule"]) for f in named] + [
+        (dict(f.recommends or {}), f.rule) for f in hidden
+    ]
+    for change, rule in candidates:
+        if change and switchable(change):
+            return change, rule
+    return candidates[0] if named else None
+
+
+def measured_in_job(v: RunView, found: list[Finding]) -> None:
+    """The finding whose fix the job measured (result.verify) takes the measurement as its saving, the estimate
+    kept beside it (Saving.predicted): a measured saving with its interval beats any prediction of it."""
+    check = getattr(v.record.result, "verify", None)
+    if check is None or check.saving is None or not check.change:
+        return
+    for f in found:
+        changes = [f.recommends] + [p["change"] for p in f.predictions]
+        if f.rule != check.rule or dict(check.change) not in changes:
+            continue
+        before = f.saving
+        lo, hi = check.ci_lo, check.ci_hi
+        interval = f" [{100 * lo:.1f}, {100 * hi:.1f}]" if lo is not None and hi is not None else ""
+        change = " ".join(f"{k}={val}" for k, val in check.change.items())
+        f.saving = Saving(
+            check.saving,
+            v.step_s * check.saving if v.step_s else None,
+            lo,
+            hi,
+            of="the time per sample",
+            basis="interval",
+            source="measured",
+            how=f"measured in this job: {100 * check.saving:.1f}%{interval} ({check.rounds} interleaved "
+            f"rounds of {check.block_steps} step(s) with and without {change}, paired t; the check "
+            f"added {check.cost_s:.3g} s to the job, {_budget(check)}; diagnose.verify=false skips it)",
+            rule=before.rule if before is not None else None,
+            predicted=None
+            if before is None or before.fraction is None
+            else {
+                "fraction": before.fraction,
+                "lo": before.lo,
+                "hi": before.hi,
+                "source": before.source,
+            },
+        )
+        f.pool = "own"
+        if dict(check.change) != f.recommends:
+            f.recommends, f.command = dict(check.change), v.command(dict(check.change))
+        return
+
+
+SPREAD = 0.10  # a saving is estimated when it is known within +-10 points of the step
+
+
+def measure_command(v: RunView, change: dict) -> str:
+    """The sweep that measures `change` against this run: both settings, interleaved rounds (repeats=3)."""
+    if not change:
+        return "python train.py -m ... repeats=3 (this run and its fix, interleaved)"
+    both = {
+        k: f"{_now(v, k)},{val}" if _now(v, k) is not None else val for k, val in change.items()
+    }
+    cmd = v.command({**both, "repeats": 3})
+    return cmd if " -m " in cmd else cmd.replace("python train.py ", "python train.py -m ", 1)
+
+
+def _now(v: RunView, key: str):
+    val = setting(v.config, key if key != "optim" else "optim.name")
+    return str(val).lower() if isinstance(val, bool) else val
+
+
+def _budget(check) -> str:
+    """The check's budget, as the output states it."""
+    if check.budget_s is None:
+        return "no budget recorded"
+    return (
+        f"its budget {check.budget_s:.3g} s (diagnose.verify_budget of the window"
+        + (f", besides {check.decide_s:.2g} s choosing the fix" if check.decide_s else "")
+        + ")"
+    )
+
+
+def bound_rules(v: RunView, found: list[Finding]) -> None:
+    """A rule of thumb's best case is a bound, never an estimate: a rule's saving at the top of a
+    range no wider than 2 x SPREAD becomes the range's middle; where the range is wider, the
+    finding says "at most X%", that it cannot be estimated within +-10 points from this record, and
+    the command that measures it (the in-job check, diagnose.verify, where the fix can be switched;
+    an interleaved sweep otherwise). A modelled or measured saving with an interval wider than that
+    says so too."""
+    for f in found:
+        s = f.saving
+        if s is None or s.fraction is None:
+            continue
+        lo = s.lo if s.lo is not None else s.fraction
+        hi = s.hi if s.hi is not None else s.fraction
+        wide = hi - lo > 2 * SPREAD
+        cmd = measure_command(v, f.recommends)
+        if s.source == "rule" and not wide and s.hi is not None and s.fraction >= s.hi - 1e-9:
+            # a narrow range: its middle is within +-SPREAD of every value in it
+            f.saving = replace(
+                s,
+                fraction=(lo + hi) / 2,
+                seconds=v.step_s * (lo + hi) / 2 if v.step_s else None,
+                how=f"{s.how}; the middle of its range (its best case {100 * hi:.0f}% is a bound)",
+                rule=s.rule or _as_rule(s),
+            )
+        elif s.source == "rule" and wide:
+            f.saving = Saving(
+                None,
+                lo=lo,
+                hi=hi,
+                of=s.of,
+                how=f"(a rule of thumb's best case: {s.how}); not estimated within "
+                f"+-{100 * SPREAD:.0f} points from this record: measure it with {cmd}",
+                basis="range",
+                source="rule",
+                rule=_as_rule(s),
+            )
+        elif wide and s.source == "measured" and "measured in this job" in s.how:
+            f.saving = replace(
+                s,
+                how=f"{s.how}; its interval is wider than +-{100 * SPREAD:.0f} points: a larger "
+                f"diagnose.verify_budget or steps= narrows it",
+            )
+        elif wide and s.source != "measured":
+            f.saving = replace(
+                s,
+                how=f"{s.how}; its interval is wider than +-{100 * SPREAD:.0f} points: measure it "
+                f"with {cmd}",
+            )
 
 
 # ------------------------------------------------------------------------------------------------- the what-if model
@@ -331,13 +468,25 @@ def settle(v: RunView, found: list[Finding], floor: float) -> list[Finding]:
             _fold(same, f, "the same next command")
             continue
         s = f.saving
-        if T and s is not None and s.fraction is not None and f.pool:
-            want = max(0.0, s.fraction * T)
+        if T and s is not None and s.ranked is not None and f.pool:
+            want = max(0.0, s.ranked * T)  # a rule's bound claims what its rule's figure says
             got, spent = pools.claim(f, want)
             if got < want - 1e-9 * T:
                 share = got / T
                 if spent is not None and share <= floor:
                     _fold(spent, f, f"its {ms(want)} ms per step are counted there")
+                    continue
+                if s.fraction is None:  # a bound: lowered to what is left of its part
+                    f.saving = replace(
+                        s,
+                        hi=min(s.hi, share),
+                        rule={**s.rule, "fraction": share},
+                        capped=f"capped at {100 * share:.1f}%: the rest is counted in a finding "
+                        "above"
+                        if spent is not None
+                        else f"capped at {100 * share:.1f}%: what is left of the step",
+                    )
+                    kept.append(f)
                     continue
                 f.saving = replace(
                     s,
@@ -405,6 +554,10 @@ def _notes(v: RunView, comparisons: dict) -> list[str]:
                 or "no on-rank microbenchmark in this record (diagnose.microbench=true runs it)"
             )
         )
+    check = getattr(v.result, "verify", None)
+    if check is not None and check.skipped and check.change:
+        what = " ".join(f"{k}={val}" for k, val in check.change.items())
+        notes.append(f"{what} not measured in this job (diagnose.verify): {check.skipped}")
     if getattr(v.result, "backend", None) == "nccl" and not v.result.nccl_transports:
         notes.append(
             "NCCL transports unknown: nccl.DEBUG=INFO records which (P2P, SHM, NET/IB, NET/Socket)"

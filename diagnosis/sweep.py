@@ -158,6 +158,19 @@ def estimates(f: Finding | Folded) -> list[dict]:
         key = " ".join(f"{k}={v}" for k, v in change.items())
         return out.setdefault(key, {"recommends": dict(change), "rule": None, "model": None})
 
+    if s is not None and s.source == "measured" and s.predicted is not None:
+        # measured in the job (diagnose.verify): what was predicted before it is the estimate to check
+        p = s.predicted
+        slot(f.recommends)["model" if p.get("source") == "model" else "rule"] = {
+            k: p.get(k) for k in ("fraction", "lo", "hi")
+        }
+        for q in f.predictions:
+            slot(q["change"])["model"] = {k: q.get(k) for k in ("fraction", "lo", "hi")}
+        if s.rule and s.rule.get("fraction") is not None and s.rule.get("recommends"):
+            slot(s.rule["recommends"])["rule"] = {
+                k: s.rule.get(k) for k in ("fraction", "lo", "hi")
+            }
+        return list(out.values())
     if s is not None and s.source == "model":
         rule = s.rule
         if rule and rule.get("fraction") is not None and rule.get("recommends"):
@@ -168,6 +181,9 @@ def estimates(f: Finding | Folded) -> list[dict]:
             slot(f.recommends)["model"] = _interval(s)
     elif s is not None and s.fraction is not None and f.recommends:
         slot(f.recommends)["rule"] = _interval(s)
+    elif s is not None and s.rule and s.rule.get("fraction") is not None and f.recommends:
+        # a rule's best case, printed as a bound (diagnosis.run.bound_rules): its figure is still what it said
+        slot(f.recommends)["rule"] = {k: s.rule.get(k) for k in ("fraction", "lo", "hi")}
     return list(out.values())
 
 

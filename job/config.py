@@ -51,9 +51,8 @@ def register_resolvers() -> None:
 
 
 # -------------------------------------------------------------------------------------------------- Hydra's errors
-VALUE_HINTS = {  # keys whose value a user types with a unit or a word: what the number means, after the type line
-    "bucket": "The bucket is in MB (DDP's bucket_cap_mb, so bucket=25MB is bucket=25); bucket=null leaves DDP's "
-    "default (25 MiB buckets, the first capped at 1 MiB).",
+VALUE_HINTS = {  # keys typed with a unit or a word: what the number means, after the type line
+    key: f.metadata["hint"] for key, f, _ in config_doc.knobs() if "hint" in f.metadata
 }
 
 

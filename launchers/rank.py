@@ -8,6 +8,7 @@ got) and, under the local launcher, beats (launchers.heartbeat) so that a rank t
 from __future__ import annotations
 
 import atexit
+import functools
 import gc
 import logging
 import os
@@ -138,6 +139,7 @@ def run_rank(plain: dict, job: dict, hand_in=None, on_hung=None) -> Outcome | No
                 outcome.env["link"] = _link(job)
                 if hand_in is not None:
                     hand_in(outcome)
+                ctx.choose = functools.partial(top_fix_of, plain, job, outcome)
             result = task.run(ctx)
             if rank == 0:
                 transports = comm_env.transports_from_logs(output_dir)
@@ -183,6 +185,18 @@ def run_rank(plain: dict, job: dict, hand_in=None, on_hung=None) -> Outcome | No
 _exit_code: int | None = (
     None  # None until a rank finished in this process; then the code it leaves with at exit
 )
+
+
+def top_fix_of(
+    plain: dict, job: dict, outcome: Outcome, result, switchable
+) -> tuple[dict, str] | None:
+    """(change, rule) of the first finding of rank 0's own diagnosis of `result` whose fix `switchable` accepts,
+    before the record exists: what the in-job check (diagnose.verify, tasks/train/verify.py) measures."""
+    from base.record import Record
+    from diagnosis.run import top_fix
+
+    record = Record.ok(plain, job, env=outcome.env, started=outcome.started, result=result)
+    return top_fix(record, switchable)
 
 
 def leave_without_teardown() -> None:

@@ -12,6 +12,7 @@ done
 grep -rh "regenerate with" results/tables --include=report.md | sed 's/.*regenerate with `//; s/`\.$//' |
   while read -r cmd; do eval "$cmd" > /dev/null; done
 python -m diagnosis.benchmark --table results/diagnosis_benchmark > /dev/null
+python -m diagnosis.benchmark --table results/diagnosis_benchmark_script > /dev/null
 python -m whatif results/runs/vgg11_accumulate/0 --sweep bucket=25,100,2000 optim=none,bf16,powersgd \
   --out results/whatif/vgg11_accumulate_0 --samples 2000 > /dev/null
 python -m whatif.sources --out results/whatif --samples 2000 > /dev/null

@@ -10,7 +10,8 @@ How a row is computed (docs/output.md "The sweep table"):
   - speed-up: row / baseline on the log scale, paired by round when both ran once per round (repeats=R), else Welch;
     verdicts faster / slower / equivalent / no significant difference (stats.verdict), Holm's step-down over the
     table's comparisons (stats.family). A row whose comparison rests on a run the drift test flags says so.
-  - step median: the geometric mean of the runs' medians, t(R-1); one run: batch medians of its steps.
+  - step median: the geometric mean of the runs' medians, t(R-1); one run: batch medians of its steps (of their
+    logs where the linear interval would reach below zero).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from stats import (
 from stats.family import Row, pair_verdicts
 from stats.verdict import NOISE, NS as NO_DIFFERENCE
 
-# the baseline's bucket: the config's default (conf/config.yaml: null, DDP's own), read once, never restated in code;
+# the baseline's bucket: the config's default (base/schema.py: null, DDP's own), read once, never restated in code;
 # records made before it was null ran bucket=25, which caps the first bucket at 25 MiB too (not stock DDP)
 EXPLICIT_25_MB = 25.0
 REL_CI = 0.02  # measure.rel_ci's default: the precision the repeats plan aims at
@@ -284,6 +285,16 @@ def _step(c: Config) -> dict | None:
     series = _step_series(runs[0])
     if len(runs) == 1 and series:
         b = batch_median(series)
+        if b["ci_lo"] is not None and b["ci_lo"] <= 0 < min(series):
+            # a t interval from 2 batch medians (10 steps: t(1) = 12.7) can reach below zero, a step time
+            # cannot: the same batch medians on the log scale, mapped back (positive, and wider upward)
+            lg = batch_median(np.log(series))
+            b = {
+                **b,
+                "ci_lo": math.exp(lg["ci_lo"]),
+                "ci_hi": math.exp(lg["ci_hi"]),
+                "method": lg["method"] + " of log step times (the linear interval reached below 0)",
+            }
         return {
             "median": medians[0],
             "ci_lo": b["ci_lo"],

@@ -311,3 +311,26 @@ def test_fault_knobs_install_nothing_when_off_and_are_recorded_when_on():
     )
     late, _ = faults.inject(data, 0, model, opt, iter([1, 2]), feeder)
     assert list(late) == [1, 2]
+
+
+def test_script_cases_run_in_one_sweep_over_the_scripts_arguments():
+    """--script: the user-style loop's cases, apart from the built-in loop's (whose committed table they leave as it
+    is); each straggler and the hiccup measured against the healthy script; one Hydra sweep over script.args."""
+    from diagnosis.benchmark import SCRIPT_COMMON, common_of, group_overrides
+
+    chosen = select(None, 0.1, script=True)
+    assert {c.name for c in chosen} == {
+        "script_healthy",
+        "script_straggler_data_r1",
+        "script_straggler_backward_r0",
+        "script_straggler_after_optimizer_r1",
+        "script_hiccup_r0",
+        "script_busy_host",
+    }
+    assert not {c.name for c in select(None, 0.1)} & {c.name for c in chosen}
+    assert all(c.fix in ("", "script_healthy") for c in chosen)
+    [sweep] = group_overrides([c for c in chosen if c.group == "script"])
+    assert sweep.startswith("script.args=[],[--delay-rank,1,") and sweep.count("],[") == 4
+    assert common_of("script") == SCRIPT_COMMON and "task=script" in SCRIPT_COMMON
+    hiccup = next(c for c in chosen if c.name == "script_hiccup_r0")
+    assert hiccup.rank == 0 and hiccup.expect == ("hiccup", "straggler")

@@ -50,22 +50,31 @@ def test_conf_config_yaml_holds_no_knob():
 
 
 def test_the_defaults_keep_their_own_bounds():
-    for key, f, _ in config_doc.knobs():
-        value = config_doc._default(f)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            assert value >= f.metadata.get("ge", value), key
-            assert value > f.metadata.get("gt", value - 1), key
+    numeric = [
+        (key, config_doc._default(f), f)
+        for key, f, _ in config_doc.knobs()
+        if isinstance(config_doc._default(f), (int, float))
+        and not isinstance(config_doc._default(f), bool)
+    ]
+    assert numeric, "no numeric default found: the walk over the schema is broken"
+    for key, value, f in numeric:
+        assert value >= f.metadata.get("ge", value), key
+        assert value > f.metadata.get("gt", value - 1), key
 
 
 def test_composed_defaults_are_the_schemas():
     cfg = compose(["logger=none"])
-    for key, f, _ in config_doc.knobs():
-        if f.metadata.get("group") or config_doc._is_section(f):
-            continue
-        value = config_doc._default(f)
-        node = OmegaConf.select(cfg, key) if not isinstance(value, str) else None
-        if isinstance(value, (bool, int, float)) or value is None:
-            assert node == value, key
+    plain = [
+        (key, config_doc._default(f))
+        for key, f, _ in config_doc.knobs()
+        if not (f.metadata.get("group") or config_doc._is_section(f))
+        and (
+            isinstance(config_doc._default(f), (bool, int, float)) or config_doc._default(f) is None
+        )
+    ]
+    assert len(plain) > 10, plain
+    for key, value in plain:
+        assert OmegaConf.select(cfg, key) == value, key
 
 
 def test_help_lists_the_main_knobs_from_the_schema(monkeypatch, capsys):

@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from base.record import Record, RecordError, find_records
-from base.record_types import CollectivesResult, Env, GradSyncResult, PairGroupsResult, TrainResult
+from base.record_types import (
+    CollectivesResult,
+    Env,
+    GradSyncResult,
+    PairGroupsResult,
+    ScriptResult,
+    TrainResult,
+)
 from base.typed import Block
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,6 +40,7 @@ def test_every_committed_record_reads_typed_and_round_trips():
         "collectives": CollectivesResult,
         "grad_sync": GradSyncResult,
         "pair_groups": PairGroupsResult,
+        "script": ScriptResult,
     }
     for path in COMMITTED:
         text = path.read_text()

@@ -4,10 +4,13 @@ serves many assertions; each bad input is one line (and a failed record where ra
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
+import torch
 
-from tests.conftest import run_train
+from tests.conftest import ROOT, run_train
 
 pytestmark = [pytest.mark.slow, pytest.mark.subprocess]
 BASE = ["task=script", "logger=none"]
@@ -80,7 +83,8 @@ def test_amp_no_sync_stopped_at_max_steps_with_bucket_applied(amp_run):
     ddp = res["script"]["ddps"][0]
     assert ddp["applied"] == {"bucket_cap_mb": 1.0} and ddp["asked"]["bucket_cap_mb"] is None
     assert res["comm"]["buckets"]["count"] == 2  # the 1.1 MB of gradients in 1 MB buckets
-    assert res["global_batch"] == 16  # 4 per micro-batch x 2 micro-batches x 2 ranks
+    # 4 per micro-batch x 2 ranks, 2 micro-batches (two backward passes) per optimizer step
+    assert res["global_batch"] == 8 and res["accumulate"] == 2 and res["effective_batch"] == 16
     assert (
         "bucket_cap_mb=1.0" in amp_run.stdout.splitlines()[0]
         or "bucket_cap_mb=1.0" in amp_run.stdout
@@ -94,7 +98,7 @@ def test_grad_sync_flag_compile_two_optimizers(shapes_run):
     assert (
         res["comm"]["collectives_per_step"] == 1
     )  # one all-reduce per step: the first micro-batch did not sync
-    assert res["global_batch"] == 32
+    assert res["effective_batch"] == 32 and res["accumulate"] == 2
 
 
 @pytest.mark.parametrize(
@@ -146,3 +150,106 @@ def test_bad_script_fails_in_one_line_with_a_record(args, says, tmp_path):
         assert "runpy" not in r["traceback"]
     else:
         assert "Traceback" not in out
+
+
+def whatif(*args) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "whatif", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_whatif_reads_a_script_record_from_its_buckets(amp_run, tmp_path):
+    """The sizes the script's DDP carried and when each bucket's hook started are the what-if model's input; a
+    named model stands in for them; a record without them is refused in one line naming --model."""
+    r = record(amp_run)
+    gr = r["result"]["grad_ready"]
+    n = len(gr["names"])
+    ddp = r["result"]["script"]["ddps"][0]
+    assert n == len(gr["numel"]) == len(gr["shapes"]) and sorted(gr["order"]) == list(range(n))
+    assert sum(a * b for a, b in zip(gr["numel"], gr["element_size"])) == ddp["grad_bytes"]
+    mode = gr["modes"]["with_sync"]
+    assert len(mode["ready_s"]) == len(mode["backward_s"]) == r["result"]["steps"]
+    for ready, b in zip(mode["ready_s"], mode["backward_s"]):
+        assert len(ready) == n and all(0 <= t <= b for t in ready)
+        assert (
+            len(set(ready)) == 2
+        )  # bucket=1: two buckets, each parameter given its bucket's start
+    proc = whatif(amp_run.out_dir, "--sweep", "bucket=1,25", "--out", tmp_path / "w")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "model=the script accumulate_amp.py" in proc.stdout and "accumulate=2" in proc.stdout
+    assert "each bucket's comm hook start" in proc.stdout
+    rows = json.loads((tmp_path / "w" / "whatif.json").read_text())["rows"]
+    assert [len(row["buckets_bytes"]) for row in rows] == [2, 1]
+
+    named = whatif(amp_run.out_dir, "--model", "vgg11_tiny", "--out", tmp_path / "m")
+    assert named.returncode == 0 and "model=vgg11_tiny" in named.stdout, named.stderr[-2000:]
+
+    bare = dict(r, result=dict(r["result"], grad_ready=None))
+    (tmp_path / "bare.json").write_text(json.dumps(bare))
+    refused = whatif(tmp_path / "bare.json")
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert "--model NAME" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_fake_device_drives_the_cuda_path_and_times_the_batch_copies(tmp_path):
+    """device=fake: the script's ops run under the fake's stream rules, the tool's marks are the device layer's
+    events, and the script's own .to(device, non_blocking=True) of each loader batch is the h2d phase (two copies,
+    x and y, per step); on a CPU rank the same call is no transfer and is left in the outside time."""
+    from device.cpu import Device
+
+    t = torch.ones(2)
+    assert not Device().is_transfer(t, t.to("cpu", copy=True))
+    proc = run_train(
+        [*BASE, "device=fake", "script.path=tests/script_cases/copies.py"],
+        tmp_path,
+        env={"CUDA_VISIBLE_DEVICES": ""},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = record(proc)["result"]
+    layer = res["device_layer"]
+    assert layer["kind"] == "fake" and layer["checked_ops"] > 1000
+    assert layer["copies"] == 2 * res["steps"]  # only the window's batches are watched
+    assert res["h2d"]["copies"] is True and res["phases"]["h2d"]["median"] > 0
+    assert all(v > 0 for v in res["series"]["phases"]["h2d"])
+    assert res["per_rank"][0]["work"]["h2d_s"] > 0
+
+
+def test_sweep_over_a_script_prints_the_table_with_verdicts_and_the_wandb_report_spec(tmp_path):
+    """The headline sweep's shape, kept short (2 x 2 jobs, stopped at 14 steps): each job's knobs applied to the
+    script's own DDP, the table with a verdict per row printed on the submitting side, every job and the sweep
+    logged offline to W&B, and the report's spec written with the command."""
+    proc = run_train(
+        [
+            *BASE[:1],
+            "script.path=examples/plain_ddp.py",
+            "script.max_steps=14",
+            "optim=none,bf16",
+            "bucket=1,25",
+            "logger=wandb",
+            "logger.mode=offline",
+        ],
+        tmp_path,
+        multirun=True,
+        timeout=900,
+        env={"WANDB_MODE": "offline", "WANDB_SILENT": "true"},
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    sweep = proc.out_dir
+    table = (sweep / "sweep_table.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "optim=" in line]
+    assert len(rows) == 4 and all("| ok " in r for r in rows), table
+    verdicts = ("baseline", "faster", "slower", "equivalent", "no verdict", "not shown")
+    assert all(any(v in r for v in verdicts) for r in rows), rows
+    assert "verdict" in proc.stdout and "optim=bf16 bucket=25" in proc.stdout
+    for n in range(4):
+        r = json.loads((sweep / str(n) / "run_record.json").read_text())
+        ddp = r["result"]["script"]["ddps"][0]
+        assert ddp["applied"]["bucket_cap_mb"] == float(r["config"]["bucket"])
+        assert ddp["optim"] == r["config"]["optim"]["name"]
+        assert list((sweep / str(n) / "wandb").glob("offline-run-*"))
+    spec = json.loads((sweep / "wandb_report.json").read_text())
+    assert "task=script script.path=examples/plain_ddp.py" in json.dumps(spec)

@@ -366,3 +366,17 @@ def test_scaling_table_one_row_per_configuration_against_the_one_rank_baseline()
     assert t.warnings == []  # 3 runs each: no single-run warning
     one = scaling_table(_entries([r for r in records if "repeat=0" in r["overrides"]]))
     assert one.rows[1]["verdict"] == "no verdict" and "one run per world size" in one.warnings[0]
+
+
+def test_a_single_runs_step_interval_never_reaches_below_zero():
+    """10 steps give 2 batch medians and a t(1) interval; on the headline sweep's baseline (a loaded machine) it read
+    130 [-80, 340] ms. A step time is positive: the interval is then the log-scale one, mapped back."""
+    from tables.aggregate import Config, _step
+
+    series = [0.112, 0.174, 0.118, 0.156, 0.217, 0.143, 0.123, 0.150, 0.123, 0.083]
+    rec = train_record(overrides=["bucket=25"], steps_per_s=7.0, steps=10)
+    rec["result"]["step_time_s"]["median"] = float(np.median(series))
+    rec["result"]["series"] = {"step_time_s": series}
+    step = _step(Config("bucket=25", [Entry.from_record(rec)]))
+    assert 0 < step["ci_lo"] < step["median"] < step["ci_hi"], step
+    assert "log step times" in step["method"]

@@ -1,5 +1,5 @@
 """python -m whatif <run dir or record> [--world-size N] [--link NAME | --nccl-tests FILE | --collectives DIR]
-                    [--sweep bucket=25,100,2000 optim=none,bf16,powersgd] [--out DIR] [--json]
+                    [--sweep bucket=25,100,2000 optim=none,bf16,powersgd] [--model NAME] [--out DIR] [--json]
 
 Predicts the DDP step of other configurations from one measured run: the step time and samples/s with 95% prediction
 intervals, the speed-up against the run's own configuration, what dominates; writes whatif.md/.csv/.json and a
@@ -25,7 +25,8 @@ def main(argv: list[str] | None = None) -> int:
         epilog="link presets: " + "; ".join(f"{p.name} ({p.what})" for p in PRESETS.values()),
     )
     parser.add_argument(
-        "run", help="a task=train run directory (holding run_record.json) or its record file"
+        "run",
+        help="a task=train or task=script run directory (holding run_record.json) or its record file",
     )
     parser.add_argument("--world-size", type=int, help="predict at this many ranks")
     where = parser.add_mutually_exclusive_group()
@@ -56,12 +57,18 @@ def main(argv: list[str] | None = None) -> int:
         help="where to write the table and plot (default <run dir>/whatif; "
         "outputs/whatif/<path> for a run under the committed results/)",
     )
+    parser.add_argument(
+        "--model",
+        metavar="NAME",
+        help="a conf/model name whose parameter sizes and FLOPs stand in for the run's (a task=script "
+        "record holds its own model's sizes as its DDP buckets carried them; this names another)",
+    )
     parser.add_argument("--json", action="store_true", help="print the predictions as JSON")
     args = parser.parse_args(argv)
 
     from base.paths import reader_out
     from comm.nccl_tests import NcclTestsError
-    from whatif.api import parse_grid, predict_sweep
+    from whatif.api import parse_grid, predict_sweep, profile_of
     from whatif.profile import ProfileError
     from whatif.report import header, plot_timeline, row_notes, table, warnings
 
@@ -72,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         grid = parse_grid(args.sweep)
         sweep = predict_sweep(
-            args.run,
+            profile_of(args.run, args.model),
             grid,
             link=args.link,
             nccl_tests=args.nccl_tests,

@@ -39,15 +39,16 @@ class Sweep:
         return NOT_MODELLED
 
 
-def profile_of(record) -> Profile:
+def profile_of(record, model: str | None = None) -> Profile:
+    """model: a conf/model name whose sizes stand in for the run's (python -m whatif --model)."""
     if isinstance(record, Profile):
         return record
     if isinstance(record, dict):
         record = Record.from_dict(record)
     if isinstance(record, Record):
-        return from_record(record, record.job.output_dir or "")
+        return from_record(record, record.job.output_dir or "", model)
     rec, path = load_record(record)
-    return from_record(rec, path)
+    return from_record(rec, path, model)
 
 
 def link_from(link=None, nccl_tests=None, collectives=None) -> lk.Link | None:

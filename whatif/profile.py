@@ -148,16 +148,19 @@ def load_record(path: str | Path) -> tuple[Record, str]:
         raise ProfileError(f"{path}: cannot read the run record ({e})") from None
 
 
-def from_record(record: Record | dict, path: str = "") -> Profile:
+def from_record(record: Record | dict, path: str = "", model: str | None = None) -> Profile:
+    """model: a conf/model name standing in for the run's model (its sizes and FLOPs); a script's record holds
+    only what its DDP buckets carried."""
     if isinstance(record, dict):
         record = Record.from_dict(record)
-    if record.task == "script":
+    script = record.task == "script"
+    if script and (record.result is None or record.result.grad_ready is None) and not model:
         raise ProfileError(
-            f"{path or 'record'}: task=script; the what-if model builds the run's model from model=, "
-            "and a script's model is its own, which the record does not hold: not modelled (the "
-            "diagnosis reads the record)"
+            f"{path or 'record'}: task=script, and the record holds no parameter sizes of the script's "
+            "model (no bucket was all-reduced in the window, or it was made before they were "
+            "recorded): name a model of the same sizes with --model NAME (conf/model/NAME.yaml)"
         )
-    if record.task != "train":
+    if record.task not in ("train", "script"):
         raise ProfileError(
             f"{path or 'record'}: task={record.task}; the what-if model reads task=train runs "
             "(a task=collectives record can be its link: --collectives)"
@@ -185,7 +188,7 @@ def from_record(record: Record | dict, path: str = "") -> Profile:
     optimizer = q("optimizer")
     ddp = r.ddp
     gr = r.grad_ready
-    params, shapes, fwd_bwd = _params(record, gr, notes)
+    params, shapes, fwd_bwd = _params(record, gr, notes, model)
     sync = r.sync or "ddp"
     mem = _memory_speed(cfg, optimizer, params)
     backward = _backward_alone(r, phases, forward, gr, fwd_bwd, sync, K, notes, mem, params)
@@ -220,7 +223,12 @@ def from_record(record: Record | dict, path: str = "") -> Profile:
     prof = Profile(
         record=record,
         path=path,
-        model=setting(cfg, "model.name", "?"),
+        model=model
+        or (
+            f"the script {Path(str((r.script or {}).get('path') or '?')).name}"
+            if script
+            else setting(cfg, "model.name", "?")
+        ),
         device=r.device or "cpu",
         backend=r.backend or "gloo",
         world_size=int(r.world_size or 1),
@@ -304,18 +312,28 @@ def _bucket_cap(r: TrainResult):
     return None if bk.is_default(cap) else float(cap)
 
 
-def _params(record: Record, gr: GradReady | None, notes: list[str]):
-    """(Params, shapes or None, (forward FLOPs, backward FLOPs) or None)."""
+def _params(record: Record, gr: GradReady | None, notes: list[str], model: str | None = None):
+    """(Params, shapes or None, (forward FLOPs, backward FLOPs) or None). model: a conf/model name instead of the
+    record's model= (a script's record has the tool's default there, not the script's model)."""
     cfg = record.config
     flops = None
     shapes = None
-    analysed = analyse_model(
-        json.dumps(setting(cfg, "model", {}), sort_keys=True), _image_size(cfg)
-    )
+    if model:
+        model_cfg = named_model(model)
+        gr = None  # the named model's sizes, not the record's
+    else:
+        model_cfg = {} if record.task == "script" else setting(cfg, "model", {})
+    analysed = analyse_model(json.dumps(model_cfg, sort_keys=True), _image_size(cfg))
+    if model and analysed is None:
+        raise ProfileError(f"--model {model}: cannot build it here on the meta device")
     if analysed is not None:
         shapes, flops = analysed["shapes"], (analysed["fwd_flops"], analysed["bwd_flops"])
     if gr is not None and gr.numel:
         alone = _mode(gr, "alone")
+        if not alone.ready_s and record.task == "script":
+            alone = _mode(
+                gr, "with_sync"
+            )  # a script has no no_sync probe: its window's own backward
         per_rep = alone.ready_s or []
         totals = alone.backward_s or []
         if per_rep and totals:
@@ -336,7 +354,10 @@ def _params(record: Record, gr: GradReady | None, notes: list[str]):
                     order,
                     ready,
                     f"measured: post-accumulate-grad hooks in {len(per_rep)} untimed backward(s) under "
-                    "DDP's no_sync (result.grad_ready)",
+                    "DDP's no_sync (result.grad_ready)"
+                    if record.task != "script"
+                    else f"measured: each bucket's comm hook start in {len(per_rep)} window step(s) "
+                    "(result.grad_ready)",
                 ),
                 shapes,
                 flops,
@@ -347,8 +368,9 @@ def _params(record: Record, gr: GradReady | None, notes: list[str]):
             f"(model={setting(cfg, 'model.name')}); the parameter sizes are unknown"
         )
     if analysed["ready"] is not None:
+        why = f"those of --model {model}" if model else "the record predates the grad_ready probe"
         notes.append(
-            "gradient-ready times: not measured (the record predates the grad_ready probe); assumed at the "
+            f"gradient-ready times: not measured ({why}); assumed at the "
             "share of backward FLOPs done when each gradient is accumulated (torch FlopCounterMode over a "
             "meta-device backward; elementwise ops not counted)"
         )
@@ -370,6 +392,24 @@ def _params(record: Record, gr: GradReady | None, notes: list[str]):
         shapes,
         flops,
     )
+
+
+def named_model(name: str) -> dict:
+    """conf/model/<name>.yaml as the run would have it (Hydra's compose of the project's config, model=<name>)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+
+    conf = Path(__file__).resolve().parent.parent / "conf"
+    if not (conf / "model" / f"{name}.yaml").is_file():
+        known = sorted(p.stem for p in (conf / "model").glob("*.yaml"))
+        raise ProfileError(f"--model {name}: no conf/model/{name}.yaml; one of: {', '.join(known)}")
+    try:
+        with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=[f"model={name}"])
+    except HydraException as e:
+        raise ProfileError(f"--model {name}: {e}") from None
+    return OmegaConf.to_container(cfg.model, resolve=True, enum_to_str=True)
 
 
 def _image_size(cfg: dict | None) -> int:
@@ -515,6 +555,13 @@ def _backward_alone(
         return Quantity.relative(v, 0.05, how + " (none there: +-5% stated)")
     if sync in ("local", "per_param", "flat") or int(r.world_size or 1) < 2 and sync != "ddp":
         return Quantity.from_describe(phases.backward, "result.phases.backward", 1 / K)
+    if getattr(r, "script", None) is not None and phases.backward is not None:
+        notes.append(
+            "backward compute alone: the script's backward phase (its DDP output's gradient to the end of "
+            "backward compute), measured with the all-reduces beside it (a script has no no_sync probe): "
+            "on CPU with gloo it holds their slow-down, so the model's contention starts from it"
+        )
+        return Quantity.from_describe(phases.backward, "result.phases.backward", 1 / K)
     if flops:
         ratio = flops[1] / flops[0]
         b = forward.scaled(ratio, "forward x backward/forward FLOP ratio").with_extra(
@@ -621,9 +668,13 @@ def _costs(
         tot = sum(_median(v) for v in parts.values())
         split = {k: _median(v) / tot for k, v in parts.items()}
     if gr is None or gr.costs is None or not gr.costs.to_dict():
+        why = (
+            "a script's run does not probe them"
+            if gr is not None and (gr.method or "").startswith("task=script")
+            else "the record predates the grad_ready probe"
+        )
         notes.append(
-            "DDP's gradient copies and the bf16/fp16/PowerSGD compute: not measured (the record predates "
-            "the grad_ready probe): "
+            f"DDP's gradient copies and the bf16/fp16/PowerSGD compute: not measured ({why}): "
             + (
                 "estimated as memory traffic at the speed the optimizer phase "
                 "streamed its 12-20 bytes per parameter (+-25%; PowerSGD +-50%)"

@@ -13,6 +13,9 @@ before the script runs and removed after it.
     communication        one comm hook per DDP, wrapping the script's own (register_comm_hook) or allreduce_hook when
                          it registers none: each bucket's start, and its end in the future's callback
     data wait            torch.utils.data's _BaseDataLoaderIter.__next__: the data phase
+    host-to-device       torch.Tensor.to / .cuda wrapped: a copy of the last batch's host tensors to the device
+                         (on the stream the script copies on), the h2d phase; copies of other tensors, or made
+                         inside the script's own collate or a torch.compile'd region, are not seen
 
 Marks are the device's (CUDA events on a GPU, the host clock on CPU: device.Clock), read after the window; nothing
 here synchronises the device or issues a collective. `script.max_steps`: at the first forward or batch after that
@@ -69,11 +72,13 @@ class Attach:
         self.measured: list[Step] = []  # the window's steps, in order
         self.current: Step | None = None  # the step being recorded (None outside the window)
         self.ddps: list[dict] = []  # each DDP the script built: what it asked for and what it got
+        self.timed: list[TimedHook] = []  # their comm hooks (the bucket layout each saw)
         self.serialized = False
         self.cpu0 = self.cpu1 = None  # CPU readings at the window's ends (stragglers.cpu_usage)
         self.wall0 = self.wall1 = None
         self._undo: list = []
         self._pending = set()  # modules inside a forward (a model wrapped twice nests them)
+        self._batch: set[int] = set()  # ids of the host tensors of the window's last batch
 
     # ---- life cycle
     def install(self) -> "Attach":
@@ -88,6 +93,8 @@ class Attach:
         self._real_register = DistributedDataParallel.register_comm_hook
         self._patch(DistributedDataParallel, "register_comm_hook", self._register_comm_hook)
         self._patch(dataloader._BaseDataLoaderIter, "__next__", self._next)
+        self._patch(torch.Tensor, "to", self._copy)
+        self._patch(torch.Tensor, "cuda", self._copy)
         if self.warmup == 0:
             self._begin_window(self.clock.mark())
         return self
@@ -173,9 +180,35 @@ class Attach:
             a = attach.clock.mark()
             out = real(it)
             step.spans.append(("data", a, attach.clock.mark()))
+            attach._batch = {
+                id(t)
+                for t in torch.utils._pytree.tree_leaves(out)
+                if isinstance(t, torch.Tensor) and t.device.type == "cpu"
+            }
             return out
 
         return __next__
+
+    # ---- host-to-device copies of the loader's batch (where they can be seen: its tensors' .to / .cuda)
+    def _copy(self, real):
+        attach = self
+
+        @functools.wraps(real)
+        def copy(t, *args, **kwargs):
+            # inside torch.compile the original runs (is_compiling() folds to True: no guard on the tool)
+            if (
+                torch.compiler.is_compiling()
+                or attach.current is None
+                or id(t) not in attach._batch
+            ):
+                return real(t, *args, **kwargs)
+            step, a = attach.current, attach.clock.mark()
+            out = real(t, *args, **kwargs)
+            if attach.clock.device.is_transfer(t, out):
+                step.spans.append(("h2d", a, attach.clock.mark()))
+            return out
+
+        return copy
 
     # ---- DDP: knobs, hooks
     def _ddp_init(self, real):
@@ -221,7 +254,8 @@ class Attach:
         ddp.register_forward_pre_hook(self._forward_pre)
         ddp.register_forward_hook(self._forward_post)
         state, hook = self._config_hook(ddp)
-        timed = TimedHook(self, state, hook, info)
+        timed = TimedHook(self, state, hook, info, ddp)
+        self.timed.append(timed)
         ddp._ddp_comm_timing = timed
         self._real_register(ddp, timed, TimedHook.call)
 
@@ -318,8 +352,24 @@ class TimedHook:
     """The one comm hook each DDP gets: the script's own (or optim='s, or allreduce_hook) inside, each bucket's start
     and end marked into the step in flight."""
 
-    def __init__(self, attach: Attach, state, hook, info: dict):
+    def __init__(self, attach: Attach, state, hook, info: dict, ddp=None):
         self.attach, self.state, self.hook, self.info = attach, state, hook, info
+        # the bucket layout the window saw: bucket index -> its parameters (indices into self.grads); DDP
+        # rebuilds its buckets once, at the end of the first iteration, so steps 1 and 2 are read again
+        self.layout: dict[int, list[int]] = {}
+        named = (
+            [(n, p) for n, p in ddp.module.named_parameters() if p.requires_grad]
+            if ddp is not None
+            else []
+        )
+        self.where = {id(p): i for i, (_, p) in enumerate(named)}
+        # the parameters' names, shapes and element sizes: the what-if model's sizes (whatif/profile.py)
+        self.grads = {
+            "names": [n for n, _ in named],
+            "shapes": [list(p.shape) for _, p in named],
+            "numel": [p.numel() for _, p in named],
+            "element_size": [p.element_size() for _, p in named],
+        }
 
     @staticmethod
     def call(timed: "TimedHook", bucket):
@@ -328,11 +378,14 @@ class TimedHook:
             return timed.hook(timed.state, bucket)
         clock = timed.attach.clock
         a = clock.mark()
-        nbytes = bucket.buffer().numel() * bucket.buffer().element_size()
+        buffer, index = bucket.buffer(), bucket.index()
+        nbytes = buffer.numel() * buffer.element_size()
+        if step.index <= 2 or index not in timed.layout:
+            timed.layout[index] = [timed.where.get(id(p), -1) for p in bucket.parameters()]
         fut = timed.hook(timed.state, bucket)
 
         def done(f):
-            step.comm.append((a, clock.mark(), nbytes))
+            step.comm.append((a, clock.mark(), nbytes, index, timed))
             return f.value()
 
         return fut.then(done)

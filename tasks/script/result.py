@@ -3,6 +3,7 @@ block), so that the summary, the diagnosis and the what-if model read a script's
 loop's.
 
     data       the script's waits in its DataLoader's __next__
+    h2d        its copies of the batch's host tensors to the device (.to / .cuda on them), where it makes them
     forward    DDP modules' forward (pre-hook to hook), summed over the step's micro-batches
     backward   backward compute: the DDP output's gradient to the end of the autograd graph
     sync       DDP's wait for its all-reduces at the end of backward: the exposed communication
@@ -22,6 +23,8 @@ from base.record_types import (
     BucketInfo,
     Blocks,
     DdpInfo,
+    DeviceLayer,
+    GradReady,
     H2d,
     Measure,
     PhaseSeries,
@@ -37,7 +40,7 @@ from stats import block_throughput, describe, steady_state
 from tasks.train.result import comm_figures, thread_counts, time_budget
 from tasks.train.stragglers import find_straggler
 
-PHASES = ("data", "forward", "backward", "sync", "optimizer")
+PHASES = ("data", "h2d", "forward", "backward", "sync", "optimizer")
 
 
 def step_series(attach) -> tuple[list[dict], list[dict]]:
@@ -77,6 +80,70 @@ def step_series(attach) -> tuple[list[dict], list[dict]]:
     return steps, comms
 
 
+def ready_series(attach) -> dict | None:
+    """When each gradient was ready in each measured step's synchronised backward, for the what-if model
+    (result.grad_ready, mode with_sync): a bucket's comm hook starts once its last gradient is ready (and the
+    buckets before it launched), so every parameter of a bucket is given that start, from the start of the backward
+    the hooks ran in. The DDP whose buckets carried the most bytes in the window is the one described."""
+    sec = attach.clock.seconds
+    carried: dict = {}
+    for st in attach.measured:
+        for c in st.comm:
+            carried[c[4]] = carried.get(c[4], 0) + c[2]
+    if not carried:
+        return None
+    timed = max(carried, key=carried.get)
+    grads, n = timed.grads, len(timed.grads["names"])
+    if not n or not timed.layout:
+        return None
+    backward_s, ready_s = [], []
+    for st in attach.measured:
+        mine = [c for c in st.comm if c[4] is timed]
+        spans = [
+            (sec(st.start, a), sec(st.start, b)) for name, a, b in st.spans if name == "backward"
+        ]
+        first = min((sec(st.start, c[0]) for c in mine), default=None)
+        began = [s for s in spans if first is not None and s[0] <= first]
+        if not began:
+            continue
+        b0, b1 = max(began)  # the backward the buckets were launched in (the last micro-step's)
+        at = {c[3]: min(sec(st.start, c[0]) - b0, b1 - b0) for c in mine}
+        ready = [b1 - b0] * n  # a parameter in no bucket seen: at the end of backward compute
+        for index, params in timed.layout.items():
+            for i in params:
+                if 0 <= i < n and index in at:
+                    ready[i] = max(0.0, at[index])
+        backward_s.append(b1 - b0)
+        ready_s.append(ready)
+    if not ready_s:
+        return None
+    laid = [i for index in sorted(timed.layout) for i in timed.layout[index] if 0 <= i < n]
+    order = list(dict.fromkeys(laid)) + [i for i in reversed(range(n)) if i not in set(laid)]
+    return {
+        "method": "task=script: each bucket's comm hook start (its last gradient ready and the buckets "
+        "before it launched), from the start of the backward it ran in, with the all-reduces beside it; "
+        "every parameter of a bucket given its bucket's start",
+        "timing": "cuda events" if attach.clock.device.kind == "cuda" else "host clock",
+        "dtype": None,
+        **grads,
+        "order": order,
+        "modes": {"with_sync": {"backward_s": backward_s, "ready_s": ready_s}},
+    }
+
+
+def device_layer(ctx) -> dict | None:
+    """The fake device's counts (device=fake, tests: the script's ops checked against the stream rules, its copies
+    seen); the script's own host syncs are its own, so the window is watched, not enforced."""
+    dev = ctx.device
+    if getattr(dev, "kind", "cpu") != "fake":
+        return None
+    return {
+        **dev.report(),
+        "window_sync_check": "none: the script's own syncs are its own",
+        "window_unchecked_because": "task=script runs the user's code in the window",
+    }
+
+
 def rank_figures(ctx, attach, ended: str) -> dict:
     steps, comms = step_series(attach)
     step_times = [s["step"] for s in steps]
@@ -88,7 +155,7 @@ def rank_figures(ctx, attach, ended: str) -> dict:
         work = {
             "ready_s": describe([s["step"] - s["sync"] for s in steps]),
             "data_s": statistics.median(s["data"] for s in steps),
-            "h2d_s": 0.0,
+            "h2d_s": statistics.median(s["h2d"] for s in steps),
             "forward_s": statistics.median(s["forward"] for s in steps),
             "backward_compute_s": statistics.median(s["backward"] for s in steps),
             "compute_s": statistics.median(s["forward"] + s["backward"] for s in steps),
@@ -126,9 +193,12 @@ def rank_figures(ctx, attach, ended: str) -> dict:
         "_steps": steps,
         "_comms": comms,
         "_samples": [s.samples for s in attach.measured],
+        # micro-batches per step: backward passes (no_sync or require_backward_grad_sync accumulation)
+        "_micro": [sum(name == "backward" for name, _, _ in s.spans) for s in attach.measured],
         "_steps_done": attach.steps_done,
         "_ended": ended,
         "_ddps": attach.ddps,
+        "_grad_ready": ready_series(attach) if ctx.rank == 0 else None,
         "_serialized": attach.serialized,
     }
 
@@ -142,6 +212,8 @@ def assemble(cfg, ctx, everyone: list[dict], marks: dict, script: dict) -> Scrip
     tp = block_throughput(walls, sizes)
     samples = [sum(r["_samples"][i] for r in everyone) for i in range(n)]
     per_step = statistics.median(samples) if samples and all(samples) else None
+    copied = any(s["h2d"] for s in steps)
+    micro = max(1, round(statistics.median(mine["_micro"]))) if mine["_micro"] else 1
     step_times = [s["step"] for s in steps]
     seen = [p for p in PHASES if any(s[p] for s in steps)]
     ddps = mine["_ddps"]
@@ -213,9 +285,9 @@ def assemble(cfg, ctx, everyone: list[dict], marks: dict, script: dict) -> Scrip
         bucket_mb=described.bucket_cap_mb,
         precision="the script's",
         cuda_graphs=False,
-        batch_per_rank=int(per_step / ctx.world_size) if per_step else None,
-        global_batch=int(per_step) if per_step else None,
-        accumulate=None,
+        batch_per_rank=int(per_step / ctx.world_size / micro) if per_step else None,
+        global_batch=int(per_step / micro) if per_step else None,
+        accumulate=micro,
         effective_batch=int(per_step) if per_step else None,
         warmup_steps=int(cfg.warmup_steps),
         steps=n,
@@ -270,9 +342,13 @@ def assemble(cfg, ctx, everyone: list[dict], marks: dict, script: dict) -> Scrip
         ddp=described,
         h2d=H2d(
             mode="the script's",
-            copies=None,
-            note="not timed: the script's own copies are in its outside time",
+            copies=copied,
+            note="timed: the script's .to()/.cuda() of its loader batch's host tensors (the h2d phase)"
+            if copied
+            else "none seen: no .to()/.cuda() of a loader batch's host tensor moved it to another device "
+            "(a CPU run, or copies made elsewhere: in the script's outside time)",
         ),
+        device_layer=typed_block(DeviceLayer, device_layer(ctx), "result.device_layer"),
         time_budget=time_budget(marks, window_s),
         series=Series(
             step_time_s=step_times,
@@ -280,6 +356,7 @@ def assemble(cfg, ctx, everyone: list[dict], marks: dict, script: dict) -> Scrip
                 PhaseSeries, {p: [s[p] for s in steps] for p in seen}, "result.series"
             ),
         ),
+        grad_ready=typed_block(GradReady, mine["_grad_ready"], "result.grad_ready"),
         straggler=find_straggler(per_rank, tp["steps_per_s"] and 1 / tp["steps_per_s"]),
         script=script,
     )

@@ -12,6 +12,7 @@ ranks (the on-rank microbenchmark, diagnose.microbench). Streams, events, syncs 
 
 from __future__ import annotations
 
+import functools
 import time
 from contextlib import nullcontext
 
@@ -22,7 +23,7 @@ from tqdm import tqdm
 
 from base.record_types import DeviceLayer, PrecisionFlags, TrainResult
 from data import batches, build_loader
-from tasks.train import faults
+from tasks.train import faults, verify
 from tasks.train.comm_counter import CollectiveCounter
 from tasks.train.grad_ready import grad_ready_probe
 from tasks.train.h2d import make_feeder, window_sync_check
@@ -59,27 +60,15 @@ def run(ctx) -> TrainResult | None:
     counter = CollectiveCounter().install()
     K = cfg.accumulate
 
-    def train_step():
-        """One optimizer step: K micro-batches, gradients synchronised on the last one only."""
-        timer.start_step()
-        for micro in range(K):
-            with timer.phase("data"):
-                batch = next(host_batches)
-            with timer.phase("h2d"):
-                x, y = feeder.to_device(batch)
-            with nullcontext() if micro == K - 1 else sync.no_sync():
-                with timer.phase("forward"), autocast():
-                    loss = criterion(model(x), y) / K
-                with timer.phase("backward"):
-                    loss.backward()
-        with timer.phase("sync"):
-            sync.after_backward()
-        with timer.phase("optimizer"):
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-        return (
-            loss.detach()
-        )  # of the last micro-batch, divided by K (undone once, after the window)
+    def make_step(sync, h2d=None):
+        """One optimizer step with this sync (and h2d mode: a new feeder on the same batches); the
+        in-job check (tasks/train/verify.py) makes its fix's."""
+        fed = feeder if h2d is None else make_feeder(h2d, dev, host_batches)
+        return functools.partial(
+            one_step, sync, fed, optimizer, criterion, autocast, host_batches, timer, K
+        )
+
+    train_step = make_step(sync)
 
     if cfg.cuda_graphs:
         from tasks.train.cuda_graphs import GraphedStep
@@ -144,7 +133,14 @@ def run(ctx) -> TrainResult | None:
     # ---- untimed probes ----
     probe_batches = (feeder.to_device(batch) for batch in host_batches)
     comm_stats = (
-        ddp_comm_probe(sync, train_step, cfg.probe_steps)
+        ddp_comm_probe(
+            sync,
+            train_step,
+            cfg.probe_steps,
+            step_s=window.window_s / max(1, window.steps),
+            budget_s=float(cfg.diagnose.get("probe_budget", 0.0)) * window.window_s,
+            device=ctx.torch_device,
+        )
         if not cfg.cuda_graphs
         else train_step.comm_stats
     )
@@ -181,44 +177,71 @@ def run(ctx) -> TrainResult | None:
     mine["work"] = rank_work(steps, comm_stats, window_cpu, window.walls)
     everyone = [None] * ctx.world_size
     dist.all_gather_object(everyone, mine)
+    result = None
+    if ctx.is_main:
+        builtin_calls, builtin_bytes = sync.builtin_comm_per_sync()
+        described = sync.describe()  # what DDP reports it built (read once: it asks the reducer)
+        comm = None
+        if sync.communicates:
+            comm = comm_figures(
+                described,
+                ctx.world_size,
+                steps,
+                comm_stats,
+                collectives=calls / window.steps + builtin_calls,
+                nbytes=py_bytes / window.steps + builtin_bytes,
+            )
+        result = assemble(
+            cfg,
+            ctx,
+            described,
+            feeder,
+            steps,
+            everyone,
+            comm,
+            window,
+            marks,
+            final_loss=final_loss.item() / ctx.world_size,
+            grad_error=grad_error,
+            forward_dtype=forward_dtype,
+            precision_flags=precision,
+            grad_ready=grad_ready,
+            microbench=microbench,
+            fault=faults.describe(cfg),
+            device_layer=DeviceLayer(
+                **dev.report(),
+                window_sync_check=dev.window_check(strict),
+                window_unchecked_because=unchecked_because,
+            ),
+        )
+    # after everything above, the top finding's fix timed against this setting (tasks/train/verify.py)
+    check = verify.in_job(ctx, make_step, sync, window, result)
     if not ctx.is_main:
         return None
+    result.verify = check
+    return result
 
-    builtin_calls, builtin_bytes = sync.builtin_comm_per_sync()
-    described = sync.describe()  # what DDP reports it built (read once: it asks the reducer)
-    comm = None
-    if sync.communicates:
-        comm = comm_figures(
-            described,
-            ctx.world_size,
-            steps,
-            comm_stats,
-            collectives=calls / window.steps + builtin_calls,
-            nbytes=py_bytes / window.steps + builtin_bytes,
-        )
-    return assemble(
-        cfg,
-        ctx,
-        described,
-        feeder,
-        steps,
-        everyone,
-        comm,
-        window,
-        marks,
-        final_loss=final_loss.item() / ctx.world_size,
-        grad_error=grad_error,
-        forward_dtype=forward_dtype,
-        precision_flags=precision,
-        grad_ready=grad_ready,
-        microbench=microbench,
-        fault=faults.describe(cfg),
-        device_layer=DeviceLayer(
-            **dev.report(),
-            window_sync_check=dev.window_check(strict),
-            window_unchecked_because=unchecked_because,
-        ),
-    )
+
+def one_step(sync, feeder, optimizer, criterion, autocast, host_batches, timer, K):
+    """One optimizer step: K micro-batches, gradients synchronised on the last one only."""
+    model = sync.model
+    timer.start_step()
+    for micro in range(K):
+        with timer.phase("data"):
+            batch = next(host_batches)
+        with timer.phase("h2d"):
+            x, y = feeder.to_device(batch)
+        with nullcontext() if micro == K - 1 else sync.no_sync():
+            with timer.phase("forward"), autocast():
+                loss = criterion(model(x), y) / K
+            with timer.phase("backward"):
+                loss.backward()
+    with timer.phase("sync"):
+        sync.after_backward()
+    with timer.phase("optimizer"):
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return loss.detach()  # of the last micro-batch, divided by K (undone once, after the window)
 
 
 def make_sync(cfg, model: nn.Module, device: torch.device) -> Sync:

@@ -15,11 +15,28 @@ from base.record_types import CommStats, Comparison
 from stats import describe
 
 
-def ddp_comm_probe(sync, train_step, n: int) -> dict | None:
+ENOUGH_PROBES = 6  # the fewest exposed-time samples whose median has a 95% interval (tables.entries.EXPOSED_MIN_N)
+DOMINANT = 0.15  # exposed communication above this share of the step: the rules need its interval to act on it
+
+
+def ddp_comm_probe(
+    sync,
+    train_step,
+    n: int,
+    step_s: float | None = None,
+    budget_s: float = 0.0,
+    device: torch.device | None = None,
+) -> dict | None:
     """Median of DDP's runtime stats over n probe steps, and each step's exposed communication (comm - overlap), so
     that n >= 6 gives the exposed time a 95% interval (tasks/train/result.py). DDP fills them in at the start of the
     next forward (synchronising the host with the GPU's timing events there, which is why this is not done in the
-    window), so sampling is turned off again at the end."""
+    window), so sampling is turned off again at the end.
+
+    Adaptive (issue 38): where fewer than ENOUGH_PROBES steps were asked for and the exposed communication of those
+    is above DOMINANT of the window's step (`step_s`), the probe takes the missing steps when they cost at most
+    `budget_s` (diagnose.probe_budget of the window), so a default run whose sync dominates the step gets the
+    interval the rules need to name the link or the sync path, instead of a request for probe_steps=6. The ranks
+    agree through one all_reduce of a flag, after the window."""
     if sync.runtime_stats_kind is None or n < 1:
         return None
     sync.enable_runtime_stats()
@@ -28,9 +45,29 @@ def ddp_comm_probe(sync, train_step, n: int) -> dict | None:
         train_step()
         if i > 0:  # stats now describe the previous step's backward
             samples.append(sync.runtime_stats())
+    more = ENOUGH_PROBES - n
+    extended = False
+    if more > 0 and step_s:
+        exposed = statistics.median(max(0.0, s["comm_s"] - s["overlap_s"]) for s in samples)
+        want = torch.tensor(
+            [int(exposed > DOMINANT * step_s and more * step_s <= budget_s)], device=device
+        )
+        dist.all_reduce(want, op=dist.ReduceOp.MIN)  # every rank, or none
+        if want.item():
+            for _ in range(more):
+                train_step()
+                samples.append(sync.runtime_stats())
+            extended = True
     sync.disable_runtime_stats()
     out = {k: statistics.median(s[k] for s in samples) for k in samples[0]}
     out["exposed_samples_s"] = [max(0.0, s["comm_s"] - s["overlap_s"]) for s in samples]
+    if extended:
+        out["method"] = (
+            f"DDP runtime stats (reducer timers) over {len(samples)} untimed probe steps (probe_steps={n}, "
+            f"and {more} more taken because the exposed communication was over {DOMINANT:.0%} of the step): "
+            "time = first bucket all-reduce start to last finish; exposed = time - overlap with backward "
+            "compute"
+        )
     return out
 
 

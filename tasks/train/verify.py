@@ -1,0 +1,234 @@
+"""diagnose.verify: the top finding's fix measured inside the job, not only predicted.
+
+A prediction of what a fix saves is a model's (whatif/) or a rule of thumb's, and either can be tens
+of points off (issue 38: a rule's 45% against a measured 4%). Where the fix can be switched between
+timed blocks of the same job, measuring it costs a few steps: after the window and its probes, rank
+0 diagnoses its own result (ctx.choose, set by launchers.rank: this package may not import the
+diagnosis), broadcasts the top finding's change, and every rank runs rounds of one block of the
+current setting and one of the fix, the order alternating (ABBA), on the same ranks and the same
+data stream. The saving is 1 - the paired ratio of the rounds' throughputs (stats.compare_runs:
+paired t on the per-round log ratios), so a round's machine state cancels.
+
+Switchable in the job: sync (to ddp, a DDP wrapper around the same module), the comm hook (optim=),
+the bucket cap, ddp.static_graph and ddp.gradient_as_bucket_view (each a new DDP wrapper around the
+same module: a wrapper whose forward did not run ignores the backward), and h2d (a new feeder on the
+same batches). Not switchable: world size, the link, accumulate (it changes the batch per optimizer
+step), CUDA graphs (the captured step is fixed); the model's prediction then stays and the record
+says why.
+
+Cost: the fix's set-up and warm-up and the rounds together stay within diagnose.verify_budget of the
+window's time (the decision before them is rank 0's diagnosis of its result, seconds whatever the
+window, recorded apart); the rounds that fit are planned from the warm-up (the ranks agree through
+one all_reduce, outside the timed blocks), and where fewer than MIN_ROUNDS fit, nothing is timed and
+the record says what would."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+from omegaconf import OmegaConf
+
+from base.record_types import InJobCheck
+from base.schema import CONF_DIR, CommHookConfig, PowerSGD
+from device import synchronize
+from stats import compare_runs, time_saved
+from tasks.train.ddp import DDPSync
+
+SWITCHABLE = ("sync", "optim", "bucket", "ddp.static_graph", "ddp.gradient_as_bucket_view", "h2d")
+MIN_ROUNDS = 3  # a paired t on 2 degrees of freedom: the fewest that give an interval at all
+MAX_ROUNDS = 20  # more adds little to the interval and only costs time
+KEEPALIVE_S = 2.0  # while rank 0 chooses the fix: one broadcast this often (hang.min_s is 30 s)
+WARMUP_STEPS = 2  # the fix's first steps (DDP rebuilds its buckets after the first): untimed
+METHOD = (
+    "rounds of one block of each setting, order alternating; paired t on the per-round log "
+    "throughput ratios (stats.compare_runs); block walls: the slowest rank's"
+)
+
+
+def not_switchable(change: dict | None, cfg) -> str | None:
+    """Why `change` cannot be measured inside this job (None: it can)."""
+    if not change:
+        return "the top finding recommends no override"
+    others = [k for k in change if k not in SWITCHABLE]
+    if others:
+        return (
+            f"{', '.join(others)} cannot change inside a running job (the model's prediction stays)"
+        )
+    if cfg.cuda_graphs:
+        return "cuda_graphs=true: the captured step cannot switch settings"
+    target = change.get("sync", cfg.sync)
+    if target != "ddp" and any(k != "h2d" for k in change):
+        return f"sync={target}: only a DDP wrapper is built inside the job"
+    return None
+
+
+def fix_config(cfg, change: dict):
+    """This run's config with `change` applied, as the ranks' DDP and feeder read it. optim=NAME:
+    conf/optim/NAME.yaml over its schema, as Hydra would compose it."""
+    fix = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    for key, value in change.items():
+        if key == "optim":
+            node = OmegaConf.load(CONF_DIR / "optim" / f"{value}.yaml")
+            node.pop("defaults", None)
+            schema = PowerSGD if value == "powersgd" else CommHookConfig
+            fix.optim = OmegaConf.merge(OmegaConf.structured(schema), node)
+        else:
+            OmegaConf.update(fix, key, value, force_add=True)
+    return fix
+
+
+def _module(sync) -> torch.nn.Module:
+    return sync.model.module if isinstance(sync, DDPSync) else sync.model
+
+
+def in_job(ctx, make_step, sync, window, result) -> InJobCheck | None:
+    """Every rank calls it after the probes; rank 0's result is its diagnosis's input (ctx.choose).
+    Returns what the record keeps (the same on every rank; None where diagnose.verify is off)."""
+    cfg = ctx.cfg
+    if not cfg.diagnose.get("verify", False):
+        return None
+    t0 = time.perf_counter()
+    budget_s = float(cfg.diagnose.verify_budget) * window.window_s
+    choice = [_decide(ctx, result, budget_s)]
+    dist.broadcast_object_list(choice, src=0)
+    decided = time.perf_counter()  # the decision is a diagnosis, whatever the window: not budgeted
+    change, rule, skipped = choice[0]["change"], choice[0]["rule"], choice[0]["skipped"]
+    out = InJobCheck(
+        change=change,
+        rule=rule,
+        budget_s=budget_s,
+        method=METHOD,
+        skipped=skipped,
+        decide_s=decided - t0,
+    )
+    if skipped is not None:
+        out.cost_s = time.perf_counter() - t0
+        return out
+    try:
+        _measure(ctx, make_step, sync, window, out, change, decided)
+    except Exception as e:  # noqa: BLE001 - every rank runs the same fix: a failure is the same on each
+        out.skipped = f"the check failed ({type(e).__name__}: {e}); the estimate stays"
+    out.cost_s = time.perf_counter() - t0
+    return out
+
+
+def _choose(ctx, result, budget_s: float) -> dict:
+    """Rank 0: the fix to measure, or why none (never raises: the other ranks wait for it)."""
+    cfg = ctx.cfg
+
+    def can(change):
+        return not_switchable(change, cfg) is None
+
+    try:
+        chosen = ctx.choose(result, can) if getattr(ctx, "choose", None) is not None else None
+        problem = None
+    except Exception as e:  # noqa: BLE001 - the other ranks wait for the answer: never raise here
+        chosen = None
+        problem = f"the diagnosis that chooses the fix failed ({type(e).__name__}: {e})"
+    change, rule = chosen if chosen else (None, None)
+    skipped = problem or not_switchable(change, cfg)
+    if skipped is None and budget_s <= 0:
+        skipped = "the window took no time"
+    return {"change": change, "rule": rule, "skipped": skipped}
+
+
+def _decide(ctx, result, budget_s: float) -> dict | None:
+    """Rank 0 diagnoses its result on a thread while every rank's main thread broadcasts rank 0's "done" flag
+    every KEEPALIVE_S: the diagnosis takes seconds (tens on a loaded 2-core host), and a job with no finished
+    collective for hang.after_s is declared hung (launchers/hang.py). Then the choice itself is broadcast."""
+    box: dict = {}
+    worker = None
+    if ctx.is_main:
+        worker = threading.Thread(
+            target=lambda: box.update(choice=_choose(ctx, result, budget_s)), daemon=True
+        )
+        worker.start()
+    done = torch.zeros(1, device=ctx.torch_device)  # nccl: a device tensor
+    while True:
+        if worker is not None:
+            worker.join(KEEPALIVE_S)
+            done[0] = float(not worker.is_alive())
+        dist.broadcast(done, src=0)  # every rank: a finished collective, the hang watch's progress
+        if done.item():
+            return box.get("choice")
+
+
+def _measure(ctx, make_step, sync, window, out: InJobCheck, change: dict, decided: float) -> None:
+    """The fix built, warmed up, and timed in rounds against the current setting; into `out`."""
+    cfg, budget_s = ctx.cfg, out.budget_s
+    fix = fix_config(cfg, change)
+    fix_sync = sync
+    if any(k != "h2d" for k in change):
+        fix_sync = DDPSync(fix, _module(sync), ctx.torch_device)
+    h2d = str(change["h2d"]) if "h2d" in change else None
+    base_step, fix_step = make_step(sync), make_step(fix_sync, h2d)
+    dev = ctx.torch_device
+    # warm-up: the fix's first steps, then one of each timed, to plan the rounds that fit
+    for _ in range(WARMUP_STEPS):
+        fix_step()
+    base_s = _timed(base_step, 1, dev)
+    fix_s = _timed(fix_step, 1, dev)
+    block = max(1, int(window.block))
+    spent = time.perf_counter() - decided
+    plan = torch.tensor([base_s, fix_s, spent, budget_s], dtype=torch.float64, device=dev)
+    dist.all_reduce(plan, op=dist.ReduceOp.MAX)  # every rank plans from the same numbers
+    base_s, fix_s, spent, budget_s = plan.tolist()
+    per_round = block * (base_s + fix_s)
+    rounds = min(MAX_ROUNDS, int(max(0.0, budget_s - spent) // per_round)) if per_round > 0 else 0
+    out.block_steps, out.budget_s = block, budget_s
+    if rounds < MIN_ROUNDS:
+        out.skipped = (
+            f"the budget (diagnose.verify_budget={cfg.diagnose.verify_budget:g} of the "
+            f"{budget_s / cfg.diagnose.verify_budget:.3g} s window: {budget_s:.3g} s, "
+            f"{spent:.3g} s "
+            f"spent on set-up) holds {rounds} of the {MIN_ROUNDS} rounds an interval needs "
+            f"({per_round:.3g} s each): "
+            f"a larger diagnose.verify_budget or steps= measures it"
+        )
+        return
+    walls = torch.zeros(2, rounds, dtype=torch.float64, device=dev)
+    started, done = time.perf_counter(), 0
+    while done < rounds:
+        r = done
+        order = ((0, base_step), (1, fix_step)) if r % 2 == 0 else ((1, fix_step), (0, base_step))
+        for arm, step in order:
+            walls[arm, r] = _timed(step, block, dev)
+        done += 1
+        if MIN_ROUNDS <= done < rounds:  # the plan came from one step of each: keep to the budget
+            now = time.perf_counter()
+            late = torch.tensor(
+                [int(now - decided + (now - started) / done > budget_s)], device=dev
+            )
+            dist.all_reduce(late, op=dist.ReduceOp.MAX)  # between rounds, outside the timed blocks
+            if late.item():
+                break
+    rounds = done
+    walls = walls[:, :done].contiguous()
+    dist.all_reduce(walls, op=dist.ReduceOp.MAX)  # each block's slowest rank, as the window's
+    base_w, fix_w = walls[0].cpu().tolist(), walls[1].cpu().tolist()
+    s = compare_runs(
+        [math.log(block / w) for w in base_w],
+        [math.log(block / w) for w in fix_w],
+        list(range(rounds)),
+        list(range(rounds)),
+    )
+    out.rounds, out.base_walls_s, out.fix_walls_s = rounds, base_w, fix_w
+    out.saving = time_saved(s.ratio)
+    if s.ci_lo is not None and s.ci_hi is not None:
+        out.ci_lo, out.ci_hi = time_saved(s.ci_lo), time_saved(s.ci_hi)
+
+
+def _timed(step, n: int, dev) -> float:
+    """One block of n steps, bracketed as the window's (a device sync and a barrier before, a device
+    sync after)."""
+    synchronize(dev)
+    dist.barrier()
+    t = time.perf_counter()
+    for _ in range(n):
+        step()
+    synchronize(dev)
+    return time.perf_counter() - t

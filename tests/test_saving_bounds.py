@@ -1,0 +1,50 @@
+"""Issue 38: a rule of thumb's best case bounds a saving and is never its estimate; a saving that cannot be estimated
+within +-10 points says so and gives the command that measures it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from base.record_types import Saving
+from diagnosis.finding import saving_text
+from diagnosis.run import diagnose
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORD = ROOT / "tests" / "fixtures" / "benchmark_2026-11-25" / "base" / "1" / "run_record.json"
+
+
+def _without_link() -> dict:
+    """The per_param record without its on-rank microbenchmark: the model has no link, the rule of thumb stays."""
+    r = json.loads(RECORD.read_text())
+    r["result"].pop("diagnosis", None)
+    r["result"].pop("microbench", None)
+    if r["result"].get("comm"):
+        r["result"]["comm"].pop("vs_microbench", None)
+    return r
+
+
+def _finding(d: dict, rule: str) -> dict:
+    return next(f for f in d["findings"] if f["rule"] == rule)
+
+
+def test_a_rules_best_case_is_a_bound_with_the_command_that_measures_it():
+    f = _finding(diagnose(_without_link()), "per_param")
+    s = f["saving"]
+    assert s["fraction"] is None and s["source"] == "rule" and s["hi"] > 0.4
+    text = saving_text(Saving.from_dict(s))
+    assert text.startswith(f"at most {100 * s['hi']:.0f}% of the step")
+    assert "not estimated within +-10 points" in text
+    assert "python train.py -m" in text and "sync=per_param,ddp" in text and "repeats=3" in text
+    assert (
+        s["rule"]["fraction"] is not None
+    )  # the rule's own figure kept for the checked-estimates table
+
+
+def test_a_modelled_saving_keeps_its_point_and_says_when_its_interval_is_wide():
+    r = json.loads(RECORD.read_text())
+    r["result"].pop("diagnosis", None)
+    s = _finding(diagnose(r), "per_param")["saving"]
+    assert s["source"] == "model" and s["fraction"] is not None
+    wide = s["hi"] - s["lo"] > 0.2
+    assert ("measure it with" in s["how"]) == wide
