@@ -491,6 +491,17 @@ def after_s(
     return min(base, cap)
 
 
+def hang_settings(plain: dict) -> dict:
+    """hang.* as the watch applies it, whoever watches (the local launcher, or the ranks under torchrun/Slurm):
+    task=script's start-up is the user's code, bounded by its own timeout, so before the first step the watch waits
+    at least that long."""
+    hang = dict(plain.get("hang") or {})
+    if plain.get("task") == "script":
+        first = float((plain.get("script") or {}).get("first_step_timeout_s") or 0)
+        hang["min_s"] = max(float(hang.get("min_s", 30)), first)
+    return hang
+
+
 class Quiet:
     """When no rank made progress (a step or a finished collective) for after_s: update() with the ranks' latest
     beats ({rank: {"steps", "collectives", ...}}) returns (seconds quiet, the limit) once it is so, else None."""

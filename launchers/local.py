@@ -58,7 +58,7 @@ from torch.distributed.elastic.rendezvous import (
 )
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-from launchers.hang import HangWatch, dead_rank
+from launchers.hang import HangWatch, dead_rank, hang_settings
 from launchers.heartbeat import Watch, silent_limit
 from base.interrupt import Interrupted, note, restored_handlers
 from base.store import LOOPBACK, interface_of, is_loopback, serve
@@ -251,14 +251,10 @@ def launch_local(plain: dict, job: dict, host: str = LOCAL_HOST):
         ranks_temp_dir(launch_dir),
     ]
     watch = Watch(launch_dir, silent_limit(plain["timeout_s"]))
-    hang_cfg = dict(plain.get("hang") or {})
-    if plain.get("task") == "script":  # its start-up is the user's code, bounded by its own timeout
-        first = float((plain.get("script") or {}).get("first_step_timeout_s") or 0)
-        hang_cfg["min_s"] = max(float(hang_cfg.get("min_s", 30)), first)
     hang = HangWatch(
         launch_dir,
         job["output_dir"],
-        hang_cfg,
+        hang_settings(plain),
         plain["timeout_s"],
         int(plain["world_size"]),
     )

@@ -27,7 +27,7 @@ from omegaconf import OmegaConf
 import tasks
 from comm import env as comm_env
 from base.context import RankContext
-from launchers.hang import collecting, declared, park
+from launchers.hang import collecting, declared, hang_settings, park
 from launchers.heartbeat import beating
 from base.interrupt import Interrupted, signals_raise
 from base.log import for_rank, get
@@ -88,7 +88,7 @@ def run_rank(plain: dict, job: dict, hand_in=None, on_hung=None) -> Outcome | No
             job["output_dir"],
             rank,
             outcome.progress,
-            plain.get("hang"),
+            hang_settings(plain),
             Path(launch_dir).name if launch_dir else job.get("slurm_job_id"),
             on_hung=(lambda hung: on_hung(hung, outcome)) if on_hung and rank == 0 else None,
             timeout_s=float(plain.get("timeout_s") or 120),
