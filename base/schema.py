@@ -455,6 +455,8 @@ class Measure:
 @dataclass
 class Compare:
     noise: float = ge(0)
+    target: float = gt(0)  # repeats=auto: half-width of every row's speed-up interval (0.02: +-2%)
+    budget_s: float = gt(0)  # repeats=auto: machine seconds for the whole sweep, pilot included
 
 
 @dataclass
@@ -504,7 +506,9 @@ class Config:
     warmup_steps: int = ge(0)
     steps: int = ge(1)
     measure: Measure = field(default_factory=Measure)
-    repeats: int = ge(1)
+    repeats: Union[int, str] = field(
+        default=MISSING, metadata={"ge": 1, "also": ("auto",)}
+    )  # R runs per configuration, or auto (a pilot, then the plan: hydra_plugins/repeat_sweeper)
     repeat: int = ge(0)
     compare: Compare = field(default_factory=Compare)
     verbose: bool = MISSING
