@@ -101,3 +101,52 @@ def test_the_sweep_table_leaves_the_pilots_runs_out(tmp_path):
     entries = sweep_entries(tmp_path)
     assert len(entries) == 2 and all("pilot" not in e.output_dir for e in entries)
     assert len(sweep_entries(tmp_path / "pilot")) == 2
+
+
+@pytest.mark.subprocess
+def test_repeats_auto_with_one_configuration_is_refused_in_one_line(tmp_path):
+    from tests.conftest import run_train
+
+    proc = run_train(
+        ["model=vgg11_tiny", "scale=smoke", "logger=none", "repeats=auto"], tmp_path, multirun=True
+    )
+    assert proc.returncode == 2 and not proc.out_dir.exists()
+    err = proc.stderr.strip()
+    assert (
+        err.startswith("error: repeats=auto") and "\n" not in err and "[sweep]" not in proc.stdout
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_a_short_repeats_auto_sweep_pilots_plans_and_judges_the_planned_rounds_alone(tmp_path):
+    """compare.budget_s=1: the pilot spends the budget, so the plan is the fewest rounds that give an interval
+    (3 x 10 steps), and the table and plan.json say the budget decided it (about 5 min on the 2-core VM)."""
+    from tests.conftest import run_train
+
+    proc = run_train(
+        ["model=vgg11_tiny", "scale=smoke", "logger=none", "optim=none,bf16", "repeats=auto"]
+        + ["compare.budget_s=1"],
+        tmp_path,
+        multirun=True,
+        timeout=1200,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.out_dir
+    pilot = sorted((out / "pilot").glob("*/run_record.json"))
+    planned = sorted(out.glob("*/run_record.json"))
+    assert len(pilot) == 6 and len(planned) == 6
+    p = json.loads((out / "plan.json").read_text())
+    assert p["reached"] == "budget" and (p["runs"], p["steps"]) == (3, 10)
+    assert "leaves" in p["reason"] and "past the budget" in p["reason"]
+    for path in planned:
+        rec = json.loads(path.read_text())
+        assert rec["config"]["steps"] == 10 and rec["config"]["measure"]["policy"] == "fixed"
+    assert json.loads((out / "sweep_order.json").read_text())["repeats"] == 3
+    lines = proc.stdout.splitlines()
+    assert sum(line.startswith("[sweep] pilot job ") for line in lines) == 6
+    assert sum(line.startswith("[sweep] planned job ") for line in lines) == 6
+    md = (out / "sweep_table.md").read_text()
+    assert "repeats=auto: a pilot of 3 rounds x 10 steps" in md and "pilot included" in md
+    rows = [line for line in md.splitlines() if line.startswith("| ") and "| ok" in line]
+    assert len(rows) == 2 and all("|    3 |" in row for row in rows), rows

@@ -135,6 +135,19 @@ class RepeatingSweeper(BasicSweeper):
             discard(OmegaConf.select(self.config, "hydra.sweep.dir"))
         raise SystemExit(code)
 
+    def _check_auto(self, configs: int) -> None:
+        """What repeats=auto needs, said before the sweep's first line: one line, exit 2, no folder."""
+        if not isinstance(self.launcher, BasicLauncher):
+            self._refuse(
+                "repeats=auto runs a pilot, then the rounds it plans, one job after another: it needs "
+                "the local launcher (launcher=local); give repeats=R otherwise."
+            )
+        if configs < 2 or OmegaConf.select(self.config, "task") != "train":
+            self._refuse(
+                "repeats=auto plans the runs that compare task=train configurations: it needs two "
+                "configurations or more (e.g. optim=none,bf16); give repeats=R otherwise."
+            )
+
     def _auto(self, arguments: list[str]):
         """repeats=auto: the pilot, the plan fixed from it, then the planned rounds (the module's docstring)."""
         from results.plan import pilot_from
@@ -147,16 +160,6 @@ class RepeatingSweeper(BasicSweeper):
         fixed = ["measure.policy=fixed"]  # a plan of n steps per run means n steps, not a minimum
         pilot_jobs = self._jobs(PILOT_ROUNDS, arguments, fixed)
         configs = len(pilot_jobs) // PILOT_ROUNDS
-        if not isinstance(self.launcher, BasicLauncher):
-            self._refuse(
-                "repeats=auto runs a pilot, then the rounds it plans, one job after another: it needs "
-                "the local launcher (launcher=local), or give repeats=R."
-            )
-        if configs < 2 or OmegaConf.select(self.config, "task") != "train":
-            self._refuse(
-                "repeats=auto plans the runs that compare task=train configurations: it needs two "
-                "configurations or more (e.g. optim=none,bf16); give repeats=R otherwise."
-            )
         sweep_dir = Path(self.config.hydra.sweep.dir)
         pilot_dir = sweep_dir / PILOT_DIR
         pilot_dir.mkdir(parents=True, exist_ok=True)
@@ -252,12 +255,13 @@ class RepeatingSweeper(BasicSweeper):
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         overrides = parser.parse_overrides(self._parse_config() + arguments)
         try:
-            self.validate_batch_is_legal(
-                [list(j) for batch in self.split_arguments(overrides, None) for j in batch]
-            )
+            jobs = [list(j) for batch in self.split_arguments(overrides, None) for j in batch]
+            self.validate_batch_is_legal(jobs)
         except BaseException:
             discard(OmegaConf.select(self.config, "hydra.sweep.dir"))
             raise
+        if OmegaConf.select(self.config, "repeats") == "auto":
+            self._check_auto(len(jobs) // PILOT_ROUNDS)
         for callback in getattr(self.hydra_context.callbacks, "callbacks", []):
             if hasattr(callback, "announce"):
                 callback.announce()
