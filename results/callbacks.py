@@ -305,7 +305,7 @@ def _plan_note(sweep_dir: Path, started: float | None) -> str:
     return (
         f"repeats=auto: a pilot of {p['pilot']['rounds']} rounds x {p['pilot']['steps']} steps "
         f"({p['pilot_s'] / 60:.1f} min, {p['pilot_dir']}/, not judged) planned {p['runs']} rounds x "
-        f"{p['steps']} steps for +-{p['target']:.0%} on every row's speed-up within "
+        f"{p['steps']} steps for +-{p['target'] * 100:g}% on every row's speed-up within "
         f"compare.budget_s={p['budget_s']:g}: "
         + ("target reached: " if p["reached"] == "target" else "")
         + f"{p['reason']}{seen}. The sweep took {took}, pilot included."

@@ -765,7 +765,7 @@ def scenarios() -> list[Scenario]:
     return s
 
 
-AUTO_TARGET, AUTO_BUDGET_S, AUTO_PILOT_STEPS = 0.02, 1200.0, 10  # conf/config.yaml, scale=smoke
+AUTO_TARGET, AUTO_BUDGET_S, AUTO_PILOT_STEPS = 0.015, 1200.0, 10  # conf/config.yaml, scale=smoke
 
 
 def auto_results(
@@ -786,7 +786,7 @@ def auto_results(
     )
     runs, steps, secs = np.asarray(r["runs"]), np.asarray(r["steps"]), np.asarray(r["seconds"])
     label = (
-        f"repeats=auto, +-{AUTO_TARGET:.0%} (pilot {PILOT_ROUNDS}x{AUTO_PILOT_STEPS}), 7 rows, offsets "
+        f"repeats=auto, +-{AUTO_TARGET * 100:g}% (pilot {PILOT_ROUNDS}x{AUTO_PILOT_STEPS}), 7 rows, offsets "
         f"{offset:.0%}, phi=0.5"
         + (f", one row {effect:+.0%}" if effect else ", identical")
         + (f", budget {budget_s / 60:g} min" if budget_s else "")

@@ -222,9 +222,9 @@ def plan(
         return detectable(diff_sd(n) / math.sqrt(r), r - 1, rows, noise, level, power)
 
     reaches = (
-        f"reach +-{target:.0%} on every row's speed-up"
+        f"reach +-{target * 100:g}% on every row's speed-up"
         if goal == "half_width"
-        else f"detect {target:.0%} (80% power, Holm over {rows})"
+        else f"detect {target * 100:g}% (80% power, Holm over {rows})"
     )
     best = None
     for n in grid:
@@ -271,7 +271,7 @@ def plan(
     d = detectable(diff_sd(n) / math.sqrt(r), r - 1, rows, noise, level, power)
     hw = half_width(diff_sd(n), r, level)
     got_words = f"reach +-{hw:.1%}" if goal == "half_width" else f"detect {d:.1%}"
-    want = f"+-{target:.0%}" if goal == "half_width" else f"{target:.0%}"
+    want = f"+-{target * 100:g}%" if goal == "half_width" else f"{target * 100:g}%"
     why = "budget" if budget_s is not None else "cap"
     needs = (
         f"; {want} would take {best[0]} runs x {best[1]} steps, about {cost(*best) / 60:.0f} min"
