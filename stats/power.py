@@ -254,16 +254,19 @@ def plan(
         d = aim(r, n)
         if d is not None and (choice is None or d < choice[2]):
             choice = (r, n, d)
-    if choice is None:
+    if (
+        choice is None
+    ):  # the fewest rounds that give an interval, at the steps the pilot ran (the user's)
+        n = max(min_steps, pilot.steps)
         out.update(
             runs=MIN_RUNS,
-            steps=min_steps,
+            steps=n,
             reached="budget",
             detectable=detectable(
-                diff_sd(min_steps) / math.sqrt(MIN_RUNS), MIN_RUNS - 1, rows, noise, level, power
+                diff_sd(n) / math.sqrt(MIN_RUNS), MIN_RUNS - 1, rows, noise, level, power
             ),
-            half_width=half_width(diff_sd(min_steps), MIN_RUNS, level),
-            seconds=cost(MIN_RUNS, min_steps),
+            half_width=half_width(diff_sd(n), MIN_RUNS, level),
+            seconds=cost(MIN_RUNS, n),
             reason=f"compare.budget_s={budget_s:g} affords fewer than {MIN_RUNS} runs per configuration",
         )
         return out

@@ -46,6 +46,11 @@ def test_the_plan_reaches_the_half_width_or_says_the_budget_stopped_it():
     assert "+-2% would take" in tight["reason"]
     none_left = plan(pilot, 5, 0.02, budget_s=0.0, goal="half_width")
     assert none_left["runs"] == MIN_RUNS and "affords fewer than" in none_left["reason"]
+    assert none_left["steps"] == pilot.steps  # the steps the user's pilot ran, not the grid's least
+    assert (
+        plan(_pilot(0.01**2, 0.03**2 * 100, steps=100), 5, 0.02, 0.0, goal="half_width")["steps"]
+        == 100
+    )
 
 
 def test_repeats_auto_is_a_value_the_sweep_accepts_and_its_pilot_has_three_rounds():
