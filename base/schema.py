@@ -14,6 +14,7 @@ ConfigStore (Hydra's idiom; job.config imports it, so everything that composes c
 
 from __future__ import annotations
 
+import copy
 import sys
 from dataclasses import dataclass, field
 from enum import Enum
@@ -51,6 +52,26 @@ def ge(n: float) -> Any:
 def gt(n: float) -> Any:
     """A field whose value must be > n."""
     return field(default=MISSING, metadata={"gt": n})
+
+
+def knob(default: Any, doc: str, *, main: bool = False, **bounds: float) -> Any:
+    """A knob, described once: its default (an interpolation such as `${scale.steps}` where it
+    depends on a group's choice), its one-line doc, its bounds (`ge`/`gt`, checked by
+    job.config.check_schema) and whether `--help` lists it (main). conf/config.yaml holds none."""
+    meta = {"doc": doc, "main": main, **bounds}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def section(cls: type, doc: str) -> Any:
+    """A section of knobs (`ddp.*`, `measure.*`): its dataclass holds each one's default and doc."""
+    return field(default_factory=cls, metadata={"doc": doc})
+
+
+def group(doc: str) -> Any:
+    """A config group: one YAML file per option in conf/<group>/, each typed by GROUP_SCHEMAS."""
+    return field(default=MISSING, metadata={"doc": doc, "group": True})
 
 
 # ----------------------------------------------------------------------------------------------------------- choices
@@ -324,60 +345,91 @@ class WandbLogger(Logger):
 
 
 # ------------------------------------------------------------------------------------------------ top-level sections
+# Every key below is a knob: its type, default, bounds and doc are its field. A default may be an
+# interpolation (`${scale.steps}`: each scale's value, in conf/scale/). The config page's table
+# (python -m base.config_doc --write docs/config.md) and --help's knob list are written from them.
 @dataclass
 class DDPFlags:
-    static_graph: bool = MISSING
-    gradient_as_bucket_view: bool = MISSING
-    find_unused_parameters: bool = MISSING
-    broadcast_buffers: bool = MISSING
+    static_graph: bool = knob(
+        False, "DDP's static_graph: the graph is the same every step", main=True
+    )
+    gradient_as_bucket_view: bool = knob(
+        False, "DDP's gradient_as_bucket_view: gradients are views into the buckets (no copy)"
+    )
+    find_unused_parameters: bool = knob(False, "DDP's find_unused_parameters")
+    broadcast_buffers: bool = knob(
+        True, "DDP's broadcast_buffers: rank 0's buffers sent every forward"
+    )
 
 
 @dataclass
 class Solver:
-    lr: float = ge(0)
-    momentum: float = ge(0)
+    lr: float = knob(0.01, "SGD's learning rate", ge=0)
+    momentum: float = knob(0.9, "SGD's momentum", ge=0)
 
 
 @dataclass
 class Profile:
-    enabled: bool = MISSING
-    wait: int = ge(0)
-    warmup: int = ge(0)
-    active: int = ge(1)
+    enabled: bool = knob(
+        False,
+        "torch.profiler Chrome trace per rank (trace.rank<N>.json), NVTX ranges per phase and the "
+        "CUDA profiler "
+        "API range (nsys --capture-range=cudaProfilerApi); such a run's timings are marked "
+        "profiled: true",
+    )
+    wait: int = knob(1, "timed blocks before the profiler warms up", ge=0)
+    warmup: int = knob(
+        1,
+        "timed blocks of profiler warm-up (its schedule counts blocks, so its end is never timed)",
+        ge=0,
+    )
+    active: int = knob(3, "timed blocks recorded", ge=1)
 
 
 @dataclass
 class Collectives:
-    ops: List[Op] = MISSING
-    reduce_op: ReduceOp = MISSING
-    min_bytes: Union[int, str] = (
-        MISSING  # bytes, or with nccl-tests' suffixes: 64K, 8M, 8G (powers of 1024)
+    ops: List[Op] = knob(list(OPS), "the collectives timed, in this order")
+    reduce_op: ReduceOp = knob(ReduceOp.sum, "all_reduce's and reduce_scatter's reduction")
+    min_bytes: Union[int, str] = knob(
+        1024, "the smallest size: bytes, or nccl-tests' suffixes: 64K, 8M, 8G (powers of 1024)"
     )
-    max_bytes: Union[int, str] = MISSING
-    factor: float = gt(1)
-    dtype: DType = MISSING
-    warmup_iters: int = ge(0)
-    iters: int = ge(1)
-    inplace: Union[bool, str] = MISSING  # true | false | both
-    check_iters: int = ge(0)
-    corrupt_rank: Optional[int] = ge(0)
-    device: DeviceKind = MISSING
+    max_bytes: Union[int, str] = knob("16M", "the largest size (as min_bytes)")
+    factor: float = knob(4, "each size is the last times this", gt=1)
+    dtype: DType = knob(
+        DType.float32, "the element type (nccl-tests' aliases too: fp32, bf16, half...)"
+    )
+    warmup_iters: int = knob(5, "untimed calls per size", ge=0)
+    iters: int = knob(20, "timed calls per size", ge=1)
+    inplace: Union[bool, str] = knob(
+        "both", "true | false | both (nccl-tests' out-of-place and in-place columns side by side)"
+    )
+    check_iters: int = knob(
+        1, "untimed rounds on exactly predictable inputs; a wrong element fails the run", ge=0
+    )
+    corrupt_rank: Optional[int] = knob(
+        None, "test knob: this rank perturbs one output element in the first check round", ge=0
+    )
+    device: DeviceKind = knob(
+        DeviceKind.auto, "where the tensors live (gloo can move CUDA tensors)"
+    )
 
 
 @dataclass
 class GradSync:
-    warmup_iters: int = ge(0)
-    iters: int = ge(1)
-    device: DeviceKind = MISSING
+    warmup_iters: int = knob(2, "untimed rounds per method", ge=0)
+    iters: int = knob(5, "timed rounds per method", ge=1)
+    device: DeviceKind = knob(DeviceKind.auto, "where the gradients live")
 
 
 @dataclass
 class PairGroups:
-    warmup_iters: int = ge(0)
-    iters: int = ge(1)
-    shape: List[int] = MISSING
-    async_op: bool = MISSING
-    threads: Optional[int] = ge(1)
+    warmup_iters: int = knob(8, "untimed all-reduces per pair", ge=0)
+    iters: int = knob(1024, "timed all-reduces per pair", ge=1)
+    shape: List[int] = knob([10, 10], "the all-reduced tensor's shape")
+    async_op: bool = knob(False, "issue every all-reduce, wait at the end")
+    threads: Optional[int] = knob(
+        None, "torch threads (OMP_NUM_THREADS) per rank; null: leave as is", ge=1
+    )
 
 
 class FaultAt(StrEnum):
@@ -403,70 +455,141 @@ class HangKind(StrEnum):
 
 @dataclass
 class Fault:
-    rank: Optional[int] = ge(0)
-    step: int = ge(0)
-    sleep_s: float = ge(
-        0
-    )  # test knob: a known delay in every step's optimizer phase, on every rank
-    delay_s: float = ge(
-        0
-    )  # benchmark knob (tasks/train/faults.py): a known delay per step at delay_at ...
-    delay_at: FaultAt = MISSING  # ... data | h2d | backward | after_optimizer
-    delay_rank: Optional[int] = ge(0)  # ... on this rank (null: every rank)
-    hang: Optional[HangKind] = None  # test knob: a hang of this kind (tasks/train/faults.py) ...
-    hang_rank: int = ge(0)  # ... on this rank ...
-    hang_step: int = ge(0)  # ... at this step
+    rank: Optional[int] = knob(
+        None,
+        "raise on this rank at fault.step (task=train), to see how a failing rank is reported",
+        ge=0,
+    )
+    step: int = knob(0, "the step fault.rank raises at", ge=0)
+    sleep_s: float = knob(
+        0, "test knob: a known delay in every step's optimizer phase, on every rank", ge=0
+    )
+    delay_s: float = knob(
+        0,
+        "benchmark knob (python -m diagnosis.benchmark): a known delay per step at delay_at on "
+        "delay_rank, "
+        "installed before the warm-up, recorded as result.fault",
+        ge=0,
+    )
+    delay_at: FaultAt = knob(FaultAt.backward, "where delay_s is spent (h2d: a blocking copy only)")
+    delay_rank: Optional[int] = knob(None, "the rank delay_s slows (null: every rank)", ge=0)
+    hang: Optional[HangKind] = knob(
+        None,
+        "test knob (python -m diagnosis.hang_benchmark): a hang of this kind on hang_rank at "
+        "hang_step",
+    )
+    hang_rank: int = knob(1, "the rank fault.hang hangs", ge=0)
+    hang_step: int = knob(3, "the step fault.hang starts at", ge=0)
 
 
 @dataclass
 class Hang:
-    """A hung job (launchers/hang.py)."""
+    """A hung job (launchers/hang.py, docs/failures.md): no rank made a step or a collective."""
 
-    enabled: bool = MISSING
-    after_s: Optional[float] = gt(0)
-    min_s: float = gt(0)
-    step_factor: float = gt(0)
-    fr_buffer: int = ge(0)
+    enabled: bool = knob(
+        True,
+        "declare a run without progress for after_s hung, and keep its dumps in <run dir>/hang/",
+    )
+    after_s: Optional[float] = knob(
+        None,
+        "seconds without progress; null: max(min_s, step_factor x the median step), before the "
+        "first step "
+        "never under min_s; never above 0.8 x timeout_s",
+        gt=0,
+    )
+    min_s: float = knob(30, "after_s's floor when it is null", gt=0)
+    step_factor: float = knob(20, "after_s in median steps when it is null", gt=0)
+    fr_buffer: int = knob(
+        200,
+        "Flight Recorder entries kept per rank (TORCH_FR_BUFFER_SIZE, unless set); 0: off",
+        ge=0,
+    )
 
 
 @dataclass
 class Script:
-    """task=script: the user's training script, run as torchrun would run it (tasks/script)."""
+    """task=script: the user's script, run as torchrun would run it (tasks/script, docs/script.md)."""
 
-    path: Optional[str] = None  # the script; relative to the directory train.py was started in
-    args: List[str] = MISSING  # its command-line arguments (sys.argv[1:])
-    max_steps: Optional[int] = ge(
-        1
-    )  # stop every rank after this many optimizer steps (null: run to its end)
-    first_step_timeout_s: float = gt(
-        0
-    )  # no optimizer step by then: not a training script (one line, failed)
+    path: Optional[str] = knob(
+        None, "the script; relative to the directory train.py was started in"
+    )
+    args: List[str] = knob([], "its command-line arguments: 'script.args=[--epochs,1,--lr,0.1]'")
+    max_steps: Optional[int] = knob(
+        None,
+        "stop every rank after this many optimizer steps (null: the script runs to its end)",
+        ge=1,
+    )
+    first_step_timeout_s: float = knob(
+        60, "no optimizer step by then: refused as not a training script", gt=0
+    )
 
 
 @dataclass
 class Measure:
-    policy: MeasurePolicy = MISSING
-    rel_ci: float = gt(0)
-    max_steps: Optional[int] = ge(1)
-    max_s: Optional[float] = gt(0)
-    block_steps: int = ge(1)
+    """The measured window: timed blocks of steps (defaults per scale, conf/scale/)."""
+
+    policy: MeasurePolicy = knob(
+        "${scale.measure_policy}",
+        "fixed: exactly `steps` steps; adaptive: blocks until the median step's 95% CI is "
+        "+-rel_ci, or a cap",
+    )
+    rel_ci: float = knob(
+        0.02, "adaptive: the target half-width of the median step's CI, relative, in (0, 1)", gt=0
+    )
+    max_steps: Optional[int] = knob(
+        "${scale.max_steps}",
+        "adaptive: stop here even if the target is not reached (null: no step cap)",
+        ge=1,
+    )
+    max_s: Optional[float] = knob(
+        "${scale.max_s}",
+        "adaptive: stop after this many seconds of window (null: no time cap)",
+        gt=0,
+    )
+    block_steps: int = knob(
+        "${scale.block_steps}",
+        "steps per timed block, each block's wall clock one throughput sample; at most steps // 6",
+        ge=1,
+    )
 
 
 @dataclass
 class Compare:
-    noise: float = ge(0)
-    target: float = gt(0)  # repeats=auto: half-width of every row's speed-up interval (0.02: +-2%)
-    budget_s: float = gt(0)  # repeats=auto: machine seconds for the whole sweep, pilot included
+    noise: float = knob(
+        0.02,
+        "verdicts: faster / slower need the whole CI beyond 1 +- noise, equivalent the whole CI "
+        "inside",
+        ge=0,
+    )
+    target: float = knob(
+        0.015,
+        "repeats=auto: the half-width the plan aims at on every row's 95% speed-up interval",
+        gt=0,
+    )
+    budget_s: float = knob(
+        1200.0,
+        "repeats=auto: seconds for the whole sweep, pilot included; the table says if it decided",
+        gt=0,
+    )
 
 
 @dataclass
 class Diagnose:
-    microbench: Any = (
-        MISSING  # auto | true | false (checked in tasks/train/check.py: OmegaConf has no bool|str)
+    """The diagnosis: ranked findings printed after every run and sweep, kept in the record."""
+
+    microbench: Any = knob(  # OmegaConf has no bool|str: checked in tasks/train/check.py
+        "auto",
+        "auto | true | false: after the window, time an all_reduce of each size the sync sends, "
+        "on the same "
+        "ranks; auto: only when it costs <= microbench_budget of the run",
     )
-    microbench_iters: int = ge(1)
-    microbench_budget: float = gt(0)
-    hta: bool = MISSING
+    microbench_iters: int = knob(
+        5, "timed calls per size (auto may take fewer to stay in budget)", ge=1
+    )
+    microbench_budget: float = knob(0.1, "auto's budget, a fraction of the run", gt=0)
+    hta: bool = knob(
+        True, "profile.enabled runs: cross-check overlap with HolisticTraceAnalysis (if installed)"
+    )
 
 
 @dataclass
@@ -481,61 +604,160 @@ class Autotune:
     )
 
 
+NCCL_KEYS = ("ALGO", "PROTO", "IB_HCA", "IB_GID_INDEX", "IB_TIMEOUT", "SOCKET_IFNAME", "DEBUG")
+
+
 @dataclass
 class Config:
-    """conf/config.yaml: the knobs users type on the command line, then the groups."""
+    """The primary config: the knobs users type on the command line, then the groups
+    (conf/config.yaml holds only the defaults list and Hydra's settings)."""
 
-    tags: List[str] = MISSING
-    task: Task = MISSING
-    world_size: int = ge(1)
-    backend: Backend = MISSING
-    device: RankDevice = MISSING
-    timeout_s: float = gt(0)
-    seed: int = MISSING
-    oversubscribe: bool = MISSING
-    sync: Sync = MISSING
-    bucket: Optional[Union[int, float]] = gt(
-        0
-    )  # MB; null: DDP's default (tasks/train/ddp.py: bucket_caps)
-    ddp: DDPFlags = field(default_factory=DDPFlags)
-    accumulate: int = ge(1)
-    precision: Precision = MISSING
-    cuda_graphs: bool = MISSING
-    h2d: H2D = MISSING
-    batch_size: int = ge(1)
-    warmup_steps: int = ge(0)
-    steps: int = ge(1)
-    measure: Measure = field(default_factory=Measure)
-    repeats: Union[int, str] = field(
-        default=MISSING, metadata={"ge": 1, "also": ("auto",)}
-    )  # R runs per configuration, or auto (a pilot, then the plan: hydra_plugins/repeat_sweeper)
-    repeat: int = ge(0)
-    compare: Compare = field(default_factory=Compare)
-    verbose: bool = MISSING
-    timing: bool = MISSING
-    probe_steps: int = ge(0)
-    solver: Solver = field(default_factory=Solver)
-    profile: Profile = field(default_factory=Profile)
-    nccl: Dict[str, Optional[str]] = MISSING  # any NCCL_<KEY>: open, add one with +nccl.KEY=value
-    gloo: Dict[str, Optional[str]] = MISSING
-    collectives: Collectives = field(default_factory=Collectives)
-    grad_sync: GradSync = field(default_factory=GradSync)
-    pairs: int = ge(1)
-    pair_groups: PairGroups = field(default_factory=PairGroups)
-    fault: Fault = field(default_factory=Fault)
-    hang: Hang = field(default_factory=Hang)
-    script: Script = field(default_factory=Script)
-    diagnose: Diagnose = field(default_factory=Diagnose)
-    autotune: Optional[Autotune] = None
-    scaling: Optional[Dict[str, str]] = None  # experiment=scaling: sync_at_<world size>
+    tags: List[str] = knob([], "W&B tags; experiment presets set them")
+    task: Task = knob(Task.train, "what a run measures (docs/config.md#tasks)")
+    world_size: int = knob(
+        "${launcher.world_size}",
+        "ranks; local: the scale's (ranks on this machine); Slurm: launcher.nodes x "
+        "launcher.tasks_per_node",
+        ge=1,
+        main=True,
+    )
+    backend: Backend = knob(
+        Backend.auto, "nccl when every rank has its own GPU, else gloo", main=True
+    )
+    device: RankDevice = knob(
+        RankDevice.auto,
+        "where ranks compute; auto: a GPU per rank where there are GPUs, else CPU; fake: tests "
+        "only "
+        "(docs/device.md)",
+        main=True,
+    )
+    timeout_s: float = knob(
+        120,
+        "collective timeout; a rank that never arrives fails the job instead of hanging it",
+        gt=0,
+        main=True,
+    )
+    seed: int = knob(0, "the seed of weights and data")
+    oversubscribe: bool = knob(
+        False, "start ranks beyond this host's CPUs and memory (refused otherwise)", main=True
+    )
+    sync: Sync = knob(
+        Sync.ddp,
+        "gradient sync; per_param: the thread's loop, flat: one buffer, local: no communication",
+        main=True,
+    )
+    bucket: Optional[Union[int, float]] = knob(
+        None,
+        "DDP bucket_cap_mb, in MB; null: DDP's default (25 MiB buckets, the first capped at 1 "
+        "MiB); a number caps "
+        "every bucket, the first too",
+        gt=0,
+        main=True,
+    )
+    ddp: DDPFlags = section(DDPFlags, "DDP's constructor flags; the record shows what DDP reports")
+    accumulate: int = knob(
+        1,
+        "micro-steps per optimizer step; DDP skips communication (no_sync) on the first K-1",
+        ge=1,
+        main=True,
+    )
+    precision: Precision = knob(
+        Precision.fp32,
+        "the step's numerics; fp32: torch's defaults (cuDNN convolutions may use TF32, matmuls do "
+        "not); fp32_strict: no TF32; tf32: TF32 "
+        "matmuls and convolutions; bf16: autocast",
+        main=True,
+    )
+    cuda_graphs: bool = knob(
+        False, "capture forward+backward+optimizer once, replay it; GPU, sync=ddp|local", main=True
+    )
+    h2d: H2D = knob(
+        H2D.blocking, "how a batch reaches the GPU; side_stream: on its own stream", main=True
+    )
+    batch_size: int = knob("${scale.batch_size}", "samples per rank", ge=1, main=True)
+    warmup_steps: int = knob("${scale.warmup_steps}", "untimed steps before the window", ge=0)
+    steps: int = knob(
+        "${scale.steps}",
+        "measure.policy=fixed: the steps measured; adaptive: the minimum",
+        ge=1,
+        main=True,
+    )
+    measure: Measure = section(Measure, "the measured window: timed blocks of steps")
+    repeats: Union[int, str] = knob(
+        1,
+        "with -m: run every configuration R times, interleaved (A B A B); each a job of its own; "
+        "auto: a pilot, then the runs x steps planned for compare.target",
+        ge=1,
+        also=("auto",),
+        main=True,
+    )
+    repeat: int = knob(
+        0, "which repeat a job is: set by the sweeper from `repeats`, not typed", ge=0
+    )
+    compare: Compare = section(Compare, "the verdicts between configurations")
+    verbose: bool = knob(
+        False,
+        "print the full detail (method notes, per rank, every finding); false: <= 25 lines; "
+        "train.log has it all",
+        main=True,
+    )
+    timing: bool = knob(
+        True,
+        "per-phase timing; false leaves only the wall clock (python -m tasks.train.harness_cost)",
+    )
+    probe_steps: int = knob(
+        1,
+        "untimed steps after the window: DDP comm/overlap stats (+1 step to read them), gradient "
+        "error; 6 or more "
+        "give the exposed communication a 95% interval (each costs a training step), 1 is a "
+        "single sample",
+        ge=0,
+    )
+    solver: Solver = section(
+        Solver, 'the SGD optimizer ("optim" is the gradient communication scheme)'
+    )
+    profile: Profile = section(
+        Profile,
+        "torch.profiler; wait / warmup / active count timed blocks (1 step on CPU, "
+        "measure.block_steps on GPU)",
+    )
+    nccl: Dict[str, Optional[str]] = knob(
+        {key: None for key in NCCL_KEYS},
+        "NCCL_<KEY> set in every rank before the process group starts, and recorded (null: leave "
+        "as is); "
+        "any other: +nccl.KEY=value; nccl.DEBUG=INFO puts the transports used in the record",
+    )
+    gloo: Dict[str, Optional[str]] = knob({"SOCKET_IFNAME": None}, "GLOO_<KEY>, as nccl.*")
+    collectives: Collectives = section(Collectives, "task=collectives (nccl-tests style)")
+    grad_sync: GradSync = section(
+        GradSync, "task=grad_sync (the VGG11 thread: per-parameter vs flat vs bucketed)"
+    )
+    pairs: int = knob(1, "task=pair_groups: pairs of ranks (2 x pairs ranks)", ge=1)
+    pair_groups: PairGroups = section(PairGroups, "task=pair_groups (the gloo thread)")
+    fault: Fault = section(Fault, "fault injection, to see how the tool reports a rank that fails")
+    hang: Hang = section(
+        Hang, "a hung job (docs/failures.md): its ranks' Flight Recorder dumps and stacks kept"
+    )
+    script: Script = section(
+        Script, "task=script: your own training script, unchanged (docs/script.md)"
+    )
+    diagnose: Diagnose = section(Diagnose, "the on-rank microbenchmark and the HTA cross-check")
+    autotune: Optional[Autotune] = knob(
+        None, "experiment=autotune's settings (conf/experiment/autotune.yaml)"
+    )
+    scaling: Optional[Dict[str, str]] = knob(None, "experiment=scaling: sync_at_<world size>")
     # groups: each option carries its own schema (above); the launcher's belong to launchers/slurm
-    model: Any = MISSING
-    data: Any = MISSING
-    optim: Any = MISSING
-    scale: Any = MISSING
-    launcher: Any = MISSING
-    logger: Any = MISSING
-    link: Any = MISSING
+    model: Any = group("the model, random weights, never downloaded")
+    data: Any = group(
+        "the data set (fake: an in-memory pool made once per rank; raw_folder: data.root=)"
+    )
+    optim: Any = group("the DDP comm hook")
+    scale: Any = group(
+        "the sizes: world_size, batch_size, image_size, warmup and steps, the window"
+    )
+    launcher: Any = group("how ranks start: on this machine, or through Slurm (docs/slurm.md)")
+    logger: Any = group("where a finished run is logged (docs/wandb.md)")
+    link: Any = group("ranks behind an emulated network link (root, CPU/gloo; docs/links.md)")
 
 
 GROUP_SCHEMAS = {

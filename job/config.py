@@ -20,6 +20,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 import base.schema as schema  # importing it registers the schema in Hydra's ConfigStore
+from base import config_doc
 from base.errors import ConfigError
 from base.schema import CONF_DIR
 from device.host import Host, gpus_for, ranks_per_node
@@ -31,7 +32,8 @@ def register_resolvers() -> None:
     ${gpu_or:A,B}: A where the ranks get GPUs, else B. ${gpu_count:}: their node's GPUs. Both read the ranks'
     machines (gpus_for): a Slurm submission resolves scale=auto for its compute nodes, not the login node.
     ${mul:a,b,...}: the product (world_size = nodes x tasks_per_node); ${or:a,b,...}: the first set value
-    (tasks_per_node = one per GPU, else 1): conf/launcher/slurm.yaml."""
+    (tasks_per_node = one per GPU, else 1): conf/launcher/slurm.yaml.
+    ${knob_help:}: --help's knob list, written from base/schema.py."""
     resolvers = {
         "gpu_or": lambda on_gpu, on_cpu, _root_: on_gpu if gpus_for(_root_) > 0 else on_cpu,
         "gpu_count": lambda _root_: gpus_for(
@@ -39,6 +41,9 @@ def register_resolvers() -> None:
         ),  # gpus_for looked up when resolved: tests inject
         "mul": lambda *xs: math.prod(int(x) for x in xs),
         "or": lambda *xs: next((x for x in xs if x), xs[-1]),
+        "knob_help": lambda: (
+            config_doc.help_lines()
+        ),  # --help's knob list (conf/hydra/help/app.yaml)
     }
     for name, resolver in resolvers.items():
         if not OmegaConf.has_resolver(name):
@@ -46,9 +51,8 @@ def register_resolvers() -> None:
 
 
 # -------------------------------------------------------------------------------------------------- Hydra's errors
-VALUE_HINTS = {  # keys whose value a user types with a unit or a word: what the number means, after the type line
-    "bucket": "The bucket is in MB (DDP's bucket_cap_mb, so bucket=25MB is bucket=25); bucket=null leaves DDP's "
-    "default (25 MiB buckets, the first capped at 1 MiB).",
+VALUE_HINTS = {  # keys typed with a unit or a word: what the number means, after the type line
+    key: f.metadata["hint"] for key, f, _ in config_doc.knobs() if "hint" in f.metadata
 }
 
 

@@ -45,7 +45,7 @@ from stats import (
 from stats.family import Row, pair_verdicts
 from stats.verdict import NOISE, NS as NO_DIFFERENCE
 
-# the baseline's bucket: the config's default (conf/config.yaml: null, DDP's own), read once, never restated in code;
+# the baseline's bucket: the config's default (base/schema.py: null, DDP's own), read once, never restated in code;
 # records made before it was null ran bucket=25, which caps the first bucket at 25 MiB too (not stock DDP)
 EXPLICIT_25_MB = 25.0
 REL_CI = 0.02  # measure.rel_ci's default: the precision the repeats plan aims at

@@ -214,7 +214,7 @@ def _two_rank_worker(rank: int, store: str, out: str):
     from models import build_model
 
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
-    cfg = OmegaConf.load(ROOT / "conf" / "config.yaml")
+    cfg = OmegaConf.structured(schema.Config)  # the knobs' defaults
     s = collectives.settings(cfg)
     found = {}
     cpu = torch.device("cpu")
