@@ -1,21 +1,13 @@
-"""Where every rank computes and which backend its process group uses, decided once, the same way for every rank.
+"""Where every rank computes and which backend its process group uses, decided once, the same way
+for every rank.
 
-`place()` is this rank's answer from what it can see (its GPU count, LOCAL_RANK/LOCAL_WORLD_SIZE, the Slurm
-variables); `agree()` checks every rank's answer before any process group starts: all ranks must have chosen the
-same device kind and backend, and no two NCCL ranks on one host may hold the same GPU. Otherwise every rank
-raises the same one-line error, instead of nodes that see different GPU counts mixing nccl and gloo and hanging
-at init. `settle()` runs both inside a rank, over the rendezvous store the process group then reuses;
-`preflight()` runs them in the process the user started, for the local launcher, before any rank exists.
-
-Both functions are pure: the GPU count and the environment are arguments, so every Slurm binding variant is a unit
-test (tests/test_device_placement.py):
-  - every local rank sees all the node's GPUs (torchrun, the local launcher, --gpus-per-node): cuda:LOCAL_RANK;
-  - --gpus-per-task=N: each task sees its own N GPUs (SLURM_GPUS_PER_TASK): cuda:0;
-  - --gpu-bind=single:1, map_gpu:..., or a site default that binds one GPU per task: device_count()==1 while
-    LOCAL_WORLD_SIZE=8 and SLURM_GPUS_PER_TASK is unset; Slurm still says how many GPUs the step has on the node
-    (SLURM_GPUS_ON_NODE, SLURM_STEP_GPUS, SLURM_JOB_GPUS), and that is what tells "bound" from "shared": cuda:0.
-A GPU job whose ranks would run on CPU (GPUs visible but not one per rank, or GPUs requested from Slurm but none
-visible) fails loudly; `device=cpu` is how a user asks for CPU ranks on a GPU machine."""
+`place()` is this rank's answer from what it can see (its GPU count, LOCAL_RANK/LOCAL_WORLD_SIZE,
+the Slurm variables); `agree()` checks every rank's answer before any process group starts, so
+nodes that see different GPU counts fail with one line instead of mixing nccl and gloo and hanging
+at init. `settle()` runs both inside a rank, `preflight()` before the local launcher starts any.
+Both are pure (GPU count and environment are arguments), so every Slurm GPU binding
+(docs/slurm.md) is a unit test; a GPU job whose ranks would run on CPU fails loudly.
+"""
 
 from __future__ import annotations
 
@@ -266,8 +258,8 @@ def _facts(rank: int, host: str, placement: Placement, gpu_identity) -> dict:
 
 def requested_device(cfg, cpu_by_default: bool = False) -> str:
     """device= as the task means it. cpu_by_default: the task's own CPU_BY_DEFAULT (tasks/__init__.py; task=pair_groups,
-    the gloo thread's CPU experiment), so under device=auto it runs on CPU unless NCCL was asked for (issue 10 defect
-    11: a 1-GPU box must not refuse the default pairs=1)."""
+    the gloo thread's CPU experiment), so under device=auto it runs on CPU unless NCCL was asked for: a 1-GPU box
+    must not refuse the default pairs=1."""
     device = str(cfg.get("device", "auto"))
     if device == "auto" and cpu_by_default and str(cfg.get("backend", "auto")) != "nccl":
         return "cpu"

@@ -2,23 +2,10 @@
 
     python -m diagnosis <run or sweep dir> [--nccl-tests all_reduce_perf.log]
 
-diagnose(record) reads one run record (base/record.py) and returns what goes into its `result.diagnosis`:
-
-  findings       the noise (first, not numbered as a cause, only where it hides a finding), then the findings ranked
-                 by the saving of their fix (diagnosis.run): each with its evidence (numbers from the record with
-                 their intervals, or "no interval"), the source case it matches, the estimated saving (the what-if
-                 model's where it covers the fix), the exact command to try next and the findings it explains
-  inside_noise   rules that fired with an effect under the 2% threshold or inside the noise floor: counted only
-  ties           neighbours in the ranking this record cannot tell apart
-  noise          the floor (fraction of the step) and why
-  accounting     the step, counted once (diagnosis.accounting): phases, outside them, barrier, waits for a late peer
-  comparisons    the sync against the on-rank microbenchmark and/or an nccl-tests file (comm.efficiency)
-  hta            HolisticTraceAnalysis' overlap beside the tool's own, for profile.enabled runs (diagnosis.hta)
-  notes          what the record lacks for a rule, in one line each
-
-job.finalise computes it once, before the record is written, and prints it after the summary; the end-of-sweep
-callback and the report read it back; diagnose_sweep (diagnosis.sweep) adds what only a sweep can say (checked
-estimates, scaling, the pair-groups curve).
+diagnose(record) returns a run's `result.diagnosis` (its fields: docs/record.md): the findings
+ranked by the saving of their fix (diagnosis.run), each with its evidence, source and next command.
+job.finalise computes it once, before the record is written; the sweep callback and the report
+read it back; diagnose_sweep (diagnosis.sweep) adds what only a sweep can say.
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
-"""diagnose(record): the rules over one run record, settled into one ranked list in which every millisecond counts
-once.
+"""diagnose(record): the rules over one run record, settled into one ranked list in which every
+millisecond counts once.
 
-1. The step is accounted for (diagnosis.accounting): the throughput's time per step, rank 0's phases, the time outside
-   them, the barrier, and rank 0's wait for a late peer, which belongs to the straggler, not to communication.
-2. The rules (diagnosis.rules) each read the record and return a finding or None.
-3. The what-if model (whatif.api) estimates the saving of every finding whose fix it covers (bucket, optim,
-   accumulate, sync, world_size, ddp.*), with its 95% interval; where a finding has several fixes (a slow link: bf16,
-   PowerSGD, larger buckets, accumulation) the model's best is the next command (a fix that keeps the effective batch
-   before accumulate=K, which changes it). Elsewhere the rule's own arithmetic stays, and the finding says the model
-   does not cover that knob.
-4. Findings are settled in the order of their savings: each draws its saving from the part of the step it acts on
-   (Pools: the wait for a late peer, the exposed communication, the input pipeline, the compute), so the savings
-   together never exceed the step; a finding whose part is already spent by a higher one, or whose next command a
-   higher one already gives, is folded into that one ("also explains").
-5. Ranking is by saving; a near-tie (within the noise floor) goes to the stronger evidence (an interval against a
-   point), and the output says when two causes cannot be told apart. Findings under the noise floor are not named:
-   under the 2% threshold they are only counted; under a floor the run's own noise sets, the noise is said (not
-   numbered as a cause).
+The step is accounted for first (diagnosis.accounting), the rules (diagnosis.rules) each return a
+finding or None, the what-if model (whatif.api) estimates the saving of the fixes it covers, and
+the findings are settled in the order of their savings, each drawing from the part of the step it
+acts on, so the savings never add up past the step. Ties, the noise floor and "also explains":
+docs/diagnosis.md, "From rules to one ranked list".
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
-"""Where a run writes: a directory of its own, checked before any rank starts (a Hydra callback, conf/config.yaml).
+"""Where a run writes: a directory of its own, checked before any rank starts (a Hydra callback).
 
-Hydra's default `outputs/<date>/<HH-MM-SS>` is shared by every run started in the same second (hydra#1607), and the
-later run overwrites the earlier one's record. A time-stamped directory (one whose setting uses `${now:...}`) is
-therefore claimed with an atomic mkdir before Hydra uses it; when another run got there first this run takes
-`<HH-MM-SS>_1`, `_2`, ... (and the config says so, so Hydra, the launcher and the records all use it). A directory
-the user names without a time stamp (hydra.run.dir=...) is used as given. A `${now:%H-%M-%S_%f}` default would only
-make a clash rarer, not impossible (a user's own coarser `${now:%H-%M}`, two runs a script starts at once),
-and would put six more digits in every run's name; the claim makes it impossible and names only the clash.
-
-The directory must also take a few kilobytes (a full disk takes an empty file): one line and exit code 2 otherwise,
-before Hydra writes its own files there, instead of Hydra's traceback or a record lost at the end of the run.
-
-A sweep dir the user names (hydra.sweep.dir=multirun/mine) that holds an earlier sweep is moved aside, to
-`<dir>.1` (`.2`, ...), before this sweep writes anything: its jobs would overwrite the old ones' records and the table
-would mix them (the table also reads only this sweep's records: results/callbacks.py)."""
+Hydra's default `outputs/<date>/<HH-MM-SS>` is shared by runs started in the same second
+(hydra#1607), so a time-stamped directory is claimed with an atomic mkdir (`<HH-MM-SS>_1`, ... on a
+clash: a finer `${now:...}` would only make a clash rarer). A directory that cannot take a few
+kilobytes is one line and exit 2 before Hydra writes there; a named sweep dir holding an earlier
+sweep is moved aside to `<dir>.1`, so the table never mixes two sweeps. docs/failures.md.
+"""
 
 from __future__ import annotations
 

@@ -1,36 +1,12 @@
-"""Ranks behind an emulated network link (`link=1gbe`, `link.rate=2.5gbit`): each rank, or each group of
-`link.ranks_per_node` ranks (an emulated node), gets a network namespace of its own with one NIC (`nic0`), a veth
-pair into a bridge (`switch0`) that lives in one more namespace, and the egress of every NIC and of every switch port
-shaped with tc (htb or tbf) to the rate: each direction of each node's link carries at most the rate, as a NIC on a
-switch would. gloo (GLOO_SOCKET_IFNAME=nic0) and the rendezvous (MASTER_ADDR = node 0's address) use that network.
+"""Ranks behind an emulated network link (`link=1gbe`, `link.rate=2.5gbit`): each emulated node (one
+rank, or `link.ranks_per_node`) gets a network namespace with one NIC on a bridge, every NIC and
+switch port shaped with tc to the rate; gloo and the rendezvous use that network.
 
-Private to the run. The namespaces are anonymous: nothing is named in /run/netns, no interface is added to the host's
-namespace, so names and addresses (198.18.0.0/24, RFC 2544's benchmarking range) exist only inside namespaces this
-run created, no other run or user can collide with them, and no packet can leave the machine (no route out; the bridge
-is in a namespace of its own, with no address and nothing else plugged in).
-
-Torn down by the kernel. A namespace lives while a process is in it or a file descriptor refers to it. The process
-that starts the ranks (the elastic agent, the `python train.py` the user ran) holds one descriptor per namespace and
-nothing else does; each rank joins its node's namespace through /proc/<launcher>/fd/<n> and asks the kernel for
-SIGKILL when the launcher dies (PR_SET_PDEATHSIG). So whatever ends the run - the end of the job, a crash, SIGTERM,
-SIGKILL of the launcher - the last holder goes away and the kernel frees the namespaces, and with them the veth
-pairs, the bridge and every qdisc. A process that outlived its launcher anyway (a rank stuck where no signal
-reaches it, a data loader worker of a killed rank) still carries DDP_COMM_LINK_RUN=<run>:<launcher pid>:<its start
-time> in its environment: the next link run kills such orphans before it builds its own network (`reap_stale`).
-
-Why this mechanism: namespaces made with unshare(CLONE_NEWNET) in a short-lived thread of the launcher (network
-namespaces are per thread, so the launcher itself never moves) and configured by iproute2's `ip`/`tc` started from a
-thread that entered the namespace (a child inherits its thread's namespaces). `ip netns add` would name them in
-/run/netns, where a SIGKILLed run leaves them behind; pyroute2 would be a new dependency for what a dozen `ip`/`tc`
-lines do, and tc is the reference for qdisc parameters, the same commands users can type to check by hand. The
-ranks stay the elastic launcher's ordinary children (failure detection, signals, heartbeats unchanged) and enter
-their namespace with setns(2) first thing (`join`), before any socket exists; elastic's subprocess mode (each rank a
-command, `ip netns exec <name> python ...`) would need named namespaces and give up the in-process rank entry that
-hands rank 0's outcome back.
-
-netem is not in every kernel (not in the one this project is developed on): without it a link emulates the rate only,
-the record says so, and the path's own round-trip time is measured and recorded instead. docs/links.md has the
-details and what a link does not emulate."""
+The namespaces are anonymous and held only by the launcher's descriptors and the ranks (which ask
+for SIGKILL when the launcher dies), so whatever ends the run, the kernel frees them; orphans of a
+dead launcher are reaped by the next link run. Why this mechanism, and what a link does not
+emulate: docs/links.md.
+"""
 
 from __future__ import annotations
 

@@ -1,23 +1,11 @@
-"""Autotune's three stages, read from run records: which candidates the search found, which one the re-measurement
-selects, and whether fresh runs confirm it against the default config.
+"""Autotune's three stages, read from run records: which candidates the search found, which one the
+re-measurement selects, and whether fresh runs confirm it against the default config.
 
-The search (hydra-optuna-sweeper, one run per trial) maximises a noisy objective, so its best value is the luckiest
-sample, biased upward by the very act of picking the maximum. Picking the best of the re-measured candidates repeats
-that bias on a smaller scale (the winner's curse), so the answer comes in two more stages:
-  - select: the top candidates and the default config each run `repeats` times in rounds (each round in a seeded
-    random order); every candidate is compared with the default at the run level (stats.family, Benjamini-Hochberg
-    over the candidates: this stage only ranks them), and the fastest candidate whose verdict is "faster" is chosen;
-  - confirm: the chosen candidate and the default run `repeats` more times, fresh, in rounds; the speed-up, its 95%
-    interval and the verdict come from these runs only (paired by round), so the runs that picked the winner never
-    judge it. No candidate faster at selection: the default is kept and nothing more runs.
-The verdict code is the sweep table's (stats.verdict). The sweeper that launches the stages is
+The search's best value is its luckiest sample, and picking the best re-measured candidate repeats
+that bias (the winner's curse), so selection only ranks candidates and the verdict comes from fresh
+confirmation runs alone (docs/methods.md, docs/experiments.md). The what-if model prunes the trials
+it rules out with confidence before they run. The sweeper that launches the stages is
 hydra_plugins/ddp_comm_autotune; this module never measures.
-
-Before the search, the default config runs once (autotune.stage=model, with the on-rank microbenchmark) and the what-if
-model (whatif.api.prune) predicts every trial the search proposes from that run: a trial whose typical speed-up over
-the default has its whole 95% interval below 1 - compare.noise is ruled out with confidence and never runs (Pruner);
-the search is told the model's upper bound instead, and autotune.json says how many trials were skipped, with each
-prediction. Nothing the model did not rule out is skipped, and the winner is still chosen and judged on measured runs.
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
 """task=grad_sync: the VGG11 thread's comparison, for any model of the project.
 
-The model is built on the meta device for its parameter shapes only; each rank then holds one fp32 "gradient" per
-parameter, filled with a deterministic pattern (refilled, untimed, before every sync, so results stay exact and never
-grow). On the same ranks and buffers it times one gradient synchronisation (SUM) done five ways:
-
-  per_param   one all_reduce per parameter tensor, in model.parameters() order: the thread's loop; every call timed
-  flat        copy all gradients into one buffer, one all_reduce, copy back (apex/Horovod-style flattening)
-  bucketed    DDP's buckets: torch's own _compute_bucket_assignment_by_size over the gradients in autograd's
-              ready order (found by a meta-device backward) with the limits DDP(bucket_cap_mb=`bucket`) uses; each
-              bucket packed, all_reduce'd async_op=True as soon as packed, all waited at the end, then unpacked (DDP's
-              reducer without backward to overlap)
-  coalesced   the per-parameter calls inside torch.distributed._coalescing_manager, which hands the whole list to the
-              process group's allreduce_coalesced in one call
-  microbench  one all_reduce of a standalone buffer of the same total bytes, warmed up and timed back-to-back like
-              task=collectives: the "nccl-tests" number of the thread. Also done for each top-level module's bytes
-              (VGG11: the classifier's 471.6 MiB) and for a single element (the per-call latency).
-
-Each method: `warmup_iters` syncs, then `iters` timed syncs, a barrier before each; the figure is the median over
-syncs, averaged over ranks (and the slowest rank's). After the last sync of every method the gradients are checked
-against the exact expected sum.
+The model is built on the meta device for its shapes only; each rank holds one fp32 "gradient" per
+parameter with a deterministic pattern, so every method's result is checked exactly against the
+expected sum. On the same ranks and buffers it times one gradient synchronisation five ways:
+per_param, flat, bucketed (torch's own bucket assignment, DDP's reducer without a backward to
+overlap), coalesced and the microbenchmark of the same bytes (docs/config.md). The figure is the
+median over `iters` syncs, averaged over ranks, and the slowest rank's.
 """
 
 from __future__ import annotations

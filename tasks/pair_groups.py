@@ -1,23 +1,12 @@
-"""task=pair_groups: the gloo thread's experiment, with what it needs to see why it scales as it does.
+"""task=pair_groups: the gloo thread's experiment, with what it needs to see why it scales as it
+does.
 
-pairs=p runs 2p ranks. Every rank takes part in creating one process group per consecutive pair (0,1), (2,3), ...
-(torch requires all ranks to call new_group for each group), then each rank runs `iters` all-reduces of a fresh
-`shape` tensor (torch.randn, as the thread's loop) in its own pair's group. After a barrier of all ranks the loop is
-timed with perf_counter (GPU: a device synchronise ends the window, so it is wall-clock like the thread's), after
-`pair_groups.warmup_iters` (default 8) untimed all-reduces. Rank 0's time (what the thread printed) and the slowest
-rank's are reported.
-
-To tell transport cost from CPU contention, every rank also records over the same window its process CPU time and
-its voluntary / involuntary context switches (getrusage; involuntary = the kernel took the CPU from a thread that
-could still run), and rank 0 how busy the whole host was (/proc/stat, every process). The explanation printed
-with the table is read from those numbers; the sweep over pairs shows how they grow together.
-
-The loop is timed in 8 contiguous blocks (rank 0's give the median time per all_reduce and its 95% interval, so a
-sweep over pairs can say whether a change is more than noise). On GPU each block ends with a device synchronise, so
-the window holds 8 host syncs where it used to hold one; with NCCL's per-call round trip that is the thread's own
-wall-clock measure. Variants: pair_groups.async_op=true issues every
-all_reduce with async_op=True and waits for a block's at its end;
-backend=gloo|nccl; pair_groups.threads sets torch's intra-op threads and OMP_NUM_THREADS in every rank.
+pairs=p runs 2p ranks, one process group per consecutive pair, each rank timing `iters`
+all-reduces in its own pair's group as the thread's loop did (docs/config.md), in 8 blocks for a
+median and its 95% interval (on GPU each block ends with a device synchronise: wall-clock, like the
+thread's). To tell transport cost from CPU contention, every rank also records its CPU time and
+context switches over the same window (getrusage), and rank 0 how busy the whole host was
+(/proc/stat); the printed explanation is read from those numbers.
 """
 
 from __future__ import annotations

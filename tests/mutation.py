@@ -11,6 +11,7 @@ that very line, so an entry goes stale, and the mutant counts as a survivor agai
     python -m tests.mutation --module stats/within.py   # the named modules only (repeatable)
     python -m tests.mutation --report            # the report from the last run's results (mutants/), no run
     python -m tests.mutation --children 1        # fewer workers on a busy machine
+    python -m tests.mutation --resume --module diagnosis/accounting.py   # a stopped run's rest, and its survivors
 
 A later run re-tests only the functions whose code changed since mutmut last ran them (mutmut keeps a hash of each),
 so --since is cheap twice over: it names only the changed modules, and mutmut skips their unchanged functions.
@@ -82,6 +83,27 @@ def changed_since(ref: str) -> list[str]:
         git("ls-files", "--others", "--exclude-standard")
     )
     return [f for f in covered() if f in touched]
+
+
+def unfinished(modules: list[str]) -> list[str]:
+    """What a resumed run (re)tests in these modules: the mutants without a result (a stopped run's rest) and the
+    survivors (a test written since may kill them); every mutant of a module that has no results yet."""
+    from mutmut.mutation.data import SourceFileMutationData
+    from mutmut.stats import status_by_exit_code
+
+    names = []
+    for m in modules:
+        if not (ROOT / "mutants" / f"{m}.meta").exists():
+            names.append(module_glob(m))
+            continue
+        data = SourceFileMutationData(path=Path(m))
+        data.load()
+        names += [
+            n
+            for n, code in data.exit_code_by_key.items()
+            if code is None or status_by_exit_code[code] == "survived"
+        ]
+    return sorted(names)
 
 
 def equivalents() -> dict[str, dict]:
@@ -285,6 +307,13 @@ def main(argv: list[str] | None = None) -> int:
         help="only this covered module (a path as in only_mutate's expansion; repeatable)",
     )
     ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="go on with a stopped run: only the mutants (of the named modules, or of all) without a result "
+        "yet, and the survivors, which a test written since may kill; the others keep their result (without "
+        "it, naming a module re-tests all of its mutants)",
+    )
+    ap.add_argument(
         "--note",
         action="append",
         default=[],
@@ -312,6 +341,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"no covered module changed since {args.since}: nothing to mutate")
             return 0
         names = [module_glob(m) for m in modules]
+    if args.resume:
+        modules = modules or covered()
+        names = unfinished(modules)
+        if not names:
+            print("every mutant of these modules has a result and none survived: nothing to resume")
+            return 0
+        print(f"resuming {len(names)} mutant(s) without a result or surviving")
         print(f"mutating {len(modules)} module(s): {', '.join(modules)}")
     if not args.report:
         import importlib.metadata
@@ -322,7 +358,13 @@ def main(argv: list[str] | None = None) -> int:
             f"{'' if args.children == 2 else f' --children {args.children}'}"
             + (f" --since {args.since}" if args.since else "")
             + "".join(f" --module {m}" for m in args.module)
-            + f" (mutmut run --max-children {args.children}{''.join(' ' + n for n in names)})"
+            + (" --resume" if args.resume else "")
+            + f" (mutmut run --max-children {args.children}"
+            + (
+                f" <{len(names)} mutants>)"
+                if args.resume
+                else f"{''.join(' ' + n for n in names)})"
+            )
         )
         load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
         commit = subprocess.run(
@@ -340,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
                 "run",
                 "--max-children",
                 str(args.children),
-                *names,
+                *names,  # named, mutmut (re)tests them even with a result
             ]
         )
         run = {
@@ -355,8 +397,8 @@ def main(argv: list[str] | None = None) -> int:
             "returncode": proc.returncode,
         }
         runs = (
-            [run] if not names else [*runs, run]
-        )  # a full run replaces every result; a partial one adds
+            [run] if not names and not args.resume else [*runs, run]
+        )  # a full run replaces every result; a partial one (or a resumed one) adds
     if runs and args.note:
         runs[-1]["notes"] = runs[-1].get("notes", []) + args.note
     if runs:

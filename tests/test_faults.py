@@ -1,28 +1,12 @@
-"""The fault matrix: what a user's bad day leaves behind (issues 14 and 20). Each case states what the user gets:
-the exit code, the first line, the record's status, and no leftovers (no process of the run, nothing of the tool in
-its temp dir). The categories are those of the reliability probe of issue 20:
+"""The fault matrix: what a user's bad day leaves behind (docs/failures.md). Each case states what
+the user gets: the exit code, the first line, the record's status, and no leftovers (no process of
+the run, nothing of the tool in its temp dir), for bad input, faults in runs, W&B, security and
+sweeps.
 
-- bad input: one line `error: ...` naming the fix, exit 2, before any rank starts. The probe's 41 cases are in
-  test_config and the tasks' tests; here the ones it found wrong: `bucket=abc`, a fixed window's cap below `steps`,
-  an unreadable raw file (fast, in-process).
-- faults in runs: a rank that raises, is killed or stops: exit 1, `rank N failed: <cause>`, record `failed`;
-  SIGTERM / Ctrl-C: 143 / 130, `interrupted by ...`, record `interrupted`; ranks that cannot start: exit 1,
-  `the ranks cannot start: <cause>`, record `failed`; a disk full at start: exit 2, one line, no record; an output dir
-  gone at the end: exit 0, the record elsewhere; the parent killed: its ranks go, its launch dir is removed by the
-  next run; a killed rank's DataLoader workers go with it (slow: real `python train.py`; the full disk: root, tmpfs).
-- W&B: a host that accepts and never answers: the error line first, offline, and the whole W&B cost, the process's
-  exit included, within logger.init_timeout_s plus W&B's local offline write (slow).
-- security: nothing of a local run listens beyond loopback; a store the ranks make listens on MASTER_ADDR's address;
-  no value from `${oc.env:...}` in any file the run writes (W&B's offline files included) nor on its console; the
-  recorded command shell-quoted; the fallback record dir private: 0700, never a planted symlink nor another user's
-  (slow: sockets, secrets; the rest fast).
-- sweeps: a reused sweep dir is moved to `<dir>.1` and the table has this sweep's jobs only; an interrupted job is
-  `interrupted` in the table; Ctrl-C stops a sweep and writes the rows it has (fast: a tiny Hydra app; slow).
-
-Real runs: 2 gloo ranks, the tiny model, started in their own session (like a shell job), each with a private TMPDIR
-that must be empty of the tool's files afterwards. Faults are sent once rank 0 shows the measured window on its
-progress bar, so the cases do not depend on how loaded the machine is. Time limits are loose for a shared 2-core
-machine and far below what the old code took (timeout_s + ~30 s for a stuck rank, forever for Ctrl-C in a sweep)."""
+Real runs: 2 gloo ranks, the tiny model, started in their own session (like a shell job), each with
+a private TMPDIR that must be empty of the tool's files afterwards. Faults are sent once rank 0
+shows the measured window on its progress bar, so the cases do not depend on the machine's load.
+"""
 
 from __future__ import annotations
 

@@ -389,3 +389,264 @@ def test_time_window_and_gather_all_on_a_one_rank_group(tmp_path):
         assert gather_all({"rank": 0}) == [{"rank": 0}]
     finally:
         close_group()
+
+
+# ---- diagnosis/accounting.py's printed lines, word for word (issue 36: the mutation run's survivors in `lines`)
+
+
+def _accounting_lines(record: dict) -> list[str]:
+    from base.record_types import TrainResult
+    from diagnosis.accounting import account, lines
+
+    return lines(account(TrainResult.from_dict(record, "result")))
+
+
+def _with_work(record: dict, **work) -> dict:
+    """The record with the same change to every rank's own work (e.g. DDP's backward compute timer)."""
+    for r in record["per_rank"]:
+        r["work"].update(work)
+    return record
+
+
+def _seconds_record(step_mean: float, ready: tuple[float, float], wall: float = 50.0) -> dict:
+    """A 2-rank DDP record in whole seconds, so that each threshold of `lines` can be met exactly: 8 steps in
+    800 s (a 100 s step: 1% of it is 1 s, 2% is 2 s, both exact in binary), rank 0's wall per step `wall`, so it
+    waits 100 - wall at the block barrier; its mean step `step_mean`."""
+    record = _accounting_result()
+    record["steps"] = 8
+    record["throughput"] = {"wall_s": 800.0, "steps_per_s": 0.01, "ci_lo": 0.008, "ci_hi": 0.0125}
+    for r, work in zip(record["per_rank"], ready):
+        r["work"].update(step_mean_s=step_mean, wall_per_step_s=wall, ready_s={"median": work})
+    return record
+
+
+def test_step_accounting_lines_word_for_word():
+    """The default record's printed accounting, each number worked out by hand in _accounting_result's docstring
+    and test_step_accounting_by_hand: a 200 ms step; rank 0's phases 10 + 0 + 30 + 90 + 20 = 150 ms, of which the
+    backward's 90 are 50 compute, 10 waiting for rank 1 and 30 transfer; 30 ms outside the phases; 20 ms at the
+    barrier, all of it waiting for rank 1 (more than half the barrier); DDP's probe says 25 ms exposed; rank 0
+    works 100 ms, rank 1 130 ms: a 30 ms wait, more than 2% of the step. Only the sync phase carries the split."""
+    assert _accounting_lines(_accounting_result()) == [
+        "step accounting: 200 ms per step from throughput (5 steps/s, each block's slowest rank)",
+        "  = rank 0's timed phases 150 (data 10, h2d 0, forward 30, backward 90 (compute 50 + waiting for "
+        "rank 1 10 + transfer in the window 30), optimizer 20)",
+        "  + outside the phases 30 (between steps, inside the timed blocks)",
+        "  + waiting at the block barrier for rank 1: 20",
+        "  exposed communication, two measurements: 30 in the window (backward less DDP's compute timer and "
+        "the wait) and 25 from DDP's reducer timers over the probe steps (the sync line's `exposed`, which the "
+        "findings use)",
+        "  each rank's own work between collectives: r0 100  r1 130; rank 0 waits 30 per step for rank 1",
+    ]
+
+
+def test_step_accounting_lines_when_the_compute_timer_is_longer_than_the_backward():
+    """DDP's compute timer (over the probe steps) above the window's backward (90 ms): no wait can be inside it,
+    said once, and the phases after it are still listed; equal to it, the split stands (compute 90 + transfer 0:
+    nothing of the 30 ms wait fits past the 20 ms barrier into a backward that has no time left)."""
+    longer = _accounting_lines(_with_work(_accounting_result(), backward_compute_s=0.100))
+    assert longer[1] == (
+        "  = rank 0's timed phases 150 (data 10, h2d 0, forward 30, backward 90 (DDP's backward compute timer "
+        "over the probe steps says 100: no wait inside), optimizer 20)"
+    )
+    equal = _accounting_lines(_with_work(_accounting_result(), backward_compute_s=0.090))
+    assert equal[1] == (
+        "  = rank 0's timed phases 150 (data 10, h2d 0, forward 30, backward 90 (compute 90 + transfer in "
+        "the window 0), optimizer 20)"
+    )
+
+
+def test_step_accounting_lines_at_each_threshold():
+    """A 100 s step (_seconds_record). Rank 0's mean step 51 s against its 50 s wall: nothing outside the phases,
+    the 50 s barrier, and 100 - 51 - 0 - 50 = -1 s not accounted for: exactly 1% of the step, not printed; 1.5 s
+    is. Rank 1 works 2 s more: exactly 2% of the step, so the per-rank line names no wait; 3 s more, it does. A
+    wait of 25 s is exactly half the barrier: the barrier is the slowest rank's of each block; 26 s, rank 1's."""
+    at = _accounting_lines(_seconds_record(51.0, (10.0, 12.0)))
+    assert "not accounted for" not in "\n".join(at)
+    assert at[-1] == "  each rank's own work between collectives: r0 10000  r1 12000"
+    assert at[3] == "  + waiting at the block barrier for the slowest rank of each block: 50000"
+    past = _accounting_lines(_seconds_record(51.5, (10.0, 13.0)))
+    assert past[-2] == (
+        "  + not accounted for: -1500 (the device timeline and the host clock disagree)"
+    )
+    assert past[-1].endswith("r0 10000  r1 13000; rank 0 waits 3000 per step for rank 1")
+    assert _accounting_lines(_seconds_record(51.0, (10.0, 35.0)))[3] == (
+        "  + waiting at the block barrier for the slowest rank of each block: 50000"
+    )
+    assert _accounting_lines(_seconds_record(51.0, (10.0, 36.0)))[3] == (
+        "  + waiting at the block barrier for rank 1: 50000"
+    )
+
+
+def test_step_accounting_lines_of_an_older_record_and_of_one_rank():
+    """A record whose ranks' work lacks the optimizer (made before it was recorded) says its waits leave it out;
+    one rank prints no per-rank line; a record without rank 0's block wall clocks prints no accounting."""
+    older = _accounting_result()
+    for r in older["per_rank"]:
+        del r["work"]["optimizer_s"]
+    assert _accounting_lines(older)[-1] == (
+        "  each rank's own work between collectives: r0 100  r1 130 (data + H2D + forward + backward compute "
+        "only: an older record); rank 0 waits 30 per step for rank 1"
+    )
+    one = _accounting_result()
+    one["world_size"], one["per_rank"] = 1, one["per_rank"][:1]
+    assert not any("each rank's own work" in line for line in _accounting_lines(one))
+    bare = _accounting_result()
+    for r in bare["per_rank"]:
+        r["work"].pop("wall_per_step_s")
+        r.pop("block_walls_s")
+    assert _accounting_lines(bare) == []
+
+
+def _account_dict(record: dict) -> dict | None:
+    from base.record_types import TrainResult
+    from diagnosis.accounting import account
+
+    acc = account(TrainResult.from_dict(record, "result"))
+    return acc.to_dict() if acc is not None else None
+
+
+def test_step_accounting_without_a_throughput_or_steps_is_none():
+    """No step count, no throughput, or a throughput without its wall clock: the step cannot be had."""
+    for change in ({"steps": 0}, {"throughput": None}, {"throughput": {"wall_s": 0.0}}):
+        assert _account_dict({**_accounting_result(), **change}) is None
+
+
+def test_step_accounting_keys_and_the_record_blocks_it_reads():
+    """The dict as written to the record: every key named, the step's interval from the throughput's (1/6.25,
+    1/4), none where the throughput has no interval; the timer's median as the record holds it; each rank's row;
+    a record without world_size is one rank; without DDP's probe no probe block."""
+    record = _accounting_result()
+    record["step_time_s"] = {"median": 0.175}
+    acc = _account_dict(record)
+    assert acc["basis"] == (
+        "throughput: the timed blocks' wall clock (each block's slowest rank) per step"
+    )
+    assert acc["timer_median_s"] == 0.175 and acc["world_size"] == 2 and acc["steps_per_s"] == 5.0
+    assert acc["rank0"]["step_mean_s"] == 0.150 and acc["rank0"]["wall_per_step_s"] == 0.180
+    assert acc["rank0"]["phases_s"] == {
+        "data": 0.010,
+        "h2d": 0.0,
+        "forward": 0.030,
+        "backward": 0.090,
+        "optimizer": 0.020,
+    }
+    assert acc["ranks"] == [
+        {
+            "rank": r,
+            "host": "node-a",
+            "step_mean_s": 0.150,
+            "wall_per_step_s": 0.180,
+            "barrier_s": pytest.approx(0.020),
+            "work_s": work,
+        }
+        for r, work in ((0, 0.100), (1, 0.130))
+    ]
+    assert acc["wait"]["phase"] == acc["sync"]["phase"] == "backward (DDP's all-reduces)"
+    bare = {**_accounting_result(), "world_size": None, "comm": None}
+    bare["throughput"] = {"wall_s": 2.0, "steps_per_s": 5.0}
+    acc = _account_dict(bare)
+    assert acc["world_size"] == 1 and acc.get("probe") is None
+    assert acc["step_lo_s"] is None and acc["step_hi_s"] is None and acc["timer_median_s"] is None
+
+
+def test_step_accounting_from_block_walls_and_the_series():
+    """A rank without its own wall per step has it from its block wall clocks: 2 blocks of 0.9 s over 10 steps =
+    0.18 s per step; a rank 0 without timed phases or a mean step (a replayed CUDA graph) has both from the
+    series: phases' means (data 0.01 and 0.03: 0.02; forward 0.05), the step times' mean (0.1, 0.3: 0.2), so
+    0.2 s per step against the 0.18 s wall: nothing outside, 0.02 s at the barrier, 0.2 - 0.2 - 0 - 0.02 not
+    accounted for."""
+    record = _accounting_result()
+    for r in record["per_rank"]:
+        del r["work"]["wall_per_step_s"], r["work"]["phases_mean_s"], r["work"]["step_mean_s"]
+    record["series"] = {
+        "step_time_s": [0.1, 0.3],
+        "phases": {"data": [0.01, 0.03], "forward": [0.05], "backward": []},
+    }
+    acc = _account_dict(record)
+    r0 = acc["rank0"]
+    assert r0["wall_per_step_s"] == pytest.approx(0.18) and r0["step_mean_s"] == pytest.approx(0.2)
+    assert r0["phases_s"] == {"data": pytest.approx(0.02), "forward": pytest.approx(0.05)}
+    assert r0["phases_total_s"] == pytest.approx(0.07) and r0["outside_s"] == 0.0
+    assert r0["barrier_s"] == pytest.approx(0.02) and r0["residual_s"] == pytest.approx(-0.02)
+    assert [r["wall_per_step_s"] for r in acc["ranks"]] == [pytest.approx(0.18)] * 2
+    assert [r["barrier_s"] for r in acc["ranks"]] == [pytest.approx(0.02)] * 2
+    # no phases from either: rank 0's phases total is its mean step, 0.2 s
+    del record["series"]["phases"]
+    assert _account_dict(record)["rank0"]["phases_total_s"] == pytest.approx(0.2)
+
+
+def test_step_accounting_finds_rank_0_and_the_late_rank_by_number():
+    """Rank 0 is the rank numbered 0 wherever it is listed, else the first listed; the late rank is the one that
+    works longest (rank 1 of 0, 1, 2 working 0.10, 0.15, 0.12 s), not the highest number; a rank without a work
+    block counts neither as complete nor incomplete, and has no barrier without its wall clocks."""
+    record = _accounting_result()
+    r0, r1 = record["per_rank"]
+    r1["work"]["phases_mean_s"] = {"data": 0.5}
+    r2 = {"rank": 2, "host": "node-b", "work": {**r1["work"], "ready_s": {"median": 0.120}}}
+    r1["work"]["ready_s"] = {"median": 0.150}
+    record["per_rank"] = [r2, r1, r0, {"rank": 3}]
+    record["world_size"] = 4
+    acc = _account_dict(record)
+    assert acc["rank0"]["phases_s"]["data"] == 0.010 and acc["late_rank"] == 1
+    assert acc["wait"]["total_s"] == pytest.approx(0.050) and acc["work_is_complete"] is True
+    assert [(r["rank"], r["barrier_s"]) for r in acc["ranks"]][-1] == (3, None)
+    # no rank 0 listed: the first listed stands in for it, and nobody is waited for (no rank 0 work to compare)
+    record["per_rank"] = [r1, r2]
+    acc = _account_dict(record)
+    assert acc["rank0"]["phases_s"] == {"data": 0.5} and acc["late_rank"] is None
+    assert acc["wait"]["total_s"] == 0.0
+    # no rank at all: the step from throughput, no split
+    acc = _account_dict({**_accounting_result(), "per_rank": []})
+    assert acc["complete"] is False and acc["step_s"] == pytest.approx(0.2)
+
+
+def test_step_accounting_waits_need_two_ranks_work_and_rank_0s():
+    """A wait needs rank 0's work and another rank's: with only rank 1's, or only rank 0's, it is 0."""
+    for keep in (0, 1):
+        record = _accounting_result()
+        del record["per_rank"][1 - keep]["work"]["ready_s"]
+        acc = _account_dict(record)
+        assert acc["wait"]["total_s"] == 0.0 and acc["late_rank"] is None
+        assert acc["work_s"] == {keep: (0.100, 0.130)[keep]}
+
+
+def test_step_accounting_sync_phase_by_strategy():
+    """DDP without its compute timer, or an explicit strategy without a sync phase: no sync split (exposed,
+    transfer and the wait inside unknown); per_param's sync phase is split as flat's is: rank 1 works 0.070 s
+    more, 0.020 s of it at the barrier, 0.040 s of the remaining 0.050 inside the 0.040 s sync."""
+    record = _with_work(_accounting_result(), backward_compute_s=None)
+    for r in record["per_rank"]:
+        r["work"]["phases_mean_s"]["sync"] = 0.040
+    acc = _account_dict(record)
+    unknown = {"phase": None, "exposed_s": None, "transfer_s": None, "compute_s": None}
+    assert acc["sync"] == unknown and acc["wait"]["total_s"] == pytest.approx(0.030)
+    assert acc["wait"]["in_sync_s"] is None and acc["wait"]["phase"] is None
+    flat = _account_dict({**_accounting_result(), "sync": "flat"})
+    assert flat["sync"] == unknown
+    per_param = _accounting_result(sync="per_param", late_work=0.170)
+    acc = _account_dict(per_param)
+    assert acc["wait"]["phase"] == "sync" and acc["wait"]["in_sync_s"] == pytest.approx(0.040)
+    assert acc["sync"]["exposed_s"] == 0.040 and acc["sync"]["transfer_s"] == pytest.approx(0.0)
+
+
+def test_step_accounting_lines_of_an_explicit_strategy_and_at_no_barrier():
+    """flat (_accounting_result(sync="flat")): the wait of 0.030 s is 0.020 at the barrier and 0.010 in the sync
+    phase's 0.040 (0.030 transfer); DDP's probe line is printed for DDP's backward only. A wall per step equal to
+    the step leaves no barrier: the 30 ms wait is all inside the backward, and the barrier's 0 is nobody's."""
+    flat = _accounting_lines(_accounting_result(sync="flat"))
+    assert flat[1] == (
+        "  = rank 0's timed phases 150 (data 10, h2d 0, forward 30, backward 50, optimizer 20, sync 40 "
+        "(waiting for rank 1 10 + transfer in the window 30))"
+    )
+    assert not any(line.startswith("  exposed communication") for line in flat)
+    no_barrier = _accounting_lines(_accounting_result(barrier_wall=0.2))
+    assert no_barrier[3] == "  + waiting at the block barrier for the slowest rank of each block: 0"
+    assert "waiting for rank 1 30" in no_barrier[1]
+
+
+def test_phase_seconds_without_an_accounting():
+    from base.record_types import Accounting, AccountingRank0
+    from diagnosis.accounting import phase_seconds
+
+    assert phase_seconds(None) == {} and phase_seconds(Accounting()) == {}
+    assert phase_seconds(Accounting(rank0=AccountingRank0())) == {}

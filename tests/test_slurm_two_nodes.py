@@ -116,6 +116,7 @@ def _is_task(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow  # two Slurm jobs (srun, a 2-task sbatch): the fast tier's slowest (issue 36)
 @needs_cluster(nodes=1, gpus=True)
 def test_job_given_gpus_that_cuda_cannot_see_is_refused(tmp_path):
     """A job that asks for a GPU gets Slurm's binding (CUDA_VISIBLE_DEVICES, SLURM_STEP_GPUS, SLURM_GPUS_ON_NODE

@@ -440,8 +440,9 @@ def test_sweep_with_wandb_unreachable_completes_keeps_every_record_and_marks_the
 
 
 def test_the_logger_fallback_is_conf_logger_wandb_yaml():
-    """A partial logger node (hand-made, or an older record's) is completed from wandb_log.FALLBACK, not by reading
-    conf/ behind Hydra: both must say the same, so the YAML stays the place users change them."""
+    """A partial logger node (hand-made, or an older record's) is completed from wandb_log.FALLBACK,
+    conf/logger/wandb.yaml read outside Hydra: it must hold what Hydra composes from it (no value
+    that only an interpolation or the schema supplies)."""
     from tests.conftest import compose
 
     composed = {

@@ -1,26 +1,15 @@
-"""Known faults, for the diagnosis benchmark and its tests (`fault.delay_*`, `fault.sleep_s`): a delay of known size at
-a known place of the step, on one rank or every rank, so that a diagnosis can be checked against the cause it must name.
-
-Installed once, before the warm-up, by wrapping or hooking what the loop already calls (the loader's iterator, the
-feeder, a parameter's gradient hook, the optimizer's step post-hook); the loop itself has no fault code. With the
-knobs at their defaults (0) nothing is installed and the loop runs exactly as without this module. When a fault is on,
-the record says so (result.fault): the benchmark reads it to know the answer; the diagnosis never does.
-
-  data             the loader's next batch arrives delay_s late (inside the data phase)
-  h2d              a blocking host-to-device copy waits delay_s for the device (h2d=blocking on a device that copies:
-                   device=fake or cuda); a non-blocking or side-stream copy does not wait, as on a GPU
-  backward         a hook on the first gradient backward computes sleeps delay_s (inside backward, per backward pass)
-  after_optimizer  the optimizer's step post-hook sleeps delay_s (where a slow rank's logging or checkpointing sits)
-
-Hangs (`fault.hang`, for the hang benchmark, diagnosis/hang_benchmark.py): on fault.hang_rank at fault.hang_step,
-through the optimizer's step post-hook or the loader's iterator, like the delays:
+"""Known faults for the diagnosis and hang benchmarks: a delay (`fault.delay_*`, docs/diagnosis.md)
+or a hang (`fault.hang`) of known size and place, on one rank or all, so a diagnosis can be checked
+against the cause it must name. Installed before the warm-up by wrapping what the loop already
+calls, so the loop has no fault code; `result.fault` records it for the benchmark, never the
+diagnosis. The hangs, on fault.hang_rank at fault.hang_step:
   skip_allreduce   every rank all-reduces a metric after each step; hang_rank skips it once
   extra_barrier    a dist.barrier() under `if rank == hang_rank`
-  data_sleep       hang_rank's loader never returns its next batch (the process alive, its threads running)
+  data_sleep       hang_rank's loader never returns its next batch (the process alive)
   kill             hang_rank kills itself with SIGKILL
-  size_mismatch    every rank all-reduces a metric of 4 elements after each step; hang_rank passes 0 elements once
-                   (gloo returns at once there, and its peers wait for data that never comes; other sizes abort)
-  pg_order         every rank all-reduces on two process groups A then B after each step; hang_rank enters B first
+  size_mismatch    hang_rank all-reduces 0 elements of the 4-element metric once (gloo returns at
+                   once, its peers wait for data that never comes; other sizes abort)
+  pg_order         every rank all-reduces on groups A then B; hang_rank enters B first
   busy             hang_rank loops for ever in Python
 """
 

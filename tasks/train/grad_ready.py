@@ -1,24 +1,14 @@
-"""Untimed probe after the window: when each gradient becomes ready in backward, and what DDP's gradient copies and the
-compression hooks cost on this device. The what-if model (whatif/) reads it from result.grad_ready.
+"""Untimed probe after the window: when each gradient becomes ready in backward, and what DDP's
+gradient copies and the compression hooks cost on this device. The what-if model reads it from
+result.grad_ready (docs/whatif.md; fields: docs/record.md).
 
-- Ready times: a post-accumulate-grad hook on every trainable parameter marks the device's timeline (CUDA events on the
-  backward's stream, read after a device sync; the host clock on CPU) relative to a mark just before loss.backward().
-  Mode "alone": backward under the strategy's no_sync (DDP communicates nothing), the compute by itself; mode
-  "with_sync" (DDP only): the same with DDP's all-reduces running beside it, so the model can see how much they slow
-  compute (gloo on CPU). The forward before each backward is timed too: the model scales the probe to the window by
-  the ratio of the window's forward to the probe's (the machine may run at another speed after the window). Each mode
-  runs max(1, probe_steps) passes, the modes interleaved, every rank alike (the with_sync passes are collective); no
-  optimizer step is taken and the gradients are dropped afterwards, so the weights do not move.
-- Costs (seconds per synchronised step, whole gradient, this rank's device), one timed pass each, tensor by tensor as
-  torch goes through them: DDP's copy of every gradient into its bucket with the 1/world_size scaling (copy_in) and
-  back (copy_out); the bf16 hook's cast and cast back (fp16's when the run uses fp16: the same bytes); PowerSGD's matrix
-  work at the run's rank (or rank 1) in its three parts as torch's hook does it (pre: error feedback, the clone kept
-  for the error, P = M Q; mid: orthogonalise P, Q = M^T P; post: P Q^T and the new error) on the tensors torch's
-  _should_compress would compress, only within its own diagnose.microbench_budget of the run (as the on-rank
-  microbenchmark is budgeted) unless the run uses PowerSGD. Every stand-in gradient is a view of one buffer, so the
-  probe needs about 3.5 x the largest gradient of extra memory (three fp32 buffers and one half-precision one), not a
-  copy of the model.
-Nothing here runs inside the measured window.
+Ready times come from post-accumulate-grad hooks in a backward under no_sync ("alone") and, for
+DDP, beside its all-reduces ("with_sync"), so the model sees how much communication slows compute;
+the forward before each is timed too, to scale the probe to the window (the machine may run at
+another speed by then). The costs (DDP's copies, the bf16/fp16 casts, PowerSGD's matrix work, the
+latter within diagnose.microbench_budget unless the run uses PowerSGD) are timed on views of one
+buffer: about 3.5 x the largest gradient of extra memory, not a copy of the model. No optimizer
+step is taken, so the weights do not move.
 """
 
 from __future__ import annotations
