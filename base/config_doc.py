@@ -84,8 +84,11 @@ def kind(hint: Any, f: dataclasses.Field | None, sep: str = " | ") -> str:
         inner = {int: "int", float: "float", bool: "bool", str: "str"}.get(hint, "any")
     meta = f.metadata if f is not None else {}
     bounds = [f"{word} {meta[b]}" for b, word in (("ge", ">="), ("gt", ">")) if b in meta]
+    also = meta.get("also")  # a number, or one of these words (repeats=auto)
+    if also:
+        inner = next((k for k in ("int", "float") if k in inner.split(" or ")), inner)
     text = inner + (f" {', '.join(bounds)}" if bounds and origin not in (list, dict) else "")
-    return text + (" or null" if optional else "")
+    return text + "".join(f" or {w}" for w in also or ()) + (" or null" if optional else "")
 
 
 def _scalar(v: Any) -> str:

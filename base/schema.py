@@ -1,19 +1,15 @@
-"""The config's schema: every key conf/ can hold, its type, allowed values and bounds, and for the
-knobs (the top-level keys and their sections) also the default and the doc.
+"""The config's schema: the type, the allowed values and the bounds of every key conf/ can hold.
 
-Hydra merges conf/'s YAML onto these dataclasses, so a wrong type or an unknown choice (`steps=1.5`,
-`sync=allgather`, a misspelt key) is refused while the config is composed, before any code of ours
-runs. A knob is one `knob(default, doc, ge=...)` field and nothing else: conf/config.yaml holds only
-the defaults list, docs/config.md's table and --help's knob list are written from the fields
-(base/config_doc.py). Group options keep their values in YAML, one file per choice; their fields
-here say what a key may hold. Bounds (`ge`/`gt`) are checked once by job.config.check_schema; the
-checks between keys belong to each task's check().
+Hydra merges conf/'s YAML onto these dataclasses, so a wrong type or an unknown choice (`steps=1.5`, `sync=allgather`,
+a misspelt key) is refused while the config is composed, before any code of ours runs. The values themselves (the
+defaults) live in the YAML only: a field here says what a key may hold, conf/ says what it holds. Bounds are field
+metadata (`ge`/`gt`), checked once by job.config.check_schema; the checks between keys belong to each task's
+check().
 
-Each group option extends its group's schema in its defaults list (`- /schema/model/vgg@_here_`),
-the primary config extends `config_schema` (Hydra's "structured config as schema" pattern). The
-launcher group is left untyped: its options belong to launchers/slurm, which checks them. Importing
-this module registers everything in Hydra's ConfigStore (Hydra's idiom; job.config imports it, so
-everything that composes conf/ has it).
+Each group option extends its group's schema in its defaults list (`- /schema/model/vgg@_here_`), the primary config
+extends `config_schema` (Hydra's "structured config as schema" pattern). The launcher group is left untyped: its
+options belong to launchers/slurm, which checks them. Importing this module registers everything in Hydra's
+ConfigStore (Hydra's idiom; job.config imports it, so everything that composes conf/ has it).
 """
 
 from __future__ import annotations
@@ -58,12 +54,11 @@ def gt(n: float) -> Any:
     return field(default=MISSING, metadata={"gt": n})
 
 
-def knob(default: Any, doc: str, *, main: bool = False, hint: str = "", **bounds: float) -> Any:
+def knob(default: Any, doc: str, *, main: bool = False, **bounds: float) -> Any:
     """A knob, described once: its default (an interpolation such as `${scale.steps}` where it
     depends on a group's choice), its one-line doc, its bounds (`ge`/`gt`, checked by
-    job.config.check_schema), whether `--help` lists it (main) and, for a value typed with a unit,
-    what the number means when a wrong type is refused (hint). conf/config.yaml holds none."""
-    meta = {"doc": doc, "main": main, **({"hint": hint} if hint else {}), **bounds}
+    job.config.check_schema) and whether `--help` lists it (main). conf/config.yaml holds none."""
+    meta = {"doc": doc, "main": main, **bounds}
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -378,8 +373,9 @@ class Profile:
     enabled: bool = knob(
         False,
         "torch.profiler Chrome trace per rank (trace.rank<N>.json), NVTX ranges per phase and the "
-        "CUDA profiler API range (nsys --capture-range=cudaProfilerApi); such a run's timings are "
-        "marked profiled: true",
+        "CUDA profiler "
+        "API range (nsys --capture-range=cudaProfilerApi); such a run's timings are marked "
+        "profiled: true",
     )
     wait: int = knob(1, "timed blocks before the profiler warms up", ge=0)
     warmup: int = knob(
@@ -471,7 +467,8 @@ class Fault:
     delay_s: float = knob(
         0,
         "benchmark knob (python -m diagnosis.benchmark): a known delay per step at delay_at on "
-        "delay_rank, installed before the warm-up, recorded as result.fault",
+        "delay_rank, "
+        "installed before the warm-up, recorded as result.fault",
         ge=0,
     )
     delay_at: FaultAt = knob(FaultAt.backward, "where delay_s is spent (h2d: a blocking copy only)")
@@ -496,7 +493,8 @@ class Hang:
     after_s: Optional[float] = knob(
         None,
         "seconds without progress; null: max(min_s, step_factor x the median step), before the "
-        "first step never under min_s; never above 0.8 x timeout_s",
+        "first step "
+        "never under min_s; never above 0.8 x timeout_s",
         gt=0,
     )
     min_s: float = knob(30, "after_s's floor when it is null", gt=0)
@@ -563,6 +561,16 @@ class Compare:
         "inside",
         ge=0,
     )
+    target: float = knob(
+        0.015,
+        "repeats=auto: the half-width the plan aims at on every row's 95% speed-up interval",
+        gt=0,
+    )
+    budget_s: float = knob(
+        1200.0,
+        "repeats=auto: seconds for the whole sweep, pilot included; the table says if it decided",
+        gt=0,
+    )
 
 
 @dataclass
@@ -572,7 +580,8 @@ class Diagnose:
     microbench: Any = knob(  # OmegaConf has no bool|str: checked in tasks/train/check.py
         "auto",
         "auto | true | false: after the window, time an all_reduce of each size the sync sends, "
-        "on the same ranks; auto: only when it costs <= microbench_budget of the run",
+        "on the same "
+        "ranks; auto: only when it costs <= microbench_budget of the run",
     )
     microbench_iters: int = knob(
         5, "timed calls per size (auto may take fewer to stay in budget)", ge=1
@@ -632,7 +641,8 @@ class Config:
     device: RankDevice = knob(
         RankDevice.auto,
         "where ranks compute; auto: a GPU per rank where there are GPUs, else CPU; fake: tests "
-        "only (docs/device.md)",
+        "only "
+        "(docs/device.md)",
         main=True,
     )
     timeout_s: float = knob(
@@ -653,11 +663,10 @@ class Config:
     bucket: Optional[Union[int, float]] = knob(
         None,
         "DDP bucket_cap_mb, in MB; null: DDP's default (25 MiB buckets, the first capped at 1 "
-        "MiB); a number caps every bucket, the first too",
+        "MiB); a number caps "
+        "every bucket, the first too",
         gt=0,
         main=True,
-        hint="The bucket is in MB (DDP's bucket_cap_mb, so bucket=25MB is bucket=25); bucket=null "
-        "leaves DDP's default (25 MiB buckets, the first capped at 1 MiB).",
     )
     ddp: DDPFlags = section(DDPFlags, "DDP's constructor flags; the record shows what DDP reports")
     accumulate: int = knob(
@@ -669,7 +678,8 @@ class Config:
     precision: Precision = knob(
         Precision.fp32,
         "the step's numerics; fp32: torch's defaults (cuDNN convolutions may use TF32, matmuls do "
-        "not); fp32_strict: no TF32; tf32: TF32 matmuls and convolutions; bf16: autocast",
+        "not); fp32_strict: no TF32; tf32: TF32 "
+        "matmuls and convolutions; bf16: autocast",
         main=True,
     )
     cuda_graphs: bool = knob(
@@ -687,10 +697,12 @@ class Config:
         main=True,
     )
     measure: Measure = section(Measure, "the measured window: timed blocks of steps")
-    repeats: int = knob(
+    repeats: Union[int, str] = knob(
         1,
-        "with -m: run every configuration R times, interleaved (A B A B); each a job of its own",
+        "with -m: run every configuration R times, interleaved (A B A B); each a job of its own; "
+        "auto: a pilot, then the runs x steps planned for compare.target",
         ge=1,
+        also=("auto",),
         main=True,
     )
     repeat: int = knob(
@@ -710,8 +722,9 @@ class Config:
     probe_steps: int = knob(
         1,
         "untimed steps after the window: DDP comm/overlap stats (+1 step to read them), gradient "
-        "error; 6 or more give the exposed communication a 95% interval (each costs a training "
-        "step), 1 is a single sample",
+        "error; 6 or more "
+        "give the exposed communication a 95% interval (each costs a training step), 1 is a "
+        "single sample",
         ge=0,
     )
     solver: Solver = section(
@@ -725,8 +738,8 @@ class Config:
     nccl: Dict[str, Optional[str]] = knob(
         {key: None for key in NCCL_KEYS},
         "NCCL_<KEY> set in every rank before the process group starts, and recorded (null: leave "
-        "as is); any other: +nccl.KEY=value; nccl.DEBUG=INFO puts the transports used in the "
-        "record",
+        "as is); "
+        "any other: +nccl.KEY=value; nccl.DEBUG=INFO puts the transports used in the record",
     )
     gloo: Dict[str, Optional[str]] = knob({"SOCKET_IFNAME": None}, "GLOO_<KEY>, as nccl.*")
     collectives: Collectives = section(Collectives, "task=collectives (nccl-tests style)")

@@ -348,6 +348,13 @@ def check_schema(cfg: DictConfig, path: str = "") -> None:
             ("gt", lambda v, n: v > n, ">"),
         ):
             n = f.metadata.get(bound)
+            also = f.metadata.get("also", ())
+            if isinstance(value, str) and also:  # a number or one of these words (repeats=auto)
+                if value not in also:
+                    raise ConfigError(
+                        f"{full}={value!r}: must be a number {words} {n} or {' or '.join(also)}."
+                    )
+                continue
             if n is not None and value is not None and not ok(value, n):
                 raise ConfigError(f"{full}={value!r}: must be {words} {n}.")
 

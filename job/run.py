@@ -106,7 +106,8 @@ def run_job(cfg: DictConfig, job: dict | None = None) -> JobResult:
     with signals_raise():
         try:
             plain = prepare(cfg)
-            if (plain.get("repeats") or 1) > 1 and not job.get("multirun"):
+            repeats = plain.get("repeats") or 1
+            if (repeats == "auto" or repeats > 1) and not job.get("multirun"):
                 raise ConfigError(
                     f"repeats={plain['repeats']} runs each configuration as separate jobs of a sweep: "
                     f"add -m (python train.py -m ... repeats={plain['repeats']})."

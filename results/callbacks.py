@@ -34,7 +34,7 @@ from tables.sweep import (
     sweep_entries,
     write_sweep_table,
 )
-from tables.sweep_order import position, run_order
+from tables.sweep_order import PLAN_FILE, position, run_order
 from base.record import SWEEP_ID_ENV, Record
 from base.record_types import TaskResult
 from tables.table import Entry, build_table, fmt
@@ -98,12 +98,15 @@ class SweepTable(Callback):
         self.announced = (
             True  # set False by on_multirun_start; announce() prints the sweep's first line once
         )
+        self.order: list[int] | None = None  # repeats=auto: the stage's run order (stage())
+        self.stage_name = ""
+        self.sweep_started: float | None = None
 
     # progress ------------------------------------------------------------------------------------
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         self.expected = expected_jobs(config)
-        self.started = time.monotonic()
+        self.started = self.sweep_started = time.monotonic()
         self.sweep_config = config
         self.sweep_id = os.environ[SWEEP_ID_ENV] = (
             uuid.uuid4().hex
@@ -112,6 +115,13 @@ class SweepTable(Callback):
         self.announced = (
             False  # the "[sweep] N jobs" line waits until every job's config composed (announce)
         )
+
+    def stage(self, jobs: list[list[str]], order: list[int], name: str) -> None:
+        """repeats=auto (hydra_plugins/repeat_sweeper): the pilot's jobs, then the planned ones, each numbered from
+        0; the table's rows are the last stage's jobs (the pilot has its own sweep dir)."""
+        self.expected, self.order, self.stage_name = jobs, order, name
+        self.returns, self.progress = {}, {}
+        self.started = time.monotonic()
 
     def announce(self) -> None:
         """The sweep's first line, once its jobs' configs are known to compose (the sweeper calls it after checking
@@ -137,11 +147,11 @@ class SweepTable(Callback):
         )
         if self.expected is not None:
             total = len(self.expected)
-            at = position(
-                num, run_order(OmegaConf.select(config, "hydra.sweep.dir"))
-            )  # repeats: shuffled rounds
+            order = self.order or run_order(OmegaConf.select(config, "hydra.sweep.dir"))
+            at = position(num, order)  # repeats: shuffled rounds
             left = total - at - 1
-            progress = f"job {at + 1}/{total}" + (f" (#{num})" if at != num else "")
+            progress = (f"{self.stage_name} " if self.stage_name else "") + f"job {at + 1}/{total}"
+            progress += f" (#{num})" if at != num else ""
             tail = f"{left} more after this" if left else "last job"
             done = len(self.returns)
             if done and self.started is not None and left >= 0:
@@ -206,9 +216,12 @@ class SweepTable(Callback):
             if OmegaConf.select(config, "verbose")
             else terminal_table(table, entries)
         )
-        print(f"\n{command}\n\n{text}", flush=True)
+        planned = _plan_note(sweep_dir, self.sweep_started)
+        print(f"\n{command}\n\n{text}" + (f"\n{planned}" if planned else ""), flush=True)
 
         md, csv = write_sweep_table(sweep_dir, table, command)
+        if planned:
+            md.write_text(md.read_text() + f"\n{planned}\n")
         written = [md, csv]
         written += _scaling_table(entries, sweep_dir, command)
         diagnosis, path = _sweep_diagnosis(entries, sweep_dir)
@@ -272,6 +285,31 @@ class SweepTable(Callback):
                 f"[sweep] {len(failed)} of {len(entries)} jobs failed (job {jobs}); "
                 f"see the failed rows in {md}"
             )
+
+
+def _plan_note(sweep_dir: Path, started: float | None) -> str:
+    """repeats=auto: what the pilot planned and what decided it (plan.json), and the sweep's minutes."""
+    import json
+
+    try:
+        p = json.loads((sweep_dir / PLAN_FILE).read_text())
+    except (OSError, ValueError):
+        return ""
+    took = f"{(time.monotonic() - started) / 60:.1f} min" if started is not None else "?"
+    seen = (
+        f"; every row would have seen a difference over {p['detectable']:.1%} (80% power, "
+        f"Holm over {p['rows']})"
+        if p.get("detectable") is not None
+        else ""
+    )
+    return (
+        f"repeats=auto: a pilot of {p['pilot']['rounds']} rounds x {p['pilot']['steps']} steps "
+        f"({p['pilot_s'] / 60:.1f} min, {p['pilot_dir']}/, not judged) planned {p['runs']} rounds x "
+        f"{p['steps']} steps for +-{p['target'] * 100:g}% on every row's speed-up within "
+        f"compare.budget_s={p['budget_s']:g}: "
+        + ("target reached: " if p["reached"] == "target" else "")
+        + f"{p['reason']}{seen}. The sweep took {took}, pilot included."
+    )
 
 
 def _job_line(value: Any, error: str | None) -> str:

@@ -53,7 +53,7 @@ PILOT_ROUNDS, PILOT_STEPS = (
 )  # repeats=auto's pilot: 3 interleaved rounds of the CPU default window
 PLAN_TARGET, PLAN_POWER = 0.05, 0.80
 PLAN_OFFSET = 0.02  # the bound applies at 2% run offsets (issue 39); 4% and 8% report what it takes
-BUDGET_S = 3600.0  # compare.budget_s's default
+BUDGET_S = 3600.0  # python -m results.plan --budget-s default (repeats=auto: AUTO_BUDGET_S)
 STARTUP_S, STEP_S = (
     17.0,
     1.3,
@@ -443,6 +443,8 @@ def planned_sweeps(
     effect_rows: int = 1,
     target: float = PLAN_TARGET,
     budget_s: float | None = None,
+    goal: str = "detect",
+    pilot_steps: int = PILOT_STEPS,
 ) -> dict:
     """The default plan end to end (stats.power.plan): a pilot of PILOT_ROUNDS interleaved rounds of PILOT_STEPS
     steps per configuration, the plan fixed from it, then fresh rounds of the planned runs x steps judged by
@@ -464,13 +466,17 @@ def planned_sweeps(
     truth = np.zeros(k)
     truth[1 : 1 + effect_rows] = math.log1p(effect)
     for _ in range(sims):
-        x = series(rng, (k, PILOT_ROUNDS), PILOT_STEPS, phi) + rng.normal(
+        x = series(rng, (k, PILOT_ROUNDS), pilot_steps, phi) + rng.normal(
             0, offset, (k, PILOT_ROUNDS, 1)
         )
         logs = run_logs(x) + truth[:, None]
-        within = [[batch_rate(np.exp(r), np.ones(PILOT_STEPS))["log_se"] for r in cfg] for cfg in x]
+        within = [[batch_rate(np.exp(r), np.ones(pilot_steps))["log_se"] for r in cfg] for cfg in x]
         p = plan(
-            Pilot(logs.tolist(), within, PILOT_STEPS, STARTUP_S, STEP_S), rows, target, budget_s
+            Pilot(logs.tolist(), within, pilot_steps, STARTUP_S, STEP_S),
+            rows,
+            target,
+            budget_s,
+            goal=goal,
         )
         runs, steps = p["runs"], p["steps"]
         out["runs"].append(runs)
@@ -738,7 +744,93 @@ def scenarios() -> list[Scenario]:
     )
     s.append(Scenario("sentinel", lambda r, n: sentinel_alarms(r, n), fast=True))
     s.append(Scenario("sentinel iid", lambda r, n: sentinel_alarms(r, n, offset=0.0, phi=0.0)))
+    # repeats=auto's default (appended: the rows above keep their seeds): pilot 3 x 10 steps (scale=smoke),
+    # the plan for +-AUTO_TARGET on every row, no budget (what the target costs) and the default budget
+    s.append(Scenario("auto identical", lambda r, n: auto_results(r, n, 0.02), weight=0.5))
+    for off in (0.02, 0.04, 0.08):
+        s.append(
+            Scenario(
+                f"auto power off={off}",
+                lambda r, n, o=off: auto_results(r, n, o, effect=0.05),
+                weight=0.5,
+            )
+        )
+    s.append(
+        Scenario(
+            "auto budget",
+            lambda r, n: auto_results(r, n, 0.02, effect=0.05, budget_s=AUTO_BUDGET_S),
+            weight=0.5,
+        )
+    )
     return s
+
+
+AUTO_TARGET, AUTO_BUDGET_S, AUTO_PILOT_STEPS = 0.015, 1200.0, 10  # conf/config.yaml, scale=smoke
+
+
+def auto_results(
+    rng, sims: int, offset: float, effect: float = 0.0, budget_s: float | None = None
+) -> list[Result]:
+    """repeats=auto as a sweep runs it: the plan for a +-AUTO_TARGET half-width on every row (7 rows, phi 0.5)."""
+    r = planned_sweeps(
+        rng,
+        sims,
+        7,
+        offset,
+        0.5,
+        effect,
+        target=AUTO_TARGET,
+        budget_s=budget_s,
+        goal="half_width",
+        pilot_steps=AUTO_PILOT_STEPS,
+    )
+    runs, steps, secs = np.asarray(r["runs"]), np.asarray(r["steps"]), np.asarray(r["seconds"])
+    label = (
+        f"repeats=auto, +-{AUTO_TARGET * 100:g}% (pilot {PILOT_ROUNDS}x{AUTO_PILOT_STEPS}), 7 rows, offsets "
+        f"{offset:.0%}, phi=0.5"
+        + (f", one row {effect:+.0%}" if effect else ", identical")
+        + (f", budget {budget_s / 60:g} min" if budget_s else "")
+    )
+    chose = (
+        f"plan: runs median {np.median(runs):g} (IQR {np.percentile(runs, 25):g}-"
+        f"{np.percentile(runs, 75):g}), steps median {np.median(steps):g}, machine time median "
+        f"{np.median(secs) / 60:.0f} min at {STARTUP_S:g} s + {STEP_S:g} s/step; reached the target in "
+        f"{sum(x == 'target' for x in r['reached']) / len(runs):.0%}"
+    )
+    out = [
+        Result(
+            label,
+            "every row's speed-up CI covers the truth",
+            r["hits"],
+            r["rows_judged"],
+            COVERAGE,
+            "95%",
+            chose,
+        )
+    ]
+    if effect:
+        out.append(
+            Result(
+                label,
+                "the true row called faster (power)",
+                r["called"],
+                r["effect_total"],
+                None,
+                "80%",
+            )
+        )
+    else:
+        out.append(
+            Result(
+                label,
+                "false faster/slower per sweep (Holm)",
+                r["false"],
+                sims,
+                (None, FALSE_MAX),
+                "<= 5%",
+            )
+        )
+    return out
 
 
 def run(

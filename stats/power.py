@@ -109,6 +109,24 @@ def runs_to_detect(
     return max(hi, MIN_RUNS)
 
 
+def half_width(diff_sd: float, runs: int, level: float = 0.95) -> float | None:
+    """Half-width, as a fraction (0.02: +-2%), of a paired speed-up interval of `runs` rounds whose per-round log
+    difference has SD diff_sd: expm1(t_{R-1} x diff_sd / sqrt(R)); None under 2 runs."""
+    if runs < 2:
+        return None
+    return math.expm1(t_quantile(0.5 + level / 2, runs - 1) * diff_sd / math.sqrt(runs))
+
+
+def runs_for_half_width(
+    diff_sd: float, target: float, level: float = 0.95, cap: int = MAX_RUNS
+) -> int | None:
+    """The fewest rounds (>= MIN_RUNS) whose paired speed-up interval is +-target or narrower; None past `cap`."""
+    for r in range(MIN_RUNS, cap + 1):
+        if half_width(diff_sd, r, level) <= target:
+            return r
+    return None
+
+
 @dataclass
 class Pilot:
     """What the pilot measured. logs[k][j]: log throughput of configuration k in round j (NaN: missing);
@@ -157,6 +175,7 @@ def plan(
     min_steps: int = 10,
     max_steps: int | None = None,
     confidence: float = CONFIDENCE,
+    goal: str = "detect",
 ) -> dict:
     """The cheapest (runs, steps) whose every row of a `rows`-comparison family detects `target` (80% power, Holm's
     first step), or, when that costs more than budget_s, the (runs, steps) within budget_s that detects the least.
@@ -166,7 +185,10 @@ def plan(
     made on it reaches 80% power only about half the time, and 75% on average in the calibration. So both components
     are scaled to the one-sided `confidence` upper limit of the residual variance, df / chi2_{1 - confidence, df}
     (Kieser & Wassmer 1996, "On the use of the upper confidence limit for the variance from a pilot sample for
-    sample size determination", Biometrical Journal 38)."""
+    sample size determination", Biometrical Journal 38).
+
+    goal="half_width" (repeats=auto's compare.target): the target is the half-width of every row's 95% speed-up
+    interval instead (0.02: +-2%); the result's `detectable` still says what that design sees at 80% power."""
     from scipy import stats as st
 
     c = dict(pilot.components())
@@ -175,7 +197,11 @@ def plan(
         between_var=c["between_var"] * scale, per_step_var=c["per_step_var"] * scale, scale=scale
     )
     configs = rows + 1
-    hi = max_steps or max(4 * pilot.steps, min_steps)
+    # up to 4x the pilot's steps, or as many as the startup costs when that is more: where a run is mostly
+    # start-up (a small model), longer windows are nearly free and may buy more than more runs
+    hi = max_steps or min(
+        max(4 * pilot.steps, min_steps, int(pilot.startup_s / max(pilot.step_s, 1e-9))), 5000
+    )
     grid = sorted({int(round(v)) for v in np.geomspace(min_steps, hi, 25)} | {pilot.steps})
     grid = [n for n in grid if min_steps <= n <= hi]
 
@@ -185,12 +211,27 @@ def plan(
     def cost(r: int, n: int) -> float:
         return configs * r * (pilot.startup_s + n * pilot.step_s)
 
+    def needed(n: int) -> int | None:
+        if goal == "half_width":
+            return runs_for_half_width(diff_sd(n), target, level)
+        return runs_to_detect(diff_sd(n), target, rows, noise, level, power)
+
+    def aim(r: int, n: int) -> float | None:  # what the goal measures: smaller is better
+        if goal == "half_width":
+            return half_width(diff_sd(n), r, level)
+        return detectable(diff_sd(n) / math.sqrt(r), r - 1, rows, noise, level, power)
+
+    reaches = (
+        f"reach +-{target * 100:g}% on every row's speed-up"
+        if goal == "half_width"
+        else f"detect {target * 100:g}% (80% power, Holm over {rows})"
+    )
     best = None
     for n in grid:
-        r = runs_to_detect(diff_sd(n), target, rows, noise, level, power)
+        r = needed(n)
         if r is not None and (best is None or cost(r, n) < cost(*best)):
             best = (r, n)
-    out = {"components": c, "target": target, "budget_s": budget_s, "rows": rows}
+    out = {"components": c, "target": target, "budget_s": budget_s, "rows": rows, "goal": goal}
     if best is not None and (budget_s is None or cost(*best) <= budget_s):
         r, n = best
         out.update(
@@ -199,7 +240,8 @@ def plan(
             reached="target",
             seconds=cost(r, n),
             detectable=detectable(diff_sd(n) / math.sqrt(r), r - 1, rows, noise, level, power),
-            reason=f"{r} runs x {n} steps per configuration detect {target:.0%} (80% power, Holm over {rows})",
+            half_width=half_width(diff_sd(n), r, level),
+            reason=f"{r} runs x {n} steps per configuration {reaches}",
         )
         return out
     # the budget (or the cap) binds: the (runs, steps) it affords that detect the least
@@ -209,40 +251,50 @@ def plan(
         r = min(MAX_RUNS, int(budget_s // (configs * per))) if budget_s is not None else MAX_RUNS
         if r < MIN_RUNS:
             continue
-        d = detectable(diff_sd(n) / math.sqrt(r), r - 1, rows, noise, level, power)
+        d = aim(r, n)
         if d is not None and (choice is None or d < choice[2]):
             choice = (r, n, d)
-    if choice is None:
+    if (
+        choice is None
+    ):  # the fewest rounds that give an interval, at the steps the pilot ran (the user's)
+        n = max(min_steps, pilot.steps)
         out.update(
             runs=MIN_RUNS,
-            steps=min_steps,
+            steps=n,
             reached="budget",
-            detectable=None,
-            seconds=cost(MIN_RUNS, min_steps),
+            detectable=detectable(
+                diff_sd(n) / math.sqrt(MIN_RUNS), MIN_RUNS - 1, rows, noise, level, power
+            ),
+            half_width=half_width(diff_sd(n), MIN_RUNS, level),
+            seconds=cost(MIN_RUNS, n),
             reason=f"compare.budget_s={budget_s:g} affords fewer than {MIN_RUNS} runs per configuration",
         )
         return out
-    r, n, d = choice
+    r, n, got = choice
+    d = detectable(diff_sd(n) / math.sqrt(r), r - 1, rows, noise, level, power)
+    hw = half_width(diff_sd(n), r, level)
+    got_words = f"reach +-{hw:.1%}" if goal == "half_width" else f"detect {d:.1%}"
+    want = f"+-{target * 100:g}%" if goal == "half_width" else f"{target * 100:g}%"
     why = "budget" if budget_s is not None else "cap"
     needs = (
-        f"; {target:.0%} would take {best[0]} runs x {best[1]} steps, about {cost(*best) / 60:.0f} min"
+        f"; {want} would take {best[0]} runs x {best[1]} steps, about {cost(*best) / 60:.0f} min"
         if best is not None
-        else f"; {target:.0%} would take more than {MAX_RUNS} runs"
+        else f"; {want} would take more than {MAX_RUNS} runs"
     )
     out.update(
         runs=r,
         steps=n,
         reached=why,
         detectable=d,
+        half_width=hw,
         seconds=cost(r, n),
         target_runs=best[0] if best else None,
         target_steps=best[1] if best else None,
         target_seconds=cost(*best) if best else None,
         reason=(
-            f"stopped at compare.budget_s={budget_s:g}: {r} runs x {n} steps detect {d:.1%}, not "
-            f"{target:.0%}"
+            f"stopped at compare.budget_s={budget_s:g}: {r} runs x {n} steps {got_words}, not {want}"
             if why == "budget"
-            else f"{MAX_RUNS} runs detect {d:.1%}, not {target:.0%}"
+            else f"{MAX_RUNS} runs {got_words}, not {want}"
         )
         + needs,
     )

@@ -12,7 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from base.provenance import command as shell_command, typed_overrides
 from base.record import Record, RecordError, find_records
-from tables.sweep_order import repeat_arguments
+from tables.sweep_order import PILOT_DIR, repeat_arguments
 from tables.table import Entry, Table
 
 TABLE_MD = "sweep_table.md"
@@ -95,6 +95,8 @@ def sweep_entries(
     unnumbered: list[Entry] = []
     foreign: set[int | None] = set()  # job dirs holding another sweep's record
     for path in find_records(sweep_dir):
+        if path.relative_to(sweep_dir).parts[0] == PILOT_DIR:
+            continue  # repeats=auto's pilot chose the design: the planned runs are judged alone
         dir_num = int(path.parent.name) if path.parent.name.isdigit() else None
         try:
             record = Record.read(path)

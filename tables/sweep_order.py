@@ -11,11 +11,18 @@ from pathlib import Path
 from base.errors import ConfigError
 
 ORDER_FILE = "sweep_order.json"
+PILOT_ROUNDS = 3  # repeats=auto: the pilot's interleaved rounds (hydra_plugins/repeat_sweeper)
+PILOT_DIR = "pilot"  # repeats=auto: the pilot's own sweep dir inside the sweep's; its runs are no rows of it
+PLAN_FILE = "plan.json"  # repeats=auto: what the pilot planned, and whether the target or the budget decided
 
 
 def repeat_arguments(repeats, arguments: list[str]) -> list[str]:
     """The sweep's overrides (hydra.sweeper.params first, then the command line's) with the repeat loop outermost."""
     check_repeats(repeats, arguments)
+    if (
+        repeats == "auto"
+    ):  # the pilot's rounds; the planned rounds follow (hydra_plugins/repeat_sweeper)
+        repeats = PILOT_ROUNDS
     return ([f"repeat=range(0,{repeats})"] if repeats > 1 else []) + list(arguments)
 
 
@@ -48,10 +55,12 @@ def position(num: int, order: list[int] | None) -> int:
 def check_repeats(repeats, arguments: list[str]) -> None:
     """`repeats` of a sweep (the repeating sweeper runs each configuration that many times) and the sweep's
     overrides."""
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+    if repeats != "auto" and (
+        isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1
+    ):
         raise ConfigError(
             f"repeats={repeats!r}: must be a whole number of runs per configuration >= 1, "
-            f"e.g. repeats=3."
+            f"e.g. repeats=3, or repeats=auto (planned to compare.target)."
         )
     keys = {a.partition("=")[0].lstrip("+~") for a in arguments}
     if "repeat" in keys:

@@ -299,7 +299,8 @@ def test_a_sweep_refused_as_a_whole_exits_2_and_creates_nothing(tmp_path):
     """Issue 19.9: -m repeats=0 exited 1, printed `[sweep] ? jobs` and left an empty sweep directory."""
     proc = run_train(["repeats=0", "logger=none"], tmp_path, multirun=True)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
-        "error: repeats=0: must be a whole number of runs per configuration >= 1, e.g. repeats=3."
+        "error: repeats=0: must be a whole number of runs per configuration >= 1, e.g. repeats=3, "
+        "or repeats=auto (planned to compare.target)."
     ]
     assert "[sweep]" not in proc.stdout and not proc.out_dir.exists()
 

@@ -32,3 +32,15 @@ def test_a_sweep_without_rounds_is_refused_in_one_line(capsys):
 def test_a_loose_target_is_reached_within_the_budget(capsys, target):
     assert main([str(KNOBS), "--target", str(target)]) == 0
     assert "target reached" in capsys.readouterr().out
+
+
+def test_a_round_with_a_failed_run_is_left_out_of_the_pilot():
+    entries = load_entries([KNOBS])
+    entries[0].status = "failed"  # one job of round 0 (a hang the load caused, say)
+    pilot, labels = pilot_from(entries)
+    assert len(labels) == 9 and all(len(r) == 2 for r in pilot.logs)
+    next(
+        e for e in entries if e.num == 10
+    ).status = "failed"  # round 1 too: one complete round left
+    with pytest.raises(ValueError, match="2 rounds or more"):
+        pilot_from(entries)

@@ -12,12 +12,23 @@ written to `sweep_order.json` in the sweep dir, and every record's `started` tim
 launcher that runs jobs one after another in this process (the local one); with launcher=slurm the jobs run side by
 side as one array in the declared order, each its own array element, so repeats can land on different nodes and the
 run-to-run spread the table shows includes that.
+
+`repeats=auto` plans the repeats to a precision (Kalibera & Jones, ISMM 2013; docs/methods.md, "Repeats planned to
+a precision"): a pilot of 3 interleaved rounds at the scale's steps runs in `<sweep dir>/pilot/` (a sweep dir of its
+own: `python -m results.plan` and `results.report` read it); its records give each run's cost and the two variance
+components; stats.power.plan then fixes the runs R and steps n per run whose every row's 95% speed-up interval is
++-compare.target, or, when the sweep's time (compare.budget_s, the pilot included) cannot buy that, the R x n the
+rest of it affords that comes closest. The planned rounds then run as a repeats=R sweep of n steps in the sweep dir
+itself, and the table judges them alone: the plan is fixed before any of the data it is judged on exists, so the
+pilot's chance variance moves the design, never the coverage or the family-wise error. plan.json in the sweep dir
+says what was planned and whether the target or the budget decided it; the table's note repeats it.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 # Hydra's own sweeper and launcher have no public import path; this plugin extends them, as Hydra's plugins do
@@ -27,7 +38,14 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 from base.errors import ConfigError
-from tables.sweep_order import ORDER_FILE, repeat_arguments, round_order
+from tables.sweep_order import (
+    ORDER_FILE,
+    PILOT_DIR,
+    PILOT_ROUNDS,
+    PLAN_FILE,
+    repeat_arguments,
+    round_order,
+)
 
 
 class RepeatingSweeper(BasicSweeper):
@@ -55,6 +73,8 @@ class RepeatingSweeper(BasicSweeper):
     def sweep(self, arguments: list[str]):
         self._check_jobs(arguments)
         repeats = OmegaConf.select(self.config, "repeats", default=1)
+        if repeats == "auto":
+            return self._auto(arguments)
         if not (
             self.shuffle
             and isinstance(repeats, int)
@@ -82,13 +102,148 @@ class RepeatingSweeper(BasicSweeper):
                 indent=1,
             )
         )
+        return self._run(jobs, order)
+
+    def _run(self, jobs: list[list[str]], order: list[int], extra: tuple = ()) -> list:
         returns = []
         for num in order:
-            results = self.launcher.launch([jobs[num]], initial_job_idx=num)
+            results = self.launcher.launch([jobs[num] + list(extra)], initial_job_idx=num)
             for r in results:
                 _ = r.return_value  # a failed job raises here, as in BasicSweeper
             returns.append(results)
         self.batch_index = 1
+        return returns
+
+    def _jobs(self, repeats: int, arguments: list[str], extra: list[str]) -> list[list[str]]:
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        overrides = parser.parse_overrides(
+            repeat_arguments(repeats, super()._parse_config()) + arguments + extra
+        )
+        return [list(j) for batch in self.split_arguments(overrides, None) for j in batch]
+
+    def _stage(self, jobs: list[list[str]], order: list[int], name: str) -> None:
+        """Tell the sweep table's callback which jobs come next (its progress lines and its rows)."""
+        for callback in getattr(self.hydra_context.callbacks, "callbacks", []):
+            if hasattr(callback, "stage"):
+                callback.stage(jobs, order, name)
+
+    def _refuse(self, message: str, code: int = ConfigError.exit_code) -> None:
+        from job.output_dir import discard
+
+        print(f"error: {message}", file=sys.stderr, flush=True)
+        if code == ConfigError.exit_code:
+            discard(OmegaConf.select(self.config, "hydra.sweep.dir"))
+        raise SystemExit(code)
+
+    def _check_auto(self, configs: int) -> None:
+        """What repeats=auto needs, said before the sweep's first line: one line, exit 2, no folder."""
+        if not isinstance(self.launcher, BasicLauncher):
+            self._refuse(
+                "repeats=auto runs a pilot, then the rounds it plans, one job after another: it needs "
+                "the local launcher (launcher=local); give repeats=R otherwise."
+            )
+        if configs < 2 or OmegaConf.select(self.config, "task") != "train":
+            self._refuse(
+                "repeats=auto plans the runs that compare task=train configurations: it needs two "
+                "configurations or more (e.g. optim=none,bf16); give repeats=R otherwise."
+            )
+
+    def _auto(self, arguments: list[str]):
+        """repeats=auto: the pilot, the plan fixed from it, then the planned rounds (the module's docstring)."""
+        from results.plan import pilot_from
+        from stats.power import plan
+        from tables.sweep import sweep_entries
+
+        started = time.monotonic()
+        target = float(OmegaConf.select(self.config, "compare.target"))
+        budget_s = float(OmegaConf.select(self.config, "compare.budget_s"))
+        fixed = ["measure.policy=fixed"]  # a plan of n steps per run means n steps, not a minimum
+        pilot_jobs = self._jobs(PILOT_ROUNDS, arguments, fixed)
+        configs = len(pilot_jobs) // PILOT_ROUNDS
+        sweep_dir = Path(self.config.hydra.sweep.dir)
+        pilot_dir = sweep_dir / PILOT_DIR
+        pilot_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        pilot_config = self.config.copy()
+        pilot_config.hydra.sweep.dir = str(pilot_dir)
+        OmegaConf.save(pilot_config, pilot_dir / "multirun.yaml")
+        seed = int(self.seed)
+        order = round_order(len(pilot_jobs), PILOT_ROUNDS, seed)
+        (pilot_dir / ORDER_FILE).write_text(
+            json.dumps({"seed": seed, "repeats": PILOT_ROUNDS, "run_order": order}, indent=1)
+        )
+        print(
+            f"[sweep] repeats=auto: pilot, {PILOT_ROUNDS} interleaved rounds of {configs} "
+            f"configurations -> {pilot_dir}",
+            flush=True,
+        )
+        self._stage(pilot_jobs, order, "pilot")
+        returns = self._run(
+            pilot_jobs, order, (f"hydra.sweep.subdir={PILOT_DIR}/${{hydra.job.num}}",)
+        )
+        try:
+            pilot, labels = pilot_from(sweep_entries(pilot_dir))
+        except ValueError as e:
+            self._refuse(f"repeats=auto: the pilot in {pilot_dir} gives no plan: {e}", code=1)
+        pilot_s = time.monotonic() - started
+        rows = len(labels) - 1
+        noise = float(OmegaConf.select(self.config, "compare.noise"))
+        left = max(0.0, budget_s - pilot_s)
+        p = plan(pilot, rows, target, left, noise=noise, goal="half_width")
+        if "affords fewer than" in p["reason"]:
+            p["reason"] = (
+                f"compare.budget_s={budget_s:g} leaves {left:.0f} s after the pilot, fewer than "
+                f"{p['runs']} rounds: the sweep runs the fewest that give an interval "
+                f"({p['runs']} x {p['steps']} steps), past the budget"
+            )
+        else:
+            p["reason"] = p["reason"].replace(
+                f"compare.budget_s={left:g}",
+                f"compare.budget_s={budget_s:g} ({left:.0f} s after the pilot)",
+            )
+        record = {
+            "goal": "half-width of every row's 95% speed-up interval",
+            "target": target,
+            "budget_s": budget_s,
+            "pilot_dir": PILOT_DIR,
+            "pilot_s": round(pilot_s, 1),
+            "pilot": {
+                "rounds": PILOT_ROUNDS,
+                "configurations": configs,
+                "steps": pilot.steps,
+                "startup_s": pilot.startup_s,
+                "step_s": pilot.step_s,
+            },
+            **{k: p.get(k) for k in ("reached", "reason", "runs", "steps", "seconds")},
+            "half_width": p.get("half_width"),
+            "detectable": p.get("detectable"),
+            "rows": rows,
+            "components": p["components"],
+        }
+        (sweep_dir / PLAN_FILE).write_text(json.dumps(record, indent=1))
+        print(
+            f"[sweep] repeats=auto: pilot took {pilot_s / 60:.1f} min; plan: {p['runs']} rounds x "
+            f"{p['steps']} steps (about {p['seconds'] / 60:.0f} min): {p['reason']}",
+            flush=True,
+        )
+        jobs = self._jobs(p["runs"], arguments, fixed + [f"steps={p['steps']}"])
+        order = round_order(len(jobs), p["runs"], seed + 1)
+        (sweep_dir / ORDER_FILE).write_text(
+            json.dumps(
+                {
+                    "seed": seed + 1,
+                    "repeats": p["runs"],
+                    "run_order": order,
+                    "note": "repeats=auto: the planned rounds (plan.json); the pilot's order is in "
+                    f"{PILOT_DIR}/{ORDER_FILE}",
+                },
+                indent=1,
+            )
+        )
+        self._stage(jobs, order, "planned")
+        returns += self._run(jobs, order)
+        record["sweep_s"] = round(time.monotonic() - started, 1)
+        (sweep_dir / PLAN_FILE).write_text(json.dumps(record, indent=1))
         return returns
 
     def _check_jobs(self, arguments: list[str]) -> None:
@@ -100,12 +255,13 @@ class RepeatingSweeper(BasicSweeper):
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         overrides = parser.parse_overrides(self._parse_config() + arguments)
         try:
-            self.validate_batch_is_legal(
-                [list(j) for batch in self.split_arguments(overrides, None) for j in batch]
-            )
+            jobs = [list(j) for batch in self.split_arguments(overrides, None) for j in batch]
+            self.validate_batch_is_legal(jobs)
         except BaseException:
             discard(OmegaConf.select(self.config, "hydra.sweep.dir"))
             raise
+        if OmegaConf.select(self.config, "repeats") == "auto":
+            self._check_auto(len(jobs) // PILOT_ROUNDS)
         for callback in getattr(self.hydra_context.callbacks, "callbacks", []):
             if hasattr(callback, "announce"):
                 callback.announce()

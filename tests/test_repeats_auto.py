@@ -1,0 +1,157 @@
+"""repeats=auto (issue 39): a pilot of interleaved rounds, then the runs x steps stats.power.plan fixes for
+compare.target (the half-width of every row's speed-up interval) or compare.budget_s, judged without the pilot."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from base.errors import ConfigError
+from stats.power import MIN_RUNS, Pilot, half_width, plan, runs_for_half_width
+from tables.sweep_order import PILOT_ROUNDS, check_repeats, repeat_arguments
+
+
+def _pilot(between, per_step, steps=10, k=6, rounds=3, seed=0):
+    rng = np.random.default_rng(seed)
+    logs = rng.normal(0, math.sqrt(between + per_step / steps), (k, rounds))
+    within = np.full((k, rounds), math.sqrt(per_step / steps))
+    return Pilot(logs.tolist(), within.tolist(), steps, 17.0, 1.3)
+
+
+def test_the_half_width_is_the_paired_t_intervals():
+    from scipy import stats as st
+
+    assert half_width(0.03, 5) == pytest.approx(
+        math.expm1(st.t.ppf(0.975, 4) * 0.03 / math.sqrt(5))
+    )
+    assert half_width(0.03, 1) is None
+    r = runs_for_half_width(0.03, 0.02)
+    assert half_width(0.03, r) <= 0.02 < half_width(0.03, r - 1) and r >= MIN_RUNS
+    assert runs_for_half_width(0.5, 0.001) is None  # past the cap of runs
+
+
+def test_the_plan_reaches_the_half_width_or_says_the_budget_stopped_it():
+    pilot = _pilot(0.01**2, 0.03**2 * 10)
+    p = plan(pilot, rows=5, target=0.02, goal="half_width")
+    assert p["reached"] == "target" and p["half_width"] <= 0.02 and p["runs"] >= MIN_RUNS
+    assert "reach +-2% on every row's speed-up" in p["reason"] and p["detectable"] > 0.02
+    c = p["components"]
+    for n in (10, 20, 40):  # no split of the grid that reaches the target is cheaper
+        r = runs_for_half_width(math.sqrt(2 * (c["between_var"] + c["per_step_var"] / n)), 0.02)
+        assert r is None or r * (17 + 1.3 * n) >= p["runs"] * (17 + 1.3 * p["steps"]) - 1e-9
+    tight = plan(pilot, 5, 0.02, budget_s=p["seconds"] / 4, goal="half_width")
+    assert tight["reached"] == "budget" and tight["seconds"] <= p["seconds"] / 4
+    assert tight["half_width"] > 0.02 and "stopped at compare.budget_s" in tight["reason"]
+    assert "+-2% would take" in tight["reason"]
+    none_left = plan(pilot, 5, 0.02, budget_s=0.0, goal="half_width")
+    assert none_left["runs"] == MIN_RUNS and "affords fewer than" in none_left["reason"]
+    assert none_left["steps"] == pilot.steps  # the steps the user's pilot ran, not the grid's least
+    assert (
+        plan(_pilot(0.01**2, 0.03**2 * 100, steps=100), 5, 0.02, 0.0, goal="half_width")["steps"]
+        == 100
+    )
+
+
+def test_repeats_auto_is_a_value_the_sweep_accepts_and_its_pilot_has_three_rounds():
+    check_repeats("auto", [])
+    assert repeat_arguments("auto", ["optim=none,bf16"])[0] == f"repeat=range(0,{PILOT_ROUNDS})"
+    with pytest.raises(ConfigError, match="repeats=auto"):
+        check_repeats("often", [])
+
+
+def test_a_misspelt_repeats_is_refused_by_the_schema_in_one_line():
+    from dataclasses import dataclass, field, fields
+    from typing import Union
+
+    from omegaconf import OmegaConf
+
+    from base.schema import Compare, Config
+    from job.config import check_schema
+
+    meta = next(f for f in fields(Config) if f.name == "repeats").metadata
+    assert meta["ge"] == 1 and meta["also"] == ("auto",)
+    assert {"target", "budget_s"} <= {f.name for f in fields(Compare)}
+
+    @dataclass
+    class Only:  # the same field alone: the full config's own checks are test_config's
+        repeats: Union[int, str] = field(default=1, metadata=meta)
+
+    def typed(value):
+        return OmegaConf.merge(OmegaConf.structured(Only), {"repeats": value})
+
+    with pytest.raises(ConfigError, match=r"repeats='often': must be a number >= 1 or auto\.$"):
+        check_schema(typed("often"))
+    check_schema(typed("auto"))
+    with pytest.raises(ConfigError, match="must be >= 1"):
+        check_schema(typed(0))
+
+
+def test_the_sweep_table_leaves_the_pilots_runs_out(tmp_path):
+    """A record under <sweep>/pilot/ chose the design; the sweep's rows are the planned runs alone."""
+    from pathlib import Path
+
+    from tables.sweep import sweep_entries
+
+    src = sorted(
+        Path(__file__).resolve().parents[1].glob("results/runs/ddp_knobs_vgg11/*/run_record.json")
+    )
+    assert len(src) >= 2
+    for n, path in enumerate(src[:2]):
+        for where in (tmp_path / str(n), tmp_path / "pilot" / str(n)):
+            where.mkdir(parents=True)
+            rec = json.loads(path.read_text())
+            rec["job"]["num"] = n
+            (where / "run_record.json").write_text(json.dumps(rec))
+    entries = sweep_entries(tmp_path)
+    assert len(entries) == 2 and all("pilot" not in e.output_dir for e in entries)
+    assert len(sweep_entries(tmp_path / "pilot")) == 2
+
+
+@pytest.mark.subprocess
+def test_repeats_auto_with_one_configuration_is_refused_in_one_line(tmp_path):
+    from tests.conftest import run_train
+
+    proc = run_train(
+        ["model=vgg11_tiny", "scale=smoke", "logger=none", "repeats=auto"], tmp_path, multirun=True
+    )
+    assert proc.returncode == 2 and not proc.out_dir.exists()
+    err = proc.stderr.strip()
+    assert (
+        err.startswith("error: repeats=auto") and "\n" not in err and "[sweep]" not in proc.stdout
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_a_short_repeats_auto_sweep_pilots_plans_and_judges_the_planned_rounds_alone(tmp_path):
+    """compare.budget_s=1: the pilot spends the budget, so the plan is the fewest rounds that give an interval
+    (3 x 10 steps), and the table and plan.json say the budget decided it (about 5 min on the 2-core VM)."""
+    from tests.conftest import run_train
+
+    proc = run_train(
+        ["model=vgg11_tiny", "scale=smoke", "logger=none", "optim=none,bf16", "repeats=auto"]
+        + ["compare.budget_s=1"],
+        tmp_path,
+        multirun=True,
+        timeout=1200,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.out_dir
+    pilot = sorted((out / "pilot").glob("*/run_record.json"))
+    planned = sorted(out.glob("*/run_record.json"))
+    assert len(pilot) == 6 and len(planned) == 6
+    p = json.loads((out / "plan.json").read_text())
+    assert p["reached"] == "budget" and (p["runs"], p["steps"]) == (3, 10)
+    assert "leaves" in p["reason"] and "past the budget" in p["reason"]
+    for path in planned:
+        rec = json.loads(path.read_text())
+        assert rec["config"]["steps"] == 10 and rec["config"]["measure"]["policy"] == "fixed"
+    assert json.loads((out / "sweep_order.json").read_text())["repeats"] == 3
+    lines = proc.stdout.splitlines()
+    assert sum(line.startswith("[sweep] pilot job ") for line in lines) == 6
+    assert sum(line.startswith("[sweep] planned job ") for line in lines) == 6
+    md = (out / "sweep_table.md").read_text()
+    assert "repeats=auto: a pilot of 3 rounds x 10 steps" in md and "pilot included" in md
+    rows = [line for line in md.splitlines() if line.startswith("| ") and "| ok" in line]
+    assert len(rows) == 2 and all("|    3 |" in row for row in rows), rows
