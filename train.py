@@ -1,17 +1,16 @@
 """Measure where a data-parallel training step's time goes.
 
-    python train.py                                   # VGG11, 2 ranks (CPU) or every GPU, per-phase table
-    python train.py -m optim=bf16,powersgd bucket=25,100,2000
-    python train.py task=collectives                  # nccl-tests style microbenchmark
-    python train.py --help
+    python train.py                                   # VGG11, 2 ranks (CPU) or every GPU, per-phase
+    table python train.py -m optim=bf16,powersgd bucket=25,100,2000 python train.py task=collectives
+    # nccl-tests style microbenchmark python train.py --help
 
-Config: conf/ on base/schema.py (see README). Each job's body is job.run.run_job, which returns a JobResult. This is
-the one place the process ends: with a single run's exit code (0 ok, 1 a rank failed, 2 bad input, 128 + a signal),
-or what a sweep's table callback says. What Hydra itself refuses while composing (an unknown option, a misspelt key,
-a wrong type: said from the error's own facts, job/config.py), and a disk that will not take Hydra's own files of the
-job (full, read-only), are printed here as one line naming the fix, exit code 2; set HYDRA_FULL_ERROR=1 for Hydra's
-own report.
-"""
+Config: conf/ on base/schema.py (see README). Each job's body is job.run.run_job, which returns a
+JobResult. This is the one place the process ends: with a single run's exit code (0 ok, 1 a rank
+failed, 2 bad input, 128 + a signal), or what a sweep's table callback says. What Hydra itself
+refuses while composing (an unknown option, a misspelt key, a wrong type: said from the error's own
+facts, job/config.py), and a disk that will not take Hydra's own files of the job (full, read-only),
+are printed here as one line naming the fix, exit code 2; set HYDRA_FULL_ERROR=1 for Hydra's own
+report."""
 
 import os
 import sys
@@ -48,8 +47,9 @@ def app(cfg: DictConfig) -> JobResult:
 
 
 def main() -> int:
-    """The exit code of `python train.py ...`; never raises SystemExit (Hydra's --help, a callback's refusal and the
-    sweep table's verdict come back as their code). Only an exception nobody foresaw escapes, with its traceback."""
+    """The exit code of `python train.py ...`; never raises SystemExit (Hydra's --help, a callback's
+    refusal and the sweep table's verdict come back as their code). Only an exception nobody foresaw
+    escapes, with its traceback."""
     overrides = [a for a in sys.argv[1:] if not a.startswith("-")]
     asked = os.environ.get("HYDRA_FULL_ERROR")
     os.environ["HYDRA_FULL_ERROR"] = (

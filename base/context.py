@@ -1,4 +1,5 @@
-"""What every task receives inside a rank, whoever started the rank (elastic launcher, torchrun, Slurm)."""
+"""What every task receives inside a rank, whoever started the rank (elastic launcher, torchrun,
+Slurm)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ class RankContext:
     backend: str  # the process group's backend: "nccl" | "gloo"
     output_dir: Path  # the job's directory, shared by all ranks
     hostname: str
-    store: Any = None  # the rank side's own part of the rendezvous store (per-rank figures without a collective)
+    # the rank side's own part of the rendezvous store (per-rank figures without a collective)
+    store: Any = None
     progress: dict = field(
         default_factory=dict
     )  # how far the task got (e.g. warmup_steps_done): what an
@@ -31,7 +33,8 @@ class RankContext:
     choose: Any = (
         None  # rank 0: result -> (change, rule) of its diagnosis's top finding, or None (set by
     )
-    # launchers.rank: a task may not import the diagnosis; diagnose.verify measures that fix in the job)
+    # launchers.rank: a task may not import the diagnosis; diagnose.verify measures that fix in the
+    # job)
 
     @property
     def torch_device(self) -> torch.device:
@@ -43,5 +46,6 @@ class RankContext:
         return self.rank == 0
 
     def rank_file(self, stem: str, suffix: str) -> Path:
-        """Per-rank files carry the rank in their name, so ranks sharing a directory never collide."""
+        """Per-rank files carry the rank in their name, so ranks sharing a directory never
+        collide."""
         return self.output_dir / f"{stem}.rank{self.rank}{suffix}"

@@ -1,13 +1,16 @@
-"""SIGINT and SIGTERM as one exception, so an interrupted run still ends through job.finalise with a record.
+"""SIGINT and SIGTERM as one exception, so an interrupted run still ends through job.finalise with a
+record.
 
-SIGTERM is what `timeout`, `kill`, container stops and Slurm's time limit send; SIGINT is Ctrl-C, which the terminal
-sends to the whole foreground process group, so the ranks get it as well as the process the user started. Both raise
-`Interrupted`, a BaseException like KeyboardInterrupt, so no `except Exception` in between swallows it.
+SIGTERM is what `timeout`, `kill`, container stops and Slurm's time limit send; SIGINT is Ctrl-C,
+which the terminal sends to the whole foreground process group, so the ranks get it as well as the
+process the user started. Both raise
+`Interrupted`, a BaseException like KeyboardInterrupt, so no `except Exception` in between swallows
+it.
 
-Only the first signal raises. Later ones (the elastic agent forwards the signal to ranks that already got it; an
-impatient second Ctrl-C) are noted and ignored, so the cleanup the first one started (rank 0 handing in what it
-measured, the record being written) is not cut short. Every stage that could wait has its own bound instead: the
-agent's shutdown timeout, W&B's deadline."""
+Only the first signal raises. Later ones (the elastic agent forwards the signal to ranks that
+already got it; an impatient second Ctrl-C) are noted and ignored, so the cleanup the first one
+started (rank 0 handing in what it measured, the record being written) is not cut short. Every stage
+that could wait has its own bound instead: the agent's shutdown timeout, W&B's deadline."""
 
 from __future__ import annotations
 
@@ -23,7 +26,8 @@ _first: int | None = (
 
 
 class Interrupted(BaseException):
-    """outcome: rank 0's Outcome (what it measured before it stopped), when the ranks got that far."""
+    """outcome: rank 0's Outcome (what it measured before it stopped), when the ranks got that
+    far."""
 
     def __init__(self, signum: int, outcome=None):
         self.signum = int(signum)
@@ -36,7 +40,8 @@ class Interrupted(BaseException):
 
     @property
     def exit_code(self) -> int:
-        """The shell's convention for a process ended by a signal: 130 for SIGINT, 143 for SIGTERM."""
+        """The shell's convention for a process ended by a signal: 130 for SIGINT, 143 for
+        SIGTERM."""
         return 128 + self.signum
 
 
@@ -62,15 +67,16 @@ def _note(signum, frame) -> None:
 
 
 def _ours_to_take(handler) -> bool:
-    """Python's defaults and our own. Another handler was put there on purpose: submitit's Slurm tasks ignore SIGTERM
-    (preemption sends it first; the submitting host records a job Slurm ended), and a caller's own stays in charge."""
+    """Python's defaults and our own. Another handler was put there on purpose: submitit's Slurm
+    tasks ignore SIGTERM (preemption sends it first; the submitting host records a job Slurm ended),
+    and a caller's own stays in charge."""
     return handler in (signal.SIG_DFL, signal.default_int_handler, _raise_first, _note, None)
 
 
 @contextmanager
 def signals_raise():
-    """Within this block the first SIGINT or SIGTERM raises Interrupted (main thread only, where Python runs signal
-    handlers); the previous handlers come back after it."""
+    """Within this block the first SIGINT or SIGTERM raises Interrupted (main thread only, where
+    Python runs signal handlers); the previous handlers come back after it."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -87,8 +93,8 @@ def signals_raise():
 
 @contextmanager
 def restored_handlers():
-    """Put back this process's SIGINT/SIGTERM handlers after a block that installs its own (torch's elastic agent
-    leaves its handler in place after the launch)."""
+    """Put back this process's SIGINT/SIGTERM handlers after a block that installs its own (torch's
+    elastic agent leaves its handler in place after the launch)."""
     previous = {s: signal.getsignal(s) for s in SIGNALS}
     try:
         yield
@@ -99,8 +105,9 @@ def restored_handlers():
 
 
 def note_signals() -> None:
-    """From here on, SIGINT/SIGTERM outside a signals_raise() block are noted, not raised: between the jobs of a sweep,
-    which then stops at the next job boundary, with its table (results.callbacks.SweepTable)."""
+    """From here on, SIGINT/SIGTERM outside a signals_raise() block are noted, not raised: between
+    the jobs of a sweep, which then stops at the next job boundary, with its table
+    (results.callbacks.SweepTable)."""
     if threading.current_thread() is threading.main_thread():
         for s in SIGNALS:
             if _ours_to_take(signal.getsignal(s)):

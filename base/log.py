@@ -1,9 +1,10 @@
-"""What the tool says goes through `logging`, so Hydra's job log (<output dir>/train.log) holds what the console
-showed, and lines from a rank carry its rank there.
+"""What the tool says goes through `logging`, so Hydra's job log (<output dir>/train.log) holds what
+the console showed, and lines from a rank carry its rank there.
 
-The console looks as it did with print(): the message alone, warnings and errors on stderr, the rest on stdout
-(`Console`, used by conf/hydra/job_logging/ddp_comm.yaml). The job log adds time, rank, logger and level. Outside
-Hydra (tests, `python -m ...`) nobody configures logging; the tool's own logger then prints through `Fallback`."""
+The console looks as it did with print(): the message alone, warnings and errors on stderr, the rest
+on stdout (`Console`, used by conf/hydra/job_logging/ddp_comm.yaml). The job log adds time, rank,
+logger and level. Outside Hydra (tests, `python -m ...`) nobody configures logging; the tool's own
+logger then prints through `Fallback`."""
 
 from __future__ import annotations
 
@@ -17,14 +18,15 @@ from base.errors import ConfigWarning
 
 ROOT = "ddp_comm"
 FILE_FORMAT = "[%(asctime)s]%(rank)s[%(name)s][%(levelname)s] - %(message)s"
-# `extra=` of a line meant for one place only: the full text of a run for the job log, its brief form for the console
+# `extra=` of a line meant for one place only: the full text of a run for the job log, its brief
+# form for the console
 FILE_ONLY = {"to": "file"}
 CONSOLE_ONLY = {"to": "console"}
 
 
 class Console(logging.Handler):
-    """The message alone; WARNING and up to stderr, the rest to stdout. The streams are looked up for each line, so
-    whoever swapped sys.stdout/sys.stderr (pytest, a caller) gets the output."""
+    """The message alone; WARNING and up to stderr, the rest to stdout. The streams are looked up
+    for each line, so whoever swapped sys.stdout/sys.stderr (pytest, a caller) gets the output."""
 
     def emit(self, record: logging.LogRecord) -> None:
         if getattr(record, "to", None) == "file":
@@ -55,7 +57,8 @@ def _prints(handler: logging.Handler) -> bool:
 
 
 class Fallback(Console):
-    """On the tool's logger: prints only while no handler of the root logger prints to the console (no Hydra job)."""
+    """On the tool's logger: prints only while no handler of the root logger prints to the console
+    (no Hydra job)."""
 
     def emit(self, record: logging.LogRecord) -> None:
         if not any(_prints(h) for h in logging.getLogger().handlers):
@@ -78,8 +81,9 @@ _formatwarning = warnings.formatwarning
 
 
 def _one_line(message, category, filename, lineno, line=None) -> str:
-    """A ConfigWarning is one line for the user (`warning: ...`), not Python's file:line and source; the rest as
-    Python prints them. Installed for the whole process: warnings.warn and logging.captureWarnings both format here."""
+    """A ConfigWarning is one line for the user (`warning: ...`), not Python's file:line and source;
+    the rest as Python prints them. Installed for the whole process: warnings.warn and
+    logging.captureWarnings both format here."""
     if isinstance(category, type) and issubclass(category, ConfigWarning):
         return f"warning: {message}\n"
     return _formatwarning(message, category, filename, lineno, line)
@@ -89,8 +93,9 @@ warnings.formatwarning = _one_line
 
 
 class JobLog(logging.FileHandler):
-    """The job log file. A disk that fills (or goes read-only) during the run costs the log, not a traceback per
-    line: the first failed write prints one warning and the file is given up; the console keeps every line."""
+    """The job log file. A disk that fills (or goes read-only) during the run costs the log, not a
+    traceback per line: the first failed write prints one warning and the file is given up; the
+    console keeps every line."""
 
     def emit(self, record: logging.LogRecord) -> None:
         if getattr(record, "to", None) != "console":
@@ -107,7 +112,8 @@ class JobLog(logging.FileHandler):
             except OSError:
                 pass
             sys.stderr.write(
-                f"warning: cannot write the job log {self.baseFilename} ({error.strerror or error}); "
+                f"warning: cannot write the job log {self.baseFilename} "
+                f"({error.strerror or error}); "
                 f"the console has every line\n"
             )
         self.emit = lambda record: None  # given up: no more attempts, no more warnings
@@ -129,9 +135,10 @@ def get(name: str) -> logging.Logger:
 
 
 def for_rank(job: dict) -> bool:
-    """In a rank the local launcher spawned (no Hydra there): warnings on the console as before, and everything in
-    the job's log file, which the parent has open too (appends from several processes interleave line by line).
-    False when Hydra configured this process already (torchrun, a Slurm task: its job log is there)."""
+    """In a rank the local launcher spawned (no Hydra there): warnings on the console as before, and
+    everything in the job's log file, which the parent has open too (appends from several processes
+    interleave line by line). False when Hydra configured this process already (torchrun, a Slurm
+    task: its job log is there)."""
     root = logging.getLogger()
     if root.handlers:
         return False

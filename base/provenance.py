@@ -1,11 +1,15 @@
 """What the user typed, kept apart from what it resolved to, wherever the tool writes text.
 
-A value passed through `${oc.env:NAME}` may be a secret (a token, a password, a private path): the ranks need the
-value, but the record, the job log, the printed `next:` commands and W&B get the text the user typed. So:
-  - the recorded command and overrides are Hydra's task overrides unresolved (`typed_overrides`), shell-quoted;
-  - the record's `config` is the resolved config except for the keys whose value came from the environment
-    (directly, or through an interpolation of such a key), which keep their `${oc.env:...}` text (`as_typed`), and
-    so do the communication variables the ranks exported from such keys (`as_typed_vars`).
+A value passed through `${oc.env:NAME}` may be a secret (a token, a password, a private path): the
+ranks need the value, but the record, the job log, the printed `next:` commands and W&B get the text
+the user typed. So:
+  - the recorded command and overrides are Hydra's task overrides unresolved (`typed_overrides`),
+    shell-quoted;
+  - the record's `config` is the resolved config except for the keys whose value came from the
+    environment
+    (directly, or through an interpolation of such a key), which keep their `${oc.env:...}` text
+    (`as_typed`), and so do the communication variables the ranks exported from such keys
+    (`as_typed_vars`).
 Replaying the command with the same environment gives the same run."""
 
 from __future__ import annotations
@@ -24,20 +28,23 @@ NODE_REFERENCE = re.compile(
 
 
 def typed_overrides(node: Any) -> list[str]:
-    """Hydra's override list (hydra.overrides.task) as the user typed it: reading its items would resolve them."""
+    """Hydra's override list (hydra.overrides.task) as the user typed it: reading its items would
+    resolve them."""
     if isinstance(node, (DictConfig, ListConfig)):
         return [str(o) for o in OmegaConf.to_container(node, resolve=False)]
     return [str(o) for o in node or []]
 
 
 def command(overrides: list[str], script: str = "train.py", multirun: bool = False) -> str:
-    """`python train.py <overrides>`, each word shell-quoted: pasted into a shell it runs that, nothing else."""
+    """`python train.py <overrides>`, each word shell-quoted: pasted into a shell it runs that,
+    nothing else."""
     return shlex.join(["python", script, *(["-m"] if multirun else []), *overrides])
 
 
 def from_environment(cfg: DictConfig) -> dict[str, str]:
-    """{dotted key: typed text} of every leaf whose value comes from the environment: `${oc.env:...}` in its text, or
-    a reference to a key that does (followed through any number of references)."""
+    """{dotted key: typed text} of every leaf whose value comes from the environment:
+    `${oc.env:...}` in its text, or a reference to a key that does (followed through any number of
+    references)."""
     typed = OmegaConf.to_container(cfg, resolve=False)
     leaves: dict[str, str] = {}
 
@@ -72,7 +79,8 @@ def from_environment(cfg: DictConfig) -> dict[str, str]:
 
 
 def as_typed(plain: dict | None, typed: dict[str, str]) -> dict | None:
-    """A copy of the resolved config `plain` with each key of `typed` ({dotted key: text}) set back to its text."""
+    """A copy of the resolved config `plain` with each key of `typed` ({dotted key: text}) set back
+    to its text."""
     if plain is None or not typed:
         return plain
     shown = copy.deepcopy(plain)
@@ -104,8 +112,8 @@ COMM_PREFIXES = {
 
 
 def as_typed_vars(variables: dict | None, typed: dict[str, str]) -> dict | None:
-    """The record's communication variables (env.vars) with those set from a typed key (nccl.X, gloo.X) shown as the
-    text typed: the ranks exported the value."""
+    """The record's communication variables (env.vars) with those set from a typed key (nccl.X,
+    gloo.X) shown as the text typed: the ranks exported the value."""
     if not variables or not typed:
         return variables
     shown = dict(variables)

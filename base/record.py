@@ -1,12 +1,12 @@
 """The run record: one JSON per run, the only thing tables, plots, the report and W&B read.
 
-There is one way to make a record (the `Record` constructors below), one way to write it (`Record.write`, atomic,
-called only from job.finalise) and one way to read it (`Record.read`). The schema is the code: `Record` here and the
-blocks and per-task results in base/record_types.py; docs/record.md is generated from them. A record read and
-written again is the same JSON (base/typed.py). Readers read this schema version only, with no fallbacks for old ones:
-an older record is refused with the command that brings it up to date once (`python -m base.upgrade <dir>`, which
-also says what each version changed).
-"""
+There is one way to make a record (the `Record` constructors below), one way to write it
+(`Record.write`, atomic, called only from job.finalise) and one way to read it (`Record.read`). The
+schema is the code: `Record` here and the blocks and per-task results in base/record_types.py;
+docs/record.md is generated from them. A record read and written again is the same JSON
+(base/typed.py). Readers read this schema version only, with no fallbacks for old ones: an older
+record is refused with the command that brings it up to date once (`python -m base.upgrade <dir>`,
+which also says what each version changed)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,8 @@ __all__ = [
 SCHEMA_VERSION = 3
 RECORD_NAME = "run_record.json"
 JOB_KEYS = ("name", "num", "output_dir", "sweep_dir", "sweep_id", "slurm_job_id", "log")
-SWEEP_ID_ENV = "DDP_COMM_SWEEP_ID"  # set by the sweep table's callback before any job: the job.sweep_id of its records
+# set by the sweep table's callback before any job: the job.sweep_id of its records
+SWEEP_ID_ENV = "DDP_COMM_SWEEP_ID"
 
 
 def now() -> str:
@@ -61,7 +62,8 @@ class Record(Block):
     command: str | None = field(
         default=None,
         metadata={
-            "doc": "`python train.py <overrides>`, shell-quoted, as typed: `${oc.env:...}` stays text"
+            "doc": "`python train.py <overrides>`, shell-quoted, as typed: `${oc.env:...}` stays "
+            "text"
         },
     )
     overrides: list[str] = field(
@@ -71,18 +73,21 @@ class Record(Block):
     config: dict[str, Any] | None = field(
         default=None,
         metadata={
-            "doc": "the resolved config every rank ran with; keys whose value came from the environment keep the text "
+            "doc": "the resolved config every rank ran with; keys whose value came from the "
+            "environment keep the text "
             "typed (base/provenance.py)"
         },
     )
     env: Env = field(default_factory=Env)
     started: str | None = field(default=None, metadata={"doc": "ISO-8601 UTC"})
     finished: str | None = field(default=None, metadata={"doc": "ISO-8601 UTC"})
-    # Typed by task (base.record_types.RESULT_TYPES); annotated Any so the generic reader leaves it to from_dict below.
+    # Typed by task (base.record_types.RESULT_TYPES); annotated Any so the generic reader leaves it
+    # to from_dict below.
     result: Any = field(
         default=None,
         metadata={
-            "doc": "the task's result (TaskResult: one of the sections below); null when the run failed before "
+            "doc": "the task's result (TaskResult: one of the sections below); null when the run "
+            "failed before "
             "producing any; a failed run keeps what was measured"
         },
     )
@@ -95,14 +100,15 @@ class Record(Block):
     peer_error: str | None = field(
         default=None,
         metadata={
-            "doc": "a first error that only said a peer rank died, replaced by the root cause (amend_failure)"
+            "doc": "a first error that only said a peer rank died, replaced by the root cause "
+            "(amend_failure)"
         },
     )
     schema_version: int = field(
         default=SCHEMA_VERSION, metadata={"doc": "readers refuse versions they do not know"}
     )
 
-    # ------------------------------------------------------------------------------------ constructors
+    # --------------------------------------------------------------------------------- constructors
 
     @classmethod
     def _base(cls, status: str, config: dict | None, job: dict, **fields) -> "Record":
@@ -143,8 +149,8 @@ class Record(Block):
         result: dict | TaskResult | None = None,
         status: str = "failed",
     ) -> "Record":
-        """A run that ended without a full result. `result` keeps what was measured (e.g. a failed correctness
-        check's figures, or the steps measured before an interrupt)."""
+        """A run that ended without a full result. `result` keeps what was measured (e.g. a failed
+        correctness check's figures, or the steps measured before an interrupt)."""
         return cls._base(
             status,
             config,
@@ -161,8 +167,9 @@ class Record(Block):
         return setting(self.config, dotted, default)
 
     def amend_failure(self, error: str, log: str | None = None) -> bool:
-        """Replace an error that only says a peer died with the failing rank's own (the root cause found later,
-        e.g. by the Slurm submitter from the other tasks' results). True when the record changed."""
+        """Replace an error that only says a peer died with the failing rank's own (the root cause
+        found later, e.g. by the Slurm submitter from the other tasks' results). True when the
+        record changed."""
         if (
             self.status == "ok"
             or (self.error and not is_peer_failure(self.error))
@@ -186,14 +193,16 @@ class Record(Block):
 
     @classmethod
     def from_dict(cls, d: Any, where: str | None = None) -> "Record":
-        """The typed record of a JSON object; RecordError (one line naming the field) for a wrong type."""
+        """The typed record of a JSON object; RecordError (one line naming the field) for a wrong
+        type."""
         record = super().from_dict(d, where or "record")
         record.result = result_from_dict(record.task, record.result)
         return record
 
     @classmethod
     def read(cls, path: str | Path) -> "Record":
-        """The record at path (a file or a run directory); RecordError naming file and field if unreadable."""
+        """The record at path (a file or a run directory); RecordError naming file and field if
+        unreadable."""
         path = record_path(path)
         try:
             with open(path) as f:
@@ -204,12 +213,14 @@ class Record(Block):
         if isinstance(version, int) and 0 < version < SCHEMA_VERSION:
             raise RecordError(
                 f"{path}: run record schema_version {version}, this tool reads {SCHEMA_VERSION}: "
-                f"`python -m base.upgrade {shlex.quote(str(path.parent))}` brings it up to date (once)"
+                f"`python -m base.upgrade {shlex.quote(str(path.parent))}` brings it up to date "
+                "(once)"
             )
         if version != SCHEMA_VERSION:
             raise RecordError(
                 f"{path}: run record schema_version {version!r}, this tool reads {SCHEMA_VERSION}. "
-                "Re-run the job with this version of the tool, or read it with the version that wrote it."
+                "Re-run the job with this version of the tool, or read it with the version that "
+                "wrote it."
             )
         try:
             return cls.from_dict(d)
@@ -217,8 +228,9 @@ class Record(Block):
             raise RecordError(f"{path}: {e}") from None
 
     def write(self, directory: str | Path) -> Path:
-        """Atomic: a temp file beside the target, fsync, rename; readable by the group like any file the user
-        makes (the umask decides), so teammates on shared storage can read it. A crash leaves the old file or none."""
+        """Atomic: a temp file beside the target, fsync, rename; readable by the group like any file
+        the user makes (the umask decides), so teammates on shared storage can read it. A crash
+        leaves the old file or none."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / RECORD_NAME
@@ -239,8 +251,10 @@ class Record(Block):
 
 
 def setting(config: dict | None, dotted: str, default: Any = None) -> Any:
-    """A value of a config by dotted path ("model.name"): a record's resolved config (a dict) or a live DictConfig;
-    `default` where any level is missing or null. The config stays what Hydra resolved; this is its one reader."""
+    """A value of a config by dotted path ("model.name"): a record's resolved config (a dict) or a
+    live DictConfig;
+    `default` where any level is missing or null. The config stays what Hydra resolved; this is its
+    one reader."""
     node: Any = config
     for key in dotted.split("."):
         if not isinstance(node, Mapping) or node.get(key) is None:
@@ -261,9 +275,9 @@ def _sub(block: Any, *path: str) -> Any:
     return block
 
 
-# task=train's headline: the sweep table's columns, in the order the DDP-knobs issue lists them, each read from the
-# structured field it falls back to when result.headline lacks the label. The training task builds its headline
-# with train_headline(), so both always agree.
+# task=train's headline: the sweep table's columns, in the order the DDP-knobs issue lists them,
+# each read from the structured field it falls back to when result.headline lacks the label. The
+# training task builds its headline with train_headline(), so both always agree.
 TRAIN_COLUMNS: list[tuple[str, Callable[[TrainResult], Any]]] = [
     ("steps/s", lambda r: _sub(r.throughput, "steps_per_s")),
     ("samples/s", lambda r: _sub(r.throughput, "samples_per_s")),
@@ -276,7 +290,8 @@ TRAIN_COLUMNS: list[tuple[str, Callable[[TrainResult], Any]]] = [
 
 
 def train_headline(result: TrainResult | dict) -> dict[str, Any]:
-    """The headline of a task=train result, from its structured fields (the labels the sweep table uses)."""
+    """The headline of a task=train result, from its structured fields (the labels the sweep table
+    uses)."""
     if isinstance(result, dict):
         result = typed_block(TrainResult, result, "result")
     return {label: get(result) for label, get in TRAIN_COLUMNS if label != "speed-up"}
@@ -303,7 +318,8 @@ def record_path(path: str | Path) -> Path:
 
 
 def read_record(path: str | Path) -> dict[str, Any]:
-    """The record at path as the JSON dict it is on disk, checked against the types (for readers not yet on Record)."""
+    """The record at path as the JSON dict it is on disk, checked against the types (for readers not
+    yet on Record)."""
     return Record.read(path).to_dict()
 
 
@@ -325,12 +341,13 @@ def find_records(*roots: str | Path) -> list[Path]:
 
 
 def typed_block(cls: type[Block], value: Any, where: str) -> Any:
-    """A block of a record from the dict a writer made (a task's result, the diagnosis): JSON-normalised (numpy
-    scalars become numbers) and checked against cls. A writer's slip is warned about and the block kept as written
-    (the values that do not match their fields under `unchecked`, the rest typed), never lost, and the record read
-    back; tests keep the writers matching their types. A block a writer built goes the same way, through its JSON
-    (its numpy scalars, and any dict it holds where a block belongs), so what the record keeps is what it reads back.
-    None passes through."""
+    """A block of a record from the dict a writer made (a task's result, the diagnosis):
+    JSON-normalised (numpy scalars become numbers) and checked against cls. A writer's slip is
+    warned about and the block kept as written (the values that do not match their fields under
+    `unchecked`, the rest typed), never lost, and the record read back; tests keep the writers
+    matching their types. A block a writer built goes the same way, through its JSON (its numpy
+    scalars, and any dict it holds where a block belongs), so what the record keeps is what it reads
+    back. None passes through."""
     if value is None:
         return value
     value = json.loads(
@@ -361,7 +378,8 @@ SCHEMA_END = "<!-- end of the generated schema -->"
 
 
 def schema_doc() -> str:
-    """The record's schema as Markdown (docs/record.md holds it between SCHEMA_BEGIN and SCHEMA_END)."""
+    """The record's schema as Markdown (docs/record.md holds it between SCHEMA_BEGIN and
+    SCHEMA_END)."""
     from base.record_types import schema_markdown
 
     return f"{SCHEMA_BEGIN}\n\n{schema_markdown(Record)}\n{SCHEMA_END}"

@@ -1,10 +1,10 @@
 """The run record's schema, as code: the blocks of `base.record.Record` and each task's result.
 
-Seconds and bytes unless a name says otherwise (`_us`, `_GBps`, `_mb`). A field that a run may not have (a knob that
-was off, a probe that did not run, a failed run's partial result) is `None`; readers test `is None`, never fall back
-to `{}`. docs/record.md is generated from these classes (`python -m base.record_types > docs/record.md`).
-Maps keyed by data (phase names, rank numbers, headline labels, config overrides) stay dicts.
-"""
+Seconds and bytes unless a name says otherwise (`_us`, `_GBps`, `_mb`). A field that a run may not
+have (a knob that was off, a probe that did not run, a failed run's partial result) is `None`;
+readers test `is None`, never fall back to `{}`. docs/record.md is generated from these classes
+(`python -m base.record_types > docs/record.md`). Maps keyed by data (phase names, rank numbers,
+headline labels, config overrides) stay dicts."""
 
 from __future__ import annotations
 
@@ -21,12 +21,13 @@ def doc(text: str, **kw) -> Any:
     return field(metadata={"doc": text}, **kw)
 
 
-# ---------------------------------------------------------------------------------------------------- shared blocks
+# ------------------------------------------------------------------------------------ shared blocks
 
 
 @dataclass
 class Summary(Block):
-    """stats.summary.describe: a sample's median with its 95% interval and the usual order statistics."""
+    """stats.summary.describe: a sample's median with its 95% interval and the usual order
+    statistics."""
 
     n: int | None = None
     median: float | None = None
@@ -114,7 +115,7 @@ class Bandwidth(Block):
     busbw_GBps: float | None = None
 
 
-# ---------------------------------------------------------------------------------------------------- job and env
+# -------------------------------------------------------------------------------------- job and env
 
 
 @dataclass
@@ -200,7 +201,7 @@ class Env(Block):
     )
 
 
-# ---------------------------------------------------------------------------------------------------- diagnosis block
+# ---------------------------------------------------------------------------------- diagnosis block
 
 
 @dataclass
@@ -324,7 +325,8 @@ class InsideNoise(Block):
 
 @dataclass
 class Evidence(Block):
-    """A number a finding rests on, from the record, with its interval or the words saying why there is none."""
+    """A number a finding rests on, from the record, with its interval or the words saying why there
+    is none."""
 
     name: str
     value: float | None
@@ -337,12 +339,13 @@ class Evidence(Block):
 
 @dataclass
 class Saving(Block):
-    """What a finding's fix saves. fraction: of `of` (the step the throughput implies, or the time per sample); lo/hi:
-    a 95% interval (basis "interval": measured, or the what-if model's) or the range the arithmetic allows (basis
-    "range"). None fraction: the record cannot say; `how` then says what would measure it. source: "model" (whatif),
-    "rule" (a rule of thumb) or "measured"; rule: the rule of thumb's own estimate where the model replaced it (the
-    checked-estimates table sets both beside what a sweep measured). capped: why it is smaller than its own arithmetic
-    (part of its time is counted in a higher-ranked finding)."""
+    """What a finding's fix saves. fraction: of `of` (the step the throughput implies, or the time
+    per sample); lo/hi: a 95% interval (basis "interval": measured, or the what-if model's) or the
+    range the arithmetic allows (basis "range"). None fraction: the record cannot say; `how` then
+    says what would measure it. source: "model" (whatif), "rule" (a rule of thumb) or "measured";
+    rule: the rule of thumb's own estimate where the model replaced it (the checked-estimates table
+    sets both beside what a sweep measured). capped: why it is smaller than its own arithmetic (part
+    of its time is counted in a higher-ranked finding)."""
 
     fraction: float | None
     seconds: float | None = None
@@ -355,14 +358,16 @@ class Saving(Block):
     rule: dict[str, Any] | None = None
     capped: str = ""
     predicted: dict[str, Any] | None = doc(
-        "source measured (diagnose.verify): the estimate the measurement replaced (fraction, lo, hi, "
+        "source measured (diagnose.verify): the estimate the measurement replaced (fraction, lo, "
+        "hi, "
         "source)",
         default=None,
     )
 
     @property
     def ranked(self) -> float | None:
-        """What ranks the finding: the estimate, or for a rule's bound (fraction None, printed "at most", issue
+        """What ranks the finding: the estimate, or for a rule's bound (fraction None, printed "at
+        most", issue
         38) the rule's own figure, so that printing a best case as a bound changes no ranking."""
         if self.fraction is not None:
             return self.fraction
@@ -372,8 +377,8 @@ class Saving(Block):
 
     @property
     def strength(self) -> int:
-        """2: an interval (measured or modelled); 1: a point, an arithmetic range or a rule's bound; 0: not
-        estimated."""
+        """2: an interval (measured or modelled); 1: a point, an arithmetic range or a rule's bound;
+        0: not estimated."""
         if self.ranked is None:
             return 0
         if self.fraction is None:
@@ -383,8 +388,8 @@ class Saving(Block):
 
 @dataclass
 class Folded(Block):
-    """A finding another one explains (its time is the other's): kept with what it estimated, for the sweep's
-    checked-estimates table."""
+    """A finding another one explains (its time is the other's): kept with what it estimated, for
+    the sweep's checked-estimates table."""
 
     rule: str
     title: str
@@ -397,7 +402,8 @@ class Folded(Block):
 
 @dataclass
 class Finding(Block):
-    """One cause the diagnosis names (diagnosis/rules.py makes them, diagnosis.finding prints and ranks them)."""
+    """One cause the diagnosis names (diagnosis/rules.py makes them, diagnosis.finding prints and
+    ranks them)."""
 
     rule: str = doc('e.g. "exposed_comm.sync_path"')
     title: str = doc("one line")
@@ -437,12 +443,14 @@ class Finding(Block):
 
     @property
     def effect(self) -> float:
-        """The size findings are ranked by: the saving of the fix, else the share of the step it concerns."""
+        """The size findings are ranked by: the saving of the fix, else the share of the step it
+        concerns."""
         return self.saving.ranked if self.saving and self.saving.ranked is not None else self.impact
 
     @property
     def material(self) -> float:
-        """The size the noise floor is compared with: the effect, and no more than the cause itself costs."""
+        """The size the noise floor is compared with: the effect, and no more than the cause itself
+        costs."""
         return self.effect if self.cause is None else min(self.effect, self.cause)
 
     @property
@@ -452,8 +460,8 @@ class Finding(Block):
 
 @dataclass
 class DiagnosisBlock(Block):
-    """The diagnosis made when the record was written (diagnosis.run): the noise (first, where it hides a finding),
-    then the findings ranked by the saving of their fix."""
+    """The diagnosis made when the record was written (diagnosis.run): the noise (first, where it
+    hides a finding), then the findings ranked by the saving of their fix."""
 
     version: int | None = None
     task: str | None = None
@@ -470,7 +478,7 @@ class DiagnosisBlock(Block):
     )
 
 
-# ---------------------------------------------------------------------------------------------------- results
+# ------------------------------------------------------------------------------------------ results
 
 
 @dataclass
@@ -759,7 +767,8 @@ class Straggler(Block):
 
 @dataclass
 class Fault(Block):
-    """What fault.* injects (tasks/train/faults.py): a delay on one rank, a sleep after every optimizer step."""
+    """What fault.* injects (tasks/train/faults.py): a delay on one rank, a sleep after every
+    optimizer step."""
 
     delay_s: float | None = None
     delay_rank: int | None = None
@@ -771,9 +780,10 @@ class Fault(Block):
 
 @dataclass
 class InJobCheck(Block):
-    """diagnose.verify (tasks/train/verify.py): the top finding's fix, run inside the job after the window in blocks
-    interleaved with the run's own setting (same ranks, same data stream), so its saving is measured, not
-    predicted. The diagnosis prints it in place of the estimate ("measured in this job")."""
+    """diagnose.verify (tasks/train/verify.py): the top finding's fix, run inside the job after the
+    window in blocks interleaved with the run's own setting (same ranks, same data stream), so its
+    saving is measured, not predicted. The diagnosis prints it in place of the estimate ("measured
+    in this job")."""
 
     change: dict[str, Any] | None = doc(
         "the overrides checked (the top finding's recommends); null: nothing checked", default=None
@@ -869,7 +879,8 @@ class HookCosts(Block):
 
 @dataclass
 class GradReady(Block):
-    """When each gradient is ready in backward, and what the comm hooks cost (tasks/train/grad_ready.py)."""
+    """When each gradient is ready in backward, and what the comm hooks cost
+    (tasks/train/grad_ready.py)."""
 
     method: str | None = None
     timing: str | None = None
@@ -948,8 +959,8 @@ class TrainResult(TaskResult):
 
 @dataclass
 class ScriptResult(TrainResult):
-    """task=script: the user's own training script, its measured steps mapped onto task=train's figures
-    (tasks/script/result.py): the same phases, throughput, per-rank work and comm block."""
+    """task=script: the user's own training script, its measured steps mapped onto task=train's
+    figures (tasks/script/result.py): the same phases, throughput, per-rank work and comm block."""
 
     script: dict[str, Any] | None = doc(
         "the script: path, args, how it ended (finished, exited 0, stopped at "
@@ -964,7 +975,8 @@ class ScriptResult(TrainResult):
 
 @dataclass
 class TrainReferenceResult(TaskResult):
-    """task=train_reference: a hand-written DDP loop's throughput, the yardstick for the harness's own cost."""
+    """task=train_reference: a hand-written DDP loop's throughput, the yardstick for the harness's
+    own cost."""
 
     steps: int | None = None
     global_batch: int | None = None
@@ -1122,7 +1134,8 @@ class PairRank(Block):
 
 @dataclass
 class PairGroupsResult(TaskResult):
-    """task=pair_groups: many two-rank process groups all-reducing at once (the gloo pair-groups thread)."""
+    """task=pair_groups: many two-rank process groups all-reducing at once (the gloo pair-groups
+    thread)."""
 
     device: str | None = None
     backend: str | None = None
@@ -1163,7 +1176,8 @@ RESULT_TYPES: dict[str, type[TaskResult]] = {
 
 
 def result_type(task: str | None) -> type[TaskResult]:
-    """The result type of a task; a task this tool does not know reads as TaskResult (its figures in .extra)."""
+    """The result type of a task; a task this tool does not know reads as TaskResult (its figures in
+    .extra)."""
     return RESULT_TYPES.get(task or "", TaskResult)
 
 
@@ -1175,8 +1189,8 @@ def result_from_dict(task: str | None, d: Any, where: str = "result") -> TaskRes
 
 
 def schema_markdown(record_cls: type) -> str:
-    """docs/record.md's schema part: the record's fields, what every result has, and each task's result, generated
-    from these classes."""
+    """docs/record.md's schema part: the record's fields, what every result has, and each task's
+    result, generated from these classes."""
     import dataclasses
 
     seen: set = set()

@@ -1,15 +1,19 @@
-"""The config's schema: the type, the allowed values and the bounds of every key conf/ can hold.
+"""The config's schema: every key conf/ can hold, its type, allowed values and bounds, and for the
+knobs (the top-level keys and their sections) also the default and the doc.
 
-Hydra merges conf/'s YAML onto these dataclasses, so a wrong type or an unknown choice (`steps=1.5`, `sync=allgather`,
-a misspelt key) is refused while the config is composed, before any code of ours runs. The values themselves (the
-defaults) live in the YAML only: a field here says what a key may hold, conf/ says what it holds. Bounds are field
-metadata (`ge`/`gt`), checked once by job.config.check_schema; the checks between keys belong to each task's
-check().
+Hydra merges conf/'s YAML onto these dataclasses, so a wrong type or an unknown choice (`steps=1.5`,
+`sync=allgather`, a misspelt key) is refused while the config is composed, before any code of ours
+runs. A knob is one `knob(default, doc, ge=...)` field and nothing else: conf/config.yaml holds only
+the defaults list, docs/config.md's table and --help's knob list are written from the fields
+(base/config_doc.py). Group options keep their values in YAML, one file per choice; their fields
+here say what a key may hold. Bounds (`ge`/`gt`) are checked once by job.config.check_schema; the
+checks between keys belong to each task's check().
 
-Each group option extends its group's schema in its defaults list (`- /schema/model/vgg@_here_`), the primary config
-extends `config_schema` (Hydra's "structured config as schema" pattern). The launcher group is left untyped: its
-options belong to launchers/slurm, which checks them. Importing this module registers everything in Hydra's
-ConfigStore (Hydra's idiom; job.config imports it, so everything that composes conf/ has it).
+Each group option extends its group's schema in its defaults list (`- /schema/model/vgg@_here_`),
+the primary config extends `config_schema` (Hydra's "structured config as schema" pattern). The
+launcher group is left untyped: its options belong to launchers/slurm, which checks them. Importing
+this module registers everything in Hydra's ConfigStore (Hydra's idiom; job.config imports it, so
+everything that composes conf/ has it).
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ if sys.version_info >= (3, 11):
 else:
 
     class StrEnum(str, Enum):
-        """Python 3.10: a choice that is its name wherever a string is expected (f-strings, ==, JSON)."""
+        """Python 3.10: a choice that is its name wherever a string is expected (f-strings, ==,
+        JSON)."""
 
         def __str__(self) -> str:
             return self.value
@@ -54,11 +59,12 @@ def gt(n: float) -> Any:
     return field(default=MISSING, metadata={"gt": n})
 
 
-def knob(default: Any, doc: str, *, main: bool = False, **bounds: float) -> Any:
+def knob(default: Any, doc: str, *, main: bool = False, hint: str = "", **bounds: float) -> Any:
     """A knob, described once: its default (an interpolation such as `${scale.steps}` where it
     depends on a group's choice), its one-line doc, its bounds (`ge`/`gt`, checked by
-    job.config.check_schema) and whether `--help` lists it (main). conf/config.yaml holds none."""
-    meta = {"doc": doc, "main": main, **bounds}
+    job.config.check_schema), whether `--help` lists it (main) and, for a value typed with a unit,
+    what the number means when a wrong type is refused (hint). conf/config.yaml holds none."""
+    meta = {"doc": doc, "main": main, **({"hint": hint} if hint else {}), **bounds}
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -74,7 +80,7 @@ def group(doc: str) -> Any:
     return field(default=MISSING, metadata={"doc": doc, "group": True})
 
 
-# ----------------------------------------------------------------------------------------------------------- choices
+# ------------------------------------------------------------------------------------------ choices
 class Task(StrEnum):
     """task=: what a run measures (tasks/__init__.py maps each to its module)."""
 
@@ -120,7 +126,8 @@ class MeasurePolicy(StrEnum):
 
 
 class DeviceKind(StrEnum):
-    """`device=`: where the ranks compute (the device layer itself is device.cpu.Device and its subclasses)."""
+    """`device=`: where the ranks compute (the device layer itself is device.cpu.Device and its
+    subclasses)."""
 
     auto = "auto"
     cpu = "cpu"
@@ -133,11 +140,12 @@ class RankDevice(StrEnum):
     auto = "auto"  # a GPU per rank where there are GPUs, else CPU
     cpu = "cpu"
     cuda = "cuda"
-    fake = "fake"  # tests only: CPU tensors through the GPU code paths, the stream rules checked (device/fake.py)
+    # tests only: CPU tensors through the GPU code paths, the stream rules checked (device/fake.py)
+    fake = "fake"
 
 
-# task=collectives' names, nccl-tests' choices (comm/bandwidth.py maps them to torch; dtype aliases such as fp32 are
-# aliases of the enum too)
+# task=collectives' names, nccl-tests' choices (comm/bandwidth.py maps them to torch; dtype aliases
+# such as fp32 are aliases of the enum too)
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 REDUCE_OPS = {
     "sum": "SUM",
@@ -164,8 +172,9 @@ DType = StrEnum("DType", {**{name: name for name in DTYPE_NAMES}, **DTYPE_ALIASE
 
 
 class Arch(StrEnum):
-    """The model families, each with its own keys (a schema below); a new model of any family is one YAML file, and
-    one that is none of these is `custom` (its own _target_, input_shape and num_classes)."""
+    """The model families, each with its own keys (a schema below); a new model of any family is one
+    YAML file, and one that is none of these is `custom` (its own _target_, input_shape and
+    num_classes)."""
 
     vgg = "vgg"
     torchvision = "torchvision"
@@ -203,11 +212,12 @@ class WandbMode(StrEnum):
     disabled = "disabled"
 
 
-# ---------------------------------------------------------------------------------------------------------- groups
+# ------------------------------------------------------------------------------------------- groups
 @dataclass
 class Model:
-    """conf/model/*.yaml: `_target_` makes the model (models.build_model passes it the keys it takes, and image_size);
-    arch and name say what it is, in the record. torchvision and timm models need nothing more than their name."""
+    """conf/model/*.yaml: `_target_` makes the model (models.build_model passes it the keys it
+    takes, and image_size); arch and name say what it is, in the record. torchvision and timm models
+    need nothing more than their name."""
 
     _target_: str = MISSING
     arch: Arch = MISSING
@@ -232,8 +242,8 @@ class ViTModel(Model):
 
 @dataclass
 class CustomModel(Model):
-    """model=custom: model._target_ names the user's nn.Module class or factory; it gets num_classes (and image_size,
-    input_shape) where its signature takes them."""
+    """model=custom: model._target_ names the user's nn.Module class or factory; it gets num_classes
+    (and image_size, input_shape) where its signature takes them."""
 
     input_shape: List[int] = (
         MISSING  # one sample, e.g. [3, 224, 224]: the fake data is made in this shape
@@ -251,8 +261,8 @@ MODEL_SCHEMAS = {
 
 @dataclass
 class Data:
-    """conf/data/*.yaml: `_target_` is the Dataset (data.build_dataset passes it the keys it takes, the samples needed,
-    the sample shape and the rank's seed)."""
+    """conf/data/*.yaml: `_target_` is the Dataset (data.build_dataset passes it the keys it takes,
+    the samples needed, the sample shape and the rank's seed)."""
 
     _target_: str = MISSING
     kind: DataKind = MISSING
@@ -274,8 +284,8 @@ class RawFolderData(Data):
 
 @dataclass
 class CommHookConfig:
-    """conf/optim/*.yaml: `_target_` returns (state, hook) for DDP.register_comm_hook (tasks/train/hooks.py); null:
-    DDP's own all-reduce."""
+    """conf/optim/*.yaml: `_target_` returns (state, hook) for DDP.register_comm_hook
+    (tasks/train/hooks.py); null: DDP's own all-reduce."""
 
     _target_: Optional[str] = None
     name: CommHook = MISSING
@@ -310,7 +320,8 @@ class Scale:
 
 @dataclass
 class Link:
-    """conf/link/*.yaml: the network between the ranks (launchers/link.py builds it; comm/link.py reads rates)."""
+    """conf/link/*.yaml: the network between the ranks (launchers/link.py builds it; comm/link.py
+    reads rates)."""
 
     name: str = MISSING
     rate: Optional[Union[int, float, str]] = (
@@ -325,8 +336,8 @@ class Link:
 
 @dataclass
 class Logger:
-    """conf/logger/*.yaml: `_target_` logs a finished run's record (job/finalise.py calls it with record= and cfg=);
-    null: no logger."""
+    """conf/logger/*.yaml: `_target_` logs a finished run's record (job/finalise.py calls it with
+    record= and cfg=); null: no logger."""
 
     _target_: Optional[str] = None
     name: LoggerName = MISSING
@@ -344,7 +355,7 @@ class WandbLogger(Logger):
     report: bool = MISSING  # a W&B Report of each sweep (results/wandb_report.py)
 
 
-# ------------------------------------------------------------------------------------------------ top-level sections
+# ------------------------------------------------------------------------------- top-level sections
 # Every key below is a knob: its type, default, bounds and doc are its field. A default may be an
 # interpolation (`${scale.steps}`: each scale's value, in conf/scale/). The config page's table
 # (python -m base.config_doc --write docs/config.md) and --help's knob list are written from them.
@@ -373,9 +384,8 @@ class Profile:
     enabled: bool = knob(
         False,
         "torch.profiler Chrome trace per rank (trace.rank<N>.json), NVTX ranges per phase and the "
-        "CUDA profiler "
-        "API range (nsys --capture-range=cudaProfilerApi); such a run's timings are marked "
-        "profiled: true",
+        "CUDA profiler API range (nsys --capture-range=cudaProfilerApi); such a run's timings are "
+        "marked profiled: true",
     )
     wait: int = knob(1, "timed blocks before the profiler warms up", ge=0)
     warmup: int = knob(
@@ -467,8 +477,7 @@ class Fault:
     delay_s: float = knob(
         0,
         "benchmark knob (python -m diagnosis.benchmark): a known delay per step at delay_at on "
-        "delay_rank, "
-        "installed before the warm-up, recorded as result.fault",
+        "delay_rank, installed before the warm-up, recorded as result.fault",
         ge=0,
     )
     delay_at: FaultAt = knob(FaultAt.backward, "where delay_s is spent (h2d: a blocking copy only)")
@@ -493,8 +502,7 @@ class Hang:
     after_s: Optional[float] = knob(
         None,
         "seconds without progress; null: max(min_s, step_factor x the median step), before the "
-        "first step "
-        "never under min_s; never above 0.8 x timeout_s",
+        "first step never under min_s; never above 0.8 x timeout_s",
         gt=0,
     )
     min_s: float = knob(30, "after_s's floor when it is null", gt=0)
@@ -508,7 +516,8 @@ class Hang:
 
 @dataclass
 class Script:
-    """task=script: the user's script, run as torchrun would run it (tasks/script, docs/script.md)."""
+    """task=script: the user's script, run as torchrun would run it (tasks/script,
+    docs/script.md)."""
 
     path: Optional[str] = knob(
         None, "the script; relative to the directory train.py was started in"
@@ -580,8 +589,7 @@ class Diagnose:
     microbench: Any = knob(  # OmegaConf has no bool|str: checked in tasks/train/check.py
         "auto",
         "auto | true | false: after the window, time an all_reduce of each size the sync sends, "
-        "on the same "
-        "ranks; auto: only when it costs <= microbench_budget of the run",
+        "on the same ranks; auto: only when it costs <= microbench_budget of the run",
     )
     microbench_iters: int = knob(
         5, "timed calls per size (auto may take fewer to stay in budget)", ge=1
@@ -593,7 +601,8 @@ class Diagnose:
     verify: bool = knob(
         True,
         "after the window, run the top switchable finding's fix in blocks interleaved with this "
-        "setting (same ranks and data): its saving measured, with an interval (tasks/train/verify.py)",
+        "setting (same ranks and data): its saving measured, with an interval "
+        "(tasks/train/verify.py)",
     )
     verify_budget: float = knob(
         0.3, "the check's cost: at most this share of the window's time (< 3 rounds: skipped)", gt=0
@@ -608,7 +617,8 @@ class Diagnose:
 
 @dataclass
 class Autotune:
-    """experiment=autotune's own settings (conf/experiment/autotune.yaml); absent in every other run."""
+    """experiment=autotune's own settings (conf/experiment/autotune.yaml); absent in every other
+    run."""
 
     stage: str = MISSING
     top_k: int = ge(1)
@@ -641,8 +651,7 @@ class Config:
     device: RankDevice = knob(
         RankDevice.auto,
         "where ranks compute; auto: a GPU per rank where there are GPUs, else CPU; fake: tests "
-        "only "
-        "(docs/device.md)",
+        "only (docs/device.md)",
         main=True,
     )
     timeout_s: float = knob(
@@ -663,10 +672,11 @@ class Config:
     bucket: Optional[Union[int, float]] = knob(
         None,
         "DDP bucket_cap_mb, in MB; null: DDP's default (25 MiB buckets, the first capped at 1 "
-        "MiB); a number caps "
-        "every bucket, the first too",
+        "MiB); a number caps every bucket, the first too",
         gt=0,
         main=True,
+        hint="The bucket is in MB (DDP's bucket_cap_mb, so bucket=25MB is bucket=25); bucket=null "
+        "leaves DDP's default (25 MiB buckets, the first capped at 1 MiB).",
     )
     ddp: DDPFlags = section(DDPFlags, "DDP's constructor flags; the record shows what DDP reports")
     accumulate: int = knob(
@@ -678,8 +688,7 @@ class Config:
     precision: Precision = knob(
         Precision.fp32,
         "the step's numerics; fp32: torch's defaults (cuDNN convolutions may use TF32, matmuls do "
-        "not); fp32_strict: no TF32; tf32: TF32 "
-        "matmuls and convolutions; bf16: autocast",
+        "not); fp32_strict: no TF32; tf32: TF32 matmuls and convolutions; bf16: autocast",
         main=True,
     )
     cuda_graphs: bool = knob(
@@ -722,9 +731,8 @@ class Config:
     probe_steps: int = knob(
         1,
         "untimed steps after the window: DDP comm/overlap stats (+1 step to read them), gradient "
-        "error; 6 or more "
-        "give the exposed communication a 95% interval (each costs a training step), 1 is a "
-        "single sample",
+        "error; 6 or more give the exposed communication a 95% interval (each costs a training "
+        "step), 1 is a single sample",
         ge=0,
     )
     solver: Solver = section(
@@ -738,8 +746,8 @@ class Config:
     nccl: Dict[str, Optional[str]] = knob(
         {key: None for key in NCCL_KEYS},
         "NCCL_<KEY> set in every rank before the process group starts, and recorded (null: leave "
-        "as is); "
-        "any other: +nccl.KEY=value; nccl.DEBUG=INFO puts the transports used in the record",
+        "as is); any other: +nccl.KEY=value; nccl.DEBUG=INFO puts the transports used in the "
+        "record",
     )
     gloo: Dict[str, Optional[str]] = knob({"SOCKET_IFNAME": None}, "GLOO_<KEY>, as nccl.*")
     collectives: Collectives = section(Collectives, "task=collectives (nccl-tests style)")
@@ -785,8 +793,9 @@ GROUP_SCHEMAS = {
 
 
 def typed(schema: type, node: Any) -> Any:
-    """A plain node (what the ranks get) as its schema's dataclass instance: fields read as attributes, enums as
-    enums. The node was checked when the config was composed; this only gives it its types back."""
+    """A plain node (what the ranks get) as its schema's dataclass instance: fields read as
+    attributes, enums as enums. The node was checked when the config was composed; this only gives
+    it its types back."""
     return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), node))
 
 

@@ -1,15 +1,19 @@
 """The rendezvous stores this tool hosts, each listening on one address only.
 
-torch's TCPStore server listens on every interface whatever host it is given (the host is only what clients dial),
-unauthenticated, for the whole run: anything that reaches the machine could read or write the keys the ranks agree
-through. So a store started here listens on a socket bound by this module (TCPStore's `master_listen_fd`):
-  - a local run: the local launcher's address (launchers/local.py: 127.0.0.1, or the bridge address of a run behind
+torch's TCPStore server listens on every interface whatever host it is given (the host is only what
+clients dial), unauthenticated, for the whole run: anything that reaches the machine could read or
+write the keys the ranks agree through. So a store started here listens on a socket bound by this
+module (TCPStore's `master_listen_fd`):
+  - a local run: the local launcher's address (launchers/local.py: 127.0.0.1, or the bridge address
+    of a run behind
     emulated links);
-  - a multi-node run whose ranks make their own store (Slurm tasks): the address MASTER_ADDR names, the one every
-    rank dials. Only when that name resolves to a loopback address here while the job spans several hosts (a
-    Debian-style /etc/hosts maps the host's own name to 127.0.1.1) is there no better choice than every interface,
-    and the rank says so.
-Under torchrun the agent hosts the store (TORCHELASTIC_USE_AGENT_STORE) and its rendezvous options decide."""
+  - a multi-node run whose ranks make their own store (Slurm tasks): the address MASTER_ADDR names,
+    the one every
+    rank dials. Only when that name resolves to a loopback address here while the job spans several
+    hosts (a Debian-style /etc/hosts maps the host's own name to 127.0.1.1) is there no better
+    choice than every interface, and the rank says so.
+Under torchrun the agent hosts the store (TORCHELASTIC_USE_AGENT_STORE) and its rendezvous options
+decide."""
 
 from __future__ import annotations
 
@@ -48,8 +52,10 @@ def listen_address(master_addr: str, spans_hosts: bool) -> str:
     if not spans_hosts:
         return addresses[0]
     log.warning(
-        f"warning: MASTER_ADDR={master_addr} resolves to {addresses[0]} (loopback) on this host while the job "
-        "spans several hosts, so the rendezvous store listens on every interface; set MASTER_ADDR to this "
+        f"warning: MASTER_ADDR={master_addr} resolves to {addresses[0]} (loopback) on this host "
+        "while the job "
+        "spans several hosts, so the rendezvous store listens on every interface; set MASTER_ADDR "
+        "to this "
         "host's address on the job's network to keep it on that one"
     )
     return EVERY_INTERFACE
@@ -82,8 +88,9 @@ def serve(
     world_size: int | None = None,
     timeout: timedelta = timedelta(seconds=300),
 ) -> dist.TCPStore:
-    """A TCPStore server listening on address:port only (port 0: a free one, read back from `.port`). dial: the name
-    this process's own client dials (default: address; for EVERY_INTERFACE, loopback)."""
+    """A TCPStore server listening on address:port only (port 0: a free one, read back from
+    `.port`). dial: the name this process's own client dials (default: address; for EVERY_INTERFACE,
+    loopback)."""
     sock = bound_socket(address, port)
     port = sock.getsockname()[1]
     fd = sock.detach()  # the store's server owns it from here
@@ -106,8 +113,8 @@ def serve(
 
 
 def rank_store(rank: int, world_size: int, spans_hosts: bool, timeout: timedelta) -> dist.Store:
-    """The store of ranks that make their own (MASTER_ADDR/MASTER_PORT, as `env://` would): rank 0 serves it on the
-    address MASTER_ADDR names, the others dial it."""
+    """The store of ranks that make their own (MASTER_ADDR/MASTER_PORT, as `env://` would): rank 0
+    serves it on the address MASTER_ADDR names, the others dial it."""
     master, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
     if rank == 0:
         return serve(
@@ -145,9 +152,9 @@ def interface_of(address: str) -> str | None:
 def gather_objects(
     store: dist.Store, key: str, rank: int, world_size: int, mine, to_all: bool = True
 ) -> list | None:
-    """Every rank's `mine`, in rank order, through the store rather than a collective: for a rank side that must not
-    issue one on the process groups the user's script made (task=script). to_all=False: rank 0 alone reads them
-    (the others get None)."""
+    """Every rank's `mine`, in rank order, through the store rather than a collective: for a rank
+    side that must not issue one on the process groups the user's script made (task=script).
+    to_all=False: rank 0 alone reads them (the others get None)."""
     import pickle
 
     store.set(f"{key}/{rank}", pickle.dumps(mine))

@@ -1,12 +1,12 @@
 """JSON objects as dataclasses: the mechanism behind the run record's types (base/record_types.py).
 
-A `Block` is a dataclass that reads itself from a JSON object (`from_dict`, checking each field's type against its
-annotation and naming the path of a wrong one) and writes itself back (`to_dict`). A block read from disk writes back
-exactly the keys it was read with, in their order: a record that is read and written again is the same JSON, so the
-committed records, W&B and the tables never see a key appear or vanish. A block built in code writes every field.
-Keys the type does not declare are kept in `extra` and written back, so a record written by a newer version of the
-tool still reads (tests/test_record_types.py checks that the committed records have none).
-"""
+A `Block` is a dataclass that reads itself from a JSON object (`from_dict`, checking each field's
+type against its annotation and naming the path of a wrong one) and writes itself back (`to_dict`).
+A block read from disk writes back exactly the keys it was read with, in their order: a record that
+is read and written again is the same JSON, so the committed records, W&B and the tables never see a
+key appear or vanish. A block built in code writes every field. Keys the type does not declare are
+kept in `extra` and written back, so a record written by a newer version of the tool still reads
+(tests/test_record_types.py checks that the committed records have none)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ UNCHECKED = "unchecked"  # where a lenient read keeps the values that did not ma
 
 
 class RecordError(ValueError):
-    """A record that cannot be read: the message is one line naming the file or field and what was wrong."""
+    """A record that cannot be read: the message is one line naming the file or field and what was
+    wrong."""
 
 
 class Block:
@@ -44,8 +45,9 @@ class Block:
 
     @classmethod
     def from_dict(cls: type[B], d: Any, where: str | None = None, lenient: bool = False) -> B:
-        """lenient: a key whose value does not match its field is kept under `unchecked` (an undeclared key, so the
-        record written from it reads back) and its field left at its default, instead of refusing the object."""
+        """lenient: a key whose value does not match its field is kept under `unchecked` (an
+        undeclared key, so the record written from it reads back) and its field left at its default,
+        instead of refusing the object."""
         where = where or cls.__name__
         if not isinstance(d, dict):
             raise RecordError(f"{where}: expected an object ({cls.__name__}), got {_show(d)}")
@@ -128,7 +130,8 @@ _SCALARS = {int: "an integer", float: "a number", str: "a string", bool: "true o
 
 
 def convert(tp: Any, value: Any, where: str) -> Any:
-    """value, checked against the annotation tp (and built into blocks); RecordError naming `where` if it is not."""
+    """value, checked against the annotation tp (and built into blocks); RecordError naming `where`
+    if it is not."""
     if tp is Any:
         return value
     origin = typing.get_origin(tp)
@@ -166,7 +169,8 @@ def convert(tp: Any, value: Any, where: str) -> Any:
         return tp.from_dict(value, where)
     if tp in _SCALARS:
         if _is(tp, value):
-            return value  # as read: an int stays an int where a float is declared, so the JSON is unchanged
+            # as read: an int stays an int where a float is declared, so the JSON is unchanged
+            return value
         raise RecordError(f"{where}: expected {_SCALARS[tp]}, got {_show(value)}")
     raise TypeError(f"{where}: unsupported annotation {tp!r}")
 
@@ -195,8 +199,9 @@ def _show(value: Any) -> str:
 def schema_lines(
     cls: type, indent: str = "", seen: set | None = None, skip: tuple = ()
 ) -> list[str]:
-    """The fields of a block and of the blocks inside it, one line each (docs/record.md is made from these). A block
-    met again is named, not spelled out again (`seen`); `skip`: field names left out (the ones a base type lists)."""
+    """The fields of a block and of the blocks inside it, one line each (docs/record.md is made from
+    these). A block met again is named, not spelled out again (`seen`); `skip`: field names left out
+    (the ones a base type lists)."""
     seen = set() if seen is None else seen
     lines = []
     for f in dataclasses.fields(cls):
@@ -219,7 +224,8 @@ def schema_lines(
 
 
 def _first_line(block: type) -> str:
-    """A block's docstring up to its first sentence's end ("" for a block without its own docstring)."""
+    """A block's docstring up to its first sentence's end ("" for a block without its own
+    docstring)."""
     doc = block.__doc__
     if not doc or doc.startswith(f"{block.__name__}("):  # dataclass's stand-in: the signature
         return ""

@@ -1,12 +1,16 @@
-"""A record of an earlier schema, brought up to this one once, so that readers read one version and need no fallbacks:
+"""A record of an earlier schema, brought up to this one once, so that readers read one version and
+need no fallbacks:
 
     python -m base.upgrade <run or sweep dirs ...>
 
-Record.read refuses an older record with this command as the fix. What each version changed (and what is filled in):
-  3  a finding's `seed` (the source document it matches) is `matches`, its text "source 00N"; the model, data, comm
-     hook (optim) and logger nodes of the config name the `_target_` that builds them, taken from conf/'s option of the
-     same arch, kind or name (records written before conf/ named them)
-  2  who writes the record (the process that outlives the ranks) and the status "interrupted": nothing to fill in
+Record.read refuses an older record with this command as the fix. What each version changed (and
+what is filled in):
+  3  a finding's `seed` (the source document it matches) is `matches`, its text "source 00N"; the
+  model, data, comm
+     hook (optim) and logger nodes of the config name the `_target_` that builds them, taken from
+     conf/'s option of the same arch, kind or name (records written before conf/ named them)
+  2  who writes the record (the process that outlives the ranks) and the status "interrupted":
+  nothing to fill in
 Values are never recomputed: a record keeps every number it was written with.
 """
 
@@ -30,7 +34,8 @@ NODES = {
 
 @lru_cache(maxsize=None)
 def _targets(group: str) -> dict[str, Any]:
-    """conf/<group>/*.yaml: the option key's value -> its _target_ (first option wins, as a plain read of YAML)."""
+    """conf/<group>/*.yaml: the option key's value -> its _target_ (first option wins, as a plain
+    read of YAML)."""
     from omegaconf import OmegaConf
 
     out: dict[str, Any] = {}
@@ -71,7 +76,8 @@ STEPS = {1: None, 2: _to_3}  # version -> what brings it to the next (None: noth
 
 
 def upgrade(d: dict) -> dict:
-    """The record's JSON object at the current schema version (in place, and returned); ValueError when it cannot be."""
+    """The record's JSON object at the current schema version (in place, and returned); ValueError
+    when it cannot be."""
     from base.record import SCHEMA_VERSION
 
     version = d.get("schema_version")
@@ -87,7 +93,8 @@ def upgrade(d: dict) -> dict:
 
 
 def upgrade_dirs(roots: list[str]) -> tuple[int, int, list[str]]:
-    """(upgraded, already current, errors): every record under roots, rewritten atomically where it was older."""
+    """(upgraded, already current, errors): every record under roots, rewritten atomically where it
+    was older."""
     from base.record import SCHEMA_VERSION, Record, RecordError, find_records
 
     done = current = 0

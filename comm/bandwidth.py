@@ -1,9 +1,10 @@
 """nccl-tests' arithmetic, so our numbers can be set beside theirs.
 
-algbw = S / t, busbw = algbw x factor, GB = 1e9 bytes (nccl-tests doc/PERFORMANCE.md). S is the size nccl-tests puts in
-its "size" column: the buffer for all_reduce and broadcast, the *total* (all ranks') buffer for all_gather and
-reduce_scatter. The factor turns algbw into the bandwidth each link must carry with an optimal algorithm, which is
-comparable across rank counts and with the hardware's peak:
+algbw = S / t, busbw = algbw x factor, GB = 1e9 bytes (nccl-tests doc/PERFORMANCE.md). S is the size
+nccl-tests puts in its "size" column: the buffer for all_reduce and broadcast, the *total* (all
+ranks') buffer for all_gather and reduce_scatter. The factor turns algbw into the bandwidth each
+link must carry with an optimal algorithm, which is comparable across rank counts and with the
+hardware's peak:
   all_reduce 2(n-1)/n    all_gather (n-1)/n    reduce_scatter (n-1)/n    broadcast 1
 """
 
@@ -31,15 +32,17 @@ if TYPE_CHECKING:
 
 @functools.cache
 def _dtypes() -> dict[str, tuple[torch.dtype, str]]:
-    """DTYPES, built at its first use: torch is imported then, not by `import comm.bandwidth`, so the commands that
-    only read records (python -m diagnosis, python -m whatif, results.report) start without torch (seconds each)."""
+    """DTYPES, built at its first use: torch is imported then, not by `import comm.bandwidth`, so
+    the commands that only read records (python -m diagnosis, python -m whatif, results.report)
+    start without torch (seconds each)."""
     import torch
 
     return {name: (getattr(torch, name), NCCL_TYPE_NAMES.get(name, name)) for name in DTYPE_NAMES}
 
 
 def __getattr__(name: str):
-    """DTYPES: name users type (base/schema.py) -> (torch dtype, nccl-tests' name for it), from _dtypes()."""
+    """DTYPES: name users type (base/schema.py) -> (torch dtype, nccl-tests' name for it), from
+    _dtypes()."""
     if name == "DTYPES":
         return _dtypes()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -80,7 +83,8 @@ def busbw(op: str, size_bytes: int, seconds: float, world_size: int) -> float:
 
 
 def size_unit(op: str, elem_bytes: int, world_size: int) -> int:
-    """Smallest size step the op accepts: one element, or one element per rank for ops that split the buffer."""
+    """Smallest size step the op accepts: one element, or one element per rank for ops that split
+    the buffer."""
     return elem_bytes * world_size if op in SPLIT_OPS else elem_bytes
 
 
@@ -107,7 +111,8 @@ def counts(op: str, size_bytes: int, elem_bytes: int, world_size: int) -> dict[s
     """Elements in each buffer for a (rounded) nccl-tests size.
 
     send/recv: per-rank input/output elements; count: what nccl-tests prints in its "count" column
-    (all_gather: elements each rank sends, reduce_scatter: elements each rank receives, else the whole buffer)."""
+    (all_gather: elements each rank sends, reduce_scatter: elements each rank receives, else the
+    whole buffer)."""
     total = size_bytes // elem_bytes
     if op == "all_gather":
         per = total // world_size
@@ -139,7 +144,8 @@ def fmt_us(seconds: float) -> str:
 
 
 def exact_integer_limit(dtype: str) -> int:
-    """Largest N such that every integer in [0, N] is exactly representable (keeps check values exact)."""
+    """Largest N such that every integer in [0, N] is exactly representable (keeps check values
+    exact)."""
     import torch
 
     dt = _dtypes()[dtype_name(dtype)][0]

@@ -1,21 +1,27 @@
 """DDP's bucket assignment for any bucket cap, with torch's own code.
 
 What torch 2.14 does (torch/nn/parallel/distributed.py and torch/csrc/distributed/c10d/reducer.cpp):
-- `_BucketCapacityConfig.create(bucket_cap_mb, ...)` sets `bucket_bytes_cap` and `first_bucket_bytes_cap`: the first
-  bucket is capped at `dist._DEFAULT_FIRST_BUCKET_BYTES` (1 MiB) only when `bucket_cap_mb` is left at None; an explicit
+- `_BucketCapacityConfig.create(bucket_cap_mb, ...)` sets `bucket_bytes_cap` and
+  `first_bucket_bytes_cap`: the first
+  bucket is capped at `dist._DEFAULT_FIRST_BUCKET_BYTES` (1 MiB) only when `bucket_cap_mb` is left
+  at None; an explicit
   `bucket_cap_mb=25` caps the first bucket at 25 MiB too.
-- At construction (no unused-parameter search, or a static graph) DDP puts every parameter in one bucket; after the
-  first backward, `Reducer::rebuild_buckets` calls `compute_bucket_assignment_by_size(params in the order their
-  gradients became ready, [first_bucket_bytes_cap, bucket_bytes_cap], ..., tensor_indices=that order)`. That is the
-  C++ function Python sees as `dist._compute_bucket_assignment_by_size`; with tensor indices it keeps the buckets in
-  ready order, which is also the order the reducer launches them (`next_bucket_`: bucket k+1 never before bucket k).
-- A bucket closes once its bytes reach the current limit (so one tensor larger than the cap gets a bucket of its own,
-  and a bucket can exceed the cap by its last tensor); the limits advance per bucket and the last one repeats;
-  tensors of different dtypes or devices never share a bucket.
+- At construction (no unused-parameter search, or a static graph) DDP puts every parameter in one
+  bucket; after the
+  first backward, `Reducer::rebuild_buckets` calls `compute_bucket_assignment_by_size(params in the
+  order their gradients became ready, [first_bucket_bytes_cap, bucket_bytes_cap], ...,
+  tensor_indices=that order)`. That is the C++ function Python sees as
+  `dist._compute_bucket_assignment_by_size`; with tensor indices it keeps the buckets in ready
+  order, which is also the order the reducer launches them (`next_bucket_`: bucket k+1 never before
+  bucket k).
+- A bucket closes once its bytes reach the current limit (so one tensor larger than the cap gets a
+  bucket of its own,
+  and a bucket can exceed the cap by its last tensor); the limits advance per bucket and the last
+  one repeats; tensors of different dtypes or devices never share a bucket.
 
-`assign` calls that function on meta tensors of the parameters' sizes, so no memory is spent and the answer is torch's,
-not a reimplementation. The environment knob DDP_SET_LAST_BUCKET_CAP (reversed bucketing) is not modelled.
-"""
+`assign` calls that function on meta tensors of the parameters' sizes, so no memory is spent and the
+answer is torch's, not a reimplementation. The environment knob DDP_SET_LAST_BUCKET_CAP (reversed
+bucketing) is not modelled."""
 
 from __future__ import annotations
 
@@ -26,16 +32,18 @@ DEFAULT_CAP_MB = 25.0  # torch.nn.parallel.distributed._DEFAULT_BUCKET_CAP_MB
 
 
 def is_default(cap_mb) -> bool:
-    """The record's or the user's way of saying "DDP's default": None (bucket_cap_mb left unset) or "default"."""
+    """The record's or the user's way of saying "DDP's default": None (bucket_cap_mb left unset) or
+    "default"."""
     return cap_mb is None or (
         isinstance(cap_mb, str) and cap_mb.strip().lower() in ("default", "none", "null", "")
     )
 
 
 def limits(cap_mb) -> list[int]:
-    """[first bucket cap, cap] in bytes, as DDP(bucket_cap_mb=cap_mb) rebuilds with (None / "default": DDP's
-    default)."""
-    import torch.distributed as dist  # here: the commands that only read records import this module, not torch
+    """[first bucket cap, cap] in bytes, as DDP(bucket_cap_mb=cap_mb) rebuilds with (None /
+    "default": DDP's default)."""
+    # here: the commands that only read records import this module, not torch
+    import torch.distributed as dist
 
     cap = None if is_default(cap_mb) else float(cap_mb)
     try:
@@ -54,18 +62,20 @@ def limits(cap_mb) -> list[int]:
 
 
 def bucket_cap_mb(bucket) -> float | None:
-    """conf's `bucket` as DDP's bucket_cap_mb: null leaves DDP's own default (stock DDP), a number is passed as is."""
+    """conf's `bucket` as DDP's bucket_cap_mb: null leaves DDP's own default (stock DDP), a number
+    is passed as is."""
     return None if bucket is None else float(bucket)
 
 
 def bucket_caps(bucket) -> tuple[int, int]:
-    """(first bucket's cap, every other bucket's cap) in bytes, as DDP derives them from bucket_cap_mb
-    (torch/nn/parallel/distributed.py, _BucketCapacityConfig.create, torch 2.14): bucket_cap_mb=None gives 25 MiB
-    buckets with the first capped at dist._DEFAULT_FIRST_BUCKET_BYTES (1 MiB); an explicit bucket_cap_mb caps every
-    bucket at that size, the first too (bucket=25 is not stock DDP). After the first step the reducer rebuilds the
-    buckets in the order gradients became ready, so the first bucket holds the first gradients backward produces
-    (the output layers): the small first cap lets the first all-reduce start early. Asks torch's own bucket config
-    where it has one (limits)."""
+    """(first bucket's cap, every other bucket's cap) in bytes, as DDP derives them from
+    bucket_cap_mb (torch/nn/parallel/distributed.py, _BucketCapacityConfig.create, torch 2.14):
+    bucket_cap_mb=None gives 25 MiB buckets with the first capped at
+    dist._DEFAULT_FIRST_BUCKET_BYTES (1 MiB); an explicit bucket_cap_mb caps every bucket at that
+    size, the first too (bucket=25 is not stock DDP). After the first step the reducer rebuilds the
+    buckets in the order gradients became ready, so the first bucket holds the first gradients
+    backward produces (the output layers): the small first cap lets the first all-reduce start
+    early. Asks torch's own bucket config where it has one (limits)."""
     first, cap = limits(bucket)
     return first, cap
 
@@ -102,7 +112,8 @@ def assign(
     cap_mb,
     dtypes: list[str] | None = None,
 ) -> list[Bucket]:
-    """The buckets DDP rebuilds for parameters of these sizes, gradients ready in `ready_order`, in launch order."""
+    """The buckets DDP rebuilds for parameters of these sizes, gradients ready in `ready_order`, in
+    launch order."""
     if sorted(ready_order) != list(range(len(numel))):
         raise ValueError(f"ready_order must be a permutation of the {len(numel)} parameter indices")
     import torch

@@ -1,10 +1,11 @@
-"""Inputs whose collective result is known exactly, and the wrong-element count (nccl-tests' #wrong column).
+"""Inputs whose collective result is known exactly, and the wrong-element count (nccl-tests' #wrong
+column).
 
-Every rank fills its send buffer with small integers that depend on (rank, element index). Sums, products, maxima of
-such values are integers the dtype holds exactly, so any difference from the expected buffer is a wrong element, not
-rounding. avg is checked with a tolerance of a few ulps, because backends may pre-multiply by 1/n before summing;
-its inputs are built so that the exact average is an integer.
-"""
+Every rank fills its send buffer with small integers that depend on (rank, element index). Sums,
+products, maxima of such values are integers the dtype holds exactly, so any difference from the
+expected buffer is a wrong element, not rounding. avg is checked with a tolerance of a few ulps,
+because backends may pre-multiply by 1/n before summing; its inputs are built so that the exact
+average is an integer."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ def _sum_modulus(dtype: str, world_size: int) -> int:
 
 
 def _prod_period(dtype: str, world_size: int) -> int:
-    """Inputs are 1 or 2; at most ceil(n/q) ranks put a 2 in any element, so the product fits 2^log2(limit)."""
+    """Inputs are 1 or 2; at most ceil(n/q) ranks put a 2 in any element, so the product fits
+    2^log2(limit)."""
     max_twos = max(1, int(math.log2(exact_integer_limit(dtype))))
     return max(2, math.ceil(world_size / max_twos))
 
@@ -30,15 +32,16 @@ def _prod_period(dtype: str, world_size: int) -> int:
 def rank_values(
     reduce_op: str | None, rank, world_size: int, index: torch.Tensor, dtype: str
 ) -> torch.Tensor:
-    """float64 values rank `rank` (an int, or a tensor of ranks beside index) puts at positions `index` of its send
-    buffer."""
+    """float64 values rank `rank` (an int, or a tensor of ranks beside index) puts at positions
+    `index` of its send buffer."""
     i, n = index, world_size
     if reduce_op == "prod":
         q = _prod_period(dtype, n)
         return torch.where((i + rank) % q == 0, 2.0, 1.0).double()
     if reduce_op == "avg":
         base = (i % 5 + 1).double()
-        # ((r+i) mod n) - ((r+i+1) mod n) sums to zero over the n ranks, so the exact average is `base`.
+        # ((r+i) mod n) - ((r+i+1) mod n) sums to zero over the n ranks, so the exact average is
+        # `base`.
         return base + ((i + rank) % n).double() - ((i + rank + 1) % n).double()
     m = _sum_modulus(dtype, n) if reduce_op is not None else SUM_MAX_VALUE
     return ((i + 3 * rank) % m + 1).double()
@@ -47,7 +50,8 @@ def rank_values(
 def fill_input(
     buf: torch.Tensor, reduce_op: str | None, rank: int, world_size: int, dtype: str, salt: int = 0
 ) -> None:
-    """Write this rank's check input into buf (its send buffer, all of it). salt varies the values per check round."""
+    """Write this rank's check input into buf (its send buffer, all of it). salt varies the values
+    per check round."""
     index = torch.arange(buf.numel(), device=buf.device, dtype=torch.int64) + salt
     buf.copy_(rank_values(reduce_op, rank, world_size, index, dtype).view_as(buf))
 
@@ -65,8 +69,9 @@ def expected_output(
     lo: int = 0,
     hi: int | None = None,
 ) -> torch.Tensor:
-    """float64 values rank `rank` must hold at output positions [lo, hi) after the collective, given every rank
-    filled its input with fill_input (broadcast: only the root's input matters). recv: output elements."""
+    """float64 values rank `rank` must hold at output positions [lo, hi) after the collective, given
+    every rank filled its input with fill_input (broadcast: only the root's input matters). recv:
+    output elements."""
     n = world_size
     hi = recv if hi is None else hi
     pos = torch.arange(lo, hi, device=device, dtype=torch.int64)

@@ -1,5 +1,6 @@
-"""The latency-bandwidth (alpha-beta) model of one collective, t = alpha + bytes / beta, fitted to timed calls of
-several sizes: task=grad_sync fits its per-parameter calls, the diagnosis fits a run's on-rank microbenchmark."""
+"""The latency-bandwidth (alpha-beta) model of one collective, t = alpha + bytes / beta, fitted to
+timed calls of several sizes: task=grad_sync fits its per-parameter calls, the diagnosis fits a
+run's on-rank microbenchmark."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from comm.bandwidth import GB
 
 
 def fit_latency_bandwidth(rows: list[dict]) -> dict | None:
-    """t = alpha + bytes / beta over the per-parameter calls (the latency-bandwidth model), least squares on relative
-    error (weights 1/t^2) so that the few-KiB calls, not the one 392 MiB call, set alpha."""
+    """t = alpha + bytes / beta over the per-parameter calls (the latency-bandwidth model), least
+    squares on relative error (weights 1/t^2) so that the few-KiB calls, not the one 392 MiB call,
+    set alpha."""
     pts = [(r["bytes"], r["time_s"]) for r in rows if r["time_s"] > 0]
     if len({x for x, _ in pts}) < 2:
         return None

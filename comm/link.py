@@ -1,16 +1,18 @@
-"""A network link's arithmetic and its one-line description: what readers (the summary, the sweep table, W&B, the
-what-if model) need to know about the link a run's ranks talked over, read from the record's `env.link`.
+"""A network link's arithmetic and its one-line description: what readers (the summary, the sweep
+table, W&B, the what-if model) need to know about the link a run's ranks talked over, read from the
+record's `env.link`.
 
-The link itself is built by launchers/link.py (network namespaces, veth pairs, a bridge, tc); this module only does
-the arithmetic, so that every layer can read a record's link without importing the launcher.
+The link itself is built by launchers/link.py (network namespaces, veth pairs, a bridge, tc); this
+module only does the arithmetic, so that every layer can read a record's link without importing the
+launcher.
 
 Units: rates in bit/s (SI: 1 Gbit/s = 1e9 bit/s, as tc and Ethernet count them), sizes in bytes.
 
-What a shaped rate allows a TCP stream to carry: `tc` counts every byte of the Ethernet frame it sends (14 bytes of
-Ethernet header + the IP packet; not the preamble or the inter-frame gap), so at MTU 1500 a full frame of 1514 bytes
-carries 1448 bytes of payload (1500 - 20 IPv4 - 20 TCP - 12 TCP timestamp option): 95.6% of the shaped rate. That is
-the most any gloo transfer can reach on the link (`payload_rate`), and what busbw is compared with.
-"""
+What a shaped rate allows a TCP stream to carry: `tc` counts every byte of the Ethernet frame it
+sends (14 bytes of Ethernet header + the IP packet; not the preamble or the inter-frame gap), so at
+MTU 1500 a full frame of 1514 bytes carries 1448 bytes of payload (1500 - 20 IPv4 - 20 TCP - 12 TCP
+timestamp option): 95.6% of the shaped rate. That is the most any gloo transfer can reach on the
+link (`payload_rate`), and what busbw is compared with."""
 
 from __future__ import annotations
 
@@ -36,8 +38,9 @@ class RateError(ValueError):
 
 
 def parse_rate(value) -> float:
-    """bit/s from what a user types: 1000000000, 1e9, "1gbit", "2.5gbit", "100mbit", "1Gbit/s" (tc's own printing).
-    "bps"/"gbps" are refused: tc reads "bps" as *bytes* per second, a factor of 8 that must not be guessed."""
+    """bit/s from what a user types: 1000000000, 1e9, "1gbit", "2.5gbit", "100mbit", "1Gbit/s" (tc's
+    own printing). "bps"/"gbps" are refused: tc reads "bps" as *bytes* per second, a factor of 8
+    that must not be guessed."""
     if isinstance(value, bool):
         raise RateError(f"link.rate={value!r}: not a rate")
     if isinstance(value, (int, float)):
@@ -48,13 +51,15 @@ def parse_rate(value) -> float:
             r"bit", text, re.IGNORECASE
         ):
             raise RateError(
-                f"link.rate={text!r}: write the rate in bits, e.g. link.rate=1gbit (tc reads 'bps' as "
+                f"link.rate={text!r}: write the rate in bits, e.g. link.rate=1gbit (tc reads 'bps' "
+                "as "
                 "bytes per second, 8 times more)"
             )
         m = _RATE.match(text)
         if not m or (m.group(2) and not m.group(3) and not text.lower().endswith("/s")):
             raise RateError(
-                f"link.rate={text!r}: not a rate; write it as tc does, e.g. link.rate=2.5gbit, 100mbit, "
+                f"link.rate={text!r}: not a rate; write it as tc does, e.g. link.rate=2.5gbit, "
+                "100mbit, "
                 "or in bit/s (link.rate=1e9)"
             )
         rate = float(m.group(1)) * _UNITS[m.group(2).lower()]
@@ -79,8 +84,9 @@ def tc_rate(bit_s: float) -> str:
 
 
 def payload_fraction(mtu: int = DEFAULT_MTU) -> float:
-    """Share of a shaped rate a bulk TCP stream can carry as payload: full segments of MTU - 52 bytes in frames of
-    MTU + 14 bytes (IPv4, TCP with timestamps, Ethernet header). ACKs travel the other way."""
+    """Share of a shaped rate a bulk TCP stream can carry as payload: full segments of MTU - 52
+    bytes in frames of MTU + 14 bytes (IPv4, TCP with timestamps, Ethernet header). ACKs travel the
+    other way."""
     return (mtu - TCP_IP_OVERHEAD) / (mtu + ETHERNET_HEADER)
 
 
@@ -89,14 +95,15 @@ def payload_rate(bit_s: float, mtu: int = DEFAULT_MTU) -> float:
 
 
 def default_burst(bit_s: float, mtu: int = DEFAULT_MTU) -> int:
-    """Token-bucket depth in bytes: 1 ms at the rate, at least one 64 KiB GSO packet plus a frame (veth hands the
-    qdisc segments of up to 64 KiB; a smaller bucket would starve them)."""
+    """Token-bucket depth in bytes: 1 ms at the rate, at least one 64 KiB GSO packet plus a frame
+    (veth hands the qdisc segments of up to 64 KiB; a smaller bucket would starve them)."""
     return int(max(math.ceil(bit_s / 8 * 1e-3), 65536 + mtu + ETHERNET_HEADER))
 
 
 def htb_quantum(bit_s: float, mtu: int = DEFAULT_MTU) -> int:
-    """htb's quantum (bytes a class may send per round): rate/1000 bytes, kept inside the range htb accepts without
-    a warning (>= one frame, <= 200000 bytes; the default rate/r2q with r2q=10 is far too big at 1 Gbit/s and up)."""
+    """htb's quantum (bytes a class may send per round): rate/1000 bytes, kept inside the range htb
+    accepts without a warning (>= one frame, <= 200000 bytes; the default rate/r2q with r2q=10 is
+    far too big at 1 Gbit/s and up)."""
     return int(min(200_000, max(mtu + ETHERNET_HEADER, bit_s / 8 / 1000)))
 
 
@@ -111,7 +118,8 @@ def is_emulated(link: Link | dict | None) -> bool:
 
 
 def short_label(link: Link | dict | None) -> str | None:
-    """'emulated link 1 Gbit/s' for a run behind an emulated link, else None: the label tables and W&B use."""
+    """'emulated link 1 Gbit/s' for a run behind an emulated link, else None: the label tables and
+    W&B use."""
     link = as_link(link)
     if not is_emulated(link):
         return None
@@ -119,9 +127,9 @@ def short_label(link: Link | dict | None) -> str | None:
 
 
 def describe(link: Link | dict | None) -> str | None:
-    """One line about the link a run used, for the summary and the sweep table; None when the record has no link
-    (a run that failed before its ranks started; the committed records made before env.link was written, whose
-    loopback interface was never observed)."""
+    """One line about the link a run used, for the summary and the sweep table; None when the record
+    has no link (a run that failed before its ranks started; the committed records made before
+    env.link was written, whose loopback interface was never observed)."""
     link = as_link(link)
     if link is None or not link.to_dict():
         return None
@@ -171,7 +179,8 @@ def tags(link: Link | dict | None) -> list[str]:
 
 
 def table_note(links: list[Link | dict | None]) -> str | None:
-    """The sweep table's line about the network its rows ran on, when any ran behind an emulated link."""
+    """The sweep table's line about the network its rows ran on, when any ran behind an emulated
+    link."""
     links = [as_link(link) for link in links]
     emulated = [link for link in links if is_emulated(link)]
     if not emulated:

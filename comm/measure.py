@@ -1,11 +1,14 @@
 """How the comm tasks take time: the same rules in all three.
 
-- A dist.barrier() before every timed window, so no rank starts the clock while a peer is still busy elsewhere.
-- GPU: CUDA events on the current stream, read after the window (the host never waits inside it; with NCCL the
-  window runs under torch.cuda.set_sync_debug_mode("error")). CPU: the host clock. Gloo's blocking calls return
-  when the collective is done, so both read completion. Events, syncs and the window come from the device layer
-  (device/), so device=fake checks these windows too.
-- Per-rank times are all-gathered once at the end; tables show the ranks' average (nccl-tests' default) and the
+- A dist.barrier() before every timed window, so no rank starts the clock while a peer is still busy
+  elsewhere.
+- GPU: CUDA events on the current stream, read after the window (the host never waits inside it;
+  with NCCL the
+  window runs under torch.cuda.set_sync_debug_mode("error")). CPU: the host clock. Gloo's blocking
+  calls return when the collective is done, so both read completion. Events, syncs and the window
+  come from the device layer (device/), so device=fake checks these windows too.
+- Per-rank times are all-gathered once at the end; tables show the ranks' average (nccl-tests'
+  default) and the
   slowest rank.
 """
 
@@ -28,8 +31,8 @@ reduce_scatter_single = getattr(dist, "reduce_scatter_single", None) or dist.red
 def resolve_device(
     choice: str, backend: str, ctx_device: torch.device, local_rank: int
 ) -> torch.device:
-    """The task's tensors: auto = where the rank computes (its placement: device=, backend=); cpu; cuda (gloo runs on
-    CUDA tensors too, so a CPU-placed gloo rank may still move CUDA tensors)."""
+    """The task's tensors: auto = where the rank computes (its placement: device=, backend=); cpu;
+    cuda (gloo runs on CUDA tensors too, so a CPU-placed gloo rank may still move CUDA tensors)."""
     choice = str(choice)
     if choice not in ("auto", "cpu", "cuda"):
         raise ConfigError(f"device={choice!r}: choose auto, cpu or cuda.")
@@ -52,19 +55,21 @@ def resolve_device(
     return device
 
 
-TIMED_BLOCKS = 8  # a comm task's timed calls in 8 blocks: 8 samples, so the median has its 95% interval (n >= 6)
+# a comm task's timed calls in 8 blocks: 8 samples, so the median has its 95% interval (n >= 6)
+TIMED_BLOCKS = 8
 
 
 def block_sizes(iters: int, blocks: int = TIMED_BLOCKS) -> list[int]:
-    """`iters` split into at most `blocks` near-equal contiguous blocks (the first ones one larger)."""
+    """`iters` split into at most `blocks` near-equal contiguous blocks (the first ones one
+    larger)."""
     blocks = min(blocks, iters)
     return [iters // blocks + (1 if i < iters % blocks else 0) for i in range(blocks)]
 
 
 def time_window(step: Callable[[], None], iters: int, device: torch.device, group=None) -> float:
-    """Seconds per call of step() over `iters` back-to-back calls, after a barrier. Nothing in the window waits on
-    the device; with NCCL on CUDA that is enforced (gloo's CUDA path synchronises its own streams on its threads,
-    which the check would break)."""
+    """Seconds per call of step() over `iters` back-to-back calls, after a barrier. Nothing in the
+    window waits on the device; with NCCL on CUDA that is enforced (gloo's CUDA path synchronises
+    its own streams on its threads, which the check would break)."""
     dev = layer_for(device)
     dist.barrier(group=group)
     start = dev.mark()
@@ -77,7 +82,8 @@ def time_window(step: Callable[[], None], iters: int, device: torch.device, grou
 
 
 def gather_all(obj):
-    """Every rank's obj, in rank order, on every rank (so every rank can act on the total, e.g. fail together)."""
+    """Every rank's obj, in rank order, on every rank (so every rank can act on the total, e.g. fail
+    together)."""
     out = [None] * dist.get_world_size()
     dist.all_gather_object(out, obj)
     return out

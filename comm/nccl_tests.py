@@ -1,15 +1,18 @@
-"""NVIDIA nccl-tests' all_reduce_perf output, read into the same comparison as the on-rank microbenchmark.
+"""NVIDIA nccl-tests' all_reduce_perf output, read into the same comparison as the on-rank
+microbenchmark.
 
 Two formats, both as nccl-tests writes them (src/util.cu, version 2.19): the table printed on stdout
 
-#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong
-#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)
-     1048576        262144     float     sum      -1    43.51   24.10   42.17       0    43.10   24.33   42.58       0
+#       size         count      type   redop    root     time   algbw   busbw  #wrong     time
+algbw   busbw  #wrong #        (B)    (elements)                               (us)  (GB/s)  (GB/s)
+(us)  (GB/s)  (GB/s)
+     1048576        262144     float     sum      -1    43.51   24.10   42.17       0    43.10
+     24.33   42.58       0
 
-(older builds have no `root` column and say `error` for `#wrong`; -R/per-iteration builds add i_* columns: columns
-are found by name), and the JSON file of `-J file.json` (JSON_FILE_VERSION 3: results[].in_place.time / alg_bw /
-bus_bw). Times are microseconds; GB = 1e9 bytes, as in nccl-tests' doc/PERFORMANCE.md.
-"""
+(older builds have no `root` column and say `error` for `#wrong`; -R/per-iteration builds add i_*
+columns: columns are found by name), and the JSON file of `-J file.json` (JSON_FILE_VERSION 3:
+results[].in_place.time / alg_bw / bus_bw). Times are microseconds; GB = 1e9 bytes, as in
+nccl-tests' doc/PERFORMANCE.md."""
 
 from __future__ import annotations
 
@@ -135,7 +138,8 @@ def _parse_json(doc: dict) -> dict:
         raise NcclTestsError("nccl-tests JSON has an empty 'results' list")
     args = doc.get("args") or []
     cfg = doc.get("config") or {}
-    # one "devices" entry per process (its first rank's line), each process running nthreads x ngpus ranks
+    # one "devices" entry per process (its first rank's line), each process running nthreads x ngpus
+    # ranks
     ranks = (
         len(cfg.get("devices") or []) * int(cfg.get("nthreads") or 1) * int(cfg.get("ngpus") or 1)
     )
@@ -170,11 +174,12 @@ def _check_all_reduce(parsed: dict) -> None:
         )
 
 
-# ---------------------------------------------------------------------------------------------- the comparison
+# ----------------------------------------------------------------------------------- the comparison
 def time_at(parsed: dict, nbytes: int, world_size: int) -> float:
-    """Seconds for one all_reduce of nbytes at nccl-tests' measured speed (in-place rows, as DDP reduces its buckets
-    in place): log-log interpolation between measured sizes; below the smallest, its time (latency-bound); above the
-    largest, its busbw (bandwidth-bound). With a different rank count the busbw, not the time, is carried over."""
+    """Seconds for one all_reduce of nbytes at nccl-tests' measured speed (in-place rows, as DDP
+    reduces its buckets in place): log-log interpolation between measured sizes; below the smallest,
+    its time (latency-bound); above the largest, its busbw (bandwidth-bound). With a different rank
+    count the busbw, not the time, is carried over."""
     pts = sorted(
         (r["bytes"], (r.get("in_place") or r["out_of_place"]))
         for r in parsed["rows"]
@@ -205,9 +210,9 @@ def time_at(parsed: dict, nbytes: int, world_size: int) -> float:
 
 
 def sync_calls(result: TrainResult | dict) -> tuple[list[tuple[int, int]], str]:
-    """The calls one synchronisation makes, from the record: the microbenchmark's sizes when it ran, else DDP's
-    buckets (scaled to the bytes really sent, for compression hooks), flat's one call, or per_param's average call.
-    (A reader still on dicts may pass the result's JSON.)"""
+    """The calls one synchronisation makes, from the record: the microbenchmark's sizes when it ran,
+    else DDP's buckets (scaled to the bytes really sent, for compression hooks), flat's one call, or
+    per_param's average call. (A reader still on dicts may pass the result's JSON.)"""
     r = TrainResult.from_dict(result, "result") if isinstance(result, dict) else result
     micro = r.microbench.sizes if r.microbench is not None else None
     if micro:
@@ -231,7 +236,8 @@ def sync_calls(result: TrainResult | dict) -> tuple[list[tuple[int, int]], str]:
 
 
 def versus(record: Record | dict, parsed: dict) -> dict | None:
-    """The record's sync against a parsed nccl-tests file (a reader still on dicts may pass the record's JSON)."""
+    """The record's sync against a parsed nccl-tests file (a reader still on dicts may pass the
+    record's JSON)."""
     result = (
         record.result
         if isinstance(record, Record)
@@ -268,7 +274,8 @@ def versus(record: Record | dict, parsed: dict) -> dict | None:
         )
         if parsed.get("ranks") not in (None, world):
             vs["method"] += (
-                f"; nccl-tests ran {parsed['ranks']} ranks and this run {world}: its busbw is carried "
+                f"; nccl-tests ran {parsed['ranks']} ranks and this run {world}: its busbw is "
+                "carried "
                 "over, not its time"
             )
     return vs
@@ -276,7 +283,8 @@ def versus(record: Record | dict, parsed: dict) -> dict | None:
 
 def format_comparison(vs: dict) -> str:
     took = (
-        f"the all-reduces spanned {ms(vs['sync_s'])} ms per step ({ms(vs['overlap_s'])} ms of it beside backward, "
+        f"the all-reduces spanned {ms(vs['sync_s'])} ms per step ({ms(vs['overlap_s'])} ms of it "
+        "beside backward, "
         "waits for gradients included, so the efficiency is a lower bound)"
         if vs.get("overlap_s")
         else f"the sync took {ms(vs['sync_s'])} ms per step"
@@ -291,7 +299,8 @@ def format_comparison(vs: dict) -> str:
     )
     lines = [
         f"comm vs {vs['reference']}: {took}; the same "
-        f"{vs['calls']} call(s) ({vs['bytes'] / 2**20:.1f} MiB) take {ms(vs['achievable_s'])} ms there: "
+        f"{vs['calls']} call(s) ({vs['bytes'] / 2**20:.1f} MiB) take {ms(vs['achievable_s'])} ms "
+        "there: "
         f"efficiency {efficiency}"
         + (
             f"; busbw {vs['sync_busbw_GBps']:.3g} vs {vs['reference_busbw_GBps']:.3g} GB/s"

@@ -1,4 +1,5 @@
-"""Datasets and per-rank loaders. `build_loader` returns a DataLoader over a DistributedSampler shard."""
+"""Datasets and per-rank loaders. `build_loader` returns a DataLoader over a DistributedSampler
+shard."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from data.raw_folder import class_count, scan
 
 
 def check(cfg, submitting: bool = False) -> None:
-    """Before any rank starts: the data set exists and fits the model (data.kind itself is the schema's). On a Slurm
-    login node a root this host cannot see may be the compute nodes' own disk: the job checks it there."""
+    """Before any rank starts: the data set exists and fits the model (data.kind itself is the
+    schema's). On a Slurm login node a root this host cannot see may be the compute nodes' own disk:
+    the job checks it there."""
     if cfg.data.kind == "raw_folder":
         shape, size = sample_shape(cfg), cfg.data.image_size
         if shape is not None and shape != (3, size, size):
@@ -39,13 +41,14 @@ def check(cfg, submitting: bool = False) -> None:
 def build_dataset(
     data_cfg, rank: int, world_size: int, samples_needed: int, shape: tuple | None = None
 ) -> Dataset:
-    """The Dataset data_cfg's `_target_` names (base/build.py), given the samples the run needs, the sample shape of
-    a model that says its own (model.input_shape) and the rank's seed."""
+    """The Dataset data_cfg's `_target_` names (base/build.py), given the samples the run needs, the
+    sample shape of a model that says its own (model.input_shape) and the rank's seed."""
     return build(data_cfg, length=samples_needed, shape=shape, seed=rank)
 
 
 def sample_shape(cfg) -> tuple[int, ...] | None:
-    """model.input_shape, for a model that says its own (model=custom); None: an image of data.image_size."""
+    """model.input_shape, for a model that says its own (model=custom); None: an image of
+    data.image_size."""
     shape = setting(cfg, "model.input_shape")
     return tuple(int(n) for n in shape) if shape else None
 
@@ -74,9 +77,9 @@ def build_loader(cfg, rank: int, world_size: int, pin_memory: bool) -> DataLoade
 
 
 def die_with_the_rank(rank_pid: int, worker_id: int) -> None:
-    """A DataLoader worker ends when its rank dies (`kill -9`, the OOM killer): the kernel sends it SIGKILL
-    (prctl PR_SET_PDEATHSIG, Linux). Without it the worker notices only at its next status check (torch checks every
-    5 s) and holds its memory and a core until then."""
+    """A DataLoader worker ends when its rank dies (`kill -9`, the OOM killer): the kernel sends it
+    SIGKILL (prctl PR_SET_PDEATHSIG, Linux). Without it the worker notices only at its next status
+    check (torch checks every 5 s) and holds its memory and a core until then."""
     import ctypes
     import signal
     import sys
@@ -93,19 +96,22 @@ def die_with_the_rank(rank_pid: int, worker_id: int) -> None:
 
 
 def check_shard(samples: int, batch_size: int, world_size: int, root) -> None:
-    """Each rank's shard (DistributedSampler, drop_last) must hold one full batch, or its loader yields nothing."""
+    """Each rank's shard (DistributedSampler, drop_last) must hold one full batch, or its loader
+    yields nothing."""
     per_rank = samples // world_size
     if per_rank < batch_size:
         raise ConfigError(
-            f"data.root={root} holds {samples} samples: {per_rank} per rank for {world_size} ranks, fewer than "
+            f"data.root={root} holds {samples} samples: {per_rank} per rank for {world_size} "
+            "ranks, fewer than "
             f"batch_size={batch_size}. It needs at least {batch_size * world_size} samples "
             f"(batch_size x world_size): add files, or lower batch_size or world_size."
         )
 
 
 def batches(loader: DataLoader):
-    """Endless batches: a new epoch (and sampler shuffle) whenever the shard runs out. An epoch that yields nothing
-    raises: looping over it again would spin forever without ever reaching a collective that could time out."""
+    """Endless batches: a new epoch (and sampler shuffle) whenever the shard runs out. An epoch that
+    yields nothing raises: looping over it again would spin forever without ever reaching a
+    collective that could time out."""
     epoch = 0
     while True:
         loader.sampler.set_epoch(epoch)

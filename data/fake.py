@@ -1,5 +1,6 @@
-"""In-memory synthetic images. The pool is generated once per rank; items index into it, so the loader costs no
-random-number generation per sample and the data phase measures the loader itself."""
+"""In-memory synthetic images. The pool is generated once per rank; items index into it, so the
+loader costs no random-number generation per sample and the data phase measures the loader
+itself."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ class FakeImages(Dataset):
         seed: int = 0,
         shape: tuple | None = None,
     ):
-        """shape: one sample's (model.input_shape); default an image, 3 x image_size x image_size."""
+        """shape: one sample's (model.input_shape); default an image, 3 x image_size x
+        image_size."""
         g = torch.Generator().manual_seed(seed)
         pool = max(1, min(pool, length))
         self.images = torch.randn(pool, *(shape or (3, image_size, image_size)), generator=g)

@@ -1,9 +1,11 @@
-"""Write a raw-float data set in the VGG11 thread's format: root/<class>/<n>.raw, each 3xSxS float32 bytes.
+"""Write a raw-float data set in the VGG11 thread's format: root/<class>/<n>.raw, each 3xSxS float32
+bytes.
 
-    python -m data.make_raw_folder --root data_raw/vgg11 --classes 10 --files-per-class 64 [--size 224] [--copy]
+    python -m data.make_raw_folder --root data_raw/vgg11 --classes 10 --files-per-class 64 [--size
+    224] [--copy]
 
-Like the thread's script, one base file is written and the rest are hard links to it (or copies with --copy, when the
-page cache should not serve every read from one file)."""
+Like the thread's script, one base file is written and the rest are hard links to it (or copies with
+--copy, when the page cache should not serve every read from one file)."""
 
 from __future__ import annotations
 
@@ -59,7 +61,8 @@ def main(argv=None) -> None:
     n = a.classes * a.files_per_class
     print(
         f"wrote {n} files of {3 * a.size * a.size * 4} bytes in {a.classes} classes under {root} "
-        f"({time.perf_counter() - t:.1f} s). Use it with: python train.py data=raw_folder data.root={root}"
+        f"({time.perf_counter() - t:.1f} s). Use it with: python train.py data=raw_folder "
+        f"data.root={root}"
     )
 
 

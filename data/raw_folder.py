@@ -1,5 +1,5 @@
-"""The VGG11 thread's data set: root/<class>/<file>, each file the raw bytes of a 3xHxW float32 tensor, read with
-torch.from_file (no decoding), so the data phase is pure file I/O."""
+"""The VGG11 thread's data set: root/<class>/<file>, each file the raw bytes of a 3xHxW float32
+tensor, read with torch.from_file (no decoding), so the data phase is pure file I/O."""
 
 from __future__ import annotations
 
@@ -17,7 +17,10 @@ def sample_bytes(image_size: int) -> int:
 
 
 def generator_command(root, image_size: int) -> str:
-    return f"python -m data.make_raw_folder --root {root} --size {image_size} --classes 10 --files-per-class 64"
+    return (
+        f"python -m data.make_raw_folder --root {root} --size {image_size} --classes 10 "
+        "--files-per-class 64"
+    )
 
 
 class RawFolder(Dataset):
@@ -44,8 +47,8 @@ class RawFolder(Dataset):
 
 
 def scan(root: Path, image_size: int) -> list[tuple[Path, int]]:
-    """Every (file, class index); checks sizes and that each file opens for reading up front, so a bad file is named
-    before any rank starts (not mid-warm-up inside a DataLoader worker)."""
+    """Every (file, class index); checks sizes and that each file opens for reading up front, so a
+    bad file is named before any rank starts (not mid-warm-up inside a DataLoader worker)."""
     if not root.is_dir():
         raise ConfigError(
             f"data.root={root} does not exist. Make a raw folder with: "
@@ -61,7 +64,8 @@ def scan(root: Path, image_size: int) -> list[tuple[Path, int]]:
             size = entry.stat().st_size
             if size != want:
                 raise ConfigError(
-                    f"{entry.path} has {size} bytes; a 3x{image_size}x{image_size} float32 sample has {want} bytes. "
+                    f"{entry.path} has {size} bytes; a 3x{image_size}x{image_size} float32 sample "
+                    f"has {want} bytes. "
                     f"Set data.image_size to the size the folder was made with, or regenerate it: "
                     f"{generator_command(root, image_size)}"
                 )
@@ -69,7 +73,8 @@ def scan(root: Path, image_size: int) -> list[tuple[Path, int]]:
                 os.close(os.open(entry.path, os.O_RDONLY))
             except OSError as e:
                 raise ConfigError(
-                    f"{entry.path} cannot be read ({e.strerror}): every sample file of data.root must be "
+                    f"{entry.path} cannot be read ({e.strerror}): every sample file of data.root "
+                    "must be "
                     f"readable by this user. Fix its permissions (chmod a+r), or remove it."
                 ) from None
             samples.append((Path(entry.path), label))

@@ -1,15 +1,17 @@
-"""The one place that touches CUDA streams, events, synchronisation, record_stream and graph capture.
+"""The one place that touches CUDA streams, events, synchronisation, record_stream and graph
+capture.
 
-The step loop, the H2D feeders, CUDA graphs and the comm tasks ask a Device (the interface, and the CPU's:
-device/cpu.py) for them:
+The step loop, the H2D feeders, CUDA graphs and the comm tasks ask a Device (the interface, and the
+CPU's: device/cpu.py) for them:
 
-    cuda   device/cuda.py   the real thing, one torch.cuda call per method
-    cpu    device/cpu.py    CPU ranks: no streams, the host clock, nothing to synchronise
-    fake   device/fake.py   tests only (device=fake): CPU tensors through the CUDA code paths, with the stream rules
-                            enforced (waits before use, record_stream across streams, no sync in the window)
+    cuda   device/cuda.py   the real thing, one torch.cuda call per method cpu    device/cpu.py
+    CPU ranks: no streams, the host clock, nothing to synchronise fake   device/fake.py   tests only
+    (device=fake): CPU tensors through the CUDA code paths, with the stream rules
+                            enforced (waits before use, record_stream across streams, no sync in the
+                            window)
 
-Which one a rank gets, and its backend, is decided once for all ranks in device/placement.py; tasks/train/memory.py
-refuses a config that cannot fit before any rank starts."""
+Which one a rank gets, and its backend, is decided once for all ranks in device/placement.py;
+tasks/train/memory.py refuses a config that cannot fit before any rank starts."""
 
 from __future__ import annotations
 
@@ -22,8 +24,8 @@ _opened: Device | None = None  # this rank's device, once opened
 
 
 def open_device(placement: Placement) -> Device:
-    """This rank's device for the rest of its life (ranks are processes: one each). The fake starts enforcing here,
-    before the model and DDP exist, so their set-up is checked too."""
+    """This rank's device for the rest of its life (ranks are processes: one each). The fake starts
+    enforcing here, before the model and DDP exist, so their set-up is checked too."""
     global _opened
     if placement.kind == "cuda":
         from device.cuda import CudaDevice
@@ -40,8 +42,9 @@ def open_device(placement: Placement) -> Device:
 
 
 def layer_for(device) -> Device:
-    """The device layer for a torch.device (or a Device, returned as is): the rank's own where it matches, else the
-    plain CUDA or CPU one (a comm task may put its tensors on CUDA while the rank computes on CPU, or the reverse)."""
+    """The device layer for a torch.device (or a Device, returned as is): the rank's own where it
+    matches, else the plain CUDA or CPU one (a comm task may put its tensors on CUDA while the rank
+    computes on CPU, or the reverse)."""
     if isinstance(device, Device):
         return device
     device = torch.device(device)
@@ -55,12 +58,14 @@ def layer_for(device) -> Device:
 
 
 def synchronize(device) -> None:
-    """Wait until everything queued on `device` (a torch.device or a Device) is done: a host sync."""
+    """Wait until everything queued on `device` (a torch.device or a Device) is done: a host
+    sync."""
     layer_for(device).synchronize()
 
 
 class Clock:
-    """Marks on a device's timeline (CUDA events, or the host clock), read with seconds() after a synchronize()."""
+    """Marks on a device's timeline (CUDA events, or the host clock), read with seconds() after a
+    synchronize()."""
 
     def __init__(self, device):
         self.device = layer_for(device)

@@ -1,5 +1,6 @@
-"""The device interface, and its CPU implementation: CPU ranks compute on host memory, have no streams, read the
-host clock and have nothing to synchronise. The CUDA and fake devices override what differs."""
+"""The device interface, and its CPU implementation: CPU ranks compute on host memory, have no
+streams, read the host clock and have nothing to synchronise. The CUDA and fake devices override
+what differs."""
 
 from __future__ import annotations
 
@@ -22,12 +23,13 @@ class NullStream:
 
 
 class Device:
-    """The device interface: what the step loop, the H2D feeders, CUDA graphs and the comm tasks may ask of a device.
-    As it stands it is the CPU's (cuda.py and fake.py override what differs)."""
+    """The device interface: what the step loop, the H2D feeders, CUDA graphs and the comm tasks may
+    ask of a device. As it stands it is the CPU's (cuda.py and fake.py override what differs)."""
 
     kind = "cpu"
     copies = False  # a host batch must be copied to the device before use
-    pins_memory = False  # the loader should pin host batches (page-locked memory makes non_blocking copies async)
+    # the loader should pin host batches (page-locked memory makes non_blocking copies async)
+    pins_memory = False
     torch_device = torch.device("cpu")
     _stream = NullStream()
 
@@ -43,8 +45,8 @@ class Device:
         return nullcontext()
 
     def record_stream(self, tensor: torch.Tensor, stream) -> None:
-        """Tell the allocator `tensor` (allocated on another stream) is used on `stream`, so its memory is not reused
-        before that work is done."""
+        """Tell the allocator `tensor` (allocated on another stream) is used on `stream`, so its
+        memory is not reused before that work is done."""
 
     def to_device(self, tensor: torch.Tensor, non_blocking: bool) -> torch.Tensor:
         return tensor  # no copy: CPU ranks compute on the host batch itself
@@ -53,8 +55,8 @@ class Device:
         return model.to(self.torch_device)
 
     def is_transfer(self, src: torch.Tensor, out: torch.Tensor) -> bool:
-        """Whether `out = src.to(...)` (a script's own call) moved host memory to another device: the copy
-        task=script times as h2d (tasks/script/attach.py)."""
+        """Whether `out = src.to(...)` (a script's own call) moved host memory to another device:
+        the copy task=script times as h2d (tasks/script/attach.py)."""
         return out.device != src.device
 
     # -- time
@@ -69,7 +71,8 @@ class Device:
         """Wait until every queued operation is done (a host sync)."""
 
     def comm_hook(self, hook):
-        """A DDP comm hook as it runs on this device (the fake device watches what it does there)."""
+        """A DDP comm hook as it runs on this device (the fake device watches what it does
+        there)."""
         return hook
 
     # -- graphs
@@ -81,11 +84,13 @@ class Device:
     # -- the measured window
     @contextmanager
     def window(self, strict: bool):
-        """The measured window: nothing in it may wait on the device. `strict`: make a host sync there an error."""
+        """The measured window: nothing in it may wait on the device. `strict`: make a host sync
+        there an error."""
         yield
 
     def window_check(self, strict: bool) -> str | None:
-        """For the record: how window(strict) checks for host syncs (None: a CPU rank has no device to wait on)."""
+        """For the record: how window(strict) checks for host syncs (None: a CPU rank has no device
+        to wait on)."""
         return None
 
     # -- description

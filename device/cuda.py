@@ -1,7 +1,7 @@
-"""The real thing: every method is one torch.cuda call (checked against torch/cuda/streams.py, torch/cuda/graphs.py,
-torch/cuda/__init__.py and Tensor.record_stream of the torch this runs). Nothing here runs without a GPU, which is
-why the step loop reaches it only through this interface and the CPU suite drives the same loop through
-device/fake.py."""
+"""The real thing: every method is one torch.cuda call (checked against torch/cuda/streams.py,
+torch/cuda/graphs.py, torch/cuda/__init__.py and Tensor.record_stream of the torch this runs).
+Nothing here runs without a GPU, which is why the step loop reaches it only through this interface
+and the CPU suite drives the same loop through device/fake.py."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ class HostSyncInWindow(RuntimeError):
 
 
 class CudaGraph:
-    """A captured step: replay() re-launches the captured kernels on the current stream; `output` holds what the step
-    returned at capture, rewritten in place by every replay."""
+    """A captured step: replay() re-launches the captured kernels on the current stream; `output`
+    holds what the step returned at capture, rewritten in place by every replay."""
 
     def __init__(self, graph: torch.cuda.CUDAGraph, output):
         self.graph, self.output = graph, output
@@ -65,10 +65,11 @@ class CudaDevice(Device):
         torch.cuda.synchronize(self.torch_device)
 
     def capture(self, step) -> CudaGraph:
-        """Capture one call of step() as a CUDA graph. torch.cuda.graph synchronises the device, then captures on its
-        own side stream. capture_error_mode="thread_local": the DataLoader's pin-memory thread (data.workers>0 with
-        pinned memory) queries CUDA events during our capture, which the default "global" mode turns into a failed
-        capture (PyTorch's CUDA-graph notes: no event queries in other threads during a global capture)."""
+        """Capture one call of step() as a CUDA graph. torch.cuda.graph synchronises the device,
+        then captures on its own side stream. capture_error_mode="thread_local": the DataLoader's
+        pin-memory thread (data.workers>0 with pinned memory) queries CUDA events during our
+        capture, which the default "global" mode turns into a failed capture (PyTorch's CUDA-graph
+        notes: no event queries in other threads during a global capture)."""
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             output = step()
@@ -76,11 +77,12 @@ class CudaDevice(Device):
 
     @contextmanager
     def window(self, strict: bool):
-        """strict: torch.cuda.set_sync_debug_mode("error") while the window is open, so a synchronising CUDA call there
-        (.item(), a blocking copy, a stream synchronize) raises instead of skewing the numbers. Not covered by that
-        mode (c10/cuda/CUDAFunctions.cpp: only callers of warn_or_error_on_sync raise): torch.cuda.synchronize (a
-        cudaDeviceSynchronize, as torch's PowerSGD hook calls in every bucket: tasks/train/h2d.py names it in the
-        record), event waits and torch.distributed waits (see torch.cuda.set_sync_debug_mode)."""
+        """strict: torch.cuda.set_sync_debug_mode("error") while the window is open, so a
+        synchronising CUDA call there (.item(), a blocking copy, a stream synchronize) raises
+        instead of skewing the numbers. Not covered by that mode (c10/cuda/CUDAFunctions.cpp: only
+        callers of warn_or_error_on_sync raise): torch.cuda.synchronize (a cudaDeviceSynchronize, as
+        torch's PowerSGD hook calls in every bucket: tasks/train/h2d.py names it in the record),
+        event waits and torch.distributed waits (see torch.cuda.set_sync_debug_mode)."""
         if not strict:
             yield
             return

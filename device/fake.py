@@ -1,32 +1,40 @@
-"""device=fake (tests only): CPU tensors run through the CUDA code paths of the step loop, the H2D feeders and CUDA
-graphs, and the stream rules a real GPU would silently break are enforced.
+"""device=fake (tests only): CPU tensors run through the CUDA code paths of the step loop, the H2D
+feeders and CUDA graphs, and the stream rules a real GPU would silently break are enforced.
 
-torch's own torch.Stream / torch.Event cannot stand in on CPU (CPU events cannot record), so this device keeps its
-own books. Every tensor operation passes through a TorchDispatchMode that knows which fake stream is current, and
-each storage remembers the stream that allocated it, the last write (stream, sequence number) and the streams that
-used it. Then:
+torch's own torch.Stream / torch.Event cannot stand in on CPU (CPU events cannot record), so this
+device keeps its own books. Every tensor operation passes through a TorchDispatchMode that knows
+which fake stream is current, and each storage remembers the stream that allocated it, the last
+write (stream, sequence number) and the streams that used it. Then:
 
-- every stream wait happens before use: an operation on stream U that touches memory last written on stream S
-  (or, to write it, memory another stream last read) raises StreamRuleError unless U waited on S after that write
-  (wait_stream, transitively), or the device was synchronised since;
-- record_stream is called on every tensor handed across streams: memory allocated on stream A, used on stream U
-  and freed without record_stream(U) returns to A's pool while U may still use it; the next work queued on A
-  (which may be handed that memory) raises StreamRuleError unless A waited on U since (or the device was
-  synchronised). That is the caching allocator's own rule. Memory freed so but never followed by work on A is
-  no hazard (e.g. DDP's first buckets, built on the side stream PyTorch's CUDA-graph recipe constructs it under);
-- nothing synchronises inside the measured window or a capture: synchronize(), event/stream synchronize and the
-  operations that read a device value on the host (.item(), bool(t), nonzero, ...) raise HostSyncError there
-  (a host tensor's .item() is no sync: DDP's reducer reads its host-side map every step). A blocking
-  host-to-device copy counts as a sync unless the window allows it (h2d=blocking);
+- every stream wait happens before use: an operation on stream U that touches memory last written on
+  stream S
+  (or, to write it, memory another stream last read) raises StreamRuleError unless U waited on S
+  after that write (wait_stream, transitively), or the device was synchronised since;
+- record_stream is called on every tensor handed across streams: memory allocated on stream A, used
+  on stream U
+  and freed without record_stream(U) returns to A's pool while U may still use it; the next work
+  queued on A (which may be handed that memory) raises StreamRuleError unless A waited on U since
+  (or the device was synchronised). That is the caching allocator's own rule. Memory freed so but
+  never followed by work on A is no hazard (e.g. DDP's first buckets, built on the side stream
+  PyTorch's CUDA-graph recipe constructs it under);
+- nothing synchronises inside the measured window or a capture: synchronize(), event/stream
+  synchronize and the
+  operations that read a device value on the host (.item(), bool(t), nonzero, ...) raise
+  HostSyncError there (a host tensor's .item() is no sync: DDP's reducer reads its host-side map
+  every step). A blocking host-to-device copy counts as a sync unless the window allows it
+  (h2d=blocking);
 - a DDP comm hook runs as on a GPU (comm_hook): its torch.cuda.is_available() is True and its
-  torch.cuda.synchronize() is a device-wide sync of this device, counted (report: comm_hook_device_syncs) and an
-  error inside a strict window, so the sync torch's PowerSGD hook makes in every bucket is seen on CPU;
-- a "captured" step runs once at capture (like the real capture, with syncs forbidden) and replays eagerly, its
+  torch.cuda.synchronize() is a device-wide sync of this device, counted (report:
+  comm_hook_device_syncs) and an error inside a strict window, so the sync torch's PowerSGD hook
+  makes in every bucket is seen on CPU;
+- a "captured" step runs once at capture (like the real capture, with syncs forbidden) and replays
+  eagerly, its
   outputs copied into the tensors capture returned.
 
-Streams are no-ops for the data (one CPU does the work in program order); they record the order of the calls
-in `log`, which tests read. Events read the host clock. Host tensors (the loader's batches, the sources of
-to_device, DDP's host-side maps) are told apart from device memory by what they were computed from: see _Memory."""
+Streams are no-ops for the data (one CPU does the work in program order); they record the order of
+the calls in `log`, which tests read. Events read the host clock. Host tensors (the loader's
+batches, the sources of to_device, DDP's host-side maps) are told apart from device memory by what
+they were computed from: see _Memory."""
 
 from __future__ import annotations
 
@@ -101,9 +109,9 @@ class FakeGraph:
 
 @dataclass
 class _Memory:
-    """What the fake knows about one storage. Only device memory follows the stream rules: memory handed over by
-    to_device or model_to_device, and whatever an operation computes from it (host memory, such as the loader's
-    batches or DDP's host-side bookkeeping, has no stream order)."""
+    """What the fake knows about one storage. Only device memory follows the stream rules: memory
+    handed over by to_device or model_to_device, and whatever an operation computes from it (host
+    memory, such as the loader's batches or DDP's host-side bookkeeping, has no stream order)."""
 
     alloc: FakeStream
     what: str
@@ -146,9 +154,10 @@ class FakeDevice(Device):
         self._mode = _Rules(self)
         self._active = False
 
-    # ---------------------------------------------------------------------------------------- activation
+    # ----------------------------------------------------------------------------------- activation
     def activate(self) -> "FakeDevice":
-        """Start enforcing (from now on, in this thread and autograd's); ranks stay activated until they exit."""
+        """Start enforcing (from now on, in this thread and autograd's); ranks stay activated until
+        they exit."""
         if not self._active:
             self._mode.__enter__()
             self._active = True
@@ -170,7 +179,7 @@ class FakeDevice(Device):
             self._active = False
         return False
 
-    # ---------------------------------------------------------------------------------------- the interface
+    # -------------------------------------------------------------------------------- the interface
     def new_stream(self) -> FakeStream:
         s = FakeStream(self, f"side{len(self.streams)}")
         self.streams.append(s)
@@ -199,7 +208,8 @@ class FakeDevice(Device):
         self.log.append(("record_stream", stream.name))
 
     def to_device(self, tensor, non_blocking: bool):
-        """A copy (CPU to CPU here), allocated and written on the current stream like a real H2D copy."""
+        """A copy (CPU to CPU here), allocated and written on the current stream like a real H2D
+        copy."""
         if not non_blocking:
             self.counts["blocking_copies"] += 1
             if not self.blocking_copies_allowed:
@@ -215,8 +225,9 @@ class FakeDevice(Device):
         return copy
 
     def is_transfer(self, src, out) -> bool:
-        """A script's `.to(device, copy=True)` of a host batch, device memory from then on: the fake's stand-in
-        for its `.to("cuda")` (the same device type here), counted as a copy on the current stream."""
+        """A script's `.to(device, copy=True)` of a host batch, device memory from then on: the
+        fake's stand-in for its `.to("cuda")` (the same device type here), counted as a copy on the
+        current stream."""
         if out is src or out.dtype != src.dtype or out.data_ptr() == src.data_ptr():
             return False
         self.counts["copies"] += 1
@@ -227,8 +238,8 @@ class FakeDevice(Device):
         return True
 
     def model_to_device(self, model):
-        """The model's parameters and buffers become device memory (on a GPU: model.to(device), blocking copies
-        that the host waits for on the current stream)."""
+        """The model's parameters and buffers become device memory (on a GPU: model.to(device),
+        blocking copies that the host waits for on the current stream)."""
         for t in [*model.parameters(), *model.buffers()]:
             mem = self._memory(t, create=True)
             if mem is not None:
@@ -270,10 +281,11 @@ class FakeDevice(Device):
         return "error" if strict else "error, blocking copies and comm-hook device syncs allowed"
 
     def comm_hook(self, hook):
-        """The hook with its own torch.cuda calls routed here (a copy of the function whose global `torch` sees this
-        device as torch.cuda): torch's hooks guard their device syncs with torch.cuda.is_available(), which a CPU
-        run would otherwise never pass. The callbacks a hook chains (PowerSGD's decompression) share its globals.
-        A hook that is not a plain function (a partial, a callable object) runs as it is."""
+        """The hook with its own torch.cuda calls routed here (a copy of the function whose global
+        `torch` sees this device as torch.cuda): torch's hooks guard their device syncs with
+        torch.cuda.is_available(), which a CPU run would otherwise never pass. The callbacks a hook
+        chains (PowerSGD's decompression) share its globals. A hook that is not a plain function (a
+        partial, a callable object) runs as it is."""
         if not isinstance(hook, types.FunctionType):
             return hook
         view = _TorchOnThisDevice(_HookCuda(self))
@@ -306,13 +318,14 @@ class FakeDevice(Device):
             "freed_without_record_stream": len(self.hazards),
         }
 
-    # ---------------------------------------------------------------------------------------- the rules
+    # ------------------------------------------------------------------------------------ the rules
     def _tick(self) -> int:
         self.seq += 1
         return self.seq
 
     def _wait(self, waiter: FakeStream, other: FakeStream) -> None:
-        """waiter.wait_stream(other): everything queued on `other` so far, and all it waited on, comes first."""
+        """waiter.wait_stream(other): everything queued on `other` so far, and all it waited on,
+        comes first."""
         now = self._tick()
         mine = self.waited[waiter]
         for s, upto in self.waited[other].items():
@@ -333,7 +346,8 @@ class FakeDevice(Device):
     def _host_sync(
         self, what: str, stream: FakeStream | None = None, upto: int | None = None
     ) -> None:
-        """The host waits for `stream` (None: the whole device), up to `upto` (None: all queued so far)."""
+        """The host waits for `stream` (None: the whole device), up to `upto` (None: all queued so
+        far)."""
         if self.no_sync_reason:
             raise HostSyncError(
                 f"{what} inside {self.no_sync_reason}: on a GPU the host would wait for the device "
@@ -349,12 +363,14 @@ class FakeDevice(Device):
         self.log.append(("sync", what))
 
     def _hook_device_sync(self) -> None:
-        """torch.cuda.synchronize() from inside a comm hook (possibly on the backend's callback thread): the whole
-        device waits. Counted always; an error in a strict window; elsewhere a device sync like synchronize()."""
+        """torch.cuda.synchronize() from inside a comm hook (possibly on the backend's callback
+        thread): the whole device waits. Counted always; an error in a strict window; elsewhere a
+        device sync like synchronize()."""
         self.counts["comm_hook_device_syncs"] += 1
         if self.no_sync_reason and self.strict:
             raise HostSyncError(
-                f"torch.cuda.synchronize() called from a DDP comm hook inside {self.no_sync_reason}: "
+                "torch.cuda.synchronize() called from a DDP comm hook inside "
+                f"{self.no_sync_reason}: "
                 "on a GPU every bucket's hook would wait for the whole device there."
             )
         self.fence = self._tick()
@@ -370,10 +386,11 @@ class FakeDevice(Device):
             self.no_sync_reason = before
 
     def _memory(self, t: torch.Tensor, create: bool = False, new: bool = False) -> _Memory | None:
-        """The books of t's storage. create: start them if missing; new: t was just allocated on the current stream
-        (memory first seen otherwise was allocated before the books began, on the default stream). The storage's
-        Python object lives exactly as long as the memory (torch keeps it while any tensor, saved or not, uses it),
-        so a finalizer on it sees the real free."""
+        """The books of t's storage. create: start them if missing; new: t was just allocated on the
+        current stream (memory first seen otherwise was allocated before the books began, on the
+        default stream). The storage's Python object lives exactly as long as the memory (torch
+        keeps it while any tensor, saved or not, uses it), so a finalizer on it sees the real
+        free."""
         try:
             storage = t.untyped_storage()
         except (RuntimeError, NotImplementedError):
@@ -407,8 +424,10 @@ class FakeDevice(Device):
                     stream,
                     seq,
                     (
-                        f"tensor {mem.what} allocated on stream {mem.alloc.name} was used on stream "
-                        f"{stream.name} and freed without record_stream({stream.name}); new work on "
+                        f"tensor {mem.what} allocated on stream {mem.alloc.name} was used on "
+                        "stream "
+                        f"{stream.name} and freed without record_stream({stream.name}); new work "
+                        "on "
                         f"{mem.alloc.name} may be handed its memory while "
                         f"{stream.name} still uses it"
                     ),
@@ -416,8 +435,8 @@ class FakeDevice(Device):
             )
 
     def _check_reuse(self, stream: FakeStream) -> None:
-        """Work is about to be queued on `stream`: memory it allocated and freed while another stream may still use
-        it is a race now, unless that use is ordered before this work."""
+        """Work is about to be queued on `stream`: memory it allocated and freed while another
+        stream may still use it is a race now, unless that use is ordered before this work."""
         pending = []
         for alloc, user, seq, message in self.hazards:
             if self._ordered(alloc, user, seq):
@@ -475,21 +494,26 @@ class FakeDevice(Device):
                 self.counts["cross_stream_uses"] += 1
             if not self._ordered(stream, other, seq):
                 raise StreamRuleError(
-                    f"{func} on stream {stream.name} uses tensor {mem.what} written on stream {other.name} without "
-                    f"waiting for it ({stream.name}.wait_stream({other.name}) must come between): on a GPU it would "
+                    f"{func} on stream {stream.name} uses tensor {mem.what} written on stream "
+                    f"{other.name} without "
+                    f"waiting for it ({stream.name}.wait_stream({other.name}) must come between): "
+                    "on a GPU it would "
                     "read the memory before the write lands."
                 )
         if write:
             for other, seq in mem.reads.items():
                 if not self._ordered(stream, other, seq):
                     raise StreamRuleError(
-                        f"{func} on stream {stream.name} overwrites tensor {mem.what} that stream {other.name} reads, "
-                        f"without waiting for {other.name}: on a GPU the read could see the new values."
+                        f"{func} on stream {stream.name} overwrites tensor {mem.what} that stream "
+                        f"{other.name} reads, "
+                        f"without waiting for {other.name}: on a GPU the read could see the new "
+                        "values."
                     )
 
 
 class _HookCuda:
-    """torch.cuda as a comm hook on the fake device sees it: a GPU is there, and synchronize() waits for it."""
+    """torch.cuda as a comm hook on the fake device sees it: a GPU is there, and synchronize() waits
+    for it."""
 
     def __init__(self, device: FakeDevice):
         self._device = device
@@ -540,7 +564,8 @@ _WRITES: dict = {}  # op -> [(position, name, kwarg_only)] of its `Tensor(a!)` a
 
 
 def _written(func, args, kwargs) -> _Ids:
-    """The tensors an operation writes in place (its schema's `Tensor(a!)` arguments, `out=` included)."""
+    """The tensors an operation writes in place (its schema's `Tensor(a!)` arguments, `out=`
+    included)."""
     spots = _WRITES.get(func)
     if spots is None:
         spots = _WRITES[func] = [

@@ -1,7 +1,8 @@
-"""What this machine offers the ranks, and whether a config fits it: the one GPU count, the host memory that can still
-be given, and the checks every task runs against them before any rank starts (too many ranks per CPU, too much
-memory, buffers on a device that is not there). `Host` holds the facts so tests can pose as any machine; the job
-probes it once (job/config.py) and hands it to every check."""
+"""What this machine offers the ranks, and whether a config fits it: the one GPU count, the host
+memory that can still be given, and the checks every task runs against them before any rank starts
+(too many ranks per CPU, too much memory, buffers on a device that is not there). `Host` holds the
+facts so tests can pose as any machine; the job probes it once (job/config.py) and hands it to every
+check."""
 
 from __future__ import annotations
 
@@ -26,16 +27,17 @@ RANK_MEMORY_BYTES = (
 
 
 def gpu_count() -> int:
-    """GPUs this process may use. CUDA_VISIBLE_DEVICES="" hides them all; it is read here as well because CUDA reads
-    it only once per process, so a process whose CUDA started before it was set would still count them."""
+    """GPUs this process may use. CUDA_VISIBLE_DEVICES="" hides them all; it is read here as well
+    because CUDA reads it only once per process, so a process whose CUDA started before it was set
+    would still count them."""
     if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
         return 0
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def asked_gpus_per_node(launcher) -> int | None:
-    """The GPUs a launcher=slurm job asks for on each node (launcher.gpus_per_node, else the count in launcher.gres,
-    e.g. gpu:8 or gpu:a100:8); None for a launcher that runs here."""
+    """The GPUs a launcher=slurm job asks for on each node (launcher.gpus_per_node, else the count
+    in launcher.gres, e.g. gpu:8 or gpu:a100:8); None for a launcher that runs here."""
     if not launcher or launcher.get("name") != "slurm":
         return None
     if launcher.get("gpus_per_node"):
@@ -48,8 +50,8 @@ def asked_gpus_per_node(launcher) -> int | None:
 
 
 def gpus_for(root) -> int:
-    """GPUs of the machine the ranks run on: for launcher=slurm the nodes the job asks for (the same answer on the
-    login node that submits and on the compute nodes), else this one's."""
+    """GPUs of the machine the ranks run on: for launcher=slurm the nodes the job asks for (the same
+    answer on the login node that submits and on the compute nodes), else this one's."""
     asked = asked_gpus_per_node(
         OmegaConf.select(root, "launcher", default=None) if root is not None else None
     )
@@ -67,13 +69,14 @@ def free_host_bytes(
     cgroup: str | Path = PROC_CGROUP,
     cgroup_root: str | Path = CGROUP_ROOT,
 ) -> int | None:
-    """Host memory this process can still be given (None where the OS does not say): tasks refuse sizes that cannot
-    fit instead of letting the OOM killer take a rank mid-collective.
+    """Host memory this process can still be given (None where the OS does not say): tasks refuse
+    sizes that cannot fit instead of letting the OOM killer take a rank mid-collective.
 
-    The kernel's MemAvailable, not MemFree: Linux fills idle memory with the page cache and gives it back on demand,
-    so MemFree is small on a healthy machine (2.5 GiB free beside 21 GiB available after a pip install and a few
-    runs). Where this process's cgroup has a memory limit (a container, a Slurm job) the room under it counts too,
-    when it is smaller. The paths are parameters so tests can pose as any machine."""
+    The kernel's MemAvailable, not MemFree: Linux fills idle memory with the page cache and gives it
+    back on demand, so MemFree is small on a healthy machine (2.5 GiB free beside 21 GiB available
+    after a pip install and a few runs). Where this process's cgroup has a memory limit (a
+    container, a Slurm job) the room under it counts too, when it is smaller. The paths are
+    parameters so tests can pose as any machine."""
     known = [
         b for b in (_mem_available(meminfo), cgroup_room(cgroup, cgroup_root)) if b is not None
     ]
@@ -99,10 +102,11 @@ def _mem_available(meminfo: str | Path) -> int | None:
 def cgroup_room(
     cgroup: str | Path = PROC_CGROUP, cgroup_root: str | Path = CGROUP_ROOT
 ) -> int | None:
-    """The least room under a memory limit of this process's cgroup or any of its ancestors (None: no limit, or
-    no cgroup to read). Room = limit - usage + inactive file cache: the cgroup's usage counts its page cache too,
-    and the inactive part is reclaimed before the limit bites (the kubelet's working-set rule). cgroup v2
-    (memory.max, memory.current), else v1 (memory.limit_in_bytes, memory.usage_in_bytes)."""
+    """The least room under a memory limit of this process's cgroup or any of its ancestors (None:
+    no limit, or no cgroup to read). Room = limit - usage + inactive file cache: the cgroup's usage
+    counts its page cache too, and the inactive part is reclaimed before the limit bites (the
+    kubelet's working-set rule). cgroup v2 (memory.max, memory.current), else v1
+    (memory.limit_in_bytes, memory.usage_in_bytes)."""
     try:
         lines = Path(cgroup).read_text().splitlines()
     except OSError:
@@ -130,8 +134,8 @@ def cgroup_room(
 
 
 def _up_from(base: Path, path: str) -> list[Path]:
-    """The cgroup's directory and its ancestors up to the hierarchy's root (in a container, whose cgroup namespace
-    may show a path the mount does not have, only the root)."""
+    """The cgroup's directory and its ancestors up to the hierarchy's root (in a container, whose
+    cgroup namespace may show a path the mount does not have, only the root)."""
     own = base / path.strip("/")
     dirs = [own, *own.parents] if own.is_dir() else [base]
     return [d for d in dirs if d == base or base in d.parents]
@@ -157,7 +161,8 @@ def _room(d: Path, limit_file: str, usage_file: str, inactive_key: str) -> int |
 
 
 def host_cpu_jiffies() -> tuple[int, int] | None:
-    """(busy, total) CPU time of the whole host from /proc/stat: every process, not only ours (Linux)."""
+    """(busy, total) CPU time of the whole host from /proc/stat: every process, not only ours
+    (Linux)."""
     try:
         with open("/proc/stat") as f:
             fields = [int(x) for x in f.readline().split()[1:]]
@@ -169,8 +174,9 @@ def host_cpu_jiffies() -> tuple[int, int] | None:
 
 @dataclass(frozen=True)
 class Host:
-    """What the machine running the checks offers the ranks. On a Slurm login node (submitting) these facts belong
-    to the wrong machine, and the checks that need them are skipped: the compute nodes run them again."""
+    """What the machine running the checks offers the ranks. On a Slurm login node (submitting)
+    these facts belong to the wrong machine, and the checks that need them are skipped: the compute
+    nodes run them again."""
 
     gpus: int
     cpus: int
@@ -223,14 +229,16 @@ def check_fits(
     fix: str,
     submitting: bool = False,
 ) -> None:
-    """Refuse more ranks, or more memory, than one machine holds, instead of letting the OOM killer or the scheduler
-    decide mid-run. Submitting: the node's memory is what the job asks for (launcher.mem_gb), if it says."""
+    """Refuse more ranks, or more memory, than one machine holds, instead of letting the OOM killer
+    or the scheduler decide mid-run. Submitting: the node's memory is what the job asks for
+    (launcher.mem_gb), if it says."""
     gib = 2**30
     if submitting:
         mem_gb = setting(cfg, "launcher.mem_gb")
         if mem_gb and ranks * per_rank_bytes > mem_gb * gib:
             raise ConfigError(
-                f"{what}: {ranks} ranks per node need about {ranks * per_rank_bytes / gib:.1f} GiB and "
+                f"{what}: {ranks} ranks per node need about {ranks * per_rank_bytes / gib:.1f} GiB "
+                "and "
                 f"the job asks for launcher.mem_gb={mem_gb}. {fix}, or a larger launcher.mem_gb."
             )
         return
@@ -253,26 +261,30 @@ def check_fits(
         )
     if host.free_bytes is not None and ranks * per_rank_bytes > host.free_bytes:
         raise ConfigError(
-            f"{what}: {ranks} ranks need about {ranks * per_rank_bytes / gib:.1f} GiB of host memory "
+            f"{what}: {ranks} ranks need about {ranks * per_rank_bytes / gib:.1f} GiB of host "
+            "memory "
             f"and {host.free_bytes / gib:.1f} GiB is available (room for "
             f"{host.free_bytes // per_rank_bytes}). {fix}, {override}."
         )
 
 
 def warn_ranks_over_cores(what: str, ranks: int, cpus: int) -> None:
-    """Said once, before the ranks start; the CPU contention finding explains it again after the run."""
+    """Said once, before the ranks start; the CPU contention finding explains it again after the
+    run."""
     warnings.warn(
-        f"{what}: {ranks} ranks on this machine's {cpus} CPU cores, more ranks than cores: they take "
+        f"{what}: {ranks} ranks on this machine's {cpus} CPU cores, more ranks than cores: they "
+        "take "
         f"turns on the cores, so every step also times a rank waiting for one (after the run the "
-        f"diagnosis's CPU contention finding reports it); {cpus} ranks or fewer measure without that.",
+        f"diagnosis's CPU contention finding reports it); {cpus} ranks or fewer measure without "
+        "that.",
         ConfigWarning,
         stacklevel=2,
     )
 
 
 def expected_backend(cfg, host: Host, submitting: bool = False) -> str:
-    """The backend the ranks will pick (device/placement.py: auto is nccl when every rank has a GPU of its own);
-    still "auto" on a login node, which cannot tell."""
+    """The backend the ranks will pick (device/placement.py: auto is nccl when every rank has a GPU
+    of its own); still "auto" on a login node, which cannot tell."""
     if cfg.backend != "auto" or submitting:
         return str(cfg.backend)
     return "nccl" if on_gpus(cfg, host) else "gloo"
@@ -281,9 +293,10 @@ def expected_backend(cfg, host: Host, submitting: bool = False) -> str:
 def check_buffers(
     cfg, host: Host, *, key: str, per_rank_bytes: int, what: str, fix: str, submitting: bool = False
 ) -> None:
-    """A comm task's device choice (`key`: auto|cpu|cuda) and its buffers, on the device they will live on
-    (comm.measure.resolve_device: cuda when asked, or auto with nccl or a visible GPU): refuse what cannot work or
-    fit there, per node. Submitting: the nodes' GPUs and their memory are unknown here."""
+    """A comm task's device choice (`key`: auto|cpu|cuda) and its buffers, on the device they will
+    live on (comm.measure.resolve_device: cuda when asked, or auto with nccl or a visible GPU):
+    refuse what cannot work or fit there, per node. Submitting: the nodes' GPUs and their memory are
+    unknown here."""
     device, backend = OmegaConf.select(cfg, key), expected_backend(cfg, host, submitting)
     if backend == "nccl" and device == "cpu":
         raise ConfigError(

@@ -1,9 +1,10 @@
 """Free GPU memory from NVML, so the launcher's checks never create a CUDA context.
 
-torch.cuda.mem_get_info needs a context on every device it asks about: in the launching process that is several
-hundred MiB held on each GPU for the whole job, memory the ranks then lack. NVML (the driver's libnvidia-ml.so.1, the
-library torch's own NVML-based device count loads the same way) reads the same figure without one. Device i here is
-CUDA's ordinal i in this process, mapped to NVML's index through CUDA_VISIBLE_DEVICES by torch's helper."""
+torch.cuda.mem_get_info needs a context on every device it asks about: in the launching process that
+is several hundred MiB held on each GPU for the whole job, memory the ranks then lack. NVML (the
+driver's libnvidia-ml.so.1, the library torch's own NVML-based device count loads the same way)
+reads the same figure without one. Device i here is CUDA's ordinal i in this process, mapped to
+NVML's index through CUDA_VISIBLE_DEVICES by torch's helper."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ class _Memory(ctypes.Structure):  # nvmlMemory_t (nvml.h): total, free, used, by
 
 
 def free_bytes(count: int) -> list[int] | None:
-    """Free memory of CUDA devices 0..count-1, or None when NVML cannot say (no driver library, MIG UUIDs, an error):
-    the caller then skips its check rather than guessing."""
+    """Free memory of CUDA devices 0..count-1, or None when NVML cannot say (no driver library, MIG
+    UUIDs, an error): the caller then skips its check rather than guessing."""
     if count < 1:
         return []
     try:

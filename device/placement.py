@@ -47,7 +47,7 @@ class Placement:
         return torch.device("cuda", self.gpu) if self.kind == "cuda" else torch.device("cpu")
 
 
-# ------------------------------------------------------------------------------------------- the Slurm variables
+# ------------------------------------------------------------------------------ the Slurm variables
 def _count(value: str | None) -> int | None:
     """'4', 'a100:4', 'a100:2,v100:1' -> 4, 4, 3 (Slurm's [type:]count lists)."""
     if not value:
@@ -74,7 +74,8 @@ def gpus_per_task(env: Mapping[str, str]) -> int | None:
 
 
 def node_gpus(env: Mapping[str, str]) -> int | None:
-    """GPUs Slurm gave this job step on this node, all its tasks together, where a variable says so."""
+    """GPUs Slurm gave this job step on this node, all its tasks together, where a variable says
+    so."""
     for key, parse in (
         ("SLURM_GPUS_ON_NODE", _count),
         ("SLURM_STEP_GPUS", _ids),
@@ -108,7 +109,8 @@ def gpus_requested(env: Mapping[str, str]) -> str | None:
 def own_gpu(
     visible: int, local_rank: int, local_world: int, env: Mapping[str, str]
 ) -> tuple[int, str] | None:
-    """(index, how) of the GPU this rank owns among the `visible` ones, or None when it cannot own one."""
+    """(index, how) of the GPU this rank owns among the `visible` ones, or None when it cannot own
+    one."""
     if visible >= local_world:
         return local_rank, f"cuda:{local_rank} of the {visible} GPUs every local rank sees"
     if visible == 0:
@@ -148,7 +150,8 @@ def place(
     env: Mapping[str, str],
     nccl_available: bool = True,
 ) -> Placement:
-    """This rank's device and backend for `device=` and `backend=`. Raises PlacementError (one line: cause and fix)."""
+    """This rank's device and backend for `device=` and `backend=`. Raises PlacementError (one line:
+    cause and fix)."""
     if device not in DEVICES:
         raise PlacementError(
             f"device={device!r} is not known; choose one of: {', '.join(DEVICES)}."
@@ -174,7 +177,8 @@ def place(
         if asked:
             raise PlacementError(
                 f"Slurm gave this job GPUs ({asked}) but rank {local_rank} sees none "
-                f"(CUDA_VISIBLE_DEVICES={env.get('CUDA_VISIBLE_DEVICES')!r}): its ranks would run on "
+                f"(CUDA_VISIBLE_DEVICES={env.get('CUDA_VISIBLE_DEVICES')!r}): its ranks would run "
+                "on "
                 "CPU. Check the job's GPU binding, or use device=cpu to run on CPU on purpose."
             )
         if device == "cuda" or backend == "nccl":
@@ -195,7 +199,8 @@ def place(
                 shared=True,
             )
         raise PlacementError(
-            f"rank {local_rank} cannot have a GPU of its own ({_where(visible, local_world, env)}). "
+            f"rank {local_rank} cannot have a GPU of its own "
+            f"({_where(visible, local_world, env)}). "
             "Run one rank per GPU (world_size / --ntasks-per-node / --gpus-per-task=1), or use "
             "device=cpu to run the ranks on CPU (device=cuda backend=gloo shares the GPUs)."
         )
@@ -209,10 +214,11 @@ def place(
     return Placement("cuda", gpu, backend, how)
 
 
-# ----------------------------------------------------------------------------------------------- all the ranks
+# ------------------------------------------------------------------------------------ all the ranks
 def agree(everyone: list[dict]) -> None:
-    """Raise the same PlacementError on every rank unless all ranks placed themselves alike. Each entry: rank, host,
-    and either error, or kind, backend, gpu (an identity: the GPU's UUID inside a rank) and shared."""
+    """Raise the same PlacementError on every rank unless all ranks placed themselves alike. Each
+    entry: rank, host, and either error, or kind, backend, gpu (an identity: the GPU's UUID inside a
+    rank) and shared."""
     failed = [r for r in everyone if r.get("error")]
     if failed:
         first = failed[0]
@@ -257,9 +263,9 @@ def _facts(rank: int, host: str, placement: Placement, gpu_identity) -> dict:
 
 
 def requested_device(cfg, cpu_by_default: bool = False) -> str:
-    """device= as the task means it. cpu_by_default: the task's own CPU_BY_DEFAULT (tasks/__init__.py; task=pair_groups,
-    the gloo thread's CPU experiment), so under device=auto it runs on CPU unless NCCL was asked for: a 1-GPU box
-    must not refuse the default pairs=1."""
+    """device= as the task means it. cpu_by_default: the task's own CPU_BY_DEFAULT
+    (tasks/__init__.py; task=pair_groups, the gloo thread's CPU experiment), so under device=auto it
+    runs on CPU unless NCCL was asked for: a 1-GPU box must not refuse the default pairs=1."""
     device = str(cfg.get("device", "auto"))
     if device == "auto" and cpu_by_default and str(cfg.get("backend", "auto")) != "nccl":
         return "cpu"
@@ -273,10 +279,11 @@ def preflight(
     ranks_started: bool | None = None,
     cpu_by_default: bool = False,
 ) -> Placement | None:
-    """In the process the user started, before any rank: the placement every local rank will take (that of rank 0),
-    agreed as the ranks will agree it. In a rank started already (torchrun, a Slurm task): this rank's own. None on a
-    Slurm login node (submitting), which cannot tell. gpus, ranks_started: the host's (device.host.Host), injected by
-    tests; default: this machine's. cpu_by_default: the task's (requested_device). Raises PlacementError."""
+    """In the process the user started, before any rank: the placement every local rank will take
+    (that of rank 0), agreed as the ranks will agree it. In a rank started already (torchrun, a
+    Slurm task): this rank's own. None on a Slurm login node (submitting), which cannot tell. gpus,
+    ranks_started: the host's (device.host.Host), injected by tests; default: this machine's.
+    cpu_by_default: the task's (requested_device). Raises PlacementError."""
     device, backend = requested_device(cfg, cpu_by_default), str(cfg.get("backend", "auto"))
     if device not in DEVICES:
         raise PlacementError(
@@ -314,9 +321,10 @@ def settle(
     timeout: timedelta,
     cpu_by_default: bool = False,
 ):
-    """Inside a rank, before its process group: this rank's placement, agreed with every other rank through the
-    rendezvous store (the store `env://` would give init_process_group, but one that ranks make themselves listens
-    on MASTER_ADDR's address only: base/store.py). Returns (placement, store to pass to init_process_group)."""
+    """Inside a rank, before its process group: this rank's placement, agreed with every other rank
+    through the rendezvous store (the store `env://` would give init_process_group, but one that
+    ranks make themselves listens on MASTER_ADDR's address only: base/store.py). Returns (placement,
+    store to pass to init_process_group)."""
     import torch.distributed as dist
 
     from base.store import rank_store
@@ -327,7 +335,8 @@ def settle(
         store, _, _ = next(
             dist.rendezvous("env://", rank=rank, world_size=world_size, timeout=timeout)
         )
-    else:  # ranks that make their own (Slurm tasks): on MASTER_ADDR's address only, not every interface
+    # ranks that make their own (Slurm tasks): on MASTER_ADDR's address only, not every interface
+    else:
         store = rank_store(rank, world_size, spans_hosts=world_size > local_world, timeout=timeout)
     store.set_timeout(timeout)
     host = socket.gethostname()

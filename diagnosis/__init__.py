@@ -32,7 +32,8 @@ def format_text(diag: DiagnosisBlock | dict | None, heading: str = "diagnosis") 
     real = [f for f in findings if not f.first]
     threshold, floor = (d.noise.threshold, d.noise.floor) if d.noise is not None else (None, None)
     head = (
-        f"{heading}: {len(real)} finding{'s' if len(real) != 1 else ''}, ranked by the saving of the fix"
+        f"{heading}: {len(real)} finding{'s' if len(real) != 1 else ''}, ranked by the saving of "
+        "the fix"
         if real
         else f"{heading}: no findings"
     )
@@ -43,7 +44,10 @@ def format_text(diag: DiagnosisBlock | dict | None, heading: str = "diagnosis") 
             f"; {len(under)} more under the {100 * (threshold or 0.02):.0f}% threshold (not named)"
         )
     if masked:
-        head += f"; {len(masked)} more inside the noise ({100 * (floor or 0):.1f}%): named once, under the noise below"
+        head += (
+            f"; {len(masked)} more inside the noise ({100 * (floor or 0):.1f}%): named once, "
+            "under the noise below"
+        )
     lines = [head, *accounting_lines(d.accounting)]
     for f in findings:
         if f.first:
@@ -54,7 +58,8 @@ def format_text(diag: DiagnosisBlock | dict | None, heading: str = "diagnosis") 
         a, b = t["findings"]
         lines.append(
             f"findings {a} and {b} cannot be told apart on this record: their savings "
-            f"({100 * t['savings'][0]:.1f}% and {100 * t['savings'][1]:.1f}%) differ by less than the noise "
+            f"({100 * t['savings'][0]:.1f}% and {100 * t['savings'][1]:.1f}%) differ by less than "
+            "the noise "
             f"({100 * t['floor']:.1f}%) and rest on evidence of the same strength"
         )
     from comm.nccl_tests import format_comparison
@@ -65,7 +70,8 @@ def format_text(diag: DiagnosisBlock | dict | None, heading: str = "diagnosis") 
         lines.append(format_comparison(vs))
         if wait_s and vs.get("sync_s") and wait_s > 0.2 * vs["sync_s"]:
             lines.append(
-                f"  (the sync's {1e3 * vs['sync_s']:.3g} ms hold rank 0's {1e3 * wait_s:.3g} ms wait "
+                f"  (the sync's {1e3 * vs['sync_s']:.3g} ms hold rank 0's {1e3 * wait_s:.3g} ms "
+                "wait "
                 f"for rank {acc.wait.rank}: the straggler's time, not the link's)"
             )
     if d.hta:
@@ -78,15 +84,16 @@ def format_text(diag: DiagnosisBlock | dict | None, heading: str = "diagnosis") 
         not findings and d.accounting is not None
     ):  # a train run with nothing found nor hidden: not a dead end
         lines.append(
-            "next: nothing here is above the noise floor; to look closer, compare the candidates with repeats "
+            "next: nothing here is above the noise floor; to look closer, compare the candidates "
+            "with repeats "
             "(README step 4): python train.py -m optim=none,bf16,powersgd repeats=3"
         )
     return "\n".join(lines)
 
 
 def attach(record: Record) -> None:
-    """job.finalise's call: a record's diagnosis, computed once, into record.result before the record is written.
-    A diagnosis never costs a record: any failure is kept as {"error": ...}."""
+    """job.finalise's call: a record's diagnosis, computed once, into record.result before the
+    record is written. A diagnosis never costs a record: any failure is kept as {"error": ...}."""
     result = record.result
     if record.status != "ok" or not isinstance(result, TaskResult) or not result.to_dict():
         return

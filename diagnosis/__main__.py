@@ -1,11 +1,10 @@
-"""python -m diagnosis <run or sweep dir...> [--nccl-tests FILE] [--json]
-python -m diagnosis <dir of Flight Recorder dumps>   # a hung run (its hang/), or any PyTorch job's dumps
+"""python -m diagnosis <run or sweep dir...> [--nccl-tests FILE] [--json] python -m diagnosis <dir
+of Flight Recorder dumps>   # a hung run (its hang/), or any PyTorch job's dumps
 
-Prints the ranked findings of each run (recomputed from its record, so a newer tool reads older records) and, for a
-sweep, the checked estimates, the scaling and the pair-groups summaries. --nccl-tests sets nccl-tests'
-all_reduce_perf output (its printed table, or its -J JSON) beside each run's gradient sync; alone, it prints the
-parsed table. Reads records only: it never writes one.
-"""
+Prints the ranked findings of each run (recomputed from its record, so a newer tool reads older
+records) and, for a sweep, the checked estimates, the scaling and the pair-groups summaries.
+--nccl-tests sets nccl-tests' all_reduce_perf output (its printed table, or its -J JSON) beside each
+run's gradient sync; alone, it prints the parsed table. Reads records only: it never writes one."""
 
 from __future__ import annotations
 
@@ -60,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     for d in args.dirs:
         if not Path(d).exists():
             print(
-                f"python -m diagnosis: {d} does not exist; pass a run directory (with run_record.json) or a sweep "
+                f"python -m diagnosis: {d} does not exist; pass a run directory (with "
+                "run_record.json) or a sweep "
                 "directory",
                 file=sys.stderr,
             )

@@ -1,28 +1,33 @@
 """Every millisecond of a step, counted once.
 
-The time a step costs is what the throughput implies: the wall clock of the timed blocks (each block's slowest rank)
-per step. On rank 0 (whose phases the table shows) that time is, with the window's means, which add up:
+The time a step costs is what the throughput implies: the wall clock of the timed blocks (each
+block's slowest rank) per step. On rank 0 (whose phases the table shows) that time is, with the
+window's means, which add up:
 
-    step (throughput) = rank 0's timed phases                  data + h2d + forward + backward + sync + optimizer
-                      + rank 0's time outside the phases        inside the timed blocks, between steps
-                      + rank 0 waiting at the block barrier     for the slowest rank of each block (untimed)
+    step (throughput) = rank 0's timed phases                  data + h2d + forward + backward +
+    sync + optimizer
+                      + rank 0's time outside the phases        inside the timed blocks, between
+                        steps
+                      + rank 0 waiting at the block barrier     for the slowest rank of each block
+                        (untimed)
 
-A rank's own work between two collectives is all it runs (tasks/train/stragglers.py: data, H2D, forward, backward
-compute, optimizer and the time outside the phases). The ranks that do less wait for the one that does the most:
-either inside the collective (DDP: in the backward phase; explicit strategies: in the sync phase), or, when the late
-rank's extra work comes after the collective and the block ends there, at the barrier before the next block. So rank
-0's waiting for a late peer is
+A rank's own work between two collectives is all it runs (tasks/train/stragglers.py: data, H2D,
+forward, backward compute, optimizer and the time outside the phases). The ranks that do less wait
+for the one that does the most: either inside the collective (DDP: in the backward phase; explicit
+strategies: in the sync phase), or, when the late rank's extra work comes after the collective and
+the block ends there, at the barrier before the next block. So rank 0's waiting for a late peer is
 
-    wait = max over ranks of their work - rank 0's work,    wait in the sync = wait - the block barrier's share of it,
+    wait = max over ranks of their work - rank 0's work,    wait in the sync = wait - the block
+    barrier's share of it,
 
-and what remains of the sync after that wait is the transfer ("transfer in the window"): the exposed communication
-proper, as the window measured it. DDP's reducer timers measure it a second way, over the untimed probe steps after the
-window ("exposed" on the sync line, the figure the findings use); both are printed, each named. The same split holds
-for DDP's reducer timers over the probe steps (no barriers there, so the whole wait is inside the collective). Records
-whose per-rank work lacks the optimizer and the time outside the phases (the committed CPU studies made before those
-were recorded; the figures were not kept, so no migration can add them) still give the step and the barrier; their
-waits leave those parts out (said).
-"""
+and what remains of the sync after that wait is the transfer ("transfer in the window"): the exposed
+communication proper, as the window measured it. DDP's reducer timers measure it a second way, over
+the untimed probe steps after the window ("exposed" on the sync line, the figure the findings use);
+both are printed, each named. The same split holds for DDP's reducer timers over the probe steps (no
+barriers there, so the whole wait is inside the collective). Records whose per-rank work lacks the
+optimizer and the time outside the phases (the committed CPU studies made before those were
+recorded; the figures were not kept, so no migration can add them) still give the step and the
+barrier; their waits leave those parts out (said)."""
 
 from __future__ import annotations
 
@@ -41,8 +46,9 @@ from stats.fmt import ms
 
 
 def account(result: TrainResult) -> Accounting | None:
-    """The step's accounting from a task=train result, or None when the record cannot give it (no throughput). Read
-    through the record's type from the figures it has, so it writes back exactly those (result.diagnosis.accounting)."""
+    """The step's accounting from a task=train result, or None when the record cannot give it (no
+    throughput). Read through the record's type from the figures it has, so it writes back exactly
+    those (result.diagnosis.accounting)."""
     out = _account(result)
     return Accounting.from_dict(out, "accounting") if out is not None else None
 
@@ -155,8 +161,9 @@ def _account(result: TrainResult) -> dict | None:
 
 
 def _work(rank: TrainRank) -> RankWork:
-    """A rank's own work per step (tasks/train/stragglers.py); an empty one where the record has none (a replayed
-    CUDA graph times no phases of its own: rank 0's phases and step then come from the series)."""
+    """A rank's own work per step (tasks/train/stragglers.py); an empty one where the record has
+    none (a replayed CUDA graph times no phases of its own: rank 0's phases and step then come from
+    the series)."""
     return rank.work if rank.work is not None else RankWork()
 
 
@@ -174,7 +181,8 @@ def lines(acc: Accounting | None) -> list[str]:
     T = acc.step_s
     r0 = acc.rank0
     head = (
-        f"step accounting: {ms(T)} ms per step from throughput ({acc.steps_per_s:.4g} steps/s, each block's "
+        f"step accounting: {ms(T)} ms per step from throughput ({acc.steps_per_s:.4g} steps/s, "
+        "each block's "
         "slowest rank)"
     )
     parts = []
@@ -185,7 +193,8 @@ def lines(acc: Accounting | None) -> list[str]:
             inner = []
             if sync.compute_s is not None and sync.compute_s > secs:
                 parts.append(
-                    f"{text} (DDP's backward compute timer over the probe steps says {ms(sync.compute_s)}:"
+                    f"{text} (DDP's backward compute timer over the probe steps says "
+                    f"{ms(sync.compute_s)}:"
                     " no wait inside)"
                 )
                 continue
@@ -217,13 +226,16 @@ def lines(acc: Accounting | None) -> list[str]:
         and probe.exposed_s is not None
     ):
         out.append(
-            f"  exposed communication, two measurements: {ms(sync.transfer_s)} in the window (backward less "
-            f"DDP's compute timer and the wait) and {ms(probe.exposed_s)} from DDP's reducer timers over the "
+            f"  exposed communication, two measurements: {ms(sync.transfer_s)} in the window "
+            "(backward less "
+            f"DDP's compute timer and the wait) and {ms(probe.exposed_s)} from DDP's reducer "
+            "timers over the "
             "probe steps (the sync line's `exposed`, which the findings use)"
         )
     if abs(r0.residual_s or 0.0) > 0.01 * T:
         out.append(
-            f"  + not accounted for: {ms(r0.residual_s)} (the device timeline and the host clock disagree)"
+            f"  + not accounted for: {ms(r0.residual_s)} (the device timeline and the host clock "
+            "disagree)"
         )
     if (acc.world_size or 1) > 1 and acc.ranks:
         per = "  ".join(f"r{r.rank} {ms(r.work_s)}" for r in acc.ranks if r.work_s is not None)

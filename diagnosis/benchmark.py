@@ -1,42 +1,52 @@
 """Does the diagnosis name the right cause first? A known-answer benchmark (issue 29).
 
-    python -m diagnosis.benchmark [--out DIR] [--repeats 3] [--cases NAME,...] [--delay 0.1] [--script]
-    python -m diagnosis.benchmark --table DIR          # the table again, from a finished benchmark's records
-    python -m diagnosis.benchmark --score DIR          # the same, each record diagnosed again by this diagnosis
+    python -m diagnosis.benchmark [--out DIR] [--repeats 3] [--cases NAME,...] [--delay 0.1]
+    [--script] python -m diagnosis.benchmark --table DIR          # the table again, from a finished
+    benchmark's records python -m diagnosis.benchmark --score DIR          # the same, each record
+    diagnosed again by this diagnosis
 
-Each case injects one cause of known size into a tiny 2-rank run and says what a correct diagnosis ranks first and
-which change removes the cause:
+Each case injects one cause of known size into a tiny 2-rank run and says what a correct diagnosis
+ranks first and which change removes the cause:
 
-  healthy                       nothing to find
-  per_param                     sync=per_param: the per-parameter all-reduce (fix: sync=ddp)
-  straggler_<where>_r<k>        rank k sleeps `delay` per step in its data loading, inside backward or after its
-                                optimizer step (fault.delay_*): rank k is the straggler (fix: the delay removed)
-  busy_host                     another process spins on a core beside the ranks: the busy host (fix: it stopped)
-  script_<case>                 task=script on a user-style loop (diagnosis/cases/user_loop.py, unchanged): healthy,
-                                stragglers (data, backward, after the optimizer), busy_host, and hiccup_r0 (rank 0
-                                sleeps 300 ms after every 5th step: the hiccup, or the straggler, naming rank 0)
-  h2d_blocking                  device=fake, h2d=blocking, each blocking copy waits `delay` for the device: the
+  healthy                       nothing to find per_param                     sync=per_param: the
+  per-parameter all-reduce (fix: sync=ddp) straggler_<where>_r<k>        rank k sleeps `delay` per
+  step in its data loading, inside backward or after its
+                                optimizer step (fault.delay_*): rank k is the straggler (fix: the
+                                delay removed)
+  busy_host                     another process spins on a core beside the ranks: the busy host
+  (fix: it stopped) script_<case>                 task=script on a user-style loop
+  (diagnosis/cases/user_loop.py, unchanged): healthy,
+                                stragglers (data, backward, after the optimizer), busy_host, and
+                                hiccup_r0 (rank 0 sleeps 300 ms after every 5th step: the hiccup, or
+                                the straggler, naming rank 0)
+  h2d_blocking                  device=fake, h2d=blocking, each blocking copy waits `delay` for the
+  device: the
                                 input pipeline's copy (fix: its next command, h2d=side_stream)
-  slow_link_<rate>              (root) the ranks behind an emulated link of that rate: the link (fix: its next command)
-  small_buckets                 (root) 1 KB buckets of an 8-layer ViT behind a slow link: the bucket layout, or a
+  slow_link_<rate>              (root) the ranks behind an emulated link of that rate: the link
+  (fix: its next command) small_buckets                 (root) 1 KB buckets of an 8-layer ViT behind
+  a slow link: the bucket layout, or a
                                 fix that makes the buckets larger (fix: its next command)
 
-The injection lives here and in the fault knobs (off by default, absent from the step loop when off, recorded in the
-record when on); the diagnosis never reads them. Cases of one kind run as one `python train.py -m` sweep with
-`repeats` rounds (interleaved, so drift on the machine hits every case alike). For each case and run the table says:
+The injection lives here and in the fault knobs (off by default, absent from the step loop when off,
+recorded in the record when on); the diagnosis never reads them. Cases of one kind run as one
+`python train.py -m` sweep with
+`repeats` rounds (interleaved, so drift on the machine hits every case alike). For each case and run
+the table says:
 
-  top-1        the first finding is the injected cause (its rule; for a straggler, the rank it names)
-  false        named findings with no injected cause behind them (0 on the healthy case)
-  sum          the savings of all findings, as a share of the step: never above 100%
-  estimated    the top finding's estimated saving and its stated range (95% interval or arithmetic range)
-  measured     the saving measured when the top finding's own next: command (or the removal of the cause, for causes
-               no knob removes: a straggler, a busy host) is run: 1 - its samples/s ratio, from the runs of the same
-               round, with the 95% interval of the runs' throughput (stats.compare_runs over the rounds for the case)
+  top-1        the first finding is the injected cause (its rule; for a straggler, the rank it
+  names) false        named findings with no injected cause behind them (0 on the healthy case) sum
+  the savings of all findings, as a share of the step: never above 100% estimated    the top
+  finding's estimated saving and its stated range (95% interval or arithmetic range) measured
+  the saving measured when the top finding's own next: command (or the removal of the cause, for
+  causes
+               no knob removes: a straggler, a busy host) is run: 1 - its samples/s ratio, from the
+               runs of the same round, with the 95% interval of the runs' throughput
+               (stats.compare_runs over the rounds for the case)
   inside       the stated range and the measured interval overlap; otherwise by how much they miss
 
-It runs `python train.py` in subprocesses and reads the records they write: like the rest of diagnosis/ it never
-imports the run code. The cases that need an emulated link run only as root (they are listed as skipped otherwise).
-"""
+It runs `python train.py` in subprocesses and reads the records they write: like the rest of
+diagnosis/ it never imports the run code. The cases that need an emulated link run only as root
+(they are listed as skipped otherwise)."""
 
 from __future__ import annotations
 
@@ -63,11 +73,13 @@ COMMON = [
     "logger=none",
     "probe_steps=6",
     "diagnose.microbench=true",
-    "steps=60",  # a window whose 30% (diagnose.verify_budget) holds the in-job check's rounds (issue 38)
+    # a window whose 30% (diagnose.verify_budget) holds the in-job check's rounds (issue 38)
+    "steps=60",
 ]
 DELAY_S = 0.1
-# The script cases: the same causes inside a user-style loop run unchanged under task=script (diagnosis/cases/
-# user_loop.py, a file this module runs, never imports), and a rank-0 hiccup every N steps.
+# The script cases: the same causes inside a user-style loop run unchanged under task=script
+# (diagnosis/cases/ user_loop.py, a file this module runs, never imports), and a rank-0 hiccup every
+# N steps.
 SCRIPT = "diagnosis/cases/user_loop.py"
 SCRIPT_COMMON = [
     "task=script",
@@ -77,10 +89,11 @@ SCRIPT_COMMON = [
     "steps=20",
 ]
 HICCUP = (5, 0.3)  # rank 0 sleeps 300 ms after every 5th step: 4 hiccups in the 20 measured steps
-# Two rates at which the link binds vgg11_tiny's 71 KB gradient. Not 80 Mbit/s: there the shaper's bucket (64 KiB +
-# a frame, comm.link.default_burst) refills during the ~6.5 ms of compute to nearly the whole gradient, so the
-# all-reduce passes at the line's speed and the committed 80 Mbit/s runs were no slower than the healthy runs on
-# loopback (7.2-8.9 ms a step against 8.3-10.7): no cause of measurable size to name.
+# Two rates at which the link binds vgg11_tiny's 71 KB gradient. Not 80 Mbit/s: there the shaper's
+# bucket (64 KiB + a frame, comm.link.default_burst) refills during the ~6.5 ms of compute to nearly
+# the whole gradient, so the all-reduce passes at the line's speed and the committed 80 Mbit/s runs
+# were no slower than the healthy runs on loopback (7.2-8.9 ms a step against 8.3-10.7): no cause of
+# measurable size to name.
 LINK_RATES = ("20mbit", "40mbit")
 SMALL_BUCKETS = ["model=vit_tiny", "model.num_layers=8", "bucket=0.001", "link.rate=200mbit"]
 
@@ -182,7 +195,8 @@ def cases(delay: float = DELAY_S) -> list[Case]:
 
 
 def script_cases(delay: float) -> list[Case]:
-    """The user-style script's cases (script_*): one sweep over its arguments, and the busy host beside it."""
+    """The user-style script's cases (script_*): one sweep over its arguments, and the busy host
+    beside it."""
 
     def args(*a) -> str:
         return f"script.args=[{','.join(map(str, a))}]"
@@ -229,7 +243,7 @@ def common_of(group: str) -> list[str]:
     return SCRIPT_COMMON if group.startswith("script") else COMMON
 
 
-# ------------------------------------------------------------------------------------------------------------ running
+# ------------------------------------------------------------------------------------------ running
 @dataclass
 class Runner:
     out: Path
@@ -279,8 +293,9 @@ class Runner:
 
 
 def group_overrides(group: list[Case]) -> list[str]:
-    """One sweep for the group's cases: each key they set, swept over their values (a cartesian product that is the
-    cases themselves when they differ in one or two keys, as the groups here do)."""
+    """One sweep for the group's cases: each key they set, swept over their values (a cartesian
+    product that is the cases themselves when they differ in one or two keys, as the groups here
+    do)."""
     keys: dict[str, list[str]] = {}
     for c in group:
         for o in c.overrides:
@@ -295,8 +310,8 @@ def every_case(delay: float = DELAY_S) -> list[Case]:
 
 
 def select(names: list[str] | None, delay: float, script: bool = False) -> list[Case]:
-    """The cases asked for (None: the built-in loop's, or with script the script's), and those their savings are
-    measured against."""
+    """The cases asked for (None: the built-in loop's, or with script the script's), and those their
+    savings are measured against."""
     pool = every_case(delay)
     default = script_cases(delay) if script else cases(delay)
     chosen = [c for c in (default if names is None else pool) if names is None or c.name in names]
@@ -305,7 +320,8 @@ def select(names: list[str] | None, delay: float, script: bool = False) -> list[
 
 
 def _value(v) -> str:
-    """A recommended value as an override Hydra reads back the same (booleans lower case, as the commands write)."""
+    """A recommended value as an override Hydra reads back the same (booleans lower case, as the
+    commands write)."""
     return str(v).lower() if isinstance(v, bool) else str(v)
 
 
@@ -325,7 +341,8 @@ def run(
     for name, group in groups.items():
         runner.sweep(name, group_overrides(group), hog=name in ("busy", "script_busy"))
     records = load(out)
-    # the fix of every case whose fix is its top finding's next command: run those commands, the same rounds
+    # the fix of every case whose fix is its top finding's next command: run those commands, the
+    # same rounds
     for c in chosen:
         if c.fix != "next" or c.name in skipped:
             continue
@@ -363,19 +380,20 @@ def machine() -> dict:
     }
 
 
-# ------------------------------------------------------------------------------------------------------------ reading
+# ------------------------------------------------------------------------------------------ reading
 @dataclass
 class Run:
-    """One run of the benchmark: its record, and the sweep (the case group, or a fix's) that ran it."""
+    """One run of the benchmark: its record, and the sweep (the case group, or a fix's) that ran
+    it."""
 
     sweep: str
     record: Record
 
 
 def load(out: Path, rescore: bool = False) -> list[Run]:
-    """The benchmark's records. rescore: each ok record's result.diagnosis made again by this version of the
-    diagnosis (in memory; the files stay as written), so a change to the rules is scored on the committed runs
-    without running them again."""
+    """The benchmark's records. rescore: each ok record's result.diagnosis made again by this
+    version of the diagnosis (in memory; the files stay as written), so a change to the rules is
+    scored on the committed runs without running them again."""
     recs = []
     for path in sorted(out.glob("*/*/run_record.json")):
         try:
@@ -434,8 +452,8 @@ def _named(run: Run | Record | dict) -> list[Finding]:
 
 
 def fix_runs(records: list[Run], c: Case, top: Finding | None) -> list[Run]:
-    """The runs that measure the top finding's saving: the case that removes the cause, or the sweep that ran its
-    next command."""
+    """The runs that measure the top finding's saving: the case that removes the cause, or the sweep
+    that ran its next command."""
     if c.fix not in ("", "next"):
         base = next(x for x in every_case() if x.name == c.fix)
         return runs_of(records, base)
@@ -483,7 +501,8 @@ def judge(c: Case, rec: Run | Record | dict) -> dict:
 
 
 def measured(case_runs: list[Run | Record | dict], fix: list[Run | Record | dict]) -> dict | None:
-    """1 - samples/s of the case / the fix's, paired by round (stats.compare_runs), with its 95% interval."""
+    """1 - samples/s of the case / the fix's, paired by round (stats.compare_runs), with its 95%
+    interval."""
     from stats.runs import compare_runs
 
     def logs(runs):
@@ -505,7 +524,10 @@ def measured(case_runs: list[Run | Record | dict], fix: list[Run | Record | dict
             lo, hi = ratio * math.exp(-half), ratio * math.exp(half)
         else:
             lo = hi = None
-        method = "one run each: the ratio, interval from the two runs' throughput intervals (log scale, combined)"
+        method = (
+            "one run each: the ratio, interval from the two runs' throughput intervals (log "
+            "scale, combined)"
+        )
     else:
         s = compare_runs(a, b, ra, rb)
         ratio, lo, hi, method = s.ratio, s.ci_lo, s.ci_hi, s.method
@@ -605,8 +627,8 @@ def _check(run: Run) -> object | None:
 
 
 def _per_run_error(runs: list[Run], fix: list[Run], judged: list[dict]) -> list[float | None]:
-    """Per run: the top finding's estimated saving - the saving measured in its round (1 - samples/s of this run /
-    the fix's run of the same round); None where either is missing."""
+    """Per run: the top finding's estimated saving - the saving measured in its round (1 - samples/s
+    of this run / the fix's run of the same round); None where either is missing."""
     rate = {
         int(_items(r).get("repeat", 0)): _record(r).result.throughput.samples_per_s for r in fix
     }
@@ -623,7 +645,8 @@ def _per_run_error(runs: list[Run], fix: list[Run], judged: list[dict]) -> list[
 
 
 def _overlap(est: Saving, m: dict) -> float:
-    """0 when the stated range and the measured interval overlap, else the gap between them (a share of the step)."""
+    """0 when the stated range and the measured interval overlap, else the gap between them (a share
+    of the step)."""
     lo = est.lo if est.lo is not None else est.fraction
     hi = est.hi if est.hi is not None else est.fraction
     mlo = m["lo"] if m.get("lo") is not None else m["saving"]
@@ -638,17 +661,21 @@ def _pct(x) -> str:
 def markdown(result: dict) -> str:
     m = result.get("machine") or {}
     where = (
-        f" Machine: {m.get('host')}, {m.get('cpus')} CPUs, {m.get('platform')}, load average at the end "
+        f" Machine: {m.get('host')}, {m.get('cpus')} CPUs, {m.get('platform')}, load average at "
+        "the end "
         f"{', '.join(f'{x:.2f}' for x in m['loadavg_at_end'])}."
         if m.get("loadavg_at_end")
         else ""
     )
     lines = [
-        f"Diagnosis benchmark: {result.get('repeats', '?')} run(s) per case; cases of one kind in one sweep, "
+        f"Diagnosis benchmark: {result.get('repeats', '?')} run(s) per case; cases of one kind in "
+        "one sweep, "
         "interleaved by round. Common overrides: `" + " ".join(result["common"]) + f"`.{where}",
         "",
-        "| case | injected | expected first | top-1 | false findings | max sum of savings | top finding's "
-        "estimated saving [range] | measured saving [95% CI] | inside | estimate − measured, per run "
+        "| case | injected | expected first | top-1 | false findings | max sum of savings | top "
+        "finding's "
+        "estimated saving [range] | measured saving [95% CI] | inside | estimate − measured, per "
+        "run "
         "(points) | in-job check: s added per run | fix measured |",
         "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
@@ -707,7 +734,8 @@ def markdown(result: dict) -> str:
         )
         lines.append(
             f"| {r['case']} | {r['note']} | {r['expect']} | {r['top1']}/{r['runs']} | {false} "
-            f"| {_pct(r['max_sum'])} | {est} | {meas} | {inside} | {errors} | {check} | {r['fix']} |"
+            f"| {_pct(r['max_sum'])} | {est} | {meas} | {inside} | {errors} | {check} | {r['fix']} "
+            "|"
         )
     if result.get("skipped"):
         lines += [
@@ -716,20 +744,28 @@ def markdown(result: dict) -> str:
         ]
     lines += [
         "",
-        "top-1: runs whose first finding is the injected cause (for a straggler, naming its rank). false "
-        "findings: named findings with no injected cause behind them. max sum: the largest total of all "
-        "findings' savings in one run, as a share of the step. inside: runs whose stated range overlaps the "
-        "measured 95% interval (else the gap, in points of the step). measured: 1 - samples/s of the case / "
-        "the fix's, paired by round (stats.compare_runs). estimate − measured: per run, the top finding's "
-        "saving less the saving measured against the fix's run of the same round. in-job check: the "
-        "median seconds diagnose.verify added to a run (the decision included), in how many runs it "
+        "top-1: runs whose first finding is the injected cause (for a straggler, naming its rank). "
+        "false "
+        "findings: named findings with no injected cause behind them. max sum: the largest total "
+        "of all "
+        "findings' savings in one run, as a share of the step. inside: runs whose stated range "
+        "overlaps the "
+        "measured 95% interval (else the gap, in points of the step). measured: 1 - samples/s of "
+        "the case / "
+        "the fix's, paired by round (stats.compare_runs). estimate − measured: per run, the top "
+        "finding's "
+        "saving less the saving measured against the fix's run of the same round. in-job check: "
+        "the "
+        "median seconds diagnose.verify added to a run (the decision included), in how many runs "
+        "it "
         "measured the fix and with how many interleaved rounds.",
     ]
     errs = [e for r in result["rows"] for e in (r.get("errors") or []) if e is not None]
     if errs:
         lines.append(
             f"Estimate − measured over {len(errs)} runs: within 5 points in "
-            f"{sum(abs(e) <= 0.05 for e in errs)}, within 10 in {sum(abs(e) <= 0.10 for e in errs)}, "
+            f"{sum(abs(e) <= 0.05 for e in errs)}, within 10 in "
+            f"{sum(abs(e) <= 0.10 for e in errs)}, "
             f"largest {100 * max(abs(e) for e in errs):.0f} points."
         )
     if result.get("wall_s") is not None:
@@ -771,7 +807,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--script",
         action="store_true",
-        help="the script cases (task=script on diagnosis/cases/user_loop.py) instead of the built-in loop's",
+        help="the script cases (task=script on diagnosis/cases/user_loop.py) instead of the "
+        "built-in loop's",
     )
     p.add_argument("--list", action="store_true", help="list the cases and exit")
     args = p.parse_args(argv)
@@ -783,7 +820,8 @@ def main(argv: list[str] | None = None) -> int:
     known = {c.name for c in every_case(args.delay)}
     if names and (bad := [n for n in names if n not in known]):
         print(
-            f"error: unknown case(s) {', '.join(bad)}; python -m diagnosis.benchmark --list shows them",
+            f"error: unknown case(s) {', '.join(bad)}; python -m diagnosis.benchmark --list shows "
+            "them",
             file=sys.stderr,
         )
         return 2

@@ -1,7 +1,8 @@
-"""How a finding reads and where it ranks. A finding (base.record_types.Finding, the type the record stores) carries
-its evidence (numbers from the record, each with its interval or the words "no interval"), the source case it matches,
-the estimated saving and the exact command to try next; findings are ranked by the saving of their fix, a near-tie
-broken by the strength of the evidence."""
+"""How a finding reads and where it ranks. A finding (base.record_types.Finding, the type the record
+stores) carries its evidence (numbers from the record, each with its interval or the words "no
+interval"), the source case it matches, the estimated saving and the exact command to try next;
+findings are ranked by the saving of their fix, a near-tie broken by the strength of the
+evidence."""
 
 from __future__ import annotations
 
@@ -86,10 +87,10 @@ def finding_text(f: Finding, number: int | None = None) -> str:
 
 
 def rank_findings(findings: list[Finding], tie: float = 0.0) -> list[Finding]:
-    """Noise first; then findings with an estimated saving, largest first; then the others by the share of the step
-    they concern (a finding whose saving one record cannot estimate is not ranked above one that can). Two savings
-    within `tie` of each other (the noise floor) are a near-tie: the one with the stronger evidence (an interval
-    against a point or a range) goes first."""
+    """Noise first; then findings with an estimated saving, largest first; then the others by the
+    share of the step they concern (a finding whose saving one record cannot estimate is not ranked
+    above one that can). Two savings within `tie` of each other (the noise floor) are a near-tie:
+    the one with the stronger evidence (an interval against a point or a range) goes first."""
     ranked = sorted(
         findings,
         key=lambda f: (not f.first, f.saving is None or f.saving.ranked is None, -f.effect),

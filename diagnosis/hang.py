@@ -1,27 +1,33 @@
-"""A hung job: which collective the ranks diverged at, which ranks never issued it, where each of those is, and why.
+"""A hung job: which collective the ranks diverged at, which ranks never issued it, where each of
+those is, and why.
 
-    python -m diagnosis <dir of Flight Recorder dumps>     # a hung run's <run dir>/hang, or any PyTorch job's dumps
+    python -m diagnosis <dir of Flight Recorder dumps>     # a hung run's <run dir>/hang, or any
+    PyTorch job's dumps
 
-Reads PyTorch's Flight Recorder dumps (one pickle per rank, as `_dump_fr_trace()` returns them and as torch's own
-writer names them: a common prefix and the rank, e.g. `rank_0`, `nccl_trace_rank_3`) and, where this tool collected
-them (launchers/hang.py), each rank's stacks of every thread (`stacks_<r>.txt`, faulthandler's text) and its
-facts (`facts_<r>.json`: steps done, the main thread's CPU share, the job's id). Only the dumps are needed; the rest
-sharpens the class of cause.
+Reads PyTorch's Flight Recorder dumps (one pickle per rank, as `_dump_fr_trace()` returns them and
+as torch's own writer names them: a common prefix and the rank, e.g. `rank_0`, `nccl_trace_rank_3`)
+and, where this tool collected them (launchers/hang.py), each rank's stacks of every thread
+(`stacks_<r>.txt`, faulthandler's text) and its facts (`facts_<r>.json`: steps done, the main
+thread's CPU share, the job's id). Only the dumps are needed; the rest sharpens the class of cause.
 
 The rules, first finding first:
-  1. the divergence: per process group, the first sequence number at which the ranks' entries differ (op, sizes,
-     dtypes, or the call site that issued it) or some member has none. Of several groups, the one whose divergent
-     entry came first.
-  2. the odd rank: a rank missing the entry is odd; where every rank issued something different, the odd one is the
-     rank whose entry is not what followed the previous collective before (the job's own history in the ring
-     buffer), so a skipped all_reduce blames the rank that skipped it and an extra barrier the rank that added it.
-  3. its class: dead (no dump, or its process was gone), busy compute (its main thread used the CPU while hung),
-     mismatch (the same call site with other sizes/dtypes, or its pending collective is on another group that
-     another rank is missing: groups entered in a different order), a different code path (a collective from
-     another call site), else waiting (data, I/O, a sleep, a lock) at its innermost user frame.
-Bad input (dumps of several jobs, another dump version, a rank's dump missing) is said in one line each, and the
-diagnosis of what is there follows.
-"""
+  1. the divergence: per process group, the first sequence number at which the ranks' entries differ
+     (op, sizes,
+     dtypes, or the call site that issued it) or some member has none. Of several groups, the one
+     whose divergent entry came first.
+  2. the odd rank: a rank missing the entry is odd; where every rank issued something different, the
+     odd one is the
+     rank whose entry is not what followed the previous collective before (the job's own history in
+     the ring buffer), so a skipped all_reduce blames the rank that skipped it and an extra barrier
+     the rank that added it.
+  3. its class: dead (no dump, or its process was gone), busy compute (its main thread used the CPU
+     while hung),
+     mismatch (the same call site with other sizes/dtypes, or its pending collective is on another
+     group that another rank is missing: groups entered in a different order), a different code path
+     (a collective from another call site), else waiting (data, I/O, a sleep, a lock) at its
+     innermost user frame.
+Bad input (dumps of several jobs, another dump version, a rank's dump missing) is said in one line
+each, and the diagnosis of what is there follows."""
 
 from __future__ import annotations
 
@@ -60,7 +66,8 @@ _NUM = re.compile(r"^(.*?)(\d+)$")
 
 
 class _NoGlobals(pickle.Unpickler):
-    """A Flight Recorder dump is plain containers; anything else in a pickle is not one (and is not run)."""
+    """A Flight Recorder dump is plain containers; anything else in a pickle is not one (and is not
+    run)."""
 
     def find_class(self, module, name):
         raise pickle.UnpicklingError(f"{module}.{name} in a Flight Recorder dump")
@@ -77,7 +84,8 @@ class RankDump:
 
 @dataclass
 class Verdict:
-    """What the rules found: `headline` is the one line; `lines` the findings in order; `problems` the bad input."""
+    """What the rules found: `headline` is the one line; `lines` the findings in order; `problems`
+    the bad input."""
 
     headline: str
     lines: list[str]
@@ -128,7 +136,8 @@ def load(directory: str | Path) -> tuple[dict[int, RankDump], list[str]]:
     if len(by_prefix) > 1:
         names = ", ".join(f"{p}* ({len(r)})" for p, r in sorted(by_prefix.items()))
         problems.append(
-            f"dumps with different prefixes in {directory}: {names}; reading the largest set (put one "
+            f"dumps with different prefixes in {directory}: {names}; reading the largest set (put "
+            "one "
             "job's dumps in a directory of their own)"
         )
     dumps = max(by_prefix.values(), key=len) if by_prefix else {}
@@ -152,8 +161,10 @@ def _check(dumps: dict[int, RankDump], directory: Path) -> list[str]:
     for v in sorted(versions - {FR_VERSION}):
         ranks = [r for r, d in dumps.items() if str(d.fr.get("version")) == v]
         out.append(
-            f"Flight Recorder dump version {v} (ranks {_ranks(ranks)}); these rules were checked on version "
-            f"{FR_VERSION} (torch 2.14): read as that, check the result against torch's own analyzer"
+            f"Flight Recorder dump version {v} (ranks {_ranks(ranks)}); these rules were checked "
+            "on version "
+            f"{FR_VERSION} (torch 2.14): read as that, check the result against torch's own "
+            "analyzer"
         )
     jobs = {d.info.get("job") for d in dumps.values() if d.info.get("job")}
     lasts = {
@@ -172,10 +183,12 @@ def _check(dumps: dict[int, RankDump], directory: Path) -> list[str]:
             if len(jobs) > 1
             else f"world sizes {sorted(worlds)}"
             if len(worlds) > 1
-            else f"last collectives {(max(lasts.values()) - min(lasts.values())) / 3600:.1f} h apart"
+            else f"last collectives {(max(lasts.values()) - min(lasts.values())) / 3600:.1f} h "
+            "apart"
         )
         out.append(
-            f"dumps of different jobs mixed in {directory} ({why}); keep one job's dumps per directory: the "
+            f"dumps of different jobs mixed in {directory} ({why}); keep one job's dumps per "
+            "directory: the "
             "diagnosis below compares them anyway"
         )
     world = max(worlds) if worlds else None
@@ -183,7 +196,8 @@ def _check(dumps: dict[int, RankDump], directory: Path) -> list[str]:
         missing = sorted(set(range(world)) - set(dumps))
         if missing:
             out.append(
-                f"no dump for rank {_ranks(missing)} of {world} (dead, or its dump was not collected): "
+                f"no dump for rank {_ranks(missing)} of {world} (dead, or its dump was not "
+                "collected): "
                 "treated as a rank that never arrived"
             )
     return out
@@ -209,11 +223,12 @@ def _ranks(ranks) -> str:
     )
 
 
-# ------------------------------------------------------------------------------------------------ frames and stacks
+# -------------------------------------------------------------------------------- frames and stacks
 
 
 def _is_user(path: str) -> bool:
-    """A user's or this project's file: not the interpreter's library, not an installed package, not frozen."""
+    """A user's or this project's file: not the interpreter's library, not an installed package, not
+    frozen."""
     if not path or path.startswith("<"):
         return False
     if "site-packages" in path or "dist-packages" in path:
@@ -225,8 +240,9 @@ def _is_user(path: str) -> bool:
 
 
 def _short(path: str) -> str:
-    """Relative to the working directory; a path of another checkout (dumps made elsewhere, e.g. the committed
-    ones) by its longest tail that names a file here, so a verdict reads the same from any clone."""
+    """Relative to the working directory; a path of another checkout (dumps made elsewhere, e.g. the
+    committed ones) by its longest tail that names a file here, so a verdict reads the same from any
+    clone."""
     here = str(Path.cwd()) + "/"
     if path.startswith(here):
         return path[len(here) :]
@@ -249,7 +265,8 @@ WRAPPERS = (
 
 
 def call_site(entry: dict) -> str | None:
-    """The innermost user frame that issued a Flight Recorder entry (past pass-through wrappers), as file:line."""
+    """The innermost user frame that issued a Flight Recorder entry (past pass-through wrappers), as
+    file:line."""
     for f in entry.get("frames") or []:
         if _is_user(f.get("filename", "")) and not f.get("filename", "").endswith(WRAPPERS):
             return f"{_short(f['filename'])}:{f.get('line')}"
@@ -260,7 +277,8 @@ _FRAME = re.compile(r'^\s*File "(.+)", line (\d+) in (\S+)')
 
 
 def main_stack(stacks: str | None, main_ident: str | None) -> list[tuple[str, int, str]]:
-    """The main thread's frames from faulthandler's text, innermost first: (file, line, function)."""
+    """The main thread's frames from faulthandler's text, innermost first: (file, line,
+    function)."""
     if not stacks:
         return []
     blocks = re.split(r"\n(?=(?:Thread|Current thread) 0x)", stacks.strip())
@@ -293,12 +311,12 @@ def where(frames: list[tuple[str, int, str]]) -> tuple[str | None, str, list[str
     return f"{_short(f)}:{n}", _source(f, n), [_source(uf, un) for uf, un, _ in users]
 
 
-# ------------------------------------------------------------------------------------------------ the rules
+# ---------------------------------------------------------------------------------------- the rules
 
 
 def describe(e: dict) -> str:
-    """One Flight Recorder entry as a verdict names it: `all_reduce #17 (default group, 4 Float, 16 B, from
-    tasks/train/faults.py:106)`."""
+    """One Flight Recorder entry as a verdict names it: `all_reduce #17 (default group, 4 Float, 16
+    B, from tasks/train/faults.py:106)`."""
     site = call_site(e)
     return f"{_op(e)} #{e.get('collective_seq_id')} ({_pg_name(e)}, {_size(e)}" + (
         f", from {site})" if site else ")"
@@ -388,7 +406,8 @@ def _members(dumps: dict[int, RankDump], pg: str) -> list[int]:
 
 
 def divergences(dumps: dict[int, RankDump], world: int | None = None) -> list[dict]:
-    """Per process group, the first sequence number at which its members disagree: {pg, seq, by_rank, missing}."""
+    """Per process group, the first sequence number at which its members disagree: {pg, seq,
+    by_rank, missing}."""
     per_rank = {r: _collectives(d.fr) for r, d in dumps.items()}
     pgs = sorted({pg for c in per_rank.values() for pg in c})
     out = []
@@ -440,8 +459,8 @@ def _tkey(e: dict) -> tuple:
 
 
 def _off_pattern(d: RankDump) -> bool:
-    """This rank's first unfinished collective is not what followed the one before it earlier in its own history
-    (across groups): it took another path, or entered the groups in another order."""
+    """This rank's first unfinished collective is not what followed the one before it earlier in its
+    own history (across groups): it took another path, or entered the groups in another order."""
     line = _timeline(d.fr)
     i = next((i for i, e in enumerate(line) if not e.get("retired")), None)
     if not i:
@@ -452,8 +471,8 @@ def _off_pattern(d: RankDump) -> bool:
 
 
 def _odd_first(divs: list[dict], dumps: dict[int, RankDump]) -> list[dict]:
-    """Of several divergences (groups entered in a different order), first the one whose missing rank is off its
-    usual pattern: that rank changed the order."""
+    """Of several divergences (groups entered in a different order), first the one whose missing
+    rank is off its usual pattern: that rank changed the order."""
     if len(divs) < 2:
         return divs
     odd = {r for r, d in dumps.items() if _off_pattern(d)}
@@ -461,8 +480,8 @@ def _odd_first(divs: list[dict], dumps: dict[int, RankDump]) -> list[dict]:
 
 
 def _pending(dumps: dict[int, RankDump], absent: list[int]) -> list[dict]:
-    """Every rank with a dump agrees; the ranks without one never came to the live ranks' first unfinished
-    collective."""
+    """Every rank with a dump agrees; the ranks without one never came to the live ranks' first
+    unfinished collective."""
     out = []
     for _, d in sorted(dumps.items()):
         line = _timeline(d.fr)
@@ -484,7 +503,8 @@ def _pending(dumps: dict[int, RankDump], absent: list[int]) -> list[dict]:
 
 
 def _expected(div: dict):
-    """What followed the collective before the divergent one, earlier in this group's history (every rank's)."""
+    """What followed the collective before the divergent one, earlier in this group's history (every
+    rank's)."""
     seq, history = div["seq"], div["history"]
     before = [s[seq - 1] for s in history.values() if seq - 1 in s]
     if not before:
@@ -500,7 +520,8 @@ def _expected(div: dict):
 
 
 def diagnose_dir(directory: str | Path, dead: set[int] | None = None) -> Verdict:
-    """The verdict over a directory of dumps. dead: ranks known to be gone (the launcher saw their process end)."""
+    """The verdict over a directory of dumps. dead: ranks known to be gone (the launcher saw their
+    process end)."""
     dumps, problems = load(directory)
     if not dumps:
         return Verdict(
@@ -520,7 +541,8 @@ def diagnose_dir(directory: str | Path, dead: set[int] | None = None) -> Verdict
             for r, d in sorted(dumps.items())
         ]
         return Verdict(
-            "no divergence: every rank issued the same collectives (not hung in a collective, or the "
+            "no divergence: every rank issued the same collectives (not hung in a collective, or "
+            "the "
             "ring buffer is too small to show it)",
             lines,
             problems,
@@ -539,7 +561,8 @@ def diagnose_dir(directory: str | Path, dead: set[int] | None = None) -> Verdict
             biggest = max(groups.values(), key=len)
             odd_issuers = sorted(r for rs in groups.values() if rs is not biggest for r in rs)
     normal = sorted(set(by_rank) - set(odd_issuers))
-    # the collective the ranks diverged at: the one the normal ranks issued; where only odd ones issued, theirs
+    # the collective the ranks diverged at: the one the normal ranks issued; where only odd ones
+    # issued, theirs
     ref_rank = normal[0] if normal else sorted(by_rank)[0]
     ref = by_rank[ref_rank]
     issued = sorted(r for r, e in by_rank.items() if _key(e) == _key(ref))
@@ -564,8 +587,10 @@ def diagnose_dir(directory: str | Path, dead: set[int] | None = None) -> Verdict
         )
     head = _headline(coll, culprits)
     lines = [
-        f"collective: {coll['op']} #{coll['seq']} on the {coll['pg_name']} ({coll['sizes']}), issued by rank "
-        f"{_ranks(issued)} at {coll['call_site'] or 'an unknown site'}; never by rank {_ranks(never)}"
+        f"collective: {coll['op']} #{coll['seq']} on the {coll['pg_name']} ({coll['sizes']}), "
+        "issued by rank "
+        f"{_ranks(issued)} at {coll['call_site'] or 'an unknown site'}; never by rank "
+        f"{_ranks(never)}"
     ]
     for r in sorted(culprits):
         c = culprits[r]
@@ -581,7 +606,8 @@ def diagnose_dir(directory: str | Path, dead: set[int] | None = None) -> Verdict
         if d.info:
             lines.append(
                 f"rank {r}: last step finished {d.info.get('steps_done')}; main thread while hung: "
-                f"{100 * float(d.info.get('main_thread_cpu_share') or 0):.0f}% of a core, running in "
+                f"{100 * float(d.info.get('main_thread_cpu_share') or 0):.0f}% of a core, running "
+                "in "
                 f"{100 * float(d.info.get('main_thread_running') or 0):.0f}% of samples"
             )
     return Verdict(head, lines, problems, coll, culprits)
@@ -601,7 +627,8 @@ def _classify(
             "class": "dead rank",
             "where": None,
             "evidence": "its process was gone" if d is not None or rank in dead else "no dump",
-            "next": f"read rank {rank}'s own error (the OOM killer, a native crash) in its log or dmesg",
+            "next": f"read rank {rank}'s own error (the OOM killer, a native crash) in its log or "
+            "dmesg",
         }
     frames = main_stack(d.stacks, d.info.get("main_thread"))
     at, src, outward = where(frames)
@@ -617,16 +644,19 @@ def _classify(
             return {
                 "class": "mismatch",
                 "where": call_site(mine),
-                "evidence": f"it issued {_op(mine)} #{mine.get('collective_seq_id')} from the same line with "
+                "evidence": f"it issued {_op(mine)} #{mine.get('collective_seq_id')} from the same "
+                "line with "
                 f"{_size(mine)} where the others have {_size(ref)}",
                 "next": "make every rank pass tensors of the same shape and dtype there",
             }
         return {
             "class": "different code path",
             "where": call_site(mine),
-            "evidence": f"it issued {_op(mine)} #{mine.get('collective_seq_id')} ({_size(mine)}) from "
+            "evidence": f"it issued {_op(mine)} #{mine.get('collective_seq_id')} ({_size(mine)}) "
+            "from "
             f"{call_site(mine)} instead of {_op(ref)} from {call_site(ref)}",
-            "next": "make every rank issue the same collectives in the same order (no collective under a "
+            "next": "make every rank issue the same collectives in the same order (no collective "
+            "under a "
             "rank-dependent branch)",
         }
     running = d.info.get("main_thread_running")
@@ -650,7 +680,8 @@ def _classify(
         return {
             "class": "busy compute",
             "where": at,
-            "evidence": f"its main thread was running in {100 * float(running or 0):.0f}% of the samples "
+            "evidence": f"its main thread was running in {100 * float(running or 0):.0f}% of the "
+            "samples "
             f"({100 * float(d.info.get('main_thread_cpu_share') or 0):.0f}% of a core) while hung, "
             f"at {at} (`{src}`)",
             "next": "look for a loop that never ends there (py-spy dump shows it live)",
@@ -665,7 +696,8 @@ def _classify(
         "where": at,
         "evidence": f"not in a collective: in {how} at {at} (`{src}`)"
         + (f", called from `{outer}`" if outer else ""),
-        "next": "check the data source (a stalled file system, a worker that never returns, a sleep or lock)",
+        "next": "check the data source (a stalled file system, a worker that never returns, a "
+        "sleep or lock)",
     }
 
 
@@ -677,7 +709,8 @@ def _headline(coll: dict, culprits: dict[int, dict]) -> str:
     head = f"hung: rank {_ranks(never)} never entered {what}"
     if first["class"] == "mismatch" and "same line" in first["evidence"]:
         return (
-            f"hung: {what} differs on rank {_ranks(never)}: {first['evidence'].removeprefix('it ')} — "
+            f"hung: {what} differs on rank {_ranks(never)}: "
+            f"{first['evidence'].removeprefix('it ')} — "
             "a mismatch"
         )
     if first["class"] in ("different code path", "mismatch") and first.get("where"):

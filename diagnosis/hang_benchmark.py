@@ -1,39 +1,45 @@
-"""Does a hung run get the right answer, soon, with nothing left behind? A known-answer benchmark (issue 40).
+"""Does a hung run get the right answer, soon, with nothing left behind? A known-answer benchmark
+(issue 40).
 
-    python -m diagnosis.hang_benchmark [--out results/hang_benchmark] [--repeats 2] [--cases NAME,...]
-    python -m diagnosis.hang_benchmark --table results/hang_benchmark   # the tables again, from their records
-    python -m diagnosis.hang_benchmark --cost [--rounds 6]              # the recorder's cost: steps/s on vs off
-    python -m diagnosis.hang_benchmark --cost-micro [--rounds 20]       # its cost per collective x collectives/step
+    python -m diagnosis.hang_benchmark [--out results/hang_benchmark] [--repeats 2] [--cases
+    NAME,...] python -m diagnosis.hang_benchmark --table results/hang_benchmark   # the tables
+    again, from their records python -m diagnosis.hang_benchmark --cost [--rounds 6]              #
+    the recorder's cost: steps/s on vs off python -m diagnosis.hang_benchmark --cost-micro [--rounds
+    20]       # its cost per collective x collectives/step
 
-Each case is a real 2-rank gloo `python train.py` (model=vgg11_tiny scale=smoke, timeout_s=60, hang.after_s=8) with
-one hang injected (fault.hang, tasks/train/faults.py) on the case's rank at step 5; repeat k puts it on rank
-(case rank + k) mod 2, so both ranks take each role. The answer expected:
+Each case is a real 2-rank gloo `python train.py` (model=vgg11_tiny scale=smoke, timeout_s=60,
+hang.after_s=8) with one hang injected (fault.hang, tasks/train/faults.py) on the case's rank at
+step 5; repeat k puts it on rank (case rank + k) mod 2, so both ranks take each role. The answer
+expected:
 
-  skip_allreduce   the rank that skipped the metric all_reduce: a different code path
-  extra_barrier    the rank with the barrier under `if rank == ...`: a different code path
-  data_sleep       the rank whose loader never returns: data/I/O wait
-  kill             the rank killed by SIGKILL: a dead rank. The elastic agent sees the death within a second and
-                   ends the job `failed` (no hang to wait for), its error the dead rank's verdict: `rank k failed:
-                   killed by signal 9 (...); its last step: N (...); rank j waits in <collective>, which rank k
-                   never joined — a dead rank` (launchers.hang.dead_rank); right when all of it is there. When
-                   the peer is left waiting instead (no agent), the dumps name the collective
+  skip_allreduce   the rank that skipped the metric all_reduce: a different code path extra_barrier
+  the rank with the barrier under `if rank == ...`: a different code path data_sleep       the rank
+  whose loader never returns: data/I/O wait kill             the rank killed by SIGKILL: a dead
+  rank. The elastic agent sees the death within a second and
+                   ends the job `failed` (no hang to wait for), its error the dead rank's verdict:
+                   `rank k failed: killed by signal 9 (...); its last step: N (...); rank j waits in
+                   <collective>, which rank k never joined — a dead rank`
+                   (launchers.hang.dead_rank); right when all of it is there. When the peer is left
+                   waiting instead (no agent), the dumps name the collective
   size_mismatch    the rank that passed 0 elements to the metric all_reduce: a mismatch
   pg_order         the rank that entered group B before group A: a mismatch
   busy             the rank in an endless Python loop: busy compute
   healthy          no hang declared: the record is `ok`
 
-Per run the table says: top-1 (the verdict names the injected rank, its class, and the collective: the injected one
-where the fault is a collective, else the one the other rank waits in), the seconds from the hang (the first
-unfinished collective's creation in the Flight Recorder) to the answer (the record written), the processes of the
-run left after train.py exited (its session), whether the record was kept, and PyTorch's own analyzer's answer on the
-same dumps (`python -m torch.distributed.flight_recorder.fr_trace DIR -p rank_`, its last line). Measurements go to
-<out>/measurements.json; --table rebuilds table.md from it and the records (each verdict recomputed).
+Per run the table says: top-1 (the verdict names the injected rank, its class, and the collective:
+the injected one where the fault is a collective, else the one the other rank waits in), the seconds
+from the hang (the first unfinished collective's creation in the Flight Recorder) to the answer (the
+record written), the processes of the run left after train.py exited (its session), whether the
+record was kept, and PyTorch's own analyzer's answer on the same dumps (`python -m
+torch.distributed.flight_recorder.fr_trace DIR -p rank_`, its last line). Measurements go to
+<out>/measurements.json; --table rebuilds table.md from it and the records (each verdict
+recomputed).
 
---cost: the price of keeping the Flight Recorder and the hang watch on (the default) for a healthy run: `rounds`
-rounds, each one run with `hang.enabled=false hang.fr_buffer=0` and one with the defaults, in alternating order
-(interleaved, so the machine's drift hits both), each its record's steps/s; the ratio on/off is the paired t
-interval of the per-round log ratios (stats.compare_runs). Written to <out>/cost.json and cost.md.
-"""
+--cost: the price of keeping the Flight Recorder and the hang watch on (the default) for a healthy
+run: `rounds` rounds, each one run with `hang.enabled=false hang.fr_buffer=0` and one with the
+defaults, in alternating order (interleaved, so the machine's drift hits both), each its record's
+steps/s; the ratio on/off is the paired t interval of the per-round log ratios (stats.compare_runs).
+Written to <out>/cost.json and cost.md."""
 
 from __future__ import annotations
 
@@ -60,7 +66,8 @@ COMMON = [
     "hang.after_s=8",
     "fault.hang_step=5",
 ]
-# case -> (the rank it is injected on in repeat 0, expected class, the op of the injected collective or None)
+# case -> (the rank it is injected on in repeat 0, expected class, the op of the injected collective
+# or None)
 CASES = {
     "skip_allreduce": (1, "different code path", "all_reduce"),
     "extra_barrier": (0, "different code path", "barrier"),
@@ -140,8 +147,8 @@ def _session_left(sid: int) -> list[int]:
 
 
 def _hang_start(hang_dir: Path) -> float | None:
-    """When the hang began: the earliest unfinished collective in the dumps (the live ranks' last one where none is
-    unfinished: a peer died)."""
+    """When the hang began: the earliest unfinished collective in the dumps (the live ranks' last
+    one where none is unfinished: a peer died)."""
     if not hang_dir.exists():
         return None
     dumps, _ = load(hang_dir)
@@ -161,9 +168,9 @@ def _hang_start(hang_dir: Path) -> float | None:
 
 
 def torch_analyzer(hang_dir: Path) -> str:
-    """PyTorch's own analyzer on the same dumps, as they are and with pg_config re-keyed by the groups' ids (gloo
-    keys the default group '' there while the entries name it '0', and the analyzer stops with KeyError: ('0', 0)):
-    its summary of each."""
+    """PyTorch's own analyzer on the same dumps, as they are and with pg_config re-keyed by the
+    groups' ids (gloo keys the default group '' there while the entries name it '0', and the
+    analyzer stops with KeyError: ('0', 0)): its summary of each."""
     import pickle
     import tempfile
 
@@ -227,8 +234,9 @@ def score(m: dict) -> dict:
     if not hang_dir.exists():
         error = _record_error(run_dir)
         if case == "kill" and m["status"] == "failed":
-            # the agent saw the death first and ended the job as failed: right when it names the rank, the
-            # signal, its last step and the collective the other rank was left in (launchers.hang.dead_rank)
+            # the agent saw the death first and ended the job as failed: right when it names the
+            # rank, the signal, its last step and the collective the other rank was left in
+            # (launchers.hang.dead_rank)
             other = 1 - rank
             ok = (
                 error.startswith(f"rank {rank} failed: killed by signal 9")
@@ -269,7 +277,8 @@ def _record_error(run_dir: Path) -> str:
 def table(out: Path) -> str:
     ms = json.loads((out / "measurements.json").read_text())
     rows = [
-        "| case | injected on | status | top-1 | seconds to answer | processes left | record kept | "
+        "| case | injected on | status | top-1 | seconds to answer | processes left | record kept "
+        "| "
         "this tool's answer | PyTorch's analyzer (fr_trace) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -288,8 +297,10 @@ def table(out: Path) -> str:
     head = [
         f"# Hang benchmark: {right} of {len(ms['runs'])} runs top-1",
         "",
-        f"`python -m diagnosis.hang_benchmark` ({ms['command']}); machine: {ms['machine']}. hang.after_s=8, "
-        "so the goal for seconds to answer is <= 23 (after_s + 15). Each verdict is recomputed from the run's "
+        f"`python -m diagnosis.hang_benchmark` ({ms['command']}); machine: {ms['machine']}. "
+        "hang.after_s=8, "
+        "so the goal for seconds to answer is <= 23 (after_s + 15). Each verdict is recomputed "
+        "from the run's "
         "committed dumps (`--table`).",
         "",
     ]
@@ -352,8 +363,10 @@ def cost_table(res: dict) -> str:
         [
             "# The recorder's cost",
             "",
-            f"`python -m diagnosis.hang_benchmark --cost --rounds {res['rounds']}` on {res['machine']}: "
-            f"`python train.py {' '.join(res['args'])}`, off = `{' '.join(res['off'])}`, on = the defaults "
+            f"`python -m diagnosis.hang_benchmark --cost --rounds {res['rounds']}` on "
+            f"{res['machine']}: "
+            f"`python train.py {' '.join(res['args'])}`, off = `{' '.join(res['off'])}`, on = the "
+            "defaults "
             "(Flight Recorder at 200 entries, the hang watch). Interleaved rounds.",
             "",
             "| | steps/s per round | median |",
@@ -366,7 +379,8 @@ def cost_table(res: dict) -> str:
             f"on / off: **{res['ratio_on_off']:.3f}**, 95% interval {ci} ({res['method']}).",
             ""
             if lo is not None and lo >= 0.99
-            else "\nThe interval does not show on >= 0.99x off: the rounds' spread (the machine's load) "
+            else "\nThe interval does not show on >= 0.99x off: the rounds' spread (the machine's "
+            "load) "
             "is larger than the "
             "cost. Rerun on a quiet machine, with more rounds, to check it.",
             "",
@@ -374,9 +388,10 @@ def cost_table(res: dict) -> str:
     )
 
 
-# --cost-micro: the recorder's price per collective, paired within each round, against the step it rides on.
-# torch reads TORCH_FR_BUFFER_SIZE once, when its recorder singleton is made (no binding sets it later: the
-# recorder cannot be toggled inside one run), so each side is its own process; a round runs both, order alternating.
+# --cost-micro: the recorder's price per collective, paired within each round, against the step it
+# rides on. torch reads TORCH_FR_BUFFER_SIZE once, when its recorder singleton is made (no binding
+# sets it later: the recorder cannot be toggled inside one run), so each side is its own process; a
+# round runs both, order alternating.
 MICRO_WORKER = r"""
 import json, sys, time
 import torch, torch.distributed as dist
@@ -385,7 +400,8 @@ dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
 t = torch.ones(4)
 def deep(n, f):  # the Python stack the recorder captures per collective: a training loop's depth
     return f() if n == 0 else deep(n - 1, f)
-def block():  # CPU time of the process, every thread (the recording is CPU work; other jobs' load is not)
+# CPU time of the process, every thread (the recording is CPU work; other jobs' load is not)
+def block():
     t0 = time.process_time()
     for _ in range(calls):
         dist.all_reduce(t)
@@ -402,14 +418,16 @@ with tempfile.TemporaryDirectory() as d:
         _write(progress_path(d, 0), json.dumps({"pid": os.getpid(), "time": time.time(), "steps": i,
                                                 "collectives": _collectives_done()}).encode())
         beat.append(time.thread_time() - t0)
-print(json.dumps({"per_call_s": per_call[len(per_call) // 2], "beat_s": sorted(beat)[len(beat) // 2]}))
+print(json.dumps({"per_call_s": per_call[len(per_call) // 2],
+                  "beat_s": sorted(beat)[len(beat) // 2]}))
 """
 MICRO_CALLS, MICRO_BLOCKS, MICRO_DEPTH = 2000, 9, 40
 
 
 def collectives_per_step(out: Path) -> tuple[float, str]:
-    """Collectives a training step issues, from the benchmark's own data_sleep runs: the waiting rank's Flight
-    Recorder sequence number over the steps it finished (set-up collectives included: an upper bound)."""
+    """Collectives a training step issues, from the benchmark's own data_sleep runs: the waiting
+    rank's Flight Recorder sequence number over the steps it finished (set-up collectives included:
+    an upper bound)."""
     best = None
     for facts in sorted((out / "runs").glob("data_sleep_r*/hang/facts_*.json")):
         f = json.loads(facts.read_text())
@@ -483,9 +501,9 @@ def cost_micro(out: Path, rounds: int, machine: str) -> str:
 
 
 def median_difference(on: list[float], off: list[float], level: float = 0.95):
-    """The median of the paired differences on - off and its distribution-free interval (order statistics, the
-    binomial sign-test rule): a round the machine's load slowed whole (one side 10x) moves it by one rank only,
-    where a t interval on the mean would take its full size."""
+    """The median of the paired differences on - off and its distribution-free interval (order
+    statistics, the binomial sign-test rule): a round the machine's load slowed whole (one side 10x)
+    moves it by one rank only, where a t interval on the mean would take its full size."""
     from scipy.stats import binom
 
     d = sorted(a - b for a, b in zip(on, off))
@@ -513,25 +531,34 @@ def cost_micro_table(res: dict) -> str:
             "",
             f"`python -m diagnosis.hang_benchmark --cost-micro --rounds {res['rounds']}` on "
             f"{res['machine']}. Each round runs two processes, one with the Flight Recorder off "
-            "(TORCH_FR_BUFFER_SIZE=0) and one at the default 200 entries, in alternating order: each times "
-            f"{res['blocks']} blocks of {res['calls']} all_reduces of 4 floats (gloo, one rank) issued "
-            f"{res['depth']} Python frames deep (the recorder captures the stack of each), its median block, "
-            "in CPU time of the process (time.process_time, every thread: the recording is CPU work, and "
-            "the other jobs on the machine change a call's wall time tenfold between rounds, not its CPU). "
+            "(TORCH_FR_BUFFER_SIZE=0) and one at the default 200 entries, in alternating order: "
+            "each times "
+            f"{res['blocks']} blocks of {res['calls']} all_reduces of 4 floats (gloo, one rank) "
+            "issued "
+            f"{res['depth']} Python frames deep (the recorder captures the stack of each), its "
+            "median block, "
+            "in CPU time of the process (time.process_time, every thread: the recording is CPU "
+            "work, and "
+            "the other jobs on the machine change a call's wall time tenfold between rounds, not "
+            "its CPU). "
             "torch reads the buffer size once per process, so the two sides cannot share one.",
             "",
             "| | CPU microseconds per all_reduce, per round |",
             "|---|---|",
             *[f"| {s} | {', '.join(us(x) for x in v)} |" for s, v in res["per_call_s"].items()],
             "",
-            f"Recording adds **{us(diff)} us** per collective (the median of the {res['rounds']} paired "
+            f"Recording adds **{us(diff)} us** per collective (the median of the {res['rounds']} "
+            "paired "
             f"per-round differences), interval [{us(lo)}, {us(hi)}] (order statistics, coverage "
             f"{cover:.1%}). "
-            f"A training step issues at most {c:.1f} collectives ({res['collectives_from']}) and the "
-            f"fastest step of the committed cost runs (cost.json, off) took {step * 1e3:.2f} ms; the hang "
+            f"A training step issues at most {c:.1f} collectives ({res['collectives_from']}) and "
+            "the "
+            f"fastest step of the committed cost runs (cost.json, off) took {step * 1e3:.2f} ms; "
+            "the hang "
             f"watch's beat costs {us(beat)} us of CPU twice a second ({share:.4%} of the time).",
             "",
-            f"So the cost is {frac[0]:.3%} of a step (interval [{frac[1]:.3%}, {frac[2]:.3%}]): on / off "
+            f"So the cost is {frac[0]:.3%} of a step (interval [{frac[1]:.3%}, {frac[2]:.3%}]): on "
+            "/ off "
             f"= **{ratio[0]:.4f}** [{ratio[2]:.4f}, {ratio[1]:.4f}]"
             + (", >= 0.99x shown." if ratio[2] >= 0.99 else ": >= 0.99x not shown."),
             "",
@@ -589,7 +616,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(cases) - set(CASES))
     if unknown:
         print(
-            f"python -m diagnosis.hang_benchmark: unknown case {', '.join(unknown)}; the cases: {', '.join(CASES)}",
+            f"python -m diagnosis.hang_benchmark: unknown case {', '.join(unknown)}; the cases: "
+            f"{', '.join(CASES)}",
             file=sys.stderr,
         )
         return 2
@@ -604,7 +632,8 @@ def main(argv: list[str] | None = None) -> int:
             m["run_dir"] = os.path.relpath(m["run_dir"], ROOT)
             runs.append(m)
             print(
-                f"{case} rank {rank}: {m['status']} in {m['wall_s']} s, answer {m['seconds_to_answer']} s, "
+                f"{case} rank {rank}: {m['status']} in {m['wall_s']} s, answer "
+                f"{m['seconds_to_answer']} s, "
                 f"left {m['processes_left']}",
                 flush=True,
             )

@@ -1,14 +1,15 @@
-"""Cross-check of the tool's overlap figure with Holistic Trace Analysis (HTA), for profile.enabled=true runs.
+"""Cross-check of the tool's overlap figure with Holistic Trace Analysis (HTA), for
+profile.enabled=true runs.
 
-HTA (`pip install HolisticTraceAnalysis`, optional: imported only here) reads the per-rank torch.profiler traces
-(trace.rank<N>.json in the run directory) and computes, per rank, the share of communication-kernel time that
-computation kernels overlap (get_comm_comp_overlap) and the GPU's idle / compute / non-compute time
-(get_temporal_breakdown). The tool's own figure is DDP's reducer: overlap_s / comm time_s. Both are "share of the
-communication hidden by compute"; HTA's comes from GPU kernels, ours from the reducer's timestamps.
+HTA (`pip install HolisticTraceAnalysis`, optional: imported only here) reads the per-rank
+torch.profiler traces (trace.rank<N>.json in the run directory) and computes, per rank, the share of
+communication-kernel time that computation kernels overlap (get_comm_comp_overlap) and the GPU's
+idle / compute / non-compute time (get_temporal_breakdown). The tool's own figure is DDP's reducer:
+overlap_s / comm time_s. Both are "share of the communication hidden by compute"; HTA's comes from
+GPU kernels, ours from the reducer's timestamps.
 
-HTA works on GPU kernels only: a CPU-only trace (gloo on CPU) has none, and HTA's overlap is 0/0 there. That is
-reported as such, never as a number.
-"""
+HTA works on GPU kernels only: a CPU-only trace (gloo on CPU) has none, and HTA's overlap is 0/0
+there. That is reported as such, never as a number."""
 
 from __future__ import annotations
 
@@ -72,7 +73,8 @@ def cross_check(record: Record | dict, run_dir: str | Path | None = None) -> dic
         return {
             **out,
             "status": "cpu_only",
-            "note": "HTA cannot read these traces: they hold CPU operators only (no GPU kernels), and HTA's "
+            "note": "HTA cannot read these traces: they hold CPU operators only (no GPU kernels), "
+            "and HTA's "
             "overlap and temporal breakdown are computed from GPU kernels",
         }
     quiet = io.StringIO()
@@ -106,7 +108,8 @@ def cross_check(record: Record | dict, run_dir: str | Path | None = None) -> dic
         status="ok",
         per_rank=per_rank,
         hta_overlap=sum(values) / len(values) if values else None,
-        hta_method="HTA get_comm_comp_overlap (communication-kernel time overlapped by compute kernels), "
+        hta_method="HTA get_comm_comp_overlap (communication-kernel time overlapped by compute "
+        "kernels), "
         "mean over ranks; get_temporal_breakdown for idle / compute / non-compute",
     )
     if out["hta_overlap"] is not None and out["tool_overlap"] is not None:
@@ -129,7 +132,8 @@ def format_hta(h: dict) -> str:
     for r in h["per_rank"]:
         ov = f"{100 * r['overlap']:.0f}%" if r["overlap"] is not None else "n/a"
         lines.append(
-            f"  rank {r['rank']}: overlap {ov}; GPU idle {r['idle_pct']}%, compute {r['compute_pct']}%, "
+            f"  rank {r['rank']}: overlap {ov}; GPU idle {r['idle_pct']}%, compute "
+            f"{r['compute_pct']}%, "
             f"non-compute {r['non_compute_pct']}%"
         )
     if h.get("note"):

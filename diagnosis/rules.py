@@ -1,11 +1,11 @@
-"""The rules: each reads one record of the tasks it is registered for (@reads; diagnosis.view.RunView) and returns a
-Finding or None.
+"""The rules: each reads one record of the tasks it is registered for (@reads;
+diagnosis.view.RunView) and returns a Finding or None.
 
-A rule fires on the lower end of its figure's interval where the record has one (a condition that the interval does
-not clear is not a finding), else on the figure itself, and says "no interval". Every saving is arithmetic on this
-run's own numbers, and says which arithmetic; where one record cannot say, the saving is None and the command is the
-run that would measure it. Findings are ranked by diagnosis.finding.rank_findings.
-"""
+A rule fires on the lower end of its figure's interval where the record has one (a condition that
+the interval does not clear is not a finding), else on the figure itself, and says "no interval".
+Every saving is arithmetic on this run's own numbers, and says which arithmetic; where one record
+cannot say, the saving is None and the command is the run that would measure it. Findings are ranked
+by diagnosis.finding.rank_findings."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ COMM_DOMINATED = cite(
 )
 
 
-# ------------------------------------------------------------------------------------------------- the registry
+# ------------------------------------------------------------------------------------- the registry
 class Rule(NamedTuple):
     check: Callable[[RunView], Finding | None]
     tasks: tuple[str, ...] | None  # the tasks whose records it reads; None: every task's
@@ -75,9 +75,9 @@ RULES: list[Rule] = []
 
 
 def reads(*tasks: str):
-    """Registers the rule below it with the tasks whose records it reads (none named: every task's); diagnosis.run
-    runs it on those records only, so a rule starts from its own condition. Rules run in the order they are
-    registered, which breaks exact ties in the ranking."""
+    """Registers the rule below it with the tasks whose records it reads (none named: every task's);
+    diagnosis.run runs it on those records only, so a rule starts from its own condition. Rules run
+    in the order they are registered, which breaks exact ties in the ranking."""
 
     def register(check):
         RULES.append(Rule(check, tasks or None))
@@ -90,12 +90,13 @@ def rules_for(task: str | None) -> list[Callable[[RunView], Finding | None]]:
     return [r.check for r in RULES if r.tasks is None or task in r.tasks]
 
 
-# ------------------------------------------------------------------------------------------------- the findings
+# ------------------------------------------------------------------------------------- the findings
 @dataclass(frozen=True)
 class Template:
-    """What every finding of one kind says the same way: its rule, the source case it matches, the part of the step
-    its saving comes from (diagnosis.run's pools) and whether it is a configuration fact that noise does not hide
-    (qualitative). The rule that makes it adds what comes from the numbers."""
+    """What every finding of one kind says the same way: its rule, the source case it matches, the
+    part of the step its saving comes from (diagnosis.run's pools) and whether it is a configuration
+    fact that noise does not hide (qualitative). The rule that makes it adds what comes from the
+    numbers."""
 
     rule: str
     matches: str
@@ -115,7 +116,8 @@ class Template:
         env: dict | None = None,
         **more,
     ) -> Finding:
-        """The finding; it recommends `change` and its command is this run's with `change` (and `env`), unless
+        """The finding; it recommends `change` and its command is this run's with `change` (and
+        `env`), unless
         `more` names its own recommends= or command=."""
         if "command" not in more:
             more["command"] = v.command(change, env)
@@ -146,7 +148,8 @@ SYNC_PATH = Template(
     "exposed_comm.sync_path",
     cite(
         VGG11_THREAD,
-        "PyTorch's all_reduce of 471 MB took 280 ms where nccl-tests took ~60 ms for the same bytes; the "
+        "PyTorch's all_reduce of 471 MB took 280 ms where nccl-tests took ~60 ms for the same "
+        "bytes; the "
         "cause was the default-stream host-to-device copy, not the network",
     ),
     pool="exposed",
@@ -155,7 +158,8 @@ SLOW_LINK = Template(
     "exposed_comm.slow_link",
     cite(
         VIT_STUDY,
-        "bf16 compression +65% and PowerSGD >5x on the PCIe-bound L40S box; sources 001 and 004: gradient "
+        "bf16 compression +65% and PowerSGD >5x on the PCIe-bound L40S box; sources 001 and 004: "
+        "gradient "
         "accumulation cuts how often the sync runs",
     ),
     pool="exposed",
@@ -164,7 +168,8 @@ PER_PARAM = Template(
     "per_param",
     cite(
         VGG11_THREAD,
-        "the thread's per-parameter all_reduce loop: 280 ms against ~60 ms for one call of the same bytes; "
+        "the thread's per-parameter all_reduce loop: 280 ms against ~60 ms for one call of the "
+        "same bytes; "
         "source 001's reply: use DDP instead of hand-written all_reduce",
     ),
     pool="exposed",
@@ -181,7 +186,8 @@ INPUT_PIPELINE = Template(
     "input_pipeline",
     cite(
         VGG11_THREAD,
-        "the poster's fix: the batch copy on the default stream synchronised every step; a separate stream "
+        "the poster's fix: the batch copy on the default stream synchronised every step; a "
+        "separate stream "
         "solved it",
     ),
     pool="input",
@@ -190,7 +196,8 @@ OVERSUBSCRIPTION = Template(
     "oversubscription",
     cite(
         GLOO_PAIRS_THREAD,
-        "gloo on a CPU host: time grew with every pair of ranks added; the ranks competed for cores",
+        "gloo on a CPU host: time grew with every pair of ranks added; the ranks competed for "
+        "cores",
     ),
     pool="own",
 )
@@ -213,7 +220,8 @@ ONE_BUCKET = Template(
     "bucket_layout.one_bucket",
     cite(
         VIT_STUDY,
-        "bucket_cap_mb=2000 put ViT-L/32's 1.2 GB of gradients in one bucket: no overlap; 11 smaller buckets "
+        "bucket_cap_mb=2000 put ViT-L/32's 1.2 GB of gradients in one bucket: no overlap; 11 "
+        "smaller buckets "
         "overlapped backward",
     ),
     pool="exposed",
@@ -222,7 +230,8 @@ MANY_TINY_BUCKETS = Template(
     "bucket_layout.many_tiny",
     cite(
         VIT_STUDY,
-        "the bucket size trades overlap against per-call cost; the optimum depends on the model and the "
+        "the bucket size trades overlap against per-call cost; the optimum depends on the model "
+        "and the "
         "machine",
     ),
     pool="exposed",
@@ -231,7 +240,8 @@ NCCL_SHM = Template(
     "nccl_transport",
     cite(
         VIT_STUDY,
-        "8 L40S GPUs over PCIe (NODE/SYS links): NCCL chose SHM/direct/direct and 8 GPUs ran >6x slower than "
+        "8 L40S GPUs over PCIe (NODE/SYS links): NCCL chose SHM/direct/direct and 8 GPUs ran >6x "
+        "slower than "
         "one; bf16 compression gave +65%",
     ),
     qualitative=True,
@@ -257,7 +267,8 @@ POWERSGD_SYNC = Template(
     pool="exposed",
     qualitative=True,
 )
-# counters of the host, not a timing difference: the noise floor does not hide it (the busy host raises that floor)
+# counters of the host, not a timing difference: the noise floor does not hide it (the busy host
+# raises that floor)
 BUSY_HOST = Template(
     "busy_host",
     cite(GLOO_PAIRS_THREAD, "gloo on a CPU host: ranks that wait for a core slow every collective"),
@@ -266,7 +277,7 @@ BUSY_HOST = Template(
 )
 
 
-# ------------------------------------------------------------------------------------------------- evidence helpers
+# --------------------------------------------------------------------------------- evidence helpers
 def ev_ms(name: str, s: Sample | None, source: str) -> Evidence:
     if s is None:
         return Evidence(name, None, "ms", source=source, note="not in the record")
@@ -337,7 +348,8 @@ def _ranks_per_host(v: RunView) -> int:
 
 
 def _micro_calls(v: RunView) -> list[MicrobenchSize]:
-    """The on-rank microbenchmark's timed calls: its sizes, then its one-element latency call where it has one."""
+    """The on-rank microbenchmark's timed calls: its sizes, then its one-element latency call where
+    it has one."""
     micro = v.train.microbench
     if micro is None:
         return []
@@ -374,20 +386,22 @@ def _efficiency_ev(ref: dict) -> Evidence:
     )
 
 
-# ------------------------------------------------------------------------------------------------- the noise rule
+# ----------------------------------------------------------------------------------- the noise rule
 def noise_rule(v: RunView, noise: Noise, hidden: list[Finding] | None = None) -> Finding | None:
-    """Said before the findings, not numbered as a cause, and only where the run's own noise hides a finding: one
-    whose effect is above the 2% threshold (compare.noise's default, below which nothing is named anyway) and under
-    the floor the noise sets. The title names the size of what it hides."""
+    """Said before the findings, not numbered as a cause, and only where the run's own noise hides a
+    finding: one whose effect is above the 2% threshold (compare.noise's default, below which
+    nothing is named anyway) and under the floor the noise sets. The title names the size of what it
+    hides."""
     floor, threshold = noise.floor, noise.threshold
     masked = [f for f in hidden or [] if threshold < f.material <= floor]
     if not noise.noisy or not masked:
         return None
     n = noise.n or v.train.steps or 1
     half = noise.rel_halfwidth or floor
-    # the median's interval narrows roughly as 1/sqrt(n): steps for +-5%, at least 30 (a 95% interval, drift test)
-    # and at least twice this run's (where outliers or drift set the floor, the half-width may already be under 5%:
-    # an H200 run of 50 steps was told steps=47), at most MAX_STEPS (beyond that the noise is a busy machine)
+    # the median's interval narrows roughly as 1/sqrt(n): steps for +-5%, at least 30 (a 95%
+    # interval, drift test) and at least twice this run's (where outliers or drift set the floor,
+    # the half-width may already be under 5%: an H200 run of 50 steps was told steps=47), at most
+    # MAX_STEPS (beyond that the noise is a busy machine)
     steps = min(MAX_STEPS, max(30, 2 * n, int(math.ceil(n * (half / 0.05) ** 2))))
     evidence = [_step_ev(v)]
     steady = noise.steady
@@ -405,7 +419,8 @@ def noise_rule(v: RunView, noise: Noise, hidden: list[Finding] | None = None) ->
     return NOISE.finding(
         v,
         first=True,
-        title=f"Noisy measurement: differences under {100 * floor:.1f}% of the step are not attributable; it hides "
+        title=f"Noisy measurement: differences under {100 * floor:.1f}% of the step are not "
+        "attributable; it hides "
         f"{len(masked)} finding{'s' if len(masked) != 1 else ''} of {sizes}",
         detail="; ".join(noise.reasons)
         + ". More steps narrow the interval when the noise is random; a busy "
@@ -417,11 +432,12 @@ def noise_rule(v: RunView, noise: Noise, hidden: list[Finding] | None = None) ->
     )
 
 
-# ------------------------------------------------------------------------------------------------- train rules
+# -------------------------------------------------------------------------------------- train rules
 @reads("train")
 def exposed_comm(v: RunView) -> Finding | None:
-    """Exposed communication is a large share of the step: either the sync path is slow (low efficiency against the
-    microbenchmark) or the link is (the sync already runs near the microbenchmark's speed)."""
+    """Exposed communication is a large share of the step: either the sync path is slow (low
+    efficiency against the microbenchmark) or the link is (the sync already runs near the
+    microbenchmark's speed)."""
     c = v.train.comm
     sync = v.train.sync
     if c is None or v.world_size < 2 or sync == "per_param" or c.exposed_s is None:
@@ -459,17 +475,21 @@ def exposed_comm(v: RunView) -> Finding | None:
         and (ref is None or efficiency_side(ref) is None)
         and efficiency_side(link) == "high"
     ):
-        ref = link  # the measured reference cannot tell, and the sync runs at the link's set rate (or beyond it)
+        # the measured reference cannot tell, and the sync runs at the link's set rate (or beyond
+        # it)
+        ref = link
     if ref is None:
         return EXPOSED_UNEXPLAINED.finding(
             v,
-            title=f"Exposed communication is {100 * share.median:.0f}% of the step; this record cannot tell a "
+            title=f"Exposed communication is {100 * share.median:.0f}% of the step; this record "
+            "cannot tell a "
             "slow sync path from a slow link",
             detail=(
                 "The comparison with the microbenchmark of the sync's own calls is "
                 f"{not_measurable(v.reference)}. "
                 if v.reference
-                else "No microbenchmark of the sync's own calls in this record (diagnose.microbench was off, skipped "
+                else "No microbenchmark of the sync's own calls in this record "
+                "(diagnose.microbench was off, skipped "
                 "or not run; or pass --nccl-tests FILE). "
             )
             + "Run it to see which of the two it is.",
@@ -503,13 +523,15 @@ def exposed_comm(v: RunView) -> Finding | None:
 
 
 def _link_reference(v: RunView) -> dict | None:
-    """The sync against the emulated link's set rate (comm.efficiency.versus_link), when the run ran behind one.
+    """The sync against the emulated link's set rate (comm.efficiency.versus_link), when the run ran
+    behind one.
 
-    A shaper's rate is a setting, not a measurement, so this reference has no noise; and a token bucket lets a burst
-    (up to its depth) pass at the line's speed, so a sync of a few buckets can beat the set rate (efficiency over 100%)
-    and an on-rank microbenchmark of back-to-back calls can land anywhere between the two. Neither makes the sync path
-    slow: a sync at or above half of what the set rate allows is the link's time. Used where the measured reference
-    cannot tell (not measurable, or its interval straddles LOW_EFFICIENCY)."""
+    A shaper's rate is a setting, not a measurement, so this reference has no noise; and a token
+    bucket lets a burst (up to its depth) pass at the line's speed, so a sync of a few buckets can
+    beat the set rate (efficiency over 100%) and an on-rank microbenchmark of back-to-back calls can
+    land anywhere between the two. Neither makes the sync path slow: a sync at or above half of what
+    the set rate allows is the link's time. Used where the measured reference cannot tell (not
+    measurable, or its interval straddles LOW_EFFICIENCY)."""
     from comm.efficiency import versus_link
 
     if v.train.sync == "local":
@@ -521,10 +543,10 @@ def _link_reference(v: RunView) -> dict | None:
 
 
 def efficiency_side(ref: dict) -> str | None:
-    """Which cause the comm efficiency names, read on the end of its interval that could refute it: "low" (the sync
-    path) when even the upper end is under LOW_EFFICIENCY, "high" (the link) when even the lower end is at or above
-    it, None when the interval straddles it. A figure without an interval (the link's rate is a setting; too few
-    microbenchmark calls) is its own bound."""
+    """Which cause the comm efficiency names, read on the end of its interval that could refute it:
+    "low" (the sync path) when even the upper end is under LOW_EFFICIENCY, "high" (the link) when
+    even the lower end is at or above it, None when the interval straddles it. A figure without an
+    interval (the link's rate is a setting; too few microbenchmark calls) is its own bound."""
     lo, hi = ref.get("efficiency_ci_lo"), ref.get("efficiency_ci_hi")
     lo = ref["efficiency"] if lo is None else lo
     hi = ref["efficiency"] if hi is None else hi
@@ -536,8 +558,8 @@ def efficiency_side(ref: dict) -> str | None:
 
 
 def _cause_unclear(v, share, ref, evidence) -> Finding:
-    """The efficiency's interval straddles LOW_EFFICIENCY: the microbenchmark is too noisy to tell a slow sync path
-    from a slow link, and more timed calls per size narrow it."""
+    """The efficiency's interval straddles LOW_EFFICIENCY: the microbenchmark is too noisy to tell a
+    slow sync path from a slow link, and more timed calls per size narrow it."""
     iters = max(20, 4 * int(setting(v.config, "diagnose.microbench_iters") or 5))
     lo, hi = (
         ref["efficiency"] if ref.get(k) is None else ref[k]
@@ -546,10 +568,12 @@ def _cause_unclear(v, share, ref, evidence) -> Finding:
     change = {"diagnose.microbench": True, "diagnose.microbench_iters": iters}
     return EXPOSED_UNCLEAR.finding(
         v,
-        title=f"Exposed communication is {100 * share.median:.0f}% of the step; the comm efficiency's interval "
+        title=f"Exposed communication is {100 * share.median:.0f}% of the step; the comm "
+        "efficiency's interval "
         f"[{100 * lo:.0f}, {100 * hi:.0f}]% straddles "
         f"{100 * LOW_EFFICIENCY:.0f}%, so it cannot tell a slow sync path from a slow link",
-        detail=f"More timed calls per size in the microbenchmark (diagnose.microbench_iters={iters}) narrow the "
+        detail="More timed calls per size in the microbenchmark "
+        f"(diagnose.microbench_iters={iters}) narrow the "
         "interval; the run's diagnosis then names the cause.",
         evidence=evidence,
         saving=Saving(
@@ -561,9 +585,9 @@ def _cause_unclear(v, share, ref, evidence) -> Finding:
 
 
 def _exposed_unconfirmed(v, exposed, share, evidence) -> Finding:
-    """Exposed communication from too few probe steps for an interval (one by default): a single step's exposed time
-    moved from 315 to 58 ms between two runs of one config, so no cause or remedy rests on it alone; the next run
-    measures it over enough steps."""
+    """Exposed communication from too few probe steps for an interval (one by default): a single
+    step's exposed time moved from 315 to 58 ms between two runs of one config, so no cause or
+    remedy rests on it alone; the next run measures it over enough steps."""
     n = exposed.n or 1
     ref = v.reference
     if ref is not None:
@@ -573,9 +597,12 @@ def _exposed_unconfirmed(v, exposed, share, evidence) -> Finding:
         title=f"Exposed communication was {100 * share.median:.0f}% of the step in {n} probe step"
         f"{'s' if n != 1 else ''}: too few samples to name a cause",
         detail=(
-            f"DDP's reducer timers were read over probe_steps={n} untimed step(s) after the window, and one step's "
-            "exposed time moves a lot between runs; probe_steps=6 reads them over 6 steps, which gives it a 95% "
-            "interval, and the diagnosis of that run names the cause (a slow sync path or a slow link) and what "
+            f"DDP's reducer timers were read over probe_steps={n} untimed step(s) after the "
+            "window, and one step's "
+            "exposed time moves a lot between runs; probe_steps=6 reads them over 6 steps, which "
+            "gives it a 95% "
+            "interval, and the diagnosis of that run names the cause (a slow sync path or a slow "
+            "link) and what "
             "to change."
         ),
         evidence=evidence,
@@ -594,12 +621,16 @@ def _sync_path(v, c, exposed_s, share, ref, evidence) -> Finding:
     if on_gpu and h2d == "blocking":
         change, env = {"h2d": "side_stream"}, None
         why = (
-            "h2d=blocking copies each batch on the compute stream: the host waits for the GPU every step, which "
+            "h2d=blocking copies each batch on the compute stream: the host waits for the GPU "
+            "every step, which "
             "also delays the all-reduces queued behind it (the VGG11 thread's own finding)"
         )
     elif sync == "flat":
         change, env = {"sync": "ddp"}, None
-        why = "sync=flat packs, all-reduces and unpacks after backward: no overlap, and two copies of every gradient"
+        why = (
+            "sync=flat packs, all-reduces and unpacks after backward: no overlap, and two "
+            "copies of every gradient"
+        )
     elif not on_gpu:
         per_rank = max(1, (v.env.cpu_count or 1) // _ranks_per_host(v))
         threads = next((w.torch_threads for w in v.works()), None)
@@ -609,32 +640,42 @@ def _sync_path(v, c, exposed_s, share, ref, evidence) -> Finding:
             k = max(4, 2 * int(v.train.accumulate or 1))
             change, env = {"accumulate": k}, None
             why = (
-                f"on CPU the all-reduce's gloo threads compete with the compute threads of every rank on the host, "
-                f"and {threads} intra-op thread(s) per rank already fit the cores; accumulate={k} syncs once per "
-                f"{k} micro-batches (DDP's no_sync), so the cores go to compute (the gloo thread's reply)"
+                "on CPU the all-reduce's gloo threads compete with the compute threads of every "
+                "rank on the host, "
+                f"and {threads} intra-op thread(s) per rank already fit the cores; accumulate={k} "
+                "syncs once per "
+                f"{k} micro-batches (DDP's no_sync), so the cores go to compute (the gloo thread's "
+                "reply)"
             )
         else:
             change, env = {}, {"OMP_NUM_THREADS": per_rank}
             why = (
-                "on CPU the all-reduce's gloo threads compete with the compute threads of every rank on the host; "
-                f"{per_rank} intra-op thread(s) per rank leaves the cores to share rather than to fight over"
+                "on CPU the all-reduce's gloo threads compete with the compute threads of every "
+                "rank on the host; "
+                f"{per_rank} intra-op thread(s) per rank leaves the cores to share rather than to "
+                "fight over"
             )
     else:
         change, env = {"bucket": LARGER_BUCKET_MB}, None
         why = (
-            f"DDP's calls run slower than alone: fewer, larger buckets (bucket={LARGER_BUCKET_MB}: 4x DDP's "
+            f"DDP's calls run slower than alone: fewer, larger buckets (bucket={LARGER_BUCKET_MB}: "
+            "4x DDP's "
             f"{DDP_BUCKET_MB} MiB) cut per-call overhead"
         )
     gain = min(exposed_s, max(0.0, ref["sync_s"] - ref["achievable_s"]))
     return SYNC_PATH.finding(
         v,
         title=(
-            f"Exposed communication is {100 * share.median:.0f}% of the step and the all-reduces spanned "
-            f"{1 / ref['efficiency']:.1f}x their time in the {ref['reference']} (waits for gradients included): "
+            f"Exposed communication is {100 * share.median:.0f}% of the step and the all-reduces "
+            "spanned "
+            f"{1 / ref['efficiency']:.1f}x their time in the {ref['reference']} (waits for "
+            "gradients included): "
             "the sync path, not the link, is the likelier problem"
             if ref.get("overlap_s")
-            else f"Exposed communication is {100 * share.median:.0f}% of the step and the sync runs at "
-            f"{100 * ref['efficiency']:.0f}% of the {ref['reference']}'s speed: the sync path is the problem, "
+            else f"Exposed communication is {100 * share.median:.0f}% of the step and the sync "
+            "runs at "
+            f"{100 * ref['efficiency']:.0f}% of the {ref['reference']}'s speed: the sync path is "
+            "the problem, "
             "not the link"
         ),
         detail=why + ".",
@@ -658,14 +699,18 @@ def _slow_link(v, c, exposed_s, share, ref, evidence) -> Finding:
     err = v.train.accuracy.grad_rel_error if v.train.accuracy is not None else None
     k = 4
     alternatives = (
-        f"Other levers: optim=powersgd (far fewer bytes; its gradient error and bytes are measured by the run), "
-        f"bucket={LARGER_BUCKET_MB} (fewer calls), or accumulate={k} (one sync per {k} micro-batches: "
-        f"~{ms(exposed_s * (1 - 1 / k))} ms less exposed time per {k} micro-batches, at {k}x the effective "
+        "Other levers: optim=powersgd (far fewer bytes; its gradient error and bytes are measured "
+        "by the run), "
+        f"bucket={LARGER_BUCKET_MB} (fewer calls), or accumulate={k} (one sync per {k} "
+        "micro-batches: "
+        f"~{ms(exposed_s * (1 - 1 / k))} ms less exposed time per {k} micro-batches, at {k}x the "
+        "effective "
         "batch)."
     )
     return SLOW_LINK.finding(
         v,
-        title=f"Exposed communication is {100 * share.median:.0f}% of the step and the sync already runs "
+        title=f"Exposed communication is {100 * share.median:.0f}% of the step and the sync "
+        "already runs "
         + (
             f"at {100 * ref['efficiency']:.0f}% of the {ref['reference']}'s speed"
             if ref["efficiency"] <= 1
@@ -673,7 +718,8 @@ def _slow_link(v, c, exposed_s, share, ref, evidence) -> Finding:
         )
         + ": the link is the bottleneck, send fewer bytes",
         detail=(
-            "bf16 compression halves the bytes on the wire; its gradient error is measured by that run "
+            "bf16 compression halves the bytes on the wire; its gradient error is measured by that "
+            "run "
             "(grad rel err)"
             + (f"; this run's own error is {err:.2e}" if err else "")
             + ". "
@@ -701,8 +747,9 @@ def _slow_link(v, c, exposed_s, share, ref, evidence) -> Finding:
 
 @reads("train")
 def per_param(v: RunView) -> Finding | None:
-    """The explicit per-parameter all-reduce: collectives x per-call latency, against the bandwidth, from this run's
-    numbers (the microbenchmark's per-size times, fitted with task=grad_sync's latency-bandwidth arithmetic)."""
+    """The explicit per-parameter all-reduce: collectives x per-call latency, against the bandwidth,
+    from this run's numbers (the microbenchmark's per-size times, fitted with task=grad_sync's
+    latency-bandwidth arithmetic)."""
     if v.train.sync != "per_param" or v.world_size < 2:
         return None
     c = v.train.comm if v.train.comm is not None else CommStats()
@@ -724,7 +771,8 @@ def per_param(v: RunView) -> Finding | None:
         ),
     ]
     detail = [
-        f"{n:.0f} all_reduce calls per step after backward: none of it overlaps the backward pass, and every "
+        f"{n:.0f} all_reduce calls per step after backward: none of it overlaps the backward pass, "
+        "and every "
         "call pays the collective's latency."
     ]
     rows = [{"bytes": r.bytes, "time_s": r.time_s.median} for r in _micro_calls(v)]
@@ -766,7 +814,8 @@ def per_param(v: RunView) -> Finding | None:
             )
         )
     detail.append(
-        "DDP buckets the gradients into a few large calls and starts them while backward still runs."
+        "DDP buckets the gradients into a few large calls and starts them while backward still "
+        "runs."
     )
     lo = sync.median - one_call if one_call else None
     full = v.contention()
@@ -781,9 +830,12 @@ def per_param(v: RunView) -> Finding | None:
     ):  # overlap needs a free core: gloo's all-reduce is CPU work
         point = max(lo, 0.0)
         how = (
-            f"this host's cores are full (host {100 * full.host_busy:.0f}% busy, the ranks' own work "
-            f"{100 * full.own:.0f}%), so DDP's all-reduce cannot run beside backward for free: the estimate is "
-            "the no-overlap case, the calls' overhead down to one call of the total; hiding all of it is the "
+            f"this host's cores are full (host {100 * full.host_busy:.0f}% busy, the ranks' own "
+            "work "
+            f"{100 * full.own:.0f}%), so DDP's all-reduce cannot run beside backward for free: the "
+            "estimate is "
+            "the no-overlap case, the calls' overhead down to one call of the total; hiding all of "
+            "it is the "
             "range's top"
         )
     return PER_PARAM.finding(
@@ -807,9 +859,12 @@ def ddp_world_size_1(v: RunView) -> Finding | None:
         return None
     return DDP_WORLD_SIZE_1.finding(
         v,
-        title="DDP at world size 1: there is no one to communicate with, yet DDP still runs its reducer",
-        detail="DDP copies gradients into its buckets, all-reduces a one-rank group and copies them back; plain "
-        "training (sync=local) does none of that. The estimate is DDP's own exposed reducer time; its bucket "
+        title="DDP at world size 1: there is no one to communicate with, yet DDP still runs its "
+        "reducer",
+        detail="DDP copies gradients into its buckets, all-reduces a one-rank group and copies "
+        "them back; plain "
+        "training (sync=local) does none of that. The estimate is DDP's own exposed reducer time; "
+        "its bucket "
         "copies inside backward are not in it, so the real cost can be larger.",
         evidence=[
             ev_ms("DDP exposed reducer time per step", v.exposed(), "result.comm.exposed_s"),
@@ -843,7 +898,8 @@ def input_pipeline(v: RunView) -> Finding | None:
         change, secs = {"h2d": "side_stream"}, h2d.median
         title = f"The host-to-device copy is {100 * share.median:.0f}% of the step with h2d={mode}"
         detail = (
-            "The copy runs on the compute stream, so compute waits for it (and, with h2d=blocking, the host "
+            "The copy runs on the compute stream, so compute waits for it (and, with h2d=blocking, "
+            "the host "
             "waits for the GPU). A side stream copies the next batch while this one computes."
         )
         how = "a side stream hides the copy behind compute when compute takes longer"
@@ -874,8 +930,8 @@ def input_pipeline(v: RunView) -> Finding | None:
 
 @reads("train")
 def oversubscription(v: RunView) -> Finding | None:
-    """gloo ranks on CPU asking for more threads than the host has cores (pair_groups_oversubscription: the same
-    for task=pair_groups)."""
+    """gloo ranks on CPU asking for more threads than the host has cores
+    (pair_groups_oversubscription: the same for task=pair_groups)."""
     if v.device != "cpu" or v.world_size < 2:
         return None
     works = v.works()
@@ -894,10 +950,13 @@ def oversubscription(v: RunView) -> Finding | None:
     fair = max(1, cores // per_host)
     return OVERSUBSCRIPTION.finding(
         v,
-        title=f"{per_host} ranks x {threads} compute threads on {cores} cores: the ranks oversubscribe the CPU",
+        title=f"{per_host} ranks x {threads} compute threads on {cores} cores: the ranks "
+        "oversubscribe the CPU",
         detail=(
-            "Each rank's forward and backward run on torch's intra-op threads, and gloo's all-reduce threads need "
-            "the same cores: a rank ready to compute or to answer its peer waits for a core, so adding ranks "
+            "Each rank's forward and backward run on torch's intra-op threads, and gloo's "
+            "all-reduce threads need "
+            "the same cores: a rank ready to compute or to answer its peer waits for a core, so "
+            "adding ranks "
             "slows every rank's compute."
         ),
         evidence=[
@@ -945,8 +1004,9 @@ def oversubscription(v: RunView) -> Finding | None:
 
 
 def _contention(v: RunView, per_host: int, threads: int) -> Finding | None:
-    """No more compute threads than cores, yet the cores are full and the ranks keep being preempted: under DDP on CPU
-    gloo's all-reduce threads run beside backward on the same cores, so the overlap turns into turn-taking."""
+    """No more compute threads than cores, yet the cores are full and the ranks keep being
+    preempted: under DDP on CPU gloo's all-reduce threads run beside backward on the same cores, so
+    the overlap turns into turn-taking."""
     c = v.contention()
     if c is None or v.train.sync != "ddp":
         return None
@@ -1000,21 +1060,28 @@ def _contention(v: RunView, per_host: int, threads: int) -> Finding | None:
     k = max(4, 2 * int(v.train.accumulate or 1))  # never the run's own setting
     return CONTENTION.finding(
         v,
-        title=f"{per_host} DDP ranks keep the {c.cores} cores {100 * c.host_busy:.0f}% busy and are preempted "
-        f"{c.switches_per_s:.0f} times a second: compute and gloo's all-reduce threads take turns on the "
+        title=f"{per_host} DDP ranks keep the {c.cores} cores {100 * c.host_busy:.0f}% busy and "
+        "are preempted "
+        f"{c.switches_per_s:.0f} times a second: compute and gloo's all-reduce threads take turns "
+        "on the "
         "cores",
         detail=(
-            "DDP overlaps each bucket's all-reduce with the rest of backward; with gloo on CPU the all-reduce is "
-            "CPU work on gloo's own threads, so on a host with no spare core it does not hide behind backward, it "
-            "slows it down. The same contention makes identical ranks finish at different times, so it is not "
-            f"named as a straggler. Fewer syncs (accumulate={k}: DDP's no_sync for {k - 1} of {k} micro-batches, "
+            "DDP overlaps each bucket's all-reduce with the rest of backward; with gloo on CPU the "
+            "all-reduce is "
+            "CPU work on gloo's own threads, so on a host with no spare core it does not hide "
+            "behind backward, it "
+            "slows it down. The same contention makes identical ranks finish at different times, "
+            "so it is not "
+            f"named as a straggler. Fewer syncs (accumulate={k}: DDP's no_sync for {k - 1} of {k} "
+            "micro-batches, "
             "the gloo thread's first reply) leave the cores to the compute; `python train.py -m "
             "experiment=scaling` measures one rank alone."
         ),
         evidence=evidence,
         saving=Saving(
             None,
-            how=f"how much compute the all-reduce's CPU work displaces is measured by accumulate={k} "
+            how="how much compute the all-reduce's CPU work displaces is measured by "
+            f"accumulate={k} "
             "against accumulate=1 (compare samples/s)",
         ),
         impact=compute.median if compute else 0.0,
@@ -1024,7 +1091,8 @@ def _contention(v: RunView, per_host: int, threads: int) -> Finding | None:
 
 @reads("pair_groups")
 def pair_groups_oversubscription(v: RunView) -> Finding | None:
-    """gloo ranks of task=pair_groups sharing the host's cores (more ranks x threads than cores, or a busy host)."""
+    """gloo ranks of task=pair_groups sharing the host's cores (more ranks x threads than cores, or
+    a busy host)."""
     r = v.result
     if not isinstance(r, PairGroupsResult):
         return None
@@ -1041,9 +1109,11 @@ def pair_groups_oversubscription(v: RunView) -> Finding | None:
     return PAIR_GROUPS_OVERSUBSCRIPTION.finding(
         v,
         title=f"{world} gloo ranks x {threads} thread(s) on {r.cpu_count} CPUs "
-        f"({per_cpu * threads:.2g} threads per CPU, {100 * busy:.0f}% busy): the ranks compete for cores",
+        f"({per_cpu * threads:.2g} threads per CPU, {100 * busy:.0f}% busy): the ranks compete for "
+        "cores",
         detail=(
-            "Each pair's traffic is independent, but a rank that is ready to answer its peer waits for a CPU; "
+            "Each pair's traffic is independent, but a rank that is ready to answer its peer waits "
+            "for a CPU; "
             "the time per all_reduce then grows with the number of pairs."
         ),
         evidence=[
@@ -1097,9 +1167,9 @@ WHAT_DIFFERS = {
 
 @reads("train")
 def straggler(v: RunView) -> Finding | None:
-    """The rank the others wait for (tasks/train/stragglers.py: the most work between collectives). Its saving is
-    the others' wait: rank 0 spends it in the collective or at the block barrier (diagnosis.accounting), and the
-    exposed communication rule counts only what remains after it."""
+    """The rank the others wait for (tasks/train/stragglers.py: the most work between collectives).
+    Its saving is the others' wait: rank 0 spends it in the collective or at the block barrier
+    (diagnosis.accounting), and the exposed communication rule counts only what remains after it."""
     if v.world_size < 2:
         return None
     s = v.train.straggler
@@ -1121,7 +1191,8 @@ def straggler(v: RunView) -> Finding | None:
     others = [p for p in s.per_rank if p.rank != rank]
     mine = next(p for p in s.per_rank if p.rank == rank)
     ci = mine.ready_ci or [None, None]
-    # the committed CPU studies made before the per-rank work held the optimizer: their figures were not kept
+    # the committed CPU studies made before the per-rank work held the optimizer: their figures were
+    # not kept
     complete = any(p.optimizer_s is not None for p in s.per_rank)
     what = (
         "data + H2D + forward + backward compute + optimizer + time outside the phases"
@@ -1176,8 +1247,10 @@ def straggler(v: RunView) -> Finding | None:
         probe = v.acc.probe
         if probe is not None and probe.wait_s and probe.wait_s >= 0.5 * (probe.exposed_s or 0):
             where += (
-                f" The exposed communication DDP's timers measured on rank 0 ({ms(probe.exposed_s)} ms) is "
-                f"this wait ({ms(probe.wait_s)} ms): {ms(probe.transfer_s)} ms of it is the transfer."
+                " The exposed communication DDP's timers measured on rank 0 "
+                f"({ms(probe.exposed_s)} ms) is "
+                f"this wait ({ms(probe.wait_s)} ms): {ms(probe.transfer_s)} ms of it is the "
+                "transfer."
             )
     gpu = v.device == "cuda"
     if mostly == "data":
@@ -1192,7 +1265,8 @@ def straggler(v: RunView) -> Finding | None:
     elif mostly in ("optimizer", "outside"):
         change, env = {"profile.enabled": True}, None
         fix = (
-            f"A profiler trace of every rank (trace.rank{rank}.json) shows what rank {rank} runs there that the "
+            f"A profiler trace of every rank (trace.rank{rank}.json) shows what rank {rank} runs "
+            "there that the "
             "others do not."
         )
     else:
@@ -1223,7 +1297,8 @@ def straggler(v: RunView) -> Finding | None:
         f"{ms(s.by_s)} ms per step for it ({100 * share:.0f}% of the step), in "
         f"{WHAT_DIFFERS.get(mostly, mostly)}",
         detail=(
-            "Under DDP the all-reduce evens out step times, so the slowest wall clock does not name the culprit; "
+            "Under DDP the all-reduce evens out step times, so the slowest wall clock does not "
+            "name the culprit; "
             f"the rank with the most work between collectives does.{where} {fix}"
         )
         + ("" if s.significant else " (no interval: per-rank phase medians)"),
@@ -1237,14 +1312,16 @@ def straggler(v: RunView) -> Finding | None:
 
 
 def _waited_for_a_core(v: RunView, s: Straggler) -> bool:
-    """On a full or busy host two identical ranks finish at different times because one waited for a core: that is not a
-    straggler of its own. A lag whose lower end is at most twice the longest wait of any rank's loop thread for a core
-    (per step), on a rank that did no more work (extra CPU time under half its lag), is within the scheduler's reach,
-    whichever rank shows it: the loop thread's wait is a lower bound, since a rank also stops while its gloo threads
-    wait for a core; the record's run-queue wait also says it directly (the straggler's extra wait for a core explains
-    at least half its lag); without the counters (a kernel that keeps no schedstat, or a committed record made before
-    they were read) it falls back to CPU time (its extra CPU time explains under half its lag while the host was full
-    or busy). A rank that sleeps (I/O, a lock, a slow peer of its own) shows neither."""
+    """On a full or busy host two identical ranks finish at different times because one waited for a
+    core: that is not a straggler of its own. A lag whose lower end is at most twice the longest
+    wait of any rank's loop thread for a core (per step), on a rank that did no more work (extra CPU
+    time under half its lag), is within the scheduler's reach, whichever rank shows it: the loop
+    thread's wait is a lower bound, since a rank also stops while its gloo threads wait for a core;
+    the record's run-queue wait also says it directly (the straggler's extra wait for a core
+    explains at least half its lag); without the counters (a kernel that keeps no schedstat, or a
+    committed record made before they were read) it falls back to CPU time (its extra CPU time
+    explains under half its lag while the host was full or busy). A rank that sleeps (I/O, a lock, a
+    slow peer of its own) shows neither."""
     busy = v.contention() is not None  # the ranks fill the cores themselves
     other = v.other_load()  # or other processes took them
     if not (busy or (other is not None and other > OTHER_LOAD)):
@@ -1256,7 +1333,9 @@ def _waited_for_a_core(v: RunView, s: Straggler) -> bool:
         and SAME_CPU * _lag_low(s) <= reach
         and (extra_cpu is None or extra_cpu < SAME_CPU * s.by_s)
     ):
-        return True  # a loop thread's wait for a core covers half the lag or more, and the late rank did no more work
+        # a loop thread's wait for a core covers half the lag or more, and the late rank did no more
+        # work
+        return True
     queue = _extra_per_step(v, s.rank, "runqueue_s")
     if queue is not None:
         return queue >= SAME_CPU * s.by_s
@@ -1268,10 +1347,11 @@ def _waited_for_a_core(v: RunView, s: Straggler) -> bool:
 
 
 def _core_wait_per_step(v: RunView) -> float | None:
-    """How long a rank's loop thread waited on a run queue for a core per step (schedstat), the most of any rank: on
-    a host the ranks fill or others share, that is how far apart identical ranks can finish through the scheduler
-    alone, whichever rank it happens to be (the counters need not show it on the late one: a rank also stops when its
-    gloo thread, or a lock that thread holds, waits for a core). None without the counters."""
+    """How long a rank's loop thread waited on a run queue for a core per step (schedstat), the most
+    of any rank: on a host the ranks fill or others share, that is how far apart identical ranks can
+    finish through the scheduler alone, whichever rank it happens to be (the counters need not show
+    it on the late one: a rank also stops when its gloo thread, or a lock that thread holds, waits
+    for a core). None without the counters."""
     per = [
         w.main_runqueue_s / w.steps for w in v.works() if w.main_runqueue_s is not None and w.steps
     ]
@@ -1279,8 +1359,8 @@ def _core_wait_per_step(v: RunView) -> float | None:
 
 
 def _lag_low(s: Straggler) -> float:
-    """The lower end of the straggler's lag: its work's interval against the others' (as the saving's range), else
-    the lag itself."""
+    """The lower end of the straggler's lag: its work's interval against the others' (as the
+    saving's range), else the lag itself."""
     mine = next((p for p in s.per_rank or [] if p.rank == s.rank), None)
     others = [p for p in s.per_rank or [] if p.rank != s.rank]
     ci = (mine.ready_ci if mine is not None else None) or [None, None]
@@ -1294,8 +1374,8 @@ def _lag_low(s: Straggler) -> float:
 
 
 def _extra_per_step(v: RunView, rank: int, key: str) -> float | None:
-    """A window counter (cpu_s: getrusage; runqueue_s: schedstat) per measured step, the rank's beyond the other ranks'
-    median; None where a rank lacks it."""
+    """A window counter (cpu_s: getrusage; runqueue_s: schedstat) per measured step, the rank's
+    beyond the other ranks' median; None where a rank lacks it."""
     per = {p.rank: p.work for p in v.train.per_rank or [] if p.work is not None and p.work.steps}
     if rank not in per or len(per) < 2 or any(getattr(w, key) is None for w in per.values()):
         return None
@@ -1304,8 +1384,8 @@ def _extra_per_step(v: RunView, rank: int, key: str) -> float | None:
 
 
 def _straggler_from_phases(v: RunView) -> Straggler | None:
-    """Records without result.straggler: per-rank phase medians (no intervals). With DDP the backward phase holds the
-    wait for the others, so only data + H2D + forward count there."""
+    """Records without result.straggler: per-rank phase medians (no intervals). With DDP the
+    backward phase holds the wait for the others, so only data + H2D + forward count there."""
     per = [
         p
         for p in v.train.per_rank or []
@@ -1369,10 +1449,13 @@ def bucket_layout(v: RunView) -> Finding | None:
         gain = exposed * (1 - 1 / default_k)
         return ONE_BUCKET.finding(
             v,
-            title=f"One {total / 2**20:.0f} MiB bucket: the all-reduce can only start after the whole backward",
+            title=f"One {total / 2**20:.0f} MiB bucket: the all-reduce can only start after the "
+            "whole backward",
             detail=(
-                f"With DDP's default buckets (bucket=null: {DDP_BUCKET_MB} MiB, the first capped at 1 MiB) DDP "
-                f"would build ~{default_k} buckets and all-reduce the first ones while backward computes the rest; "
+                f"With DDP's default buckets (bucket=null: {DDP_BUCKET_MB} MiB, the first capped "
+                "at 1 MiB) DDP "
+                f"would build ~{default_k} buckets and all-reduce the first ones while backward "
+                "computes the rest; "
                 "only the last bucket's all-reduce stays exposed."
             ),
             evidence=evidence,
@@ -1392,10 +1475,12 @@ def bucket_layout(v: RunView) -> Finding | None:
         gain = latency * (len(sizes) - default_k) if latency is not None else None
         return MANY_TINY_BUCKETS.finding(
             v,
-            title=f"{len(sizes)} buckets of median {statistics.median(sizes) / 2**10:.0f} KiB: each all-reduce is "
+            title=f"{len(sizes)} buckets of median {statistics.median(sizes) / 2**10:.0f} KiB: "
+            "each all-reduce is "
             "mostly per-call latency",
             detail=(
-                f"DDP's default buckets (bucket=null: {DDP_BUCKET_MB} MiB, the first capped at 1 MiB) would make "
+                f"DDP's default buckets (bucket=null: {DDP_BUCKET_MB} MiB, the first capped at 1 "
+                "MiB) would make "
                 f"~{default_k} calls of the same bytes."
             ),
             evidence=evidence,
@@ -1420,7 +1505,8 @@ def bucket_layout(v: RunView) -> Finding | None:
 
 
 def ddp_default_buckets(total_bytes: int) -> int:
-    """About how many buckets DDP's default caps make of total_bytes (a first of ~1 MiB, then 25 MiB each)."""
+    """About how many buckets DDP's default caps make of total_bytes (a first of ~1 MiB, then 25 MiB
+    each)."""
     if total_bytes <= DDP_FIRST_BUCKET:
         return 1
     return 1 + math.ceil((total_bytes - DDP_FIRST_BUCKET) / (DDP_BUCKET_MB * 2**20))
@@ -1428,7 +1514,8 @@ def ddp_default_buckets(total_bytes: int) -> int:
 
 @reads()  # NCCL's channel lines are in every task's record
 def nccl_transport(v: RunView) -> Finding | None:
-    """NCCL_DEBUG=INFO's channel lines: SHM (through host memory) or a socket NET where P2P or IB was expected."""
+    """NCCL_DEBUG=INFO's channel lines: SHM (through host memory) or a socket NET where P2P or IB
+    was expected."""
     t = v.result.nccl_transports if v.result.nccl_transports is not None else {}
     hosts = v.env.hostnames or []
     shm = {k: n for k, n in t.items() if k.startswith("SHM")}
@@ -1436,14 +1523,16 @@ def nccl_transport(v: RunView) -> Finding | None:
     if len(hosts) <= 1 and shm and (v.env.device_count or 0) > 1:
         name, expected = ", ".join(shm), "P2P (NVLink or PCIe peer-to-peer)"
         means = (
-            "SHM moves every byte GPU -> host memory -> GPU over PCIe, through the CPU: busbw is bounded by host "
+            "SHM moves every byte GPU -> host memory -> GPU over PCIe, through the CPU: busbw is "
+            "bounded by host "
             "memory and the PCIe root complex rather than the GPUs' own links"
         )
         change, template = ({"optim": "bf16"} if v.task == "train" else {}), NCCL_SHM
     elif len(hosts) > 1 and sock:
         name, expected = ", ".join(sock), "NET/IB (InfiniBand or RoCE)"
         means = (
-            "NCCL's socket transport moves data through the kernel's TCP stack with CPU copies; if `ibv_devinfo` "
+            "NCCL's socket transport moves data through the kernel's TCP stack with CPU copies; if "
+            "`ibv_devinfo` "
             "lists ports, NCCL is not using them"
         )
         change, template = {"nccl.IB_HCA": "mlx5"}, NCCL_SOCKETS
@@ -1484,7 +1573,7 @@ def nccl_transport(v: RunView) -> Finding | None:
     )
 
 
-# ------------------------------------------------------------------------------------------------- task=grad_sync
+# ----------------------------------------------------------------------------------- task=grad_sync
 @reads("grad_sync")
 def grad_sync_per_param(v: RunView) -> Finding | None:
     r = v.result
@@ -1513,7 +1602,8 @@ def grad_sync_per_param(v: RunView) -> Finding | None:
     saving = pp.time_s - best
     return GRAD_SYNC_PER_PARAM.finding(
         v,
-        title=f"Per-parameter all_reduce ({pp.calls} calls) takes {pp.time_s / best:.2f}x the {best_name} "
+        title=f"Per-parameter all_reduce ({pp.calls} calls) takes {pp.time_s / best:.2f}x the "
+        f"{best_name} "
         f"sync of the same gradients",
         detail=" ".join(r.explanation or []),
         evidence=[
@@ -1560,10 +1650,10 @@ def grad_sync_per_param(v: RunView) -> Finding | None:
 
 @reads("train")
 def powersgd_sync(v: RunView) -> Finding | None:
-    """PowerSGD's lost overlap is not this tool's doing: torch's hook synchronises the device in every bucket's
-    decompression (torch.cuda.synchronize, powerSGD_hook.py), and on gloo this tool runs its buckets one after
-    another (tasks/train/ddp.py: serialized) so that ranks issue them in the same order. Said whatever the noise: it is
-    how the run was made, not a timing."""
+    """PowerSGD's lost overlap is not this tool's doing: torch's hook synchronises the device in
+    every bucket's decompression (torch.cuda.synchronize, powerSGD_hook.py), and on gloo this tool
+    runs its buckets one after another (tasks/train/ddp.py: serialized) so that ranks issue them in
+    the same order. Said whatever the noise: it is how the run was made, not a timing."""
     if v.train.optim != "powersgd" or v.world_size < 2:
         return None
     syncs = (
@@ -1577,16 +1667,22 @@ def powersgd_sync(v: RunView) -> Finding | None:
     why = []
     if device_sync:
         why.append(
-            "torch's PowerSGD hook calls torch.cuda.synchronize(device) in every bucket's decompression "
-            "(torch/distributed/algorithms/ddp_comm_hooks/powerSGD_hook.py): the host waits for the whole "
-            "device there, so backward's remaining work is not queued while a bucket is all-reduced. That is "
-            "torch's own sync, in any training that uses the hook, not this tool's; the record names it "
+            "torch's PowerSGD hook calls torch.cuda.synchronize(device) in every bucket's "
+            "decompression "
+            "(torch/distributed/algorithms/ddp_comm_hooks/powerSGD_hook.py): the host waits for "
+            "the whole "
+            "device there, so backward's remaining work is not queued while a bucket is "
+            "all-reduced. That is "
+            "torch's own sync, in any training that uses the hook, not this tool's; the record "
+            "names it "
             "(device_layer.window_unchecked_because)"
         )
     if serialized:
         why.append(
-            "on gloo this tool waits for each bucket's PowerSGD before DDP hands over the next (ddp.serialized: "
-            "gloo's callback threads could otherwise issue different buckets' all-reduces in different orders "
+            "on gloo this tool waits for each bucket's PowerSGD before DDP hands over the next "
+            "(ddp.serialized: "
+            "gloo's callback threads could otherwise issue different buckets' all-reduces in "
+            "different orders "
             "on different ranks), so the buckets do not overlap each other or backward here"
         )
     evidence = [ev_ms("exposed communication per step", v.exposed(), "result.comm.exposed_s")]
@@ -1623,11 +1719,12 @@ def powersgd_sync(v: RunView) -> Finding | None:
 
 @reads("train")
 def busy_host(v: RunView) -> Finding | None:
-    """Other processes took a share of the host's CPUs during the window (host counters minus the ranks' own CPU
-    time). What it costs the ranks is the time their loop thread waited on a run queue for a core (schedstat), of
-    which the others' share of the busy host is their doing: that share is the estimate, all of that wait the
-    range's top. Without run-queue counters (a kernel that keeps no schedstat; the committed CPU studies made before
-    the counters were read) the cost is not estimated."""
+    """Other processes took a share of the host's CPUs during the window (host counters minus the
+    ranks' own CPU time). What it costs the ranks is the time their loop thread waited on a run
+    queue for a core (schedstat), of which the others' share of the busy host is their doing: that
+    share is the estimate, all of that wait the range's top. Without run-queue counters (a kernel
+    that keeps no schedstat; the committed CPU studies made before the counters were read) the cost
+    is not estimated."""
     if v.device == "cuda":
         return None
     other = v.other_load()
@@ -1689,12 +1786,16 @@ def busy_host(v: RunView) -> Finding | None:
         )
     return BUSY_HOST.finding(
         v,
-        title=f"Other processes used {100 * other:.0f}% of the host's {cores} cores during the window: the ranks "
+        title=f"Other processes used {100 * other:.0f}% of the host's {cores} cores during the "
+        "window: the ranks "
         "waited for cores they would otherwise have",
         detail=(
-            "The host was busy with work that is not this run's (host counters minus the ranks' own CPU time). "
-            "Every rank's compute, and gloo's all-reduce threads, queue behind it for a core; the numbers of this "
-            "run hold that wait, so no knob of the run measures its own speed here. Find what runs beside it "
+            "The host was busy with work that is not this run's (host counters minus the ranks' "
+            "own CPU time). "
+            "Every rank's compute, and gloo's all-reduce threads, queue behind it for a core; the "
+            "numbers of this "
+            "run hold that wait, so no knob of the run measures its own speed here. Find what runs "
+            "beside it "
             "(the command below) and run again when the host is quiet."
         ),
         evidence=evidence,
@@ -1705,12 +1806,13 @@ def busy_host(v: RunView) -> Finding | None:
     )
 
 
-# ------------------------------------------------------------------------------------------------- a rank's stalls
+# ---------------------------------------------------------------------------------- a rank's stalls
 HICCUP = Template(
     "hiccup",
     cite(
         MORE_GPUS_ARTICLE,
-        "a rank doing more work (logging, evaluation, checkpointing every N steps) holds every other "
+        "a rank doing more work (logging, evaluation, checkpointing every N steps) holds every "
+        "other "
         "one at the barrier",
     ),
     pool="wait",
@@ -1758,14 +1860,15 @@ def _spikes(values: list[float]) -> list[int]:
 
 @reads("train")
 def hiccup(v: RunView) -> Finding | None:
-    """A rank that stalls now and then: rank 0 evaluating or writing a checkpoint every N steps, a logger flushing, a
-    slow disk. Its median step is the others', so the straggler rule (medians of the work between collectives) does
-    not see it, and the noise floor it inflates hides every finding behind it. Reads each rank's per-step series (the
-    record's per_rank[].series, where the run kept one: task=script) and names the rank whose own work, the step less
-    its wait for the all-reduces, jumps on some steps while the other ranks' does not: its rank, how often (the period
-    when the steps are evenly spaced), how long, and which part of the step grew. Its evidence is the spikes against
-    the rank's own median and spread (past median + max(5 MAD, 25% of it)), not the step's interval, so the noise
-    the spikes make does not hide it (qualitative)."""
+    """A rank that stalls now and then: rank 0 evaluating or writing a checkpoint every N steps, a
+    logger flushing, a slow disk. Its median step is the others', so the straggler rule (medians of
+    the work between collectives) does not see it, and the noise floor it inflates hides every
+    finding behind it. Reads each rank's per-step series (the record's per_rank[].series, where the
+    run kept one: task=script) and names the rank whose own work, the step less its wait for the
+    all-reduces, jumps on some steps while the other ranks' does not: its rank, how often (the
+    period when the steps are evenly spaced), how long, and which part of the step grew. Its
+    evidence is the spikes against the rank's own median and spread (past median + max(5 MAD, 25% of
+    it)), not the step's interval, so the noise the spikes make does not hide it (qualitative)."""
     if v.world_size < 2 or not v.train.per_rank:
         return None
     works = {p.rank: _rank_series(p.series) for p in v.train.per_rank if p.series is not None}
@@ -1776,7 +1879,8 @@ def hiccup(v: RunView) -> Finding | None:
     for rank, w in works.items():
         idx = _spikes(w["ready"])
         others = [o for r, o in works.items() if r != rank]
-        # the rank's own: the other ranks' work is not up on those steps (a machine-wide stall is not a rank's)
+        # the rank's own: the other ranks' work is not up on those steps (a machine-wide stall is
+        # not a rank's)
         own = [
             i
             for i in idx
@@ -1836,10 +1940,14 @@ def hiccup(v: RunView) -> Finding | None:
     ]
     if mostly == "outside":
         fix = (
-            "Run that work on every rank over its shard, less often, or off the step (an asynchronous "
+            "Run that work on every rank over its shard, less often, or off the step (an "
+            "asynchronous "
             "checkpoint: torch.distributed.checkpoint.async_save), then run the same command again."
         )
-        todo = f"in the script, move rank {rank}'s {every.removeprefix('on ')} work off the step; then: "
+        todo = (
+            f"in the script, move rank {rank}'s {every.removeprefix('on ')} work off the step; "
+            "then: "
+        )
     else:
         fix = f"Profile rank {rank}'s {mostly} on those steps (profile.enabled=true in task=train)."
         todo = ""
@@ -1848,11 +1956,13 @@ def hiccup(v: RunView) -> Finding | None:
         title=f"Rank {rank}"
         + (f" on {host}" if host else "")
         + f" stalls {1e3 * stall:.0f} ms {every} in "
-        f"{HICCUP_WHERE[mostly]}; the other ranks wait for it: {1e3 * per_step:.1f} ms per step on average"
-        + (f" ({100 * share:.0f}% of the step)" if share is not None else ""),
+        f"{HICCUP_WHERE[mostly]}; the other ranks wait for it: {1e3 * per_step:.1f} ms per step on "
+        "average" + (f" ({100 * share:.0f}% of the step)" if share is not None else ""),
         detail=(
-            f"A median step hides it: rank {rank}'s usual step is the others'. On the spike steps its own work "
-            f"(the step less its wait for the all-reduces) jumps while the other ranks' does not, and they wait "
+            f"A median step hides it: rank {rank}'s usual step is the others'. On the spike steps "
+            "its own work "
+            "(the step less its wait for the all-reduces) jumps while the other ranks' does not, "
+            "and they wait "
             f"at the next all-reduce. {fix}"
         ),
         evidence=evidence,

@@ -20,11 +20,12 @@ from diagnosis.rules import noise_rule, rules_for
 from diagnosis.view import RunView, as_record
 from stats.fmt import ms
 
-# 2: CPU contention, per_param on full cores, lower-bound efficiency; 3: no next command repeats the run; 4: bucket=null
-# (DDP's default) recommended, exposed comm from one probe step never acted on alone, busy-host stragglers, PowerSGD's
-# own sync, efficiencies over 100% not measurable; 5: the step accounted for (throughput's step, waits for a late peer
-# are the straggler's), disjoint findings (pools, folding), the what-if model's savings, busy-host finding, noise said
-# only where it hides a finding
+# 2: CPU contention, per_param on full cores, lower-bound efficiency; 3: no next command repeats the
+# run; 4: bucket=null (DDP's default) recommended, exposed comm from one probe step never acted on
+# alone, busy-host stragglers, PowerSGD's own sync, efficiencies over 100% not measurable; 5: the
+# step accounted for (throughput's step, waits for a late peer are the straggler's), disjoint
+# findings (pools, folding), the what-if model's savings, busy-host finding, noise said only where
+# it hides a finding
 VERSION = 5
 MODEL_SAMPLES = 400  # Monte Carlo draws per prediction: a diagnosis runs at the end of every run
 
@@ -36,8 +37,9 @@ def diagnose(
     model: bool = True,
     hidden_out: list | None = None,
 ) -> dict:
-    """The record's diagnosis, as the JSON object `result.diagnosis` holds (base.record_types.DiagnosisBlock).
-    hidden_out: a list that receives the findings the noise hides (top_fix's candidates after the named ones)."""
+    """The record's diagnosis, as the JSON object `result.diagnosis` holds
+    (base.record_types.DiagnosisBlock). hidden_out: a list that receives the findings the noise
+    hides (top_fix's candidates after the named ones)."""
     from comm import nccl_tests as nt
     from comm.efficiency import versus_link
 
@@ -113,10 +115,10 @@ def diagnose(
 
 
 def top_fix(record: Record | dict, switchable=lambda change: True) -> tuple[dict, str] | None:
-    """(recommends, rule) of the first finding whose fix `switchable` accepts: the named findings in rank order,
-    then those the noise hides, largest first (a measurement may show what the noise hid); else the top finding's
-    own, or None. What diagnose.verify measures in the job (tasks/train/verify.py asks through launchers.rank,
-    before the record is written)."""
+    """(recommends, rule) of the first finding whose fix `switchable` accepts: the named findings in
+    rank order, then those the noise hides, largest first (a measurement may show what the noise
+    hid); else the top finding's own, or None. What diagnose.verify measures in the job
+    (tasks/train/verify.py asks through launchers.rank, before the record is written)."""
     hidden: list[Finding] = []
     named = [
         f for f in diagnose(record, hta=False, hidden_out=hidden)["findings"] if not f.get("first")
@@ -131,8 +133,9 @@ def top_fix(record: Record | dict, switchable=lambda change: True) -> tuple[dict
 
 
 def measured_in_job(v: RunView, found: list[Finding]) -> None:
-    """The finding whose fix the job measured (result.verify) takes the measurement as its saving, the estimate
-    kept beside it (Saving.predicted): a measured saving with its interval beats any prediction of it."""
+    """The finding whose fix the job measured (result.verify) takes the measurement as its saving,
+    the estimate kept beside it (Saving.predicted): a measured saving with its interval beats any
+    prediction of it."""
     check = getattr(v.record.result, "verify", None)
     if check is None or check.saving is None or not check.change:
         return
@@ -152,9 +155,11 @@ def measured_in_job(v: RunView, found: list[Finding]) -> None:
             of="the time per sample",
             basis="interval",
             source="measured",
-            how=f"measured in this job: {100 * check.saving:.1f}%{interval} ({check.rounds} interleaved "
+            how=f"measured in this job: {100 * check.saving:.1f}%{interval} ({check.rounds} "
+            "interleaved "
             f"rounds of {check.block_steps} step(s) with and without {change}, paired t; the check "
-            f"added {check.cost_s:.3g} s to the job, {_budget(check)}; diagnose.verify=false skips it)",
+            f"added {check.cost_s:.3g} s to the job, {_budget(check)}; diagnose.verify=false skips "
+            "it)",
             rule=before.rule if before is not None else None,
             predicted=None
             if before is None or before.fraction is None
@@ -175,7 +180,8 @@ SPREAD = 0.10  # a saving is estimated when it is known within +-10 points of th
 
 
 def measure_command(v: RunView, change: dict) -> str:
-    """The sweep that measures `change` against this run: both settings, interleaved rounds (repeats=3)."""
+    """The sweep that measures `change` against this run: both settings, interleaved rounds
+    (repeats=3)."""
     if not change:
         return "python train.py -m ... repeats=3 (this run and its fix, interleaved)"
     both = {
@@ -251,11 +257,12 @@ def bound_rules(v: RunView, found: list[Finding]) -> None:
             )
 
 
-# ------------------------------------------------------------------------------------------------- the what-if model
+# -------------------------------------------------------------------------------- the what-if model
 def model_profile(record):
-    """(the what-if model's profile of this record, or None; why not). The model prices a change only where it has
-    the run's link: the on-rank microbenchmark (or a one-rank run, which has no link to price); a link taken from the
-    sync's own span (no microbenchmark) is a lower bound that extrapolates badly to other byte counts."""
+    """(the what-if model's profile of this record, or None; why not). The model prices a change
+    only where it has the run's link: the on-rank microbenchmark (or a one-rank run, which has no
+    link to price); a link taken from the sync's own span (no microbenchmark) is a lower bound that
+    extrapolates badly to other byte counts."""
     from whatif.api import profile_of
 
     try:
@@ -288,10 +295,10 @@ def model_saving(record, change: dict) -> dict | None:
 
 
 def estimate_with_model(v: RunView, found: list[Finding]) -> list[str]:
-    """Each finding's saving from the what-if model where it covers the finding's fixes (Finding.fixes, else its
-    recommended overrides): the best of them, which then becomes the next command; the rule of thumb's estimate stays
-    beside it (Saving.rule). Elsewhere the rule's estimate stays and says the model does not cover that fix. Returns
-    notes."""
+    """Each finding's saving from the what-if model where it covers the finding's fixes
+    (Finding.fixes, else its recommended overrides): the best of them, which then becomes the next
+    command; the rule of thumb's estimate stays beside it (Saving.rule). Elsewhere the rule's
+    estimate stays and says the model does not cover that fix. Returns notes."""
     from whatif.api import saving
     from whatif.step import KNOB_ALIASES
 
@@ -347,8 +354,8 @@ def estimate_with_model(v: RunView, found: list[Finding]) -> list[str]:
 
 
 def _contention_cost(v: RunView, f: Finding, prof) -> None:
-    """The cause's own size: the step with compute and all-reduce not slowing each other (whatif.api.contention_cost);
-    0 where the run's timers show no such slow-down."""
+    """The cause's own size: the step with compute and all-reduce not slowing each other
+    (whatif.api.contention_cost); 0 where the run's timers show no such slow-down."""
     from whatif.api import contention_cost
 
     try:
@@ -371,8 +378,9 @@ def _contention_cost(v: RunView, f: Finding, prof) -> None:
 
 
 def _preference(pred: tuple[dict, dict]) -> tuple[bool, float]:
-    """Which priced fix becomes the next command: one that keeps the effective batch (accumulate=K trains with K
-    times the batch per optimizer step) before one that does not, when it saves anything; then the larger saving."""
+    """Which priced fix becomes the next command: one that keeps the effective batch (accumulate=K
+    trains with K times the batch per optimizer step) before one that does not, when it saves
+    anything; then the larger saving."""
     change, p = pred
     return ("accumulate" not in change and p["fraction"] > 0, p["fraction"])
 
@@ -392,14 +400,15 @@ def _as_rule(s: Saving | None) -> dict | None:
     return {"fraction": s.fraction, "lo": s.lo, "hi": s.hi, "how": s.how}
 
 
-# ------------------------------------------------------------------------------------------------- disjoint findings
+# -------------------------------------------------------------------------------- disjoint findings
 class Pools:
     """The step's parts a finding's saving can come from, nested so that they add up to the step:
 
         step = wait (rank 0's wait for a late peer) + own (rank 0's own time)
         own  = input (data + H2D) + exposed (communication after the wait) + compute (the rest)
 
-    A claim takes from its part and from every part above it, so no two findings spend the same millisecond."""
+    A claim takes from its part and from every part above it, so no two findings spend the same
+    millisecond."""
 
     PARENT = {"wait": "step", "own": "step", "input": "own", "exposed": "own", "compute": "own"}
 
@@ -457,8 +466,9 @@ class Pools:
 
 
 def settle(v: RunView, found: list[Finding], floor: float) -> list[Finding]:
-    """Savings capped so that they never add up to more than the step; a finding explained by a higher one (its part
-    of the step spent there, or its next command already given there) folded into that one."""
+    """Savings capped so that they never add up to more than the step; a finding explained by a
+    higher one (its part of the step spent there, or its next command already given there) folded
+    into that one."""
     pools = Pools(v, found)
     T = v.step_s
     kept: list[Finding] = []
@@ -520,8 +530,8 @@ def _fold(into: Finding, f: Finding, why: str) -> None:
 
 
 def ties(ranked: list[Finding], floor: float) -> list[dict]:
-    """Neighbours in the ranking whose savings differ by less than the noise floor and whose evidence is equally
-    strong: this record cannot tell which saves more."""
+    """Neighbours in the ranking whose savings differ by less than the noise floor and whose
+    evidence is equally strong: this record cannot tell which saves more."""
     out = []
     for i in range(len(ranked) - 1):
         a, b = ranked[i], ranked[i + 1]
@@ -564,7 +574,8 @@ def _notes(v: RunView, comparisons: dict) -> list[str]:
         )
     if v.task in ("collectives",):
         notes.append(
-            "task=collectives measures the link itself; the rules read train, grad_sync and pair_groups runs"
+            "task=collectives measures the link itself; the rules read train, grad_sync and "
+            "pair_groups runs"
         )
     return notes
 

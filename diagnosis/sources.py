@@ -1,6 +1,7 @@
-"""The five source documents (the README's "What it reproduces"), as the cases a finding can point to: what the
-person saw, and what was found or recommended there. Quoted figures are the documents' own, never this machine's.
-Code names a source by what it is (VIT_STUDY); the output by its number ("source 003"), as the docs do."""
+"""The five source documents (the README's "What it reproduces"), as the cases a finding can point
+to: what the person saw, and what was found or recommended there. Quoted figures are the documents'
+own, never this machine's. Code names a source by what it is (VIT_STUDY); the output by its number
+("source 003"), as the docs do."""
 
 from __future__ import annotations
 
@@ -16,15 +17,19 @@ class Source(NamedTuple):
 VGG11_THREAD = Source(
     "000",
     "VGG11 thread",
-    "VGG11 on 16 nodes: a per-parameter all_reduce loop took 280 ms for the 471 MB classifier where nccl-tests "
-    "moved the same bytes in ~60 ms; the poster's own fix: the batch's host-to-device copy on the default "
+    "VGG11 on 16 nodes: a per-parameter all_reduce loop took 280 ms for the 471 MB classifier "
+    "where nccl-tests "
+    "moved the same bytes in ~60 ms; the poster's own fix: the batch's host-to-device copy on the "
+    "default "
     "stream forced a sync every step, moving it to a side stream solved it",
 )
 GLOO_PAIRS_THREAD = Source(
     "001",
     "gloo pair-groups thread",
-    "gloo on CPU, one process group per pair of ranks: time grew linearly with the number of pairs; replies: "
-    "use DDP instead of hand-written all_reduce, accumulate gradients (no_sync), NCCL where possible, "
+    "gloo on CPU, one process group per pair of ranks: time grew linearly with the number of "
+    "pairs; replies: "
+    "use DDP instead of hand-written all_reduce, accumulate gradients (no_sync), NCCL where "
+    "possible, "
     "async_op=True to overlap",
 )
 NCCL_RDMA_ARTICLE = Source(
@@ -36,15 +41,19 @@ NCCL_RDMA_ARTICLE = Source(
 VIT_STUDY = Source(
     "003",
     "ViT-L/32 DDP study",
-    "8x L40S over PCIe: NCCL used SHM (via CPU memory), 8 GPUs were >6x slower than one; DDP on one GPU cost "
-    "3-7% against no DDP; one 2 GB bucket left no overlap; bf16 compression +65% (L40S), PowerSGD >5x, "
+    "8x L40S over PCIe: NCCL used SHM (via CPU memory), 8 GPUs were >6x slower than one; DDP on "
+    "one GPU cost "
+    "3-7% against no DDP; one 2 GB bucket left no overlap; bf16 compression +65% (L40S), PowerSGD "
+    ">5x, "
     "smaller buckets +12% with bf16",
 )
 MORE_GPUS_ARTICLE = Source(
     "004",
     "DDP slower with more GPUs article",
-    "communication dominates as GPUs are added; a single slow GPU holds every other one at the barrier; "
-    "gradient accumulation cuts sync frequency; network bandwidth (Ethernet vs InfiniBand) limits scaling",
+    "communication dominates as GPUs are added; a single slow GPU holds every other one at the "
+    "barrier; "
+    "gradient accumulation cuts sync frequency; network bandwidth (Ethernet vs InfiniBand) limits "
+    "scaling",
 )
 
 SOURCES = {

@@ -1,10 +1,11 @@
-"""What only a sweep can say: each run's top finding, and the estimates checked against the sweep's own rows.
+"""What only a sweep can say: each run's top finding, and the estimates checked against the sweep's
+own rows.
 
-A checked estimate: a finding in run A recommends overrides (e.g. optim=bf16); when the sweep also ran A's
-configuration with exactly those overrides changed (run B), the saving it estimated is set beside the saving B
-measured, with B's interval, and the estimate's error is stated whatever it is. Measured saving = 1 - (B's time per
-sample / A's), from the step-time medians, interval from stats.ratio_ci over the two runs' per-step series.
-"""
+A checked estimate: a finding in run A recommends overrides (e.g. optim=bf16); when the sweep also
+ran A's configuration with exactly those overrides changed (run B), the saving it estimated is set
+beside the saving B measured, with B's interval, and the estimate's error is stated whatever it is.
+Measured saving = 1 - (B's time per sample / A's), from the step-time medians, interval from
+stats.ratio_ci over the two runs' per-step series."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ IGNORED = ("hydra", "logger", "tags", "diagnose", "launcher", "scale.name")
 
 
 def _stored(record: Record) -> dict | None:
-    """The diagnosis the record holds (result.diagnosis, made when it was written), as its JSON object."""
+    """The diagnosis the record holds (result.diagnosis, made when it was written), as its JSON
+    object."""
     d = record.result.diagnosis if record.result is not None else None
     return d.to_dict() if d is not None else None
 
@@ -49,8 +51,8 @@ def _diagnosis(record: Record, nccl_tests: dict | None) -> dict | None:
 def diagnose_sweep(
     entries: list, nccl_tests: dict | None = None, diagnoses: dict | None = None
 ) -> dict:
-    """diagnoses: each run's diagnosis by output dir, computed before (results.seed_check recomputes the verdicts
-    under many seeds, not the diagnoses)."""
+    """diagnoses: each run's diagnosis by output dir, computed before (results.seed_check recomputes
+    the verdicts under many seeds, not the diagnoses)."""
     from tables.table import config_labels
 
     labels = config_labels(entries) if entries else []
@@ -69,7 +71,8 @@ def diagnose_sweep(
                 "num": e.num,
                 "output_dir": e.output_dir,
                 "diagnosis": known if known is not None else _diagnosis(record, nccl_tests),
-                # what an older version of the rules said when the run was made: the checked estimates' "before"
+                # what an older version of the rules said when the run was made: the checked
+                # estimates' "before"
                 "before": stored
                 if stored is not None and stored.get("version", VERSION) < VERSION
                 else None,
@@ -85,7 +88,7 @@ def diagnose_sweep(
     }
 
 
-# ---------------------------------------------------------------------------------------------- checked estimates
+# -------------------------------------------------------------------------------- checked estimates
 def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
     if not isinstance(d, dict):
         return {prefix: d}
@@ -108,7 +111,8 @@ def _same(x: Any, y: Any) -> bool:
 
 
 def matches(a_config: dict, b_config: dict, recommends: dict) -> bool:
-    """B is A with exactly the recommended overrides applied (group choices compare by their `name`)."""
+    """B is A with exactly the recommended overrides applied (group choices compare by their
+    `name`)."""
     fa, fb = flatten(a_config), flatten(b_config)
     for key, value in recommends.items():
         if key not in fb and f"{key}.name" not in fb:
@@ -124,7 +128,8 @@ def matches(a_config: dict, b_config: dict, recommends: dict) -> bool:
 
 
 def measured_saving(a: Record, b: Record) -> dict:
-    """1 - B's time per sample / A's: step-time medians, interval from the per-step series (ratio_ci)."""
+    """1 - B's time per sample / A's: step-time medians, interval from the per-step series
+    (ratio_ci)."""
     ra, rb = _train(a), _train(b)
     samples = lambda r: (r.global_batch or 1) * (r.accumulate or 1)  # noqa: E731 - local
     adjust = samples(rb) / samples(ra)
@@ -132,7 +137,10 @@ def measured_saving(a: Record, b: Record) -> dict:
     sb = (rb.series.step_time_s if rb.series is not None else None) or []
     if sa and sb:
         r, lo, hi = ratio_ci(sa, sb)
-        method = "stats.ratio_ci over the two runs' per-step series (batch medians, Welch t on the log scale)"
+        method = (
+            "stats.ratio_ci over the two runs' per-step series (batch medians, Welch t on "
+            "the log scale)"
+        )
     else:
         r, lo, hi = ra.step_time_s.median / rb.step_time_s.median, None, None
         method = "ratio of step medians (no per-step series: no interval)"
@@ -148,9 +156,9 @@ def measured_saving(a: Record, b: Record) -> dict:
 
 
 def estimates(f: Finding | Folded) -> list[dict]:
-    """What a finding (or one it folded) estimated, per change: {recommends, rule: fraction/lo/hi or None, model:
-    fraction/lo/hi or None}. The rule of thumb priced its own recommended change; the what-if model priced every fix
-    in `predictions` (its best is the finding's recommends)."""
+    """What a finding (or one it folded) estimated, per change: {recommends, rule: fraction/lo/hi or
+    None, model: fraction/lo/hi or None}. The rule of thumb priced its own recommended change; the
+    what-if model priced every fix in `predictions` (its best is the finding's recommends)."""
     s = f.saving
     out: dict[str, dict] = {}
 
@@ -159,7 +167,8 @@ def estimates(f: Finding | Folded) -> list[dict]:
         return out.setdefault(key, {"recommends": dict(change), "rule": None, "model": None})
 
     if s is not None and s.source == "measured" and s.predicted is not None:
-        # measured in the job (diagnose.verify): what was predicted before it is the estimate to check
+        # measured in the job (diagnose.verify): what was predicted before it is the estimate to
+        # check
         p = s.predicted
         slot(f.recommends)["model" if p.get("source") == "model" else "rule"] = {
             k: p.get(k) for k in ("fraction", "lo", "hi")
@@ -182,7 +191,8 @@ def estimates(f: Finding | Folded) -> list[dict]:
     elif s is not None and s.fraction is not None and f.recommends:
         slot(f.recommends)["rule"] = _interval(s)
     elif s is not None and s.rule and s.rule.get("fraction") is not None and f.recommends:
-        # a rule's best case, printed as a bound (diagnosis.run.bound_rules): its figure is still what it said
+        # a rule's best case, printed as a bound (diagnosis.run.bound_rules): its figure is still
+        # what it said
         slot(f.recommends)["rule"] = {k: s.rule.get(k) for k in ("fraction", "lo", "hi")}
     return list(out.values())
 
@@ -192,10 +202,11 @@ def _interval(s: Saving) -> dict:
 
 
 def checked_estimates(runs: list[dict]) -> list[dict]:
-    """Every estimate a run's findings (named, or folded into another) made for a change the sweep also ran: the rule of
-    thumb's and the what-if model's, each with its error against the saving measured there. A run whose record holds
-    a diagnosis of an older version adds that version's estimates as the rules' (what the rules said when the run was
-    made), and the model prices the same change."""
+    """Every estimate a run's findings (named, or folded into another) made for a change the sweep
+    also ran: the rule of thumb's and the what-if model's, each with its error against the saving
+    measured there. A run whose record holds a diagnosis of an older version adds that version's
+    estimates as the rules' (what the rules said when the run was made), and the model prices the
+    same change."""
     rows = []
     for a in runs:
         named = named_findings(a["diagnosis"])
@@ -234,7 +245,8 @@ def _train(record: Record) -> TrainResult:
 
 
 def _model(record: Record, change: dict) -> dict | None:
-    """The what-if model's saving of `change` on this run, or None where it does not cover the change or the record."""
+    """The what-if model's saving of `change` on this run, or None where it does not cover the
+    change or the record."""
     from diagnosis.run import model_saving
 
     p = model_saving(record, change)
@@ -278,7 +290,7 @@ def _row(a: dict, b: dict, f: dict, est: dict, m: dict) -> dict:
     }
 
 
-# ---------------------------------------------------------------------------------------------- across world sizes
+# ------------------------------------------------------------------------------- across world sizes
 def scaling_summary(runs: list[dict]) -> list[dict] | None:
     train = [
         r
@@ -314,8 +326,8 @@ def scaling_summary(runs: list[dict]) -> list[dict] | None:
 
 
 def pair_groups_summary(runs: list[dict]) -> list[dict] | None:
-    """One row per pairs value; growth = time per all_reduce against the smallest pairs value, with a CI from the two
-    runs' timed blocks (stats.ratio_ci) where both have them, and its verdict."""
+    """One row per pairs value; growth = time per all_reduce against the smallest pairs value, with
+    a CI from the two runs' timed blocks (stats.ratio_ci) where both have them, and its verdict."""
     pairs = [
         r["record"].result
         for r in runs
@@ -355,7 +367,7 @@ def pair_groups_summary(runs: list[dict]) -> list[dict] | None:
     return rows
 
 
-# ---------------------------------------------------------------------------------------------- printing
+# ----------------------------------------------------------------------------------------- printing
 def _pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.1f}%"
 
@@ -366,7 +378,8 @@ def _verdict(v: str) -> str:
 
 def format_sweep(d: dict) -> str:
     lines = [
-        f"sweep diagnosis ({len(d['runs'])} finished runs; each run's full diagnosis is in its record):"
+        f"sweep diagnosis ({len(d['runs'])} finished runs; each run's full diagnosis is in its "
+        "record):"
     ]
     for r in d["runs"]:
         diag = as_block(r["diagnosis"])
@@ -390,9 +403,11 @@ def format_sweep(d: dict) -> str:
     if d["checked"]:
         lines += [
             "",
-            "checked estimates (a recommended configuration this sweep also ran; rules: the rule of thumb, "
+            "checked estimates (a recommended configuration this sweep also ran; rules: the rule "
+            "of thumb, "
             "model: the what-if model with its 95% interval):",
-            "| run | finding | recommends | ran as | rules | model | measured [95% CI] | error rules / model "
+            "| run | finding | recommends | ran as | rules | model | measured [95% CI] | error "
+            "rules / model "
             "| verdict |",
             "|---|---|---|---|---:|---:|---:|---:|---|",
         ]
@@ -416,7 +431,8 @@ def format_sweep(d: dict) -> str:
             lines.append(
                 f"| {c['run']} | {c['finding']} | {c['recommends']} | {c['ran_as']} "
                 f"| {_pct(c.get('rule_estimated'))} | {model} | {_pct(c['measured'])}{ci} "
-                f"| {err(c.get('rule_error'))} / {err(c.get('model_error'))} points | {_verdict(c['verdict'])}"
+                f"| {err(c.get('rule_error'))} / {err(c.get('model_error'))} points | "
+                f"{_verdict(c['verdict'])}"
                 + ("" if c["within_measured_ci"] else "; estimate outside the measured interval")
                 + " |"
             )
@@ -425,7 +441,8 @@ def format_sweep(d: dict) -> str:
         for s in d["scaling"]:
             exposed = f"{ms(s['exposed_comm_s'])} ms" if s["exposed_comm_s"] is not None else "–"
             lines.append(
-                f"- {s['world_size']} rank(s), sync={s['sync']}: {s['samples_per_s']:.4g} samples/s, "
+                f"- {s['world_size']} rank(s), sync={s['sync']}: {s['samples_per_s']:.4g} "
+                "samples/s, "
                 f"{_pct(s['efficiency'])} of ideal, exposed comm {exposed}"
                 + (f"; top finding: {s['top_finding']}" if s["top_finding"] else "")
             )
@@ -435,7 +452,8 @@ def format_sweep(d: dict) -> str:
         for x in p:
             d = x.get("per_op")
             us = (
-                f"{fmt_ci(d['median'], d['ci_lo'], d['ci_hi'])} us per all_reduce (median of rank 0's blocks)"
+                f"{fmt_ci(d['median'], d['ci_lo'], d['ci_hi'])} us per all_reduce (median of rank "
+                "0's blocks)"
                 if d
                 else f"{x['us_per_op']:.1f} us per all_reduce"
             )
@@ -450,13 +468,18 @@ def format_sweep(d: dict) -> str:
             grows = (
                 f"is {fmt_ratio(last['growth'], lo, hi, 'no significant difference')}"
                 if last["growth_verdict"] == "no change"
-                else f"is {fmt_ratio(last['growth'], lo, hi, 'faster')} ({last['growth_verdict']}; 95% CI, "
+                else f"is {fmt_ratio(last['growth'], lo, hi, 'faster')} ({last['growth_verdict']}; "
+                "95% CI, "
                 "stats.ratio_ci over the runs' blocks)"
             )
         else:
-            grows = f"grows {last['us_per_op'] / p[0]['us_per_op']:.2f}x (no interval: records without timed blocks)"
+            grows = (
+                f"grows {last['us_per_op'] / p[0]['us_per_op']:.2f}x (no interval: records "
+                "without timed blocks)"
+            )
         lines.append(
-            f"- time per all_reduce from pairs={p[0]['pairs']} to pairs={last['pairs']} {grows}, while ranks "
+            f"- time per all_reduce from pairs={p[0]['pairs']} to pairs={last['pairs']} {grows}, "
+            "while ranks "
             f"per CPU grow {last['ranks_per_cpu'] / p[0]['ranks_per_cpu']:.2g}x"
         )
     return "\n".join(lines)

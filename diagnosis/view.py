@@ -1,15 +1,17 @@
-"""Numbers a rule reads from a record, each with its interval: RunView, one record as the rules see it.
+"""Numbers a rule reads from a record, each with its interval: RunView, one record as the rules see
+it.
 
-The record's own intervals come first (stats.describe fields: ci_lo / ci_hi / ci_level on result.step_time_s and
-result.phases, result.steady_state). Where the record has none but holds the per-step series (a hand-made record) they
-are computed here from it the writer's way (batch medians: none under 10 steps, whose noise is then said to be
-unknown); a figure with no interval (a probe median, a DDP reducer timer, a window under 10 steps) is used as it is and
-every place it is printed says "no interval".
+The record's own intervals come first (stats.describe fields: ci_lo / ci_hi / ci_level on
+result.step_time_s and result.phases, result.steady_state). Where the record has none but holds the
+per-step series (a hand-made record) they are computed here from it the writer's way (batch medians:
+none under 10 steps, whose noise is then said to be unknown); a figure with no interval (a probe
+median, a DDP reducer timer, a window under 10 steps) is used as it is and every place it is printed
+says "no interval".
 
-"The step" a finding's share is of is the time per step the throughput implies (diagnosis.accounting): the wall clock
-of the timed blocks, each block's slowest rank, per step; what every rank spends, waits included. Rank 0's phase
-table covers only its own part of it; the accounting names the rest.
-"""
+"The step" a finding's share is of is the time per step the throughput implies
+(diagnosis.accounting): the wall clock of the timed blocks, each block's slowest rank, per step;
+what every rank spends, waits included. Rank 0's phase table covers only its own part of it; the
+accounting names the rest."""
 
 from __future__ import annotations
 
@@ -37,8 +39,8 @@ from stats import describe, rel_halfwidth, steady_state
 from stats.compare import NOISE
 from stats.within import RATE_MIN_BLOCKS
 
-# keys a sweep sets on each of its jobs (repeats=3 runs repeat=0..2): a single run of a next command takes neither
-# (repeats>1 without -m is refused)
+# keys a sweep sets on each of its jobs (repeats=3 runs repeat=0..2): a single run of a next command
+# takes neither (repeats>1 without -m is refused)
 SWEEP_ONLY = ("repeat", "repeats")
 NOISY_HALFWIDTH = 0.05  # step median known to worse than +-5%: the machine (or the window) is noisy
 OUTLIER_SHARE = 0.10  # more than 1 step in 10 beyond Tukey's fences
@@ -51,12 +53,14 @@ OTHER_LOAD = 0.20  # other processes used more than a fifth of the host's CPUs d
 
 
 def as_record(record: Record | dict) -> Record:
-    """The typed record (base.record.Record); a JSON dict (a test's, a caller's) is read through Record.from_dict."""
+    """The typed record (base.record.Record); a JSON dict (a test's, a caller's) is read through
+    Record.from_dict."""
     return record if isinstance(record, Record) else Record.from_dict(record)
 
 
 def as_block(diag: DiagnosisBlock | dict | None) -> DiagnosisBlock | None:
-    """A diagnosis as its record type: the one a record holds (result.diagnosis), or diagnose()'s JSON object."""
+    """A diagnosis as its record type: the one a record holds (result.diagnosis), or diagnose()'s
+    JSON object."""
     return typed_block(DiagnosisBlock, diag, "diagnosis")
 
 
@@ -68,8 +72,8 @@ def named_findings(diag: DiagnosisBlock | dict | None) -> list[Finding]:
 
 @dataclass(frozen=True)
 class Sample:
-    """A figure a rule reads (seconds, or a share of the step) with its interval where it has one, and where it came
-    from: every place that prints it says so (interval_note)."""
+    """A figure a rule reads (seconds, or a share of the step) with its interval where it has one,
+    and where it came from: every place that prints it says so (interval_note)."""
 
     median: float
     ci_lo: float | None = None
@@ -139,9 +143,10 @@ class Contention:
 
 
 def sample(summary: Summary | None, series: list | None) -> Sample | None:
-    """The record's interval, else one computed from the series. The series is a run's consecutive steps (serially
-    correlated): its interval is the batch-medians one, as the writer's, so a window too short for one (under 10
-    steps) gets none here either, not one that takes the steps as independent."""
+    """The record's interval, else one computed from the series. The series is a run's consecutive
+    steps (serially correlated): its interval is the batch-medians one, as the writer's, so a window
+    too short for one (under 10 steps) gets none here either, not one that takes the steps as
+    independent."""
     if summary is not None and summary.ci_lo is not None and summary.ci_hi is not None:
         return Sample.of(summary.to_dict(), "record")
     values = [v for v in series or [] if v is not None]
@@ -151,7 +156,8 @@ def sample(summary: Summary | None, series: list | None) -> Sample | None:
             d,
             "computed from the record's per-step series"
             if d["ci_lo"] is not None
-            else f"{len(values)} steps: too few for an interval that allows for their serial correlation "
+            else f"{len(values)} steps: too few for an interval that allows for their serial "
+            "correlation "
             "(needs 10)",
         )
     if summary is not None and summary.median is not None:
@@ -160,7 +166,8 @@ def sample(summary: Summary | None, series: list | None) -> Sample | None:
 
 
 def point(value: float | None, source: str) -> Sample | None:
-    """A single figure (a probe median, a reducer timer): no interval, and the reason travels with it."""
+    """A single figure (a probe median, a reducer timer): no interval, and the reason travels with
+    it."""
     if value is None:
         return None
     return Sample(value, source=source)
@@ -185,7 +192,8 @@ def interval_note(s: Sample | None) -> str:
 
 
 def lower(s: Sample | None) -> float | None:
-    """The value a threshold is tested against: the interval's lower end where there is one, else the figure."""
+    """The value a threshold is tested against: the interval's lower end where there is one, else
+    the figure."""
     if s is None:
         return None
     return s.ci_lo if s.ci_lo is not None else s.median
@@ -214,10 +222,12 @@ class RunView:
         self.step = sample(self.train.step_time_s, self.series.step_time_s)  # rank 0's timer
         self.reference = reference  # comm.vs_microbench, or the same from an nccl-tests file
         self.acc = account(self.train) if self.task == "train" else None
-        # the step every share is of: the throughput's where the record has it, else rank 0's step median
+        # the step every share is of: the throughput's where the record has it, else rank 0's step
+        # median
         self.step_s = self.acc.step_s if self.acc else (self.step.median if self.step else None)
         layer = self.train.device_layer.kind if self.train.device_layer is not None else None
-        # a GPU, or device=fake (the GPU code paths on CPU): where host-to-device copies and streams exist
+        # a GPU, or device=fake (the GPU code paths on CPU): where host-to-device copies and streams
+        # exist
         self.device = getattr(self.result, "device", None)
         self.gpu_like = self.device == "cuda" or layer == "fake"
 
@@ -241,19 +251,20 @@ class RunView:
         )
 
     def timed_share(self) -> float:
-        """The part of the step rank 0's timed phases cover (1 when the record cannot say): shares of rank 0's step
-        timer are scaled by it, so they are shares of the step."""
+        """The part of the step rank 0's timed phases cover (1 when the record cannot say): shares
+        of rank 0's step timer are scaled by it, so they are shares of the step."""
         a = self.acc
         if not a or not a.complete or not a.rank0.step_mean_s or not a.step_s:
             return 1.0
         return min(1.0, a.rank0.step_mean_s / a.step_s)
 
     def wait(self) -> AccountingWait | None:
-        """Rank 0's wait per step for a late peer (diagnosis.accounting), None when there is none to speak of."""
+        """Rank 0's wait per step for a late peer (diagnosis.accounting), None when there is none to
+        speak of."""
         w = self.acc.wait if self.acc else None
         return w if w is not None and w.rank is not None and w.total_s else None
 
-    # ------------------------------------------------------------------------------------------ figures
+    # -------------------------------------------------------------------------------------- figures
     def phase(self, name: str) -> Sample | None:
         phases = self.train.phases
         return sample(
@@ -261,8 +272,8 @@ class RunView:
         )
 
     def share(self, names: tuple[str, ...]) -> Sample | None:
-        """The phases' share of the step, per step where the series exist (an interval of the median share), else
-        the ratio of medians (no interval)."""
+        """The phases' share of the step, per step where the series exist (an interval of the median
+        share), else the ratio of medians (no interval)."""
         phases = {n: getattr(self.series_phases, n) for n in names}
         steps = self.series.step_time_s or []
         scale = self.timed_share()
@@ -297,10 +308,10 @@ class RunView:
         return None
 
     def exposed(self, transfer: bool = True) -> Sample | None:
-        """The exposed communication per step: with the record's 95% interval where its samples give one, else a
-        single figure that says how many samples it rests on (DDP's: probe_steps untimed steps, one by default).
-        transfer: less rank 0's wait for a late peer (diagnosis.accounting), which is the straggler's time, not the
-        communication's; never more than the step."""
+        """The exposed communication per step: with the record's 95% interval where its samples give
+        one, else a single figure that says how many samples it rests on (DDP's: probe_steps untimed
+        steps, one by default). transfer: less rank 0's wait for a late peer (diagnosis.accounting),
+        which is the straggler's time, not the communication's; never more than the step."""
         c = self.train.comm
         if c is None or c.exposed_s is None:
             return None
@@ -347,12 +358,13 @@ class RunView:
         """seconds as a share of the step (the throughput's)."""
         return seconds / self.step_s if seconds is not None and self.step_s else None
 
-    # ------------------------------------------------------------------------------------------ noise
+    # ---------------------------------------------------------------------------------------- noise
     def noise(self) -> Noise:
-        """How far apart two numbers of this run must be to count: the step's relative half-width (the throughput's
-        interval where the record has one, else rank 0's step median's), a window that was still drifting, too many
-        outliers. The floor never goes below stats' 2% noise (compare.noise's default: the threshold below which
-        nothing is called a difference); `measured` is the part of it the run's own noise sets."""
+        """How far apart two numbers of this run must be to count: the step's relative half-width
+        (the throughput's interval where the record has one, else rank 0's step median's), a window
+        that was still drifting, too many outliers. The floor never goes below stats' 2% noise
+        (compare.noise's default: the threshold below which nothing is called a difference);
+        `measured` is the part of it the run's own noise sets."""
         timer = self.step
         s = self.step_sample()
         if s is None or s.ci_lo is None:
@@ -414,7 +426,8 @@ class RunView:
         ]
 
     def _one_host(self) -> tuple[list[RankWork], int, float] | None:
-        """(the ranks' window counters, cores, the ranks' own CPU share of cores x window) on one host, or None."""
+        """(the ranks' window counters, cores, the ranks' own CPU share of cores x window) on one
+        host, or None."""
         works, cores = self.works(), self.env.cpu_count
         if (
             not works
@@ -427,15 +440,17 @@ class RunView:
         return works, cores, sum(w.cpu_s for w in works) / (cores * wall) if wall else 0.0
 
     def other_load(self) -> float | None:
-        """Share of the host's CPUs that processes other than the ranks used over the window (one host only)."""
+        """Share of the host's CPUs that processes other than the ranks used over the window (one
+        host only)."""
         host = self._one_host()
         return None if host is None else max(0.0, host[0][0].host_busy - host[2])
 
     def contention(self) -> Contention | None:
-        """The ranks on one CPU host fighting over its cores, from the window's counters: the cores are full
-        (host_busy >= CONTENDED_BUSY), the ranks themselves fill them (>= CONTENDED_OWN of cores x wall), and the
-        scheduler preempts each rank at least CONTENDED_SWITCHES times a second (another of its threads, or a peer's,
-        wanted the core). None when a figure is missing or any of the three is not met."""
+        """The ranks on one CPU host fighting over its cores, from the window's counters: the cores
+        are full (host_busy >= CONTENDED_BUSY), the ranks themselves fill them (>= CONTENDED_OWN of
+        cores x wall), and the scheduler preempts each rank at least CONTENDED_SWITCHES times a
+        second (another of its threads, or a peer's, wanted the core). None when a figure is missing
+        or any of the three is not met."""
         host = self._one_host()
         if host is None or len(host[0]) < 2 or not host[2] or self.device != "cpu":
             return None
@@ -449,11 +464,12 @@ class RunView:
         )
         return out if contended else None
 
-    # ------------------------------------------------------------------------------------------ commands
+    # ------------------------------------------------------------------------------------- commands
     def command(
         self, changes: dict[str, Any] | None = None, env: dict[str, str] | None = None
     ) -> str:
-        """This run's command with `changes` applied (None removes a key); env: variables to prefix."""
+        """This run's command with `changes` applied (None removes a key); env: variables to
+        prefix."""
         items: dict[str, str] = {}
         for o in self.record.overrides:
             key = o.partition("=")[0].lstrip("+~")
@@ -467,8 +483,8 @@ class RunView:
             else:
                 items[key] = f"{key}={str(value).lower() if isinstance(value, bool) else value}"
         prefix = " ".join(f"{k}={v}" for k, v in (env or {}).items())
-        # an experiment preset may sweep (hydra.sweeper.params) and is refused without -m; every key it sweeps is
-        # pinned in the job's own overrides, so -m runs this one configuration
+        # an experiment preset may sweep (hydra.sweeper.params) and is refused without -m; every key
+        # it sweeps is pinned in the job's own overrides, so -m runs this one configuration
         multirun = ["-m"] if "experiment" in items else []
         cmd = " ".join(["python", "train.py", *multirun, *(shlex.quote(o) for o in items.values())])
         return f"{prefix} {cmd}" if prefix else cmd

@@ -1,6 +1,6 @@
-"""What a default run prints (verbose=false): the task's few lines, then the diagnosis's top findings, within
-MAX_LINES. The full text (summarize() and diagnosis.format_text) still goes to the job log and the record keeps
-everything; verbose=true prints the full text on the console too."""
+"""What a default run prints (verbose=false): the task's few lines, then the diagnosis's top
+findings, within MAX_LINES. The full text (summarize() and diagnosis.format_text) still goes to the
+job log and the record keeps everything; verbose=true prints the full text on the console too."""
 
 from __future__ import annotations
 
@@ -44,9 +44,10 @@ def _duration(seconds: float) -> str:
 
 
 def eta(record: Record | None, command: str) -> str:
-    """ " (~T here)": how long `command` would take on this machine, from this run's own timings: its fixed cost
-    (start, set-up, warm-up, probes) plus steps x its time per measured step (scaled by accumulate). Empty where the
-    command is not one train run or the record lacks its time budget."""
+    """ " (~T here)": how long `command` would take on this machine, from this run's own timings:
+    its fixed cost (start, set-up, warm-up, probes) plus steps x its time per measured step (scaled
+    by accumulate). Empty where the command is not one train run or the record lacks its time
+    budget."""
     r = record.result if record is not None else None
     b = getattr(r, "time_budget", None)
     if (
@@ -71,13 +72,16 @@ def eta(record: Record | None, command: str) -> str:
 
 
 def _quiet_next(record: Record | None, floor: float | None) -> str:
-    """Where nothing was found and nothing hides: the command that could find a smaller effect. A floor over
-    twice the 2% threshold shrinks with steps (about as 1/sqrt(steps)); at the threshold, comparing the candidates
-    with repeats is the next look."""
+    """Where nothing was found and nothing hides: the command that could find a smaller effect. A
+    floor over twice the 2% threshold shrinks with steps (about as 1/sqrt(steps)); at the threshold,
+    comparing the candidates with repeats is the next look."""
     from diagnosis.view import RunView
 
     if record is None:
-        return "next: python train.py -m optim=none,bf16,powersgd repeats=3 (compare the candidates; README step 4)"
+        return (
+            "next: python train.py -m optim=none,bf16,powersgd repeats=3 (compare the "
+            "candidates; README step 4)"
+        )
     steps = getattr(record.result, "steps", None) or 10
     if floor and floor > 0.04:
         want = min(10_000, int(steps * (floor / 0.02) ** 2) + 1)
@@ -97,12 +101,13 @@ def _quiet_next(record: Record | None, floor: float | None) -> str:
     return f"next: {cmd}{when} compares the candidates with repeats (README step 4)"
 
 
-FAR_FROM_1 = 0.5  # a sync slower than half its microbenchmark's speed (or faster than twice it) explains a run
+# a sync slower than half its microbenchmark's speed (or faster than twice it) explains a run
+FAR_FROM_1 = 0.5
 
 
 def _efficiency(diag: DiagnosisBlock) -> str | None:
-    """The figure that explains a run, when it is far from 1: the sync's speed against the same calls in the on-rank
-    microbenchmark (diagnosis.comparisons; its full line is in train.log)."""
+    """The figure that explains a run, when it is far from 1: the sync's speed against the same
+    calls in the on-rank microbenchmark (diagnosis.comparisons; its full line is in train.log)."""
     from comm.efficiency import not_measurable
 
     vs = diag.comparisons.microbench if diag.comparisons is not None else None
@@ -118,17 +123,20 @@ def _efficiency(diag: DiagnosisBlock) -> str | None:
     )
     bound = ", a lower bound: DDP's span holds waits for gradients" if vs.overlap_s else ""
     return (
-        f"comm efficiency {100 * e:.0f}%{ci}: the all-reduces ran at that share of the on-rank microbenchmark's "
-        f"speed for the same {vs.calls} call(s) ({ms(vs.sync_s)} vs {ms(vs.achievable_s)} ms per step{bound})"
+        f"comm efficiency {100 * e:.0f}%{ci}: the all-reduces ran at that share of the on-rank "
+        "microbenchmark's "
+        f"speed for the same {vs.calls} call(s) ({ms(vs.sync_s)} vs {ms(vs.achievable_s)} ms per "
+        f"step{bound})"
     )
 
 
 def diagnosis_lines(
     diag: DiagnosisBlock | None, budget: int, where: str = "<run dir>", record: Record | None = None
 ) -> list[str]:
-    """The diagnosis in at most `budget` lines: one header with the noise floor, then the top findings that fit
-    (at most MAX_FINDINGS), each as a why, <= MAX_EVIDENCE evidence lines, the saving and the next command with
-    how long it takes here (from `record`'s timings); where nothing is found, the command that would find it."""
+    """The diagnosis in at most `budget` lines: one header with the noise floor, then the top
+    findings that fit (at most MAX_FINDINGS), each as a why, <= MAX_EVIDENCE evidence lines, the
+    saving and the next command with how long it takes here (from `record`'s timings); where nothing
+    is found, the command that would find it."""
     if diag is None or not diag.to_dict() or diag.error:
         return [diagnosis.format_text(diag)]
     findings = diag.findings or []

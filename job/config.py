@@ -1,12 +1,18 @@
 """Config checks and resolution, done once in the process the user started, before any rank exists.
 
-Three stages, each refusing bad input with one line that names the problem and the fix (a ConfigError, exit 2):
-  1. Hydra composes conf/ onto base/schema.py: wrong types, unknown choices and misspelt keys fail there, and
-     `hydra_error()` turns Hydra's several lines into one that names the nearest real key or choice (train.py);
-  2. `check_schema()`: keys added with `+`, values removed with `~`, and the bounds the schema declares;
-  3. every check between keys: the launcher's, the link's and the task's own (`tasks.get(task).check`, which checks
-     the model and data it uses), with what this host offers (`Host`) injected so tests can pose as any machine.
-     What differs between tasks is asked of the task (tasks/__init__.py), never decided here by its name.
+Three stages, each refusing bad input with one line that names the problem and the fix (a
+ConfigError, exit 2):
+  1. Hydra composes conf/ onto base/schema.py: wrong types, unknown choices and misspelt keys fail
+     there, and
+     `hydra_error()` turns Hydra's several lines into one that names the nearest real key or choice
+     (train.py);
+  2. `check_schema()`: keys added with `+`, values removed with `~`, and the bounds the schema
+     declares;
+  3. every check between keys: the launcher's, the link's and the task's own
+     (`tasks.get(task).check`, which checks
+     the model and data it uses), with what this host offers (`Host`) injected so tests can pose as
+     any machine. What differs between tasks is asked of the task (tasks/__init__.py), never decided
+     here by its name.
 """
 
 from __future__ import annotations
@@ -29,11 +35,11 @@ from tables.sweep_order import check_repeats
 
 def register_resolvers() -> None:
     """Every resolver conf/ uses, registered once per process (train.py, a Slurm task, the tests):
-    ${gpu_or:A,B}: A where the ranks get GPUs, else B. ${gpu_count:}: their node's GPUs. Both read the ranks'
-    machines (gpus_for): a Slurm submission resolves scale=auto for its compute nodes, not the login node.
-    ${mul:a,b,...}: the product (world_size = nodes x tasks_per_node); ${or:a,b,...}: the first set value
-    (tasks_per_node = one per GPU, else 1): conf/launcher/slurm.yaml.
-    ${knob_help:}: --help's knob list, written from base/schema.py."""
+    ${gpu_or:A,B}: A where the ranks get GPUs, else B. ${gpu_count:}: their node's GPUs. Both read
+    the ranks' machines (gpus_for): a Slurm submission resolves scale=auto for its compute nodes,
+    not the login node. ${mul:a,b,...}: the product (world_size = nodes x tasks_per_node);
+    ${or:a,b,...}: the first set value (tasks_per_node = one per GPU, else 1):
+    conf/launcher/slurm.yaml. ${knob_help:}: --help's knob list, written from base/schema.py."""
     resolvers = {
         "gpu_or": lambda on_gpu, on_cpu, _root_: on_gpu if gpus_for(_root_) > 0 else on_cpu,
         "gpu_count": lambda _root_: gpus_for(
@@ -50,7 +56,7 @@ def register_resolvers() -> None:
             OmegaConf.register_new_resolver(name, resolver)
 
 
-# -------------------------------------------------------------------------------------------------- Hydra's errors
+# ----------------------------------------------------------------------------------- Hydra's errors
 VALUE_HINTS = {  # keys typed with a unit or a word: what the number means, after the type line
     key: f.metadata["hint"] for key, f, _ in config_doc.knobs() if "hint" in f.metadata
 }
@@ -70,7 +76,8 @@ def _value_of(key: str, overrides: list[str]) -> str | None:
 
 
 def _override(key: str, overrides: list[str]):
-    """Hydra's own reading of the override that set `key` (its parsed value keeps the type Hydra gave it), or None."""
+    """Hydra's own reading of the override that set `key` (its parsed value keeps the type Hydra
+    gave it), or None."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     mine = [o for o in overrides if o.lstrip("+~").partition("=")[0] == key]
@@ -81,8 +88,8 @@ def _override(key: str, overrides: list[str]):
 
 
 def _hint(cause, key: str):
-    """The schema's type hint of `key` (the failing node): from the dataclass that holds it, else by walking the
-    typed root's fields along the key (a list element's hint is its list's)."""
+    """The schema's type hint of `key` (the failing node): from the dataclass that holds it, else by
+    walking the typed root's fields along the key (a list element's hint is its list's)."""
     import typing
 
     path = key.partition("[")[0].split(".")
@@ -116,9 +123,10 @@ def _enum_in(hint) -> type | None:
 
 
 def _invalid_value(cause, key: str, overrides: list[str]) -> ConfigError | None:
-    """A value the schema's type refuses, said from the error's own facts (which node, of what type, the value as
-    Hydra parsed it), not from its English: a choice it does not know, a word where a number goes, a value where a
-    list goes. None: nothing this knows how to say better than Hydra."""
+    """A value the schema's type refuses, said from the error's own facts (which node, of what type,
+    the value as Hydra parsed it), not from its English: a choice it does not know, a word where a
+    number goes, a value where a list goes. None: nothing this knows how to say better than
+    Hydra."""
     from omegaconf import ListConfig
     from omegaconf import EnumNode, FloatNode, IntegerNode, UnionNode
 
@@ -169,10 +177,11 @@ def typing_args(t) -> set:
 
 
 def hydra_error(e: Exception, overrides: list[str]) -> ConfigError | None:
-    """One line for what Hydra refused while composing conf/ (None: not bad input), built from the error's facts
-    (the missing option and its group's options, the key and its schema node), never from Hydra's English: what it
-    cannot say better is Hydra's own first line. For a misspelt key Hydra suggests `+key=...`, which would only add a
-    key nothing reads: the nearest real key is named instead."""
+    """One line for what Hydra refused while composing conf/ (None: not bad input), built from the
+    error's facts (the missing option and its group's options, the key and its schema node), never
+    from Hydra's English: what it cannot say better is Hydra's own first line. For a misspelt key
+    Hydra suggests `+key=...`, which would only add a key nothing reads: the nearest real key is
+    named instead."""
     from hydra.errors import (
         ConfigCompositionException,
         MissingConfigException,
@@ -211,7 +220,8 @@ def hydra_error(e: Exception, overrides: list[str]) -> ConfigError | None:
             fixed = f"{where}.{guess}" if where else guess
             value = _value_of(key, overrides)
             return ConfigError(
-                f"{key}: no such key. Did you mean {fixed}{'=' + value if value is not None else ''}?"
+                f"{key}: no such key. Did you mean "
+                f"{fixed}{'=' + value if value is not None else ''}?"
             )
         return ConfigError(
             f"{key}: no such key; the keys {'of ' + where if where else 'at the top'} are: "
@@ -231,8 +241,9 @@ DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPER
 
 
 def disk_error(e: Exception) -> ConfigError | None:
-    """One line for a file Hydra could not write in the output directory (its config.yaml, hydra.yaml, ... before
-    the job starts: the directory check passed, then the disk filled or went read-only); None for anything else."""
+    """One line for a file Hydra could not write in the output directory (its config.yaml,
+    hydra.yaml, ... before the job starts: the directory check passed, then the disk filled or went
+    read-only); None for anything else."""
     if not isinstance(e, OSError) or e.errno not in DISK_ERRORS:
         return None
     where = Path(e.filename).parent if e.filename else "the output directory"
@@ -244,9 +255,10 @@ def disk_error(e: Exception) -> ConfigError | None:
 
 
 def check_added_keys(overrides: list[str]) -> None:
-    """`+key=value` at the top level adds a key the typed root has not got and nothing reads (Hydra's own suggestion
-    for a misspelt key): refused before Hydra runs, so a -m sweep stops before its first job too. Deeper keys
-    (`+model.x=1`) depend on the option chosen; check_schema refuses them in the job."""
+    """`+key=value` at the top level adds a key the typed root has not got and nothing reads
+    (Hydra's own suggestion for a misspelt key): refused before Hydra runs, so a -m sweep stops
+    before its first job too. Deeper keys (`+model.x=1`) depend on the option chosen; check_schema
+    refuses them in the job."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     known = {f.name for f in dataclasses.fields(schema.Config)} | {"hydra"}
@@ -277,10 +289,11 @@ def check_added_keys(overrides: list[str]) -> None:
 
 
 def check_command_line(argv: list[str]) -> None:
-    """What a -m sweep refuses as a whole (its repeats), checked before Hydra starts (train.py), so that nothing is
-    printed or created first (a single run's repeats is checked in its job, by the schema). Imports nothing of Hydra's
-    plugins: Hydra loads those itself. Without -m, a comma-separated value would make Hydra refuse an "ambiguous
-    value": it is said here, naming -m."""
+    """What a -m sweep refuses as a whole (its repeats), checked before Hydra starts (train.py), so
+    that nothing is printed or created first (a single run's repeats is checked in its job, by the
+    schema). Imports nothing of Hydra's plugins: Hydra loads those itself. Without -m, a
+    comma-separated value would make Hydra refuse an "ambiguous value": it is said here, naming
+    -m."""
     if not {"-m", "--multirun"} & set(argv):
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -292,7 +305,8 @@ def check_command_line(argv: list[str]) -> None:
         for o in parsed:
             if o.is_sweep_override():
                 raise ConfigError(
-                    f"{o.input_line}: a comma-separated list sweeps, so it needs -m (python train.py "
+                    f"{o.input_line}: a comma-separated list sweeps, so it needs -m (python "
+                    "train.py "
                     f"-m ...); for a list value write key=[a,b]."
                 )
         return
@@ -308,15 +322,16 @@ def check_command_line(argv: list[str]) -> None:
             check_repeats(repeats, [])
 
 
-# -------------------------------------------------------------------------------------------------- schema checks
+# ------------------------------------------------------------------------------------ schema checks
 def _schema_of(node) -> type | None:
     t = OmegaConf.get_type(node) if isinstance(node, DictConfig) else None
     return t if t is not None and dataclasses.is_dataclass(t) else None
 
 
 def check_schema(cfg: DictConfig, path: str = "") -> None:
-    """What composing cannot refuse: keys added with `+` to a typed node, values removed with `~`, and the bounds
-    the schema declares (`ge`/`gt`). Walks the config alongside the dataclasses it was built on."""
+    """What composing cannot refuse: keys added with `+` to a typed node, values removed with `~`,
+    and the bounds the schema declares (`ge`/`gt`). Walks the config alongside the dataclasses it
+    was built on."""
     t = _schema_of(cfg)
     if t is None:
         return
@@ -372,15 +387,16 @@ def check_run_mode() -> None:
         preset = hc.runtime.choices.get("experiment")
         rows = " ".join(f"{k}={v}" for k, v in params.items())
         raise ConfigError(
-            f"{'experiment=' + preset if preset else 'this config'} is a sweep ({rows}) and needs -m: "
+            f"{'experiment=' + preset if preset else 'this config'} is a sweep ({rows}) and needs "
+            "-m: "
             f"python train.py -m {' '.join(hc.overrides.task)}"
         )
 
 
-# -------------------------------------------------------------------------------------------------------- checks
+# ------------------------------------------------------------------------------------------- checks
 def validate(cfg: DictConfig, submitting: bool = False, host: Host | None = None) -> None:
-    """submitting=True: checked on a Slurm login node for the compute nodes, so this machine's GPUs, CPUs and memory
-    do not count (they are checked again on the nodes, in each job)."""
+    """submitting=True: checked on a Slurm login node for the compute nodes, so this machine's GPUs,
+    CPUs and memory do not count (they are checked again on the nodes, in each job)."""
     import tasks
     from launchers.link import check as check_link
     from launchers.slurm import check_config as check_launcher
@@ -395,7 +411,8 @@ def validate(cfg: DictConfig, submitting: bool = False, host: Host | None = None
     if cfg.backend == "nccl" and not submitting:
         if host.gpus == 0:
             raise ConfigError(
-                "backend=nccl needs CUDA GPUs and this machine has none. Use backend=gloo (or auto)."
+                "backend=nccl needs CUDA GPUs and this machine has none. Use backend=gloo (or "
+                "auto)."
             )
         ranks = ranks_per_node(cfg)
         if ranks > host.gpus:
@@ -404,8 +421,10 @@ def validate(cfg: DictConfig, submitting: bool = False, host: Host | None = None
             )  # pair_groups: pairs, 2 ranks each
             fits = host.gpus // per
             raise ConfigError(
-                f"backend=nccl with {knob}={cfg[knob]} runs {ranks} ranks on this machine, one GPU per "
-                f"rank, and it has {host.gpus}. Use {knob}<={fits}, or backend=gloo (or auto: gloo on "
+                f"backend=nccl with {knob}={cfg[knob]} runs {ranks} ranks on this machine, one GPU "
+                "per "
+                f"rank, and it has {host.gpus}. Use {knob}<={fits}, or backend=gloo (or auto: gloo "
+                "on "
                 "CPU)."
             )
     if cfg.logger.name != "none" and cfg.logger.get("_target_") is None:
@@ -415,15 +434,16 @@ def validate(cfg: DictConfig, submitting: bool = False, host: Host | None = None
         )
     if cfg.fault.rank is not None and not getattr(task, "INJECTS_FAULTS", False):
         raise ConfigError(
-            f"fault.rank={cfg.fault.rank}: fault injection is a task=train knob and task={cfg.task} "
+            f"fault.rank={cfg.fault.rank}: fault injection is a task=train knob and "
+            f"task={cfg.task} "
             "never reaches it. Drop fault.rank, or use task=train."
         )
     task.check(cfg, submitting=submitting, host=host)
 
 
 def prepare(cfg: DictConfig, submitting: bool = False, host: Host | None = None) -> dict:
-    """Check everything, then resolve every interpolation once: the ranks get a plain dict (Hydra's runtime config
-    does not exist in child processes), with choices as plain strings."""
+    """Check everything, then resolve every interpolation once: the ranks get a plain dict (Hydra's
+    runtime config does not exist in child processes), with choices as plain strings."""
     check_run_mode()
     cfg = cfg.copy()
     OmegaConf.set_struct(cfg, False)

@@ -1,18 +1,19 @@
 """The one way a run ends: write its record, print what happened, log it to W&B once.
 
-Called by the process that outlives the ranks, whatever happened: the process the user started (after the local
-ranks ended), rank 0 itself when there is no such process (torchrun, a Slurm task), or the Slurm submitter for a job
-that died without a record. Nothing else writes a record or talks to W&B about a run, so a run has exactly one
-record and at most one W&B run.
+Called by the process that outlives the ranks, whatever happened: the process the user started
+(after the local ranks ended), rank 0 itself when there is no such process (torchrun, a Slurm task),
+or the Slurm submitter for a job that died without a record. Nothing else writes a record or talks
+to W&B about a run, so a run has exactly one record and at most one W&B run.
 
-A record is never lost to its directory: when the output dir cannot be written at the end (removed, full, read-only),
-the summary is still printed and the record goes to the first place that takes it (fallback_dirs()), named on the
-console. The first of them has a predictable name in a shared temp dir, so each is used only as a directory of this
-user's own, mode 0700: made so here, or found so (not followed when it is a symbolic link someone planted).
+A record is never lost to its directory: when the output dir cannot be written at the end (removed,
+full, read-only), the summary is still printed and the record goes to the first place that takes it
+(fallback_dirs()), named on the console. The first of them has a predictable name in a shared temp
+dir, so each is used only as a directory of this user's own, mode 0700: made so here, or found so
+(not followed when it is a symbolic link someone planted).
 
-W&B is bounded by its own timeouts (results/wandb_log.py). It comes before the record path of a run that worked (the
-path is the last line the run prints; the record is on disk already) and after a failure's error line, so the record
-and the error never wait for it."""
+W&B is bounded by its own timeouts (results/wandb_log.py). It comes before the record path of a run
+that worked (the path is the last line the run prints; the record is on disk already) and after a
+failure's error line, so the record and the error never wait for it."""
 
 from __future__ import annotations
 
@@ -46,8 +47,9 @@ def fallback_dirs() -> list[Path]:
 def finalise(
     record: Record, out_dir: str | Path, *, wandb: bool = True, quiet: bool = False
 ) -> Path | None:
-    """wandb=False: the run was logged already (a record amended with a root cause found later). Returns where the
-    record is (None only when no place at all would take it; it is then printed whole)."""
+    """wandb=False: the run was logged already (a record amended with a root cause found later).
+    Returns where the record is (None only when no place at all would take it; it is then printed
+    whole)."""
     diagnosis.attach(
         record
     )  # into record.result, so the record, the printout and W&B hold the same diagnosis
@@ -71,9 +73,9 @@ def finalise(
 
 
 def private_dir(base: Path) -> Path:
-    """base as a directory only this user can use: made with mode 0700, or an existing one checked through a
-    descriptor opened without following a symbolic link (O_NOFOLLOW), owned by this user, and tightened to 0700.
-    Raises OSError saying why it cannot be used."""
+    """base as a directory only this user can use: made with mode 0700, or an existing one checked
+    through a descriptor opened without following a symbolic link (O_NOFOLLOW), owned by this user,
+    and tightened to 0700. Raises OSError saying why it cannot be used."""
     base.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.mkdir(base, 0o700)
@@ -115,7 +117,8 @@ def _write_elsewhere(record: Record, out_dir: str | Path, problem: OSError) -> P
         )
         return path
     log.error(
-        f"error: cannot write the run record to {out_dir} ({problem.strerror or problem}) nor to any of "
+        f"error: cannot write the run record to {out_dir} ({problem.strerror or problem}) nor to "
+        "any of "
         f"{', '.join(map(str, fallback_dirs()))}; here it is:\n"
         + json.dumps(record.to_dict(), indent=2, default=str)
     )
@@ -123,8 +126,9 @@ def _write_elsewhere(record: Record, out_dir: str | Path, problem: OSError) -> P
 
 
 def _print_summary(record: Record, out_dir: str | Path) -> None:
-    """verbose=true: the task's full summary and the whole diagnosis on the console. By default the console gets
-    the brief form (job/brief.py: at most MAX_LINES with the record path) and the job log the full text."""
+    """verbose=true: the task's full summary and the whole diagnosis on the console. By default the
+    console gets the brief form (job/brief.py: at most MAX_LINES with the record path) and the job
+    log the full text."""
     result = record.result
     warnings = (result.warnings if result is not None else None) or []
     diag = (
@@ -192,9 +196,10 @@ def _print_end(record: Record, path: Path | None) -> None:
 
 
 def _log_wandb(record: Record) -> None:
-    """W&B never decides the fate of a run: any failure here is reported and ignored; the record is already on disk.
-    The logger settings are the run's own (its config's `logger`), resolved: the record keeps keys that came from
-    the environment as typed (base/provenance.py), and W&B decides what of them it may see (results/wandb_log.py)."""
+    """W&B never decides the fate of a run: any failure here is reported and ignored; the record is
+    already on disk. The logger settings are the run's own (its config's `logger`), resolved: the
+    record keeps keys that came from the environment as typed (base/provenance.py), and W&B decides
+    what of them it may see (results/wandb_log.py)."""
     logger_cfg = dict(setting(_resolved(record.config), "logger", {}))
     if not logger_cfg.get("_target_") or logger_cfg.get("mode") == "disabled":
         return
@@ -209,7 +214,8 @@ def _log_wandb(record: Record) -> None:
 
 
 def _resolved(config: dict | None) -> dict:
-    """The recorded config with its typed `${oc.env:...}` keys resolved again (this process has the environment)."""
+    """The recorded config with its typed `${oc.env:...}` keys resolved again (this process has the
+    environment)."""
     if not config:
         return {}
     try:

@@ -22,7 +22,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 
 def claim(base: str | Path) -> Path | None:
-    """base, or base_1, base_2, ...: the first directory this call creates itself; None when none can be made."""
+    """base, or base_1, base_2, ...: the first directory this call creates itself; None when none
+    can be made."""
     base, n = Path(base), 0
     while True:
         candidate = base if n == 0 else base.with_name(f"{base.name}_{n}")
@@ -42,8 +43,8 @@ CHECK_BYTES = (
 
 
 def unwritable(directory: str | Path) -> str | None:
-    """Why CHECK_BYTES cannot be written in directory (created if missing), or None when they can. The bytes are
-    written and synced: creating an empty file succeeds on a full disk."""
+    """Why CHECK_BYTES cannot be written in directory (created if missing), or None when they can.
+    The bytes are written and synced: creating an empty file succeeds on a full disk."""
     try:
         Path(directory).mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=directory, prefix=".write_check.") as f:
@@ -69,7 +70,8 @@ def held_a_sweep(directory: Path) -> bool:
 
 
 def set_aside(directory: Path) -> Path:
-    """Move directory to <directory>.1 (.2, ... the first free name); returns where it went. Raises OSError."""
+    """Move directory to <directory>.1 (.2, ... the first free name); returns where it went. Raises
+    OSError."""
     n = 1
     while True:
         target = directory.with_name(f"{directory.name}.{n}")
@@ -106,11 +108,13 @@ def _own_and_writable(config: DictConfig, mode: str) -> None:
         if mine is not None and str(mine) != directory:
             with read_write(config.hydra), open_dict(config.hydra):
                 config.hydra[mode].dir = str(mine)
-                # a sweep's jobs are composed again from the hydra overrides (ConfigLoader.load_sweep_config)
+                # a sweep's jobs are composed again from the hydra overrides
+                # (ConfigLoader.load_sweep_config)
                 config.hydra.overrides.hydra.append(f"{key}={_quoted(mine)}")
             if mode == "sweep":  # the sweep table's first line may have named the taken one
                 print(
-                    f"[sweep] {directory} belongs to a sweep started in the same second: this one writes to {mine}",
+                    f"[sweep] {directory} belongs to a sweep started in the same second: this one "
+                    f"writes to {mine}",
                     flush=True,
                 )
             directory = str(mine)
@@ -119,14 +123,16 @@ def _own_and_writable(config: DictConfig, mode: str) -> None:
             moved = set_aside(Path(directory))
         except OSError as e:
             print(
-                f"error: {directory} holds an earlier sweep and cannot be moved aside ({e.strerror or e}); choose "
+                f"error: {directory} holds an earlier sweep and cannot be moved aside "
+                f"({e.strerror or e}); choose "
                 f"another directory, e.g. {key}={directory}_2",
                 file=sys.stderr,
                 flush=True,
             )
             raise SystemExit(2) from None
         print(
-            f"[sweep] {directory} held an earlier sweep: moved it to {moved}, so this sweep's table has its own "
+            f"[sweep] {directory} held an earlier sweep: moved it to {moved}, so this sweep's "
+            "table has its own "
             f"jobs only",
             flush=True,
         )
@@ -134,7 +140,8 @@ def _own_and_writable(config: DictConfig, mode: str) -> None:
     if why is not None:
         example = "multirun/my_sweep" if mode == "sweep" else "outputs/my_run"
         print(
-            f"error: cannot write to the output directory {directory} ({why}); choose a writable one, "
+            f"error: cannot write to the output directory {directory} ({why}); choose a writable "
+            "one, "
             f"e.g. {key}={example}",
             file=sys.stderr,
             flush=True,
@@ -143,10 +150,11 @@ def _own_and_writable(config: DictConfig, mode: str) -> None:
 
 
 def discard(directory: str | Path | None, keep_if_other_than: tuple[str, ...] = ()) -> bool:
-    """Remove a directory made for a run or sweep that was refused before anything ran, when it holds nothing but
-    `keep_if_other_than` names (Hydra's .hydra/ and the job log), and the parents it leaves empty up to the working
-    directory (outputs/<date> of a first run). Anything else in it (a directory the user named and filled) keeps all
-    of it. True when it is gone."""
+    """Remove a directory made for a run or sweep that was refused before anything ran, when it
+    holds nothing but
+    `keep_if_other_than` names (Hydra's .hydra/ and the job log), and the parents it leaves empty up
+    to the working directory (outputs/<date> of a first run). Anything else in it (a directory the
+    user named and filled) keeps all of it. True when it is gone."""
     if not directory:
         return False
     d = Path(directory)

@@ -1,13 +1,14 @@
-"""One Hydra job: check the config, start (or become) the ranks, and end through job.finalise whatever happens.
-run_job returns a JobResult and never ends the process: train.py exits with its exit_code. In a multirun a failed
-job returns with a failed status and exit code 0, so the sweep goes on and the end-of-sweep table shows it as a
-failed row; a single run's code is 2 for bad input (before any rank started, leaving nothing but the error line) and
-1 when a rank failed.
+"""One Hydra job: check the config, start (or become) the ranks, and end through job.finalise
+whatever happens. run_job returns a JobResult and never ends the process: train.py exits with its
+exit_code. In a multirun a failed job returns with a failed status and exit code 0, so the sweep
+goes on and the end-of-sweep table shows it as a failed row; a single run's code is 2 for bad input
+(before any rank started, leaving nothing but the error line) and 1 when a rank failed.
 
-SIGINT/SIGTERM (Ctrl-C, `timeout`, `kill`, Slurm's time limit) end the job as `interrupted`: a record with the signal
-and how far the ranks got, one line on the console, exit code 128 + the signal (130, 143). A sweep stops there: its
-table callback writes the rows it has, and no later job of the sweep starts (without that callback, run_job raises
-Interrupted through Hydra's loop, and train.py exits with its code)."""
+SIGINT/SIGTERM (Ctrl-C, `timeout`, `kill`, Slurm's time limit) end the job as `interrupted`: a
+record with the signal and how far the ranks got, one line on the console, exit code 128 + the
+signal (130, 143). A sweep stops there: its table callback writes the rows it has, and no later job
+of the sweep starts (without that callback, run_job raises Interrupted through Hydra's loop, and
+train.py exits with its code)."""
 
 from __future__ import annotations
 
@@ -66,11 +67,12 @@ def job_info() -> dict:
 
 @dataclass(frozen=True)
 class JobResult:
-    """What a job returns, to Hydra and to train.py. As a number it is the objective, samples/s (NaN for a failed job
-    or a task without samples/s), which optimising sweepers maximise: hydra-optuna-sweeper takes
-    `float(return_value)`, hydra-nevergrad-sweeper `direction * return_value`. The sweep table reads status and
-    error (the records for the rest). exit_code: what train.py ends a single run with; 0 in a sweep, whose table
-    callback gives the sweep's."""
+    """What a job returns, to Hydra and to train.py. As a number it is the objective, samples/s (NaN
+    for a failed job or a task without samples/s), which optimising sweepers maximise:
+    hydra-optuna-sweeper takes
+    `float(return_value)`, hydra-nevergrad-sweeper `direction * return_value`. The sweep table reads
+    status and error (the records for the rest). exit_code: what train.py ends a single run with; 0
+    in a sweep, whose table callback gives the sweep's."""
 
     status: str = "ok"
     exit_code: int = 0
@@ -88,8 +90,9 @@ class JobResult:
 
 
 def run_job(cfg: DictConfig, job: dict | None = None) -> JobResult:
-    """The body of every job. `job` (output_dir, overrides, ...) comes from Hydra unless given (tests). Raises
-    Interrupted only where the process must end at once: a sweep without its table, or a rank other than 0."""
+    """The body of every job. `job` (output_dir, overrides, ...) comes from Hydra unless given
+    (tests). Raises Interrupted only where the process must end at once: a sweep without its table,
+    or a rank other than 0."""
     if (
         interrupt.received() is not None
     ):  # an earlier job of this sweep was interrupted: start no other
@@ -109,7 +112,8 @@ def run_job(cfg: DictConfig, job: dict | None = None) -> JobResult:
             repeats = plain.get("repeats") or 1
             if (repeats == "auto" or repeats > 1) and not job.get("multirun"):
                 raise ConfigError(
-                    f"repeats={plain['repeats']} runs each configuration as separate jobs of a sweep: "
+                    f"repeats={plain['repeats']} runs each configuration as separate jobs of a "
+                    "sweep: "
                     f"add -m (python train.py -m ... repeats={plain['repeats']})."
                 )
         except ConfigError as e:
@@ -134,10 +138,11 @@ def run_job(cfg: DictConfig, job: dict | None = None) -> JobResult:
 
 
 def _refused(cfg: DictConfig, job: dict, e: ConfigError) -> JobResult:
-    """Bad input, before any rank started. A single run leaves the one error line and nothing else: no record, no W&B
-    run, and the directory Hydra made for it is removed (job.output_dir.discard: when it holds only Hydra's own
-    files). In a sweep the refused job keeps its record in the sweep's own directory, so that it is a row of the sweep
-    table whichever launcher ran it, but opens no W&B run."""
+    """Bad input, before any rank started. A single run leaves the one error line and nothing else:
+    no record, no W&B run, and the directory Hydra made for it is removed (job.output_dir.discard:
+    when it holds only Hydra's own files). In a sweep the refused job keeps its record in the
+    sweep's own directory, so that it is a row of the sweep table whichever launcher ran it, but
+    opens no W&B run."""
     from job.output_dir import discard
 
     quiet = (
@@ -180,16 +185,16 @@ def _launch(plain: dict, job: dict) -> tuple[Record, int]:
 
 
 def _own_cpu_s() -> float:
-    """CPU seconds of this process, every thread (the elastic agent's monitor loop, the heartbeat watch), not its
-    children (the ranks)."""
+    """CPU seconds of this process, every thread (the elastic agent's monitor loop, the heartbeat
+    watch), not its children (the ranks)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
 
 
 def _note_launcher_cost(result: TaskResult | None, cpu_s: float, wall_s: float) -> None:
-    """The launcher's own CPU over the whole launch (spawn, set-up, warm-up, window, probes; not the window alone): on
-    2 cores shared with 2 ranks, a busy parent would be a harness cost in every step, so the record keeps its average
-    share of one core (time_budget.launcher_*)."""
+    """The launcher's own CPU over the whole launch (spawn, set-up, warm-up, window, probes; not the
+    window alone): on 2 cores shared with 2 ranks, a busy parent would be a harness cost in every
+    step, so the record keeps its average share of one core (time_budget.launcher_*)."""
     budget = getattr(result, "time_budget", None)
     if budget is not None and wall_s > 0:
         budget.launcher_cpu_s, budget.launcher_wall_s, budget.launcher_cpu_share = (
@@ -203,8 +208,9 @@ _first_job = True
 
 
 def mark_job_start() -> None:
-    """When this job began, for the record's time budget; the ranks inherit it through the environment. The first
-    job of a process began with the process (imports count: /proc gives it to about a second), later ones now."""
+    """When this job began, for the record's time budget; the ranks inherit it through the
+    environment. The first job of a process began with the process (imports count: /proc gives it to
+    about a second), later ones now."""
     global _first_job
     start = time.time()
     if _first_job:
@@ -223,12 +229,12 @@ def mark_job_start() -> None:
 
 
 def _as_a_rank(plain: dict, job: dict) -> tuple[Record | None, int]:
-    """torchrun or a Slurm task: this process is a rank and there is no parent of ours that outlives the ranks,
-    so rank 0 finalises. The other ranks re-raise (an Interrupted too, which run_job passes on to train.py): their
-    non-zero exit ends the job (srun --kill-on-bad-exit).
-    A rank that finished leaves at exit without the interpreter's teardown (launchers.rank.leave_without_teardown):
-    a gloo thread freeing its last Work there aborts the process, and srun or torchrun would report a failed rank
-    after the record said ok."""
+    """torchrun or a Slurm task: this process is a rank and there is no parent of ours that outlives
+    the ranks, so rank 0 finalises. The other ranks re-raise (an Interrupted too, which run_job
+    passes on to train.py): their non-zero exit ends the job (srun --kill-on-bad-exit). A rank that
+    finished leaves at exit without the interpreter's teardown
+    (launchers.rank.leave_without_teardown): a gloo thread freeing its last Work there aborts the
+    process, and srun or torchrun would report a failed rank after the record said ok."""
     from launchers.rank import RankError, leave_without_teardown, run_rank
 
     def hung(
@@ -265,10 +271,11 @@ def record_of(
     signal: str | None = None,
     env: dict | None = None,
 ) -> Record:
-    """The run's one record from whatever ended it, on every path (a run, bad input, a failed or interrupted rank, a
-    Slurm job that died): `outcome` is rank 0's (launchers.rank.Outcome: what it measured and its own error), when
-    the ranks got that far; `error` the first line when something else ended the run; `signal` the name of the
-    signal that interrupted it (status "interrupted", result.signal and result.progress: how far rank 0 got)."""
+    """The run's one record from whatever ended it, on every path (a run, bad input, a failed or
+    interrupted rank, a Slurm job that died): `outcome` is rank 0's (launchers.rank.Outcome: what it
+    measured and its own error), when the ranks got that far; `error` the first line when something
+    else ended the run; `signal` the name of the signal that interrupted it (status "interrupted",
+    result.signal and result.progress: how far rank 0 got)."""
     o = outcome
     started, env = (o.started, o.env) if o is not None else (None, env)
     if signal is not None:
@@ -297,7 +304,8 @@ def record_of(
 
 
 def interrupted_record(config: dict, job: dict, signal_name: str, outcome=None) -> Record:
-    """status "interrupted", the signal, and how far rank 0 got (result.progress: steps done): record_of's."""
+    """status "interrupted", the signal, and how far rank 0 got (result.progress: steps done):
+    record_of's."""
     return record_of(config, job, outcome, signal=signal_name)
 
 

@@ -1,33 +1,39 @@
-"""A hung job: declared before the collective timeout fires, its evidence collected from every live rank, then ended.
+"""A hung job: declared before the collective timeout fires, its evidence collected from every live
+rank, then ended.
 
-A rank that never arrives at a collective leaves its peers waiting until timeout_s, and then the error names the rank
-that waited. Here the launcher declares the job hung when no rank made progress (a finished step, or a finished
-collective: every task has those) for `hang.after_s` (default max(hang.min_s, hang.step_factor x the median step);
-before the first step never under hang.min_s; never later than 0.8 x timeout_s), asks every live rank for its
-evidence, diagnoses it (diagnosis.hang) and ends the job: no rank left, the record `hung` with the one-line verdict
-and the dumps' directory.
+A rank that never arrives at a collective leaves its peers waiting until timeout_s, and then the
+error names the rank that waited. Here the launcher declares the job hung when no rank made progress
+(a finished step, or a finished collective: every task has those) for `hang.after_s` (default
+max(hang.min_s, hang.step_factor x the median step); before the first step never under hang.min_s;
+never later than 0.8 x timeout_s), asks every live rank for its evidence, diagnoses it
+(diagnosis.hang) and ends the job: no rank left, the record `hung` with the one-line verdict and the
+dumps' directory.
 
-Rank side (`collecting`, one `with` around a rank's work; every task runs inside it, through launchers.rank): turns
-PyTorch's Flight Recorder on (TORCH_FR_BUFFER_SIZE=hang.fr_buffer, unless the user set it) before the process group
-exists, and starts a daemon thread that every BEAT_S writes the rank's progress (steps done, collectives finished)
-and, when the launcher asks, writes into <run dir>/hang/:
-  rank_<r>             the Flight Recorder dump, torch's own pickle (torch's analyzer reads the directory too: the
+Rank side (`collecting`, one `with` around a rank's work; every task runs inside it, through
+launchers.rank): turns PyTorch's Flight Recorder on (TORCH_FR_BUFFER_SIZE=hang.fr_buffer, unless the
+user set it) before the process group exists, and starts a daemon thread that every BEAT_S writes
+the rank's progress (steps done, collectives finished) and, when the launcher asks, writes into <run
+dir>/hang/:
+  rank_<r>             the Flight Recorder dump, torch's own pickle (torch's analyzer reads the
+  directory too: the
                        other files' names do not end in a rank number)
-  stacks_<r>.txt       every thread's Python stack (faulthandler.dump_traceback)
-  facts_<r>.json       steps done, the main thread's CPU share and share of samples running (state R) over
+  stacks_<r>.txt       every thread's Python stack (faulthandler.dump_traceback) facts_<r>.json
+  steps done, the main thread's CPU share and share of samples running (state R) over
                        STACK_CPU_S, pid, host, the job's id
-faulthandler, not torch's debug server: a thread of the rank writes the stacks while its main thread is blocked in a
-C++ collective wait or a sleep (a Python signal handler would wait for that call to return), it needs no port (the
-debug server listens on one; a local run listens on loopback only) and it is the standard library's.
+faulthandler, not torch's debug server: a thread of the rank writes the stacks while its main thread
+is blocked in a C++ collective wait or a sleep (a Python signal handler would wait for that call to
+return), it needs no port (the debug server listens on one; a local run listens on loopback only)
+and it is the standard library's.
 
-A task with its own loop opts in with the same one call, `with collecting(...)`, or, inside one, reports its steps
-through the progress dict it was given.
+A task with its own loop opts in with the same one call, `with collecting(...)`, or, inside one,
+reports its steps through the progress dict it was given.
 
-Under torchrun and Slurm no process of ours outlives the ranks, so the ranks are their own watch (store_watch): they
-beat into the rendezvous store, rank 0 applies the same rule (Quiet), the dumps travel through the store to rank 0's
-run dir (the ranks may be on other hosts), rank 0 writes the `hung` record and every rank then ends its own process.
-A rank killed by a signal under the local launcher is named by the agent first; the last beat each rank writes as it
-ends says which collective the others were left in (dead_rank)."""
+Under torchrun and Slurm no process of ours outlives the ranks, so the ranks are their own watch
+(store_watch): they beat into the rendezvous store, rank 0 applies the same rule (Quiet), the dumps
+travel through the store to rank 0's run dir (the ranks may be on other hosts), rank 0 writes the
+`hung` record and every rank then ends its own process. A rank killed by a signal under the local
+launcher is named by the agent first; the last beat each rank writes as it ends says which
+collective the others were left in (dead_rank)."""
 
 from __future__ import annotations
 
@@ -70,7 +76,8 @@ def steps_done(progress: dict) -> int:
 
 
 def _collectives_done() -> int:
-    """Finished collectives over every process group (the Flight Recorder's pg_status; no entries copied)."""
+    """Finished collectives over every process group (the Flight Recorder's pg_status; no entries
+    copied)."""
     try:
         import torch
 
@@ -86,11 +93,11 @@ def _collectives_done() -> int:
 
 
 def pending(failed: bool = False) -> list[str]:
-    """This rank's collectives issued and not completed (past each group's last completed one in the Flight
-    Recorder), described as the hang diagnosis names them: `all_reduce #17 (default group, 71.5 KB, from
-    tasks/train/loop.py:74)`. failed: the rank is ending because a collective failed when a peer left; gloo marks
-    that collective completed, so it is the newest entry. Read once, at a rank's end (its stacks are symbolised
-    then: ~50 ms)."""
+    """This rank's collectives issued and not completed (past each group's last completed one in the
+    Flight Recorder), described as the hang diagnosis names them: `all_reduce #17 (default group,
+    71.5 KB, from tasks/train/loop.py:74)`. failed: the rank is ending because a collective failed
+    when a peer left; gloo marks that collective completed, so it is the newest entry. Read once, at
+    a rank's end (its stacks are symbolised then: ~50 ms)."""
     try:
         import torch
 
@@ -115,8 +122,8 @@ def pending(failed: bool = False) -> list[str]:
 
 
 def _peer_left(e: BaseException | None) -> bool:
-    """Whether this error, or one it interrupted (SIGTERM from the launcher while the collective's own error was
-    being handled), is a collective's failure because a peer left."""
+    """Whether this error, or one it interrupted (SIGTERM from the launcher while the collective's
+    own error was being handled), is a collective's failure because a peer left."""
     seen = 0
     while e is not None and seen < 10:
         if is_peer_failure(str(e)):
@@ -126,13 +133,15 @@ def _peer_left(e: BaseException | None) -> bool:
 
 
 def dead_rank(directory: str | Path, world: int, rank: int) -> str:
-    """What the local launcher adds to `rank k failed: killed by signal N (...)`: the dead rank's last step and the
-    collective each other rank was left in (their last beats, written as they ended), with the hang diagnosis's
-    class, e.g. `; its last step: 6 (rank 0 finished 6; rank 1's last beat said 3); rank 0 waits in barrier #18
-    (default group, no tensor, from tasks/train/window.py:86), which rank 1 never joined — a dead rank`. The ranks
-    step together (every step's gradients are reduced by all), so the steps the others finished are the dead
-    rank's last one; its own beat is up to BEAT_S old. The agent sees the death within a fraction of a second and
-    ends the job: no hang to wait for, so the status stays `failed`, and this line is the diagnosis."""
+    """What the local launcher adds to `rank k failed: killed by signal N (...)`: the dead rank's
+    last step and the collective each other rank was left in (their last beats, written as they
+    ended), with the hang diagnosis's class, e.g. `; its last step: 6 (rank 0 finished 6; rank 1's
+    last beat said 3); rank 0 waits in barrier #18 (default group, no tensor, from
+    tasks/train/window.py:86), which rank 1 never joined — a dead rank`. The ranks step together
+    (every step's gradients are reduced by all), so the steps the others finished are the dead
+    rank's last one; its own beat is up to BEAT_S old. The agent sees the death within a fraction of
+    a second and ends the job: no hang to wait for, so the status stays `failed`, and this line is
+    the diagnosis."""
     beats = {}
     for r in range(world):
         with contextlib.suppress(OSError, ValueError):
@@ -227,8 +236,9 @@ def collecting(
     timeout_s: float = 120.0,
     job_num: int | None = None,
 ):
-    """The rank side (module docstring). No launch directory (torchrun, Slurm): the ranks watch themselves through
-    the rendezvous store (store_watch); on_hung(Hung) is rank 0's way to write the record there."""
+    """The rank side (module docstring). No launch directory (torchrun, Slurm): the ranks watch
+    themselves through the rendezvous store (store_watch); on_hung(Hung) is rank 0's way to write
+    the record there."""
     hang = hang or {}
     buffer = int(hang.get("fr_buffer") or 0)
     if buffer > 0:
@@ -295,10 +305,11 @@ def collecting(
             )
 
 
-# ------------------------------------------------------------------------------- torchrun, Slurm: the ranks' own watch
+# ------------------------------------------------------------ torchrun, Slurm: the ranks' own watch
 
 STORE_PREFIX = "ddp_comm/hang"
-STALE_S = 3.0  # a rank whose beat has not changed for this long (rank 0's clock) is not answering: dead or stopped
+# a rank whose beat has not changed for this long (rank 0's clock) is not answering: dead or stopped
+STALE_S = 3.0
 END_WAIT_S = 5.0  # how long rank 0 waits for the other ranks to leave before it leaves
 DECLARED = (
     threading.Event()
@@ -310,16 +321,16 @@ def declared() -> bool:
 
 
 def park() -> None:
-    """For a rank's main thread that came out of a collective after its job was declared hung (a peer left): wait
-    for the watch thread, which ends the process once the record is written; a record of this thread's own (a
-    'failed' or 'interrupted' one) would replace the `hung` one."""
+    """For a rank's main thread that came out of a collective after its job was declared hung (a
+    peer left): wait for the watch thread, which ends the process once the record is written; a
+    record of this thread's own (a 'failed' or 'interrupted' one) would replace the `hung` one."""
     while True:
         time.sleep(3600)
 
 
 def _store(timeout_s: float):
-    """A client of its own on the rendezvous store (MASTER_ADDR/MASTER_PORT: torchrun's agent store, or rank 0's under
-    Slurm): the main thread's client may be blocked in a wait of its own."""
+    """A client of its own on the rendezvous store (MASTER_ADDR/MASTER_PORT: torchrun's agent store,
+    or rank 0's under Slurm): the main thread's client may be blocked in a wait of its own."""
     from datetime import timedelta
 
     import torch.distributed as dist
@@ -334,8 +345,9 @@ def _store(timeout_s: float):
 
 
 def _job_key(job_num) -> str:
-    """One job's keys, alike on every rank (their output dirs may differ: Hydra's ${now:...} on each), apart from
-    another job's (a torchrun process may run a sweep's jobs one after the other on one store)."""
+    """One job's keys, alike on every rank (their output dirs may differ: Hydra's ${now:...} on
+    each), apart from another job's (a torchrun process may run a sweep's jobs one after the other
+    on one store)."""
     run = (
         os.environ.get("TORCHELASTIC_RUN_ID")
         or os.environ.get("SLURM_JOB_ID")
@@ -354,12 +366,13 @@ def _leave(code: int = 1) -> None:
 
 @contextlib.contextmanager
 def store_watch(output_dir, rank, progress, hang, job_id, on_hung, timeout_s, job_num=None):
-    """Every rank beats into the rendezvous store (its steps and finished collectives); rank 0 runs the same
-    detection as the local launcher's HangWatch (Quiet) on every rank's beats. A hang: rank 0 asks for the dumps,
-    every live rank sends its own through the store (the ranks may be on other hosts than the run dir), rank 0 writes
-    them into <run dir>/hang/, diagnoses them, writes the `hung` record (on_hung) and then tells the others to leave;
-    each rank ends its own process (os._exit: its main thread is blocked in a collective or its loader), rank 0 last.
-    torchrun or srun then sees ranks exit with code 1 and ends the job."""
+    """Every rank beats into the rendezvous store (its steps and finished collectives); rank 0 runs
+    the same detection as the local launcher's HangWatch (Quiet) on every rank's beats. A hang: rank
+    0 asks for the dumps, every live rank sends its own through the store (the ranks may be on other
+    hosts than the run dir), rank 0 writes them into <run dir>/hang/, diagnoses them, writes the
+    `hung` record (on_hung) and then tells the others to leave; each rank ends its own process
+    (os._exit: its main thread is blocked in a collective or its loader), rank 0 last. torchrun or
+    srun then sees ranks exit with code 1 and ends the job."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world < 2 or not os.environ.get("MASTER_ADDR") or not os.environ.get("MASTER_PORT"):
         yield
@@ -456,7 +469,8 @@ def _declare_in_store(store, world, seen, output_dir, progress, job_id, on_hung,
     text = verdict.text()
     (out / "diagnosis.txt").write_text(text + "\n")
     hung = Hung(
-        f"{verdict.headline} (no progress for {quiet_s:.0f} s, hang.after_s={limit:.0f}; dumps: {out})",
+        f"{verdict.headline} (no progress for {quiet_s:.0f} s, hang.after_s={limit:.0f}; dumps: "
+        f"{out})",
         str(out),
         limit,
         text,
@@ -473,15 +487,16 @@ def _declare_in_store(store, world, seen, output_dir, progress, job_id, on_hung,
         _leave()
 
 
-# ------------------------------------------------------------------------------------------------ the launcher's side
+# ------------------------------------------------------------------------------ the launcher's side
 
 
 def after_s(
     hang: dict, timeout_s: float, median_step_s: float | None, stepping: bool = True
 ) -> float:
-    """No progress for this long is a hang: hang.after_s if set, else max(min_s, step_factor x median step); never
-    more than AFTER_CAP x timeout_s. Before the first step (stepping=False: building the model and DDP, the loader's
-    first batch, on a machine that may be loaded) never less than min_s either."""
+    """No progress for this long is a hang: hang.after_s if set, else max(min_s, step_factor x
+    median step); never more than AFTER_CAP x timeout_s. Before the first step (stepping=False:
+    building the model and DDP, the loader's first batch, on a machine that may be loaded) never
+    less than min_s either."""
     cap = AFTER_CAP * float(timeout_s)
     base = float(hang.get("min_s", 30))
     if hang.get("after_s") is not None:
@@ -492,9 +507,9 @@ def after_s(
 
 
 def hang_settings(plain: dict) -> dict:
-    """hang.* as the watch applies it, whoever watches (the local launcher, or the ranks under torchrun/Slurm):
-    task=script's start-up is the user's code, bounded by its own timeout, so before the first step the watch waits
-    at least that long."""
+    """hang.* as the watch applies it, whoever watches (the local launcher, or the ranks under
+    torchrun/Slurm): task=script's start-up is the user's code, bounded by its own timeout, so
+    before the first step the watch waits at least that long."""
     hang = dict(plain.get("hang") or {})
     if plain.get("task") == "script":
         first = float((plain.get("script") or {}).get("first_step_timeout_s") or 0)
@@ -503,8 +518,9 @@ def hang_settings(plain: dict) -> dict:
 
 
 class Quiet:
-    """When no rank made progress (a step or a finished collective) for after_s: update() with the ranks' latest
-    beats ({rank: {"steps", "collectives", ...}}) returns (seconds quiet, the limit) once it is so, else None."""
+    """When no rank made progress (a step or a finished collective) for after_s: update() with the
+    ranks' latest beats ({rank: {"steps", "collectives", ...}}) returns (seconds quiet, the limit)
+    once it is so, else None."""
 
     def __init__(self, hang: dict, timeout_s: float):
         self.hang, self.timeout_s = hang, timeout_s
@@ -539,8 +555,9 @@ class Hung:
 
 
 class HangWatch:
-    """A thread of the launcher: reads the ranks' progress files, declares the hang, collects, diagnoses and kills the
-    ranks (SIGKILL: the elastic agent then ends the job); `hung` says what it found."""
+    """A thread of the launcher: reads the ranks' progress files, declares the hang, collects,
+    diagnoses and kills the ranks (SIGKILL: the elastic agent then ends the job); `hung` says what
+    it found."""
 
     def __init__(
         self,

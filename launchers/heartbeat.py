@@ -1,15 +1,17 @@
 """Heartbeats: how the local launcher tells a stuck rank from one that is only slow, and names it.
 
-A collective that waits for a rank that never arrives fails on the rank that waited (after timeout_s), and its error
-names the waiter, not the rank that never came. So every local rank beats: a daemon thread rewrites
-<launch_dir>/heartbeat.rank<r>.json every BEAT_S with its pid and its progress (steps done). A thread of a stopped
-process (SIGSTOP, a frozen VM, a debugger) stops beating with it, while a rank that is merely busy keeps beating.
+A collective that waits for a rank that never arrives fails on the rank that waited (after
+timeout_s), and its error names the waiter, not the rank that never came. So every local rank beats:
+a daemon thread rewrites <launch_dir>/heartbeat.rank<r>.json every BEAT_S with its pid and its
+progress (steps done). A thread of a stopped process (SIGSTOP, a frozen VM, a debugger) stops
+beating with it, while a rank that is merely busy keeps beating.
 
-The launcher's Watch reads the beats. A rank silent for silent_s while another rank beats is stopped or frozen: the
-Watch names it, kills it (SIGKILL: a stopped process ignores SIGTERM until it is continued) and the elastic agent ends
-the job at once. When every rank is silent, or the Watch itself was not running (Ctrl-Z then `fg`, a suspended
-machine), nobody is blamed. When a rank fails with a timeout instead, the Watch names the rank that was silent or
-furthest behind at that moment."""
+The launcher's Watch reads the beats. A rank silent for silent_s while another rank beats is stopped
+or frozen: the Watch names it, kills it (SIGKILL: a stopped process ignores SIGTERM until it is
+continued) and the elastic agent ends the job at once. When every rank is silent, or the Watch
+itself was not running (Ctrl-Z then `fg`, a suspended machine), nobody is blamed. When a rank fails
+with a timeout instead, the Watch names the rank that was silent or furthest behind at that
+moment."""
 
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BEAT_S = 0.5
-SILENT_S = 10.0  # a rank silent this long (or timeout_s / 2, if shorter; never under MIN_SILENT_S) is stuck
+# a rank silent this long (or timeout_s / 2, if shorter; never under MIN_SILENT_S) is stuck
+SILENT_S = 10.0
 MIN_SILENT_S = 3.0
 PROC_STATES = {
     "T": "stopped (SIGSTOP?)",
@@ -51,8 +54,8 @@ def _write(path: Path, beat: dict) -> None:
 
 @contextmanager
 def beating(directory: str | Path | None, rank: int, progress: dict):
-    """Within this block, beat for `rank` (progress: the dict the task updates as it goes). No directory: nobody
-    watches (torchrun, Slurm), so no thread."""
+    """Within this block, beat for `rank` (progress: the dict the task updates as it goes). No
+    directory: nobody watches (torchrun, Slurm), so no thread."""
     if not directory:
         yield
         return
@@ -114,7 +117,8 @@ class Stuck:
 
 
 class Watch:
-    """The launcher's side: a thread that reads the beats while the ranks run (see the module docstring)."""
+    """The launcher's side: a thread that reads the beats while the ranks run (see the module
+    docstring)."""
 
     def __init__(self, directory: str | Path, silent_s: float):
         self.directory = Path(directory)
@@ -153,7 +157,8 @@ class Watch:
             beating = [r for r, age in silent.items() if age < self.silent_s / 2]
             for rank, age in sorted(silent.items()):
                 if age < self.silent_s or (not beating and len(beats) > 1):
-                    continue  # beating, or every rank is silent: the whole job was stopped, not one rank
+                    # beating, or every rank is silent: the whole job was stopped, not one rank
+                    continue
                 beat = beats[rank]
                 state = proc_state(int(beat["pid"]))
                 self.stuck = Stuck(
@@ -169,8 +174,8 @@ class Watch:
                 return
 
     def laggard(self, failed_rank: int) -> Stuck | None:
-        """After `failed_rank` timed out in a collective: the rank it was waiting for, if the beats show one (silent
-        for more than two beats, else the furthest behind)."""
+        """After `failed_rank` timed out in a collective: the rank it was waiting for, if the beats
+        show one (silent for more than two beats, else the furthest behind)."""
         beats = read_beats(self.directory)
         mine = beats.pop(failed_rank, {})
         now = time.time()

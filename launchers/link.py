@@ -53,10 +53,11 @@ TOOLS_DIRS = ("/usr/sbin", "/sbin", "/usr/bin", "/bin")
 
 
 class LinkError(ConfigError):
-    """The link cannot be built here, or not as asked: one line naming the cause and the fix (exit 2)."""
+    """The link cannot be built here, or not as asked: one line naming the cause and the fix (exit
+    2)."""
 
 
-# ------------------------------------------------------------------------------------------------ the syscalls
+# ------------------------------------------------------------------------------------- the syscalls
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = (
     ctypes.c_char_p,
@@ -78,8 +79,8 @@ def _setns(fd: int) -> None:
 
 
 def _in_thread(fn):
-    """fn() in a thread of its own, which may move to another network namespace and then ends; its result or its
-    exception comes back here. This thread never changes namespace."""
+    """fn() in a thread of its own, which may move to another network namespace and then ends; its
+    result or its exception comes back here. This thread never changes namespace."""
     box: dict = {}
 
     def body():
@@ -97,7 +98,8 @@ def _in_thread(fn):
 
 
 def new_netns() -> int:
-    """A new, empty network namespace, held by the returned descriptor only (close it and the kernel frees it)."""
+    """A new, empty network namespace, held by the returned descriptor only (close it and the kernel
+    frees it)."""
 
     def body():
         _syscall(_libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)")
@@ -109,8 +111,9 @@ def new_netns() -> int:
 def run_in(
     fd: int, argv: list[str], script: str | None = None, pass_fds: tuple = ()
 ) -> subprocess.CompletedProcess:
-    """argv started inside the namespace of fd (`ip -batch -` / `tc -batch -` with script on stdin); pass_fds: this
-    process's descriptors the child gets under the same numbers (/proc/self/fd/<n> there)."""
+    """argv started inside the namespace of fd (`ip -batch -` / `tc -batch -` with script on stdin);
+    pass_fds: this process's descriptors the child gets under the same numbers (/proc/self/fd/<n>
+    there)."""
 
     def body():
         _setns(fd)
@@ -138,7 +141,7 @@ def tool(name: str) -> str | None:
     )
 
 
-# ------------------------------------------------------------------------------------------------ the spec
+# ----------------------------------------------------------------------------------------- the spec
 @dataclass(frozen=True)
 class Spec:
     """What a run asked for (cfg.link), checked."""
@@ -174,7 +177,8 @@ def spec_of(cfg) -> Spec | None:
     name = str(node.get("name") or "none")
     if node.get("rate") is None:
         raise LinkError(
-            f"link.latency_us={node.get('latency_us')} without a rate: choose one as well (link=1gbe, "
+            f"link.latency_us={node.get('latency_us')} without a rate: choose one as well "
+            "(link=1gbe, "
             "link=10gbe or link.rate=<rate>)"
         )
     try:
@@ -190,7 +194,8 @@ def spec_of(cfg) -> Spec | None:
     mtu_frame = arith.DEFAULT_MTU + arith.ETHERNET_HEADER
     if burst is not None and burst < mtu_frame:
         raise LinkError(
-            f"link.burst_bytes={burst}: smaller than one frame ({mtu_frame} B), so nothing could be "
+            f"link.burst_bytes={burst}: smaller than one frame ({mtu_frame} B), so nothing could "
+            "be "
             f"sent; use at least {mtu_frame}, or null for the default"
         )
     return Spec(
@@ -216,7 +221,7 @@ def node_name(node: int) -> str:
     return f"node{node}.link"
 
 
-# ------------------------------------------------------------------------------------------------ can we, here?
+# ------------------------------------------------------------------------------------ can we, here?
 @dataclass(frozen=True)
 class Support:
     """What this machine lets a link run do; problem: why none can be built (None: one can)."""
@@ -230,8 +235,9 @@ class Support:
 
 @lru_cache(maxsize=1)
 def probe() -> Support:
-    """Try everything a link needs, in a throwaway namespace (freed on return): root, a network namespace, veth and
-    bridge, and which of htb, tbf and netem the kernel has. About 50 ms; once per process."""
+    """Try everything a link needs, in a throwaway namespace (freed on return): root, a network
+    namespace, veth and bridge, and which of htb, tbf and netem the kernel has. About 50 ms; once
+    per process."""
     if os.geteuid() != 0:
         return Support("root")
     ip, tc = tool("ip"), tool("tc")
@@ -273,8 +279,8 @@ def _first_line(text: str) -> str:
 
 
 def check(cfg, *, submitting: bool = False, host=None, support: Support | None = None) -> None:
-    """Every refusal of a link run, before any rank starts (one line, exit 2). support: injected by tests; default:
-    this machine, probed once."""
+    """Every refusal of a link run, before any rank starts (one line, exit 2). support: injected by
+    tests; default: this machine, probed once."""
     from launchers import already_a_rank
 
     spec = spec_of(cfg)
@@ -284,13 +290,15 @@ def check(cfg, *, submitting: bool = False, host=None, support: Support | None =
     launcher = setting(cfg, "launcher.name", "local")
     if launcher != "local" or submitting:
         raise LinkError(
-            f"{what} builds its network on this machine, which a Slurm job's nodes cannot join: on Slurm "
+            f"{what} builds its network on this machine, which a Slurm job's nodes cannot join: on "
+            "Slurm "
             "the ranks use the cluster's own network (the test cluster's veths are shaped by "
             "launchers/slurm_cluster/start.sh --link-rate). Drop link=, or use launcher=local."
         )
     if (host is not None and host.ranks_started) or (host is None and already_a_rank()):
         raise LinkError(
-            f"{what} starts its own ranks, each in its network namespace, and this process is a rank "
+            f"{what} starts its own ranks, each in its network namespace, and this process is a "
+            "rank "
             "already (torchrun or srun): run `python train.py ...` itself, without torchrun."
         )
     gpus = host.gpus if host is not None else None
@@ -303,12 +311,15 @@ def check(cfg, *, submitting: bool = False, host=None, support: Support | None =
     world = int(cfg.world_size)
     if spec.ranks_per_node > world:
         raise LinkError(
-            f"link.ranks_per_node={spec.ranks_per_node} but the run has {world} rank(s): all of them "
-            f"would share one node and nothing would cross the link. Use link.ranks_per_node<={world}."
+            f"link.ranks_per_node={spec.ranks_per_node} but the run has {world} rank(s): all of "
+            "them "
+            "would share one node and nothing would cross the link. Use "
+            f"link.ranks_per_node<={world}."
         )
     if nodes_for(world, spec.ranks_per_node) > 250:
         raise LinkError(
-            f"{what}: {nodes_for(world, spec.ranks_per_node)} emulated nodes, more than the 250 one "
+            f"{what}: {nodes_for(world, spec.ranks_per_node)} emulated nodes, more than the 250 "
+            "one "
             "private /24 holds; raise link.ranks_per_node"
         )
     _check_timeout(cfg, spec, world)
@@ -340,14 +351,18 @@ def _check_cpu_only(cfg, what: str, gpus: int | None) -> None:
     )
     if asked:
         raise LinkError(
-            f"{what} with {asked}: a link is for CPU ranks on gloo. It is emulated in the Linux network "
-            "stack, which NCCL between GPUs of one host does not use (NVLink, PCIe, shared memory), so "
-            "nothing would be shaped. Add device=cpu backend=gloo (on a GPU machine too), or drop link=."
+            f"{what} with {asked}: a link is for CPU ranks on gloo. It is emulated in the Linux "
+            "network "
+            "stack, which NCCL between GPUs of one host does not use (NVLink, PCIe, shared "
+            "memory), so "
+            "nothing would be shaped. Add device=cpu backend=gloo (on a GPU machine too), or drop "
+            "link=."
         )
 
 
 def _check_timeout(cfg, spec: Spec, world: int) -> None:
-    """A collective slower than timeout_s fails the run after minutes: say so now, with the arithmetic."""
+    """A collective slower than timeout_s fails the run after minutes: say so now, with the
+    arithmetic."""
     if nodes_for(world, spec.ranks_per_node) < 2:
         return
     import tasks
@@ -364,20 +379,27 @@ def _check_timeout(cfg, spec: Spec, world: int) -> None:
     )
     if seconds > float(cfg.timeout_s):
         raise LinkError(
-            f"{spec.label}: all-reducing {what} ({nbytes / 1e6:.0f} MB) takes about {seconds:.0f} s at "
-            f"{arith.human(spec.rate_bit_s)}, over timeout_s={cfg.timeout_s:g}: the collective would time "
+            f"{spec.label}: all-reducing {what} ({nbytes / 1e6:.0f} MB) takes about {seconds:.0f} "
+            "s at "
+            f"{arith.human(spec.rate_bit_s)}, over timeout_s={cfg.timeout_s:g}: the collective "
+            "would time "
             f"out. Raise the rate, or timeout_s={math.ceil(seconds * 3)}."
         )
 
 
-UNSUPPORTED = {  # Support.problem -> the refusal, with {what} (the link asked for) and {detail} (what failed)
-    "root": "{what} needs root: it creates network namespaces, veth pairs and a bridge and shapes them with tc "
+# Support.problem -> the refusal, with {what} (the link asked for) and {detail} (what failed)
+UNSUPPORTED = {
+    "root": "{what} needs root: it creates network namespaces, veth pairs and a bridge and shapes "
+    "them with tc "
     "(CAP_SYS_ADMIN, CAP_NET_ADMIN). Run it as root (sudo), or drop link= to run over loopback.",
-    "tools": "{what} needs iproute2's ip and tc, and {detail} is not installed: install iproute2 (apt-get install "
+    "tools": "{what} needs iproute2's ip and tc, and {detail} is not installed: install iproute2 "
+    "(apt-get install "
     "iproute2), or drop link=.",
-    "netns": "{what}: this machine does not let even root create a network namespace ({detail}); a container needs "
+    "netns": "{what}: this machine does not let even root create a network namespace ({detail}); a "
+    "container needs "
     "CAP_SYS_ADMIN and CAP_NET_ADMIN. Run it on a machine or VM of your own, or drop link=.",
-    "veth": "{what}: the kernel cannot make a veth pair or a bridge ({detail}): modprobe veth bridge, or drop link=.",
+    "veth": "{what}: the kernel cannot make a veth pair or a bridge ({detail}): modprobe veth "
+    "bridge, or drop link=.",
 }
 
 
@@ -387,18 +409,21 @@ def _refuse_unsupported(support: Support, spec: Spec, what: str) -> None:
     if spec.qdisc not in support.qdiscs:
         other = next((q for q in ("htb", "tbf") if q != spec.qdisc and q in support.qdiscs), None)
         raise LinkError(
-            f"{what}: the {spec.qdisc} qdisc is not in this kernel (tc: unknown qdisc kind): modprobe "
+            f"{what}: the {spec.qdisc} qdisc is not in this kernel (tc: unknown qdisc kind): "
+            "modprobe "
             f"sch_{spec.qdisc}" + (f", or use link.qdisc={other}." if other else ", or drop link=.")
         )
     if spec.latency_us is not None and "netem" not in support.qdiscs:
         raise LinkError(
-            f"link.latency_us={spec.latency_us:g} needs the netem qdisc, which this kernel lacks, so no "
-            "qdisc can add latency here. Drop link.latency_us: the link then emulates the rate only (the "
+            f"link.latency_us={spec.latency_us:g} needs the netem qdisc, which this kernel lacks, "
+            "so no "
+            "qdisc can add latency here. Drop link.latency_us: the link then emulates the rate "
+            "only (the "
             "record has the path's own measured round-trip time)."
         )
 
 
-# ------------------------------------------------------------------------------------------------ the network
+# -------------------------------------------------------------------------------------- the network
 def _start_ticks(pid: int | str) -> str | None:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
@@ -407,9 +432,9 @@ def _start_ticks(pid: int | str) -> str | None:
 
 
 class Network:
-    """The run's emulated network: build() it in the process that starts the ranks, hand rank_info() to every rank,
-    close() it after the ranks ended (a `with` block does both). Closing only drops this process's hold; the kernel
-    frees everything once the ranks are gone too."""
+    """The run's emulated network: build() it in the process that starts the ranks, hand rank_info()
+    to every rank, close() it after the ranks ended (a `with` block does both). Closing only drops
+    this process's hold; the kernel frees everything once the ranks are gone too."""
 
     def __init__(self, spec: Spec, world_size: int):
         self.spec, self.world_size = spec, world_size
@@ -439,7 +464,8 @@ class Network:
         reaped = reap_stale()
         if reaped:
             log.warning(
-                f"warning: killed {len(reaped)} process(es) left behind by an earlier link run whose launcher "
+                f"warning: killed {len(reaped)} process(es) left behind by an earlier link run "
+                "whose launcher "
                 f"died (pids {', '.join(map(str, reaped))})"
             )
         ip, tc = tool("ip"), tool("tc")
@@ -454,7 +480,8 @@ class Network:
         switch_ip = [f"link add {SWITCH} type bridge", f"link set {SWITCH} up"]
         for i, fd in enumerate(self.node_fds):
             switch_ip += [
-                f"link add port{i} mtu {self.spec.mtu} type veth peer name {NIC} mtu {self.spec.mtu} "
+                f"link add port{i} mtu {self.spec.mtu} type veth peer name {NIC} mtu "
+                f"{self.spec.mtu} "
                 f"netns /proc/self/fd/{fd}",
                 f"link set port{i} master {SWITCH} up",
             ]
@@ -489,7 +516,8 @@ class Network:
                 )
             except OSError as e:
                 raise LinkError(
-                    f"{self.spec.label}: the check transfer from node 0 to node 1 failed ({e}); the "
+                    f"{self.spec.label}: the check transfer from node 0 to node 1 failed ({e}); "
+                    "the "
                     "emulated network does not carry traffic"
                 ) from None
         self._marked = f"{self.run_id}:{me}:{_start_ticks(me)}"
@@ -517,14 +545,16 @@ class Network:
             )
 
     def shaper(self, dev: str, node_side: bool) -> list[str]:
-        """tc lines that shape dev's egress to the rate (netem's delay on the node side only: one-way latency)."""
+        """tc lines that shape dev's egress to the rate (netem's delay on the node side only:
+        one-way latency)."""
         s = self.spec
         rate, burst = arith.tc_rate(s.rate_bit_s), s.burst_bytes
         if s.qdisc == "htb":
             r2q = max(1, round(s.rate_bit_s / 8 / s.quantum))
             lines = [
                 f"qdisc add dev {dev} root handle 1: htb default 1 r2q {r2q}",
-                f"class add dev {dev} parent 1: classid 1:1 htb rate {rate} ceil {rate} burst {burst} "
+                f"class add dev {dev} parent 1: classid 1:1 htb rate {rate} ceil {rate} burst "
+                f"{burst} "
                 f"cburst {burst} quantum {s.quantum}",
             ]
         else:
@@ -533,13 +563,15 @@ class Network:
             ]
         if node_side and s.latency_us is not None:
             lines.append(
-                f"qdisc add dev {dev} parent 1:1 handle 10: netem delay {s.latency_us:g}us limit 100000"
+                f"qdisc add dev {dev} parent 1:1 handle 10: netem delay {s.latency_us:g}us limit "
+                "100000"
             )
         return lines
 
     # -- what the ranks and the record get
     def facts(self) -> dict:
-        """The record's env.link: explicit, for readers and the what-if model (rates in bit/s, sizes in bytes)."""
+        """The record's env.link: explicit, for readers and the what-if model (rates in bit/s, sizes
+        in bytes)."""
         s = self.spec
         netem = "netem" in probe().qdiscs
         payload = arith.payload_rate(s.rate_bit_s, s.mtu)
@@ -551,7 +583,8 @@ class Network:
             "qdisc": s.qdisc,
             "burst_bytes": s.burst_bytes,
             "htb_quantum_bytes": s.quantum if s.qdisc == "htb" else None,
-            "shaped": f"egress of every node's NIC ({NIC}) and of its switch port: each direction of each node's "
+            "shaped": f"egress of every node's NIC ({NIC}) and of its switch port: each direction "
+            "of each node's "
             "link, at the rate",
             "latency_us": s.latency_us,
             "latency_note": (
@@ -576,13 +609,15 @@ class Network:
             "check": self.check,
             "check_note": self.check_note,
             "build_s": self.build_s,
-            "how": "network namespaces (one per node, one for the switch), veth pairs into a bridge, tc on every "
+            "how": "network namespaces (one per node, one for the switch), veth pairs into a "
+            "bridge, tc on every "
             "egress (launchers/link.py)",
         }
         if self.check and self.check["rate_bit_s"] < 0.9 * payload:
             facts["warning"] = (
                 f"the check transfer reached {arith.human(self.check['rate_bit_s'])}, "
-                f"{self.check['of_payload_rate']:.0%} of what the link allows: this host (its CPUs, "
+                f"{self.check['of_payload_rate']:.0%} of what the link allows: this host (its "
+                "CPUs, "
                 "busy or too few for the rate) is the limit, not the emulated link"
             )
         return facts
@@ -593,7 +628,8 @@ class Network:
         return address(0)
 
     def rank_info(self) -> dict:
-        """What every rank needs (plain data: it travels in the job dict): the facts for the record, and how to join."""
+        """What every rank needs (plain data: it travels in the job dict): the facts for the record,
+        and how to join."""
         me = os.getpid()
         return {
             "emulated": True,
@@ -627,8 +663,9 @@ LOOPBACK = {
 
 
 def check_transfer(sender: int, receiver: int, receiver_addr: str, spec: Spec) -> dict:
-    """One TCP stream node 0 -> node 1 for spec.check_s seconds, after RTT_ROUNDS 1-byte round trips: the receiver's
-    goodput over the last 80% of the transfer (past TCP's start), and the median round-trip time."""
+    """One TCP stream node 0 -> node 1 for spec.check_s seconds, after RTT_ROUNDS 1-byte round
+    trips: the receiver's goodput over the last 80% of the transfer (past TCP's start), and the
+    median round-trip time."""
     server = socket_in(receiver)
     client = socket_in(sender)
     limit = 10 + 4 * spec.check_s
@@ -692,8 +729,10 @@ def check_transfer(sender: int, receiver: int, receiver_addr: str, spec: Spec) -
             "rtt_us": statistics.median(rtts) * 1e6,
             "rtt_min_us": min(rtts) * 1e6,
             "rtt_rounds": RTT_ROUNDS,
-            "method": f"one TCP stream node 0 -> node 1 for {spec.check_s:g} s before the ranks start; rate = "
-            "payload bytes the receiver got over the last 80% of the transfer / their time; rtt = median "
+            "method": f"one TCP stream node 0 -> node 1 for {spec.check_s:g} s before the ranks "
+            "start; rate = "
+            "payload bytes the receiver got over the last 80% of the transfer / their time; rtt = "
+            "median "
             f"of {RTT_ROUNDS} 1-byte round trips (TCP_NODELAY)",
         }
     finally:
@@ -701,14 +740,16 @@ def check_transfer(sender: int, receiver: int, receiver_addr: str, spec: Spec) -
         server.close()
 
 
-# ------------------------------------------------------------------------------------------------ inside a rank
+# ------------------------------------------------------------------------------------ inside a rank
 def join(info: dict) -> None:
-    """First thing in a rank of a link run: die with the launcher, enter this rank's node, and point gloo and the
-    rendezvous at the emulated network. Only this thread moves; every thread and process the rank starts later
-    (gloo's, the store's, data loader workers) inherits the namespace."""
+    """First thing in a rank of a link run: die with the launcher, enter this rank's node, and point
+    gloo and the rendezvous at the emulated network. Only this thread moves; every thread and
+    process the rank starts later (gloo's, the store's, data loader workers) inherits the
+    namespace."""
     j = info["join"]
-    # torch's spawn wrapper asked for SIGINT, which a rank turns into an orderly stop; with the launcher gone there is
-    # nobody to stop for, and a rank blocked in a collective would wait out its timeout holding the namespace
+    # torch's spawn wrapper asked for SIGINT, which a rank turns into an orderly stop; with the
+    # launcher gone there is nobody to stop for, and a rank blocked in a collective would wait out
+    # its timeout holding the namespace
     _syscall(_libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
     if os.getppid() != j["owner_pid"]:
         os._exit(1)  # the launcher died before we asked to die with it: nothing to run for
@@ -734,12 +775,13 @@ def join(info: dict) -> None:
 
 
 def _name_the_nodes(lines: str) -> None:
-    """Give the nodes' addresses names (node0.link ...) in this rank's own view of /etc/hosts: the rendezvous
-    store looks up every peer's name (as an IPv4-mapped IPv6 address), and with no DNS reachable from the namespace
-    each lookup printed a c10d warning.
-    A mount namespace of this rank's own (private propagation, so nothing reaches the host's), /etc/hosts plus the
-    nodes bind-mounted over it from a file that is unlinked at once: nothing stays on disk, the kernel drops the
-    mount with the rank. Best effort: without it the run is the same, with the warnings."""
+    """Give the nodes' addresses names (node0.link ...) in this rank's own view of /etc/hosts: the
+    rendezvous store looks up every peer's name (as an IPv4-mapped IPv6 address), and with no DNS
+    reachable from the namespace each lookup printed a c10d warning. A mount namespace of this
+    rank's own (private propagation, so nothing reaches the host's), /etc/hosts plus the nodes
+    bind-mounted over it from a file that is unlinked at once: nothing stays on disk, the kernel
+    drops the mount with the rank. Best effort: without it the run is the same, with the
+    warnings."""
     try:
         _syscall(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
         _syscall(
@@ -762,10 +804,10 @@ def _name_the_nodes(lines: str) -> None:
 
 
 def observe() -> dict:
-    """A rank that the local launcher did not start (torchrun, Slurm): the link it talks over, read from the
-    interface that leads to MASTER_ADDR (tc's qdisc, sysfs speed). A rate-limiting qdisc there (such as
-    launchers/slurm_cluster/start.sh --link-rate sets) counts as emulated; the run did not build it, so there is no
-    check transfer."""
+    """A rank that the local launcher did not start (torchrun, Slurm): the link it talks over, read
+    from the interface that leads to MASTER_ADDR (tc's qdisc, sysfs speed). A rate-limiting qdisc
+    there (such as launchers/slurm_cluster/start.sh --link-rate sets) counts as emulated; the run
+    did not build it, so there is no check transfer."""
     ip, tc = tool("ip"), tool("tc")
     try:
         dev = os.environ.get("GLOO_SOCKET_IFNAME")
@@ -819,8 +861,9 @@ def observe() -> dict:
 
 
 def _interface_to(ip: str, addr: str) -> str | None:
-    """The interface traffic to addr leaves by; for one of this host's own addresses (rank 0 on the master node, whose
-    route is `local ... dev lo`), the interface that holds it, which is what the other nodes reach."""
+    """The interface traffic to addr leaves by; for one of this host's own addresses (rank 0 on the
+    master node, whose route is `local ... dev lo`), the interface that holds it, which is what the
+    other nodes reach."""
     route = subprocess.run(
         [ip, "-o", "route", "get", addr], capture_output=True, text=True, timeout=10
     ).stdout
@@ -845,7 +888,8 @@ def _size(text: str) -> int:
 
 
 def _shaping(qdiscs: str, classes: str) -> dict:
-    """The rate-limiting qdisc `tc qdisc show` / `tc class show` print for one interface, as record fields."""
+    """The rate-limiting qdisc `tc qdisc show` / `tc class show` print for one interface, as record
+    fields."""
     kinds = re.findall(r"^qdisc (\S+)", qdiscs, re.MULTILINE)
     shaper = next((k for k in kinds if k in ("htb", "tbf")), None)
     found: dict = {}
@@ -871,7 +915,7 @@ def _shaping(qdiscs: str, classes: str) -> dict:
     return found
 
 
-# ------------------------------------------------------------------------------------------------ leftovers
+# ---------------------------------------------------------------------------------------- leftovers
 def _marker(pid: str) -> str | None:
     try:
         env = Path(f"/proc/{pid}/environ").read_bytes()
@@ -885,9 +929,10 @@ def _marker(pid: str) -> str | None:
 
 
 def reap_stale() -> list[int]:
-    """Kill processes left by a link run whose launcher is gone (they hold its namespaces). Such a process carries
-    DDP_COMM_LINK_RUN=<run>:<launcher pid>:<launcher start ticks>; its launcher is gone when no process with that
-    pid and start time exists. Runs whose launcher lives are left alone (another run at the same time)."""
+    """Kill processes left by a link run whose launcher is gone (they hold its namespaces). Such a
+    process carries DDP_COMM_LINK_RUN=<run>:<launcher pid>:<launcher start ticks>; its launcher is
+    gone when no process with that pid and start time exists. Runs whose launcher lives are left
+    alone (another run at the same time)."""
     killed = []
     me = str(os.getpid())
     for proc in Path("/proc").iterdir():

@@ -1,32 +1,35 @@
-"""world_size ranks on this machine through torch.distributed.launcher.api.elastic_launch, the launcher behind
-torchrun: one spawned process per rank, and when any rank fails the agent stops the others at once
-(max_restarts=0), so a failure ends the job within seconds instead of hanging it.
+"""world_size ranks on this machine through torch.distributed.launcher.api.elastic_launch, the
+launcher behind torchrun: one spawned process per rank, and when any rank fails the agent stops the
+others at once (max_restarts=0), so a failure ends the job within seconds instead of hanging it.
 
-Nothing of a local run listens beyond loopback: torch's c10d rendezvous would start two stores listening on every
-interface (the rendezvous backend's and the one it shares with the workers), so the agent gets a rendezvous of one
-node whose only store listens on one explicit address, `host` (LOCAL_HOST, 127.0.0.1; base/store.py); the ranks dial
-it (TORCHELASTIC_USE_AGENT_STORE), and with `host` on loopback their gloo/NCCL sockets are put on the loopback
-interface too (unless the user chose one). Behind an emulated link the ranks serve their own store on node 0's NIC
-and gloo uses the NICs (launchers/link.py), addresses that exist only in the run's private namespaces.
+Nothing of a local run listens beyond loopback: torch's c10d rendezvous would start two stores
+listening on every interface (the rendezvous backend's and the one it shares with the workers), so
+the agent gets a rendezvous of one node whose only store listens on one explicit address, `host`
+(LOCAL_HOST, 127.0.0.1; base/store.py); the ranks dial it (TORCHELASTIC_USE_AGENT_STORE), and with
+`host` on loopback their gloo/NCCL sockets are put on the loopback interface too (unless the user
+chose one). Behind an emulated link the ranks serve their own store on node 0's NIC and gloo uses
+the NICs (launchers/link.py), addresses that exist only in the run's private namespaces.
 
-A rank that cannot start at all (an interpreter that does not run) is named before any rank is spawned; one that
-dies in start-up, before torch's error handler could record why, is reported with its exit code instead of torch's
-"To enable traceback see ..." link. Everything a launch puts on disk (torch elastic's log and error files, the error
-pickles of torch.multiprocessing, the ranks' own temp files: their TMPDIR) is inside its launch directory, removed at
-the end; the directories of launches whose process was killed (SIGKILL: no clean-up runs) are removed by the next
-launch.
+A rank that cannot start at all (an interpreter that does not run) is named before any rank is
+spawned; one that dies in start-up, before torch's error handler could record why, is reported with
+its exit code instead of torch's "To enable traceback see ..." link. Everything a launch puts on
+disk (torch elastic's log and error files, the error pickles of torch.multiprocessing, the ranks'
+own temp files: their TMPDIR) is inside its launch directory, removed at the end; the directories of
+launches whose process was killed (SIGKILL: no clean-up runs) are removed by the next launch.
 
-The ranks and this process share a private launch directory (a temp dir, not the output dir, so an output location
-that stopped being writable loses nothing): rank 0 hands its Outcome over through one pickle there, whether it
-succeeded, failed or was interrupted, so the record made here keeps what was measured; every rank beats there
-(launchers.heartbeat), so a rank that stops answering is named and killed instead of being waited for.
+The ranks and this process share a private launch directory (a temp dir, not the output dir, so an
+output location that stopped being writable loses nothing): rank 0 hands its Outcome over through
+one pickle there, whether it succeeded, failed or was interrupted, so the record made here keeps
+what was measured; every rank beats there (launchers.heartbeat), so a rank that stops answering is
+named and killed instead of being waited for.
 
-A signal to this process (Ctrl-C, `timeout`, `kill`) reaches the agent, which stops the ranks; it comes out of here as
-base.interrupt.Interrupted carrying rank 0's Outcome.
+A signal to this process (Ctrl-C, `timeout`, `kill`) reaches the agent, which stops the ranks; it
+comes out of here as base.interrupt.Interrupted carrying rank 0's Outcome.
 
-With `link=` set, this process first builds the run's emulated network (launchers/link.py) and holds it while the
-ranks run: each rank enters its node's namespace first thing (rank_entry), rendezvous at node 0's address instead of
-loopback; the record's env.link says which link the ranks had (loopback otherwise)."""
+With `link=` set, this process first builds the run's emulated network (launchers/link.py) and holds
+it while the ranks run: each rank enters its node's namespace first thing (rank_entry), rendezvous
+at node 0's address instead of loopback; the record's env.link says which link the ranks had
+(loopback otherwise)."""
 
 from __future__ import annotations
 
@@ -64,7 +67,8 @@ from base.interrupt import Interrupted, note, restored_handlers
 from base.store import LOOPBACK, interface_of, is_loopback, serve
 from launchers import link
 
-LOCAL_HOST = LOOPBACK  # the one address a plain local run listens on (its rendezvous store; gloo/NCCL's sockets)
+# the one address a plain local run listens on (its rendezvous store; gloo/NCCL's sockets)
+LOCAL_HOST = LOOPBACK
 RENDEZVOUS = "ddp-comm-one-node"
 LAUNCH_PREFIX = "ddp-comm-launch-"
 OUTCOME_FILE = "rank0_outcome.pkl"
@@ -84,7 +88,8 @@ class RankFailed(RuntimeError):
 
 
 class Hang(RankFailed):
-    """The job was declared hung (launchers/hang.py): its record's status is `hung`, its error the verdict's line."""
+    """The job was declared hung (launchers/hang.py): its record's status is `hung`, its error the
+    verdict's line."""
 
     status = "hung"
 
@@ -108,8 +113,9 @@ class CannotStart(RankFailed):
 
 
 class OneNode(RendezvousHandler):
-    """The rendezvous of a local launch: one node, one agent, one store, listening on the launch's host only (the
-    c10d backend would start two stores on every interface). The ranks dial it through MASTER_ADDR/MASTER_PORT."""
+    """The rendezvous of a local launch: one node, one agent, one store, listening on the launch's
+    host only (the c10d backend would start two stores on every interface). The ranks dial it
+    through MASTER_ADDR/MASTER_PORT."""
 
     def __init__(self, params: RendezvousParameters):
         self.host = params.endpoint
@@ -175,13 +181,15 @@ def rank_entry(plain: dict, job: dict):
         _exit_now()
     if outcome is not None:
         _hand_in(outcome, job)
-    leave_without_teardown()  # done and handed in: native teardown at exit must not turn it into a failed rank
+    # done and handed in: native teardown at exit must not turn it into a failed rank
+    leave_without_teardown()
 
 
 def _exit_now() -> None:
-    """An interrupted rank, once rank 0 handed in: exit at once. The interpreter's own exit can wait for ever on a
-    collective left in flight (the garbage collector frees it and waits for a peer that is gone), and a
-    BaseException would print a traceback; the launcher reports the interruption itself."""
+    """An interrupted rank, once rank 0 handed in: exit at once. The interpreter's own exit can wait
+    for ever on a collective left in flight (the garbage collector frees it and waits for a peer
+    that is gone), and a BaseException would print a traceback; the launcher reports the
+    interruption itself."""
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -204,8 +212,8 @@ def _take(launch_dir: Path):
 
 
 def _quiet_torch() -> None:
-    """We report the failing rank ourselves, once. torch's elastic loggers each carry their own level, so setting the
-    parent's is not enough."""
+    """We report the failing rank ourselves, once. torch's elastic loggers each carry their own
+    level, so setting the parent's is not enough."""
     prefixes = ("torch.distributed.elastic", "torch.distributed.launcher", "torch.multiprocessing")
     for name in [*prefixes, *logging.root.manager.loggerDict]:
         if name.startswith(prefixes):
@@ -213,16 +221,18 @@ def _quiet_torch() -> None:
 
 
 def _shutdown_timeout(seconds: int) -> dict:
-    """LaunchConfig's shutdown_timeout, where this torch has it: torch 2.11 (a GPU image's) has no such field and
-    refused the whole launch; there the agent waits its own 30 s before it kills the other ranks."""
+    """LaunchConfig's shutdown_timeout, where this torch has it: torch 2.11 (a GPU image's) has no
+    such field and refused the whole launch; there the agent waits its own 30 s before it kills the
+    other ranks."""
     names = {f.name for f in dataclasses.fields(LaunchConfig)}
     return {"shutdown_timeout": seconds} if "shutdown_timeout" in names else {}
 
 
 def launch_local(plain: dict, job: dict, host: str = LOCAL_HOST):
-    """Rank 0's Outcome. Raises RankFailed naming the rank that failed (or stopped answering) with rank 0's Outcome
-    if it has one, CannotStart when no rank could be spawned, or Interrupted when this process got SIGINT/SIGTERM.
-    host: the one address the launch listens on (its rendezvous store), which the ranks dial."""
+    """Rank 0's Outcome. Raises RankFailed naming the rank that failed (or stopped answering) with
+    rank 0's Outcome if it has one, CannotStart when no rank could be spawned, or Interrupted when
+    this process got SIGINT/SIGTERM. host: the one address the launch listens on (its rendezvous
+    store), which the ranks dial."""
     _quiet_torch()
     check_interpreter()
     remove_stale_launch_dirs()
@@ -244,7 +254,8 @@ def launch_local(plain: dict, job: dict, host: str = LOCAL_HOST):
     )
     spec = link.spec_of(plain)
     network = link.Network(spec, int(plain["world_size"])) if spec is not None else None
-    # behind an emulated link the ranks serve their own store on node 0's NIC and gloo uses the NIC (link.join)
+    # behind an emulated link the ranks serve their own store on node 0's NIC and gloo uses the NIC
+    # (link.join)
     undo = [
         torchrun_threads(int(plain["world_size"])),
         sockets_on(host) if network is None else (lambda: None),
@@ -283,13 +294,16 @@ def launch_local(plain: dict, job: dict, host: str = LOCAL_HOST):
                 if hang.hung is None
                 else Hang(hang.hung)
             )
-        gc.collect()  # the dead agent's rendezvous keep-alive timer is stopped by a finalizer: run it in this thread
+        # the dead agent's rendezvous keep-alive timer is stopped by a finalizer: run it in this
+        # thread
+        gc.collect()
         outcome = _take(launch_dir)
         if outcome is not None and outcome.env:
             outcome.env.setdefault("link", link_info["facts"])
     finally:
         if network is not None:
-            network.close()  # this process's hold on the namespaces; the kernel frees them with the last rank
+            # this process's hold on the namespaces; the kernel frees them with the last rank
+            network.close()
         for step in undo:
             step()
         shutil.rmtree(launch_dir, ignore_errors=True)
@@ -300,8 +314,9 @@ def launch_local(plain: dict, job: dict, host: str = LOCAL_HOST):
 
 
 def _failed(e: ChildFailedError, watch: Watch, world: int) -> RankFailed:
-    """Who is to blame: a rank the heartbeat watch found stuck; else the first rank that failed, unless that failure
-    was a timeout waiting for another rank, which the heartbeats then name; rank 0 in its own words."""
+    """Who is to blame: a rank the heartbeat watch found stuck; else the first rank that failed,
+    unless that failure was a timeout waiting for another rank, which the heartbeats then name; rank
+    0 in its own words."""
     if watch.stuck is not None:
         return RankFailed(watch.stuck.rank, watch.stuck.message, None)
     rank, failure = e.get_first_failure()
@@ -334,8 +349,8 @@ def _failed(e: ChildFailedError, watch: Watch, world: int) -> RankFailed:
 
 @contextlib.contextmanager
 def temp_files_in(directory: Path):
-    """torch.multiprocessing makes one error pickle per rank in the temp dir (pytorch-errorfile-*.pickle, never
-    removed): made here, they go with the launch directory."""
+    """torch.multiprocessing makes one error pickle per rank in the temp dir
+    (pytorch-errorfile-*.pickle, never removed): made here, they go with the launch directory."""
     before = tempfile.tempdir
     tempfile.tempdir = str(directory)
     try:
@@ -349,9 +364,10 @@ MP_SOCKET_TAIL = len("/pymp-12345678/listener-12345678")  # multiprocessing's so
 
 
 def ranks_temp_dir(launch_dir: Path):
-    """The ranks' TMPDIR is inside the launch directory: what they leave there (multiprocessing's pymp-* dirs of a
-    rank killed with its DataLoader workers, or of one ended with os._exit) goes with it. Not where that would make
-    multiprocessing's Unix sockets there longer than a socket path may be (a deep TMPDIR). Returns the undo."""
+    """The ranks' TMPDIR is inside the launch directory: what they leave there (multiprocessing's
+    pymp-* dirs of a rank killed with its DataLoader workers, or of one ended with os._exit) goes
+    with it. Not where that would make multiprocessing's Unix sockets there longer than a socket
+    path may be (a deep TMPDIR). Returns the undo."""
     before = os.environ.get("TMPDIR")
     inside = launch_dir / "tmp"
     if len(os.fsencode(inside)) + MP_SOCKET_TAIL > UNIX_PATH_MAX:
@@ -369,7 +385,8 @@ def ranks_temp_dir(launch_dir: Path):
 
 
 def remove_stale_launch_dirs(root: str | None = None) -> list[Path]:
-    """Launch directories of this user's launches whose process is gone (killed with SIGKILL: nothing cleaned up)."""
+    """Launch directories of this user's launches whose process is gone (killed with SIGKILL:
+    nothing cleaned up)."""
     removed = []
     for path in Path(root or tempfile.gettempdir()).glob(f"{LAUNCH_PREFIX}*-*"):
         pid = path.name[len(LAUNCH_PREFIX) :].split("-", 1)[0]
@@ -399,14 +416,16 @@ def _alive(pid: int) -> bool:
 
 
 def check_interpreter() -> None:
-    """The ranks are spawned with multiprocessing's interpreter: one that cannot execute (or dies at once) would only
-    show as "exit code 255" per rank, so it is run once first (~30 ms) and named when it fails."""
+    """The ranks are spawned with multiprocessing's interpreter: one that cannot execute (or dies at
+    once) would only show as "exit code 255" per rank, so it is run once first (~30 ms) and named
+    when it fails."""
     exe = os.fsdecode(multiprocessing.spawn.get_executable())
     try:
         proc = subprocess.run([exe, "-c", "pass"], capture_output=True, text=True, timeout=120)
     except OSError as e:
         raise CannotStart(
-            f"{exe}: {e.strerror or e} (the Python interpreter that runs the ranks). Start train.py "
+            f"{exe}: {e.strerror or e} (the Python interpreter that runs the ranks). Start "
+            "train.py "
             "with an interpreter that runs here."
         ) from None
     except subprocess.TimeoutExpired:
@@ -415,15 +434,17 @@ def check_interpreter() -> None:
         lines = [ln.strip() for ln in (proc.stderr or "").splitlines() if ln.strip()]
         why = lines[-1] if lines else f"exit code {proc.returncode}"
         raise CannotStart(
-            f"{exe} -c pass fails: {why} (exit code {proc.returncode}; the Python interpreter that runs "
+            f"{exe} -c pass fails: {why} (exit code {proc.returncode}; the Python interpreter that "
+            "runs "
             "the ranks). Start train.py with an interpreter that runs here."
         )
 
 
 def sockets_on(host: str):
-    """With the launch on loopback, gloo's and NCCL's own sockets listen on the loopback interface too (they pick the
-    interface the host name resolves to otherwise, which may face the network), unless the user chose one
-    (gloo.SOCKET_IFNAME / nccl.SOCKET_IFNAME are applied in the rank, over this). Returns the undo."""
+    """With the launch on loopback, gloo's and NCCL's own sockets listen on the loopback interface
+    too (they pick the interface the host name resolves to otherwise, which may face the network),
+    unless the user chose one (gloo.SOCKET_IFNAME / nccl.SOCKET_IFNAME are applied in the rank, over
+    this). Returns the undo."""
     name = interface_of(host) if is_loopback(host) else None
     added = [
         var
@@ -441,10 +462,11 @@ def sockets_on(host: str):
 
 
 def torchrun_threads(nproc: int):
-    """torchrun's rule (torch/distributed/run.py): with several ranks per node and OMP_NUM_THREADS unset, each rank gets
-    OMP_NUM_THREADS=1. Without it every rank starts one OpenMP thread per core; on 2 cores shared by 2 ranks (and
-    anyone else) the spinning threads made a tiny model's step 40-140x slower (0.6-0.9 vs 37-86 steps/s, interleaved
-    runs, load average ~15). Returns the undo."""
+    """torchrun's rule (torch/distributed/run.py): with several ranks per node and OMP_NUM_THREADS
+    unset, each rank gets OMP_NUM_THREADS=1. Without it every rank starts one OpenMP thread per
+    core; on 2 cores shared by 2 ranks (and anyone else) the spinning threads made a tiny model's
+    step 40-140x slower (0.6-0.9 vs 37-86 steps/s, interleaved runs, load average ~15). Returns the
+    undo."""
     if "OMP_NUM_THREADS" in os.environ or nproc <= 1:
         return lambda: None
     os.environ["OMP_NUM_THREADS"] = "1"  # the spawned ranks inherit it
@@ -465,16 +487,18 @@ def _failure_text(failure) -> tuple[str, str | None]:
     ):  # no error file: it died before torch's @record could write one
         exe = os.fsdecode(multiprocessing.spawn.get_executable())
         return (
-            f"exited with code {failure.exitcode} during start-up, before it could report an error (its own "
+            f"exited with code {failure.exitcode} during start-up, before it could report an error "
+            "(its own "
             f"output, if any, is above; {exe} runs the ranks)"
         ), None
     return str(msg), None
 
 
 def _signal_cause(signum: int) -> str:
-    """What a rank's death by this signal most likely means: SIGKILL is the kernel's OOM killer (or a kill -9),
-    SIGABRT a native abort (a C++ std::terminate, e.g. "terminate called without an active exception" from a thread
-    destroyed while joinable; its stderr above says which), SIGSEGV a native crash."""
+    """What a rank's death by this signal most likely means: SIGKILL is the kernel's OOM killer (or
+    a kill -9), SIGABRT a native abort (a C++ std::terminate, e.g. "terminate called without an
+    active exception" from a thread destroyed while joinable; its stderr above says which), SIGSEGV
+    a native crash."""
     try:
         name = signal.Signals(signum).name
     except ValueError:

@@ -1,9 +1,10 @@
-"""Inside one rank, whoever started it: set the comm environment, start the process group, run the task. Rank 0
-hands its outcome (the task's result, the environment, or the error) back to job.run, which turns it into the run
-record: no rank writes a record itself.
+"""Inside one rank, whoever started it: set the comm environment, start the process group, run the
+task. Rank 0 hands its outcome (the task's result, the environment, or the error) back to job.run,
+which turns it into the run record: no rank writes a record itself.
 
-While it runs, a rank turns SIGINT/SIGTERM into base.interrupt.Interrupted (so rank 0 can still hand in how far it
-got) and, under the local launcher, beats (launchers.heartbeat) so that a rank that stops answering is named."""
+While it runs, a rank turns SIGINT/SIGTERM into base.interrupt.Interrupted (so rank 0 can still hand
+in how far it got) and, under the local launcher, beats (launchers.heartbeat) so that a rank that
+stops answering is named."""
 
 from __future__ import annotations
 
@@ -40,8 +41,9 @@ log = get(__name__)
 
 @dataclass
 class Outcome:
-    """What rank 0 hands in. error is set when the rank failed; result then holds whatever was measured.
-    progress: how far the task got (RankContext.progress); signal: the signal's name when one interrupted it."""
+    """What rank 0 hands in. error is set when the rank failed; result then holds whatever was
+    measured. progress: how far the task got (RankContext.progress); signal: the signal's name when
+    one interrupted it."""
 
     started: str
     env: dict = field(default_factory=dict)
@@ -53,7 +55,8 @@ class Outcome:
 
 
 class RankError(RuntimeError):
-    """Raised by rank 0 after its outcome was captured, so the job still fails with this rank named."""
+    """Raised by rank 0 after its outcome was captured, so the job still fails with this rank
+    named."""
 
     def __init__(self, outcome: Outcome):
         super().__init__(outcome.error)
@@ -61,12 +64,13 @@ class RankError(RuntimeError):
 
 
 def run_rank(plain: dict, job: dict, hand_in=None, on_hung=None) -> Outcome | None:
-    """Entry point of every rank. RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT come from the environment
-    (elastic launcher, torchrun, or submitit's TorchDistributedEnvironment on Slurm). Returns rank 0's Outcome
-    (None on the other ranks); a failing or interrupted rank 0 raises RankError carrying it. hand_in: called on
-    rank 0 with its Outcome as soon as the environment is known, so a record made without rank 0's last word (rank 0
-    killed while another rank's failure stops the job) still has it. on_hung: called on rank 0 with
-    (launchers.hang.Hung, its Outcome) where the ranks watch themselves for a hang (torchrun, Slurm), to write the
+    """Entry point of every rank. RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT come from the
+    environment (elastic launcher, torchrun, or submitit's TorchDistributedEnvironment on Slurm).
+    Returns rank 0's Outcome (None on the other ranks); a failing or interrupted rank 0 raises
+    RankError carrying it. hand_in: called on rank 0 with its Outcome as soon as the environment is
+    known, so a record made without rank 0's last word (rank 0 killed while another rank's failure
+    stops the job) still has it. on_hung: called on rank 0 with (launchers.hang.Hung, its Outcome)
+    where the ranks watch themselves for a hang (torchrun, Slurm), to write the
     `hung` record before the watch ends the process."""
     own_log = for_rank(job)
     cfg = OmegaConf.create(plain)
@@ -98,7 +102,8 @@ def run_rank(plain: dict, job: dict, hand_in=None, on_hung=None) -> Outcome | No
         try:
             comm_env.apply(cfg, output_dir)
             timeout = timedelta(seconds=float(cfg.timeout_s))
-            # device and backend: decided alike by every rank, or the same error on all of them (device/placement.py)
+            # device and backend: decided alike by every rank, or the same error on all of them
+            # (device/placement.py)
             task = tasks.get(cfg.task)
             placement, store = settle(
                 cfg,
@@ -163,7 +168,8 @@ def run_rank(plain: dict, job: dict, hand_in=None, on_hung=None) -> Outcome | No
                 )
             if own_log:
                 log.info(
-                    f"rank {rank} ended: {outcome.error or f'{type(e).__name__}: {e}'} {outcome.progress}"
+                    f"rank {rank} ended: {outcome.error or f'{type(e).__name__}: {e}'} "
+                    f"{outcome.progress}"
                 )
             if rank == 0:
                 outcome.result = getattr(
@@ -173,8 +179,9 @@ def run_rank(plain: dict, job: dict, hand_in=None, on_hung=None) -> Outcome | No
             raise
         finally:
             if dist.is_initialized():
-                # a collection first: what reference cycles still hold of the group goes here, on this thread (a
-                # DDP's hold is from C++ and stays: its gloo threads live on to exit, see leave_without_teardown)
+                # a collection first: what reference cycles still hold of the group goes here, on
+                # this thread (a DDP's hold is from C++ and stays: its gloo threads live on to exit,
+                # see leave_without_teardown)
                 gc.collect()
                 dist.destroy_process_group()
     if own_log:
@@ -190,8 +197,9 @@ _exit_code: int | None = (
 def top_fix_of(
     plain: dict, job: dict, outcome: Outcome, result, switchable
 ) -> tuple[dict, str] | None:
-    """(change, rule) of the first finding of rank 0's own diagnosis of `result` whose fix `switchable` accepts,
-    before the record exists: what the in-job check (diagnose.verify, tasks/train/verify.py) measures."""
+    """(change, rule) of the first finding of rank 0's own diagnosis of `result` whose fix
+    `switchable` accepts, before the record exists: what the in-job check (diagnose.verify,
+    tasks/train/verify.py) measures."""
     from base.record import Record
     from diagnosis.run import top_fix
 
@@ -200,26 +208,30 @@ def top_fix_of(
 
 
 def leave_without_teardown() -> None:
-    """For a rank whose work is over and handed in: when its interpreter exits, end it with os._exit before the
-    interpreter tears down what is left (atexit runs first in Py_FinalizeEx; module dicts, the objects they hold
-    and C++ statics go after it).
+    """For a rank whose work is over and handed in: when its interpreter exits, end it with os._exit
+    before the interpreter tears down what is left (atexit runs first in Py_FinalizeEx; module
+    dicts, the objects they hold and C++ statics go after it).
 
-    Why (a core dump of the aborting rank, torch 2.14.1, Python 3.11): after the work, the main thread was in
-    Py_FinalizeEx while a gloo worker thread (ProcessGroupGloo::runLoop) dropped its last reference to a finished
-    AsyncAllreduceWork; freeing the work's tensors released their Python objects, which takes the GIL; a thread
-    that asks for the GIL once the interpreter is finalizing is ended by CPython with pthread_exit, whose forced
-    unwind through the (noexcept) destructors calls std::terminate: "terminate called without an active
-    exception", SIGABRT. Such threads are still there at exit because destroy_process_group does not stop them
-    (gloo's shutdown is a no-op): they end with the last reference to the group, and constructing a
-    DistributedDataParallel leaves its group referenced from C++ (the group's worker and epoll threads stay after
-    `del`, a collection and destroy_process_group), as a live Work object holds its group's device and epoll loop.
-    torch's elastic agent reads the abort as a failed rank although every rank handed in. atexit runs before
-    CPython marks the interpreter as finalizing, so no thread can meet that exit. Registered only once the rank
-    finished (a failing rank keeps its exit code); torch's spawn wrappers hand the function's return value over
-    before the interpreter exits. Once per process: a torchrun rank that runs a sweep's jobs calls it after each.
+    Why (a core dump of the aborting rank, torch 2.14.1, Python 3.11): after the work, the main
+    thread was in Py_FinalizeEx while a gloo worker thread (ProcessGroupGloo::runLoop) dropped its
+    last reference to a finished AsyncAllreduceWork; freeing the work's tensors released their
+    Python objects, which takes the GIL; a thread that asks for the GIL once the interpreter is
+    finalizing is ended by CPython with pthread_exit, whose forced unwind through the (noexcept)
+    destructors calls std::terminate: "terminate called without an active exception", SIGABRT. Such
+    threads are still there at exit because destroy_process_group does not stop them (gloo's
+    shutdown is a no-op): they end with the last reference to the group, and constructing a
+    DistributedDataParallel leaves its group referenced from C++ (the group's worker and epoll
+    threads stay after
+    `del`, a collection and destroy_process_group), as a live Work object holds its group's device
+    and epoll loop. torch's elastic agent reads the abort as a failed rank although every rank
+    handed in. atexit runs before CPython marks the interpreter as finalizing, so no thread can meet
+    that exit. Registered only once the rank finished (a failing rank keeps its exit code); torch's
+    spawn wrappers hand the function's return value over before the interpreter exits. Once per
+    process: a torchrun rank that runs a sweep's jobs calls it after each.
 
-    The code it ends with: what the process's one exit point gave (`exiting`: train.py), 1 for an exception nobody
-    caught, else 0 (a spawned rank's: after the hand-in its spawn wrapper only puts None on a queue)."""
+    The code it ends with: what the process's one exit point gave (`exiting`: train.py), 1 for an
+    exception nobody caught, else 0 (a spawned rank's: after the hand-in its spawn wrapper only puts
+    None on a queue)."""
     global _exit_code
     if _exit_code is None:
         _exit_code = 0
@@ -227,7 +239,8 @@ def leave_without_teardown() -> None:
 
 
 def exiting(code: int) -> int:
-    """The code this process ends with, from its one exit point (train.py), kept for a finished rank's exit."""
+    """The code this process ends with, from its one exit point (train.py), kept for a finished
+    rank's exit."""
     global _exit_code
     if _exit_code is not None:
         _exit_code = code
@@ -254,9 +267,9 @@ def first_line(e: BaseException) -> str:
 
 
 def worker_error(text: str) -> str | None:
-    """A DataLoader worker's error re-raised in its rank ("RuntimeError: Caught X in DataLoader worker process N.",
-    then the worker's traceback) as the worker's own last line, which names the path and the OS error, first; None
-    for any other error text."""
+    """A DataLoader worker's error re-raised in its rank ("RuntimeError: Caught X in DataLoader
+    worker process N.", then the worker's traceback) as the worker's own last line, which names the
+    path and the OS error, first; None for any other error text."""
     head, _, rest = text.partition("\n")
     m = re.match(r"\w+: Caught \w+ (in DataLoader worker process \d+)\.?$", head.strip())
     lines = [ln.strip() for ln in rest.splitlines() if ln.strip()]
@@ -264,8 +277,9 @@ def worker_error(text: str) -> str | None:
 
 
 def _link(job: dict) -> dict:
-    """The link the ranks talk over (record env.link): the local launcher says (an emulated link it built, or
-    loopback); a rank started otherwise (torchrun, Slurm) reads its own interface's shaping."""
+    """The link the ranks talk over (record env.link): the local launcher says (an emulated link it
+    built, or loopback); a rank started otherwise (torchrun, Slurm) reads its own interface's
+    shaping."""
     info = job.get("link")
     if info:
         return info["facts"]
@@ -275,7 +289,8 @@ def _link(job: dict) -> dict:
 
 
 def environment(ctx: RankContext) -> dict:
-    """What a reader needs to compare numbers across machines; gathered from every rank (before any timing)."""
+    """What a reader needs to compare numbers across machines; gathered from every rank (before any
+    timing)."""
     mine = {
         "host": ctx.hostname,
         "device": ctx.device.name(),
@@ -284,7 +299,8 @@ def environment(ctx: RankContext) -> dict:
     if dist.is_initialized():
         everyone = [None] * ctx.world_size
         dist.all_gather_object(everyone, mine)
-    else:  # no group of ours (task=script): through the store, never a collective on the script's groups
+    # no group of ours (task=script): through the store, never a collective on the script's groups
+    else:
         from base.store import gather_objects
 
         everyone = gather_objects(ctx.store, "environment", ctx.rank, ctx.world_size, mine)

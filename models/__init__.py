@@ -1,5 +1,5 @@
-"""Models: `build_model(cfg.model)` instantiates what conf/model/<name>.yaml's `_target_` names (a new model is one YAML
-file; model=custom is the user's own nn.Module). No weights are downloaded."""
+"""Models: `build_model(cfg.model)` instantiates what conf/model/<name>.yaml's `_target_` names (a
+new model is one YAML file; model=custom is the user's own nn.Module). No weights are downloaded."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ NAMED_ARCHS = (
 
 
 def check(model_cfg) -> None:
-    """Before any rank starts (and again in build_model): the arch fits the model's schema and the name exists, or,
-    for an arch that does not read model.name, is the option's own (a typed model.name=vit_b_16 on model=vgg11 would
-    train VGG11 and record vit_b_16)."""
+    """Before any rank starts (and again in build_model): the arch fits the model's schema and the
+    name exists, or, for an arch that does not read model.name, is the option's own (a typed
+    model.name=vit_b_16 on model=vgg11 would train VGG11 and record vit_b_16)."""
     from omegaconf import DictConfig, OmegaConf
 
     from base.schema import MODEL_SCHEMAS
@@ -45,11 +45,13 @@ def check(model_cfg) -> None:
             which = (
                 f"model={own[0]} (arch {arch}) builds its network from its own keys and does not"
                 if len(own) == 1
-                else f"model={' and model='.join(own)} (arch {arch}) build their network from their own keys and "
+                else f"model={' and model='.join(own)} (arch {arch}) build their network from "
+                "their own keys and "
                 "do not"
             )
             raise ConfigError(
-                f"model.name={name}: {which} use model.name, so this run would train that {arch} model "
+                f"model.name={name}: {which} use model.name, so this run would train that {arch} "
+                "model "
                 f"and record it as {name}. " + where_name_belongs(name)
             )
         return
@@ -117,7 +119,8 @@ def where_name_belongs(name: str) -> str:
             + "."
         )
     return (
-        "It is neither a torchvision nor a timm model name; for one of those, use model=torchvision or model=timm "
+        "It is neither a torchvision nor a timm model name; for one of those, use "
+        "model=torchvision or model=timm "
         "with model.name=<its name>."
     )
 
@@ -129,8 +132,9 @@ def _nearest(name: str, names: list[str], n: int = 3) -> list[str]:
 
 
 def gradient_bytes(model_cfg, image_size: int = 224) -> int:
-    """fp32 bytes of the model's trainable parameters (one step's gradients), counted on the meta device (no memory);
-    once per model and process (a sweep checks every job; ViT-L takes seconds to build)."""
+    """fp32 bytes of the model's trainable parameters (one step's gradients), counted on the meta
+    device (no memory); once per model and process (a sweep checks every job; ViT-L takes seconds to
+    build)."""
     from omegaconf import OmegaConf
 
     return _gradient_bytes(OmegaConf.to_yaml(model_cfg), image_size)
@@ -154,8 +158,8 @@ def _gradient_bytes(model_yaml: str, image_size: int) -> int:
 
 
 def input_shape(cfg) -> tuple[int, ...]:
-    """One sample's shape as the model takes it: model.input_shape when the model says (model=custom), else an image
-    of data.image_size (3 x image_size x image_size)."""
+    """One sample's shape as the model takes it: model.input_shape when the model says
+    (model=custom), else an image of data.image_size (3 x image_size x image_size)."""
     shape = setting(cfg, "model.input_shape")
     if shape:
         return tuple(int(n) for n in shape)
@@ -164,7 +168,8 @@ def input_shape(cfg) -> tuple[int, ...]:
 
 
 def build_model(model_cfg, image_size: int = 224) -> nn.Module:
-    """The model model_cfg's `_target_` makes (base/build.py: its keys and image_size, where it takes them)."""
+    """The model model_cfg's `_target_` makes (base/build.py: its keys and image_size, where it
+    takes them)."""
     check(model_cfg)
     model = build(model_cfg, image_size=image_size)
     if not isinstance(model, nn.Module):
@@ -175,9 +180,10 @@ def build_model(model_cfg, image_size: int = 224) -> nn.Module:
     return model
 
 
-# ------------------------------------------------------------------------ the targets of conf/model/*.yaml
+# ----------------------------------------------------------------- the targets of conf/model/*.yaml
 def torchvision_model(name: str, num_classes: int, image_size: int = 224) -> nn.Module:
-    """Any torchvision classification model by name, random weights (no download); ViTs sized for the input."""
+    """Any torchvision classification model by name, random weights (no download); ViTs sized for
+    the input."""
     import torchvision.models as tvm
 
     kwargs = {"weights": None, "num_classes": num_classes}

@@ -1,6 +1,7 @@
-"""The VGG of the 16-node thread: ReLU convs without batch norm, a classifier of three Linear layers (no ReLU/dropout,
-as in the thread's code). At 224x224 the features end at 512x7x7; the adaptive pool keeps that shape for smaller test
-inputs without adding parameters, so gradient bytes are the same at any input size."""
+"""The VGG of the 16-node thread: ReLU convs without batch norm, a classifier of three Linear layers
+(no ReLU/dropout, as in the thread's code). At 224x224 the features end at 512x7x7; the adaptive
+pool keeps that shape for smaller test inputs without adding parameters, so gradient bytes are the
+same at any input size."""
 
 from __future__ import annotations
 

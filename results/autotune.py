@@ -37,7 +37,8 @@ OBJECTIVE = "samples/s"
 
 
 def parse_value(text: str | None) -> Any:
-    """An override's value as Hydra reads it ("True" and "true" alike, "25" an int), so candidates compare by value."""
+    """An override's value as Hydra reads it ("True" and "true" alike, "25" an int), so candidates
+    compare by value."""
     if text is None:
         return None
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -82,7 +83,8 @@ def point_of(entry: Entry, keys: list[str], defaults: dict[str, Any]) -> tuple:
 def top_candidates(
     search: Iterable[Entry], keys: list[str], defaults: dict[str, Any], top_k: int
 ) -> list[Candidate]:
-    """The top_k distinct search points other than the default, best median search objective first."""
+    """The top_k distinct search points other than the default, best median search objective
+    first."""
     points: dict[tuple, Candidate] = {}
     for e in search:
         value = e.value(OBJECTIVE) if e.ok else None
@@ -115,8 +117,9 @@ def default_candidate(
 def stage_plan(
     candidates: list[Candidate], fixed: list[str], repeats: int, stage: str, seed: int = 0
 ) -> list[list[str]]:
-    """Job overrides of a re-measurement stage: every candidate once per round (`repeat=r`, so the analysis can pair
-    them by round), `repeats` rounds, each round's order shuffled with `seed` (tables.sweep_order.round_order)."""
+    """Job overrides of a re-measurement stage: every candidate once per round (`repeat=r`, so the
+    analysis can pair them by round), `repeats` rounds, each round's order shuffled with `seed`
+    (tables.sweep_order.round_order)."""
     from tables.sweep_order import round_order
 
     jobs = [
@@ -128,7 +131,8 @@ def stage_plan(
 
 
 def _runs_of(entries: list[Entry], c: Candidate) -> tuple[list[float], list]:
-    """(log samples/s, round) of each finished run of candidate c; the stage's jobs set every searched key."""
+    """(log samples/s, round) of each finished run of candidate c; the stage's jobs set every
+    searched key."""
     runs = [e for e in entries if e.ok and point_of(e, c.keys, {}) == c.values]
     logs = [(run_log(e, True), run_round(e)) for e in runs]
     logs = [(v, r) for v, r in logs if v is not None]
@@ -138,8 +142,8 @@ def _runs_of(entries: list[Entry], c: Candidate) -> tuple[list[float], list]:
 def _rows(
     entries: list[Entry], candidates: list[Candidate], noise: float, level: float, method: str
 ) -> list[dict]:
-    """Each candidate's samples/s (geometric mean over runs, t interval) and its comparison with the default
-    (candidates[0]), judged as one family by `method`."""
+    """Each candidate's samples/s (geometric mean over runs, t interval) and its comparison with the
+    default (candidates[0]), judged as one family by `method`."""
     runs = [_runs_of(entries, c) for c in candidates]
     rows: list[dict[str, Any]] = []
     for c, (logs, _) in zip(candidates, runs):
@@ -188,8 +192,8 @@ def _comparison(v: dict) -> dict:
 def select(
     entries: list[Entry], candidates: list[Candidate], *, noise: float, level: float = 0.95
 ) -> dict[str, Any]:
-    """The selection stage: rows as in _rows (Benjamini-Hochberg over the candidates), and the chosen candidate: the
-    highest samples/s among those called faster than the default, or None."""
+    """The selection stage: rows as in _rows (Benjamini-Hochberg over the candidates), and the
+    chosen candidate: the highest samples/s among those called faster than the default, or None."""
     rows = _rows(entries, candidates, noise, level, "fdr_bh")
     faster = [r for r in rows if r.get("verdict") == FASTER]
     chosen = max(faster, key=lambda r: r["samples/s"])["configuration"] if faster else None
@@ -206,8 +210,9 @@ def conclude(
     confirm: list[Entry] | None = None,
     model: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The answer: the selection stage over `entries` (their autotune.stage=select runs), then, when it chose a
-    candidate, the confirmation on fresh runs (`confirm`, autotune.stage=confirm): its verdict alone decides."""
+    """The answer: the selection stage over `entries` (their autotune.stage=select runs), then, when
+    it chose a candidate, the confirmation on fresh runs (`confirm`, autotune.stage=confirm): its
+    verdict alone decides."""
     picked = [e for e in entries if override_items(e.overrides).get(STAGE_KEY, SELECT) != CONFIRM]
     fresh = (
         confirm
@@ -283,19 +288,22 @@ def conclude(
     if s.verdict == FASTER:
         out["recommended"] = chosen.label
         out["conclusion"] = (
-            f"winner {chosen.label}: samples/s {conf['vs default']} vs {default}, confirmed on fresh "
+            f"winner {chosen.label}: samples/s {conf['vs default']} vs {default}, confirmed on "
+            "fresh "
             f"runs; use it with: {' '.join(chosen.overrides)}"
         )
     else:
         out["conclusion"] = (
             f"selected {chosen.label}, but fresh runs did not confirm it: {conf['vs default']} vs "
-            f"{default} ({stats.verdict_text(s.verdict, noise, s.repeats_needed)}): keep the default"
+            f"{default} ({stats.verdict_text(s.verdict, noise, s.repeats_needed)}): keep the "
+            "default"
         )
     return out
 
 
 class Pruner:
-    """The what-if model's view of the search: from the default config's own run, which trials it rules out."""
+    """The what-if model's view of the search: from the default config's own run, which trials it
+    rules out."""
 
     def __init__(
         self, entry: Entry | None, keys: list[str], defaults: dict[str, Any], noise: float
@@ -370,8 +378,10 @@ class Pruner:
             "ran": self.kept,
             "noise": self.noise,
             "unavailable": self.why,
-            "rule": "skipped when the model's typical speed-up over the default has its whole 95% interval below "
-            "1 - compare.noise (whatif.api.prune, predicted from the default config's run); the search "
+            "rule": "skipped when the model's typical speed-up over the default has its whole 95% "
+            "interval below "
+            "1 - compare.noise (whatif.api.prune, predicted from the default config's run); the "
+            "search "
             "is told the upper end of that interval x the default's samples/s",
         }
 
@@ -383,10 +393,12 @@ def nothing_to_select(
     model: dict[str, Any] | None = None,
     level: float = 0.95,
 ) -> dict[str, Any]:
-    """The answer when no search trial other than the default finished (or the model ruled every one out)."""
+    """The answer when no search trial other than the default finished (or the model ruled every one
+    out)."""
     skipped = (model or {}).get("skipped") or 0
     why = (
-        f"the what-if model ruled out {skipped} of the {search_trials} search trials and no other finished"
+        f"the what-if model ruled out {skipped} of the {search_trials} search trials and no other "
+        "finished"
         if skipped
         else "no search trial other than the default config finished"
     )
@@ -417,18 +429,23 @@ def markdown(result: dict[str, Any]) -> str:
     pruned = ""
     if model.get("skipped") is not None:
         pruned = (
-            f" The what-if model, from the default config's run (job {model.get('job')}), ruled out "
-            f"{model['skipped']} of them before they ran (their whole predicted 95% interval below the default "
+            f" The what-if model, from the default config's run (job {model.get('job')}), ruled "
+            "out "
+            f"{model['skipped']} of them before they ran (their whole predicted 95% interval below "
+            "the default "
             f"by more than {result['noise']:.0%}); {model['measured']} ran."
             if model.get("unavailable") is None
             else f" No trial was skipped: {model['unavailable']}."
         )
     lines = [
-        f"Autotune: {result['search_trials']} search trials (one run each); the default and the top candidates "
-        f"re-measured {result['repeats']}x in rounds to select one (the search's best is the luckiest sample); "
+        f"Autotune: {result['search_trials']} search trials (one run each); the default and the "
+        "top candidates "
+        f"re-measured {result['repeats']}x in rounds to select one (the search's best is the "
+        "luckiest sample); "
         f"the selected candidate confirmed against the default on fresh runs.{pruned}",
         "",
-        f"| configuration | search samples/s | selection samples/s ({result['level']:.0%} CI) | runs "
+        f"| configuration | search samples/s | selection samples/s ({result['level']:.0%} CI) | "
+        "runs "
         "| vs default (selection) |",
         "|---|---:|---:|---:|---|",
     ]
@@ -446,7 +463,8 @@ def markdown(result: dict[str, Any]) -> str:
     if method:
         lines += [
             "",
-            f"Selection: speed-up = samples/s ÷ the default's; CI: {method['method']}; verdicts as in the "
+            f"Selection: speed-up = samples/s ÷ the default's; CI: {method['method']}; verdicts as "
+            "in the "
             f"sweep table (faster only when the whole CI lies above 1 + {result['noise']:.0%}), "
             f"{method.get('family') or 'Benjamini-Hochberg'}.",
         ]
@@ -455,13 +473,15 @@ def markdown(result: dict[str, Any]) -> str:
         lines += [
             "",
             f"Confirmation on fresh runs ({conf['runs'][0]} of the default, {conf['runs'][1]} of "
-            f"{conf['configuration']}): {conf['vs default']}, {conf['verdict']} ({conf['method']}).",
+            f"{conf['configuration']}): {conf['vs default']}, {conf['verdict']} "
+            f"({conf['method']}).",
         ]
     for p in model.get("pruned") or []:
         lo, hi = p["speed-up CI"]
         change = " ".join(f"{k}={v}" for k, v in p["change"].items())
         lines.append(
-            f"- skipped {change}: predicted {p['speed-up']:.2f}x [{lo:.2f}, {hi:.2f}] of the default's "
+            f"- skipped {change}: predicted {p['speed-up']:.2f}x [{lo:.2f}, {hi:.2f}] of the "
+            "default's "
             f"samples/s ({p['dominant']} dominates)"
         )
     lines += ["", f"**{result['conclusion']}**"]
@@ -469,7 +489,8 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def write(sweep_dir: Path, result: dict[str, Any]) -> None:
-    """autotune.json / .md, and Optuna's optimization_results.yaml rewritten to name the confirmed winner."""
+    """autotune.json / .md, and Optuna's optimization_results.yaml rewritten to name the confirmed
+    winner."""
     from omegaconf import OmegaConf
 
     (sweep_dir / RESULT_JSON).write_text(json.dumps(result, indent=2, default=str))
@@ -488,16 +509,19 @@ def write(sweep_dir: Path, result: dict[str, Any]) -> None:
         "conclusion": result["conclusion"],
         "search_best_params": search.get("best_params"),
         "search_best_value": search.get("best_value"),
-        "note": "best_*: the recommended config (the default unless the selected candidate was confirmed "
-        "faster on fresh runs), its samples/s in the selection stage (geometric mean over runs) and "
+        "note": "best_*: the recommended config (the default unless the selected candidate was "
+        "confirmed "
+        "faster on fresh runs), its samples/s in the selection stage (geometric mean over runs) "
+        "and "
         "CI; search_best_*: the luckiest search run",
     }
     OmegaConf.save(OmegaConf.create(confirmed), optuna)
 
 
 class AutotuneTable(SweepTable):
-    """The end-of-sweep table as in any multirun, then the autotune conclusion as the last lines, also when a failed
-    job makes the table exit non-zero (conf/experiment/autotune.yaml swaps it in as the sweep_table callback)."""
+    """The end-of-sweep table as in any multirun, then the autotune conclusion as the last lines,
+    also when a failed job makes the table exit non-zero (conf/experiment/autotune.yaml swaps it in
+    as the sweep_table callback)."""
 
     def on_multirun_end(self, config, **kwargs: Any) -> None:
         from omegaconf import OmegaConf
@@ -508,7 +532,8 @@ class AutotuneTable(SweepTable):
             path = Path(str(OmegaConf.select(config, "hydra.sweep.dir"))) / RESULT_JSON
             if path.is_file():
                 print(
-                    f"\n[autotune] {json.loads(path.read_text())['conclusion']}\n[autotune] details: "
+                    f"\n[autotune] {json.loads(path.read_text())['conclusion']}\n[autotune] "
+                    "details: "
                     f"{path.with_name(RESULT_MD)}",
                     flush=True,
                 )

@@ -1,15 +1,15 @@
 """End-of-sweep table: a Hydra callback, so it works with every launcher (local, joblib, Slurm).
 
-The table is made from the run records under the sweep dir, merged with the jobs Hydra knows about, so
-a job that crashed before writing its record still shows up as a failed row. With launchers that run
-jobs elsewhere (Slurm), on_job_start/on_job_end run in the job, not here; the list of jobs then comes
-from the sweep's own overrides (on_multirun_start) and the job directories Hydra created.
+The table is made from the run records under the sweep dir, merged with the jobs Hydra knows about,
+so a job that crashed before writing its record still shows up as a failed row. With launchers that
+run jobs elsewhere (Slurm), on_job_start/on_job_end run in the job, not here; the list of jobs then
+comes from the sweep's own overrides (on_multirun_start) and the job directories Hydra created.
 
-Only this sweep's jobs make rows: a sweep dir that held an earlier sweep was moved aside before this one started
-(job/output_dir.py), and each job's record carries this sweep's id (DDP_COMM_SWEEP_ID, set here before any job),
-so a record another sweep wrote into the same dir meanwhile is left out. What the table, its command line and W&B
-show of the overrides is what the user typed (`${oc.env:...}` stays text: base/provenance.py).
-"""
+Only this sweep's jobs make rows: a sweep dir that held an earlier sweep was moved aside before this
+one started (job/output_dir.py), and each job's record carries this sweep's id (DDP_COMM_SWEEP_ID,
+set here before any job), so a record another sweep wrote into the same dir meanwhile is left out.
+What the table, its command line and W&B show of the overrides is what the user typed
+(`${oc.env:...}` stays text: base/provenance.py)."""
 
 from __future__ import annotations
 
@@ -47,13 +47,14 @@ DIAGNOSIS_MD = "sweep_diagnosis.md"
 class SweepFailed(SystemExit):
     """Raised after the table is saved when a job failed, so `train.py -m` exits non-zero.
 
-    A SystemExit because Hydra turns callback exceptions into warnings (hydra/_internal/callbacks.py).
-    """
+    A SystemExit because Hydra turns callback exceptions into warnings
+    (hydra/_internal/callbacks.py)."""
 
 
 class SweepInterrupted(SystemExit):
-    """Raised after the table of the rows so far is saved when SIGINT/SIGTERM stopped the sweep: no further job
-    starts, and `train.py -m` exits 128 + the signal (Hydra would otherwise re-raise before any table is written)."""
+    """Raised after the table of the rows so far is saved when SIGINT/SIGTERM stopped the sweep: no
+    further job starts, and `train.py -m` exits 128 + the signal (Hydra would otherwise re-raise
+    before any table is written)."""
 
 
 def _is_multirun(config: DictConfig) -> bool:
@@ -117,15 +118,17 @@ class SweepTable(Callback):
         )
 
     def stage(self, jobs: list[list[str]], order: list[int], name: str) -> None:
-        """repeats=auto (hydra_plugins/repeat_sweeper): the pilot's jobs, then the planned ones, each numbered from
-        0; the table's rows are the last stage's jobs (the pilot has its own sweep dir)."""
+        """repeats=auto (hydra_plugins/repeat_sweeper): the pilot's jobs, then the planned ones,
+        each numbered from 0; the table's rows are the last stage's jobs (the pilot has its own
+        sweep dir)."""
         self.expected, self.order, self.stage_name = jobs, order, name
         self.returns, self.progress = {}, {}
         self.started = time.monotonic()
 
     def announce(self) -> None:
-        """The sweep's first line, once its jobs' configs are known to compose (the sweeper calls it after checking
-        them; the first job's start, for another sweeper): a refused sweep prints its error and nothing before it."""
+        """The sweep's first line, once its jobs' configs are known to compose (the sweeper calls it
+        after checking them; the first job's start, for another sweeper): a refused sweep prints its
+        error and nothing before it."""
         if self.announced or self.sweep_config is None:
             return
         self.announced = True
@@ -187,14 +190,16 @@ class SweepTable(Callback):
         if int(num) in self.progress:
             progress, tail, overrides = self.progress.pop(int(num))
             print(
-                f"[sweep] {progress} ({tail}): {overrides} -> {_job_line(value, info.get('error'))}",
+                f"[sweep] {progress} ({tail}): {overrides} -> "
+                f"{_job_line(value, info.get('error'))}",
                 flush=True,
             )
         self._stop_if_interrupted()
 
     def _stop_if_interrupted(self) -> None:
-        """After a signal, in the sweep's process: save the table of the jobs that ran (the interrupted one is a row
-        with status "interrupted"; jobs never started are not rows) and stop the sweep."""
+        """After a signal, in the sweep's process: save the table of the jobs that ran (the
+        interrupted one is a row with status "interrupted"; jobs never started are not rows) and
+        stop the sweep."""
         if interrupt.received() is not None and self.sweep_config is not None:
             self.interrupted = True
             self.on_multirun_end(self.sweep_config)
@@ -272,7 +277,8 @@ class SweepTable(Callback):
             import signal
 
             print(
-                f"[sweep] interrupted by {signal.Signals(signum).name}: stopped after {len(entries)} job(s); "
+                f"[sweep] interrupted by {signal.Signals(signum).name}: stopped after "
+                f"{len(entries)} job(s); "
                 f"their rows are in {md}",
                 file=sys.stderr,
                 flush=True,
@@ -288,7 +294,8 @@ class SweepTable(Callback):
 
 
 def _plan_note(sweep_dir: Path, started: float | None) -> str:
-    """repeats=auto: what the pilot planned and what decided it (plan.json), and the sweep's minutes."""
+    """repeats=auto: what the pilot planned and what decided it (plan.json), and the sweep's
+    minutes."""
     import json
 
     try:
@@ -304,7 +311,8 @@ def _plan_note(sweep_dir: Path, started: float | None) -> str:
     )
     return (
         f"repeats=auto: a pilot of {p['pilot']['rounds']} rounds x {p['pilot']['steps']} steps "
-        f"({p['pilot_s'] / 60:.1f} min, {p['pilot_dir']}/, not judged) planned {p['runs']} rounds x "
+        f"({p['pilot_s'] / 60:.1f} min, {p['pilot_dir']}/, not judged) planned {p['runs']} rounds "
+        "x "
         f"{p['steps']} steps for +-{p['target'] * 100:g}% on every row's speed-up within "
         f"compare.budget_s={p['budget_s']:g}: "
         + ("target reached: " if p["reached"] == "target" else "")
@@ -313,7 +321,8 @@ def _plan_note(sweep_dir: Path, started: float | None) -> str:
 
 
 def _job_line(value: Any, error: str | None) -> str:
-    """A finished job in a few words, from its record: throughput with its interval and the top finding."""
+    """A finished job in a few words, from its record: throughput with its interval and the top
+    finding."""
     if error:
         return f"FAILED: {error}"[:200]
     try:
@@ -343,10 +352,10 @@ SHORT_VERDICT = {"no significant difference": "not significant"}
 
 
 def terminal_table(table, entries: list[Entry]) -> str:
-    """The end-of-sweep table as the terminal shows it by default: configuration, samples/s [CI], speed-up [CI],
-    verdict and top finding, cut to TERMINAL_WIDTH columns. The full table (every column, the footnotes) is in
-    sweep_table.md/.csv; verbose=true prints it here too. A sweep without samples/s (task=collectives, ...) prints
-    its full table."""
+    """The end-of-sweep table as the terminal shows it by default: configuration, samples/s [CI],
+    speed-up [CI], verdict and top finding, cut to TERMINAL_WIDTH columns. The full table (every
+    column, the footnotes) is in sweep_table.md/.csv; verbose=true prints it here too. A sweep
+    without samples/s (task=collectives, ...) prints its full table."""
     if "samples/s" not in table.columns:
         return table.markdown()
     by_dir = {str(e.output_dir): e for e in entries if e.output_dir}
@@ -397,7 +406,8 @@ def terminal_table(table, entries: list[Entry]) -> str:
 
 
 def _as_typed(config: DictConfig) -> dict:
-    """The sweep's config without hydra, resolved except the keys whose value came from the environment."""
+    """The sweep's config without hydra, resolved except the keys whose value came from the
+    environment."""
     try:
         node = OmegaConf.masked_copy(config, [k for k in config.keys() if k != "hydra"])
         return as_typed(OmegaConf.to_container(node, resolve=True), from_environment(node)) or {}
@@ -406,7 +416,8 @@ def _as_typed(config: DictConfig) -> dict:
 
 
 def _scaling_table(entries: list[Entry], sweep_dir: Path, command: str) -> list[Path]:
-    """A sweep over world sizes also gets the scaling table (throughput, efficiency against ideal, exposed comm)."""
+    """A sweep over world sizes also gets the scaling table (throughput, efficiency against ideal,
+    exposed comm)."""
     from tables.table import scaling_table
 
     sizes = {e.knob("world_size") for e in entries if e.ok and e.task == "train"}
@@ -420,7 +431,8 @@ def _scaling_table(entries: list[Entry], sweep_dir: Path, command: str) -> list[
 
 
 def _sweep_diagnosis(entries: list[Entry], sweep_dir: Path) -> tuple[dict | None, Path | None]:
-    """Every run's top finding and the estimates the sweep itself can check; a diagnosis never costs the table."""
+    """Every run's top finding and the estimates the sweep itself can check; a diagnosis never costs
+    the table."""
     try:
         from diagnosis import diagnose_sweep, format_sweep
 

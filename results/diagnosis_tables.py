@@ -1,6 +1,7 @@
-"""The diagnosis as report tables (tables.table.Table): findings per run, checked estimates (the rules' estimate and
-the what-if model's beside what the same sweep measured), comm efficiency and stragglers. results/report.py writes them
-beside the measurement tables; diagnosis/ computes what they show (a reader of records, as this module is)."""
+"""The diagnosis as report tables (tables.table.Table): findings per run, checked estimates (the
+rules' estimate and the what-if model's beside what the same sweep measured), comm efficiency and
+stragglers. results/report.py writes them beside the measurement tables; diagnosis/ computes what
+they show (a reader of records, as this module is)."""
 
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ def findings_table(entries: list, diagnoses: dict[int, dict]) -> Table:
         title="Diagnosis: findings per run (ranked; 0 = the noise floor, said first)",
         notes=[
             "Each finding's evidence (numbers with their intervals) is in the run's record "
-            "(result.diagnosis) and in `python -m diagnosis <run dir>`. Estimated saving: fraction of the "
+            "(result.diagnosis) and in `python -m diagnosis <run dir>`. Estimated saving: fraction "
+            "of the "
             "step time."
         ]
         if rows
@@ -56,8 +58,9 @@ def findings_table(entries: list, diagnoses: dict[int, dict]) -> Table:
 
 
 def checked_table(checked: list[dict]) -> Table:
-    """Each estimate a finding made for a configuration the same sweep also ran: the rule of thumb's (before) and the
-    what-if model's (after, with its 95% interval), each with its error against what was measured."""
+    """Each estimate a finding made for a configuration the same sweep also ran: the rule of thumb's
+    (before) and the what-if model's (after, with its 95% interval), each with its error against
+    what was measured."""
     rows = [
         {
             "run": c["run"],
@@ -97,13 +100,17 @@ def checked_table(checked: list[dict]) -> Table:
             "verdict",
         ],
         rows,
-        title="Checked estimates: a recommended configuration the same sweep also ran, estimated before (the "
+        title="Checked estimates: a recommended configuration the same sweep also ran, estimated "
+        "before (the "
         "rules of thumb) and after (the what-if model)",
         notes=[
             "measured saving = 1 - time per sample of the recommended run / this run's (step-time "
-            "medians); lo/hi: 95% batch-medians interval over the runs' steps (stats.ratio_ci); verdict: "
-            "the recommended run against this one. rules: the rule of thumb the diagnosis used before the "
-            "what-if model (python -m diagnosis ... prices it beside the model); model: whatif.api.saving "
+            "medians); lo/hi: 95% batch-medians interval over the runs' steps (stats.ratio_ci); "
+            "verdict: "
+            "the recommended run against this one. rules: the rule of thumb the diagnosis used "
+            "before the "
+            "what-if model (python -m diagnosis ... prices it beside the model); model: "
+            "whatif.api.saving "
             "with its 95% interval. Every estimate is listed, the bad ones too."
         ]
         + _summary(checked)
@@ -130,8 +137,10 @@ def _summary(checked: list[dict]) -> list[str]:
         if c.get("measured_in_model_interval") is not None
     ]
     return [
-        f"Over the {len(both)} estimates made both ways: mean absolute error {100 * mae('rule_error'):.1f} points "
-        f"(rules) and {100 * mae('model_error'):.1f} points (model); the measured saving lies inside the model's "
+        f"Over the {len(both)} estimates made both ways: mean absolute error "
+        f"{100 * mae('rule_error'):.1f} points "
+        f"(rules) and {100 * mae('model_error'):.1f} points (model); the measured saving lies "
+        "inside the model's "
         f"interval in {sum(inside)} of {len(inside)}."
     ]
 
@@ -175,8 +184,10 @@ def efficiency_table(entries: list) -> Table:
         rows,
         title="Gradient sync against the on-rank microbenchmark of the same calls",
         notes=[
-            "After the window each rank all-reduces every size the sync sent (DDP: its buckets), alone, on "
-            "the same process group; efficiency = that time / the sync's time. DDP's sync time spans the "
+            "After the window each rank all-reduces every size the sync sent (DDP: its buckets), "
+            "alone, on "
+            "the same process group; efficiency = that time / the sync's time. DDP's sync time "
+            "spans the "
             "first to the last bucket, gaps for backward included: a lower bound there."
         ]
         if rows
@@ -214,8 +225,10 @@ def straggler_table(entries: list) -> Table:
         rows,
         title="Stragglers: the rank the others wait for",
         notes=[
-            "work before the collective = data wait + H2D + forward + backward compute, per rank; extra = "
-            "the slowest rank's median minus the other ranks' median; significant when its interval clears "
+            "work before the collective = data wait + H2D + forward + backward compute, per rank; "
+            "extra = "
+            "the slowest rank's median minus the other ranks' median; significant when its "
+            "interval clears "
             "every other rank's."
         ]
         if rows
@@ -224,7 +237,8 @@ def straggler_table(entries: list) -> Table:
 
 
 def by_sweep(entries: list) -> dict[str, list]:
-    """Entries grouped by the sweep (or run) directory they came from: estimates are checked within one sweep."""
+    """Entries grouped by the sweep (or run) directory they came from: estimates are checked within
+    one sweep."""
     groups: dict[str, list] = defaultdict(list)
     for e in entries:
         groups[str(Path(e.output_dir).parent) if e.output_dir else "?"].append(e)

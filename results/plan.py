@@ -1,13 +1,14 @@
-"""`python -m results.plan <pilot sweep dir> [--target 0.05] [--budget-s 3600]`: the runs x steps a sweep needs.
+"""`python -m results.plan <pilot sweep dir> [--target 0.05] [--budget-s 3600]`: the runs x steps a
+sweep needs.
 
-The pilot is a sweep run with `repeats=3` (interleaved rounds). From its records this reads, per configuration and
-round, the run's log throughput and its within-run standard error (batch means of its timed blocks), and from the
-time budget of each record what a run costs (startup: the job's time outside the window; per step: the window over
-its steps). stats.power.plan then fixes the cheapest runs x steps that let every row of the sweep's family detect
-`--target` with 80% power (Holm over the rows), or what `--budget-s` can detect, and this prints it with the command
-that runs it. The verdicts must come from that new sweep alone: the pilot chose the design (docs/methods.md,
-"Repeats planned to a precision").
-"""
+The pilot is a sweep run with `repeats=3` (interleaved rounds). From its records this reads, per
+configuration and round, the run's log throughput and its within-run standard error (batch means of
+its timed blocks), and from the time budget of each record what a run costs (startup: the job's time
+outside the window; per step: the window over its steps). stats.power.plan then fixes the cheapest
+runs x steps that let every row of the sweep's family detect
+`--target` with 80% power (Holm over the rows), or what `--budget-s` can detect, and this prints it
+with the command that runs it. The verdicts must come from that new sweep alone: the pilot chose the
+design (docs/methods.md, "Repeats planned to a precision")."""
 
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ DEFAULT_BUDGET_S = 3600.0
 
 
 def pilot_from(entries: list) -> tuple[Pilot, list[str]]:
-    """(Pilot, row labels) from a repeated sweep's entries; ValueError naming what is missing (a configuration absent
-    from a round, a run without timed blocks or time budget)."""
+    """(Pilot, row labels) from a repeated sweep's entries; ValueError naming what is missing (a
+    configuration absent from a round, a run without timed blocks or time budget)."""
     groups = group_repeats([e for e in entries if e.train is not None and e.status == "ok"])
     if len(groups) < 2:
         raise ValueError("the pilot needs two configurations or more, each with finished runs")
@@ -74,14 +75,16 @@ def describe(p: dict, pilot: Pilot, rows: int) -> list[str]:
     c = p["components"]
     between, within = (math.sqrt(c[k] / c["scale"]) for k in ("between_var", "per_step_var"))
     lines = [
-        f"pilot: {rows + 1} configurations x {len(pilot.logs[0])} rounds of {pilot.steps} steps; a run costs "
+        f"pilot: {rows + 1} configurations x {len(pilot.logs[0])} rounds of {pilot.steps} steps; a "
+        "run costs "
         f"{pilot.startup_s:.0f} s + {pilot.step_s:.2f} s/step",
         f"variance of one run's log throughput (rounds removed, df {c['df']}): between runs "
         f"{between:.1%} SD, within a run {within:.1%} SD per step (planned at the 70% upper limit: "
         f"x{c['scale']:.2f} variance)",
     ]
     lines.append(
-        f"plan: {p['runs']} runs x {p['steps']} steps per configuration, about {p['seconds'] / 60:.0f} min; "
+        f"plan: {p['runs']} runs x {p['steps']} steps per configuration, about "
+        f"{p['seconds'] / 60:.0f} min; "
         + (
             f"detects {p['detectable']:.1%} in every row (80% power, Holm over {rows})"
             if p["detectable"] is not None
@@ -112,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not 0 < args.target < 1 or args.budget_s <= 0:
         print(
-            "error: --target must be in (0, 1) and --budget-s positive, e.g. --target 0.05 --budget-s 3600",
+            "error: --target must be in (0, 1) and --budget-s positive, e.g. --target 0.05 "
+            "--budget-s 3600",
             file=sys.stderr,
         )
         return 2
@@ -128,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     for cmd in dict.fromkeys(commands(entries)):
         cmd = re.sub(r" (repeats|steps|hydra\.sweep\.dir)=\S+", "", cmd)
         print(
-            f"run (a fresh sweep; its verdicts stand alone): {cmd} repeats={p['runs']} steps={p['steps']}"
+            f"run (a fresh sweep; its verdicts stand alone): {cmd} repeats={p['runs']} "
+            f"steps={p['steps']}"
         )
     return 0
 

@@ -33,12 +33,14 @@ _PHASE_COLORS = {
 
 
 def _train(entries: list[Entry]) -> list[Config]:
-    """task=train configurations (repeats merged) with a throughput, with their CIs and speed-ups."""
+    """task=train configurations (repeats merged) with a throughput, with their CIs and
+    speed-ups."""
     return [c for c in compare(entries).configs if c.task == "train" and c.throughput]
 
 
 def _metric(configs: list[Config]) -> tuple[str, str]:
-    """samples/s when every configuration has it (fair across batch sizes and world sizes), else steps/s."""
+    """samples/s when every configuration has it (fair across batch sizes and world sizes), else
+    steps/s."""
     key = (
         "samples_per_s"
         if all(finite(c.throughput.get("samples_per_s")) for c in configs)
@@ -54,7 +56,8 @@ def _err(c: Config, key: str) -> tuple[float, float]:
 
 
 def _save(fig, path: Path) -> Path:
-    """bbox_inches="tight": the legends placed outside the axes and the long tick labels are kept, never cut."""
+    """bbox_inches="tight": the legends placed outside the axes and the long tick labels are kept,
+    never cut."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if fig.get_layout_engine() is None:
         fig.tight_layout()
@@ -82,18 +85,21 @@ def _subject(configs: list[Config]) -> str:
 
 
 def _by(configs: list[Config]) -> str:
-    """The knobs the configurations differ in, for a title ("optim and bucket"); "configuration" past three."""
+    """The knobs the configurations differ in, for a title ("optim and bucket"); "configuration"
+    past three."""
     keys = varying_keys([c.first for c in configs])
     return " and ".join(keys) if 0 < len(keys) <= 3 else "configuration"
 
 
 def _title(ax, question: str, title: str, context: str) -> None:
-    """The title states the question the plot answers; the context (machine, study) goes on a second line."""
+    """The title states the question the plot answers; the context (machine, study) goes on a second
+    line."""
     ax.set_title(title or (question + (f"\n{context}" if context else "")), fontsize=10)
 
 
 def throughput(entries: list[Entry], path: Path, title: str = "", context: str = "") -> Path | None:
-    """Throughput per configuration with its 95% CI, the baseline highlighted, speed-up and verdict on each bar."""
+    """Throughput per configuration with its 95% CI, the baseline highlighted, speed-up and verdict
+    on each bar."""
     configs = _train(entries)
     if not configs:
         return None
@@ -139,8 +145,9 @@ def throughput(entries: list[Entry], path: Path, title: str = "", context: str =
 
 
 def _phase_ms(c: Config, phase: str) -> float:
-    """Median over runs of a phase's median (ms); DDP's exposed communication is its own segment, taken out of
-    backward (where the window measured it: backward waits for the all-reduces it did not hide)."""
+    """Median over runs of a phase's median (ms); DDP's exposed communication is its own segment,
+    taken out of backward (where the window measured it: backward waits for the all-reduces it did
+    not hide)."""
     exposed = c.median(exposed_s) if c.first.train.sync == "ddp" else None
     backward = c.median(lambda e: phase_median(e, "backward")) or 0.0
     shown = min(exposed or 0.0, backward)
@@ -153,8 +160,8 @@ def _phase_ms(c: Config, phase: str) -> float:
 def phase_breakdown(
     entries: list[Entry], path: Path, title: str = "", context: str = ""
 ) -> Path | None:
-    """Stacked per-phase medians per configuration (ms), exposed communication as its own segment, with the
-    measured step median as a marker."""
+    """Stacked per-phase medians per configuration (ms), exposed communication as its own segment,
+    with the measured step median as a marker."""
     configs = [
         c
         for c in _train(entries)
@@ -206,7 +213,8 @@ def phase_breakdown(
 
 
 def _series(configs: list[Config], x_key: str) -> dict[str, list[Config]]:
-    """Configurations grouped into lines: same overrides apart from the x axis (and world-size-bound keys)."""
+    """Configurations grouped into lines: same overrides apart from the x axis (and world-size-bound
+    keys)."""
     skip = {x_key, "world_size", "scale"} if x_key == "world_size" else {x_key}
     keys = [k for k in varying_keys([c.first for c in configs]) if k not in skip]
     lines: dict[str, list[Config]] = defaultdict(list)
@@ -225,7 +233,8 @@ def _numeric_knob(c: Config, name: str) -> float | None:
 
 
 def _points(ax, line: list[Config], x_key: str, key: str, label: str):
-    """One series with its 95% CIs as error bars; joined by a line only when it has two points or more."""
+    """One series with its 95% CIs as error bars; joined by a line only when it has two points or
+    more."""
     pts = sorted(
         ((_numeric_knob(c, x_key), c.throughput[key], _err(c, key)) for c in line),
         key=lambda p: p[0],
@@ -250,7 +259,8 @@ def _finish_line_plot(
     context: str = "",
     legend_below: bool = False,
 ) -> Path:
-    """Legends outside the data: right of the axes, or below them (legend_below, where a second panel is right)."""
+    """Legends outside the data: right of the axes, or below them (legend_below, where a second
+    panel is right)."""
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     if legend_below:
@@ -266,7 +276,8 @@ def _finish_line_plot(
 def bucket_throughput(
     entries: list[Entry], path: Path, title: str = "", context: str = ""
 ) -> Path | None:
-    """Throughput (95% CI bars) against DDP bucket size (log x), one series per other configuration."""
+    """Throughput (95% CI bars) against DDP bucket size (log x), one series per other
+    configuration."""
     configs = [c for c in _train(entries) if _numeric_knob(c, "bucket") is not None]
     if len({_numeric_knob(c, "bucket") for c in configs}) < 2:
         return None
@@ -298,10 +309,11 @@ def bucket_throughput(
 
 
 def scaling(entries: list[Entry], path: Path, title: str = "", context: str = "") -> Path | None:
-    """Left: samples/s (95% CI bars) against world size, one line per tables.aggregate.scaling_lines line (from the
-    one-rank baseline where there is one), with its ideal line and the scaling efficiency written at each point.
-    Right: exposed communication per step at each world size (median over repeats). The efficiencies are in the
-    legend, not at the points, where lines that end close together would print them over each other."""
+    """Left: samples/s (95% CI bars) against world size, one line per tables.aggregate.scaling_lines
+    line (from the one-rank baseline where there is one), with its ideal line and the scaling
+    efficiency written at each point. Right: exposed communication per step at each world size
+    (median over repeats). The efficiencies are in the legend, not at the points, where lines that
+    end close together would print them over each other."""
     from tables.aggregate import scaling_lines
 
     lines = scaling_lines(_train(entries))
@@ -362,8 +374,9 @@ def scaling(entries: list[Entry], path: Path, title: str = "", context: str = ""
 def pair_groups(
     entries: list[Entry], path: Path, title: str = "", context: str = ""
 ) -> Path | None:
-    """task=pair_groups across pairs: one curve of the time per all_reduce (rank 0 and the slowest rank), and the
-    CPU's busy share on a second axis, so the growth and the contention read together."""
+    """task=pair_groups across pairs: one curve of the time per all_reduce (rank 0 and the slowest
+    rank), and the CPU's busy share on a second axis, so the growth and the contention read
+    together."""
     runs = sorted(
         (
             e.result
@@ -428,9 +441,10 @@ def pair_groups(
 
 
 def busbw(entries: list[Entry], path: Path, title: str = "", context: str = "") -> Path | None:
-    """busbw against message size for task=collectives rows, one line per op (and run). The points are the busbw of
-    the median timed block, with error bars from that median's distribution-free interval (rows that have one);
-    busbw falls as time grows, so the interval's slow end is the bar's low end."""
+    """busbw against message size for task=collectives rows, one line per op (and run). The points
+    are the busbw of the median timed block, with error bars from that median's distribution-free
+    interval (rows that have one); busbw falls as time grows, so the interval's slow end is the
+    bar's low end."""
     runs = [
         e
         for e in entries
@@ -498,8 +512,9 @@ def busbw(entries: list[Entry], path: Path, title: str = "", context: str = "") 
 
 
 def _busbw_interval(row: CollectiveRow) -> tuple[float, float, float]:
-    """(busbw at the median block, bar below, bar above); no bars where the row has no median or interval. busbw is
-    the mean-based figure scaled by time / time_median (busbw is inversely proportional to the time)."""
+    """(busbw at the median block, bar below, bar above); no bars where the row has no median or
+    interval. busbw is the mean-based figure scaled by time / time_median (busbw is inversely
+    proportional to the time)."""
     bw, mean_t, med = row.busbw_GBps, row.time_us, row.time_median_us
     if not (finite(mean_t) and finite(med) and med > 0):
         return bw, 0.0, 0.0
@@ -520,8 +535,8 @@ def _bytes_label(v: float) -> str:
 def standard_plots(
     entries: list[Entry], out_dir: Path, prefix: str = "", title: str = ""
 ) -> dict[str, Path]:
-    """Every plot the entries hold data for: {name: file}. Each title is the question its plot answers; `title`
-    (the machine, the study) is written under it."""
+    """Every plot the entries hold data for: {name: file}. Each title is the question its plot
+    answers; `title` (the machine, the study) is written under it."""
     out_dir = Path(out_dir)
     made = {}
     for name, draw in (

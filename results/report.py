@@ -1,12 +1,13 @@
 """Paper-style tables and plots from run records.
 
-    python -m results.report <run or sweep dirs...> [--out DIR] [--title TEXT] [--machine-key hosts|devices]
+    python -m results.report <run or sweep dirs...> [--out DIR] [--title TEXT] [--machine-key
+    hosts|devices]
 
-Writes report.md, one CSV per table and PNG plots into --out (default: <dir>/report for one dir, else
-./report). Records are grouped by machine (hostnames + device names; `--machine-key devices` drops the
-hostnames, for multi-node runs whose node names differ) and, inside a machine, by world size, so no table
-mixes numbers from different hardware or rank counts. Only the scaling plot crosses world sizes, on purpose.
-"""
+Writes report.md, one CSV per table and PNG plots into --out (default: <dir>/report for one dir,
+else ./report). Records are grouped by machine (hostnames + device names; `--machine-key devices`
+drops the hostnames, for multi-node runs whose node names differ) and, inside a machine, by world
+size, so no table mixes numbers from different hardware or rank counts. Only the scaling plot
+crosses world sizes, on purpose."""
 
 from __future__ import annotations
 
@@ -37,17 +38,17 @@ from tables.table import (
 )
 
 
-# ------------------------------------------------------------------------------------------ machines
+# ----------------------------------------------------------------------------------------- machines
 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:40] or "machine"
 
 
-# ------------------------------------------------------------------------------------------ commands
+# ----------------------------------------------------------------------------------------- commands
 
 
-# ------------------------------------------------------------------------------------------ the report
+# --------------------------------------------------------------------------------------- the report
 
 
 class _Writer:
@@ -99,7 +100,8 @@ def _task_tables(w: _Writer, entries: list[Entry], stem: str) -> None:
 
 
 def _pair_groups_section(w: _Writer, group: list[Entry], slug: str, name: str) -> None:
-    """task=pair_groups crosses world sizes on purpose: the curve over pairs is the gloo thread's finding."""
+    """task=pair_groups crosses world sizes on purpose: the curve over pairs is the gloo thread's
+    finding."""
     pairs = sorted(
         (e for e in group if e.task == "pair_groups"),
         key=lambda e: getattr(e.result, "pairs", None) or 0,
@@ -119,7 +121,8 @@ def _pair_groups_section(w: _Writer, group: list[Entry], slug: str, name: str) -
 
 
 def _diagnosis_section(w: _Writer, group: list[Entry], slug: str) -> None:
-    """Findings per run, estimates checked within each sweep, comm efficiency and stragglers (diagnosis/)."""
+    """Findings per run, estimates checked within each sweep, comm efficiency and stragglers
+    (diagnosis/)."""
     from diagnosis import diagnose_sweep
     from results.diagnosis_tables import (
         by_sweep,
@@ -176,7 +179,8 @@ def write_report(
     ]
     if len(sections) > 1:
         w.md += [
-            "Each machine has its own section: numbers from different hardware are never compared in one "
+            "Each machine has its own section: numbers from different hardware are never compared "
+            "in one "
             "table.",
             "",
         ]

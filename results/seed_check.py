@@ -3,13 +3,13 @@ verdict holds whatever the seed).
 
     python -m results.seed_check [sweep dirs ...] [--seeds 50]
 
-For each seed, every random generator numpy and the standard library could hand the statistics is seeded with it
-(numpy.random.default_rng(anything) becomes default_rng(seed), numpy's and random's global states too), and the
-verdicts of every sweep table row, scaling row and checked estimate are recomputed from the records. It prints the
-verdicts that differ from seed 0's and exits 1 if there is any. Default dirs: every sweep under results/runs.
-A sweep whose verdicts asked for no generator and moved neither global state under the first seed is a function of
-its records alone: the later seeds skip it (18 of the 22 committed sweeps).
-"""
+For each seed, every random generator numpy and the standard library could hand the statistics is
+seeded with it (numpy.random.default_rng(anything) becomes default_rng(seed), numpy's and random's
+global states too), and the verdicts of every sweep table row, scaling row and checked estimate are
+recomputed from the records. It prints the verdicts that differ from seed 0's and exits 1 if there
+is any. Default dirs: every sweep under results/runs. A sweep whose verdicts asked for no generator
+and moved neither global state under the first seed is a function of its records alone: the later
+seeds skip it (18 of the 22 committed sweeps)."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ def sweep_dirs(root: Path = RUNS) -> list[Path]:
 
 @contextmanager
 def seeded(seed: int, drawn: list | None = None):
-    """drawn: one entry appended per generator handed out, so a caller can tell whether a computation asked for
-    randomness at all."""
+    """drawn: one entry appended per generator handed out, so a caller can tell whether a
+    computation asked for randomness at all."""
     original = np.random.default_rng
 
     def rng(*args, **kwargs):
@@ -53,8 +53,9 @@ def _global_states() -> tuple:
 
 
 def verdicts(entries: list, diagnoses: dict | None = None) -> dict[str, str]:
-    """Every verdict the report prints for these entries: sweep rows, scaling rows, checked estimates. diagnoses: the
-    runs' diagnoses (by output dir), computed once: the findings are not verdicts, the checked estimates' are."""
+    """Every verdict the report prints for these entries: sweep rows, scaling rows, checked
+    estimates. diagnoses: the runs' diagnoses (by output dir), computed once: the findings are not
+    verdicts, the checked estimates' are."""
     from diagnosis import diagnose_sweep
     from tables.aggregate import compare, scaling_rows
 
@@ -86,7 +87,8 @@ def check(dirs: list[Path], seeds: list[int]) -> list[str]:
     for seed in seeds:
         for d, entries in loaded.items():
             if d in fixed:
-                continue  # a function of the records alone, which no seed can reach (issue 36: time)
+                # a function of the records alone, which no seed can reach (issue 36: time)
+                continue
             drawn: list = []
             with seeded(seed, drawn):
                 before = _global_states()

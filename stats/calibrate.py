@@ -1,22 +1,26 @@
-"""Calibration suite: simulated step series with a known truth, judged by the project's own functions.
+"""Calibration suite: simulated step series with a known truth, judged by the project's own
+functions.
 
     python -m stats.calibrate [--sims N] [--seed S] [--only NAME ...] [--markdown]
 
-Every scenario simulates runs of step times (log step time = configuration + run offset + round effect + AR(1) noise,
-optionally with stalls and a linear drift), then calls exactly what the tables call: stats.within.batch_rate (a lone
-run's interval), stats.runs.run_level (a row of repeats), stats.family.family_verdicts (a sweep's verdicts with Holm),
-stats.drift.steady_state (the drift test), stats.sentinel.sentinel (the noise sentinel) and
-stats.summary.adaptive_should_stop (the adaptive window). It prints, per scenario, the nominal level or bound, the
-measured rate with its 95% Clopper-Pearson interval, and whether it meets the bound. Seeded: the same --seed gives the
-same table. tests/test_calibration.py runs a fast subset with the same code and fails when a bound is missed.
+Every scenario simulates runs of step times (log step time = configuration + run offset + round
+effect + AR(1) noise, optionally with stalls and a linear drift), then calls exactly what the tables
+call: stats.within.batch_rate (a lone run's interval), stats.runs.run_level (a row of repeats),
+stats.family.family_verdicts (a sweep's verdicts with Holm), stats.drift.steady_state (the drift
+test), stats.sentinel.sentinel (the noise sentinel) and stats.summary.adaptive_should_stop (the
+adaptive window). It prints, per scenario, the nominal level or bound, the measured rate with its
+95% Clopper-Pearson interval, and whether it meets the bound. Seeded: the same --seed gives the same
+table. tests/test_calibration.py runs a fast subset with the same code and fails when a bound is
+missed.
 
-Bounds (issue 22): a 95% interval covers 93-97%; a false verdict (faster/slower on identical configurations, or outside
-the truth) <= 5% per row and per sweep family; drift false alarms <= 5% per run; the power at a true 10% change with
-R=3 and 4% run spread >= the README's claim (POWER_CLAIM). Issue 39: the one-run intervals (typical step, long-run
-rate) cover 93-97% at 10-120 blocks under phi 0-0.7 and 5% stalls, or give none (refused); the plan of stats.power
-(pilot, plan fixed from it, fresh planned rounds) keeps every row's coverage at 93-97%, false verdicts <= 5% on 7
-identical rows, and calls a true 5% row of a 7-row sweep in >= 80% of sweeps, with the runs and minutes it chose.
-"""
+Bounds (issue 22): a 95% interval covers 93-97%; a false verdict (faster/slower on identical
+configurations, or outside the truth) <= 5% per row and per sweep family; drift false alarms <= 5%
+per run; the power at a true 10% change with R=3 and 4% run spread >= the README's claim
+(POWER_CLAIM). Issue 39: the one-run intervals (typical step, long-run rate) cover 93-97% at 10-120
+blocks under phi 0-0.7 and 5% stalls, or give none (refused); the plan of stats.power (pilot, plan
+fixed from it, fresh planned rounds) keeps every row's coverage at 93-97%, false verdicts <= 5% on 7
+identical rows, and calls a true 5% row of a 7-row sweep in >= 80% of sweeps, with the runs and
+minutes it chose."""
 
 from __future__ import annotations
 
@@ -45,7 +49,8 @@ SIGMA = (
 STEPS = 40  # steps (= timed blocks on CPU) per run: the default CPU run measured 37
 COVERAGE = (0.93, 0.97)
 FALSE_MAX = 0.05
-POWER_CLAIM = 0.20  # README: a true 10% change with R=3 and 4% run spread is called faster in >= 20% of sweeps
+# README: a true 10% change with R=3 and 4% run spread is called faster in >= 20% of sweeps
+POWER_CLAIM = 0.20
 SEED = 22
 PILOT_ROUNDS, PILOT_STEPS = (
     3,
@@ -68,7 +73,7 @@ WITHIN_BLOCKS = (
 WITHIN_CASES = ((0.0, 0.0), (0.3, 0.0), (0.5, 0.0), (0.7, 0.0), (0.3, 0.05), (0.5, 0.05))
 
 
-# --------------------------------------------------------------------------------------------- simulation
+# --------------------------------------------------------------------------------------- simulation
 
 
 def series(
@@ -80,8 +85,9 @@ def series(
     stall: float = 0.0,
     drift: float = 0.0,
 ) -> np.ndarray:
-    """Log step times of shape (*shape, n): stationary AR(1) with marginal SD sigma, stalls (a step takes twice as
-    long with probability `stall`), and a linear drift of `drift` (relative) across the run."""
+    """Log step times of shape (*shape, n): stationary AR(1) with marginal SD sigma, stalls (a step
+    takes twice as long with probability `stall`), and a linear drift of `drift` (relative) across
+    the run."""
     e = rng.normal(0.0, sigma * math.sqrt(1 - phi * phi), (*shape, n))
     x = np.empty_like(e)
     x[..., 0] = rng.normal(0.0, sigma, shape)
@@ -102,17 +108,19 @@ def run_logs(x: np.ndarray) -> np.ndarray:
 def true_log_rate(
     phi: float, n: int, sigma: float = SIGMA, stall: float = 0.0, sims: int = 40000, seed: int = 0
 ) -> float:
-    """E[log throughput of one run] by a large Monte Carlo (what a row of repeats estimates, offsets aside)."""
+    """E[log throughput of one run] by a large Monte Carlo (what a row of repeats estimates, offsets
+    aside)."""
     rng = np.random.default_rng(seed)
     return float(run_logs(series(rng, (sims,), n, phi, sigma, stall)).mean())
 
 
 def long_run_log_rate(sigma: float = SIGMA, stall: float = 0.0) -> float:
-    """log of steps / expected step time: what one run's throughput estimates (its own long-run rate)."""
+    """log of steps / expected step time: what one run's throughput estimates (its own long-run
+    rate)."""
     return -(sigma * sigma / 2 + math.log1p(stall))
 
 
-# --------------------------------------------------------------------------------------------- results
+# ------------------------------------------------------------------------------------------ results
 
 
 @dataclass
@@ -163,8 +171,8 @@ class Result:
         status = "refused" if self.refused else {True: "ok", False: "MISS", None: "report"}[self.ok]
         measured = "–" if not self.total else f"{self.rate:.1%} [{lo:.1%}, {hi:.1%}]"
         return (
-            f"| {self.name} | {self.measure} | {self.nominal} | {measured} | {self.total} | {bound} | {status} |"
-            + (f" {self.note}" if self.note else "")
+            f"| {self.name} | {self.measure} | {self.nominal} | {measured} | {self.total} | "
+            f"{bound} | {status} |" + (f" {self.note}" if self.note else "")
         )
 
 
@@ -174,12 +182,12 @@ HEADER = (
 )
 
 
-# --------------------------------------------------------------------------------------------- scenarios
+# ---------------------------------------------------------------------------------------- scenarios
 
 
 def typical_log_time(sigma: float = SIGMA, stall: float = 0.0) -> float:
-    """The median of one step's log time (the typical step) under the simulated model: the median of the marginal
-    mixture N(0, sigma) and, with probability `stall`, N(log 2, sigma)."""
+    """The median of one step's log time (the typical step) under the simulated model: the median of
+    the marginal mixture N(0, sigma) and, with probability `stall`, N(log 2, sigma)."""
     from scipy import optimize, stats as st
 
     if not stall:
@@ -204,8 +212,8 @@ def within_coverage(
     adaptive: bool = False,
     typical: bool = False,
 ) -> Result:
-    """A lone run's interval covers its estimand: the long-run rate, stalls included (batch_rate, throughput), or the
-    typical step (batch_median, the step median)."""
+    """A lone run's interval covers its estimand: the long-run rate, stalls included (batch_rate,
+    throughput), or the typical step (batch_median, the step median)."""
     truth = long_run_log_rate(stall=stall)
     step = math.exp(typical_log_time(stall=stall))
     what = (
@@ -275,7 +283,8 @@ def adaptive_steps(row: np.ndarray, rel_ci: float, min_steps: int, max_steps: in
 def repeats_coverage(
     rng, sims: int, runs: int, offset: float, phi: float = 0.5, stall: float = 0.0
 ) -> Result:
-    """A row of R repeats: the run-level interval covers the configuration's value (exp E[log run throughput])."""
+    """A row of R repeats: the run-level interval covers the configuration's value (exp E[log run
+    throughput])."""
     truth = true_log_rate(phi, STEPS, stall=stall, seed=int(rng.integers(1 << 30)))
     x = series(rng, (sims, runs), STEPS, phi, stall=stall) + rng.normal(0, offset, (sims, runs, 1))
     logs = run_logs(x)
@@ -302,9 +311,10 @@ def sweep(
     rounds: float = 0.0,
     stall: float = 0.0,
 ) -> list[dict]:
-    """Simulate `sims` sweeps of a baseline and `rows` candidates (each `effect` faster: throughput x (1 + effect)),
-    R runs each in rounds (a round effect of SD `rounds` hits every configuration of a round alike); judge them with
-    family_verdicts as the sweep table does. Returns the verdict dicts of every sweep."""
+    """Simulate `sims` sweeps of a baseline and `rows` candidates (each `effect` faster: throughput
+    x (1 + effect)), R runs each in rounds (a round effect of SD `rounds` hits every configuration
+    of a round alike); judge them with family_verdicts as the sweep table does. Returns the verdict
+    dicts of every sweep."""
     k = rows + 1
     x = series(rng, (sims, k, runs), STEPS, phi, stall=stall)
     x = x + rng.normal(0, offset, (sims, k, runs, 1)) + rng.normal(0, rounds, (sims, 1, runs, 1))
@@ -373,7 +383,8 @@ def false_verdicts(
 def truth_verdicts(
     rng, sims: int, runs: int, offset: float, effect: float, phi: float = 0.5
 ) -> list[Result]:
-    """One candidate with a true effect: the verdicts that are wrong for it, and the power to call it."""
+    """One candidate with a true effect: the verdicts that are wrong for it, and the power to call
+    it."""
     res = [v[0] for v in sweep(rng, sims, 1, runs, offset, phi, effect)]
     label = f"true {effect:+.1%}, R={runs}, offsets {offset:.0%}, phi={phi}"
     out = []
@@ -446,11 +457,12 @@ def planned_sweeps(
     goal: str = "detect",
     pilot_steps: int = PILOT_STEPS,
 ) -> dict:
-    """The default plan end to end (stats.power.plan): a pilot of PILOT_ROUNDS interleaved rounds of PILOT_STEPS
-    steps per configuration, the plan fixed from it, then fresh rounds of the planned runs x steps judged by
-    family_verdicts (paired by round, Holm). The first `effect_rows` candidates are truly `effect` faster. Returns
-    {hits (interval covers the true ratio), rows_judged, false (sweeps with a false faster/slower), called (the
-    effect rows called faster), effect_total, runs, steps, seconds, reached}."""
+    """The default plan end to end (stats.power.plan): a pilot of PILOT_ROUNDS interleaved rounds of
+    PILOT_STEPS steps per configuration, the plan fixed from it, then fresh rounds of the planned
+    runs x steps judged by family_verdicts (paired by round, Holm). The first `effect_rows`
+    candidates are truly `effect` faster. Returns {hits (interval covers the true ratio),
+    rows_judged, false (sweeps with a false faster/slower), called (the effect rows called faster),
+    effect_total, runs, steps, seconds, reached}."""
     k = rows + 1
     out = {
         "hits": 0,
@@ -513,11 +525,13 @@ def plan_results(
     runs, steps, secs = np.asarray(r["runs"]), np.asarray(r["steps"]), np.asarray(r["seconds"])
     budget = f", budget {budget_s / 60:g} min" if budget_s else ""
     label = (
-        f"plan for {PLAN_TARGET:.0%} (pilot {PILOT_ROUNDS}x{PILOT_STEPS}), {rows} rows, offsets {offset:.0%}, "
+        f"plan for {PLAN_TARGET:.0%} (pilot {PILOT_ROUNDS}x{PILOT_STEPS}), {rows} rows, offsets "
+        f"{offset:.0%}, "
         f"phi={phi}" + (f", one row {effect:+.0%}" if effect else ", identical") + budget
     )
     chose = (
-        f"plan: runs median {np.median(runs):g} (IQR {np.percentile(runs, 25):g}-{np.percentile(runs, 75):g}), "
+        f"plan: runs median {np.median(runs):g} (IQR "
+        f"{np.percentile(runs, 25):g}-{np.percentile(runs, 75):g}), "
         f"steps median {np.median(steps):g}, machine time median {np.median(secs) / 60:.0f} min at "
         f"{STARTUP_S:g} s + {STEP_S:g} s/step; reached the target in "
         f"{sum(x == 'target' for x in r['reached']) / len(runs):.0%}"
@@ -609,7 +623,7 @@ def sentinel_alarms(
     )
 
 
-# --------------------------------------------------------------------------------------------- the suite
+# ---------------------------------------------------------------------------------------- the suite
 
 
 @dataclass
@@ -744,8 +758,9 @@ def scenarios() -> list[Scenario]:
     )
     s.append(Scenario("sentinel", lambda r, n: sentinel_alarms(r, n), fast=True))
     s.append(Scenario("sentinel iid", lambda r, n: sentinel_alarms(r, n, offset=0.0, phi=0.0)))
-    # repeats=auto's default (appended: the rows above keep their seeds): pilot 3 x 10 steps (scale=smoke),
-    # the plan for +-AUTO_TARGET on every row, no budget (what the target costs) and the default budget
+    # repeats=auto's default (appended: the rows above keep their seeds): pilot 3 x 10 steps
+    # (scale=smoke), the plan for +-AUTO_TARGET on every row, no budget (what the target costs) and
+    # the default budget
     s.append(Scenario("auto identical", lambda r, n: auto_results(r, n, 0.02), weight=0.5))
     for off in (0.02, 0.04, 0.08):
         s.append(
@@ -771,7 +786,8 @@ AUTO_TARGET, AUTO_BUDGET_S, AUTO_PILOT_STEPS = 0.015, 1200.0, 10  # conf/config.
 def auto_results(
     rng, sims: int, offset: float, effect: float = 0.0, budget_s: float | None = None
 ) -> list[Result]:
-    """repeats=auto as a sweep runs it: the plan for a +-AUTO_TARGET half-width on every row (7 rows, phi 0.5)."""
+    """repeats=auto as a sweep runs it: the plan for a +-AUTO_TARGET half-width on every row (7
+    rows, phi 0.5)."""
     r = planned_sweeps(
         rng,
         sims,
@@ -786,7 +802,8 @@ def auto_results(
     )
     runs, steps, secs = np.asarray(r["runs"]), np.asarray(r["steps"]), np.asarray(r["seconds"])
     label = (
-        f"repeats=auto, +-{AUTO_TARGET * 100:g}% (pilot {PILOT_ROUNDS}x{AUTO_PILOT_STEPS}), 7 rows, offsets "
+        f"repeats=auto, +-{AUTO_TARGET * 100:g}% (pilot {PILOT_ROUNDS}x{AUTO_PILOT_STEPS}), 7 "
+        "rows, offsets "
         f"{offset:.0%}, phi=0.5"
         + (f", one row {effect:+.0%}" if effect else ", identical")
         + (f", budget {budget_s / 60:g} min" if budget_s else "")
@@ -794,7 +811,8 @@ def auto_results(
     chose = (
         f"plan: runs median {np.median(runs):g} (IQR {np.percentile(runs, 25):g}-"
         f"{np.percentile(runs, 75):g}), steps median {np.median(steps):g}, machine time median "
-        f"{np.median(secs) / 60:.0f} min at {STARTUP_S:g} s + {STEP_S:g} s/step; reached the target in "
+        f"{np.median(secs) / 60:.0f} min at {STARTUP_S:g} s + {STEP_S:g} s/step; reached the "
+        "target in "
         f"{sum(x == 'target' for x in r['reached']) / len(runs):.0%}"
     )
     out = [
@@ -868,15 +886,17 @@ def main(argv: list[str] | None = None) -> int:
     results = run(args.sims, args.seed, args.only, args.fast)
     took = time.time() - t0
     print(
-        f"Calibration: {args.sims} simulations per scenario, seed {args.seed}; each run {STEPS} steps, step SD "
-        f"{SIGMA:.0%} (log), compare.noise {NOISE:.0%}; 95% intervals; rate [95% Clopper-Pearson interval].\n"
+        f"Calibration: {args.sims} simulations per scenario, seed {args.seed}; each run {STEPS} "
+        "steps, step SD "
+        f"{SIGMA:.0%} (log), compare.noise {NOISE:.0%}; 95% intervals; rate [95% Clopper-Pearson "
+        "interval].\n"
     )
     print(table(results))
     misses = [r for r in results if r.ok is False]
     print(
         f"\n{len(results)} rows, {len(misses)} miss a bound; {took:.0f} s on {platform.machine()} "
-        f"({platform.python_implementation()} {platform.python_version()}), command: python -m stats.calibrate "
-        + " ".join(sys.argv[1:] if argv is None else argv)
+        f"({platform.python_implementation()} {platform.python_version()}), command: python -m "
+        "stats.calibrate " + " ".join(sys.argv[1:] if argv is None else argv)
     )
     return 1 if misses else 0
 

@@ -1,7 +1,8 @@
-"""Comparisons between configurations, for callers that hold timed blocks or step series directly (the sweep table
-goes through tables.aggregate, which calls the same functions). Every ratio here is throughput-style: > 1 means the
-candidate is faster. Nothing here resamples: intervals are t intervals on runs (stats.runs) or on batches of one run
-(stats.within), so the same records always give the same numbers and verdicts, whatever a seed."""
+"""Comparisons between configurations, for callers that hold timed blocks or step series directly
+(the sweep table goes through tables.aggregate, which calls the same functions). Every ratio here is
+throughput-style: > 1 means the candidate is faster. Nothing here resamples: intervals are t
+intervals on runs (stats.runs) or on batches of one run (stats.within), so the same records always
+give the same numbers and verdicts, whatever a seed."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from .within import BATCHES, batch_rate, log_median, t_quantile
 
 
 def throughput(runs, level: float = 0.95) -> dict:
-    """Throughput of one configuration from its runs = [(block walls, block work), ...]: the run level (geometric mean,
-    t on the runs) for two runs or more; one run: its own batch-means interval, which holds its steps' noise only.
-    {rate, ci_lo, ci_hi, n_runs, run_rates, method, within_run (True for one run)}."""
+    """Throughput of one configuration from its runs = [(block walls, block work), ...]: the run
+    level (geometric mean, t on the runs) for two runs or more; one run: its own batch-means
+    interval, which holds its steps' noise only. {rate, ci_lo, ci_hi, n_runs, run_rates, method,
+    within_run (True for one run)}."""
     if len(runs) == 1:
         b = batch_rate(*runs[0], level=level)
         return {
@@ -46,8 +48,9 @@ def throughput(runs, level: float = 0.95) -> dict:
 def compare_throughput(
     baseline_runs, candidate_runs, level: float = 0.95, noise: float = NOISE, paired: bool = False
 ) -> dict:
-    """Speed-up = candidate throughput / baseline throughput from runs = [(block walls, block work), ...], run level
-    (stats.runs.compare_runs). paired: the i-th runs of the two sides ran together (interleaved pairs)."""
+    """Speed-up = candidate throughput / baseline throughput from runs = [(block walls, block work),
+    ...], run level (stats.runs.compare_runs). paired: the i-th runs of the two sides ran together
+    (interleaved pairs)."""
     b = [log_rate(w, u) for w, u in baseline_runs]
     c = [log_rate(w, u) for w, u in candidate_runs]
     rounds = (list(range(len(b))), list(range(len(c)))) if paired else (None, None)
@@ -69,12 +72,13 @@ def compare_throughput(
 def ratio_ci(
     baseline, candidate, level: float = 0.95, seed: int | None = None, independent: bool = False
 ) -> tuple[float, float | None, float | None]:
-    """Ratio of two runs' medians (baseline / candidate, so > 1 when the candidate's times are shorter), with a
-    batch-medians interval on the log scale (Welch across the two runs' batches). (ratio, None, None) when a series
-    has fewer than 10 values. Within runs only: it holds the two runs' own noise, not the spread between runs.
-    independent: the values are independent timed blocks (a microbenchmark's), not consecutive steps: the ratio of
-    their geometric means with a Welch t interval on the log values (>= 3 each). `seed` is accepted for old callers;
-    nothing is random."""
+    """Ratio of two runs' medians (baseline / candidate, so > 1 when the candidate's times are
+    shorter), with a batch-medians interval on the log scale (Welch across the two runs' batches).
+    (ratio, None, None) when a series has fewer than 10 values. Within runs only: it holds the two
+    runs' own noise, not the spread between runs. independent: the values are independent timed
+    blocks (a microbenchmark's), not consecutive steps: the ratio of their geometric means with a
+    Welch t interval on the log values (>= 3 each). `seed` is accepted for old callers; nothing is
+    random."""
     if independent:
         b, c = (np.log(np.asarray(v, dtype=float).ravel()) for v in (baseline, candidate))
         mb, mc = float(b.mean()), float(c.mean())
@@ -97,7 +101,10 @@ def ratio_ci(
     return ratio, math.exp(mb - mc - h), math.exp(mb - mc + h)
 
 
-RATIO_CI_METHOD = "ratio of the two runs' medians, batch-medians interval (5 batches per run, Welch t on the log scale)"
+RATIO_CI_METHOD = (
+    "ratio of the two runs' medians, batch-medians interval (5 batches per run, "
+    "Welch t on the log scale)"
+)
 
 __all__ = [
     "EQUIVALENT",

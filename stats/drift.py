@@ -1,21 +1,22 @@
 """Warm-up / drift detection: is the measured window steady, or still settling (or throttling)?
 
-The test is a trend test on batch means: the window's log step times (or per-block times) are cut into DRIFT_BATCHES
-consecutive batches, and the least-squares slope of the batch means against their position is tested with a t test on
-DRIFT_BATCHES - 2 degrees of freedom. Batch means of several steps are nearly independent, so serial correlation
-between steps does not turn noise into a "trend": a rank test on single steps (first third against last third, what
-this module did before) raised false alarms on 23% of steady AR(1) phi = 0.5 series and 40% at phi = 0.7. With 8
-batches the test runs at DRIFT_ALPHA = 1%, which keeps its false-alarm rate <= 5% up to phi = 0.7 from 16 steps
-(calibration suite) while a warm-up that decays over the first fifth of the window is still caught (5 batches at 2.5%
-missed most of those: a straight line fits a decay badly).
+The test is a trend test on batch means: the window's log step times (or per-block times) are cut
+into DRIFT_BATCHES consecutive batches, and the least-squares slope of the batch means against their
+position is tested with a t test on DRIFT_BATCHES - 2 degrees of freedom. Batch means of several
+steps are nearly independent, so serial correlation between steps does not turn noise into a
+"trend": a rank test on single steps (first third against last third, what this module did before)
+raised false alarms on 23% of steady AR(1) phi = 0.5 series and 40% at phi = 0.7. With 8 batches the
+test runs at DRIFT_ALPHA = 1%, which keeps its false-alarm rate <= 5% up to phi = 0.7 from 16 steps
+(calibration suite) while a warm-up that decays over the first fifth of the window is still caught
+(5 batches at 2.5% missed most of those: a straight line fits a decay badly).
 
-A window is called unsteady only when the trend is significant and the fitted change across the window is larger than
-DRIFT_NOISE (2%): on a long window a 0.5% trend can be significant and still irrelevant to any comparison we print.
-It is called steady only when the fitted change is within DRIFT_NOISE and not significant: a change larger than that
-which the test cannot call significant (8 batch means of a short or noisy window have little power) is "unknown"
-(steady None, with the drift and p kept), never "steady".
-A sweep summarises its runs' p-values with Benjamini-Hochberg (false discovery rate), see unsteady_runs.
-"""
+A window is called unsteady only when the trend is significant and the fitted change across the
+window is larger than DRIFT_NOISE (2%): on a long window a 0.5% trend can be significant and still
+irrelevant to any comparison we print. It is called steady only when the fitted change is within
+DRIFT_NOISE and not significant: a change larger than that which the test cannot call significant (8
+batch means of a short or noisy window have little power) is "unknown" (steady None, with the drift
+and p kept), never "steady". A sweep summarises its runs' p-values with Benjamini-Hochberg (false
+discovery rate), see unsteady_runs."""
 
 from __future__ import annotations
 
@@ -36,8 +37,8 @@ METHOD = (
 
 
 def trend(values) -> tuple[float, float] | None:
-    """(fitted relative change from the first batch to the last, two-sided p) of a positive series; None if too
-    short."""
+    """(fitted relative change from the first batch to the last, two-sided p) of a positive series;
+    None if too short."""
     x = np.asarray(values, dtype=float).ravel()
     if x.size < MIN_DRIFT or (x <= 0).any():
         return None
@@ -58,8 +59,8 @@ def trend(values) -> tuple[float, float] | None:
 
 
 def steady_state(values, level: float | None = None) -> dict:
-    """{steady (True / False / None: too short, or a change over DRIFT_NOISE the test cannot call), drift (fitted
-    change across the window), p_value, method, reason}.
+    """{steady (True / False / None: too short, or a change over DRIFT_NOISE the test cannot call),
+    drift (fitted change across the window), p_value, method, reason}.
     `level` is accepted for old callers; the test's own level is DRIFT_ALPHA."""
     out = {"steady": None, "drift": None, "p_value": None, "method": METHOD}
     found = trend(values)
@@ -80,7 +81,8 @@ def steady_state(values, level: float | None = None) -> dict:
         )
     elif big:
         out["reason"] = (
-            f"the window moved {drift:+.1%} from its start to its end, more than the {DRIFT_NOISE:.0%} "
+            f"the window moved {drift:+.1%} from its start to its end, more than the "
+            f"{DRIFT_NOISE:.0%} "
             f"noise threshold, and the trend test cannot tell that from noise (p={p:.2g}, "
             f"{DRIFT_BATCHES} batch means): more steps can tell"
         )
@@ -90,8 +92,10 @@ def steady_state(values, level: float | None = None) -> dict:
 
 
 def unsteady_runs(tests: dict, q: float = DRIFT_ALPHA) -> dict:
-    """Benjamini-Hochberg over a sweep's runs: tests = {run: steady_state(...)}; the runs whose drift is both
-        discovered at false discovery rate q (the per-run test's own level, so a run alone is judged as its record
+    """Benjamini-Hochberg over a sweep's runs: tests = {run: steady_state(...)}; the runs whose
+    drift is both
+        discovered at false discovery rate q (the per-run test's own level, so a run alone is judged
+        as its record
     says) and larger than DRIFT_NOISE. {runs: [...], tested, method}."""
     from .verdict import adjust
 
@@ -102,5 +106,6 @@ def unsteady_runs(tests: dict, q: float = DRIFT_ALPHA) -> dict:
     return {
         "runs": runs,
         "tested": len(keys),
-        "method": f"drift trend test per run, Benjamini-Hochberg over the {len(keys)} tested runs at FDR {q:.0%}",
+        "method": f"drift trend test per run, Benjamini-Hochberg over the {len(keys)} tested runs "
+        f"at FDR {q:.0%}",
     }

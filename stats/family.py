@@ -1,18 +1,22 @@
-"""A family of comparisons against one baseline: the verdicts a sweep table (or autotune's selection) prints.
+"""A family of comparisons against one baseline: the verdicts a sweep table (or autotune's
+selection) prints.
 
-Every row is compared with the baseline at the run level (stats.runs.compare_runs). A sweep of k rows makes k claims,
-so the chance that at least one is false grows with k (7 identical rows called at least one false verdict in 21-28%
-of simulated sweeps with per-row tests). The family is controlled here:
-  - "holm": Holm's step-down on the rows' claim p-values (Holm 1979, "A simple sequentially rejective multiple test
+Every row is compared with the baseline at the run level (stats.runs.compare_runs). A sweep of k
+rows makes k claims, so the chance that at least one is false grows with k (7 identical rows called
+at least one false verdict in 21-28% of simulated sweeps with per-row tests). The family is
+controlled here:
+  - "holm": Holm's step-down on the rows' claim p-values (Holm 1979, "A simple sequentially
+    rejective multiple test
     procedure", Scand. J. Statist. 6): the chance of any false verdict in the table is <= 1 - level;
-  - "fdr_bh": Benjamini-Hochberg (1995), the expected share of false verdicts <= 1 - level: for ranking candidates
+  - "fdr_bh": Benjamini-Hochberg (1995), the expected share of false verdicts <= 1 - level: for
+    ranking candidates
     (autotune), never for a table a user acts on row by row.
-A row's printed interval is its own 95% interval; a claim that the interval alone would make but the family does not
-support is shown as "no significant difference" with the adjustment named in its row.
-A noise floor raised by the noise sentinel (the machine's own spread between rows) replaces compare.noise as the bar
-for faster / slower in every row, so the sentinel's warning and the verdicts under it never disagree; equivalence is
-still judged within +-compare.noise (a machine spread is no reason to call two rows equivalent).
-"""
+A row's printed interval is its own 95% interval; a claim that the interval alone would make but the
+family does not support is shown as "no significant difference" with the adjustment named in its
+row. A noise floor raised by the noise sentinel (the machine's own spread between rows) replaces
+compare.noise as the bar for faster / slower in every row, so the sentinel's warning and the
+verdicts under it never disagree; equivalence is still judged within +-compare.noise (a machine
+spread is no reason to call two rows equivalent)."""
 
 from __future__ import annotations
 
@@ -25,7 +29,8 @@ from .verdict import CLAIMS, FAMILY_METHODS, NO_VERDICT, NOISE, NS, adjust, best
 
 @dataclass
 class Row:
-    """One configuration's runs: per-run log throughput, the round each ran in (None: no rounds), unsteady runs."""
+    """One configuration's runs: per-run log throughput, the round each ran in (None: no rounds),
+    unsteady runs."""
 
     label: str
     logs: list
@@ -54,11 +59,12 @@ def pair_verdicts(
     method: str = "holm",
     floor: float | None = None,
 ) -> list[dict]:
-    """One family of (baseline, candidate) comparisons (a sweep table's rows, a scaling table's points). Each:
-    {ratio, ci_lo, ci_hi, verdict (family-adjusted), verdict_unadjusted, claim, p, paired, df, log_ratio, log_se,
-    n_baseline, n_candidate, repeats_needed, detectable, method, family, noise, notes}. `detectable`: the smallest
-    true difference this row's design would have called with 80% power at the family's level (stats.power); an
-    inconclusive row says it in its notes, so "no significant difference" reads with what it could have seen."""
+    """One family of (baseline, candidate) comparisons (a sweep table's rows, a scaling table's
+    points). Each: {ratio, ci_lo, ci_hi, verdict (family-adjusted), verdict_unadjusted, claim, p,
+    paired, df, log_ratio, log_se, n_baseline, n_candidate, repeats_needed, detectable, method,
+    family, noise, notes}. `detectable`: the smallest true difference this row's design would have
+    called with 80% power at the family's level (stats.power); an inconclusive row says it in its
+    notes, so "no significant difference" reads with what it could have seen."""
     threshold = max(noise, floor or 0.0)
     out: list[dict] = []
     for b, r in pairs:

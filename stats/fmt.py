@@ -13,7 +13,8 @@ from .verdict import EQUIVALENT, FASTER, NO_VERDICT, NS, SLOWER
 
 
 def sig_digits(value: float, lo: float | None, hi: float | None) -> int | None:
-    """Decimal places to print (negative: round to tens, hundreds, ...); None without a usable interval.
+    """Decimal places to print (negative: round to tens, hundreds, ...); None without a usable
+    interval.
     `value` is accepted so callers can pass a row as-is; the width alone decides."""
     if lo is None or hi is None or not hi > lo:
         return None
@@ -21,7 +22,8 @@ def sig_digits(value: float, lo: float | None, hi: float | None) -> int | None:
 
 
 def rounded(value: float) -> str:
-    """A number without an interval, to the digits a table reader needs: fewer decimals as it grows."""
+    """A number without an interval, to the digits a table reader needs: fewer decimals as it
+    grows."""
     a = abs(value)
     if a == 0:
         return "0"
@@ -53,8 +55,9 @@ def _num(x: float, decimals: int | None) -> str:
 
 
 def fmt_ci(value: float, lo: float | None, hi: float | None, unit: str = "") -> str:
-    """The value and its interval to the interval's digits, but never so few that the value loses its first significant
-    digit: an interval 35 times the value's size (a 39 us median in [34, 1366] us, seen on an H200) printed
+    """The value and its interval to the interval's digits, but never so few that the value loses
+    its first significant digit: an interval 35 times the value's size (a 39 us median in [34, 1366]
+    us, seen on an H200) printed
     `0 [0, 1400]`."""
     d = sig_digits(value, lo, hi)
     unit = f" {unit}" if unit else ""
@@ -66,9 +69,9 @@ def fmt_ci(value: float, lo: float | None, hi: float | None, unit: str = "") -> 
 
 
 def fmt_ratio(ratio: float, lo: float | None, hi: float | None, verdict: str) -> str:
-    """A row that is not faster or slower never shows a bare ratio: "1.04x" would be read as a 4% win.
-    faster / slower: "1.25x [1.18, 1.31]"; equivalent: "~1 (0.99-1.01, equiv.)"; no significant difference:
-    "~1 (0.93-1.07, n.s.)"; no verdict (one run a side): "0.66 (1 run: no CI)"."""
+    """A row that is not faster or slower never shows a bare ratio: "1.04x" would be read as a 4%
+    win. faster / slower: "1.25x [1.18, 1.31]"; equivalent: "~1 (0.99-1.01, equiv.)"; no significant
+    difference: "~1 (0.93-1.07, n.s.)"; no verdict (one run a side): "0.66 (1 run: no CI)"."""
     d = sig_digits(ratio, lo, hi)
     if verdict == NO_VERDICT:
         return f"{ratio:.2f} (1 run: no CI)"
@@ -86,7 +89,8 @@ def verdict_text(
     repeats_needed: int | None = None,
     notes: tuple = (),
 ) -> str:
-    """The verdict column: the code's words, with what decides an inconclusive row and any caveat (notes)."""
+    """The verdict column: the code's words, with what decides an inconclusive row and any caveat
+    (notes)."""
     if verdict is None:
         return ""
     if verdict == EQUIVALENT and noise is not None:

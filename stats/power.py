@@ -1,27 +1,30 @@
-"""Power and planning: what a comparison could have seen, and how many runs of how many steps it takes to see more.
+"""Power and planning: what a comparison could have seen, and how many runs of how many steps it
+takes to see more.
 
-A "no significant difference" alone does not say whether the difference is absent or the design was too weak to see
-it. Every compared row therefore states its **detectable difference**: the smallest true speed-up (or slow-down) the
-same design (its standard error, degrees of freedom and family) would call faster (slower) with 80% probability. The
-claim "faster" is made when the t statistic of log ratio - log(1 + bar) exceeds the family's critical value; under a
-true effect that statistic is noncentral t, so the detectable log effect is bar + delta * se with delta the
-noncentrality where the noncentral t passes the critical value with probability `power` (scipy.stats.nct). The
-family's level is Holm's first step, (1 - level) / m: the bar a lone true effect among m rows must clear (Holm 1979);
-with more true effects later steps ask less, so this is the conservative figure.
+A "no significant difference" alone does not say whether the difference is absent or the design was
+too weak to see it. Every compared row therefore states its **detectable difference**: the smallest
+true speed-up (or slow-down) the same design (its standard error, degrees of freedom and family)
+would call faster (slower) with 80% probability. The claim "faster" is made when the t statistic of
+log ratio - log(1 + bar) exceeds the family's critical value; under a true effect that statistic is
+noncentral t, so the detectable log effect is bar + delta * se with delta the noncentrality where
+the noncentral t passes the critical value with probability `power` (scipy.stats.nct). The family's
+level is Holm's first step, (1 - level) / m: the bar a lone true effect among m rows must clear
+(Holm 1979); with more true effects later steps ask less, so this is the conservative figure.
 
-The standard error used is the measured one, so this is the design's sensitivity at the spread it measured (not the
-"observed power" of the measured effect, which says nothing the p-value does not).
+The standard error used is the measured one, so this is the design's sensitivity at the spread it
+measured (not the "observed power" of the measured effect, which says nothing the p-value does not).
 
-Planning (Kalibera & Jones, "Rigorous benchmarking in reasonable time", ISMM 2013, sec. 3): a pilot of interleaved
-rounds estimates, on this machine, the two variance components of a run's log throughput: between runs (sigma_b^2,
-what a new process brings) and within a run per step (v_w, so a run of n steps adds v_w / n; v_w from the runs' batch
-means, serial correlation included). A paired comparison's per-round difference then has variance
-2 (sigma_b^2 + v_w / n), round effects cancelling. `plan` picks the runs R and steps n that reach a target detectable
-difference at the least machine time (a run costs startup + n x step seconds), or, when the budget cannot, the
-smallest difference the budget can see, and says which. The plan is fixed after the pilot and the verdicts use the
-planned runs only, so the pilot's chance variance estimate moves the design, never the coverage or the family-wise
-error of the final intervals (calibrated in `python -m stats.calibrate --only plan`).
-"""
+Planning (Kalibera & Jones, "Rigorous benchmarking in reasonable time", ISMM 2013, sec. 3): a pilot
+of interleaved rounds estimates, on this machine, the two variance components of a run's log
+throughput: between runs (sigma_b^2, what a new process brings) and within a run per step (v_w, so a
+run of n steps adds v_w / n; v_w from the runs' batch means, serial correlation included). A paired
+comparison's per-round difference then has variance 2 (sigma_b^2 + v_w / n), round effects
+cancelling. `plan` picks the runs R and steps n that reach a target detectable difference at the
+least machine time (a run costs startup + n x step seconds), or, when the budget cannot, the
+smallest difference the budget can see, and says which. The plan is fixed after the pilot and the
+verdicts use the planned runs only, so the pilot's chance variance estimate moves the design, never
+the coverage or the family-wise error of the final intervals (calibrated in `python -m
+stats.calibrate --only plan`)."""
 
 from __future__ import annotations
 
@@ -67,8 +70,10 @@ def detectable(
     power: float = POWER,
     floor: float | None = None,
 ) -> float | None:
-    """The smallest true speed-up (as a fraction: 0.05 = 5% faster) this design calls faster with probability
-    `power` in a family of `family` comparisons (Holm's first step); None without an interval (one run a side)."""
+    """The smallest true speed-up (as a fraction: 0.05 = 5% faster) this design calls faster with
+    probability
+    `power` in a family of `family` comparisons (Holm's first step); None without an interval (one
+    run a side)."""
     if log_se is None or df is None or not math.isfinite(log_se) or log_se <= 0 or df <= 0:
         return None
     alpha = (1 - level) / max(1, family)
@@ -89,7 +94,8 @@ def runs_to_detect(
     power: float = POWER,
     cap: int = MAX_RUNS,
 ) -> int | None:
-    """Rounds (runs per configuration, paired) for `detectable` <= effect when one round's log difference has SD
+    """Rounds (runs per configuration, paired) for `detectable` <= effect when one round's log
+    difference has SD
     `diff_sd`; None when more than `cap` would be needed or the effect is inside the noise band."""
     if effect <= noise:
         return None
@@ -110,8 +116,9 @@ def runs_to_detect(
 
 
 def half_width(diff_sd: float, runs: int, level: float = 0.95) -> float | None:
-    """Half-width, as a fraction (0.02: +-2%), of a paired speed-up interval of `runs` rounds whose per-round log
-    difference has SD diff_sd: expm1(t_{R-1} x diff_sd / sqrt(R)); None under 2 runs."""
+    """Half-width, as a fraction (0.02: +-2%), of a paired speed-up interval of `runs` rounds whose
+    per-round log difference has SD diff_sd: expm1(t_{R-1} x diff_sd / sqrt(R)); None under 2
+    runs."""
     if runs < 2:
         return None
     return math.expm1(t_quantile(0.5 + level / 2, runs - 1) * diff_sd / math.sqrt(runs))
@@ -120,7 +127,8 @@ def half_width(diff_sd: float, runs: int, level: float = 0.95) -> float | None:
 def runs_for_half_width(
     diff_sd: float, target: float, level: float = 0.95, cap: int = MAX_RUNS
 ) -> int | None:
-    """The fewest rounds (>= MIN_RUNS) whose paired speed-up interval is +-target or narrower; None past `cap`."""
+    """The fewest rounds (>= MIN_RUNS) whose paired speed-up interval is +-target or narrower; None
+    past `cap`."""
     for r in range(MIN_RUNS, cap + 1):
         if half_width(diff_sd, r, level) <= target:
             return r
@@ -129,9 +137,10 @@ def runs_for_half_width(
 
 @dataclass
 class Pilot:
-    """What the pilot measured. logs[k][j]: log throughput of configuration k in round j (NaN: missing);
-    within[k][j]: that run's within-run standard error of its log throughput (batch means), steps: the pilot's steps
-    per run; startup_s / step_s: a run's fixed cost and its cost per step (seconds)."""
+    """What the pilot measured. logs[k][j]: log throughput of configuration k in round j (NaN:
+    missing); within[k][j]: that run's within-run standard error of its log throughput (batch
+    means), steps: the pilot's steps per run; startup_s / step_s: a run's fixed cost and its cost
+    per step (seconds)."""
 
     logs: list
     within: list
@@ -140,15 +149,17 @@ class Pilot:
     step_s: float
 
     def components(self) -> dict:
-        """{residual_var, between_var, per_step_var, df}: a two-way (configuration x round) analysis of the pilot's
-        run logs gives the residual variance of one run with round effects removed (what a paired difference
-        sees), df (K - 1)(R - 1); its within-run part is the mean of the runs' squared batch-means standard errors
-        (v_w = that x steps); the rest is between runs (Searle, Casella & McCulloch 1992, sec. 3.5; never < 0)."""
+        """{residual_var, between_var, per_step_var, df}: a two-way (configuration x round) analysis
+        of the pilot's run logs gives the residual variance of one run with round effects removed
+        (what a paired difference sees), df (K - 1)(R - 1); its within-run part is the mean of the
+        runs' squared batch-means standard errors (v_w = that x steps); the rest is between runs
+        (Searle, Casella & McCulloch 1992, sec. 3.5; never < 0)."""
         x = np.asarray(self.logs, dtype=float)
         k, r = x.shape
         if k < 2 or r < 2 or np.isnan(x).any():
             raise ValueError(
-                "the pilot needs every configuration in every round, two rounds and two rows at least"
+                "the pilot needs every configuration in every round, two rounds and two rows at "
+                "least"
             )
         resid = x - x.mean(1, keepdims=True) - x.mean(0, keepdims=True) + x.mean()
         df = (k - 1) * (r - 1)
@@ -177,18 +188,21 @@ def plan(
     confidence: float = CONFIDENCE,
     goal: str = "detect",
 ) -> dict:
-    """The cheapest (runs, steps) whose every row of a `rows`-comparison family detects `target` (80% power, Holm's
-    first step), or, when that costs more than budget_s, the (runs, steps) within budget_s that detects the least.
-    {runs, steps, detectable, seconds, reached ('target' / 'budget' / 'cap'), components, reason}.
+    """The cheapest (runs, steps) whose every row of a `rows`-comparison family detects `target`
+    (80% power, Holm's first step), or, when that costs more than budget_s, the (runs, steps) within
+    budget_s that detects the least. {runs, steps, detectable, seconds, reached ('target' / 'budget'
+    / 'cap'), components, reason}.
 
-    The pilot's variance is itself a chance estimate (14 degrees of freedom for 8 configurations in 3 rounds): a plan
-    made on it reaches 80% power only about half the time, and 75% on average in the calibration. So both components
-    are scaled to the one-sided `confidence` upper limit of the residual variance, df / chi2_{1 - confidence, df}
-    (Kieser & Wassmer 1996, "On the use of the upper confidence limit for the variance from a pilot sample for
-    sample size determination", Biometrical Journal 38).
+    The pilot's variance is itself a chance estimate (14 degrees of freedom for 8 configurations in
+    3 rounds): a plan made on it reaches 80% power only about half the time, and 75% on average in
+    the calibration. So both components are scaled to the one-sided `confidence` upper limit of the
+    residual variance, df / chi2_{1 - confidence, df} (Kieser & Wassmer 1996, "On the use of the
+    upper confidence limit for the variance from a pilot sample for sample size determination",
+    Biometrical Journal 38).
 
-    goal="half_width" (repeats=auto's compare.target): the target is the half-width of every row's 95% speed-up
-    interval instead (0.02: +-2%); the result's `detectable` still says what that design sees at 80% power."""
+    goal="half_width" (repeats=auto's compare.target): the target is the half-width of every row's
+    95% speed-up interval instead (0.02: +-2%); the result's `detectable` still says what that
+    design sees at 80% power."""
     from scipy import stats as st
 
     c = dict(pilot.components())
@@ -197,8 +211,9 @@ def plan(
         between_var=c["between_var"] * scale, per_step_var=c["per_step_var"] * scale, scale=scale
     )
     configs = rows + 1
-    # up to 4x the pilot's steps, or as many as the startup costs when that is more: where a run is mostly
-    # start-up (a small model), longer windows are nearly free and may buy more than more runs
+    # up to 4x the pilot's steps, or as many as the startup costs when that is more: where a run is
+    # mostly start-up (a small model), longer windows are nearly free and may buy more than more
+    # runs
     hi = max_steps or min(
         max(4 * pilot.steps, min_steps, int(pilot.startup_s / max(pilot.step_s, 1e-9))), 5000
     )
@@ -267,7 +282,8 @@ def plan(
             ),
             half_width=half_width(diff_sd(n), MIN_RUNS, level),
             seconds=cost(MIN_RUNS, n),
-            reason=f"compare.budget_s={budget_s:g} affords fewer than {MIN_RUNS} runs per configuration",
+            reason=f"compare.budget_s={budget_s:g} affords fewer than {MIN_RUNS} runs per "
+            "configuration",
         )
         return out
     r, n, got = choice
@@ -292,7 +308,8 @@ def plan(
         target_steps=best[1] if best else None,
         target_seconds=cost(*best) if best else None,
         reason=(
-            f"stopped at compare.budget_s={budget_s:g}: {r} runs x {n} steps {got_words}, not {want}"
+            f"stopped at compare.budget_s={budget_s:g}: {r} runs x {n} steps {got_words}, not "
+            f"{want}"
             if why == "budget"
             else f"{MAX_RUNS} runs {got_words}, not {want}"
         )

@@ -1,17 +1,20 @@
 """Across runs: the run is the unit of replication.
 
-Every run of a configuration gives one figure, its log throughput (log of sum(work) / sum(wall) over its timed blocks);
-the configuration's throughput is the geometric mean over runs, exp(mean of the logs), with a Student t interval on
-R - 1 degrees of freedom. This is the top level of Kalibera & Jones's random-effects model ("Rigorous benchmarking in
-reasonable time", ISMM 2013): runs differ by more than their steps do (a new process, allocator state, core placement,
-a neighbour's job), and a run's own steps, however many, say nothing about that. The interval holds whatever the
-serial correlation inside the runs, because each run is one number; with R = 3 and runs that disagree by 4% it is
-honestly wide (about +-10%), and only more repeats narrow it.
+Every run of a configuration gives one figure, its log throughput (log of sum(work) / sum(wall) over
+its timed blocks); the configuration's throughput is the geometric mean over runs, exp(mean of the
+logs), with a Student t interval on R - 1 degrees of freedom. This is the top level of Kalibera &
+Jones's random-effects model ("Rigorous benchmarking in reasonable time", ISMM 2013): runs differ by
+more than their steps do (a new process, allocator state, core placement, a neighbour's job), and a
+run's own steps, however many, say nothing about that. The interval holds whatever the serial
+correlation inside the runs, because each run is one number; with R = 3 and runs that disagree by 4%
+it is honestly wide (about +-10%), and only more repeats narrow it.
 
-A speed-up compares two configurations on the log scale, so the ratio's interval is exp of a difference's interval:
-  - paired by round when the sweep ran them in rounds (repeats=R: every configuration once per round, in a random
-    order) and each round holds one run of each: a paired t on the per-round log ratios, R - 1 degrees of freedom.
-    A round's machine state (a neighbour's job, thermal state) then cancels;
+A speed-up compares two configurations on the log scale, so the ratio's interval is exp of a
+difference's interval:
+  - paired by round when the sweep ran them in rounds (repeats=R: every configuration once per
+    round, in a random
+    order) and each round holds one run of each: a paired t on the per-round log ratios, R - 1
+    degrees of freedom. A round's machine state (a neighbour's job, thermal state) then cancels;
   - Welch's t otherwise (Welch-Satterthwaite degrees of freedom).
 One run on a side gives no run-level interval at all: the comparison says so instead of a verdict.
 """
@@ -28,8 +31,8 @@ from .within import t_quantile
 
 
 def time_saved(speedup: float | None) -> float | None:
-    """The share of the old time a change saves when it runs `speedup` times as fast (1.25x saves 20%); None for no
-    ratio or a non-positive one."""
+    """The share of the old time a change saves when it runs `speedup` times as fast (1.25x saves
+    20%); None for no ratio or a non-positive one."""
     return None if speedup is None or speedup <= 0 else 1 - 1 / speedup
 
 
@@ -44,8 +47,8 @@ def log_rate(walls, units) -> float:
 
 
 def run_level(logs, level: float = 0.95) -> dict:
-    """exp(mean of per-run logs) with a t(R-1) interval; {value, ci_lo, ci_hi, log_mean, log_se, df, n_runs,
-    run_values, method}. One run: no interval."""
+    """exp(mean of per-run logs) with a t(R-1) interval; {value, ci_lo, ci_hi, log_mean, log_se, df,
+    n_runs, run_values, method}. One run: no interval."""
     x = np.asarray(logs, dtype=float).ravel()
     if x.size == 0:
         raise ValueError("no runs")
@@ -69,7 +72,8 @@ def run_level(logs, level: float = 0.95) -> dict:
         ci_hi=math.exp(x.mean() + h),
         log_se=se,
         df=x.size - 1,
-        method=f"geometric mean over {x.size} runs, t interval on the runs' log values (df {x.size - 1}; the "
+        method=f"geometric mean over {x.size} runs, t interval on the runs' log values (df "
+        f"{x.size - 1}; the "
         "run is the unit, Kalibera & Jones 2013)",
     )
     return out
@@ -113,9 +117,10 @@ def compare_runs(
     noise: float = NOISE,
     floor: float | None = None,
 ) -> Speedup:
-    """Speed-up of the candidate over the baseline from per-run log throughputs (or log samples/s). Rounds are any
-    hashable labels (a sweep and its repeat index): runs pair when both sides hold one run of every round. `floor`: a
-    larger bar for faster / slower (the noise sentinel's machine spread); equivalence stays within +-noise."""
+    """Speed-up of the candidate over the baseline from per-run log throughputs (or log samples/s).
+    Rounds are any hashable labels (a sweep and its repeat index): runs pair when both sides hold
+    one run of every round. `floor`: a larger bar for faster / slower (the noise sentinel's machine
+    spread); equivalence stays within +-noise."""
     b = np.asarray(base_logs, dtype=float).ravel()
     c = np.asarray(cand_logs, dtype=float).ravel()
     if b.size == 0 or c.size == 0:
@@ -132,7 +137,8 @@ def compare_runs(
         out.paired, out.df = True, float(d.size - 1)
         out.log_se = float(d.std(ddof=1) / math.sqrt(d.size))
         out.method = (
-            f"paired t on the per-round log ratios ({d.size} rounds, df {d.size - 1}): each round ran both, "
+            f"paired t on the per-round log ratios ({d.size} rounds, df {d.size - 1}): each round "
+            "ran both, "
             "so a round's machine state cancels"
         )
     elif b.size >= 2 and c.size >= 2:
@@ -147,7 +153,8 @@ def compare_runs(
     else:
         out.verdict = NO_VERDICT
         out.method = (
-            f"no run-level interval: {min(b.size, c.size)} run on a side; the spread between runs is "
+            f"no run-level interval: {min(b.size, c.size)} run on a side; the spread between runs "
+            "is "
             "unknown, so no verdict (repeats=3 or more)"
         )
         return out
@@ -167,9 +174,10 @@ def compare_runs(
 def plan_repeats(
     logs, within_se=None, rel_ci: float = 0.02, level: float = 0.95, cap: int = 100
 ) -> dict:
-    """How many runs give a run-level interval of +-rel_ci, from the measured spread (Kalibera & Jones 2013, sec. 3):
-    the variance of a run's figure is the between-run variance plus its own within-run variance (batch means); more
-    steps shrink only the second, more runs shrink both. {runs_sd, between_sd, within_sd, repeats, target}."""
+    """How many runs give a run-level interval of +-rel_ci, from the measured spread (Kalibera &
+    Jones 2013, sec. 3): the variance of a run's figure is the between-run variance plus its own
+    within-run variance (batch means); more steps shrink only the second, more runs shrink both.
+    {runs_sd, between_sd, within_sd, repeats, target}."""
     x = np.asarray(logs, dtype=float).ravel()
     out = {
         "target": rel_ci,

@@ -1,14 +1,15 @@
 """The noise sentinel: did the machine, not the knobs, move the rows of a sweep?
 
-Some phases cannot be changed by the knobs a sweep compares (forward time under bucket or compression knobs). Each
-run gives one figure of such a phase, its log median; rows are compared with a one-way random-effects ANOVA on those
-run figures (the run is the unit, as for the throughput). The F test (at 2.5%, so that quiet sweeps raise it at most 5%
-of the time) asks whether rows differ by more than their runs do; the between-row spread tau (standard deviation of the
-row effects, relative) comes with an interval from the F distribution (Searle, Casella & McCulloch 1992, "Variance
-Components", sec. 3.5: the interval of the variance ratio, here with the balanced formula at the average runs per row).
-A spread that is significant means the machine's state differed between rows: verdicts whose intervals do not clear it
-are downgraded by the caller, so the warning and the verdicts under it never contradict each other.
-"""
+Some phases cannot be changed by the knobs a sweep compares (forward time under bucket or
+compression knobs). Each run gives one figure of such a phase, its log median; rows are compared
+with a one-way random-effects ANOVA on those run figures (the run is the unit, as for the
+throughput). The F test (at 2.5%, so that quiet sweeps raise it at most 5% of the time) asks whether
+rows differ by more than their runs do; the between-row spread tau (standard deviation of the row
+effects, relative) comes with an interval from the F distribution (Searle, Casella & McCulloch 1992,
+"Variance Components", sec. 3.5: the interval of the variance ratio, here with the balanced formula
+at the average runs per row). A spread that is significant means the machine's state differed
+between rows: verdicts whose intervals do not clear it are downgraded by the caller, so the warning
+and the verdicts under it never contradict each other."""
 
 from __future__ import annotations
 
@@ -17,15 +18,16 @@ import math
 import numpy as np
 
 Z95 = 1.959963984540054
-ALPHA = 0.025  # the F test's level: a 5% test fires on 5% of quiet sweeps by construction; 2.5% keeps false
+# the F test's level: a 5% test fires on 5% of quiet sweeps by construction; 2.5% keeps false
+ALPHA = 0.025
 # alarms <= 5%
 
 
 def sentinel(run_logs_by_row: dict, level: float = 0.95, alpha: float = ALPHA) -> dict | None:
-    """run_logs_by_row = {row: [log median of the phase, one per run]}; rows with fewer than 2 runs are left out.
-    None when fewer than 2 rows have 2 runs. {p_value, significant, tau, tau_lo, tau_hi, spread, floor, rows, runs,
-    low_row, high_row, method}; spread = exp(tau) - 1; floor = exp(1.96 sqrt(2) tau) - 1, the difference two rows can
-    show from the machine alone (95%)."""
+    """run_logs_by_row = {row: [log median of the phase, one per run]}; rows with fewer than 2 runs
+    are left out. None when fewer than 2 rows have 2 runs. {p_value, significant, tau, tau_lo,
+    tau_hi, spread, floor, rows, runs, low_row, high_row, method}; spread = exp(tau) - 1; floor =
+    exp(1.96 sqrt(2) tau) - 1, the difference two rows can show from the machine alone (95%)."""
     from scipy import stats as st
 
     groups = {k: np.asarray(v, dtype=float) for k, v in run_logs_by_row.items() if len(v) >= 2}
@@ -61,6 +63,7 @@ def sentinel(run_logs_by_row: dict, level: float = 0.95, alpha: float = ALPHA) -
         "high_row": high,
         "low_median": math.exp(means[low]),
         "high_median": math.exp(means[high]),
-        "method": f"one-way random-effects ANOVA of the runs' log medians across {k} rows (F test at {alpha:.1%}; "
+        "method": f"one-way random-effects ANOVA of the runs' log medians across {k} rows (F test "
+        f"at {alpha:.1%}; "
         f"between-row SD with its {level:.0%} interval from the F distribution)",
     }

@@ -1,10 +1,10 @@
 """One-sample summaries: how precisely a single configuration's step time or throughput is known.
 
-Step times are skewed and carry rare slow outliers (GC, page faults, a neighbour's job), so the median is the location
-estimate. For a series of consecutive steps (serially correlated) its interval comes from batch medians
-(stats.within); for samples that are independent by construction (timed blocks of a microbenchmark) from order
-statistics: distribution-free and exact in coverage for independent values (as in pyperf).
-"""
+Step times are skewed and carry rare slow outliers (GC, page faults, a neighbour's job), so the
+median is the location estimate. For a series of consecutive steps (serially correlated) its
+interval comes from batch medians (stats.within); for samples that are independent by construction
+(timed blocks of a microbenchmark) from order statistics: distribution-free and exact in coverage
+for independent values (as in pyperf)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import numpy as np
 
 from .within import BATCHES, MIN_SERIES, batch_median, batch_rate, serial
 
-# Fewest timed blocks a lone run's throughput interval is computed from: 5 batches of at least 2 (stats.within).
+# Fewest timed blocks a lone run's throughput interval is computed from: 5 batches of at least 2
+# (stats.within).
 MIN_BLOCKS = MIN_SERIES
 
 CI_METHOD = "order statistics (binomial), distribution-free"
@@ -26,7 +27,8 @@ SERIAL_CI_METHOD = "batch medians (5 consecutive batches, t interval): honours s
 
 
 def rel_halfwidth(median: float | None, lo: float | None, hi: float | None) -> float | None:
-    """An interval's half-width relative to its median (+-2% is 0.02); None without an interval or a median."""
+    """An interval's half-width relative to its median (+-2% is 0.02); None without an interval or a
+    median."""
     if lo is None or hi is None or not median:
         return None
     return (hi - lo) / 2 / median
@@ -63,7 +65,8 @@ def median_ranks(n: int, level: float = 0.95) -> tuple[int, int, float]:
 
 
 def median_ci(values, level: float = 0.95) -> tuple[float, float, float]:
-    """(lo, hi, achieved_level); achieved_level is below `level` for n <= 5 at 95%, so callers can say so."""
+    """(lo, hi, achieved_level); achieved_level is below `level` for n <= 5 at 95%, so callers can
+    say so."""
     x = np.sort(_as_array(values))
     j, k, achieved = median_ranks(x.size, level)
     return float(x[j - 1]), float(x[k - 1]), achieved
@@ -73,13 +76,14 @@ def describe(values, level: float = 0.95, serial_series: bool = False) -> dict:
     """Everything a results row needs about one sample; quartiles and p90 use numpy's default
     linear interpolation, so they can fall between observed values.
 
-    serial_series: the values are consecutive steps of one run (serially correlated): the median's interval is the
-    batch-medians one over 5 batches (None below 10 values) and the lag-1 autocorrelation and effective sample size
-    are added. The record keeps 5 batches although 2 cover better at 10 steps and phi 0.7 (stats.within.batch_count,
-    issue 39): the diagnosis reads this interval as its noise floor, and the 2-batch one (t on 1 df) is about +-100%
-    at 10 steps, which hid an 87% straggler in tests/test_diagnosis_runs. The table's one-run step median uses the
-    honest count.
-    Otherwise the values are independent samples and the interval comes from order statistics."""
+    serial_series: the values are consecutive steps of one run (serially correlated): the median's
+    interval is the batch-medians one over 5 batches (None below 10 values) and the lag-1
+    autocorrelation and effective sample size are added. The record keeps 5 batches although 2 cover
+    better at 10 steps and phi 0.7 (stats.within.batch_count, issue 39): the diagnosis reads this
+    interval as its noise floor, and the 2-batch one (t on 1 df) is about +-100% at 10 steps, which
+    hid an 87% straggler in tests/test_diagnosis_runs. The table's one-run step median uses the
+    honest count. Otherwise the values are independent samples and the interval comes from order
+    statistics."""
     x = _as_array(values)
     med = float(np.median(x))
     if serial_series:
@@ -123,9 +127,10 @@ def describe(values, level: float = 0.95, serial_series: bool = False) -> dict:
 def block_throughput(
     block_walls_s, block_steps, level: float = 0.95, seed: int | None = None
 ) -> dict:
-    """Throughput of a window split into timed blocks: total steps / total wall (not a mean of per-block rates, which
-    would overweight short blocks), with the batch-means interval of stats.within.batch_rate (>= 10 blocks), and the
-    lag-1 autocorrelation and effective sample size of the blocks' log rates. `seed` is accepted for old callers."""
+    """Throughput of a window split into timed blocks: total steps / total wall (not a mean of
+    per-block rates, which would overweight short blocks), with the batch-means interval of
+    stats.within.batch_rate (>= 10 blocks), and the lag-1 autocorrelation and effective sample size
+    of the blocks' log rates. `seed` is accepted for old callers."""
     b = batch_rate(block_walls_s, block_steps, level)
     return {
         "steps_per_s": b["rate"],
@@ -143,12 +148,13 @@ def block_throughput(
 def planned_steps(
     pilot, rel_ci_target: float, min_steps: int, max_steps: int | None, level: float = 0.95
 ) -> int:
-    """Stein's two-stage rule (Stein 1945, "A two-sample test for a linear hypothesis whose power is independent of the
-    variance", Ann. Math. Statist. 16): the first `min_steps` steps (the pilot) fix how many steps the window needs for
-    a median known to +-rel_ci_target, n = pilot size x (pilot half-width / target)^2; the window then measures exactly
-    that many (the caller caps it at max_steps). Deciding once, from the pilot, keeps the final interval honest: a rule
-    that stops whenever the running interval first looks narrow stops on the runs whose spread was underestimated, and
-    its intervals covered 77% instead of 95% in the calibration suite."""
+    """Stein's two-stage rule (Stein 1945, "A two-sample test for a linear hypothesis whose power is
+    independent of the variance", Ann. Math. Statist. 16): the first `min_steps` steps (the pilot)
+    fix how many steps the window needs for a median known to +-rel_ci_target, n = pilot size x
+    (pilot half-width / target)^2; the window then measures exactly that many (the caller caps it at
+    max_steps). Deciding once, from the pilot, keeps the final interval honest: a rule that stops
+    whenever the running interval first looks narrow stops on the runs whose spread was
+    underestimated, and its intervals covered 77% instead of 95% in the calibration suite."""
     b = batch_median(pilot, level, count=BATCHES)
     if b["ci_lo"] is None or b["median"] <= 0:
         return max(min_steps, len(pilot))
@@ -170,9 +176,10 @@ def adaptive_should_stop(
     max_s: float | None,
     level: float = 0.95,
 ) -> tuple[bool, str]:
-    """measure.policy=adaptive: stop once the window holds the steps Stein's two-stage rule planned from its first
-    `min_steps` (planned_steps), or a cap hits. "target reached" = the planned steps are measured; the record says
-    how precise the median then was. The calibration suite runs this rule."""
+    """measure.policy=adaptive: stop once the window holds the steps Stein's two-stage rule planned
+    from its first
+    `min_steps` (planned_steps), or a cap hits. "target reached" = the planned steps are measured;
+    the record says how precise the median then was. The calibration suite runs this rule."""
     n = len(step_times)
     pilot = max(min_steps, PILOT)
     if n >= pilot and n >= planned_steps(

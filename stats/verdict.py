@@ -1,21 +1,22 @@
-"""The one verdict code: what the sweep table, the report, the W&B summary, the scaling table, the harness-cost
-check and autotune's conclusion all call a comparison.
+"""The one verdict code: what the sweep table, the report, the W&B summary, the scaling table, the
+harness-cost check and autotune's conclusion all call a comparison.
 
-A comparison is a speed-up ratio r (candidate throughput / baseline throughput; > 1 = candidate faster) with a
-two-sided interval at `level`, and a noise floor `noise` (compare.noise, default 2%):
+A comparison is a speed-up ratio r (candidate throughput / baseline throughput; > 1 = candidate
+faster) with a two-sided interval at `level`, and a noise floor `noise` (compare.noise, default 2%):
 
-    faster        the whole interval lies above 1 + noise
-    slower        the whole interval lies below 1 - noise
-    equivalent    the whole interval lies inside [1 - noise, 1 + noise]: two one-sided tests (Schuirmann 1987), each at
+    faster        the whole interval lies above 1 + noise slower        the whole interval lies
+    below 1 - noise equivalent    the whole interval lies inside [1 - noise, 1 + noise]: two
+    one-sided tests (Schuirmann 1987), each at
                   (1 - level) / 2, so the printed interval alone decides
-    no significant difference   anything else: the interval reaches across a bound; it says how many repeats would
+    no significant difference   anything else: the interval reaches across a bound; it says how many
+    repeats would
                   decide it
 
-The minimum-effect rule is criterion.rs's (a change is reported only when its interval clears the noise threshold;
-criterion's default `noise_threshold` is 0.01). Each claim has a p-value on the same scale as the interval (a claim
-holds at level L exactly when its p <= 1 - L), so a family of comparisons can be adjusted: Holm's step-down for a sweep
-table against one baseline (Holm 1979, family-wise error), Benjamini-Hochberg for autotune's ranking of candidates
-(false discovery rate).
+The minimum-effect rule is criterion.rs's (a change is reported only when its interval clears the
+noise threshold; criterion's default `noise_threshold` is 0.01). Each claim has a p-value on the
+same scale as the interval (a claim holds at level L exactly when its p <= 1 - L), so a family of
+comparisons can be adjusted: Holm's step-down for a sweep table against one baseline (Holm 1979,
+family-wise error), Benjamini-Hochberg for autotune's ranking of candidates (false discovery rate).
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ NOISE = 0.02
 def judge(
     lo: float | None, hi: float | None, noise: float = NOISE, floor: float | None = None
 ) -> str:
-    """The verdict of an interval of the speed-up ratio, unadjusted. `floor` (the noise sentinel's machine spread)
-    raises the bar for faster / slower only; equivalence stays judged against the user's band, +-noise."""
+    """The verdict of an interval of the speed-up ratio, unadjusted. `floor` (the noise sentinel's
+    machine spread) raises the bar for faster / slower only; equivalence stays judged against the
+    user's band, +-noise."""
     if lo is None or hi is None:
         return NS
     bar = max(noise, floor or 0.0)
@@ -55,8 +57,9 @@ def claim_pvalues(
 ) -> dict[str, float]:
     """p-value of each claim on the interval's scale (a claim is made at level L iff p <= 1 - L).
 
-    faster: H0 r <= 1 + noise, one-sided t, doubled; slower likewise; equivalent: the larger of the two one-sided
-    tests' p-values, doubled (TOST at (1 - L) / 2 per side, which is the printed L interval inside the band)."""
+    faster: H0 r <= 1 + noise, one-sided t, doubled; slower likewise; equivalent: the larger of the
+    two one-sided tests' p-values, doubled (TOST at (1 - L) / 2 per side, which is the printed L
+    interval inside the band)."""
     from scipy import stats as st
 
     if se <= 0 or not math.isfinite(se):
@@ -85,11 +88,12 @@ def best_claim(pvalues: dict[str, float]) -> tuple[str, float]:
 
 
 def adjust(pvalues: list[float], alpha: float, method: str = "holm") -> list[bool]:
-    """Which of a family's claims stand. 'holm': Holm's step-down (family-wise error <= alpha): sort the p-values,
-    the j-th smallest (from 0) must be <= alpha / (m - j), and the first that is not stops the rest. 'fdr_bh':
-    Benjamini-Hochberg (false discovery rate <= alpha), scipy.stats.false_discovery_control's adjusted p-values.
-    (statsmodels' multipletests does the same, but runs a full garbage collection per call: 65 ms, too slow for the
-    calibration suite, which must run this very code thousands of times.)"""
+    """Which of a family's claims stand. 'holm': Holm's step-down (family-wise error <= alpha): sort
+    the p-values, the j-th smallest (from 0) must be <= alpha / (m - j), and the first that is not
+    stops the rest. 'fdr_bh': Benjamini-Hochberg (false discovery rate <= alpha),
+    scipy.stats.false_discovery_control's adjusted p-values. (statsmodels' multipletests does the
+    same, but runs a full garbage collection per call: 65 ms, too slow for the calibration suite,
+    which must run this very code thousands of times.)"""
     import numpy as np
 
     p = np.asarray(pvalues, dtype=float)
@@ -125,9 +129,10 @@ def repeats_to_decide(
     paired: bool = False,
     cap: int = 100,
 ) -> int | None:
-    """Runs per side that would turn an inconclusive comparison into a verdict if the point estimate and the run-to-run
-    spread stayed as measured (Kalibera & Jones 2013's planning, on the run level): the standard error shrinks as
-    1/sqrt(R). None when no number up to `cap` would (the estimate sits on a bound of the noise band)."""
+    """Runs per side that would turn an inconclusive comparison into a verdict if the point estimate
+    and the run-to-run spread stayed as measured (Kalibera & Jones 2013's planning, on the run
+    level): the standard error shrinks as 1/sqrt(R). None when no number up to `cap` would (the
+    estimate sits on a bound of the noise band)."""
     import numpy as np
     from scipy import stats as st
 

@@ -1,29 +1,35 @@
-"""Within one run: intervals that honour the serial correlation of consecutive steps (or timed blocks).
+"""Within one run: intervals that honour the serial correlation of consecutive steps (or timed
+blocks).
 
-Consecutive steps of a run are not independent: on the project's 2-core machine the lag-1 autocorrelation of per-step
-log time had a median of 0.29 (IQR 0.19-0.51) over 34 committed runs, and an interval that treats the steps as
-independent covered 57-85% instead of 95% in simulation. The method here is non-overlapping **batch means**
-(Schmeiser 1982, "Batch size effects in the analysis of simulation output", Operations Research 30(3)): the series is
-cut into a few consecutive batches, each batch gives one figure (a throughput, a median), and the interval is a
-Student t interval on those few figures. The t interval is exact as the batches grow (fixed-b asymptotics); what
-breaks it at the lengths the tool really uses (10-40 blocks) is batches too short to be independent: with 5 batches
-of 2 blocks, AR(1) phi = 0.7 covered 75% (issue 39). So the number of batches depends on the series' length
-(`batch_count`), few and long batches for a short series, and the t quantile on 1 or 2 degrees of freedom pays.
+Consecutive steps of a run are not independent: on the project's 2-core machine the lag-1
+autocorrelation of per-step log time had a median of 0.29 (IQR 0.19-0.51) over 34 committed runs,
+and an interval that treats the steps as independent covered 57-85% instead of 95% in simulation.
+The method here is non-overlapping **batch means** (Schmeiser 1982, "Batch size effects in the
+analysis of simulation output", Operations Research 30(3)): the series is cut into a few consecutive
+batches, each batch gives one figure (a throughput, a median), and the interval is a Student t
+interval on those few figures. The t interval is exact as the batches grow (fixed-b asymptotics);
+what breaks it at the lengths the tool really uses (10-40 blocks) is batches too short to be
+independent: with 5 batches of 2 blocks, AR(1) phi = 0.7 covered 75% (issue 39). So the number of
+batches depends on the series' length (`batch_count`), few and long batches for a short series, and
+the t quantile on 1 or 2 degrees of freedom pays.
 
 Two estimands, each with its own interval (issue 39):
-  - **the typical step** (`batch_median`): the median step time. A stall moves it little, so 10 steps
-    can bound it: 2 batches under 40 values, 3 under 120, 5 beyond; covered 93-96% under AR(1) phi 0-0.7 and 5%
-    stalls at 10-120 steps (the calibration suite);
-  - **the long-run rate, stalls included** (`batch_rate`): total work / total wall, what training gets. A run of 10
-    or 40 blocks often holds no stall at all (5% stalls: 60% of 10-block runs hold none), so no method can put the
-    stalls' cost inside that run's interval: below RATE_MIN_BLOCKS (60) blocks there is none, with the reason; from
-    60 blocks 3 batch means (df 2) cover 93-95%. Across runs the run-level interval (stats.runs) bounds it at any
-    length.
-The calibration suite (`python -m stats.calibrate --only within`) measures both; docs/methods.md has the table.
+  - **the typical step** (`batch_median`): the median step time. A stall moves it little, so 10
+    steps
+    can bound it: 2 batches under 40 values, 3 under 120, 5 beyond; covered 93-96% under AR(1) phi
+    0-0.7 and 5% stalls at 10-120 steps (the calibration suite);
+  - **the long-run rate, stalls included** (`batch_rate`): total work / total wall, what training
+    gets. A run of 10
+    or 40 blocks often holds no stall at all (5% stalls: 60% of 10-block runs hold none), so no
+    method can put the stalls' cost inside that run's interval: below RATE_MIN_BLOCKS (60) blocks
+    there is none, with the reason; from 60 blocks 3 batch means (df 2) cover 93-95%. Across runs
+    the run-level interval (stats.runs) bounds it at any length.
+The calibration suite (`python -m stats.calibrate --only within`) measures both; docs/methods.md has
+the table.
 
-Also recorded for every run: the lag-1 autocorrelation of the series and its effective sample size
-n (1 - r) / (1 + r) (the AR(1) approximation), so a reader can see how much a run's many steps are really worth.
-"""
+Also recorded for every run: the lag-1 autocorrelation of the series and its effective sample size n
+(1 - r) / (1 + r) (the AR(1) approximation), so a reader can see how much a run's many steps are
+really worth."""
 
 from __future__ import annotations
 
@@ -40,21 +46,24 @@ RATE_BATCHES = 3  # ... from 3 batch means (df 2)
 
 
 def batch_count(n: int) -> int:
-    """How many batches a series of n values is cut into for the typical step's interval: 2 under 40 values (batches
-    of 5+ steps: 93-95% at phi 0.7 where 5 batches of 2 covered 75%), 3 under 120, 5 from 120 on."""
+    """How many batches a series of n values is cut into for the typical step's interval: 2 under 40
+    values (batches of 5+ steps: 93-95% at phi 0.7 where 5 batches of 2 covered 75%), 3 under 120, 5
+    from 120 on."""
     return 2 if n < 40 else (3 if n < 120 else BATCHES)
 
 
 @functools.lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
-    """Student t quantile (scipy), cached: the same few (p, df) pairs recur in every table and simulation."""
+    """Student t quantile (scipy), cached: the same few (p, df) pairs recur in every table and
+    simulation."""
     from scipy import stats as st
 
     return float(st.t.ppf(p, df))
 
 
 def lag1(values) -> float | None:
-    """Lag-1 autocorrelation of a series (the usual estimator: lag-1 autocovariance / variance, mean removed)."""
+    """Lag-1 autocorrelation of a series (the usual estimator: lag-1 autocovariance / variance, mean
+    removed)."""
     x = np.asarray(values, dtype=float).ravel()
     if x.size < 3:
         return None
@@ -64,8 +73,9 @@ def lag1(values) -> float | None:
 
 
 def effective_size(values) -> float | None:
-    """n (1 - r) / (1 + r) with r the lag-1 autocorrelation, bias-corrected for short series (Kendall's (n r + 1) /
-    (n - 3)) and kept in [0, 0.99]: how many independent steps the series is worth under an AR(1) model."""
+    """n (1 - r) / (1 + r) with r the lag-1 autocorrelation, bias-corrected for short series
+    (Kendall's (n r + 1) / (n - 3)) and kept in [0, 0.99]: how many independent steps the series is
+    worth under an AR(1) model."""
     x = np.asarray(values, dtype=float).ravel()
     r = lag1(x)
     if r is None or x.size < 5:
@@ -81,7 +91,8 @@ def serial(values) -> dict:
 
 
 def batches(n: int, count: int = BATCHES) -> list[slice]:
-    """`count` consecutive batches covering all n items, sizes differing by at most one (longer ones last)."""
+    """`count` consecutive batches covering all n items, sizes differing by at most one (longer ones
+    last)."""
     edges = np.linspace(0, n, count + 1).round().astype(int)
     return [slice(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
 
@@ -95,10 +106,12 @@ def _t_interval(centre: float, values: np.ndarray, level: float) -> tuple[float,
 
 
 def batch_rate(walls, units, level: float = 0.95) -> dict:
-    """Throughput of one run, sum(units) / sum(walls): the long-run rate, stalls included, with a batch-means interval
-    from RATE_MIN_BLOCKS blocks on (RATE_BATCHES batches, t on the log scale, exponentiated: never negative, ratios
-    symmetric). Fewer blocks: no interval, and the reason (a short run may hold none of the stalls the rate includes);
-    `log_se` is then still the 3-batch standard error, for planning repeats only (stats.runs.plan_repeats)."""
+    """Throughput of one run, sum(units) / sum(walls): the long-run rate, stalls included, with a
+    batch-means interval from RATE_MIN_BLOCKS blocks on (RATE_BATCHES batches, t on the log scale,
+    exponentiated: never negative, ratios symmetric). Fewer blocks: no interval, and the reason (a
+    short run may hold none of the stalls the rate includes);
+    `log_se` is then still the 3-batch standard error, for planning repeats only
+    (stats.runs.plan_repeats)."""
     w = np.asarray(walls, dtype=float).ravel()
     u = np.asarray(units, dtype=float).ravel()
     if w.size == 0 or w.shape != u.shape or (w <= 0).any() or (u <= 0).any():
@@ -117,7 +130,8 @@ def batch_rate(walls, units, level: float = 0.95) -> dict:
     }
     if w.size < MIN_SERIES:
         out["method"] = (
-            f"no interval: {w.size} timed block(s); an interval that honours serial correlation needs "
+            f"no interval: {w.size} timed block(s); an interval that honours serial correlation "
+            "needs "
             f"{RATE_MIN_BLOCKS}"
         )
         return out
@@ -126,7 +140,8 @@ def batch_rate(walls, units, level: float = 0.95) -> dict:
     out["log_se"] = se
     if w.size < RATE_MIN_BLOCKS:
         out["method"] = (
-            f"no interval: {w.size} timed blocks; the long-run rate includes stalls a run this short may "
+            f"no interval: {w.size} timed blocks; the long-run rate includes stalls a run this "
+            "short may "
             f"not hold ({RATE_MIN_BLOCKS} blocks bound it, or repeats>=2 across runs)"
         )
         return out
@@ -135,17 +150,19 @@ def batch_rate(walls, units, level: float = 0.95) -> dict:
         ci_hi=math.exp(hi),
         df=RATE_BATCHES - 1,
         batches=RATE_BATCHES,
-        method=f"batch means: {RATE_BATCHES} consecutive batches of the timed blocks, t interval on their log "
+        method=f"batch means: {RATE_BATCHES} consecutive batches of the timed blocks, t interval "
+        "on their log "
         f"rates (df {RATE_BATCHES - 1}; Schmeiser 1982)",
     )
     return out
 
 
 def batch_median(values, level: float = 0.95, count: int | None = None) -> dict:
-    """Median of a serially correlated series (the typical step) with a batch-medians interval: the median of each of
-    batch_count(n) consecutive batches, a t interval of their spread around the series' median. Needs MIN_SERIES
-    values; {median, ci_lo, ci_hi, se (linear scale), df, method}. `count` fixes the batches (the adaptive window's
-    pilot keeps its 5, which its step plan was calibrated with)."""
+    """Median of a serially correlated series (the typical step) with a batch-medians interval: the
+    median of each of batch_count(n) consecutive batches, a t interval of their spread around the
+    series' median. Needs MIN_SERIES values; {median, ci_lo, ci_hi, se (linear scale), df, method}.
+    `count` fixes the batches (the adaptive window's pilot keeps its 5, which its step plan was
+    calibrated with)."""
     x = np.asarray(values, dtype=float).ravel()
     if x.size == 0:
         raise ValueError("no values")
@@ -171,9 +188,9 @@ def batch_median(values, level: float = 0.95, count: int | None = None) -> dict:
 
 
 def log_median(values) -> tuple[float, float | None, int | None]:
-    """(log median, its batch-medians standard error on the log scale or None, df) of a positive series: still 5
-    batches (the diagnosis's two-run ratio, stats.ratio_ci; its outputs are committed, and moving it to
-    batch_count is left to its own change)."""
+    """(log median, its batch-medians standard error on the log scale or None, df) of a positive
+    series: still 5 batches (the diagnosis's two-run ratio, stats.ratio_ci; its outputs are
+    committed, and moving it to batch_count is left to its own change)."""
     x = np.log(np.asarray(values, dtype=float).ravel())
     med = float(np.median(x))
     if x.size < MIN_SERIES:

@@ -1,16 +1,22 @@
-"""From runs to compared configurations: the repeats of one configuration become one row with intervals, every row
-gets a speed-up against the baseline with its CI and a verdict, and a noise sentinel says when the machine, not the
-knobs, moved the numbers. The sweep table, the report, the plots and W&B all read these figures; the statistics are
-in stats/ (docs/methods.md has each method, its reference and its calibration).
+"""From runs to compared configurations: the repeats of one configuration become one row with
+intervals, every row gets a speed-up against the baseline with its CI and a verdict, and a noise
+sentinel says when the machine, not the knobs, moved the numbers. The sweep table, the report, the
+plots and W&B all read these figures; the statistics are in stats/ (docs/methods.md has each method,
+its reference and its calibration).
 
 How a row is computed (docs/output.md "The sweep table"):
-  - the run is the unit: each run's throughput is steps (or samples) / wall clock of its timed blocks; a row of R >= 2
-    runs shows the geometric mean over runs with a t(R-1) interval on the runs' log values (stats.runs.run_level).
-    One run: its own batch-means interval (stats.within), which holds the noise inside the run only, and no verdict.
-  - speed-up: row / baseline on the log scale, paired by round when both ran once per round (repeats=R), else Welch;
-    verdicts faster / slower / equivalent / no significant difference (stats.verdict), Holm's step-down over the
-    table's comparisons (stats.family). A row whose comparison rests on a run the drift test flags says so.
-  - step median: the geometric mean of the runs' medians, t(R-1); one run: batch medians of its steps (of their
+  - the run is the unit: each run's throughput is steps (or samples) / wall clock of its timed
+    blocks; a row of R >= 2
+    runs shows the geometric mean over runs with a t(R-1) interval on the runs' log values
+    (stats.runs.run_level). One run: its own batch-means interval (stats.within), which holds the
+    noise inside the run only, and no verdict.
+  - speed-up: row / baseline on the log scale, paired by round when both ran once per round
+    (repeats=R), else Welch;
+    verdicts faster / slower / equivalent / no significant difference (stats.verdict), Holm's
+    step-down over the table's comparisons (stats.family). A row whose comparison rests on a run the
+    drift test flags says so.
+  - step median: the geometric mean of the runs' medians, t(R-1); one run: batch medians of its
+    steps (of their
     logs where the linear interval would reach below zero).
 """
 
@@ -46,8 +52,9 @@ from stats import (
 from stats.family import Row, pair_verdicts
 from stats.verdict import NOISE, NS as NO_DIFFERENCE
 
-# the baseline's bucket: the config's default (base/schema.py: null, DDP's own), read once, never restated in code;
-# records made before it was null ran bucket=25, which caps the first bucket at 25 MiB too (not stock DDP)
+# the baseline's bucket: the config's default (base/schema.py: null, DDP's own), read once, never
+# restated in code; records made before it was null ran bucket=25, which caps the first bucket at 25
+# MiB too (not stock DDP)
 EXPLICIT_25_MB = 25.0
 REL_CI = 0.02  # measure.rel_ci's default: the precision the repeats plan aims at
 NO_INTERVAL = "no interval"
@@ -55,7 +62,8 @@ SENTINEL_PHASES = ("forward", "data")
 SENTINEL_MIN_SHARE = (
     0.05  # a phase under 5% of the step is too small to tell anything about the machine
 )
-# config keys (prefixes) that cannot change forward compute or data wait: only comm knobs, seeds and bookkeeping
+# config keys (prefixes) that cannot change forward compute or data wait: only comm knobs, seeds and
+# bookkeeping
 UNTOUCHING = (
     "bucket",
     "optim",
@@ -97,7 +105,8 @@ class Config:
 
     @property
     def task(self) -> str | None:
-        """task=script's records hold task=train's figures (tasks/script/result.py): compared as task=train's."""
+        """task=script's records hold task=train's figures (tasks/script/result.py): compared as
+        task=train's."""
         task = self.first.task
         return "train" if task == "script" else task
 
@@ -112,7 +121,8 @@ class Config:
 
 
 def group_repeats(entries: list) -> list[tuple[str, list]]:
-    """[(label, entries)] in first-seen order: entries whose overrides differ only in `repeat` are one configuration."""
+    """[(label, entries)] in first-seen order: entries whose overrides differ only in `repeat` are
+    one configuration."""
     groups: dict[tuple, list] = {}
     for e in entries:
         items = override_items(e.overrides)
@@ -126,7 +136,7 @@ def group_repeats(entries: list) -> list[tuple[str, list]]:
     return list(zip(config_labels(firsts), groups.values()))
 
 
-# ------------------------------------------------------------------------------------------- run samples
+# -------------------------------------------------------------------------------------- run samples
 
 
 def step_median(e) -> float | None:
@@ -165,8 +175,8 @@ def samples_per_step(e) -> float | None:
 
 
 def run_blocks(e, per_sample: bool) -> tuple[list[float], list[float]] | None:
-    """(block walls, work per block) of one run's timed blocks (result.throughput.blocks), or None without them.
-    Work is steps, or samples when per_sample."""
+    """(block walls, work per block) of one run's timed blocks (result.throughput.blocks), or None
+    without them. Work is steps, or samples when per_sample."""
     r = e.train
     tp = r.throughput if r is not None else None
     if tp is None or tp.blocks is None or not tp.blocks.walls_s:
@@ -185,8 +195,9 @@ def _rate(e, per_sample: bool) -> float | None:
 
 
 def run_round(e) -> tuple | None:
-    """The round a run ran in: its sweep and `repeat` (set by the sweeper), or None outside a repeated sweep. Runs of
-    different sweeps never share a round, even with the same repeat index."""
+    """The round a run ran in: its sweep and `repeat` (set by the sweeper), or None outside a
+    repeated sweep. Runs of different sweeps never share a round, even with the same repeat
+    index."""
     value = override_items(e.overrides).get("repeat")
     try:
         repeat = int(value)
@@ -199,7 +210,8 @@ def run_round(e) -> tuple | None:
 
 
 def run_log(e, per_sample: bool) -> float | None:
-    """A run's log throughput: its timed blocks' sum(work) / sum(wall), or the record's rate when it has no blocks."""
+    """A run's log throughput: its timed blocks' sum(work) / sum(wall), or the record's rate when it
+    has no blocks."""
     blocks = run_blocks(e, per_sample)
     if blocks is not None and all(w > 0 for w in blocks[0]) and all(u > 0 for u in blocks[1]):
         return math.log(sum(blocks[1]) / sum(blocks[0]))
@@ -208,8 +220,8 @@ def run_log(e, per_sample: bool) -> float | None:
 
 
 def run_drift(e) -> dict | None:
-    """The drift test (stats.steady_state) on a run's step series, or its blocks' time per step, recomputed by this
-    version whatever the record holds."""
+    """The drift test (stats.steady_state) on a run's step series, or its blocks' time per step,
+    recomputed by this version whatever the record holds."""
     series = _step_series(e)
     if not series:
         blocks = run_blocks(e, False)
@@ -222,9 +234,9 @@ def _rows_runs(c: Config) -> list:
 
 
 def _throughput(c: Config) -> dict | None:
-    """The row's throughput. R >= 2 runs: geometric mean with the run-level t interval. One run: its rate with the
-    batch-means interval of its timed blocks (None below 10 blocks or without blocks), computed by this version
-    whatever interval the record stored."""
+    """The row's throughput. R >= 2 runs: geometric mean with the run-level t interval. One run: its
+    rate with the batch-means interval of its timed blocks (None below 10 blocks or without blocks),
+    computed by this version whatever interval the record stored."""
     runs = _rows_runs(c)
     if not runs:
         return None
@@ -267,8 +279,9 @@ def _rel_ci(runs: list) -> float:
 
 
 def _step(c: Config) -> dict | None:
-    """The row's median step time: R >= 2 runs: the geometric mean of the runs' medians with a t(R-1) interval; one
-    run: batch medians of its step series, recomputed by this version whatever interval the record stored."""
+    """The row's median step time: R >= 2 runs: the geometric mean of the runs' medians with a
+    t(R-1) interval; one run: batch medians of its step series, recomputed by this version whatever
+    interval the record stored."""
     runs = [e for e in c.ok if finite(step_median(e))]
     if not runs:
         return None
@@ -286,8 +299,9 @@ def _step(c: Config) -> dict | None:
     if len(runs) == 1 and series:
         b = batch_median(series)
         if b["ci_lo"] is not None and b["ci_lo"] <= 0 < min(series):
-            # a t interval from 2 batch medians (10 steps: t(1) = 12.7) can reach below zero, a step time
-            # cannot: the same batch medians on the log scale, mapped back (positive, and wider upward)
+            # a t interval from 2 batch medians (10 steps: t(1) = 12.7) can reach below zero, a step
+            # time cannot: the same batch medians on the log scale, mapped back (positive, and wider
+            # upward)
             lg = batch_median(np.log(series))
             b = {
                 **b,
@@ -305,11 +319,12 @@ def _step(c: Config) -> dict | None:
     return {"median": c.median(step_median), "ci_lo": None, "ci_hi": None, "n_runs": len(runs)}
 
 
-# ------------------------------------------------------------------------------------------- comparison
+# --------------------------------------------------------------------------------------- comparison
 
 
 def _bucket_of(c: Config) -> str | float | None:
-    """ "default" for DDP's own bucket setting (bucket=null; the record says "default"), else the MB asked."""
+    """ "default" for DDP's own bucket setting (bucket=null; the record says "default"), else the MB
+    asked."""
     bucket = c.first.knob("bucket")
     if bucket in (None, "default") and str(c.first.knob("sync") or "ddp") == "ddp":
         return "default"  # bucket=null (the tool's default) leaves DDP's own bucket setting
@@ -320,10 +335,11 @@ def _bucket_of(c: Config) -> str | float | None:
 
 
 def choose_baseline(configs: list[Config]) -> tuple[int | None, str]:
-    """The configuration speed-ups are measured against, and why (the why names the bucket rule): optim=none with
-    DDP's default bucket (bucket=null: stock DDP) if there is one; else optim=none with bucket=25, the tool's
-    default before it left DDP's own (the committed reproductions' records), which caps the first bucket at 25 MiB;
-    else the first. Only task=train configurations with a finished run count."""
+    """The configuration speed-ups are measured against, and why (the why names the bucket rule):
+    optim=none with DDP's default bucket (bucket=null: stock DDP) if there is one; else optim=none
+    with bucket=25, the tool's default before it left DDP's own (the committed reproductions'
+    records), which caps the first bucket at 25 MiB; else the first. Only task=train configurations
+    with a finished run count."""
     candidates = [i for i, c in enumerate(configs) if c.task == "train" and c.throughput]
     if len(candidates) < 2:
         return None, ""
@@ -331,14 +347,17 @@ def choose_baseline(configs: list[Config]) -> tuple[int | None, str]:
     for i in plain:
         if _bucket_of(configs[i]) == "default":
             return i, (
-                "optim=none with DDP's default bucket (bucket=null: 25 MiB buckets, the first capped at 1 MiB: "
+                "optim=none with DDP's default bucket (bucket=null: 25 MiB buckets, the first "
+                "capped at 1 MiB: "
                 "stock DDP)"
             )
     for i in plain:
         if _bucket_of(configs[i]) == EXPLICIT_25_MB:
             return i, (
-                "optim=none with bucket=25 (every bucket capped at 25 MiB, the first too: the tool's default "
-                "before it left DDP's own; stock DDP caps the first bucket at 1 MiB), as no finished job ran "
+                "optim=none with bucket=25 (every bucket capped at 25 MiB, the first too: the "
+                "tool's default "
+                "before it left DDP's own; stock DDP caps the first bucket at 1 MiB), as no "
+                "finished job ran "
                 "DDP's default bucket"
             )
     return candidates[
@@ -369,7 +388,8 @@ def _speedups(
     unsteady: set,
     floor: float | None = None,
 ) -> list[dict]:
-    """The verdicts of one family of comparisons (stats.family.pair_verdicts, Holm), as rows show them."""
+    """The verdicts of one family of comparisons (stats.family.pair_verdicts, Holm), as rows show
+    them."""
     key = "samples_per_s" if per_sample else "steps_per_s"
     found = pair_verdicts(
         [(_row(b, per_sample, unsteady), _row(c, per_sample, unsteady)) for b, c in pairs],
@@ -394,7 +414,8 @@ def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def compared_keys(configs: list[Config]) -> list[str]:
-    """Config keys whose resolved value differs between the configurations (what the table compares)."""
+    """Config keys whose resolved value differs between the configurations (what the table
+    compares)."""
     flats = [_flat(c.first.config) for c in configs if c.ok]
     keys = sorted({k for f in flats for k in f})
     return [k.rstrip(".") for k in keys if len({repr(f.get(k)) for f in flats}) > 1]
@@ -412,8 +433,9 @@ def _phase_log_median(e, phase: str) -> float | None:
 
 
 def sentinel(configs: list[Config]) -> tuple[dict | None, str]:
-    """(a phase the compared knobs cannot change that differs between rows beyond their runs' spread, or None; why /
-    why not). stats.sentinel's random-effects ANOVA on the runs' log medians, rows with >= 2 runs."""
+    """(a phase the compared knobs cannot change that differs between rows beyond their runs'
+    spread, or None; why / why not). stats.sentinel's random-effects ANOVA on the runs' log medians,
+    rows with >= 2 runs."""
     rows = [c for c in configs if c.task == "train" and c.ok]
     if len(rows) < 2:
         return None, ""
@@ -422,7 +444,8 @@ def sentinel(configs: list[Config]) -> tuple[dict | None, str]:
     if touching:
         return (
             None,
-            f"not applicable: the compared keys ({', '.join(touching[:3])}) can change forward time",
+            f"not applicable: the compared keys ({', '.join(touching[:3])}) can change forward "
+            "time",
         )
     worst, judged = None, []
     for phase in SENTINEL_PHASES:
@@ -457,11 +480,15 @@ def sentinel(configs: list[Config]) -> tuple[dict | None, str]:
 
 def sentinel_warning(s: dict) -> str:
     return (
-        f"{s['phase']} time, which the compared knobs do not change, differs between rows by more than their runs "
+        f"{s['phase']} time, which the compared knobs do not change, differs between rows by more "
+        "than their runs "
         f"do (random-effects F test p={s['p_value']:.2g}; between-row spread {s['spread']:.1%} "
-        f"[{math.expm1(s['tau_lo']):.1%}, {math.expm1(s['tau_hi']):.1%}], `{s['low_row']}` fastest, "
-        f"`{s['high_row']}` slowest): the machine changed between rows. Verdicts are judged against "
-        f"±{s['floor']:.0%} (what two rows can differ by from the machine alone) instead of compare.noise."
+        f"[{math.expm1(s['tau_lo']):.1%}, {math.expm1(s['tau_hi']):.1%}], `{s['low_row']}` "
+        "fastest, "
+        f"`{s['high_row']}` slowest): the machine changed between rows. Verdicts are judged "
+        "against "
+        f"±{s['floor']:.0%} (what two rows can differ by from the machine alone) instead of "
+        "compare.noise."
     )
 
 
@@ -487,8 +514,9 @@ def _unsteady(configs: list[Config]) -> tuple[dict, set]:
 
 
 def compare(entries: list, noise: float | None = None) -> Comparison:
-    """Group repeats into configurations, aggregate each, compare every train configuration with the baseline: one
-    family of comparisons (Holm), judged against compare.noise or the noise sentinel's machine spread if larger."""
+    """Group repeats into configurations, aggregate each, compare every train configuration with the
+    baseline: one family of comparisons (Holm), judged against compare.noise or the noise sentinel's
+    machine spread if larger."""
     configs = [Config(label, group) for label, group in group_repeats(entries)]
     for c in configs:
         if c.task == "train":
@@ -521,7 +549,7 @@ def compare(entries: list, noise: float | None = None) -> Comparison:
     return Comparison(configs, base, why, noise, s, note, unsteady, per_sample)
 
 
-# ------------------------------------------------------------------------------------------- scaling
+# ------------------------------------------------------------------------------------------ scaling
 
 
 def _world_size(c: Config) -> float | None:
@@ -532,14 +560,15 @@ def _world_size(c: Config) -> float | None:
 
 
 def scaling_lines(configs: list[Config]) -> list[tuple[str, list[tuple[float, Config, str]]]]:
-    """[(label, [(world size, configuration, its label), ...])]: the lines a scaling table and plot draw, smallest
-    size first.
+    """[(label, [(world size, configuration, its label), ...])]: the lines a scaling table and plot
+    draw, smallest size first.
 
-    When the smallest world size holds one configuration (experiment=scaling's one rank without DDP, or a study's
-    single-rank baseline) it starts every line: each configuration at a larger size is measured against it, and lines
-    group configurations whose overrides differ only in world size (and in sync, which experiment=scaling ties to the
-    world size). Otherwise each line is its own configuration across sizes, from its own smallest size. Repeats are
-    already merged (a Config is every repeat of one configuration)."""
+    When the smallest world size holds one configuration (experiment=scaling's one rank without DDP,
+    or a study's single-rank baseline) it starts every line: each configuration at a larger size is
+    measured against it, and lines group configurations whose overrides differ only in world size
+    (and in sync, which experiment=scaling ties to the world size). Otherwise each line is its own
+    configuration across sizes, from its own smallest size. Repeats are already merged (a Config is
+    every repeat of one configuration)."""
     pts = [
         (n, c)
         for c in configs
@@ -582,7 +611,8 @@ def scaling_lines(configs: list[Config]) -> list[tuple[str, list[tuple[float, Co
 
 
 def exposed_fields(c: Config) -> dict:
-    """The exposed-comm cell's companions: how many samples the least-sampled run had, and one run's interval."""
+    """The exposed-comm cell's companions: how many samples the least-sampled run had, and one run's
+    interval."""
     runs = [e for e in c.ok if e.train is not None and e.train.comm is not None]
     ns = [n for e in runs if (n := exposed_samples(e.train, e.config)) is not None]
     comm = runs[0].train.comm if len(runs) == 1 else None
@@ -594,9 +624,9 @@ def exposed_fields(c: Config) -> dict:
 
 
 def scaling_rows(entries: list, noise: float | None = None) -> list[dict]:
-    """One row per configuration and world size against its line's first point: samples/s with its CI, speed-up with
-    its CI and verdict (as the sweep table computes them, Holm over the table's comparisons), scaling efficiency =
-    speed-up x n0 / n with the same CI."""
+    """One row per configuration and world size against its line's first point: samples/s with its
+    CI, speed-up with its CI and verdict (as the sweep table computes them, Holm over the table's
+    comparisons), scaling efficiency = speed-up x n0 / n with the same CI."""
     cmp = compare(entries, noise)
     _, flagged = _unsteady(cmp.configs)
     points, seen = [], set()

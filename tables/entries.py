@@ -1,5 +1,6 @@
-"""What a table row is made from: one job's Entry (its record, or what is known of a job that left none), the
-overrides that tell configurations apart, and the labels rows get. tables.table and tables.aggregate build on it."""
+"""What a table row is made from: one job's Entry (its record, or what is known of a job that left
+none), the overrides that tell configurations apart, and the labels rows get. tables.table and
+tables.aggregate build on it."""
 
 from __future__ import annotations
 
@@ -14,25 +15,27 @@ from base.record_types import TaskResult, TrainResult
 
 MISSING = "–"
 
-# Overrides that say how a job was run, not what was measured: never used to tell configurations apart.
+# Overrides that say how a job was run, not what was measured: never used to tell configurations
+# apart.
 NOT_SETTINGS = ("hydra.", "logger")
-# Overrides that say which job of a configuration this is (the repeating sweeper sets `repeat`): repeats of one
-# configuration.
+# Overrides that say which job of a configuration this is (the repeating sweeper sets `repeat`):
+# repeats of one configuration.
 JOB_KEYS = ("repeat",)
 
-# ---------------------------------------------------------------------------------------------- records
+# ------------------------------------------------------------------------------------------ records
 
 
 TRAIN_LABELS = [label for label, _ in TRAIN_COLUMNS]
 EXPOSED = "exposed comm ms"
-EXPOSED_MIN_N = 6  # the fewest samples whose median has a 95% interval (stats.median_ci): fewer, and a table marks it
+# the fewest samples whose median has a 95% interval (stats.median_ci): fewer, and a table marks it
+EXPOSED_MIN_N = 6
 
 
 def exposed_samples(result: TrainResult | dict | None, config: dict | None = None) -> int | None:
-    """How many samples the exposed communication time rests on (comm.exposed_n): DDP's is the median of
-    probe_steps untimed steps, the explicit strategies' of every measured step's sync phase. A dict is read as a
-    TrainResult (the diagnosis passes one); `config` is not needed since every record says (the committed records
-    made before were migrated once)."""
+    """How many samples the exposed communication time rests on (comm.exposed_n): DDP's is the
+    median of probe_steps untimed steps, the explicit strategies' of every measured step's sync
+    phase. A dict is read as a TrainResult (the diagnosis passes one); `config` is not needed since
+    every record says (the committed records made before were migrated once)."""
     if isinstance(result, dict):
         result = TrainResult.from_dict(result, "result")
     comm = result.comm if isinstance(result, TrainResult) else None
@@ -40,8 +43,9 @@ def exposed_samples(result: TrainResult | dict | None, config: dict | None = Non
 
 
 def exposed_mark(value_ms: float | None, n: int | None) -> str | None:
-    """A table's exposed-comm cell when its samples give no 95% interval: the value and how many samples, e.g.
-    "658 (n=1)"; None when it has one (the cell shows the interval, or the value alone)."""
+    """A table's exposed-comm cell when its samples give no 95% interval: the value and how many
+    samples, e.g. "658 (n=1)"; None when it has one (the cell shows the interval, or the value
+    alone)."""
     if value_ms is None or n is None or n >= EXPOSED_MIN_N:
         return None
     return f"{fmt(value_ms)} (n={n})"
@@ -93,8 +97,8 @@ class Entry:
 
     @classmethod
     def from_record(cls, record: Record | dict, path: str | Path | None = None) -> "Entry":
-        """record: a Record or its JSON (read as a Record); path: where the record was read from (runs get copied,
-        e.g. committed under results/runs/); without it, where it was written."""
+        """record: a Record or its JSON (read as a Record); path: where the record was read from
+        (runs get copied, e.g. committed under results/runs/); without it, where it was written."""
         record = Record.from_dict(record) if isinstance(record, dict) else record
         job = record.job
         output_dir = str(Path(path).parent) if path else job.output_dir
@@ -115,7 +119,8 @@ class Entry:
 
     @property
     def result(self) -> TaskResult | None:
-        """The task's typed result (base.record_types); None for a job that left no record or failed before one."""
+        """The task's typed result (base.record_types); None for a job that left no record or failed
+        before one."""
         return self.record.result if self.record is not None else None
 
     @property
@@ -136,8 +141,9 @@ class Entry:
         return override_items(self.overrides).get("task") or self.inferred.get("task")
 
     def value(self, label: str) -> Any:
-        """A table figure. The train columns come from the structured fields when the record has them (full
-        precision: a headline may be rounded for printing), else from result.headline, like every other column."""
+        """A table figure. The train columns come from the structured fields when the record has
+        them (full precision: a headline may be rounded for printing), else from result.headline,
+        like every other column."""
         headline = (self.result.headline if self.result is not None else None) or {}
         if self.train is not None:
             for train_label, get in TRAIN_COLUMNS:
@@ -147,7 +153,8 @@ class Entry:
         return headline.get(label)
 
     def knob(self, name: str) -> Any:
-        """optim / bucket / world_size of this run: as measured (result), else as configured, else as typed."""
+        """optim / bucket / world_size of this run: as measured (result), else as configured, else
+        as typed."""
         result, config = self.result, self.config
         measured = getattr(result, {"bucket": "bucket_mb"}.get(name, name), None)
         if name == "optim":
@@ -174,7 +181,7 @@ class Entry:
         return value
 
 
-# -------------------------------------------------------------------------------------------- overrides
+# ---------------------------------------------------------------------------------------- overrides
 
 
 def override_items(overrides: Iterable[str]) -> dict[str, str | None]:
@@ -212,7 +219,8 @@ def constant_overrides(entries: list[Entry]) -> list[str]:
 
 
 def config_labels(entries: list[Entry]) -> list[str]:
-    """A short name per entry: its varying overrides (all of them for a lone entry); unique within the table."""
+    """A short name per entry: its varying overrides (all of them for a lone entry); unique within
+    the table."""
     keys = varying_keys(entries)
     labels = []
     for e in entries:

@@ -1,5 +1,6 @@
-"""A sweep directory as rows: every job's run record, or what is known of a job that left none, and the jobs the
-sweep's own overrides say it has (the sweep table's callback, the report and W&B read sweeps through these)."""
+"""A sweep directory as rows: every job's run record, or what is known of a job that left none, and
+the jobs the sweep's own overrides say it has (the sweep table's callback, the report and W&B read
+sweeps through these)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ TABLE_CSV = "sweep_table.csv"
 
 
 def expected_jobs(config: DictConfig) -> list[list[str]] | None:
-    """The overrides of every job the basic sweeper will launch, in job-number order; None if unknown."""
+    """The overrides of every job the basic sweeper will launch, in job-number order; None if
+    unknown."""
     try:
         target = str(OmegaConf.select(config, "hydra.sweeper._target_") or "")
         if not target.endswith(("BasicSweeper", "RepeatingSweeper")):
@@ -39,9 +41,9 @@ def expected_jobs(config: DictConfig) -> list[list[str]] | None:
 
 
 def product_of(arguments: list[str]) -> list[list[str]]:
-    """The jobs of a sweep, in job-number order: the product of the overrides' values, the first override outermost
-    and a key given twice taking its first place and its last value, as Hydra's basic sweeper splits them (through
-    Hydra's public override parser)."""
+    """The jobs of a sweep, in job-number order: the product of the overrides' values, the first
+    override outermost and a key given twice taking its first place and its last value, as Hydra's
+    basic sweeper splits them (through Hydra's public override parser)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     choices: dict[str, list[str]] = {}
@@ -57,7 +59,8 @@ def product_of(arguments: list[str]) -> list[list[str]]:
 
 
 def sweep_command(config: DictConfig) -> str:
-    """The command line that started the sweep, as typed (Hydra's overrides unresolved), shell-quoted."""
+    """The command line that started the sweep, as typed (Hydra's overrides unresolved),
+    shell-quoted."""
     script = f"{OmegaConf.select(config, 'hydra.job.name') or 'train'}.py"
     hydra_overrides = [
         o
@@ -69,7 +72,8 @@ def sweep_command(config: DictConfig) -> str:
 
 
 def _job_dirs(sweep_dir: Path) -> dict[int, list[str]]:
-    """Job directories Hydra created ({num: overrides}); a job writes .hydra/overrides.yaml before it starts."""
+    """Job directories Hydra created ({num: overrides}); a job writes .hydra/overrides.yaml before
+    it starts."""
     found = {}
     for path in sweep_dir.glob("*/.hydra/overrides.yaml"):
         name = path.parent.parent.name
@@ -87,8 +91,8 @@ def sweep_entries(
     returns: dict[int, dict] | None = None,
     sweep_id: str | None = None,
 ) -> list[Entry]:
-    """One entry per job: its run record if it wrote one, else a failed entry saying what is known. sweep_id: leave
-    out records another sweep wrote (those that carry another sweep's id)."""
+    """One entry per job: its run record if it wrote one, else a failed entry saying what is known.
+    sweep_id: leave out records another sweep wrote (those that carry another sweep's id)."""
     sweep_dir = Path(sweep_dir)
     returns = returns or {}
     by_num: dict[int, Entry] = {}
@@ -152,7 +156,8 @@ def sweep_entries(
 
 
 def _infer_missing(entries: list[Entry]) -> None:
-    """A job without a record takes task and world size from its sweep's other jobs when they all agree."""
+    """A job without a record takes task and world size from its sweep's other jobs when they all
+    agree."""
     with_record = [e for e in entries if e.record is not None]
     for name in ("task", "world_size"):
         values = {e.task if name == "task" else e.knob(name) for e in with_record}
@@ -225,7 +230,8 @@ def describe_machine(entries: list[Entry]) -> list[str]:
 
 
 def multirun_config(sweep_dir: str | Path) -> DictConfig | None:
-    """<sweep_dir>/multirun.yaml (Hydra writes it before launching any job), or None: not a sweep dir, or unreadable."""
+    """<sweep_dir>/multirun.yaml (Hydra writes it before launching any job), or None: not a sweep
+    dir, or unreadable."""
     path = Path(sweep_dir) / "multirun.yaml"
     if not path.is_file():
         return None
@@ -236,7 +242,8 @@ def multirun_config(sweep_dir: str | Path) -> DictConfig | None:
 
 
 def commands(entries: list[Entry]) -> list[str]:
-    """The exact command(s) that produced these runs: the sweep's (multirun.yaml) or the run's own."""
+    """The exact command(s) that produced these runs: the sweep's (multirun.yaml) or the run's
+    own."""
     out: list[str] = []
     for e in entries:
         cmd = None
@@ -258,7 +265,8 @@ def commands(entries: list[Entry]) -> list[str]:
 
 
 def load_entries(paths: list[str | Path]) -> list[Entry]:
-    """Every run under the given dirs; a sweep dir also yields failed rows for jobs that left no record."""
+    """Every run under the given dirs; a sweep dir also yields failed rows for jobs that left no
+    record."""
     entries: list[Entry] = []
     seen: set[str] = set()
     for path in map(Path, paths):

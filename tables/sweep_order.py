@@ -1,6 +1,7 @@
-"""The order of a sweep's jobs with `repeats=R`: the repeating sweeper (hydra_plugins/repeat_sweeper) runs them in it,
-the sweep table (results/callbacks.py) counts progress and the autotune stages (results/autotune.py) plan with it.
-The sweeper writes the order it ran to ORDER_FILE in the sweep dir before the first job."""
+"""The order of a sweep's jobs with `repeats=R`: the repeating sweeper
+(hydra_plugins/repeat_sweeper) runs them in it, the sweep table (results/callbacks.py) counts
+progress and the autotune stages (results/autotune.py) plan with it. The sweeper writes the order it
+ran to ORDER_FILE in the sweep dir before the first job."""
 
 from __future__ import annotations
 
@@ -12,12 +13,15 @@ from base.errors import ConfigError
 
 ORDER_FILE = "sweep_order.json"
 PILOT_ROUNDS = 3  # repeats=auto: the pilot's interleaved rounds (hydra_plugins/repeat_sweeper)
-PILOT_DIR = "pilot"  # repeats=auto: the pilot's own sweep dir inside the sweep's; its runs are no rows of it
-PLAN_FILE = "plan.json"  # repeats=auto: what the pilot planned, and whether the target or the budget decided
+# repeats=auto: the pilot's own sweep dir inside the sweep's; its runs are no rows of it
+PILOT_DIR = "pilot"
+# repeats=auto: what the pilot planned, and whether the target or the budget decided
+PLAN_FILE = "plan.json"
 
 
 def repeat_arguments(repeats, arguments: list[str]) -> list[str]:
-    """The sweep's overrides (hydra.sweeper.params first, then the command line's) with the repeat loop outermost."""
+    """The sweep's overrides (hydra.sweeper.params first, then the command line's) with the repeat
+    loop outermost."""
     check_repeats(repeats, arguments)
     if (
         repeats == "auto"
@@ -27,8 +31,8 @@ def repeat_arguments(repeats, arguments: list[str]) -> list[str]:
 
 
 def round_order(jobs: int, repeats: int, seed: int) -> list[int]:
-    """Job numbers in the order they run: round by round (jobs / repeats configurations each), shuffled inside each
-    round by one seeded generator."""
+    """Job numbers in the order they run: round by round (jobs / repeats configurations each),
+    shuffled inside each round by one seeded generator."""
     per_round = jobs // repeats
     rng = random.Random(seed)
     order: list[int] = []
@@ -40,7 +44,8 @@ def round_order(jobs: int, repeats: int, seed: int) -> list[int]:
 
 
 def run_order(sweep_dir: str | Path) -> list[int] | None:
-    """Job numbers in the order they run, as the sweeper wrote them before the first job (None: the declared order)."""
+    """Job numbers in the order they run, as the sweeper wrote them before the first job (None: the
+    declared order)."""
     try:
         return [int(n) for n in json.loads((Path(sweep_dir) / ORDER_FILE).read_text())["run_order"]]
     except (OSError, ValueError, KeyError, TypeError):
@@ -48,13 +53,14 @@ def run_order(sweep_dir: str | Path) -> list[int] | None:
 
 
 def position(num: int, order: list[int] | None) -> int:
-    """How many jobs of the sweep ran before job `num` (its number when the order is not shuffled)."""
+    """How many jobs of the sweep ran before job `num` (its number when the order is not
+    shuffled)."""
     return order.index(num) if order and num in order else num
 
 
 def check_repeats(repeats, arguments: list[str]) -> None:
-    """`repeats` of a sweep (the repeating sweeper runs each configuration that many times) and the sweep's
-    overrides."""
+    """`repeats` of a sweep (the repeating sweeper runs each configuration that many times) and the
+    sweep's overrides."""
     if repeats != "auto" and (
         isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1
     ):

@@ -1,11 +1,10 @@
 """Tables made from run records.
 
-The end-of-sweep table (results.callbacks) and the report (results.report) both build their tables here,
-so a number printed after a sweep and the same number in a report come from one place. Repeats of one
-configuration are one row (tables.aggregate computes its intervals, speed-up and verdict).
-A table holds raw values; Markdown gets rounded numbers (intervals trimmed to the digits they support),
-CSV gets the values as measured.
-"""
+The end-of-sweep table (results.callbacks) and the report (results.report) both build their tables
+here, so a number printed after a sweep and the same number in a report come from one place. Repeats
+of one configuration are one row (tables.aggregate computes its intervals, speed-up and verdict). A
+table holds raw values; Markdown gets rounded numbers (intervals trimmed to the digits they
+support), CSV gets the values as measured."""
 
 from __future__ import annotations
 
@@ -43,7 +42,7 @@ from tables.entries import (
 )
 
 
-# ------------------------------------------------------------------------------------------ the tables
+# --------------------------------------------------------------------------------------- the tables
 
 
 @dataclass
@@ -64,7 +63,8 @@ class Table:
     warnings: list[str] = field(default_factory=list)  # printed above the table
 
     def text(self, row: dict, column: str) -> str:
-        """A cell as Markdown shows it: a value with its interval where the table has one, else rounded."""
+        """A cell as Markdown shows it: a value with its interval where the table has one, else
+        rounded."""
         return self.display[column](row) if column in self.display else fmt(row.get(column), column)
 
     def markdown(self, heading: str = "") -> str:
@@ -139,7 +139,8 @@ def short_error(entry: Entry, limit: int = 160) -> str:
 
 
 def _interval(value_key: str, lo_key: str, hi_key: str, unit: str = ""):
-    """Markdown text of a value with its CI, digits trimmed to what the interval supports (stats.fmt_ci)."""
+    """Markdown text of a value with its CI, digits trimmed to what the interval supports
+    (stats.fmt_ci)."""
 
     def text(row: dict) -> str:
         value = row.get(value_key)
@@ -167,8 +168,9 @@ def _speedup_text(row: dict) -> str:
 
 
 def _verdict_cell(row: dict) -> str:
-    """The verdict column: the one verdict code's words (stats.fmt.verdict_text), with what would decide an
-    inconclusive row and the caveats its comparison carries (an unsteady run, the family adjustment)."""
+    """The verdict column: the one verdict code's words (stats.fmt.verdict_text), with what would
+    decide an inconclusive row and the caveats its comparison carries (an unsteady run, the family
+    adjustment)."""
     v = row.get("verdict")
     if v in (None, "baseline", NO_INTERVAL):
         return MISSING if v is None else v
@@ -181,8 +183,10 @@ def _verdict_cell(row: dict) -> str:
 
 INTERVAL_COLUMNS = ("steps/s", "samples/s", "speed-up", "step median ms")
 EXPOSED_NOTE = (
-    "exposed comm: communication backward did not hide, per step (DDP: its reducer timers over probe_steps "
-    "untimed steps after the window; explicit syncs: the sync phase); (n=1): a single sample, no interval "
+    "exposed comm: communication backward did not hide, per step (DDP: its reducer timers over "
+    "probe_steps "
+    "untimed steps after the window; explicit syncs: the sync phase); (n=1): a single sample, no "
+    "interval "
     "(probe_steps=6 gives a 95% one), which the diagnosis never acts on alone."
 )
 
@@ -211,8 +215,9 @@ def _status(c: Config) -> str:
 
 
 def _steady(c: Config, flagged: set, tested: set) -> str | None:
-    """yes / no (k/R): the sweep's drift judgement of the row's runs (stats.unsteady_runs, recomputed from the series
-    by this version whatever the records say); None when no run could be tested (fewer than 10 steps)."""
+    """yes / no (k/R): the sweep's drift judgement of the row's runs (stats.unsteady_runs,
+    recomputed from the series by this version whatever the records say); None when no run could be
+    tested (fewer than 10 steps)."""
     runs = [e for e in c.ok if id(e) in tested]
     if not runs:
         return None
@@ -225,8 +230,9 @@ def _steady(c: Config, flagged: set, tested: set) -> str | None:
 def build_table(
     entries: list[Entry], *, first: str = "job", title: str = "", noise: float | None = None
 ) -> Table:
-    """One row per configuration (its repeats merged): job(s) or configuration, status, headline figures; for
-    task=train throughput and step time with 95% CIs, speed-up against the baseline with its CI and a verdict."""
+    """One row per configuration (its repeats merged): job(s) or configuration, status, headline
+    figures; for task=train throughput and step time with 95% CIs, speed-up against the baseline
+    with its CI and a verdict."""
     cmp = compare(entries, noise)
     configs = cmp.configs
     has_train = any(c.task == "train" for c in configs)
@@ -336,22 +342,29 @@ def _warnings(cmp: Comparison) -> list[str]:
     if unsteady:
         out.append(
             f"not at steady state: {sum(id(e) in flagged for c in train for e in c.ok)} of "
-            f"{cmp.unsteady['tested']} tested runs drifted by more than 2% ({cmp.unsteady['method']}), in "
-            f"{', '.join(f'`{c.label}`' for c in unsteady)}; a verdict resting on them says so. Their warm-up "
-            "was not enough or the machine changed during the window: raise warmup_steps and run them again."
+            f"{cmp.unsteady['tested']} tested runs drifted by more than 2% "
+            f"({cmp.unsteady['method']}), in "
+            f"{', '.join(f'`{c.label}`' for c in unsteady)}; a verdict resting on them says so. "
+            "Their warm-up "
+            "was not enough or the machine changed during the window: raise warmup_steps and run "
+            "them again."
         )
     single = [c.label for c in cmp.configs if c.speedup and c.speedup["verdict"] == NO_VERDICT]
     if single:
         out.append(
-            f"one run behind {', '.join(f'`{u}`' for u in single)} (or its baseline): no verdict. One run holds "
-            "the noise inside it, not the spread between runs (a new process, allocator state, core placement), "
-            "which is often larger: single-run verdicts on identical configurations were false in 58% of "
+            f"one run behind {', '.join(f'`{u}`' for u in single)} (or its baseline): no verdict. "
+            "One run holds "
+            "the noise inside it, not the spread between runs (a new process, allocator state, "
+            "core placement), "
+            "which is often larger: single-run verdicts on identical configurations were false in "
+            "58% of "
             "simulated comparisons with 4% run offsets (docs/methods.md). Run repeats=3 or more."
         )
     few = [c.label for c in train if len(c.ok) == 2]
     if few and cmp.base is not None:
         out.append(
-            f"two runs behind {', '.join(f'`{u}`' for u in few)}: their intervals are valid but wide (t on 1 "
+            f"two runs behind {', '.join(f'`{u}`' for u in few)}: their intervals are valid but "
+            "wide (t on 1 "
             "degree of freedom); repeats=3 or more."
         )
     return out
@@ -367,10 +380,14 @@ def _notes(cmp: Comparison, entries: list[Entry], rows: list[dict], first: str) 
         basis = next((c.speedup["basis"] for c in cmp.configs if c.speedup), "samples/s")
         floor = cmp.sentinel["floor"] if cmp.sentinel else cmp.noise
         notes.append(
-            f"Baseline for speed-up: {name}, {cmp.why}; speed-up = {basis} ÷ baseline {basis}, with its 95% "
-            f"CI. Verdict: faster / slower only when the whole CI lies beyond 1 ± {floor:.3g} (compare.noise"
-            f"{'' if floor == cmp.noise else ', raised to the machine spread'}; criterion.rs's rule); "
-            f"equivalent when it lies inside (two one-sided tests, Schuirmann 1987); otherwise no significant "
+            f"Baseline for speed-up: {name}, {cmp.why}; speed-up = {basis} ÷ baseline {basis}, "
+            "with its 95% "
+            f"CI. Verdict: faster / slower only when the whole CI lies beyond 1 ± {floor:.3g} "
+            "(compare.noise"
+            f"{'' if floor == cmp.noise else ', raised to the machine spread'}; criterion.rs's "
+            "rule); "
+            "equivalent when it lies inside (two one-sided tests, Schuirmann 1987); otherwise no "
+            "significant "
             f"difference, shown as ~1 with its range and the runs that would decide it."
         )
     family = next(
@@ -378,7 +395,8 @@ def _notes(cmp: Comparison, entries: list[Entry], rows: list[dict], first: str) 
     )
     if family:
         notes.append(
-            f"Multiplicity: the verdicts control the chance of any false verdict in this table at 5% "
+            "Multiplicity: the verdicts control the chance of any false verdict in this table at "
+            "5% "
             f"({family}, Holm 1979); each row's interval is its own 95% interval."
         )
     methods = list(
@@ -390,9 +408,12 @@ def _notes(cmp: Comparison, entries: list[Entry], rows: list[dict], first: str) 
         )
     if any(len(c.entries) > 1 for c in cmp.configs):
         notes.append(
-            "A row merges the repeats of one configuration (runs: how many finished): throughput and step "
-            "median are geometric means over runs with t(R-1) intervals (Kalibera & Jones 2013); one run: "
-            "its own noise only: throughput from 60 timed blocks (3 batch means; a shorter run may hold none "
+            "A row merges the repeats of one configuration (runs: how many finished): throughput "
+            "and step "
+            "median are geometric means over runs with t(R-1) intervals (Kalibera & Jones 2013); "
+            "one run: "
+            "its own noise only: throughput from 60 timed blocks (3 batch means; a shorter run may "
+            "hold none "
             "of the stalls the rate includes), the step median from 10 steps (2-5 batch medians)."
         )
     plans = [
@@ -406,7 +427,8 @@ def _notes(cmp: Comparison, entries: list[Entry], rows: list[dict], first: str) 
         spread = max(p["runs_sd"] for _, p in plans)
         between = [p["between_sd"] for _, p in plans if p["between_sd"] is not None]
         split = (
-            f", of which between runs up to {max(between):.1%}: more steps per run do not narrow that part, "
+            f", of which between runs up to {max(between):.1%}: more steps per run do not narrow "
+            "that part, "
             "more runs do"
             if between
             else ""
@@ -443,7 +465,8 @@ def _link_notes(entries: list[Entry]) -> list[str]:
 
 
 def _finished(entries: list[Entry], keep: Callable[[Entry], bool]) -> tuple[list[Entry], list[str]]:
-    """Finished entries that `keep` selects, labelled as in the full table (failed rows included)."""
+    """Finished entries that `keep` selects, labelled as in the full table (failed rows
+    included)."""
     labels = config_labels(entries)
     pairs = [(e, label) for e, label in zip(entries, labels) if e.ok and keep(e)]
     return [p[0] for p in pairs], [p[1] for p in pairs]
@@ -461,7 +484,8 @@ def _configurations(entries: list[Entry], keep: Callable[[Entry], bool]) -> list
 def phase_table(
     entries: list[Entry], title: str = "Step-time breakdown (median ms per phase)"
 ) -> Table:
-    """Per-phase medians of task=train runs (median over repeats); phases never timed are left out."""
+    """Per-phase medians of task=train runs (median over repeats); phases never timed are left
+    out."""
     train = _configurations(entries, lambda e: e.task == "train")
     runs = [e for c in train for e in c.ok]
     present = [p for p in PHASES if any(phase_median(e, p) is not None for e in runs)]
@@ -490,8 +514,10 @@ def phase_table(
     )
     notes = (
         [
-            "Medians over the measured steps on rank 0 (median over repeats); a phase median is taken per phase, so "
-            "the sum of medians need not equal the step median. Intervals per phase are in each run's summary and "
+            "Medians over the measured steps on rank 0 (median over repeats); a phase median is "
+            "taken per phase, so "
+            "the sum of medians need not equal the step median. Intervals per phase are in each "
+            "run's summary and "
             "record."
         ]
         if rows
@@ -513,8 +539,8 @@ _COMM_FIELDS = {
 
 
 def comm_table(entries: list[Entry], title: str = "Gradient communication per step") -> Table:
-    """Bytes, collectives, buckets and how much communication the step exposed (task=train, comm measured; median
-    over repeats)."""
+    """Bytes, collectives, buckets and how much communication the step exposed (task=train, comm
+    measured; median over repeats)."""
     rows = []
     for c in _configurations(entries, lambda e: e.train is not None and e.train.comm is not None):
         comm = c.first.train.comm
@@ -590,8 +616,8 @@ def rows_table(entries: list[Entry], title: str = "Collectives (nccl-tests style
 
 
 def scaling_table(entries: list[Entry], title: str = "Scaling against world size") -> Table:
-    """One row per configuration and world size (repeats merged), against the line's first point: the one-rank
-    baseline where a sweep or study has one (tables.aggregate.scaling_lines)."""
+    """One row per configuration and world size (repeats merged), against the line's first point:
+    the one-rank baseline where a sweep or study has one (tables.aggregate.scaling_lines)."""
     from tables.aggregate import scaling_rows
 
     rows = scaling_rows(entries)
@@ -625,15 +651,18 @@ def scaling_table(entries: list[Entry], title: str = "Scaling against world size
     }
     base = next((r for r in rows if r["baseline"]), None)
     notes = [
-        "speed-up = samples/s ÷ the line's first row's (the smallest world size; one common baseline where that "
-        "size has one configuration), with its 95% CI as in the sweep table; scaling efficiency = speed-up × "
+        "speed-up = samples/s ÷ the line's first row's (the smallest world size; one common "
+        "baseline where that "
+        "size has one configuration), with its 95% CI as in the sweep table; scaling efficiency = "
+        "speed-up × "
         "n0 ÷ n, the same interval scaled: 1 is linear scaling."
     ]
     if any(r.get(f"{EXPOSED} n") is not None for r in rows):
         notes.append(EXPOSED_NOTE)
     if base is not None and base.get("sync") == "local":
         notes.append(
-            "The baseline trains without DDP (sync=local): the efficiency counts DDP's own cost at one rank "
+            "The baseline trains without DDP (sync=local): the efficiency counts DDP's own cost at "
+            "one rank "
             "as a scaling loss, as the ViT study does."
         )
     single = [
@@ -643,8 +672,10 @@ def scaling_table(entries: list[Entry], title: str = "Scaling against world size
     ]
     warnings = (
         [
-            f"one run per world size behind {', '.join(single)}: no verdict; an interval from one run holds the "
-            "noise inside it, not the spread between runs, which can be larger. Run repeats=3 or more."
+            f"one run per world size behind {', '.join(single)}: no verdict; an interval from one "
+            "run holds the "
+            "noise inside it, not the spread between runs, which can be larger. Run repeats=3 or "
+            "more."
         ]
         if single
         else []

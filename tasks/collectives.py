@@ -1,15 +1,16 @@
 """task=collectives: the nccl-tests-style microbenchmark users compare against.
 
-For each op and message size: `warmup_iters` untimed calls, `iters` back-to-back calls timed in 8 blocks (a barrier
-before each; time per op = total / iters, nccl-tests' figure; the blocks give the median time per op its 95%
-order-statistic interval, the table's last columns), then `check_iters` separate untimed rounds on inputs whose result
-is known exactly (comm/check.py) that count wrong elements. The table has nccl-tests' columns (size, count, type, redop,
-root, then time/algbw/busbw/#wrong for out-of-place and in-place), plus the slowest rank's time. Sizes follow
+For each op and message size: `warmup_iters` untimed calls, `iters` back-to-back calls timed in 8
+blocks (a barrier before each; time per op = total / iters, nccl-tests' figure; the blocks give the
+median time per op its 95% order-statistic interval, the table's last columns), then `check_iters`
+separate untimed rounds on inputs whose result is known exactly (comm/check.py) that count wrong
+elements. The table has nccl-tests' columns (size, count, type, redop, root, then
+time/algbw/busbw/#wrong for out-of-place and in-place), plus the slowest rank's time. Sizes follow
 nccl-tests: the buffer for all_reduce/broadcast, the total over ranks for all_gather/reduce_scatter.
 
-torch has no out-of-place all_reduce or broadcast: their out-of-place column times a copy of the input into the
-output buffer plus the in-place call (the output says so). Timing buffers hold zeros (values never grow or overflow
-over many in-place rounds); check rounds use the exact-result inputs.
+torch has no out-of-place all_reduce or broadcast: their out-of-place column times a copy of the
+input into the output buffer plus the in-place call (the output says so). Timing buffers hold zeros
+(values never grow or overflow over many in-place rounds); check rounds use the exact-result inputs.
 """
 
 from __future__ import annotations
@@ -41,20 +42,23 @@ from base.record_types import CollectiveRow, CollectivesResult, Link
 from stats import describe, fmt_ci
 
 MODES = {"out_of_place": "out-of-place", "in_place": "in-place"}
-DIAGNOSED = False  # the diagnosis rules read train, grad_sync and pair_groups runs (diagnosis/run.py's note)
+# the diagnosis rules read train, grad_sync and pair_groups runs (diagnosis/run.py's note)
+DIAGNOSED = False
 NOISY = 0.5  # the brief view marks a time whose 95% interval is wider than +-50% of it
 ROOT = 0
 CHECK_CHUNK_BYTES = 128 << 20  # expected values are built in float64 chunks of at most this size
 
 
-# ----------------------------------------------------------------------------------------------------------- config
+# ------------------------------------------------------------------------------------------- config
 def settings(cfg) -> schema.Collectives:
-    """cfg.collectives as its typed dataclass (the ranks get a plain dict; the schema checked it when composed)."""
+    """cfg.collectives as its typed dataclass (the ranks get a plain dict; the schema checked it
+    when composed)."""
     return typed(schema.Collectives, cfg.collectives)
 
 
 def parse_bytes(value, key: str) -> int:
-    """A size in bytes: a whole number, or one with nccl-tests' suffixes K, M, G (powers of 1024), e.g. 8G."""
+    """A size in bytes: a whole number, or one with nccl-tests' suffixes K, M, G (powers of 1024),
+    e.g. 8G."""
     text = str(value).strip().upper().removesuffix("B")
     scale = 1024 ** ("KMG".index(text[-1]) + 1) if text and text[-1] in "KMG" else 1
     number = text[:-1] if scale > 1 else text
@@ -76,7 +80,8 @@ def sizes(c: schema.Collectives) -> list[int]:
 
 
 def modes(c: schema.Collectives) -> list[str]:
-    """inplace: true (in-place), false (out-of-place) or both (both column groups, as nccl-tests prints)."""
+    """inplace: true (in-place), false (out-of-place) or both (both column groups, as nccl-tests
+    prints)."""
     found = {
         True: ["in_place"],
         "in_place": ["in_place"],
@@ -132,7 +137,8 @@ def check(cfg, submitting: bool = False, host: Host | None = None) -> None:
 def plan_sizes(
     op: str, sizes: list[int], elem: int, world_size: int
 ) -> tuple[list[tuple[int, int]], str | None]:
-    """(requested, used) sizes for one op, and a note when rounding changed any (nccl-tests rounds silently)."""
+    """(requested, used) sizes for one op, and a note when rounding changed any (nccl-tests rounds
+    silently)."""
     unit = bw.size_unit(op, elem, world_size)
     planned, seen = [], set()
     for s in sizes:
@@ -158,9 +164,10 @@ def plan_sizes(
     return planned, note
 
 
-# ---------------------------------------------------------------------------------------------------------- buffers
+# ------------------------------------------------------------------------------------------ buffers
 class Case:
-    """Buffers and the call for one (op, size, mode). `send` is what the check fills, `out` what it reads."""
+    """Buffers and the call for one (op, size, mode). `send` is what the check fills, `out` what it
+    reads."""
 
     def __init__(
         self,
@@ -214,8 +221,9 @@ class Case:
 def run_check(
     case: Case, c: schema.Collectives, rounds: int, device: torch.device, corrupt: bool = False
 ) -> int:
-    """Wrong elements on this rank over `rounds` untimed calls with exact-result inputs. corrupt=True perturbs one
-    output element after the first call, to show the check catches a wrong result."""
+    """Wrong elements on this rank over `rounds` untimed calls with exact-result inputs.
+    corrupt=True perturbs one output element after the first call, to show the check catches a wrong
+    result."""
     op, rank, world = case.op, case.rank, case.world
     redop = c.reduce_op.value if op in bw.REDUCING_OPS else None
     wrong = 0
@@ -248,7 +256,7 @@ def _compare(case: Case, redop: str | None, dtype: str, device: torch.device, sa
     return wrong
 
 
-# -------------------------------------------------------------------------------------------------------------- run
+# ---------------------------------------------------------------------------------------------- run
 def run(ctx) -> CollectivesResult | None:
     c = settings(ctx.cfg)
     device = resolve_device(c.device, ctx.backend, ctx.torch_device, ctx.local_rank)
@@ -285,17 +293,20 @@ def run(ctx) -> CollectivesResult | None:
                 del case
     if any(op in ("all_reduce", "broadcast") for op in ops) and "out_of_place" in modes(c):
         notes.append(
-            "out-of-place all_reduce/broadcast: torch has no out-of-place form; timed as a copy into the "
+            "out-of-place all_reduce/broadcast: torch has no out-of-place form; timed as a copy "
+            "into the "
             "output buffer plus the in-place call"
         )
     if c.warmup_iters == 0:
         notes.append(
-            "warmup_iters=0: each case still makes one untimed call first (it probes whether the backend "
+            "warmup_iters=0: each case still makes one untimed call first (it probes whether the "
+            "backend "
             "can run the op)"
         )
     if c.corrupt_rank is not None:
         notes.append(
-            f"collectives.corrupt_rank={c.corrupt_rank}: that rank perturbs one output element in the "
+            f"collectives.corrupt_rank={c.corrupt_rank}: that rank perturbs one output element in "
+            "the "
             "first check round of every case (to show the check catches it)"
         )
 
@@ -313,8 +324,9 @@ def run(ctx) -> CollectivesResult | None:
 
 
 def _warm_up(case: Case, iters: int, backend: str, device: torch.device) -> None:
-    """The first call also tells us whether this backend can run the op at all: an error there that is not a
-    communication failure (torch.distributed.DistError) means it cannot, and the user gets that plainly."""
+    """The first call also tells us whether this backend can run the op at all: an error there that
+    is not a communication failure (torch.distributed.DistError) means it cannot, and the user gets
+    that plainly."""
     try:
         case()
         synchronize(device)
@@ -323,8 +335,10 @@ def _warm_up(case: Case, iters: int, backend: str, device: torch.device) -> None
     except (RuntimeError, NotImplementedError, ValueError, TypeError) as e:
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ConfigError(
-            f"backend {backend} cannot run {case.op} ({MODES[case.mode]}, reduce_op={case.redop_name}) on "
-            f"{device.type} {case.send.dtype} tensors in torch {torch.__version__}: {msg}. Remove it from "
+            f"backend {backend} cannot run {case.op} ({MODES[case.mode]}, "
+            f"reduce_op={case.redop_name}) on "
+            f"{device.type} {case.send.dtype} tensors in torch {torch.__version__}: {msg}. Remove "
+            "it from "
             "collectives.ops, or change collectives.dtype / reduce_op / device / backend."
         ) from None
     for _ in range(iters - 1):
@@ -341,14 +355,17 @@ def known_unsupported(backend: str, c: schema.Collectives) -> str | None:
         and any(op in bw.REDUCING_OPS for op in c.ops)
     ):
         return (
-            f"collectives.reduce_op=avg with dtype={c.dtype}: gloo averages in floating point and cannot "
-            "store the result in an integer tensor. Use a float dtype, another reduce_op, or backend=nccl."
+            f"collectives.reduce_op=avg with dtype={c.dtype}: gloo averages in floating point and "
+            "cannot "
+            "store the result in an integer tensor. Use a float dtype, another reduce_op, or "
+            "backend=nccl."
         )
     return None
 
 
 def _result(c: schema.Collectives, entries, per_rank, notes, ctx, device) -> CollectivesResult:
-    """One flat row per (op, size, mode), the shape results/ tables and plots read; summarize() pairs the modes."""
+    """One flat row per (op, size, mode), the shape results/ tables and plots read; summarize()
+    pairs the modes."""
     world = ctx.world_size
     rows = []
     for i, e in enumerate(entries):
@@ -424,18 +441,22 @@ def _device_name(device: torch.device) -> str:
     return platform.processor() or platform.machine()
 
 
-# -------------------------------------------------------------------------------------------------------- summarize
+# ---------------------------------------------------------------------------------------- summarize
 def summarize(record: Record) -> str:
     r: CollectivesResult = record.result
     if r is None or not r.rows:
         return "collectives: no result"
     modes = r.modes
     lines = [
-        f"# collectives (nccl-tests style): {r.world_size} ranks, backend {r.backend}, device {r.device} "
+        f"# collectives (nccl-tests style): {r.world_size} ranks, backend {r.backend}, device "
+        f"{r.device} "
         f"({r.device_name}), {r.dtype}",
-        f"# {r.warmup_iters} warm-up + {r.iters} timed iterations per size in up to {TIMED_BLOCKS} blocks "
-        f"({r.timing}, barrier before each block); {r.check_iters} untimed check round(s); time = total / iters, "
-        "average over ranks; last columns: median over blocks with its 95% order-statistic interval (8 blocks: 96.9%; "
+        f"# {r.warmup_iters} warm-up + {r.iters} timed iterations per size in up to {TIMED_BLOCKS} "
+        "blocks "
+        f"({r.timing}, barrier before each block); {r.check_iters} untimed check round(s); time = "
+        "total / iters, "
+        "average over ranks; last columns: median over blocks with its 95% order-statistic "
+        "interval (8 blocks: 96.9%; "
         "fewer than 6: min-max, below 95%); GB = 1e9 B",
     ]
     group_w = 37
@@ -495,7 +516,8 @@ def summarize(record: Record) -> str:
     ok = "OK" if not r.wrong_total else "FAILED"
     checked = r.check_iters > 0
     lines += [
-        f"# Out of bounds values : {r.wrong_total if checked else 'N/A'} {ok if checked else '(check off)'}",
+        f"# Out of bounds values : {r.wrong_total if checked else 'N/A'} "
+        f"{ok if checked else '(check off)'}",
         f"# Avg bus bandwidth    : {r.avg_busbw_GBps:.4g} GB/s",
         "#",
     ]
@@ -505,8 +527,9 @@ def summarize(record: Record) -> str:
 
 
 def brief(record: Record) -> list[str]:
-    """The console's view (verbose=false): one row per size, one column pair per op, in-place where measured (the
-    call training makes), within 120 columns; the full nccl-tests table is summarize's (train.log, verbose=true)."""
+    """The console's view (verbose=false): one row per size, one column pair per op, in-place where
+    measured (the call training makes), within 120 columns; the full nccl-tests table is summarize's
+    (train.log, verbose=true)."""
     r: CollectivesResult = record.result
     if r is None or not r.rows:
         return ["collectives: no result"]
@@ -515,7 +538,8 @@ def brief(record: Record) -> list[str]:
     sizes = sorted({b for _, b in rows})
     width = 20
     lines = [
-        f"collectives: {r.world_size} {r.backend} ranks on {r.device} ({r.device_name}), {r.dtype}, "
+        f"collectives: {r.world_size} {r.backend} ranks on {r.device} ({r.device_name}), "
+        f"{r.dtype}, "
         f"{MODES[mode]}; per op: time per call (us), busbw (GB/s, 1e9 B/s)",
         f"{'size':>9}" + "".join(f"{op:>{width}}" for op in r.ops),
         f"{'':>9}" + "".join(f"{'us':>{width - 9}}{'GB/s':>9}" for _ in r.ops),
@@ -541,17 +565,20 @@ def brief(record: Record) -> list[str]:
         lines.append(line)
     checked = r.check_iters > 0
     lines.append(
-        f"avg busbw {r.avg_busbw_GBps:.4g} GB/s (every op and size, as nccl-tests' 'Avg bus bandwidth'); "
+        f"avg busbw {r.avg_busbw_GBps:.4g} GB/s (every op and size, as nccl-tests' 'Avg bus "
+        "bandwidth'); "
         + (f"wrong elements: {r.wrong_total}" if checked else "results not checked (check_iters=0)")
     )
     if noisy:
         lines.append(
-            f"~: its 95% interval over the blocks is wider than +-{NOISY:.0%} of it: noise (a busy host, "
+            f"~: its 95% interval over the blocks is wider than +-{NOISY:.0%} of it: noise (a busy "
+            "host, "
             "or calls near the timer's resolution)"
         )
     lines += vs_link(r, record.env.link)
     lines.append(
-        "full table (out-of-place too, the slowest rank, each time's interval): train.log, or verbose=true"
+        "full table (out-of-place too, the slowest rank, each time's interval): train.log, or "
+        "verbose=true"
     )
     return lines
 
@@ -564,8 +591,8 @@ def _size_text(size: int) -> str:
 
 
 def vs_link(r: CollectivesResult, link: Link | None) -> list[str]:
-    """Each op's busbw at its largest size against what the emulated link allows a TCP stream (comm/link.py): the
-    check that the shaping works, and how close gloo gets to the link."""
+    """Each op's busbw at its largest size against what the emulated link allows a TCP stream
+    (comm/link.py): the check that the shaping works, and how close gloo gets to the link."""
     if not is_emulated(link) or not link.payload_rate_bit_s:
         return []
     allowed = link.payload_rate_bit_s

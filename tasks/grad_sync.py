@@ -43,9 +43,10 @@ LATENCY_BYTES = 4
 SMALL_CALL_BYTES = 64 << 10  # per-parameter calls this small are all latency (biases, small convs)
 
 
-# ----------------------------------------------------------------------------------------------------------- config
+# ------------------------------------------------------------------------------------------- config
 def settings(cfg) -> schema.GradSync:
-    """cfg.grad_sync as its typed dataclass (the bucket size is the top-level `bucket`, as for task=train)."""
+    """cfg.grad_sync as its typed dataclass (the bucket size is the top-level `bucket`, as for
+    task=train)."""
     return typed(schema.GradSync, cfg.grad_sync)
 
 
@@ -60,7 +61,8 @@ def check(cfg, submitting: bool = False, host: Host | None = None) -> None:
         host,
         key="grad_sync.device",
         per_rank_bytes=3 * total,  # the gradients three times: gradients, flat buffer, DDP buckets
-        what=f"task=grad_sync with model={cfg.model.name} (3 copies of {bw.fmt_bytes(total)} of gradients "
+        what=f"task=grad_sync with model={cfg.model.name} (3 copies of {bw.fmt_bytes(total)} of "
+        "gradients "
         "per rank)",
         fix="Use fewer ranks per node or a smaller model",
         submitting=submitting,
@@ -68,20 +70,23 @@ def check(cfg, submitting: bool = False, host: Host | None = None) -> None:
 
 
 def largest_collective(cfg) -> tuple[int, str]:
-    """The model's fp32 gradients in one call (the microbenchmark row; the emulated link's timeout check)."""
+    """The model's fp32 gradients in one call (the microbenchmark row; the emulated link's timeout
+    check)."""
     from models import gradient_bytes
 
     return gradient_bytes(cfg.model, 224), "one step's fp32 gradients"
 
 
 def param_shapes(cfg) -> list[tuple[str, tuple[int, ...]]]:
-    """(name, shape) of every trainable parameter, in model.parameters() order, without allocating the model."""
+    """(name, shape) of every trainable parameter, in model.parameters() order, without allocating
+    the model."""
     return model_gradients(cfg)[0]
 
 
 def model_gradients(cfg) -> tuple[list[tuple[str, tuple[int, ...]]], list[int], str]:
-    """Parameter shapes, the order autograd makes their gradients ready (what DDP's reducer records to rebuild its
-    buckets), and how that order was found. Model and backward run on the meta device: shapes only, no memory."""
+    """Parameter shapes, the order autograd makes their gradients ready (what DDP's reducer records
+    to rebuild its buckets), and how that order was found. Model and backward run on the meta
+    device: shapes only, no memory."""
     from models import build_model
 
     image_size = int(cfg.scale.image_size)
@@ -132,7 +137,7 @@ def model_gradients(cfg) -> tuple[list[tuple[str, tuple[int, ...]]], list[int], 
     )
 
 
-# -------------------------------------------------------------------------------------------------------- gradients
+# ---------------------------------------------------------------------------------------- gradients
 class Grads:
     """One fp32 gradient per parameter, filled with an exact, rank-dependent pattern."""
 
@@ -175,9 +180,10 @@ class Grads:
         return sum(t.numel() * t.element_size() for t in self.tensors)
 
 
-# ---------------------------------------------------------------------------------------------------------- methods
+# ------------------------------------------------------------------------------------------ methods
 class PerParam:
-    """The thread's loop; a mark before every call gives per-parameter times (CUDA events on GPU, like the thread)."""
+    """The thread's loop; a mark before every call gives per-parameter times (CUDA events on GPU,
+    like the thread)."""
 
     name, calls_label = "per_param", "one all_reduce per parameter"
 
@@ -201,7 +207,8 @@ class Flat:
     def __init__(self, grads: Grads, device):
         self.grads = grads
         self.views = [t.view(-1) for t in grads.tensors]
-        # zeros, not empty: the pages are touched here, so first-touch faults stay out of the first timed sync
+        # zeros, not empty: the pages are touched here, so first-touch faults stay out of the first
+        # timed sync
         self.buffer = torch.zeros(
             sum(v.numel() for v in self.views), dtype=torch.float32, device=device
         )
@@ -240,7 +247,8 @@ class Bucketed:
         ]
         self.calls = len(self.buckets)
         self.calls_label = (
-            f"{self.calls} DDP buckets ({bucket_rule(bucket_mb)}), async all_reduce per bucket, wait "
+            f"{self.calls} DDP buckets ({bucket_rule(bucket_mb)}), async all_reduce per bucket, "
+            "wait "
             "at the end"
         )
         self.bucket_bytes = [b.numel() * 4 for b in self.buffers]
@@ -279,7 +287,7 @@ class Coalesced:
         return [m0, clock.mark()]
 
 
-# -------------------------------------------------------------------------------------------------------------- run
+# ---------------------------------------------------------------------------------------------- run
 def run(ctx) -> GradSyncResult | None:
     gs = settings(ctx.cfg)
     device = resolve_device(gs.device, ctx.backend, ctx.torch_device, ctx.local_rank)
@@ -301,7 +309,8 @@ def run(ctx) -> GradSyncResult | None:
     for m in methods:
         mine["methods"][m.name] = _time_method(m, grads, gs, device)
 
-    # the microbenchmark: one all_reduce of the same bytes, back-to-back, in the flat buffer (zeroed: values don't grow)
+    # the microbenchmark: one all_reduce of the same bytes, back-to-back, in the flat buffer
+    # (zeroed: values don't grow)
     flat = methods[1].buffer
     groups = _groups(grads.names)
     sizes = {"total": grads.total_bytes, "latency": LATENCY_BYTES}
@@ -517,7 +526,8 @@ def explain(r: GradSyncResult) -> list[str]:
     ):  # latency as the loop itself pays it: its calls too small to be bandwidth-bound
         lat = statistics.median(small)
         lat_how = (
-            f"median of the {len(small)} per-parameter calls of <= {bw.fmt_bytes(SMALL_CALL_BYTES)}; an "
+            f"median of the {len(small)} per-parameter calls of <= "
+            f"{bw.fmt_bytes(SMALL_CALL_BYTES)}; an "
             f"isolated {LATENCY_BYTES} B all_reduce, back-to-back: {ms(probe)}"
         )
     else:
@@ -525,7 +535,8 @@ def explain(r: GradSyncResult) -> list[str]:
     gap = t_pp - t_mb
     extra_latency = (n - 1) * lat
     lines = [
-        f"per_param made {n} all_reduce calls, microbench 1, for the same {bw.fmt_bytes(r.total_bytes)}: "
+        f"per_param made {n} all_reduce calls, microbench 1, for the same "
+        f"{bw.fmt_bytes(r.total_bytes)}: "
         f"{ms(t_pp)} vs {ms(t_mb)} ({t_pp / t_mb:.2f}x).",
         f"Per-call latency here: {ms(lat)} ({lat_how}); one call of the total moves "
         f"{meth.microbench.busbw_GBps:.3g} GB/s busbw.",
@@ -537,26 +548,34 @@ def explain(r: GradSyncResult) -> list[str]:
     )
     if abs(gap) <= noise:
         lines.append(
-            f"The two differ by {ms(gap)}, within the spread of this measurement ({ms(noise)}): the {n} calls' latency "
-            f"({n} x {ms(lat)} = {ms(n * lat)}, {100 * n * lat / t_pp:.0f}% of per_param) is small next to moving "
-            f"the bytes, so this sync is bandwidth-bound and fewer, larger calls would not help much here."
+            f"The two differ by {ms(gap)}, within the spread of this measurement ({ms(noise)}): "
+            f"the {n} calls' latency "
+            f"({n} x {ms(lat)} = {ms(n * lat)}, {100 * n * lat / t_pp:.0f}% of per_param) is small "
+            "next to moving "
+            "the bytes, so this sync is bandwidth-bound and fewer, larger calls would not help "
+            "much here."
         )
     elif gap > 0:
         share = extra_latency / gap
         if share >= 0.5:
             lines.append(
-                f"per_param is {ms(gap)} slower; {n - 1} extra calls x {ms(lat)} latency = {ms(extra_latency)} "
-                f"explain {100 * min(share, 1):.0f}% of it: the number of collectives x per-call latency dominates. "
+                f"per_param is {ms(gap)} slower; {n - 1} extra calls x {ms(lat)} latency = "
+                f"{ms(extra_latency)} "
+                f"explain {100 * min(share, 1):.0f}% of it: the number of collectives x per-call "
+                "latency dominates. "
                 f"Fewer, larger calls (flat, bucketed, coalesced) remove it."
             )
         else:
             moving = t_pp - n * lat
             eff = bw.algbw(r.total_bytes, moving) if moving > 0 else None
             lines.append(
-                f"per_param is {ms(gap)} slower; {n - 1} extra calls x {ms(lat)} latency = {ms(extra_latency)} "
-                f"explain only {100 * max(share, 0):.0f}% of it. The rest ({ms(gap - extra_latency)}) is bandwidth: "
+                f"per_param is {ms(gap)} slower; {n - 1} extra calls x {ms(lat)} latency = "
+                f"{ms(extra_latency)} "
+                f"explain only {100 * max(share, 0):.0f}% of it. The rest "
+                f"({ms(gap - extra_latency)}) is bandwidth: "
                 + (
-                    f"with the latency taken out, the per-parameter calls move {eff:.3g} GB/s algbw against "
+                    f"with the latency taken out, the per-parameter calls move {eff:.3g} GB/s "
+                    "algbw against "
                     f"{meth.microbench.algbw_GBps:.3g} GB/s for one call of the total"
                     if eff is not None
                     else "the per-parameter calls move data slower than one call of the total"
@@ -565,20 +584,23 @@ def explain(r: GradSyncResult) -> list[str]:
             )
     else:
         lines.append(
-            f"per_param is {ms(-gap)} faster than one call of the total: on this backend several smaller "
+            f"per_param is {ms(-gap)} faster than one call of the total: on this backend several "
+            "smaller "
             f"calls move the bytes faster than one large one (per-call latency {ms(lat)})."
         )
     flat = meth.flat
     if flat is not None and flat.phases_s is not None:
         ph = flat.phases_s
         lines.append(
-            f"flat = pack {ms(ph['pack'])} + all_reduce {ms(ph['all_reduce'])} + unpack {ms(ph['unpack'])}: "
+            f"flat = pack {ms(ph['pack'])} + all_reduce {ms(ph['all_reduce'])} + unpack "
+            f"{ms(ph['unpack'])}: "
             f"the copies cost {100 * (ph['pack'] + ph['unpack']) / flat.time_s:.0f}% of it."
         )
     fit = r.fit
     if fit is not None and fit.beta_GBps and fit.alpha_s > 0:
         lines.append(
-            f"Fit over the {fit.points} per-parameter calls, t = alpha + bytes/beta (relative error): "
+            f"Fit over the {fit.points} per-parameter calls, t = alpha + bytes/beta (relative "
+            "error): "
             f"alpha = {ms(fit.alpha_s)} per call, beta = {fit.beta_GBps:.3g} GB/s algbw; "
             f"{n} x alpha = {ms(n * fit.alpha_s)} of per_param's {ms(t_pp)}."
         )
@@ -596,7 +618,7 @@ def _headline(r: GradSyncResult) -> dict:
     return h
 
 
-# -------------------------------------------------------------------------------------------------------- summarize
+# ---------------------------------------------------------------------------------------- summarize
 def summarize(record: Record) -> str:
     r: GradSyncResult = record.result
     if r is None or not r.per_param:
@@ -604,13 +626,16 @@ def summarize(record: Record) -> str:
     ms = lambda t: f"{t * 1e3:10.3f}"  # noqa: E731 - a one-line formatter, here only
     lines = [
         f"grad_sync: {r.model}, {r.param_tensors} parameter tensors, {r.params:,} params = "
-        f"{bw.fmt_bytes(r.total_bytes)} of fp32 gradients; {r.world_size} ranks, backend {r.backend}, "
+        f"{bw.fmt_bytes(r.total_bytes)} of fp32 gradients; {r.world_size} ranks, backend "
+        f"{r.backend}, "
         f"device {r.device}",
-        f"each method: {r.warmup_iters} warm-up + {r.iters} timed syncs (median; barrier before each, "
+        f"each method: {r.warmup_iters} warm-up + {r.iters} timed syncs (median; barrier before "
+        "each, "
         f"{r.timing}); time = average over ranks; busbw = algbw x 2(n-1)/n, GB = 1e9 B",
         "",
         "per-parameter all_reduce (the thread's loop):",
-        f"{'#':>3}  {'parameter':<34} {'shape':<20} {'bytes':>12} {'time ms':>10} {'algbw':>7} {'busbw':>7}",
+        f"{'#':>3}  {'parameter':<34} {'shape':<20} {'bytes':>12} {'time ms':>10} {'algbw':>7} "
+        f"{'busbw':>7}",
     ]
     for i, p in enumerate(r.per_param):
         lines.append(
@@ -632,7 +657,8 @@ def summarize(record: Record) -> str:
     lines += [
         "",
         f"one sync of all {bw.fmt_bytes(r.total_bytes)}:",
-        f"     {'method':<11} {'calls':>5} {'time ms':>10} {'slowest':>10} {'algbw':>7} {'busbw':>7}  how",
+        f"     {'method':<11} {'calls':>5} {'time ms':>10} {'slowest':>10} {'algbw':>7} "
+        f"{'busbw':>7}  how",
     ]
     for name in ("per_param", "flat", "bucketed", "coalesced", "microbench"):
         m = getattr(r.methods, name)

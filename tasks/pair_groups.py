@@ -38,7 +38,8 @@ from base.record_types import PairGroupsResult, PairRank, Summary
 
 
 def settings(cfg) -> schema.PairGroups:
-    """cfg.pair_groups as its typed dataclass; the number of pairs is the top-level `pairs` (world size 2 x pairs)."""
+    """cfg.pair_groups as its typed dataclass; the number of pairs is the top-level `pairs` (world
+    size 2 x pairs)."""
     return typed(schema.PairGroups, cfg.pair_groups)
 
 
@@ -86,7 +87,8 @@ def check(cfg, submitting: bool = False, host: Host | None = None) -> None:
     if node_ranks * threads > host.cpus:
         each = f" x {threads} threads" if threads > 1 else ""
         warnings.warn(
-            f"pairs={cfg.pairs}: {node_ranks} ranks{each} on {host.cpus} CPUs oversubscribe this machine; "
+            f"pairs={cfg.pairs}: {node_ranks} ranks{each} on {host.cpus} CPUs oversubscribe this "
+            "machine; "
             "the result shows the contention (CPU busy %, involuntary context switches).",
             stacklevel=2,
         )
@@ -172,7 +174,8 @@ def _result(ctx, p: schema.PairGroups, device, everyone) -> PairGroupsResult:
     hosts = sorted({r["host"] for r in everyone})
     cpus = os.cpu_count() or 1
     cpu_total = sum(r["cpu_s"] for r in everyone)
-    # machine share: CPU-seconds the ranks used / CPU-seconds this host offered over the slowest window (one host)
+    # machine share: CPU-seconds the ranks used / CPU-seconds this host offered over the slowest
+    # window (one host)
     busy = cpu_total / (cpus * max(walls)) if len(hosts) == 1 and max(walls) > 0 else None
     invol = sum(r["involuntary_switches"] for r in everyone)
     result = PairGroupsResult(
@@ -192,7 +195,8 @@ def _result(ctx, p: schema.PairGroups, device, everyone) -> PairGroupsResult:
         slowest_s=walls[slowest],
         slowest_rank=slowest,
         per_op_us_rank0=walls[0] / p.iters * 1e6,
-        # rank 0's blocks: median time per all_reduce with its order-statistic 95% CI (8 blocks: 96.9%)
+        # rank 0's blocks: median time per all_reduce with its order-statistic 95% CI (8 blocks:
+        # 96.9%)
         per_op_us=typed_block(
             Summary, describe(everyone[0]["block_us_per_op"]), "result.per_op_us"
         ),
@@ -254,7 +258,8 @@ def explain(r: PairGroupsResult) -> list[str]:
             if host is not None
             else ""
         )
-        + f"; {invol:.2f} involuntary context switches (the kernel preempting a runnable thread) per "
+        + f"; {invol:.2f} involuntary context switches (the kernel preempting a runnable thread) "
+        "per "
         f"all_reduce per rank."
     )
     if r.ranks_per_cpu > 1 or busy >= 0.8 or (host is not None and host >= 0.8):
@@ -265,15 +270,20 @@ def explain(r: PairGroupsResult) -> list[str]:
         else:
             why = f"other processes kept the host {100 * host:.0f}% busy"
         lines.append(
-            f"CPU contention: {why}, so a rank that is ready to answer its peer often waits for a CPU; "
-            "time per all_reduce then grows with the number of pairs although each pair's traffic is "
-            "independent. Compare pairs values at the same ranks-per-CPU, or pair_groups.threads=1 / "
+            f"CPU contention: {why}, so a rank that is ready to answer its peer often waits for a "
+            "CPU; "
+            "time per all_reduce then grows with the number of pairs although each pair's traffic "
+            "is "
+            "independent. Compare pairs values at the same ranks-per-CPU, or pair_groups.threads=1 "
+            "/ "
             "async_op=true, to separate it from the transport."
         )
     else:
         lines.append(
-            f"No sign of CPU contention (no more ranks than CPUs, CPUs {100 * busy:.0f}% busy): the time "
-            "per all_reduce is the round trip of the backend's transport (per-call latency), which other "
+            f"No sign of CPU contention (no more ranks than CPUs, CPUs {100 * busy:.0f}% busy): "
+            "the time "
+            "per all_reduce is the round trip of the backend's transport (per-call latency), which "
+            "other "
             "pairs do not share."
         )
     return lines
@@ -284,11 +294,13 @@ def summarize(record: Record) -> str:
     if r is None or r.rank0_s is None:
         return "pair_groups: no result"
     lines = [
-        f"pair_groups: pairs={r.pairs} ({r.world_size} ranks), backend {r.backend}, device {r.device}, "
+        f"pair_groups: pairs={r.pairs} ({r.world_size} ranks), backend {r.backend}, device "
+        f"{r.device}, "
         f"{r.iters} all_reduces of {'x'.join(map(str, r.shape))} per rank in its pair's group"
         f"{' (async_op=True, waited at the end of each timed block)' if r.async_op else ''}; "
         f"{r.warmup_iters} untimed first",
-        f"{'rank':>5} {'host':<16} {'time s':>9} {'us/op':>9} {'CPU s':>8} {'vol.sw':>8} {'invol.sw':>9} "
+        f"{'rank':>5} {'host':<16} {'time s':>9} {'us/op':>9} {'CPU s':>8} {'vol.sw':>8} "
+        f"{'invol.sw':>9} "
         f"{'threads':>7}",
     ]
     for p in r.per_rank:

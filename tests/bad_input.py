@@ -1,7 +1,7 @@
-"""Bad input checked in-process, the way train.py meets it: compose conf/ with Hydra's compose API (Hydra's own
-refusals become one line through job.config.hydra_error), then job.config.prepare with an injected Host, so a test
-can pose as a 1-GPU box or a GPU-less Slurm login node whatever this machine is (the config's ${gpu_count:} and
-${gpu_or:...} resolve for the injected host too)."""
+"""Bad input checked in-process, the way train.py meets it: compose conf/ with Hydra's compose API
+(Hydra's own refusals become one line through job.config.hydra_error), then job.config.prepare with
+an injected Host, so a test can pose as a 1-GPU box or a GPU-less Slurm login node whatever this
+machine is (the config's ${gpu_count:} and ${gpu_or:...} resolve for the injected host too)."""
 
 from __future__ import annotations
 

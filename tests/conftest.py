@@ -1,7 +1,10 @@
 """Shared helpers. Two ways to run a job end to end, both reading the run record it wrote:
-- run_inprocess: compose conf/ with Hydra's compose API and call job.run.run_job here (lightning-hydra-template);
-  the local launcher still spawns real gloo ranks, only the parent's start-up (python, torch, hydra) is saved;
-- run_train: `python train.py` in a fresh process, for what only the entry point does (exit codes, Hydra's
+- run_inprocess: compose conf/ with Hydra's compose API and call job.run.run_job here
+  (lightning-hydra-template);
+  the local launcher still spawns real gloo ranks, only the parent's start-up (python, torch, hydra)
+  is saved;
+- run_train: `python train.py` in a fresh process, for what only the entry point does (exit codes,
+  Hydra's
   multirun and its callbacks, the command line recorded)."""
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
 TINY = ["model=vgg11_tiny", "scale=smoke", "logger=none"]
 
-# One intra-op thread per process, as torchrun sets for several ranks per machine (the local launcher does not):
-# 2 gloo ranks x 2 OpenMP threads on 2 cores spin against each other, and a tiny step then takes seconds, not
-# milliseconds. Set before torch is imported here, so this process and every rank it starts inherit it.
+# One intra-op thread per process, as torchrun sets for several ranks per machine (the local
+# launcher does not): 2 gloo ranks x 2 OpenMP threads on 2 cores spin against each other, and a tiny
+# step then takes seconds, not milliseconds. Set before torch is imported here, so this process and
+# every rank it starts inherit it.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
@@ -34,8 +38,8 @@ def run_train(
     timeout: float = 240,
     env: dict | None = None,
 ):
-    """Run `python train.py args` in a fresh process; outputs go under tmp_path. env: variables to set over this
-    process's environment (None: unset it)."""
+    """Run `python train.py args` in a fresh process; outputs go under tmp_path. env: variables to
+    set over this process's environment (None: unset it)."""
     _starts_processes()
     out = tmp_path / ("sweep" if multirun else "run")
     cmd = [
@@ -65,10 +69,11 @@ def run_inprocess(
     env: dict | None = None,
     timeout: float = 240,
 ) -> tuple[dict | None, int]:
-    """job.run.run_job on the composed config, as one single (not multirun) job writing under tmp_path/name.
-    Returns (the run record, or None if none was written; the exit code train.py would have had). What the job
-    printed is in capfd (the summary comes from this process, rank output from the ranks). Past `timeout` seconds
-    it raises TimeoutError, and the elastic agent stops the ranks on its way out."""
+    """job.run.run_job on the composed config, as one single (not multirun) job writing under
+    tmp_path/name. Returns (the run record, or None if none was written; the exit code train.py
+    would have had). What the job printed is in capfd (the summary comes from this process, rank
+    output from the ranks). Past `timeout` seconds it raises TimeoutError, and the elastic agent
+    stops the ranks on its way out."""
     from job.run import run_job
     from base.record import RECORD_NAME
 
@@ -115,14 +120,16 @@ def run_inprocess(
         for sig, handler in handlers.items():
             if handler is not None:
                 signal.signal(sig, handler)
-        gc.collect()  # the job's agent, its rendezvous store and their threads go here, not in a later test
+        # the job's agent, its rendezvous store and their threads go here, not in a later test
+        gc.collect()
     path = out / RECORD_NAME
     return (json.loads(path.read_text()) if path.exists() else None), code
 
 
 def close_group() -> None:
-    """destroy_process_group for an in-process group, after a collection: a DDP reducer in a reference cycle holds
-    the group, and the collector would otherwise end it (and join its gloo threads) from inside a later test."""
+    """destroy_process_group for an in-process group, after a collection: a DDP reducer in a
+    reference cycle holds the group, and the collector would otherwise end it (and join its gloo
+    threads) from inside a later test."""
     import torch.distributed as dist
 
     gc.collect()
@@ -140,8 +147,9 @@ def _current_test(request):
 
 
 def _starts_processes():
-    """A test that starts project processes must say so (marker `subprocess`, or `slow`, `slurm`, `root`): the
-    mutation run (docs/testing.md) leaves such tests out, since a child process cannot import mutmut's mutants."""
+    """A test that starts project processes must say so (marker `subprocess`, or `slow`, `slurm`,
+    `root`): the mutation run (docs/testing.md) leaves such tests out, since a child process cannot
+    import mutmut's mutants."""
     node = _CURRENT[0] if _CURRENT else None
     if node is not None and not any(
         node.get_closest_marker(m) for m in ("subprocess", "slow", "slurm", "root")
@@ -177,9 +185,9 @@ HEADLINE_SWEEP = [
 
 @pytest.fixture(scope="session")
 def headline_sweep(tmp_path_factory):
-    """The design card's own command, `python train.py -m optim=bf16,powersgd bucket=25,100,2000`, on the tiny model
-    with W&B offline and no credentials: run once, read by the sweep-table tests (test_sweeps) and the W&B tests
-    (test_wandb). proc.out_dir is the sweep dir."""
+    """The design card's own command, `python train.py -m optim=bf16,powersgd bucket=25,100,2000`,
+    on the tiny model with W&B offline and no credentials: run once, read by the sweep-table tests
+    (test_sweeps) and the W&B tests (test_wandb). proc.out_dir is the sweep dir."""
     tmp = tmp_path_factory.mktemp("headline")
     (tmp / "home").mkdir()
     return run_train(
@@ -189,9 +197,9 @@ def headline_sweep(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def pair_groups_sweep(tmp_path_factory):
-    """`python train.py -m task=pair_groups pairs=1,2` (verbose: the table and the sweep diagnosis printed in full), run
-    once for the task's records and table (test_comm_tasks) and the sweep's curve and diagnosis (test_diagnosis_runs).
-    proc.out_dir is the sweep dir."""
+    """`python train.py -m task=pair_groups pairs=1,2` (verbose: the table and the sweep diagnosis
+    printed in full), run once for the task's records and table (test_comm_tasks) and the sweep's
+    curve and diagnosis (test_diagnosis_runs). proc.out_dir is the sweep dir."""
     return run_train(
         ["task=pair_groups", "pairs=1,2", "logger=none", "pair_groups.iters=64", "verbose=true"],
         tmp_path_factory.mktemp("pair_groups"),
@@ -218,7 +226,8 @@ def compose(overrides: list[str] | None = None):
 
 @pytest.fixture
 def silent_host():
-    """http://127.0.0.1:<port> that accepts connections and never answers (a hung W&B server or proxy)."""
+    """http://127.0.0.1:<port> that accepts connections and never answers (a hung W&B server or
+    proxy)."""
     import socket
     import threading
 
@@ -250,20 +259,23 @@ def tiny():
 
 @pytest.fixture(autouse=True)
 def _cpu_unless_marked_gpu(request, monkeypatch):
-    """Tests not marked gpu run on CPU whatever the machine has: they, the ranks they start and their train.py
-    subprocesses see no GPU (device/placement.py reads CUDA_VISIBLE_DEVICES="" as none, even after CUDA started)."""
+    """Tests not marked gpu run on CPU whatever the machine has: they, the ranks they start and
+    their train.py subprocesses see no GPU (device/placement.py reads CUDA_VISIBLE_DEVICES="" as
+    none, even after CUDA started)."""
     if "gpu" not in request.keywords:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
 
 
 HTA_MISSING = (
-    "needs HolisticTraceAnalysis, an optional install (pip install -r requirements-optional.txt; it adds "
+    "needs HolisticTraceAnalysis, an optional install (pip install -r requirements-optional.txt; "
+    "it adds "
     "pandas, plotly and jupyterlab, about 80 packages, so the set-up leaves it out)"
 )
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests that cannot run here are skipped with the reason, which `-ra` (pytest.ini) prints in the summary."""
+    """Tests that cannot run here are skipped with the reason, which `-ra` (pytest.ini) prints in
+    the summary."""
     import importlib.util
 
     import torch
@@ -284,8 +296,9 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
-    """`pytest -n 2` distributes by xdist_group (--dist loadgroup) unless told otherwise; set here rather than in
-    pytest.ini's addopts, so that `pytest` still runs where pytest-xdist is not installed."""
+    """`pytest -n 2` distributes by xdist_group (--dist loadgroup) unless told otherwise; set here
+    rather than in pytest.ini's addopts, so that `pytest` still runs where pytest-xdist is not
+    installed."""
     if (
         getattr(config.option, "numprocesses", None)
         and getattr(config.option, "dist", "no") == "no"
@@ -300,11 +313,12 @@ SHARED_RUNS = (
 
 
 def xdist_group(item) -> str | None:
-    """Under `pytest -n 2` (pytest-xdist; pytest.ini's --dist loadgroup), tests of one group run on one worker, one
-    after another: the Slurm cluster's two nodes (jobs of two workers would queue behind each other past their
-    timeouts), the emulated links (root: named network namespaces and their rendezvous port), and the tests reading
-    a session fixture's run (each worker would otherwise run the sweep again). Everything else is parallel-safe: each
-    test writes under its own tmp_path, servers and stores listen on port 0, a fault run has its own TMPDIR."""
+    """Under `pytest -n 2` (pytest-xdist; pytest.ini's --dist loadgroup), tests of one group run on
+    one worker, one after another: the Slurm cluster's two nodes (jobs of two workers would queue
+    behind each other past their timeouts), the emulated links (root: named network namespaces and
+    their rendezvous port), and the tests reading a session fixture's run (each worker would
+    otherwise run the sweep again). Everything else is parallel-safe: each test writes under its own
+    tmp_path, servers and stores listen on port 0, a fault run has its own TMPDIR."""
     for mark in ("slurm", "root"):
         if item.get_closest_marker(mark):
             return mark
@@ -314,8 +328,8 @@ def xdist_group(item) -> str | None:
 
 @contextlib.contextmanager
 def serving(handler):
-    """http://127.0.0.1:<port> answered by `handler` (an http.server.BaseHTTPRequestHandler class) on a daemon
-    thread, until the block ends: a stand-in W&B server."""
+    """http://127.0.0.1:<port> answered by `handler` (an http.server.BaseHTTPRequestHandler class)
+    on a daemon thread, until the block ends: a stand-in W&B server."""
     import http.server
     import threading
 

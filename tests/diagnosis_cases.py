@@ -1,8 +1,9 @@
-"""Hand-made task=train records of the diagnosis benchmark's cases (diagnosis/benchmark.py), built the way a run builds
-its record: each rank's steps from its own work, DDP's wait for the late rank inside backward and the rest at the block
-barrier (one step per timed block, a barrier before each), then the tool's own code for the per-rank work, the
-straggler and the throughput (tasks/train/stragglers.py, stats). Every case knows the answer: the cause a correct
-diagnosis ranks first, and the saving its fix has by construction (`truth`)."""
+"""Hand-made task=train records of the diagnosis benchmark's cases (diagnosis/benchmark.py), built
+the way a run builds its record: each rank's steps from its own work, DDP's wait for the late rank
+inside backward and the rest at the block barrier (one step per timed block, a barrier before each),
+then the tool's own code for the per-rank work, the straggler and the throughput
+(tasks/train/stragglers.py, stats). Every case knows the answer: the cause a correct diagnosis ranks
+first, and the saving its fix has by construction (`truth`)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ class Rank:
 
 @dataclass
 class Shape:
-    """What a run looks like: its ranks' own work, the transfer after the last rank arrives, the host's load."""
+    """What a run looks like: its ranks' own work, the transfer after the last rank arrives, the
+    host's load."""
 
     ranks: list[Rank] = field(default_factory=lambda: [Rank(), Rank()])
     sync: str = "ddp"
@@ -191,7 +193,8 @@ def healthy() -> Shape:
 
 
 def case(name: str, delay: float = 0.1) -> tuple[dict, float | None]:
-    """(the case's record, the saving its fix has by construction, as a share of the case's step)."""
+    """(the case's record, the saving its fix has by construction, as a share of the case's
+    step)."""
     base = T(build(healthy()))
     if name == "healthy":
         return build(healthy()), None

@@ -1,5 +1,5 @@
-"""Rank function for tests/test_diagnosis_runs.py: the on-rank microbenchmark on a real 2-rank gloo group (module
-level so spawned ranks can import it)."""
+"""Rank function for tests/test_diagnosis_runs.py: the on-rank microbenchmark on a real 2-rank gloo
+group (module level so spawned ranks can import it)."""
 
 import torch
 import torch.distributed as dist

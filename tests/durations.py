@@ -1,9 +1,10 @@
-"""Where the suite's time goes: `python -m tests.durations` runs the fast tier and then the slow tier, each as its own
-pytest process timed from start to exit (collection and session fixtures included, as a developer waits for them),
-and writes into docs/testing.md, between its durations markers, the two tiers' wall times, their sum (the README's
-`pytest`), and the 20 slowest tests (setup + call + teardown, from pytest's junit XML). Run it on a quiet machine: the
-numbers are only as good as the machine was idle, so the table says the date, the machine, its load average and
-whether the Slurm cluster was up.
+"""Where the suite's time goes: `python -m tests.durations` runs the fast tier and then the slow
+tier, each as its own pytest process timed from start to exit (collection and session fixtures
+included, as a developer waits for them), and writes into docs/testing.md, between its durations
+markers, the two tiers' wall times, their sum (the README's
+`pytest`), and the 20 slowest tests (setup + call + teardown, from pytest's junit XML). Run it on a
+quiet machine: the numbers are only as good as the machine was idle, so the table says the date, the
+machine, its load average and whether the Slurm cluster was up.
 
     python -m tests.durations              # both tiers, then docs/testing.md
     python -m tests.durations --tier fast  # the fast tier only (the slow tier's row says "not run")
@@ -37,7 +38,8 @@ SLOWEST = 20
 
 
 def run_tier(expr: str, xml: Path, workers: int) -> tuple[float, int]:
-    """(wall s, pytest's exit code) of `pytest -m expr` (with -n workers if > 0), pytest.ini's addopts as they are."""
+    """(wall s, pytest's exit code) of `pytest -m expr` (with -n workers if > 0), pytest.ini's
+    addopts as they are."""
     start = time.monotonic()
     proc = subprocess.run(
         [
@@ -96,8 +98,10 @@ def table(
         else "not running (the slurm tests skipped)"
     )
     lines = [
-        f"Measured {dt.date.today().isoformat()} at commit {commit} by `python -m tests.durations`, on "
-        f"{os.cpu_count()} cores ({cpu_model()}), load average before {load}; Slurm cluster {slurm}.",
+        f"Measured {dt.date.today().isoformat()} at commit {commit} by `python -m "
+        "tests.durations`, on "
+        f"{os.cpu_count()} cores ({cpu_model()}), load average before {load}; Slurm cluster "
+        f"{slurm}.",
         "",
         "| tier | command | wall time | exit code | goal |",
         "|---|---|---:|---:|---|",
@@ -112,7 +116,8 @@ def table(
     if all(walls.get(t) for t in TIERS):
         total = sum(walls[t][0] for t in TIERS)
         lines.append(
-            f"| all | `pytest` (the two above) | {total:.0f} s ({total / 60:.1f} min) | | <= 10 min, "
+            f"| all | `pytest` (the two above) | {total:.0f} s ({total / 60:.1f} min) | | <= 10 "
+            "min, "
             "<= 15 min with Slurm |"
         )
     lines += [
@@ -130,7 +135,8 @@ def write(doc: Path, text: str) -> None:
     old = doc.read_text()
     if BEGIN not in old or END not in old:
         raise SystemExit(
-            f"error: {doc} has no durations markers ({BEGIN} ... {END}); put them where the table goes"
+            f"error: {doc} has no durations markers ({BEGIN} ... {END}); put them where the table "
+            "goes"
         )
     head, rest = old.split(BEGIN, 1)
     doc.write_text(f"{head}{BEGIN}\n{text}\n{END}{rest.split(END, 1)[1]}")
@@ -149,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         "--workers",
         type=int,
         default=0,
-        help="pytest-xdist workers per tier (pytest -n N; 0: one process, as the README's `pytest`)",
+        help="pytest-xdist workers per tier (pytest -n N; 0: one process, as the README's "
+        "`pytest`)",
     )
     args = ap.parse_args(argv)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())

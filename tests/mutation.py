@@ -1,21 +1,24 @@
-"""The mutation run (docs/testing.md): `nice -n 15 python -m tests.mutation` runs mutmut over the modules that compute
-what a user reads ([tool.mutmut] in pyproject.toml) with the fast, process-free tests, then writes results/mutation.md:
-per module, mutants killed / survived / judged equivalent, and each survivor left standing.
+"""The mutation run (docs/testing.md): `nice -n 15 python -m tests.mutation` runs mutmut over the
+modules that compute what a user reads ([tool.mutmut] in pyproject.toml) with the fast, process-free
+tests, then writes results/mutation.md: per module, mutants killed / survived / judged equivalent,
+and each survivor left standing.
 
-A mutant judged equivalent (no test can tell it from the code: it changes nothing a caller can observe) is listed in
-tests/mutation_equivalent.toml with the mutated line and the reason; the entry counts only while mutmut still makes
-that very line, so an entry goes stale, and the mutant counts as a survivor again, when the code under it changes.
+A mutant judged equivalent (no test can tell it from the code: it changes nothing a caller can
+observe) is listed in tests/mutation_equivalent.toml with the mutated line and the reason; the entry
+counts only while mutmut still makes that very line, so an entry goes stale, and the mutant counts
+as a survivor again, when the code under it changes.
 
-    python -m tests.mutation                     # every covered module, then the report (hours on 2 cores)
-    python -m tests.mutation --since main        # only the covered modules changed since main (before a submission)
-    python -m tests.mutation --module stats/within.py   # the named modules only (repeatable)
-    python -m tests.mutation --report            # the report from the last run's results (mutants/), no run
-    python -m tests.mutation --children 1        # fewer workers on a busy machine
-    python -m tests.mutation --resume --module diagnosis/accounting.py   # a stopped run's rest, and its survivors
+    python -m tests.mutation                     # every covered module, then the report (hours on 2
+    cores) python -m tests.mutation --since main        # only the covered modules changed since
+    main (before a submission) python -m tests.mutation --module stats/within.py   # the named
+    modules only (repeatable) python -m tests.mutation --report            # the report from the
+    last run's results (mutants/), no run python -m tests.mutation --children 1        # fewer
+    workers on a busy machine python -m tests.mutation --resume --module diagnosis/accounting.py   #
+    a stopped run's rest, and its survivors
 
-A later run re-tests only the functions whose code changed since mutmut last ran them (mutmut keeps a hash of each),
-so --since is cheap twice over: it names only the changed modules, and mutmut skips their unchanged functions.
-"""
+A later run re-tests only the functions whose code changed since mutmut last ran them (mutmut keeps
+a hash of each), so --since is cheap twice over: it names only the changed modules, and mutmut skips
+their unchanged functions."""
 
 from __future__ import annotations
 
@@ -54,8 +57,9 @@ sys.exit(cli())
 
 
 def covered() -> list[str]:
-    """The covered modules, as files: [tool.mutmut] only_mutate in pyproject.toml (globs) expanded over the tree. The
-    one list of them, so a module that moves is renamed in pyproject.toml only."""
+    """The covered modules, as files: [tool.mutmut] only_mutate in pyproject.toml (globs) expanded
+    over the tree. The one list of them, so a module that moves is renamed in pyproject.toml
+    only."""
     patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]["only_mutate"]
     files = {
         str(p.relative_to(ROOT)) for pattern in patterns for p in ROOT.glob(pattern) if p.is_file()
@@ -69,8 +73,8 @@ def module_glob(path: str) -> str:
 
 
 def changed_since(ref: str) -> list[str]:
-    """The covered modules a change touched: files that differ between the merge base of `ref` and HEAD and the work
-    tree (committed or not), or are new and untracked."""
+    """The covered modules a change touched: files that differ between the merge base of `ref` and
+    HEAD and the work tree (committed or not), or are new and untracked."""
 
     def git(*args: str) -> list[str]:
         out = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
@@ -86,8 +90,9 @@ def changed_since(ref: str) -> list[str]:
 
 
 def unfinished(modules: list[str]) -> list[str]:
-    """What a resumed run (re)tests in these modules: the mutants without a result (a stopped run's rest) and the
-    survivors (a test written since may kill them); every mutant of a module that has no results yet."""
+    """What a resumed run (re)tests in these modules: the mutants without a result (a stopped run's
+    rest) and the survivors (a test written since may kill them); every mutant of a module that has
+    no results yet."""
     from mutmut.mutation.data import SourceFileMutationData
     from mutmut.stats import status_by_exit_code
 
@@ -133,9 +138,10 @@ def changed_lines(diff: str) -> tuple[list[str], list[str]]:
 
 
 def is_text(diff: str) -> bool:
-    """A mutant that only rewrites a sentence (a string with a space in it, e.g. a `method` description): mutmut's
-    string mutations wrap a literal in XX or change its case. It changes words a user reads, not a number, so it is
-    counted apart from the score (a key such as "ci_lo" has no space, and its mutants count)."""
+    """A mutant that only rewrites a sentence (a string with a space in it, e.g. a `method`
+    description): mutmut's string mutations wrap a literal in XX or change its case. It changes
+    words a user reads, not a number, so it is counted apart from the score (a key such as "ci_lo"
+    has no space, and its mutants count)."""
     old, new = changed_lines(diff)
     if len(old) != 1 or len(new) != 1:
         return False
@@ -151,9 +157,9 @@ def is_text(diff: str) -> bool:
 
 
 def collect() -> tuple[dict[str, Counter], list, list, list]:
-    """(counts per module, survivors left standing [(module, mutant, diff)], equivalents [(module, mutant, reason)],
-    surviving text mutants [(module, mutant, diff)])
-    from mutmut's results under mutants/ (read with mutmut's own readers; run from the repository root)."""
+    """(counts per module, survivors left standing [(module, mutant, diff)], equivalents [(module,
+    mutant, reason)], surviving text mutants [(module, mutant, diff)]) from mutmut's results under
+    mutants/ (read with mutmut's own readers; run from the repository root)."""
     from mutmut.mutation.data import SourceFileMutationData
     from mutmut.mutation.diff_apply import get_diff_for_mutant
     from mutmut.stats import status_by_exit_code
@@ -203,25 +209,35 @@ def report(runs: list[dict]) -> str:
     lines = [
         "# Mutation testing: do the tests fail when a printed number is wrong?",
         "",
-        "Regenerate with `nice -n 10 python -m tests.mutation` (docs/testing.md): mutmut mutates the modules that "
-        "compute what a user reads (pyproject.toml, `[tool.mutmut]`) and runs, for each mutant, the fast tests "
-        "that call the mutated function. Killed includes mutants stopped by the time limit (an endless loop). "
-        "Score = killed / (killed + survived); equivalent mutants (no test can tell them from the code; "
-        "tests/mutation_equivalent.toml gives each one's reason), surviving mutants that only rewrite a sentence "
-        "(text: a description such as a `method`, not a number) and mutants no fast test reaches are left out "
-        "of it and counted apart; not run: mutants a stopped run did not reach (no result either way).",
+        "Regenerate with `nice -n 10 python -m tests.mutation` (docs/testing.md): mutmut mutates "
+        "the modules that "
+        "compute what a user reads (pyproject.toml, `[tool.mutmut]`) and runs, for each mutant, "
+        "the fast tests "
+        "that call the mutated function. Killed includes mutants stopped by the time limit (an "
+        "endless loop). "
+        "Score = killed / (killed + survived); equivalent mutants (no test can tell them from the "
+        "code; "
+        "tests/mutation_equivalent.toml gives each one's reason), surviving mutants that only "
+        "rewrite a sentence "
+        "(text: a description such as a `method`, not a number) and mutants no fast test reaches "
+        "are left out "
+        "of it and counted apart; not run: mutants a stopped run did not reach (no result either "
+        "way).",
         "",
     ]
     for run in runs:  # a full run, or one per --module / --since run whose results the table holds
         lines += [
-            f"- run: {run['date']}, commit {run['commit']}, mutmut {run['mutmut']}, `{run['command']}`",
-            f"- machine: {run['machine']}; load average before {run['load_before']}, after {run['load_after']}",
+            f"- run: {run['date']}, commit {run['commit']}, mutmut {run['mutmut']}, "
+            f"`{run['command']}`",
+            f"- machine: {run['machine']}; load average before {run['load_before']}, after "
+            f"{run['load_after']}",
             f"- wall time: {run['wall_s'] / 60:.1f} min (exit code {run['returncode']})",
             *(f"- {note}" for note in run.get("notes", [])),
         ]
     lines += [""] if runs else []
     lines += [
-        "| module | mutants | killed | survived | equivalent | text | no tests | not run | other | score |",
+        "| module | mutants | killed | survived | equivalent | text | no tests | not run | other | "
+        "score |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
 
@@ -237,7 +253,8 @@ def report(runs: list[dict]) -> str:
         )
         s = score(c)
         return (
-            f"| {name} | {c['mutants']} | {c['killed']} | {c['survived']} | {c['equivalent']} | {c['text']} | "
+            f"| {name} | {c['mutants']} | {c['killed']} | {c['survived']} | {c['equivalent']} | "
+            f"{c['text']} | "
             f"{c['no tests']} | {c['not checked']} | "
             f"{other} | {'–' if s is None else f'{s:.1%}'} |"
         )
@@ -249,7 +266,8 @@ def report(runs: list[dict]) -> str:
     if waiting:
         lines += [
             "",
-            "Covered but not run yet (no result under mutants/: run `python -m tests.mutation --module "
+            "Covered but not run yet (no result under mutants/: run `python -m tests.mutation "
+            "--module "
             "<path>` for each): " + ", ".join(f"`{m}`" for m in waiting) + ".",
         ]
     s = score(total)
@@ -258,7 +276,8 @@ def report(runs: list[dict]) -> str:
         f"Goal: >= {GOAL:.0%} of the non-equivalent mutants killed: "
         + ("no mutant judged" if s is None else f"{s:.1%}, {'met' if s >= GOAL else 'NOT MET'}")
         + (
-            f" over the modules run; not yet shown for the {len(waiting)} covered modules not run, nor for "
+            f" over the modules run; not yet shown for the {len(waiting)} covered modules not run, "
+            "nor for "
             f"{total['not checked']} mutant(s) a stopped run did not reach"
             if waiting or total["not checked"]
             else ""
@@ -269,8 +288,10 @@ def report(runs: list[dict]) -> str:
     lines += [
         "## Survivors left standing",
         "",
-        "Each is a change no fast test notices: a missing test (write one that checks the number by another "
-        "route), or an equivalent mutant (add it to tests/mutation_equivalent.toml with the reason).",
+        "Each is a change no fast test notices: a missing test (write one that checks the number "
+        "by another "
+        "route), or an equivalent mutant (add it to tests/mutation_equivalent.toml with the "
+        "reason).",
         "",
     ]
     for _module, name, diff in standing:
@@ -296,7 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--since",
         metavar="REF",
-        help="only the covered modules changed since REF's merge base (e.g. main): the check before a "
+        help="only the covered modules changed since REF's merge base (e.g. main): the check "
+        "before a "
         "submission",
     )
     ap.add_argument(
@@ -309,15 +331,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--resume",
         action="store_true",
-        help="go on with a stopped run: only the mutants (of the named modules, or of all) without a result "
-        "yet, and the survivors, which a test written since may kill; the others keep their result (without "
+        help="go on with a stopped run: only the mutants (of the named modules, or of all) without "
+        "a result "
+        "yet, and the survivors, which a test written since may kill; the others keep their result "
+        "(without "
         "it, naming a module re-tests all of its mutants)",
     )
     ap.add_argument(
         "--note",
         action="append",
         default=[],
-        help="a line the report keeps under the run (e.g. a rerun of the survivors after new tests)",
+        help="a line the report keeps under the run (e.g. a rerun of the survivors after new "
+        "tests)",
     )
     args = ap.parse_args(argv)
     os.chdir(ROOT)
@@ -331,7 +356,8 @@ def main(argv: list[str] | None = None) -> int:
         unknown = [m for m in args.module if m not in covered()]
         if unknown:
             print(
-                f"error: not a covered module: {', '.join(unknown)}; covered (pyproject.toml [tool.mutmut] "
+                f"error: not a covered module: {', '.join(unknown)}; covered (pyproject.toml "
+                "[tool.mutmut] "
                 f"only_mutate): {', '.join(covered())}",
                 file=sys.stderr,
             )
@@ -371,8 +397,8 @@ def main(argv: list[str] | None = None) -> int:
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
         ).stdout.strip()
         start = time.monotonic()
-        # mutmut itself, its only_mutate narrowed to the modules asked for (a partial run generates only their
-        # mutants: generating every covered module's takes many minutes on its own)
+        # mutmut itself, its only_mutate narrowed to the modules asked for (a partial run generates
+        # only their mutants: generating every covered module's takes many minutes on its own)
         proc = subprocess.run(
             [
                 sys.executable,
@@ -390,7 +416,8 @@ def main(argv: list[str] | None = None) -> int:
             "commit": commit or "?",
             "mutmut": importlib.metadata.version("mutmut"),
             "command": command,
-            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python "
+            f"{platform.python_version()}",
             "load_before": load_before,
             "load_after": " ".join(f"{x:.2f}" for x in os.getloadavg()),
             "wall_s": time.monotonic() - start,

@@ -1,9 +1,8 @@
-"""Run records with chosen numbers, shaped like the schema (base/record.py), written as the tool writes them
-(Record.write).
+"""Run records with chosen numbers, shaped like the schema (base/record.py), written as the tool
+writes them (Record.write).
 
-For tests of the tables, plots, report and W&B logging: every figure is derived from a few arguments, so a
-test can check a table cell against the number it put in.
-"""
+For tests of the tables, plots, report and W&B logging: every figure is derived from a few
+arguments, so a test can check a table cell against the number it put in."""
 
 from __future__ import annotations
 
@@ -239,7 +238,8 @@ def _record(
 def write_sweep(
     sweep_dir: str | Path, records: list[dict[str, Any]], sweep_overrides: list[str] | None = None
 ) -> Path:
-    """Each record into <sweep_dir>/<num>/ with Hydra's .hydra/overrides.yaml, plus multirun.yaml."""
+    """Each record into <sweep_dir>/<num>/ with Hydra's .hydra/overrides.yaml, plus
+    multirun.yaml."""
     sweep_dir = Path(sweep_dir)
     for num, record in enumerate(records):
         job_dir = sweep_dir / str(num)
@@ -252,8 +252,8 @@ def write_sweep(
             write_record(job_dir, record)
     task = sweep_overrides if sweep_overrides is not None else []
     (sweep_dir / "multirun.yaml").write_text(
-        "hydra:\n  job:\n    name: train\n  overrides:\n    hydra:\n    - hydra.mode=MULTIRUN\n    task:\n"
-        + "".join(f"    - {o}\n" for o in task)
+        "hydra:\n  job:\n    name: train\n  overrides:\n    hydra:\n    - hydra.mode=MULTIRUN\n    "
+        "task:\n" + "".join(f"    - {o}\n" for o in task)
     )
     return sweep_dir
 

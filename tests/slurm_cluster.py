@@ -1,8 +1,10 @@
-"""Helpers of the slurm tests: is a usable cluster up (else the reason to skip), and what Slurm and the sweep say.
+"""Helpers of the slurm tests: is a usable cluster up (else the reason to skip), and what Slurm and
+the sweep say.
 
 The tests marked `slurm` submit to a real cluster as root; CI starts one with
-`launchers/slurm_cluster/start.sh --nodes 2 --fake-gpus 1` (two namespaced nodes serve the one-node tests too).
-Nothing here imitates Slurm: every answer comes from sinfo, sacct, /proc or the files a sweep wrote."""
+`launchers/slurm_cluster/start.sh --nodes 2 --fake-gpus 1` (two namespaced nodes serve the one-node
+tests too). Nothing here imitates Slurm: every answer comes from sinfo, sacct, /proc or the files a
+sweep wrote."""
 
 from __future__ import annotations
 
@@ -33,7 +35,10 @@ def cluster_problem(nodes: int = 1, gpus: bool = False) -> str | None:
     except (OSError, subprocess.SubprocessError) as e:
         return f"sinfo failed ({e}); start a local cluster with `sudo {START}`"
     if out.returncode != 0:
-        return f"no Slurm controller answers (sinfo: {out.stderr.strip()}); start one with `sudo {START}`"
+        return (
+            f"no Slurm controller answers (sinfo: {out.stderr.strip()}); start one with `sudo "
+            f"{START}`"
+        )
     up = [
         line.split("|")
         for line in out.stdout.splitlines()
@@ -41,12 +46,16 @@ def cluster_problem(nodes: int = 1, gpus: bool = False) -> str | None:
     ]
     if len(up) < nodes:
         return (
-            f"needs {nodes} Slurm node(s) up, found {len(up)} ({out.stdout.split()}); start them with "
+            f"needs {nodes} Slurm node(s) up, found {len(up)} ({out.stdout.split()}); start them "
+            "with "
             f"`sudo {START} --nodes {nodes}{' --fake-gpus 1' if gpus else ''}`"
         )
     if gpus and not any(gres.startswith("gpu:") for _, _, gres in up):
         layout = f" --nodes {nodes}" if nodes > 1 else ""
-        return f"no Slurm node declares GPUs; start the cluster with `sudo {START}{layout} --fake-gpus 1`"
+        return (
+            f"no Slurm node declares GPUs; start the cluster with `sudo {START}{layout} "
+            "--fake-gpus 1`"
+        )
     return None
 
 
@@ -69,8 +78,9 @@ def table_rows(sweep: Path) -> dict[str, list[str]]:
 
 
 def final_sacct(job_id: str, timeout: float = 30) -> dict[str, str]:
-    """sacct's JobID|State|NTasks|AllocCPUS|NodeList of the job once it has left RUNNING/COMPLETING (the submitter
-    returns as soon as every task wrote its result, a moment before Slurm marks the job done)."""
+    """sacct's JobID|State|NTasks|AllocCPUS|NodeList of the job once it has left RUNNING/COMPLETING
+    (the submitter returns as soon as every task wrote its result, a moment before Slurm marks the
+    job done)."""
     deadline = time.monotonic() + timeout
     while True:
         out = subprocess.run(
@@ -100,8 +110,9 @@ def final_sacct(job_id: str, timeout: float = 30) -> dict[str, str]:
 
 
 def job_processes(job_id: str) -> dict[int, dict[str, str]]:
-    """{pid: {SLURM_PROCID, SLURMD_NODENAME, ...}} of the live processes of a Slurm job (array element "12_3" or
-    job "12"), read from /proc: the namespaced nodes share this machine's process table."""
+    """{pid: {SLURM_PROCID, SLURMD_NODENAME, ...}} of the live processes of a Slurm job (array
+    element "12_3" or job "12"), read from /proc: the namespaced nodes share this machine's process
+    table."""
     array, _, index = job_id.partition("_")
     found = {}
     for proc in Path("/proc").iterdir():
@@ -129,7 +140,8 @@ def job_processes(job_id: str) -> dict[int, dict[str, str]]:
 
 
 def start_endless_sweep(layout: list[str], sweep: Path) -> subprocess.Popen:
-    """`python train.py -m <layout> ...` of one job of 100000 steps (killed by the test), W&B offline."""
+    """`python train.py -m <layout> ...` of one job of 100000 steps (killed by the test), W&B
+    offline."""
     cmd = [
         sys.executable,
         "train.py",
@@ -153,7 +165,8 @@ def start_endless_sweep(layout: list[str], sweep: Path) -> subprocess.Popen:
 
 
 def wait_until_measuring(proc, sweep: Path, limit: float = 420) -> str:
-    """The Slurm job id of the sweep's job, once its rank 0 (it prints the progress) is in the measured loop."""
+    """The Slurm job id of the sweep's job, once its rank 0 (it prints the progress) is in the
+    measured loop."""
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
         logs = list(sweep.glob(".submitit/*/*_0_log.out"))

@@ -1,4 +1,5 @@
-"""Rank function for tests/test_sync_equivalence.py (module level so spawned ranks can import it)."""
+"""Rank function for tests/test_sync_equivalence.py (module level so spawned ranks can import
+it)."""
 
 import torch
 import torch.distributed as dist
@@ -12,8 +13,8 @@ from models import build_model
 def every_strategy(
     strategies: list[str], model_cfg: dict, steps: int = 2
 ) -> dict[str, torch.Tensor]:
-    """One process group, each strategy in turn from the same initial weights and the same data: {strategy: flat
-    parameters after `steps` steps}."""
+    """One process group, each strategy in turn from the same initial weights and the same data:
+    {strategy: flat parameters after `steps` steps}."""
     dist.init_process_group("gloo")
     try:
         return {s: one_step(s, model_cfg, steps) for s in strategies}

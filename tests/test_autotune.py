@@ -1,5 +1,5 @@
-"""Autotune: run_job's objective for optimising sweepers, the choice of candidates, and a winner chosen on re-measured
-runs with its CI against the default, never the search's luckiest sample."""
+"""Autotune: run_job's objective for optimising sweepers, the choice of candidates, and a winner
+chosen on re-measured runs with its CI against the default, never the search's luckiest sample."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ def entry(
     steps: list[float] | None = None,
     status: str = "ok",
 ) -> Entry:
-    """A train record whose throughput is samples_per_s (global batch 8) and, if given, whose step times are `steps`."""
+    """A train record whose throughput is samples_per_s (global batch 8) and, if given, whose step
+    times are `steps`."""
     rec = train_record(
         overrides=overrides,
         steps_per_s=(samples_per_s or 1.0) / 8,
@@ -44,7 +45,8 @@ def entry(
     return Entry.from_record(rec)
 
 
-# --- the objective -------------------------------------------------------------------------------------------------
+# --- the objective
+# -------------------------------------------------------------------------------------------------
 
 
 def test_job_result_is_the_samples_per_s_float_optuna_reads_and_carries_the_status(tmp_path):
@@ -98,10 +100,11 @@ def test_a_failed_trial_is_a_failed_optuna_trial_and_the_study_goes_on():
     ] and study.best_value == 12.0
 
 
-# --- candidates and the plan ---------------------------------------------------------------------------------------
+# --- candidates and the plan
+# ---------------------------------------------------------------------------------------
 
 
-def test_top_candidates_rank_distinct_points_by_their_median_search_value_and_leave_out_the_default():
+def test_top_candidates_rank_distinct_points_by_median_search_value_without_the_default():
     search = [
         entry(0, ["bucket=100", "optim=bf16", "ddp.static_graph=True"], 50.0),
         entry(
@@ -151,7 +154,8 @@ def test_a_stage_runs_every_candidate_once_per_round_in_a_seeded_order():
     assert plan == autotune.stage_plan([a, b], ["model=vgg11_tiny"], 3, autotune.SELECT, seed=0)
 
 
-# --- the verdict ---------------------------------------------------------------------------------------------------
+# --- the verdict
+# --------------------------------------------------------------------------------------------------
 
 
 def _stage(
@@ -259,7 +263,8 @@ def test_no_finished_re_measurement_gives_no_verdict():
     assert result["winner"] is None and result["conclusion"].startswith("no verdict")
 
 
-# --- the preset, for real ------------------------------------------------------------------------------------------
+# --- the preset, for real
+# ------------------------------------------------------------------------------------------
 
 
 def test_the_preset_composes_with_the_optuna_sweeper_and_the_searched_keys():
@@ -315,8 +320,8 @@ def test_autotune_sweep_searches_re_measures_and_ends_with_the_winner_and_its_ci
     assert result["rows"][0]["default"] and "vs default" in result["rows"][1]
     with open(sweep / "sweep_table.csv") as f:
         rows = list(csv.DictReader(f))
-    # one row per configuration: 2 search trials, the 2 selection configurations with their 2 runs each merged, and
-    # the confirmation's 2 when a candidate was selected
+    # one row per configuration: 2 search trials, the 2 selection configurations with their 2 runs
+    # each merged, and the confirmation's 2 when a candidate was selected
     staged = sum("autotune.stage=select" in r["overrides"] for r in rows)
     confirmed = sum("autotune.stage=confirm" in r["overrides"] for r in rows)
     model = sum(
@@ -342,13 +347,14 @@ def test_autotune_sweep_searches_re_measures_and_ends_with_the_winner_and_its_ci
     assert last[0] == f"[autotune] {result['conclusion']}" and "vs default" in result["rows"][1]
 
 
-# --- pruning with the what-if model -----------------------------------------------------------------------------------
+# --- pruning with the what-if model
+# -----------------------------------------------------------------------------------
 
 
 def test_the_model_rules_out_trials_before_they_run_and_says_how_many():
-    """The default config's run (here a committed VGG11 record) predicts every trial: those whose whole predicted
-    interval lies below the default by more than the noise never run; the launcher returns the model's upper bound for
-    them, and the summary lists them."""
+    """The default config's run (here a committed VGG11 record) predicts every trial: those whose
+    whole predicted interval lies below the default by more than the noise never run; the launcher
+    returns the model's upper bound for them, and the summary lists them."""
     from hydra.core.utils import JobReturn, JobStatus
 
     from hydra_plugins.ddp_comm_autotune import _PruningLauncher

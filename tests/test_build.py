@@ -11,8 +11,9 @@ def log_run(record, cfg=None):
 
 
 def test_a_runtime_argument_holding_targets_is_data_not_built():
-    """The logger gets the run record, whose config names the model's `_target_`: Hydra's recursive instantiation
-    built the model from it (and failed on its descriptive keys), so no run reached W&B."""
+    """The logger gets the run record, whose config names the model's `_target_`: Hydra's recursive
+    instantiation built the model from it (and failed on its descriptive keys), so no run reached
+    W&B."""
     model = {"_target_": "models.vgg.VGG", "arch": "vgg11", "num_classes": 10}
     record = {"status": "ok", "config": {"model": model}}
     assert (
@@ -24,8 +25,8 @@ def test_a_runtime_argument_holding_targets_is_data_not_built():
 
 
 def test_a_runtime_argument_keeps_its_interpolation_text(monkeypatch):
-    """The record keeps `${oc.env:...}` as typed (a secret's value is written nowhere); handing it to the logger must
-    not resolve it."""
+    """The record keeps `${oc.env:...}` as typed (a secret's value is written nowhere); handing it
+    to the logger must not resolve it."""
     monkeypatch.setenv("BUILD_SECRET", "value-123")
     record = {"config": {"logger": {"project": "${oc.env:BUILD_SECRET}"}}}
     build({"_target_": "tests.test_build.log_run", "cfg": "${oc.env:BUILD_SECRET}"}, record=record)

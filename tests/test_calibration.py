@@ -1,8 +1,9 @@
-"""The calibration suite's fast subset (python -m stats.calibrate --fast): simulated runs with a known truth, judged by
-the very functions the tables call. It fails when a 95% interval covers outside [93%, 97%], a false-verdict rate (per
-row or per sweep family) or the drift test's / sentinel's false-alarm rate exceeds 5%, or the power at a true 10%
-change with R=3 and 4% run spread falls below what the README claims (stats.calibrate.POWER_CLAIM). Seeded: the
-same numbers every run. The full table is docs/methods.md's, from `python -m stats.calibrate`."""
+"""The calibration suite's fast subset (python -m stats.calibrate --fast): simulated runs with a
+known truth, judged by the very functions the tables call. It fails when a 95% interval covers
+outside [93%, 97%], a false-verdict rate (per row or per sweep family) or the drift test's /
+sentinel's false-alarm rate exceeds 5%, or the power at a true 10% change with R=3 and 4% run spread
+falls below what the README claims (stats.calibrate.POWER_CLAIM). Seeded: the same numbers every
+run. The full table is docs/methods.md's, from `python -m stats.calibrate`."""
 
 from __future__ import annotations
 

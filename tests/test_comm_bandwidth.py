@@ -1,6 +1,7 @@
-"""The comm tasks' arithmetic and checks, without ranks: nccl-tests' bandwidth definitions against hand-computed
-values, size lists and rounding, the exact-result inputs against an independent simulation of each collective, the
-wrong-element counter against deliberately wrong results, config errors, and the grad_sync explanation logic."""
+"""The comm tasks' arithmetic and checks, without ranks: nccl-tests' bandwidth definitions against
+hand-computed values, size lists and rounding, the exact-result inputs against an independent
+simulation of each collective, the wrong-element counter against deliberately wrong results, config
+errors, and the grad_sync explanation logic."""
 
 import dataclasses
 
@@ -18,7 +19,7 @@ from tests.bad_input import CPU_BOX, GIB, accepted, composed, refused
 ONE_GPU_EACH = dataclasses.replace(CPU_BOX, gpus=2, gpu_free_bytes=70 * GIB)
 
 
-# ------------------------------------------------------------------------------------------------ bandwidth arithmetic
+# ----------------------------------------------------------------------------- bandwidth arithmetic
 @pytest.mark.parametrize(
     "op,n,factor",
     [
@@ -77,7 +78,8 @@ def test_size_list_like_nccl_tests():
 
 
 def test_counts_and_rounding():
-    # nccl-tests' count column: all_gather prints elements per rank, reduce_scatter elements each rank receives
+    # nccl-tests' count column: all_gather prints elements per rank, reduce_scatter elements each
+    # rank receives
     assert bw.counts("all_gather", 1024, 4, 2) == {"send": 128, "recv": 256, "count": 128}
     assert bw.counts("reduce_scatter", 1024, 4, 2) == {"send": 256, "recv": 128, "count": 128}
     assert bw.counts("all_reduce", 1024, 2, 8) == {"send": 512, "recv": 512, "count": 512}
@@ -103,9 +105,10 @@ def test_exact_integer_limits():
     assert bw.exact_integer_limit("int8") == 127
 
 
-# ----------------------------------------------------------------------------------------------- correctness check
+# -------------------------------------------------------------------------------- correctness check
 def simulate(op, redop, world, recv, dtype, root=0, salt=3):
-    """What each rank would hold after a correct collective, computed directly from every rank's filled input."""
+    """What each rank would hold after a correct collective, computed directly from every rank's
+    filled input."""
     tdt = bw.DTYPES[dtype][0]
     send = (
         recv * world if op == "reduce_scatter" else (recv // world if op == "all_gather" else recv)
@@ -224,7 +227,7 @@ def test_grad_pattern_is_exact_after_a_sum():
     assert g0.wrong_after_sum() == 2
 
 
-# --------------------------------------------------------------------------------------------------- config errors
+# ------------------------------------------------------------------------------------ config errors
 @pytest.mark.parametrize(
     "overrides,words",
     [
@@ -297,19 +300,21 @@ def test_grad_sync_bad_input():
     )
 
 
-# ------------------------------------------------------------------------------------------------------- grad_sync
+# ---------------------------------------------------------------------------------------- grad_sync
 def test_vgg11_shapes_and_ddp_buckets():
     shapes, ready, how = grad_sync.model_gradients(composed(["task=grad_sync"]))
     assert len(shapes) == 22 and "meta-device backward" in how
     classifier = sum(torch.Size(s).numel() for n, s in shapes if n.startswith("classifier"))
     assert classifier == 123_642_856
     shapes, ready, _ = grad_sync.model_gradients(composed(["task=grad_sync", "model=vgg11_tiny"]))
-    # autograd's order: the classifier first (last layer first, bias before weight), then the convs weight first
+    # autograd's order: the classifier first (last layer first, bias before weight), then the convs
+    # weight first
     assert ready[:8] == [21, 20, 19, 18, 17, 16, 14, 15]
     g = grad_sync.Grads(shapes, 0, 2, torch.device("cpu"))
     b = grad_sync.Bucketed(g, bucket_mb=0.01, device=torch.device("cpu"), ready=ready)
-    # what DistributedDataParallel(bucket_cap_mb=0.01) reports after its rebuild on 2 gloo ranks (torch 2.15):
-    # rebuilt_bucket_sizes '55848, 11648, 4000', indices '21 20 19 18 17 16, 14 15 12 13 10 11 8 9 6, 7 4 5 2 3 0 1'
+    # what DistributedDataParallel(bucket_cap_mb=0.01) reports after its rebuild on 2 gloo ranks
+    # (torch 2.15): rebuilt_bucket_sizes '55848, 11648, 4000', indices '21 20 19 18 17 16, 14 15 12
+    # 13 10 11 8 9 6, 7 4 5 2 3 0 1'
     assert b.bucket_bytes == [55848, 11648, 4000]
     assert b.buckets == [
         [21, 20, 19, 18, 17, 16],
@@ -352,7 +357,8 @@ def test_explanation_follows_the_numbers():
     assert any("is bandwidth" in x and "GB/s algbw" in x for x in bandwidth_bound)
     same = grad_sync.explain(synthetic(n=22, t_pp=0.101, t_mb=0.100, lat=0.0001))
     assert any("within the spread" in x and "bandwidth-bound" in x for x in same)
-    # the loop's own small calls (2 ms each) set the latency when there are enough of them, not the 0.1 ms probe
+    # the loop's own small calls (2 ms each) set the latency when there are enough of them, not the
+    # 0.1 ms probe
     loop = grad_sync.explain(
         synthetic(n=100, t_pp=0.30, t_mb=0.10, lat=0.0001, small_calls=[0.002] * 5)
     )

@@ -1,7 +1,7 @@
-"""The three comm tasks end to end: one real `python train.py` run each (Hydra, elastic launcher, 2 gloo ranks, run
-record, sweep table), the failure and bad-input cases in this process (run_job on a composed config), plus real
-2-rank gloo checks that the correctness check catches a wrong collective and that grad_sync's buckets are the ones
-DistributedDataParallel builds."""
+"""The three comm tasks end to end: one real `python train.py` run each (Hydra, elastic launcher, 2
+gloo ranks, run record, sweep table), the failure and bad-input cases in this process (run_job on a
+composed config), plus real 2-rank gloo checks that the correctness check catches a wrong collective
+and that grad_sync's buckets are the ones DistributedDataParallel builds."""
 
 import json
 import time
@@ -31,7 +31,7 @@ def ok(proc):
     return rec
 
 
-# ------------------------------------------------------------------------------------------------------ collectives
+# -------------------------------------------------------------------------------------- collectives
 @pytest.mark.slow
 def test_collectives_table_all_ops_both_modes(tmp_path):
     proc = run_train(
@@ -79,7 +79,8 @@ def test_collectives_table_all_ops_both_modes(tmp_path):
         assert col in out
     assert "all_gather: sizes rounded down to a multiple of 8 B" in out
     assert "torch has no out-of-place form" in out
-    # a data row as nccl-tests prints it: size, count, type, redop, root, then time/algbw/busbw/#wrong per mode
+    # a data row as nccl-tests prints it: size, count, type, redop, root, then
+    # time/algbw/busbw/#wrong per mode
     row = next(
         line.split()
         for line in out.splitlines()
@@ -104,13 +105,14 @@ def test_collectives_wrong_result_fails_the_run(tmp_path, capfd):
     err = capfd.readouterr().err
     assert "CorrectnessError" in err and "wrong elements in the correctness check" in err
     assert rec["status"] == "failed" and "wrong elements" in rec["error"]
-    # the runner keeps CorrectnessError.result: the counts are in the record (a dropped result fails here)
+    # the runner keeps CorrectnessError.result: the counts are in the record (a dropped result fails
+    # here)
     assert (
         rec["result"] and rec["result"]["wrong_total"] == 2 * 3 * 2
     )  # 2 ops x 3 sizes x 2 modes, 1 wrong on rank 1
 
 
-# -------------------------------------------------------------------------------------------------------- grad_sync
+# ---------------------------------------------------------------------------------------- grad_sync
 @pytest.mark.slow
 def test_grad_sync_vgg11_comparison(tmp_path):
     proc = run_train(
@@ -162,7 +164,7 @@ def test_grad_sync_vgg11_comparison(tmp_path):
     assert set(r["headline"]) >= {"per_param ms", "flat ms", "bucketed ms", "microbench ms"}
 
 
-# ------------------------------------------------------------------------------------------------------ pair_groups
+# -------------------------------------------------------------------------------------- pair_groups
 @pytest.mark.slow
 def test_pair_groups_sweep(pair_groups_sweep):
     proc = pair_groups_sweep  # shared with test_diagnosis_runs' curve test
@@ -184,7 +186,7 @@ def test_pair_groups_sweep(pair_groups_sweep):
     assert "Time to run target() (rank 0)" in proc.stdout
 
 
-# ------------------------------------------------------------------------------------ real gloo ranks, no train.py
+# --------------------------------------------------------------------- real gloo ranks, no train.py
 def _gather_nothing_class():
     from tasks.collectives import Case
 
@@ -282,8 +284,9 @@ def _two_rank_worker(rank: int, store: str, out: str):
         with open(out, "w") as f:
             json.dump(found, f)
     dist.destroy_process_group()
-    # as a product rank: DDP keeps the group's gloo threads past destroy_process_group, and one freeing a Work's
-    # tensors while the interpreter finalizes aborts this finished rank (SIGABRT; launchers.rank.leave_without_teardown)
+    # as a product rank: DDP keeps the group's gloo threads past destroy_process_group, and one
+    # freeing a Work's tensors while the interpreter finalizes aborts this finished rank (SIGABRT;
+    # launchers.rank.leave_without_teardown)
     from launchers.rank import leave_without_teardown
 
     leave_without_teardown()
@@ -331,7 +334,7 @@ def test_check_catches_wrong_collectives_buckets_match_ddp_pair_variants(tmp_pat
     )
 
 
-# -------------------------------------------------------------------------------------------------------------- GPU
+# ---------------------------------------------------------------------------------------------- GPU
 gpus = torch.cuda.device_count()
 
 
@@ -349,7 +352,8 @@ def test_collectives_on_gpu(tmp_path, backend, device):
                 f"backend={backend}",
                 f"collectives.device={device}",
                 "collectives.inplace=both",
-                # gloo ranks on CUDA tensors share the GPUs (placement refuses 2 ranks on 1 GPU otherwise)
+                # gloo ranks on CUDA tensors share the GPUs (placement refuses 2 ranks on 1 GPU
+                # otherwise)
                 *(["device=cuda"] if backend == "gloo" else []),
             ],
             tmp_path,

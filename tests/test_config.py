@@ -1,6 +1,7 @@
-"""Every config choice composes onto the schema and resolves; every bad input is refused with one line naming the
-fix and exit code 2, before any rank starts: through train.py's real entry point, in-process (Hydra's main with a
-patched argv, the rank launcher replaced by a tripwire), and a few times as a real `python train.py`."""
+"""Every config choice composes onto the schema and resolves; every bad input is refused with one
+line naming the fix and exit code 2, before any rank starts: through train.py's real entry point,
+in-process (Hydra's main with a patched argv, the rank launcher replaced by a tripwire), and a few
+times as a real `python train.py`."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def choices(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
 
 
-# --------------------------------------------------------------------------------------------------- composition
+# -------------------------------------------------------------------------------------- composition
 @pytest.mark.parametrize(
     "group", ["model", "data", "optim", "scale", "launcher", "logger", "variant"]
 )
@@ -36,7 +37,8 @@ def test_every_group_choice_composes_onto_the_schema(group):
         # typed exactly where the schema types the group
         typed = group in cfg and dataclasses.is_dataclass(OmegaConf.get_type(cfg[group]))
         assert typed == (group in schema.GROUP_SCHEMAS), (group, choice)
-    # the two untyped groups: the launcher's options are launchers/slurm's to check; a variant sets top-level keys
+    # the two untyped groups: the launcher's options are launchers/slurm's to check; a variant sets
+    # top-level keys
     assert (group in schema.GROUP_SCHEMAS) == (group not in ("launcher", "variant"))
 
 
@@ -97,9 +99,10 @@ def test_nccl_tests_size_suffixes():
     assert collectives.sizes(c) == [65536, 262144, 1048576]
 
 
-# ------------------------------------------------------------------------------------------------------ bad input
+# ---------------------------------------------------------------------------------------- bad input
 BAD = [
-    # refused by Hydra while composing onto the schema: train.py prints one line instead of Hydra's several
+    # refused by Hydra while composing onto the schema: train.py prints one line instead of Hydra's
+    # several
     (
         ["sync=allgather"],
         "sync='allgather' is not known; choose one of: ddp, per_param, flat, local",
@@ -132,7 +135,8 @@ BAD = [
     ),
     (
         ["bucket=25MB"],
-        "bucket=25MB: must be a number (got str '25MB'), e.g. bucket=25 or bucket=2.5. The bucket is in "
+        "bucket=25MB: must be a number (got str '25MB'), e.g. bucket=25 or bucket=2.5. The bucket "
+        "is in "
         "MB (DDP's bucket_cap_mb, so bucket=25MB is bucket=25)",
     ),
     (["collectives.ops=[allreduce]"], "Did you mean all_reduce?"),
@@ -146,7 +150,8 @@ BAD = [
     (["~accumulate"], "accumulate has no value"),
     (["model=vgg11", "model.arch=vit"], "model.arch=vit does not fit model=vgg11"),
     (["model=timm", "model.name=not_a_model_xyz"], "is not a timm model"),
-    # issue 19.8: a name the arch does not read, a torchvision/timm name typed as the option, a near-miss name
+    # issue 19.8: a name the arch does not read, a torchvision/timm name typed as the option, a
+    # near-miss name
     (
         ["model.name=vit_b_16"],
         "model.name=vit_b_16: model=vgg11 and model=vgg11_tiny (arch vgg) build their network "
@@ -223,7 +228,8 @@ ENTRY = [
 def test_bad_input_exits_2_before_any_rank_starts(
     overrides, message, tmp_path, monkeypatch, capsys
 ):
-    """train.py's own entry point, in-process: one line on stderr, exit code 2, and no rank was ever started."""
+    """train.py's own entry point, in-process: one line on stderr, exit code 2, and no rank was ever
+    started."""
     import launchers.local
 
     import train
@@ -256,8 +262,8 @@ def _no_wandb(monkeypatch):
 
 
 def test_a_refused_run_leaves_nothing_but_the_error_line(tmp_path, monkeypatch, capsys):
-    """Issue 19.10: a typo caught after composition wrote outputs/<date>/<time>/run_record.json as a failed run and
-    opened a W&B run (online: a failed run in the user's project for every typo)."""
+    """Issue 19.10: a typo caught after composition wrote outputs/<date>/<time>/run_record.json as a
+    failed run and opened a W&B run (online: a failed run in the user's project for every typo)."""
     import train
 
     _no_wandb(monkeypatch)
@@ -296,7 +302,8 @@ def test_a_refused_job_of_a_sweep_keeps_its_row_and_opens_no_wandb_run(tmp_path,
 
 @pytest.mark.subprocess
 def test_a_sweep_refused_as_a_whole_exits_2_and_creates_nothing(tmp_path):
-    """Issue 19.9: -m repeats=0 exited 1, printed `[sweep] ? jobs` and left an empty sweep directory."""
+    """Issue 19.9: -m repeats=0 exited 1, printed `[sweep] ? jobs` and left an empty sweep
+    directory."""
     proc = run_train(["repeats=0", "logger=none"], tmp_path, multirun=True)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
         "error: repeats=0: must be a whole number of runs per configuration >= 1, e.g. repeats=3, "
@@ -305,7 +312,7 @@ def test_a_sweep_refused_as_a_whole_exits_2_and_creates_nothing(tmp_path):
     assert "[sweep]" not in proc.stdout and not proc.out_dir.exists()
 
 
-# -------------------------------------------------------------------------------------------- host-dependent checks
+# ---------------------------------------------------------------------------- host-dependent checks
 def test_gpu_only_knobs_refused_without_gpu_whatever_this_machine_has():
     assert "backend=nccl needs CUDA GPUs" in refused(["backend=nccl"], host=CPU_BOX)
     assert "cuda_graphs=true needs a CUDA GPU" in refused(["cuda_graphs=true"], host=CPU_BOX)
@@ -316,12 +323,12 @@ def test_gpu_only_knobs_refused_without_gpu_whatever_this_machine_has():
 
 
 def test_pair_groups_on_one_gpu_under_auto_runs_on_gloo():
-    """backend=auto picks gloo when the ranks cannot have a GPU each, so NCCL's one-GPU-per-rank rule is not the
-    one to apply (it refused the default pairs=1 on a 1-GPU box)."""
+    """backend=auto picks gloo when the ranks cannot have a GPU each, so NCCL's one-GPU-per-rank
+    rule is not the one to apply (it refused the default pairs=1 on a 1-GPU box)."""
     assert accepted(["task=pair_groups"], host=ONE_GPU)["world_size"] == 2
     assert (
-        "backend=nccl with pairs=1 runs 2 ranks on this machine, one GPU per rank, and it has 1. Use pairs<=0"
-        in refused(["task=pair_groups", "backend=nccl"], host=ONE_GPU)
+        "backend=nccl with pairs=1 runs 2 ranks on this machine, one GPU per rank, and it has 1. "
+        "Use pairs<=0" in refused(["task=pair_groups", "backend=nccl"], host=ONE_GPU)
     )
 
 
@@ -339,8 +346,10 @@ def test_train_refuses_more_ranks_or_memory_than_the_host_holds_unless_told():
 
 
 def test_ranks_that_outnumber_the_cores_are_said_once_before_they_start():
-    """Issue 19.11: world_size=3 on 2 cores started silently. One line (base/log.py formats ConfigWarning as
-    `warning: ...`), before any rank starts; as many ranks as cores, or ranks on GPUs, say nothing."""
+    """Issue 19.11: world_size=3 on 2 cores started silently. One line (base/log.py formats
+    ConfigWarning as
+    `warning: ...`), before any rank starts; as many ranks as cores, or ranks on GPUs, say
+    nothing."""
     import warnings
 
     from base.errors import ConfigWarning
@@ -381,9 +390,10 @@ def test_submitting_from_a_gpu_less_login_node_is_accepted(overrides):
 
 
 def test_a_slurm_submission_resolves_scale_auto_for_the_nodes_it_asks_for(recwarn):
-    """Issue 19.6: ${gpu_or:...} counted the GPU-less login node's GPUs, so a GPU job was checked with CPU values
-    (warm-up 2, steps 6 then, max_steps 60): steps=100 and optim.start_iter=10 were refused, and a false warm-up warning
-    printed. The nodes' GPUs are what launcher.gpus_per_node (or launcher.gres) asks for."""
+    """Issue 19.6: ${gpu_or:...} counted the GPU-less login node's GPUs, so a GPU job was checked
+    with CPU values (warm-up 2, steps 6 then, max_steps 60): steps=100 and optim.start_iter=10 were
+    refused, and a false warm-up warning printed. The nodes' GPUs are what launcher.gpus_per_node
+    (or launcher.gres) asks for."""
     gpu_job = ["launcher=slurm", "launcher.gpus_per_node=1"]
     plain = accepted(gpu_job, host=LOGIN_NODE, submitting=True)
     assert (
@@ -429,7 +439,7 @@ def test_submitting_counts_memory_per_node():
     )
 
 
-# ---------------------------------------------------------------------------------------------- the entry point
+# ---------------------------------------------------------------------------------- the entry point
 def test_help_lists_tasks_groups_and_examples(monkeypatch, capsys):
     import train
 
@@ -456,8 +466,8 @@ def test_help_lists_tasks_groups_and_examples(monkeypatch, capsys):
 
 @pytest.mark.subprocess
 def test_typo_and_unknown_choice_from_the_command_line(tmp_path):
-    """Real processes: Hydra's multi-line errors (and its `+bukcet=100` advice) become one line, exit 2, for a single
-    run and for a -m sweep before its first job."""
+    """Real processes: Hydra's multi-line errors (and its `+bukcet=100` advice) become one line,
+    exit 2, for a single run and for a -m sweep before its first job."""
     proc = run_train(["bukcet=100", "logger=none"], tmp_path)
     assert (
         proc.returncode == 2

@@ -1,5 +1,5 @@
-"""model=custom: the user's own nn.Module, named by model._target_, trained like any model of the project. The class
-below lives in this test file, as a user's would live in their own package."""
+"""model=custom: the user's own nn.Module, named by model._target_, trained like any model of the
+project. The class below lives in this test file, as a user's would live in their own package."""
 
 import pytest
 import torch.nn as nn
@@ -18,7 +18,8 @@ CUSTOM = [
 
 
 class TinyNet(nn.Module):
-    """A user's model: it takes what it needs (num_classes, input_shape) and nothing of the project's."""
+    """A user's model: it takes what it needs (num_classes, input_shape) and nothing of the
+    project's."""
 
     def __init__(self, num_classes: int, input_shape: list[int]):
         super().__init__()
@@ -42,8 +43,8 @@ def test_the_custom_model_is_built_from_its_target():
 
 
 def test_a_new_arch_is_one_yaml_file_of_a_target():
-    """What conf/model/<arch>.yaml holds: a _target_ and its keys (here torchvision's resnet18 through the
-    project's torchvision target, named by the file alone)."""
+    """What conf/model/<arch>.yaml holds: a _target_ and its keys (here torchvision's resnet18
+    through the project's torchvision target, named by the file alone)."""
     cfg = compose(["model=torchvision", "model.name=resnet18", "model.num_classes=7"])
     assert cfg.model._target_ == "models.torchvision_model"
     assert build_model(cfg.model).fc.out_features == 7
@@ -62,8 +63,8 @@ def test_a_custom_target_that_cannot_be_imported_is_one_line_before_any_rank():
 
 
 def test_model_custom_alone_is_an_example_target():
-    """model=custom without a _target_ of the user's builds the example the YAML names (a torchvision class taking
-    num_classes), so the option composes, resolves and runs as it is."""
+    """model=custom without a _target_ of the user's builds the example the YAML names (a
+    torchvision class taking num_classes), so the option composes, resolves and runs as it is."""
     cfg = compose(["model=custom", "model.num_classes=3"])
     assert build_model(cfg.model).fc.out_features == 3
 

@@ -1,6 +1,7 @@
-"""bucket= against what DistributedDataParallel really builds (torch/nn/parallel/distributed.py): the default
-(bucket=null) is stock DDP, whose first bucket is capped at 1 MiB; an explicit bucket=25 caps every bucket, the first
-too. A one-rank gloo group in this process: DDP rebuilds its buckets after the first step at any world size."""
+"""bucket= against what DistributedDataParallel really builds (torch/nn/parallel/distributed.py):
+the default (bucket=null) is stock DDP, whose first bucket is capped at 1 MiB; an explicit bucket=25
+caps every bucket, the first too. A one-rank gloo group in this process: DDP rebuilds its buckets
+after the first step at any world size."""
 
 from __future__ import annotations
 
@@ -60,7 +61,8 @@ def test_the_default_bucket_is_stock_ddp_and_25_is_not(one_rank_group):
     assert explicit["bucket_caps"]["first_bytes"] == explicit["bucket_caps"]["bytes"] == 25 * MIB
     assert "the first capped at 1 MiB" in stock["bucket_caps"]["rule"]
     assert "the first too" in explicit["bucket_caps"]["rule"]
-    # the layout after DDP's rebuild, in all-reduce order: stock DDP closes its first bucket past 1 MiB
+    # the layout after DDP's rebuild, in all-reduce order: stock DDP closes its first bucket past 1
+    # MiB
     assert stock["buckets"]["rebuilt"] and explicit["buckets"]["rebuilt"]
     assert stock["buckets"]["sizes_bytes"][0] < 2 * MIB < explicit["buckets"]["sizes_bytes"][0]
     assert stock["buckets"]["count"] == 3 and explicit["buckets"]["count"] == 2

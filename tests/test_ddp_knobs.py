@@ -1,6 +1,7 @@
-"""Each DDP knob changes what ran, seen in the record: buckets built, bytes sent, hooks called, no_sync skipping
-communication, DDP's own report of its flags, autocast dtype, profiler traces, comm environment. Five runs, made once
-in this process (run_job on composed configs, 2 gloo ranks each) and shared by the tests."""
+"""Each DDP knob changes what ran, seen in the record: buckets built, bytes sent, hooks called,
+no_sync skipping communication, DDP's own report of its flags, autocast dtype, profiler traces, comm
+environment. Five runs, made once in this process (run_job on composed configs, 2 gloo ranks each)
+and shared by the tests."""
 
 import json
 

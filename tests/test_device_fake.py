@@ -1,5 +1,6 @@
-"""The fake device (device/fake.py) enforces the stream rules on CPU, and the GPU code paths (H2D feeders, the
-phase timer, CUDA graphs, DDP's side-stream construction) pass them; deliberate violations are caught."""
+"""The fake device (device/fake.py) enforces the stream rules on CPU, and the GPU code paths (H2D
+feeders, the phase timer, CUDA graphs, DDP's side-stream construction) pass them; deliberate
+violations are caught."""
 
 import pytest
 import torch
@@ -20,7 +21,8 @@ def host_batches(n=10):
 
 
 def feed(feeder, host, steps=4):
-    """What the step loop does: data phase, h2d phase, compute on the batch; no host sync until the end."""
+    """What the step loop does: data phase, h2d phase, compute on the batch; no host sync until the
+    end."""
     labels = []
     for _ in range(steps):
         x, y = feeder.to_device(next(host))
@@ -64,7 +66,8 @@ def test_side_stream_feeder_waits_before_use_and_records_the_stream():
         host = host_batches()
         feed(SideStreamFeeder(dev, host), host, steps=2)
     calls = [e for e in dev.log if e[0] in ("copy", "wait", "record_stream")]
-    # the first call: copy batch 0 and prefetch batch 1 on the side stream, then the compute stream waits and records
+    # the first call: copy batch 0 and prefetch batch 1 on the side stream, then the compute stream
+    # waits and records
     assert calls[:6] == [
         ("copy", "side1"),
         ("copy", "side1"),
@@ -226,7 +229,8 @@ def ddp_cfg(**over):
 
 
 def test_ddp_built_on_a_side_stream_is_joined_before_the_first_forward(one_rank_group, monkeypatch):
-    """Defect 8: DDP's parameter broadcast, queued on the side stream it is built under, raced the first forward."""
+    """Defect 8: DDP's parameter broadcast, queued on the side stream it is built under, raced the
+    first forward."""
     from tasks.train.ddp import DDPSync
 
     monkeypatch.setattr(
@@ -255,15 +259,17 @@ def test_the_fake_catches_ddp_built_on_a_side_stream_without_the_join(one_rank_g
 
 
 def _syncs_the_device(state, bucket):
-    """A comm hook written as torch's PowerSGD decompression is: a device-wide sync when CUDA is there."""
+    """A comm hook written as torch's PowerSGD decompression is: a device-wide sync when CUDA is
+    there."""
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     return bucket
 
 
 def test_a_device_sync_in_a_comm_hook_is_flagged():
-    """torch.cuda.synchronize() is invisible to set_sync_debug_mode and, on CPU, never even called (is_available() is
-    False): the fake routes a hook's torch.cuda to itself, counts the sync, and refuses it in a strict window."""
+    """torch.cuda.synchronize() is invisible to set_sync_debug_mode and, on CPU, never even called
+    (is_available() is False): the fake routes a hook's torch.cuda to itself, counts the sync, and
+    refuses it in a strict window."""
     with FakeDevice() as dev:
         hook = dev.comm_hook(_syncs_the_device)
         assert hook.__qualname__ == _syncs_the_device.__qualname__ and hook(None, 1) == 1

@@ -1,4 +1,5 @@
-"""device/nvml.py on a machine without a GPU driver, and against a stand-in NVML that checks the calls' shape."""
+"""device/nvml.py on a machine without a GPU driver, and against a stand-in NVML that checks the
+calls' shape."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Device and backend choice (device/placement.py): pure functions with the GPU count and the environment injected,
-so every Slurm binding variant is checked here without a GPU; then the agreement between ranks, in the parent
-(before any rank starts) and inside a real 1-rank process group."""
+"""Device and backend choice (device/placement.py): pure functions with the GPU count and the
+environment injected, so every Slurm binding variant is checked here without a GPU; then the
+agreement between ranks, in the parent (before any rank starts) and inside a real 1-rank process
+group."""
 
 import os
 import socket
@@ -17,8 +18,8 @@ NO_SLURM: dict = {}
 
 
 def test_tests_not_marked_gpu_see_no_gpu():
-    """Defect 1: whatever the machine has, this test (and the ranks and train.py runs of other unmarked tests)
-    sees no GPU, so the gloo/CPU paths are what the suite tests."""
+    """Defect 1: whatever the machine has, this test (and the ranks and train.py runs of other
+    unmarked tests) sees no GPU, so the gloo/CPU paths are what the suite tests."""
     assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
     assert gpu_count() == 0
 
@@ -58,7 +59,8 @@ def test_gpus_per_task_as_tres():
     ],
 )
 def test_slurm_binds_one_gpu_per_task_without_gpus_per_task(env):
-    """Defect 5: device_count()==1 while LOCAL_WORLD_SIZE=8 and SLURM_GPUS_PER_TASK unset was placed on CPU (gloo)."""
+    """Defect 5: device_count()==1 while LOCAL_WORLD_SIZE=8 and SLURM_GPUS_PER_TASK unset was placed
+    on CPU (gloo)."""
     p = place("auto", "auto", visible=1, local_rank=6, local_world=8, env=env)
     assert (p.kind, p.gpu, p.backend) == ("cuda", 0, "nccl") and "bound" in p.how
 
@@ -153,7 +155,8 @@ def test_agree_refuses_two_ranks_on_one_gpu():
 
 
 def test_preflight_refuses_before_any_rank_starts(monkeypatch):
-    """The local launcher: the same decision every rank will take, made in the parent (exit 2 there)."""
+    """The local launcher: the same decision every rank will take, made in the parent (exit 2
+    there)."""
     monkeypatch.setattr("device.placement.gpu_count", lambda: 1)
     cfg = compose(["model=vgg11_tiny", "scale=smoke", "logger=none", "world_size=2"])
     with pytest.raises(
@@ -165,7 +168,8 @@ def test_preflight_refuses_before_any_rank_starts(monkeypatch):
 
 
 def test_settle_agrees_through_the_store_and_the_group_starts_on_it(monkeypatch):
-    """Inside a rank: settle() rendezvous, agrees, and init_process_group starts on the store it returns."""
+    """Inside a rank: settle() rendezvous, agrees, and init_process_group starts on the store it
+    returns."""
     with socket.socket() as s:
         s.bind(("localhost", 0))
         port = s.getsockname()[1]
@@ -216,8 +220,9 @@ def test_pair_groups_under_device_auto_runs_on_cpu_on_a_one_gpu_box():
 
 
 def test_one_gpu_count_and_it_honours_an_empty_cuda_visible_devices(monkeypatch):
-    """The one GPU count (device/host.py) says 0 under CUDA_VISIBLE_DEVICES="" even where torch, whose CUDA started
-    before the variable was set, still counts GPUs: the config checks and the placement can no longer disagree."""
+    """The one GPU count (device/host.py) says 0 under CUDA_VISIBLE_DEVICES="" even where torch,
+    whose CUDA started before the variable was set, still counts GPUs: the config checks and the
+    placement can no longer disagree."""
     import torch
 
     import device.placement

@@ -1,6 +1,7 @@
-"""The rules the GPU paths follow, as pure functions and checks that run without a GPU: CUDA-graph feasibility, DDP's
-own timing waits, the CUDA device layer's calls (against the torch installed), communication figures that were not
-measured, NCCL's transport lines, and the non-deprecated collective names."""
+"""The rules the GPU paths follow, as pure functions and checks that run without a GPU: CUDA-graph
+feasibility, DDP's own timing waits, the CUDA device layer's calls (against the torch installed),
+communication figures that were not measured, NCCL's transport lines, and the non-deprecated
+collective names."""
 
 import dataclasses
 import inspect
@@ -30,7 +31,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "nccl"
 CUDA = Placement("cuda", 0, "nccl", "test")
 
 
-# ------------------------------------------------------------------------------------------------ CUDA graphs
+# -------------------------------------------------------------------------------------- CUDA graphs
 def graph_cfg(*over):
     return compose(["model=vgg11_tiny", "scale=smoke", "logger=none", "cuda_graphs=true", *over])
 
@@ -61,7 +62,8 @@ def test_graphs_on_one_gpu_per_rank_with_nccl_are_feasible():
     ],
 )
 def test_graph_problems(placement, over, expect):
-    """Defect 4: gloo (its CUDA path waits on the host) and ranks without a GPU each were accepted and crashed."""
+    """Defect 4: gloo (its CUDA path waits on the host) and ranks without a GPU each were accepted
+    and crashed."""
     assert any(expect in p for p in problems(graph_cfg(*over), placement))
 
 
@@ -85,7 +87,7 @@ def test_graphs_submitted_to_slurm_without_gpus_are_refused():
     assert problems(graph_cfg("launcher=slurm_1x8"), None) == []
 
 
-# ---------------------------------------------------------------------------------------------- DDP warm-up rule
+# --------------------------------------------------------------------------------- DDP warm-up rule
 def test_ddp_waits_at_synchronised_forwards_2_to_11():
     assert stats_waits(before=0, during=3) == 2  # forwards 2 and 3 read the timings of 1 and 2
     assert stats_waits(before=10, during=50) == 1  # forward 11 reads iteration 10's
@@ -100,8 +102,9 @@ GPU_BLOCKS = [
 
 
 def test_warmup_rule_counts_synchronised_steps_not_micro_steps():
-    """Defect 6: accumulate=4 warmup_steps=3 passed the old check (3 x 4 >= 10) with 8 waits in the window; two of
-    them open a timed block (50 steps: blocks of 5, steps 0 and 5), so 6 are timed."""
+    """Defect 6: accumulate=4 warmup_steps=3 passed the old check (3 x 4 >= 10) with 8 waits in the
+    window; two of them open a timed block (50 steps: blocks of 5, steps 0 and 5), so 6 are
+    timed."""
     cfg = compose([*TINY, *GPU_BLOCKS, "accumulate=4", "warmup_steps=3", "steps=50"])
     message = warmup_warning(cfg)
     assert message and message.startswith(
@@ -122,8 +125,9 @@ def test_warmup_rule_counts_synchronised_steps_not_micro_steps():
     ],
 )
 def test_no_warmup_warning_where_the_wait_opens_a_block(overrides):
-    """Issue 19.7: the shipped presets warned, but their one wait (forward 11 after 10 warm-up steps) is the first
-    step of a block, run right after the block's device sync and barrier: nothing is left to wait for."""
+    """Issue 19.7: the shipped presets warned, but their one wait (forward 11 after 10 warm-up
+    steps) is the first step of a block, run right after the block's device sync and barrier:
+    nothing is left to wait for."""
     cfg = compose([*overrides, "logger=none"])
     cfg.warmup_steps, cfg.steps = cfg.scale.warmup_steps, cfg.scale.steps
     cfg.measure.block_steps = 10  # as on a GPU machine (gpu_or)
@@ -146,7 +150,7 @@ def test_check_warns_on_gpu_only(monkeypatch):
         accepted([*TINY, *GPU_BLOCKS, "accumulate=4", "warmup_steps=3", "world_size=2"])
 
 
-# ------------------------------------------------------------------------------------ the CUDA layer, mocked
+# --------------------------------------------------------------------------- the CUDA layer, mocked
 class Recorder:
     def __init__(self):
         self.calls = []
@@ -204,7 +208,8 @@ def test_cuda_window_raises_on_syncs_and_restores_the_mode(monkeypatch):
 
 
 def test_cuda_calls_exist_in_the_torch_installed():
-    """Every torch.cuda call device/cuda.py makes, checked against this torch (no GPU needed to look them up)."""
+    """Every torch.cuda call device/cuda.py makes, checked against this torch (no GPU needed to look
+    them up)."""
     for name in (
         "Stream",
         "current_stream",
@@ -224,9 +229,10 @@ def test_cuda_calls_exist_in_the_torch_installed():
     assert "wait_stream" in dir(torch.cuda.Stream)
 
 
-# ------------------------------------------------------------------------------ comm figures, transports, names
+# ------------------------------------------------------------------ comm figures, transports, names
 def test_ddp_without_its_runtime_stats_records_not_measured():
-    """Defect 3: with no probe the empty DDP sync phase became time_s=0 under the explicit-strategy method."""
+    """Defect 3: with no probe the empty DDP sync phase became time_s=0 under the explicit-strategy
+    method."""
     steps = [
         {"data": 0.1, "forward": 0.2, "backward": 0.3, "sync": 1e-6, "optimizer": 0.1, "step": 0.7}
     ] * 3
@@ -255,7 +261,8 @@ def test_ddp_without_its_runtime_stats_records_not_measured():
     ],
 )
 def test_nccl_transports_from_saved_logs(tmp_path, log, expected):
-    """Defect 10: NET connections are logged by both ends and carry the NIC index; they were counted twice, per NIC."""
+    """Defect 10: NET connections are logged by both ends and carry the NIC index; they were counted
+    twice, per NIC."""
     shutil.copy(FIXTURES / log, tmp_path / "nccl_debug.host.1.log")
     assert transports_from_logs(tmp_path) == expected
 

@@ -1,6 +1,7 @@
-"""The GPU code paths of task=train, end to end through `python train.py` on 2 CPU ranks with device=fake (test only):
-the side-stream and non-blocking feeders, CUDA graphs and the event timer run with the stream rules checked; and a
-deliberately broken feeder in the real step loop is caught."""
+"""The GPU code paths of task=train, end to end through `python train.py` on 2 CPU ranks with
+device=fake (test only): the side-stream and non-blocking feeders, CUDA graphs and the event timer
+run with the stream rules checked; and a deliberately broken feeder in the real step loop is
+caught."""
 
 import pytest
 import torch.distributed as dist
@@ -65,8 +66,8 @@ def test_side_stream_runs_on_two_ranks_with_the_stream_rules_checked(runs):
 
 @pytest.mark.slow
 def test_cuda_graphs_run_on_two_ranks_and_measure_their_communication(runs):
-    """Defect 3: cuda_graphs=true recorded comm time 0 under the explicit-strategy method, and printed forward,
-    backward, sync and optimizer as 0 ms."""
+    """Defect 3: cuda_graphs=true recorded comm time 0 under the explicit-strategy method, and
+    printed forward, backward, sync and optimizer as 0 ms."""
     rec = runs["graphs"]
     r = rec["result"]
     assert r["cuda_graphs"] and r["ddp"]["static_graph"]
@@ -88,8 +89,9 @@ from tests.test_device_fake import NoRecordStream as ForgetsRecordStream  # noqa
 @pytest.mark.slow
 @pytest.mark.slow
 def test_powersgds_device_sync_in_every_bucket_is_seen_and_named(runs):
-    """Issue 19.4: the record said window_sync_check "error" with no reason while torch's PowerSGD hook synchronises
-    the whole device in each bucket (invisible to set_sync_debug_mode). The fake device counts those syncs."""
+    """Issue 19.4: the record said window_sync_check "error" with no reason while torch's PowerSGD
+    hook synchronises the whole device in each bucket (invisible to set_sync_debug_mode). The fake
+    device counts those syncs."""
     r = runs["powersgd"]["result"]
     layer = r["device_layer"]
     assert layer["window_unchecked_because"].startswith(

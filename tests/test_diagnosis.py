@@ -1,5 +1,6 @@
-"""Diagnosis rules on hand-made records: each rule fires on a record that shows its condition and stays silent on one
-that does not; noise is said first and hides what is inside it; ranking, commands and checked estimates."""
+"""Diagnosis rules on hand-made records: each rule fires on a record that shows its condition and
+stays silent on one that does not; noise is said first and hides what is inside it; ranking,
+commands and checked estimates."""
 
 from __future__ import annotations
 
@@ -40,9 +41,10 @@ def train(
     probe_steps: int = 6,
     **result,
 ) -> dict:
-    """A task=train record of `steps` quiet steps (a deterministic +-jitter pattern): every phase has a series, so
-    intervals come out of stats.describe as they would from a real run. DDP's exposed time comes from probe_steps
-    probe steps: 6 give it a 95% interval (+-5% here), fewer leave a single figure, as in a real record."""
+    """A task=train record of `steps` quiet steps (a deterministic +-jitter pattern): every phase
+    has a series, so intervals come out of stats.describe as they would from a real run. DDP's
+    exposed time comes from probe_steps probe steps: 6 give it a 95% interval (+-5% here), fewer
+    leave a single figure, as in a real record."""
     shares = dict(SHARES, **(shares or {}))
     rec = train_record(
         overrides=overrides or [f"sync={sync}"],
@@ -112,7 +114,7 @@ def vs(efficiency: float, sync_s: float) -> dict:
     }
 
 
-# ------------------------------------------------------------------------------------------------------ noise
+# -------------------------------------------------------------------------------------------- noise
 def test_a_quiet_record_has_no_noise_finding():
     d = diagnose(train())
     assert d["noise"]["noisy"] is False and d["noise"]["floor"] == pytest.approx(0.02)
@@ -134,7 +136,8 @@ def test_noise_is_said_first_and_hides_findings_inside_it():
     assert "exposed_comm.sync_path" not in [f["rule"] for f in d["findings"]]
     assert {"rule": "exposed_comm.sync_path"}.items() <= d["inside_noise"][0].items()
     text = format_text(d)
-    # said before the findings, not numbered as a cause, naming the size of what it hides; the header counts findings
+    # said before the findings, not numbered as a cause, naming the size of what it hides; the
+    # header counts findings
     assert (
         text.splitlines()[1].startswith("- Noisy measurement")
         and "it hides 1 finding of 10" in text  # the middle of its rule's 0-20% (issue 38)
@@ -192,13 +195,14 @@ def test_other_processes_on_the_host_make_noise():
     assert not diagnose(rec)["noise"]["noisy"]
 
 
-# ------------------------------------------------------------------------------------------------------ comm
+# --------------------------------------------------------------------------------------------- comm
 def test_exposed_comm_with_low_efficiency_blames_the_sync_path():
     rec = train(exposed_s=0.03)
     rec["result"]["comm"]["vs_microbench"] = vs(0.2, 0.05)
     f = finding(rec, "exposed_comm.sync_path")
     assert "sync path" in f["title"] and f["matches"].startswith("source 000")
-    # a rule's best case is a bound (issue 38): the saving is "at most", the rule's figure kept beside it
+    # a rule's best case is a bound (issue 38): the saving is "at most", the rule's figure kept
+    # beside it
     s = f["saving"]
     assert s["fraction"] is None and s["hi"] == pytest.approx(min(0.03, 0.05 - 0.01) / 0.1)
     assert s["rule"]["fraction"] == pytest.approx(s["hi"]) and "best case" in s["how"]
@@ -245,8 +249,9 @@ def test_exposed_comm_without_a_microbenchmark_asks_for_one():
 
 
 def test_exposed_comm_from_one_probe_step_is_never_acted_on_alone():
-    """Issue 19.13: the exposed time came from one untimed probe step (315 ms and 58 ms in two runs of one config),
-    yet the rules named a cause and a remedy from it. From fewer than 6 probe steps the finding asks for them."""
+    """Issue 19.13: the exposed time came from one untimed probe step (315 ms and 58 ms in two runs
+    of one config), yet the rules named a cause and a remedy from it. From fewer than 6 probe steps
+    the finding asks for them."""
     rec = train(exposed_s=0.03, probe_steps=1)
     rec["result"]["comm"]["vs_microbench"] = vs(0.2, 0.03)
     found = rules(rec)
@@ -264,8 +269,9 @@ def test_small_exposed_comm_is_silent():
 
 
 def test_comm_efficiency_threshold_uses_the_interval():
-    """The cause is named only when the interval's far end agrees (issue 30: the rule compared the point estimate, so
-    45% [40, 55] blamed the sync path and 55% [45, 65] the link, each where the other end says otherwise)."""
+    """The cause is named only when the interval's far end agrees (issue 30: the rule compared the
+    point estimate, so 45% [40, 55] blamed the sync path and 55% [45, 65] the link, each where the
+    other end says otherwise)."""
 
     def cause(efficiency, lo, hi):
         rec = train(exposed_s=0.03)
@@ -302,7 +308,7 @@ def test_comm_efficiency_threshold_uses_the_interval():
     assert "diagnose.microbench_iters=20" in f["command"] and f["saving"]["fraction"] is None
 
 
-# ------------------------------------------------------------------------------------------------------ transports
+# --------------------------------------------------------------------------------------- transports
 def test_shm_on_one_host_with_gpus_is_named():
     rec = train(device="L40S", nccl_transports={"SHM/direct/direct": 16})
     rec["env"].update(device_count=2, hostnames=["box"])
@@ -327,7 +333,7 @@ def test_socket_across_hosts_is_named():
     assert "nccl_transport" not in rules(ib)
 
 
-# ------------------------------------------------------------------------------------------------------ DDP at 1
+# ----------------------------------------------------------------------------------------- DDP at 1
 def test_ddp_at_world_size_one():
     rec = train(world_size=1, exposed_s=0.006)
     f = finding(rec, "ddp_world_size_1")
@@ -339,7 +345,7 @@ def test_ddp_at_world_size_one():
     assert "ddp_world_size_1" not in rules(train(world_size=2))
 
 
-# ------------------------------------------------------------------------------------------------------ input
+# -------------------------------------------------------------------------------------------- input
 def test_h2d_blocking_copy_on_gpu():
     rec = train(device="H100", shares={"h2d": 0.2, "backward": 0.36})
     f = finding(rec, "input_pipeline")
@@ -357,7 +363,7 @@ def test_data_wait_recommends_workers():
     assert "input_pipeline" not in rules(train())
 
 
-# ------------------------------------------------------------------------------------------------------ per_param
+# ---------------------------------------------------------------------------------------- per_param
 def _per_param(micro: bool) -> dict:
     rec = train(sync="per_param", shares={"sync": 0.3, "backward": 0.25})
     rec["result"]["comm"].update(collectives_per_step=22, bytes_per_step=8_000_000)
@@ -399,7 +405,7 @@ def test_per_param_without_microbenchmark_still_named_and_ddp_silent():
     assert "per_param" not in rules(train())
 
 
-# ----------------------------------------------------------------------------------------------- CPU oversubscription
+# ----------------------------------------------------------------------------- CPU oversubscription
 def _work(threads: int) -> dict:
     return {
         "torch_threads": threads,
@@ -457,7 +463,7 @@ def test_pair_groups_oversubscription():
     assert "oversubscription" not in rules(_pairs(1, 0.3, cpus=4))
 
 
-# ------------------------------------------------------------------------------------------------------ straggler
+# ---------------------------------------------------------------------------------------- straggler
 def _straggler(share: float, significant, mostly: str = "compute") -> dict:
     rec = train()
     step = rec["result"]["step_time_s"]["median"]
@@ -493,7 +499,8 @@ def test_straggler_silent_when_small_or_inside_the_intervals():
 
 
 def test_no_straggler_where_the_hosts_other_load_explains_the_lag():
-    """Issue 19.14: other processes took 68% of the CPU, and rank 0 was named the straggler, 66% of the step."""
+    """Issue 19.14: other processes took 68% of the CPU, and rank 0 was named the straggler, 66% of
+    the step."""
     rec = _straggler(0.66, None)
     for p, cpu in zip(
         rec["result"]["per_rank"], (1.20, 1.25)
@@ -533,12 +540,13 @@ def test_straggler_from_old_records_phases():
     assert f["title"].startswith("Rank 1") and "no interval" in f["detail"]
 
 
-# ------------------------------------------------------------------------------------------------------ buckets
+# ------------------------------------------------------------------------------------------ buckets
 def test_one_bucket_and_many_tiny_buckets():
     one = train(exposed_s=0.02)
     one["result"]["ddp"] = {"buckets": {"count": 1, "sizes_bytes": [500 * 2**20]}}
     f = finding(one, "bucket_layout.one_bucket")
-    # DDP's own default (bucket=null), not an explicit 25: 25 MiB buckets after a first one of ~1 MiB (21 here)
+    # DDP's own default (bucket=null), not an explicit 25: 25 MiB buckets after a first one of ~1
+    # MiB (21 here)
     assert f["recommends"] == {"bucket": "null"} and f["saving"]["seconds"] == pytest.approx(
         0.02 * (1 - 1 / 21)
     )
@@ -556,7 +564,7 @@ def test_one_bucket_and_many_tiny_buckets():
     assert not any(r.startswith("bucket_layout") for r in rules(four))
 
 
-# ------------------------------------------------------------------------------------------------------ grad_sync
+# ---------------------------------------------------------------------------------------- grad_sync
 def _grad_sync(per_param_s: float) -> dict:
     rec = train_record(overrides=["task=grad_sync"], steps_per_s=1.0)
     rec["task"] = rec["config"]["task"] = "grad_sync"
@@ -580,7 +588,7 @@ def test_grad_sync_per_param_against_flat():
     assert "grad_sync.per_param" not in rules(_grad_sync(0.059))
 
 
-# ------------------------------------------------------------------------------------------------------ ranking etc.
+# ------------------------------------------------------------------------------------- ranking etc.
 def test_ranking_noise_first_then_savings_then_unestimated():
     mk = lambda rule, frac, impact=0.0, first=False: Finding(  # noqa: E731 - a test helper
         rule,
@@ -626,7 +634,7 @@ def test_wandb_summary_flattens_the_top_finding():
     assert s["diagnosis/comm_efficiency"] == pytest.approx(0.3) and "diagnosis/text" in s
 
 
-# ------------------------------------------------------------------------------------------------------ sweeps
+# ------------------------------------------------------------------------------------------- sweeps
 def _entry(rec: dict, num: int) -> Entry:
     rec["job"]["num"] = num
     return Entry.from_record(rec)
@@ -724,7 +732,7 @@ def test_scaling_experiment_trains_one_rank_without_ddp():
         assert (plain["world_size"], plain["sync"]) == (ws, sync)
 
 
-# ------------------------------------------------------------------------------------------------------ per-rank work
+# ------------------------------------------------------------------------------------ per-rank work
 def test_rank_work_and_find_straggler():
     from tasks.train.stragglers import cpu_usage, find_straggler, rank_work
 
@@ -753,7 +761,8 @@ def test_rank_work_and_find_straggler():
         ]
         return [{**s, "step": sum(s.values())} for s in out]
 
-    # DDP: backward compute from the reducer's timer, not the backward phase (which holds the wait for the others)
+    # DDP: backward compute from the reducer's timer, not the backward phase (which holds the wait
+    # for the others)
     fast = rank_work(steps(0.010, 0.050), {"backward_compute_s": 0.020}, usage)
     slow = rank_work(steps(0.030, 0.030), {"backward_compute_s": 0.020}, usage)
     assert fast["compute_s"] == pytest.approx(0.030, rel=0.02) and fast["backward_from"].startswith(
@@ -773,18 +782,20 @@ def test_rank_work_and_find_straggler():
 
 
 def test_next_command_of_a_repeated_sweep_job_is_a_single_run():
-    """A job of `-m ... repeats=3` carries repeat=K repeats=3; its next command must run alone (repeats>1 needs -m)."""
+    """A job of `-m ... repeats=3` carries repeat=K repeats=3; its next command must run alone
+    (repeats>1 needs -m)."""
     rec = _per_param(micro=True)
     rec["overrides"] = ["repeat=1", "sync=per_param", "repeats=3", "logger=none"]
     f = finding(rec, "per_param")
     assert f["command"] == "python train.py sync=ddp logger=none"
 
 
-# ------------------------------------------------------------------------------------------------------ contention
+# --------------------------------------------------------------------------------------- contention
 def _contended(
     busy: float = 0.998, switches_per_s: float = 420, cpu_s=(82.0, 82.0), sync: str = "ddp"
 ) -> dict:
-    """The committed default VGG11 run's counters: 2 ranks x 1 thread on 2 cores, 92 s window, 35 steps."""
+    """The committed default VGG11 run's counters: 2 ranks x 1 thread on 2 cores, 92 s window, 35
+    steps."""
     rec = _straggler(0.09, True)
     rec["result"]["sync"] = sync
     for p, cpu in zip(rec["result"]["per_rank"], cpu_s):
@@ -833,10 +844,11 @@ def test_contention_never_recommends_the_runs_own_accumulate():
     assert finding(rec, "oversubscription.contention")["recommends"] == {"accumulate": 8}
 
 
-# ------------------------------------------------------------------------------------------------------ PowerSGD
+# ----------------------------------------------------------------------------------------- PowerSGD
 def test_powersgds_lost_overlap_is_named_as_torchs_own_sync():
-    """issue 19.4: the hook's torch.cuda.synchronize in every bucket is torch's, not the tool's; on gloo the tool's
-    own serialisation is named instead. Said whatever the noise (a fact of the run)."""
+    """issue 19.4: the hook's torch.cuda.synchronize in every bucket is torch's, not the tool's; on
+    gloo the tool's own serialisation is named instead. Said whatever the noise (a fact of the
+    run)."""
     gpu = train(exposed_s=0.03, device="h100", optim="powersgd", ddp={"serialized": False})
     f = finding(gpu, "powersgd_sync")
     assert (
@@ -860,8 +872,8 @@ def test_powersgds_lost_overlap_is_named_as_torchs_own_sync():
 
 
 def test_an_efficiency_over_100_percent_is_not_measurable():
-    """Issue 19.15: "efficiency 161% [68, 333]" is noise (the sync cannot beat the same calls alone): said so, never
-    printed as an efficiency, and no cause is read from it."""
+    """Issue 19.15: "efficiency 161% [68, 333]" is noise (the sync cannot beat the same calls
+    alone): said so, never printed as an efficiency, and no cause is read from it."""
     from comm.efficiency import not_measurable
     from comm.nccl_tests import format_comparison
     from results.diagnosis_tables import efficiency_table
@@ -886,8 +898,9 @@ def test_an_efficiency_over_100_percent_is_not_measurable():
 
 
 def test_a_short_window_gets_no_interval_that_takes_its_steps_as_independent():
-    """Consecutive steps are serially correlated: under 10 steps the writer records no interval, and the diagnosis
-    does not make one from the series as if the steps were independent (it did: order statistics over 6 steps)."""
+    """Consecutive steps are serially correlated: under 10 steps the writer records no interval, and
+    the diagnosis does not make one from the series as if the steps were independent (it did: order
+    statistics over 6 steps)."""
     from diagnosis.view import sample
 
     s = sample(None, [0.10, 0.12, 0.11, 0.13, 0.10, 0.12])
@@ -897,9 +910,9 @@ def test_a_short_window_gets_no_interval_that_takes_its_steps_as_independent():
 
 
 def test_a_window_too_short_for_an_interval_says_its_noise_is_unknown():
-    """Under 10 steps neither the throughput nor the step timer has a 95% interval that allows for serial
-    correlation: the diagnosis says the noise is unknown, rather than call the run quiet (it did, once it stopped
-    taking consecutive steps as independent)."""
+    """Under 10 steps neither the throughput nor the step timer has a 95% interval that allows for
+    serial correlation: the diagnosis says the noise is unknown, rather than call the run quiet (it
+    did, once it stopped taking consecutive steps as independent)."""
     from diagnosis.view import RunView, as_record
     from tests.records import train_record
 
@@ -910,8 +923,9 @@ def test_a_window_too_short_for_an_interval_says_its_noise_is_unknown():
 
 
 def test_each_rule_states_the_tasks_it_reads():
-    """Issue 35: a rule's task is its registration (@reads), not a check at its top; a record of another task never
-    reaches it, and a task without rules of its own gets the ones that read every task's record."""
+    """Issue 35: a rule's task is its registration (@reads), not a check at its top; a record of
+    another task never reaches it, and a task without rules of its own gets the ones that read every
+    task's record."""
     import inspect
 
     from diagnosis.rules import RULES, rules_for
@@ -926,8 +940,9 @@ def test_each_rule_states_the_tasks_it_reads():
 
 
 def test_the_noise_rule_never_asks_for_fewer_steps_than_the_run_took():
-    """An H200 run of 50 steps whose floor came from outliers (half-width 4.8%) was told `steps=47`: the steps asked
-    for are at least twice the run's, since the half-width alone cannot say what outliers need."""
+    """An H200 run of 50 steps whose floor came from outliers (half-width 4.8%) was told `steps=47`:
+    the steps asked for are at least twice the run's, since the half-width alone cannot say what
+    outliers need."""
     from dataclasses import replace
 
     from diagnosis.rules import noise_rule

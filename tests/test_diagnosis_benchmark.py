@@ -1,8 +1,8 @@
 """The diagnosis benchmark's fast subset (issue 29): a hand-made record for every case of
-`python -m diagnosis.benchmark` (tests/diagnosis_cases.py) and the benchmark's own assertions: the first finding is the
-injected cause, no finding without a cause behind it, the savings never add up past the step, and the top finding's
-stated range holds the saving its fix has. Then the accounting, the disjoint findings and the ranking rules one at a
-time."""
+`python -m diagnosis.benchmark` (tests/diagnosis_cases.py) and the benchmark's own assertions: the
+first finding is the injected cause, no finding without a cause behind it, the savings never add up
+past the step, and the top finding's stated range holds the saving its fix has. Then the accounting,
+the disjoint findings and the ranking rules one at a time."""
 
 from __future__ import annotations
 
@@ -45,7 +45,8 @@ def test_every_case_is_diagnosed_right(name):
 
 @pytest.mark.parametrize("where", ["backward", "after_optimizer", "data"])
 def test_a_late_rank_is_the_straggler_and_its_wait_is_not_communication(where):
-    """Issue 29's faults: 100 ms on rank 1 in backward, after its optimizer step, in its data loading."""
+    """Issue 29's faults: 100 ms on rank 1 in backward, after its optimizer step, in its data
+    loading."""
     rec, _ = case(f"straggler_{where}_r1")
     d = diagnose(rec)
     named = [f for f in d["findings"] if not f["first"]]
@@ -100,7 +101,8 @@ def test_a_ranks_work_holds_its_optimizer_and_what_runs_outside_the_phases():
 
 
 def test_savings_never_add_up_past_the_step_and_a_spent_part_is_folded():
-    """The straggler takes rank 0's wait; the exposed communication that wait inflated is folded, not a cause."""
+    """The straggler takes rank 0's wait; the exposed communication that wait inflated is folded,
+    not a cause."""
     rec, _ = case("straggler_backward_r1")
     rec["result"]["comm"]["vs_microbench"] = {
         "reference": "on-rank microbenchmark",
@@ -314,8 +316,9 @@ def test_fault_knobs_install_nothing_when_off_and_are_recorded_when_on():
 
 
 def test_script_cases_run_in_one_sweep_over_the_scripts_arguments():
-    """--script: the user-style loop's cases, apart from the built-in loop's (whose committed table they leave as it
-    is); each straggler and the hiccup measured against the healthy script; one Hydra sweep over script.args."""
+    """--script: the user-style loop's cases, apart from the built-in loop's (whose committed table
+    they leave as it is); each straggler and the hiccup measured against the healthy script; one
+    Hydra sweep over script.args."""
     from diagnosis.benchmark import SCRIPT_COMMON, common_of, group_overrides
 
     chosen = select(None, 0.1, script=True)

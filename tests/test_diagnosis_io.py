@@ -1,5 +1,5 @@
-"""What the diagnosis reads besides records: nccl-tests output (its table and -J JSON), HTA over profiler traces, and
-the command line; and what it writes into the report and plots."""
+"""What the diagnosis reads besides records: nccl-tests output (its table and -J JSON), HTA over
+profiler traces, and the command line; and what it writes into the report and plots."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "nccl_tests"
 TABLE, JSON = FIXTURES / "all_reduce_perf_2xH100.log", FIXTURES / "all_reduce_perf_2xH100.json"
 
 
-# ------------------------------------------------------------------------------------------------------ efficiency
+# --------------------------------------------------------------------------------------- efficiency
 def test_efficiency_arithmetic():
     calls = [
         {"bytes": 1000, "calls": 2, "time_s": 0.001, "ci_lo": 0.0009, "ci_hi": 0.0012},
@@ -41,7 +41,7 @@ def test_efficiency_arithmetic():
     assert versus_sync("ref", calls, 0.0, 6000, 4, "how") is None
 
 
-# ------------------------------------------------------------------------------------------------------ nccl-tests
+# --------------------------------------------------------------------------------------- nccl-tests
 def test_table_and_json_fixtures_parse_to_the_same_rows():
     t, j = read(TABLE), read(JSON)
     assert t["format"] == "table" and j["format"] == "json"
@@ -57,7 +57,8 @@ def test_table_and_json_fixtures_parse_to_the_same_rows():
             and a["count"] == b["count"]
             and a["redop"] == b["redop"] == "sum"
         )
-        # the table prints %7s of getFloatStr (2 decimals or fewer), the JSON %lf: the same figure, rounded
+        # the table prints %7s of getFloatStr (2 decimals or fewer), the JSON %lf: the same figure,
+        # rounded
         assert a["in_place"]["time_us"] == pytest.approx(b["in_place"]["time_us"], abs=0.06)
         assert a["out_of_place"]["busbw_GBps"] == pytest.approx(
             b["out_of_place"]["busbw_GBps"], abs=0.006
@@ -137,7 +138,7 @@ def test_compression_hooks_scale_the_buckets_to_the_bytes_sent():
     assert sync_calls(rec["result"])[0] == [(100 * 2**20, 1), (25 * 2**20, 1)]
 
 
-# ------------------------------------------------------------------------------------------------------ HTA
+# ---------------------------------------------------------------------------------------------- HTA
 def _trace(rank: int, comm: tuple, comp: tuple | None) -> dict:
     ev = [
         {
@@ -217,7 +218,8 @@ def test_hta_says_it_cannot_read_a_cpu_only_trace(tmp_path):
 
 @pytest.mark.hta
 def test_hta_overlap_beside_the_tools_own(tmp_path):
-    # comm 100-300 us; compute 50-150 (rank 0: 50 of 200 us overlapped) and 50-250 (rank 1: 150 of 200)
+    # comm 100-300 us; compute 50-150 (rank 0: 50 of 200 us overlapped) and 50-250 (rank 1: 150 of
+    # 200)
     h = cross_check(_profiled(tmp_path, [(50.0, 150.0), (50.0, 250.0)]))
     assert h["status"] == "ok" and [r["overlap"] for r in h["per_rank"]] == pytest.approx(
         [0.25, 0.75]
@@ -237,7 +239,7 @@ def test_hta_missing_or_no_traces(tmp_path, monkeypatch):
     assert h["status"] == "unavailable" and "pip install HolisticTraceAnalysis" in h["note"]
 
 
-# ------------------------------------------------------------------------------------------------------ command line
+# ------------------------------------------------------------------------------------- command line
 def _cli(*args):
     return subprocess.run(
         [sys.executable, "-m", "diagnosis", *map(str, args)],
@@ -282,7 +284,7 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path):
     assert p.returncode == 2 and "needs all_reduce_perf" in p.stderr
 
 
-# ------------------------------------------------------------------------------------------------------ report, plots
+# ------------------------------------------------------------------------------------ report, plots
 def test_report_has_diagnosis_checked_estimates_and_one_pair_groups_table(tmp_path):
     from results.report import main as report
 

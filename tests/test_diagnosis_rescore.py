@@ -1,8 +1,9 @@
-"""The diagnosis on the records of the benchmark's first measured run (issue 29; 2026-11-25 18:03-18:10 UTC, the 2-core
-VM, quiet, as root): its misses, each re-diagnosed from the records as they were run (python -m diagnosis.benchmark
---score), so a rule change is checked on real runs of known cause without running them again. A copy of the four
-sweeps the tests read is kept in tests/fixtures (records and Hydra's overrides only): results/diagnosis_benchmark
-holds the latest run, which a re-run replaces."""
+"""The diagnosis on the records of the benchmark's first measured run (issue 29; 2026-11-25
+18:03-18:10 UTC, the 2-core VM, quiet, as root): its misses, each re-diagnosed from the records as
+they were run (python -m diagnosis.benchmark --score), so a rule change is checked on real runs of
+known cause without running them again. A copy of the four sweeps the tests read is kept in
+tests/fixtures (records and Hydra's overrides only): results/diagnosis_benchmark holds the latest
+run, which a re-run replaces."""
 
 from __future__ import annotations
 
@@ -31,12 +32,13 @@ def rate(rec: dict) -> str:
     return next(o.split("=", 1)[1] for o in rec["overrides"] if o.startswith("link.rate="))
 
 
-# ------------------------------------------------------------------------------------------------------- busy host
+# ---------------------------------------------------------------------------------------- busy host
 @pytest.mark.parametrize("job", [0, 1, 2])
 def test_a_busy_host_is_not_a_straggler(job):
-    """Another process spinning on one of 2 cores made one rank finish 1-2 ms later (run 0: rank 1, 2.4 ms, with less
-    CPU time and less run-queue wait of its own than rank 0): within the 3-4 ms a rank's loop thread waited for a core
-    per step, so no rank of its own is the cause. The old rules named rank 1 the straggler first."""
+    """Another process spinning on one of 2 cores made one rank finish 1-2 ms later (run 0: rank 1,
+    2.4 ms, with less CPU time and less run-queue wait of its own than rank 0): within the 3-4 ms a
+    rank's loop thread waited for a core per step, so no rank of its own is the cause. The old rules
+    named rank 1 the straggler first."""
     d = diagnose(record("busy", job))
     top = named(d)[0]
     assert top["rule"] == "busy_host", [f["title"] for f in named(d)]
@@ -50,19 +52,20 @@ SECOND = (
 
 @pytest.mark.parametrize("job", [0, 1, 2])
 def test_a_busy_host_is_named_first_in_the_second_run(job):
-    """The benchmark's second run (same machine, quiet, as root), as its stored diagnoses missed it: run 0 named rank 1
-    a straggler (3.7 ms later with less CPU time than rank 0; its loop thread alone waited 3.2 ms a step for a core:
-    the lag is the scheduler's, as a rank also stops while its gloo threads wait); runs 1 and 2 named nothing, the busy
-    host's finding hidden under a noise floor of 17% and 30% that the busy host itself raised. A busy host is read
-    from the host's counters, not from a timing difference, so the floor does not hide it."""
+    """The benchmark's second run (same machine, quiet, as root), as its stored diagnoses missed it:
+    run 0 named rank 1 a straggler (3.7 ms later with less CPU time than rank 0; its loop thread
+    alone waited 3.2 ms a step for a core: the lag is the scheduler's, as a rank also stops while
+    its gloo threads wait); runs 1 and 2 named nothing, the busy host's finding hidden under a noise
+    floor of 17% and 30% that the busy host itself raised. A busy host is read from the host's
+    counters, not from a timing difference, so the floor does not hide it."""
     d = diagnose(json.loads((SECOND / "busy" / str(job) / "run_record.json").read_text()))
     assert named(d) and named(d)[0]["rule"] == "busy_host", [f["title"] for f in named(d)]
     assert not any(f["rule"] == "straggler" for f in named(d))
 
 
 def test_a_real_straggler_on_a_busy_host_is_still_named():
-    """The same busy record with 100 ms more work on rank 1 (a sleep: no CPU time, no run-queue wait): far beyond what
-    waiting for a core explains, so rank 1 is the straggler, first."""
+    """The same busy record with 100 ms more work on rank 1 (a sleep: no CPU time, no run-queue
+    wait): far beyond what waiting for a core explains, so rank 1 is the straggler, first."""
     rec = copy.deepcopy(record("busy", 0))
     s = rec["result"]["straggler"]
     assert s["rank"] == 1
@@ -80,14 +83,14 @@ def test_a_real_straggler_on_a_busy_host_is_still_named():
     assert top["rule"] == "straggler" and "Rank 1" in top["title"], top["title"]
 
 
-# ------------------------------------------------------------------------------------------------------- slow links
+# --------------------------------------------------------------------------------------- slow links
 @pytest.mark.parametrize("job", [0, 2, 4, 3])
 def test_a_slow_link_is_named_where_the_microbenchmark_cannot_tell(job):
-    """Behind a shaped link the on-rank microbenchmark of back-to-back calls lands anywhere between the set rate and the
-    line's speed (the token bucket's burst is about one vgg11_tiny gradient): its comparison straddled 50% (20
-    Mbit/s, job 4) or ran slower than the sync itself (80 Mbit/s, job 3), and the old rules called the exposed
-    communication unexplained. The link's set rate, which the record holds, says the sync runs at or beyond it: the
-    link."""
+    """Behind a shaped link the on-rank microbenchmark of back-to-back calls lands anywhere between
+    the set rate and the line's speed (the token bucket's burst is about one vgg11_tiny gradient):
+    its comparison straddled 50% (20 Mbit/s, job 4) or ran slower than the sync itself (80 Mbit/s,
+    job 3), and the old rules called the exposed communication unexplained. The link's set rate,
+    which the record holds, says the sync runs at or beyond it: the link."""
     rec = record("link", job)
     d = diagnose(rec)
     top = named(d)[0]
@@ -97,8 +100,8 @@ def test_a_slow_link_is_named_where_the_microbenchmark_cannot_tell(job):
 
 
 def test_a_slow_sync_path_is_still_the_sync_path_behind_a_link():
-    """The link's rate is read only where the measured reference cannot tell: a microbenchmark that says the sync is
-    slow (efficiency well under 50%) still names the sync path."""
+    """The link's rate is read only where the measured reference cannot tell: a microbenchmark that
+    says the sync is slow (efficiency well under 50%) still names the sync path."""
     rec = copy.deepcopy(record("link", 4))
     vs = rec["result"]["comm"]["vs_microbench"]
     for k in ("efficiency", "efficiency_ci_lo", "efficiency_ci_hi"):
@@ -109,13 +112,14 @@ def test_a_slow_sync_path_is_still_the_sync_path_behind_a_link():
     assert top["rule"] == "exposed_comm.sync_path", top["title"]
 
 
-# ------------------------------------------------------------------------------------------------------- the model
+# ---------------------------------------------------------------------------------------- the model
 @pytest.mark.parametrize("job", [0, 1, 2])
 def test_the_models_range_holds_the_time_it_does_not_explain(job):
-    """36 buckets of 8 KiB behind a 200 Mbit/s link: the what-if model's step of the run's own configuration is about
-    half the measured one (the per-call cost inside training is not in the on-rank microbenchmark). Its saving's range
-    now holds both ends of that unexplained time; the measured saving of bucket=null, 64-69% (the committed fix runs),
-    lies inside. The old range ended at 57-61%."""
+    """36 buckets of 8 KiB behind a 200 Mbit/s link: the what-if model's step of the run's own
+    configuration is about half the measured one (the per-call cost inside training is not in the
+    on-rank microbenchmark). Its saving's range now holds both ends of that unexplained time; the
+    measured saving of bucket=null, 64-69% (the committed fix runs), lies inside. The old range
+    ended at 57-61%."""
     top = named(diagnose(record("buckets", job)))[0]
     assert top["rule"].startswith("bucket_layout")
     s = top["saving"]
@@ -151,10 +155,10 @@ def test_unexplained_range_is_silent_where_the_model_fits():
     assert removed == pytest.approx(1 - 0.040 / 0.050)
 
 
-# ------------------------------------------------------------------------------------------------------- --score
+# ------------------------------------------------------------------------------------------ --score
 def test_score_rediagnoses_the_records_without_running_them(tmp_path, capsys):
-    """--score reads a finished benchmark's records and diagnoses each again with this version of the rules; the
-    records on disk stay as they were run."""
+    """--score reads a finished benchmark's records and diagnoses each again with this version of
+    the rules; the records on disk stay as they were run."""
     for sweep in ("busy", "base"):
         shutil.copytree(BENCH / sweep, tmp_path / sweep)
     stale = tmp_path / "busy" / "0" / "run_record.json"
@@ -177,11 +181,11 @@ def test_score_rediagnoses_the_records_without_running_them(tmp_path, capsys):
 
 @pytest.mark.parametrize("job", [1, 3, 5])
 def test_per_param_is_priced_by_the_model_where_small_sizes_do_not_resolve_the_bandwidth(job):
-    """sync=per_param on loopback: the microbenchmark's 10 sizes (16 B-50 KB) all take ~0.4 ms, and in job 3 the
-    weighted fit's slope came out negative, so the fit raised (busbw inf), the model lost the run's link and the
-    diagnosis fell back to the rule of thumb's 94% [94%, 94%] against a measured 73% [33%, 89%]. The fit now takes
-    the bootstrap fits that resolve the bandwidth, and the model's range (with its unexplained time) holds the
-    measured saving in every run."""
+    """sync=per_param on loopback: the microbenchmark's 10 sizes (16 B-50 KB) all take ~0.4 ms, and
+    in job 3 the weighted fit's slope came out negative, so the fit raised (busbw inf), the model
+    lost the run's link and the diagnosis fell back to the rule of thumb's 94% [94%, 94%] against a
+    measured 73% [33%, 89%]. The fit now takes the bootstrap fits that resolve the bandwidth, and
+    the model's range (with its unexplained time) holds the measured saving in every run."""
     from whatif.api import profile_of
 
     rec = record("base", job)

@@ -1,5 +1,6 @@
-"""The diagnosis on real ranks: the on-rank microbenchmark on a 2-rank gloo group, and real `python train.py` runs
-whose records hold the probe, the straggler and the diagnosis, printed at the end of the run and of the sweep."""
+"""The diagnosis on real ranks: the on-rank microbenchmark on a 2-rank gloo group, and real `python
+train.py` runs whose records hold the probe, the straggler and the diagnosis, printed at the end of
+the run and of the sweep."""
 
 from __future__ import annotations
 
@@ -119,15 +120,16 @@ def test_pair_groups_sweep_gives_one_curve(pair_groups_sweep):
     assert "pair groups (one curve across pairs)" in proc.stdout
 
 
-# ------------------------------------------------------------------------------------------------------ issue 29
+# ----------------------------------------------------------------------------------------- issue 29
 @pytest.mark.parametrize("where", ["backward", "after_optimizer"])
 @pytest.mark.parametrize("microbench", ["true", "false"])
 def test_a_rank_slowed_by_100_ms_is_named_first_and_its_wait_is_not_communication(
     tmp_path, where, microbench
 ):
-    """Issue 29's two faults on a real 2-rank run: 100 ms on rank 1 inside backward, or right after its optimizer step.
-    With or without the microbenchmark the straggler comes first, no finding calls its wait communication, no share
-    exceeds 100%, and the step is accounted for (the wait at the barrier or inside backward, named)."""
+    """Issue 29's two faults on a real 2-rank run: 100 ms on rank 1 inside backward, or right after
+    its optimizer step. With or without the microbenchmark the straggler comes first, no finding
+    calls its wait communication, no share exceeds 100%, and the step is accounted for (the wait at
+    the barrier or inside backward, named)."""
     import re
 
     from diagnosis import format_text

@@ -46,8 +46,8 @@ class Run:
         merge: bool = False,
         tmp: Path | None = None,
     ):
-        """merge: stdout into stderr, to see the order of lines across both. tmp: the run's TMPDIR (default: a new
-        one of its own)."""
+        """merge: stdout into stderr, to see the order of lines across both. tmp: the run's TMPDIR
+        (default: a new one of its own)."""
         self.out_dir = tmp_path / ("sweep" if multirun else "run")
         self.err_path, self.out_path = tmp_path / "stderr.txt", tmp_path / "stdout.txt"
         cmd = [
@@ -62,8 +62,9 @@ class Run:
         ):  # the signal comes from timeout(1), which forwards it to the command and its group
             cmd = ["timeout", "--preserve-status", "-s", "TERM", "900", *cmd]
         err = self.err_path.open("w")
-        # the run's TMPDIR, where what the tool leaves is checked (leftovers()): short, as a user's /tmp is (the
-        # ranks' temp dir goes inside the launch dir when Unix socket paths there stay short enough)
+        # the run's TMPDIR, where what the tool leaves is checked (leftovers()): short, as a user's
+        # /tmp is (the ranks' temp dir goes inside the launch dir when Unix socket paths there stay
+        # short enough)
         self.own_tmp = tmp is None
         self.tmp = Path(tempfile.mkdtemp(prefix="fault-", dir="/tmp")) if tmp is None else tmp
         env = {**(env or {**os.environ, "WANDB_MODE": "disabled"}), "TMPDIR": str(self.tmp)}
@@ -87,7 +88,8 @@ class Run:
     def wait_for_measured_step(
         self, n: int = 1, warmup: int = 2, limit: float = 240, since: int = 0
     ) -> None:
-        """Until rank 0's bar shows n measured steps done (the bar counts warm-up steps too), in stderr past `since`."""
+        """Until rank 0's bar shows n measured steps done (the bar counts warm-up steps too), in
+        stderr past `since`."""
         end = time.monotonic() + limit
         while time.monotonic() < end:
             done = [
@@ -97,7 +99,8 @@ class Run:
                 return
             if self.proc.poll() is not None:
                 pytest.fail(
-                    f"train.py ended (rc {self.proc.returncode}) before measuring:\n{self.stderr[-3000:]}"
+                    f"train.py ended (rc {self.proc.returncode}) before "
+                    f"measuring:\n{self.stderr[-3000:]}"
                 )
             time.sleep(0.2)
         self.kill()
@@ -124,7 +127,8 @@ class Run:
         raise AssertionError(f"rank {rank} logged no end")
 
     def rank_pid(self, rank: int) -> int:
-        """The pid of a local rank: the elastic agent spawns them in rank order, as children of train.py."""
+        """The pid of a local rank: the elastic agent spawns them in rank order, as children of
+        train.py."""
         parent = self.proc.pid
         if Path(f"/proc/{parent}/cmdline").read_bytes().startswith(b"timeout"):
             parent = self._children(parent)[0]
@@ -179,8 +183,9 @@ class Run:
         return next((ln for ln in self.stderr.splitlines() if ln.startswith("error: ")), "")
 
     def leftovers(self, limit: float = 15, allow: tuple[str, ...] = ()) -> None:
-        """No process of the run outlives it (beyond `limit` s) and its TMPDIR holds nothing of the tool or of torch's
-        launcher (ddp-comm-launch-*, torchelastic_*, pytorch-errorfile-*); torch's compile caches may stay."""
+        """No process of the run outlives it (beyond `limit` s) and its TMPDIR holds nothing of the
+        tool or of torch's launcher (ddp-comm-launch-*, torchelastic_*, pytorch-errorfile-*);
+        torch's compile caches may stay."""
         end = time.monotonic() + limit
         while self.session() and time.monotonic() < end:
             time.sleep(0.2)
@@ -228,16 +233,17 @@ def no_traceback(text: str) -> None:
     assert "Traceback" not in text and "SignalException" not in text, text[-3000:]
 
 
-# ------------------------------------------------------------------------------------------------ raising ranks
+# ------------------------------------------------------------------------------------ raising ranks
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("rank", [0, 1])
 def test_a_rank_that_raises_is_named_and_ends_the_job_at_once(tmp_path, runs, rank, silent_host):
-    """Rank 1's case also logs to a W&B host that accepts connections and never answers (14.13): the error line
-    comes before any W&B line, and W&B adds at most its init timeout (it used to add ~40-55 s). The one run of this
-    fault class: test_train_runs' in-process copy of it (exit 1, the error line, under 60 s, a failed record naming
-    the fault) was merged here, where each of its checks is made tighter."""
+    """Rank 1's case also logs to a W&B host that accepts connections and never answers (14.13): the
+    error line comes before any W&B line, and W&B adds at most its init timeout (it used to add
+    ~40-55 s). The one run of this fault class: test_train_runs' in-process copy of it (exit 1, the
+    error line, under 60 s, a failed record naming the fault) was merged here, where each of its
+    checks is made tighter."""
     args = [*TINY, f"fault.rank={rank}", "fault.step=3", "timeout_s=60"]
     env = None
     if rank == 1:
@@ -271,7 +277,7 @@ def test_a_rank_that_raises_is_named_and_ends_the_job_at_once(tmp_path, runs, ra
         assert "[wandb]" not in run.stderr
 
 
-# ------------------------------------------------------------------------------------------------ signals to ranks
+# --------------------------------------------------------------------------------- signals to ranks
 
 
 @pytest.mark.slow
@@ -287,7 +293,8 @@ def test_kill_9_on_a_rank_names_it_within_seconds(tmp_path, runs):
     )
     assert rec["env"]["world_size"] == 2  # rank 0's outcome (env) survived the failure
     assert run.first_error_line().startswith("error: rank 1 failed: killed by signal 9")
-    run.leftovers()  # the failed rank's error pickle and torch elastic's log dir went with the launch dir
+    # the failed rank's error pickle and torch elastic's log dir went with the launch dir
+    run.leftovers()
 
 
 @pytest.mark.slow
@@ -309,7 +316,7 @@ def test_a_stopped_rank_is_named_and_the_job_ends_long_before_timeout_s(tmp_path
     run.leftovers()
 
 
-# ------------------------------------------------------------------------------------------------ interrupts
+# --------------------------------------------------------------------------------------- interrupts
 
 
 def interrupted(run: Run, signame: str, rc: int, took: float, sub: str = "") -> dict:
@@ -373,11 +380,12 @@ def test_ctrl_c_during_a_sweep_stops_it_and_writes_the_rows_it_has(tmp_path, run
     assert "[sweep] interrupted by SIGINT: stopped after 2 job(s)" in run.stderr
 
 
-# ------------------------------------------------------------------------------------------------ where records go
+# --------------------------------------------------------------------------------- where records go
 
 
 def test_a_record_is_readable_by_the_group_as_the_umask_says(tmp_path):
-    """Issue 13: records were created 0600 (mkstemp), so teammates on shared storage could not read them."""
+    """Issue 13: records were created 0600 (mkstemp), so teammates on shared storage could not read
+    them."""
     from base.record import Record
 
     old = os.umask(0o002)
@@ -427,10 +435,11 @@ def test_a_directory_another_run_claimed_is_not_shared(tmp_path):
 
 @pytest.mark.slow
 def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path):
-    """Issue 13/14.4 (hydra#1607): another run already has this second's directory (made here for every second of
-    the next few minutes); a run and a sweep with the default paths take `<time>_1` instead of writing into it.
-    The run is a one-rank tiny run; bad input makes the sweep quick (a refused job of a sweep still writes its failed
-    record, its row; a refused single run leaves nothing, issue 19.10)."""
+    """Issue 13/14.4 (hydra#1607): another run already has this second's directory (made here for
+    every second of the next few minutes); a run and a sweep with the default paths take `<time>_1`
+    instead of writing into it. The run is a one-rank tiny run; bad input makes the sweep quick (a
+    refused job of a sweep still writes its failed record, its row; a refused single run leaves
+    nothing, issue 19.10)."""
     from datetime import datetime, timedelta
 
     now = datetime.now()
@@ -483,8 +492,9 @@ def test_an_unwritable_output_dir_is_one_line_and_exit_2_before_anything_runs(tm
 def test_nan_data_and_an_output_dir_gone_mid_run_still_give_summary_warning_and_record(
     tmp_path, runs
 ):
-    """14.12: a raw folder of NaNs ran to `status: ok` with `loss nan` and no word. 14.5: an output dir that cannot be
-    written at the end lost the record after the whole run. Both in one run (CI time)."""
+    """14.12: a raw folder of NaNs ran to `status: ok` with `loss nan` and no word. 14.5: an output
+    dir that cannot be written at the end lost the record after the whole run. Both in one run (CI
+    time)."""
     import numpy as np
 
     from data.make_raw_folder import make_raw_folder
@@ -524,7 +534,7 @@ def test_nan_data_and_an_output_dir_gone_mid_run_still_give_summary_warning_and_
     )
 
 
-# ------------------------------------------------------------------------------------------------ blame, from beats
+# -------------------------------------------------------------------------------- blame, from beats
 
 
 def test_a_timeout_is_blamed_on_the_rank_that_went_silent_or_fell_behind(tmp_path):
@@ -549,7 +559,8 @@ def test_a_timeout_is_blamed_on_the_rank_that_went_silent_or_fell_behind(tmp_pat
 
 @pytest.mark.subprocess
 def test_the_watch_blames_one_silent_rank_among_beating_ones_and_never_a_stopped_job(tmp_path):
-    """Ctrl-Z (SIGTSTP to the whole job) then `fg` must not get a rank killed; a lone silent rank must."""
+    """Ctrl-Z (SIGTSTP to the whole job) then `fg` must not get a rank killed; a lone silent rank
+    must."""
     from launchers.heartbeat import Watch, beat_path
 
     sleepers = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
@@ -586,8 +597,8 @@ def test_the_watch_blames_one_silent_rank_among_beating_ones_and_never_a_stopped
             p.wait()
 
 
-# ================================================================================================ issue 20: the probe
-# ------------------------------------------------------------------------------------------------ bad input
+# ============================================================================== issue 20: the probe
+# ---------------------------------------------------------------------------------------- bad input
 
 
 @pytest.mark.parametrize(
@@ -610,15 +621,16 @@ def test_bad_input_the_probe_found_is_one_line_naming_the_fix(overrides, words):
 
 
 def test_a_fixed_window_longer_than_the_scale_default_cap_is_accepted():
-    """The scale's max_steps is a cap for adaptive windows: a fixed window of more steps is what steps= asks for."""
+    """The scale's max_steps is a cap for adaptive windows: a fixed window of more steps is what
+    steps= asks for."""
     from tests.bad_input import accepted
 
     assert accepted(["model=vgg11_tiny", "scale=smoke", "steps=100000"])["steps"] == 100000
 
 
 def as_another_user(fn):
-    """("ok", repr(result)) or ("raised", "Type: message") of fn() run without root's right to read anything: in a
-    forked child that became `nobody` when this is root, else here."""
+    """("ok", repr(result)) or ("raised", "Type: message") of fn() run without root's right to read
+    anything: in a forked child that became `nobody` when this is root, else here."""
 
     def outcome():
         try:
@@ -647,8 +659,8 @@ def as_another_user(fn):
 
 
 def test_an_unreadable_raw_file_is_named_before_any_rank(tmp_path):
-    """Issue 20.8: it failed mid-warm-up inside a DataLoader worker, the path and "Permission denied" lines below the
-    first. The data check opens every file, as the user the ranks run as."""
+    """Issue 20.8: it failed mid-warm-up inside a DataLoader worker, the path and "Permission
+    denied" lines below the first. The data check opens every file, as the user the ranks run as."""
     import tempfile
 
     from data.make_raw_folder import make_raw_folder
@@ -674,8 +686,9 @@ def test_an_unreadable_raw_file_is_named_before_any_rank(tmp_path):
 
 
 def test_a_raw_file_that_goes_missing_mid_run_is_named_in_the_first_line(tmp_path):
-    """The same failure after the check (the file removed or made unreadable during the run): the first line of the
-    rank's error is the worker's own, with the path, not "Caught RuntimeError in DataLoader worker process 0."."""
+    """The same failure after the check (the file removed or made unreadable during the run): the
+    first line of the rank's error is the worker's own, with the path, not "Caught RuntimeError in
+    DataLoader worker process 0."."""
     from torch.utils.data import DataLoader
 
     from launchers.rank import first_line
@@ -702,14 +715,15 @@ def test_a_raw_file_that_goes_missing_mid_run_is_named_in_the_first_line(tmp_pat
     assert _failure_text(failure)[0] == line
 
 
-# ------------------------------------------------------------------------------------------------ ranks not starting
+# ------------------------------------------------------------------------------- ranks not starting
 
 
 @pytest.mark.parametrize("kind", ["not executable", "dies at start"])
 @pytest.mark.subprocess
 def test_ranks_that_cannot_start_are_named_in_the_first_line(tmp_path, kind, capfd):
-    """Issue 20.7: the only message was torch's "To enable traceback see: https://pytorch.org/docs/...", the record
-    had no cause. The interpreter the ranks are spawned with is run once before any rank."""
+    """Issue 20.7: the only message was torch's "To enable traceback see:
+    https://pytorch.org/docs/...", the record had no cause. The interpreter the ranks are spawned
+    with is run once before any rank."""
     import multiprocessing
 
     from tests.conftest import run_inprocess
@@ -720,7 +734,8 @@ def test_ranks_that_cannot_start_are_named_in_the_first_line(tmp_path, kind, cap
         cause = f"{exe}: Permission denied"
     else:
         exe.write_text(
-            "#!/bin/sh\necho 'python: error while loading shared libraries: libpython3.so' >&2\nexit 127\n"
+            "#!/bin/sh\necho 'python: error while loading shared libraries: libpython3.so' "
+            ">&2\nexit 127\n"
         )
         exe.chmod(0o755)
         cause = "python: error while loading shared libraries: libpython3.so (exit code 127"
@@ -739,8 +754,8 @@ def test_ranks_that_cannot_start_are_named_in_the_first_line(tmp_path, kind, cap
 
 
 def test_a_rank_that_dies_in_start_up_is_reported_with_its_exit_code():
-    """A rank that died before torch's @record could write its error file (torch then says only "To enable
-    traceback see ...")."""
+    """A rank that died before torch's @record could write its error file (torch then says only "To
+    enable traceback see ...")."""
     from types import SimpleNamespace
 
     from launchers.local import _failure_text
@@ -757,8 +772,8 @@ def test_a_rank_that_dies_in_start_up_is_reported_with_its_exit_code():
 
 
 def test_a_rank_killed_by_a_signal_is_reported_with_the_signal_and_its_likely_cause():
-    """SIGKILL is the OOM killer's (or kill -9); a SIGABRT is a native abort, not memory (it used to read "killed
-    by signal 6 (out of memory?)")."""
+    """SIGKILL is the OOM killer's (or kill -9); a SIGABRT is a native abort, not memory (it used to
+    read "killed by signal 6 (out of memory?)")."""
     from types import SimpleNamespace
 
     from launchers.local import _failure_text
@@ -771,7 +786,7 @@ def test_a_rank_killed_by_a_signal_is_reported_with_the_signal_and_its_likely_ca
     assert "memory" not in message(-6) and message(-11).endswith("(SIGSEGV: a native crash)")
 
 
-# ------------------------------------------------------------------------------------------------ full disks
+# --------------------------------------------------------------------------------------- full disks
 
 
 def _tmpfs(path: Path, size: str):
@@ -808,8 +823,8 @@ def full_disk(tmp_path):
 
 @pytest.mark.subprocess
 def test_a_disk_full_at_start_is_one_line_and_exit_2(tmp_path, full_disk):
-    """Issue 20.5: Hydra's _save_config raised OSError [Errno 28] with a traceback and exit 1, and no record anywhere;
-    the directory check had passed, as an empty file fits on a full disk."""
+    """Issue 20.5: Hydra's _save_config raised OSError [Errno 28] with a traceback and exit 1, and
+    no record anywhere; the directory check had passed, as an empty file fits on a full disk."""
     for args in (
         [f"hydra.run.dir={full_disk / 'run'}"],
         ["-m", f"hydra.sweep.dir={full_disk / 'sweep'}"],
@@ -834,10 +849,11 @@ def test_a_disk_full_at_start_is_one_line_and_exit_2(tmp_path, full_disk):
 
 @pytest.mark.subprocess
 def test_hydra_failing_to_write_its_own_files_is_one_line_and_exit_2(tmp_path):
-    """The disk fills (or goes read-only) between the directory check and Hydra's config.yaml: Hydra's OSError is one
-    line naming the file and the fix, not a traceback."""
+    """The disk fills (or goes read-only) between the directory check and Hydra's config.yaml:
+    Hydra's OSError is one line naming the file and the fix, not a traceback."""
     hook = (
-        f"import sys, errno, runpy; sys.argv = ['train.py', *sys.argv[1:]]; sys.path.insert(0, {str(ROOT)!r})\n"
+        "import sys, errno, runpy; sys.argv = ['train.py', *sys.argv[1:]]; sys.path.insert(0, "
+        f"{str(ROOT)!r})\n"
         "import hydra.core.utils as u\n"
         "def full(cfg, filename, output_dir):\n"
         "    raise OSError(errno.ENOSPC, 'No space left on device', str(output_dir / filename))\n"
@@ -860,13 +876,13 @@ def test_hydra_failing_to_write_its_own_files_is_one_line_and_exit_2(tmp_path):
     ), lines
 
 
-# ------------------------------------------------------------------------------------------------ leftovers
+# ---------------------------------------------------------------------------------------- leftovers
 
 
 @pytest.mark.subprocess
 def test_launch_dirs_of_killed_launches_are_removed_by_the_next(tmp_path):
-    """Issue 20.11: a launch killed with SIGKILL cannot clean up; the next launch removes its directory (by the dead
-    pid in its name), and leaves alone a live launch's and anything else."""
+    """Issue 20.11: a launch killed with SIGKILL cannot clean up; the next launch removes its
+    directory (by the dead pid in its name), and leaves alone a live launch's and anything else."""
     from launchers.local import LAUNCH_PREFIX, remove_stale_launch_dirs
 
     dead = subprocess.Popen(["true"])
@@ -882,7 +898,8 @@ def test_launch_dirs_of_killed_launches_are_removed_by_the_next(tmp_path):
 
 @pytest.mark.slow
 def test_a_killed_parent_leaves_nothing_once_the_next_run_started(tmp_path, runs):
-    """SIGKILL on train.py itself: its ranks go too, and its launch directory is removed by the next run."""
+    """SIGKILL on train.py itself: its ranks go too, and its launch directory is removed by the next
+    run."""
     run = start(runs, LONG, tmp_path)
     run.wait_for_measured_step()
     os.kill(run.proc.pid, signal.SIGKILL)
@@ -902,8 +919,8 @@ def test_a_killed_parent_leaves_nothing_once_the_next_run_started(tmp_path, runs
 
 @pytest.mark.slow
 def test_a_killed_ranks_dataloader_workers_go_with_it(tmp_path, runs):
-    """Issue 20.11: after kill -9 on rank 1 with data.workers>0, its DataLoader worker lived on ~4 s (torch's own
-    check of its parent runs every 5 s)."""
+    """Issue 20.11: after kill -9 on rank 1 with data.workers>0, its DataLoader worker lived on ~4 s
+    (torch's own check of its parent runs every 5 s)."""
     run = start(runs, [*LONG, "data.workers=1"], tmp_path)
     run.wait_for_measured_step()
     rank = run.rank_pid(1)
@@ -919,21 +936,23 @@ def test_a_killed_ranks_dataloader_workers_go_with_it(tmp_path, runs):
     run.leftovers()
 
 
-# ------------------------------------------------------------------------------------------------ W&B
+# ---------------------------------------------------------------------------------------------- W&B
 
 
 @pytest.mark.slow
 def test_wandb_costs_at_most_its_init_timeout_even_at_exit(tmp_path, silent_host):
-    """Issue 20.10: with a host that accepts and never answers, an "offline" run's process still spent ~11 s at exit:
-    wandb 0.31's OpenTelemetry exit hook POSTs its metrics there (10 s timeout), after the online try gave up.
-    Measured from outside the process, from the moment W&B starts to the exit."""
+    """Issue 20.10: with a host that accepts and never answers, an "offline" run's process still
+    spent ~11 s at exit: wandb 0.31's OpenTelemetry exit hook POSTs its metrics there (10 s
+    timeout), after the online try gave up. Measured from outside the process, from the moment W&B
+    starts to the exit."""
     timeout = 5
     script = (
         f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
         "from job.finalise import finalise\n"
         "from base.record import Record\n"
         "from tests.records import train_record\n"
-        "rec = Record.from_dict(train_record(overrides=['bucket=25'], steps_per_s=2.0, output_dir=sys.argv[1]))\n"
+        "rec = Record.from_dict(train_record(overrides=['bucket=25'], steps_per_s=2.0, "
+        "output_dir=sys.argv[1]))\n"
         f"rec.config['logger'] = {{'_target_': 'results.wandb_log.log_run', 'name': 'wandb', "
         f"'init_timeout_s': {timeout}}}\n"
         "print('W&B starts', flush=True)\n"
@@ -971,11 +990,12 @@ def test_wandb_costs_at_most_its_init_timeout_even_at_exit(tmp_path, silent_host
     )  # + W&B's local offline write and the interpreter's exit
 
 
-# ------------------------------------------------------------------------------------------------ security
+# ----------------------------------------------------------------------------------------- security
 
 
 def listening(pids: set[int]) -> list[tuple[str, int, int]]:
-    """(address, port, pid) of every TCP socket in LISTEN state that one of `pids` holds (/proc/net/tcp{,6})."""
+    """(address, port, pid) of every TCP socket in LISTEN state that one of `pids` holds
+    (/proc/net/tcp{,6})."""
     import ipaddress
     import socket as sk
 
@@ -1020,9 +1040,9 @@ def on_loopback(address: str) -> bool:
 
 @pytest.mark.slow
 def test_a_local_run_listens_on_loopback_only(tmp_path, runs):
-    """Issue 20.1: during a local run the launcher's TCPStore and a second store listened on *:<port>, every
-    interface, unauthenticated, for the whole run. Every listening socket of the run's processes, sampled from start
-    to exit, is on a loopback address."""
+    """Issue 20.1: during a local run the launcher's TCPStore and a second store listened on
+    *:<port>, every interface, unauthenticated, for the whole run. Every listening socket of the
+    run's processes, sampled from start to exit, is on a loopback address."""
     run = start(runs, [*TINY, "steps=6"], tmp_path)
     seen: set[tuple[str, int, int]] = set()
     while run.proc.poll() is None:
@@ -1041,8 +1061,8 @@ def test_a_local_run_listens_on_loopback_only(tmp_path, runs):
 
 
 def test_a_store_the_ranks_make_themselves_listens_on_master_addr_only(monkeypatch):
-    """Slurm tasks (no agent) make their store in rank 0: env:// listened on every interface; now on the address
-    MASTER_ADDR names."""
+    """Slurm tasks (no agent) make their store in rank 0: env:// listened on every interface; now on
+    the address MASTER_ADDR names."""
     import socket as sk
     from datetime import timedelta
 
@@ -1082,11 +1102,12 @@ SECRETS = {"SEC20_PROJECT": "prj-7f3a9c01d2e4", "SEC20_TAG": "tag-5b8e2d4c6a10"}
 @pytest.mark.slow
 @pytest.mark.parametrize("multirun", [False, True], ids=["run", "sweep"])
 def test_values_from_the_environment_are_written_nowhere(tmp_path, runs, multirun):
-    """Issue 20.2: logger.project='${oc.env:WANDB_API_KEY}' put the key into 8 files (record command and overrides,
-    train.log's next: lines, wandb_run.json, W&B's .wandb file and debug.log). A run, and a one-job sweep (its
-    table, command line and W&B summary run), with W&B offline: every file under the run's home, output and temp
-    dirs, and its console, is searched for the values; the record keeps the typed text, and its command is
-    shell-quoted (20.3: the `$(...)` in a tag must not run when the command is pasted into a shell)."""
+    """Issue 20.2: logger.project='${oc.env:WANDB_API_KEY}' put the key into 8 files (record command
+    and overrides, train.log's next: lines, wandb_run.json, W&B's .wandb file and debug.log). A run,
+    and a one-job sweep (its table, command line and W&B summary run), with W&B offline: every file
+    under the run's home, output and temp dirs, and its console, is searched for the values; the
+    record keeps the typed text, and its command is shell-quoted (20.3: the `$(...)` in a tag must
+    not run when the command is pasted into a shell)."""
     home = tmp_path / "home"
     home.mkdir()
     from tests.conftest import wandb_free_env
@@ -1112,8 +1133,8 @@ def test_values_from_the_environment_are_written_nowhere(tmp_path, runs, multiru
     for value in SECRETS.values():
         assert value not in run.stdout + run.stderr
     rec = json.loads((job / "run_record.json").read_text())
-    # a sweep's job gets its overrides from Hydra's sweeper, which escapes `${` and `:` (`$\{oc.env\:...\}`): the
-    # same value to Hydra, and text either way
+    # a sweep's job gets its overrides from Hydra's sweeper, which escapes `${` and `:`
+    # (`$\{oc.env\:...\}`): the same value to Hydra, and text either way
     assert [o.replace("\\", "") for o in rec["overrides"][-2:]] == typed[1:], rec["overrides"]
     assert shlex.split(rec["command"])[2:] == rec["overrides"]
     assert rec["config"]["logger"]["project"] == "${oc.env:SEC20_PROJECT}"
@@ -1128,8 +1149,9 @@ def test_values_from_the_environment_are_written_nowhere(tmp_path, runs, multiru
 
 
 def test_keys_from_the_environment_are_found_through_references_and_shown_as_typed(monkeypatch):
-    """What the record keeps as typed: a key with `${oc.env:...}`, and any key referring to one (here two steps away),
-    and the NCCL_/GLOO_ variable the ranks exported from such a key; every other key resolved."""
+    """What the record keeps as typed: a key with `${oc.env:...}`, and any key referring to one
+    (here two steps away), and the NCCL_/GLOO_ variable the ranks exported from such a key; every
+    other key resolved."""
     from omegaconf import OmegaConf
 
     from base.provenance import as_typed, as_typed_vars, from_environment
@@ -1168,7 +1190,8 @@ def test_keys_from_the_environment_are_found_through_references_and_shown_as_typ
 
 @pytest.mark.subprocess
 def test_the_recorded_command_is_shell_quoted_as_typed(tmp_path):
-    """Issue 20.3: nccl.DEBUG="$(touch x)" was stored bare in the record's command; pasted into a shell, it ran."""
+    """Issue 20.3: nccl.DEBUG="$(touch x)" was stored bare in the record's command; pasted into a
+    shell, it ran."""
     from hydra import compose as hydra_compose, initialize_config_dir
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
@@ -1193,9 +1216,9 @@ def test_the_recorded_command_is_shell_quoted_as_typed(tmp_path):
 
 
 def test_the_fallback_record_dir_is_private(tmp_path, monkeypatch, capsys):
-    """Issue 20.6: $TMPDIR/ddp-comm-records has a predictable name; another user could plant it as a symlink to a
-    directory of theirs and collect the records. A planted link or another user's directory is not used; one made
-    here is 0700."""
+    """Issue 20.6: $TMPDIR/ddp-comm-records has a predictable name; another user could plant it as a
+    symlink to a directory of theirs and collect the records. A planted link or another user's
+    directory is not used; one made here is 0700."""
     from job import finalise as fin
     from base.record import Record
 
@@ -1231,7 +1254,7 @@ def test_the_fallback_record_dir_is_private(tmp_path, monkeypatch, capsys):
         assert any(foreign.iterdir()) and "owned by another user" not in err
 
 
-# ------------------------------------------------------------------------------------------------ sweeps
+# ------------------------------------------------------------------------------------------- sweeps
 
 
 SWEEP_APP = """
@@ -1244,8 +1267,8 @@ from tests.records import train_record, write_record
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg):
     hc = HydraConfig.get()
-    rec = train_record(overrides=list(hc.overrides.task), bucket=cfg.bucket, steps_per_s=2.0, num=hc.job.num,
-                       sweep_dir=hc.sweep.dir, output_dir=hc.runtime.output_dir)
+    rec = train_record(overrides=list(hc.overrides.task), bucket=cfg.bucket, steps_per_s=2.0,
+                       num=hc.job.num, sweep_dir=hc.sweep.dir, output_dir=hc.runtime.output_dir)
     if cfg.bucket == 13:
         rec.update(status="failed", error="RuntimeError: an old failure")
     write_record(hc.runtime.output_dir, rec)
@@ -1270,8 +1293,9 @@ hydra:
 
 @pytest.mark.subprocess
 def test_a_reused_sweep_dir_is_moved_aside_and_the_table_has_this_sweeps_jobs_only(tmp_path):
-    """Issue 20.4: a 2-job sweep that succeeded, run into a dir holding an older 4-job sweep, printed 4 rows, compared
-    stale rows with the new baseline, exited 1 for an old failure, and overwrote old records 0 and 1 unsaid."""
+    """Issue 20.4: a 2-job sweep that succeeded, run into a dir holding an older 4-job sweep,
+    printed 4 rows, compared stale rows with the new baseline, exited 1 for an old failure, and
+    overwrote old records 0 and 1 unsaid."""
     (tmp_path / "conf").mkdir()
     (tmp_path / "conf" / "config.yaml").write_text(SWEEP_CONFIG)
     (tmp_path / "app.py").write_text(SWEEP_APP.format(repo=str(ROOT)))
@@ -1331,7 +1355,8 @@ def test_a_record_another_sweep_wrote_into_the_dir_makes_no_row(tmp_path):
     ],
 )
 def test_the_sweeps_jobs_are_hydras_own(arguments):
-    """The job list (numbering) comes from Hydra's public override parser, in the order Hydra's basic sweeper makes."""
+    """The job list (numbering) comes from Hydra's public override parser, in the order Hydra's
+    basic sweeper makes."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper  # the reference only
     from hydra.core.override_parser.overrides_parser import OverridesParser
 

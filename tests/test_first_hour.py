@@ -1,7 +1,8 @@
-"""Issue 41, the first hour as a new user lives it: one figure per quantity, a verdict that agrees with its numbers, a
-next step on every screen, the clue that explains a run on the console, short views, pointers that exist, nothing
-printed or left behind by a refused sweep, readers that leave the committed results alone, and a README that says
-what the set-up costs. Each check reads a real run or a real command; the runs are module-scoped and shared."""
+"""Issue 41, the first hour as a new user lives it: one figure per quantity, a verdict that agrees
+with its numbers, a next step on every screen, the clue that explains a run on the console, short
+views, pointers that exist, nothing printed or left behind by a refused sweep, readers that leave
+the committed results alone, and a README that says what the set-up costs. Each check reads a real
+run or a real command; the runs are module-scoped and shared."""
 
 from __future__ import annotations
 
@@ -22,14 +23,16 @@ RUN = ROOT / "results" / "runs"
 
 
 def _console(proc) -> list[str]:
-    """The console's lines without the progress bars (tqdm writes them to stderr with carriage returns)."""
+    """The console's lines without the progress bars (tqdm writes them to stderr with carriage
+    returns)."""
     return [line for line in proc.stdout.splitlines() if line.strip()]
 
 
-# ---------------------------------------------------------------------------------------------- the first look
+# ----------------------------------------------------------------------------------- the first look
 @pytest.fixture(scope="module")
 def first_look(tmp_path_factory):
-    """The README's first look, with 20 steps so the drift test runs: one real 2-rank run, read by every test below."""
+    """The README's first look, with 20 steps so the drift test runs: one real 2-rank run, read by
+    every test below."""
     tmp = tmp_path_factory.mktemp("first_look")
     proc = run_train([*TINY, "steps=20"], tmp)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -40,8 +43,9 @@ def first_look(tmp_path_factory):
 
 @pytest.mark.slow
 def test_one_figure_per_quantity_on_console_log_record_and_docs(first_look):
-    """The sync's comm and exposed times: the same digits on the console, in train.log and from the record; the step
-    accounting's other measurement has its own name, printed beside the first, and both names are defined."""
+    """The sync's comm and exposed times: the same digits on the console, in train.log and from the
+    record; the step accounting's other measurement has its own name, printed beside the first, and
+    both names are defined."""
     from stats.fmt import ms
 
     proc, record, log = first_look
@@ -58,7 +62,8 @@ def test_one_figure_per_quantity_on_console_log_record_and_docs(first_look):
     assert mb in sync and mb in log
     assert "exposed transfer" not in log  # the old name of the other measurement
     two = re.search(
-        r"exposed communication, two measurements: (\S+) in the window .* and (\S+) from DDP's reducer "
+        r"exposed communication, two measurements: (\S+) in the window .* and (\S+) from DDP's "
+        r"reducer "
         r"timers over the probe steps",
         log,
     )
@@ -66,7 +71,8 @@ def test_one_figure_per_quantity_on_console_log_record_and_docs(first_look):
     assert (
         "transfer in the window" in log or "no wait inside" in log
     )  # DDP's compute timer above the phase: none
-    # every evidence line in ms without an interval prints the sync line's digits for the same figure
+    # every evidence line in ms without an interval prints the sync line's digits for the same
+    # figure
     for m in re.finditer(
         r"evidence: exposed communication per step (\S+) ms \(no interval[^)]*\)", log
     ):
@@ -134,7 +140,8 @@ def test_the_first_look_fits_and_ends_with_a_timed_next_step(first_look):
 
 
 def test_a_quiet_run_with_nothing_found_still_gets_a_next_step():
-    """A committed run whose diagnosis finds nothing: the console view names the command that would find more."""
+    """A committed run whose diagnosis finds nothing: the console view names the command that would
+    find more."""
     from base.record import Record
     from base.record_types import DiagnosisBlock
     from base.record import typed_block
@@ -156,7 +163,8 @@ def test_a_quiet_run_with_nothing_found_still_gets_a_next_step():
 
 
 def test_a_hidden_finding_is_named_once():
-    """The issue's header said '1 more inside the noise (not named)' and the noise line named it two lines later."""
+    """The issue's header said '1 more inside the noise (not named)' and the noise line named it two
+    lines later."""
     import diagnosis
     from base.record import Record
 
@@ -169,7 +177,8 @@ def test_a_hidden_finding_is_named_once():
 
 
 def test_the_sync_efficiency_far_from_1_reaches_the_console():
-    """A committed VGG11 run whose all-reduces ran at about a fifth of the microbenchmark's speed."""
+    """A committed VGG11 run whose all-reduces ran at about a fifth of the microbenchmark's
+    speed."""
     import diagnosis
     from base.record import Record, typed_block
     from base.record_types import DiagnosisBlock
@@ -183,11 +192,11 @@ def test_the_sync_efficiency_far_from_1_reaches_the_console():
     assert any(line.startswith(f"comm efficiency {100 * e:.0f}%") for line in lines), lines
 
 
-# ------------------------------------------------------------------------------------------------- what-if
+# ------------------------------------------------------------------------------------------ what-if
 @pytest.fixture(scope="module")
 def whatif_run(tmp_path_factory):
-    """python -m whatif on a committed record whose contention could not be calibrated, with a sweep, run from a
-    fresh folder: where it writes, and what it prints."""
+    """python -m whatif on a committed record whose contention could not be calibrated, with a
+    sweep, run from a fresh folder: where it writes, and what it prints."""
     tmp = tmp_path_factory.mktemp("whatif")
     src = RUN / "ddp_knobs_vgg11" / "11"
     before = sorted(p.name for p in src.iterdir())
@@ -258,7 +267,7 @@ def test_whatif_warnings_stand_above_the_table_and_rows_compare_with_each_other(
     assert math.isclose(float(table[1]["vs row 1"]), ratio, rel_tol=1e-9)
 
 
-# ---------------------------------------------------------------------------------------------- collectives
+# -------------------------------------------------------------------------------------- collectives
 @pytest.mark.slow
 def test_collectives_console_view_is_short_narrow_and_has_units(tmp_path):
     proc = run_train(
@@ -281,7 +290,7 @@ def test_collectives_console_view_is_short_narrow_and_has_units(tmp_path):
     assert "# all_reduce" in log and re.search(r"# Avg bus bandwidth\s+: \S+ GB/s", log)
 
 
-# ------------------------------------------------------------------------------------------------ pointers
+# ----------------------------------------------------------------------------------------- pointers
 POINTER = re.compile(
     r"""(README(?:\.md)?|docs/[\w.-]+\.md)"""  # a page, then maybe a section:
     r"""(?:[ ,]+(?:["'](?P<q>[^"'\n]{3,60})["']|\((?P<p>[A-Z][^)\n]{2,80})\)))?"""
@@ -344,23 +353,25 @@ def test_help_points_only_at_what_exists():
         assert (ROOT / page).exists(), page
 
 
-# --------------------------------------------------------------------------------------------- a refused sweep
+# ---------------------------------------------------------------------------------- a refused sweep
 @pytest.mark.subprocess
 def test_a_refused_sweep_prints_only_its_error_and_leaves_no_folder(tmp_path):
     proc = run_train(["optim=bf16,powrsgd", *TINY], tmp_path, multirun=True)
     assert proc.returncode == 2
     assert proc.stdout.strip() == "", proc.stdout
     assert [line for line in proc.stderr.splitlines() if line.strip()] == [
-        "error: optim=powrsgd is not an option of optim; choose one of: bf16, fp16, none, powersgd. "
+        "error: optim=powrsgd is not an option of optim; choose one of: bf16, fp16, none, "
+        "powersgd. "
         "Did you mean optim=powersgd?"
     ]
     assert not proc.out_dir.exists()
 
 
-# ---------------------------------------------------------------------------------------------------- README
+# ------------------------------------------------------------------------------------------- README
 def test_the_readme_says_how_large_the_setup_is_and_where_a_cpu_build_is():
-    """What this environment's registry gave: PyPI's torch for Linux pulls CUDA libraries (nvidia-*), the bulk of the
-    set-up; the README says so, its size, and where a CPU-only build comes from."""
+    """What this environment's registry gave: PyPI's torch for Linux pulls CUDA libraries
+    (nvidia-*), the bulk of the set-up; the README says so, its size, and where a CPU-only build
+    comes from."""
     readme = (ROOT / "README.md").read_text()
     setup = " ".join(readme[readme.index("## Set-up") : readme.index("## A first look")].split())
     requires = importlib.metadata.requires("torch") or []

@@ -1,7 +1,8 @@
-"""GPU-only behaviour: NCCL at world size 1 (and 2 where there are 2 GPUs), CUDA-event phases, the three H2D modes
-with the window's sync check, CUDA graphs and their communication figures, the compression hooks on NCCL, the device
-layer's own calls, placement and the memory check against a real GPU.
-Skipped (with the reason) on machines without CUDA; run them on any GPU box first with `pytest -m gpu`."""
+"""GPU-only behaviour: NCCL at world size 1 (and 2 where there are 2 GPUs), CUDA-event phases, the
+three H2D modes with the window's sync check, CUDA graphs and their communication figures, the
+compression hooks on NCCL, the device layer's own calls, placement and the memory check against a
+real GPU. Skipped (with the reason) on machines without CUDA; run them on any GPU box first with
+`pytest -m gpu`."""
 
 import pytest
 import torch
@@ -84,12 +85,14 @@ def test_powersgd_on_nccl(tmp_path):
         )
     )
     assert r["ddp"]["comm_hook"] == "powerSGD_hook" and r["ddp"]["powersgd_iter"] > 2
-    # torch's hook synchronises the device in every bucket (torch.cuda.synchronize, which set_sync_debug_mode does
-    # not catch): the window cannot be checked, and the record says why (issue 19.4)
+    # torch's hook synchronises the device in every bucket (torch.cuda.synchronize, which
+    # set_sync_debug_mode does not catch): the window cannot be checked, and the record says why
+    # (issue 19.4)
     assert 0 < r["accuracy"]["grad_rel_error"] and r["device_layer"]["window_sync_check"] == "off"
     assert "torch.cuda.synchronize(device)" in r["device_layer"]["window_unchecked_because"]
-    # world size 1: no all-reduce to overlap, so the powersgd_sync rule stays silent (it reads world size >= 2); DDP's
-    # reducer at world size 1 is the finding (first run on an H200, 2026-11-28: the old assertion expected the rule)
+    # world size 1: no all-reduce to overlap, so the powersgd_sync rule stays silent (it reads world
+    # size >= 2); DDP's reducer at world size 1 is the finding (first run on an H200, 2026-11-28:
+    # the old assertion expected the rule)
     rules = {f["rule"] for f in r["diagnosis"]["findings"]}
     assert "powersgd_sync" not in rules
 
@@ -136,8 +139,8 @@ def test_memory_check_refuses_a_batch_the_gpu_cannot_hold(tmp_path):
 
 
 def test_the_profiler_runs_beside_a_checked_window(tmp_path):
-    """Issue 19.5: the profiler steps between timed blocks, so its schedule's end (torch's device sync, the trace
-    written) is never timed; the window stays checked."""
+    """Issue 19.5: the profiler steps between timed blocks, so its schedule's end (torch's device
+    sync, the trace written) is never timed; the window stays checked."""
     r = ok(
         run_train(
             [

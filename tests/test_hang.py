@@ -1,6 +1,7 @@
-"""Issue 40, the fast tier: the hang rules (diagnosis/hang.py) on committed Flight Recorder dumps, written by real
-2-rank gloo runs of this project (tests/fixtures/hang/<case>: fault.hang=<case>) and by a plain PyTorch job with no
-code of this project (tests/fixtures/hang/torch_skip, from tests/hang_torch_job.py); the bad input; the threshold."""
+"""Issue 40, the fast tier: the hang rules (diagnosis/hang.py) on committed Flight Recorder dumps,
+written by real 2-rank gloo runs of this project (tests/fixtures/hang/<case>: fault.hang=<case>) and
+by a plain PyTorch job with no code of this project (tests/fixtures/hang/torch_skip, from
+tests/hang_torch_job.py); the bad input; the threshold."""
 
 from __future__ import annotations
 
@@ -66,9 +67,9 @@ def test_the_dead_rank_has_no_dump_and_that_is_said_in_one_line():
 
 
 def test_torchs_own_dumps_of_a_plain_pytorch_job_are_read():
-    """Dumps written by torch (no code of this project in the job): rank 1 skipped the loss all_reduce of step 3.
-    gloo paired its next gradient all_reduce with rank 0's loss all_reduce (same size, same sequence number); the
-    call sites in the dumps still tell them apart."""
+    """Dumps written by torch (no code of this project in the job): rank 1 skipped the loss
+    all_reduce of step 3. gloo paired its next gradient all_reduce with rank 0's loss all_reduce
+    (same size, same sequence number); the call sites in the dumps still tell them apart."""
     v = diagnose_dir(FIX / "torch_skip")
     assert v.problems == []
     assert list(v.culprits) == [1] and v.culprits[1]["class"] == "different code path"
@@ -138,8 +139,9 @@ def test_hang_after_s_floor_step_factor_and_cap():
 
 
 def test_no_progress_for_after_s_is_a_hang_and_progress_resets_the_clock():
-    """launchers.hang.Quiet, the one detection rule of the local launcher's watch and of the ranks' own (torchrun,
-    Slurm): unchanged beats for hang.after_s declare the hang; a finished step or collective restarts the clock."""
+    """launchers.hang.Quiet, the one detection rule of the local launcher's watch and of the ranks'
+    own (torchrun, Slurm): unchanged beats for hang.after_s declare the hang; a finished step or
+    collective restarts the clock."""
     from launchers.hang import Quiet
 
     q = Quiet({"after_s": 8, "min_s": 30}, timeout_s=60)
@@ -154,8 +156,9 @@ def test_no_progress_for_after_s_is_a_hang_and_progress_resets_the_clock():
 
 
 def test_a_rank_killed_is_named_with_its_last_step_and_the_collective_the_others_wait_in(tmp_path):
-    """launchers.hang.dead_rank, from the beats the ranks left in the launch directory: the dead rank's last periodic
-    beat, and the survivor's last one, written as it ended, with the collective it was left in."""
+    """launchers.hang.dead_rank, from the beats the ranks left in the launch directory: the dead
+    rank's last periodic beat, and the survivor's last one, written as it ended, with the collective
+    it was left in."""
     import json
 
     from launchers.hang import dead_rank, progress_path
@@ -174,8 +177,8 @@ def test_a_rank_killed_is_named_with_its_last_step_and_the_collective_the_others
 
 
 def test_a_peer_that_left_is_seen_under_the_signal_that_interrupted_its_error():
-    """The launcher's SIGTERM often lands while the rank handles gloo's 'Connection closed by peer': the error the
-    rank ends with is then the interruption, the peer's departure its context."""
+    """The launcher's SIGTERM often lands while the rank handles gloo's 'Connection closed by peer':
+    the error the rank ends with is then the interruption, the peer's departure its context."""
     from base.interrupt import Interrupted
     from launchers.hang import _peer_left
 

@@ -1,8 +1,9 @@
-"""Issue 40, the slow tier: one real 2-rank gloo `python train.py` hang per class of cause (fault.hang, hang.after_s=8,
-through diagnosis.hang_benchmark's own runner): the run ends `hung` with exit 1, its first error line is the verdict
-naming the injected rank and class, the dumps are in the run dir, the record is kept, and no process of the run is
-left. The same under torchrun, where no launcher process of ours watches (the ranks watch themselves). And torch's
-own dumps of a plain PyTorch job, written now."""
+"""Issue 40, the slow tier: one real 2-rank gloo `python train.py` hang per class of cause
+(fault.hang, hang.after_s=8, through diagnosis.hang_benchmark's own runner): the run ends `hung`
+with exit 1, its first error line is the verdict naming the injected rank and class, the dumps are
+in the run dir, the record is kept, and no process of the run is left. The same under torchrun,
+where no launcher process of ours watches (the ranks watch themselves). And torch's own dumps of a
+plain PyTorch job, written now."""
 
 from __future__ import annotations
 
@@ -44,8 +45,9 @@ def test_a_real_hang_of_each_class_ends_hung_with_the_right_answer(case, tmp_pat
 def test_a_rank_killed_mid_step_is_named_with_its_signal_last_step_and_the_collective_left(
     tmp_path,
 ):
-    """The elastic agent sees the death within a second and ends the job `failed` (no hang to wait for); the
-    error is the dead rank's verdict: the rank, the signal, its last step, the collective the other rank waits in."""
+    """The elastic agent sees the death within a second and ends the job `failed` (no hang to wait
+    for); the error is the dead rank's verdict: the rank, the signal, its last step, the collective
+    the other rank waits in."""
     rank = CASES["kill"][0]
     m = run_case("kill", rank, tmp_path)
     assert m["exit_code"] == 1 and m["record_kept"] and m["processes_left"] == 0, m
@@ -68,9 +70,9 @@ def test_torchs_own_dumps_written_now_are_read(tmp_path):
 
 
 def test_a_hang_under_torchrun_is_declared_collected_and_ended(tmp_path):
-    """`torchrun --nproc_per_node=2 train.py ...`, rank 1 asleep in its loader: rank 0's watch declares it after
-    hang.after_s, both ranks' dumps land in the run dir, the record is `hung` naming rank 1 and the data wait, and
-    torchrun exits non-zero with no process of the run left."""
+    """`torchrun --nproc_per_node=2 train.py ...`, rank 1 asleep in its loader: rank 0's watch
+    declares it after hang.after_s, both ranks' dumps land in the run dir, the record is `hung`
+    naming rank 1 and the data wait, and torchrun exits non-zero with no process of the run left."""
     run_dir = tmp_path / "run"
     torchrun = Path(sys.executable).with_name("torchrun")
     args = [*COMMON, "fault.hang=data_sleep", "fault.hang_rank=1", f"hydra.run.dir={run_dir}"]

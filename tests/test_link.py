@@ -1,8 +1,9 @@
-"""Emulated links (`link=`): the rate arithmetic, the config group, every refusal (one line, before any rank starts),
-the record's env.link and the labels the summary, the sweep table, W&B and the diagnosis give a run behind one; and,
-as root (`root` marker: skipped with the reason without root or network namespaces, as the slurm tests are), real
-runs behind a shaped link: collectives' busbw near the rate, every task, and nothing left behind whatever ends the
-run (its end, a failing rank, SIGTERM, SIGKILL of the launcher), with the next run starting clean."""
+"""Emulated links (`link=`): the rate arithmetic, the config group, every refusal (one line, before
+any rank starts), the record's env.link and the labels the summary, the sweep table, W&B and the
+diagnosis give a run behind one; and, as root (`root` marker: skipped with the reason without root
+or network namespaces, as the slurm tests are), real runs behind a shaped link: collectives' busbw
+near the rate, every task, and nothing left behind whatever ends the run (its end, a failing rank,
+SIGTERM, SIGKILL of the launcher), with the next run starting clean."""
 
 from __future__ import annotations
 
@@ -48,7 +49,10 @@ def link_problem() -> str | None:
         return "needs root: an emulated link creates network namespaces and shapes them with tc"
     support = link.probe()
     if support.problem is not None:
-        return f"this machine cannot build an emulated link ({support.problem}: {support.detail or 'see probe()'})"
+        return (
+            f"this machine cannot build an emulated link ({support.problem}: "
+            f"{support.detail or 'see probe()'})"
+        )
     if "htb" not in support.qdiscs:
         return "the htb qdisc is not in this kernel"
     return None
@@ -58,7 +62,7 @@ PROBLEM = link_problem()
 needs_link = pytest.mark.skipif(PROBLEM is not None, reason=str(PROBLEM))
 
 
-# ------------------------------------------------------------------------------------------------ arithmetic
+# --------------------------------------------------------------------------------------- arithmetic
 @pytest.mark.parametrize(
     "text, bit_s",
     [
@@ -107,7 +111,7 @@ def test_what_a_shaped_rate_allows_and_the_token_bucket():
     assert arith.tc_rate(2.5e9) == "2500000000bit" and arith.human(2.5e9) == "2.5 Gbit/s"
 
 
-# ------------------------------------------------------------------------------------------------ the config group
+# --------------------------------------------------------------------------------- the config group
 @pytest.mark.parametrize("choice, rate", [("1gbe", 1e9), ("10gbe", 1e10), ("25gbe", 2.5e10)])
 def test_presets_compose_to_their_rate(choice, rate):
     spec = link.spec_of(compose([f"link={choice}"]))
@@ -141,7 +145,7 @@ def test_help_lists_the_link_group(monkeypatch, capsys):
     assert all(choice in out for choice in ("link=", "1gbe", "10gbe", "25gbe", "link.rate="))
 
 
-# ------------------------------------------------------------------------------------------------ refusals
+# ----------------------------------------------------------------------------------------- refusals
 def refused(overrides: list[str], support: Support = OK, host: Host = CPU_HOST) -> str:
     with pytest.raises(ConfigError) as e:
         link.check(compose(overrides), host=host, support=support)
@@ -235,7 +239,8 @@ def test_no_link_is_accepted_without_root():
 
 @pytest.mark.subprocess
 def test_the_refusal_reaches_the_user_as_one_line_and_exit_2(tmp_path):
-    """Through the real entry point, with the machine's answer injected the way check() reads it: not root."""
+    """Through the real entry point, with the machine's answer injected the way check() reads it:
+    not root."""
     argv = ["train.py", *TINY, "link=1gbe", f"hydra.run.dir={tmp_path / 'run'}"]
     code = (
         "import sys; import launchers.link as l; l.probe = lambda: l.Support('root'); "
@@ -255,7 +260,7 @@ def test_the_refusal_reaches_the_user_as_one_line_and_exit_2(tmp_path):
     assert "rank 0" not in proc.stdout + proc.stderr
 
 
-# ------------------------------------------------------------------------------------------------ labels
+# ------------------------------------------------------------------------------------------- labels
 def facts(rate: float = 1e9, check: float | None = 0.94e9, **more) -> dict:
     out = {
         "emulated": True,
@@ -352,9 +357,10 @@ def test_interface_shaping_is_read_back_for_runs_the_tool_did_not_shape():
 
 
 def test_diagnosis_names_the_link_not_cpu_contention():
-    """A 2-core run where both ranks keep the cores busy and communication is most of the step: behind an emulated
-    link whose rate explains the sync's time, the first finding is the link (send fewer bytes), ranked above the CPU
-    contention; without the link in the record the same figures cannot say which it is."""
+    """A 2-core run where both ranks keep the cores busy and communication is most of the step:
+    behind an emulated link whose rate explains the sync's time, the first finding is the link (send
+    fewer bytes), ranked above the CPU contention; without the link in the record the same figures
+    cannot say which it is."""
     from diagnosis import diagnose
     from tests.test_diagnosis import _contended
 
@@ -387,11 +393,12 @@ def test_diagnosis_names_the_link_not_cpu_contention():
     assert diag["comparisons"]["link"]["efficiency"] == pytest.approx(0.9)
 
 
-# ------------------------------------------------------------------------------------------------ root: real links
+# --------------------------------------------------------------------------------- root: real links
 def ranks_left(owner: int | None = None) -> list[int]:
-    """Live processes of a link run (of the launcher `owner`, or of any) inside one of its namespaces. (Processes the
-    launcher started in its own namespace carry the mark too, e.g. multiprocessing's resource tracker; they hold
-    nothing of the link, and end with the launcher.)"""
+    """Live processes of a link run (of the launcher `owner`, or of any) inside one of its
+    namespaces. (Processes the launcher started in its own namespace carry the mark too, e.g.
+    multiprocessing's resource tracker; they hold nothing of the link, and end with the
+    launcher.)"""
     host = os.stat("/proc/self/ns/net").st_ino
     return [pid for pid in marked(owner) if net_inodes(pid) and host not in net_inodes(pid)]
 
@@ -426,8 +433,8 @@ def net_inodes(pid: int | str) -> set[int]:
 
 
 def holders(inodes: set[int]) -> list[str]:
-    """Every process, thread, descriptor or mount (`ip netns add` bind-mounts one in /run/netns) that still refers to
-    one of these namespaces (none: the kernel freed it)."""
+    """Every process, thread, descriptor or mount (`ip netns add` bind-mounts one in /run/netns)
+    that still refers to one of these namespaces (none: the kernel freed it)."""
     found = [
         line
         for line in Path("/proc/self/mountinfo").read_text().splitlines()
@@ -533,7 +540,8 @@ def test_orphans_of_a_dead_launcher_are_killed_at_the_next_start_and_live_runs_a
 @pytest.mark.slow
 @needs_link
 def test_collectives_busbw_within_10_percent_of_what_the_link_allows(tmp_path):
-    """The issue's check that the shaping works: `python train.py task=collectives link=1gbe`, 64 MiB all-reduces."""
+    """The issue's check that the shaping works: `python train.py task=collectives link=1gbe`, 64
+    MiB all-reduces."""
     before = host_links()
     proc = run_train(
         [
@@ -556,7 +564,8 @@ def test_collectives_busbw_within_10_percent_of_what_the_link_allows(tmp_path):
     assert env_link["emulated"] and env_link["rate_bit_s"] == 1e9 and env_link["qdisc"] == "htb"
     assert env_link["check"]["rate_bit_s"] > 0 and env_link["latency_note"]
     [row] = record["result"]["rows"]
-    # busbw from the median of the 8 timed blocks (the table's last column): a busy neighbour's burst moves the mean
+    # busbw from the median of the 8 timed blocks (the table's last column): a busy neighbour's
+    # burst moves the mean
     busbw = (
         row["bytes"] / (row["time_median_us"] * 1e-6) * 8
     )  # bit/s; all_reduce at 2 ranks: busbw = algbw
@@ -648,8 +657,8 @@ def _start_endless(tmp_path: Path) -> subprocess.Popen:
 
 
 def _ranks_in_their_namespaces(proc: subprocess.Popen) -> set[int]:
-    """Once both ranks of the run are in their nodes' namespaces: every namespace the run made (the ranks' and the
-    launcher's descriptors)."""
+    """Once both ranks of the run are in their nodes' namespaces: every namespace the run made (the
+    ranks' and the launcher's descriptors)."""
     host = os.stat("/proc/self/ns/net").st_ino
 
     def joined():
@@ -658,7 +667,8 @@ def _ranks_in_their_namespaces(proc: subprocess.Popen) -> set[int]:
 
     ranks = wait_for(joined, 180)
     assert ranks, (
-        f"the ranks did not start: {proc.poll()} {proc.stdout.read() if proc.poll() is not None else ''}"
+        f"the ranks did not start: {proc.poll()} "
+        f"{proc.stdout.read() if proc.poll() is not None else ''}"
     )
     inodes = set().union(*(net_inodes(pid) for pid in ranks)) | (net_inodes(proc.pid) - {host})
     assert len(inodes) == 3, inodes  # node 0, node 1, the switch
@@ -687,8 +697,9 @@ def test_sigterm_of_the_launcher_leaves_an_interrupted_record_and_nothing_else(t
 @pytest.mark.slow
 @needs_link
 def test_sigkill_of_the_launcher_leaves_no_namespace_and_the_next_run_starts_clean(tmp_path):
-    """The launcher gets no chance to clean up: the ranks die with it (PR_SET_PDEATHSIG), the last holders of the
-    run's namespaces are gone, and the kernel frees them with their veth pairs, bridge and qdiscs."""
+    """The launcher gets no chance to clean up: the ranks die with it (PR_SET_PDEATHSIG), the last
+    holders of the run's namespaces are gone, and the kernel frees them with their veth pairs,
+    bridge and qdiscs."""
     before = host_links()
     proc = _start_endless(tmp_path)
     try:
@@ -723,21 +734,24 @@ def test_a_sweep_over_links_labels_its_table(tmp_path):
     )
 
 
-# ------------------------------------------------------------------------------------------------ the Slurm cluster
+# -------------------------------------------------------------------------------- the Slurm cluster
 NODES_SH = ROOT / "launchers" / "slurm_cluster" / "nodes.sh"
 
 
 def nodes_link(args: str) -> subprocess.CompletedProcess:
     """start.sh's shaping function (nodes.sh: nodes_link) on the cluster's namespaced nodes."""
-    script = f'say() {{ echo "$*"; }}; die() {{ echo "$*" >&2; exit 1; }}; . "{NODES_SH}"; nodes_link {args}'
+    script = (
+        f'say() {{ echo "$*"; }}; die() {{ echo "$*" >&2; exit 1; }}; . "{NODES_SH}"; '
+        f"nodes_link {args}"
+    )
     return subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
 
 
 @pytest.mark.root
 @needs_link
 def test_start_sh_link_rate_shapes_both_ends_of_every_node_and_unshapes_again():
-    """nodes.sh's nodes_net_up + nodes_link in a network and mount namespace of the test's own (its /run/netns and
-    /etc/hosts private), so the names cannot meet a real cluster's."""
+    """nodes.sh's nodes_net_up + nodes_link in a network and mount namespace of the test's own (its
+    /run/netns and /etc/hosts private), so the names cannot meet a real cluster's."""
     script = f'''set -e
 mount -t tmpfs tmpfs /run && mkdir -p /run/netns
 cp /etc/hosts /run/hosts && mount --bind /run/hosts /etc/hosts
@@ -772,8 +786,9 @@ echo UNSHAPED; tc qdisc show dev slurm-veth2; tc -n slurm-node2 qdisc show dev e
 @pytest.mark.slow
 @needs_link
 def test_a_two_node_slurm_job_behind_shaped_links_records_them(tmp_path):
-    """The namespaced cluster's links shaped as `start.sh --nodes 2 --link-rate 1gbit` shapes them: a 2-node
-    collectives job's record reads the shaping from its rank's interface, and its busbw stays under the rate."""
+    """The namespaced cluster's links shaped as `start.sh --nodes 2 --link-rate 1gbit` shapes them:
+    a 2-node collectives job's record reads the shaping from its rank's interface, and its busbw
+    stays under the rate."""
     from tests.slurm_cluster import cluster_problem
 
     problem = cluster_problem(nodes=2)

@@ -1,6 +1,7 @@
-"""stats/compare.py, the throughput of a configuration, the speed-up between two and the ratio of two runs' medians
-(issue 36: a module the mutation run covers), each worked out by hand: geometric means, t intervals from the printed
-table, Welch's degrees of freedom in the cases where they reduce to a count."""
+"""stats/compare.py, the throughput of a configuration, the speed-up between two and the ratio of
+two runs' medians (issue 36: a module the mutation run covers), each worked out by hand: geometric
+means, t intervals from the printed table, Welch's degrees of freedom in the cases where they reduce
+to a count."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ T95_DF2 = 2.919985580355516  # 0.95 quantile, 2 degrees of freedom (2.920)
 
 
 def test_throughput_of_two_runs_is_their_geometric_mean():
-    """Runs of 20 units in 2 s and 80 in 2 s: 10 and 40 per s, geometric mean 20; two log values ln 4 apart have a
-    standard error of half that, ln 2, and t(1) = 12.706."""
+    """Runs of 20 units in 2 s and 80 in 2 s: 10 and 40 per s, geometric mean 20; two log values ln
+    4 apart have a standard error of half that, ln 2, and t(1) = 12.706."""
     t = throughput([([1.0, 1.0], [10, 10]), ([1.0, 1.0], [40, 40])])
     h = T975_DF1 * math.log(2)
     assert t["rate"] == pytest.approx(20.0) and t["run_rates"] == [pytest.approx(10.0), 40.0]
@@ -54,9 +55,9 @@ def test_throughput_of_one_run_is_its_own_interval_and_says_so():
 
 
 def test_compare_throughput_paired_by_hand():
-    """Three rounds, each running both: ratios 2, 1.5, 2.5; their geometric mean 7.5^(1/3) = 1.957; the log
-    ratios 0.693, 0.405, 0.916 have a standard deviation of 0.2561, se 0.1479, times t(2) 4.303: 0.636; the
-    interval [1.036, 3.698] lies above 1.02: faster."""
+    """Three rounds, each running both: ratios 2, 1.5, 2.5; their geometric mean 7.5^(1/3) = 1.957;
+    the log ratios 0.693, 0.405, 0.916 have a standard deviation of 0.2561, se 0.1479, times t(2)
+    4.303: 0.636; the interval [1.036, 3.698] lies above 1.02: faster."""
     base = [([1.0], [10]), ([1.0], [40]), ([1.0], [20])]
     cand = [([1.0], [20]), ([1.0], [60]), ([1.0], [50])]
     r = compare_throughput(base, cand, paired=True)
@@ -75,7 +76,8 @@ def test_compare_throughput_paired_by_hand():
 
 
 def test_compare_throughput_unpaired_by_hand():
-    """2 runs against 3, not paired: geometric means 20 and (20 x 60 x 100)^(1/3) = 49.3: 2.47x, Welch."""
+    """2 runs against 3, not paired: geometric means 20 and (20 x 60 x 100)^(1/3) = 49.3: 2.47x,
+    Welch."""
     base = [([1.0, 1.0], [10, 10]), ([1.0, 1.0], [40, 40])]
     cand = [([1.0], [20]), ([1.0], [60]), ([0.5], [50])]
     r = compare_throughput(base, cand)
@@ -86,9 +88,10 @@ def test_compare_throughput_unpaired_by_hand():
 
 
 def test_ratio_ci_of_independent_blocks_by_hand():
-    """Blocks 1, 2, 4 s against 1, 1, 1 s: geometric means 2 and 1, ratio 2; the candidate has no spread, so
-    Welch's degrees of freedom are the baseline's, 2, and the standard error its own: ln 2 / sqrt(3). Both sides
-    spread alike (1, 2, 4 against 2, 4, 8): 4 degrees of freedom, the standard error sqrt(2) times."""
+    """Blocks 1, 2, 4 s against 1, 1, 1 s: geometric means 2 and 1, ratio 2; the candidate has no
+    spread, so Welch's degrees of freedom are the baseline's, 2, and the standard error its own: ln
+    2 / sqrt(3). Both sides spread alike (1, 2, 4 against 2, 4, 8): 4 degrees of freedom, the
+    standard error sqrt(2) times."""
     se = math.log(2) / math.sqrt(3)
     ratio, lo, hi = ratio_ci([1, 2, 4], [1, 1, 1], independent=True)
     assert ratio == pytest.approx(2.0)
@@ -109,9 +112,10 @@ def test_ratio_ci_of_independent_blocks_by_hand():
 
 
 def test_ratio_ci_of_two_step_series_by_hand():
-    """Steps e^1..e^10 against e^2..e^11: log medians 5.5 and 6.5 (ratio e^-1), each with the batch medians'
-    standard error sqrt(10)/sqrt(5) = sqrt(2) on 4 degrees of freedom (test_mutation_reach's log_median); Welch:
-    se^2 = 4, df = 16 / (4/4 + 4/4) = 8. Under 10 steps: no interval."""
+    """Steps e^1..e^10 against e^2..e^11: log medians 5.5 and 6.5 (ratio e^-1), each with the batch
+    medians' standard error sqrt(10)/sqrt(5) = sqrt(2) on 4 degrees of freedom
+    (test_mutation_reach's log_median); Welch: se^2 = 4, df = 16 / (4/4 + 4/4) = 8. Under 10 steps:
+    no interval."""
     base = [math.exp(v) for v in range(1, 11)]
     cand = [math.exp(v + 1) for v in range(1, 11)]
     ratio, lo, hi = ratio_ci(base, cand)
@@ -126,8 +130,9 @@ T95_DF1 = 6.313751514675043  # Student t, 0.95 quantile, 1 degree of freedom (pr
 
 
 def test_the_level_and_the_band_reach_every_interval_and_verdict():
-    """A 90% interval takes t's 0.95 quantile: 6.314 for two runs, 2.920 for three paired rounds; a band of 50%
-    turns the paired speed-up of test_compare_throughput_paired_by_hand, [1.036, 3.698], into no verdict."""
+    """A 90% interval takes t's 0.95 quantile: 6.314 for two runs, 2.920 for three paired rounds; a
+    band of 50% turns the paired speed-up of test_compare_throughput_paired_by_hand, [1.036, 3.698],
+    into no verdict."""
     t = throughput([([1.0, 1.0], [10, 10]), ([1.0, 1.0], [40, 40])], level=0.90)
     assert t["ci_lo"] == pytest.approx(20 * math.exp(-T95_DF1 * math.log(2)))
     walls, units = [0.1 + 0.001 * (i % 7) for i in range(120)], [32] * 120
@@ -153,8 +158,8 @@ def test_the_level_and_the_band_reach_every_interval_and_verdict():
 
 
 def test_ratio_ci_takes_each_sides_degrees_of_freedom():
-    """1, 2, 4 s (2 degrees of freedom) against four 1 s blocks (3, but no spread): Welch's df is the
-    baseline's, 2. One series under 10 steps: no interval, whichever side."""
+    """1, 2, 4 s (2 degrees of freedom) against four 1 s blocks (3, but no spread): Welch's df is
+    the baseline's, 2. One series under 10 steps: no interval, whichever side."""
     se = math.log(2) / math.sqrt(3)
     _, lo, hi = ratio_ci([1, 2, 4], [1, 1, 1, 1], independent=True)
     assert lo == pytest.approx(2 * math.exp(-T975_DF2 * se))

@@ -1,7 +1,8 @@
-"""stats/drift.py, the steady-state test every record and sweep table reports (issue 36: a module the mutation run
-covers), on series built so that the answer is known by hand: 16 steps in 8 batches of 2 equal steps, whose batch
-means of the log times are a straight line s * t plus a pattern orthogonal to both the constant and t, so the
-least-squares slope is s exactly and the residuals are the pattern; p-values from the printed t table."""
+"""stats/drift.py, the steady-state test every record and sweep table reports (issue 36: a module
+the mutation run covers), on series built so that the answer is known by hand: 16 steps in 8 batches
+of 2 equal steps, whose batch means of the log times are a straight line s * t plus a pattern
+orthogonal to both the constant and t, so the least-squares slope is s exactly and the residuals are
+the pattern; p-values from the printed t table."""
 
 from __future__ import annotations
 
@@ -24,13 +25,14 @@ def _series(slope: float, e: float) -> list[float]:
 
 
 def _t_stat_se(e: float) -> float:
-    """The slope's standard error: residuals +-e, s^2 = 8 e^2 / 6, se = sqrt(s^2 / sum t^2) = e sqrt(8 / 252)."""
+    """The slope's standard error: residuals +-e, s^2 = 8 e^2 / 6, se = sqrt(s^2 / sum t^2) = e
+    sqrt(8 / 252)."""
     return e * math.sqrt(8 / 6 / 42)
 
 
 def test_trend_of_a_straight_line_and_of_a_flat_series():
-    """No residuals: the slope is certain (p 0) if it is not 0, and then the change across the window is
-    e^(7 slope) - 1; a flat series has no trend at all (p 1)."""
+    """No residuals: the slope is certain (p 0) if it is not 0, and then the change across the
+    window is e^(7 slope) - 1; a flat series has no trend at all (p 1)."""
     drift, p = trend(_series(0.01, 0.0))
     assert drift == pytest.approx(math.expm1(0.07)) and p < 1e-50  # 0 but for rounding
     assert trend([2.0] * 16) == (0.0, 1.0)
@@ -39,7 +41,8 @@ def test_trend_of_a_straight_line_and_of_a_flat_series():
 
 
 def test_trend_p_value_from_the_t_table():
-    """Slope 2.447 standard errors on 6 degrees of freedom: two-sided p 0.05, whichever the direction."""
+    """Slope 2.447 standard errors on 6 degrees of freedom: two-sided p 0.05, whichever the
+    direction."""
     e = 0.01
     s = T975_DF6 * _t_stat_se(e)
     drift, p = trend(_series(s, e))
@@ -52,8 +55,8 @@ def test_trend_p_value_from_the_t_table():
 
 
 def test_steady_state_in_each_of_its_four_cases():
-    """Big (over 2%) and significant: not steady; big and not significant (p 0.05 > 1%): unknown; significant and
-    small: steady; neither: steady. Too short: unknown, and why."""
+    """Big (over 2%) and significant: not steady; big and not significant (p 0.05 > 1%): unknown;
+    significant and small: steady; neither: steady. Too short: unknown, and why."""
     out = steady_state(_series(0.01, 0.0))
     assert out["steady"] is False and out["drift"] == pytest.approx(math.expm1(0.07))
     assert out["reason"].startswith("the window drifted +7.3% from its start to its end (trend p=")
@@ -63,7 +66,8 @@ def test_steady_state_in_each_of_its_four_cases():
     out = steady_state(_series(s, e))
     assert out["steady"] is None and out["p_value"] == pytest.approx(0.05, rel=1e-6)
     assert out["reason"] == (
-        "the window moved +3.1% from its start to its end, more than the 2% noise threshold, and the trend "
+        "the window moved +3.1% from its start to its end, more than the 2% noise threshold, and "
+        "the trend "
         "test cannot tell that from noise (p=0.05, 8 batch means): more steps can tell"
     )
     out = steady_state(_series(0.001, 0.0))  # 0.7%, certain
@@ -87,8 +91,9 @@ def test_steady_state_in_each_of_its_four_cases():
 
 
 def test_unsteady_runs_by_hand():
-    """Benjamini-Hochberg at 1% over the 3 runs with a p-value: 0.001, 0.001, 0.5 against 1/3, 2/3 and 3/3 of 1%:
-    the first two discovered; of those, only the one whose drift is over 2% is unsteady."""
+    """Benjamini-Hochberg at 1% over the 3 runs with a p-value: 0.001, 0.001, 0.5 against 1/3, 2/3
+    and 3/3 of 1%: the first two discovered; of those, only the one whose drift is over 2% is
+    unsteady."""
     tests = {
         "a": {"p_value": 0.001, "drift": -0.05},
         "b": {"p_value": 0.001, "drift": 0.01},
@@ -102,8 +107,8 @@ def test_unsteady_runs_by_hand():
         "method": "drift trend test per run, Benjamini-Hochberg over the 3 tested runs at FDR 1%",
     }
     assert unsteady_runs(tests, q=0.0001)["runs"] == []
-    # Benjamini-Hochberg, not Holm: 0.008, 0.009, 0.0095 all stand (the largest is under 3/3 of 1%), though
-    # Holm would keep none (0.008 > 1% / 3)
+    # Benjamini-Hochberg, not Holm: 0.008, 0.009, 0.0095 all stand (the largest is under 3/3 of 1%),
+    # though Holm would keep none (0.008 > 1% / 3)
     close = {k: {"p_value": p, "drift": 0.05} for k, p in zip("xyz", (0.008, 0.009, 0.0095))}
     assert unsteady_runs(close)["runs"] == ["x", "y", "z"]
     # a drift of exactly 2% is not over it

@@ -1,6 +1,7 @@
-"""stats/family.py, the family-adjusted verdicts of a sweep table (issue 36: a module the mutation run covers), on
-paired rows whose per-round log ratios are chosen by hand: their mean, standard error and t statistic worked out
-apart from the code, t quantiles from the printed table, Holm and Benjamini-Hochberg stepped through."""
+"""stats/family.py, the family-adjusted verdicts of a sweep table (issue 36: a module the mutation
+run covers), on paired rows whose per-round log ratios are chosen by hand: their mean, standard
+error and t statistic worked out apart from the code, t quantiles from the printed table, Holm and
+Benjamini-Hochberg stepped through."""
 
 from __future__ import annotations
 
@@ -22,9 +23,10 @@ def _row(label: str, diffs: list[float], unsteady: list | None = None) -> Row:
 
 
 def test_family_verdicts_by_hand():
-    """Row 2x: log ratios ln 2, ln 2 + 0.01, ln 2: mean ln 2 + 0.01/3, sd sqrt(((0.01/3)^2 x 2 + (0.02/3)^2) / 2)
-    = 0.005774, se 0.003333; its interval clear above 1.02: faster. Row ~1: 0, 0.002, -0.001: se 0.000882, inside
-    +-2%: equivalent, resting on its unsteady second run. The baseline's place holds None."""
+    """Row 2x: log ratios ln 2, ln 2 + 0.01, ln 2: mean ln 2 + 0.01/3, sd sqrt(((0.01/3)^2 x 2 +
+    (0.02/3)^2) / 2) = 0.005774, se 0.003333; its interval clear above 1.02: faster. Row ~1: 0,
+    0.002, -0.001: se 0.000882, inside +-2%: equivalent, resting on its unsteady second run. The
+    baseline's place holds None."""
     two = _row("2x", [math.log(2), math.log(2) + 0.01, math.log(2)])
     one = _row("1x", [0.0, 0.002, -0.001], [False, True, False])
     out = family_verdicts([BASE, two, one], 0)
@@ -53,10 +55,11 @@ def test_family_verdicts_by_hand():
 
 
 def test_holm_takes_back_what_each_row_alone_would_claim():
-    """Two rows of log ratios ln 1.2 + (0, 0.05, -0.05): se 0.05 / sqrt(3) = 0.0289, t = (ln 1.2 - ln 1.02) / se =
-    5.63 on 2 df, between t(0.975) 4.303 and t(0.9875) 6.205: p between 0.025 and 0.05. Each alone is faster;
-    Holm needs 0.05 / 2 of the first: neither stands, and each says why; Benjamini-Hochberg keeps both (the
-    larger p under 2/2 of 0.05). A noise floor of 10% lifts faster's bar over both intervals' lower ends."""
+    """Two rows of log ratios ln 1.2 + (0, 0.05, -0.05): se 0.05 / sqrt(3) = 0.0289, t = (ln 1.2 -
+    ln 1.02) / se = 5.63 on 2 df, between t(0.975) 4.303 and t(0.9875) 6.205: p between 0.025 and
+    0.05. Each alone is faster; Holm needs 0.05 / 2 of the first: neither stands, and each says why;
+    Benjamini-Hochberg keeps both (the larger p under 2/2 of 0.05). A noise floor of 10% lifts
+    faster's bar over both intervals' lower ends."""
     diffs = [math.log(1.2), math.log(1.2) + 0.05, math.log(1.2) - 0.05]
     rows = [_row("a", diffs), _row("b", diffs)]
     holm = pair_verdicts([(BASE, r) for r in rows])
@@ -95,10 +98,11 @@ def test_pct_of_a_detectable_difference():
 
 
 def test_level_noise_and_floor_reach_every_row():
-    """The 2x row of test_family_verdicts_by_hand at 90%: t(0.95, 2) = 2.920; the ratio-1.2 rows inside a band of
-    +-50%: equivalent, not faster; a 10% floor, through family_verdicts too: not faster, and a larger difference
-    needed to be seen. Benjamini-Hochberg over the 1.2 row and two rows of no difference (log ratios 0, +-0.05):
-    the 1.2 row's p (0.025 to 0.05) is over 1/3 of 0.05, so nothing stands, and the row says which procedure."""
+    """The 2x row of test_family_verdicts_by_hand at 90%: t(0.95, 2) = 2.920; the ratio-1.2 rows
+    inside a band of +-50%: equivalent, not faster; a 10% floor, through family_verdicts too: not
+    faster, and a larger difference needed to be seen. Benjamini-Hochberg over the 1.2 row and two
+    rows of no difference (log ratios 0, +-0.05): the 1.2 row's p (0.025 to 0.05) is over 1/3 of
+    0.05, so nothing stands, and the row says which procedure."""
     two = _row("2x", [math.log(2), math.log(2) + 0.01, math.log(2)])
     mean, se = math.log(2) + 0.01 / 3, 0.01 / 3
     d = pair_verdicts([(BASE, two)], level=0.90)[0]

@@ -1,7 +1,8 @@
-"""stats/fmt.py, the number formats every table, verdict and accounting line goes through (issue 36: a module the
-mutation run covers), each string written out by hand from the rule its docstring states: digits down to the first
-significant digit of the interval's width, plus one; fewer decimals as a bare number grows; milliseconds without an
-exponent; a ratio that is not a win never shown bare."""
+"""stats/fmt.py, the number formats every table, verdict and accounting line goes through (issue 36:
+a module the mutation run covers), each string written out by hand from the rule its docstring
+states: digits down to the first significant digit of the interval's width, plus one; fewer decimals
+as a bare number grows; milliseconds without an exponent; a ratio that is not a win never shown
+bare."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from stats.fmt import fmt_ci, fmt_ratio, ms, rounded, sig_digits, verdict_text
 
 
 def test_sig_digits_from_the_widths_first_digit():
-    # width 0.4: first significant digit in the tenths, one more: 2 decimals; 1: 1; 10: 0; 0.1: 2; 1332: -2
+    # width 0.4: first significant digit in the tenths, one more: 2 decimals; 1: 1; 10: 0; 0.1: 2;
+    # 1332: -2
     assert sig_digits(1.0, 0.9, 1.3) == 2
     assert sig_digits(1.0, 1.0, 2.0) == 1
     assert sig_digits(5.0, 0.0, 10.0) == 0

@@ -1,7 +1,7 @@
-"""stats/sentinel.py, the noise sentinel a sweep table warns with (issue 36: a module the mutation run covers), on
-two rows of two runs, where every figure has a closed form: the ANOVA's mean squares by hand, and F(1, 2) is the
-square of Student's t on 2 degrees of freedom, whose tail and quantiles are elementary:
-sf(t) = (1 - t / sqrt(t^2 + 2)) / 2 and t_p = (2p - 1) / sqrt(2 p (1 - p))."""
+"""stats/sentinel.py, the noise sentinel a sweep table warns with (issue 36: a module the mutation
+run covers), on two rows of two runs, where every figure has a closed form: the ANOVA's mean squares
+by hand, and F(1, 2) is the square of Student's t on 2 degrees of freedom, whose tail and quantiles
+are elementary: sf(t) = (1 - t / sqrt(t^2 + 2)) / 2 and t_p = (2p - 1) / sqrt(2 p (1 - p))."""
 
 from __future__ import annotations
 
@@ -18,9 +18,10 @@ def _t2_quantile(p: float) -> float:
 
 
 def test_sentinel_of_two_rows_by_hand():
-    """Rows A = (0, 0.2), B = (1.0, 1.2): grand mean 0.6; between rows 2 (0.5^2) x 2 = 1.0 on 1 df; within
-    4 x 0.1^2 / 2 = 0.02; F = 50, t = sqrt(50): p = 1 - 7.071 / sqrt(52) = 0.0194 < 2.5%; runs per row 2, so tau =
-    sqrt((1.0 - 0.02) / 2) = 0.7; its interval from F's 0.975 and 0.025 quantiles (t at 0.9875 and 0.5125)."""
+    """Rows A = (0, 0.2), B = (1.0, 1.2): grand mean 0.6; between rows 2 (0.5^2) x 2 = 1.0 on 1 df;
+    within 4 x 0.1^2 / 2 = 0.02; F = 50, t = sqrt(50): p = 1 - 7.071 / sqrt(52) = 0.0194 < 2.5%;
+    runs per row 2, so tau = sqrt((1.0 - 0.02) / 2) = 0.7; its interval from F's 0.975 and 0.025
+    quantiles (t at 0.9875 and 0.5125)."""
     s = sentinel({"A": [0.0, 0.2], "B": [1.0, 1.2]})
     t = math.sqrt(50)
     assert s["p_value"] == pytest.approx(1 - t / math.sqrt(52)) and s["significant"] is True
@@ -34,7 +35,8 @@ def test_sentinel_of_two_rows_by_hand():
     assert s["low_median"] == pytest.approx(math.exp(0.1))
     assert s["high_median"] == pytest.approx(math.exp(1.1))
     assert s["method"] == (
-        "one-way random-effects ANOVA of the runs' log medians across 2 rows (F test at 2.5%; between-row SD "
+        "one-way random-effects ANOVA of the runs' log medians across 2 rows (F test at 2.5%; "
+        "between-row SD "
         "with its 95% interval from the F distribution)"
     )
     # rows named by their medians, not by their names' order
@@ -43,8 +45,8 @@ def test_sentinel_of_two_rows_by_hand():
 
 
 def test_sentinel_level_alpha_and_the_rows_it_counts():
-    """A 1% test does not call p = 0.0194; a 90% interval takes F's 0.95 and 0.05 quantiles (t at 0.975 and
-    0.525); a row of one run is left out; under two rows of two runs, no sentinel."""
+    """A 1% test does not call p = 0.0194; a 90% interval takes F's 0.95 and 0.05 quantiles (t at
+    0.975 and 0.525); a row of one run is left out; under two rows of two runs, no sentinel."""
     rows = {"A": [0.0, 0.2], "B": [1.0, 1.2]}
     s = sentinel(rows, alpha=0.01)
     assert s["significant"] is False and "F test at 1.0%" in s["method"]
@@ -66,8 +68,8 @@ def test_sentinel_level_alpha_and_the_rows_it_counts():
 
 
 def test_sentinel_without_spread_within_or_between_rows():
-    """Identical runs within each row: F is infinite, read as 0 for the interval, which is then 0 wide; rows with
-    the same runs: no spread, p 1, not significant."""
+    """Identical runs within each row: F is infinite, read as 0 for the interval, which is then 0
+    wide; rows with the same runs: no spread, p 1, not significant."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         s = sentinel({"A": [0.0, 0.0], "B": [1.0, 1.0]})
@@ -82,9 +84,9 @@ def test_sentinel_without_spread_within_or_between_rows():
 
 
 def test_sentinel_interval_upper_end_at_its_floor():
-    """Rows 0.005 apart: between rows 2 x 0.0025^2 x 2 = 0.000025, F = 0.00125, which is F's 0.025 quantile
-    (t at 0.5125, squared) to 3 digits: the ratio (F / q - 1) / 2 is about 0, so the upper end of tau is near 0,
-    not lifted to a ratio of 1 (sqrt(0.02) = 0.141)."""
+    """Rows 0.005 apart: between rows 2 x 0.0025^2 x 2 = 0.000025, F = 0.00125, which is F's 0.025
+    quantile (t at 0.5125, squared) to 3 digits: the ratio (F / q - 1) / 2 is about 0, so the upper
+    end of tau is near 0, not lifted to a ratio of 1 (sqrt(0.02) = 0.141)."""
     s = sentinel({"A": [0.0, 0.2], "B": [0.005, 0.205]})
     hi_q = _t2_quantile(0.5125) ** 2
     f = 0.000025 / 0.02

@@ -1,8 +1,8 @@
 """Numbers of the modules the mutation run reaches since issue 36 (stats/within.py, comm/measure.py,
-tasks/collectives.py, diagnosis/accounting.py), each checked against a value worked out by hand or by a plain loop
-written apart from the code under test: the within-run statistics behind every interval of a train record, the
-per-rank statistics of the comm measurements, the collectives task's rows and headline, and the diagnosis's step
-accounting."""
+tasks/collectives.py, diagnosis/accounting.py), each checked against a value worked out by hand or
+by a plain loop written apart from the code under test: the within-run statistics behind every
+interval of a train record, the per-rank statistics of the comm measurements, the collectives task's
+rows and headline, and the diagnosis's step accounting."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ def test_t_quantile_is_students_t():
 
 
 def test_lag1_by_hand():
-    # [1, 2, 3, 4]: mean 2.5, deviations -1.5 -0.5 0.5 1.5; sum of squares 5; lag-1 products 0.75 - 0.25 + 0.75 = 1.25
+    # [1, 2, 3, 4]: mean 2.5, deviations -1.5 -0.5 0.5 1.5; sum of squares 5; lag-1 products 0.75 -
+    # 0.25 + 0.75 = 1.25
     assert within.lag1([1, 2, 3, 4]) == pytest.approx(0.25)
     assert within.lag1([1, 3, 1, 3]) == pytest.approx(-0.75)  # d = -1 1 -1 1: products -3 over 4
     assert within.lag1([2.0, 2.0, 2.0]) == 0.0  # no variance: no correlation, not a division by 0
@@ -46,8 +47,8 @@ def _n_eff(x: list[float]) -> float:
 
 
 def test_effective_size_by_hand():
-    # 1 1 2 2 1 1 2 2 1 1: mean 1.4, sum of squares 2.4, lag-1 products 0.24, r = 0.1; Kendall: (10 * 0.1 + 1) / 7
-    # = 2/7, inside (0, 0.99); n_eff = 10 (5/7) / (9/7) = 50/9
+    # 1 1 2 2 1 1 2 2 1 1: mean 1.4, sum of squares 2.4, lag-1 products 0.24, r = 0.1; Kendall: (10
+    # * 0.1 + 1) / 7 = 2/7, inside (0, 0.99); n_eff = 10 (5/7) / (9/7) = 50/9
     x = [1, 1, 2, 2, 1, 1, 2, 2, 1, 1]
     assert within.lag1(x) == pytest.approx(0.1)
     assert within.effective_size(x) == pytest.approx(50 / 9) == _n_eff(x)
@@ -80,7 +81,8 @@ def test_batches_split_by_hand():
 
 
 def test_batch_median_by_hand():
-    # 1..10: median 5.5; under 40 values 2 batches (1..5, 6..10): medians 3 and 8, sd sqrt(12.5), se sqrt(12.5)/sqrt(2)
+    # 1..10: median 5.5; under 40 values 2 batches (1..5, 6..10): medians 3 and 8, sd sqrt(12.5), se
+    # sqrt(12.5)/sqrt(2)
     out = within.batch_median(list(range(1, 11)))
     se = math.sqrt(12.5) / math.sqrt(2)
     assert out["median"] == 5.5 and out["se"] == pytest.approx(se) and out["df"] == 1
@@ -88,7 +90,8 @@ def test_batch_median_by_hand():
         5.5 + T975_DF1 * se
     )
     assert out["method"].startswith("batch medians: 2 consecutive batches")
-    # count=5 (the adaptive window's pilot): batch medians 1.5 3.5 5.5 7.5 9.5; sd sqrt(40 / 4); se sqrt(10) / sqrt(5)
+    # count=5 (the adaptive window's pilot): batch medians 1.5 3.5 5.5 7.5 9.5; sd sqrt(40 / 4); se
+    # sqrt(10) / sqrt(5)
     five = within.batch_median(list(range(1, 11)), count=5)
     se5 = math.sqrt(10) / math.sqrt(5)
     assert five["se"] == pytest.approx(se5) and five["df"] == 4
@@ -111,7 +114,8 @@ def test_batch_median_by_hand():
 
 
 def test_batch_rate_by_hand():
-    # 10 blocks: the rate, no interval (the long-run rate needs 60 blocks), the 3-batch log se kept for planning
+    # 10 blocks: the rate, no interval (the long-run rate needs 60 blocks), the 3-batch log se kept
+    # for planning
     short = within.batch_rate([1.0] * 10, [float(u) for u in range(1, 11)])
     assert short["rate"] == pytest.approx(5.5) and short["ci_lo"] is None and short["df"] is None
     assert (
@@ -178,9 +182,9 @@ def test_block_sizes_cover_every_iteration():
 
 
 def test_collectives_rows_and_headline_by_hand():
-    """tasks/collectives.py's result assembly on hand-made per-rank timings (2 ranks; no process): each row's mean and
-    slowest time, algbw and busbw by nccl-tests' arithmetic, the block medians, and the headline that picks each op's
-    largest size."""
+    """tasks/collectives.py's result assembly on hand-made per-rank timings (2 ranks; no process):
+    each row's mean and slowest time, algbw and busbw by nccl-tests' arithmetic, the block medians,
+    and the headline that picks each op's largest size."""
     from types import SimpleNamespace
 
     import torch
@@ -234,7 +238,8 @@ def test_collectives_rows_and_headline_by_hand():
     assert rows[3]["busbw_GBps"] == pytest.approx(
         4 * mb / 0.060 / 1e9 * (2 - 1) / 2
     )  # all_gather: (n-1)/n
-    # the blocks: per block the ranks' mean (1.5 b for the first row), then their median: 1.5 x 4.5 ms
+    # the blocks: per block the ranks' mean (1.5 b for the first row), then their median: 1.5 x 4.5
+    # ms
     assert first["time_median_us"] == pytest.approx(1.5 * 4500) and first["blocks"] == 8
     assert first["time_ci_lo_us"] <= first["time_median_us"] <= first["time_ci_hi_us"]
     assert rows[2]["wrong"] == 3 and first["wrong"] == 0 and r["wrong_total"] == 3
@@ -258,9 +263,10 @@ def test_collectives_rows_and_headline_by_hand():
 def _accounting_result(
     sync: str = "ddp", late_work: float = 0.130, barrier_wall: float = 0.180
 ) -> dict:
-    """A 2-rank task=train result by hand: 10 steps in 2.0 s (0.2 s per step from throughput); rank 0's phases sum
-    to 0.150 s, its mean step 0.150 s, its wall per step 0.180 s (0.030 s between steps), so it waits 0.020 s at the
-    block barrier; rank 0 works 0.100 s per step, rank 1 `late_work`."""
+    """A 2-rank task=train result by hand: 10 steps in 2.0 s (0.2 s per step from throughput); rank
+    0's phases sum to 0.150 s, its mean step 0.150 s, its wall per step 0.180 s (0.030 s between
+    steps), so it waits 0.020 s at the block barrier; rank 0 works 0.100 s per step, rank 1
+    `late_work`."""
     phases = {"data": 0.010, "h2d": 0.0, "forward": 0.030, "backward": 0.090, "optimizer": 0.020}
     if sync != "ddp":
         phases = {**phases, "backward": 0.050, "sync": 0.040}
@@ -304,8 +310,9 @@ def test_step_accounting_by_hand():
     assert r0["barrier_s"] == pytest.approx(0.020) and r0["residual_s"] == pytest.approx(
         0.0, abs=1e-12
     )
-    # rank 1 works 0.130 s, rank 0 0.100 s: rank 0 waits 0.030 s, 0.020 s of it at the barrier (all the barrier
-    # holds), the other 0.010 s inside DDP's all-reduces in backward (backward 0.090 - compute 0.050 = 0.040 s)
+    # rank 1 works 0.130 s, rank 0 0.100 s: rank 0 waits 0.030 s, 0.020 s of it at the barrier (all
+    # the barrier holds), the other 0.010 s inside DDP's all-reduces in backward (backward 0.090 -
+    # compute 0.050 = 0.040 s)
     w = acc["wait"]
     assert acc["late_rank"] == 1 and w["rank"] == 1 and w["total_s"] == pytest.approx(0.030)
     assert w["at_barrier_s"] == pytest.approx(0.020) and w["in_sync_s"] == pytest.approx(0.010)
@@ -313,7 +320,8 @@ def test_step_accounting_by_hand():
         "transfer_s"
     ] == pytest.approx(0.030)
     assert acc["sync"]["compute_s"] == pytest.approx(0.050) and w["phase"].startswith("backward")
-    # the probe: DDP's timers, no barrier: min(wait, exposed) = 0.025 waiting, nothing left for the transfer
+    # the probe: DDP's timers, no barrier: min(wait, exposed) = 0.025 waiting, nothing left for the
+    # transfer
     assert acc["probe"] == {"exposed_s": 0.025, "wait_s": pytest.approx(0.025), "transfer_s": 0.0}
     assert [r["barrier_s"] for r in acc["ranks"]] == [pytest.approx(0.020)] * 2
     assert acc["work_s"] == {0: 0.100, 1: 0.130} and acc["work_is_complete"] is True
@@ -325,7 +333,8 @@ def test_step_accounting_by_hand():
     )
     assert "rank 0 waits 30" in text and "not accounted for" not in text
 
-    # an explicit strategy: the wait is inside the sync phase; a wait larger than barrier + sync is capped by the sync
+    # an explicit strategy: the wait is inside the sync phase; a wait larger than barrier + sync is
+    # capped by the sync
     flat = account(
         TrainResult.from_dict(_accounting_result(sync="flat", late_work=0.200), "result")
     ).to_dict()
@@ -370,7 +379,8 @@ def test_resolve_device_by_choice():
 
 
 def test_time_window_and_gather_all_on_a_one_rank_group(tmp_path):
-    """A one-rank gloo group in this process (no rank process): seconds per call over the window, and the gather."""
+    """A one-rank gloo group in this process (no rank process): seconds per call over the window,
+    and the gather."""
     import time
 
     import torch
@@ -391,7 +401,8 @@ def test_time_window_and_gather_all_on_a_one_rank_group(tmp_path):
         close_group()
 
 
-# ---- diagnosis/accounting.py's printed lines, word for word (issue 36: the mutation run's survivors in `lines`)
+# ---- diagnosis/accounting.py's printed lines, word for word (issue 36: the mutation run's
+# survivors in `lines`)
 
 
 def _accounting_lines(record: dict) -> list[str]:
@@ -402,16 +413,17 @@ def _accounting_lines(record: dict) -> list[str]:
 
 
 def _with_work(record: dict, **work) -> dict:
-    """The record with the same change to every rank's own work (e.g. DDP's backward compute timer)."""
+    """The record with the same change to every rank's own work (e.g. DDP's backward compute
+    timer)."""
     for r in record["per_rank"]:
         r["work"].update(work)
     return record
 
 
 def _seconds_record(step_mean: float, ready: tuple[float, float], wall: float = 50.0) -> dict:
-    """A 2-rank DDP record in whole seconds, so that each threshold of `lines` can be met exactly: 8 steps in
-    800 s (a 100 s step: 1% of it is 1 s, 2% is 2 s, both exact in binary), rank 0's wall per step `wall`, so it
-    waits 100 - wall at the block barrier; its mean step `step_mean`."""
+    """A 2-rank DDP record in whole seconds, so that each threshold of `lines` can be met exactly: 8
+    steps in 800 s (a 100 s step: 1% of it is 1 s, 2% is 2 s, both exact in binary), rank 0's wall
+    per step `wall`, so it waits 100 - wall at the block barrier; its mean step `step_mean`."""
     record = _accounting_result()
     record["steps"] = 8
     record["throughput"] = {"wall_s": 800.0, "steps_per_s": 0.01, "ci_lo": 0.008, "ci_hi": 0.0125}
@@ -421,45 +433,54 @@ def _seconds_record(step_mean: float, ready: tuple[float, float], wall: float = 
 
 
 def test_step_accounting_lines_word_for_word():
-    """The default record's printed accounting, each number worked out by hand in _accounting_result's docstring
-    and test_step_accounting_by_hand: a 200 ms step; rank 0's phases 10 + 0 + 30 + 90 + 20 = 150 ms, of which the
-    backward's 90 are 50 compute, 10 waiting for rank 1 and 30 transfer; 30 ms outside the phases; 20 ms at the
-    barrier, all of it waiting for rank 1 (more than half the barrier); DDP's probe says 25 ms exposed; rank 0
-    works 100 ms, rank 1 130 ms: a 30 ms wait, more than 2% of the step. Only the sync phase carries the split."""
+    """The default record's printed accounting, each number worked out by hand in
+    _accounting_result's docstring and test_step_accounting_by_hand: a 200 ms step; rank 0's phases
+    10 + 0 + 30 + 90 + 20 = 150 ms, of which the backward's 90 are 50 compute, 10 waiting for rank 1
+    and 30 transfer; 30 ms outside the phases; 20 ms at the barrier, all of it waiting for rank 1
+    (more than half the barrier); DDP's probe says 25 ms exposed; rank 0 works 100 ms, rank 1 130
+    ms: a 30 ms wait, more than 2% of the step. Only the sync phase carries the split."""
     assert _accounting_lines(_accounting_result()) == [
         "step accounting: 200 ms per step from throughput (5 steps/s, each block's slowest rank)",
-        "  = rank 0's timed phases 150 (data 10, h2d 0, forward 30, backward 90 (compute 50 + waiting for "
+        "  = rank 0's timed phases 150 (data 10, h2d 0, forward 30, backward 90 (compute 50 + "
+        "waiting for "
         "rank 1 10 + transfer in the window 30), optimizer 20)",
         "  + outside the phases 30 (between steps, inside the timed blocks)",
         "  + waiting at the block barrier for rank 1: 20",
-        "  exposed communication, two measurements: 30 in the window (backward less DDP's compute timer and "
-        "the wait) and 25 from DDP's reducer timers over the probe steps (the sync line's `exposed`, which the "
+        "  exposed communication, two measurements: 30 in the window (backward less DDP's compute "
+        "timer and "
+        "the wait) and 25 from DDP's reducer timers over the probe steps (the sync line's "
+        "`exposed`, which the "
         "findings use)",
-        "  each rank's own work between collectives: r0 100  r1 130; rank 0 waits 30 per step for rank 1",
+        "  each rank's own work between collectives: r0 100  r1 130; rank 0 waits 30 per step for "
+        "rank 1",
     ]
 
 
 def test_step_accounting_lines_when_the_compute_timer_is_longer_than_the_backward():
-    """DDP's compute timer (over the probe steps) above the window's backward (90 ms): no wait can be inside it,
-    said once, and the phases after it are still listed; equal to it, the split stands (compute 90 + transfer 0:
-    nothing of the 30 ms wait fits past the 20 ms barrier into a backward that has no time left)."""
+    """DDP's compute timer (over the probe steps) above the window's backward (90 ms): no wait can
+    be inside it, said once, and the phases after it are still listed; equal to it, the split stands
+    (compute 90 + transfer 0: nothing of the 30 ms wait fits past the 20 ms barrier into a backward
+    that has no time left)."""
     longer = _accounting_lines(_with_work(_accounting_result(), backward_compute_s=0.100))
     assert longer[1] == (
-        "  = rank 0's timed phases 150 (data 10, h2d 0, forward 30, backward 90 (DDP's backward compute timer "
+        "  = rank 0's timed phases 150 (data 10, h2d 0, forward 30, backward 90 (DDP's backward "
+        "compute timer "
         "over the probe steps says 100: no wait inside), optimizer 20)"
     )
     equal = _accounting_lines(_with_work(_accounting_result(), backward_compute_s=0.090))
     assert equal[1] == (
-        "  = rank 0's timed phases 150 (data 10, h2d 0, forward 30, backward 90 (compute 90 + transfer in "
+        "  = rank 0's timed phases 150 (data 10, h2d 0, forward 30, backward 90 (compute 90 + "
+        "transfer in "
         "the window 0), optimizer 20)"
     )
 
 
 def test_step_accounting_lines_at_each_threshold():
-    """A 100 s step (_seconds_record). Rank 0's mean step 51 s against its 50 s wall: nothing outside the phases,
-    the 50 s barrier, and 100 - 51 - 0 - 50 = -1 s not accounted for: exactly 1% of the step, not printed; 1.5 s
-    is. Rank 1 works 2 s more: exactly 2% of the step, so the per-rank line names no wait; 3 s more, it does. A
-    wait of 25 s is exactly half the barrier: the barrier is the slowest rank's of each block; 26 s, rank 1's."""
+    """A 100 s step (_seconds_record). Rank 0's mean step 51 s against its 50 s wall: nothing
+    outside the phases, the 50 s barrier, and 100 - 51 - 0 - 50 = -1 s not accounted for: exactly 1%
+    of the step, not printed; 1.5 s is. Rank 1 works 2 s more: exactly 2% of the step, so the
+    per-rank line names no wait; 3 s more, it does. A wait of 25 s is exactly half the barrier: the
+    barrier is the slowest rank's of each block; 26 s, rank 1's."""
     at = _accounting_lines(_seconds_record(51.0, (10.0, 12.0)))
     assert "not accounted for" not in "\n".join(at)
     assert at[-1] == "  each rank's own work between collectives: r0 10000  r1 12000"
@@ -478,13 +499,15 @@ def test_step_accounting_lines_at_each_threshold():
 
 
 def test_step_accounting_lines_of_an_older_record_and_of_one_rank():
-    """A record whose ranks' work lacks the optimizer (made before it was recorded) says its waits leave it out;
-    one rank prints no per-rank line; a record without rank 0's block wall clocks prints no accounting."""
+    """A record whose ranks' work lacks the optimizer (made before it was recorded) says its waits
+    leave it out; one rank prints no per-rank line; a record without rank 0's block wall clocks
+    prints no accounting."""
     older = _accounting_result()
     for r in older["per_rank"]:
         del r["work"]["optimizer_s"]
     assert _accounting_lines(older)[-1] == (
-        "  each rank's own work between collectives: r0 100  r1 130 (data + H2D + forward + backward compute "
+        "  each rank's own work between collectives: r0 100  r1 130 (data + H2D + forward + "
+        "backward compute "
         "only: an older record); rank 0 waits 30 per step for rank 1"
     )
     one = _accounting_result()
@@ -506,15 +529,17 @@ def _account_dict(record: dict) -> dict | None:
 
 
 def test_step_accounting_without_a_throughput_or_steps_is_none():
-    """No step count, no throughput, or a throughput without its wall clock: the step cannot be had."""
+    """No step count, no throughput, or a throughput without its wall clock: the step cannot be
+    had."""
     for change in ({"steps": 0}, {"throughput": None}, {"throughput": {"wall_s": 0.0}}):
         assert _account_dict({**_accounting_result(), **change}) is None
 
 
 def test_step_accounting_keys_and_the_record_blocks_it_reads():
-    """The dict as written to the record: every key named, the step's interval from the throughput's (1/6.25,
-    1/4), none where the throughput has no interval; the timer's median as the record holds it; each rank's row;
-    a record without world_size is one rank; without DDP's probe no probe block."""
+    """The dict as written to the record: every key named, the step's interval from the throughput's
+    (1/6.25, 1/4), none where the throughput has no interval; the timer's median as the record holds
+    it; each rank's row; a record without world_size is one rank; without DDP's probe no probe
+    block."""
     record = _accounting_result()
     record["step_time_s"] = {"median": 0.175}
     acc = _account_dict(record)
@@ -550,11 +575,11 @@ def test_step_accounting_keys_and_the_record_blocks_it_reads():
 
 
 def test_step_accounting_from_block_walls_and_the_series():
-    """A rank without its own wall per step has it from its block wall clocks: 2 blocks of 0.9 s over 10 steps =
-    0.18 s per step; a rank 0 without timed phases or a mean step (a replayed CUDA graph) has both from the
-    series: phases' means (data 0.01 and 0.03: 0.02; forward 0.05), the step times' mean (0.1, 0.3: 0.2), so
-    0.2 s per step against the 0.18 s wall: nothing outside, 0.02 s at the barrier, 0.2 - 0.2 - 0 - 0.02 not
-    accounted for."""
+    """A rank without its own wall per step has it from its block wall clocks: 2 blocks of 0.9 s
+    over 10 steps = 0.18 s per step; a rank 0 without timed phases or a mean step (a replayed CUDA
+    graph) has both from the series: phases' means (data 0.01 and 0.03: 0.02; forward 0.05), the
+    step times' mean (0.1, 0.3: 0.2), so 0.2 s per step against the 0.18 s wall: nothing outside,
+    0.02 s at the barrier, 0.2 - 0.2 - 0 - 0.02 not accounted for."""
     record = _accounting_result()
     for r in record["per_rank"]:
         del r["work"]["wall_per_step_s"], r["work"]["phases_mean_s"], r["work"]["step_mean_s"]
@@ -576,9 +601,10 @@ def test_step_accounting_from_block_walls_and_the_series():
 
 
 def test_step_accounting_finds_rank_0_and_the_late_rank_by_number():
-    """Rank 0 is the rank numbered 0 wherever it is listed, else the first listed; the late rank is the one that
-    works longest (rank 1 of 0, 1, 2 working 0.10, 0.15, 0.12 s), not the highest number; a rank without a work
-    block counts neither as complete nor incomplete, and has no barrier without its wall clocks."""
+    """Rank 0 is the rank numbered 0 wherever it is listed, else the first listed; the late rank is
+    the one that works longest (rank 1 of 0, 1, 2 working 0.10, 0.15, 0.12 s), not the highest
+    number; a rank without a work block counts neither as complete nor incomplete, and has no
+    barrier without its wall clocks."""
     record = _accounting_result()
     r0, r1 = record["per_rank"]
     r1["work"]["phases_mean_s"] = {"data": 0.5}
@@ -590,7 +616,8 @@ def test_step_accounting_finds_rank_0_and_the_late_rank_by_number():
     assert acc["rank0"]["phases_s"]["data"] == 0.010 and acc["late_rank"] == 1
     assert acc["wait"]["total_s"] == pytest.approx(0.050) and acc["work_is_complete"] is True
     assert [(r["rank"], r["barrier_s"]) for r in acc["ranks"]][-1] == (3, None)
-    # no rank 0 listed: the first listed stands in for it, and nobody is waited for (no rank 0 work to compare)
+    # no rank 0 listed: the first listed stands in for it, and nobody is waited for (no rank 0 work
+    # to compare)
     record["per_rank"] = [r1, r2]
     acc = _account_dict(record)
     assert acc["rank0"]["phases_s"] == {"data": 0.5} and acc["late_rank"] is None
@@ -601,7 +628,8 @@ def test_step_accounting_finds_rank_0_and_the_late_rank_by_number():
 
 
 def test_step_accounting_waits_need_two_ranks_work_and_rank_0s():
-    """A wait needs rank 0's work and another rank's: with only rank 1's, or only rank 0's, it is 0."""
+    """A wait needs rank 0's work and another rank's: with only rank 1's, or only rank 0's, it is
+    0."""
     for keep in (0, 1):
         record = _accounting_result()
         del record["per_rank"][1 - keep]["work"]["ready_s"]
@@ -611,9 +639,10 @@ def test_step_accounting_waits_need_two_ranks_work_and_rank_0s():
 
 
 def test_step_accounting_sync_phase_by_strategy():
-    """DDP without its compute timer, or an explicit strategy without a sync phase: no sync split (exposed,
-    transfer and the wait inside unknown); per_param's sync phase is split as flat's is: rank 1 works 0.070 s
-    more, 0.020 s of it at the barrier, 0.040 s of the remaining 0.050 inside the 0.040 s sync."""
+    """DDP without its compute timer, or an explicit strategy without a sync phase: no sync split
+    (exposed, transfer and the wait inside unknown); per_param's sync phase is split as flat's is:
+    rank 1 works 0.070 s more, 0.020 s of it at the barrier, 0.040 s of the remaining 0.050 inside
+    the 0.040 s sync."""
     record = _with_work(_accounting_result(), backward_compute_s=None)
     for r in record["per_rank"]:
         r["work"]["phases_mean_s"]["sync"] = 0.040
@@ -630,12 +659,14 @@ def test_step_accounting_sync_phase_by_strategy():
 
 
 def test_step_accounting_lines_of_an_explicit_strategy_and_at_no_barrier():
-    """flat (_accounting_result(sync="flat")): the wait of 0.030 s is 0.020 at the barrier and 0.010 in the sync
-    phase's 0.040 (0.030 transfer); DDP's probe line is printed for DDP's backward only. A wall per step equal to
-    the step leaves no barrier: the 30 ms wait is all inside the backward, and the barrier's 0 is nobody's."""
+    """flat (_accounting_result(sync="flat")): the wait of 0.030 s is 0.020 at the barrier and 0.010
+    in the sync phase's 0.040 (0.030 transfer); DDP's probe line is printed for DDP's backward only.
+    A wall per step equal to the step leaves no barrier: the 30 ms wait is all inside the backward,
+    and the barrier's 0 is nobody's."""
     flat = _accounting_lines(_accounting_result(sync="flat"))
     assert flat[1] == (
-        "  = rank 0's timed phases 150 (data 10, h2d 0, forward 30, backward 50, optimizer 20, sync 40 "
+        "  = rank 0's timed phases 150 (data 10, h2d 0, forward 30, backward 50, optimizer 20, "
+        "sync 40 "
         "(waiting for rank 1 10 + transfer in the window 30))"
     )
     assert not any(line.startswith("  exposed communication") for line in flat)

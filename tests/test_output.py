@@ -1,5 +1,5 @@
-"""Issue 25: what a default run prints is short and answers first (the line-count of a real run is in
-tests/test_train_runs.py::test_default_strategy_ddp_record)."""
+"""Issue 25: what a default run prints is short and answers first (the line-count of a real run is
+in tests/test_train_runs.py::test_default_strategy_ddp_record)."""
 
 from base.record_types import DiagnosisBlock
 from base.record_types import Evidence, Finding, Saving
@@ -46,7 +46,8 @@ def test_the_brief_diagnosis_keeps_its_budget_and_says_what_it_left_out():
 
 
 def test_the_sweep_terminal_table_has_five_columns_within_120_characters():
-    """The committed 27-job knob sweep (9 configurations x 3 repeats), read back as the end of a sweep reads it."""
+    """The committed 27-job knob sweep (9 configurations x 3 repeats), read back as the end of a
+    sweep reads it."""
     from pathlib import Path
 
     from results.callbacks import TERMINAL_WIDTH, terminal_table
@@ -74,9 +75,9 @@ def test_the_sweep_terminal_table_has_five_columns_within_120_characters():
 def test_plots_state_their_question_keep_legends_off_the_data_and_give_busbw_error_bars(
     monkeypatch, tmp_path
 ):
-    """The committed records drawn as the report draws them: titles that ask the question (not a timestamp), no
-    annotation printed over another (the scaling efficiencies live in the legend), legends outside the axes, and
-    busbw with error bars from the recorded per-block intervals."""
+    """The committed records drawn as the report draws them: titles that ask the question (not a
+    timestamp), no annotation printed over another (the scaling efficiencies live in the legend),
+    legends outside the axes, and busbw with error bars from the recorded per-block intervals."""
     from pathlib import Path
 
     from matplotlib.container import ErrorbarContainer
@@ -124,8 +125,9 @@ def test_plots_state_their_question_keep_legends_off_the_data_and_give_busbw_err
 
 
 def test_committed_diagnoses_say_each_next_command_once_and_nothing_the_device_lacks():
-    """Issue 25: in every committed study's diagnosis (results/runs/*/diagnosis.txt, all CPU runs), no run's findings
-    share a `next:` command, and none advises an H2D fix (there is no host-to-device copy on CPU)."""
+    """Issue 25: in every committed study's diagnosis (results/runs/*/diagnosis.txt, all CPU runs),
+    no run's findings share a `next:` command, and none advises an H2D fix (there is no
+    host-to-device copy on CPU)."""
     import re
 
     from tests.conftest import ROOT

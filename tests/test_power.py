@@ -1,4 +1,5 @@
-"""stats.power: the detectable difference a row states, and the plan repeats=auto's pilot fixes (issue 39)."""
+"""stats.power: the detectable difference a row states, and the plan repeats=auto's pilot fixes
+(issue 39)."""
 
 import math
 
@@ -10,7 +11,7 @@ from stats.power import MIN_RUNS, Pilot, detectable, plan, runs_to_detect
 from stats.verdict import NS
 
 
-def test_the_detectable_difference_is_where_the_noncentral_t_passes_the_familys_bar_with_80_percent():
+def test_detectable_difference_is_where_the_noncentral_t_passes_the_bar_with_80_percent():
     from scipy import stats as st
 
     se, df, m = 0.01, 9, 7
@@ -70,7 +71,8 @@ def test_the_plan_reaches_the_target_cheapest_or_says_the_budget_stopped_it():
     tight = plan(_pilot(0.02**2, 0.05**2 * 3), rows=7, target=0.05, budget_s=p["seconds"] / 3)
     assert tight["reached"] == "budget" and tight["seconds"] <= p["seconds"] / 3
     assert tight["detectable"] > 0.05 and "stopped at compare.budget_s" in tight["reason"]
-    # within-run noise dominating: shorter runs are not bought when startup is dear; between-run: more runs
+    # within-run noise dominating: shorter runs are not bought when startup is dear; between-run:
+    # more runs
     assert (
         plan(_pilot(0.0, 0.2**2, seed=1), 7)["steps"]
         > plan(_pilot(0.04**2, 0.01**2, seed=1), 7)["steps"]

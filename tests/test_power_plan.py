@@ -1,4 +1,5 @@
-"""python -m results.plan on committed pilots (issue 39): the plan from a repeated sweep's own records."""
+"""python -m results.plan on committed pilots (issue 39): the plan from a repeated sweep's own
+records."""
 
 from pathlib import Path
 

@@ -1,6 +1,7 @@
-"""precision= against torch's own defaults (torch 2.14: torch.backends.cudnn.allow_tf32 is True, matmuls run at
-"highest"): the default leaves them alone, so a default GPU run computes as the user's training does (issue 19,
-item 2). The flags are process-wide: each test puts back what it found."""
+"""precision= against torch's own defaults (torch 2.14: torch.backends.cudnn.allow_tf32 is True,
+matmuls run at "highest"): the default leaves them alone, so a default GPU run computes as the
+user's training does (issue 19, item 2). The flags are process-wide: each test puts back what it
+found."""
 
 import pytest
 import torch

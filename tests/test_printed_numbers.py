@@ -1,9 +1,13 @@
-"""Printed numbers checked by another route (issue 30): every expected value here is written out by hand or comes from
-a published table or a simulation with a known truth, never from the formula under test run again.
+"""Printed numbers checked by another route (issue 30): every expected value here is written out by
+hand or comes from a published table or a simulation with a known truth, never from the formula
+under test run again.
 
-- busbw: nccl-tests' published bus factors (doc/PERFORMANCE.md of NVIDIA/nccl-tests), as a literal table;
-- a train result assembled from hand-made ranks: samples/s with accumulate > 1, the slowest rank, busbw;
-- intervals: a seeded simulation with a known truth whose coverage tells 90% from 95% (each check would pass a
+- busbw: nccl-tests' published bus factors (doc/PERFORMANCE.md of NVIDIA/nccl-tests), as a literal
+  table;
+- a train result assembled from hand-made ranks: samples/s with accumulate > 1, the slowest rank,
+  busbw;
+- intervals: a seeded simulation with a known truth whose coverage tells 90% from 95% (each check
+  would pass a
   95% interval and fail one computed at 90%, and the other way round)."""
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from comm import bandwidth as bw
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# nccl-tests doc/PERFORMANCE.md: busBw = algBw x factor; all_reduce 2(n-1)/n, reduce_scatter and all_gather (n-1)/n,
-# broadcast 1. Written out for the rank counts people run, as fractions done by hand.
+# nccl-tests doc/PERFORMANCE.md: busBw = algBw x factor; all_reduce 2(n-1)/n, reduce_scatter and
+# all_gather (n-1)/n, broadcast 1. Written out for the rank counts people run, as fractions done by
+# hand.
 NCCL_TESTS_FACTORS = {
     "all_reduce": {2: 1.0, 3: 4 / 3, 4: 1.5, 8: 1.75, 16: 1.875, 32: 1.9375, 64: 1.96875},
     "all_gather": {2: 0.5, 3: 2 / 3, 4: 0.75, 8: 0.875, 16: 0.9375, 32: 0.96875, 64: 0.984375},
@@ -40,7 +45,8 @@ def test_bus_factors_are_nccl_tests_published_ones(op):
 
 
 def test_busbw_of_a_known_transfer():
-    """1 GB all-reduced in 0.5 s on 8 ranks: algbw 2 GB/s, busbw 3.5 GB/s (nccl-tests prints the same)."""
+    """1 GB all-reduced in 0.5 s on 8 ranks: algbw 2 GB/s, busbw 3.5 GB/s (nccl-tests prints the
+    same)."""
     assert bw.algbw(1_000_000_000, 0.5) == pytest.approx(2.0)
     assert bw.busbw("all_reduce", 1_000_000_000, 0.5, 8) == pytest.approx(3.5)
     assert bw.busbw("all_gather", 1_000_000_000, 0.5, 8) == pytest.approx(1.75)
@@ -48,7 +54,8 @@ def test_busbw_of_a_known_transfer():
 
 
 def test_the_all_reduce_factor_is_written_once():
-    """One formula, one place: 2(n-1)/n lives in comm/bandwidth.py and everything else imports it."""
+    """One formula, one place: 2(n-1)/n lives in comm/bandwidth.py and everything else imports
+    it."""
     pattern = re.compile(r"2 \* \((\w+) - 1\) / \(?\1\b")
     files = {
         str(p.relative_to(ROOT))
@@ -59,9 +66,10 @@ def test_the_all_reduce_factor_is_written_once():
     assert files == {"comm/bandwidth.py"}, files
 
 
-# ------------------------------------------------------------------------------------------------ a train result
+# ----------------------------------------------------------------------------------- a train result
 def _assemble(*, batch=4, world=2, accumulate=3, walls=None, medians=None, sizes=None):
-    """tasks.train.result.assemble on hand-made ranks: each rank's block walls and step median as given."""
+    """tasks.train.result.assemble on hand-made ranks: each rank's block walls and step median as
+    given."""
     from tasks.train.result import assemble
 
     sizes = sizes or [2] * 10
@@ -99,8 +107,8 @@ def _assemble(*, batch=4, world=2, accumulate=3, walls=None, medians=None, sizes
 
 
 def test_samples_per_second_counts_batch_ranks_and_accumulate():
-    """20 optimizer steps in 10 blocks of 0.5 s on the slowest rank: 4 steps/s; each step is 4 samples x 2 ranks x 3
-    micro-batches = 24 samples, so 96 samples/s."""
+    """20 optimizer steps in 10 blocks of 0.5 s on the slowest rank: 4 steps/s; each step is 4
+    samples x 2 ranks x 3 micro-batches = 24 samples, so 96 samples/s."""
     r = _assemble(batch=4, world=2, accumulate=3)
     tp = r["throughput"]
     assert tp["steps_per_s"] == pytest.approx(4.0) and tp["samples_per_s"] == pytest.approx(96.0)
@@ -123,7 +131,8 @@ def test_samples_interval_is_the_steps_interval_in_samples():
 
 
 def test_the_throughput_uses_each_blocks_slowest_rank():
-    """Rank 0 is slow in the first five blocks, rank 1 in the last five: every block takes 0.8 s, so 2 steps / 0.8 s."""
+    """Rank 0 is slow in the first five blocks, rank 1 in the last five: every block takes 0.8 s, so
+    2 steps / 0.8 s."""
     walls = [[0.8] * 5 + [0.4] * 5, [0.4] * 5 + [0.8] * 5]
     r = _assemble(walls=walls)
     assert r["throughput"]["steps_per_s"] == pytest.approx(2.5)
@@ -140,8 +149,8 @@ def test_the_slowest_rank_is_the_one_with_the_longest_median_step():
 
 
 def test_comm_figures_busbw_is_nccl_tests_for_all_reduce():
-    """531.45 MB in 1.54 s on 2 ranks (the README's VGG11 run): algbw 0.345 GB/s, busbw the same (factor 1); on 8
-    ranks busbw is 1.75x algbw."""
+    """531.45 MB in 1.54 s on 2 ranks (the README's VGG11 run): algbw 0.345 GB/s, busbw the same
+    (factor 1); on 8 ranks busbw is 1.75x algbw."""
     from tasks.train.result import comm_figures
 
     two = comm_figures(None, 2, [{"sync": 1.54}] * 12, None, collectives=4, nbytes=531_450_000)
@@ -152,15 +161,17 @@ def test_comm_figures_busbw_is_nccl_tests_for_all_reduce():
     assert eight.algbw_GBps == pytest.approx(2.0) and eight.busbw_GBps == pytest.approx(3.5)
 
 
-# ------------------------------------------------------------------------------------------------ intervals
-# Each coverage check runs the production function on seeded samples with a known truth. 2000 draws: a 95% interval
-# covers 95% +- 1% (binomial sd 0.49%), one computed at 90% covers ~90%, so the bounds [93%, 97%] tell them apart.
+# ---------------------------------------------------------------------------------------- intervals
+# Each coverage check runs the production function on seeded samples with a known truth. 2000 draws:
+# a 95% interval covers 95% +- 1% (binomial sd 0.49%), one computed at 90% covers ~90%, so the
+# bounds [93%, 97%] tell them apart.
 SIMS = 2000
 BOUNDS = (0.93, 0.97)
 
 
 def test_a_95_percent_median_interval_covers_95_percent_not_90():
-    """Independent samples (a microbenchmark's timed calls): the order-statistic interval of the median."""
+    """Independent samples (a microbenchmark's timed calls): the order-statistic interval of the
+    median."""
     from stats import median_ci
 
     rng = np.random.default_rng(30)
@@ -169,13 +180,15 @@ def test_a_95_percent_median_interval_covers_95_percent_not_90():
     for row in x:
         lo, hi, level = median_ci(row, 0.95)
         hits += lo <= 1.0 <= hi
-    # the order statistics give at least 95% by construction: 96.2% at n=40 (binomial tails, exact for any law)
+    # the order statistics give at least 95% by construction: 96.2% at n=40 (binomial tails, exact
+    # for any law)
     assert level == pytest.approx(0.9615, abs=1e-3)
     assert 0.945 <= hits / SIMS <= 0.98, hits / SIMS
 
 
 def test_a_95_percent_run_level_interval_covers_95_percent_not_90():
-    """Runs of a configuration (3 repeats) with a known geometric mean: the t(R-1) interval of stats.run_level."""
+    """Runs of a configuration (3 repeats) with a known geometric mean: the t(R-1) interval of
+    stats.run_level."""
     from stats import run_level
 
     rng = np.random.default_rng(31)
@@ -189,8 +202,8 @@ def test_a_95_percent_run_level_interval_covers_95_percent_not_90():
 
 
 def test_a_95_percent_block_throughput_interval_covers_95_percent_not_90():
-    """One run of 60 independent timed blocks with a known rate: the batch-means interval of stats.block_throughput
-    (the long-run rate has one from 60 blocks on)."""
+    """One run of 60 independent timed blocks with a known rate: the batch-means interval of
+    stats.block_throughput (the long-run rate has one from 60 blocks on)."""
     from stats import block_throughput
 
     rng = np.random.default_rng(32)
@@ -203,7 +216,8 @@ def test_a_95_percent_block_throughput_interval_covers_95_percent_not_90():
 
 
 def test_a_95_percent_speedup_interval_covers_95_percent_not_90():
-    """Two configurations 3 runs each, the candidate truly 5% faster: Welch's interval of stats.compare_runs."""
+    """Two configurations 3 runs each, the candidate truly 5% faster: Welch's interval of
+    stats.compare_runs."""
     from stats import compare_runs
 
     rng = np.random.default_rng(33)
@@ -216,10 +230,11 @@ def test_a_95_percent_speedup_interval_covers_95_percent_not_90():
     assert BOUNDS[0] <= hits / SIMS <= BOUNDS[1], hits / SIMS
 
 
-# ------------------------------------------------------------------------------------------------ record finalisation
+# ------------------------------------------------------------------------------ record finalisation
 def test_a_failed_runs_partial_result_reaches_its_record(tmp_path, monkeypatch):
-    """A rank that failed after measuring (a correctness check's counts) hands its figures to the record: the job's
-    failure path keeps them and finalisation writes them (issue 30: the only test asserted under `if rec["result"]`)."""
+    """A rank that failed after measuring (a correctness check's counts) hands its figures to the
+    record: the job's failure path keeps them and finalisation writes them (issue 30: the only test
+    asserted under `if rec["result"]`)."""
     import launchers.local
     from job import run as job_module
     from job.finalise import finalise
@@ -253,9 +268,10 @@ def test_a_failed_runs_partial_result_reaches_its_record(tmp_path, monkeypatch):
     assert written["result"]["rows"] == partial["rows"] and written["env"] == {"world_size": 2}
 
 
-# ------------------------------------------------------------------------------------------------ the straggler
-# Hand arithmetic on binary fractions (exact in floats), so every figure is compared exactly (issue 30's mutation run
-# found the per-rank table's columns, the CPU deltas and the significance edge checked nowhere).
+# ------------------------------------------------------------------------------------ the straggler
+# Hand arithmetic on binary fractions (exact in floats), so every figure is compared exactly (issue
+# 30's mutation run found the per-rank table's columns, the CPU deltas and the significance edge
+# checked nowhere).
 def test_cpu_usage_is_the_change_since_the_earlier_reading(monkeypatch):
     from tasks.train import stragglers
 
@@ -286,7 +302,8 @@ def test_cpu_usage_is_the_change_since_the_earlier_reading(monkeypatch):
         "runqueue_s": 1.5,
         "main_runqueue_s": 0.5,
     }
-    # 60 busy jiffies of 200 on the whole host: 30% busy; waits for a core 0.5 s (all threads), 0.25 s (the loop's)
+    # 60 busy jiffies of 200 on the whole host: 30% busy; waits for a core 0.5 s (all threads), 0.25
+    # s (the loop's)
     assert stragglers.cpu_usage(since) == {
         "cpu_s": 1.5,
         "voluntary_switches": 15,
@@ -332,7 +349,8 @@ def test_a_ranks_work_before_the_collective_by_hand():
         "outside_s": 0.0,
     }
     keys = [*common, "backward_compute_s", "compute_s", "backward_from"]
-    # explicit sync: backward is compute; ready = data + h2d + forward + backward per step: 3.375, 4.625, 4.5
+    # explicit sync: backward is compute; ready = data + h2d + forward + backward per step: 3.375,
+    # 4.625, 4.5
     w = rank_work(STEPS, None, USAGE)
     assert {k: w[k] for k in keys} == {
         **common,
@@ -344,8 +362,8 @@ def test_a_ranks_work_before_the_collective_by_hand():
         3.375,
         4.625,
     )
-    # DDP: the backward phase holds the all-reduce's wait, so backward compute is the reducer's 0.5 s, added to
-    # data + h2d + forward: 1.375 + 0.5, 2.125 + 0.5, 1.5 + 0.5
+    # DDP: the backward phase holds the all-reduce's wait, so backward compute is the reducer's 0.5
+    # s, added to data + h2d + forward: 1.375 + 0.5, 2.125 + 0.5, 1.5 + 0.5
     w = rank_work(STEPS, {"backward_compute_s": 0.5}, USAGE)
     assert {k: w[k] for k in keys} == {
         **common,
@@ -358,8 +376,8 @@ def test_a_ranks_work_before_the_collective_by_hand():
     w = rank_work(STEPS, {"calls": 3}, USAGE)
     assert w["backward_compute_s"] is None and w["compute_s"] == 1.0
     assert (w["ready_s"]["min"], w["ready_s"]["median"], w["ready_s"]["max"]) == (1.375, 1.5, 2.125)
-    # no steps, or a replayed CUDA graph (no forward phase): no work to give
-    # the time inside the timed blocks no phase holds is work too: walls of 4.5 s per step against steps of 4.1667
+    # no steps, or a replayed CUDA graph (no forward phase): no work to give the time inside the
+    # timed blocks no phase holds is work too: walls of 4.5 s per step against steps of 4.1667
     w = rank_work(STEPS, None, USAGE, walls=[4.5, 4.5, 4.5])
     assert w["outside_s"] == pytest.approx(4.5 - 12.5 / 3) and w["step_mean_s"] == pytest.approx(
         12.5 / 3
@@ -401,7 +419,8 @@ def test_the_straggler_and_its_table_by_hand():
         {"rank": 3, "work": None},
     ]
     s = find_straggler(ranks, 2.0).to_dict()
-    # rank 1 is slowest; the others' medians: ready (1.0, 1.25) -> 1.125, data 0.25, h2d 0.1875, compute 0.6875
+    # rank 1 is slowest; the others' medians: ready (1.0, 1.25) -> 1.125, data 0.25, h2d 0.1875,
+    # compute 0.6875
     assert {k: v for k, v in s.items() if k != "method"} == {
         "rank": 1,
         "host": "node1",
@@ -438,7 +457,8 @@ def test_the_straggler_and_its_table_by_hand():
     assert find_straggler(ranks[:2], 2.0).significant is True  # 1.25 > 1.125
     touching = [_rank(0, 1.0, 0.875, 1.25, 0.25, 0.125, 0.625), ranks[1]]
     assert find_straggler(touching, 2.0).significant is False  # 1.25 == 1.25
-    # a 75% interval is the least that may be read; below it, or without a level, no claim either way
+    # a 75% interval is the least that may be read; below it, or without a level, no claim either
+    # way
     assert (
         find_straggler(
             [ranks[0], _rank(1, 1.5, 1.25, 1.75, 0.75, 0.125, 0.625, level=0.75)], 2.0
@@ -461,11 +481,12 @@ def test_the_straggler_and_its_table_by_hand():
     assert find_straggler(ranks[:1], 2.0) is None  # one rank waits for nobody
 
 
-# ------------------------------------------------------------------------------------------------ comm efficiency
+# ---------------------------------------------------------------------------------- comm efficiency
 def test_the_sync_against_the_microbenchmark_by_hand():
     from comm.efficiency import versus_sync
 
-    # 2 calls of 1 MB at 1 ms [0.8, 1.2] on 4 ranks (bus factor 2 * 3 / 4 = 1.5); the sync took 4 ms for them
+    # 2 calls of 1 MB at 1 ms [0.8, 1.2] on 4 ranks (bus factor 2 * 3 / 4 = 1.5); the sync took 4 ms
+    # for them
     calls = [{"bytes": 1_000_000, "calls": 2, "time_s": 0.001, "ci_lo": 0.0008, "ci_hi": 0.0012}]
     v = versus_sync("microbenchmark", calls, 0.004, None, 4, "DDP's comm hook")
     got = {
@@ -512,10 +533,11 @@ def test_the_sync_against_the_microbenchmark_by_hand():
     assert (v["efficiency_ci_lo"], v["efficiency_ci_hi"]) == (None, None)
 
 
-# ------------------------------------------------------------------------------------------------ planned steps
+# ------------------------------------------------------------------------------------ planned steps
 def test_steins_rule_plans_the_pilots_size_times_the_squared_ratio():
-    """n = pilot size x (pilot half-width / target)^2, with the pilot's 5-batch batch-medians half-width (the plan
-    keeps the 5 batches it was calibrated with); a target a quarter of the pilot's width asks for 16x the steps."""
+    """n = pilot size x (pilot half-width / target)^2, with the pilot's 5-batch batch-medians
+    half-width (the plan keeps the 5 batches it was calibrated with); a target a quarter of the
+    pilot's width asks for 16x the steps."""
     from stats.summary import planned_steps, rel_halfwidth
     from stats.within import batch_median
 
@@ -539,7 +561,8 @@ def test_steins_rule_plans_the_pilots_size_times_the_squared_ratio():
 
 
 def test_times_are_printed_as_nccl_tests_prints_them():
-    """nccl-tests' time column: 2 decimals below 100 us, 1 below 10 ms, none above (its common.cu)."""
+    """nccl-tests' time column: 2 decimals below 100 us, 1 below 10 ms, none above (its
+    common.cu)."""
     assert bw.fmt_us(99.99499e-6) == "99.99"  # microseconds are 1e6 per second, not a hair more
     assert [
         bw.fmt_us(s)
@@ -548,7 +571,8 @@ def test_times_are_printed_as_nccl_tests_prints_them():
 
 
 def test_element_sizes_and_sizes_as_nccl_tests_takes_them():
-    """Element sizes from the dtype's own width (not float32's); nccl-tests' -b 1 is a valid smallest size."""
+    """Element sizes from the dtype's own width (not float32's); nccl-tests' -b 1 is a valid
+    smallest size."""
     assert [bw.element_size(d) for d in ("float16", "bfloat16", "float32", "float64", "int8")] == [
         2,
         2,
@@ -633,8 +657,9 @@ def test_throughput_and_the_adaptive_stop_keep_their_level_and_caps():
 
 
 def test_the_sync_against_the_emulated_link_by_hand():
-    """2 nodes behind an 8 Gbit/s link: an all-reduce puts 2(2-1)/2 = 1x each byte through a NIC, 1 ns a byte, so the
-    sync's 4 MB (buckets 1 + 1 + 2 MB) take at least 4 ms; it took 8 ms: 50%, a lower bound as it overlapped."""
+    """2 nodes behind an 8 Gbit/s link: an all-reduce puts 2(2-1)/2 = 1x each byte through a NIC, 1
+    ns a byte, so the sync's 4 MB (buckets 1 + 1 + 2 MB) take at least 4 ms; it took 8 ms: 50%, a
+    lower bound as it overlapped."""
     from comm.efficiency import versus_link
 
     link = {"emulated": True, "payload_rate_bit_s": 8e9, "nodes": 2}
@@ -655,7 +680,8 @@ def test_the_sync_against_the_emulated_link_by_hand():
         "result.env.link",
     )
     assert (v["reference"], v["overlap_s"]) == ("emulated link", 0.001)
-    # the sync's busbw counts the bytes the step sent (8 MB here, beside 4 MB of buckets): 8 MB / 8 ms x 1
+    # the sync's busbw counts the bytes the step sent (8 MB here, beside 4 MB of buckets): 8 MB / 8
+    # ms x 1
     assert versus_link(link, {**comm, "bytes_per_step": 8_000_000}, 2)[
         "sync_busbw_GBps"
     ] == pytest.approx(1.0)
@@ -677,10 +703,11 @@ def test_the_sync_against_the_emulated_link_by_hand():
     assert versus_link(link, {**comm, "buckets": None, "bytes_per_step": None}, 2) is None
 
 
-# ------------------------------------------------------------------------------------------------ a row's summary
+# ---------------------------------------------------------------------------------- a row's summary
 def test_a_rows_summary_by_hand():
-    """describe's columns on five values, by hand: numpy's linear percentiles on 5 points land on the values at
-    positions 1 and 3 (q1, q3) and 60% of the way from the 4th to the 5th (p90); Tukey's fences at 1.5 IQR."""
+    """describe's columns on five values, by hand: numpy's linear percentiles on 5 points land on
+    the values at positions 1 and 3 (q1, q3) and 60% of the way from the 4th to the 5th (p90);
+    Tukey's fences at 1.5 IQR."""
     from stats.summary import describe, median_ci
 
     d = describe([-2.0, 2.0, 3.0, 4.0, 8.0])

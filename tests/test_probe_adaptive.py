@@ -1,5 +1,6 @@
-"""Issue 38 item 5: a default run (probe_steps=1) whose exposed communication dominates the step takes the probe
-steps the rules need (6) when they fit diagnose.probe_budget of the window, instead of asking for probe_steps=6."""
+"""Issue 38 item 5: a default run (probe_steps=1) whose exposed communication dominates the step
+takes the probe steps the rules need (6) when they fit diagnose.probe_budget of the window, instead
+of asking for probe_steps=6."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from tasks.train.probes import ENOUGH_PROBES, ddp_comm_probe
 
 
 class _Sync:
-    """What ddp_comm_probe asks of a DDP sync: its reducer timers (here: fixed) and their sampling switch."""
+    """What ddp_comm_probe asks of a DDP sync: its reducer timers (here: fixed) and their sampling
+    switch."""
 
     runtime_stats_kind = "ddp"
 

@@ -1,6 +1,7 @@
-"""Property-based tests (hypothesis, issue 30): invariants every printed figure must keep, over inputs nobody wrote by
-hand. Bounded (max_examples, no deadline on a loaded 2-core machine) so the fast tier stays fast; derandomized, so a
-run is reproducible and a failure is the same failure on every machine."""
+"""Property-based tests (hypothesis, issue 30): invariants every printed figure must keep, over
+inputs nobody wrote by hand. Bounded (max_examples, no deadline on a loaded 2-core machine) so the
+fast tier stays fast; derandomized, so a run is reproducible and a failure is the same failure on
+every machine."""
 
 from __future__ import annotations
 
@@ -23,10 +24,11 @@ ranks = st.integers(min_value=2, max_value=4096)
 positive = st.floats(min_value=1e-3, max_value=1e3, allow_nan=False, allow_infinity=False)
 
 
-# ------------------------------------------------------------------------------------------------ bus factors
+# -------------------------------------------------------------------------------------- bus factors
 def nccl_tests_factor(op: str, n: int) -> float:
-    """nccl-tests' definitions (doc/PERFORMANCE.md), as the bytes each rank's link carries per byte of the size column:
-    all_reduce = reduce_scatter then all_gather, each moving (n-1) of n chunks; broadcast moves the buffer once."""
+    """nccl-tests' definitions (doc/PERFORMANCE.md), as the bytes each rank's link carries per byte
+    of the size column: all_reduce = reduce_scatter then all_gather, each moving (n-1) of n chunks;
+    broadcast moves the buffer once."""
     chunks_moved = {"all_reduce": 2 * (n - 1), "all_gather": n - 1, "reduce_scatter": n - 1}
     return 1.0 if op == "broadcast" else chunks_moved[op] / n
 
@@ -46,7 +48,7 @@ def test_busbw_is_algbw_times_the_factor(op, n, size, seconds):
     )
 
 
-# ------------------------------------------------------------------------------------------------ per-rank measures
+# -------------------------------------------------------------------------------- per-rank measures
 @FAST
 @given(
     medians=st.lists(st.floats(0.01, 10.0, allow_nan=False), min_size=2, max_size=8, unique=True)
@@ -67,7 +69,8 @@ def test_the_slowest_rank_is_the_argmax_of_the_median_steps(medians):
 def test_samples_per_second_scales_with_batch_world_size_and_accumulate(
     batch, world, accumulate, wall
 ):
-    """Same block walls, so the same steps/s; samples/s = steps/s x batch x world x accumulate, by hand."""
+    """Same block walls, so the same steps/s; samples/s = steps/s x batch x world x accumulate, by
+    hand."""
     r = _assemble(batch=batch, world=world, accumulate=accumulate, walls=[[wall] * 10] * world)
     steps_per_s = 20 / (10 * wall)  # 10 blocks of 2 steps
     assert r["throughput"]["steps_per_s"] == pytest.approx(steps_per_s, rel=1e-9)
@@ -76,9 +79,9 @@ def test_samples_per_second_scales_with_batch_world_size_and_accumulate(
     )
 
 
-# ------------------------------------------------------------------------------------------------ verdicts
-# per-run log throughputs within +-20%, on a 1e-4 grid: a wall clock gives no finer differences, and spreads of 1e-92
-# underflow Welch's degrees of freedom to 0/0 (a case no run can produce)
+# ----------------------------------------------------------------------------------------- verdicts
+# per-run log throughputs within +-20%, on a 1e-4 grid: a wall clock gives no finer differences, and
+# spreads of 1e-92 underflow Welch's degrees of freedom to 0/0 (a case no run can produce)
 logs = st.lists(st.integers(-2000, 2000).map(lambda k: k / 10_000), min_size=2, max_size=6)
 SWAPPED = {FASTER: SLOWER, SLOWER: FASTER, EQUIVALENT: EQUIVALENT, NS: NS}
 
@@ -97,8 +100,9 @@ def test_a_verdict_flips_when_baseline_and_candidate_swap(base, cand):
 @FAST
 @given(lo=st.floats(0.5, 2.0), width=st.floats(0.0, 0.5), noise=st.floats(0.0, 0.1))
 def test_judge_is_symmetric_under_inversion(lo, width, noise):
-    """An interval [lo, hi] of the ratio and [1/hi, 1/lo] of its inverse get mirrored verdicts (on the log scale the
-    noise band is not symmetric, so only intervals clear of both band edges by a margin are compared)."""
+    """An interval [lo, hi] of the ratio and [1/hi, 1/lo] of its inverse get mirrored verdicts (on
+    the log scale the noise band is not symmetric, so only intervals clear of both band edges by a
+    margin are compared)."""
     hi = lo + width
     verdict = judge(lo, hi, noise)
     if verdict in (
@@ -111,7 +115,7 @@ def test_judge_is_symmetric_under_inversion(lo, width, noise):
     assert judge(None, hi, noise) == NS and judge(lo, None, noise) == NS
 
 
-# ------------------------------------------------------------------------------------------------ intervals
+# ---------------------------------------------------------------------------------------- intervals
 levels = st.lists(st.floats(0.5, 0.995), min_size=2, max_size=2, unique=True).map(sorted)
 
 

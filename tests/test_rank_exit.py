@@ -1,14 +1,15 @@
 """A rank whose work is over and handed in must not fail the run in its interpreter's teardown.
 
-What it guards against (a core dump of such a rank): a spawned gloo rank that finished, handed in and left its group
-died of SIGABRT ("terminate called without an active exception") because a gloo worker thread, still alive past
-destroy_process_group, freed a finished Work's tensors while the main thread was in Py_FinalizeEx; taking the GIL
-then ends the thread with pthread_exit, whose forced unwind through noexcept destructors calls std::terminate.
-torch's elastic agent reported a failed rank after every rank handed in. launchers.rank.leave_without_teardown ends
-a finished rank at atexit, before the interpreter starts finalizing.
+What it guards against (a core dump of such a rank): a spawned gloo rank that finished, handed in
+and left its group died of SIGABRT ("terminate called without an active exception") because a gloo
+worker thread, still alive past destroy_process_group, freed a finished Work's tensors while the
+main thread was in Py_FinalizeEx; taking the GIL then ends the thread with pthread_exit, whose
+forced unwind through noexcept destructors calls std::terminate. torch's elastic agent reported a
+failed rank after every rank handed in. launchers.rank.leave_without_teardown ends a finished rank
+at atexit, before the interpreter starts finalizing.
 
-The stand-in for the native abort is an object held by a module and freed in that teardown (finalize_modules), whose
-finaliser aborts."""
+The stand-in for the native abort is an object held by a module and freed in that teardown
+(finalize_modules), whose finaliser aborts."""
 
 from __future__ import annotations
 
@@ -25,15 +26,16 @@ _HELD: list = []  # freed when the interpreter clears this module in its teardow
 
 
 class AbortsInTeardown:
-    """Dies of SIGABRT when freed, as a joinable native thread destroyed in the interpreter's teardown does."""
+    """Dies of SIGABRT when freed, as a joinable native thread destroyed in the interpreter's
+    teardown does."""
 
     def __del__(self):
         os.abort()
 
 
 class TinyAbortingNet(nn.Module):
-    """model=custom: a rank that builds it aborts in its interpreter's teardown, after its work (the launcher's own
-    process, which may build the model to check it, is left alone)."""
+    """model=custom: a rank that builds it aborts in its interpreter's teardown, after its work (the
+    launcher's own process, which may build the model to check it, is left alone)."""
 
     def __init__(self, num_classes: int, input_shape: list[int]):
         super().__init__()
@@ -87,11 +89,12 @@ def test_a_finished_process_leaves_before_the_interpreter_teardown_that_would_ab
 
 @pytest.mark.subprocess
 def test_a_failure_after_leaving_is_registered_keeps_its_exit_code():
-    """leave_without_teardown ends the process with the code it was exiting with: the one the process's exit point
-    gave (train.py, through launchers.rank.exiting), or 1 for an exception nobody caught; a failure after the hand-in
-    is not turned into a success."""
+    """leave_without_teardown ends the process with the code it was exiting with: the one the
+    process's exit point gave (train.py, through launchers.rank.exiting), or 1 for an exception
+    nobody caught; a failure after the hand-in is not turned into a success."""
     code = (
-        "import sys; from launchers.rank import exiting, leave_without_teardown; leave_without_teardown(); "
+        "import sys; from launchers.rank import exiting, leave_without_teardown; "
+        "leave_without_teardown(); "
         "print('handed in', flush=True); sys.exit(exiting(3))"
     )
     out = subprocess.run(
@@ -132,8 +135,9 @@ def test_a_rank_that_would_abort_in_its_teardown_after_handing_in_is_a_good_run(
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_a_torchrun_rank_that_would_abort_in_its_teardown_after_handing_in_is_a_good_run(tmp_path):
-    """torchrun's ranks run train.py themselves (job.run._as_a_rank): a rank that finished leaves at exit too, so
-    torchrun (or srun) does not report a failed rank after the record said ok (it did: exit code -6, rank 1)."""
+    """torchrun's ranks run train.py themselves (job.run._as_a_rank): a rank that finished leaves at
+    exit too, so torchrun (or srun) does not report a failed rank after the record said ok (it did:
+    exit code -6, rank 1)."""
     out = subprocess.run(
         [
             sys.executable,
@@ -161,10 +165,12 @@ def test_a_torchrun_rank_that_would_abort_in_its_teardown_after_handing_in_is_a_
 
 @pytest.mark.subprocess
 def test_a_systemexit_raised_after_a_rank_finished_keeps_its_code():
-    """train.py turns a SystemExit raised anywhere (here: Hydra's callback refusing the run dir) into its exit code,
-    so a process that already finished a rank's job (a torchrun rank running a sweep) exits with it, not 0."""
+    """train.py turns a SystemExit raised anywhere (here: Hydra's callback refusing the run dir)
+    into its exit code, so a process that already finished a rank's job (a torchrun rank running a
+    sweep) exits with it, not 0."""
     code = (
-        "import runpy, sys; from launchers.rank import leave_without_teardown; leave_without_teardown(); "
+        "import runpy, sys; from launchers.rank import leave_without_teardown; "
+        "leave_without_teardown(); "
         "sys.argv = ['train.py', 'hydra.run.dir=/proc/not_here', 'logger=none']; "
         "runpy.run_path('train.py', run_name='__main__')"
     )

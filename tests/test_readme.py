@@ -1,4 +1,5 @@
-"""The README's set-up and test commands are what CI runs: a new user who follows the README gets CI's machine."""
+"""The README's set-up and test commands are what CI runs: a new user who follows the README gets
+CI's machine."""
 
 import re
 
@@ -42,7 +43,8 @@ def _pages():
 
 
 def test_the_readme_leads_and_the_rest_is_in_docs():
-    """Issue 25: a README a new user reads to the end (about 200 lines); the reference lives in docs/."""
+    """Issue 25: a README a new user reads to the end (about 200 lines); the reference lives in
+    docs/."""
     assert len((ROOT / "README.md").read_text().splitlines()) <= 200
 
 

@@ -1,5 +1,5 @@
-"""The typed run record: every committed record reads into the types and writes back the same JSON; absent blocks read
-as None; a wrong-typed field is one line naming it."""
+"""The typed run record: every committed record reads into the types and writes back the same JSON;
+absent blocks read as None; a wrong-typed field is one line naming it."""
 
 import copy
 import dataclasses
@@ -45,7 +45,8 @@ def test_every_committed_record_reads_typed_and_round_trips():
     for path in COMMITTED:
         text = path.read_text()
         record = Record.read(path)
-        # a hung or killed run can end before any rank wrote its result: the record keeps the error (and dumps)
+        # a hung or killed run can end before any rank wrote its result: the record keeps the error
+        # (and dumps)
         ended_early = record.result is None and record.status in ("hung", "failed")
         assert isinstance(record.result, types[record.task]) or ended_early, path
         assert json.dumps(record.to_dict(), indent=2) == json.dumps(json.loads(text), indent=2), (
@@ -57,8 +58,8 @@ def test_every_committed_record_reads_typed_and_round_trips():
 
 
 def test_every_committed_record_names_the_target_of_each_node_a_user_swaps():
-    """As this version writes them (conf/<group>/*.yaml's _target_), so readers that rebuild a record's model (the
-    what-if model) or its logger need no table of what older nodes meant."""
+    """As this version writes them (conf/<group>/*.yaml's _target_), so readers that rebuild a
+    record's model (the what-if model) or its logger need no table of what older nodes meant."""
     for path in COMMITTED:
         config = json.loads(path.read_text())["config"]
         for group in ("model", "data", "optim", "logger"):
@@ -116,7 +117,8 @@ def test_a_record_built_in_code_writes_every_field_and_reads_back(tmp_path):
 
 
 def test_a_writer_slip_keeps_the_record_with_a_warning(tmp_path):
-    """The slipped value is kept under result.unchecked, every other field stays typed, and the record reads back."""
+    """The slipped value is kept under result.unchecked, every other field stays typed, and the
+    record reads back."""
     with pytest.warns(UserWarning, match="result.steps: expected an integer"):
         record = Record.ok(
             {"task": "train"},
@@ -145,7 +147,8 @@ def test_docs_record_md_is_generated_from_the_types():
 
 
 def test_a_diagnosis_reads_its_findings_typed():
-    """The findings a record stores are the diagnosis's own type (one type, no dict readers); a broken one is named."""
+    """The findings a record stores are the diagnosis's own type (one type, no dict readers); a
+    broken one is named."""
     from base.record_types import DiagnosisBlock, Finding, Saving
 
     with_diag = [
@@ -165,9 +168,10 @@ def test_a_diagnosis_reads_its_findings_typed():
 
 
 def test_an_older_record_is_refused_with_the_command_that_brings_it_up_to_date(tmp_path):
-    """Readers read one schema version; a record of an earlier one (here: as version 2 wrote it, with a finding's
-    `seed` and config nodes without `_target_`) is refused in one line naming `python -m base.upgrade`, which turns it
-    into the current record byte for byte."""
+    """Readers read one schema version; a record of an earlier one (here: as version 2 wrote it,
+    with a finding's
+    `seed` and config nodes without `_target_`) is refused in one line naming `python -m
+    base.upgrade`, which turns it into the current record byte for byte."""
     import re
 
     from base.upgrade import main as upgrade

@@ -1,5 +1,6 @@
-"""repeats=auto (issue 39): a pilot of interleaved rounds, then the runs x steps stats.power.plan fixes for
-compare.target (the half-width of every row's speed-up interval) or compare.budget_s, judged without the pilot."""
+"""repeats=auto (issue 39): a pilot of interleaved rounds, then the runs x steps stats.power.plan
+fixes for compare.target (the half-width of every row's speed-up interval) or compare.budget_s,
+judged without the pilot."""
 
 import json
 import math
@@ -88,7 +89,8 @@ def test_a_misspelt_repeats_is_refused_by_the_schema_in_one_line():
 
 
 def test_the_sweep_table_leaves_the_pilots_runs_out(tmp_path):
-    """A record under <sweep>/pilot/ chose the design; the sweep's rows are the planned runs alone."""
+    """A record under <sweep>/pilot/ chose the design; the sweep's rows are the planned runs
+    alone."""
     from pathlib import Path
 
     from tables.sweep import sweep_entries
@@ -125,8 +127,9 @@ def test_repeats_auto_with_one_configuration_is_refused_in_one_line(tmp_path):
 @pytest.mark.slow
 @pytest.mark.subprocess
 def test_a_short_repeats_auto_sweep_pilots_plans_and_judges_the_planned_rounds_alone(tmp_path):
-    """compare.budget_s=1: the pilot spends the budget, so the plan is the fewest rounds that give an interval
-    (3 x 10 steps), and the table and plan.json say the budget decided it (about 5 min on the 2-core VM)."""
+    """compare.budget_s=1: the pilot spends the budget, so the plan is the fewest rounds that give
+    an interval (3 x 10 steps), and the table and plan.json say the budget decided it (about 5 min
+    on the 2-core VM)."""
     from tests.conftest import run_train
 
     proc = run_train(

@@ -1,5 +1,6 @@
-"""python -m results.report: tables and plots whose content is checked against the run records. Its main() runs in
-this process; the bad-path errors (exit code, no traceback) go through the real command."""
+"""python -m results.report: tables and plots whose content is checked against the run records. Its
+main() runs in this process; the bad-path errors (exit code, no traceback) go through the real
+command."""
 
 from __future__ import annotations
 
@@ -52,7 +53,8 @@ def _report_here(*args: str | Path) -> str:
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    """A CPU sweep (optim x bucket, one failed job, one crashed job), a GPU box scaling study, a collectives run."""
+    """A CPU sweep (optim x bucket, one failed job, one crashed job), a GPU box scaling study, a
+    collectives run."""
     root = tmp_path_factory.mktemp("study")
     records = []
     for optim, base in (("none", 2.0), ("bf16", 3.0)):
@@ -223,7 +225,8 @@ def test_plots_are_written_and_linked(study):
 
 
 def test_report_on_a_moved_sweep_dir_defaults_to_its_report_folder(tmp_path):
-    """Committed runs are copies: the records' own paths point to where they ran, the report reads where they are."""
+    """Committed runs are copies: the records' own paths point to where they ran, the report reads
+    where they are."""
     write_sweep(
         tmp_path / "ran_here",
         [

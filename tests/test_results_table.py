@@ -1,4 +1,5 @@
-"""The sweep table: one builder for the end-of-sweep callback and the report; failed and missing jobs as rows."""
+"""The sweep table: one builder for the end-of-sweep callback and the report; failed and missing
+jobs as rows."""
 
 from __future__ import annotations
 
@@ -167,7 +168,8 @@ def test_train_headline_labels_are_the_table_columns():
     ]
 
 
-# --- the Hydra callback, in a real multirun of a tiny app (no torch: the app writes sample records) -------------
+# --- the Hydra callback, in a real multirun of a tiny app (no torch: the app writes sample records)
+# -------------
 
 APP = """
 import sys
@@ -181,10 +183,11 @@ from tests.records import train_record
 def main(cfg):
     hc = HydraConfig.get()
     rec = train_record(overrides=list(hc.overrides.task), optim=cfg.optim, bucket=cfg.bucket,
-                       steps_per_s={{"none": 2.0, "bf16": 3.0}}[cfg.optim] * (1.5 if cfg.bucket == 100 else 1.0),
+                       steps_per_s={{"none": 2.0, "bf16": 3.0}}[cfg.optim]
+                       * (1.5 if cfg.bucket == 100 else 1.0),
                        num=hc.job.num, sweep_dir=hc.sweep.dir, output_dir=hc.runtime.output_dir)
     if cfg.optim == "bf16" and cfg.bucket == 25:
-        return None                                  # ends without a record (as a hard crash would look)
+        return None  # ends without a record (as a hard crash would look)
     if cfg.optim == "bf16" and cfg.bucket == 100:    # the lead's failed-job contract
         rec.update(status="failed", error="RuntimeError: injected")
         write_record(hc.runtime.output_dir, rec)
@@ -257,8 +260,9 @@ def test_callback_can_leave_the_exit_code_alone(tmp_path):
 
 
 def test_the_baseline_is_stock_ddp_and_the_table_names_the_bucket_rule_it_used():
-    """bucket=null (the record's "default": DDP's own caps, the first bucket 1 MiB) is the baseline; an explicit
-    bucket=25 caps the first bucket at 25 MiB too, so it is a configuration like any other (issue 19, item 3)."""
+    """bucket=null (the record's "default": DDP's own caps, the first bucket 1 MiB) is the baseline;
+    an explicit bucket=25 caps the first bucket at 25 MiB too, so it is a configuration like any
+    other (issue 19, item 3)."""
     records = [
         train_record(overrides=["bucket=25"], bucket=25, steps_per_s=2.0, num=0),
         train_record(overrides=["bucket=100"], bucket=100, steps_per_s=2.5, num=1),
@@ -270,7 +274,8 @@ def test_the_baseline_is_stock_ddp_and_the_table_names_the_bucket_rule_it_used()
         "optim=none with DDP's default bucket (bucket=null" in table.notes[0]
         and "stock DDP" in table.notes[0]
     )
-    # records made when the tool's default was bucket=25 (the committed reproductions): their baseline says so
+    # records made when the tool's default was bucket=25 (the committed reproductions): their
+    # baseline says so
     table = build_table(_entries(records[:2]))
     assert table.rows[0]["baseline"]
     assert (
@@ -279,8 +284,9 @@ def test_the_baseline_is_stock_ddp_and_the_table_names_the_bucket_rule_it_used()
 
 
 def test_exposed_comm_from_one_probe_step_is_marked_in_every_table():
-    """Issue 19.13: the exposed time of a DDP run is one untimed probe step unless probe_steps asks for more; a table
-    never shows it as if it had an interval. With 6 probe steps (the record's exposed_ci_*) it shows the interval."""
+    """Issue 19.13: the exposed time of a DDP run is one untimed probe step unless probe_steps asks
+    for more; a table never shows it as if it had an interval. With 6 probe steps (the record's
+    exposed_ci_*) it shows the interval."""
     from tables.table import comm_table, scaling_table
 
     one = train_record(overrides=["bucket=25"], bucket=25, steps_per_s=2.0, num=0, exposed_s=0.658)

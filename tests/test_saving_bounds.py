@@ -1,5 +1,5 @@
-"""Issue 38: a rule of thumb's best case bounds a saving and is never its estimate; a saving that cannot be estimated
-within +-10 points says so and gives the command that measures it."""
+"""Issue 38: a rule of thumb's best case bounds a saving and is never its estimate; a saving that
+cannot be estimated within +-10 points says so and gives the command that measures it."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ RECORD = ROOT / "tests" / "fixtures" / "benchmark_2026-11-25" / "base" / "1" / "
 
 
 def _without_link() -> dict:
-    """The per_param record without its on-rank microbenchmark: the model has no link, the rule of thumb stays."""
+    """The per_param record without its on-rank microbenchmark: the model has no link, the rule of
+    thumb stays."""
     r = json.loads(RECORD.read_text())
     r["result"].pop("diagnosis", None)
     r["result"].pop("microbench", None)

@@ -1,5 +1,6 @@
-"""task=script: the user's own script, unchanged, under the local launcher on 2 gloo ranks. One run per script shape
-serves many assertions; each bad input is one line (and a failed record where ranks started)."""
+"""task=script: the user's own script, unchanged, under the local launcher on 2 gloo ranks. One run
+per script shape serves many assertions; each bad input is one line (and a failed record where ranks
+started)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ def record(proc) -> dict:
 
 @pytest.fixture(scope="module")
 def eval_run(tmp_path_factory):
-    """rank 0 evaluates and checkpoints every 5 steps; its own `data` package and a file beside it; sys.exit(0)."""
+    """rank 0 evaluates and checkpoints every 5 steps; its own `data` package and a file beside it;
+    sys.exit(0)."""
     return run_train(
         [*BASE, "script.path=examples/eval_checkpoint.py", "script.args=[--every,3,--steps,24]"],
         tmp_path_factory.mktemp("eval"),
@@ -31,7 +33,8 @@ def eval_run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def amp_run(tmp_path_factory):
-    """no_sync accumulation with AMP and a GradScaler, its own `models` package; stopped by script.max_steps."""
+    """no_sync accumulation with AMP and a GradScaler, its own `models` package; stopped by
+    script.max_steps."""
     return run_train(
         [
             *BASE,
@@ -46,7 +49,8 @@ def amp_run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def shapes_run(tmp_path_factory):
-    """require_backward_grad_sync accumulation, torch.compile, two optimizers stepped on different iterations."""
+    """require_backward_grad_sync accumulation, torch.compile, two optimizers stepped on different
+    iterations."""
     return run_train(
         [*BASE, "script.path=tests/script_cases/shapes.py", "script.args=[--mode,sync_flag]"],
         tmp_path_factory.mktemp("shapes"),
@@ -131,7 +135,8 @@ def test_refused_before_any_rank(args, says, tmp_path):
                 "script.args=[--mode,idle]",
                 "script.first_step_timeout_s=4",
             ],
-            "saw 0 optimizer steps in 4 s and no DistributedDataParallel: is this a training script?",
+            "saw 0 optimizer steps in 4 s and no DistributedDataParallel: is this a training "
+            "script?",
         ),
         (
             ["script.path=tests/script_cases/shapes.py", "script.args=[--mode,raises]"],
@@ -163,8 +168,9 @@ def whatif(*args) -> subprocess.CompletedProcess:
 
 
 def test_whatif_reads_a_script_record_from_its_buckets(amp_run, tmp_path):
-    """The sizes the script's DDP carried and when each bucket's hook started are the what-if model's input; a
-    named model stands in for them; a record without them is refused in one line naming --model."""
+    """The sizes the script's DDP carried and when each bucket's hook started are the what-if
+    model's input; a named model stands in for them; a record without them is refused in one line
+    naming --model."""
     r = record(amp_run)
     gr = r["result"]["grad_ready"]
     n = len(gr["names"])
@@ -196,9 +202,10 @@ def test_whatif_reads_a_script_record_from_its_buckets(amp_run, tmp_path):
 
 
 def test_fake_device_drives_the_cuda_path_and_times_the_batch_copies(tmp_path):
-    """device=fake: the script's ops run under the fake's stream rules, the tool's marks are the device layer's
-    events, and the script's own .to(device, non_blocking=True) of each loader batch is the h2d phase (two copies,
-    x and y, per step); on a CPU rank the same call is no transfer and is left in the outside time."""
+    """device=fake: the script's ops run under the fake's stream rules, the tool's marks are the
+    device layer's events, and the script's own .to(device, non_blocking=True) of each loader batch
+    is the h2d phase (two copies, x and y, per step); on a CPU rank the same call is no transfer and
+    is left in the outside time."""
     from device.cpu import Device
 
     t = torch.ones(2)
@@ -219,9 +226,10 @@ def test_fake_device_drives_the_cuda_path_and_times_the_batch_copies(tmp_path):
 
 
 def test_sweep_over_a_script_prints_the_table_with_verdicts_and_the_wandb_report_spec(tmp_path):
-    """The headline sweep's shape, kept short (2 x 2 jobs, stopped at 14 steps): each job's knobs applied to the
-    script's own DDP, the table with a verdict per row printed on the submitting side, every job and the sweep
-    logged offline to W&B, and the report's spec written with the command."""
+    """The headline sweep's shape, kept short (2 x 2 jobs, stopped at 14 steps): each job's knobs
+    applied to the script's own DDP, the table with a verdict per row printed on the submitting
+    side, every job and the sweep logged offline to W&B, and the report's spec written with the
+    command."""
     proc = run_train(
         [
             *BASE[:1],

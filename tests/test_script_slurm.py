@@ -1,6 +1,6 @@
-"""task=script under launcher=slurm on the 2-node test cluster: the user's script, unchanged, one rank per node.
-One run; the record it writes is read by the diagnosis and by python -m whatif. Skipped, saying why, without root
-or such a cluster (tests/slurm_cluster.py)."""
+"""task=script under launcher=slurm on the 2-node test cluster: the user's script, unchanged, one
+rank per node. One run; the record it writes is read by the diagnosis and by python -m whatif.
+Skipped, saying why, without root or such a cluster (tests/slurm_cluster.py)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,10 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.subprocess]
 
 @needs_cluster(nodes=2)
 def test_eval_checkpoint_script_on_two_nodes_is_diagnosed_and_modelled(tmp_path):
-    """Rank 0 on node1 evaluates every 3 steps; rank 1 on node2 waits for it in DDP's all-reduce. The ranks start as
-    torchrun would start them across two hosts (MASTER_ADDR is node1), the script's own init_process_group meets
-    them, and the hiccup is named with its rank, node and period."""
+    """Rank 0 on node1 evaluates every 3 steps; rank 1 on node2 waits for it in DDP's all-reduce.
+    The ranks start as torchrun would start them across two hosts (MASTER_ADDR is node1), the
+    script's own init_process_group meets them, and the hiccup is named with its rank, node and
+    period."""
     proc = run_train(
         [
             "task=script",

@@ -1,9 +1,10 @@
-"""launcher=slurm: its settings (one home: launcher.*), rank detection, and sweeps through a real Slurm cluster.
+"""launcher=slurm: its settings (one home: launcher.*), rank detection, and sweeps through a real
+Slurm cluster.
 
-The tests marked `slurm` need a running cluster they may submit to as root (tests/slurm_cluster.py says which, and
-why they skip elsewhere); CI starts one with launchers/slurm_cluster/start.sh. Each sweep gets its own directory
-(and so its own submitit folder): job ids restart at 1 on a fresh cluster.
-"""
+The tests marked `slurm` need a running cluster they may submit to as root (tests/slurm_cluster.py
+says which, and why they skip elsewhere); CI starts one with launchers/slurm_cluster/start.sh. Each
+sweep gets its own directory (and so its own submitit folder): job ids restart at 1 on a fresh
+cluster."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def _hydra_compose(overrides):
         return hydra_compose(config_name="config", overrides=overrides, return_hydra_config=True)
 
 
-# --------------------------------------------------------------------------------------------- config (no cluster)
+# ------------------------------------------------------------------------------ config (no cluster)
 
 
 @pytest.mark.parametrize(
@@ -75,7 +76,8 @@ def _hydra_compose(overrides):
     ],
 )
 def test_slurm_world_size_is_nodes_times_tasks(overrides, world, tasks, nodes, gpus):
-    """Every Slurm setting is read from launcher.*: hydra.launcher holds the launcher class and nothing else."""
+    """Every Slurm setting is read from launcher.*: hydra.launcher holds the launcher class and
+    nothing else."""
     cfg = _hydra_compose(overrides)
     assert cfg.world_size == world
     assert (cfg.launcher.nodes, cfg.launcher.tasks_per_node, cfg.launcher.gpus_per_node) == (
@@ -94,7 +96,8 @@ def test_slurm_world_size_is_nodes_times_tasks(overrides, world, tasks, nodes, g
     f"executor; `sudo {START}` installs them",
 )
 def test_user_facing_keys_reach_sbatch(tmp_path):
-    """Every launcher.* key lands in the sbatch script the launcher would submit (rendered, not submitted)."""
+    """Every launcher.* key lands in the sbatch script the launcher would submit (rendered, not
+    submitted)."""
     overrides = [
         "launcher=slurm",
         "launcher.nodes=2",
@@ -191,7 +194,8 @@ def test_check_config_names_problem_and_fix(kw, words, monkeypatch):
 
 @pytest.mark.subprocess
 def test_launcher_slurm_without_multirun_is_refused(tmp_path):
-    """Hydra only uses its launcher in a multirun: without -m the job would quietly run here, on this machine."""
+    """Hydra only uses its launcher in a multirun: without -m the job would quietly run here, on
+    this machine."""
     proc = run_train(["launcher=slurm", *TINY], tmp_path, timeout=120)
     assert proc.returncode != 0
     assert "add -m" in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-2000:]
@@ -246,9 +250,10 @@ def test_world_size_disagreeing_with_slurm_layout_is_refused_before_submitting(t
 def test_hydra_submitit_habits_are_refused_with_the_equivalent_command(
     typed, said, expected, tmp_path
 ):
-    """A hydra-submitit-launcher user's command (hydra/launcher=submitit_slurm, hydra.launcher.<key>) is refused
-    before anything is submitted, in one line naming the command that does it here; that command composes to the
-    same Slurm job with every setting in its one place, launcher.*."""
+    """A hydra-submitit-launcher user's command (hydra/launcher=submitit_slurm,
+    hydra.launcher.<key>) is refused before anything is submitted, in one line naming the command
+    that does it here; that command composes to the same Slurm job with every setting in its one
+    place, launcher.*."""
     proc = run_train([*typed, *TINY, "bucket=25,100"], tmp_path, multirun=True, timeout=120)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 2 and "Traceback" not in out, out[-2000:]
@@ -268,8 +273,9 @@ def test_hydra_submitit_habits_are_refused_with_the_equivalent_command(
 
 
 def test_stock_plugin_name_with_launcher_slurm_is_this_launcher():
-    """launcher=slurm hydra/launcher=submitit_slurm (no hydra.launcher.* key changed) runs as launcher=slurm does:
-    the stock plugin's choice name is answered by this launcher, which has nothing to refuse."""
+    """launcher=slurm hydra/launcher=submitit_slurm (no hydra.launcher.* key changed) runs as
+    launcher=slurm does: the stock plugin's choice name is answered by this launcher, which has
+    nothing to refuse."""
     from hydra_plugins.hydra_submitit_launcher.config import SlurmQueueConf
 
     cfg = _hydra_compose(["launcher=slurm", "hydra/launcher=submitit_slurm"])
@@ -297,8 +303,8 @@ def _rank_probe(env: dict) -> dict:
 
 @pytest.mark.subprocess
 def test_batch_shell_is_not_a_rank():
-    """The environment of an sbatch script / salloc shell (as Slurm 22.05 sets it: SLURM_PROCID and SLURM_NTASKS, no
-    step) is the user's shell: `python train.py` there starts its own ranks."""
+    """The environment of an sbatch script / salloc shell (as Slurm 22.05 sets it: SLURM_PROCID and
+    SLURM_NTASKS, no step) is the user's shell: `python train.py` there starts its own ranks."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -326,8 +332,9 @@ def test_batch_shell_is_not_a_rank():
 
 
 def test_asking_whether_a_process_is_a_rank_changes_nothing():
-    """already_a_rank is a question: in a Slurm step's task it says yes and exports nothing; become_rank (once, at
-    the start of a job) exports the rank's variables. The config checks only ask."""
+    """already_a_rank is a question: in a Slurm step's task it says yes and exports nothing;
+    become_rank (once, at the start of a job) exports the rank's variables. The config checks only
+    ask."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -346,10 +353,13 @@ def test_asking_whether_a_process_is_a_rank_changes_nothing():
         "SLURM_STEP_NODELIST": "node[03-04]",
     }
     code = (
-        "import json, os; from launchers import already_a_rank, become_rank; asked = already_a_rank(); "
-        "before = {k: os.environ.get(k) for k in ('RANK', 'WORLD_SIZE', 'MASTER_ADDR')}; became = become_rank(); "
+        "import json, os; from launchers import already_a_rank, become_rank; asked = "
+        "already_a_rank(); "
+        "before = {k: os.environ.get(k) for k in ('RANK', 'WORLD_SIZE', 'MASTER_ADDR')}; became = "
+        "become_rank(); "
         "print(json.dumps({'asked': asked, 'before': before, 'became': became, "
-        "'after': {k: os.environ.get(k) for k in ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR')}}))"
+        "'after': {k: os.environ.get(k) for k in ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', "
+        "'MASTER_ADDR')}}))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=step, capture_output=True, text=True, timeout=60
@@ -370,15 +380,17 @@ def test_asking_whether_a_process_is_a_rank_changes_nothing():
     }
 
 
-# --------------------------------------------------------------------------------------------- on the cluster
+# ----------------------------------------------------------------------------------- on the cluster
 
 
 @pytest.mark.slurm
 @needs_cluster()
 def test_rank_env_from_srun_salloc_and_sbatch(tmp_path):
-    """srun tasks are ranks (RANK = task, one master); salloc's shell and sbatch's script are not; one task is not."""
+    """srun tasks are ranks (RANK = task, one master); salloc's shell and sbatch's script are not;
+    one task is not."""
     code = (
-        "from launchers.slurm import export_rank_env, job_info; import os, json; ok = export_rank_env(); "
+        "from launchers.slurm import export_rank_env, job_info; import os, json; ok = "
+        "export_rank_env(); "
         "print('PROBE', json.dumps({'ok': ok, 'info': job_info(), **{k: os.environ.get(k) for k in "
         "('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR', 'MASTER_PORT')}}))"
     )
@@ -437,9 +449,10 @@ def test_rank_env_from_srun_salloc_and_sbatch(tmp_path):
 @pytest.mark.slow
 @needs_cluster()
 def test_sweep_is_one_array_of_two_rank_jobs_and_a_failed_job_is_a_failed_row(tmp_path):
-    """The README's example at tiny scale, 2 jobs x 2 tasks in one job array, every task one gloo rank; rank 1 of
-    job 1 raises at step 1 (fault injection): job 1's row says so and names its Slurm job and the failing rank's log,
-    job 0's row is intact, and the sweep exits non-zero after printing the table."""
+    """The README's example at tiny scale, 2 jobs x 2 tasks in one job array, every task one gloo
+    rank; rank 1 of job 1 raises at step 1 (fault injection): job 1's row says so and names its
+    Slurm job and the failing rank's log, job 0's row is intact, and the sweep exits non-zero after
+    printing the table."""
     proc = run_train(
         [*TWO_RANKS, *TINY, "fault.rank=null,1", "fault.step=1"],
         tmp_path,
@@ -480,9 +493,9 @@ def test_sweep_is_one_array_of_two_rank_jobs_and_a_failed_job_is_a_failed_row(tm
 @pytest.mark.slow
 @needs_cluster()
 def test_killed_job_gets_one_failed_record_and_one_wandb_run_from_the_submitting_host(tmp_path):
-    """A job killed by Slurm (SIGKILL to every task, as the OOM killer or a dead node would) writes nothing itself:
-    the submitting host notices, gives it its one failed record (job id, state, log) through job.finalise, which
-    logs the one W&B run (offline here), and still prints the table."""
+    """A job killed by Slurm (SIGKILL to every task, as the OOM killer or a dead node would) writes
+    nothing itself: the submitting host notices, gives it its one failed record (job id, state, log)
+    through job.finalise, which logs the one W&B run (offline here), and still prints the table."""
     sweep = tmp_path / "sweep"
     proc = start_endless_sweep(TWO_RANKS, sweep)
     job_id = None

@@ -1,10 +1,11 @@
-"""launcher=slurm across two real Slurm nodes on one machine, and Slurm's GPU binding with fake GPUs.
+"""launcher=slurm across two real Slurm nodes on one machine, and Slurm's GPU binding with fake
+GPUs.
 
-The nodes are `launchers/slurm_cluster/start.sh --nodes 2 --fake-gpus 1`: two slurmd, each in its own network and UTS
-namespace (node1 10.77.0.11, node2 10.77.0.12 on a bridge only this machine has), sharing the controller, munge and the
-filesystem. What breaks across nodes shows here: MASTER_ADDR resolution, the rendezvous port, hostnames in the record,
-the sweep dir on storage both nodes write, --kill-on-bad-exit across nodes. Skipped, saying why, without root or such
-a cluster.
+The nodes are `launchers/slurm_cluster/start.sh --nodes 2 --fake-gpus 1`: two slurmd, each in its
+own network and UTS namespace (node1 10.77.0.11, node2 10.77.0.12 on a bridge only this machine
+has), sharing the controller, munge and the filesystem. What breaks across nodes shows here:
+MASTER_ADDR resolution, the rendezvous port, hostnames in the record, the sweep dir on storage both
+nodes write, --kill-on-bad-exit across nodes. Skipped, saying why, without root or such a cluster.
 """
 
 from __future__ import annotations
@@ -44,8 +45,9 @@ pytestmark = [pytest.mark.slurm]
 @pytest.mark.slow
 @needs_cluster(nodes=2)
 def test_two_node_sweep_runs_gloo_across_the_nodes_and_the_table_comes_back(tmp_path):
-    """2 jobs x (2 nodes x 1 task): every job's ranks rendezvous across the nodes (MASTER_ADDR = node1 by name), its
-    record names both hosts, and the sweep table is made on the submitting host from records the nodes wrote."""
+    """2 jobs x (2 nodes x 1 task): every job's ranks rendezvous across the nodes (MASTER_ADDR =
+    node1 by name), its record names both hosts, and the sweep table is made on the submitting host
+    from records the nodes wrote."""
     proc = run_train([*TWO_NODES, *TINY, "bucket=25,100"], tmp_path, multirun=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     sweep = proc.out_dir
@@ -69,9 +71,9 @@ def test_two_node_sweep_runs_gloo_across_the_nodes_and_the_table_comes_back(tmp_
 @pytest.mark.slow
 @needs_cluster(nodes=2)
 def test_rank_killed_on_one_node_ends_the_job_on_both_and_leaves_one_record(tmp_path):
-    """SIGKILL to rank 1 on node2 in the middle of the measured loop: within seconds no process of the job is left on
-    either node (gloo tells rank 0 on node1; srun --kill-on-bad-exit ends the step), and the job has exactly one
-    record naming rank 1, and at most one W&B run."""
+    """SIGKILL to rank 1 on node2 in the middle of the measured loop: within seconds no process of
+    the job is left on either node (gloo tells rank 0 on node1; srun --kill-on-bad-exit ends the
+    step), and the job has exactly one record naming rank 1, and at most one W&B run."""
     sweep = tmp_path / "sweep"
     proc = start_endless_sweep(TWO_NODES, sweep)
     job_id = None
@@ -89,8 +91,9 @@ def test_rank_killed_on_one_node_ends_the_job_on_both_and_leaves_one_record(tmp_
         out, _ = proc.communicate(timeout=180)
     finally:
         never_leave_behind(proc, job_id)
-    # rank 0 finalises before it exits (record, then its offline W&B run): ~3 s after the kill without W&B, ~13 s
-    # with it on a busy 2-core machine; a job left to its collective timeout or time limit would take minutes
+    # rank 0 finalises before it exits (record, then its offline W&B run): ~3 s after the kill
+    # without W&B, ~13 s with it on a busy 2-core machine; a job left to its collective timeout or
+    # time limit would take minutes
     assert ended < 30, (
         f"processes of job {job_id} still alive {ended:.0f} s after rank 1 was killed: "
         f"{job_processes(job_id)}"
@@ -111,9 +114,10 @@ def test_rank_killed_on_one_node_ends_the_job_on_both_and_leaves_one_record(tmp_
 @pytest.mark.slow
 @needs_cluster(nodes=2)
 def test_a_hang_across_two_nodes_is_declared_collected_and_ended(tmp_path):
-    """Rank 1 on node2 asleep in its loader: rank 0's watch (launchers.hang.store_watch) declares the job hung after
-    hang.after_s, both ranks' dumps come through the store into the run dir (rank 1's written on node2), the record
-    is `hung` naming rank 1, the sweep says so, and no process of the job is left on either node."""
+    """Rank 1 on node2 asleep in its loader: rank 0's watch (launchers.hang.store_watch) declares
+    the job hung after hang.after_s, both ranks' dumps come through the store into the run dir (rank
+    1's written on node2), the record is `hung` naming rank 1, the sweep says so, and no process of
+    the job is left on either node."""
     from diagnosis.hang_benchmark import COMMON
 
     proc = run_train(
@@ -146,9 +150,10 @@ def _is_task(pid: int) -> bool:
 @pytest.mark.slow  # two Slurm jobs (srun, a 2-task sbatch): the fast tier's slowest (issue 36)
 @needs_cluster(nodes=1, gpus=True)
 def test_job_given_gpus_that_cuda_cannot_see_is_refused(tmp_path):
-    """A job that asks for a GPU gets Slurm's binding (CUDA_VISIBLE_DEVICES, SLURM_STEP_GPUS, SLURM_GPUS_ON_NODE
-    from the node's gres, here fake device files) and the tool then refuses to run its ranks on CPU: one line,
-    exit code 2, from `srun` as from launcher=slurm (whose record says so)."""
+    """A job that asks for a GPU gets Slurm's binding (CUDA_VISIBLE_DEVICES, SLURM_STEP_GPUS,
+    SLURM_GPUS_ON_NODE from the node's gres, here fake device files) and the tool then refuses to
+    run its ranks on CPU: one line, exit code 2, from `srun` as from launcher=slurm (whose record
+    says so)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SUBMITIT_"))}
     probe = subprocess.run(
         [
@@ -175,8 +180,8 @@ def test_job_given_gpus_that_cuda_cannot_see_is_refused(tmp_path):
     assert "Slurm gave this job GPU(s) 0" in line and "CUDA sees none" in line, line
     assert "Traceback" not in probe.stderr
 
-    # two tasks (ranks) on the node's one fake GPU: both refuse, rank 0 alone writes the record (the sweep table's
-    # row) and no W&B run is opened for a refused job (issue 19.10)
+    # two tasks (ranks) on the node's one fake GPU: both refuse, rank 0 alone writes the record (the
+    # sweep table's row) and no W&B run is opened for a refused job (issue 19.10)
     proc = run_train(
         [
             "launcher=slurm",
@@ -198,5 +203,6 @@ def test_job_given_gpus_that_cuda_cannot_see_is_refused(tmp_path):
     record = json.loads((proc.out_dir / "0" / "run_record.json").read_text())
     assert record["status"] == "failed" and record["result"] is None and record["env"] == {}
     assert not list((proc.out_dir / "0").glob("wandb/offline-run-*"))
-    # "GPU(s) 0": SLURM_STEP_GPUS in the job, Slurm's binding of what launcher.gpus_per_node asked for
+    # "GPU(s) 0": SLURM_STEP_GPUS in the job, Slurm's binding of what launcher.gpus_per_node asked
+    # for
     assert record["error"].startswith("ConfigError: Slurm gave this job GPU(s) 0"), record["error"]

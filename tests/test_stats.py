@@ -73,7 +73,8 @@ def test_digit_trimming():
     assert fmt_ci(1.03456, 1.0301, 1.0389) == "1.0346 [1.0301, 1.0389]"
     assert fmt_ci(1234.5, 1100, 1400, "ms") == "1230 [1100, 1400] ms"
     assert fmt_ci(1.23456, None, None) == "1.235"
-    # an interval far wider than the value keeps the value's first significant digit (an H200 row printed 0 [0, 1400])
+    # an interval far wider than the value keeps the value's first significant digit (an H200 row
+    # printed 0 [0, 1400])
     assert fmt_ci(39.18, 33.92, 1366.46) == "40 [30, 1370]"
     assert fmt_ci(0.0123, 0.01, 0.9) == "0.01 [0.01, 0.90]"
     assert fmt_ci(6.6, 2.1, 20.0) == "7 [2, 20]"  # where the value keeps a digit, the width decides
@@ -85,7 +86,8 @@ def test_digit_trimming():
     assert fmt_ratio(0.66, None, None, "no verdict") == "0.66 (1 run: no CI)"
 
 
-# --- within a run: batch means -------------------------------------------------------------------------------------
+# --- within a run: batch means
+# -------------------------------------------------------------------------------------
 
 
 def _ar1(rng, n, phi, sd=0.05):
@@ -120,7 +122,8 @@ def test_block_throughput_is_a_batch_means_t_interval_by_hand():
 
 
 def test_batch_means_widen_the_interval_under_serial_correlation():
-    """The bug of issue 22: a bootstrap of single correlated steps was too narrow (57% at phi = 0.7)."""
+    """The bug of issue 22: a bootstrap of single correlated steps was too narrow (57% at phi =
+    0.7)."""
     rng = np.random.default_rng(0)
     x = np.exp(_ar1(rng, 60, 0.7))
     b = block_throughput(x, np.ones(60))
@@ -145,7 +148,8 @@ def test_batch_median_and_describe_of_a_series():
 
 
 def test_the_adaptive_window_plans_its_length_once_from_its_pilot():
-    """Stein's two-stage rule: the first 20 steps decide how many the window needs; later steps do not."""
+    """Stein's two-stage rule: the first 20 steps decide how many the window needs; later steps do
+    not."""
     rng = np.random.default_rng(5)
     quiet = list(1 + 0.001 * rng.standard_normal(40))
     assert adaptive_should_stop(quiet[:19], 0.01, 10, 1000, 1.0, None) == (False, "continue")
@@ -156,7 +160,8 @@ def test_the_adaptive_window_plans_its_length_once_from_its_pilot():
     assert adaptive_should_stop(noisy[:25], 0.01, 10, None, 61.0, 60.0) == (True, "max_s reached")
 
 
-# --- across runs --------------------------------------------------------------------------------------------------
+# --- across runs
+# --------------------------------------------------------------------------------------------------
 
 
 def test_run_level_interval_is_a_t_interval_on_the_runs_logs():
@@ -216,7 +221,8 @@ def test_verdict_needs_the_whole_interval_beyond_the_noise_floor(lo, hi, expecte
 
 
 def test_claim_pvalues_agree_with_the_interval():
-    """A claim holds at 95% exactly when its p-value <= 0.05: the verdict and the family adjustment agree."""
+    """A claim holds at 95% exactly when its p-value <= 0.05: the verdict and the family adjustment
+    agree."""
     from stats.verdict import claim_pvalues
 
     for d, se in ((0.08, 0.02), (-0.05, 0.01), (0.001, 0.004), (0.03, 0.03)):
@@ -285,7 +291,8 @@ def test_ratio_ci_is_deterministic_and_honours_batches():
     assert verdict(r, lo, hi) == "faster" and ratio_ci(base[:8], cand)[1] is None
 
 
-# --- drift and the sentinel ----------------------------------------------------------------------------------------
+# --- drift and the sentinel
+# ----------------------------------------------------------------------------------------
 
 
 def test_steady_state_trend_test():

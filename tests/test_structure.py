@@ -1,5 +1,5 @@
-"""The house's rules, kept by tools: the import layers and no circles (import-linter, contracts in pyproject.toml),
-and ruff's lint. Each fails with the tool's own report of what broke the rule."""
+"""The house's rules, kept by tools: the import layers and no circles (import-linter, contracts in
+pyproject.toml), and ruff's lint. Each fails with the tool's own report of what broke the rule."""
 
 import shutil
 import subprocess
@@ -50,8 +50,9 @@ def test_noqa_markers_say_why():
 
 
 def _code_lines(path: Path) -> list[tuple[int, str]]:
-    """The statements that carry logic, one per logical line (a call the formatter spreads over ten lines is one
-    statement): no comments, imports or bare strings such as docstrings (those repeat by nature)."""
+    """The statements that carry logic, one per logical line (a call the formatter spreads over ten
+    lines is one statement): no comments, imports or bare strings such as docstrings (those repeat
+    by nature)."""
     import io
     import tokenize
 
@@ -80,8 +81,9 @@ def _code_lines(path: Path) -> list[tuple[int, str]]:
 
 
 def test_no_block_of_six_lines_is_repeated():
-    """Issue 21's rule: a repeated block of six or more lines of code is a helper that was not written. Checked over
-    every Python file of the tree, tests included, within a file and across files (YAML is declarative: left out)."""
+    """Issue 21's rule: a repeated block of six or more lines of code is a helper that was not
+    written. Checked over every Python file of the tree, tests included, within a file and across
+    files (YAML is declarative: left out)."""
     width, seen, repeats = 6, {}, []
     for path in sorted(ROOT.rglob("*.py")):
         if any(p in path.parts for p in (".venv", "runs", "mutants", ".git")):
@@ -97,8 +99,8 @@ def test_no_block_of_six_lines_is_repeated():
 
 
 def test_no_module_imports_another_ones_private_names():
-    """A name with a leading underscore is its module's own: a second module that needs it gets a public name (tests
-    may reach in; they are not the house)."""
+    """A name with a leading underscore is its module's own: a second module that needs it gets a
+    public name (tests may reach in; they are not the house)."""
     import ast
 
     packages = {
@@ -135,7 +137,8 @@ def test_no_module_imports_another_ones_private_names():
 
 
 def test_every_module_sits_in_a_layer():
-    """The layers contract checks only the modules it names: a module outside every layer would go unchecked."""
+    """The layers contract checks only the modules it names: a module outside every layer would go
+    unchecked."""
     import tomllib
 
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
@@ -157,8 +160,9 @@ def test_every_module_sits_in_a_layer():
 
 
 def _package_imports() -> dict[tuple[str, str], list[str]]:
-    """Every import between two top-level packages (train.py counts as the package `train`): module-level and lazy
-    ones inside functions alike, each with where it is (ast, so a lazy import is seen as import-linter sees it)."""
+    """Every import between two top-level packages (train.py counts as the package `train`):
+    module-level and lazy ones inside functions alike, each with where it is (ast, so a lazy import
+    is seen as import-linter sees it)."""
     import ast
     import tomllib
 
@@ -192,8 +196,9 @@ def _package_imports() -> dict[tuple[str, str], list[str]]:
 
 
 def _layer_ranks() -> tuple[dict[str, int], dict[str, str]]:
-    """Each package's rank (higher imports lower) from pyproject.toml's layers contract, train.py on top; and the
-    allowed upward imports: the contract's ignore_imports entries, as package pairs, each with its reason."""
+    """Each package's rank (higher imports lower) from pyproject.toml's layers contract, train.py on
+    top; and the allowed upward imports: the contract's ignore_imports entries, as package pairs,
+    each with its reason."""
     import tomllib
 
     text = (ROOT / "pyproject.toml").read_text()
@@ -217,9 +222,10 @@ def _layer_ranks() -> tuple[dict[str, int], dict[str, str]]:
 
 
 def test_packages_import_downward_without_a_circle():
-    """Issue 35: the module contracts can all pass while the packages sit in a circle (results -> diagnosis ->
-    results, through a lazy import). Here every import counts, between top-level packages: no cycle, and none runs
-    from a lower layer to a higher one or across independent ones unless pyproject.toml lists it with a reason."""
+    """Issue 35: the module contracts can all pass while the packages sit in a circle (results ->
+    diagnosis -> results, through a lazy import). Here every import counts, between top-level
+    packages: no cycle, and none runs from a lower layer to a higher one or across independent ones
+    unless pyproject.toml lists it with a reason."""
     import graphlib
 
     edges = _package_imports()
@@ -240,17 +246,18 @@ def test_packages_import_downward_without_a_circle():
 
 
 def test_the_package_graph_sees_lazy_imports():
-    """The check above is only as good as its graph: diagnosis/__main__.py's lazy import of tables.sweep (inside
-    main) is in it."""
+    """The check above is only as good as its graph: diagnosis/__main__.py's lazy import of
+    tables.sweep (inside main) is in it."""
     assert any(
         w.startswith("diagnosis/__main__.py") for w in _package_imports()[("diagnosis", "tables")]
     )
 
 
 def test_the_process_ends_in_train_py_and_the_tools_main_blocks_only():
-    """One exit point (issue 35): library code returns its outcome (job.run.JobResult) and train.py exits with it;
-    a command-line tool's `if __name__ == "__main__":` block may exit too. Nothing else calls sys.exit (examples/
-    holds users' own training scripts, which task=script runs as they are, exits included)."""
+    """One exit point (issue 35): library code returns its outcome (job.run.JobResult) and train.py
+    exits with it; a command-line tool's `if __name__ == "__main__":` block may exit too. Nothing
+    else calls sys.exit (examples/ holds users' own training scripts, which task=script runs as they
+    are, exits included)."""
     import ast
 
     found = []

@@ -1,9 +1,13 @@
 """Rules the test suite keeps about itself (issue 30), read from the tests' source:
-- no assert sits under an `if` that can skip it silently: an `if` whose branch asserts has an `else` that asserts too;
-- a test with no assert at all (no `assert`, pytest.raises/warns/fail) says in its name that it only checks that
+- no assert sits under an `if` that can skip it silently: an `if` whose branch asserts has an `else`
+  that asserts too;
+- a test with no assert at all (no `assert`, pytest.raises/warns/fail) says in its name that it only
+  checks that
   something is "accepted" or "runs";
-- a test that starts project processes is marked `subprocess` (or slow): the mutation run leaves those out
-  (docs/testing.md), and tests/conftest.py fails one that starts ranks or `python train.py` unmarked."""
+- a test that starts project processes is marked `subprocess` (or slow): the mutation run leaves
+  those out
+  (docs/testing.md), and tests/conftest.py fails one that starts ranks or `python train.py`
+  unmarked."""
 
 from __future__ import annotations
 
@@ -51,7 +55,8 @@ def skippable_asserts(fn: ast.FunctionDef) -> list[str]:
 
 
 def checks_nothing(fn: ast.FunctionDef, tree: ast.Module) -> bool:
-    """No assert in the test nor in the module's helpers it calls (one level: helpers named in the test's body)."""
+    """No assert in the test nor in the module's helpers it calls (one level: helpers named in the
+    test's body)."""
     helpers = {
         n.name: n
         for n in tree.body
@@ -99,7 +104,8 @@ def test_the_rules_catch_what_they_name():
     ).body[0]
     assert skippable_asserts(bad) == ["line 2: if rec['result']"] and skippable_asserts(good) == []
     tree = ast.parse(
-        "def helper():\n    assert 1\n\ndef test_y():\n    helper()\n\ndef test_z():\n    print(1)\n"
+        "def helper():\n    assert 1\n\ndef test_y():\n    helper()\n\ndef test_z():\n    "
+        "print(1)\n"
     )
     assert not checks_nothing(tree.body[1], tree) and checks_nothing(tree.body[2], tree)
 

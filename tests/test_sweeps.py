@@ -1,4 +1,5 @@
-"""The product's headline use and the study presets, as users type them (small model, CPU, 2 gloo ranks)."""
+"""The product's headline use and the study presets, as users type them (small model, CPU, 2 gloo
+ranks)."""
 
 import csv
 import json
@@ -29,7 +30,8 @@ def test_bf16_powersgd_by_bucket_sweep_writes_one_table(headline_sweep):
     assert (
         "Baseline for speed-up" in (proc.out_dir / "sweep_table.md").read_text()
     )  # the footnotes: in the file
-    # issue 25: one line per finished job, Hydra's launch lines quiet, a 5-column table that fits 120 columns
+    # issue 25: one line per finished job, Hydra's launch lines quiet, a 5-column table that fits
+    # 120 columns
     lines = proc.stdout.splitlines()
     assert sum(line.startswith("[sweep] job ") for line in lines) == 6
     assert not any(
@@ -55,8 +57,8 @@ def test_ddp_overhead_preset(tmp_path):
 
 
 def test_vit_ddp_optimizations_preset_runs_the_studys_rows(tmp_path):
-    """One rank per row: what is checked is the knobs each row gives DDP, read back from DDP itself (two ranks
-    under the same knobs: test_ddp_knobs)."""
+    """One rank per row: what is checked is the knobs each row gives DDP, read back from DDP itself
+    (two ranks under the same knobs: test_ddp_knobs)."""
     proc = run_train(
         [
             "experiment=vit_ddp_optimizations",

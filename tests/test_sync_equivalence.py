@@ -1,5 +1,6 @@
-"""All strategies average gradients identically: two real gloo ranks with different data end every strategy with
-the same parameters (and the same as each other). One launch runs every strategy in turn."""
+"""All strategies average gradients identically: two real gloo ranks with different data end every
+strategy with the same parameters (and the same as each other). One launch runs every strategy in
+turn."""
 
 import uuid
 

@@ -9,15 +9,15 @@ from tasks.train.timing import PhaseTimer
 
 
 def test_stats_median_and_p90():
-    """The step statistics the record keeps (tasks/train/timing.stats, never called, is gone: stats.describe is the
-    one summary; its p90 interpolates, as numpy's does)."""
+    """The step statistics the record keeps (tasks/train/timing.stats, never called, is gone:
+    stats.describe is the one summary; its p90 interpolates, as numpy's does)."""
     s = describe([float(i) for i in range(1, 11)])
     assert s["median"] == 5.5 and s["p90"] == 9.1 and s["min"] == 1.0 and s["max"] == 10.0
 
 
 def test_phase_timer_on_cpu_sums_repeated_phases():
-    """A phase entered twice in a step is the sum of both; checked against our own clock around each sleep, not the
-    sleep's nominal length (a loaded machine oversleeps)."""
+    """A phase entered twice in a step is the sum of both; checked against our own clock around each
+    sleep, not the sleep's nominal length (a loaded machine oversleeps)."""
     t = PhaseTimer(torch.device("cpu"))
     t.start_step()
     slept = {"forward": 0.0, "optimizer": 0.0}

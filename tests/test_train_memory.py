@@ -1,6 +1,6 @@
-"""Memory preflight (tasks/train/memory.py): the estimate's parts against what torch really allocates and saves on CPU,
-and
-the refusal before any rank starts, naming the batch size that fits."""
+"""Memory preflight (tasks/train/memory.py): the estimate's parts against what torch really
+allocates and saves on CPU, and the refusal before any rank starts, naming the batch size that
+fits."""
 
 import dataclasses
 import re
@@ -88,7 +88,8 @@ def test_a_model_larger_than_the_device_is_refused_for_every_batch():
 
 
 def test_the_train_check_refuses_before_any_rank_starts(monkeypatch):
-    """GPU ranks: against their GPU, naming the batch size that fits; CPU ranks: against the host's free memory."""
+    """GPU ranks: against their GPU, naming the batch size that fits; CPU ranks: against the host's
+    free memory."""
     monkeypatch.setattr(
         "tasks.train.memory.capacity",
         lambda placement, ranks: (8 * GiB, "cuda:0 (a test GPU, 8.0 GiB)"),
@@ -114,7 +115,7 @@ def test_an_image_too_small_for_the_model_is_bad_input():
         prepare(compose([*TINY, "data.image_size=8"]))
 
 
-# ------------------------------------------------------------------------------- host memory (issue 19, item 1)
+# ------------------------------------------------------------------- host memory (issue 19, item 1)
 MEMINFO = """MemTotal:       24576000 kB
 MemFree:         2621440 kB
 MemAvailable:   22020096 kB
@@ -135,8 +136,9 @@ def _cgroup_v2(root, limit: str, current: int, inactive_file: int, path: str = "
 
 
 def test_host_memory_counts_what_the_kernel_can_give_not_mem_free(tmp_path):
-    """A healthy machine whose page cache fills memory: 2.5 GiB free, 21 GiB available. The old reading (the pages
-    nobody uses) refused the default run; MemAvailable counts the cache the kernel gives back."""
+    """A healthy machine whose page cache fills memory: 2.5 GiB free, 21 GiB available. The old
+    reading (the pages nobody uses) refused the default run; MemAvailable counts the cache the
+    kernel gives back."""
     from device.host import free_host_bytes
 
     (tmp_path / "meminfo").write_text(MEMINFO)

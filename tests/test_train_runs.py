@@ -1,6 +1,7 @@
-"""Runs of the train task: 2 gloo ranks started by the elastic launcher, tiny models; the record says what ran.
-Most run in this process (run_job on a composed config); the entry point itself (`python train.py`: the recorded
-command line, exit codes, Hydra's own errors, the harness-cost command) runs as a real subprocess."""
+"""Runs of the train task: 2 gloo ranks started by the elastic launcher, tiny models; the record
+says what ran. Most run in this process (run_job on a composed config); the entry point itself
+(`python train.py`: the recorded command line, exit codes, Hydra's own errors, the harness-cost
+command) runs as a real subprocess."""
 
 import pytest
 
@@ -36,9 +37,11 @@ def test_default_strategy_ddp_record(tmp_path):
     assert set(r["phases"]) >= {"data", "h2d", "forward", "backward", "sync", "optimizer"}
     assert r["throughput"]["samples_per_s"] == pytest.approx(r["throughput"]["steps_per_s"] * 4)
     assert len(r["series"]["step_time_s"]) == r["steps"] == 10
-    # serial correlation recorded for every run (issue 22): the blocks' and each series' lag-1 and effective size
+    # serial correlation recorded for every run (issue 22): the blocks' and each series' lag-1 and
+    # effective size
     assert {"lag1", "n_eff"} <= set(r["throughput"]) and {"lag1", "n_eff"} <= set(r["step_time_s"])
-    # 10 blocks: the step median has its interval, the long-run rate (stalls included) none until 60 (issue 39)
+    # 10 blocks: the step median has its interval, the long-run rate (stalls included) none until 60
+    # (issue 39)
     assert (
         "60 blocks" in r["throughput"]["method"]
         and "batch medians" in r["step_time_s"]["ci_method"]
@@ -55,8 +58,9 @@ def test_default_strategy_ddp_record(tmp_path):
     assert r["h2d"]["copies"] is False  # CPU: no copy, and the record says so
     b = r["time_budget"]
     assert 0 <= b["launcher_cpu_s"] <= b["launcher_wall_s"] * 4 and b["launcher_cpu_share"] < 1
-    # issue 25: the console answers in <= 25 lines besides the progress bar, the record path last; the job log keeps
-    # the full detail (the launcher's CPU, threads, per rank, every finding) that verbose=true prints
+    # issue 25: the console answers in <= 25 lines besides the progress bar, the record path last;
+    # the job log keeps the full detail (the launcher's CPU, threads, per rank, every finding) that
+    # verbose=true prints
     shown = proc.stdout.splitlines() + [
         line for line in proc.stderr.splitlines() if "\r" not in line and "it/s]" not in line
     ]
@@ -108,8 +112,8 @@ def test_unknown_model_lists_choices(tmp_path):
 
 
 def test_vit_l_32_real_size_runs(tmp_path):
-    """306 M parameters: 1.2 GB of gradients all-reduced by 2 gloo ranks (small images keep the compute short; one
-    step, no probe steps: the bytes are what DDP's buckets hold)."""
+    """306 M parameters: 1.2 GB of gradients all-reduced by 2 gloo ranks (small images keep the
+    compute short; one step, no probe steps: the bytes are what DDP's buckets hold)."""
     r = ok_inprocess(
         [
             "model=vit_l_32",
@@ -122,7 +126,8 @@ def test_vit_l_32_real_size_runs(tmp_path):
         tmp_path,
         timeout=600,
     )["result"]
-    # at 64x64 the position embedding has 2*2+1 tokens instead of 7*7+1: 45*1024 fewer parameters than at 224
+    # at 64x64 the position embedding has 2*2+1 tokens instead of 7*7+1: 45*1024 fewer parameters
+    # than at 224
     assert r["comm"]["bytes_per_step"] == (306_535_400 - 45 * 1024) * 4
 
 
@@ -132,7 +137,8 @@ def test_harness_cost_command_prints_the_ratio():
 
     from tests.conftest import ROOT
 
-    # one rank per variant: the command's work (two train.py jobs, their ratio) is the same for any world size
+    # one rank per variant: the command's work (two train.py jobs, their ratio) is the same for any
+    # world size
     out = subprocess.run(
         [
             sys.executable,
@@ -158,7 +164,8 @@ def test_harness_cost_command_prints_the_ratio():
 
 
 def test_train_reference_runs_as_its_own_task(tmp_path):
-    """The hand-written loop harness_cost --reference sets beside task=train: same checks, same record shape."""
+    """The hand-written loop harness_cost --reference sets beside task=train: same checks, same
+    record shape."""
     rec = ok_inprocess([*TINY, "task=train_reference", "measure.policy=fixed"], tmp_path)
     r = rec["result"]
     assert r["steps"] == 10 and r["world_size"] == 2 and r["throughput"]["n_blocks"] == 10

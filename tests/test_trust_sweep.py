@@ -1,15 +1,17 @@
-"""End to end: a known delay injected into one configuration must come out of a real sweep as significantly slower,
-with a CI that covers the injected ratio; a configuration identical in speed must come out as no difference.
+"""End to end: a known delay injected into one configuration must come out of a real sweep as
+significantly slower, with a CI that covers the injected ratio; a configuration identical in speed
+must come out as no difference.
 
-Design (statistics): every step sleeps (fault.sleep_s, optimizer phase, every rank), so the step time is mostly a known
-sleep and the tiny model's compute (a few ms, noisy on shared cores) is a small part of it. The delayed configuration
-sleeps 90 ms more (about 0.3x the baseline's throughput), so even a baseline disturbed by a neighbour's job (a +-30%
-interval was seen under load) leaves its interval clear of 1. `seed` does not change speed: seed=1 is the identical twin
-of the baseline. repeats=3, in rounds, put run-to-run spread into every interval (run-level t, paired by round, Holm
-over the 3 comparisons; with repeats=2, t on 1 degree of freedom, even the -70% change was not called).
-compare.noise=0.1 because these two cores are shared with other jobs: the floor, not luck, keeps the twin from being
-called different by a neighbour's load; the injected change (about -70%) is far beyond it.
-"""
+Design (statistics): every step sleeps (fault.sleep_s, optimizer phase, every rank), so the step
+time is mostly a known sleep and the tiny model's compute (a few ms, noisy on shared cores) is a
+small part of it. The delayed configuration sleeps 90 ms more (about 0.3x the baseline's
+throughput), so even a baseline disturbed by a neighbour's job (a +-30% interval was seen under
+load) leaves its interval clear of 1. `seed` does not change speed: seed=1 is the identical twin of
+the baseline. repeats=3, in rounds, put run-to-run spread into every interval (run-level t, paired
+by round, Holm over the 3 comparisons; with repeats=2, t on 1 degree of freedom, even the -70%
+change was not called). compare.noise=0.1 because these two cores are shared with other jobs: the
+floor, not luck, keeps the twin from being called different by a neighbour's load; the injected
+change (about -70%) is far beyond it."""
 
 import csv
 
@@ -45,7 +47,8 @@ def test_injected_delay_is_significantly_slower_and_an_identical_twin_is_not(tmp
     assert (
         "[sweep] 12 jobs" in proc.stdout and "job 12/12" in proc.stdout
     )  # the callback knows the repeats too
-    # in rounds: every configuration once per round (job numbers keep the declared order; the run order is shuffled)
+    # in rounds: every configuration once per round (job numbers keep the declared order; the run
+    # order is shuffled)
     repeats = [read(sweep / str(n))["config"]["repeat"] for n in range(12)]
     assert repeats == [0] * 4 + [1] * 4 + [2] * 4
     rows = {r["overrides"]: r for r in csv.DictReader((sweep / "sweep_table.csv").open())}

@@ -1,5 +1,6 @@
-"""Numbers a user can trust, without running anything: the sweep table's intervals, verdicts and their formatting,
-repeats merged into one row, the noise sentinel, the interleaved job order, the new config checks."""
+"""Numbers a user can trust, without running anything: the sweep table's intervals, verdicts and
+their formatting, repeats merged into one row, the noise sentinel, the interleaved job order, the
+new config checks."""
 
 from __future__ import annotations
 
@@ -20,9 +21,9 @@ from tests.records import train_record
 def _record(
     overrides, step_s, num, *, steps=12, jitter=0.01, seed=0, forward=None, alternate=False
 ):
-    """A train record whose blocks (one step each) have the given median wall per step, +-jitter (random, or
-    alternating - and + so the mean is exact), and whose summary figures are computed from those blocks the way
-    the task computes them."""
+    """A train record whose blocks (one step each) have the given median wall per step, +-jitter
+    (random, or alternating - and + so the mean is exact), and whose summary figures are computed
+    from those blocks the way the task computes them."""
     rng = np.random.default_rng(seed)
     walls = list(
         step_s
@@ -65,8 +66,8 @@ def _entries(records):
 
 
 def _repeats(configs, runs=3, jitter=0.01, spread=(1.0, 1.01, 0.99), forward=None, steps=12):
-    """records of `runs` rounds of every (overrides, step_s) in configs, one step per block, round r scaled by
-    spread[r]; forward: {label: forward seconds} for the sentinel."""
+    """records of `runs` rounds of every (overrides, step_s) in configs, one step per block, round r
+    scaled by spread[r]; forward: {label: forward seconds} for the sentinel."""
     records = []
     for r in range(runs):
         for over, step in configs:
@@ -93,8 +94,8 @@ def _repeats(configs, runs=3, jitter=0.01, spread=(1.0, 1.01, 0.99), forward=Non
 
 
 def test_single_runs_show_their_own_figures_and_no_verdict():
-    """One run per side cannot see the spread between runs: 58% of simulated single-run verdicts on identical
-    configurations with 4% run offsets were false (issue 22), so none is printed."""
+    """One run per side cannot see the spread between runs: 58% of simulated single-run verdicts on
+    identical configurations with 4% run offsets were false (issue 22), so none is printed."""
     base = _record(["bucket=25"], 0.100, 0)
     fast = _record(["bucket=100"], 0.080, 1, seed=1)
     table = build_table(_entries([base, fast]))
@@ -334,7 +335,8 @@ def test_repeats_without_a_sweep_is_refused(tmp_path, capsys):
 
 
 def test_scaling_table_one_row_per_configuration_against_the_one_rank_baseline():
-    """The committed VGG11 study's shape: one rank without DDP (3 repeats), and two configurations at 2 ranks."""
+    """The committed VGG11 study's shape: one rank without DDP (3 repeats), and two configurations
+    at 2 ranks."""
     from tables.table import scaling_table
 
     records = []
@@ -358,7 +360,8 @@ def test_scaling_table_one_row_per_configuration_against_the_one_rank_baseline()
         ("sync=per_param", 2, 3),
     ]
     ddp, pp = t.rows[1], t.rows[2]
-    # samples/s per step doubles with the world size (train_record's batch x world size): ddp = same rate per rank
+    # samples/s per step doubles with the world size (train_record's batch x world size): ddp = same
+    # rate per rank
     assert ddp["scaling efficiency"] == pytest.approx(ddp["speed-up"] / 2)
     assert ddp["scaling efficiency lo"] < ddp["scaling efficiency"] < ddp["scaling efficiency hi"]
     assert pp["speed-up"] == pytest.approx(2 * ddp["speed-up"], rel=0.05)
@@ -369,8 +372,9 @@ def test_scaling_table_one_row_per_configuration_against_the_one_rank_baseline()
 
 
 def test_a_single_runs_step_interval_never_reaches_below_zero():
-    """10 steps give 2 batch medians and a t(1) interval; on the headline sweep's baseline (a loaded machine) it read
-    130 [-80, 340] ms. A step time is positive: the interval is then the log-scale one, mapped back."""
+    """10 steps give 2 batch medians and a t(1) interval; on the headline sweep's baseline (a loaded
+    machine) it read 130 [-80, 340] ms. A step time is positive: the interval is then the log-scale
+    one, mapped back."""
     from tables.aggregate import Config, _step
 
     series = [0.112, 0.174, 0.118, 0.156, 0.217, 0.143, 0.123, 0.150, 0.123, 0.083]

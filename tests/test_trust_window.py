@@ -1,5 +1,6 @@
-"""The measured window (tasks/train/window.py) on a one-rank gloo group in this process: timed blocks, the fixed
-policy, the adaptive stopping rule and its caps, and the agreement that is not counted as gradient traffic."""
+"""The measured window (tasks/train/window.py) on a one-rank gloo group in this process: timed
+blocks, the fixed policy, the adaptive stopping rule and its caps, and the agreement that is not
+counted as gradient traffic."""
 
 from __future__ import annotations
 
@@ -73,8 +74,8 @@ def test_fixed_policy_measures_exactly_steps_in_blocks():
     "steps,block,sizes", [(50, 10, [5] * 10), (30, 10, [3] * 10), (3, 10, [1] * 3)]
 )
 def test_the_minimum_window_has_at_least_ten_blocks_where_it_can(steps, block, sizes):
-    """GPU defaults (50 steps, blocks of 10) would give 5 blocks, and no throughput interval (stats.MIN_BLOCKS: 5
-    batches of 2 blocks)."""
+    """GPU defaults (50 steps, blocks of 10) would give 5 blocks, and no throughput interval
+    (stats.MIN_BLOCKS: 5 batches of 2 blocks)."""
     timer = FakeTimer()
     w = Window(cfg("fixed", steps=steps, block=block), torch.device("cpu"), timer)
     measure(w, timer, lambda: 0.01)
@@ -120,9 +121,10 @@ def test_without_timing_the_rule_reads_block_walls_and_the_agreement_is_not_grad
 
 
 def test_the_profiler_steps_between_blocks_never_inside_one():
-    """Issue 19.5: prof.step() ran inside a timed block, and where its schedule ends torch synchronises the device and
-    writes the trace. `between` runs after each block's wall clock is taken; on the fake device its device sync there
-    is allowed, where inside the window it would be an error."""
+    """Issue 19.5: prof.step() ran inside a timed block, and where its schedule ends torch
+    synchronises the device and writes the trace. `between` runs after each block's wall clock is
+    taken; on the fake device its device sync there is allowed, where inside the window it would be
+    an error."""
     from device.fake import FakeDevice
 
     timer, seen = FakeTimer(), []
@@ -141,8 +143,8 @@ def test_the_profiler_steps_between_blocks_never_inside_one():
 
 
 def test_an_adaptive_window_promises_no_step_count_and_shows_its_caps():
-    """Issue 19.16: the bar printed `9/62 ... <07:08` on a run capped at 90 s (62 = warm-up + max_steps), and an
-    interrupt said "after 7 of 6 measured steps"."""
+    """Issue 19.16: the bar printed `9/62 ... <07:08` on a run capped at 90 s (62 = warm-up +
+    max_steps), and an interrupt said "after 7 of 6 measured steps"."""
     from job.run import interrupted_record
 
     w = Window(cfg("adaptive", steps=6, max_steps=60, max_s=90), torch.device("cpu"), FakeTimer())

@@ -1,7 +1,7 @@
-"""No verdict of the committed tables changes with a random seed (issue 22: 5 of 15 did under the old bootstrap).
-The slow tier checks the issue's 50 seeds over every committed sweep (`python -m results.seed_check` is the same check
-as a command). The fast tier's check of seeds 0, 17 and 49 (20 to 45 s, its slowest test) was merged into it (issue
-36): those seeds are among the 50."""
+"""No verdict of the committed tables changes with a random seed (issue 22: 5 of 15 did under the
+old bootstrap). The slow tier checks the issue's 50 seeds over every committed sweep (`python -m
+results.seed_check` is the same check as a command). The fast tier's check of seeds 0, 17 and 49 (20
+to 45 s, its slowest test) was merged into it (issue 36): those seeds are among the 50."""
 
 import pytest
 

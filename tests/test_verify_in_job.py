@@ -1,5 +1,5 @@
-"""diagnose.verify (issue 38): what the in-job check may switch, the config of the fix it builds, and how the
-diagnosis prints a measured saving in place of its estimate."""
+"""diagnose.verify (issue 38): what the in-job check may switch, the config of the fix it builds,
+and how the diagnosis prints a measured saving in place of its estimate."""
 
 from __future__ import annotations
 

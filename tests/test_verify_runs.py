@@ -1,5 +1,6 @@
-"""diagnose.verify on real ranks (issue 38): a per_param run measures sync=ddp inside the job and prints the
-measurement; the h2d fix (a new feeder) and a DDP knob (a new wrapper around the same module) switch as well."""
+"""diagnose.verify on real ranks (issue 38): a per_param run measures sync=ddp inside the job and
+prints the measurement; the h2d fix (a new feeder) and a DDP knob (a new wrapper around the same
+module) switch as well."""
 
 from __future__ import annotations
 

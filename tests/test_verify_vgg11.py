@@ -1,10 +1,12 @@
-"""Issue 38, the case from the issue: VGG11 at scale=smoke with sync=per_param. The saving of sync=ddp the run
-prints (measured in the job by diagnose.verify) is within 5 points of the saving measured by running sync=ddp
-with it (records under tests/fixtures/verify_vgg11_smoke; README.md there says where and how they ran).
+"""Issue 38, the case from the issue: VGG11 at scale=smoke with sync=per_param. The saving of
+sync=ddp the run prints (measured in the job by diagnose.verify) is within 5 points of the saving
+measured by running sync=ddp with it (records under tests/fixtures/verify_vgg11_smoke; README.md
+there says where and how they ran).
 
-The committed records are one round (the per_param run, then the ddp run 30 min later), on the 2-core VM loaded by
-other work (load average ~20): the check's own interval is wide there (5 rounds of one ~12 s step each). The test
-holds the separate runs' saving to the check's interval; the 5-point goal is an expected failure on these records."""
+The committed records are one round (the per_param run, then the ddp run 30 min later), on the
+2-core VM loaded by other work (load average ~20): the check's own interval is wide there (5 rounds
+of one ~12 s step each). The test holds the separate runs' saving to the check's interval; the
+5-point goal is an expected failure on these records."""
 
 from __future__ import annotations
 
@@ -31,7 +33,8 @@ def _runs() -> dict[str, dict[int, Record]]:
 
 
 def _printed(rec: Record) -> tuple[float, float | None, float | None]:
-    """The per_param finding's saving as the diagnosis gives it (named, or under the noise: the check's own)."""
+    """The per_param finding's saving as the diagnosis gives it (named, or under the noise: the
+    check's own)."""
     d = diagnose(rec, hta=False)
     f = next((f for f in d["findings"] if f["rule"] == "per_param"), None)
     if f is not None:
@@ -71,8 +74,10 @@ def test_the_run_measures_ddp_and_its_interval_holds_the_separate_runs():
 
 @pytest.mark.xfail(
     strict=True,
-    reason="the committed records ran on the 2-core VM at load 20 (steps of ~12 s), one round 30 min apart: the "
-    "in-job 5.4% [-24, 28] against -7.1% from the two runs; records from a quiet machine make this pass (and "
+    reason="the committed records ran on the 2-core VM at load 20 (steps of ~12 s), one round 30 "
+    "min apart: the "
+    "in-job 5.4% [-24, 28] against -7.1% from the two runs; records from a quiet machine make this "
+    "pass (and "
     "then this mark fails, strict)",
 )
 def test_the_printed_saving_of_ddp_is_within_5_points_of_the_interleaved_measurement():

@@ -1,4 +1,5 @@
-"""W&B logging, checked on the files W&B writes in offline mode (the .wandb run file, the table JSON), no mocks."""
+"""W&B logging, checked on the files W&B writes in offline mode (the .wandb run file, the table
+JSON), no mocks."""
 
 from __future__ import annotations
 
@@ -28,11 +29,13 @@ from tests.records import train_record, write_sweep
 REPO = Path(__file__).resolve().parents[1]
 
 
-# --- reading what W&B wrote ------------------------------------------------------------------------------------
+# --- reading what W&B wrote
+# ------------------------------------------------------------------------------------
 
 
 def wandb_records(run_file: str | Path):
-    """Records of a .wandb file (W&B's leveldb-log format: 7-byte header, 32 KiB blocks of CRC|len|type chunks)."""
+    """Records of a .wandb file (W&B's leveldb-log format: 7-byte header, 32 KiB blocks of
+    CRC|len|type chunks)."""
     from wandb.proto import wandb_internal_pb2 as pb
 
     data = Path(run_file).read_bytes()
@@ -56,7 +59,8 @@ def wandb_records(run_file: str | Path):
 
 
 def read_run(run_dir: str | Path) -> dict:
-    """run (group, job_type, name, tags), history rows, final summary and exit code of one offline run."""
+    """run (group, job_type, name, tags), history rows, final summary and exit code of one offline
+    run."""
     out = {"history": [], "summary": {}, "exit_code": None}
     files = glob.glob(str(Path(run_dir) / "run-*.wandb"))
     if not files:  # a run whose process was killed before W&B wrote anything
@@ -91,7 +95,8 @@ def offline_runs(directory: Path) -> list[Path]:
 
 @pytest.fixture
 def wandb_env(tmp_path, monkeypatch):
-    """No credentials, no user W&B settings: what a fresh CI machine looks like; no online failure remembered."""
+    """No credentials, no user W&B settings: what a fresh CI machine looks like; no online failure
+    remembered."""
     home = tmp_path / "home"
     home.mkdir()
     for var, value in wandb_free_env(home).items():
@@ -103,7 +108,8 @@ def wandb_env(tmp_path, monkeypatch):
     yield home
     import wandb
 
-    wandb.teardown()  # the session's credentials go with it (resolve_mode's login leaves them for the next run)
+    # the session's credentials go with it (resolve_mode's login leaves them for the next run)
+    wandb.teardown()
 
 
 @pytest.fixture
@@ -117,7 +123,8 @@ def refused_port():
 
 @contextlib.contextmanager
 def hanging_server():
-    """A local W&B stand-in whose every request (wandb.init's graphql POST) hangs; yields (url, requests seen)."""
+    """A local W&B stand-in whose every request (wandb.init's graphql POST) hangs; yields (url,
+    requests seen)."""
     seen = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -134,7 +141,8 @@ def hanging_server():
         yield url, seen
 
 
-# --- mode -------------------------------------------------------------------------------------------------------
+# --- mode
+# --------------------------------------------------------------------------------------------------
 
 
 def test_mode_is_the_users_switch_and_online_needs_only_credentials_never_the_network(
@@ -156,8 +164,8 @@ def test_mode_is_the_users_switch_and_online_needs_only_credentials_never_the_ne
 
 
 def test_no_credentials_go_offline_at_once_and_never_prompt(tmp_path, wandb_env, monkeypatch):
-    """Even where W&B could prompt (a terminal, WANDB_SILENT=false): wandb.init(mode="online") without a key would
-    ask for one on the terminal; the run goes offline without asking."""
+    """Even where W&B could prompt (a terminal, WANDB_SILENT=false): wandb.init(mode="online")
+    without a key would ask for one on the terminal; the run goes offline without asking."""
     from wandb.errors import term
 
     prompts = []
@@ -179,8 +187,8 @@ def test_no_credentials_go_offline_at_once_and_never_prompt(tmp_path, wandb_env,
 def test_a_malformed_key_goes_offline_with_the_reason_and_keeps_the_wandb_run(
     tmp_path, wandb_env, monkeypatch
 ):
-    """wandb.login raises on a key W&B cannot use (too short): the run is still logged offline, for `wandb sync`
-    after the key is fixed (it was skipped: no W&B run at all)."""
+    """wandb.login raises on a key W&B cannot use (too short): the run is still logged offline, for
+    `wandb sync` after the key is fixed (it was skipped: no W&B run at all)."""
     monkeypatch.setenv("WANDB_API_KEY", "abc")
     mode, why = wandb_log.resolve_mode({"mode": "auto"})
     assert mode == "offline" and "W&B refused the credentials" in why and "wandb login" in why
@@ -193,9 +201,10 @@ def test_a_malformed_key_goes_offline_with_the_reason_and_keeps_the_wandb_run(
 def test_an_unreachable_host_ends_offline_within_the_init_timeout_and_once_per_process(
     tmp_path, wandb_env, monkeypatch, refused_port, capsys
 ):
-    """A refused port (nothing listens), then a host that takes the request and never answers: wandb.init gives up
-    after logger.init_timeout_s, the run is logged offline with the cause and the fix, the record is kept; the next
-    run in the same process (a local sweep's next job) goes offline at once without asking the host again."""
+    """A refused port (nothing listens), then a host that takes the request and never answers:
+    wandb.init gives up after logger.init_timeout_s, the run is logged offline with the cause and
+    the fix, the record is kept; the next run in the same process (a local sweep's next job) goes
+    offline at once without asking the host again."""
     monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
     monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{refused_port}")
     job_dir, rec = _job(tmp_path)
@@ -226,7 +235,8 @@ def test_an_unreachable_host_ends_offline_within_the_init_timeout_and_once_per_p
     assert out.count("online start failed") == 2, out
 
 
-# --- one run ----------------------------------------------------------------------------------------------------
+# --- one run
+# --------------------------------------------------------------------------------------------------
 
 
 def _job(tmp_path, **kw):
@@ -359,7 +369,8 @@ def test_sweep_summary_run_holds_the_table(tmp_path, wandb_env):
     assert glob.glob(str(run_dir / "files" / "media" / "images" / "plots" / "*.png"))
 
 
-# --- end to end: train.py sweeps -------------------------------------------------------------------------------
+# --- end to end: train.py sweeps
+# -------------------------------------------------------------------------------
 
 
 def _train(tmp_path, *args, env=None):
@@ -383,8 +394,8 @@ def _train(tmp_path, *args, env=None):
 
 @pytest.mark.slow
 def test_sweep_offline_gives_one_run_per_job_and_a_summary_in_one_group(headline_sweep):
-    """The headline sweep (tests.conftest.HEADLINE_SWEEP: optim=bf16,powersgd x bucket=25,100,2000, W&B offline, no
-    credentials), shared with test_sweeps."""
+    """The headline sweep (tests.conftest.HEADLINE_SWEEP: optim=bf16,powersgd x bucket=25,100,2000,
+    W&B offline, no credentials), shared with test_sweeps."""
     proc = headline_sweep
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     sweep = proc.out_dir

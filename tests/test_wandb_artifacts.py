@@ -1,6 +1,6 @@
-"""W&B the way W&B users work: evidence as artifacts, groups named for the study, the sweep table's columns as they are.
-Checked on what W&B writes offline (the artifact records in the .wandb run file and the files they point at),
-no mocks."""
+"""W&B the way W&B users work: evidence as artifacts, groups named for the study, the sweep table's
+columns as they are. Checked on what W&B writes offline (the artifact records in the .wandb run file
+and the files they point at), no mocks."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from tests.test_wandb import offline_runs, wandb_env, wandb_records  # noqa: F40
 
 
 def artifacts(run_dir: Path) -> dict[str, dict]:
-    """{name: {type, metadata, files: {path in artifact: (digest, local_path)}}} of one offline run."""
+    """{name: {type, metadata, files: {path in artifact: (digest, local_path)}}} of one offline
+    run."""
     (run_file,) = glob.glob(str(run_dir / "run-*.wandb"))
     found = {}
     for r in wandb_records(run_file):
@@ -33,7 +34,8 @@ def artifacts(run_dir: Path) -> dict[str, dict]:
 
 
 def holds(artifact: dict, path: Path) -> bool:
-    """The artifact has `path` under its name, with W&B's digest (base64 MD5) of the bytes on disk, staged as is."""
+    """The artifact has `path` under its name, with W&B's digest (base64 MD5) of the bytes on disk,
+    staged as is."""
     digest, staged = artifact["files"][path.name]
     data = path.read_bytes()
     return (
@@ -137,7 +139,8 @@ def test_sweep_summary_has_the_table_csv_as_an_artifact_and_every_column_of_the_
     )
     entries = sweep_entries(sweep)
     built = build_table(entries)
-    # columns another part of the tool may add (CI, verdict): the W&B table must carry them as the Table has them
+    # columns another part of the tool may add (CI, verdict): the W&B table must carry them as the
+    # Table has them
     extra = {"speed-up CI": ["–", "1.4 [1.3, 1.6]"], "verdict": ["baseline", "faster"]}
     table = Table(
         built.columns + list(extra),

@@ -1,6 +1,6 @@
-"""The W&B Report of a sweep (results/wandb_report.py): the spec written offline, read back with wandb_workspaces' own
-model and checked against what the runs really logged; the push checked on the requests a stand-in W&B API (a small
-HTTP server on loopback) receives. No network."""
+"""The W&B Report of a sweep (results/wandb_report.py): the spec written offline, read back with
+wandb_workspaces' own model and checked against what the runs really logged; the push checked on the
+requests a stand-in W&B API (a small HTTP server on loopback) receives. No network."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ COMMAND = "python train.py -m bucket=25,100"
 
 
 def wandb_workspaces_model(spec: Path):
-    """The spec as wandb_workspaces reads a report: its pydantic model, then the Report made from it."""
+    """The spec as wandb_workspaces reads a report: its pydantic model, then the Report made from
+    it."""
     import wandb_workspaces.reports.v2 as wr
     from wandb_workspaces.reports.v2 import internal
 
@@ -61,7 +62,8 @@ def sweep_config(sweep: Path, **logger) -> OmegaConf:
 
 
 def offline_sweep(tmp_path: Path, **logger) -> Path:
-    """Two hand-made train records, each logged by wandb_log as its job would, then the end-of-sweep callback."""
+    """Two hand-made train records, each logged by wandb_log as its job would, then the end-of-sweep
+    callback."""
     sweep = tmp_path / "multirun" / "2025-01-31" / "12-00-00"
     write_sweep(
         sweep,
@@ -80,7 +82,8 @@ def offline_sweep(tmp_path: Path, **logger) -> Path:
     return sweep
 
 
-# --- offline: the spec ------------------------------------------------------------------------------------------
+# --- offline: the spec
+# ------------------------------------------------------------------------------------------
 
 
 def test_offline_sweep_writes_a_spec_with_the_table_the_plots_the_diagnosis_and_the_groups_runs(
@@ -127,7 +130,8 @@ def test_offline_sweep_writes_a_spec_with_the_table_the_plots_the_diagnosis_and_
         lines(shown) in lines(table_md) and "| 1.50 (1 run: no CI) | no verdict |" in shown
     )  # one run a side
 
-    # throughput: the sweep's own plot with its CIs, logged by the summary run, and the reason it is an image
+    # throughput: the sweep's own plot with its CIs, logged by the summary run, and the reason it is
+    # an image
     media = {k: p for p, _ in panels_of(report, "MediaBrowser") for k in p.media_keys}
     assert "plots/throughput" in media and "plots/phases" in media
     for key in media:
@@ -223,12 +227,14 @@ def test_the_cli_rebuilds_the_spec_from_the_sweep_dir(tmp_path, wandb_env, capsy
         wandb_report.main([str(tmp_path / "nowhere")])
 
 
-# --- pushing: a stand-in W&B API on loopback ---------------------------------------------------------------------
+# --- pushing: a stand-in W&B API on loopback
+# ---------------------------------------------------------------------
 
 
 @contextlib.contextmanager
 def wandb_api(hang: bool = False):
-    """A stand-in for the W&B API: answers the GraphQL requests saving a report makes, records each one."""
+    """A stand-in for the W&B API: answers the GraphQL requests saving a report makes, records each
+    one."""
     seen: list[dict] = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -341,7 +347,8 @@ def test_push_saves_the_spec_with_entity_project_and_full_links_and_pushing_agai
         again = upserts(seen)[len(first) :]
     report_url = f"{url}/team/ddp-comm-overhead/reports/"
     assert capsys.readouterr().out.count(report_url) >= 2
-    # created (no id), then saved again with its links made absolute; the second push updates that report
+    # created (no id), then saved again with its links made absolute; the second push updates that
+    # report
     assert [u["id"] for u in first] == [None, "VmlldzoxMjM0NQ=="]
     assert len(again) >= 2 and {u["id"] for u in again} == {"VmlldzoxMjM0NQ=="}
     sent = first[-1]
@@ -412,7 +419,8 @@ def test_online_sweep_pushes_at_once_and_a_hung_api_costs_the_upload_timeout_and
     assert (sweep / wandb_report.SPEC_NAME).is_file() and "--push" in err.out  # kept to push later
 
 
-# --- the committed studies ---------------------------------------------------------------------------------------
+# --- the committed studies
+# ---------------------------------------------------------------------------------------
 
 
 def test_results_report_wandb_report_gives_one_report_with_a_section_per_study(
@@ -458,7 +466,8 @@ def test_results_report_wandb_report_gives_one_report_with_a_section_per_study(
     )  # nothing written into the studies themselves
 
 
-# --- a real sweep ------------------------------------------------------------------------------------------------
+# --- a real sweep
+# ------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.slow

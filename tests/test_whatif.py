@@ -1,6 +1,7 @@
-"""The what-if model (whatif/): bucket assignment against torch's own, the alpha-beta fit on synthetic data, the overlap
-simulation on hand-made timelines, the interval arithmetic, the command, the source checks and the validation command
-on hand-made records. Fast: no process group, no training run (tests/test_whatif_runs.py has those)."""
+"""The what-if model (whatif/): bucket assignment against torch's own, the alpha-beta fit on
+synthetic data, the overlap simulation on hand-made timelines, the interval arithmetic, the command,
+the source checks and the validation command on hand-made records. Fast: no process group, no
+training run (tests/test_whatif_runs.py has those)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def _record(rel: str) -> dict:
     return json.loads((RUNS / rel / "run_record.json").read_text())
 
 
-# ------------------------------------------------------------------------------------------------------ buckets
+# ------------------------------------------------------------------------------------------ buckets
 def test_limits_follow_torchs_bucket_config():
     assert bk.limits(None) == [MIB, 25 * MIB]  # bucket_cap_mb left unset: first bucket 1 MiB
     assert bk.limits("default") == [MIB, 25 * MIB]
@@ -38,7 +39,8 @@ def test_limits_follow_torchs_bucket_config():
 
 
 def test_resnet18_buckets_match_pytorch_issue_48880():
-    """pytorch/pytorch#48880 lists ResNet-18's buckets at DDP's defaults: 2,052,000 / 28,852,224 / 15,853,824 bytes."""
+    """pytorch/pytorch#48880 lists ResNet-18's buckets at DDP's defaults: 2,052,000 / 28,852,224 /
+    15,853,824 bytes."""
     import torch
     import torchvision
 
@@ -63,8 +65,8 @@ def test_resnet18_buckets_match_pytorch_issue_48880():
     ],
 )
 def test_buckets_match_what_ddp_built_in_committed_runs(run):
-    """torch's own answer: the rebuilt bucket sizes DDP reported in real runs (VGG11 and ViT-L/32 at 25, 100 and
-    2000 MB), from the model's parameter sizes and autograd's ready order alone."""
+    """torch's own answer: the rebuilt bucket sizes DDP reported in real runs (VGG11 and ViT-L/32 at
+    25, 100 and 2000 MB), from the model's parameter sizes and autograd's ready order alone."""
     from whatif.profile import from_record
 
     rec = _record(run)
@@ -83,7 +85,7 @@ def test_assign_rejects_a_ready_order_that_is_not_a_permutation():
         bk.assign([10, 10], [4, 4], [0, 0], 25)
 
 
-# ------------------------------------------------------------------------------------------------- alpha-beta fit
+# ----------------------------------------------------------------------------------- alpha-beta fit
 def _synthetic_points(alpha, busbw, n, rng, noise=0.02):
     sizes = [2**k for k in range(10, 28, 2)]
     pts = []
@@ -109,7 +111,8 @@ def test_alpha_beta_fit_recovers_known_parameters():
 
 
 def test_alpha_beta_fit_intervals_cover_the_truth():
-    """Over 30 synthetic data sets with 2% noise, the 95% intervals hold the true busbw and alpha most of the time."""
+    """Over 30 synthetic data sets with 2% noise, the 95% intervals hold the true busbw and alpha
+    most of the time."""
     alpha, busbw, n = 50e-6, 1e9, 2
     hits_b = hits_a = 0
     trials = 30
@@ -178,7 +181,7 @@ def test_emulated_link_keeps_the_host_floor():
     )  # the model takes the slower of the two (step.link_times)
 
 
-# ------------------------------------------------------------------------------------------------ the simulation
+# ----------------------------------------------------------------------------------- the simulation
 def _plan(ready_fracs, nbytes=(1, 1), serial=False, pre=()):
     out = []
     for k, (f, b) in enumerate(zip(ready_fracs, nbytes)):
@@ -224,7 +227,8 @@ def test_buckets_queue_on_one_stream_in_order():
 
 
 def test_contention_slows_compute_while_an_all_reduce_runs():
-    # compute at half speed while bucket 0 (0.3 s) runs from 0.2: 0.15 of work done by 0.5, 0.65 left -> ends at 1.15
+    # compute at half speed while bucket 0 (0.3 s) runs from 0.2: 0.15 of work done by 0.5, 0.65
+    # left -> ends at 1.15
     r = simulate_backward(
         _plan([0.2, 1.0]),
         B=1.0,
@@ -236,7 +240,8 @@ def test_contention_slows_compute_while_an_all_reduce_runs():
         s_m=1.0,
     )
     assert r.compute_end == pytest.approx(1.15)
-    # a duty of 0.5 (half of the all-reduce is waiting on the wire) halves the slow-down: 1 + (2-1) x 0.5 = 1.5
+    # a duty of 0.5 (half of the all-reduce is waiting on the wire) halves the slow-down: 1 + (2-1)
+    # x 0.5 = 1.5
     r = simulate_backward(
         _plan([0.2, 1.0]),
         B=1.0,
@@ -267,8 +272,8 @@ def test_pre_hook_work_runs_on_the_compute_thread():
     r = simulate_backward(
         plan, B=1.0, copy_in=0.0, costs={"cast": 0.2}, net_time=[[0.1], [0.1]], duty=[[1.0], [1.0]]
     )
-    # each launch costs 0.1 of compute first: bucket 0 goes at 0.6, bucket 1 at 1.2 (1.0 of gradients + 2 x 0.1),
-    # and its all-reduce ends at 1.3
+    # each launch costs 0.1 of compute first: bucket 0 goes at 0.6, bucket 1 at 1.2 (1.0 of
+    # gradients + 2 x 0.1), and its all-reduce ends at 1.3
     assert r.first_launch == pytest.approx(0.6)
     assert r.compute_end == pytest.approx(1.1) and r.end == pytest.approx(1.3)
 
@@ -280,7 +285,7 @@ def test_copies_into_buckets_delay_the_ready_times():
     assert r.end == pytest.approx(1.2)
 
 
-# -------------------------------------------------------------------------------------------- interval arithmetic
+# ------------------------------------------------------------------------------ interval arithmetic
 def test_split_lognormal_sampling_keeps_the_interval():
     q = Quantity(10.0, 8.0, 15.0)
     x = q.sample(np.random.default_rng(0), 200_000)
@@ -323,7 +328,7 @@ def test_quantity_refuses_an_interval_without_its_value():
         Quantity(5.0, 6.0, 7.0)
 
 
-# --------------------------------------------------------------------------------------------------- predictions
+# -------------------------------------------------------------------------------------- predictions
 def test_the_model_reproduces_a_committed_run_and_its_knobs_move_the_step_the_right_way():
     from whatif.api import predict_sweep
 
@@ -383,7 +388,8 @@ def test_a_one_rank_run_needs_a_link_to_predict_ddp():
     with pytest.raises(ValueError, match="--link"):
         predict(RUNS / "vgg11_local/0", {"sync": "ddp", "world_size": 2}, samples=200)
     p = predict(RUNS / "vgg11_local/0", {"sync": "ddp", "world_size": 8}, link="ib100", samples=200)
-    # DDP's default buckets (the run had none): the first capped at 1 MiB, so fc3 (16.4 MB) gets one of its own
+    # DDP's default buckets (the run had none): the first capped at 1 MiB, so fc3 (16.4 MB) gets one
+    # of its own
     assert p.samples_per_s > 0 and p.buckets[0] == 16_388_000 and len(p.buckets) == 5
 
 
@@ -413,7 +419,7 @@ def test_old_records_say_what_they_assume():
     assert "not measured" in text and "FLOP" in text
 
 
-# ---------------------------------------------------------------------------------------------------- the command
+# -------------------------------------------------------------------------------------- the command
 def test_command_writes_table_json_and_timeline(tmp_path, capsys):
     from whatif.__main__ import main
 
@@ -457,7 +463,7 @@ def test_command_refuses_bad_input_in_one_line(args, says, capsys, tmp_path):
     assert says in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
-# ------------------------------------------------------------------------------------------------------ the probe
+# ---------------------------------------------------------------------------------------- the probe
 def test_grad_ready_probe_on_a_local_model():
     import torch
     from omegaconf import OmegaConf
@@ -509,7 +515,7 @@ def test_grad_ready_probe_keeps_powersgd_inside_its_budget():
     )  # the run's own: always timed
 
 
-# ------------------------------------------------------------------------------------------------------ sources
+# ------------------------------------------------------------------------------------------ sources
 def test_source_checks_are_computed_with_their_inputs(tmp_path):
     from whatif.sources import run
 
@@ -528,10 +534,10 @@ def test_source_checks_are_computed_with_their_inputs(tmp_path):
     assert "NVIDIA/nccl#527" in text and "Regenerate" in text
 
 
-# ----------------------------------------------------------------------------------------------------- validate
+# ----------------------------------------------------------------------------------------- validate
 def test_validation_on_hand_made_records(tmp_path):
-    """Targets whose measured step is the model's own prediction (error 0, inside) and one 30% slower (the worst row,
-    outside its interval): MAPE, worst row and coverage come out as built."""
+    """Targets whose measured step is the model's own prediction (error 0, inside) and one 30%
+    slower (the worst row, outside its interval): MAPE, worst row and coverage come out as built."""
     from whatif.api import predict
     from whatif.validate import markdown, validate
 

@@ -1,5 +1,6 @@
-"""The what-if model against real runs (slow): the bucket assignment against a real DDP's rebuilt buckets, the
-gradient-ready probe through a real 2-rank gloo run, and the command on every committed train record."""
+"""The what-if model against real runs (slow): the bucket assignment against a real DDP's rebuilt
+buckets, the gradient-ready probe through a real 2-rank gloo run, and the command on every committed
+train record."""
 
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ def _available_gib() -> float:
 
 
 def _ddp_buckets(model, cap, image_size: int):
-    """DDP's own rebuilt bucket sizes (one gloo rank in this process) and the gradient-ready order of the same
-    backward, recorded by post-accumulate-grad hooks."""
+    """DDP's own rebuilt bucket sizes (one gloo rank in this process) and the gradient-ready order
+    of the same backward, recorded by post-accumulate-grad hooks."""
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -82,7 +83,8 @@ def test_bucket_assignment_equals_a_real_ddps(name, cap):
     need = {"resnet18": 1, "vgg11": 3, "vit_l_32": 6}[name]
     if _available_gib() < need + 2:
         pytest.skip(
-            f"{name} needs ~{need} GiB for parameters, gradients and buckets; this machine has less free now"
+            f"{name} needs ~{need} GiB for parameters, gradients and buckets; this machine has "
+            "less free now"
         )
     torch.manual_seed(0)
     if name == "resnet18":

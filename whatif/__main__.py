@@ -1,11 +1,13 @@
-"""python -m whatif <run dir or record> [--world-size N] [--link NAME | --nccl-tests FILE | --collectives DIR]
-                    [--sweep bucket=25,100,2000 optim=none,bf16,powersgd] [--model NAME] [--out DIR] [--json]
+"""python -m whatif <run dir or record> [--world-size N] [--link NAME | --nccl-tests FILE |
+--collectives DIR]
+                    [--sweep bucket=25,100,2000 optim=none,bf16,powersgd] [--model NAME] [--out DIR]
+                    [--json]
 
-Predicts the DDP step of other configurations from one measured run: the step time and samples/s with 95% prediction
-intervals, the speed-up against the run's own configuration, what dominates; writes whatif.md/.csv/.json and a
-timeline plot of the predicted steps (whatif_timeline.png) into --out (default: <run dir>/whatif, or
-outputs/whatif/<its path> for a run under the committed results/). Reads records only.
-"""
+Predicts the DDP step of other configurations from one measured run: the step time and samples/s
+with 95% prediction intervals, the speed-up against the run's own configuration, what dominates;
+writes whatif.md/.csv/.json and a timeline plot of the predicted steps (whatif_timeline.png) into
+--out (default: <run dir>/whatif, or outputs/whatif/<its path> for a run under the committed
+results/). Reads records only."""
 
 from __future__ import annotations
 
@@ -26,7 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "run",
-        help="a task=train or task=script run directory (holding run_record.json) or its record file",
+        help="a task=train or task=script run directory (holding run_record.json) or its record "
+        "file",
     )
     parser.add_argument("--world-size", type=int, help="predict at this many ranks")
     where = parser.add_mutually_exclusive_group()
@@ -60,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--model",
         metavar="NAME",
-        help="a conf/model name whose parameter sizes and FLOPs stand in for the run's (a task=script "
+        help="a conf/model name whose parameter sizes and FLOPs stand in for the run's (a "
+        "task=script "
         "record holds its own model's sizes as its DDP buckets carried them; this names another)",
     )
     parser.add_argument("--json", action="store_true", help="print the predictions as JSON")

@@ -1,14 +1,14 @@
 """What the diagnosis, the autotune and the command call.
 
-    predict(record, {"optim": "bf16"})            -> Prediction(step_s, lo, hi, samples_per_s, speedup, dominant, ...)
-    predict_sweep(record, {"bucket": [25, 100]})  -> Sweep(profile, own, rows)
+    predict(record, {"optim": "bf16"})            -> Prediction(step_s, lo, hi, samples_per_s,
+    speedup, dominant, ...) predict_sweep(record, {"bucket": [25, 100]})  -> Sweep(profile, own,
+    rows)
 
-`record` is a run record (base.record.Record, or its JSON dict), a run directory or a record file. A change uses the
-command line's words (bucket, optim, accumulate, sync, world_size, ddp.static_graph, ddp.gradient_as_bucket_view,
-optim.rank, link). Every
-prediction's speed-up is against the model's prediction of the run's own configuration (paired draws), so a model
-error common to both largely cancels; the own prediction is also set beside the run's measured step.
-"""
+`record` is a run record (base.record.Record, or its JSON dict), a run directory or a record file. A
+change uses the command line's words (bucket, optim, accumulate, sync, world_size, ddp.static_graph,
+ddp.gradient_as_bucket_view, optim.rank, link). Every prediction's speed-up is against the model's
+prediction of the run's own configuration (paired draws), so a model error common to both largely
+cancels; the own prediction is also set beside the run's measured step."""
 
 from __future__ import annotations
 
@@ -52,7 +52,8 @@ def profile_of(record, model: str | None = None) -> Profile:
 
 
 def link_from(link=None, nccl_tests=None, collectives=None) -> lk.Link | None:
-    """One of: a preset name, a Link, an nccl-tests file (path or parsed dict), a task=collectives record/dir."""
+    """One of: a preset name, a Link, an nccl-tests file (path or parsed dict), a task=collectives
+    record/dir."""
     if nccl_tests is not None:
         from comm.nccl_tests import read
 
@@ -145,8 +146,8 @@ def predict_sweep(
     samples: int = DEFAULT_SAMPLES,
     seed: int = 0,
 ) -> Sweep:
-    """Every combination of the grid's values (the sweep's order: the last key varies fastest), each against the run's
-    own configuration, each with its timeline."""
+    """Every combination of the grid's values (the sweep's order: the last key varies fastest), each
+    against the run's own configuration, each with its timeline."""
     prof = profile_of(record)
     the_link = link_from(link, nccl_tests, collectives)
     draws = Draws(samples, seed)
@@ -167,7 +168,8 @@ def predict_sweep(
 
 
 def parse_grid(items: list[str]) -> dict[str, list[str]]:
-    """["bucket=25,100", "optim=none,bf16"] -> {"bucket": ["25", "100"], "optim": ["none", "bf16"]}."""
+    """["bucket=25,100", "optim=none,bf16"] -> {"bucket": ["25", "100"], "optim": ["none",
+    "bf16"]}."""
     grid: dict[str, list[str]] = {}
     for item in items:
         if "=" not in item:
@@ -181,10 +183,11 @@ def parse_grid(items: list[str]) -> dict[str, list[str]]:
 
 
 def saving(record, change: dict, **kw) -> dict:
-    """What a change saves per sample, for the diagnosis's "estimated saving": 1 - 1/speed-up, with its interval (the
-    typical speed-up's), the prediction's dominant part and how it was computed. Where the model's step of the run's
-    own configuration misses the measured step (outside its prediction interval), the range also holds the two ends
-    of that unexplained time (unexplained_range)."""
+    """What a change saves per sample, for the diagnosis's "estimated saving": 1 - 1/speed-up, with
+    its interval (the typical speed-up's), the prediction's dominant part and how it was computed.
+    Where the model's step of the run's own configuration misses the measured step (outside its
+    prediction interval), the range also holds the two ends of that unexplained time
+    (unexplained_range)."""
     prof = profile_of(record)
     own, p = _own_and_changed(prof, change, **kw)
     out = {
@@ -192,7 +195,8 @@ def saving(record, change: dict, **kw) -> dict:
         "of": "time per sample",
         "dominant": p.dominant,
         "prediction": p,
-        "how": f"the what-if model ({p.label}): predicted samples/s against the run's own configuration",
+        "how": f"the what-if model ({p.label}): predicted samples/s against the run's own "
+        "configuration",
     }
     if out["fraction"] is not None and out["lo"] is not None and out["hi"] is not None:
         wide = unexplained_range(prof.step, own, p)
@@ -210,13 +214,14 @@ def saving(record, change: dict, **kw) -> dict:
 def unexplained_range(
     measured, own: Prediction, new: Prediction
 ) -> tuple[float, float, float] | None:
-    """The saving at the two ends of the time the model does not explain, when its step of the run's own configuration
-    (own) misses the measured step median (outside its 95% prediction interval, which holds a run's own scatter):
-    that time U = measured - own may sit in what the
-    change removes (the new step is the model's) or in what it keeps (the new step is the model's + U). Returns
-    (saving if U is kept, saving if U is removed, U), or None when the model's own step agrees with the measured one.
-    A model that leaves a part of the step out (a per-call cost inside training that the microbenchmark does not see,
-    a shaped link's burst) cannot say which of the two it is; the range then says so instead of missing."""
+    """The saving at the two ends of the time the model does not explain, when its step of the run's
+    own configuration (own) misses the measured step median (outside its 95% prediction interval,
+    which holds a run's own scatter): that time U = measured - own may sit in what the change
+    removes (the new step is the model's) or in what it keeps (the new step is the model's + U).
+    Returns (saving if U is kept, saving if U is removed, U), or None when the model's own step
+    agrees with the measured one. A model that leaves a part of the step out (a per-call cost inside
+    training that the microbenchmark does not see, a shaped link's burst) cannot say which of the
+    two it is; the range then says so instead of missing."""
     if measured is None or not measured.value or not own.step_s or not new.step_s:
         return None
     if (
@@ -227,17 +232,18 @@ def unexplained_range(
     per = (new.samples_per_s * new.step_s) / (
         own.samples_per_s * own.step_s
     )  # samples per step, new / own
-    # the time the model does not explain, kept after the change; where the model over-predicts (gap < 0) the run is
-    # faster than the model everywhere, so the new step shrinks in proportion (subtracting could leave no step at all)
+    # the time the model does not explain, kept after the change; where the model over-predicts (gap
+    # < 0) the run is faster than the model everywhere, so the new step shrinks in proportion
+    # (subtracting could leave no step at all)
     kept = new.step_s + gap if gap >= 0 else new.step_s * measured.value / own.step_s
     return 1 - kept / (per * measured.value), 1 - new.step_s / (per * measured.value), gap
 
 
 def contention_cost(record, samples: int = DEFAULT_SAMPLES, seed: int = 0) -> dict | None:
-    """What gloo's CPU contention costs this run per sample, for the diagnosis: the run's own configuration predicted
-    with compute and all-reduce not slowing each other down (both factors 1), against the same with the factors the
-    run's DDP timers calibrated (paired draws). None where no contention was calibrated (not gloo on CPU, no DDP
-    overlap)."""
+    """What gloo's CPU contention costs this run per sample, for the diagnosis: the run's own
+    configuration predicted with compute and all-reduce not slowing each other down (both factors
+    1), against the same with the factors the run's DDP timers calibrated (paired draws). None where
+    no contention was calibrated (not gloo on CPU, no DDP overlap)."""
     from whatif.profile import Contention
     from whatif.quantity import Quantity
 
@@ -265,8 +271,9 @@ def _saved(p: Prediction) -> dict:
 def prune(
     record, candidates: list[dict], noise: float = 0.02, **kw
 ) -> tuple[list[dict], list[tuple[dict, Prediction]]]:
-    """For the autotune: the candidates worth measuring, and those the model rules out with confidence (the typical
-    speed-up's whole 95% interval below 1 - noise), each with its prediction."""
+    """For the autotune: the candidates worth measuring, and those the model rules out with
+    confidence (the typical speed-up's whole 95% interval below 1 - noise), each with its
+    prediction."""
     keep, skipped = [], []
     prof = profile_of(record)
     for change in candidates:
@@ -279,5 +286,6 @@ def prune(
 
 
 def ruled_out(p: Prediction, noise: float = 0.02) -> bool:
-    """The prediction's typical speed-up has its whole 95% interval below 1 - noise: slower with confidence."""
+    """The prediction's typical speed-up has its whole 95% interval below 1 - noise: slower with
+    confidence."""
     return p.speedup_hi is not None and p.speedup_hi < 1 - noise

@@ -1,26 +1,28 @@
-"""The cost of one all-reduce: an alpha-beta model, fitted to measurements or taken from a preset with its source.
+"""The cost of one all-reduce: an alpha-beta model, fitted to measurements or taken from a preset
+with its source.
 
 Ring all-reduce of S bytes over n ranks (NCCL's and gloo's large-message algorithm):
 
     t(S, n) = 2(n-1) alpha + 2(n-1)/n * S / B
 
-alpha is the latency of one of the ring's 2(n-1) steps and B the bandwidth each rank's link carries: nccl-tests'
-busbw, so a preset's B is the busbw a published all_reduce_perf run reached at large sizes. For small messages on many
-ranks NCCL can switch to its tree: 2 ceil(log2 n) alpha + 2(n-1)/n * S / B (the same bandwidth term, logarithmic
-latency; NCCL's own tuning is finer); presets that say `tree` take the faster of the two, as NCCL's tuner would.
-Where a measured nccl-tests table exists for the same rank count, its times are interpolated directly (the data
-already hold NCCL's choice of algorithm and protocol), which is what comm.nccl_tests.time_at does.
+alpha is the latency of one of the ring's 2(n-1) steps and B the bandwidth each rank's link carries:
+nccl-tests' busbw, so a preset's B is the busbw a published all_reduce_perf run reached at large
+sizes. For small messages on many ranks NCCL can switch to its tree: 2 ceil(log2 n) alpha + 2(n-1)/n
+* S / B (the same bandwidth term, logarithmic latency; NCCL's own tuning is finer); presets that say
+`tree` take the faster of the two, as NCCL's tuner would. Where a measured nccl-tests table exists
+for the same rank count, its times are interpolated directly (the data already hold NCCL's choice of
+algorithm and protocol), which is what comm.nccl_tests.time_at does.
 
-Fits: t_i = a + b S_i by weighted least squares (weights 1/t_i^2: relative error, so the small calls set alpha and the
-large ones B), alpha = a / 2(n-1), B = 2(n-1) / (n b). Their intervals come from a parametric bootstrap: every point
-redrawn from its own measured interval (the microbenchmark's and task=collectives' per-size intervals), refitted
-2000 times (seeded). With no per-point intervals, the points are resampled instead.
+Fits: t_i = a + b S_i by weighted least squares (weights 1/t_i^2: relative error, so the small calls
+set alpha and the large ones B), alpha = a / 2(n-1), B = 2(n-1) / (n b). Their intervals come from a
+parametric bootstrap: every point redrawn from its own measured interval (the microbenchmark's and
+task=collectives' per-size intervals), refitted 2000 times (seeded). With no per-point intervals,
+the points are resampled instead.
 
-A host floor: gloo on CPU does its reduction and copies on the CPU, so a collective never runs faster than the host
-can do it however fast the link is. The record's own fit is that floor; a link preset or an emulated rate replaces the
-wire, and the time is the larger of the two (DESIGN.md: an htb-shaped 10 Gbit/s pair ran at gloo's own 5-7 Gbit/s,
-1 Gbit/s at 0.9).
-"""
+A host floor: gloo on CPU does its reduction and copies on the CPU, so a collective never runs
+faster than the host can do it however fast the link is. The record's own fit is that floor; a link
+preset or an emulated rate replaces the wire, and the time is the larger of the two (DESIGN.md: an
+htb-shaped 10 Gbit/s pair ran at gloo's own 5-7 Gbit/s, 1 Gbit/s at 0.9)."""
 
 from __future__ import annotations
 
@@ -56,13 +58,15 @@ class Link:
     same_host: bool = False  # an emulated link: the ranks still share one machine's cores
 
     def time(self, nbytes, n: int, alpha, busbw):
-        """Seconds for one all-reduce of nbytes on n ranks, for drawn alpha and busbw (arrays or floats)."""
+        """Seconds for one all-reduce of nbytes on n ranks, for drawn alpha and busbw (arrays or
+        floats)."""
         if n < 2 or not nbytes:
             return 0.0 * np.asarray(alpha, dtype=float)
         if self.nccl_table is not None and self.nccl_table.get("ranks") in (None, n):
             from comm.nccl_tests import time_at
 
-            # the table's point time, scaled by this draw's relative uncertainty (busbw's draw / its point value)
+            # the table's point time, scaled by this draw's relative uncertainty (busbw's draw / its
+            # point value)
             return time_at(self.nccl_table, int(nbytes), n) * (
                 self.busbw.value / np.asarray(busbw, dtype=float)
             )
@@ -80,12 +84,15 @@ class Link:
             " (ring or tree, the faster)" if self.tree else " (ring)"
         )
         if self.nccl_table is not None:
-            what = f"nccl-tests table, {self.nccl_table.get('ranks') or '?'} ranks, interpolated; beyond it {what}"
+            what = (
+                f"nccl-tests table, {self.nccl_table.get('ranks') or '?'} ranks, interpolated; "
+                f"beyond it {what}"
+            )
         floor = f"; host floor: {self.floor.name}" if self.floor else ""
         return f"{self.name}: {what}; source: {self.source}{floor}"
 
 
-# ----------------------------------------------------------------------------------------------------------- fits
+# --------------------------------------------------------------------------------------------- fits
 def fit_alpha_beta(
     points: list[tuple[float, float, float | None, float | None]],
     n: int,
@@ -139,11 +146,12 @@ def fit_alpha_beta(
                 draws_b.append(ra_bw)
     how = "per-point intervals redrawn" if have_ci else "points resampled"
     if not math.isfinite(busbw) and len(draws_b) >= 100:
-        # the times do not grow with the bytes at the point (small sizes, all latency): the bandwidth is what the
-        # draws that do resolve it say, their median the point
+        # the times do not grow with the bytes at the point (small sizes, all latency): the
+        # bandwidth is what the draws that do resolve it say, their median the point
         alpha, busbw = float(np.median(draws_a)), float(np.median(draws_b))
         notes.append(
-            "the sizes do not resolve the bandwidth (the fitted time does not grow with the bytes): alpha "
+            "the sizes do not resolve the bandwidth (the fitted time does not grow with the "
+            "bytes): alpha "
             "and busbw are the medians of the bootstrap fits that resolve it"
         )
     if len(draws_b) >= 100:
@@ -190,7 +198,8 @@ def _to_alpha_busbw(a: float, b: float, n: int) -> tuple[float, float]:
 
 
 def from_microbench(result: TrainResult) -> Link | None:
-    """The record's on-rank microbenchmark: the sync's own all-reduce sizes, alone, on the run's ranks."""
+    """The record's on-rank microbenchmark: the sync's own all-reduce sizes, alone, on the run's
+    ranks."""
     micro = result.microbench
     rows = (micro.sizes if micro is not None else None) or []
     n = int(result.world_size or 1)
@@ -218,7 +227,8 @@ def from_microbench(result: TrainResult) -> Link | None:
 
 
 def from_collectives(record: Record) -> Link:
-    """A task=collectives record: its in-place all_reduce rows (median over 8 blocks and its interval)."""
+    """A task=collectives record: its in-place all_reduce rows (median over 8 blocks and its
+    interval)."""
     r = record.result if record.result is not None else CollectivesResult()
     n = int(r.world_size or 1)
     rows = [x for x in r.rows or [] if x.op == "all_reduce" and x.mode == "in_place"]
@@ -249,7 +259,8 @@ def from_collectives(record: Record) -> Link:
 
 
 def from_nccl_tests(parsed: dict, rel: float = 0.05) -> Link:
-    """nccl-tests all_reduce_perf output: interpolated at its own rank count, alpha-beta fitted for any other."""
+    """nccl-tests all_reduce_perf output: interpolated at its own rank count, alpha-beta fitted for
+    any other."""
     rows = [r for r in parsed["rows"] if r["bytes"] > 0]
     n = int(parsed.get("ranks") or 0)
     pts = []
@@ -275,7 +286,7 @@ def from_nccl_tests(parsed: dict, rel: float = 0.05) -> Link:
     )
 
 
-# -------------------------------------------------------------------------------------------------------- presets
+# ------------------------------------------------------------------------------------------ presets
 @dataclass(frozen=True)
 class Preset:
     name: str
@@ -305,7 +316,8 @@ def _ethernet(gbit: float, name: str, standard: str) -> Preset:
         (line * TCP_PAYLOAD, line * 0.80, line * 0.95),
         (50.0, 20.0, 100.0),
         f"line rate {gbit:g} Gbit/s ({standard}); busbw = line rate x TCP/IPv4 payload per frame "
-        "(1448 of 1538 bytes on the wire, 94%), interval 80-95% of line rate; alpha: a TCP hop, 20-100 us "
+        "(1448 of 1538 bytes on the wire, 94%), interval 80-95% of line rate; alpha: a TCP hop, "
+        "20-100 us "
         "(a 4-byte gloo all-reduce across one veth took 90-160 us for its 2 steps here)",
     )
 
@@ -317,9 +329,12 @@ def _infiniband(gbit: float, name: str, generation: str) -> Preset:
         f"{gbit:g} Gb/s InfiniBand {generation}, one NIC per rank, GPUDirect RDMA",
         (line * 0.92, line * 0.80, line * 0.96),
         (5.0, 2.0, 10.0),
-        f"{generation} line rate {gbit:g} Gb/s (InfiniBand Trade Association specification); achieved "
-        "fraction 0.92 [0.80, 0.96] of line rate: NVIDIA/nccl-tests#252 shows 4 x 200 Gb/s HDR NICs at "
-        "95.3 GB/s all_reduce busbw (23.8 GB/s per NIC, 0.95 of line rate); alpha 5 [2, 10] us per step "
+        f"{generation} line rate {gbit:g} Gb/s (InfiniBand Trade Association specification); "
+        "achieved "
+        "fraction 0.92 [0.80, 0.96] of line rate: NVIDIA/nccl-tests#252 shows 4 x 200 Gb/s HDR "
+        "NICs at "
+        "95.3 GB/s all_reduce busbw (23.8 GB/s per NIC, 0.95 of line rate); alpha 5 [2, 10] us per "
+        "step "
         "(stated: an RDMA hop plus NCCL's proxy)",
         tree=True,
     )
@@ -333,20 +348,27 @@ PRESETS: dict[str, Preset] = {
             "8 x A100 SXM4 with NVSwitch (p4d/p4dn, DGX A100), NCCL over NVLink",
             (230.8, 200.0, 240.0),
             (1.0, 0.5, 3.0),
-            "NVIDIA/nccl#527 (GitHub issue 'Slow bus bandwidth w/ nccl 2.9.9 on EC2 instances', 2022): all_reduce_perf "
-            "on one p4dn.24xlarge, 1 GiB in place in 8141 us, busbw 230.8 GB/s; interval 200-240 GB/s stated (NCCL "
+            "NVIDIA/nccl#527 (GitHub issue 'Slow bus bandwidth w/ nccl 2.9.9 on EC2 instances', "
+            "2022): all_reduce_perf "
+            "on one p4dn.24xlarge, 1 GiB in place in 8141 us, busbw 230.8 GB/s; interval 200-240 "
+            "GB/s stated (NCCL "
             "versions, message size); alpha 1 [0.5, 3] us per step stated (NVLink hops)",
         ),
         Preset(
             "pcie_shm",
-            "8 PCIe Gen4 GPUs on two CPU sockets without peer-to-peer: NCCL's SHM transport through host "
+            "8 PCIe Gen4 GPUs on two CPU sockets without peer-to-peer: NCCL's SHM transport "
+            "through host "
             "memory (the L40S box of source 003: 'via SHM/direct/direct')",
             (24.0, 6.0, 35.0),
             (5.0, 2.0, 10.0),
-            "NVIDIA/nccl#1130 (GitHub issue 'Inter-NUMA node performance better than intra-NUMA node with P2P "
-            "disabled', 2023): SHM/direct/direct, all_reduce busbw 24 GB/s within one NUMA node and 35 GB/s across; "
-            "low end 6 GB/s from NVIDIA/nccl#1817 (8 x L20, Ada PCIe cards, SHM: average busbw 6.1 GB/s over 8 B - "
-            "512 MB); NCCL's maintainer in NVIDIA/nccl#1639: on PCIe systems the CPU and memory set the bandwidth; "
+            "NVIDIA/nccl#1130 (GitHub issue 'Inter-NUMA node performance better than intra-NUMA "
+            "node with P2P "
+            "disabled', 2023): SHM/direct/direct, all_reduce busbw 24 GB/s within one NUMA node "
+            "and 35 GB/s across; "
+            "low end 6 GB/s from NVIDIA/nccl#1817 (8 x L20, Ada PCIe cards, SHM: average busbw 6.1 "
+            "GB/s over 8 B - "
+            "512 MB); NCCL's maintainer in NVIDIA/nccl#1639: on PCIe systems the CPU and memory "
+            "set the bandwidth; "
             "alpha 5 [2, 10] us stated",
         ),
         _infiniband(100, "ib100", "EDR"),
@@ -366,14 +388,16 @@ def preset(name: str) -> Link:
     return PRESETS[key].link()
 
 
-# tc counts the Ethernet header but not the preamble and gap: a full 1514-byte frame carries 1448 payload bytes
+# tc counts the Ethernet header but not the preamble and gap: a full 1514-byte frame carries 1448
+# payload bytes
 TC_PAYLOAD = 1448 / 1514
 
 
 def emulated(rate_gbit: float, base: Link | None = None) -> Link:
-    """A link shaped to rate_gbit (the emulated links: htb on veth pairs): the wire at 0.90 [0.80, 0.956] of the rate
-    (gloo reached 0.82-0.93 Gbit/s through a 1 Gbit/s htb pair, DESIGN.md; 0.956 is the TCP payload share of the frames
-    tc counts, the ceiling), alpha from the record's own fit (a veth hop), the record's fit kept as the host floor."""
+    """A link shaped to rate_gbit (the emulated links: htb on veth pairs): the wire at 0.90 [0.80,
+    0.956] of the rate (gloo reached 0.82-0.93 Gbit/s through a 1 Gbit/s htb pair, DESIGN.md; 0.956
+    is the TCP payload share of the frames tc counts, the ceiling), alpha from the record's own fit
+    (a veth hop), the record's fit kept as the host floor."""
     rate = rate_gbit * GB / 8
     alpha = (
         base.alpha
@@ -384,8 +408,10 @@ def emulated(rate_gbit: float, base: Link | None = None) -> Link:
         name=f"shaped {rate_gbit:g} Gbit/s",
         alpha=alpha,
         busbw=Quantity(rate * 0.90, rate * 0.80, rate * TC_PAYLOAD, "shaped rate x achieved share"),
-        source=f"htb at {rate_gbit:g} Gbit/s; gloo's achieved share 0.90 [0.80, 0.956] of the rate (DESIGN.md: "
-        "0.82-0.93 Gbit/s measured through a 1 Gbit/s htb pair; 0.956 = 1448/1514, the TCP payload of "
+        source=f"htb at {rate_gbit:g} Gbit/s; gloo's achieved share 0.90 [0.80, 0.956] of the rate "
+        "(DESIGN.md: "
+        "0.82-0.93 Gbit/s measured through a 1 Gbit/s htb pair; 0.956 = 1448/1514, the TCP payload "
+        "of "
         "the frames tc counts)",
         floor=base,
         same_host=True,

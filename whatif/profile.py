@@ -1,20 +1,27 @@
 """What the step model needs from one measured run, read from its record (never measured here).
 
-The compute of one micro-step (data wait, host-to-device copy, forward, backward compute alone, optimizer), each with
-its 95% interval; the parameters (sizes, DDP's ready order, and when in backward each gradient is ready); DDP's
-gradient copies and the compression schemes' compute; on a CPU host with gloo, how much the all-reduce and the
-compute slow each other down; the link the run's own ranks had. Where the record does not hold a figure, the profile
-says which assumption stands in for it (Profile.notes), so the command prints it.
+The compute of one micro-step (data wait, host-to-device copy, forward, backward compute alone,
+optimizer), each with its 95% interval; the parameters (sizes, DDP's ready order, and when in
+backward each gradient is ready); DDP's gradient copies and the compression schemes' compute; on a
+CPU host with gloo, how much the all-reduce and the compute slow each other down; the link the run's
+own ranks had. Where the record does not hold a figure, the profile says which assumption stands in
+for it (Profile.notes), so the command prints it.
 
 Where each figure comes from, best first:
-- backward compute alone: the grad_ready probe's backward under DDP's no_sync (result.grad_ready, scaled to the
-  window by the ratio of forward times), the backward phase of a run without overlap (sync=local/per_param/flat),
-  else forward x the model's backward/forward FLOP ratio plus writing every gradient at the record's memory speed;
-- when each gradient is ready: the probe's post-accumulate-grad hooks, else the share of backward FLOPs done by then
-  (torch's FlopCounterMode over a meta-device backward of the record's model), else the parameter's position;
-- DDP's copies and the bf16/fp16/PowerSGD compute: the probe's untimed measurements, else memory traffic at the speed
+- backward compute alone: the grad_ready probe's backward under DDP's no_sync (result.grad_ready,
+  scaled to the
+  window by the ratio of forward times), the backward phase of a run without overlap
+  (sync=local/per_param/flat), else forward x the model's backward/forward FLOP ratio plus writing
+  every gradient at the record's memory speed;
+- when each gradient is ready: the probe's post-accumulate-grad hooks, else the share of backward
+  FLOPs done by then
+  (torch's FlopCounterMode over a meta-device backward of the record's model), else the parameter's
+  position;
+- DDP's copies and the bf16/fp16/PowerSGD compute: the probe's untimed measurements, else memory
+  traffic at the speed
   the optimizer phase streamed its bytes (SGD's 12-20 bytes per parameter), else 0; each said so;
-- CPU contention (gloo): calibrated so that the model reproduces the run's own DDP timers (backward compute under
+- CPU contention (gloo): calibrated so that the model reproduces the run's own DDP timers (backward
+  compute under
   communication, and the all-reduces' span), see whatif.step.calibrate_contention.
 """
 
@@ -35,15 +42,17 @@ from whatif.quantity import Quantity
 FLOP_MODEL_EXTRA = (
     0.10  # backward = forward x FLOP ratio: +-10% stated on top of the forward's interval
 )
-# Run-to-run scatter of a step median (log-normal sd): another process, allocator state, core placement. CPU: the
-# pooled sd of log step medians over the committed repeats of VGG11 and ViT-L/32 on the 2-core machine was 3-10% per
-# configuration (results/runs/vgg11_*, vit_ddp_*; 5% taken); GPU: 2% stated (no GPU repeats measured yet). A
-# validation set with repeats estimates its own (whatif.validate).
+# Run-to-run scatter of a step median (log-normal sd): another process, allocator state, core
+# placement. CPU: the pooled sd of log step medians over the committed repeats of VGG11 and ViT-L/32
+# on the 2-core machine was 3-10% per configuration (results/runs/vgg11_*, vit_ddp_*; 5% taken);
+# GPU: 2% stated (no GPU repeats measured yet). A validation set with repeats estimates its own
+# (whatif.validate).
 RUN_TO_RUN_SD = {"cpu": 0.05, "cuda": 0.02}
 MIN_DUTY_REL = 0.15  # a calibrated contention factor's interval, at least +-15% (one probe step)
-# PowerSGD's passes over each compressed matrix when rank << rows, cols (matrix-vector work is memory-bound): pre =
-# error feedback add (3) + the clone kept for the error (2) + P = M Q (1); mid = Q = M^T P (1); post = P Q^T (1) + the
-# new error (3). Used where the probe did not time the three parts.
+# PowerSGD's passes over each compressed matrix when rank << rows, cols (matrix-vector work is
+# memory-bound): pre = error feedback add (3) + the clone kept for the error (2) + P = M Q (1); mid
+# = Q = M^T P (1); post = P Q^T (1) + the new error (3). Used where the probe did not time the three
+# parts.
 PSGD_PASSES = {"pre": 6, "mid": 1, "post": 4}
 PSGD_PASSES_SHARE = {k: v / sum(PSGD_PASSES.values()) for k, v in PSGD_PASSES.items()}
 
@@ -70,8 +79,9 @@ class Params:
 
 @dataclass
 class Contention:
-    """gloo on CPU: while an all-reduce runs beside backward, compute runs s_compute times slower and the all-reduce
-    s_comm times slower than alone (calibrated on the run's own DDP timers); 1 and 1 where nothing was measured."""
+    """gloo on CPU: while an all-reduce runs beside backward, compute runs s_compute times slower
+    and the all-reduce s_comm times slower than alone (calibrated on the run's own DDP timers); 1
+    and 1 where nothing was measured."""
 
     s_compute: Quantity
     s_comm: Quantity
@@ -133,14 +143,15 @@ class Profile:
         return self.record.command or self.path
 
 
-# ------------------------------------------------------------------------------------------------------ reading
+# ------------------------------------------------------------------------------------------ reading
 def load_record(path: str | Path) -> tuple[Record, str]:
     from base.record import RecordError, record_path
 
     p = Path(path)
     if not p.exists():
         raise ProfileError(
-            f"{path} does not exist: give a run directory (holding run_record.json) or a record file"
+            f"{path} does not exist: give a run directory (holding run_record.json) or a record "
+            "file"
         )
     try:
         return Record.read(p), str(record_path(p))
@@ -149,14 +160,15 @@ def load_record(path: str | Path) -> tuple[Record, str]:
 
 
 def from_record(record: Record | dict, path: str = "", model: str | None = None) -> Profile:
-    """model: a conf/model name standing in for the run's model (its sizes and FLOPs); a script's record holds
-    only what its DDP buckets carried."""
+    """model: a conf/model name standing in for the run's model (its sizes and FLOPs); a script's
+    record holds only what its DDP buckets carried."""
     if isinstance(record, dict):
         record = Record.from_dict(record)
     script = record.task == "script"
     if script and (record.result is None or record.result.grad_ready is None) and not model:
         raise ProfileError(
-            f"{path or 'record'}: task=script, and the record holds no parameter sizes of the script's "
+            f"{path or 'record'}: task=script, and the record holds no parameter sizes of the "
+            "script's "
             "model (no bucket was all-reduced in the window, or it was made before they were "
             "recorded): name a model of the same sizes with --model NAME (conf/model/NAME.yaml)"
         )
@@ -177,7 +189,8 @@ def from_record(record: Record | dict, path: str = "", model: str | None = None)
     phases = r.phases
     if phases is None or phases.forward is None:
         raise ProfileError(
-            f"{path or 'record'}: no phase timings (timing=false or cuda_graphs=true); the model needs "
+            f"{path or 'record'}: no phase timings (timing=false or cuda_graphs=true); the model "
+            "needs "
             "forward, backward and optimizer times"
         )
     q = lambda name, per=1.0: (  # noqa: E731 - local
@@ -273,8 +286,9 @@ def from_record(record: Record | dict, path: str = "", model: str | None = None)
 
 
 def _link_from_sync(r: TrainResult, notes: list[str]) -> Link | None:
-    """No microbenchmark (skipped, or PowerSGD's sizes): the sync's own time per call, as a latency-only link for small
-    calls or a bandwidth-only one for large: a lower bound on the link's speed (DDP's span includes waits)."""
+    """No microbenchmark (skipped, or PowerSGD's sizes): the sync's own time per call, as a
+    latency-only link for small calls or a bandwidth-only one for large: a lower bound on the link's
+    speed (DDP's span includes waits)."""
     comm = r.comm
     n = int(r.world_size or 1)
     if comm is None:
@@ -285,8 +299,10 @@ def _link_from_sync(r: TrainResult, notes: list[str]) -> Link | None:
     per_call = t / calls
     size = nbytes / calls
     notes.append(
-        f"no on-rank microbenchmark in this record: the link is taken from the sync's own time ({t * 1e3:.4g} "
-        f"ms for {calls:.0f} call(s) of {size / 1e6:.3g} MB on average), a lower bound on its speed (the span "
+        "no on-rank microbenchmark in this record: the link is taken from the sync's own time "
+        f"({t * 1e3:.4g} "
+        f"ms for {calls:.0f} call(s) of {size / 1e6:.3g} MB on average), a lower bound on its "
+        "speed (the span "
         "includes waits for gradients), +-50%"
     )
     from whatif.links import fit_alpha_beta
@@ -313,8 +329,9 @@ def _bucket_cap(r: TrainResult):
 
 
 def _params(record: Record, gr: GradReady | None, notes: list[str], model: str | None = None):
-    """(Params, shapes or None, (forward FLOPs, backward FLOPs) or None). model: a conf/model name instead of the
-    record's model= (a script's record has the tool's default there, not the script's model)."""
+    """(Params, shapes or None, (forward FLOPs, backward FLOPs) or None). model: a conf/model name
+    instead of the record's model= (a script's record has the tool's default there, not the script's
+    model)."""
     cfg = record.config
     flops = None
     shapes = None
@@ -353,10 +370,12 @@ def _params(record: Record, gr: GradReady | None, notes: list[str], model: str |
                     [int(x) for x in gr.element_size],
                     order,
                     ready,
-                    f"measured: post-accumulate-grad hooks in {len(per_rep)} untimed backward(s) under "
+                    f"measured: post-accumulate-grad hooks in {len(per_rep)} untimed backward(s) "
+                    "under "
                     "DDP's no_sync (result.grad_ready)"
                     if record.task != "script"
-                    else f"measured: each bucket's comm hook start in {len(per_rep)} window step(s) "
+                    else f"measured: each bucket's comm hook start in {len(per_rep)} window "
+                    "step(s) "
                     "(result.grad_ready)",
                 ),
                 shapes,
@@ -371,14 +390,18 @@ def _params(record: Record, gr: GradReady | None, notes: list[str], model: str |
         why = f"those of --model {model}" if model else "the record predates the grad_ready probe"
         notes.append(
             f"gradient-ready times: not measured ({why}); assumed at the "
-            "share of backward FLOPs done when each gradient is accumulated (torch FlopCounterMode over a "
+            "share of backward FLOPs done when each gradient is accumulated (torch FlopCounterMode "
+            "over a "
             "meta-device backward; elementwise ops not counted)"
         )
         ready, how = analysed["ready"], "assumed: share of backward FLOPs (meta-device backward)"
     else:
         n = len(analysed["numel"])
         ready = [1 - i / n for i in range(n)]
-        how = "assumed: proportional to the parameter's position in backward (reverse definition order)"
+        how = (
+            "assumed: proportional to the parameter's position in backward (reverse definition "
+            "order)"
+        )
         notes.append("gradient-ready times: not measured and the FLOP count failed; " + how)
     return (
         Params(
@@ -395,7 +418,8 @@ def _params(record: Record, gr: GradReady | None, notes: list[str], model: str |
 
 
 def named_model(name: str) -> dict:
-    """conf/model/<name>.yaml as the run would have it (Hydra's compose of the project's config, model=<name>)."""
+    """conf/model/<name>.yaml as the run would have it (Hydra's compose of the project's config,
+    model=<name>)."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
@@ -417,15 +441,17 @@ def _image_size(cfg: dict | None) -> int:
 
 
 def _mode(gr: GradReady | None, name: str) -> ReadyMode:
-    """One mode of the grad_ready probe (alone, with_sync); an empty one where the probe did not run it."""
+    """One mode of the grad_ready probe (alone, with_sync); an empty one where the probe did not run
+    it."""
     mode = getattr(gr.modes, name) if gr is not None and gr.modes is not None else None
     return mode if mode is not None else ReadyMode()
 
 
 @functools.lru_cache(maxsize=16)
 def analyse_model(model_json: str, image_size: int) -> dict | None:
-    """The record's model on the meta device: parameter sizes, autograd's ready order, and the backward FLOPs done
-    when each gradient is accumulated (a stand-in for measured ready times). None if the model cannot be built."""
+    """The record's model on the meta device: parameter sizes, autograd's ready order, and the
+    backward FLOPs done when each gradient is accumulated (a stand-in for measured ready times).
+    None if the model cannot be built."""
     import torch
     from omegaconf import OmegaConf
 
@@ -496,7 +522,8 @@ def _median(xs: list[float]) -> float:
 
 
 def probe_scale(mode: ReadyMode, forward: Quantity) -> float:
-    """Window forward / probe forward for one probe mode: how much faster the window ran than the untimed probe."""
+    """Window forward / probe forward for one probe mode: how much faster the window ran than the
+    untimed probe."""
     f = mode.forward_s or []
     if not f or _median(f) <= 0 or not forward.value:
         return 1.0
@@ -504,9 +531,10 @@ def probe_scale(mode: ReadyMode, forward: Quantity) -> float:
 
 
 def _memory_speed(cfg: dict | None, optimizer: Quantity, params: Params) -> Quantity | None:
-    """Bytes per second this rank streams through memory, from the optimizer phase: SGD reads each parameter and
-    gradient (and momentum buffer) and writes the parameter (and buffer): 20 bytes per fp32 parameter with momentum,
-    12 without. A stand-in, stated, for the memory-bound costs a record without the grad_ready probe did not time."""
+    """Bytes per second this rank streams through memory, from the optimizer phase: SGD reads each
+    parameter and gradient (and momentum buffer) and writes the parameter (and buffer): 20 bytes per
+    fp32 parameter with momentum, 12 without. A stand-in, stated, for the memory-bound costs a
+    record without the grad_ready probe did not time."""
     if not optimizer.value or optimizer.value <= 0:
         return None
     momentum = float(setting(cfg, "solver.momentum") or 0.0)
@@ -547,7 +575,8 @@ def _backward_alone(
         scale = probe_scale(alone, forward)
         v = _median(xs) * scale
         how = (
-            f"result.grad_ready: backward under no_sync, {len(xs)} probe pass(es), x {scale:.3g} (the window's "
+            f"result.grad_ready: backward under no_sync, {len(xs)} probe pass(es), x {scale:.3g} "
+            "(the window's "
             "forward / the probe's); interval: the window's forward phase's, relative"
         )
         if forward.has_interval and forward.lo > 0:
@@ -557,8 +586,10 @@ def _backward_alone(
         return Quantity.from_describe(phases.backward, "result.phases.backward", 1 / K)
     if getattr(r, "script", None) is not None and phases.backward is not None:
         notes.append(
-            "backward compute alone: the script's backward phase (its DDP output's gradient to the end of "
-            "backward compute), measured with the all-reduces beside it (a script has no no_sync probe): "
+            "backward compute alone: the script's backward phase (its DDP output's gradient to the "
+            "end of "
+            "backward compute), measured with the all-reduces beside it (a script has no no_sync "
+            "probe): "
             "on CPU with gloo it holds their slow-down, so the model's contention starts from it"
         )
         return Quantity.from_describe(phases.backward, "result.phases.backward", 1 / K)
@@ -567,14 +598,18 @@ def _backward_alone(
         b = forward.scaled(ratio, "forward x backward/forward FLOP ratio").with_extra(
             FLOP_MODEL_EXTRA
         )
-        how = f"forward x {ratio:.3g}, the model's backward/forward FLOP ratio, +-{FLOP_MODEL_EXTRA:.0%}"
+        how = (
+            f"forward x {ratio:.3g}, the model's backward/forward FLOP ratio, "
+            f"+-{FLOP_MODEL_EXTRA:.0%}"
+        )
         if mem is not None and params is not None:
             w = _bytes_time(4 * sum(params.numel), mem, "writing every gradient once")
             b = Quantity(
                 b.value + w.value, b.lo + w.lo, b.hi + w.hi, b.source + " + writing every gradient"
             )
             how += (
-                f", plus writing every gradient once at the optimizer's memory speed ({w.value * 1e3:.3g} ms; the "
+                ", plus writing every gradient once at the optimizer's memory speed "
+                f"({w.value * 1e3:.3g} ms; the "
                 "FLOP count leaves out memory-bound work)"
             )
         notes.append(
@@ -700,7 +735,8 @@ def _compressible(params: Params, shapes, rank: int, min_rate: float) -> int:
 
 
 def _contention(prof: Profile, r: TrainResult) -> None:
-    """gloo on a CPU host, DDP with >= 2 ranks: calibrate the two slow-down factors on this run's own timers."""
+    """gloo on a CPU host, DDP with >= 2 ranks: calibrate the two slow-down factors on this run's
+    own timers."""
     if prof.device != "cpu" or prof.backend != "gloo":
         prof.contention.how = (
             "none modelled: NCCL kernels share the GPU with compute, which this model does not "
@@ -728,8 +764,9 @@ def _contention(prof: Profile, r: TrainResult) -> None:
 
     gr_sync, gr_alone = _mode(r.grad_ready, "with_sync"), _mode(r.grad_ready, "alone")
     if gr_sync.ready_s and gr_alone.backward_s:
-        # the probe's own ratio (its modes interleaved: the same machine speed) of the last gradient ready with the
-        # all-reduces running to the backward alone, applied to the backward alone in the window
+        # the probe's own ratio (its modes interleaved: the same machine speed) of the last gradient
+        # ready with the all-reduces running to the backward alone, applied to the backward alone in
+        # the window
         last = _median([max(x for x in rep if x == x) for rep in gr_sync.ready_s])
         under = last / _median(gr_alone.backward_s) * prof.backward.value
     else:
@@ -758,7 +795,7 @@ def _rel(q: Quantity) -> float:
     return math.log(q.hi / q.lo) / 2
 
 
-# ----------------------------------------------------------------------------------------------- without a record
+# --------------------------------------------------------------------------------- without a record
 def synthetic(
     *,
     model: dict,
@@ -786,8 +823,9 @@ def synthetic(
     notes: list[str] | None = None,
     label: str = "",
 ) -> Profile:
-    """A profile from published figures instead of a record (the source checks, whatif.sources): the model's
-    parameters and ready times from its meta-device FLOP count, every time given with its interval and source."""
+    """A profile from published figures instead of a record (the source checks, whatif.sources): the
+    model's parameters and ready times from its meta-device FLOP count, every time given with its
+    interval and source."""
     a = analyse_model(json.dumps(model, sort_keys=True), image_size)
     if a is None:
         raise ProfileError(f"cannot build model {model.get('name')} here")

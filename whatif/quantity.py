@@ -1,16 +1,17 @@
 """Inputs with 95% intervals, and how their uncertainty reaches a prediction: Monte Carlo.
 
-Every input of the step model is a Quantity: a point value, a 95% interval where one is known, and where it came from
-(a record field, a probe, a preset's public source, a stated assumption). Sampling draws from a *split* normal, in log
-space for positive quantities, so an asymmetric interval (the median's order-statistic interval usually is) keeps its
-two sides: the point value is the distribution's median and [lo, hi] its 2.5th and 97.5th percentiles. A quantity whose
-interval touches zero (a cost that may be nothing) is split-normal in linear space, clipped at zero.
+Every input of the step model is a Quantity: a point value, a 95% interval where one is known, and
+where it came from (a record field, a probe, a preset's public source, a stated assumption).
+Sampling draws from a *split* normal, in log space for positive quantities, so an asymmetric
+interval (the median's order-statistic interval usually is) keeps its two sides: the point value is
+the distribution's median and [lo, hi] its 2.5th and 97.5th percentiles. A quantity whose interval
+touches zero (a cost that may be nothing) is split-normal in linear space, clipped at zero.
 
-A prediction evaluates the model once at the point values (its point estimate) and once per joint draw of all inputs
-(independent draws, one generator, seeded: the same record always gives the same interval); the interval is the
-2.5th-97.5th percentile of the draws. Inputs are treated as independent: correlated inputs (two phases slowed by the
-same busy machine) make the interval too narrow, which the validation's coverage column measures.
-"""
+A prediction evaluates the model once at the point values (its point estimate) and once per joint
+draw of all inputs (independent draws, one generator, seeded: the same record always gives the same
+interval); the interval is the 2.5th-97.5th percentile of the draws. Inputs are treated as
+independent: correlated inputs (two phases slowed by the same busy machine) make the interval too
+narrow, which the validation's coverage column measures."""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ class Quantity:
             )
         if self.lo is not None and not self.lo <= self.value <= self.hi:
             raise ValueError(
-                f"{self.source or 'quantity'}: interval [{self.lo}, {self.hi}] does not hold {self.value}"
+                f"{self.source or 'quantity'}: interval [{self.lo}, {self.hi}] does not hold "
+                f"{self.value}"
             )
 
     @classmethod
@@ -50,7 +52,8 @@ class Quantity:
 
     @classmethod
     def relative(cls, value: float, rel: float, source: str = "") -> "Quantity":
-        """value x/÷ (1 + rel) as a 95% interval (a stated relative uncertainty, symmetric in log space)."""
+        """value x/÷ (1 + rel) as a 95% interval (a stated relative uncertainty, symmetric in log
+        space)."""
         value = float(value)
         if value <= 0 or rel <= 0:
             return cls.exact(value, source)
@@ -70,9 +73,10 @@ class Quantity:
     def from_describe(
         cls, d: Summary | dict | None, source: str = "", scale: float = 1.0
     ) -> "Quantity | None":
-        """From a stats.describe summary (median, ci_lo, ci_hi; a record's Summary, or the dict describe returns):
-        the interval only where it reaches 95% coverage (fewer than 6 samples give (min, max), which covers less, so
-        it is widened to the stated level by scaling its log half-widths by Z95 / z(coverage))."""
+        """From a stats.describe summary (median, ci_lo, ci_hi; a record's Summary, or the dict
+        describe returns): the interval only where it reaches 95% coverage (fewer than 6 samples
+        give (min, max), which covers less, so it is widened to the stated level by scaling its log
+        half-widths by Z95 / z(coverage))."""
         s = Summary.from_dict(d) if isinstance(d, dict) else d
         if s is None or s.median is None:
             return None
@@ -89,7 +93,8 @@ class Quantity:
         return self.lo is not None and self.hi is not None and self.hi > self.lo
 
     def widened(self, coverage: float) -> "Quantity":
-        """An interval known to cover `coverage`, stretched to 95% (normal-theory factor on each side)."""
+        """An interval known to cover `coverage`, stretched to 95% (normal-theory factor on each
+        side)."""
         if not self.has_interval or coverage >= LEVEL or coverage <= 0:
             return self
         k = Z95 / _z(coverage)
@@ -113,7 +118,8 @@ class Quantity:
         return Quantity(self.value * f, lo, hi, self.source if source is None else source)
 
     def with_extra(self, rel: float, source: str | None = None) -> "Quantity":
-        """The same point with a further independent relative uncertainty added in quadrature (log space)."""
+        """The same point with a further independent relative uncertainty added in quadrature (log
+        space)."""
         if rel <= 0 or self.value <= 0:
             return self
         s_extra = math.log1p(rel) / Z95
@@ -155,8 +161,9 @@ def _z(coverage: float) -> float:
 
 @dataclass
 class Draws:
-    """One joint draw of every input per sample (index 0..n-1), drawn lazily by name, so a model asks only for the
-    inputs it uses and two predictions with the same seed share their draws (a paired comparison)."""
+    """One joint draw of every input per sample (index 0..n-1), drawn lazily by name, so a model
+    asks only for the inputs it uses and two predictions with the same seed share their draws (a
+    paired comparison)."""
 
     n: int
     seed: int = 0
@@ -164,7 +171,8 @@ class Draws:
 
     def get(self, name: str, q: Quantity) -> np.ndarray:
         if name not in self._cache:
-            # one stream per name (seeded from the name), so adding an input does not change the others' draws
+            # one stream per name (seeded from the name), so adding an input does not change the
+            # others' draws
             sub = np.random.default_rng([self.seed, _stable_hash(name)])
             self._cache[name] = q.sample(sub, self.n)
         return self._cache[name]

@@ -1,5 +1,5 @@
-"""The what-if table (in the sweep table's style: values with 95% intervals, digits the interval supports, a verdict
-on every speed-up) and the timeline plot of one predicted step."""
+"""The what-if table (in the sweep table's style: values with 95% intervals, digits the interval
+supports, a verdict on every speed-up) and the timeline plot of one predicted step."""
 
 from __future__ import annotations
 
@@ -89,13 +89,18 @@ def table(sweep: Sweep, noise: float = 0.02) -> Table:
         ),
     }
     notes = [
-        "step ms, samples/s: the model at the inputs' point values [95% prediction interval: Monte Carlo over the "
+        "step ms, samples/s: the model at the inputs' point values [95% prediction interval: Monte "
+        "Carlo over the "
         "inputs' intervals, plus a new run's own scatter of its step median]",
-        f"speed-up: predicted samples/s over the prediction for the run's own configuration [95% interval of the "
-        f"typical speed-up: the inputs' uncertainty over paired draws, without single runs' scatter]; faster/slower "
+        "speed-up: predicted samples/s over the prediction for the run's own configuration [95% "
+        "interval of the "
+        "typical speed-up: the inputs' uncertainty over paired draws, without single runs' "
+        "scatter]; faster/slower "
         f"only when the interval excludes 1 and the change exceeds {noise:.0%}",
-        "dominant: the largest of compute (data, forward, backward alone, DDP's copies, optimizer), exposed comm "
-        "(the rest of the step: all-reduce not hidden behind backward, and compute slowed by it) and compression "
+        "dominant: the largest of compute (data, forward, backward alone, DDP's copies, "
+        "optimizer), exposed comm "
+        "(the rest of the step: all-reduce not hidden behind backward, and compute slowed by it) "
+        "and compression "
         "(bf16/fp16 casts, PowerSGD's matrix work)",
         f"not modelled: {'; '.join(NOT_MODELLED)}",
     ]
@@ -106,7 +111,8 @@ def table(sweep: Sweep, noise: float = 0.02) -> Table:
         notes.insert(
             2,
             f"{VS_FIRST}: each row's predicted samples/s over the first row's "
-            f"({first.label.strip('()')}), the swept values against each other [95% interval over paired "
+            f"({first.label.strip('()')}), the swept values against each other [95% interval over "
+            "paired "
             "draws]; the same verdict rule",
         )
     return Table(
@@ -131,7 +137,8 @@ def table(sweep: Sweep, noise: float = 0.02) -> Table:
 
 
 def _same_decimals(rows: list[dict], column: str):
-    """One precision for a column: the decimals stats.fmt.rounded gives its largest value, for every row."""
+    """One precision for a column: the decimals stats.fmt.rounded gives its largest value, for every
+    row."""
     values = [abs(r[column]) for r in rows if r.get(column) is not None]
     top = max(values, default=0.0)
     decimals = 0 if top >= 1000 else 1 if top >= 100 else 2 if top >= 10 else 3 if top >= 1 else 4
@@ -139,8 +146,9 @@ def _same_decimals(rows: list[dict], column: str):
 
 
 def warnings(sweep: Sweep) -> list[str]:
-    """What qualifies every row of the table, each on its own line above it: a contention factor at its bound or
-    not calibrated (from the profile's calibration text), a model that misses the measured run."""
+    """What qualifies every row of the table, each on its own line above it: a contention factor at
+    its bound or not calibrated (from the profile's calibration text), a model that misses the
+    measured run."""
     out = [
         f"warning: the contention calibration: {c.strip()}; every row below rests on it"
         for c in sweep.profile.contention.how.split("; ")[1:]
@@ -149,7 +157,8 @@ def warnings(sweep: Sweep) -> list[str]:
     prof, own = sweep.profile, sweep.own
     if prof.step is not None and not own.lo <= prof.step.value <= own.hi:
         out.append(
-            "warning: the model's step for the run's own configuration misses the measured step (outside "
+            "warning: the model's step for the run's own configuration misses the measured step "
+            "(outside "
             "its interval, above): read every row with that error"
         )
     return out
@@ -165,8 +174,10 @@ def header(sweep: Sweep) -> list[str]:
     lines = [
         f"what-if from {prof.path or 'the record'}",
         f"  the run: model={prof.model} sync={prof.sync} optim={prof.optim} bucket="
-        f"{'default' if prof.bucket_cap is None else f'{prof.bucket_cap:g}'} world_size={prof.world_size} "
-        f"accumulate={prof.accumulate} backend={prof.backend} device={r.device_name or prof.device} "
+        f"{'default' if prof.bucket_cap is None else f'{prof.bucket_cap:g}'} "
+        f"world_size={prof.world_size} "
+        f"accumulate={prof.accumulate} backend={prof.backend} "
+        f"device={r.device_name or prof.device} "
         f"batch/rank={prof.batch_per_rank}",
     ]
     if prof.step is not None:
@@ -211,8 +222,8 @@ def row_notes(sweep: Sweep) -> list[str]:
 
 
 def plot_timeline(predictions: list[Prediction], path: str | Path, title: str = "") -> Path | None:
-    """One panel per prediction: compute on one lane, each bucket's all-reduces on the lane below, in one colour per
-    bucket, so the overlap (or its absence) shows."""
+    """One panel per prediction: compute on one lane, each bucket's all-reduces on the lane below,
+    in one colour per bucket, so the overlap (or its absence) shows."""
     preds = [p for p in predictions if p.timeline]
     if not preds:
         return None

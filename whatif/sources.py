@@ -1,12 +1,13 @@
-"""The model against published figures: the ViT-L/32 DDP study (source 003) and the VGG11 16-node thread (source 000).
+"""The model against published figures: the ViT-L/32 DDP study (source 003) and the VGG11 16-node
+thread (source 000).
 
     python -m whatif.sources [--out results/whatif] [--samples 2000]
 
-Pure computation (no run, no GPU): every input is a published figure or a stated assumption, listed with where it
-came from, and every prediction is set beside the figure the source published, with its error. These are checks, not
-fits: nothing here is tuned to the published outcomes. Where an input can only come from the outcome itself (the L40S
-box's all-reduce speed), the table says so and runs the check both ways.
-"""
+Pure computation (no run, no GPU): every input is a published figure or a stated assumption, listed
+with where it came from, and every prediction is set beside the figure the source published, with
+its error. These are checks, not fits: nothing here is tuned to the published outcomes. Where an
+input can only come from the outcome itself (the L40S box's all-reduce speed), the table says so and
+runs the check both ways."""
 
 from __future__ import annotations
 
@@ -39,13 +40,16 @@ VGG11 = {
     "num_classes": 1000,
 }
 
-# The documents, as each input's origin; diagnosis.sources numbers them (VIT_STUDY is source 003, VGG11_THREAD 000)
+# The documents, as each input's origin; diagnosis.sources numbers them (VIT_STUDY is source 003,
+# VGG11_THREAD 000)
 VIT_STUDY = (
-    "'Optimizing data transfer in AI/ML workloads' series, part 3: GPU-to-GPU communication, DDP on "
+    "'Optimizing data transfer in AI/ML workloads' series, part 3: GPU-to-GPU communication, DDP "
+    "on "
     "ViT-L/32 with 8 L40S (AWS g6e.48xlarge) and 8 A100 (AWS p4d.24xlarge), PyTorch 2.8, nsys"
 )
 VGG11_THREAD = (
-    "PyTorch forums thread 'Slow NCCL gradient synchronization in distributed training' (VGG11, 16 nodes "
+    "PyTorch forums thread 'Slow NCCL gradient synchronization in distributed training' (VGG11, 16 "
+    "nodes "
     "x 1 V100, NCCL over InfiniBand, PyTorch 1.4)"
 )
 
@@ -94,7 +98,7 @@ class Report:
     timelines: dict = field(default_factory=dict)
 
 
-# ------------------------------------------------------------------------------------------- GPU figures (elsewhere)
+# -------------------------------------------------------------------------- GPU figures (elsewhere)
 GPU = {
     "L40S": {
         "mem_GBps": 864.0,
@@ -123,7 +127,8 @@ PSGD_KERNELS = (
 
 
 def _memory_time(nbytes: float, gpu: str, what: str) -> Quantity:
-    """Seconds to stream nbytes through the GPU's memory at STREAM_EFF of its peak (interval from STREAM_EFF)."""
+    """Seconds to stream nbytes through the GPU's memory at STREAM_EFF of its peak (interval from
+    STREAM_EFF)."""
     bw = GPU[gpu]["mem_GBps"] * GB
     v = nbytes / (bw * STREAM_EFF.value)
     return Quantity(v, nbytes / (bw * STREAM_EFF.hi), nbytes / (bw * STREAM_EFF.lo), what)
@@ -144,7 +149,7 @@ def _psgd_matrices(prof) -> tuple[int, int]:
     return count, elems
 
 
-# ------------------------------------------------------------------------------------------------------- source 003
+# --------------------------------------------------------------------------------------- source 003
 def vit_study(report: Report, samples: int, seed: int) -> None:
     published = {"L40S": {"one": 8.91, "ddp1": 8.40}, "A100": {"one": 5.17, "ddp1": 5.04}}
     report.inputs += [
@@ -200,8 +205,10 @@ def vit_study(report: Report, samples: int, seed: int) -> None:
         Input(
             "PowerSGD hook",
             f"rank 1 (PowerSGDState's default): 11 fp32 passes over every compressed matrix "
-            f"(error feedback, clone, M Q, M^T P, P Q^T, error) plus {PSGD_KERNELS} kernel launches of 5 [3, 10] us "
-            "per matrix; three all-reduces (uncompressed tensors, P, Q); serial (torch.cuda.synchronize in its "
+            f"(error feedback, clone, M Q, M^T P, P Q^T, error) plus {PSGD_KERNELS} kernel "
+            "launches of 5 [3, 10] us "
+            "per matrix; three all-reduces (uncompressed tensors, P, Q); serial "
+            "(torch.cuda.synchronize in its "
             "decompression)",
             "elsewhere",
             "torch powerSGD_hook.py",
@@ -216,7 +223,8 @@ def vit_study(report: Report, samples: int, seed: int) -> None:
         Input(
             "L40S link, second variant",
             "busbw from the source's own baseline: the 1.23 GB all-reduce took 587 ms "
-            "(of a 701 ms step) -> 2 x 7/8 x 1.226 GB / 0.587 s = 3.66 GB/s (+-5% stated); used only to check the "
+            "(of a 701 ms step) -> 2 x 7/8 x 1.226 GB / 0.587 s = 3.66 GB/s (+-5% stated); used "
+            "only to check the "
             "bf16 and PowerSGD predictions apart from the link figure",
             "source",
             VIT_STUDY,
@@ -486,7 +494,7 @@ def _ratio(a, b) -> tuple[float, float, float]:
     return a.samples_per_s / b.samples_per_s, lo, hi
 
 
-# ------------------------------------------------------------------------------------------------------- source 000
+# --------------------------------------------------------------------------------------- source 000
 def vgg11_thread(report: Report, samples: int, seed: int) -> None:
     classifier = 123_642_856 * 4
     t_nccl = Quantity.relative(
@@ -505,7 +513,8 @@ def vgg11_thread(report: Report, samples: int, seed: int) -> None:
         "source 000's nccl-tests",
         alpha=ib.alpha,
         busbw=busbw,
-        source="source 000: 471 MiB (the classifier's 494.6 MB) in ~60 ms by nccl-tests on 16 nodes; alpha "
+        source="source 000: 471 MiB (the classifier's 494.6 MB) in ~60 ms by nccl-tests on 16 "
+        "nodes; alpha "
         "from preset ib100",
     )
     report.inputs += [
@@ -532,7 +541,8 @@ def vgg11_thread(report: Report, samples: int, seed: int) -> None:
         Input(
             "V100 compute",
             "VGG11 at 224x224, 128 images per GPU: forward 1.95 TFLOP and backward 3.87 TFLOP "
-            "(torch FlopCounterMode) at 15.7 TFLOPS x 0.6 [0.4, 0.8] (stated share of peak for cuDNN FP32); SGD "
+            "(torch FlopCounterMode) at 15.7 TFLOPS x 0.6 [0.4, 0.8] (stated share of peak for "
+            "cuDNN FP32); SGD "
             "with momentum: 20 bytes per parameter at 900 GB/s x 0.8 [0.6, 0.9]",
             "elsewhere",
             GPU["V100"]["source"],
@@ -648,15 +658,17 @@ def vgg11_thread(report: Report, samples: int, seed: int) -> None:
     report.timelines["16 x V100 (source 000)"] = [ddp]
 
 
-# --------------------------------------------------------------------------------------------------------- output
+# ------------------------------------------------------------------------------------------- output
 def markdown(report: Report, command: str) -> str:
     lines = [
         "# The what-if model against published figures",
         "",
         f"Regenerate: `{command}` (pure computation: no run, no GPU).",
         "",
-        "Every prediction is the model at the inputs' point values with its 95% prediction interval (Monte Carlo "
-        "over the inputs' intervals); the error is (predicted - published) / published. These are checks against "
+        "Every prediction is the model at the inputs' point values with its 95% prediction "
+        "interval (Monte Carlo "
+        "over the inputs' intervals); the error is (predicted - published) / published. These are "
+        "checks against "
         "published numbers, not fits: no input was tuned to an outcome.",
         "",
         "## Predicted against published",
@@ -671,7 +683,8 @@ def markdown(report: Report, command: str) -> str:
         if c.below_one:
             err = "direction " + ("right" if c.predicted < 1 else "wrong")
         lines.append(
-            f"| {c.source} | {c.machine} | {c.what} | {pred} | {c.published_text} | {err} | {inside} |"
+            f"| {c.source} | {c.machine} | {c.what} | {pred} | {c.published_text} | {err} | "
+            f"{inside} |"
         )
     notes = [c for c in report.checks if c.note]
     if notes:
@@ -693,7 +706,8 @@ def markdown(report: Report, command: str) -> str:
     lines += ["", "Link presets (whatif/links.py) and their sources:", ""]
     for p in PRESETS.values():
         lines.append(
-            f"- `{p.name}` ({p.what}): busbw {p.busbw_GBps[0]:g} [{p.busbw_GBps[1]:g}, {p.busbw_GBps[2]:g}] "
+            f"- `{p.name}` ({p.what}): busbw {p.busbw_GBps[0]:g} [{p.busbw_GBps[1]:g}, "
+            f"{p.busbw_GBps[2]:g}] "
             f"GB/s, alpha {p.alpha_us[0]:g} [{p.alpha_us[1]:g}, {p.alpha_us[2]:g}] us. {p.source}"
         )
     return "\n".join(lines) + "\n"
@@ -704,7 +718,8 @@ def _summary(report: Report) -> list[str]:
     for c in report.checks:
         if c.below_one:
             out.append(
-                f"- {c.machine}, {c.what}: predicted {c.predicted:.3g}x, published slower: the point "
+                f"- {c.machine}, {c.what}: predicted {c.predicted:.3g}x, published slower: the "
+                "point "
                 + ("agrees" if c.predicted < 1 else "misses the direction")
                 + (
                     ", the interval reaches below 1"

@@ -1,40 +1,48 @@
 """One predicted training step: compute, DDP's buckets on one communication queue, their overlap.
 
-The step of a configuration (world size, sync, comm hook, bucket cap, accumulate, gradient_as_bucket_view, link):
+The step of a configuration (world size, sync, comm hook, bucket cap, accumulate,
+gradient_as_bucket_view, link):
 
-    step = K (data + h2d + forward) + (K-1) backward alone          # no_sync micro-steps: no communication
+    step = K (data + h2d + forward) + (K-1) backward alone          # no_sync micro-steps: no
+    communication
          + synchronised backward, with DDP's all-reduces beside it   # the simulation below
          + DDP's copy back into .grad (unless gradient_as_bucket_view)
          + optimizer
 
 The synchronised backward (sync=ddp), after torch's reducer (reducer.cpp):
-- gradients become ready at their measured (or assumed) times; DDP copies each into its bucket as it does
+- gradients become ready at their measured (or assumed) times; DDP copies each into its bucket as it
+  does
   (copy_in, in proportion to its bytes); a bucket is ready with its last gradient;
-- the reducer launches buckets in order (bucket k+1 never before bucket k); launching runs the comm hook's first part
-  on the compute thread (bf16/fp16: the cast; PowerSGD: error feedback and P = M Q), then queues the bucket's
-  collectives;
-- one communication queue runs the queued work in order: each all-reduce starts when its bucket is queued and the
-  previous work is done; the hooks' callbacks (bf16: the cast back; PowerSGD: orthogonalisation and Q = M^T P, then
-  P Q^T and the error) run in that queue;
-- PowerSGD is serial: on gloo the tool waits for each bucket's hook (ddp.serialized) and on CUDA torch's hook calls
+- the reducer launches buckets in order (bucket k+1 never before bucket k); launching runs the comm
+  hook's first part
+  on the compute thread (bf16/fp16: the cast; PowerSGD: error feedback and P = M Q), then queues the
+  bucket's collectives;
+- one communication queue runs the queued work in order: each all-reduce starts when its bucket is
+  queued and the
+  previous work is done; the hooks' callbacks (bf16: the cast back; PowerSGD: orthogonalisation and
+  Q = M^T P, then P Q^T and the error) run in that queue;
+- PowerSGD is serial: on gloo the tool waits for each bucket's hook (ddp.serialized) and on CUDA
+  torch's hook calls
   torch.cuda.synchronize in its decompression, so compute does not go on beside a PowerSGD bucket;
-- backward ends when compute is done and the queue is empty (DDP's finalize waits for every bucket), then the copy back.
+- backward ends when compute is done and the queue is empty (DDP's finalize waits for every bucket),
+  then the copy back.
 
-gloo on CPU: collectives are CPU work. While an all-reduce runs beside compute, compute progresses s_compute times
-slower and the all-reduce s_comm times slower than alone (Contention, calibrated on the run's own DDP timers by
-calibrate_contention). How much of an all-reduce is CPU work depends on the link: at the host's own speed all of it,
-behind a slower link only the share host time / link time (the rest is waiting on the wire), so the slow-down applies
-in that proportion (duty).
+gloo on CPU: collectives are CPU work. While an all-reduce runs beside compute, compute progresses
+s_compute times slower and the all-reduce s_comm times slower than alone (Contention, calibrated on
+the run's own DDP timers by calibrate_contention). How much of an all-reduce is CPU work depends on
+the link: at the host's own speed all of it, behind a slower link only the share host time / link
+time (the rest is waiting on the wire), so the slow-down applies in that proportion (duty).
 
-sync=per_param: one all-reduce per parameter after backward, in parameter order, nothing overlapped; sync=flat: one
-copy in, one all-reduce of everything, one copy out; sync=local: no communication.
+sync=per_param: one all-reduce per parameter after backward, in parameter order, nothing overlapped;
+sync=flat: one copy in, one all-reduce of everything, one copy out; sync=local: no communication.
 
-More or fewer ranks on one CPU host: each rank's compute scales with the cores it gets (cpu_share, stated).
+More or fewer ranks on one CPU host: each rank's compute scales with the cores it gets (cpu_share,
+stated).
 
-Not modelled (NOT_MODELLED, printed with every table): NCCL kernels competing with compute for the GPU; stragglers and
-rank skew; PowerSGD before start_iter (steady state is predicted); the optimizer's and data loader's dependence on
-world size; how CPU contention changes with the number of ranks on a host (the run's own calibration is kept).
-"""
+Not modelled (NOT_MODELLED, printed with every table): NCCL kernels competing with compute for the
+GPU; stragglers and rank skew; PowerSGD before start_iter (steady state is predicted); the
+optimizer's and data loader's dependence on world size; how CPU contention changes with the number
+of ranks on a host (the run's own calibration is kept)."""
 
 from __future__ import annotations
 
@@ -57,11 +65,12 @@ NOT_MODELLED = (
     "stragglers and skew between ranks",
     "PowerSGD before optim.start_iter (the steady state is predicted)",
     "the optimizer's and data loader's dependence on the world size",
-    "how gloo's CPU contention changes with the ranks on a host (the run's own calibration is kept)",
+    "how gloo's CPU contention changes with the ranks on a host (the run's own calibration is "
+    "kept)",
 )
 
 
-# ------------------------------------------------------------------------------------------------------ the config
+# --------------------------------------------------------------------------------------- the config
 @dataclass(frozen=True)
 class Config:
     world_size: int
@@ -136,7 +145,8 @@ KNOB_ALIASES = {
 
 
 def changed(cfg: Config, change: dict, links: dict | None = None) -> Config:
-    """cfg with the knobs of `change` (command-line words: bucket=100, optim=bf16, accumulate=4, ...)."""
+    """cfg with the knobs of `change` (command-line words: bucket=100, optim=bf16, accumulate=4,
+    ...)."""
     out = cfg
     for key, value in (change or {}).items():
         k = KNOB_ALIASES.get(str(key).strip())
@@ -180,7 +190,7 @@ def _positive(x: float, key: str) -> float:
     return x
 
 
-# ----------------------------------------------------------------------------------------------- the bucket plan
+# ---------------------------------------------------------------------------------- the bucket plan
 @dataclass
 class Seg:
     kind: str  # "net": one all-reduce; "cpu": hook work in the communication queue
@@ -252,7 +262,8 @@ def plan(prof, cfg: Config) -> Plan:
         out.append(BucketPlan(k, b.nbytes, ready, seen / total, pre, segs, serial))
     if cfg.optim == "powersgd" and psgd_elems is not None:
         notes.append(
-            f"PowerSGD rank {cfg.psgd_rank}: {psgd_elems[0]:,} of {psgd_elems[1]:,} gradient elements "
+            f"PowerSGD rank {cfg.psgd_rank}: {psgd_elems[0]:,} of {psgd_elems[1]:,} gradient "
+            "elements "
             f"compressed (torch's _should_compress at min_compression_rate {prof.psgd_min_rate:g})"
             + ("; batched_powerSGD_hook: one square matrix per bucket" if prof.psgd_batched else "")
         )
@@ -265,8 +276,9 @@ def _mb(nbytes: int) -> str:
 
 
 def _powersgd_split(prof, bkts, cfg: Config):
-    """Per bucket: (uncompressed bytes, P bytes, Q bytes, share of the compressed elements), as torch's hook splits it
-    (per tensor: view(rows, -1), rank min(rows, cols, r), compressed when (rows + cols) r x min_rate < rows cols)."""
+    """Per bucket: (uncompressed bytes, P bytes, Q bytes, share of the compressed elements), as
+    torch's hook splits it (per tensor: view(rows, -1), rank min(rows, cols, r), compressed when
+    (rows + cols) r x min_rate < rows cols)."""
     from torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook import _should_compress
 
     p = prof.params
@@ -299,7 +311,7 @@ def _powersgd_split(prof, bkts, cfg: Config):
     return (comp_total, sum(p.numel)), info
 
 
-# ------------------------------------------------------------------------------------------------------ simulation
+# --------------------------------------------------------------------------------------- simulation
 @dataclass
 class Lane:
     compute: list[tuple[float, float, str]] = field(default_factory=list)
@@ -314,8 +326,9 @@ class Backward:
     lane: Lane | None
 
 
-# The compute thread's script: gradient work (Work) and, at no cost in time, a bucket's last gradient ready (Ready),
-# its launch into the communication queue (Launch), and, for a serial hook, the wait for it (Wait).
+# The compute thread's script: gradient work (Work) and, at no cost in time, a bucket's last
+# gradient ready (Ready), its launch into the communication queue (Launch), and, for a serial hook,
+# the wait for it (Wait).
 @dataclass(frozen=True)
 class Work:
     seconds: float  # alone, without contention
@@ -353,7 +366,8 @@ class Queued:
 
 @dataclass
 class Running:
-    """A Work item or a segment under way: what is left of it (seconds alone) and when it started."""
+    """A Work item or a segment under way: what is left of it (seconds alone) and when it
+    started."""
 
     item: Work | Queued
     left: float
@@ -363,8 +377,8 @@ class Running:
 def backward_script(
     buckets: list[BucketPlan], B: float, copy_in: float, costs: dict[str, float]
 ) -> Script:
-    """Gradient work up to each bucket's ready point, the bucket's pre-hook work, its launch, a wait for it if its
-    hook is serial; then the rest of backward."""
+    """Gradient work up to each bucket's ready point, the bucket's pre-hook work, its launch, a wait
+    for it if its hook is serial; then the rest of backward."""
     script: Script = []
     done_work = 0.0
     for b in buckets:
@@ -395,11 +409,13 @@ def simulate_backward(
     s_m: float = 1.0,
     record: bool = False,
 ) -> Backward:
-    """One synchronised backward for scalar inputs (seconds of work alone). net_time[k][j] and duty[k][j] belong to the
-    j-th segment of bucket k (ignored for "cpu" segments, whose work is costs[cost] x share and whose duty is 1).
+    """One synchronised backward for scalar inputs (seconds of work alone). net_time[k][j] and
+    duty[k][j] belong to the j-th segment of bucket k (ignored for "cpu" segments, whose work is
+    costs[cost] x share and whose duty is 1).
 
-    The compute thread runs its script (backward_script); the queue runs one segment at a time, in order. While both
-    run, compute advances at 1/(1 + (s_c - 1) duty) and the queue at 1/(1 + (s_m - 1) duty) of their speed alone."""
+    The compute thread runs its script (backward_script); the queue runs one segment at a time, in
+    order. While both run, compute advances at 1/(1 + (s_c - 1) duty) and the queue at 1/(1 + (s_m -
+    1) duty) of their speed alone."""
     script = backward_script(buckets, B, copy_in, costs)
     segs = {
         b.index: [
@@ -424,8 +440,9 @@ def simulate_backward(
     first_launch = None
     compute_end = 0.0
     last_ready = buckets[-1].index if buckets else None
-    # Each pass ends a Work item or a segment (the one that ends first), or the backward; one more pass each where
-    # rounding leaves a sliver over `done`. More passes than that is a bug here, not a long backward.
+    # Each pass ends a Work item or a segment (the one that ends first), or the backward; one more
+    # pass each where rounding leaves a sliver over `done`. More passes than that is a bug here, not
+    # a long backward.
     passes = 2 * (len(script) + sum(map(len, segs.values()))) + 1
     for _ in range(passes):
         while ci < len(script):  # the zero-time items up to the next Work or a pending Wait
@@ -483,16 +500,18 @@ def simulate_backward(
                 sending = None
     else:
         raise RuntimeError(
-            f"the backward simulation did not end in {passes} passes: each pass ends a piece of work, "
+            f"the backward simulation did not end in {passes} passes: each pass ends a piece of "
+            "work, "
             "so the simulation has a bug"
         )
     return Backward(compute_end, t, first_launch or 0.0, lane)
 
 
 def calibrate_contention(prof, compute_under_comm: float, comm_span: float):
-    """The two slow-down factors that make the model reproduce this run's own DDP timers: compute_under_comm (the
-    last bucket ready, measured with the all-reduces running) and comm_span (first launch to the end of finalize,
-    DDP's backward_comm_time), at the inputs' point values. Bisection on each, alternated until both settle."""
+    """The two slow-down factors that make the model reproduce this run's own DDP timers:
+    compute_under_comm (the last bucket ready, measured with the all-reduces running) and comm_span
+    (first launch to the end of finalize, DDP's backward_comm_time), at the inputs' point values.
+    Bisection on each, alternated until both settle."""
     cfg = Config.of(prof)
     pl = plan(prof, cfg)
     point = PointDraws()
@@ -512,8 +531,9 @@ def calibrate_contention(prof, compute_under_comm: float, comm_span: float):
         return simulate_backward(pl.buckets, B, cin, costs, net, du, sc, sm)
 
     def solve(f, target, lo=1.0, hi=MAX_SLOWDOWN):
-        """(factor, identifiable): the factor in [lo, hi] that brings f to target. Not identifiable when the factor
-        barely moves f (nothing overlaps in the simulation): then 1. A target out of reach gives the bound (said)."""
+        """(factor, identifiable): the factor in [lo, hi] that brings f to target. Not identifiable
+        when the factor barely moves f (nothing overlaps in the simulation): then 1. A target out of
+        reach gives the bound (said)."""
         f_lo, f_hi = f(lo), f(hi)
         if f_hi - f_lo < 0.02 * target:
             return 1.0, False
@@ -534,15 +554,19 @@ def calibrate_contention(prof, compute_under_comm: float, comm_span: float):
         s_m, ok_m = solve(lambda v, s_c=s_c: span(run(s_c, v)), comm_span)
     r = run(s_c, s_m)
     how = (
-        f"compute {s_c:.2f}x and all-reduce {s_m:.2f}x slower while both run, calibrated so the model reproduces "
-        f"this run's DDP timers (backward compute under all-reduce {compute_under_comm * 1e3:.0f} ms, model "
-        f"{r.compute_end * 1e3:.0f}; all-reduce span {comm_span * 1e3:.0f} ms, model {span(r) * 1e3:.0f}) from "
+        f"compute {s_c:.2f}x and all-reduce {s_m:.2f}x slower while both run, calibrated so the "
+        "model reproduces "
+        f"this run's DDP timers (backward compute under all-reduce {compute_under_comm * 1e3:.0f} "
+        "ms, model "
+        f"{r.compute_end * 1e3:.0f}; all-reduce span {comm_span * 1e3:.0f} ms, model "
+        f"{span(r) * 1e3:.0f}) from "
         f"backward alone {B * 1e3:.0f} ms and the all-reduces alone (on-rank microbenchmark)"
     )
     at_bound = [w for w, v in (("compute", s_c), ("all-reduce", s_m)) if v >= MAX_SLOWDOWN - 1e-9]
     if at_bound:
         how += (
-            f"; the {' and '.join(at_bound)} factor stopped at its bound {MAX_SLOWDOWN:g} (the timers ask for more "
+            f"; the {' and '.join(at_bound)} factor stopped at its bound {MAX_SLOWDOWN:g} (the "
+            "timers ask for more "
             "than the overlap can explain: a noisy or busy run)"
         )
     if not (ok_c and ok_m):
@@ -559,7 +583,7 @@ def calibrate_contention(prof, compute_under_comm: float, comm_span: float):
     return s_c, s_m, how
 
 
-# ---------------------------------------------------------------------------------------------------- prediction
+# --------------------------------------------------------------------------------------- prediction
 class PointDraws:
     """The Draws interface with every input at its point value (one sample)."""
 
@@ -613,11 +637,12 @@ class Prediction:
 
 
 def cpu_share(prof, cfg: Config) -> Quantity:
-    """Compute time per rank when a CPU host holds another number of ranks: each rank gets min(threads, cores /
-    ranks on its host) cores, and compute takes (cores before / cores after) ** e as long, e in [0.7, 1] (1: perfect
-    scaling; stated). Ranks per host: as the configuration says (ranks_per_host), else a single-host run keeps its one
-    host (more ranks share it; an emulated link too) unless a network link is named (then, as a multi-host run, it
-    keeps its ranks per host: more hosts). The local launcher gives several ranks one thread each, one rank every
+    """Compute time per rank when a CPU host holds another number of ranks: each rank gets
+    min(threads, cores / ranks on its host) cores, and compute takes (cores before / cores after) **
+    e as long, e in [0.7, 1] (1: perfect scaling; stated). Ranks per host: as the configuration says
+    (ranks_per_host), else a single-host run keeps its one host (more ranks share it; an emulated
+    link too) unless a network link is named (then, as a multi-host run, it keeps its ranks per
+    host: more hosts). The local launcher gives several ranks one thread each, one rank every
     core."""
     if prof.device != "cpu" or not prof.cores:
         return Quantity.exact(1.0, "same ranks per host")
@@ -673,8 +698,8 @@ def _inputs(prof, cfg: Config, draws) -> dict[str, np.ndarray]:
 
 
 def _psgd_cost(prof, cfg: Config) -> Quantity:
-    """PowerSGD's compute at the configuration's rank: measured at one rank; assumed memory-bound (the same) up to rank
-    4, then proportional to the rank (stated)."""
+    """PowerSGD's compute at the configuration's rank: measured at one rank; assumed memory-bound
+    (the same) up to rank 4, then proportional to the rank (stated)."""
     if prof.powersgd is None:
         return Quantity.exact(0.0, "PowerSGD compute not measured: 0")
     r, rm = cfg.psgd_rank, prof.powersgd_measured_rank
@@ -685,7 +710,8 @@ def _psgd_cost(prof, cfg: Config) -> Quantity:
 def link_times(
     link: Link, n: int, sizes: list[int], draws
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Per size: the all-reduce's time (one value per draw) and its CPU duty (host time / time; 1 without a floor)."""
+    """Per size: the all-reduce's time (one value per draw) and its CPU duty (host time / time; 1
+    without a floor)."""
     a = draws.get(f"link:{link.name}:alpha", link.alpha)
     b = draws.get(f"link:{link.name}:busbw", link.busbw)
     times, duties = [], []
@@ -704,8 +730,9 @@ def link_times(
 
 
 def resolve_link(prof, cfg: Config) -> Link | None:
-    """The link a configuration runs on: the record's own ranks (its microbenchmark fit), or the named one. gloo on one
-    CPU host keeps the record's own fit as the host floor under a named link (see whatif.links)."""
+    """The link a configuration runs on: the record's own ranks (its microbenchmark fit), or the
+    named one. gloo on one CPU host keeps the record's own fit as the host floor under a named link
+    (see whatif.links)."""
     if cfg.link is None:
         return prof.link
     link = cfg.link
@@ -736,7 +763,8 @@ def _evaluate(prof, cfg: Config, draws, timeline: bool = False) -> _Eval:
     link = resolve_link(prof, cfg)
     if n > 1 and cfg.sync != "local" and link is None:
         raise ValueError(
-            "this record has no measurement of its ranks' link (a one-rank run, or no microbenchmark): "
+            "this record has no measurement of its ranks' link (a one-rank run, or no "
+            "microbenchmark): "
             "give one with --link NAME, --nccl-tests FILE or --collectives RECORD"
         )
     x = _inputs(prof, cfg, draws)
@@ -792,14 +820,16 @@ def _evaluate(prof, cfg: Config, draws, timeline: bool = False) -> _Eval:
         compute = K * micro + K * x["backward"] + copy_in + copy_out + x["optimizer"]
         if cfg.optim == "powersgd" and prof.powersgd is None:
             notes.append(
-                "PowerSGD's compute is not in this record (no grad_ready probe): left out, so this row is a "
+                "PowerSGD's compute is not in this record (no grad_ready probe): left out, so this "
+                "row is a "
                 "lower bound on the step"
             )
         if cfg.optim in ("bf16", "fp16") and not prof.cast[cfg.optim].value:
             notes.append(f"the {cfg.optim} cast is not in this record: left out (optimistic)")
         if cfg.bucket_view != prof.bucket_view and not prof.copy_out.value:
             notes.append(
-                "DDP's gradient copies are not in this record: gradient_as_bucket_view's saving shows as 0"
+                "DDP's gradient copies are not in this record: gradient_as_bucket_view's saving "
+                "shows as 0"
             )
     else:
         comm = zero
@@ -823,17 +853,20 @@ def _evaluate(prof, cfg: Config, draws, timeline: bool = False) -> _Eval:
     share = cpu_share(prof, cfg)
     if share.value != 1.0:
         notes.append(
-            f"compute per rank x {share.value:.3g} [{share.lo:.3g}, {share.hi:.3g}]: {share.source} "
+            f"compute per rank x {share.value:.3g} [{share.lo:.3g}, {share.hi:.3g}]: "
+            f"{share.source} "
             "(stated scaling, cores / ranks)"
         )
     if cfg.static_graph != prof.static_graph:
         notes.append(
-            "ddp.static_graph: modelled as no change (without find_unused_parameters DDP does no per-step "
+            "ddp.static_graph: modelled as no change (without find_unused_parameters DDP does no "
+            "per-step "
             "graph search that a static graph would save; source 003 measured 'negligible')"
         )
     if cfg.link is not None and link is not None and link.floor is not None:
         notes.append(
-            f"link {cfg.link_name}: the slower of the link and this host's own all-reduce ({link.floor.name})"
+            f"link {cfg.link_name}: the slower of the link and this host's own all-reduce "
+            f"({link.floor.name})"
         )
     return _Eval(step, compute, compression, bucket_bytes, notes, tl)
 
@@ -841,9 +874,10 @@ def _evaluate(prof, cfg: Config, draws, timeline: bool = False) -> _Eval:
 def predict(
     prof, cfg: Config, draws: Draws, own: "Prediction | None" = None, timeline: bool = False
 ) -> Prediction:
-    """The configuration's step: the model at the inputs' point values, and its 95% prediction interval over the
-    joint draws, widened by a new run's own scatter (_noise). The speed-up against `own` is the typical one: its
-    interval is the model's uncertainty over paired draws, without the scatter of single runs."""
+    """The configuration's step: the model at the inputs' point values, and its 95% prediction
+    interval over the joint draws, widened by a new run's own scatter (_noise). The speed-up against
+    `own` is the typical one: its interval is the model's uncertainty over paired draws, without the
+    scatter of single runs."""
     pt = _evaluate(prof, cfg, PointDraws(), timeline=timeline)
     ev = _evaluate(prof, cfg, draws)
     samples = cfg.world_size * prof.batch_per_rank * cfg.accumulate
@@ -877,18 +911,22 @@ def predict(
         sps_model=samples / ev.step,
     )
     if own is not None and own.sps_model is not None:
-        # the typical speed-up: the model's uncertainty (paired draws), not the scatter of two single runs
+        # the typical speed-up: the model's uncertainty (paired draws), not the scatter of two
+        # single runs
         pred.speedup = pred.samples_per_s / own.samples_per_s
         pred.speedup_lo, pred.speedup_hi = interval(pred.sps_model / own.sps_model)
     return pred
 
 
 def _noise(prof, draws, cfg: Config) -> np.ndarray:
-    """How a measured step median scatters about the model's value, as a factor about 1 (log-normal):
-    - the source run's own offset from its configuration's typical run: the run-to-run sd less the part the inputs'
-      intervals already carry (the source's step-median interval), shared by every configuration predicted from it,
-      so it cancels in a speed-up;
-    - the target run's offset from its configuration's typical run: the larger of the run-to-run sd and the source's
+    """How a measured step median scatters about the model's value, as a factor about 1
+    (log-normal):
+    - the source run's own offset from its configuration's typical run: the run-to-run sd less the
+      part the inputs'
+      intervals already carry (the source's step-median interval), shared by every configuration
+      predicted from it, so it cancels in a speed-up;
+    - the target run's offset from its configuration's typical run: the larger of the run-to-run sd
+      and the source's
       own step-median interval, drawn independently for every configuration."""
     if draws.n <= 1:
         return np.ones(draws.n)
@@ -912,9 +950,10 @@ def _noise(prof, draws, cfg: Config) -> np.ndarray:
     return out
 
 
-# ------------------------------------------------------------------------------------------------------- timelines
+# ---------------------------------------------------------------------------------------- timelines
 def _timeline(prof, cfg: Config, x: dict, r: Backward, copy_out: float, K: int) -> dict:
-    """One predicted step (point values) as lanes of (start, end, label) in seconds from the step's start."""
+    """One predicted step (point values) as lanes of (start, end, label) in seconds from the step's
+    start."""
     before = []
     t = 0.0
     for _ in range(K - 1):

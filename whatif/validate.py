@@ -1,17 +1,20 @@
-"""Predicted against measured: python -m whatif.validate <dirs of run records> [--source RUN] [--out DIR]
+"""Predicted against measured: python -m whatif.validate <dirs of run records> [--source RUN] [--out
+DIR]
 
-Every finished task=train record under the dirs is either a source or a target. Records of one workload (the same
-model, batch per rank, image size, precision, device kind and hosts) form a group; in each group the source is the
-run given with --source, else the first run of the plainest configuration (sync=ddp, optim=none, DDP's default or 25 MB
-buckets, accumulate=1, no gradient_as_bucket_view, no emulated link, the smallest world size of at least 2). Every
-other run of the group, repeats of the source's own configuration included, is predicted from it: its world size,
-sync, comm hook, bucket cap, accumulate, DDP flags and its link (an emulated link from `env.link`) are the change.
+Every finished task=train record under the dirs is either a source or a target. Records of one
+workload (the same model, batch per rank, image size, precision, device kind and hosts) form a
+group; in each group the source is the run given with --source, else the first run of the plainest
+configuration (sync=ddp, optim=none, DDP's default or 25 MB buckets, accumulate=1, no
+gradient_as_bucket_view, no emulated link, the smallest world size of at least 2). Every other run
+of the group, repeats of the source's own configuration included, is predicted from it: its world
+size, sync, comm hook, bucket cap, accumulate, DDP flags and its link (an emulated link from
+`env.link`) are the change.
 
-Per row: the measured step median with its 95% interval, the predicted step with its 95% prediction interval, the
-error (predicted - measured) / measured, whether the interval holds the measured median; then the mean absolute
-percentage error, the worst row and the intervals' coverage (with its Wilson 95% interval). The goal (issue 24): MAPE
-<= 5%, no row worse than 15%, coverage 95% +- 5 points; the table says where it is missed.
-"""
+Per row: the measured step median with its 95% interval, the predicted step with its 95% prediction
+interval, the error (predicted - measured) / measured, whether the interval holds the measured
+median; then the mean absolute percentage error, the worst row and the intervals' coverage (with its
+Wilson 95% interval). The goal (issue 24): MAPE <= 5%, no row worse than 15%, coverage 95% +- 5
+points; the table says where it is missed."""
 
 from __future__ import annotations
 
@@ -87,7 +90,7 @@ def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
     return max(0.0, c - h), min(1.0, c + h)
 
 
-# --------------------------------------------------------------------------------------------------------- knobs
+# -------------------------------------------------------------------------------------------- knobs
 def knobs(record: Record) -> dict:
     """A record's configuration in the model's words."""
     r, ddp = record.result, record.result.ddp
@@ -107,7 +110,8 @@ def knobs(record: Record) -> dict:
 
 
 def link_of(record: Record):
-    """The emulated link a run's ranks talked over (env.link, written by the emulated-links launcher), or None."""
+    """The emulated link a run's ranks talked over (env.link, written by the emulated-links
+    launcher), or None."""
     link = record.env.link
     return link if link is not None and link.emulated and link.rate_bit_s else None
 
@@ -140,8 +144,9 @@ def plainness(record: Record) -> tuple:
 
 
 def run_to_run(members: list) -> tuple[float | None, int]:
-    """Pooled sd of log step medians over configurations run more than once (repeats), and its degrees of freedom;
-    None with fewer than 2 degrees of freedom (then the profile's stated default stands)."""
+    """Pooled sd of log step medians over configurations run more than once (repeats), and its
+    degrees of freedom; None with fewer than 2 degrees of freedom (then the profile's stated default
+    stands)."""
     by: dict[str, list[float]] = {}
     for _, rec in members:
         step = rec.result.step_time_s if rec.result is not None else None
@@ -165,7 +170,7 @@ def run_to_run(members: list) -> tuple[float | None, int]:
     return (math.sqrt(ss / df), df) if df >= 2 else (None, df)
 
 
-# ------------------------------------------------------------------------------------------------------- validate
+# ----------------------------------------------------------------------------------------- validate
 def validate(
     paths: list[str | Path], source: str | Path | None = None, samples: int = 1000, seed: int = 0
 ) -> Validation:
@@ -263,7 +268,7 @@ def validate(
     return out
 
 
-# --------------------------------------------------------------------------------------------------------- output
+# ------------------------------------------------------------------------------------------- output
 def markdown(v: Validation, command: str) -> str:
     from stats import fmt_ci
 
@@ -272,8 +277,10 @@ def markdown(v: Validation, command: str) -> str:
         "",
         f"Regenerate: `{command}`",
         "",
-        "Step time (median, rank 0) of each target run against the model's prediction from its group's source "
-        "run; intervals 95% (measured: the median's order-statistic interval; predicted: Monte Carlo prediction "
+        "Step time (median, rank 0) of each target run against the model's prediction from its "
+        "group's source "
+        "run; intervals 95% (measured: the median's order-statistic interval; predicted: Monte "
+        "Carlo prediction "
         "interval). error = (predicted - measured) / measured.",
         "",
     ]
@@ -289,7 +296,8 @@ def markdown(v: Validation, command: str) -> str:
             f"- worst row: {100 * worst.error:+.1f}% ({worst.change}, {worst.target}) "
             f"(goal <= {100 * GOAL_WORST:.0f}%: "
             f"{'met' if abs(worst.error) <= GOAL_WORST else 'MISSED'})",
-            f"- coverage of the 95% prediction intervals: {100 * cov[0]:.0f}% [{100 * cov[1]:.0f}, {100 * cov[2]:.0f}] "
+            f"- coverage of the 95% prediction intervals: {100 * cov[0]:.0f}% [{100 * cov[1]:.0f}, "
+            f"{100 * cov[2]:.0f}] "
             f"(Wilson 95%) of {len(v.rows)} rows (goal 95% +- 5 points: "
             f"{'met' if abs(cov[0] - GOAL_COVERAGE) <= 0.05 else 'MISSED'})",
             "",
@@ -302,7 +310,8 @@ def markdown(v: Validation, command: str) -> str:
                 for w, rs in _by_workload(v.rows).items()
             ],
             "",
-            "| workload | change from the source | measured ms | predicted ms | error | inside | target run |",
+            "| workload | change from the source | measured ms | predicted ms | error | inside | "
+            "target run |",
             "|---|---|---|---|---|---|---|",
         ]
         for r in v.rows:
@@ -317,7 +326,8 @@ def markdown(v: Validation, command: str) -> str:
             "",
             "Sources: " + ", ".join(sources),
             "",
-            "Run-to-run scatter in the prediction intervals (log-normal sd of a run's step median): "
+            "Run-to-run scatter in the prediction intervals (log-normal sd of a run's step "
+            "median): "
             + "; ".join(
                 f"{w}: {100 * sd:.1f}%"
                 + (

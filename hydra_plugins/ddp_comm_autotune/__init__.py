@@ -1,12 +1,14 @@
-"""experiment=autotune's sweeper: hydra-optuna-sweeper's study, then a selection stage (the default and the top
-candidates re-measured in rounds) and a confirmation stage (the selected candidate against the default on fresh runs),
-through the same launcher (local or Slurm): the winner is chosen on repeated runs rather than on the luckiest search
-sample, and judged on runs that did not choose it (results/autotune.py).
+"""experiment=autotune's sweeper: hydra-optuna-sweeper's study, then a selection stage (the default
+and the top candidates re-measured in rounds) and a confirmation stage (the selected candidate
+against the default on fresh runs), through the same launcher (local or Slurm): the winner is chosen
+on repeated runs rather than on the luckiest search sample, and judged on runs that did not choose
+it (results/autotune.py).
 
-It lives where Hydra looks for plugins (see hydra_plugins/slurm_sweep_launcher) and takes exactly the optuna sweeper's
-settings (conf/experiment/autotune.yaml overrides only its _target_), so every documented hydra.sweeper.* knob of
-hydra-optuna-sweeper works; the confirmation settings are the preset's `autotune.*`. Optuna is imported only when
-this sweeper runs, so the rest of the tool does not need it. The reading of records is results/autotune.py."""
+It lives where Hydra looks for plugins (see hydra_plugins/slurm_sweep_launcher) and takes exactly
+the optuna sweeper's settings (conf/experiment/autotune.yaml overrides only its _target_), so every
+documented hydra.sweeper.* knob of hydra-optuna-sweeper works; the confirmation settings are the
+preset's `autotune.*`. Optuna is imported only when this sweeper runs, so the rest of the tool does
+not need it. The reading of records is results/autotune.py."""
 
 from __future__ import annotations
 
@@ -22,15 +24,17 @@ _OPTUNA_LOG = "hydra_plugins.hydra_optuna_sweeper._impl"
 
 
 class _HideSearchBest(logging.Filter):
-    """The optuna sweeper logs the study's best value: the maximum of noisy samples, not an answer to print."""
+    """The optuna sweeper logs the study's best value: the maximum of noisy samples, not an answer
+    to print."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not str(record.msg).startswith(("Best parameters", "Best value"))
 
 
 class _PruningLauncher:
-    """The search's launcher, less the trials the what-if model rules out (results.autotune.Pruner): those are not
-    launched, and the search is told the model's upper bound on their samples/s as their value."""
+    """The search's launcher, less the trials the what-if model rules out (results.autotune.Pruner):
+    those are not launched, and the search is told the model's upper bound on their samples/s as
+    their value."""
 
     def __init__(self, launcher, pruner) -> None:
         self.launcher, self.pruner = launcher, pruner
@@ -47,8 +51,10 @@ class _PruningLauncher:
                 out.append(next(done))
             else:
                 print(
-                    f"[autotune] skipped (the what-if model rules it out): {' '.join(o)}: predicted "
-                    f"{v['speed-up']:.2f}x [{v['speed-up CI'][0]:.2f}, {v['speed-up CI'][1]:.2f}] of the default",
+                    f"[autotune] skipped (the what-if model rules it out): {' '.join(o)}: "
+                    "predicted "
+                    f"{v['speed-up']:.2f}x [{v['speed-up CI'][0]:.2f}, {v['speed-up CI'][1]:.2f}] "
+                    "of the default",
                     flush=True,
                 )
                 out.append(
@@ -67,9 +73,10 @@ class AutotuneSweeper(Sweeper):
         from hydra_plugins.hydra_optuna_sweeper.config import OptunaSweeperConf
         from hydra_plugins.hydra_optuna_sweeper.optuna_sweeper import OptunaSweeper
 
-        # conf/config.yaml selects hydra/sweeper=repeating for every run, and the primary config's group choice wins
-        # over a preset's, so this node arrives as repeating's keys plus the preset's: keep OptunaSweeper's arguments,
-        # with the Optuna plugin's defaults (TPE sampler) for those the preset leaves out
+        # conf/config.yaml selects hydra/sweeper=repeating for every run, and the primary config's
+        # group choice wins over a preset's, so this node arrives as repeating's keys plus the
+        # preset's: keep OptunaSweeper's arguments, with the Optuna plugin's defaults (TPE sampler)
+        # for those the preset leaves out
         conf = OmegaConf.to_container(OmegaConf.structured(OptunaSweeperConf))
         kwargs = {
             k: optuna_settings.get(k, conf.get(k))
@@ -110,12 +117,14 @@ class AutotuneSweeper(Sweeper):
         fixed_args = [f"{k}={v}" for k, v in fixed.items()]
         pruner = None
         if settings.get("prune", True):
-            # the default config once, with what the what-if model needs (the on-rank microbenchmark): every trial
-            # the search proposes is predicted from it, and those it rules out with confidence never run
+            # the default config once, with what the what-if model needs (the on-rank
+            # microbenchmark): every trial the search proposes is predicted from it, and those it
+            # rules out with confidence never run
             default = autotune.default_candidate(keys, defaults)
             first = impl.job_idx
             print(
-                f"[autotune] the default config once (job {first}), for the what-if model to rule out trials "
+                f"[autotune] the default config once (job {first}), for the what-if model to rule "
+                "out trials "
                 "before they run",
                 flush=True,
             )
@@ -166,7 +175,8 @@ class AutotuneSweeper(Sweeper):
         )
         skipped = len(pruner.skipped) if pruner is not None else 0
         print(
-            f"[autotune] search done ({searched - started} trials, {skipped} skipped by the model). Selecting: the "
+            f"[autotune] search done ({searched - started} trials, {skipped} skipped by the "
+            "model). Selecting: the "
             f"default and the top {len(top)} candidate(s), {settings.repeats} runs each in rounds "
             f"(jobs {searched}-{searched + len(plan) - 1}):"
             + "".join(
@@ -185,7 +195,8 @@ class AutotuneSweeper(Sweeper):
                 [candidates[0], pick], fixed_args, int(settings.repeats), autotune.CONFIRM, seed + 1
             )
             print(
-                f"[autotune] selected {chosen}; confirming it against the default on {len(plan)} fresh runs "
+                f"[autotune] selected {chosen}; confirming it against the default on {len(plan)} "
+                "fresh runs "
                 f"(jobs {first}-{first + len(plan) - 1}): the runs that picked it do not judge it",
                 flush=True,
             )
@@ -203,7 +214,8 @@ class AutotuneSweeper(Sweeper):
         print(f"\n{autotune.markdown(result)}", flush=True)
 
     def _default(self, key: str) -> Any:
-        """The searched key's value in the config without the search: a group's chosen option, else the value."""
+        """The searched key's value in the config without the search: a group's chosen option, else
+        the value."""
         choices = OmegaConf.select(self.config, "hydra.runtime.choices") or {}
         if key in choices:
             return choices[key]

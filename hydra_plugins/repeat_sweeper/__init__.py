@@ -1,28 +1,32 @@
-"""`repeats=R` in a sweep: every configuration runs R times as separate jobs, in rounds, in a random order per round.
+"""`repeats=R` in a sweep: every configuration runs R times as separate jobs, in rounds, in a random
+order per round.
 
-Hydra's BasicSweeper builds the job list with itertools.product over the overrides in order, hydra.sweeper.params
-first (hydra/_internal/core_plugins/basic_sweeper.py, split_arguments), so the first override is the outermost loop.
-Putting `repeat=range(R)` before everything gives rounds A B C, A B C, ... rather than A A A, B B B: drift on the
-machine (a neighbour's job, thermal state) then hits every configuration alike, and the table can pair the
-configurations by round. Inside each round the order is shuffled (seeded: `hydra.sweeper.seed`, default 0), so a
-position effect (the job after a heavy one, the first job's cold caches) does not follow a configuration either:
-round 1 may run C A B, round 2 B C A. Job numbers keep the declared order (job 0 is the first configuration of round
-0, whatever ran first), so rows, labels and the baseline rule do not depend on the shuffle; the order that ran is
-written to `sweep_order.json` in the sweep dir, and every record's `started` time shows it too. The shuffle needs a
-launcher that runs jobs one after another in this process (the local one); with launcher=slurm the jobs run side by
-side as one array in the declared order, each its own array element, so repeats can land on different nodes and the
-run-to-run spread the table shows includes that.
+Hydra's BasicSweeper builds the job list with itertools.product over the overrides in order,
+hydra.sweeper.params first (hydra/_internal/core_plugins/basic_sweeper.py, split_arguments), so the
+first override is the outermost loop. Putting `repeat=range(R)` before everything gives rounds A B
+C, A B C, ... rather than A A A, B B B: drift on the machine (a neighbour's job, thermal state) then
+hits every configuration alike, and the table can pair the configurations by round. Inside each
+round the order is shuffled (seeded: `hydra.sweeper.seed`, default 0), so a position effect (the job
+after a heavy one, the first job's cold caches) does not follow a configuration either: round 1 may
+run C A B, round 2 B C A. Job numbers keep the declared order (job 0 is the first configuration of
+round 0, whatever ran first), so rows, labels and the baseline rule do not depend on the shuffle;
+the order that ran is written to `sweep_order.json` in the sweep dir, and every record's `started`
+time shows it too. The shuffle needs a launcher that runs jobs one after another in this process
+(the local one); with launcher=slurm the jobs run side by side as one array in the declared order,
+each its own array element, so repeats can land on different nodes and the run-to-run spread the
+table shows includes that.
 
-`repeats=auto` plans the repeats to a precision (Kalibera & Jones, ISMM 2013; docs/methods.md, "Repeats planned to
-a precision"): a pilot of 3 interleaved rounds at the scale's steps runs in `<sweep dir>/pilot/` (a sweep dir of its
-own: `python -m results.plan` and `results.report` read it); its records give each run's cost and the two variance
-components; stats.power.plan then fixes the runs R and steps n per run whose every row's 95% speed-up interval is
-+-compare.target, or, when the sweep's time (compare.budget_s, the pilot included) cannot buy that, the R x n the
-rest of it affords that comes closest. The planned rounds then run as a repeats=R sweep of n steps in the sweep dir
-itself, and the table judges them alone: the plan is fixed before any of the data it is judged on exists, so the
-pilot's chance variance moves the design, never the coverage or the family-wise error. plan.json in the sweep dir
-says what was planned and whether the target or the budget decided it; the table's note repeats it.
-"""
+`repeats=auto` plans the repeats to a precision (Kalibera & Jones, ISMM 2013; docs/methods.md,
+"Repeats planned to a precision"): a pilot of 3 interleaved rounds at the scale's steps runs in
+`<sweep dir>/pilot/` (a sweep dir of its own: `python -m results.plan` and `results.report` read
+it); its records give each run's cost and the two variance components; stats.power.plan then fixes
+the runs R and steps n per run whose every row's 95% speed-up interval is +-compare.target, or, when
+the sweep's time (compare.budget_s, the pilot included) cannot buy that, the R x n the rest of it
+affords that comes closest. The planned rounds then run as a repeats=R sweep of n steps in the sweep
+dir itself, and the table judges them alone: the plan is fixed before any of the data it is judged
+on exists, so the pilot's chance variance moves the design, never the coverage or the family-wise
+error. plan.json in the sweep dir says what was planned and whether the target or the budget decided
+it; the table's note repeats it."""
 
 from __future__ import annotations
 
@@ -31,7 +35,8 @@ import sys
 import time
 from pathlib import Path
 
-# Hydra's own sweeper and launcher have no public import path; this plugin extends them, as Hydra's plugins do
+# Hydra's own sweeper and launcher have no public import path; this plugin extends them, as Hydra's
+# plugins do
 from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -49,7 +54,8 @@ from tables.sweep_order import (
 
 
 class RepeatingSweeper(BasicSweeper):
-    """BasicSweeper with `repeats`, and rounds in a seeded random order (conf/hydra/sweeper/repeating.yaml)."""
+    """BasicSweeper with `repeats`, and rounds in a seeded random order
+    (conf/hydra/sweeper/repeating.yaml)."""
 
     def __init__(
         self, max_batch_size=None, params=None, seed: int = 0, shuffle: bool = True
@@ -96,7 +102,8 @@ class RepeatingSweeper(BasicSweeper):
                     "seed": int(self.seed),
                     "repeats": repeats,
                     "run_order": order,
-                    "note": "job numbers in the order they ran: each round's configurations shuffled with this seed "
+                    "note": "job numbers in the order they ran: each round's configurations "
+                    "shuffled with this seed "
                     "(hydra.sweeper.seed); job numbers keep the declared order",
                 },
                 indent=1,
@@ -122,7 +129,8 @@ class RepeatingSweeper(BasicSweeper):
         return [list(j) for batch in self.split_arguments(overrides, None) for j in batch]
 
     def _stage(self, jobs: list[list[str]], order: list[int], name: str) -> None:
-        """Tell the sweep table's callback which jobs come next (its progress lines and its rows)."""
+        """Tell the sweep table's callback which jobs come next (its progress lines and its
+        rows)."""
         for callback in getattr(self.hydra_context.callbacks, "callbacks", []):
             if hasattr(callback, "stage"):
                 callback.stage(jobs, order, name)
@@ -136,10 +144,12 @@ class RepeatingSweeper(BasicSweeper):
         raise SystemExit(code)
 
     def _check_auto(self, configs: int) -> None:
-        """What repeats=auto needs, said before the sweep's first line: one line, exit 2, no folder."""
+        """What repeats=auto needs, said before the sweep's first line: one line, exit 2, no
+        folder."""
         if not isinstance(self.launcher, BasicLauncher):
             self._refuse(
-                "repeats=auto runs a pilot, then the rounds it plans, one job after another: it needs "
+                "repeats=auto runs a pilot, then the rounds it plans, one job after another: it "
+                "needs "
                 "the local launcher (launcher=local); give repeats=R otherwise."
             )
         if configs < 2 or OmegaConf.select(self.config, "task") != "train":
@@ -149,7 +159,8 @@ class RepeatingSweeper(BasicSweeper):
             )
 
     def _auto(self, arguments: list[str]):
-        """repeats=auto: the pilot, the plan fixed from it, then the planned rounds (the module's docstring)."""
+        """repeats=auto: the pilot, the plan fixed from it, then the planned rounds (the module's
+        docstring)."""
         from results.plan import pilot_from
         from stats.power import plan
         from tables.sweep import sweep_entries
@@ -247,9 +258,10 @@ class RepeatingSweeper(BasicSweeper):
         return returns
 
     def _check_jobs(self, arguments: list[str]) -> None:
-        """Compose every job's config before the sweep dir is made or a line is printed (BasicSweeper checks each
-        batch after saving multirun.yaml): a misspelt value prints its one-line error alone and leaves no folder.
-        Then the sweep table's callback prints the sweep's first line."""
+        """Compose every job's config before the sweep dir is made or a line is printed
+        (BasicSweeper checks each batch after saving multirun.yaml): a misspelt value prints its
+        one-line error alone and leaves no folder. Then the sweep table's callback prints the
+        sweep's first line."""
         from job.output_dir import discard
 
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)

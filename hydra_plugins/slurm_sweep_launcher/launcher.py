@@ -1,10 +1,12 @@
-"""The Hydra launcher behind launcher=slurm: hydra-submitit-launcher's SlurmLauncher, made to survive failed jobs.
+"""The Hydra launcher behind launcher=slurm: hydra-submitit-launcher's SlurmLauncher, made to
+survive failed jobs.
 
-It submits a multirun as one job array (settings from launcher.*, see settings.py), waits for every job, gives a
-job that died without a run record (killed, out of memory, time limit, node failure) its failed record through
-job.finalise, and returns normally, so that the end-of-sweep table is always made: Hydra's sweeper raises on the
-first failed job return, which would skip on_multirun_end. conf/launcher/slurm.yaml selects it through
-hydra/launcher=slurm_sweep (hydra_plugins/slurm_sweep_launcher/, where Hydra requires the launcher class to be)."""
+It submits a multirun as one job array (settings from launcher.*, see settings.py), waits for every
+job, gives a job that died without a run record (killed, out of memory, time limit, node failure)
+its failed record through job.finalise, and returns normally, so that the end-of-sweep table is
+always made: Hydra's sweeper raises on the first failed job return, which would skip
+on_multirun_end. conf/launcher/slurm.yaml selects it through hydra/launcher=slurm_sweep
+(hydra_plugins/slurm_sweep_launcher/, where Hydra requires the launcher class to be)."""
 
 from __future__ import annotations
 
@@ -25,12 +27,14 @@ from launchers.slurm import settings, state
 
 
 class SlurmSweepLauncher(SubmititSlurmLauncher):
-    """In each Slurm task: run the Hydra job (the plugin's __call__) and raise a failed job's error. On the submitting
-    host: check every job, submit the array, wait, and turn every job that failed into a failed row."""
+    """In each Slurm task: run the Hydra job (the plugin's __call__) and raise a failed job's error.
+    On the submitting host: check every job, submit the array, wait, and turn every job that failed
+    into a failed row."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # train.py's module code (its resolver registration) does not run in a task, the pickled task function does:
-        # register what the config interpolates before Hydra loads the job's config
+        # train.py's module code (its resolver registration) does not run in a task, the pickled
+        # task function does: register what the config interpolates before Hydra loads the job's
+        # config
         from job.config import register_resolvers
 
         register_resolvers()
@@ -41,10 +45,12 @@ class SlurmSweepLauncher(SubmititSlurmLauncher):
         from hydra.core.utils import JobStatus
 
         if ret.status == JobStatus.FAILED:
-            # Hydra caught this task's exception (run_job never raises). Raise it again: the traceback goes to this
-            # task's log, submitit keeps it as the task's error, and the non-zero exit ends the job step at once
-            # (srun --kill-on-bad-exit=1) instead of leaving the other ranks to find out.
-            raise ret._return_value  # the job's exception (public .return_value raises it too, after a stderr line)
+            # Hydra caught this task's exception (run_job never raises). Raise it again: the
+            # traceback goes to this task's log, submitit keeps it as the task's error, and the
+            # non-zero exit ends the job step at once (srun --kill-on-bad-exit=1) instead of leaving
+            # the other ranks to find out.
+            # the job's exception (public .return_value raises it too, after a stderr line)
+            raise ret._return_value
         return ret
 
     def launch(self, job_overrides, initial_job_idx):
@@ -72,7 +78,8 @@ class SlurmSweepLauncher(SubmititSlurmLauncher):
                 )
         if shutil.which("sbatch") is None:
             _refuse(
-                "launcher=slurm needs Slurm's sbatch on PATH (run on a Slurm login node; to try it on one "
+                "launcher=slurm needs Slurm's sbatch on PATH (run on a Slurm login node; to try it "
+                "on one "
                 "machine as root: launchers/slurm_cluster/start.sh)."
             )
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
@@ -96,7 +103,8 @@ class SlurmSweepLauncher(SubmititSlurmLauncher):
         jobs = self._submit(executor, job_params, folder)
         array_id = jobs[0].job_id.split("_")[0]
         print(
-            f"[slurm] submitted {len(jobs)} job(s) as Slurm job {array_id} ({jobs[0].num_tasks} task(s) each); "
+            f"[slurm] submitted {len(jobs)} job(s) as Slurm job {array_id} ({jobs[0].num_tasks} "
+            "task(s) each); "
             f"logs: {sweep_dir / settings.SUBMITIT_DIR}",
             flush=True,
         )
@@ -104,7 +112,8 @@ class SlurmSweepLauncher(SubmititSlurmLauncher):
             state.wait(jobs)
         except KeyboardInterrupt:
             print(
-                f"\n[slurm] interrupted: the jobs keep running (scancel {array_id} stops them); their records "
+                f"\n[slurm] interrupted: the jobs keep running (scancel {array_id} stops them); "
+                "their records "
                 f"land in {sweep_dir}",
                 file=sys.stderr,
                 flush=True,
@@ -127,15 +136,18 @@ class SlurmSweepLauncher(SubmititSlurmLauncher):
                 key=lambda p: p.stat().st_mtime,
             )
             _refuse(
-                f"sbatch refused the job array: {' '.join(detail.split())}. Check launcher.partition, account, "
-                f"qos, constraint, gres, gpus_per_node, cpus_per_task, mem_gb and additional_parameters"
+                f"sbatch refused the job array: {' '.join(detail.split())}. Check "
+                "launcher.partition, account, "
+                "qos, constraint, gres, gpus_per_node, cpus_per_task, mem_gb and "
+                "additional_parameters"
                 + (f" (the sbatch script: {scripts[-1]})." if scripts else ".")
             )
 
     def _job_return(self, job, overrides: list[str], num: int, sweep_dir: Path):
-        """Rank 0's JobReturn for a job that succeeded; for one that failed, a COMPLETED return saying so, after its
-        run record has the failure (Hydra's sweeper re-raises a FAILED return, which would skip the sweep table: the
-        failure lives in the record, and the table's callback makes the sweep exit non-zero)."""
+        """Rank 0's JobReturn for a job that succeeded; for one that failed, a COMPLETED return
+        saying so, after its run record has the failure (Hydra's sweeper re-raises a FAILED return,
+        which would skip the sweep table: the failure lives in the record, and the table's callback
+        makes the sweep exit non-zero)."""
         from hydra.core.utils import JobReturn, JobStatus
 
         end = state.ending(job)
@@ -171,8 +183,9 @@ class SlurmSweepLauncher(SubmititSlurmLauncher):
 
 
 def _hung_error(output_dir: Path) -> str | None:
-    """The error of the job's record when rank 0 wrote it as `hung` (launchers.hang.store_watch): the ranks then
-    end themselves, so Slurm has only their exit codes and no task returned a result."""
+    """The error of the job's record when rank 0 wrote it as `hung` (launchers.hang.store_watch):
+    the ranks then end themselves, so Slurm has only their exit codes and no task returned a
+    result."""
     from base.record import RECORD_NAME, Record
 
     try:
@@ -183,8 +196,8 @@ def _hung_error(output_dir: Path) -> str | None:
 
 
 def _refuse(message: str) -> None:
-    """Bad input, found before anything ran: one line and exit code 2. SystemExit, not an exception: Hydra would
-    print its own stack around a plugin's exception."""
+    """Bad input, found before anything ran: one line and exit code 2. SystemExit, not an exception:
+    Hydra would print its own stack around a plugin's exception."""
     print(f"error: {message}", file=sys.stderr, flush=True)
     raise SystemExit(2)
 
@@ -199,9 +212,9 @@ def _record_failure(
     sweep_dir: Path,
     job_id: str,
 ) -> Path:
-    """The job's one run record says how it failed. Rank 0 wrote one when it could (its error may only say that a
-    peer's connection closed: the root cause found here replaces it, and W&B already has the run); a job killed
-    before that gets its record here, the first and only one."""
+    """The job's one run record says how it failed. Rank 0 wrote one when it could (its error may
+    only say that a peer's connection closed: the root cause found here replaces it, and W&B already
+    has the run); a job killed before that gets its record here, the first and only one."""
     from omegaconf import OmegaConf
 
     from base.record import RECORD_NAME, Record
@@ -240,7 +253,8 @@ def _record_failure(
 
 
 def _output_dir(sweep_config, num: int, job_id: str) -> Path:
-    """The job's directory as Hydra's run_job computes it in the job (sweep dir / resolved subdir)."""
+    """The job's directory as Hydra's run_job computes it in the job (sweep dir / resolved
+    subdir)."""
     from omegaconf import OmegaConf, open_dict
 
     with open_dict(sweep_config.hydra.job) as job:

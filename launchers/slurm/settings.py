@@ -1,7 +1,9 @@
-"""launcher=slurm's settings: their one home is `launcher.*` (conf/launcher/slurm.yaml); `hydra.launcher` holds only
-the launcher class. Here: the checks run before anything is submitted (and again in each task), the submitit
-executor they configure, and the answer to hydra-submitit-launcher habits (`hydra/launcher=submitit_slurm`,
-`hydra.launcher.partition=...`), which are refused with the equivalent command rather than half-obeyed."""
+"""launcher=slurm's settings: their one home is `launcher.*` (conf/launcher/slurm.yaml);
+`hydra.launcher` holds only the launcher class. Here: the checks run before anything is submitted
+(and again in each task), the submitit executor they configure, and the answer to
+hydra-submitit-launcher habits (`hydra/launcher=submitit_slurm`,
+`hydra.launcher.partition=...`), which are refused with the equivalent command rather than
+half-obeyed."""
 
 from __future__ import annotations
 
@@ -24,19 +26,20 @@ WHOLE_OR_NULL = (
     "timeout_min",
 )  # >= 0, or null: the cluster's default
 TEXT_OR_NULL = ("partition", "account", "qos", "constraint", "gres")
-# launcher.* -> the sbatch option submitit writes (the rest: setup, additional_parameters, srun_args,
-# array_parallelism)
+# launcher.* -> the sbatch option submitit writes (the rest: setup, additional_parameters,
+# srun_args, array_parallelism)
 GENERIC = ("nodes", "tasks_per_node", "gpus_per_node", "cpus_per_task", "mem_gb", "timeout_min")
 
 
-# ---------------------------------------------------------------------------------------------------- checks
+# ------------------------------------------------------------------------------------------- checks
 
 
 def check_config(cfg, submitting: bool = False) -> None:
-    """Raise ConfigError for launcher=slurm settings that cannot work, and, inside a Slurm job, for a job that cannot
-    run as configured (world_size against the step's tasks; GPUs given by Slurm that CUDA cannot see). Called by the
-    config validation before any rank starts, and by the launcher for every job before it submits the array
-    (submitting=True: the compute nodes' environment is not this one)."""
+    """Raise ConfigError for launcher=slurm settings that cannot work, and, inside a Slurm job, for
+    a job that cannot run as configured (world_size against the step's tasks; GPUs given by Slurm
+    that CUDA cannot see). Called by the config validation before any rank starts, and by the
+    launcher for every job before it submits the array (submitting=True: the compute nodes'
+    environment is not this one)."""
     launcher = setting(cfg, "launcher", {})
     if not submitting:
         _check_gpus_are_usable()
@@ -46,10 +49,12 @@ def check_config(cfg, submitting: bool = False) -> None:
             fix = (
                 "set launcher.nodes / launcher.tasks_per_node, not world_size"
                 if launcher.get("name") == "slurm"
-                else f"pass world_size={tasks}, or start {cfg.world_size} tasks (srun -n {cfg.world_size})"
+                else f"pass world_size={tasks}, or start {cfg.world_size} tasks (srun -n "
+                f"{cfg.world_size})"
             )
             raise ConfigError(
-                f"world_size={cfg.world_size} but this Slurm job step has {tasks} tasks, one per rank: "
+                f"world_size={cfg.world_size} but this Slurm job step has {tasks} tasks, one per "
+                "rank: "
                 f"{fix}."
             )
         return
@@ -60,7 +65,8 @@ def check_config(cfg, submitting: bool = False) -> None:
     if int(cfg.world_size) != expected:
         raise ConfigError(
             f"world_size={cfg.world_size} but launcher=slurm runs launcher.nodes x "
-            f"launcher.tasks_per_node = {launcher['nodes']} x {launcher['tasks_per_node']} = {expected} "
+            f"launcher.tasks_per_node = {launcher['nodes']} x {launcher['tasks_per_node']} = "
+            f"{expected} "
             f"ranks (one task per rank): drop world_size=..., set launcher.nodes / "
             f"launcher.tasks_per_node instead."
         )
@@ -102,8 +108,9 @@ def _check_values(launcher) -> None:
 
 
 def _check_gpus_are_usable() -> None:
-    """Slurm gave this job GPUs on this node but CUDA sees none (no driver, wrong image, a node without GPUs in a
-    GPU partition): the ranks would quietly run on CPU and measure the wrong machine."""
+    """Slurm gave this job GPUs on this node but CUDA sees none (no driver, wrong image, a node
+    without GPUs in a GPU partition): the ranks would quietly run on CPU and measure the wrong
+    machine."""
     gpus = bound_gpus()
     if gpus is None:
         return
@@ -111,8 +118,10 @@ def _check_gpus_are_usable() -> None:
 
     if gpu_count() == 0:
         raise ConfigError(
-            f"Slurm gave this job GPU(s) {gpus} on this node, but CUDA sees none here, so the ranks "
-            "would run on CPU. Check the node's CUDA driver and torch build (python -c 'import torch; "
+            f"Slurm gave this job GPU(s) {gpus} on this node, but CUDA sees none here, so the "
+            "ranks "
+            "would run on CPU. Check the node's CUDA driver and torch build (python -c 'import "
+            "torch; "
             "print(torch.cuda.is_available())' in the job), or ask for no GPUs "
             "(launcher.gpus_per_node=null, no --gres/--gpus) to measure CPU ranks."
         )
@@ -128,12 +137,12 @@ def _single_run() -> bool:
         return False
 
 
-# ---------------------------------------------------------------------------------------------------- submitit
+# ----------------------------------------------------------------------------------------- submitit
 
 
 def make_executor(launcher: dict[str, Any], folder: str | Path, job_name: str):
-    """submitit's Slurm executor for launcher.* (resolved), with the project on PYTHONPATH in the job: each task
-    unpickles the launcher and the task function, which import the project."""
+    """submitit's Slurm executor for launcher.* (resolved), with the project on PYTHONPATH in the
+    job: each task unpickles the launcher and the task function, which import the project."""
     import submitit
 
     executor = submitit.AutoExecutor(cluster="slurm", folder=folder, slurm_max_num_timeout=0)
@@ -155,15 +164,16 @@ def make_executor(launcher: dict[str, Any], folder: str | Path, job_name: str):
     return executor
 
 
-# ---------------------------------------------------------------------------------------------------- habits
+# ------------------------------------------------------------------------------------------- habits
 
 
 def stock_plugin_refusal(
     config, params: dict[str, Any], stock_defaults: dict[str, Any]
 ) -> str | None:
-    """None when the launcher is used as launcher=slurm sets it up; else the one line that says what to type
-    instead. `params` is hydra.launcher as given to the launcher; `stock_defaults` hydra-submitit-launcher's
-    SlurmQueueConf, which hydra/launcher=submitit_slurm composes here so that its keys can be translated."""
+    """None when the launcher is used as launcher=slurm sets it up; else the one line that says what
+    to type instead. `params` is hydra.launcher as given to the launcher; `stock_defaults`
+    hydra-submitit-launcher's SlurmQueueConf, which hydra/launcher=submitit_slurm composes here so
+    that its keys can be translated."""
     hydra_overrides = OmegaConf.select(config, "hydra.overrides.hydra") or []
     typed = {
         o.lstrip("+~").split("=", 1)[0].removeprefix("hydra.launcher.")
@@ -212,7 +222,8 @@ def stock_plugin_refusal(
     what = (
         f"hydra.launcher.{', hydra.launcher.'.join(changed)} set"
         if is_slurm and changed
-        else f"hydra/launcher={OmegaConf.select(config, 'hydra.runtime.choices').get('hydra/launcher')} chosen "
+        else "hydra/launcher="
+        f"{OmegaConf.select(config, 'hydra.runtime.choices').get('hydra/launcher')} chosen "
         "without launcher=slurm"
     )
     fixed = [k for k in changed if k in not_sbatch]

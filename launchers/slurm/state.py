@@ -1,6 +1,8 @@
-"""What became of submitted jobs, asked through submitit's job API: Slurm's state (sacct, via `job.state` /
-`job.get_info`; squeue where the cluster keeps no accounting) and, for a job that ended without every task's result
-(killed, out of memory, time limit, node failure, a rank that raised), which rank failed and why."""
+"""What became of submitted jobs, asked through submitit's job API: Slurm's state (sacct, via
+`job.state` /
+`job.get_info`; squeue where the cluster keeps no accounting) and, for a job that ended without
+every task's result (killed, out of memory, time limit, node failure, a rank that raised), which
+rank failed and why."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ STATE_POLL_S = 10.0  # how often Slurm is asked about jobs that have not written
 RESULT_GRACE_S = (
     15.0  # after a job ended, how long its result files may take to appear (shared storage)
 )
-# Slurm states in which a job may still write results (submitit's Job.done() list, plus the transitional ones)
+# Slurm states in which a job may still write results (submitit's Job.done() list, plus the
+# transitional ones)
 ACTIVE = {
     "READY",
     "PENDING",
@@ -45,8 +48,9 @@ STATE_HINTS = {
 
 
 def wait(jobs: list) -> None:
-    """Until every job has written all its tasks' results or Slurm says it ended. Result files are looked at every
-    second (job.done()); Slurm is asked every STATE_POLL_S seconds, so a killed job is noticed within that."""
+    """Until every job has written all its tasks' results or Slurm says it ended. Result files are
+    looked at every second (job.done()); Slurm is asked every STATE_POLL_S seconds, so a killed job
+    is noticed within that."""
     pending, gone, asked = list(jobs), set(), float("-inf")
     while pending:
         if time.monotonic() - asked >= STATE_POLL_S:
@@ -59,8 +63,8 @@ def wait(jobs: list) -> None:
 
 
 def _refresh(jobs: list) -> set[str]:
-    """One sacct call for all jobs (submitit's shared watcher). Returns the jobs that sacct does not know but that
-    squeue shows ended or no longer lists (a cluster without accounting)."""
+    """One sacct call for all jobs (submitit's shared watcher). Returns the jobs that sacct does not
+    know but that squeue shows ended or no longer lists (a cluster without accounting)."""
     jobs[0].get_info(mode="force")
     unknown = [job.job_id for job in jobs if job.state == "UNKNOWN"]
     listed = _squeue(unknown) if unknown else {}
@@ -96,9 +100,9 @@ class Ending:
 
 
 def ending(job) -> Ending:
-    """Read the tasks' results (task(i).exception() / .result()); for tasks without one, Slurm's state and the
-    end of their log. The error names the task (= rank) whose own failure ended the job: a rank that only saw a
-    peer's connection close comes after the rank that caused it."""
+    """Read the tasks' results (task(i).exception() / .result()); for tasks without one, Slurm's
+    state and the end of their log. The error names the task (= rank) whose own failure ended the
+    job: a rank that only saw a peer's connection close comes after the rank that caused it."""
     tasks = [job.task(i) for i in range(job.num_tasks)]
     found = _outcomes(tasks)
     deadline = time.monotonic() + RESULT_GRACE_S
@@ -164,7 +168,8 @@ def _root_cause(found: dict[int, tuple[str | None, Any]]) -> bool:
 
 
 def _trace_tail(text: str) -> str:
-    """The last line of the traceback in submitit's FailedJobError message (the exception itself)."""
+    """The last line of the traceback in submitit's FailedJobError message (the exception
+    itself)."""
     parts = text.split("----------------------")
     trace = parts[1] if len(parts) >= 3 else text
     lines = [ln.strip() for ln in trace.splitlines() if ln.strip()]
@@ -192,7 +197,8 @@ def _hostnames(job) -> list[str]:
 
 
 def _log_tail(path, lines: int = 2) -> str:
-    """The last lines of a task's log that say something (progress bars left out), for the error message."""
+    """The last lines of a task's log that say something (progress bars left out), for the error
+    message."""
     try:
         text = path.read_text(errors="replace").replace("\r", "\n").splitlines()
     except OSError:

@@ -1,6 +1,7 @@
-"""task=script: the user's own training script, unchanged, run as torchrun would run it and measured like the
-built-in loop (docs/script.md). runner.py runs it; attach.py times it through PyTorch's public hooks; result.py maps
-what it timed onto task=train's record, so that the summary, the diagnosis and the what-if model read it unchanged."""
+"""task=script: the user's own training script, unchanged, run as torchrun would run it and measured
+like the built-in loop (docs/script.md). runner.py runs it; attach.py times it through PyTorch's
+public hooks; result.py maps what it timed onto task=train's record, so that the summary, the
+diagnosis and the what-if model read it unchanged."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ OWN_PROCESS_GROUP = (
     True  # the script calls init_process_group itself: the rank side starts no group
 )
 
-# knobs that change what the script computes: the script decides them, so they are refused rather than ignored
+# knobs that change what the script computes: the script decides them, so they are refused rather
+# than ignored
 REFUSED = {
     "accumulate": "its own accumulation (no_sync or require_backward_grad_sync)",
     "batch_size": "its own batch size",
@@ -31,7 +33,8 @@ REFUSED = {
 
 
 def _typed_keys() -> set[str]:
-    """The keys typed on the command line (Hydra's overrides), as group or key names; empty outside Hydra."""
+    """The keys typed on the command line (Hydra's overrides), as group or key names; empty outside
+    Hydra."""
     try:
         from hydra.core.hydra_config import HydraConfig
 
@@ -57,7 +60,8 @@ def check(cfg, submitting: bool = False, host=None) -> None:
     if typed:
         key = sorted(typed)[0]
         raise ConfigError(
-            f"{key}= changes what the script computes, and task=script runs {REFUSED[key]} unchanged: "
+            f"{key}= changes what the script computes, and task=script runs {REFUSED[key]} "
+            "unchanged: "
             f"drop {key}= (set it in the script or its script.args), or use task=train"
         )
     if cfg.sync != "ddp":
@@ -87,7 +91,8 @@ def run(ctx) -> ScriptResult | None:
 
         raise ScriptError(
             f"the script {ended} after {attach.steps_done} optimizer steps, none of them measured: "
-            f"warmup_steps={cfg.warmup_steps} skipped; lower warmup_steps or let the script run longer"
+            f"warmup_steps={cfg.warmup_steps} skipped; lower warmup_steps or let the script run "
+            "longer"
         )
     marks = {
         "start": start,

@@ -1,26 +1,35 @@
-"""What task=script measures inside the user's script without a line of it changed: PyTorch's public hooks, installed
-before the script runs and removed after it.
+"""What task=script measures inside the user's script without a line of it changed: PyTorch's public
+hooks, installed before the script runs and removed after it.
 
-    optimizer step       torch.optim.optimizer.register_optimizer_step_pre/post_hook: the optimizer phase; the first
-                         step after a forward ends a training step (several optimizers stepped in one iteration, or
-                         a GradScaler skipping one, stay one step)
-    DDP construction     DistributedDataParallel.__init__ wrapped: the knobs (bucket=, ddp.static_graph,
-                         ddp.gradient_as_bucket_view, optim=) applied to the script's own DDP, and recorded
-    forward              a forward pre-hook and hook on each DDP module: the forward phase
-    backward             a hook on the DDP output's gradient (backward starts), then autograd's final callbacks: the
-                         first runs before DDP's own (backward compute ends), the one it queues after it (DDP has
-                         waited for its all-reduces: the exposed communication, the `sync` phase)
-    communication        one comm hook per DDP, wrapping the script's own (register_comm_hook) or allreduce_hook when
-                         it registers none: each bucket's start, and its end in the future's callback
+    optimizer step       torch.optim.optimizer.register_optimizer_step_pre/post_hook: the optimizer
+    phase; the first
+                         step after a forward ends a training step (several optimizers stepped in
+                         one iteration, or a GradScaler skipping one, stay one step)
+    DDP construction     DistributedDataParallel.__init__ wrapped: the knobs (bucket=,
+    ddp.static_graph,
+                         ddp.gradient_as_bucket_view, optim=) applied to the script's own DDP, and
+                         recorded
+    forward              a forward pre-hook and hook on each DDP module: the forward phase backward
+    a hook on the DDP output's gradient (backward starts), then autograd's final callbacks: the
+                         first runs before DDP's own (backward compute ends), the one it queues
+                         after it (DDP has waited for its all-reduces: the exposed communication,
+                         the `sync` phase)
+    communication        one comm hook per DDP, wrapping the script's own (register_comm_hook) or
+    allreduce_hook when
+                         it registers none: each bucket's start, and its end in the future's
+                         callback
     data wait            torch.utils.data's _BaseDataLoaderIter.__next__: the data phase
-    host-to-device       torch.Tensor.to / .cuda wrapped: a copy of the last batch's host tensors to the device
-                         (on the stream the script copies on), the h2d phase; copies of other tensors, or made
-                         inside the script's own collate or a torch.compile'd region, are not seen
+    host-to-device       torch.Tensor.to / .cuda wrapped: a copy of the last batch's host tensors to
+    the device
+                         (on the stream the script copies on), the h2d phase; copies of other
+                         tensors, or made inside the script's own collate or a torch.compile'd
+                         region, are not seen
 
-Marks are the device's (CUDA events on a GPU, the host clock on CPU: device.Clock), read after the window; nothing
-here synchronises the device or issues a collective. `script.max_steps`: at the first forward or batch after that
-many steps every rank raises Stop, a BaseException the script's own `except Exception` does not catch, between two
-steps: no collective is in flight then and no file of the script is half written by the tool."""
+Marks are the device's (CUDA events on a GPU, the host clock on CPU: device.Clock), read after the
+window; nothing here synchronises the device or issues a collective. `script.max_steps`: at the
+first forward or batch after that many steps every rank raises Stop, a BaseException the script's
+own `except Exception` does not catch, between two steps: no collective is in flight then and no
+file of the script is half written by the tool."""
 
 from __future__ import annotations
 
@@ -38,11 +47,13 @@ from tasks.train.stragglers import cpu_usage
 
 
 class Stop(BaseException):
-    """script.max_steps reached: every rank leaves the script here (tasks/script/runner.py ends the run as finished)."""
+    """script.max_steps reached: every rank leaves the script here (tasks/script/runner.py ends the
+    run as finished)."""
 
 
 class Step:
-    """One optimizer step's marks: (phase, start, end) spans and the communication of its buckets."""
+    """One optimizer step's marks: (phase, start, end) spans and the communication of its
+    buckets."""
 
     __slots__ = ("start", "end", "spans", "comm", "index", "samples")
 
@@ -54,12 +65,12 @@ class Step:
 
 
 class Attach:
-    """Installed in one rank for the script's run. warmup: steps skipped; steps: steps measured after them;
-    max_steps: where every rank stops (None: the script's own end)."""
+    """Installed in one rank for the script's run. warmup: steps skipped; steps: steps measured
+    after them; max_steps: where every rank stops (None: the script's own end)."""
 
     def __init__(self, cfg, device, rank: int, ours=None, progress: dict | None = None):
-        """ours(): a context in which this project's modules are the ones imported (tasks/script/runner.py: while
-        the script runs, its own `models`, `data`, ... are)."""
+        """ours(): a context in which this project's modules are the ones imported
+        (tasks/script/runner.py: while the script runs, its own `models`, `data`, ... are)."""
         from contextlib import nullcontext
 
         self.cfg, self.rank, self.ours = cfg, rank, ours or nullcontext
@@ -189,13 +200,15 @@ class Attach:
 
         return __next__
 
-    # ---- host-to-device copies of the loader's batch (where they can be seen: its tensors' .to / .cuda)
+    # ---- host-to-device copies of the loader's batch (where they can be seen: its tensors' .to /
+    # .cuda)
     def _copy(self, real):
         attach = self
 
         @functools.wraps(real)
         def copy(t, *args, **kwargs):
-            # inside torch.compile the original runs (is_compiling() folds to True: no guard on the tool)
+            # inside torch.compile the original runs (is_compiling() folds to True: no guard on the
+            # tool)
             if (
                 torch.compiler.is_compiling()
                 or attach.current is None
@@ -227,7 +240,8 @@ class Attach:
         return __init__
 
     def knobs(self) -> dict:
-        """The DDP arguments the config sets on the script's DDP (nothing when left at their defaults)."""
+        """The DDP arguments the config sets on the script's DDP (nothing when left at their
+        defaults)."""
         cfg, out = self.cfg, {}
         if cfg.bucket is not None:
             out["bucket_cap_mb"] = float(cfg.bucket)
@@ -260,8 +274,9 @@ class Attach:
         self._real_register(ddp, timed, TimedHook.call)
 
     def _config_hook(self, ddp):
-        """optim='s hook (conf/optim: its _target_ gives (state, hook)), else allreduce_hook: DDP's own sum / world
-        size, through the hook path so that each bucket's start and end can be seen."""
+        """optim='s hook (conf/optim: its _target_ gives (state, hook)), else allreduce_hook: DDP's
+        own sum / world size, through the hook path so that each bucket's start and end can be
+        seen."""
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
         if self.cfg.optim.get("_target_"):
@@ -309,7 +324,8 @@ class Attach:
             )
             self.current.samples += int(first.shape[0]) if first is not None else 0
         self._pending.add(id(module))
-        # a forward without gradients (evaluation through the DDP module) is the script's own code: outside
+        # a forward without gradients (evaluation through the DDP module) is the script's own code:
+        # outside
         module._ddp_comm_fwd = (
             self.clock.mark() if self.current is not None and torch.is_grad_enabled() else None
         )
@@ -349,13 +365,14 @@ class Attach:
 
 
 class TimedHook:
-    """The one comm hook each DDP gets: the script's own (or optim='s, or allreduce_hook) inside, each bucket's start
-    and end marked into the step in flight."""
+    """The one comm hook each DDP gets: the script's own (or optim='s, or allreduce_hook) inside,
+    each bucket's start and end marked into the step in flight."""
 
     def __init__(self, attach: Attach, state, hook, info: dict, ddp=None):
         self.attach, self.state, self.hook, self.info = attach, state, hook, info
-        # the bucket layout the window saw: bucket index -> its parameters (indices into self.grads); DDP
-        # rebuilds its buckets once, at the end of the first iteration, so steps 1 and 2 are read again
+        # the bucket layout the window saw: bucket index -> its parameters (indices into
+        # self.grads); DDP rebuilds its buckets once, at the end of the first iteration, so steps 1
+        # and 2 are read again
         self.layout: dict[int, list[int]] = {}
         named = (
             [(n, p) for n, p in ddp.module.named_parameters() if p.requires_grad]
@@ -363,7 +380,8 @@ class TimedHook:
             else []
         )
         self.where = {id(p): i for i, (_, p) in enumerate(named)}
-        # the parameters' names, shapes and element sizes: the what-if model's sizes (whatif/profile.py)
+        # the parameters' names, shapes and element sizes: the what-if model's sizes
+        # (whatif/profile.py)
         self.grads = {
             "names": [n for n, _ in named],
             "shapes": [list(p.shape) for _, p in named],

@@ -1,9 +1,10 @@
-"""The attach cost's baseline (python -m tasks.script.cost): a script as plain torchrun runs it, with one global
-optimizer-step post hook reading the host clock, so that its step times are read as task=script reads them (one
-optimizer step's end to the next). Run as a file under torchrun (`torchrun --nproc_per_node=2 tasks/script/bare.py
-SCRIPT ARGS...`), so no module of this project is imported beside the script: its own folder comes first on
-sys.path, as under torchrun. Each rank writes its step ends to $DDP_COMM_BARE_OUT.rank<r>.json, and with its CPU
-seconds and its main thread's run-queue wait to .rank<r>.steps.json."""
+"""The attach cost's baseline (python -m tasks.script.cost): a script as plain torchrun runs it,
+with one global optimizer-step post hook reading the host clock, so that its step times are read as
+task=script reads them (one optimizer step's end to the next). Run as a file under torchrun
+(`torchrun --nproc_per_node=2 tasks/script/bare.py SCRIPT ARGS...`), so no module of this project is
+imported beside the script: its own folder comes first on sys.path, as under torchrun. Each rank
+writes its step ends to $DDP_COMM_BARE_OUT.rank<r>.json, and with its CPU seconds and its main
+thread's run-queue wait to .rank<r>.steps.json."""
 
 import json
 import os
@@ -44,8 +45,8 @@ def main() -> None:
 
 
 def _runqueue_s() -> float | None:
-    """Seconds the main thread waited for a core so far (/proc/self/schedstat's second field, as the tool reads it:
-    tasks/train/stragglers.py)."""
+    """Seconds the main thread waited for a core so far (/proc/self/schedstat's second field, as the
+    tool reads it: tasks/train/stragglers.py)."""
     try:
         with open("/proc/self/schedstat") as f:
             return int(f.read().split()[1]) / 1e9

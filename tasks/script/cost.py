@@ -1,15 +1,16 @@
-"""The cost of attaching (issue 37): a script's steps/s under task=script against the same script alone under plain
-torchrun, rounds interleaved.
+"""The cost of attaching (issue 37): a script's steps/s under task=script against the same script
+alone under plain torchrun, rounds interleaved.
 
     python -m tasks.script.cost [--rounds 3] [--cases plain_ddp,...] [--out results/script_cost]
 
-Both sides read the same thing: rank 0's time from one optimizer step's end to the next, over the same steps
-(WARMUP skipped, the next STEPS). Alone, the script runs under `torchrun --nproc_per_node=2` through
-tasks/script/bare.py, whose one optimizer-step post hook reads the host clock (no other module of this project is
-imported); with the tool, `python train.py task=script` and the record's per-rank step series. Each round runs
-every case both ways, the order alternating between rounds, so that drift on the machine hits both sides alike; the
-ratio tool / alone and its 95% interval are stats.compare_runs' paired t over the rounds' log steps/s. Writes
-cost.json and cost.md (the table, the command, the machine and its load average) into --out."""
+Both sides read the same thing: rank 0's time from one optimizer step's end to the next, over the
+same steps (WARMUP skipped, the next STEPS). Alone, the script runs under `torchrun
+--nproc_per_node=2` through tasks/script/bare.py, whose one optimizer-step post hook reads the host
+clock (no other module of this project is imported); with the tool, `python train.py task=script`
+and the record's per-rank step series. Each round runs every case both ways, the order alternating
+between rounds, so that drift on the machine hits both sides alike; the ratio tool / alone and its
+95% interval are stats.compare_runs' paired t over the rounds' log steps/s. Writes cost.json and
+cost.md (the table, the command, the machine and its load average) into --out."""
 
 from __future__ import annotations
 
@@ -47,8 +48,8 @@ def _free_port() -> int:
 
 
 def alone(script: str, args: list[str], out: Path) -> tuple:
-    """(steps/s, CPU seconds per step, the main thread's share of the time waiting for a core) of rank 0 over steps
-    WARMUP+1 .. WARMUP+STEPS under plain torchrun."""
+    """(steps/s, CPU seconds per step, the main thread's share of the time waiting for a core) of
+    rank 0 over steps WARMUP+1 .. WARMUP+STEPS under plain torchrun."""
     stem = out / "bare"
     cmd = [
         sys.executable,
@@ -76,7 +77,8 @@ def alone(script: str, args: list[str], out: Path) -> tuple:
 
 
 def attached(script: str, args: list[str], out: Path) -> tuple:
-    """The same of rank 0 over the same steps under task=script (its record's per-rank step series and work)."""
+    """The same of rank 0 over the same steps under task=script (its record's per-rank step series
+    and work)."""
     cmd = [
         sys.executable,
         "train.py",
@@ -128,8 +130,10 @@ def run(out: Path, rounds: int, names: list[str]) -> dict:
                 runs[name][f"{side}_cpu"].append(cpu)
                 runs[name][f"{side}_queue"].append(queue)
                 print(
-                    f"[cost] round {r} {name} {side}: {sps:.3f} steps/s, {cpu * 1e3:.1f} ms CPU a step, "
-                    f"main thread waiting for a core {queue if queue is None else f'{queue:.0%}'} of the time",
+                    f"[cost] round {r} {name} {side}: {sps:.3f} steps/s, {cpu * 1e3:.1f} ms CPU a "
+                    "step, "
+                    f"main thread waiting for a core {queue if queue is None else f'{queue:.0%}'} "
+                    "of the time",
                     flush=True,
                 )
     rows = []
@@ -177,7 +181,8 @@ def markdown(res: dict) -> str:
     m = res["machine"]
     lines = [
         f"Attach cost of task=script: rank 0's steps/s over steps {res['warmup_steps'] + 1}-"
-        f"{res['warmup_steps'] + res['steps']}, with the tool / alone (plain torchrun), {res['rounds']} "
+        f"{res['warmup_steps'] + res['steps']}, with the tool / alone (plain torchrun), "
+        f"{res['rounds']} "
         "interleaved rounds, paired by round.",
         "",
         f"    {res['command']}",
@@ -186,7 +191,8 @@ def markdown(res: dict) -> str:
         f"{m['loadavg_at_start'][0]:.1f} at the start and {m['loadavg_at_end'][0]:.1f} at the end.",
         "",
         "| case | script | alone steps/s (per round) | with the tool steps/s | ratio [95% CI] | >= "
-        f"{res['goal']} shown | CPU ms/step alone, tool (median) | main thread waiting for a core, alone, tool |",
+        f"{res['goal']} shown | CPU ms/step alone, tool (median) | main thread waiting for a core, "
+        "alone, tool |",
         "|---|---|---|---|---:|---|---|---|",
     ]
     for r in res["rows"]:
@@ -196,7 +202,8 @@ def markdown(res: dict) -> str:
             else " (no interval)"
         )
         lines.append(
-            f"| {r['case']} | `{r['script']}` | {', '.join(f'{x:.3g}' for x in r['alone_steps_per_s'])} | "
+            f"| {r['case']} | `{r['script']}` | "
+            f"{', '.join(f'{x:.3g}' for x in r['alone_steps_per_s'])} | "
             f"{', '.join(f'{x:.3g}' for x in r['tool_steps_per_s'])} | {r['ratio']:.3f}{ci} | "
             f"{'yes' if r['goal_shown'] else 'no'} | {_ms(r['alone_cpu_s_per_step'])}, "
             f"{_ms(r['tool_cpu_s_per_step'])} | {_share(r['alone_main_queue_share'])}, "
@@ -206,10 +213,14 @@ def markdown(res: dict) -> str:
         "",
         f"Interval: {res['rows'][0]['method']}." if res["rows"] else "",
         "",
-        "CPU ms/step: rank 0's process CPU time (every thread) over the same steps, which the share of the cores "
-        "the scheduler gave it does not move. Plain torchrun starts each rank in a session of its own "
-        "(start_new_session), and with the kernel's autogroup scheduling a session is one group for the CPU's "
-        "fair share; task=script's ranks stay in the session train.py runs in. On a loaded machine the ranks' "
+        "CPU ms/step: rank 0's process CPU time (every thread) over the same steps, which the "
+        "share of the cores "
+        "the scheduler gave it does not move. Plain torchrun starts each rank in a session of its "
+        "own "
+        "(start_new_session), and with the kernel's autogroup scheduling a session is one group "
+        "for the CPU's "
+        "fair share; task=script's ranks stay in the session train.py runs in. On a loaded machine "
+        "the ranks' "
         "waits for a core then differ between the two sides, and steps/s with them.",
     ]
     return "\n".join(lines) + "\n"

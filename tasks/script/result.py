@@ -1,14 +1,14 @@
-"""task=script's figures, mapped onto task=train's record (the same phases, per-rank work, throughput blocks, comm
-block), so that the summary, the diagnosis and the what-if model read a script's run as they read the built-in
-loop's.
+"""task=script's figures, mapped onto task=train's record (the same phases, per-rank work,
+throughput blocks, comm block), so that the summary, the diagnosis and the what-if model read a
+script's run as they read the built-in loop's.
 
-    data       the script's waits in its DataLoader's __next__
-    h2d        its copies of the batch's host tensors to the device (.to / .cuda on them), where it makes them
-    forward    DDP modules' forward (pre-hook to hook), summed over the step's micro-batches
-    backward   backward compute: the DDP output's gradient to the end of the autograd graph
-    sync       DDP's wait for its all-reduces at the end of backward: the exposed communication
-    optimizer  optimizer.step() (every optimizer of the step)
-    step       one optimizer step's end to the next: what is left (loss, logging, evaluation, checkpoints: the
+    data       the script's waits in its DataLoader's __next__ h2d        its copies of the batch's
+    host tensors to the device (.to / .cuda on them), where it makes them forward    DDP modules'
+    forward (pre-hook to hook), summed over the step's micro-batches backward   backward compute:
+    the DDP output's gradient to the end of the autograd graph sync       DDP's wait for its
+    all-reduces at the end of backward: the exposed communication optimizer  optimizer.step() (every
+    optimizer of the step) step       one optimizer step's end to the next: what is left (loss,
+    logging, evaluation, checkpoints: the
                script's own code) is the time outside the timed phases, as in task=train"""
 
 from __future__ import annotations
@@ -44,8 +44,9 @@ PHASES = ("data", "h2d", "forward", "backward", "sync", "optimizer")
 
 
 def step_series(attach) -> tuple[list[dict], list[dict]]:
-    """Per measured step: seconds per phase and the whole step; and its communication (per bucket start/end, bytes,
-    the overlap with backward compute). Read after the script ended (the device synchronised first)."""
+    """Per measured step: seconds per phase and the whole step; and its communication (per bucket
+    start/end, bytes, the overlap with backward compute). Read after the script ended (the device
+    synchronised first)."""
     if torch.cuda.is_available() and attach.clock.device.kind == "cuda":
         torch.cuda.synchronize()
     sec = attach.clock.seconds
@@ -81,10 +82,11 @@ def step_series(attach) -> tuple[list[dict], list[dict]]:
 
 
 def ready_series(attach) -> dict | None:
-    """When each gradient was ready in each measured step's synchronised backward, for the what-if model
-    (result.grad_ready, mode with_sync): a bucket's comm hook starts once its last gradient is ready (and the
-    buckets before it launched), so every parameter of a bucket is given that start, from the start of the backward
-    the hooks ran in. The DDP whose buckets carried the most bytes in the window is the one described."""
+    """When each gradient was ready in each measured step's synchronised backward, for the what-if
+    model (result.grad_ready, mode with_sync): a bucket's comm hook starts once its last gradient is
+    ready (and the buckets before it launched), so every parameter of a bucket is given that start,
+    from the start of the backward the hooks ran in. The DDP whose buckets carried the most bytes in
+    the window is the one described."""
     sec = attach.clock.seconds
     carried: dict = {}
     for st in attach.measured:
@@ -120,8 +122,10 @@ def ready_series(attach) -> dict | None:
     laid = [i for index in sorted(timed.layout) for i in timed.layout[index] if 0 <= i < n]
     order = list(dict.fromkeys(laid)) + [i for i in reversed(range(n)) if i not in set(laid)]
     return {
-        "method": "task=script: each bucket's comm hook start (its last gradient ready and the buckets "
-        "before it launched), from the start of the backward it ran in, with the all-reduces beside it; "
+        "method": "task=script: each bucket's comm hook start (its last gradient ready and the "
+        "buckets "
+        "before it launched), from the start of the backward it ran in, with the all-reduces "
+        "beside it; "
         "every parameter of a bucket given its bucket's start",
         "timing": "cuda events" if attach.clock.device.kind == "cuda" else "host clock",
         "dtype": None,
@@ -132,8 +136,9 @@ def ready_series(attach) -> dict | None:
 
 
 def device_layer(ctx) -> dict | None:
-    """The fake device's counts (device=fake, tests: the script's ops checked against the stream rules, its copies
-    seen); the script's own host syncs are its own, so the window is watched, not enforced."""
+    """The fake device's counts (device=fake, tests: the script's ops checked against the stream
+    rules, its copies seen); the script's own host syncs are its own, so the window is watched, not
+    enforced."""
     dev = ctx.device
     if getattr(dev, "kind", "cpu") != "fake":
         return None
@@ -161,12 +166,16 @@ def rank_figures(ctx, attach, ended: str) -> dict:
             "compute_s": statistics.median(s["forward"] + s["backward"] for s in steps),
             "optimizer_s": statistics.median(s["optimizer"] for s in steps),
             "outside_s": statistics.median(outside),
-            "backward_from": "backward phase (the DDP output's gradient to autograd's last callback before DDP's)",
-            "what": "work between two collectives per step: the step less DDP's wait for its all-reduces (data, "
-            "forward, backward compute, optimizer and the script's own code: loss, logging, evaluation)",
+            "backward_from": "backward phase (the DDP output's gradient to autograd's last "
+            "callback before DDP's)",
+            "what": "work between two collectives per step: the step less DDP's wait for its "
+            "all-reduces (data, "
+            "forward, backward compute, optimizer and the script's own code: loss, logging, "
+            "evaluation)",
             "phases_mean_s": {p: sum(s[p] for s in steps) / n for p in PHASES},
-            # as task=train's: the phases' own span per step, and the wall per step; what lies between (the
-            # script's own code) is the outside time the step accounting shows (diagnosis/accounting.py)
+            # as task=train's: the phases' own span per step, and the wall per step; what lies
+            # between (the script's own code) is the outside time the step accounting shows
+            # (diagnosis/accounting.py)
             "step_mean_s": sum(sum(s[p] for p in PHASES) for s in steps) / n,
             "wall_per_step_s": sum(step_times) / n,
             "torch_threads": torch.get_num_threads(),
@@ -189,11 +198,13 @@ def rank_figures(ctx, attach, ended: str) -> dict:
         "threads": thread_counts(),
         "work": work,
         "series": {"step_time_s": step_times, "phases": {p: [s[p] for s in steps] for p in PHASES}},
-        # what rank 0 needs beside the per-rank block: kept out of the record's per_rank by assemble()
+        # what rank 0 needs beside the per-rank block: kept out of the record's per_rank by
+        # assemble()
         "_steps": steps,
         "_comms": comms,
         "_samples": [s.samples for s in attach.measured],
-        # micro-batches per step: backward passes (no_sync or require_backward_grad_sync accumulation)
+        # micro-batches per step: backward passes (no_sync or require_backward_grad_sync
+        # accumulation)
         "_micro": [sum(name == "backward" for name, _, _ in s.spans) for s in attach.measured],
         "_steps_done": attach.steps_done,
         "_ended": ended,
@@ -228,7 +239,8 @@ def assemble(cfg, ctx, everyone: list[dict], marks: dict, script: dict) -> Scrip
             "backward_compute_s": statistics.median(
                 s["backward"] for s, c in zip(steps, comms) if c
             ),
-            "method": "comm hook on the script's DDP: first bucket's start to the last one's end (the hook "
+            "method": "comm hook on the script's DDP: first bucket's start to the last one's end "
+            "(the hook "
             "future's callback); exposed = DDP's wait for its all-reduces after backward compute "
             "(the sync phase), every measured step",
         }
@@ -318,7 +330,8 @@ def assemble(cfg, ctx, everyone: list[dict], marks: dict, script: dict) -> Scrip
             n_eff=tp["n_eff"],
             batches=tp["batches"],
             blocks=Blocks(walls_s=walls, steps=sizes),
-            basis="each measured step's time (optimizer step to optimizer step) on its slowest rank",
+            basis="each measured step's time (optimizer step to optimizer step) on its slowest "
+            "rank",
         ),
         step_time_s=typed_block(
             Summary, describe(step_times, serial_series=True), "result.step_time_s"
@@ -343,9 +356,11 @@ def assemble(cfg, ctx, everyone: list[dict], marks: dict, script: dict) -> Scrip
         h2d=H2d(
             mode="the script's",
             copies=copied,
-            note="timed: the script's .to()/.cuda() of its loader batch's host tensors (the h2d phase)"
+            note="timed: the script's .to()/.cuda() of its loader batch's host tensors (the h2d "
+            "phase)"
             if copied
-            else "none seen: no .to()/.cuda() of a loader batch's host tensor moved it to another device "
+            else "none seen: no .to()/.cuda() of a loader batch's host tensor moved it to another "
+            "device "
             "(a CPU run, or copies made elsewhere: in the script's outside time)",
         ),
         device_layer=typed_block(DeviceLayer, device_layer(ctx), "result.device_layer"),

@@ -1,11 +1,12 @@
-"""Run the user's script inside this rank as `python script.py args` under torchrun would: as __main__, its own folder
-first on sys.path, sys.argv = [script, *args], the working directory left as the user started train.py in, torchrun's
-environment already set by whoever started the rank.
+"""Run the user's script inside this rank as `python script.py args` under torchrun would: as
+__main__, its own folder first on sys.path, sys.argv = [script, *args], the working directory left
+as the user started train.py in, torchrun's environment already set by whoever started the rank.
 
-The script must import its own packages even where they are named like this project's (`models/`, `data/`): while it
-runs, every module of this project is out of sys.modules and the project's folder off sys.path (Isolation), as they
-would be under plain torchrun; the instrumentation's few calls into the project run inside Isolation.ours(), which
-puts them back for that call only. Everything is restored when the script ends, whichever way it ends."""
+The script must import its own packages even where they are named like this project's (`models/`,
+`data/`): while it runs, every module of this project is out of sys.modules and the project's folder
+off sys.path (Isolation), as they would be under plain torchrun; the instrumentation's few calls
+into the project run inside Isolation.ours(), which puts them back for that call only. Everything is
+restored when the script ends, whichever way it ends."""
 
 from __future__ import annotations
 
@@ -25,15 +26,15 @@ PROJECT_ROOT = Path(tasks.__file__).resolve().parent.parent
 
 
 class ScriptError(RuntimeError):
-    """What went wrong with the script as a whole (not inside it): its first line is the record's error, and no
-    traceback of ours follows it."""
+    """What went wrong with the script as a whole (not inside it): its first line is the record's
+    error, and no traceback of ours follows it."""
 
     one_line = True
 
 
 def own_traceback(e: BaseException, path: Path) -> str:
-    """The script's traceback from its own first frame on (runpy's and this module's frames left out): printed once,
-    as plain python would."""
+    """The script's traceback from its own first frame on (runpy's and this module's frames left
+    out): printed once, as plain python would."""
     import traceback
 
     tb = e.__traceback__
@@ -52,7 +53,8 @@ def project_names(root: Path = PROJECT_ROOT) -> frozenset[str]:
 
 
 class Isolation:
-    """sys.modules and sys.path as the script would see them alone; ours() gives the project's back for a moment."""
+    """sys.modules and sys.path as the script would see them alone; ours() gives the project's back
+    for a moment."""
 
     def __init__(
         self, script_dir: Path, names: frozenset[str] | None = None, root: Path = PROJECT_ROOT
@@ -108,9 +110,10 @@ class _NoStep(BaseException):
 
 
 def run_script(ctx, path: Path, args: list[str]) -> tuple[Attach, str]:
-    """Run the script to its end (or script.max_steps) under the instrumentation; returns it and how the script
-    ended: "finished", "exited 0" (sys.exit(0)) or "stopped at script.max_steps". Raises the script's own exception
-    as it is, ScriptError for a non-zero exit, missing arguments, or no training within script.first_step_timeout_s."""
+    """Run the script to its end (or script.max_steps) under the instrumentation; returns it and how
+    the script ended: "finished", "exited 0" (sys.exit(0)) or "stopped at script.max_steps". Raises
+    the script's own exception as it is, ScriptError for a non-zero exit, missing arguments, or no
+    training within script.first_step_timeout_s."""
     cfg = ctx.cfg
     isolation = Isolation(path.parent)
     attach = Attach(cfg, ctx.device, ctx.rank, ours=isolation.ours, progress=ctx.progress)
@@ -135,7 +138,8 @@ def run_script(ctx, path: Path, args: list[str]) -> tuple[Attach, str]:
                 + ("" if attach.ddps else " and no DistributedDataParallel")
             )
             said.append(
-                f"{what}: is this a training script? (script.first_step_timeout_s={timeout:g} for one "
+                f"{what}: is this a training script? (script.first_step_timeout_s={timeout:g} for "
+                "one "
                 "that starts slowly)"
             )
             signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
@@ -145,8 +149,8 @@ def run_script(ctx, path: Path, args: list[str]) -> tuple[Attach, str]:
             raise _NoStep()
 
     env_before = os.environ.get("TORCHELASTIC_USE_AGENT_STORE")
-    # the rank side's store already listens on MASTER_ADDR:MASTER_PORT (base/store.rank_store on Slurm): the
-    # script's init_process_group dials it instead of serving a second one there
+    # the rank side's store already listens on MASTER_ADDR:MASTER_PORT (base/store.rank_store on
+    # Slurm): the script's init_process_group dials it instead of serving a second one there
     os.environ["TORCHELASTIC_USE_AGENT_STORE"] = str(True)
     argv = sys.argv[:]
     real_usr1 = signal.signal(signal.SIGUSR1, raise_no_step)
@@ -179,7 +183,8 @@ def run_script(ctx, path: Path, args: list[str]) -> tuple[Attach, str]:
         if code not in (None, 0):
             if parse_errors and attach.steps_done == 0:
                 raise ScriptError(
-                    f"the script refused its arguments ({parse_errors[-1]}; exit code {code}): give "
+                    f"the script refused its arguments ({parse_errors[-1]}; exit code {code}): "
+                    "give "
                     f"them as 'script.args=[--name,value,...]' (now {list(args)})"
                 ) from None
             raise ScriptError(

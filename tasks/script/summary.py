@@ -1,5 +1,5 @@
-"""What a task=script run prints: task=train's lines (the figures are the same), headed by the script's name, how it
-ended and what was applied to its DDP."""
+"""What a task=script run prints: task=train's lines (the figures are the same), headed by the
+script's name, how it ended and what was applied to its DDP."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ def head(record: Record) -> str:
         + f": {r.world_size} {r.backend} rank(s) on {r.device_name}, optim={r.optim}"
         + (f" {knobs}" if knobs else "")
         + hook_text
-        + f"; {s.get('steps_taken')} steps, {s.get('ended')}; steps {r.warmup_steps + 1}-{r.warmup_steps + r.steps}"
+        + f"; {s.get('steps_taken')} steps, {s.get('ended')}; steps "
+        f"{r.warmup_steps + 1}-{r.warmup_steps + r.steps}"
         " measured"
     )
 

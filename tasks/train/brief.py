@@ -1,6 +1,7 @@
-"""The few lines a default run prints about its measurement (verbose=false): what ran, the throughput with its
-interval, the phase shares, the gradient sync. Everything else (the method footnotes, per-rank times, threads, the
-time budget) is in summarize()'s full text, which goes to the job log and, with verbose=true, to the console."""
+"""The few lines a default run prints about its measurement (verbose=false): what ran, the
+throughput with its interval, the phase shares, the gradient sync. Everything else (the method
+footnotes, per-rank times, threads, the time budget) is in summarize()'s full text, which goes to
+the job log and, with verbose=true, to the console."""
 
 from __future__ import annotations
 
@@ -16,26 +17,31 @@ def brief(record: Record) -> list[str]:
     r: TrainResult = record.result
     bucket = r.bucket_mb
     lines = [
-        f"train {record.setting('model.name', '?')}: {r.world_size} {r.backend} rank(s) on {r.device_name}, "
+        f"train {record.setting('model.name', '?')}: {r.world_size} {r.backend} rank(s) on "
+        f"{r.device_name}, "
         f"sync={r.sync} optim={r.optim} bucket={bucket if bucket is not None else 'default'}, "
         f"batch {r.batch_per_rank}/rank x accumulate {r.accumulate}, {r.steps} steps measured"
     ]
     tp = r.throughput
     if tp.samples_ci_lo is not None:
         lines.append(
-            f"throughput  {fmt_ci(tp.samples_per_s, tp.samples_ci_lo, tp.samples_ci_hi, 'samples/s')}"
+            "throughput  "
+            f"{fmt_ci(tp.samples_per_s, tp.samples_ci_lo, tp.samples_ci_hi, 'samples/s')}"
             f"  ({fmt_ci(tp.steps_per_s, tp.ci_lo, tp.ci_hi, 'steps/s')}, 95% CI)"
         )
     else:
-        # the long-run rate's interval needs RATE_MIN_BLOCKS blocks (stats.within); the step median has its own
+        # the long-run rate's interval needs RATE_MIN_BLOCKS blocks (stats.within); the step median
+        # has its own
         lines.append(
-            f"throughput  {tp.samples_per_s:.4g} samples/s  (no CI under {RATE_MIN_BLOCKS} timed blocks; "
+            f"throughput  {tp.samples_per_s:.4g} samples/s  (no CI under {RATE_MIN_BLOCKS} timed "
+            "blocks; "
             f"the step median's is below)"
         )
     st = r.steady_state
     if st is not None and st.steady is False:
         lines.append(
-            f"WARNING     not at steady state: {st.reason} (raise warmup_steps, or a quieter machine)"
+            f"WARNING     not at steady state: {st.reason} (raise warmup_steps, or a quieter "
+            "machine)"
         )
     phases = timed_phases(r)
     if phases:
@@ -67,7 +73,8 @@ def brief(record: Record) -> list[str]:
         busbw = "n/a" if c.busbw_GBps is None else f"{c.busbw_GBps:.3g} GB/s"
         lines.append(
             f"sync        {c.collectives_per_step:.0f} collective(s)/step, "
-            f"{c.bytes_per_step / 1e6:.3g} MB/step; comm {comm}, exposed {exposed_text(c, short=True)}; "
+            f"{c.bytes_per_step / 1e6:.3g} MB/step; comm {comm}, exposed "
+            f"{exposed_text(c, short=True)}; "
             f"busbw {busbw}"
         )
     return lines

@@ -1,7 +1,7 @@
-"""task=train's checks between keys, before any rank starts. Types, choices and bounds are the schema's
-(base/schema.py); the data set and the model are checked by data.check and models.check. Where the ranks will run
-comes from device/placement.py (decided as the ranks will decide it), and what one rank needs from
-tasks/train/memory.py's estimate."""
+"""task=train's checks between keys, before any rank starts. Types, choices and bounds are the
+schema's (base/schema.py); the data set and the model are checked by data.check and models.check.
+Where the ranks will run comes from device/placement.py (decided as the ranks will decide it), and
+what one rank needs from tasks/train/memory.py's estimate."""
 
 from __future__ import annotations
 
@@ -54,8 +54,8 @@ def check(cfg: DictConfig, submitting: bool = False, host: Host | None = None) -
 
 
 def derive(cfg: DictConfig, unresolved: DictConfig) -> None:
-    """A measure.max_steps the user set (the scale's default is an interpolation, meant for adaptive windows only)
-    must not contradict a fixed window."""
+    """A measure.max_steps the user set (the scale's default is an interpolation, meant for adaptive
+    windows only) must not contradict a fixed window."""
     if "measure" in unresolved and not OmegaConf.is_interpolation(unresolved.measure, "max_steps"):
         check_fixed_cap(cfg)
 
@@ -70,18 +70,21 @@ def largest_collective(cfg) -> tuple[int, str]:
 
 
 def check_fault(cfg: DictConfig) -> None:
-    """fault.rank and fault.step must name a rank and a step the run has, or the fault never fires."""
+    """fault.rank and fault.step must name a rank and a step the run has, or the fault never
+    fires."""
     if cfg.fault.rank is None:
         return
     if cfg.fault.rank >= cfg.world_size:
         raise ConfigError(
             f"fault.rank={cfg.fault.rank} but the run has {cfg.world_size} ranks (0..."
-            f"{cfg.world_size - 1}), so the fault never fires. Use fault.rank<={cfg.world_size - 1}."
+            f"{cfg.world_size - 1}), so the fault never fires. Use "
+            f"fault.rank<={cfg.world_size - 1}."
         )
     last = cfg.warmup_steps + cfg.steps - 1
     if cfg.fault.step > last:
         raise ConfigError(
-            f"fault.step={cfg.fault.step} but the run's steps are 0...{last} (warmup_steps + steps: "
+            f"fault.step={cfg.fault.step} but the run's steps are 0...{last} (warmup_steps + "
+            "steps: "
             f"the steps every run takes; an adaptive window may stop there), so the fault may "
             f"never fire. Use fault.step<={last}."
         )
@@ -92,13 +95,15 @@ def check_measure(cfg: DictConfig) -> None:
     m = cfg.measure
     if not 0 < m.rel_ci < 1:
         raise ConfigError(
-            f"measure.rel_ci={m.rel_ci!r}: the target CI half-width is relative to the median step and "
+            f"measure.rel_ci={m.rel_ci!r}: the target CI half-width is relative to the median step "
+            "and "
             f"must lie in (0, 1), e.g. measure.rel_ci=0.02 for +-2%."
         )
     if m.policy == "adaptive":
         if m.max_steps is not None and m.max_steps < cfg.steps:
             raise ConfigError(
-                f"measure.max_steps={m.max_steps} < steps={cfg.steps}: with measure.policy=adaptive "
+                f"measure.max_steps={m.max_steps} < steps={cfg.steps}: with "
+                "measure.policy=adaptive "
                 f"`steps` is the minimum, so the cap must be at least that. Use "
                 f"measure.max_steps>={cfg.steps}."
             )
@@ -109,20 +114,23 @@ def check_measure(cfg: DictConfig) -> None:
             )
     if not 0 <= cfg.compare.noise < 1:
         raise ConfigError(
-            f"compare.noise={cfg.compare.noise!r}: the relative change below which no difference is "
+            f"compare.noise={cfg.compare.noise!r}: the relative change below which no difference "
+            "is "
             f"claimed must lie in [0, 1), e.g. compare.noise=0.02."
         )
 
 
 def check_fixed_cap(cfg: DictConfig) -> None:
-    """measure.policy=fixed measures exactly `steps`: a measure.max_steps the user set below it contradicts that (the
-    scale's default cap is for adaptive windows and is not checked here: derive calls this only for a cap that was
-    set)."""
+    """measure.policy=fixed measures exactly `steps`: a measure.max_steps the user set below it
+    contradicts that (the scale's default cap is for adaptive windows and is not checked here:
+    derive calls this only for a cap that was set)."""
     m = cfg.measure
     if m.policy == "fixed" and m.max_steps is not None and m.max_steps < cfg.steps:
         raise ConfigError(
-            f"measure.max_steps={m.max_steps} < steps={cfg.steps}: measure.policy=fixed measures exactly "
-            f"`steps`, so the cap would never apply. Use steps={m.max_steps}, or measure.policy=adaptive "
+            f"measure.max_steps={m.max_steps} < steps={cfg.steps}: measure.policy=fixed measures "
+            "exactly "
+            f"`steps`, so the cap would never apply. Use steps={m.max_steps}, or "
+            "measure.policy=adaptive "
             f"(steps is then the minimum) with measure.max_steps>={cfg.steps}."
         )
 
@@ -136,9 +144,12 @@ def _check_powersgd(cfg: DictConfig) -> None:
         )
     if o.start_iter > cfg.warmup_steps:
         raise ConfigError(
-            f"optim.start_iter={o.start_iter} > warmup_steps={cfg.warmup_steps}: PowerSGD all-reduces uncompressed "
-            f"until step {o.start_iter}, so {o.start_iter - cfg.warmup_steps} measured step(s) would not be "
-            f"PowerSGD at all. Use warmup_steps={o.start_iter} or more, or a smaller optim.start_iter."
+            f"optim.start_iter={o.start_iter} > warmup_steps={cfg.warmup_steps}: PowerSGD "
+            "all-reduces uncompressed "
+            f"until step {o.start_iter}, so {o.start_iter - cfg.warmup_steps} measured step(s) "
+            "would not be "
+            f"PowerSGD at all. Use warmup_steps={o.start_iter} or more, or a smaller "
+            "optim.start_iter."
         )
 
 
@@ -155,12 +166,14 @@ def _check_fault(cfg: DictConfig, where) -> None:
         )
     if cfg.cuda_graphs:
         raise ConfigError(
-            "fault.delay_s with cuda_graphs=true: a replayed graph runs no Python hooks, so the delay "
+            "fault.delay_s with cuda_graphs=true: a replayed graph runs no Python hooks, so the "
+            "delay "
             "would happen once, at capture. Drop one of them."
         )
     if f.delay_at == "h2d" and where is not None and where.kind == "cpu":
         raise ConfigError(
-            "fault.delay_at=h2d delays a blocking host-to-device copy, and CPU ranks make no copy. Use "
+            "fault.delay_at=h2d delays a blocking host-to-device copy, and CPU ranks make no copy. "
+            "Use "
             "device=fake (or a GPU) with h2d=blocking, or another fault.delay_at."
         )
 
@@ -168,7 +181,8 @@ def _check_fault(cfg: DictConfig, where) -> None:
 def _check_cuda_graphs(cfg: DictConfig, where) -> None:
     if where is not None and where.kind == "cpu":
         raise ConfigError(
-            f"cuda_graphs=true needs a CUDA GPU per rank and the ranks would run on CPU ({where.how}). "
+            "cuda_graphs=true needs a CUDA GPU per rank and the ranks would run on CPU "
+            f"({where.how}). "
             "Drop cuda_graphs=true."
         )
     if found := graph_problems(cfg, where):
@@ -176,8 +190,9 @@ def _check_cuda_graphs(cfg: DictConfig, where) -> None:
 
 
 def _check_memory(cfg: DictConfig, where, host: Host, submitting: bool) -> None:
-    """One rank's peak (tasks/train/memory.py) where it will live: on its GPU (refused naming the batch size that fits),
-    or in the host memory a node's CPU ranks share (with the host's rank limits, device.host.check_fits)."""
+    """One rank's peak (tasks/train/memory.py) where it will live: on its GPU (refused naming the
+    batch size that fits), or in the host memory a node's CPU ranks share (with the host's rank
+    limits, device.host.check_fits)."""
     if where is not None and where.kind == "cuda":
         memory_preflight(cfg, where, ranks_per_node(cfg))
     elif where is not None or not asked_gpus_per_node(cfg.launcher):

@@ -1,6 +1,7 @@
 """Counts the collectives Python code issues (the explicit loops and every DDP comm hook go through
-torch.distributed.all_reduce), so bytes per step are what was really sent, after compression.
-DDP's built-in reducer (no hook) calls C++ directly; for it, the DDPSync strategy counts its buckets instead."""
+torch.distributed.all_reduce), so bytes per step are what was really sent, after compression. DDP's
+built-in reducer (no hook) calls C++ directly; for it, the DDPSync strategy counts its buckets
+instead."""
 
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ class CollectiveCounter:
 
     @contextmanager
     def paused(self):
-        """Collectives of the harness itself (the measured window's stopping agreement) are not gradient traffic."""
+        """Collectives of the harness itself (the measured window's stopping agreement) are not
+        gradient traffic."""
         was, self.active = self.active, False
         try:
             yield

@@ -1,15 +1,17 @@
-"""cuda_graphs=true: forward + backward + optimizer step captured once as one CUDA graph and replayed (source 002),
-following PyTorch's rules for whole-network capture with DDP (CUDA graph notes, "Usage with
-DistributedDataParallel"): static input buffers, at least 11 DDP-enabled eager iterations on a side stream before
-capture (DDP's own set-up happens there), DDP constructed under a side stream and a static graph
-(tasks/train/ddp.py), and TORCH_NCCL_ASYNC_ERROR_HANDLING=0 set before the process group starts (comm/env.py).
+"""cuda_graphs=true: forward + backward + optimizer step captured once as one CUDA graph and
+replayed (source 002), following PyTorch's rules for whole-network capture with DDP (CUDA graph
+notes, "Usage with DistributedDataParallel"): static input buffers, at least 11 DDP-enabled eager
+iterations on a side stream before capture (DDP's own set-up happens there), DDP constructed under a
+side stream and a static graph (tasks/train/ddp.py), and TORCH_NCCL_ASYNC_ERROR_HANDLING=0 set
+before the process group starts (comm/env.py).
 
-A replay runs no Python, so DDP's runtime statistics cannot time the communication inside it: the last eager
-warm-up iterations before capture are the probe (the replayed graph runs the same kernels), and the record says so.
+A replay runs no Python, so DDP's runtime statistics cannot time the communication inside it: the
+last eager warm-up iterations before capture are the probe (the replayed graph runs the same
+kernels), and the record says so.
 
-The replayed step has three timed phases: data (host batch), h2d (copy into the static input buffers), graph_replay.
-Streams and the capture come from the device layer: device=fake replays the step eagerly with the stream rules
-checked, so this path runs in the CPU test suite."""
+The replayed step has three timed phases: data (host batch), h2d (copy into the static input
+buffers), graph_replay. Streams and the capture come from the device layer: device=fake replays the
+step eagerly with the stream rules checked, so this path runs in the CPU test suite."""
 
 from __future__ import annotations
 
@@ -17,15 +19,18 @@ from tasks.train.probes import ddp_comm_probe
 
 EAGER_WARMUP = 11
 PROBE_METHOD = (
-    "DDP runtime stats (reducer timers) over eager steps just before capture (a replay runs no Python, "
-    "so DDP cannot time it; the graph replays the same kernels): time = first bucket all-reduce start to "
+    "DDP runtime stats (reducer timers) over eager steps just before capture (a replay runs no "
+    "Python, "
+    "so DDP cannot time it; the graph replays the same kernels): time = first bucket all-reduce "
+    "start to "
     "last finish; exposed = time - overlap with backward compute"
 )
 
 
 def problems(cfg, placement) -> list[str]:
-    """Why this run cannot be captured (empty: it can). placement: where the ranks run (device/placement.py), or None
-    when only the compute nodes know (submitting to Slurm): then the request is checked instead."""
+    """Why this run cannot be captured (empty: it can). placement: where the ranks run
+    (device/placement.py), or None when only the compute nodes know (submitting to Slurm): then the
+    request is checked instead."""
     found = []
     kind = placement.kind if placement is not None else None
     backend = placement.backend if placement is not None else str(cfg.backend)
@@ -37,16 +42,19 @@ def problems(cfg, placement) -> list[str]:
         found.append("ranks share GPUs (device=cuda backend=gloo): capture needs one GPU per rank")
     if backend == "gloo" and cfg.sync != "local" and kind != "fake":
         found.append(
-            "backend=gloo: its CUDA path waits on the host, which a capture cannot hold: use backend=nccl, "
+            "backend=gloo: its CUDA path waits on the host, which a capture cannot hold: use "
+            "backend=nccl, "
             "or sync=local"
         )
     if cfg.sync not in ("ddp", "local"):
         found.append(
-            f"sync={cfg.sync} (its Python all-reduce loop runs outside the graph): use sync=ddp or local"
+            f"sync={cfg.sync} (its Python all-reduce loop runs outside the graph): use sync=ddp or "
+            "local"
         )
     if cfg.optim.name != "none":
         found.append(
-            f"optim={cfg.optim.name} (comm hooks run Python callbacks a replay skips): use optim=none"
+            f"optim={cfg.optim.name} (comm hooks run Python callbacks a replay skips): use "
+            "optim=none"
         )
     if cfg.accumulate != 1:
         found.append(

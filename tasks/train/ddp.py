@@ -1,5 +1,6 @@
-"""DistributedDataParallel with the knobs of the ViT study: bucket size, static graph, gradient as bucket view,
-unused-parameter search, buffer broadcast, and the compression comm hooks (`optim=`)."""
+"""DistributedDataParallel with the knobs of the ViT study: bucket size, static graph, gradient as
+bucket view, unused-parameter search, buffer broadcast, and the compression comm hooks
+(`optim=`)."""
 
 from __future__ import annotations
 
@@ -27,23 +28,25 @@ QUIET_SAMPLE_RATE = 1 << 30  # runtime stats sampled so rarely that no measured 
 
 
 def synchronised_iterations(steps: int, accumulate: int, static_graph: bool) -> int:
-    """DDP iterations (synchronised forwards) in `steps` optimizer steps from the start: one per step (the K-1 no_sync
-    micro-steps do not count: DDP's forward only counts when require_backward_grad_sync), plus, with a static graph and
-    K>1, the first step's first micro-step (DDPSync.no_sync lets it communicate so DDP can record the graph)."""
+    """DDP iterations (synchronised forwards) in `steps` optimizer steps from the start: one per
+    step (the K-1 no_sync micro-steps do not count: DDP's forward only counts when
+    require_backward_grad_sync), plus, with a static graph and K>1, the first step's first
+    micro-step (DDPSync.no_sync lets it communicate so DDP can record the graph)."""
     return steps + (1 if static_graph and accumulate > 1 and steps > 0 else 0)
 
 
 def stats_waits(before: int, during: int) -> int:
-    """How many of `during` synchronised forwards, after `before` of them, wait on the host for DDP's timing events.
-    At the start of synchronised forward k, DDP reads iteration k-1's CUDA timing events (cudaEventSynchronize,
-    Logger::set_runtime_stats_and_log) when 1 <= k-1 <= ALWAYS_TIMED: forwards 2..11 wait."""
+    """How many of `during` synchronised forwards, after `before` of them, wait on the host for
+    DDP's timing events. At the start of synchronised forward k, DDP reads iteration k-1's CUDA
+    timing events (cudaEventSynchronize, Logger::set_runtime_stats_and_log) when 1 <= k-1 <=
+    ALWAYS_TIMED: forwards 2..11 wait."""
     first, last = before + 1, before + during
     return max(0, min(last, ALWAYS_TIMED + 1) - max(first, 2) + 1)
 
 
 def check_backend_supports(optim: str, device: torch.device) -> None:
-    """Run one tiny all-reduce of the hook's wire dtype now, so an unsupported scheme fails at start-up with a clear
-    message instead of in the middle of backward."""
+    """Run one tiny all-reduce of the hook's wire dtype now, so an unsupported scheme fails at
+    start-up with a clear message instead of in the middle of backward."""
     dtype = COMPRESSED_DTYPE.get(optim)
     if dtype is None:
         return
@@ -52,14 +55,16 @@ def check_backend_supports(optim: str, device: torch.device) -> None:
         dist.all_reduce(t)
     except Exception as e:  # noqa: BLE001 - the backend's own words go into the message
         raise ConfigError(
-            f"optim={optim} needs an all-reduce of {dtype} tensors, which this {dist.get_backend()} build refuses "
+            f"optim={optim} needs an all-reduce of {dtype} tensors, which this "
+            f"{dist.get_backend()} build refuses "
             f"({e}). Use optim=none or optim=powersgd, or another backend."
         ) from None
 
 
 def counting(hook):
-    """The comm hook, counting its calls (one per bucket per synchronised step): proof the hook really ran.
-    A function, not a callable object: DDP reads the hook's __qualname__ for its logs."""
+    """The comm hook, counting its calls (one per bucket per synchronised step): proof the hook
+    really ran. A function, not a callable object: DDP reads the hook's __qualname__ for its
+    logs."""
 
     @functools.wraps(hook)
     def wrapper(state, bucket):
@@ -71,10 +76,11 @@ def counting(hook):
 
 
 def serialized(hook):
-    """PowerSGD issues its second all-reduce (of Q) from a future callback. Gloo runs callbacks on its own threads,
-    so with several buckets in flight two ranks can issue different buckets' all-reduces in different orders and gloo
-    aborts on the size mismatch. Waiting for each bucket before DDP hands over the next keeps the order identical
-    on every rank, at the price of PowerSGD's overlap with backward (the record says `serialized: true`)."""
+    """PowerSGD issues its second all-reduce (of Q) from a future callback. Gloo runs callbacks on
+    its own threads, so with several buckets in flight two ranks can issue different buckets'
+    all-reduces in different orders and gloo aborts on the size mismatch. Waiting for each bucket
+    before DDP hands over the next keeps the order identical on every rank, at the price of
+    PowerSGD's overlap with backward (the record says `serialized: true`)."""
 
     @functools.wraps(hook)
     def wrapper(state, bucket):
@@ -102,9 +108,10 @@ class DDPSync(Sync):
             not cfg.ddp.broadcast_buffers
         ):  # default True; torch 2.15 warns whenever the (deprecated) name is passed
             knobs["broadcast_buffers"] = False
-        # cuda_graphs: PyTorch's rule for capturing DDP is to construct it under a side stream (CUDA graph notes,
-        # "Usage with DistributedDataParallel"); its parameter broadcast is queued there, so the compute stream
-        # joins that stream afterwards, before the first forward reads the parameters
+        # cuda_graphs: PyTorch's rule for capturing DDP is to construct it under a side stream (CUDA
+        # graph notes, "Usage with DistributedDataParallel"); its parameter broadcast is queued
+        # there, so the compute stream joins that stream afterwards, before the first forward reads
+        # the parameters
         dev = layer_for(device)
         side = dev.new_stream() if cfg.cuda_graphs else None
         with warnings.catch_warnings(), dev.use_stream(side) if side is not None else nullcontext():
@@ -142,12 +149,13 @@ class DDPSync(Sync):
             self.hook_state, hook = self._hook(dev)
             self.hook = counting(hook)
             self.model.register_comm_hook(self.hook_state, self.hook)
-        # Runtime stats are only sampled in the untimed probe steps (on GPU sampling synchronises the host).
+        # Runtime stats are only sampled in the untimed probe steps (on GPU sampling synchronises
+        # the host).
         self.disable_runtime_stats()
 
     def _hook(self, dev):
-        """The comm hook optim._target_ makes (tasks/train/hooks.py), as it runs on this rank's device
-        (dev.comm_hook: the fake device watches its syncs)."""
+        """The comm hook optim._target_ makes (tasks/train/hooks.py), as it runs on this rank's
+        device (dev.comm_hook: the fake device watches its syncs)."""
         state, hook = build(self.cfg.optim)
         hook = dev.comm_hook(hook)
         if isinstance(state, powerSGD_hook.PowerSGDState) and dist.get_backend() == "gloo":
@@ -156,8 +164,9 @@ class DDPSync(Sync):
         return state, hook
 
     def no_sync(self):
-        """DDP's no_sync; except that with a static graph DDP must see one synchronised backward before any
-        no_sync one (its first iteration records the graph), so the first warm-up micro-step communicates."""
+        """DDP's no_sync; except that with a static graph DDP must see one synchronised backward
+        before any no_sync one (its first iteration records the graph), so the first warm-up
+        micro-step communicates."""
         if not self.graph_recorded:
             return nullcontext()
         return self.model.no_sync()
@@ -166,9 +175,10 @@ class DDPSync(Sync):
         pass  # DDP all-reduces inside backward
 
     def buckets(self) -> list[int]:
-        """Bucket sizes in bytes as DDP reports it built them (after its rebuild on the first step, in the order
-        they are all-reduced), so a bucket sweep shows what really changed (e.g. a tensor larger than the cap gets
-        a bucket of its own, and DDP's default caps the first bucket at 1 MiB: bucket_caps)."""
+        """Bucket sizes in bytes as DDP reports it built them (after its rebuild on the first step,
+        in the order they are all-reduced), so a bucket sweep shows what really changed (e.g. a
+        tensor larger than the cap gets a bucket of its own, and DDP's default caps the first bucket
+        at 1 MiB: bucket_caps)."""
         data = self.model._get_ddp_logging_data()
         sizes = data.get("rebuilt_bucket_sizes") or data.get("bucket_sizes") or ""
         return [int(s) for s in str(sizes).split(",") if s.strip()]
@@ -180,7 +190,8 @@ class DDPSync(Sync):
         return len(sizes), sum(sizes)
 
     def runtime_stats(self) -> dict[str, float]:
-        """DDP's own timing of the last sampled backward (seconds): compute, communication, and their overlap."""
+        """DDP's own timing of the last sampled backward (seconds): compute, communication, and
+        their overlap."""
         d = self.model._get_ddp_logging_data()
         return {
             "backward_compute_s": d.get("backward_compute_time", 0) / 1e9,
@@ -219,7 +230,8 @@ class DDPSync(Sync):
             serialized=self.serialized,
             powersgd_iter=self.hook_state.iter if powersgd else None,
             powersgd_note=(
-                "warm_start=false: PowerSGD refills its Q matrices from CPU torch.randn every step, a "
+                "warm_start=false: PowerSGD refills its Q matrices from CPU torch.randn every "
+                "step, a "
                 "blocking host-to-device copy per bucket on GPU (part of the measured step; "
                 "warm_start=true avoids it)"
             )
@@ -229,10 +241,10 @@ class DDPSync(Sync):
 
 
 def warmup_warning(cfg) -> str | None:
-    """The warning for a GPU run whose timed blocks contain DDP's own timing waits (None: they do not). DDP waits at
-    the start of synchronised forward k for iteration k-1's timing events (stats_waits); in the first step of a timed
-    block those events finished before the block's device sync, so the wait costs nothing there: only waits in a
-    block's later steps are timed."""
+    """The warning for a GPU run whose timed blocks contain DDP's own timing waits (None: they do
+    not). DDP waits at the start of synchronised forward k for iteration k-1's timing events
+    (stats_waits); in the first step of a timed block those events finished before the block's
+    device sync, so the wait costs nothing there: only waits in a block's later steps are timed."""
     from tasks.train.window import block_size  # here: window -> timing -> this package
 
     static = bool(cfg.ddp.static_graph)
@@ -241,7 +253,8 @@ def warmup_warning(cfg) -> str | None:
     last = (
         cfg.steps if cfg.measure.policy == "fixed" else (cfg.measure.max_steps or ALWAYS_TIMED + 1)
     )
-    # measured step i runs synchronised forward before + i + 1 (a step's K-1 no_sync micro-steps do not count)
+    # measured step i runs synchronised forward before + i + 1 (a step's K-1 no_sync micro-steps do
+    # not count)
     timed = [
         i for i in range(min(last, ALWAYS_TIMED + 1)) if i % block and stats_waits(before + i, 1)
     ]
@@ -249,9 +262,13 @@ def warmup_warning(cfg) -> str | None:
         return None
     enough = ALWAYS_TIMED + 1 - (1 if static and cfg.accumulate > 1 else 0)
     return (
-        f"warmup_steps={cfg.warmup_steps}: {len(timed)} measured step(s) include a host wait inside a timed "
-        f"block. On GPU DDP times its synchronised iterations 1-{ALWAYS_TIMED} itself and waits for those timings "
-        f"at the next synchronised forward (a block's first step waits for nothing: the block's device sync came "
-        f"first); accumulate={cfg.accumulate} does not add synchronised iterations (no_sync micro-steps do not "
+        f"warmup_steps={cfg.warmup_steps}: {len(timed)} measured step(s) include a host wait "
+        "inside a timed "
+        f"block. On GPU DDP times its synchronised iterations 1-{ALWAYS_TIMED} itself and waits "
+        "for those timings "
+        "at the next synchronised forward (a block's first step waits for nothing: the block's "
+        "device sync came "
+        f"first); accumulate={cfg.accumulate} does not add synchronised iterations (no_sync "
+        "micro-steps do not "
         f"count). Use warmup_steps>={enough} for clean numbers."
     )

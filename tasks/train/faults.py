@@ -38,7 +38,8 @@ def describe(cfg) -> Fault | None:
 
 
 def inject(cfg, rank: int, model, optimizer, host_batches, feeder):
-    """(host_batches, feeder), wrapped where this rank has a fault; hooks on the model and optimizer. Off: unchanged."""
+    """(host_batches, feeder), wrapped where this rank has a fault; hooks on the model and
+    optimizer. Off: unchanged."""
     f = cfg.fault
     if f.sleep_s:
         _after_step(optimizer, float(f.sleep_s))

@@ -30,7 +30,8 @@ def grad_ready_probe(
     window_s: float | None = None,
     measured_steps: int | None = None,
 ) -> dict | None:
-    """result.grad_ready, or None where there is nothing to time (no trainable parameters, CUDA graphs)."""
+    """result.grad_ready, or None where there is nothing to time (no trainable parameters, CUDA
+    graphs)."""
     if cfg.cuda_graphs or not sync.params:
         return None
     n = max(1, int(cfg.probe_steps if n is None else n))
@@ -95,9 +96,12 @@ def grad_ready_probe(
         p.grad = None
     out["costs"] = _costs(cfg, params, dev, _budget_s(cfg, window_s, measured_steps))
     out["method"] = (
-        "post-accumulate-grad hooks over an untimed backward per pass (after the window), the ready time "
-        "of each trainable parameter from a mark just before loss.backward(); alone = under no_sync; "
-        f"{n} pass(es) per mode, the modes interleaved; costs: one timed pass each over pre-touched "
+        "post-accumulate-grad hooks over an untimed backward per pass (after the window), the "
+        "ready time "
+        "of each trainable parameter from a mark just before loss.backward(); alone = under "
+        "no_sync; "
+        f"{n} pass(es) per mode, the modes interleaved; costs: one timed pass each over "
+        "pre-touched "
         "buffers"
     )
     return out
@@ -109,7 +113,8 @@ def _names(model, params) -> list[str]:
 
 
 def _timed(fn, dev) -> list[float]:
-    """One timed pass (buffers are allocated and touched beforehand, so there is no first-touch cost to warm up)."""
+    """One timed pass (buffers are allocated and touched beforehand, so there is no first-touch cost
+    to warm up)."""
     dev.synchronize()
     start = dev.mark()
     fn()
@@ -119,8 +124,9 @@ def _timed(fn, dev) -> list[float]:
 
 
 def _budget_s(cfg, window_s: float | None, measured_steps: int | None) -> float | None:
-    """diagnose.microbench_budget of the run (window + warm-up + probe steps, scaled from the window), as the on-rank
-    microbenchmark is budgeted; None: no budget known (no window figures: everything is timed)."""
+    """diagnose.microbench_budget of the run (window + warm-up + probe steps, scaled from the
+    window), as the on-rank microbenchmark is budgeted; None: no budget known (no window figures:
+    everything is timed)."""
     if not window_s or not measured_steps:
         return None
     run_s = window_s * (cfg.warmup_steps + measured_steps + cfg.probe_steps) / measured_steps
@@ -128,12 +134,14 @@ def _budget_s(cfg, window_s: float | None, measured_steps: int | None) -> float 
 
 
 def _costs(cfg, params, dev, budget_s: float | None = None) -> dict:
-    """DDP's copies and the hooks' compute on tensors of the gradients' shapes, one after another as the reducer and
-    the hooks go through them. Every "gradient" is a view of one buffer of the largest gradient's size (filled with
-    ones: these memory-bound kernels do not care about the values), so the probe's memory is a few times the largest
-    gradient, not the model. The copies and one cast (the run's fp16 if it uses fp16, else bf16: the same bytes) are
-    always timed, one pass each (~3 optimizer steps' memory traffic); PowerSGD's matrix work (~6 more) only within
-    the budget, estimated from the copy's speed, else skipped with the reason (the model then estimates it)."""
+    """DDP's copies and the hooks' compute on tensors of the gradients' shapes, one after another as
+    the reducer and the hooks go through them. Every "gradient" is a view of one buffer of the
+    largest gradient's size (filled with ones: these memory-bound kernels do not care about the
+    values), so the probe's memory is a few times the largest gradient, not the model. The copies
+    and one cast (the run's fp16 if it uses fp16, else bf16: the same bytes) are always timed, one
+    pass each (~3 optimizer steps' memory traffic); PowerSGD's matrix work (~6 more) only within the
+    budget, estimated from the copy's speed, else skipped with the reason (the model then estimates
+    it)."""
     import torch.distributed as dist
 
     world = dist.get_world_size() if dist.is_initialized() else 1
@@ -183,7 +191,8 @@ def _costs(cfg, params, dev, budget_s: float | None = None) -> dict:
 
 
 def _powersgd(grads, rank: int, min_rate: float, scratch, dev) -> dict:
-    """torch's PowerSGD hook's matrix work on the tensors it would compress, timed in its three parts."""
+    """torch's PowerSGD hook's matrix work on the tensors it would compress, timed in its three
+    parts."""
     from torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook import (
         _orthogonalize,
         _should_compress,

@@ -1,14 +1,17 @@
-"""What the harness costs, as a throughput ratio with its 95% CI, from interleaved pairs of real runs:
+"""What the harness costs, as a throughput ratio with its 95% CI, from interleaved pairs of real
+runs:
 
-    python -m tasks.train.harness_cost [--pairs N] [overrides...]              timing=true against timing=false
-    python -m tasks.train.harness_cost --reference [--pairs N] [overrides...]  task=train against task=train_reference,
-                                                                               a hand-written DDP loop (target >= 0.99)
+    python -m tasks.train.harness_cost [--pairs N] [overrides...]              timing=true against
+    timing=false python -m tasks.train.harness_cost --reference [--pairs N] [overrides...]
+    task=train against task=train_reference,
+                                                                               a hand-written DDP
+                                                                               loop (target >= 0.99)
 
-Every run is a normal `python train.py` job (its own ranks and record), started the same way; pairs alternate
-(A B A B ...) so drift on a shared machine hits both sides alike. Each run measures exactly `steps` steps
-(measure.policy=fixed) in timed blocks; the ratio's CI is a paired t over the interleaved pairs
-(stats.compare_throughput: a paired t on the pairs' log ratios, the run as the unit), so run-to-run spread is inside
-it."""
+Every run is a normal `python train.py` job (its own ranks and record), started the same way; pairs
+alternate (A B A B ...) so drift on a shared machine hits both sides alike. Each run measures
+exactly `steps` steps (measure.policy=fixed) in timed blocks; the ratio's CI is a paired t over the
+interleaved pairs (stats.compare_throughput: a paired t on the pairs' log ratios, the run as the
+unit), so run-to-run spread is inside it."""
 
 from __future__ import annotations
 
@@ -65,8 +68,8 @@ def measure(a: list[str], b: list[str], pairs: int, tmp: Path) -> dict:
 
 
 def cpu_per_step(record: Record) -> float | None:
-    """Rank 0's process CPU time per measured step (all its threads): what the loop costs whatever the machine's
-    load did to the wall clock."""
+    """Rank 0's process CPU time per measured step (all its threads): what the loop costs whatever
+    the machine's load did to the wall clock."""
     r = record.result
     if isinstance(r, TrainReferenceResult):
         values = r.cpu_s_per_step
@@ -109,7 +112,8 @@ def main(argv: list[str] | None = None) -> dict:
         else None
     )
     print(
-        f"config: {' '.join(overrides) or '(defaults)'}  device: {r.device_name}  world_size: {r.world_size}  "
+        f"config: {' '.join(overrides) or '(defaults)'}  device: {r.device_name}  world_size: "
+        f"{r.world_size}  "
         f"steps per run: {r.steps}  pairs: {args.pairs} (interleaved)  threads per rank: {threads}"
     )
     width = max(map(len, names))

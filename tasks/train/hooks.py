@@ -1,5 +1,6 @@
-"""The DDP comm hooks `optim=` chooses. Each conf/optim/<name>.yaml names its factory in `_target_` (one of these, or
-a user's own): called with the option's keys it takes, it returns (state, hook) for DDP.register_comm_hook."""
+"""The DDP comm hooks `optim=` chooses. Each conf/optim/<name>.yaml names its factory in `_target_`
+(one of these, or a user's own): called with the option's keys it takes, it returns (state, hook)
+for DDP.register_comm_hook."""
 
 from __future__ import annotations
 

@@ -1,14 +1,17 @@
 """task=train: a measured data-parallel training step, phase by phase.
 
-    data -> h2d -> forward -> backward (DDP's all-reduce overlaps it) -> sync (explicit strategies) -> optimizer
+    data -> h2d -> forward -> backward (DDP's all-reduce overlaps it) -> sync (explicit strategies)
+    -> optimizer
 
-Warm-up steps run first; the measured window is a run of timed blocks (tasks/train/window.py), each bracketed by one
-device sync (and a barrier) at its ends, with nothing inside a block waiting on the GPU (where the config itself puts
-no sync there, a host sync in a block is an error: see window_sync_check in tasks/train/h2d.py). Untimed probe steps
-after the window read DDP's runtime statistics (communication time and its overlap with backward) and, for lossy
-schemes, the gradient error against an exact fp32 all-reduce; then the sync's own calls are timed alone on the same
-ranks (the on-rank microbenchmark, diagnose.microbench). Streams, events, syncs and graph capture come from ctx.device
-(device/), so device=fake runs the GPU paths of this loop on CPU with the stream rules checked."""
+Warm-up steps run first; the measured window is a run of timed blocks (tasks/train/window.py), each
+bracketed by one device sync (and a barrier) at its ends, with nothing inside a block waiting on the
+GPU (where the config itself puts no sync there, a host sync in a block is an error: see
+window_sync_check in tasks/train/h2d.py). Untimed probe steps after the window read DDP's runtime
+statistics (communication time and its overlap with backward) and, for lossy schemes, the gradient
+error against an exact fp32 all-reduce; then the sync's own calls are timed alone on the same ranks
+(the on-rank microbenchmark, diagnose.microbench). Streams, events, syncs and graph capture come
+from ctx.device (device/), so device=fake runs the GPU paths of this loop on CPU with the stream
+rules checked."""
 
 from __future__ import annotations
 
@@ -104,7 +107,8 @@ def run(ctx) -> TrainResult | None:
         bar.update()
     marks["warmup"] = time.time()
 
-    # ---- measured window: timed blocks, a device sync + barrier before each and a device sync after, none inside ----
+    # ---- measured window: timed blocks, a device sync + barrier before each and a device sync
+    # after, none inside ----
     timer.reset()
     counter.start()
     cpu0 = cpu_usage()
@@ -214,7 +218,8 @@ def run(ctx) -> TrainResult | None:
                 window_unchecked_because=unchecked_because,
             ),
         )
-    # after everything above, the top finding's fix timed against this setting (tasks/train/verify.py)
+    # after everything above, the top finding's fix timed against this setting
+    # (tasks/train/verify.py)
     check = verify.in_job(ctx, make_step, sync, window, result)
     if not ctx.is_main:
         return None
@@ -245,7 +250,8 @@ def one_step(sync, feeder, optimizer, criterion, autocast, host_batches, timer, 
 
 
 def make_sync(cfg, model: nn.Module, device: torch.device) -> Sync:
-    """The sync= strategy around the model: local, per_param, flat (tasks/train/sync.py) or ddp (ddp.py)."""
+    """The sync= strategy around the model: local, per_param, flat (tasks/train/sync.py) or ddp
+    (ddp.py)."""
     if cfg.sync == "ddp":
         return DDPSync(cfg, model, device)
     return {"local": Sync, "per_param": PerParamSync, "flat": FlatSync}[str(cfg.sync)](model)
@@ -259,10 +265,12 @@ def maybe_fail(cfg, rank: int, step: int) -> None:
 
 
 def set_precision(precision: str) -> PrecisionFlags:
-    """precision=fp32 (the default) and bf16 leave torch's own defaults alone, as the user's training and the sources'
-    loops run: in torch 2.14 cuDNN convolutions may use TF32 (torch.backends.cudnn.allow_tf32 defaults to True) and
-    fp32 matmuls do not (torch.get_float32_matmul_precision() defaults to "highest"). fp32_strict turns TF32 off for
-    both, tf32 on for both. Returns the flags in effect, for the record: on a CPU they change nothing."""
+    """precision=fp32 (the default) and bf16 leave torch's own defaults alone, as the user's
+    training and the sources' loops run: in torch 2.14 cuDNN convolutions may use TF32
+    (torch.backends.cudnn.allow_tf32 defaults to True) and fp32 matmuls do not
+    (torch.get_float32_matmul_precision() defaults to "highest"). fp32_strict turns TF32 off for
+    both, tf32 on for both. Returns the flags in effect, for the record: on a CPU they change
+    nothing."""
     if precision in ("fp32_strict", "tf32"):
         tf32 = precision == "tf32"
         torch.set_float32_matmul_precision("high" if tf32 else "highest")
@@ -297,10 +305,11 @@ class _NoProfiler:
 
 
 def profiler(cfg, ctx):
-    """torch.profiler over a wait/warm-up/active schedule of timed blocks, one Chrome trace per rank; on GPU also the
-    CUDA profiler API range, so `nsys profile --capture-range=cudaProfilerApi` captures the measured window. It is
-    stepped between blocks, never inside one: where its schedule ends, torch/autograd/profiler.py synchronises the
-    device and the trace is written, which inside a timed block would be timed."""
+    """torch.profiler over a wait/warm-up/active schedule of timed blocks, one Chrome trace per
+    rank; on GPU also the CUDA profiler API range, so `nsys profile --capture-range=cudaProfilerApi`
+    captures the measured window. It is stepped between blocks, never inside one: where its schedule
+    ends, torch/autograd/profiler.py synchronises the device and the trace is written, which inside
+    a timed block would be timed."""
     if not cfg.profile.enabled:
         return _NoProfiler()
     from torch.profiler import ProfilerActivity, profile, schedule

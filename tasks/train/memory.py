@@ -1,16 +1,18 @@
-"""Memory preflight: estimate one rank's peak memory for task=train and refuse, before any rank starts, a config that
-cannot fit on the GPU, naming the batch size that would (CPU ranks: the same estimate, against the host memory the
-node's ranks share, is device.host.check_fits's to judge, with the host's other limits).
-An out-of-memory error halfway into a multi-rank run costs the user a queue slot and tells them less.
+"""Memory preflight: estimate one rank's peak memory for task=train and refuse, before any rank
+starts, a config that cannot fit on the GPU, naming the batch size that would (CPU ranks: the same
+estimate, against the host memory the node's ranks share, is device.host.check_fits's to judge, with
+the host's other limits). An out-of-memory error halfway into a multi-rank run costs the user a
+queue slot and tells them less.
 
-The model is built on the meta device (shapes only, no memory): its parameters give the fixed part, and one
-forward pass under torch.autograd.graph.saved_tensors_hooks counts the bytes autograd keeps for backward, at two
-batch sizes, which separates what grows with the batch. Parts:
-  parameters, gradients (trainable), SGD momentum (solver.momentum != 0),
-  DDP buckets (sync=ddp without gradient_as_bucket_view: one flat copy of the gradients; sync=flat: its buffer),
-  comm hook buffers (fp16/bf16: the compressed copy; PowerSGD with error feedback: one error tensor per gradient),
-  saved activations (fp32: an upper bound under precision=bf16) and a backward working set (gradients of the two
-  largest activations), and a fixed reserve (CUDA: context and NCCL buffers; CPU: interpreter and torch).
+The model is built on the meta device (shapes only, no memory): its parameters give the fixed part,
+and one forward pass under torch.autograd.graph.saved_tensors_hooks counts the bytes autograd keeps
+for backward, at two batch sizes, which separates what grows with the batch. Parts:
+  parameters, gradients (trainable), SGD momentum (solver.momentum != 0), DDP buckets (sync=ddp
+  without gradient_as_bucket_view: one flat copy of the gradients; sync=flat: its buffer), comm hook
+  buffers (fp16/bf16: the compressed copy; PowerSGD with error feedback: one error tensor per
+  gradient), saved activations (fp32: an upper bound under precision=bf16) and a backward working
+  set (gradients of the two largest activations), and a fixed reserve (CUDA: context and NCCL
+  buffers; CPU: interpreter and torch).
 It is an estimate: it refuses only configs it finds larger than the whole device, and says so."""
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ class Estimate:
 def _activation_bytes(
     model, criterion, shape: tuple, num_classes: int, batch: int, params: set
 ) -> int:
-    """Bytes autograd saves for backward in one forward of `batch` samples, plus the gradients of the two largest."""
+    """Bytes autograd saves for backward in one forward of `batch` samples, plus the gradients of
+    the two largest."""
     saved: dict[int, int] = {}
 
     def pack(t):
@@ -65,8 +68,8 @@ def _activation_bytes(
 
 
 def estimate(cfg, kind: str | None = None) -> Estimate:
-    """kind: the device the rank computes on ("cuda", "cpu", "fake"): adds its reserve, and on CPU the in-memory
-    image pool. None: the model's own parts only."""
+    """kind: the device the rank computes on ("cuda", "cpu", "fake"): adds its reserve, and on CPU
+    the in-memory image pool. None: the model's own parts only."""
     from models import build_model, input_shape
 
     with torch.device("meta"):
@@ -113,13 +116,14 @@ def estimate(cfg, kind: str | None = None) -> Estimate:
 
 
 def rank_bytes(cfg) -> int:
-    """One CPU rank's peak host memory at cfg.batch_size (the check of the host's memory, device.host.check_fits)."""
+    """One CPU rank's peak host memory at cfg.batch_size (the check of the host's memory,
+    device.host.check_fits)."""
     return estimate(cfg, "cpu").total(int(cfg.batch_size))
 
 
 def capacity(placement, local_ranks: int) -> tuple[int, str]:
-    """(bytes one rank may use, what that is) on the GPU `placement` gives it (shared GPUs: shared by the node's
-    ranks). Host memory is device.host.Host's to tell (device.host.check_fits)."""
+    """(bytes one rank may use, what that is) on the GPU `placement` gives it (shared GPUs: shared
+    by the node's ranks). Host memory is device.host.Host's to tell (device.host.check_fits)."""
     props = torch.cuda.get_device_properties(
         placement.gpu
     )  # NVML-free and context-free: no CUDA context is made
@@ -132,8 +136,8 @@ def capacity(placement, local_ranks: int) -> tuple[int, str]:
 
 
 def preflight(cfg, placement, local_ranks: int, room: tuple[int, str] | None = None) -> Estimate:
-    """Raise ConfigError if one rank of this run cannot fit on its GPU. room: (bytes, what) to check against
-    (default: the placement's GPU, see capacity())."""
+    """Raise ConfigError if one rank of this run cannot fit on its GPU. room: (bytes, what) to check
+    against (default: the placement's GPU, see capacity())."""
     cap, what = room if room is not None else capacity(placement, local_ranks)
     est = estimate(cfg, placement.kind)
     b = int(cfg.batch_size)
@@ -154,7 +158,10 @@ def preflight(cfg, placement, local_ranks: int, room: tuple[int, str] | None = N
     hint = ""
     k = math.ceil(b / fits)
     if k > 1 and b % k == 0:
-        hint = f" (or accumulate={k * int(cfg.accumulate)} batch_size={b // k}: the same effective batch)"
+        hint = (
+            f" (or accumulate={k * int(cfg.accumulate)} batch_size={b // k}: the same "
+            "effective batch)"
+        )
     raise ConfigError(f"{head} batch_size={fits} fits by this estimate{hint}.")
 
 

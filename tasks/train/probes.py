@@ -15,8 +15,10 @@ from base.record_types import CommStats, Comparison
 from stats import describe
 
 
-ENOUGH_PROBES = 6  # the fewest exposed-time samples whose median has a 95% interval (tables.entries.EXPOSED_MIN_N)
-DOMINANT = 0.15  # exposed communication above this share of the step: the rules need its interval to act on it
+# the fewest exposed-time samples whose median has a 95% interval (tables.entries.EXPOSED_MIN_N)
+ENOUGH_PROBES = 6
+# exposed communication above this share of the step: the rules need its interval to act on it
+DOMINANT = 0.15
 
 
 def ddp_comm_probe(
@@ -27,16 +29,18 @@ def ddp_comm_probe(
     budget_s: float = 0.0,
     device: torch.device | None = None,
 ) -> dict | None:
-    """Median of DDP's runtime stats over n probe steps, and each step's exposed communication (comm - overlap), so
-    that n >= 6 gives the exposed time a 95% interval (tasks/train/result.py). DDP fills them in at the start of the
-    next forward (synchronising the host with the GPU's timing events there, which is why this is not done in the
-    window), so sampling is turned off again at the end.
+    """Median of DDP's runtime stats over n probe steps, and each step's exposed communication (comm
+    - overlap), so that n >= 6 gives the exposed time a 95% interval (tasks/train/result.py). DDP
+    fills them in at the start of the next forward (synchronising the host with the GPU's timing
+    events there, which is why this is not done in the window), so sampling is turned off again at
+    the end.
 
-    Adaptive (issue 38): where fewer than ENOUGH_PROBES steps were asked for and the exposed communication of those
-    is above DOMINANT of the window's step (`step_s`), the probe takes the missing steps when they cost at most
-    `budget_s` (diagnose.probe_budget of the window), so a default run whose sync dominates the step gets the
-    interval the rules need to name the link or the sync path, instead of a request for probe_steps=6. The ranks
-    agree through one all_reduce of a flag, after the window."""
+    Adaptive (issue 38): where fewer than ENOUGH_PROBES steps were asked for and the exposed
+    communication of those is above DOMINANT of the window's step (`step_s`), the probe takes the
+    missing steps when they cost at most
+    `budget_s` (diagnose.probe_budget of the window), so a default run whose sync dominates the step
+    gets the interval the rules need to name the link or the sync path, instead of a request for
+    probe_steps=6. The ranks agree through one all_reduce of a flag, after the window."""
     if sync.runtime_stats_kind is None or n < 1:
         return None
     sync.enable_runtime_stats()
@@ -63,18 +67,21 @@ def ddp_comm_probe(
     out["exposed_samples_s"] = [max(0.0, s["comm_s"] - s["overlap_s"]) for s in samples]
     if extended:
         out["method"] = (
-            f"DDP runtime stats (reducer timers) over {len(samples)} untimed probe steps (probe_steps={n}, "
-            f"and {more} more taken because the exposed communication was over {DOMINANT:.0%} of the step): "
-            "time = first bucket all-reduce start to last finish; exposed = time - overlap with backward "
+            f"DDP runtime stats (reducer timers) over {len(samples)} untimed probe steps "
+            f"(probe_steps={n}, "
+            f"and {more} more taken because the exposed communication was over {DOMINANT:.0%} of "
+            "the step): "
+            "time = first bucket all-reduce start to last finish; exposed = time - overlap with "
+            "backward "
             "compute"
         )
     return out
 
 
 def grad_error_probe(sync, criterion, autocast, device_batches, n: int) -> float | None:
-    """Relative error ||g_scheme - g_exact|| / ||g_exact|| of the gradient a lossy comm hook delivers, against an exact
-    fp32 all-reduce of the same local gradients (same batch, same weights), median over n batches. No optimizer
-    step is taken, so the weights do not move."""
+    """Relative error ||g_scheme - g_exact|| / ||g_exact|| of the gradient a lossy comm hook
+    delivers, against an exact fp32 all-reduce of the same local gradients (same batch, same
+    weights), median over n batches. No optimizer step is taken, so the weights do not move."""
     if n < 1:
         return None
     model, params = sync.model, sync.params
@@ -111,14 +118,16 @@ def comm_microbench(
     wall_s: float,
     measured_steps: int,
 ) -> dict | None:
-    """The sync's own calls, timed alone on the same ranks, process group and device: an all_reduce of each size the
-    sync really sends (DDP: the buckets it built; flat: one buffer; per_param: every parameter), 1 warm-up + k timed
-    calls per size, a barrier before each (comm.measure.time_window). This is the VGG11 thread's nccl-tests number,
-    measured where the training ran; tasks/train/result.py sets the training's sync time beside it.
+    """The sync's own calls, timed alone on the same ranks, process group and device: an all_reduce
+    of each size the sync really sends (DDP: the buckets it built; flat: one buffer; per_param:
+    every parameter), 1 warm-up + k timed calls per size, a barrier before each
+    (comm.measure.time_window). This is the VGG11 thread's nccl-tests number, measured where the
+    training ran; tasks/train/result.py sets the training's sync time beside it.
 
-    diagnose.microbench: true runs it with diagnose.microbench_iters calls per size; auto (default) runs it only when
-    it costs at most diagnose.microbench_budget of the training (window + warm-up + probe steps, scaled from the
-    window's wall clock), fitting k to that budget after the warm-up pass; false never. Rank 0 decides for all."""
+    diagnose.microbench: true runs it with diagnose.microbench_iters calls per size; auto (default)
+    runs it only when it costs at most diagnose.microbench_budget of the training (window + warm-up
+    + probe steps, scaled from the window's wall clock), fitting k to that budget after the warm-up
+    pass; false never. Rank 0 decides for all."""
     from comm.measure import (
         time_window,
     )  # here: comm.measure imports tasks.train.timing, which imports this package
@@ -139,8 +148,10 @@ def comm_microbench(
         "timing": "CUDA events on the current stream"
         if device.type == "cuda"
         else "time.perf_counter",
-        "method": "all_reduce (SUM) of a zeroed buffer of each size the sync sends, alone on the same process "
-        "group and device, after the window; 1 warm-up + k timed calls per size, barrier before each; "
+        "method": "all_reduce (SUM) of a zeroed buffer of each size the sync sends, alone on the "
+        "same process "
+        "group and device, after the window; 1 warm-up + k timed calls per size, barrier before "
+        "each; "
         "rank 0's clock",
     }
     if skipped:
@@ -154,8 +165,9 @@ def comm_microbench(
         return out
     total = sum(b * n for b, n in calls)
     element = torch.empty((), dtype=dtype).element_size()
-    # per_param: also one call of the total; always one call of one element, the per-call latency (with a single
-    # bucket the sync's own sizes cannot tell latency from bandwidth: the what-if model needs both)
+    # per_param: also one call of the total; always one call of one element, the per-call latency
+    # (with a single bucket the sync's own sizes cannot tell latency from bandwidth: the what-if
+    # model needs both)
     sized = calls + ([(total, 0)] if cfg.sync == "per_param" else []) + [(element, 0)]
     buf = torch.zeros(max(b for b, _ in sized) // element, dtype=dtype, device=device)
     timers = [lambda v=buf[: b // element]: dist.all_reduce(v) for b, _ in sized]
@@ -184,7 +196,8 @@ def comm_microbench(
 
 
 def _sync_sizes(cfg, sync) -> tuple[list[int], torch.dtype, str | None]:
-    """What one synchronisation sends, call by call, and in which dtype (None sizes with a reason: not timed)."""
+    """What one synchronisation sends, call by call, and in which dtype (None sizes with a reason:
+    not timed)."""
     dtype = sync.params[0].dtype
     if cfg.sync == "flat":
         return [sum(p.numel() * p.element_size() for p in sync.params)], dtype, None
@@ -196,7 +209,8 @@ def _sync_sizes(cfg, sync) -> tuple[list[int], torch.dtype, str | None]:
             [],
             dtype,
             (
-                "optim=powersgd: its all-reduces of P and Q depend on each bucket's matrix shapes and the "
+                "optim=powersgd: its all-reduces of P and Q depend on each bucket's matrix shapes "
+                "and the "
                 "rank; DDP's bucket sizes are not what it sends"
             ),
         )
@@ -210,8 +224,8 @@ def _sync_sizes(cfg, sync) -> tuple[list[int], torch.dtype, str | None]:
 
 
 def _comm_time_estimate(cfg, steps: list[dict], comm_stats: dict | None) -> float | None:
-    """One pass of the sync's calls, from the training: DDP's comm time (an over-estimate: it spans backward), else
-    the median sync phase."""
+    """One pass of the sync's calls, from the training: DDP's comm time (an over-estimate: it spans
+    backward), else the median sync phase."""
     if comm_stats:
         return comm_stats.get("comm_s")
     sync_times = sorted(s["sync"] for s in steps if "sync" in s)
@@ -220,14 +234,16 @@ def _comm_time_estimate(cfg, steps: list[dict], comm_stats: dict | None) -> floa
 
 def _over_budget(seconds: float, budget: float, fraction: float) -> str:
     return (
-        f"one pass of the sync's calls takes ~{seconds:.3g} s; with a warm-up pass and timed calls it would cost "
+        f"one pass of the sync's calls takes ~{seconds:.3g} s; with a warm-up pass and timed calls "
+        "it would cost "
         f"more than diagnose.microbench_budget={fraction:g} of this run ({budget:.3g} s). "
         "diagnose.microbench=true runs it anyway"
     )
 
 
 def _agreed(obj: dict) -> dict:
-    """Rank 0's decision, on every rank: the probe is collective, so all ranks must take the same branch."""
+    """Rank 0's decision, on every rank: the probe is collective, so all ranks must take the same
+    branch."""
     box = [obj]
     dist.broadcast_object_list(box, src=0)
     return box[0]
@@ -244,7 +260,8 @@ def _size_row(nbytes: int, calls: int, samples: list[float], world_size: int) ->
 
 
 def versus_microbench(comm: CommStats, microbench: dict, world_size: int) -> Comparison | None:
-    """The sync set beside the on-rank microbenchmark of its own calls (result.comm.vs_microbench)."""
+    """The sync set beside the on-rank microbenchmark of its own calls
+    (result.comm.vs_microbench)."""
     if not microbench.get("sizes"):
         return None
     calls = [

@@ -1,9 +1,10 @@
-"""task=train_reference: the training step written by hand, as small as DDP training gets, for measuring the
-harness itself (`python -m tasks.train.harness_cost --reference`).
+"""task=train_reference: the training step written by hand, as small as DDP training gets, for
+measuring the harness itself (`python -m tasks.train.harness_cost --reference`).
 
-Same config, started the same way (train.py, the same launcher and rank set-up), the same model, batch, optimizer and
-bucket, and the same timed blocks as task=train (a device sync and a barrier at each block's ends), so the only
-difference to task=train is the loop: one batch made once, no loader, no phase timer, no counters, no probes."""
+Same config, started the same way (train.py, the same launcher and rank set-up), the same model,
+batch, optimizer and bucket, and the same timed blocks as task=train (a device sync and a barrier at
+each block's ends), so the only difference to task=train is the loop: one batch made once, no
+loader, no phase timer, no counters, no probes."""
 
 from __future__ import annotations
 
@@ -105,5 +106,6 @@ def summarize(record: Record) -> str:
     return (
         f"task=train_reference  model={record.setting('model.name')}  world_size={r.world_size}\n"
         f"throughput {fmt_ci(tp.steps_per_s, tp.ci_lo, tp.ci_hi, 'steps/s')} over {r.steps} steps "
-        f"(a hand-written DDP loop; compare with task=train: python -m tasks.train.harness_cost --reference)"
+        "(a hand-written DDP loop; compare with task=train: python -m tasks.train.harness_cost "
+        "--reference)"
     )

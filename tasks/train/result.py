@@ -1,6 +1,7 @@
-"""What a task=train run hands in: per-rank figures gathered on rank 0, the communication figures, the run record's
-`result` (a TrainResult, built here whole), and the summary printed from a record. Kept apart from the loop so that
-the loop reads top to bottom as the measurement it is."""
+"""What a task=train run hands in: per-rank figures gathered on rank 0, the communication figures,
+the run record's
+`result` (a TrainResult, built here whole), and the summary printed from a record. Kept apart from
+the loop so that the loop reads top to bottom as the measurement it is."""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ from stats.within import RATE_MIN_BLOCKS
 
 
 def thread_counts() -> dict:
-    """This rank's CPU threading: on a 2-core machine the setting alone moved the same loop's speed by 35%."""
+    """This rank's CPU threading: on a 2-core machine the setting alone moved the same loop's speed
+    by 35%."""
     return {
         "intra_op": torch.get_num_threads(),
         "inter_op": torch.get_num_interop_threads(),
@@ -50,7 +52,8 @@ def thread_counts() -> dict:
 
 
 def rank_figures(ctx, steps: list[dict], window, cpu_s: float) -> dict:
-    """cpu_s: this rank's CPU time over the window (tasks/train/stragglers.cpu_usage, the one CPU reading)."""
+    """cpu_s: this rank's CPU time over the window (tasks/train/stragglers.cpu_usage, the one CPU
+    reading)."""
     step_times = [s["step"] for s in steps]
     names = [p for p in (steps[0] if steps else {}) if p != "step"]
     wall = sum(window.walls)
@@ -77,10 +80,10 @@ def comm_figures(
     collectives: float,
     nbytes: float,
 ) -> CommStats:
-    """exposed_s with its 95% interval where its samples give one (exposed_ci_*; exposed_n samples): DDP's comes from
-    probe_steps untimed steps, one by default (a single sample: the tables say so, and the diagnosis does not act
-    on it alone); the explicit strategies' from every measured step's sync phase. described: DDP's own report
-    (None for the explicit strategies)."""
+    """exposed_s with its 95% interval where its samples give one (exposed_ci_*; exposed_n samples):
+    DDP's comes from probe_steps untimed steps, one by default (a single sample: the tables say so,
+    and the diagnosis does not act on it alone); the explicit strategies' from every measured step's
+    sync phase. described: DDP's own report (None for the explicit strategies)."""
     sync_times = [s["sync"] for s in steps if "sync" in s]
     buckets = described.buckets if described is not None else None  # DDP only
     exposed = None
@@ -147,13 +150,15 @@ def assemble(
     fault: Fault | None = None,
     device_layer: DeviceLayer | None = None,
 ) -> TrainResult:
-    """Rank 0's TrainResult from what the loop measured and gathered (everyone: each rank's rank_figures)."""
+    """Rank 0's TrainResult from what the loop measured and gathered (everyone: each rank's
+    rank_figures)."""
     from tasks.train.probes import versus_microbench
     from tasks.train.stragglers import find_straggler
 
     global_batch = cfg.batch_size * ctx.world_size
     per_step = global_batch * cfg.accumulate
-    # the job is as fast as its slowest rank: every block started at a barrier, so take each block's slowest rank
+    # the job is as fast as its slowest rank: every block started at a barrier, so take each block's
+    # slowest rank
     walls = [max(r["block_walls_s"][i] for r in everyone) for i in range(len(window.sizes))]
     tp = block_throughput(walls, window.sizes)
     step_times = [s["step"] for s in steps]
@@ -265,8 +270,9 @@ def assemble(
 
 
 def time_budget(marks: dict, window_s: float) -> TimeBudget:
-    """Where this job's wall time went, rank 0's clock. The job starts at its process's start for the first job of a
-    process (imports included; /proc gives it to about a second), else when Hydra started the job."""
+    """Where this job's wall time went, rank 0's clock. The job starts at its process's start for
+    the first job of a process (imports included; /proc gives it to about a second), else when Hydra
+    started the job."""
     now = time.time()
     start = float(os.environ.get(JOB_START_ENV) or marks["start"])
     job = now - start
@@ -282,8 +288,8 @@ def time_budget(marks: dict, window_s: float) -> TimeBudget:
 
 
 def _ms_ci(d: Summary) -> str:
-    """median [CI] in ms, digits as the interval allows; no interval (fewer than 10 steps) is marked *; an old
-    record's order-statistic interval that cannot reach 95% (n <= 5) likewise."""
+    """median [CI] in ms, digits as the interval allows; no interval (fewer than 10 steps) is marked
+    *; an old record's order-statistic interval that cannot reach 95% (n <= 5) likewise."""
     if d.ci_lo is None:
         return fmt_ci(d.median * 1e3, None, None) + "*"
     text = fmt_ci(d.median * 1e3, d.ci_lo * 1e3, d.ci_hi * 1e3)
@@ -291,7 +297,8 @@ def _ms_ci(d: Summary) -> str:
 
 
 def summarize_window(r: TrainResult) -> list[str]:
-    """Throughput with its interval, how the window ended, steadiness and the phase table (with CIs)."""
+    """Throughput with its interval, how the window ended, steadiness and the phase table (with
+    CIs)."""
     tp, m = r.throughput, r.measure
 
     def unit(v, lo, hi, u):
@@ -304,7 +311,8 @@ def summarize_window(r: TrainResult) -> list[str]:
     lines = [
         f"throughput  {unit(tp.steps_per_s, tp.ci_lo, tp.ci_hi, 'steps/s')}   "
         f"{unit(tp.samples_per_s, tp.samples_ci_lo, tp.samples_ci_hi, 'samples/s')}",
-        f"            (95% CI; wall clock of {tp.n_blocks if tp.has('n_blocks') else 1} timed blocks, slowest rank per "
+        f"            (95% CI; wall clock of {tp.n_blocks if tp.has('n_blocks') else 1} timed "
+        "blocks, slowest rank per "
         f"block; {tp.method or ''})",
     ]
     if tp.lag1 is not None:
@@ -316,11 +324,15 @@ def summarize_window(r: TrainResult) -> list[str]:
         )
     if m is not None and m.to_dict():
         each = "1 step" if m.block_steps == 1 else f"<= {m.block_steps} steps"
-        how = f"window      {m.steps} steps in {m.blocks} timed blocks of {each}, measure.policy={m.policy}"
+        how = (
+            f"window      {m.steps} steps in {m.blocks} timed blocks of {each}, "
+            f"measure.policy={m.policy}"
+        )
         if m.policy == "adaptive":
             half = "n/a" if m.rel_ci_halfwidth is None else f"+-{m.rel_ci_halfwidth:.1%}"
             how += (
-                f": median step known to {half} on rank 0 (target +-{m.rel_ci_target:.1%} on every rank); "
+                f": median step known to {half} on rank 0 (target +-{m.rel_ci_target:.1%} on every "
+                "rank); "
                 + (
                     "target reached"
                     if m.target_reached
@@ -331,7 +343,8 @@ def summarize_window(r: TrainResult) -> list[str]:
     st = r.steady_state
     if st is not None and st.steady is False:
         lines.append(
-            f"WARNING     {st.reason} ({st.of}): warm-up was not enough (raise warmup_steps) or the "
+            f"WARNING     {st.reason} ({st.of}): warm-up was not enough (raise warmup_steps) or "
+            "the "
             f"machine changed during the window; steady: false"
         )
     elif st is not None and st.to_dict():
@@ -342,7 +355,8 @@ def summarize_window(r: TrainResult) -> list[str]:
         step = r.step_time_s
         lines += [
             "",
-            f"{'phase':<12}{'median ms [95% CI]':>28}{'IQR ms':>10}{'outliers':>10}{'share':>8}   (rank 0)",
+            f"{'phase':<12}{'median ms [95% CI]':>28}{'IQR ms':>10}{'outliers':>10}{'share':>8}   "
+            "(rank 0)",
         ]
         for name, d in [*phases.items(), ("step", step)]:
             share = f"{d.median / step.median:>8.1%}" if step.median and name != "step" else ""
@@ -371,8 +385,9 @@ def timed_phases(r: TrainResult) -> dict[str, Summary]:
 
 
 def exposed_text(c: CommStats, short: bool = False) -> str:
-    """The exposed time with its 95% interval, or how many samples it rests on when they give none (short: without
-    the hint). The same digits on the console, in train.log and in the findings' evidence (stats.fmt.ms)."""
+    """The exposed time with its 95% interval, or how many samples it rests on when they give none
+    (short: without the hint). The same digits on the console, in train.log and in the findings'
+    evidence (stats.fmt.ms)."""
     if c.exposed_s is None:
         return "n/a"
     if c.exposed_ci_lo is not None:
@@ -392,7 +407,8 @@ def summarize(record: Record) -> str:
     r: TrainResult = record.result
     lines = [
         f"task=train  model={record.setting('model.name')}  sync={r.sync}  optim={r.optim}  "
-        f"bucket={r.bucket_mb}  world_size={r.world_size}  backend={r.backend}  device={r.device_name}",
+        f"bucket={r.bucket_mb}  world_size={r.world_size}  backend={r.backend}  "
+        f"device={r.device_name}",
         f"batch/rank={r.batch_per_rank}  global={r.global_batch}  accumulate={r.accumulate}  "
         f"effective={r.effective_batch}  warm-up={r.warmup_steps}  measured={r.steps}",
         "",
@@ -405,13 +421,15 @@ def summarize(record: Record) -> str:
         )
         lines += [
             "",
-            f"gradient sync: {c.collectives_per_step:.0f} collectives/step, {c.bytes_per_step / 1e6:.3g} MB/step"
+            f"gradient sync: {c.collectives_per_step:.0f} collectives/step, "
+            f"{c.bytes_per_step / 1e6:.3g} MB/step"
             + (
                 f", {c.buckets.count} buckets"
                 if c.buckets is not None and c.buckets.to_dict()
                 else ""
             ),
-            f"  comm {f(c.time_s)} ms, overlapped with backward {f(c.overlap_s)} ms, exposed {exposed_text(c)}"
+            f"  comm {f(c.time_s)} ms, overlapped with backward {f(c.overlap_s)} ms, exposed "
+            f"{exposed_text(c)}"
             + (
                 f", backward compute {f(c.backward_compute_s)} ms"
                 if c.backward_compute_s is not None
@@ -457,7 +475,8 @@ def summarize(record: Record) -> str:
     s = r.straggler
     if s is not None and s.to_dict():  # the rank the others wait for (tasks/train/stragglers.py)
         lines.append(
-            f"straggler: rank {s.rank}, {s.by_s * 1e3:+.1f} ms of work between collectives per step "
+            f"straggler: rank {s.rank}, {s.by_s * 1e3:+.1f} ms of work between collectives per "
+            "step "
             f"against the others' median (mostly {MOSTLY.get(s.mostly, s.mostly)})"
             + {
                 True: "",
@@ -488,7 +507,8 @@ def summarize(record: Record) -> str:
     if b is not None and b.launcher_cpu_share is not None:
         lines.append(
             f"launcher: {b.launcher_cpu_s:.2f} CPU s over the {b.launcher_wall_s:.1f} s launch "
-            f"({b.launcher_cpu_share:.1%} of one core on average: the parent's elastic agent and heartbeat "
+            f"({b.launcher_cpu_share:.1%} of one core on average: the parent's elastic agent and "
+            "heartbeat "
             "watch)"
         )
     return "\n".join(lines)

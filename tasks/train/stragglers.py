@@ -1,11 +1,11 @@
 """Which rank the others wait for, and each rank's work between two collectives.
 
-Under DDP every rank's step ends at the same all-reduce, so the ranks' step times come out alike and the slowest wall
-clock names nobody. What differs is the work a rank does between two collectives: everything the loop runs (its data
-wait, its host-to-device copy, forward, backward compute, the optimizer step and whatever runs outside the timed
-phases: hooks, logging), none of its waiting for the others. Each rank measures that, and its CPU use and run-queue
-wait over the window; rank 0 names the rank whose work takes longest, and by how much: that is what the others wait.
-"""
+Under DDP every rank's step ends at the same all-reduce, so the ranks' step times come out alike and
+the slowest wall clock names nobody. What differs is the work a rank does between two collectives:
+everything the loop runs (its data wait, its host-to-device copy, forward, backward compute, the
+optimizer step and whatever runs outside the timed phases: hooks, logging), none of its waiting for
+the others. Each rank measures that, and its CPU use and run-queue wait over the window; rank 0
+names the rank whose work takes longest, and by how much: that is what the others wait."""
 
 from __future__ import annotations
 
@@ -29,11 +29,11 @@ PARTS = (
 
 
 def cpu_usage(since: dict | None = None) -> dict:
-    """This process's CPU seconds, context switches and run-queue wait (all its threads), and the whole host's CPU
-    counters, now; or the change since an earlier reading, with host_busy = the host's busy share over that time
-    (every process). runqueue_s: time this process's threads were ready to run but waited for a core (Linux's
-    /proc/<pid>/task/*/schedstat; None where the kernel does not keep it); main_runqueue_s: the same for the thread
-    that runs the loop."""
+    """This process's CPU seconds, context switches and run-queue wait (all its threads), and the
+    whole host's CPU counters, now; or the change since an earlier reading, with host_busy = the
+    host's busy share over that time (every process). runqueue_s: time this process's threads were
+    ready to run but waited for a core (Linux's /proc/<pid>/task/*/schedstat; None where the kernel
+    does not keep it); main_runqueue_s: the same for the thread that runs the loop."""
     from device.host import host_cpu_jiffies as _host_cpu_jiffies
 
     ru = resource.getrusage(resource.RUSAGE_SELF)
@@ -58,8 +58,8 @@ def cpu_usage(since: dict | None = None) -> dict:
 
 
 def _runqueue_s(pattern: str = "/proc/self/task/*/schedstat") -> float | None:
-    """Seconds the threads matching `pattern` (this process's live threads; /proc/self/schedstat: the main thread) have
-    waited on a run queue (schedstat's second field, nanoseconds)."""
+    """Seconds the threads matching `pattern` (this process's live threads; /proc/self/schedstat:
+    the main thread) have waited on a run queue (schedstat's second field, nanoseconds)."""
     total, seen = 0, False
     for path in glob.glob(pattern):
         try:
@@ -76,11 +76,12 @@ def rank_work(
 ) -> dict | None:
     """This rank's work per step between two collectives, and where its window's time went.
 
-    With DDP the backward phase also holds the wait for the all-reduce (and so for the other ranks), so backward compute
-    comes from DDP's own timer (the probe steps); explicit strategies communicate in their sync phase (left out: it
-    is the collective), so their backward phase is compute only. `outside`: the time inside the timed blocks that no
-    phase holds (walls: this rank's block wall clocks), per step: whatever the loop runs between steps. A replayed CUDA
-    graph has no forward or backward phase of its own (one graph_replay): None, as without steps."""
+    With DDP the backward phase also holds the wait for the all-reduce (and so for the other ranks),
+    so backward compute comes from DDP's own timer (the probe steps); explicit strategies
+    communicate in their sync phase (left out: it is the collective), so their backward phase is
+    compute only. `outside`: the time inside the timed blocks that no phase holds (walls: this
+    rank's block wall clocks), per step: whatever the loop runs between steps. A replayed CUDA graph
+    has no forward or backward phase of its own (one graph_replay): None, as without steps."""
     if not steps or "forward" not in steps[0]:
         return None
     ddp_backward = comm_stats.get("backward_compute_s") if comm_stats else None
@@ -113,20 +114,23 @@ def rank_work(
         "backward_from": "DDP's reducer timer (median of the probe steps)"
         if comm_stats
         else "backward phase",
-        "what": "work between two collectives per step: data + H2D + forward + backward compute + optimizer + the "
+        "what": "work between two collectives per step: data + H2D + forward + backward compute + "
+        "optimizer + the "
         "time outside the timed phases (hooks, logging); no waiting for other ranks",
-        "phases_mean_s": mean,  # the window's means, which add up (the accounting of a step: diagnosis)
+        # the window's means, which add up (the accounting of a step: diagnosis)
+        "phases_mean_s": mean,
         "step_mean_s": step_mean,
         "wall_per_step_s": wall_per_step,
         "torch_threads": torch.get_num_threads(),
-        **window_usage,  # over the window: cpu_s, wall_s, voluntary/involuntary_switches, runqueue_s, host_busy
+        # over the window: cpu_s, wall_s, voluntary/involuntary_switches, runqueue_s, host_busy
+        **window_usage,
         "steps": n,
     }
 
 
 def find_straggler(everyone: list[dict], step_s: float | None) -> Straggler | None:
-    """The rank the others wait for: the longest work between collectives, against the other ranks' median. step_s:
-    the time per step the run's throughput implies (the share's denominator)."""
+    """The rank the others wait for: the longest work between collectives, against the other ranks'
+    median. step_s: the time per step the run's throughput implies (the share's denominator)."""
     ranks = [r for r in everyone if r.get("work")]
     if len(ranks) < 2:
         return None
@@ -170,8 +174,10 @@ def find_straggler(everyone: list[dict], step_s: float | None) -> Straggler | No
             for r in ranks
         ],
         method=(
-            "work between collectives per step = data wait + H2D + forward + backward compute + optimizer + "
-            "time outside the timed phases; the rank with the largest median against the other ranks' median; "
+            "work between collectives per step = data wait + H2D + forward + backward compute + "
+            "optimizer + "
+            "time outside the timed phases; the rank with the largest median against the other "
+            "ranks' median; "
             "significant when its interval clears every other rank's"
         ),
     )

@@ -1,10 +1,10 @@
-"""Gradient synchronisation strategies (`sync=`). Every one leaves the same averaged gradient in p.grad.
+"""Gradient synchronisation strategies (`sync=`). Every one leaves the same averaged gradient in
+p.grad.
 
-local      no communication: the single-device baseline (the ViT study's "no DDP")
-per_param  the VGG11 thread's loop: one all_reduce per parameter after backward
-flat       all gradients copied into one buffer, one all_reduce, copied back
-ddp        DistributedDataParallel: bucketed all-reduce overlapping backward, knobs and comm hooks (ddp.py)
-"""
+local      no communication: the single-device baseline (the ViT study's "no DDP") per_param  the
+VGG11 thread's loop: one all_reduce per parameter after backward flat       all gradients copied
+into one buffer, one all_reduce, copied back ddp        DistributedDataParallel: bucketed all-reduce
+overlapping backward, knobs and comm hooks (ddp.py)"""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ from base.record_types import DdpInfo
 
 
 class Sync:
-    """What the step loop, the probes and the result assembly may ask of a strategy. The base is `sync=local`:
-    every answer says "no communication", so no caller needs to know which strategy it holds."""
+    """What the step loop, the probes and the result assembly may ask of a strategy. The base is
+    `sync=local`: every answer says "no communication", so no caller needs to know which strategy it
+    holds."""
 
     communicates = False  # sends anything at all (False: no comm figures in the record)
     lossy = False  # delivers an approximate average (compression): the gradient-error probe applies
@@ -38,7 +39,8 @@ class Sync:
         pass
 
     def builtin_comm_per_sync(self) -> tuple[int, int]:
-        """(collectives, bytes) issued outside Python per synchronised step; none for Python-side strategies."""
+        """(collectives, bytes) issued outside Python per synchronised step; none for Python-side
+        strategies."""
         return 0, 0
 
     def buckets(self) -> list[int] | None:

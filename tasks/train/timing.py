@@ -1,9 +1,10 @@
 """Phase timers for the measured step.
 
-GPU: a CUDA event is recorded on the compute stream at every phase boundary; durations are read after the window, so
-the host never waits inside it. A phase's GPU time is how long the stream spent between its boundaries: host stalls
-(a slow loader) show up as the gap the GPU had to wait. CPU (and device=fake): the host clock at the same boundaries.
-With timing off, no boundaries are recorded at all (see tasks/train/harness_cost.py for what they cost)."""
+GPU: a CUDA event is recorded on the compute stream at every phase boundary; durations are read
+after the window, so the host never waits inside it. A phase's GPU time is how long the stream spent
+between its boundaries: host stalls (a slow loader) show up as the gap the GPU had to wait. CPU (and
+device=fake): the host clock at the same boundaries. With timing off, no boundaries are recorded at
+all (see tasks/train/harness_cost.py for what they cost)."""
 
 from __future__ import annotations
 
@@ -44,9 +45,9 @@ class PhaseTimer:
         self.steps.clear()
 
     def durations(self) -> list[dict[str, float]]:
-        """Seconds per phase for each recorded step (a phase entered several times, e.g. with gradient accumulation,
-        is summed; a phase never entered, e.g. forward in a replayed CUDA graph, is absent), plus "step": the whole
-        step. Call after the device is synchronised."""
+        """Seconds per phase for each recorded step (a phase entered several times, e.g. with
+        gradient accumulation, is summed; a phase never entered, e.g. forward in a replayed CUDA
+        graph, is absent), plus "step": the whole step. Call after the device is synchronised."""
         out = []
         for marks in self.steps:
             d: dict[str, float] = {}

@@ -137,9 +137,10 @@ def _choose(ctx, result, budget_s: float) -> dict:
 
 
 def _decide(ctx, result, budget_s: float) -> dict | None:
-    """Rank 0 diagnoses its result on a thread while every rank's main thread broadcasts rank 0's "done" flag
-    every KEEPALIVE_S: the diagnosis takes seconds (tens on a loaded 2-core host), and a job with no finished
-    collective for hang.after_s is declared hung (launchers/hang.py). Then the choice itself is broadcast."""
+    """Rank 0 diagnoses its result on a thread while every rank's main thread broadcasts rank 0's
+    "done" flag every KEEPALIVE_S: the diagnosis takes seconds (tens on a loaded 2-core host), and a
+    job with no finished collective for hang.after_s is declared hung (launchers/hang.py). Then the
+    choice itself is broadcast."""
     box: dict = {}
     worker = None
     if ctx.is_main:

@@ -1,14 +1,18 @@
 """The measured window: timed blocks of steps, and when to stop measuring (`measure.*`).
 
-    for n in window.blocks():        # before each block: device sync + barrier; after it: device sync
-        for _ in range(n):           # nothing in here waits on the device: steps are queued as in training
+    for n in window.blocks():        # before each block: device sync + barrier; after it: device
+    sync
+        for _ in range(n):           # nothing in here waits on the device: steps are queued as in
+        training
             train_step()
 
-Each block's wall clock is one throughput sample (a rank's host clock, between the two syncs), so the throughput has an
-interval even with timing=false (batch means over the blocks: stats.within). Between blocks, outside any timed block,
-`policy=adaptive` asks whether the window has the steps Stein's two-stage rule planned from its first 20 (or `steps`)
-for a median known to `measure.rel_ci` (stats.summary.planned_steps); the ranks agree through one all_reduce of two
-flags, so every rank stops after the same block. `policy=fixed` measures exactly `steps` and needs no agreement."""
+Each block's wall clock is one throughput sample (a rank's host clock, between the two syncs), so
+the throughput has an interval even with timing=false (batch means over the blocks: stats.within).
+Between blocks, outside any timed block,
+`policy=adaptive` asks whether the window has the steps Stein's two-stage rule planned from its
+first 20 (or `steps`) for a median known to `measure.rel_ci` (stats.summary.planned_steps); the
+ranks agree through one all_reduce of two flags, so every rank stops after the same block.
+`policy=fixed` measures exactly `steps` and needs no agreement."""
 
 from __future__ import annotations
 
@@ -24,15 +28,17 @@ from stats.within import BATCHES
 from device import synchronize
 
 AGREEMENT = (
-    "one all_reduce(MAX) of [any rank wants more, any rank stopped on a cap] after each block, outside the "
+    "one all_reduce(MAX) of [any rank wants more, any rank stopped on a cap] after each block, "
+    "outside the "
     "timed blocks"
 )
 
 
 def block_size(steps: int, block_steps: int) -> int:
-    """Steps per timed block: at least MIN_BLOCKS blocks in the minimum window, so its throughput has an interval (50
-    GPU steps in blocks of 10 would be 5): the block shrinks to steps // MIN_BLOCKS when measure.block_steps is
-    larger. Every block has this size but the fixed window's last, which may be shorter."""
+    """Steps per timed block: at least MIN_BLOCKS blocks in the minimum window, so its throughput
+    has an interval (50 GPU steps in blocks of 10 would be 5): the block shrinks to steps //
+    MIN_BLOCKS when measure.block_steps is larger. Every block has this size but the fixed window's
+    last, which may be shorter."""
     return max(1, min(int(block_steps), int(steps) // MIN_BLOCKS))
 
 
@@ -58,8 +64,9 @@ class Window:
 
     @property
     def planned_steps(self) -> int | None:
-        """For a progress bar: exact for policy=fixed; None for adaptive, whose end no count predicts (the target,
-        or the step cap, or the time cap, whichever comes first), so a bar shows no false ETA."""
+        """For a progress bar: exact for policy=fixed; None for adaptive, whose end no count
+        predicts (the target, or the step cap, or the time cap, whichever comes first), so a bar
+        shows no false ETA."""
         return self.min_steps if self.policy == "fixed" else None
 
     def label(self) -> str:
@@ -77,8 +84,9 @@ class Window:
         )
 
     def blocks(self, between=None):
-        """The size of each timed block, in turn. between(): called after each block, outside its timed span (the
-        profiler steps there: its schedule's end synchronises the device and writes the trace)."""
+        """The size of each timed block, in turn. between(): called after each block, outside its
+        timed span (the profiler steps there: its schedule's end synchronises the device and writes
+        the trace)."""
         start = time.perf_counter()
         while True:
             n = self._next_size()
@@ -101,8 +109,8 @@ class Window:
         return self.block if cap is None else max(1, min(self.block, cap - self.steps))
 
     def samples(self) -> tuple[list[float], str]:
-        """What the stopping rule and the record's precision figure are about: this rank's step times when
-        timing is on, else each block's wall clock per step."""
+        """What the stopping rule and the record's precision figure are about: this rank's step
+        times when timing is on, else each block's wall clock per step."""
         if self.timer.enabled:
             return [
                 d["step"] for d in self.timer.durations()
@@ -141,7 +149,8 @@ class Window:
         return True
 
     def describe(self) -> Measure:
-        """The record's `measure` section (rank 0's view; every rank stopped after the same block)."""
+        """The record's `measure` section (rank 0's view; every rank stopped after the same
+        block)."""
         values, what = self.samples()
         half = None
         if values:

@@ -1,5 +1,6 @@
-"""VGG11 at 224x224 on random images, a plain DDP loop as users write it: the attach cost's heavy case (python -m
-tasks.script.cost). torchvision's VGG11, SGD with momentum, a DataLoader over a synthetic dataset."""
+"""VGG11 at 224x224 on random images, a plain DDP loop as users write it: the attach cost's heavy
+case (python -m tasks.script.cost). torchvision's VGG11, SGD with momentum, a DataLoader over a
+synthetic dataset."""
 
 import argparse
 
