@@ -145,11 +145,16 @@ def test_grad_ready_probe_in_a_real_two_rank_run_feeds_the_model(tmp_path):
 def test_command_runs_on_every_committed_train_record(tmp_path):
     from base.record import find_records
     from whatif.api import predict
+    from whatif.profile import ProfileError
 
     done = 0
     for path in find_records(ROOT / "results" / "runs"):
         rec = json.loads(path.read_text())
         if rec.get("task") != "train":
+            continue
+        if rec.get("status") != "ok":  # a hung or failed run: refused in one line, not modelled
+            with pytest.raises(ProfileError, match="only finished runs"):
+                predict(rec, samples=200)
             continue
         p = predict(rec, samples=200)
         assert p.lo <= p.step_s <= p.hi, path
