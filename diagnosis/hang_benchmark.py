@@ -9,8 +9,8 @@
 Each case is a real 2-rank gloo `python train.py` with one hang injected (fault.hang) on one rank;
 the repeats put it on each rank in turn. Per run the table says whether the verdict is right, the
 seconds from the hang to the record, the processes left behind, and PyTorch's own analyzer's answer
-on the same dumps. The cases, the answers expected and how the cost is measured: docs/diagnosis.md
-"The hang benchmark".
+on the same dumps. The cases, the answers expected and how the cost is measured:
+docs/diagnosis.md "The hang benchmark".
 """
 
 from __future__ import annotations

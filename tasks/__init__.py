@@ -7,9 +7,9 @@ protocol:
     summarize(record) -> str               the text printed after the run, from the record alone
 
 and optional names that job/config.py and the launchers ask for through getattr, never by the
-task's name (brief, derive, largest_collective, INJECTS_FAULTS, ...: docs/development.md "The task
-protocol"). The registry below maps each of the schema's task names (base/schema.py: Task) to its
-module: config checks, the rank runner and the tests all read it.
+task's name (brief, derive, largest_collective, INJECTS_FAULTS, ...:
+docs/development.md "The task protocol"). The registry below maps each of the schema's task names
+(base/schema.py: Task) to its module: config checks, the rank runner and the tests all read it.
 """
 
 from __future__ import annotations
