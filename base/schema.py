@@ -1,19 +1,14 @@
 """The config's schema: every key conf/ can hold, its type, allowed values and bounds, and for the
 knobs (the top-level keys and their sections) also the default and the doc.
 
-Hydra merges conf/'s YAML onto these dataclasses, so a wrong type or an unknown choice (`steps=1.5`,
-`sync=allgather`, a misspelt key) is refused while the config is composed, before any code of ours
-runs. A knob is one `knob(default, doc, ge=...)` field and nothing else: conf/config.yaml holds only
-the defaults list, docs/config.md's table and --help's knob list are written from the fields
-(base/config_doc.py). Group options keep their values in YAML, one file per choice; their fields
-here say what a key may hold. Bounds (`ge`/`gt`) are checked once by job.config.check_schema; the
-checks between keys belong to each task's check().
-
-Each group option extends its group's schema in its defaults list (`- /schema/model/vgg@_here_`),
-the primary config extends `config_schema` (Hydra's "structured config as schema" pattern). The
-launcher group is left untyped: its options belong to launchers/slurm, which checks them. Importing
-this module registers everything in Hydra's ConfigStore (Hydra's idiom; job.config imports it, so
-everything that composes conf/ has it).
+Hydra merges conf/'s YAML onto these dataclasses, so a wrong type, an unknown choice or a misspelt
+key is refused while the config is composed, before any code of ours runs. A knob is one
+`knob(default, doc, ge=...)` field and nothing else: docs/config.md's table and --help's knob list
+are written from the fields (base/config_doc.py). Group options keep their values in YAML, one file
+per choice, and extend their group's schema in their defaults list (`- /schema/model/vgg@_here_`).
+Bounds are checked once by job.config.check_schema; the checks between keys belong to each task's
+check(). The launcher group is left untyped (launchers/slurm checks its options). Importing this
+module registers everything in Hydra's ConfigStore; job.config imports it.
 """
 
 from __future__ import annotations

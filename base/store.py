@@ -1,19 +1,14 @@
 """The rendezvous stores this tool hosts, each listening on one address only.
 
-torch's TCPStore server listens on every interface whatever host it is given (the host is only what
-clients dial), unauthenticated, for the whole run: anything that reaches the machine could read or
-write the keys the ranks agree through. So a store started here listens on a socket bound by this
-module (TCPStore's `master_listen_fd`):
-  - a local run: the local launcher's address (launchers/local.py: 127.0.0.1, or the bridge address
-    of a run behind
-    emulated links);
-  - a multi-node run whose ranks make their own store (Slurm tasks): the address MASTER_ADDR names,
-    the one every
-    rank dials. Only when that name resolves to a loopback address here while the job spans several
-    hosts (a Debian-style /etc/hosts maps the host's own name to 127.0.1.1) is there no better
-    choice than every interface, and the rank says so.
-Under torchrun the agent hosts the store (TORCHELASTIC_USE_AGENT_STORE) and its rendezvous options
-decide."""
+torch's TCPStore server listens on every interface whatever host it is given, unauthenticated, for
+the whole run: anything that reaches the machine could read or write the ranks' keys. So a store
+started here listens on a socket bound by this module (TCPStore's `master_listen_fd`): in a local
+run, the local launcher's address (127.0.0.1, or the bridge address behind emulated links); in a
+multi-node run whose ranks make their own store (Slurm tasks), the address MASTER_ADDR names. Only
+when that name resolves to a loopback address here while the job spans several hosts (a
+Debian-style /etc/hosts maps the host's own name to 127.0.1.1) does it listen on every interface,
+and the rank says so. Under torchrun the agent hosts the store (TORCHELASTIC_USE_AGENT_STORE).
+"""
 
 from __future__ import annotations
 

@@ -1,27 +1,12 @@
 """DDP's bucket assignment for any bucket cap, with torch's own code.
 
-What torch 2.14 does (torch/nn/parallel/distributed.py and torch/csrc/distributed/c10d/reducer.cpp):
-- `_BucketCapacityConfig.create(bucket_cap_mb, ...)` sets `bucket_bytes_cap` and
-  `first_bucket_bytes_cap`: the first
-  bucket is capped at `dist._DEFAULT_FIRST_BUCKET_BYTES` (1 MiB) only when `bucket_cap_mb` is left
-  at None; an explicit
-  `bucket_cap_mb=25` caps the first bucket at 25 MiB too.
-- At construction (no unused-parameter search, or a static graph) DDP puts every parameter in one
-  bucket; after the
-  first backward, `Reducer::rebuild_buckets` calls `compute_bucket_assignment_by_size(params in the
-  order their gradients became ready, [first_bucket_bytes_cap, bucket_bytes_cap], ...,
-  tensor_indices=that order)`. That is the C++ function Python sees as
-  `dist._compute_bucket_assignment_by_size`; with tensor indices it keeps the buckets in ready
-  order, which is also the order the reducer launches them (`next_bucket_`: bucket k+1 never before
-  bucket k).
-- A bucket closes once its bytes reach the current limit (so one tensor larger than the cap gets a
-  bucket of its own,
-  and a bucket can exceed the cap by its last tensor); the limits advance per bucket and the last
-  one repeats; tensors of different dtypes or devices never share a bucket.
-
-`assign` calls that function on meta tensors of the parameters' sizes, so no memory is spent and the
-answer is torch's, not a reimplementation. The environment knob DDP_SET_LAST_BUCKET_CAP (reversed
-bucketing) is not modelled."""
+`assign` calls `dist._compute_bucket_assignment_by_size`, the function DDP's reducer calls when it
+rebuilds its buckets after the first backward, on meta tensors of the parameters' sizes, with the
+limits DDP uses and in the order the gradients became ready: no memory is spent and the answer is
+torch's, not a reimplementation. Two things to know before the code: the first bucket is capped at
+1 MiB only when `bucket_cap_mb` is left unset, and the buckets come out in ready order, the order
+the reducer launches them. How torch 2.14 builds them: docs/whatif.md "The step model in detail".
+"""
 
 from __future__ import annotations
 

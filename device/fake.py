@@ -2,39 +2,15 @@
 feeders and CUDA graphs, and the stream rules a real GPU would silently break are enforced.
 
 torch's own torch.Stream / torch.Event cannot stand in on CPU (CPU events cannot record), so this
-device keeps its own books. Every tensor operation passes through a TorchDispatchMode that knows
-which fake stream is current, and each storage remembers the stream that allocated it, the last
-write (stream, sequence number) and the streams that used it. Then:
-
-- every stream wait happens before use: an operation on stream U that touches memory last written on
-  stream S
-  (or, to write it, memory another stream last read) raises StreamRuleError unless U waited on S
-  after that write (wait_stream, transitively), or the device was synchronised since;
-- record_stream is called on every tensor handed across streams: memory allocated on stream A, used
-  on stream U
-  and freed without record_stream(U) returns to A's pool while U may still use it; the next work
-  queued on A (which may be handed that memory) raises StreamRuleError unless A waited on U since
-  (or the device was synchronised). That is the caching allocator's own rule. Memory freed so but
-  never followed by work on A is no hazard (e.g. DDP's first buckets, built on the side stream
-  PyTorch's CUDA-graph recipe constructs it under);
-- nothing synchronises inside the measured window or a capture: synchronize(), event/stream
-  synchronize and the
-  operations that read a device value on the host (.item(), bool(t), nonzero, ...) raise
-  HostSyncError there (a host tensor's .item() is no sync: DDP's reducer reads its host-side map
-  every step). A blocking host-to-device copy counts as a sync unless the window allows it
-  (h2d=blocking);
-- a DDP comm hook runs as on a GPU (comm_hook): its torch.cuda.is_available() is True and its
-  torch.cuda.synchronize() is a device-wide sync of this device, counted (report:
-  comm_hook_device_syncs) and an error inside a strict window, so the sync torch's PowerSGD hook
-  makes in every bucket is seen on CPU;
-- a "captured" step runs once at capture (like the real capture, with syncs forbidden) and replays
-  eagerly, its
-  outputs copied into the tensors capture returned.
-
-Streams are no-ops for the data (one CPU does the work in program order); they record the order of
-the calls in `log`, which tests read. Events read the host clock. Host tensors (the loader's
-batches, the sources of to_device, DDP's host-side maps) are told apart from device memory by what
-they were computed from: see _Memory."""
+device keeps its own books: every tensor operation passes through a TorchDispatchMode that knows
+which fake stream is current, and each storage remembers the stream that allocated it, its last
+write (stream, sequence number) and the streams that used it. A broken rule raises StreamRuleError
+(a missing wait or record_stream) or HostSyncError (a sync inside the measured window or a
+capture); the rules one by one are in docs/device.md "Rules of the fake device". Streams are no-ops
+for the data (one CPU does the work in program order); they record the order of the calls in
+`log`, which tests read. Events read the host clock. Host tensors are told apart from device memory
+by what they were computed from: see _Memory.
+"""
 
 from __future__ import annotations
 

@@ -1,33 +1,16 @@
 """Every millisecond of a step, counted once.
 
 The time a step costs is what the throughput implies: the wall clock of the timed blocks (each
-block's slowest rank) per step. On rank 0 (whose phases the table shows) that time is, with the
-window's means, which add up:
-
-    step (throughput) = rank 0's timed phases                  data + h2d + forward + backward +
-    sync + optimizer
-                      + rank 0's time outside the phases        inside the timed blocks, between
-                        steps
-                      + rank 0 waiting at the block barrier     for the slowest rank of each block
-                        (untimed)
-
-A rank's own work between two collectives is all it runs (tasks/train/stragglers.py: data, H2D,
-forward, backward compute, optimizer and the time outside the phases). The ranks that do less wait
-for the one that does the most: either inside the collective (DDP: in the backward phase; explicit
-strategies: in the sync phase), or, when the late rank's extra work comes after the collective and
-the block ends there, at the barrier before the next block. So rank 0's waiting for a late peer is
-
-    wait = max over ranks of their work - rank 0's work,    wait in the sync = wait - the block
-    barrier's share of it,
-
-and what remains of the sync after that wait is the transfer ("transfer in the window"): the exposed
-communication proper, as the window measured it. DDP's reducer timers measure it a second way, over
-the untimed probe steps after the window ("exposed" on the sync line, the figure the findings use);
-both are printed, each named. The same split holds for DDP's reducer timers over the probe steps (no
-barriers there, so the whole wait is inside the collective). Records whose per-rank work lacks the
-optimizer and the time outside the phases (the committed CPU studies made before those were
-recorded; the figures were not kept, so no migration can add them) still give the step and the
-barrier; their waits leave those parts out (said)."""
+block's slowest rank) per step. On rank 0, whose phases the table shows, it splits with the
+window's means into rank 0's timed phases, its time outside the phases, and its wait at the block
+barrier for the slowest rank. Rank 0's wait for a late peer is the most work any rank did between
+two collectives less its own; the part not spent at the barrier is inside the collective, and what
+remains of the sync after it is the transfer ("transfer in the window"). DDP's reducer timers over
+the probe steps measure the exposed communication a second way ("exposed", the figure the findings
+use); both are printed, each named. Records made before the per-rank optimizer and outside-phase
+times were recorded leave those parts out of their waits, and say so. The arithmetic, with an
+example: docs/diagnosis.md "Every millisecond of the step, counted once".
+"""
 
 from __future__ import annotations
 

@@ -1,52 +1,17 @@
 """Does the diagnosis name the right cause first? A known-answer benchmark (issue 29).
 
-    python -m diagnosis.benchmark [--out DIR] [--repeats 3] [--cases NAME,...] [--delay 0.1]
-    [--script] python -m diagnosis.benchmark --table DIR          # the table again, from a finished
-    benchmark's records python -m diagnosis.benchmark --score DIR          # the same, each record
-    diagnosed again by this diagnosis
+    python -m diagnosis.benchmark [--out DIR] [--repeats 3] [--cases NAME,...] [--script]
+    python -m diagnosis.benchmark --table DIR      # the table again, from a finished benchmark
+    python -m diagnosis.benchmark --score DIR      # the same, each record diagnosed again
 
 Each case injects one cause of known size into a tiny 2-rank run and says what a correct diagnosis
-ranks first and which change removes the cause:
-
-  healthy                       nothing to find per_param                     sync=per_param: the
-  per-parameter all-reduce (fix: sync=ddp) straggler_<where>_r<k>        rank k sleeps `delay` per
-  step in its data loading, inside backward or after its
-                                optimizer step (fault.delay_*): rank k is the straggler (fix: the
-                                delay removed)
-  busy_host                     another process spins on a core beside the ranks: the busy host
-  (fix: it stopped) script_<case>                 task=script on a user-style loop
-  (diagnosis/cases/user_loop.py, unchanged): healthy,
-                                stragglers (data, backward, after the optimizer), busy_host, and
-                                hiccup_r0 (rank 0 sleeps 300 ms after every 5th step: the hiccup, or
-                                the straggler, naming rank 0)
-  h2d_blocking                  device=fake, h2d=blocking, each blocking copy waits `delay` for the
-  device: the
-                                input pipeline's copy (fix: its next command, h2d=side_stream)
-  slow_link_<rate>              (root) the ranks behind an emulated link of that rate: the link
-  (fix: its next command) small_buckets                 (root) 1 KB buckets of an 8-layer ViT behind
-  a slow link: the bucket layout, or a
-                                fix that makes the buckets larger (fix: its next command)
-
-The injection lives here and in the fault knobs (off by default, absent from the step loop when off,
-recorded in the record when on); the diagnosis never reads them. Cases of one kind run as one
-`python train.py -m` sweep with
-`repeats` rounds (interleaved, so drift on the machine hits every case alike). For each case and run
-the table says:
-
-  top-1        the first finding is the injected cause (its rule; for a straggler, the rank it
-  names) false        named findings with no injected cause behind them (0 on the healthy case) sum
-  the savings of all findings, as a share of the step: never above 100% estimated    the top
-  finding's estimated saving and its stated range (95% interval or arithmetic range) measured
-  the saving measured when the top finding's own next: command (or the removal of the cause, for
-  causes
-               no knob removes: a straggler, a busy host) is run: 1 - its samples/s ratio, from the
-               runs of the same round, with the 95% interval of the runs' throughput
-               (stats.compare_runs over the rounds for the case)
-  inside       the stated range and the measured interval overlap; otherwise by how much they miss
-
-It runs `python train.py` in subprocesses and reads the records they write: like the rest of
-diagnosis/ it never imports the run code. The cases that need an emulated link run only as root
-(they are listed as skipped otherwise)."""
+ranks first and which change removes the cause; the table scores top-1, false findings, and the
+top finding's estimated saving against the saving measured by running that change. The cases, the
+injection and the columns: docs/diagnosis.md "The known-answer benchmark"; the script cases:
+docs/script.md "Known answers and cost". It runs `python train.py` in subprocesses and reads their
+records: like the rest of diagnosis/ it never imports the run code, and the diagnosis never reads
+the fault knobs. The cases that need an emulated link run only as root (skipped otherwise).
+"""
 
 from __future__ import annotations
 

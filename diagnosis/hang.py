@@ -1,33 +1,16 @@
 """A hung job: which collective the ranks diverged at, which ranks never issued it, where each of
 those is, and why.
 
-    python -m diagnosis <dir of Flight Recorder dumps>     # a hung run's <run dir>/hang, or any
-    PyTorch job's dumps
+    python -m diagnosis <dir of Flight Recorder dumps>     # <run dir>/hang, or any PyTorch job's
 
-Reads PyTorch's Flight Recorder dumps (one pickle per rank, as `_dump_fr_trace()` returns them and
-as torch's own writer names them: a common prefix and the rank, e.g. `rank_0`, `nccl_trace_rank_3`)
-and, where this tool collected them (launchers/hang.py), each rank's stacks of every thread
-(`stacks_<r>.txt`, faulthandler's text) and its facts (`facts_<r>.json`: steps done, the main
-thread's CPU share, the job's id). Only the dumps are needed; the rest sharpens the class of cause.
-
-The rules, first finding first:
-  1. the divergence: per process group, the first sequence number at which the ranks' entries differ
-     (op, sizes,
-     dtypes, or the call site that issued it) or some member has none. Of several groups, the one
-     whose divergent entry came first.
-  2. the odd rank: a rank missing the entry is odd; where every rank issued something different, the
-     odd one is the
-     rank whose entry is not what followed the previous collective before (the job's own history in
-     the ring buffer), so a skipped all_reduce blames the rank that skipped it and an extra barrier
-     the rank that added it.
-  3. its class: dead (no dump, or its process was gone), busy compute (its main thread used the CPU
-     while hung),
-     mismatch (the same call site with other sizes/dtypes, or its pending collective is on another
-     group that another rank is missing: groups entered in a different order), a different code path
-     (a collective from another call site), else waiting (data, I/O, a sleep, a lock) at its
-     innermost user frame.
+Reads PyTorch's Flight Recorder dumps (one pickle per rank, named as torch's own writer names them:
+a common prefix and the rank, e.g. `rank_0`, `nccl_trace_rank_3`) and, where this tool collected
+them (launchers/hang.py), each rank's stacks of every thread (`stacks_<r>.txt`) and its facts
+(`facts_<r>.json`). Only the dumps are needed; the rest sharpens the class of cause. The rules, in
+order (the divergence, the odd rank, its class): docs/diagnosis.md "A hung job: the hang rules".
 Bad input (dumps of several jobs, another dump version, a rank's dump missing) is said in one line
-each, and the diagnosis of what is there follows."""
+each, and the diagnosis of what is there follows.
+"""
 
 from __future__ import annotations
 

@@ -1,45 +1,17 @@
 """Does a hung run get the right answer, soon, with nothing left behind? A known-answer benchmark
 (issue 40).
 
-    python -m diagnosis.hang_benchmark [--out results/hang_benchmark] [--repeats 2] [--cases
-    NAME,...] python -m diagnosis.hang_benchmark --table results/hang_benchmark   # the tables
-    again, from their records python -m diagnosis.hang_benchmark --cost [--rounds 6]              #
-    the recorder's cost: steps/s on vs off python -m diagnosis.hang_benchmark --cost-micro [--rounds
-    20]       # its cost per collective x collectives/step
+    python -m diagnosis.hang_benchmark [--out results/hang_benchmark] [--repeats 2] [--cases ...]
+    python -m diagnosis.hang_benchmark --table results/hang_benchmark   # the tables, from records
+    python -m diagnosis.hang_benchmark --cost [--rounds 6]          # steps/s, recorder on vs off
+    python -m diagnosis.hang_benchmark --cost-micro [--rounds 20]   # cost per collective
 
-Each case is a real 2-rank gloo `python train.py` (model=vgg11_tiny scale=smoke, timeout_s=60,
-hang.after_s=8) with one hang injected (fault.hang, tasks/train/faults.py) on the case's rank at
-step 5; repeat k puts it on rank (case rank + k) mod 2, so both ranks take each role. The answer
-expected:
-
-  skip_allreduce   the rank that skipped the metric all_reduce: a different code path extra_barrier
-  the rank with the barrier under `if rank == ...`: a different code path data_sleep       the rank
-  whose loader never returns: data/I/O wait kill             the rank killed by SIGKILL: a dead
-  rank. The elastic agent sees the death within a second and
-                   ends the job `failed` (no hang to wait for), its error the dead rank's verdict:
-                   `rank k failed: killed by signal 9 (...); its last step: N (...); rank j waits in
-                   <collective>, which rank k never joined — a dead rank`
-                   (launchers.hang.dead_rank); right when all of it is there. When the peer is left
-                   waiting instead (no agent), the dumps name the collective
-  size_mismatch    the rank that passed 0 elements to the metric all_reduce: a mismatch
-  pg_order         the rank that entered group B before group A: a mismatch
-  busy             the rank in an endless Python loop: busy compute
-  healthy          no hang declared: the record is `ok`
-
-Per run the table says: top-1 (the verdict names the injected rank, its class, and the collective:
-the injected one where the fault is a collective, else the one the other rank waits in), the seconds
-from the hang (the first unfinished collective's creation in the Flight Recorder) to the answer (the
-record written), the processes of the run left after train.py exited (its session), whether the
-record was kept, and PyTorch's own analyzer's answer on the same dumps (`python -m
-torch.distributed.flight_recorder.fr_trace DIR -p rank_`, its last line). Measurements go to
-<out>/measurements.json; --table rebuilds table.md from it and the records (each verdict
-recomputed).
-
---cost: the price of keeping the Flight Recorder and the hang watch on (the default) for a healthy
-run: `rounds` rounds, each one run with `hang.enabled=false hang.fr_buffer=0` and one with the
-defaults, in alternating order (interleaved, so the machine's drift hits both), each its record's
-steps/s; the ratio on/off is the paired t interval of the per-round log ratios (stats.compare_runs).
-Written to <out>/cost.json and cost.md."""
+Each case is a real 2-rank gloo `python train.py` with one hang injected (fault.hang) on one rank;
+the repeats put it on each rank in turn. Per run the table says whether the verdict is right, the
+seconds from the hang to the record, the processes left behind, and PyTorch's own analyzer's answer
+on the same dumps. The cases, the answers expected and how the cost is measured:
+docs/diagnosis.md "The hang benchmark".
+"""
 
 from __future__ import annotations
 

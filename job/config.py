@@ -3,16 +3,13 @@
 Three stages, each refusing bad input with one line that names the problem and the fix (a
 ConfigError, exit 2):
   1. Hydra composes conf/ onto base/schema.py: wrong types, unknown choices and misspelt keys fail
-     there, and
-     `hydra_error()` turns Hydra's several lines into one that names the nearest real key or choice
-     (train.py);
-  2. `check_schema()`: keys added with `+`, values removed with `~`, and the bounds the schema
-     declares;
+     there, and `hydra_error()` turns Hydra's several lines into one that names the nearest real key
+     or choice (train.py);
+  2. `check_schema()`: keys added with `+`, values removed with `~`, and the schema's bounds;
   3. every check between keys: the launcher's, the link's and the task's own
-     (`tasks.get(task).check`, which checks
-     the model and data it uses), with what this host offers (`Host`) injected so tests can pose as
-     any machine. What differs between tasks is asked of the task (tasks/__init__.py), never decided
-     here by its name.
+     (`tasks.get(task).check`), with what this host offers (`Host`) injected so tests can pose as
+     any machine. What differs between tasks is asked of the task (tasks/__init__.py), never
+     decided here by its name.
 """
 
 from __future__ import annotations

@@ -1,19 +1,14 @@
 """The one way a run ends: write its record, print what happened, log it to W&B once.
 
-Called by the process that outlives the ranks, whatever happened: the process the user started
-(after the local ranks ended), rank 0 itself when there is no such process (torchrun, a Slurm task),
-or the Slurm submitter for a job that died without a record. Nothing else writes a record or talks
-to W&B about a run, so a run has exactly one record and at most one W&B run.
-
-A record is never lost to its directory: when the output dir cannot be written at the end (removed,
-full, read-only), the summary is still printed and the record goes to the first place that takes it
-(fallback_dirs()), named on the console. The first of them has a predictable name in a shared temp
-dir, so each is used only as a directory of this user's own, mode 0700: made so here, or found so
-(not followed when it is a symbolic link someone planted).
-
-W&B is bounded by its own timeouts (results/wandb_log.py). It comes before the record path of a run
-that worked (the path is the last line the run prints; the record is on disk already) and after a
-failure's error line, so the record and the error never wait for it."""
+Called by the process that outlives the ranks, whatever happened: the process the user started, rank
+0 itself when there is no such process (torchrun, a Slurm task), or the Slurm submitter for a job
+that died without a record. Nothing else writes a record or talks to W&B about a run, so a run has
+exactly one record and at most one W&B run. A record is never lost to its directory: when the
+output dir cannot be written at the end, it goes to the first of fallback_dirs() that takes it
+(directories of this user's own, mode 0700, never a planted symbolic link), named on the console.
+W&B is bounded by its own timeouts (results/wandb_log.py) and comes after the record is on disk and
+after a failure's error line, so the record and the error never wait for it.
+"""
 
 from __future__ import annotations
 

@@ -2,38 +2,17 @@
 rank, then ended.
 
 A rank that never arrives at a collective leaves its peers waiting until timeout_s, and then the
-error names the rank that waited. Here the launcher declares the job hung when no rank made progress
-(a finished step, or a finished collective: every task has those) for `hang.after_s` (default
-max(hang.min_s, hang.step_factor x the median step); before the first step never under hang.min_s;
-never later than 0.8 x timeout_s), asks every live rank for its evidence, diagnoses it
-(diagnosis.hang) and ends the job: no rank left, the record `hung` with the one-line verdict and the
-dumps' directory.
-
-Rank side (`collecting`, one `with` around a rank's work; every task runs inside it, through
-launchers.rank): turns PyTorch's Flight Recorder on (TORCH_FR_BUFFER_SIZE=hang.fr_buffer, unless the
-user set it) before the process group exists, and starts a daemon thread that every BEAT_S writes
-the rank's progress (steps done, collectives finished) and, when the launcher asks, writes into <run
-dir>/hang/:
-  rank_<r>             the Flight Recorder dump, torch's own pickle (torch's analyzer reads the
-  directory too: the
-                       other files' names do not end in a rank number)
-  stacks_<r>.txt       every thread's Python stack (faulthandler.dump_traceback) facts_<r>.json
-  steps done, the main thread's CPU share and share of samples running (state R) over
-                       STACK_CPU_S, pid, host, the job's id
-faulthandler, not torch's debug server: a thread of the rank writes the stacks while its main thread
-is blocked in a C++ collective wait or a sleep (a Python signal handler would wait for that call to
-return), it needs no port (the debug server listens on one; a local run listens on loopback only)
-and it is the standard library's.
-
-A task with its own loop opts in with the same one call, `with collecting(...)`, or, inside one,
-reports its steps through the progress dict it was given.
-
-Under torchrun and Slurm no process of ours outlives the ranks, so the ranks are their own watch
-(store_watch): they beat into the rendezvous store, rank 0 applies the same rule (Quiet), the dumps
-travel through the store to rank 0's run dir (the ranks may be on other hosts), rank 0 writes the
-`hung` record and every rank then ends its own process. A rank killed by a signal under the local
-launcher is named by the agent first; the last beat each rank writes as it ends says which
-collective the others were left in (dead_rank)."""
+error names the rank that waited. Here the job is declared hung when no rank made progress (a
+finished step or collective) for `hang.after_s`, never later than 0.8 x timeout_s; every live rank
+writes its evidence into <run dir>/hang/ (the Flight Recorder dump, every thread's stack, its
+facts), diagnosis.hang names the cause, and the job ends with the record `hung`. Rank side:
+`collecting`, one `with` around a rank's work (every task runs inside it), turns the Flight
+Recorder on before the process group exists and starts the thread that beats progress and writes
+the evidence when asked (faulthandler: a thread can write the stacks while the main thread is
+blocked in a C++ wait). Under torchrun and Slurm no process of ours outlives the ranks, so they
+watch each other through the rendezvous store (store_watch). The files and the timings:
+docs/failures.md.
+"""
 
 from __future__ import annotations
 

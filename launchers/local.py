@@ -1,35 +1,17 @@
 """world_size ranks on this machine through torch.distributed.launcher.api.elastic_launch, the
-launcher behind torchrun: one spawned process per rank, and when any rank fails the agent stops the
-others at once (max_restarts=0), so a failure ends the job within seconds instead of hanging it.
+launcher behind torchrun: when any rank fails the agent stops the others at once (max_restarts=0),
+so a failure ends the job within seconds instead of hanging it.
 
-Nothing of a local run listens beyond loopback: torch's c10d rendezvous would start two stores
-listening on every interface (the rendezvous backend's and the one it shares with the workers), so
-the agent gets a rendezvous of one node whose only store listens on one explicit address, `host`
-(LOCAL_HOST, 127.0.0.1; base/store.py); the ranks dial it (TORCHELASTIC_USE_AGENT_STORE), and with
-`host` on loopback their gloo/NCCL sockets are put on the loopback interface too (unless the user
-chose one). Behind an emulated link the ranks serve their own store on node 0's NIC and gloo uses
-the NICs (launchers/link.py), addresses that exist only in the run's private namespaces.
-
-A rank that cannot start at all (an interpreter that does not run) is named before any rank is
-spawned; one that dies in start-up, before torch's error handler could record why, is reported with
-its exit code instead of torch's "To enable traceback see ..." link. Everything a launch puts on
-disk (torch elastic's log and error files, the error pickles of torch.multiprocessing, the ranks'
-own temp files: their TMPDIR) is inside its launch directory, removed at the end; the directories of
-launches whose process was killed (SIGKILL: no clean-up runs) are removed by the next launch.
-
-The ranks and this process share a private launch directory (a temp dir, not the output dir, so an
-output location that stopped being writable loses nothing): rank 0 hands its Outcome over through
-one pickle there, whether it succeeded, failed or was interrupted, so the record made here keeps
-what was measured; every rank beats there (launchers.heartbeat), so a rank that stops answering is
-named and killed instead of being waited for.
-
-A signal to this process (Ctrl-C, `timeout`, `kill`) reaches the agent, which stops the ranks; it
-comes out of here as base.interrupt.Interrupted carrying rank 0's Outcome.
-
-With `link=` set, this process first builds the run's emulated network (launchers/link.py) and holds
-it while the ranks run: each rank enters its node's namespace first thing (rank_entry), rendezvous
-at node 0's address instead of loopback; the record's env.link says which link the ranks had
-(loopback otherwise)."""
+Nothing of a local run listens beyond loopback: torch's c10d rendezvous would start two stores on
+every interface, so the agent gets a rendezvous of one node whose only store listens on `host`
+(127.0.0.1; base/store.py). The ranks and this process share a private launch directory (a temp
+dir, not the output dir): rank 0 hands its Outcome over through one pickle there whatever happened,
+every rank beats there (launchers.heartbeat), and everything else a launch writes (torch elastic's
+logs and error files, the ranks' TMPDIR) stays inside it and is removed at the end (a killed
+launch's, by the next launch). A signal to this process reaches the agent, which stops the ranks;
+it comes out as base.interrupt.Interrupted carrying rank 0's Outcome. With `link=` set, this process
+builds and holds the run's emulated network (launchers/link.py) while the ranks run.
+"""
 
 from __future__ import annotations
 

@@ -209,29 +209,16 @@ def top_fix_of(
 
 def leave_without_teardown() -> None:
     """For a rank whose work is over and handed in: when its interpreter exits, end it with os._exit
-    before the interpreter tears down what is left (atexit runs first in Py_FinalizeEx; module
-    dicts, the objects they hold and C++ statics go after it).
+    before the interpreter tears down what is left (atexit runs before CPython marks the interpreter
+    as finalizing).
 
-    Why (a core dump of the aborting rank, torch 2.14.1, Python 3.11): after the work, the main
-    thread was in Py_FinalizeEx while a gloo worker thread (ProcessGroupGloo::runLoop) dropped its
-    last reference to a finished AsyncAllreduceWork; freeing the work's tensors released their
-    Python objects, which takes the GIL; a thread that asks for the GIL once the interpreter is
-    finalizing is ended by CPython with pthread_exit, whose forced unwind through the (noexcept)
-    destructors calls std::terminate: "terminate called without an active exception", SIGABRT. Such
-    threads are still there at exit because destroy_process_group does not stop them (gloo's
-    shutdown is a no-op): they end with the last reference to the group, and constructing a
-    DistributedDataParallel leaves its group referenced from C++ (the group's worker and epoll
-    threads stay after
-    `del`, a collection and destroy_process_group), as a live Work object holds its group's device
-    and epoll loop. torch's elastic agent reads the abort as a failed rank although every rank
-    handed in. atexit runs before CPython marks the interpreter as finalizing, so no thread can meet
-    that exit. Registered only once the rank finished (a failing rank keeps its exit code); torch's
-    spawn wrappers hand the function's return value over before the interpreter exits. Once per
-    process: a torchrun rank that runs a sweep's jobs calls it after each.
-
-    The code it ends with: what the process's one exit point gave (`exiting`: train.py), 1 for an
-    exception nobody caught, else 0 (a spawned rank's: after the hand-in its spawn wrapper only puts
-    None on a queue)."""
+    Why: gloo's worker threads outlive destroy_process_group, and one that drops its last reference
+    to a finished work object during Py_FinalizeEx is ended by CPython inside a destructor, which
+    aborts the rank (SIGABRT) after every rank handed in; torch's elastic agent reads that as a
+    failed rank. Registered only once the rank finished (a failing rank keeps its exit code); once
+    per process. The code it ends with: what the process's one exit point gave (`exiting`:
+    train.py), 1 for an exception nobody caught, else 0.
+    """
     global _exit_code
     if _exit_code is None:
         _exit_code = 0

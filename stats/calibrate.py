@@ -4,23 +4,13 @@ functions.
     python -m stats.calibrate [--sims N] [--seed S] [--only NAME ...] [--markdown]
 
 Every scenario simulates runs of step times (log step time = configuration + run offset + round
-effect + AR(1) noise, optionally with stalls and a linear drift), then calls exactly what the tables
-call: stats.within.batch_rate (a lone run's interval), stats.runs.run_level (a row of repeats),
-stats.family.family_verdicts (a sweep's verdicts with Holm), stats.drift.steady_state (the drift
-test), stats.sentinel.sentinel (the noise sentinel) and stats.summary.adaptive_should_stop (the
-adaptive window). It prints, per scenario, the nominal level or bound, the measured rate with its
-95% Clopper-Pearson interval, and whether it meets the bound. Seeded: the same --seed gives the same
-table. tests/test_calibration.py runs a fast subset with the same code and fails when a bound is
-missed.
-
-Bounds (issue 22): a 95% interval covers 93-97%; a false verdict (faster/slower on identical
-configurations, or outside the truth) <= 5% per row and per sweep family; drift false alarms <= 5%
-per run; the power at a true 10% change with R=3 and 4% run spread >= the README's claim
-(POWER_CLAIM). Issue 39: the one-run intervals (typical step, long-run rate) cover 93-97% at 10-120
-blocks under phi 0-0.7 and 5% stalls, or give none (refused); the plan of stats.power (pilot, plan
-fixed from it, fresh planned rounds) keeps every row's coverage at 93-97%, false verdicts <= 5% on 7
-identical rows, and calls a true 5% row of a 7-row sweep in >= 80% of sweeps, with the runs and
-minutes it chose."""
+effect + AR(1) noise, optionally with stalls and a linear drift), then calls exactly what the
+tables call (stats.within, stats.runs, stats.family, stats.drift, stats.sentinel and the adaptive
+window of stats.summary). Per scenario it prints the nominal level or bound, the measured rate with
+its 95% Clopper-Pearson interval, and whether it meets the bound. Seeded: the same --seed gives the
+same table. tests/test_calibration.py runs a fast subset with the same code and fails when a bound
+is missed. The bounds (issues 22 and 39) and the table: docs/methods.md "Calibration".
+"""
 
 from __future__ import annotations
 

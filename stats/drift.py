@@ -1,22 +1,15 @@
 """Warm-up / drift detection: is the measured window steady, or still settling (or throttling)?
 
-The test is a trend test on batch means: the window's log step times (or per-block times) are cut
-into DRIFT_BATCHES consecutive batches, and the least-squares slope of the batch means against their
-position is tested with a t test on DRIFT_BATCHES - 2 degrees of freedom. Batch means of several
-steps are nearly independent, so serial correlation between steps does not turn noise into a
-"trend": a rank test on single steps (first third against last third, what this module did before)
-raised false alarms on 23% of steady AR(1) phi = 0.5 series and 40% at phi = 0.7. With 8 batches the
-test runs at DRIFT_ALPHA = 1%, which keeps its false-alarm rate <= 5% up to phi = 0.7 from 16 steps
-(calibration suite) while a warm-up that decays over the first fifth of the window is still caught
-(5 batches at 2.5% missed most of those: a straight line fits a decay badly).
-
-A window is called unsteady only when the trend is significant and the fitted change across the
-window is larger than DRIFT_NOISE (2%): on a long window a 0.5% trend can be significant and still
-irrelevant to any comparison we print. It is called steady only when the fitted change is within
-DRIFT_NOISE and not significant: a change larger than that which the test cannot call significant (8
-batch means of a short or noisy window have little power) is "unknown" (steady None, with the drift
-and p kept), never "steady". A sweep summarises its runs' p-values with Benjamini-Hochberg (false
-discovery rate), see unsteady_runs."""
+A trend test on batch means: the window's log step times (or per-block times) are cut into
+DRIFT_BATCHES consecutive batches, and the least-squares slope of the batch means against their
+position is tested with a t test on DRIFT_BATCHES - 2 degrees of freedom at DRIFT_ALPHA. Batch
+means of several steps are nearly independent, so serial correlation between steps does not turn
+noise into a "trend". Unsteady: the trend is significant and the fitted change across the window
+exceeds DRIFT_NOISE (2%); steady: the change is within DRIFT_NOISE and not significant; anything
+else is "unknown" (steady None, with the drift and p kept), never "steady". A sweep summarises its
+runs' p-values with Benjamini-Hochberg (unsteady_runs). Why 8 batches at 1%, and the false-alarm
+rates: docs/methods.md "Steady state and the noise sentinel".
+"""
 
 from __future__ import annotations
 

@@ -1,22 +1,16 @@
 """A family of comparisons against one baseline: the verdicts a sweep table (or autotune's
 selection) prints.
 
-Every row is compared with the baseline at the run level (stats.runs.compare_runs). A sweep of k
-rows makes k claims, so the chance that at least one is false grows with k (7 identical rows called
-at least one false verdict in 21-28% of simulated sweeps with per-row tests). The family is
-controlled here:
-  - "holm": Holm's step-down on the rows' claim p-values (Holm 1979, "A simple sequentially
-    rejective multiple test
-    procedure", Scand. J. Statist. 6): the chance of any false verdict in the table is <= 1 - level;
-  - "fdr_bh": Benjamini-Hochberg (1995), the expected share of false verdicts <= 1 - level: for
-    ranking candidates
-    (autotune), never for a table a user acts on row by row.
-A row's printed interval is its own 95% interval; a claim that the interval alone would make but the
-family does not support is shown as "no significant difference" with the adjustment named in its
-row. A noise floor raised by the noise sentinel (the machine's own spread between rows) replaces
-compare.noise as the bar for faster / slower in every row, so the sentinel's warning and the
-verdicts under it never disagree; equivalence is still judged within +-compare.noise (a machine
-spread is no reason to call two rows equivalent)."""
+Every row is compared with the baseline at the run level (stats.runs.compare_runs); k rows make k
+claims, so the chance that at least one is false grows with k. The family is controlled here:
+"holm" (Holm's step-down, Holm 1979: the chance of any false verdict in the table <= 1 - level)
+for a table a user acts on row by row, "fdr_bh" (Benjamini-Hochberg 1995: the expected share of
+false verdicts <= 1 - level) for ranking candidates (autotune). A row's printed interval is its own
+95% interval; a claim the family does not support is shown as "no significant difference" with the
+adjustment named. A noise floor raised by the noise sentinel replaces compare.noise as the bar for
+faster / slower in every row, so the sentinel's warning and the verdicts never disagree;
+equivalence is still judged within +-compare.noise.
+"""
 
 from __future__ import annotations
 

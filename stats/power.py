@@ -1,30 +1,17 @@
 """Power and planning: what a comparison could have seen, and how many runs of how many steps it
 takes to see more.
 
-A "no significant difference" alone does not say whether the difference is absent or the design was
-too weak to see it. Every compared row therefore states its **detectable difference**: the smallest
-true speed-up (or slow-down) the same design (its standard error, degrees of freedom and family)
-would call faster (slower) with 80% probability. The claim "faster" is made when the t statistic of
-log ratio - log(1 + bar) exceeds the family's critical value; under a true effect that statistic is
-noncentral t, so the detectable log effect is bar + delta * se with delta the noncentrality where
-the noncentral t passes the critical value with probability `power` (scipy.stats.nct). The family's
-level is Holm's first step, (1 - level) / m: the bar a lone true effect among m rows must clear
-(Holm 1979); with more true effects later steps ask less, so this is the conservative figure.
-
-The standard error used is the measured one, so this is the design's sensitivity at the spread it
-measured (not the "observed power" of the measured effect, which says nothing the p-value does not).
-
-Planning (Kalibera & Jones, "Rigorous benchmarking in reasonable time", ISMM 2013, sec. 3): a pilot
-of interleaved rounds estimates, on this machine, the two variance components of a run's log
-throughput: between runs (sigma_b^2, what a new process brings) and within a run per step (v_w, so a
-run of n steps adds v_w / n; v_w from the runs' batch means, serial correlation included). A paired
-comparison's per-round difference then has variance 2 (sigma_b^2 + v_w / n), round effects
-cancelling. `plan` picks the runs R and steps n that reach a target detectable difference at the
-least machine time (a run costs startup + n x step seconds), or, when the budget cannot, the
-smallest difference the budget can see, and says which. The plan is fixed after the pilot and the
-verdicts use the planned runs only, so the pilot's chance variance estimate moves the design, never
-the coverage or the family-wise error of the final intervals (calibrated in `python -m
-stats.calibrate --only plan`)."""
+A "no significant difference" alone does not say whether the difference is absent or the design
+too weak to see it, so every compared row states its detectable difference: the smallest true
+speed-up (or slow-down) the same design (its standard error, degrees of freedom and family, at
+Holm's first step) would call with 80% probability, from the noncentral t (scipy.stats.nct), at
+the spread it measured. `plan` (Kalibera & Jones, ISMM 2013) takes a pilot's two variance
+components (between runs, and within a run per step) and picks the runs R and steps n that reach a
+target detectable difference in the least machine time, or the smallest difference a budget can
+see. The plan is fixed after the pilot and the verdicts use the planned runs only, so the pilot's
+chance variance moves the design, never the coverage or the family-wise error. The formulas:
+docs/methods.md "Repeats planned to a precision".
+"""
 
 from __future__ import annotations
 

@@ -1,22 +1,14 @@
 """Across runs: the run is the unit of replication.
 
-Every run of a configuration gives one figure, its log throughput (log of sum(work) / sum(wall) over
-its timed blocks); the configuration's throughput is the geometric mean over runs, exp(mean of the
-logs), with a Student t interval on R - 1 degrees of freedom. This is the top level of Kalibera &
-Jones's random-effects model ("Rigorous benchmarking in reasonable time", ISMM 2013): runs differ by
-more than their steps do (a new process, allocator state, core placement, a neighbour's job), and a
-run's own steps, however many, say nothing about that. The interval holds whatever the serial
-correlation inside the runs, because each run is one number; with R = 3 and runs that disagree by 4%
-it is honestly wide (about +-10%), and only more repeats narrow it.
-
-A speed-up compares two configurations on the log scale, so the ratio's interval is exp of a
-difference's interval:
-  - paired by round when the sweep ran them in rounds (repeats=R: every configuration once per
-    round, in a random
-    order) and each round holds one run of each: a paired t on the per-round log ratios, R - 1
-    degrees of freedom. A round's machine state (a neighbour's job, thermal state) then cancels;
-  - Welch's t otherwise (Welch-Satterthwaite degrees of freedom).
-One run on a side gives no run-level interval at all: the comparison says so instead of a verdict.
+Every run of a configuration gives one figure, its log throughput (log of sum(work) / sum(wall)
+over its timed blocks); the configuration's throughput is the geometric mean over runs with a
+Student t interval on R - 1 degrees of freedom (Kalibera & Jones, ISMM 2013). Runs differ by more
+than their steps do (a new process, allocator state, core placement, a neighbour's job), and a
+run's own steps, however many, say nothing about that; as each run is one number, the interval
+holds whatever the serial correlation inside the runs. A speed-up is compared on the log scale: a
+paired t on the per-round log ratios when the sweep ran in rounds (repeats=R) and each round holds
+one run of each, Welch's t otherwise. One run on a side gives no run-level interval at all: the
+comparison says so instead of a verdict.
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
 """The one verdict code: what the sweep table, the report, the W&B summary, the scaling table, the
 harness-cost check and autotune's conclusion all call a comparison.
 
-A comparison is a speed-up ratio r (candidate throughput / baseline throughput; > 1 = candidate
-faster) with a two-sided interval at `level`, and a noise floor `noise` (compare.noise, default 2%):
-
-    faster        the whole interval lies above 1 + noise slower        the whole interval lies
-    below 1 - noise equivalent    the whole interval lies inside [1 - noise, 1 + noise]: two
-    one-sided tests (Schuirmann 1987), each at
-                  (1 - level) / 2, so the printed interval alone decides
-    no significant difference   anything else: the interval reaches across a bound; it says how many
-    repeats would
-                  decide it
-
-The minimum-effect rule is criterion.rs's (a change is reported only when its interval clears the
-noise threshold; criterion's default `noise_threshold` is 0.01). Each claim has a p-value on the
-same scale as the interval (a claim holds at level L exactly when its p <= 1 - L), so a family of
-comparisons can be adjusted: Holm's step-down for a sweep table against one baseline (Holm 1979,
-family-wise error), Benjamini-Hochberg for autotune's ranking of candidates (false discovery rate).
+A comparison is a speed-up ratio r (candidate throughput / baseline throughput) with a two-sided
+interval at `level` and a noise floor `noise` (compare.noise, default 2%): faster when the whole
+interval lies above 1 + noise, slower when it lies below 1 - noise, equivalent when it lies inside
+[1 - noise, 1 + noise] (two one-sided tests, Schuirmann 1987), else no significant difference, with
+the repeats that would decide it. The minimum-effect rule is criterion.rs's. Each claim has a
+p-value on the interval's scale (a claim holds at level L exactly when p <= 1 - L), so a family of
+comparisons can be adjusted (stats.family). docs/methods.md "Comparisons and verdicts".
 """
 
 from __future__ import annotations

@@ -1,35 +1,16 @@
 """Within one run: intervals that honour the serial correlation of consecutive steps (or timed
 blocks).
 
-Consecutive steps of a run are not independent: on the project's 2-core machine the lag-1
-autocorrelation of per-step log time had a median of 0.29 (IQR 0.19-0.51) over 34 committed runs,
-and an interval that treats the steps as independent covered 57-85% instead of 95% in simulation.
-The method here is non-overlapping **batch means** (Schmeiser 1982, "Batch size effects in the
-analysis of simulation output", Operations Research 30(3)): the series is cut into a few consecutive
-batches, each batch gives one figure (a throughput, a median), and the interval is a Student t
-interval on those few figures. The t interval is exact as the batches grow (fixed-b asymptotics);
-what breaks it at the lengths the tool really uses (10-40 blocks) is batches too short to be
-independent: with 5 batches of 2 blocks, AR(1) phi = 0.7 covered 75% (issue 39). So the number of
-batches depends on the series' length (`batch_count`), few and long batches for a short series, and
-the t quantile on 1 or 2 degrees of freedom pays.
-
-Two estimands, each with its own interval (issue 39):
-  - **the typical step** (`batch_median`): the median step time. A stall moves it little, so 10
-    steps
-    can bound it: 2 batches under 40 values, 3 under 120, 5 beyond; covered 93-96% under AR(1) phi
-    0-0.7 and 5% stalls at 10-120 steps (the calibration suite);
-  - **the long-run rate, stalls included** (`batch_rate`): total work / total wall, what training
-    gets. A run of 10
-    or 40 blocks often holds no stall at all (5% stalls: 60% of 10-block runs hold none), so no
-    method can put the stalls' cost inside that run's interval: below RATE_MIN_BLOCKS (60) blocks
-    there is none, with the reason; from 60 blocks 3 batch means (df 2) cover 93-95%. Across runs
-    the run-level interval (stats.runs) bounds it at any length.
-The calibration suite (`python -m stats.calibrate --only within`) measures both; docs/methods.md has
-the table.
-
-Also recorded for every run: the lag-1 autocorrelation of the series and its effective sample size n
-(1 - r) / (1 + r) (the AR(1) approximation), so a reader can see how much a run's many steps are
-really worth."""
+Consecutive steps of a run are not independent (a median lag-1 autocorrelation of 0.29 over 34
+committed runs on the project's 2-core machine), and an interval that treats them as independent
+covered 57-85% instead of 95% in simulation. So the series is cut into a few non-overlapping
+batches, each batch gives one figure, and the interval is a Student t interval on those (batch
+means, Schmeiser 1982); how many batches depends on the length (`batch_count`). Two estimands: the
+typical step (`batch_median`), which 10 steps can bound, and the long-run rate with stalls included
+(`batch_rate`), none below RATE_MIN_BLOCKS blocks, with the reason. Every run also records its
+lag-1 autocorrelation and effective sample size. The coverage measured (`python -m stats.calibrate
+--only within`): docs/methods.md "The unit of replication".
+"""
 
 from __future__ import annotations
 

@@ -1,23 +1,12 @@
 """From runs to compared configurations: the repeats of one configuration become one row with
 intervals, every row gets a speed-up against the baseline with its CI and a verdict, and a noise
 sentinel says when the machine, not the knobs, moved the numbers. The sweep table, the report, the
-plots and W&B all read these figures; the statistics are in stats/ (docs/methods.md has each method,
-its reference and its calibration).
+plots and W&B all read these figures; the statistics are in stats/ (docs/methods.md).
 
-How a row is computed (docs/output.md "The sweep table"):
-  - the run is the unit: each run's throughput is steps (or samples) / wall clock of its timed
-    blocks; a row of R >= 2
-    runs shows the geometric mean over runs with a t(R-1) interval on the runs' log values
-    (stats.runs.run_level). One run: its own batch-means interval (stats.within), which holds the
-    noise inside the run only, and no verdict.
-  - speed-up: row / baseline on the log scale, paired by round when both ran once per round
-    (repeats=R), else Welch;
-    verdicts faster / slower / equivalent / no significant difference (stats.verdict), Holm's
-    step-down over the table's comparisons (stats.family). A row whose comparison rests on a run the
-    drift test flags says so.
-  - step median: the geometric mean of the runs' medians, t(R-1); one run: batch medians of its
-    steps (of their
-    logs where the linear interval would reach below zero).
+The run is the unit: a row of R >= 2 runs shows the geometric mean over runs with a t(R-1) interval
+(stats.runs.run_level); one run shows its own batch-means interval (stats.within) and no verdict.
+Speed-ups are paired by round where both rows ran once per round, else Welch, with Holm's step-down
+over the table (stats.family). How each column is computed: docs/output.md "The sweep table".
 """
 
 from __future__ import annotations

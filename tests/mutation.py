@@ -3,22 +3,13 @@ modules that compute what a user reads ([tool.mutmut] in pyproject.toml) with th
 tests, then writes results/mutation.md: per module, mutants killed / survived / judged equivalent,
 and each survivor left standing.
 
-A mutant judged equivalent (no test can tell it from the code: it changes nothing a caller can
-observe) is listed in tests/mutation_equivalent.toml with the mutated line and the reason; the entry
-counts only while mutmut still makes that very line, so an entry goes stale, and the mutant counts
-as a survivor again, when the code under it changes.
-
-    python -m tests.mutation                     # every covered module, then the report (hours on 2
-    cores) python -m tests.mutation --since main        # only the covered modules changed since
-    main (before a submission) python -m tests.mutation --module stats/within.py   # the named
-    modules only (repeatable) python -m tests.mutation --report            # the report from the
-    last run's results (mutants/), no run python -m tests.mutation --children 1        # fewer
-    workers on a busy machine python -m tests.mutation --resume --module diagnosis/accounting.py   #
-    a stopped run's rest, and its survivors
-
-A later run re-tests only the functions whose code changed since mutmut last ran them (mutmut keeps
-a hash of each), so --since is cheap twice over: it names only the changed modules, and mutmut skips
-their unchanged functions."""
+A mutant judged equivalent (no test can tell it from the code) is listed in
+tests/mutation_equivalent.toml with the mutated line and the reason; the entry counts only while
+mutmut still makes that very line, so it goes stale, and the mutant counts as a survivor again, when
+the code under it changes. A later run re-tests only the functions whose code changed since mutmut
+last ran them, so `--since main` is cheap. The options (--since, --module, --report, --children,
+--resume): docs/testing.md "Mutation testing".
+"""
 
 from __future__ import annotations
 

@@ -1,28 +1,16 @@
 """The cost of one all-reduce: an alpha-beta model, fitted to measurements or taken from a preset
 with its source.
 
-Ring all-reduce of S bytes over n ranks (NCCL's and gloo's large-message algorithm):
-
-    t(S, n) = 2(n-1) alpha + 2(n-1)/n * S / B
-
-alpha is the latency of one of the ring's 2(n-1) steps and B the bandwidth each rank's link carries:
-nccl-tests' busbw, so a preset's B is the busbw a published all_reduce_perf run reached at large
-sizes. For small messages on many ranks NCCL can switch to its tree: 2 ceil(log2 n) alpha + 2(n-1)/n
-* S / B (the same bandwidth term, logarithmic latency; NCCL's own tuning is finer); presets that say
-`tree` take the faster of the two, as NCCL's tuner would. Where a measured nccl-tests table exists
-for the same rank count, its times are interpolated directly (the data already hold NCCL's choice of
-algorithm and protocol), which is what comm.nccl_tests.time_at does.
-
-Fits: t_i = a + b S_i by weighted least squares (weights 1/t_i^2: relative error, so the small calls
-set alpha and the large ones B), alpha = a / 2(n-1), B = 2(n-1) / (n b). Their intervals come from a
-parametric bootstrap: every point redrawn from its own measured interval (the microbenchmark's and
-task=collectives' per-size intervals), refitted 2000 times (seeded). With no per-point intervals,
-the points are resampled instead.
-
-A host floor: gloo on CPU does its reduction and copies on the CPU, so a collective never runs
-faster than the host can do it however fast the link is. The record's own fit is that floor; a link
-preset or an emulated rate replaces the wire, and the time is the larger of the two (DESIGN.md: an
-htb-shaped 10 Gbit/s pair ran at gloo's own 5-7 Gbit/s, 1 Gbit/s at 0.9)."""
+Ring all-reduce of S bytes over n ranks: t(S, n) = 2(n-1) alpha + 2(n-1)/n * S / B, with B the
+busbw nccl-tests reports; presets that say `tree` take the faster of that and NCCL's tree, and a
+measured nccl-tests table for the same rank count is interpolated directly
+(comm.nccl_tests.time_at).
+Fits are weighted least squares (relative error), their intervals a seeded parametric bootstrap
+over each point's measured interval. gloo on CPU does its reduction and copies on the host, so a
+collective never runs faster than the host can do it: the record's own fit is that floor, and the
+time behind a link preset or an emulated rate is the larger of the two. The formulas and the fit:
+docs/whatif.md "The step model in detail".
+"""
 
 from __future__ import annotations
 

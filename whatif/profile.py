@@ -3,26 +3,10 @@
 The compute of one micro-step (data wait, host-to-device copy, forward, backward compute alone,
 optimizer), each with its 95% interval; the parameters (sizes, DDP's ready order, and when in
 backward each gradient is ready); DDP's gradient copies and the compression schemes' compute; on a
-CPU host with gloo, how much the all-reduce and the compute slow each other down; the link the run's
-own ranks had. Where the record does not hold a figure, the profile says which assumption stands in
-for it (Profile.notes), so the command prints it.
-
-Where each figure comes from, best first:
-- backward compute alone: the grad_ready probe's backward under DDP's no_sync (result.grad_ready,
-  scaled to the
-  window by the ratio of forward times), the backward phase of a run without overlap
-  (sync=local/per_param/flat), else forward x the model's backward/forward FLOP ratio plus writing
-  every gradient at the record's memory speed;
-- when each gradient is ready: the probe's post-accumulate-grad hooks, else the share of backward
-  FLOPs done by then
-  (torch's FlopCounterMode over a meta-device backward of the record's model), else the parameter's
-  position;
-- DDP's copies and the bf16/fp16/PowerSGD compute: the probe's untimed measurements, else memory
-  traffic at the speed
-  the optimizer phase streamed its bytes (SGD's 12-20 bytes per parameter), else 0; each said so;
-- CPU contention (gloo): calibrated so that the model reproduces the run's own DDP timers (backward
-  compute under
-  communication, and the all-reduces' span), see whatif.step.calibrate_contention.
+CPU host with gloo, how much the all-reduce and the compute slow each other down; the link the
+run's own ranks had. Each figure comes from the best source the record holds (the grad_ready probe
+first); where it holds none, an assumption stands in and Profile.notes says which, so the command
+prints it. The sources, best first: docs/whatif.md "The step model in detail".
 """
 
 from __future__ import annotations

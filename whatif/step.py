@@ -1,48 +1,16 @@
 """One predicted training step: compute, DDP's buckets on one communication queue, their overlap.
 
-The step of a configuration (world size, sync, comm hook, bucket cap, accumulate,
-gradient_as_bucket_view, link):
-
-    step = K (data + h2d + forward) + (K-1) backward alone          # no_sync micro-steps: no
-    communication
+    step = K (data + h2d + forward) + (K-1) backward alone          # no_sync micro-steps
          + synchronised backward, with DDP's all-reduces beside it   # the simulation below
-         + DDP's copy back into .grad (unless gradient_as_bucket_view)
-         + optimizer
+         + DDP's copy back into .grad (unless gradient_as_bucket_view) + optimizer
 
-The synchronised backward (sync=ddp), after torch's reducer (reducer.cpp):
-- gradients become ready at their measured (or assumed) times; DDP copies each into its bucket as it
-  does
-  (copy_in, in proportion to its bytes); a bucket is ready with its last gradient;
-- the reducer launches buckets in order (bucket k+1 never before bucket k); launching runs the comm
-  hook's first part
-  on the compute thread (bf16/fp16: the cast; PowerSGD: error feedback and P = M Q), then queues the
-  bucket's collectives;
-- one communication queue runs the queued work in order: each all-reduce starts when its bucket is
-  queued and the
-  previous work is done; the hooks' callbacks (bf16: the cast back; PowerSGD: orthogonalisation and
-  Q = M^T P, then P Q^T and the error) run in that queue;
-- PowerSGD is serial: on gloo the tool waits for each bucket's hook (ddp.serialized) and on CUDA
-  torch's hook calls
-  torch.cuda.synchronize in its decompression, so compute does not go on beside a PowerSGD bucket;
-- backward ends when compute is done and the queue is empty (DDP's finalize waits for every bucket),
-  then the copy back.
-
-gloo on CPU: collectives are CPU work. While an all-reduce runs beside compute, compute progresses
-s_compute times slower and the all-reduce s_comm times slower than alone (Contention, calibrated on
-the run's own DDP timers by calibrate_contention). How much of an all-reduce is CPU work depends on
-the link: at the host's own speed all of it, behind a slower link only the share host time / link
-time (the rest is waiting on the wire), so the slow-down applies in that proportion (duty).
-
-sync=per_param: one all-reduce per parameter after backward, in parameter order, nothing overlapped;
-sync=flat: one copy in, one all-reduce of everything, one copy out; sync=local: no communication.
-
-More or fewer ranks on one CPU host: each rank's compute scales with the cores it gets (cpu_share,
-stated).
-
-Not modelled (NOT_MODELLED, printed with every table): NCCL kernels competing with compute for the
-GPU; stragglers and rank skew; PowerSGD before start_iter (steady state is predicted); the
-optimizer's and data loader's dependence on world size; how CPU contention changes with the number
-of ranks on a host (the run's own calibration is kept)."""
+The synchronised backward (sync=ddp) follows torch's reducer (reducer.cpp): a bucket is ready with
+its last gradient, buckets launch in order, and their collectives run one after another on one
+communication queue; PowerSGD is serial. With gloo on CPU, compute and all-reduce slow each other
+down by factors calibrated on the run's own DDP timers (calibrate_contention). The simulation's
+rules, the other sync modes, and what is not modelled (NOT_MODELLED, printed with every table):
+docs/whatif.md "The step model in detail".
+"""
 
 from __future__ import annotations
 

@@ -1,20 +1,15 @@
-"""Predicted against measured: python -m whatif.validate <dirs of run records> [--source RUN] [--out
-DIR]
+"""Predicted against measured: python -m whatif.validate <dirs of run records> [--source RUN]
+[--out DIR]
 
-Every finished task=train record under the dirs is either a source or a target. Records of one
-workload (the same model, batch per rank, image size, precision, device kind and hosts) form a
-group; in each group the source is the run given with --source, else the first run of the plainest
-configuration (sync=ddp, optim=none, DDP's default or 25 MB buckets, accumulate=1, no
-gradient_as_bucket_view, no emulated link, the smallest world size of at least 2). Every other run
-of the group, repeats of the source's own configuration included, is predicted from it: its world
-size, sync, comm hook, bucket cap, accumulate, DDP flags and its link (an emulated link from
-`env.link`) are the change.
-
-Per row: the measured step median with its 95% interval, the predicted step with its 95% prediction
-interval, the error (predicted - measured) / measured, whether the interval holds the measured
-median; then the mean absolute percentage error, the worst row and the intervals' coverage (with its
-Wilson 95% interval). The goal (issue 24): MAPE <= 5%, no row worse than 15%, coverage 95% +- 5
-points; the table says where it is missed."""
+Every finished task=train record under the dirs is a source or a target. Records of one workload
+(the same model, batch per rank, image size, precision, device kind and hosts) form a group; its
+source is the run given with --source, else the first run of the plainest configuration (sync=ddp,
+optim=none, DDP's default or 25 MB buckets, accumulate=1, no gradient_as_bucket_view, no emulated
+link, the smallest world size of at least 2), and every other run of the group is predicted from
+it. Per row: the measured and the predicted step with their 95% intervals, the error and whether
+the interval holds the measurement; then the MAPE, the worst row and the intervals' coverage. The
+goal (issue 24): MAPE <= 5%, no row worse than 15%, coverage 95% +- 5 points.
+"""
 
 from __future__ import annotations
 

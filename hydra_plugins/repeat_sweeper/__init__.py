@@ -1,32 +1,16 @@
 """`repeats=R` in a sweep: every configuration runs R times as separate jobs, in rounds, in a random
 order per round.
 
-Hydra's BasicSweeper builds the job list with itertools.product over the overrides in order,
-hydra.sweeper.params first (hydra/_internal/core_plugins/basic_sweeper.py, split_arguments), so the
-first override is the outermost loop. Putting `repeat=range(R)` before everything gives rounds A B
-C, A B C, ... rather than A A A, B B B: drift on the machine (a neighbour's job, thermal state) then
-hits every configuration alike, and the table can pair the configurations by round. Inside each
-round the order is shuffled (seeded: `hydra.sweeper.seed`, default 0), so a position effect (the job
-after a heavy one, the first job's cold caches) does not follow a configuration either: round 1 may
-run C A B, round 2 B C A. Job numbers keep the declared order (job 0 is the first configuration of
-round 0, whatever ran first), so rows, labels and the baseline rule do not depend on the shuffle;
-the order that ran is written to `sweep_order.json` in the sweep dir, and every record's `started`
-time shows it too. The shuffle needs a launcher that runs jobs one after another in this process
-(the local one); with launcher=slurm the jobs run side by side as one array in the declared order,
-each its own array element, so repeats can land on different nodes and the run-to-run spread the
-table shows includes that.
-
-`repeats=auto` plans the repeats to a precision (Kalibera & Jones, ISMM 2013; docs/methods.md,
-"Repeats planned to a precision"): a pilot of 3 interleaved rounds at the scale's steps runs in
-`<sweep dir>/pilot/` (a sweep dir of its own: `python -m results.plan` and `results.report` read
-it); its records give each run's cost and the two variance components; stats.power.plan then fixes
-the runs R and steps n per run whose every row's 95% speed-up interval is +-compare.target, or, when
-the sweep's time (compare.budget_s, the pilot included) cannot buy that, the R x n the rest of it
-affords that comes closest. The planned rounds then run as a repeats=R sweep of n steps in the sweep
-dir itself, and the table judges them alone: the plan is fixed before any of the data it is judged
-on exists, so the pilot's chance variance moves the design, never the coverage or the family-wise
-error. plan.json in the sweep dir says what was planned and whether the target or the budget decided
-it; the table's note repeats it."""
+Hydra's BasicSweeper builds the job list with itertools.product over the overrides in order, so
+putting `repeat=range(R)` first gives rounds A B C, A B C, ... rather than A A A, B B B: drift on
+the machine then hits every configuration alike, and the table can pair them by round. Inside each
+round the order is shuffled (seeded: `hydra.sweeper.seed`), so a position effect follows no
+configuration either; job numbers keep the declared order, and the order that ran goes to
+`sweep_order.json`. Only a launcher that runs jobs one after another here (the local one) shuffles;
+launcher=slurm runs them side by side as one array. `repeats=auto` runs a pilot in
+`<sweep dir>/pilot/`, plans R runs of n steps from it (stats.power.plan) and runs the planned
+rounds, judged alone: docs/methods.md "Repeats planned to a precision".
+"""
 
 from __future__ import annotations
 

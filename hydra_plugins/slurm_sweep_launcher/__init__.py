@@ -2,18 +2,14 @@
 package, which this directory joins when the repository root is on sys.path, as it is for train.py,
 the tests and the Slurm jobs).
 
-  hydra/launcher=slurm_sweep     SlurmLauncher below (the logic: launcher.py beside this file; Hydra
-  instantiates
-                                 launchers only from this package) with no settings of its own:
-                                 every Slurm setting lives in launcher.*; conf/launcher/slurm.yaml
-                                 selects it.
+  hydra/launcher=slurm_sweep     SlurmLauncher below (its logic: launcher.py beside this file;
+                                 Hydra instantiates launchers only from this package), no settings
+                                 of its own: every Slurm setting lives in launcher.*;
+                                 conf/launcher/slurm.yaml selects it.
   hydra/launcher=submitit_slurm  hydra-submitit-launcher's choice name, answered by the same
-  launcher with the stock
-                                 plugin's keys. A user's habitual `-m hydra/launcher=submitit_slurm
-                                 hydra.launcher.partition=gpu` is then refused before anything is
-                                 submitted, with the equivalent launcher=slurm command, instead of
-                                 running the stock plugin (no srun arguments, no failure handling,
-                                 then a world_size error in every job).
+                                 launcher, so a user's habitual `-m hydra/launcher=submitit_slurm
+                                 ...` is refused before anything is submitted, with the equivalent
+                                 launcher=slurm command, instead of running the stock plugin.
 """
 
 from hydra.core.config_search_path import ConfigSearchPath

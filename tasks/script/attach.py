@@ -1,35 +1,16 @@
-"""What task=script measures inside the user's script without a line of it changed: PyTorch's public
-hooks, installed before the script runs and removed after it.
+"""What task=script measures inside the user's script without a line of it changed: PyTorch's
+public hooks, installed before the script runs and removed after it.
 
-    optimizer step       torch.optim.optimizer.register_optimizer_step_pre/post_hook: the optimizer
-    phase; the first
-                         step after a forward ends a training step (several optimizers stepped in
-                         one iteration, or a GradScaler skipping one, stay one step)
-    DDP construction     DistributedDataParallel.__init__ wrapped: the knobs (bucket=,
-    ddp.static_graph,
-                         ddp.gradient_as_bucket_view, optim=) applied to the script's own DDP, and
-                         recorded
-    forward              a forward pre-hook and hook on each DDP module: the forward phase backward
-    a hook on the DDP output's gradient (backward starts), then autograd's final callbacks: the
-                         first runs before DDP's own (backward compute ends), the one it queues
-                         after it (DDP has waited for its all-reduces: the exposed communication,
-                         the `sync` phase)
-    communication        one comm hook per DDP, wrapping the script's own (register_comm_hook) or
-    allreduce_hook when
-                         it registers none: each bucket's start, and its end in the future's
-                         callback
-    data wait            torch.utils.data's _BaseDataLoaderIter.__next__: the data phase
-    host-to-device       torch.Tensor.to / .cuda wrapped: a copy of the last batch's host tensors to
-    the device
-                         (on the stream the script copies on), the h2d phase; copies of other
-                         tensors, or made inside the script's own collate or a torch.compile'd
-                         region, are not seen
-
-Marks are the device's (CUDA events on a GPU, the host clock on CPU: device.Clock), read after the
-window; nothing here synchronises the device or issues a collective. `script.max_steps`: at the
-first forward or batch after that many steps every rank raises Stop, a BaseException the script's
-own `except Exception` does not catch, between two steps: no collective is in flight then and no
-file of the script is half written by the tool."""
+The optimizer step hooks end a training step and time the optimizer phase; DDP's __init__ is
+wrapped so the knobs apply to the script's own DDP (and are recorded); forward hooks, a hook on the
+output's gradient and autograd's final callbacks split forward, backward compute and the exposed
+sync; a comm hook around the script's own times each bucket; the DataLoader iterator's __next__ and
+Tensor.to / .cuda give the data and h2d phases. Each hook, and what it does not see:
+docs/script.md "What is measured, and how". Marks are the device's (CUDA events on a GPU, the host
+clock on CPU), read after the window; nothing here synchronises the device or issues a collective.
+`script.max_steps` stops every rank between two steps by raising Stop, a BaseException the
+script's own `except Exception` does not catch: no collective is in flight then.
+"""
 
 from __future__ import annotations
 

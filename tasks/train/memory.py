@@ -1,19 +1,14 @@
 """Memory preflight: estimate one rank's peak memory for task=train and refuse, before any rank
 starts, a config that cannot fit on the GPU, naming the batch size that would (CPU ranks: the same
-estimate, against the host memory the node's ranks share, is device.host.check_fits's to judge, with
-the host's other limits). An out-of-memory error halfway into a multi-rank run costs the user a
-queue slot and tells them less.
+estimate, against the host memory the node's ranks share, is device.host.check_fits's to judge).
+An out-of-memory error halfway into a multi-rank run costs the user a queue slot and tells less.
 
-The model is built on the meta device (shapes only, no memory): its parameters give the fixed part,
-and one forward pass under torch.autograd.graph.saved_tensors_hooks counts the bytes autograd keeps
-for backward, at two batch sizes, which separates what grows with the batch. Parts:
-  parameters, gradients (trainable), SGD momentum (solver.momentum != 0), DDP buckets (sync=ddp
-  without gradient_as_bucket_view: one flat copy of the gradients; sync=flat: its buffer), comm hook
-  buffers (fp16/bf16: the compressed copy; PowerSGD with error feedback: one error tensor per
-  gradient), saved activations (fp32: an upper bound under precision=bf16) and a backward working
-  set (gradients of the two largest activations), and a fixed reserve (CUDA: context and NCCL
-  buffers; CPU: interpreter and torch).
-It is an estimate: it refuses only configs it finds larger than the whole device, and says so."""
+The model is built on the meta device (shapes only, no memory): its parameters give the fixed
+part, and one forward pass under torch.autograd.graph.saved_tensors_hooks at two batch sizes
+separates what autograd keeps for backward per sample. Added to that: gradients, SGD momentum, DDP
+buckets, comm hook buffers, a backward working set and a fixed reserve (docs/config.md says which).
+It is an estimate: it refuses only configs it finds larger than the whole device, and says so.
+"""
 
 from __future__ import annotations
 

@@ -1,26 +1,15 @@
 """diagnose.verify: the top finding's fix measured inside the job, not only predicted.
 
-A prediction of what a fix saves is a model's (whatif/) or a rule of thumb's, and either can be tens
-of points off (issue 38: a rule's 45% against a measured 4%). Where the fix can be switched between
-timed blocks of the same job, measuring it costs a few steps: after the window and its probes, rank
-0 diagnoses its own result (ctx.choose, set by launchers.rank: this package may not import the
-diagnosis), broadcasts the top finding's change, and every rank runs rounds of one block of the
-current setting and one of the fix, the order alternating (ABBA), on the same ranks and the same
-data stream. The saving is 1 - the paired ratio of the rounds' throughputs (stats.compare_runs:
-paired t on the per-round log ratios), so a round's machine state cancels.
-
-Switchable in the job: sync (to ddp, a DDP wrapper around the same module), the comm hook (optim=),
-the bucket cap, ddp.static_graph and ddp.gradient_as_bucket_view (each a new DDP wrapper around the
-same module: a wrapper whose forward did not run ignores the backward), and h2d (a new feeder on the
-same batches). Not switchable: world size, the link, accumulate (it changes the batch per optimizer
-step), CUDA graphs (the captured step is fixed); the model's prediction then stays and the record
-says why.
-
-Cost: the fix's set-up and warm-up and the rounds together stay within diagnose.verify_budget of the
-window's time (the decision before them is rank 0's diagnosis of its result, seconds whatever the
-window, recorded apart); the rounds that fit are planned from the warm-up (the ranks agree through
-one all_reduce, outside the timed blocks), and where fewer than MIN_ROUNDS fit, nothing is timed and
-the record says what would."""
+A prediction of what a fix saves is a model's (whatif/) or a rule of thumb's, and either can be
+tens of points off. Where the fix can be switched between timed blocks of the same job, measuring
+it costs a few steps: after the window and its probes, rank 0 diagnoses its own result (ctx.choose,
+set by launchers.rank: this package may not import the diagnosis), broadcasts the top finding's
+change, and every rank runs rounds of one block of the current setting and one of the fix, the
+order alternating (ABBA), on the same ranks and data stream. The saving is 1 - the paired ratio of
+the rounds' throughputs (stats.compare_runs), so a round's machine state cancels. What can be
+switched, what cannot, and the budget (diagnose.verify_budget; fewer than MIN_ROUNDS rounds that
+fit time nothing): docs/diagnosis.md, the in-job check.
+"""
 
 from __future__ import annotations
 
