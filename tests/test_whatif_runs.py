@@ -148,14 +148,13 @@ def test_command_runs_on_every_committed_train_record(tmp_path):
     from whatif.profile import ProfileError
 
     done = 0
-    for path in find_records(ROOT / "results" / "runs"):
-        rec = json.loads(path.read_text())
-        if rec.get("task") != "train":
-            continue
-        if rec.get("status") != "ok":  # a hung or failed run: refused in one line, not modelled
-            with pytest.raises(ProfileError, match="only finished runs"):
-                predict(rec, samples=200)
-            continue
+    records = [(p, json.loads(p.read_text())) for p in find_records(ROOT / "results" / "runs")]
+    train = [(p, r) for p, r in records if r.get("task") == "train"]
+    # a hung or failed run is refused in one line, not modelled
+    for rec in [r for _, r in train if r.get("status") != "ok"]:
+        with pytest.raises(ProfileError, match="only finished runs"):
+            predict(rec, samples=200)
+    for path, rec in [(p, r) for p, r in train if r.get("status") == "ok"]:
         p = predict(rec, samples=200)
         assert p.lo <= p.step_s <= p.hi, path
         done += 1
