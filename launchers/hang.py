@@ -302,9 +302,13 @@ def declared() -> bool:
 def park() -> None:
     """For a rank's main thread that came out of a collective after its job was declared hung (a
     peer left): wait for the watch thread, which ends the process once the record is written; a
-    record of this thread's own (a 'failed' or 'interrupted' one) would replace the `hung` one."""
+    record of this thread's own (a 'failed' or 'interrupted' one) would replace the `hung` one. The
+    launcher's SIGTERM, sent when a peer leaves, is absorbed here for the same reason."""
     while True:
-        time.sleep(3600)
+        try:
+            time.sleep(3600)
+        except BaseException:  # noqa: BLE001 - an Interrupted from SIGTERM: the watch thread ends us
+            continue
 
 
 def _store(timeout_s: float):
