@@ -147,6 +147,20 @@ def measured_in_job(v: RunView, found: list[Finding]) -> None:
         lo, hi = check.ci_lo, check.ci_hi
         interval = f" [{100 * lo:.1f}, {100 * hi:.1f}]" if lo is not None and hi is not None else ""
         change = " ".join(f"{k}={val}" for k, val in check.change.items())
+        if (
+            lo is not None
+            and hi is not None
+            and hi - lo > 4 * SPREAD
+            and before is not None
+            and before.fraction is not None
+        ):  # too noisy a check: the cause stays named on its estimate, the check beside it
+            f.saving = replace(
+                before,
+                how=f"{before.how}; its fix ({change}) measured in this job: "
+                f"{100 * check.saving:.1f}%{interval} over {check.rounds} rounds, an interval too "
+                "wide to replace the estimate",
+            )
+            return
         f.saving = Saving(
             check.saving,
             v.step_s * check.saving if v.step_s else None,
