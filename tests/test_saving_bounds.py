@@ -49,3 +49,22 @@ def test_a_modelled_saving_keeps_its_point_and_says_when_its_interval_is_wide():
     assert s["source"] == "model" and s["fraction"] is not None
     wide = s["hi"] - s["lo"] > 0.2
     assert ("measure it with" in s["how"]) == wide
+
+
+def test_a_fix_checked_in_the_job_too_noisily_leaves_the_cause_named_on_its_estimate():
+    """The slow link's fix (optim=powersgd) measured over 8 one-step rounds at -19% [-133, 39]: the
+    link stays the first finding on the model's estimate, with the check printed beside it."""
+    from pathlib import Path
+
+    from base.record import Record
+    from diagnosis import diagnose
+
+    path = Path(__file__).resolve().parent.parent / (
+        "results/diagnosis_benchmark_quiet/link_buckets_stragglers/link/0/run_record.json"
+    )
+    record = Record.read(path)
+    assert record.result.verify.ci_hi - record.result.verify.ci_lo > 0.4
+    first = diagnose(record, hta=False)["findings"][0]
+    assert first["rule"] == "exposed_comm.slow_link", first["rule"]
+    assert first["saving"]["source"] == "model" and first["saving"]["fraction"] > 0.5
+    assert "an interval too wide to replace the estimate" in first["saving"]["how"]
