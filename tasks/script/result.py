@@ -21,7 +21,6 @@ import torch
 from base.record import train_headline, typed_block
 from base.record_types import (
     BucketInfo,
-    Blocks,
     DdpInfo,
     DeviceLayer,
     GradReady,
@@ -33,11 +32,10 @@ from base.record_types import (
     Series,
     SteadyState,
     Summary,
-    Throughput,
     TrainRank,
 )
 from stats import block_throughput, describe, steady_state
-from tasks.train.result import comm_figures, thread_counts, time_budget
+from tasks.train.result import comm_figures, thread_counts, throughput_of, time_budget
 from tasks.train.stragglers import find_straggler
 
 PHASES = ("data", "h2d", "forward", "backward", "sync", "optimizer")
@@ -273,7 +271,6 @@ def assemble(cfg, ctx, everyone: list[dict], marks: dict, script: dict) -> Scrip
             collectives=statistics.median(c["buckets"] for c in counted),
             nbytes=statistics.median(c["bytes"] for c in counted),
         )
-    scale = lambda v: None if v is None or per_step is None else v * per_step  # noqa: E731 - steps -> samples
     steady = steady_state(step_times)
     steady["of"] = "step times (rank 0)"
     window_s = sum(walls)
@@ -315,23 +312,13 @@ def assemble(cfg, ctx, everyone: list[dict], marks: dict, script: dict) -> Scrip
             stopped_by="fixed" if n >= int(cfg.steps) else "the script's end",
             precision_of="step times (rank 0's hooks)",
         ),
-        throughput=Throughput(
-            wall_s=window_s,
-            steps_per_s=tp["steps_per_s"],
-            ci_lo=tp["ci_lo"],
-            ci_hi=tp["ci_hi"],
-            samples_per_s=scale(tp["steps_per_s"]),
-            samples_ci_lo=scale(tp["ci_lo"]),
-            samples_ci_hi=scale(tp["ci_hi"]),
-            ci_level=0.95,
-            n_blocks=tp["n_blocks"],
-            method=tp["method"],
-            lag1=tp["lag1"],
-            n_eff=tp["n_eff"],
-            batches=tp["batches"],
-            blocks=Blocks(walls_s=walls, steps=sizes),
-            basis="each measured step's time (optimizer step to optimizer step) on its slowest "
-            "rank",
+        throughput=throughput_of(
+            tp,
+            per_step,
+            window_s,
+            walls,
+            sizes,
+            "each measured step's time (optimizer step to optimizer step) on its slowest rank",
         ),
         step_time_s=typed_block(
             Summary, describe(step_times, serial_series=True), "result.step_time_s"

@@ -72,6 +72,34 @@ def rank_figures(ctx, steps: list[dict], window, cpu_s: float) -> dict:
     }
 
 
+def throughput_of(
+    tp: dict, per_step: float | None, wall_s: float, walls: list, sizes: list, basis: str
+) -> Throughput:
+    """The throughput block of stats.block_throughput's figures, in steps/s and samples/s (x
+    per_step, the samples of one step; None where unknown): task=train's and task=script's."""
+
+    def scale(v):
+        return None if v is None or per_step is None else v * per_step
+
+    return Throughput(
+        wall_s=wall_s,
+        steps_per_s=tp["steps_per_s"],
+        ci_lo=tp["ci_lo"],
+        ci_hi=tp["ci_hi"],
+        samples_per_s=scale(tp["steps_per_s"]),
+        samples_ci_lo=scale(tp["ci_lo"]),
+        samples_ci_hi=scale(tp["ci_hi"]),
+        ci_level=0.95,
+        n_blocks=tp["n_blocks"],
+        method=tp["method"],
+        lag1=tp["lag1"],
+        n_eff=tp["n_eff"],
+        batches=tp["batches"],
+        blocks=Blocks(walls_s=walls, steps=sizes),
+        basis=basis,
+    )
+
+
 def comm_figures(
     described: DdpInfo | None,
     world_size: int,
@@ -170,26 +198,16 @@ def assemble(
     device_name = (
         torch.cuda.get_device_name(device) if device.type == "cuda" else f"{ctx.hostname} CPU"
     )
-    scale = lambda v: None if v is None else v * per_step  # noqa: E731 - steps/s -> samples/s
     micro = typed_block(Microbench, microbench, "result.microbench")
     if comm is not None and microbench is not None:
         comm.vs_microbench = versus_microbench(comm, microbench, ctx.world_size)
-    throughput = Throughput(
-        wall_s=sum(walls),
-        steps_per_s=tp["steps_per_s"],
-        ci_lo=tp["ci_lo"],
-        ci_hi=tp["ci_hi"],
-        samples_per_s=scale(tp["steps_per_s"]),
-        samples_ci_lo=scale(tp["ci_lo"]),
-        samples_ci_hi=scale(tp["ci_hi"]),
-        ci_level=0.95,
-        n_blocks=tp["n_blocks"],
-        method=tp["method"],
-        lag1=tp["lag1"],
-        n_eff=tp["n_eff"],
-        batches=tp["batches"],
-        blocks=Blocks(walls_s=walls, steps=list(window.sizes)),
-        basis="wall clock of each timed block on its slowest rank",
+    throughput = throughput_of(
+        tp,
+        per_step,
+        sum(walls),
+        walls,
+        list(window.sizes),
+        "wall clock of each timed block on its slowest rank",
     )
     step_time = (
         typed_block(Summary, describe(step_times, serial_series=True), "result.step_time_s")
