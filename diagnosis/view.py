@@ -388,6 +388,17 @@ class RunView:
             )
         if s.ci_lo is not None and s.median:
             half = rel_halfwidth(s.median, s.ci_lo, s.ci_hi)
+            part = ""
+            if s is timer and self.timed_share() < 1.0:
+                # rank 0's timer covers only part of the step (a wait for a late peer lies outside
+                # it): its half-width in seconds is that share of the step the findings are shares
+                # of. Unscaled, a timer of 8 ms [0, 16] set a floor of 96% over a 113 ms step and
+                # hid a straggler of 90% (CI, 2026-11-28)
+                part = (
+                    f" of the step (rank 0's timed {1e3 * s.median:.3g} ms, +-{100 * half:.0f}% "
+                    "of it)"
+                )
+                half *= self.timed_share()
             out.rel_halfwidth = half
             out.of = "throughput" if s is not timer else "rank 0's step median"
             out.floor = max(out.floor, half)
@@ -395,7 +406,7 @@ class RunView:
             if half > NOISY_HALFWIDTH:
                 out.noisy = True
                 out.reasons.append(
-                    f"step median known only to +-{100 * half:.1f}% ({interval_note(s)})"
+                    f"step median known only to +-{100 * half:.1f}%{part} ({interval_note(s)})"
                 )
         # result.steady is its verdict alone (True/False/None)
         steady = self.train.steady_state

@@ -149,6 +149,22 @@ def test_noise_is_said_first_and_hides_findings_inside_it():
     assert "sync path" not in text  # named nowhere
 
 
+def test_rank_0s_timer_noise_is_a_share_of_the_whole_step_not_of_the_timer():
+    """CI, 2026-11-28: rank 0's timer covered 8 ms [0, 16] of a 113 ms step (the rest its wait for
+    a late rank 1, outside the timer); its +-96% set the floor over the whole step and hid the
+    straggler of 90%. The timer's half-width in seconds is a share of the step: +-9.5% here."""
+    rec = train(steps=10, step_s=0.01, jitter=0.95)
+    r = rec["result"]
+    r["throughput"].update(wall_s=1.0, steps_per_s=10.0, ci_lo=None, ci_hi=None, blocks=None)
+    for p in r["per_rank"]:
+        p["work"] = {"step_mean_s": 0.01, "wall_per_step_s": 0.0101}
+    r["straggler"] = dict(_straggler(0.9, True)["result"]["straggler"], by_s=0.09)
+    d = diagnose(rec)
+    assert d["noise"]["floor"] == pytest.approx(0.095, abs=0.01)  # unscaled: 0.95
+    assert "of the step (rank 0's timed 10 ms, +-95% of it)" in d["noise"]["reasons"][0]
+    assert [f["rule"] for f in d["findings"]][:1] == ["straggler"]
+
+
 def test_too_few_steps_for_a_95_interval_is_noise():
     d = diagnose(train(steps=5))
     assert d["noise"]["noisy"] and any(
