@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import contextlib
 import gc
+import logging
 import os
 import signal
 import subprocess
@@ -144,6 +145,23 @@ def _current_test(request):
     _CURRENT[:] = [request.node]
     yield
     _CURRENT.clear()
+
+
+@pytest.fixture(autouse=True)
+def _root_logger_as_it_was():
+    """A test that calls train.main() in-process (the entry point's tests: --help, bad input) has
+    Hydra configure this process's root logger, as a CLI process's would be: a StreamHandler on the
+    sys.stdout pytest captured for that test, JobLog files under its tmp_path. pytest closes the
+    stream after the test, and every later test's log line then printed '--- Logging error ---
+    ValueError: I/O operation on closed file' into its captured stderr. What a test added to the
+    root logger is removed and closed after it, and the level put back."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in [h for h in root.handlers if h not in handlers]:
+        root.removeHandler(handler)
+        handler.close()
+    root.setLevel(level)
 
 
 def _starts_processes():
