@@ -344,6 +344,68 @@ def xdist_group(item) -> str | None:
     return shared[0] if shared else None
 
 
+# Tests that run alone under `pytest -n N` (the lock below): each asserts what measured timing
+# decides, a finding, a verdict or a rate, that a second worker's ranks on the same 2 cores would
+# disturb (gloo ranks spin while they wait, so two 2-rank tests slow each other more than 2x). The
+# one list, by node id prefix, with the reason; every `root` test too (the emulated links' rates).
+ALONE = {
+    "tests/test_diagnosis_runs.py::test_per_param_run_top_finding": "the top finding's share",
+    "tests/test_diagnosis_runs.py::test_a_rank_slowed_by_100_ms": "the straggler over the noise",
+    "tests/test_diagnosis_runs.py::test_diagnosis_benchmark_command": "the benchmark's top-1",
+    "tests/test_trust_sweep.py::": "verdicts: the injected delay's interval, the twin n.s.",
+    "tests/test_repeats_auto.py::test_a_short_repeats_auto": "the plan from the pilot's noise",
+    "tests/test_autotune.py::test_autotune_sweep": "the winner's verdict on fresh runs",
+    "tests/test_verify_runs.py::": "the fix measured in the job against its estimate",
+    "tests/test_whatif_runs.py::test_grad_ready_probe": "the prediction's interval holds the step",
+}
+
+
+def runs_alone(item) -> bool:
+    return bool(item.get_closest_marker("alone") or item.get_closest_marker("root")) or any(
+        item.nodeid.startswith(prefix) for prefix in ALONE
+    )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Under `pytest -n N` a test marked `alone` (and every `root` test: emulated links whose
+    shaping is checked against the rate) runs while no other test runs: its assertion rests on
+    timing that another worker's ranks, on the same 2 cores, would disturb (a root link test failed
+    so under -n 2 and passed alone). A readers-writer lock shared by the run's workers (flock on two
+    files named by xdist's run id): every other test holds it shared, an `alone` test exclusive,
+    from its setup (session fixtures' runs included) to its teardown. The gate, taken first, lets a
+    waiting `alone` test in before the next shared holder, so it waits for the tests running now
+    and no longer. Without xdist: nothing."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run is None:
+        return (yield)
+    import fcntl
+    import tempfile
+
+    exclusive = runs_alone(item)
+    base = Path(tempfile.gettempdir()) / f"ddp-comm-tests-{run}"
+    with open(f"{base}.gate", "a") as gate, open(f"{base}.lock", "a") as lock:
+        fcntl.flock(gate, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        if not exclusive:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            return (yield)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            fcntl.flock(gate, fcntl.LOCK_UN)
+
+
+def pytest_sessionfinish(session):
+    """The lock files go with the first worker to end: the other then runs alone anyway."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run is not None:
+        import tempfile
+
+        for end in ("gate", "lock"):
+            Path(tempfile.gettempdir(), f"ddp-comm-tests-{run}.{end}").unlink(missing_ok=True)
+
+
 @contextlib.contextmanager
 def serving(handler):
     """http://127.0.0.1:<port> answered by `handler` (an http.server.BaseHTTPRequestHandler class)

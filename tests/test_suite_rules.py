@@ -124,3 +124,14 @@ def test_an_unmarked_test_that_starts_processes_fails():
 
     with pytest.raises(pytest.fail.Exception, match="mark it @pytest.mark.subprocess"):
         _starts_processes()
+
+
+def test_every_test_listed_to_run_alone_exists():
+    """tests/conftest.py's ALONE names tests by node id prefix: a renamed test would silently run
+    beside another worker's again."""
+    from tests.conftest import ALONE
+
+    names = {(f"tests/{file}", node.name) for file, node, _ in _test_functions()}
+    for prefix in ALONE:
+        file, _, name = prefix.partition("::")
+        assert any(f == file and n.startswith(name) for f, n in names), prefix
