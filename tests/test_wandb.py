@@ -426,7 +426,17 @@ def test_sweep_with_wandb_unreachable_completes_keeps_every_record_and_marks_the
     tmp_path, wandb_env, refused_port
 ):
     env = {"WANDB_BASE_URL": f"http://127.0.0.1:{refused_port}", "WANDB_API_KEY": "k" * 40}
-    proc = _train(tmp_path, "fault.rank=null,1", "logger=wandb", "logger.mode=online", env=env)
+    # init_timeout_s=3, not the default 15: the first job's online try waits it out (the refused
+    # port is retried), the second goes offline at once; how long a try may wait is
+    # test_an_unreachable_host_ends_offline_within_the_init_timeout_and_once_per_process's check
+    proc = _train(
+        tmp_path,
+        "fault.rank=null,1",
+        "logger=wandb",
+        "logger.mode=online",
+        "logger.init_timeout_s=3",
+        env=env,
+    )
     assert proc.returncode == 1, (
         proc.stdout[-3000:] + proc.stderr[-3000:]
     )  # job 1 failed (injected), by design
