@@ -6,10 +6,10 @@ markers, the two tiers' wall times, their sum (the README's
 quiet machine: the numbers are only as good as the machine was idle, so the table says the date, the
 machine, its load average and whether the Slurm cluster was up.
 
-    python -m tests.durations              # both tiers, then docs/testing.md
+    python -m tests.durations              # both tiers as the README runs them (pytest -n 2)
     python -m tests.durations --tier fast  # the fast tier only (the slow tier's row says "not run")
     python -m tests.durations --print      # the table on stdout; docs/testing.md is left as it is
-    python -m tests.durations -n 2         # each tier on 2 pytest-xdist workers (pytest -n 2)
+    python -m tests.durations -n 0         # each tier in one pytest process (no xdist)
 """
 
 from __future__ import annotations
@@ -35,6 +35,10 @@ GOALS = {
     "slow": None,
 }  # issue 36: the fast tier <= 120 s; the full suite <= 10 / 15 min
 SLOWEST = 20
+# The README's test command (tests/test_readme.py keeps README, .ci/run and this equal): each tier
+# is timed on as many workers as it names
+README_TEST = "pytest -n 2"
+WORKERS = int(README_TEST.split("-n", 1)[1]) if "-n" in README_TEST else 0
 
 
 def run_tier(expr: str, xml: Path, workers: int) -> tuple[float, int]:
@@ -116,7 +120,8 @@ def table(
     if all(walls.get(t) for t in TIERS):
         total = sum(walls[t][0] for t in TIERS)
         lines.append(
-            f"| all | `pytest` (the two above) | {total:.0f} s ({total / 60:.1f} min) | | <= 10 "
+            f"| all | `pytest{f' -n {workers}' if workers else ''}` (the two above) | "
+            f"{total:.0f} s ({total / 60:.1f} min) | | <= 10 "
             "min, "
             "<= 15 min with Slurm |"
         )
@@ -154,9 +159,9 @@ def main(argv: list[str] | None = None) -> int:
         "-n",
         "--workers",
         type=int,
-        default=0,
-        help="pytest-xdist workers per tier (pytest -n N; 0: one process, as the README's "
-        "`pytest`)",
+        default=WORKERS,
+        help=f"pytest-xdist workers per tier (pytest -n N; default {WORKERS}, as the README's "
+        f"`{README_TEST}`; 0: one process)",
     )
     args = ap.parse_args(argv)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())

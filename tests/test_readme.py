@@ -28,7 +28,9 @@ def test_ci_runs_the_readme_setup_verbatim():
 
 
 def test_ci_runs_the_readme_test_command_verbatim():
-    assert ci_block("test") == readme_block("test") == ["pytest"]
+    from tests.durations import README_TEST
+
+    assert ci_block("test") == readme_block("test") == [README_TEST]
 
 
 def test_the_test_runner_is_installed_by_the_setup():
