@@ -346,17 +346,14 @@ def xdist_group(item) -> str | None:
 
 # Tests that run alone under `pytest -n N` (the lock below): each asserts what measured timing
 # decides, a finding, a verdict or a rate, that a second worker's ranks on the same 2 cores would
-# disturb (gloo ranks spin while they wait, so two 2-rank tests slow each other more than 2x). The
-# one list, by node id prefix, with the reason; every `root` test too (the emulated links' rates).
+# disturb. The one list, by node id prefix, with the reason; every `root` test too (the emulated
+# links' rates).
 ALONE = {
     "tests/test_diagnosis_runs.py::test_per_param_run_top_finding": "the top finding's share",
     "tests/test_diagnosis_runs.py::test_a_rank_slowed_by_100_ms": "the straggler over the noise",
     "tests/test_diagnosis_runs.py::test_diagnosis_benchmark_command": "the benchmark's top-1",
     "tests/test_trust_sweep.py::": "verdicts: the injected delay's interval, the twin n.s.",
-    "tests/test_repeats_auto.py::test_a_short_repeats_auto": "the plan from the pilot's noise",
-    "tests/test_autotune.py::test_autotune_sweep": "the winner's verdict on fresh runs",
     "tests/test_verify_runs.py::": "the fix measured in the job against its estimate",
-    "tests/test_whatif_runs.py::test_grad_ready_probe": "the prediction's interval holds the step",
 }
 
 
