@@ -206,11 +206,15 @@ def headline_sweep(tmp_path_factory):
     """The design card's own command, `python train.py -m optim=bf16,powersgd bucket=25,100,2000`,
     on the tiny model with W&B offline and no credentials: run once, read by the sweep-table tests
     (test_sweeps) and the W&B tests (test_wandb). proc.out_dir is the sweep dir."""
-    tmp = tmp_path_factory.mktemp("headline")
-    (tmp / "home").mkdir()
-    return run_train(
-        HEADLINE_SWEEP, tmp, multirun=True, timeout=600, env=wandb_free_env(tmp / "home")
-    )
+
+    def run():
+        tmp = tmp_path_factory.mktemp("headline")
+        (tmp / "home").mkdir()
+        return run_train(
+            HEADLINE_SWEEP, tmp, multirun=True, timeout=600, env=wandb_free_env(tmp / "home")
+        )
+
+    return shared_run("headline_sweep", run)
 
 
 @pytest.fixture(scope="session")
@@ -218,12 +222,45 @@ def pair_groups_sweep(tmp_path_factory):
     """`python train.py -m task=pair_groups pairs=1,2` (verbose: the table and the sweep diagnosis
     printed in full), run once for the task's records and table (test_comm_tasks) and the sweep's
     curve and diagnosis (test_diagnosis_runs). proc.out_dir is the sweep dir."""
-    return run_train(
-        ["task=pair_groups", "pairs=1,2", "logger=none", "pair_groups.iters=64", "verbose=true"],
-        tmp_path_factory.mktemp("pair_groups"),
-        multirun=True,
-        timeout=300,
+    return shared_run(
+        "pair_groups_sweep",
+        lambda: run_train(
+            ["task=pair_groups", "pairs=1,2", "logger=none", "pair_groups.iters=64"]
+            + ["verbose=true"],
+            tmp_path_factory.mktemp("pair_groups"),
+            multirun=True,
+            timeout=300,
+        ),
     )
+
+
+def shared_run(name: str, run) -> subprocess.CompletedProcess:
+    """A session fixture's run (run(): run_train's result), once per `pytest -n N` run, not once
+    per worker: the first worker to need it runs it and leaves what it returned in a file beside
+    the workers' locks; another worker reads it there, its out_dir still under the first worker's
+    temp dir. No race: a test that reads `name` holds the group lock `name` from its setup
+    (pytest_runtest_protocol below). Without xdist: run() itself."""
+    where = xdist_file(name + ".json")
+    if where is None:
+        return run()
+    if where.exists():
+        got = json.loads(where.read_text())
+        proc = subprocess.CompletedProcess(got["args"], got["returncode"], got["stdout"])
+        proc.stderr, proc.out_dir = got["stderr"], Path(got["out_dir"])
+        return proc
+    proc = run()
+    kept = {k: getattr(proc, k) for k in ("args", "returncode", "stdout", "stderr")}
+    where.write_text(json.dumps({**kept, "out_dir": str(proc.out_dir)}))
+    return proc
+
+
+def xdist_file(name: str) -> Path | None:
+    """A file the workers of this `pytest -n N` run share (named by xdist's run id, in the temp
+    dir); None without xdist."""
+    import tempfile
+
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    return Path(tempfile.gettempdir()) / f"ddp-comm-tests-{run}.{name}" if run else None
 
 
 def read(out_dir: Path) -> dict:
@@ -291,6 +328,7 @@ HTA_MISSING = (
 )
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the xdist_group marks set here
 def pytest_collection_modifyitems(config, items):
     """Tests that cannot run here are skipped with the reason, which `-ra` (pytest.ini) prints in
     the summary."""
@@ -324,6 +362,20 @@ def pytest_cmdline_main(config):
         config.option.dist = "loadgroup"
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist's controller, for each worker: a worker parses the command line again and so
+    never sees the --dist set above; without loadgroup there, it gives its tests no @group suffix
+    and the scheduler spreads every xdist_group over both workers (the root link tests ran on two
+    workers at once, sharing the namespaces' rendezvous port; each worker ran the shared sweeps)."""
+    node.workerinput["ddp_comm_loadgroup"] = node.config.getvalue("dist") == "loadgroup"
+
+
+def pytest_configure(config):
+    if getattr(config, "workerinput", {}).get("ddp_comm_loadgroup"):
+        config.option.loadgroup = True  # read by xdist's worker when it collects (remote.py)
+
+
 SHARED_RUNS = (
     "headline_sweep",
     "pair_groups_sweep",
@@ -331,12 +383,13 @@ SHARED_RUNS = (
 
 
 def xdist_group(item) -> str | None:
-    """Under `pytest -n 2` (pytest-xdist; pytest.ini's --dist loadgroup), tests of one group run on
-    one worker, one after another: the Slurm cluster's two nodes (jobs of two workers would queue
-    behind each other past their timeouts), the emulated links (root: named network namespaces and
-    their rendezvous port), and the tests reading a session fixture's run (each worker would
-    otherwise run the sweep again). Everything else is parallel-safe: each test writes under its own
-    tmp_path, servers and stores listen on port 0, a fault run has its own TMPDIR."""
+    """Under `pytest -n 2` (pytest-xdist), tests of one group run one after another (the group
+    locks of pytest_runtest_protocol; and on one worker where --dist loadgroup works): the Slurm
+    cluster's two nodes (jobs of two workers would queue behind each other past their timeouts),
+    the emulated links (root: named network namespaces and their rendezvous port), and the tests
+    reading a session fixture's run (shared_run: run once, not once per worker). Everything else is
+    parallel-safe: each test writes under its own tmp_path, servers and stores listen on port 0, a
+    fault run has its own TMPDIR."""
     for mark in ("slurm", "root"):
         if item.get_closest_marker(mark):
             return mark
@@ -365,42 +418,46 @@ def runs_alone(item) -> bool:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    """Under `pytest -n N` a test marked `alone` (and every `root` test: emulated links whose
-    shaping is checked against the rate) runs while no other test runs: its assertion rests on
-    timing that another worker's ranks, on the same 2 cores, would disturb (a root link test failed
-    so under -n 2 and passed alone). A readers-writer lock shared by the run's workers (flock on two
-    files named by xdist's run id): every other test holds it shared, an `alone` test exclusive,
-    from its setup (session fixtures' runs included) to its teardown. The gate, taken first, lets a
-    waiting `alone` test in before the next shared holder, so it waits for the tests running now
-    and no longer. Without xdist: nothing."""
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    if run is None:
+    """Under `pytest -n N` (pytest-xdist), from a test's setup (session fixtures' runs included)
+    to its teardown:
+    - the tests of one group (xdist_group above: the Slurm cluster, the emulated links, a shared
+      run) never overlap: each holds its group's lock. xdist's own --dist loadgroup would keep a
+      group on one worker, but with pytest 9.2 it silently stopped grouping (pytest-xdist issue
+      1386: it renames node ids, which pytest no longer reads), and the root link tests ran on
+      both workers at once;
+    - a test marked `alone` (and every `root` test: emulated links whose shaping is checked
+      against the rate) runs while no other test runs: its assertion rests on timing that another
+      worker's ranks, on the same 2 cores, would disturb. A readers-writer lock: every other test
+      holds it shared, an `alone` test exclusive; the gate, taken first, lets a waiting `alone`
+      test in before the next shared holder, so it waits for the tests running now only.
+    Locks are flock()s on files named by xdist's run id, taken in one order (group, gate, lock),
+    all released at the end of the test. Without xdist: nothing."""
+    if xdist_file("lock") is None:
         return (yield)
     import fcntl
-    import tempfile
 
     exclusive = runs_alone(item)
-    base = Path(tempfile.gettempdir()) / f"ddp-comm-tests-{run}"
-    with open(f"{base}.gate", "a") as gate, open(f"{base}.lock", "a") as lock:
+    group = xdist_group(item)
+    with contextlib.ExitStack() as held:
+        if group:
+            mine = held.enter_context(open(xdist_file(f"group-{group}"), "a"))
+            fcntl.flock(mine, fcntl.LOCK_EX)
+        gate = held.enter_context(open(xdist_file("gate"), "a"))
+        lock = held.enter_context(open(xdist_file("lock"), "a"))
         fcntl.flock(gate, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         if not exclusive:
             fcntl.flock(gate, fcntl.LOCK_UN)
-        try:
-            return (yield)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-            fcntl.flock(gate, fcntl.LOCK_UN)
+        return (yield)  # closing each file releases its lock
 
 
 def pytest_sessionfinish(session):
-    """The lock files go with the first worker to end: the other then runs alone anyway."""
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    if run is not None:
-        import tempfile
-
-        for end in ("gate", "lock"):
-            Path(tempfile.gettempdir(), f"ddp-comm-tests-{run}.{end}").unlink(missing_ok=True)
+    """The shared files go with the first worker to end: the other then runs alone anyway (a
+    shared run it has not read yet it runs again)."""
+    first = xdist_file("lock")
+    if first is not None:
+        for path in first.parent.glob(first.name.rsplit(".", 1)[0] + ".*"):
+            path.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
