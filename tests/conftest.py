@@ -202,7 +202,7 @@ HEADLINE_SWEEP = [
 
 
 @pytest.fixture(scope="session")
-def headline_sweep(tmp_path_factory):
+def headline_sweep(request, tmp_path_factory):
     """The design card's own command, `python train.py -m optim=bf16,powersgd bucket=25,100,2000`,
     on the tiny model with W&B offline and no credentials: run once, read by the sweep-table tests
     (test_sweeps) and the W&B tests (test_wandb). proc.out_dir is the sweep dir."""
@@ -214,15 +214,16 @@ def headline_sweep(tmp_path_factory):
             HEADLINE_SWEEP, tmp, multirun=True, timeout=600, env=wandb_free_env(tmp / "home")
         )
 
-    return shared_run("headline_sweep", run)
+    return shared_run(request.config, "headline_sweep", run)
 
 
 @pytest.fixture(scope="session")
-def pair_groups_sweep(tmp_path_factory):
+def pair_groups_sweep(request, tmp_path_factory):
     """`python train.py -m task=pair_groups pairs=1,2` (verbose: the table and the sweep diagnosis
     printed in full), run once for the task's records and table (test_comm_tasks) and the sweep's
     curve and diagnosis (test_diagnosis_runs). proc.out_dir is the sweep dir."""
     return shared_run(
+        request.config,
         "pair_groups_sweep",
         lambda: run_train(
             ["task=pair_groups", "pairs=1,2", "logger=none", "pair_groups.iters=64"]
@@ -234,13 +235,13 @@ def pair_groups_sweep(tmp_path_factory):
     )
 
 
-def shared_run(name: str, run) -> subprocess.CompletedProcess:
+def shared_run(config, name: str, run) -> subprocess.CompletedProcess:
     """A session fixture's run (run(): run_train's result), once per `pytest -n N` run, not once
     per worker: the first worker to need it runs it and leaves what it returned in a file beside
     the workers' locks; another worker reads it there, its out_dir still under the first worker's
     temp dir. No race: a test that reads `name` holds the group lock `name` from its setup
     (pytest_runtest_protocol below). Without xdist: run() itself."""
-    where = xdist_file(name + ".json")
+    where = xdist_file(config, name + ".json")
     if where is None:
         return run()
     if where.exists():
@@ -254,13 +255,13 @@ def shared_run(name: str, run) -> subprocess.CompletedProcess:
     return proc
 
 
-def xdist_file(name: str) -> Path | None:
-    """A file the workers of this `pytest -n N` run share (named by xdist's run id, in the temp
-    dir); None without xdist."""
-    import tempfile
-
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    return Path(tempfile.gettempdir()) / f"ddp-comm-tests-{run}.{name}" if run else None
+def xdist_file(config, name: str) -> Path | None:
+    """A file the workers of this `pytest -n N` run share, in the run's temp dir (pytest-N/, above
+    each worker's popen-gwK/ basetemp; pytest's retention of old runs removes it); None without
+    xdist."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return None
+    return Path(config.getoption("basetemp")).parent / f"ddp-comm-{name}"
 
 
 def read(out_dir: Path) -> dict:
@@ -430,9 +431,9 @@ def pytest_runtest_protocol(item, nextitem):
       worker's ranks, on the same 2 cores, would disturb. A readers-writer lock: every other test
       holds it shared, an `alone` test exclusive; the gate, taken first, lets a waiting `alone`
       test in before the next shared holder, so it waits for the tests running now only.
-    Locks are flock()s on files named by xdist's run id, taken in one order (group, gate, lock),
-    all released at the end of the test. Without xdist: nothing."""
-    if xdist_file("lock") is None:
+    Locks are flock()s on files in the run's temp dir (xdist_file), taken in one order (group,
+    gate, lock), all released at the end of the test. Without xdist: nothing."""
+    if xdist_file(item.config, "lock") is None:
         return (yield)
     import fcntl
 
@@ -440,24 +441,15 @@ def pytest_runtest_protocol(item, nextitem):
     group = xdist_group(item)
     with contextlib.ExitStack() as held:
         if group:
-            mine = held.enter_context(open(xdist_file(f"group-{group}"), "a"))
+            mine = held.enter_context(open(xdist_file(item.config, f"group-{group}"), "a"))
             fcntl.flock(mine, fcntl.LOCK_EX)
-        gate = held.enter_context(open(xdist_file("gate"), "a"))
-        lock = held.enter_context(open(xdist_file("lock"), "a"))
+        gate = held.enter_context(open(xdist_file(item.config, "gate"), "a"))
+        lock = held.enter_context(open(xdist_file(item.config, "lock"), "a"))
         fcntl.flock(gate, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         if not exclusive:
             fcntl.flock(gate, fcntl.LOCK_UN)
         return (yield)  # closing each file releases its lock
-
-
-def pytest_sessionfinish(session):
-    """The shared files go with the first worker to end: the other then runs alone anyway (a
-    shared run it has not read yet it runs again)."""
-    first = xdist_file("lock")
-    if first is not None:
-        for path in first.parent.glob(first.name.rsplit(".", 1)[0] + ".*"):
-            path.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
