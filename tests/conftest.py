@@ -349,6 +349,21 @@ def pytest_collection_modifyitems(config, items):
         group = xdist_group(item)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
+            if config.getvalue("loadgroup"):
+                _group_suffix(item, group)
+
+
+def _group_suffix(item, group: str) -> None:
+    """What xdist's worker does for --dist loadgroup (its scheduler groups node ids by their
+    `@group` suffix), done where pytest 9.2 reads it: xdist writes item._nodeid, which pytest 9.2
+    no longer reads (pytest-xdist issue 1386; its fix, PR 1388, writes the structured id as here).
+    Without it a group is spread over both workers and one waits for the other's group lock."""
+    try:
+        from _pytest.nodeid import NodeId
+    except ImportError:  # pytest before 9.2: xdist's own suffix works
+        return
+    if "@" not in item.nodeid.rsplit("]", 1)[-1]:
+        item._id = NodeId.parse(f"{item.nodeid}@{group}")
 
 
 @pytest.hookimpl(tryfirst=True)

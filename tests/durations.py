@@ -70,7 +70,10 @@ def cases(xml: Path, tier: str) -> list[tuple[float, str, str]]:
         if case.find("skipped") is not None:
             continue
         module = case.get("classname", "").replace(".", "/")
-        found.append((float(case.get("time", 0)), f"{module}.py::{case.get('name')}", tier))
+        name = case.get("name", "")
+        head, _, tail = name.rpartition("]")
+        name = head + "]" + tail.split("@")[0] if head else name.split("@")[0]  # xdist's @group
+        found.append((float(case.get("time", 0)), f"{module}.py::{name}", tier))
     return found
 
 
