@@ -349,7 +349,7 @@ def pytest_collection_modifyitems(config, items):
         group = xdist_group(item)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
-            if config.getvalue("loadgroup"):
+            if config.getoption("loadgroup", default=False):
                 _group_suffix(item, group)
 
 
