@@ -155,6 +155,33 @@ def test_no_progress_for_after_s_is_a_hang_and_progress_resets_the_clock():
     assert q.update({0: {"steps": 2, "collectives": 6}, 1: beats[1]}, 117.0) is None
 
 
+def test_a_rank_showing_new_stacks_is_slow_not_stuck_and_a_loop_or_a_wait_is_stuck():
+    """Quiet's third progress signal: a main-thread stack a rank had not shown before (a rank
+    importing or building before its first step, on a loaded machine) restarts the clock; the same
+    stack (asleep in a wait) or a loop's few stacks (busy) do not, so the hang is declared after_s
+    after the last new one."""
+    from launchers.hang import Quiet
+
+    q = Quiet({"after_s": 8, "min_s": 8}, timeout_s=60)
+    still = {"steps": 0, "collectives": 1, "stack": 7}
+    for k in range(40):  # 20 s of new stacks on rank 1, nothing else moving: slow, not stuck
+        assert q.update({0: still, 1: {"steps": 0, "collectives": 1, "stack": 100 + k}}, k) is None
+    for k in range(40, 80):  # then a loop of two stacks (busy) while rank 0 waits
+        found = q.update({0: still, 1: {"steps": 0, "collectives": 1, "stack": 100 + k % 2}}, k)
+        if found:
+            break
+    assert found == (8.0, 8.0) and k == 47  # 8 s after the last new stack (39)
+
+
+def test_the_main_threads_stack_key_moves_with_its_line_and_not_in_a_wait():
+    from launchers.hang import main_stack_key
+
+    first = main_stack_key()
+    second = main_stack_key()
+    assert first != second  # another line
+    assert len({main_stack_key() for _ in range(3)}) == 1  # one line, one stack
+
+
 def test_a_rank_killed_is_named_with_its_last_step_and_the_collective_the_others_wait_in(tmp_path):
     """launchers.hang.dead_rank, from the beats the ranks left in the launch directory: the dead
     rank's last periodic beat, and the survivor's last one, written as it ended, with the collective
