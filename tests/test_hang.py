@@ -173,7 +173,7 @@ def test_a_rank_showing_new_stacks_is_slow_not_stuck_and_a_loop_or_a_wait_is_stu
     assert found == (8.0, 8.0) and k == 47  # 8 s after the last new stack (39)
 
 
-def test_the_main_threads_stack_key_moves_with_its_line_and_not_in_a_wait():
+def test_the_main_threads_stack_key_moves_with_its_line_and_stays_on_one():
     from launchers.hang import main_stack_key
 
     first = main_stack_key()
