@@ -219,3 +219,33 @@ def test_a_peer_that_left_is_seen_under_the_signal_that_interrupted_its_error():
     except Interrupted as e:
         assert _peer_left(e)
     assert not _peer_left(Interrupted(15)) and not _peer_left(ValueError("x"))
+
+
+def test_the_recorders_cost_table_says_shown_only_when_the_intervals_end_clears_1_percent():
+    """diagnosis.hang_benchmark.cost_micro_table: the paired per-round differences' interval, times
+    the collectives per step, over the fastest step, plus the beat; and the break-even step per
+    collective."""
+    from diagnosis.hang_benchmark import cost_micro_table
+
+    off = [10e-6] * 20
+    res = {
+        "machine": "m",
+        "rounds": 20,
+        "calls": 2000,
+        "blocks": 9,
+        "depth": 18,
+        "batch": 20,
+        "clock": "thread",
+        "per_call_s": {"off": off, "on": [x + 2e-6 for x in off]},
+        "per_call_process_s": {"off": off, "on": [x + 2e-6 for x in off]},
+        "collectives_per_step": 3.4,
+        "collectives_from": "x",
+        "step_s": 7.61e-3,
+        "beat_s": 250e-6,
+    }
+    text = cost_micro_table(res)
+    assert "Recording adds **2.00 us** per collective" in text
+    assert "on / off = **0.9986** [0.9986, 0.9986], >= 0.99x shown." in text  # 0.089% + 0.05%
+    assert "at least 0.21 ms per collective" in text  # 2 us / (1.0101% - 0.05%)
+    res["per_call_s"]["on"] = [x + 25e-6 for x in off]  # 25 us x 3.4 / 7.61 ms = 1.1%
+    assert ">= 0.99x not shown." in cost_micro_table(res)
