@@ -105,3 +105,12 @@ def test_a_script_record_holds_the_tools_own_time_per_step(tmp_path):
         assert all(x > 0 for x in sub)
     log = (proc.out_dir / "train.log").read_text()
     assert "attach: the tool's hooks took " in log
+
+
+def test_the_committed_tables_regenerate_from_their_json(tmp_path, capsys):
+    for where in (ROOT / "results/script_cost", ROOT / "results/script_cost/vgg11_224"):
+        (tmp_path / "cost.json").write_text((where / "cost.json").read_text())
+        assert cost.main(["--table", str(tmp_path)]) == 0
+        assert (tmp_path / "cost.md").read_text() == (where / "cost.md").read_text()
+    assert cost.main(["--table", str(tmp_path / "none")]) == 2
+    assert "cost.json does not exist" in capsys.readouterr().err

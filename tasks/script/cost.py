@@ -2,6 +2,7 @@
 alone, rounds interleaved; and the tool's own hooks' time per step, a second, tighter estimate.
 
     python -m tasks.script.cost [--rounds 4] [--cases plain_ddp,...] [--out results/script_cost]
+    python -m tasks.script.cost --table results/script_cost     # cost.md again from its cost.json
 
 End to end: both sides read rank 0's time from one optimizer step's end to the next over the same
 steady window (each case's warm-up skipped, then its measured steps: hundreds of steps for the
@@ -319,7 +320,18 @@ def main(argv: list[str] | None = None) -> int:
         "--cases", default=",".join(DEFAULT), help=f"comma-separated, of: {', '.join(CASES)}"
     )
     p.add_argument("--out", default="results/script_cost")
+    p.add_argument("--table", metavar="DIR", help="write DIR/cost.md from DIR/cost.json; no run")
     args = p.parse_args(argv)
+    if args.table:
+        where = Path(args.table)
+        if not (where / "cost.json").is_file():
+            print(
+                f"error: {where}/cost.json does not exist: run the measurement first",
+                file=sys.stderr,
+            )
+            return 2
+        (where / "cost.md").write_text(markdown(json.loads((where / "cost.json").read_text())))
+        return 0
     names = args.cases.split(",")
     if bad := [n for n in names if n not in CASES]:
         print(
