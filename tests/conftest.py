@@ -410,7 +410,14 @@ def xdist_group(item) -> str | None:
         if item.get_closest_marker(mark):
             return mark
     shared = [f for f in SHARED_RUNS if f in getattr(item, "fixturenames", ())]
-    return shared[0] if shared else None
+    if shared:
+        return shared[0]
+    # a module-scoped fixture (test_ddp_knobs' and test_device_train's runs, test_script's): the
+    # module's tests on one worker, or each worker would make its runs again
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    if any(d and d[-1].scope == "module" for d in defs.values()):
+        return item.nodeid.split("::")[0].replace("/", ".")
+    return None
 
 
 # Tests that run alone under `pytest -n N` (the lock below): each asserts what measured timing
