@@ -6,14 +6,13 @@ it costs a few steps: after the window and its probes, rank 0 diagnoses its own 
 set by launchers.rank: this package may not import the diagnosis), broadcasts the top finding's
 change, and every rank runs rounds of one block of the current setting and one of the fix, the
 order alternating (ABBA), on the same ranks and data stream. The saving is 1 - the paired ratio of
-the rounds' throughputs (stats.compare_runs), so a round's machine state cancels. What can be
+the rounds' throughputs (stats.block_ab), so a round's machine state cancels. What can be
 switched, what cannot, and the budget (diagnose.verify_budget; fewer than MIN_ROUNDS rounds that
 fit time nothing): docs/diagnosis.md, the in-job check.
 """
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 
@@ -24,7 +23,7 @@ from omegaconf import OmegaConf
 from base.record_types import InJobCheck
 from base.schema import CONF_DIR, CommHookConfig, PowerSGD
 from device import synchronize
-from stats import compare_runs, time_saved
+from stats import block_ab, time_saved
 from tasks.train.ddp import DDPSync
 
 SWITCHABLE = ("sync", "optim", "bucket", "ddp.static_graph", "ddp.gradient_as_bucket_view", "h2d")
@@ -34,7 +33,7 @@ KEEPALIVE_S = 2.0  # while rank 0 chooses the fix: one broadcast this often (han
 WARMUP_STEPS = 2  # the fix's first steps (DDP rebuilds its buckets after the first): untimed
 METHOD = (
     "rounds of one block of each setting, order alternating; paired t on the per-round log "
-    "throughput ratios (stats.compare_runs); block walls: the slowest rank's"
+    "throughput ratios (stats.block_ab); block walls: the slowest rank's"
 )
 
 
@@ -200,12 +199,7 @@ def _measure(ctx, make_step, sync, window, out: InJobCheck, change: dict, decide
     walls = walls[:, :done].contiguous()
     dist.all_reduce(walls, op=dist.ReduceOp.MAX)  # each block's slowest rank, as the window's
     base_w, fix_w = walls[0].cpu().tolist(), walls[1].cpu().tolist()
-    s = compare_runs(
-        [math.log(block / w) for w in base_w],
-        [math.log(block / w) for w in fix_w],
-        list(range(rounds)),
-        list(range(rounds)),
-    )
+    s = block_ab(base_w, fix_w, block)
     out.rounds, out.base_walls_s, out.fix_walls_s = rounds, base_w, fix_w
     out.saving = time_saved(s.ratio)
     if s.ci_lo is not None and s.ci_hi is not None:
