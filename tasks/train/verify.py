@@ -30,6 +30,7 @@ SWITCHABLE = ("sync", "optim", "bucket", "ddp.static_graph", "ddp.gradient_as_bu
 MIN_ROUNDS = 3  # a paired t on 2 degrees of freedom: the fewest that give an interval at all
 MAX_ROUNDS = 20  # more adds little to the interval and only costs time
 KEEPALIVE_S = 2.0  # while rank 0 chooses the fix: one broadcast this often (hang.min_s is 30 s)
+ASKED = "diagnose.verify_fix"  # the rule of a change the user named: no finding takes it
 WARMUP_STEPS = 2  # the fix's first steps (DDP rebuilds its buckets after the first): untimed
 METHOD = (
     "rounds of one block of each setting, order alternating; paired t on the per-round log "
@@ -51,6 +52,23 @@ def not_switchable(change: dict | None, cfg) -> str | None:
     target = change.get("sync", cfg.sync)
     if target != "ddp" and any(k != "h2d" for k in change):
         return f"sync={target}: only a DDP wrapper is built inside the job"
+    return None
+
+
+def asked_problem(cfg) -> str | None:
+    """What is wrong with diagnose.verify_fix, in one line naming the fix (None: nothing)."""
+    asked = cfg.diagnose.get("verify_fix")
+    if asked is None:
+        return None
+    shape = "a mapping of what the check can switch, e.g. diagnose.verify_fix={bucket:100}"
+    if not OmegaConf.is_dict(asked) or not asked:
+        return f"diagnose.verify_fix={asked!r}: give {shape}."
+    if not cfg.diagnose.get("verify", False):
+        return "diagnose.verify_fix needs diagnose.verify=true (it names what the check measures)."
+    change = OmegaConf.to_container(asked, resolve=True)
+    why = not_switchable(change, cfg)
+    if why is not None:
+        return f"diagnose.verify_fix={change}: {why}; give {shape} ({', '.join(SWITCHABLE)})."
     return None
 
 
@@ -111,6 +129,14 @@ def _choose(ctx, result, budget_s: float) -> dict:
     def can(change):
         return not_switchable(change, cfg) is None
 
+    asked = cfg.diagnose.get("verify_fix")
+    if asked is not None:  # checked before the ranks started (tasks/train/check.py)
+        fix = OmegaConf.to_container(asked, resolve=True)
+        return {
+            "change": fix,
+            "rule": ASKED,
+            "skipped": None if budget_s > 0 else "the window took no time",
+        }
     try:
         chosen = ctx.choose(result, can) if getattr(ctx, "choose", None) is not None else None
         problem = None
