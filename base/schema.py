@@ -608,9 +608,9 @@ class Diagnose:
         "the run's own setting ({sync: ddp} on a ddp run) is an A/A check, a true saving of 0",
     )
     probe_budget: float = knob(
-        0.1,
+        0.5,
         "probe_steps < 6 and their exposed comm > 15% of the step: the missing probe steps are "
-        "taken when they cost at most this share of the window",
+        "taken when they cost at most this share of the window (0.5: a 10-step window's 5)",
         ge=0,
     )
 
