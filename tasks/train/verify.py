@@ -99,7 +99,9 @@ def in_job(ctx, make_step, sync, window, result) -> InJobCheck | None:
         return None
     t0 = time.perf_counter()
     budget_s = float(cfg.diagnose.verify_budget) * window.window_s
-    choice = [_decide(ctx, result, budget_s)]
+    # the least the rounds cost: the current setting's own steps (one to plan, MIN_ROUNDS blocks)
+    least_s = (1 + MIN_ROUNDS * max(1, int(window.block))) * window.window_s / max(1, window.steps)
+    choice = [_decide(ctx, result, budget_s, least_s)]
     dist.broadcast_object_list(choice, src=0)
     decided = time.perf_counter()  # the decision is a diagnosis, whatever the window: not budgeted
     change, rule, skipped = choice[0]["change"], choice[0]["rule"], choice[0]["skipped"]
@@ -122,8 +124,24 @@ def in_job(ctx, make_step, sync, window, result) -> InJobCheck | None:
     return out
 
 
-def _choose(ctx, result, budget_s: float) -> dict:
-    """Rank 0: the fix to measure, or why none (never raises: the other ranks wait for it)."""
+def _choose(ctx, result, budget_s: float, least_s: float = 0.0) -> dict:
+    """Rank 0: the fix to measure, or why none (never raises: the other ranks wait for it).
+    least_s: what the rounds cost at the least (the fix's steps counted free); over the budget, the
+    fix is not even built: on the default VGG11 run behind link=1gbe, building and warming up
+    PowerSGD's wrapper took 54 s of a 30 s budget before the plan found no round fitting."""
+    cfg = ctx.cfg
+    verdict = _choose_fix(ctx, result, budget_s)
+    if verdict["skipped"] is None and least_s > budget_s:
+        verdict["skipped"] = (
+            f"the budget (diagnose.verify_budget={cfg.diagnose.verify_budget:g} of the window: "
+            f"{budget_s:.3g} s) cannot hold {MIN_ROUNDS} rounds: the current setting's blocks "
+            f"alone take ~{least_s:.3g} s at the window's step; a larger diagnose.verify_budget "
+            "or steps= measures it"
+        )
+    return verdict
+
+
+def _choose_fix(ctx, result, budget_s: float) -> dict:
     cfg = ctx.cfg
 
     def can(change):
@@ -150,7 +168,7 @@ def _choose(ctx, result, budget_s: float) -> dict:
     return {"change": change, "rule": rule, "skipped": skipped}
 
 
-def _decide(ctx, result, budget_s: float) -> dict | None:
+def _decide(ctx, result, budget_s: float, least_s: float = 0.0) -> dict | None:
     """Rank 0 diagnoses its result on a thread while every rank's main thread broadcasts rank 0's
     "done" flag every KEEPALIVE_S: the diagnosis takes seconds (tens on a loaded 2-core host), and a
     job with no finished collective for hang.after_s is declared hung (launchers/hang.py). Then the
@@ -159,7 +177,7 @@ def _decide(ctx, result, budget_s: float) -> dict | None:
     worker = None
     if ctx.is_main:
         worker = threading.Thread(
-            target=lambda: box.update(choice=_choose(ctx, result, budget_s)), daemon=True
+            target=lambda: box.update(choice=_choose(ctx, result, budget_s, least_s)), daemon=True
         )
         worker.start()
     done = torch.zeros(1, device=ctx.torch_device)  # nccl: a device tensor
