@@ -21,5 +21,6 @@ python -m whatif.validate results/runs/{collectives,ddp_knobs_vgg11,grad_sync_vg
   results/runs/{vit_ddp_optimizations,vit_ddp_overhead} --out results/whatif/validation_committed --samples 2000 \
   > /dev/null
 python -m stats.calibrate_verify > results/verify_calibration/table.md || [ $? = 1 ]  # 1: rows miss
+python -m results.verify_aa results/verify_calibration/aa --out results/verify_calibration/aa.md > /dev/null
 git status --porcelain -- results
 test -z "$(git status --porcelain -- results)"
