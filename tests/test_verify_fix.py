@@ -49,7 +49,8 @@ def test_refused_before_any_rank_starts(tmp_path):
 
 def test_a_budget_that_cannot_hold_the_rounds_builds_no_fix():
     """The current setting's own blocks over the budget: skipped before the fix is built (the
-    default VGG11 run behind link=1gbe spent 54 s of a 30 s budget building and warming PowerSGD)."""
+    default VGG11 run behind link=1gbe spent 54 s of a 30 s budget building and warming
+    PowerSGD)."""
     from types import SimpleNamespace
 
     from tasks.train.verify import _choose
