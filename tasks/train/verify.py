@@ -134,9 +134,9 @@ def _choose(ctx, result, budget_s: float, least_s: float = 0.0) -> dict:
     if verdict["skipped"] is None and least_s > budget_s:
         verdict["skipped"] = (
             f"the budget (diagnose.verify_budget={cfg.diagnose.verify_budget:g} of the window: "
-            f"{budget_s:.3g} s) cannot hold {MIN_ROUNDS} rounds: the current setting's blocks "
-            f"alone take ~{least_s:.3g} s at the window's step; a larger diagnose.verify_budget "
-            "or steps= measures it"
+            f"{budget_s:.3g} s) holds fewer than the {MIN_ROUNDS} rounds an interval needs: the "
+            f"current setting's blocks alone take ~{least_s:.3g} s at the window's step; a larger "
+            "diagnose.verify_budget or steps= measures it"
         )
     return verdict
 
