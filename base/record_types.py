@@ -702,6 +702,17 @@ class TimeBudget(Block):
 class Series(Block):
     step_time_s: list[float] | None = None
     phases: PhaseSeries | None = None
+    tool_s: list[float] | None = doc(
+        "task=script: host seconds in the tool's own hooks per measured step (the real calls "
+        "they wrap left out): the attach cost's micro route (python -m tasks.script.cost)",
+        default=None,
+    )
+    substituted_hook_s: list[float] | None = doc(
+        "task=script: host seconds per measured step in allreduce_hook where the tool put it in "
+        "place of DDP's built-in all-reduce (no hook asked for): an upper bound of that "
+        "substitution's cost, as the built-in does the same division and all-reduce in C++",
+        default=None,
+    )
 
 
 @dataclass

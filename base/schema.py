@@ -488,7 +488,8 @@ class Fault:
 
 @dataclass
 class Hang:
-    """A hung job (launchers/hang.py, docs/failures.md): no rank made a step or a collective."""
+    """A hung job (launchers/hang.py, docs/failures.md): no rank made a step or a collective, nor
+    moved to a stack it had not shown before."""
 
     enabled: bool = knob(
         True,

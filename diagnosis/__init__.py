@@ -20,8 +20,9 @@ from diagnosis.view import as_block, named_findings
 from diagnosis.sweep import diagnose_sweep, format_sweep
 
 
-def format_text(diag: DiagnosisBlock | dict | None, heading: str = "diagnosis") -> str:
-    """The printed form of a record's diagnosis."""
+def format_text(diag: DiagnosisBlock | dict | None, heading: str = "diagnosis", record=None) -> str:
+    """The printed form of a record's diagnosis; with its record, a run where nothing was found ends
+    on that run's own next command (diagnosis.view.quiet_next: a script's is its script's)."""
     d = as_block(diag)
     if d is None or not d.to_dict():
         return f"{heading}: none"
@@ -83,11 +84,17 @@ def format_text(diag: DiagnosisBlock | dict | None, heading: str = "diagnosis") 
     if (
         not findings and d.accounting is not None
     ):  # a train run with nothing found nor hidden: not a dead end
-        lines.append(
-            "next: nothing here is above the noise floor; to look closer, compare the candidates "
-            "with repeats "
-            "(README step 4): python train.py -m optim=none,bf16,powersgd repeats=3"
-        )
+        if record is not None:
+            from diagnosis.view import quiet_next
+
+            cmd, what, _ = quiet_next(record, d.noise.floor if d.noise is not None else None)
+            lines.append(f"next: nothing here is above the noise floor: {cmd} {what}")
+        else:
+            lines.append(
+                "next: nothing here is above the noise floor; to look closer, compare the "
+                "candidates with repeats (README step 4): python train.py -m "
+                "optim=none,bf16,powersgd repeats=3"
+            )
     return "\n".join(lines)
 
 

@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             json.dumps(d, indent=2, default=str)
             if args.json
-            else f"{e.output_dir}\n" + (format_text(d) if d else f"run {e.status}: {e.error}")
+            else f"{e.output_dir}\n"
+            + (format_text(d, record=e.record) if d else f"run {e.status}: {e.error}")
         )
         return 0
     sweep = diagnose_sweep(entries, nccl_tests=parsed)

@@ -499,3 +499,36 @@ class RunView:
         multirun = ["-m"] if "experiment" in items else []
         cmd = " ".join(["python", "train.py", *multirun, *(shlex.quote(o) for o in items.values())])
         return f"{prefix} {cmd}" if prefix else cmd
+
+
+def quiet_next(record: Record | dict, floor: float | None) -> tuple[str, str, int]:
+    """(command, what it does, runs like this one it takes) where nothing was found and nothing
+    hides: a floor over twice the 2% threshold shrinks with steps (about as 1/sqrt(steps)), so a
+    longer run; at the threshold, the candidates compared with repeats (README step 4). The tool
+    cannot lengthen a user's script, so a script's longer run says how many optimizer steps it
+    must take, and raises script.max_steps where the run set one below that."""
+    view = RunView(record)
+    r = view.record.result
+    steps = getattr(r, "steps", None) or 10
+    if floor and floor > 0.04:
+        want = min(10_000, int(steps * (floor / 0.02) ** 2) + 1)
+        changes: dict[str, Any] = {"steps": want}
+        what = "narrows the noise floor toward 2%"
+        script = getattr(r, "script", None) or {}
+        if view.record.task == "script":
+            need = (getattr(r, "warmup_steps", None) or 0) + want
+            if script.get("max_steps") is not None and script["max_steps"] < need:
+                changes["script.max_steps"] = need
+            taken = script.get("steps_taken")
+            if taken is not None and taken < need:
+                what += (
+                    f"; the script must take {need} optimizer steps (it took {taken}): "
+                    "lengthen it in script.args"
+                )
+        return view.command(changes), what, 1
+    cmd = view.command({"optim": "none,bf16,powersgd", "repeats": 3})
+    return (
+        cmd.replace("python train.py ", "python train.py -m ", 1),
+        ("compares the candidates with repeats (README step 4)"),
+        9,
+    )

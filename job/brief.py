@@ -72,33 +72,25 @@ def eta(record: Record | None, command: str) -> str:
 
 
 def _quiet_next(record: Record | None, floor: float | None) -> str:
-    """Where nothing was found and nothing hides: the command that could find a smaller effect. A
-    floor over twice the 2% threshold shrinks with steps (about as 1/sqrt(steps)); at the threshold,
-    comparing the candidates with repeats is the next look."""
-    from diagnosis.view import RunView
+    """Where nothing was found and nothing hides: the command that could find a smaller effect
+    (diagnosis.view.quiet_next), with how long it takes here."""
+    from diagnosis.view import quiet_next
 
     if record is None:
         return (
             "next: python train.py -m optim=none,bf16,powersgd repeats=3 (compare the "
             "candidates; README step 4)"
         )
-    steps = getattr(record.result, "steps", None) or 10
-    if floor and floor > 0.04:
-        want = min(10_000, int(steps * (floor / 0.02) ** 2) + 1)
-        cmd = RunView(record).command({"steps": want})
-        return f"next: {cmd}{eta(record, cmd)} narrows the noise floor toward 2%"
-    cmd = (
-        RunView(record)
-        .command({"optim": "none,bf16,powersgd", "repeats": 3})
-        .replace("python train.py ", "python train.py -m ", 1)
-    )
+    cmd, what, runs = quiet_next(record, floor)
+    if runs == 1:
+        return f"next: {cmd}{eta(record, cmd)} {what}"
     b = record.result.time_budget
     when = (
-        f"  (~{_duration(9 * b.job_s)} here: 9 runs like this one)"
+        f"  (~{_duration(runs * b.job_s)} here: {runs} runs like this one)"
         if b is not None and b.job_s
         else ""
     )
-    return f"next: {cmd}{when} compares the candidates with repeats (README step 4)"
+    return f"next: {cmd}{when} {what}"
 
 
 # a sync slower than half its microbenchmark's speed (or faster than twice it) explains a run

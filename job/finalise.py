@@ -144,7 +144,7 @@ def _print_summary(record: Record, out_dir: str | Path) -> None:
             full.append(describe_link(link))
             short = None if short is None else [*short, describe_link(link)]
         if diag:
-            full.append("\n" + diagnosis.format_text(diag))
+            full.append("\n" + diagnosis.format_text(diag, record=record))
         if _verbose(record) or (short is None and not _in_sweep(record)):
             log.info("\n".join(full))
         elif _in_sweep(

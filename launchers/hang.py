@@ -42,6 +42,8 @@ AFTER_CAP = (
     0.8  # never later than this share of timeout_s: the collective timeout must not fire first
 )
 DUMP_DIR = "hang"
+MAX_DEPTH = 200  # frames of the main thread's stack in its fingerprint
+MAX_STACKS = 4096  # fingerprints remembered per rank (then forgotten, and learnt again)
 
 
 def progress_path(directory: str | Path, rank: int) -> Path:
@@ -145,6 +147,19 @@ def dead_rank(directory: str | Path, world: int, rank: int) -> str:
     return "".join(f"; {p}" for p in parts) + " — a dead rank"
 
 
+def main_stack_key() -> int | None:
+    """A fingerprint of the main thread's Python stack (every frame's file and line), sent with each
+    beat: a rank that is slow but working (importing, building, a slow step on a loaded machine)
+    shows stacks not seen before, while a stuck one shows the same one (asleep in a wait) or the few
+    of a loop (busy). CPU time could not tell a slow rank from a spinning one."""
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    key = []
+    while frame is not None and len(key) < MAX_DEPTH:
+        key.append((frame.f_code.co_filename, frame.f_lineno))
+        frame = frame.f_back
+    return hash(tuple(key)) if key else None
+
+
 def _write(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(data)
@@ -246,6 +261,7 @@ def collecting(
                             "time": time.time(),
                             "steps": steps_done(progress),
                             "collectives": _collectives_done(),
+                            "stack": main_stack_key(),
                         }
                     ).encode(),
                 )
@@ -382,6 +398,7 @@ def store_watch(output_dir, rank, progress, hang, job_id, on_hung, timeout_s, jo
                     "n": n,
                     "steps": steps_done(progress),
                     "collectives": _collectives_done(),
+                    "stack": main_stack_key(),
                 }
                 store.set(f"p/{rank}", json.dumps(beat))
                 if rank != 0:
@@ -501,20 +518,36 @@ def hang_settings(plain: dict) -> dict:
 
 
 class Quiet:
-    """When no rank made progress (a step or a finished collective) for after_s: update() with the
-    ranks' latest beats ({rank: {"steps", "collectives", ...}}) returns (seconds quiet, the limit)
-    once it is so, else None."""
+    """When no rank made progress for after_s: update() with the ranks' latest beats ({rank:
+    {"steps", "collectives", "stack", ...}}) returns (seconds quiet, the limit) once it is so, else
+    None. Progress: a finished step or collective, or a main-thread stack the rank had not shown
+    before (main_stack_key): slow is not stuck. A wait shows one stack and a loop its few, so a
+    stuck rank stops showing new ones within a few beats."""
 
     def __init__(self, hang: dict, timeout_s: float):
         self.hang, self.timeout_s = hang, timeout_s
         self.state, self.changed = None, None
         self.step_marks: list[tuple[float, int]] = []
+        self.stacks: dict[int, set[int]] = {}
+
+    def _new_stack(self, beats: dict[int, dict]) -> bool:
+        new = False
+        for r, b in beats.items():
+            key = b.get("stack")
+            seen = self.stacks.setdefault(r, set())
+            if key is None or key in seen:
+                continue
+            if len(seen) >= MAX_STACKS:
+                seen.clear()
+            seen.add(key)
+            new = True
+        return new
 
     def update(self, beats: dict[int, dict], now: float) -> tuple[float, float] | None:
         if not beats:
             return None
         state = tuple(sorted((r, b.get("steps"), b.get("collectives")) for r, b in beats.items()))
-        if state != self.state:
+        if self._new_stack(beats) or state != self.state:
             self.state, self.changed = state, now
             s0 = beats.get(0, {}).get("steps")
             if s0 and (not self.step_marks or self.step_marks[-1][1] != s0):

@@ -155,6 +155,33 @@ def test_no_progress_for_after_s_is_a_hang_and_progress_resets_the_clock():
     assert q.update({0: {"steps": 2, "collectives": 6}, 1: beats[1]}, 117.0) is None
 
 
+def test_a_rank_showing_new_stacks_is_slow_not_stuck_and_a_loop_or_a_wait_is_stuck():
+    """Quiet's third progress signal: a main-thread stack a rank had not shown before (a rank
+    importing or building before its first step, on a loaded machine) restarts the clock; the same
+    stack (asleep in a wait) or a loop's few stacks (busy) do not, so the hang is declared after_s
+    after the last new one."""
+    from launchers.hang import Quiet
+
+    q = Quiet({"after_s": 8, "min_s": 8}, timeout_s=60)
+    still = {"steps": 0, "collectives": 1, "stack": 7}
+    for k in range(40):  # 20 s of new stacks on rank 1, nothing else moving: slow, not stuck
+        assert q.update({0: still, 1: {"steps": 0, "collectives": 1, "stack": 100 + k}}, k) is None
+    for k in range(40, 80):  # then a loop of two stacks (busy) while rank 0 waits
+        found = q.update({0: still, 1: {"steps": 0, "collectives": 1, "stack": 100 + k % 2}}, k)
+        if found:
+            break
+    assert found == (8.0, 8.0) and k == 47  # 8 s after the last new stack (39)
+
+
+def test_the_main_threads_stack_key_moves_with_its_line_and_stays_on_one():
+    from launchers.hang import main_stack_key
+
+    first = main_stack_key()
+    second = main_stack_key()
+    assert first != second  # another line
+    assert len({main_stack_key() for _ in range(3)}) == 1  # one line, one stack
+
+
 def test_a_rank_killed_is_named_with_its_last_step_and_the_collective_the_others_wait_in(tmp_path):
     """launchers.hang.dead_rank, from the beats the ranks left in the launch directory: the dead
     rank's last periodic beat, and the survivor's last one, written as it ended, with the collective
@@ -192,3 +219,33 @@ def test_a_peer_that_left_is_seen_under_the_signal_that_interrupted_its_error():
     except Interrupted as e:
         assert _peer_left(e)
     assert not _peer_left(Interrupted(15)) and not _peer_left(ValueError("x"))
+
+
+def test_the_recorders_cost_table_says_shown_only_when_the_intervals_end_clears_1_percent():
+    """diagnosis.hang_benchmark.cost_micro_table: the paired per-round differences' interval, times
+    the collectives per step, over the fastest step, plus the beat; and the break-even step per
+    collective."""
+    from diagnosis.hang_benchmark import cost_micro_table
+
+    off = [10e-6] * 20
+    res = {
+        "machine": "m",
+        "rounds": 20,
+        "calls": 2000,
+        "blocks": 9,
+        "depth": 18,
+        "batch": 20,
+        "clock": "thread",
+        "per_call_s": {"off": off, "on": [x + 2e-6 for x in off]},
+        "per_call_process_s": {"off": off, "on": [x + 2e-6 for x in off]},
+        "collectives_per_step": 3.4,
+        "collectives_from": "x",
+        "step_s": 7.61e-3,
+        "beat_s": 250e-6,
+    }
+    text = cost_micro_table(res)
+    assert "Recording adds **2.00 us** per collective" in text
+    assert "on / off = **0.9986** [0.9986, 0.9986], >= 0.99x shown." in text  # 0.089% + 0.05%
+    assert "at least 0.21 ms per collective" in text  # 2 us / (1.0101% - 0.05%)
+    res["per_call_s"]["on"] = [x + 25e-6 for x in off]  # 25 us x 3.4 / 7.61 ms = 1.1%
+    assert ">= 0.99x not shown." in cost_micro_table(res)

@@ -42,6 +42,35 @@ def test_a_real_hang_of_each_class_ends_hung_with_the_right_answer(case, tmp_pat
     )  # goal 23 s; a loaded box
 
 
+def test_a_slow_but_moving_start_is_not_a_hang(tmp_path):
+    """hang.after_s=2 and min_s=2, far under the seconds a rank spends importing and building its
+    model before its first collective (the old rule, steps and collectives only, declared this run
+    hung, as it did the repeats=auto runs on a loaded machine): the ranks' stacks keep moving, so
+    the run ends ok with no dumps."""
+    run_dir = tmp_path / "run"
+    args = [
+        "model=vgg11_tiny",
+        "scale=smoke",
+        "logger=none",
+        "steps=20",
+        "hang.after_s=2",
+        "hang.min_s=2",
+        f"hydra.run.dir={run_dir}",
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
+    proc = subprocess.run(
+        [sys.executable, "train.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    record = json.loads((run_dir / "run_record.json").read_text())
+    assert proc.returncode == 0 and record["status"] == "ok", record.get("error")
+    assert not (run_dir / "hang").exists()
+
+
 def test_a_rank_killed_mid_step_is_named_with_its_signal_last_step_and_the_collective_left(
     tmp_path,
 ):

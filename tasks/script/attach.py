@@ -36,10 +36,23 @@ class Step:
     """One optimizer step's marks: (phase, start, end) spans and the communication of its
     buckets."""
 
-    __slots__ = ("start", "end", "spans", "comm", "index", "samples")
+    __slots__ = (
+        "start",
+        "end",
+        "spans",
+        "comm",
+        "index",
+        "samples",
+        "own0",
+        "tool_s",
+        "substituted_s",
+    )
 
-    def __init__(self, index: int, start):
+    def __init__(self, index: int, start, own0: float = 0.0):
         self.index, self.start, self.end, self.spans, self.comm = index, start, None, [], []
+        # the tool's own host seconds in its hooks when the step began, and over the step
+        self.own0, self.tool_s = own0, None
+        self.substituted_s = 0.0  # host seconds in allreduce_hook where the tool put it in
         self.samples = (
             0  # the batch's first dimension, summed over the step's forwards with gradients
         )
@@ -71,6 +84,9 @@ class Attach:
         self._undo: list = []
         self._pending = set()  # modules inside a forward (a model wrapped twice nests them)
         self._batch: set[int] = set()  # ids of the host tensors of the window's last batch
+        # host seconds spent in this module's hooks (the real calls they wrap left out), and in the
+        # comm futures' callbacks (gloo's thread): the attach cost's micro route, per step
+        self.own_s = self.own_thread_s = 0.0
 
     # ---- life cycle
     def install(self) -> "Attach":
@@ -79,8 +95,8 @@ class Attach:
             register_optimizer_step_pre_hook,
         )
 
-        self._undo.append(register_optimizer_step_pre_hook(self._opt_pre).remove)
-        self._undo.append(register_optimizer_step_post_hook(self._opt_post).remove)
+        self._undo.append(register_optimizer_step_pre_hook(self._own(self._opt_pre)).remove)
+        self._undo.append(register_optimizer_step_post_hook(self._own(self._opt_post)).remove)
         self._patch(DistributedDataParallel, "__init__", self._ddp_init)
         self._real_register = DistributedDataParallel.register_comm_hook
         self._patch(DistributedDataParallel, "register_comm_hook", self._register_comm_hook)
@@ -94,6 +110,20 @@ class Attach:
     def uninstall(self) -> None:
         while self._undo:
             self._undo.pop()()
+
+    def _own(self, hook):
+        """hook, its host time added to own_s: two clock reads a call (~0.1 us), inside the
+        sum."""
+
+        @functools.wraps(hook)
+        def timed(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return hook(*args, **kwargs)
+            finally:
+                self.own_s += time.perf_counter() - t
+
+        return timed
 
     def _patch(self, owner, name: str, make) -> None:
         real = getattr(owner, name)
@@ -138,6 +168,7 @@ class Attach:
             if start is not None:
                 step.spans.append(("optimizer", start, end))
             step.end = end
+            step.tool_s = self.own_s + self.own_thread_s - step.own0
             self.measured.append(step)
             self.current = None
             if self.steps_done >= self.warmup + self.window:
@@ -149,7 +180,7 @@ class Attach:
         if self.cpu0 is None:
             with self.ours():
                 self.cpu0, self.wall0 = cpu_usage(), time.time()
-        self.current = Step(self.steps_done + 1, start)
+        self.current = Step(self.steps_done + 1, start, self.own_s + self.own_thread_s)
 
     def _end_window(self) -> None:
         with self.ours():
@@ -169,14 +200,18 @@ class Attach:
             step = attach.current
             if step is None:
                 return real(it)
+            t0 = time.perf_counter()
             a = attach.clock.mark()
+            t1 = time.perf_counter()
             out = real(it)
+            t2 = time.perf_counter()
             step.spans.append(("data", a, attach.clock.mark()))
             attach._batch = {
                 id(t)
                 for t in torch.utils._pytree.tree_leaves(out)
                 if isinstance(t, torch.Tensor) and t.device.type == "cpu"
             }
+            attach.own_s += time.perf_counter() - t2 + t1 - t0
             return out
 
         return __next__
@@ -196,10 +231,14 @@ class Attach:
                 or id(t) not in attach._batch
             ):
                 return real(t, *args, **kwargs)
+            t0 = time.perf_counter()
             step, a = attach.current, attach.clock.mark()
+            t1 = time.perf_counter()
             out = real(t, *args, **kwargs)
+            t2 = time.perf_counter()
             if attach.clock.device.is_transfer(t, out):
                 step.spans.append(("h2d", a, attach.clock.mark()))
+            attach.own_s += time.perf_counter() - t2 + t1 - t0
             return out
 
         return copy
@@ -246,8 +285,8 @@ class Attach:
             ),
         }
         self.ddps.append(info)
-        ddp.register_forward_pre_hook(self._forward_pre)
-        ddp.register_forward_hook(self._forward_post)
+        ddp.register_forward_pre_hook(self._own(self._forward_pre))
+        ddp.register_forward_hook(self._own(self._forward_post))
         state, hook = self._config_hook(ddp)
         timed = TimedHook(self, state, hook, info, ddp)
         self.timed.append(timed)
@@ -285,7 +324,7 @@ class Attach:
             ):  # optim= replaces the script's own hook: recorded, not silent
                 timed.info["script_hook_replaced_by"] = self.cfg.optim.name
                 return None
-            timed.state, timed.hook = state, hook
+            timed.state, timed.hook, timed.substituted = state, hook, False
             return None
 
         return register_comm_hook
@@ -329,7 +368,7 @@ class Attach:
                 None,
             )
             if first is not None:
-                first.register_hook(functools.partial(self._backward_start, step))
+                first.register_hook(self._own(functools.partial(self._backward_start, step)))
         return None
 
     def _backward_start(self, step: Step, grad):
@@ -339,9 +378,11 @@ class Attach:
         def compute_done():  # before DDP's own final callback, queued later in this backward
             b = self.clock.mark()
             step.spans.append(("backward", a, b))
-            engine.queue_callback(lambda: step.spans.append(("sync", b, self.clock.mark())))
+            engine.queue_callback(
+                self._own(lambda: step.spans.append(("sync", b, self.clock.mark())))
+            )
 
-        engine.queue_callback(compute_done)
+        engine.queue_callback(self._own(compute_done))
         return None
 
 
@@ -351,6 +392,8 @@ class TimedHook:
 
     def __init__(self, attach: Attach, state, hook, info: dict, ddp=None):
         self.attach, self.state, self.hook, self.info = attach, state, hook, info
+        # DDP's own all-reduce, through allreduce_hook for the tool's sake (no hook asked for)
+        self.substituted = not attach.cfg.optim.get("_target_")
         # the bucket layout the window saw: bucket index -> its parameters (indices into
         # self.grads); DDP rebuilds its buckets once, at the end of the first iteration, so steps 1
         # and 2 are read again
@@ -375,19 +418,31 @@ class TimedHook:
         step = timed.attach.current
         if step is None:
             return timed.hook(timed.state, bucket)
-        clock = timed.attach.clock
+        attach, t0 = timed.attach, time.perf_counter()
+        clock = attach.clock
         a = clock.mark()
         buffer, index = bucket.buffer(), bucket.index()
         nbytes = buffer.numel() * buffer.element_size()
         if step.index <= 2 or index not in timed.layout:
             timed.layout[index] = [timed.where.get(id(p), -1) for p in bucket.parameters()]
+        t1 = time.perf_counter()
         fut = timed.hook(timed.state, bucket)
+        # the hook the script (or optim=) asked for is theirs, and left out; allreduce_hook in
+        # place of DDP's built-in all-reduce is kept apart (substituted_s): the built-in does the
+        # same division and all-reduce in C++, so its whole call bounds the substitution's cost
+        t2 = time.perf_counter()
+        if timed.substituted:
+            step.substituted_s += t2 - t1
 
         def done(f):
+            t = time.perf_counter()
             step.comm.append((a, clock.mark(), nbytes, index, timed))
+            attach.own_thread_s += time.perf_counter() - t
             return f.value()
 
-        return fut.then(done)
+        out = fut.then(done)
+        attach.own_s += time.perf_counter() - t2 + t1 - t0
+        return out
 
 
 def is_initialized() -> bool:

@@ -1,16 +1,28 @@
 """The cost of attaching (issue 37): a script's steps/s under task=script against the same script
-alone under plain torchrun, rounds interleaved.
+alone, rounds interleaved; and the tool's own hooks' time per step, a second, tighter estimate.
 
-    python -m tasks.script.cost [--rounds 3] [--cases plain_ddp,...] [--out results/script_cost]
+    python -m tasks.script.cost [--rounds 4] [--cases plain_ddp,...] [--out results/script_cost]
+    python -m tasks.script.cost --table results/script_cost     # cost.md again from its cost.json
 
-Both sides read the same thing: rank 0's time from one optimizer step's end to the next, over the
-same steps (WARMUP skipped, the next STEPS). Alone, the script runs under `torchrun
---nproc_per_node=2` through tasks/script/bare.py, whose one optimizer-step post hook reads the host
-clock (no other module of this project is imported); with the tool, `python train.py task=script`
-and the record's per-rank step series. Each round runs every case both ways, the order alternating
-between rounds, so that drift on the machine hits both sides alike; the ratio tool / alone and its
-95% interval are stats.compare_runs' paired t over the rounds' log steps/s. Writes cost.json and
-cost.md (the table, the command, the machine and its load average) into --out."""
+End to end: both sides read rank 0's time from one optimizer step's end to the next over the same
+steady window (each case's warm-up skipped, then its measured steps: hundreds of steps for the
+examples, seconds of wall each). Alone, the script's ranks are started by torch's elastic agent as
+task=script's launcher starts them (tasks/script/bare.py: elastic_launch, spawn; one optimizer-step
+post hook reading the host clock, no other module of this project); with the tool,
+`python train.py task=script` and the record's per-rank step series. Both sides get
+OMP_NUM_THREADS=1 and their torch thread counts are recorded and compared. Each round runs every
+case both ways, the order alternating between rounds, so that the machine's drift hits both sides
+alike; the ratio tool / alone and its 95% interval are stats.compare_runs' paired t over the
+rounds' log steps/s (and the same for the median step, which a neighbour's burst moves less).
+
+Micro route: the tool's hooks time themselves (result.per_rank[].series.tool_s: host seconds in
+its hooks per step, the real calls they wrap left out), so each run with the tool gives 1 - hooks /
+step; its interval is a t over the runs (stats.run_level). The allreduce_hook put in place of DDP's
+built-in all-reduce (series.substituted_hook_s) is timed whole: a lower ratio bound, since the
+built-in does the same division and all-reduce in C++. What the micro route cannot see (the
+launcher's agent, the rank side's threads, caches) is what the end-to-end ratio holds.
+
+Writes cost.json and cost.md (the tables, the command, the machine and its load) into --out."""
 
 from __future__ import annotations
 
@@ -19,7 +31,6 @@ import json
 import math
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -27,207 +38,272 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-WARMUP, STEPS = 3, 10
 GOAL = 0.98
-CASES = {  # name: (script, its arguments)
-    "plain_ddp": ("examples/plain_ddp.py", ["--epochs", "1"]),
-    "accumulate_amp": ("examples/accumulate_amp.py", ["--accumulate", "4", "--steps", "16"]),
-    "eval_checkpoint": ("examples/eval_checkpoint.py", ["--every", "5", "--steps", "16"]),
-    "vgg11_224": ("tasks/script/cost_cases/vgg11_224.py", ["--steps", "14", "--batch-size", "2"]),
+# name: (script, its arguments, warm-up steps skipped, steps measured); each script's arguments
+# give it a few steps beyond the window
+CASES = {
+    "plain_ddp": ("examples/plain_ddp.py", ["--epochs", "5"], 5, 150),
+    "accumulate_amp": (
+        "examples/accumulate_amp.py",
+        ["--accumulate", "2", "--steps", "106"],
+        5,
+        100,
+    ),
+    "eval_checkpoint": ("examples/eval_checkpoint.py", ["--every", "5", "--steps", "106"], 5, 100),
+    "vgg11_224": (
+        "tasks/script/cost_cases/vgg11_224.py",
+        ["--steps", "7", "--batch-size", "2"],
+        2,
+        4,
+    ),
 }
+DEFAULT = ("plain_ddp", "accumulate_amp", "eval_checkpoint")
 
 
 def _env() -> dict:
-    return {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
+    return {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "WANDB_MODE": "disabled",
+    }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def alone(script: str, args: list[str], out: Path) -> tuple:
-    """(steps/s, CPU seconds per step, the main thread's share of the time waiting for a core) of
-    rank 0 over steps WARMUP+1 .. WARMUP+STEPS under plain torchrun."""
-    stem = out / "bare"
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node=2",
-        f"--master_port={_free_port()}",
-        "tasks/script/bare.py",
-        script,
-        *args,
-    ]
-    proc = subprocess.run(
-        cmd,
-        cwd=ROOT,
-        env={**_env(), "DDP_COMM_BARE_OUT": str(stem)},
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
+def _run(cmd: list[str], env: dict) -> None:
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: exit {proc.returncode}\n{proc.stderr[-2000:]}")
+
+
+def alone(name: str, out: Path) -> dict:
+    """Rank 0's step times, CPU seconds per step, main-thread run-queue share and thread counts over
+    the case's window, the script alone."""
+    script, args, warmup, steps = CASES[name]
+    stem = out / "bare"
+    cmd = [sys.executable, "tasks/script/bare.py", "--nproc", "2", script, *args]
+    _run(cmd, {**_env(), "DDP_COMM_BARE_OUT": str(stem)})
     marks = json.loads(Path(f"{stem}.rank0.steps.json").read_text())
-    (t0, c0, q0), (t1, c1, q1) = marks[WARMUP - 1], marks[WARMUP + STEPS - 1]
-    return STEPS / (t1 - t0), (c1 - c0) / STEPS, (q1 - q0) / (t1 - t0) if q0 is not None else None
+    assert len(marks) >= warmup + steps, f"{out}: {len(marks)} steps, not {warmup + steps}"
+    window = marks[warmup - 1 : warmup + steps] if warmup else None
+    assert window is not None, "a warm-up of at least one step: the window starts at a step's end"
+    (t0, c0, q0), (t1, c1, q1) = window[0], window[-1]
+    return {
+        "step_s": [b[0] - a[0] for a, b in zip(window, window[1:])],
+        "cpu_s_per_step": (c1 - c0) / steps,
+        "queue_share": (q1 - q0) / (t1 - t0) if q0 is not None else None,
+        "threads": json.loads(Path(f"{stem}.rank0.threads.json").read_text()),
+    }
 
 
-def attached(script: str, args: list[str], out: Path) -> tuple:
-    """The same of rank 0 over the same steps under task=script (its record's per-rank step series
-    and work)."""
+def attached(name: str, out: Path) -> dict:
+    """The same under task=script (its record's rank 0 series, work and threads), with the tool's
+    hooks' own time per step."""
+    script, args, warmup, steps = CASES[name]
     cmd = [
         sys.executable,
         "train.py",
         "task=script",
         f"script.path={script}",
         f"script.args=[{','.join(args)}]",
-        f"warmup_steps={WARMUP}",
-        f"steps={STEPS}",
+        f"warmup_steps={warmup}",
+        f"steps={steps}",
         "logger=none",
         f"hydra.run.dir={out}",
     ]
-    proc = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=1200)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)}: exit {proc.returncode}\n{proc.stderr[-2000:]}")
+    _run(cmd, _env())
     record = json.loads((out / "run_record.json").read_text())
     rank0 = next(r for r in record["result"]["per_rank"] if r["rank"] == 0)
-    series = rank0["series"]["step_time_s"]
-    assert len(series) == STEPS, f"{out}: {len(series)} measured steps, not {STEPS}"
-    work, wall = rank0["work"], sum(series)
+    series = rank0["series"]
+    assert len(series["step_time_s"]) == steps, f"{out}: {len(series['step_time_s'])} steps"
+    work, wall = rank0["work"], sum(series["step_time_s"])
     queue = work.get("main_runqueue_s")
-    return STEPS / wall, work["cpu_s"] / STEPS, queue / wall if queue is not None else None
+    threads = rank0.get("threads") or {}
+    return {
+        "step_s": series["step_time_s"],
+        "cpu_s_per_step": work["cpu_s"] / steps,
+        "queue_share": queue / wall if queue is not None else None,
+        "threads": {k: threads.get(k) for k in ("intra_op", "inter_op", "OMP_NUM_THREADS")},
+        "tool_s": series.get("tool_s"),
+        "substituted_hook_s": series.get("substituted_hook_s"),
+    }
 
 
 def run(out: Path, rounds: int, names: list[str]) -> dict:
-    from stats.runs import compare_runs
-
     out.mkdir(parents=True, exist_ok=True)
-    runs = {
-        n: {
-            "alone": [],
-            "tool": [],
-            "alone_cpu": [],
-            "tool_cpu": [],
-            "alone_queue": [],
-            "tool_queue": [],
-        }
-        for n in names
-    }
-    load0, t0 = os.getloadavg(), time.time()
+    runs: dict = {n: {"alone": [], "tool": []} for n in names}
+    loads, t0 = [os.getloadavg()[0]], time.time()
     for r in range(rounds):
         for name in names:
-            script, args = CASES[name]
             sides = ("alone", "tool") if r % 2 == 0 else ("tool", "alone")
             for side in sides:
                 where = out / "runs" / f"{name}_{side}_{r}"
                 where.mkdir(parents=True, exist_ok=True)
-                sps, cpu, queue = (alone if side == "alone" else attached)(script, args, where)
-                runs[name][side].append(sps)
-                runs[name][f"{side}_cpu"].append(cpu)
-                runs[name][f"{side}_queue"].append(queue)
+                m = (alone if side == "alone" else attached)(name, where)
+                runs[name][side].append(m)
+                loads.append(os.getloadavg()[0])
                 print(
-                    f"[cost] round {r} {name} {side}: {sps:.3f} steps/s, {cpu * 1e3:.1f} ms CPU a "
-                    "step, "
-                    f"main thread waiting for a core {queue if queue is None else f'{queue:.0%}'} "
-                    "of the time",
+                    f"[cost] round {r} {name} {side}: {len(m['step_s']) / sum(m['step_s']):.3f} "
+                    f"steps/s, median step {statistics.median(m['step_s']) * 1e3:.2f} ms, "
+                    f"{m['cpu_s_per_step'] * 1e3:.1f} ms CPU a step; load {loads[-1]:.1f}",
                     flush=True,
                 )
-    rows = []
-    for name in names:
-        a, t = runs[name]["alone"], runs[name]["tool"]
-        s = compare_runs(
-            [math.log(x) for x in a], [math.log(x) for x in t], range(rounds), range(rounds)
-        )
-        rows.append(
-            {
-                "case": name,
-                "script": " ".join([CASES[name][0], *CASES[name][1]]),
-                "alone_steps_per_s": a,
-                "tool_steps_per_s": t,
-                "alone_cpu_s_per_step": runs[name]["alone_cpu"],
-                "tool_cpu_s_per_step": runs[name]["tool_cpu"],
-                "alone_main_queue_share": runs[name]["alone_queue"],
-                "tool_main_queue_share": runs[name]["tool_queue"],
-                "ratio": s.ratio,
-                "ci_lo": s.ci_lo,
-                "ci_hi": s.ci_hi,
-                "method": s.method,
-                "goal_shown": s.ci_lo is not None and s.ci_lo >= GOAL,
-            }
-        )
+    rows = [row(name, runs[name], rounds) for name in names]
     return {
         "command": "python -m tasks.script.cost " + " ".join(sys.argv[1:]),
         "rounds": rounds,
-        "warmup_steps": WARMUP,
-        "steps": STEPS,
         "goal": GOAL,
         "rows": rows,
+        "runs": runs,
         "machine": {
             "host": platform.node(),
             "cpus": os.cpu_count(),
             "platform": platform.platform(),
-            "loadavg_at_start": list(load0),
-            "loadavg_at_end": list(os.getloadavg()),
+            "loadavg_1min": {
+                "start": loads[0],
+                "end": loads[-1],
+                "median": statistics.median(loads),
+                "max": max(loads),
+            },
         },
         "wall_s": time.time() - t0,
     }
 
 
+def row(name: str, runs: dict, rounds: int) -> dict:
+    """The case's end-to-end ratios (mean steps/s, median step) and its micro-route ratios."""
+    from stats.runs import compare_runs, run_level
+
+    a, t = runs["alone"], runs["tool"]
+    rate = [[len(m["step_s"]) / sum(m["step_s"]) for m in side] for side in (a, t)]
+    med = [[1 / statistics.median(m["step_s"]) for m in side] for side in (a, t)]
+
+    def paired(pair):
+        s = compare_runs(
+            [math.log(x) for x in pair[0]],
+            [math.log(x) for x in pair[1]],
+            range(rounds),
+            range(rounds),
+        )
+        return {"ratio": s.ratio, "ci_lo": s.ci_lo, "ci_hi": s.ci_hi, "method": s.method}
+
+    def micro(with_substituted: bool):
+        ratios = []
+        for m in t:
+            own = statistics.median(m["tool_s"] or [0.0])
+            if with_substituted:
+                own += statistics.median(m["substituted_hook_s"] or [0.0])
+            ratios.append(1 - own / statistics.mean(m["step_s"]))
+        lv = run_level([math.log(x) for x in ratios])
+        return {"ratio": lv["value"], "ci_lo": lv["ci_lo"], "ci_hi": lv["ci_hi"]}
+
+    script, args, warmup, steps = CASES[name]
+    e2e, by_median = paired(rate), paired(med)
+    hooks, bound = micro(False), micro(True)
+    own_us = [statistics.median(m["tool_s"] or [0.0]) * 1e6 for m in t]
+    sub_us = [statistics.median(m["substituted_hook_s"] or [0.0]) * 1e6 for m in t]
+    return {
+        "case": name,
+        "script": " ".join([script, *args]),
+        "window": f"steps {warmup + 1}-{warmup + steps}",
+        "alone_steps_per_s": rate[0],
+        "tool_steps_per_s": rate[1],
+        "end_to_end": e2e,
+        "median_step": by_median,
+        "hooks_us_per_step": own_us,
+        "substituted_hook_us_per_step": sub_us,
+        "micro": hooks,
+        "micro_with_substituted_hook": bound,
+        "alone_cpu_ms_per_step": [m["cpu_s_per_step"] * 1e3 for m in a],
+        "tool_cpu_ms_per_step": [m["cpu_s_per_step"] * 1e3 for m in t],
+        "alone_queue_share": [m["queue_share"] for m in a],
+        "tool_queue_share": [m["queue_share"] for m in t],
+        "threads_alone": a[0]["threads"] if a else None,
+        "threads_tool": t[0]["threads"] if t else None,
+        "threads_equal": all(
+            m["threads"]["intra_op"] == a[0]["threads"]["intra_op"]
+            and m["threads"]["inter_op"] == a[0]["threads"]["inter_op"]
+            for m in a + t
+        ),
+        "goal_shown_end_to_end": e2e["ci_lo"] is not None and e2e["ci_lo"] >= GOAL,
+        "goal_shown_micro": bound["ci_lo"] is not None and bound["ci_lo"] >= GOAL,
+    }
+
+
+def _ci(d: dict) -> str:
+    if d["ci_lo"] is None:
+        return f"{d['ratio']:.3f} (no interval)"
+    return f"{d['ratio']:.3f} [{d['ci_lo']:.3f}, {d['ci_hi']:.3f}]"
+
+
 def markdown(res: dict) -> str:
     m = res["machine"]
+    load = m["loadavg_1min"]
     lines = [
-        f"Attach cost of task=script: rank 0's steps/s over steps {res['warmup_steps'] + 1}-"
-        f"{res['warmup_steps'] + res['steps']}, with the tool / alone (plain torchrun), "
-        f"{res['rounds']} "
-        "interleaved rounds, paired by round.",
+        "Attach cost of task=script: rank 0's steps/s over each case's steady window, with the "
+        f"tool / alone, {res['rounds']} interleaved rounds paired by round (end to end); and "
+        "1 - the tool's hooks' time / the step, per run with the tool (micro route).",
         "",
         f"    {res['command']}",
         "",
-        f"Machine: {m['host']}, {m['cpus']} CPUs, {m['platform']}; load average "
-        f"{m['loadavg_at_start'][0]:.1f} at the start and {m['loadavg_at_end'][0]:.1f} at the end.",
+        f"Machine: {m['host']}, {m['cpus']} CPUs, {m['platform']}; 1-minute load average "
+        f"{load['start']:.1f} at the start, {load['end']:.1f} at the end, median "
+        f"{load['median']:.1f} and max {load['max']:.1f} over the runs; "
+        f"{res['wall_s'] / 60:.1f} min.",
         "",
-        "| case | script | alone steps/s (per round) | with the tool steps/s | ratio [95% CI] | >= "
-        f"{res['goal']} shown | CPU ms/step alone, tool (median) | main thread waiting for a core, "
-        "alone, tool |",
-        "|---|---|---|---|---:|---|---|---|",
+        "| case | script | window | alone steps/s (per round) | tool steps/s | end to end: ratio "
+        "[95% CI] | median step ratio | >= "
+        f"{res['goal']} shown end to end | hooks us/step (median per run) | micro ratio | micro "
+        "with allreduce_hook whole | >= 0.98 shown by the micro route |",
+        "|---|---|---|---|---|---:|---:|---|---|---:|---:|---|",
     ]
     for r in res["rows"]:
-        ci = (
-            f" [{r['ci_lo']:.3f}, {r['ci_hi']:.3f}]"
-            if r["ci_lo"] is not None and r["ci_hi"] is not None
-            else " (no interval)"
-        )
         lines.append(
-            f"| {r['case']} | `{r['script']}` | "
+            f"| {r['case']} | `{r['script']}` | {r['window']} | "
             f"{', '.join(f'{x:.3g}' for x in r['alone_steps_per_s'])} | "
-            f"{', '.join(f'{x:.3g}' for x in r['tool_steps_per_s'])} | {r['ratio']:.3f}{ci} | "
-            f"{'yes' if r['goal_shown'] else 'no'} | {_ms(r['alone_cpu_s_per_step'])}, "
-            f"{_ms(r['tool_cpu_s_per_step'])} | {_share(r['alone_main_queue_share'])}, "
-            f"{_share(r['tool_main_queue_share'])} |"
+            f"{', '.join(f'{x:.3g}' for x in r['tool_steps_per_s'])} | {_ci(r['end_to_end'])} | "
+            f"{_ci(r['median_step'])} | {'yes' if r['goal_shown_end_to_end'] else 'no'} | "
+            f"{', '.join(f'{x:.0f}' for x in r['hooks_us_per_step'])} "
+            f"(+{statistics.median(r['substituted_hook_us_per_step']):.0f}) | "
+            f"{_ci(r['micro'])} | {_ci(r['micro_with_substituted_hook'])} | "
+            f"{'yes' if r['goal_shown_micro'] else 'no'} |"
         )
     lines += [
         "",
-        f"Interval: {res['rows'][0]['method']}." if res["rows"] else "",
+        "| case | CPU ms/step alone, tool (median) | main thread waiting for a core, alone, tool "
+        "(median) | torch threads (intra, inter) alone, tool |",
+        "|---|---|---|---|",
+    ]
+    for r in res["rows"]:
+        ta, tt = r["threads_alone"] or {}, r["threads_tool"] or {}
+        lines.append(
+            f"| {r['case']} | {statistics.median(r['alone_cpu_ms_per_step']):.3g}, "
+            f"{statistics.median(r['tool_cpu_ms_per_step']):.3g} | "
+            f"{_share(r['alone_queue_share'])}, {_share(r['tool_queue_share'])} | "
+            f"({ta.get('intra_op')}, {ta.get('inter_op')}), ({tt.get('intra_op')}, "
+            f"{tt.get('inter_op')}){'' if r['threads_equal'] else ' DIFFER'} |"
+        )
+    lines += [
         "",
-        "CPU ms/step: rank 0's process CPU time (every thread) over the same steps, which the "
-        "share of the cores "
-        "the scheduler gave it does not move. Plain torchrun starts each rank in a session of its "
-        "own "
-        "(start_new_session), and with the kernel's autogroup scheduling a session is one group "
-        "for the CPU's "
-        "fair share; task=script's ranks stay in the session train.py runs in. On a loaded machine "
-        "the ranks' "
-        "waits for a core then differ between the two sides, and steps/s with them.",
+        f"End to end: {res['rows'][0]['end_to_end']['method']}." if res["rows"] else "",
+        "The median step ratio is the same over each run's median step time, which a "
+        "neighbour's burst moves less than the mean.",
+        "",
+        "Micro route: the hooks' host time per step (result.per_rank[].series.tool_s, the real "
+        "calls they wrap left out; a median over the window's steps, since a hook's wall time "
+        "holds any wait for a core inside it), against the run's mean step; t interval over the "
+        "runs with the tool. `(+N)`: the allreduce_hook the tool puts in place of DDP's built-in "
+        "all-reduce when the script asks for no hook (series.substituted_hook_s), timed whole; "
+        "'with allreduce_hook whole' counts it all as cost, a lower bound of the ratio, as the "
+        "built-in does the same division and all-reduce in C++. The micro route does not see "
+        "the launcher's agent, the rank side's threads or cache effects: the end-to-end ratio "
+        "holds them.",
+        "",
+        "Alone, the ranks are started as task=script's launcher starts them (tasks/script/bare.py:"
+        " torch's elastic agent, spawn), not by torchrun, whose ranks each get a session (and, "
+        "with the kernel's autogroup, a fair-share group) of their own: on a loaded machine that "
+        "alone moved the two sides' share of the cores.",
     ]
     return "\n".join(lines) + "\n"
-
-
-def _ms(xs: list) -> str:
-    return f"{statistics.median(xs) * 1e3:.3g}" if xs else "–"
 
 
 def _share(xs: list) -> str:
@@ -239,12 +315,23 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m tasks.script.cost", description=__doc__.split("\n\n")[0]
     )
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=4)
     p.add_argument(
-        "--cases", default=",".join(CASES), help=f"comma-separated, of: {', '.join(CASES)}"
+        "--cases", default=",".join(DEFAULT), help=f"comma-separated, of: {', '.join(CASES)}"
     )
     p.add_argument("--out", default="results/script_cost")
+    p.add_argument("--table", metavar="DIR", help="write DIR/cost.md from DIR/cost.json; no run")
     args = p.parse_args(argv)
+    if args.table:
+        where = Path(args.table)
+        if not (where / "cost.json").is_file():
+            print(
+                f"error: {where}/cost.json does not exist: run the measurement first",
+                file=sys.stderr,
+            )
+            return 2
+        (where / "cost.md").write_text(markdown(json.loads((where / "cost.json").read_text())))
+        return 0
     names = args.cases.split(",")
     if bad := [n for n in names if n not in CASES]:
         print(

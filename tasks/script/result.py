@@ -195,7 +195,12 @@ def rank_figures(ctx, attach, ended: str) -> dict:
         "cpu_s_per_step": usage.get("cpu_s", 0.0) / len(steps) if steps and usage else None,
         "threads": thread_counts(),
         "work": work,
-        "series": {"step_time_s": step_times, "phases": {p: [s[p] for s in steps] for p in PHASES}},
+        "series": {
+            "step_time_s": step_times,
+            "phases": {p: [s[p] for s in steps] for p in PHASES},
+            "tool_s": [s.tool_s for s in attach.measured],
+            "substituted_hook_s": [s.substituted_s for s in attach.measured],
+        },
         # what rank 0 needs beside the per-rank block: kept out of the record's per_rank by
         # assemble()
         "_steps": steps,
@@ -281,6 +286,8 @@ def assemble(cfg, ctx, everyone: list[dict], marks: dict, script: dict) -> Scrip
         r["series"] = {
             "step_time_s": r["series"]["step_time_s"][:n],
             "phases": {p: v[:n] for p, v in r["series"]["phases"].items()},
+            "tool_s": r["series"]["tool_s"][:n],
+            "substituted_hook_s": r["series"]["substituted_hook_s"][:n],
         }
     result = ScriptResult(
         device=ctx.torch_device.type,

@@ -3,6 +3,7 @@ script's name, how it ended and what was applied to its DDP."""
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 from base.record import Record
@@ -39,6 +40,32 @@ def brief(record: Record) -> list[str]:
     return [head(record), *lines[1:]]
 
 
+def own_cost(record: Record) -> str | None:
+    """Rank 0's host time in the tool's own hooks per measured step against its step, and in the
+    allreduce_hook it put in place of DDP's built-in all-reduce (an upper bound of that part): the
+    attach cost's micro route (the whole cost, launcher included: python -m tasks.script.cost)."""
+    rank0 = next((r for r in record.result.per_rank or [] if r.rank == 0), None)
+    series = rank0.series if rank0 is not None else None
+    own = [x for x in (series.tool_s or []) if x is not None] if series is not None else []
+    if not own or not series.step_time_s:
+        return None
+    # medians over the steps: a hook's wall time holds any wait for a core inside it
+    per_step, step = statistics.median(own), statistics.mean(series.step_time_s)
+    sub = statistics.median(series.substituted_hook_s or [0.0])
+    return (
+        f"attach: the tool's hooks took {per_step * 1e6:.0f} us of rank 0's host time per step "
+        f"(median), {per_step / step:.2%} of its {step * 1e3:.3g} ms mean step"
+        + (
+            f" (+ at most {sub * 1e6:.0f} us, {sub / step:.2%}, in the allreduce_hook put in "
+            "place of DDP's built-in all-reduce)"
+            if sub
+            else ""
+        )
+        + "; the whole cost: python -m tasks.script.cost"
+    )
+
+
 def summarize(record: Record) -> str:
     lines = train_summarize(record).splitlines()
-    return "\n".join([head(record), *lines[2:]])
+    own = own_cost(record)
+    return "\n".join([head(record), *lines[2:], *([own] if own else [])])
