@@ -797,13 +797,19 @@ class InJobCheck(Block):
     in this job")."""
 
     change: dict[str, Any] | None = doc(
-        "the overrides checked (the top finding's recommends); null: nothing checked", default=None
+        "the overrides checked (the top finding's recommends, or diagnose.verify_fix); null: "
+        "nothing checked",
+        default=None,
     )
     rule: str | None = doc("the finding whose fix was checked", default=None)
     saving: float | None = doc(
         "1 - time per sample with the fix / without it (per step: same batch)", default=None
     )
-    ci_lo: float | None = doc("95% interval of the saving, paired t on the rounds", default=None)
+    ci_lo: float | None = doc(
+        "95% interval of the saving: paired t on the rounds, AB/BA crossover from 5 rounds "
+        "(stats.block_ab)",
+        default=None,
+    )
     ci_hi: float | None = None
     rounds: int = doc("interleaved rounds: one block of each setting, order alternating", default=0)
     block_steps: int = doc("steps per block", default=0)

@@ -603,10 +603,15 @@ class Diagnose:
     verify_budget: float = knob(
         0.3, "the check's cost: at most this share of the window's time (< 3 rounds: skipped)", gt=0
     )
+    verify_fix: Any = knob(  # OmegaConf has no dict|None: checked in tasks/train/check.py
+        None,
+        "a change to measure in the job in place of the top finding's fix, e.g. {bucket: 100}; "
+        "the run's own setting ({sync: ddp} on a ddp run) is an A/A check, a true saving of 0",
+    )
     probe_budget: float = knob(
-        0.1,
+        0.5,
         "probe_steps < 6 and their exposed comm > 15% of the step: the missing probe steps are "
-        "taken when they cost at most this share of the window",
+        "taken when they cost at most this share of the window (0.5: a 10-step window's 5)",
         ge=0,
     )
 

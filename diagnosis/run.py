@@ -553,7 +553,8 @@ def ties(ranked: list[Finding], floor: float) -> list[dict]:
             out.append(
                 {
                     "findings": [i + 1, i + 2],
-                    "savings": [a.saving.fraction, b.saving.fraction],
+                    # what they were ranked on: a rule's bound has no fraction (printed "at most")
+                    "savings": [a.saving.ranked, b.saving.ranked],
                     "floor": floor,
                 }
             )

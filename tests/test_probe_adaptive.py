@@ -55,3 +55,13 @@ def test_a_small_sync_or_a_short_budget_keeps_probe_steps(one_rank):
     assert len(out["exposed_samples_s"]) == 1 and steps == 2 and "method" not in out
     out, _ = _probe(comm_s=0.06, budget_s=0.3)  # 5 more steps of 100 ms do not fit 0.3 s
     assert len(out["exposed_samples_s"]) == 1
+
+
+def test_the_default_budget_fits_a_default_cpu_window(one_rank):
+    """The default run on CPU times 10 steps (scale=auto and smoke): diagnose.probe_budget's default
+    holds the 5 missing steps (at 0.1 it held 1, and the default run behind a 1 Gbit/s link asked
+    for probe_steps=6), the window's own step counted to the last bit."""
+    from base.schema import Diagnose
+
+    out, _ = _probe(comm_s=0.06, budget_s=Diagnose().probe_budget * 10 * 0.1)
+    assert len(out["exposed_samples_s"]) == ENOUGH_PROBES

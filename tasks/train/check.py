@@ -18,6 +18,7 @@ from device.placement import preflight as placement_preflight
 from models import check as check_model
 from tasks.train.cuda_graphs import problems as graph_problems
 from tasks.train.ddp import warmup_warning
+from tasks.train.verify import asked_problem as verify_fix_problem
 
 
 def check(cfg: DictConfig, submitting: bool = False, host: Host | None = None) -> None:
@@ -30,6 +31,8 @@ def check(cfg: DictConfig, submitting: bool = False, host: Host | None = None) -
             f"diagnose.microbench={cfg.diagnose.microbench!r}: choose auto, true or false."
         )
     check_measure(cfg)
+    if (problem := verify_fix_problem(cfg)) is not None:
+        raise ConfigError(problem)
     if cfg.optim.name != "none" and cfg.sync != "ddp":
         raise ConfigError(
             f"optim={cfg.optim.name} is a DDP comm hook; it needs sync=ddp (got sync={cfg.sync})."

@@ -54,7 +54,8 @@ def ddp_comm_probe(
     if more > 0 and step_s:
         exposed = statistics.median(max(0.0, s["comm_s"] - s["overlap_s"]) for s in samples)
         want = torch.tensor(
-            [int(exposed > DOMINANT * step_s and more * step_s <= budget_s)], device=device
+            [int(exposed > DOMINANT * step_s and more * step_s <= budget_s * (1 + 1e-9))],
+            device=device,
         )
         dist.all_reduce(want, op=dist.ReduceOp.MIN)  # every rank, or none
         if want.item():

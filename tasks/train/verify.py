@@ -6,14 +6,13 @@ it costs a few steps: after the window and its probes, rank 0 diagnoses its own 
 set by launchers.rank: this package may not import the diagnosis), broadcasts the top finding's
 change, and every rank runs rounds of one block of the current setting and one of the fix, the
 order alternating (ABBA), on the same ranks and data stream. The saving is 1 - the paired ratio of
-the rounds' throughputs (stats.compare_runs), so a round's machine state cancels. What can be
+the rounds' throughputs (stats.block_ab), so a round's machine state cancels. What can be
 switched, what cannot, and the budget (diagnose.verify_budget; fewer than MIN_ROUNDS rounds that
 fit time nothing): docs/diagnosis.md, the in-job check.
 """
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 
@@ -24,17 +23,18 @@ from omegaconf import OmegaConf
 from base.record_types import InJobCheck
 from base.schema import CONF_DIR, CommHookConfig, PowerSGD
 from device import synchronize
-from stats import compare_runs, time_saved
+from stats import block_ab, time_saved
 from tasks.train.ddp import DDPSync
 
 SWITCHABLE = ("sync", "optim", "bucket", "ddp.static_graph", "ddp.gradient_as_bucket_view", "h2d")
 MIN_ROUNDS = 3  # a paired t on 2 degrees of freedom: the fewest that give an interval at all
 MAX_ROUNDS = 20  # more adds little to the interval and only costs time
 KEEPALIVE_S = 2.0  # while rank 0 chooses the fix: one broadcast this often (hang.min_s is 30 s)
+ASKED = "diagnose.verify_fix"  # the rule of a change the user named: no finding takes it
 WARMUP_STEPS = 2  # the fix's first steps (DDP rebuilds its buckets after the first): untimed
 METHOD = (
     "rounds of one block of each setting, order alternating; paired t on the per-round log "
-    "throughput ratios (stats.compare_runs); block walls: the slowest rank's"
+    "throughput ratios (stats.block_ab); block walls: the slowest rank's"
 )
 
 
@@ -52,6 +52,23 @@ def not_switchable(change: dict | None, cfg) -> str | None:
     target = change.get("sync", cfg.sync)
     if target != "ddp" and any(k != "h2d" for k in change):
         return f"sync={target}: only a DDP wrapper is built inside the job"
+    return None
+
+
+def asked_problem(cfg) -> str | None:
+    """What is wrong with diagnose.verify_fix, in one line naming the fix (None: nothing)."""
+    asked = cfg.diagnose.get("verify_fix")
+    if asked is None:
+        return None
+    shape = "a mapping of what the check can switch, e.g. diagnose.verify_fix={bucket:100}"
+    if not OmegaConf.is_dict(asked) or not asked:
+        return f"diagnose.verify_fix={asked!r}: give {shape}."
+    if not cfg.diagnose.get("verify", False):
+        return "diagnose.verify_fix needs diagnose.verify=true (it names what the check measures)."
+    change = OmegaConf.to_container(asked, resolve=True)
+    why = not_switchable(change, cfg)
+    if why is not None:
+        return f"diagnose.verify_fix={change}: {why}; give {shape} ({', '.join(SWITCHABLE)})."
     return None
 
 
@@ -82,7 +99,9 @@ def in_job(ctx, make_step, sync, window, result) -> InJobCheck | None:
         return None
     t0 = time.perf_counter()
     budget_s = float(cfg.diagnose.verify_budget) * window.window_s
-    choice = [_decide(ctx, result, budget_s)]
+    # the least the rounds cost: the current setting's own steps (one to plan, MIN_ROUNDS blocks)
+    least_s = (1 + MIN_ROUNDS * max(1, int(window.block))) * window.window_s / max(1, window.steps)
+    choice = [_decide(ctx, result, budget_s, least_s)]
     dist.broadcast_object_list(choice, src=0)
     decided = time.perf_counter()  # the decision is a diagnosis, whatever the window: not budgeted
     change, rule, skipped = choice[0]["change"], choice[0]["rule"], choice[0]["skipped"]
@@ -105,13 +124,37 @@ def in_job(ctx, make_step, sync, window, result) -> InJobCheck | None:
     return out
 
 
-def _choose(ctx, result, budget_s: float) -> dict:
-    """Rank 0: the fix to measure, or why none (never raises: the other ranks wait for it)."""
+def _choose(ctx, result, budget_s: float, least_s: float = 0.0) -> dict:
+    """Rank 0: the fix to measure, or why none (never raises: the other ranks wait for it).
+    least_s: what the rounds cost at the least (the fix's steps counted free); over the budget, the
+    fix is not even built: on the default VGG11 run behind link=1gbe, building and warming up
+    PowerSGD's wrapper took 54 s of a 30 s budget before the plan found no round fitting."""
+    cfg = ctx.cfg
+    verdict = _choose_fix(ctx, result, budget_s)
+    if verdict["skipped"] is None and least_s > budget_s:
+        verdict["skipped"] = (
+            f"the budget (diagnose.verify_budget={cfg.diagnose.verify_budget:g} of the window: "
+            f"{budget_s:.3g} s) holds fewer than the {MIN_ROUNDS} rounds an interval needs: the "
+            f"current setting's blocks alone take ~{least_s:.3g} s at the window's step; a larger "
+            "diagnose.verify_budget or steps= measures it"
+        )
+    return verdict
+
+
+def _choose_fix(ctx, result, budget_s: float) -> dict:
     cfg = ctx.cfg
 
     def can(change):
         return not_switchable(change, cfg) is None
 
+    asked = cfg.diagnose.get("verify_fix")
+    if asked is not None:  # checked before the ranks started (tasks/train/check.py)
+        fix = OmegaConf.to_container(asked, resolve=True)
+        return {
+            "change": fix,
+            "rule": ASKED,
+            "skipped": None if budget_s > 0 else "the window took no time",
+        }
     try:
         chosen = ctx.choose(result, can) if getattr(ctx, "choose", None) is not None else None
         problem = None
@@ -125,7 +168,7 @@ def _choose(ctx, result, budget_s: float) -> dict:
     return {"change": change, "rule": rule, "skipped": skipped}
 
 
-def _decide(ctx, result, budget_s: float) -> dict | None:
+def _decide(ctx, result, budget_s: float, least_s: float = 0.0) -> dict | None:
     """Rank 0 diagnoses its result on a thread while every rank's main thread broadcasts rank 0's
     "done" flag every KEEPALIVE_S: the diagnosis takes seconds (tens on a loaded 2-core host), and a
     job with no finished collective for hang.after_s is declared hung (launchers/hang.py). Then the
@@ -134,7 +177,7 @@ def _decide(ctx, result, budget_s: float) -> dict | None:
     worker = None
     if ctx.is_main:
         worker = threading.Thread(
-            target=lambda: box.update(choice=_choose(ctx, result, budget_s)), daemon=True
+            target=lambda: box.update(choice=_choose(ctx, result, budget_s, least_s)), daemon=True
         )
         worker.start()
     done = torch.zeros(1, device=ctx.torch_device)  # nccl: a device tensor
@@ -200,12 +243,7 @@ def _measure(ctx, make_step, sync, window, out: InJobCheck, change: dict, decide
     walls = walls[:, :done].contiguous()
     dist.all_reduce(walls, op=dist.ReduceOp.MAX)  # each block's slowest rank, as the window's
     base_w, fix_w = walls[0].cpu().tolist(), walls[1].cpu().tolist()
-    s = compare_runs(
-        [math.log(block / w) for w in base_w],
-        [math.log(block / w) for w in fix_w],
-        list(range(rounds)),
-        list(range(rounds)),
-    )
+    s = block_ab(base_w, fix_w, block)
     out.rounds, out.base_walls_s, out.fix_walls_s = rounds, base_w, fix_w
     out.saving = time_saved(s.ratio)
     if s.ci_lo is not None and s.ci_hi is not None:
