@@ -309,12 +309,17 @@ def _plan_note(sweep_dir: Path, started: float | None) -> str:
         if p.get("detectable") is not None
         else ""
     )
+    pilot = f"a pilot of {p['pilot']['rounds']} rounds x {p['pilot']['steps']} steps"
+    if p.get("judged") == p["pilot_dir"]:  # the budget left no round after it: its rounds judged
+        return (
+            f"repeats=auto: {pilot} ({p['pilot_s'] / 60:.1f} min, {p['pilot_dir']}/, judged: "
+            f"these rows) for +-{p['target'] * 100:g}% on every row's speed-up within "
+            f"compare.budget_s={p['budget_s']:g}: {p['reason']}{seen}. The sweep took {took}."
+        )
     return (
-        f"repeats=auto: a pilot of {p['pilot']['rounds']} rounds x {p['pilot']['steps']} steps "
-        f"({p['pilot_s'] / 60:.1f} min, {p['pilot_dir']}/, not judged) planned {p['runs']} rounds "
-        "x "
-        f"{p['steps']} steps for +-{p['target'] * 100:g}% on every row's speed-up within "
-        f"compare.budget_s={p['budget_s']:g}: "
+        f"repeats=auto: {pilot} ({p['pilot_s'] / 60:.1f} min, {p['pilot_dir']}/, not judged) "
+        f"planned {p['runs']} rounds x {p['steps']} steps for +-{p['target'] * 100:g}% on every "
+        f"row's speed-up within compare.budget_s={p['budget_s']:g}: "
         + ("target reached: " if p["reached"] == "target" else "")
         + f"{p['reason']}{seen}. The sweep took {took}, pilot included."
     )

@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from base.provenance import command as shell_command, typed_overrides
 from base.record import Record, RecordError, find_records
-from tables.sweep_order import PILOT_DIR, repeat_arguments
+from tables.sweep_order import PILOT_DIR, judged_dir, repeat_arguments
 from tables.table import Entry, Table
 
 TABLE_MD = "sweep_table.md"
@@ -93,7 +93,7 @@ def sweep_entries(
 ) -> list[Entry]:
     """One entry per job: its run record if it wrote one, else a failed entry saying what is known.
     sweep_id: leave out records another sweep wrote (those that carry another sweep's id)."""
-    sweep_dir = Path(sweep_dir)
+    sweep_dir = judged_dir(Path(sweep_dir))  # repeats=auto judged on its pilot: the pilot's dir
     returns = returns or {}
     by_num: dict[int, Entry] = {}
     unnumbered: list[Entry] = []

@@ -13,7 +13,8 @@ from base.errors import ConfigError
 
 ORDER_FILE = "sweep_order.json"
 PILOT_ROUNDS = 3  # repeats=auto: the pilot's interleaved rounds (hydra_plugins/repeat_sweeper)
-# repeats=auto: the pilot's own sweep dir inside the sweep's; its runs are no rows of it
+# repeats=auto: the pilot's own sweep dir inside the sweep's; its runs are no rows of it unless
+# plan.json says the pilot was judged (judged_dir)
 PILOT_DIR = "pilot"
 # repeats=auto: what the pilot planned, and whether the target or the budget decided
 PLAN_FILE = "plan.json"
@@ -50,6 +51,16 @@ def run_order(sweep_dir: str | Path) -> list[int] | None:
         return [int(n) for n in json.loads((Path(sweep_dir) / ORDER_FILE).read_text())["run_order"]]
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def judged_dir(sweep_dir: Path) -> Path:
+    """The folder whose runs are a sweep's rows: the sweep's own, or its pilot's where repeats=auto
+    judged the pilot's rounds (plan.json's `judged`: the budget left no round after it)."""
+    try:
+        judged = json.loads((sweep_dir / PLAN_FILE).read_text()).get("judged")
+    except (OSError, ValueError, AttributeError):
+        return sweep_dir
+    return sweep_dir / PILOT_DIR if judged == PILOT_DIR else sweep_dir
 
 
 def position(num: int, order: list[int] | None) -> int:

@@ -54,6 +54,20 @@ def test_the_plan_reaches_the_half_width_or_says_the_budget_stopped_it():
     )
 
 
+def test_the_pilot_is_judged_only_where_the_plan_is_its_own_design():
+    """The budget left no round after the pilot: the fallback plan (the fewest rounds at the
+    pilot's steps) is what the pilot already ran, so its rounds are judged instead of run again past
+    the budget (the headline sweep took 22.4 min of a 20-minute budget that way)."""
+    from hydra_plugins.repeat_sweeper import pilot_is_the_plan
+
+    pilot = _pilot(0.01**2, 0.03**2 * 10)
+    none_left = plan(pilot, 5, 0.02, budget_s=0.0, goal="half_width")
+    reached = plan(pilot, 5, 0.02, goal="half_width")
+    tight = plan(pilot, 5, 0.02, budget_s=reached["seconds"] / 4, goal="half_width")
+    assert [pilot_is_the_plan(p, 10) for p in (none_left, reached, tight)] == [True, False, False]
+    assert pilot_is_the_plan(none_left, 20) is False  # the plan's steps are not the pilot's
+
+
 def test_repeats_auto_is_a_value_the_sweep_accepts_and_its_pilot_has_three_rounds():
     check_repeats("auto", [])
     assert repeat_arguments("auto", ["optim=none,bf16"])[0] == f"repeat=range(0,{PILOT_ROUNDS})"
@@ -108,6 +122,11 @@ def test_the_sweep_table_leaves_the_pilots_runs_out(tmp_path):
     entries = sweep_entries(tmp_path)
     assert len(entries) == 2 and all("pilot" not in e.output_dir for e in entries)
     assert len(sweep_entries(tmp_path / "pilot")) == 2
+    (tmp_path / "plan.json").write_text(json.dumps({"judged": "planned"}))
+    assert all("pilot" not in e.output_dir for e in sweep_entries(tmp_path))
+    (tmp_path / "plan.json").write_text(json.dumps({"judged": "pilot"}))  # no round after it
+    entries = sweep_entries(tmp_path)
+    assert len(entries) == 2 and all("/pilot/" in e.output_dir for e in entries)
 
 
 @pytest.mark.subprocess
@@ -124,37 +143,56 @@ def test_repeats_auto_with_one_configuration_is_refused_in_one_line(tmp_path):
     )
 
 
-@pytest.mark.slow
-@pytest.mark.subprocess
-def test_a_short_repeats_auto_sweep_pilots_plans_and_judges_the_planned_rounds_alone(tmp_path):
-    """compare.budget_s=1: the pilot spends the budget, so the plan is the fewest rounds that give
-    an interval (3 x 10 steps), and the table and plan.json say the budget decided it (about 5 min
-    on the 2-core VM)."""
+def _auto_sweep(tmp_path, extra: list[str]):
     from tests.conftest import run_train
 
     proc = run_train(
         ["model=vgg11_tiny", "scale=smoke", "logger=none", "optim=none,bf16", "repeats=auto"]
-        + ["compare.budget_s=1"],
+        + extra,
         tmp_path,
         multirun=True,
         timeout=1200,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.out_dir
-    pilot = sorted((out / "pilot").glob("*/run_record.json"))
-    planned = sorted(out.glob("*/run_record.json"))
-    assert len(pilot) == 6 and len(planned) == 6
     p = json.loads((out / "plan.json").read_text())
-    assert p["reached"] == "budget" and (p["runs"], p["steps"]) == (3, 10)
-    assert "leaves" in p["reason"] and "past the budget" in p["reason"]
+    lines = proc.stdout.splitlines()
+    md = (out / "sweep_table.md").read_text()
+    rows = [line for line in md.splitlines() if line.startswith("| ") and "| ok" in line]
+    assert sum(line.startswith("[sweep] pilot job ") for line in lines) == 6
+    assert len(sorted((out / "pilot").glob("*/run_record.json"))) == 6
+    assert len(rows) == 2 and all("|    3 |" in row for row in rows), rows
+    return out, p, lines, md
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_a_short_repeats_auto_sweep_pilots_plans_and_judges_the_planned_rounds_alone(tmp_path):
+    """A target any pilot reaches in 3 rounds (+-10000%): the plan is 3 x 10 steps, run as a second
+    stage and judged alone (the pilot's runs are no rows)."""
+    out, p, lines, md = _auto_sweep(tmp_path, ["compare.target=100"])
+    assert p["reached"] == "target" and (p["runs"], p["steps"]) == (3, 10)
+    assert p["judged"] == "planned"
+    planned = sorted(out.glob("*/run_record.json"))
+    assert len(planned) == 6
     for path in planned:
         rec = json.loads(path.read_text())
         assert rec["config"]["steps"] == 10 and rec["config"]["measure"]["policy"] == "fixed"
     assert json.loads((out / "sweep_order.json").read_text())["repeats"] == 3
-    lines = proc.stdout.splitlines()
-    assert sum(line.startswith("[sweep] pilot job ") for line in lines) == 6
     assert sum(line.startswith("[sweep] planned job ") for line in lines) == 6
-    md = (out / "sweep_table.md").read_text()
     assert "repeats=auto: a pilot of 3 rounds x 10 steps" in md and "pilot included" in md
-    rows = [line for line in md.splitlines() if line.startswith("| ") and "| ok" in line]
-    assert len(rows) == 2 and all("|    3 |" in row for row in rows), rows
+    assert "target reached" in md and "/pilot/" not in md
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_a_repeats_auto_sweep_whose_pilot_spends_the_budget_judges_the_pilots_rounds(tmp_path):
+    """compare.budget_s=1: the pilot spends the budget and the plan would be its own design (3 x
+    10 steps), so its rounds are the table's rows and nothing runs past the budget (about 1 min on
+    the 2-core VM)."""
+    out, p, lines, md = _auto_sweep(tmp_path, ["compare.budget_s=1"])
+    assert p["reached"] == "budget" and (p["runs"], p["steps"]) == (3, 10)
+    assert p["judged"] == "pilot" and "the pilot's rounds are judged" in p["reason"]
+    assert not list(out.glob("[0-9]*/run_record.json"))  # no planned job ran
+    assert not any(line.startswith("[sweep] planned job ") for line in lines)
+    assert "(0.0 min" not in md and "judged: these rows" in md and "pilot included" not in md

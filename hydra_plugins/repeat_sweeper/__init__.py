@@ -37,6 +37,19 @@ from tables.sweep_order import (
 )
 
 
+def pilot_is_the_plan(p: dict, pilot_steps: int) -> bool:
+    """The budget left no round after the pilot and the plan falls back to the fewest rounds that
+    give an interval at the pilot's own steps: the pilot already ran that design, interleaved, so
+    its rounds are judged rather than run again past the budget. Only the pilot's elapsed time chose
+    this, not the values the table judges (docs/methods.md)."""
+    return (
+        p["reached"] == "budget"
+        and p["runs"] <= PILOT_ROUNDS
+        and p["steps"] == pilot_steps
+        and "affords fewer than" in p["reason"]
+    )
+
+
 class RepeatingSweeper(BasicSweeper):
     """BasicSweeper with `repeats`, and rounds in a seeded random order
     (conf/hydra/sweeper/repeating.yaml)."""
@@ -185,12 +198,22 @@ class RepeatingSweeper(BasicSweeper):
         noise = float(OmegaConf.select(self.config, "compare.noise"))
         left = max(0.0, budget_s - pilot_s)
         p = plan(pilot, rows, target, left, noise=noise, goal="half_width")
+        judged = "planned"
         if "affords fewer than" in p["reason"]:
-            p["reason"] = (
-                f"compare.budget_s={budget_s:g} leaves {left:.0f} s after the pilot, fewer than "
-                f"{p['runs']} rounds: the sweep runs the fewest that give an interval "
-                f"({p['runs']} x {p['steps']} steps), past the budget"
-            )
+            if pilot_is_the_plan(p, pilot.steps):
+                judged = PILOT_DIR
+                p["reason"] = (
+                    f"compare.budget_s={budget_s:g} leaves {left:.0f} s after the pilot, fewer "
+                    f"than {p['runs']} rounds: the plan would be the pilot's own design "
+                    f"({p['runs']} x {p['steps']} steps), so the pilot's rounds are judged and "
+                    "nothing more runs (what decided it was the pilot's time, not its values)"
+                )
+            else:
+                p["reason"] = (
+                    f"compare.budget_s={budget_s:g} leaves {left:.0f} s after the pilot, fewer "
+                    f"than {p['runs']} rounds: the sweep runs the fewest that give an interval "
+                    f"({p['runs']} x {p['steps']} steps), past the budget"
+                )
         else:
             p["reason"] = p["reason"].replace(
                 f"compare.budget_s={left:g}",
@@ -214,8 +237,17 @@ class RepeatingSweeper(BasicSweeper):
             "detectable": p.get("detectable"),
             "rows": rows,
             "components": p["components"],
+            "judged": judged,
         }
         (sweep_dir / PLAN_FILE).write_text(json.dumps(record, indent=1))
+        if judged == PILOT_DIR:
+            print(
+                f"[sweep] repeats=auto: pilot took {pilot_s / 60:.1f} min; {p['reason']}",
+                flush=True,
+            )
+            record["sweep_s"] = round(time.monotonic() - started, 1)
+            (sweep_dir / PLAN_FILE).write_text(json.dumps(record, indent=1))
+            return returns
         print(
             f"[sweep] repeats=auto: pilot took {pilot_s / 60:.1f} min; plan: {p['runs']} rounds x "
             f"{p['steps']} steps (about {p['seconds'] / 60:.0f} min): {p['reason']}",
