@@ -390,7 +390,10 @@ def terminal_table(table, entries: list[Entry]) -> str:
     room = (
         TERMINAL_WIDTH - sum(fixed) - 3 * len(head) - 1
     )  # for the configuration and the top finding
-    config = min(max(len(head[0]), *(len(r[0]) for r in rows)), room - 24)
+    # the configuration is what tells rows apart: it stays whole while the top finding keeps 12
+    # characters (its full text is in the table files); cut at 24 it printed three PowerSGD rows as
+    # one "optim=powersgd bucket=~"
+    config = min(max(len(head[0]), *(len(r[0]) for r in rows)), room - 12)
     widths = [config, *fixed, room - config]
 
     def cut(text: str, width: int) -> str:

@@ -72,6 +72,26 @@ def test_the_sweep_terminal_table_has_five_columns_within_120_characters():
     assert "sweep_table.md" in lines[-1]
 
 
+def test_the_terminal_table_keeps_each_rows_configuration_whole():
+    """The headline sweep (results/runs/headline_smoke_auto, judged on its pilot): wide intervals
+    took the room and the configuration was cut to "optim=powersgd bucket=~" on three rows."""
+    from pathlib import Path
+
+    from results.callbacks import TERMINAL_WIDTH, terminal_table
+    from tables.sweep import sweep_entries
+    from tables.table import build_table
+
+    sweep = Path(__file__).resolve().parents[1] / "results" / "runs" / "headline_smoke_auto"
+    entries = sweep_entries(sweep)
+    table = build_table(entries, first="job", title="headline")
+    rows = [line for line in terminal_table(table, entries).splitlines() if line.startswith("|")]
+    labels = [r.strip("|").split("|")[0].strip() for r in rows[2:]]
+    assert len(labels) == 6 and max(map(len, rows)) <= TERMINAL_WIDTH
+    assert sorted(labels) == sorted(
+        f"optim={o} bucket={b}" for o in ("bf16", "powersgd") for b in (25, 100, 2000)
+    )
+
+
 def test_plots_state_their_question_keep_legends_off_the_data_and_give_busbw_error_bars(
     monkeypatch, tmp_path
 ):
