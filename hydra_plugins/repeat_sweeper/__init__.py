@@ -9,7 +9,8 @@ configuration either; job numbers keep the declared order, and the order that ra
 `sweep_order.json`. Only a launcher that runs jobs one after another here (the local one) shuffles;
 launcher=slurm runs them side by side as one array. `repeats=auto` runs a pilot in
 `<sweep dir>/pilot/`, plans R runs of n steps from it (stats.power.plan) and runs the planned
-rounds, judged alone: docs/methods.md "Repeats planned to a precision".
+rounds, judged alone, or, where the budget left no round and the plan is the pilot's own design,
+judges the pilot's rounds: docs/methods.md "Repeats planned to a precision".
 """
 
 from __future__ import annotations
@@ -239,14 +240,14 @@ class RepeatingSweeper(BasicSweeper):
             "components": p["components"],
             "judged": judged,
         }
+        if judged == PILOT_DIR:  # nothing more runs: the sweep ends with its pilot
+            record["sweep_s"] = round(time.monotonic() - started, 1)
         (sweep_dir / PLAN_FILE).write_text(json.dumps(record, indent=1))
         if judged == PILOT_DIR:
             print(
                 f"[sweep] repeats=auto: pilot took {pilot_s / 60:.1f} min; {p['reason']}",
                 flush=True,
             )
-            record["sweep_s"] = round(time.monotonic() - started, 1)
-            (sweep_dir / PLAN_FILE).write_text(json.dumps(record, indent=1))
             return returns
         print(
             f"[sweep] repeats=auto: pilot took {pilot_s / 60:.1f} min; plan: {p['runs']} rounds x "
