@@ -8,7 +8,14 @@ tests/mutation_equivalent.toml with the mutated line and the reason; the entry c
 mutmut still makes that very line, so it goes stale, and the mutant counts as a survivor again, when
 the code under it changes. A later run re-tests only the functions whose code changed since mutmut
 last ran them, so `--since main` is cheap. The options (--since, --module, --report, --children,
---resume): docs/testing.md "Mutation testing".
+--resume, --fast): docs/testing.md "Mutation testing".
+
+`--fast` judges the same mutants (mutmut's own generator, its copy under mutants/, its trampolines
+and result files) without mutmut's runner, whose per-mutant pytest start and test-to-function
+stats cost minutes per module on the 2-core machine: one pytest session per module collects the
+module's named tests once, and each mutant runs them in a fork of that session. Killed only when a
+test that ran failed (or the CPU-time limit stopped it); survived when every one passed; no tests
+when none ran. The tests it runs per module are named in the report.
 """
 
 from __future__ import annotations
@@ -45,6 +52,231 @@ if sys.argv[1]:
 sys.argv = ["mutmut", *sys.argv[2:]]
 sys.exit(cli())
 """
+
+
+GENERATE = """import os, sys
+from mutmut import configuration
+from mutmut.__main__ import create_mutants
+from mutmut.mutation.trampoline import set_mutant_under_test
+from mutmut.utils.file_utils import copy_also_copy_files, copy_src_dir, setup_source_paths
+configuration.config().only_mutate = sys.argv[1].split(",")
+set_mutant_under_test("mutant_generation")
+os.makedirs("mutants", exist_ok=True)
+copy_src_dir()
+copy_also_copy_files()
+setup_source_paths()
+create_mutants(1)
+"""
+
+JUDGE = """import importlib.util, sys
+spec = importlib.util.spec_from_file_location("mutation_judge", sys.argv[1])
+judge = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(judge)
+sys.exit(judge.judge_main(sys.argv[2]))
+"""
+
+# --fast: the tests each module's mutants run, where they are not the module's own kill file
+# (tests/test_mutation_kill_<stem>.py): the targeted tests that check its numbers by hand.
+FAST_TESTS = {
+    "diagnosis/accounting.py": ["tests/test_mutation_reach.py"],
+}
+
+# mutmut's exit codes (mutmut.stats.status_by_exit_code), as --fast writes them into its results
+EXIT_SURVIVED, EXIT_KILLED, EXIT_INTERNAL, EXIT_NO_TESTS, EXIT_TIMEOUT = 0, 1, 3, 33, 36
+
+
+def narrowed(modules: list[str]) -> list[str]:
+    """The only_mutate a partial run gives mutmut's generator: the modules asked for and every
+    module with results under mutants/. mutmut copies a module it is not told to mutate over its
+    mutated copy (losing the mutants the report diffs), and takes a plain copy newer than the source
+    for a mutated one; so a copy without mutants of a module named here is removed first, and
+    generated again (its results are kept where the function's code is unchanged)."""
+    keep = sorted(
+        set(modules) | {m for m in covered() if (ROOT / "mutants" / f"{m}.meta").exists()}
+    )
+    for m in keep:
+        copy = ROOT / "mutants" / m
+        if copy.exists() and "__mutmut_" not in copy.read_text():
+            copy.unlink()
+    return keep
+
+
+def fast_tests(module: str) -> list[str]:
+    """The tests --fast runs for a module's mutants: FAST_TESTS, else its kill file."""
+    if module in FAST_TESTS:
+        return FAST_TESTS[module]
+    stem = Path(module).stem
+    return [f"tests/test_mutation_kill_{stem}.py"]
+
+
+def outcome(exit_code: int, tally: dict | None, timed_out: bool) -> int:
+    """One mutant's verdict from its fork, as mutmut's exit code: exit_code is the fork's
+    (os.waitstatus_to_exitcode: -N for signal N), tally what it reported ({"ran": tests whose call
+    phase ran, "failed": reports that failed, setup and teardown included}). Killed only when a
+    test failed (or the CPU-time limit's SIGXCPU, or the wall-clock limit, stopped it: an endless
+    loop, mutmut's timeout); an error in the fork's own loop is mutmut's 3, killed as mutmut counts
+    it; every test passing is survived, and none run is no tests, never killed."""
+    if timed_out:
+        return EXIT_TIMEOUT
+    if exit_code < 0:
+        return exit_code  # a signal: -24 (SIGXCPU) is mutmut's timeout, others its segfault
+    if exit_code != 0 or tally is None:
+        return EXIT_INTERNAL
+    if tally["failed"]:
+        return EXIT_KILLED
+    return EXIT_SURVIVED if tally["ran"] else EXIT_NO_TESTS
+
+
+def _fork_tests(session, name: str, cpu_limit_s: int, wall_limit_s: float) -> tuple[int, float]:
+    """Run the session's collected tests in a fork with `name` as the active mutant; stops at the
+    first failure (mutmut's -x). Returns (verdict as mutmut's exit code, seconds)."""
+    import resource
+    import select
+    import signal
+
+    items = session.items
+    start = time.monotonic()
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the fork: never returns
+        code = 0
+        try:
+            os.close(rfd)
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu_limit_s, cpu_limit_s + 1))
+            from mutmut.mutation.trampoline import set_mutant_under_test
+
+            set_mutant_under_test(name)
+            tally = {"ran": 0, "failed": 0}
+
+            class Tally:
+                def pytest_runtest_logreport(self, report):
+                    tally["ran"] += report.when == "call"
+                    tally["failed"] += bool(report.failed)
+
+            session.config.pluginmanager.register(Tally(), "mutation-tally")
+            for i, item in enumerate(items):
+                nextitem = items[i + 1] if i + 1 < len(items) else None
+                item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+                if tally["failed"]:
+                    break
+            os.write(wfd, json.dumps(tally).encode())
+        except BaseException:  # the fork's own loop broke: mutmut's internal error
+            code = EXIT_INTERNAL
+        os._exit(code)
+    os.close(wfd)
+    out, timed_out = b"", False
+    deadline = start + wall_limit_s
+    while True:
+        ready, _, _ = select.select([rfd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            timed_out = True
+            os.kill(pid, signal.SIGKILL)
+            break
+        chunk = os.read(rfd, 65536)
+        if not chunk:
+            break
+        out += chunk
+    os.close(rfd)
+    _, status = os.waitpid(pid, 0)
+    tally = json.loads(out) if out else None
+    verdict = outcome(os.waitstatus_to_exitcode(status), tally, timed_out)
+    return verdict, time.monotonic() - start
+
+
+def judge_main(spec_path: str) -> int:
+    """The --fast judge of one module, run by main in mutmut's copy (cwd mutants/): collects the
+    named tests once, checks that they pass with no mutant and fail with mutmut's forced failure
+    (so they reach the trampolines), then forks once per mutant and writes each verdict into
+    mutmut's results file (<module>.meta) as it comes."""
+    import pytest
+
+    spec = json.loads(Path(spec_path).read_text())
+    meta_path = Path(spec["module"] + ".meta")
+
+    class Judge:
+        status = 2
+
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_runtestloop(self, session):
+            if session.testsfailed or not session.items:
+                print(f"error: collecting {spec['tests']} failed or found no test", flush=True)
+                return True
+            base, base_s = _fork_tests(session, "", 600, 1200)
+            if base != EXIT_SURVIVED:
+                print(
+                    f"error: {spec['tests']} do not pass with no mutant (exit {base})", flush=True
+                )
+                return True
+            forced, _ = _fork_tests(session, "fail", 600, 1200)
+            if forced not in (EXIT_KILLED, EXIT_INTERNAL):
+                print(
+                    f"error: {spec['tests']} reach no mutated function (exit {forced})", flush=True
+                )
+                return True
+            cpu_limit = int(10 * base_s + 10)  # mutmut's: (estimate + 1) * 2 * multiplier
+            n = len(spec["names"])
+            print(f"{n} mutants, {len(session.items)} tests, clean run {base_s:.1f} s", flush=True)
+            for i, name in enumerate(spec["names"], 1):
+                verdict, seconds = _fork_tests(session, name, cpu_limit, 4 * cpu_limit + 30)
+                meta = json.loads(meta_path.read_text())
+                meta["exit_code_by_key"][name] = verdict
+                meta["durations_by_key"][name] = seconds
+                meta_path.write_text(json.dumps(meta, indent=4))
+                print(f"[{i}/{n}] {name}: exit {verdict} ({seconds:.2f} s)", flush=True)
+            self.status = 0
+            return True
+
+    judge = Judge()
+    pytest.main(
+        [
+            "--rootdir=.",
+            *["-p", "no:cacheprovider", "-p", "no:randomly", "-o", "addopts=", "-q", "-s"],
+            *["-m", spec["marks"], *spec["tests"]],
+        ],
+        plugins=[judge],
+    )
+    return judge.status
+
+
+def fast(modules: list[str], names: list[str] | None, tests: dict[str, list[str]]) -> int:
+    """--fast over these modules: mutmut's generator makes their mutants (only theirs), then one
+    judge per module (judge_main) runs its named tests against each mutant. names: the mutants to
+    judge (a resumed run's), or None for every mutant of the modules. Returns the first non-zero
+    exit of the steps, else 0."""
+    from mutmut.mutation.data import SourceFileMutationData
+
+    gen = subprocess.run([sys.executable, "-c", GENERATE, ",".join(narrowed(modules))], cwd=ROOT)
+    if gen.returncode:
+        return gen.returncode
+    selection = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"][
+        "pytest_add_cli_args_test_selection"
+    ]
+    marks = selection[selection.index("-m") + 1]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    for m in modules:
+        data = SourceFileMutationData(path=Path(m))
+        data.load()
+        todo = sorted(
+            n
+            for n in data.exit_code_by_key
+            if names is None or n in names or module_glob(m) in names
+        )
+        if not todo:
+            continue
+        spec = ROOT / "mutants" / "fast.json"
+        spec.write_text(json.dumps({"module": m, "tests": tests[m], "names": todo, "marks": marks}))
+        print(f"--fast {m}: {len(todo)} mutants against {' '.join(tests[m])}", flush=True)
+        proc = subprocess.run(
+            [sys.executable, "-c", JUDGE, str(Path(__file__).resolve()), str(spec)],
+            cwd=ROOT / "mutants",
+            env=env,
+        )
+        if proc.returncode:
+            return proc.returncode
+    return 0
 
 
 def covered() -> list[str]:
@@ -223,6 +455,12 @@ def report(runs: list[dict]) -> str:
             f"- machine: {run['machine']}; load average before {run['load_before']}, after "
             f"{run['load_after']}",
             f"- wall time: {run['wall_s'] / 60:.1f} min (exit code {run['returncode']})",
+            *(
+                f"- --fast: `{m}`'s mutants each ran {', '.join(f'`{t}`' for t in ts)} "
+                "(a fork of one pytest session per module; killed only when a test that ran failed "
+                "or the time limit stopped it)"
+                for m, ts in run.get("fast_tests", {}).items()
+            ),
             *(f"- {note}" for note in run.get("notes", [])),
         ]
     lines += [""] if runs else []
@@ -335,6 +573,20 @@ def main(argv: list[str] | None = None) -> int:
         help="a line the report keeps under the run (e.g. a rerun of the survivors after new "
         "tests)",
     )
+    ap.add_argument(
+        "--fast",
+        action="store_true",
+        help="judge the mutants in forks of one pytest session per module over its named tests "
+        "(FAST_TESTS, else tests/test_mutation_kill_<stem>.py), not with mutmut's runner",
+    )
+    ap.add_argument(
+        "--tests",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="with --fast: the tests every named module's mutants run (repeatable; a file or node "
+        "id), in place of its default",
+    )
     args = ap.parse_args(argv)
     os.chdir(ROOT)
     runs = []
@@ -366,6 +618,19 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         print(f"resuming {len(names)} mutant(s) without a result or surviving")
         print(f"mutating {len(modules)} module(s): {', '.join(modules)}")
+    if args.fast and not modules:
+        modules = covered()
+    tests = {m: args.tests or fast_tests(m) for m in modules} if args.fast else {}
+    missing = sorted(
+        {t for ts in tests.values() for t in ts if not (ROOT / t.split("::")[0]).exists()}
+    )
+    if missing:
+        print(
+            f"error: --fast has no tests {', '.join(missing)}: write them (a module's kill file), "
+            "name others with --tests, or add the module to FAST_TESTS in tests/mutation.py",
+            file=sys.stderr,
+        )
+        return 2
     if not args.report:
         import importlib.metadata
 
@@ -376,7 +641,13 @@ def main(argv: list[str] | None = None) -> int:
             + (f" --since {args.since}" if args.since else "")
             + "".join(f" --module {m}" for m in args.module)
             + (" --resume" if args.resume else "")
-            + f" (mutmut run --max-children {args.children}"
+            + (" --fast" if args.fast else "")
+            + "".join(f" --tests {t}" for t in args.tests)
+        )
+        command += (
+            ""
+            if args.fast
+            else f" (mutmut run --max-children {args.children}"
             + (
                 f" <{len(names)} mutants>)"
                 if args.resume
@@ -390,18 +661,21 @@ def main(argv: list[str] | None = None) -> int:
         start = time.monotonic()
         # mutmut itself, its only_mutate narrowed to the modules asked for (a partial run generates
         # only their mutants: generating every covered module's takes many minutes on its own)
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                NARROWED,
-                ",".join(modules) if names else "",
-                "run",
-                "--max-children",
-                str(args.children),
-                *names,  # named, mutmut (re)tests them even with a result
-            ]
-        )
+        if args.fast:
+            returncode = fast(modules, names if args.resume else None, tests)
+        else:
+            returncode = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    NARROWED,
+                    ",".join(narrowed(modules)) if names else "",
+                    "run",
+                    "--max-children",
+                    str(args.children),
+                    *names,  # named, mutmut (re)tests them even with a result
+                ]
+            ).returncode
         run = {
             "date": dt.date.today().isoformat(),
             "commit": commit or "?",
@@ -412,8 +686,10 @@ def main(argv: list[str] | None = None) -> int:
             "load_before": load_before,
             "load_after": " ".join(f"{x:.2f}" for x in os.getloadavg()),
             "wall_s": time.monotonic() - start,
-            "returncode": proc.returncode,
+            "returncode": returncode,
         }
+        if args.fast:
+            run["fast_tests"] = tests
         runs = (
             [run] if not names and not args.resume else [*runs, run]
         )  # a full run replaces every result; a partial one (or a resumed one) adds
