@@ -13,15 +13,18 @@ last ran them, so `--since main` is cheap. The options (--since, --module, --rep
 `--fast` judges the same mutants (mutmut's own generator, its copy under mutants/, its trampolines
 and result files) without mutmut's runner, whose per-mutant pytest start and test-to-function
 stats cost minutes per module on the 2-core machine: one pytest session per module collects the
-module's named tests once, and each mutant runs them in a fork of that session. Killed only when a
-test that ran failed (or the CPU-time limit stopped it); survived when every one passed; no tests
-when none ran. The tests it runs per module are named in the report.
+module's named tests once, and each mutant runs, in a fork of that session, those of them that call
+its function (mutmut's own record of which test calls which function, taken on the clean run).
+Killed only when a test that ran failed (or a time limit stopped it); survived otherwise, none run
+included. The tests it runs per module are named in the report.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import gc
+import importlib
 import json
 import os
 import platform
@@ -79,10 +82,17 @@ sys.exit(judge.judge_main(sys.argv[2]))
 # (tests/test_mutation_kill_<stem>.py): the targeted tests that check its numbers by hand.
 FAST_TESTS = {
     "diagnosis/accounting.py": ["tests/test_mutation_reach.py"],
+    "stats/summary.py": ["tests/test_stats.py", "tests/test_printed_numbers.py"],
+    "stats/within.py": ["tests/test_mutation_reach.py", "tests/test_stats.py"],
+    "comm/bandwidth.py": ["tests/test_comm_bandwidth.py", "tests/test_printed_numbers.py"],
 }
 
+# what the covered modules import inside functions, slow to import (scipy.stats: seconds): the judge
+# imports them before it forks, as mutmut's fork server does by collecting the tests
+PRELOAD = ("scipy.stats", "scipy.optimize", "numpy", "torch", "torch.distributed", "omegaconf")
+
 # mutmut's exit codes (mutmut.stats.status_by_exit_code), as --fast writes them into its results
-EXIT_SURVIVED, EXIT_KILLED, EXIT_INTERNAL, EXIT_NO_TESTS, EXIT_TIMEOUT = 0, 1, 3, 33, 36
+EXIT_SURVIVED, EXIT_KILLED, EXIT_INTERNAL, EXIT_TIMEOUT = 0, 1, 3, 36
 
 
 def narrowed(modules: list[str]) -> list[str]:
@@ -109,13 +119,18 @@ def fast_tests(module: str) -> list[str]:
     return [f"tests/test_mutation_kill_{stem}.py"]
 
 
+def has_fast_tests(module: str) -> bool:
+    return all((ROOT / t.split("::")[0]).exists() for t in fast_tests(module))
+
+
 def outcome(exit_code: int, tally: dict | None, timed_out: bool) -> int:
     """One mutant's verdict from its fork, as mutmut's exit code: exit_code is the fork's
     (os.waitstatus_to_exitcode: -N for signal N), tally what it reported ({"ran": tests whose call
     phase ran, "failed": reports that failed, setup and teardown included}). Killed only when a
     test failed (or the CPU-time limit's SIGXCPU, or the wall-clock limit, stopped it: an endless
     loop, mutmut's timeout); an error in the fork's own loop is mutmut's 3, killed as mutmut counts
-    it; every test passing is survived, and none run is no tests, never killed."""
+    it; survived otherwise: every test passing, or none run (where mutmut says "no tests" and leaves
+    the mutant out of the score, --fast counts it against the score)."""
     if timed_out:
         return EXIT_TIMEOUT
     if exit_code < 0:
@@ -124,17 +139,21 @@ def outcome(exit_code: int, tally: dict | None, timed_out: bool) -> int:
         return EXIT_INTERNAL
     if tally["failed"]:
         return EXIT_KILLED
-    return EXIT_SURVIVED if tally["ran"] else EXIT_NO_TESTS
+    return EXIT_SURVIVED
 
 
-def _fork_tests(session, name: str, cpu_limit_s: int, wall_limit_s: float) -> tuple[int, float]:
-    """Run the session's collected tests in a fork with `name` as the active mutant; stops at the
-    first failure (mutmut's -x). Returns (verdict as mutmut's exit code, seconds)."""
+def _fork_tests(
+    session, name: str, cpu_limit_s: int, wall_limit_s: float, items=None
+) -> tuple[int, float, dict | None]:
+    """Run `items` (default: every test the session collected) in a fork with `name` as the active
+    mutant; stops at the first failure (mutmut's -x). Returns (verdict as mutmut's exit code,
+    seconds, the fork's tally). Under mutmut's "stats" name the tally also has, per test, the
+    mutated functions it called ("hits": mutmut's own record of trampoline hits) and its seconds."""
     import resource
     import select
     import signal
 
-    items = session.items
+    items = session.items if items is None else items
     start = time.monotonic()
     rfd, wfd = os.pipe()
     pid = os.fork()
@@ -149,7 +168,7 @@ def _fork_tests(session, name: str, cpu_limit_s: int, wall_limit_s: float) -> tu
             from mutmut.mutation.trampoline import set_mutant_under_test
 
             set_mutant_under_test(name)
-            tally = {"ran": 0, "failed": 0}
+            tally: dict = {"ran": 0, "failed": 0, "hits": {}, "seconds": {}}
 
             class Tally:
                 def pytest_runtest_logreport(self, report):
@@ -159,7 +178,14 @@ def _fork_tests(session, name: str, cpu_limit_s: int, wall_limit_s: float) -> tu
             session.config.pluginmanager.register(Tally(), "mutation-tally")
             for i, item in enumerate(items):
                 nextitem = items[i + 1] if i + 1 < len(items) else None
+                t0 = time.process_time()
                 item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+                tally["seconds"][item.nodeid] = time.process_time() - t0
+                if name == "stats":
+                    from mutmut.state import state
+
+                    tally["hits"][item.nodeid] = sorted(state()._stats)
+                    state()._stats.clear()
                 if tally["failed"]:
                     break
             os.write(wfd, json.dumps(tally).encode())
@@ -175,7 +201,7 @@ def _fork_tests(session, name: str, cpu_limit_s: int, wall_limit_s: float) -> tu
             timed_out = True
             os.kill(pid, signal.SIGKILL)
             break
-        chunk = os.read(rfd, 65536)
+        chunk = os.read(rfd, 1 << 20)
         if not chunk:
             break
         out += chunk
@@ -183,15 +209,18 @@ def _fork_tests(session, name: str, cpu_limit_s: int, wall_limit_s: float) -> tu
     _, status = os.waitpid(pid, 0)
     tally = json.loads(out) if out else None
     verdict = outcome(os.waitstatus_to_exitcode(status), tally, timed_out)
-    return verdict, time.monotonic() - start
+    return verdict, time.monotonic() - start, tally
 
 
 def judge_main(spec_path: str) -> int:
     """The --fast judge of one module, run by main in mutmut's copy (cwd mutants/): collects the
-    named tests once, checks that they pass with no mutant and fail with mutmut's forced failure
-    (so they reach the trampolines), then forks once per mutant and writes each verdict into
-    mutmut's results file (<module>.meta) as it comes."""
+    named tests once; runs them with no mutant under mutmut's "stats" name, which must pass and
+    records which test calls which mutated function; checks they fail under mutmut's forced
+    failure (so they reach the trampolines); then, per mutant, forks and runs the named tests that
+    call its function (none: survived), and writes each verdict into mutmut's
+    results file (<module>.meta) as it comes."""
     import pytest
+    from mutmut.utils.format_utils import mangled_name_from_mutant_name
 
     spec = json.loads(Path(spec_path).read_text())
     meta_path = Path(spec["module"] + ".meta")
@@ -204,28 +233,46 @@ def judge_main(spec_path: str) -> int:
             if session.testsfailed or not session.items:
                 print(f"error: collecting {spec['tests']} failed or found no test", flush=True)
                 return True
-            base, base_s = _fork_tests(session, "", 600, 1200)
+            for lazy in PRELOAD:  # imported once here, not again in every fork
+                importlib.import_module(lazy)
+            gc.freeze()  # forks' collectors skip the inherited heap (no copy-on-write)
+            base, base_s, stats = _fork_tests(session, "stats", 1200, 2400)
             if base != EXIT_SURVIVED:
                 print(
                     f"error: {spec['tests']} do not pass with no mutant (exit {base})", flush=True
                 )
                 return True
-            forced, _ = _fork_tests(session, "fail", 600, 1200)
+            forced, _, _ = _fork_tests(session, "fail", 600, 1200)
             if forced not in (EXIT_KILLED, EXIT_INTERNAL):
                 print(
                     f"error: {spec['tests']} reach no mutated function (exit {forced})", flush=True
                 )
                 return True
-            cpu_limit = int(10 * base_s + 10)  # mutmut's: (estimate + 1) * 2 * multiplier
             n = len(spec["names"])
             print(f"{n} mutants, {len(session.items)} tests, clean run {base_s:.1f} s", flush=True)
             for i, name in enumerate(spec["names"], 1):
-                verdict, seconds = _fork_tests(session, name, cpu_limit, 4 * cpu_limit + 30)
+                function = mangled_name_from_mutant_name(name)
+                items = sorted(  # fastest first: a kill comes sooner, the verdict is the same
+                    (it for it in session.items if function in stats["hits"][it.nodeid]),
+                    key=lambda it: stats["seconds"][it.nodeid],
+                )
+                estimate = sum(stats["seconds"][it.nodeid] for it in items)
+                cpu_limit = int(10 * estimate + 10)  # mutmut's: (estimate + 1) * 2 * multiplier
+                if items:
+                    verdict, seconds, tally = _fork_tests(
+                        session, name, cpu_limit, 4 * cpu_limit + 30, items
+                    )
+                else:
+                    verdict, seconds, tally = EXIT_SURVIVED, 0.0, None  # no named test calls it
                 meta = json.loads(meta_path.read_text())
                 meta["exit_code_by_key"][name] = verdict
                 meta["durations_by_key"][name] = seconds
                 meta_path.write_text(json.dumps(meta, indent=4))
-                print(f"[{i}/{n}] {name}: exit {verdict} ({seconds:.2f} s)", flush=True)
+                print(
+                    f"[{i}/{n}] {name}: exit {verdict} ({len(items)} tests, {seconds:.2f} s; "
+                    f"{sum((tally or {}).get('seconds', {}).values()):.2f} s CPU in tests)",
+                    flush=True,
+                )
             self.status = 0
             return True
 
@@ -492,12 +539,30 @@ def report(runs: list[dict]) -> str:
     lines += [row(f"`{m}`", counts[m]) for m in sorted(ran)]
     lines.append(row("**all**", total))
     waiting = [m for m in covered() if m not in ran]
+    untested = [m for m in waiting if not has_fast_tests(m)]
     if waiting:
         lines += [
             "",
-            "Covered but not run yet (no result under mutants/: run `python -m tests.mutation "
-            "--module "
-            "<path>` for each): " + ", ".join(f"`{m}`" for m in waiting) + ".",
+            "Covered but not run yet (no result under mutants/):",
+            *(
+                [
+                    "- no targeted tests yet, so --fast has nothing to run their mutants against "
+                    "(a module's kill file, tests/test_mutation_kill_<stem>.py, or FAST_TESTS in "
+                    "tests/mutation.py): " + ", ".join(f"`{m}`" for m in untested) + "."
+                ]
+                if untested
+                else []
+            ),
+            *(
+                [
+                    "- targeted tests exist, not run yet (`python -m tests.mutation --fast "
+                    "--module <path>`): "
+                    + ", ".join(f"`{m}`" for m in waiting if m not in untested)
+                    + "."
+                ]
+                if len(untested) < len(waiting)
+                else []
+            ),
         ]
     s = score(total)
     lines += [
@@ -618,8 +683,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         print(f"resuming {len(names)} mutant(s) without a result or surviving")
         print(f"mutating {len(modules)} module(s): {', '.join(modules)}")
-    if args.fast and not modules:
-        modules = covered()
+    if (
+        args.fast and not modules
+    ):  # every covered module with targeted tests; the report names the rest
+        modules = [m for m in covered() if has_fast_tests(m)]
     tests = {m: args.tests or fast_tests(m) for m in modules} if args.fast else {}
     missing = sorted(
         {t for ts in tests.values() for t in ts if not (ROOT / t.split("::")[0]).exists()}
