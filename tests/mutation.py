@@ -28,6 +28,7 @@ import importlib
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -324,6 +325,21 @@ def fast(modules: list[str], names: list[str] | None, tests: dict[str, list[str]
         if proc.returncode:
             return proc.returncode
     return 0
+
+
+def superseded(runs: list[dict]) -> list[dict]:
+    """The runs whose results the report still holds: a run that re-judged every mutant of some
+    modules (not --resume) replaces every earlier run of only those modules (an earlier run's
+    modules: as recorded, or as its command named them)."""
+    kept, judged_again = [], set()
+    for run in reversed(runs):
+        mods = set(run.get("modules") or re.findall(r"--module (\S+)", run["command"]))
+        if kept and mods and mods <= judged_again:
+            continue
+        kept.append(run)
+        if not run.get("resume", "--resume" in run["command"]):
+            judged_again |= mods
+    return kept[::-1]
 
 
 def covered() -> list[str]:
@@ -757,9 +773,9 @@ def main(argv: list[str] | None = None) -> int:
         }
         if args.fast:
             run["fast_tests"] = tests
-        runs = (
-            [run] if not names and not args.resume else [*runs, run]
-        )  # a full run replaces every result; a partial one (or a resumed one) adds
+        run["modules"], run["resume"] = modules, args.resume
+        # a full run replaces every result; a partial one (or a resumed one) adds
+        runs = [run] if not names and not args.resume else superseded([*runs, run])
     if runs and args.note:
         runs[-1]["notes"] = runs[-1].get("notes", []) + args.note
     if runs:

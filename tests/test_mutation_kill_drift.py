@@ -113,3 +113,26 @@ def test_unsteady_runs_by_hand():
     assert unsteady_runs(close)["runs"] == ["x", "y", "z"]
     # a drift of exactly 2% is not over it
     assert unsteady_runs({"a": {"p_value": 0.001, "drift": 0.02}})["runs"] == []
+
+
+def test_a_perfect_line_is_a_certain_trend():
+    """Batch means exactly on a line (each batch e times the last, two equal steps each): no
+    residual at all, so the slope is 1 per batch, the fitted change e^7 - 1, and the trend is
+    certain, p = 0 (a zero standard error with a slope, not a division by it)."""
+    series = [math.exp(b) for b in range(8) for _ in range(2)]
+    drift, p = trend(series)
+    assert drift == pytest.approx(math.e**7 - 1) and p == 0.0
+
+
+def test_steady_state_at_the_thresholds_themselves(monkeypatch):
+    """The rule (module docstring): unsteady only when p is below 1% and the change exceeds 2%;
+    at exactly p = 1% the trend is not significant, at exactly 2% the change is not big."""
+    import stats.drift as drift_module
+
+    def judged(drift, p):
+        monkeypatch.setattr(drift_module, "trend", lambda values: (drift, p))
+        return steady_state([1.0] * 16)["steady"]
+
+    assert judged(0.02, 0.001) is True  # significant, not over 2%: steady
+    assert judged(0.05, 0.01) is None  # over 2%, p not below 1%: the test cannot tell
+    assert judged(0.05, 0.0099) is False and judged(0.0201, 0.001) is False

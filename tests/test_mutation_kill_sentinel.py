@@ -92,3 +92,12 @@ def test_sentinel_interval_upper_end_at_its_floor():
     f = 0.000025 / 0.02
     assert s["tau_hi"] == pytest.approx(math.sqrt(max(0.0, (f / hi_q - 1) / 2) * 0.02), abs=1e-9)
     assert s["tau_hi"] < 0.02
+
+
+def test_sentinel_significant_only_below_its_level():
+    """Significant means p strictly below the F test's level: at a level equal to the p-value the
+    spread is not significant, just above it, it is."""
+    rows = {"A": [0.0, 0.2], "B": [1.0, 1.2]}
+    p = sentinel(rows)["p_value"]
+    assert sentinel(rows, alpha=p)["significant"] is False
+    assert sentinel(rows, alpha=p * 1.0001)["significant"] is True

@@ -39,7 +39,10 @@ class _Session:
             pluginmanager=SimpleNamespace(register=lambda p, name: self.plugins.append(p)),
             hook=SimpleNamespace(pytest_runtest_protocol=self._protocol),
         )
-        self.items = [SimpleNamespace(config=self.config, body=b) for b in bodies]
+        self.items = [
+            SimpleNamespace(config=self.config, body=b, nodeid=f"t{i}")
+            for i, b in enumerate(bodies)
+        ]
 
     def _protocol(self, item, nextitem):
         try:
@@ -79,3 +82,16 @@ def test_fork_verdicts_on_known_tests():
 def test_fast_tests_named_per_module():
     assert mutation.fast_tests("stats/fmt.py") == ["tests/test_mutation_kill_fmt.py"]
     assert mutation.fast_tests("diagnosis/accounting.py") == ["tests/test_mutation_reach.py"]
+
+
+def test_a_module_judged_again_replaces_its_earlier_runs():
+    runs = [
+        {"command": "python -m tests.mutation --module a.py --fast"},
+        {"command": "python -m tests.mutation --module a.py --module b.py"},
+        {"command": "x", "modules": ["b.py"], "resume": True},  # a resumed run adds
+        {"command": "x", "modules": ["a.py"], "resume": False},
+    ]
+    assert mutation.superseded(runs) == runs[1:]
+    assert mutation.superseded([*runs, {"command": "x", "modules": ["b.py"]}]) == runs[3:] + [
+        {"command": "x", "modules": ["b.py"]}
+    ]
