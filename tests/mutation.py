@@ -83,7 +83,11 @@ sys.exit(judge.judge_main(sys.argv[2]))
 # (tests/test_mutation_kill_<stem>.py): the targeted tests that check its numbers by hand.
 FAST_TESTS = {
     "diagnosis/accounting.py": ["tests/test_mutation_reach.py"],
-    "stats/summary.py": ["tests/test_stats.py", "tests/test_printed_numbers.py"],
+    "stats/summary.py": [
+        "tests/test_stats.py",
+        "tests/test_printed_numbers.py",
+        "tests/test_mutation_kill_summary.py",
+    ],
     "stats/within.py": ["tests/test_mutation_reach.py", "tests/test_stats.py"],
     "comm/bandwidth.py": ["tests/test_comm_bandwidth.py", "tests/test_printed_numbers.py"],
 }
