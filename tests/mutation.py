@@ -88,7 +88,11 @@ FAST_TESTS = {
         "tests/test_printed_numbers.py",
         "tests/test_mutation_kill_summary.py",
     ],
-    "stats/within.py": ["tests/test_mutation_reach.py", "tests/test_stats.py"],
+    "stats/within.py": [
+        "tests/test_mutation_reach.py",
+        "tests/test_stats.py",
+        "tests/test_mutation_kill_within.py",
+    ],
     "comm/bandwidth.py": ["tests/test_comm_bandwidth.py", "tests/test_printed_numbers.py"],
 }
 
