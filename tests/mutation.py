@@ -94,6 +94,8 @@ FAST_TESTS = {
         "tests/test_mutation_kill_within.py",
     ],
     "comm/bandwidth.py": ["tests/test_comm_bandwidth.py", "tests/test_printed_numbers.py"],
+    "comm/efficiency.py": ["tests/test_printed_numbers.py", "tests/test_diagnosis_io.py"],
+    "tasks/train/stragglers.py": ["tests/test_printed_numbers.py", "tests/test_saving_bounds.py"],
 }
 
 # what the covered modules import inside functions, slow to import (scipy.stats: seconds): the judge
@@ -177,6 +179,7 @@ def _fork_tests(
             from mutmut.mutation.trampoline import set_mutant_under_test
 
             set_mutant_under_test(name)
+            before = set(sys.modules)
             tally: dict = {"ran": 0, "failed": 0, "hits": {}, "seconds": {}}
 
             class Tally:
@@ -197,6 +200,7 @@ def _fork_tests(
                     state()._stats.clear()
                 if tally["failed"]:
                     break
+            tally["imported"] = sorted(set(sys.modules) - before)
             os.write(wfd, json.dumps(tally).encode())
         except BaseException:  # the fork's own loop broke: mutmut's internal error
             code = EXIT_INTERNAL
@@ -242,15 +246,23 @@ def judge_main(spec_path: str) -> int:
             if session.testsfailed or not session.items:
                 print(f"error: collecting {spec['tests']} failed or found no test", flush=True)
                 return True
-            for lazy in PRELOAD:  # imported once here, not again in every fork
+            # imported once here, not again in every fork: slow imports the code does inside
+            # functions, and the mutated module itself (a test may import it inside the test; a
+            # mutated copy, every mutant inline, takes a second or more to compile)
+            for lazy in (*PRELOAD, spec["module"].removesuffix(".py").replace("/", ".")):
                 importlib.import_module(lazy)
-            gc.freeze()  # forks' collectors skip the inherited heap (no copy-on-write)
             base, base_s, stats = _fork_tests(session, "stats", 1200, 2400)
             if base != EXIT_SURVIVED:
                 print(
                     f"error: {spec['tests']} do not pass with no mutant (exit {base})", flush=True
                 )
                 return True
+            for lazy in stats["imported"]:  # what the tests imported as they ran: here, once
+                try:
+                    importlib.import_module(lazy)
+                except Exception:  # a name a module put in sys.modules itself: not importable
+                    pass
+            gc.freeze()  # forks' collectors skip the inherited heap (no copy-on-write)
             forced, _, _ = _fork_tests(session, "fail", 600, 1200)
             if forced not in (EXIT_KILLED, EXIT_INTERNAL):
                 print(
@@ -503,20 +515,17 @@ def report(runs: list[dict]) -> str:
     lines = [
         "# Mutation testing: do the tests fail when a printed number is wrong?",
         "",
-        "Regenerate with `nice -n 10 python -m tests.mutation` (docs/testing.md): mutmut mutates "
-        "the modules that "
-        "compute what a user reads (pyproject.toml, `[tool.mutmut]`) and runs, for each mutant, "
-        "the fast tests "
-        "that call the mutated function. Killed includes mutants stopped by the time limit (an "
-        "endless loop). "
+        'Regenerate with the runs\' commands below (docs/testing.md, "Mutation testing"): '
+        "mutmut mutates the modules that compute what a user reads (pyproject.toml, "
+        "`[tool.mutmut]`); each mutant runs the fast tests that call the mutated function: with "
+        "mutmut's runner over its whole selection, or, with `--fast`, in a fork of one pytest "
+        "session over the tests each run names for the module (a mutant none of them calls counts "
+        "as survived). Killed includes mutants stopped by the time limit (an endless loop). "
         "Score = killed / (killed + survived); equivalent mutants (no test can tell them from the "
-        "code; "
-        "tests/mutation_equivalent.toml gives each one's reason), surviving mutants that only "
-        "rewrite a sentence "
-        "(text: a description such as a `method`, not a number) and mutants no fast test reaches "
-        "are left out "
-        "of it and counted apart; not run: mutants a stopped run did not reach (no result either "
-        "way).",
+        "code; tests/mutation_equivalent.toml gives each one's reason), surviving mutants that "
+        "only rewrite a sentence (text: a description such as a `method`, not a number) and, "
+        "with mutmut's runner, mutants no fast test reaches are left out of it and counted apart; "
+        "not run: mutants a stopped run did not reach (no result either way).",
         "",
     ]
     for run in runs:  # a full run, or one per --module / --since run whose results the table holds

@@ -20,9 +20,10 @@ def test_batch_rate_needs_positive_counts():
 
 
 def test_batch_rate_of_blocks_at_one_rate():
-    """Walls vary (1, 2, 1, 2, ...), each block does twice its wall in work: every batch's rate is
-    2 exactly, so the three batch rates have no spread and the interval is the point."""
-    walls = [1.0, 2.0] * 30
+    """Walls differ from batch to batch (20 blocks of 1 s, 20 of 2 s, 20 of 4 s), each block does
+    twice its wall in work: every batch's rate is 2 exactly, so the three batch rates have no
+    spread and the interval is the point."""
+    walls = [1.0] * 20 + [2.0] * 20 + [4.0] * 20
     b = batch_rate(walls, [2 * w for w in walls])
     assert b["rate"] == 2.0 and b["log_se"] == 0.0 and b["df"] == 2 and b["batches"] == 3
     assert b["ci_lo"] == pytest.approx(2.0) and b["ci_hi"] == pytest.approx(2.0)
