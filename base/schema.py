@@ -604,7 +604,7 @@ class Diagnose:
         0.3, "the check's cost: at most this share of the window's time (< 3 rounds: skipped)", gt=0
     )
     verify_min_s: float = knob(
-        2.0,
+        3.0,
         "the check's budget is at least this many seconds: a window of a few seconds holds no "
         "block long enough to measure a fix in 30% of it (0: the share alone)",
         ge=0,
