@@ -28,9 +28,9 @@ from base.record import Record
 from stats import compare_runs, time_saved
 
 ROOT = Path(__file__).resolve().parent.parent
-ROUNDS = 5  # the paired separate measurement's rounds (4 degrees of freedom)
-STEPS = 20  # a window of ~16 s on 2 quiet cores: its 0.5 holds the check's rounds
-BUDGET = 0.5  # diagnose.verify_budget: ~8 s of in-job check per per_param run
+ROUNDS = 4  # the paired separate measurement's rounds: ~100 s each on 2 quiet cores
+STEPS = 20  # a window of ~17 s on 2 quiet cores (0.85 s a step)
+BUDGET = 1.0  # diagnose.verify_budget: ~17 s of check, 3-4 rounds of 1 (+1 settling) steps
 MANIFEST = "manifest.json"
 
 

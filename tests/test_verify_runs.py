@@ -51,5 +51,6 @@ def test_h2d_fix_switches_its_feeder(tmp_path):
 def test_off_and_a_short_window_say_so(tmp_path):
     _, result = _check(tmp_path, "sync=per_param", "diagnose.verify=false")
     assert result.get("verify") is None
-    _, result = _check(tmp_path / "b", "sync=per_param", steps=10)
+    # a 10-step window's 30%, without diagnose.verify_min_s's floor: too short, and it says so
+    _, result = _check(tmp_path / "b", "sync=per_param", "diagnose.verify_min_s=0", steps=10)
     assert "holds" in result["verify"]["skipped"] and result["verify"]["rounds"] == 0
