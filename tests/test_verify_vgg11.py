@@ -47,7 +47,9 @@ def test_the_fixture_was_measured_quietly():
     if not HARNESS:
         pytest.skip("records from before the harness: no manifest.json")
     m = json.loads((FIXTURE / MANIFEST).read_text())
-    assert max(m["loadavg_before"][0], m["loadavg_after"][0]) < m["cpus"] + 1, m
+    # its own two ranks keep a quiet host's load near the cores' count; other work's takes it past
+    # twice that (6-20 on this VM while other sessions ran)
+    assert max(m["loadavg_before"][0], m["loadavg_after"][0]) < 2 * m["cpus"], m
     assert len(_c()["rounds"]) >= 3, "the separate measurement needs rounds to pair"
 
 
