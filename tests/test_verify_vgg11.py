@@ -66,3 +66,24 @@ def test_the_printed_saving_of_ddp_is_within_5_points_of_the_interleaved_measure
     assert c["printed_median"] == pytest.approx(c["measured"], abs=0.05), c
     for r, (fraction, *_rest) in c["printed"].items():
         assert fraction == pytest.approx(c["measured"], abs=0.10), (r, fraction, c["measured"])
+
+
+def test_the_harness_files_a_sweeps_records_by_setting_and_round(tmp_path):
+    """results.verify_vgg11 keeps each job's record as <sync>/<round>/run_record.json, the old ones
+    gone, and the comparison reads them back."""
+    from results.verify_vgg11 import _write, command
+
+    sweep = tmp_path / "sweep"
+    for i, sync in enumerate(("per_param", "ddp")):
+        (sweep / str(i)).mkdir(parents=True)
+        first = sorted((FIXTURE / sync).glob("**/run_record.json"))[0]  # either layout
+        (sweep / str(i) / "run_record.json").write_bytes(first.read_bytes())
+    out = tmp_path / "fixture"
+    (out / "per_param" / "stale").mkdir(parents=True)
+    _write(out, sweep, {"command": " ".join(command(1, 20, 1.0))})
+    assert sorted(p.relative_to(out).as_posix() for p in out.glob("**/run_record.json")) == [
+        "ddp/0/run_record.json",
+        "per_param/0/run_record.json",
+    ]
+    assert "sync=per_param,ddp repeats=1" in json.loads((out / MANIFEST).read_text())["command"]
+    assert comparison(out)["rounds"] == [0]
