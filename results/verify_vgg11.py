@@ -21,6 +21,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -156,9 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     out = Path(a.out)
     if not a.score:
-        sweep = out / "sweep"
-        shutil.rmtree(sweep, ignore_errors=True)
-        cmd = command(a.rounds, a.steps, a.budget, sweep.resolve())
+        # outside the fixture: a failed sweep leaves nothing in the repository
+        sweep = Path(tempfile.mkdtemp(prefix="verify_vgg11_")) / "sweep"
+        cmd = command(a.rounds, a.steps, a.budget, sweep)
         env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
         before, t0 = os.getloadavg(), time.time()
         proc = subprocess.run([sys.executable, *cmd[1:]], cwd=ROOT, env=env)
@@ -175,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
         _write(out, sweep, manifest)
-        shutil.rmtree(sweep, ignore_errors=True)
+        shutil.rmtree(sweep.parent, ignore_errors=True)
         print(f"{manifest['wall_s'] / 60:.1f} min; load {manifest['loadavg_after']}")
     print(summary(comparison(out)))
     return 0
