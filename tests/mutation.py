@@ -190,9 +190,9 @@ def _fork_tests(
             session.config.pluginmanager.register(Tally(), "mutation-tally")
             for i, item in enumerate(items):
                 nextitem = items[i + 1] if i + 1 < len(items) else None
-                t0 = time.process_time()
+                t0 = time.perf_counter()
                 item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
-                tally["seconds"][item.nodeid] = time.process_time() - t0
+                tally["seconds"][item.nodeid] = time.perf_counter() - t0
                 if name == "stats":
                     from mutmut.state import state
 
@@ -291,7 +291,7 @@ def judge_main(spec_path: str) -> int:
                 meta_path.write_text(json.dumps(meta, indent=4))
                 print(
                     f"[{i}/{n}] {name}: exit {verdict} ({len(items)} tests, {seconds:.2f} s; "
-                    f"{sum((tally or {}).get('seconds', {}).values()):.2f} s CPU in tests)",
+                    f"{sum((tally or {}).get('seconds', {}).values()):.2f} s in tests)",
                     flush=True,
                 )
             self.status = 0
@@ -536,10 +536,15 @@ def report(runs: list[dict]) -> str:
             f"{run['load_after']}",
             f"- wall time: {run['wall_s'] / 60:.1f} min (exit code {run['returncode']})",
             *(
-                f"- --fast: `{m}`'s mutants each ran {', '.join(f'`{t}`' for t in ts)} "
-                "(a fork of one pytest session per module; killed only when a test that ran failed "
-                "or the time limit stopped it)"
-                for m, ts in run.get("fast_tests", {}).items()
+                [
+                    "- --fast, the tests each module's mutants ran: "
+                    + "; ".join(
+                        f"`{m}`: {', '.join(t.removeprefix('tests/') for t in ts)}"
+                        for m, ts in run["fast_tests"].items()
+                    )
+                ]
+                if run.get("fast_tests")
+                else []
             ),
             *(f"- {note}" for note in run.get("notes", [])),
         ]
