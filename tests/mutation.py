@@ -93,9 +93,15 @@ FAST_TESTS = {
         "tests/test_stats.py",
         "tests/test_mutation_kill_within.py",
     ],
-    "comm/bandwidth.py": ["tests/test_comm_bandwidth.py", "tests/test_printed_numbers.py"],
+    "comm/bandwidth.py": [
+        "tests/test_comm_bandwidth.py",
+        "tests/test_printed_numbers.py",
+        "tests/test_mutation_kill_bandwidth.py",
+    ],
     "comm/efficiency.py": ["tests/test_printed_numbers.py", "tests/test_diagnosis_io.py"],
     "tasks/train/stragglers.py": ["tests/test_printed_numbers.py", "tests/test_saving_bounds.py"],
+    "whatif/step.py": ["tests/test_whatif.py"],
+    "tables/aggregate.py": ["tests/test_trust_table.py", "tests/test_results_table.py"],
 }
 
 # what the covered modules import inside functions, slow to import (scipy.stats: seconds): the judge
