@@ -103,7 +103,11 @@ FAST_TESTS = {
         "tests/test_diagnosis_io.py",
         "tests/test_diagnosis.py",
     ],
-    "tasks/train/stragglers.py": ["tests/test_printed_numbers.py", "tests/test_saving_bounds.py"],
+    "tasks/train/stragglers.py": [
+        "tests/test_printed_numbers.py",
+        "tests/test_saving_bounds.py",
+        "tests/test_diagnosis.py",
+    ],
     "whatif/step.py": ["tests/test_whatif.py"],
     "tables/aggregate.py": ["tests/test_trust_table.py", "tests/test_results_table.py"],
 }
