@@ -102,6 +102,7 @@ FAST_TESTS = {
         "tests/test_printed_numbers.py",
         "tests/test_diagnosis_io.py",
         "tests/test_diagnosis.py",
+        "tests/test_mutation_kill_efficiency.py",
     ],
     "tasks/train/stragglers.py": [
         "tests/test_printed_numbers.py",
