@@ -108,6 +108,7 @@ FAST_TESTS = {
         "tests/test_printed_numbers.py",
         "tests/test_saving_bounds.py",
         "tests/test_diagnosis.py",
+        "tests/test_mutation_kill_stragglers.py",
     ],
     "whatif/step.py": ["tests/test_whatif.py"],
     "tables/aggregate.py": ["tests/test_trust_table.py", "tests/test_results_table.py"],
