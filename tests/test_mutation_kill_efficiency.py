@@ -33,3 +33,13 @@ def test_versus_link_method_names_the_links_rate():
     )
     # 2(N-1)/N = 1 of 1e6 bytes, 8 bits each, at 0.9e9 bit/s
     assert vs["achievable_s"] == pytest.approx(8e6 / 0.9e9) and vs["source"] == "result.env.link"
+
+
+def test_versus_link_method_rounds_the_rate_in_gbit_s():
+    """1.23450001e9 bit/s is 1.23450001 Gbit/s: 1.235 at four significant digits."""
+    vs = versus_link(
+        {"emulated": True, "payload_rate_bit_s": 1.23450001e9, "nodes": 2},
+        {"time_s": 0.01, "bytes_per_step": 1_000_000},
+        2,
+    )
+    assert "NICs at 1.235 Gbit/s," in vs["method"]
