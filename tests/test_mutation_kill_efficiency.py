@@ -36,9 +36,9 @@ def test_versus_link_method_names_the_links_rate():
 
 
 def test_versus_link_method_rounds_the_rate_in_gbit_s():
-    """1.23450001e9 bit/s is 1.23450001 Gbit/s: 1.235 at four significant digits."""
+    """1.2345000005e9 bit/s is 1.2345000005 Gbit/s: 1.235 at four significant digits."""
     vs = versus_link(
-        {"emulated": True, "payload_rate_bit_s": 1.23450001e9, "nodes": 2},
+        {"emulated": True, "payload_rate_bit_s": 1.2345000005e9, "nodes": 2},
         {"time_s": 0.01, "bytes_per_step": 1_000_000},
         2,
     )
