@@ -31,3 +31,27 @@ def test_runqueue_wait_without_a_readable_file_is_none(tmp_path):
 @pytest.mark.skipif(not glob.glob("/proc/self/task/*/schedstat"), reason="no schedstat here")
 def test_runqueue_wait_of_this_process_by_default():
     assert isinstance(_runqueue_s(), float)
+
+
+def test_straggler_table_keeps_each_ranks_own_figures():
+    """The per-rank rows carry each rank's optimizer, outside-the-phases and run-queue seconds as
+    its record gave them (the table prints them side by side)."""
+    from tasks.train.stragglers import find_straggler
+
+    def work(ready, optimizer, outside, runqueue):
+        return {
+            "ready_s": {"median": ready, "ci_lo": ready * 0.9, "ci_hi": ready * 1.1},
+            **{"data_s": 0.01, "h2d_s": 0.002, "compute_s": ready - 0.02},
+            **{"optimizer_s": optimizer, "outside_s": outside, "runqueue_s": runqueue},
+            **{"torch_threads": 4, "cpu_s": 1.5, "involuntary_switches": 7},
+        }
+
+    s = find_straggler(
+        [
+            {"rank": 0, "host": "a", "work": work(0.10, 0.005, 0.003, 0.25)},
+            {"rank": 1, "host": "b", "work": work(0.15, 0.008, 0.004, 0.5)},
+        ],
+        0.2,
+    )
+    got = [(r.rank, r.optimizer_s, r.outside_s, r.runqueue_s) for r in s.per_rank]
+    assert got == [(0, 0.005, 0.003, 0.25), (1, 0.008, 0.004, 0.5)]
