@@ -633,6 +633,19 @@ def report(runs: list[dict]) -> str:
         + ".",
         "",
     ]
+    short = [m for m in sorted(ran) if score(counts[m]) is not None and score(counts[m]) < GOAL]
+    lines += [  # the goal holds in each module, not over their sum
+        f"In each module: met in {len(ran) - len(short)} of the {len(ran)} modules run"
+        + (
+            "; NOT MET in "
+            + ", ".join(f"`{m}` ({score(counts[m]):.1%})" for m in short)
+            + " (their survivors are listed below)"
+            if short
+            else ""
+        )
+        + ".",
+        "",
+    ]
     lines += [
         "## Survivors left standing",
         "",
