@@ -94,6 +94,9 @@ class Isolation:
 
     @contextmanager
     def ours(self):
+        if not self.path:  # not entered yet (warmup_steps=0 opens the window at install)
+            yield
+            return
         with self.lock:
             theirs, path = self._take(), sys.path[:]
             sys.modules.update(self.saved)
