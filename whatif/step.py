@@ -218,13 +218,17 @@ def plan(prof, cfg: Config) -> Plan:
             ]
         else:
             unc, pb, qb, frac = psgd_info[k]
-            pre = [("psgd_pre", frac)]
+            # the clone kept for the error and the new error: the bucket's bytes in fresh pages
+            pre = [("psgd_pre", frac), ("psgd_alloc", share)]
             segs = [
                 Seg("net", f"all-reduce uncompressed {_mb(unc)}", unc),
                 Seg("net", f"all-reduce P {_mb(pb)}", pb),
                 Seg("cpu", "PowerSGD: orthogonalise P, Q = M^T P", cost="psgd_mid", share=frac),
                 Seg("net", f"all-reduce Q {_mb(qb)}", qb),
                 Seg("cpu", "PowerSGD: P Q^T, error feedback", cost="psgd_post", share=frac),
+                Seg(
+                    "cpu", "PowerSGD: the new error in fresh pages", cost="psgd_alloc", share=share
+                ),
             ]
             serial = True
         out.append(BucketPlan(k, b.nbytes, ready, seen / total, pre, segs, serial))
@@ -604,14 +608,23 @@ class Prediction:
         }
 
 
+# How compute time follows the cores a rank gets: time x (cores before / cores after) ** e. 1 would
+# be perfect scaling, a best case: one rank with both cores of the 2-core VM ran 5-38% slower than
+# that in every committed loopback record (small batches, memory-bound layers). Median [range] of
+# the 10 one-rank runs among the loopback records of results/whatif/validation_committed, each
+# predicted from its 2-rank source (python -m whatif.calibrate core_scaling <those dirs>); the
+# emulated-link validation's one-rank rows are not in it.
+CORE_SCALING = (0.577, 0.298, 0.922)
+
+
 def cpu_share(prof, cfg: Config) -> Quantity:
     """Compute time per rank when a CPU host holds another number of ranks: each rank gets
     min(threads, cores / ranks on its host) cores, and compute takes (cores before / cores after) **
-    e as long, e in [0.7, 1] (1: perfect scaling; stated). Ranks per host: as the configuration says
-    (ranks_per_host), else a single-host run keeps its one host (more ranks share it; an emulated
-    link too) unless a network link is named (then, as a multi-host run, it keeps its ranks per
-    host: more hosts). The local launcher gives several ranks one thread each, one rank every
-    core."""
+    e as long (CORE_SCALING: calibrated; 1 would be perfect scaling). Ranks per host: as the
+    configuration says (ranks_per_host), else a single-host run keeps its one host (more ranks
+    share it; an emulated link too) unless a network link is named (then, as a multi-host run, it
+    keeps its ranks per host: more hosts). The local launcher gives several ranks one thread each,
+    one rank every core."""
     if prof.device != "cpu" or not prof.cores:
         return Quantity.exact(1.0, "same ranks per host")
     per_src = math.ceil(prof.world_size / prof.hosts)
@@ -628,13 +641,15 @@ def cpu_share(prof, cfg: Config) -> Quantity:
     c_src = min(threads_src, prof.cores / per_src)
     c_tgt = min(threads_tgt, prof.cores / per_tgt)
     f = c_src / c_tgt
-    lo, hi = sorted((f, f**0.7))
+    e, e_lo, e_hi = getattr(prof, "core_scaling", None) or CORE_SCALING
+    lo, hi = sorted((f**e_lo, f**e_hi))
     return Quantity(
-        f,
+        f**e,
         lo,
         hi,
         f"CPU cores per rank {c_src:g} -> {c_tgt:g} ({per_src} -> {per_tgt} ranks on "
-        f"{prof.cores} cores)",
+        f"{prof.cores} cores), compute time x (cores before / after) ** {e:.3g} "
+        f"[{e_lo:.3g}, {e_hi:.3g}]",
     )
 
 
@@ -656,6 +671,8 @@ def _inputs(prof, cfg: Config, draws) -> dict[str, np.ndarray]:
     psgd = g("psgd", _psgd_cost(prof, cfg))
     for part, share in prof.powersgd_split.items():
         d[f"psgd_{part}"] = psgd * share
+    alloc = getattr(prof, "psgd_alloc", None)
+    d["psgd_alloc"] = g("psgd_alloc", alloc) if alloc is not None else d["data"] * 0.0
     share = cpu_share(prof, cfg)
     if share.value != 1.0 or share.has_interval:
         f = g(f"cpu_share:{cfg.world_size}", share)
@@ -783,9 +800,15 @@ def _evaluate(prof, cfg: Config, draws, timeline: bool = False) -> _Eval:
         if cfg.optim in ("bf16", "fp16"):
             compression = x[f"cast_{cfg.optim}"]
         elif cfg.optim == "powersgd":
-            compression = sum(x[f"psgd_{p}"] for p in prof.powersgd_split)
+            compression = sum(x[f"psgd_{p}"] for p in prof.powersgd_split) + 2 * x["psgd_alloc"]
         step = K * micro + (K - 1) * x["backward"] + bwd + copy_out + x["optimizer"]
         compute = K * micro + K * x["backward"] + copy_in + copy_out + x["optimizer"]
+        alloc = getattr(prof, "psgd_alloc", None)
+        if cfg.optim == "powersgd" and alloc is not None:
+            notes.append(
+                f"PowerSGD's clone and new error, 2 x {prof.params.total_bytes / 1e6:.4g} MB a "
+                f"step in fresh pages: {2 * alloc.value * 1e3:.3g} ms ({alloc.source})"
+            )
         if cfg.optim == "powersgd" and prof.powersgd is None:
             notes.append(
                 "PowerSGD's compute is not in this record (no grad_ready probe): left out, so this "
