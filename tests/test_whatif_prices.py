@@ -140,3 +140,26 @@ def test_the_calibrated_figures_are_what_their_command_derives(figure, dirs, exp
 
     rows = implied(figure, [RUNS / d for d in dirs])
     assert summary(rows) == pytest.approx(expected, rel=0.01)
+
+
+def test_a_span_longer_than_overlap_explains_is_a_cost_per_call_each_bucket_pays():
+    from whatif.profile import from_record
+    from whatif.step import Config, PointDraws, changed, predict
+
+    # ViT (8 layers) in 36 buckets of ~10 KB behind 200 Mbit/s (the benchmark's small_buckets):
+    # DDP's span 49 ms, the model's at the all-reduce factor's bound 32 ms
+    rec = json.loads((ROOT / "results/diagnosis_benchmark/buckets/0/run_record.json").read_text())
+    prof = from_record(rec, "x")
+    c = prof.contention
+    assert c.s_comm.value == pytest.approx(5.0)
+    assert c.per_call.value == pytest.approx(0.479e-3, rel=0.01)
+    assert "0.479 ms per all-reduce" in c.how
+    cfg = Config.of(prof)
+    own = predict(prof, cfg, PointDraws()).step_s
+    one = predict(prof, changed(cfg, {"bucket": "default"}), PointDraws()).step_s
+    c.per_call = c.per_call.scaled(0.0)
+    own0 = predict(prof, cfg, PointDraws()).step_s
+    one0 = predict(prof, changed(cfg, {"bucket": "default"}), PointDraws()).step_s
+    # 36 calls after backward pay 36 x 0.479 ms = 17.2 ms; the one default bucket pays it once
+    assert own - own0 == pytest.approx(36 * 0.479e-3, rel=0.02)
+    assert one - one0 == pytest.approx(0.479e-3, rel=0.02)

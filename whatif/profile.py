@@ -82,6 +82,9 @@ class Contention:
     s_compute: Quantity
     s_comm: Quantity
     how: str
+    # seconds each DDP all-reduce costs in training beyond the microbenchmark's call, where the
+    # run's span asks for more than overlap can explain (calibrate_contention); 0 elsewhere
+    per_call: Quantity = field(default_factory=lambda: Quantity.exact(0.0))
 
 
 @dataclass
@@ -821,7 +824,7 @@ def _contention(prof: Profile, r: TrainResult) -> None:
         under = comm.backward_compute_s
     if not under:
         return
-    s_c, s_m, how = calibrate_contention(
+    s_c, s_m, per_call, how = calibrate_contention(
         prof, compute_under_comm=float(under), comm_span=float(comm.time_s)
     )
     rel_c = max(MIN_DUTY_REL, _rel(prof.backward))
@@ -833,6 +836,11 @@ def _contention(prof: Profile, r: TrainResult) -> None:
             "calibrated all-reduce slow-down beside compute",
         ),
         how,
+        Quantity.relative(
+            per_call, max(MIN_DUTY_REL, _rel(prof.link.alpha)), "calibrated cost per all-reduce"
+        )
+        if per_call > 0
+        else Quantity.exact(0.0),
     )
     prof.notes.append(f"CPU contention (gloo): {how}")
 
