@@ -218,18 +218,26 @@ def plan(prof, cfg: Config) -> Plan:
             ]
         else:
             unc, pb, qb, frac = psgd_info[k]
-            # the clone kept for the error and the new error: the bucket's bytes in fresh pages
-            pre = [("psgd_pre", frac), ("psgd_alloc", share)]
+            # the clone kept for the error and the new error: the bucket's bytes in fresh pages (on
+            # CPU; a GPU's caching allocator reuses its blocks)
+            fresh = getattr(prof, "psgd_alloc", None) is not None
+            pre = [("psgd_pre", frac)] + ([("psgd_alloc", share)] if fresh else [])
             segs = [
                 Seg("net", f"all-reduce uncompressed {_mb(unc)}", unc),
                 Seg("net", f"all-reduce P {_mb(pb)}", pb),
                 Seg("cpu", "PowerSGD: orthogonalise P, Q = M^T P", cost="psgd_mid", share=frac),
                 Seg("net", f"all-reduce Q {_mb(qb)}", qb),
                 Seg("cpu", "PowerSGD: P Q^T, error feedback", cost="psgd_post", share=frac),
-                Seg(
-                    "cpu", "PowerSGD: the new error in fresh pages", cost="psgd_alloc", share=share
-                ),
             ]
+            if fresh:
+                segs.append(
+                    Seg(
+                        "cpu",
+                        "PowerSGD: the new error in fresh pages",
+                        cost="psgd_alloc",
+                        share=share,
+                    )
+                )
             serial = True
         out.append(BucketPlan(k, b.nbytes, ready, seen / total, pre, segs, serial))
     if cfg.optim == "powersgd" and psgd_elems is not None:
@@ -479,6 +487,9 @@ def simulate_backward(
     return Backward(compute_end, t, first_launch or 0.0, lane)
 
 
+MIN_CALLS_PER_CALL = 8  # all-reduces a step needs before a longer span is priced per call
+
+
 def calibrate_contention(prof, compute_under_comm: float, comm_span: float):
     """The two slow-down factors that make the model reproduce this run's own DDP timers:
     compute_under_comm (the last bucket ready, measured with the all-reduces running) and comm_span
@@ -526,11 +537,17 @@ def calibrate_contention(prof, compute_under_comm: float, comm_span: float):
         s_m, ok_m = solve(lambda v, s_c=s_c: span(run(s_c, v)), comm_span)
     r = run(s_c, s_m)
     per_call = 0.0
-    if (not ok_m or s_m >= MAX_SLOWDOWN - 1e-9) and span(r) < 0.98 * comm_span:
+    calls = sum(s.kind == "net" for b in pl.buckets for s in b.segs)
+    if (
+        (not ok_m or s_m >= MAX_SLOWDOWN - 1e-9)
+        and span(r) < 0.98 * comm_span
+        and calls >= MIN_CALLS_PER_CALL
+    ):
         # the span is longer than overlap can make it: what is left is a cost per all-reduce that
         # the microbenchmark's calls (alone, after a barrier) did not see: the reducer's launch, the
-        # hook's future, gloo's queue. Each of this run's calls gets an equal share of it.
-        calls = sum(s.kind == "net" for b in pl.buckets for s in b.segs)
+        # hook's future, gloo's queue, a thread's wake-up on busy cores. Each of this run's calls
+        # gets an equal share of it. With a few calls it cannot be told from a link slower per byte
+        # in training (a shaped link's burst spent by back-to-back probe steps): nothing is added.
         base = [row[:] for row in net]
 
         def with_call(v: float):
