@@ -163,3 +163,25 @@ def test_a_span_longer_than_overlap_explains_is_a_cost_per_call_each_bucket_pays
     # 36 calls after backward pay 36 x 0.479 ms = 17.2 ms; the one default bucket pays it once
     assert own - own0 == pytest.approx(36 * 0.479e-3, rel=0.02)
     assert one - one0 == pytest.approx(0.479e-3, rel=0.02)
+
+
+def test_per_param_calls_cost_in_training_what_their_span_says_and_ddp_pays_it_per_bucket():
+    from whatif.profile import from_record
+    from whatif.step import Config, PointDraws, changed, predict
+
+    # vgg11_tiny with sync=per_param (the benchmark's per_param case): 22 all-reduces, 27.8 ms
+    rec = json.loads((ROOT / "results/diagnosis_benchmark/base/1/run_record.json").read_text())
+    prof = from_record(rec, "x")
+    span = rec["result"]["comm"]["time_s"]
+    per = prof.contention.per_call.value
+    own = predict(prof, Config.of(prof), PointDraws())
+    # nothing overlaps per_param's calls: the model's comm is the measured span, by construction
+    assert own.parts["exposed_comm_s"] == pytest.approx(span, rel=1e-6)
+    ddp = changed(Config.of(prof), {"sync": "ddp"})
+    with_cost = predict(prof, ddp, PointDraws()).step_s
+    prof.contention.per_call = prof.contention.per_call.scaled(0.0)
+    without = predict(prof, ddp, PointDraws()).step_s
+    # vgg11_tiny's 71 KB make one default DDP bucket: one call pays it once, after backward
+    assert with_cost - without == pytest.approx(per, rel=1e-6)
+    assert 0.5e-3 < per < 1.5e-3
+    assert any("per_param's 22 all-reduces took 27.8 ms" in n for n in prof.notes)

@@ -795,6 +795,16 @@ def _contention(prof: Profile, r: TrainResult) -> None:
         )
         return
     comm = r.comm
+    if prof.sync == "per_param" and comm is not None and comm.time_s:
+        from whatif.step import calibrate_serial_calls
+
+        got = calibrate_serial_calls(prof, float(comm.time_s))
+        if got is not None:
+            per, how = got
+            prof.contention.per_call = Quantity.relative(
+                per, max(MIN_DUTY_REL, _rel(prof.link.alpha)), "calibrated cost per all-reduce"
+            )
+            prof.notes.append(f"cost per call in training: {how}")
     if (
         prof.sync != "ddp"
         or prof.world_size < 2

@@ -490,6 +490,38 @@ def simulate_backward(
 MIN_CALLS_PER_CALL = 8  # all-reduces a step needs before a longer span is priced per call
 
 
+def calibrate_serial_calls(prof, comm_span: float) -> tuple[float, str] | None:
+    """sync=per_param: its all-reduces run one after another after backward, nothing beside them, so
+    their span less the microbenchmark's time for the same calls is what each call costs more in
+    training (the sync's Python loop, gloo's queue, a thread's wake-up on busy cores): (seconds per
+    call, how), or None with fewer than MIN_CALLS_PER_CALL calls, no longer span, or calls whose
+    microbenchmark time is mostly bytes (then a longer span cannot be told from a link slower per
+    byte in training: VGG11's 531 MB in 22 calls)."""
+    if prof.sync != "per_param" or prof.world_size < 2 or prof.link is None:
+        return None
+    p = prof.params
+    sizes = [ne * es for ne, es in zip(p.numel, p.element_size)]
+    if len(sizes) < MIN_CALLS_PER_CALL:
+        return None
+    point = PointDraws()
+    uniq = sorted(set(sizes))
+    times, _ = link_times(prof.link, prof.world_size, uniq, point)
+    t_of = {s: float(t[0]) for s, t in zip(uniq, times)}
+    alone = sum(t_of[s] for s in sizes)
+    latency = sum(
+        prof.link.time(1, prof.world_size, prof.link.alpha.value, prof.link.busbw.value)
+        for _ in sizes
+    )
+    if comm_span <= alone or latency < 0.5 * alone:
+        return None
+    per = (comm_span - alone) / len(sizes)
+    return per, (
+        f"sync=per_param's {len(sizes)} all-reduces took {comm_span * 1e3:.3g} ms against "
+        f"{alone * 1e3:.3g} ms for the same calls in the microbenchmark: {per * 1e3:.3g} ms more "
+        "per call in training (every call of every configuration pays it)"
+    )
+
+
 def calibrate_contention(prof, compute_under_comm: float, comm_span: float):
     """The two slow-down factors that make the model reproduce this run's own DDP timers:
     compute_under_comm (the last bucket ready, measured with the all-reduces running) and comm_span
@@ -879,7 +911,9 @@ def _evaluate(prof, cfg: Config, draws, timeline: bool = False) -> _Eval:
             uniq = sorted(set(sizes))
             times, _ = link_times(link, n, uniq, draws)
             t_of = dict(zip(uniq, times))
-            comm = sum(t_of[s] for s in sizes)
+            # the cost per call in training beyond the microbenchmark's (calibrate_contention;
+            # sync=per_param: calibrate_serial_calls)
+            comm = sum(t_of[s] + x["per_call"] for s in sizes)
             if cfg.sync == "flat":
                 extra = x["copy_in"] + x["copy_out"]
         step = K * (micro + x["backward"]) + extra + comm + x["optimizer"]
