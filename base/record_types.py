@@ -812,7 +812,13 @@ class InJobCheck(Block):
     )
     ci_hi: float | None = None
     rounds: int = doc("interleaved rounds: one block of each setting, order alternating", default=0)
-    block_steps: int = doc("steps per block", default=0)
+    block_steps: int = doc("timed steps per block", default=0)
+    settle_steps: int = doc(
+        "untimed steps at the head of every block, right after the switch (a shaped link's "
+        "token bucket refilled while the other setting sent less, a wrapper's first step); 0 in "
+        "records made before",
+        default=0,
+    )
     base_walls_s: list[float] = doc(
         "per round, the current setting's block wall clock (slowest rank)", default_factory=list
     )
@@ -823,7 +829,8 @@ class InJobCheck(Block):
         "seconds the check added to the job (decision, set-up, warm-up, rounds)", default=None
     )
     budget_s: float | None = doc(
-        "the budget of set-up, warm-up and rounds: diagnose.verify_budget x the window",
+        "the budget of set-up, warm-up and rounds: diagnose.verify_budget x the window, at "
+        "least diagnose.verify_min_s",
         default=None,
     )
     decide_s: float | None = doc(
@@ -882,6 +889,14 @@ class PowersgdCosts(Block):
     pre_s: list[float] | None = None
     mid_s: list[float] | None = None
     post_s: list[float] | None = None
+    fresh_s: list[float] | None = doc(
+        "the hook's clone and new error written into freshly allocated memory", default=None
+    )
+    touched_s: list[float] | None = doc(
+        "the same writes into touched buffers: fresh_s less this is the fresh pages' cost",
+        default=None,
+    )
+    fresh_bytes: int | None = doc("bytes each of fresh_s and touched_s wrote", default=None)
 
 
 @dataclass

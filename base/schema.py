@@ -603,6 +603,12 @@ class Diagnose:
     verify_budget: float = knob(
         0.3, "the check's cost: at most this share of the window's time (< 3 rounds: skipped)", gt=0
     )
+    verify_min_s: float = knob(
+        3.0,
+        "the check's budget is at least this many seconds: a window of a few seconds holds no "
+        "block long enough to measure a fix in 30% of it (0: the share alone)",
+        ge=0,
+    )
     verify_fix: Any = knob(  # OmegaConf has no dict|None: checked in tasks/train/check.py
         None,
         "a change to measure in the job in place of the top finding's fix, e.g. {bucket: 100}; "

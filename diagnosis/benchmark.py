@@ -556,7 +556,7 @@ def table(out: Path, chosen: list[Case], delay: float, rescore: bool = False) ->
         if m:
             diffs = _per_run_error(runs, fix, judged)
             if diffs:
-                row.update(errors=diffs)
+                row.update(errors=diffs, **_per_run_interval(runs, fix, judged))
             row.update(
                 measured=m["saving"],
                 measured_lo=m["lo"],
@@ -591,22 +591,44 @@ def _check(run: Run) -> object | None:
     return getattr(_record(run).result, "verify", None)
 
 
-def _per_run_error(runs: list[Run], fix: list[Run], judged: list[dict]) -> list[float | None]:
-    """Per run: the top finding's estimated saving - the saving measured in its round (1 - samples/s
-    of this run / the fix's run of the same round); None where either is missing."""
+def _per_run_measured(runs: list[Run], fix: list[Run]) -> list[float | None]:
+    """Per run: the saving measured in its round (1 - samples/s of this run / the fix's run of the
+    same round); None where the round has no fix run."""
     rate = {
         int(_items(r).get("repeat", 0)): _record(r).result.throughput.samples_per_s for r in fix
     }
     out = []
-    for r, j in zip(runs, judged):
+    for r in runs:
         f = rate.get(int(_items(r).get("repeat", 0)))
-        s = j["saving"]
         mine = _record(r).result.throughput.samples_per_s
-        if f is None or s is None or s.fraction is None or not f or not mine:
-            out.append(None)
-            continue
-        out.append(s.fraction - time_saved(f / mine))
+        out.append(time_saved(f / mine) if f and mine else None)
     return out
+
+
+def _per_run_error(runs: list[Run], fix: list[Run], judged: list[dict]) -> list[float | None]:
+    """Per run: the top finding's estimated saving - the saving measured in its round; None where
+    either is missing."""
+    return [
+        None
+        if m is None or j["saving"] is None or j["saving"].fraction is None
+        else j["saving"].fraction - m
+        for m, j in zip(_per_run_measured(runs, fix), judged)
+    ]
+
+
+def _per_run_interval(runs: list[Run], fix: list[Run], judged: list[dict]) -> dict:
+    """Per run with a measured saving and an estimate: whether the top finding's stated interval
+    holds the saving measured in its round (holds), and that interval's width (widths; None: no
+    interval stated, which holds nothing)."""
+    holds, widths = [], []
+    for m, j in zip(_per_run_measured(runs, fix), judged):
+        s = j["saving"]
+        if m is None or s is None or s.fraction is None:
+            continue
+        stated = s.lo is not None and s.hi is not None
+        holds.append(bool(stated and s.lo <= m <= s.hi))
+        widths.append(s.hi - s.lo if stated else None)
+    return {"holds": holds, "widths": widths}
 
 
 def _overlap(est: Saving, m: dict) -> float:
@@ -732,6 +754,22 @@ def markdown(result: dict) -> str:
             f"{sum(abs(e) <= 0.05 for e in errs)}, within 10 in "
             f"{sum(abs(e) <= 0.10 for e in errs)}, "
             f"largest {100 * max(abs(e) for e in errs):.0f} points."
+        )
+    holds = [h for r in result["rows"] for h in (r.get("holds") or [])]
+    widths = [w for r in result["rows"] for w in (r.get("widths") or [])]
+    if holds:
+        stated = [w for w in widths if w is not None]
+        lines.append(
+            f"Stated interval against the measured saving over {len(holds)} runs: it holds it in "
+            f"{sum(holds)}"
+            + (
+                f"; widest {100 * max(stated):.0f} points, {sum(w <= 0.20 for w in stated)} "
+                "within 20 points wide"
+                if stated
+                else ""
+            )
+            + (f"; {len(widths) - len(stated)} stated no interval" if None in widths else "")
+            + " (issue 38: holds in >= 90%, <= 20 points wide)."
         )
     if result.get("wall_s") is not None:
         lines.append(f"Wall time: {result['wall_s'] / 60:.1f} min.")

@@ -171,9 +171,14 @@ def measured_in_job(v: RunView, found: list[Finding]) -> None:
             source="measured",
             how=f"measured in this job: {100 * check.saving:.1f}%{interval} ({check.rounds} "
             "interleaved "
-            f"rounds of {check.block_steps} step(s) with and without {change}, paired t; the check "
-            f"added {check.cost_s:.3g} s to the job, {_budget(check)}; diagnose.verify=false skips "
-            "it)",
+            f"rounds of {check.block_steps} step(s) with and without {change}"
+            + (
+                f" (+{check.settle_steps} untimed after each switch)"
+                if getattr(check, "settle_steps", 0)
+                else ""
+            )
+            + f", paired t; the check added {check.cost_s:.3g} s to the job, {_budget(v, check)}; "
+            "diagnose.verify=false skips it)",
             rule=before.rule if before is not None else None,
             predicted=None
             if before is None or before.fraction is None
@@ -210,12 +215,14 @@ def _now(v: RunView, key: str):
     return str(val).lower() if isinstance(val, bool) else val
 
 
-def _budget(check) -> str:
-    """The check's budget, as the output states it."""
+def _budget(v: RunView, check) -> str:
+    """The check's budget, as the output states it (diagnose.verify_min_s where the run had it)."""
     if check.budget_s is None:
         return "no budget recorded"
+    floor = setting(v.config, "diagnose.verify_min_s")
     return (
         f"its budget {check.budget_s:.3g} s (diagnose.verify_budget of the window"
+        + (f", at least diagnose.verify_min_s={floor:g} s" if floor else "")
         + (f", besides {check.decide_s:.2g} s choosing the fix" if check.decide_s else "")
         + ")"
     )

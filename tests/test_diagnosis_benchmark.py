@@ -11,7 +11,16 @@ import re
 import pytest
 
 from diagnosis import diagnose, format_text
-from diagnosis.benchmark import _overlap, cases, judge, markdown, measured, select
+from diagnosis.benchmark import (
+    _overlap,
+    _per_run_error,
+    _per_run_interval,
+    cases,
+    judge,
+    markdown,
+    measured,
+    select,
+)
 from base.record_types import Finding, Saving
 from diagnosis.finding import rank_findings
 from tests.diagnosis_cases import Rank, Shape, build, case
@@ -263,6 +272,59 @@ def test_benchmark_cases_table_and_measured_saving():
     }
     md = markdown(result)
     assert "| healthy | n | nothing | 3/3 | 0 |" in md and "need root" in md
+
+
+def _run(sps: float, rep: int) -> dict:
+    return {
+        "status": "ok",
+        "task": "train",
+        "overrides": [f"repeat={rep}"],
+        "result": {"throughput": {"samples_per_s": sps}},
+    }
+
+
+def test_the_summary_says_where_the_stated_interval_holds_the_measured_saving_and_its_width():
+    """Issue 38's last goals: per run, the stated interval holds the saving measured against the
+    fix's run of the same round, and is at most 20 points wide."""
+    runs = [_run(50, 0), _run(50, 1), _run(50, 2)]
+    fix = [_run(100, 0), _run(100, 1)]  # round 2 has no fix run: not counted
+    judged = [
+        {"saving": Saving(0.52, lo=0.45, hi=0.6)},  # holds 50%, 15 points wide
+        {"saving": Saving(0.3, lo=0.1, hi=0.4)},  # misses it, 30 points wide
+        {"saving": Saving(0.5, lo=0.4, hi=0.6)},
+    ]
+    assert _per_run_error(runs, fix, judged) == [
+        pytest.approx(0.02),
+        pytest.approx(-0.2),
+        None,
+    ]
+    got = _per_run_interval(runs, fix, judged)
+    assert got["holds"] == [True, False]
+    assert got["widths"] == [pytest.approx(0.15), pytest.approx(0.3)]
+    # a point estimate states no interval: it holds nothing
+    point = _per_run_interval(runs[:1], fix, [{"saving": Saving(0.5)}])
+    assert point == {"holds": [False], "widths": [None]}
+    row = {
+        "case": "per_param",
+        "note": "n",
+        "runs": 2,
+        "expect": "per_param",
+        "top1": 2,
+        "tops": ["per_param"] * 2,
+        "false": 0,
+        "false_rules": [],
+        "max_sum": 0.5,
+        "command": None,
+        "fix": "healthy",
+        "errors": [0.02, -0.2],
+        **got,
+    }
+    md = markdown({"rows": [row], "common": [], "repeats": 2})
+    assert "Estimate − measured over 2 runs: within 5 points in 1, within 10 in 1" in md
+    assert (
+        "Stated interval against the measured saving over 2 runs: it holds it in 1; widest 30 "
+        "points, 1 within 20 points wide" in md
+    )
 
 
 def test_fault_knobs_are_refused_where_they_would_never_fire():

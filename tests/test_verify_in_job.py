@@ -13,7 +13,21 @@ from omegaconf import OmegaConf
 from base.record_types import InJobCheck
 from diagnosis.finding import saving_text
 from diagnosis.run import diagnose, top_fix
-from tasks.train.verify import fix_config, not_switchable
+from tasks.train.verify import (
+    MAX_SETTLE_STEPS,
+    MIN_BLOCK_S,
+    SETTLE_STEPS,
+    TARGET_ROUNDS,
+    WARMUP_STEPS,
+    budget_of,
+    budget_words,
+    fix_config,
+    not_switchable,
+    plan_block,
+    refill_s,
+    settle_steps,
+    warmup_steps,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD = ROOT / "tests" / "fixtures" / "benchmark_2026-11-25" / "base" / "1" / "run_record.json"
@@ -58,8 +72,58 @@ def test_fix_config_composes_the_hook_group_as_hydra_would():
     cfg = _cfg(sync="ddp", bucket=None, ddp={"static_graph": False})
     fix = fix_config(cfg, {"optim": "powersgd", "ddp.static_graph": True})
     assert fix.optim.name == "powersgd" and fix.optim._target_ == "tasks.train.hooks.powersgd"
+    assert warmup_steps(fix) == WARMUP_STEPS + fix.optim.start_iter  # its plain all-reduces first
+    assert warmup_steps(fix_config(cfg, {"bucket": 25})) == WARMUP_STEPS
     assert fix.optim.rank == 1 and fix.ddp.static_graph is True
     assert cfg.optim.name == "none"  # the run's own config is untouched
+
+
+def test_fix_config_reads_a_findings_value_as_hydra_would():
+    """The bucket finding recommends bucket=null (DDP's default): the check of both quiet
+    small_buckets runs failed on float('null') (results/diagnosis_benchmark_quiet)."""
+    fix = fix_config(_cfg(sync="ddp", bucket=0.001), {"bucket": "null"})
+    assert fix.bucket is None
+    assert fix_config(_cfg(sync="ddp", bucket=None), {"bucket": "25"}).bucket == 25
+    assert fix_config(_cfg(sync="ddp"), {"h2d": "side_stream"}).h2d == "side_stream"
+
+
+def _budget_cfg(share=0.3, floor=2.0):
+    return OmegaConf.create({"diagnose": {"verify_budget": share, "verify_min_s": floor}})
+
+
+def test_the_budget_is_the_share_of_the_window_and_at_least_verify_min_s():
+    assert budget_of(_budget_cfg(), 100.0) == pytest.approx(30.0)
+    assert budget_of(_budget_cfg(), 1.5) == pytest.approx(2.0)  # a tiny window: the floor
+    assert budget_of(_budget_cfg(floor=0.0), 1.5) == pytest.approx(0.45)
+    assert budget_of(_budget_cfg(), 0.0) == 0.0  # no window: nothing to measure
+    assert "verify_min_s=2" in budget_words(_budget_cfg(), 2.0)
+    assert "verify_min_s" not in budget_words(_budget_cfg(), 30.0)
+
+
+def test_a_block_grows_to_min_block_s_only_where_target_rounds_still_fit():
+    # 24 ms steps (the 20 Mbit/s link's), 2 s left: blocks of ceil(0.1 / 0.024) = 5 steps
+    assert plan_block(1, 0.024, 0.02, 2.0) == 5
+    # the same steps with 0.5 s left: 6 rounds of 5 (+1) steps do not fit, the longest that do
+    fits = int(0.5 // (TARGET_ROUNDS * 0.044)) - SETTLE_STEPS
+    assert plan_block(1, 0.024, 0.02, 0.5) == max(1, fits)
+    # steps longer than MIN_BLOCK_S, or a window block already longer: the window's block
+    assert plan_block(1, 2 * MIN_BLOCK_S, MIN_BLOCK_S, 100.0) == 1
+    assert plan_block(10, 0.024, 0.02, 100.0) == 10
+
+
+def test_blocks_behind_a_shaped_link_settle_until_its_bucket_refills():
+    """After the plain setting's block the bucket is empty; PowerSGD's steady state (little sent)
+    has it full: its blocks after a switch ran 1.5x slower until it refilled (burst / rate)."""
+    link = {"rate": "20mbit", "burst_bytes": 67050}
+    refill = refill_s(OmegaConf.create({"link": link}))
+    assert refill == pytest.approx(8 * 67050 / 20e6)  # 27 ms
+    assert refill_s(OmegaConf.create({"link": {"rate": None}})) == 0.0
+    assert refill_s(OmegaConf.create({"link": {"rate": "1gbit", "burst_bytes": None}})) > 0
+    assert settle_steps(0.0, 0.024, 0.01) == SETTLE_STEPS  # no link: the switch's first step
+    assert settle_steps(refill, 0.024, 0.01) == SETTLE_STEPS + 3  # 27 ms of 10 ms steps
+    assert settle_steps(10.0, 0.024, 0.01) == SETTLE_STEPS + MAX_SETTLE_STEPS
+    # the settle steps come out of what a longer block may take
+    assert plan_block(1, 0.024, 0.02, 1.0, settle=4) < plan_block(1, 0.024, 0.02, 1.0, settle=1)
 
 
 def _record_with_check(saving=0.501, lo=0.459, hi=0.533):

@@ -51,5 +51,24 @@ def test_h2d_fix_switches_its_feeder(tmp_path):
 def test_off_and_a_short_window_say_so(tmp_path):
     _, result = _check(tmp_path, "sync=per_param", "diagnose.verify=false")
     assert result.get("verify") is None
-    _, result = _check(tmp_path / "b", "sync=per_param", steps=10)
+    # a 10-step window's 30%, without diagnose.verify_min_s's floor: too short, and it says so
+    _, result = _check(tmp_path / "b", "sync=per_param", "diagnose.verify_min_s=0", steps=10)
     assert "holds" in result["verify"]["skipped"] and result["verify"]["rounds"] == 0
+
+
+@pytest.mark.root
+def test_behind_a_shaped_link_the_blocks_after_a_switch_do_not_ride_the_burst(tmp_path):
+    """PowerSGD against the plain setting behind 20 Mbit/s: the plain setting's blocks all time
+    its steady state. Before the settling steps they ran 6.6-24 ms on the same steps (the block
+    after PowerSGD's on the burst its bucket had refilled; results/diagnosis_benchmark_quiet);
+    with them, 9 checks on the VM at load 5-10 kept them within 1.15x of each other, and this
+    test failed 1 of 4 times at load 10 at a 1.5x bound (cause not kept): the bound is 2x."""
+    from tests.test_link import link_problem
+
+    if (why := link_problem()) is not None:
+        pytest.skip(why)
+    _, result = _check(tmp_path, "link.rate=20mbit", "diagnose.verify_fix={optim:powersgd}")
+    v = result["verify"]
+    assert v["skipped"] is None and v["settle_steps"] >= 2, v  # the refill: 27 ms of steps
+    base = v["base_walls_s"]
+    assert max(base) < 2 * min(base), base  # before: 3.7x

@@ -6,15 +6,22 @@ it costs a few steps: after the window and its probes, rank 0 diagnoses its own 
 set by launchers.rank: this package may not import the diagnosis), broadcasts the top finding's
 change, and every rank runs rounds of one block of the current setting and one of the fix, the
 order alternating (ABBA), on the same ranks and data stream. The saving is 1 - the paired ratio of
-the rounds' throughputs (stats.block_ab), so a round's machine state cancels. What can be
-switched, what cannot, and the budget (diagnose.verify_budget; fewer than MIN_ROUNDS rounds that
-fit time nothing): docs/diagnosis.md, the in-job check.
+the rounds' throughputs (stats.block_ab), so a round's machine state cancels. Each block's first
+steps after the switch are untimed (settle_steps): on the committed shaped-link checks the block
+after PowerSGD's ran at a quarter of the window's step, on the burst the token bucket had refilled
+while PowerSGD sent less; and PowerSGD's blocks after the plain setting's ran 1.5x slower than after
+its own, until the emptied bucket refilled (burst / rate). What can be switched, what cannot,
+and the budget (diagnose.verify_budget, at least diagnose.verify_min_s; fewer than MIN_ROUNDS
+rounds that fit time nothing): docs/diagnosis.md, the in-job check.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
+
+import yaml
 
 import torch
 import torch.distributed as dist
@@ -22,6 +29,7 @@ from omegaconf import OmegaConf
 
 from base.record_types import InJobCheck
 from base.schema import CONF_DIR, CommHookConfig, PowerSGD
+from comm.link import default_burst, parse_rate
 from device import synchronize
 from stats import block_ab, time_saved
 from tasks.train.ddp import DDPSync
@@ -32,10 +40,77 @@ MAX_ROUNDS = 20  # more adds little to the interval and only costs time
 KEEPALIVE_S = 2.0  # while rank 0 chooses the fix: one broadcast this often (hang.min_s is 30 s)
 ASKED = "diagnose.verify_fix"  # the rule of a change the user named: no finding takes it
 WARMUP_STEPS = 2  # the fix's first steps (DDP rebuilds its buckets after the first): untimed
+SETTLE_STEPS = 1  # every block's first step after a switch: untimed (see the module docstring)
+MAX_SETTLE_STEPS = 4  # a shaped link's refill covered by at most this many more
+MIN_BLOCK_S = 0.1  # a timed block at least this long where TARGET_ROUNDS of them fit the budget:
+# one-step blocks of 7-24 ms behind a shaped link swung 3x with the scheduler and the link's burst
+TARGET_ROUNDS = 6  # the rounds a longer block may not cost (from 5, block_ab's crossover analysis)
 METHOD = (
-    "rounds of one block of each setting, order alternating; paired t on the per-round log "
-    "throughput ratios (stats.block_ab); block walls: the slowest rank's"
+    "rounds of one block of each setting, order alternating, each block's first step after the "
+    "switch untimed; paired t on the per-round log throughput ratios (stats.block_ab); block "
+    "walls: the slowest rank's"
 )
+
+
+def budget_of(cfg, window_s: float) -> float:
+    """The check's budget in seconds: diagnose.verify_budget of the window, at least
+    diagnose.verify_min_s (0 where the window took no time)."""
+    if window_s <= 0:
+        return 0.0
+    share = float(cfg.diagnose.verify_budget) * window_s
+    return max(share, float(cfg.diagnose.get("verify_min_s", 0.0) or 0.0))
+
+
+def budget_words(cfg, budget_s: float) -> str:
+    """How the output states the budget: which of the two rules set it."""
+    floor = float(cfg.diagnose.get("verify_min_s", 0.0) or 0.0)
+    rule = f"diagnose.verify_budget={cfg.diagnose.verify_budget:g} of the window"
+    if floor and budget_s <= floor + 1e-9:
+        rule = f"diagnose.verify_min_s={floor:g}, more than {rule}"
+    return f"the budget ({rule}: {budget_s:.3g} s)"
+
+
+def warmup_steps(fix) -> int:
+    """The fix's untimed first steps: WARMUP_STEPS of its own after PowerSGD's start_iter plain
+    all-reduces (before it the hook is not the fix; its first compressed step allocates its
+    matrices, which made the plan's one timed step of it 2x its later steps)."""
+    start = fix.optim.get("start_iter", 0) if fix.get("optim") is not None else 0
+    return WARMUP_STEPS + int(start or 0)
+
+
+def refill_s(cfg) -> float:
+    """Seconds an emulated link's token bucket takes to refill (burst / rate; 0 without one)."""
+    link = cfg.get("link")
+    rate = link.get("rate") if link is not None else None
+    if rate is None:
+        return 0.0
+    bit_s = parse_rate(rate)
+    burst = link.get("burst_bytes") or default_burst(bit_s)
+    return 8.0 * float(burst) / bit_s if bit_s > 0 else 0.0
+
+
+def settle_steps(refill: float, base_s: float, fix_s: float) -> int:
+    """Untimed steps at the head of every block: one, and behind a shaped link as many more of the
+    faster setting's steps as its bucket takes to refill (at most MAX_SETTLE_STEPS more)."""
+    fast = min(base_s, fix_s)
+    if refill <= 0 or fast <= 0:
+        return SETTLE_STEPS
+    return SETTLE_STEPS + min(MAX_SETTLE_STEPS, math.ceil(refill / fast))
+
+
+def plan_block(
+    window_block: int, base_s: float, fix_s: float, avail_s: float, settle: int = SETTLE_STEPS
+) -> int:
+    """Timed steps per block: the window's, longer where its blocks would be shorter than
+    MIN_BLOCK_S and TARGET_ROUNDS rounds of the longer block still fit avail_s (each block also
+    pays its `settle` steps)."""
+    block = max(1, int(window_block))
+    step = max(base_s, fix_s)
+    if step <= 0:
+        return block
+    want = math.ceil(MIN_BLOCK_S / step)
+    fits = int(avail_s // (TARGET_ROUNDS * (base_s + fix_s))) - settle
+    return max(block, min(want, fits))
 
 
 def not_switchable(change: dict | None, cfg) -> str | None:
@@ -77,6 +152,8 @@ def fix_config(cfg, change: dict):
     conf/optim/NAME.yaml over its schema, as Hydra would compose it."""
     fix = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
     for key, value in change.items():
+        if isinstance(value, str):  # as a Hydra override reads it: "null" is None, "25" is 25
+            value = yaml.safe_load(value)
         if key == "optim":
             node = OmegaConf.load(CONF_DIR / "optim" / f"{value}.yaml")
             node.pop("defaults", None)
@@ -98,9 +175,10 @@ def in_job(ctx, make_step, sync, window, result) -> InJobCheck | None:
     if not cfg.diagnose.get("verify", False):
         return None
     t0 = time.perf_counter()
-    budget_s = float(cfg.diagnose.verify_budget) * window.window_s
+    budget_s = budget_of(cfg, window.window_s)
     # the least the rounds cost: the current setting's own steps (one to plan, MIN_ROUNDS blocks)
-    least_s = (1 + MIN_ROUNDS * max(1, int(window.block))) * window.window_s / max(1, window.steps)
+    block = max(1, int(window.block)) + SETTLE_STEPS
+    least_s = (1 + MIN_ROUNDS * block) * window.window_s / max(1, window.steps)
     choice = [_decide(ctx, result, budget_s, least_s)]
     dist.broadcast_object_list(choice, src=0)
     decided = time.perf_counter()  # the decision is a diagnosis, whatever the window: not budgeted
@@ -133,10 +211,9 @@ def _choose(ctx, result, budget_s: float, least_s: float = 0.0) -> dict:
     verdict = _choose_fix(ctx, result, budget_s)
     if verdict["skipped"] is None and least_s > budget_s:
         verdict["skipped"] = (
-            f"the budget (diagnose.verify_budget={cfg.diagnose.verify_budget:g} of the window: "
-            f"{budget_s:.3g} s) holds fewer than the {MIN_ROUNDS} rounds an interval needs: the "
-            f"current setting's blocks alone take ~{least_s:.3g} s at the window's step; a larger "
-            "diagnose.verify_budget or steps= measures it"
+            f"{budget_words(cfg, budget_s)} holds fewer than the {MIN_ROUNDS} rounds an interval "
+            f"needs: the current setting's blocks alone take ~{least_s:.3g} s at the window's "
+            "step; a larger diagnose.verify_budget, diagnose.verify_min_s or steps= measures it"
         )
     return verdict
 
@@ -201,26 +278,25 @@ def _measure(ctx, make_step, sync, window, out: InJobCheck, change: dict, decide
     base_step, fix_step = make_step(sync), make_step(fix_sync, h2d)
     dev = ctx.torch_device
     # warm-up: the fix's first steps, then one of each timed, to plan the rounds that fit
-    for _ in range(WARMUP_STEPS):
+    for _ in range(warmup_steps(fix)):
         fix_step()
     base_s = _timed(base_step, 1, dev)
     fix_s = _timed(fix_step, 1, dev)
-    block = max(1, int(window.block))
     spent = time.perf_counter() - decided
     plan = torch.tensor([base_s, fix_s, spent, budget_s], dtype=torch.float64, device=dev)
     dist.all_reduce(plan, op=dist.ReduceOp.MAX)  # every rank plans from the same numbers
     base_s, fix_s, spent, budget_s = plan.tolist()
-    per_round = block * (base_s + fix_s)
-    rounds = min(MAX_ROUNDS, int(max(0.0, budget_s - spent) // per_round)) if per_round > 0 else 0
-    out.block_steps, out.budget_s = block, budget_s
+    avail = max(0.0, budget_s - spent)
+    settle = settle_steps(refill_s(cfg), base_s, fix_s)
+    block = plan_block(window.block, base_s, fix_s, avail, settle)
+    per_round = (block + settle) * (base_s + fix_s)
+    rounds = min(MAX_ROUNDS, int(avail // per_round)) if per_round > 0 else 0
+    out.block_steps, out.settle_steps, out.budget_s = block, settle, budget_s
     if rounds < MIN_ROUNDS:
         out.skipped = (
-            f"the budget (diagnose.verify_budget={cfg.diagnose.verify_budget:g} of the "
-            f"{budget_s / cfg.diagnose.verify_budget:.3g} s window: {budget_s:.3g} s, "
-            f"{spent:.3g} s "
-            f"spent on set-up) holds {rounds} of the {MIN_ROUNDS} rounds an interval needs "
-            f"({per_round:.3g} s each): "
-            f"a larger diagnose.verify_budget or steps= measures it"
+            f"{budget_words(cfg, budget_s)}, {spent:.3g} s spent on set-up, holds {rounds} of "
+            f"the {MIN_ROUNDS} rounds an interval needs ({per_round:.3g} s each): a larger "
+            "diagnose.verify_budget, diagnose.verify_min_s or steps= measures it"
         )
         return
     walls = torch.zeros(2, rounds, dtype=torch.float64, device=dev)
@@ -229,7 +305,7 @@ def _measure(ctx, make_step, sync, window, out: InJobCheck, change: dict, decide
         r = done
         order = ((0, base_step), (1, fix_step)) if r % 2 == 0 else ((1, fix_step), (0, base_step))
         for arm, step in order:
-            walls[arm, r] = _timed(step, block, dev)
+            walls[arm, r] = _timed(step, block, dev, settle)
         done += 1
         if MIN_ROUNDS <= done < rounds:  # the plan came from one step of each: keep to the budget
             now = time.perf_counter()
@@ -250,11 +326,15 @@ def _measure(ctx, make_step, sync, window, out: InJobCheck, change: dict, decide
         out.ci_lo, out.ci_hi = time_saved(s.ci_lo), time_saved(s.ci_hi)
 
 
-def _timed(step, n: int, dev) -> float:
+def _timed(step, n: int, dev, settle: int = 0) -> float:
     """One block of n steps, bracketed as the window's (a device sync and a barrier before, a device
-    sync after)."""
+    sync after); `settle` untimed steps first, with no pause between them and the timed ones (a
+    barrier there would let a shaped link's token bucket refill)."""
     synchronize(dev)
     dist.barrier()
+    for _ in range(settle):
+        step()
+    synchronize(dev)
     t = time.perf_counter()
     for _ in range(n):
         step()
