@@ -889,6 +889,14 @@ class PowersgdCosts(Block):
     pre_s: list[float] | None = None
     mid_s: list[float] | None = None
     post_s: list[float] | None = None
+    fresh_s: list[float] | None = doc(
+        "the hook's clone and new error written into freshly allocated memory", default=None
+    )
+    touched_s: list[float] | None = doc(
+        "the same writes into touched buffers: fresh_s less this is the fresh pages' cost",
+        default=None,
+    )
+    fresh_bytes: int | None = doc("bytes each of fresh_s and touched_s wrote", default=None)
 
 
 @dataclass

@@ -53,9 +53,10 @@ CASES = {
 INJECTED_AT = "tasks/train/faults.py"
 
 
-def run_case(case: str, rank: int | None, out: Path) -> dict:
+def run_case(case: str, rank: int | None, out: Path, extra: tuple[str, ...] = ()) -> dict:
+    """extra: overrides after COMMON's (the suite's hang tests wait out a shorter hang.after_s)."""
     run_dir = out / "runs" / f"{case}_r{rank if rank is not None else 'none'}"
-    args = [*COMMON, f"hydra.run.dir={run_dir}"]
+    args = [*COMMON, *extra, f"hydra.run.dir={run_dir}"]
     if case == "healthy":
         args = [a for a in args if not a.startswith("steps=")] + ["steps=30"]
     else:

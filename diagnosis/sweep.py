@@ -49,10 +49,15 @@ def _diagnosis(record: Record, nccl_tests: dict | None) -> dict | None:
 
 
 def diagnose_sweep(
-    entries: list, nccl_tests: dict | None = None, diagnoses: dict | None = None
+    entries: list,
+    nccl_tests: dict | None = None,
+    diagnoses: dict | None = None,
+    model: bool = True,
 ) -> dict:
     """diagnoses: each run's diagnosis by output dir, computed before (results.seed_check recomputes
-    the verdicts under many seeds, not the diagnoses)."""
+    the verdicts under many seeds, not the diagnoses). model=False: the checked estimates without
+    the what-if model's saving (None), for a caller that reads only their verdicts, which come from
+    the measured runs alone: the model is most of a sweep diagnosis's time (results.seed_check)."""
     from tables.table import config_labels
 
     labels = config_labels(entries) if entries else []
@@ -82,7 +87,7 @@ def diagnose_sweep(
         "runs": [
             {k: v for k, v in r.items() if k not in ("entry", "record", "before")} for r in runs
         ],
-        "checked": checked_estimates(runs),
+        "checked": checked_estimates(runs, model=model),
         "scaling": scaling_summary(runs),
         "pair_groups": pair_groups_summary(runs),
     }
@@ -201,12 +206,12 @@ def _interval(s: Saving) -> dict:
     return {"fraction": s.fraction, "lo": s.lo, "hi": s.hi}
 
 
-def checked_estimates(runs: list[dict]) -> list[dict]:
+def checked_estimates(runs: list[dict], model: bool = True) -> list[dict]:
     """Every estimate a run's findings (named, or folded into another) made for a change the sweep
     also ran: the rule of thumb's and the what-if model's, each with its error against the saving
     measured there. A run whose record holds a diagnosis of an older version adds that version's
     estimates as the rules' (what the rules said when the run was made), and the model prices the
-    same change."""
+    same change. model=False: no model saving (diagnose_sweep says why)."""
     rows = []
     for a in runs:
         named = named_findings(a["diagnosis"])
@@ -228,7 +233,7 @@ def checked_estimates(runs: list[dict]) -> list[dict]:
             for b in runs:
                 if b is a or not matches(a["entry"].config, b["entry"].config, est["recommends"]):
                     continue
-                if est["model"] is None:
+                if model and est["model"] is None:
                     est["model"] = _model(a["record"], est["recommends"])
                 m = measured_saving(a["record"], b["record"])
                 rows.append(_row(a, b, {"rule": est["finding"]}, est, m))

@@ -22,6 +22,7 @@ python -m whatif.validate results/runs/{collectives,ddp_knobs_vgg11,grad_sync_vg
   results/runs/{time_to_verdict,vgg11_accumulate,vgg11_bucket100,vgg11_local,vgg11_raw_folder,vgg11_sync} \
   results/runs/{vit_ddp_optimizations,vit_ddp_overhead} --out results/whatif/validation_committed --samples 2000 \
   > /dev/null
+python -m whatif.validate results/runs/link_comm_bound --out results/whatif/validation_link --samples 1000 > /dev/null
 python -m stats.calibrate_verify > results/verify_calibration/table.md || [ $? = 1 ]  # 1: rows miss
 python -m results.verify_aa results/verify_calibration/aa --out results/verify_calibration/aa.md > /dev/null
 git status --porcelain -- results

@@ -116,15 +116,17 @@ def test_a_slow_sync_path_is_still_the_sync_path_behind_a_link():
 @pytest.mark.parametrize("job", [0, 1, 2])
 def test_the_models_range_holds_the_time_it_does_not_explain(job):
     """36 buckets of 8 KiB behind a 200 Mbit/s link: the what-if model's step of the run's own
-    configuration is about half the measured one (the per-call cost inside training is not in the
-    on-rank microbenchmark). Its saving's range now holds both ends of that unexplained time; the
-    measured saving of bucket=null, 64-69% (the committed fix runs), lies inside. The old range
-    ended at 57-61%."""
+    configuration was about half the measured one (the per-call cost inside training is not in the
+    on-rank microbenchmark), and its saving's range held both ends of that unexplained time. Since
+    issue 38 the model prices that cost per call from the run's own DDP span (36 calls: more than
+    overlap explains), so the run's own step is explained and the point estimate itself is near the
+    measured saving of bucket=null, 64-69% (the committed fix runs): 63-75% here, each range
+    overlapping 64-69%. The first range (before either) ended at 57-61%."""
     top = named(diagnose(record("buckets", job)))[0]
     assert top["rule"].startswith("bucket_layout")
     s = top["saving"]
-    assert s["source"] == "model" and s["lo"] <= 0.64 and s["hi"] >= 0.64, s
-    assert "misses the measured one" in s["how"]
+    assert s["source"] == "model" and s["lo"] <= 0.69 and s["hi"] >= 0.64, s
+    assert 0.59 <= s["fraction"] <= 0.76, s
 
 
 def test_unexplained_range_is_silent_where_the_model_fits():

@@ -121,7 +121,8 @@ def test_a_hang_across_two_nodes_is_declared_collected_and_ended(tmp_path):
     from diagnosis.hang_benchmark import COMMON
 
     proc = run_train(
-        [*TWO_NODES, *COMMON, "fault.hang=data_sleep", "fault.hang_rank=1"],
+        # hang.after_s=4, not the benchmark's 8: the run waits it out (tests/test_hang_runs.py)
+        [*TWO_NODES, *COMMON, "hang.after_s=4", "fault.hang=data_sleep", "fault.hang_rank=1"],
         tmp_path,
         multirun=True,
         timeout=400,

@@ -123,12 +123,18 @@ def test_grad_ready_probe_in_a_real_two_rank_run_feeds_the_model(tmp_path):
         assert len(m["ready_s"]) == 2 and len(m["backward_s"]) == 2 == len(m["forward_s"])
         for rep, total in zip(m["ready_s"], m["backward_s"]):
             assert all(0 <= t <= total * 1.01 for t in rep)
-    assert g["costs"]["powersgd"]["matrices"] > 0
+    ps = g["costs"]["powersgd"]
+    assert ps["matrices"] > 0
+    # the hook's clone and new error, timed into fresh and into touched memory (issue 38)
+    assert (
+        ps["fresh_bytes"] == 2 * 4 * max(g["numel"]) and ps["fresh_s"][0] > 0 < ps["touched_s"][0]
+    )
     from comm import buckets as bk
     from whatif.api import predict, profile_of
 
     prof = profile_of(rec)
     assert "measured" in prof.params.how
+    assert prof.psgd_alloc.source.startswith("result.grad_ready.costs.powersgd: fresh pages")
     got = [
         b.nbytes
         for b in bk.assign(

@@ -253,7 +253,10 @@ def contention_cost(record, samples: int = DEFAULT_SAMPLES, seed: int = 0) -> di
         return None
     own = _predict(prof, Config.of(prof), Draws(samples, seed))
     free = replace(
-        prof, contention=Contention(Quantity.exact(1.0), Quantity.exact(1.0), "none (what if)")
+        prof,
+        contention=Contention(
+            Quantity.exact(1.0), Quantity.exact(1.0), "none (what if)", c.per_call
+        ),
     )
     p = _predict(free, Config.of(free), Draws(samples, seed), own=own)
     return {**_saved(p), "how": c.how}

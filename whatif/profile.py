@@ -39,6 +39,18 @@ MIN_DUTY_REL = 0.15  # a calibrated contention factor's interval, at least +-15%
 # parts.
 PSGD_PASSES = {"pre": 6, "mid": 1, "post": 4}
 PSGD_PASSES_SHARE = {k: v / sum(PSGD_PASSES.values()) for k, v in PSGD_PASSES.items()}
+# PowerSGD's hook allocates two tensors of its bucket's size every step (the clone kept for the
+# error, and the new error, `input_tensor_cp - input_tensor`), and the step frees the previous ones:
+# at these sizes glibc hands the memory back to the kernel, so every step writes them into fresh
+# pages, each a page fault and the kernel zeroing it. What that costs beyond a write into touched
+# memory, per byte, where the probe did not time it (records before its `fresh_s`): see
+# FRESH_PAGE_S_PER_BYTE_HOW (whatif/calibrate.py).
+FRESH_PAGE_S_PER_BYTE = (0.416e-9, 0.33e-9, 0.53e-9)  # median [range]
+FRESH_PAGE_S_PER_BYTE_HOW = (
+    "calibrated on the 9 PowerSGD runs of results/runs/headline_smoke_auto (loopback, the quiet "
+    "2-core VM; python -m whatif.calibrate fresh_pages results/runs/headline_smoke_auto): their "
+    "median [range]"
+)
 
 
 class ProfileError(ValueError):
@@ -70,6 +82,9 @@ class Contention:
     s_compute: Quantity
     s_comm: Quantity
     how: str
+    # seconds each DDP all-reduce costs in training beyond the microbenchmark's call, where the
+    # run's span asks for more than overlap can explain (calibrate_contention); 0 elsewhere
+    per_call: Quantity = field(default_factory=lambda: Quantity.exact(0.0))
 
 
 @dataclass
@@ -105,6 +120,7 @@ class Profile:
     powersgd_split: dict[
         str, float
     ]  # its shares: pre (compute thread), mid and post (the hook's callbacks)
+    psgd_alloc: Quantity | None  # PowerSGD's fresh pages: one pass over the whole gradient's bytes
     contention: Contention
     link: Link | None  # the run's own ranks (on-rank microbenchmark), None if not measured
     step: Quantity | None  # measured step median
@@ -120,6 +136,7 @@ class Profile:
     )
     threads: int | None = None
     hosts: int = 1
+    core_scaling: tuple[float, float, float] | None = None  # None: whatif.step.CORE_SCALING
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -252,6 +269,7 @@ def from_record(record: Record | dict, path: str = "", model: str | None = None)
         powersgd=psgd,
         powersgd_measured_rank=psgd_rank,
         powersgd_split=psgd_split,
+        psgd_alloc=_fresh_pages(gr, params, r.device or "cpu"),
         contention=Contention(
             Quantity.exact(1.0), Quantity.exact(1.0), "none: not a multi-rank gloo run on CPU"
         ),
@@ -722,6 +740,37 @@ def _costs(
     return copy_in, copy_out, cast, psgd, int(ps.rank or setting(cfg, "optim.rank") or 1), split
 
 
+def _fresh_pages(gr: GradReady | None, params: Params, device: str) -> Quantity | None:
+    """The PowerSGD hook's two per-step allocations of its bucket's size, as one pass over the
+    whole gradient's bytes: what writing into fresh pages costs beyond writing into touched ones.
+    Timed by the probe where the record has it (costs.powersgd.fresh_s against touched_s, the same
+    bytes); else the stated figure (FRESH_PAGE_S_PER_BYTE). On a GPU the caching allocator reuses
+    its blocks: none."""
+    if device != "cpu":
+        return None
+    nbytes = params.total_bytes
+    ps = gr.costs.powersgd if gr is not None and gr.costs is not None else None
+    fresh = getattr(ps, "fresh_s", None) if ps is not None else None
+    touched = getattr(ps, "touched_s", None) if ps is not None else None
+    fb = getattr(ps, "fresh_bytes", None) if ps is not None else None
+    if fresh and touched and fb:
+        per = max(0.0, (_median(fresh) - _median(touched)) / fb)
+        return Quantity.relative(
+            per * nbytes,
+            0.25,
+            f"result.grad_ready.costs.powersgd: fresh pages {per * 1e9:.3g} ns per byte beyond "
+            f"a touched write ({len(fresh)} timing(s) of {fb / 1e6:.3g} MB, +-25% stated)",
+        )
+    v, lo, hi = FRESH_PAGE_S_PER_BYTE
+    return Quantity(
+        v * nbytes,
+        lo * nbytes,
+        hi * nbytes,
+        f"fresh pages {v * 1e9:.3g} [{lo * 1e9:.3g}, {hi * 1e9:.3g}] ns per byte beyond a "
+        f"touched write, not timed in this record: {FRESH_PAGE_S_PER_BYTE_HOW}",
+    )
+
+
 def _compressible(params: Params, shapes, rank: int, min_rate: float) -> int:
     from torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook import _should_compress
 
@@ -746,6 +795,16 @@ def _contention(prof: Profile, r: TrainResult) -> None:
         )
         return
     comm = r.comm
+    if prof.sync == "per_param" and comm is not None and comm.time_s:
+        from whatif.step import calibrate_serial_calls
+
+        got = calibrate_serial_calls(prof, float(comm.time_s))
+        if got is not None:
+            per, how = got
+            prof.contention.per_call = Quantity.relative(
+                per, max(MIN_DUTY_REL, _rel(prof.link.alpha)), "calibrated cost per all-reduce"
+            )
+            prof.notes.append(f"cost per call in training: {how}")
     if (
         prof.sync != "ddp"
         or prof.world_size < 2
@@ -775,7 +834,7 @@ def _contention(prof: Profile, r: TrainResult) -> None:
         under = comm.backward_compute_s
     if not under:
         return
-    s_c, s_m, how = calibrate_contention(
+    s_c, s_m, per_call, how = calibrate_contention(
         prof, compute_under_comm=float(under), comm_span=float(comm.time_s)
     )
     rel_c = max(MIN_DUTY_REL, _rel(prof.backward))
@@ -787,6 +846,11 @@ def _contention(prof: Profile, r: TrainResult) -> None:
             "calibrated all-reduce slow-down beside compute",
         ),
         how,
+        Quantity.relative(
+            per_call, max(MIN_DUTY_REL, _rel(prof.link.alpha)), "calibrated cost per all-reduce"
+        )
+        if per_call > 0
+        else Quantity.exact(0.0),
     )
     prof.notes.append(f"CPU contention (gloo): {how}")
 
@@ -878,6 +942,7 @@ def synthetic(
         powersgd=powersgd,
         powersgd_measured_rank=psgd_rank,
         powersgd_split=dict(PSGD_PASSES_SHARE),
+        psgd_alloc=None,
         contention=Contention(Quantity.exact(1.0), Quantity.exact(1.0), "none modelled (GPU)"),
         link=link,
         step=step,

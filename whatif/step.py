@@ -218,7 +218,10 @@ def plan(prof, cfg: Config) -> Plan:
             ]
         else:
             unc, pb, qb, frac = psgd_info[k]
-            pre = [("psgd_pre", frac)]
+            # the clone kept for the error and the new error: the bucket's bytes in fresh pages (on
+            # CPU; a GPU's caching allocator reuses its blocks)
+            fresh = getattr(prof, "psgd_alloc", None) is not None
+            pre = [("psgd_pre", frac)] + ([("psgd_alloc", share)] if fresh else [])
             segs = [
                 Seg("net", f"all-reduce uncompressed {_mb(unc)}", unc),
                 Seg("net", f"all-reduce P {_mb(pb)}", pb),
@@ -226,6 +229,15 @@ def plan(prof, cfg: Config) -> Plan:
                 Seg("net", f"all-reduce Q {_mb(qb)}", qb),
                 Seg("cpu", "PowerSGD: P Q^T, error feedback", cost="psgd_post", share=frac),
             ]
+            if fresh:
+                segs.append(
+                    Seg(
+                        "cpu",
+                        "PowerSGD: the new error in fresh pages",
+                        cost="psgd_alloc",
+                        share=share,
+                    )
+                )
             serial = True
         out.append(BucketPlan(k, b.nbytes, ready, seen / total, pre, segs, serial))
     if cfg.optim == "powersgd" and psgd_elems is not None:
@@ -475,6 +487,41 @@ def simulate_backward(
     return Backward(compute_end, t, first_launch or 0.0, lane)
 
 
+MIN_CALLS_PER_CALL = 8  # all-reduces a step needs before a longer span is priced per call
+
+
+def calibrate_serial_calls(prof, comm_span: float) -> tuple[float, str] | None:
+    """sync=per_param: its all-reduces run one after another after backward, nothing beside them, so
+    their span less the microbenchmark's time for the same calls is what each call costs more in
+    training (the sync's Python loop, gloo's queue, a thread's wake-up on busy cores): (seconds per
+    call, how), or None with fewer than MIN_CALLS_PER_CALL calls, no longer span, or calls whose
+    microbenchmark time is mostly bytes (then a longer span cannot be told from a link slower per
+    byte in training: VGG11's 531 MB in 22 calls)."""
+    if prof.sync != "per_param" or prof.world_size < 2 or prof.link is None:
+        return None
+    p = prof.params
+    sizes = [ne * es for ne, es in zip(p.numel, p.element_size)]
+    if len(sizes) < MIN_CALLS_PER_CALL:
+        return None
+    point = PointDraws()
+    uniq = sorted(set(sizes))
+    times, _ = link_times(prof.link, prof.world_size, uniq, point)
+    t_of = {s: float(t[0]) for s, t in zip(uniq, times)}
+    alone = sum(t_of[s] for s in sizes)
+    latency = sum(
+        prof.link.time(1, prof.world_size, prof.link.alpha.value, prof.link.busbw.value)
+        for _ in sizes
+    )
+    if comm_span <= alone or latency < 0.5 * alone:
+        return None
+    per = (comm_span - alone) / len(sizes)
+    return per, (
+        f"sync=per_param's {len(sizes)} all-reduces took {comm_span * 1e3:.3g} ms against "
+        f"{alone * 1e3:.3g} ms for the same calls in the microbenchmark: {per * 1e3:.3g} ms more "
+        "per call in training (every call of every configuration pays it)"
+    )
+
+
 def calibrate_contention(prof, compute_under_comm: float, comm_span: float):
     """The two slow-down factors that make the model reproduce this run's own DDP timers:
     compute_under_comm (the last bucket ready, measured with the all-reduces running) and comm_span
@@ -521,6 +568,32 @@ def calibrate_contention(prof, compute_under_comm: float, comm_span: float):
         s_c, ok_c = solve(lambda v, s_m=s_m: run(v, s_m).compute_end, compute_under_comm)
         s_m, ok_m = solve(lambda v, s_c=s_c: span(run(s_c, v)), comm_span)
     r = run(s_c, s_m)
+    per_call = 0.0
+    calls = sum(s.kind == "net" for b in pl.buckets for s in b.segs)
+    if (
+        (not ok_m or s_m >= MAX_SLOWDOWN - 1e-9)
+        and span(r) < 0.98 * comm_span
+        and calls >= MIN_CALLS_PER_CALL
+    ):
+        # the span is longer than overlap can make it: what is left is a cost per all-reduce that
+        # the microbenchmark's calls (alone, after a barrier) did not see: the reducer's launch, the
+        # hook's future, gloo's queue, a thread's wake-up on busy cores. Each of this run's calls
+        # gets an equal share of it. With a few calls it cannot be told from a link slower per byte
+        # in training (a shaped link's burst spent by back-to-back probe steps): nothing is added.
+        base = [row[:] for row in net]
+
+        def with_call(v: float):
+            for k, b in enumerate(pl.buckets):
+                for j, s in enumerate(b.segs):
+                    net[k][j] = base[k][j] + (v if s.kind == "net" else 0.0)
+            return span(run(s_c, s_m))
+
+        lo, hi = 0.0, comm_span / max(calls, 1)
+        for _ in range(50):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if with_call(mid) < comm_span else (lo, mid)
+        per_call = (lo + hi) / 2
+        r = run(s_c, s_m)
     how = (
         f"compute {s_c:.2f}x and all-reduce {s_m:.2f}x slower while both run, calibrated so the "
         "model reproduces "
@@ -548,7 +621,12 @@ def calibrate_contention(prof, compute_under_comm: float, comm_span: float):
             + " could not be calibrated (little or no overlap in this run's own "
             "step): 1 assumed"
         )
-    return s_c, s_m, how
+    if per_call > 0:
+        how += (
+            f"; the rest of the span, {per_call * 1e3:.3g} ms per all-reduce, is a cost per call "
+            "in training beyond the microbenchmark's (each bucket pays it)"
+        )
+    return s_c, s_m, per_call, how
 
 
 # --------------------------------------------------------------------------------------- prediction
@@ -604,14 +682,23 @@ class Prediction:
         }
 
 
+# How compute time follows the cores a rank gets: time x (cores before / cores after) ** e. 1 would
+# be perfect scaling, a best case: one rank with both cores of the 2-core VM ran 5-38% slower than
+# that in every committed loopback record (small batches, memory-bound layers). Median [range] of
+# the 10 one-rank runs among the loopback records of results/whatif/validation_committed, each
+# predicted from its 2-rank source (python -m whatif.calibrate core_scaling <those dirs>); the
+# emulated-link validation's one-rank rows are not in it.
+CORE_SCALING = (0.577, 0.298, 0.922)
+
+
 def cpu_share(prof, cfg: Config) -> Quantity:
     """Compute time per rank when a CPU host holds another number of ranks: each rank gets
     min(threads, cores / ranks on its host) cores, and compute takes (cores before / cores after) **
-    e as long, e in [0.7, 1] (1: perfect scaling; stated). Ranks per host: as the configuration says
-    (ranks_per_host), else a single-host run keeps its one host (more ranks share it; an emulated
-    link too) unless a network link is named (then, as a multi-host run, it keeps its ranks per
-    host: more hosts). The local launcher gives several ranks one thread each, one rank every
-    core."""
+    e as long (CORE_SCALING: calibrated; 1 would be perfect scaling). Ranks per host: as the
+    configuration says (ranks_per_host), else a single-host run keeps its one host (more ranks
+    share it; an emulated link too) unless a network link is named (then, as a multi-host run, it
+    keeps its ranks per host: more hosts). The local launcher gives several ranks one thread each,
+    one rank every core."""
     if prof.device != "cpu" or not prof.cores:
         return Quantity.exact(1.0, "same ranks per host")
     per_src = math.ceil(prof.world_size / prof.hosts)
@@ -628,13 +715,15 @@ def cpu_share(prof, cfg: Config) -> Quantity:
     c_src = min(threads_src, prof.cores / per_src)
     c_tgt = min(threads_tgt, prof.cores / per_tgt)
     f = c_src / c_tgt
-    lo, hi = sorted((f, f**0.7))
+    e, e_lo, e_hi = getattr(prof, "core_scaling", None) or CORE_SCALING
+    lo, hi = sorted((f**e_lo, f**e_hi))
     return Quantity(
-        f,
+        f**e,
         lo,
         hi,
         f"CPU cores per rank {c_src:g} -> {c_tgt:g} ({per_src} -> {per_tgt} ranks on "
-        f"{prof.cores} cores)",
+        f"{prof.cores} cores), compute time x (cores before / after) ** {e:.3g} "
+        f"[{e_lo:.3g}, {e_hi:.3g}]",
     )
 
 
@@ -652,15 +741,18 @@ def _inputs(prof, cfg: Config, draws) -> dict[str, np.ndarray]:
         "cast_fp16": g("cast_fp16", prof.cast["fp16"]),
         "s_c": g("s_c", prof.contention.s_compute),
         "s_m": g("s_m", prof.contention.s_comm),
+        "per_call": g("per_call", prof.contention.per_call),
     }
     psgd = g("psgd", _psgd_cost(prof, cfg))
     for part, share in prof.powersgd_split.items():
         d[f"psgd_{part}"] = psgd * share
+    alloc = getattr(prof, "psgd_alloc", None)
+    d["psgd_alloc"] = g("psgd_alloc", alloc) if alloc is not None else d["data"] * 0.0
     share = cpu_share(prof, cfg)
     if share.value != 1.0 or share.has_interval:
         f = g(f"cpu_share:{cfg.world_size}", share)
         for k in list(d):
-            if k not in ("s_c", "s_m"):
+            if k not in ("s_c", "s_m", "per_call"):
                 d[k] = d[k] * f
     return d
 
@@ -752,6 +844,8 @@ def _evaluate(prof, cfg: Config, draws, timeline: bool = False) -> _Eval:
             if n > 1
             else ([zero] * len(sizes), [zero + 1] * len(sizes))
         )
+        # DDP's cost per call in training beyond the microbenchmark's (calibrate_contention)
+        times = [t + x["per_call"] for t in times] if n > 1 else times
         t_of, d_of = dict(zip(sizes, times)), dict(zip(sizes, duties))
         copy_in = x["copy_in"] if pl.copy_in else zero
         copy_out = x["copy_out"] if pl.copy_out else zero
@@ -783,9 +877,15 @@ def _evaluate(prof, cfg: Config, draws, timeline: bool = False) -> _Eval:
         if cfg.optim in ("bf16", "fp16"):
             compression = x[f"cast_{cfg.optim}"]
         elif cfg.optim == "powersgd":
-            compression = sum(x[f"psgd_{p}"] for p in prof.powersgd_split)
+            compression = sum(x[f"psgd_{p}"] for p in prof.powersgd_split) + 2 * x["psgd_alloc"]
         step = K * micro + (K - 1) * x["backward"] + bwd + copy_out + x["optimizer"]
         compute = K * micro + K * x["backward"] + copy_in + copy_out + x["optimizer"]
+        alloc = getattr(prof, "psgd_alloc", None)
+        if cfg.optim == "powersgd" and alloc is not None:
+            notes.append(
+                f"PowerSGD's clone and new error, 2 x {prof.params.total_bytes / 1e6:.4g} MB a "
+                f"step in fresh pages: {2 * alloc.value * 1e3:.3g} ms ({alloc.source})"
+            )
         if cfg.optim == "powersgd" and prof.powersgd is None:
             notes.append(
                 "PowerSGD's compute is not in this record (no grad_ready probe): left out, so this "
@@ -811,7 +911,9 @@ def _evaluate(prof, cfg: Config, draws, timeline: bool = False) -> _Eval:
             uniq = sorted(set(sizes))
             times, _ = link_times(link, n, uniq, draws)
             t_of = dict(zip(uniq, times))
-            comm = sum(t_of[s] for s in sizes)
+            # the cost per call in training beyond the microbenchmark's (calibrate_contention;
+            # sync=per_param: calibrate_serial_calls)
+            comm = sum(t_of[s] + x["per_call"] for s in sizes)
             if cfg.sync == "flat":
                 extra = x["copy_in"] + x["copy_out"]
         step = K * (micro + x["backward"]) + extra + comm + x["optimizer"]

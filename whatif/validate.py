@@ -8,7 +8,8 @@ optim=none, DDP's default or 25 MB buckets, accumulate=1, no gradient_as_bucket_
 link, the smallest world size of at least 2), and every other run of the group is predicted from
 it. Per row: the measured and the predicted step with their 95% intervals, the error and whether
 the interval holds the measurement; then the MAPE, the worst row and the intervals' coverage. The
-goal (issue 24): MAPE <= 5%, no row worse than 15%, coverage 95% +- 5 points.
+goal (issues 24 and 38): MAPE <= 5%, no row worse than 15%, coverage of the 95% intervals 90-98%
+(100% says the intervals are wider than the model's errors need).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from whatif.profile import ProfileError, from_record
 from whatif.quantity import Draws, Quantity
 from whatif.step import Config, changed, predict
 
-GOAL_MAPE, GOAL_WORST, GOAL_COVERAGE = 0.05, 0.15, 0.95
+GOAL_MAPE, GOAL_WORST, GOAL_COVERAGE = 0.05, 0.15, (0.90, 0.98)
 
 
 @dataclass
@@ -146,11 +147,14 @@ def run_to_run(members: list) -> tuple[float | None, int]:
     for _, rec in members:
         step = rec.result.step_time_s if rec.result is not None else None
         med = step.median if step is not None else None
-        if med and med > 0:
-            link = link_of(rec)
+        if not (med and med > 0):
+            continue
+        link = link_of(rec)
+        # the link's rate, not its whole env.link block: that holds each run's own check (its
+        # measured rate and round trip), which made every run of a shaped link its own configuration
         by.setdefault(
             json.dumps(
-                [knobs(rec), link.to_dict() if link is not None else None],
+                [knobs(rec), link.rate_bit_s if link is not None else None],
                 sort_keys=True,
                 default=str,
             ),
@@ -163,6 +167,40 @@ def run_to_run(members: list) -> tuple[float | None, int]:
             ss += sum((x - m) ** 2 for x in xs)
             df += len(xs) - 1
     return (math.sqrt(ss / df), df) if df >= 2 else (None, df)
+
+
+def target_config(prof, base: Config, rec: Record) -> Config:
+    """The model's configuration of a target run: its knobs, and the emulated link it ran behind
+    (over the source's own ranks as the host floor)."""
+    cfg = changed(base, knobs(rec))
+    link = link_of(rec)
+    if link is not None:
+        from dataclasses import replace
+
+        cfg = replace(
+            cfg,
+            link=emulated(link.rate_bit_s / 1e9, prof.link),
+            link_name=f"emulated {link.rate_bit_s / 1e9:g} Gbit/s",
+        )
+    return cfg
+
+
+def groups_of(paths: list[str | Path]) -> tuple[dict[tuple, list], list[str]]:
+    """The finished task=train records under the paths by workload, and what was skipped (why)."""
+    from base.record import RecordError, find_records
+
+    skipped, groups = [], {}
+    for p in find_records(*paths):
+        try:
+            rec = Record.read(p)
+        except (RecordError, OSError, ValueError) as e:
+            skipped.append(f"{p}: unreadable ({e})")
+            continue
+        if rec.task != "train" or rec.status != "ok":
+            skipped.append(f"{p}: task={rec.task} status={rec.status} (not a finished train run)")
+            continue
+        groups.setdefault(workload(rec), []).append((str(p), rec))
+    return groups, skipped
 
 
 # ----------------------------------------------------------------------------------------- validate
@@ -231,16 +269,7 @@ def validate(
                 out.skipped.append(f"{p}: no step time")
                 continue
             try:
-                cfg = changed(base, knobs(rec))
-                link = link_of(rec)
-                if link is not None:
-                    from dataclasses import replace
-
-                    cfg = replace(
-                        cfg,
-                        link=emulated(link.rate_bit_s / 1e9, prof.link),
-                        link_name=f"emulated {link.rate_bit_s / 1e9:g} Gbit/s",
-                    )
+                cfg = target_config(prof, base, rec)
                 pred = predict(prof, cfg, draws)
             except (ValueError, KeyError, ProfileError) as e:
                 out.skipped.append(f"{p}: not predicted ({e})")
@@ -293,8 +322,8 @@ def markdown(v: Validation, command: str) -> str:
             f"{'met' if abs(worst.error) <= GOAL_WORST else 'MISSED'})",
             f"- coverage of the 95% prediction intervals: {100 * cov[0]:.0f}% [{100 * cov[1]:.0f}, "
             f"{100 * cov[2]:.0f}] "
-            f"(Wilson 95%) of {len(v.rows)} rows (goal 95% +- 5 points: "
-            f"{'met' if abs(cov[0] - GOAL_COVERAGE) <= 0.05 else 'MISSED'})",
+            f"(Wilson 95%) of {len(v.rows)} rows (goal 90-98%: "
+            f"{'met' if GOAL_COVERAGE[0] <= cov[0] <= GOAL_COVERAGE[1] else 'MISSED'})",
             "",
             "| workload | rows | MAPE | worst | coverage |",
             "|---|---|---|---|---|",

@@ -60,7 +60,17 @@ class Step:
 
 class Attach:
     """Installed in one rank for the script's run. warmup: steps skipped; steps: steps measured
-    after them; max_steps: where every rank stops (None: the script's own end)."""
+    after them; max_steps: where every rank stops (None: the script's own end).
+
+    The attach cost's budget is 2% of a step (0.24 ms of a 12 ms CPU step), so the hooks read the
+    clock, append a tuple and leave: no closure wrapped per call, no pytree walk where the batch or
+    the output is a tensor or a flat tuple of them, no attribute set on the module (nn.Module's
+    __setattr__). Once the window is over (at the next forward with gradients or batch), what only
+    times goes: the optimizer pre-hook and the loader's and Tensor.to's patches are removed, the
+    DDP forward hooks return at once (removing a hook from a module torch.compile traced would
+    recompile it); the script runs on with an optimizer-step counter, a forward that marks a step
+    open (several optimizers in one iteration stay one step) and, with script.max_steps, the stop
+    checks."""
 
     def __init__(self, cfg, device, rank: int, ours=None, progress: dict | None = None):
         """ours(): a context in which this project's modules are the ones imported
@@ -70,6 +80,8 @@ class Attach:
         self.cfg, self.rank, self.ours = cfg, rank, ours or nullcontext
         self.progress = progress if progress is not None else {}  # what an interrupted run records
         self.clock = Clock(device)
+        # the host clock itself on CPU: one call a mark, not three
+        self.mark = time.perf_counter if self.clock.device.kind == "cpu" else self.clock.device.mark
         self.warmup, self.window = int(cfg.warmup_steps), int(cfg.steps)
         self.max_steps = cfg.script.max_steps
         self.steps_done = 0  # optimizer steps the script took (each rank counts its own)
@@ -83,7 +95,13 @@ class Attach:
         self.wall0 = self.wall1 = None
         self._undo: list = []
         self._pending = set()  # modules inside a forward (a model wrapped twice nests them)
+        self._fwd: dict[int, object] = {}  # id(DDP module) -> its forward's start mark
         self._batch: set[int] = set()  # ids of the host tensors of the window's last batch
+        # the window's own hook and patches (removed once it is over)
+        self._window_hooks: list = []
+        self._window_patches: dict[str, object] = {}
+        self.over = False  # the window is complete: its hooks go at the next forward or batch
+        self.retired = False  # they are gone
         # host seconds spent in this module's hooks (the real calls they wrap left out), and in the
         # comm futures' callbacks (gloo's thread): the attach cost's micro route, per step
         self.own_s = self.own_thread_s = 0.0
@@ -95,40 +113,46 @@ class Attach:
             register_optimizer_step_pre_hook,
         )
 
-        self._undo.append(register_optimizer_step_pre_hook(self._own(self._opt_pre)).remove)
-        self._undo.append(register_optimizer_step_post_hook(self._own(self._opt_post)).remove)
+        self._window_hooks.append(register_optimizer_step_pre_hook(self._opt_pre))
+        self._undo.append(register_optimizer_step_post_hook(self._opt_post).remove)
         self._patch(DistributedDataParallel, "__init__", self._ddp_init)
         self._real_register = DistributedDataParallel.register_comm_hook
         self._patch(DistributedDataParallel, "register_comm_hook", self._register_comm_hook)
-        self._patch(dataloader._BaseDataLoaderIter, "__next__", self._next)
-        self._patch(torch.Tensor, "to", self._copy)
-        self._patch(torch.Tensor, "cuda", self._copy)
+        self._patch(dataloader._BaseDataLoaderIter, "__next__", self._next, window=True)
+        self._patch(torch.Tensor, "to", self._copy, window=True)
+        self._patch(torch.Tensor, "cuda", self._copy, window=True)
         if self.warmup == 0:
             self._begin_window(self.clock.mark())
         return self
 
     def uninstall(self) -> None:
+        self._retire()
         while self._undo:
             self._undo.pop()()
 
-    def _own(self, hook):
-        """hook, its host time added to own_s: two clock reads a call (~0.1 us), inside the
-        sum."""
-
-        @functools.wraps(hook)
-        def timed(*args, **kwargs):
-            t = time.perf_counter()
-            try:
-                return hook(*args, **kwargs)
-            finally:
-                self.own_s += time.perf_counter() - t
-
-        return timed
-
-    def _patch(self, owner, name: str, make) -> None:
+    def _patch(self, owner, name: str, make, window: bool = False) -> None:
         real = getattr(owner, name)
         setattr(owner, name, make(real))
-        self._undo.append(lambda: setattr(owner, name, real))
+
+        def undo():
+            setattr(owner, name, real)
+
+        self._undo.append(undo)
+        if window:
+            self._window_patches[name] = undo
+
+    def _retire(self) -> None:
+        """The window is over: its timing hook and patches go (never while torch walks the
+        optimizer's hooks: this runs from a DDP forward pre-hook or the loader's __next__)."""
+        if self.retired:
+            return
+        self.retired, self.over = True, False
+        self._pending.clear()
+        while self._window_hooks:
+            self._window_hooks.pop().remove()
+        for name, undo in self._window_patches.items():
+            if name != "__next__" or self.max_steps is None:  # the batch stop check stays
+                undo()
 
     @property
     def in_window(self) -> bool:
@@ -136,7 +160,9 @@ class Attach:
 
     # ---- the step boundary: the optimizer
     def _opt_pre(self, optimizer, args, kwargs) -> None:
-        self._opt_start = self.clock.mark() if self.in_window or self._closing_last() else None
+        t = time.perf_counter()
+        self._opt_start = self.mark() if self.current is not None or self._closing_last() else None
+        self.own_s += time.perf_counter() - t
 
     def _closing_last(self) -> bool:
         return (
@@ -147,15 +173,20 @@ class Attach:
         )
 
     def _opt_post(self, optimizer, args, kwargs) -> None:
-        end = self.clock.mark()
+        if self.retired:  # after the window: the step count only
+            if self.open:
+                self.open = False
+                self.steps_done += 1
+            return
+        t = time.perf_counter()
+        end = self.mark()
         start = getattr(self, "_opt_start", None)
-        if (
-            not self.open
-        ):  # another optimizer of the step just ended (or one stepped with no forward)
+        if not self.open:  # another optimizer of the step just ended (or one stepped, no forward)
             if self.measured and self.measured[-1].index == self.steps_done and start is not None:
                 last = self.measured[-1]
                 last.spans.append(("optimizer", start, end))
                 last.end = end
+            self.own_s += time.perf_counter() - t
             return
         self.open = False
         self.steps_done += 1
@@ -168,13 +199,16 @@ class Attach:
             if start is not None:
                 step.spans.append(("optimizer", start, end))
             step.end = end
+            self.own_s += time.perf_counter() - t
             step.tool_s = self.own_s + self.own_thread_s - step.own0
             self.measured.append(step)
             self.current = None
             if self.steps_done >= self.warmup + self.window:
                 self._end_window()
+            t = time.perf_counter()
         if self.warmup <= self.steps_done < self.warmup + self.window:
             self._begin_window(end)
+        self.own_s += time.perf_counter() - t
 
     def _begin_window(self, start) -> None:
         if self.cpu0 is None:
@@ -185,6 +219,7 @@ class Attach:
     def _end_window(self) -> None:
         with self.ours():
             self.cpu1, self.wall1 = cpu_usage(since=self.cpu0), time.time()
+        self.over = True
 
     def _maybe_stop(self) -> None:
         if self.max_steps is not None and self.steps_done >= self.max_steps and not self.open:
@@ -199,18 +234,16 @@ class Attach:
             attach._maybe_stop()
             step = attach.current
             if step is None:
+                if attach.over:
+                    attach._retire()
                 return real(it)
             t0 = time.perf_counter()
-            a = attach.clock.mark()
+            a = attach.mark()
             t1 = time.perf_counter()
             out = real(it)
             t2 = time.perf_counter()
-            step.spans.append(("data", a, attach.clock.mark()))
-            attach._batch = {
-                id(t)
-                for t in torch.utils._pytree.tree_leaves(out)
-                if isinstance(t, torch.Tensor) and t.device.type == "cpu"
-            }
+            step.spans.append(("data", a, attach.mark()))
+            attach._batch = host_tensor_ids(out)
             attach.own_s += time.perf_counter() - t2 + t1 - t0
             return out
 
@@ -232,12 +265,12 @@ class Attach:
             ):
                 return real(t, *args, **kwargs)
             t0 = time.perf_counter()
-            step, a = attach.current, attach.clock.mark()
+            step, a = attach.current, attach.mark()
             t1 = time.perf_counter()
             out = real(t, *args, **kwargs)
             t2 = time.perf_counter()
             if attach.clock.device.is_transfer(t, out):
-                step.spans.append(("h2d", a, attach.clock.mark()))
+                step.spans.append(("h2d", a, attach.mark()))
             attach.own_s += time.perf_counter() - t2 + t1 - t0
             return out
 
@@ -285,8 +318,8 @@ class Attach:
             ),
         }
         self.ddps.append(info)
-        ddp.register_forward_pre_hook(self._own(self._forward_pre))
-        ddp.register_forward_hook(self._own(self._forward_post))
+        ddp.register_forward_pre_hook(self._forward_pre)
+        ddp.register_forward_hook(self._forward_post)
         state, hook = self._config_hook(ddp)
         timed = TimedHook(self, state, hook, info, ddp)
         self.timed.append(timed)
@@ -296,7 +329,7 @@ class Attach:
     def _config_hook(self, ddp):
         """optim='s hook (conf/optim: its _target_ gives (state, hook)), else allreduce_hook: DDP's
         own sum / world size, through the hook path so that each bucket's start and end can be
-        seen."""
+        seen (TimedHook runs it with one future callback, not allreduce_hook's two)."""
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
         if self.cfg.optim.get("_target_"):
@@ -331,68 +364,120 @@ class Attach:
 
     def _forward_pre(self, module, args):
         self._maybe_stop()
-        if torch.is_grad_enabled():
+        if self.retired:  # after the window: a step is open at a forward with gradients
+            if torch.is_grad_enabled():
+                self.open = True
+            return
+        t = time.perf_counter()
+        grad = torch.is_grad_enabled()
+        if grad:
             self.open = True
-        if self.current is not None and torch.is_grad_enabled() and not self._pending:
-            first = next(
-                (
-                    t
-                    for t in torch.utils._pytree.tree_leaves((args,))
-                    if isinstance(t, torch.Tensor) and t.dim() > 0
-                ),
-                None,
-            )
-            self.current.samples += int(first.shape[0]) if first is not None else 0
-        self._pending.add(id(module))
+            if self.over:
+                self._retire()
+                return
+        step = self.current
         # a forward without gradients (evaluation through the DDP module) is the script's own code:
         # outside
-        module._ddp_comm_fwd = (
-            self.clock.mark() if self.current is not None and torch.is_grad_enabled() else None
-        )
+        if step is not None and grad:
+            if not self._pending:
+                first = args[0] if args and isinstance(args[0], torch.Tensor) else None
+                if first is None or first.dim() == 0:
+                    first = next(
+                        (
+                            x
+                            for x in torch.utils._pytree.tree_leaves((args,))
+                            if isinstance(x, torch.Tensor) and x.dim() > 0
+                        ),
+                        None,
+                    )
+                if first is not None and first.dim() > 0:
+                    step.samples += int(first.shape[0])
+            self._fwd[id(module)] = self.mark()
+        self._pending.add(id(module))
+        self.own_s += time.perf_counter() - t
 
     def _forward_post(self, module, args, output):
-        self._pending.discard(id(module))
-        step, start = self.current, getattr(module, "_ddp_comm_fwd", None)
-        if step is None or start is None:
+        if self.retired:
             return None
-        step.spans.append(("forward", start, self.clock.mark()))
-        if (
-            torch.is_grad_enabled() and not self._pending
-        ):  # the outermost DDP: its output's gradient starts backward
-            first = next(
-                (
-                    t
-                    for t in torch.utils._pytree.tree_leaves(output)
-                    if isinstance(t, torch.Tensor) and t.requires_grad
-                ),
-                None,
-            )
-            if first is not None:
-                first.register_hook(self._own(functools.partial(self._backward_start, step)))
+        t = time.perf_counter()
+        self._pending.discard(id(module))
+        step, start = self.current, self._fwd.pop(id(module), None)
+        if step is not None and start is not None:
+            step.spans.append(("forward", start, self.mark()))
+            if not self._pending:  # the outermost DDP: its output's gradient starts backward
+                first = (
+                    output
+                    if isinstance(output, torch.Tensor)
+                    else next(
+                        (
+                            x
+                            for x in torch.utils._pytree.tree_leaves(output)
+                            if isinstance(x, torch.Tensor) and x.requires_grad
+                        ),
+                        None,
+                    )
+                )
+                if first is not None and first.requires_grad:
+                    first.register_hook(self._backward_start)
+        self.own_s += time.perf_counter() - t
         return None
 
-    def _backward_start(self, step: Step, grad):
-        a = self.clock.mark()
+    def _backward_start(self, grad):
+        t = time.perf_counter()
+        step = self.current
+        if step is None:
+            return None
+        a, mark = self.mark(), self.mark
         engine = torch.autograd.Variable._execution_engine
 
         def compute_done():  # before DDP's own final callback, queued later in this backward
-            b = self.clock.mark()
+            t0 = time.perf_counter()
+            b = mark()
             step.spans.append(("backward", a, b))
-            engine.queue_callback(
-                self._own(lambda: step.spans.append(("sync", b, self.clock.mark())))
-            )
 
-        engine.queue_callback(self._own(compute_done))
+            def sync_done():  # after DDP's: its wait for the all-reduces is the exposed comm
+                t1 = time.perf_counter()
+                step.spans.append(("sync", b, mark()))
+                self.own_s += time.perf_counter() - t1
+
+            engine.queue_callback(sync_done)
+            self.own_s += time.perf_counter() - t0
+
+        engine.queue_callback(compute_done)
+        self.own_s += time.perf_counter() - t
         return None
+
+
+def host_tensor_ids(batch) -> set[int]:
+    """The ids of a loader batch's host tensors: a tensor or a flat tuple / list of them read
+    directly, anything else through torch's pytree."""
+    if isinstance(batch, torch.Tensor):
+        leaves = (batch,)
+    elif type(batch) in (tuple, list) and all(isinstance(t, torch.Tensor) for t in batch):
+        leaves = batch
+    else:
+        leaves = torch.utils._pytree.tree_leaves(batch)
+    return {id(t) for t in leaves if isinstance(t, torch.Tensor) and t.is_cpu}
+
+
+def _first(fut):
+    """allreduce_hook's result: the all-reduced bucket, the work's one tensor."""
+    return fut.value()[0]
 
 
 class TimedHook:
     """The one comm hook each DDP gets: the script's own (or optim='s, or allreduce_hook) inside,
-    each bucket's start and end marked into the step in flight."""
+    each bucket's start and end marked into the step in flight.
+
+    Where the script asks for no hook, DDP's built-in (the bucket divided by the world size, then
+    all-reduced, in C++) is done here as allreduce_hook does it, with the process group's own
+    allreduce and one future callback that both ends the bucket's mark and returns its tensor:
+    allreduce_hook's own callback, and a second for the mark, would be two GIL round trips a bucket
+    in gloo's thread."""
 
     def __init__(self, attach: Attach, state, hook, info: dict, ddp=None):
         self.attach, self.state, self.hook, self.info = attach, state, hook, info
-        # DDP's own all-reduce, through allreduce_hook for the tool's sake (no hook asked for)
+        # DDP's own all-reduce, through a hook for the tool's sake (no hook asked for)
         self.substituted = not attach.cfg.optim.get("_target_")
         # the bucket layout the window saw: bucket index -> its parameters (indices into
         # self.grads); DDP rebuilds its buckets once, at the end of the first iteration, so steps 1
@@ -413,32 +498,47 @@ class TimedHook:
             "element_size": [p.element_size() for _, p in named],
         }
 
+    def allreduce(self, buffer):
+        """DDP's built-in all-reduce of one bucket, its future's value still the work's list (a
+        complex bucket goes through allreduce_hook, which views it as real)."""
+        group = self.state if self.state is not None else dist.group.WORLD
+        if buffer.is_complex():
+            return None
+        buffer.div_(group.size())
+        return group.allreduce([buffer]).get_future()
+
     @staticmethod
     def call(timed: "TimedHook", bucket):
-        step = timed.attach.current
+        attach = timed.attach
+        step = attach.current
         if step is None:
+            if timed.substituted:
+                fut = timed.allreduce(bucket.buffer())
+                if fut is not None:
+                    return fut.then(_first)
             return timed.hook(timed.state, bucket)
-        attach, t0 = timed.attach, time.perf_counter()
-        clock = attach.clock
-        a = clock.mark()
+        t0 = time.perf_counter()
+        mark = attach.mark
+        a = mark()
         buffer, index = bucket.buffer(), bucket.index()
         nbytes = buffer.numel() * buffer.element_size()
         if step.index <= 2 or index not in timed.layout:
             timed.layout[index] = [timed.where.get(id(p), -1) for p in bucket.parameters()]
         t1 = time.perf_counter()
-        fut = timed.hook(timed.state, bucket)
-        # the hook the script (or optim=) asked for is theirs, and left out; allreduce_hook in
-        # place of DDP's built-in all-reduce is kept apart (substituted_s): the built-in does the
-        # same division and all-reduce in C++, so its whole call bounds the substitution's cost
+        # the hook the script (or optim=) asked for is theirs, and left out; the all-reduce in
+        # place of DDP's built-in is kept apart (substituted_s): the built-in does the same division
+        # and all-reduce in C++, so this call bounds the substitution's cost
+        raw = timed.allreduce(buffer) if timed.substituted else None
+        fut = raw if raw is not None else timed.hook(timed.state, bucket)
         t2 = time.perf_counter()
         if timed.substituted:
             step.substituted_s += t2 - t1
 
         def done(f):
             t = time.perf_counter()
-            step.comm.append((a, clock.mark(), nbytes, index, timed))
+            step.comm.append((a, mark(), nbytes, index, timed))
             attach.own_thread_s += time.perf_counter() - t
-            return f.value()
+            return f.value()[0] if raw is not None else f.value()
 
         out = fut.then(done)
         attach.own_s += time.perf_counter() - t2 + t1 - t0

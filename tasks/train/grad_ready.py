@@ -199,6 +199,7 @@ def _powersgd(grads, rank: int, min_rate: float, scratch, dev) -> dict:
     )
 
     mats = []
+    cpu = grads[0].device.type == "cpu"
     biggest = max(g.numel() for g in grads)
     error = torch.zeros(biggest, dtype=grads[0].dtype, device=grads[0].device)
     gen = torch.Generator(device="cpu").manual_seed(0)
@@ -255,4 +256,31 @@ def _powersgd(grads, rank: int, min_rate: float, scratch, dev) -> dict:
         "min_compression_rate": min_rate,
         **parts,
         "s": total,
+        **(_fresh(max(grads, key=torch.numel).reshape(-1), scratch, error, dev) if cpu else {}),
+    }
+
+
+def _fresh(g, scratch, error, dev) -> dict:
+    """The hook's two allocations a step (input_tensor.clone() and input_tensor_cp - input_tensor,
+    each its bucket's size) land in fresh pages on CPU: the step frees the previous ones, and glibc
+    hands large blocks back to the kernel, which faults in and zeroes every page again. The probe's
+    parts above write into touched buffers, so this times the same two writes both ways, on the
+    largest gradient; the model prices the difference per byte of every bucket."""
+    n = g.numel()
+    s, e = scratch[:n], error[:n]
+
+    def fresh():
+        cp = g.clone()
+        del cp  # freed before the next, as the step frees the clone before the next bucket's
+        diff = g - s
+        del diff
+
+    def touched():
+        s.copy_(g)
+        torch.sub(g, s, out=e)
+
+    return {
+        "touched_s": _timed(touched, dev),
+        "fresh_s": _timed(fresh, dev),
+        "fresh_bytes": 2 * n * g.element_size(),
     }
