@@ -48,6 +48,8 @@ def lag1(values) -> float | None:
     x = np.asarray(values, dtype=float).ravel()
     if x.size < 3:
         return None
+    if np.ptp(x) == 0:  # a constant series: its mean's rounding residue would correlate perfectly
+        return 0.0
     d = x - x.mean()
     den = float((d * d).sum())
     return float((d[1:] * d[:-1]).sum() / den) if den > 0 else 0.0

@@ -64,3 +64,13 @@ def test_batch_median_texts_and_fields():
     assert (
         full["method"] == "batch medians: 5 consecutive batches, t interval on their medians (df 4)"
     )
+
+
+def test_lag1_of_a_constant_series_is_zero_not_its_rounding_residue():
+    # 0.1 ten times: the mean differs from each value by one rounding step, the same sign every
+    # time, which the plain estimator reads as r = 0.9 (a run of equal block rates, n_eff 0.3)
+    from stats.within import effective_size, lag1
+
+    assert lag1([0.1] * 10) == 0.0
+    assert lag1([1 / 3] * 7) == 0.0
+    assert effective_size([0.1] * 10) == pytest.approx(10 * (6 / 7) / (8 / 7))
