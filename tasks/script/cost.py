@@ -53,9 +53,9 @@ CASES = {
     "eval_checkpoint": ("examples/eval_checkpoint.py", ["--every", "5", "--steps", "106"], 5, 100),
     "vgg11_224": (
         "tasks/script/cost_cases/vgg11_224.py",
-        ["--steps", "7", "--batch-size", "2"],
+        ["--steps", "18", "--batch-size", "2"],
         2,
-        4,
+        15,
     ),
 }
 DEFAULT = ("plain_ddp", "accumulate_amp", "eval_checkpoint")
