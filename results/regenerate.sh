@@ -11,7 +11,7 @@ for f in results/runs/*/diagnosis.txt; do
 done
 grep -rh "regenerate with" results/tables --include=report.md | sed 's/.*regenerate with `//; s/`\.$//' |
   while read -r cmd; do eval "$cmd" > /dev/null; done
-python -m diagnosis.benchmark --table results/diagnosis_benchmark > /dev/null
+python -m diagnosis.benchmark --table results/diagnosis_benchmark > /dev/null || [ $? = 1 ]  # 1: a goal missed
 python -m diagnosis.benchmark --table results/diagnosis_benchmark_script > /dev/null
 python -m tasks.script.cost --table results/script_cost
 python -m tasks.script.cost --table results/script_cost/vgg11_224
