@@ -137,6 +137,19 @@ def close_group() -> None:
     dist.destroy_process_group()
 
 
+@pytest.fixture
+def one_rank_group(tmp_path):
+    """An in-process gloo group of one rank (a file store under the test's tmp_path), closed after
+    the test."""
+    import torch.distributed as dist
+
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+    )
+    yield
+    close_group()
+
+
 _CURRENT: list = []  # the test running now (set by _current_test), for _starts_processes
 
 

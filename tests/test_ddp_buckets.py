@@ -5,25 +5,14 @@ after the first step at any world size."""
 
 from __future__ import annotations
 
-import pytest
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 from omegaconf import OmegaConf
 
 from tasks.train.ddp import DDPSync, bucket_caps
-from tests.conftest import close_group
 
 MIB = 1 << 20
-
-
-@pytest.fixture
-def one_rank_group(tmp_path):
-    dist.init_process_group(
-        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
-    )
-    yield
-    close_group()
 
 
 def built(bucket):

@@ -4,7 +4,6 @@ violations are caught."""
 
 import pytest
 import torch
-import torch.distributed as dist
 import torch.nn as nn
 from omegaconf import OmegaConf
 
@@ -13,7 +12,6 @@ from device.fake import FakeDevice, HostSyncError, StreamRuleError
 from device.placement import Placement
 from tasks.train.h2d import NonBlockingFeeder, SideStreamFeeder, make_feeder, window_sync_check
 from tasks.train.timing import PhaseTimer
-from tests.conftest import close_group
 
 
 def host_batches(n=10):
@@ -201,15 +199,6 @@ def test_make_feeder_copies_on_the_fake_and_not_on_cpu():
     assert make_feeder("side_stream", device_layer.Device(), iter([])).copies is False
     with FakeDevice() as dev:
         assert isinstance(make_feeder("side_stream", dev, iter([])), SideStreamFeeder)
-
-
-@pytest.fixture
-def one_rank_group(tmp_path):
-    dist.init_process_group(
-        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
-    )
-    yield
-    close_group()
 
 
 def ddp_cfg(**over):

@@ -13,7 +13,6 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-import torch.distributed as dist
 import torch.nn as nn
 from omegaconf import OmegaConf
 from torch.nn.parallel import DistributedDataParallel
@@ -22,16 +21,6 @@ from torch.utils.data import DataLoader, TensorDataset, dataloader
 
 from tasks.script import attach as attach_mod
 from tasks.script import runner
-from tests.conftest import close_group
-
-
-@pytest.fixture
-def one_rank_group(tmp_path):
-    dist.init_process_group(
-        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
-    )
-    yield
-    close_group()
 
 
 def _cfg(warmup: int, steps: int, max_steps=None):
