@@ -111,7 +111,11 @@ FAST_TESTS = {
         "tests/test_mutation_kill_stragglers.py",
     ],
     "whatif/step.py": ["tests/test_whatif.py"],
-    "tables/aggregate.py": ["tests/test_trust_table.py", "tests/test_results_table.py"],
+    "tables/aggregate.py": [
+        "tests/test_trust_table.py",
+        "tests/test_results_table.py",
+        "tests/test_mutation_kill_aggregate.py",
+    ],
 }
 
 # what the covered modules import inside functions, slow to import (scipy.stats: seconds): the judge
