@@ -1,0 +1,201 @@
+"""The run-level statistics (stats/runs.py) written out by hand: geometric means, t intervals from
+scipy's own quantile, Welch's degrees of freedom, the paired and the AB/BA crossover estimators,
+the repeats plan's smallest R, on hand-made logs. The mutation run's targeted tests for the module
+(docs/testing.md "Mutation testing")."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as st
+
+from stats import runs
+from stats.verdict import NO_VERDICT
+
+
+def _t(df, level=0.95):
+    return float(st.t.ppf(0.5 + level / 2, df))
+
+
+def test_time_saved_is_one_minus_the_inverse_speedup():
+    assert runs.time_saved(1.25) == pytest.approx(0.2)
+    assert runs.time_saved(0.5) == pytest.approx(-1.0)
+    assert runs.time_saved(None) is None and runs.time_saved(0) is None
+    assert runs.time_saved(-2.0) is None
+    assert runs.time_saved(1e-9) == pytest.approx(1 - 1e9)  # tiny but positive: a number
+
+
+def test_log_rate_is_the_log_of_total_work_over_total_wall():
+    assert runs.log_rate([0.5, 1.5], [2, 6]) == pytest.approx(math.log(8 / 2.0))
+    for walls, units in (([], []), ([1.0], [1, 2]), ([0.0, 1.0], [1, 1]), ([1.0], [0])):
+        with pytest.raises(ValueError):
+            runs.log_rate(walls, units)
+    assert runs.log_rate([2.0], [1]) == pytest.approx(math.log(0.5))
+
+
+def test_run_level_is_the_geometric_mean_with_a_t_interval():
+    logs = [math.log(10.0), math.log(12.0), math.log(11.0)]
+    r = runs.run_level(logs)
+    x = np.array(logs)
+    se = x.std(ddof=1) / math.sqrt(3)
+    h = _t(2) * se
+    assert r["value"] == pytest.approx((10 * 12 * 11) ** (1 / 3))
+    assert r["ci_lo"] == pytest.approx(math.exp(x.mean() - h))
+    assert r["ci_hi"] == pytest.approx(math.exp(x.mean() + h))
+    assert r["log_mean"] == pytest.approx(x.mean()) and r["log_se"] == pytest.approx(se)
+    assert r["df"] == 2 and r["n_runs"] == 3
+    assert r["run_values"] == pytest.approx([10.0, 12.0, 11.0])
+    assert r["method"].startswith("geometric mean over 3 runs") and "df 2" in r["method"]
+    r90 = runs.run_level(logs, level=0.90)
+    assert r90["ci_hi"] == pytest.approx(math.exp(x.mean() + _t(2, 0.90) * se))
+    one = runs.run_level([math.log(5.0)])
+    assert (one["value"], one["ci_lo"], one["ci_hi"], one["log_se"], one["df"]) == (
+        pytest.approx(5.0),
+        None,
+        None,
+        None,
+        None,
+    )
+    assert one["n_runs"] == 1 and one["method"].startswith("one run")
+    two = runs.run_level([0.0, 0.2])
+    assert two["df"] == 1 and two["ci_lo"] == pytest.approx(math.exp(0.1 - _t(1) * 0.1))
+    with pytest.raises(ValueError):
+        runs.run_level([])
+
+
+def test_paired_only_with_one_run_of_each_round_on_both_sides():
+    assert runs._paired([0, 1], [1, 0], 2, 2) is True
+    assert runs._paired([0, 1], [0, 1], 2, 3) is False
+    assert runs._paired([0], [0], 1, 1) is False
+    assert runs._paired(None, [0, 1], 2, 2) is False and runs._paired([0, 1], None, 2, 2) is False
+    assert runs._paired([0, 0], [0, 0], 2, 2) is False  # a round twice
+    assert runs._paired([0, None], [0, None], 2, 2) is False
+    assert runs._paired([0, 1], [0, 2], 2, 2) is False
+
+
+def test_paired_speedup_is_the_mean_per_round_log_ratio():
+    b = [0.0, 0.1, 0.3]
+    c = [0.2, 0.29, 0.51]  # ratios 0.2, 0.19, 0.21 by round
+    sp = runs.compare_runs(b, c, [0, 1, 2], [0, 1, 2])
+    d = np.array([0.2, 0.19, 0.21])
+    se = d.std(ddof=1) / math.sqrt(3)
+    assert sp.paired is True and sp.df == 2.0 and sp.log_se == pytest.approx(se)
+    assert sp.log_ratio == pytest.approx(0.2) and sp.ratio == pytest.approx(math.exp(0.2))
+    assert sp.ci_lo == pytest.approx(math.exp(0.2 - _t(2) * se))
+    assert sp.ci_hi == pytest.approx(math.exp(0.2 + _t(2) * se))
+    assert (sp.n_baseline, sp.n_candidate) == (3, 3)
+    assert sp.verdict == "faster" and sp.repeats_needed is None
+    assert "paired t" in sp.method and "3 rounds" in sp.method
+    # rounds listed in another order pair by round, not by position
+    shuffled = runs.compare_runs(b, [0.51, 0.2, 0.29], [0, 1, 2], [2, 0, 1])
+    assert shuffled.log_se == pytest.approx(se)
+
+
+def test_welch_speedup_uses_welchs_degrees_of_freedom():
+    b = np.array([0.0, 0.1, 0.05, 0.02])
+    c = np.array([0.3, 0.5, 0.4])
+    sp = runs.compare_runs(b, c)
+    vb, vc = b.var(ddof=1) / 4, c.var(ddof=1) / 3
+    df = (vb + vc) ** 2 / (vb**2 / 3 + vc**2 / 2)
+    assert sp.paired is False and sp.df == pytest.approx(df)
+    assert sp.log_se == pytest.approx(math.sqrt(vb + vc))
+    lr = c.mean() - b.mean()
+    assert sp.ci_lo == pytest.approx(math.exp(lr - _t(df) * math.sqrt(vb + vc)))
+    assert sp.ci_hi == pytest.approx(math.exp(lr + _t(df) * math.sqrt(vb + vc)))
+    assert "Welch" in sp.method and "4 vs 3 runs" in sp.method
+    flat = runs.compare_runs([0.0, 0.0], [0.0, 0.0, 0.0])
+    assert flat.df == 3.0 and flat.log_se == 1e-12  # identical runs: no spread, no claim
+    assert flat.verdict == "equivalent"
+
+
+def test_one_run_on_a_side_gives_no_interval_and_no_verdict():
+    sp = runs.compare_runs([0.0], [0.1, 0.2])
+    assert sp.verdict == NO_VERDICT and sp.ci_lo is None and sp.ci_hi is None
+    assert sp.ratio == pytest.approx(math.exp(0.15)) and "1 run on a side" in sp.method
+    with pytest.raises(ValueError):
+        runs.compare_runs([], [0.1])
+    with pytest.raises(ValueError):
+        runs.compare_runs([0.1], [])
+
+
+def test_an_undecided_comparison_says_how_many_repeats_would_decide():
+    sp = runs.compare_runs([0.0, 0.0, 0.0], [0.05, 0.0, 0.1], [0, 1, 2], [0, 1, 2])
+    assert sp.verdict not in ("faster", "slower", "equivalent")
+    assert sp.repeats_needed is not None and sp.repeats_needed >= 3
+
+
+def test_block_ab_under_five_rounds_is_the_plain_paired_t():
+    base, fix = [0.2, 0.21, 0.19, 0.2], [0.1, 0.11, 0.1, 0.12]
+    sp = runs.block_ab(base, fix, steps_per_block=2)
+    d = np.log(np.array(base) / np.array(fix))
+    assert sp.paired and sp.df == 3.0 and sp.log_ratio == pytest.approx(d.mean())
+    assert sp.log_se == pytest.approx(d.std(ddof=1) / 2)
+    with pytest.raises(ValueError):
+        runs.block_ab([0.1, 0.2], [0.1])
+
+
+def test_block_ab_from_five_rounds_is_the_crossover_estimate():
+    base = [0.20, 0.22, 0.21, 0.25, 0.20, 0.23]
+    fix = [0.10, 0.14, 0.11, 0.15, 0.12, 0.13]
+    sp = runs.block_ab(base, fix, steps_per_block=3)
+    d = np.log(np.array(base) / np.array(fix))  # log(fix rate / base rate)
+    ab, ba = d[0::2], d[1::2]
+    lr = (ab.mean() + ba.mean()) / 2
+    resid = np.concatenate([ab - ab.mean(), ba - ba.mean()])
+    var = resid @ resid / 4
+    se = math.sqrt(var / 4 * (1 / 3 + 1 / 3))
+    assert sp.log_ratio == pytest.approx(lr) and sp.ratio == pytest.approx(math.exp(lr))
+    assert sp.df == 4.0 and sp.log_se == pytest.approx(se)
+    assert sp.ci_lo == pytest.approx(math.exp(lr - _t(4) * se))
+    assert sp.ci_hi == pytest.approx(math.exp(lr + _t(4) * se))
+    assert sp.verdict == "faster" and sp.repeats_needed is None
+    assert "AB/BA crossover" in sp.method and "6 rounds, df 4" in sp.method
+    # the odd round count: 5 rounds, 3 AB and 2 BA
+    five = runs.block_ab(base[:5], fix[:5])
+    d5 = d[:5]
+    ab5, ba5 = d5[0::2], d5[1::2]
+    r5 = np.concatenate([ab5 - ab5.mean(), ba5 - ba5.mean()])
+    se5 = math.sqrt((r5 @ r5 / 3) / 4 * (1 / 3 + 1 / 2))
+    assert five.df == 3.0 and five.log_se == pytest.approx(se5)
+    assert five.log_ratio == pytest.approx((ab5.mean() + ba5.mean()) / 2)
+
+
+def test_plan_repeats_is_the_smallest_r_whose_t_interval_meets_the_target():
+    logs = [0.0, 0.03, -0.02, 0.01]
+    s2 = np.var(logs, ddof=1)
+    plan = runs.plan_repeats(logs, [0.01, 0.02, 0.01, 0.02], rel_ci=0.02)
+    want = next(r for r in range(2, 101) if _t(r - 1) * math.sqrt(s2 / r) <= math.log1p(0.02))
+    assert plan["repeats"] == want and plan["target"] == 0.02
+    assert plan["runs_sd"] == pytest.approx(math.sqrt(s2))
+    w = (0.01**2 + 0.02**2) / 2
+    assert plan["within_sd"] == pytest.approx(math.sqrt(w))
+    assert plan["between_sd"] == pytest.approx(math.sqrt(max(0.0, s2 - w)))
+    # within larger than the whole spread: no between-run part left
+    big = runs.plan_repeats(logs, [0.1] * 4)
+    assert big["between_sd"] == 0.0 and big["within_sd"] == pytest.approx(0.1)
+    # within errors missing for a run: not used
+    part = runs.plan_repeats(logs, [0.01, None, 0.01, 0.01])
+    assert part["within_sd"] is None and part["between_sd"] is None
+    assert runs.plan_repeats(logs)["within_sd"] is None
+    # a spread no cap meets: no plan
+    wide = runs.plan_repeats([0.0, 1.0], rel_ci=0.01, cap=10)
+    assert wide["repeats"] is None and wide["runs_sd"] == pytest.approx(math.sqrt(0.5))
+    exact = runs.plan_repeats([0.0, 0.0, 0.0])
+    assert exact["repeats"] == 2  # no spread: the smallest R
+    one = runs.plan_repeats([0.1], rel_ci=0.05)
+    assert one == {
+        "target": 0.05,
+        "runs_sd": None,
+        "between_sd": None,
+        "within_sd": None,
+        "repeats": None,
+    }
+    # the level and the cap are used: 90% needs no more runs than 95%
+    p90 = runs.plan_repeats(logs, level=0.90)["repeats"]
+    assert p90 == next(
+        r for r in range(2, 101) if _t(r - 1, 0.90) * math.sqrt(s2 / r) <= math.log1p(0.02)
+    )
+    capped = runs.plan_repeats(logs, cap=want - 1)
+    assert capped["repeats"] is None
