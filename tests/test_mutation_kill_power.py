@@ -1,0 +1,183 @@
+"""stats/power.py's figures by another route: the detectable difference checked by its defining
+property (scipy's noncentral t gives the stated power at it), the paired half-width and the
+two-way analysis of a pilot written out, a plan's seconds and interval recomputed from its own
+runs x steps. The mutation run's targeted tests for the module, with tests/test_power.py."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as st
+
+from stats import power
+
+
+def _t(q, df):
+    return float(st.t.ppf(q, df))
+
+
+def _power_at(d, log_se, df, family=1, noise=0.02, level=0.95, floor=None):
+    """P(the design calls `d` faster): the noncentral t's tail past the critical value, at the
+    noncentrality the true ratio 1 + d gives above the bar."""
+    crit = _t(1 - (1 - level) / max(1, family) / 2, df)
+    bar = math.log1p(max(noise, floor or 0.0))
+    return float(st.nct.sf(crit, df, (math.log1p(d) - bar) / log_se))
+
+
+def test_detectable_gives_the_stated_power():
+    for log_se, df, family, noise, floor in (
+        (0.01, 4, 1, 0.02, None),
+        (0.02, 9, 3, 0.02, None),
+        (0.01, 4, 1, 0.02, 0.05),
+        (0.005, 2, 1, 0.0, None),
+    ):
+        d = power.detectable(log_se, df, family, noise, floor=floor)
+        assert _power_at(d, log_se, df, family, noise, floor=floor) == pytest.approx(0.8, abs=1e-4)
+    d90 = power.detectable(0.01, 4, power=0.9)
+    assert _power_at(d90, 0.01, 4) == pytest.approx(0.9, abs=1e-4)
+    d99 = power.detectable(0.01, 4, level=0.99)
+    assert _power_at(d99, 0.01, 4, level=0.99) == pytest.approx(0.8, abs=1e-4)
+    for se, df in ((None, 3), (0.01, None), (0.0, 3), (float("inf"), 3), (0.01, 0), (-0.01, 3)):
+        assert power.detectable(se, df) is None
+    assert power.detectable(0.01, 4, family=0) == power.detectable(0.01, 4, family=1)
+
+
+def test_runs_to_detect_is_the_first_r_whose_detectable_is_small_enough():
+    sd, effect = 0.03, 0.05
+
+    def ok(r):
+        return power.detectable(sd / math.sqrt(r), r - 1) <= effect
+
+    want = next(r for r in range(2, 201) if ok(r))
+    assert power.runs_to_detect(sd, effect) == max(want, power.MIN_RUNS) == want
+    assert not ok(want - 1)
+    assert power.runs_to_detect(sd, 0.02) is None  # inside the noise band
+    assert power.runs_to_detect(sd, 0.019) is None
+    assert power.runs_to_detect(0.0, 0.05) == power.MIN_RUNS
+    assert power.runs_to_detect(1e-6, 0.05) == power.MIN_RUNS  # tiny spread: the fewest allowed
+    assert power.runs_to_detect(sd, 0.021, cap=5) is None
+    fam = power.runs_to_detect(sd, effect, family=5)
+    assert fam == next(
+        r for r in range(2, 201) if power.detectable(sd / math.sqrt(r), r - 1, 5) <= effect
+    )
+
+
+def test_half_width_written_out():
+    assert power.half_width(0.03, 5) == pytest.approx(
+        math.expm1(_t(0.975, 4) * 0.03 / math.sqrt(5))
+    )
+    assert power.half_width(0.03, 2, level=0.9) == pytest.approx(
+        math.expm1(_t(0.95, 1) * 0.03 / math.sqrt(2))
+    )
+    assert power.half_width(0.03, 1) is None
+    assert power.half_width(0.03, 0) is None
+
+
+def test_runs_for_half_width_is_the_first_r_from_the_minimum():
+    sd, target = 0.03, 0.02
+    want = next(
+        r
+        for r in range(power.MIN_RUNS, 201)
+        if math.expm1(_t(0.975, r - 1) * sd / math.sqrt(r)) <= target
+    )
+    assert power.runs_for_half_width(sd, target) == want
+    assert power.runs_for_half_width(0.0, 0.02) == power.MIN_RUNS
+    assert power.runs_for_half_width(sd, target, cap=want - 1) is None
+    assert power.runs_for_half_width(sd, target, cap=want) == want
+    w90 = power.runs_for_half_width(sd, target, level=0.9)
+    assert w90 == next(
+        r
+        for r in range(power.MIN_RUNS, 201)
+        if math.expm1(_t(0.95, r - 1) * sd / math.sqrt(r)) <= target
+    )
+
+
+def test_pilot_components_are_the_two_way_residual_and_the_within_part():
+    logs = [[0.0, 0.1, 0.05], [0.2, 0.25, 0.3], [0.1, 0.1, 0.2]]
+    within = [[0.01, 0.02, 0.01], [0.02, 0.02, 0.01], [0.01, 0.01, 0.03]]
+    p = power.Pilot(logs, within, steps=20, startup_s=5.0, step_s=0.1)
+    c = p.components()
+    x = np.array(logs)
+    resid = x - x.mean(1)[:, None] - x.mean(0)[None, :] + x.mean()
+    residual = (resid**2).sum() / 4  # (3 - 1)(3 - 1)
+    w = np.mean(np.array(within) ** 2)
+    assert c["df"] == 4 and c["residual_var"] == pytest.approx(residual)
+    assert c["per_step_var"] == pytest.approx(w * 20)
+    assert c["between_var"] == pytest.approx(residual - w)
+    big = power.Pilot(logs, [[1.0] * 3] * 3, 20, 5.0, 0.1).components()
+    assert big["between_var"] == 0.0 and big["per_step_var"] == pytest.approx(residual * 20)
+    none = power.Pilot(logs, [[float("nan")] * 3] * 3, 20, 5.0, 0.1).components()
+    assert none["per_step_var"] == 0.0 and none["between_var"] == pytest.approx(residual)
+    for bad in ([[0.0, 0.1]], [[0.0], [0.1]], [[0.0, float("nan")], [0.1, 0.2]]):
+        with pytest.raises(ValueError):
+            power.Pilot(bad, bad, 20, 5.0, 0.1).components()
+
+
+def _pilot():
+    logs = [[0.0, 0.02, -0.01], [0.05, 0.06, 0.03], [0.01, 0.04, 0.0]]
+    within = [[0.004] * 3] * 3
+    return power.Pilot(logs, within, steps=20, startup_s=4.0, step_s=0.05)
+
+
+def _diff_sd(plan_out, n):
+    c = plan_out["components"]
+    return math.sqrt(2 * (c["between_var"] + c["per_step_var"] / n))
+
+
+def test_plan_scales_the_pilot_to_its_upper_confidence_limit():
+    p = _pilot()
+    out = power.plan(p, rows=2, target=0.05)
+    raw = p.components()
+    scale = raw["df"] / st.chi2.ppf(0.3, raw["df"])
+    c = out["components"]
+    assert c["scale"] == pytest.approx(scale)
+    assert c["between_var"] == pytest.approx(raw["between_var"] * scale)
+    assert c["per_step_var"] == pytest.approx(raw["per_step_var"] * scale)
+    flat = power.plan(p, rows=2, target=0.05, confidence=0.5)
+    assert flat["components"]["scale"] == 1.0
+
+
+def test_a_plan_that_reaches_its_target_states_its_own_cost_and_interval():
+    p = _pilot()
+    out = power.plan(p, rows=2, target=0.05)
+    r, n = out["runs"], out["steps"]
+    assert out["reached"] == "target" and r >= power.MIN_RUNS and n >= 10
+    assert out["seconds"] == pytest.approx(3 * r * (4.0 + n * 0.05))
+    sd = _diff_sd(out, n)
+    assert out["half_width"] == pytest.approx(math.expm1(_t(0.975, r - 1) * sd / math.sqrt(r)))
+    assert _power_at(out["detectable"], sd / math.sqrt(r), r - 1, family=2) == pytest.approx(
+        0.8, abs=1e-4
+    )
+    assert out["detectable"] <= 0.05
+    assert (
+        out["reason"]
+        == f"{r} runs x {n} steps per configuration detect 5% (80% power, Holm over 2)"
+    )
+    assert (out["target"], out["rows"], out["goal"], out["budget_s"]) == (0.05, 2, "detect", None)
+    hw = power.plan(p, rows=2, target=0.03, goal="half_width")
+    assert hw["reached"] == "target" and hw["half_width"] <= 0.03
+    assert hw["runs"] == power.runs_for_half_width(_diff_sd(hw, hw["steps"]), 0.03)
+    assert hw["reason"].endswith("reach +-3% on every row's speed-up")
+
+
+def test_a_budget_that_binds_gives_the_least_detectable_it_affords():
+    p = _pilot()
+    free = power.plan(p, rows=2, target=0.03)
+    budget = free["seconds"] / 2
+    out = power.plan(p, rows=2, target=0.03, budget_s=budget)
+    r, n = out["runs"], out["steps"]
+    assert out["reached"] == "budget" and out["seconds"] <= budget
+    assert r == min(power.MAX_RUNS, int(budget // (3 * (4.0 + n * 0.05))))
+    sd = _diff_sd(out, n)
+    assert _power_at(out["detectable"], sd / math.sqrt(r), r - 1, family=2) == pytest.approx(
+        0.8, abs=1e-4
+    )
+    assert (out["target_runs"], out["target_steps"]) == (free["runs"], free["steps"])
+    assert out["target_seconds"] == pytest.approx(free["seconds"])
+    assert out["reason"].startswith(f"stopped at compare.budget_s={budget:g}: {r} runs x {n} steps")
+    tiny = power.plan(p, rows=2, target=0.03, budget_s=1.0)
+    assert tiny["reached"] == "budget" and tiny["runs"] == power.MIN_RUNS
+    assert tiny["steps"] == 20 and tiny["seconds"] == pytest.approx(3 * 3 * (4.0 + 20 * 0.05))
+    assert "affords fewer than 3 runs" in tiny["reason"]
