@@ -26,6 +26,7 @@ from tasks.train.verify import (
     not_switchable,
     plan_block,
     refill_s,
+    refill_steps,
     settle_steps,
     warmup_steps,
 )
@@ -123,6 +124,8 @@ def test_blocks_behind_a_shaped_link_settle_until_its_bucket_refills():
     assert settle_steps(0.0, 0.024, 0.01) == SETTLE_STEPS  # no link: the switch's first step
     assert settle_steps(refill, 0.024, 0.01) == SETTLE_STEPS + 3  # 27 ms of 10 ms steps
     assert settle_steps(10.0, 0.024, 0.01) == SETTLE_STEPS + MAX_SETTLE_STEPS
+    # the probe after the window settles as long, minus the switch's own step
+    assert refill_steps(refill, 0.01) == 3 and refill_steps(0.0, 0.01) == 0
     # the settle steps come out of what a longer block may take
     assert plan_block(1, 0.024, 0.02, 1.0, settle=4) < plan_block(1, 0.024, 0.02, 1.0, settle=1)
 

@@ -96,13 +96,19 @@ def refill_s(cfg) -> float:
     return 8.0 * float(burst) / bit_s if bit_s > 0 else 0.0
 
 
+def refill_steps(refill: float, step_s: float) -> int:
+    """Steps of step_s that a shaped link's bucket takes to refill (refill_s), at most
+    MAX_SETTLE_STEPS; 0 without a link. After a pause (a switch, the window's end) that many
+    steps run before any is measured: the first ones ride the refilled burst."""
+    if refill <= 0 or step_s <= 0:
+        return 0
+    return min(MAX_SETTLE_STEPS, math.ceil(refill / step_s))
+
+
 def settle_steps(refill: float, base_s: float, fix_s: float) -> int:
     """Untimed steps at the head of every block: one, and behind a shaped link as many more of the
     faster setting's steps as its bucket takes to refill (at most MAX_SETTLE_STEPS more)."""
-    fast = min(base_s, fix_s)
-    if refill <= 0 or fast <= 0:
-        return SETTLE_STEPS
-    return SETTLE_STEPS + min(MAX_SETTLE_STEPS, math.ceil(refill / fast))
+    return SETTLE_STEPS + refill_steps(refill, min(base_s, fix_s))
 
 
 def plan_block(
