@@ -193,6 +193,7 @@ def test_phase_log_median_prefers_the_series_then_the_summary():
     no_phase = _entry(steps_per_s=4.0, edit=_set(["result", "series", "phases", "data"], None))
     assert agg._phase_log_median(no_phase, "data") == pytest.approx(math.log(0.25 * 0.05))
     assert agg._phase_log_median(no_series, "nonexistent") is None
+    assert agg._phase_log_median(e, "nonexistent") is None  # a series without that phase
     zero = _entry(
         edit=lambda r: (
             r["result"].update(series=None),
@@ -388,6 +389,7 @@ def test_rows_runs_need_a_step_rate_only():
     assert agg._rows_runs(Config("a", [e])) == [e]
     nan = _entry(edit=lambda r: r["result"]["throughput"].update(steps_per_s=float("nan")))
     assert agg._rows_runs(Config("b", [nan])) == []
+    assert agg._throughput(Config("c", [e, nan]))["n_runs"] == 1  # the run without a rate: not one
 
 
 def test_row_hands_the_family_the_chosen_logs_rounds_and_flags():
@@ -538,3 +540,21 @@ def test_scaling_efficiency_is_the_speedup_times_n0_over_n():
     assert two["samples/s"] == pytest.approx(64.0 * math.exp(np.mean(np.log([1, 1.01, 1.02]))))
     assert two["exposed comm ms"] == pytest.approx(4.0)
     assert two["sync"] == "ddp" and two["verdict"] == two["speedup"]["verdict"]
+
+
+def test_the_plans_within_errors_come_from_the_step_blocks_even_without_samples():
+    walls = [[0.1 * (1 + 0.03 * ((3 * i + k) % 5)) for i in range(12)] for k in range(2)]
+
+    def edit(k):
+        def f(r):
+            r["result"]["throughput"].update(
+                samples_per_s=None, blocks={"walls_s": walls[k], "steps": [1] * 12}
+            )
+
+        return f
+
+    runs = [_entry([f"repeat={k}"], 10.0, edit=edit(k), sweep_dir="/s") for k in range(2)]
+    tp = agg._throughput(Config("x", runs))
+    assert "samples_per_s" not in tp
+    want = np.sqrt(np.mean([batch_rate(w, [1] * 12)["log_se"] ** 2 for w in walls]))
+    assert tp["plan"]["within_sd"] == pytest.approx(want)
