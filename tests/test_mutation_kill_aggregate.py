@@ -558,3 +558,21 @@ def test_the_plans_within_errors_come_from_the_step_blocks_even_without_samples(
     assert "samples_per_s" not in tp
     want = np.sqrt(np.mean([batch_rate(w, [1] * 12)["log_se"] ** 2 for w in walls]))
     assert tp["plan"]["within_sd"] == pytest.approx(want)
+
+
+def test_a_single_runs_speedup_is_the_ratio_of_the_printed_rates_not_of_the_block_logs():
+    """One run a side: the row prints the record's rate while its log comes from the blocks; the
+    speed-up is the printed figures' ratio (the record's rates here differ from their blocks')."""
+
+    def run(overrides, rate):
+        return _entry(
+            overrides,
+            edit=lambda r: r["result"]["throughput"].update(
+                steps_per_s=rate,
+                samples_per_s=8 * rate,
+                blocks={"walls_s": [0.1] * 6, "steps": [1] * 6},
+            ),
+        )
+
+    cmp = agg.compare([run(["bucket=25"], 10.0), run(["bucket=50"], 13.0)])
+    assert cmp.configs[1].speedup["ratio"] == pytest.approx(1.3)  # the blocks say 1.0

@@ -1,0 +1,138 @@
+"""task=collectives' numbers on hand-made timings (tasks/collectives.py): sizes with nccl-tests'
+suffixes, the modes, the rounding of split ops' sizes, and the result's rows and headline (mean over
+ranks, algbw = bytes / time, busbw = algbw x 2(n-1)/n for all_reduce, (n-1)/n for the split ops, 1
+for broadcast) written out by hand. The mutation run's targeted tests for the module."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from base import schema
+from base.errors import ConfigError
+from tasks import collectives as col
+
+
+def test_parse_bytes_with_nccl_tests_suffixes():
+    assert col.parse_bytes(1024, "k") == 1024
+    assert col.parse_bytes("64K", "k") == 64 * 1024
+    assert col.parse_bytes("8m", "k") == 8 * 1024**2
+    assert col.parse_bytes("2GB", "k") == 2 * 1024**3
+    assert col.parse_bytes(" 3 ", "k") == 3
+    for bad in (0, "0K", "x", "", "1.5M", "-4"):
+        with pytest.raises(ConfigError, match="collectives.min_bytes="):
+            col.parse_bytes(bad, "min_bytes")
+
+
+def test_sizes_and_modes():
+    c = dataclasses.replace(schema.Collectives(), min_bytes="1K", max_bytes="64K", factor=4)
+    assert col.sizes(c) == [1024, 4096, 16384, 65536]
+    with pytest.raises(ConfigError, match="larger than max_bytes"):
+        col.sizes(dataclasses.replace(c, min_bytes="1M"))
+    assert col.sizes(dataclasses.replace(c, max_bytes="1K")) == [1024]
+    for value, want in (
+        (True, ["in_place"]),
+        ("in_place", ["in_place"]),
+        (False, ["out_of_place"]),
+        ("out_of_place", ["out_of_place"]),
+        ("both", ["out_of_place", "in_place"]),
+    ):
+        assert col.modes(dataclasses.replace(c, inplace=value)) == want
+    with pytest.raises(ConfigError, match="collectives.inplace='x'"):
+        col.modes(dataclasses.replace(c, inplace="x"))
+    assert col.element_size(c) == 4
+
+
+def test_plan_sizes_rounds_split_ops_to_ranks_times_elements():
+    planned, note = col.plan_sizes("all_gather", [1000, 1008, 4000], 4, 2)
+    assert planned == [(1000, 1000), (1008, 1008), (4000, 4000)] and note is None
+    planned, note = col.plan_sizes("reduce_scatter", [1001, 1004, 4004], 4, 2)
+    assert planned == [(1001, 1000), (4004, 4000)]  # 1004 -> 1000 again: dropped
+    assert note == (
+        "reduce_scatter: sizes rounded down to a multiple of 8 B (4 B per element x 2 ranks): "
+        "1001->1000, 4004->4000; 1 size(s) fell onto an earlier one and were dropped"
+    )
+    planned, note = col.plan_sizes("all_reduce", [6, 10], 4, 2)
+    assert planned == [(6, 4), (10, 8)]
+    assert (
+        note == "all_reduce: sizes rounded down to a multiple of 4 B (4 B per element): 6->4, 10->8"
+    )
+    many = col.plan_sizes("all_reduce", [5, 9, 13, 17, 21], 4, 2)[1]
+    assert many.endswith("5->4, 9->8, 13->12, 17->16 ...")
+
+
+def _entries():
+    return [
+        {"op": "all_reduce", "mode": "out_of_place", "size": 4096, "requested": 4096,
+         "counts": {"count": 1024}},
+        {"op": "all_reduce", "mode": "out_of_place", "size": 16384, "requested": 16000,
+         "counts": {"count": 4096}},
+        {"op": "all_gather", "mode": "in_place", "size": 8192, "requested": 8192,
+         "counts": {"count": 1024}},
+        {"op": "broadcast", "mode": "out_of_place", "size": 8192, "requested": 8192,
+         "counts": {"count": 2048}},
+    ]  # fmt: skip
+
+
+def _per_rank(world):
+    """per rank, per entry: (mean seconds per call, wrong elements, per-block seconds)."""
+    out = []
+    for r in range(world):
+        rows = []
+        for i in range(4):
+            blocks = [1e-4 * (i + 1) * (1 + 0.01 * b + 0.1 * r) for b in range(12)]
+            rows.append((float(np.mean(blocks)), r if i == 0 else 0, blocks))
+        out.append(rows)
+    return out
+
+
+def test_result_rows_and_headline_written_out():
+    world = 4
+    c = dataclasses.replace(
+        schema.Collectives(), ops=[schema.Op(o) for o in ("all_reduce", "all_gather", "broadcast")]
+    )
+    ctx = SimpleNamespace(world_size=world, backend="gloo")
+    per_rank = _per_rank(world)
+    r = col._result(c, _entries(), per_rank, ["n"], ctx, torch.device("cpu"))
+    busbws = []
+    for i, (row, e) in enumerate(zip(r.rows, _entries())):
+        times = [per_rank[k][i][0] for k in range(world)]
+        avg = sum(times) / world
+        factor = {"all_reduce": 2 * 3 / 4, "all_gather": 3 / 4, "broadcast": 1.0}[e["op"]]
+        assert (row.op, row.mode, row.bytes, row.requested_bytes, row.count) == (
+            e["op"], e["mode"], e["size"], e["requested"], e["counts"]["count"],
+        )  # fmt: skip
+        assert row.time_us == pytest.approx(avg * 1e6)
+        assert row.time_max_us == pytest.approx(max(times) * 1e6) and row.slowest_rank == 3
+        assert row.algbw_GBps == pytest.approx(e["size"] / avg / 1e9)
+        assert row.busbw_GBps == pytest.approx(e["size"] / avg / 1e9 * factor)
+        blocks = [np.mean([per_rank[k][i][2][b] for k in range(world)]) for b in range(12)]
+        assert row.time_median_us == pytest.approx(float(np.median(blocks)) * 1e6)
+        assert row.time_ci_lo_us <= row.time_median_us <= row.time_ci_hi_us
+        assert row.blocks == 12 and row.dtype == "float32"
+        assert row.redop == ("sum" if e["op"] == "all_reduce" else "none")
+        assert row.root == (0 if e["op"] == "broadcast" else -1)
+        busbws.append(row.busbw_GBps)
+    assert r.rows[0].wrong == 0 + 1 + 2 + 3 and r.rows[1].wrong == 0 and r.wrong_total == 6
+    assert r.headline == {
+        "ranks": 4,
+        "all_reduce busbw GB/s": round(busbws[1], 4),  # the largest size
+        "all_gather busbw GB/s": round(busbws[2], 4),
+        "broadcast busbw GB/s": round(busbws[3], 4),
+        "max size B": 16384,
+        "avg busbw GB/s": round(sum(busbws) / 4, 4),
+        "#wrong": 6,
+    }
+    assert r.avg_busbw_GBps == pytest.approx(sum(busbws) / 4)
+    assert r.time_per_rank_us[1] == pytest.approx([per_rank[k][1][0] * 1e6 for k in range(world)])
+    assert (r.world_size, r.backend, r.device, r.iters, r.notes) == (4, "gloo", "cpu", 20, ["n"])
+    assert r.modes == ["out_of_place", "in_place"] and r.timing == "time.perf_counter"
+    assert r.ops == ["all_reduce", "all_gather", "broadcast"]
+    unchecked = col._result(
+        dataclasses.replace(c, check_iters=0), _entries(), per_rank, [], ctx, torch.device("cpu")
+    )
+    assert unchecked.headline["#wrong"] is None
