@@ -576,3 +576,35 @@ def test_a_single_runs_speedup_is_the_ratio_of_the_printed_rates_not_of_the_bloc
 
     cmp = agg.compare([run(["bucket=25"], 10.0), run(["bucket=50"], 13.0)])
     assert cmp.configs[1].speedup["ratio"] == pytest.approx(1.3)  # the blocks say 1.0
+
+
+def test_speedups_use_the_noise_the_floor_and_one_basis_on_both_sides():
+    cmp = agg.compare(_pair())
+    pairs = [(cmp.configs[0], cmp.configs[1])]
+    same = agg._speedups(pairs, 0.02, True, set())[0]
+    assert same["ci_lo"] < 1.0 < same["ci_hi"] and same["ci_hi"] < 1.05  # samples/s: equal
+    steps = agg._speedups(pairs, 0.02, False, set())[0]
+    assert steps["ci_lo"] > 1.9 and steps["verdict"] == "faster"  # steps/s: 2x
+    assert agg._speedups(pairs, 1.5, False, set())[0]["verdict"] == "equivalent"  # within +-150%
+    floored = agg._speedups(pairs, 0.02, False, set(), floor=1.5)[0]
+    assert floored["verdict"] != "faster"  # the sentinel's floor raises the bar past 2x
+
+
+def test_repeats_without_blocks_plan_without_within_errors():
+    runs = [
+        _entry(
+            [f"repeat={k}"], 10.0 + k, edit=lambda r: r["result"]["throughput"].update(blocks=None)
+        )
+        for k in range(2)
+    ]
+    tp = agg._throughput(Config("x", runs))
+    assert tp["plan"]["within_sd"] is None and tp["plan"]["runs_sd"] is not None
+
+
+def test_the_log_scale_step_interval_keeps_its_method():
+    series = [0.112, 0.174, 0.118, 0.156, 0.217, 0.143, 0.123, 0.150, 0.123, 0.083]
+    e = _entry(edit=_set(["result", "series", "step_time_s"], series))
+    step = agg._step(Config("x", [e]))
+    assert step["method"].startswith(batch_median(np.log(series))["method"])
+    assert "log step times" in step["method"]  # the log interval's, not the linear one's
+    assert "median" in step and set(step) == {"median", "ci_lo", "ci_hi", "n_runs", "method"}
