@@ -13,7 +13,6 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 from omegaconf import OmegaConf
 
 from base.errors import ConfigError, ConfigWarning
@@ -32,6 +31,8 @@ def gpu_count() -> int:
     would still count them."""
     if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
         return 0
+    import torch  # here: job.config imports this module in every Hydra app, --help included
+
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
