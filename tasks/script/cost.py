@@ -51,6 +51,14 @@ CASES = {
         100,
     ),
     "eval_checkpoint": ("examples/eval_checkpoint.py", ["--every", "5", "--steps", "106"], 5, 100),
+    # the same script on 8x8 images: its hooks, buckets, no_sync and GradScaler with a sixteenth of
+    # the convolutions' work, so that a fixed per-step cost is 5-10x as visible
+    "accumulate_amp_8x8": (
+        "examples/accumulate_amp.py",
+        ["--accumulate", "2", "--steps", "106", "--size", "8"],
+        5,
+        100,
+    ),
     "vgg11_224": (
         "tasks/script/cost_cases/vgg11_224.py",
         ["--steps", "18", "--batch-size", "2"],
