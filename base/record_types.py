@@ -826,10 +826,12 @@ class InJobCheck(Block):
         default=0,
     )
     base_walls_s: list[float] = doc(
-        "per round, the current setting's block wall clock (slowest rank)", default_factory=list
+        "per round, the current setting's block wall clock, timed as the window's: the sum of "
+        "its sub-blocks of measure.block_steps, each its slowest rank's",
+        default_factory=list,
     )
     fix_walls_s: list[float] = doc(
-        "per round, the fix's block wall clock (slowest rank)", default_factory=list
+        "per round, the fix's block wall clock, timed as base_walls_s", default_factory=list
     )
     cost_s: float | None = doc(
         "seconds the check added to the job (decision, set-up, warm-up, rounds)", default=None
