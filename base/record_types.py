@@ -713,6 +713,12 @@ class Series(Block):
         "substitution's cost, as the built-in does the same division and all-reduce in C++",
         default=None,
     )
+    gc_s: list[float] | None = doc(
+        "task=script: host seconds in Python's garbage collector per measured step (gc.callbacks): "
+        "a full collection inside the window is milliseconds a step that neither the script's "
+        "work nor the hooks account for (python -m tasks.script.cost reads it on both sides)",
+        default=None,
+    )
 
 
 @dataclass
@@ -820,10 +826,12 @@ class InJobCheck(Block):
         default=0,
     )
     base_walls_s: list[float] = doc(
-        "per round, the current setting's block wall clock (slowest rank)", default_factory=list
+        "per round, the current setting's block wall clock, timed as the window's: the sum of "
+        "its sub-blocks of measure.block_steps, each its slowest rank's",
+        default_factory=list,
     )
     fix_walls_s: list[float] = doc(
-        "per round, the fix's block wall clock (slowest rank)", default_factory=list
+        "per round, the fix's block wall clock, timed as base_walls_s", default_factory=list
     )
     cost_s: float | None = doc(
         "seconds the check added to the job (decision, set-up, warm-up, rounds)", default=None

@@ -15,6 +15,8 @@ the fault knobs. The cases that need an emulated link run only as root (skipped 
 
 from __future__ import annotations
 
+from collections import Counter
+
 import argparse
 import json
 import math
@@ -542,7 +544,7 @@ def table(out: Path, chosen: list[Case], delay: float, rescore: bool = False) ->
                 estimated=statistics.median(e.fraction for e in est),
                 estimated_lo=statistics.median(los) if los else None,
                 estimated_hi=statistics.median(his) if his else None,
-                estimate_source=est[0].source,
+                estimate_source=sources_label([e.source for e in est]),
             )
         checks = [_check(r) for r in runs]
         costs = [c.cost_s for c in checks if c is not None and c.cost_s is not None]
@@ -603,6 +605,16 @@ def _per_run_measured(runs: list[Run], fix: list[Run]) -> list[float | None]:
         mine = _record(r).result.throughput.samples_per_s
         out.append(time_saved(f / mine) if f and mine else None)
     return out
+
+
+def sources_label(sources: list[str | None]) -> str | None:
+    """Where the runs' printed savings came from: the one source where all agree, else each with
+    its count ("measured 2, model 1"): the first run's alone labelled small_buckets' median
+    "(model)" where two of its three runs printed the in-job measurement."""
+    counts = Counter(s for s in sources if s)
+    if len(counts) <= 1:
+        return next(iter(counts), None)
+    return ", ".join(f"{s} {n}" for s, n in counts.most_common())
 
 
 def _per_run_error(runs: list[Run], fix: list[Run], judged: list[dict]) -> list[float | None]:

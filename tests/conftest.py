@@ -443,6 +443,8 @@ ALONE = {
     "tests/test_diagnosis_runs.py::test_diagnosis_benchmark_command": "the benchmark's top-1",
     "tests/test_trust_sweep.py::": "verdicts: the injected delay's interval, the twin n.s.",
     "tests/test_verify_runs.py::": "the fix measured in the job against its estimate",
+    "tests/test_verify_in_job.py::test_the_check_times_its_blocks_as_the_window_times_separate_"
+    "runs": "a fake link's refill during sleeps",
     "tests/test_script.py::test_rank0_eval_checkpoint_and_exit_0": "the hiccup's period (a "
     "neighbour's burst hid one of rank 0's three stalls under -n 2: 'every 6 steps')",
 }

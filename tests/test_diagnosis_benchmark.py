@@ -404,3 +404,13 @@ def test_script_cases_run_in_one_sweep_over_the_scripts_arguments():
     assert common_of("script") == SCRIPT_COMMON and "task=script" in SCRIPT_COMMON
     hiccup = next(c for c in chosen if c.name == "script_hiccup_r0")
     assert hiccup.rank == 0 and hiccup.expect == ("hiccup", "straggler")
+
+
+def test_the_estimate_column_counts_where_each_runs_saving_came_from():
+    """small_buckets' column said "(model)" from its first run alone, where two of its three runs
+    printed the saving measured in the job."""
+    from diagnosis.benchmark import sources_label
+
+    assert sources_label(["model", "measured", "measured"]) == "measured 2, model 1"
+    assert sources_label(["measured"] * 3) == "measured"
+    assert sources_label([None, None]) is None

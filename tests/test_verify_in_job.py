@@ -4,6 +4,7 @@ and how the diagnosis prints a measured saving in place of its estimate."""
 from __future__ import annotations
 
 import copy
+import time
 import json
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from tasks.train.verify import (
     not_switchable,
     plan_block,
     refill_s,
+    refill_steps,
     settle_steps,
     warmup_steps,
 )
@@ -122,6 +124,8 @@ def test_blocks_behind_a_shaped_link_settle_until_its_bucket_refills():
     assert settle_steps(0.0, 0.024, 0.01) == SETTLE_STEPS  # no link: the switch's first step
     assert settle_steps(refill, 0.024, 0.01) == SETTLE_STEPS + 3  # 27 ms of 10 ms steps
     assert settle_steps(10.0, 0.024, 0.01) == SETTLE_STEPS + MAX_SETTLE_STEPS
+    # the probe after the window settles as long, minus the switch's own step
+    assert refill_steps(refill, 0.01) == 3 and refill_steps(0.0, 0.01) == 0
     # the settle steps come out of what a longer block may take
     assert plan_block(1, 0.024, 0.02, 1.0, settle=4) < plan_block(1, 0.024, 0.02, 1.0, settle=1)
 
@@ -177,3 +181,91 @@ def test_a_measured_saving_under_the_noise_floor_is_not_named():
     d = diagnose(r)
     assert not [f for f in d["findings"] if not f.get("first")]
     assert [h["rule"] for h in d["inside_noise"]] == ["per_param"]
+
+
+class _ShapedLink:
+    """A token bucket in seconds of link time (rate 1 s per s), as tc's htb shapes the emulated
+    link: a step computes `compute` s, then sends `send` s of link time, waiting for what the
+    bucket lacks; the bucket refills in real time up to `burst`, also while the ranks wait at a
+    barrier outside any timed block."""
+
+    def __init__(self, burst: float):
+        self.burst, self.tokens, self.last = burst, burst, time.perf_counter()
+
+    def step(self, compute: float, send: float):
+        def one():
+            time.sleep(compute)
+            now = time.perf_counter()
+            self.tokens = min(self.burst, self.tokens + now - self.last)
+            if self.tokens < send:
+                time.sleep(send - self.tokens)
+                self.tokens = 0.0
+            else:
+                self.tokens -= send
+            self.last = time.perf_counter()
+
+        return one
+
+
+def test_the_check_times_its_blocks_as_the_window_times_separate_runs(one_rank_group, monkeypatch):
+    """Behind the 20 Mbit/s link the window's one-step blocks each followed a 7 ms barrier during
+    which the link kept sending, so its timed step was 23.5 ms of 30.6 elapsed; the check's blocks
+    ran their steps back to back and timed all 30.4 ms: it measured PowerSGD's saving at 60% where
+    the separate runs' windows gave 35%. Here a fake link with that shape: the check's saving must
+    be the one two windows report (about 83%), not the back-to-back one (60%)."""
+    import torch
+    import torch.distributed as dist
+
+    from tasks.train import verify
+    from tasks.train.window import Window
+
+    pause = 0.024  # the barrier's untimed time behind the link
+    real_barrier = dist.barrier
+
+    def slow_barrier(*a, **k):
+        real_barrier(*a, **k)
+        time.sleep(pause)
+
+    monkeypatch.setattr(dist, "barrier", slow_barrier)
+    link = _ShapedLink(burst=0.03)
+    base, fix = link.step(0.006, 0.060), link.step(0.006, 0.024)
+    cfg = OmegaConf.create(
+        {
+            "steps": 6,
+            "measure": {
+                "policy": "fixed",
+                "block_steps": 1,
+                "rel_ci": 0.05,
+                "max_steps": None,
+                "max_s": None,
+            },
+            "h2d": "blocking",
+            "optim": {"name": "none"},
+            "link": None,
+            "diagnose": {"verify_budget": 0.3, "verify_min_s": 3.0},
+        }
+    )
+
+    def window_step_s(step):  # what a separate run's window reports: walls of one-step blocks
+        w = Window(cfg, torch.device("cpu"), timer=None)
+        for n in w.blocks():
+            for _ in range(n):
+                step()
+        return sum(w.walls) / w.steps
+
+    separate = 1 - window_step_s(fix) / window_step_s(base)
+    assert separate > 0.75  # the fake link rewards the pause, as the shaped one did
+    ctx = type("Ctx", (), {"cfg": cfg, "torch_device": torch.device("cpu")})()
+    out = InJobCheck(change={"h2d": "side_stream"}, rule="r", budget_s=3.0)
+    window = type("W", (), {"block": 1})()
+    verify._measure(
+        ctx,
+        lambda sync, h2d=None: fix if h2d else base,
+        object(),
+        window,
+        out,
+        {"h2d": "side_stream"},
+        time.perf_counter(),
+    )
+    assert out.skipped is None and out.rounds >= verify.MIN_ROUNDS, out
+    assert abs(out.saving - separate) < 0.08, (out.saving, separate)

@@ -144,6 +144,9 @@ def run(ctx) -> TrainResult | None:
             step_s=window.window_s / max(1, window.steps),
             budget_s=float(cfg.diagnose.get("probe_budget", 0.0)) * window.window_s,
             device=ctx.torch_device,
+            settle=verify.refill_steps(
+                verify.refill_s(cfg), window.window_s / max(1, window.steps)
+            ),
         )
         if not cfg.cuda_graphs
         else train_step.comm_stats

@@ -28,6 +28,7 @@ def ddp_comm_probe(
     step_s: float | None = None,
     budget_s: float = 0.0,
     device: torch.device | None = None,
+    settle: int = 0,
 ) -> dict | None:
     """Median of DDP's runtime stats over n probe steps, and each step's exposed communication (comm
     - overlap), so that n >= 6 gives the exposed time a 95% interval (tasks/train/result.py). DDP
@@ -40,9 +41,17 @@ def ddp_comm_probe(
     missing steps when they cost at most
     `budget_s` (diagnose.probe_budget of the window), so a default run whose sync dominates the step
     gets the interval the rules need to name the link or the sync path, instead of a request for
-    probe_steps=6. The ranks agree through one all_reduce of a flag, after the window."""
+    probe_steps=6. The ranks agree through one all_reduce of a flag, after the window.
+
+    `settle`: steps run before sampling starts, behind a shaped link (verify.refill_steps): the
+    pause after the window (its bookkeeping) refills the link's token bucket, and the first probe
+    step's all-reduce rode it. Behind 40 Mbit/s (burst 67 KB) VGG11-tiny's 71.5 KB all-reduce
+    needs 15 ms of link, yet one benchmark run's six probe samples reached down to 0.68 ms: the
+    exposed interval's lower end fell under 15% of the step and the run named nothing."""
     if sync.runtime_stats_kind is None or n < 1:
         return None
+    for _ in range(max(0, int(settle))):
+        train_step()
     sync.enable_runtime_stats()
     samples = []
     for i in range(n + 1):

@@ -10,9 +10,15 @@ the rounds' throughputs (stats.block_ab), so a round's machine state cancels. Ea
 steps after the switch are untimed (settle_steps): on the committed shaped-link checks the block
 after PowerSGD's ran at a quarter of the window's step, on the burst the token bucket had refilled
 while PowerSGD sent less; and PowerSGD's blocks after the plain setting's ran 1.5x slower than after
-its own, until the emptied bucket refilled (burst / rate). What can be switched, what cannot,
-and the budget (diagnose.verify_budget, at least diagnose.verify_min_s; fewer than MIN_ROUNDS
-rounds that fit time nothing): docs/diagnosis.md, the in-job check.
+its own, until the emptied bucket refilled (burst / rate). Each block is timed as the window times
+its steps (window_walls): in sub-blocks of the window's block size, each bracketed by a device sync
+and a barrier, its wall the slowest rank's, the block's wall their sum. The check's ratio is then
+what two separate runs' windows report: behind the 20 Mbit/s link the window's one-step blocks left
+7.3 ms of untimed barrier per step during which the link kept sending (its step 23.5 ms timed
+against 30.6 ms elapsed), while the check's seven-step blocks timed them all (30.4 ms a step), so
+the check measured PowerSGD's saving at 60% where the separate runs saw 35%. What can be
+switched, what cannot, and the budget (diagnose.verify_budget, at least diagnose.verify_min_s;
+fewer than MIN_ROUNDS rounds that fit time nothing): docs/diagnosis.md, the in-job check.
 """
 
 from __future__ import annotations
@@ -47,8 +53,9 @@ MIN_BLOCK_S = 0.1  # a timed block at least this long where TARGET_ROUNDS of the
 TARGET_ROUNDS = 6  # the rounds a longer block may not cost (from 5, block_ab's crossover analysis)
 METHOD = (
     "rounds of one block of each setting, order alternating, each block's first step after the "
-    "switch untimed; paired t on the per-round log throughput ratios (stats.block_ab); block "
-    "walls: the slowest rank's"
+    "switch untimed; paired t on the per-round log throughput ratios (stats.block_ab); each block "
+    "timed as the window's steps: sub-blocks of measure.block_steps, each after a device sync and "
+    "a barrier, its wall the slowest rank's, the block's wall their sum"
 )
 
 
@@ -89,13 +96,19 @@ def refill_s(cfg) -> float:
     return 8.0 * float(burst) / bit_s if bit_s > 0 else 0.0
 
 
+def refill_steps(refill: float, step_s: float) -> int:
+    """Steps of step_s that a shaped link's bucket takes to refill (refill_s), at most
+    MAX_SETTLE_STEPS; 0 without a link. After a pause (a switch, the window's end) that many
+    steps run before any is measured: the first ones ride the refilled burst."""
+    if refill <= 0 or step_s <= 0:
+        return 0
+    return min(MAX_SETTLE_STEPS, math.ceil(refill / step_s))
+
+
 def settle_steps(refill: float, base_s: float, fix_s: float) -> int:
     """Untimed steps at the head of every block: one, and behind a shaped link as many more of the
     faster setting's steps as its bucket takes to refill (at most MAX_SETTLE_STEPS more)."""
-    fast = min(base_s, fix_s)
-    if refill <= 0 or fast <= 0:
-        return SETTLE_STEPS
-    return SETTLE_STEPS + min(MAX_SETTLE_STEPS, math.ceil(refill / fast))
+    return SETTLE_STEPS + refill_steps(refill, min(base_s, fix_s))
 
 
 def plan_block(
@@ -280,8 +293,9 @@ def _measure(ctx, make_step, sync, window, out: InJobCheck, change: dict, decide
     # warm-up: the fix's first steps, then one of each timed, to plan the rounds that fit
     for _ in range(warmup_steps(fix)):
         fix_step()
-    base_s = _timed(base_step, 1, dev)
-    fix_s = _timed(fix_step, 1, dev)
+    sub = max(1, int(window.block))  # the window's timed block: the check times its steps alike
+    base_s = _cost(base_step, dev)
+    fix_s = _cost(fix_step, dev)
     spent = time.perf_counter() - decided
     plan = torch.tensor([base_s, fix_s, spent, budget_s], dtype=torch.float64, device=dev)
     dist.all_reduce(plan, op=dist.ReduceOp.MAX)  # every rank plans from the same numbers
@@ -299,13 +313,14 @@ def _measure(ctx, make_step, sync, window, out: InJobCheck, change: dict, decide
             "diagnose.verify_budget, diagnose.verify_min_s or steps= measures it"
         )
         return
-    walls = torch.zeros(2, rounds, dtype=torch.float64, device=dev)
+    sizes = sub_blocks(block, sub)
+    walls = torch.zeros(2, rounds, len(sizes), dtype=torch.float64, device=dev)
     started, done = time.perf_counter(), 0
     while done < rounds:
         r = done
         order = ((0, base_step), (1, fix_step)) if r % 2 == 0 else ((1, fix_step), (0, base_step))
         for arm, step in order:
-            walls[arm, r] = _timed(step, block, dev, settle)
+            walls[arm, r] = torch.tensor(window_walls(step, sizes, dev, settle, sub))
         done += 1
         if MIN_ROUNDS <= done < rounds:  # the plan came from one step of each: keep to the budget
             now = time.perf_counter()
@@ -317,7 +332,8 @@ def _measure(ctx, make_step, sync, window, out: InJobCheck, change: dict, decide
                 break
     rounds = done
     walls = walls[:, :done].contiguous()
-    dist.all_reduce(walls, op=dist.ReduceOp.MAX)  # each block's slowest rank, as the window's
+    dist.all_reduce(walls, op=dist.ReduceOp.MAX)  # each sub-block's slowest rank, as the window's
+    walls = walls.sum(dim=2)  # a block's wall: its sub-blocks', as the window's throughput sums
     base_w, fix_w = walls[0].cpu().tolist(), walls[1].cpu().tolist()
     s = block_ab(base_w, fix_w, block)
     out.rounds, out.base_walls_s, out.fix_walls_s = rounds, base_w, fix_w
@@ -326,17 +342,42 @@ def _measure(ctx, make_step, sync, window, out: InJobCheck, change: dict, decide
         out.ci_lo, out.ci_hi = time_saved(s.ci_lo), time_saved(s.ci_hi)
 
 
-def _timed(step, n: int, dev, settle: int = 0) -> float:
-    """One block of n steps, bracketed as the window's (a device sync and a barrier before, a device
-    sync after); `settle` untimed steps first, with no pause between them and the timed ones (a
-    barrier there would let a shaped link's token bucket refill)."""
+def sub_blocks(block: int, sub: int) -> list[int]:
+    """A block of `block` steps as the window would time them: blocks of `sub` steps (the window's
+    measure.block_steps), the last one shorter where `sub` does not divide it."""
+    sub, block = max(1, int(sub)), int(block)
+    return [min(sub, block - i) for i in range(0, block, sub)]
+
+
+def window_walls(step, sizes: list[int], dev, settle: int = 0, sub: int = 1) -> list[float]:
+    """One block, timed as Window.blocks times the window: each sub-block of `sizes` after a device
+    sync and a barrier, its wall from there to a device sync after it; nothing else in the timed
+    spans. `settle` untimed steps first, in sub-blocks of `sub` bracketed the same way, so a
+    shaped link's token bucket enters the timed steps in the state the window's steps find it
+    (each window step follows the barrier's untimed pause, during which the link drains)."""
+    for n in sub_blocks(settle, sub):
+        synchronize(dev)
+        dist.barrier()
+        for _ in range(n):
+            step()
+    out = []
+    for n in sizes:
+        synchronize(dev)
+        dist.barrier()
+        t = time.perf_counter()
+        for _ in range(n):
+            step()
+        synchronize(dev)
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def _cost(step, dev) -> float:
+    """One step with the window's bracket around it (a device sync and a barrier before, a device
+    sync after): what a step costs the check's budget, the untimed pause included."""
+    t = time.perf_counter()
     synchronize(dev)
     dist.barrier()
-    for _ in range(settle):
-        step()
-    synchronize(dev)
-    t = time.perf_counter()
-    for _ in range(n):
-        step()
+    step()
     synchronize(dev)
     return time.perf_counter() - t
