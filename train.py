@@ -93,6 +93,9 @@ def _code(e: SystemExit) -> int:
 
 
 if __name__ == "__main__":
-    from launchers.rank import exiting
-
-    sys.exit(exiting(main()))
+    code = main()
+    # a process that became a rank keeps its code for a finished rank's exit
+    # (launchers.rank.exiting); one that did not (--help, --cfg job, a refusal) never imported it,
+    # nor torch with it
+    rank = sys.modules.get("launchers.rank")
+    sys.exit(rank.exiting(code) if rank is not None else code)

@@ -9,11 +9,11 @@ from __future__ import annotations
 from base.record import setting
 import os
 import re
+import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 from omegaconf import OmegaConf
 
 from base.errors import ConfigError, ConfigWarning
@@ -26,12 +26,27 @@ RANK_MEMORY_BYTES = (
 )  # what one CPU rank process costs before it holds any data (python + torch + gloo)
 
 
+# the device files a GPU is reached through on Linux: CUDA's control node, WSL2's GPU bridge, and
+# ROCm's (whose torch answers through torch.cuda too)
+GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/dxg", "/dev/kfd")
+
+
+def gpu_device_nodes() -> bool:
+    """Whether this Linux machine has a file a GPU driver is reached through (elsewhere: True, ask
+    torch). Without one, CUDA sees no GPU, and the count is 0 without importing torch: the config's
+    ${gpu_or:...} resolves in every refusal and `--cfg job`, and torch's import (about 1.5 s of a
+    quiet core) was most of their start-up."""
+    return not sys.platform.startswith("linux") or any(map(os.path.exists, GPU_DEVICE_NODES))
+
+
 def gpu_count() -> int:
     """GPUs this process may use. CUDA_VISIBLE_DEVICES="" hides them all; it is read here as well
     because CUDA reads it only once per process, so a process whose CUDA started before it was set
     would still count them."""
-    if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
+    if os.environ.get("CUDA_VISIBLE_DEVICES") == "" or not gpu_device_nodes():
         return 0
+    import torch  # here: job.config imports this module in every Hydra app, --help included
+
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 

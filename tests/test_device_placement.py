@@ -236,8 +236,25 @@ def test_one_gpu_count_and_it_honours_an_empty_cuda_visible_devices(monkeypatch)
     ):  # torch's answer faked for gpu_count alone, undone before anything else runs
         m.setattr(torch.cuda, "is_available", lambda: True)
         m.setattr(torch.cuda, "device_count", lambda: 2)
+        m.setattr(host, "gpu_device_nodes", lambda: True)
         m.setenv("CUDA_VISIBLE_DEVICES", "0,1")
         counted.append(host.gpu_count())
         m.setenv("CUDA_VISIBLE_DEVICES", "")
         counted.append(host.gpu_count())
-    assert counted == [2, 0]
+        m.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+        m.setattr(host, "gpu_device_nodes", lambda: False)  # no driver file: torch is not asked
+        counted.append(host.gpu_count())
+    assert counted == [2, 0, 0]
+
+
+def test_the_gpu_count_without_torch_agrees_with_torchs_on_this_machine(monkeypatch):
+    """The shortcut (no GPU driver file, so 0 without importing torch) gives torch's own answer
+    here (on a GPU machine: that a driver file is found where torch sees GPUs)."""
+    import torch
+
+    from device import host
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    torchs = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    assert host.gpu_count() == torchs
+    assert host.gpu_device_nodes() or torchs == 0
