@@ -27,8 +27,9 @@ class NullStream:
 class _CpuTorchDevice:
     """torch.device("cpu"), made at its first read and kept: job.config imports the device package
     (through device.host) in every Hydra app, and `python train.py --help`, `--cfg job` or a refused
-    command line should not pay torch's import (about 1.5 s of a core) for a class attribute. CUDA
-    and fake devices set their own on the instance, which wins over this (it has no __set__)."""
+    command line should not pay torch's import (about 1.5 s of a core) for a class attribute. A CUDA
+    device sets its own on the instance, which wins over this (it has no __set__); the fake device
+    inherits this one (its tensors live on the CPU)."""
 
     _made = None
 

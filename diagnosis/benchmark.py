@@ -15,13 +15,12 @@ the fault knobs. The cases that need an emulated link run only as root (skipped 
 
 from __future__ import annotations
 
-from collections import Counter
-
 import argparse
 import json
 import math
 import os
 import statistics
+from collections import Counter
 import subprocess
 import sys
 import time
