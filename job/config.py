@@ -391,10 +391,14 @@ def check_schema(cfg: DictConfig, path: str = "") -> None:
                 raise ConfigError(f"{full}={value!r}: must be {words} {n}.")
 
 
-def check_run_mode() -> None:
-    """A preset that sweeps (hydra.sweeper.params) run without -m would silently run one row."""
+def check_run_mode(cfg: DictConfig) -> None:
+    """A preset that sweeps (hydra.sweeper.params) run without -m would silently run one row;
+    launcher=slurm without -m would run here (launchers.slurm.check_run_mode). Both before the
+    task's module is imported (prepare), which may import torch."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
+
+    from launchers.slurm import check_run_mode as check_launcher_mode
 
     if not HydraConfig.initialized():
         return
@@ -408,6 +412,7 @@ def check_run_mode() -> None:
             "-m: "
             f"python train.py -m {' '.join(hc.overrides.task)}"
         )
+    check_launcher_mode(cfg)
 
 
 # ------------------------------------------------------------------------------------------- checks
@@ -461,7 +466,7 @@ def validate(cfg: DictConfig, submitting: bool = False, host: Host | None = None
 def prepare(cfg: DictConfig, submitting: bool = False, host: Host | None = None) -> dict:
     """Check everything, then resolve every interpolation once: the ranks get a plain dict (Hydra's
     runtime config does not exist in child processes), with choices as plain strings."""
-    check_run_mode()
+    check_run_mode(cfg)
     cfg = cfg.copy()
     OmegaConf.set_struct(cfg, False)
     if "hydra" in cfg:
