@@ -26,17 +26,50 @@ RANK_MEMORY_BYTES = (
 )  # what one CPU rank process costs before it holds any data (python + torch + gloo)
 
 
-# the device files a GPU is reached through on Linux: CUDA's control node, WSL2's GPU bridge, and
-# ROCm's (whose torch answers through torch.cuda too)
-GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/dxg", "/dev/kfd")
+# the files a GPU is reached through on Linux: CUDA's control node, WSL2's GPU bridge, ROCm's
+# (whose torch answers through torch.cuda too), Jetson's integrated GPU (L4T), and the loaded NVIDIA
+# kernel module's /proc entry: on a headless host without the driver's udev rule /dev/nvidiactl is
+# made only when CUDA first starts (the driver runs nvidia-modprobe then), so its absence alone
+# would count 0 GPUs on a GPU machine
+GPU_DEVICE_NODES = (
+    "/dev/nvidiactl",
+    "/dev/dxg",
+    "/dev/kfd",
+    "/dev/nvhost-ctrl-gpu",
+    "/dev/nvgpu",
+    "/proc/driver/nvidia",
+)
+PCI_DEVICES = Path("/sys/bus/pci/devices")
+NVIDIA_PCI_VENDOR = "0x10de"
+
+
+def _nvidia_pci_display() -> bool:
+    """An NVIDIA display or 3D controller on the PCI bus (sysfs): a GPU whose module and device
+    files are not there yet (nvidia-modprobe loads and makes them at CUDA's first start)."""
+    try:
+        for dev in PCI_DEVICES.iterdir():
+            try:
+                if (dev / "vendor").read_text().strip() == NVIDIA_PCI_VENDOR and (
+                    dev / "class"
+                ).read_text().startswith("0x03"):
+                    return True
+            except OSError:
+                continue
+    except OSError:
+        return False
+    return False
 
 
 def gpu_device_nodes() -> bool:
-    """Whether this Linux machine has a file a GPU driver is reached through (elsewhere: True, ask
-    torch). Without one, CUDA sees no GPU, and the count is 0 without importing torch: the config's
-    ${gpu_or:...} resolves in every refusal and `--cfg job`, and torch's import (about 1.5 s of a
-    quiet core) was most of their start-up."""
-    return not sys.platform.startswith("linux") or any(map(os.path.exists, GPU_DEVICE_NODES))
+    """Whether this Linux machine has a file a GPU driver is reached through, or an NVIDIA GPU on
+    its PCI bus (elsewhere: True, ask torch). Without either, CUDA sees no GPU, and the count is 0
+    without importing torch: the config's ${gpu_or:...} resolves in every refusal and `--cfg job`,
+    and torch's import (about 1.5 s of a quiet core) was most of their start-up."""
+    return (
+        not sys.platform.startswith("linux")
+        or any(map(os.path.exists, GPU_DEVICE_NODES))
+        or _nvidia_pci_display()
+    )
 
 
 def gpu_count() -> int:

@@ -1295,16 +1295,14 @@ def straggler(v: RunView) -> Finding | None:
         hi = ci[1] - min(p.ready_ci[0] for p in others)
         scatter = _after_fix_scatter(v, s.by_s)
         if scatter is not None:
-            down, up, sd = scatter
+            down, up, sd, source = scatter
             lo, hi = max(0.0, lo - down), hi + up
             evidence.append(
                 ev(
                     "a run of the fix: its step's run-to-run scatter",
                     100 * sd,
                     "%",
-                    "diagnosis.rules.SHORT_STEP_RUN_TO_RUN_SD"
-                    if v.step_s - s.by_s < SHORT_STEP_S
-                    else "whatif.profile.RUN_TO_RUN_SD",
+                    source,
                     f"log-normal sd of a step median; the step the fix leaves "
                     f"({ms(v.step_s - s.by_s)} ms) x e^(+-1.96 sd) widens the interval",
                 )
@@ -1339,11 +1337,13 @@ def straggler(v: RunView) -> Finding | None:
     )  # diagnostic runs: not checked
 
 
-def _after_fix_scatter(v: RunView, by_s: float | None) -> tuple[float, float, float] | None:
-    """(seconds the saving may be lower, higher, the sd) for a separate run of the fix: the step it
-    leaves (this step less the others' wait) is another run's step median, scattering run to run by
-    a log-normal sd (SHORT_STEP_RUN_TO_RUN_SD for a step under SHORT_STEP_S, else the device's
-    whatif.profile.RUN_TO_RUN_SD) at 95% (1.96 sd). None without a step or a wait."""
+def _after_fix_scatter(v: RunView, by_s: float | None) -> tuple[float, float, float, str] | None:
+    """(seconds the saving may be lower, higher, the sd, where the sd comes from) for a separate run
+    of the fix: the step it leaves (this step less the others' wait) is another run's step median,
+    scattering run to run by a log-normal sd (SHORT_STEP_RUN_TO_RUN_SD for a step under
+    SHORT_STEP_S off GPU, where it was measured: a CUDA step's scatter is not a busy 2-core VM's;
+    else the device's whatif.profile.RUN_TO_RUN_SD) at 95% (1.96 sd). None without a step or a
+    wait."""
     from whatif.profile import RUN_TO_RUN_SD
 
     if not v.step_s or by_s is None:
@@ -1351,9 +1351,12 @@ def _after_fix_scatter(v: RunView, by_s: float | None) -> tuple[float, float, fl
     rest = v.step_s - by_s
     if rest <= 0:
         return None
-    sd = SHORT_STEP_RUN_TO_RUN_SD if rest < SHORT_STEP_S else RUN_TO_RUN_SD.get(v.device, 0.05)
+    if rest < SHORT_STEP_S and v.device != "cuda":
+        sd, source = SHORT_STEP_RUN_TO_RUN_SD, "diagnosis.rules.SHORT_STEP_RUN_TO_RUN_SD"
+    else:
+        sd, source = RUN_TO_RUN_SD.get(v.device, 0.05), "whatif.profile.RUN_TO_RUN_SD"
     z = 1.959963984540054
-    return rest * (math.exp(z * sd) - 1), rest * (1 - math.exp(-z * sd)), sd
+    return rest * (math.exp(z * sd) - 1), rest * (1 - math.exp(-z * sd)), sd, source
 
 
 def _waited_for_a_core(v: RunView, s: Straggler) -> bool:

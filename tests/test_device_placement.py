@@ -258,3 +258,27 @@ def test_the_gpu_count_without_torch_agrees_with_torchs_on_this_machine(monkeypa
     torchs = torch.cuda.device_count() if torch.cuda.is_available() else 0
     assert host.gpu_count() == torchs
     assert host.gpu_device_nodes() or torchs == 0
+
+
+def test_a_gpu_whose_device_files_are_not_made_yet_is_still_asked_of_torch(monkeypatch, tmp_path):
+    """On a headless host without the driver's udev rule /dev/nvidiactl appears only when CUDA first
+    starts (the driver runs nvidia-modprobe): the loaded module's /proc entry or an NVIDIA display
+    controller on the PCI bus sends the count to torch, not to 0. Other PCI devices do not."""
+    from device import host
+
+    made = set()
+    monkeypatch.setattr(host.sys, "platform", "linux")
+    monkeypatch.setattr(host.os.path, "exists", lambda p: p in made)
+    monkeypatch.setattr(host, "PCI_DEVICES", tmp_path)
+    for name, vendor, cls in (("a", "0x8086", "0x030000"), ("b", "0x10de", "0x040300")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "vendor").write_text(vendor + "\n")
+        (tmp_path / name / "class").write_text(cls + "\n")
+    assert not host.gpu_device_nodes()  # an Intel GPU, an NVIDIA GPU's audio function
+    made.add("/proc/driver/nvidia")
+    assert host.gpu_device_nodes()
+    made.clear()
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "vendor").write_text("0x10de\n")
+    (tmp_path / "c" / "class").write_text("0x030200\n")  # a 3D controller (A100, H100)
+    assert host.gpu_device_nodes()

@@ -278,3 +278,27 @@ def test_a_stragglers_interval_holds_a_separate_run_of_the_fix():
     hi = mine["ready_ci"][1] - other["ready_ci"][0] + rest * (1 - math.exp(-z * sd))
     assert top["saving"]["lo"] == pytest.approx(lo / step, rel=1e-6)
     assert top["saving"]["hi"] == pytest.approx(hi / step, rel=1e-6)
+
+
+def test_a_short_gpu_step_is_not_given_the_cpu_vms_scatter():
+    """SHORT_STEP_RUN_TO_RUN_SD (23.9%) was measured on the busy 2-core VM's CPU steps: a CUDA run
+    whose step the fix leaves is under SHORT_STEP_S takes the GPU's stated scatter, not +-60%."""
+    import math
+    from types import SimpleNamespace
+
+    from diagnosis.rules import SHORT_STEP_RUN_TO_RUN_SD, _after_fix_scatter
+    from whatif.profile import RUN_TO_RUN_SD
+
+    z = 1.959963984540054
+    for device, sd in (("cpu", SHORT_STEP_RUN_TO_RUN_SD), ("cuda", RUN_TO_RUN_SD["cuda"])):
+        down, up, got, source = _after_fix_scatter(
+            SimpleNamespace(step_s=0.030, device=device), 0.010
+        )
+        assert got == sd and down == pytest.approx(0.020 * (math.exp(z * sd) - 1))
+        assert up == pytest.approx(0.020 * (1 - math.exp(-z * sd)))
+        assert source.endswith("SHORT_STEP_RUN_TO_RUN_SD") == (device == "cpu")
+    # a long step: the device's own figure on both
+    assert (
+        _after_fix_scatter(SimpleNamespace(step_s=0.5, device="cpu"), 0.1)[2]
+        == RUN_TO_RUN_SD["cpu"]
+    )
