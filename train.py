@@ -26,6 +26,7 @@ from job.config import (
     check_command_line,
     disk_error,
     hydra_error,
+    plain_help,
     register_resolvers,
 )
 from job.run import JobResult, run_job
@@ -59,6 +60,10 @@ def main() -> int:
     try:
         check_added_keys(overrides)
         check_command_line(sys.argv[1:])
+        text = plain_help(sys.argv[1:])  # --help alone: without Hydra's unused group listing
+        if text is not None:
+            print(text)
+            return 0
         app()
     except SystemExit as e:
         return _code(e)
@@ -93,6 +98,9 @@ def _code(e: SystemExit) -> int:
 
 
 if __name__ == "__main__":
-    from launchers.rank import exiting
-
-    sys.exit(exiting(main()))
+    code = main()
+    # a process that became a rank keeps its code for a finished rank's exit
+    # (launchers.rank.exiting); one that did not (--help, --cfg job, a refusal) never imported it,
+    # nor torch with it
+    rank = sys.modules.get("launchers.rank")
+    sys.exit(rank.exiting(code) if rank is not None else code)

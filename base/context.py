@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # job.run imports this module in every Hydra app, --help included
+    import torch
 
 JOB_START_ENV = (
     "DDP_COMM_JOB_START"  # epoch seconds the job began (job/run.py sets it; the ranks inherit it)

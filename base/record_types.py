@@ -713,6 +713,12 @@ class Series(Block):
         "substitution's cost, as the built-in does the same division and all-reduce in C++",
         default=None,
     )
+    gc_s: list[float] | None = doc(
+        "task=script: host seconds in Python's garbage collector per measured step (gc.callbacks): "
+        "a full collection inside the window is milliseconds a step that neither the script's "
+        "work nor the hooks account for (python -m tasks.script.cost reads it on both sides)",
+        default=None,
+    )
 
 
 @dataclass

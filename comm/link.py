@@ -26,6 +26,7 @@ TCP_IP_OVERHEAD = (
     20 + 20 + 12
 )  # IPv4, TCP, TCP timestamps (Linux default): per segment, inside the MTU
 DEFAULT_MTU = 1500
+GSO_MAX_SIZE, GSO_MAX_SEGS = 65536, 65535  # a veth's defaults (ip -d link show)
 
 _UNITS = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
 _RATE = re.compile(
@@ -95,9 +96,29 @@ def payload_rate(bit_s: float, mtu: int = DEFAULT_MTU) -> float:
 
 
 def default_burst(bit_s: float, mtu: int = DEFAULT_MTU) -> int:
-    """Token-bucket depth in bytes: 1 ms at the rate, at least one 64 KiB GSO packet plus a frame
-    (veth hands the qdisc segments of up to 64 KiB; a smaller bucket would starve them)."""
-    return int(max(math.ceil(bit_s / 8 * 1e-3), 65536 + mtu + ETHERNET_HEADER))
+    """Token-bucket depth in bytes: 1 ms at the rate, at least 3 frames. Not a 64 KiB GSO packet:
+    a real link has no bucket, and behind 20 Mbit/s a 67 KB one refilled while the ranks computed
+    and waited at the window's barriers, so VGG11-tiny's 71.5 KB all-reduce rode it at the line's
+    speed (comm 22.6-24.6 ms a step where the payload rate needs 29.9; with 3 frames, 28.8-31.8).
+    The veths' segments are capped to fit (gso_cap), so a smaller bucket starves nothing."""
+    return int(max(math.ceil(bit_s / 8 * 1e-3), 3 * (mtu + ETHERNET_HEADER)))
+
+
+def gso_cap(burst: int, mtu: int = DEFAULT_MTU) -> tuple[int, int]:
+    """(gso_max_size, gso_max_segs) for the emulated veths: the largest packet the stack may hand
+    the qdisc, one frame below the bucket's depth (at least one frame; the kernel's 64 KiB default
+    where the bucket holds more). htb sends a packet bigger than its bucket on credit, so without
+    the cap a small bucket still let 64 KiB segments through at the line's speed (a 4.5 KB bucket
+    behind 20 Mbit/s: the window's one-step blocks timed 86% of the elapsed step, 94-95% with
+    one-frame segments, 97-98% with this cap's two; docs/links.md). Above ~530 Mbit/s (1 ms at the
+    rate > 64 KiB) nothing changes; below it a segment carries at most 1 ms of the rate, so the host
+    handles about 1000 packets a second whatever the rate (frame-sized segments at 500 Mbit/s
+    reached only 71% of the rate on a busy 2-core host)."""
+    frame = mtu + ETHERNET_HEADER
+    if burst - frame >= GSO_MAX_SIZE:
+        return GSO_MAX_SIZE, GSO_MAX_SEGS  # the kernel's own defaults: no cap
+    size = max(frame, burst - frame)
+    return size, size // frame
 
 
 def htb_quantum(bit_s: float, mtu: int = DEFAULT_MTU) -> int:

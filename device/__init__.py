@@ -15,8 +15,6 @@ tasks/train/memory.py refuses a config that cannot fit before any rank starts.""
 
 from __future__ import annotations
 
-import torch
-
 from device.cpu import Device
 from device.placement import Placement
 
@@ -28,6 +26,8 @@ def open_device(placement: Placement) -> Device:
     enforcing here, before the model and DDP exist, so their set-up is checked too."""
     global _opened
     if placement.kind == "cuda":
+        import torch
+
         from device.cuda import CudaDevice
 
         torch.cuda.set_device(placement.torch_device)
@@ -47,6 +47,8 @@ def layer_for(device) -> Device:
     computes on CPU, or the reverse)."""
     if isinstance(device, Device):
         return device
+    import torch  # here, not at the top: see device/cpu.py's _CpuTorchDevice
+
     device = torch.device(device)
     if _opened is not None and _opened.torch_device == device:
         return _opened

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager, nullcontext
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 
 class NullStream:
@@ -22,6 +24,23 @@ class NullStream:
         pass
 
 
+class _CpuTorchDevice:
+    """torch.device("cpu"), made at its first read and kept: job.config imports the device package
+    (through device.host) in every Hydra app, and `python train.py --help`, `--cfg job` or a refused
+    command line should not pay torch's import (about 1.5 s of a core) for a class attribute. A CUDA
+    device sets its own on the instance, which wins over this (it has no __set__); the fake device
+    inherits this one (its tensors live on the CPU)."""
+
+    _made = None
+
+    def __get__(self, obj, owner):
+        if _CpuTorchDevice._made is None:
+            import torch
+
+            _CpuTorchDevice._made = torch.device("cpu")
+        return _CpuTorchDevice._made
+
+
 class Device:
     """The device interface: what the step loop, the H2D feeders, CUDA graphs and the comm tasks may
     ask of a device. As it stands it is the CPU's (cuda.py and fake.py override what differs)."""
@@ -30,7 +49,7 @@ class Device:
     copies = False  # a host batch must be copied to the device before use
     # the loader should pin host batches (page-locked memory makes non_blocking copies async)
     pins_memory = False
-    torch_device = torch.device("cpu")
+    torch_device = _CpuTorchDevice()
     _stream = NullStream()
 
     # -- streams

@@ -9,11 +9,11 @@ from __future__ import annotations
 from base.record import setting
 import os
 import re
+import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 from omegaconf import OmegaConf
 
 from base.errors import ConfigError, ConfigWarning
@@ -26,12 +26,60 @@ RANK_MEMORY_BYTES = (
 )  # what one CPU rank process costs before it holds any data (python + torch + gloo)
 
 
+# the files a GPU is reached through on Linux: CUDA's control node, WSL2's GPU bridge, ROCm's
+# (whose torch answers through torch.cuda too), Jetson's integrated GPU (L4T), and the loaded NVIDIA
+# kernel module's /proc entry: on a headless host without the driver's udev rule /dev/nvidiactl is
+# made only when CUDA first starts (the driver runs nvidia-modprobe then), so its absence alone
+# would count 0 GPUs on a GPU machine
+GPU_DEVICE_NODES = (
+    "/dev/nvidiactl",
+    "/dev/dxg",
+    "/dev/kfd",
+    "/dev/nvhost-ctrl-gpu",
+    "/dev/nvgpu",
+    "/proc/driver/nvidia",
+)
+PCI_DEVICES = Path("/sys/bus/pci/devices")
+NVIDIA_PCI_VENDOR = "0x10de"
+
+
+def _nvidia_pci_display() -> bool:
+    """An NVIDIA display or 3D controller on the PCI bus (sysfs): a GPU whose module and device
+    files are not there yet (nvidia-modprobe loads and makes them at CUDA's first start)."""
+    try:
+        for dev in PCI_DEVICES.iterdir():
+            try:
+                if (dev / "vendor").read_text().strip() == NVIDIA_PCI_VENDOR and (
+                    dev / "class"
+                ).read_text().startswith("0x03"):
+                    return True
+            except OSError:
+                continue
+    except OSError:
+        return False
+    return False
+
+
+def gpu_device_nodes() -> bool:
+    """Whether this Linux machine has a file a GPU driver is reached through, or an NVIDIA GPU on
+    its PCI bus (elsewhere: True, ask torch). Without either, CUDA sees no GPU, and the count is 0
+    without importing torch: the config's ${gpu_or:...} resolves in every refusal and `--cfg job`,
+    and torch's import (about 1.5 s of a quiet core) was most of their start-up."""
+    return (
+        not sys.platform.startswith("linux")
+        or any(map(os.path.exists, GPU_DEVICE_NODES))
+        or _nvidia_pci_display()
+    )
+
+
 def gpu_count() -> int:
     """GPUs this process may use. CUDA_VISIBLE_DEVICES="" hides them all; it is read here as well
     because CUDA reads it only once per process, so a process whose CUDA started before it was set
     would still count them."""
-    if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
+    if os.environ.get("CUDA_VISIBLE_DEVICES") == "" or not gpu_device_nodes():
         return 0
+    import torch  # here: job.config imports this module in every Hydra app, --help included
+
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 

@@ -17,12 +17,13 @@ import re
 import socket
 from dataclasses import asdict, dataclass
 from datetime import timedelta
-from typing import Mapping
-
-import torch
+from typing import TYPE_CHECKING, Mapping
 
 from base.errors import ConfigError
 from device.host import gpu_count
+
+if TYPE_CHECKING:  # torch is imported where it is used: job.config imports this module
+    import torch
 
 DEVICES = ("auto", "cpu", "cuda", "fake")
 BACKENDS = ("auto", "nccl", "gloo")
@@ -44,6 +45,8 @@ class Placement:
 
     @property
     def torch_device(self) -> torch.device:
+        import torch
+
         return torch.device("cuda", self.gpu) if self.kind == "cuda" else torch.device("cpu")
 
 
@@ -292,6 +295,8 @@ def preflight(
     if submitting:
         return None
     visible = gpu_count() if gpus is None else gpus
+    import torch.distributed
+
     nccl = torch.distributed.is_nccl_available()
     if ranks_started if ranks_started is not None else "RANK" in os.environ:
         world = int(os.environ.get("WORLD_SIZE", cfg.world_size))
@@ -325,6 +330,7 @@ def settle(
     through the rendezvous store (the store `env://` would give init_process_group, but one that
     ranks make themselves listens on MASTER_ADDR's address only: base/store.py). Returns (placement,
     store to pass to init_process_group)."""
+    import torch
     import torch.distributed as dist
 
     from base.store import rank_store

@@ -15,13 +15,12 @@ the fault knobs. The cases that need an emulated link run only as root (skipped 
 
 from __future__ import annotations
 
-from collections import Counter
-
 import argparse
 import json
 import math
 import os
 import statistics
+from collections import Counter
 import subprocess
 import sys
 import time
@@ -57,10 +56,10 @@ SCRIPT_COMMON = [
 ]
 HICCUP = (5, 0.3)  # rank 0 sleeps 300 ms after every 5th step: 4 hiccups in the 20 measured steps
 # Two rates at which the link binds vgg11_tiny's 71 KB gradient. Not 80 Mbit/s: there the shaper's
-# bucket (64 KiB + a frame, comm.link.default_burst) refills during the ~6.5 ms of compute to nearly
-# the whole gradient, so the all-reduce passes at the line's speed and the committed 80 Mbit/s runs
-# were no slower than the healthy runs on loopback (7.2-8.9 ms a step against 8.3-10.7): no cause of
-# measurable size to name.
+# bucket (then 64 KiB + a frame; comm.link.default_burst is now 1 ms at the rate) refilled during
+# the ~6.5 ms of compute to nearly the whole gradient, so the all-reduce passed at the line's speed
+# and the committed 80 Mbit/s runs were no slower than the healthy runs on loopback (7.2-8.9 ms a
+# step against 8.3-10.7): no cause of measurable size to name.
 LINK_RATES = ("20mbit", "40mbit")
 SMALL_BUCKETS = ["model=vit_tiny", "model.num_layers=8", "bucket=0.001", "link.rate=200mbit"]
 

@@ -17,12 +17,13 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--accumulate", type=int, required=True)
     parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--size", type=int, default=32, help="image side (8: a sixteenth of the work)")
     args = parser.parse_args()
 
     dist.init_process_group("gloo")
     device = torch.device("cuda", dist.get_rank() % torch.cuda.device_count()) if torch.cuda.is_available() \
         else torch.device("cpu")
-    data = TensorDataset(torch.randn(2048, 3, 32, 32), torch.randint(0, 10, (2048,)))
+    data = TensorDataset(torch.randn(2048, 3, args.size, args.size), torch.randint(0, 10, (2048,)))
     loader = DataLoader(data, batch_size=4, sampler=DistributedSampler(data))
     model = DDP(small_cnn().to(device))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)

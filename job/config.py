@@ -18,6 +18,7 @@ import dataclasses
 import difflib
 import errno
 import math
+import string
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -51,6 +52,25 @@ def register_resolvers() -> None:
     for name, resolver in resolvers.items():
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, resolver)
+
+
+def plain_help(argv: list[str]) -> str | None:
+    """`python train.py --help`'s text, for an argv of just --help or -h, from the same template
+    (conf/hydra/help/app.yaml, `override hydra/help: app`) before Hydra composes anything: Hydra's
+    app_help fills $APP_CONFIG_GROUPS and $HYDRA_CONFIG_GROUPS whether or not the template names
+    them, listing every group's options, each list a fresh deep copy of the config repository:
+    ~2.4 of --help's ~3.5 CPU s. Ours names none of Hydra's $ variables. None, and Hydra answers,
+    where the text could differ: with overrides or other flags (they may set hydra.help or be
+    refused), or a template that names one of Hydra's variables (only Hydra has them).
+    tests/test_config.py checks the text against Hydra's own, byte for byte."""
+    if argv not in (["--help"], ["-h"]):
+        return None
+    node = OmegaConf.load(CONF_DIR / "hydra" / "help" / "app.yaml")
+    help_cfg = OmegaConf.create({"hydra": {"help": node}}).hydra.help  # ${hydra.help.*} resolve
+    try:
+        return string.Template(help_cfg.template).substitute({})
+    except (KeyError, ValueError):  # $FLAGS_HELP, $CONFIG, ...: Hydra's to fill
+        return None
 
 
 # ----------------------------------------------------------------------------------- Hydra's errors
@@ -371,10 +391,14 @@ def check_schema(cfg: DictConfig, path: str = "") -> None:
                 raise ConfigError(f"{full}={value!r}: must be {words} {n}.")
 
 
-def check_run_mode() -> None:
-    """A preset that sweeps (hydra.sweeper.params) run without -m would silently run one row."""
+def check_run_mode(cfg: DictConfig) -> None:
+    """A preset that sweeps (hydra.sweeper.params) run without -m would silently run one row;
+    launcher=slurm without -m would run here (launchers.slurm.check_run_mode). Both before the
+    task's module is imported (prepare), which may import torch."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
+
+    from launchers.slurm import check_run_mode as check_launcher_mode
 
     if not HydraConfig.initialized():
         return
@@ -388,6 +412,7 @@ def check_run_mode() -> None:
             "-m: "
             f"python train.py -m {' '.join(hc.overrides.task)}"
         )
+    check_launcher_mode(cfg)
 
 
 # ------------------------------------------------------------------------------------------- checks
@@ -441,7 +466,7 @@ def validate(cfg: DictConfig, submitting: bool = False, host: Host | None = None
 def prepare(cfg: DictConfig, submitting: bool = False, host: Host | None = None) -> dict:
     """Check everything, then resolve every interpolation once: the ranks get a plain dict (Hydra's
     runtime config does not exist in child processes), with choices as plain strings."""
-    check_run_mode()
+    check_run_mode(cfg)
     cfg = cfg.copy()
     OmegaConf.set_struct(cfg, False)
     if "hydra" in cfg:

@@ -478,11 +478,11 @@ class Network:
             ) from None
         me = os.getpid()
         switch_ip = [f"link add {SWITCH} type bridge", f"link set {SWITCH} up"]
+        gso_size, gso_segs = arith.gso_cap(self.spec.burst_bytes, self.spec.mtu)
+        end = f"mtu {self.spec.mtu} gso_max_size {gso_size} gso_max_segs {gso_segs}"
         for i, fd in enumerate(self.node_fds):
             switch_ip += [
-                f"link add port{i} mtu {self.spec.mtu} type veth peer name {NIC} mtu "
-                f"{self.spec.mtu} "
-                f"netns /proc/self/fd/{fd}",
+                f"link add port{i} {end} type veth peer name {NIC} {end} netns /proc/self/fd/{fd}",
                 f"link set port{i} master {SWITCH} up",
             ]
         self._batch(

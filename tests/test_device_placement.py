@@ -236,8 +236,49 @@ def test_one_gpu_count_and_it_honours_an_empty_cuda_visible_devices(monkeypatch)
     ):  # torch's answer faked for gpu_count alone, undone before anything else runs
         m.setattr(torch.cuda, "is_available", lambda: True)
         m.setattr(torch.cuda, "device_count", lambda: 2)
+        m.setattr(host, "gpu_device_nodes", lambda: True)
         m.setenv("CUDA_VISIBLE_DEVICES", "0,1")
         counted.append(host.gpu_count())
         m.setenv("CUDA_VISIBLE_DEVICES", "")
         counted.append(host.gpu_count())
-    assert counted == [2, 0]
+        m.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+        m.setattr(host, "gpu_device_nodes", lambda: False)  # no driver file: torch is not asked
+        counted.append(host.gpu_count())
+    assert counted == [2, 0, 0]
+
+
+def test_the_gpu_count_without_torch_agrees_with_torchs_on_this_machine(monkeypatch):
+    """The shortcut (no GPU driver file, so 0 without importing torch) gives torch's own answer
+    here (on a GPU machine: that a driver file is found where torch sees GPUs)."""
+    import torch
+
+    from device import host
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    torchs = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    assert host.gpu_count() == torchs
+    assert host.gpu_device_nodes() or torchs == 0
+
+
+def test_a_gpu_whose_device_files_are_not_made_yet_is_still_asked_of_torch(monkeypatch, tmp_path):
+    """On a headless host without the driver's udev rule /dev/nvidiactl appears only when CUDA first
+    starts (the driver runs nvidia-modprobe): the loaded module's /proc entry or an NVIDIA display
+    controller on the PCI bus sends the count to torch, not to 0. Other PCI devices do not."""
+    from device import host
+
+    made = set()
+    monkeypatch.setattr(host.sys, "platform", "linux")
+    monkeypatch.setattr(host.os.path, "exists", lambda p: p in made)
+    monkeypatch.setattr(host, "PCI_DEVICES", tmp_path)
+    for name, vendor, cls in (("a", "0x8086", "0x030000"), ("b", "0x10de", "0x040300")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "vendor").write_text(vendor + "\n")
+        (tmp_path / name / "class").write_text(cls + "\n")
+    assert not host.gpu_device_nodes()  # an Intel GPU, an NVIDIA GPU's audio function
+    made.add("/proc/driver/nvidia")
+    assert host.gpu_device_nodes()
+    made.clear()
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "vendor").write_text("0x10de\n")
+    (tmp_path / "c" / "class").write_text("0x030200\n")  # a 3D controller (A100, H100)
+    assert host.gpu_device_nodes()

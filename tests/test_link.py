@@ -102,7 +102,12 @@ def test_what_a_shaped_rate_allows_and_the_token_bucket():
     )  # TCP/IPv4 + timestamps, Ethernet header
     assert arith.payload_rate(1e9) == pytest.approx(956.4e6, rel=1e-4)
     assert arith.default_burst(1e9) == 125_000  # 1 ms at 1 Gbit/s
-    assert arith.default_burst(1e8) == 65536 + 1514  # at least one GSO packet and a frame
+    assert arith.default_burst(1e8) == 12_500  # 1 ms at 100 Mbit/s: no 64 KiB floor any more
+    assert arith.default_burst(2e7) == 3 * 1514  # at least 3 frames
+    # the veths' segments fit the bucket: one frame below it, the kernel's defaults above 64 KiB
+    assert arith.gso_cap(125_000) == (65536, 65535)
+    assert arith.gso_cap(12_500) == (12_500 - 1514, (12_500 - 1514) // 1514)
+    assert arith.gso_cap(3 * 1514) == (2 * 1514, 2) and arith.gso_cap(1514) == (1514, 1)
     assert (
         arith.htb_quantum(1e9) == 125_000
         and arith.htb_quantum(1e11) == 200_000
@@ -478,6 +483,21 @@ def wait_for(what, limit: float = 60):
             return value
         time.sleep(0.2)
     return what()
+
+
+@pytest.mark.root
+@needs_link
+def test_a_slow_link_has_a_small_bucket_and_segments_that_fit_it():
+    """Behind 20 Mbit/s the bucket is 3 frames and both veth ends hand the qdisc at most 2 frames
+    at once (a 64 KiB segment would pass a small htb bucket on credit, at the line's speed), and
+    the shaping still carries the rate: the check transfer reaches the payload rate."""
+    spec = link.spec_of(compose(["link.rate=20mbit", "link.check_s=1"]))
+    assert spec.burst_bytes == 3 * 1514
+    with link.Network(spec, world_size=2) as net:
+        for fd, dev in ((net.node_fds[0], "nic0"), (net.switch, "port1")):
+            out = link.run_in(fd, ["ip", "-d", "link", "show", "dev", dev]).stdout
+            assert "gso_max_size 3028 gso_max_segs 2" in out, out
+        assert 0.9 < net.facts()["check"]["of_payload_rate"] < 1.05, net.facts()["check"]
 
 
 @pytest.mark.root

@@ -36,8 +36,9 @@ def _cfg(warmup: int, steps: int, max_steps=None):
     )
 
 
-def _train(steps: int, attach=None, hooks_called=None):
-    """A user's loop: DataLoader, DDP, SGD; the weights after `steps` optimizer steps."""
+def _train(steps: int, attach=None, hooks_called=None, after_step=None):
+    """A user's loop: DataLoader, DDP, SGD; the weights after `steps` optimizer steps.
+    after_step(i): the script's own code after its i-th optimizer step."""
     torch.manual_seed(0)
     model = DistributedDataParallel(nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2)))
     if attach is not None and hooks_called is not None:
@@ -56,6 +57,8 @@ def _train(steps: int, attach=None, hooks_called=None):
         opt.zero_grad()
         nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
+        if after_step is not None:
+            after_step(i)
         if attach is not None:
             own_at[i] = attach.own_s + attach.own_thread_s
     return [p.detach().clone() for p in model.parameters()], own_at
@@ -68,13 +71,16 @@ def test_after_the_window_only_the_step_count_runs(one_rank_group):
         torch.Tensor.cuda,
     )
     pre_hooks = len(_global_optimizer_pre_hooks)
+    collectors = list(gc.callbacks)
     bare, _ = _train(10)
     a = attach_mod.Attach(_cfg(warmup=2, steps=3), "cpu", 0).install()
     called: list = []
     try:
         assert dataloader._BaseDataLoaderIter.__next__ is not real_next
         assert len(_global_optimizer_pre_hooks) == pre_hooks + 1
-        tooled, own_at = _train(10, a, called)
+        assert len(gc.callbacks) == len(collectors) + 1
+        # the script's own full collection after its 4th step: inside the 5th step's time
+        tooled, own_at = _train(10, a, called, lambda i: i == 4 and gc.collect())
         # the window: steps 3-5, each with its phases and its one bucket's all-reduce
         assert [s.index for s in a.measured] == [3, 4, 5] and a.steps_done == 10
         for s in a.measured:
@@ -86,11 +92,15 @@ def test_after_the_window_only_the_step_count_runs(one_rank_group):
                 "optimizer",
             }
             assert len(s.comm) == 1 and s.samples == 4 and 0 < s.tool_s < s.end - s.start
+        # the collector's time is read per step (the cost table tells it from the hooks by it)
+        gc3, gc4, gc5 = (s.gc_s for s in a.measured)
+        assert 0 <= gc3 < gc5 and 0 <= gc4 < gc5 <= a.measured[2].end - a.measured[2].start
         # the window's own hook and patches went at the first batch after it; the forward
         # hooks and the comm hook add no time from then on
         assert len(_global_optimizer_pre_hooks) == pre_hooks
         assert dataloader._BaseDataLoaderIter.__next__ is real_next
         assert torch.Tensor.to is real_to and torch.Tensor.cuda is real_cuda
+        assert gc.callbacks == collectors
         assert own_at[6] == own_at[10]
     finally:
         a.uninstall()

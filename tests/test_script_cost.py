@@ -19,6 +19,7 @@ def _side(step_s: float, n: int, tool_s: float | None = None, sub: float = 0.0) 
     return {
         "step_s": [step_s] * n,
         "cpu_s_per_step": step_s / 2,
+        "gc_s_per_step": step_s / 100,
         "queue_share": 0.1,
         "threads": {"intra_op": 1, "inter_op": 2, "OMP_NUM_THREADS": "1"},
         "tool_s": None if tool_s is None else [tool_s] * n,
@@ -36,6 +37,10 @@ def test_paired_ratio_and_micro_route_on_known_runs():
     assert r["end_to_end"]["ci_lo"] <= 0.99 <= r["end_to_end"]["ci_hi"]
     assert r["end_to_end"]["ci_hi"] - r["end_to_end"]["ci_lo"] < 1e-6
     assert r["goal_shown_end_to_end"] and r["threads_equal"]
+    # the CPU route: half of each step is CPU on both sides, so the same 0.99, as tight
+    assert math.isclose(r["cpu_route"]["ratio"], 0.99, rel_tol=1e-9) and r["goal_shown_cpu"]
+    assert r["cpu_route"]["ci_hi"] - r["cpu_route"]["ci_lo"] < 1e-6
+    assert r["tool_gc_ms_per_step"][0] == pytest.approx(0.2 / 0.99)
     # micro: 100 us of hooks on a 20.2-22.2 ms step, and 150 us with the substituted hook
     assert 0.994 < r["micro"]["ratio"] < 0.996
     assert 0.991 < r["micro_with_substituted_hook"]["ratio"] < r["micro"]["ratio"]
@@ -46,6 +51,7 @@ def test_paired_ratio_and_micro_route_on_known_runs():
     slow[1]["threads"] = tool[1]["threads"]
     r = cost.row("plain_ddp", {"alone": alone, "tool": slow}, 4)
     assert not r["goal_shown_end_to_end"] and not r["threads_equal"]
+    assert not r["goal_shown_cpu"] and r["cpu_route"]["ratio"] == pytest.approx(0.95)
     text = cost.markdown(
         {
             "command": "python -m tasks.script.cost",
@@ -62,6 +68,7 @@ def test_paired_ratio_and_micro_route_on_known_runs():
         }
     )
     assert "DIFFER" in text and "| plain_ddp |" in text
+    assert "| 0.950 [" in text and "| 0.2, 0.22, 0.18, 0.21; 0.21, 0.23, 0.19, 0.22 |" in text
 
 
 def test_refuses_unknown_cases_and_a_single_round(capsys):
@@ -83,6 +90,9 @@ def test_the_baseline_launcher_marks_every_step_of_the_script_alone(tmp_path):
         marks = json.loads((tmp_path / f"b.rank{rank}.steps.json").read_text())
         assert len(marks) == 32  # 512 samples / batch 8 / 2 ranks
         assert all(b[0] > a[0] and b[1] >= a[1] for a, b in zip(marks, marks[1:]))
+        # the collector's seconds so far, as task=script's series.gc_s reads them
+        assert all(len(m) == 4 for m in marks)
+        assert all(0 <= a[3] <= b[3] for a, b in zip(marks, marks[1:]))
         threads = json.loads((tmp_path / f"b.rank{rank}.threads.json").read_text())
         assert threads == {"intra_op": 1, "inter_op": threads["inter_op"], "OMP_NUM_THREADS": "1"}
 
@@ -97,8 +107,9 @@ def test_a_script_record_holds_the_tools_own_time_per_step(tmp_path):
     record = json.loads((proc.out_dir / "run_record.json").read_text())
     for r in record["result"]["per_rank"]:
         own, sub = r["series"]["tool_s"], r["series"]["substituted_hook_s"]
-        steps = r["series"]["step_time_s"]
-        assert len(own) == len(sub) == len(steps) == 10
+        steps, collected = r["series"]["step_time_s"], r["series"]["gc_s"]
+        assert len(own) == len(sub) == len(steps) == len(collected) == 10
+        assert all(0 <= g < s for g, s in zip(collected, steps))
         # the hooks ran (several reads a step) and cost less than the step they are inside
         assert all(0 < o < s for o, s in zip(own, steps))
         # no hook asked for: allreduce_hook stands in for DDP's built-in all-reduce, timed apart

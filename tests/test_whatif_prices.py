@@ -133,6 +133,7 @@ def test_run_to_run_scatter_pools_the_repeats_of_runs_behind_a_shaped_link():
             "vit_ddp_optimizations vit_ddp_overhead".split(),
             (0.577, 0.298, 0.922),
         ),
+        ("link_share", ["link_scaling_vgg11"], (0.941, 0.941, 0.949)),
     ],
 )
 def test_the_calibrated_figures_are_what_their_command_derives(figure, dirs, expected):
@@ -140,6 +141,34 @@ def test_the_calibrated_figures_are_what_their_command_derives(figure, dirs, exp
 
     rows = implied(figure, [RUNS / d for d in dirs])
     assert summary(rows) == pytest.approx(expected, rel=0.01)
+
+
+@pytest.mark.slow
+def test_the_link_validation_is_calibrated_by_the_share_fitted_on_other_runs(monkeypatch):
+    """Behind the emulated 1 Gbit/s link: with gloo's share of the rate stated as 0.90 [0.80,
+    0.956] every row came out slow on average and the intervals held all 35 (wider than the errors
+    need); with the share calibrated on link_scaling_vgg11's runs (not these) the bias is gone and
+    the 95% intervals hold 90-98% of the rows, the MAPE under 5%, as results/whatif/validation_link
+    says."""
+    import whatif.links as lk
+    from whatif.validate import validate
+
+    def judged():
+        v = validate([RUNS / "link_comm_bound"], samples=1000)
+        errors = [r.error for r in v.rows]
+        return (
+            sum(errors) / len(errors),
+            sum(abs(e) for e in errors) / len(errors),
+            sum(r.inside for r in v.rows) / len(v.rows),
+        )
+
+    bias, mape, coverage = judged()
+    assert abs(bias) < 0.02 and mape <= 0.05 and 0.90 <= coverage <= 0.98, (bias, mape, coverage)
+    committed = json.loads((ROOT / "results/whatif/validation_link/validation.json").read_text())
+    assert committed["coverage"][0] == pytest.approx(coverage)
+    monkeypatch.setattr(lk, "LINK_SHARE", (0.90, 0.80, lk.TC_PAYLOAD))
+    bias, mape, coverage = judged()
+    assert bias > 0.02 and coverage == 1.0, (bias, mape, coverage)
 
 
 def test_a_span_longer_than_overlap_explains_is_a_cost_per_call_each_bucket_pays():

@@ -17,6 +17,10 @@ median, its interval their range.
   / after) ** e, when a CPU host holds fewer or more ranks than the source run. From the one-rank
   runs of the loopback records (results/runs/{scaling_vgg11,vgg11_local,vit_ddp_overhead});
   checked by the one-rank rows of results/runs/link_comm_bound.
+- link_share (whatif.links.LINK_SHARE): gloo's achieved share of a shaped link's rate, for runs of
+  2 ranks or more behind a link of at most 1 Gbit/s predicted from an unshaped source run. From the
+  three 2-rank 1 Gbit/s runs of results/runs/link_scaling_vgg11; checked by
+  results/runs/link_comm_bound (whose source is itself shaped, so it is no fit of it).
 """
 
 from __future__ import annotations
@@ -28,23 +32,38 @@ from pathlib import Path
 from whatif.profile import ProfileError, from_record
 from whatif.quantity import Quantity
 from whatif.step import Config, PointDraws, predict
-from whatif.validate import groups_of, knobs, plainness, target_config
+from whatif.links import TC_PAYLOAD
+from whatif.validate import groups_of, knobs, link_of, plainness, target_config
 
 # The searched ranges: fresh pages up to 10 ns per byte (0.1 GB/s, slower than any page-fault rate
 # seen), the scaling exponent from none (0) to twice perfect (2).
-RANGES = {"fresh_pages": (0.0, 10e-9), "core_scaling": (0.0, 2.0)}
+# gloo's share of a shaped link's rate from half to the TCP payload ceiling.
+RANGES = {"fresh_pages": (0.0, 10e-9), "core_scaling": (0.0, 2.0), "link_share": (0.5, TC_PAYLOAD)}
+# The share is the wire's: at 10 Gbit/s the 2-core VM's own all-reduce (the link's floor) binds, so
+# a share fitted there fits the floor's error. Runs behind a link at most this fast only.
+LINK_SHARE_MAX_BIT_S = 1e9
 
 
 def _applies(what: str, prof, rec) -> bool:
     k = knobs(rec)
     if what == "fresh_pages":
         return k["optim"] == "powersgd"
+    if what == "link_share":  # 2 ranks or more behind a shaped link, from an unshaped source run
+        link = link_of(rec)
+        return (
+            link is not None
+            and link.rate_bit_s <= LINK_SHARE_MAX_BIT_S
+            and k["world_size"] >= 2
+            and link_of(prof.record) is None
+        )
     return prof.device == "cpu" and k["world_size"] < prof.world_size and prof.hosts == 1
 
 
 def _set(what: str, prof, v: float) -> None:
     if what == "fresh_pages":
         prof.psgd_alloc = Quantity.exact(v * prof.params.total_bytes, "calibration")
+    elif what == "link_share":
+        prof.link_share = (v, v, v)
     else:
         prof.core_scaling = (v, v, v)
 
@@ -66,10 +85,10 @@ def implied(what: str, paths: list[str | Path]) -> list[tuple[str, float]]:
             if p == src[0] or not _applies(what, prof, rec) or rec.result.step_time_s is None:
                 continue
             measured = rec.result.step_time_s.median
-            cfg = target_config(prof, base, rec)
 
-            def gap(v: float, prof=prof, cfg=cfg, measured=measured) -> float:
-                _set(what, prof, v)
+            def gap(v: float, prof=prof, base=base, rec=rec, measured=measured) -> float:
+                _set(what, prof, v)  # then the target's configuration: its link reads the share
+                cfg = target_config(prof, base, rec)
                 return predict(prof, cfg, PointDraws()).step_s - measured
 
             lo, hi = lo0, hi0
@@ -92,7 +111,11 @@ def summary(rows: list[tuple[str, float]]) -> tuple[float, float, float]:
     return med, xs[0], xs[-1]
 
 
-UNITS = {"fresh_pages": (1e9, "ns per byte"), "core_scaling": (1.0, "(exponent)")}
+UNITS = {
+    "fresh_pages": (1e9, "ns per byte"),
+    "core_scaling": (1.0, "(exponent)"),
+    "link_share": (1.0, "of the shaped rate"),
+}
 
 
 def main(argv: list[str] | None = None) -> int:

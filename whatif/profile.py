@@ -137,6 +137,7 @@ class Profile:
     threads: int | None = None
     hosts: int = 1
     core_scaling: tuple[float, float, float] | None = None  # None: whatif.step.CORE_SCALING
+    link_share: tuple[float, float, float] | None = None  # None: whatif.links.LINK_SHARE
     notes: list[str] = field(default_factory=list)
 
     @property

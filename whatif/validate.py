@@ -179,7 +179,7 @@ def target_config(prof, base: Config, rec: Record) -> Config:
 
         cfg = replace(
             cfg,
-            link=emulated(link.rate_bit_s / 1e9, prof.link),
+            link=emulated(link.rate_bit_s / 1e9, prof.link, prof.link_share),
             link_name=f"emulated {link.rate_bit_s / 1e9:g} Gbit/s",
         )
     return cfg

@@ -9,6 +9,6 @@ The Hydra launcher behind launcher=slurm (hydra/launcher=slurm_sweep) uses these
 finds it: hydra_plugins/slurm_sweep_launcher/launcher.py."""
 
 from launchers.slurm.rank_env import export_rank_env, job_info
-from launchers.slurm.settings import check_config
+from launchers.slurm.settings import check_config, check_run_mode
 
-__all__ = ["check_config", "export_rank_env", "job_info"]
+__all__ = ["check_config", "check_run_mode", "export_rank_env", "job_info"]

@@ -77,7 +77,14 @@ def check_config(cfg, submitting: bool = False) -> None:
             f"{launcher['tasks_per_node']} > launcher.gpus_per_node={gpus}. "
             f"Set launcher.tasks_per_node={gpus}."
         )
-    if _single_run():
+
+
+def check_run_mode(cfg) -> None:
+    """launcher=slurm without -m: Hydra uses its launcher only in a multirun, so the job would
+    quietly run here, on this machine. Checked apart from check_config, from job.config's
+    check_run_mode before the task's module is imported: tasks.train imports torch, ~2 CPU s of a
+    one-line refusal."""
+    if setting(cfg, "launcher.name", None) == "slurm" and _single_run():
         raise ConfigError(
             "launcher=slurm submits jobs through Hydra's multirun: add -m "
             "(python train.py -m launcher=slurm ...), even for a single job."

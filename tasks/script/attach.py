@@ -15,6 +15,7 @@ script's own `except Exception` does not catch: no collective is in flight then.
 from __future__ import annotations
 
 import functools
+import gc
 import time
 
 import torch
@@ -46,10 +47,14 @@ class Step:
         "own0",
         "tool_s",
         "substituted_s",
+        "gc0",
+        "gc_s",
     )
 
-    def __init__(self, index: int, start, own0: float = 0.0):
+    def __init__(self, index: int, start, own0: float = 0.0, gc0: float = 0.0):
         self.index, self.start, self.end, self.spans, self.comm = index, start, None, [], []
+        # the collector's host seconds in this process when the step began, and over the step
+        self.gc0, self.gc_s = gc0, None
         # the tool's own host seconds in its hooks when the step began, and over the step
         self.own0, self.tool_s = own0, None
         self.substituted_s = 0.0  # host seconds in allreduce_hook where the tool put it in
@@ -105,6 +110,11 @@ class Attach:
         # host seconds spent in this module's hooks (the real calls they wrap left out), and in the
         # comm futures' callbacks (gloo's thread): the attach cost's micro route, per step
         self.own_s = self.own_thread_s = 0.0
+        # host seconds in Python's garbage collector (gc.callbacks, until the window is over): a
+        # full collection of the rank's heap is 0.1-0.4 s on the 2-core VM, so one inside a
+        # 100-step window moves a step's CPU by milliseconds; the cost table reads it on both
+        # sides (tasks/script/cost.py) to tell it from the hooks' own cost
+        self.gc_s, self._gc_t = 0.0, 0.0
 
     # ---- life cycle
     def install(self) -> "Attach":
@@ -121,6 +131,8 @@ class Attach:
         self._patch(dataloader._BaseDataLoaderIter, "__next__", self._next, window=True)
         self._patch(torch.Tensor, "to", self._copy, window=True)
         self._patch(torch.Tensor, "cuda", self._copy, window=True)
+        gc.callbacks.append(self._gc)
+        self._window_patches["gc"] = lambda: gc.callbacks.remove(self._gc)
         if self.warmup == 0:
             self._begin_window(self.clock.mark())
         return self
@@ -201,6 +213,7 @@ class Attach:
             step.end = end
             self.own_s += time.perf_counter() - t
             step.tool_s = self.own_s + self.own_thread_s - step.own0
+            step.gc_s = self.gc_s - step.gc0
             self.measured.append(step)
             self.current = None
             if self.steps_done >= self.warmup + self.window:
@@ -214,7 +227,7 @@ class Attach:
         if self.cpu0 is None:
             with self.ours():
                 self.cpu0, self.wall0 = cpu_usage(), time.time()
-        self.current = Step(self.steps_done + 1, start, self.own_s + self.own_thread_s)
+        self.current = Step(self.steps_done + 1, start, self.own_s + self.own_thread_s, self.gc_s)
 
     def _end_window(self) -> None:
         with self.ours():
@@ -224,6 +237,14 @@ class Attach:
     def _maybe_stop(self) -> None:
         if self.max_steps is not None and self.steps_done >= self.max_steps and not self.open:
             raise Stop(f"script.max_steps={self.max_steps} reached")
+
+    def _gc(self, phase: str, info: dict) -> None:
+        """gc.callbacks: the collector's time, whichever thread set it off (removed with the
+        window's patches)."""
+        if phase == "start":
+            self._gc_t = time.perf_counter()
+        else:
+            self.gc_s += time.perf_counter() - self._gc_t
 
     # ---- data
     def _next(self, real):

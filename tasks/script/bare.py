@@ -14,11 +14,13 @@ torchrun --standalone) and the ranks' environment are torchrun's, the start meth
 
 Run as a file, so no module of this project is imported beside the script: the script's own folder
 comes first on sys.path, as under torchrun. Each rank writes its step ends to
-$DDP_COMM_BARE_OUT.rank<r>.json, and with its CPU seconds and its main thread's run-queue wait to
-.rank<r>.steps.json, and its thread counts to .rank<r>.threads.json. A rank leaves without the
-interpreter's teardown, as task=script's ranks do (launchers.rank.leave_without_teardown)."""
+$DDP_COMM_BARE_OUT.rank<r>.json, and with its CPU seconds, its main thread's run-queue wait and its
+seconds in the garbage collector (gc.callbacks, as task=script reads them) to .rank<r>.steps.json,
+and its thread counts to .rank<r>.threads.json. A rank leaves without the interpreter's teardown,
+as task=script's ranks do (launchers.rank.leave_without_teardown)."""
 
 import atexit
+import gc
 import json
 import os
 import resource
@@ -33,15 +35,24 @@ def rank_main(script: str, args: list, stem: str) -> None:
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     ends: list[float] = []
-    # (host clock, the process's CPU seconds, the main thread's run-queue wait)
+    # (host clock, the process's CPU seconds, the main thread's run-queue wait, seconds in the
+    # garbage collector so far)
     marks: list[tuple] = []
+    collector = [0.0, 0.0]  # seconds in the collector so far, the running collection's start
 
     def mark(*_):
         ends.append(time.perf_counter())
         ru = resource.getrusage(resource.RUSAGE_SELF)
-        marks.append((ends[-1], ru.ru_utime + ru.ru_stime, _runqueue_s()))
+        marks.append((ends[-1], ru.ru_utime + ru.ru_stime, _runqueue_s(), collector[0]))
+
+    def collecting(phase, info):  # as task=script's Attach reads it (tasks/script/attach.py)
+        if phase == "start":
+            collector[1] = time.perf_counter()
+        else:
+            collector[0] += time.perf_counter() - collector[1]
 
     register_optimizer_step_post_hook(mark)
+    gc.callbacks.append(collecting)
     sys.argv = [script, *args]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
     code = 0

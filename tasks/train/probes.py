@@ -45,9 +45,10 @@ def ddp_comm_probe(
 
     `settle`: steps run before sampling starts, behind a shaped link (verify.refill_steps): the
     pause after the window (its bookkeeping) refills the link's token bucket, and the first probe
-    step's all-reduce rode it. Behind 40 Mbit/s (burst 67 KB) VGG11-tiny's 71.5 KB all-reduce
-    needs 15 ms of link, yet one benchmark run's six probe samples reached down to 0.68 ms: the
-    exposed interval's lower end fell under 15% of the step and the run named nothing."""
+    step's all-reduce rode it. Behind 40 Mbit/s (burst then 67 KB, now 5 KB:
+    comm.link.default_burst) VGG11-tiny's 71.5 KB all-reduce needs 15 ms of link, yet one benchmark
+    run's six probe samples reached down to 0.68 ms: the exposed interval's lower end fell under 15%
+    of the step and the run named nothing."""
     if sync.runtime_stats_kind is None or n < 1:
         return None
     for _ in range(max(0, int(settle))):

@@ -23,7 +23,7 @@ from tasks.train.loop import set_precision
 from stats import block_throughput, fmt_ci
 from tasks.train.check import check as train_check
 from tasks.train.result import thread_counts
-from device import synchronize
+from tasks.train.window import timed_span
 
 
 def check(cfg, submitting: bool = False, host=None) -> None:
@@ -59,13 +59,9 @@ def run(ctx) -> TrainReferenceResult | None:
     cpu = time.process_time()
     while sum(sizes) < cfg.steps:
         n = min(cfg.measure.block_steps, cfg.steps - sum(sizes))
-        synchronize(device)
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            step()
-        synchronize(device)
-        walls.append(time.perf_counter() - t0)
+        with timed_span(device, walls):
+            for _ in range(n):
+                step()
         sizes.append(n)
     everyone = [None] * ctx.world_size
     cpu_per_step = (time.process_time() - cpu) / sum(sizes)

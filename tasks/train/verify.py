@@ -39,6 +39,7 @@ from comm.link import default_burst, parse_rate
 from device import synchronize
 from stats import block_ab, time_saved
 from tasks.train.ddp import DDPSync
+from tasks.train.window import timed_span
 
 SWITCHABLE = ("sync", "optim", "bucket", "ddp.static_graph", "ddp.gradient_as_bucket_view", "h2d")
 MIN_ROUNDS = 3  # a paired t on 2 degrees of freedom: the fewest that give an interval at all
@@ -320,7 +321,9 @@ def _measure(ctx, make_step, sync, window, out: InJobCheck, change: dict, decide
         r = done
         order = ((0, base_step), (1, fix_step)) if r % 2 == 0 else ((1, fix_step), (0, base_step))
         for arm, step in order:
-            walls[arm, r] = torch.tensor(window_walls(step, sizes, dev, settle, sub))
+            walls[arm, r] = torch.tensor(
+                window_walls(step, sizes, dev, settle, sub), dtype=torch.float64
+            )
         done += 1
         if MIN_ROUNDS <= done < rounds:  # the plan came from one step of each: keep to the budget
             now = time.perf_counter()
@@ -356,19 +359,14 @@ def window_walls(step, sizes: list[int], dev, settle: int = 0, sub: int = 1) -> 
     shaped link's token bucket enters the timed steps in the state the window's steps find it
     (each window step follows the barrier's untimed pause, during which the link drains)."""
     for n in sub_blocks(settle, sub):
-        synchronize(dev)
-        dist.barrier()
-        for _ in range(n):
-            step()
-    out = []
+        with timed_span(dev, []):
+            for _ in range(n):
+                step()
+    out: list[float] = []
     for n in sizes:
-        synchronize(dev)
-        dist.barrier()
-        t = time.perf_counter()
-        for _ in range(n):
-            step()
-        synchronize(dev)
-        out.append(time.perf_counter() - t)
+        with timed_span(dev, out):
+            for _ in range(n):
+                step()
     return out
 
 
