@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# a copy of the diagnosis benchmark's quiet 2026-11-28 records (results/ holds its latest run)
+BENCH_2026_11_28 = ROOT / "tests/fixtures/benchmark_2026-11-28"
 RUNS = ROOT / "results" / "runs"
 SOURCE = "link_comm_bound/0"  # VGG11 at scale=smoke, 2 ranks behind an emulated 1 Gbit/s link
 VGG11_BYTES = 531_453_344  # its gradient's fp32 bytes
@@ -176,8 +178,9 @@ def test_a_span_longer_than_overlap_explains_is_a_cost_per_call_each_bucket_pays
     from whatif.step import Config, PointDraws, changed, predict
 
     # ViT (8 layers) in 36 buckets of ~10 KB behind 200 Mbit/s (the benchmark's small_buckets):
-    # (the records of the quiet 2026-11-28 15:00 UTC rerun)
-    rec = json.loads((ROOT / "results/diagnosis_benchmark/buckets/0/run_record.json").read_text())
+    # (the records of the quiet 2026-11-28 15:00 UTC rerun, kept in tests/fixtures: the benchmark's
+    # committed records change with each rerun)
+    rec = json.loads((BENCH_2026_11_28 / "buckets/0/run_record.json").read_text())
     prof = from_record(rec, "x")
     c = prof.contention
     assert c.s_comm.value == pytest.approx(5.0)
@@ -199,7 +202,7 @@ def test_per_param_calls_cost_in_training_what_their_span_says_and_ddp_pays_it_p
     from whatif.step import Config, PointDraws, changed, predict
 
     # vgg11_tiny with sync=per_param (the benchmark's per_param case): 22 all-reduces, 37.3 ms
-    rec = json.loads((ROOT / "results/diagnosis_benchmark/base/1/run_record.json").read_text())
+    rec = json.loads((BENCH_2026_11_28 / "base/1/run_record.json").read_text())
     prof = from_record(rec, "x")
     span = rec["result"]["comm"]["time_s"]
     per = prof.contention.per_call.value
