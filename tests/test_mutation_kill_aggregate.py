@@ -414,29 +414,17 @@ def _pair(per_sample_ok=True):
     samples/s are equal and steps/s differ 2x."""
     recs = []
     for r in range(2):
-        edit = (
-            None
-            if per_sample_ok
-            else (lambda x: x["result"]["throughput"].update(samples_per_s=None))
-        )
-        recs.append(
-            _rec(
-                [f"repeat={r}", "bucket=25"],
-                10.0 * (1 + 0.01 * r),
-                batch_per_rank=4,
-                sweep_dir="/s",
+        for bucket, rate, batch in (("25", 10.0, 4), ("50", 20.0, 2)):
+            recs.append(
+                _rec(
+                    [f"repeat={r}", f"bucket={bucket}"],
+                    rate * (1 + 0.01 * r),
+                    batch_per_rank=batch,
+                    sweep_dir="/s",
+                )
             )
-        )
-        recs.append(
-            _rec(
-                [f"repeat={r}", "bucket=50"],
-                20.0 * (1 + 0.01 * r),
-                batch_per_rank=2,
-                sweep_dir="/s",
-            )
-        )
-        if edit:
-            edit(recs[-1])
+        if not per_sample_ok:  # the second configuration's runs lose their samples/s
+            recs[-1]["result"]["throughput"]["samples_per_s"] = None
     return [Entry.from_record(x) for x in recs]
 
 
