@@ -208,11 +208,12 @@ class _ShapedLink:
 
 
 def test_the_check_times_its_blocks_as_the_window_times_separate_runs(one_rank_group, monkeypatch):
-    """Behind the 20 Mbit/s link the window's one-step blocks each followed a 7 ms barrier during
-    which the link kept sending, so its timed step was 23.5 ms of 30.6 elapsed; the check's blocks
-    ran their steps back to back and timed all 30.4 ms: it measured PowerSGD's saving at 60% where
-    the separate runs' windows gave 35%. Here a fake link with that shape: the check's saving must
-    be the one two windows report (about 83%), not the back-to-back one (60%)."""
+    """Behind the 20 Mbit/s link the window's one-step blocks each followed a 7 ms barrier
+    during which the link's token bucket refilled, so its timed step was 23.5 ms of 30.6 elapsed;
+    the check's blocks ran their steps back to back and timed all 30.4 ms: it measured PowerSGD's
+    saving at 60% where the separate runs' windows gave 35%. Here a fake link with that shape:
+    the check's saving must be the one two windows report (about 83%), not the back-to-back
+    one (60%)."""
     import torch
     import torch.distributed as dist
 

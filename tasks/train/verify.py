@@ -14,7 +14,7 @@ its own, until the emptied bucket refilled (burst / rate). Each block is timed a
 its steps (window_walls): in sub-blocks of the window's block size, each bracketed by a device sync
 and a barrier, its wall the slowest rank's, the block's wall their sum. The check's ratio is then
 what two separate runs' windows report: behind the 20 Mbit/s link the window's one-step blocks left
-7.3 ms of untimed barrier per step during which the link kept sending (its step 23.5 ms timed
+7.3 ms of untimed barrier per step during which the token bucket refilled (its step 23.5 ms timed
 against 30.6 ms elapsed), while the check's seven-step blocks timed them all (30.4 ms a step), so
 the check measured PowerSGD's saving at 60% where the separate runs saw 35%. What can be
 switched, what cannot, and the budget (diagnose.verify_budget, at least diagnose.verify_min_s;
@@ -357,7 +357,7 @@ def window_walls(step, sizes: list[int], dev, settle: int = 0, sub: int = 1) -> 
     sync and a barrier, its wall from there to a device sync after it; nothing else in the timed
     spans. `settle` untimed steps first, in sub-blocks of `sub` bracketed the same way, so a
     shaped link's token bucket enters the timed steps in the state the window's steps find it
-    (each window step follows the barrier's untimed pause, during which the link drains)."""
+    (each window step follows the barrier's untimed pause, during which its bucket refills)."""
     for n in sub_blocks(settle, sub):
         with timed_span(dev, []):
             for _ in range(n):
