@@ -84,14 +84,41 @@ def test_fast_tests_named_per_module():
     assert mutation.fast_tests("diagnosis/accounting.py") == ["tests/test_mutation_reach.py"]
 
 
-def test_a_module_judged_again_replaces_its_earlier_runs():
-    runs = [
-        {"command": "python -m tests.mutation --module a.py --fast"},
-        {"command": "python -m tests.mutation --module a.py --module b.py"},
-        {"command": "x", "modules": ["b.py"], "resume": True},  # a resumed run adds
-        {"command": "x", "modules": ["a.py"], "resume": False},
-    ]
-    assert mutation.superseded(runs) == runs[1:]
-    assert mutation.superseded([*runs, {"command": "x", "modules": ["b.py"]}]) == runs[3:] + [
-        {"command": "x", "modules": ["b.py"]}
-    ]
+def test_a_run_replaces_its_modules_entry_a_resumed_one_adds_its_header():
+    first = {"date": "2026-12-01", "command": "a", "resume": False}
+    again = {"date": "2026-12-02", "command": "b", "resume": True}
+    fresh = {"date": "2026-12-03", "command": "c", "resume": False}
+    kept = [{"name": "m.x_f__mutmut_1", "outcome": "survived", "old": ["a"], "new": ["b"]}]
+    counts = mutation.Counter(mutants=3, killed=2, survived=1)
+    e = mutation.updated(None, "m.py", first, counts, kept)
+    assert e["runs"] == [first] and e["counts"] == {"killed": 2, "mutants": 3, "survived": 1}
+    e2 = mutation.updated(e, "m.py", again, mutation.Counter(mutants=3, killed=3), [])
+    assert e2["runs"] == [first, again] and e2["mutants"] == []
+    assert mutation.updated(e2, "m.py", fresh, mutation.Counter(mutants=1), [])["runs"] == [fresh]
+
+
+def test_an_equivalence_entry_added_after_the_run_counts_without_a_run():
+    name, judged = next(iter(mutation.equivalents().items()))
+    line = judged["line"].strip()
+    entry = {
+        "module": "m.py",
+        "runs": [],
+        "counts": {"mutants": 4, "killed": 1, "survived": 3},
+        "mutants": [
+            {"name": name, "outcome": "survived", "old": ["x"], "new": [line]},
+            {"name": name + "0", "outcome": "survived", "old": ["x"], "new": [line]},
+            {"name": name + "1", "outcome": "survived", "old": ["x"], "new": [line + " "]},
+        ],
+    }
+    counts, standing, equivalent, _ = mutation.collect({"m.py": entry})
+    assert (counts["m.py"]["survived"], counts["m.py"]["equivalent"]) == (2, 1)
+    assert [n for _, n, _ in equivalent] == [name]
+    assert [n for _, n, _, _ in standing] == [name + "0", name + "1"]
+
+
+def test_the_committed_report_is_rendered_from_the_committed_results_alone():
+    """results/mutation.md == what `python -m tests.mutation --report` makes from
+    results/mutation/*.json (and pyproject's covered modules, the equivalence list): a fresh clone,
+    without mutants/, regenerates it byte for byte. Fails when an entry, an equivalence entry or a
+    kill file changed and the report was not regenerated."""
+    assert mutation.report(mutation.entries()) == mutation.REPORT.read_text()
