@@ -520,6 +520,20 @@ def updated(entry: dict | None, module: str, run: dict, counts: Counter, kept: l
     }
 
 
+def replaces(entry: dict | None, counts: Counter, run: dict) -> bool:
+    """Whether a run's results for a module replace its committed entry: not when it judged none
+    (a failed run that did not reach the module), nor when it was stopped (non-zero exit) having
+    judged fewer mutants than the entry holds (mutants/ lost, a partial rerun would drop results
+    already committed)."""
+    judged = counts["mutants"] - counts["not checked"]
+    if judged == 0:
+        return False
+    if entry is None or run.get("returncode", 0) == 0:
+        return True
+    c = entry["counts"]
+    return judged >= c.get("mutants", 0) - c.get("not checked", 0)
+
+
 def record(modules: list[str], run: dict) -> list[str]:
     """Write each module's entry from mutants/ after a run (a module with no result there, e.g.
     one a failed run did not reach, keeps its entry). Returns the modules written."""
@@ -527,11 +541,15 @@ def record(modules: list[str], run: dict) -> list[str]:
     RESULTS.mkdir(parents=True, exist_ok=True)
     for m in modules:
         counts, kept = outcomes(m)
-        if counts["mutants"] == counts["not checked"]:
-            print(f"{m}: no result under mutants/, its entry is kept")
-            continue
         path = entry_path(m)
         entry = json.loads(path.read_text()) if path.exists() else None
+        if not replaces(entry, counts, run):
+            print(
+                f"{m}: this run judged {counts['mutants'] - counts['not checked']} mutant(s), "
+                "a stopped run fewer than its committed entry holds: the entry is kept (go on "
+                f"with --resume --module {m})"
+            )
+            continue
         path.write_text(json.dumps(updated(entry, m, run, counts, kept), indent=1) + "\n")
         written.append(m)
     return written

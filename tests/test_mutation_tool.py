@@ -97,6 +97,17 @@ def test_a_run_replaces_its_modules_entry_a_resumed_one_adds_its_header():
     assert mutation.updated(e2, "m.py", fresh, mutation.Counter(mutants=1), [])["runs"] == [fresh]
 
 
+def test_a_stopped_run_that_judged_fewer_keeps_the_committed_entry():
+    entry = {"counts": {"mutants": 10, "killed": 4, "survived": 2, "not checked": 4}}  # 6 judged
+    five = mutation.Counter(mutants=10, killed=5, **{"not checked": 5})
+    six = mutation.Counter(mutants=10, killed=6, **{"not checked": 4})
+    assert not mutation.replaces(entry, five, {"returncode": -15})
+    assert mutation.replaces(entry, six, {"returncode": -15})
+    assert mutation.replaces(entry, five, {"returncode": 0})  # a finished run replaces
+    assert not mutation.replaces(None, mutation.Counter(mutants=3, **{"not checked": 3}), {})
+    assert mutation.replaces(None, five, {"returncode": -15})
+
+
 def test_an_equivalence_entry_added_after_the_run_counts_without_a_run():
     name, judged = next(iter(mutation.equivalents().items()))
     line = judged["line"].strip()
