@@ -121,10 +121,21 @@ def test_an_equivalence_entry_added_after_the_run_counts_without_a_run():
             {"name": name + "1", "outcome": "survived", "old": ["x"], "new": [line + " "]},
         ],
     }
-    counts, standing, equivalent, _ = mutation.collect({"m.py": entry})
+    moved = {  # the same mutant, its run having recorded another line: the entry has lapsed
+        "module": "n.py",
+        "runs": [],
+        "counts": {"mutants": 1, "survived": 1},
+        "mutants": [{"name": name, "outcome": "survived", "old": ["x"], "new": [line + "1"]}],
+    }
+    counts, standing, equivalent, _ = mutation.collect({"m.py": entry, "n.py": moved})
     assert (counts["m.py"]["survived"], counts["m.py"]["equivalent"]) == (2, 1)
+    assert (counts["n.py"]["survived"], counts["n.py"]["equivalent"]) == (1, 0)
     assert [n for _, n, _ in equivalent] == [name]
-    assert [n for _, n, _, _ in standing] == [name + "0", name + "1"]
+    assert [(m, n) for m, n, _, _ in standing] == [
+        ("m.py", name + "0"),
+        ("m.py", name + "1"),
+        ("n.py", name),
+    ]
 
 
 def test_the_committed_report_is_rendered_from_the_committed_results_alone():
