@@ -13,12 +13,26 @@ from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 from diagnosis import VERSION
 from tests.conftest import CONF, TINY, read, run_train
 from tasks.train.stragglers import PARTS
-from tests.diagnosis_worker import microbench
+from tests.diagnosis_worker import microbench_cases
 
 pytestmark = pytest.mark.slow
 
 
-def launch(sync: str, diagnose: dict, comm_s: float = 0.01, wall_s: float = 10.0) -> dict:
+AUTO = {"microbench": "auto", "microbench_iters": 3, "microbench_budget": 0.1}
+# name: (sync, diagnose, the sync's comm seconds per step, the run's wall seconds)
+CASES = {
+    "ddp": ("ddp", AUTO, 0.01, 10.0),
+    "per_param": ("per_param", AUTO, 0.01, 10.0),
+    "over_budget": ("ddp", AUTO, 5.0, 1.0),  # one pass >> 10% of a 1.2 s run
+    "forced": ("ddp", {**AUTO, "microbench": True}, 5.0, 1.0),
+    "off": ("ddp", {**AUTO, "microbench": False}, 0.01, 10.0),
+}
+
+
+@pytest.fixture(scope="module")
+def microbench():
+    """{case: (rank 0's, rank 1's) microbench result} of CASES, all from one launch of 2 gloo ranks
+    (one launch per case paid 2 ranks' start-up five times; issue 36)."""
     cfg = LaunchConfig(
         min_nodes=1,
         max_nodes=1,
@@ -31,15 +45,12 @@ def launch(sync: str, diagnose: dict, comm_s: float = 0.01, wall_s: float = 10.0
         start_method="spawn",
     )
     model_cfg = OmegaConf.to_container(OmegaConf.load(CONF / "model" / "vgg11_tiny.yaml"))
-    return elastic_launch(cfg, microbench)(sync, model_cfg, diagnose, comm_s, wall_s)
+    out = elastic_launch(cfg, microbench_cases)(CASES, model_cfg)
+    return {name: (out[0][name], out[1][name]) for name in CASES}
 
 
-AUTO = {"microbench": "auto", "microbench_iters": 3, "microbench_budget": 0.1}
-
-
-def test_microbench_times_each_bucket_ddp_built():
-    out = launch("ddp", AUTO)
-    r0, r1 = out[0], out[1]
+def test_microbench_times_each_bucket_ddp_built(microbench):
+    r0, r1 = microbench["ddp"]
     assert r0["skipped"] is None and r0["iters"] == 3
     sizes = sorted(s["bytes"] for s in r0["sizes"] for _ in range(s["calls"]))
     assert (
@@ -49,21 +60,21 @@ def test_microbench_times_each_bucket_ddp_built():
     assert r1["iters"] == 3  # every rank took rank 0's branch
 
 
-def test_microbench_per_param_adds_one_call_of_the_total():
-    r0 = launch("per_param", AUTO)[0]
+def test_microbench_per_param_adds_one_call_of_the_total(microbench):
+    r0 = microbench["per_param"][0]
     assert sum(s["calls"] for s in r0["sizes"]) == 22  # vgg11_tiny's parameter tensors
     assert r0["total"]["bytes"] == sum(r0["expected_sizes"])
 
 
-def test_microbench_auto_skips_over_budget_and_true_forces_it():
-    r0 = launch("ddp", AUTO, comm_s=5.0, wall_s=1.0)[0]  # one pass >> 10% of a 1.2 s run
+def test_microbench_auto_skips_over_budget_and_true_forces_it(microbench):
+    r0 = microbench["over_budget"][0]
     assert r0["skipped"].startswith("one pass of the sync's calls takes") and "sizes" not in r0
-    forced = launch("ddp", {**AUTO, "microbench": True}, comm_s=5.0, wall_s=1.0)[0]
+    forced = microbench["forced"][0]
     assert forced["skipped"] is None and forced["iters"] == 3
 
 
-def test_microbench_off():
-    assert launch("ddp", {**AUTO, "microbench": False})[0] is None
+def test_microbench_off(microbench):
+    assert microbench["off"][0] is None
 
 
 def test_train_run_records_probe_straggler_and_prints_the_diagnosis(tmp_path):
