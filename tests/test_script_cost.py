@@ -128,6 +128,7 @@ def test_a_script_record_holds_the_tools_own_time_per_step(tmp_path):
         assert len(call) == 10 and all(0 < c < x for c, x in zip(call, sub))
     log = (proc.out_dir / "train.log").read_text()
     assert "attach: the tool's hooks took " in log
+    assert "of it the built-in's own allreduce call)" in log
 
 
 def test_the_committed_tables_regenerate_from_their_json(tmp_path, capsys):
