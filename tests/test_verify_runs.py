@@ -23,10 +23,13 @@ def test_per_param_measures_ddp_in_the_job(tmp_path):
     assert v["change"] == {"sync": "ddp"} and v["rule"] == "per_param", v
     assert v["skipped"] is None and v["rounds"] >= 3 and len(v["fix_walls_s"]) == v["rounds"]
     assert v["ci_lo"] <= v["saving"] <= v["ci_hi"]
-    # the fix's cost kept to its budget, give or take one round
-    assert v["cost_s"] - v["decide_s"] <= v["budget_s"] + 2 * max(
+    # the fix's cost kept to its budget, or, while its interval was wider than
+    # diagnose.verify_width, to diagnose.verify_max_s (15 s); give or take one round
+    assert v["stopped"] in ("narrow", "budget", "max_s", "max_rounds"), v
+    assert v["cost_s"] - v["decide_s"] <= max(v["budget_s"], 15.0) + 2 * max(
         v["base_walls_s"] + v["fix_walls_s"]
     )
+    assert v["stopped"] != "narrow" or v["ci_hi"] - v["ci_lo"] <= 0.1 + 1e-9, v
     named = {f["rule"]: f for f in result["diagnosis"]["findings"]}
     # named unless a busy machine's noise hides it; where named, with the saving this job measured
     shown = named.get("per_param")
