@@ -189,6 +189,19 @@ def test_a_measured_saving_replaces_the_estimate_and_keeps_it_beside():
     assert "8 interleaved rounds" in text and "predicted" in text
 
 
+def test_a_check_past_its_budget_says_what_ended_its_rounds():
+    """diagnose.verify_max_s: a check may add 12 s where its budget is 3 s; the text says why."""
+    r, _, _ = _record_with_check()
+    r["result"]["verify"].update(stopped="max_s", width_target=0.1, cost_s=12.0, budget_s=3.0)
+    top = [f for f in diagnose(r)["findings"] if not f.get("first")][0]
+    assert (
+        "went past the budget while the interval was wider than 10 points" in top["saving"]["how"]
+    )
+    r["result"]["verify"].update(stopped="narrow")
+    top = [f for f in diagnose(r)["findings"] if not f.get("first")][0]
+    assert "ended when the interval was at most 10 points wide" in top["saving"]["how"]
+
+
 def test_a_check_of_another_fix_changes_nothing():
     r, _, _ = _record_with_check()
     r["result"]["verify"]["change"] = {"optim": "bf16"}
