@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import TINY, read, run_inprocess, run_train
+from tests.conftest import TINY_AT_DEFAULTS as TINY, read, run_inprocess, run_train
 
 pytestmark = [pytest.mark.slow, pytest.mark.subprocess]
 
