@@ -357,23 +357,25 @@ def _measure(ctx, make_step, sync, window, out: InJobCheck, change: dict, decide
     started, stopped = time.perf_counter(), None
     while stopped is None:
         r = len(base_w)
-        walls = torch.zeros(2 * len(sizes) + 1, dtype=torch.float64, device=dev)
+        walls = torch.zeros(2 * len(sizes) + 2, dtype=torch.float64, device=dev)
         order = ((0, base_step), (1, fix_step)) if r % 2 == 0 else ((1, fix_step), (0, base_step))
         for arm, step in order:
             at = arm * len(sizes)
             walls[at : at + len(sizes)] = torch.tensor(
                 window_walls(step, sizes, dev, settle, sub), dtype=torch.float64
             )
-        walls[-1] = time.perf_counter() - decided
+        now = time.perf_counter()
+        walls[-2], walls[-1] = now - started, now - decided
         # between rounds, outside the timed blocks: each sub-block's slowest rank (as the window's)
-        # and the latest clock, so every rank takes the same decision from the same numbers
+        # and the latest clocks, so every rank takes the same decision from the same numbers (a
+        # rank that stopped on its own clock would leave the others in the next round's barrier)
         dist.all_reduce(walls, op=dist.ReduceOp.MAX)
         got = walls.cpu().tolist()
         base_w.append(sum(got[: len(sizes)]))  # a block's wall: its sub-blocks', as the window's
         fix_w.append(sum(got[len(sizes) : 2 * len(sizes)]))
         done = r + 1
         s = block_ab(base_w, fix_w, block) if done >= MIN_ROUNDS else None
-        per_round = (time.perf_counter() - started) / done
+        per_round = got[-2] / done
         narrow = s is not None and narrow_enough(s, done, width)
         stopped = stop_reason(done, narrow, got[-1], per_round, budget_s, limit)
     out.rounds, out.base_walls_s, out.fix_walls_s, out.stopped = done, base_w, fix_w, stopped
