@@ -566,8 +566,8 @@ def table(out: Path, chosen: list[Case], delay: float, rescore: bool = False) ->
                 measured_hi=m["hi"],
                 measured_method=m["method"],
             )
-            if est:
-                inside = [_overlap(e, m) for e in est]
+            inside = _overlaps_each_against_its_fix(records, c, runs, judged)
+            if inside:
                 row["inside"] = sum(x == 0 for x in inside)
                 row["missed_by"] = max(inside)
         rows.append(row)
@@ -630,6 +630,29 @@ def _each_against_its_fix(records: list[Run], c: Case, runs: list[Run], judged: 
         out["errors"] += _per_run_error([run], fix, [j])
         for k, v in _per_run_interval([run], fix, [j]).items():
             out[k] += v
+    return out
+
+
+def _overlaps_each_against_its_fix(
+    records: list[Run], c: Case, runs: list[Run], judged: list[dict]
+) -> list[float]:
+    """_overlap of each run's stated range with the measured interval of its own top finding's
+    fix (the case's runs against that fix's, paired by round, as the measured column's): a run
+    whose top finding recommends another fix than the first run's is not judged against the
+    first's. Runs without an estimate, or whose fix has no measurement, are left out."""
+    by_fix: dict[tuple, dict | None] = {}
+    out = []
+    for run, j in zip(runs, judged):
+        s = j["saving"]
+        if s is None or s.fraction is None:
+            continue
+        named = _named(run)
+        fix = fix_runs(records, c, named[0] if named else None)
+        key = tuple(id(f) for f in fix)
+        if key not in by_fix:
+            by_fix[key] = measured(runs, fix)
+        if by_fix[key] is not None:
+            out.append(_overlap(s, by_fix[key]))
     return out
 
 
@@ -770,7 +793,7 @@ def markdown(result: dict) -> str:
         "the fix's, paired by round (stats.compare_runs). estimate − measured: per run, the top "
         "finding's "
         "saving less the saving measured against the run of that finding's own fix in the same "
-        "round (the measured column: against the first run's fix). in-job check: "
+        "round (inside, too; the measured column: against the first run's fix). in-job check: "
         "the "
         "median seconds diagnose.verify added to a run (the decision included), in how many runs "
         "it "

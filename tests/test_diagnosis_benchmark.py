@@ -464,3 +464,5 @@ def test_each_run_is_scored_against_its_own_top_findings_fix(tmp_path):
     # run 1 against bucket=null's run: 0.6 - 0.6; against bucket=100's it would be +0.1
     assert row["errors"] == [pytest.approx(0.0), pytest.approx(0.0)]
     assert row["holds"] == [True, True]
+    # inside, too: run 1's 60% [55, 65] against bucket=100's 50% would miss by 5 points
+    assert row["inside"] == 2 and row["missed_by"] == 0, row
