@@ -618,7 +618,7 @@ class Diagnose:
     verify_max_s: float = knob(
         15.0,
         "the most seconds the check spends (set-up and rounds) while its interval is wider than "
-        "verify_width; at most its budget where that is larger (0: the budget alone)",
+        "verify_width; never less than its budget (0: the budget alone)",
         ge=0,
     )
     verify_fix: Any = knob(  # OmegaConf has no dict|None: checked in tasks/train/check.py
