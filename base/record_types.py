@@ -853,6 +853,16 @@ class InJobCheck(Block):
     decide_s: float | None = doc(
         "of cost_s, rank 0's diagnosis that chose the fix (outside the budget)", default=None
     )
+    stopped: str | None = doc(
+        "why the rounds ended: narrow (the interval at most width_target wide, from 6 rounds), "
+        "budget, max_s (past the budget while wider, diagnose.verify_max_s), max_rounds; null in "
+        "records made before",
+        default=None,
+    )
+    width_target: float | None = doc(
+        "diagnose.verify_width: the interval width on the saving that ends the rounds",
+        default=None,
+    )
     method: str = ""
     skipped: str | None = doc("why no check ran (null: it ran)", default=None)
 

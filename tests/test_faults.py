@@ -664,7 +664,7 @@ def test_an_unreadable_raw_file_is_named_before_any_rank(tmp_path):
     import tempfile
 
     from data.make_raw_folder import make_raw_folder
-    from data.raw_folder import scan
+    from data.folder import scan
 
     top = Path(
         tempfile.mkdtemp(prefix="sec20-raw-")

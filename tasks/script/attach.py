@@ -535,7 +535,12 @@ class TimedHook:
         last bit for some x, and the script's gradients must be the ones it gets alone. One rank:
         no pass at all (x * 1.0 is x). With a hook registered DDP copies without dividing, so this
         pass is the one the substitution adds; the process group's allreduce call after it is the
-        built-in's own, its CPU time kept apart in step.collective_s."""
+        built-in's own, its CPU time kept apart in step.collective_s. Not yet the built-in's: with
+        gradient_as_bucket_view=true and gradients kept between steps (set_to_none=False), a
+        gradient is already its bucket view and the built-in divides it in place
+        (mark_variable_ready_dense: `bucket_view.div_(div_factor_)`), so from the second step the
+        two differ in the last bit there (3 gloo ranks, ad hoc: all 4 parameters' gradients; equal
+        with set_to_none=True)."""
         if buffer.is_complex():
             return None
         if self._scale is None:
