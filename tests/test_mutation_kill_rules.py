@@ -1,0 +1,299 @@
+"""diagnosis/rules.py (issue 36: a module the mutation run covers): the arithmetic the rules'
+printed figures rest on, each checked on hand-made inputs against the number worked out here by
+another route (the closed form written out, or counted by hand): DDP's default bucket count, the
+hiccup's spike cut and period lattice, the other processes' share of a busy host, the after-fix
+scatter of a straggler's saving, the lag's lower end, the per-step counters beyond the other
+ranks', the straggler read from phase medians, a rank's series split, and the evidence lines'
+units."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace as NS
+
+import pytest
+from scipy.stats import norm
+
+from base.record_types import Straggler, StragglerRank
+from diagnosis import rules
+from diagnosis.view import Sample
+
+MIB = 1024 * 1024
+
+
+def test_ddp_default_buckets_is_a_first_mib_then_25_mib_each():
+    # DDP's default: a first bucket of 1 MiB, then 25 MiB caps; counted by hand
+    assert rules.ddp_default_buckets(0) == 1
+    assert rules.ddp_default_buckets(MIB) == 1
+    assert rules.ddp_default_buckets(MIB + 1) == 2
+    assert rules.ddp_default_buckets(MIB + 25 * MIB) == 2
+    assert rules.ddp_default_buckets(MIB + 25 * MIB + 1) == 3
+    assert rules.ddp_default_buckets(MIB + 100 * MIB) == 5
+
+
+def test_a_spike_clears_both_five_mads_and_a_quarter_of_the_median():
+    # median 1.0; absolute deviations 0 x3, 0.1 x6, 0.4, 0.6: MAD 0.1; cut 1 + max(0.5, 0.25) = 1.5
+    values = [0.9, 1.0, 1.1, 0.9, 1.1, 1.0, 0.9, 1.1, 1.0, 1.6, 1.4]
+    assert rules._spikes(values) == [9]
+    # MAD 0: the cut is the median's quarter, 1.25; a step at the cut is not past it
+    flat = [1.0] * 9 + [1.25, 1.26]
+    assert rules._spikes(flat) == [10]
+
+
+def test_spikes_are_measured_from_the_median_not_the_mean():
+    values = [2.0] * 7 + [2.6, 10.0]  # mean 3.07; median 2, MAD 0: cut 2.5
+    assert rules._spikes(values) == [7, 8]
+
+
+def test_a_period_from_evenly_spaced_spikes():
+    assert rules._period([2, 5, 8], 10) == (3, [], [])
+    assert rules._period([1, 5], 10) == (4, [], [])
+
+
+def test_a_period_with_one_extra_spike_off_it():
+    # on every third step from 0, plus one at 7 that is off the lattice
+    assert rules._period([0, 3, 6, 7, 9], 10) == (3, [7], [])
+
+
+def test_a_period_with_one_missed_step():
+    # every third step from 0 to 12, step 6 without a spike
+    assert rules._period([0, 3, 9, 12], 13) == (3, [], [6])
+
+
+def test_a_period_needs_three_on_the_lattice_and_at_most_one_exception():
+    assert rules._period([0, 1, 5, 6, 11], 12) is None
+    assert rules._period([0, 4, 5, 9], 10) is None  # gaps 4, 1, 4: two on each lattice
+    # two off the lattice: none
+    assert rules._period([0, 3, 4, 6, 8, 9], 10) is None
+
+
+def test_a_period_prefers_the_lattice_holding_more_spikes():
+    # p=2 holds 0,2,4,6,8 (one extra at 5); p=3 holds only 0,3,6 (two off): 2 wins
+    assert rules._period([0, 2, 4, 5, 6, 8], 10) == (2, [5], [])
+
+
+def test_the_other_processes_part_of_a_busy_host():
+    w = NS(cpu_s=2.0, wall_s=10.0)  # 2 CPU-seconds over 10 s on 4 cores: own share 0.05
+    assert rules._others_part(0.45, 0.95, w, 4) == pytest.approx(0.45 / 0.90)
+    assert rules._others_part(0.9, 0.5, w, 4) == 1.0  # capped
+    assert rules._others_part(0.3, 0.05, w, 4) == 0.0  # nothing left beyond its own
+    no_cpu = NS(cpu_s=None, wall_s=10.0)
+    assert rules._others_part(0.2, 0.8, no_cpu, 4) == pytest.approx(0.25)
+    no_wall = NS(cpu_s=2.0, wall_s=0.0)
+    assert rules._others_part(0.2, 0.8, no_wall, 4) == pytest.approx(0.25)
+
+
+def test_the_after_fix_scatter_is_a_log_normal_95_percent_range():
+    from whatif.profile import RUN_TO_RUN_SD
+
+    z = norm.ppf(0.975)
+    long_cpu = NS(step_s=1.0, device="cpu")
+    lo, hi, sd, source = rules._after_fix_scatter(long_cpu, 0.2)
+    sd_cpu = RUN_TO_RUN_SD.get("cpu", 0.05)
+    assert sd == sd_cpu and source == "whatif.profile.RUN_TO_RUN_SD"
+    assert lo == pytest.approx(0.8 * (math.exp(z * sd_cpu) - 1), rel=1e-9)
+    assert hi == pytest.approx(0.8 * (1 - math.exp(-z * sd_cpu)), rel=1e-9)
+    # a step left under 50 ms off GPU: the short steps' 23.9%
+    short = NS(step_s=0.06, device="cpu")
+    lo, hi, sd, source = rules._after_fix_scatter(short, 0.02)
+    assert sd == 0.239 and source == "diagnosis.rules.SHORT_STEP_RUN_TO_RUN_SD"
+    assert lo == pytest.approx(0.04 * (math.exp(z * 0.239) - 1), rel=1e-9)
+    assert hi == pytest.approx(0.04 * (1 - math.exp(-z * 0.239)), rel=1e-9)
+    # exactly 50 ms left is not short
+    at = NS(step_s=0.07, device="cpu")
+    assert rules._after_fix_scatter(at, 0.02)[2] == sd_cpu
+    # a short CUDA step keeps the device's figure
+    cuda = NS(step_s=0.03, device="cuda")
+    assert rules._after_fix_scatter(cuda, 0.01)[2] == RUN_TO_RUN_SD.get("cuda", 0.05)
+
+
+def test_no_after_fix_scatter_without_a_step_left():
+    assert rules._after_fix_scatter(NS(step_s=None, device="cpu"), 0.1) is None
+    assert rules._after_fix_scatter(NS(step_s=1.0, device="cpu"), None) is None
+    assert rules._after_fix_scatter(NS(step_s=1.0, device="cpu"), 1.0) is None
+    assert rules._after_fix_scatter(NS(step_s=1.0, device="cpu"), 1.5) is None
+    assert rules._after_fix_scatter(NS(step_s=1.0, device="cpu"), 0.999) is not None
+
+
+def _straggler(rank, by_s, cis):
+    return Straggler(
+        rank=rank,
+        by_s=by_s,
+        per_rank=[StragglerRank(rank=r, ready_ci=ci) for r, ci in cis.items()],
+    )
+
+
+def test_the_lags_lower_end_is_its_interval_less_the_slowest_others_upper():
+    s = _straggler(1, 0.05, {0: [0.09, 0.10], 1: [0.14, 0.16], 2: [0.095, 0.11]})
+    assert rules._lag_low(s) == pytest.approx(0.14 - 0.11)
+    overlap = _straggler(1, 0.05, {0: [0.09, 0.15], 1: [0.14, 0.16]})
+    assert rules._lag_low(overlap) == 0.0
+    # without the intervals: the lag itself
+    assert rules._lag_low(_straggler(1, 0.05, {0: [0.09, None], 1: [0.14, 0.16]})) == 0.05
+    assert rules._lag_low(_straggler(1, 0.05, {0: [0.09, 0.1], 1: [None, 0.16]})) == 0.05
+    assert rules._lag_low(_straggler(1, 0.05, {1: [0.14, 0.16]})) == 0.05
+    assert rules._lag_low(_straggler(1, 0.05, {0: [0.09, 0.1], 1: None})) == 0.05
+    assert rules._lag_low(_straggler(1, 0.05, {0: None, 1: [0.14, 0.16]})) == 0.05
+    assert rules._lag_low(Straggler(rank=1, by_s=0.05)) == 0.05
+
+
+def _view_with_work(works: dict):
+    per_rank = [NS(rank=r, work=None if w is None else NS(**w)) for r, w in sorted(works.items())]
+    return NS(train=NS(per_rank=per_rank))
+
+
+def test_a_ranks_extra_counter_per_step_is_beyond_the_others_median():
+    v = _view_with_work(
+        {
+            0: {"steps": 10, "cpu_s": 1.0},
+            1: {"steps": 10, "cpu_s": 3.0},
+            2: {"steps": 20, "cpu_s": 4.0},
+            3: {"steps": 10, "cpu_s": 5.0},
+        }
+    )
+    # per step: 0.1, 0.3, 0.2, 0.5; rank 3's others' median 0.2
+    assert rules._extra_per_step(v, 3, "cpu_s") == pytest.approx(0.3)
+    assert rules._extra_per_step(v, 0, "cpu_s") == pytest.approx(0.1 - 0.3)
+    assert rules._extra_per_step(v, 7, "cpu_s") is None
+    lacking = _view_with_work({0: {"steps": 10, "cpu_s": 1.0}, 1: {"steps": 10, "cpu_s": None}})
+    assert rules._extra_per_step(lacking, 0, "cpu_s") is None
+    alone = _view_with_work({0: {"steps": 10, "cpu_s": 1.0}, 1: {"steps": 0, "cpu_s": 1.0}})
+    assert rules._extra_per_step(alone, 0, "cpu_s") is None
+    two = _view_with_work({0: {"steps": 4, "cpu_s": 1.0}, 1: {"steps": 4, "cpu_s": 3.0}, 2: None})
+    assert rules._extra_per_step(two, 1, "cpu_s") == pytest.approx(0.5)
+
+
+def test_the_core_wait_per_step_is_the_most_of_any_rank():
+    works = [
+        NS(main_runqueue_s=1.0, steps=10),
+        NS(main_runqueue_s=3.0, steps=20),
+        NS(main_runqueue_s=0.5, steps=10),
+        NS(main_runqueue_s=None, steps=10),
+        NS(main_runqueue_s=9.0, steps=0),
+    ]
+    assert rules._core_wait_per_step(NS(works=lambda: works)) == pytest.approx(0.15)
+    assert rules._core_wait_per_step(NS(works=lambda: works[:1] + works[3:])) is None
+
+
+def test_ranks_per_host_rounds_up():
+    assert rules._ranks_per_host(NS(env=NS(hostnames=["a", "b"]), world_size=5)) == 3
+    assert rules._ranks_per_host(NS(env=NS(hostnames=["a", "b"]), world_size=4)) == 2
+    assert rules._ranks_per_host(NS(env=NS(hostnames=None), world_size=3)) == 3
+    assert rules._ranks_per_host(NS(env=NS(hostnames=["a", "b", "c"]), world_size=0)) == 1
+
+
+def test_a_saving_is_each_seconds_share_of_the_step():
+    v = NS(fraction=lambda s: None if s is None else s / 0.5)
+    s = rules._saving(v, 0.1, "how", 0.05, 0.2, of="the wait")
+    assert (s.fraction, s.seconds, s.lo, s.hi) == (
+        pytest.approx(0.2),
+        0.1,
+        pytest.approx(0.1),
+        pytest.approx(0.4),
+    )
+    assert (s.of, s.how) == ("the wait", "how")
+    d = rules._saving(v, 0.1, "how")
+    assert (d.lo, d.hi, d.of) == (None, None, "the step")
+
+
+def test_evidence_in_ms_and_percent_scales_the_interval_too():
+    s = Sample(0.0123, 0.011, 0.0135, 0.95, 40, "result.step_time_s")
+    e = rules.ev_ms("step", s, "src")
+    assert (e.value, e.ci_lo, e.ci_hi, e.unit) == (
+        pytest.approx(12.3),
+        pytest.approx(11.0),
+        pytest.approx(13.5),
+        "ms",
+    )
+    assert e.note == "95% interval over 40 steps, result.step_time_s"
+    p = rules.ev_pct("share", Sample(0.25, 0.2, 0.3), "src")
+    assert (p.value, p.ci_lo, p.ci_hi, p.unit) == (
+        pytest.approx(25.0),
+        pytest.approx(20.0),
+        pytest.approx(30.0),
+        "%",
+    )
+    one = rules.ev_ms("step", Sample(0.5, source="x"), "src")
+    assert (one.value, one.ci_lo, one.ci_hi) == (pytest.approx(500.0), None, None)
+    half = rules.ev_pct("share", Sample(0.5, None, 0.6), "src")
+    assert (half.ci_lo, half.ci_hi) == (None, pytest.approx(60.0))
+    half = rules.ev_ms("step", Sample(0.5, 0.4, None), "src")
+    assert (half.ci_lo, half.ci_hi) == (pytest.approx(400.0), None)
+    assert rules.ev_ms("x", None, "src").value is None
+    assert rules.ev_pct("x", None, "src").note == "not in the record"
+    assert rules.ev("x", 3, "n", "src").note == "no interval: one figure"
+    assert rules.ev("x", None, "n", "src").note == "not in the record"
+    assert rules.ev("x", 3, "n", "src", "mine").note == "mine"
+
+
+def _phases_view(medians: dict, sync: str = "ddp", step_s: float = 1.0):
+    per_rank = [
+        NS(rank=r, host=f"h{r}", phases_median=None if m is None else NS(to_dict=lambda m=m: m))
+        for r, m in medians.items()
+    ]
+    return NS(train=NS(per_rank=per_rank, sync=sync), fraction=lambda s: s / step_s)
+
+
+def test_the_straggler_from_phase_medians_with_ddp_leaves_backward_out():
+    v = _phases_view(
+        {
+            0: {"data": 0.01, "h2d": 0.002, "forward": 0.10, "backward": 0.50},
+            1: {"data": 0.05, "h2d": 0.002, "forward": 0.12, "backward": 0.30},
+            2: {"data": 0.02, "h2d": 0.004, "forward": 0.11, "backward": 0.40},
+        },
+        step_s=0.8,
+    )
+    s = rules._straggler_from_phases(v)
+    # ready: 0.112, 0.172, 0.134 -> rank 1 by 0.172 - median(0.112, 0.134) = 0.049
+    assert s.rank == 1 and s.host == "h1"
+    assert s.by_s == pytest.approx(0.049)
+    assert s.share_of_step == pytest.approx(0.049 / 0.8)
+    # data: 0.05 - 0.015; h2d: 0.002 - 0.003; compute: 0.12 - 0.105
+    assert s.parts_s == pytest.approx({"data": 0.035, "h2d": -0.001, "compute": 0.015})
+    assert s.mostly == "data"
+    assert [(p.rank, p.ready_s) for p in s.per_rank] == [
+        (0, pytest.approx(0.112)),
+        (1, pytest.approx(0.172)),
+        (2, pytest.approx(0.134)),
+    ]
+
+
+def test_the_straggler_from_phase_medians_without_ddp_counts_backward():
+    v = _phases_view(
+        {
+            0: {"data": 0.01, "forward": 0.10, "backward": 0.50},
+            1: {"data": 0.01, "forward": 0.12, "backward": 0.30},
+        },
+        sync="manual",
+    )
+    s = rules._straggler_from_phases(v)
+    assert s.rank == 0 and s.by_s == pytest.approx(0.61 - 0.43)
+    assert s.mostly == "compute"
+    assert s.parts_s == pytest.approx({"data": 0.0, "h2d": 0.0, "compute": 0.18})
+
+
+def test_no_straggler_from_fewer_than_two_ranks_phases():
+    assert rules._straggler_from_phases(_phases_view({0: {"data": 0.1}, 1: None})) is None
+    assert rules._straggler_from_phases(_phases_view({0: {"data": 0.1}, 1: {}})) is None
+
+
+def _series(steps, **phases):
+    return NS(step_time_s=steps, phases=NS(to_dict=lambda: phases) if phases else None)
+
+
+def test_a_ranks_series_splits_its_ready_work_and_the_time_outside_the_phases():
+    steps = [1.0] * 9 + [2.0]
+    fwd = [0.3] * 10
+    sync = [0.2] * 9 + [0.1]
+    got = rules._rank_series(_series(steps, forward=fwd, sync=sync, data=[0.1] * 10))
+    assert got["ready"] == pytest.approx([0.8] * 9 + [1.9])
+    assert got["outside"] == pytest.approx([0.4] * 9 + [1.5])
+    assert got["forward"] == fwd and got["data"] == [0.1] * 10
+    assert got["backward"] == [0.0] * 10 and got["optimizer"] == [0.0] * 10
+    # timed phases longer than the step: nothing outside, not a negative time
+    over = rules._rank_series(_series([1.0] * 10, forward=[1.2] * 10))
+    assert over["outside"] == [0.0] * 10
+    bare = rules._rank_series(_series([1.0] * 10))
+    assert bare["ready"] == [1.0] * 10 and bare["outside"] == [1.0] * 10
+    assert rules._rank_series(_series([1.0] * 9, forward=[0.1] * 9)) is None
+    assert rules._rank_series(_series(None)) is None
