@@ -110,7 +110,33 @@ FAST_TESTS = {
         "tests/test_diagnosis.py",
         "tests/test_mutation_kill_stragglers.py",
     ],
-    "whatif/step.py": ["tests/test_whatif.py"],
+    # step.py has ~2000 mutants: its kill file and test_whatif's hand-made simulations and
+    # one-record predictions, under 1 s together (not the whole file: its committed-record and
+    # command tests cost seconds per surviving mutant)
+    "whatif/step.py": [
+        "tests/test_mutation_kill_step.py",
+        *(
+            f"tests/test_whatif.py::{t}"
+            for t in (
+                "test_one_bucket_at_the_end_does_not_overlap",
+                "test_an_early_bucket_hides_behind_backward",
+                "test_buckets_queue_on_one_stream_in_order",
+                "test_contention_slows_compute_while_an_all_reduce_runs",
+                "test_a_serial_hook_blocks_compute_until_its_bucket_is_done",
+                "test_pre_hook_work_runs_on_the_compute_thread",
+                "test_copies_into_buckets_delay_the_ready_times",
+                "test_the_model_reproduces_a_committed_run_and_its_knobs_move_the_step_the_right_way",
+                "test_ranks_sharing_a_cpu_host_slow_each_ranks_compute",
+                "test_a_one_rank_run_needs_a_link_to_predict_ddp",
+            )
+        ),
+    ],
+    "diagnosis/rules.py": [
+        "tests/test_mutation_kill_rules.py",
+        "tests/test_saving_bounds.py",
+        "tests/test_hiccup_period.py",
+        "tests/test_diagnosis.py",
+    ],
     "tables/aggregate.py": [
         "tests/test_trust_table.py",
         "tests/test_results_table.py",
