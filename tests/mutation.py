@@ -131,6 +131,11 @@ FAST_TESTS = {
             )
         ),
     ],
+    "tables/table.py": [
+        "tests/test_mutation_kill_table.py",
+        "tests/test_results_table.py",
+        "tests/test_trust_table.py",
+    ],
     "diagnosis/rules.py": [
         "tests/test_mutation_kill_rules.py",
         "tests/test_saving_bounds.py",
