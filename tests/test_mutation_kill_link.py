@@ -1,0 +1,96 @@
+"""comm/link.py (issue 36: a module the mutation run covers): the emulated link's numbers a run
+prints and shapes with, checked against figures worked out by hand: rates read from tc's words,
+the rate in words, the TCP payload share of a frame (1448 of 1514 bytes at MTU 1500), the token
+bucket's depth (1 ms at the rate, at least 3 frames), the segment cap one frame under it, htb's
+quantum."""
+
+from __future__ import annotations
+
+import pytest
+
+from comm import link as lk
+
+
+@pytest.mark.parametrize(
+    "text, rate",
+    [
+        (1_000_000_000, 1e9),
+        (2.5e9, 2.5e9),
+        ("1e9", 1e9),
+        ("1gbit", 1e9),
+        ("2.5Gbit", 2.5e9),
+        ("100mbit", 1e8),
+        ("1Gbit/s", 1e9),
+        ("20kbit", 2e4),
+        ("1tbit", 1e12),
+        ("5bit", 5.0),
+        (" 3m/s ", 3e6),
+        ("1.5e3kbit", 1.5e6),
+    ],
+)
+def test_rates_in_tcs_words(text, rate):
+    assert lk.parse_rate(text) == pytest.approx(rate)
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("1gbps", "write the rate in bits"),
+        ("100Mbps", "write the rate in bits"),
+        ("1gbyte", "write the rate in bits"),
+        ("1g", "not a rate"),
+        ("fast", "not a rate"),
+        (True, "not a rate"),
+        (0, "must be a positive rate"),
+        (-1e9, "must be a positive rate"),
+        (float("inf"), "must be a positive rate"),
+        ("0bit", "must be a positive rate"),
+    ],
+)
+def test_a_rate_that_cannot_be_read_says_how_to_write_one(text, says):
+    with pytest.raises(lk.RateError, match=says):
+        lk.parse_rate(text)
+
+
+def test_a_rate_in_words():
+    assert lk.human(None) == "-"
+    assert lk.human(1e9) == "1 Gbit/s"
+    assert lk.human(2.5e9) == "2.5 Gbit/s"
+    assert lk.human(1e8) == "100 Mbit/s"
+    assert lk.human(2e12) == "2 Tbit/s"
+    assert lk.human(999_999) == "1000 kbit/s"
+    assert lk.human(1e3) == "1 kbit/s"
+    assert lk.human(999) == "999 bit/s"
+    assert lk.tc_rate(1e9) == "1000000000bit"
+    assert lk.tc_rate(2.6) == "3bit"
+
+
+def test_the_payload_share_of_a_frame():
+    # 1500 - 20 (IPv4) - 20 (TCP) - 12 (timestamps) = 1448 payload bytes per 1514-byte frame
+    assert lk.payload_fraction() == pytest.approx(1448 / 1514)
+    assert lk.payload_fraction(9000) == pytest.approx(8948 / 9014)
+    assert lk.payload_rate(1e9) == pytest.approx(1e9 * 1448 / 1514)
+
+
+def test_the_token_buckets_depth():
+    assert lk.default_burst(1e9) == 125_000  # 1 ms at 1 Gbit/s = 125 kB
+    assert lk.default_burst(2e7) == 3 * 1514  # 2.5 kB < 3 frames
+    assert lk.default_burst(1e8 + 8) == 12_501  # rounded up
+    assert lk.default_burst(1e7, mtu=9000) == 3 * 9014
+
+
+def test_the_segment_cap_one_frame_under_the_bucket():
+    assert lk.gso_cap(125_000) == (65536, 65535)  # 123486 >= 64 KiB: the kernel's own
+    assert lk.gso_cap(65536 + 1514) == (65536, 65535)
+    assert lk.gso_cap(65535 + 1514) == (65535, 65535 // 1514)
+    assert lk.gso_cap(3 * 1514) == (2 * 1514, 2)
+    assert lk.gso_cap(2000) == (1514, 1)  # at least one frame
+    assert lk.gso_cap(10_000) == (8486, 5)
+
+
+def test_htbs_quantum():
+    assert lk.htb_quantum(1e9) == 125_000
+    assert lk.htb_quantum(1e7) == 1514  # 1250 < one frame
+    assert lk.htb_quantum(1e10) == 200_000  # capped
+    assert lk.htb_quantum(1.6e9) == 200_000
+    assert lk.htb_quantum(1.6e9 - 8000) == 199_999
