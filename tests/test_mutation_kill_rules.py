@@ -297,3 +297,68 @@ def test_a_ranks_series_splits_its_ready_work_and_the_time_outside_the_phases():
     assert bare["ready"] == [1.0] * 10 and bare["outside"] == [1.0] * 10
     assert rules._rank_series(_series([1.0] * 9, forward=[0.1] * 9)) is None
     assert rules._rank_series(_series(None)) is None
+
+
+class _NoiseView:
+    """What noise_rule reads of a run: its steps, its step time and the command of a change."""
+
+    acc = False
+
+    def __init__(self, steps=40):
+        self.train = NS(steps=steps)
+        self.step = Sample(0.1, 0.09, 0.11, 0.95, steps, "result.step_time_s")
+
+    def command(self, change, env):
+        return f"python train.py {' '.join(f'{k}={v}' for k, v in (change or {}).items())}"
+
+
+def _finding(material, rule="x"):
+    return NS(material=material, rule=rule)
+
+
+def _noise(**kw):
+    from diagnosis.view import Noise
+
+    return Noise(**{"floor": 0.08, "threshold": 0.02, "noisy": True, **kw})
+
+
+def test_noise_names_what_it_hides_and_the_steps_that_would_narrow_it():
+    v = _NoiseView(40)
+    hidden = [_finding(0.05, "straggler"), _finding(0.01, "tiny"), _finding(0.09, "big")]
+    f = rules.noise_rule(v, _noise(n=40, rel_halfwidth=0.10, reasons=["spread"]), hidden)
+    # only 0.02 < 5% <= 8% is hidden; steps: 40 x (0.10 / 0.05)^2 = 160, within [80, 200]
+    assert f.recommends == {"steps": 160}
+    assert f.title == (
+        "Noisy measurement: differences under 8.0% of the step are not attributable; it hides "
+        "1 finding of 5.0% (straggler)"
+    )
+    assert f.impact == 0.08 and f.saving is None
+    assert f.detail.startswith("spread. More steps")
+    two = rules.noise_rule(v, _noise(n=40), [_finding(0.08, "a"), _finding(0.03, "b")])
+    assert "hides 2 findings of 8.0% (a), 3.0% (b)" in two.title
+    # half-width from the floor where the noise has none: 40 x (0.08 / 0.05)^2 = 102.4 -> 103
+    assert two.recommends == {"steps": 103}
+
+
+def test_the_noise_rules_step_count_is_bounded():
+    v = _NoiseView(40)
+    hide = [_finding(0.05)]
+    # at least twice this run's steps
+    assert rules.noise_rule(v, _noise(n=40, rel_halfwidth=0.06), hide).recommends == {"steps": 80}
+    # at least 30
+    assert rules.noise_rule(v, _noise(n=10, rel_halfwidth=0.06), hide).recommends == {"steps": 30}
+    # at most 200
+    assert rules.noise_rule(v, _noise(n=40, rel_halfwidth=0.2), hide).recommends == {"steps": 200}
+    # n from the run's steps where the noise has none; else 1
+    assert rules.noise_rule(v, _noise(rel_halfwidth=0.1), hide).recommends == {"steps": 160}
+    bare = _NoiseView(None)
+    assert rules.noise_rule(bare, _noise(rel_halfwidth=0.1), hide).recommends == {"steps": 30}
+
+
+def test_no_noise_finding_when_quiet_or_nothing_hidden():
+    v = _NoiseView(40)
+    assert rules.noise_rule(v, _noise(noisy=False), [_finding(0.05)]) is None
+    assert rules.noise_rule(v, _noise(), [_finding(0.02)]) is None  # at the threshold: not hidden
+    assert rules.noise_rule(v, _noise(), [_finding(0.081)]) is None  # above the floor: shown
+    assert rules.noise_rule(v, _noise(), []) is None
+    assert rules.noise_rule(v, _noise()) is None
