@@ -362,3 +362,48 @@ def test_no_noise_finding_when_quiet_or_nothing_hidden():
     assert rules.noise_rule(v, _noise(), [_finding(0.081)]) is None  # above the floor: shown
     assert rules.noise_rule(v, _noise(), []) is None
     assert rules.noise_rule(v, _noise()) is None
+
+
+def test_the_efficiency_side_is_read_on_the_end_that_could_refute_it():
+    assert rules.efficiency_side({"efficiency": 0.3, "efficiency_ci_hi": 0.49}) == "low"
+    assert rules.efficiency_side({"efficiency": 0.3, "efficiency_ci_hi": 0.5}) is None
+    assert rules.efficiency_side({"efficiency": 0.7, "efficiency_ci_lo": 0.5}) == "high"
+    assert rules.efficiency_side({"efficiency": 0.7, "efficiency_ci_lo": 0.49}) is None
+    assert rules.efficiency_side({"efficiency": 0.49}) == "low"
+    assert rules.efficiency_side({"efficiency": 0.5}) == "high"
+    both = {"efficiency": 0.6, "efficiency_ci_lo": 0.4, "efficiency_ci_hi": 0.8}
+    assert rules.efficiency_side(both) is None
+
+
+def test_the_efficiency_evidence_in_percent_with_its_source():
+    ref = {
+        "reference": "microbenchmark",
+        "efficiency": 0.4,
+        "efficiency_ci_lo": 0.3,
+        "efficiency_ci_hi": 0.55,
+    }
+    e = rules._efficiency_ev(ref)
+    assert (e.value, e.ci_lo, e.ci_hi, e.unit) == (
+        pytest.approx(40.0),
+        pytest.approx(30.0),
+        pytest.approx(55.0),
+        "%",
+    )
+    assert e.source == "result.comm.vs_microbench (microbenchmark)"
+    assert e.note == "interval from the microbenchmark's per-size intervals"
+    assert e.name == "comm efficiency (sync's speed / the microbenchmark at the same calls)"
+    few = rules._efficiency_ev({"reference": "microbenchmark", "efficiency": 0.4})
+    assert (few.ci_lo, few.ci_hi) == (None, None)
+    assert few.note == "no interval: too few microbenchmark calls"
+    link = {"reference": "link", "efficiency": 1.2, "source": "result.env.link"}
+    e = rules._efficiency_ev(link)
+    assert e.value == pytest.approx(120.0) and e.source == "result.env.link (link)"
+    assert e.note == (
+        "no interval: the link's rate is a setting; above 100%: the shaper's burst passed part of "
+        "it at the line's speed"
+    )
+    below = rules._efficiency_ev({**link, "efficiency": 1.0})
+    assert below.note == "no interval: the link's rate is a setting"
+    # above 100% against the microbenchmark: not measurable, no figure
+    over = rules._efficiency_ev({"reference": "microbenchmark", "efficiency": 1.6})
+    assert over.value is None and over.note.startswith("not measurable: 160% (no interval)")
