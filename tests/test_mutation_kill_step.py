@@ -186,3 +186,58 @@ def test_powersgd_cost_is_flat_to_rank_four_then_proportional():
     none = step._psgd_cost(NS(powersgd=None, powersgd_measured_rank=1), _cfg(psgd_rank=8))
     assert none.value == 0.0 and not none.has_interval
     assert math.isclose(cost(4, 4).value, 0.01)
+
+
+def _link(name, alpha, busbw, floor=None):
+    from whatif.links import Link
+
+    return Link(name, Quantity.exact(alpha), Quantity.exact(busbw), "hand", floor=floor)
+
+
+def test_link_times_are_the_ring_formula_and_the_host_floors_duty():
+    # ring: 2 (n - 1) alpha + 2 (n - 1) / n x bytes / busbw
+    net = _link("net", 1e-4, 1e9)
+    point = step.PointDraws()
+    times, duties = step.link_times(net, 4, [1_000_000, 0], point)
+    assert float(times[0][0]) == pytest.approx(6e-4 + 1.5 * 1e-3)
+    assert float(times[1][0]) == 0.0
+    assert [float(d[0]) for d in duties] == [1.0, 1.0]
+    # a host floor slower than the link on small calls: the time is the floor's, duty 1;
+    # faster on large ones: the link's time, duty floor / link
+    host = _link("host", 1e-3, 1e10)
+    both = _link("net", 1e-4, 1e9, floor=host)
+    times, duties = step.link_times(both, 2, [1_000, 100_000_000], point)
+    small_floor = 2e-3 + 1_000 / 1e10
+    assert float(times[0][0]) == pytest.approx(small_floor)
+    assert float(duties[0][0]) == pytest.approx(1.0)
+    big_link, big_floor = 2e-4 + 0.1, 2e-3 + 0.01
+    assert float(times[1][0]) == pytest.approx(big_link)
+    assert float(duties[1][0]) == pytest.approx(big_floor / big_link)
+    # a zero-byte call on a floored link: no time, duty 1
+    times, duties = step.link_times(both, 2, [0], point)
+    assert float(times[0][0]) == 0.0 and float(duties[0][0]) == 1.0
+
+
+def test_per_param_calls_price_the_span_beyond_the_microbenchmark():
+    link = _link("own", 1e-3, 1e9)  # latency-bound: 2 x 1 ms per call on 2 ranks
+    prof = NS(
+        sync="per_param",
+        world_size=2,
+        link=link,
+        params=NS(numel=[250] * 10, element_size=[4] * 10),  # 10 calls of 1000 bytes
+    )
+    alone = 10 * (2e-3 + 1000 / 1e9)
+    per, how = step.calibrate_serial_calls(prof, alone + 0.05)
+    assert per == pytest.approx(0.005)
+    assert "sync=per_param's 10 all-reduces" in how and "5 ms more per call" in how
+    assert step.calibrate_serial_calls(prof, alone * 0.999) is None  # no longer span
+    seven = NS(**{**vars(prof), "params": NS(numel=[250] * 7, element_size=[4] * 7)})
+    assert step.calibrate_serial_calls(seven, 1.0) is None  # fewer than 8 calls
+    eight = NS(**{**vars(prof), "params": NS(numel=[250] * 8, element_size=[4] * 8)})
+    assert step.calibrate_serial_calls(eight, 1.0) is not None
+    assert step.calibrate_serial_calls(NS(**{**vars(prof), "sync": "ddp"}), 1.0) is None
+    assert step.calibrate_serial_calls(NS(**{**vars(prof), "world_size": 1}), 1.0) is None
+    assert step.calibrate_serial_calls(NS(**{**vars(prof), "link": None}), 1.0) is None
+    # calls mostly bytes: a longer span cannot be told from a slower link
+    bulk = NS(**{**vars(prof), "params": NS(numel=[25_000_000] * 10, element_size=[4] * 10)})
+    assert step.calibrate_serial_calls(bulk, 100.0) is None
