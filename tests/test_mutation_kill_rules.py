@@ -407,3 +407,108 @@ def test_the_efficiency_evidence_in_percent_with_its_source():
     # above 100% against the microbenchmark: not measurable, no figure
     over = rules._efficiency_ev({"reference": "microbenchmark", "efficiency": 1.6})
     assert over.value is None and over.note.startswith("not measurable: 160% (no interval)")
+
+
+def _rank(rank, steps, host=None, **phases):
+    n = len(steps)
+    ph = {"data": [0.005] * n, "forward": [0.03] * n, "backward": [0.04] * n}
+    ph.update(sync=[0.02] * n, optimizer=[0.005] * n)
+    ph.update(phases)
+    return NS(rank=rank, host=host, series=_series(steps, **ph))
+
+
+def _hiccup_view(per_rank, warmup=5, world_size=2):
+    return NS(
+        world_size=world_size,
+        train=NS(per_rank=per_rank, warmup_steps=warmup),
+        fraction=lambda s: None if s is None else s / 0.1,
+        command=lambda *a: "python train.py x=1",
+    )
+
+
+def test_a_rank_that_stalls_every_third_step_outside_its_phases():
+    # rank 1: 100 ms steps, 150 ms on steps 2, 5, 8, 11 (the 50 ms outside the timed phases);
+    # its ready work (step less sync): 80 ms, 130 ms on those; median 80, MAD 0: cut 80 + 20
+    spiky = [0.15 if i % 3 == 2 else 0.1 for i in range(12)]
+    v = _hiccup_view([_rank(0, [0.1] * 12, "h0"), _rank(1, spiky, "h1")])
+    f = rules.hiccup(v)
+    per_step = 4 * 0.05 / 12  # the others' wait averaged over every step
+    assert f.title == (
+        "Rank 1 on h1 stalls 50 ms every 3 steps in its own code outside the timed phases "
+        "(evaluation, checkpointing, logging); the other ranks wait for it: 16.7 ms per step on "
+        "average (17% of the step)"
+    )
+    assert (f.saving.seconds, f.saving.fraction, f.saving.lo, f.saving.hi) == (
+        pytest.approx(per_step),
+        pytest.approx(per_step / 0.1),
+        None,
+        pytest.approx(per_step / 0.1),
+    )
+    assert f.impact == pytest.approx(per_step / 0.1)
+    assert f.command == (
+        "in the script, move rank 1's every 3 steps work off the step; then: python train.py x=1"
+    )
+    ev = {e.name: e for e in f.evidence}
+    assert ev["its stall (median over the spikes)"].value == pytest.approx(50.0)
+    assert ev["its stall (median over the spikes)"].note == (
+        "steps 8, 11, 14, 17, against its own median step work"
+    )
+    assert ev["its usual work between collectives"].value == pytest.approx(80.0)
+    assert ev["what grew on those steps"].value == pytest.approx(50.0)
+    assert ev["what grew on those steps"].note == "outside"
+    assert ev["averaged over every step"].value == pytest.approx(1e3 * per_step)
+    assert f.recommends == {} and f.rule == "hiccup"
+
+
+def test_irregular_stalls_in_a_phase_leave_out_the_steps_every_rank_stalled():
+    # rank 0's data wait grows on steps 1, 2 and 7 (+60 ms); both ranks stall on step 4: not a
+    # rank's own; rank 1 stalls only there
+    data0 = [0.065 if i in (1, 2, 4, 7) else 0.005 for i in range(12)]
+    steps0 = [0.16 if i in (1, 2, 4, 7) else 0.1 for i in range(12)]
+    data1 = [0.065 if i == 4 else 0.005 for i in range(12)]
+    steps1 = [0.16 if i == 4 else 0.1 for i in range(12)]
+    v = _hiccup_view([_rank(0, steps0, data=data0), _rank(1, steps1, data=data1)], warmup=None)
+    f = rules.hiccup(v)
+    per_step = 3 * 0.06 / 12
+    assert f.title == (
+        "Rank 0 stalls 60 ms on 3 of 12 steps in its data wait; the other ranks wait for it: "
+        "15.0 ms per step on average (15% of the step)"
+    )
+    assert f.command == "python train.py x=1"  # not outside the phases: profile it
+    assert "Profile rank 0's data on those steps" in f.detail
+    ev = {e.name: e for e in f.evidence}
+    assert ev["its stall (median over the spikes)"].note.startswith("steps 2, 3, 8, against")
+    assert ev["what grew on those steps"].value == pytest.approx(60.0)
+    assert f.saving.seconds == pytest.approx(per_step)
+
+
+def test_a_period_with_an_extra_spike_is_named_with_it():
+    spiky = [0.15 if i % 3 == 0 or i == 7 else 0.1 for i in range(13)]
+    v = _hiccup_view([_rank(0, [0.1] * 13), _rank(1, spiky)], warmup=2)
+    f = rules.hiccup(v)
+    assert "stalls 50 ms every 3 steps (and once more, on step 10) in" in f.title
+    assert "rank 1's every 3 steps work" in f.command
+    missed = [0.15 if i in (0, 3, 9, 12) else 0.1 for i in range(13)]
+    g = rules.hiccup(_hiccup_view([_rank(0, [0.1] * 13), _rank(1, missed)], warmup=0))
+    assert "every 3 steps (but not on step 7) in" in g.title
+    many = [0.15 if i % 3 == 0 else 0.1 for i in range(24)]  # 8 spikes: the first 6 named
+    h = rules.hiccup(_hiccup_view([_rank(0, [0.1] * 24), _rank(1, many)], warmup=0))
+    note = next(e.note for e in h.evidence if e.name.startswith("its stall"))
+    assert note.startswith("steps 1, 4, 7, 10, 13, 16, ..., against")
+    six = [0.15 if i % 3 == 0 else 0.1 for i in range(18)]  # 6 spikes: all named
+    k = rules.hiccup(_hiccup_view([_rank(0, [0.1] * 18), _rank(1, six)], warmup=0))
+    note = next(e.note for e in k.evidence if e.name.startswith("its stall"))
+    assert note.startswith("steps 1, 4, 7, 10, 13, 16, against")
+
+
+def test_no_hiccup_without_two_ranks_series_or_two_own_spikes():
+    spiky = [0.15 if i % 3 == 2 else 0.1 for i in range(12)]
+    quiet = _rank(0, [0.1] * 12)
+    assert rules.hiccup(_hiccup_view([quiet, _rank(1, spiky)], world_size=1)) is None
+    assert rules.hiccup(_hiccup_view([])) is None
+    assert rules.hiccup(_hiccup_view([quiet, NS(rank=1, host=None, series=None)])) is None
+    assert rules.hiccup(_hiccup_view([quiet, _rank(1, spiky[:9])])) is None  # under 10 steps
+    one = [0.15 if i == 5 else 0.1 for i in range(12)]
+    assert rules.hiccup(_hiccup_view([quiet, _rank(1, one)])) is None  # a single slow step
+    both = _rank(0, spiky)
+    assert rules.hiccup(_hiccup_view([both, _rank(1, spiky)])) is None  # every rank stalls
