@@ -241,3 +241,97 @@ def test_per_param_calls_price_the_span_beyond_the_microbenchmark():
     # calls mostly bytes: a longer span cannot be told from a slower link
     bulk = NS(**{**vars(prof), "params": NS(numel=[25_000_000] * 10, element_size=[4] * 10)})
     assert step.calibrate_serial_calls(bulk, 100.0) is None
+
+
+def _plan_prof(batched=False, alloc=None):
+    from whatif.profile import Params
+
+    # a 1000x1000 weight (4 MB), a bias of 100, a 200x50 weight: DDP's default caps put the first
+    # (1 MiB cap reached) alone, the other two together
+    params = Params(
+        ["w", "b", "v"], [1_000_000, 100, 10_000], [4, 4, 4], [0, 1, 2], [0.3, 0.6, 1.0], ""
+    )
+    return NS(
+        params=params,
+        shapes=[(1000, 1000), (100,), (200, 50)],
+        psgd_min_rate=2.0,
+        psgd_batched=batched,
+        psgd_alloc=alloc,
+    )
+
+
+TOTAL = 4 * 1_010_100
+
+
+def test_the_plan_of_plain_buckets():
+    p = step.plan(_plan_prof(), _cfg())
+    assert [(b.index, b.nbytes, b.ready_frac, b.serial) for b in p.buckets] == [
+        (0, 4_000_000, 0.3, False),
+        (1, 40_400, 1.0, False),
+    ]
+    assert [b.copy_frac for b in p.buckets] == [pytest.approx(4_000_000 / TOTAL), 1.0]
+    assert [[(s.kind, s.label, s.nbytes) for s in b.segs] for b in p.buckets] == [
+        [("net", "all-reduce 4 MB", 4_000_000)],
+        [("net", "all-reduce 0.0404 MB", 40_400)],
+    ]
+    assert all(b.pre == [] for b in p.buckets)
+    assert (p.copy_in, p.copy_out, p.notes) == (True, True, [])
+    view = step.plan(_plan_prof(), _cfg(bucket_view=True))
+    assert (view.copy_in, view.copy_out) == (True, False)  # no hook: the copy in stays
+
+
+def test_the_plan_of_a_half_precision_hook():
+    p = step.plan(_plan_prof(), _cfg(optim="bf16", bucket_view=True))
+    share = 4_000_000 / TOTAL
+    b = p.buckets[0]
+    assert b.pre == [("cast_bf16", pytest.approx(share / 2))]
+    assert [(s.kind, s.label, s.nbytes, s.cost) for s in b.segs] == [
+        ("net", "all-reduce 2 MB (bf16)", 2_000_000, ""),
+        ("cpu", "bf16 cast back", 0, "cast_bf16"),
+    ]
+    assert b.segs[1].share == pytest.approx(share / 2) and not b.serial
+    assert (p.copy_in, p.copy_out) == (False, False)  # a hook on the bucket's view: no copies
+    fp16 = step.plan(_plan_prof(), _cfg(optim="fp16")).buckets[1]
+    assert fp16.segs[0].nbytes == 20_200 and fp16.segs[1].cost == "cast_fp16"
+
+
+def test_the_plan_of_powersgd_by_torchs_compression_rule():
+    # (rows + cols) x rank x 2 < rows x cols: both weights compressed at rank 1, the bias not
+    p = step.plan(_plan_prof(), _cfg(optim="powersgd"))
+    assert p.notes == [
+        "PowerSGD rank 1: 1,010,000 of 1,010,100 gradient elements compressed (torch's "
+        "_should_compress at min_compression_rate 2)"
+    ]
+    first, second = p.buckets
+    f0, f1 = 1_000_000 / 1_010_000, 10_000 / 1_010_000
+    assert [(s.kind, s.nbytes, s.cost) for s in first.segs] == [
+        ("net", 0, ""),
+        ("net", 4000, ""),
+        ("cpu", 0, "psgd_mid"),
+        ("net", 4000, ""),
+        ("cpu", 0, "psgd_post"),
+    ]
+    assert [s.nbytes for s in second.segs if s.kind == "net"] == [400, 800, 200]
+    assert first.pre == [("psgd_pre", pytest.approx(f0))]
+    assert second.segs[2].share == pytest.approx(f1) and second.segs[4].share == pytest.approx(f1)
+    assert first.serial and second.serial
+    assert first.segs[1].label == "all-reduce P 0.004 MB"
+    # rank 4: P 1000 x 4 and Q 1000 x 4 elements
+    r4 = step.plan(_plan_prof(), _cfg(optim="powersgd", psgd_rank=4)).buckets[0]
+    assert [s.nbytes for s in r4.segs if s.kind == "net"] == [0, 16_000, 16_000]
+
+
+def test_the_plan_of_batched_powersgd_and_its_fresh_pages():
+    p = step.plan(_plan_prof(batched=True), _cfg(optim="powersgd"))
+    # one square matrix per bucket: side ceil(sqrt(elements)) x rank
+    assert [[s.nbytes for s in b.segs if s.kind == "net"] for b in p.buckets] == [
+        [0, 4000, 4000],
+        [0, 404, 404],
+    ]
+    assert p.notes[0].endswith("; batched_powerSGD_hook: one square matrix per bucket")
+    assert "1,010,100 of 1,010,100" in p.notes[0]
+    fresh = step.plan(_plan_prof(alloc=Quantity.exact(0.01)), _cfg(optim="powersgd")).buckets[1]
+    share = 40_400 / TOTAL
+    assert fresh.pre[1] == ("psgd_alloc", pytest.approx(share))
+    assert (fresh.segs[-1].cost, fresh.segs[-1].share) == ("psgd_alloc", pytest.approx(share))
+    assert len(fresh.segs) == 6
