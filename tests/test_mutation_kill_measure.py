@@ -24,3 +24,24 @@ def test_timed_calls_split_into_eight_near_equal_blocks():
     assert block_sizes(3) == [1, 1, 1]
     assert block_sizes(10, blocks=4) == [3, 3, 2, 2]
     assert sum(block_sizes(1001)) == 1001 and len(block_sizes(1001)) == 8
+
+
+def test_the_tasks_tensors_device(monkeypatch):
+    import torch
+
+    from base.errors import ConfigError
+    from comm.measure import resolve_device
+
+    cpu = torch.device("cpu")
+    assert resolve_device("auto", "gloo", cpu, 0) == cpu
+    assert resolve_device("cpu", "gloo", torch.device("cuda", 1), 1) == cpu
+    assert resolve_device("auto", "gloo", torch.device("cuda", 1), 1) == torch.device("cuda", 1)
+    assert resolve_device("cuda", "nccl", torch.device("cuda", 2), 2) == torch.device("cuda", 2)
+    with pytest.raises(ConfigError, match="device='gpu': choose auto, cpu or cuda."):
+        resolve_device("gpu", "gloo", cpu, 0)
+    with pytest.raises(ConfigError, match="device=cpu with backend=nccl: NCCL only moves CUDA"):
+        resolve_device("cpu", "nccl", cpu, 0)
+    # a CPU-placed rank asking for CUDA where no GPU is visible
+    monkeypatch.setattr("comm.measure.gpu_count", lambda: 0)
+    with pytest.raises(ConfigError, match="device=cuda with backend=gloo needs a GPU"):
+        resolve_device("cuda", "gloo", cpu, 0)
