@@ -164,3 +164,29 @@ def test_numbers_that_are_not_numbers():
     assert nt._num("1.5") == 1.5 and nt._num("N/A") is None
     assert nt._json_num("2") == 2.0 and nt._json_num("nan") is None
     assert nt._json_num(None) is None and nt._json_num(float("inf")) is None
+
+
+def test_the_calls_one_sync_makes_from_the_record():
+    micro = {"microbench": {"sizes": [{"bytes": 4096, "calls": 3}, {"bytes": 1 << 20, "calls": 1}]}}
+    assert nt.sync_calls(micro) == (
+        [(4096, 3), (1 << 20, 1)],
+        "the sizes the on-rank microbenchmark timed",
+    )
+    # DDP's buckets scaled to the bytes really sent (a half-precision hook: half of them)
+    ddp = {
+        "sync": "ddp",
+        "comm": {"bytes_per_step": 3000, "collectives_per_step": 3},
+        "ddp": {"buckets": {"sizes_bytes": [2000, 2000, 2000]}},
+    }
+    assert nt.sync_calls(ddp) == ([(1000, 3)], "DDP's buckets (scaled to the bytes sent)")
+    unscaled = {**ddp, "comm": {"collectives_per_step": 3}}
+    assert nt.sync_calls(unscaled)[0] == [(2000, 3)]
+    flat = {"sync": "flat", "comm": {"bytes_per_step": 9000, "collectives_per_step": 1}}
+    assert nt.sync_calls(flat) == ([(9000, 1)], "one call of the whole gradient")
+    per = {"sync": "per_param", "comm": {"bytes_per_step": 9001, "collectives_per_step": 4}}
+    assert nt.sync_calls(per) == (
+        [(2250, 4)],
+        "4 calls of the average size (the record does not list each call's size)",
+    )
+    assert nt.sync_calls({"sync": "local"}) == ([], "no communication in the record")
+    assert nt.sync_calls({"comm": {"bytes_per_step": 10}}) == ([], "no communication in the record")
