@@ -52,7 +52,8 @@ STRAGGLER_SHARE = 0.05  # one rank's extra work above 5% of the step
 # burst are a larger share of them): steps under SHORT_STEP_S on the 2-core VM scattered 23.9%
 # (vgg11_tiny batch 2 @64 on CPU, 4-10 ms steps: the pooled sd of log step medians over its
 # configurations run more than once, 28 df, in the committed loopback records of
-# results/whatif/validation_committed, not the diagnosis benchmark's); longer steps:
+# results/whatif/validation_committed, not the diagnosis benchmark's; tests/test_diagnosis_rescore
+# derives it again from them); longer steps:
 # whatif.profile.RUN_TO_RUN_SD. Without it the stated interval (the per-rank medians' own, about 1
 # point wide) held the saving a run of the fix measured in 5 of the 18 straggler runs of
 # results/diagnosis_benchmark, the fix's step being 0.9-1.65x the step left.

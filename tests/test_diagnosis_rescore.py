@@ -302,3 +302,31 @@ def test_a_short_gpu_step_is_not_given_the_cpu_vms_scatter():
         _after_fix_scatter(SimpleNamespace(step_s=0.5, device="cpu"), 0.1)[2]
         == RUN_TO_RUN_SD["cpu"]
     )
+
+
+def test_the_short_step_scatter_is_what_the_committed_loopback_records_give():
+    """SHORT_STEP_RUN_TO_RUN_SD is stated as derived, not tuned: the pooled sd of log step medians
+    over the CPU configurations run more than once whose step is under SHORT_STEP_S, in the runs
+    results/whatif/validation_committed validates (its Regenerate line names them; none is a
+    diagnosis-benchmark run). A constant edited by hand, or a change to what counts as a repeat,
+    fails here."""
+    import re
+
+    from base.record import Record
+    from diagnosis.rules import SHORT_STEP_RUN_TO_RUN_SD, SHORT_STEP_S
+    from whatif.validate import run_to_run
+
+    root = Path(__file__).resolve().parent.parent
+    md = (root / "results/whatif/validation_committed/validation.md").read_text()
+    named = re.search(r"python -m whatif\.validate ((?:results/runs/\S+ )+)--out", md)
+    dirs = named.group(1).split()
+    short = []
+    for d in dirs:
+        for p in sorted((root / d).rglob("run_record.json")):
+            rec = Record.read(p)
+            step = getattr(rec.result, "step_time_s", None)
+            if step is not None and step.median and rec.result.device == "cpu":
+                if step.median < SHORT_STEP_S:
+                    short.append((str(p), rec))
+    sd, df = run_to_run(short)
+    assert df == 28 and round(sd, 3) == SHORT_STEP_RUN_TO_RUN_SD, (sd, df)
