@@ -94,3 +94,66 @@ def test_htbs_quantum():
     assert lk.htb_quantum(1e10) == 200_000  # capped
     assert lk.htb_quantum(1.6e9) == 200_000
     assert lk.htb_quantum(1.6e9 - 8000) == 199_999
+
+
+EMULATED = {
+    "emulated": True,
+    "source": "link=",
+    "rate_bit_s": 1e9,
+    "payload_rate_bit_s": 1e9 * 1448 / 1514,
+    "qdisc": "htb",
+    "burst_bytes": 125000,
+    "nodes": 2,
+    "ranks_per_node": 1,
+    "latency_us": 50.0,
+    "check": {"rate_bit_s": 9.2e8, "of_payload_rate": 0.962, "rtt_us": 112.4},
+}
+
+
+def test_a_links_line_in_the_summary():
+    assert lk.describe(None) is None and lk.describe({}) is None
+    assert lk.describe({"emulated": False, "source": "loopback"}) == (
+        "link: none emulated (ranks on one host talk over loopback)"
+    )
+    real = {"emulated": False, "source": "nic", "interface": "eth0", "speed_bit_s": 2.5e10}
+    assert lk.describe(real) == "link: none emulated on eth0, interface speed 25 Gbit/s"
+    assert (
+        lk.describe({"emulated": False, "source": "nic", "note": "n"}) == "link: none emulated (n)"
+    )
+    assert lk.describe(EMULATED) == (
+        "link: EMULATED 1 Gbit/s (htb, burst 125000 B); 2 node(s) x 1 rank(s), each node's NIC and "
+        "its switch port shaped; added latency 50 us one way; check transfer 920 Mbit/s (96% of "
+        "the 956.4 Mbit/s TCP payload rate); RTT 112 us"
+    )
+    outside = {
+        **EMULATED,
+        "source": "outside",
+        "interface": "veth0",
+        "burst_bytes": None,
+        "latency_us": None,
+        "check": {"rate_bit_s": 5e8},
+        "warning": "slow",
+    }
+    assert lk.describe(outside) == (
+        "link: EMULATED 1 Gbit/s (htb); shaped outside this run on veth0; rate only, no added "
+        "latency; check transfer 500 Mbit/s. WARNING: slow"
+    )
+
+
+def test_a_links_label_tags_and_table_note():
+    assert lk.short_label(EMULATED) == "emulated link 1 Gbit/s"
+    assert lk.short_label({"emulated": False}) is None and lk.short_label(None) is None
+    assert lk.tags(EMULATED) == ["emulated-link", "link:1 Gbit/s"]
+    assert lk.tags(None) == [] and not lk.is_emulated({"emulated": None})
+    slower = {**EMULATED, "check": {"rate_bit_s": 8e8}}
+    none = {**EMULATED, "latency_us": None, "check": None}
+    assert lk.table_note([None, {"emulated": False}]) is None
+    assert lk.table_note([EMULATED, slower, None]) == (
+        "EMULATED LINK: rows ran behind 1 Gbit/s (htb), check transfers 800 Mbit/s..920 Mbit/s "
+        "(rate only; the compute is this machine's CPU; see each record's env.link); 1 run(s) "
+        "without one (loopback)."
+    )
+    assert lk.table_note([none]) == (
+        "EMULATED LINK: rows ran behind 1 Gbit/s (htb) (rate only, no added latency; the compute "
+        "is this machine's CPU; see each record's env.link)."
+    )
