@@ -102,3 +102,11 @@ def test_a_results_row_in_words():
     assert cal.Result("a", "b", 9, 40, None, note="why").row().endswith("|  | report | why")
     refused = cal.Result("a", "b", 0, 0, (0.9, 1.0), refused=True)
     assert refused.row() == "| a | b |  | – | 0 | [90%, 100%] | refused |"
+
+
+def test_the_adaptive_window_stops_at_its_pilot_on_a_flat_series():
+    from stats.summary import PILOT
+
+    flat = np.zeros(60)  # every step 1 s: no spread, the pilot already reaches the target
+    assert cal.adaptive_steps(flat, 0.05, 10, 50) == max(10, PILOT)
+    assert cal.adaptive_steps(flat, 0.05, max(10, PILOT) + 3, 50) == max(10, PILOT) + 3
