@@ -55,3 +55,18 @@ def test_one_size_or_a_falling_time_gives_no_bandwidth():
     assert falling["alpha_s"] == pytest.approx(3e-4, rel=1e-9)
     flat = fit_latency_bandwidth(_rows([(1_000, 1e-4), (2_000, 1e-4)]))
     assert flat["beta_GBps"] is None
+
+
+def test_the_slope_does_not_move_when_every_call_is_larger_by_the_same_bytes():
+    # shifting every size by one offset keeps the slope (translation invariance) and moves alpha by
+    # slope x offset; the centred sums keep it to 9 digits even 1 TB out (an uncentred sum of
+    # products loses 6 of them there)
+    base = [
+        (b, 1e-3 + b / 1e9 * (1 + 0.01 * (i % 2))) for i, b in enumerate([1000, 3000, 7000, 20000])
+    ]
+    near = fit_latency_bandwidth(_rows(base))
+    off = 1e12
+    far = fit_latency_bandwidth(_rows((b + off, t) for b, t in base))
+    assert far["beta_GBps"] == pytest.approx(near["beta_GBps"], rel=1e-9)
+    slope = 1 / (near["beta_GBps"] * 1e9)
+    assert far["alpha_s"] == pytest.approx(near["alpha_s"] - slope * off, rel=1e-6)
