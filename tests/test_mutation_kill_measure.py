@@ -45,3 +45,57 @@ def test_the_tasks_tensors_device(monkeypatch):
     monkeypatch.setattr("comm.measure.gpu_count", lambda: 0)
     with pytest.raises(ConfigError, match="device=cuda with backend=gloo needs a GPU"):
         resolve_device("cuda", "gloo", cpu, 0)
+
+
+class _FakeLayer:
+    """A device layer whose clock reads 2.0 then 7.0: the window's 5 s, whatever the host does."""
+
+    def __init__(self):
+        self.marks = iter([2.0, 7.0])
+        self.strict, self.synced = [], 0
+
+    def mark(self):
+        return next(self.marks)
+
+    def window(self, strict):
+        import contextlib
+
+        self.strict.append(strict)
+        return contextlib.nullcontext()
+
+    def synchronize(self):
+        self.synced += 1
+
+    def seconds(self, start, end):
+        return end - start
+
+
+def test_a_timed_window_is_seconds_per_call_after_a_barrier(monkeypatch):
+    import torch
+
+    from comm import measure
+
+    layer, calls, barriers = _FakeLayer(), [], []
+    monkeypatch.setattr(measure, "layer_for", lambda device: layer)
+    monkeypatch.setattr(measure.dist, "barrier", lambda group=None: barriers.append(group))
+    monkeypatch.setattr(measure.dist, "get_backend", lambda group=None: "nccl")
+    got = measure.time_window(lambda: calls.append(1), 4, torch.device("cpu"), group="g")
+    assert got == 5.0 / 4 and len(calls) == 4 and barriers == ["g"]
+    assert layer.strict == [True] and layer.synced == 1
+    layer = _FakeLayer()
+    monkeypatch.setattr(measure, "layer_for", lambda device: layer)
+    monkeypatch.setattr(measure.dist, "get_backend", lambda group=None: "gloo")
+    assert measure.time_window(lambda: None, 2, torch.device("cpu")) == 2.5
+    assert layer.strict == [False]
+
+
+def test_every_ranks_object_in_rank_order(monkeypatch):
+    from comm import measure
+
+    def all_gather_object(out, obj):
+        assert out == [None, None, None]  # one slot per rank, filled by the collective
+        out[:] = [f"{obj}@{r}" for r in range(len(out))]
+
+    monkeypatch.setattr(measure.dist, "get_world_size", lambda: 3)
+    monkeypatch.setattr(measure.dist, "all_gather_object", all_gather_object)
+    assert measure.gather_all("x") == ["x@0", "x@1", "x@2"]
