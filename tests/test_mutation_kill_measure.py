@@ -99,3 +99,16 @@ def test_every_ranks_object_in_rank_order(monkeypatch):
     monkeypatch.setattr(measure.dist, "get_world_size", lambda: 3)
     monkeypatch.setattr(measure.dist, "all_gather_object", all_gather_object)
     assert measure.gather_all("x") == ["x@0", "x@1", "x@2"]
+
+
+def test_a_cpu_placed_rank_asking_for_cuda_takes_its_local_gpu(monkeypatch):
+    import torch
+
+    from comm import measure
+
+    chosen = []
+    monkeypatch.setattr(measure, "gpu_count", lambda: 2)
+    monkeypatch.setattr(measure.torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(measure.torch.cuda, "set_device", chosen.append)
+    got = measure.resolve_device("cuda", "gloo", torch.device("cpu"), 3)
+    assert got == torch.device("cuda", 1) and chosen == [torch.device("cuda", 1)]
