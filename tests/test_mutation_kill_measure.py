@@ -75,12 +75,15 @@ def test_a_timed_window_is_seconds_per_call_after_a_barrier(monkeypatch):
 
     from comm import measure
 
-    layer, calls, barriers = _FakeLayer(), [], []
-    monkeypatch.setattr(measure, "layer_for", lambda device: layer)
+    layer, calls, barriers, devices, backends = _FakeLayer(), [], [], [], []
+    monkeypatch.setattr(measure, "layer_for", lambda device: devices.append(device) or layer)
     monkeypatch.setattr(measure.dist, "barrier", lambda group=None: barriers.append(group))
-    monkeypatch.setattr(measure.dist, "get_backend", lambda group=None: "nccl")
+    monkeypatch.setattr(
+        measure.dist, "get_backend", lambda group=None: backends.append(group) or "nccl"
+    )
     got = measure.time_window(lambda: calls.append(1), 4, torch.device("cpu"), group="g")
     assert got == 5.0 / 4 and len(calls) == 4 and barriers == ["g"]
+    assert devices == [torch.device("cpu")] and backends == ["g"]  # the window's own group
     assert layer.strict == [True] and layer.synced == 1
     layer = _FakeLayer()
     monkeypatch.setattr(measure, "layer_for", lambda device: layer)
