@@ -77,3 +77,9 @@ def test_a_ready_order_must_be_a_permutation():
         bk.assign([10, 10], [4, 4], [0, 0], cap_mb=None)
     with pytest.raises(ValueError):
         bk.assign([10, 10], [4, 4], [0], cap_mb=None)
+
+
+def test_no_memory_is_spent_on_the_parameters():
+    # a 16 TiB parameter: the meta device holds only its size (a real tensor could not be made)
+    got = bk.assign([2**42, 10], [4, 4], [1, 0], cap_mb=None)
+    assert [(b.params, b.nbytes) for b in got] == [((1, 0), 4 * 2**42 + 40)]
