@@ -83,3 +83,14 @@ def test_no_memory_is_spent_on_the_parameters():
     # a 16 TiB parameter: the meta device holds only its size (a real tensor could not be made)
     got = bk.assign([2**42, 10], [4, 4], [1, 0], cap_mb=None)
     assert [(b.params, b.nbytes) for b in got] == [((1, 0), 4 * 2**42 + 40)]
+
+
+def test_caps_on_an_older_torch_without_its_bucket_config(monkeypatch):
+    import torch.nn.parallel.distributed as ddp
+
+    # older torch: no _BucketCapacityConfig; the first bucket was always 1 MiB (at most the cap)
+    monkeypatch.delattr(ddp, "_BucketCapacityConfig", raising=False)
+    assert bk.limits(None) == [MIB, 25 * MIB]
+    assert bk.limits("default") == [MIB, 25 * MIB]
+    assert bk.limits(100) == [MIB, 100 * MIB]
+    assert bk.limits(0.5) == [MIB // 2, MIB // 2]
