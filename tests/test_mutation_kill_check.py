@@ -113,3 +113,18 @@ def test_count_wrong_exact_and_for_float_averages():
     assert ck.count_wrong(nan, want, "avg", "float32", 2) == 1
     ints = torch.tensor([1, 2, 3, 5], dtype=torch.int32)
     assert ck.count_wrong(ints, want, "avg", "int32", 2) == 1
+
+
+def test_broadcast_defaults_to_root_zero_and_salts_forward():
+    got = ck.expected_output("broadcast", None, 1, 2, 3, "float32", CPU)
+    assert got.tolist() == [_sum_value(p, 0) for p in range(3)]
+    salted = ck.expected_output("broadcast", None, 1, 2, 3, "float32", CPU, salt=2)
+    assert salted.tolist() == [_sum_value(p + 2, 0) for p in range(3)]
+
+
+def test_an_average_exactly_at_the_tolerance_is_right():
+    # want 0, n = 2: tolerance 2 x 2 x 2^-23 x (0 + 2) = 2^-20, exact in float64
+    want = torch.zeros(2, dtype=torch.float64)
+    at = torch.tensor([2.0**-20, -(2.0**-20)], dtype=torch.float64)
+    assert ck.count_wrong(at, want, "avg", "float32", 2) == 0
+    assert ck.count_wrong(at * 1.001, want, "avg", "float32", 2) == 2
