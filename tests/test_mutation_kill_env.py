@@ -76,3 +76,8 @@ def test_the_variables_a_run_sets(tmp_path, monkeypatch):
     clean["NCCL_DEBUG_FILE"] = "/x"
     kept = ce.apply(OmegaConf.create({"nccl": {"DEBUG": "WARN"}}), tmp_path)
     assert kept == {"NCCL_DEBUG": "WARN"}
+
+
+def test_a_log_with_bytes_that_are_not_text_is_still_read(tmp_path):
+    (tmp_path / "nccl_debug.a.1.log").write_bytes(b"\xff\xfe garbage\n" + LINES[2].encode())
+    assert ce.transports_from_logs(tmp_path) == {"SHM/direct/direct": 1}

@@ -157,3 +157,21 @@ def test_a_links_label_tags_and_table_note():
         "EMULATED LINK: rows ran behind 1 Gbit/s (htb) (rate only, no added latency; the compute "
         "is this machine's CPU; see each record's env.link)."
     )
+
+
+def test_the_rates_edges():
+    assert lk.parse_rate(0.5) == 0.5 and lk.parse_rate(1) == 1.0  # tiny, but positive
+    with pytest.raises(lk.RateError, match="write the rate in bits"):
+        lk.parse_rate("1GBPS")  # any case
+    assert lk.human(1e12) == "1 Tbit/s" and lk.human(1e6) == "1 Mbit/s"
+    assert lk.human(999_999_999_999) == "1000 Gbit/s"
+
+
+def test_a_round_trip_without_a_check_rate_and_two_kinds_of_link():
+    rtt_only = {**EMULATED, "check": {"rtt_us": 100.0}}
+    assert lk.describe(rtt_only).endswith("added latency 50 us one way; RTT 100 us")
+    slow = {**EMULATED, "rate_bit_s": 1e8, "check": None}
+    assert lk.table_note([EMULATED, slow]).startswith(
+        "EMULATED LINK: rows ran behind 1 Gbit/s (htb), check transfers 920 Mbit/s..920 Mbit/s; "
+        "100 Mbit/s (htb) (rate only;"
+    )
