@@ -708,9 +708,18 @@ class Series(Block):
         default=None,
     )
     substituted_hook_s: list[float] | None = doc(
-        "task=script: host seconds per measured step in allreduce_hook where the tool put it in "
-        "place of DDP's built-in all-reduce (no hook asked for): an upper bound of that "
-        "substitution's cost, as the built-in does the same division and all-reduce in C++",
+        "task=script: host seconds per measured step in the all-reduce the tool put in place of "
+        "DDP's built-in (no hook asked for: the division and the process group's allreduce "
+        "call): an upper bound of that substitution's cost, as the built-in does the same "
+        "division and all-reduce in C++",
+        default=None,
+    )
+    substituted_collective_s: list[float] | None = doc(
+        "task=script: of substituted_hook_s, the calling thread's CPU seconds per measured step "
+        "in the process group's allreduce call itself (its work queued, the flight recorder's "
+        "entry): the call DDP's built-in makes the same from C++, so the substitution's own "
+        "cost is substituted_hook_s less this (the division pass, the Python around the call, "
+        "and any wait for a core or the GIL inside it)",
         default=None,
     )
     gc_s: list[float] | None = doc(
@@ -843,6 +852,16 @@ class InJobCheck(Block):
     )
     decide_s: float | None = doc(
         "of cost_s, rank 0's diagnosis that chose the fix (outside the budget)", default=None
+    )
+    stopped: str | None = doc(
+        "why the rounds ended: narrow (the interval at most width_target wide, from 6 rounds), "
+        "budget, max_s (past the budget while wider, diagnose.verify_max_s), max_rounds; null in "
+        "records made before",
+        default=None,
+    )
+    width_target: float | None = doc(
+        "diagnose.verify_width: the interval width on the saving that ends the rounds",
+        default=None,
     )
     method: str = ""
     skipped: str | None = doc("why no check ran (null: it ran)", default=None)

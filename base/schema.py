@@ -609,6 +609,18 @@ class Diagnose:
         "block long enough to measure a fix in 30% of it (0: the share alone)",
         ge=0,
     )
+    verify_width: float = knob(
+        0.1,
+        "the check stops once its interval on the saving is at most this wide (0.1: +-5 points of "
+        "the step; from 6 rounds) and, while wider, goes on past its budget up to verify_max_s",
+        gt=0,
+    )
+    verify_max_s: float = knob(
+        15.0,
+        "the most seconds the check spends (set-up and rounds) while its interval is wider than "
+        "verify_width; never less than its budget (0: the budget alone)",
+        ge=0,
+    )
     verify_fix: Any = knob(  # OmegaConf has no dict|None: checked in tasks/train/check.py
         None,
         "a change to measure in the job in place of the top finding's fix, e.g. {bucket: 100}; "

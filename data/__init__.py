@@ -1,18 +1,22 @@
 """Datasets and per-rank loaders. `build_loader` returns a DataLoader over a DistributedSampler
-shard."""
+shard. torch is imported by the functions that build them, not here: job.config runs `check` before
+the task's module (and torch) is imported, so a bad data set is refused without torch's start-up."""
 
 from __future__ import annotations
 
-from base.record import setting
 import functools
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from torch.utils.data import DataLoader, Dataset, DistributedSampler
+from base.record import setting
 
 from base.build import build
 from base.errors import ConfigError
-from data.raw_folder import class_count, scan
+from data.folder import class_count, scan
+
+if TYPE_CHECKING:
+    from torch.utils.data import DataLoader, Dataset
 
 
 def check(cfg, submitting: bool = False) -> None:
@@ -54,6 +58,8 @@ def sample_shape(cfg) -> tuple[int, ...] | None:
 
 
 def build_loader(cfg, rank: int, world_size: int, pin_memory: bool) -> DataLoader:
+    from torch.utils.data import DataLoader, DistributedSampler
+
     per_step = cfg.batch_size * world_size
     samples_needed = (
         per_step * (cfg.warmup_steps + cfg.steps + cfg.probe_steps + 1) * cfg.accumulate

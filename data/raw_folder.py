@@ -1,5 +1,6 @@
 """The VGG11 thread's data set: root/<class>/<file>, each file the raw bytes of a 3xHxW float32
-tensor, read with torch.from_file (no decoding), so the data phase is pure file I/O."""
+tensor, read with torch.from_file (no decoding), so the data phase is pure file I/O. Its layout and
+check (scan) are data/folder.py's, which imports no torch."""
 
 from __future__ import annotations
 
@@ -9,18 +10,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import Dataset
 
-from base.errors import ConfigError
-
-
-def sample_bytes(image_size: int) -> int:
-    return 3 * image_size * image_size * 4
-
-
-def generator_command(root, image_size: int) -> str:
-    return (
-        f"python -m data.make_raw_folder --root {root} --size {image_size} --classes 10 "
-        "--files-per-class 64"
-    )
+from data.folder import scan
 
 
 class RawFolder(Dataset):
@@ -44,47 +34,3 @@ class RawFolder(Dataset):
                 f"cannot read {path}: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
             ) from e
         return x.view(3, self.image_size, self.image_size), label
-
-
-def scan(root: Path, image_size: int) -> list[tuple[Path, int]]:
-    """Every (file, class index); checks sizes and that each file opens for reading up front, so a
-    bad file is named before any rank starts (not mid-warm-up inside a DataLoader worker)."""
-    if not root.is_dir():
-        raise ConfigError(
-            f"data.root={root} does not exist. Make a raw folder with: "
-            f"{generator_command(root, image_size)}"
-        )
-    classes = sorted(d.name for d in os.scandir(root) if d.is_dir())
-    want = sample_bytes(image_size)
-    samples = []
-    for label, cls in enumerate(classes):
-        for entry in sorted(os.scandir(root / cls), key=lambda e: e.name):
-            if not entry.is_file():
-                continue
-            size = entry.stat().st_size
-            if size != want:
-                raise ConfigError(
-                    f"{entry.path} has {size} bytes; a 3x{image_size}x{image_size} float32 sample "
-                    f"has {want} bytes. "
-                    f"Set data.image_size to the size the folder was made with, or regenerate it: "
-                    f"{generator_command(root, image_size)}"
-                )
-            try:
-                os.close(os.open(entry.path, os.O_RDONLY))
-            except OSError as e:
-                raise ConfigError(
-                    f"{entry.path} cannot be read ({e.strerror}): every sample file of data.root "
-                    "must be "
-                    f"readable by this user. Fix its permissions (chmod a+r), or remove it."
-                ) from None
-            samples.append((Path(entry.path), label))
-    if not samples:
-        raise ConfigError(
-            f"data.root={root} holds no sample files. Make a raw folder with: "
-            f"{generator_command(root, image_size)}"
-        )
-    return samples
-
-
-def class_count(root: str | os.PathLike) -> int:
-    return sum(1 for d in os.scandir(root) if d.is_dir())

@@ -555,17 +555,19 @@ def table(out: Path, chosen: list[Case], delay: float, rescore: bool = False) ->
                 check_rounds=statistics.median(c.rounds for c in ran) if ran else 0,
             )
         if m:
-            diffs = _per_run_error(runs, fix, judged)
-            if diffs:
-                row.update(errors=diffs, **_per_run_interval(runs, fix, judged))
+            # each run against its own top finding's fix: small_buckets' runs recommended
+            # bucket=100 and bucket=null, and both later runs were scored against the first's
+            per_run = _each_against_its_fix(records, c, runs, judged)
+            if per_run["errors"]:
+                row.update(per_run)
             row.update(
                 measured=m["saving"],
                 measured_lo=m["lo"],
                 measured_hi=m["hi"],
                 measured_method=m["method"],
             )
-            if est:
-                inside = [_overlap(e, m) for e in est]
+            inside = _overlaps_each_against_its_fix(records, c, runs, judged)
+            if inside:
                 row["inside"] = sum(x == 0 for x in inside)
                 row["missed_by"] = max(inside)
         rows.append(row)
@@ -614,6 +616,44 @@ def sources_label(sources: list[str | None]) -> str | None:
     if len(counts) <= 1:
         return next(iter(counts), None)
     return ", ".join(f"{s} {n}" for s, n in counts.most_common())
+
+
+def _each_against_its_fix(records: list[Run], c: Case, runs: list[Run], judged: list[dict]) -> dict:
+    """errors, holds and widths (_per_run_error, _per_run_interval) with each run paired with the
+    fix runs of its own top finding (fix_runs): where a case's runs recommend different fixes, each
+    run's estimate is of its own fix's saving. One run's entry is dropped where its round has no run
+    of that fix (an error of None, as _per_run_error's)."""
+    out: dict = {"errors": [], "holds": [], "widths": []}
+    for run, j in zip(runs, judged):
+        named = _named(run)
+        fix = fix_runs(records, c, named[0] if named else None)
+        out["errors"] += _per_run_error([run], fix, [j])
+        for k, v in _per_run_interval([run], fix, [j]).items():
+            out[k] += v
+    return out
+
+
+def _overlaps_each_against_its_fix(
+    records: list[Run], c: Case, runs: list[Run], judged: list[dict]
+) -> list[float]:
+    """_overlap of each run's stated range with the measured interval of its own top finding's
+    fix (the case's runs against that fix's, paired by round, as the measured column's): a run
+    whose top finding recommends another fix than the first run's is not judged against the
+    first's. Runs without an estimate, or whose fix has no measurement, are left out."""
+    by_fix: dict[tuple, dict | None] = {}
+    out = []
+    for run, j in zip(runs, judged):
+        s = j["saving"]
+        if s is None or s.fraction is None:
+            continue
+        named = _named(run)
+        fix = fix_runs(records, c, named[0] if named else None)
+        key = tuple(id(f) for f in fix)
+        if key not in by_fix:
+            by_fix[key] = measured(runs, fix)
+        if by_fix[key] is not None:
+            out.append(_overlap(s, by_fix[key]))
+    return out
 
 
 def _per_run_error(runs: list[Run], fix: list[Run], judged: list[dict]) -> list[float | None]:
@@ -752,7 +792,8 @@ def markdown(result: dict) -> str:
         "the case / "
         "the fix's, paired by round (stats.compare_runs). estimate − measured: per run, the top "
         "finding's "
-        "saving less the saving measured against the fix's run of the same round. in-job check: "
+        "saving less the saving measured against the run of that finding's own fix in the same "
+        "round (inside, too; the measured column: against the first run's fix). in-job check: "
         "the "
         "median seconds diagnose.verify added to a run (the decision included), in how many runs "
         "it "

@@ -225,7 +225,23 @@ def _budget(v: RunView, check) -> str:
         + (f", at least diagnose.verify_min_s={floor:g} s" if floor else "")
         + (f", besides {check.decide_s:.2g} s choosing the fix" if check.decide_s else "")
         + ")"
+        + _stopped(check)
     )
+
+
+def _stopped(check) -> str:
+    """What ended the rounds (result.verify.stopped; records before it have none): the check may
+    run past its budget while its interval is wide, and a reader of "added 12 s, its budget 3 s"
+    should see why."""
+    width = getattr(check, "width_target", None)
+    wide = f"{100 * width:g} points" if width else "diagnose.verify_width"
+    return {
+        "narrow": f"; the rounds ended when the interval was at most {wide} wide",
+        "max_s": f"; the rounds went past the budget while the interval was wider than {wide}, "
+        "until diagnose.verify_max_s",
+        "max_rounds": f"; the rounds went on while the interval was wider than {wide}, to the "
+        "most the check runs",
+    }.get(getattr(check, "stopped", None) or "", "")
 
 
 def bound_rules(v: RunView, found: list[Finding]) -> None:

@@ -479,6 +479,10 @@ def prepare(cfg: DictConfig, submitting: bool = False, host: Host | None = None)
     check_schema(cfg)
     import tasks
 
+    if cfg.task in tasks.READS_DATA:  # before the task's module is imported: it imports torch
+        from data import check as check_data
+
+        check_data(cfg, submitting=submitting)
     derive = getattr(
         tasks.get(cfg.task), "derive", None
     )  # what the task sets from other keys (tasks/__init__.py)

@@ -11,7 +11,15 @@ which module holds which function ("Where each method lives").
 from .compare import compare_throughput, ratio_ci, throughput
 from .drift import steady_state, unsteady_runs
 from .fmt import fmt_ci, fmt_ratio, sig_digits, verdict_text
-from .runs import Speedup, block_ab, compare_runs, plan_repeats, run_level, time_saved
+from .runs import (
+    Speedup,
+    block_ab,
+    compare_runs,
+    narrow_enough,
+    plan_repeats,
+    run_level,
+    time_saved,
+)
 from .sentinel import sentinel
 from .summary import (
     adaptive_should_stop,
@@ -46,6 +54,7 @@ __all__ = [
     "judge",
     "median_ci",
     "median_ranks",
+    "narrow_enough",
     "plan_repeats",
     "ratio_ci",
     "rel_halfwidth",

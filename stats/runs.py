@@ -209,6 +209,28 @@ def block_ab(base_walls, fix_walls, steps_per_block: int = 1, level: float = 0.9
     return out
 
 
+NARROW_MIN_ROUNDS = 6  # the in-job check stops on a narrow interval from here on, not before: at
+# 3-5 rounds (df 1-3) a sample variance that came out small by chance would end the check on an
+# interval that holds the truth less often than stated (stats.calibrate_verify's adaptive rows)
+
+
+def saving_width(s: Speedup) -> float | None:
+    """The width of a comparison's interval on the time saved (points of the old time / 100)."""
+    if s.ci_lo is None or s.ci_hi is None:
+        return None
+    lo, hi = time_saved(s.ci_lo), time_saved(s.ci_hi)
+    return None if lo is None or hi is None else hi - lo
+
+
+def narrow_enough(s: Speedup, rounds: int, width: float) -> bool:
+    """The in-job check's stopping rule (tasks/train/verify.py, diagnose.verify_width), one
+    function for the check and its calibration: at least NARROW_MIN_ROUNDS rounds and an interval
+    on the saving at most `width` wide. It stops on the interval's width, never on its value, so
+    the saving it reports is not chosen by where it happened to be."""
+    w = saving_width(s)
+    return rounds >= NARROW_MIN_ROUNDS and w is not None and w <= width
+
+
 def plan_repeats(
     logs, within_se=None, rel_ci: float = 0.02, level: float = 0.95, cap: int = 100
 ) -> dict:

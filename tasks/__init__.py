@@ -41,6 +41,10 @@ TASKS = {
     TaskName.script: "tasks.script",  # the user's own training script, unchanged
 }
 
+# the tasks whose ranks read data.* (task=train's loop, the hand-written reference loop): job.config
+# checks their data set (data.check, torch-free) before importing their modules (they import torch)
+READS_DATA = frozenset({TaskName.train, TaskName.train_reference})
+
 # what maintainers run to measure the tool itself (the harness cost): accepted by task=, not listed
 # in --help
 MAINTAINER_TASKS = frozenset({TaskName.train_reference})

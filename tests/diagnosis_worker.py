@@ -10,8 +10,19 @@ from tasks.train.probes import comm_microbench
 from tasks.train.loop import make_sync
 
 
-def microbench(sync_name: str, model_cfg: dict, diagnose: dict, comm_s: float, wall_s: float):
+def microbench_cases(cases: dict, model_cfg: dict) -> dict:
+    """{name: microbench's result} for cases {name: (sync, diagnose, comm_s, wall_s)}, one after
+    another on one gloo group: one launch of 2 ranks for the cases, not one per case (each paid
+    two ranks' start-up; issue 36)."""
     dist.init_process_group("gloo")
+    out = {name: microbench(case[0], model_cfg, *case[1:]) for name, case in cases.items()}
+    dist.destroy_process_group()
+    return out
+
+
+def microbench(sync_name: str, model_cfg: dict, diagnose: dict, comm_s: float, wall_s: float):
+    """One case: a fresh sync (DDP or per-param) of vgg11_tiny on the group, and its
+    comm_microbench."""
     cfg = OmegaConf.create(
         {
             "sync": sync_name,
@@ -52,5 +63,4 @@ def microbench(sync_name: str, model_cfg: dict, diagnose: dict, comm_s: float, w
         out["expected_sizes"] = (
             sync.buckets() if sync_name == "ddp" else [p.numel() * 4 for p in sync.params]
         )
-    dist.destroy_process_group()
     return out

@@ -1,7 +1,8 @@
 """The mutation run (docs/testing.md): `nice -n 15 python -m tests.mutation` runs mutmut over the
 modules that compute what a user reads ([tool.mutmut] in pyproject.toml) with the fast, process-free
-tests, then writes results/mutation.md: per module, mutants killed / survived / judged equivalent,
-and each survivor left standing.
+tests, then writes each judged module's entry in results/mutation/ (committed: the run's header,
+counts by outcome, every mutant not killed) and results/mutation.md from those entries alone: per
+module, mutants killed / survived / judged equivalent, and each survivor left standing.
 
 A mutant judged equivalent (no test can tell it from the code) is listed in
 tests/mutation_equivalent.toml with the mutated line and the reason; the entry counts only while
@@ -28,18 +29,20 @@ import importlib
 import json
 import os
 import platform
-import re
 import subprocess
 import sys
 import time
 import tomllib
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "results" / "mutation.md"
 EQUIVALENT = ROOT / "tests" / "mutation_equivalent.toml"
-RUN = ROOT / "mutants" / "run.json"  # each run's command, machine, load and wall time, for --report
+# the committed results the report is made from, one file per module (entry_path): each run's
+# header (date, commit, command, machine, load, wall time, tests), the counts by outcome and every
+# mutant not killed; mutants/, mutmut's working copy, is ignored and lost with the machine
+RESULTS = ROOT / "results" / "mutation"
 GOAL = 0.90  # issue 30: >= 90% of the non-equivalent mutants killed across the listed modules
 KILLED = (
     "killed",
@@ -399,21 +402,6 @@ def fast(modules: list[str], names: list[str] | None, tests: dict[str, list[str]
     return 0
 
 
-def superseded(runs: list[dict]) -> list[dict]:
-    """The runs whose results the report still holds: a run that re-judged every mutant of some
-    modules (not --resume) replaces every earlier run of only those modules (an earlier run's
-    modules: as recorded, or as its command named them)."""
-    kept, judged_again = [], set()
-    for run in reversed(runs):
-        mods = set(run.get("modules") or re.findall(r"--module (\S+)", run["command"]))
-        if kept and mods and mods <= judged_again:
-            continue
-        kept.append(run)
-        if not run.get("resume", "--resume" in run["command"]):
-            judged_again |= mods
-    return kept[::-1]
-
-
 def covered() -> list[str]:
     """The covered modules, as files: [tool.mutmut] only_mutate in pyproject.toml (globs) expanded
     over the tree. The one list of them, so a module that moves is renamed in pyproject.toml
@@ -514,45 +502,132 @@ def is_text(diff: str) -> bool:
     return False
 
 
-def collect() -> tuple[dict[str, Counter], list, list, list]:
-    """(counts per module, survivors left standing [(module, mutant, diff)], equivalents [(module,
-    mutant, reason)], surviving text mutants [(module, mutant, diff)]) from mutmut's results under
-    mutants/ (read with mutmut's own readers; run from the repository root)."""
+def entry_path(module: str) -> Path:
+    """A module's committed results: results/mutation/<dotted module>.json (tables/aggregate.py ->
+    tables.aggregate.json). One file per module, so a run of one module rewrites its file only,
+    and two branches that ran different modules merge without a conflict."""
+    return RESULTS / (module.removesuffix(".py").replace("/", ".") + ".json")
+
+
+def outcomes(module: str) -> tuple[Counter, list[dict]]:
+    """One module's results under mutants/ (read with mutmut's own readers; run from the
+    repository root): (counts by outcome: mutants, killed, and every other outcome as mutmut names
+    it, a surviving text mutant as "text"; every mutant not killed: name, outcome, and its diff's
+    removed and added lines, what the report shows and an equivalence entry pins)."""
     from mutmut.mutation.data import SourceFileMutationData
     from mutmut.mutation.diff_apply import get_diff_for_mutant
     from mutmut.stats import status_by_exit_code
-    from mutmut.utils.file_utils import walk_mutatable_files
 
-    judged = equivalents()
-    counts: dict[str, Counter] = defaultdict(Counter)
-    standing, equivalent, text = [], [], []
-    for path in walk_mutatable_files():
-        data = SourceFileMutationData(path=path)
-        data.load()
-        module = str(path)
-        for name, code in sorted(data.exit_code_by_key.items()):
-            status = status_by_exit_code[code]
-            counts[module]["mutants"] += 1
-            if status in KILLED:
-                counts[module]["killed"] += 1
-                continue
-            if status == "not checked":
-                counts[module]["not checked"] += 1
-                continue
-            if status != "survived":
-                counts[module][status] += 1
-                continue
-            diff = get_diff_for_mutant(name, path=path)
-            entry = judged.get(name)
+    data = SourceFileMutationData(path=Path(module))
+    data.load()
+    counts: Counter = Counter()
+    kept = []
+    for name, code in sorted(data.exit_code_by_key.items()):
+        status = status_by_exit_code[code]
+        counts["mutants"] += 1
+        if status in KILLED:
+            counts["killed"] += 1
+            continue
+        old, new = [], []
+        if status == "survived":
+            diff = get_diff_for_mutant(name, path=Path(module))
+            old, new = changed_lines(diff)
             if is_text(diff):
-                counts[module]["text"] += 1
-                text.append((module, name, diff))
-            elif entry and entry.get("line", "").strip() == mutated_line(diff):
-                counts[module]["equivalent"] += 1
-                equivalent.append((module, name, entry["reason"]))
+                status = "text"
+        counts[status] += 1
+        kept.append({"name": name, "outcome": status, "old": old, "new": new})
+    return counts, kept
+
+
+def updated(entry: dict | None, module: str, run: dict, counts: Counter, kept: list) -> dict:
+    """A module's entry after a run that judged it: its counts and mutants replaced; its runs
+    replaced by this one, or, for a --resume run (it re-judged only some mutants), this one added
+    to the earlier runs whose results the entry still holds."""
+    runs = (entry or {}).get("runs", []) if run.get("resume") else []
+    return {
+        "module": module,
+        "runs": [*runs, run],
+        "counts": dict(sorted(counts.items())),
+        "mutants": kept,
+    }
+
+
+def replaces(entry: dict | None, counts: Counter, run: dict) -> bool:
+    """Whether a run's results for a module replace its committed entry: not when it judged none
+    (a failed run that did not reach the module), nor when it was stopped (non-zero exit) having
+    judged fewer mutants than the entry holds (mutants/ lost, a partial rerun would drop results
+    already committed)."""
+    judged = counts["mutants"] - counts["not checked"]
+    if judged == 0:
+        return False
+    if entry is None or run.get("returncode", 0) == 0:
+        return True
+    c = entry["counts"]
+    return judged >= c.get("mutants", 0) - c.get("not checked", 0)
+
+
+def record(modules: list[str], run: dict) -> list[str]:
+    """Write each module's entry from mutants/ after a run (a module with no result there, e.g.
+    one a failed run did not reach, keeps its entry). Returns the modules written."""
+    written = []
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    for m in modules:
+        counts, kept = outcomes(m)
+        path = entry_path(m)
+        entry = json.loads(path.read_text()) if path.exists() else None
+        if not replaces(entry, counts, run):
+            print(
+                f"{m}: this run judged {counts['mutants'] - counts['not checked']} mutant(s), "
+                "a stopped run fewer than its committed entry holds: the entry is kept (go on "
+                f"with --resume --module {m})"
+            )
+            continue
+        path.write_text(json.dumps(updated(entry, m, run, counts, kept), indent=1) + "\n")
+        written.append(m)
+    return written
+
+
+def entries() -> dict[str, dict]:
+    """Every module's committed entry (results/mutation/*.json), by module path."""
+    found = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json"))]
+    return {e["module"]: e for e in found}
+
+
+def run_key(run: dict) -> tuple:
+    """The report's order of runs: by date, then start time (a run since the committed results
+    began) or place in the first report (a run before: "seq")."""
+    return run["date"], run.get("started", ""), run.get("seq", 0)
+
+
+def collect(
+    found: dict[str, dict],
+) -> tuple[dict[str, Counter], list, list, list]:
+    """(counts per module, survivors left standing [(module, mutant, old lines, new lines)],
+    equivalents [(module, mutant, reason)], surviving text mutants [(module, mutant)]) from the
+    committed entries. A survivor is equivalent while tests/mutation_equivalent.toml has an entry
+    for it whose line is the mutated line its run recorded, so an entry added since the run counts
+    without running again."""
+    judged = equivalents()
+    counts: dict[str, Counter] = {}
+    standing, equivalent, text = [], [], []
+    for module in sorted(found):
+        e = found[module]
+        c = Counter(e["counts"])
+        c["equivalent"] = 0
+        for mutant in sorted(e["mutants"], key=lambda x: x["name"]):
+            name = mutant["name"]
+            if mutant["outcome"] == "text":
+                text.append((module, name))
+            if mutant["outcome"] != "survived":
+                continue
+            j = judged.get(name)
+            if j and mutant["new"] and j.get("line", "").strip() == mutant["new"][0]:
+                c["survived"] -= 1
+                c["equivalent"] += 1
+                equivalent.append((module, name, j["reason"]))
             else:
-                counts[module]["survived"] += 1
-                standing.append((module, name, diff))
+                standing.append((module, name, mutant["old"], mutant["new"]))
+        counts[module] = c
     return counts, standing, equivalent, text
 
 
@@ -561,13 +636,20 @@ def score(c: Counter) -> float | None:
     return c["killed"] / judged if judged else None
 
 
-def report(runs: list[dict]) -> str:
-    counts, standing, equivalent, text = collect()
+def report(found: dict[str, dict]) -> str:
+    """results/mutation.md, from the committed entries alone (and the covered modules' list)."""
+    counts, standing, equivalent, text = collect(found)
+    runs = sorted(
+        {json.dumps(r, sort_keys=True): r for e in found.values() for r in e["runs"]}.values(),
+        key=run_key,
+    )
     total = sum((c for c in counts.values() if c["mutants"] > c["not checked"]), Counter())
     lines = [
         "# Mutation testing: do the tests fail when a printed number is wrong?",
         "",
-        'Regenerate with the runs\' commands below (docs/testing.md, "Mutation testing"): '
+        'Regenerate with the runs\' commands below (docs/testing.md, "Mutation testing"), each '
+        "of which rewrites the entries of the modules it judged in results/mutation/ (one file per "
+        "module), and this report from those entries alone (`python -m tests.mutation --report`): "
         "mutmut mutates the modules that compute what a user reads (pyproject.toml, "
         "`[tool.mutmut]`); each mutant runs the fast tests that call the mutated function: with "
         "mutmut's runner over its whole selection, or, with `--fast`, in a fork of one pytest "
@@ -633,7 +715,7 @@ def report(runs: list[dict]) -> str:
     if waiting:
         lines += [
             "",
-            "Covered but not run yet (no result under mutants/):",
+            "Covered but not run yet (no entry under results/mutation/):",
             *(
                 [
                     "- no targeted tests yet, so --fast has nothing to run their mutants against "
@@ -691,13 +773,12 @@ def report(runs: list[dict]) -> str:
         "reason).",
         "",
     ]
-    for _module, name, diff in standing:
-        old, new = changed_lines(diff)
+    for _module, name, old, new in standing:
         lines.append(f"- `{name}`: `{' '.join(old)[:200]}` -> `{' '.join(new)[:200]}`")
     lines += ["", "## Judged equivalent", ""]
     lines += [f"- `{name}`: {reason}" for _, name, reason in equivalent] or ["(none)"]
     lines += ["", "## Text: surviving mutants that only rewrite a sentence", ""]
-    lines += [f"- `{name}`" for _, name, _ in text] or ["(none)"]
+    lines += [f"- `{name}`" for _, name in text] or ["(none)"]
     return "\n".join(lines) + "\n"
 
 
@@ -706,7 +787,9 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m tests.mutation", description=__doc__.split("\n\n")[0]
     )
     ap.add_argument(
-        "--report", action="store_true", help="only write the report from the last run's results"
+        "--report",
+        action="store_true",
+        help="only write the report from the committed results (results/mutation/), no run",
     )
     ap.add_argument(
         "--children", type=int, default=2, help="parallel mutant workers (default 2: the 2 cores)"
@@ -757,10 +840,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     os.chdir(ROOT)
-    runs = []
-    if RUN.exists():
-        kept = json.loads(RUN.read_text())
-        runs = kept if isinstance(kept, list) else [kept]
     names: list[str] = []
     modules: list[str] = []
     if args.since or args.module:
@@ -828,6 +907,7 @@ def main(argv: list[str] | None = None) -> int:
         commit = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
         ).stdout.strip()
+        started = dt.datetime.now(dt.timezone.utc).strftime("%H:%M:%S UTC")
         start = time.monotonic()
         # mutmut itself, its only_mutate narrowed to the modules asked for (a partial run generates
         # only their mutants: generating every covered module's takes many minutes on its own)
@@ -848,6 +928,7 @@ def main(argv: list[str] | None = None) -> int:
             ).returncode
         run = {
             "date": dt.date.today().isoformat(),
+            "started": started,
             "commit": commit or "?",
             "mutmut": importlib.metadata.version("mutmut"),
             "command": command,
@@ -860,14 +941,20 @@ def main(argv: list[str] | None = None) -> int:
         }
         if args.fast:
             run["fast_tests"] = tests
-        run["modules"], run["resume"] = modules, args.resume
-        # a full run replaces every result; a partial one (or a resumed one) adds
-        runs = [run] if not names and not args.resume else superseded([*runs, run])
-    if runs and args.note:
-        runs[-1]["notes"] = runs[-1].get("notes", []) + args.note
-    if runs:
-        RUN.write_text(json.dumps(runs))
-    REPORT.write_text(report(runs))
+        run["modules"], run["resume"] = modules or covered(), args.resume
+        run["notes"] = args.note
+        # each module judged gets its entry (results/mutation/), the others keep theirs
+        written = record(run["modules"], run)
+        print(f"wrote {len(written)} module(s) under {RESULTS.relative_to(ROOT)}")
+    elif args.note:  # a note on the latest run, in every entry that holds it
+        found = entries()
+        latest = max((r for e in found.values() for r in e["runs"]), key=run_key)
+        for e in found.values():
+            if latest in e["runs"]:
+                noted = {**latest, "notes": latest.get("notes", []) + args.note}
+                e["runs"][e["runs"].index(latest)] = noted
+                entry_path(e["module"]).write_text(json.dumps(e, indent=1) + "\n")
+    REPORT.write_text(report(entries()))
     print(f"wrote {REPORT.relative_to(ROOT)}")
     return 0
 

@@ -7,7 +7,8 @@ import torch
 from data import batches, build_loader
 from data.fake import FakeImages
 from data.make_raw_folder import make_raw_folder
-from data.raw_folder import RawFolder, sample_bytes
+from data.folder import sample_bytes
+from data.raw_folder import RawFolder
 from job.config import prepare
 from tests.conftest import ROOT, compose
 

@@ -414,3 +414,55 @@ def test_the_estimate_column_counts_where_each_runs_saving_came_from():
     assert sources_label(["model", "measured", "measured"]) == "measured 2, model 1"
     assert sources_label(["measured"] * 3) == "measured"
     assert sources_label([None, None]) is None
+
+
+def test_each_run_is_scored_against_its_own_top_findings_fix(tmp_path):
+    """small_buckets' runs recommended bucket=100 (run 0) and bucket=null (runs 1, 2), and the
+    benchmark ran both fixes; each run's estimate is of its own fix's saving, so its error is
+    against that fix's run of its round (the committed table scored all three against
+    bucket=100)."""
+    import json
+
+    from diagnosis.benchmark import table
+
+    case = next(c for c in cases() if c.name == "small_buckets")
+    plain = [o for o in case.overrides if not o.startswith("bucket=")]
+
+    def write(sweep, rep, overrides, sps, change=None, saving=None):
+        found = []
+        if change is not None:
+            found = [
+                {
+                    "rule": "bucket_layout.many_tiny",
+                    "title": "36 buckets",
+                    "detail": "",
+                    "evidence": [],
+                    "matches": "",
+                    "command": "",
+                    "recommends": change,
+                    "saving": {"fraction": saving, "lo": saving - 0.05, "hi": saving + 0.05},
+                }
+            ]
+        rec = {
+            "schema_version": 3,
+            "status": "ok",
+            "task": "train",
+            "overrides": [f"repeat={rep}", *overrides],
+            "result": {"throughput": {"samples_per_s": sps}, "diagnosis": {"findings": found}},
+        }
+        d = tmp_path / sweep / str(rep)
+        d.mkdir(parents=True)
+        (d / "run_record.json").write_text(json.dumps(rec))
+
+    write("buckets", 0, case.overrides, 50.0, {"bucket": 100}, 0.5)
+    write("buckets", 1, case.overrides, 50.0, {"bucket": "null"}, 0.6)
+    for rep in (0, 1):
+        write("fix_small_buckets_0", rep, [*plain, "bucket=100"], 100.0)  # saves 50%
+        write("fix_small_buckets_1", rep, [*plain, "bucket=null"], 125.0)  # saves 60%
+    row = table(tmp_path, [case], 0.1)["rows"][0]
+    assert row["runs"] == 2
+    # run 1 against bucket=null's run: 0.6 - 0.6; against bucket=100's it would be +0.1
+    assert row["errors"] == [pytest.approx(0.0), pytest.approx(0.0)]
+    assert row["holds"] == [True, True]
+    # inside, too: run 1's 60% [55, 65] against bucket=100's 50% would miss by 5 points
+    assert row["inside"] == 2 and row["missed_by"] == 0, row

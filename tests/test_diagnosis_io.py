@@ -241,6 +241,7 @@ def test_hta_missing_or_no_traces(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------------------------- command line
 def _cli(*args):
+    """`python -m diagnosis args` as its own process: the entry point itself (exit code, stderr)."""
     return subprocess.run(
         [sys.executable, "-m", "diagnosis", *map(str, args)],
         cwd=ROOT,
@@ -250,37 +251,54 @@ def _cli(*args):
     )
 
 
-@pytest.mark.subprocess
-def test_cli_run_dir_with_nccl_tests(tmp_path):
+def _main(capsys, *args):
+    """The same command's main() in this process (its return is the exit code __main__ passes to
+    sys.exit): what it prints, without a process start per call (issue 36). _cli keeps one test
+    on the entry point."""
+    from types import SimpleNamespace
+
+    from diagnosis.__main__ import main
+
+    capsys.readouterr()
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return SimpleNamespace(returncode=code, stdout=out, stderr=err)
+
+
+def test_cli_run_dir_with_nccl_tests(tmp_path, capsys):
     write_record(tmp_path / "run", _ddp_record())
-    p = _cli(tmp_path / "run", "--nccl-tests", TABLE)
+    p = _main(capsys, tmp_path / "run", "--nccl-tests", TABLE)
     assert p.returncode == 0, p.stderr
     assert "diagnosis:" in p.stdout and "comm vs nccl-tests file" in p.stdout
 
 
-@pytest.mark.subprocess
-def test_cli_sweep_and_nccl_tests_alone(tmp_path):
+def test_cli_sweep_and_nccl_tests_alone(tmp_path, capsys):
     write_sweep(tmp_path / "sweep", [_pairs(1, 0.5, cpus=4), _pairs(4, 0.97, cpus=4)])
-    p = _cli(tmp_path / "sweep")
+    p = _main(capsys, tmp_path / "sweep")
     assert p.returncode == 0, p.stderr
     assert (
         "sweep diagnosis (2 finished runs" in p.stdout
         and "pair groups (one curve across pairs)" in p.stdout
     )
-    q = _cli("--nccl-tests", JSON)
+    q = _main(capsys, "--nccl-tests", JSON)
     assert q.returncode == 0 and "all_reduce_perf (json, 2 ranks): 27 sizes" in q.stdout
 
 
 @pytest.mark.subprocess
-def test_cli_bad_input_is_one_line_and_exit_2(tmp_path):
-    for args in ([tmp_path / "nope"], ["--nccl-tests", tmp_path / "nope.log"], []):
-        p = _cli(*args)
+def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
+    """The first case through the entry point (its exit code and its one stderr line), the others
+    through main() in this process."""
+    p = _cli(tmp_path / "nope")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert p.stderr.startswith("python -m diagnosis:")
+    for args in (["--nccl-tests", tmp_path / "nope.log"], []):
+        p = _main(capsys, *args)
         assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
         assert p.stderr.startswith("python -m diagnosis:")
     (tmp_path / "gather.log").write_text(
         TABLE.read_text().replace("all_reduce_perf", "all_gather_perf")
     )
-    p = _cli("--nccl-tests", tmp_path / "gather.log")
+    p = _main(capsys, "--nccl-tests", tmp_path / "gather.log")
     assert p.returncode == 2 and "needs all_reduce_perf" in p.stderr
 
 

@@ -84,14 +84,63 @@ def test_fast_tests_named_per_module():
     assert mutation.fast_tests("diagnosis/accounting.py") == ["tests/test_mutation_reach.py"]
 
 
-def test_a_module_judged_again_replaces_its_earlier_runs():
-    runs = [
-        {"command": "python -m tests.mutation --module a.py --fast"},
-        {"command": "python -m tests.mutation --module a.py --module b.py"},
-        {"command": "x", "modules": ["b.py"], "resume": True},  # a resumed run adds
-        {"command": "x", "modules": ["a.py"], "resume": False},
+def test_a_run_replaces_its_modules_entry_a_resumed_one_adds_its_header():
+    first = {"date": "2026-12-01", "command": "a", "resume": False}
+    again = {"date": "2026-12-02", "command": "b", "resume": True}
+    fresh = {"date": "2026-12-03", "command": "c", "resume": False}
+    kept = [{"name": "m.x_f__mutmut_1", "outcome": "survived", "old": ["a"], "new": ["b"]}]
+    counts = mutation.Counter(mutants=3, killed=2, survived=1)
+    e = mutation.updated(None, "m.py", first, counts, kept)
+    assert e["runs"] == [first] and e["counts"] == {"killed": 2, "mutants": 3, "survived": 1}
+    e2 = mutation.updated(e, "m.py", again, mutation.Counter(mutants=3, killed=3), [])
+    assert e2["runs"] == [first, again] and e2["mutants"] == []
+    assert mutation.updated(e2, "m.py", fresh, mutation.Counter(mutants=1), [])["runs"] == [fresh]
+
+
+def test_a_stopped_run_that_judged_fewer_keeps_the_committed_entry():
+    entry = {"counts": {"mutants": 10, "killed": 4, "survived": 2, "not checked": 4}}  # 6 judged
+    five = mutation.Counter(mutants=10, killed=5, **{"not checked": 5})
+    six = mutation.Counter(mutants=10, killed=6, **{"not checked": 4})
+    assert not mutation.replaces(entry, five, {"returncode": -15})
+    assert mutation.replaces(entry, six, {"returncode": -15})
+    assert mutation.replaces(entry, five, {"returncode": 0})  # a finished run replaces
+    assert not mutation.replaces(None, mutation.Counter(mutants=3, **{"not checked": 3}), {})
+    assert mutation.replaces(None, five, {"returncode": -15})
+
+
+def test_an_equivalence_entry_added_after_the_run_counts_without_a_run():
+    name, judged = next(iter(mutation.equivalents().items()))
+    line = judged["line"].strip()
+    entry = {
+        "module": "m.py",
+        "runs": [],
+        "counts": {"mutants": 4, "killed": 1, "survived": 3},
+        "mutants": [
+            {"name": name, "outcome": "survived", "old": ["x"], "new": [line]},
+            {"name": name + "0", "outcome": "survived", "old": ["x"], "new": [line]},
+            {"name": name + "1", "outcome": "survived", "old": ["x"], "new": [line + " "]},
+        ],
+    }
+    moved = {  # the same mutant, its run having recorded another line: the entry has lapsed
+        "module": "n.py",
+        "runs": [],
+        "counts": {"mutants": 1, "survived": 1},
+        "mutants": [{"name": name, "outcome": "survived", "old": ["x"], "new": [line + "1"]}],
+    }
+    counts, standing, equivalent, _ = mutation.collect({"m.py": entry, "n.py": moved})
+    assert (counts["m.py"]["survived"], counts["m.py"]["equivalent"]) == (2, 1)
+    assert (counts["n.py"]["survived"], counts["n.py"]["equivalent"]) == (1, 0)
+    assert [n for _, n, _ in equivalent] == [name]
+    assert [(m, n) for m, n, _, _ in standing] == [
+        ("m.py", name + "0"),
+        ("m.py", name + "1"),
+        ("n.py", name),
     ]
-    assert mutation.superseded(runs) == runs[1:]
-    assert mutation.superseded([*runs, {"command": "x", "modules": ["b.py"]}]) == runs[3:] + [
-        {"command": "x", "modules": ["b.py"]}
-    ]
+
+
+def test_the_committed_report_is_rendered_from_the_committed_results_alone():
+    """results/mutation.md == what `python -m tests.mutation --report` makes from
+    results/mutation/*.json (and pyproject's covered modules, the equivalence list): a fresh clone,
+    without mutants/, regenerates it byte for byte. Fails when an entry, an equivalence entry or a
+    kill file changed and the report was not regenerated."""
+    assert mutation.report(mutation.entries()) == mutation.REPORT.read_text()

@@ -15,7 +15,9 @@ from tasks.script import cost
 from tests.conftest import ROOT, run_train
 
 
-def _side(step_s: float, n: int, tool_s: float | None = None, sub: float = 0.0) -> dict:
+def _side(
+    step_s: float, n: int, tool_s: float | None = None, sub: float = 0.0, call: float = 0.0
+) -> dict:
     return {
         "step_s": [step_s] * n,
         "cpu_s_per_step": step_s / 2,
@@ -24,6 +26,7 @@ def _side(step_s: float, n: int, tool_s: float | None = None, sub: float = 0.0) 
         "threads": {"intra_op": 1, "inter_op": 2, "OMP_NUM_THREADS": "1"},
         "tool_s": None if tool_s is None else [tool_s] * n,
         "substituted_hook_s": None if tool_s is None else [sub] * n,
+        "substituted_collective_s": None if tool_s is None else [call] * n,
     }
 
 
@@ -31,7 +34,7 @@ def test_paired_ratio_and_micro_route_on_known_runs():
     # rounds drift by +-10% together; the tool costs 1% in every round: the paired interval is
     # tight around 0.99 although the rounds differ by far more than the goal's 2%
     alone = [_side(0.020 * f, 100) for f in (1.0, 1.1, 0.9, 1.05)]
-    tool = [_side(0.020 * f / 0.99, 100, 100e-6, 50e-6) for f in (1.0, 1.1, 0.9, 1.05)]
+    tool = [_side(0.020 * f / 0.99, 100, 100e-6, 50e-6, 30e-6) for f in (1.0, 1.1, 0.9, 1.05)]
     r = cost.row("plain_ddp", {"alone": alone, "tool": tool}, 4)
     assert math.isclose(r["end_to_end"]["ratio"], 0.99, rel_tol=1e-9)
     assert r["end_to_end"]["ci_lo"] <= 0.99 <= r["end_to_end"]["ci_hi"]
@@ -45,6 +48,12 @@ def test_paired_ratio_and_micro_route_on_known_runs():
     assert 0.994 < r["micro"]["ratio"] < 0.996
     assert 0.991 < r["micro_with_substituted_hook"]["ratio"] < r["micro"]["ratio"]
     assert r["goal_shown_micro"]
+    # of the substituted 50 us, 30 are the process group's allreduce call (the built-in's own):
+    # the substitution's own part is the other 20 us, 120 us a step with the hooks
+    own = r["micro_with_substitution_own"]["ratio"]
+    assert r["micro_with_substituted_hook"]["ratio"] < own < r["micro"]["ratio"]
+    assert 1 - 120e-6 / 0.0182 < own < 1 - 120e-6 / 0.0222 and r["goal_shown_micro_own"]
+    assert r["substituted_collective_us_per_step"] == pytest.approx([30.0] * 4)
     # a 5% cost is not shown as >= 0.98, and a side with other thread counts is flagged
     tool[1]["threads"] = {"intra_op": 2, "inter_op": 2, "OMP_NUM_THREADS": "1"}
     slow = [_side(0.020 * f / 0.95, 100, 1e-3) for f in (1.0, 1.1, 0.9, 1.05)]
@@ -107,6 +116,7 @@ def test_a_script_record_holds_the_tools_own_time_per_step(tmp_path):
     record = json.loads((proc.out_dir / "run_record.json").read_text())
     for r in record["result"]["per_rank"]:
         own, sub = r["series"]["tool_s"], r["series"]["substituted_hook_s"]
+        call = r["series"]["substituted_collective_s"]
         steps, collected = r["series"]["step_time_s"], r["series"]["gc_s"]
         assert len(own) == len(sub) == len(steps) == len(collected) == 10
         assert all(0 <= g < s for g, s in zip(collected, steps))
@@ -114,8 +124,11 @@ def test_a_script_record_holds_the_tools_own_time_per_step(tmp_path):
         assert all(0 < o < s for o, s in zip(own, steps))
         # no hook asked for: allreduce_hook stands in for DDP's built-in all-reduce, timed apart
         assert all(x > 0 for x in sub)
+        # of which its process group's allreduce call (the built-in's own), timed inside it
+        assert len(call) == 10 and all(0 < c < x for c, x in zip(call, sub))
     log = (proc.out_dir / "train.log").read_text()
     assert "attach: the tool's hooks took " in log
+    assert "of it the built-in's own allreduce call)" in log
 
 
 def test_the_committed_tables_regenerate_from_their_json(tmp_path, capsys):

@@ -25,7 +25,6 @@ from launchers.slurm import settings
 from tests.conftest import ROOT, TINY, run_train
 from tests.slurm_cluster import (
     START,
-    final_sacct,
     needs_cluster,
     never_leave_behind,
     start_endless_sweep,
@@ -443,50 +442,6 @@ def test_rank_env_from_srun_salloc_and_sbatch(tmp_path):
         if "PROBE" in line
     ]
     assert batch["ok"] is False and batch["RANK"] is None and batch["info"]["log"] == str(log)
-
-
-@pytest.mark.slurm
-@pytest.mark.slow
-@needs_cluster()
-def test_sweep_is_one_array_of_two_rank_jobs_and_a_failed_job_is_a_failed_row(tmp_path):
-    """The README's example at tiny scale, 2 jobs x 2 tasks in one job array, every task one gloo
-    rank; rank 1 of job 1 raises at step 1 (fault injection): job 1's row says so and names its
-    Slurm job and the failing rank's log, job 0's row is intact, and the sweep exits non-zero after
-    printing the table."""
-    proc = run_train(
-        [*TWO_RANKS, *TINY, "fault.rank=null,1", "fault.step=1"],
-        tmp_path,
-        multirun=True,
-        timeout=600,
-    )
-    out = proc.stdout + proc.stderr
-    assert proc.returncode != 0, out[-3000:]
-    sweep = proc.out_dir
-    ok, failed = (json.loads((sweep / n / "run_record.json").read_text()) for n in ("0", "1"))
-    assert ok["status"] == "ok"
-    assert ok["env"]["world_size"] == 2 and ok["config"]["world_size"] == 2
-    assert sorted(r["rank"] for r in ok["result"]["per_rank"]) == [0, 1]
-    assert [r["job"]["slurm_job_id"].split("_")[1] for r in (ok, failed)] == ["0", "1"]
-    assert len({r["job"]["slurm_job_id"].split("_")[0] for r in (ok, failed)}) == 1, (
-        "one multirun is one job array"
-    )
-    job_id, log = ok["job"]["slurm_job_id"], Path(ok["job"]["log"])
-    assert log.is_file() and log.parent.parent == sweep / ".submitit"
-    assert (log.parent / f"{job_id}_1_log.out").is_file()  # the second task's own log
-    line = final_sacct(job_id)
-    assert line["state"] == "COMPLETED" and line["cpus"] == "2", line  # 2 tasks x 1 CPU
-
-    assert failed["status"] == "failed"
-    assert "fault injected on rank 1" in failed["error"], failed["error"]
-    job_id, log = failed["job"]["slurm_job_id"], Path(failed["job"]["log"])
-    assert log.name == f"{job_id}_1_log.out" and "fault injected on rank 1" in log.read_text()
-    rows = table_rows(sweep)
-    assert "ok" in rows["0"] and "failed" in rows["1"]
-    row = " ".join(rows["1"])
-    assert job_id in row and str(log) in row
-    assert (
-        "1 of 2 jobs failed" in out and "fault.rank=1" in proc.stdout
-    )  # the table, on the submitting host
 
 
 @pytest.mark.slurm

@@ -44,28 +44,53 @@ pytestmark = [pytest.mark.slurm]
 
 @pytest.mark.slow
 @needs_cluster(nodes=2)
-def test_two_node_sweep_runs_gloo_across_the_nodes_and_the_table_comes_back(tmp_path):
-    """2 jobs x (2 nodes x 1 task): every job's ranks rendezvous across the nodes (MASTER_ADDR =
-    node1 by name), its record names both hosts, and the sweep table is made on the submitting host
-    from records the nodes wrote."""
-    proc = run_train([*TWO_NODES, *TINY, "bucket=25,100"], tmp_path, multirun=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+def test_two_node_sweep_is_one_array_its_gloo_crosses_the_nodes_and_a_failed_job_is_a_failed_row(
+    tmp_path,
+):
+    """The README's example at tiny scale, 2 jobs x (2 nodes x 1 task) in one job array: every
+    job's ranks rendezvous across the nodes (MASTER_ADDR = node1 by name); job 0's record names
+    both hosts, rank 1 of job 1 raises at step 1 (fault injection) and job 1's row says so, naming
+    its Slurm job and the failing rank's log (written on node2, read here: one shared filesystem);
+    the table is made and printed on the submitting host, which exits non-zero after it. One sweep
+    for what test_slurm's one-node array and this file's all-ok two-node sweep each ran (issue 36:
+    one run per launcher and fault class)."""
+    proc = run_train(
+        [*TWO_NODES, *TINY, "fault.rank=null,1", "fault.step=1"],
+        tmp_path,
+        multirun=True,
+        timeout=600,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
     sweep = proc.out_dir
-    for num in (0, 1):
-        record = json.loads((sweep / str(num) / "run_record.json").read_text())
-        assert record["status"] == "ok", record.get("error")
-        assert record["env"]["hostnames"] == ["node1", "node2"], record["env"]
-        assert record["env"]["world_size"] == 2 and record["env"]["backend"] == "gloo"
-        assert sorted(r["rank"] for r in record["result"]["per_rank"]) == [0, 1]
-        job_id = record["job"]["slurm_job_id"]
-        assert final_sacct(job_id)["nodes"] == "node[1-2]"
-        rank1_log = Path(record["job"]["log"]).parent / f"{job_id}_1_log.out"
-        assert rank1_log.is_file()  # written on node2, read here: one shared filesystem
+    ok, failed = (json.loads((sweep / n / "run_record.json").read_text()) for n in ("0", "1"))
+    assert ok["status"] == "ok", ok.get("error")
+    assert ok["env"]["hostnames"] == ["node1", "node2"], ok["env"]
+    assert ok["env"]["world_size"] == 2 and ok["env"]["backend"] == "gloo"
+    assert ok["config"]["world_size"] == 2
+    assert sorted(r["rank"] for r in ok["result"]["per_rank"]) == [0, 1]
+    assert [r["job"]["slurm_job_id"].split("_")[1] for r in (ok, failed)] == ["0", "1"]
+    assert len({r["job"]["slurm_job_id"].split("_")[0] for r in (ok, failed)}) == 1, (
+        "one multirun is one job array"
+    )
+    job_id, log = ok["job"]["slurm_job_id"], Path(ok["job"]["log"])
+    assert log.is_file() and log.parent.parent == sweep / ".submitit"
+    assert (log.parent / f"{job_id}_1_log.out").is_file()  # rank 1's own log, written on node2
+    line = final_sacct(job_id)
+    assert line["state"] == "COMPLETED" and line["nodes"] == "node[1-2]", line
+    assert line["cpus"] == "2", line  # 2 nodes x 1 task x 1 CPU
+
+    assert failed["status"] == "failed"
+    assert "fault injected on rank 1" in failed["error"], failed["error"]
+    job_id, log = failed["job"]["slurm_job_id"], Path(failed["job"]["log"])
+    assert log.name == f"{job_id}_1_log.out" and "fault injected on rank 1" in log.read_text()
     rows = table_rows(sweep)
-    assert set(rows) == {"0", "1"} and all("ok" in cells for cells in rows.values())
+    assert set(rows) == {"0", "1"} and "ok" in rows["0"] and "failed" in rows["1"]
+    row = " ".join(rows["1"])
+    assert job_id in row and str(log) in row
     assert (
-        "bucket=25" in proc.stdout and "bucket=100" in proc.stdout
-    )  # the table printed on the submitting host
+        "1 of 2 jobs failed" in out and "fault.rank=1" in proc.stdout
+    )  # the table, printed on the submitting host
 
 
 @pytest.mark.slow

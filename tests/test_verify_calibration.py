@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from stats import block_ab, time_saved
+from stats import block_ab, narrow_enough, time_saved
 from stats import calibrate_verify as cv
 
 
@@ -36,3 +36,15 @@ def test_the_check_prints_what_the_calibration_judges():
     s = block_ab(base, fix)
     assert "crossover" in s.method and time_saved(s.ratio) == pytest.approx(0.25)
     assert time_saved(s.ci_hi) - time_saved(s.ci_lo) < 1e-6
+
+
+def test_the_stopping_rule_needs_six_rounds_and_an_interval_within_the_width():
+    """stats.narrow_enough, the check's rule (diagnose.verify_width): a noiseless 25% saving has
+    a point-sized interval, yet 5 rounds never stop it; 6 do; a noisy one wider than the width
+    does not."""
+    base, fix = [1.0] * 6, [0.75] * 6
+    assert not narrow_enough(block_ab(base[:5], fix[:5]), 5, 0.1)
+    assert narrow_enough(block_ab(base, fix), 6, 0.1)
+    noisy = block_ab(base, [0.5, 0.9, 0.6, 1.0, 0.55, 0.95])
+    assert time_saved(noisy.ci_hi) - time_saved(noisy.ci_lo) > 0.1
+    assert not narrow_enough(noisy, 6, 0.1)

@@ -15,19 +15,23 @@ from base.record_types import InJobCheck
 from diagnosis.finding import saving_text
 from diagnosis.run import diagnose, top_fix
 from tasks.train.verify import (
+    MAX_ROUNDS,
     MAX_SETTLE_STEPS,
     MIN_BLOCK_S,
+    MIN_ROUNDS,
     SETTLE_STEPS,
     TARGET_ROUNDS,
     WARMUP_STEPS,
     budget_of,
     budget_words,
     fix_config,
+    limit_of,
     not_switchable,
     plan_block,
     refill_s,
     refill_steps,
     settle_steps,
+    stop_reason,
     warmup_steps,
 )
 
@@ -108,9 +112,31 @@ def test_a_block_grows_to_min_block_s_only_where_target_rounds_still_fit():
     # the same steps with 0.5 s left: 6 rounds of 5 (+1) steps do not fit, the longest that do
     fits = int(0.5 // (TARGET_ROUNDS * 0.044)) - SETTLE_STEPS
     assert plan_block(1, 0.024, 0.02, 0.5) == max(1, fits)
-    # steps longer than MIN_BLOCK_S, or a window block already longer: the window's block
-    assert plan_block(1, 2 * MIN_BLOCK_S, MIN_BLOCK_S, 100.0) == 1
+    # steps longer than MIN_BLOCK_S: twice the settle step (SETTLE_SHARE); a window block
+    # already longer: the window's block
+    assert plan_block(1, 2 * MIN_BLOCK_S, MIN_BLOCK_S, 100.0) == 2 * SETTLE_STEPS
     assert plan_block(10, 0.024, 0.02, 100.0) == 10
+
+
+def test_blocks_behind_a_link_time_at_least_twice_their_settle_steps_where_rounds_fit():
+    """small_buckets (2026-12-07): 65 and 30 ms steps, 2 settle steps: blocks of 1 step paid 2
+    untimed steps each. Now 4 timed a block where TARGET_ROUNDS of them fit; 1 where they do not."""
+    assert plan_block(1, 0.065, 0.03, 12.0, settle=2) == 4
+    assert plan_block(1, 0.065, 0.03, 1.5, settle=2) == 1
+
+
+def test_the_rounds_stop_on_a_narrow_interval_or_past_the_budget_at_the_limit():
+    """diagnose.verify_width / verify_max_s: narrow ends them at once; wide goes on past the
+    budget (3 s) while the next round ends within the limit (15 s); never before MIN_ROUNDS."""
+    assert stop_reason(6, True, 1.0, 0.3, 3.0, 15.0) == "narrow"
+    assert stop_reason(MIN_ROUNDS - 1, False, 20.0, 0.3, 3.0, 15.0) is None
+    assert stop_reason(8, False, 2.9, 0.3, 3.0, 15.0) is None  # wide, past the budget: on
+    assert stop_reason(8, False, 14.8, 0.3, 3.0, 15.0) == "max_s"
+    assert stop_reason(8, False, 2.9, 0.3, 3.0, 3.0) == "budget"  # verify_max_s=0: the budget
+    assert stop_reason(MAX_ROUNDS, False, 1.0, 0.01, 3.0, 15.0) == "max_rounds"
+    cfg = OmegaConf.create({"diagnose": {"verify_max_s": 15.0}})
+    assert limit_of(cfg, 3.0) == 15.0 and limit_of(cfg, 30.0) == 30.0  # a larger budget stands
+    assert limit_of(OmegaConf.create({"diagnose": {"verify_max_s": 0.0}}), 3.0) == 3.0
 
 
 def test_blocks_behind_a_shaped_link_settle_until_its_bucket_refills():
@@ -161,6 +187,19 @@ def test_a_measured_saving_replaces_the_estimate_and_keeps_it_beside():
     text = saving_text(Saving.from_dict(s))
     assert "measured in this job: 50.1% [45.9, 53.3]" in text
     assert "8 interleaved rounds" in text and "predicted" in text
+
+
+def test_a_check_past_its_budget_says_what_ended_its_rounds():
+    """diagnose.verify_max_s: a check may add 12 s where its budget is 3 s; the text says why."""
+    r, _, _ = _record_with_check()
+    r["result"]["verify"].update(stopped="max_s", width_target=0.1, cost_s=12.0, budget_s=3.0)
+    top = [f for f in diagnose(r)["findings"] if not f.get("first")][0]
+    assert (
+        "went past the budget while the interval was wider than 10 points" in top["saving"]["how"]
+    )
+    r["result"]["verify"].update(stopped="narrow")
+    top = [f for f in diagnose(r)["findings"] if not f.get("first")][0]
+    assert "ended when the interval was at most 10 points wide" in top["saving"]["how"]
 
 
 def test_a_check_of_another_fix_changes_nothing():

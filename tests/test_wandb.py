@@ -428,10 +428,13 @@ def test_sweep_with_wandb_unreachable_completes_keeps_every_record_and_marks_the
     env = {"WANDB_BASE_URL": f"http://127.0.0.1:{refused_port}", "WANDB_API_KEY": "k" * 40}
     # init_timeout_s=3, not the default 15: the first job's online try waits it out (the refused
     # port is retried), the second goes offline at once; how long a try may wait is
-    # test_an_unreachable_host_ends_offline_within_the_init_timeout_and_once_per_process's check
+    # test_an_unreachable_host_ends_offline_within_the_init_timeout_and_once_per_process's check.
+    # One rank per job: W&B is the submitting process's (job.finalise), the same for any world
+    # size, and the failed job's rank 0 raising is the failure a rank 1 fault gave (issue 36)
     proc = _train(
         tmp_path,
-        "fault.rank=null,1",
+        "world_size=1",
+        "fault.rank=null,0",
         "logger=wandb",
         "logger.mode=online",
         "logger.init_timeout_s=3",

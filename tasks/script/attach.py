@@ -47,6 +47,7 @@ class Step:
         "own0",
         "tool_s",
         "substituted_s",
+        "collective_s",
         "gc0",
         "gc_s",
     )
@@ -57,7 +58,11 @@ class Step:
         self.gc0, self.gc_s = gc0, None
         # the tool's own host seconds in its hooks when the step began, and over the step
         self.own0, self.tool_s = own0, None
-        self.substituted_s = 0.0  # host seconds in allreduce_hook where the tool put it in
+        self.substituted_s = 0.0  # host seconds in the all-reduce the tool put in DDP's place
+        # of which this thread's CPU seconds in the process group's allreduce call itself: the
+        # call DDP's built-in makes the same (from C++), so not the substitution's cost
+        # (tasks/script/cost.py's micro route)
+        self.collective_s = 0.0
         self.samples = (
             0  # the batch's first dimension, summed over the step's forwards with gradients
         )
@@ -500,6 +505,7 @@ class TimedHook:
         self.attach, self.state, self.hook, self.info = attach, state, hook, info
         # DDP's own all-reduce, through a hook for the tool's sake (no hook asked for)
         self.substituted = not attach.cfg.optim.get("_target_")
+        self._group = self._scale = None  # the substituted all-reduce's group and 1 / its size
         # the bucket layout the window saw: bucket index -> its parameters (indices into
         # self.grads); DDP rebuilds its buckets once, at the end of the first iteration, so steps 1
         # and 2 are read again
@@ -519,14 +525,37 @@ class TimedHook:
             "element_size": [p.element_size() for _, p in named],
         }
 
-    def allreduce(self, buffer):
+    def allreduce(self, buffer, step: Step | None = None):
         """DDP's built-in all-reduce of one bucket, its future's value still the work's list (a
-        complex bucket goes through allreduce_hook, which views it as real)."""
-        group = self.state if self.state is not None else dist.group.WORLD
+        complex bucket goes through allreduce_hook, which views it as real).
+
+        The bucket is multiplied by 1 / the world size, as DDP's built-in does it (reducer.cpp,
+        copy_grad_to_bucket: `at::mul_out(bucket_view, grad, 1. / div_factor)` while copying the
+        gradient in), not divided as allreduce_hook does: x * float(1/3) and x / 3 differ in the
+        last bit for some x, and the script's gradients must be the ones it gets alone. One rank:
+        no pass at all (x * 1.0 is x). With a hook registered DDP copies without dividing, so this
+        pass is the one the substitution adds; the process group's allreduce call after it is the
+        built-in's own, its CPU time kept apart in step.collective_s. Not yet the built-in's: with
+        gradient_as_bucket_view=true and gradients kept between steps (set_to_none=False), a
+        gradient is already its bucket view and the built-in divides it in place
+        (mark_variable_ready_dense: `bucket_view.div_(div_factor_)`), so from the second step the
+        two differ in the last bit there (3 gloo ranks, ad hoc: all 4 parameters' gradients; equal
+        with set_to_none=True)."""
         if buffer.is_complex():
             return None
-        buffer.div_(group.size())
-        return group.allreduce([buffer]).get_future()
+        if self._scale is None:
+            group = self.state if self.state is not None else dist.group.WORLD
+            self._group, self._scale = group, 1.0 / group.size()
+        if self._scale != 1.0:
+            buffer.mul_(self._scale)
+        if step is None:
+            return self._group.allreduce([buffer]).get_future()
+        # this thread's CPU in the call, not its wall time: a wait for a core or for the GIL
+        # (the binding releases it) around the call is the substitution's, not the built-in's
+        t = time.thread_time()
+        work = self._group.allreduce([buffer])
+        step.collective_s += time.thread_time() - t
+        return work.get_future()
 
     @staticmethod
     def call(timed: "TimedHook", bucket):
@@ -549,7 +578,7 @@ class TimedHook:
         # the hook the script (or optim=) asked for is theirs, and left out; the all-reduce in
         # place of DDP's built-in is kept apart (substituted_s): the built-in does the same division
         # and all-reduce in C++, so this call bounds the substitution's cost
-        raw = timed.allreduce(buffer) if timed.substituted else None
+        raw = timed.allreduce(buffer, step) if timed.substituted else None
         fut = raw if raw is not None else timed.hook(timed.state, bucket)
         t2 = time.perf_counter()
         if timed.substituted:

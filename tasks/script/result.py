@@ -200,6 +200,7 @@ def rank_figures(ctx, attach, ended: str) -> dict:
             "phases": {p: [s[p] for s in steps] for p in PHASES},
             "tool_s": [s.tool_s for s in attach.measured],
             "substituted_hook_s": [s.substituted_s for s in attach.measured],
+            "substituted_collective_s": [s.collective_s for s in attach.measured],
             "gc_s": [s.gc_s for s in attach.measured],
         },
         # what rank 0 needs beside the per-rank block: kept out of the record's per_rank by
@@ -289,6 +290,7 @@ def assemble(cfg, ctx, everyone: list[dict], marks: dict, script: dict) -> Scrip
             "phases": {p: v[:n] for p, v in r["series"]["phases"].items()},
             "tool_s": r["series"]["tool_s"][:n],
             "substituted_hook_s": r["series"]["substituted_hook_s"][:n],
+            "substituted_collective_s": r["series"]["substituted_collective_s"][:n],
             "gc_s": r["series"]["gc_s"][:n],
         }
     result = ScriptResult(

@@ -42,8 +42,9 @@ def brief(record: Record) -> list[str]:
 
 def own_cost(record: Record) -> str | None:
     """Rank 0's host time in the tool's own hooks per measured step against its step, and in the
-    allreduce_hook it put in place of DDP's built-in all-reduce (an upper bound of that part): the
-    attach cost's micro route (the whole cost, launcher included: python -m tasks.script.cost)."""
+    all-reduce it put in place of DDP's built-in (an upper bound of that part; its allreduce
+    call's CPU, the built-in's own, said apart): the attach cost's micro route (the whole cost,
+    launcher included: python -m tasks.script.cost)."""
     rank0 = next((r for r in record.result.per_rank or [] if r.rank == 0), None)
     series = rank0.series if rank0 is not None else None
     own = [x for x in (series.tool_s or []) if x is not None] if series is not None else []
@@ -52,12 +53,17 @@ def own_cost(record: Record) -> str | None:
     # medians over the steps: a hook's wall time holds any wait for a core inside it
     per_step, step = statistics.median(own), statistics.mean(series.step_time_s)
     sub = statistics.median(series.substituted_hook_s or [0.0])
+    # of which the process group's allreduce call's CPU (the built-in's own call), per step
+    calls = series.substituted_collective_s or []
+    call = statistics.median(calls) if calls else None
     return (
         f"attach: the tool's hooks took {per_step * 1e6:.0f} us of rank 0's host time per step "
         f"(median), {per_step / step:.2%} of its {step * 1e3:.3g} ms mean step"
         + (
-            f" (+ at most {sub * 1e6:.0f} us, {sub / step:.2%}, in the allreduce_hook put in "
-            "place of DDP's built-in all-reduce)"
+            f" (+ at most {sub * 1e6:.0f} us, {sub / step:.2%}, in the all-reduce put in "
+            "place of DDP's built-in"
+            + (f", {call * 1e6:.0f} us of it the built-in's own allreduce call" if calls else "")
+            + ")"
             if sub
             else ""
         )

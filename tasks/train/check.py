@@ -1,5 +1,6 @@
 """task=train's checks between keys, before any rank starts. Types, choices and bounds are the
-schema's (base/schema.py); the data set and the model are checked by data.check and models.check.
+schema's (base/schema.py); the model is checked by models.check, the data set by data.check, which
+job.config.prepare runs before this module (and torch) is imported (tasks.READS_DATA).
 Where the ranks will run comes from device/placement.py (decided as the ranks will decide it), and
 what one rank needs from tasks/train/memory.py's estimate."""
 
@@ -13,7 +14,6 @@ from omegaconf import DictConfig, OmegaConf
 from device.host import Host, asked_gpus_per_node, check_fits, ranks_per_node
 from base.errors import ConfigError, ConfigWarning
 from tasks.train.memory import preflight as memory_preflight, rank_bytes
-from data import check as check_data
 from device.placement import preflight as placement_preflight
 from models import check as check_model
 from tasks.train.cuda_graphs import problems as graph_problems
@@ -24,7 +24,6 @@ from tasks.train.verify import asked_problem as verify_fix_problem
 def check(cfg: DictConfig, submitting: bool = False, host: Host | None = None) -> None:
     host = host or Host.probe()
     check_model(cfg.model)
-    check_data(cfg, submitting=submitting)
     check_fault(cfg)
     if cfg.diagnose.microbench not in ("auto", True, False):
         raise ConfigError(

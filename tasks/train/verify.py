@@ -18,7 +18,10 @@ what two separate runs' windows report: behind the 20 Mbit/s link the window's o
 against 30.6 ms elapsed), while the check's seven-step blocks timed them all (30.4 ms a step), so
 the check measured PowerSGD's saving at 60% where the separate runs saw 35%. What can be
 switched, what cannot, and the budget (diagnose.verify_budget, at least diagnose.verify_min_s;
-fewer than MIN_ROUNDS rounds that fit time nothing): docs/diagnosis.md, the in-job check.
+fewer than MIN_ROUNDS rounds that fit time nothing): docs/diagnosis.md, the in-job check. The rounds
+end on the interval (stop_reason): once it is at most diagnose.verify_width wide, or, while wider,
+past the budget up to diagnose.verify_max_s: a fixed budget gave small_buckets 6 one-step rounds and
+intervals up to 47 points wide.
 """
 
 from __future__ import annotations
@@ -37,13 +40,15 @@ from base.record_types import InJobCheck
 from base.schema import CONF_DIR, CommHookConfig, PowerSGD
 from comm.link import default_burst, parse_rate
 from device import synchronize
-from stats import block_ab, time_saved
+from stats import block_ab, narrow_enough, time_saved
 from tasks.train.ddp import DDPSync
 from tasks.train.window import timed_span
 
 SWITCHABLE = ("sync", "optim", "bucket", "ddp.static_graph", "ddp.gradient_as_bucket_view", "h2d")
 MIN_ROUNDS = 3  # a paired t on 2 degrees of freedom: the fewest that give an interval at all
-MAX_ROUNDS = 20  # more adds little to the interval and only costs time
+MAX_ROUNDS = 40  # rounds past the budget are run only while the interval is wider than
+# diagnose.verify_width: small_buckets' one-step rounds (log ratio SD 0.13-0.37 a round on the quiet
+# benchmark of 2026-12-07) need 10-40 of them for +-5 points, where 6 gave intervals 14-47 wide
 KEEPALIVE_S = 2.0  # while rank 0 chooses the fix: one broadcast this often (hang.min_s is 30 s)
 ASKED = "diagnose.verify_fix"  # the rule of a change the user named: no finding takes it
 WARMUP_STEPS = 2  # the fix's first steps (DDP rebuilds its buckets after the first): untimed
@@ -51,6 +56,7 @@ SETTLE_STEPS = 1  # every block's first step after a switch: untimed (see the mo
 MAX_SETTLE_STEPS = 4  # a shaped link's refill covered by at most this many more
 MIN_BLOCK_S = 0.1  # a timed block at least this long where TARGET_ROUNDS of them fit the budget:
 # one-step blocks of 7-24 ms behind a shaped link swung 3x with the scheduler and the link's burst
+SETTLE_SHARE = 2  # a block times at least this many steps per untimed settle step (2: >= 2/3 timed)
 TARGET_ROUNDS = 6  # the rounds a longer block may not cost (from 5, block_ab's crossover analysis)
 METHOD = (
     "rounds of one block of each setting, order alternating, each block's first step after the "
@@ -67,6 +73,31 @@ def budget_of(cfg, window_s: float) -> float:
         return 0.0
     share = float(cfg.diagnose.verify_budget) * window_s
     return max(share, float(cfg.diagnose.get("verify_min_s", 0.0) or 0.0))
+
+
+def limit_of(cfg, budget_s: float) -> float:
+    """The most seconds the check's set-up and rounds may take while its interval is wider than
+    diagnose.verify_width: diagnose.verify_max_s, or the budget where that is larger."""
+    return max(budget_s, float(cfg.diagnose.get("verify_max_s", 0.0) or 0.0))
+
+
+def stop_reason(
+    done: int, narrow: bool, elapsed_s: float, per_round_s: float, budget_s: float, limit_s: float
+) -> str | None:
+    """Why the rounds end after `done` of them (None: one more). A narrow interval
+    (stats.narrow_enough) ends them at once, inside the budget or not; while wider, they go on past
+    the budget as long as the next round ends within limit_s (limit_of). From MIN_ROUNDS on only:
+    fewer give no interval at all."""
+    if narrow:
+        return "narrow"
+    if done >= MAX_ROUNDS:
+        return "max_rounds"
+    if done < MIN_ROUNDS:
+        return None
+    ends = elapsed_s + per_round_s
+    if ends > limit_s:
+        return "budget" if limit_s <= budget_s else "max_s"
+    return None
 
 
 def budget_words(cfg, budget_s: float) -> str:
@@ -116,13 +147,15 @@ def plan_block(
     window_block: int, base_s: float, fix_s: float, avail_s: float, settle: int = SETTLE_STEPS
 ) -> int:
     """Timed steps per block: the window's, longer where its blocks would be shorter than
-    MIN_BLOCK_S and TARGET_ROUNDS rounds of the longer block still fit avail_s (each block also
-    pays its `settle` steps)."""
+    MIN_BLOCK_S or than SETTLE_SHARE x `settle` steps, as long as TARGET_ROUNDS rounds of the
+    longer block still fit avail_s (each block also pays its `settle` steps). Why the settle
+    share: the untimed steps are paid every block and measure nothing; small_buckets' one-step
+    blocks behind its link paid 2 of every 3 steps to them, a third of the rounds' time timed."""
     block = max(1, int(window_block))
     step = max(base_s, fix_s)
     if step <= 0:
         return block
-    want = math.ceil(MIN_BLOCK_S / step)
+    want = max(math.ceil(MIN_BLOCK_S / step), SETTLE_SHARE * settle)
     fits = int(avail_s // (TARGET_ROUNDS * (base_s + fix_s))) - settle
     return max(block, min(want, fits))
 
@@ -303,43 +336,50 @@ def _measure(ctx, make_step, sync, window, out: InJobCheck, change: dict, decide
     base_s, fix_s, spent, budget_s = plan.tolist()
     avail = max(0.0, budget_s - spent)
     settle = settle_steps(refill_s(cfg), base_s, fix_s)
-    block = plan_block(window.block, base_s, fix_s, avail, settle)
-    per_round = (block + settle) * (base_s + fix_s)
-    rounds = min(MAX_ROUNDS, int(avail // per_round)) if per_round > 0 else 0
+    # admitted where MIN_ROUNDS rounds of the window's block fit the budget; the block itself is
+    # planned for what the check may spend while its interval is wide (limit_of): a longer block
+    # wastes fewer steps settling, and a narrow interval ends the rounds early (stop_reason)
+    width, limit = float(cfg.diagnose.get("verify_width", 0.0) or 0.0), limit_of(cfg, budget_s)
+    least = (max(1, int(window.block)) + settle) * (base_s + fix_s)
+    rounds = int(avail // least) if least > 0 else 0
+    block = plan_block(window.block, base_s, fix_s, max(avail, limit - spent), settle)
     out.block_steps, out.settle_steps, out.budget_s = block, settle, budget_s
     if rounds < MIN_ROUNDS:
         out.skipped = (
             f"{budget_words(cfg, budget_s)}, {spent:.3g} s spent on set-up, holds {rounds} of "
-            f"the {MIN_ROUNDS} rounds an interval needs ({per_round:.3g} s each): a larger "
+            f"the {MIN_ROUNDS} rounds an interval needs ({least:.3g} s each): a larger "
             "diagnose.verify_budget, diagnose.verify_min_s or steps= measures it"
         )
         return
     sizes = sub_blocks(block, sub)
-    walls = torch.zeros(2, rounds, len(sizes), dtype=torch.float64, device=dev)
-    started, done = time.perf_counter(), 0
-    while done < rounds:
-        r = done
+    base_w: list[float] = []
+    fix_w: list[float] = []
+    started, stopped = time.perf_counter(), None
+    while stopped is None:
+        r = len(base_w)
+        walls = torch.zeros(2 * len(sizes) + 2, dtype=torch.float64, device=dev)
         order = ((0, base_step), (1, fix_step)) if r % 2 == 0 else ((1, fix_step), (0, base_step))
         for arm, step in order:
-            walls[arm, r] = torch.tensor(
+            at = arm * len(sizes)
+            walls[at : at + len(sizes)] = torch.tensor(
                 window_walls(step, sizes, dev, settle, sub), dtype=torch.float64
             )
-        done += 1
-        if MIN_ROUNDS <= done < rounds:  # the plan came from one step of each: keep to the budget
-            now = time.perf_counter()
-            late = torch.tensor(
-                [int(now - decided + (now - started) / done > budget_s)], device=dev
-            )
-            dist.all_reduce(late, op=dist.ReduceOp.MAX)  # between rounds, outside the timed blocks
-            if late.item():
-                break
-    rounds = done
-    walls = walls[:, :done].contiguous()
-    dist.all_reduce(walls, op=dist.ReduceOp.MAX)  # each sub-block's slowest rank, as the window's
-    walls = walls.sum(dim=2)  # a block's wall: its sub-blocks', as the window's throughput sums
-    base_w, fix_w = walls[0].cpu().tolist(), walls[1].cpu().tolist()
-    s = block_ab(base_w, fix_w, block)
-    out.rounds, out.base_walls_s, out.fix_walls_s = rounds, base_w, fix_w
+        now = time.perf_counter()
+        walls[-2], walls[-1] = now - started, now - decided
+        # between rounds, outside the timed blocks: each sub-block's slowest rank (as the window's)
+        # and the latest clocks, so every rank takes the same decision from the same numbers (a
+        # rank that stopped on its own clock would leave the others in the next round's barrier)
+        dist.all_reduce(walls, op=dist.ReduceOp.MAX)
+        got = walls.cpu().tolist()
+        base_w.append(sum(got[: len(sizes)]))  # a block's wall: its sub-blocks', as the window's
+        fix_w.append(sum(got[len(sizes) : 2 * len(sizes)]))
+        done = r + 1
+        s = block_ab(base_w, fix_w, block) if done >= MIN_ROUNDS else None
+        per_round = got[-2] / done
+        narrow = s is not None and narrow_enough(s, done, width)
+        stopped = stop_reason(done, narrow, got[-1], per_round, budget_s, limit)
+    out.rounds, out.base_walls_s, out.fix_walls_s, out.stopped = done, base_w, fix_w, stopped
+    out.width_target = width
     out.saving = time_saved(s.ratio)
     if s.ci_lo is not None and s.ci_hi is not None:
         out.ci_lo, out.ci_hi = time_saved(s.ci_lo), time_saved(s.ci_hi)
