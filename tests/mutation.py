@@ -135,6 +135,8 @@ FAST_TESTS = {
     # command tests cost seconds per surviving mutant); profile.py's the same predictions
     "whatif/step.py": ["tests/test_mutation_kill_step.py", *WHATIF_FAST],
     "whatif/profile.py": ["tests/test_mutation_kill_profile.py", *WHATIF_FAST],
+    # stats/calibrate.py's own kill file: the default name would also be whatif/calibrate.py's
+    "stats/calibrate.py": ["tests/test_mutation_kill_stats_calibrate.py"],
     "tables/table.py": [
         "tests/test_mutation_kill_table.py",
         "tests/test_results_table.py",

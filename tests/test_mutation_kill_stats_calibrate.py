@@ -1,8 +1,9 @@
-"""stats/calibrate.py (issue 36: a module the mutation run covers): the calibration table's
-simulation and the figures each row prints, checked by another route: the AR(1) series' marginal
-spread, lag-1 correlation, stalls and drift measured back on a large seeded sample; a run's log
-throughput and the long-run rate in closed form; the Clopper-Pearson interval from beta quantiles;
-the typical step of the stall mixture from its distribution function; the row's words by hand."""
+"""stats/calibrate.py (issue 36: a module the mutation run covers; the file is named for its
+package, as whatif/calibrate.py shares its stem): the calibration table's simulation and the
+figures each row prints, checked by another route: the AR(1) series' marginal spread, lag-1
+correlation, stalls and drift measured back on a large seeded sample; a run's log throughput and
+the long-run rate in closed form; the Clopper-Pearson interval from beta quantiles; the typical
+step of the stall mixture from its distribution function; the row's words by hand."""
 
 from __future__ import annotations
 
