@@ -82,6 +82,23 @@ spec.loader.exec_module(judge)
 sys.exit(judge.judge_main(sys.argv[2]))
 """
 
+# test_whatif's fast tests of the step model on hand-made timelines and one committed record each
+WHATIF_FAST = tuple(
+    f"tests/test_whatif.py::{t}"
+    for t in (
+        "test_one_bucket_at_the_end_does_not_overlap",
+        "test_an_early_bucket_hides_behind_backward",
+        "test_buckets_queue_on_one_stream_in_order",
+        "test_contention_slows_compute_while_an_all_reduce_runs",
+        "test_a_serial_hook_blocks_compute_until_its_bucket_is_done",
+        "test_pre_hook_work_runs_on_the_compute_thread",
+        "test_copies_into_buckets_delay_the_ready_times",
+        "test_the_model_reproduces_a_committed_run_and_its_knobs_move_the_step_the_right_way",
+        "test_ranks_sharing_a_cpu_host_slow_each_ranks_compute",
+        "test_a_one_rank_run_needs_a_link_to_predict_ddp",
+    )
+)
+
 # --fast: the tests each module's mutants run, where they are not the module's own kill file
 # (tests/test_mutation_kill_<stem>.py): the targeted tests that check its numbers by hand.
 FAST_TESTS = {
@@ -113,7 +130,24 @@ FAST_TESTS = {
         "tests/test_diagnosis.py",
         "tests/test_mutation_kill_stragglers.py",
     ],
-    "whatif/step.py": ["tests/test_whatif.py"],
+    # step.py has ~2000 mutants: its kill file and test_whatif's hand-made simulations and
+    # one-record predictions, under 1 s together (not the whole file: its committed-record and
+    # command tests cost seconds per surviving mutant); profile.py's the same predictions
+    "whatif/step.py": ["tests/test_mutation_kill_step.py", *WHATIF_FAST],
+    "whatif/profile.py": ["tests/test_mutation_kill_profile.py", *WHATIF_FAST],
+    # stats/calibrate.py's own kill file: the default name would also be whatif/calibrate.py's
+    "stats/calibrate.py": ["tests/test_mutation_kill_stats_calibrate.py"],
+    "tables/table.py": [
+        "tests/test_mutation_kill_table.py",
+        "tests/test_results_table.py",
+        "tests/test_trust_table.py",
+    ],
+    "diagnosis/rules.py": [
+        "tests/test_mutation_kill_rules.py",
+        "tests/test_saving_bounds.py",
+        "tests/test_hiccup_period.py",
+        "tests/test_diagnosis.py",
+    ],
     "tables/aggregate.py": [
         "tests/test_trust_table.py",
         "tests/test_results_table.py",

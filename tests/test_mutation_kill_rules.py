@@ -1,0 +1,514 @@
+"""diagnosis/rules.py (issue 36: a module the mutation run covers): the arithmetic the rules'
+printed figures rest on, each checked on hand-made inputs against the number worked out here by
+another route (the closed form written out, or counted by hand): DDP's default bucket count, the
+hiccup's spike cut and period lattice, the other processes' share of a busy host, the after-fix
+scatter of a straggler's saving, the lag's lower end, the per-step counters beyond the other
+ranks', the straggler read from phase medians, a rank's series split, and the evidence lines'
+units."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace as NS
+
+import pytest
+from scipy.stats import norm
+
+from base.record_types import Straggler, StragglerRank
+from diagnosis import rules
+from diagnosis.view import Sample
+
+MIB = 1024 * 1024
+
+
+def test_ddp_default_buckets_is_a_first_mib_then_25_mib_each():
+    # DDP's default: a first bucket of 1 MiB, then 25 MiB caps; counted by hand
+    assert rules.ddp_default_buckets(0) == 1
+    assert rules.ddp_default_buckets(MIB) == 1
+    assert rules.ddp_default_buckets(MIB + 1) == 2
+    assert rules.ddp_default_buckets(MIB + 25 * MIB) == 2
+    assert rules.ddp_default_buckets(MIB + 25 * MIB + 1) == 3
+    assert rules.ddp_default_buckets(MIB + 100 * MIB) == 5
+
+
+def test_a_spike_clears_both_five_mads_and_a_quarter_of_the_median():
+    # median 1.0; absolute deviations 0 x3, 0.1 x6, 0.4, 0.6: MAD 0.1; cut 1 + max(0.5, 0.25) = 1.5
+    values = [0.9, 1.0, 1.1, 0.9, 1.1, 1.0, 0.9, 1.1, 1.0, 1.6, 1.4]
+    assert rules._spikes(values) == [9]
+    # MAD 0: the cut is the median's quarter, 1.25; a step at the cut is not past it
+    flat = [1.0] * 9 + [1.25, 1.26]
+    assert rules._spikes(flat) == [10]
+
+
+def test_spikes_are_measured_from_the_median_not_the_mean():
+    values = [2.0] * 7 + [2.6, 10.0]  # mean 3.07; median 2, MAD 0: cut 2.5
+    assert rules._spikes(values) == [7, 8]
+
+
+def test_a_period_from_evenly_spaced_spikes():
+    assert rules._period([2, 5, 8], 10) == (3, [], [])
+    assert rules._period([1, 5], 10) == (4, [], [])
+
+
+def test_a_period_with_one_extra_spike_off_it():
+    # on every third step from 0, plus one at 7 that is off the lattice
+    assert rules._period([0, 3, 6, 7, 9], 10) == (3, [7], [])
+
+
+def test_a_period_with_one_missed_step():
+    # every third step from 0 to 12, step 6 without a spike
+    assert rules._period([0, 3, 9, 12], 13) == (3, [], [6])
+
+
+def test_a_period_needs_three_on_the_lattice_and_at_most_one_exception():
+    assert rules._period([0, 1, 5, 6, 11], 12) is None
+    assert rules._period([0, 4, 5, 9], 10) is None  # gaps 4, 1, 4: two on each lattice
+    # two off the lattice: none
+    assert rules._period([0, 3, 4, 6, 8, 9], 10) is None
+
+
+def test_a_period_prefers_the_lattice_holding_more_spikes():
+    # p=2 holds 0,2,4,6,8 (one extra at 5); p=3 holds only 0,3,6 (two off): 2 wins
+    assert rules._period([0, 2, 4, 5, 6, 8], 10) == (2, [5], [])
+
+
+def test_the_other_processes_part_of_a_busy_host():
+    w = NS(cpu_s=2.0, wall_s=10.0)  # 2 CPU-seconds over 10 s on 4 cores: own share 0.05
+    assert rules._others_part(0.45, 0.95, w, 4) == pytest.approx(0.45 / 0.90)
+    assert rules._others_part(0.9, 0.5, w, 4) == 1.0  # capped
+    assert rules._others_part(0.3, 0.05, w, 4) == 0.0  # nothing left beyond its own
+    no_cpu = NS(cpu_s=None, wall_s=10.0)
+    assert rules._others_part(0.2, 0.8, no_cpu, 4) == pytest.approx(0.25)
+    no_wall = NS(cpu_s=2.0, wall_s=0.0)
+    assert rules._others_part(0.2, 0.8, no_wall, 4) == pytest.approx(0.25)
+
+
+def test_the_after_fix_scatter_is_a_log_normal_95_percent_range():
+    from whatif.profile import RUN_TO_RUN_SD
+
+    z = norm.ppf(0.975)
+    long_cpu = NS(step_s=1.0, device="cpu")
+    lo, hi, sd, source = rules._after_fix_scatter(long_cpu, 0.2)
+    sd_cpu = RUN_TO_RUN_SD.get("cpu", 0.05)
+    assert sd == sd_cpu and source == "whatif.profile.RUN_TO_RUN_SD"
+    assert lo == pytest.approx(0.8 * (math.exp(z * sd_cpu) - 1), rel=1e-9)
+    assert hi == pytest.approx(0.8 * (1 - math.exp(-z * sd_cpu)), rel=1e-9)
+    # a step left under 50 ms off GPU: the short steps' 23.9%
+    short = NS(step_s=0.06, device="cpu")
+    lo, hi, sd, source = rules._after_fix_scatter(short, 0.02)
+    assert sd == 0.239 and source == "diagnosis.rules.SHORT_STEP_RUN_TO_RUN_SD"
+    assert lo == pytest.approx(0.04 * (math.exp(z * 0.239) - 1), rel=1e-9)
+    assert hi == pytest.approx(0.04 * (1 - math.exp(-z * 0.239)), rel=1e-9)
+    # exactly 50 ms left is not short
+    at = NS(step_s=0.07, device="cpu")
+    assert rules._after_fix_scatter(at, 0.02)[2] == sd_cpu
+    # a short CUDA step keeps the device's figure
+    cuda = NS(step_s=0.03, device="cuda")
+    assert rules._after_fix_scatter(cuda, 0.01)[2] == RUN_TO_RUN_SD.get("cuda", 0.05)
+
+
+def test_no_after_fix_scatter_without_a_step_left():
+    assert rules._after_fix_scatter(NS(step_s=None, device="cpu"), 0.1) is None
+    assert rules._after_fix_scatter(NS(step_s=1.0, device="cpu"), None) is None
+    assert rules._after_fix_scatter(NS(step_s=1.0, device="cpu"), 1.0) is None
+    assert rules._after_fix_scatter(NS(step_s=1.0, device="cpu"), 1.5) is None
+    assert rules._after_fix_scatter(NS(step_s=1.0, device="cpu"), 0.999) is not None
+
+
+def _straggler(rank, by_s, cis):
+    return Straggler(
+        rank=rank,
+        by_s=by_s,
+        per_rank=[StragglerRank(rank=r, ready_ci=ci) for r, ci in cis.items()],
+    )
+
+
+def test_the_lags_lower_end_is_its_interval_less_the_slowest_others_upper():
+    s = _straggler(1, 0.05, {0: [0.09, 0.10], 1: [0.14, 0.16], 2: [0.095, 0.11]})
+    assert rules._lag_low(s) == pytest.approx(0.14 - 0.11)
+    overlap = _straggler(1, 0.05, {0: [0.09, 0.15], 1: [0.14, 0.16]})
+    assert rules._lag_low(overlap) == 0.0
+    # without the intervals: the lag itself
+    assert rules._lag_low(_straggler(1, 0.05, {0: [0.09, None], 1: [0.14, 0.16]})) == 0.05
+    assert rules._lag_low(_straggler(1, 0.05, {0: [0.09, 0.1], 1: [None, 0.16]})) == 0.05
+    assert rules._lag_low(_straggler(1, 0.05, {1: [0.14, 0.16]})) == 0.05
+    assert rules._lag_low(_straggler(1, 0.05, {0: [0.09, 0.1], 1: None})) == 0.05
+    assert rules._lag_low(_straggler(1, 0.05, {0: None, 1: [0.14, 0.16]})) == 0.05
+    assert rules._lag_low(Straggler(rank=1, by_s=0.05)) == 0.05
+
+
+def _view_with_work(works: dict):
+    per_rank = [NS(rank=r, work=None if w is None else NS(**w)) for r, w in sorted(works.items())]
+    return NS(train=NS(per_rank=per_rank))
+
+
+def test_a_ranks_extra_counter_per_step_is_beyond_the_others_median():
+    v = _view_with_work(
+        {
+            0: {"steps": 10, "cpu_s": 1.0},
+            1: {"steps": 10, "cpu_s": 3.0},
+            2: {"steps": 20, "cpu_s": 4.0},
+            3: {"steps": 10, "cpu_s": 5.0},
+        }
+    )
+    # per step: 0.1, 0.3, 0.2, 0.5; rank 3's others' median 0.2
+    assert rules._extra_per_step(v, 3, "cpu_s") == pytest.approx(0.3)
+    assert rules._extra_per_step(v, 0, "cpu_s") == pytest.approx(0.1 - 0.3)
+    assert rules._extra_per_step(v, 7, "cpu_s") is None
+    lacking = _view_with_work({0: {"steps": 10, "cpu_s": 1.0}, 1: {"steps": 10, "cpu_s": None}})
+    assert rules._extra_per_step(lacking, 0, "cpu_s") is None
+    alone = _view_with_work({0: {"steps": 10, "cpu_s": 1.0}, 1: {"steps": 0, "cpu_s": 1.0}})
+    assert rules._extra_per_step(alone, 0, "cpu_s") is None
+    two = _view_with_work({0: {"steps": 4, "cpu_s": 1.0}, 1: {"steps": 4, "cpu_s": 3.0}, 2: None})
+    assert rules._extra_per_step(two, 1, "cpu_s") == pytest.approx(0.5)
+
+
+def test_the_core_wait_per_step_is_the_most_of_any_rank():
+    works = [
+        NS(main_runqueue_s=1.0, steps=10),
+        NS(main_runqueue_s=3.0, steps=20),
+        NS(main_runqueue_s=0.5, steps=10),
+        NS(main_runqueue_s=None, steps=10),
+        NS(main_runqueue_s=9.0, steps=0),
+    ]
+    assert rules._core_wait_per_step(NS(works=lambda: works)) == pytest.approx(0.15)
+    assert rules._core_wait_per_step(NS(works=lambda: works[:1] + works[3:])) is None
+
+
+def test_ranks_per_host_rounds_up():
+    assert rules._ranks_per_host(NS(env=NS(hostnames=["a", "b"]), world_size=5)) == 3
+    assert rules._ranks_per_host(NS(env=NS(hostnames=["a", "b"]), world_size=4)) == 2
+    assert rules._ranks_per_host(NS(env=NS(hostnames=None), world_size=3)) == 3
+    assert rules._ranks_per_host(NS(env=NS(hostnames=["a", "b", "c"]), world_size=0)) == 1
+
+
+def test_a_saving_is_each_seconds_share_of_the_step():
+    v = NS(fraction=lambda s: None if s is None else s / 0.5)
+    s = rules._saving(v, 0.1, "how", 0.05, 0.2, of="the wait")
+    assert (s.fraction, s.seconds, s.lo, s.hi) == (
+        pytest.approx(0.2),
+        0.1,
+        pytest.approx(0.1),
+        pytest.approx(0.4),
+    )
+    assert (s.of, s.how) == ("the wait", "how")
+    d = rules._saving(v, 0.1, "how")
+    assert (d.lo, d.hi, d.of) == (None, None, "the step")
+
+
+def test_evidence_in_ms_and_percent_scales_the_interval_too():
+    s = Sample(0.0123, 0.011, 0.0135, 0.95, 40, "result.step_time_s")
+    e = rules.ev_ms("step", s, "src")
+    assert (e.value, e.ci_lo, e.ci_hi, e.unit) == (
+        pytest.approx(12.3),
+        pytest.approx(11.0),
+        pytest.approx(13.5),
+        "ms",
+    )
+    assert e.note == "95% interval over 40 steps, result.step_time_s"
+    p = rules.ev_pct("share", Sample(0.25, 0.2, 0.3), "src")
+    assert (p.value, p.ci_lo, p.ci_hi, p.unit) == (
+        pytest.approx(25.0),
+        pytest.approx(20.0),
+        pytest.approx(30.0),
+        "%",
+    )
+    one = rules.ev_ms("step", Sample(0.5, source="x"), "src")
+    assert (one.value, one.ci_lo, one.ci_hi) == (pytest.approx(500.0), None, None)
+    half = rules.ev_pct("share", Sample(0.5, None, 0.6), "src")
+    assert (half.ci_lo, half.ci_hi) == (None, pytest.approx(60.0))
+    half = rules.ev_ms("step", Sample(0.5, 0.4, None), "src")
+    assert (half.ci_lo, half.ci_hi) == (pytest.approx(400.0), None)
+    assert rules.ev_ms("x", None, "src").value is None
+    assert rules.ev_pct("x", None, "src").note == "not in the record"
+    assert rules.ev("x", 3, "n", "src").note == "no interval: one figure"
+    assert rules.ev("x", None, "n", "src").note == "not in the record"
+    assert rules.ev("x", 3, "n", "src", "mine").note == "mine"
+
+
+def _phases_view(medians: dict, sync: str = "ddp", step_s: float = 1.0):
+    per_rank = [
+        NS(rank=r, host=f"h{r}", phases_median=None if m is None else NS(to_dict=lambda m=m: m))
+        for r, m in medians.items()
+    ]
+    return NS(train=NS(per_rank=per_rank, sync=sync), fraction=lambda s: s / step_s)
+
+
+def test_the_straggler_from_phase_medians_with_ddp_leaves_backward_out():
+    v = _phases_view(
+        {
+            0: {"data": 0.01, "h2d": 0.002, "forward": 0.10, "backward": 0.50},
+            1: {"data": 0.05, "h2d": 0.002, "forward": 0.12, "backward": 0.30},
+            2: {"data": 0.02, "h2d": 0.004, "forward": 0.11, "backward": 0.40},
+        },
+        step_s=0.8,
+    )
+    s = rules._straggler_from_phases(v)
+    # ready: 0.112, 0.172, 0.134 -> rank 1 by 0.172 - median(0.112, 0.134) = 0.049
+    assert s.rank == 1 and s.host == "h1"
+    assert s.by_s == pytest.approx(0.049)
+    assert s.share_of_step == pytest.approx(0.049 / 0.8)
+    # data: 0.05 - 0.015; h2d: 0.002 - 0.003; compute: 0.12 - 0.105
+    assert s.parts_s == pytest.approx({"data": 0.035, "h2d": -0.001, "compute": 0.015})
+    assert s.mostly == "data"
+    assert [(p.rank, p.ready_s) for p in s.per_rank] == [
+        (0, pytest.approx(0.112)),
+        (1, pytest.approx(0.172)),
+        (2, pytest.approx(0.134)),
+    ]
+
+
+def test_the_straggler_from_phase_medians_without_ddp_counts_backward():
+    v = _phases_view(
+        {
+            0: {"data": 0.01, "forward": 0.10, "backward": 0.50},
+            1: {"data": 0.01, "forward": 0.12, "backward": 0.30},
+        },
+        sync="manual",
+    )
+    s = rules._straggler_from_phases(v)
+    assert s.rank == 0 and s.by_s == pytest.approx(0.61 - 0.43)
+    assert s.mostly == "compute"
+    assert s.parts_s == pytest.approx({"data": 0.0, "h2d": 0.0, "compute": 0.18})
+
+
+def test_no_straggler_from_fewer_than_two_ranks_phases():
+    assert rules._straggler_from_phases(_phases_view({0: {"data": 0.1}, 1: None})) is None
+    assert rules._straggler_from_phases(_phases_view({0: {"data": 0.1}, 1: {}})) is None
+
+
+def _series(steps, **phases):
+    return NS(step_time_s=steps, phases=NS(to_dict=lambda: phases) if phases else None)
+
+
+def test_a_ranks_series_splits_its_ready_work_and_the_time_outside_the_phases():
+    steps = [1.0] * 9 + [2.0]
+    fwd = [0.3] * 10
+    sync = [0.2] * 9 + [0.1]
+    got = rules._rank_series(_series(steps, forward=fwd, sync=sync, data=[0.1] * 10))
+    assert got["ready"] == pytest.approx([0.8] * 9 + [1.9])
+    assert got["outside"] == pytest.approx([0.4] * 9 + [1.5])
+    assert got["forward"] == fwd and got["data"] == [0.1] * 10
+    assert got["backward"] == [0.0] * 10 and got["optimizer"] == [0.0] * 10
+    # timed phases longer than the step: nothing outside, not a negative time
+    over = rules._rank_series(_series([1.0] * 10, forward=[1.2] * 10))
+    assert over["outside"] == [0.0] * 10
+    bare = rules._rank_series(_series([1.0] * 10))
+    assert bare["ready"] == [1.0] * 10 and bare["outside"] == [1.0] * 10
+    assert rules._rank_series(_series([1.0] * 9, forward=[0.1] * 9)) is None
+    assert rules._rank_series(_series(None)) is None
+
+
+class _NoiseView:
+    """What noise_rule reads of a run: its steps, its step time and the command of a change."""
+
+    acc = False
+
+    def __init__(self, steps=40):
+        self.train = NS(steps=steps)
+        self.step = Sample(0.1, 0.09, 0.11, 0.95, steps, "result.step_time_s")
+
+    def command(self, change, env):
+        return f"python train.py {' '.join(f'{k}={v}' for k, v in (change or {}).items())}"
+
+
+def _finding(material, rule="x"):
+    return NS(material=material, rule=rule)
+
+
+def _noise(**kw):
+    from diagnosis.view import Noise
+
+    return Noise(**{"floor": 0.08, "threshold": 0.02, "noisy": True, **kw})
+
+
+def test_noise_names_what_it_hides_and_the_steps_that_would_narrow_it():
+    v = _NoiseView(40)
+    hidden = [_finding(0.05, "straggler"), _finding(0.01, "tiny"), _finding(0.09, "big")]
+    f = rules.noise_rule(v, _noise(n=40, rel_halfwidth=0.10, reasons=["spread"]), hidden)
+    # only 0.02 < 5% <= 8% is hidden; steps: 40 x (0.10 / 0.05)^2 = 160, within [80, 200]
+    assert f.recommends == {"steps": 160}
+    assert f.title == (
+        "Noisy measurement: differences under 8.0% of the step are not attributable; it hides "
+        "1 finding of 5.0% (straggler)"
+    )
+    assert f.impact == 0.08 and f.saving is None
+    assert f.detail.startswith("spread. More steps")
+    two = rules.noise_rule(v, _noise(n=40), [_finding(0.08, "a"), _finding(0.03, "b")])
+    assert "hides 2 findings of 8.0% (a), 3.0% (b)" in two.title
+    # half-width from the floor where the noise has none: 40 x (0.08 / 0.05)^2 = 102.4 -> 103
+    assert two.recommends == {"steps": 103}
+
+
+def test_the_noise_rules_step_count_is_bounded():
+    v = _NoiseView(40)
+    hide = [_finding(0.05)]
+    # at least twice this run's steps
+    assert rules.noise_rule(v, _noise(n=40, rel_halfwidth=0.06), hide).recommends == {"steps": 80}
+    # at least 30
+    assert rules.noise_rule(v, _noise(n=10, rel_halfwidth=0.06), hide).recommends == {"steps": 30}
+    # at most 200
+    assert rules.noise_rule(v, _noise(n=40, rel_halfwidth=0.2), hide).recommends == {"steps": 200}
+    # n from the run's steps where the noise has none; else 1
+    assert rules.noise_rule(v, _noise(rel_halfwidth=0.1), hide).recommends == {"steps": 160}
+    bare = _NoiseView(None)
+    assert rules.noise_rule(bare, _noise(rel_halfwidth=0.1), hide).recommends == {"steps": 30}
+
+
+def test_no_noise_finding_when_quiet_or_nothing_hidden():
+    v = _NoiseView(40)
+    assert rules.noise_rule(v, _noise(noisy=False), [_finding(0.05)]) is None
+    assert rules.noise_rule(v, _noise(), [_finding(0.02)]) is None  # at the threshold: not hidden
+    assert rules.noise_rule(v, _noise(), [_finding(0.081)]) is None  # above the floor: shown
+    assert rules.noise_rule(v, _noise(), []) is None
+    assert rules.noise_rule(v, _noise()) is None
+
+
+def test_the_efficiency_side_is_read_on_the_end_that_could_refute_it():
+    assert rules.efficiency_side({"efficiency": 0.3, "efficiency_ci_hi": 0.49}) == "low"
+    assert rules.efficiency_side({"efficiency": 0.3, "efficiency_ci_hi": 0.5}) is None
+    assert rules.efficiency_side({"efficiency": 0.7, "efficiency_ci_lo": 0.5}) == "high"
+    assert rules.efficiency_side({"efficiency": 0.7, "efficiency_ci_lo": 0.49}) is None
+    assert rules.efficiency_side({"efficiency": 0.49}) == "low"
+    assert rules.efficiency_side({"efficiency": 0.5}) == "high"
+    both = {"efficiency": 0.6, "efficiency_ci_lo": 0.4, "efficiency_ci_hi": 0.8}
+    assert rules.efficiency_side(both) is None
+
+
+def test_the_efficiency_evidence_in_percent_with_its_source():
+    ref = {
+        "reference": "microbenchmark",
+        "efficiency": 0.4,
+        "efficiency_ci_lo": 0.3,
+        "efficiency_ci_hi": 0.55,
+    }
+    e = rules._efficiency_ev(ref)
+    assert (e.value, e.ci_lo, e.ci_hi, e.unit) == (
+        pytest.approx(40.0),
+        pytest.approx(30.0),
+        pytest.approx(55.0),
+        "%",
+    )
+    assert e.source == "result.comm.vs_microbench (microbenchmark)"
+    assert e.note == "interval from the microbenchmark's per-size intervals"
+    assert e.name == "comm efficiency (sync's speed / the microbenchmark at the same calls)"
+    few = rules._efficiency_ev({"reference": "microbenchmark", "efficiency": 0.4})
+    assert (few.ci_lo, few.ci_hi) == (None, None)
+    assert few.note == "no interval: too few microbenchmark calls"
+    link = {"reference": "link", "efficiency": 1.2, "source": "result.env.link"}
+    e = rules._efficiency_ev(link)
+    assert e.value == pytest.approx(120.0) and e.source == "result.env.link (link)"
+    assert e.note == (
+        "no interval: the link's rate is a setting; above 100%: the shaper's burst passed part of "
+        "it at the line's speed"
+    )
+    below = rules._efficiency_ev({**link, "efficiency": 1.0})
+    assert below.note == "no interval: the link's rate is a setting"
+    # above 100% against the microbenchmark: not measurable, no figure
+    over = rules._efficiency_ev({"reference": "microbenchmark", "efficiency": 1.6})
+    assert over.value is None and over.note.startswith("not measurable: 160% (no interval)")
+
+
+def _rank(rank, steps, host=None, **phases):
+    n = len(steps)
+    ph = {"data": [0.005] * n, "forward": [0.03] * n, "backward": [0.04] * n}
+    ph.update(sync=[0.02] * n, optimizer=[0.005] * n)
+    ph.update(phases)
+    return NS(rank=rank, host=host, series=_series(steps, **ph))
+
+
+def _hiccup_view(per_rank, warmup=5, world_size=2):
+    return NS(
+        world_size=world_size,
+        train=NS(per_rank=per_rank, warmup_steps=warmup),
+        fraction=lambda s: None if s is None else s / 0.1,
+        command=lambda *a: "python train.py x=1",
+    )
+
+
+def test_a_rank_that_stalls_every_third_step_outside_its_phases():
+    # rank 1: 100 ms steps, 150 ms on steps 2, 5, 8, 11 (the 50 ms outside the timed phases);
+    # its ready work (step less sync): 80 ms, 130 ms on those; median 80, MAD 0: cut 80 + 20
+    spiky = [0.15 if i % 3 == 2 else 0.1 for i in range(12)]
+    v = _hiccup_view([_rank(0, [0.1] * 12, "h0"), _rank(1, spiky, "h1")])
+    f = rules.hiccup(v)
+    per_step = 4 * 0.05 / 12  # the others' wait averaged over every step
+    assert f.title == (
+        "Rank 1 on h1 stalls 50 ms every 3 steps in its own code outside the timed phases "
+        "(evaluation, checkpointing, logging); the other ranks wait for it: 16.7 ms per step on "
+        "average (17% of the step)"
+    )
+    assert (f.saving.seconds, f.saving.fraction, f.saving.lo, f.saving.hi) == (
+        pytest.approx(per_step),
+        pytest.approx(per_step / 0.1),
+        None,
+        pytest.approx(per_step / 0.1),
+    )
+    assert f.impact == pytest.approx(per_step / 0.1)
+    assert f.command == (
+        "in the script, move rank 1's every 3 steps work off the step; then: python train.py x=1"
+    )
+    ev = {e.name: e for e in f.evidence}
+    assert ev["its stall (median over the spikes)"].value == pytest.approx(50.0)
+    assert ev["its stall (median over the spikes)"].note == (
+        "steps 8, 11, 14, 17, against its own median step work"
+    )
+    assert ev["its usual work between collectives"].value == pytest.approx(80.0)
+    assert ev["what grew on those steps"].value == pytest.approx(50.0)
+    assert ev["what grew on those steps"].note == "outside"
+    assert ev["averaged over every step"].value == pytest.approx(1e3 * per_step)
+    assert f.recommends == {} and f.rule == "hiccup"
+
+
+def test_irregular_stalls_in_a_phase_leave_out_the_steps_every_rank_stalled():
+    # rank 0's data wait grows on steps 1, 2 and 7 (+60 ms); both ranks stall on step 4: not a
+    # rank's own; rank 1 stalls only there
+    data0 = [0.065 if i in (1, 2, 4, 7) else 0.005 for i in range(12)]
+    steps0 = [0.16 if i in (1, 2, 4, 7) else 0.1 for i in range(12)]
+    data1 = [0.065 if i == 4 else 0.005 for i in range(12)]
+    steps1 = [0.16 if i == 4 else 0.1 for i in range(12)]
+    v = _hiccup_view([_rank(0, steps0, data=data0), _rank(1, steps1, data=data1)], warmup=None)
+    f = rules.hiccup(v)
+    per_step = 3 * 0.06 / 12
+    assert f.title == (
+        "Rank 0 stalls 60 ms on 3 of 12 steps in its data wait; the other ranks wait for it: "
+        "15.0 ms per step on average (15% of the step)"
+    )
+    assert f.command == "python train.py x=1"  # not outside the phases: profile it
+    assert "Profile rank 0's data on those steps" in f.detail
+    ev = {e.name: e for e in f.evidence}
+    assert ev["its stall (median over the spikes)"].note.startswith("steps 2, 3, 8, against")
+    assert ev["what grew on those steps"].value == pytest.approx(60.0)
+    assert f.saving.seconds == pytest.approx(per_step)
+
+
+def test_a_period_with_an_extra_spike_is_named_with_it():
+    spiky = [0.15 if i % 3 == 0 or i == 7 else 0.1 for i in range(13)]
+    v = _hiccup_view([_rank(0, [0.1] * 13), _rank(1, spiky)], warmup=2)
+    f = rules.hiccup(v)
+    assert "stalls 50 ms every 3 steps (and once more, on step 10) in" in f.title
+    assert "rank 1's every 3 steps work" in f.command
+    missed = [0.15 if i in (0, 3, 9, 12) else 0.1 for i in range(13)]
+    g = rules.hiccup(_hiccup_view([_rank(0, [0.1] * 13), _rank(1, missed)], warmup=0))
+    assert "every 3 steps (but not on step 7) in" in g.title
+    many = [0.15 if i % 3 == 0 else 0.1 for i in range(24)]  # 8 spikes: the first 6 named
+    h = rules.hiccup(_hiccup_view([_rank(0, [0.1] * 24), _rank(1, many)], warmup=0))
+    note = next(e.note for e in h.evidence if e.name.startswith("its stall"))
+    assert note.startswith("steps 1, 4, 7, 10, 13, 16, ..., against")
+    six = [0.15 if i % 3 == 0 else 0.1 for i in range(18)]  # 6 spikes: all named
+    k = rules.hiccup(_hiccup_view([_rank(0, [0.1] * 18), _rank(1, six)], warmup=0))
+    note = next(e.note for e in k.evidence if e.name.startswith("its stall"))
+    assert note.startswith("steps 1, 4, 7, 10, 13, 16, against")
+
+
+def test_no_hiccup_without_two_ranks_series_or_two_own_spikes():
+    spiky = [0.15 if i % 3 == 2 else 0.1 for i in range(12)]
+    quiet = _rank(0, [0.1] * 12)
+    assert rules.hiccup(_hiccup_view([quiet, _rank(1, spiky)], world_size=1)) is None
+    assert rules.hiccup(_hiccup_view([])) is None
+    assert rules.hiccup(_hiccup_view([quiet, NS(rank=1, host=None, series=None)])) is None
+    assert rules.hiccup(_hiccup_view([quiet, _rank(1, spiky[:9])])) is None  # under 10 steps
+    one = [0.15 if i == 5 else 0.1 for i in range(12)]
+    assert rules.hiccup(_hiccup_view([quiet, _rank(1, one)])) is None  # a single slow step
+    both = _rank(0, spiky)
+    assert rules.hiccup(_hiccup_view([both, _rank(1, spiky)])) is None  # every rank stalls

@@ -1,0 +1,113 @@
+"""stats/calibrate.py (issue 36: a module the mutation run covers; the file is named for its
+package, as whatif/calibrate.py shares its stem): the calibration table's simulation and the
+figures each row prints, checked by another route: the AR(1) series' marginal spread, lag-1
+correlation, stalls and drift measured back on a large seeded sample; a run's log throughput and
+the long-run rate in closed form; the Clopper-Pearson interval from beta quantiles; the typical
+step of the stall mixture from its distribution function; the row's words by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as st
+
+from stats import calibrate as cal
+
+
+def test_the_series_has_the_stated_spread_and_correlation():
+    rng = np.random.default_rng(1)
+    x = cal.series(rng, (4000,), 30, 0.6, sigma=0.05)
+    assert x.shape == (4000, 30)
+    assert np.std(x[:, 0]) == pytest.approx(0.05, rel=0.05)  # the first step: N(0, sigma)
+    assert np.std(x[:, -1]) == pytest.approx(0.05, rel=0.05)  # stationary
+    r = np.corrcoef(x[:, 10], x[:, 11])[0, 1]
+    assert r == pytest.approx(0.6, abs=0.04)
+    assert abs(x.mean()) < 0.003
+    iid = cal.series(np.random.default_rng(2), (4000,), 30, 0.0, sigma=0.1)
+    assert np.std(iid) == pytest.approx(0.1, rel=0.03)
+    assert abs(np.corrcoef(iid[:, 5], iid[:, 6])[0, 1]) < 0.05
+
+
+def test_stalls_double_a_step_and_drift_climbs_linearly():
+    base = cal.series(np.random.default_rng(3), (2000,), 20, 0.0, sigma=0.01)
+    stalled = cal.series(np.random.default_rng(3), (2000,), 20, 0.0, sigma=0.01, stall=0.2)
+    jump = stalled - base  # the same normal draws: the stalls alone, log 2 or 0
+    assert set(np.round(np.unique(jump), 9)) == {0.0, round(math.log(2), 9)}
+    assert (jump > 0).mean() == pytest.approx(0.2, abs=0.02)
+    drifted = cal.series(np.random.default_rng(3), (2000,), 20, 0.0, sigma=0.01, drift=0.1)
+    ramp = drifted - base
+    assert ramp[0, 0] == pytest.approx(0.0, abs=1e-12)
+    assert ramp[0, -1] == pytest.approx(math.log(1.1))
+    assert ramp[0, 10] == pytest.approx(math.log(1.1) * 10 / 19)
+
+
+def test_a_runs_log_throughput_is_steps_over_their_total_time():
+    x = np.log(np.array([[0.1, 0.2, 0.3, 0.4], [1.0, 1.0, 1.0, 1.0]]))
+    assert cal.run_logs(x) == pytest.approx([math.log(4 / 1.0), math.log(4 / 4.0)])
+
+
+def test_the_long_run_rate_in_closed_form():
+    # E[exp(N(0, s))] = exp(s^2 / 2); a stall doubles a step with probability p: x (1 + p)
+    assert cal.long_run_log_rate(0.1) == pytest.approx(-0.005)
+    assert cal.long_run_log_rate(0.1, 0.2) == pytest.approx(-0.005 - math.log(1.2))
+    assert cal.long_run_log_rate() == pytest.approx(-(0.05**2) / 2)
+
+
+def test_the_true_rate_of_iid_steps_by_monte_carlo_is_near_its_closed_form():
+    # one step per run: log(1 / exp(x)) = -x, mean 0; many steps: -log E[exp x] = -s^2 / 2
+    assert cal.true_log_rate(0.0, 1, sigma=0.1, sims=20000) == pytest.approx(0.0, abs=0.003)
+    long = cal.true_log_rate(0.0, 400, sigma=0.1, sims=2000)
+    assert long == pytest.approx(-0.005, abs=0.0015)
+
+
+def test_the_typical_step_of_the_stall_mixture():
+    assert cal.typical_log_time(0.05, 0.0) == 0.0
+    m = cal.typical_log_time(0.05, 0.2)
+    cdf = 0.8 * st.norm.cdf(m, 0, 0.05) + 0.2 * st.norm.cdf(m, math.log(2), 0.05)
+    assert cdf == pytest.approx(0.5, abs=1e-9)
+    assert 0 < m < 0.05
+
+
+def test_a_results_rate_interval_and_status():
+    r = cal.Result("s", "m", 3, 40, (0.93, 0.97), "95%")
+    assert r.rate == 3 / 40
+    lo, hi = r.interval()
+    # Clopper-Pearson: beta quantiles
+    assert lo == pytest.approx(st.beta.ppf(0.025, 3, 38), rel=1e-6)
+    assert hi == pytest.approx(st.beta.ppf(0.975, 4, 37), rel=1e-6)
+    assert r.ok is False
+    assert cal.Result("s", "m", 38, 40, (0.93, 0.97)).ok is True
+    assert cal.Result("s", "m", 37, 40, (0.93, 0.97)).ok is False  # 92.5%
+    assert cal.Result("s", "m", 2, 40, (None, 0.05)).ok is True  # 5% at the bound
+    assert cal.Result("s", "m", 3, 40, (None, 0.05)).ok is False
+    assert cal.Result("s", "m", 8, 40, (0.20, None)).ok is True
+    assert cal.Result("s", "m", 7, 40, (0.20, None)).ok is False
+    assert cal.Result("s", "m", 7, 40, None).ok is None
+    assert cal.Result("s", "m", 7, 40, (0.2, None), refused=True).ok is None
+    empty = cal.Result("s", "m", 0, 0, (0.2, None))
+    assert empty.ok is None and math.isnan(empty.rate) and all(map(math.isnan, empty.interval()))
+
+
+def test_a_results_row_in_words():
+    r = cal.Result("scn", "covers", 38, 40, (0.93, 0.97), "95%")
+    lo, hi = r.interval()
+    assert r.row() == (
+        f"| scn | covers | 95% | 95.0% [{lo:.1%}, {hi:.1%}] | 40 | [93%, 97%] | ok |"
+    )
+    assert (
+        cal.Result("a", "b", 3, 40, (None, 0.05), "<= 5%").row().endswith("| 40 | <= 5% | MISS |")
+    )
+    assert cal.Result("a", "b", 9, 40, (0.2, None)).row().endswith("| 40 | >= 20% | ok |")
+    assert cal.Result("a", "b", 9, 40, None, note="why").row().endswith("|  | report | why")
+    refused = cal.Result("a", "b", 0, 0, (0.9, 1.0), refused=True)
+    assert refused.row() == "| a | b |  | – | 0 | [90%, 100%] | refused |"
+
+
+def test_the_adaptive_window_stops_at_its_pilot_on_a_flat_series():
+    from stats.summary import PILOT
+
+    flat = np.zeros(60)  # every step 1 s: no spread, the pilot already reaches the target
+    assert cal.adaptive_steps(flat, 0.05, 10, 50) == max(10, PILOT)
+    assert cal.adaptive_steps(flat, 0.05, max(10, PILOT) + 3, 50) == max(10, PILOT) + 3
