@@ -709,16 +709,16 @@ class Series(Block):
     )
     substituted_hook_s: list[float] | None = doc(
         "task=script: host seconds per measured step in the all-reduce the tool put in place of "
-        "DDP's built-in (no hook asked for: the division and the process group's allreduce "
-        "call): an upper bound of that substitution's cost, as the built-in does the same "
-        "division and all-reduce in C++",
+        "DDP's built-in (no hook asked for: the scaling by 1/world size and the process "
+        "group's allreduce call): an upper bound of that substitution's cost, as the built-in "
+        "does the same scaling and all-reduce in C++",
         default=None,
     )
     substituted_collective_s: list[float] | None = doc(
         "task=script: of substituted_hook_s, the calling thread's CPU seconds per measured step "
         "in the process group's allreduce call itself (its work queued, the flight recorder's "
         "entry): the call DDP's built-in makes the same from C++, so the substitution's own "
-        "cost is substituted_hook_s less this (the division pass, the Python around the call, "
+        "cost is substituted_hook_s less this (the scaling pass, the Python around the call, "
         "and any wait for a core or the GIL inside it)",
         default=None,
     )

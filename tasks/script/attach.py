@@ -576,7 +576,7 @@ class TimedHook:
             timed.layout[index] = [timed.where.get(id(p), -1) for p in bucket.parameters()]
         t1 = time.perf_counter()
         # the hook the script (or optim=) asked for is theirs, and left out; the all-reduce in
-        # place of DDP's built-in is kept apart (substituted_s): the built-in does the same division
+        # place of DDP's built-in is kept apart (substituted_s): the built-in does the same scaling
         # and all-reduce in C++, so this call bounds the substitution's cost
         raw = timed.allreduce(buffer, step) if timed.substituted else None
         fut = raw if raw is not None else timed.hook(timed.state, bucket)

@@ -18,10 +18,11 @@ rounds' log steps/s (and the same for the median step, which a neighbour's burst
 Micro route: the tool's hooks time themselves (result.per_rank[].series.tool_s: host seconds in
 its hooks per step, the real calls they wrap left out), so each run with the tool gives 1 - hooks /
 step; its interval is a t over the runs (stats.run_level). The all-reduce made in place of DDP's
-built-in (series.substituted_hook_s: the division and the process group's allreduce call; before
-issue 37's cut, allreduce_hook's whole call) is timed whole: a lower ratio bound, since the
-built-in does the same division and all-reduce in C++. What the micro route cannot see (the
-launcher's agent, the rank side's threads, caches) is what the end-to-end ratio holds.
+built-in (series.substituted_hook_s: the scaling by 1/world size and the process group's
+allreduce call; before issue 37's cut, allreduce_hook's whole call) is timed whole: a lower ratio
+bound, since the built-in does the same scaling and all-reduce in C++. What the micro route
+cannot see (the launcher's agent, the rank side's threads, caches) is what the end-to-end ratio
+holds.
 
 Writes cost.json and cost.md (the tables, the command, the machine and its load) into --out."""
 
@@ -352,15 +353,16 @@ def markdown(res: dict) -> str:
         "calls they wrap left out; a median over the window's steps, since a hook's wall time "
         "holds any wait for a core inside it), against the run's mean step; t interval over the "
         "runs with the tool. `(+N)`: the all-reduce the tool makes in place of DDP's built-in when "
-        "the script asks for no hook (series.substituted_hook_s: the division and the process "
-        "group's allreduce call; allreduce_hook's whole call before issue 37's cut), timed whole; "
+        "the script asks for no hook (series.substituted_hook_s: the scaling by 1/world size "
+        "and the process group's allreduce call; allreduce_hook's whole call before issue 37's "
+        "cut), timed whole; "
         "'with the substituted all-reduce whole' counts it all as cost, a lower bound of the "
         "ratio, as the "
-        "built-in does the same division and all-reduce in C++. 'Its allreduce call' is the "
+        "built-in does the same scaling and all-reduce in C++. 'Its allreduce call' is the "
         "process group's allreduce call inside it (series.substituted_collective_s: the calling "
         "thread's CPU in it, the work queued and the flight recorder's entry), the call DDP's "
         "built-in makes the same from C++; 'the substitution's own part' counts the rest, per "
-        "step (the division pass, which the built-in folds into its copy of the gradients into "
+        "step (the scaling pass, which the built-in folds into its copy of the gradients into "
         "the bucket, the Python around the call, a wait for a core or the GIL inside it): "
         "the substitution's cost, where 'whole' bounds it ('–': runs from before that series). "
         "The micro route does not see "
