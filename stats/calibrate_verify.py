@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .calibrate import HEADER, SIGMA, Result, series
-from .runs import NARROW_MIN_ROUNDS, block_ab, narrow_enough, time_saved
+from .runs import NARROW_MIN_ROUNDS, block_ab, narrow_enough, saving_width, time_saved
 
 BOUND = (0.90, 0.98)
 SEED = 38
@@ -105,7 +105,7 @@ def coverage(rng, case: Case, sims: int) -> Result:
         s = block_ab(b[:n].tolist(), f[:n].tolist(), case.block)
         lo, hi = time_saved(s.ci_lo), time_saved(s.ci_hi)
         hits += lo <= truth <= hi
-        widths.append(hi - lo)
+        widths.append(saving_width(s))  # the stopping rule's own width
         used.append(n)
     w = np.asarray(widths) * 100
     rounds = f"; rounds median {np.median(used):.0f} (p90 {np.percentile(used, 90):.0f})"
