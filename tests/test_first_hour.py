@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import math
-import os
 import re
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, TINY, run_train
+from tests.conftest import ROOT, TINY, run_train, train_main
 
 RUN = ROOT / "results" / "runs"
 
@@ -204,32 +203,27 @@ def test_the_sync_efficiency_far_from_1_reaches_the_console():
 @pytest.fixture(scope="module")
 def whatif_run(tmp_path_factory):
     """python -m whatif on a committed record whose contention could not be calibrated, with a
-    sweep, run from a fresh folder: where it writes, and what it prints."""
+    sweep, run from a fresh folder: where it writes, and what it prints. Its main() in this process
+    (what it prints, its exit code): the command's own start-up (torch and the FLOP counter's
+    imports, ~4 CPU s) is not what these tests check."""
+    import contextlib
+    import io
+
+    from whatif.__main__ import main
+
     tmp = tmp_path_factory.mktemp("whatif")
     src = RUN / "ddp_knobs_vgg11" / "11"
     before = sorted(p.name for p in src.iterdir())
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "whatif",
-            str(src),
-            "--sweep",
-            "optim=none,bf16",
-            "--samples",
-            "200",
-        ],
-        cwd=tmp,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"},
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.chdir(tmp), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(src), "--sweep", "optim=none,bf16", "--samples", "200"])
+    proc = subprocess.CompletedProcess(
+        ["python", "-m", "whatif"], code, out.getvalue(), err.getvalue()
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc, tmp, src, before
 
 
-@pytest.mark.subprocess
 def test_readers_write_outside_the_committed_results(whatif_run):
     proc, tmp, src, before = whatif_run
     assert sorted(p.name for p in src.iterdir()) == before
@@ -241,7 +235,6 @@ def test_readers_write_outside_the_committed_results(whatif_run):
     )
 
 
-@pytest.mark.subprocess
 def test_whatif_warnings_stand_above_the_table_and_rows_compare_with_each_other(whatif_run):
     proc, *_ = whatif_run
     lines = proc.stdout.splitlines()
@@ -362,9 +355,8 @@ def test_help_points_only_at_what_exists():
 
 
 # ---------------------------------------------------------------------------------- a refused sweep
-@pytest.mark.subprocess
 def test_a_refused_sweep_prints_only_its_error_and_leaves_no_folder(tmp_path):
-    proc = run_train(["optim=bf16,powrsgd", *TINY], tmp_path, multirun=True)
+    proc = train_main(["optim=bf16,powrsgd", *TINY], tmp_path, multirun=True)
     assert proc.returncode == 2
     assert proc.stdout.strip() == "", proc.stdout
     assert [line for line in proc.stderr.splitlines() if line.strip()] == [
