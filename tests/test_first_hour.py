@@ -148,25 +148,23 @@ def test_the_first_look_fits_and_ends_with_a_timed_next_step(first_look):
 
 def test_a_quiet_run_with_nothing_found_still_gets_a_next_step():
     """A committed run whose diagnosis finds nothing: the console view names the command that would
-    find more."""
+    find more. The first such record in sorted order, named (it was found by diagnosing the 30
+    records before it, 2.4 CPU s; issue 36): a diagnosis that finds something there now fails
+    here."""
     from base.record import Record
     from base.record_types import DiagnosisBlock
     from base.record import typed_block
     import diagnosis
     from job import brief
 
-    for path in sorted(RUN.glob("*/*/run_record.json")):
-        rec = Record.read(path)
-        if rec.task != "train" or rec.status != "ok":
-            continue
-        diag = typed_block(DiagnosisBlock, diagnosis.diagnose(rec), "d")
-        if diag.findings:
-            continue
-        lines = brief.diagnosis_lines(diag, 20, str(path.parent), rec)
-        assert lines[0].startswith("diagnosis: no findings")
-        assert any("next: python train.py" in line and "here" in line for line in lines), lines
-        return
-    pytest.skip("no committed train record without findings")
+    path = RUN / "link_comm_bound" / "11" / "run_record.json"
+    rec = Record.read(path)
+    assert rec.task == "train" and rec.status == "ok"
+    diag = typed_block(DiagnosisBlock, diagnosis.diagnose(rec), "d")
+    assert not diag.findings, diag.findings
+    lines = brief.diagnosis_lines(diag, 20, str(path.parent), rec)
+    assert lines[0].startswith("diagnosis: no findings")
+    assert any("next: python train.py" in line and "here" in line for line in lines), lines
 
 
 def test_a_hidden_finding_is_named_once():
