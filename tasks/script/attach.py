@@ -14,6 +14,7 @@ script's own `except Exception` does not catch: no collective is in flight then.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import gc
 import time
@@ -107,6 +108,10 @@ class Attach:
         self._pending = set()  # modules inside a forward (a model wrapped twice nests them)
         self._fwd: dict[int, object] = {}  # id(DDP module) -> its forward's start mark
         self._batch: set[int] = set()  # ids of the host tensors of the window's last batch
+        # id(DDP module) -> its TimedHook, for each DDP built with gradient_as_bucket_view=True:
+        # a gradient kept between steps is its bucket view there, and the built-in divides it in
+        # place where it multiplies the others (TimedHook.scale); empty otherwise (no cost)
+        self._views: dict[int, TimedHook] = {}
         # the window's own hook and patches (removed once it is over)
         self._window_hooks: list = []
         self._window_patches: dict[str, object] = {}
@@ -350,6 +355,8 @@ class Attach:
         timed = TimedHook(self, state, hook, info, ddp)
         self.timed.append(timed)
         ddp._ddp_comm_timing = timed
+        if getattr(ddp, "gradient_as_bucket_view", False):
+            self._views[id(ddp)] = timed
         self._real_register(ddp, timed, TimedHook.call)
 
     def _config_hook(self, ddp):
@@ -423,6 +430,10 @@ class Attach:
         self.own_s += time.perf_counter() - t
 
     def _forward_post(self, module, args, output):
+        if self._views and id(module) in self._views:
+            t = time.perf_counter()
+            self._views[id(module)].watch(output)
+            self.own_s += time.perf_counter() - t
         if self.retired:
             return None
         t = time.perf_counter()
@@ -495,17 +506,25 @@ class TimedHook:
     """The one comm hook each DDP gets: the script's own (or optim='s, or allreduce_hook) inside,
     each bucket's start and end marked into the step in flight.
 
-    Where the script asks for no hook, DDP's built-in (the bucket divided by the world size, then
-    all-reduced, in C++) is done here as allreduce_hook does it, with the process group's own
-    allreduce and one future callback that both ends the bucket's mark and returns its tensor:
-    allreduce_hook's own callback, and a second for the mark, would be two GIL round trips a bucket
-    in gloo's thread."""
+    Where the script asks for no hook, DDP's built-in (each gradient scaled by 1 / the world size,
+    then the bucket all-reduced, in C++) is done here as the built-in does it (scale), with the
+    process group's own allreduce and one future callback that both ends the bucket's mark and
+    returns its tensor: allreduce_hook's own callback, and a second for the mark, would be two GIL
+    round trips a bucket in gloo's thread."""
 
     def __init__(self, attach: Attach, state, hook, info: dict, ddp=None):
         self.attach, self.state, self.hook, self.info = attach, state, hook, info
         # DDP's own all-reduce, through a hook for the tool's sake (no hook asked for)
         self.substituted = not attach.cfg.optim.get("_target_")
-        self._group = self._scale = None  # the substituted all-reduce's group and 1 / its size
+        # the substituted all-reduce's group, its size and 1 / its size
+        self._group = self._size = self._scale = None
+        # with gradient_as_bucket_view=True: the data pointers, sorted, of the gradients that
+        # were set when this DDP's last backward started (watch, record); a gradient kept from
+        # the step before is its bucket view, so it points into its bucket's buffer
+        self._kept: list[int] = []
+        # (a bucket buffer's data pointer, its elements) -> how many parameters it holds: DDP
+        # rebuilds its buckets once, into new buffers, so a buffer's pointer names its layout
+        self._count: dict[tuple[int, int], int] = {}
         # the bucket layout the window saw: bucket index -> its parameters (indices into
         # self.grads); DDP rebuilds its buckets once, at the end of the first iteration, so steps 1
         # and 2 are read again
@@ -516,6 +535,7 @@ class TimedHook:
             else []
         )
         self.where = {id(p): i for i, (_, p) in enumerate(named)}
+        self.params = [p for _, p in named]
         # the parameters' names, shapes and element sizes: the what-if model's sizes
         # (whatif/profile.py)
         self.grads = {
@@ -525,28 +545,82 @@ class TimedHook:
             "element_size": [p.element_size() for _, p in named],
         }
 
-    def allreduce(self, buffer, step: Step | None = None):
-        """DDP's built-in all-reduce of one bucket, its future's value still the work's list (a
-        complex bucket goes through allreduce_hook, which views it as real).
+    def watch(self, output) -> None:
+        """The DDP's forward returned output: where its gradient arrives (backward starts, before
+        any parameter's gradient is accumulated), record which gradients are set. Only for a DDP
+        built with gradient_as_bucket_view=True (Attach._views), in and out of the window."""
+        if not self.substituted or not torch.is_grad_enabled():
+            return
+        first = (
+            output
+            if isinstance(output, torch.Tensor)
+            else next(
+                (
+                    x
+                    for x in torch.utils._pytree.tree_leaves(output)
+                    if isinstance(x, torch.Tensor) and x.requires_grad
+                ),
+                None,
+            )
+        )
+        if first is not None and first.requires_grad:
+            first.register_hook(self.record)
 
-        The bucket is multiplied by 1 / the world size, as DDP's built-in does it (reducer.cpp,
-        copy_grad_to_bucket: `at::mul_out(bucket_view, grad, 1. / div_factor)` while copying the
-        gradient in), not divided as allreduce_hook does: x * float(1/3) and x / 3 differ in the
-        last bit for some x, and the script's gradients must be the ones it gets alone. One rank:
-        no pass at all (x * 1.0 is x). With a hook registered DDP copies without dividing, so this
-        pass is the one the substitution adds; the process group's allreduce call after it is the
-        built-in's own, its CPU time kept apart in step.collective_s. Not yet the built-in's: with
-        gradient_as_bucket_view=true and gradients kept between steps (set_to_none=False), a
-        gradient is already its bucket view and the built-in divides it in place
-        (mark_variable_ready_dense: `bucket_view.div_(div_factor_)`), so from the second step the
-        two differ in the last bit there (3 gloo ranks, ad hoc: all 4 parameters' gradients; equal
-        with set_to_none=True)."""
+    def record(self, grad):
+        t = time.perf_counter()
+        self._kept = sorted(g.data_ptr() for p in self.params if (g := p.grad) is not None)
+        self.attach.own_s += time.perf_counter() - t
+
+    def scale(self, bucket, buffer) -> None:
+        """Each gradient of the bucket scaled by 1 / the world size as DDP's built-in scales it
+        (reducer.cpp, mark_variable_ready_dense, with no comm hook): a gradient copied into the
+        bucket is multiplied while it is copied in (`at::mul_out(bucket_view, grad, 1. /
+        div_factor_)`); a gradient that already was its bucket view when the backward began
+        (gradient_as_bucket_view=True, kept between steps by zero_grad(set_to_none=False) or
+        through no_sync) is divided in place (`bucket_view.div_(div_factor_)`). x * float(1/3)
+        and x / 3 differ in the last bit for some x, and the script's gradients must be the ones
+        it gets alone (tests/test_script_substituted_allreduce.py). With a hook registered DDP
+        copies without scaling, so this pass is the one the substitution adds; one rank: none.
+        allreduce inlines the first case (no gradient set when the backward began: every run's
+        per-bucket path without gradient_as_bucket_view)."""
+        if self._size == 1:
+            return
+        # the gradients set at the backward's start that point into this bucket's buffer (live
+        # tensors' storage does not overlap): each is its own parameter's bucket view
+        lo, n = buffer.data_ptr(), buffer.numel()
+        hi = lo + n * buffer.element_size()
+        inside = bisect.bisect_left(self._kept, hi) - bisect.bisect_left(self._kept, lo)
+        if not inside:  # all copied in
+            buffer.mul_(self._scale)
+            return
+        key = (lo, n)
+        if key not in self._count:
+            self._count[key] = len(bucket.parameters())
+        if inside == self._count[key]:
+            buffer.div_(self._size)
+            return
+        kept = set(self._kept)  # a bucket that holds both: parameter by parameter
+        for v in bucket.gradients():
+            if v.data_ptr() in kept:
+                v.div_(self._size)
+            else:
+                v.mul_(self._scale)
+
+    def allreduce(self, bucket, step: Step | None = None):
+        """DDP's built-in all-reduce of one bucket (scale, then the process group's allreduce),
+        its future's value still the work's list; None for a complex bucket (allreduce_hook
+        views it as real). The allreduce call is the built-in's own, its CPU time kept apart in
+        step.collective_s."""
+        buffer = bucket.buffer()
         if buffer.is_complex():
             return None
         if self._scale is None:
             group = self.state if self.state is not None else dist.group.WORLD
-            self._group, self._scale = group, 1.0 / group.size()
-        if self._scale != 1.0:
+            self._group, self._size = group, group.size()
+            self._scale = 1.0 / self._size
+        if self._kept:  # gradient_as_bucket_view=True, gradients set when the backward began
+            self.scale(bucket, buffer)
+        elif self._size != 1:  # scale's first case, inline
             buffer.mul_(self._scale)
         if step is None:
             return self._group.allreduce([buffer]).get_future()
@@ -563,7 +637,7 @@ class TimedHook:
         step = attach.current
         if step is None:
             if timed.substituted:
-                fut = timed.allreduce(bucket.buffer())
+                fut = timed.allreduce(bucket)
                 if fut is not None:
                     return fut.then(_first)
             return timed.hook(timed.state, bucket)
@@ -578,7 +652,7 @@ class TimedHook:
         # the hook the script (or optim=) asked for is theirs, and left out; the all-reduce in
         # place of DDP's built-in is kept apart (substituted_s): the built-in does the same scaling
         # and all-reduce in C++, so this call bounds the substitution's cost
-        raw = timed.allreduce(buffer, step) if timed.substituted else None
+        raw = timed.allreduce(bucket, step) if timed.substituted else None
         fut = raw if raw is not None else timed.hook(timed.state, bucket)
         t2 = time.perf_counter()
         if timed.substituted:
