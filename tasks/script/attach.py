@@ -221,6 +221,9 @@ class Attach:
             if start is not None:
                 step.spans.append(("optimizer", start, end))
             step.end = end
+            for timed in self.timed:
+                if timed.logged:
+                    timed.read_logged(step)
             self.own_s += time.perf_counter() - t
             step.tool_s = self.own_s + self.own_thread_s - step.own0
             step.gc_s = self.gc_s - step.gc0
@@ -355,9 +358,25 @@ class Attach:
         timed = TimedHook(self, state, hook, info, ddp)
         self.timed.append(timed)
         ddp._ddp_comm_timing = timed
+        if self._logged_timing():
+            # DDP's built-in all-reduce, its runtime stats read each step (TimedHook.read_logged)
+            timed.substituted, timed.logged, timed.ddp = False, True, ddp
+            info["comm_timing"] = "ddp_logging"
+            ddp._set_ddp_runtime_logging_sample_rate(1)
+            return
+        info["comm_timing"] = "hook"
         if getattr(ddp, "gradient_as_bucket_view", False):
             self._views[id(ddp)] = timed
         self._real_register(ddp, timed, TimedHook.call)
+
+    def _logged_timing(self) -> bool:
+        """script.comm_timing=ddp_logging applies: no comm hook asked for (optim=) and the host
+        clock (DDP's CPU timer stamps the wall clock; its CUDA timer keeps events of its own)."""
+        return (
+            self.cfg.script.get("comm_timing", "hook") == "ddp_logging"
+            and not self.cfg.optim.get("_target_")
+            and self.clock.device.kind == "cpu"
+        )
 
     def _config_hook(self, ddp):
         """optim='s hook (conf/optim: its _target_ gives (state, hook)), else allreduce_hook: DDP's
@@ -391,6 +410,10 @@ class Attach:
                 timed.info["script_hook_replaced_by"] = self.cfg.optim.name
                 return None
             timed.state, timed.hook, timed.substituted = state, hook, False
+            if timed.logged:  # the script's own hook: timed around it, DDP's stats no longer read
+                timed.logged = False
+                timed.info["comm_timing"] = "hook"
+                self._real_register(ddp, timed, TimedHook.call)
             return None
 
         return register_comm_hook
@@ -535,6 +558,9 @@ class TimedHook:
             else []
         )
         self.where = {id(p): i for i, (_, p) in enumerate(named)}
+        # script.comm_timing=ddp_logging: no comm hook; the DDP whose runtime stats are read, the
+        # last iteration read, and its bucket sizes (bytes) parsed from the stats' string
+        self.logged, self.ddp, self._iteration, self._sizes = False, None, None, (None, [])
         self.params = [p for _, p in named]
         # the parameters' names, shapes and element sizes: the what-if model's sizes
         # (whatif/profile.py)
@@ -630,6 +656,36 @@ class TimedHook:
         work = self._group.allreduce([buffer])
         step.collective_s += time.thread_time() - t
         return work.get_future()
+
+    def read_logged(self, step: Step) -> None:
+        """script.comm_timing=ddp_logging, at the step's end: DDP's runtime stats for its last
+        synchronised backward (reducer.cpp, sample rate 1: the comm start when its first bucket
+        was ready, the comm end when finalize_backward had waited for every bucket; the host's
+        wall clock in ns) put into the step as one entry per bucket, each with that start and end:
+        the comm time and its overlap with backward compute per step, no bucket's own start
+        (result.ready_series gives the what-if model none). DDP stores its stats at the next
+        forward; set_runtime_stats_and_log stores them now (DDP's own average then counts this
+        iteration twice), so the window's last step is read too."""
+        logger = getattr(self.ddp, "logger", None)
+        if logger is None:
+            return
+        logger.set_runtime_stats_and_log()
+        d = self.ddp._get_ddp_logging_data()
+        it = d.get("iteration")
+        if it is None or it == self._iteration:  # no synchronised backward in this step
+            return
+        self._iteration = it
+        a, b = d.get("backward_comm_time_start"), d.get("backward_comm_time_end")
+        if not a or not b or b < a:
+            return
+        text = d.get("rebuilt_bucket_sizes") or d.get("bucket_sizes") or ""
+        if text != self._sizes[0]:
+            self._sizes = (text, [int(x) for x in str(text).split(",") if x.strip()])
+        # the wall clock's ns onto the marks' clock (time.perf_counter on CPU)
+        off = time.time() - time.perf_counter()
+        start, end = a / 1e9 - off, b / 1e9 - off
+        for i, nbytes in enumerate(self._sizes[1] or [0]):
+            step.comm.append((start, end, nbytes, i, self))
 
     @staticmethod
     def call(timed: "TimedHook", bucket):
