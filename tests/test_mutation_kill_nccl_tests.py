@@ -378,11 +378,12 @@ def test_versus_nothing_to_compare():
 
 
 def _vs(**over):
+    # efficiencies of 62, 55 and 70 percent: a factor off by one (101) would print 63, 56 and 71
     vs = {
         "reference": "nccl-tests file",
         "sync_s": 0.008,
         "overlap_s": None,
-        "efficiency": 0.25,
+        "efficiency": 0.62,
         "efficiency_ci_lo": None,
         "efficiency_ci_hi": None,
         "calls": 3,
@@ -399,13 +400,13 @@ def _vs(**over):
 def test_format_comparison_line_by_line():
     assert nt.format_comparison(_vs()) == (
         "comm vs nccl-tests file: the sync took 8 ms per step; the same 3 call(s) (3.0 MiB) take "
-        "2 ms there: efficiency 25% (no interval); busbw 0.393 vs 1.57 GB/s\n"
+        "2 ms there: efficiency 62% (no interval); busbw 0.393 vs 1.57 GB/s\n"
         "  (how)"
     )
     spanned = _vs(
         overlap_s=0.0031,
-        efficiency_ci_lo=0.204,
-        efficiency_ci_hi=0.316,
+        efficiency_ci_lo=0.55,
+        efficiency_ci_hi=0.7,
         reference_busbw_GBps=None,
         one_call_of_total_s=0.00125,
         sync_s=0.1234,
@@ -414,7 +415,7 @@ def test_format_comparison_line_by_line():
     assert nt.format_comparison(spanned) == (
         "comm vs nccl-tests file: the all-reduces spanned 123 ms per step (3.1 ms of it beside "
         "backward, waits for gradients included, so the efficiency is a lower bound); the same 3 "
-        "call(s) (3.0 MiB) take 0.457 ms there: efficiency 25% [20, 32]\n"
+        "call(s) (3.0 MiB) take 0.457 ms there: efficiency 62% [55, 70]\n"
         "  one all_reduce of the whole gradient alone: 1.25 ms (the VGG11 thread's nccl-tests "
         "comparison)\n"
         "  (how)"
