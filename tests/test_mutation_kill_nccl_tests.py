@@ -156,7 +156,7 @@ def test_time_at_reads_in_place_rows_else_out_of_place():
     }
     assert nt.time_at(p, 1000, 2) == pytest.approx(20e-6)
     assert nt.time_at(p, 2000, 2) == pytest.approx(50e-6)
-    with pytest.raises(nt.NcclTestsError, match="no positive times"):
+    with pytest.raises(nt.NcclTestsError, match=r"^no positive times in the nccl-tests rows$"):
         nt.time_at(_parsed([(1000, 0.0, None), (0, 5.0, None)]), 1000, 2)
 
 
@@ -351,8 +351,9 @@ def test_versus_the_microbenchmark_sizes_overlap_and_another_rank_count():
     other = nt.versus(rec, _file(ranks=4))
     assert other["per_size"][0]["time_s"] == pytest.approx(2**20 / 40e9)
     assert other["file_ranks"] == 4
-    assert other["method"].endswith(
-        "; nccl-tests ran 4 ranks and this run 2: its busbw is carried over, not its time"
+    assert other["method"] == (
+        vs["method"]
+        + "; nccl-tests ran 4 ranks and this run 2: its busbw is carried over, not its time"
     )
     assert "carried" not in vs["method"]
     unsaid = nt.versus(rec, {**_file(), "ranks": None})
@@ -360,7 +361,15 @@ def test_versus_the_microbenchmark_sizes_overlap_and_another_rank_count():
 
 
 def test_versus_nothing_to_compare():
+    from base.record import Record
+
     assert nt.versus(_record(time_s=0.0), _file()) is None
+    # no sync time: None before the file's times are read (this file has none to read)
+    assert nt.versus(_record(time_s=0.0), {"ranks": 2, "rows": []}) is None
+    # a record of another task, or without a result
+    other = {"status": "ok", "task": "collectives", "result": {"world_size": 2}}
+    assert nt.versus(Record.from_dict(other), _file()) is None
+    assert nt.versus(Record.from_dict({"status": "failed", "task": "train"}), _file()) is None
     assert nt.versus(_record(), _file()) is None
     one = _record(time_s=0.01)
     one["result"]["world_size"] = 1
