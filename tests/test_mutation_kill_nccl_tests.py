@@ -345,6 +345,9 @@ def test_versus_the_microbenchmark_sizes_overlap_and_another_rank_count():
     assert vs["achievable_s"] == pytest.approx(3 * per[0] + 2 * per[1])
     assert vs["calls"] == 5 and vs["overlap_s"] == 0.004 and vs["efficiency_is"] == "lower bound"
     assert vs["sizes_from"] == "the sizes the on-rank microbenchmark timed"
+    # the sync's busbw from the 8 MiB the record says it sent, not the 7 MiB the sizes add up to
+    assert vs["bytes"] == 7 * 2**20
+    assert vs["sync_busbw_GBps"] == pytest.approx(8 * 2**20 / 0.01 / 1e9)
     # no method in the record: the method says "()"
     assert "the sync's time (); interval" in vs["method"]
     # a 4-rank file: 1 MiB at busbw 40 GB/s, bus factor 1 here: 2**20 / 40e9 s per call
