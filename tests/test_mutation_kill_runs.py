@@ -199,3 +199,78 @@ def test_plan_repeats_is_the_smallest_r_whose_t_interval_meets_the_target():
     )
     capped = runs.plan_repeats(logs, cap=want - 1)
     assert capped["repeats"] is None
+
+
+def _p_faster(lr, se, df, bar):
+    # a faster claim's p-value written out: one-sided t against log(1 + bar), doubled
+    return min(1.0, 2 * float(st.t.sf((lr - math.log1p(bar)) / se, df)))
+
+
+def test_a_floor_raises_the_bar_for_faster_in_the_verdict_and_its_p_value():
+    b = [0.0, 0.01, -0.01]
+    c = [0.14, 0.16, 0.14]  # per-round log ratios 0.14, 0.15, 0.15: about 16% faster, tight
+    plain = runs.compare_runs(b, c, [0, 1, 2], [0, 1, 2])
+    floored = runs.compare_runs(b, c, [0, 1, 2], [0, 1, 2], floor=0.2)
+    d = np.array([0.14, 0.15, 0.15])
+    lr, se = d.mean(), d.std(ddof=1) / math.sqrt(3)
+    # faster than the 2% band, but its interval reaches below a 20% floor
+    assert math.exp(lr - _t(2) * se) > 1.02 and math.exp(lr + _t(2) * se) < 1.2
+    assert plain.verdict == "faster" and floored.verdict == "no significant difference"
+    assert plain.pvalues["faster"] == pytest.approx(_p_faster(lr, se, 2, 0.02))
+    assert floored.pvalues["faster"] == pytest.approx(_p_faster(lr, se, 2, 0.2))
+    assert plain.pvalues["faster"] < 0.05 < floored.pvalues["faster"]
+
+
+def test_refusals_name_the_problem():
+    with pytest.raises(ValueError, match=r"^both sides need at least one run$"):
+        runs.compare_runs([], [0.1])
+    with pytest.raises(ValueError, match=r"^every round times one block of each setting$"):
+        runs.block_ab([0.1, 0.2], [0.1])
+
+
+def test_the_methods_in_full():
+    one = runs.compare_runs([0.0], [0.1, 0.2])
+    assert one.method == (
+        "no run-level interval: 1 run on a side; the spread between runs is unknown, so no "
+        "verdict (repeats=3 or more)"
+    )
+    base = [0.20, 0.22, 0.21, 0.25, 0.20, 0.23]
+    fix = [0.10, 0.14, 0.11, 0.15, 0.12, 0.13]
+    assert runs.block_ab(base, fix).method == (
+        "AB/BA crossover on the per-round log ratios (6 rounds, df 4): each round ran both, so "
+        "its machine state cancels, and the mean of the two orders' means removes which block "
+        "came first"
+    )
+
+
+def test_block_ab_at_another_level_and_its_crossover_p_values():
+    base, fix = [0.2, 0.21, 0.19, 0.2], [0.1, 0.11, 0.1, 0.12]
+    d = np.log(np.array(base) / np.array(fix))
+    se = d.std(ddof=1) / 2
+    sp = runs.block_ab(base, fix, level=0.9)
+    assert sp.ci_lo == pytest.approx(math.exp(d.mean() - _t(3, 0.9) * se))
+    assert sp.ci_hi == pytest.approx(math.exp(d.mean() + _t(3, 0.9) * se))
+    base6 = [0.20, 0.22, 0.21, 0.25, 0.20, 0.23]
+    fix6 = [0.19, 0.20, 0.20, 0.23, 0.19, 0.22]
+    cross = runs.block_ab(base6, fix6)
+    p = _p_faster(cross.log_ratio, cross.log_se, 4.0, 0.02)
+    assert 0.0 < p < 1.0 and cross.pvalues["faster"] == pytest.approx(p)
+
+
+def test_an_undecided_welch_comparison_plans_its_repeats_on_welchs_df():
+    b = np.array([0.0, 0.05, -0.04])
+    c = np.array([0.06, 0.0, 0.1, 0.03])
+    sp = runs.compare_runs(b, c)
+    assert sp.verdict == "no significant difference" and not sp.paired
+    vb, vc = b.var(ddof=1) / 3, c.var(ddof=1) / 4
+    se = math.sqrt(vb + vc)
+    df = (vb + vc) ** 2 / (vb**2 / 2 + vc**2 / 3)
+    lr = c.mean() - b.mean()
+    up, down = math.log1p(0.02), math.log1p(-0.02)
+    want = None
+    for r in range(4, 101):  # runs per side beyond the smaller side's 3
+        h = _t(max(1.0, df * (r - 1) / 2)) * se * math.sqrt(3 / r)
+        if lr - h > up or lr + h < down or (lr - h >= down and lr + h <= up):
+            want = r
+            break
+    assert want is not None and sp.repeats_needed == want
