@@ -274,3 +274,62 @@ def test_an_undecided_welch_comparison_plans_its_repeats_on_welchs_df():
             want = r
             break
     assert want is not None and sp.repeats_needed == want
+
+
+def test_the_saving_interval_width_and_the_stopping_rule():
+    # ratio interval [1.25, 2]: the time saved runs from 1 - 1/1.25 = 20% to 1 - 1/2 = 50%
+    s = runs.Speedup(ratio=1.5, ci_lo=1.25, ci_hi=2.0)
+    width = 0.5 - 0.2
+    assert runs.saving_width(s) == pytest.approx(width)
+    assert runs.saving_width(runs.Speedup(ratio=1.5, ci_hi=2.0)) is None
+    assert runs.saving_width(runs.Speedup(ratio=1.5, ci_lo=1.25)) is None
+    # a ratio end at 0 has no time saved: no width
+    assert runs.saving_width(runs.Speedup(ratio=1.0, ci_lo=0.0, ci_hi=2.0)) is None
+    assert runs.saving_width(runs.Speedup(ratio=1.0, ci_lo=1.25, ci_hi=-1.0)) is None
+    w = runs.saving_width(s)
+    # at least 6 rounds and a width at most the bar (equal to it included)
+    assert runs.narrow_enough(s, 6, w) is True
+    assert runs.narrow_enough(s, 7, 0.31) is True
+    assert runs.narrow_enough(s, 5, 0.31) is False
+    assert runs.narrow_enough(s, 6, 0.29) is False
+    assert runs.narrow_enough(runs.Speedup(ratio=1.5), 6, 0.31) is False
+    assert runs.narrow_enough(runs.Speedup(ratio=1.5), 6, 1e9) is False
+
+
+def test_a_speedup_as_a_dict_is_its_fields():
+    s = runs.Speedup(ratio=1.5, ci_lo=1.25, ci_hi=2.0, paired=True, method="m")
+    d = s.as_dict()
+    assert d["ratio"] == 1.5 and d["ci_lo"] == 1.25 and d["paired"] is True and d["method"] == "m"
+    assert set(d) == {
+        "ratio", "ci_lo", "ci_hi", "log_ratio", "log_se", "df", "paired", "n_baseline",
+        "n_candidate", "pvalues", "verdict", "repeats_needed", "method",
+    }  # fmt: skip
+
+
+def test_welch_needs_two_runs_a_side_and_the_paired_method_names_its_df():
+    sp = runs.compare_runs([0.0, 0.1, 0.05], [0.3, 0.5])
+    assert not sp.paired and sp.ci_lo is not None and "Welch" in sp.method
+    paired = runs.compare_runs([0.0, 0.1, 0.3], [0.2, 0.29, 0.51], [0, 1, 2], [0, 1, 2])
+    assert paired.method == (
+        "paired t on the per-round log ratios (3 rounds, df 2): each round ran both, so a "
+        "round's machine state cancels"
+    )
+
+
+def test_log_rate_and_run_level_refusals():
+    assert runs.log_rate([1.0, 3.0], [2, 6]) == pytest.approx(math.log(2.0))
+    msg = r"^each run needs one positive wall time and one positive work count per block$"
+    with pytest.raises(ValueError, match=msg):
+        runs.log_rate([1.0, 1.0], [0.0, 2.0])
+    with pytest.raises(ValueError, match=r"^no runs$"):
+        runs.run_level([])
+
+
+def test_plan_repeats_up_to_its_cap_and_no_further():
+    # a spread where 101 runs are the first to reach +-2%: t(0.975, 100) sqrt(s2 / 101) = goal
+    goal = math.log1p(0.02)
+    s2 = (goal / _t(100)) ** 2 * 101 * (1 - 1e-9)
+    logs = [0.0, math.sqrt(2 * s2)]  # two runs: sample variance d^2 / 2 = s2
+    assert _t(99) * math.sqrt(s2 / 100) > goal
+    assert runs.plan_repeats(logs)["repeats"] is None  # the default cap, 100
+    assert runs.plan_repeats(logs, cap=101)["repeats"] == 101
