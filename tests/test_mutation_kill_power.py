@@ -181,3 +181,11 @@ def test_a_budget_that_binds_gives_the_least_detectable_it_affords():
     assert tiny["reached"] == "budget" and tiny["runs"] == power.MIN_RUNS
     assert tiny["steps"] == 20 and tiny["seconds"] == pytest.approx(3 * 3 * (4.0 + 20 * 0.05))
     assert "affords fewer than 3 runs" in tiny["reason"]
+
+
+def test_detectable_at_welchs_fractional_df():
+    # Welch's df is fractional: the design at df 2.4 is not the one at df 2 (which would give this
+    # difference 89% power, not 80%)
+    d = power.detectable(0.01, 2.4)
+    assert _power_at(d, 0.01, 2.4) == pytest.approx(0.8, abs=1e-4)
+    assert _power_at(d, 0.01, 2.4) - _power_at(d, 0.01, 2.0) > 0.01
