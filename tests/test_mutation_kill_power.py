@@ -189,3 +189,29 @@ def test_detectable_at_welchs_fractional_df():
     d = power.detectable(0.01, 2.4)
     assert _power_at(d, 0.01, 2.4) == pytest.approx(0.8, abs=1e-4)
     assert _power_at(d, 0.01, 2.4) - _power_at(d, 0.01, 2.0) > 0.01
+
+
+def test_a_plan_s_default_target_is_5_percent_and_its_power_is_the_one_asked():
+    p = _pilot()
+    assert power.plan(p, rows=2)["target"] == 0.05
+    out = power.plan(p, rows=2, target=0.05, power=0.9)
+    r, n = out["runs"], out["steps"]
+    sd = _diff_sd(out, n)
+    # the runs are enough for 90% power at 5%, not merely 80%
+    assert out["detectable"] <= 0.05
+    assert _power_at(0.05, sd / math.sqrt(r), r - 1, family=2) >= 0.9 - 1e-4
+
+
+def test_a_budget_that_binds_a_half_width_plan_gives_the_narrowest_it_affords():
+    p = _pilot()
+    free = power.plan(p, rows=2, target=0.005, goal="half_width")
+    budget = free["seconds"] / 2
+    out = power.plan(p, rows=2, target=0.005, goal="half_width", budget_s=budget)
+    r, n = out["runs"], out["steps"]
+    assert out["reached"] == "budget" and r >= power.MIN_RUNS and out["seconds"] <= budget
+    hw = math.expm1(_t(0.975, r - 1) * _diff_sd(out, n) / math.sqrt(r))
+    assert out["half_width"] == pytest.approx(hw) and hw > 0.005
+    assert out["reason"].startswith(
+        f"stopped at compare.budget_s={budget:g}: {r} runs x {n} steps reach +-{hw:.1%}, not "
+        "+-0.5%; +-0.5% would take"
+    )
