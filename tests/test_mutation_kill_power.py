@@ -215,3 +215,30 @@ def test_a_budget_that_binds_a_half_width_plan_gives_the_narrowest_it_affords():
         f"stopped at compare.budget_s={budget:g}: {r} runs x {n} steps reach +-{hw:.1%}, not "
         "+-0.5%; +-0.5% would take"
     )
+
+
+def test_a_target_inside_the_noise_band_plans_the_cap():
+    # 2% is the noise band itself: no run count detects it, so the plan is the cap's best
+    out = power.plan(_pilot(), rows=2, target=0.02)
+    assert out["reached"] == "cap" and out["runs"] == power.MAX_RUNS
+    assert out["target_runs"] is None
+    assert out["reason"].endswith("not 2%; 2% would take more than 200 runs")
+
+
+def test_a_binding_budget_picks_the_steps_that_detect_the_least():
+    p = _pilot()
+    budget = power.plan(p, rows=2, target=0.03)["seconds"] / 2
+    out = power.plan(p, rows=2, target=0.03, budget_s=budget)
+    c = out["components"]
+    # the steps the plan tries: 25 points from 10 to 4x the pilot's 20 steps, and the pilot's own
+    tried = sorted({int(round(v)) for v in np.geomspace(10, 80, 25)} | {20})
+    assert out["steps"] in tried
+
+    def least(n):
+        r = min(power.MAX_RUNS, int(budget // (3 * (4.0 + n * 0.05))))
+        sd = math.sqrt(2 * (c["between_var"] + c["per_step_var"] / n))
+        return power.detectable(sd / math.sqrt(r), r - 1, 2) if r >= power.MIN_RUNS else None
+
+    seen = {n: least(n) for n in tried}
+    best = min((d, n) for n, d in seen.items() if d is not None)
+    assert out["steps"] == best[1] and out["detectable"] == pytest.approx(best[0])
