@@ -242,3 +242,11 @@ def test_a_binding_budget_picks_the_steps_that_detect_the_least():
     seen = {n: least(n) for n in tried}
     best = min((d, n) for n, d in seen.items() if d is not None)
     assert out["steps"] == best[1] and out["detectable"] == pytest.approx(best[0])
+
+
+def test_a_budget_exactly_the_target_s_cost_reaches_the_target():
+    p = _pilot()
+    free = power.plan(p, rows=2, target=0.03)
+    exact = power.plan(p, rows=2, target=0.03, budget_s=free["seconds"])
+    assert exact["reached"] == "target"
+    assert (exact["runs"], exact["steps"]) == (free["runs"], free["steps"])
