@@ -120,6 +120,14 @@ class MeasurePolicy(StrEnum):
     adaptive = "adaptive"  # blocks until the median step's CI is +-measure.rel_ci, or a cap
 
 
+class ScriptCommTiming(StrEnum):
+    """`script.comm_timing=`: how task=script times the communication of a DDP whose script asks for
+    no comm hook (docs/script.md)."""
+
+    hook = "hook"  # an all-reduce in DDP's place, through a Python comm hook: each bucket timed
+    ddp_logging = "ddp_logging"  # DDP's built-in, read from its runtime stats each step
+
+
 class DeviceKind(StrEnum):
     """`device=`: where the ranks compute (the device layer itself is device.cpu.Device and its
     subclasses)."""
@@ -526,6 +534,12 @@ class Script:
     )
     first_step_timeout_s: float = knob(
         60, "no optimizer step by then: refused as not a training script", gt=0
+    )
+    comm_timing: ScriptCommTiming = knob(
+        "hook",
+        "where no comm hook is asked for: hook (the tool's all-reduce in DDP's place, each "
+        "bucket's start and end) or ddp_logging (DDP's built-in, its runtime stats every step: "
+        "comm start and end per step, no bucket starts; CPU)",
     )
 
 

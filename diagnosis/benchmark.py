@@ -19,6 +19,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import statistics
 from collections import Counter
 import subprocess
@@ -222,8 +223,6 @@ class Runner:
         """One `python train.py -m` over the given overrides, `repeats` rounds; its sweep dir."""
         sweep_dir = self.out / name
         if sweep_dir.is_dir():  # a run of the benchmark before: its records must not mix with these
-            import shutil
-
             shutil.rmtree(sweep_dir)
         cmd = [
             sys.executable,
@@ -291,6 +290,18 @@ def _value(v) -> str:
     return str(v).lower() if isinstance(v, bool) else str(v)
 
 
+def clear_fixes(out: Path, chosen: list[Case]) -> None:
+    """An earlier run's fix sweeps (and logs) of the chosen cases: this run makes its own, maybe
+    fewer (fix_<case>_<i>, one per distinct fix its runs recommend), and one left behind was read as
+    this run's (table's docstring)."""
+    for c in chosen:
+        for stale in out.glob(f"fix_{c.name}_*"):
+            if stale.is_dir():
+                shutil.rmtree(stale)
+            else:
+                stale.unlink()
+
+
 def run(
     out: Path, repeats: int, names: list[str] | None, delay: float, script: bool = False
 ) -> dict:
@@ -304,6 +315,7 @@ def run(
     for c in chosen:
         if c.name not in skipped:
             groups.setdefault(c.group, []).append(c)
+    clear_fixes(out, chosen)
     for name, group in groups.items():
         runner.sweep(name, group_overrides(group), hog=name in ("busy", "script_busy"))
     records = load(out)
@@ -319,7 +331,7 @@ def run(
                 **{k: _value(v) for k, v in change.items()},
             }
             runner.sweep(f"fix_{c.name}_{i}", [f"{k}={v}" for k, v in items.items()])
-    result = table(out, chosen, delay)
+    result = table(out, chosen, delay, sweeps=swept(runner.log))
     result.update(
         skipped=skipped,
         wall_s=time.time() - t0,
@@ -506,8 +518,32 @@ def measured(case_runs: list[Run | Record | dict], fix: list[Run | Record | dict
     }
 
 
-def table(out: Path, chosen: list[Case], delay: float, rescore: bool = False) -> dict:
-    records = load(out, rescore)
+def swept(commands: list[str] | None) -> set[str] | None:
+    """The sweeps a benchmark ran (the last part of each command's hydra.sweep.dir), None where it
+    does not say (a copy of the records without its benchmark.json)."""
+    if not commands:
+        return None
+    return {
+        Path(o.split("=", 1)[1]).name
+        for cmd in commands
+        for o in cmd.split()
+        if o.startswith("hydra.sweep.dir=")
+    }
+
+
+def table(
+    out: Path,
+    chosen: list[Case],
+    delay: float,
+    rescore: bool = False,
+    sweeps: set[str] | None = None,
+) -> dict:
+    """The scores of the records under out; sweeps: only those sweeps' (the ones this benchmark
+    ran, benchmark.json's commands). A sweep dir an earlier run left in the same out is not this
+    run's: the committed 2026-12-07 quiet run (12:27-12:41 UTC) scored slow_link_40mbit against
+    fix_slow_link_40mbit_1 (04:51 UTC, an earlier run's second fix sweep of the same command,
+    whose forward and optimizer ran 1.6x slower), not its own fix_slow_link_40mbit_0."""
+    records = [r for r in load(out, rescore) if sweeps is None or r.sweep in sweeps]
     rows = []
     for c in chosen:
         runs = runs_of(records, c)
@@ -890,7 +926,13 @@ def main(argv: list[str] | None = None) -> int:
         chosen = select(names, old.get("delay_s", args.delay), old.get("script", args.script))
         result = {
             **old,
-            **table(out, chosen, old.get("delay_s", args.delay), rescore=bool(args.score)),
+            **table(
+                out,
+                chosen,
+                old.get("delay_s", args.delay),
+                rescore=bool(args.score),
+                sweeps=swept(old.get("commands")),
+            ),
         }
         result["common"] = old.get("common", COMMON)  # what those runs ran with, not today's
         result.pop("scored_by", None)

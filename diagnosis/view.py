@@ -325,6 +325,9 @@ class RunView:
             c.exposed_s - less > cap
         ):  # the timers' figure differs from the one printed: say so, and by how much
             after += f", capped at the step (DDP's timers say {ms_text(c.exposed_s)} ms)"
+        bound = self._window_bound(less)
+        if bound is not None:  # the probe steps say more than the window's backward phase holds
+            return bound
         if c.exposed_ci_lo is not None and c.exposed_ci_hi is not None:
             return Sample(
                 fix(c.exposed_s),
@@ -342,6 +345,64 @@ class RunView:
             else "its samples"
         )
         return Sample(fix(c.exposed_s), n=n, source=f"{what}, {many}{after}", wait_s=less)
+
+    def _window_bound(self, less: float) -> Sample | None:
+        """DDP's exposed time comes from the untimed probe steps after the window; its all-reduce
+        wait happens inside loss.backward(), so in the window it is at most rank 0's backward phase
+        less the backward compute (the probe's reducer timer), plus the part of the step rank 0's
+        timer does not cover. Where even that bound's upper end is under the probe's figure, the
+        probe steps ran in other conditions than the window (a neighbour's burst): the healthy
+        base/4 run of results/diagnosis_benchmark (2026-12-07) read 5.8 ms in its probe steps
+        against a window whose whole backward phase was 4.4 ms [3.7, 5.1] with 2.45 ms of compute,
+        and its microbenchmark, also after the window, ran 3x slower than its siblings'; the rule
+        then called 74% of a healthy step exposed communication. A contradicted probe gives no
+        lower end: the figure is the window's bound, its interval [0, the bound's upper end].
+
+        The window's figure is the step accounting's "transfer in the window" (diagnosis.accounting,
+        from the phases' means), here from the backward phase's median and its interval.
+        None where the probe agrees with the window, or the record cannot say (not DDP, no
+        backward interval, the probe's compute itself over the window's backward phase), where the
+        probe has no interval (too few steps: the rules already ask for probe_steps=6), and
+        behind an emulated link: a token bucket's burst serves back-to-back window steps and the
+        probe steps differently (tasks/train/probes.py), so there a gap between the two is the
+        link's, not a disturbance (the 2026-11-25 20 Mbit/s runs: probe 25.7 ms against a window
+        bound of about 21)."""
+        c = self.train.comm
+        bc = c.backward_compute_s
+        bwd = self.phase("backward")
+        link = self.env.link
+        if (
+            self.train.sync != "ddp"
+            or c.exposed_ci_lo is None  # one probe step: the rules already ask for more
+            or bc is None
+            or bwd is None
+            or bwd.ci_hi is None
+            or bc > bwd.median
+            or (link is not None and link.emulated)
+        ):
+            return None
+        a = self.acc
+        untimed = (
+            max(0.0, a.step_s - a.rank0.step_mean_s)
+            if a and a.complete and a.step_s and a.rank0.step_mean_s
+            else 0.0
+        )
+        hi = bwd.ci_hi - bc + untimed
+        if c.exposed_s - less <= hi:
+            return None
+        cap = self.step_s or float("inf")
+        return Sample(
+            min(cap, bwd.median - bc + untimed),
+            0.0,
+            min(cap, hi),
+            bwd.ci_level,
+            bwd.n,
+            f"at most the window's backward phase less its compute ({ms_text(bwd.median)} - "
+            f"{ms_text(bc)} ms, + {ms_text(untimed)} ms the step timer does not cover): the probe "
+            f"steps' {ms_text(c.exposed_s - less)} ms is more than the window holds, so they did "
+            "not run as the window did",
+            wait_s=less,
+        )
 
     def fraction_of_step(self, s: Sample | None) -> Sample | None:
         """A figure (median and interval, in seconds) as a share of the step median."""

@@ -178,6 +178,7 @@ def run_rank(plain: dict, job: dict, hand_in=None, on_hung=None) -> Outcome | No
                 raise RankError(outcome) from e
             raise
         finally:
+            gc.unfreeze()  # what a task froze before its window (train.window.settle_collector)
             if dist.is_initialized():
                 # a collection first: what reference cycles still hold of the group goes here, on
                 # this thread (a DDP's hold is from C++ and stays: its gloo threads live on to exit,

@@ -16,7 +16,7 @@ import base.schema as schema
 import tasks
 from device.host import Host
 from tests.bad_input import CPU_BOX, GIB, LOGIN_NODE, accepted, composed, refused
-from tests.conftest import CONF, compose, read, run_train
+from tests.conftest import CONF, compose, read, run_train, train_main
 
 ONE_GPU = Host(gpus=1, cpus=8, free_bytes=60 * GIB, gpu_free_bytes=70 * GIB)
 
@@ -506,9 +506,8 @@ def test_typo_and_unknown_choice_from_the_command_line(tmp_path):
     assert not list(Path(proc.out_dir).glob("*/run_record.json"))
 
 
-@pytest.mark.subprocess
 def test_preset_without_m_is_refused(tmp_path):
-    proc = run_train(["experiment=ddp_overhead", "logger=none"], tmp_path)
+    proc = train_main(["experiment=ddp_overhead", "logger=none"], tmp_path)
     assert proc.returncode == 2
     assert (
         "experiment=ddp_overhead is a sweep (sync=local,ddp) and needs -m: python train.py -m "

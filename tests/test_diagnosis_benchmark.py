@@ -466,3 +466,56 @@ def test_each_run_is_scored_against_its_own_top_findings_fix(tmp_path):
     assert row["holds"] == [True, True]
     # inside, too: run 1's 60% [55, 65] against bucket=100's 50% would miss by 5 points
     assert row["inside"] == 2 and row["missed_by"] == 0, row
+
+
+def test_a_sweep_an_earlier_run_left_is_not_scored(tmp_path):
+    """The committed 2026-12-07 quiet run (12:27-12:41 UTC) found fix_slow_link_40mbit_1 beside
+    its own fix_slow_link_40mbit_0 in its out dir: an earlier run's (04:51 UTC) second fix sweep of
+    the same command, which this run did not make, so did not replace. Both match the top
+    finding's fix; the per-round pairing took the stale one (+19, +8, -3 points, where the run's own
+    fix sweep gives -8, -11, -10). The table reads only the sweeps benchmark.json's commands ran,
+    and a run of the benchmark first removes the fix sweeps of its cases an earlier run left."""
+    import json
+
+    from diagnosis.benchmark import clear_fixes, swept, table
+
+    case = next(c for c in cases() if c.name == "slow_link_40mbit")
+
+    def write(sweep, rep, overrides, sps, found=()):
+        rec = {
+            "schema_version": 3,
+            "status": "ok",
+            "task": "train",
+            "overrides": [f"repeat={rep}", *overrides],
+            "result": {"throughput": {"samples_per_s": sps}, "diagnosis": {"findings": found}},
+        }
+        d = tmp_path / sweep / str(rep)
+        d.mkdir(parents=True)
+        (d / "run_record.json").write_text(json.dumps(rec))
+
+    top = {
+        "rule": "exposed_comm.slow_link",
+        "title": "the link",
+        "detail": "",
+        "evidence": [],
+        "matches": "",
+        "command": "",
+        "recommends": {"optim": "powersgd"},
+        "saving": {"fraction": 0.4, "lo": 0.35, "hi": 0.45},
+    }
+    for rep in (0, 1):
+        write("link", rep, case.overrides, 60.0, [top])
+        write("fix_slow_link_40mbit_0", rep, [*case.overrides, "optim=powersgd"], 100.0)  # 40%
+        write("fix_slow_link_40mbit_1", rep, [*case.overrides, "optim=powersgd"], 75.0)  # stale
+    commands = [
+        f"train.py -m {' '.join(case.overrides)} repeats=2 hydra.sweep.dir={tmp_path}/link",
+        f"train.py -m optim=powersgd hydra.sweep.dir={tmp_path}/fix_slow_link_40mbit_0",
+    ]
+    assert swept(commands) == {"link", "fix_slow_link_40mbit_0"} and swept([]) is None
+    row = table(tmp_path, [case], 0.1, sweeps=swept(commands))["rows"][0]
+    assert row["errors"] == [pytest.approx(0.0), pytest.approx(0.0)], row["errors"]
+    stale = table(tmp_path, [case], 0.1)["rows"][0]  # every sweep in the dir: the stale one wins
+    assert stale["errors"] == [pytest.approx(0.2), pytest.approx(0.2)], stale["errors"]
+    (tmp_path / "fix_slow_link_40mbit_1.log").write_text("")
+    clear_fixes(tmp_path, [case])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link"]

@@ -330,3 +330,46 @@ def test_the_short_step_scatter_is_what_the_committed_loopback_records_give():
                     short.append((str(p), rec))
     sd, df = run_to_run(short)
     assert df == 28 and round(sd, 3) == SHORT_STEP_RUN_TO_RUN_SD, (sd, df)
+
+
+# ------------------------------------ 2026-12-07: the quiet run's healthy false finding (issue 37)
+# A copy of results/diagnosis_benchmark's healthy base/4 record of the quiet rerun committed at
+# 0a13ec6 (12:27-12:41 UTC, load 0.5-1.8): sync=ddp, vgg11_tiny, loopback, nothing injected.
+BENCH_1207 = Path(__file__).resolve().parent / "fixtures" / "benchmark_2026-12-07"
+
+
+def test_a_probe_the_window_contradicts_names_nothing_on_a_healthy_run():
+    """Its six probe steps read 5.8 ms [1.3, 6.8] of exposed communication, 74% of the step, and
+    the rule named it (exposed_comm.unexplained, the efficiency [6, 62]% straddling 50%); the
+    window's whole backward phase, which holds DDP's all-reduce wait, was 4.38 ms [3.70, 5.06]
+    with 2.45 ms of it compute. The probe did not run as the window did: its figure is the window's
+    bound with no lower end, and a healthy run names nothing."""
+    from diagnosis.view import RunView
+
+    rec = json.loads((BENCH_1207 / "base" / "4" / "run_record.json").read_text())
+    assert "sync=ddp" in rec["overrides"] and rec["result"]["comm"]["exposed_s"] > 0.0055
+    assert named(diagnose(rec)) == [], [f["title"] for f in named(diagnose(rec))]
+    e = RunView(rec).exposed()
+    r = rec["result"]
+    bwd, bc = r["phases"]["backward"], r["comm"]["backward_compute_s"]
+    assert e.ci_lo == 0.0 and "did not run as the window did" in e.source
+    assert e.median >= bwd["median"] - bc and e.ci_hi < r["comm"]["exposed_s"]
+
+
+def test_a_probe_the_window_holds_is_still_read():
+    """The same record with 6 ms more of every window step in backward (the probe's 5.8 ms of
+    exposed communication now fits in it): the probe's figure and interval stand, and 74%
+    exposed is named again."""
+    from diagnosis.view import RunView
+
+    rec = json.loads((BENCH_1207 / "base" / "4" / "run_record.json").read_text())
+    r = rec["result"]
+    r["phases"]["backward"] = {
+        k: (v + 0.006 if k in ("median", "ci_lo", "ci_hi", "mean", "min", "max", "q1", "q3") else v)
+        for k, v in r["phases"]["backward"].items()
+    }
+    r["series"]["phases"]["backward"] = [b + 0.006 for b in r["series"]["phases"]["backward"]]
+    e = RunView(rec).exposed()
+    assert e.median == pytest.approx(r["comm"]["exposed_s"] - e.wait_s)
+    assert e.ci_lo == pytest.approx(r["comm"]["exposed_ci_lo"] - e.wait_s)
+    assert [f["rule"] for f in named(diagnose(rec))][:1] == ["exposed_comm.unexplained"]

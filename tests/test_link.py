@@ -242,23 +242,15 @@ def test_no_link_is_accepted_without_root():
     link.check(compose([]), host=CPU_HOST, support=Support("root"))  # link=none never asks for root
 
 
-@pytest.mark.subprocess
-def test_the_refusal_reaches_the_user_as_one_line_and_exit_2(tmp_path):
-    """Through the real entry point, with the machine's answer injected the way check() reads it:
-    not root."""
-    argv = ["train.py", *TINY, "link=1gbe", f"hydra.run.dir={tmp_path / 'run'}"]
-    code = (
-        "import sys; import launchers.link as l; l.probe = lambda: l.Support('root'); "
-        f"sys.argv = {argv!r}; import train; sys.exit(train.main())"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "WANDB_MODE": "disabled"},
-    )
+def test_the_refusal_reaches_the_user_as_one_line_and_exit_2(tmp_path, monkeypatch):
+    """Through the real entry point (train.main, in this process), with the machine's answer
+    injected the way check() reads it: not root."""
+    import launchers.link
+
+    from tests.conftest import train_main
+
+    monkeypatch.setattr(launchers.link, "probe", lambda: launchers.link.Support("root"))
+    proc = train_main([*TINY, "link=1gbe"], tmp_path)
     assert proc.returncode == 2, proc.stderr[-2000:]
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "link=1gbe (1Gbit/s) needs root" in errors[0]

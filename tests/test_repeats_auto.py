@@ -129,11 +129,10 @@ def test_the_sweep_table_leaves_the_pilots_runs_out(tmp_path):
     assert len(entries) == 2 and all("/pilot/" in e.output_dir for e in entries)
 
 
-@pytest.mark.subprocess
 def test_repeats_auto_with_one_configuration_is_refused_in_one_line(tmp_path):
-    from tests.conftest import run_train
+    from tests.conftest import train_main
 
-    proc = run_train(
+    proc = train_main(
         ["model=vgg11_tiny", "scale=smoke", "logger=none", "repeats=auto"], tmp_path, multirun=True
     )
     assert proc.returncode == 2 and not proc.out_dir.exists()

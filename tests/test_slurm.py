@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 from base.errors import ConfigError
 from launchers import slurm
 from launchers.slurm import settings
-from tests.conftest import ROOT, TINY, run_train
+from tests.conftest import ROOT, TINY, run_train, train_main
 from tests.slurm_cluster import (
     START,
     needs_cluster,
@@ -191,11 +191,10 @@ def test_check_config_names_problem_and_fix(kw, words, monkeypatch):
     slurm.check_config(_cfg())  # the consistent config passes
 
 
-@pytest.mark.subprocess
 def test_launcher_slurm_without_multirun_is_refused(tmp_path):
     """Hydra only uses its launcher in a multirun: without -m the job would quietly run here, on
     this machine."""
-    proc = run_train(["launcher=slurm", *TINY], tmp_path, timeout=120)
+    proc = train_main(["launcher=slurm", *TINY], tmp_path)
     assert proc.returncode != 0
     assert "add -m" in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-2000:]
     assert (
@@ -204,14 +203,8 @@ def test_launcher_slurm_without_multirun_is_refused(tmp_path):
     )
 
 
-@pytest.mark.subprocess
 def test_world_size_disagreeing_with_slurm_layout_is_refused_before_submitting(tmp_path):
-    proc = run_train(
-        ["launcher=slurm", *TINY, "world_size=4", "bucket=25,100"],
-        tmp_path,
-        multirun=True,
-        timeout=120,
-    )
+    proc = train_main(["launcher=slurm", *TINY, "world_size=4", "bucket=25,100"], tmp_path, True)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 2
     assert "world_size=4" in out and "1 x 1 = 1" in out and "launcher.tasks_per_node" in out, out[
@@ -245,7 +238,6 @@ def test_world_size_disagreeing_with_slurm_layout_is_refused_before_submitting(t
         ),
     ],
 )
-@pytest.mark.subprocess
 def test_hydra_submitit_habits_are_refused_with_the_equivalent_command(
     typed, said, expected, tmp_path
 ):
@@ -253,7 +245,7 @@ def test_hydra_submitit_habits_are_refused_with_the_equivalent_command(
     hydra.launcher.<key>) is refused before anything is submitted, in one line naming the command
     that does it here; that command composes to the same Slurm job with every setting in its one
     place, launcher.*."""
-    proc = run_train([*typed, *TINY, "bucket=25,100"], tmp_path, multirun=True, timeout=120)
+    proc = train_main([*typed, *TINY, "bucket=25,100"], tmp_path, multirun=True)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 2 and "Traceback" not in out, out[-2000:]
     [line] = [ln for ln in out.splitlines() if ln.startswith("error:")]

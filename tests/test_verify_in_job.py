@@ -152,6 +152,9 @@ def test_blocks_behind_a_shaped_link_settle_until_its_bucket_refills():
     assert settle_steps(10.0, 0.024, 0.01) == SETTLE_STEPS + MAX_SETTLE_STEPS
     # the probe after the window settles as long, minus the switch's own step
     assert refill_steps(refill, 0.01) == 3 and refill_steps(0.0, 0.01) == 0
+    # a refill under REFILL_SHARE of the step moves no sample by more: none (1gbe's 1 ms against
+    # the default VGG11 step of 4.9 s); at 0.2% of it, one
+    assert refill_steps(1e-3, 4.9) == 0 and refill_steps(1e-3, 0.5) == 1
     # the settle steps come out of what a longer block may take
     assert plan_block(1, 0.024, 0.02, 1.0, settle=4) < plan_block(1, 0.024, 0.02, 1.0, settle=1)
 

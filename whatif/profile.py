@@ -171,8 +171,9 @@ def from_record(record: Record | dict, path: str = "", model: str | None = None)
         raise ProfileError(
             f"{path or 'record'}: task=script, and the record holds no parameter sizes of the "
             "script's "
-            "model (no bucket was all-reduced in the window, or it was made before they were "
-            "recorded): name a model of the same sizes with --model NAME (conf/model/NAME.yaml)"
+            "model (no bucket was all-reduced in the window, it was made before they were "
+            "recorded, or with script.comm_timing=ddp_logging: no bucket's start): name a model "
+            "of the same sizes with --model NAME (conf/model/NAME.yaml)"
         )
     if record.task not in ("train", "script"):
         raise ProfileError(

@@ -14,6 +14,7 @@ script's own `except Exception` does not catch: no collective is in flight then.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import gc
 import time
@@ -107,6 +108,10 @@ class Attach:
         self._pending = set()  # modules inside a forward (a model wrapped twice nests them)
         self._fwd: dict[int, object] = {}  # id(DDP module) -> its forward's start mark
         self._batch: set[int] = set()  # ids of the host tensors of the window's last batch
+        # id(DDP module) -> its TimedHook, for each DDP built with gradient_as_bucket_view=True:
+        # a gradient kept between steps is its bucket view there, and the built-in divides it in
+        # place where it multiplies the others (TimedHook.scale); empty otherwise (no cost)
+        self._views: dict[int, TimedHook] = {}
         # the window's own hook and patches (removed once it is over)
         self._window_hooks: list = []
         self._window_patches: dict[str, object] = {}
@@ -216,6 +221,9 @@ class Attach:
             if start is not None:
                 step.spans.append(("optimizer", start, end))
             step.end = end
+            for timed in self.timed:
+                if timed.logged:
+                    timed.read_logged(step)
             self.own_s += time.perf_counter() - t
             step.tool_s = self.own_s + self.own_thread_s - step.own0
             step.gc_s = self.gc_s - step.gc0
@@ -350,7 +358,25 @@ class Attach:
         timed = TimedHook(self, state, hook, info, ddp)
         self.timed.append(timed)
         ddp._ddp_comm_timing = timed
+        if self._logged_timing():
+            # DDP's built-in all-reduce, its runtime stats read each step (TimedHook.read_logged)
+            timed.substituted, timed.logged, timed.ddp = False, True, ddp
+            info["comm_timing"] = "ddp_logging"
+            ddp._set_ddp_runtime_logging_sample_rate(1)
+            return
+        info["comm_timing"] = "hook"
+        if getattr(ddp, "gradient_as_bucket_view", False):
+            self._views[id(ddp)] = timed
         self._real_register(ddp, timed, TimedHook.call)
+
+    def _logged_timing(self) -> bool:
+        """script.comm_timing=ddp_logging applies: no comm hook asked for (optim=) and the host
+        clock (DDP's CPU timer stamps the wall clock; its CUDA timer keeps events of its own)."""
+        return (
+            self.cfg.script.get("comm_timing", "hook") == "ddp_logging"
+            and not self.cfg.optim.get("_target_")
+            and self.clock.device.kind == "cpu"
+        )
 
     def _config_hook(self, ddp):
         """optim='s hook (conf/optim: its _target_ gives (state, hook)), else allreduce_hook: DDP's
@@ -384,6 +410,10 @@ class Attach:
                 timed.info["script_hook_replaced_by"] = self.cfg.optim.name
                 return None
             timed.state, timed.hook, timed.substituted = state, hook, False
+            if timed.logged:  # the script's own hook: timed around it, DDP's stats no longer read
+                timed.logged = False
+                timed.info["comm_timing"] = "hook"
+                self._real_register(ddp, timed, TimedHook.call)
             return None
 
         return register_comm_hook
@@ -423,6 +453,10 @@ class Attach:
         self.own_s += time.perf_counter() - t
 
     def _forward_post(self, module, args, output):
+        if self._views and id(module) in self._views:
+            t = time.perf_counter()
+            self._views[id(module)].watch(output)
+            self.own_s += time.perf_counter() - t
         if self.retired:
             return None
         t = time.perf_counter()
@@ -495,17 +529,25 @@ class TimedHook:
     """The one comm hook each DDP gets: the script's own (or optim='s, or allreduce_hook) inside,
     each bucket's start and end marked into the step in flight.
 
-    Where the script asks for no hook, DDP's built-in (the bucket divided by the world size, then
-    all-reduced, in C++) is done here as allreduce_hook does it, with the process group's own
-    allreduce and one future callback that both ends the bucket's mark and returns its tensor:
-    allreduce_hook's own callback, and a second for the mark, would be two GIL round trips a bucket
-    in gloo's thread."""
+    Where the script asks for no hook, DDP's built-in (each gradient scaled by 1 / the world size,
+    then the bucket all-reduced, in C++) is done here as the built-in does it (scale), with the
+    process group's own allreduce and one future callback that both ends the bucket's mark and
+    returns its tensor: allreduce_hook's own callback, and a second for the mark, would be two GIL
+    round trips a bucket in gloo's thread."""
 
     def __init__(self, attach: Attach, state, hook, info: dict, ddp=None):
         self.attach, self.state, self.hook, self.info = attach, state, hook, info
         # DDP's own all-reduce, through a hook for the tool's sake (no hook asked for)
         self.substituted = not attach.cfg.optim.get("_target_")
-        self._group = self._scale = None  # the substituted all-reduce's group and 1 / its size
+        # the substituted all-reduce's group, its size and 1 / its size
+        self._group = self._size = self._scale = None
+        # with gradient_as_bucket_view=True: the data pointers, sorted, of the gradients that
+        # were set when this DDP's last backward started (watch, record); a gradient kept from
+        # the step before is its bucket view, so it points into its bucket's buffer
+        self._kept: list[int] = []
+        # (a bucket buffer's data pointer, its elements) -> how many parameters it holds: DDP
+        # rebuilds its buckets once, into new buffers, so a buffer's pointer names its layout
+        self._count: dict[tuple[int, int], int] = {}
         # the bucket layout the window saw: bucket index -> its parameters (indices into
         # self.grads); DDP rebuilds its buckets once, at the end of the first iteration, so steps 1
         # and 2 are read again
@@ -516,6 +558,10 @@ class TimedHook:
             else []
         )
         self.where = {id(p): i for i, (_, p) in enumerate(named)}
+        # script.comm_timing=ddp_logging: no comm hook; the DDP whose runtime stats are read, the
+        # last iteration read, and its bucket sizes (bytes) parsed from the stats' string
+        self.logged, self.ddp, self._iteration, self._sizes = False, None, None, (None, [])
+        self.params = [p for _, p in named]
         # the parameters' names, shapes and element sizes: the what-if model's sizes
         # (whatif/profile.py)
         self.grads = {
@@ -525,28 +571,82 @@ class TimedHook:
             "element_size": [p.element_size() for _, p in named],
         }
 
-    def allreduce(self, buffer, step: Step | None = None):
-        """DDP's built-in all-reduce of one bucket, its future's value still the work's list (a
-        complex bucket goes through allreduce_hook, which views it as real).
+    def watch(self, output) -> None:
+        """The DDP's forward returned output: where its gradient arrives (backward starts, before
+        any parameter's gradient is accumulated), record which gradients are set. Only for a DDP
+        built with gradient_as_bucket_view=True (Attach._views), in and out of the window."""
+        if not self.substituted or not torch.is_grad_enabled():
+            return
+        first = (
+            output
+            if isinstance(output, torch.Tensor)
+            else next(
+                (
+                    x
+                    for x in torch.utils._pytree.tree_leaves(output)
+                    if isinstance(x, torch.Tensor) and x.requires_grad
+                ),
+                None,
+            )
+        )
+        if first is not None and first.requires_grad:
+            first.register_hook(self.record)
 
-        The bucket is multiplied by 1 / the world size, as DDP's built-in does it (reducer.cpp,
-        copy_grad_to_bucket: `at::mul_out(bucket_view, grad, 1. / div_factor)` while copying the
-        gradient in), not divided as allreduce_hook does: x * float(1/3) and x / 3 differ in the
-        last bit for some x, and the script's gradients must be the ones it gets alone. One rank:
-        no pass at all (x * 1.0 is x). With a hook registered DDP copies without dividing, so this
-        pass is the one the substitution adds; the process group's allreduce call after it is the
-        built-in's own, its CPU time kept apart in step.collective_s. Not yet the built-in's: with
-        gradient_as_bucket_view=true and gradients kept between steps (set_to_none=False), a
-        gradient is already its bucket view and the built-in divides it in place
-        (mark_variable_ready_dense: `bucket_view.div_(div_factor_)`), so from the second step the
-        two differ in the last bit there (3 gloo ranks, ad hoc: all 4 parameters' gradients; equal
-        with set_to_none=True)."""
+    def record(self, grad):
+        t = time.perf_counter()
+        self._kept = sorted(g.data_ptr() for p in self.params if (g := p.grad) is not None)
+        self.attach.own_s += time.perf_counter() - t
+
+    def scale(self, bucket, buffer) -> None:
+        """Each gradient of the bucket scaled by 1 / the world size as DDP's built-in scales it
+        (reducer.cpp, mark_variable_ready_dense, with no comm hook): a gradient copied into the
+        bucket is multiplied while it is copied in (`at::mul_out(bucket_view, grad, 1. /
+        div_factor_)`); a gradient that already was its bucket view when the backward began
+        (gradient_as_bucket_view=True, kept between steps by zero_grad(set_to_none=False) or
+        through no_sync) is divided in place (`bucket_view.div_(div_factor_)`). x * float(1/3)
+        and x / 3 differ in the last bit for some x, and the script's gradients must be the ones
+        it gets alone (tests/test_script_substituted_allreduce.py). With a hook registered DDP
+        copies without scaling, so this pass is the one the substitution adds; one rank: none.
+        allreduce inlines the first case (no gradient set when the backward began: every run's
+        per-bucket path without gradient_as_bucket_view)."""
+        if self._size == 1:
+            return
+        # the gradients set at the backward's start that point into this bucket's buffer (live
+        # tensors' storage does not overlap): each is its own parameter's bucket view
+        lo, n = buffer.data_ptr(), buffer.numel()
+        hi = lo + n * buffer.element_size()
+        inside = bisect.bisect_left(self._kept, hi) - bisect.bisect_left(self._kept, lo)
+        if not inside:  # all copied in
+            buffer.mul_(self._scale)
+            return
+        key = (lo, n)
+        if key not in self._count:
+            self._count[key] = len(bucket.parameters())
+        if inside == self._count[key]:
+            buffer.div_(self._size)
+            return
+        kept = set(self._kept)  # a bucket that holds both: parameter by parameter
+        for v in bucket.gradients():
+            if v.data_ptr() in kept:
+                v.div_(self._size)
+            else:
+                v.mul_(self._scale)
+
+    def allreduce(self, bucket, step: Step | None = None):
+        """DDP's built-in all-reduce of one bucket (scale, then the process group's allreduce),
+        its future's value still the work's list; None for a complex bucket (allreduce_hook
+        views it as real). The allreduce call is the built-in's own, its CPU time kept apart in
+        step.collective_s."""
+        buffer = bucket.buffer()
         if buffer.is_complex():
             return None
         if self._scale is None:
             group = self.state if self.state is not None else dist.group.WORLD
-            self._group, self._scale = group, 1.0 / group.size()
-        if self._scale != 1.0:
+            self._group, self._size = group, group.size()
+            self._scale = 1.0 / self._size
+        if self._kept:  # gradient_as_bucket_view=True, gradients set when the backward began
+            self.scale(bucket, buffer)
+        elif self._size != 1:  # scale's first case, inline
             buffer.mul_(self._scale)
         if step is None:
             return self._group.allreduce([buffer]).get_future()
@@ -557,13 +657,43 @@ class TimedHook:
         step.collective_s += time.thread_time() - t
         return work.get_future()
 
+    def read_logged(self, step: Step) -> None:
+        """script.comm_timing=ddp_logging, at the step's end: DDP's runtime stats for its last
+        synchronised backward (reducer.cpp, sample rate 1: the comm start when its first bucket
+        was ready, the comm end when finalize_backward had waited for every bucket; the host's
+        wall clock in ns) put into the step as one entry per bucket, each with that start and end:
+        the comm time and its overlap with backward compute per step, no bucket's own start
+        (result.ready_series gives the what-if model none). DDP stores its stats at the next
+        forward; set_runtime_stats_and_log stores them now (DDP's own average then counts this
+        iteration twice), so the window's last step is read too."""
+        logger = getattr(self.ddp, "logger", None)
+        if logger is None:
+            return
+        logger.set_runtime_stats_and_log()
+        d = self.ddp._get_ddp_logging_data()
+        it = d.get("iteration")
+        if it is None or it == self._iteration:  # no synchronised backward in this step
+            return
+        self._iteration = it
+        a, b = d.get("backward_comm_time_start"), d.get("backward_comm_time_end")
+        if not a or not b or b < a:
+            return
+        text = d.get("rebuilt_bucket_sizes") or d.get("bucket_sizes") or ""
+        if text != self._sizes[0]:
+            self._sizes = (text, [int(x) for x in str(text).split(",") if x.strip()])
+        # the wall clock's ns onto the marks' clock (time.perf_counter on CPU)
+        off = time.time() - time.perf_counter()
+        start, end = a / 1e9 - off, b / 1e9 - off
+        for i, nbytes in enumerate(self._sizes[1] or [0]):
+            step.comm.append((start, end, nbytes, i, self))
+
     @staticmethod
     def call(timed: "TimedHook", bucket):
         attach = timed.attach
         step = attach.current
         if step is None:
             if timed.substituted:
-                fut = timed.allreduce(bucket.buffer())
+                fut = timed.allreduce(bucket)
                 if fut is not None:
                     return fut.then(_first)
             return timed.hook(timed.state, bucket)
@@ -578,7 +708,7 @@ class TimedHook:
         # the hook the script (or optim=) asked for is theirs, and left out; the all-reduce in
         # place of DDP's built-in is kept apart (substituted_s): the built-in does the same scaling
         # and all-reduce in C++, so this call bounds the substitution's cost
-        raw = timed.allreduce(buffer, step) if timed.substituted else None
+        raw = timed.allreduce(bucket, step) if timed.substituted else None
         fut = raw if raw is not None else timed.hook(timed.state, bucket)
         t2 = time.perf_counter()
         if timed.substituted:

@@ -106,9 +106,10 @@ def alone(name: str, out: Path) -> dict:
     }
 
 
-def attached(name: str, out: Path) -> dict:
+def attached(name: str, out: Path, comm_timing: str = "hook") -> dict:
     """The same under task=script (its record's rank 0 series, work and threads), with the tool's
-    hooks' own time per step."""
+    hooks' own time per step; comm_timing: script.comm_timing (ddp_logging: no comm hook where
+    the script asks for none)."""
     script, args, warmup, steps = CASES[name]
     cmd = [
         sys.executable,
@@ -119,6 +120,7 @@ def attached(name: str, out: Path) -> dict:
         f"warmup_steps={warmup}",
         f"steps={steps}",
         "logger=none",
+        f"script.comm_timing={comm_timing}",
         f"hydra.run.dir={out}",
     ]
     _run(cmd, _env())
@@ -141,7 +143,7 @@ def attached(name: str, out: Path) -> dict:
     }
 
 
-def run(out: Path, rounds: int, names: list[str]) -> dict:
+def run(out: Path, rounds: int, names: list[str], comm_timing: str = "hook") -> dict:
     out.mkdir(parents=True, exist_ok=True)
     runs: dict = {n: {"alone": [], "tool": []} for n in names}
     loads, t0 = [os.getloadavg()[0]], time.time()
@@ -151,7 +153,7 @@ def run(out: Path, rounds: int, names: list[str]) -> dict:
             for side in sides:
                 where = out / "runs" / f"{name}_{side}_{r}"
                 where.mkdir(parents=True, exist_ok=True)
-                m = (alone if side == "alone" else attached)(name, where)
+                m = alone(name, where) if side == "alone" else attached(name, where, comm_timing)
                 runs[name][side].append(m)
                 loads.append(os.getloadavg()[0])
                 print(
@@ -164,6 +166,7 @@ def run(out: Path, rounds: int, names: list[str]) -> dict:
     return {
         "command": "python -m tasks.script.cost " + " ".join(sys.argv[1:]),
         "rounds": rounds,
+        "comm_timing": comm_timing,
         "goal": GOAL,
         "rows": rows,
         "runs": runs,
@@ -296,6 +299,14 @@ def markdown(res: dict) -> str:
         f"{load['median']:.1f} and max {load['max']:.1f} over the runs; "
         f"{res['wall_s'] / 60:.1f} min.",
         "",
+    ]
+    if res.get("comm_timing", "hook") != "hook":  # (a table from before the knob: the hook)
+        lines += [
+            f"The tool side ran with script.comm_timing={res['comm_timing']}: DDP's built-in "
+            "all-reduce, no comm hook, no substituted all-reduce (its columns: the hooks' alone).",
+            "",
+        ]
+    lines += [
         "| case | script | window | alone steps/s (per round) | tool steps/s | end to end: ratio "
         "[95% CI] | median step ratio | >= "
         f"{res['goal']} shown end to end | hooks us/step (median per run) | micro ratio | micro "
@@ -399,6 +410,12 @@ def main(argv: list[str] | None = None) -> int:
         "--cases", default=",".join(DEFAULT), help=f"comma-separated, of: {', '.join(CASES)}"
     )
     p.add_argument("--out", default="results/script_cost")
+    p.add_argument(
+        "--comm-timing",
+        choices=("hook", "ddp_logging"),
+        default="hook",
+        help="the tool side's script.comm_timing (docs/script.md)",
+    )
     p.add_argument("--table", metavar="DIR", help="write DIR/cost.md from DIR/cost.json; no run")
     args = p.parse_args(argv)
     if args.table:
@@ -425,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 2:
         print("error: --rounds must be 2 or more (the interval pairs rounds)", file=sys.stderr)
         return 2
-    res = run(Path(args.out), args.rounds, names)
+    res = run(Path(args.out), args.rounds, names, args.comm_timing)
     out = Path(args.out)
     (out / "cost.json").write_text(json.dumps(res, indent=2))
     (out / "cost.md").write_text(markdown(res))

@@ -36,7 +36,7 @@ from tasks.train.sync import FlatSync, PerParamSync, Sync
 from tasks.train.result import assemble, comm_figures, rank_figures
 from tasks.train.stragglers import cpu_usage, rank_work
 from tasks.train.timing import PhaseTimer
-from tasks.train.window import Window
+from tasks.train.window import Window, settle_collector
 from models import build_model
 
 
@@ -106,6 +106,7 @@ def run(ctx) -> TrainResult | None:
         )  # what an interrupt records and the heartbeat reports
         bar.update()
     marks["warmup"] = time.time()
+    settle_collector()  # set-up's objects out of the collector's full scans (window.py)
 
     # ---- measured window: timed blocks, a device sync + barrier before each and a device sync
     # after, none inside ----

@@ -54,6 +54,11 @@ ASKED = "diagnose.verify_fix"  # the rule of a change the user named: no finding
 WARMUP_STEPS = 2  # the fix's first steps (DDP rebuilds its buckets after the first): untimed
 SETTLE_STEPS = 1  # every block's first step after a switch: untimed (see the module docstring)
 MAX_SETTLE_STEPS = 4  # a shaped link's refill covered by at most this many more
+# a refill shorter than this share of a step settles in no step: the first step after a pause gains
+# at most the refill's time from the refilled burst (its bytes at the rate), so it moves a sample by
+# less than this share of the step. Behind link=1gbe the default VGG11 step is 4.9 s against a 1 ms
+# refill (comm.link.default_burst), and the probe paid a whole 4.9 s step for it
+REFILL_SHARE = 1e-3
 MIN_BLOCK_S = 0.1  # a timed block at least this long where TARGET_ROUNDS of them fit the budget:
 # one-step blocks of 7-24 ms behind a shaped link swung 3x with the scheduler and the link's burst
 SETTLE_SHARE = 2  # a block times at least this many steps per untimed settle step (2: >= 2/3 timed)
@@ -130,9 +135,10 @@ def refill_s(cfg) -> float:
 
 def refill_steps(refill: float, step_s: float) -> int:
     """Steps of step_s that a shaped link's bucket takes to refill (refill_s), at most
-    MAX_SETTLE_STEPS; 0 without a link. After a pause (a switch, the window's end) that many
-    steps run before any is measured: the first ones ride the refilled burst."""
-    if refill <= 0 or step_s <= 0:
+    MAX_SETTLE_STEPS; 0 without a link, or where the refill is under REFILL_SHARE of a step. After
+    a pause (a switch, the window's end) that many steps run before any is measured: the first ones
+    ride the refilled burst."""
+    if refill <= 0 or step_s <= 0 or refill < REFILL_SHARE * step_s:
         return 0
     return min(MAX_SETTLE_STEPS, math.ceil(refill / step_s))
 
