@@ -250,3 +250,23 @@ def test_a_budget_exactly_the_target_s_cost_reaches_the_target():
     exact = power.plan(p, rows=2, target=0.03, budget_s=free["seconds"])
     assert exact["reached"] == "target"
     assert (exact["runs"], exact["steps"]) == (free["runs"], free["steps"])
+
+
+def test_a_reached_plan_states_its_detectable_and_half_width_at_the_power_and_level_asked():
+    out = power.plan(_pilot(), rows=2, target=0.05, power=0.9, level=0.9)
+    r, n = out["runs"], out["steps"]
+    sd = _diff_sd(out, n)
+    assert _power_at(out["detectable"], sd / math.sqrt(r), r - 1, family=2, level=0.9) == (
+        pytest.approx(0.9, abs=1e-4)
+    )
+    assert out["half_width"] == pytest.approx(math.expm1(_t(0.95, r - 1) * sd / math.sqrt(r)))
+
+
+def test_a_budget_that_affords_exactly_three_runs_plans_them():
+    # 3 configurations x 3 runs x (4 s + 10 x 0.05 s) = 40.5 s: three runs of 10 steps, the least
+    # a plan allows, not the refusal
+    out = power.plan(_pilot(), rows=2, target=0.03, budget_s=40.5)
+    assert out["reached"] == "budget" and out["runs"] == power.MIN_RUNS
+    assert out["steps"] < 20 and out["reason"].startswith(
+        "stopped at compare.budget_s=40.5: 3 runs"
+    )
