@@ -270,3 +270,32 @@ def test_a_budget_that_affords_exactly_three_runs_plans_them():
     assert out["steps"] < 20 and out["reason"].startswith(
         "stopped at compare.budget_s=40.5: 3 runs"
     )
+
+
+def test_the_plans_a_budget_stops_state_their_figures():
+    p = _pilot()
+    free = power.plan(p, rows=2, target=0.03)
+    budget = free["seconds"] / 2
+    out = power.plan(p, rows=2, target=0.03, budget_s=budget)
+    r, n = out["runs"], out["steps"]
+    sd = _diff_sd(out, n)
+    assert out["half_width"] == pytest.approx(math.expm1(_t(0.975, r - 1) * sd / math.sqrt(r)))
+    minutes = 3 * free["runs"] * (4.0 + free["steps"] * 0.05) / 60
+    assert out["reason"] == (
+        f"stopped at compare.budget_s={budget:g}: {r} runs x {n} steps detect "
+        f"{out['detectable']:.1%}, not 3%; 3% would take {free['runs']} runs x {free['steps']} "
+        f"steps, about {minutes:.0f} min"
+    )
+    # a budget below three runs of the pilot's steps: three runs of them, and what they see
+    tiny = power.plan(p, rows=2, target=0.03, budget_s=1.0)
+    sd20 = _diff_sd(tiny, 20)
+    assert _power_at(tiny["detectable"], sd20 / math.sqrt(3), 2, family=2) == pytest.approx(
+        0.8, abs=1e-4
+    )
+    assert tiny["half_width"] == pytest.approx(math.expm1(_t(0.975, 2) * sd20 / math.sqrt(3)))
+    assert tiny["reason"] == "compare.budget_s=1 affords fewer than 3 runs per configuration"
+
+
+def test_a_plan_tries_ten_steps_by_default():
+    # at 6% the cheapest design is 4 runs of the fewest steps the plan tries, 10 by default
+    assert power.plan(_pilot(), rows=2, target=0.06)["steps"] == 10
