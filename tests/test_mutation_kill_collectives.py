@@ -136,3 +136,61 @@ def test_result_rows_and_headline_written_out():
         dataclasses.replace(c, check_iters=0), _entries(), per_rank, [], ctx, torch.device("cpu")
     )
     assert unchecked.headline["#wrong"] is None
+
+
+def _record(check_iters=1):
+    from base.record import Record
+
+    def row(op, mode, size, t, busbw, ci=None, redop="sum", root=-1):
+        lo, hi = ci or (None, None)
+        return dict(
+            op=op, mode=mode, bytes=size, count=size // 4, dtype="float32", redop=redop,
+            root=root, time_us=t, busbw_GBps=busbw, time_median_us=t if ci else None,
+            time_ci_lo_us=lo, time_ci_hi_us=hi,
+        )  # fmt: skip
+
+    rows = [
+        # an interval exactly +-50% of the time is not yet noisy; +-60% is
+        row("all_reduce", "in_place", 1024, 12.0, 0.1234, (6.0, 18.0)),
+        row("all_reduce", "out_of_place", 1024, 99.0, 9.0),
+        row("all_reduce", "in_place", 1 << 20, 500.0, 2.5, (200.0, 800.0)),
+        row("broadcast", "in_place", 1 << 20, 250.05, 4.1949, redop="none", root=0),
+    ]
+    result = dict(
+        world_size=2, backend="gloo", device="cpu", device_name="x86", dtype="float32",
+        ops=["all_reduce", "broadcast"], modes=["out_of_place", "in_place"],
+        check_iters=check_iters, wrong_total=0, avg_busbw_GBps=2.27415, rows=rows,
+    )  # fmt: skip
+    return Record.from_dict({"status": "ok", "task": "collectives", "result": result})
+
+
+def test_the_console_view_line_by_line():
+    # in-place rows (the call training makes), a size an op did not run shown as '-', times to
+    # 0.1 us and busbw to 1e-3 GB/s, '~' where the interval is wider than +-50% of the time
+    assert col.brief(_record()) == [
+        "collectives: 2 gloo ranks on cpu (x86), float32, in-place; per op: time per call (us), "
+        "busbw (GB/s, 1e9 B/s)",
+        "     size          all_reduce           broadcast",
+        "                  us     GB/s         us     GB/s",
+        "    1 KiB      12.0     0.123                   -",
+        "    1 MiB     500.0~    2.500     250.1     4.195",
+        "avg busbw 2.274 GB/s (every op and size, as nccl-tests' 'Avg bus bandwidth'); wrong "
+        "elements: 0",
+        "~: its 95% interval over the blocks is wider than +-50% of it: noise (a busy host, or "
+        "calls near the timer's resolution)",
+        "full table (out-of-place too, the slowest rank, each time's interval): train.log, or "
+        "verbose=true",
+    ]
+    unchecked = col.brief(_record(check_iters=0))
+    assert unchecked[5].endswith("'Avg bus bandwidth'); results not checked (check_iters=0)")
+    from base.record import Record
+
+    empty = Record.from_dict({"status": "ok", "task": "collectives", "result": {}})
+    assert col.brief(empty) == ["collectives: no result"]
+    assert col.summarize(empty) == "collectives: no result"
+
+
+def test_sizes_as_the_console_names_them():
+    assert [col._size_text(s) for s in (1536, 2048, 3 << 20, 3 << 30, 1 << 30, 1)] == [
+        "1536 B", "2 KiB", "3 MiB", "3 GiB", "1 GiB", "1 B",
+    ]  # fmt: skip

@@ -181,3 +181,121 @@ def test_a_budget_that_binds_gives_the_least_detectable_it_affords():
     assert tiny["reached"] == "budget" and tiny["runs"] == power.MIN_RUNS
     assert tiny["steps"] == 20 and tiny["seconds"] == pytest.approx(3 * 3 * (4.0 + 20 * 0.05))
     assert "affords fewer than 3 runs" in tiny["reason"]
+
+
+def test_detectable_at_welchs_fractional_df():
+    # Welch's df is fractional: the design at df 2.4 is not the one at df 2 (which would give this
+    # difference 89% power, not 80%)
+    d = power.detectable(0.01, 2.4)
+    assert _power_at(d, 0.01, 2.4) == pytest.approx(0.8, abs=1e-4)
+    assert _power_at(d, 0.01, 2.4) - _power_at(d, 0.01, 2.0) > 0.01
+
+
+def test_a_plan_s_default_target_is_5_percent_and_its_power_is_the_one_asked():
+    p = _pilot()
+    assert power.plan(p, rows=2)["target"] == 0.05
+    out = power.plan(p, rows=2, target=0.05, power=0.9)
+    r, n = out["runs"], out["steps"]
+    sd = _diff_sd(out, n)
+    # the runs are enough for 90% power at 5%, not merely 80%
+    assert out["detectable"] <= 0.05
+    assert _power_at(0.05, sd / math.sqrt(r), r - 1, family=2) >= 0.9 - 1e-4
+
+
+def test_a_budget_that_binds_a_half_width_plan_gives_the_narrowest_it_affords():
+    p = _pilot()
+    free = power.plan(p, rows=2, target=0.005, goal="half_width")
+    budget = free["seconds"] / 2
+    out = power.plan(p, rows=2, target=0.005, goal="half_width", budget_s=budget)
+    r, n = out["runs"], out["steps"]
+    assert out["reached"] == "budget" and r >= power.MIN_RUNS and out["seconds"] <= budget
+    hw = math.expm1(_t(0.975, r - 1) * _diff_sd(out, n) / math.sqrt(r))
+    assert out["half_width"] == pytest.approx(hw) and hw > 0.005
+    assert out["reason"].startswith(
+        f"stopped at compare.budget_s={budget:g}: {r} runs x {n} steps reach +-{hw:.1%}, not "
+        "+-0.5%; +-0.5% would take"
+    )
+
+
+def test_a_target_inside_the_noise_band_plans_the_cap():
+    # 2% is the noise band itself: no run count detects it, so the plan is the cap's best
+    out = power.plan(_pilot(), rows=2, target=0.02)
+    assert out["reached"] == "cap" and out["runs"] == power.MAX_RUNS
+    assert out["target_runs"] is None
+    assert out["reason"].endswith("not 2%; 2% would take more than 200 runs")
+
+
+def test_a_binding_budget_picks_the_steps_that_detect_the_least():
+    p = _pilot()
+    budget = power.plan(p, rows=2, target=0.03)["seconds"] / 2
+    out = power.plan(p, rows=2, target=0.03, budget_s=budget)
+    c = out["components"]
+    # the steps the plan tries: 25 points from 10 to 4x the pilot's 20 steps, and the pilot's own
+    tried = sorted({int(round(v)) for v in np.geomspace(10, 80, 25)} | {20})
+    assert out["steps"] in tried
+
+    def least(n):
+        r = min(power.MAX_RUNS, int(budget // (3 * (4.0 + n * 0.05))))
+        sd = math.sqrt(2 * (c["between_var"] + c["per_step_var"] / n))
+        return power.detectable(sd / math.sqrt(r), r - 1, 2) if r >= power.MIN_RUNS else None
+
+    seen = {n: least(n) for n in tried}
+    best = min((d, n) for n, d in seen.items() if d is not None)
+    assert out["steps"] == best[1] and out["detectable"] == pytest.approx(best[0])
+
+
+def test_a_budget_exactly_the_target_s_cost_reaches_the_target():
+    p = _pilot()
+    free = power.plan(p, rows=2, target=0.03)
+    exact = power.plan(p, rows=2, target=0.03, budget_s=free["seconds"])
+    assert exact["reached"] == "target"
+    assert (exact["runs"], exact["steps"]) == (free["runs"], free["steps"])
+
+
+def test_a_reached_plan_states_its_detectable_and_half_width_at_the_power_and_level_asked():
+    out = power.plan(_pilot(), rows=2, target=0.05, power=0.9, level=0.9)
+    r, n = out["runs"], out["steps"]
+    sd = _diff_sd(out, n)
+    assert _power_at(out["detectable"], sd / math.sqrt(r), r - 1, family=2, level=0.9) == (
+        pytest.approx(0.9, abs=1e-4)
+    )
+    assert out["half_width"] == pytest.approx(math.expm1(_t(0.95, r - 1) * sd / math.sqrt(r)))
+
+
+def test_a_budget_that_affords_exactly_three_runs_plans_them():
+    # 3 configurations x 3 runs x (4 s + 10 x 0.05 s) = 40.5 s: three runs of 10 steps, the least
+    # a plan allows, not the refusal
+    out = power.plan(_pilot(), rows=2, target=0.03, budget_s=40.5)
+    assert out["reached"] == "budget" and out["runs"] == power.MIN_RUNS
+    assert out["steps"] < 20 and out["reason"].startswith(
+        "stopped at compare.budget_s=40.5: 3 runs"
+    )
+
+
+def test_the_plans_a_budget_stops_state_their_figures():
+    p = _pilot()
+    free = power.plan(p, rows=2, target=0.03)
+    budget = free["seconds"] / 2
+    out = power.plan(p, rows=2, target=0.03, budget_s=budget)
+    r, n = out["runs"], out["steps"]
+    sd = _diff_sd(out, n)
+    assert out["half_width"] == pytest.approx(math.expm1(_t(0.975, r - 1) * sd / math.sqrt(r)))
+    minutes = 3 * free["runs"] * (4.0 + free["steps"] * 0.05) / 60
+    assert out["reason"] == (
+        f"stopped at compare.budget_s={budget:g}: {r} runs x {n} steps detect "
+        f"{out['detectable']:.1%}, not 3%; 3% would take {free['runs']} runs x {free['steps']} "
+        f"steps, about {minutes:.0f} min"
+    )
+    # a budget below three runs of the pilot's steps: three runs of them, and what they see
+    tiny = power.plan(p, rows=2, target=0.03, budget_s=1.0)
+    sd20 = _diff_sd(tiny, 20)
+    assert _power_at(tiny["detectable"], sd20 / math.sqrt(3), 2, family=2) == pytest.approx(
+        0.8, abs=1e-4
+    )
+    assert tiny["half_width"] == pytest.approx(math.expm1(_t(0.975, 2) * sd20 / math.sqrt(3)))
+    assert tiny["reason"] == "compare.budget_s=1 affords fewer than 3 runs per configuration"
+
+
+def test_a_plan_tries_ten_steps_by_default():
+    # at 6% the cheapest design is 4 runs of the fewest steps the plan tries, 10 by default
+    assert power.plan(_pilot(), rows=2, target=0.06)["steps"] == 10

@@ -199,3 +199,137 @@ def test_plan_repeats_is_the_smallest_r_whose_t_interval_meets_the_target():
     )
     capped = runs.plan_repeats(logs, cap=want - 1)
     assert capped["repeats"] is None
+
+
+def _p_faster(lr, se, df, bar):
+    # a faster claim's p-value written out: one-sided t against log(1 + bar), doubled
+    return min(1.0, 2 * float(st.t.sf((lr - math.log1p(bar)) / se, df)))
+
+
+def test_a_floor_raises_the_bar_for_faster_in_the_verdict_and_its_p_value():
+    b = [0.0, 0.01, -0.01]
+    c = [0.14, 0.16, 0.14]  # per-round log ratios 0.14, 0.15, 0.15: about 16% faster, tight
+    plain = runs.compare_runs(b, c, [0, 1, 2], [0, 1, 2])
+    floored = runs.compare_runs(b, c, [0, 1, 2], [0, 1, 2], floor=0.2)
+    d = np.array([0.14, 0.15, 0.15])
+    lr, se = d.mean(), d.std(ddof=1) / math.sqrt(3)
+    # faster than the 2% band, but its interval reaches below a 20% floor
+    assert math.exp(lr - _t(2) * se) > 1.02 and math.exp(lr + _t(2) * se) < 1.2
+    assert plain.verdict == "faster" and floored.verdict == "no significant difference"
+    assert plain.pvalues["faster"] == pytest.approx(_p_faster(lr, se, 2, 0.02))
+    assert floored.pvalues["faster"] == pytest.approx(_p_faster(lr, se, 2, 0.2))
+    assert plain.pvalues["faster"] < 0.05 < floored.pvalues["faster"]
+
+
+def test_refusals_name_the_problem():
+    with pytest.raises(ValueError, match=r"^both sides need at least one run$"):
+        runs.compare_runs([], [0.1])
+    with pytest.raises(ValueError, match=r"^every round times one block of each setting$"):
+        runs.block_ab([0.1, 0.2], [0.1])
+
+
+def test_the_methods_in_full():
+    one = runs.compare_runs([0.0], [0.1, 0.2])
+    assert one.method == (
+        "no run-level interval: 1 run on a side; the spread between runs is unknown, so no "
+        "verdict (repeats=3 or more)"
+    )
+    base = [0.20, 0.22, 0.21, 0.25, 0.20, 0.23]
+    fix = [0.10, 0.14, 0.11, 0.15, 0.12, 0.13]
+    assert runs.block_ab(base, fix).method == (
+        "AB/BA crossover on the per-round log ratios (6 rounds, df 4): each round ran both, so "
+        "its machine state cancels, and the mean of the two orders' means removes which block "
+        "came first"
+    )
+
+
+def test_block_ab_at_another_level_and_its_crossover_p_values():
+    base, fix = [0.2, 0.21, 0.19, 0.2], [0.1, 0.11, 0.1, 0.12]
+    d = np.log(np.array(base) / np.array(fix))
+    se = d.std(ddof=1) / 2
+    sp = runs.block_ab(base, fix, level=0.9)
+    assert sp.ci_lo == pytest.approx(math.exp(d.mean() - _t(3, 0.9) * se))
+    assert sp.ci_hi == pytest.approx(math.exp(d.mean() + _t(3, 0.9) * se))
+    base6 = [0.20, 0.22, 0.21, 0.25, 0.20, 0.23]
+    fix6 = [0.19, 0.20, 0.20, 0.23, 0.19, 0.22]
+    cross = runs.block_ab(base6, fix6)
+    p = _p_faster(cross.log_ratio, cross.log_se, 4.0, 0.02)
+    assert 0.0 < p < 1.0 and cross.pvalues["faster"] == pytest.approx(p)
+
+
+def test_an_undecided_welch_comparison_plans_its_repeats_on_welchs_df():
+    b = np.array([0.0, 0.05, -0.04])
+    c = np.array([0.06, 0.0, 0.1, 0.03])
+    sp = runs.compare_runs(b, c)
+    assert sp.verdict == "no significant difference" and not sp.paired
+    vb, vc = b.var(ddof=1) / 3, c.var(ddof=1) / 4
+    se = math.sqrt(vb + vc)
+    df = (vb + vc) ** 2 / (vb**2 / 2 + vc**2 / 3)
+    lr = c.mean() - b.mean()
+    up, down = math.log1p(0.02), math.log1p(-0.02)
+    want = None
+    for r in range(4, 101):  # runs per side beyond the smaller side's 3
+        h = _t(max(1.0, df * (r - 1) / 2)) * se * math.sqrt(3 / r)
+        if lr - h > up or lr + h < down or (lr - h >= down and lr + h <= up):
+            want = r
+            break
+    assert want is not None and sp.repeats_needed == want
+
+
+def test_the_saving_interval_width_and_the_stopping_rule():
+    # ratio interval [1.25, 2]: the time saved runs from 1 - 1/1.25 = 20% to 1 - 1/2 = 50%
+    s = runs.Speedup(ratio=1.5, ci_lo=1.25, ci_hi=2.0)
+    width = 0.5 - 0.2
+    assert runs.saving_width(s) == pytest.approx(width)
+    assert runs.saving_width(runs.Speedup(ratio=1.5, ci_hi=2.0)) is None
+    assert runs.saving_width(runs.Speedup(ratio=1.5, ci_lo=1.25)) is None
+    # a ratio end at 0 has no time saved: no width
+    assert runs.saving_width(runs.Speedup(ratio=1.0, ci_lo=0.0, ci_hi=2.0)) is None
+    assert runs.saving_width(runs.Speedup(ratio=1.0, ci_lo=1.25, ci_hi=-1.0)) is None
+    w = runs.saving_width(s)
+    # at least 6 rounds and a width at most the bar (equal to it included)
+    assert runs.narrow_enough(s, 6, w) is True
+    assert runs.narrow_enough(s, 7, 0.31) is True
+    assert runs.narrow_enough(s, 5, 0.31) is False
+    assert runs.narrow_enough(s, 6, 0.29) is False
+    assert runs.narrow_enough(runs.Speedup(ratio=1.5), 6, 0.31) is False
+    assert runs.narrow_enough(runs.Speedup(ratio=1.5), 6, 1e9) is False
+
+
+def test_a_speedup_as_a_dict_is_its_fields():
+    s = runs.Speedup(ratio=1.5, ci_lo=1.25, ci_hi=2.0, paired=True, method="m")
+    d = s.as_dict()
+    assert d["ratio"] == 1.5 and d["ci_lo"] == 1.25 and d["paired"] is True and d["method"] == "m"
+    assert set(d) == {
+        "ratio", "ci_lo", "ci_hi", "log_ratio", "log_se", "df", "paired", "n_baseline",
+        "n_candidate", "pvalues", "verdict", "repeats_needed", "method",
+    }  # fmt: skip
+
+
+def test_welch_needs_two_runs_a_side_and_the_paired_method_names_its_df():
+    sp = runs.compare_runs([0.0, 0.1, 0.05], [0.3, 0.5])
+    assert not sp.paired and sp.ci_lo is not None and "Welch" in sp.method
+    paired = runs.compare_runs([0.0, 0.1, 0.3], [0.2, 0.29, 0.51], [0, 1, 2], [0, 1, 2])
+    assert paired.method == (
+        "paired t on the per-round log ratios (3 rounds, df 2): each round ran both, so a "
+        "round's machine state cancels"
+    )
+
+
+def test_log_rate_and_run_level_refusals():
+    assert runs.log_rate([1.0, 3.0], [2, 6]) == pytest.approx(math.log(2.0))
+    msg = r"^each run needs one positive wall time and one positive work count per block$"
+    with pytest.raises(ValueError, match=msg):
+        runs.log_rate([1.0, 1.0], [0.0, 2.0])
+    with pytest.raises(ValueError, match=r"^no runs$"):
+        runs.run_level([])
+
+
+def test_plan_repeats_up_to_its_cap_and_no_further():
+    # a spread where 101 runs are the first to reach +-2%: t(0.975, 100) sqrt(s2 / 101) = goal
+    goal = math.log1p(0.02)
+    s2 = (goal / _t(100)) ** 2 * 101 * (1 - 1e-9)
+    logs = [0.0, math.sqrt(2 * s2)]  # two runs: sample variance d^2 / 2 = s2
+    assert _t(99) * math.sqrt(s2 / 100) > goal
+    assert runs.plan_repeats(logs)["repeats"] is None  # the default cap, 100
+    assert runs.plan_repeats(logs, cap=101)["repeats"] == 101
