@@ -519,3 +519,58 @@ def test_a_sweep_an_earlier_run_left_is_not_scored(tmp_path):
     (tmp_path / "fix_slow_link_40mbit_1.log").write_text("")
     clear_fixes(tmp_path, [case])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link"]
+
+
+def test_busy_hosts_fix_is_read_from_its_own_sweep_and_old_sweeps_as_they_were(tmp_path):
+    """busy_host's measured saving compared the busy sweep's runs with the base sweep's healthy
+    runs, minutes apart (2026-12-07 14:11: 31% [-9, 56], errors -2, -18, +7): no drift cancelled.
+    Now the busy sweep runs fault.busy_cores=1,0 and its fix is that sweep's 0 runs of the same
+    round. A busy sweep from before the knob (no run sets it) is still read as it was: all its runs
+    are the case's, measured against the healthy case's."""
+    import json
+
+    from diagnosis.benchmark import group_overrides, table
+
+    c = next(x for x in cases() if x.name == "busy_host")
+    assert group_overrides([c]) == ["sync=ddp", "fault.busy_cores=1,0"]
+    assert "healthy" not in {x.name for x in select(["busy_host"], 0.1)}  # no other sweep needed
+    top = {
+        "rule": "busy_host",
+        "title": "Other processes",
+        "detail": "",
+        "evidence": [],
+        "matches": "",
+        "command": "",
+        "recommends": {},
+        "saving": {"fraction": 0.3, "lo": 0.25, "hi": 0.35},
+    }
+
+    def write(root, sweep, rep, overrides, sps, found=(), job=""):
+        rec = {
+            "schema_version": 3,
+            "status": "ok",
+            "task": "train",
+            "overrides": [f"repeat={rep}", *overrides],
+            "result": {
+                "throughput": {"samples_per_s": sps},
+                "diagnosis": {"findings": list(found)},
+            },
+        }
+        d = root / sweep / f"{rep}{job}"
+        d.mkdir(parents=True)
+        (d / "run_record.json").write_text(json.dumps(rec))
+
+    new, old = tmp_path / "new", tmp_path / "old"
+    for rep in (0, 1, 2):
+        write(new, "busy", rep, ["sync=ddp", "fault.busy_cores=1"], 70.0, [top])
+        write(new, "busy", rep, ["sync=ddp", "fault.busy_cores=0"], 100.0, job="b")  # saves 30%
+        write(new, "base", rep, ["sync=ddp"], 140.0)  # the other sweep: would say 50%
+        write(old, "busy", rep, ["sync=ddp"], 70.0, [top])
+        write(old, "base", rep, ["sync=ddp"], 140.0)
+    row = table(new, [c], 0.1)["rows"][0]
+    assert row["runs"] == 3 and row["measured"] == pytest.approx(0.3), row
+    assert row["errors"] == [pytest.approx(0.0)] * 3 and row["holds"] == [True] * 3
+    assert row["fix"] == "fault.busy_cores=0, its own sweep"
+    was = table(old, [c], 0.1)["rows"][0]
+    assert was["runs"] == 3 and was["measured"] == pytest.approx(0.5), was
+    assert was["fix"] == "healthy" and was["note"] == c.legacy_note
