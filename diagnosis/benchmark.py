@@ -500,13 +500,13 @@ def judge(c: Case, rec: Run | Record | dict) -> dict:
 
 
 def measured(case_runs: list[Run | Record | dict], fix: list[Run | Record | dict]) -> dict | None:
-    """1 - samples/s of the case / the fix's, paired by round (stats.compare_runs), with its 95%
-    interval."""
+    """1 - samples/s of the case / the fix's, with its 95% interval (stats.compare_runs): paired
+    by round where the fix ran in the case's own sweep (_round), Welch's otherwise."""
     from stats.runs import compare_runs
 
     def logs(runs):
         return [math.log(_record(r).result.throughput.samples_per_s) for r in runs], [
-            int(_items(r).get("repeat", 0)) for r in runs
+            _round(r) for r in runs
         ]
 
     if not case_runs or not fix:
@@ -659,15 +659,28 @@ def _check(run: Run) -> object | None:
     return getattr(_record(run).result, "verify", None)
 
 
+def _round(run: Run | Record | dict) -> tuple:
+    """A run's round for pairing: its sweep and its repeat index. Two runs pair only within one
+    sweep, where the rounds interleave the case and its fix (busy_host's fault.busy_cores=1,0,
+    per_param beside healthy); a fix sweep runs minutes after the case's, so the same repeat index
+    there shares no machine state, and pairing it cancels nothing while it puts one run's
+    disturbance into that run's truth (slow_link_40mbit's +20 on 2026-12-07 was its round-2 fix
+    run's, slow in phases that never touch the link). A bare record (no sweep) pairs by index."""
+    return (run.sweep if isinstance(run, Run) else None, int(_items(run).get("repeat", 0)))
+
+
 def _per_run_measured(runs: list[Run], fix: list[Run]) -> list[float | None]:
-    """Per run: the saving measured in its round (1 - samples/s of this run / the fix's run of the
-    same round); None where the round has no fix run."""
-    rate = {
-        int(_items(r).get("repeat", 0)): _record(r).result.throughput.samples_per_s for r in fix
-    }
+    """Per run: the saving measured against its fix (1 - samples/s of this run / the fix's): the
+    fix's run of the same round where the fix ran in the same sweep (_round), else the fix's runs'
+    geometric mean (compare_runs' ratio, unpaired); None where its round has no fix run."""
+    rate = {_round(r): _record(r).result.throughput.samples_per_s for r in fix}
+    rates = [x for x in rate.values() if x]
+    pooled = math.exp(sum(math.log(x) for x in rates) / len(rates)) if rates else None
     out = []
     for r in runs:
-        f = rate.get(int(_items(r).get("repeat", 0)))
+        key = _round(r)
+        same = any(k[0] == key[0] for k in rate)
+        f = rate.get(key) if same else pooled
         mine = _record(r).result.throughput.samples_per_s
         out.append(time_saved(f / mine) if f and mine else None)
     return out
@@ -855,10 +868,12 @@ def markdown(result: dict) -> str:
         "overlaps the "
         "measured 95% interval (else the gap, in points of the step). measured: 1 - samples/s of "
         "the case / "
-        "the fix's, paired by round (stats.compare_runs). estimate − measured: per run, the top "
-        "finding's "
-        "saving less the saving measured against the run of that finding's own fix in the same "
-        "round (inside, too; the measured column: against the first run's fix). in-job check: "
+        "the fix's (stats.compare_runs), paired by round where the fix ran in the case's own "
+        "sweep, interleaved with it (per_param, busy_host), Welch's otherwise (a fix sweep runs "
+        "minutes later: the same repeat index shares no machine state). estimate − measured: per "
+        "run, the top finding's saving less the saving measured against that finding's own fix: "
+        "its run of the same round within one sweep, else its runs' geometric mean (inside, too; "
+        "the measured column: against the first run's fix). in-job check: "
         "the "
         "median seconds diagnose.verify added to a run (the decision included), in how many runs "
         "it "
