@@ -121,6 +121,14 @@ def _pilot():
     return power.Pilot(logs, within, steps=20, startup_s=4.0, step_s=0.05)
 
 
+def _most_runs(budget, configs, per):
+    """The definition, counted up: the most rounds whose stated cost (configs x r x per) fits."""
+    r = 0
+    while configs * (r + 1) * per <= budget:
+        r += 1
+    return r
+
+
 def _diff_sd(plan_out, n):
     c = plan_out["components"]
     return math.sqrt(2 * (c["between_var"] + c["per_step_var"] / n))
@@ -169,7 +177,7 @@ def test_a_budget_that_binds_gives_the_least_detectable_it_affords():
     out = power.plan(p, rows=2, target=0.03, budget_s=budget)
     r, n = out["runs"], out["steps"]
     assert out["reached"] == "budget" and out["seconds"] <= budget
-    assert r == min(power.MAX_RUNS, int(budget // (3 * (4.0 + n * 0.05))))
+    assert r == min(power.MAX_RUNS, _most_runs(budget, 3, 4.0 + n * 0.05))
     sd = _diff_sd(out, n)
     assert _power_at(out["detectable"], sd / math.sqrt(r), r - 1, family=2) == pytest.approx(
         0.8, abs=1e-4
@@ -235,7 +243,7 @@ def test_a_binding_budget_picks_the_steps_that_detect_the_least():
     assert out["steps"] in tried
 
     def least(n):
-        r = min(power.MAX_RUNS, int(budget // (3 * (4.0 + n * 0.05))))
+        r = min(power.MAX_RUNS, _most_runs(budget, 3, 4.0 + n * 0.05))
         sd = math.sqrt(2 * (c["between_var"] + c["per_step_var"] / n))
         return power.detectable(sd / math.sqrt(r), r - 1, 2) if r >= power.MIN_RUNS else None
 
@@ -299,3 +307,26 @@ def test_the_plans_a_budget_stops_state_their_figures():
 def test_a_plan_tries_ten_steps_by_default():
     # at 6% the cheapest design is 4 runs of the fewest steps the plan tries, 10 by default
     assert power.plan(_pilot(), rows=2, target=0.06)["steps"] == 10
+
+
+def test_runs_within_counts_the_rounds_an_exact_budget_affords():
+    # budgets exactly r rounds' stated cost, where budget // cost counts r - 1 in floating point
+    # (4.65 s runs: 41.85 // 13.95 is 2.0), and a hair under (r - 1 rounds)
+    for per, r in ((4.65, 3), (4.65, 5), (4.6, 15), (4.55, 19), (4.5, 3), (1.0, 7), (0.1, 10)):
+        budget = 3 * r * per
+        assert power.runs_within(budget, 3, per) == _most_runs(budget, 3, per) == r
+        assert power.runs_within(budget * (1 - 1e-12), 3, per) == r - 1
+        assert power.runs_within(budget * (1 + 1e-9), 3, per) == r
+    assert power.runs_within(4.65 * 3 * 3, 3, 4.65) == 3 and 41.85 // (3 * 4.65) == 2.0
+    assert power.runs_within(1.0, 1, 0.1) == 10  # 1 // 0.1 is 9.0
+    assert power.runs_within(0.0, 3, 4.5) == 0 and power.runs_within(13.4, 3, 4.5) == 0
+    assert power.runs_within(1000.0, 2, 5.0) == 100 and power.runs_within(999.99, 2, 5.0) == 99
+
+
+def test_a_budget_exactly_three_runs_of_thirteen_steps_plans_them():
+    # 3 x 3 x (4 + 13 x 0.05) = 41.85 s buys three runs of 13 steps, the most steps three runs
+    # afford (14 steps: 3 x 3 x 4.7 = 42.3 s), and more steps at three runs detect less
+    budget = 3 * 3 * (4.0 + 13 * 0.05)
+    out = power.plan(_pilot(), rows=2, target=0.03, budget_s=budget)
+    assert (out["runs"], out["steps"]) == (3, 13) and out["reached"] == "budget"
+    assert out["seconds"] == budget
