@@ -330,3 +330,47 @@ def test_a_budget_exactly_three_runs_of_thirteen_steps_plans_them():
     out = power.plan(_pilot(), rows=2, target=0.03, budget_s=budget)
     assert (out["runs"], out["steps"]) == (3, 13) and out["reached"] == "budget"
     assert out["seconds"] == budget
+
+
+def test_detectable_reads_the_degrees_of_freedom_to_three_decimals():
+    # df is rounded to 3 decimals (the noncentrality's cache key and the critical value alike):
+    # 2.0004 is the design at 2.0, 2.0006 the one at 2.001
+    assert power.detectable(0.01, 2.0004) == power.detectable(0.01, 2.0)
+    assert power.detectable(0.01, 2.0006) == power.detectable(0.01, 2.001)
+    assert power.detectable(0.01, 9.9996) == power.detectable(0.01, 10)
+
+
+def _grid_choice(out, budget, criterion):
+    """The step count of the plan's grid (10 to 80, and the pilot's 20) whose affordable runs give
+    the least criterion(sd, runs): the choice a binding budget makes, recomputed here."""
+    c = out["components"]
+    tried = sorted({int(round(v)) for v in np.geomspace(10, 80, 25)} | {20})
+    seen = []
+    for n in tried:
+        r = _most_runs(budget, 3, 4.0 + n * 0.05)
+        if r >= power.MIN_RUNS:
+            sd = math.sqrt(2 * (c["between_var"] + c["per_step_var"] / n))
+            seen.append((criterion(sd, r), n, r))
+    return min(seen)[1:]
+
+
+def test_a_binding_budget_weighs_steps_against_runs_by_the_goal_level_and_power_asked():
+    # each budget below sits where the criterion decides between fewer runs of more steps and
+    # more runs of fewer: the half-width (at the level asked), or the detectable difference (at
+    # the power asked, on runs - 1 degrees of freedom); another criterion picks other steps
+    def hw(level):
+        return lambda sd, r: math.expm1(_t(0.5 + level / 2, r - 1) * sd / math.sqrt(r))
+
+    def det(pw):
+        return lambda sd, r: power.detectable(sd / math.sqrt(r), r - 1, 2, power=pw)
+
+    for budget, kw, criterion, want in (
+        (231.5, {"goal": "half_width", "target": 0.005}, hw(0.95), (48, 12)),
+        (93.0, {"goal": "half_width", "target": 0.005, "level": 0.9}, hw(0.9), (44, 5)),
+        (105.0, {"target": 0.03, "power": 0.9}, det(0.9), (20, 7)),
+        (105.0, {"target": 0.03}, det(0.8), (34, 6)),
+        (69.0, {"target": 0.03}, det(0.8), (34, 4)),
+    ):
+        out = power.plan(_pilot(), rows=2, budget_s=budget, **kw)
+        assert out["reached"] == "budget"
+        assert (out["steps"], out["runs"]) == _grid_choice(out, budget, criterion) == want
