@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
 
 from base.context import JOB_START_ENV
 from base.record_types import CommStats, DdpInfo
@@ -171,3 +172,379 @@ def test_exposed_text_numbers_and_sample_counts():
     assert res.exposed_text(CommStats()) == "n/a"
     ci = res.exposed_text(CommStats(exposed_s=0.012, exposed_ci_lo=0.010, exposed_ci_hi=0.015))
     assert "12" in ci and "10" in ci and "15" in ci and ci.endswith("ms")
+
+
+# ------------------------------------------------------------------ the printed summary (summarize)
+def _summary(med, lo, hi, level=0.95, iqr=0.002, low=1, high=2):
+    return {
+        "n": 40,
+        "median": med,
+        "ci_lo": lo,
+        "ci_hi": hi,
+        "ci_level": level,
+        "ci_method": "binomial order statistics",
+        "iqr": iqr,
+        "outliers_low": low,
+        "outliers_high": high,
+    }
+
+
+def _threads(intra=1):
+    return {"intra_op": intra, "inter_op": 1, "OMP_NUM_THREADS": "1"}
+
+
+def _result(**changes):
+    """A hand-made train result of round figures: 40 steps of 250 ms on 2 ranks, 4 steps/s, 24
+    samples a step (4 x 2 ranks x 3 micro-batches), a 4 ms exposed all-reduce."""
+    r = {
+        "sync": "ddp",
+        "optim": "sgd",
+        "bucket_mb": 25,
+        "world_size": 2,
+        "backend": "gloo",
+        "device_name": "box CPU",
+        "batch_per_rank": 4,
+        "global_batch": 8,
+        "accumulate": 3,
+        "effective_batch": 24,
+        "warmup_steps": 5,
+        "steps": 40,
+        "throughput": {
+            "steps_per_s": 4.0,
+            "ci_lo": 3.5,
+            "ci_hi": 4.5,
+            "samples_per_s": 96.0,
+            "samples_ci_lo": 84.0,
+            "samples_ci_hi": 108.0,
+            "n_blocks": 20,
+            "method": "batch means",
+            "lag1": 0.25,
+            "n_eff": 12.0,
+        },
+        "measure": {
+            "policy": "adaptive",
+            "steps": 40,
+            "blocks": 20,
+            "block_steps": 2,
+            "rel_ci_halfwidth": 0.031,
+            "rel_ci_target": 0.02,
+            "target_reached": False,
+            "stopped_by": "max_steps",
+        },
+        "steady_state": {"steady": True, "drift": 0.01, "reason": "no drift", "of": "step times"},
+        "step_time_s": _summary(0.25, 0.24, 0.26, iqr=0.004, low=0, high=3),
+        "phases": {
+            "forward": _summary(0.05, 0.048, 0.052),
+            "backward": _summary(0.1, None, None, low=0, high=0),
+        },
+        "comm": {
+            "method": "DDP probe",
+            "bytes_per_step": 4.2e6,
+            "collectives_per_step": 3.0,
+            "time_s": 0.012,
+            "overlap_s": 0.008,
+            "exposed_s": 0.004,
+            "exposed_ci_lo": 0.003,
+            "exposed_ci_hi": 0.005,
+            "backward_compute_s": 0.09,
+            "algbw_GBps": 0.35,
+            "busbw_GBps": 0.7,
+            "buckets": {"count": 2},
+        },
+        "accuracy": {"final_loss": 2.30259, "grad_rel_error": 1.5e-7},
+        "per_rank": [
+            {"rank": 0, "host": "a", "step_median_s": 0.25, "threads": _threads()},
+            {"rank": 1, "host": "b", "step_median_s": 0.2625, "threads": _threads()},
+        ],
+        "slowest_rank": 1,
+        "straggler": {"rank": 1, "by_s": 0.0125, "mostly": "outside", "significant": False},
+        "h2d": {"mode": "blocking", "note": "copies on the main thread"},
+        "time_budget": {
+            "job_s": 20.0,
+            "before_task_s": 3.0,
+            "setup_s": 2.0,
+            "warmup_s": 1.5,
+            "window_s": 10.0,
+            "probes_s": 2.5,
+            "window_share": 0.5,
+            "launcher_cpu_s": 0.5,
+            "launcher_wall_s": 20.0,
+            "launcher_cpu_share": 0.025,
+        },
+    }
+    r.update(changes)
+    return r
+
+
+def _record(**changes):
+    from base.record import Record
+
+    return Record.from_dict(
+        {
+            "status": "ok",
+            "task": "train",
+            "config": {"model": {"name": "mlp"}},
+            "result": _result(**changes),
+        }
+    )
+
+
+def test_the_printed_summary_of_a_run_written_out():
+    # every figure by hand: 50 ms of a 250 ms step is 20.0%, 100 ms 40.0%; 1 + 2 outliers; the
+    # backward phase has no interval (*); 4.2e6 B is 4.2 MB; 10 s of a 20 s job is 50%
+    want = """\
+task=train  model=mlp  sync=ddp  optim=sgd  bucket=25  world_size=2  backend=gloo  device=box CPU
+batch/rank=4  global=8  accumulate=3  effective=24  warm-up=5  measured=40
+
+throughput  4.0 [3.5, 4.5] steps/s   96 [84, 108] samples/s
+            (95% CI; wall clock of 20 timed blocks, slowest rank per block; batch means)
+            serial correlation of the blocks: lag-1 0.25, worth ~12 independent blocks of 20; \
+one run's interval holds its own noise only (repeats add the spread between runs)
+window      40 steps in 20 timed blocks of <= 2 steps, measure.policy=adaptive: median step known \
+to +-3.1% on rank 0 (target +-2.0% on every rank); stopped by max_steps: TARGET NOT REACHED
+steady      yes: no drift (step times)
+
+phase                 median ms [95% CI]    IQR ms  outliers   share   (rank 0)
+forward                50.0 [48.0, 52.0]         2         3   20.0%
+backward                            100*         2         0   40.0%
+step                      250 [240, 260]         4         3
+(median CI: binomial order statistics; outliers: beyond Tukey's fences, 1.5 IQR)
+
+gradient sync: 3 collectives/step, 4.2 MB/step, 2 buckets
+  comm 12 ms, overlapped with backward 8 ms, exposed 4.0 [3.0, 5.0] ms, backward compute 90 ms
+  algbw 0.35 GB/s  busbw 0.7 GB/s  (DDP probe)
+
+loss 2.3026   gradient rel. error vs exact fp32 all-reduce 1.500e-07
+per rank: r0@a 250.0 ms  r1@b 262.5 ms   slowest: rank 1
+straggler: rank 1, +12.5 ms of work between collectives per step against the others' median \
+(mostly outside the timed phases), inside the ranks' intervals: not significant
+h2d: blocking - copies on the main thread
+threads: intra-op 1, inter-op 1, OMP_NUM_THREADS=1 (every rank)
+time: measured window 10.0 s of 20.0 s job (50%); start 3.0 s, set-up 2.0 s, warm-up 1.5 s, \
+probes 2.5 s
+launcher: 0.50 CPU s over the 20.0 s launch (2.5% of one core on average: the parent's elastic \
+agent and heartbeat watch)"""
+    assert res.summarize(_record()) == want
+
+
+def test_the_printed_summary_of_a_sparser_run():
+    # no rate interval (under 60 blocks), one block of one step each, fixed window, no phases, a
+    # probe of one step without an interval, no loss, one rank, a significant straggler
+    tp = {"steps_per_s": 4.0, "samples_per_s": 96.0, "n_blocks": 10}
+    comm = {
+        "method": "DDP probe",
+        "bytes_per_step": 1.5e5,
+        "collectives_per_step": 1.0,
+        "time_s": 0.002,
+        "exposed_s": 0.002,
+        "exposed_n": 1,
+    }
+    rank = {"rank": 0, "host": "a", "step_median_s": 0.25, "threads": _threads()}
+    r = _record(
+        throughput=tp,
+        measure={"policy": "fixed", "steps": 10, "blocks": 10, "block_steps": 1},
+        steady_state={"steady": None, "drift": None, "reason": "too few steps", "of": "x"},
+        phases=None,
+        comm=comm,
+        accuracy={"final_loss": None},
+        per_rank=[rank],
+        straggler={"rank": 0, "by_s": -0.002, "mostly": "data", "significant": True},
+        time_budget={"job_s": 5.0},
+    )
+    want = """\
+task=train  model=mlp  sync=ddp  optim=sgd  bucket=25  world_size=2  backend=gloo  device=box CPU
+batch/rank=4  global=8  accumulate=3  effective=24  warm-up=5  measured=40
+
+throughput  4 steps/s (no CI under 60 blocks)   96 samples/s (no CI under 60 blocks)
+            (95% CI; wall clock of 10 timed blocks, slowest rank per block; )
+window      10 steps in 10 timed blocks of 1 step, measure.policy=fixed
+steady      untested: too few steps (x)
+
+gradient sync: 1 collectives/step, 0.15 MB/step
+  comm 2 ms, overlapped with backward n/a ms, exposed 2 ms (1 probe step: no interval; \
+probe_steps=6 gives one)
+  algbw n/a GB/s  busbw n/a GB/s  (DDP probe)
+
+straggler: rank 0, -2.0 ms of work between collectives per step against the others' median \
+(mostly data)
+h2d: blocking - copies on the main thread
+threads: intra-op 1, inter-op 1, OMP_NUM_THREADS=1 (every rank)"""
+    assert res.summarize(r) == want
+
+
+def test_the_summary_lines_each_branch_adds():
+    def lines(**changes):
+        return res.summarize(_record(**changes)).split("\n")
+
+    tp = {**_result()["throughput"], "n_eff": None}
+    assert "worth ~n/a independent blocks of 20" in lines(throughput=tp)[5]
+    reached = {**_result()["measure"], "target_reached": True, "rel_ci_halfwidth": None}
+    assert lines(measure=reached)[6].endswith(
+        "median step known to n/a on rank 0 (target +-2.0% on every rank); target reached"
+    )
+    unsteady = {"steady": False, "reason": "drift 5%", "of": "step times"}
+    assert lines(steady_state=unsteady)[7] == (
+        "WARNING     drift 5% (step times): warm-up was not enough (raise warmup_steps) or the "
+        "machine changed during the window; steady: false"
+    )
+    unknown = {"steady": None, "drift": 0.03, "reason": "r", "of": "o"}
+    assert lines(steady_state=unknown)[7] == "steady      unknown: r (o)"
+    assert "steady" not in " ".join(lines(steady_state={})[6:9])
+    # a step without a 95% interval: every row marked, and the footnote says why
+    step = _summary(0.25, None, None, iqr=0.004, low=0, high=0)
+    out = lines(step_time_s=step)
+    assert out[12] == "step" + " " * 32 + "250*" + " " * 9 + "4" + " " * 9 + "0"
+    assert out[13] == (
+        "(median CI: binomial order statistics; outliers: beyond Tukey's fences, 1.5 IQR; * no 95% "
+        "interval: fewer than 10 steps)"
+    )
+    low = _summary(0.25, 0.24, 0.26, level=0.9, iqr=0.004, low=0, high=0)
+    out = lines(step_time_s=low)
+    assert out[12] == "step                     250 [240, 260]*         4         0"
+    assert out[13].endswith("; * no 95% interval: fewer than 10 steps)")
+    # the per-rank line lists the ranks with a median only
+    per = [*_result()["per_rank"], {"rank": 2, "host": "c", "threads": _threads(2)}]
+    out = lines(per_rank=per)
+    assert out[20] == "per rank: r0@a 250.0 ms  r1@b 262.5 ms   slowest: rank 1"
+    assert out[23] == (
+        "threads: intra-op 1, inter-op 1, OMP_NUM_THREADS=1 (rank 0; they differ: see per_rank in "
+        "the record)"
+    )
+    assert lines(straggler={"rank": 1, "by_s": 0.001, "mostly": "x", "significant": None})[21] == (
+        "straggler: rank 1, +1.0 ms of work between collectives per step against the others' "
+        "median (mostly x), no interval"
+    )
+    assert lines(accuracy={"final_loss": 1.0})[19] == "loss 1.0000"
+
+
+def test_the_summary_names_the_buckets_as_built():
+    sizes = [1_000_000 * (i + 1) for i in range(9)]
+    ddp = {
+        "bucket_caps": {"rule": "25 MB caps"},
+        "buckets": {"sizes_bytes": sizes, "rebuilt": True},
+    }
+    out = res.summarize(_record(ddp=ddp)).split("\n")
+    assert out[18] == (
+        "  buckets: 25 MB caps; as built after DDP's rebuild, in all-reduce order: "
+        "1, 2, 3, 4, 5, 6, 7, 8, ... MB"
+    )
+    first = {
+        "bucket_caps": {"rule": "r"},
+        "buckets": {"sizes_bytes": [2_500_000], "rebuilt": False},
+    }
+    out = res.summarize(_record(ddp=first)).split("\n")
+    assert out[18] == "  buckets: r; as first built (DDP had not rebuilt them yet): 2.5 MB"
+    out = res.summarize(_record(ddp={"bucket_caps": {"rule": "r"}})).split("\n")
+    assert out[18] == "  buckets: r; as first built (DDP had not rebuilt them yet):  MB"
+
+
+# ------------------------------------------------------------------- assemble: rank 0's TrainResult
+ASM_STEPS = [
+    {"step": 0.25, "forward": 0.05, "backward": 0.10},
+    {"step": 0.20, "forward": 0.04, "backward": 0.12},
+    {"step": 0.30, "forward": 0.06, "backward": 0.08},
+]
+
+
+def _assembled(steps=ASM_STEPS, final_loss=2.5, grad_error=1e-7, **kw):
+    """assemble on a hand-made run: 2 ranks of batch 4, accumulate 3, two timed blocks of 2 and 1
+    steps; rank 1 is the slower one (blocks 0.5 s and 0.3 s against 0.4 s and 0.35 s)."""
+    cfg = SimpleNamespace(
+        batch_size=4,
+        accumulate=3,
+        sync="ddp",
+        optim=SimpleNamespace(name="adamw"),
+        precision="bf16",
+        cuda_graphs=0,
+        warmup_steps=7,
+        timing=1,
+        profile=SimpleNamespace(enabled=0),
+        probe_steps=6,
+        h2d="pinned",
+    )
+    ctx = SimpleNamespace(
+        world_size=2, torch_device=torch.device("cpu"), hostname="box", backend="gloo"
+    )
+    window = SimpleNamespace(
+        sizes=[2, 1], steps=3, window_s=0.85, describe=lambda: {"policy": "fixed", "steps": 3}
+    )
+    everyone = [
+        {"rank": 0, "block_walls_s": [0.4, 0.35], "step_median_s": 0.25, "wall_s": 0.75},
+        {"rank": 1, "block_walls_s": [0.5, 0.3], "step_median_s": 0.26, "wall_s": 0.8},
+    ]
+    marks = {"start": time.time() - 10.0, "setup": 0.0, "warmup": 0.0, "window": 0.0, "probes": 0.0}
+    marks.update(setup=marks["start"] + 1, warmup=marks["start"] + 2, window=marks["start"] + 3)
+    marks["probes"] = marks["start"] + 4
+    feeder = SimpleNamespace(copies=True, note="pinned copies")
+    described = DdpInfo(bucket_cap_mb=25)
+    return res.assemble(
+        cfg,
+        ctx,
+        described,
+        feeder,
+        steps,
+        everyone,
+        None,
+        window,
+        marks,
+        final_loss,
+        grad_error,
+        **kw,
+    ).to_dict()
+
+
+def test_assemble_fills_the_record_from_the_run_written_out(monkeypatch):
+    monkeypatch.delenv(JOB_START_ENV, raising=False)
+    r = _assembled()
+    assert (r["device"], r["device_name"], r["world_size"], r["backend"]) == (
+        "cpu",
+        "box CPU",
+        2,
+        "gloo",
+    )
+    assert (r["sync"], r["optim"], r["bucket_mb"], r["precision"]) == ("ddp", "adamw", 25, "bf16")
+    assert (r["cuda_graphs"], r["timing"], r["profiled"]) == (False, True, False)
+    # 4 per rank x 2 ranks = 8 a micro-batch; x 3 micro-batches = 24 a step
+    assert (r["batch_per_rank"], r["global_batch"], r["accumulate"]) == (4, 8, 3)
+    assert (r["effective_batch"], r["warmup_steps"], r["steps"]) == (24, 7, 3)
+    assert r["measure"] == {"policy": "fixed", "steps": 3}
+    # the slowest rank per block: 0.5 s and 0.35 s, 0.85 s for 3 steps
+    tp = r["throughput"]
+    assert tp["wall_s"] == pytest.approx(0.85)
+    assert tp["steps_per_s"] == pytest.approx(3 / 0.85)
+    assert tp["samples_per_s"] == pytest.approx(24 * 3 / 0.85)
+    assert tp["blocks"] == {"walls_s": [0.5, 0.35], "steps": [2, 1]}
+    # rank 0's step times: median 0.25 s; the phases' medians 0.05 s and 0.10 s
+    assert r["step_time_s"]["median"] == pytest.approx(0.25) and r["step_time_s"]["n"] == 3
+    assert r["phases"]["forward"]["median"] == pytest.approx(0.05)
+    assert r["phases"]["backward"]["median"] == pytest.approx(0.10)
+    assert set(r["phases"]) == {"forward", "backward"}
+    assert r["series"]["step_time_s"] == [0.25, 0.20, 0.30]
+    assert r["series"]["phases"] == {"forward": [0.05, 0.04, 0.06], "backward": [0.10, 0.12, 0.08]}
+    assert r["steady_state"]["of"] == "step times (rank 0)"
+    assert r["steady"] == r["steady_state"]["steady"]
+    assert [p["rank"] for p in r["per_rank"]] == [0, 1] and r["slowest_rank"] == 1
+    assert r["per_rank"][1]["block_walls_s"] == [0.5, 0.3]
+    assert r["accuracy"] == {"final_loss": 2.5, "grad_rel_error": 1e-7, "grad_error_steps": 6}
+    assert r["h2d"] == {"mode": "pinned", "copies": True, "note": "pinned copies"}
+    b = r["time_budget"]
+    assert b["window_s"] == 0.85 and (b["setup_s"], b["warmup_s"], b["probes_s"]) == (1, 1, 1)
+    assert b["job_s"] == pytest.approx(10.0, abs=1.0)
+    assert r["headline"]["steps/s"] == pytest.approx(3 / 0.85)
+    assert "warnings" not in r or not r["warnings"]
+
+
+def test_assemble_without_steps_or_a_gradient_check():
+    r = _assembled(steps=[], grad_error=None)
+    assert r.get("step_time_s") is None and r.get("phases") is None
+    assert r["steady_state"]["of"] == "block wall clock per step"
+    assert r["accuracy"]["grad_error_steps"] == 0
+    assert r["series"]["step_time_s"] == []
+
+
+def test_assemble_warns_of_a_loss_that_is_not_finite():
+    r = _assembled(final_loss=float("nan"))
+    assert r["warnings"] == [
+        "the training loss is nan (not finite): the data or the settings (lr, precision) produce "
+        "NaN/inf. The timings stand; the loss and gradients are not meaningful."
+    ]
