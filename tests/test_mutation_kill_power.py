@@ -374,3 +374,12 @@ def test_a_binding_budget_weighs_steps_against_runs_by_the_goal_level_and_power_
         out = power.plan(_pilot(), rows=2, budget_s=budget, **kw)
         assert out["reached"] == "budget"
         assert (out["steps"], out["runs"]) == _grid_choice(out, budget, criterion) == want
+
+
+def test_the_three_run_fallback_states_its_detectable_at_the_power_asked():
+    tiny = power.plan(_pilot(), rows=2, target=0.03, budget_s=1.0, power=0.9)
+    sd20 = _diff_sd(tiny, 20)
+    assert tiny["runs"] == power.MIN_RUNS and tiny["steps"] == 20
+    assert _power_at(tiny["detectable"], sd20 / math.sqrt(3), 2, family=2) == pytest.approx(
+        0.9, abs=1e-4
+    )

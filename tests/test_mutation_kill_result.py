@@ -398,6 +398,9 @@ def test_the_summary_lines_each_branch_adds():
         "(median CI: binomial order statistics; outliers: beyond Tukey's fences, 1.5 IQR; * no 95% "
         "interval: fewer than 10 steps)"
     )
+    narrow = _summary(0.25, 0.2495, 0.2505, iqr=0.004, low=0, high=0)  # to 0.1 ms
+    out = lines(step_time_s=narrow)
+    assert out[12] == "step" + " " * 16 + "250.0 [249.5, 250.5]" + " " * 9 + "4" + " " * 9 + "0"
     low = _summary(0.25, 0.24, 0.26, level=0.9, iqr=0.004, low=0, high=0)
     out = lines(step_time_s=low)
     assert out[12] == "step                     250 [240, 260]*         4         0"
@@ -446,7 +449,7 @@ ASM_STEPS = [
 ]
 
 
-def _assembled(steps=ASM_STEPS, final_loss=2.5, grad_error=1e-7, **kw):
+def _assembled(steps=ASM_STEPS, final_loss=2.5, grad_error=1e-7, works=None, comm=None, **kw):
     """assemble on a hand-made run: 2 ranks of batch 4, accumulate 3, two timed blocks of 2 and 1
     steps; rank 1 is the slower one (blocks 0.5 s and 0.3 s against 0.4 s and 0.35 s)."""
     cfg = SimpleNamespace(
@@ -455,10 +458,10 @@ def _assembled(steps=ASM_STEPS, final_loss=2.5, grad_error=1e-7, **kw):
         sync="ddp",
         optim=SimpleNamespace(name="adamw"),
         precision="bf16",
-        cuda_graphs=0,
+        cuda_graphs=1,
         warmup_steps=7,
         timing=1,
-        profile=SimpleNamespace(enabled=0),
+        profile=SimpleNamespace(enabled=1),
         probe_steps=6,
         h2d="pinned",
     )
@@ -475,6 +478,8 @@ def _assembled(steps=ASM_STEPS, final_loss=2.5, grad_error=1e-7, **kw):
     marks = {"start": time.time() - 10.0, "setup": 0.0, "warmup": 0.0, "window": 0.0, "probes": 0.0}
     marks.update(setup=marks["start"] + 1, warmup=marks["start"] + 2, window=marks["start"] + 3)
     marks["probes"] = marks["start"] + 4
+    for rank, work in zip(everyone, works or ()):
+        rank["work"] = work
     feeder = SimpleNamespace(copies=True, note="pinned copies")
     described = DdpInfo(bucket_cap_mb=25)
     return res.assemble(
@@ -484,7 +489,7 @@ def _assembled(steps=ASM_STEPS, final_loss=2.5, grad_error=1e-7, **kw):
         feeder,
         steps,
         everyone,
-        None,
+        comm,
         window,
         marks,
         final_loss,
@@ -503,7 +508,8 @@ def test_assemble_fills_the_record_from_the_run_written_out(monkeypatch):
         "gloo",
     )
     assert (r["sync"], r["optim"], r["bucket_mb"], r["precision"]) == ("ddp", "adamw", 25, "bf16")
-    assert (r["cuda_graphs"], r["timing"], r["profiled"]) == (False, True, False)
+    assert r["cuda_graphs"] is True and r["timing"] is True and r["profiled"] is True
+    assert r["ddp"]["bucket_cap_mb"] == 25
     # 4 per rank x 2 ranks = 8 a micro-batch; x 3 micro-batches = 24 a step
     assert (r["batch_per_rank"], r["global_batch"], r["accumulate"]) == (4, 8, 3)
     assert (r["effective_batch"], r["warmup_steps"], r["steps"]) == (24, 7, 3)
@@ -548,3 +554,73 @@ def test_assemble_warns_of_a_loss_that_is_not_finite():
         "the training loss is nan (not finite): the data or the settings (lr, precision) produce "
         "NaN/inf. The timings stand; the loss and gradients are not meaningful."
     ]
+
+
+def test_assemble_s_step_times_honour_their_serial_correlation():
+    # rank 0's step times are one run's consecutive steps: three of them give no interval that
+    # honours serial correlation (it needs 10), where independent order statistics would give a
+    # 75% one, [0.20, 0.30]
+    st = _assembled()["step_time_s"]
+    assert (st["ci_lo"], st["ci_hi"], st["ci_level"]) == (None, None, None)
+    assert st["ci_method"].startswith("no interval: 3 value(s); an interval that honours serial")
+
+
+def _work(ready, data):
+    return {
+        "ready_s": {
+            "median": ready,
+            "ci_lo": ready - 0.001,
+            "ci_hi": ready + 0.001,
+            "ci_level": 0.95,
+        },
+        "data_s": data,
+        "h2d_s": 0.0,
+        "compute_s": 0.1,
+        "torch_threads": 1,
+        "cpu_s": 1.0,
+        "involuntary_switches": 0,
+    }
+
+
+def test_assemble_s_straggler_share_is_of_the_step_the_throughput_implies():
+    # rank 1 readies its gradients 30 ms after rank 0 (all of it in data loading); the run's
+    # throughput implies 0.85 s / 3 steps a step, so the straggler costs 30 / 283.3 of it
+    r = _assembled(works=[_work(0.12, 0.01), _work(0.15, 0.04)])
+    s = r["straggler"]
+    assert s["rank"] == 1 and s["by_s"] == pytest.approx(0.03) and s["mostly"] == "data"
+    assert s["share_of_step"] == pytest.approx(0.03 / (0.85 / 3))
+    assert s["significant"] is True
+
+
+def test_assemble_keeps_what_the_loop_measured_beside_the_window():
+    from base.record_types import DeviceLayer, Fault, PrecisionFlags
+
+    comm = CommStats(method="m", exposed_s=0.004)
+    r = _assembled(
+        comm=comm,
+        forward_dtype="bfloat16",
+        precision_flags=PrecisionFlags(float32_matmul_precision="high"),
+        grad_ready={"method": "hooks"},
+        microbench={"mode": "beside"},
+        fault=Fault(delay_s=0.01, delay_rank=1),
+        device_layer=DeviceLayer(kind="cpu"),
+    )
+    assert r["comm"]["method"] == "m" and r["comm"]["exposed_s"] == 0.004
+    assert r["forward_dtype"] == "bfloat16"
+    assert r["precision_flags"]["float32_matmul_precision"] == "high"
+    assert r["grad_ready"]["method"] == "hooks" and r["microbench"]["mode"] == "beside"
+    assert (r["fault"]["delay_s"], r["fault"]["delay_rank"]) == (0.01, 1)
+    assert r["device_layer"]["kind"] == "cpu"
+
+
+def test_assemble_of_one_step_and_of_a_steady_run():
+    one = _assembled(steps=[{"step": 0.2, "forward": 0.05}])
+    assert one["phases"]["forward"]["median"] == 0.05 and one["step_time_s"]["median"] == 0.2
+    # the phases are serial too: no interval from 3 steps (order statistics would give 75%)
+    ph = _assembled()["phases"]["forward"]
+    assert ph["ci_lo"] is None and ph["ci_method"].startswith("no interval: 3 value(s)")
+    # 40 steps alternating 0.24 / 0.26 s: steady, judged on the step times (the 2 blocks would
+    # be too few to judge)
+    flat = [{"step": 0.24 + 0.02 * (i % 2), "forward": 0.05} for i in range(40)]
+    r = _assembled(steps=flat)
+    assert r["steady"] is True and r["steady_state"]["steady"] is True
