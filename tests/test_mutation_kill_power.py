@@ -383,3 +383,28 @@ def test_the_three_run_fallback_states_its_detectable_at_the_power_asked():
     assert _power_at(tiny["detectable"], sd20 / math.sqrt(3), 2, family=2) == pytest.approx(
         0.9, abs=1e-4
     )
+
+
+def test_the_plans_a_budget_stops_state_their_figures_at_the_level_and_power_asked():
+    p = _pilot()
+    # the binding budget's design: its detectable at 90% power, its half-width at 90% level
+    out = power.plan(p, rows=2, target=0.03, budget_s=90.0, power=0.9, level=0.9)
+    r, n = out["runs"], out["steps"]
+    sd = _diff_sd(out, n)
+    assert out["reached"] == "budget"
+    assert _power_at(out["detectable"], sd / math.sqrt(r), r - 1, family=2, level=0.9) == (
+        pytest.approx(0.9, abs=1e-4)
+    )
+    assert out["half_width"] == pytest.approx(math.expm1(_t(0.95, r - 1) * sd / math.sqrt(r)))
+    # the three-run fallback's half-width at the level asked
+    tiny = power.plan(p, rows=2, target=0.03, budget_s=1.0, level=0.9)
+    sd20 = _diff_sd(tiny, 20)
+    assert tiny["half_width"] == pytest.approx(math.expm1(_t(0.95, 2) * sd20 / math.sqrt(3)))
+
+
+def test_a_stopped_plan_states_the_target_design_s_minutes():
+    # 2.5% takes 29 runs x 52 steps: 3 x 29 x (4 + 52 x 0.05) = 574.2 s, 9.57 min: "about 10 min"
+    out = power.plan(_pilot(), rows=2, target=0.025, budget_s=100.0)
+    assert (out["target_runs"], out["target_steps"]) == (29, 52)
+    assert out["target_seconds"] == pytest.approx(574.2)
+    assert out["reason"].endswith("; 2.5% would take 29 runs x 52 steps, about 10 min")
