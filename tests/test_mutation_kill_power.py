@@ -408,3 +408,71 @@ def test_a_stopped_plan_states_the_target_design_s_minutes():
     assert (out["target_runs"], out["target_steps"]) == (29, 52)
     assert out["target_seconds"] == pytest.approx(574.2)
     assert out["reason"].endswith("; 2.5% would take 29 runs x 52 steps, about 10 min")
+
+
+def _cheapest_by_hand(p, target, hi, goal="detect", level=0.95):
+    """The cheapest (runs, steps) over the grid of 25 step counts from 10 to hi (and the pilot's
+    own), the runs each needs found by counting up; the pilot's variance scaled as plan does."""
+    c = p.components()
+    scale = c["df"] / st.chi2.ppf(0.3, c["df"])
+    grid = sorted({int(round(v)) for v in np.geomspace(10, hi, 25)} | {p.steps})
+    best = None
+    for n in (n for n in grid if 10 <= n <= hi):
+        sd = math.sqrt(2 * scale * (c["between_var"] + c["per_step_var"] / n))
+        for r in range(power.MIN_RUNS, 201):
+            if goal == "half_width":
+                ok = math.expm1(_t(0.5 + level / 2, r - 1) * sd / math.sqrt(r)) <= target
+            else:
+                ok = power.detectable(sd / math.sqrt(r), r - 1, 2) <= target
+            if ok:
+                cost = 3 * r * (p.startup_s + n * p.step_s)
+                if best is None or cost < best[0]:
+                    best = (cost, r, n)
+                break
+    return best[1:]
+
+
+def test_the_steps_a_plan_tries_reach_four_times_the_pilot_or_the_start_up_s_worth():
+    # all of the pilot's spread within runs (per step): more steps narrow it, and a target just
+    # above the noise band takes the most steps the plan tries
+    logs = [[0.0, 0.02, -0.01], [0.05, 0.06, 0.03], [0.01, 0.04, 0.0]]
+    within = [[1.0] * 3] * 3
+    # start-up 4 s against 0.02 s steps: up to 200 steps (4 / 0.02), more than 4 x 20
+    cheap = power.Pilot(logs, within, steps=20, startup_s=4.0, step_s=0.02)
+    out = power.plan(cheap, rows=2, target=0.025)
+    assert (out["runs"], out["steps"]) == _cheapest_by_hand(cheap, 0.025, 200)
+    assert out["steps"] == 200
+    # 0.1 s steps: start-up worth 40 of them, so 4 x 20 = 80 bounds the grid
+    slow = power.Pilot(logs, within, steps=20, startup_s=4.0, step_s=0.1)
+    out = power.plan(slow, rows=2, target=0.025)
+    assert (out["runs"], out["steps"]) == _cheapest_by_hand(slow, 0.025, 80)
+    assert out["steps"] == 80
+    # a start-up of 100 s against 1 ms steps: capped at 5000 steps
+    capped = power.Pilot(logs, within, steps=20, startup_s=100.0, step_s=0.001)
+    assert power.plan(capped, rows=2, target=0.022)["steps"] == 5000
+    # a 2-step pilot of cheap start-up: the grid is the 10 steps of min_steps alone
+    tiny = power.Pilot(logs, [[0.004] * 3] * 3, steps=2, startup_s=0.1, step_s=0.05)
+    assert power.plan(tiny, rows=2, target=0.04)["steps"] == 10
+
+
+def test_a_half_width_plan_counts_its_runs_at_the_level_asked():
+    p = _pilot()
+    out = power.plan(p, rows=2, target=0.03, goal="half_width", level=0.9)
+    assert (out["runs"], out["steps"]) == _cheapest_by_hand(p, 0.03, 80, "half_width", 0.9)
+
+
+def test_the_run_counts_hold_their_boundaries():
+    # a target exactly the half-width (or the detectable) of r runs is reached by r runs
+    for sd, r in ((0.03, 5), (0.01, 3), (0.05, 17)):
+        assert power.runs_for_half_width(sd, power.half_width(sd, r)) == r
+        d = power.detectable(sd / math.sqrt(r), r - 1)
+        assert power.runs_to_detect(sd, d) == r
+    # an effect at the noise band is not detectable, even with no spread at all
+    assert power.runs_to_detect(0.0, 0.02) is None
+    # the bisection finds the first run count enough, every time
+    # (where stopping the bisection one step early returns one run too many)
+    for sd, effect in ((0.004, 0.045), (0.011, 0.08), (0.035, 0.08), (0.02, 0.03)):
+        first = next(
+            r for r in range(2, 201) if power.detectable(sd / math.sqrt(r), r - 1) <= effect
+        )
+        assert power.runs_to_detect(sd, effect) == max(first, power.MIN_RUNS)

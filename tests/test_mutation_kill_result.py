@@ -624,3 +624,18 @@ def test_assemble_of_one_step_and_of_a_steady_run():
     flat = [{"step": 0.24 + 0.02 * (i % 2), "forward": 0.05} for i in range(40)]
     r = _assembled(steps=flat)
     assert r["steady"] is True and r["steady_state"]["steady"] is True
+
+
+def test_the_small_edges_of_the_figures():
+    # one step: its phases are read from it (there is no second)
+    ctx = SimpleNamespace(rank=0, hostname="h")
+    one = res.rank_figures(ctx, STEPS[:1], SimpleNamespace(walls=[0.1], steps=1), cpu_s=0.1)
+    assert one["phases_median"] == {"forward": 0.03, "sync": 0.02}
+    # 2 GB in exactly 1 s is 2 GB/s, to the bit
+    probe = {"comm_s": 1.0, "overlap_s": 0.5, "backward_compute_s": 0.8}
+    assert res.comm_figures(_ddp(), 2, STEPS, probe, 1.0, 2e9).algbw_GBps == 2.0
+    # an interval 10 us wide: to 0.1 us (stats.fmt's digits: two of the width)
+    c = CommStats(exposed_s=0.004, exposed_ci_lo=0.003995, exposed_ci_hi=0.004005)
+    assert res.exposed_text(c) == "4.0000 [3.9950, 4.0050] ms"
+    two = CommStats(exposed_s=0.004, exposed_n=2)
+    assert res.exposed_text(two, short=True) == "4 ms (2 probe steps)"
