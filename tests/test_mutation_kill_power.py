@@ -476,3 +476,28 @@ def test_the_run_counts_hold_their_boundaries():
             r for r in range(2, 201) if power.detectable(sd / math.sqrt(r), r - 1) <= effect
         )
         assert power.runs_to_detect(sd, effect) == max(first, power.MIN_RUNS)
+
+
+def test_runs_within_steps_back_from_a_quotient_that_rounds_up():
+    # 2 configurations of 0.1 s runs: 17 rounds cost 2 x 17 x 0.1 = 3.4000000000000004 s in
+    # floating point, over a 3.4 s budget, though 3.4 / 0.2 is 17.0: 16 rounds fit
+    assert 2 * 17 * 0.1 > 3.4 >= 2 * 16 * 0.1 and int(3.4 / (2 * 0.1)) == 17
+    assert power.runs_within(3.4, 2, 0.1) == _most_runs(3.4, 2, 0.1) == 16
+    assert power.runs_within(11.399999999999999, 2, 0.3) == 18  # 19 rounds: 11.4 s
+    assert power.runs_within(-1.0, 3, 4.5) == 0  # no budget: no round, never fewer
+
+
+def test_a_pilot_of_two_rows_in_two_rounds_and_its_refusals():
+    p = power.Pilot([[0.0, 0.1], [0.2, 0.4]], [[0.01] * 2] * 2, 20, 5.0, 0.1)
+    c = p.components()
+    # the interaction contrast: (0.0 - 0.1 - 0.2 + 0.4) / 4 = 0.025 in each cell, on 1 df
+    assert c["df"] == 1 and c["residual_var"] == pytest.approx(4 * 0.025**2)
+    # a missing value (None as NaN) is refused by name; a missing within-run error is skipped
+    with pytest.raises(
+        ValueError,
+        match=r"^the pilot needs every configuration in every round, two rounds and two rows at "
+        r"least$",
+    ):
+        power.Pilot([[0.0, None], [0.2, 0.4]], [[0.01] * 2] * 2, 20, 5.0, 0.1).components()
+    gap = power.Pilot([[0.0, 0.1], [0.2, 0.4]], [[0.01, None], [0.01, 0.01]], 20, 5.0, 0.1)
+    assert gap.components()["per_step_var"] == pytest.approx(0.01**2 * 20)
