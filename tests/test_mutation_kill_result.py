@@ -639,3 +639,41 @@ def test_the_small_edges_of_the_figures():
     assert res.exposed_text(c) == "4.0000 [3.9950, 4.0050] ms"
     two = CommStats(exposed_s=0.004, exposed_n=2)
     assert res.exposed_text(two, short=True) == "4 ms (2 probe steps)"
+
+
+def test_the_summary_s_figures_to_their_digits_and_its_absent_blocks():
+    def lines(**changes):
+        return res.summarize(_record(**changes)).split("\n")
+
+    # 1.5 s of all-reduce prints as 1500 ms (not 1.5e+03); 1,235,001 B as 1.24 MB (two places)
+    comm = {**_result()["comm"], "time_s": 1.5, "bytes_per_step": 1_235_001, "buckets": None}
+    out = lines(comm=comm)
+    assert out[15] == "gradient sync: 3 collectives/step, 1.24 MB/step"
+    assert out[16].startswith("  comm 1500 ms, overlapped with backward 8 ms, exposed")
+    ddp = {
+        "bucket_caps": {"rule": "r"},
+        "buckets": {"sizes_bytes": [1_235_001] * 8, "rebuilt": True},
+    }
+    assert lines(ddp=ddp)[18].endswith(": " + ", ".join(["1.24"] * 8) + " MB")  # 8: no "..."
+    # an IQR of 123.49 ms prints as 123 (3 significant digits)
+    step = _summary(0.25, 0.24, 0.26, iqr=0.12349, low=0, high=0)
+    assert (
+        lines(step_time_s=step)[12]
+        == "step" + " " * 22 + "250 [240, 260]" + " " * 7 + "123" + " " * 9 + "0"
+    )
+    # a straggler half a second behind
+    late = {"rank": 1, "by_s": 0.5, "mostly": "x", "significant": True}
+    assert lines(straggler=late)[21].startswith("straggler: rank 1, +500.0 ms of work")
+    # no comm block, no straggler, no ranks: their lines are absent
+    bare = lines(comm=None, straggler=None, per_rank=[])
+    assert not [
+        x for x in bare if x.startswith(("gradient sync", "straggler", "threads", "per rank"))
+    ]
+    # ranks without thread counts: none printed (rank 0's), or rank 0's for a mixed run
+    per = [
+        {"rank": 0, "host": "a", "step_median_s": 0.25},
+        {"rank": 1, "host": "b", "step_median_s": 0.25},
+    ]
+    assert not [x for x in lines(per_rank=per) if x.startswith("threads")]
+    mixed = [{**per[0], "threads": _threads()}, per[1]]
+    assert lines(per_rank=mixed)[23].endswith("(rank 0; they differ: see per_rank in the record)")
