@@ -677,3 +677,21 @@ def test_the_summary_s_figures_to_their_digits_and_its_absent_blocks():
     assert not [x for x in lines(per_rank=per) if x.startswith("threads")]
     mixed = [{**per[0], "threads": _threads()}, per[1]]
     assert lines(per_rank=mixed)[23].endswith("(rank 0; they differ: see per_rank in the record)")
+
+
+def test_time_budget_of_a_job_that_has_not_run_a_second(monkeypatch):
+    monkeypatch.delenv(JOB_START_ENV, raising=False)
+    monkeypatch.setattr(res.time, "time", lambda: 1000.0)
+    marks = {"start": 1000.0, "setup": 1000.0, "warmup": 1000.0, "window": 1000.0, "probes": 1000.0}
+    assert res.time_budget(marks, 0.0).window_share is None  # no job time: no share
+    half = res.time_budget({**marks, "start": 999.5}, 0.25)
+    assert half.job_s == 0.5 and half.window_share == 0.5
+
+
+def test_timed_phases_lists_the_named_phases_of_a_record_with_an_extra_one():
+    # a phase the record type does not name is kept (phases.extra), not a field: the phase
+    # table lists the named ones and does not fail on it
+    r = _record(
+        phases={"forward": _summary(0.05, 0.048, 0.052), "custom": _summary(0.01, None, None)}
+    )
+    assert list(res.timed_phases(r.result)) == ["forward"]
