@@ -695,3 +695,59 @@ def test_timed_phases_lists_the_named_phases_of_a_record_with_an_extra_one():
         phases={"forward": _summary(0.05, 0.048, 0.052), "custom": _summary(0.01, None, None)}
     )
     assert list(res.timed_phases(r.result)) == ["forward"]
+
+
+def test_assemble_names_a_cuda_device_and_the_slowest_rank_by_wall_clock(monkeypatch):
+    named = []
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d: named.append(d) or "H100")
+    cuda = SimpleNamespace(type="cuda")
+    ctx = SimpleNamespace(world_size=2, torch_device=cuda, hostname="box", backend="nccl")
+    cfg = SimpleNamespace(
+        batch_size=1, accumulate=1, sync="ddp", optim=SimpleNamespace(name="sgd"),
+        precision="fp32", cuda_graphs=False, warmup_steps=1, timing=True,
+        profile=SimpleNamespace(enabled=False), probe_steps=1, h2d="blocking",
+    )  # fmt: skip
+    window = SimpleNamespace(sizes=[1], steps=1, window_s=0.5, describe=lambda: {})
+    # no step medians (timing off): the slowest rank is the one with the longest wall clock
+    everyone = [
+        {"rank": 0, "block_walls_s": [0.5], "step_median_s": None, "wall_s": 0.9},
+        {"rank": 1, "block_walls_s": [0.4], "step_median_s": None, "wall_s": 0.7},
+    ]
+    marks = {"start": 0.0, "setup": 0.0, "warmup": 0.0, "window": 0.0, "probes": 0.0}
+    feeder = SimpleNamespace(copies=False, note="")
+    r = res.assemble(cfg, ctx, None, feeder, [], everyone, None, window, marks, 1.0, None)
+    assert r.device == "cuda" and r.device_name == "H100" and named == [cuda]
+    assert r.slowest_rank == 0
+
+
+def test_assemble_sets_the_sync_beside_the_microbenchmark():
+    t = {"median": 0.004, "ci_lo": 0.0038, "ci_hi": 0.0042, "ci_level": 0.95}
+    micro = {"mode": "beside", "sizes": [{"bytes": 1_000_000, "calls": 3, "time_s": t}]}
+    comm = CommStats(method="m", time_s=0.012, overlap_s=0.004, bytes_per_step=3e6)
+    r = _assembled(comm=comm, microbench=micro)
+    assert r["comm"]["vs_microbench"] is not None
+    assert r["microbench"]["sizes"][0]["bytes"] == 1_000_000
+    # without a comm block there is nothing to set beside it
+    assert _assembled(microbench=micro).get("comm") is None
+
+
+def test_assemble_without_step_times_judges_steadiness_on_each_block_s_time_per_step():
+    # timing off: 40 blocks of 1..40 steps, each 0.25 s a step; per step the blocks are flat
+    # (steady), though the blocks' own walls (and walls x steps) grow with their sizes
+    sizes = list(range(1, 41))
+    walls = [0.25 * n for n in sizes]
+    cfg = SimpleNamespace(
+        batch_size=1, accumulate=1, sync="ddp", optim=SimpleNamespace(name="sgd"),
+        precision="fp32", cuda_graphs=False, warmup_steps=1, timing=False,
+        profile=SimpleNamespace(enabled=False), probe_steps=1, h2d="blocking",
+    )  # fmt: skip
+    ctx = SimpleNamespace(
+        world_size=1, torch_device=torch.device("cpu"), hostname="box", backend="gloo"
+    )
+    window = SimpleNamespace(sizes=sizes, steps=sum(sizes), window_s=sum(walls), describe=dict)
+    everyone = [{"rank": 0, "block_walls_s": walls, "step_median_s": None, "wall_s": sum(walls)}]
+    marks = {"start": 0.0, "setup": 0.0, "warmup": 0.0, "window": 0.0, "probes": 0.0}
+    feeder = SimpleNamespace(copies=False, note="")
+    r = res.assemble(cfg, ctx, None, feeder, [], everyone, None, window, marks, 1.0, None)
+    assert r.steady_state.of == "block wall clock per step"
+    assert r.steady is True and r.steady_state.drift == pytest.approx(0.0, abs=1e-9)
