@@ -751,3 +751,11 @@ def test_assemble_without_step_times_judges_steadiness_on_each_block_s_time_per_
     r = res.assemble(cfg, ctx, None, feeder, [], everyone, None, window, marks, 1.0, None)
     assert r.steady_state.of == "block wall clock per step"
     assert r.steady is True and r.steady_state.drift == pytest.approx(0.0, abs=1e-9)
+
+
+def test_the_window_lines_of_an_old_record():
+    # a record from before blocks were counted: one timed block; no measure block: no window line
+    tp = {k: v for k, v in _result()["throughput"].items() if k != "n_blocks"}
+    out = res.summarize(_record(throughput=tp, measure=None)).split("\n")
+    assert out[4].startswith("            (95% CI; wall clock of 1 timed blocks, slowest rank")
+    assert out[6].startswith("steady      yes")
