@@ -520,6 +520,7 @@ def test_assemble_fills_the_record_from_the_run_written_out(monkeypatch):
     assert tp["steps_per_s"] == pytest.approx(3 / 0.85)
     assert tp["samples_per_s"] == pytest.approx(24 * 3 / 0.85)
     assert tp["blocks"] == {"walls_s": [0.5, 0.35], "steps": [2, 1]}
+    assert tp["basis"] == "wall clock of each timed block on its slowest rank"
     # rank 0's step times: median 0.25 s; the phases' medians 0.05 s and 0.10 s
     assert r["step_time_s"]["median"] == pytest.approx(0.25) and r["step_time_s"]["n"] == 3
     assert r["phases"]["forward"]["median"] == pytest.approx(0.05)
