@@ -485,6 +485,13 @@ class Fault:
     )
     delay_at: FaultAt = knob(FaultAt.backward, "where delay_s is spent (h2d: a blocking copy only)")
     delay_rank: Optional[int] = knob(None, "the rank delay_s slows (null: every rank)", ge=0)
+    busy_cores: int = knob(
+        0,
+        "benchmark knob (python -m diagnosis.benchmark): this many processes spin in Python on the "
+        "machine that launches the ranks (launcher=local), from before the ranks start until the "
+        "job ends, however it ends: a busy neighbour of known size (launchers/busy.py)",
+        ge=0,
+    )
     hang: Optional[HangKind] = knob(
         None,
         "test knob (python -m diagnosis.hang_benchmark): a hang of this kind on hang_rank at "

@@ -25,6 +25,7 @@ from collections import Counter
 import subprocess
 import sys
 import time
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -83,6 +84,12 @@ class Case:
     also: tuple[
         str, ...
     ] = ()  # rules with an injected cause behind them too (named, but not necessarily first)
+    # Its fix run in its own sweep: these overrides, in place of the case's own, select the runs
+    # that measure its saving, round by round beside its own (busy_host: fault.busy_cores=0). A
+    # sweep of records from before (none of its runs sets them) is read as it was: its runs are
+    # the case's, measured against `fix`, and its row says `legacy_note` (in_sweep_fix, below).
+    fix_in_sweep: tuple[str, ...] = ()
+    legacy_note: str = ""
 
 
 def cases(delay: float = DELAY_S) -> list[Case]:
@@ -119,10 +126,13 @@ def cases(delay: float = DELAY_S) -> list[Case]:
         Case(
             "busy_host",
             "busy",
-            ["sync=ddp"],
+            ["sync=ddp", "fault.busy_cores=1"],
             ("busy_host",),
             fix="healthy",
-            note="one other process spins on a core for the whole sweep",
+            note="one other process spins on a core (fault.busy_cores=1); its fix, no spinner, "
+            "runs in the same sweep",
+            fix_in_sweep=("fault.busy_cores=0",),
+            legacy_note="one other process spins on a core for the whole sweep",
         )
     )
     out.append(
@@ -197,10 +207,11 @@ def script_cases(delay: float) -> list[Case]:
         Case(
             "script_busy_host",
             "script_busy",
-            [args()],
+            [args(), "fault.busy_cores=1"],
             ("busy_host",),
             fix="script_healthy",
             note="the script, one other process spinning on a core",
+            fix_in_sweep=("fault.busy_cores=0",),
         ),
     ]
     return out
@@ -217,9 +228,7 @@ class Runner:
     repeats: int
     log: list[str] = field(default_factory=list)
 
-    def sweep(
-        self, name: str, overrides: list[str], hog: bool = False, timeout: float = 1800
-    ) -> Path:
+    def sweep(self, name: str, overrides: list[str], timeout: float = 1800) -> Path:
         """One `python train.py -m` over the given overrides, `repeats` rounds; its sweep dir."""
         sweep_dir = self.out / name
         if sweep_dir.is_dir():  # a run of the benchmark before: its records must not mix with these
@@ -240,16 +249,10 @@ class Runner:
             "WANDB_MODE": "disabled",
             "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
         }
-        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])] if hog else []
         t0 = time.time()
-        try:
-            proc = subprocess.run(
-                cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
-            )
-        finally:
-            for h in hogs:
-                h.kill()
-                h.wait()
+        proc = subprocess.run(
+            cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+        )
         (self.out / f"{name}.log").write_text(proc.stdout + proc.stderr)
         print(
             f"[benchmark] {name}: exit {proc.returncode} after {time.time() - t0:.0f} s", flush=True
@@ -263,7 +266,7 @@ def group_overrides(group: list[Case]) -> list[str]:
     do)."""
     keys: dict[str, list[str]] = {}
     for c in group:
-        for o in c.overrides:
+        for o in (*c.overrides, *c.fix_in_sweep):
             k, v = o.split("=", 1)
             if v not in keys.setdefault(k, []):
                 keys[k].append(v)
@@ -280,7 +283,7 @@ def select(names: list[str] | None, delay: float, script: bool = False) -> list[
     pool = every_case(delay)
     default = script_cases(delay) if script else cases(delay)
     chosen = [c for c in (default if names is None else pool) if names is None or c.name in names]
-    needed = {c.fix for c in chosen if c.fix not in ("", "next")}
+    needed = {c.fix for c in chosen if c.fix not in ("", "next") and not c.fix_in_sweep}
     return chosen + [c for c in pool if c.name in needed and c not in chosen]
 
 
@@ -317,7 +320,7 @@ def run(
             groups.setdefault(c.group, []).append(c)
     clear_fixes(out, chosen)
     for name, group in groups.items():
-        runner.sweep(name, group_overrides(group), hog=name in ("busy", "script_busy"))
+        runner.sweep(name, group_overrides(group))
     records = load(out)
     # the fix of every case whose fix is its top finding's next command: run those commands, the
     # same rounds
@@ -407,9 +410,22 @@ def _key(change: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(change.items()))
 
 
+def in_sweep_fix(records: list[Run], c: Case) -> bool:
+    """Whether the case's fix ran in its own sweep (c.fix_in_sweep): False for a case without one,
+    and for a sweep none of whose runs sets its keys, which ran before the knob did: the committed
+    busy sweeps until 2026-12-07 ran every job beside a spinner the benchmark started for the whole
+    sweep, and busy_host's fix was then the healthy case's runs of another sweep."""
+    keys = {o.split("=", 1)[0] for o in c.fix_in_sweep}
+    return bool(keys) and any(r.sweep == c.group and keys & set(_items(r)) for r in records)
+
+
 def runs_of(records: list[Run], c: Case, sweep: str | None = None) -> list[Run]:
-    """The case's runs: its group's sweep, the overrides it sets; by round."""
+    """The case's runs: its group's sweep, the overrides it sets; by round. In a sweep from before
+    its fix_in_sweep knob (in_sweep_fix) the knob's overrides are not asked for."""
     want = dict(o.split("=", 1) for o in c.overrides)
+    if c.fix_in_sweep and not in_sweep_fix(records, c):
+        for o in c.fix_in_sweep:
+            want.pop(o.split("=", 1)[0], None)
     out = [
         r
         for r in records
@@ -431,7 +447,12 @@ def _named(run: Run | Record | dict) -> list[Finding]:
 
 def fix_runs(records: list[Run], c: Case, top: Finding | None) -> list[Run]:
     """The runs that measure the top finding's saving: the case that removes the cause, or the sweep
-    that ran its next command."""
+    that ran its next command, or the case's own sweep's runs of its fix (in_sweep_fix)."""
+    if in_sweep_fix(records, c):
+        fixed = dict(o.split("=", 1) for o in (*c.overrides, *c.fix_in_sweep))
+        return runs_of(
+            records, dataclasses.replace(c, overrides=[f"{k}={v}" for k, v in fixed.items()])
+        )
     if c.fix not in ("", "next"):
         base = next(x for x in every_case() if x.name == c.fix)
         return runs_of(records, base)
@@ -479,13 +500,13 @@ def judge(c: Case, rec: Run | Record | dict) -> dict:
 
 
 def measured(case_runs: list[Run | Record | dict], fix: list[Run | Record | dict]) -> dict | None:
-    """1 - samples/s of the case / the fix's, paired by round (stats.compare_runs), with its 95%
-    interval."""
+    """1 - samples/s of the case / the fix's, with its 95% interval (stats.compare_runs): paired
+    by round where the fix ran in the case's own sweep (_round), Welch's otherwise."""
     from stats.runs import compare_runs
 
     def logs(runs):
         return [math.log(_record(r).result.throughput.samples_per_s) for r in runs], [
-            int(_items(r).get("repeat", 0)) for r in runs
+            _round(r) for r in runs
         ]
 
     if not case_runs or not fix:
@@ -550,6 +571,8 @@ def table(
         if not runs:
             rows.append({"case": c.name, "runs": 0, "note": c.note})
             continue
+        own_sweep = in_sweep_fix(records, c)
+        note = c.note if own_sweep or not c.legacy_note else c.legacy_note
         judged = [judge(c, r) for r in runs]
         top = _named(runs[0])[0] if _named(runs[0]) else None
         fix = fix_runs(records, c, top) if c.fix else []
@@ -559,7 +582,7 @@ def table(
         ]
         row = {
             "case": c.name,
-            "note": c.note,
+            "note": note,
             "runs": len(runs),
             "expect": " or ".join(c.expect) or "nothing",
             "top1": sum(j["top1"] for j in judged),
@@ -568,7 +591,13 @@ def table(
             "false_rules": sorted({x for j in judged for x in j["false"]}),
             "max_sum": max(j["sum"] for j in judged),
             "command": judged[0]["command"],
-            "fix": c.fix if c.fix != "next" else "its next command",
+            "fix": (
+                f"{' '.join(c.fix_in_sweep)}, its own sweep"
+                if own_sweep
+                else c.fix
+                if c.fix != "next"
+                else "its next command"
+            ),
         }
         if est:
             los, his = (
@@ -630,15 +659,28 @@ def _check(run: Run) -> object | None:
     return getattr(_record(run).result, "verify", None)
 
 
+def _round(run: Run | Record | dict) -> tuple:
+    """A run's round for pairing: its sweep and its repeat index. Two runs pair only within one
+    sweep, where the rounds interleave the case and its fix (busy_host's fault.busy_cores=1,0,
+    per_param beside healthy); a fix sweep runs minutes after the case's, so the same repeat index
+    there shares no machine state, and pairing it cancels nothing while it puts one run's
+    disturbance into that run's truth (slow_link_40mbit's +20 on 2026-12-07 was its round-2 fix
+    run's, slow in phases that never touch the link). A bare record (no sweep) pairs by index."""
+    return (run.sweep if isinstance(run, Run) else None, int(_items(run).get("repeat", 0)))
+
+
 def _per_run_measured(runs: list[Run], fix: list[Run]) -> list[float | None]:
-    """Per run: the saving measured in its round (1 - samples/s of this run / the fix's run of the
-    same round); None where the round has no fix run."""
-    rate = {
-        int(_items(r).get("repeat", 0)): _record(r).result.throughput.samples_per_s for r in fix
-    }
+    """Per run: the saving measured against its fix (1 - samples/s of this run / the fix's): the
+    fix's run of the same round where the fix ran in the same sweep (_round), else the fix's runs'
+    geometric mean (compare_runs' ratio, unpaired); None where its round has no fix run."""
+    rate = {_round(r): _record(r).result.throughput.samples_per_s for r in fix}
+    rates = [x for x in rate.values() if x]
+    pooled = math.exp(sum(math.log(x) for x in rates) / len(rates)) if rates else None
     out = []
     for r in runs:
-        f = rate.get(int(_items(r).get("repeat", 0)))
+        key = _round(r)
+        same = any(k[0] == key[0] for k in rate)
+        f = rate.get(key) if same else pooled
         mine = _record(r).result.throughput.samples_per_s
         out.append(time_saved(f / mine) if f and mine else None)
     return out
@@ -826,10 +868,12 @@ def markdown(result: dict) -> str:
         "overlaps the "
         "measured 95% interval (else the gap, in points of the step). measured: 1 - samples/s of "
         "the case / "
-        "the fix's, paired by round (stats.compare_runs). estimate − measured: per run, the top "
-        "finding's "
-        "saving less the saving measured against the run of that finding's own fix in the same "
-        "round (inside, too; the measured column: against the first run's fix). in-job check: "
+        "the fix's (stats.compare_runs), paired by round where the fix ran in the case's own "
+        "sweep, interleaved with it (per_param, busy_host), Welch's otherwise (a fix sweep runs "
+        "minutes later: the same repeat index shares no machine state). estimate − measured: per "
+        "run, the top finding's saving less the saving measured against that finding's own fix: "
+        "its run of the same round within one sweep, else its runs' geometric mean (inside, too; "
+        "the measured column: against the first run's fix). in-job check: "
         "the "
         "median seconds diagnose.verify added to a run (the decision included), in how many runs "
         "it "

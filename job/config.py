@@ -420,6 +420,7 @@ def validate(cfg: DictConfig, submitting: bool = False, host: Host | None = None
     """submitting=True: checked on a Slurm login node for the compute nodes, so this machine's GPUs,
     CPUs and memory do not count (they are checked again on the nodes, in each job)."""
     import tasks
+    from launchers.busy import check as check_busy
     from launchers.link import check as check_link
     from launchers.slurm import check_config as check_launcher
 
@@ -430,6 +431,7 @@ def validate(cfg: DictConfig, submitting: bool = False, host: Host | None = None
     task = tasks.get(cfg.task)
     check_launcher(cfg, submitting=submitting)
     check_link(cfg, submitting=submitting, host=host)
+    check_busy(cfg, submitting=submitting, host=host)
     if cfg.backend == "nccl" and not submitting:
         if host.gpus == 0:
             raise ConfigError(

@@ -10,7 +10,8 @@ every rank beats there (launchers.heartbeat), and everything else a launch write
 logs and error files, the ranks' TMPDIR) stays inside it and is removed at the end (a killed
 launch's, by the next launch). A signal to this process reaches the agent, which stops the ranks;
 it comes out as base.interrupt.Interrupted carrying rank 0's Outcome. With `link=` set, this process
-builds and holds the run's emulated network (launchers/link.py) while the ranks run.
+builds and holds the run's emulated network (launchers/link.py) while the ranks run, and the busy
+neighbours of fault.busy_cores (launchers/busy.py).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from launchers.hang import HangWatch, dead_rank, hang_settings
 from launchers.heartbeat import Watch, silent_limit
 from base.interrupt import Interrupted, note, restored_handlers
 from base.store import LOOPBACK, interface_of, is_loopback, serve
-from launchers import link
+from launchers import busy, link
 
 # the one address a plain local run listens on (its rendezvous store; gloo/NCCL's sockets)
 LOCAL_HOST = LOOPBACK
@@ -260,7 +261,13 @@ def launch_local(plain: dict, job: dict, host: str = LOCAL_HOST):
             else {"emulated": False, "facts": link.LOOPBACK}
         )
         try:
-            with restored_handlers(), watch, hang, temp_files_in(launch_dir):
+            with (
+                restored_handlers(),
+                watch,
+                hang,
+                temp_files_in(launch_dir),
+                busy.neighbours(int(plain["fault"].get("busy_cores") or 0)),
+            ):
                 elastic_launch(config, rank_entry)(
                     plain, {**job, "launch_dir": str(launch_dir), "link": link_info}
                 )

@@ -273,6 +273,11 @@ HEADLINE_SWEEP = [
     "bucket=25,100,2000",
     "model=vgg11_tiny",
     "scale=smoke",
+    # one rank per job: what its tests check (six ok records, the sweep table and its lines, one
+    # W&B run per job in one group, the summary's table, the report on the logged metrics) is the
+    # submitting process's and the same for any world size; each job's second rank was its
+    # python+torch start-up again. Two-rank DDP with each hook and bucket cap is test_ddp_knobs'.
+    "world_size=1",
     "logger=wandb",
     "logger.mode=offline",
     # the in-job check stops at its budget, as in TINY's runs: each PowerSGD job's check of bf16
@@ -286,8 +291,9 @@ HEADLINE_SWEEP = [
 @pytest.fixture(scope="session")
 def headline_sweep(request, tmp_path_factory):
     """The design card's own command, `python train.py -m optim=bf16,powersgd bucket=25,100,2000`,
-    on the tiny model with W&B offline and no credentials: run once, read by the sweep-table tests
-    (test_sweeps) and the W&B tests (test_wandb). proc.out_dir is the sweep dir."""
+    on the tiny model, one rank a job, with W&B offline and no credentials: run once, read by the
+    sweep-table tests (test_sweeps) and the W&B tests (test_wandb, test_wandb_report). proc.out_dir
+    is the sweep dir."""
 
     def run():
         tmp = tmp_path_factory.mktemp("headline")

@@ -514,8 +514,119 @@ def test_a_sweep_an_earlier_run_left_is_not_scored(tmp_path):
     assert swept(commands) == {"link", "fix_slow_link_40mbit_0"} and swept([]) is None
     row = table(tmp_path, [case], 0.1, sweeps=swept(commands))["rows"][0]
     assert row["errors"] == [pytest.approx(0.0), pytest.approx(0.0)], row["errors"]
-    stale = table(tmp_path, [case], 0.1)["rows"][0]  # every sweep in the dir: the stale one wins
-    assert stale["errors"] == [pytest.approx(0.2), pytest.approx(0.2)], stale["errors"]
+    # every sweep in the dir: the stale runs join the fix's (its geometric mean, 100 and 75 a
+    # round: the fix ran in sweeps of its own, so no pairing by round), 1 - 60 / sqrt(100 * 75)
+    stale = table(tmp_path, [case], 0.1)["rows"][0]
+    mixed = 0.4 - (1 - 60 / (100 * 75) ** 0.5)
+    assert stale["errors"] == [pytest.approx(mixed), pytest.approx(mixed)], stale["errors"]
     (tmp_path / "fix_slow_link_40mbit_1.log").write_text("")
     clear_fixes(tmp_path, [case])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link"]
+
+
+def test_busy_hosts_fix_is_read_from_its_own_sweep_and_old_sweeps_as_they_were(tmp_path):
+    """busy_host's measured saving compared the busy sweep's runs with the base sweep's healthy
+    runs, minutes apart (2026-12-07 14:11: 31% [-9, 56], errors -2, -18, +7): no drift cancelled.
+    Now the busy sweep runs fault.busy_cores=1,0 and its fix is that sweep's 0 runs of the same
+    round. A busy sweep from before the knob (no run sets it) is still read as it was: all its runs
+    are the case's, measured against the healthy case's."""
+    import json
+
+    from diagnosis.benchmark import group_overrides, table
+
+    c = next(x for x in cases() if x.name == "busy_host")
+    assert group_overrides([c]) == ["sync=ddp", "fault.busy_cores=1,0"]
+    assert "healthy" not in {x.name for x in select(["busy_host"], 0.1)}  # no other sweep needed
+    top = {
+        "rule": "busy_host",
+        "title": "Other processes",
+        "detail": "",
+        "evidence": [],
+        "matches": "",
+        "command": "",
+        "recommends": {},
+        "saving": {"fraction": 0.3, "lo": 0.25, "hi": 0.35},
+    }
+
+    def write(root, sweep, rep, overrides, sps, found=(), job=""):
+        rec = {
+            "schema_version": 3,
+            "status": "ok",
+            "task": "train",
+            "overrides": [f"repeat={rep}", *overrides],
+            "result": {
+                "throughput": {"samples_per_s": sps},
+                "diagnosis": {"findings": list(found)},
+            },
+        }
+        d = root / sweep / f"{rep}{job}"
+        d.mkdir(parents=True)
+        (d / "run_record.json").write_text(json.dumps(rec))
+
+    new, old = tmp_path / "new", tmp_path / "old"
+    for rep in (0, 1, 2):
+        write(new, "busy", rep, ["sync=ddp", "fault.busy_cores=1"], 70.0, [top])
+        write(new, "busy", rep, ["sync=ddp", "fault.busy_cores=0"], 100.0, job="b")  # saves 30%
+        write(new, "base", rep, ["sync=ddp"], 140.0)  # the other sweep: would say 50%
+        write(old, "busy", rep, ["sync=ddp"], 70.0, [top])
+        write(old, "base", rep, ["sync=ddp"], 140.0)
+    row = table(new, [c], 0.1)["rows"][0]
+    assert row["runs"] == 3 and row["measured"] == pytest.approx(0.3), row
+    assert row["errors"] == [pytest.approx(0.0)] * 3 and row["holds"] == [True] * 3
+    assert row["fix"] == "fault.busy_cores=0, its own sweep"
+    was = table(old, [c], 0.1)["rows"][0]
+    assert was["runs"] == 3 and was["measured"] == pytest.approx(0.5), was
+    assert was["fix"] == "healthy" and was["note"] == c.legacy_note
+
+
+def test_a_fix_from_another_sweep_is_its_runs_mean_and_one_in_the_same_sweep_its_round(tmp_path):
+    """Pairing by round cancels the machine's state only where a round ran the case and its fix
+    together: in one sweep (per_param beside healthy; busy_host's fault.busy_cores=1,0). A fix
+    sweep runs minutes after the case's sweep, so there each run is measured against the fix's
+    runs' geometric mean: one disturbed fix run (slow_link_40mbit's round 2 on 2026-12-07, slow
+    in phases that never touch the link) no longer decides one run's truth alone."""
+    import json
+
+    from diagnosis.benchmark import Case, table
+
+    def write(sweep, rep, overrides, sps, found=()):
+        rec = {
+            "schema_version": 3,
+            "status": "ok",
+            "task": "train",
+            "overrides": [f"repeat={rep}", *overrides],
+            "result": {"throughput": {"samples_per_s": sps}, "diagnosis": {"findings": found}},
+        }
+        d = tmp_path / sweep / f"{overrides[-1]}_{rep}"
+        d.mkdir(parents=True)
+        (d / "run_record.json").write_text(json.dumps(rec))
+
+    top = {
+        "rule": "exposed_comm.slow_link",
+        "title": "the link",
+        "detail": "",
+        "evidence": [],
+        "matches": "",
+        "command": "",
+        "recommends": {"optim": "powersgd"},
+        "saving": {"fraction": 0.4, "lo": 0.3, "hi": 0.5},
+    }
+    case = Case("slow", "link", ["link.rate=40mbit"], ("exposed_comm.slow_link",))
+    fix_rates = (100.0, 100.0, 64.0)  # round 2's fix run disturbed
+    for rep, sps in enumerate(fix_rates):
+        write("link", rep, case.overrides, 60.0, [top])
+        write("fix_slow_0", rep, [*case.overrides, "optim=powersgd"], sps)
+    row = table(tmp_path, [case], 0.1)["rows"][0]
+    mean = (100.0 * 100.0 * 64.0) ** (1 / 3)  # 86.2
+    assert row["errors"] == [pytest.approx(0.4 - (1 - 60 / mean))] * 3, row["errors"]
+    assert row["holds"] == [True] * 3  # 30.4% inside [30, 50]; paired by round, 6.2% was not
+
+    # the same rates in one sweep, the fix interleaved with the case (busy_host's
+    # fault.busy_cores=1,0): paired by round
+    busy = next(c for c in cases() if c.name == "busy_host")
+    top = {**top, "rule": "busy_host", "recommends": {}}
+    for rep, sps in enumerate(fix_rates):
+        write("busy", rep, ["sync=ddp", "fault.busy_cores=1"], 60.0, [top])
+        write("busy", rep, ["sync=ddp", "fault.busy_cores=0"], sps)
+    row = table(tmp_path, [busy], 0.1)["rows"][0]
+    assert row["errors"] == [pytest.approx(0.4 - (1 - 60 / f)) for f in fix_rates], row["errors"]

@@ -36,11 +36,18 @@ def _names_the_link(result: dict, stdout: str) -> None:
 @pytest.mark.subprocess
 @pytest.mark.root
 def test_the_default_run_names_the_link_with_a_saving(tmp_path):
-    """Live, behind link=1gbe (2 min on the quiet VM); the slower link.rate=400mbit (4.5 min) is the
-    committed record below."""
+    """Live, behind link.rate=1500mbit; link=1gbe (2 min on the quiet VM) and the slower
+    link.rate=400mbit (4.5 min) are the committed records below. The rate is the emulated machine's,
+    not the run's: the run keeps every default (VGG11, its probe budget), which is the test's
+    point. At 1.5 Gbit/s VGG11's 531 MB a step takes ~2.8 s of link against ~0.8 s of compute, so
+    each of the run's ~20 steps is ~1.3 s shorter than at 1gbe. Margins on the loaded VM
+    (2026-12-07, load 3.8-5.0): exposed share 63-68% (the probe's extension needs > 15%), the sync
+    at 85-87% of the link (slow_link needs >= 50%), saving 31-35% (> 10% asserted); with one core
+    hogged by `yes` too, 31.9% [24, 39] and the link still first. At 2 Gbit/s the hogged run's
+    saving fell to 11.5% [9, 15]: too near the 10% asserted."""
     if (why := link_problem()) is not None:
         pytest.skip(why)
-    proc = run_train(["scale=smoke", "link=1gbe", "logger=none"], tmp_path, timeout=1500)
+    proc = run_train(["scale=smoke", "link.rate=1500mbit", "logger=none"], tmp_path, timeout=1500)
     assert proc.returncode == 0, proc.stderr[-3000:]
     _names_the_link(read(proc.out_dir)["result"], proc.stdout)
 

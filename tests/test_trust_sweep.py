@@ -15,7 +15,9 @@ twin of the baseline. repeats=3, in rounds, put run-to-run spread into every int
 paired by round, Holm over the 3 comparisons; with repeats=2, t on 1 degree of freedom, even a -70%
 change was not called). compare.noise=0.1 because these two cores are shared with other jobs: the
 floor, not luck, keeps the twin from being called different by a neighbour's load; the injected
-change (about -63%) is far beyond it."""
+change (about -63%) is far beyond it. One rank per job (world_size=1): what is checked is the
+sweep's verdicts on a known sleep, which every rank makes alike, and a second rank in each of the 12
+jobs was about half of the test's CPU time (its python+torch start-up) on the shared cores."""
 
 import csv
 
@@ -34,6 +36,7 @@ def test_injected_delay_is_significantly_slower_and_an_identical_twin_is_not(tmp
         [
             "model=vgg11_tiny",
             "scale=smoke",
+            "world_size=1",
             "logger=none",
             "data.image_size=32",
             "steps=12",

@@ -131,9 +131,9 @@ def comm_microbench(
 ) -> dict | None:
     """The sync's own calls, timed alone on the same ranks, process group and device: an all_reduce
     of each size the sync really sends (DDP: the buckets it built; flat: one buffer; per_param:
-    every parameter), 1 warm-up + k timed calls per size, a barrier before each
-    (comm.measure.time_window). This is the VGG11 thread's nccl-tests number, measured where the
-    training ran; tasks/train/result.py sets the training's sync time beside it.
+    every parameter), 1 warm-up + k timed calls per size, interleaved across the sizes, a barrier
+    before each (comm.measure.time_window). This is the VGG11 thread's nccl-tests number, measured
+    where the training ran; tasks/train/result.py sets the training's sync time beside it.
 
     diagnose.microbench: true runs it with diagnose.microbench_iters calls per size; auto (default)
     runs it only when it costs at most diagnose.microbench_budget of the training (window + warm-up
@@ -161,8 +161,8 @@ def comm_microbench(
         else "time.perf_counter",
         "method": "all_reduce (SUM) of a zeroed buffer of each size the sync sends, alone on the "
         "same process "
-        "group and device, after the window; 1 warm-up + k timed calls per size, barrier before "
-        "each; "
+        "group and device, after the window; 1 warm-up + k timed calls per size, the sizes "
+        "interleaved call by call, barrier before each; "
         "rank 0's clock",
     }
     if skipped:
@@ -191,7 +191,14 @@ def comm_microbench(
     if k < 1:
         out["skipped"] = _over_budget(first, budget, budget_fraction)
         return out
-    samples = [[time_window(timed, 1, device) for _ in range(k)] for timed in timers]
+    # interleaved: call i of every size before call i + 1 of any, so a neighbour's load that comes
+    # and goes during the pass lands on every size alike (timed one size after another, a 2-rank
+    # gloo run beside a busy neighbour timed its 4-byte call at 3.55 ms and its 71 KB one at
+    # 0.71 ms: a bandwidth the fit could not resolve, so no what-if model for the run)
+    samples: list[list[float]] = [[] for _ in timers]
+    for _ in range(k):
+        for timed, got in zip(timers, samples):
+            got.append(time_window(timed, 1, device))
     out.update(
         iters=k,
         warmup=1,
