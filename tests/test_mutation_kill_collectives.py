@@ -194,3 +194,54 @@ def test_sizes_as_the_console_names_them():
     assert [col._size_text(s) for s in (1536, 2048, 3 << 20, 3 << 30, 1 << 30, 1)] == [
         "1536 B", "2 KiB", "3 MiB", "3 GiB", "1 GiB", "1 B",
     ]  # fmt: skip
+
+
+def test_the_check_counts_each_wrong_element_of_a_rank_s_output():
+    # rank 1 of 2 holding exactly what every rank's check input makes (comm.check.expected_output,
+    # the fixture) has none wrong; two elements off by one, the first and the last, are two wrong
+    from comm.check import expected_output
+
+    cpu = torch.device("cpu")
+    for op, redop in (
+        ("all_reduce", "sum"),
+        ("all_gather", None),
+        ("broadcast", None),
+        ("reduce_scatter", "sum"),
+    ):
+        want = expected_output(op, redop, 1, 2, 10, "float32", cpu, 0, 8, 0, 10)
+        case = SimpleNamespace(op=op, rank=1, world=2, counts={"recv": 10}, out=want.float())
+        assert col._compare(case, redop, "float32", cpu, 8) == 0
+        case.out[0] += 1
+        case.out[9] += 1
+        assert col._compare(case, redop, "float32", cpu, 8) == 2
+
+
+class _Call:
+    """A case whose call counts itself, or raises what it is given."""
+
+    def __init__(self, error=None):
+        self.op, self.mode, self.redop_name, self.calls = "all_reduce", "in_place", "sum", 0
+        self.send, self.error = torch.zeros(2, dtype=torch.float16), error
+
+    def __call__(self):
+        self.calls += 1
+        if self.error is not None:
+            raise self.error
+
+
+def test_the_warm_up_calls_the_op_its_iterations_and_names_what_a_backend_cannot_run():
+    cpu = torch.device("cpu")
+    ok = _Call()
+    col._warm_up(ok, 5, "gloo", cpu)
+    assert ok.calls == 5
+    with pytest.raises(ConfigError) as e:
+        col._warm_up(_Call(RuntimeError("no fp16 here\nstack")), 5, "gloo", cpu)
+    assert str(e.value) == (
+        f"backend gloo cannot run all_reduce ({col.MODES['in_place']}, reduce_op=sum) on cpu "
+        f"torch.float16 tensors in torch {torch.__version__}: no fp16 here. Remove it from "
+        "collectives.ops, or change collectives.dtype / reduce_op / device / backend."
+    )
+    with pytest.raises(ConfigError, match=r": TypeError\. Remove it"):
+        col._warm_up(_Call(TypeError()), 5, "gloo", cpu)
+    with pytest.raises(torch.distributed.DistError):
+        col._warm_up(_Call(torch.distributed.DistError("peer gone")), 5, "gloo", cpu)
