@@ -245,3 +245,34 @@ def test_the_warm_up_calls_the_op_its_iterations_and_names_what_a_backend_cannot
         col._warm_up(_Call(TypeError()), 5, "gloo", cpu)
     with pytest.raises(torch.distributed.DistError):
         col._warm_up(_Call(torch.distributed.DistError("peer gone")), 5, "gloo", cpu)
+
+
+def test_result_s_interval_level_settings_and_device(monkeypatch):
+    import platform
+
+    world = 4
+    c = dataclasses.replace(
+        schema.Collectives(), ops=[schema.Op(o) for o in ("all_reduce", "all_gather", "broadcast")]
+    )
+    ctx = SimpleNamespace(world_size=world, backend="nccl")
+    per_rank = _per_rank(world)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d: f"H100 ({d.type})")
+    r = col._result(c, _entries(), per_rank, [], ctx, torch.device("cuda"))
+    # 12 blocks: the 95% order-statistic interval is the 3rd to the 10th smallest (B ~ Bin(12, 1/2):
+    # P(B <= 2) = 79 / 4096 <= 2.5% < P(B <= 3)), its level 1 - 2 x 79 / 4096
+    for i, row in enumerate(r.rows):
+        blocks = sorted(np.mean([per_rank[k][i][2][b] for k in range(world)]) for b in range(12))
+        assert row.time_median_us == pytest.approx((blocks[5] + blocks[6]) / 2 * 1e6, rel=1e-12)
+        assert row.time_ci_lo_us == pytest.approx(blocks[2] * 1e6, rel=1e-12)
+        assert row.time_ci_hi_us == pytest.approx(blocks[9] * 1e6, rel=1e-12)
+        assert row.time_ci_level == pytest.approx(1 - 2 * 79 / 4096)
+    assert (r.dtype, r.reduce_op) == (c.dtype.value, c.reduce_op.value) == ("float32", "sum")
+    assert (r.warmup_iters, r.check_iters) == (c.warmup_iters, c.check_iters)
+    assert r.device_name == "H100 (cuda)" and r.timing == "CUDA events on the current stream"
+    # unchecked ranks report no count: the row says none, not 0
+    blind = [[(t, None, b) for t, _, b in rows] for rows in per_rank]
+    assert col._result(c, _entries(), blind, [], ctx, torch.device("cpu")).rows[0].wrong is None
+    # a CPU named by its machine where the processor is unnamed (as in many containers)
+    monkeypatch.setattr(platform, "processor", lambda: "")
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    assert col._device_name(torch.device("cpu")) == "x86_64"
