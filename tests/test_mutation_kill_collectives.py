@@ -138,7 +138,7 @@ def test_result_rows_and_headline_written_out():
     assert unchecked.headline["#wrong"] is None
 
 
-def _record(check_iters=1):
+def _record(check_iters=1, modes=("out_of_place", "in_place")):
     from base.record import Record
 
     def row(op, mode, size, t, busbw, ci=None, redop="sum", root=-1):
@@ -158,7 +158,7 @@ def _record(check_iters=1):
     ]
     result = dict(
         world_size=2, backend="gloo", device="cpu", device_name="x86", dtype="float32",
-        ops=["all_reduce", "broadcast"], modes=["out_of_place", "in_place"],
+        ops=["all_reduce", "broadcast"], modes=None if modes is None else list(modes),
         check_iters=check_iters, wrong_total=0, avg_busbw_GBps=2.27415, rows=rows,
     )  # fmt: skip
     return Record.from_dict({"status": "ok", "task": "collectives", "result": result})
@@ -276,3 +276,11 @@ def test_result_s_interval_level_settings_and_device(monkeypatch):
     monkeypatch.setattr(platform, "processor", lambda: "")
     monkeypatch.setattr(platform, "machine", lambda: "x86_64")
     assert col._device_name(torch.device("cpu")) == "x86_64"
+
+
+def test_the_console_view_of_a_run_without_in_place_rows():
+    # only out-of-place measured (or an old record without modes): its rows, so named
+    for modes in (["out_of_place"], None):
+        lines = col.brief(_record(modes=modes))
+        assert lines[0].startswith("collectives: 2 gloo ranks on cpu (x86), float32, out-of-place;")
+        assert lines[3] == "    1 KiB      99.0     9.000                   -"
