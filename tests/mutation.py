@@ -135,6 +135,12 @@ FAST_TESTS = {
     # command tests cost seconds per surviving mutant); profile.py's the same predictions
     "whatif/step.py": ["tests/test_mutation_kill_step.py", *WHATIF_FAST],
     "whatif/profile.py": ["tests/test_mutation_kill_profile.py", *WHATIF_FAST],
+    # result.py's assemble is checked on hand-made ranks in test_printed_numbers (samples/s with
+    # accumulate, the slowest rank, the straggler), its printed summary in its kill file
+    "tasks/train/result.py": [
+        "tests/test_mutation_kill_result.py",
+        "tests/test_printed_numbers.py",
+    ],
     # stats/calibrate.py's own kill file: the default name would also be whatif/calibrate.py's
     "stats/calibrate.py": ["tests/test_mutation_kill_stats_calibrate.py"],
     "tables/table.py": [

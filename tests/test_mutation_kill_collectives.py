@@ -138,7 +138,7 @@ def test_result_rows_and_headline_written_out():
     assert unchecked.headline["#wrong"] is None
 
 
-def _record(check_iters=1):
+def _record(check_iters=1, modes=("out_of_place", "in_place")):
     from base.record import Record
 
     def row(op, mode, size, t, busbw, ci=None, redop="sum", root=-1):
@@ -158,7 +158,7 @@ def _record(check_iters=1):
     ]
     result = dict(
         world_size=2, backend="gloo", device="cpu", device_name="x86", dtype="float32",
-        ops=["all_reduce", "broadcast"], modes=["out_of_place", "in_place"],
+        ops=["all_reduce", "broadcast"], modes=None if modes is None else list(modes),
         check_iters=check_iters, wrong_total=0, avg_busbw_GBps=2.27415, rows=rows,
     )  # fmt: skip
     return Record.from_dict({"status": "ok", "task": "collectives", "result": result})
@@ -194,3 +194,93 @@ def test_sizes_as_the_console_names_them():
     assert [col._size_text(s) for s in (1536, 2048, 3 << 20, 3 << 30, 1 << 30, 1)] == [
         "1536 B", "2 KiB", "3 MiB", "3 GiB", "1 GiB", "1 B",
     ]  # fmt: skip
+
+
+def test_the_check_counts_each_wrong_element_of_a_rank_s_output():
+    # rank 1 of 2 holding exactly what every rank's check input makes (comm.check.expected_output,
+    # the fixture) has none wrong; two elements off by one, the first and the last, are two wrong
+    from comm.check import expected_output
+
+    cpu = torch.device("cpu")
+    for op, redop in (
+        ("all_reduce", "sum"),
+        ("all_gather", None),
+        ("broadcast", None),
+        ("reduce_scatter", "sum"),
+    ):
+        want = expected_output(op, redop, 1, 2, 10, "float32", cpu, 0, 8, 0, 10)
+        case = SimpleNamespace(op=op, rank=1, world=2, counts={"recv": 10}, out=want.float())
+        assert col._compare(case, redop, "float32", cpu, 8) == 0
+        case.out[0] += 1
+        case.out[9] += 1
+        assert col._compare(case, redop, "float32", cpu, 8) == 2
+
+
+class _Call:
+    """A case whose call counts itself, or raises what it is given."""
+
+    def __init__(self, error=None):
+        self.op, self.mode, self.redop_name, self.calls = "all_reduce", "in_place", "sum", 0
+        self.send, self.error = torch.zeros(2, dtype=torch.float16), error
+
+    def __call__(self):
+        self.calls += 1
+        if self.error is not None:
+            raise self.error
+
+
+def test_the_warm_up_calls_the_op_its_iterations_and_names_what_a_backend_cannot_run():
+    cpu = torch.device("cpu")
+    ok = _Call()
+    col._warm_up(ok, 5, "gloo", cpu)
+    assert ok.calls == 5
+    with pytest.raises(ConfigError) as e:
+        col._warm_up(_Call(RuntimeError("no fp16 here\nstack")), 5, "gloo", cpu)
+    assert str(e.value) == (
+        f"backend gloo cannot run all_reduce ({col.MODES['in_place']}, reduce_op=sum) on cpu "
+        f"torch.float16 tensors in torch {torch.__version__}: no fp16 here. Remove it from "
+        "collectives.ops, or change collectives.dtype / reduce_op / device / backend."
+    )
+    with pytest.raises(ConfigError, match=r": TypeError\. Remove it"):
+        col._warm_up(_Call(TypeError()), 5, "gloo", cpu)
+    with pytest.raises(torch.distributed.DistError):
+        col._warm_up(_Call(torch.distributed.DistError("peer gone")), 5, "gloo", cpu)
+
+
+def test_result_s_interval_level_settings_and_device(monkeypatch):
+    import platform
+
+    world = 4
+    c = dataclasses.replace(
+        schema.Collectives(), ops=[schema.Op(o) for o in ("all_reduce", "all_gather", "broadcast")]
+    )
+    ctx = SimpleNamespace(world_size=world, backend="nccl")
+    per_rank = _per_rank(world)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d: f"H100 ({d.type})")
+    r = col._result(c, _entries(), per_rank, [], ctx, torch.device("cuda"))
+    # 12 blocks: the 95% order-statistic interval is the 3rd to the 10th smallest (B ~ Bin(12, 1/2):
+    # P(B <= 2) = 79 / 4096 <= 2.5% < P(B <= 3)), its level 1 - 2 x 79 / 4096
+    for i, row in enumerate(r.rows):
+        blocks = sorted(np.mean([per_rank[k][i][2][b] for k in range(world)]) for b in range(12))
+        assert row.time_median_us == pytest.approx((blocks[5] + blocks[6]) / 2 * 1e6, rel=1e-12)
+        assert row.time_ci_lo_us == pytest.approx(blocks[2] * 1e6, rel=1e-12)
+        assert row.time_ci_hi_us == pytest.approx(blocks[9] * 1e6, rel=1e-12)
+        assert row.time_ci_level == pytest.approx(1 - 2 * 79 / 4096)
+    assert (r.dtype, r.reduce_op) == (c.dtype.value, c.reduce_op.value) == ("float32", "sum")
+    assert (r.warmup_iters, r.check_iters) == (c.warmup_iters, c.check_iters)
+    assert r.device_name == "H100 (cuda)" and r.timing == "CUDA events on the current stream"
+    # unchecked ranks report no count: the row says none, not 0
+    blind = [[(t, None, b) for t, _, b in rows] for rows in per_rank]
+    assert col._result(c, _entries(), blind, [], ctx, torch.device("cpu")).rows[0].wrong is None
+    # a CPU named by its machine where the processor is unnamed (as in many containers)
+    monkeypatch.setattr(platform, "processor", lambda: "")
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    assert col._device_name(torch.device("cpu")) == "x86_64"
+
+
+def test_the_console_view_of_a_run_without_in_place_rows():
+    # only out-of-place measured (or an old record without modes): its rows, so named
+    for modes in (["out_of_place"], None):
+        lines = col.brief(_record(modes=modes))
+        assert lines[0].startswith("collectives: 2 gloo ranks on cpu (x86), float32, out-of-place;")
+        assert lines[3] == "    1 KiB      99.0     9.000                   -"

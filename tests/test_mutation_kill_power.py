@@ -121,6 +121,14 @@ def _pilot():
     return power.Pilot(logs, within, steps=20, startup_s=4.0, step_s=0.05)
 
 
+def _most_runs(budget, configs, per):
+    """The definition, counted up: the most rounds whose stated cost (configs x r x per) fits."""
+    r = 0
+    while configs * (r + 1) * per <= budget:
+        r += 1
+    return r
+
+
 def _diff_sd(plan_out, n):
     c = plan_out["components"]
     return math.sqrt(2 * (c["between_var"] + c["per_step_var"] / n))
@@ -169,7 +177,7 @@ def test_a_budget_that_binds_gives_the_least_detectable_it_affords():
     out = power.plan(p, rows=2, target=0.03, budget_s=budget)
     r, n = out["runs"], out["steps"]
     assert out["reached"] == "budget" and out["seconds"] <= budget
-    assert r == min(power.MAX_RUNS, int(budget // (3 * (4.0 + n * 0.05))))
+    assert r == min(power.MAX_RUNS, _most_runs(budget, 3, 4.0 + n * 0.05))
     sd = _diff_sd(out, n)
     assert _power_at(out["detectable"], sd / math.sqrt(r), r - 1, family=2) == pytest.approx(
         0.8, abs=1e-4
@@ -235,7 +243,7 @@ def test_a_binding_budget_picks_the_steps_that_detect_the_least():
     assert out["steps"] in tried
 
     def least(n):
-        r = min(power.MAX_RUNS, int(budget // (3 * (4.0 + n * 0.05))))
+        r = min(power.MAX_RUNS, _most_runs(budget, 3, 4.0 + n * 0.05))
         sd = math.sqrt(2 * (c["between_var"] + c["per_step_var"] / n))
         return power.detectable(sd / math.sqrt(r), r - 1, 2) if r >= power.MIN_RUNS else None
 
@@ -299,3 +307,197 @@ def test_the_plans_a_budget_stops_state_their_figures():
 def test_a_plan_tries_ten_steps_by_default():
     # at 6% the cheapest design is 4 runs of the fewest steps the plan tries, 10 by default
     assert power.plan(_pilot(), rows=2, target=0.06)["steps"] == 10
+
+
+def test_runs_within_counts_the_rounds_an_exact_budget_affords():
+    # budgets exactly r rounds' stated cost, where budget // cost counts r - 1 in floating point
+    # (4.65 s runs: 41.85 // 13.95 is 2.0), and a hair under (r - 1 rounds)
+    for per, r in ((4.65, 3), (4.65, 5), (4.6, 15), (4.55, 19), (4.5, 3), (1.0, 7), (0.1, 10)):
+        budget = 3 * r * per
+        assert power.runs_within(budget, 3, per) == _most_runs(budget, 3, per) == r
+        assert power.runs_within(budget * (1 - 1e-12), 3, per) == r - 1
+        assert power.runs_within(budget * (1 + 1e-9), 3, per) == r
+    assert power.runs_within(4.65 * 3 * 3, 3, 4.65) == 3 and 41.85 // (3 * 4.65) == 2.0
+    assert power.runs_within(1.0, 1, 0.1) == 10  # 1 // 0.1 is 9.0
+    assert power.runs_within(0.0, 3, 4.5) == 0 and power.runs_within(13.4, 3, 4.5) == 0
+    assert power.runs_within(1000.0, 2, 5.0) == 100 and power.runs_within(999.99, 2, 5.0) == 99
+
+
+def test_a_budget_exactly_three_runs_of_thirteen_steps_plans_them():
+    # 3 x 3 x (4 + 13 x 0.05) = 41.85 s buys three runs of 13 steps, the most steps three runs
+    # afford (14 steps: 3 x 3 x 4.7 = 42.3 s), and more steps at three runs detect less
+    budget = 3 * 3 * (4.0 + 13 * 0.05)
+    out = power.plan(_pilot(), rows=2, target=0.03, budget_s=budget)
+    assert (out["runs"], out["steps"]) == (3, 13) and out["reached"] == "budget"
+    assert out["seconds"] == budget
+
+
+def test_detectable_reads_the_degrees_of_freedom_to_three_decimals():
+    # df is rounded to 3 decimals (the noncentrality's cache key and the critical value alike):
+    # 2.0004 is the design at 2.0, 2.0006 the one at 2.001
+    assert power.detectable(0.01, 2.0004) == power.detectable(0.01, 2.0)
+    assert power.detectable(0.01, 2.0006) == power.detectable(0.01, 2.001)
+    assert power.detectable(0.01, 9.9996) == power.detectable(0.01, 10)
+
+
+def _grid_choice(out, budget, criterion):
+    """The step count of the plan's grid (10 to 80, and the pilot's 20) whose affordable runs give
+    the least criterion(sd, runs): the choice a binding budget makes, recomputed here."""
+    c = out["components"]
+    tried = sorted({int(round(v)) for v in np.geomspace(10, 80, 25)} | {20})
+    seen = []
+    for n in tried:
+        r = _most_runs(budget, 3, 4.0 + n * 0.05)
+        if r >= power.MIN_RUNS:
+            sd = math.sqrt(2 * (c["between_var"] + c["per_step_var"] / n))
+            seen.append((criterion(sd, r), n, r))
+    return min(seen)[1:]
+
+
+def test_a_binding_budget_weighs_steps_against_runs_by_the_goal_level_and_power_asked():
+    # each budget below sits where the criterion decides between fewer runs of more steps and
+    # more runs of fewer: the half-width (at the level asked), or the detectable difference (at
+    # the power asked, on runs - 1 degrees of freedom); another criterion picks other steps
+    def hw(level):
+        return lambda sd, r: math.expm1(_t(0.5 + level / 2, r - 1) * sd / math.sqrt(r))
+
+    def det(pw):
+        return lambda sd, r: power.detectable(sd / math.sqrt(r), r - 1, 2, power=pw)
+
+    for budget, kw, criterion, want in (
+        (231.5, {"goal": "half_width", "target": 0.005}, hw(0.95), (48, 12)),
+        (93.0, {"goal": "half_width", "target": 0.005, "level": 0.9}, hw(0.9), (44, 5)),
+        (105.0, {"target": 0.03, "power": 0.9}, det(0.9), (20, 7)),
+        (105.0, {"target": 0.03}, det(0.8), (34, 6)),
+        (69.0, {"target": 0.03}, det(0.8), (34, 4)),
+    ):
+        out = power.plan(_pilot(), rows=2, budget_s=budget, **kw)
+        assert out["reached"] == "budget"
+        assert (out["steps"], out["runs"]) == _grid_choice(out, budget, criterion) == want
+
+
+def test_the_three_run_fallback_states_its_detectable_at_the_power_asked():
+    tiny = power.plan(_pilot(), rows=2, target=0.03, budget_s=1.0, power=0.9)
+    sd20 = _diff_sd(tiny, 20)
+    assert tiny["runs"] == power.MIN_RUNS and tiny["steps"] == 20
+    assert _power_at(tiny["detectable"], sd20 / math.sqrt(3), 2, family=2) == pytest.approx(
+        0.9, abs=1e-4
+    )
+
+
+def test_the_plans_a_budget_stops_state_their_figures_at_the_level_and_power_asked():
+    p = _pilot()
+    # the binding budget's design: its detectable at 90% power, its half-width at 90% level
+    out = power.plan(p, rows=2, target=0.03, budget_s=90.0, power=0.9, level=0.9)
+    r, n = out["runs"], out["steps"]
+    sd = _diff_sd(out, n)
+    assert out["reached"] == "budget"
+    assert _power_at(out["detectable"], sd / math.sqrt(r), r - 1, family=2, level=0.9) == (
+        pytest.approx(0.9, abs=1e-4)
+    )
+    assert out["half_width"] == pytest.approx(math.expm1(_t(0.95, r - 1) * sd / math.sqrt(r)))
+    # the three-run fallback's half-width at the level asked
+    tiny = power.plan(p, rows=2, target=0.03, budget_s=1.0, level=0.9)
+    sd20 = _diff_sd(tiny, 20)
+    assert tiny["half_width"] == pytest.approx(math.expm1(_t(0.95, 2) * sd20 / math.sqrt(3)))
+
+
+def test_a_stopped_plan_states_the_target_design_s_minutes():
+    # 2.5% takes 29 runs x 52 steps: 3 x 29 x (4 + 52 x 0.05) = 574.2 s, 9.57 min: "about 10 min"
+    out = power.plan(_pilot(), rows=2, target=0.025, budget_s=100.0)
+    assert (out["target_runs"], out["target_steps"]) == (29, 52)
+    assert out["target_seconds"] == pytest.approx(574.2)
+    assert out["reason"].endswith("; 2.5% would take 29 runs x 52 steps, about 10 min")
+
+
+def _cheapest_by_hand(p, target, hi, goal="detect", level=0.95):
+    """The cheapest (runs, steps) over the grid of 25 step counts from 10 to hi (and the pilot's
+    own), the runs each needs found by counting up; the pilot's variance scaled as plan does."""
+    c = p.components()
+    scale = c["df"] / st.chi2.ppf(0.3, c["df"])
+    grid = sorted({int(round(v)) for v in np.geomspace(10, hi, 25)} | {p.steps})
+    best = None
+    for n in (n for n in grid if 10 <= n <= hi):
+        sd = math.sqrt(2 * scale * (c["between_var"] + c["per_step_var"] / n))
+        for r in range(power.MIN_RUNS, 201):
+            if goal == "half_width":
+                ok = math.expm1(_t(0.5 + level / 2, r - 1) * sd / math.sqrt(r)) <= target
+            else:
+                ok = power.detectable(sd / math.sqrt(r), r - 1, 2) <= target
+            if ok:
+                cost = 3 * r * (p.startup_s + n * p.step_s)
+                if best is None or cost < best[0]:
+                    best = (cost, r, n)
+                break
+    return best[1:]
+
+
+def test_the_steps_a_plan_tries_reach_four_times_the_pilot_or_the_start_up_s_worth():
+    # all of the pilot's spread within runs (per step): more steps narrow it, and a target just
+    # above the noise band takes the most steps the plan tries
+    logs = [[0.0, 0.02, -0.01], [0.05, 0.06, 0.03], [0.01, 0.04, 0.0]]
+    within = [[1.0] * 3] * 3
+    # start-up 4 s against 0.02 s steps: up to 200 steps (4 / 0.02), more than 4 x 20
+    cheap = power.Pilot(logs, within, steps=20, startup_s=4.0, step_s=0.02)
+    out = power.plan(cheap, rows=2, target=0.025)
+    assert (out["runs"], out["steps"]) == _cheapest_by_hand(cheap, 0.025, 200)
+    assert out["steps"] == 200
+    # 0.1 s steps: start-up worth 40 of them, so 4 x 20 = 80 bounds the grid
+    slow = power.Pilot(logs, within, steps=20, startup_s=4.0, step_s=0.1)
+    out = power.plan(slow, rows=2, target=0.025)
+    assert (out["runs"], out["steps"]) == _cheapest_by_hand(slow, 0.025, 80)
+    assert out["steps"] == 80
+    # a start-up of 100 s against 1 ms steps: capped at 5000 steps
+    capped = power.Pilot(logs, within, steps=20, startup_s=100.0, step_s=0.001)
+    assert power.plan(capped, rows=2, target=0.022)["steps"] == 5000
+    # a 2-step pilot of cheap start-up: the grid is the 10 steps of min_steps alone
+    tiny = power.Pilot(logs, [[0.004] * 3] * 3, steps=2, startup_s=0.1, step_s=0.05)
+    assert power.plan(tiny, rows=2, target=0.04)["steps"] == 10
+
+
+def test_a_half_width_plan_counts_its_runs_at_the_level_asked():
+    p = _pilot()
+    out = power.plan(p, rows=2, target=0.03, goal="half_width", level=0.9)
+    assert (out["runs"], out["steps"]) == _cheapest_by_hand(p, 0.03, 80, "half_width", 0.9)
+
+
+def test_the_run_counts_hold_their_boundaries():
+    # a target exactly the half-width (or the detectable) of r runs is reached by r runs
+    for sd, r in ((0.03, 5), (0.01, 3), (0.05, 17)):
+        assert power.runs_for_half_width(sd, power.half_width(sd, r)) == r
+        d = power.detectable(sd / math.sqrt(r), r - 1)
+        assert power.runs_to_detect(sd, d) == r
+    # an effect at the noise band is not detectable, even with no spread at all
+    assert power.runs_to_detect(0.0, 0.02) is None
+    # the bisection finds the first run count enough, every time
+    # (where stopping the bisection one step early returns one run too many)
+    for sd, effect in ((0.004, 0.045), (0.011, 0.08), (0.035, 0.08), (0.02, 0.03)):
+        first = next(
+            r for r in range(2, 201) if power.detectable(sd / math.sqrt(r), r - 1) <= effect
+        )
+        assert power.runs_to_detect(sd, effect) == max(first, power.MIN_RUNS)
+
+
+def test_runs_within_steps_back_from_a_quotient_that_rounds_up():
+    # 2 configurations of 0.1 s runs: 17 rounds cost 2 x 17 x 0.1 = 3.4000000000000004 s in
+    # floating point, over a 3.4 s budget, though 3.4 / 0.2 is 17.0: 16 rounds fit
+    assert 2 * 17 * 0.1 > 3.4 >= 2 * 16 * 0.1 and int(3.4 / (2 * 0.1)) == 17
+    assert power.runs_within(3.4, 2, 0.1) == _most_runs(3.4, 2, 0.1) == 16
+    assert power.runs_within(11.399999999999999, 2, 0.3) == 18  # 19 rounds: 11.4 s
+    assert power.runs_within(-1.0, 3, 4.5) == 0  # no budget: no round, never fewer
+
+
+def test_a_pilot_of_two_rows_in_two_rounds_and_its_refusals():
+    p = power.Pilot([[0.0, 0.1], [0.2, 0.4]], [[0.01] * 2] * 2, 20, 5.0, 0.1)
+    c = p.components()
+    # the interaction contrast: (0.0 - 0.1 - 0.2 + 0.4) / 4 = 0.025 in each cell, on 1 df
+    assert c["df"] == 1 and c["residual_var"] == pytest.approx(4 * 0.025**2)
+    # a missing value (None as NaN) is refused by name; a missing within-run error is skipped
+    with pytest.raises(
+        ValueError,
+        match=r"^the pilot needs every configuration in every round, two rounds and two rows at "
+        r"least$",
+    ):
+        power.Pilot([[0.0, None], [0.2, 0.4]], [[0.01] * 2] * 2, 20, 5.0, 0.1).components()
+    gap = power.Pilot([[0.0, 0.1], [0.2, 0.4]], [[0.01, None], [0.01, 0.01]], 20, 5.0, 0.1)
+    assert gap.components()["per_step_var"] == pytest.approx(0.01**2 * 20)
