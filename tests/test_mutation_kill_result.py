@@ -291,7 +291,8 @@ def _record(**changes):
 
 def test_the_printed_summary_of_a_run_written_out():
     # every figure by hand: 50 ms of a 250 ms step is 20.0%, 100 ms 40.0%; 1 + 2 outliers; the
-    # backward phase has no interval (*); 4.2e6 B is 4.2 MB; 10 s of a 20 s job is 50%
+    # backward phase has no interval (*, explained under the table though the step has one);
+    # 4.2e6 B is 4.2 MB; 10 s of a 20 s job is 50%
     want = """\
 task=train  model=mlp  sync=ddp  optim=sgd  bucket=25  world_size=2  backend=gloo  device=box CPU
 batch/rank=4  global=8  accumulate=3  effective=24  warm-up=5  measured=40
@@ -308,7 +309,8 @@ phase                 median ms [95% CI]    IQR ms  outliers   share   (rank 0)
 forward                50.0 [48.0, 52.0]         2         3   20.0%
 backward                            100*         2         0   40.0%
 step                      250 [240, 260]         4         3
-(median CI: binomial order statistics; outliers: beyond Tukey's fences, 1.5 IQR)
+(median CI: binomial order statistics; outliers: beyond Tukey's fences, 1.5 IQR; * no 95% \
+interval: fewer than 10 steps)
 
 gradient sync: 3 collectives/step, 4.2 MB/step, 2 buckets
   comm 12 ms, overlapped with backward 8 ms, exposed 4.0 [3.0, 5.0] ms, backward compute 90 ms

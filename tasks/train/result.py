@@ -376,17 +376,16 @@ def summarize_window(r: TrainResult) -> list[str]:
             f"{'phase':<12}{'median ms [95% CI]':>28}{'IQR ms':>10}{'outliers':>10}{'share':>8}   "
             "(rank 0)",
         ]
+        starred = False  # the footnote explains * wherever a row has one, a phase's too
         for name, d in [*phases.items(), ("step", step)]:
             share = f"{d.median / step.median:>8.1%}" if step.median and name != "step" else ""
             outliers = (d.outliers_low or 0) + (d.outliers_high or 0)
-            lines.append(f"{name:<12}{_ms_ci(d):>28}{d.iqr * 1e3:>10.3g}{outliers:>10}{share}")
+            text = _ms_ci(d)
+            starred = starred or text.endswith("*")
+            lines.append(f"{name:<12}{text:>28}{d.iqr * 1e3:>10.3g}{outliers:>10}{share}")
         lines.append(
             f"(median CI: {step.ci_method}; outliers: beyond Tukey's fences, 1.5 IQR"
-            + (
-                "; * no 95% interval: fewer than 10 steps)"
-                if step.ci_lo is None or (step.ci_level or 1) < 0.95
-                else ")"
-            )
+            + ("; * no 95% interval: fewer than 10 steps)" if starred else ")")
         )
     return lines
 
