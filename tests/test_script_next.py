@@ -10,7 +10,9 @@ from base.record import Record
 from job import brief
 
 ROOT = Path(__file__).resolve().parent.parent
-HEALTHY = ROOT / "results/diagnosis_benchmark_script/script/0/run_record.json"
+# the script benchmark's healthy run of 2026-11-28 (no finding), kept here: its later reruns may
+# name findings (2026-12-07's named a two-spike hiccup in both healthy runs)
+HEALTHY = ROOT / "tests/fixtures/script_healthy_2026-11-28/run_record.json"
 
 
 def _record(**script) -> Record:
