@@ -12,7 +12,7 @@ done
 grep -rh "regenerate with" results/tables --include=report.md | sed 's/.*regenerate with `//; s/`\.$//' |
   while read -r cmd; do eval "$cmd" > /dev/null; done
 python -m diagnosis.benchmark --table results/diagnosis_benchmark > /dev/null || [ $? = 1 ]  # 1: a goal missed
-python -m diagnosis.benchmark --table results/diagnosis_benchmark_script > /dev/null
+python -m diagnosis.benchmark --table results/diagnosis_benchmark_script > /dev/null || [ $? = 1 ]  # 1: a goal missed
 python -m tasks.script.cost --table results/script_cost
 python -m tasks.script.cost --table results/script_cost/vgg11_224
 python -m whatif results/runs/vgg11_accumulate/0 --sweep bucket=25,100,2000 optim=none,bf16,powersgd \
