@@ -416,12 +416,40 @@ def test_the_estimate_column_counts_where_each_runs_saving_came_from():
     assert sources_label([None, None]) is None
 
 
+def _finding(rule: str, recommends: dict, fraction: float, lo: float, hi: float) -> dict:
+    """A named finding as a record holds it, with its saving and the change it recommends."""
+    return {
+        "rule": rule,
+        "title": rule,
+        "detail": "",
+        "evidence": [],
+        "matches": "",
+        "command": "",
+        "recommends": recommends,
+        "saving": {"fraction": fraction, "lo": lo, "hi": hi},
+    }
+
+
+def _write_run(d, rep: int, overrides: list[str], sps: float, found=()) -> None:
+    """One benchmark run's record in run dir d: its round, overrides, samples/s and findings."""
+    import json
+
+    rec = {
+        "schema_version": 3,
+        "status": "ok",
+        "task": "train",
+        "overrides": [f"repeat={rep}", *overrides],
+        "result": {"throughput": {"samples_per_s": sps}, "diagnosis": {"findings": list(found)}},
+    }
+    d.mkdir(parents=True)
+    (d / "run_record.json").write_text(json.dumps(rec))
+
+
 def test_each_run_is_scored_against_its_own_top_findings_fix(tmp_path):
     """small_buckets' runs recommended bucket=100 (run 0) and bucket=null (runs 1, 2), and the
     benchmark ran both fixes; each run's estimate is of its own fix's saving, so its error is
     against that fix's run of its round (the committed table scored all three against
     bucket=100)."""
-    import json
 
     from diagnosis.benchmark import table
 
@@ -432,27 +460,9 @@ def test_each_run_is_scored_against_its_own_top_findings_fix(tmp_path):
         found = []
         if change is not None:
             found = [
-                {
-                    "rule": "bucket_layout.many_tiny",
-                    "title": "36 buckets",
-                    "detail": "",
-                    "evidence": [],
-                    "matches": "",
-                    "command": "",
-                    "recommends": change,
-                    "saving": {"fraction": saving, "lo": saving - 0.05, "hi": saving + 0.05},
-                }
+                _finding("bucket_layout.many_tiny", change, saving, saving - 0.05, saving + 0.05)
             ]
-        rec = {
-            "schema_version": 3,
-            "status": "ok",
-            "task": "train",
-            "overrides": [f"repeat={rep}", *overrides],
-            "result": {"throughput": {"samples_per_s": sps}, "diagnosis": {"findings": found}},
-        }
-        d = tmp_path / sweep / str(rep)
-        d.mkdir(parents=True)
-        (d / "run_record.json").write_text(json.dumps(rec))
+        _write_run(tmp_path / sweep / str(rep), rep, overrides, sps, found)
 
     write("buckets", 0, case.overrides, 50.0, {"bucket": 100}, 0.5)
     write("buckets", 1, case.overrides, 50.0, {"bucket": "null"}, 0.6)
@@ -475,34 +485,15 @@ def test_a_sweep_an_earlier_run_left_is_not_scored(tmp_path):
     finding's fix; the per-round pairing took the stale one (+19, +8, -3 points, where the run's own
     fix sweep gives -8, -11, -10). The table reads only the sweeps benchmark.json's commands ran,
     and a run of the benchmark first removes the fix sweeps of its cases an earlier run left."""
-    import json
 
     from diagnosis.benchmark import clear_fixes, swept, table
 
     case = next(c for c in cases() if c.name == "slow_link_40mbit")
 
     def write(sweep, rep, overrides, sps, found=()):
-        rec = {
-            "schema_version": 3,
-            "status": "ok",
-            "task": "train",
-            "overrides": [f"repeat={rep}", *overrides],
-            "result": {"throughput": {"samples_per_s": sps}, "diagnosis": {"findings": found}},
-        }
-        d = tmp_path / sweep / str(rep)
-        d.mkdir(parents=True)
-        (d / "run_record.json").write_text(json.dumps(rec))
+        _write_run(tmp_path / sweep / str(rep), rep, overrides, sps, found)
 
-    top = {
-        "rule": "exposed_comm.slow_link",
-        "title": "the link",
-        "detail": "",
-        "evidence": [],
-        "matches": "",
-        "command": "",
-        "recommends": {"optim": "powersgd"},
-        "saving": {"fraction": 0.4, "lo": 0.35, "hi": 0.45},
-    }
+    top = _finding("exposed_comm.slow_link", {"optim": "powersgd"}, 0.4, 0.35, 0.45)
     for rep in (0, 1):
         write("link", rep, case.overrides, 60.0, [top])
         write("fix_slow_link_40mbit_0", rep, [*case.overrides, "optim=powersgd"], 100.0)  # 40%
@@ -530,38 +521,16 @@ def test_busy_hosts_fix_is_read_from_its_own_sweep_and_old_sweeps_as_they_were(t
     Now the busy sweep runs fault.busy_cores=1,0 and its fix is that sweep's 0 runs of the same
     round. A busy sweep from before the knob (no run sets it) is still read as it was: all its runs
     are the case's, measured against the healthy case's."""
-    import json
 
     from diagnosis.benchmark import group_overrides, table
 
     c = next(x for x in cases() if x.name == "busy_host")
     assert group_overrides([c]) == ["sync=ddp", "fault.busy_cores=1,0"]
     assert "healthy" not in {x.name for x in select(["busy_host"], 0.1)}  # no other sweep needed
-    top = {
-        "rule": "busy_host",
-        "title": "Other processes",
-        "detail": "",
-        "evidence": [],
-        "matches": "",
-        "command": "",
-        "recommends": {},
-        "saving": {"fraction": 0.3, "lo": 0.25, "hi": 0.35},
-    }
+    top = _finding("busy_host", {}, 0.3, 0.25, 0.35)
 
     def write(root, sweep, rep, overrides, sps, found=(), job=""):
-        rec = {
-            "schema_version": 3,
-            "status": "ok",
-            "task": "train",
-            "overrides": [f"repeat={rep}", *overrides],
-            "result": {
-                "throughput": {"samples_per_s": sps},
-                "diagnosis": {"findings": list(found)},
-            },
-        }
-        d = root / sweep / f"{rep}{job}"
-        d.mkdir(parents=True)
-        (d / "run_record.json").write_text(json.dumps(rec))
+        _write_run(root / sweep / f"{rep}{job}", rep, overrides, sps, found)
 
     new, old = tmp_path / "new", tmp_path / "old"
     for rep in (0, 1, 2):
@@ -585,32 +554,13 @@ def test_a_fix_from_another_sweep_is_its_runs_mean_and_one_in_the_same_sweep_its
     sweep runs minutes after the case's sweep, so there each run is measured against the fix's
     runs' geometric mean: one disturbed fix run (slow_link_40mbit's round 2 on 2026-12-07, slow
     in phases that never touch the link) no longer decides one run's truth alone."""
-    import json
 
     from diagnosis.benchmark import Case, table
 
     def write(sweep, rep, overrides, sps, found=()):
-        rec = {
-            "schema_version": 3,
-            "status": "ok",
-            "task": "train",
-            "overrides": [f"repeat={rep}", *overrides],
-            "result": {"throughput": {"samples_per_s": sps}, "diagnosis": {"findings": found}},
-        }
-        d = tmp_path / sweep / f"{overrides[-1]}_{rep}"
-        d.mkdir(parents=True)
-        (d / "run_record.json").write_text(json.dumps(rec))
+        _write_run(tmp_path / sweep / f"{overrides[-1]}_{rep}", rep, overrides, sps, found)
 
-    top = {
-        "rule": "exposed_comm.slow_link",
-        "title": "the link",
-        "detail": "",
-        "evidence": [],
-        "matches": "",
-        "command": "",
-        "recommends": {"optim": "powersgd"},
-        "saving": {"fraction": 0.4, "lo": 0.3, "hi": 0.5},
-    }
+    top = _finding("exposed_comm.slow_link", {"optim": "powersgd"}, 0.4, 0.3, 0.5)
     case = Case("slow", "link", ["link.rate=40mbit"], ("exposed_comm.slow_link",))
     fix_rates = (100.0, 100.0, 64.0)  # round 2's fix run disturbed
     for rep, sps in enumerate(fix_rates):
@@ -624,7 +574,7 @@ def test_a_fix_from_another_sweep_is_its_runs_mean_and_one_in_the_same_sweep_its
     # the same rates in one sweep, the fix interleaved with the case (busy_host's
     # fault.busy_cores=1,0): paired by round
     busy = next(c for c in cases() if c.name == "busy_host")
-    top = {**top, "rule": "busy_host", "recommends": {}}
+    top = _finding("busy_host", {}, 0.4, 0.3, 0.5)
     for rep, sps in enumerate(fix_rates):
         write("busy", rep, ["sync=ddp", "fault.busy_cores=1"], 60.0, [top])
         write("busy", rep, ["sync=ddp", "fault.busy_cores=0"], sps)
