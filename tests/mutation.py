@@ -239,6 +239,11 @@ def _fork_tests(
             os.dup2(null, 1)
             os.dup2(null, 2)
             resource.setrlimit(resource.RLIMIT_CPU, (cpu_limit_s, cpu_limit_s + 1))
+            # a failure's report, which goes to /dev/null, in Python's own format: pytest's
+            # long one parses the whole source file of each frame, and a frame in mutmut's copy of
+            # the module (every mutant inline: whatif/step.py's is 150,000 lines) takes 10-50 s
+            # to parse on the shared machine, per kill; the verdict is the same
+            session.config.option.tbstyle = "native"
             from mutmut.mutation.trampoline import set_mutant_under_test
 
             set_mutant_under_test(name)
