@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace as NS
 
+import numpy as np
 import pytest
 
 from whatif import step
@@ -101,6 +102,7 @@ def test_megabytes_are_decimal_with_three_significant_digits():
     assert step._mb(25_000_000) == "25 MB"
     assert step._mb(1_234_567) == "1.23 MB"
     assert step._mb(1_048_576) == "1.05 MB"
+    assert step._mb(1_235_000) == "1.24 MB"  # 1.235: rounds up, by a hair
 
 
 def _prof(**kw):
@@ -335,3 +337,499 @@ def test_the_plan_of_batched_powersgd_and_its_fresh_pages():
     assert fresh.pre[1] == ("psgd_alloc", pytest.approx(share))
     assert (fresh.segs[-1].cost, fresh.segs[-1].share) == ("psgd_alloc", pytest.approx(share))
     assert len(fresh.segs) == 6
+
+
+# ------------------------------------------------------------------ a whole step on a hand-made run
+# Two 2 MB parameters (the second ready at the end of backward, the first half-way), exact inputs in
+# seconds and a ring link of alpha 0.1 ms and 1 GB/s: each number below is the step formula of the
+# module docstring added up by hand (2 ranks: 2 alpha + bytes / busbw per all-reduce).
+DATA, H2D, FWD, BWD, OPT, CIN, COUT = 0.010, 0.002, 0.030, 0.060, 0.005, 0.004, 0.003
+MICRO = DATA + H2D + FWD  # 0.042
+
+
+def _ar(nbytes, alpha=1e-4, busbw=1e9):
+    return 2 * alpha + nbytes / busbw  # 2 ranks, ring
+
+
+def _hprof(**kw):
+    from whatif.profile import Contention, Params
+
+    x = Quantity.exact
+    base = dict(
+        record=NS(env=NS(hostnames=["h0"])),
+        device="cuda",
+        backend="nccl",
+        world_size=2,
+        batch_per_rank=8,
+        accumulate=1,
+        sync="ddp",
+        optim="none",
+        bucket_cap=100.0,
+        static_graph=False,
+        bucket_view=False,
+        psgd_rank=1,
+        psgd_min_rate=2.0,
+        psgd_batched=False,
+        params=Params(["a", "b"], [500_000, 500_000], [4, 4], [0, 1], [0.5, 1.0], ""),
+        shapes=[(1000, 500), (1000, 500)],
+        data=x(DATA),
+        h2d=x(H2D),
+        forward=x(FWD),
+        backward=x(BWD),
+        optimizer=x(OPT),
+        copy_in=x(CIN),
+        copy_out=x(COUT),
+        cast={"bf16": x(0.008), "fp16": x(0.006)},
+        powersgd=None,
+        powersgd_measured_rank=1,
+        powersgd_split={"pre": 0.5, "mid": 0.25, "post": 0.25},
+        psgd_alloc=None,
+        contention=Contention(x(1.0), x(1.0), "none"),
+        link=_link("own", 1e-4, 1e9),
+        step=None,
+        samples_per_s=None,
+        step_noise=None,
+        run_to_run_sd=0.0,
+        cores=None,
+        threads=None,
+        hosts=1,
+        core_scaling=None,
+    )
+    return NS(**{**base, **kw})
+
+
+def _step(prof, **change):
+    cfg = step.changed(step.Config.of(prof), {k: str(v) for k, v in change.items()})
+    ev = step._evaluate(prof, cfg, step.PointDraws())
+    return float(ev.step[0]), float(ev.compute[0]), float(ev.compression[0]), ev
+
+
+def test_one_bucket_at_the_end_adds_its_all_reduce_to_the_step():
+    s, c, z, ev = _step(_hprof())
+    assert s == pytest.approx(MICRO + BWD + CIN + _ar(4e6) + COUT + OPT)  # 0.1182
+    assert c == pytest.approx(MICRO + BWD + CIN + COUT + OPT)
+    assert z == 0.0 and ev.buckets == [4_000_000] and ev.notes == [] and ev.timeline is None
+    # accumulate 3: two no_sync micro-steps (forward and backward alone) before the synced one
+    s, c, _, _ = _step(_hprof(), accumulate=3)
+    assert s == pytest.approx(3 * MICRO + 2 * BWD + BWD + CIN + _ar(4e6) + COUT + OPT)
+    assert c == pytest.approx(3 * MICRO + 3 * BWD + CIN + COUT + OPT)
+    # gradient_as_bucket_view with no hook: the copy back goes, the copy in stays
+    s, c, _, ev = _step(_hprof(), bucket_view="true")
+    assert s == pytest.approx(MICRO + BWD + CIN + _ar(4e6) + OPT)
+    assert c == pytest.approx(MICRO + BWD + CIN + OPT) and ev.notes == []
+    # and a record without the copies says its saving shows as 0
+    _, _, _, ev = _step(_hprof(copy_out=Quantity.exact(0.0)), bucket_view="true")
+    assert ev.notes == [
+        "DDP's gradient copies are not in this record: gradient_as_bucket_view's saving shows as 0"
+    ]
+
+
+def test_an_early_bucket_overlaps_the_rest_of_backward():
+    # DDP's default caps: a bucket per parameter; the first ready at half of backward plus half of
+    # the copy in, its all-reduce (2.2 ms) done long before the second bucket is ready
+    s, _, _, ev = _step(_hprof(bucket_cap=None))
+    assert ev.buckets == [2_000_000, 2_000_000]
+    assert s == pytest.approx(MICRO + BWD + CIN + _ar(2e6) + COUT + OPT)
+    # a cost per call in training (calibrated): each all-reduce pays it; the first still hides
+    per = Quantity.exact(0.001)
+    from whatif.profile import Contention
+
+    prof = _hprof(
+        bucket_cap=None, contention=Contention(Quantity.exact(1.0), Quantity.exact(1.0), "", per)
+    )
+    s, _, _, _ = _step(prof)
+    assert s == pytest.approx(MICRO + BWD + CIN + _ar(2e6) + 0.001 + COUT + OPT)
+
+
+def test_a_half_precision_hook_casts_on_both_threads():
+    # one 4 MB bucket: the cast (half of 8 ms for the whole gradient) on the compute thread before
+    # the launch, 2 MB on the wire, the cast back (the other half) in the queue after it
+    s, c, z, ev = _step(_hprof(), optim="bf16")
+    assert s == pytest.approx(MICRO + BWD + CIN + 0.004 + _ar(2e6) + 0.004 + COUT + OPT)
+    assert (c, z) == (pytest.approx(MICRO + BWD + CIN + COUT + OPT), pytest.approx(0.008))
+    assert ev.notes == []
+    # on the bucket's view: neither copy
+    s, c, _, _ = _step(_hprof(), optim="bf16", bucket_view="true")
+    assert s == pytest.approx(MICRO + BWD + 0.004 + _ar(2e6) + 0.004 + OPT)
+    assert c == pytest.approx(MICRO + BWD + OPT)
+    s, _, z, _ = _step(_hprof(), optim="fp16")
+    assert s == pytest.approx(MICRO + BWD + CIN + 0.003 + _ar(2e6) + 0.003 + COUT + OPT)
+    assert z == pytest.approx(0.006)
+    zero = {"bf16": Quantity.exact(0.0), "fp16": Quantity.exact(0.006)}
+    _, _, _, ev = _step(_hprof(cast=zero), optim="bf16")
+    assert ev.notes == ["the bf16 cast is not in this record: left out (optimistic)"]
+
+
+def test_powersgd_runs_serially_with_its_compute_between_the_calls():
+    # both 1000 x 500 weights compressed at rank 1: P 2 x 1000 and Q 2 x 500 floats, no
+    # uncompressed bytes; its 20 ms (rank 1, measured) split 10 / 5 / 5 ms: before the launch, after
+    # P, after Q; the compute thread waits for the bucket (serial)
+    prof = _hprof(powersgd=Quantity.exact(0.02))
+    s, c, z, ev = _step(prof, optim="powersgd")
+    queue = _ar(8000) + 0.005 + _ar(4000) + 0.005
+    assert s == pytest.approx(MICRO + BWD + CIN + 0.010 + queue + COUT + OPT)
+    assert (c, z) == (pytest.approx(MICRO + BWD + CIN + COUT + OPT), pytest.approx(0.02))
+    assert ev.notes == [
+        "PowerSGD rank 1: 1,000,000 of 1,000,000 gradient elements compressed (torch's "
+        "_should_compress at min_compression_rate 2)"
+    ]
+    # fresh pages (1 ms a pass over the gradient): one pass before the launch, one at the bucket's
+    # end; the compression counts both
+    fresh = _hprof(powersgd=Quantity.exact(0.02), psgd_alloc=Quantity(0.001, 0.0005, 0.002, "p"))
+    s, _, z, ev = _step(fresh, optim="powersgd")
+    assert s == pytest.approx(MICRO + BWD + CIN + 0.011 + queue + 0.001 + COUT + OPT)
+    assert z == pytest.approx(0.022)
+    assert ev.notes[1] == (
+        "PowerSGD's clone and new error, 2 x 4 MB a step in fresh pages: 2 ms (p)"
+    )
+    # not measured: no compute, and the row says it is a lower bound
+    s, _, z, ev = _step(_hprof(), optim="powersgd")
+    assert s == pytest.approx(MICRO + BWD + CIN + _ar(8000) + _ar(4000) + COUT + OPT)
+    assert z == 0.0
+    assert ev.notes[1].startswith("PowerSGD's compute is not in this record (no grad_ready probe)")
+
+
+def test_the_serial_syncs_add_their_calls_after_backward():
+    per = Quantity.exact(0.001)
+    from whatif.profile import Contention
+
+    prof = _hprof(contention=Contention(Quantity.exact(1.0), Quantity.exact(1.0), "", per))
+    # per_param: one call per parameter, each paying the cost per call
+    s, c, z, ev = _step(prof, sync="per_param", accumulate=2)
+    comm = 2 * (_ar(2e6) + 0.001)
+    assert s == pytest.approx(2 * (MICRO + BWD) + comm + OPT)
+    assert (c, z, ev.buckets) == (pytest.approx(2 * (MICRO + BWD) + OPT), 0.0, [])
+    # flat: one call of every byte, and the copies into and out of the flat buffer
+    s, c, _, _ = _step(prof, sync="flat")
+    assert s == pytest.approx(MICRO + BWD + CIN + COUT + _ar(4e6) + 0.001 + OPT)
+    assert c == pytest.approx(MICRO + BWD + CIN + COUT + OPT)
+    # local: no communication, one rank
+    s, c, _, _ = _step(prof, sync="local")
+    assert (s, c) == (pytest.approx(MICRO + BWD + OPT), pytest.approx(MICRO + BWD + OPT))
+    # a one-rank flat sync sends nothing
+    s, _, _, _ = _step(prof, sync="flat", world_size=1)
+    assert s == pytest.approx(MICRO + BWD + OPT)
+
+
+def test_one_rank_needs_no_link_and_sends_nothing():
+    prof = _hprof(world_size=1, link=None)
+    s, c, _, ev = _step(prof)
+    assert s == pytest.approx(MICRO + BWD + CIN + COUT + OPT) and s == pytest.approx(c)
+    assert ev.buckets == [4_000_000]
+    # a local config left at two ranks (never made by `changed`) sends nothing either
+    cfg = step.Config(2, "local", "none", None, 1, False, False, 1, None)
+    ev = step._evaluate(prof, cfg, step.PointDraws())
+    assert float(ev.step[0]) == pytest.approx(MICRO + BWD + OPT)
+    with pytest.raises(ValueError, match="--link NAME"):
+        step._evaluate(prof, step.changed(step.Config.of(prof), {"n": "2"}), step.PointDraws())
+
+
+def test_contention_slows_compute_by_the_host_floors_share_of_a_call():
+    # DDP's default caps: the first 2 MB bucket at half of backward (no copy in here). Its call
+    # takes the link's 2.2 ms; the host's own all-reduce takes 0.2 + 1 = 1.2 ms of it (duty 6/11).
+    # With compute 2x slower under a fully busy call, it runs at 1 / (1 + 6/11) = 11/17 for those
+    # 2.2 ms, so backward ends 2.2 x 6/17 ms late; the second bucket's call follows alone.
+    from whatif.profile import Contention
+
+    host = _link("host", 1e-4, 2e9)
+    slow = Contention(Quantity.exact(2.0), Quantity.exact(1.0), "")
+    prof = _hprof(
+        bucket_cap=None,
+        copy_in=Quantity.exact(0.0),
+        link=_link("own", 1e-4, 1e9, floor=host),
+        contention=slow,
+    )
+    s, _, _, _ = _step(prof)
+    assert s == pytest.approx(MICRO + BWD + _ar(2e6) * 6 / 17 + _ar(2e6) + COUT + OPT)
+    # the all-reduce 2x slower instead, compute not: the first call (2.2 ms at 17/11 the time) still
+    # ends before backward does; one bucket at the end has nothing beside it
+    slow_m = Contention(Quantity.exact(1.0), Quantity.exact(2.0), "")
+    s, _, _, _ = _step(_hprof(bucket_cap=None, contention=slow_m, link=prof.link))
+    assert s == pytest.approx(MICRO + BWD + CIN + _ar(2e6) + COUT + OPT)
+    # both under way the whole time: a 30 ms call beside the last 30 ms of backward, duty 1
+    busy = Contention(Quantity.exact(2.0), Quantity.exact(3.0), "")
+    big = _hprof(
+        bucket_cap=None,
+        copy_in=Quantity.exact(0.0),
+        link=_link("own", 0.0, 2e6 / 0.03),
+        contention=busy,
+    )
+    # compute at 1/2, the call at 1/3: after 0.09 s the call is done (compute did 45 ms > 30: no),
+    # so compute ends first: 30 ms of backward take 60 ms, the call did 20 of its 30 ms; the rest
+    # (10 ms) alone; then the second bucket's 30 ms
+    s, _, _, _ = _step(big)
+    assert s == pytest.approx(MICRO + 0.030 + 0.060 + 0.010 + 0.030 + COUT + OPT)
+
+
+def test_the_notes_name_what_the_model_assumes():
+    from whatif.links import Link
+
+    # a CPU host: 2 ranks of 4 threads on 8 cores -> one rank with all 8 (sync=local)
+    cpu = _hprof(device="cpu", cores=8, threads=4)
+    e, e_lo, e_hi = step.CORE_SCALING
+    s, _, _, ev = _step(cpu, sync="local")
+    assert s == pytest.approx((MICRO + BWD + OPT) * 0.5**e)
+    assert ev.notes == [
+        f"compute per rank x {0.5**e:.3g} [{0.5**e_hi:.3g}, {0.5**e_lo:.3g}]: CPU cores per rank "
+        f"4 -> 8 (2 -> 1 ranks on 8 cores), compute time x (cores before / after) ** {e:.3g} "
+        f"[{e_lo:.3g}, {e_hi:.3g}] (stated scaling, cores / ranks)"
+    ]
+    _, _, _, ev = _step(_hprof(), static_graph="true")
+    assert ev.notes == [
+        "ddp.static_graph: modelled as no change (without find_unused_parameters DDP does no "
+        "per-step graph search that a static graph would save; source 003 measured 'negligible')"
+    ]
+    # gloo on one CPU host under a named link: the host's own all-reduce is its floor
+    gloo = _hprof(backend="gloo", device="cpu")
+    named = Link("fast", Quantity.exact(0.0), Quantity.exact(1e12), "hand")
+    cfg = step.changed(step.Config.of(gloo), {"link": "fast"}, links={"fast": named})
+    ev = step._evaluate(gloo, cfg, step.PointDraws())
+    assert ev.notes == ["link fast: the slower of the link and this host's own all-reduce (own)"]
+    assert float(ev.step[0]) == pytest.approx(MICRO + BWD + CIN + _ar(4e6) + COUT + OPT)
+
+
+def test_the_timeline_of_a_ddp_step_and_of_a_serial_one():
+    prof = _hprof()
+    cfg = step.changed(step.Config.of(prof), {"accumulate": "2"})
+    tl = step._evaluate(prof, cfg, step.PointDraws(), timeline=True).timeline
+    fb = MICRO + BWD  # 0.102
+    b0 = fb + MICRO  # backward starts: 0.144
+    ar = b0 + BWD + CIN  # 0.208
+    end = ar + _ar(4e6)
+    want = [
+        (0.0, fb, "no_sync micro-step"),
+        (fb, fb + DATA + H2D, "data + h2d"),
+        (fb + DATA + H2D, b0, "forward"),
+        (b0, ar, "backward"),
+        (end, end + COUT, "DDP copy back"),
+        (end + COUT, end + COUT + OPT, "optimizer"),
+    ]
+    assert [lab for _, _, lab in tl["compute"]] == [w[2] for w in want]
+    assert [(a, b) for a, b, _ in tl["compute"]] == [pytest.approx((a, b)) for a, b, _ in want]
+    assert [(a, b) for a, b, _, _ in tl["comm"]] == [pytest.approx((ar, end))]
+    assert [(lab, k) for _, _, lab, k in tl["comm"]] == [("all-reduce 4 MB", 0)]
+    assert tl["step_s"] == pytest.approx(end + COUT + OPT)
+    assert tl["backward_start_s"] == pytest.approx(b0)
+    # no data or h2d time: no such bar; bucket view: no copy back
+    quick = _hprof(data=Quantity.exact(0.0), h2d=Quantity.exact(0.0))
+    cfg = step.changed(step.Config.of(quick), {"bucket_view": "true"})
+    tl = step._evaluate(quick, cfg, step.PointDraws(), timeline=True).timeline
+    assert [lab for _, _, lab in tl["compute"]] == ["forward", "backward", "optimizer"]
+    assert tl["step_s"] == pytest.approx(FWD + BWD + CIN + _ar(4e6) + OPT)
+    # flat: the copy in, the call, the copy out after backward
+    cfg = step.changed(step.Config.of(prof), {"sync": "flat", "accumulate": "2"})
+    tl = step._evaluate(prof, cfg, step.PointDraws(), timeline=True).timeline
+    t = 2 * fb
+    half = (CIN + COUT) / 2
+    call = _ar(4e6)
+    assert [lab for _, _, lab in tl["compute"]] == [
+        "micro-step",
+        "forward + backward",
+        "copy in",
+        "copy out",
+        "optimizer",
+    ]
+    assert [(a, b) for a, b, _ in tl["compute"]] == [
+        pytest.approx((0.0, fb)),
+        pytest.approx((fb, t)),
+        pytest.approx((t, t + half)),
+        pytest.approx((t + half + call, t + 2 * half + call)),
+        pytest.approx((t + 2 * half + call, t + 2 * half + call + OPT)),
+    ]
+    assert tl["comm"] == [
+        (pytest.approx(t + half), pytest.approx(t + half + call), "flat all-reduce", 0)
+    ]
+    assert (
+        tl["step_s"] == pytest.approx(t + 2 * half + call + OPT) and tl["backward_start_s"] is None
+    )
+    cfg = step.changed(step.Config.of(prof), {"sync": "per_param"})
+    tl = step._evaluate(prof, cfg, step.PointDraws(), timeline=True).timeline
+    assert [lab for _, _, lab, _ in tl["comm"]] == ["per_param all-reduces"]
+    assert tl["comm"][0][1] - tl["comm"][0][0] == pytest.approx(2 * _ar(2e6))
+    cfg = step.changed(step.Config.of(prof), {"sync": "local"})
+    tl = step._evaluate(prof, cfg, step.PointDraws(), timeline=True).timeline
+    assert tl["comm"] == [] and tl["step_s"] == pytest.approx(fb + OPT)
+
+
+def test_a_prediction_of_exact_inputs_has_no_width():
+    from whatif.quantity import Draws
+
+    prof = _hprof()
+    own = step.predict(prof, step.Config.of(prof), Draws(50))
+    s = MICRO + BWD + CIN + _ar(4e6) + COUT + OPT
+    assert (own.step_s, own.lo, own.hi) == (pytest.approx(s), pytest.approx(s), pytest.approx(s))
+    assert own.samples_per_s == pytest.approx(16 / s)  # 2 ranks x 8
+    assert (own.sps_lo, own.sps_hi) == (pytest.approx(16 / s), pytest.approx(16 / s))
+    assert own.parts == {
+        "compute_s": pytest.approx(s - _ar(4e6)),
+        "exposed_comm_s": pytest.approx(_ar(4e6)),
+        "compression_s": 0.0,
+    }
+    assert own.dominant == "compute" and own.buckets == [4_000_000] and own.timeline is None
+    assert own.label == "(the run's own config)" and own.speedup is None
+    four = step.predict(prof, step.changed(own.config, {"accumulate": "4"}), Draws(50), own=own)
+    s4 = 4 * MICRO + 4 * BWD + CIN + _ar(4e6) + COUT + OPT
+    assert four.step_s == pytest.approx(s4) and four.samples_per_s == pytest.approx(64 / s4)
+    assert four.speedup == pytest.approx((64 / s4) / (16 / s))
+    assert (four.speedup_lo, four.speedup_hi) == (
+        pytest.approx(four.speedup),
+        pytest.approx(four.speedup),
+    )
+    assert four.label == "accumulate=4"
+    d = four.as_dict()
+    assert (d["step_s"], d["step_lo"], d["step_hi"]) == (four.step_s, four.lo, four.hi)
+    assert (d["samples_lo"], d["samples_hi"], d["speedup"]) == (
+        four.sps_lo,
+        four.sps_hi,
+        four.speedup,
+    )
+    assert (d["speedup_lo"], d["speedup_hi"], d["level"]) == (
+        four.speedup_lo,
+        four.speedup_hi,
+        0.95,
+    )
+    assert d["config"]["accumulate"] == "4" and d["parts_s"] is four.parts
+    assert (d["dominant"], d["buckets_bytes"], d["notes"]) == ("compute", [4_000_000], [])
+    assert (d["label"], d["samples_per_s"]) == ("accumulate=4", four.samples_per_s)
+    # a slow link: the exposed all-reduce dominates
+    slow = _hprof(link=_link("own", 1e-4, 1e7))  # 4 MB at 10 MB/s: 0.4 s
+    p = step.predict(slow, step.Config.of(slow), step.PointDraws(), timeline=True)
+    assert p.dominant == "exposed comm" and p.parts["exposed_comm_s"] == pytest.approx(
+        _ar(4e6, busbw=1e7)
+    )
+    assert p.timeline["step_s"] == pytest.approx(p.step_s)
+    # compression the largest part
+    heavy = _hprof(powersgd=Quantity.exact(1.0))
+    p = step.predict(
+        heavy, step.changed(step.Config.of(heavy), {"optim": "powersgd"}), step.PointDraws()
+    )
+    assert p.dominant == "compression" and p.parts["compression_s"] == pytest.approx(1.0)
+
+
+def test_contention_is_calibrated_back_from_timers_worked_out_by_hand():
+    # the first 2 MB bucket's call takes 100 ms alone (2 MB at 20 MB/s), from 30 ms (half of the
+    # 60 ms backward) on; with compute 2x and the call 1.5x slower while both run: compute's last
+    # 30 ms take 60, so the last bucket is ready at 90 ms, when the call has done 40 of its 100 ms;
+    # its other 60 ms alone, then the last bucket's 100 ms: the span from 30 ms to 250 ms, plus
+    # the 3 ms copy back after it
+    prof = _hprof(bucket_cap=None, copy_in=Quantity.exact(0.0), link=_link("own", 0.0, 2e7))
+    s_c, s_m, per_call, how = step.calibrate_contention(prof, 0.090, 0.223)
+    assert (s_c, s_m, per_call) == (pytest.approx(2.0, rel=1e-6), pytest.approx(1.5, rel=1e-6), 0.0)
+    assert how == (
+        "compute 2.00x and all-reduce 1.50x slower while both run, calibrated so the model "
+        "reproduces this run's DDP timers (backward compute under all-reduce 90 ms, model 90; "
+        "all-reduce span 223 ms, model 223) from backward alone 60 ms and the all-reduces alone "
+        "(on-rank microbenchmark)"
+    )
+    # timers beyond what the overlap can explain: both factors stop at their bound (at 5x each the
+    # model's compute ends at 30 + 5 x 30 = 180 ms, its span 30 + 70 + 100 + 3 = 323 ms)
+    s_c, s_m, per_call, how = step.calibrate_contention(prof, 0.25, 0.4)
+    assert (s_c, s_m) == (pytest.approx(step.MAX_SLOWDOWN), pytest.approx(step.MAX_SLOWDOWN))
+    assert how.endswith(
+        "; the compute and all-reduce factor stopped at its bound 5 (the timers ask for more than "
+        "the overlap can explain: a noisy or busy run)"
+    )
+    # timers under the model's no-contention value: the factors stay at 1
+    s_c, s_m, _, _ = step.calibrate_contention(prof, 0.05, 0.1)
+    assert (s_c, s_m) == (1.0, 1.0)
+
+
+def test_a_span_no_overlap_explains_is_a_cost_per_call():
+    # eight 2 MB parameters in a bucket each (cap 1 MB), all ready at the end of backward: nothing
+    # overlaps, so neither factor can be calibrated; the span's 8 ms beyond the eight calls and the
+    # copy back is 1 ms per call
+    from whatif.profile import Params
+
+    eight = Params(
+        [f"p{i}" for i in range(8)], [500_000] * 8, [4] * 8, list(range(8)), [1.0] * 8, ""
+    )
+    prof = _hprof(params=eight, shapes=None, bucket_cap=1.0, copy_in=Quantity.exact(0.0))
+    model = 8 * _ar(2e6) + COUT
+    s_c, s_m, per_call, how = step.calibrate_contention(prof, BWD, model + 0.008)
+    assert (s_c, s_m) == (1.0, 1.0) and per_call == pytest.approx(0.001, rel=1e-6)
+    assert (
+        "; the compute factor and the all-reduce factor could not be calibrated (little or no "
+        "overlap in this run's own step): 1 assumed; the rest of the span, 1 ms per all-reduce, is "
+        "a cost per call in training beyond the microbenchmark's (each bucket pays it)"
+    ) in how
+    # seven calls: too few to tell a cost per call from a slower link
+    seven = Params(
+        [f"p{i}" for i in range(7)], [500_000] * 7, [4] * 7, list(range(7)), [1.0] * 7, ""
+    )
+    prof7 = _hprof(params=seven, shapes=None, bucket_cap=1.0, copy_in=Quantity.exact(0.0))
+    assert step.calibrate_contention(prof7, BWD, 7 * _ar(2e6) + COUT + 0.007)[2] == 0.0
+    # a span the model reaches (within 2%): nothing added
+    assert step.calibrate_contention(prof, BWD, model * 1.01)[2] == 0.0
+
+
+def test_a_steps_scatter_about_the_model_is_log_normal():
+    from whatif.quantity import Draws, Z95
+
+    prof = _hprof(run_to_run_sd=0.05)
+    cfg = step.Config.of(prof)
+    assert list(step._noise(prof, step.PointDraws(), cfg)) == [1.0]
+    draws = Draws(4000, seed=3)
+    f = step._noise(prof, draws, cfg)
+    # source and target offsets each log-normal with sd 0.05: their product's log sd 0.05 x sqrt 2
+    assert np.std(np.log(f)) == pytest.approx(0.05 * math.sqrt(2), rel=0.05)
+    # the source run's own interval (x/ e^(1.96 x 0.03)) is part of the run-to-run sd: the source's
+    # share is sqrt(0.05^2 - 0.03^2) = 0.04, the target's stays 0.05
+    w = math.exp(Z95 * 0.03)
+    inner = _hprof(run_to_run_sd=0.05, step_noise=Quantity(1.0, 1 / w, w))
+    f = step._noise(inner, Draws(4000, seed=3), cfg)
+    assert np.std(np.log(f)) == pytest.approx(math.hypot(0.04, 0.05), rel=0.05)
+    src = Draws(4000, seed=3)
+    step._noise(inner, src, cfg)
+    assert np.std(np.log(src.get("noise:source", Quantity.exact(1.0)))) == pytest.approx(
+        0.04, rel=0.05
+    )
+    # a source interval wider than the run-to-run sd: no source share, the target drawn from it
+    wide = _hprof(run_to_run_sd=0.02, step_noise=Quantity(1.0, 1 / w, w))
+    d = Draws(4000, seed=3)
+    f = step._noise(wide, d, cfg)
+    assert "noise:source" not in d._cache
+    assert np.std(np.log(f)) == pytest.approx(0.03, rel=0.05)
+    # nothing to scatter
+    assert list(step._noise(_hprof(), Draws(5), cfg)) == [1.0] * 5
+
+
+def test_a_cpu_share_scales_the_work_not_the_contention_or_the_cost_per_call():
+    # 2 ranks of 2 threads on 8 cores -> 4 ranks of one thread: 2 cores a rank -> 1, at a stated
+    # exponent of exactly 1 (no interval): every piece of work takes 2x as long; the slow-down
+    # factors and the cost per call stay (they are ratios and a per-call cost, not work)
+    from whatif.profile import Contention
+
+    per = Quantity.exact(0.001)
+    busy = Contention(Quantity.exact(2.0), Quantity.exact(3.0), "", per)
+    cpu = dict(device="cpu", cores=8, threads=2, core_scaling=(1.0, 1.0, 1.0), contention=busy)
+    prof = _hprof(**cpu)
+    # per_param at 4 ranks (the factor 2.0 exactly, no interval): 6 alpha + 1.5 x bytes / busbw
+    # per call, plus the 1 ms cost per call
+    call = 6e-4 + 1.5 * 2e6 / 1e9
+    s, _, _, _ = _step(prof, sync="per_param", world_size=4)
+    assert s == pytest.approx(2 * (MICRO + BWD + OPT) + 2 * (call + 0.001))
+    # ddp, the first bucket half-way through a 120 ms backward (60 ms alone, x 2); each 2 MB call
+    # 45 ms alone (1.5 x 2 MB at 2 MB / 30 ms) + 1 ms; beside the last 60 ms of backward, compute
+    # at 1/2 and the call at 1/3: compute ends at 60 + 120 = 180 ms, the call has done 40 of its
+    # 46 ms; 6 ms alone, then the last bucket's 46 ms
+    overlap = _hprof(
+        **cpu, bucket_cap=None, copy_in=Quantity.exact(0.0), link=_link("own", 0.0, 2e6 / 0.03)
+    )
+    s, _, _, _ = _step(overlap, world_size=4)
+    assert s == pytest.approx(2 * (MICRO + COUT + OPT) + 0.180 + 0.006 + 0.046)
+    # fewer ranks, at the same exponent: one rank takes all 8 cores against 2: x 1/4
+    two = _hprof(device="cpu", cores=8, threads=2, core_scaling=(1.0, 1.0, 1.0))
+    s, _, _, _ = _step(two, sync="local", world_size=1)
+    assert s == pytest.approx((MICRO + BWD + OPT) / 4)
+    # drawn: the calibrated exponent's interval, one factor per world size, each around its point
+    from whatif.quantity import Draws
+
+    e, e_lo, e_hi = step.CORE_SCALING
+    draws = Draws(400, seed=1)
+    shared = _hprof(device="cpu", cores=8, threads=2)
+    for n, f in ((4, 2.0), (1, 0.25)):
+        cfg = step.changed(step.Config.of(shared), {"sync": "local" if n == 1 else "ddp", "n": n})
+        p = step.predict(shared, cfg, draws)
+        base = p.step_s / f**e
+        assert p.lo == pytest.approx(base * min(f**e_lo, f**e_hi), rel=0.1)
+        assert p.hi == pytest.approx(base * max(f**e_lo, f**e_hi), rel=0.1)
