@@ -833,3 +833,133 @@ def test_a_cpu_share_scales_the_work_not_the_contention_or_the_cost_per_call():
         base = p.step_s / f**e
         assert p.lo == pytest.approx(base * min(f**e_lo, f**e_hi), rel=0.1)
         assert p.hi == pytest.approx(base * max(f**e_lo, f**e_hi), rel=0.1)
+
+
+def _split_prof(shapes, min_rate, batched=False, no_shapes=False):
+    from whatif.profile import Params
+
+    numel = [math.prod(s) for s in shapes]
+    n = len(shapes)
+    params = Params([f"p{i}" for i in range(n)], numel, [4] * n, list(range(n)), [1.0] * n, "")
+    return NS(
+        params=params,
+        shapes=None if no_shapes else shapes,
+        psgd_min_rate=min_rate,
+        psgd_batched=batched,
+        psgd_alloc=None,
+    )
+
+
+def _net(bucket):
+    return [s.nbytes for s in bucket.segs if s.kind == "net"]
+
+
+def test_powersgds_split_per_tensor_by_hand():
+    # rank 4 at min_compression_rate 0.1: a 2 x 1000 and a 1000 x 2 weight compress at rank 2 (the
+    # smaller side): P 2 x 2 + 1000 x 2, Q 1000 x 2 + 2 x 2 elements; the two biases (1-D) and an
+    # empty weight stay as they are: 100 + 50 + 0 elements
+    shapes = [(2, 1000), (100,), (1000, 2), (50,), (0, 10)]
+    p = step.plan(_split_prof(shapes, 0.1), _cfg(optim="powersgd", psgd_rank=4, bucket_cap=100.0))
+    (b,) = p.buckets
+    assert _net(b) == [150 * 4, 2004 * 4, 2004 * 4]
+    assert b.pre == [("psgd_pre", 1.0)]
+    assert p.notes[0].startswith("PowerSGD rank 4: 4,000 of 4,150 gradient elements compressed")
+    # at rate 2 and rank 1 a 3 x 3 weight is not worth it ((3 + 3) x 2 > 9): nothing compressed,
+    # so no share of PowerSGD's compute falls on the bucket
+    p = step.plan(_split_prof([(3, 3)], 2.0), _cfg(optim="powersgd", bucket_cap=100.0))
+    (b,) = p.buckets
+    assert _net(b) == [36, 0, 0] and b.pre == [("psgd_pre", 0.0)]
+    assert [s.share for s in b.segs if s.kind == "cpu"] == [0.0, 0.0]
+    assert p.notes[0].startswith("PowerSGD rank 1: 0 of 9 gradient elements compressed")
+    # no shapes in the record: every tensor is taken as 1-D, sent as it is
+    p = step.plan(_split_prof([(3, 3)], 2.0, no_shapes=True), _cfg(optim="powersgd"))
+    assert _net(p.buckets[0]) == [36, 0, 0]
+    # batched at rank 2: one 1000 x 1000 square per bucket, P and Q 1000 x 2 each
+    r2 = step.plan(_plan_prof(batched=True), _cfg(optim="powersgd", psgd_rank=2)).buckets[0]
+    assert _net(r2) == [0, 8000, 8000]
+
+
+def test_the_scatter_of_one_or_two_draws_and_of_an_uneven_interval():
+    from whatif.quantity import Draws, Z95
+
+    prof = _hprof(run_to_run_sd=0.05)
+    cfg = step.Config.of(prof)
+    assert list(step._noise(prof, Draws(1), cfg)) == [1.0]  # one draw: no scatter
+    assert all(v != 1.0 for v in step._noise(prof, Draws(2), cfg))
+    # the source's interval uneven (-10%, +21%) and exactly as wide (in log) as the run-to-run sd:
+    # the target is drawn from it, uneven, and the source keeps no share
+    within = Quantity(1.0, 1 / 1.1, 1.21)
+    rr = math.log(1.21 * 1.1) / (2 * Z95)
+    f = step._noise(_hprof(run_to_run_sd=rr, step_noise=within), Draws(20000, seed=5), cfg)
+    lo, hi = np.percentile(np.log(f), [2.5, 97.5])
+    assert (lo, hi) == (
+        pytest.approx(-math.log(1.1), rel=0.05),
+        pytest.approx(math.log(1.21), rel=0.05),
+    )
+
+
+def test_the_backward_script_by_hand():
+    from whatif.step import BucketPlan, Launch, Ready, Seg, Wait, Work
+
+    def bucket(k, ready, copy, pre=(), serial=False):
+        return BucketPlan(k, 1, ready, copy, list(pre), [Seg("net", "x", 1)], serial)
+
+    # 1 s of backward and 0.2 s of copies: the first bucket at half of each (0.6 s), its hook's
+    # cast (half of 0.1 s) before its launch; the second and third at the end, the third's hook
+    # cost not measured (0) and serial: no zero-length work anywhere, no work after the last
+    buckets = [
+        bucket(0, 0.5, 0.5, [("cast_bf16", 0.5)]),
+        bucket(1, 1.0, 1.0),
+        bucket(2, 1.0, 1.0, [("psgd_pre", 1.0)], serial=True),
+    ]
+    script = step.backward_script(buckets, 1.0, 0.2, {"cast_bf16": 0.1})
+    assert script == [
+        Work(pytest.approx(0.6), "backward"),
+        Ready(0),
+        Work(pytest.approx(0.05), "comm hook"),
+        Launch(0),
+        Work(pytest.approx(0.6), "backward"),
+        Ready(1),
+        Launch(1),
+        Ready(2),
+        Launch(2),
+        Wait(2),
+    ]
+    # backward's rest after the last bucket's ready point
+    script = step.backward_script([bucket(0, 0.5, 0.5)], 1.0, 0.2, {})
+    assert script[-1] == Work(pytest.approx(0.6), "backward") and len(script) == 4
+
+
+def test_the_calibrated_factors_say_when_they_are_not_identifiable_only():
+    prof = _hprof(bucket_cap=None, copy_in=Quantity.exact(0.0), link=_link("own", 0.0, 2e7))
+    # timers under the model's no-contention value: 1 and 1, calibrated (the overlap is there)
+    s_c, s_m, _, how = step.calibrate_contention(prof, 0.05, 0.1)
+    assert (s_c, s_m) == (1.0, 1.0) and "could not be calibrated" not in how
+    assert "compute 1.00x and all-reduce 1.00x slower" in how
+    # the serial syncs' timeline: no copy bars without copies
+    cfg = step.changed(step.Config.of(prof), {"sync": "per_param"})
+    tl = step._evaluate(prof, cfg, step.PointDraws(), timeline=True).timeline
+    assert [lab for _, _, lab in tl["compute"]] == ["forward + backward", "optimizer"]
+
+
+def test_a_span_beyond_the_bound_leaves_a_cost_per_call():
+    # eight 2 MB buckets ready through a 1 s backward, each call 100 ms alone: at 5x slower beside
+    # compute the calls end by 1 + 8 x 0.5 s at the latest, so a 10 s span is beyond the bound; the
+    # all-reduce factor stops there and the rest is priced per call: at least (10 - 5) / 8 s each
+    from whatif.profile import Params
+
+    ready = [(i + 1) / 8 for i in range(8)]
+    eight = Params([f"p{i}" for i in range(8)], [500_000] * 8, [4] * 8, list(range(8)), ready, "")
+    prof = _hprof(
+        params=eight,
+        shapes=None,
+        bucket_cap=1.0,
+        backward=Quantity.exact(1.0),
+        copy_in=Quantity.exact(0.0),
+        link=_link("own", 0.0, 2e7),
+    )
+    s_c, s_m, per_call, how = step.calibrate_contention(prof, 1.0, 10.0)
+    assert (s_c, s_m) == (1.0, pytest.approx(step.MAX_SLOWDOWN))
+    assert per_call > (10.0 - 5.0) / 8
+    assert "the all-reduce factor stopped at its bound 5" in how
+    assert "ms per all-reduce, is a cost per call in training" in how
