@@ -725,9 +725,24 @@ def test_contention_is_calibrated_back_from_timers_worked_out_by_hand():
     # model's compute ends at 30 + 5 x 30 = 180 ms, its span 30 + 70 + 100 + 3 = 323 ms)
     s_c, s_m, per_call, how = step.calibrate_contention(prof, 0.25, 0.4)
     assert (s_c, s_m) == (pytest.approx(step.MAX_SLOWDOWN), pytest.approx(step.MAX_SLOWDOWN))
+    assert how.startswith("compute 5.00x and all-reduce 5.00x slower while both run")
     assert how.endswith(
         "; the compute and all-reduce factor stopped at its bound 5 (the timers ask for more than "
         "the overlap can explain: a noisy or busy run)"
+    )
+    # compute 4.5x (under the bound, not at it): its last 30 ms take 135, the call has done 90 of
+    # its 100 ms by then (at 1/1.5); 10 ms alone and the last call: 275 - 30 + 3 ms
+    s_c, s_m, _, how = step.calibrate_contention(prof, 0.165, 0.248)
+    assert (s_c, s_m) == (pytest.approx(4.5, rel=1e-6), pytest.approx(1.5, rel=1e-6))
+    assert "bound" not in how and "could not" not in how
+    # a compute timer no factor in [1, 5] moves by 2% of it: compute's factor not identifiable
+    # (1), the all-reduce's calibrated with it: compute ends at 60 ms, the call has done 20 of its
+    # 100 ms (at 1/1.5); 80 alone and the last call: 240 - 30 + 3 ms
+    s_c, s_m, _, how = step.calibrate_contention(prof, 10.0, 0.213)
+    assert (s_c, s_m) == (1.0, pytest.approx(1.5, rel=1e-6))
+    assert how.endswith(
+        "; the compute factor could not be calibrated (little or no overlap in this run's own "
+        "step): 1 assumed"
     )
     # timers under the model's no-contention value: the factors stay at 1
     s_c, s_m, _, _ = step.calibrate_contention(prof, 0.05, 0.1)
