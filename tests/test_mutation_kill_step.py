@@ -978,3 +978,26 @@ def test_a_span_beyond_the_bound_leaves_a_cost_per_call():
     assert per_call > (10.0 - 5.0) / 8
     assert "the all-reduce factor stopped at its bound 5" in how
     assert "ms per all-reduce, is a cost per call in training" in how
+
+
+def test_contention_calibrated_on_a_half_precision_hook_with_its_copies():
+    # bf16 on DDP's default caps: two 2 MB buckets, ready at half and all of backward (60 ms) and
+    # of the copy in (4 ms); each casts a quarter of 8 ms (2 ms) before its launch and after its
+    # call (1 MB at 20 MB/s: 50 ms). Bucket 0 launches at 34 ms: call to 84, cast back to 86;
+    # the last bucket is ready at 66 ms (launched at 68): its call 86-136, cast back to 138; the
+    # span 34 ms to 138 plus the 3 ms copy back
+    prof = _hprof(bucket_cap=None, optim="bf16", link=_link("own", 0.0, 2e7))
+    s_c, s_m, _, how = step.calibrate_contention(prof, 0.066, 0.107)
+    assert (s_c, s_m) == (pytest.approx(1.0), pytest.approx(1.0))
+    assert (
+        "(backward compute under all-reduce 66 ms, model 66; all-reduce span 107 ms, model 107)"
+        in how
+    )
+    # on the bucket's view: no copies; launches at 32 and 64 ms, the calls 32-82 and 84-134, the
+    # cast backs to 84 and 136
+    view = _hprof(bucket_cap=None, optim="bf16", bucket_view=True, link=_link("own", 0.0, 2e7))
+    _, _, _, how = step.calibrate_contention(view, 0.062, 0.104)
+    assert (
+        "(backward compute under all-reduce 62 ms, model 62; all-reduce span 104 ms, model 104)"
+        in how
+    )
