@@ -1001,3 +1001,28 @@ def test_contention_calibrated_on_a_half_precision_hook_with_its_copies():
         "(backward compute under all-reduce 62 ms, model 62; all-reduce span 104 ms, model 104)"
         in how
     )
+
+
+def test_per_param_calls_say_their_span_and_need_latency_bound_calls():
+    link = _link("own", 1e-3, 1e9)
+    prof = NS(
+        sync="per_param",
+        world_size=2,
+        link=link,
+        params=NS(numel=[250] * 10, element_size=[4] * 10),
+    )
+    alone = 10 * (2e-3 + 1000 / 1e9)
+    _, how = step.calibrate_serial_calls(prof, alone + 0.05)
+    assert how == (
+        "sync=per_param's 10 all-reduces took 70 ms against 20 ms for the same calls in the "
+        "microbenchmark: 5 ms more per call in training (every call of every configuration pays it)"
+    )
+    # no latency: a 1-byte call's time (1 ns at 1 GB/s) against 3-byte calls: latency 8 ns < half
+    # of 24 ns, the calls are mostly bytes: nothing priced per call
+    bytes_only = NS(
+        sync="per_param",
+        world_size=2,
+        link=_link("own", 0.0, 1e9),
+        params=NS(numel=[3] * 8, element_size=[1] * 8),
+    )
+    assert step.calibrate_serial_calls(bytes_only, 1.0) is None
