@@ -1026,3 +1026,14 @@ def test_per_param_calls_say_their_span_and_need_latency_bound_calls():
         params=NS(numel=[3] * 8, element_size=[1] * 8),
     )
     assert step.calibrate_serial_calls(bytes_only, 1.0) is None
+
+
+def test_two_ranks_on_a_host_get_one_thread_each_and_a_preset_link_by_name():
+    # one rank of 8 threads on 8 cores -> 2 ranks: the local launcher gives each one thread
+    e = step.CORE_SCALING[0]
+    q = step.cpu_share(_prof(world_size=1, threads=8), _cfg(world_size=2))
+    assert q.value == pytest.approx(8.0**e)
+    from whatif.links import preset
+
+    c = step.changed(_cfg(), {"link": "10gbe"}, links={"other": NS(name="other")})
+    assert c.link == preset("10gbe") and c.link_name == "10gbe"
