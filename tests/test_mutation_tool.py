@@ -29,8 +29,9 @@ def test_outcome_as_mutmut_counts_it():
 
 
 class _Session:
-    """What _fork_tests uses of a pytest session: its items, each run by the hook, and the plugin
-    manager the fork registers its tally with."""
+    """What _fork_tests uses of a pytest session: its items, each run by the hook, the plugin
+    manager the fork registers its tally with, and the options (the fork sets its traceback
+    style)."""
 
     def __init__(self, bodies):
         self.plugins = []
@@ -38,6 +39,7 @@ class _Session:
         self.config = SimpleNamespace(
             pluginmanager=SimpleNamespace(register=lambda p, name: self.plugins.append(p)),
             hook=SimpleNamespace(pytest_runtest_protocol=self._protocol),
+            option=SimpleNamespace(tbstyle="auto"),
         )
         self.items = [
             SimpleNamespace(config=self.config, body=b, nodeid=f"t{i}")
