@@ -1037,3 +1037,36 @@ def test_two_ranks_on_a_host_get_one_thread_each_and_a_preset_link_by_name():
 
     c = step.changed(_cfg(), {"link": "10gbe"}, links={"other": NS(name="other")})
     assert c.link == preset("10gbe") and c.link_name == "10gbe"
+
+
+def test_more_threads_than_cores_per_rank_and_a_profile_without_its_own_scaling():
+    e = step.CORE_SCALING[0]
+    # 8 threads a rank, 2 ranks on 8 cores: 4 cores each (the cores, not the threads) -> 1
+    assert step.cpu_share(_prof(threads=8), _cfg(world_size=4)).value == pytest.approx(4.0**e)
+    # a profile object without core_scaling: the calibrated exponent
+    bare = NS(device="cpu", cores=8, world_size=2, hosts=1, threads=4)
+    assert step.cpu_share(bare, _cfg(world_size=4)).value == pytest.approx(4.0**e)
+    gpu = step.cpu_share(_prof(device="cuda"), _cfg(world_size=4))
+    assert (gpu.value, gpu.source) == (1.0, "same ranks per host")
+
+
+def test_link_times_are_float_arrays_one_per_draw():
+    from whatif.quantity import Draws
+
+    both = _link("net", 1e-4, 1e9, floor=_link("host", 1e-3, 1e10))
+    times, duties = step.link_times(both, 2, [1_000], Draws(5))
+    assert times[0].dtype == float and duties[0].dtype == float
+    assert list(times[0]) == [pytest.approx(2e-3 + 1_000 / 1e10)] * 5
+    assert list(duties[0]) == [pytest.approx(1.0)] * 5
+
+
+def test_powersgds_segments_are_labelled_and_the_fresh_pages_are_cpu_work():
+    p = step.plan(_plan_prof(alloc=Quantity.exact(0.01)), _cfg(optim="powersgd"))
+    assert [(s.kind, s.label) for s in p.buckets[0].segs] == [
+        ("net", "all-reduce uncompressed 0 MB"),
+        ("net", "all-reduce P 0.004 MB"),
+        ("cpu", "PowerSGD: orthogonalise P, Q = M^T P"),
+        ("net", "all-reduce Q 0.004 MB"),
+        ("cpu", "PowerSGD: P Q^T, error feedback"),
+        ("cpu", "PowerSGD: the new error in fresh pages"),
+    ]
