@@ -704,6 +704,9 @@ def test_a_prediction_of_exact_inputs_has_no_width():
         heavy, step.changed(step.Config.of(heavy), {"optim": "powersgd"}), step.PointDraws()
     )
     assert p.dominant == "compression" and p.parts["compression_s"] == pytest.approx(1.0)
+    assert p.notes[0].startswith("PowerSGD rank 1: 1,000,000 of 1,000,000 gradient elements")
+    # the draws' samples/s, each the samples over its step (exact inputs: all the same)
+    assert list(own.sps_samples) == [pytest.approx(16 / s)] * 50
 
 
 def test_contention_is_calibrated_back_from_timers_worked_out_by_hand():
