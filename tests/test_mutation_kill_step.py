@@ -1073,3 +1073,20 @@ def test_powersgds_segments_are_labelled_and_the_fresh_pages_are_cpu_work():
         ("cpu", "PowerSGD: P Q^T, error feedback"),
         ("cpu", "PowerSGD: the new error in fresh pages"),
     ]
+
+
+def test_a_predictions_interval_is_the_steps_scatter():
+    from whatif.quantity import Draws, Z95
+
+    # exact inputs; the source's step interval uneven (-10%, +21%) and as wide as the run-to-run
+    # sd: the step's 95% interval is the step x/ that interval
+    within = Quantity(1.0, 1 / 1.1, 1.21)
+    prof = _hprof(run_to_run_sd=math.log(1.21 * 1.1) / (2 * Z95), step_noise=within)
+    p = step.predict(prof, step.Config.of(prof), Draws(1500, seed=2))
+    s = MICRO + BWD + CIN + _ar(4e6) + COUT + OPT
+    assert p.step_s == pytest.approx(s)
+    assert (p.lo, p.hi) == (pytest.approx(s / 1.1, rel=0.02), pytest.approx(s * 1.21, rel=0.02))
+    assert (p.sps_lo, p.sps_hi) == (
+        pytest.approx(16 / (s * 1.21), rel=0.02),
+        pytest.approx(16 * 1.1 / s, rel=0.02),
+    )
