@@ -1090,3 +1090,24 @@ def test_a_predictions_interval_is_the_steps_scatter():
         pytest.approx(16 / (s * 1.21), rel=0.02),
         pytest.approx(16 * 1.1 / s, rel=0.02),
     )
+
+
+def test_a_named_link_gets_the_hosts_own_all_reduce_as_its_floor_on_one_cpu_host():
+    own = _link("own", 1e-3, 1e9)
+    net = _link("10g", 1e-5, 1e10)
+    gloo = dict(backend="gloo", device="cpu", link=own)
+
+    def resolved(cfg_link=net, hosts=("h0",), **kw):
+        prof = _hprof(**{**gloo, **kw, "record": NS(env=NS(hostnames=hosts))})
+        return step.resolve_link(prof, _cfg(link=cfg_link))
+
+    assert resolved(cfg_link=None) is own  # the run's own ranks
+    assert resolved().floor is own and resolved().name == "10g"
+    assert resolved(hosts=None).floor is own  # no host names: one host
+    assert resolved(hosts=("h0", "h0")).floor is own
+    assert resolved(hosts=("h0", "h1")) is net  # two hosts: the named link as it is
+    assert resolved(backend="nccl") is net
+    assert resolved(device="cuda") is net
+    assert resolved(link=None) is net  # no measured link of its own to floor it
+    floored = _link("10g", 1e-5, 1e10, floor=_link("other", 0.0, 1e12))
+    assert resolved(cfg_link=floored) is floored  # a floor of its own is kept
