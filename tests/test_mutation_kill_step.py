@@ -546,6 +546,14 @@ def test_contention_slows_compute_by_the_host_floors_share_of_a_call():
     slow_m = Contention(Quantity.exact(1.0), Quantity.exact(2.0), "")
     s, _, _, _ = _step(_hprof(bucket_cap=None, contention=slow_m, link=prof.link))
     assert s == pytest.approx(MICRO + BWD + CIN + _ar(2e6) + COUT + OPT)
+    # the all-reduce 3x slower under a half-busy host: 1 + 2 x 0.5 = 2x; the first call (50 ms on
+    # the link, 25 of them the host's) does 15 ms of its 50 beside the last 30 ms of backward, 35
+    # alone, then the last call's 50 ms: 145 ms
+    half = _link("own", 0.0, 2e6 / 0.05, floor=_link("host", 0.0, 2e6 / 0.025))
+    slow_half = Contention(Quantity.exact(1.0), Quantity.exact(3.0), "")
+    prof = _hprof(bucket_cap=None, copy_in=Quantity.exact(0.0), link=half, contention=slow_half)
+    s, _, _, _ = _step(prof)
+    assert s == pytest.approx(MICRO + 0.145 + COUT + OPT)
     # both under way the whole time: a 30 ms call beside the last 30 ms of backward, duty 1
     busy = Contention(Quantity.exact(2.0), Quantity.exact(3.0), "")
     big = _hprof(
