@@ -1119,3 +1119,20 @@ def test_a_named_link_gets_the_hosts_own_all_reduce_as_its_floor_on_one_cpu_host
     assert resolved(link=None) is net  # no measured link of its own to floor it
     floored = _link("10g", 1e-5, 1e10, floor=_link("other", 0.0, 1e12))
     assert resolved(cfg_link=floored) is floored  # a floor of its own is kept
+
+
+def test_hook_work_in_the_queue_is_fully_busy_and_an_unmeasured_cost_is_free():
+    from whatif.step import BucketPlan, Seg, simulate_backward
+
+    segs = [Seg("net", "call", 1), Seg("cpu", "hook", cost="cast_bf16", share=1.0)]
+    early = [BucketPlan(0, 1, 0.5, 0.0, [], segs, False)]
+    # 1 s of backward, the bucket at half: a 0.1 s call (duty 0.5) then 0.2 s of hook work (duty
+    # 1, whatever the slot says) beside the rest; compute 2x slower under a fully busy queue:
+    # 0.1 s at 1 / 1.5 (0.0667 s of work), 0.2 s at 1/2 (0.1 s), then the other 0.3333 s alone
+    r = simulate_backward(early, 1.0, 0.0, {"cast_bf16": 0.2}, [[0.1, 0.0]], [[0.5, 0.5]], 2.0)
+    assert r.end == pytest.approx(0.5 + 0.1 + 0.2 + (0.5 - 0.1 / 1.5 - 0.1))
+    assert r.lane is None  # nothing recorded unless asked
+    # the hook's cost not measured: no time in the queue
+    late = [BucketPlan(0, 1, 1.0, 0.0, [], segs, False)]
+    r = simulate_backward(late, 1.0, 0.0, {}, [[0.1, 0.0]], [[1.0, 1.0]])
+    assert r.end == pytest.approx(1.1) and r.compute_end == pytest.approx(1.0)
