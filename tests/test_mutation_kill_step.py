@@ -1136,3 +1136,28 @@ def test_hook_work_in_the_queue_is_fully_busy_and_an_unmeasured_cost_is_free():
     late = [BucketPlan(0, 1, 1.0, 0.0, [], segs, False)]
     r = simulate_backward(late, 1.0, 0.0, {}, [[0.1, 0.0]], [[1.0, 1.0]])
     assert r.end == pytest.approx(1.1) and r.compute_end == pytest.approx(1.0)
+
+
+def test_a_configs_items_are_the_knob_words():
+    c = _cfg(world_size=8, optim="powersgd", psgd_rank=4, bucket_cap=50.0, accumulate=2)
+    c = step.changed(c, {"ranks_per_host": "2", "static_graph": "1", "bucket_view": "true"})
+    assert c.items() == {
+        "world_size": "8",
+        "ranks_per_host": "2",
+        "sync": "ddp",
+        "optim": "powersgd",
+        "bucket": "50",
+        "accumulate": "2",
+        "ddp.gradient_as_bucket_view": "true",
+        "ddp.static_graph": "true",
+        "optim.rank": "4",
+        "link": "own",
+    }
+    plain = _cfg().items()
+    assert "optim.rank" not in plain and "ranks_per_host" not in plain
+    assert (plain["ddp.gradient_as_bucket_view"], plain["ddp.static_graph"]) == ("false", "false")
+    assert step.Config.of(_hprof()).items()["link"] == "own"
+    assert c.label(_cfg()) == (
+        "world_size=8 ranks_per_host=2 optim=powersgd bucket=50 accumulate=2 "
+        "ddp.gradient_as_bucket_view=true ddp.static_graph=true optim.rank=4"
+    )
