@@ -1161,3 +1161,91 @@ def test_a_configs_items_are_the_knob_words():
         "world_size=8 ranks_per_host=2 optim=powersgd bucket=50 accumulate=2 "
         "ddp.gradient_as_bucket_view=true ddp.static_graph=true optim.rank=4"
     )
+
+
+def test_one_rank_of_a_contended_run_sends_nothing_and_pays_no_cost_per_call():
+    # the record's own calibration (compute 2x beside a call, 1 ms per call) at one rank: its calls
+    # take no time, so neither weighs on the step
+    from whatif.profile import Contention
+
+    busy = Contention(Quantity.exact(2.0), Quantity.exact(1.0), "", Quantity.exact(0.001))
+    s, _, _, _ = _step(_hprof(contention=busy), world_size=1)
+    assert s == pytest.approx(MICRO + BWD + CIN + COUT + OPT)
+
+
+def test_the_fresh_pages_note_and_the_fp16_cast_note():
+    from whatif.profile import Params
+
+    # 1,234,501 one-byte gradients: 1.234501 MB, 4 digits: 1.235; 2 x 0.61745 ms: 1.2349, 3 digits
+    params = Params(["a"], [1_234_501], [1], [0], [1.0], "")
+    prof = _hprof(
+        params=params,
+        shapes=[(1_234_501,)],
+        powersgd=Quantity.exact(0.02),
+        psgd_alloc=Quantity.exact(0.00061745, "p"),
+    )
+    _, _, _, ev = _step(prof, optim="powersgd")
+    assert (
+        ev.notes[-1]
+        == "PowerSGD's clone and new error, 2 x 1.235 MB a step in fresh pages: 1.23 ms (p)"
+    )
+    # a profile object without psgd_alloc: no fresh pages
+    bare = _hprof(powersgd=Quantity.exact(0.02))
+    del bare.psgd_alloc
+    s, _, _, _ = _step(bare, optim="powersgd")
+    queue = _ar(8000) + 0.005 + _ar(4000) + 0.005
+    assert s == pytest.approx(MICRO + BWD + CIN + 0.010 + queue + COUT + OPT)
+    zero = {"bf16": Quantity.exact(0.008), "fp16": Quantity.exact(0.0)}
+    _, _, _, ev = _step(_hprof(cast=zero), optim="fp16")
+    assert ev.notes == ["the fp16 cast is not in this record: left out (optimistic)"]
+
+
+def test_a_source_interval_with_no_width_is_no_interval():
+    from whatif.quantity import Draws
+
+    prof = _hprof(run_to_run_sd=0.05, step_noise=Quantity.exact(1.0))
+    f = step._noise(prof, Draws(4000, seed=3), step.Config.of(prof))
+    assert np.std(np.log(f)) == pytest.approx(0.05 * math.sqrt(2), rel=0.05)
+
+
+def test_the_timeline_of_three_micro_steps_and_a_hooks_bars():
+    prof = _hprof()
+    cfg = step.changed(step.Config.of(prof), {"accumulate": "3", "optim": "bf16"})
+    tl = step._evaluate(prof, cfg, step.PointDraws(), timeline=True).timeline
+    fb = MICRO + BWD
+    b0 = 2 * fb + MICRO
+    want = [
+        (0.0, fb, "no_sync micro-step"),
+        (fb, 2 * fb, "no_sync micro-step"),
+        (2 * fb, 2 * fb + DATA + H2D, "data + h2d"),
+        (2 * fb + DATA + H2D, b0, "forward"),
+        (b0, b0 + BWD + CIN, "backward"),
+        (b0 + BWD + CIN, b0 + BWD + CIN + 0.004, "comm hook"),
+    ]
+    assert [lab for _, _, lab in tl["compute"][:6]] == [w[2] for w in want]
+    assert [(a, b) for a, b, _ in tl["compute"][:6]] == [pytest.approx((a, b)) for a, b, _ in want]
+
+
+def test_the_last_backward_work_after_a_late_bucket():
+    from whatif.step import BucketPlan, Seg, Work
+
+    late = [BucketPlan(0, 1, 0.9, 0.9, [], [Seg("net", "x", 1)], False)]
+    # ready at 0.9 + 0.18 s of 1 + 0.2: 0.12 s of work after it
+    script = step.backward_script(late, 1.0, 0.2, {})
+    assert script[-1] == Work(pytest.approx(0.12), "backward")
+
+
+def test_the_calibration_text_in_milliseconds():
+    # the hand case of test_contention_is_calibrated_back_from_timers_worked_out_by_hand, 10x longer
+    prof = _hprof(
+        bucket_cap=None,
+        backward=Quantity.exact(0.6),
+        copy_in=Quantity.exact(0.0),
+        copy_out=Quantity.exact(0.03),
+        link=_link("own", 0.0, 2e6),
+    )
+    _, _, _, how = step.calibrate_contention(prof, 0.9, 2.23)
+    assert (
+        "(backward compute under all-reduce 900 ms, model 900; all-reduce span 2230 ms, model "
+        "2230) from backward alone 600 ms"
+    ) in how
