@@ -751,6 +751,7 @@ def test_contention_is_calibrated_back_from_timers_worked_out_by_hand():
     # 100 ms (at 1/1.5); 80 alone and the last call: 240 - 30 + 3 ms
     s_c, s_m, _, how = step.calibrate_contention(prof, 10.0, 0.213)
     assert (s_c, s_m) == (1.0, pytest.approx(1.5, rel=1e-6))
+    assert how.startswith("compute 1.00x and all-reduce 1.50x slower while both run")
     assert how.endswith(
         "; the compute factor could not be calibrated (little or no overlap in this run's own "
         "step): 1 assumed"
@@ -1249,3 +1250,40 @@ def test_the_calibration_text_in_milliseconds():
         "(backward compute under all-reduce 900 ms, model 900; all-reduce span 2230 ms, model "
         "2230) from backward alone 600 ms"
     ) in how
+
+
+def test_the_cost_per_call_and_the_serial_calls_in_three_digits():
+    # the eight-bucket case of test_a_span_no_overlap_explains_is_a_cost_per_call with 1.2349 ms a
+    # call left over: 3 digits, 1.23
+    from whatif.profile import Params
+
+    eight = Params(
+        [f"p{i}" for i in range(8)], [500_000] * 8, [4] * 8, list(range(8)), [1.0] * 8, ""
+    )
+    prof = _hprof(params=eight, shapes=None, bucket_cap=1.0, copy_in=Quantity.exact(0.0))
+    model = 8 * _ar(2e6) + COUT
+    _, _, per_call, how = step.calibrate_contention(prof, BWD, model + 8 * 0.0012349)
+    assert per_call == pytest.approx(0.0012349, rel=1e-6)
+    assert "; the rest of the span, 1.23 ms per all-reduce, is a cost per call" in how
+    # sync=per_param: ten calls of 0.12349 ms alone (2 alpha + 1 us), 1.2349 ms more each
+    alpha = (1.2349e-4 - 1e-6) / 2
+    serial = NS(
+        sync="per_param",
+        world_size=2,
+        link=_link("own", alpha, 1e9),
+        params=NS(numel=[250] * 10, element_size=[4] * 10),
+    )
+    _, how = step.calibrate_serial_calls(serial, 10 * 1.2349e-4 + 10 * 1.2349e-3)
+    assert "against 1.23 ms for the same calls in the microbenchmark: 1.23 ms more per call" in how
+
+
+def test_contention_calibrated_on_a_powersgd_run():
+    # one 4 MB bucket at the end of backward (64 ms with the copy in), PowerSGD's 10 ms before its
+    # launch, then P (0.208 ms), 5 ms, Q (0.204 ms), 5 ms in the queue while compute waits: nothing
+    # overlaps; the span from the launch at 74 ms is 10.412 ms, plus the 3 ms copy back
+    prof = _hprof(optim="powersgd", powersgd=Quantity.exact(0.02))
+    _, _, _, how = step.calibrate_contention(prof, 0.064, 0.0134)
+    assert (
+        "(backward compute under all-reduce 64 ms, model 64; all-reduce span 13 ms, model 13)"
+        in how
+    )
