@@ -1165,12 +1165,12 @@ def test_a_configs_items_are_the_knob_words():
 
 
 def test_one_rank_of_a_contended_run_sends_nothing_and_pays_no_cost_per_call():
-    # the record's own calibration (compute 2x beside a call, 1 ms per call) at one rank: its calls
-    # take no time, so neither weighs on the step
+    # the record's own calibration (compute 2x beside a call, 1 ms per call) at one rank, the first
+    # bucket half-way through backward: its calls take no time, so neither weighs on the step
     from whatif.profile import Contention
 
     busy = Contention(Quantity.exact(2.0), Quantity.exact(1.0), "", Quantity.exact(0.001))
-    s, _, _, _ = _step(_hprof(contention=busy), world_size=1)
+    s, _, _, _ = _step(_hprof(contention=busy, bucket_cap=None), world_size=1)
     assert s == pytest.approx(MICRO + BWD + CIN + COUT + OPT)
 
 
