@@ -1893,6 +1893,8 @@ HICCUP_MADS = (
 )
 HICCUP_SHARE = 0.25  # ... and by this share of the median at least
 HICCUP_MIN = 2  # a single slow step is not a pattern
+HICCUP_MARGIN = 2.0  # beyond noise: stalls this many times the others' largest excursion ...
+HICCUP_ALPHA = 0.01  # ... or more spikes than the others' rate of rises makes this likely
 HICCUP_MIN_STEPS = 10
 HICCUP_PARTS = ("data", "forward", "backward", "optimizer", "outside")
 HICCUP_WHERE = {
@@ -1921,11 +1923,85 @@ def _rank_series(series) -> dict[str, list[float]] | None:
     }
 
 
-def _spikes(values: list[float]) -> list[int]:
+def _cut(values: list[float]) -> float:
     med = statistics.median(values)
     mad = statistics.median(abs(x - med) for x in values)
-    cut = med + max(HICCUP_MADS * mad, HICCUP_SHARE * med)
+    return med + max(HICCUP_MADS * mad, HICCUP_SHARE * med)
+
+
+def _spikes(values: list[float]) -> list[int]:
+    cut = _cut(values)
     return [i for i, x in enumerate(values) if x > cut]
+
+
+def _whole_lattice(two: list[int], n: int) -> bool:
+    """Whether two steps are all of their lattice the window holds (a stall every p steps that a
+    short window catches twice), not two of a longer run's steps that happen to stand out."""
+    a, b = two
+    p = b - a
+    return p >= 2 and a - p < 0 and b + p >= n
+
+
+def _beyond_noise(
+    ready: list[float], own: list[int], spikes: set[int], others: list[list[float]]
+) -> tuple[list[int], float, float | None] | None:
+    """(the steps of the stall, the others' largest excursion, the chance of its lattice) for a
+    rank's work series against the noise of the same run, or None where no stall is told apart
+    from it. On a shared CPU every rank's step jumps now and then (a preemption is one scheduler
+    slice, ~4 ms): two such jumps on one rank fit a "period" and were named a hiccup on healthy
+    runs (4 ms "every 14 steps", 3% of the step), and a long run collects a dozen on every rank.
+    A rank's stall is beyond that noise where (the first that holds; the lattice first, as it
+    names the period)
+    - its work on one lattice (every p-th step from r: the user's loop evaluating, logging or
+      checkpointing every p steps; a scheduler's jumps are not periodic) is larger than on its
+      other steps: a one-sided Mann-Whitney test of the lattice's steps against the rest (normal
+      approximation), times the lattices tried (Bonferroni), under HICCUP_ALPHA, while no other
+      rank's work is up on that lattice by half as much (every rank evaluating every p steps is
+      the job's, not a rank's). A stall on a third of the steps inflates the rank's spread until
+      the spike cut (5 MADs) rises past it: 5 ms every 3 steps of 10 ms went unseen by spikes
+      alone; the lattice test compares the steps themselves; or
+    - more than HICCUP_MIN of its own spikes, or HICCUP_MIN that are the whole of their lattice in
+      the window (_whole_lattice), are each HICCUP_MARGIN x the largest excursion the other ranks
+      made above their median on the steps this rank did not spike (tens of ms on a few
+      irregular steps, or every N steps of a window too short for the lattice test, against a
+      few ms of noise; a noise spike among them is not the stall: only these are kept).
+    A stall the noise matches in size and count is not told apart from it, whatever rank made it:
+    how small a stall is seen is measured on real runs by `python -m diagnosis.hiccup_power`."""
+    import numpy as np
+    from scipy.stats import norm, rankdata
+
+    n = len(ready)
+    med = statistics.median(ready)
+    rises = [x - statistics.median(o) for o in others for i, x in enumerate(o) if i not in spikes]
+    envelope = max([0.0, *rises])
+    big = [i for i in own if ready[i] - med > HICCUP_MARGIN * envelope]
+    if len(big) > HICCUP_MIN or (len(big) == HICCUP_MIN and _whole_lattice(big, n)):
+        size = (big, envelope, None)
+    else:
+        size = None
+    lattices = [(p, r) for p in range(2, n // 3 + 1) for r in range(p) if len(range(r, n, p)) >= 3]
+    if not lattices:
+        return size
+    x = np.asarray(ready)
+    index = np.arange(n)
+    member = np.array([(index % p == r) for p, r in lattices])  # lattices x steps
+    m = member.sum(axis=1)
+    u = member @ rankdata(x) - m * (m + 1) / 2  # Mann-Whitney U of the lattice's steps
+    _, counts = np.unique(x, return_counts=True)
+    ties = (counts**3 - counts).sum() / (n * (n - 1))
+    sd = np.sqrt(m * (n - m) / 12 * (n + 1 - ties))
+    chance = norm.sf((u - m * (n - m) / 2 - 0.5) / sd) * len(lattices)
+    best = int(np.argmin(chance))
+    if chance[best] >= HICCUP_ALPHA:
+        return size
+    on = member[best]
+    shift = float(np.median(x[on]) - np.median(x[~on]))
+    for o in others:
+        y = np.asarray(o[:n])
+        k = on[: len(y)]
+        if k.any() and (~k).any() and np.median(y[k]) - np.median(y[~k]) >= shift / 2:
+            return size
+    return [int(i) for i in index[on]], envelope, float(chance[best])
 
 
 def _period(own: list[int], n: int) -> tuple[int, list[int], list[int]] | None:
@@ -1935,6 +2011,8 @@ def _period(own: list[int], n: int) -> tuple[int, list[int], list[int]] | None:
     extra spike was named "on 4 of 10 steps": its period, what the user recognises, was lost to the
     one step off it. None where no lattice holds them so."""
     gaps = {b - a for a, b in zip(own, own[1:])}
+    if gaps == {1}:
+        return None  # consecutive steps: a burst, not a period
     if len(gaps) == 1:
         return gaps.pop(), [], []
     best = None
@@ -1943,7 +2021,7 @@ def _period(own: list[int], n: int) -> tuple[int, list[int], list[int]] | None:
             on = [i for i in own if i % p == r]
             off = [i for i in own if i % p != r]
             missed = [i for i in range(on[0], on[-1] + 1, p) if i not in own]
-            if len(on) >= 3 and len(off) + len(missed) <= 1:
+            if len(on) >= 3 and len(off) + len(missed) <= max(1, len(on) // 5):
                 if best is None or len(on) > len(best[0]):
                     best = (on, p, off, missed)
     return None if best is None else (best[1], best[2], best[3])
@@ -1966,24 +2044,28 @@ def hiccup(v: RunView) -> Finding | None:
     works = {r: w for r, w in works.items() if w is not None}
     if len(works) < 2:
         return None
+    spikes = {r: set(_spikes(w["ready"])) for r, w in works.items()}
+    # a rank's own: the other ranks' work is not up on those steps (a machine-wide stall is not a
+    # rank's)
+    owns = {
+        r: sorted(i for i in spikes[r] if all(i not in spikes[o] for o in works if o != r))
+        for r in works
+    }
     found = []
     for rank, w in works.items():
-        idx = _spikes(w["ready"])
-        others = [o for r, o in works.items() if r != rank]
-        # the rank's own: the other ranks' work is not up on those steps (a machine-wide stall is
-        # not a rank's)
-        own = [
-            i
-            for i in idx
-            if all(i >= len(o["ready"]) or i not in _spikes(o["ready"]) for o in others)
-        ]
-        if len(own) >= HICCUP_MIN:
-            base = statistics.median(w["ready"])
+        others = [o["ready"] for r, o in works.items() if r != rank]
+        beyond = _beyond_noise(w["ready"], owns[rank], spikes[rank], others)
+        if beyond is not None:
+            own, envelope, chance = beyond
+            stalled = set(own)
+            # its usual step: a stall on every 2nd step moves the median
+            base = statistics.median(x for i, x in enumerate(w["ready"]) if i not in stalled)
             extra = [w["ready"][i] - base for i in own]
-            found.append((sum(extra) / len(w["ready"]), rank, own, extra, w))
+            per_step = sum(extra) / len(w["ready"])
+            found.append((per_step, rank, own, extra, w, envelope, chance, base, stalled))
     if not found:
         return None
-    per_step, rank, own, extra, w = max(found)
+    per_step, rank, own, extra, w, envelope, chance, base, stalled = max(found, key=lambda t: t[0])
     offset = v.train.warmup_steps or 0
     period = _period(own, len(w["ready"]))
     if period is None:
@@ -1992,13 +2074,21 @@ def hiccup(v: RunView) -> Finding | None:
     else:
         p, off, missed = period
         every = f"every {p} steps"
-        every_text = every + "".join(
-            f" ({what} step {offset + i + 1})"
-            for what, found_i in (("and once more, on", off), ("but not on", missed))
-            for i in found_i
+        every_text = every + (
+            "".join(
+                f" ({what} step {offset + i + 1})"
+                for what, found_i in (("and once more, on", off), ("but not on", missed))
+                for i in found_i
+            )
+            if len(off) + len(missed) <= 1
+            else f" (on {len(own) - len(off)} of those {len(own) - len(off) + len(missed)} steps"
+            + (f", and on {len(off)} more" if off else "")
+            + ")"
         )
     grew = {
-        p: statistics.mean(w[p][i] for i in own) - statistics.median(w[p]) for p in HICCUP_PARTS
+        p: statistics.mean(w[p][i] for i in own)
+        - statistics.median(x for i, x in enumerate(w[p]) if i not in stalled)
+        for p in HICCUP_PARTS
     }
     mostly = max(grew, key=grew.get)
     share = v.fraction(per_step)
@@ -2015,7 +2105,7 @@ def hiccup(v: RunView) -> Finding | None:
         ),
         Evidence(
             "its usual work between collectives",
-            1e3 * statistics.median(w["ready"]),
+            1e3 * base,
             "ms",
             source="result.per_rank[].series",
             note="median",
@@ -2033,6 +2123,18 @@ def hiccup(v: RunView) -> Finding | None:
             "ms",
             source="result.per_rank[].series",
             note="what the other ranks wait, per step",
+        ),
+        Evidence(
+            "the other ranks' largest excursion",
+            1e3 * envelope,
+            "ms",
+            source="result.per_rank[].series",
+            note="their noise above their median, off its spike steps"
+            + (
+                f"; its spikes on that lattice by chance: p = {chance:.2g} (Bonferroni)"
+                if chance is not None
+                else f"; each stall over {HICCUP_MARGIN:g}x it"
+            ),
         ),
     ]
     if mostly == "outside":
