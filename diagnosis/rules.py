@@ -1894,6 +1894,7 @@ HICCUP_MADS = (
 HICCUP_SHARE = 0.25  # ... and by this share of the median at least
 HICCUP_MIN = 2  # a single slow step is not a pattern
 HICCUP_MARGIN = 2.0  # beyond noise: stalls this many times the others' largest excursion ...
+HICCUP_PERIOD_MAX = 500  # the longest lattice tried: longer periods are the spikes' (few, large)
 HICCUP_ALPHA = 0.01  # ... or more spikes than the others' rate of rises makes this likely
 HICCUP_MIN_STEPS = 10
 HICCUP_PARTS = ("data", "forward", "backward", "optimizer", "outside")
@@ -1952,8 +1953,9 @@ def _beyond_noise(
     runs (4 ms "every 14 steps", 3% of the step), and a long run collects a dozen on every rank.
     A rank's stall is beyond that noise where (the first that holds; the lattice first, as it
     names the period)
-    - its work on one lattice (every p-th step from r: the user's loop evaluating, logging or
-      checkpointing every p steps; a scheduler's jumps are not periodic) is larger than on its
+    - its work on one lattice (every p-th step from r, p up to HICCUP_PERIOD_MAX and a third of
+      the window: the user's loop evaluating, logging or checkpointing every p steps; a
+      scheduler's jumps are not periodic) is larger than on its
       other steps: a one-sided Mann-Whitney test of the lattice's steps against the rest (normal
       approximation), times the lattices tried (Bonferroni), under HICCUP_ALPHA, while no other
       rank's work is up on that lattice by half as much (every rank evaluating every p steps is
@@ -1972,29 +1974,41 @@ def _beyond_noise(
 
     n = len(ready)
     med = statistics.median(ready)
-    rises = [x - statistics.median(o) for o in others for i, x in enumerate(o) if i not in spikes]
+    rises = [
+        x - m
+        for o, m in ((o, statistics.median(o)) for o in others)
+        for i, x in enumerate(o)
+        if i not in spikes
+    ]
     envelope = max([0.0, *rises])
     big = [i for i in own if ready[i] - med > HICCUP_MARGIN * envelope]
     if len(big) > HICCUP_MIN or (len(big) == HICCUP_MIN and _whole_lattice(big, n)):
         size = (big, envelope, None)
     else:
         size = None
-    lattices = [(p, r) for p in range(2, n // 3 + 1) for r in range(p) if len(range(r, n, p)) >= 3]
-    if not lattices:
-        return size
     x = np.asarray(ready)
     index = np.arange(n)
-    member = np.array([(index % p == r) for p, r in lattices])  # lattices x steps
-    m = member.sum(axis=1)
-    u = member @ rankdata(x) - m * (m + 1) / 2  # Mann-Whitney U of the lattice's steps
+    rank = rankdata(x)
+    periods, offsets, rank_sums = [], [], []
+    for p in range(2, min(n // 3, HICCUP_PERIOD_MAX) + 1):  # ranks summed by offset: O(n) a p
+        periods.append(np.full(p, p))
+        offsets.append(np.arange(p))
+        rank_sums.append(np.bincount(index % p, weights=rank, minlength=p))
+    if not periods:
+        return size
+    period, offset, rank_sum = (np.concatenate(a) for a in (periods, offsets, rank_sums))
+    m = (n - offset + period - 1) // period  # the lattice's steps in the window
+    keep = m >= 3
+    period, offset, rank_sum, m = period[keep], offset[keep], rank_sum[keep], m[keep]
+    u = rank_sum - m * (m + 1) / 2  # Mann-Whitney U of the lattice's steps
     _, counts = np.unique(x, return_counts=True)
     ties = (counts**3 - counts).sum() / (n * (n - 1))
     sd = np.sqrt(m * (n - m) / 12 * (n + 1 - ties))
-    chance = norm.sf((u - m * (n - m) / 2 - 0.5) / sd) * len(lattices)
+    chance = norm.sf((u - m * (n - m) / 2 - 0.5) / sd) * len(m)
     best = int(np.argmin(chance))
     if chance[best] >= HICCUP_ALPHA:
         return size
-    on = member[best]
+    on = index % period[best] == offset[best]
     shift = float(np.median(x[on]) - np.median(x[~on]))
     for o in others:
         y = np.asarray(o[:n])
