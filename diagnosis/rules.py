@@ -1770,11 +1770,10 @@ def powersgd_sync(v: RunView) -> Finding | None:
 def busy_host(v: RunView) -> Finding | None:
     """Other processes took a share of the host's CPUs during the window (host counters minus the
     ranks' own CPU time). What it costs the ranks is the time their loop thread waited on a run
-    queue for a core (schedstat), of which the others' share of the CPU it queued behind (the busy
-    host less the rank's own: _others_part) is their doing: that share is the estimate, all of that
-    wait the range's top. Without run-queue counters (a kernel
-    that keeps no schedstat; the committed CPU studies made before the counters were read) the cost
-    is not estimated."""
+    queue for a core (schedstat), nearly all of it the others' doing: that wait is the estimate,
+    the ranks given the CPU the others took the range's top (the comment below). Without run-queue
+    counters (a kernel that keeps no schedstat; the committed CPU studies made before the counters
+    were read) the cost is not estimated."""
     if v.device == "cuda":
         return None
     other = v.other_load()
@@ -1820,26 +1819,26 @@ def busy_host(v: RunView) -> Finding | None:
                 "schedstat run-queue time, median over ranks",
             )
         )
-        # Of a rank's wait, the others' share of the CPU it queued behind: the host's busy share
-        # less the rank's own (a thread never queues behind itself), per rank, their median. The
-        # whole busy host as the divisor (other / busy) counted the waiting rank as its own
-        # competitor: 18% against the 27% measured by a run of the fix in the diagnosis
-        # benchmark's busy_host runs (-13, -8, -8 points), 20-25% with the rank's own left out.
-        parts = [
-            (w.main_runqueue_s / w.steps) * _others_part(other, busy, w, cores)
-            for w in works
-            if w.main_runqueue_s is not None and w.steps
-        ]
-        cost = statistics.median(parts)
-        part = cost / queue if queue else 0.0
+        # The step grows by the loop thread's wait for a core: nearly all of it the other
+        # processes' doing. Without them (the fix, run in the same sweep of the diagnosis
+        # benchmark) the loop thread waited 0.5-1.1 ms a step against 5.6-6.6 ms beside a spinner:
+        # 85-92% of its wait was the spinner's, where the others' share of the CPU it queued
+        # behind (the estimate until 2026-12-07) gave it 60-66% and undershot the measured saving
+        # by 12-18 points. The estimate is the whole wait (median over ranks), the range's bottom
+        # too; it misses that the step waits for the later rank each step and the CPU a
+        # preempted thread loses to cold caches, so the range's top is the CPU-bound limit: the
+        # ranks given the others' share of the host, own / (own + other) of the step left,
+        # capped by the ranks' own CPU on every core (1 - own: no step is shorter than its CPU
+        # spread over every core).
+        limit = min(other / (own + other), 1.0 - own) if own + other > 0 else 0.0
         saving = _saving(
             v,
-            cost,
-            f"the loop thread's wait for a core ({ms(queue)} ms per step) x the other "
-            f"processes' share of the CPU it queued behind ({100 * part:.0f}%: the busy host less "
-            "the rank's own)",
-            cost,
             queue,
+            f"the loop thread's wait for a core ({ms(queue)} ms per step, median over ranks), "
+            "all of it the other processes' doing; at most the ranks given the CPU they took "
+            f"({100 * limit:.0f}% of the step)",
+            queue,
+            max(queue, limit * v.step_s) if v.step_s else queue,
         )
         saving.source = "measured"
     else:
@@ -1866,14 +1865,6 @@ def busy_host(v: RunView) -> Finding | None:
         recommends={},
         command="ps -eo pid,pcpu,etime,args --sort=-pcpu | head -8",
     )
-
-
-def _others_part(other: float, busy: float, w, cores: int) -> float:
-    """The other processes' share of the CPU a rank's loop thread queued behind: of the host's busy
-    share, all but the rank's own CPU use (cpu_s over cores x its wall)."""
-    own = w.cpu_s / (cores * w.wall_s) if w.cpu_s is not None and w.wall_s else 0.0
-    rest = busy - own
-    return min(1.0, other / rest) if rest > 0 else 0.0
 
 
 # ---------------------------------------------------------------------------------- a rank's stalls
