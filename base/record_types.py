@@ -609,8 +609,8 @@ class TrainRank(Block):
     threads: Threads | None = None
     work: RankWork | None = None
     series: Series | None = doc(
-        "this rank's per-step series (task=script): diagnosis/hiccup.py reads a rank's "
-        "stalls every N steps in it",
+        "this rank's per-step series (task=script): the hiccup rule (diagnosis/rules.py) "
+        "reads a rank's stalls every N steps in it",
         default=None,
     )
 
