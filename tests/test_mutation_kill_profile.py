@@ -133,3 +133,96 @@ def test_the_grad_ready_modes():
     assert pf._mode(gr, "with_sync") == ReadyMode()
     assert pf._mode(None, "alone") == ReadyMode()
     assert pf._mode(NS(modes=None), "alone") == ReadyMode()
+
+
+def _gr(forward_s, backward_s):
+    return NS(modes=NS(alone=ReadyMode(forward_s=forward_s, backward_s=backward_s), with_sync=None))
+
+
+def test_backward_alone_from_the_probe_scaled_to_the_window():
+    # the probe's median backward 0.3 s, its forward 0.2 s against the window's 0.1 s: x 0.5
+    fwd = Quantity(0.1, 0.08, 0.125)
+    notes: list[str] = []
+    gr = _gr([0.1, 0.2, 0.3], [0.2, 0.4, 0.3])
+    q = pf._backward_alone(NS(world_size=2), None, fwd, gr, None, "ddp", 1, notes)
+    assert (q.value, q.lo, q.hi) == (
+        pytest.approx(0.15),
+        pytest.approx(0.12),
+        pytest.approx(0.1875),
+    )
+    assert q.source == (
+        "result.grad_ready: backward under no_sync, 3 probe pass(es), x 0.5 (the window's "
+        "forward / the probe's); interval: the window's forward phase's, relative"
+    )
+    # the window's forward without an interval: +-5% stated
+    q = pf._backward_alone(NS(world_size=2), None, Quantity.exact(0.1), gr, None, "ddp", 1, notes)
+    assert (q.value, q.lo, q.hi) == (
+        pytest.approx(0.15),
+        pytest.approx(0.15 / 1.05),
+        pytest.approx(0.15 * 1.05),
+    )
+    assert q.source.endswith(" (none there: +-5% stated)") and notes == []
+
+
+def test_backward_alone_without_the_probe():
+    fwd = Quantity(0.1, 0.08, 0.125)
+    phases = NS(backward={"median": 0.4, "ci_lo": 0.36, "ci_hi": 0.44, "ci_level": 0.95})
+    one = NS(world_size=1, script=None)
+    # a sync with nothing beside backward: its own phase, per micro-step (accumulate 2)
+    for sync, r in (("local", one), ("per_param", NS(world_size=2)), ("flat", NS(world_size=2))):
+        q = pf._backward_alone(r, phases, fwd, None, None, sync, 2, [])
+        assert (q.value, q.lo, q.hi) == (
+            pytest.approx(0.2),
+            pytest.approx(0.18),
+            pytest.approx(0.22),
+        )
+    # a script: its backward phase, with a note that it holds the all-reduces' slow-down
+    notes: list[str] = []
+    q = pf._backward_alone(
+        NS(world_size=2, script=object()), phases, fwd, None, None, "ddp", 1, notes
+    )
+    assert q.value == pytest.approx(0.4) and notes[0].startswith(
+        "backward compute alone: the script's"
+    )
+    # DDP without a probe: forward x the FLOP ratio (2.5), +-FLOP_MODEL_EXTRA on top
+    notes = []
+    r = NS(world_size=2, script=None)
+    q = pf._backward_alone(r, phases, fwd, None, (2.0, 5.0), "ddp", 1, notes)
+    want = fwd.scaled(2.5).with_extra(pf.FLOP_MODEL_EXTRA)
+    assert (q.value, q.lo, q.hi) == (
+        pytest.approx(0.25),
+        pytest.approx(want.lo),
+        pytest.approx(want.hi),
+    )
+    assert notes == [
+        "backward compute alone: not measured (DDP overlaps it with the all-reduce); assumed "
+        f"forward x 2.5, the model's backward/forward FLOP ratio, +-{pf.FLOP_MODEL_EXTRA:.0%}"
+    ]
+    # ... plus writing every gradient once (4 bytes each) at the memory speed: 4 MB at 1 GB/s
+    notes = []
+    mem = Quantity.exact(1e9)
+    q = pf._backward_alone(
+        r, phases, fwd, None, (2.0, 5.0), "ddp", 1, notes, mem, _params([1_000_000])
+    )
+    w = pf._bytes_time(4e6, mem, "w")
+    assert (q.value, q.lo, q.hi) == (
+        pytest.approx(0.25 + 0.004),
+        pytest.approx(want.lo + w.lo),
+        pytest.approx(want.hi + w.hi),
+    )
+    assert notes[0].endswith(
+        ", plus writing every gradient once at the optimizer's memory speed (4 ms; the FLOP count "
+        "leaves out memory-bound work)"
+    )
+    # no FLOP count: 2 x forward, +-25% on top
+    notes = []
+    q = pf._backward_alone(r, phases, fwd, None, None, "ddp", 1, notes)
+    want = fwd.scaled(2.0).with_extra(0.25)
+    assert (q.value, q.lo, q.hi) == (
+        pytest.approx(0.2),
+        pytest.approx(want.lo),
+        pytest.approx(want.hi),
+    )
+    assert notes == [
+        "backward compute alone: assumed 2 x forward (no FLOP count for this model), +-25%"
+    ]
