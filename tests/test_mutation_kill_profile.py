@@ -226,3 +226,20 @@ def test_backward_alone_without_the_probe():
     assert notes == [
         "backward compute alone: assumed 2 x forward (no FLOP count for this model), +-25%"
     ]
+
+
+def test_compressible_elements_by_torchs_rule_by_hand():
+    # rank 4 at min_compression_rate 0.6: (rows + cols) x min(rows, cols, 4) x 0.6 < rows x cols
+    shapes = [(100,), (2, 1000), (1000, 2), (3, 3), (10, 10), (4, 5, 6)]
+    numel = [math.prod(s) for s in shapes]
+    # 1-D: never; 2 x 1000 and 1000 x 2 at rank 2: 1202.4 < 2000; 3 x 3 at 3: 10.8 > 9, no;
+    # 10 x 10 at 4: 48 < 100; 4 x 30 (the rest folded) at 4: 81.6 < 120
+    assert pf._compressible(_params(numel), shapes, 4, 0.6) == 2000 + 2000 + 100 + 120
+
+
+def test_the_bucket_cap_ddp_got():
+    ddp = NS(bucket_cap_mb=50.0, has=lambda k: k == "bucket_cap_mb")
+    assert pf._bucket_cap(NS(ddp=ddp, bucket_mb=25.0)) == 50.0
+    unset = NS(bucket_cap_mb=None, has=lambda k: False)
+    assert pf._bucket_cap(NS(ddp=unset, bucket_mb=25.0)) == 25.0
+    assert pf._bucket_cap(NS(ddp=None, bucket_mb="default")) is None
