@@ -243,3 +243,61 @@ def test_the_bucket_cap_ddp_got():
     unset = NS(bucket_cap_mb=None, has=lambda k: False)
     assert pf._bucket_cap(NS(ddp=unset, bucket_mb=25.0)) == 25.0
     assert pf._bucket_cap(NS(ddp=None, bucket_mb="default")) is None
+
+
+def test_contention_calibrated_from_a_runs_timers_by_hand():
+    # the hand case of test_mutation_kill_step.py's test_contention_is_calibrated_back_...: two
+    # 2 MB buckets, backward 60 ms, each call 100 ms alone; compute 2x and the call 1.5x slower
+    # give DDP's timers 90 ms (backward compute) and 223 ms (the all-reduce span)
+    from tests.test_mutation_kill_step import _hprof, _link
+
+    def prof(**kw):
+        base = dict(device="cpu", backend="gloo")
+        p = _hprof(
+            bucket_cap=None,
+            copy_in=Quantity.exact(0.0),
+            link=_link("own", 0.0, 2e7),
+            **{**base, **kw},
+        )
+        p.notes = []
+        return p
+
+    p = prof()
+    pf._contention(p, NS(comm=NS(time_s=0.223, backward_compute_s=0.090), grad_ready=None))
+    c = p.contention
+    rel = pf.MIN_DUTY_REL
+    assert (c.s_compute.value, c.s_comm.value) == (pytest.approx(2.0), pytest.approx(1.5))
+    assert c.s_compute.hi == pytest.approx(2.0 * (1 + rel))
+    assert c.s_comm.lo == pytest.approx(1.5 / (1 + rel))
+    assert c.per_call.value == 0.0 and not c.per_call.has_interval
+    assert c.how.startswith("compute 2.00x and all-reduce 1.50x slower while both run")
+    assert p.notes == [f"CPU contention (gloo): {c.how}"]
+    # the probe's ratio instead of DDP's timer: the last gradient ready beside the all-reduces
+    # (median over passes of each pass's last: 0.4 s) over its backward alone (0.2 s), x the
+    # window's 60 ms: 120 ms, so compute is 3x slower; the call then does 60 of its 100 ms by
+    # 120 ms, 40 alone and the last 100: a span of 260 - 30 + 3 ms
+    p = prof()
+    gr = NS(
+        modes=NS(
+            with_sync=ReadyMode(ready_s=[[0.1, 0.3], [0.2, 0.5]]),
+            alone=ReadyMode(backward_s=[0.2]),
+        )
+    )
+    pf._contention(p, NS(comm=NS(time_s=0.233, backward_compute_s=0.5), grad_ready=gr))
+    assert (p.contention.s_compute.value, p.contention.s_comm.value) == (
+        pytest.approx(3.0),
+        pytest.approx(1.5),
+    )
+    # NCCL on a GPU: nothing calibrated, said
+    p = prof(device="cuda")
+    before = p.contention
+    pf._contention(p, NS(comm=NS(time_s=0.223, backward_compute_s=0.09), grad_ready=None))
+    assert (
+        p.contention.how.startswith("none modelled: NCCL kernels share the GPU") and p.notes == []
+    )
+    assert p.contention.s_compute is before.s_compute
+    # one rank: nothing beside backward to calibrate on, said in the notes
+    p = prof(world_size=1)
+    pf._contention(p, NS(comm=None, grad_ready=None))
+    assert p.contention.how.startswith("not measurable from this run")
+    assert p.notes == [f"CPU contention between gloo's all-reduce and backward: {p.contention.how}"]
