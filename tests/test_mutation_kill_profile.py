@@ -301,3 +301,7 @@ def test_contention_calibrated_from_a_runs_timers_by_hand():
     pf._contention(p, NS(comm=None, grad_ready=None))
     assert p.contention.how.startswith("not measurable from this run")
     assert p.notes == [f"CPU contention between gloo's all-reduce and backward: {p.contention.how}"]
+
+
+def test_a_byte_counts_time_keeps_what_it_times_as_its_source():
+    assert pf._bytes_time(1e6, Quantity.exact(1e9), "writing").source == "writing"
