@@ -305,3 +305,47 @@ def test_contention_calibrated_from_a_runs_timers_by_hand():
 
 def test_a_byte_counts_time_keeps_what_it_times_as_its_source():
     assert pf._bytes_time(1e6, Quantity.exact(1e9), "writing").source == "writing"
+
+
+def test_an_emulated_link_from_the_records_env():
+    from whatif.links import emulated
+
+    def env(**kw):
+        return NS(link=NS(**{**dict(emulated=True, rate_bit_s=2e9, nodes=2), **kw}))
+
+    notes: list[str] = []
+    lk = pf._emulated(env(), notes)
+    assert lk == emulated(2.0)  # 2e9 bit/s: 2 Gbit/s
+    assert notes == [
+        "no on-rank microbenchmark in this record: the link is the emulated one the run was shaped "
+        "to (2 Gbit/s, env.link), at the share of the rate gloo reaches through it"
+    ]
+    for bad in (dict(emulated=False), dict(rate_bit_s=0), dict(nodes=1), dict(nodes=None)):
+        assert pf._emulated(env(**bad), notes) is None
+    assert pf._emulated(None, notes) is None and pf._emulated(NS(link=None), notes) is None
+    assert len(notes) == 1
+
+
+def test_a_link_from_the_syncs_own_time_per_call():
+    # 4 calls of 1 MB on average in 100 ms: 25 ms a call, on 2 ranks
+    comm = NS(time_s=0.1, bytes_per_step=4e6, collectives_per_step=4)
+    notes: list[str] = []
+    lk = pf._link_from_sync(NS(comm=comm, world_size=2), notes)
+    assert lk.point_time(1_000_000, 2) == pytest.approx(0.025)
+    assert lk.measured_ranks == 2
+    assert (lk.busbw.lo, lk.busbw.hi) == (
+        pytest.approx(lk.busbw.value / 1.5),
+        pytest.approx(lk.busbw.value * 1.5),
+    )
+    assert notes == [
+        "no on-rank microbenchmark in this record: the link is taken from the sync's own time "
+        "(100 ms for 4 call(s) of 1 MB on average), a lower bound on its speed (the span includes "
+        "waits for gradients), +-50%"
+    ]
+    assert pf._link_from_sync(NS(comm=None, world_size=2), notes) is None
+    assert pf._link_from_sync(NS(comm=comm, world_size=1), notes) is None
+    assert pf._link_from_sync(NS(comm=comm, world_size=None), notes) is None
+    for bad in ("time_s", "bytes_per_step", "collectives_per_step"):
+        zero = NS(**{**vars(comm), bad: 0})
+        assert pf._link_from_sync(NS(comm=zero, world_size=2), notes) is None
+    assert len(notes) == 1
