@@ -11,7 +11,7 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from base.record_types import ReadyMode
+from base.record_types import HookCosts, ReadyMode
 from whatif import profile as pf
 from whatif.quantity import Quantity
 
@@ -349,3 +349,71 @@ def test_a_link_from_the_syncs_own_time_per_call():
         zero = NS(**{**vars(comm), bad: 0})
         assert pf._link_from_sync(NS(comm=zero, world_size=2), notes) is None
     assert len(notes) == 1
+
+
+def test_the_hook_costs_measured_by_the_probe():
+    from base.record_types import PowersgdCosts
+
+    ps = PowersgdCosts(rank=2, s=[0.02, 0.03, 0.01], pre_s=[0.006], mid_s=[0.002], post_s=[0.004])
+    costs = HookCosts(
+        cast_timed="bf16",
+        cast_bf16_s=[0.002, 0.004],
+        copy_in_s=[0.004, 0.006, 0.005],
+        copy_out_s=[0.003],
+        powersgd=ps,
+    )
+    notes: list[str] = []
+    cin, cout, cast, psgd, rank, split = pf._costs(NS(costs=costs, method=None), notes)
+    assert (cin.value, cin.lo, cin.hi) == (
+        pytest.approx(0.005),
+        pytest.approx(0.005 / 1.15),
+        pytest.approx(0.005 * 1.15),
+    )
+    assert cin.source == "result.grad_ready.costs.copy_in_s (3 timing(s), +-15% stated)"
+    assert cout.value == pytest.approx(0.003)
+    # fp16 not timed: taken as bf16's (the same bytes)
+    assert cast["bf16"].value == pytest.approx(0.003) and cast["fp16"].value == pytest.approx(0.003)
+    assert cast["fp16"].source.endswith("; fp16 taken as bf16 (the same bytes)")
+    assert (cast["fp16"].lo, cast["fp16"].hi) == (cast["bf16"].lo, cast["bf16"].hi)
+    assert psgd.value == pytest.approx(0.02) and psgd.hi == pytest.approx(0.02 * 1.15)
+    assert psgd.source == "result.grad_ready.costs.powersgd at rank 2 (+-15% stated)"
+    assert rank == 2
+    assert split == {
+        "pre": pytest.approx(0.5),
+        "mid": pytest.approx(1 / 6),
+        "post": pytest.approx(1 / 3),
+    }
+    assert notes == []
+
+
+def test_the_hook_costs_estimated_without_the_probe():
+    # 1000 x 1000 weights and a bias: 1,000,100 elements, 1,000,000 of them compressible; memory
+    # at 1 GB/s: the copies 8 bytes an element, the casts 16, PowerSGD 11 passes x 4 bytes
+    params = _params([1_000_000, 100])
+    shapes = [(1000, 1000), (100,)]
+    mem = Quantity.exact(1e9)
+    notes: list[str] = []
+    cin, cout, cast, psgd, rank, split = pf._costs(None, notes, mem, params, shapes)
+    assert cin.value == pytest.approx(8 * 1_000_100 / 1e9) and cout.value == cin.value
+    assert cast["bf16"].value == pytest.approx(16 * 1_000_100 / 1e9)
+    assert (cin.lo, cin.hi) == (pytest.approx(cin.value / 1.25), pytest.approx(cin.value * 1.25))
+    assert psgd.value == pytest.approx(44 * 1_000_000 / 1e9)
+    assert psgd.hi == pytest.approx(psgd.value * 1.5)
+    assert (rank, split) == (1, pf.PSGD_PASSES_SHARE)
+    assert notes == [
+        "DDP's gradient copies and the bf16/fp16/PowerSGD compute: not measured (the record "
+        "predates the grad_ready probe): estimated as memory traffic at the speed the optimizer "
+        "phase streamed its 12-20 bytes per parameter (+-25%; PowerSGD +-50%)"
+    ]
+    # the copy timed but not PowerSGD: 44 / 8 of the copy's time per compressible element
+    notes = []
+    timed = NS(costs=HookCosts(copy_in_s=[0.008]), method="task=script probe")
+    _, _, _, psgd, _, _ = pf._costs(timed, notes, None, params, shapes)
+    assert psgd.value == pytest.approx(0.008 * 44 / 8 * 1_000_000 / 1_000_100)
+    assert psgd.lo == pytest.approx(psgd.value / 1.5)
+    assert notes == ["PowerSGD's compute: " + psgd.source]
+    # nothing: zeros, said
+    notes = []
+    cin, _, cast, psgd, _, _ = pf._costs(NS(costs=None, method="task=script"), notes)
+    assert (cin.value, cast["fp16"].value, psgd) == (0.0, 0.0, None)
+    assert notes[0].endswith("not measured (a script's run does not probe them): taken as 0")
