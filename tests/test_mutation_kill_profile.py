@@ -417,3 +417,13 @@ def test_the_hook_costs_estimated_without_the_probe():
     cin, _, cast, psgd, _, _ = pf._costs(NS(costs=None, method="task=script"), notes)
     assert (cin.value, cast["fp16"].value, psgd) == (0.0, 0.0, None)
     assert notes[0].endswith("not measured (a script's run does not probe them): taken as 0")
+
+
+def test_the_sources_of_an_exact_memory_speed_and_of_untimed_fresh_pages():
+    p = _params([1000, 3000])
+    sgd = pf._memory_speed({"solver": {"momentum": 0.0}}, Quantity.exact(0.001), p)
+    assert sgd.source == "12 bytes per parameter / the optimizer phase"
+    # a PowerSGD cost block without the fresh-page fields: the stated figure
+    v = pf.FRESH_PAGE_S_PER_BYTE[0]
+    q = pf._fresh_pages(NS(costs=NS(powersgd=NS())), _params([1_000_000], [4]), "cpu")
+    assert q.value == pytest.approx(v * 4e6)
