@@ -512,3 +512,105 @@ def test_no_hiccup_without_two_ranks_series_or_two_own_spikes():
     assert rules.hiccup(_hiccup_view([quiet, _rank(1, one)])) is None  # a single slow step
     both = _rank(0, spiky)
     assert rules.hiccup(_hiccup_view([both, _rank(1, spiky)])) is None  # every rank stalls
+
+
+def test_the_after_fix_scatter_of_a_device_with_no_figure_of_its_own():
+    # no run-to-run figure for the device: 5%, z x 0.05 either side of the 0.8 s left
+    z = norm.ppf(0.975)
+    lo, hi, sd, source = rules._after_fix_scatter(NS(step_s=1.0, device="tpu"), 0.2)
+    assert (sd, source) == (0.05, "whatif.profile.RUN_TO_RUN_SD")
+    assert lo == pytest.approx(0.8 * (math.exp(z * 0.05) - 1), rel=1e-9)
+    assert hi == pytest.approx(0.8 * (1 - math.exp(-z * 0.05)), rel=1e-9)
+
+
+def _unclear_view(iters):
+    config = {"diagnose": {"microbench_iters": iters}} if iters is not None else {}
+    return NS(config=config, command=lambda change, env=None: f"python train.py {change}")
+
+
+def test_an_unclear_efficiency_asks_for_more_timed_calls():
+    # 30% of the step exposed; the efficiency's interval [40, 90]% straddles the 70% line;
+    # microbench_iters=12 -> 4 x 12 = 48 timed calls per size (at least 20)
+    share = Sample(0.3)
+    evidence = [rules.ev("x", 1.0, "", "s")]
+    ref = {"efficiency": 0.6, "efficiency_ci_lo": 0.4, "efficiency_ci_hi": 0.9}
+    f = rules._cause_unclear(_unclear_view(12), share, ref, evidence)
+    assert f.title == (
+        "Exposed communication is 30% of the step; the comm efficiency's interval [40, 90]% "
+        f"straddles {100 * rules.LOW_EFFICIENCY:.0f}%, so it cannot tell a slow sync path from a "
+        "slow link"
+    )
+    assert f.detail == (
+        "More timed calls per size in the microbenchmark (diagnose.microbench_iters=48) narrow "
+        "the interval; the run's diagnosis then names the cause."
+    )
+    assert f.evidence is evidence and f.impact == 0.3
+    assert f.recommends == {"diagnose.microbench": True, "diagnose.microbench_iters": 48}
+    assert (
+        f.saving.how == "the microbenchmark says how much of the exposed time the link itself needs"
+    )
+    assert f.saving.fraction is None
+    # no interval: both ends are the efficiency itself; the default 5 iters -> 20 calls
+    f = rules._cause_unclear(_unclear_view(None), share, {"efficiency": 0.55}, evidence)
+    assert "[55, 55]%" in f.title and f.recommends["diagnose.microbench_iters"] == 20
+    assert (
+        rules._cause_unclear(_unclear_view(3), share, ref, evidence).recommends[
+            "diagnose.microbench_iters"
+        ]
+        == 20
+    )  # 4 x 3 = 12 < 20
+    low_only = {"efficiency": 0.6, "efficiency_ci_lo": 0.45, "efficiency_ci_hi": None}
+    assert "[45, 60]%" in rules._cause_unclear(_unclear_view(12), share, low_only, evidence).title
+
+
+def _contention_view(ref=None, comm_s=0.25, accumulate=None):
+    c = NS(cores=2, host_busy=0.97, own=0.9, switches_per_s=1234.4)
+    compute = Sample(0.6, 0.5, 0.7, 0.95, 40, "phases")
+    return NS(
+        contention=lambda: c,
+        train=NS(sync="ddp", comm=NS(time_s=comm_s), accumulate=accumulate),
+        share=lambda phases: compute if phases == ("forward", "backward") else None,
+        reference=ref,
+        command=lambda change, env=None: f"python train.py {change}",
+    )
+
+
+def test_contention_s_evidence_row_by_row():
+    ref = {"source": "result.env.link", "reference": "the link", "achievable_s": 0.125}
+    f = rules._contention(_contention_view(ref), 2, 1)
+    rows = [(e.name, e.value, e.unit, e.ci_lo, e.ci_hi, e.source, e.note) for e in f.evidence]
+    one = "no interval: one figure"
+    assert rows[:6] == [
+        ("ranks on this host", 2, "", None, None, "result.world_size / env.hostnames", "counted"),
+        ("torch intra-op threads per rank", 1, "", None, None,
+         "result.per_rank[].work.torch_threads", "counted"),
+        ("cores", 2, "", None, None, "env.cpu_count", "counted"),
+        ("host busy over the window (every process)", pytest.approx(97.0), "%", None, None,
+         "result.per_rank[0].work.host_busy", "/proc/stat"),
+        ("the ranks' own CPU use over the window", pytest.approx(90.0), "%", None, None,
+         "result.per_rank[].work.cpu_s", "getrusage of each rank / cores x wall"),
+        ("involuntary context switches per second per rank", 1234.4, "", None, None,
+         "result.per_rank[].work.involuntary_switches",
+         "median over ranks: preempted for another thread"),
+    ]  # fmt: skip
+    assert rows[6] == (
+        "compute share of the step (forward + backward)", pytest.approx(60.0), "%",
+        pytest.approx(50.0), pytest.approx(70.0), "phases", "95% interval over 40 steps, phases",
+    )  # fmt: skip
+    assert rows[7] == (
+        "the all-reduces' span in training vs what the link allows", 250.0, "ms", None, None,
+        "result.comm.time_s", "what the link allows (the link): 125 ms",
+    )  # fmt: skip
+    assert len(rows) == 8 and one not in [r[6] for r in rows]
+    assert f.title == (
+        "2 DDP ranks keep the 2 cores 97% busy and are preempted 1234 times a second: compute "
+        "and gloo's all-reduce threads take turns on the cores"
+    )
+    assert f.impact == 0.6 and f.recommends == {"accumulate": 4}
+    alone = {"source": "microbench", "reference": "the microbenchmark", "achievable_s": 0.1}
+    f = rules._contention(_contention_view(alone, accumulate=3), 2, 1)
+    assert f.evidence[7].name == "the all-reduces' span in training vs alone"
+    assert f.evidence[7].note.startswith("alone (the microbenchmark): ")
+    assert f.recommends == {"accumulate": 6}  # twice the run's 3
+    assert len(rules._contention(_contention_view(alone, comm_s=0.0), 2, 1).evidence) == 7
+    assert len(rules._contention(_contention_view(None), 2, 1).evidence) == 7

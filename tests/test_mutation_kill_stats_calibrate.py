@@ -111,3 +111,101 @@ def test_the_adaptive_window_stops_at_its_pilot_on_a_flat_series():
     flat = np.zeros(60)  # every step 1 s: no spread, the pilot already reaches the target
     assert cal.adaptive_steps(flat, 0.05, 10, 50) == max(10, PILOT)
     assert cal.adaptive_steps(flat, 0.05, max(10, PILOT) + 3, 50) == max(10, PILOT) + 3
+
+
+def _v(*verdicts):
+    return [{"verdict": v} for v in verdicts]
+
+
+def test_false_verdicts_count_rows_and_sweeps(monkeypatch):
+    # three sweeps of two identical rows: row verdicts faster+equivalent, ns+ns, slower+faster:
+    # 3 false per row (of 6), 2 sweeps with one (of 3)
+    calls = []
+
+    def sweep(*args):
+        calls.append(args)
+        return [_v("faster", "equivalent"), _v("no significant difference", "equivalent"),
+                _v("slower", "faster")]  # fmt: skip
+
+    monkeypatch.setattr(cal, "sweep", sweep)
+    per_row, per_sweep = cal.false_verdicts("rng", 3, 2, 4, 0.03, 0.4, 0.05, 0.02)
+    assert calls == [("rng", 3, 2, 4, 0.03, 0.4, 0.0, 0.02, 0.05)]
+    label = "2 identical row(s), R=4, offsets 3%, phi=0.4, 5% stalls, round effects 2%"
+    assert (per_row.name, per_row.measure, per_row.hits, per_row.total) == (
+        label, "false faster/slower per row", 3, 6,
+    )  # fmt: skip
+    assert (per_row.bound, per_row.nominal, per_row.note, per_row.refused) == (
+        (None, 0.05), "<= 5%", "", False,
+    )  # fmt: skip
+    assert (per_sweep.name, per_sweep.measure, per_sweep.hits, per_sweep.total) == (
+        label, "false faster/slower per sweep (Holm)", 2, 3,
+    )  # fmt: skip
+    assert (per_sweep.bound, per_sweep.nominal, per_sweep.refused) == ((None, 0.05), "<= 5%", False)
+    # one row: no per-sweep result; one run per side: no verdict anywhere, refused with the reason
+    monkeypatch.setattr(cal, "sweep", lambda *a: [_v("no verdict"), _v("no verdict")])
+    (only,) = cal.false_verdicts("rng", 2, 1, 1, 0.0)
+    assert only.name == "1 identical row(s), R=1, offsets 0%, phi=0.5"
+    assert (only.hits, only.total, only.refused) == (0, 2, True)
+    assert only.note == "no verdict printed: one run per side cannot see the spread between runs"
+    monkeypatch.setattr(cal, "sweep", lambda *a: [_v("no verdict"), _v("faster")])
+    (mixed,) = cal.false_verdicts("rng", 2, 1, 1, 0.0)
+    assert (mixed.hits, mixed.refused, mixed.note) == (1, False, "")
+
+
+def test_truth_verdicts_inside_and_outside_the_noise_band(monkeypatch):
+    calls = []
+
+    def sweep(*args):
+        calls.append(args)
+        return [_v(v) for v in ("faster", "equivalent", "equivalent", "slower", "no verdict")]
+
+    monkeypatch.setattr(cal, "sweep", sweep)
+    false, power = cal.truth_verdicts("rng", 5, 3, 0.04, 0.01, 0.3)
+    assert calls == [("rng", 5, 1, 3, 0.04, 0.3, 0.01)]
+    label = "true +1.0%, R=3, offsets 4%, phi=0.3"
+    assert (false.name, false.measure, false.hits, false.total) == (
+        label, "false faster/slower (change inside ±2%)", 2, 5,
+    )  # fmt: skip
+    assert (false.bound, false.nominal) == ((None, 0.05), "<= 5%")
+    assert (power.measure, power.hits, power.total, power.bound, power.nominal) == (
+        "called equivalent (power)", 2, 5, None, "–",
+    )  # fmt: skip
+    # +10% with R=3 at 4% offsets: the README's claim, called faster in >= 20%
+    wrong, called = cal.truth_verdicts("rng", 5, 3, 0.04, 0.10)
+    assert wrong.name == "true +10.0%, R=3, offsets 4%, phi=0.5"
+    assert (wrong.measure, wrong.hits, wrong.total, wrong.bound, wrong.nominal) == (
+        "wrong verdict (opposite or equivalent)", 3, 5, (None, 0.05), "<= 5%",
+    )  # fmt: skip
+    assert (called.measure, called.hits, called.bound, called.nominal) == (
+        "called faster (power)", 1, (0.2, None), ">= 20%",
+    )  # fmt: skip
+    for runs, offset, effect in ((4, 0.04, 0.10), (3, 0.05, 0.10), (3, 0.04, 0.2)):
+        other = cal.truth_verdicts("rng", 5, runs, offset, effect)[1]
+        assert (other.bound, other.nominal) == (None, "–")
+    slower_wrong, slower = cal.truth_verdicts("rng", 5, 3, 0.04, -0.05)
+    assert slower.measure == "called slower (power)" and slower.hits == 1
+    assert slower_wrong.hits == 3  # faster, equivalent, equivalent
+    # exactly the noise band (2%): outside it, a verdict is right or wrong
+    assert cal.truth_verdicts("rng", 5, 3, 0.04, 0.02)[0].measure.startswith("wrong verdict")
+
+
+def test_a_sweep_s_rows_as_the_table_judges_them(monkeypatch):
+    # steps all 1 s and no offsets: every run's log throughput is 0, a candidate's log(1 + effect)
+    seen = []
+    monkeypatch.setattr(cal, "series", lambda rng, shape, n, phi, stall=0.0: np.zeros((*shape, n)))
+
+    def family(table, base, noise):
+        seen.append((table, base, noise))
+        return [{"verdict": str(i)} for i in range(len(table))]
+
+    monkeypatch.setattr(cal, "family_verdicts", family)
+    out = cal.sweep(np.random.default_rng(0), 2, 2, 3, 0.0, effect=0.1)
+    assert out == [[{"verdict": "1"}, {"verdict": "2"}]] * 2
+    table, base, noise = seen[0]
+    assert (base, noise) == (0, 0.02) and len(seen) == 2
+    assert [r.label for r in table] == ["0", "1", "2"]
+    assert table[0].logs == pytest.approx([0.0] * 3, abs=1e-12)
+    assert table[2].logs == pytest.approx([math.log(1.1)] * 3)
+    assert table[1].rounds == [0, 1, 2]
+    cal.sweep(np.random.default_rng(0), 1, 1, 1, 0.0)
+    assert seen[-1][0][1].rounds is None  # one run: no rounds to pair
