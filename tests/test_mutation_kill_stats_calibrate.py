@@ -209,3 +209,190 @@ def test_a_sweep_s_rows_as_the_table_judges_them(monkeypatch):
     assert table[1].rounds == [0, 1, 2]
     cal.sweep(np.random.default_rng(0), 1, 1, 1, 0.0)
     assert seen[-1][0][1].rounds is None  # one run: no rounds to pair
+
+
+# every scenario of the table: its name, the call it makes (the simulation's arguments after rng and
+# sims), whether pytest's fast subset runs it, and its sims multiplier; written out from the design
+# (issues 22, 39; docs/methods.md "Calibration"): intervals of one run at 10-120 blocks, the rate's
+# from RATE_MIN_BLOCKS = 60 on (and one short stalled case, refused), repeats, false verdicts,
+# families, power, drift, plans and repeats=auto
+SCENARIOS = """
+within n=10 phi=0.0 typical | within_coverage(0.0, 10, 0.0) {'typical': True}
+within n=10 phi=0.3 typical | within_coverage(0.3, 10, 0.0) {'typical': True}
+within n=10 phi=0.5 typical | within_coverage(0.5, 10, 0.0) {'typical': True}
+within n=10 phi=0.7 typical | within_coverage(0.7, 10, 0.0) {'typical': True} | fast
+within n=10 phi=0.3 stalls typical | within_coverage(0.3, 10, 0.05) {'typical': True} | fast
+within n=10 phi=0.3 stalls rate | within_coverage(0.3, 10, 0.05)
+within n=10 phi=0.5 stalls typical | within_coverage(0.5, 10, 0.05) {'typical': True}
+within n=20 phi=0.0 typical | within_coverage(0.0, 20, 0.0) {'typical': True}
+within n=20 phi=0.3 typical | within_coverage(0.3, 20, 0.0) {'typical': True}
+within n=20 phi=0.5 typical | within_coverage(0.5, 20, 0.0) {'typical': True}
+within n=20 phi=0.7 typical | within_coverage(0.7, 20, 0.0) {'typical': True}
+within n=20 phi=0.3 stalls typical | within_coverage(0.3, 20, 0.05) {'typical': True}
+within n=20 phi=0.3 stalls rate | within_coverage(0.3, 20, 0.05)
+within n=20 phi=0.5 stalls typical | within_coverage(0.5, 20, 0.05) {'typical': True}
+within n=40 phi=0.0 typical | within_coverage(0.0, 40, 0.0) {'typical': True}
+within n=40 phi=0.3 typical | within_coverage(0.3, 40, 0.0) {'typical': True}
+within n=40 phi=0.5 typical | within_coverage(0.5, 40, 0.0) {'typical': True}
+within n=40 phi=0.7 typical | within_coverage(0.7, 40, 0.0) {'typical': True}
+within n=40 phi=0.3 stalls typical | within_coverage(0.3, 40, 0.05) {'typical': True}
+within n=40 phi=0.3 stalls rate | within_coverage(0.3, 40, 0.05)
+within n=40 phi=0.5 stalls typical | within_coverage(0.5, 40, 0.05) {'typical': True}
+within n=60 phi=0.0 typical | within_coverage(0.0, 60, 0.0) {'typical': True}
+within n=60 phi=0.0 rate | within_coverage(0.0, 60, 0.0)
+within n=60 phi=0.3 typical | within_coverage(0.3, 60, 0.0) {'typical': True}
+within n=60 phi=0.3 rate | within_coverage(0.3, 60, 0.0)
+within n=60 phi=0.5 typical | within_coverage(0.5, 60, 0.0) {'typical': True}
+within n=60 phi=0.5 rate | within_coverage(0.5, 60, 0.0)
+within n=60 phi=0.7 typical | within_coverage(0.7, 60, 0.0) {'typical': True}
+within n=60 phi=0.7 rate | within_coverage(0.7, 60, 0.0) | fast
+within n=60 phi=0.3 stalls typical | within_coverage(0.3, 60, 0.05) {'typical': True}
+within n=60 phi=0.3 stalls rate | within_coverage(0.3, 60, 0.05)
+within n=60 phi=0.5 stalls typical | within_coverage(0.5, 60, 0.05) {'typical': True}
+within n=60 phi=0.5 stalls rate | within_coverage(0.5, 60, 0.05)
+within n=120 phi=0.0 typical | within_coverage(0.0, 120, 0.0) {'typical': True}
+within n=120 phi=0.0 rate | within_coverage(0.0, 120, 0.0)
+within n=120 phi=0.3 typical | within_coverage(0.3, 120, 0.0) {'typical': True}
+within n=120 phi=0.3 rate | within_coverage(0.3, 120, 0.0)
+within n=120 phi=0.5 typical | within_coverage(0.5, 120, 0.0) {'typical': True}
+within n=120 phi=0.5 rate | within_coverage(0.5, 120, 0.0)
+within n=120 phi=0.7 typical | within_coverage(0.7, 120, 0.0) {'typical': True}
+within n=120 phi=0.7 rate | within_coverage(0.7, 120, 0.0)
+within n=120 phi=0.3 stalls typical | within_coverage(0.3, 120, 0.05) {'typical': True}
+within n=120 phi=0.3 stalls rate | within_coverage(0.3, 120, 0.05)
+within n=120 phi=0.5 stalls typical | within_coverage(0.5, 120, 0.05) {'typical': True}
+within n=120 phi=0.5 stalls rate | within_coverage(0.5, 120, 0.05)
+within adaptive | within_coverage(0.5,) {'adaptive': True} | x0.5
+repeats R=2 off=0.0 | repeats_coverage(2, 0.0)
+repeats R=2 off=0.02 | repeats_coverage(2, 0.02)
+repeats R=2 off=0.04 | repeats_coverage(2, 0.04) | fast
+repeats R=2 off=0.08 | repeats_coverage(2, 0.08)
+repeats R=3 off=0.0 | repeats_coverage(3, 0.0)
+repeats R=3 off=0.02 | repeats_coverage(3, 0.02)
+repeats R=3 off=0.04 | repeats_coverage(3, 0.04) | fast
+repeats R=3 off=0.08 | repeats_coverage(3, 0.08)
+repeats R=5 off=0.0 | repeats_coverage(5, 0.0)
+repeats R=5 off=0.02 | repeats_coverage(5, 0.02)
+repeats R=5 off=0.04 | repeats_coverage(5, 0.04)
+repeats R=5 off=0.08 | repeats_coverage(5, 0.08)
+repeats stalls | repeats_coverage(3, 0.02) {'stall': 0.05} | fast
+false R=1 off=0.0 | false_verdicts(1, 1, 0.0)
+false R=1 off=0.04 | false_verdicts(1, 1, 0.04)
+false R=1 off=0.08 | false_verdicts(1, 1, 0.08) | fast
+false R=2 off=0.0 | false_verdicts(1, 2, 0.0)
+false R=2 off=0.04 | false_verdicts(1, 2, 0.04)
+false R=2 off=0.08 | false_verdicts(1, 2, 0.08)
+false R=3 off=0.0 | false_verdicts(1, 3, 0.0)
+false R=3 off=0.04 | false_verdicts(1, 3, 0.04) | fast
+false R=3 off=0.08 | false_verdicts(1, 3, 0.08)
+false R=5 off=0.0 | false_verdicts(1, 5, 0.0)
+false R=5 off=0.04 | false_verdicts(1, 5, 0.04)
+false R=5 off=0.08 | false_verdicts(1, 5, 0.08)
+family rows=2 | false_verdicts(2, 3, 0.04) | x0.5
+family rows=4 | false_verdicts(4, 3, 0.04) | x0.5
+family rows=8 | false_verdicts(8, 3, 0.04) | fast | x0.5
+family rounds | false_verdicts(4, 3, 0.02) {'rounds': 0.04} | x0.5
+family stalls | false_verdicts(4, 3, 0.02) {'stall': 0.05} | x0.5
+inside noise | truth_verdicts(3, 0.02, 0.015) | fast
+inside noise R=5 | truth_verdicts(5, 0.02, 0.015)
+power R=3 off=0.02 eff=0.05 | truth_verdicts(3, 0.02, 0.05)
+power R=3 off=0.02 eff=0.1 | truth_verdicts(3, 0.02, 0.1)
+power R=3 off=0.04 eff=0.05 | truth_verdicts(3, 0.04, 0.05)
+power R=3 off=0.04 eff=0.1 | truth_verdicts(3, 0.04, 0.1) | fast
+power R=5 off=0.02 eff=0.05 | truth_verdicts(5, 0.02, 0.05)
+power R=5 off=0.02 eff=0.1 | truth_verdicts(5, 0.02, 0.1)
+power R=5 off=0.04 eff=0.05 | truth_verdicts(5, 0.04, 0.05)
+power R=5 off=0.04 eff=0.1 | truth_verdicts(5, 0.04, 0.1)
+slower R=3 | truth_verdicts(3, 0.04, -0.1)
+drift phi=0.0 | drift_alarms(0.0,) {'sigma': 0.1} | x2
+drift phi=0.3 | drift_alarms(0.3,) {'sigma': 0.1} | x2
+drift phi=0.5 | drift_alarms(0.5,) {'sigma': 0.1} | fast | x2
+drift phi=0.7 | drift_alarms(0.7,) {'sigma': 0.1} | x2
+drift phi=0.5 n=16 | drift_alarms(0.5,) {'n': 16, 'sigma': 0.1} | x2
+drift phi=0.7 n=16 | drift_alarms(0.7,) {'n': 16, 'sigma': 0.1} | x2
+drift power 0.05 | drift_alarms(0.5,) {'drift': 0.05} | x2
+drift power 0.1 | drift_alarms(0.5,) {'drift': 0.1} | x2
+plan identical | plan_results(7, 0.02) | x0.5
+plan power off=0.02 | plan_results(7, 0.02) {'effect': 0.05} | x0.5
+plan power off=0.04 | plan_results(7, 0.04) {'effect': 0.05} | x0.5
+plan power off=0.08 | plan_results(7, 0.08) {'effect': 0.05} | x0.5
+plan budget | plan_results(7, 0.04) {'effect': 0.05, 'budget_s': 3600.0} | x0.5
+sentinel | sentinel_alarms() | fast
+sentinel iid | sentinel_alarms() {'offset': 0.0, 'phi': 0.0}
+auto identical | auto_results(0.02,) | x0.5
+auto power off=0.02 | auto_results(0.02,) {'effect': 0.05} | x0.5
+auto power off=0.04 | auto_results(0.04,) {'effect': 0.05} | x0.5
+auto power off=0.08 | auto_results(0.08,) {'effect': 0.05} | x0.5
+auto budget | auto_results(0.02,) {'effect': 0.05, 'budget_s': 1200.0} | x0.5
+"""
+
+
+def test_the_scenarios_of_the_table(monkeypatch):
+    def recorder(name):
+        def call(rng, sims, *args, **kw):
+            assert (rng, sims) == ("rng", 100)
+            return f"{name}{args}" + (f" {kw}" if kw else "")
+
+        return call
+
+    for name in ("within_coverage", "repeats_coverage", "false_verdicts", "truth_verdicts",
+                 "drift_alarms", "plan_results", "sentinel_alarms", "auto_results"):  # fmt: skip
+        monkeypatch.setattr(cal, name, recorder(name))
+    got = [
+        f"{sc.name} | {sc.run('rng', 100)}"
+        + (" | fast" if sc.fast else "")
+        + (f" | x{sc.weight:g}" if sc.weight != 1 else "")
+        for sc in cal.scenarios()
+    ]
+    assert got == SCENARIOS.strip().splitlines()
+
+
+def test_the_suite_runs_each_scenario_on_its_own_seed(monkeypatch):
+    calls = []
+
+    def scenario(name, result, fast=False, weight=1.0):
+        def run(rng, sims):
+            calls.append((name, rng.integers(1 << 30), sims))
+            return result
+
+        return cal.Scenario(name, run, fast, weight)
+
+    one, two = cal.Result("a", "m", 1, 2, None), cal.Result("b", "m", 1, 2, None)
+    monkeypatch.setattr(cal, "scenarios", lambda: [
+        scenario("alpha", one, fast=True), scenario("beta", [one, two], weight=0.5),
+        scenario("gamma", two, weight=0.01),
+    ])  # fmt: skip
+    assert cal.run(300, seed=5) == [one, one, two, two]
+    # seeded by (seed, the scenario's place); sims x weight, at least 50
+    want = [np.random.default_rng([5, i]).integers(1 << 30) for i in range(3)]
+    assert calls == [("alpha", want[0], 300), ("beta", want[1], 150), ("gamma", want[2], 50)]
+    calls.clear()
+    assert cal.run(300, seed=5, fast=True) == [one]
+    assert cal.run(300, seed=5, only=["mm", "bet"]) == [one, two, two]  # "mm": gamma
+    assert cal.run(300, seed=5, only=["gamma", "alpha"], fast=True) == [one]
+    assert [c[0] for c in calls] == ["alpha", "beta", "gamma", "alpha"]
+
+
+def test_the_table_and_its_command(monkeypatch, capsys):
+    ok = cal.Result("a", "m", 38, 40, (0.93, 0.97), "95%")
+    miss = cal.Result("b", "m", 3, 40, (None, 0.05), "<= 5%")
+    seen = []
+    monkeypatch.setattr(cal, "run", lambda *a: seen.append(a) or [ok])
+    assert cal.table([ok, miss]) == "\n".join([cal.HEADER, ok.row(), miss.row()])
+    assert cal.main(["--sims", "70", "--seed", "9", "--only", "x", "y", "--fast"]) == 0
+    assert seen == [(70, 9, ["x", "y"], True)]
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (
+        "Calibration: 70 simulations per scenario, seed 9; each run 40 steps, step SD 5% (log), "
+        "compare.noise 2%; 95% intervals; rate [95% Clopper-Pearson interval]."
+    )
+    assert out[1:5] == ["", *cal.HEADER.splitlines(), ok.row()]
+    assert out[5] == ""
+    assert out[6].startswith("1 rows, 0 miss a bound; ")
+    assert out[6].endswith(
+        "command: python -m stats.calibrate --sims 70 --seed 9 --only x y --fast"
+    )
+    monkeypatch.setattr(cal, "run", lambda *a: seen.append(a) or [ok, miss])
+    assert cal.main([]) == 1
+    assert seen[-1] == (2000, 22, None, False)
+    assert "2 rows, 1 miss a bound; " in capsys.readouterr().out
