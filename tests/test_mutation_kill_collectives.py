@@ -829,3 +829,123 @@ def test_a_run_s_notes_and_its_corrupted_check(monkeypatch):
     clean = _cfg(ops=["all_reduce"], min_bytes="1K", max_bytes="1K", inplace=True, iters=2,
                  corrupt_rank=1)  # fmt: skip
     assert col.run(_ctx(clean, monkeypatch)).wrong_total == 0  # rank 1's to perturb, not this one
+
+
+def test_each_layout_s_buffers_on_the_case_s_device_and_type():
+    # the meta device (shapes only): a buffer made anywhere else, or as float32, is wrong
+    c = dataclasses.replace(schema.Collectives(), dtype=schema.DType("float16"))
+    meta = torch.device("meta")
+    for op in ("all_reduce", "broadcast", "all_gather", "reduce_scatter"):
+        for mode in ("in_place", "out_of_place"):
+            case = col.Case(op, mode, 64, c, 1, 4, meta)
+            for t in (case.send, case.out):
+                assert t.device == meta and t.dtype == torch.float16
+
+
+def test_the_check_uses_the_host_and_backend_it_is_given(monkeypatch):
+    from device.host import Host
+
+    host = Host(gpus=0, cpus=2, free_bytes=1 << 34, gpu_free_bytes=None)
+    cfg = _cfg()
+    seen = []
+    monkeypatch.setattr(col, "expected_backend", lambda *a: seen.append(a) or "gloo")
+    monkeypatch.setattr(col, "check_buffers", lambda *a, **kw: seen.append(a))
+    col.check(cfg, host=host)
+    assert len(seen) == 2 and seen[0][0] is cfg and seen[0][1] is host and seen[0][2] is False
+    assert seen[1][0] is cfg and seen[1][1] is host
+    col.check(cfg, submitting=True, host=host)
+    assert seen[2][1] is host and seen[2][2] is True
+
+
+def test_the_full_table_rounds_times_as_nccl_tests_does():
+    # 12.1250001 us prints 12.13 (two decimals under 100 us); 12.12 would be a time off by 1e-6
+    record = _two_modes()
+    for x in record.result.rows:
+        x.time_us, x.time_max_us = 12.1250001, 22.1250001
+    row = col.summarize(record).splitlines()[7]
+    assert row.split()[5] == "12.13" and row.split()[13] == "22.13"
+
+
+def test_busbw_against_the_link_at_a_rounding_edge():
+    # 0.125 GB/s = 1 Gbit/s over 1.6 Gbit/s is 62.5%: '62%' (half to even); a factor off by
+    # 1e-10 would print 63%
+    from base.record_types import Link
+
+    record = _quiet_record()
+    record.result.rows[3].busbw_GBps = 0.125
+    line = col.vs_link(record.result, Link(emulated=True, rate_bit_s=2e9, payload_rate_bit_s=1.6e9))
+    assert " = 62% of the 1.6 Gbit/s" in line[0]
+
+
+def test_the_note_on_out_of_place_all_reduce_and_broadcast(monkeypatch):
+    monkeypatch.setattr(col, "time_window", lambda case, n, device: 1e-3)
+    note = col.run(_ctx(_cfg(ops=["all_reduce"], max_bytes="1K"), monkeypatch)).notes
+    assert note[0].startswith("out-of-place all_reduce/broadcast: torch has no out-of-place form")
+    note = col.run(_ctx(_cfg(ops=["broadcast"], max_bytes="1K"), monkeypatch)).notes
+    assert note[0].startswith("out-of-place all_reduce/broadcast: torch has no out-of-place form")
+    assert col.run(_ctx(_cfg(ops=["all_gather"], max_bytes="1K"), monkeypatch)).notes == []
+    in_place = _cfg(ops=["all_reduce"], max_bytes="1K", inplace=True)
+    assert col.run(_ctx(in_place, monkeypatch)).notes == []
+
+
+def test_a_run_places_its_buffers_where_resolve_device_says(monkeypatch):
+    monkeypatch.setattr(col, "time_window", lambda case, n, device: 1e-3)
+    cpu = torch.device("cpu")
+    resolved, made, compared = [], [], []
+    monkeypatch.setattr(col, "resolve_device", lambda *a: resolved.append(a) or cpu)
+    real_case, real_compare = col.Case, col._compare
+    monkeypatch.setattr(col, "Case", lambda *a: made.append(a[-1]) or real_case(*a))
+    monkeypatch.setattr(col, "_compare", lambda *a: compared.append(a[3]) or real_compare(*a))
+    ctx = _ctx(_cfg(ops=["all_reduce"], max_bytes="1K", inplace=True), monkeypatch)
+    ctx.torch_device, ctx.local_rank = torch.device("cpu", 0), 3
+    col.run(ctx)
+    assert resolved == [(schema.DeviceKind("cpu"), "gloo", torch.device("cpu", 0), 3)]
+    assert made == [cpu] and compared == [cpu]
+
+
+def test_a_backend_that_cannot_run_the_op_is_named(monkeypatch):
+    monkeypatch.setattr(col, "time_window", lambda case, n, device: 1e-3)
+    ctx = _ctx(_cfg(ops=["all_reduce"], max_bytes="1K", inplace=True), monkeypatch)
+
+    def refuse(out, op):
+        raise RuntimeError("not here")
+
+    col.dist.all_reduce = refuse
+    with pytest.raises(ConfigError, match=r"^backend gloo cannot run all_reduce \(in-place"):
+        col.run(ctx)
+
+
+def test_the_check_fills_each_input_for_its_op_s_reduction(monkeypatch):
+    # all_reduce's inputs are made for a sum; all_gather's and broadcast's for no reduction
+    peers = _Peers(monkeypatch)
+    filled = []
+    real_fill = col.fill_input
+    monkeypatch.setattr(
+        col, "fill_input", lambda buf, redop, *a: filled.append(redop) or real_fill(buf, redop, *a)
+    )
+    c = schema.Collectives()
+    cpu = torch.device("cpu")
+    for op in ("all_reduce", "all_gather", "broadcast"):
+        case = col.Case(op, "out_of_place", 64, c, 0, 2, cpu)
+        assert col.run_check(case, c, 1, cpu) == 0
+    assert filled == ["sum", None, None]
+    # a perturbation in the first round: one round is enough to show it
+    case = col.Case("all_reduce", "in_place", 64, c, 0, 2, cpu)
+    assert col.run_check(case, c, 1, cpu, corrupt=True) == 1
+    assert peers.calls
+
+
+def test_the_perturbation_of_a_one_element_product(monkeypatch):
+    # one rank, one float32 (4 B): the in-place all_reduce leaves the rank's own input; under prod
+    # its right value is 1 (the check input at index 0 + salt 1), so the perturbation makes it 2
+    from comm.check import expected_output
+
+    _Peers(monkeypatch, world=1, act=False)
+    c = dataclasses.replace(schema.Collectives(), reduce_op=schema.ReduceOp("prod"))
+    cpu = torch.device("cpu")
+    assert expected_output("all_reduce", "prod", 0, 1, 1, "float32", cpu, 0, 1).tolist() == [1.0]
+    case = col.Case("all_reduce", "in_place", 4, c, 0, 1, cpu)
+    assert case.out.numel() == 1
+    assert col.run_check(case, c, 1, cpu) == 0
+    assert col.run_check(case, c, 1, cpu, corrupt=True) == 1
+    assert case.out.tolist() == [2.0]
