@@ -396,3 +396,238 @@ def test_the_table_and_its_command(monkeypatch, capsys):
     assert cal.main([]) == 1
     assert seen[-1] == (2000, 22, None, False)
     assert "2 rows, 1 miss a bound; " in capsys.readouterr().out
+
+
+def _planned(reached=("target", "target", "cap", "target")):
+    return {"hits": 13, "rows_judged": 14, "false": 1, "called": 3, "effect_total": 4,
+            "runs": [3, 5, 9, 4], "steps": [40, 60, 40, 80], "seconds": [600, 1200, 1800, 2400],
+            "reached": list(reached)}  # fmt: skip
+
+
+def test_a_plan_s_results_in_words(monkeypatch):
+    # runs 3 5 9 4: median 4.5, IQR 3.75-6; steps median 50; 1500 s = 25 min; 3 of 4 at target
+    calls = []
+    monkeypatch.setattr(cal, "planned_sweeps", lambda *a, **k: calls.append((a, k)) or _planned())
+    cover, power = cal.plan_results("rng", 4, 7, 0.02, 0.4, effect=0.05)
+    assert calls == [(("rng", 4, 7, 0.02, 0.4, 0.05), {"budget_s": None})]
+    label = "plan for 5% (pilot 3x40), 7 rows, offsets 2%, phi=0.4, one row +5%"
+    chose = ("plan: runs median 4.5 (IQR 3.75-6), steps median 50, machine time median 25 min at "
+             "17 s + 1.3 s/step; reached the target in 75%")  # fmt: skip
+    assert (cover.name, cover.measure, cover.hits, cover.total) == (
+        label, "every row's speed-up CI covers the truth", 13, 14)  # fmt: skip
+    assert (cover.bound, cover.nominal, cover.note) == ((0.93, 0.97), "95%", chose)
+    assert (power.name, power.measure, power.hits, power.total) == (
+        label, "the true row called faster (power)", 3, 4)  # fmt: skip
+    assert (power.bound, power.nominal) == ((0.8, None), "80%")
+    assert power.note == "the plan hit its cap of 200 runs in 25% of sweeps"
+    # at 4% offsets the 80% is reported, not a bound; every sweep at target: no note
+    monkeypatch.setattr(cal, "planned_sweeps", lambda *a, **k: _planned(["target"] * 4))
+    power = cal.plan_results("rng", 4, 7, 0.04, effect=0.05)[1]
+    assert (power.bound, power.note) == (None, "")
+    budget = cal.plan_results("rng", 4, 7, 0.02, effect=0.05, budget_s=3600)
+    assert budget[0].name.endswith(", one row +5%, budget 60 min")
+    assert budget[1].bound is None
+    monkeypatch.setattr(cal, "planned_sweeps", lambda *a, **k: _planned())
+    assert cal.plan_results("rng", 4, 7, 0.02, effect=0.05, budget_s=3600)[1].note == ""
+    same = cal.plan_results("rng", 4, 7, 0.02)[1]
+    assert same.name == "plan for 5% (pilot 3x40), 7 rows, offsets 2%, phi=0.5, identical"
+    assert (same.measure, same.hits, same.total, same.bound, same.nominal) == (
+        "false faster/slower per sweep (Holm)", 1, 4, (None, 0.05), "<= 5%")  # fmt: skip
+
+
+def test_repeats_auto_s_results_in_words(monkeypatch):
+    calls = []
+    monkeypatch.setattr(cal, "planned_sweeps", lambda *a, **k: calls.append((a, k)) or _planned())
+    cover, power = cal.auto_results("rng", 4, 0.04, effect=0.05, budget_s=1200)
+    assert calls == [(("rng", 4, 7, 0.04, 0.5, 0.05), {
+        "target": 0.015, "budget_s": 1200, "goal": "half_width", "pilot_steps": 10})]  # fmt: skip
+    label = (
+        "repeats=auto, +-1.5% (pilot 3x10), 7 rows, offsets 4%, phi=0.5, one row +5%, budget 20 min"
+    )
+    assert cover.name == label and power.name == label
+    assert cover.note == (
+        "plan: runs median 4.5 (IQR 3.75-6), steps median 50, machine time median 25 min at 17 s "
+        "+ 1.3 s/step; reached the target in 75%"
+    )
+    assert (cover.measure, cover.hits, cover.total, cover.bound, cover.nominal) == (
+        "every row's speed-up CI covers the truth", 13, 14, (0.93, 0.97), "95%")  # fmt: skip
+    assert (power.measure, power.hits, power.total, power.bound, power.nominal) == (
+        "the true row called faster (power)", 3, 4, None, "80%")  # fmt: skip
+    same = cal.auto_results("rng", 4, 0.02)[1]
+    assert same.name == "repeats=auto, +-1.5% (pilot 3x10), 7 rows, offsets 2%, phi=0.5, identical"
+    assert (same.measure, same.hits, same.total, same.bound, same.nominal) == (
+        "false faster/slower per sweep (Holm)", 1, 4, (None, 0.05), "<= 5%")  # fmt: skip
+
+
+def test_drift_and_sentinel_alarms_count_runs_and_sweeps(monkeypatch):
+    series_calls, seen = [], []
+
+    def series(rng, shape, n, phi, sigma=cal.SIGMA, stall=0.0, drift=0.0):
+        series_calls.append((shape, n, phi, sigma, drift))
+        return np.zeros((*shape, n))
+
+    monkeypatch.setattr(cal, "series", series)
+    verdicts = iter([False, None, False, True, False])
+    monkeypatch.setattr(
+        cal, "steady_state", lambda row: seen.append(row) or {"steady": next(verdicts)}
+    )
+    r = cal.drift_alarms("rng", 5, 0.3, n=16, sigma=0.1)
+    assert series_calls == [((5,), 16, 0.3, 0.1, 0.0)]
+    assert seen[0].tolist() == [1.0] * 16  # step times, not their logs
+    # False thrice; None (no test possible) is no alarm
+    assert (r.name, r.measure, r.hits, r.total, r.bound, r.nominal) == (
+        "drift test, 16 steps, phi=0.3, step SD 10%", "false alarm per run", 3, 5, (None, 0.05),
+        "<= 5%")  # fmt: skip
+    verdicts = iter([False, False, True])
+    r = cal.drift_alarms("rng", 3, 0.5, drift=0.05)
+    assert series_calls[-1] == ((3,), 40, 0.5, 0.05, 0.05)
+    assert (r.name, r.measure, r.hits, r.total, r.bound, r.nominal) == (
+        "drift test, 40 steps, phi=0.5, linear drift +5%, step SD 5%", "flagged unsteady (power)",
+        2, 3, None, "–")  # fmt: skip
+    rows = []
+    fired = iter([None, {"significant": True}, {"significant": False}, {"significant": True}])
+    monkeypatch.setattr(cal, "sentinel", lambda d: rows.append(d) or next(fired))
+    r = cal.sentinel_alarms(np.random.default_rng(0), 4, rows=2, runs=3, offset=0.0, phi=0.2)
+    assert series_calls[-1] == ((4, 2, 3), 40, 0.2, 0.05, 0.0)
+    assert rows[0] == {"0": [0.0, 0.0, 0.0], "1": [0.0, 0.0, 0.0]}  # each run's median log step
+    assert (r.name, r.measure, r.hits, r.total, r.bound, r.nominal) == (
+        "noise sentinel, 2 identical rows, R=3, offsets 0%, phi=0.2", "false alarm per sweep", 2,
+        4, (None, 0.05), "<= 5%")  # fmt: skip
+
+
+def _flat_series(calls):
+    def series(rng, shape, n, phi, sigma=cal.SIGMA, stall=0.0, drift=0.0):
+        calls.append((shape, n, phi, stall))
+        return np.zeros((*shape, n))
+
+    return series
+
+
+def test_a_row_of_repeats_covers_the_configuration_s_value(monkeypatch):
+    # every run's steps 1 s: log throughput 0 per run; the truth exp(log 0.9) = 0.9 falls inside
+    # two of the three scripted intervals
+    truths, calls, seen = [], [], []
+    monkeypatch.setattr(
+        cal, "true_log_rate", lambda *a, **k: truths.append((a, k)) or math.log(0.9)
+    )
+    monkeypatch.setattr(cal, "series", _flat_series(calls))
+    intervals = iter([(0.8, 0.95), (0.91, 1.0), (0.9, 0.9)])
+
+    def run_level(v):
+        seen.append(list(v))
+        lo, hi = next(intervals)
+        return {"ci_lo": lo, "ci_hi": hi}
+
+    monkeypatch.setattr(cal, "run_level", run_level)
+    rng = np.random.default_rng(3)
+    seed = int(np.random.default_rng(3).integers(1 << 30))
+    r = cal.repeats_coverage(rng, 3, 4, 0.0, phi=0.3, stall=0.05)
+    assert truths == [((0.3, 40), {"stall": 0.05, "seed": seed})]
+    assert calls == [((3, 4), 40, 0.3, 0.05)]
+    assert seen == [[pytest.approx(0.0, abs=1e-12)] * 4] * 3
+    assert (r.name, r.measure, r.hits, r.total, r.bound, r.nominal) == (
+        "row of R=4 runs, run offsets 0%, phi=0.3, 5% stalls",
+        "throughput CI covers the configuration's value",
+        2, 3, (0.93, 0.97), "95%",
+    )  # fmt: skip
+    intervals = iter([(0.0, 2.0)])
+    assert cal.repeats_coverage(rng, 1, 2, 0.04).name == "row of R=2 runs, run offsets 4%, phi=0.5"
+
+
+def test_one_run_s_intervals_cover_the_rate_or_the_typical_step(monkeypatch):
+    calls, rates, medians = [], [], []
+    monkeypatch.setattr(cal, "series", _flat_series(calls))
+    truth = math.exp(-(0.05**2 / 2 + math.log1p(0.05)))  # the long-run rate with 5% stalls
+    rate_cis = iter([(truth - 0.01, truth + 0.01), (None, None), (truth + 0.001, 2.0)])
+
+    def batch_rate(times, weights):
+        rates.append((times.tolist(), weights.tolist()))
+        lo, hi = next(rate_cis)
+        return {"ci_lo": lo, "ci_hi": hi}
+
+    monkeypatch.setattr(cal, "batch_rate", batch_rate)
+    r = cal.within_coverage("rng", 3, 0.3, n=10, stall=0.05)
+    assert calls == [((3,), 10, 0.3, 0.05)]
+    assert rates[0] == ([1.0] * 10, [1.0] * 10)
+    assert (r.name, r.measure, r.hits, r.total, r.bound, r.nominal, r.refused) == (
+        "one run, 10 blocks, AR(1) phi=0.3, 5% stalls",
+        "throughput CI covers the run's own rate", 1, 2, (0.93, 0.97), "95%", False,
+    )  # fmt: skip
+    rate_cis = iter([(None, None)] * 2)
+    refused = cal.within_coverage("rng", 2, 0.0, n=20)
+    assert (refused.name, refused.hits, refused.total, refused.refused) == (
+        "one run, 20 blocks, iid", 0, 0, True,
+    )  # fmt: skip
+    assert refused.note == (
+        "no interval under 60 blocks: a short run may hold no stall; the run level bounds the rate"
+    )
+    # the typical step: the median of the stall mixture, exp(typical_log_time)
+    step = math.exp(cal.typical_log_time(stall=0.05))
+    cis = iter([(step - 0.01, step + 0.01), (step + 0.001, 2.0), (0.5, step)])
+
+    def batch_median(times):
+        medians.append(times.tolist())
+        lo, hi = next(cis)
+        return {"ci_lo": lo, "ci_hi": hi}
+
+    monkeypatch.setattr(cal, "batch_median", batch_median)
+    r = cal.within_coverage("rng", 3, 0.5, n=10, stall=0.05, typical=True)
+    assert medians[0] == [1.0] * 10
+    assert (r.name, r.measure, r.hits, r.total) == (
+        "one run, 10 blocks, AR(1) phi=0.5, 5% stalls", "step-median CI covers the typical step",
+        2, 3,
+    )  # fmt: skip
+    # the adaptive window: 60-step series, the median over the steps adaptive_steps kept
+    stops = iter([20, 35])
+    asked = []
+    monkeypatch.setattr(cal, "adaptive_steps", lambda row, **kw: asked.append(kw) or next(stops))
+    cis = iter([(0.9, 1.1), (1.01, 1.2)])
+    medians.clear()
+    r = cal.within_coverage("rng", 2, 0.5, stall=0.0, adaptive=True)
+    assert calls[-1] == ((2,), 60, 0.5, 0.0)
+    assert [len(m) for m in medians] == [20, 35]
+    assert asked == [{"rel_ci": 0.02, "min_steps": 20, "max_steps": 60}] * 2
+    assert (r.name, r.measure, r.hits, r.total, r.bound, r.nominal) == (
+        "one run, adaptive window (20-60 steps, ±2%), AR(1) phi=0.5",
+        "step-median CI covers the typical step", 1, 2, (0.93, 0.97), "95%",
+    )  # fmt: skip
+
+
+def test_planned_sweeps_count_what_the_plan_s_rounds_show(monkeypatch):
+    # all-1 s steps, no offsets: the pilot's logs are the truth (0, log 1.1 for the one true row);
+    # the plan asks 2 runs of 5 steps; the scripted verdicts: row 1 (truly +10%) faster and its
+    # interval covering 1.1, row 2 (identical) slower and its interval missing 1
+    calls, pilots = [], []
+    monkeypatch.setattr(cal, "series", _flat_series(calls))
+    monkeypatch.setattr(cal, "batch_rate", lambda times, w: {"log_se": 0.01 * len(times)})
+
+    def plan(pilot, rows, target, budget_s, goal):
+        pilots.append((pilot, rows, target, budget_s, goal))
+        return {"runs": 2, "steps": 5, "seconds": 30.0, "reached": "target"}
+
+    monkeypatch.setattr(cal, "plan", plan)
+    tables = []
+
+    def family(table, base, noise):
+        tables.append(table)
+        return [
+            {"verdict": "baseline"},
+            {"verdict": "faster", "ci_lo": 1.05, "ci_hi": 1.15},
+            {"verdict": "slower", "ci_lo": 0.9, "ci_hi": 0.99},
+        ]
+
+    monkeypatch.setattr(cal, "family_verdicts", family)
+    kw = dict(phi=0.4, effect=0.1, budget_s=600.0, goal="half_width", pilot_steps=8, target=0.03)
+    out = cal.planned_sweeps(np.random.default_rng(0), 2, 2, 0.0, **kw)
+    assert calls[:2] == [((3, 3), 8, 0.4, 0.0), ((3, 2), 5, 0.4, 0.0)]
+    pilot, rows, target, budget, goal = pilots[0]
+    assert (rows, target, budget, goal) == (2, 0.03, 600.0, "half_width")
+    assert (pilot.steps, pilot.startup_s, pilot.step_s) == (8, 17.0, 1.3)
+    assert np.allclose(pilot.logs, [[0.0] * 3, [math.log(1.1)] * 3, [0.0] * 3])
+    assert pilot.within == [[0.08] * 3] * 3
+    assert [r.label for r in tables[0]] == ["0", "1", "2"] and tables[0][1].rounds == [0, 1]
+    assert np.allclose([r.logs for r in tables[0]], [[0.0] * 2, [math.log(1.1)] * 2, [0.0] * 2])
+    assert out == {
+        "hits": 2, "rows_judged": 4, "false": 2, "called": 2, "effect_total": 2,
+        "runs": [2, 2], "steps": [5, 5], "seconds": [30.0, 30.0], "reached": ["target", "target"],
+    }  # fmt: skip
