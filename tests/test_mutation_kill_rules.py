@@ -614,3 +614,88 @@ def test_contention_s_evidence_row_by_row():
     assert f.recommends == {"accumulate": 6}  # twice the run's 3
     assert len(rules._contention(_contention_view(alone, comm_s=0.0), 2, 1).evidence) == 7
     assert len(rules._contention(_contention_view(None), 2, 1).evidence) == 7
+
+
+def test_the_core_wait_needs_two_ranks_counters():
+    two = [NS(main_runqueue_s=1.0, steps=10), NS(main_runqueue_s=3.0, steps=20)]
+    assert rules._core_wait_per_step(NS(works=lambda: two)) == pytest.approx(0.15)
+
+
+def test_an_unmeasurable_efficiency_names_its_reference_and_why():
+    over = rules._efficiency_ev({"reference": "microbenchmark", "efficiency": 1.6})
+    assert (over.name, over.value, over.unit, over.ci_lo, over.ci_hi, over.source) == (
+        "comm efficiency (sync's speed / microbenchmark's at the same calls)", None, "%", None,
+        None, "result.comm.vs_microbench (microbenchmark)",
+    )  # fmt: skip
+
+
+def test_contention_s_words_and_a_run_without_phases():
+    ref = {"source": "result.env.link", "reference": "the link", "achievable_s": 0.125}
+    f = rules._contention(_contention_view(ref, accumulate=3), 2, 1)
+    assert f.detail == (
+        "DDP overlaps each bucket's all-reduce with the rest of backward; with gloo on CPU the "
+        "all-reduce is CPU work on gloo's own threads, so on a host with no spare core it does not "
+        "hide behind backward, it slows it down. The same contention makes identical ranks finish "
+        "at different times, so it is not named as a straggler. Fewer syncs (accumulate=6: DDP's "
+        "no_sync for 5 of 6 micro-batches, the gloo thread's first reply) leave the cores to the "
+        "compute; `python train.py -m experiment=scaling` measures one rank alone."
+    )
+    assert f.saving.how == (
+        "how much compute the all-reduce's CPU work displaces is measured by accumulate=6 against "
+        "accumulate=1 (compare samples/s)"
+    )
+    assert f.saving.fraction is None
+    v = _contention_view(ref)
+    v.share = lambda phases: None
+    f = rules._contention(v, 2, 1)
+    assert f.impact == 0.0
+    assert (f.evidence[6].value, f.evidence[6].note) == (None, "not in the record")
+    v.train.sync = "flat"
+    assert rules._contention(v, 2, 1) is None
+    v.train.sync, v.contention = "ddp", lambda: None
+    assert rules._contention(v, 2, 1) is None
+
+
+def test_exposed_communication_from_too_few_probe_steps():
+    ref = {"reference": "microbenchmark", "efficiency": 0.4}
+    v = NS(reference=ref, command=lambda change, env=None: f"python train.py {change}")
+    evidence = []
+    f = rules._exposed_unconfirmed(v, Sample(0.2, n=None), Sample(0.25), evidence)
+    assert f.title == (
+        "Exposed communication was 25% of the step in 1 probe step: too few samples to name a cause"
+    )
+    assert f.detail == (
+        "DDP's reducer timers were read over probe_steps=1 untimed step(s) after the window, and "
+        "one step's exposed time moves a lot between runs; probe_steps=6 reads them over 6 steps, "
+        "which gives it a 95% interval, and the diagnosis of that run names the cause (a slow sync "
+        "path or a slow link) and what to change."
+    )
+    assert f.evidence is evidence and len(evidence) == 1
+    assert (
+        evidence[0].name == "comm efficiency (sync's speed / the microbenchmark at the same calls)"
+    )
+    assert f.saving.how == "one probe step cannot say; probe_steps=6 measures it with an interval"
+    assert f.recommends == {"probe_steps": 6} and f.impact == 0.25
+    f = rules._exposed_unconfirmed(v, Sample(0.2, n=3), Sample(0.25), [])
+    assert "in 3 probe steps: too few" in f.title and "probe_steps=3 untimed" in f.detail
+    f = rules._exposed_unconfirmed(v, Sample(0.2, n=2), Sample(0.25), [])
+    assert "in 2 probe steps: too few" in f.title
+    v.reference = None
+    assert rules._exposed_unconfirmed(v, Sample(0.2, n=2), Sample(0.25), []).evidence == []
+
+
+def test_the_link_reference(monkeypatch):
+    from comm import efficiency
+
+    got = []
+    vs = {"efficiency": 0.8, "reference": "link"}
+    monkeypatch.setattr(efficiency, "versus_link", lambda *a: got.append(a) or vs)
+    v = NS(train=NS(sync="ddp", comm="comm"), env=NS(link="link"), world_size=4)
+    assert rules._link_reference(v) is vs and got == [("link", "comm", 4)]
+    v.train.sync = "local"
+    assert rules._link_reference(v) is None
+    v.train.sync = "ddp"
+    vs["efficiency"] = None
+    assert rules._link_reference(v) is None
+    monkeypatch.setattr(efficiency, "versus_link", lambda *a: None)
+    assert rules._link_reference(v) is None
