@@ -699,3 +699,24 @@ def test_the_link_reference(monkeypatch):
     assert rules._link_reference(v) is None
     monkeypatch.setattr(efficiency, "versus_link", lambda *a: None)
     assert rules._link_reference(v) is None
+
+
+def test_a_ranks_series_counts_its_host_to_device_copy_as_timed():
+    # 1 s steps, 0.25 s of them the copy: 0.75 s outside the phases
+    got = rules._rank_series(_series([1.0] * 10, h2d=[0.25] * 10))
+    assert got["outside"] == pytest.approx([0.75] * 10)
+
+
+def test_a_period_from_exactly_three_on_the_lattice_and_one_off():
+    assert rules._period([0, 3, 6, 7], 10) == (3, [7], [])
+
+
+def test_the_microbenchmark_s_calls_end_with_its_latency_call():
+    sizes, latency = [NS(bytes=4096), NS(bytes=65536)], NS(bytes=4)
+    micro = NS(sizes=sizes, latency=latency)
+    assert rules._micro_calls(NS(train=NS(microbench=micro))) == [*sizes, latency]
+    micro.latency = None
+    assert rules._micro_calls(NS(train=NS(microbench=micro))) == sizes
+    micro.sizes = None
+    assert rules._micro_calls(NS(train=NS(microbench=micro))) == []
+    assert rules._micro_calls(NS(train=NS(microbench=None))) == []
