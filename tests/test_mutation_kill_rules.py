@@ -720,3 +720,54 @@ def test_the_microbenchmark_s_calls_end_with_its_latency_call():
     micro.sizes = None
     assert rules._micro_calls(NS(train=NS(microbench=micro))) == []
     assert rules._micro_calls(NS(train=NS(microbench=None))) == []
+
+
+def _link_view(sync="ddp", err=None):
+    return NS(
+        train=NS(sync=sync, accuracy=NS(grad_rel_error=err) if err is not None else None),
+        fraction=lambda s: None if s is None else s / 0.5,  # a 0.5 s step
+        command=lambda change, env=None: f"python train.py {change}",
+    )
+
+
+def test_a_slow_link_finding_in_words_and_numbers():
+    # 0.2 s exposed of a 0.5 s step (40%); the sync at 80% of the microbenchmark's speed;
+    # accumulate=4 leaves one sync in 4: 0.2 x 3/4 = 150 ms less exposed time per 4 micro-batches
+    ref = {"efficiency": 0.8, "reference": "microbenchmark"}
+    evidence = [rules.ev("x", 1.0, "", "s")]
+    f = rules._slow_link(_link_view(err=3.1e-3), None, 0.2, Sample(0.4), ref, evidence)
+    assert f.title == (
+        "Exposed communication is 40% of the step and the sync already runs at 80% of the "
+        "microbenchmark's speed: the link is the bottleneck, send fewer bytes"
+    )
+    big = rules.LARGER_BUCKET_MB
+    assert f.detail == (
+        "bf16 compression halves the bytes on the wire; its gradient error is measured by that "
+        "run (grad rel err); this run's own error is 3.10e-03. Other levers: optim=powersgd (far "
+        "fewer bytes; its gradient error and bytes are measured by the run), "
+        f"bucket={big} (fewer calls), or accumulate=4 (one sync per 4 micro-batches: ~150 ms "
+        "less exposed time per 4 micro-batches, at 4x the effective batch)."
+    )
+    assert f.evidence is evidence and f.impact == 0.4
+    assert (f.saving.seconds, f.saving.fraction, f.saving.lo, f.saving.hi) == (
+        0.1, pytest.approx(0.2), 0.0, pytest.approx(0.4),
+    )  # fmt: skip
+    assert f.recommends == {"optim": "bf16"}
+    assert f.fixes == [{"optim": "bf16"}, {"optim": "powersgd"}, {"bucket": big},
+                       {"accumulate": 4}]  # fmt: skip
+    # a flat sync: DDP first; as fast as the link's set rate: no percent
+    link = {"efficiency": 1.2, "reference": "link"}
+    f = rules._slow_link(_link_view(sync="flat"), None, 0.2, Sample(0.4), link, [])
+    assert f.title == (
+        "Exposed communication is 40% of the step and the sync already runs as fast as the link: "
+        "the link is the bottleneck, send fewer bytes"
+    )
+    assert f.detail.startswith(
+        "bf16 compression halves the bytes on the wire; its gradient error is measured by that "
+        "run (grad rel err). Other levers:"
+    )
+    assert f.recommends == {"sync": "ddp", "optim": "bf16"}
+    assert f.fixes == [{"sync": "ddp", "optim": "bf16"}, {"sync": "ddp"}]
+    at_one = {"efficiency": 1.0, "reference": "link"}
+    f = rules._slow_link(_link_view(), None, 0.2, Sample(0.4), at_one, [])
+    assert "already runs at 100% of the link's speed" in f.title
