@@ -771,3 +771,14 @@ def test_a_slow_link_finding_in_words_and_numbers():
     at_one = {"efficiency": 1.0, "reference": "link"}
     f = rules._slow_link(_link_view(), None, 0.2, Sample(0.4), at_one, [])
     assert "already runs at 100% of the link's speed" in f.title
+
+
+def test_the_step_s_evidence_from_throughput_or_the_step_median():
+    by_rate = rules._step_ev(NS(acc=True, step_sample=lambda: Sample(0.125, 0.12, 0.13, 0.95, 8,
+                                                                      "throughput")))  # fmt: skip
+    assert (by_rate.name, by_rate.value, by_rate.unit, by_rate.source) == (
+        "step (throughput)", 125.0, "ms", "result.throughput")  # fmt: skip
+    assert (by_rate.ci_lo, by_rate.ci_hi) == (pytest.approx(120.0), pytest.approx(130.0))
+    median = rules._step_ev(NS(acc=False, step=Sample(0.25, None, None, None, None, "steps")))
+    assert (median.name, median.value, median.unit, median.source, median.note) == (
+        "step time (median)", 250.0, "ms", "result.step_time_s", "no interval: steps")  # fmt: skip
