@@ -782,3 +782,12 @@ def test_the_step_s_evidence_from_throughput_or_the_step_median():
     median = rules._step_ev(NS(acc=False, step=Sample(0.25, None, None, None, None, "steps")))
     assert (median.name, median.value, median.unit, median.source, median.note) == (
         "step time (median)", 250.0, "ms", "result.step_time_s", "no interval: steps")  # fmt: skip
+
+
+def test_a_phase_a_rank_did_not_time_counts_as_zero():
+    # rank 1 timed only backward (left out under DDP): its ready work is 0; rank 0's is 0.16 s
+    v = _phases_view({0: {"data": 0.05, "h2d": 0.01, "forward": 0.1}, 1: {"backward": 0.3}})
+    s = rules._straggler_from_phases(v)
+    assert s.rank == 0 and s.by_s == pytest.approx(0.16)
+    assert s.parts_s == pytest.approx({"data": 0.05, "h2d": 0.01, "compute": 0.1})
+    assert [p.ready_s for p in s.per_rank] == [pytest.approx(0.16), 0.0]
