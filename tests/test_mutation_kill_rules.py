@@ -791,3 +791,23 @@ def test_a_phase_a_rank_did_not_time_counts_as_zero():
     assert s.rank == 0 and s.by_s == pytest.approx(0.16)
     assert s.parts_s == pytest.approx({"data": 0.05, "h2d": 0.01, "compute": 0.1})
     assert [p.ready_s for p in s.per_rank] == [pytest.approx(0.16), 0.0]
+
+
+def test_the_sync_path_s_saving_is_the_time_it_would_lose_at_the_reference_s_speed():
+    # a GPU run with DDP (larger buckets); the sync took 0.3 s where alone it takes 0.12 s: it
+    # would lose 0.18 s, at most the 0.1 s exposed; a sync already at its reference loses nothing
+    v = NS(gpu_like=True, train=NS(h2d=None, sync="ddp"), fraction=lambda s: s / 0.5,
+           command=lambda change, env=None: f"python train.py {change}")  # fmt: skip
+    ref = {"sync_s": 0.3, "achievable_s": 0.12, "efficiency": 0.4, "reference": "microbenchmark"}
+    assert rules._sync_path(v, None, 0.1, Sample(0.2), ref, []).saving.seconds == 0.1
+    assert rules._sync_path(v, None, 0.5, Sample(0.2), ref, []).saving.seconds == pytest.approx(
+        0.18
+    )
+    fast = {**ref, "sync_s": 0.1}
+    assert rules._sync_path(v, None, 0.5, Sample(0.2), fast, []).saving.seconds == 0.0
+
+
+def test_a_straggler_without_ddp_counts_a_backward_a_rank_did_not_time_as_zero():
+    v = _phases_view({0: {"forward": 0.1, "backward": 0.2}, 1: {"forward": 0.1}}, sync="manual")
+    s = rules._straggler_from_phases(v)
+    assert s.rank == 0 and s.by_s == pytest.approx(0.2)
