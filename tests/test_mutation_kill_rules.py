@@ -811,3 +811,27 @@ def test_a_straggler_without_ddp_counts_a_backward_a_rank_did_not_time_as_zero()
     v = _phases_view({0: {"forward": 0.1, "backward": 0.2}, 1: {"forward": 0.1}}, sync="manual")
     s = rules._straggler_from_phases(v)
     assert s.rank == 0 and s.by_s == pytest.approx(0.2)
+
+
+def test_the_sync_path_finding_in_words():
+    v = NS(gpu_like=True, train=NS(h2d=None, sync="flat"), fraction=lambda s: s / 0.5,
+           command=lambda change, env=None: f"python train.py {change}")  # fmt: skip
+    ref = {"sync_s": 0.3, "achievable_s": 0.12, "efficiency": 0.4, "reference": "microbenchmark"}
+    evidence = [rules.ev("x", 1.0, "", "s")]
+    f = rules._sync_path(v, None, 0.1, Sample(0.2), ref, evidence)
+    assert f.title == (
+        "Exposed communication is 20% of the step and the sync runs at 40% of the "
+        "microbenchmark's speed: the sync path is the problem, not the link"
+    )
+    assert f.detail == (
+        "sync=flat packs, all-reduces and unpacks after backward: no overlap, and two copies of "
+        "every gradient."
+    )
+    assert f.evidence is evidence and f.impact == 0.2 and f.recommends == {"sync": "ddp"}
+    overlapped = {**ref, "overlap_s": 0.05, "efficiency": 0.25}
+    f = rules._sync_path(v, None, 0.1, Sample(0.2), overlapped, evidence)
+    assert f.title == (
+        "Exposed communication is 20% of the step and the all-reduces spanned 4.0x their time in "
+        "the microbenchmark (waits for gradients included): the sync path, not the link, is the "
+        "likelier problem"
+    )
