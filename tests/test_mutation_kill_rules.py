@@ -835,3 +835,49 @@ def test_the_sync_path_finding_in_words():
         "the microbenchmark (waits for gradients included): the sync path, not the link, is the "
         "likelier problem"
     )
+
+
+def _cpu_sync_view(cpu_count, world_size, threads, accumulate=None):
+    return NS(gpu_like=False, train=NS(h2d=None, sync="ddp", accumulate=accumulate),
+              env=NS(cpu_count=cpu_count, hostnames=["a"]), world_size=world_size,
+              works=lambda: [NS(torch_threads=threads)], fraction=lambda s: s / 0.5,
+              command=lambda change, env=None: f"{change} {env}")  # fmt: skip
+
+
+def test_the_sync_path_on_cpu_fewer_threads_or_fewer_syncs():
+    ref = {"sync_s": 0.3, "achievable_s": 0.12, "efficiency": 0.4, "reference": "microbenchmark"}
+
+    def fix(v):
+        f = rules._sync_path(v, None, 0.1, Sample(0.2), ref, [])
+        return f.recommends, f.command, f.detail
+
+    # 8 cores, 3 ranks on the host: 2 threads each (8 // 3); 3 threads per rank do not fit
+    change, command, detail = fix(_cpu_sync_view(8, 3, 3))
+    assert change == {} and command == "{} {'OMP_NUM_THREADS': 2}"
+    assert detail == (
+        "on CPU the all-reduce's gloo threads compete with the compute threads of every rank on "
+        "the host; 2 intra-op thread(s) per rank leaves the cores to share rather than to fight "
+        "over."
+    )
+    # no core count: 1 core, so 1 thread for the one rank
+    assert fix(_cpu_sync_view(None, 1, 2))[1] == "{} {'OMP_NUM_THREADS': 1}"
+    # 2 threads fit 2 cores per rank: fewer syncs instead, accumulate twice the run's 3
+    change, command, detail = fix(_cpu_sync_view(4, 2, 2, accumulate=3))
+    assert change == {"accumulate": 6} and command == "{'accumulate': 6} None"
+    assert detail == (
+        "on CPU the all-reduce's gloo threads compete with the compute threads of every rank on "
+        "the host, and 2 intra-op thread(s) per rank already fit the cores; accumulate=6 syncs "
+        "once per 6 micro-batches (DDP's no_sync), so the cores go to compute (the gloo thread's "
+        "reply)."
+    )
+    assert fix(_cpu_sync_view(4, 2, 2))[0] == {"accumulate": 4}  # at least 4
+    # a GPU run with DDP: larger buckets
+    gpu = NS(gpu_like=True, train=NS(h2d=None, sync="ddp"), fraction=lambda s: s / 0.5,
+             command=lambda change, env=None: f"{change} {env}")  # fmt: skip
+    change, command, detail = fix(gpu)
+    big = rules.LARGER_BUCKET_MB
+    assert change == {"bucket": big} and command == f"{{'bucket': {big}}} None"
+    assert detail == (
+        f"DDP's calls run slower than alone: fewer, larger buckets (bucket={big}: 4x DDP's "
+        f"{rules.DDP_BUCKET_MB} MiB) cut per-call overhead."
+    )
