@@ -881,3 +881,38 @@ def test_the_sync_path_on_cpu_fewer_threads_or_fewer_syncs():
         f"DDP's calls run slower than alone: fewer, larger buckets (bucket={big}: 4x DDP's "
         f"{rules.DDP_BUCKET_MB} MiB) cut per-call overhead."
     )
+
+
+def test_a_lag_the_scheduler_can_explain(monkeypatch):
+    # a straggler 0.1 s late (SAME_CPU = 0.5: half of it is 0.05 s); the counters scripted
+    from diagnosis.view import OTHER_LOAD
+
+    assert rules.SAME_CPU == 0.5
+
+    def waited(busy=True, other=None, reach=None, low=0.1, cpu=None, queue=None, mostly="data"):
+        counters = {"cpu_s": cpu, "runqueue_s": queue}
+        monkeypatch.setattr(rules, "_core_wait_per_step", lambda v: reach)
+        monkeypatch.setattr(rules, "_lag_low", lambda s: low)
+        monkeypatch.setattr(
+            rules, "_extra_per_step", lambda v, rank, key: counters[key] if rank == 1 else None
+        )
+        v = NS(contention=lambda: NS() if busy else None, other_load=lambda: other)
+        return rules._waited_for_a_core(v, NS(rank=1, by_s=0.1, mostly=mostly))
+
+    # a loop thread's wait of 0.05 s covers half the lag's lower end; no more CPU time: the
+    # scheduler's
+    assert waited(reach=0.05) is True
+    assert waited(reach=0.0499) is False
+    assert waited(reach=0.05, low=0.2) is False
+    assert waited(reach=0.05, cpu=0.0499) is True
+    assert waited(reach=0.05, cpu=0.05) is False  # it did half its lag in extra CPU time
+    # the run queue's extra wait says it directly
+    assert waited(queue=0.05) is True and waited(queue=0.0499) is False
+    assert waited(reach=0.01, queue=0.05) is True
+    # no counters: only a compute lag, with no extra CPU time (or none measured on an idle host)
+    assert waited(mostly=None, cpu=0.0499) is True
+    assert waited(mostly="compute", cpu=0.05) is False
+    assert waited(mostly="compute") is False  # busy, nothing measured
+    assert waited(busy=False, other=OTHER_LOAD + 0.01, mostly="compute") is True
+    assert waited(busy=False, other=OTHER_LOAD, mostly="compute") is False  # not loaded enough
+    assert waited(busy=False, other=None, reach=1.0) is False
