@@ -916,3 +916,15 @@ def test_a_lag_the_scheduler_can_explain(monkeypatch):
     assert waited(busy=False, other=OTHER_LOAD + 0.01, mostly="compute") is True
     assert waited(busy=False, other=OTHER_LOAD, mostly="compute") is False  # not loaded enough
     assert waited(busy=False, other=None, reach=1.0) is False
+
+
+def test_evidence_not_in_the_record():
+    for make, unit in ((rules.ev_ms, "ms"), (rules.ev_pct, "%")):
+        e = make("exposed", None, "result.comm.exposed_s")
+        assert (e.name, e.value, e.unit, e.ci_lo, e.ci_hi, e.source, e.note) == (
+            "exposed", None, unit, None, None, "result.comm.exposed_s", "not in the record",
+        )  # fmt: skip
+    e = rules.ev("calls", None, "", "result.comm.collectives_per_step")
+    assert (e.value, e.note) == (None, "not in the record")
+    e = rules.ev("calls", 3, "", "result.comm.collectives_per_step")
+    assert e.note == "no interval: one figure"
