@@ -928,3 +928,29 @@ def test_evidence_not_in_the_record():
     assert (e.value, e.note) == (None, "not in the record")
     e = rules.ev("calls", 3, "", "result.comm.collectives_per_step")
     assert e.note == "no interval: one figure"
+
+
+def test_the_noise_rule_s_drift_evidence_and_a_run_without_a_step_count():
+    from base.record_types import SteadyState
+
+    v = _NoiseView(40)
+    hidden = [_finding(0.05, "straggler")]
+    steady = SteadyState(steady=False, drift=0.034, p_value=0.0123)
+    f = rules.noise_rule(v, _noise(n=40, steady=steady, reasons=["drift"]), hidden)
+    assert len(f.evidence) == 2
+    e = f.evidence[1]
+    assert (e.name, e.value, e.unit, e.source, e.note) == (
+        "drift, last third vs first third of the window", pytest.approx(3.4), "%",
+        "result.steady", "p=0.012",
+    )  # fmt: skip
+    no_p = SteadyState(steady=False, drift=-0.02)
+    e = rules.noise_rule(v, _noise(n=40, steady=no_p, reasons=["d"]), hidden).evidence[1]
+    assert e.value == pytest.approx(-2.0) and e.note == "no interval: one figure"
+    no_drift = SteadyState(steady=True)
+    assert (
+        len(rules.noise_rule(v, _noise(n=40, steady=no_drift, reasons=["d"]), hidden).evidence) == 1
+    )
+    # no step count anywhere: one step; +-50% -> 1 x (0.5 / 0.05)^2 = 100 steps
+    v.train.steps = None
+    f = rules.noise_rule(v, _noise(n=None, rel_halfwidth=0.5, reasons=["r"]), hidden)
+    assert f.recommends == {"steps": 100}
