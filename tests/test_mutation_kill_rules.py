@@ -954,3 +954,31 @@ def test_the_noise_rule_s_drift_evidence_and_a_run_without_a_step_count():
     v.train.steps = None
     f = rules.noise_rule(v, _noise(n=None, rel_halfwidth=0.5, reasons=["r"]), hidden)
     assert f.recommends == {"steps": 100}
+
+
+def test_a_rule_is_registered_with_the_tasks_it_reads(monkeypatch):
+    def check(v):
+        return None
+
+    registered = []
+    monkeypatch.setattr(rules, "RULES", registered)
+    assert rules.reads("train", "grad_sync")(check) is check
+    assert rules.reads()(check) is check
+    assert registered == [rules.Rule(check, ("train", "grad_sync")), rules.Rule(check, None)]
+    assert rules.rules_for("grad_sync") == [check, check] and rules.rules_for("pair_groups") == [
+        check
+    ]
+
+
+def test_a_finding_carries_its_template_s_pool():
+    v = NS(command=lambda change, env=None: "python train.py")
+    f = rules.EXPOSED_UNEXPLAINED.finding(
+        v, title="t", detail="d", evidence=[], saving=None, impact=0.1
+    )
+    assert f.pool == "exposed" and f.rule == "exposed_comm.unexplained"
+    assert (
+        rules.EXPOSED_UNCLEAR.finding(
+            v, title="t", detail="d", evidence=[], saving=None, impact=0.1
+        ).pool
+        == ""
+    )
