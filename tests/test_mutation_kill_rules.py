@@ -982,3 +982,30 @@ def test_a_finding_carries_its_template_s_pool():
         ).pool
         == ""
     )
+
+
+def test_the_titles_percentages_at_90():
+    # 90% exposed, a sync at 90% of its reference: a factor 1.01 off would print 91%
+    cmd = lambda change, env=None: "python train.py"  # noqa: E731
+    share = Sample(0.9)
+    ref = {"efficiency": 0.9, "efficiency_ci_lo": 0.9, "efficiency_ci_hi": 0.9,
+           "reference": "microbenchmark", "sync_s": 0.3, "achievable_s": 0.27}  # fmt: skip
+    unclear = rules._cause_unclear(NS(config={}, command=cmd), share, ref, [])
+    assert unclear.title.startswith("Exposed communication is 90% of the step; the comm ")
+    assert "interval [90, 90]% straddles" in unclear.title
+    unconfirmed = rules._exposed_unconfirmed(NS(reference=None, command=cmd), Sample(0.5, n=1),
+                                             share, [])  # fmt: skip
+    assert unconfirmed.title.startswith("Exposed communication was 90% of the step in 1 probe")
+    link = rules._slow_link(_link_view(), None, 0.2, share, ref, [])
+    assert link.title.startswith(
+        "Exposed communication is 90% of the step and the sync already runs at 90% of the "
+    )
+    gpu = NS(gpu_like=True, train=NS(h2d=None, sync="ddp"), fraction=lambda s: s, command=cmd)
+    path = rules._sync_path(gpu, None, 0.2, share, ref, [])
+    assert path.title.startswith(
+        "Exposed communication is 90% of the step and the sync runs at 90% of the microbenchmark"
+    )
+    spanned = rules._sync_path(gpu, None, 0.2, share, {**ref, "overlap_s": 0.1}, [])
+    assert spanned.title.startswith(
+        "Exposed communication is 90% of the step and the all-reduces spanned 1.1x their time"
+    )
