@@ -14,6 +14,7 @@ grep -rh "regenerate with" results/tables --include=report.md | sed 's/.*regener
 python -m diagnosis.benchmark --table results/diagnosis_benchmark > /dev/null || [ $? = 1 ]  # 1: a goal missed
 python -m diagnosis.benchmark --table results/diagnosis_benchmark_script > /dev/null || [ $? = 1 ]  # 1: a goal missed
 python -m tasks.script.cost --table results/script_cost
+python -m diagnosis.hiccup_power > /dev/null
 python -m tasks.script.cost --table results/script_cost/vgg11_224
 python -m whatif results/runs/vgg11_accumulate/0 --sweep bucket=25,100,2000 optim=none,bf16,powersgd \
   --out results/whatif/vgg11_accumulate_0 --samples 2000 > /dev/null

@@ -219,6 +219,7 @@ def test_a_flat_fit_takes_the_draws_that_resolve_the_bandwidth():
 # A copy of the benchmark's 2026-11-28 run (results/diagnosis_benchmark, under load ~1.8): its
 # busy_host runs, straggler_data_r0's and the healthy (sync=ddp) runs that measured their fixes.
 BENCH_1128 = Path(__file__).resolve().parent / "fixtures" / "benchmark_2026-11-28"
+BENCH_1207 = Path(__file__).resolve().parent / "fixtures" / "benchmark_2026-12-07"
 
 
 def _rows_1128(names: tuple[str, ...]) -> dict[str, dict]:
@@ -226,29 +227,37 @@ def _rows_1128(names: tuple[str, ...]) -> dict[str, dict]:
     return {r["case"]: r for r in table(BENCH_1128, chosen, 0.1, rescore=True)["rows"]}
 
 
-def test_busy_hosts_estimate_leaves_the_waiting_rank_out_of_its_competitors():
-    """busy_host priced a rank's wait for a core by the other processes' share of the whole busy
-    host, counting the waiting rank among its own competitors: 15-18% against the 26-28% a run of
-    the fix measured (-13, -8, -8 points). A thread never queues behind itself: the others' share of
-    the busy host less the rank's own CPU, per rank, from the record's counters, by hand here."""
-    rows = _rows_1128(("busy_host", "healthy"))["busy_host"]
-    assert rows["tops"] == ["busy_host"] * 3
-    assert all(abs(e) <= 0.08 for e in rows["errors"]), rows["errors"]
-    assert sum(abs(e) <= 0.05 for e in rows["errors"]) >= 2, rows["errors"]
-    assert all(rows["holds"]) and all(w <= 0.20 for w in rows["widths"]), rows
-    rec = json.loads((BENCH_1128 / "busy" / "1" / "run_record.json").read_text())
+def test_busy_hosts_estimate_is_the_loop_threads_whole_wait_for_a_core():
+    """busy_host priced a rank's wait for a core by the others' share of the CPU it queued behind
+    (60-66% of it): -18, -12, -18 points against the fix run in the same sweep, interleaved
+    (2026-12-07, fault.busy_cores=1,0; a copy in tests/fixtures/benchmark_2026-12-07/busy). Those
+    fix runs show the loop thread waiting 0.5-1.1 ms a step without the spinner against 5.6-6.6
+    with it: nearly all its wait is the spinner's. The estimate is the whole wait, median over
+    ranks (by hand here), the range's top the ranks given the CPU the others took."""
+    chosen = [c for c in cases() if c.name == "busy_host"]
+    rows = {r["case"]: r for r in table(BENCH_1207, chosen, 0.1, rescore=True)["rows"]}
+    row = rows["busy_host"]
+    assert row["tops"] == ["busy_host"] * 3
+    assert all(abs(e) <= 0.07 for e in row["errors"]), row["errors"]
+    assert sum(abs(e) <= 0.05 for e in row["errors"]) >= 2, row["errors"]
+    assert sum(row["holds"]) >= 2 and all(w <= 0.20 for w in row["widths"]), row
+    rec = json.loads((BENCH_1207 / "busy" / "0" / "run_record.json").read_text())
     works = [p["work"] for p in rec["result"]["per_rank"]]
     cores = rec["env"]["cpu_count"]
     wall = max(w["wall_s"] for w in works)
-    busy = works[0]["host_busy"]
-    other = busy - sum(w["cpu_s"] for w in works) / (cores * wall)
-    cost = sorted(
-        w["main_runqueue_s"] / w["steps"] * other / (busy - w["cpu_s"] / (cores * w["wall_s"]))
-        for w in works
-    )
+    own = sum(w["cpu_s"] for w in works) / (cores * wall)
+    other = works[0]["host_busy"] - own
+    waits = sorted(w["main_runqueue_s"] / w["steps"] for w in works)
     top = named(diagnose(rec))[0]
     assert top["rule"] == "busy_host"
-    assert top["saving"]["seconds"] == pytest.approx((cost[0] + cost[1]) / 2, rel=1e-6)
+    s = top["saving"]
+    assert s["seconds"] == pytest.approx((waits[0] + waits[1]) / 2, rel=1e-6)
+    assert s["lo"] == pytest.approx(s["fraction"], rel=1e-9)
+    assert s["hi"] == pytest.approx(min(other / (own + other), 1 - own), rel=1e-6)
+    # the 2026-11-28 runs measured their fix in another sweep, minutes away (Welch): 27% [17, 35]
+    # against 38% estimated; kept as they score, not tuned to
+    old = _rows_1128(("busy_host", "healthy"))["busy_host"]
+    assert old["tops"] == ["busy_host"] * 3 and all(e <= 0.12 for e in old["errors"]), old
 
 
 def test_a_stragglers_interval_holds_a_separate_run_of_the_fix():
@@ -335,7 +344,6 @@ def test_the_short_step_scatter_is_what_the_committed_loopback_records_give():
 # ------------------------------------ 2026-12-07: the quiet run's healthy false finding (issue 37)
 # A copy of results/diagnosis_benchmark's healthy base/4 record of the quiet rerun committed at
 # 0a13ec6 (12:27-12:41 UTC, load 0.5-1.8): sync=ddp, vgg11_tiny, loopback, nothing injected.
-BENCH_1207 = Path(__file__).resolve().parent / "fixtures" / "benchmark_2026-12-07"
 
 
 def test_a_probe_the_window_contradicts_names_nothing_on_a_healthy_run():

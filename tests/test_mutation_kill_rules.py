@@ -1,7 +1,7 @@
 """diagnosis/rules.py (issue 36: a module the mutation run covers): the arithmetic the rules'
 printed figures rest on, each checked on hand-made inputs against the number worked out here by
 another route (the closed form written out, or counted by hand): DDP's default bucket count, the
-hiccup's spike cut and period lattice, the other processes' share of a busy host, the after-fix
+hiccup's spike cut and period lattice, the after-fix
 scatter of a straggler's saving, the lag's lower end, the per-step counters beyond the other
 ranks', the straggler read from phase medians, a rank's series split, and the evidence lines'
 units."""
@@ -70,17 +70,6 @@ def test_a_period_needs_three_on_the_lattice_and_at_most_one_exception():
 def test_a_period_prefers_the_lattice_holding_more_spikes():
     # p=2 holds 0,2,4,6,8 (one extra at 5); p=3 holds only 0,3,6 (two off): 2 wins
     assert rules._period([0, 2, 4, 5, 6, 8], 10) == (2, [5], [])
-
-
-def test_the_other_processes_part_of_a_busy_host():
-    w = NS(cpu_s=2.0, wall_s=10.0)  # 2 CPU-seconds over 10 s on 4 cores: own share 0.05
-    assert rules._others_part(0.45, 0.95, w, 4) == pytest.approx(0.45 / 0.90)
-    assert rules._others_part(0.9, 0.5, w, 4) == 1.0  # capped
-    assert rules._others_part(0.3, 0.05, w, 4) == 0.0  # nothing left beyond its own
-    no_cpu = NS(cpu_s=None, wall_s=10.0)
-    assert rules._others_part(0.2, 0.8, no_cpu, 4) == pytest.approx(0.25)
-    no_wall = NS(cpu_s=2.0, wall_s=0.0)
-    assert rules._others_part(0.2, 0.8, no_wall, 4) == pytest.approx(0.25)
 
 
 def test_the_after_fix_scatter_is_a_log_normal_95_percent_range():

@@ -1,0 +1,144 @@
+"""The hiccup rule against the noise of the same run (diagnosis.rules._beyond_noise, issue 37): two
+scheduler-sized jumps on one rank were named "a stall every 14 steps" on healthy runs, and a stall
+on every 3rd step hid by inflating the rank's own spread. Each case is hand-made, its answer worked
+out here; the chance is checked against scipy's own Mann-Whitney test."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from types import SimpleNamespace as NS
+
+import pytest
+from scipy.stats import mannwhitneyu
+
+from diagnosis import hiccup_power, rules
+
+SYNC = 0.02
+
+
+def _jitter(n, seed):
+    # +-2 ms of noise around a 100 ms step, drawn: no period, no two steps alike
+    rng = random.Random(seed)
+    return [0.1 + rng.uniform(-0.002, 0.002) for _ in range(n)]
+
+
+def _rank(rank, steps):
+    n = len(steps)
+    phases = {"sync": [SYNC] * n}
+    return NS(rank=rank, host=None, series=NS(step_time_s=steps, phases=NS(to_dict=lambda: phases)))
+
+
+def _view(*ranks):
+    return NS(
+        world_size=len(ranks),
+        train=NS(per_rank=list(ranks), warmup_steps=0),
+        fraction=lambda s: None if s is None else s / 0.1,
+        command=lambda *a: "python train.py x=1",
+    )
+
+
+def _said(f, rank, every):
+    """The title's rank, stall (ms) and how often, as the rule wrote them."""
+    m = re.match(rf"Rank {rank} stalls (\d+) ms (.+?) in ", f.title)
+    assert m and m.group(2) == every, f.title
+    return int(m.group(1))
+
+
+def _add(steps, at, extra):
+    return [s + (extra if i in at else 0.0) for i, s in enumerate(steps)]
+
+
+def test_two_jumps_the_other_rank_matches_are_noise_not_a_stall():
+    # rank 1: +30 ms on steps 0 and 14 of 20 (the whole of their lattice in the window); rank 0
+    # jumps +20 ms once: its noise reaches 20 ms, so 30 ms is not 2x beyond it. The rule before
+    # named "Rank 1 stalls 30 ms every 14 steps"
+    r0 = _add(_jitter(20, 0), {7}, 0.02)
+    r1 = _add(_jitter(20, 1), {0, 14}, 0.03)
+    assert rules.hiccup(_view(_rank(0, r0), _rank(1, r1))) is None
+    # the same two stalls against a quiet rank 0: beyond its noise, named with the period
+    f = rules.hiccup(_view(_rank(0, _jitter(20, 0)), _rank(1, r1)))
+    assert _said(f, 1, "every 14 steps") == pytest.approx(30, abs=3)
+
+
+def test_two_big_jumps_that_are_not_a_whole_lattice_are_not_a_pattern():
+    # +300 ms on steps 30 and 31 of 100: a burst; on steps 40 and 50 of 100 the lattice's other
+    # steps (0, 10, ..., 90) held no stall: neither is a period, and two are too few otherwise
+    quiet = _jitter(100, 0)
+    for at in ({30, 31}, {40, 50}):
+        assert (
+            rules.hiccup(_view(_rank(0, quiet), _rank(1, _add(_jitter(100, 1), at, 0.3)))) is None
+        )
+    # three irregular ones are: "on 3 of 100 steps"
+    three = _add(_jitter(100, 1), {30, 31, 77}, 0.3)
+    f = rules.hiccup(_view(_rank(0, quiet), _rank(1, three)))
+    assert _said(f, 1, "on 3 of 100 steps") == pytest.approx(300, abs=3)
+    assert rules._whole_lattice([4, 14], 20) and not rules._whole_lattice([4, 14], 25)
+    assert not rules._whole_lattice([3, 4], 5)  # consecutive: a burst
+    assert not rules._whole_lattice([9, 14], 20)  # step 4 of its lattice is in the window
+
+
+def test_a_frequent_small_stall_is_found_on_its_lattice_with_its_chance():
+    # rank 1: +30 ms on every 3rd step from 1 (7 of 21 steps); rank 0 once rose 200 ms (a noise
+    # envelope no 30 ms stall clears 2x), so only the lattice test can see it
+    n = 21
+    r0 = _add(_jitter(n, 0), {5}, 0.2)
+    stalled = set(range(1, n, 3))
+    r1 = _add(_jitter(n, 1), stalled, 0.03)
+    f = rules.hiccup(_view(_rank(0, r0), _rank(1, r1)))
+    assert _said(f, 1, "every 3 steps") == pytest.approx(30, abs=3)
+    ready = [s - SYNC for s in r1]
+    on = [x for i, x in enumerate(ready) if i in stalled]
+    off = [x for i, x in enumerate(ready) if i not in stalled]
+    p = mannwhitneyu(on, off, alternative="greater", method="asymptotic").pvalue
+    tried = sum(
+        1 for q in range(2, n // 3 + 1) for r in range(q) if len(range(r, n, q)) >= 3
+    )  # p = 2..7: 2 + 3 + 4 + 5 + 6 + 7 lattices
+    assert tried == 27
+    ev = {e.name: e for e in f.evidence}
+    assert ev["the other ranks' largest excursion"].value == pytest.approx(200, abs=3)
+    assert ev["the other ranks' largest excursion"].note.endswith(
+        f"its spikes on that lattice by chance: p = {p * tried:.2g} (Bonferroni)"
+    )
+    assert ev["its stall (median over the spikes)"].value == pytest.approx(30, abs=3)
+
+
+def test_a_stall_every_rank_makes_on_the_lattice_is_the_jobs():
+    n = 21
+    stalled = set(range(1, n, 3))
+    r0 = _add(_jitter(n, 0), stalled, 0.03)
+    r1 = _add(_jitter(n, 1), stalled, 0.03)
+    assert rules.hiccup(_view(_rank(0, r0), _rank(1, r1))) is None
+
+
+def test_a_noise_spike_beside_big_stalls_is_dropped_from_them():
+    # rank 0: +300 ms every 5 steps from 2 of 20, and one +30 ms jump on step 4; rank 1's noise
+    # reaches 20 ms: 30 ms is within 2x of it, 300 ms is not: the period is named clean
+    r0 = _add(_add(_jitter(20, 0), {2, 7, 12, 17}, 0.3), {4}, 0.03)
+    r1 = _add(_jitter(20, 1), {9}, 0.02)
+    f = rules.hiccup(_view(_rank(0, r0), _rank(1, r1)))
+    assert _said(f, 0, "every 5 steps") == pytest.approx(300, abs=3)
+    note = next(e.note for e in f.evidence if e.name.startswith("its stall"))
+    assert note.startswith("steps 3, 8, 13, 18, against")
+
+
+def test_the_power_table_finds_a_known_stall_on_a_real_healthy_run(tmp_path, monkeypatch):
+    # the committed healthy script run (no stall; 20 steps, 2 ranks): no finding as it is, and a
+    # stall of 4x the median step every 5 steps found on each rank at each of the 5 phases
+    monkeypatch.setattr(hiccup_power, "SHARES", (0.0, 4.0))
+    monkeypatch.setattr(hiccup_power, "PERIODS", (5,))
+    base = hiccup_power.ROOT / "tests/fixtures/script_healthy_2026-11-28"
+    assert hiccup_power.main(["--out", str(tmp_path), str(base)]) == 0
+    res = json.loads((tmp_path / "power.json").read_text())
+    assert res["false"] == {"named": 0, "n": 1} and res["steps"] == [20]
+    none, big = res["rows"]
+    assert none["5"] == {"found": 0, "right": 0, "n": 10}  # a stall of 0: nothing to find
+    assert big["5"] == {"found": 10, "right": 10, "n": 10}
+    text = (tmp_path / "power.md").read_text()
+    assert "| 20 | 1 | 400% | 10/10 (100%) / 10 |" in text
+
+
+def test_the_power_table_without_records_is_one_line_and_exit_2(tmp_path, capsys):
+    assert hiccup_power.main(["--out", str(tmp_path / "o"), str(tmp_path)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
