@@ -631,3 +631,142 @@ def test_planned_sweeps_count_what_the_plan_s_rounds_show(monkeypatch):
         "hits": 2, "rows_judged": 4, "false": 2, "called": 2, "effect_total": 2,
         "runs": [2, 2], "steps": [5, 5], "seconds": [30.0, 30.0], "reached": ["target", "target"],
     }  # fmt: skip
+
+
+def test_the_simulations_draw_from_the_rng_they_are_given(monkeypatch):
+    # every simulation passes its own generator on, and a run's offset is added to its log steps:
+    # with steps all 1 s, run r's log throughput is -offset_r (log n - log(n e^o))
+    rng = np.random.default_rng(7)
+    seen = []
+
+    def series(r, shape, n, phi, sigma=cal.SIGMA, stall=0.0, drift=0.0):
+        seen.append(r)
+        return np.zeros((*shape, n))
+
+    monkeypatch.setattr(cal, "series", series)
+    monkeypatch.setattr(cal, "true_log_rate", lambda *a, **k: 0.0)
+    levels = []
+    monkeypatch.setattr(
+        cal, "run_level", lambda v: levels.append(list(v)) or {"ci_lo": 0, "ci_hi": 2}
+    )
+    cal.repeats_coverage(rng, 2, 3, 0.05)
+    replica = np.random.default_rng(7)
+    replica.integers(1 << 30)
+    offsets = replica.normal(0, 0.05, (2, 3, 1))[..., 0]
+    assert np.allclose(levels, -offsets) and seen == [rng]
+    monkeypatch.setattr(cal, "steady_state", lambda row: {"steady": True})
+    cal.drift_alarms(rng, 2, 0.5)
+    monkeypatch.setattr(cal, "sentinel", lambda d: None)
+    cal.sentinel_alarms(rng, 2)
+    monkeypatch.setattr(cal, "batch_rate", lambda t, w: {"ci_lo": 0.0, "ci_hi": 2.0, "log_se": 0.1})
+    monkeypatch.setattr(cal, "batch_median", lambda t: {"ci_lo": 0.0, "ci_hi": 2.0})
+    cal.within_coverage(rng, 2, 0.5, n=10)
+    cal.within_coverage(rng, 2, 0.5, adaptive=True)
+    monkeypatch.setattr(cal, "family_verdicts", lambda t, b, noise: [{"verdict": "x"}] * len(t))
+    cal.sweep(rng, 1, 1, 2, 0.0)
+    assert seen == [rng] * 6
+
+
+def test_the_planned_sweeps_rounds_their_offsets_and_the_truth_at_an_edge(monkeypatch):
+    # final rounds: steps all 1 s plus each run's offset: log throughput -offset; the identical
+    # row's interval [1, 1] covers its truth exactly (exp 0 = 1); a faster call on the true row is
+    # not a false one, a slower on the identical row is
+    monkeypatch.setattr(cal, "series", lambda r, shape, n, phi: np.zeros((*shape, n)))
+    monkeypatch.setattr(cal, "batch_rate", lambda t, w: {"log_se": 0.01})
+    monkeypatch.setattr(cal, "plan", lambda *a, **k: {"runs": 2, "steps": 5, "seconds": 30.0,
+                                                       "reached": "target"})  # fmt: skip
+    tables, judged = [], []
+    verdicts = iter([["faster", "equivalent"], ["faster", "slower"]])
+
+    def family(table, base, noise):
+        tables.append(table)
+        judged.append((base, noise))
+        a, b = next(verdicts)
+        return [{"verdict": "base"}, {"verdict": a, "ci_lo": 2.0, "ci_hi": 3.0},
+                {"verdict": b, "ci_lo": 1.0, "ci_hi": 1.0}]  # fmt: skip
+
+    monkeypatch.setattr(cal, "family_verdicts", family)
+    rng = np.random.default_rng(5)
+    out = cal.planned_sweeps(rng, 2, 2, 0.03, effect=0.1)
+    replica = np.random.default_rng(5)
+    pilot = replica.normal(0, 0.03, (3, 3, 1))  # the pilot's offsets come first
+    final = replica.normal(0, 0.03, (3, 2, 1))[..., 0]
+    truth = np.array([0.0, math.log(1.1), 0.0])[:, None]
+    assert np.allclose([r.logs for r in tables[0]], -final + truth)
+    assert pilot.shape == (3, 3, 1) and judged == [(0, 0.02)] * 2
+    assert (out["hits"], out["rows_judged"], out["false"], out["called"]) == (2, 4, 1, 2)
+
+
+def test_the_adaptive_window_asks_the_tool_s_own_stopping_rule(monkeypatch):
+    asked = []
+
+    def should_stop(times, rel_ci, min_steps, max_steps, time_cap, extra):
+        asked.append((len(times), rel_ci, min_steps, max_steps, time_cap, extra))
+        return len(times) == 7, None
+
+    monkeypatch.setattr(cal, "adaptive_should_stop", should_stop)
+    assert cal.adaptive_steps(np.zeros(20), 0.03, 5, 9) == 7
+    assert asked == [(5, 0.03, 5, 9, 0.0, None), (6, 0.03, 5, 9, 0.0, None),
+                     (7, 0.03, 5, 9, 0.0, None)]  # fmt: skip
+    asked.clear()
+    monkeypatch.setattr(cal, "adaptive_should_stop", lambda t, *a: (len(t) == 9, None))
+    assert cal.adaptive_steps(np.zeros(20), 0.03, 5, 9) == 9  # the last step it may take
+    monkeypatch.setattr(cal, "adaptive_should_stop", lambda t, *a: (False, None))
+    assert cal.adaptive_steps(np.zeros(20), 0.03, 5, 9) == 9
+
+
+def test_the_command_s_help_time_and_words(monkeypatch, capsys):
+    with pytest.raises(SystemExit):
+        cal.main(["--help"])
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m stats.calibrate ")
+    words = " ".join(out.split())
+    for said in (
+        "Calibration suite: simulated step series with a known truth, judged by the project's own "
+        "functions.",
+        "simulated runs or sweeps per scenario (default 2000)",
+        "scenarios whose name contains one of these words",
+        "the pytest subset only",
+    ):
+        assert said in words
+    ok = cal.Result("a", "m", 38, 40, (0.93, 0.97), "95%")
+    monkeypatch.setattr(cal, "run", lambda *a: [ok])
+    clock = iter([1000.0, 1003.4])
+    monkeypatch.setattr(cal.time, "time", lambda: next(clock))
+    monkeypatch.setattr(cal.sys, "argv", ["calibrate", "--seed", "4", "--fast"])
+    assert cal.main(None) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("1 rows, 0 miss a bound; 3 s on ")
+    assert last.endswith("command: python -m stats.calibrate --seed 4 --fast")
+
+
+def test_the_suite_s_default_sims(monkeypatch):
+    sims = []
+    monkeypatch.setattr(
+        cal, "scenarios", lambda: [cal.Scenario("a", lambda r, n: sims.append(n) or [])]
+    )
+    cal.run()
+    assert sims == [2000]
+
+
+def test_repeats_auto_s_machine_time_in_minutes(monkeypatch):
+    planned = {
+        **_planned(),
+        "seconds": [2940.0, 3000.0, 2940.0, 3000.0],
+    }  # median 2970 s = 49.5 min
+    monkeypatch.setattr(cal, "planned_sweeps", lambda *a, **k: planned)
+    assert "machine time median 50 min at" in cal.auto_results("rng", 4, 0.02)[0].note
+    assert "machine time median 50 min at" in cal.plan_results("rng", 4, 7, 0.02)[0].note
+
+
+def test_a_sweep_of_rows_that_saw_no_verdict_at_all(monkeypatch):
+    monkeypatch.setattr(cal, "sweep", lambda *a: [_v("no verdict", "no verdict")] * 2)
+    per_row, per_sweep = cal.false_verdicts("rng", 2, 2, 1, 0.0)
+    assert per_sweep.refused is True and per_row.refused is True
+    assert (
+        per_sweep.note == "no verdict printed: one run per side cannot see the spread between runs"
+    )
+    monkeypatch.setattr(
+        cal, "sweep", lambda *a: [_v("equivalent", "equivalent"), _v("faster", "equivalent")]
+    )
+    assert cal.false_verdicts("rng", 2, 2, 3, 0.0)[1].hits == 1  # only the sweep with a faster
