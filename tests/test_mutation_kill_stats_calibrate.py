@@ -770,3 +770,132 @@ def test_a_sweep_of_rows_that_saw_no_verdict_at_all(monkeypatch):
         cal, "sweep", lambda *a: [_v("equivalent", "equivalent"), _v("faster", "equivalent")]
     )
     assert cal.false_verdicts("rng", 2, 2, 3, 0.0)[1].hits == 1  # only the sweep with a faster
+
+
+def test_the_series_is_the_ar1_recursion_of_its_draws():
+    # x_0 ~ N(0, sigma), x_t = phi x_(t-1) + e_t with e ~ N(0, sigma sqrt(1 - phi^2)): the same
+    # draws, the recursion written out here
+    phi, sigma = 0.6, 0.05
+    x = cal.series(np.random.default_rng(11), (3,), 5, phi, sigma=sigma)
+    r = np.random.default_rng(11)
+    e = r.normal(0.0, sigma * math.sqrt(1 - phi * phi), (3, 5))
+    want = np.empty((3, 5))
+    want[:, 0] = r.normal(0.0, sigma, (3,))
+    for t in range(1, 5):
+        want[:, t] = phi * want[:, t - 1] + e[:, t]
+    assert np.allclose(x, want, rtol=0, atol=1e-15)
+
+
+def test_the_true_rate_is_seeded_with_its_defaults_and_counts_stalls():
+    a = cal.true_log_rate(0.5, 2, sims=500, seed=3)
+    assert a == cal.true_log_rate(0.5, 2, sims=500, seed=3)  # the seed, not fresh entropy
+    assert cal.true_log_rate(0.0, 1, seed=4) == cal.true_log_rate(0.0, 1, sims=40000, seed=4)
+    assert cal.true_log_rate(0.0, 1, sims=100) == cal.true_log_rate(0.0, 1, sims=100, seed=0)
+    # one step, no spread, a stall (twice as long) half the time: mean log rate -log(2) / 2
+    stalled = cal.true_log_rate(0.0, 1, sigma=1e-9, stall=0.5, sims=20000)
+    assert stalled == pytest.approx(-math.log(2) / 2, abs=0.01)
+
+
+def test_the_typical_step_where_the_stalls_overlap():
+    # sigma 0.5, 45% stalls: the two normals overlap; the median solves the mixture's cdf = 1/2
+    m = cal.typical_log_time(0.5, 0.45)
+    cdf = 0.55 * st.norm.cdf(m, 0, 0.5) + 0.45 * st.norm.cdf(m, math.log(2), 0.5)
+    assert cdf == pytest.approx(0.5, abs=1e-9)
+    assert 0.19 < m < math.log(2)
+
+
+def test_the_sentinel_s_defaults_and_offsets(monkeypatch):
+    calls, given = [], []
+
+    def series(r, shape, n, phi):
+        calls.append((r, shape, n, phi))
+        return np.zeros((*shape, n))
+
+    monkeypatch.setattr(cal, "series", series)
+    monkeypatch.setattr(cal, "sentinel", lambda d: given.append(d) or None)
+    rng = np.random.default_rng(2)
+    r = cal.sentinel_alarms(rng, 2)
+    assert calls == [(rng, (2, 6, 3), 40, 0.5)]
+    assert r.name == "noise sentinel, 6 identical rows, R=3, offsets 3%, phi=0.5"
+    offsets = np.random.default_rng(2).normal(0, 0.03, (2, 6, 3, 1))[..., 0]
+    assert np.allclose([[g[str(i)] for i in range(6)] for g in given], offsets)
+
+
+def test_a_sweep_s_defaults_offsets_and_rounds(monkeypatch):
+    calls, tables = [], []
+
+    def series(r, shape, n, phi, stall=0.0):
+        calls.append((r, shape, n, phi, stall))
+        return np.zeros((*shape, n))
+
+    monkeypatch.setattr(cal, "series", series)
+    monkeypatch.setattr(
+        cal, "family_verdicts", lambda t, b, noise: tables.append(t) or [{}] * len(t)
+    )
+    rng = np.random.default_rng(8)
+    cal.sweep(rng, 1, 2, 2, 0.03, rounds=0.02)
+    assert calls == [(rng, (1, 3, 2), 40, 0.5, 0.0)]
+    replica = np.random.default_rng(8)
+    off = replica.normal(0, 0.03, (1, 3, 2, 1))
+    rnd = replica.normal(0, 0.02, (1, 1, 2, 1))
+    want = -(off + rnd)[0, ..., 0]  # log throughput of 1 s steps shifted by offset + round
+    assert np.allclose([row.logs for row in tables[0]], want)
+    assert tables[0][1].rounds == [0, 1]
+    tables.clear()
+    cal.sweep(np.random.default_rng(8), 1, 2, 2, 0.03, effect=0.1, stall=0.05)
+    assert calls[-1][4] == 0.05
+    shifted = np.array([row.logs for row in tables[0]])
+    off = np.random.default_rng(8).normal(0, 0.03, (1, 3, 2, 1))[0, ..., 0]
+    assert np.allclose(shifted, -off + np.array([[0.0], [math.log(1.1)], [math.log(1.1)]]))
+
+
+def test_one_run_s_coverage_at_its_edges(monkeypatch):
+    calls, rows = [], []
+
+    def series(r, shape, n, phi, stall=0.0):
+        calls.append((r, stall))
+        return np.zeros((*shape, n))
+
+    monkeypatch.setattr(cal, "series", series)
+    truth = math.exp(cal.long_run_log_rate(stall=0.05))  # checked in closed form above
+    cis = iter([(truth, 2.0), (0.0, truth)])
+    monkeypatch.setattr(cal, "batch_rate", lambda t, w: dict(zip(("ci_lo", "ci_hi"), next(cis))))
+    rng = np.random.default_rng(0)
+    r = cal.within_coverage(rng, 2, 0.3, n=10, stall=0.05)
+    assert r.hits == 2 and calls == [(rng, 0.05)]  # an end on the truth covers it
+    refusing = iter([(None, None)] * 2)
+    monkeypatch.setattr(
+        cal, "batch_rate", lambda t, w: dict(zip(("ci_lo", "ci_hi"), next(refusing)))
+    )
+    refused = cal.within_coverage(rng, 2, 0.3, n=10)
+    assert (refused.measure, refused.bound, refused.nominal) == (
+        "throughput CI covers the run's own rate", (0.93, 0.97), "95%",
+    )  # fmt: skip
+    # the typical step: exp(typical_log_time(stall)); an interval 1e-4 around it misses 1
+    step = math.exp(cal.typical_log_time(stall=0.05))
+    monkeypatch.setattr(cal, "batch_median", lambda t: {"ci_lo": step - 1e-4, "ci_hi": step + 1e-4})
+    assert cal.within_coverage(rng, 2, 0.3, n=10, stall=0.05, typical=True).hits == 2
+    # the adaptive window: the row it was given, an interval with 1 at either end covers it
+    monkeypatch.setattr(cal, "adaptive_steps", lambda row, **kw: rows.append(row) or 20)
+    ends = iter([(1.0, 1.2), (0.8, 1.0)])
+    monkeypatch.setattr(cal, "batch_median", lambda t: dict(zip(("ci_lo", "ci_hi"), next(ends))))
+    r = cal.within_coverage(rng, 2, 0.5, stall=0.05, adaptive=True)
+    assert r.hits == 2 and calls[-1] == (rng, 0.05)
+    assert [row.shape for row in rows] == [(60,), (60,)]
+
+
+def test_plan_results_pass_their_budget_on(monkeypatch):
+    calls = []
+    monkeypatch.setattr(cal, "planned_sweeps", lambda *a, **k: calls.append(k) or _planned())
+    cal.plan_results("rng", 4, 7, 0.02, effect=0.05, budget_s=900.0)
+    assert calls == [{"budget_s": 900.0}]
+
+
+def test_truth_verdicts_every_field(monkeypatch):
+    monkeypatch.setattr(cal, "sweep", lambda *a: [_v("equivalent")] * 4)
+    false, power = cal.truth_verdicts("rng", 4, 3, 0.02, 0.015)
+    label = "true +1.5%, R=3, offsets 2%, phi=0.5"
+    assert (false.name, false.total, power.name, power.total) == (label, 4, label, 4)
+    wrong, called = cal.truth_verdicts("rng", 4, 5, 0.02, 0.05)
+    label = "true +5.0%, R=5, offsets 2%, phi=0.5"
+    assert (wrong.name, wrong.total, called.name, called.total) == (label, 4, label, 4)
