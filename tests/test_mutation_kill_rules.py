@@ -881,7 +881,7 @@ def test_a_lag_the_scheduler_can_explain(monkeypatch):
     def waited(busy=True, other=None, reach=None, low=0.1, cpu=None, queue=None, mostly="data"):
         counters = {"cpu_s": cpu, "runqueue_s": queue}
         monkeypatch.setattr(rules, "_core_wait_per_step", lambda v: reach)
-        monkeypatch.setattr(rules, "_lag_low", lambda s: low)
+        monkeypatch.setattr(rules, "_lag_low", lambda s: low if s.rank == 1 else None)
         monkeypatch.setattr(
             rules, "_extra_per_step", lambda v, rank, key: counters[key] if rank == 1 else None
         )
