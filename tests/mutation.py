@@ -152,6 +152,7 @@ FAST_TESTS = {
         "tests/test_mutation_kill_rules.py",
         "tests/test_saving_bounds.py",
         "tests/test_hiccup_period.py",
+        "tests/test_hiccup_noise.py",  # the hiccup rule's rank test (_beyond_noise, _whole_lattice)
         "tests/test_diagnosis.py",
     ],
     "tables/aggregate.py": [

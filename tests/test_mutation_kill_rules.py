@@ -998,3 +998,29 @@ def test_the_titles_percentages_at_90():
     assert spanned.title.startswith(
         "Exposed communication is 90% of the step and the all-reduces spanned 1.1x their time"
     )
+
+
+def test_consecutive_spikes_are_a_burst_not_a_period():
+    assert rules._period([3, 4, 5], 10) is None
+    assert rules._period([3, 5, 7], 10) == (2, [], [])
+
+
+def test_a_long_lattice_allows_one_exception_per_five_spikes():
+    # every 3rd step from 0 to 27 (10 on it), one off it (13) and one missed (15): 2 exceptions,
+    # 10 // 5 = 2 allowed
+    own = [0, 3, 6, 9, 12, 13, 18, 21, 24, 27]
+    assert rules._period(own, 30) is None  # 9 on it, 2 exceptions: 9 // 5 = 1
+    own = [0, 3, 6, 9, 12, 13, 18, 21, 24, 27, 30]
+    assert rules._period(own, 31) == (3, [13], [15])
+
+
+def test_two_steps_are_a_whole_lattice_when_the_window_holds_no_third():
+    # steps a < b, period b - a: none before a, none after b in a window of n
+    assert rules._whole_lattice([2, 6], 10) is True  # 2 - 4 < 0, 6 + 4 >= 10
+    assert rules._whole_lattice([2, 6], 11) is False  # 10 is in the window
+    assert rules._whole_lattice([4, 8], 12) is False  # 0 is in the window (4 - 4 = 0)
+    assert rules._whole_lattice([3, 7], 11) is True  # 3 - 4 < 0, 7 + 4 = 11 >= 11
+    assert rules._whole_lattice([3, 7], 12) is False
+    assert rules._whole_lattice([4, 5], 6) is False  # consecutive: no period
+    assert rules._whole_lattice([1, 3], 5) is True  # period 2
+    assert rules._whole_lattice([5, 8], 10) is False  # 2 is in the window
