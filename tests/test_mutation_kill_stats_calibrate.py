@@ -899,3 +899,61 @@ def test_truth_verdicts_every_field(monkeypatch):
     wrong, called = cal.truth_verdicts("rng", 4, 5, 0.02, 0.05)
     label = "true +5.0%, R=5, offsets 2%, phi=0.5"
     assert (wrong.name, wrong.total, called.name, called.total) == (label, 4, label, 4)
+
+
+def test_the_adaptive_window_s_last_step(monkeypatch):
+    # stopping at 8 of 5-9 returns 8; never stopping returns 9, and no step past it is asked
+    asked = []
+    monkeypatch.setattr(cal, "adaptive_should_stop", lambda t, *a: (len(t) == 8, None))
+    assert cal.adaptive_steps(np.zeros(20), 0.03, 5, 9) == 8
+
+    def never(t, *a):
+        asked.append(len(t))
+        return len(t) >= 10, None
+
+    monkeypatch.setattr(cal, "adaptive_should_stop", never)
+    assert cal.adaptive_steps(np.zeros(20), 0.03, 5, 9) == 9
+    assert asked == [5, 6, 7, 8, 9]
+
+
+def test_the_help_s_description_is_the_docstring_s_first_paragraph(capsys):
+    with pytest.raises(SystemExit):
+        cal.main(["--help"])
+    out = capsys.readouterr().out
+    assert "--markdown" not in out  # the docstring's second paragraph: its usage line
+
+
+def test_the_planned_sweeps_defaults_and_pilot(monkeypatch):
+    calls, plans, weights = [], [], []
+
+    def series(r, shape, n, phi):
+        calls.append((r, shape, n, phi))
+        return np.zeros((*shape, n))
+
+    monkeypatch.setattr(cal, "series", series)
+
+    def batch_rate(times, w):
+        weights.append(w.tolist())
+        return {"log_se": 0.01}
+
+    monkeypatch.setattr(cal, "batch_rate", batch_rate)
+
+    def plan(pilot, rows, target, budget_s, goal):
+        plans.append((pilot, goal))
+        return {"runs": 2, "steps": 5, "seconds": 30.0, "reached": "target"}
+
+    monkeypatch.setattr(cal, "plan", plan)
+    tables = []
+    monkeypatch.setattr(cal, "family_verdicts", lambda t, b, noise: tables.append(t) or
+                        [{"verdict": "x", "ci_lo": 0.0, "ci_hi": 2.0}] * len(t))  # fmt: skip
+    rng = np.random.default_rng(9)
+    cal.planned_sweeps(rng, 1, 1, 0.03, pilot_steps=6)
+    assert calls == [(rng, (2, 3), 6, 0.5), (rng, (2, 2), 5, 0.5)]
+    assert weights == [[1.0] * 6] * 6
+    pilot, goal = plans[0]
+    assert goal == "detect"
+    replica = np.random.default_rng(9)
+    first = replica.normal(0, 0.03, (2, 3, 1))[..., 0]
+    final = replica.normal(0, 0.03, (2, 2, 1))[..., 0]
+    assert np.allclose(pilot.logs, -first)  # no effect row by default: every truth 0
+    assert np.allclose([r.logs for r in tables[0]], -final)
