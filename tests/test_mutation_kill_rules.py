@@ -1024,3 +1024,30 @@ def test_two_steps_are_a_whole_lattice_when_the_window_holds_no_third():
     assert rules._whole_lattice([4, 5], 6) is False  # consecutive: no period
     assert rules._whole_lattice([1, 3], 5) is True  # period 2
     assert rules._whole_lattice([5, 8], 10) is False  # 2 is in the window
+
+
+def test_the_lattice_test_corrects_for_tied_steps():
+    # 30 steps of exactly 1.0 except 2.0 on every 5th from 0 (6 of them): heavy ties; the chance is
+    # scipy's tie-corrected Mann-Whitney p (one-sided, with continuity) times the lattices tried
+    from scipy.stats import mannwhitneyu
+
+    n = 30
+    ready = [2.0 if i % 5 == 0 else 1.0 for i in range(n)]
+    flat = [1.0] * n
+    steps, envelope, chance = rules._beyond_noise(ready, [], set(), [flat])
+    on = [ready[i] for i in steps]
+    off = [ready[i] for i in range(n) if i not in steps]
+    p = mannwhitneyu(on, off, alternative="greater", method="asymptotic").pvalue
+    tried = sum(1 for q in range(2, n // 3 + 1) for r in range(q) if len(range(r, n, q)) >= 3)
+    assert envelope == 0.0
+    assert chance == pytest.approx(p * tried, rel=1e-9)
+
+
+def test_a_lattice_another_rank_shares_by_half_is_the_job_s():
+    # the rank's lattice steps are 1.0 up; another rank's are exactly half as much up: the job's
+    n = 30
+    ready = [2.0 if i % 5 == 0 else 1.0 for i in range(n)]
+    half = [1.5 if i % 5 == 0 else 1.0 for i in range(n)]
+    assert rules._beyond_noise(ready, [], set(), [half]) is None
+    less = [1.25 if i % 5 == 0 else 1.0 for i in range(n)]
+    assert rules._beyond_noise(ready, [], set(), [less]) is not None
