@@ -1051,3 +1051,22 @@ def test_a_lattice_another_rank_shares_by_half_is_the_job_s():
     assert rules._beyond_noise(ready, [], set(), [half]) is None
     less = [1.25 if i % 5 == 0 else 1.0 for i in range(n)]
     assert rules._beyond_noise(ready, [], set(), [less]) is not None
+
+
+def test_a_lattice_another_rank_shares_by_less_than_half_is_the_rank_s():
+    n = 30
+    ready = [2.0 if i % 5 == 0 else 1.0 for i in range(n)]
+    third = [1.4 if i % 5 == 0 else 1.0 for i in range(n)]  # 0.4 of the rank's 1.0: under half
+    assert rules._beyond_noise(ready, [], set(), [third]) is not None
+
+
+def test_stalls_exactly_twice_the_others_excursion_are_not_beyond_it():
+    # two stalls 0.5 above the median on a whole lattice (steps 2 and 7 of 10); the other rank
+    # rose 0.25 once: twice that is 0.5, not exceeded
+    ready = [1.0] * 10
+    ready[2] = ready[7] = 1.5
+    other = [1.0] * 10
+    other[4] = 1.25
+    assert rules._beyond_noise(ready, [2, 7], set(), [other]) is None
+    ready[2] = ready[7] = 1.5001
+    assert rules._beyond_noise(ready, [2, 7], set(), [other]) == ([2, 7], 0.25, None)
