@@ -799,7 +799,9 @@ class Fault(Block):
     delay_s: float | None = None
     delay_rank: int | None = None
     delay_at: str | None = None
-    delay_every: int | None = doc("delay_s on every N-th step only (1: every step)", default=None)
+    delay_every: int | None = doc(
+        "delay_s on every N-th step only (null: every step)", default=None
+    )
     sleep_s: float | None = None
     sleep_at: str | None = None
     sleep_rank: int | None = doc("null: every rank", default=None)

@@ -1978,6 +1978,8 @@ def _beyond_noise(
     else:
         size = None
     x = np.asarray(ready)
+    if np.ptp(x) == 0:
+        return size  # every step alike: no lattice stands out (and no spread to test against)
     index = np.arange(n)
     rank = rankdata(x)
     periods, offsets, rank_sums = [], [], []

@@ -411,6 +411,8 @@ def test_a_delay_every_n_steps_sleeps_on_the_first_and_every_nth_after(monkeypat
     late, _ = faults.inject(cfg, 0, None, None, iter(range(9)), object())
     assert list(late) == list(range(9)) and slept == [0.5] * 3  # batches 0, 4, 8
     assert faults.describe(cfg).delay_every == 4
+    every_step = OmegaConf.create({"fault": {**on, "delay_every": 1}})
+    assert faults.describe(every_step).delay_every is None  # a straggler's record as it was
 
 
 def test_script_cases_run_in_one_sweep_over_the_scripts_arguments():

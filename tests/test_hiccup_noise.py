@@ -104,6 +104,14 @@ def test_a_frequent_small_stall_is_found_on_its_lattice_with_its_chance():
     assert ev["its stall (median over the spikes)"].value == pytest.approx(30, abs=3)
 
 
+def test_steps_all_alike_are_no_stall_and_no_warning():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert rules.hiccup(_view(_rank(0, [0.1] * 20), _rank(1, [0.1] * 20))) is None
+
+
 def test_a_stall_every_rank_makes_on_the_lattice_is_the_jobs():
     n = 21
     stalled = set(range(1, n, 3))

@@ -32,7 +32,8 @@ def describe(cfg) -> Fault | None:
         delay_s=float(f.delay_s) if delay else None,
         delay_rank=f.delay_rank if delay else None,
         delay_at=str(f.delay_at) if delay else None,
-        delay_every=int(f.get("delay_every", 1)) if delay else None,
+        # said only where it is not every step (a straggler's record stays as it was)
+        delay_every=int(f.get("delay_every", 1)) if delay and f.get("delay_every", 1) > 1 else None,
         sleep_s=float(f.sleep_s) if sleep else None,
         sleep_at="optimizer" if sleep else None,
     )
