@@ -506,6 +506,113 @@ def test_a_drifting_run_is_named_in_the_warning_and_its_rows_steady_cell():
     assert build_table(_records_entries(records)).markdown() == UNSTEADY
 
 
+def test_a_table_of_collectives_runs_has_no_train_columns(tmp_path):
+    """No verdict, interval or notes columns; a job whose number is unknown shows "–"; the job
+    column is text (left-aligned) even when every job is a number."""
+    a = collectives_record(overrides=["world_size=2"], num=0, busbw_peak=2.0)
+    b = collectives_record(overrides=["world_size=4"], num=None, busbw_peak=3.0)
+    table = build_table(_records_entries([a, b]))
+    # peak busbw: peak x 4 MiB / (4 MiB + 64 KiB)
+    assert table.markdown() == _lines(
+        "| job | overrides    | status | peak busbw GB/s (all_reduce) |",
+        "|-----|--------------|--------|-----------------------------:|",
+        "| 0   | world_size=2 | ok     |                        1.969 |",
+        "| –   | world_size=4 | ok     |                        2.954 |",
+    )
+    lines = _csv(table.write_csv(tmp_path / "t.csv"))
+    assert [line[0] for line in lines[1:]] == ["0", "–"]
+    assert lines[0] == [
+        "job",
+        "overrides",
+        "status",
+        "peak busbw GB/s (all_reduce)",
+        "baseline",
+        "run dir",
+    ]
+    b["job"]["num"] = 1
+    assert build_table(_records_entries([a, b])).markdown().split("\n")[2:4] == [
+        "| 0   | world_size=2 | ok     |                        1.969 |",
+        "| 1   | world_size=4 | ok     |                        2.954 |",
+    ]
+    # no train run: the phase table has no notes, the scaling table no rows
+    assert phase_table(_records_entries([a])).notes == []
+    assert scaling_table(_records_entries([a])).rows == []
+
+
+def test_a_rows_headline_values_are_the_median_over_its_runs_and_text_is_the_first_runs():
+    """MB/step 8, 9, 13 -> 9; grad rel err 0, 1e-3, 4e-3 -> 1e-3; a text headline: the first
+    run's."""
+    records = [
+        train_record(
+            overrides=[f"repeat={r}", "bucket=25"],
+            steps_per_s=2.0,
+            num=r,
+            bytes_per_step=mb * 1_000_000,
+            grad_rel_error=g,
+        )
+        for r, (mb, g) in enumerate(((8, 0.0), (9, 1e-3), (13, 4e-3)))
+    ]
+    for r, backend in zip(records, ("gloo", "nccl", "mpi")):
+        r["result"]["headline"]["backend"] = backend
+    row = build_table(_records_entries(records)).rows[0]
+    assert row["MB/step"] == pytest.approx(9.0) and row["grad rel err"] == pytest.approx(1e-3)
+    assert row["backend"] == "gloo" and row["runs"] == 3
+
+
+def test_a_long_error_is_cut_at_160_characters():
+    assert t.short_error(_entry("y" * 161)) == "y" * 159 + "…"
+    assert t.short_error(_entry("y" * 160)) == "y" * 160
+
+
+def test_the_emulated_link_note_counts_the_finished_runs_only():
+    """One finished run behind a 1 Gbit/s link (its check moved 940 Mbit/s), one on loopback, one
+    failed behind 10 Gbit/s: the note names the first and counts the second; the failed run's
+    link is not the table's."""
+
+    def link(rate, check):
+        return {
+            "emulated": True,
+            "source": "link=",
+            "rate_bit_s": rate,
+            "qdisc": "htb",
+            "latency_us": None,
+            "check": {"rate_bit_s": check},
+        }
+
+    behind = train_record(overrides=["link=1gbe"], steps_per_s=1.0, num=0)
+    plain = train_record(overrides=["link=none"], steps_per_s=2.0, num=1)
+    failed = train_record(
+        overrides=["link=10gbe"], steps_per_s=2.0, num=2, status="failed", error="x"
+    )
+    behind["env"]["link"], plain["env"]["link"] = link(1e9, 0.94e9), None
+    failed["env"]["link"] = link(1e10, None)
+    entries = _records_entries([behind, plain, failed])
+    note = (
+        "EMULATED LINK: rows ran behind 1 Gbit/s (htb), check transfers 940 Mbit/s..940 Mbit/s "
+        "(rate only, no added latency; the compute is this machine's CPU; see each record's "
+        "env.link); 1 run(s) without one (loopback)."
+    )
+    assert build_table(entries).notes[-1] == note
+    assert scaling_table(entries).notes[-1] == note
+    assert not any("EMULATED" in n for n in build_table(entries[1:]).notes)
+
+
+def test_an_inconclusive_scaling_row_says_what_would_decide_it():
+    """2 ranks at 200 ms a step: the same 40 samples/s as 1 rank at 100 ms (speed-up ~1,
+    efficiency ~0.5), rounds scaled by (1, 1.05, 0.93): no significant difference."""
+    records = []
+    for r, (s1, s2) in enumerate(((1.0, 1.0), (1.01, 1.05), (0.99, 0.93))):
+        records.append(_run([f"repeat={r}", "world_size=1"], 0.100 * s1, len(records), 1))
+        records.append(_run([f"repeat={r}", "world_size=2"], 0.200 * s2, len(records), 2))
+    table = scaling_table(_records_entries(records))
+    assert table.text(table.rows[1], "speed-up") == "~1 (0.89-1.14, n.s.)"
+    assert table.text(table.rows[1], "verdict") == (
+        "no significant difference (~74 runs each would decide); would have seen a difference "
+        "over 21% (80% power, 1 row(s))"
+    )
+    assert table.text(table.rows[1], "scaling efficiency") == "0.50 [0.44, 0.57]"
+
+
 # ------------------------------------------------------------------ the tables, written out
 
 
