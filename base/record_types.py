@@ -609,8 +609,8 @@ class TrainRank(Block):
     threads: Threads | None = None
     work: RankWork | None = None
     series: Series | None = doc(
-        "this rank's per-step series (task=script): the hiccup rule (diagnosis/rules.py) "
-        "reads a rank's stalls every N steps in it",
+        "this rank's per-step series (task=script, and task=train since 2026-12-07): the hiccup "
+        "rule (diagnosis/rules.py) reads a rank's stalls every N steps in it",
         default=None,
     )
 
@@ -799,6 +799,9 @@ class Fault(Block):
     delay_s: float | None = None
     delay_rank: int | None = None
     delay_at: str | None = None
+    delay_every: int | None = doc(
+        "delay_s on every N-th step only (null: every step)", default=None
+    )
     sleep_s: float | None = None
     sleep_at: str | None = None
     sleep_rank: int | None = doc("null: every rank", default=None)

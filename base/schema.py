@@ -485,6 +485,12 @@ class Fault:
     )
     delay_at: FaultAt = knob(FaultAt.backward, "where delay_s is spent (h2d: a blocking copy only)")
     delay_rank: Optional[int] = knob(None, "the rank delay_s slows (null: every rank)", ge=0)
+    delay_every: int = knob(
+        1,
+        "delay_s on every N-th step only (counted from the first warm-up step): a rank "
+        "evaluating, logging or checkpointing every N steps (1: every step, a straggler)",
+        ge=1,
+    )
     busy_cores: int = knob(
         0,
         "benchmark knob (python -m diagnosis.benchmark): this many processes spin in Python on the "

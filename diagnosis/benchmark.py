@@ -56,7 +56,7 @@ SCRIPT_COMMON = [
     "warmup_steps=3",
     "steps=20",
 ]
-HICCUP = (5, 0.3)  # rank 0 sleeps 300 ms after every 5th step: 4 hiccups in the 20 measured steps
+HICCUP = (5, 0.3)  # rank 0 sleeps 300 ms after every 5th step (the script's 20 measured steps: 4)
 # Two rates at which the link binds vgg11_tiny's 71 KB gradient. Not 80 Mbit/s: there the shaper's
 # bucket (then 64 KiB + a frame; comm.link.default_burst is now 1 ms at the rate) refilled during
 # the ~6.5 ms of compute to nearly the whole gradient, so the all-reduce passed at the line's speed
@@ -122,6 +122,23 @@ def cases(delay: float = DELAY_S) -> list[Case]:
                     note=f"rank {rank} sleeps {delay * 1e3:.0f} ms per step ({where})",
                 )
             )
+    every, pause = HICCUP
+    out.append(
+        Case(
+            "hiccup_r0",
+            "stragglers",
+            [
+                f"fault.delay_s={pause}",
+                "fault.delay_at=after_optimizer",
+                "fault.delay_rank=0",
+                f"fault.delay_every={every}",
+            ],
+            ("hiccup", "straggler"),
+            rank=0,
+            fix="healthy",
+            note=f"rank 0 sleeps {pause * 1e3:.0f} ms after every {every}th optimizer step",
+        )
+    )
     out.append(
         Case(
             "busy_host",

@@ -82,18 +82,20 @@ def train_main(
     tmp_path: Path,
     multirun: bool = False,
     env: dict | None = None,
+    out: Path | None = None,
 ) -> subprocess.CompletedProcess:
     """run_train's command through train.main() in this process, for a command refused before any
     job runs: the same entry point (its checks, Hydra, the launcher's refusal, the exit code main
     returns to sys.exit), without a fresh interpreter's start-up (~1.5-4 CPU s a start, issue 36).
     Returns what run_train returns: returncode, stdout, stderr (what this process printed), out_dir.
     A traceback escapes as the exception itself, so the test fails on it. What only a real process
-    shows (the interpreter's exit, imports, signals) stays on run_train."""
+    shows (the interpreter's exit, imports, signals) stays on run_train. out: the run's (or sweep's)
+    dir, tmp_path/run (or sweep) unless given."""
     import io
 
     import train
 
-    out = tmp_path / ("sweep" if multirun else "run")
+    out = out if out is not None else tmp_path / ("sweep" if multirun else "run")
     cmd = [
         "train.py",
         *(["-m"] if multirun else []),
@@ -356,16 +358,31 @@ def read(out_dir: Path) -> dict:
     return json.loads((Path(out_dir) / "run_record.json").read_text())
 
 
+_COMPOSED: dict[tuple[str, ...], object] = {}  # compose's results by overrides, this process's
+
+
 def compose(overrides: list[str] | None = None):
-    from hydra import compose as hydra_compose, initialize_config_dir
+    """conf/ composed with Hydra's compose API, as train.py's job gets it (without the hydra node).
+    Memoized by the overrides, each caller getting its own deep copy (a test may change its copy):
+    a compose is ~0.1-0.2 CPU s of Hydra's defaults tree, YAML and schema merges, and the fast
+    tier composed 342 times, 43 of them an override list composed before (issue 36); a copy is
+    ~5 ms. Nothing a compose returns depends on the process's state: conf/'s resolvers
+    (${gpu_or:}, ${gpu_count:}) resolve when a value is read, under the test's own host mock, and
+    a refusal (an exception) is not kept, so it is raised again."""
+    import copy
 
     from job.config import register_resolvers
 
     register_resolvers()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return hydra_compose(
-            config_name="config", overrides=overrides or [], return_hydra_config=False
-        )
+    key = tuple(overrides or [])
+    if key not in _COMPOSED:
+        from hydra import compose as hydra_compose, initialize_config_dir
+
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            _COMPOSED[key] = hydra_compose(
+                config_name="config", overrides=list(key), return_hydra_config=False
+            )
+    return copy.deepcopy(_COMPOSED[key])
 
 
 @pytest.fixture

@@ -25,6 +25,8 @@ class Rank:
     backward: float = 0.004  # compute
     optimizer: float = 0.0004
     outside: float = 0.0001  # between steps, inside the timed block
+    stall: float = 0.0  # in its optimizer phase on every `every`-th step (from the first)
+    every: int = 1
 
 
 @dataclass
@@ -60,14 +62,15 @@ def build(s: Shape) -> dict:
     for k, r in enumerate(s.ranks):
         wait = arrive - pre[k]
         steps = []
-        for w in wiggle:
+        for i, w in enumerate(wiggle):
             d = {
                 "data": r.data * w,
                 "h2d": r.h2d * w,
                 "forward": r.forward * w,
                 "backward": (r.backward + (wait + s.transfer if ddp else 0.0)) * w,
                 "sync": (wait + s.transfer) * w if not ddp else 0.00001,
-                "optimizer": r.optimizer * w,
+                # a stall after the optimizer step: the others wait at the next block's barrier
+                "optimizer": r.optimizer * w + (r.stall if i % r.every == 0 else 0.0),
             }
             d["step"] = sum(d.values())
             steps.append(d)
@@ -97,6 +100,10 @@ def build(s: Shape) -> dict:
                 "phases_median": {p: sorted(x[p] for x in steps)[N // 2] for p in PHASES},
                 "threads": {"intra_op": 1, "inter_op": 2, "OMP_NUM_THREADS": "1"},
                 "steps_per_s": 1.0,
+                "series": {
+                    "step_time_s": [d["step"] for d in steps],
+                    "phases": {p: [d[p] for d in steps] for p in PHASES},
+                },
             }
         )
         if k == 0:
@@ -209,6 +216,9 @@ def case(name: str, delay: float = 0.1) -> tuple[dict, float | None]:
         else:
             r.optimizer += delay
         rec = build(Shape(ranks=ranks))
+        return rec, 1 - base / T(rec)
+    if name == "hiccup_r0":
+        rec = build(Shape(ranks=[Rank(stall=0.3, every=5), Rank()]))
         return rec, 1 - base / T(rec)
     if name == "per_param":
         rec = build(Shape(sync="per_param", transfer=0.004, calls=22, efficiency=0.3, overlap=0.0))

@@ -44,7 +44,11 @@ def test_every_case_is_diagnosed_right(name):
     assert not j["false"], f"{name}: false findings {j['false']}\n{text}"
     assert j["sum"] <= 1.0 + 1e-9 and all(s <= 100.0 for s in shares(text)), text
     if truth is not None:
-        assert _overlap(j["saving"], {"saving": truth, "lo": truth, "hi": truth}) == 0, (
+        # 0 to rounding: busy_host's range starts at its run-queue wait, which by construction
+        # is all of the step its neighbour adds; the hiccup's saving is the stalls against the
+        # rank's median step, where the block walls' wiggle (+-2%) moves the truth by 0.05 points
+        gap = _overlap(j["saving"], {"saving": truth, "lo": truth, "hi": truth})
+        assert gap == pytest.approx(0, abs=1e-3 if name == "hiccup_r0" else 1e-12), (
             j["saving"],
             truth,
         )
@@ -229,7 +233,10 @@ def test_a_host_busy_with_other_work_is_named_with_its_cost():
         and f["saving"]["source"] == "measured"
         and f["command"].startswith("ps ")
     )
-    assert f["saving"]["lo"] <= truth <= f["saving"]["hi"]
+    # the range starts at the loop thread's whole wait for a core: here, by construction, all of
+    # what the neighbour adds to the step (to rounding)
+    assert f["saving"]["lo"] == pytest.approx(truth, rel=1e-9) and truth <= f["saving"]["hi"]
+    assert f["saving"]["hi"] > truth + 0.01  # the CPU-bound limit above it
 
 
 def test_benchmark_cases_table_and_measured_saving():
@@ -341,6 +348,9 @@ def test_fault_knobs_are_refused_where_they_would_never_fire():
             [*TINY, "fault.delay_s=0.1", "fault.delay_at=after_optimizer", "fault.delay_rank=1"]
         )
     )
+    with pytest.raises(ConfigError, match=r"fault.delay_every=5 without fault.delay_s: nothing"):
+        prepare(compose([*TINY, "fault.delay_every=5"]))
+    prepare(compose([*TINY, "fault.delay_s=0.1", "fault.delay_every=5"]))
 
 
 def test_fault_knobs_install_nothing_when_off_and_are_recorded_when_on():
@@ -380,6 +390,29 @@ def test_fault_knobs_install_nothing_when_off_and_are_recorded_when_on():
     )
     late, _ = faults.inject(data, 0, model, opt, iter([1, 2]), feeder)
     assert list(late) == [1, 2]
+
+
+def test_a_delay_every_n_steps_sleeps_on_the_first_and_every_nth_after(monkeypatch):
+    """fault.delay_every (the built-in loop's hiccup case): the sleep falls on calls 0, n, 2n ...
+    of its hook (one a step), and the record says the period."""
+    from omegaconf import OmegaConf
+
+    from tasks.train import faults
+
+    slept = []
+    monkeypatch.setattr(faults.time, "sleep", slept.append)
+    sleep = faults._every(3, 0.25)
+    for _ in range(8):
+        sleep()
+    assert slept == [0.25] * 3  # calls 0, 3, 6
+    on = {"delay_s": 0.5, "delay_at": "data", "delay_rank": 0, "sleep_s": 0, "delay_every": 4}
+    cfg = OmegaConf.create({"fault": on})
+    slept.clear()
+    late, _ = faults.inject(cfg, 0, None, None, iter(range(9)), object())
+    assert list(late) == list(range(9)) and slept == [0.5] * 3  # batches 0, 4, 8
+    assert faults.describe(cfg).delay_every == 4
+    every_step = OmegaConf.create({"fault": {**on, "delay_every": 1}})
+    assert faults.describe(every_step).delay_every is None  # a straggler's record as it was
 
 
 def test_script_cases_run_in_one_sweep_over_the_scripts_arguments():

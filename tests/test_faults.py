@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, TINY
+from tests.conftest import ROOT, TINY, train_main
 
 LONG = [
     *TINY,
@@ -469,17 +469,11 @@ def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path):
     assert f"run record: {run}/run_record.json" in outs[0][0]
 
 
-@pytest.mark.subprocess
 def test_an_unwritable_output_dir_is_one_line_and_exit_2_before_anything_runs(tmp_path):
-    for args in (["hydra.run.dir=/proc/x"], ["-m", "hydra.sweep.dir=/proc/x"]):
-        proc = subprocess.run(
-            [sys.executable, "train.py", *args[:-1], *TINY, args[-1]],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=240,
-            env={**os.environ, "WANDB_MODE": "disabled"},
-        )
+    """Through train.py's main() in this process (train_main): refused before any job runs, where a
+    `python train.py` start cost ~1 CPU s a case (issue 36)."""
+    for multirun in (False, True):
+        proc = train_main(TINY, tmp_path, multirun, out=Path("/proc/x"))
         assert proc.returncode == 2, proc.stderr
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(
@@ -821,22 +815,19 @@ def full_disk(tmp_path):
         subprocess.run(["umount", "-l", str(disk)], capture_output=True)
 
 
-@pytest.mark.subprocess
-def test_a_disk_full_at_start_is_one_line_and_exit_2(tmp_path, full_disk):
+def test_a_disk_full_at_start_is_one_line_and_exit_2(tmp_path, full_disk, monkeypatch):
     """Issue 20.5: Hydra's _save_config raised OSError [Errno 28] with a traceback and exit 1, and
-    no record anywhere; the directory check had passed, as an empty file fits on a full disk."""
-    for args in (
-        [f"hydra.run.dir={full_disk / 'run'}"],
-        ["-m", f"hydra.sweep.dir={full_disk / 'sweep'}"],
-    ):
-        env = {**os.environ, "WANDB_MODE": "disabled", "TMPDIR": str(tmp_path)}
-        proc = subprocess.run(
-            [sys.executable, "train.py", *args[:-1], *TINY, args[-1]],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=240,
-            env=env,
+    no record anywhere; the directory check had passed, as an empty file fits on a full disk.
+    Through train.py's main() in this process (train_main, issue 36); tempfile's cached temp dir
+    is dropped so that this TMPDIR is the one a record gone elsewhere would land in."""
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    for multirun in (False, True):
+        proc = train_main(
+            TINY,
+            tmp_path,
+            multirun,
+            env={"TMPDIR": str(tmp_path)},
+            out=full_disk / ("sweep" if multirun else "run"),
         )
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-3000:]

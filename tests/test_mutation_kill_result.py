@@ -37,9 +37,15 @@ def test_rank_figures_written_out():
     assert f["phases_median"] == {"forward": pytest.approx(0.045), "sync": pytest.approx(0.025)}
     assert f["block_walls_s"] == [0.5, 1.5] and f["cpu_s_per_step"] == pytest.approx(0.5)
     assert set(f["threads"]) == {"intra_op", "inter_op", "OMP_NUM_THREADS"}
+    # every rank's own steps, as written (the hiccup rule reads a rank's stalls in them)
+    assert f["series"] == {
+        "step_time_s": [0.10, 0.30, 0.20, 0.40],
+        "phases": {"forward": [0.03, 0.05, 0.04, 0.07], "sync": [0.02, 0.04, 0.01, 0.03]},
+    }
     empty = res.rank_figures(ctx, [], window, cpu_s=0.0)
     assert empty["step_median_s"] is None and empty["step_p90_s"] is None
     assert empty["phases_median"] == {}
+    assert empty["series"] == {"step_time_s": [], "phases": {}}
 
 
 def test_thread_counts_read_torch_and_the_environment(monkeypatch):

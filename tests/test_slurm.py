@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 from base.errors import ConfigError
 from launchers import slurm
 from launchers.slurm import settings
-from tests.conftest import ROOT, TINY, run_train, train_main
+from tests.conftest import ROOT, TINY, train_main
 from tests.slurm_cluster import (
     START,
     needs_cluster,
@@ -474,11 +474,13 @@ def test_killed_job_gets_one_failed_record_and_one_wandb_run_from_the_submitting
 @pytest.mark.slurm
 @needs_cluster()
 def test_sbatch_refusal_is_a_clear_error(tmp_path):
-    proc = run_train(
+    """Through train.py's main() in this process (train_main; sbatch still runs, on the cluster):
+    the refusal is the submitting process's, and a `python train.py` start added ~2 CPU s to the
+    sweep's own composes (issue 36)."""
+    proc = train_main(
         ["launcher=slurm", *TINY, "launcher.partition=no_such_partition", "bucket=25,100"],
         tmp_path,
         multirun=True,
-        timeout=120,
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0

@@ -1,6 +1,8 @@
 """The house's rules, kept by tools: the import layers and no circles (import-linter, contracts in
 pyproject.toml), and ruff's lint. Each fails with the tool's own report of what broke the rule."""
 
+import ast
+import functools
 import shutil
 import subprocess
 import sys
@@ -9,6 +11,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+
+
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once for the three checks that walk every module (ast.walk
+    only reads it): each parsed the whole repository again, ~0.5-1 CPU s apiece (issue 36)."""
+    return ast.parse(path.read_text())
 
 
 def _tool(name: str) -> str:
@@ -101,7 +110,6 @@ def test_no_block_of_six_lines_is_repeated():
 def test_no_module_imports_another_ones_private_names():
     """A name with a leading underscore is its module's own: a second module that needs it gets a
     public name (tests may reach in; they are not the house)."""
-    import ast
 
     packages = {
         "base",
@@ -122,7 +130,7 @@ def test_no_module_imports_another_ones_private_names():
     for path in sorted(ROOT.rglob("*.py")):
         if any(p in path.parts for p in (".venv", "runs", "mutants", ".git", "tests")):
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             if (
                 isinstance(node, ast.ImportFrom)
                 and node.module
@@ -163,7 +171,6 @@ def _package_imports() -> dict[tuple[str, str], list[str]]:
     """Every import between two top-level packages (train.py counts as the package `train`):
     module-level and lazy ones inside functions alike, each with where it is (ast, so a lazy import
     is seen as import-linter sees it)."""
-    import ast
     import tomllib
 
     packages = set(
@@ -179,7 +186,7 @@ def _package_imports() -> dict[tuple[str, str], list[str]]:
         rel = path.relative_to(ROOT)
         parts = list(rel.with_suffix("").parts)
         here = parts[0]
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -258,14 +265,13 @@ def test_the_process_ends_in_train_py_and_the_tools_main_blocks_only():
     exits with it; a command-line tool's `if __name__ == "__main__":` block may exit too. Nothing
     else calls sys.exit (examples/ holds users' own training scripts, which task=script runs as they
     are, exits included)."""
-    import ast
 
     found = []
     for path in ROOT.rglob("*.py"):
         rel = path.relative_to(ROOT)
         if rel.parts[0] in ("tests", "examples", ".venv", "mutants") or "runs" in rel.parts:
             continue
-        tree = ast.parse(path.read_text())
+        tree = _tree(path)
         mains = [
             node
             for node in ast.walk(tree)

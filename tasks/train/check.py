@@ -159,6 +159,11 @@ def _check_fault(cfg: DictConfig, where) -> None:
     """fault.delay_* (tasks/train/faults.py) where it would never fire."""
     f = cfg.fault
     if not f.delay_s:
+        if f.get("delay_every", 1) != 1:
+            raise ConfigError(
+                f"fault.delay_every={f.delay_every} without fault.delay_s: nothing is delayed. "
+                "Give fault.delay_s=SECONDS too, or drop fault.delay_every."
+            )
         return
     if f.delay_rank is not None and f.delay_rank >= cfg.world_size:
         raise ConfigError(

@@ -32,6 +32,8 @@ def describe(cfg) -> Fault | None:
         delay_s=float(f.delay_s) if delay else None,
         delay_rank=f.delay_rank if delay else None,
         delay_at=str(f.delay_at) if delay else None,
+        # said only where it is not every step (a straggler's record stays as it was)
+        delay_every=int(f.get("delay_every", 1)) if delay and f.get("delay_every", 1) > 1 else None,
         sleep_s=float(f.sleep_s) if sleep else None,
         sleep_at="optimizer" if sleep else None,
     )
@@ -50,38 +52,52 @@ def inject(cfg, rank: int, model, optimizer, host_batches, feeder):
     if not f.delay_s or (f.delay_rank is not None and f.delay_rank != rank):
         return host_batches, feeder
     s, at = float(f.delay_s), str(f.delay_at)
+    sleep = _every(int(f.get("delay_every", 1)), s)
     if at == "data":
-        host_batches = _late(host_batches, s)
+        host_batches = _late(host_batches, sleep)
         if hasattr(
             feeder, "host_batches"
         ):  # the side-stream feeder prefetches from the loader itself
             feeder.host_batches = host_batches
     elif at == "h2d":
         if getattr(feeder, "non_blocking", True) is False:
-            feeder.to_device = _waits(feeder.to_device, s)
+            feeder.to_device = _waits(feeder.to_device, sleep)
     elif at == "backward":
         first = [p for p in model.parameters() if p.requires_grad][
             -1
         ]  # the last layer's: backward's first gradient
-        first.register_hook(lambda grad: (time.sleep(s), grad)[1])
+        first.register_hook(lambda grad: (sleep(), grad)[1])
     elif at == "after_optimizer":
-        _after_step(optimizer, s)
+        optimizer.register_step_post_hook(lambda *_: sleep())
     return host_batches, feeder
+
+
+def _every(n: int, s: float):
+    """A sleep of s on the 1st, (n+1)-th, (2n+1)-th ... call: once per step where it is called
+    once a step (a batch, a backward, an optimizer step)."""
+    calls = [0]
+
+    def sleep() -> None:
+        if calls[0] % n == 0:
+            time.sleep(s)
+        calls[0] += 1
+
+    return sleep
 
 
 def _after_step(optimizer, s: float) -> None:
     optimizer.register_step_post_hook(lambda *_: time.sleep(s))
 
 
-def _late(batches, s: float):
+def _late(batches, sleep):
     for batch in batches:
-        time.sleep(s)
+        sleep()
         yield batch
 
 
-def _waits(to_device, s: float):
+def _waits(to_device, sleep):
     def blocking_copy(batch):
-        time.sleep(s)
+        sleep()
         return to_device(batch)
 
     return blocking_copy

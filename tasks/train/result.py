@@ -69,6 +69,9 @@ def rank_figures(ctx, steps: list[dict], window, cpu_s: float) -> dict:
         "cpu_s_per_step": cpu_s
         / window.steps,  # all of this rank's threads: > wall per step = busy helpers
         "threads": thread_counts(),
+        # every rank's steps, not only rank 0's: a rank that stalls every N steps (evaluation,
+        # a checkpoint) is seen in its own series (diagnosis/rules.py, the hiccup rule)
+        "series": {"step_time_s": step_times, "phases": {n: [s[n] for s in steps] for n in names}},
     }
 
 
