@@ -365,6 +365,10 @@ def judge_main(spec_path: str) -> int:
         [
             "--rootdir=.",
             *["-p", "no:cacheprovider", "-p", "no:randomly", "-o", "addopts=", "-q", "-s"],
+            # no traceback: a failure's verdict is all a mutant needs, and pytest's long one parses
+            # the mutated module's source (mutants/ holds every mutant's copy, thousands of lines)
+            # in every fork: seconds of CPU per kill, most of a killed mutant's time
+            "--tb=no",
             *["-m", spec["marks"], *spec["tests"]],
         ],
         plugins=[judge],
