@@ -975,7 +975,7 @@ def test_a_finding_carries_its_template_s_pool():
 
 def test_the_titles_percentages_at_90():
     # 90% exposed, a sync at 90% of its reference: a factor 1.01 off would print 91%
-    cmd = lambda change, env=None: "python train.py"  # noqa: E731
+    cmd = lambda change, env=None: "python train.py"  # noqa: E731 - a stand-in for the run view's command builder
     share = Sample(0.9)
     ref = {"efficiency": 0.9, "efficiency_ci_lo": 0.9, "efficiency_ci_hi": 0.9,
            "reference": "microbenchmark", "sync_s": 0.3, "achievable_s": 0.27}  # fmt: skip
