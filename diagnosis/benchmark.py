@@ -126,7 +126,7 @@ def cases(delay: float = DELAY_S) -> list[Case]:
     out.append(
         Case(
             "hiccup_r0",
-            "stragglers",
+            "hiccup",  # a sweep of its own: the stragglers' is the product of their keys' values
             [
                 f"fault.delay_s={pause}",
                 "fault.delay_at=after_optimizer",

@@ -1955,7 +1955,7 @@ def _beyond_noise(
       alone; the lattice test compares the steps themselves; or
     - more than HICCUP_MIN of its own spikes, or HICCUP_MIN that are the whole of their lattice in
       the window (_whole_lattice), are each HICCUP_MARGIN x the largest excursion the other ranks
-      made above their median on the steps this rank did not spike (tens of ms on a few
+      made above their median off this rank's spikes and the step after each (tens of ms on a few
       irregular steps, or every N steps of a window too short for the lattice test, against a
       few ms of noise; a noise spike among them is not the stall: only these are kept).
     A stall the noise matches in size and count is not told apart from it, whatever rank made it:
@@ -1965,11 +1965,14 @@ def _beyond_noise(
 
     n = len(ready)
     med = statistics.median(ready)
+    # the others' noise, off this rank's spikes and the step after each: their wait for it can
+    # fall in their next step's work (an all-reduce the stall made late) as well as in its sync
+    near = spikes | {i + 1 for i in spikes}
     rises = [
         x - m
         for o, m in ((o, statistics.median(o)) for o in others)
         for i, x in enumerate(o)
-        if i not in spikes
+        if i not in near
     ]
     envelope = max([0.0, *rises])
     big = [i for i in own if ready[i] - med > HICCUP_MARGIN * envelope]

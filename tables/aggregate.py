@@ -139,10 +139,17 @@ def _step_series(e) -> list[float] | None:
 
 
 def phase_median(e, phase: str) -> float | None:
-    """The median of one step phase of a train run (None when the run has no such phase)."""
+    """The median of one step phase of a train run (None when the run has no such phase). A phase
+    this version does not declare (a newer version's record) is read from the block's undeclared
+    keys, so the phase table's column for it holds its numbers."""
     r = e.train
-    summary = getattr(r.phases, phase, None) if r is not None and r.phases is not None else None
-    return summary.median if summary is not None else None
+    if r is None or r.phases is None:
+        return None
+    summary = getattr(r.phases, phase, None)
+    if summary is None:
+        raw = r.phases.extra.get(phase)
+        return raw.get("median") if isinstance(raw, dict) else None
+    return summary.median
 
 
 def exposed_s(e) -> float | None:

@@ -152,6 +152,7 @@ FAST_TESTS = {
         "tests/test_mutation_kill_rules.py",
         "tests/test_saving_bounds.py",
         "tests/test_hiccup_period.py",
+        "tests/test_hiccup_noise.py",  # the hiccup rule's rank test (_beyond_noise, _whole_lattice)
         "tests/test_diagnosis.py",
     ],
     "tables/aggregate.py": [
@@ -370,6 +371,10 @@ def judge_main(spec_path: str) -> int:
         [
             "--rootdir=.",
             *["-p", "no:cacheprovider", "-p", "no:randomly", "-o", "addopts=", "-q", "-s"],
+            # no traceback: a failure's verdict is all a mutant needs, and pytest's long one parses
+            # the mutated module's source (mutants/ holds every mutant's copy, thousands of lines)
+            # in every fork: seconds of CPU per kill, most of a killed mutant's time
+            "--tb=no",
             *["-m", spec["marks"], *spec["tests"]],
         ],
         plugins=[judge],

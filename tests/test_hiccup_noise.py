@@ -83,7 +83,7 @@ def test_a_frequent_small_stall_is_found_on_its_lattice_with_its_chance():
     # rank 1: +30 ms on every 3rd step from 1 (7 of 21 steps); rank 0 once rose 200 ms (a noise
     # envelope no 30 ms stall clears 2x), so only the lattice test can see it
     n = 21
-    r0 = _add(_jitter(n, 0), {5}, 0.2)
+    r0 = _add(_jitter(n, 0), {9}, 0.2)  # not a stalled step of rank 1, nor the one after
     stalled = set(range(1, n, 3))
     r1 = _add(_jitter(n, 1), stalled, 0.03)
     f = rules.hiccup(_view(_rank(0, r0), _rank(1, r1)))
@@ -102,6 +102,16 @@ def test_a_frequent_small_stall_is_found_on_its_lattice_with_its_chance():
         f"its spikes on that lattice by chance: p = {p * tried:.2g} (Bonferroni)"
     )
     assert ev["its stall (median over the spikes)"].value == pytest.approx(30, abs=3)
+
+
+def test_the_others_wait_on_the_step_after_a_stall_is_not_their_noise():
+    # a 10-step window (too short for the lattice test): rank 0 evaluates every 3 steps (+150 ms
+    # on steps 1, 4, 7), rank 1's wait for it falls in its next step's work (+140 ms on 2, 5, 8),
+    # as in a Slurm run of examples/eval_checkpoint.py; counted as rank 1's noise it hid the stall
+    r0 = _add(_jitter(10, 0), {1, 4, 7}, 0.15)
+    r1 = _add(_jitter(10, 1), {2, 5, 8}, 0.14)
+    f = rules.hiccup(_view(_rank(0, r0), _rank(1, r1)))
+    assert _said(f, 0, "every 3 steps") == pytest.approx(150, abs=3)
 
 
 def test_steps_all_alike_are_no_stall_and_no_warning():

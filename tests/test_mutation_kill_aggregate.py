@@ -106,6 +106,12 @@ def test_run_samples_read_the_records_fields():
     assert agg._rate(bare, False) is None and agg._rate(bare, True) is None
     no_series = _entry(edit=_set(["result", "series"], None))
     assert agg._step_series(no_series) is None
+    # a phase this version does not declare (a newer record's): read from the undeclared keys
+    gc = _entry(edit=_set(["result", "phases", "gc"], {"median": 0.004, "p90": 0.005}))
+    assert agg.phase_median(gc, "gc") == pytest.approx(0.004)
+    odd = _entry(edit=_set(["result", "phases", "gc"], 0.004))
+    assert agg.phase_median(odd, "gc") is None and agg.phase_median(gc, "other") is None
+    assert agg.phase_median(_entry(edit=_set(["result", "phases"], None)), "gc") is None
     zero_steps = _entry(edit=lambda r: r["result"]["throughput"].update(steps_per_s=0.0))
     assert agg.samples_per_step(zero_steps) is None
     no_samples = _entry(edit=lambda r: r["result"]["throughput"].update(samples_per_s=None))
