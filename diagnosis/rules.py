@@ -1976,10 +1976,8 @@ def _beyond_noise(
     ]
     envelope = max([0.0, *rises])
     big = [i for i in own if ready[i] - med > HICCUP_MARGIN * envelope]
-    if len(big) > HICCUP_MIN or (len(big) == HICCUP_MIN and _whole_lattice(big, n)):
-        size = (big, envelope, None)
-    else:
-        size = None
+    whole = len(big) > HICCUP_MIN or (len(big) == HICCUP_MIN and _whole_lattice(big, n))
+    size = (big, envelope, None) if whole else None
     x = np.asarray(ready)
     if np.ptp(x) == 0:
         return size  # every step alike: no lattice stands out (and no spread to test against)
@@ -2012,6 +2010,14 @@ def _beyond_noise(
         if k.any() and (~k).any() and np.median(y[k]) - np.median(y[~k]) >= shift / 2:
             return size
     return [int(i) for i in index[on]], envelope, float(chance[best])
+
+
+def _stalls(ready: list[float], own: list[int]) -> tuple[float, list[float]]:
+    """(the rank's usual step work, each stall's extra over it): the usual is the median of the
+    other steps, since a stall on every 2nd step moves the median of them all."""
+    stalled = set(own)
+    base = statistics.median(x for i, x in enumerate(ready) if i not in stalled)
+    return base, [ready[i] - base for i in own]
 
 
 def _period(own: list[int], n: int) -> tuple[int, list[int], list[int]] | None:
@@ -2066,16 +2072,13 @@ def hiccup(v: RunView) -> Finding | None:
         others = [o["ready"] for r, o in works.items() if r != rank]
         beyond = _beyond_noise(w["ready"], owns[rank], spikes[rank], others)
         if beyond is not None:
-            own, envelope, chance = beyond
-            stalled = set(own)
-            # its usual step: a stall on every 2nd step moves the median
-            base = statistics.median(x for i, x in enumerate(w["ready"]) if i not in stalled)
-            extra = [w["ready"][i] - base for i in own]
-            per_step = sum(extra) / len(w["ready"])
-            found.append((per_step, rank, own, extra, w, envelope, chance, base, stalled))
+            found.append((sum(_stalls(w["ready"], beyond[0])[1]) / len(w["ready"]), rank, beyond))
     if not found:
         return None
-    per_step, rank, own, extra, w, envelope, chance, base, stalled = max(found, key=lambda t: t[0])
+    per_step, rank, (own, envelope, chance) = max(found, key=lambda t: t[0])
+    w = works[rank]
+    base, extra = _stalls(w["ready"], own)
+    stalled = set(own)
     offset = v.train.warmup_steps or 0
     period = _period(own, len(w["ready"]))
     if period is None:

@@ -44,7 +44,7 @@ def inject(cfg, rank: int, model, optimizer, host_batches, feeder):
     optimizer. Off: unchanged."""
     f = cfg.fault
     if f.sleep_s:
-        _after_step(optimizer, float(f.sleep_s))
+        _after_step(optimizer, _every(1, float(f.sleep_s)))
     if f.get("hang"):
         host_batches = _hang(
             str(f.hang), rank, int(f.hang_rank), int(f.hang_step), optimizer, host_batches, feeder
@@ -68,7 +68,7 @@ def inject(cfg, rank: int, model, optimizer, host_batches, feeder):
         ]  # the last layer's: backward's first gradient
         first.register_hook(lambda grad: (sleep(), grad)[1])
     elif at == "after_optimizer":
-        optimizer.register_step_post_hook(lambda *_: sleep())
+        _after_step(optimizer, sleep)
     return host_batches, feeder
 
 
@@ -85,8 +85,8 @@ def _every(n: int, s: float):
     return sleep
 
 
-def _after_step(optimizer, s: float) -> None:
-    optimizer.register_step_post_hook(lambda *_: time.sleep(s))
+def _after_step(optimizer, sleep) -> None:
+    optimizer.register_step_post_hook(lambda *_: sleep())
 
 
 def _late(batches, sleep):
