@@ -209,8 +209,8 @@ def test_a_stall_in_the_data_wait_is_the_ranks_though_the_others_wait_for_it_on_
     """DDP waits for its all-reduces inside backward: rank 0 sleeping 100 ms in its data wait every
     5 steps makes rank 1's backward 100 ms longer on the same steps, so both ranks' step work jumps
     together and the rule called it the job's (nothing named; the built-in loop's run with
-    fault.delay_at=data fault.delay_every=5 said only "busy host"). Apart from backward only rank 0's
-    does: named, in its data wait, with its period and the others' wait per step."""
+    fault.delay_at=data fault.delay_every=5 said only "busy host"). Apart from backward only rank
+    0's does: named, in its data wait, with its period and the others' wait per step."""
     n, stall = 40, 0.1
     on = {i for i in range(n) if i % 5 == 2}
     base = [b - 0.001 for b in _jitter(n, 3)]  # ~99 ms of backward compute, +-2 ms
