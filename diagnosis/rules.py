@@ -1868,6 +1868,16 @@ def busy_host(v: RunView) -> Finding | None:
 
 
 # ---------------------------------------------------------------------------------- a rank's stalls
+HICCUP_SHARED = Template(
+    "hiccup.shared",
+    cite(
+        MORE_GPUS_ARTICLE,
+        "a rank doing more work (logging, evaluation, checkpointing every N steps) holds every "
+        "other one at the barrier",
+    ),
+    pool="wait",
+    qualitative=True,
+)
 HICCUP = Template(
     "hiccup",
     cite(
@@ -2024,6 +2034,89 @@ def _beyond_noise(
     return [int(i) for i in index[on]], envelope, float(chance[best])
 
 
+def _shared_stall(v: RunView, works: dict[int, dict[str, list[float]]]) -> Finding | None:
+    """Every rank's step work up on one lattice (every p-th step) and no rank's own stall told
+    apart: a rank stalled inside backward, where the others wait for it inside theirs (DDP's
+    all-reduces end backward, so the phases cannot say whose it was), or work every rank does every
+    p steps. The lattice test alone (_beyond_noise's first route, on the least of the ranks' work
+    each step: what every rank spent), so its chance is the same Bonferroni-bounded one; on the
+    94 committed 2-rank records with per-rank series (2026-12-07) it named none, and a 2-rank run
+    whose rank 0 slept 100 ms inside backward every 5 steps (p = 1e-5). Which rank, or what, is
+    for a profile of those steps."""
+    n = min(len(w["ready"]) for w in works.values())
+    least = [min(w["ready"][i] for w in works.values()) for i in range(n)]
+    found = _beyond_noise(least, [], set(), [])
+    if found is None or found[2] is None:
+        return None
+    on, _, chance = found
+    period = on[1] - on[0] if len(on) > 1 else None
+    if period is None:
+        return None
+    base, extra = _stalls(least, on)
+    per_step = sum(extra) / n
+    stalled = set(on)
+    grew = {
+        part: statistics.mean(
+            statistics.mean(w[part][i] for i in on)
+            - statistics.median(x for i, x in enumerate(w[part][:n]) if i not in stalled)
+            for w in works.values()
+        )
+        for part in HICCUP_PARTS
+    }
+    mostly = max(grew, key=grew.get)
+    offset = v.train.warmup_steps or 0
+    share = v.fraction(per_step)
+    steps_text = ", ".join(str(offset + i + 1) for i in on[:6]) + (", ..." if len(on) > 6 else "")
+    return HICCUP_SHARED.finding(
+        v,
+        title=f"Every rank's step is {1e3 * statistics.median(extra):.0f} ms longer every {period} "
+        f"steps, in {'backward' if mostly == 'backward' else HICCUP_WHERE[mostly]}: "
+        f"{1e3 * per_step:.1f} ms per step on average"
+        + (f" ({100 * share:.0f}% of the step)" if share is not None else ""),
+        detail=(
+            f"On every {period}th step all ranks' work jumps together, so no one rank's stall is "
+            "told apart: a rank stalled inside backward (the others wait for it inside theirs, "
+            "where DDP waits for the all-reduces), or work every rank does that often. Profile "
+            f"those steps (profile.enabled=true in task=train) to see whose it is."
+        ),
+        evidence=[
+            Evidence(
+                "the stall, every rank (median over the lattice's steps)",
+                1e3 * statistics.median(extra),
+                "ms",
+                source="result.per_rank[].series",
+                note=f"steps {steps_text}: the least of the ranks' work, against its median",
+            ),
+            Evidence(
+                "what grew on those steps (mean over ranks)",
+                1e3 * grew[mostly],
+                "ms",
+                source="result.per_rank[].series",
+                note=mostly,
+            ),
+            Evidence(
+                "averaged over every step",
+                1e3 * per_step,
+                "ms",
+                source="result.per_rank[].series",
+                note=f"that lattice by chance: p = {chance:.2g} (Bonferroni)",
+            ),
+        ],
+        saving=Saving(
+            fraction=share,
+            seconds=per_step,
+            lo=None,
+            hi=share,
+            how="the stall averaged over the steps, if it left the step",
+            basis="range",
+            source="measured",
+        ),
+        command=v.command(),
+        impact=share or 0.0,
+        recommends={},
+    )
+
+
 def _stalled_rank(works: dict[int, dict[str, list[float]]], key: str):
     """(its stall averaged over the steps, the rank, _beyond_noise's answer) for the rank whose
     series `key` holds the largest stall told apart from the noise, or None."""
@@ -2101,7 +2194,7 @@ def hiccup(v: RunView) -> Finding | None:
         key = "apart"
         hit = _stalled_rank(works, key)
     if hit is None:
-        return None
+        return _shared_stall(v, works)
     per_step, rank, (own, envelope, chance) = hit
     w = {**works[rank], "ready": works[rank][key]}
     parts = HICCUP_PARTS if key == "ready" else tuple(x for x in HICCUP_PARTS if x != "backward")

@@ -123,11 +123,15 @@ def test_steps_all_alike_are_no_stall_and_no_warning():
 
 
 def test_a_stall_every_rank_makes_on_the_lattice_is_the_jobs():
+    """No rank is named for it; the lattice every rank shares is (hiccup.shared), with its
+    period."""
     n = 21
     stalled = set(range(1, n, 3))
     r0 = _add(_jitter(n, 0), stalled, 0.03)
     r1 = _add(_jitter(n, 1), stalled, 0.03)
-    assert rules.hiccup(_view(_rank(0, r0), _rank(1, r1))) is None
+    f = rules.hiccup(_view(_rank(0, r0), _rank(1, r1)))
+    assert f.rule == "hiccup.shared" and "Rank" not in f.title
+    assert f.title.startswith("Every rank's step is 30 ms longer every 3 steps")
 
 
 def test_a_noise_spike_beside_big_stalls_is_dropped_from_them():
@@ -222,9 +226,18 @@ def test_a_stall_in_the_data_wait_is_the_ranks_though_the_others_wait_for_it_on_
     assert f.saving.seconds == pytest.approx(stall * len(on) / n, rel=0.05)
     assert [e.name for e in f.evidence][1] == "its usual work outside backward"
     # a stall inside backward itself: every rank's backward jumps on those steps, and which rank
-    # stalled is not in the step's phases: not named (the job's), as before
+    # stalled is not in the step's phases: no rank named, the lattice every rank shares is
     r0b = _phased(0, [0.001] * n, _add(base, on, stall))
-    assert rules.hiccup(_view(r0b, r1)) is None
+    shared = rules.hiccup(_view(r0b, r1))
+    assert shared.rule == "hiccup.shared"
+    assert shared.title.startswith("Every rank's step is 100 ms longer every 5 steps, in backward:")
+    assert shared.saving.seconds == pytest.approx(stall * len(on) / n, rel=0.05)
+    assert "steps 3, 8, 13" in shared.evidence[0].note
+    # the same jump on every rank on irregular steps is no lattice: nothing
+    odd = {1, 4, 12, 13, 30}
+    r0c = _phased(0, [0.001] * n, _add(base, odd, stall))
+    r1c = _phased(1, [0.001] * n, _add(_jitter(n, 4), odd, stall))
+    assert rules.hiccup(_view(r0c, r1c)) is None
 
 
 def test_a_small_jitter_outside_backward_where_the_step_is_not_out_of_line_is_no_stall():
