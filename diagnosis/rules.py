@@ -2152,7 +2152,9 @@ def _stalled_rank(works: dict[int, dict[str, list[float]]], key: str):
         beyond = _beyond_noise(w[key], owns[rank], spikes[rank], others, noise)
         if beyond is not None:
             found.append((sum(_stalls(w[key], beyond[0])[1]) / len(w[key]), rank, beyond))
-    return max(found, key=lambda t: t[0]) if found else None
+    # (its stall a step, rank, ...): the largest stall a step; a tie to the last bit goes to the
+    # higher rank
+    return max(found) if found else None
 
 
 def _stalls(ready: list[float], own: list[int]) -> tuple[float, list[float]]:

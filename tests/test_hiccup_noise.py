@@ -254,3 +254,45 @@ def test_a_small_jitter_outside_backward_where_the_step_is_not_out_of_line_is_no
     assert len(runs) == 6
     for path in runs:
         assert rules.hiccup(RunView(as_record(json.loads(path.read_text())))) is None, path
+
+
+def test_apart_from_backward_a_stall_must_stand_above_the_others_whole_step_noise():
+    """The pass apart from backward weighs a rank's stall against the other ranks' excursions over
+    their whole step, not their part apart from backward: rank 1's backward wanders +-8 ms, its
+    data and forward are flat, so apart from backward its noise is nil and any jump would be
+    "beyond" it. Rank 0's data wait jumps on 3 irregular steps (the size route): 12 ms is within
+    2x rank 1's 8 ms, not named; 30 ms is, and named rank 0's, in its data wait."""
+    n = 30
+    at = {3, 11, 17}
+    rng = random.Random(7)
+    back1 = [0.02 + rng.uniform(-0.008, 0.008) for _ in range(n)]
+    back0 = [0.02 + rng.uniform(-0.0002, 0.0002) for _ in range(n)]
+    for stall, named in ((0.012, False), (0.03, True)):
+        data0 = _add([0.001] * n, at, stall)
+        # rank 1 waits for rank 0 inside its backward on those steps
+        b1 = [b + (stall if i in at else 0.0) for i, b in enumerate(back1)]
+        f = rules.hiccup(_view(_phased(0, data0, back0), _phased(1, [0.001] * n, b1)))
+        assert (f is not None) is named, (stall, f and f.title)
+    assert f.rule == "hiccup" and _said(f, 0, "on 3 of 30 steps") == pytest.approx(30, abs=2)
+    assert "in its data wait" in f.title
+
+
+def test_where_ranks_stall_the_one_whose_stalls_cost_more_a_step_is_named():
+    """Ranks 0, 1 and 2 sleep 50, 100 and 30 ms in their data wait every 5 steps, from steps 0, 2
+    and 4: each waits for the others inside its backward, so only apart from backward are they
+    told apart, and the largest a step (rank 1's: neither the first nor the last found) is
+    named."""
+    n = 40
+    stalls = {0: (0, 0.05), 1: (2, 0.1), 2: (4, 0.03)}
+    on = {r: {i for i in range(n) if i % 5 == off} for r, (off, _) in stalls.items()}
+    ranks = []
+    for r, (_, s) in stalls.items():
+        data = _add([0.001] * n, on[r], s)
+        back = [b - 0.001 for b in _jitter(n, 8 + r)]
+        for o, (_, so) in stalls.items():
+            if o != r:
+                back = _add(back, on[o], so)  # its wait for rank o, inside its backward
+        ranks.append(_phased(r, data, back))
+    f = rules.hiccup(_view(*ranks))
+    assert _said(f, 1, "every 5 steps") == pytest.approx(100, abs=3)
+    assert f.saving.seconds == pytest.approx(0.1 * len(on[1]) / n, rel=0.05)
