@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from types import SimpleNamespace as NS
 
 import pytest
@@ -1229,6 +1230,10 @@ def test_contention_edges(monkeypatch):
     assert p.notes[0].startswith("cost per call in training: sync=per_param's 10 all-reduces")
     assert p.notes[1].startswith("CPU contention between gloo's all-reduce and backward: not ")
     assert len(p.notes) == 2
+    # per_param without a comm block: nothing to price, nothing raised
+    p = prof(sync="per_param", params=ten)
+    pf._contention(p, NS(comm=None, grad_ready=None))
+    assert p.contention.per_call == Quantity.exact(0.0) and len(p.notes) == 1
     # DDP with the timers, but not measurable: one rank, no comm time, no link, another sync
     for kw, comm in (
         (dict(world_size=1), NS(time_s=0.2, backward_compute_s=0.1)),
@@ -1283,7 +1288,9 @@ def test_a_compressible_3d_weight_is_rows_by_the_rest():
 
 
 def test_named_model_composes_the_projects_config():
-    got = pf.named_model("vgg11_tiny")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # Hydra's version_base stated: no compatibility warning
+        got = pf.named_model("vgg11_tiny")
     assert got == {
         "_target_": "models.vgg.VGG",
         "arch": "vgg",
@@ -1342,3 +1349,80 @@ def test_the_link_from_the_on_rank_microbenchmark_first(monkeypatch):
         "the on-rank microbenchmark could not be fitted: this run's ranks: no all-reduce times to "
         "fit" in p.notes
     )
+
+
+def test_the_units_in_printed_sizes_and_rates_are_exact_powers_of_ten():
+    # each figure sits just across a rounding edge of its printed digits, so a unit off by one part
+    # in 1e9 (1e6) would print another number
+    notes: list[str] = []
+    env = NS(link=NS(emulated=True, rate_bit_s=1000005000.0005, nodes=2))
+    pf._emulated(env, notes)
+    assert "shaped to (1.00001 Gbit/s, env.link)" in notes[0]  # 1.0000050000005 to 6 digits
+    notes = []
+    comm = NS(time_s=0.1, bytes_per_step=1005000.5, collectives_per_step=1)
+    pf._link_from_sync(NS(comm=comm, world_size=2), notes)
+    assert "1 call(s) of 1.01 MB on average" in notes[0]  # 1.0050005 MB
+    ps = pf.PowersgdCosts(fresh_s=[0.0040049999999], touched_s=[0.001], fresh_bytes=1005001)
+    q = pf._fresh_pages(NS(costs=HookCosts(powersgd=ps)), _params([1]), "cpu")
+    # 3.0049999999 ms over 1.005001 MB: 2.99 ns per byte
+    assert "of 1.01 MB" in q.source and "fresh pages 2.99 ns per byte" in q.source
+    ps = pf.PowersgdCosts(fresh_s=[0.0040049999999], touched_s=[0.001], fresh_bytes=1000000)
+    q = pf._fresh_pages(NS(costs=HookCosts(powersgd=ps)), _params([1]), "cpu")
+    assert "fresh pages 3 ns per byte" in q.source  # 3.0049999999 ns: 3.00
+
+
+def test_more_record_edges(monkeypatch):
+    _no_model(monkeypatch)
+
+    def full(**result):
+        rec = _full_train_record()
+        rec["result"].update(result)
+        return rec
+
+    # no model name in the config: "?"; the configured PowerSGD rank (4) beside the one the probe
+    # timed (2); a device with no stated run-to-run scatter: 5%; a throughput without an interval
+    rec = full(device="xpu", throughput={"samples_per_s": 64.0})
+    rec["config"]["model"] = {"arch": "x"}
+    rec["result"]["grad_ready"]["costs"] = {"powersgd": {"rank": 2}}
+    p = pf.from_record(rec)
+    assert (p.model, p.psgd_rank, p.powersgd_measured_rank, p.run_to_run_sd) == ("?", 4, 2, 0.05)
+    assert p.samples_per_s == Quantity.exact(64.0, "result.throughput")
+    # a throughput outside its own interval: the point alone; none at all: None
+    p = pf.from_record(
+        full(throughput={"samples_per_s": 70.0, "samples_ci_lo": 60.0, "samples_ci_hi": 64.0})
+    )
+    assert p.samples_per_s == Quantity.exact(70.0, "result.throughput")
+    rec = full()
+    del rec["result"]["throughput"]
+    assert pf.from_record(rec).samples_per_s is None
+    # sync=local without the probe's backward: its own backward phase, per micro-step
+    rec = full(sync="local")
+    del rec["result"]["grad_ready"]
+    monkeypatch.setattr(pf, "analyse_model", lambda j, s: _analysed(n=2, ready=[0.5, 1.0]))
+    assert pf.from_record(rec).backward == Quantity(0.15, 0.135, 0.165, "result.phases.backward")
+    _no_model(monkeypatch)
+    # a backward of 0 s in the probe (below the timer): every gradient ready at 0
+    rec = full()
+    rec["result"]["grad_ready"]["modes"]["alone"]["backward_s"] = [0.0]
+    assert pf.from_record(rec).params.ready == [0.0, 0.0]
+    # a train record whose probe ran only beside the sync, or timed no ready times: not the
+    # parameters' ready times (those need the no_sync pass); no model to rebuild: said
+    for modes in (
+        {"with_sync": {"backward_s": [0.2], "ready_s": [[0.1, 0.2]]}},
+        {"alone": {"backward_s": [0.2]}},
+        {"alone": {"ready_s": [[0.1, 0.2]]}},
+    ):
+        rec = full()
+        rec["result"]["grad_ready"]["modes"] = modes
+        with pytest.raises(pf.ProfileError, match="no gradient-ready probe"):
+            pf.from_record(rec)
+
+
+def test_a_flop_count_of_0_in_forward_gives_no_ratio(monkeypatch):
+    # a forward FlopCounterMode counts nothing in: no backward/forward ratio (it divided by 0)
+    monkeypatch.setattr(
+        pf, "analyse_model", lambda j, s: _analysed(n=2, ready=[0.5, 1], flops=(0, 6))
+    )
+    rec = _full_train_record()
+    del rec["result"]["grad_ready"]
+    assert pf.from_record(rec).backward.source == "2 x forward (assumed)"
