@@ -37,6 +37,7 @@ def test_ring_tree_and_no_cost_on_one_rank():
     assert link.point_time(1e6, 1) == 0.0 and link.point_time(0, 4) == 0.0
     z = link.time(1e6, 1, np.array([1.0, 2.0]), 1e9)
     assert list(z) == [0.0, 0.0]
+    assert link.time(1e6, 1, 0.0, 1e9) == 0.0  # an alpha of zero too
     # the tree: 2 ceil(log2 5) = 6 alpha steps against the ring's 8
     tree = _link(alpha=1e-3, tree=True)
     assert tree.point_time(1e3, 5) == pytest.approx(6e-3 + 1.6 * 1e3 / 1e9, rel=1e-12)
@@ -82,6 +83,8 @@ def test_describe_says_the_model_the_table_and_the_floor():
     assert t.describe().endswith("(ring or tree, the faster); source: src; host floor: F")
     n = lk.Link("L", Quantity.exact(5e-6), Quantity.exact(2e9), "src", nccl_table={"ranks": 4})
     assert n.describe().startswith("L: nccl-tests table, 4 ranks, interpolated; beyond it alpha 5")
+    a = lk.Link("L", Quantity(1.0, 0.999999, 1.000001), Quantity.exact(2e9), "s")
+    assert a.describe().startswith("L: alpha 1000000.0 [999999.0, 1000001.0] us, busbw 2 GB/s")
     n = lk.Link("L", Quantity.exact(5e-6), Quantity.exact(2e9), "src", nccl_table={})
     assert "nccl-tests table, ? ranks" in n.describe()
 
@@ -108,7 +111,9 @@ def test_fit_skips_empty_points_and_refuses_none_or_one_rank():
     pts = [(0, 1.0, None, None), (1e3, 0.0, None, None), (1e3, None, None, None)]
     with pytest.raises(ValueError, match=r"^N: no all-reduce times to fit$"):
         lk.fit_alpha_beta(pts, 2, name="N", source="S")
-    with pytest.raises(ValueError, match="needs measurements on 2 or more ranks"):
+    with pytest.raises(
+        ValueError, match="^an all-reduce fit needs measurements on 2 or more ranks$"
+    ):
         lk.fit_alpha_beta([(1e3, 1e-3, None, None)], 1, name="N", source="S")
     good = [(s, 20e-6 + s * 1e-9, None, None) for s in (1e3, 1e6)]
     fit = lk.fit_alpha_beta([*pts, *good], 2, name="N", source="S", resamples=150)
@@ -126,6 +131,55 @@ def test_one_size_only_takes_alpha_as_zero():
         "too few sizes for an interval on the fit",
     )
     assert fit.alpha == Quantity.exact(0.0, "N alpha") and not fit.busbw.has_interval
+
+
+def test_one_size_only_takes_the_first_calls_time_per_byte():
+    fit = lk.fit_alpha_beta(
+        [(1e6, 2e-3, None, None), (1e6, 4e-3, None, None)], 2, name="N", source="S"
+    )
+    assert fit.busbw.value == pytest.approx(1e6 / 2e-3, rel=1e-12)
+
+
+def test_a_one_byte_call_is_a_size():
+    pts = [(1, 20e-6 + 1e-9, None, None), (1e6, 20e-6 + 1e-3, None, None)]
+    fit = lk.fit_alpha_beta(pts, 2, name="N", source="S", resamples=10)
+    assert "over 2 sizes (1-1000000 B)" in fit.source
+    assert fit.busbw.value == pytest.approx(1e9, rel=1e-9)
+
+
+def test_exactly_100_draws_make_an_interval():
+    pts = [(s, 60e-6 + s * 1e-9) for s in (1e3, 1e7)]
+    pts = [(s, t, t / 1.1, t * 1.1) for s, t in pts]
+    fit = lk.fit_alpha_beta(pts, 4, name="N", source="S", resamples=100)
+    assert fit.notes == () and fit.busbw.has_interval
+    fit = lk.fit_alpha_beta(pts, 4, name="N", source="S", resamples=99)
+    assert fit.notes == ("too few sizes for an interval on the fit",)
+
+
+def test_the_interval_is_the_draws_central_95_percent():
+    """Two sizes with their intervals: each draw's line goes through both redrawn points, so its
+    slope is (t1 - t0) / (S1 - S0) by hand; the interval is the 2.5th and 97.5th percentiles of
+    bus factor / slope and of the intercept / 2(n-1) over the draws of the same generator."""
+    s0, s1 = 1e3, 1e7
+    t0, t1 = 60e-6 + s0 * 1e-9, 60e-6 + s1 * 1e-9
+    # each time on an end of its interval: still an interval (lo <= t <= hi)
+    q0, q1 = Quantity(t0, t0, t0 * 1.5), Quantity(t1, t1 / 1.1, t1)
+    fit = lk.fit_alpha_beta(
+        [(s0, t0, q0.lo, q0.hi), (s1, t1, q1.lo, q1.hi)], 4, name="N", source="S", resamples=300
+    )
+    rng = np.random.default_rng(0)
+    bws, alphas = [], []
+    for _ in range(300):
+        y0, y1 = q0.sample(rng, 1)[0], q1.sample(rng, 1)[0]
+        slope = (y1 - y0) / (s1 - s0)
+        bws.append(1.5 / slope)
+        alphas.append(max(y0 - slope * s0, 0.0) / 6)
+    assert (fit.busbw.lo, fit.busbw.hi) == pytest.approx(
+        tuple(np.percentile(bws, [2.5, 97.5])), rel=1e-6
+    )
+    assert (fit.alpha.lo, fit.alpha.hi) == pytest.approx(
+        tuple(np.percentile(alphas, [2.5, 97.5])), rel=1e-6
+    )
 
 
 def test_a_negative_intercept_is_alpha_zero_with_a_note():
@@ -166,6 +220,10 @@ def test_per_point_intervals_are_redrawn():
     mixed = [*pts[:2], (pts[2][0], pts[2][1], None, None)]
     fit = lk.fit_alpha_beta(mixed, 4, name="N", source="S", resamples=150)
     assert fit.source.endswith("(points resampled)")
+    # one end missing: no interval either
+    half = [*pts[:2], (pts[2][0], pts[2][1], None, pts[2][3])]
+    fit = lk.fit_alpha_beta(half, 4, name="N", source="S", resamples=150)
+    assert fit.source.endswith("(points resampled)")
     # an interval of no width counts as none
     flat = [*pts[:2], (pts[2][0], pts[2][1], pts[2][1], pts[2][1])]
     fit = lk.fit_alpha_beta(flat, 4, name="N", source="S", resamples=150)
@@ -181,8 +239,33 @@ def test_a_time_that_does_not_grow_with_the_bytes_takes_the_bootstraps_median():
     ]
     fit = lk.fit_alpha_beta(pts, 2, name="N", source="S", resamples=400)
     assert math.isfinite(fit.busbw.value) and fit.busbw.value > 0
+    assert math.isfinite(fit.busbw.hi)  # the draws that do not resolve it (infinite) are left out
     assert fit.busbw.lo <= fit.busbw.value <= fit.busbw.hi
-    assert any("medians of the bootstrap fits" in n for n in fit.notes)
+    assert (
+        "the sizes do not resolve the bandwidth (the fitted time does not grow with the bytes): "
+        "alpha and busbw are the medians of the bootstrap fits that resolve it"
+    ) in fit.notes
+
+
+def test_the_bootstrap_draws_every_point_and_2000_resamples_by_default():
+    # two sizes: a resample holds both (half the time) or one twice (skipped); a resampler that
+    # never drew the first point would never hold both
+    pts = [(1e3, 21e-6, None, None), (1e7, 20e-6 + 1e-2, None, None)]
+    fit = lk.fit_alpha_beta(pts, 2, name="N", source="S", resamples=400)
+    assert fit.notes == () and fit.busbw.value == pytest.approx(1e9, rel=1e-9)
+    pts = [(s, 60e-6 + s * 1e-9) for s in (1e3, 1e7)]  # redrawn in their intervals: continuous
+    pts = [(s, t, t / 1.1, t * 1.1) for s, t in pts]
+    by_default = lk.fit_alpha_beta(pts, 4, name="N", source="S")
+    assert by_default == lk.fit_alpha_beta(pts, 4, name="N", source="S", resamples=2000, seed=0)
+
+
+def test_a_link_slower_than_a_byte_a_second_still_gets_its_interval():
+    # 2 s per byte on 2 ranks: busbw 0.5 B/s, every resample the same line
+    pts = [(s, 2.0 * s, None, None) for s in (1e3, 1e4, 1e5)]
+    fit = lk.fit_alpha_beta(pts, 2, name="N", source="S", resamples=150)
+    assert fit.busbw.value == pytest.approx(0.5, rel=1e-9)
+    assert "too few sizes for an interval on the fit" not in fit.notes
+    assert fit.busbw.source == "N busbw (points resampled)"
 
 
 def test_wls_is_numpys_weighted_polyfit():
@@ -211,13 +294,18 @@ def _size(nbytes, t, lo=None, hi=None, level=0.95):
 def test_from_microbench_fits_the_runs_own_sizes():
     sizes = [_size(s, 20e-6 + s * 1e-9) for s in (1e3, 1e5)]
     total = _size(1e7, 20e-6 + 1e7 * 1e-9)
-    micro = Microbench(sizes=sizes, total=total, latency=_size(4, 20e-6 + 4e-9), iters=7)
+    micro = Microbench(
+        sizes=[*sizes, MicrobenchSize(bytes=5000)],  # a size without a time: left out
+        total=total,
+        latency=_size(4, 20e-6 + 4e-9),
+        iters=7,
+    )
     link = lk.from_microbench(TrainResult(world_size=2, microbench=micro))
     assert link.alpha.value == pytest.approx(10e-6, rel=1e-9)
     assert link.busbw.value == pytest.approx(1e9, rel=1e-9)
     assert link.name == "this run's ranks"
     assert link.source.startswith(
-        "the record's on-rank microbenchmark (result.microbench: 2 sizes, 7 timed calls each); "
+        "the record's on-rank microbenchmark (result.microbench: 3 sizes, 7 timed calls each); "
         "weighted least squares t = a + b S over 4 sizes (4-10000000 B)"
     )
     assert lk.from_microbench(TrainResult(world_size=1, microbench=micro)) is None
@@ -288,6 +376,22 @@ def test_from_collectives_reads_the_rows_intervals_in_microseconds():
     assert link.busbw.lo < 1e9 < link.busbw.hi and link.busbw.hi < 1.1e9
 
 
+def test_from_collectives_without_ranks_or_hosts():
+    rows = [
+        CollectiveRow(op="all_reduce", mode="in_place", bytes=s, time_median_us=20 + s * 1e-3)
+        for s in (1000, 100000)
+    ]
+    rec = _coll(rows)
+    rec.env.hostnames = None
+    assert lk.from_collectives(rec).name == "task=collectives on ?"
+    rec.result.world_size = None  # one rank: nothing to fit
+    with pytest.raises(ValueError, match="needs measurements on 2 or more ranks"):
+        lk.from_collectives(rec)
+    rec.result = None
+    with pytest.raises(ValueError, match="has no in-place all_reduce rows"):
+        lk.from_collectives(rec)
+
+
 def test_from_collectives_without_all_reduce_rows_says_what_to_add():
     rows = [CollectiveRow(op="broadcast", mode="in_place", bytes=1000, time_us=5.0)]
     with pytest.raises(ValueError, match=r"collectives.ops must hold all_reduce"):
@@ -300,6 +404,7 @@ def test_from_nccl_tests_keeps_the_table_and_adds_its_stated_spread():
         "ranks": 4,
         "rows": [
             {"bytes": 0, "in_place": {"time_us": 5.0}},
+            {"bytes": 1, "in_place": {"time_us": 60 + 0.001}},
             {"bytes": 1000, "in_place": {"time_us": 60 + 1.0}},
             {"bytes": 100000, "in_place": None, "out_of_place": {"time_us": 60 + 100.0}},
             {"bytes": 10000000, "in_place": {"time_us": 60 + 10000.0}},
@@ -318,11 +423,14 @@ def test_from_nccl_tests_keeps_the_table_and_adds_its_stated_spread():
         "nccl-tests prints one mean per size without an interval: +-10% assumed (run-to-run "
         "spread of all_reduce_perf)"
     )
-    assert "over 3 sizes" in link.source and link.source.startswith("nccl-tests file f.log;")
+    assert "over 4 sizes (1-10000000 B)" in link.source
+    assert link.source.startswith("nccl-tests file f.log;")
+    assert link.alpha.source == "nccl-tests alpha (points resampled)"
     parsed = {**parsed, "ranks": None, "file": None}
     link = lk.from_nccl_tests(parsed)
     assert link.name == "nccl-tests (? ranks)" and link.source.startswith("nccl-tests file ;")
     assert link.notes[-1] == "the file does not say how many ranks ran: 2 assumed for the fit"
+    assert link.notes[-2].startswith("nccl-tests prints one mean per size without an interval")
     assert link.alpha.value == pytest.approx(30e-6, rel=1e-9)  # 60 us / 2(2-1)
     assert link.busbw.lo == pytest.approx(link.busbw.value / 1.05, rel=1e-6)  # 5% by default
 
@@ -332,7 +440,7 @@ def test_presets_from_their_stated_line_rates():
     assert ten.busbw.value == pytest.approx(1.25e9 * 1448 / 1538, rel=1e-12)
     assert (ten.busbw.lo, ten.busbw.hi) == pytest.approx((1.0e9, 1.1875e9), rel=1e-12)
     assert (ten.alpha.value, ten.alpha.lo, ten.alpha.hi) == pytest.approx((50e-6, 20e-6, 100e-6))
-    assert not ten.tree and ten.name == "10gbe"
+    assert not ten.tree and ten.name == "10gbe" and ten.source == lk.PRESETS["10gbe"].source
     assert ten.alpha.source == "10gbe alpha (stated)" and ten.busbw.source == "10gbe busbw"
     assert lk.PRESETS["1gbe"].what == "1 Gbit/s Ethernet, TCP sockets"
     assert lk.PRESETS["25gbe"].busbw_GBps[0] == pytest.approx(3.125 * 1448 / 1538)
@@ -362,6 +470,29 @@ def test_presets_from_their_stated_line_rates():
         lk.preset("nope")
 
 
+def test_the_preset_makers_from_a_line_rate():
+    e = lk._ethernet(40, "40gbe", "IEEE 802.3ba")
+    assert e.name == "40gbe" and e.what == "40 Gbit/s Ethernet, TCP sockets" and not e.tree
+    assert e.busbw_GBps == pytest.approx((5 * 1448 / 1538, 4.0, 4.75), rel=1e-12)
+    assert e.alpha_us == (50.0, 20.0, 100.0)
+    assert e.source == (
+        "line rate 40 Gbit/s (IEEE 802.3ba); busbw = line rate x TCP/IPv4 payload per frame "
+        "(1448 of 1538 bytes on the wire, 94%), interval 80-95% of line rate; alpha: a TCP hop, "
+        "20-100 us (a 4-byte gloo all-reduce across one veth took 90-160 us for its 2 steps here)"
+    )
+    i = lk._infiniband(800, "ib800", "XDR")
+    assert i.name == "ib800" and i.tree
+    assert i.what == "800 Gb/s InfiniBand XDR, one NIC per rank, GPUDirect RDMA"
+    assert i.busbw_GBps == pytest.approx((92.0, 80.0, 96.0), rel=1e-12)
+    assert i.alpha_us == (5.0, 2.0, 10.0)
+    assert i.source == (
+        "XDR line rate 800 Gb/s (InfiniBand Trade Association specification); achieved fraction "
+        "0.92 [0.80, 0.96] of line rate: NVIDIA/nccl-tests#252 shows 4 x 200 Gb/s HDR NICs at "
+        "95.3 GB/s all_reduce busbw (23.8 GB/s per NIC, 0.95 of line rate); alpha 5 [2, 10] us "
+        "per step (stated: an RDMA hop plus NCCL's proxy)"
+    )
+
+
 def test_payload_shares_and_the_calibrated_link_share():
     assert lk.TCP_PAYLOAD == 1448 / 1538 and lk.TC_PAYLOAD == 1448 / 1514 and lk.GB == 1e9
     assert lk.LINK_SHARE == (0.941, 0.941, 0.949)
@@ -383,6 +514,7 @@ def test_an_emulated_link_is_its_rate_at_the_share_over_the_host_floor():
     assert (g.alpha.value, g.alpha.lo, g.alpha.hi) == (50e-6, 20e-6, 100e-6)
     assert g.floor is None and "(given; 0.956 = 1448/1514" in g.source
     assert g.busbw.source == "shaped rate x achieved share"
+    assert g.alpha.source == "alpha (stated: a TCP hop)"
 
 
 def test_with_floor():

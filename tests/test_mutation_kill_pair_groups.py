@@ -56,8 +56,17 @@ def test_pairs_are_twice_as_many_ranks_on_the_local_launcher():
 @pytest.fixture
 def checks(monkeypatch):
     seen = NS(fits=[], gpus=False, node=None)
-    monkeypatch.setattr(pg, "check_fits", lambda cfg, host, **kw: seen.fits.append(kw))
-    monkeypatch.setattr(pg, "on_gpus", lambda cfg, host: seen.gpus)
+
+    def check_fits(cfg, host, **kw):
+        assert cfg.pair_groups is not None and host is HOST
+        seen.fits.append(kw)
+
+    def on_gpus(cfg, host):
+        assert cfg.pair_groups is not None and host is HOST
+        return seen.gpus
+
+    monkeypatch.setattr(pg, "check_fits", check_fits)
+    monkeypatch.setattr(pg, "on_gpus", on_gpus)
     monkeypatch.setattr(pg, "ranks_per_node", lambda cfg: seen.node or cfg.world_size)
     return seen
 
@@ -100,6 +109,7 @@ def test_check_warns_when_the_ranks_threads_oversubscribe_the_cpus(checks, recwa
     assert len(recwarn) == 0
     with pytest.warns(UserWarning) as w:
         pg.check(_cfg(pairs=2, threads=2), host=HOST)
+    assert w[0].filename == __file__  # the warning points at check's caller
     assert str(w[0].message) == (
         "pairs=2: 4 ranks x 2 threads on 4 CPUs oversubscribe this machine; the result shows the "
         "contention (CPU busy %, involuntary context switches)."
@@ -114,11 +124,12 @@ def test_check_warns_when_the_ranks_threads_oversubscribe_the_cpus(checks, recwa
 
 class _Clock:
     def __init__(self, step=0.5):
-        self.k, self.step, self.cpu = -1, step, itertools.cycle([1.0, 1.25])
+        self.k, self.step, self.start = -1, step, 10.0
+        self.cpu = itertools.cycle([1.0, 1.25])
 
     def perf_counter(self):
         self.k += 1
-        return self.k * self.step
+        return self.start + self.k * self.step
 
     def process_time(self):
         return next(self.cpu)
@@ -129,6 +140,7 @@ def rank(monkeypatch):
     """Rank `rank` of 2 x pairs, its peers played by the stand-ins: every rank gathers the same
     figures as this one but its rank, wall (x 1.2 for rank 1) and host."""
     st = NS(groups=[], reduces=[], waits=0, barriers=0, destroyed=[], figures=None, threads=[])
+    st.devices, st.synced = set(), set()
 
     class Work:
         def wait(self):
@@ -140,6 +152,7 @@ def rank(monkeypatch):
 
     def all_reduce(x, group=None, async_op=False):
         st.reduces.append((tuple(x.shape), group, async_op))
+        st.devices.add(str(x.device))
         return Work() if async_op else None
 
     fake_dist = NS(
@@ -151,10 +164,15 @@ def rank(monkeypatch):
     monkeypatch.setattr(pg, "dist", fake_dist)
     monkeypatch.setattr(pg, "time", _Clock())
     ru = itertools.cycle([NS(ru_nvcsw=10, ru_nivcsw=3), NS(ru_nvcsw=15, ru_nivcsw=7)])
-    monkeypatch.setattr(pg, "resource", NS(RUSAGE_SELF=0, getrusage=lambda who: next(ru)))
+
+    def getrusage(who):
+        assert who == "self"
+        return next(ru)
+
+    monkeypatch.setattr(pg, "resource", NS(RUSAGE_SELF="self", getrusage=getrusage))
     st.jiffies = [(100, 1000), (160, 1100)]
     monkeypatch.setattr(pg, "host_cpu_jiffies", lambda: st.jiffies.pop(0))
-    monkeypatch.setattr(pg, "synchronize", lambda device: None)
+    monkeypatch.setattr(pg, "synchronize", lambda device: st.synced.add(str(device)))
     monkeypatch.setattr(pg.torch, "set_num_threads", lambda n: st.threads.append(n))
     monkeypatch.setattr(pg.torch, "get_num_threads", lambda: 3)
     monkeypatch.setattr(pg.os, "cpu_count", lambda: 4)
@@ -169,13 +187,13 @@ def rank(monkeypatch):
 
     monkeypatch.setattr(pg, "gather_all", gather_all)
 
-    def ctx(cfg, r=0, world=None):
+    def ctx(cfg, r=0, world=None, backend="gloo"):
         return NS(
             cfg=cfg,
             world_size=2 * cfg.pairs if world is None else world,
             rank=r,
-            backend="gloo",
-            torch_device=torch.device("cpu"),
+            backend=backend,
+            torch_device=torch.device("meta"),
             hostname="h",
             is_main=r == 0,
         )
@@ -201,6 +219,13 @@ def test_a_ranks_loop_and_the_figures_it_gathers(rank):
     assert f["torch_threads"] == 3
     assert f["host_busy_fraction"] == pytest.approx(0.6)  # 60 of 100 jiffies busy
     assert rank.threads == [] and os.environ["OMP_NUM_THREADS"] == "9"
+    assert rank.devices == {"cpu"} and rank.synced == {"cpu"}  # gloo: on the CPU
+
+
+def test_the_second_rank_of_a_pair_uses_its_pair_and_nccl_its_device(rank):
+    pg.run(rank.ctx(_cfg(pairs=2, iters=2, warmup_iters=0), r=3, backend="nccl"))
+    assert {g for _, g, _ in rank.reduces} == {"g2"} and rank.destroyed == ["g2"]
+    assert rank.devices == {"meta"} and rank.synced == {"meta"}
 
 
 def test_async_calls_are_waited_and_threads_set_and_rank_0_writes_the_result(rank):
@@ -212,6 +237,7 @@ def test_async_calls_are_waited_and_threads_set_and_rank_0_writes_the_result(ran
     assert rank.figures["block_us_per_op"] == [500000.0] * 3
     assert rank.figures["wall_s"] == 3.5
     assert isinstance(res, PairGroupsResult) and res.rank0_s == 3.5 and res.slowest_rank == 1
+    assert res.device == "cpu"
 
 
 def test_no_host_share_without_proc_stat_or_a_tick(rank):
@@ -293,6 +319,7 @@ def test_the_result_rounds_its_headline(monkeypatch):
     ev = _everyone()
     ev[0]["wall_s"], ev[2]["wall_s"] = 1.234567, 7.654321
     ev[0]["host_busy_fraction"] = 0.123456
+    ev[1]["torch_threads"] = 5  # rank 0's count is the one reported
     p = pg.settings(_cfg(iters=3))
     r = pg._result(_ctx2(), p, torch.device("cpu"), ev)
     h = r.headline
@@ -301,7 +328,21 @@ def test_the_result_rounds_its_headline(monkeypatch):
     assert h["CPU busy %"] == round(100 * 8 / (3 * 7.654321), 1) == 34.8
     assert h["host busy %"] == 12.3
     assert h["invol. switches / op"] == round(1000 / 12, 3) == 83.333
-    assert r.ranks_per_cpu == pytest.approx(4 / 3)
+    assert r.ranks_per_cpu == pytest.approx(4 / 3) and r.torch_threads == 2
+    # a window under a second still has its share: 8 CPU-s / (3 CPUs x 0.8 s)
+    for e in ev:
+        e["wall_s"] = 0.8
+    r = pg._result(_ctx2(), p, torch.device("cpu"), ev)
+    assert r.cpu_busy_fraction == pytest.approx(8 / 2.4)
+
+
+def test_a_figure_of_the_wrong_kind_is_named_by_its_rank():
+    ev = _everyone()
+    ev[1]["group_setup_s"] = "slow"
+    with pytest.warns(
+        UserWarning, match=r"result\.per_rank\[1\]\.group_setup_s: expected a number"
+    ):
+        pg._result(_ctx2(), pg.settings(_cfg(iters=3)), torch.device("cpu"), ev)
 
 
 def test_the_result_across_hosts_has_no_machine_share(monkeypatch):
@@ -371,7 +412,7 @@ def test_the_reading_names_the_contention_it_sees():
         "pairs values at the same ranks-per-CPU, or pair_groups.threads=1 / async_op=true, to "
         "separate it from the transport."
     )
-    lines = pg.explain(_r(ranks_per_cpu=2.0, cpu_count=2, cpu_busy_fraction=0.9))
+    lines = pg.explain(_r(ranks_per_cpu=2.0, cpu_count=2, cpu_busy_fraction=0.5))
     assert lines[2] == "CPU contention: more ranks than CPUs (4 on 2)" + tail
     lines = pg.explain(_r(ranks_per_cpu=1.0, cpu_busy_fraction=0.8))
     assert lines[2] == "CPU contention: the ranks kept 80% of the CPUs busy" + tail
@@ -417,6 +458,8 @@ def test_the_console_view():
         "  one",
         "  two",
     ]
+    rec.result.iters, rec.result.per_rank[0].wall_s = 1, 1000.0  # 1e9 us per call
+    assert pg.summarize(rec).splitlines()[2].split()[3] == "1000000000.0"
     rec.result.async_op = False
     assert "per rank in its pair's group; 8 untimed first" in pg.summarize(rec)
     assert pg.summarize(Record.from_dict({"task": "pair_groups", "status": "ok"})) == (
