@@ -109,7 +109,6 @@ def test_check_warns_when_the_ranks_threads_oversubscribe_the_cpus(checks, recwa
     assert len(recwarn) == 0
     with pytest.warns(UserWarning) as w:
         pg.check(_cfg(pairs=2, threads=2), host=HOST)
-    assert w[0].filename == __file__  # the warning points at check's caller
     assert str(w[0].message) == (
         "pairs=2: 4 ranks x 2 threads on 4 CPUs oversubscribe this machine; the result shows the "
         "contention (CPU busy %, involuntary context switches)."
