@@ -123,22 +123,30 @@ def cases(delay: float = DELAY_S) -> list[Case]:
                 )
             )
     every, pause = HICCUP
-    out.append(
-        Case(
-            "hiccup_r0",
-            "hiccup",  # a sweep of its own: the stragglers' is the product of their keys' values
-            [
-                f"fault.delay_s={pause}",
-                "fault.delay_at=after_optimizer",
-                "fault.delay_rank=0",
-                f"fault.delay_every={every}",
-            ],
-            ("hiccup", "straggler"),
-            rank=0,
-            fix="healthy",
-            note=f"rank 0 sleeps {pause * 1e3:.0f} ms after every {every}th optimizer step",
+    # a sweep of its own: the stragglers' is the product of their keys' values. After the
+    # optimizer the others wait in their next step; in the data wait, in the same step's backward
+    # (DDP's all-reduces), so every rank's step jumps there and only the work apart from backward
+    # says whose
+    for where, name, what in (
+        ("after_optimizer", "hiccup_r0", "after every {every}th optimizer step"),
+        ("data", "hiccup_data_r0", "in its data wait every {every}th step"),
+    ):
+        out.append(
+            Case(
+                name,
+                "hiccup",
+                [
+                    f"fault.delay_s={pause}",
+                    f"fault.delay_at={where}",
+                    "fault.delay_rank=0",
+                    f"fault.delay_every={every}",
+                ],
+                ("hiccup", "straggler"),
+                rank=0,
+                fix="healthy",
+                note=f"rank 0 sleeps {pause * 1e3:.0f} ms " + what.format(every=every),
+            )
         )
-    )
     out.append(
         Case(
             "busy_host",

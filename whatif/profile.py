@@ -366,7 +366,11 @@ def _params(record: Record, gr: GradReady | None, notes: list[str], model: str |
     if model and analysed is None:
         raise ProfileError(f"--model {model}: cannot build it here on the meta device")
     if analysed is not None:
-        shapes, flops = analysed["shapes"], (analysed["fwd_flops"], analysed["bwd_flops"])
+        shapes = analysed["shapes"]
+        # a model whose forward does not run on meta tensors has sizes but no FLOP count: no ratio
+        # (it was (None, None), and backward's None / None raised where no probe timed it)
+        if analysed["fwd_flops"] and analysed["bwd_flops"]:
+            flops = (analysed["fwd_flops"], analysed["bwd_flops"])
     if gr is not None and gr.numel:
         alone = _mode(gr, "alone")
         if not alone.ready_s and record.task == "script":
@@ -604,7 +608,7 @@ def _backward_alone(
         if forward.has_interval and forward.lo > 0:
             return Quantity(v, v * forward.lo / forward.value, v * forward.hi / forward.value, how)
         return Quantity.relative(v, 0.05, how + " (none there: +-5% stated)")
-    if sync in ("local", "per_param", "flat") or int(r.world_size or 1) < 2 and sync != "ddp":
+    if sync in ("local", "per_param", "flat"):  # every sync but ddp (base/schema.py Sync)
         return Quantity.from_describe(phases.backward, "result.phases.backward", 1 / K)
     if getattr(r, "script", None) is not None and phases.backward is not None:
         notes.append(
@@ -835,6 +839,16 @@ def _contention(prof: Profile, r: TrainResult) -> None:
     else:
         under = comm.backward_compute_s
     if not under:
+        # a multi-rank gloo run on CPU all the same: say why nothing was calibrated (it read "not a
+        # multi-rank gloo run on CPU", the placeholder from_record starts with, until issue 36)
+        prof.contention.how = (
+            "not measurable from this run (no backward compute time beside its all-reduces: no "
+            "grad_ready probe with the sync, and no comm.backward_compute_s): none assumed, so a "
+            "prediction for DDP with gloo on CPU over-predicts the overlap"
+        )
+        prof.notes.append(
+            "CPU contention between gloo's all-reduce and backward: " + prof.contention.how
+        )
         return
     s_c, s_m, per_call, how = calibrate_contention(
         prof, compute_under_comm=float(under), comm_span=float(comm.time_s)
