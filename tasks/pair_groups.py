@@ -235,7 +235,7 @@ def explain(r: PairGroupsResult) -> list[str]:
     d = r.per_op_us
     per_op = (
         f"{fmt_ci(d.median, d.ci_lo, d.ci_hi)} us each (median of {d.n} timed blocks, 95% CI)"
-        if d is not None and d.to_dict()
+        if d is not None and d.median is not None
         else f"{r.per_op_us_rank0:.1f} us each"
     )
     lines = [

@@ -143,6 +143,7 @@ FAST_TESTS = {
     ],
     # stats/calibrate.py's own kill file: the default name would also be whatif/calibrate.py's
     "stats/calibrate.py": ["tests/test_mutation_kill_stats_calibrate.py"],
+    "whatif/calibrate.py": ["tests/test_mutation_kill_whatif_calibrate.py"],
     "tables/table.py": [
         "tests/test_mutation_kill_table.py",
         "tests/test_results_table.py",

@@ -119,12 +119,21 @@ class Quantity:
 
     def with_extra(self, rel: float, source: str | None = None) -> "Quantity":
         """The same point with a further independent relative uncertainty added in quadrature (log
-        space)."""
+        space; linear, as sample draws it, where the interval touches zero: there the log
+        half-widths are infinite, and dropping them would narrow the interval an extra widens; the
+        draws clip the low end at zero)."""
         if rel <= 0 or self.value <= 0:
             return self
+        if self.has_interval and self.lo <= 0:
+            return Quantity(
+                self.value,
+                self.value - math.hypot(self.value - self.lo, self.value * rel / (1 + rel)),
+                self.value + math.hypot(self.hi - self.value, self.value * rel),
+                self.source if source is None else source,
+            )
         s_extra = math.log1p(rel) / Z95
-        lo_s = math.log(self.value / self.lo) / Z95 if self.has_interval and self.lo > 0 else 0.0
-        hi_s = math.log(self.hi / self.value) / Z95 if self.has_interval and self.lo > 0 else 0.0
+        lo_s = math.log(self.value / self.lo) / Z95 if self.has_interval else 0.0
+        hi_s = math.log(self.hi / self.value) / Z95 if self.has_interval else 0.0
         lo_s, hi_s = math.hypot(lo_s, s_extra), math.hypot(hi_s, s_extra)
         return Quantity(
             self.value,
