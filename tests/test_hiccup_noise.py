@@ -296,3 +296,80 @@ def test_where_ranks_stall_the_one_whose_stalls_cost_more_a_step_is_named():
     f = rules.hiccup(_view(*ranks))
     assert _said(f, 1, "every 5 steps") == pytest.approx(100, abs=3)
     assert f.saving.seconds == pytest.approx(0.1 * len(on[1]) / n, rel=0.05)
+
+
+def test_average_ranks_are_scipys_rankdata_ties_and_all():
+    """rules._average_ranks stands in for scipy.stats.rankdata (average ties) in the lattice test."""
+    import numpy as np
+    from scipy.stats import rankdata
+
+    rng = np.random.default_rng(0)
+    for n in (2, 3, 7, 40):
+        for _ in range(20):
+            x = rng.integers(0, 4, size=n).astype(float)  # many ties
+            assert rules._average_ranks(x).tolist() == rankdata(x).tolist()
+    assert rules._average_ranks(np.array([3.0, 1.0, 3.0, 2.0])).tolist() == [3.5, 1.0, 3.5, 2.0]
+
+
+def test_the_shared_stall_finding_says_its_numbers_where_they_came_from():
+    """Every number and word of hiccup.shared, worked out from the series by hand: every rank's
+    backward is 100 ms longer on steps 3, 8, ... (0-based 2, 7, ...) of 40 with warm-up 4 (so the
+    user's steps 7, 12, ...), the least of the ranks' work is 111 ms off the lattice and 211 on it
+    (both ranks flat: data 1, backward 100, forward 10 ms)."""
+    n, stall = 40, 0.1
+    on = [i for i in range(n) if i % 5 == 2]
+    flat = [0.1 + (0.0001 if i % 2 else 0.0) for i in range(n)]  # two values: not one (ptp > 0)
+    r0 = _phased(0, [0.001] * n, _add(flat, set(on), stall))
+    r1 = _phased(1, [0.001] * n, _add([0.1002] * n, set(on), stall))
+    v = _view(r0, r1)
+    v.train.warmup_steps = 4
+    f = rules.hiccup(v)
+    # the least each step: rank 0's (0.1 or 0.1001 < 0.1002); off the lattice 0.111 / 0.1111,
+    # median of the 32 off-lattice steps (16 of each) 0.11105; on it 0.211 or 0.2111
+    least_on = [0.011 + flat[i] + stall for i in on]
+    extra = [x - 0.11105 for x in least_on]
+    med = sorted(extra)[len(extra) // 2 - 1 : len(extra) // 2 + 1]
+    stall_ms = 1e3 * sum(med) / 2  # 8 lattice steps: the mean of the middle two
+    per_step = sum(extra) / n
+    assert f.rule == "hiccup.shared" and f.recommends == {} and f.qualitative
+    assert f.title == (
+        f"Every rank's step is {stall_ms:.0f} ms longer every 5 steps, in backward: "
+        f"{1e3 * per_step:.1f} ms per step on average ({100 * per_step / 0.1:.0f}% of the step)"
+    )
+    assert f.detail == (
+        "On every 5th step all ranks' work jumps together, so no one rank's stall is told apart: "
+        "a rank stalled inside backward (the others wait for it inside theirs, where DDP waits for "
+        "the all-reduces), or work every rank does that often. Profile those steps "
+        "(profile.enabled=true in task=train) to see whose it is."
+    )
+    names = [(e.name, e.unit, e.source) for e in f.evidence]
+    assert names == [
+        ("the stall, every rank (median over the lattice's steps)", "ms", "result.per_rank[].series"),
+        ("what grew on those steps (mean over ranks)", "ms", "result.per_rank[].series"),
+        ("averaged over every step", "ms", "result.per_rank[].series"),
+    ]
+    assert f.evidence[0].value == pytest.approx(stall_ms, abs=1e-9)
+    assert f.evidence[0].note == (
+        "steps 7, 12, 17, 22, 27, 32, ...: the least of the ranks' work, against its median"
+    )
+    # backward grew by 100 ms on both ranks (rank 0's off-lattice median 0.10005)
+    grew0 = sum(flat[i] + stall for i in on) / len(on) - 0.10005
+    assert f.evidence[1].value == pytest.approx(1e3 * (grew0 + stall) / 2, abs=1e-9)
+    assert f.evidence[1].note == "backward"
+    assert f.evidence[2].value == pytest.approx(1e3 * per_step, abs=1e-9)
+    assert re.fullmatch(r"that lattice by chance: p = \S+ \(Bonferroni\)", f.evidence[2].note)
+    s = f.saving
+    assert (s.fraction, s.seconds, s.lo, s.hi) == pytest.approx(
+        (per_step / 0.1, per_step, None, per_step / 0.1)
+    )
+    assert (s.how, s.basis, s.source) == (
+        "the stall averaged over the steps, if it left the step",
+        "range",
+        "measured",
+    )
+    assert f.impact == pytest.approx(per_step / 0.1)
+    assert f.command == "python train.py x=1"
+    # where the step's share is unknown, the title says none and the impact is 0
+    v.fraction = lambda s: None
+    g = rules.hiccup(v)
+    assert g.title.endswith(f"{1e3 * per_step:.1f} ms per step on average") and g.impact == 0.0
