@@ -123,22 +123,30 @@ def cases(delay: float = DELAY_S) -> list[Case]:
                 )
             )
     every, pause = HICCUP
-    out.append(
-        Case(
-            "hiccup_r0",
-            "hiccup",  # a sweep of its own: the stragglers' is the product of their keys' values
-            [
-                f"fault.delay_s={pause}",
-                "fault.delay_at=after_optimizer",
-                "fault.delay_rank=0",
-                f"fault.delay_every={every}",
-            ],
-            ("hiccup", "straggler"),
-            rank=0,
-            fix="healthy",
-            note=f"rank 0 sleeps {pause * 1e3:.0f} ms after every {every}th optimizer step",
+    # a sweep of its own: the stragglers' is the product of their keys' values. After the
+    # optimizer the others wait in their next step; in the data wait, in the same step's backward
+    # (DDP's all-reduces), so every rank's step jumps there and only the work apart from backward
+    # says whose
+    for where, name, what in (
+        ("after_optimizer", "hiccup_r0", "after every {every}th optimizer step"),
+        ("data", "hiccup_data_r0", "in its data wait every {every}th step"),
+    ):
+        out.append(
+            Case(
+                name,
+                "hiccup",
+                [
+                    f"fault.delay_s={pause}",
+                    f"fault.delay_at={where}",
+                    "fault.delay_rank=0",
+                    f"fault.delay_every={every}",
+                ],
+                ("hiccup", "straggler"),
+                rank=0,
+                fix="healthy",
+                note=f"rank 0 sleeps {pause * 1e3:.0f} ms " + what.format(every=every),
+            )
         )
-    )
     out.append(
         Case(
             "busy_host",
@@ -234,8 +242,20 @@ def script_cases(delay: float) -> list[Case]:
     return out
 
 
+# Groups whose window at COMMON's 60 steps is too short to measure the truth: a run of 0.5-0.8 s
+# (busy_host and its fix, 8-11 ms a step) moved with any blip of the machine (the 2026-12-07
+# quiet run's fix runs: 373-468 samples/s, the saving 21-38% by round), and the link groups' 1-4 s
+# (and their fix runs' 1-2 s) drifted by up to 30% inside the window. Each gets a window of 3 s or
+# more at its step, and its fix sweeps the same; the in-job check's budget (a share of the window)
+# grows with it.
+GROUP_STEPS = {"busy": 300, "link": 150, "buckets": 150}
+
+
 def common_of(group: str) -> list[str]:
-    return SCRIPT_COMMON if group.startswith("script") else COMMON
+    if group.startswith("script"):
+        return SCRIPT_COMMON
+    steps = GROUP_STEPS.get(group)
+    return [f"steps={steps}" if o.startswith("steps=") and steps else o for o in COMMON]
 
 
 # ------------------------------------------------------------------------------------------ running
@@ -245,8 +265,9 @@ class Runner:
     repeats: int
     log: list[str] = field(default_factory=list)
 
-    def sweep(self, name: str, overrides: list[str], timeout: float = 1800) -> Path:
-        """One `python train.py -m` over the given overrides, `repeats` rounds; its sweep dir."""
+    def sweep(self, name: str, group: str, overrides: list[str], timeout: float = 1800) -> Path:
+        """One `python train.py -m` over the given overrides (beside the group's common ones),
+        `repeats` rounds; its sweep dir."""
         sweep_dir = self.out / name
         if sweep_dir.is_dir():  # a run of the benchmark before: its records must not mix with these
             shutil.rmtree(sweep_dir)
@@ -254,7 +275,7 @@ class Runner:
             sys.executable,
             "train.py",
             "-m",
-            *common_of(name.removeprefix("fix_")),
+            *common_of(group),
             *overrides,
             f"repeats={self.repeats}",
             f"hydra.sweep.dir={sweep_dir}",
@@ -337,7 +358,7 @@ def run(
             groups.setdefault(c.group, []).append(c)
     clear_fixes(out, chosen)
     for name, group in groups.items():
-        runner.sweep(name, group_overrides(group))
+        runner.sweep(name, name, group_overrides(group))
     records = load(out)
     # the fix of every case whose fix is its top finding's next command: run those commands, the
     # same rounds
@@ -350,7 +371,7 @@ def run(
                 **dict(o.split("=", 1) for o in c.overrides),
                 **{k: _value(v) for k, v in change.items()},
             }
-            runner.sweep(f"fix_{c.name}_{i}", [f"{k}={v}" for k, v in items.items()])
+            runner.sweep(f"fix_{c.name}_{i}", c.group, [f"{k}={v}" for k, v in items.items()])
     result = table(out, chosen, delay, sweeps=swept(runner.log))
     result.update(
         skipped=skipped,
@@ -661,6 +682,10 @@ def table(
             for i, kind in enumerate(dict.fromkeys(c.group.startswith("script") for c in chosen))
             for word in ["|"] * bool(i) + common_of("script" if kind else "")
         ],
+        # the groups run with their own window (GROUP_STEPS) in place of COMMON's steps
+        "group_steps": {
+            g: GROUP_STEPS[g] for g in dict.fromkeys(c.group for c in chosen) if g in GROUP_STEPS
+        },
         "done": all(
             r.get("top1") == r.get("runs")
             and (not r["case"].endswith("healthy") or r.get("false") == 0)
@@ -803,7 +828,14 @@ def markdown(result: dict) -> str:
     lines = [
         f"Diagnosis benchmark: {result.get('repeats', '?')} run(s) per case; cases of one kind in "
         "one sweep, "
-        "interleaved by round. Common overrides: `" + " ".join(result["common"]) + f"`.{where}",
+        "interleaved by round. Common overrides: `"
+        + " ".join(result["common"])
+        + "`"
+        + "".join(
+            f"; `steps={n}` in the {g} sweep and its fixes' sweeps"
+            for g, n in (result.get("group_steps") or {}).items()
+        )
+        + f".{where}",
         "",
         "| case | injected | expected first | top-1 | false findings | max sum of savings | top "
         "finding's "
@@ -996,6 +1028,7 @@ def main(argv: list[str] | None = None) -> int:
             ),
         }
         result["common"] = old.get("common", COMMON)  # what those runs ran with, not today's
+        result["group_steps"] = old.get("group_steps", {})
         result.pop("scored_by", None)
         if args.score:
             from diagnosis import VERSION

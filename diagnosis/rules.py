@@ -1868,6 +1868,16 @@ def busy_host(v: RunView) -> Finding | None:
 
 
 # ---------------------------------------------------------------------------------- a rank's stalls
+HICCUP_SHARED = Template(
+    "hiccup.shared",
+    cite(
+        MORE_GPUS_ARTICLE,
+        "a rank doing more work (logging, evaluation, checkpointing every N steps) holds every "
+        "other one at the barrier",
+    ),
+    pool="wait",
+    qualitative=True,
+)
 HICCUP = Template(
     "hiccup",
     cite(
@@ -1908,8 +1918,14 @@ def _rank_series(series) -> dict[str, list[float]] | None:
         for name in ("data", "h2d", "forward", "backward", "sync", "optimizer")
     }
     timed = [sum(col[n][i] for n in col) for i in range(len(steps))]
+    ready = [s - col["sync"][i] for i, s in enumerate(steps)]
     return {
-        "ready": [s - col["sync"][i] for i, s in enumerate(steps)],
+        "ready": ready,
+        # the work no collective waits inside: DDP waits for its all-reduces at the end of
+        # backward, so a rank stalled in its data, forward, optimizer or own code and the rank
+        # waiting for it both jump in `ready` on the same step; apart from backward only the
+        # first does
+        "apart": [r - col["backward"][i] for i, r in enumerate(ready)],
         "outside": [max(0.0, s - timed[i]) for i, s in enumerate(steps)],
         **{n: col[n] for n in ("data", "forward", "backward", "optimizer")},
     }
@@ -1935,7 +1951,11 @@ def _whole_lattice(two: list[int], n: int) -> bool:
 
 
 def _beyond_noise(
-    ready: list[float], own: list[int], spikes: set[int], others: list[list[float]]
+    ready: list[float],
+    own: list[int],
+    spikes: set[int],
+    others: list[list[float]],
+    noise: list[list[float]] | None = None,
 ) -> tuple[list[int], float, float | None] | None:
     """(the steps of the stall, the others' largest excursion, the chance of its lattice) for a
     rank's work series against the noise of the same run, or None where no stall is told apart
@@ -1959,9 +1979,11 @@ def _beyond_noise(
       irregular steps, or every N steps of a window too short for the lattice test, against a
       few ms of noise; a noise spike among them is not the stall: only these are kept).
     A stall the noise matches in size and count is not told apart from it, whatever rank made it:
-    how small a stall is seen is measured on real runs by `python -m diagnosis.hiccup_power`."""
+    how small a stall is seen is measured on real runs by `python -m diagnosis.hiccup_power`.
+    `noise`: the other ranks' series whose excursions the size route compares against, where
+    `others` is a part of their step (the stall must stand above their whole step's noise)."""
     import numpy as np
-    from scipy.stats import norm, rankdata
+    from scipy.special import ndtr  # norm.sf(z) is ndtr(-z) (norm_gen._sf), bit for bit
 
     n = len(ready)
     med = statistics.median(ready)
@@ -1970,7 +1992,7 @@ def _beyond_noise(
     near = spikes | {i + 1 for i in spikes}
     rises = [
         x - m
-        for o, m in ((o, statistics.median(o)) for o in others)
+        for o, m in ((o, statistics.median(o)) for o in (others if noise is None else noise))
         for i, x in enumerate(o)
         if i not in near
     ]
@@ -1982,7 +2004,7 @@ def _beyond_noise(
     if np.ptp(x) == 0:
         return size  # every step alike: no lattice stands out (and no spread to test against)
     index = np.arange(n)
-    rank = rankdata(x)
+    rank = _average_ranks(x)
     periods, offsets, rank_sums = [], [], []
     for p in range(2, min(n // 3, HICCUP_PERIOD_MAX) + 1):  # ranks summed by offset: O(n) a p
         periods.append(np.full(p, p))
@@ -1998,7 +2020,7 @@ def _beyond_noise(
     _, counts = np.unique(x, return_counts=True)
     ties = (counts**3 - counts).sum() / (n * (n - 1))
     sd = np.sqrt(m * (n - m) / 12 * (n + 1 - ties))
-    chance = norm.sf((u - m * (n - m) / 2 - 0.5) / sd) * len(m)
+    chance = ndtr(-(u - m * (n - m) / 2 - 0.5) / sd) * len(m)
     best = int(np.argmin(chance))
     if chance[best] >= HICCUP_ALPHA:
         return size
@@ -2010,6 +2032,127 @@ def _beyond_noise(
         if k.any() and (~k).any() and np.median(y[k]) - np.median(y[~k]) >= shift / 2:
             return size
     return [int(i) for i in index[on]], envelope, float(chance[best])
+
+
+def _average_ranks(x):
+    """Ranks 1..n of x, ties given their mean rank: scipy.stats.rankdata(x)'s values (each a whole
+    or half number, exact in floats) without importing scipy.stats, which was ~0.5 CPU s of every
+    run's diagnosis (the parent's and the in-job check's rank's: issue 36)."""
+    import numpy as np
+
+    order = np.argsort(x, kind="stable")
+    y = x[order]
+    starts = np.flatnonzero(np.concatenate(([True], y[1:] != y[:-1])))
+    counts = np.diff(np.append(starts, y.size))
+    ranks = np.empty(y.size)
+    ranks[order] = np.repeat(starts + 1 + (counts - 1) / 2, counts)
+    return ranks
+
+
+def _shared_stall(v: RunView, works: dict[int, dict[str, list[float]]]) -> Finding | None:
+    """Every rank's step work up on one lattice (every p-th step) and no rank's own stall told
+    apart: a rank stalled inside backward, where the others wait for it inside theirs (DDP's
+    all-reduces end backward, so the phases cannot say whose it was), or work every rank does every
+    p steps. The lattice test alone (_beyond_noise's first route, on the least of the ranks' work
+    each step: what every rank spent), so its chance is the same Bonferroni-bounded one; on the
+    94 committed 2-rank records with per-rank series (2026-12-07) it named none, and a 2-rank run
+    whose rank 0 slept 100 ms inside backward every 5 steps (p = 1e-5). Which rank, or what, is
+    for a profile of those steps."""
+    n = min(len(w["ready"]) for w in works.values())
+    least = [min(w["ready"][i] for w in works.values()) for i in range(n)]
+    found = _beyond_noise(least, [], set(), [])
+    if found is None or found[2] is None:
+        return None
+    on, _, chance = found
+    period = on[1] - on[0] if len(on) > 1 else None
+    if period is None:
+        return None
+    base, extra = _stalls(least, on)
+    per_step = sum(extra) / n
+    stalled = set(on)
+    grew = {
+        part: statistics.mean(
+            statistics.mean(w[part][i] for i in on)
+            - statistics.median(x for i, x in enumerate(w[part][:n]) if i not in stalled)
+            for w in works.values()
+        )
+        for part in HICCUP_PARTS
+    }
+    mostly = max(grew, key=grew.get)
+    offset = v.train.warmup_steps or 0
+    share = v.fraction(per_step)
+    steps_text = ", ".join(str(offset + i + 1) for i in on[:6]) + (", ..." if len(on) > 6 else "")
+    return HICCUP_SHARED.finding(
+        v,
+        title=f"Every rank's step is {1e3 * statistics.median(extra):.0f} ms longer every {period} "
+        f"steps, in {'backward' if mostly == 'backward' else HICCUP_WHERE[mostly]}: "
+        f"{1e3 * per_step:.1f} ms per step on average"
+        + (f" ({100 * share:.0f}% of the step)" if share is not None else ""),
+        detail=(
+            f"On every {period}th step all ranks' work jumps together, so no one rank's stall is "
+            "told apart: a rank stalled inside backward (the others wait for it inside theirs, "
+            "where DDP waits for the all-reduces), or work every rank does that often. Profile "
+            f"those steps (profile.enabled=true in task=train) to see whose it is."
+        ),
+        evidence=[
+            Evidence(
+                "the stall, every rank (median over the lattice's steps)",
+                1e3 * statistics.median(extra),
+                "ms",
+                source="result.per_rank[].series",
+                note=f"steps {steps_text}: the least of the ranks' work, against its median",
+            ),
+            Evidence(
+                "what grew on those steps (mean over ranks)",
+                1e3 * grew[mostly],
+                "ms",
+                source="result.per_rank[].series",
+                note=mostly,
+            ),
+            Evidence(
+                "averaged over every step",
+                1e3 * per_step,
+                "ms",
+                source="result.per_rank[].series",
+                note=f"that lattice by chance: p = {chance:.2g} (Bonferroni)",
+            ),
+        ],
+        saving=Saving(
+            fraction=share,
+            seconds=per_step,
+            lo=None,
+            hi=share,
+            how="the stall averaged over the steps, if it left the step",
+            basis="range",
+            source="measured",
+        ),
+        command=v.command(),
+        impact=share or 0.0,
+        recommends={},
+    )
+
+
+def _stalled_rank(works: dict[int, dict[str, list[float]]], key: str):
+    """(its stall averaged over the steps, the rank, _beyond_noise's answer) for the rank whose
+    series `key` holds the largest stall told apart from the noise, or None."""
+    # a part of the step (key "apart") spikes where the whole step does too (a stall makes the
+    # step long; the others' wait for it is in their backward): a busy host's 3-5 ms jitter in a
+    # 9 ms part of a 20 ms step, the step itself not out of line, was named a stall
+    spikes = {r: set(_spikes(w[key])) & set(_spikes(w["ready"])) for r, w in works.items()}
+    # a rank's own: the other ranks' work is not up on those steps (a machine-wide stall is not a
+    # rank's)
+    owns = {
+        r: sorted(i for i in spikes[r] if all(i not in spikes[o] for o in works if o != r))
+        for r in works
+    }
+    found = []
+    for rank, w in works.items():
+        others = [o[key] for r, o in works.items() if r != rank]
+        noise = None if key == "ready" else [o["ready"] for r, o in works.items() if r != rank]
+        beyond = _beyond_noise(w[key], owns[rank], spikes[rank], others, noise)
+        if beyond is not None:
+            found.append((sum(_stalls(w[key], beyond[0])[1]) / len(w[key]), rank, beyond))
+    return max(found, key=lambda t: t[0]) if found else None
 
 
 def _stalls(ready: list[float], own: list[int]) -> tuple[float, list[float]]:
@@ -2060,23 +2203,16 @@ def hiccup(v: RunView) -> Finding | None:
     works = {r: w for r, w in works.items() if w is not None}
     if len(works) < 2:
         return None
-    spikes = {r: set(_spikes(w["ready"])) for r, w in works.items()}
-    # a rank's own: the other ranks' work is not up on those steps (a machine-wide stall is not a
-    # rank's)
-    owns = {
-        r: sorted(i for i in spikes[r] if all(i not in spikes[o] for o in works if o != r))
-        for r in works
-    }
-    found = []
-    for rank, w in works.items():
-        others = [o["ready"] for r, o in works.items() if r != rank]
-        beyond = _beyond_noise(w["ready"], owns[rank], spikes[rank], others)
-        if beyond is not None:
-            found.append((sum(_stalls(w["ready"], beyond[0])[1]) / len(w["ready"]), rank, beyond))
-    if not found:
-        return None
-    per_step, rank, (own, envelope, chance) = max(found, key=lambda t: t[0])
-    w = works[rank]
+    key = "ready"
+    hit = _stalled_rank(works, key)
+    if hit is None:  # a stall outside backward, the others' wait for it inside theirs
+        key = "apart"
+        hit = _stalled_rank(works, key)
+    if hit is None:
+        return _shared_stall(v, works)
+    per_step, rank, (own, envelope, chance) = hit
+    w = {**works[rank], "ready": works[rank][key]}
+    parts = HICCUP_PARTS if key == "ready" else tuple(x for x in HICCUP_PARTS if x != "backward")
     base, extra = _stalls(w["ready"], own)
     stalled = set(own)
     offset = v.train.warmup_steps or 0
@@ -2101,7 +2237,7 @@ def hiccup(v: RunView) -> Finding | None:
     grew = {
         p: statistics.mean(w[p][i] for i in own)
         - statistics.median(x for i, x in enumerate(w[p]) if i not in stalled)
-        for p in HICCUP_PARTS
+        for p in parts
     }
     mostly = max(grew, key=grew.get)
     share = v.fraction(per_step)
@@ -2117,11 +2253,15 @@ def hiccup(v: RunView) -> Finding | None:
             note=f"steps {steps_text}, against its own median step work",
         ),
         Evidence(
-            "its usual work between collectives",
+            "its usual work between collectives"
+            if key == "ready"
+            else "its usual work outside backward",
             1e3 * base,
             "ms",
             source="result.per_rank[].series",
-            note="median",
+            note="median"
+            if key == "ready"
+            else "median; backward left out: the others wait for its stall inside theirs",
         ),
         Evidence(
             "what grew on those steps",
@@ -2173,8 +2313,12 @@ def hiccup(v: RunView) -> Finding | None:
         detail=(
             f"A median step hides it: rank {rank}'s usual step is the others'. On the spike steps "
             "its own work "
-            "(the step less its wait for the all-reduces) jumps while the other ranks' does not, "
-            "and they wait "
+            + (
+                "(the step less its wait for the all-reduces)"
+                if key == "ready"
+                else "outside backward (where DDP waits for the all-reduces)"
+            )
+            + " jumps while the other ranks' does not, and they wait "
             f"at the next all-reduce. {fix}"
         ),
         evidence=evidence,

@@ -35,11 +35,13 @@ def batch_count(n: int) -> int:
 
 @functools.lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
-    """Student t quantile (scipy), cached: the same few (p, df) pairs recur in every table and
-    simulation."""
-    from scipy import stats as st
+    """Student t quantile, cached: the same few (p, df) pairs recur in every table and simulation.
+    scipy.special's stdtrit is what scipy.stats.t.ppf computes (t_gen._ppf), bit for bit, without
+    importing scipy.stats: every rank computes its throughput interval here, and scipy.stats was
+    ~0.5 CPU s of each rank's start-up (issue 36)."""
+    from scipy.special import stdtrit
 
-    return float(st.t.ppf(p, df))
+    return float(stdtrit(df, p))
 
 
 def lag1(values) -> float | None:

@@ -449,15 +449,65 @@ def pytest_collection_modifyitems(config, items):
         skips["gpu"] = pytest.mark.skip(reason="needs a CUDA GPU (none on this machine)")
     if importlib.util.find_spec("hta") is None:
         skips["hta"] = pytest.mark.skip(reason=HTA_MISSING)
+    loadgroup = config.getoption("loadgroup", default=False)
+    entries = []
     for item in items:
         for mark, skip in skips.items():
             if mark in item.keywords:
                 item.add_marker(skip)
         group = xdist_group(item)
+        entries.append((item, group, runs_alone(item)))
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
-            if config.getoption("loadgroup", default=False):
+            if loadgroup:
                 _group_suffix(item, group)
+    if loadgroup:  # the order xdist's scheduler hands the units out in (pytest_cmdline_main)
+        items[:] = schedule(
+            [(item.nodeid.split("@")[0], group, alone) for item, group, alone in entries],
+            known_seconds(),
+            items,
+        )
+
+
+def schedule(entries: list, known: dict[str, float], items: list | None = None) -> list:
+    """The tests in the order `pytest -n N` hands them out (--dist loadgroup, xdist's reorder off
+    in pytest_cmdline_main): entries are (node id, xdist group or None, runs alone) in collection
+    order; a unit is a group's tests or one ungrouped test, kept together. First the units with a
+    test that runs alone, those with only such tests before a group that has others too (its alone
+    tests first): while both workers take alone tests they wait only for each other, where an alone
+    test reached among the others waited for the other worker's test under way (up to 2 min), one
+    core idle. Then the rest longest first, by the last
+    measured seconds (`known`: the 20 slowest of docs/testing.md's table), then xdist's own order
+    (the groups with the most tests first), then collection order: a 2-minute test started last
+    left one core idle for most of it. Returns items (the entries' node ids if None) in that
+    order."""
+    units: dict[str, dict] = {}
+    for i, (nodeid, group, alone) in enumerate(entries):
+        unit = units.setdefault(
+            f"@{group}" if group else nodeid,
+            {"first": i, "alone": False, "shared": False, "s": 0.0, "at": []},
+        )
+        unit["alone"] |= alone
+        unit["shared"] |= not alone
+        unit["s"] += known.get(nodeid, 0.0)
+        unit["at"].append(i)
+    ordered = sorted(
+        units.values(),
+        key=lambda u: (not u["alone"], u["shared"], -u["s"], -len(u["at"]), u["first"]),
+    )
+    picked = items if items is not None else [e[0] for e in entries]
+    return [picked[i] for u in ordered for i in sorted(u["at"], key=lambda i: not entries[i][2])]
+
+
+def known_seconds() -> dict[str, float]:
+    """{node id: seconds} of the 20 slowest tests as `python -m tests.durations` last measured
+    them (its table in docs/testing.md); {} without one."""
+    import re
+
+    text = (ROOT / "docs" / "testing.md").read_text()
+    table = text[text.find("<!-- durations: begin") : text.find("<!-- durations: end")]
+    rows = re.finditer(r"^\| *([0-9.]+) \| \w+ \| `([^`]+)` \|$", table, re.M)
+    return {row[2]: float(row[1]) for row in rows}
 
 
 def _group_suffix(item, group: str) -> None:
@@ -483,6 +533,9 @@ def pytest_cmdline_main(config):
         and getattr(config.option, "dist", "no") == "no"
     ):
         config.option.dist = "loadgroup"
+        # the units go out in the order the workers' collection has them (schedule below), not
+        # re-sorted by their number of tests
+        config.option.loadscopereorder = False
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -532,14 +585,15 @@ SHARED_RUNS = (
 def xdist_group(item) -> str | None:
     """Under `pytest -n 2` (pytest-xdist), tests of one group run one after another (the group
     locks of pytest_runtest_protocol; and on one worker where --dist loadgroup works): the Slurm
-    cluster's two nodes (jobs of two workers would queue behind each other past their timeouts),
-    the emulated links (root: named network namespaces and their rendezvous port), and the tests
-    reading a session fixture's run (shared_run: run once, not once per worker). Everything else is
-    parallel-safe: each test writes under its own tmp_path, servers and stores listen on port 0, a
-    fault run has its own TMPDIR."""
-    for mark in ("slurm", "root"):
-        if item.get_closest_marker(mark):
-            return mark
+    cluster's two nodes (jobs of two workers would queue behind each other past their timeouts)
+    and the tests reading a session fixture's run (shared_run: run once, not once per worker).
+    The emulated links (root: named network namespaces and their rendezvous port) are no group:
+    every root test runs alone (runs_alone: no other test runs from its setup to its teardown),
+    so two never overlap, and either worker may take one (schedule: the alone tests first, on
+    both workers). Everything else is parallel-safe: each test writes under its own tmp_path,
+    servers and stores listen on port 0, a fault run has its own TMPDIR."""
+    if item.get_closest_marker("slurm"):
+        return "slurm"
     shared = [f for f in SHARED_RUNS if f in getattr(item, "fixturenames", ())]
     if shared:
         return shared[0]
@@ -579,8 +633,8 @@ def runs_alone(item) -> bool:
 def pytest_runtest_protocol(item, nextitem):
     """Under `pytest -n N` (pytest-xdist), from a test's setup (session fixtures' runs included)
     to its teardown:
-    - the tests of one group (xdist_group above: the Slurm cluster, the emulated links, a shared
-      run) never overlap: each holds its group's lock. xdist's own --dist loadgroup would keep a
+    - the tests of one group (xdist_group above: the Slurm cluster, a shared run) never
+      overlap: each holds its group's lock. xdist's own --dist loadgroup would keep a
       group on one worker, but with pytest 9.2 it silently stopped grouping (pytest-xdist issue
       1386: it renames node ids, which pytest no longer reads), and the root link tests ran on
       both workers at once;

@@ -25,8 +25,12 @@ class Rank:
     backward: float = 0.004  # compute
     optimizer: float = 0.0004
     outside: float = 0.0001  # between steps, inside the timed block
-    stall: float = 0.0  # in its optimizer phase on every `every`-th step (from the first)
+    stall: float = 0.0  # in its `stall_at` phase on every `every`-th step (from the first)
     every: int = 1
+    stall_at: str = "optimizer"  # or "data": the others wait for it in the same step's all-reduce
+
+    def stalled(self, i: int, at: str) -> float:
+        return self.stall if self.stall_at == at and i % self.every == 0 else 0.0
 
 
 @dataclass
@@ -54,23 +58,25 @@ class Shape:
 def build(s: Shape) -> dict:
     ddp = s.sync == "ddp"
     wiggle = [1 + 0.01 * ((i * 7) % 5 - 2) for i in range(N)]
+    # each rank's work before the collective, each step
     pre = [
-        r.data + r.h2d + r.forward + r.backward for r in s.ranks
-    ]  # each rank's work before the collective
-    arrive = max(pre)
+        [r.data + r.stalled(i, "data") + r.h2d + r.forward + r.backward for i in range(N)]
+        for r in s.ranks
+    ]
+    arrive = [max(p[i] for p in pre) for i in range(N)]
     everyone, walls_all = [], []
     for k, r in enumerate(s.ranks):
-        wait = arrive - pre[k]
         steps = []
         for i, w in enumerate(wiggle):
+            wait = arrive[i] - pre[k][i]
             d = {
-                "data": r.data * w,
+                "data": r.data * w + r.stalled(i, "data"),
                 "h2d": r.h2d * w,
                 "forward": r.forward * w,
                 "backward": (r.backward + (wait + s.transfer if ddp else 0.0)) * w,
                 "sync": (wait + s.transfer) * w if not ddp else 0.00001,
                 # a stall after the optimizer step: the others wait at the next block's barrier
-                "optimizer": r.optimizer * w + (r.stall if i % r.every == 0 else 0.0),
+                "optimizer": r.optimizer * w + r.stalled(i, "optimizer"),
             }
             d["step"] = sum(d.values())
             steps.append(d)
@@ -145,7 +151,7 @@ def build(s: Shape) -> dict:
     r.update(steady=st["steady"], steady_state=st)
     straggler = find_straggler(everyone, T)
     r["straggler"] = straggler.to_dict() if straggler is not None else None
-    wait0 = arrive - pre[0]
+    wait0 = sum(a - p for a, p in zip(arrive, pre[0])) / N  # rank 0's mean wait a step
     exposed = wait0 + s.transfer
     sizes = s.buckets or [70_000]
     r["comm"] = {
@@ -217,8 +223,9 @@ def case(name: str, delay: float = 0.1) -> tuple[dict, float | None]:
             r.optimizer += delay
         rec = build(Shape(ranks=ranks))
         return rec, 1 - base / T(rec)
-    if name == "hiccup_r0":
-        rec = build(Shape(ranks=[Rank(stall=0.3, every=5), Rank()]))
+    if name in ("hiccup_r0", "hiccup_data_r0"):
+        at = "data" if name == "hiccup_data_r0" else "optimizer"
+        rec = build(Shape(ranks=[Rank(stall=0.3, every=5, stall_at=at), Rank()]))
         return rec, 1 - base / T(rec)
     if name == "per_param":
         rec = build(Shape(sync="per_param", transfer=0.004, calls=22, efficiency=0.3, overlap=0.0))

@@ -500,7 +500,8 @@ def test_no_hiccup_without_two_ranks_series_or_two_own_spikes():
     one = [0.15 if i == 5 else 0.1 for i in range(12)]
     assert rules.hiccup(_hiccup_view([quiet, _rank(1, one)])) is None  # a single slow step
     both = _rank(0, spiky)
-    assert rules.hiccup(_hiccup_view([both, _rank(1, spiky)])) is None  # every rank stalls
+    shared = rules.hiccup(_hiccup_view([both, _rank(1, spiky)]))  # every rank stalls: no rank's
+    assert shared.rule == "hiccup.shared" and shared.recommends == {}
 
 
 def test_the_after_fix_scatter_of_a_device_with_no_figure_of_its_own():

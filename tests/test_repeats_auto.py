@@ -204,3 +204,27 @@ def test_a_repeats_auto_sweep_whose_pilot_spends_the_budget_judges_the_pilots_ro
     assert not list(out.glob("[0-9]*/run_record.json"))  # no planned job ran
     assert not any(line.startswith("[sweep] planned job ") for line in lines)
     assert "(0.0 min" not in md and "judged: these rows" in md and "pilot included" not in md
+
+
+def test_the_sweeper_composes_each_job_once_before_it_runs():
+    """_check_jobs composes the whole sweep's jobs before any runs; BasicSweeper's check of each
+    batch then composes only a job not composed yet (each compose ~0.3 CPU s, issue 36)."""
+    from types import SimpleNamespace
+
+    from hydra_plugins.repeat_sweeper import RepeatingSweeper
+
+    composed = []
+    sweeper = RepeatingSweeper(max_batch_size=None, params=None, seed=0, shuffle=True)
+    sweeper.hydra_context = SimpleNamespace(
+        config_loader=SimpleNamespace(
+            load_sweep_config=lambda master_config, sweep_overrides: composed.append(
+                sweep_overrides
+            )
+        )
+    )
+    sweeper.config = {}
+    jobs = [["optim=none"], ["optim=bf16"]]
+    sweeper.validate_batch_is_legal(jobs)  # _check_jobs: every job of the sweep
+    sweeper.validate_batch_is_legal([jobs[1]])  # BasicSweeper.sweep's batch: composed already
+    sweeper.validate_batch_is_legal([["optim=bf16"], ["optim=powersgd"]])
+    assert composed == [["optim=none"], ["optim=bf16"], ["optim=powersgd"]]

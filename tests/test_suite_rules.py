@@ -135,3 +135,28 @@ def test_every_test_listed_to_run_alone_exists():
     for prefix in ALONE:
         file, _, name = prefix.partition("::")
         assert any(f == file and n.startswith(name) for f, n in names), prefix
+
+
+def test_pytest_n_hands_out_the_alone_tests_first_then_the_longest():
+    """conftest.schedule, the order `pytest -n 2` hands its units out in: units with only alone
+    tests, then a group holding alone tests (its alone tests first), then the longest by the last
+    measured seconds, then the groups with the most tests, then collection order; a group's tests
+    stay together."""
+    from tests.conftest import known_seconds, schedule
+
+    entries = [
+        ("a", None, False),
+        ("g1", "g", False),
+        ("alone", None, True),
+        ("g2", "g", True),
+        ("short", None, False),
+        ("h1", "h", False),
+        ("h2", "h", False),
+        ("long", None, False),
+    ]
+    order = schedule(entries, {"long": 100.0, "short": 5.0})
+    assert order == ["alone", "g2", "g1", "long", "short", "h1", "h2", "a"]
+    assert schedule(entries, {}, items=list("ABCDEFGH")) == list("CDBFGAEH")
+    known = known_seconds()  # the table python -m tests.durations wrote
+    assert len(known) == 20 and all(k.startswith("tests/test_") and "::" in k for k in known)
+    assert all(s > 0 for s in known.values())

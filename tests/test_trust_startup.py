@@ -58,3 +58,44 @@ def test_help_the_config_and_a_refused_override_do_not_import_torch(tmp_path):
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[0, 0, 2, 2, 2] False True"
+
+
+@pytest.mark.subprocess
+def test_a_runs_own_statistics_import_no_scipy_stats_and_give_its_values():
+    """Rank 0's throughput interval (stats.within.t_quantile), its steady-state trend (stats.drift)
+    and the diagnosis's hiccup lattice test (diagnosis.rules._beyond_noise: a stall every 3rd step)
+    run without importing scipy.stats (~0.5 quiet CPU s, in every run's rank 0 and parent: issue
+    36), and give what scipy.stats gives, bit for bit."""
+    import numpy as np
+    from scipy import stats as st
+
+    from diagnosis.rules import _average_ranks
+    from stats.drift import DRIFT_BATCHES, batches, trend
+    from stats.within import t_quantile
+
+    series = [0.01 + (0.005 if i % 3 == 0 else 0.0) + 1e-4 * (i % 7) for i in range(60)]
+    code = (
+        "import sys; from stats.within import t_quantile; from stats.drift import trend; "
+        "from diagnosis.rules import _beyond_noise; "
+        f"s = {series!r}; t_quantile(0.975, 4); trend([x * (1 + i / 100) for i, x in "
+        "enumerate(s)]); found = _beyond_noise(s, list(range(0, 60, 3)), set(), "
+        "[[0.01 + 1e-4 * (i % 5) for i in range(60)]]); "
+        "print(found is not None and found[0][:3], 'scipy.stats' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["[0,", "3,", "6]", "False"], out.stdout
+    for p, df in [(0.975, 1), (0.975, 4), (0.95, 2.5), (0.995, 59), (0.6, 1000)]:
+        assert t_quantile(p, df) == float(st.t.ppf(p, df))
+    rng = np.random.default_rng(0)
+    for x in (rng.integers(0, 5, 40).astype(float), rng.normal(size=33), np.ones(5)):
+        got = _average_ranks(x)
+        assert got.dtype == np.float64 and np.array_equal(got, st.rankdata(x))
+    rising = [1.0 + 0.01 * i + 0.02 * (i % 2) for i in range(60)]
+    change, p = trend(rising)
+    logs = np.log(rising)
+    means = [logs[b].mean() for b in batches(len(rising), DRIFT_BATCHES)]
+    assert change > 0 and 0 < p < 0.05
+    assert p == pytest.approx(float(st.linregress(np.arange(DRIFT_BATCHES), means).pvalue))
