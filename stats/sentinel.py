@@ -28,14 +28,18 @@ def sentinel(run_logs_by_row: dict, level: float = 0.95, alpha: float = ALPHA) -
     are left out. None when fewer than 2 rows have 2 runs. {p_value, significant, tau, tau_lo,
     tau_hi, spread, floor, rows, runs, low_row, high_row, method}; spread = exp(tau) - 1; floor =
     exp(1.96 sqrt(2) tau) - 1, the difference two rows can show from the machine alone (95%)."""
-    from scipy import stats as st
+    from scipy import special as sc, stats as st
 
     groups = {k: np.asarray(v, dtype=float) for k, v in run_logs_by_row.items() if len(v) >= 2}
     if len(groups) < 2:
         return None
     xs = list(groups.values())
     k, n = len(xs), sum(x.size for x in xs)
-    f, p = st.f_oneway(*xs)
+    # f_oneway's own function under its axis / nan-policy wrapper, which for these 1-D groups only
+    # passes them through (~0.6 of its ~0.9 ms a call), and f.ppf as the special function it
+    # calls (3 us, not 86): the same numbers bit for bit, checked on 20 000 random sweeps of 2-8
+    # rows (issue 36: the fast calibration calls this 1500 times a scenario)
+    f, p = getattr(st.f_oneway, "__wrapped__", st.f_oneway)(*xs)
     f = float(f) if math.isfinite(f) else 0.0
     p = float(p) if math.isfinite(p) else 1.0
     grand = np.concatenate(xs).mean()
@@ -44,7 +48,7 @@ def sentinel(run_logs_by_row: dict, level: float = 0.95, alpha: float = ALPHA) -
     n0 = (n - sum(x.size**2 for x in xs) / n) / (k - 1)
     tau = math.sqrt(max(0.0, (msb - msw) / n0))
     a = (1 - level) / 2
-    lo_q, hi_q = st.f.ppf(1 - a, k - 1, n - k), st.f.ppf(a, k - 1, n - k)
+    lo_q, hi_q = sc.fdtri(k - 1, n - k, 1 - a), sc.fdtri(k - 1, n - k, a)  # st.f.ppf
     ratio_lo = max(0.0, (f / lo_q - 1) / n0) if msw > 0 else 0.0
     ratio_hi = max(0.0, (f / hi_q - 1) / n0) if msw > 0 else 0.0
     means = {row: float(x.mean()) for row, x in groups.items()}

@@ -42,6 +42,21 @@ def test_every_group_choice_composes_onto_the_schema(group):
     assert (group in schema.GROUP_SCHEMAS) == (group not in ("launcher", "variant"))
 
 
+def test_sharing_hydras_config_store_composes_the_same_config(monkeypatch):
+    """conftest's _hydra_shares_its_config_store (a test-process speed-up) changes no composed
+    config: the same overrides composed with Hydra's own deep copy of the store give the same
+    YAML."""
+    overrides = ["model=vit_l_32", "optim=powersgd", "launcher=slurm_16x1", "scale=smoke"]
+    shared = OmegaConf.to_yaml(compose(overrides))
+    # the class Hydra's repository uses, after the compose's plugin scan
+    from hydra._internal.core_plugins.structured_config_source import StructuredConfigSource
+
+    monkeypatch.delattr(StructuredConfigSource, "__deepcopy__")
+    monkeypatch.setattr("tests.conftest._hydra_shares_its_config_store", lambda: None)
+    monkeypatch.setattr("tests.conftest._COMPOSED", {})
+    assert OmegaConf.to_yaml(compose(overrides)) == shared
+
+
 @pytest.mark.parametrize("experiment", choices("experiment"))
 def test_every_experiment_composes_and_resolves(experiment):
     # logger=none as accepted() composes it, so that both read one compose (conftest's memo)
