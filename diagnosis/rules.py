@@ -1836,7 +1836,10 @@ def busy_host(v: RunView) -> Finding | None:
             queue,
             f"the loop thread's wait for a core ({ms(queue)} ms per step, median over ranks), "
             "all of it the other processes' doing; at most the ranks given the CPU they took "
-            f"({100 * limit:.0f}% of the step)",
+            f"({100 * limit:.0f}% of the step). Not known within 10 points: on the 2026-12-07 "
+            "diagnosis benchmark this wait, 32-40% of the step in every busy run, stood for "
+            "savings of 22-46%; stop that process and run the same command "
+            "again to measure it",
             queue,
             max(queue, limit * v.step_s) if v.step_s else queue,
         )
