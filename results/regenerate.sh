@@ -17,6 +17,7 @@ python -m tasks.script.cost --table results/script_cost
 python -m diagnosis.hiccup_power > /dev/null
 python -m tasks.script.cost --table results/script_cost/vgg11_224
 python -m tasks.script.cost --table results/script_cost/ddp_logging
+python -m tasks.script.cost --table results/script_cost/ddp_logging_others
 python -m whatif results/runs/vgg11_accumulate/0 --sweep bucket=25,100,2000 optim=none,bf16,powersgd \
   --out results/whatif/vgg11_accumulate_0 --samples 2000 > /dev/null
 python -m whatif.sources --out results/whatif --samples 2000 > /dev/null
