@@ -2052,39 +2052,62 @@ def _average_ranks(x):
     return ranks
 
 
+def _grew(w: dict[str, list[float]], on: list[int], parts, n: int | None = None) -> dict:
+    """Per part of a rank's step: its mean on the stalled steps less its median on the others
+    (over the first n steps)."""
+    stalled = set(on)
+    return {
+        part: statistics.mean(w[part][i] for i in on)
+        - statistics.median(x for i, x in enumerate(w[part][:n]) if i not in stalled)
+        for part in parts
+    }
+
+
+def _steps_text(on: list[int], offset: int) -> str:
+    """The stalled steps as the user counts them (warm-up included, from 1), the first six."""
+    return ", ".join(str(offset + i + 1) for i in on[:6]) + (", ..." if len(on) > 6 else "")
+
+
+def _series_ev(name: str, seconds: float, note: str) -> Evidence:
+    return Evidence(name, 1e3 * seconds, "ms", source="result.per_rank[].series", note=note)
+
+
+def _stall_saving(share: float | None, per_step: float, how: str) -> Saving:
+    """A stall's saving: its time averaged over every step, the most that removing it saves."""
+    return Saving(
+        fraction=share,
+        seconds=per_step,
+        lo=None,
+        hi=share,
+        how=how,
+        basis="range",
+        source="measured",
+    )
+
+
 def _shared_stall(v: RunView, works: dict[int, dict[str, list[float]]]) -> Finding | None:
     """Every rank's step work up on one lattice (every p-th step) and no rank's own stall told
     apart: a rank stalled inside backward, where the others wait for it inside theirs (DDP's
     all-reduces end backward, so the phases cannot say whose it was), or work every rank does every
     p steps. The lattice test alone (_beyond_noise's first route, on the least of the ranks' work
-    each step: what every rank spent), so its chance is the same Bonferroni-bounded one; on the
-    94 committed 2-rank records with per-rank series (2026-12-07) it named none, and a 2-rank run
-    whose rank 0 slept 100 ms inside backward every 5 steps (p = 1e-5). Which rank, or what, is
-    for a profile of those steps."""
+    each step: what every rank spent), so its chance is the same Bonferroni-bounded one. On the
+    113 committed 2-rank records with per-rank series (2026-12-07) it named none; it named a 2-rank
+    run whose rank 0 slept 100 ms inside backward every 5 steps (p = 1e-5). Which rank, or what,
+    is for a profile of those steps."""
     n = min(len(w["ready"]) for w in works.values())
     least = [min(w["ready"][i] for w in works.values()) for i in range(n)]
     found = _beyond_noise(least, [], set(), [])
     if found is None or found[2] is None:
         return None
     on, _, chance = found
-    period = on[1] - on[0] if len(on) > 1 else None
-    if period is None:
-        return None
+    period = on[1] - on[0]  # a lattice the test takes holds 3 steps or more
     base, extra = _stalls(least, on)
     per_step = sum(extra) / n
-    stalled = set(on)
-    grew = {
-        part: statistics.mean(
-            statistics.mean(w[part][i] for i in on)
-            - statistics.median(x for i, x in enumerate(w[part][:n]) if i not in stalled)
-            for w in works.values()
-        )
-        for part in HICCUP_PARTS
-    }
+    each = [_grew(w, on, HICCUP_PARTS, n) for w in works.values()]
+    grew = {part: statistics.mean(g[part] for g in each) for part in HICCUP_PARTS}
     mostly = max(grew, key=grew.get)
-    offset = v.train.warmup_steps or 0
     share = v.fraction(per_step)
-    steps_text = ", ".join(str(offset + i + 1) for i in on[:6]) + (", ..." if len(on) > 6 else "")
+    steps_text = _steps_text(on, v.train.warmup_steps or 0)
     return HICCUP_SHARED.finding(
         v,
         title=f"Every rank's step is {1e3 * statistics.median(extra):.0f} ms longer every {period} "
@@ -2098,36 +2121,20 @@ def _shared_stall(v: RunView, works: dict[int, dict[str, list[float]]]) -> Findi
             f"those steps (profile.enabled=true in task=train) to see whose it is."
         ),
         evidence=[
-            Evidence(
+            _series_ev(
                 "the stall, every rank (median over the lattice's steps)",
-                1e3 * statistics.median(extra),
-                "ms",
-                source="result.per_rank[].series",
-                note=f"steps {steps_text}: the least of the ranks' work, against its median",
+                statistics.median(extra),
+                f"steps {steps_text}: the least of the ranks' work, against its median",
             ),
-            Evidence(
-                "what grew on those steps (mean over ranks)",
-                1e3 * grew[mostly],
-                "ms",
-                source="result.per_rank[].series",
-                note=mostly,
-            ),
-            Evidence(
+            _series_ev("what grew on those steps (mean over ranks)", grew[mostly], mostly),
+            _series_ev(
                 "averaged over every step",
-                1e3 * per_step,
-                "ms",
-                source="result.per_rank[].series",
-                note=f"that lattice by chance: p = {chance:.2g} (Bonferroni)",
+                per_step,
+                f"that lattice by chance: p = {chance:.2g} (Bonferroni)",
             ),
         ],
-        saving=Saving(
-            fraction=share,
-            seconds=per_step,
-            lo=None,
-            hi=share,
-            how="the stall averaged over the steps, if it left the step",
-            basis="range",
-            source="measured",
+        saving=_stall_saving(
+            share, per_step, "the stall averaged over the steps, if it left the step"
         ),
         command=v.command(),
         impact=share or 0.0,
@@ -2216,14 +2223,13 @@ def hiccup(v: RunView) -> Finding | None:
     if hit is None:
         return _shared_stall(v, works)
     per_step, rank, (own, envelope, chance) = hit
-    w = {**works[rank], "ready": works[rank][key]}
+    w, series = works[rank], works[rank][key]
     parts = HICCUP_PARTS if key == "ready" else tuple(x for x in HICCUP_PARTS if x != "backward")
-    base, extra = _stalls(w["ready"], own)
-    stalled = set(own)
+    base, extra = _stalls(series, own)
     offset = v.train.warmup_steps or 0
-    period = _period(own, len(w["ready"]))
+    period = _period(own, len(series))
     if period is None:
-        every = f"on {len(own)} of {len(w['ready'])} steps"
+        every = f"on {len(own)} of {len(series)} steps"
         every_text = every
     else:
         p, off, missed = period
@@ -2239,55 +2245,31 @@ def hiccup(v: RunView) -> Finding | None:
             + (f", and on {len(off)} more" if off else "")
             + ")"
         )
-    grew = {
-        p: statistics.mean(w[p][i] for i in own)
-        - statistics.median(x for i, x in enumerate(w[p]) if i not in stalled)
-        for p in parts
-    }
+    grew = _grew(w, own, parts)
     mostly = max(grew, key=grew.get)
     share = v.fraction(per_step)
-    steps_text = ", ".join(str(offset + i + 1) for i in own[:6]) + (", ..." if len(own) > 6 else "")
+    steps_text = _steps_text(own, offset)
     stall = statistics.median(extra)
     host = next((p.host for p in v.train.per_rank if p.rank == rank), None)
     evidence = [
-        Evidence(
+        _series_ev(
             "its stall (median over the spikes)",
-            1e3 * stall,
-            "ms",
-            source="result.per_rank[].series",
-            note=f"steps {steps_text}, against its own median step work",
+            stall,
+            f"steps {steps_text}, against its own median step work",
         ),
-        Evidence(
-            "its usual work between collectives"
-            if key == "ready"
-            else "its usual work outside backward",
-            1e3 * base,
-            "ms",
-            source="result.per_rank[].series",
-            note="median"
-            if key == "ready"
-            else "median; backward left out: the others wait for its stall inside theirs",
+        _series_ev("its usual work between collectives", base, "median")
+        if key == "ready"
+        else _series_ev(
+            "its usual work outside backward",
+            base,
+            "median; backward left out: the others wait for its stall inside theirs",
         ),
-        Evidence(
-            "what grew on those steps",
-            1e3 * grew[mostly],
-            "ms",
-            source="result.per_rank[].series",
-            note=mostly,
-        ),
-        Evidence(
-            "averaged over every step",
-            1e3 * per_step,
-            "ms",
-            source="result.per_rank[].series",
-            note="what the other ranks wait, per step",
-        ),
-        Evidence(
+        _series_ev("what grew on those steps", grew[mostly], mostly),
+        _series_ev("averaged over every step", per_step, "what the other ranks wait, per step"),
+        _series_ev(
             "the other ranks' largest excursion",
-            1e3 * envelope,
-            "ms",
-            source="result.per_rank[].series",
-            note="their noise above their median, off its spike steps"
+            envelope,
+            "their noise above their median, off its spike steps"
             + (
                 f"; its spikes on that lattice by chance: p = {chance:.2g} (Bonferroni)"
                 if chance is not None
@@ -2327,14 +2309,8 @@ def hiccup(v: RunView) -> Finding | None:
             f"at the next all-reduce. {fix}"
         ),
         evidence=evidence,
-        saving=Saving(
-            fraction=share,
-            seconds=per_step,
-            lo=None,
-            hi=share,
-            how="the others' wait averaged over the steps, if the stall left the step",
-            basis="range",
-            source="measured",
+        saving=_stall_saving(
+            share, per_step, "the others' wait averaged over the steps, if the stall left the step"
         ),
         command=todo + v.command(),
         impact=share or 0.0,
