@@ -178,3 +178,43 @@ def test_a_cgroup_limit_counts_where_it_leaves_less_room(tmp_path):
     (v1 / "memory" / "slurm" / "job_7" / "memory.usage_in_bytes").write_text(f"{GiB}\n")
     (v1 / "self_cgroup").write_text("5:cpu:/\n4:memory:/slurm/job_7\n0::/\n")
     assert cgroup_room(v1 / "self_cgroup", v1) == GiB  # the parent's limit is the tighter one
+
+
+@pytest.mark.parametrize(
+    "over",
+    [(), ("model=vit_tiny",), ("model=timm_tiny",), ("sync=per_param", "data.image_size=32")],
+)
+def test_a_small_model_on_cpu_ranks_takes_its_activation_pass_on_the_cpu(over):
+    """A small model's activation pass runs on the CPU where its ranks do (milliseconds; the first
+    meta forward of a process loads torch's meta kernels and sympy, 1.2-1.7 CPU s): what torch
+    saves there, the meta pass's bytes for a convolution net, and the caller's RNG left where it
+    was. A GPU's ranks keep the meta pass."""
+    cfg = cfg_of(*over)
+    torch.manual_seed(123)
+    cpu, meta = estimate(cfg, "cpu"), estimate(cfg, "cpu", route="meta")
+    after = torch.rand(1)
+    torch.manual_seed(123)
+    assert torch.equal(after, torch.rand(1))  # neither route drew from the caller's RNG
+    assert cpu == estimate(cfg, "cpu", route="cpu") and cpu.activations_counted
+    for batch in (1, 3):
+        assert cpu.activations_fixed + cpu.per_sample * batch == saved_bytes_on_cpu(cfg, batch)
+    if cfg.model.name.startswith("vgg"):
+        assert cpu == meta
+    assert estimate(cfg, "cuda") == estimate(cfg, "cuda", route="meta")
+
+
+def test_a_model_the_cpu_cannot_run_falls_back_to_the_meta_pass(monkeypatch):
+    """A forward the CPU refuses (a CUDA-only kernel in the user's model) is not a refused config:
+    the meta pass decides, as before the CPU route."""
+    import tasks.train.memory as memory
+
+    real = memory._activation_bytes
+
+    def cpu_refuses(model, *a):
+        if a[-1] == "cpu":
+            raise RuntimeError("no CPU kernel for this op")
+        return real(model, *a)
+
+    monkeypatch.setattr(memory, "_activation_bytes", cpu_refuses)
+    cfg = cfg_of()
+    assert estimate(cfg, "cpu") == estimate(cfg, "cpu", route="meta")

@@ -5,7 +5,12 @@ An out-of-memory error halfway into a multi-rank run costs the user a queue slot
 
 The model is built on the meta device (shapes only, no memory): its parameters give the fixed
 part, and one forward pass under torch.autograd.graph.saved_tensors_hooks at two batch sizes
-separates what autograd keeps for backward per sample. Added to that: gradients, SGD momentum, DDP
+separates what autograd keeps for backward per sample. A small model (CPU_ROUTE_PARAMS) of a rank
+not on a GPU takes that pass on the CPU instead, on zeros: what its CPU kernels save (a convolution
+net's bytes are the meta pass's; attention's CPU kernel saves less, tests/test_train_memory.py), in
+milliseconds, where the first meta forward of a process loads torch's Python meta kernels and sympy (1.2-1.7 CPU
+s of every `python train.py` start on the 2-core machine, measured 2026-12-08: the tests' tiny
+models paid it in each run's parent, issue 36). Added to that: gradients, SGD momentum, DDP
 buckets, comm hook buffers, a backward working set and a fixed reserve (docs/config.md says which).
 It is an estimate: it refuses only configs it finds larger than the whole device, and says so.
 """
@@ -22,6 +27,9 @@ from base.errors import ConfigError
 
 GiB = 1024**3
 RESERVE = {"cuda": 1 * GiB, "cpu": RANK_MEMORY_BYTES, "fake": RANK_MEMORY_BYTES}
+# parameters (elements) up to which the activation pass runs on the CPU (a few MB of weights and a
+# forward of milliseconds for the tiny models; VGG11's 133 M stay on the meta device)
+CPU_ROUTE_PARAMS = 2_000_000
 
 
 @dataclass
@@ -42,7 +50,7 @@ class Estimate:
 
 
 def _activation_bytes(
-    model, criterion, shape: tuple, num_classes: int, batch: int, params: set
+    model, criterion, shape: tuple, num_classes: int, batch: int, params: set, device: str
 ) -> int:
     """Bytes autograd saves for backward in one forward of `batch` samples, plus the gradients of
     the two largest."""
@@ -54,17 +62,19 @@ def _activation_bytes(
             saved[key] = t.untyped_storage().nbytes()
         return t
 
-    x = torch.empty(batch, *shape, device="meta")
-    y = torch.zeros(batch, dtype=torch.long, device="meta")
+    x = torch.zeros(batch, *shape, device=device)
+    y = torch.zeros(batch, dtype=torch.long, device=device)
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         criterion(model(x), y)
     largest = sorted(saved.values())[-2:]
     return sum(saved.values()) + sum(largest)
 
 
-def estimate(cfg, kind: str | None = None) -> Estimate:
+def estimate(cfg, kind: str | None = None, route: str | None = None) -> Estimate:
     """kind: the device the rank computes on ("cuda", "cpu", "fake"): adds its reserve, and on CPU
-    the in-memory image pool. None: the model's own parts only."""
+    the in-memory image pool. None: the model's own parts only. route: the device of the
+    activation pass, "meta" or "cpu" (None: the CPU for a model of CPU_ROUTE_PARAMS or fewer whose
+    rank is not on a GPU)."""
     from models import build_model, input_shape
 
     with torch.device("meta"):
@@ -84,18 +94,37 @@ def estimate(cfg, kind: str | None = None) -> Estimate:
     elif cfg.sync == "ddp" and optim == "powersgd" and cfg.optim.use_error_feedback:
         fixed["comm hook"] = grads
     criterion = torch.nn.CrossEntropyLoss()
-    try:
-        one, two = (
-            _activation_bytes(model, criterion, input_shape(cfg), cfg.model.num_classes, b, keys)
-            for b in (1, 2)
-        )
-    except NotImplementedError:  # an operation without a meta kernel: activations unknown here
-        one = two = 0
-    except RuntimeError as e:  # a shape error: the run itself would fail the same way in every rank
-        raise ConfigError(
-            f"model={cfg.model.name} cannot take data.image_size={cfg.data.image_size} inputs "
-            f"({str(e).splitlines()[0]}). Use a larger data.image_size."
-        ) from None
+    shape = input_shape(cfg)
+    if route is None:  # a rank on the CPU: its own kernels' bytes (attention's differ from meta's)
+        small = sum(p.numel() for p in params) <= CPU_ROUTE_PARAMS
+        route = "cpu" if small and kind != "cuda" else "meta"
+    if route == "cpu":
+        try:
+            with torch.random.fork_rng(devices=[]):  # its weights' draw leaves the caller's RNG
+                real = build_model(cfg.model, cfg.data.image_size)
+            real_keys = {p.untyped_storage()._cdata for p in real.parameters()}
+            one, two = (
+                _activation_bytes(
+                    real, criterion, shape, cfg.model.num_classes, b, real_keys, "cpu"
+                )
+                for b in (1, 2)
+            )
+        except (RuntimeError, NotImplementedError, ValueError, IndexError, AssertionError):
+            # an op the CPU refuses (a CUDA-only kernel) or a shape error: the meta pass decides
+            route = "meta"
+    if route == "meta":
+        try:
+            one, two = (
+                _activation_bytes(model, criterion, shape, cfg.model.num_classes, b, keys, "meta")
+                for b in (1, 2)
+            )
+        except NotImplementedError:  # an operation without a meta kernel: activations unknown
+            one = two = 0
+        except RuntimeError as e:  # a shape error: the run would fail the same way in every rank
+            raise ConfigError(
+                f"model={cfg.model.name} cannot take data.image_size={cfg.data.image_size} inputs "
+                f"({str(e).splitlines()[0]}). Use a larger data.image_size."
+            ) from None
     if kind is not None:
         if (
             cfg.data.kind == "fake" and kind != "cuda"
