@@ -144,6 +144,10 @@ FAST_TESTS = {
     # stats/calibrate.py's own kill file: the default name would also be whatif/calibrate.py's
     "stats/calibrate.py": ["tests/test_mutation_kill_stats_calibrate.py"],
     "whatif/calibrate.py": ["tests/test_mutation_kill_whatif_calibrate.py"],
+    # whatif/sources.py and whatif/api.py: the default names would also be diagnosis/sources.py's
+    # and any other api.py's
+    "whatif/sources.py": ["tests/test_mutation_kill_whatif_sources.py"],
+    "whatif/api.py": ["tests/test_mutation_kill_whatif_api.py"],
     "tables/table.py": [
         "tests/test_mutation_kill_table.py",
         "tests/test_results_table.py",
