@@ -144,6 +144,9 @@ FAST_TESTS = {
     # stats/calibrate.py's own kill file: the default name would also be whatif/calibrate.py's
     "stats/calibrate.py": ["tests/test_mutation_kill_stats_calibrate.py"],
     "whatif/calibrate.py": ["tests/test_mutation_kill_whatif_calibrate.py"],
+    # whatif's report.py and validate.py: kill files named with their package, as calibrate.py's
+    "whatif/report.py": ["tests/test_mutation_kill_whatif_report.py"],
+    "whatif/validate.py": ["tests/test_mutation_kill_whatif_validate.py"],
     "tables/table.py": [
         "tests/test_mutation_kill_table.py",
         "tests/test_results_table.py",
