@@ -148,6 +148,9 @@ FAST_TESTS = {
     # and any other api.py's
     "whatif/sources.py": ["tests/test_mutation_kill_whatif_sources.py"],
     "whatif/api.py": ["tests/test_mutation_kill_whatif_api.py"],
+    # whatif's report.py and validate.py: kill files named with their package, as calibrate.py's
+    "whatif/report.py": ["tests/test_mutation_kill_whatif_report.py"],
+    "whatif/validate.py": ["tests/test_mutation_kill_whatif_validate.py"],
     "tables/table.py": [
         "tests/test_mutation_kill_table.py",
         "tests/test_results_table.py",
