@@ -198,8 +198,7 @@ def test_a_small_model_on_cpu_ranks_takes_its_activation_pass_on_the_cpu(over):
     assert cpu == estimate(cfg, "cpu", route="cpu") and cpu.activations_counted
     for batch in (1, 3):
         assert cpu.activations_fixed + cpu.per_sample * batch == saved_bytes_on_cpu(cfg, batch)
-    if cfg.model.name.startswith("vgg"):
-        assert cpu == meta
+    assert cpu == meta or not cfg.model.name.startswith("vgg")  # a convolution net: the same
     assert estimate(cfg, "cuda") == estimate(cfg, "cuda", route="meta")
 
 

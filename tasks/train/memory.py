@@ -8,9 +8,9 @@ part, and one forward pass under torch.autograd.graph.saved_tensors_hooks at two
 separates what autograd keeps for backward per sample. A small model (CPU_ROUTE_PARAMS) of a rank
 not on a GPU takes that pass on the CPU instead, on zeros: what its CPU kernels save (a convolution
 net's bytes are the meta pass's; attention's CPU kernel saves less, tests/test_train_memory.py), in
-milliseconds, where the first meta forward of a process loads torch's Python meta kernels and sympy (1.2-1.7 CPU
-s of every `python train.py` start on the 2-core machine, measured 2026-12-08: the tests' tiny
-models paid it in each run's parent, issue 36). Added to that: gradients, SGD momentum, DDP
+milliseconds, where the first meta forward of a process loads torch's Python meta kernels and
+sympy: 1.5 s of every `python train.py` start of a tiny model on the 2-core machine (measured
+2026-12-08, issue 36). Added to that: gradients, SGD momentum, DDP
 buckets, comm hook buffers, a backward working set and a fixed reserve (docs/config.md says which).
 It is an estimate: it refuses only configs it finds larger than the whole device, and says so.
 """
