@@ -389,3 +389,32 @@ def test_the_shared_stall_finding_says_its_numbers_where_they_came_from():
     v.fraction = lambda s: None
     g = rules.hiccup(v)
     assert g.title.endswith(f"{1e3 * per_step:.1f} ms per step on average") and g.impact == 0.0
+
+
+def test_a_spike_another_rank_shares_is_the_machines_from_a_quarter_of_its_rise():
+    """The line between a rank's own stall and the machine's, in exact binary fractions: rank 0
+    stalls +1.0 on steps 2 and 7 of 10 (the whole of their lattice), rank 1 spikes on step 7 by
+    exactly a quarter of that (its median 0.5, +0.25, past its cut of 0.5 + 25%): the machine's,
+    so step 7 is not rank 0's and one stall is left, no pattern. A hair under a quarter, step 7
+    stays rank 0's: both stalls, the size route's whole lattice."""
+    r0 = [0.25] * 10
+    r0[2] = r0[7] = 1.25
+
+    def works(jump):
+        r1 = [0.5] * 10
+        r1[7] = 0.5 + jump
+        return {0: {"ready": r0}, 1: {"ready": r1}}
+
+    assert rules._stalled_rank(works(0.25), "ready") is None
+    per_step, rank, (own, envelope, chance) = rules._stalled_rank(works(0.25 - 2**-20), "ready")
+    assert (rank, own, envelope, chance) == (0, [2, 7], 0.0, None) and per_step == 2 * 1.0 / 10
+
+
+def test_a_rise_is_measured_from_the_ranks_own_median_not_added_to_it():
+    # rank 1's work is 60 ms, rank 0's 5 ms; rank 0 stalls +120 ms on steps 1, 4, 7 of 10 and
+    # rank 1 jumps +20 ms on step 4 (past its cut of 60 + 25%): 20 ms is under a quarter of 120,
+    # so step 4 stays rank 0's. Its level added (80 + 60 ms) would pass the quarter and drop it
+    r0 = _add([SYNC + 0.005] * 10, {1, 4, 7}, 0.12)
+    r1 = _add([SYNC + 0.06] * 10, {4}, 0.02)
+    f = rules.hiccup(_view(_rank(0, r0), _rank(1, r1)))
+    assert _said(f, 0, "every 3 steps") == pytest.approx(120, abs=1)
