@@ -35,11 +35,11 @@ def saving_text(s: Saving) -> str:
     if s.fraction is None:
         return f"not estimated: {s.how}"
     word = "95% interval" if s.basis == "interval" else "range"
-    rng = (
-        f" ({word} {100 * s.lo:.0f}-{100 * s.hi:.0f}%)"
-        if s.lo is not None and s.hi is not None and s.hi > s.lo
-        else ""
-    )
+    rng = ""
+    if s.lo is not None and s.hi is not None and s.hi > s.lo:
+        # whole points, or tenths where its ends would round alike ("4-4%" for [3.9, 4.4])
+        d = 0 if f"{100 * s.lo:.0f}" != f"{100 * s.hi:.0f}" else 1
+        rng = f" ({word} {100 * s.lo:.{d}f}-{100 * s.hi:.{d}f}%)"
     secs = f", {ms(s.seconds)} ms" if s.seconds is not None else ""
     out = f"{100 * s.fraction:.1f}% of {s.of}{secs}{rng}: {s.how}"
     if s.predicted and s.predicted.get("fraction") is not None:

@@ -68,3 +68,12 @@ def test_a_fix_checked_in_the_job_too_noisily_leaves_the_cause_named_on_its_esti
     assert first["rule"] == "exposed_comm.slow_link", first["rule"]
     assert first["saving"]["source"] == "model" and first["saving"]["fraction"] > 0.5
     assert "an interval too wide to replace the estimate" in first["saving"]["how"]
+
+
+def test_a_narrow_interval_is_printed_in_tenths_not_as_one_point_twice():
+    """The what-if model's 4.2% [3.9, 4.4] on VGG11 per_param behind 1gbe printed "(95% interval
+    4-4%)": ends that round alike take a decimal; others stay whole points."""
+    base = {"of": "the time per sample", "how": "the what-if model", "basis": "interval"}
+    narrow = saving_text(Saving.from_dict({**base, "fraction": 0.042, "lo": 0.039, "hi": 0.044}))
+    wide = saving_text(Saving.from_dict({**base, "fraction": 0.057, "lo": 0.031, "hi": 0.082}))
+    assert "(95% interval 3.9-4.4%)" in narrow and "(95% interval 3-8%)" in wide
