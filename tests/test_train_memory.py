@@ -202,6 +202,20 @@ def test_a_small_model_on_cpu_ranks_takes_its_activation_pass_on_the_cpu(over):
     assert estimate(cfg, "cuda") == estimate(cfg, "cuda", route="meta")
 
 
+def test_a_small_model_on_large_inputs_keeps_the_meta_pass(monkeypatch):
+    """The CPU pass allocates what autograd saves; past CPU_ROUTE_INPUT elements a sample the meta
+    pass, which allocates nothing, decides."""
+    import tasks.train.memory as memory
+
+    at_256, at_288 = cfg_of("data.image_size=256"), cfg_of("data.image_size=288")
+    devices = []
+    real = memory._activation_bytes
+    monkeypatch.setattr(memory, "_activation_bytes", lambda *a: devices.append(a[-1]) or real(*a))
+    estimate(at_256, "cpu")
+    estimate(at_288, "cpu")
+    assert devices == ["cpu", "cpu", "meta", "meta"]
+
+
 def test_a_model_the_cpu_cannot_run_falls_back_to_the_meta_pass(monkeypatch):
     """A forward the CPU refuses (a CUDA-only kernel in the user's model) is not a refused config:
     the meta pass decides, as before the CPU route."""

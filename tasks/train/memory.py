@@ -30,6 +30,9 @@ RESERVE = {"cuda": 1 * GiB, "cpu": RANK_MEMORY_BYTES, "fake": RANK_MEMORY_BYTES}
 # parameters (elements) up to which the activation pass runs on the CPU (a few MB of weights and a
 # forward of milliseconds for the tiny models; VGG11's 133 M stay on the meta device)
 CPU_ROUTE_PARAMS = 2_000_000
+# ... and input elements per sample up to which (3 x 256 x 256): the CPU pass allocates what it
+# saves, where the meta pass allocates nothing, so a small net on large inputs stays on meta
+CPU_ROUTE_INPUT = 3 * 256 * 256
 
 
 @dataclass
@@ -73,8 +76,8 @@ def _activation_bytes(
 def estimate(cfg, kind: str | None = None, route: str | None = None) -> Estimate:
     """kind: the device the rank computes on ("cuda", "cpu", "fake"): adds its reserve, and on CPU
     the in-memory image pool. None: the model's own parts only. route: the device of the
-    activation pass, "meta" or "cpu" (None: the CPU for a model of CPU_ROUTE_PARAMS or fewer whose
-    rank is not on a GPU)."""
+    activation pass, "meta" or "cpu" (None: the CPU for a model of CPU_ROUTE_PARAMS or fewer on
+    inputs of CPU_ROUTE_INPUT elements or fewer whose rank is not on a GPU)."""
     from models import build_model, input_shape
 
     with torch.device("meta"):
@@ -96,7 +99,10 @@ def estimate(cfg, kind: str | None = None, route: str | None = None) -> Estimate
     criterion = torch.nn.CrossEntropyLoss()
     shape = input_shape(cfg)
     if route is None:  # a rank on the CPU: its own kernels' bytes (attention's differ from meta's)
-        small = sum(p.numel() for p in params) <= CPU_ROUTE_PARAMS
+        small = (
+            sum(p.numel() for p in params) <= CPU_ROUTE_PARAMS
+            and math.prod(shape) <= CPU_ROUTE_INPUT
+        )
         route = "cpu" if small and kind != "cuda" else "meta"
     if route == "cpu":
         try:
