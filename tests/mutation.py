@@ -144,11 +144,10 @@ FAST_TESTS = {
     # stats/calibrate.py's own kill file: the default name would also be whatif/calibrate.py's
     "stats/calibrate.py": ["tests/test_mutation_kill_stats_calibrate.py"],
     "whatif/calibrate.py": ["tests/test_mutation_kill_whatif_calibrate.py"],
-    # whatif/sources.py and whatif/api.py: the default names would also be diagnosis/sources.py's
-    # and any other api.py's
+    # whatif's sources, api, report and validate: kill files named with their package, as
+    # calibrate.py's (the default names would also be diagnosis/sources.py's, any other api.py's)
     "whatif/sources.py": ["tests/test_mutation_kill_whatif_sources.py"],
     "whatif/api.py": ["tests/test_mutation_kill_whatif_api.py"],
-    # whatif's report.py and validate.py: kill files named with their package, as calibrate.py's
     "whatif/report.py": ["tests/test_mutation_kill_whatif_report.py"],
     "whatif/validate.py": ["tests/test_mutation_kill_whatif_validate.py"],
     "tables/table.py": [

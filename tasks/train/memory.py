@@ -9,8 +9,8 @@ separates what autograd keeps for backward per sample. A small model (CPU_ROUTE_
 not on a GPU takes that pass on the CPU instead, on zeros: what its CPU kernels save (a convolution
 net's bytes are the meta pass's; attention's CPU kernel saves less, tests/test_train_memory.py), in
 milliseconds, where the first meta forward of a process loads torch's Python meta kernels and
-sympy: 1.5 s of every `python train.py` start of a tiny model on the 2-core machine (measured
-2026-12-08, issue 36). Added to that: gradients, SGD momentum, DDP
+sympy: 1.6 s [0.8, 2.4] of every `python train.py` start of a tiny model on the 2-core machine
+(docs/testing.md, issue 36). Added to that: gradients, SGD momentum, DDP
 buckets, comm hook buffers, a backward working set and a fixed reserve (docs/config.md says which).
 It is an estimate: it refuses only configs it finds larger than the whole device, and says so.
 """
@@ -52,11 +52,10 @@ class Estimate:
         return max(0, room // self.per_sample) if self.per_sample else (1 << 30 if room >= 0 else 0)
 
 
-def _activation_bytes(
-    model, criterion, shape: tuple, num_classes: int, batch: int, params: set, device: str
-) -> int:
-    """Bytes autograd saves for backward in one forward of `batch` samples, plus the gradients of
-    the two largest."""
+def _activation_bytes(model, criterion, shape: tuple, batch: int, device: str) -> int:
+    """Bytes autograd saves for backward in one forward of `batch` samples on `device` (the
+    model's), the parameters left out, plus the gradients of the two largest."""
+    params = {p.untyped_storage()._cdata for p in model.parameters()}
     saved: dict[int, int] = {}
 
     def pack(t):
@@ -83,7 +82,6 @@ def estimate(cfg, kind: str | None = None, route: str | None = None) -> Estimate
     with torch.device("meta"):
         model = build_model(cfg.model, cfg.data.image_size)
     params = list(model.parameters())
-    keys = {p.untyped_storage()._cdata for p in params}
     all_bytes = sum(p.numel() * p.element_size() for p in params)
     grads = sum(p.numel() * p.element_size() for p in params if p.requires_grad)
     fixed = {"parameters": all_bytes, "gradients": grads}
@@ -98,6 +96,10 @@ def estimate(cfg, kind: str | None = None, route: str | None = None) -> Estimate
         fixed["comm hook"] = grads
     criterion = torch.nn.CrossEntropyLoss()
     shape = input_shape(cfg)
+
+    def passes(m, device: str) -> tuple[int, int]:
+        return tuple(_activation_bytes(m, criterion, shape, b, device) for b in (1, 2))
+
     if route is None:  # a rank on the CPU: its own kernels' bytes (attention's differ from meta's)
         small = (
             sum(p.numel() for p in params) <= CPU_ROUTE_PARAMS
@@ -107,23 +109,13 @@ def estimate(cfg, kind: str | None = None, route: str | None = None) -> Estimate
     if route == "cpu":
         try:
             with torch.random.fork_rng(devices=[]):  # its weights' draw leaves the caller's RNG
-                real = build_model(cfg.model, cfg.data.image_size)
-            real_keys = {p.untyped_storage()._cdata for p in real.parameters()}
-            one, two = (
-                _activation_bytes(
-                    real, criterion, shape, cfg.model.num_classes, b, real_keys, "cpu"
-                )
-                for b in (1, 2)
-            )
+                one, two = passes(build_model(cfg.model, cfg.data.image_size), "cpu")
         except (RuntimeError, NotImplementedError, ValueError, IndexError, AssertionError):
             # an op the CPU refuses (a CUDA-only kernel) or a shape error: the meta pass decides
             route = "meta"
     if route == "meta":
         try:
-            one, two = (
-                _activation_bytes(model, criterion, shape, cfg.model.num_classes, b, keys, "meta")
-                for b in (1, 2)
-            )
+            one, two = passes(model, "meta")
         except NotImplementedError:  # an operation without a meta kernel: activations unknown
             one = two = 0
         except RuntimeError as e:  # a shape error: the run would fail the same way in every rank
@@ -135,7 +127,7 @@ def estimate(cfg, kind: str | None = None, route: str | None = None) -> Estimate
         if (
             cfg.data.kind == "fake" and kind != "cuda"
         ):  # the in-memory image pool lives with the CPU ranks
-            fixed["data pool"] = int(cfg.data.pool) * math.prod(input_shape(cfg)) * 4
+            fixed["data pool"] = int(cfg.data.pool) * math.prod(shape) * 4
         fixed["reserve"] = RESERVE[kind]
     return Estimate(
         fixed,
